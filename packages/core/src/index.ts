@@ -1,0 +1,15 @@
+// Public face of @csiplug/core.
+export * from './abort';
+export * from './clock';
+export * from './di';
+export * from './disposable';
+export * from './duration';
+export * from './errors';
+export * from './event';
+export * from './heartbeat';
+export * from './ids';
+export * from './logger';
+export * from './random';
+export * from './register';
+export * from './timeout-policy';
+export * from './tokens';

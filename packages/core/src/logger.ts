@@ -1,0 +1,114 @@
+// Structured logging behind the ILogger token. The default writes JSON lines
+// through pino; tests bind MemoryLogger to read what was logged.
+import pino from 'pino';
+
+export type LogFields = Record<string, unknown>;
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+
+export interface Logger {
+  trace(msg: string, fields?: LogFields): void;
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
+  /** A logger that adds `bindings` to every line. */
+  child(bindings: LogFields): Logger;
+}
+
+export interface PinoLoggerOptions {
+  level?: LogLevel | 'silent';
+  name?: string;
+  /** Where lines go; defaults to stderr. */
+  destination?: pino.DestinationStream;
+}
+
+function normalise(fields?: LogFields): LogFields | undefined {
+  if (!fields) return undefined;
+  const out: LogFields = {};
+  for (const [k, v] of Object.entries(fields)) out[k] = v instanceof Error ? { message: v.message, code: (v as { code?: unknown }).code, stack: v.stack } : v;
+  return out;
+}
+
+export class PinoLogger implements Logger {
+  private readonly log: pino.Logger;
+
+  constructor(options: PinoLoggerOptions | pino.Logger = {}) {
+    if (typeof (options as pino.Logger).child === 'function') {
+      this.log = options as pino.Logger;
+    } else {
+      const o = options as PinoLoggerOptions;
+      this.log = pino({ level: o.level ?? 'info', name: o.name ?? 'csiplug' }, o.destination ?? pino.destination(2));
+    }
+  }
+
+  trace(msg: string, fields?: LogFields): void {
+    this.log.trace(normalise(fields) ?? {}, msg);
+  }
+  debug(msg: string, fields?: LogFields): void {
+    this.log.debug(normalise(fields) ?? {}, msg);
+  }
+  info(msg: string, fields?: LogFields): void {
+    this.log.info(normalise(fields) ?? {}, msg);
+  }
+  warn(msg: string, fields?: LogFields): void {
+    this.log.warn(normalise(fields) ?? {}, msg);
+  }
+  error(msg: string, fields?: LogFields): void {
+    this.log.error(normalise(fields) ?? {}, msg);
+  }
+  child(bindings: LogFields): Logger {
+    return new PinoLogger(this.log.child(bindings));
+  }
+}
+
+export interface LogRecord {
+  level: LogLevel;
+  msg: string;
+  fields: LogFields;
+}
+
+/** Keeps every line in memory; for tests that assert what was logged. */
+export class MemoryLogger implements Logger {
+  constructor(
+    readonly records: LogRecord[] = [],
+    private readonly bindings: LogFields = {},
+  ) {}
+
+  private push(level: LogLevel, msg: string, fields?: LogFields): void {
+    this.records.push({ level, msg, fields: { ...this.bindings, ...(fields ?? {}) } });
+  }
+  trace(msg: string, fields?: LogFields): void {
+    this.push('trace', msg, fields);
+  }
+  debug(msg: string, fields?: LogFields): void {
+    this.push('debug', msg, fields);
+  }
+  info(msg: string, fields?: LogFields): void {
+    this.push('info', msg, fields);
+  }
+  warn(msg: string, fields?: LogFields): void {
+    this.push('warn', msg, fields);
+  }
+  error(msg: string, fields?: LogFields): void {
+    this.push('error', msg, fields);
+  }
+  child(bindings: LogFields): Logger {
+    return new MemoryLogger(this.records, { ...this.bindings, ...bindings });
+  }
+  /** Lines at `level` or above whose message contains `text`. */
+  find(text: string, level?: LogLevel): LogRecord[] {
+    return this.records.filter((r) => r.msg.includes(text) && (!level || r.level === level));
+  }
+}
+
+/** Discards everything. */
+export class NullLogger implements Logger {
+  trace(): void {}
+  debug(): void {}
+  info(): void {}
+  warn(): void {}
+  error(): void {}
+  child(): Logger {
+    return this;
+  }
+}
