@@ -108,7 +108,7 @@ export class NullLogger implements Logger {
   info(): void {}
   warn(): void {}
   error(): void {}
-  child(): Logger {
+  child(_bindings?: LogFields): Logger {
     return this;
   }
 }
