@@ -1,0 +1,2 @@
+// Public face of @csiplug/hooks.
+export {};
