@@ -1,2 +1,9 @@
 // Public face of @csiplug/registry.
-export {};
+export * from './dynamic-plugin-registry';
+export * from './errors';
+export * from './events';
+export * from './plugin-dispensers';
+export * from './plugin-registry';
+export * from './plugin-types';
+export * from './register';
+export * from './tokens';

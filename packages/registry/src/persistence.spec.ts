@@ -1,0 +1,168 @@
+import { MemoryLogger, FakeClock, DefaultTimeoutPolicy } from '@csiplug/core';
+import { DynamicPluginRegistry, PluginDispenserTable, PluginEvent, RegistryRestoreError } from '.';
+import { FakeClientState } from '../test/fake-client-state';
+import { makeRegistry, plugin } from '../test/harness';
+
+describe('persistence and restore (fake state DB)', () => {
+  it('writes every change as a plain, ordered, JSON-safe list', () => {
+    const { registry, db } = makeRegistry();
+    registry.register(plugin(0, { options: { mountPoint: '/csi' } }));
+    registry.register(plugin(1));
+    registry.register(plugin(0, { type: 'csi-controller', name: 'ctl' }));
+    expect(db.puts).toBe(3);
+    expect(db.stored).toEqual({
+      plugins: {
+        'csi-node': {
+          'my-plugin': [
+            { type: 'csi-node', name: 'my-plugin', version: 'v1', allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', options: {} },
+            { type: 'csi-node', name: 'my-plugin', version: 'v0', allocId: 'alloc-0', socketPath: '/var/data/plugins/alloc-0/csi.sock', options: { mountPoint: '/csi' } },
+          ],
+        },
+        'csi-controller': {
+          ctl: [{ type: 'csi-controller', name: 'ctl', version: 'v0', allocId: 'alloc-0', socketPath: '/var/data/plugins/alloc-0/csi.sock', options: {} }],
+        },
+      },
+    });
+    // The restored flag is runtime state, never stored.
+    expect(db.json).not.toContain('restored');
+
+    registry.deregister('csi-controller', 'ctl', 'alloc-0');
+    registry.deregister('csi-node', 'my-plugin', 'alloc-1');
+    expect(db.stored).toEqual({ plugins: { 'csi-node': { 'my-plugin': [expect.objectContaining({ allocId: 'alloc-0' })] } } });
+    registry.deregister('csi-node', 'my-plugin', 'alloc-0');
+    expect(db.stored).toEqual({ plugins: {} });
+  });
+
+  it('restores every list in order, each entry flagged restored, without writing or emitting', () => {
+    const first = makeRegistry();
+    for (let i = 0; i < 5; i++) first.registry.register(plugin(i));
+    first.registry.register(plugin(0, { type: 'csi-controller', name: 'ctl' }));
+    first.registry.register(plugin(0, { name: 'other', options: { a: 'b' } }));
+    const puts = first.db.puts;
+
+    const second = first.restart();
+    expect(first.db.puts).toBe(puts);
+    expect(second.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-4', 'alloc-3', 'alloc-2', 'alloc-1', 'alloc-0']);
+    expect(second.list('csi-node').map((p) => [p.name, p.allocId, p.restored])).toEqual([
+      ['my-plugin', 'alloc-4', true],
+      ['other', 'alloc-0', true],
+    ]);
+    expect(second.get('csi-node', 'other')?.options).toEqual({ a: 'b' });
+    expect(second.get('csi-controller', 'ctl')).toMatchObject({ allocId: 'alloc-0', restored: true });
+    expect(first.logger.find('plugin registry restored', 'info')[0]?.fields).toMatchObject({ registrations: 7, dropped: 0 });
+  });
+
+  it('clears the restored flag when the alloc re-registers unchanged, without a write or an event', () => {
+    const first = makeRegistry();
+    first.registry.register(plugin(0));
+    const second = first.restart();
+    const puts = first.db.puts;
+    const events: PluginEvent[] = [];
+    second.onDidChange((e) => events.push(e));
+    const got = second.register(plugin(0));
+    expect(got.restored).toBe(false);
+    expect(second.get('csi-node', 'my-plugin')?.restored).toBe(false);
+    expect(events).toEqual([]);
+    expect(first.db.puts).toBe(puts);
+  });
+
+  it('clears the restored flag and emits registered when the alloc re-registers with a new socket', () => {
+    const first = makeRegistry();
+    first.registry.register(plugin(0));
+    const second = first.restart();
+    const events: PluginEvent[] = [];
+    second.onDidChange((e) => events.push(e));
+    second.register(plugin(0, { socketPath: '/new.sock' }));
+    expect(second.get('csi-node', 'my-plugin')).toMatchObject({ socketPath: '/new.sock', restored: false });
+    expect(events).toMatchObject([{ kind: 'registered', reason: 'updated', active: true, plugin: { socketPath: '/new.sock', restored: false } }]);
+    expect(first.db.stored?.plugins['csi-node']?.['my-plugin']?.[0]?.socketPath).toBe('/new.sock');
+  });
+
+  it('clears the restored flag when the CSI manager confirms the plugin alive', () => {
+    const first = makeRegistry();
+    first.registry.register(plugin(0));
+    first.registry.register(plugin(1));
+    const second = first.restart();
+    const events: PluginEvent[] = [];
+    second.onDidChange((e) => events.push(e));
+    expect(second.confirmAlive('csi-node', 'my-plugin', 'alloc-1')).toBe(true);
+    expect(second.confirmAlive('csi-node', 'my-plugin', 'alloc-1')).toBe(true);
+    expect(second.confirmAlive('csi-node', 'my-plugin', 'alloc-9')).toBe(false);
+    expect(second.registrations('csi-node', 'my-plugin').map((p) => [p.allocId, p.restored])).toEqual([
+      ['alloc-1', false],
+      ['alloc-0', true],
+    ]);
+    expect(events).toEqual([]);
+  });
+
+  it('keeps a restored entry restored after another alloc of the plugin comes and goes', () => {
+    const first = makeRegistry();
+    first.registry.register(plugin(0));
+    const second = first.restart();
+    second.register(plugin(1));
+    const events: PluginEvent[] = [];
+    second.onDidChange((e) => events.push(e));
+    second.deregister('csi-node', 'my-plugin', 'alloc-1');
+    expect(events.map((e) => e.kind === 'registered' && e.reason)).toEqual([false, 'promoted']);
+    expect(second.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-0', restored: true });
+  });
+
+  it('survives several restarts with changes in between', () => {
+    const h = makeRegistry();
+    h.registry.register(plugin(0));
+    h.restart().register(plugin(1));
+    h.restart().deregister('csi-node', 'my-plugin', 'alloc-0');
+    h.restart().register(plugin(2, { name: 'x' }));
+    const last = h.restart();
+    expect(last.list('csi-node').map((p) => `${p.name}@${p.allocId}`)).toEqual(['my-plugin@alloc-1', 'x@alloc-2']);
+  });
+
+  it('drops, and logs, stored entries it cannot use; keeps the rest in order', () => {
+    const db = new FakeClientState({
+      plugins: {
+        'csi-node': {
+          good: [
+            { type: 'csi-node', name: 'good', version: '1', allocId: 'b', socketPath: '/b', options: {} },
+            { type: 'csi-node', name: 'good', version: '1', allocId: '../evil', socketPath: '/x', options: {} },
+            { type: 'csi-node', name: 'good', version: '1', allocId: 'a', socketPath: '/a', options: {} },
+            { type: 'csi-node', name: 'good', version: '1', allocId: 'b', socketPath: '/dup', options: {} },
+            { type: 'csi-node', name: 'elsewhere', version: '1', allocId: 'c', socketPath: '/c', options: {} },
+          ],
+          broken: 'not a list' as never,
+        },
+        gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] },
+      },
+    });
+    const { registry, logger } = makeRegistry({ db });
+    expect(registry.registrations('csi-node', 'good').map((p) => p.allocId)).toEqual(['b', 'a']);
+    expect(registry.list('csi-node').map((p) => p.name)).toEqual(['good']);
+    expect(logger.find('dropping an invalid registration', 'error').map((r) => r.fields['error'])).toEqual([
+      'alloc id "../evil" is not allowed: it may not contain "/", "..", or NUL',
+      'alloc b appears twice; keeping the newer entry',
+      'stored under csi-node/good but names csi-node/elsewhere',
+    ]);
+    expect(logger.find('malformed registration list', 'error')).toHaveLength(1);
+    expect(logger.find('unknown plugin type', 'warn')[0]?.fields).toMatchObject({ type: 'gpu', registrations: 1 });
+
+    // The next change writes only what was kept.
+    registry.register({ type: 'csi-node', name: 'good', allocId: 'z', socketPath: '/z' });
+    expect(db.stored?.plugins['csi-node']?.['good']?.map((r) => r.allocId)).toEqual(['z', 'b', 'a']);
+    expect(Object.keys(db.stored?.plugins ?? {})).toEqual(['csi-node']);
+  });
+
+  it('restores a type a deployment added', () => {
+    const db = new FakeClientState({ plugins: { gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] } } });
+    const { registry } = makeRegistry({ db, extraTypes: ['gpu'] });
+    expect(registry.get('gpu', 'g')).toMatchObject({ allocId: 'a', restored: true });
+  });
+
+  it('refuses to start over a state it cannot read', () => {
+    const db = new FakeClientState();
+    db.failGet = new Error('database disk image is malformed');
+    expect(() => makeRegistry({ db })).toThrow(RegistryRestoreError);
+    expect(() => makeRegistry({ db })).toThrow('could not restore the plugin registry from the client state: database disk image is malformed');
+    db.failGet = undefined;
+    db.json = JSON.stringify({ nope: true });
+    expect(() => new DynamicPluginRegistry(db.asDB(), new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable())).toThrow('has no "plugins" object');
+  });
+});

@@ -1,0 +1,56 @@
+import { FakeClock, MemoryLogger, registerCore } from '@csiplug/core';
+import { IClientStateDB } from '@csiplug/state';
+import { container as root } from 'tsyringe';
+import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, PluginRegistry, registerRegistry } from '.';
+import { FakeClientState } from '../test/fake-client-state';
+
+function setup() {
+  const c = root.createChildContainer();
+  const clock = new FakeClock();
+  registerCore(c, { clock, logger: new MemoryLogger(), timeouts: { registryWait: 1_000 } });
+  const db = new FakeClientState();
+  c.register(IClientStateDB, { useValue: db.asDB() });
+  return { c, clock, db };
+}
+
+describe('registerRegistry', () => {
+  it('binds one registry per container, built from the injected clock, policy and state', async () => {
+    const { c, clock, db } = setup();
+    registerRegistry(c, { types: ['gpu'], dispensers: { 'csi-node': (p) => `client for ${p.socketPath}` } });
+    const registry = c.resolve<PluginRegistry>(IPluginRegistry);
+    expect(registry).toBeInstanceOf(DynamicPluginRegistry);
+    expect(c.resolve(IPluginRegistry)).toBe(registry);
+    expect(registry.types).toEqual(['csi-controller', 'csi-node', 'gpu']);
+
+    registry.register({ type: 'csi-node', name: 'p', allocId: 'a', socketPath: '/s' });
+    expect(db.puts).toBe(1);
+    expect(registry.dispense('csi-node', 'p')).toBe('client for /s');
+
+    // The CSI manager adds its dispenser through the same table.
+    c.resolve<IPluginDispensers>(IPluginDispensers).register('csi-controller', () => 'controller client');
+    registry.register({ type: 'csi-controller', name: 'p', allocId: 'a', socketPath: '/s' });
+    expect(registry.dispense('csi-controller', 'p')).toBe('controller client');
+
+    // The default timeout is the injected policy's, on the injected clock.
+    const wait = registry.waitForPlugin('gpu', 'g');
+    await clock.advance(1_000);
+    await expect(wait).rejects.toThrow('timed out after 1s waiting for plugin "g" of type gpu to register');
+    registry.dispose();
+  });
+
+  it('leaves a registry a deployment bound first alone', () => {
+    const { c } = setup();
+    const mine = { mine: true } as unknown as PluginRegistry;
+    c.register(IPluginRegistry, { useValue: mine });
+    registerRegistry(c);
+    expect(c.resolve(IPluginRegistry)).toBe(mine);
+  });
+
+  it('builds with no options', () => {
+    const { c } = setup();
+    registerRegistry(c);
+    const registry = c.resolve<PluginRegistry>(IPluginRegistry);
+    expect(registry.types).toEqual(['csi-controller', 'csi-node']);
+    expect(() => registry.dispense('csi-node', 'p')).toThrow('no plugin dispenser for type csi-node');
+  });
+});

@@ -1,0 +1,50 @@
+// Builds a registry over fakes: a FakeClock, a MemoryLogger, the default
+// timeout policy and a FakeClientState.
+import { DefaultTimeoutPolicy, FakeClock, MemoryLogger, TimeoutSettings } from '@csiplug/core';
+import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration } from '../src';
+import { FakeClientState } from './fake-client-state';
+
+export interface Harness {
+  registry: DynamicPluginRegistry;
+  clock: FakeClock;
+  logger: MemoryLogger;
+  db: FakeClientState;
+  dispensers: PluginDispenserTable;
+  /** A new registry over the same state DB (an agent restart). */
+  restart(): DynamicPluginRegistry;
+}
+
+export function makeRegistry(opts: { db?: FakeClientState; clock?: FakeClock; extraTypes?: string[]; timeouts?: Partial<TimeoutSettings> } = {}): Harness {
+  const clock = opts.clock ?? new FakeClock();
+  const logger = new MemoryLogger();
+  const db = opts.db ?? new FakeClientState();
+  const policy = new DefaultTimeoutPolicy(opts.timeouts);
+  const dispensers = new PluginDispenserTable();
+  const build = () => new DynamicPluginRegistry(db.asDB(), clock, logger, policy, dispensers, { extraTypes: opts.extraTypes });
+  const h: Harness = {
+    registry: build(),
+    clock,
+    logger,
+    db,
+    dispensers,
+    restart() {
+      h.registry.shutdown();
+      h.registry = build();
+      return h.registry;
+    },
+  };
+  return h;
+}
+
+/** A registration like Nomad's test helper: alloc-N, version vN, its own socket. */
+export function plugin(idx: number | string, over: Partial<PluginRegistration> = {}): PluginRegistration {
+  const allocId = `alloc-${idx}`;
+  return {
+    type: 'csi-node',
+    name: 'my-plugin',
+    version: `v${idx}`,
+    allocId,
+    socketPath: `/var/data/plugins/${allocId}/csi.sock`,
+    ...over,
+  };
+}

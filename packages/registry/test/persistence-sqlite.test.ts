@@ -1,0 +1,74 @@
+// Persistence over a real SQLite file, closed and reopened between
+// "agent runs" (see test/sqlite-state.ts for which store is used).
+import { DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { DynamicPluginRegistry, PluginDispenserTable } from '../src';
+import { plugin } from './harness';
+import { OpenedState, openSqliteState } from './sqlite-state';
+
+describe('persistence over a SQLite state file', () => {
+  let dir: string;
+  let file: string;
+  const opened: OpenedState[] = [];
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-registry-'));
+    file = path.join(dir, 'state.db');
+  });
+  afterEach(() => {
+    for (const o of opened.splice(0)) o.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** One agent run: open the file, build a registry over it. */
+  function agentRun() {
+    const s = openSqliteState(file);
+    opened.push(s);
+    const registry = new DynamicPluginRegistry(s.db, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    return {
+      registry,
+      stop() {
+        registry.shutdown();
+        opened.splice(opened.indexOf(s), 1);
+        s.close();
+      },
+    };
+  }
+
+  it('keeps every list, in order, across a close and reopen', () => {
+    const run1 = agentRun();
+    for (let i = 0; i < 4; i++) run1.registry.register(plugin(i, { options: { mountPoint: `/m${i}` } }));
+    run1.registry.register(plugin(0, { type: 'csi-controller' }));
+    run1.registry.register(plugin(1, { type: 'csi-controller' }));
+    run1.registry.deregister('csi-node', 'my-plugin', 'alloc-2');
+    run1.stop();
+
+    const run2 = agentRun();
+    expect(run2.registry.registrations('csi-node', 'my-plugin').map((p) => [p.allocId, p.options['mountPoint'], p.restored])).toEqual([
+      ['alloc-3', '/m3', true],
+      ['alloc-1', '/m1', true],
+      ['alloc-0', '/m0', true],
+    ]);
+    expect(run2.registry.registrations('csi-controller', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-1', 'alloc-0']);
+    run2.stop();
+  });
+
+  it('restart race: alloc-1 stays active when alloc-0 re-registers first after a restart', () => {
+    const run1 = agentRun();
+    run1.registry.register(plugin(0));
+    run1.registry.register(plugin(1));
+    run1.stop();
+
+    const run2 = agentRun();
+    run2.registry.register(plugin(0));
+    expect(run2.registry.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', restored: true });
+    run2.registry.register(plugin(2)); // a replacement
+    run2.stop();
+
+    const run3 = agentRun();
+    expect(run3.registry.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-2', 'alloc-1', 'alloc-0']);
+    run3.stop();
+  });
+});
