@@ -1,2 +1,8 @@
 // Public face of @csiplug/hostpath-plugin.
-export {};
+export * from './config';
+export * from './main';
+export * from './mounter';
+export * from './mountinfo';
+export { HostPathPlugin, TOPOLOGY_KEY } from './plugin';
+export type { HostPathPluginDeps } from './plugin';
+export * from './volume-store';

@@ -1,0 +1,43 @@
+// registerCsi binds the CSI client factory. It needs the core tokens
+// (ITimeoutPolicy, IClock, IRandom, ILogger) bound first — registerCore does that.
+import type { DependencyContainer } from 'tsyringe';
+import { Clock, IClock, ILogger, IRandom, ITimeoutPolicy, Logger, Random, TimeoutPolicy, bindDefault } from '@csiplug/core';
+import { CSIClient, CSIClientOptions, GrpcCSIClient } from './client';
+import { RetryOptions } from './retry';
+import { CSIClientFactory, ICSIClientFactory } from './tokens';
+
+export interface CsiOptions {
+  /** Retry settings applied to every client the factory makes. */
+  retry?: Partial<RetryOptions>;
+}
+
+export class DefaultCSIClientFactory implements CSIClientFactory {
+  constructor(
+    private readonly timeouts: TimeoutPolicy,
+    private readonly clock: Clock,
+    private readonly random: Random,
+    private readonly logger: Logger,
+    private readonly defaults: CSIClientOptions = {},
+  ) {}
+
+  createClient(endpoint: string, options: CSIClientOptions = {}): CSIClient {
+    return new GrpcCSIClient(
+      endpoint,
+      { timeouts: this.timeouts, clock: this.clock, random: this.random, logger: this.logger },
+      { ...this.defaults, ...options, retry: { ...this.defaults.retry, ...options.retry } },
+    );
+  }
+}
+
+export function registerCsi(container: DependencyContainer, options: CsiOptions = {}): void {
+  bindDefault(container, ICSIClientFactory, {
+    useFactory: (c) =>
+      new DefaultCSIClientFactory(
+        c.resolve<TimeoutPolicy>(ITimeoutPolicy),
+        c.resolve<Clock>(IClock),
+        c.resolve<Random>(IRandom),
+        c.resolve<Logger>(ILogger),
+        { retry: options.retry },
+      ),
+  });
+}
