@@ -1,0 +1,60 @@
+// The task driver contract: start a task so that it outlives the agent,
+// find it again after an agent restart, learn when it exits, stop it.
+import type { Disposable } from '@csiplug/core';
+
+/** What the driver needs to start one task. */
+export interface DriverTaskConfig {
+  allocId: string;
+  taskName: string;
+  /** The task's own dir: working dir, logs (stdout.log, stderr.log), driver files. */
+  taskDir: string;
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+/**
+ * Enough to find a task again after the agent restarts: saved in the client
+ * state (allocations/<id>/task-<name>/handle). A pid alone is never trusted:
+ * the process start time must match too.
+ */
+export interface TaskHandle {
+  version: 1;
+  driver: 'exec';
+  allocId: string;
+  taskName: string;
+  taskDir: string;
+  /** The executor process: the task's parent, which records its exit status. */
+  executorPid: number;
+  executorStartTime: string;
+  /** The task process itself. */
+  pid: number;
+  /** Process start time as the kernel reports it (/proc/<pid>/stat field 22). */
+  startTime: string;
+  startedAt: number;
+}
+
+export interface ExitResult {
+  exitCode: number | null;
+  signal: string | null;
+  /** ms since the epoch */
+  finishedAt: number;
+  /** Set when the driver could not learn the real status (e.g. the executor died too). */
+  error?: string;
+}
+
+export type RecoverResult = { running: true } | { running: false; exit: ExitResult };
+
+export interface TaskDriver extends Disposable {
+  readonly name: string;
+  /** Starts the task through an executor; resolves once the task process runs. */
+  start(config: DriverTaskConfig): Promise<TaskHandle>;
+  /** After an agent restart: is the task of this handle still running, and if not, how did it end? */
+  recover(handle: TaskHandle): Promise<RecoverResult>;
+  /** Resolves when the task exits (event-driven; works for started and recovered tasks alike). */
+  wait(handle: TaskHandle): Promise<ExitResult>;
+  /** Sends `signal`, then SIGKILL after `killTimeout` ms if it is still running; resolves when it has exited. */
+  stop(handle: TaskHandle, signal: NodeJS.Signals, killTimeout: number): Promise<ExitResult>;
+  /** Whether the handle's process is alive and is the same process (pid and start time). */
+  isRunning(handle: TaskHandle): boolean;
+}

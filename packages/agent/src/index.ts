@@ -1,0 +1,2 @@
+// Public face of @csiplug/agent.
+export {};
