@@ -1,2 +1,12 @@
 // Public face of @csiplug/hooks.
-export {};
+export * from './csi-hook';
+export * from './csi-plugin-config';
+export * from './csi-plugin-supervisor-hook';
+export * from './hook';
+export * from './hook-order';
+export * from './paths';
+export * from './pending-unmounts';
+export * from './register';
+export * from './tokens';
+export * from './volume-claimer';
+export * from './wait-for-path';

@@ -38,6 +38,10 @@ export interface PendingUnmountRecord {
   allocId: string;
   pluginId: string;
   volumeId: string;
+  /** The plugin's own id for the volume, when it differs from volumeId. */
+  externalId?: string;
+  /** The group's name for the volume (its key in the alloc's mount stubs). */
+  volumeName?: string;
   usage: VolumeUsageOptions;
   attempts: number;
   lastError?: string;
@@ -50,6 +54,8 @@ export interface VolumeMountStub {
   /** The group's volume name. */
   name: string;
   volumeId: string;
+  /** The plugin's own id for the volume, when it differs from volumeId. */
+  externalId?: string;
   pluginId: string;
   stagingPath?: string;
   targetPath: string;

@@ -1,0 +1,290 @@
+// csi_plugin_supervisor: the task hook of a task with a `csi_plugin` block.
+//
+// prestart  makes the socket dir and the staging/publish base dir (0700) and
+//           points the task at its socket (CSI_ENDPOINT).
+// poststart waits for the socket (a filesystem watch), probes as the
+//           HeartbeatStrategy says until healthy or the health timeout, then
+//           registers one entry (node or controller) or two (monolith), and
+//           keeps probing on the steady period, reporting changes as events.
+// stop/exited deregisters every entry it registered and removes the socket dir.
+//
+// On a restore the task is already running: the same path re-probes and
+// re-registers, and the registry keeps the alloc's place in its list.
+import {
+  Clock,
+  Disposable,
+  HeartbeatStrategy,
+  IClock,
+  IHeartbeatStrategy,
+  ILogger,
+  ITimeoutPolicy,
+  Logger,
+  TimeoutError,
+  TimeoutPolicy,
+  errorMessage,
+  formatDuration,
+} from '@csiplug/core';
+import { CSIClient, ICSIClientFactory, type CSIClientFactory } from '@csiplug/csi';
+import { PLUGIN_OPTION_CONTAINER_MOUNT_POINT, PLUGIN_OPTION_PLUGIN_TYPE, PLUGIN_OPTION_STAGE_PUBLISH_BASE } from '@csiplug/csimanager';
+import { IPluginRegistry, PluginTypeCSIController, PluginTypeCSINode, type PluginRegistry } from '@csiplug/registry';
+import * as fs from 'fs';
+import { inject, injectable } from 'tsyringe';
+import type { CSIPluginConfig, TaskHook, TaskHookContext, TaskPrestartResult } from './hook';
+import { pluginMountRoot, pluginSocketDir, pluginSocketPath } from './paths';
+import { IHooksConfig, type HooksConfig } from './tokens';
+import { waitForPath } from './wait-for-path';
+
+export const TASK_EVENT_PLUGIN_HEALTHY = 'Plugin became healthy';
+export const TASK_EVENT_PLUGIN_UNHEALTHY = 'Plugin became unhealthy';
+
+/** The plugin's vendor name (GetPluginInfo), kept with its registration. */
+export const REGISTRATION_OPTION_PROVIDER = 'provider';
+
+/** The registry types a `csi_plugin` block's type registers as. */
+export function registryTypesFor(kind: CSIPluginConfig['type']): string[] {
+  switch (kind) {
+    case 'controller':
+      return [PluginTypeCSIController];
+    case 'node':
+      return [PluginTypeCSINode];
+    case 'monolith':
+      return [PluginTypeCSIController, PluginTypeCSINode];
+  }
+}
+
+export class CSIPluginSupervisorHook implements TaskHook {
+  readonly name = 'csi_plugin_supervisor';
+
+  private client: CSIClient | undefined;
+  /** What this task registered, each entry bound to its own type and name. */
+  private registered: { type: string; name: string; allocId: string }[] = [];
+  private loop: AbortController | undefined;
+  private steadyTimer: Disposable | undefined;
+  private healthy = false;
+
+  constructor(
+    private readonly config: CSIPluginConfig,
+    private readonly dataDir: string,
+    private readonly registry: PluginRegistry,
+    private readonly clients: CSIClientFactory,
+    private readonly clock: Clock,
+    private readonly heartbeat: HeartbeatStrategy,
+    private readonly timeouts: TimeoutPolicy,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Entries currently registered by this task (for status and tests). */
+  get registrations(): readonly { type: string; name: string }[] {
+    return this.registered.map(({ type, name }) => ({ type, name }));
+  }
+
+  get isHealthy(): boolean {
+    return this.healthy;
+  }
+
+  async prestart(ctx: TaskHookContext): Promise<TaskPrestartResult> {
+    const socketDir = pluginSocketDir(this.dataDir, ctx.alloc.id);
+    const mountRoot = pluginMountRoot(this.dataDir, this.config);
+    for (const dir of [socketDir, mountRoot]) {
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+      fs.chmodSync(dir, 0o700);
+    }
+    const env: Record<string, string> = { CSIPLUG_CSI_MOUNT_DIR: mountRoot };
+    if (!ctx.task.env.CSI_ENDPOINT) env.CSI_ENDPOINT = `unix://${pluginSocketPath(this.dataDir, ctx.alloc.id)}`;
+    return { env };
+  }
+
+  async poststart(ctx: TaskHookContext): Promise<void> {
+    this.stopLoop();
+    const loop = new AbortController();
+    this.loop = loop;
+    const onOuterAbort = () => loop.abort(ctx.signal.reason);
+    ctx.signal.addEventListener('abort', onOuterAbort, { once: true });
+    try {
+      await this.startUp(ctx, loop.signal);
+    } finally {
+      ctx.signal.removeEventListener('abort', onOuterAbort);
+    }
+  }
+
+  async stop(ctx: TaskHookContext): Promise<void> {
+    this.teardown(ctx);
+  }
+
+  async exited(ctx: TaskHookContext): Promise<void> {
+    this.teardown(ctx);
+  }
+
+  private async startUp(ctx: TaskHookContext, signal: AbortSignal): Promise<void> {
+    const id = this.config.id;
+    const log = this.logger.child({ alloc_id: ctx.alloc.id, task: ctx.task.name, plugin_id: id });
+    const socket = pluginSocketPath(this.dataDir, ctx.alloc.id);
+    const limit = this.config.healthTimeout;
+    const deadline = this.clock.now() + limit;
+    const unhealthy = (why: string) => {
+      if (signal.aborted) return;
+      ctx.emitEvent({ type: TASK_EVENT_PLUGIN_UNHEALTHY, message: `plugin: ${id}: ${why}` });
+      log.warn('CSI plugin did not become healthy; restarting its task', { reason: why });
+      ctx.requestRestart(`plugin ${id} did not become healthy within ${formatDuration(limit)}: ${why}`);
+    };
+
+    try {
+      await waitForPath(socket, { clock: this.clock, timeoutMs: limit, signal });
+    } catch (err) {
+      if (signal.aborted) return;
+      unhealthy(err instanceof TimeoutError ? `socket ${socket} did not appear within ${formatDuration(limit)}` : errorMessage(err));
+      return;
+    }
+
+    this.client?.close();
+    const client = this.clients.createClient(`unix://${socket}`);
+    this.client = client;
+
+    let lastProblem = 'no probe answered';
+    for (let attempt = 0; ; attempt++) {
+      const remaining = deadline - this.clock.now();
+      if (remaining <= 0) return unhealthy(`not healthy within ${formatDuration(limit)} (last: ${lastProblem})`);
+      const delay = Math.min(this.heartbeat.startupProbeDelay(attempt), remaining);
+      try {
+        if (delay > 0) await this.clock.sleep(delay, signal);
+      } catch {
+        return; // stopped while waiting
+      }
+      if (this.clock.now() >= deadline) return unhealthy(`not healthy within ${formatDuration(limit)} (last: ${lastProblem})`);
+      const probe = await this.probeOnce(client, signal, Math.min(this.timeouts.probe(), Math.max(1, deadline - this.clock.now())));
+      if (signal.aborted) return;
+      if (probe.healthy) break;
+      lastProblem = probe.problem;
+      log.debug('CSI plugin not ready yet', { attempt, problem: probe.problem });
+    }
+
+    this.healthy = true;
+    ctx.emitEvent({ type: TASK_EVENT_PLUGIN_HEALTHY, message: `plugin: ${id}` });
+
+    try {
+      await this.registerAll(ctx, client, signal);
+    } catch (err) {
+      if (signal.aborted) return;
+      const why = errorMessage(err);
+      log.error('CSI plugin registration failed; rolled back and restarting its task', { error: err });
+      ctx.emitEvent({ type: TASK_EVENT_PLUGIN_UNHEALTHY, message: `failed to register plugin: ${id}, reason: ${why}` });
+      ctx.requestRestart(`plugin ${id} could not be registered: ${why}`);
+      return;
+    }
+    this.scheduleSteadyProbe(ctx, client, signal);
+  }
+
+  private async registerAll(ctx: TaskHookContext, client: CSIClient, signal: AbortSignal): Promise<void> {
+    const info = await client.getPluginInfo({ signal });
+    const mountRoot = pluginMountRoot(this.dataDir, this.config);
+    const socketPath = pluginSocketPath(this.dataDir, ctx.alloc.id);
+    const done: { type: string; name: string; allocId: string }[] = [];
+    try {
+      for (const type of registryTypesFor(this.config.type)) {
+        if (signal.aborted) throw signal.reason;
+        this.registry.register({
+          type,
+          name: this.config.id,
+          version: info.vendorVersion ?? '',
+          allocId: ctx.alloc.id,
+          socketPath,
+          options: {
+            [REGISTRATION_OPTION_PROVIDER]: info.name ?? '',
+            [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: mountRoot,
+            // No filesystem isolation: the plugin sees host paths.
+            [PLUGIN_OPTION_CONTAINER_MOUNT_POINT]: mountRoot,
+            [PLUGIN_OPTION_PLUGIN_TYPE]: this.config.type,
+          },
+        });
+        done.push({ type, name: this.config.id, allocId: ctx.alloc.id });
+      }
+    } catch (err) {
+      for (const entry of done.reverse()) this.deregisterOne(entry);
+      throw err;
+    }
+    this.registered = done;
+  }
+
+  private async probeOnce(client: CSIClient, signal: AbortSignal, timeoutMs: number): Promise<{ healthy: true } | { healthy: false; problem: string }> {
+    try {
+      const result = await client.probe({ signal, timeoutMs, retry: { maxAttempts: 1 } });
+      return result.ready ? { healthy: true } : { healthy: false, problem: 'probe answered not ready' };
+    } catch (err) {
+      return { healthy: false, problem: errorMessage(err) };
+    }
+  }
+
+  private scheduleSteadyProbe(ctx: TaskHookContext, client: CSIClient, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    this.steadyTimer = this.clock.setTimeout(() => {
+      void this.probeOnce(client, signal, this.timeouts.probe()).then((probe) => {
+        if (signal.aborted) return;
+        if (probe.healthy !== this.healthy) {
+          this.healthy = probe.healthy;
+          ctx.emitEvent(
+            probe.healthy
+              ? { type: TASK_EVENT_PLUGIN_HEALTHY, message: `plugin: ${this.config.id}` }
+              : { type: TASK_EVENT_PLUGIN_UNHEALTHY, message: `plugin: ${this.config.id}: ${probe.problem}` },
+          );
+        }
+        this.scheduleSteadyProbe(ctx, client, signal);
+      });
+    }, this.heartbeat.probeInterval());
+  }
+
+  private deregisterOne(entry: { type: string; name: string; allocId: string }): void {
+    try {
+      this.registry.deregister(entry.type, entry.name, entry.allocId);
+    } catch (err) {
+      this.logger.error('failed to deregister CSI plugin', { type: entry.type, name: entry.name, alloc_id: entry.allocId, error: err });
+    }
+  }
+
+  private stopLoop(): void {
+    this.loop?.abort();
+    this.loop = undefined;
+    this.steadyTimer?.dispose();
+    this.steadyTimer = undefined;
+  }
+
+  private teardown(ctx: TaskHookContext): void {
+    this.stopLoop();
+    for (const entry of this.registered) this.deregisterOne(entry);
+    this.registered = [];
+    this.healthy = false;
+    this.client?.close();
+    this.client = undefined;
+    try {
+      fs.rmSync(pluginSocketDir(this.dataDir, ctx.alloc.id), { recursive: true, force: true });
+    } catch (err) {
+      this.logger.warn('could not remove the plugin socket dir', { alloc_id: ctx.alloc.id, error: err });
+    }
+  }
+}
+
+/** Makes one supervisor hook per plugin task, with the agent's shared services. */
+@injectable()
+export class CSIPluginSupervisorFactory {
+  constructor(
+    @inject(IHooksConfig) private readonly config: HooksConfig,
+    @inject(IPluginRegistry) private readonly registry: PluginRegistry,
+    @inject(ICSIClientFactory) private readonly clients: CSIClientFactory,
+    @inject(IClock) private readonly clock: Clock,
+    @inject(IHeartbeatStrategy) private readonly heartbeat: HeartbeatStrategy,
+    @inject(ITimeoutPolicy) private readonly timeouts: TimeoutPolicy,
+    @inject(ILogger) private readonly logger: Logger,
+  ) {}
+
+  create(plugin: CSIPluginConfig): CSIPluginSupervisorHook {
+    return new CSIPluginSupervisorHook(
+      plugin,
+      this.config.dataDir,
+      this.registry,
+      this.clients,
+      this.clock,
+      this.heartbeat,
+      this.timeouts,
+      this.logger.child({ hook: 'csi_plugin_supervisor' }),
+    );
+  }
+}

@@ -1,0 +1,114 @@
+// The hook contracts of the task runner and the alloc runner. The agent's
+// runners implement the calling side; hooks only see these shapes.
+//
+// A run is either a fresh `start` or a `restore` after an agent restart (the
+// task kept running while the agent was away). Every call carries an
+// AbortSignal that fires when the runner gives up on the phase (task killed,
+// agent shutting down).
+
+/** A task event, as Nomad shows them in `alloc status`. */
+export interface TaskEvent {
+  type: string;
+  message: string;
+  /** ms since the epoch. */
+  time: number;
+  /** The event means the task failed (a setup failure, not a health report). */
+  failed?: boolean;
+  details?: Record<string, string>;
+}
+
+export type RunKind = 'start' | 'restore';
+
+/** A group's request for a CSI volume (`volume "name" { type = "csi" … }`). */
+export interface VolumeRequest {
+  /** The group's name for it; tasks refer to it in `volume_mount`. */
+  name: string;
+  type: 'csi';
+  /** The volume id in the volume catalog. */
+  source: string;
+  accessMode: string;
+  attachmentMode: string;
+  readOnly: boolean;
+  mountOptions?: { fsType?: string; mountFlags?: string[] };
+}
+
+/** The `csi_plugin` block of a task, after validation (see csi-plugin-config.ts). */
+export interface CSIPluginConfig {
+  id: string;
+  type: 'node' | 'controller' | 'monolith';
+  mountDir: string;
+  stagePublishBaseDir: string;
+  /** ms */
+  healthTimeout: number;
+}
+
+export interface AllocInfo {
+  id: string;
+  jobId: string;
+  group: string;
+  volumes: VolumeRequest[];
+}
+
+export interface TaskInfo {
+  name: string;
+  env: Record<string, string>;
+  csiPlugin?: CSIPluginConfig;
+}
+
+interface HookContextBase {
+  readonly alloc: AllocInfo;
+  readonly kind: RunKind;
+  readonly signal: AbortSignal;
+}
+
+export interface TaskHookContext extends HookContextBase {
+  readonly task: TaskInfo;
+  /** Adds an event to the task's history (and the agent's event stream). */
+  emitEvent(event: Omit<TaskEvent, 'time'> & { time?: number }): void;
+  /** Asks the runner to restart the task (not kill the alloc). */
+  requestRestart(reason: string): void;
+}
+
+export interface AllocHookContext extends HookContextBase {
+  /** Adds an event to every task of the alloc. */
+  emitEvent(event: Omit<TaskEvent, 'time'> & { time?: number }): void;
+}
+
+/** What a prestart hook adds to the task: environment variables. */
+export interface TaskPrestartResult {
+  env?: Record<string, string>;
+}
+
+/** A volume the alloc's tasks can use, by the group's volume name. */
+export interface MountedVolume {
+  name: string;
+  volumeId: string;
+  pluginId: string;
+  /** Where the task sees it (a task without isolation: the host path). */
+  hostPath: string;
+  readOnly: boolean;
+}
+
+export interface AllocPrerunResult {
+  volumes?: Record<string, MountedVolume>;
+}
+
+export interface TaskHook {
+  readonly name: string;
+  prestart?(ctx: TaskHookContext): Promise<TaskPrestartResult | void>;
+  poststart?(ctx: TaskHookContext): Promise<void>;
+  /** The task is stopping for good. Must be idempotent; may run without prestart. */
+  stop?(ctx: TaskHookContext): Promise<void>;
+  /** The task's process exited (it may be restarted). */
+  exited?(ctx: TaskHookContext): Promise<void>;
+}
+
+export interface AllocHook {
+  readonly name: string;
+  prerun?(ctx: AllocHookContext): Promise<AllocPrerunResult | void>;
+  postrun?(ctx: AllocHookContext): Promise<void>;
+  destroy?(ctx: AllocHookContext): Promise<void>;
+}
+
+export type TaskHookPhase = 'prestart' | 'poststart' | 'stop' | 'exited';
+export type AllocHookPhase = 'prerun' | 'postrun' | 'destroy';
