@@ -134,6 +134,7 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
           const next = [...list];
           next[at] = { ...list[at]!, restored: false };
           model.set(key, next);
+          if (list[at]!.restored && at === 0) expectEvent(type, `+${key}@${allocId}:${socketPath}:confirmed:true`);
         }
       }
     } else if (r < 0.5) {

@@ -146,10 +146,15 @@ export class DynamicPluginRegistry implements PluginRegistry {
     const current = list[at]!;
     if (sameInfo(current.record, record)) {
       if (!current.view.restored) return current.view;
-      // Only the in-memory flag changes; the stored form is the same.
+      // Only the in-memory flag changes; the stored form is the same. It is
+      // still news: the plugin is back after an agent restart, and whoever
+      // waits on it (the CSI manager, a restoring volume hook) should look now
+      // rather than at its next periodic round.
       const confirmed = entry(current.record, false);
       this.replaceInMemory(type, name, list, at, confirmed);
-      this.log.debug('restored plugin re-registered', { type, name, allocId });
+      this.log.info('restored plugin re-registered', { type, name, allocId, active: at === 0 });
+      // An inactive entry coming back changes nothing anyone acts on.
+      if (at === 0) this.emit({ kind: 'registered', plugin: confirmed.view, active: true, reason: 'confirmed' });
       return confirmed.view;
     }
     const updated = entry(record, false);

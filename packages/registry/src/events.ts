@@ -10,8 +10,11 @@ import type { RegisteredPlugin } from './plugin-types';
  *   (e.g. a new socket after a restart); it keeps its place, see `active`.
  * - `promoted`: the active entry was deregistered and this one, next in line,
  *   became active.
+ * - `confirmed`: the active entry, restored from the state DB, was registered
+ *   again by its alloc with the same info (its plugin is back after an agent
+ *   restart).
  */
-export type PluginRegisteredReason = 'new' | 'updated' | 'promoted';
+export type PluginRegisteredReason = 'new' | 'updated' | 'promoted' | 'confirmed';
 
 export interface PluginRegisteredEvent {
   readonly kind: 'registered';

@@ -52,7 +52,8 @@ describe('Nomad registry scenarios', () => {
 
     after.register(plugin(1));
     expect(after.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', restored: false });
-    expect(events).toEqual([]);
+    // the active plugin is confirmed back: news for whoever waits on it
+    expect(events.map((e) => [e.kind, e.plugin.allocId, e.kind === 'registered' && e.reason])).toEqual([['registered', 'alloc-1', 'confirmed']]);
   });
 
   it('replacement race on host restart: a replacement alloc-2 becomes active', () => {

@@ -52,7 +52,7 @@ describe('persistence and restore (fake state DB)', () => {
     expect(first.logger.find('plugin registry restored', 'info')[0]?.fields).toMatchObject({ registrations: 7, dropped: 0 });
   });
 
-  it('clears the restored flag when the alloc re-registers unchanged, without a write or an event', () => {
+  it('clears the restored flag when the alloc re-registers unchanged: no write, one confirmed event', () => {
     const first = makeRegistry();
     first.registry.register(plugin(0));
     const second = first.restart();
@@ -62,8 +62,11 @@ describe('persistence and restore (fake state DB)', () => {
     const got = second.register(plugin(0));
     expect(got.restored).toBe(false);
     expect(second.get('csi-node', 'my-plugin')?.restored).toBe(false);
-    expect(events).toEqual([]);
+    expect(events).toEqual([{ kind: 'registered', plugin: got, active: true, reason: 'confirmed' }]);
     expect(first.db.puts).toBe(puts);
+    // once confirmed, a further identical registration is no news
+    second.register(plugin(0));
+    expect(events).toHaveLength(1);
   });
 
   it('clears the restored flag and emits registered when the alloc re-registers with a new socket', () => {
