@@ -1,2 +1,4 @@
 // Public face of @csiplug/agent.
-export {};
+export * from './driver';
+export * from './model';
+export * from './spec';

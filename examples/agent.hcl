@@ -1,0 +1,43 @@
+# csiplug agent config: `csiplug agent -config examples/agent.hcl`.
+# Every key is shown; all but data_dir have defaults.
+
+data_dir  = "/var/lib/csiplug"
+bind_addr = "127.0.0.1" # any IP; keep loopback unless the API must be reachable from elsewhere
+port      = 4747        # 0 picks a free port
+node_id   = "node-1"    # default: the host name
+log_level = "info"      # trace, debug, info, warn, error
+
+# Leave tasks running when the agent exits, to re-attach on the next start.
+stop_tasks_on_exit = false
+
+state {
+  backend = "sqlite" # or "memory" (nothing survives a restart)
+}
+
+timeouts {
+  plugin_wait_prerun   = "1m"  # a workload waits this long for its plugin on first start
+  plugin_wait_restore  = "5m"  # ... after an agent restart
+  plugin_wait_postrun  = "24h" # ... to unmount
+  registry_wait        = "24h"
+  plugin_health        = "30s"
+  probe                = "5s"
+  csi_call             = "2m"
+  claim_backoff_base   = "1s"
+  claim_backoff_max    = "1m"
+  claim_retry_limit    = "24h"
+  unmount_backoff_base = "1s"
+  unmount_backoff_max  = "1m"
+}
+
+heartbeat {
+  strategy             = "backoff" # or "fixed"
+  interval             = "30s"
+  fingerprint_interval = "30s"
+  startup_initial      = "5ms"
+  startup_max          = "5s"
+  jitter               = 0.1
+}
+
+# acl {
+#   token = "change-me" # when set, API calls must carry it
+# }

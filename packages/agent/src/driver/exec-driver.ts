@@ -1,0 +1,477 @@
+// The `exec` task driver: runs a task as a plain host process through an
+// executor (executor.ts) that is the task's parent, so the task outlives the
+// agent and a restarted agent can find it again. Everything the driver knows
+// about a task comes from the executor's files in `<taskDir>/.executor/` and
+// from /proc, checked by pid and start time, never by pid alone.
+//
+// Waiting is event-driven (fs.watch on the executor's dir, checked after
+// subscribing so no wake-up is lost), with a slow safety poll on the Clock
+// for the one thing no file event reports: an executor killed with SIGKILL.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { DisposableStore, IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, toDisposable, type Disposable } from '@csiplug/core';
+import { inject, injectable } from 'tsyringe';
+import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from './driver';
+import { TaskAlreadyRunningError, TaskSignalError, TaskStartError } from './errors';
+import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import { decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
+import { IExecDriverOptions } from './tokens';
+
+export interface ExecDriverOptions {
+  /** The compiled executor script; defaults to executor.js beside this module. */
+  executorPath?: string;
+  /** The node binary that runs the executor; defaults to the agent's own. */
+  nodePath?: string;
+  /** ms start() waits for the executor to report the running task (default 10 s). */
+  startTimeout?: number;
+  /** ms between safety checks of the task and executor pids while waiting (default 1 s). */
+  pollInterval?: number;
+  /** ms recover() waits for a live executor to record the exit of a task that is gone (default 5 s). */
+  exitGrace?: number;
+  /** Whether a task inherits the agent's environment beneath its own `env`, as Nomad's raw_exec does (default true). */
+  inheritEnv?: boolean;
+}
+
+type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult };
+
+interface WatchOptions {
+  timeoutMs?: number;
+  /** ms between checks besides file events (default: the driver's pollInterval). */
+  pollMs?: number;
+  onTimeout?: () => Error;
+  /** Extra wake-ups beyond the dir watch and the poll; returns what to release. */
+  triggers?: (kick: () => void) => Disposable;
+}
+
+const DEFAULTS = {
+  startTimeout: 10_000,
+  pollInterval: 1_000,
+  exitGrace: 5_000,
+};
+
+/** ms between checks for the previous run's executor to exit, which it does right after its exit record. */
+const EXITING_EXECUTOR_POLL = 25;
+
+/** How much of executor.log a start error quotes. */
+const LOG_TAIL_BYTES = 2_000;
+
+@injectable()
+export class ExecDriver implements TaskDriver {
+  readonly name = 'exec';
+
+  private readonly log: ILogger;
+  private readonly executorPath: string;
+  private readonly nodePath: string;
+  private readonly startTimeout: number;
+  private readonly pollInterval: number;
+  private readonly exitGrace: number;
+  private readonly inheritEnv: boolean;
+  private readonly store = new DisposableStore();
+  /** One shared wait per task run, keyed by taskDir, pid and start time. */
+  private readonly waits = new Map<string, Promise<ExitResult>>();
+  /** Waits in flight: dispose() ends them with a ShutdownError so nobody hangs. */
+  private readonly pending = new Set<(err: Error) => void>();
+  private disposed = false;
+
+  constructor(
+    @inject(IClock) private readonly clock: IClock,
+    @inject(ILogger) logger: ILogger,
+    @inject(IExecDriverOptions, { isOptional: true }) options?: ExecDriverOptions,
+  ) {
+    this.log = logger.child({ component: 'exec-driver' });
+    this.executorPath = options?.executorPath ?? join(__dirname, 'executor.js');
+    this.nodePath = options?.nodePath ?? process.execPath;
+    this.startTimeout = options?.startTimeout ?? DEFAULTS.startTimeout;
+    this.pollInterval = options?.pollInterval ?? DEFAULTS.pollInterval;
+    this.exitGrace = options?.exitGrace ?? DEFAULTS.exitGrace;
+    this.inheritEnv = options?.inheritEnv ?? true;
+  }
+
+  async start(config: DriverTaskConfig): Promise<TaskHandle> {
+    this.assertOpen('start');
+    validateConfig(config);
+    const { allocId, taskName, taskDir } = config;
+    if (!existsSync(this.executorPath)) {
+      throw new TaskStartError(allocId, taskName, `the executor script ${this.executorPath} does not exist; build the agent (tsc -p tsconfig.lib.json) or set ExecDriverOptions.executorPath`);
+    }
+    const paths = executorPaths(taskDir);
+    mkdirSync(taskDir, { recursive: true });
+    mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+
+    const previous = this.readRecord<ExecutorPidRecord>(paths.pid);
+    if (previous && isSameProcess(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
+    if (previous && isSameProcess(previous.executorPid, previous.executorStartTime)) {
+      // The last run's executor is still recording its task's exit: let it
+      // finish, or its late record would land on top of this run's.
+      await this.watchUntil(paths.dir, () => (isSameProcess(previous.executorPid, previous.executorStartTime) ? undefined : true), {
+        timeoutMs: this.exitGrace,
+        // An exiting process makes no file event, and it exits within moments of its record.
+        pollMs: EXITING_EXECUTOR_POLL,
+        onTimeout: () => new TaskStartError(allocId, taskName, `the executor of the previous run (pid ${previous.executorPid}) is still running although its task has exited; kill it or retry later`),
+      });
+    }
+    // Records of an earlier run would be taken for this one's.
+    rmSync(paths.pid, { force: true });
+    rmSync(paths.exit, { force: true });
+
+    const spec: ExecutorSpec = {
+      version: 1,
+      command: config.command,
+      args: config.args,
+      env: this.taskEnv(config.env),
+      cwd: taskDir,
+      stdoutPath: join(taskDir, 'stdout.log'),
+      stderrPath: join(taskDir, 'stderr.log'),
+      pidPath: paths.pid,
+      exitPath: paths.exit,
+    };
+    writeJsonAtomic(paths.spec, spec);
+
+    const executor = this.spawnExecutor(config, paths);
+    let executorEnd: string | undefined;
+    let record: ExecutorPidRecord | undefined;
+    try {
+      record = await this.watchUntil(
+        paths.dir,
+        () => {
+          const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
+          if (pid) return pid;
+          const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
+          if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
+          if (executorEnd) throw new TaskStartError(allocId, taskName, `${executorEnd}${this.logTail(paths)}`);
+          return undefined;
+        },
+        {
+          timeoutMs: this.startTimeout,
+          onTimeout: () => new TimeoutError(`the executor did not report task "${taskName}" of alloc ${allocId} running within ${formatDuration(this.startTimeout)}`, this.startTimeout),
+          triggers: (kick) => {
+            const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+              executorEnd = `the executor exited (${code !== null ? `code ${code}` : signal}) before the task started`;
+              kick();
+            };
+            const onError = (err: Error) => {
+              executorEnd = `the executor could not be run (${this.nodePath} ${this.executorPath}): ${err.message}`;
+              kick();
+            };
+            executor.on('exit', onExit);
+            executor.on('error', onError);
+            return toDisposable(() => {
+              executor.off('exit', onExit);
+              executor.off('error', onError);
+            });
+          },
+        },
+      );
+    } catch (err) {
+      // Nobody got a handle for what we may have started, so nobody could
+      // ever recover or stop it: end it here.
+      this.abandonStart(executor, paths);
+      if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+      throw err;
+    }
+
+    const handle: TaskHandle = {
+      version: 1,
+      driver: 'exec',
+      allocId,
+      taskName,
+      taskDir,
+      executorPid: record.executorPid,
+      executorStartTime: record.executorStartTime,
+      pid: record.pid,
+      startTime: record.startTime,
+      startedAt: this.clock.now(),
+    };
+    this.log.info('task started', { allocId, taskName, taskPid: handle.pid, executorPid: handle.executorPid });
+    return handle;
+  }
+
+  async recover(handle: TaskHandle): Promise<RecoverResult> {
+    this.assertOpen('recover');
+    validateHandle(handle);
+    const probe = this.probe(handle);
+    if (probe.state === 'running') return { running: true };
+    if (probe.state === 'exited') return { running: false, exit: probe.exit };
+    // The task is gone and its executor is about to record how it ended.
+    try {
+      const exit = await this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle), {
+        timeoutMs: this.exitGrace,
+        onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace),
+      });
+      return { running: false, exit };
+    } catch (err) {
+      if (!(err instanceof TimeoutError)) throw err;
+      // Its executor still runs it, as far as we can tell: wait() will learn the end.
+      this.log.warn('task is gone but its executor has not recorded its exit yet; treating it as running until it does', {
+        allocId: handle.allocId,
+        taskName: handle.taskName,
+        taskPid: handle.pid,
+        executorPid: handle.executorPid,
+      });
+      return { running: true };
+    }
+  }
+
+  wait(handle: TaskHandle): Promise<ExitResult> {
+    this.assertOpen('wait');
+    validateHandle(handle);
+    const key = `${handle.taskDir}\0${handle.pid}\0${handle.startTime}`;
+    const existing = this.waits.get(key);
+    if (existing) return existing;
+    const waiting = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle));
+    this.waits.set(key, waiting);
+    const forget = () => {
+      if (this.waits.get(key) === waiting) this.waits.delete(key);
+    };
+    waiting.then(forget, forget);
+    return waiting;
+  }
+
+  async stop(handle: TaskHandle, signal: NodeJS.Signals, killTimeout: number): Promise<ExitResult> {
+    this.assertOpen('stop');
+    validateHandle(handle);
+    if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGTERM`, 'kill_signal');
+    if (!Number.isFinite(killTimeout) || killTimeout < 0) throw new ValidationError(`kill timeout must be a duration of 0 or more, got ${killTimeout}`, 'kill_timeout');
+
+    const first = this.probe(handle);
+    if (first.state === 'exited') return first.exit;
+    const exited = this.wait(handle);
+    this.signal(handle, signal);
+    const escalate = this.clock.setTimeout(() => {
+      if (!isSameProcess(handle.pid, handle.startTime)) return;
+      this.log.warn('task outlived its kill timeout; sending SIGKILL', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal, killTimeout });
+      try {
+        this.signal(handle, 'SIGKILL');
+      } catch (err) {
+        this.log.error('could not SIGKILL task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, err });
+      }
+    }, killTimeout);
+    try {
+      return await exited;
+    } finally {
+      escalate.dispose();
+    }
+  }
+
+  isRunning(handle: TaskHandle): boolean {
+    return isSameProcess(handle.pid, handle.startTime);
+  }
+
+  /** Stops watching; never touches a task: a restarted agent recovers them. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    const cancels = [...this.pending];
+    this.pending.clear();
+    for (const cancel of cancels) cancel(new ShutdownError('the exec driver was disposed (the agent is shutting down); its tasks keep running and can be recovered'));
+    this.store.dispose();
+  }
+
+  // --- internals ---
+
+  private assertOpen(what: string): void {
+    if (this.disposed) throw new ShutdownError(`exec driver: ${what}() after dispose()`);
+  }
+
+  private taskEnv(env: Record<string, string>): Record<string, string> {
+    const base: Record<string, string> = {};
+    if (this.inheritEnv) for (const [k, v] of Object.entries(process.env)) if (v !== undefined) base[k] = v;
+    return { ...base, ...env };
+  }
+
+  private spawnExecutor(config: DriverTaskConfig, paths: ExecutorPaths): ChildProcess {
+    const logFd = openSync(paths.log, 'a', 0o600);
+    try {
+      const executor = spawn(this.nodePath, [this.executorPath, paths.spec], {
+        cwd: config.taskDir,
+        // Own session: the agent's terminal and process group are not the task's.
+        detached: true,
+        stdio: ['ignore', 'ignore', logFd],
+        // The executor needs nothing from the agent's environment, and some of it (NODE_OPTIONS) could hurt.
+        env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      });
+      executor.unref();
+      // Kept for good: an 'error' with no listener would crash the agent.
+      executor.on('error', (err) => this.log.warn('executor process error', { taskName: config.taskName, executorPid: executor.pid, err: errorMessage(err) }));
+      return executor;
+    } finally {
+      closeSync(logFd);
+    }
+  }
+
+  /** start() failed or timed out: end the executor we spawned and whatever task it may have started meanwhile. */
+  private abandonStart(executor: ChildProcess, paths: ExecutorPaths): void {
+    try {
+      executor.kill('SIGKILL');
+    } catch (err) {
+      this.log.warn('could not kill an executor that did not start its task', { executorPid: executor.pid, err });
+    }
+    const late = this.readRecord<ExecutorPidRecord>(paths.pid);
+    if (late) {
+      try {
+        this.signalProcess(late.pid, late.startTime, 'SIGKILL', 'task');
+      } catch (err) {
+        this.log.warn('could not kill a task whose start timed out', { taskPid: late.pid, err });
+      }
+    }
+  }
+
+  /** The exit of the handle's task once it has ended, undefined while it runs. */
+  private exitOf(handle: TaskHandle): ExitResult | undefined {
+    const probe = this.probe(handle);
+    return probe.state === 'exited' ? probe.exit : undefined;
+  }
+
+  private probe(handle: TaskHandle): Probe {
+    const paths = executorPaths(handle.taskDir);
+    const recorded = this.recordedExit(handle, paths);
+    if (recorded) return { state: 'exited', exit: recorded };
+    if (isSameProcess(handle.pid, handle.startTime)) return { state: 'running' };
+    const executorAlive = isSameProcess(handle.executorPid, handle.executorStartTime);
+    const pidRecord = this.readRecord<ExecutorPidRecord>(paths.pid);
+    const executorRunsIt = executorAlive && pidRecord?.pid === handle.pid && pidRecord.startTime === handle.startTime;
+    if (executorRunsIt) return { state: 'exiting' };
+    // The executor may have written the record and exited between our reads.
+    const late = this.recordedExit(handle, paths);
+    if (late) return { state: 'exited', exit: late };
+    return { state: 'exited', exit: this.unknownExit(handle, executorAlive) };
+  }
+
+  private recordedExit(handle: TaskHandle, paths: ExecutorPaths): ExitResult | undefined {
+    const record = this.readRecord<ExecutorExitRecord>(paths.exit);
+    if (!record || record.pid !== handle.pid || record.startTime !== handle.startTime) return undefined;
+    return { exitCode: record.exitCode, signal: record.signal, finishedAt: record.finishedAt };
+  }
+
+  /** The task ended with no executor to record it. */
+  private unknownExit(handle: TaskHandle, executorAlive: boolean): ExitResult {
+    const fields = { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
+    // A zombie nobody has reaped yet still holds its wait status.
+    const stat = readProcStat(handle.pid);
+    if (stat && stat.startTime === handle.startTime && isFinishedState(stat.state) && stat.exitStatus !== undefined) {
+      this.log.warn('task exited after its executor died; read its exit status from the unreaped process', fields);
+      return { ...decodeWaitStatus(stat.exitStatus), finishedAt: this.clock.now() };
+    }
+    const why = executorAlive
+      ? `its executor (pid ${handle.executorPid}) does not run it (the handle does not match the executor's record)`
+      : `its executor (pid ${handle.executorPid}) ended without recording how it exited`;
+    const error = `the exit status of task "${handle.taskName}" of alloc ${handle.allocId} is unknown: no process with pid ${handle.pid} and start time ${handle.startTime} is running and ${why}`;
+    this.log.warn('task exit status unknown', { ...fields, error });
+    return { exitCode: null, signal: null, finishedAt: this.clock.now(), error };
+  }
+
+  /** Sends `signal` to the handle's task (and its process group) if it still is that process. */
+  private signal(handle: TaskHandle, signal: NodeJS.Signals): boolean {
+    const sent = this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
+    return sent;
+  }
+
+  private signalProcess(pid: number, startTime: string, signal: NodeJS.Signals, taskName: string): boolean {
+    const stat = readProcStat(pid);
+    if (!stat || !startTime || stat.startTime !== startTime || isFinishedState(stat.state)) {
+      this.log.debug('not signalling: no live process with this pid and start time', { targetPid: pid, startTime, signal });
+      return false;
+    }
+    // The executor makes the task lead its own group; signal the group so
+    // the task's children stop with it. If the task left its group, signal it alone.
+    const target = stat.pgrp === pid ? -pid : pid;
+    try {
+      process.kill(target, signal);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+      throw new TaskSignalError(taskName, pid, signal, err);
+    }
+  }
+
+  private readRecord<T>(file: string): T | undefined {
+    try {
+      return readJsonFile<T>(file);
+    } catch (err) {
+      // Records are written atomically, so this is damage, not a race.
+      this.log.warn('ignoring an unreadable executor record', { file, err: errorMessage(err) });
+      return undefined;
+    }
+  }
+
+  private logTail(paths: ExecutorPaths): string {
+    try {
+      const text = readFileSync(paths.log, 'utf8').trim();
+      if (!text) return '';
+      return `; ${paths.log} ends with: ${text.slice(-LOG_TAIL_BYTES)}`;
+    } catch {
+      return '';
+    }
+  }
+
+  /**
+   * Resolves with the first defined result of `check`, which runs now, on
+   * every change in `dir`, on every poll tick and on every trigger; rejects
+   * when `check` throws, on timeout, or when the driver is disposed.
+   */
+  private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const local = new DisposableStore();
+      let settled = false;
+      const settle = (fn: () => void): void => {
+        if (settled) return;
+        settled = true;
+        this.pending.delete(cancel);
+        this.store.delete(local);
+        local.dispose();
+        fn();
+      };
+      const cancel = (err: Error): void => settle(() => reject(err));
+      const run = (): void => {
+        if (settled) return;
+        let value: T | undefined;
+        try {
+          value = check();
+        } catch (err) {
+          settle(() => reject(err));
+          return;
+        }
+        if (value !== undefined) settle(() => resolve(value as T));
+      };
+
+      this.pending.add(cancel);
+      this.store.add(local);
+      try {
+        const watcher = watch(dir, { persistent: false }, run);
+        watcher.on('error', (err) => this.log.debug('executor dir watch failed; relying on the poll', { dir, err: errorMessage(err) }));
+        local.add(toDisposable(() => watcher.close()));
+      } catch (err) {
+        this.log.debug('cannot watch executor dir; relying on the poll', { dir, err: errorMessage(err) });
+      }
+      local.add(this.clock.setInterval(run, options.pollMs ?? this.pollInterval));
+      if (options.timeoutMs !== undefined) {
+        const { timeoutMs, onTimeout } = options;
+        local.add(this.clock.setTimeout(() => cancel(onTimeout?.() ?? new TimeoutError(`timed out after ${formatDuration(timeoutMs)}`, timeoutMs)), timeoutMs));
+      }
+      if (options.triggers) local.add(options.triggers(run));
+      // Subscribed first, checked second: nothing that happened before can be missed.
+      run();
+    });
+  }
+}
+
+function validateConfig(config: DriverTaskConfig): void {
+  if (!config.allocId) throw new ValidationError('task config needs an allocId', 'allocId');
+  if (!config.taskName) throw new ValidationError(`task config of alloc ${config.allocId} needs a taskName`, 'taskName');
+  if (!config.taskDir || !isAbsolute(config.taskDir)) throw new ValidationError(`task "${config.taskName}": the task dir must be an absolute path, got "${config.taskDir}"`, 'taskDir');
+  if (typeof config.command !== 'string' || !config.command) throw new ValidationError(`task "${config.taskName}": config.command must be a non-empty string`, 'config.command');
+  if (!Array.isArray(config.args) || config.args.some((a) => typeof a !== 'string')) throw new ValidationError(`task "${config.taskName}": config.args must be a list of strings`, 'config.args');
+  for (const [k, v] of Object.entries(config.env ?? {})) {
+    if (typeof v !== 'string') throw new ValidationError(`task "${config.taskName}": env ${k} must be a string`, 'env');
+    if (!k || k.includes('=') || k.includes('\0')) throw new ValidationError(`task "${config.taskName}": "${k}" is not a valid environment variable name`, 'env');
+  }
+}
+
+function validateHandle(handle: TaskHandle): void {
+  if (handle?.version !== 1 || handle.driver !== 'exec') throw new ValidationError(`not an exec driver handle (version ${String(handle?.version)}, driver ${String(handle?.driver)})`, 'handle');
+  if (!Number.isInteger(handle.pid) || handle.pid <= 1) throw new ValidationError(`task handle of "${handle.taskName}" has an invalid pid ${handle.pid}`, 'handle.pid');
+  if (!handle.taskDir || !isAbsolute(handle.taskDir)) throw new ValidationError(`task handle of "${handle.taskName}" has no absolute task dir`, 'handle.taskDir');
+}

@@ -1,0 +1,140 @@
+// The executor: a small process that is a task's parent so that the task
+// outlives the agent. Run as `node executor.js <spec-file>`, detached in its
+// own session by the agent. It starts the task in a new session and process
+// group with stdout/stderr appended to the task's log files, records the
+// task's pid and start time (pid.json), waits for it, records how it ended
+// (exit.json), and exits. A restarted agent finds the task again through
+// these files and verifies it by pid and start time.
+//
+// It starts often and must start fast: node built-ins only (and the two
+// sibling files that use node built-ins only). No DI, no @csiplug imports.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import { processStartTime } from './proc';
+
+/** Signals that, sent to the executor, are passed on to the task: whoever kills the executor means the task. */
+const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT', 'SIGUSR2'];
+
+function log(message: string): void {
+  // stderr is the task's .executor/executor.log (the agent opens it for us).
+  process.stderr.write(`${new Date().toISOString()} executor[${process.pid}]: ${message}\n`);
+}
+
+function readSpec(specPath: string): ExecutorSpec {
+  const spec = readJsonFile<ExecutorSpec>(specPath);
+  if (!spec) throw new Error(`spec file ${specPath} does not exist`);
+  const strings: (keyof ExecutorSpec)[] = ['command', 'cwd', 'stdoutPath', 'stderrPath', 'pidPath', 'exitPath'];
+  for (const key of strings) if (typeof spec[key] !== 'string' || !spec[key]) throw new Error(`spec file ${specPath}: "${key}" must be a non-empty string`);
+  if (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== 'string')) throw new Error(`spec file ${specPath}: "args" must be an array of strings`);
+  if (typeof spec.env !== 'object' || spec.env === null) throw new Error(`spec file ${specPath}: "env" must be an object`);
+  return spec;
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  // The task leads its own process group: signalling the group reaches
+  // whatever it started too (a shell's children, say).
+  try {
+    process.kill(-pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') log(`could not send ${signal} to process group ${pid}: ${(err as Error).message}`);
+  }
+}
+
+export function runExecutor(specPath: string): void {
+  const spec = readSpec(specPath);
+  const recordStartError = (message: string): void => {
+    log(`could not start ${spec.command}: ${message}`);
+    const record: ExecutorExitRecord = { version: 1, pid: 0, startTime: '', exitCode: null, signal: null, finishedAt: Date.now(), startError: message };
+    writeJsonAtomic(spec.exitPath, record);
+  };
+
+  // The agent's terminal is not ours: we run in our own session, and a
+  // stray SIGHUP must not end the task's parent. Signals meant to end the
+  // executor end the task instead, so its exit is still recorded. Both are
+  // set up before anything else: the agent may signal as soon as pid.json
+  // exists, and a default SIGTERM would kill us and orphan the task.
+  let taskPid: number | undefined;
+  process.on('SIGHUP', () => log('ignoring SIGHUP'));
+  for (const signal of FORWARDED_SIGNALS) {
+    process.on(signal, () => {
+      if (taskPid !== undefined) signalGroup(taskPid, signal);
+      else log(`received ${signal} but no task runs`);
+    });
+  }
+
+  const out = openSync(spec.stdoutPath, 'a', 0o644);
+  const err = openSync(spec.stderrPath, 'a', 0o644);
+  let child: ChildProcess;
+  try {
+    child = spawn(spec.command, spec.args, {
+      cwd: spec.cwd,
+      env: spec.env,
+      stdio: ['ignore', out, err],
+      // Own session and process group, so that the agent can stop the task
+      // and its children as one, and the task ignores our terminal too.
+      detached: true,
+    });
+  } catch (e) {
+    recordStartError((e as Error).message);
+    process.exit(1);
+  } finally {
+    // The task holds its own copies of the log fds.
+    closeSync(out);
+    closeSync(err);
+  }
+
+  const pid = child.pid;
+  taskPid = pid;
+  if (pid === undefined) {
+    // Spawning failed (no such command, no such cwd…): 'error' says why.
+    child.once('error', (e) => {
+      recordStartError(e.message);
+      process.exit(1);
+    });
+    return;
+  }
+
+  // The task cannot have been reaped yet (that happens on a later turn of
+  // the event loop), so its /proc entry is there to read.
+  const startTime = processStartTime(pid) ?? '';
+  const pidRecord: ExecutorPidRecord = {
+    version: 1,
+    executorPid: process.pid,
+    executorStartTime: processStartTime(process.pid) ?? '',
+    pid,
+    startTime,
+    startedAt: Date.now(),
+  };
+  writeJsonAtomic(spec.pidPath, pidRecord);
+
+  child.on('error', (e) => log(`task ${pid}: ${e.message}`));
+  child.on('exit', (exitCode, signal) => {
+    // The leader is gone; what it left behind in its group goes with it, so
+    // nothing outlives its task. The group id cannot have been reused yet:
+    // the kernel keeps a pid number while a group of that id has members.
+    signalGroup(pid, 'SIGKILL');
+    const record: ExecutorExitRecord = { version: 1, pid, startTime, exitCode, signal, finishedAt: Date.now() };
+    try {
+      writeJsonAtomic(spec.exitPath, record);
+    } catch (e) {
+      log(`could not record the exit of task ${pid} (${JSON.stringify(record)}): ${(e as Error).message}`);
+      process.exit(1);
+    }
+    process.exit(0);
+  });
+}
+
+if (require.main === module) {
+  const specPath = process.argv[2];
+  if (!specPath) {
+    log('usage: node executor.js <spec-file>');
+    process.exit(2);
+  }
+  try {
+    runExecutor(specPath);
+  } catch (e) {
+    log(`failed: ${(e as Error).stack ?? String(e)}`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,200 @@
+import { DEFAULT_TIMEOUTS, ValidationError } from '@csiplug/core';
+import * as os from 'os';
+import { AgentConfig, DEFAULT_PORT, devConfig, parseAgentConfig } from './agent-config';
+
+async function errorOf(p: Promise<unknown>): Promise<ValidationError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(ValidationError);
+    return err as ValidationError;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+const FULL_HCL = `
+data_dir  = "/var/lib/csiplug/"
+bind_addr = "::1"
+port      = 0
+node_id   = "node-7"
+log_level = "debug"
+stop_tasks_on_exit = true
+
+state {
+  backend = "memory"
+}
+
+timeouts {
+  plugin_wait_prerun   = "2m"
+  plugin_wait_restore  = "10m"
+  plugin_wait_postrun  = "1h"
+  registry_wait        = "12h"
+  plugin_health        = "45s"
+  probe                = "2s"
+  csi_call             = "30s"
+  claim_backoff_base   = "500ms"
+  claim_backoff_max    = "30s"
+  claim_retry_limit    = "6h"
+  unmount_backoff_base = "2s"
+  unmount_backoff_max  = "2m"
+}
+
+heartbeat {
+  strategy             = "fixed"
+  interval             = "10s"
+  fingerprint_interval = "1m"
+  startup_initial      = "10ms"
+  startup_max          = "2s"
+  jitter               = 0.25
+}
+
+acl {
+  token = "s3cret"
+}
+`;
+
+const FULL: AgentConfig = {
+  dev: false,
+  dataDir: '/var/lib/csiplug',
+  bindAddr: '::1',
+  port: 0,
+  nodeId: 'node-7',
+  state: { backend: 'memory' },
+  timeouts: {
+    pluginWaitPrerun: 120_000,
+    pluginWaitRestore: 600_000,
+    pluginWaitPostrun: 3_600_000,
+    registryWait: 43_200_000,
+    pluginHealth: 45_000,
+    probe: 2_000,
+    csiCall: 30_000,
+    claimBackoffBase: 500,
+    claimBackoffMax: 30_000,
+    claimRetryLimit: 21_600_000,
+    unmountBackoffBase: 2_000,
+    unmountBackoffMax: 120_000,
+  },
+  heartbeat: { strategy: 'fixed', settings: { interval: 10_000, fingerprintInterval: 60_000, startupInitial: 10, startupMax: 2_000, jitter: 0.25 } },
+  acl: { token: 's3cret' },
+  logLevel: 'debug',
+  stopTasksOnExit: true,
+};
+
+describe('parseAgentConfig', () => {
+  it('parses every key', async () => {
+    expect(await parseAgentConfig(FULL_HCL, 'agent.hcl')).toEqual(FULL);
+  });
+
+  it('parses the same config in JSON, natural or hcl2json form, to the same result', async () => {
+    const natural = {
+      data_dir: '/var/lib/csiplug/',
+      bind_addr: '::1',
+      port: 0,
+      node_id: 'node-7',
+      log_level: 'debug',
+      stop_tasks_on_exit: true,
+      state: { backend: 'memory' },
+      timeouts: {
+        plugin_wait_prerun: '2m',
+        plugin_wait_restore: '10m',
+        plugin_wait_postrun: '1h',
+        registry_wait: '12h',
+        plugin_health: '45s',
+        probe: 2000,
+        csi_call: '30s',
+        claim_backoff_base: '500ms',
+        claim_backoff_max: '30s',
+        claim_retry_limit: '6h',
+        unmount_backoff_base: '2s',
+        unmount_backoff_max: '2m',
+      },
+      heartbeat: [{ strategy: 'fixed', interval: '10s', fingerprint_interval: '1m', startup_initial: '10ms', startup_max: '2s', jitter: 0.25 }],
+      acl: { token: 's3cret' },
+    };
+    expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
+  });
+
+  it('fills defaults around a bare data_dir', async () => {
+    const cfg = await parseAgentConfig('data_dir = "/tmp/c"\n', 'agent.hcl');
+    expect(cfg).toEqual({
+      dev: false,
+      dataDir: '/tmp/c',
+      bindAddr: '127.0.0.1',
+      port: DEFAULT_PORT,
+      nodeId: os.hostname(),
+      state: { backend: 'sqlite' },
+      timeouts: { ...DEFAULT_TIMEOUTS },
+      heartbeat: { strategy: 'backoff', settings: {} },
+      acl: {},
+      logLevel: 'info',
+      stopTasksOnExit: false,
+    });
+    expect(DEFAULT_PORT).toBe(4747);
+  });
+
+  it('in dev mode, needs no data_dir and takes dev defaults, which the file can override', async () => {
+    const cfg = await parseAgentConfig('log_level = "warn"\n', 'dev.hcl', { dev: true });
+    expect(cfg).toEqual({ ...devConfig(), logLevel: 'warn' });
+    const sqlite = await parseAgentConfig('data_dir = "/d"\nstate {\n backend = "sqlite"\n}\n', 'dev.hcl', { dev: true });
+    expect(sqlite.state.backend).toBe('sqlite');
+    expect(sqlite.dataDir).toBe('/d');
+  });
+
+  it('keeps a partial timeouts block over the defaults', async () => {
+    const cfg = await parseAgentConfig('data_dir = "/d"\ntimeouts {\n probe = "1s"\n}\n', 'a.hcl');
+    expect(cfg.timeouts).toEqual({ ...DEFAULT_TIMEOUTS, probe: 1_000 });
+  });
+
+  it.each<[string, string, string]>([
+    ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
+    ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, log_level, stop_tasks_on_exit)'],
+    ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
+    ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
+    ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],
+    ['a node_id with a slash', 'data_dir = "/d"\nnode_id = "a/b"\n', 'agent.hcl: node_id "a/b" is not allowed: it may not contain "/", "..", or NUL'],
+    ['a bad backend', 'data_dir = "/d"\nstate {\n backend = "bolt"\n}\n', 'agent.hcl: state.backend must be one of sqlite, memory (got "bolt")'],
+    ['an unknown state key', 'data_dir = "/d"\nstate {\n path = "x"\n}\n', 'agent.hcl: state.path is not a known field (known: backend)'],
+    [
+      'a bad duration',
+      'data_dir = "/d"\ntimeouts {\n probe = "5 seconds"\n}\n',
+      'agent.hcl: timeouts.probe: cannot parse duration "5 seconds"; use a number with a unit, like "250ms", "30s", "1m" or "24h"',
+    ],
+    ['an unknown timeout', 'data_dir = "/d"\ntimeouts {\n plugin_wait = "1m"\n}\n', 'agent.hcl: timeouts.plugin_wait is not a known field (known: plugin_wait_prerun, plugin_wait_restore, plugin_wait_postrun, registry_wait, plugin_health, probe, csi_call, claim_backoff_base, claim_backoff_max, claim_retry_limit, unmount_backoff_base, unmount_backoff_max)'],
+    ['claim backoff base over max', 'data_dir = "/d"\ntimeouts {\n claim_backoff_base = "2m"\n}\n', 'agent.hcl: timeouts.claim_backoff_base must not exceed claim_backoff_max'],
+    ['unmount backoff base over max', 'data_dir = "/d"\ntimeouts {\n unmount_backoff_max = "10ms"\n}\n', 'agent.hcl: timeouts.unmount_backoff_base must not exceed unmount_backoff_max'],
+    ['a bad strategy', 'data_dir = "/d"\nheartbeat {\n strategy = "random"\n}\n', 'agent.hcl: heartbeat.strategy must be one of fixed, backoff (got "random")'],
+    ['jitter over 1', 'data_dir = "/d"\nheartbeat {\n jitter = 2\n}\n', 'agent.hcl: heartbeat.jitter must be between 0 and 1 (got 2)'],
+    ['a zero interval', 'data_dir = "/d"\nheartbeat {\n interval = "0s"\n}\n', 'agent.hcl: heartbeat.interval must be positive'],
+    ['startup_initial over startup_max', 'data_dir = "/d"\nheartbeat {\n startup_initial = "10s"\n startup_max = "1s"\n}\n', 'agent.hcl: heartbeat.startup_initial must not exceed startup_max'],
+    ['a bad heartbeat duration', 'data_dir = "/d"\nheartbeat {\n startup_max = "soon"\n}\n', 'agent.hcl: heartbeat.startup_max: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"'],
+    ['an empty token', 'data_dir = "/d"\nacl {\n token = ""\n}\n', 'agent.hcl: acl.token may not be empty; leave it out to turn ACLs off'],
+    ['a bad log level', 'data_dir = "/d"\nlog_level = "verbose"\n', 'agent.hcl: log_level must be one of trace, debug, info, warn, error (got "verbose")'],
+    ['stop_tasks_on_exit as a string', 'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n', 'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")'],
+  ])('rejects %s', async (_name, text, message) => {
+    expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
+  });
+
+  it('names the key in ValidationError.field', async () => {
+    expect((await errorOf(parseAgentConfig('data_dir = "/d"\ntimeouts {\n probe = "x"\n}\n', 'agent.hcl'))).field).toBe('timeouts.probe');
+    expect((await errorOf(parseAgentConfig('data_dir = "/d"\nport = -1\n', 'agent.hcl'))).field).toBe('port');
+  });
+
+  it('reports syntax errors with the file name', async () => {
+    expect((await errorOf(parseAgentConfig('data_dir = \n', 'agent.hcl'))).message).toMatch(/^agent\.hcl: invalid HCL: /);
+    expect((await errorOf(parseAgentConfig('{', 'agent.json'))).message).toMatch(/^agent\.json: invalid JSON: /);
+  });
+});
+
+describe('devConfig', () => {
+  it('uses a per-process temp data dir, in-memory state, and stops tasks on exit', () => {
+    const cfg = devConfig();
+    expect(cfg.dev).toBe(true);
+    expect(cfg.dataDir.startsWith(os.tmpdir())).toBe(true);
+    expect(cfg.dataDir).toContain(String(process.pid));
+    expect(cfg.state.backend).toBe('memory');
+    expect(cfg.stopTasksOnExit).toBe(true);
+    expect(cfg.timeouts).toEqual(DEFAULT_TIMEOUTS);
+    expect(cfg.bindAddr).toBe('127.0.0.1');
+  });
+});

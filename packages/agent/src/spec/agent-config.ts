@@ -1,0 +1,158 @@
+// The agent's config file (HCL or JSON): where it keeps its data, where it
+// listens, which state backend and policies it binds, and their numbers.
+import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertPathSafeId } from '@csiplug/core';
+import * as net from 'net';
+import * as os from 'os';
+import * as path from 'path';
+import { BlockReader, Where, loadDocument, withPrefix } from './document';
+
+export const DEFAULT_BIND_ADDR = '127.0.0.1';
+/** Not Nomad's 4646, so both can run on one machine. */
+export const DEFAULT_PORT = 4747;
+export const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error'];
+
+export type StateBackend = 'sqlite' | 'memory';
+export type HeartbeatStrategyName = 'fixed' | 'backoff';
+
+export interface AgentConfig {
+  /** Started with -dev: throwaway data dir, in-memory state. */
+  dev: boolean;
+  /** Absolute path; holds state.db, plugin sockets, mounts and task dirs. */
+  dataDir: string;
+  bindAddr: string;
+  /** 0 = any free port. */
+  port: number;
+  /** Defaults to the host name. Reported to plugins as their node id. */
+  nodeId: string;
+  state: { backend: StateBackend };
+  /** Every TimeoutPolicy number, defaults filled in (ms). */
+  timeouts: TimeoutSettings;
+  /** `settings` holds only what the file set: each strategy has its own defaults (fixed: no jitter). */
+  heartbeat: { strategy: HeartbeatStrategyName; settings: Partial<HeartbeatSettings> };
+  /** When set, HTTP API calls must carry this token. */
+  acl: { token?: string };
+  logLevel: LogLevel;
+  /** Stop every task when the agent exits (default: leave them running, to re-attach later). */
+  stopTasksOnExit: boolean;
+}
+
+export interface ParseAgentConfigOptions {
+  /** Running with -dev: data_dir may be left out, and dev defaults apply. */
+  dev?: boolean;
+}
+
+/** config key (snake_case) → TimeoutSettings key. */
+export const TIMEOUT_KEYS: Readonly<Record<string, keyof TimeoutSettings>> = Object.freeze({
+  plugin_wait_prerun: 'pluginWaitPrerun',
+  plugin_wait_restore: 'pluginWaitRestore',
+  plugin_wait_postrun: 'pluginWaitPostrun',
+  registry_wait: 'registryWait',
+  plugin_health: 'pluginHealth',
+  probe: 'probe',
+  csi_call: 'csiCall',
+  claim_backoff_base: 'claimBackoffBase',
+  claim_backoff_max: 'claimBackoffMax',
+  claim_retry_limit: 'claimRetryLimit',
+  unmount_backoff_base: 'unmountBackoffBase',
+  unmount_backoff_max: 'unmountBackoffMax',
+});
+
+const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = Object.freeze({
+  interval: 'interval',
+  fingerprint_interval: 'fingerprintInterval',
+  startup_initial: 'startupInitial',
+  startup_max: 'startupMax',
+});
+
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'log_level', 'stop_tasks_on_exit'];
+
+/**
+ * The config of `csiplug agent -dev`: a data dir under the system temp dir
+ * (one per process), in-memory state, debug logs, and tasks stopped on exit
+ * since nothing survives to re-attach to them.
+ */
+export function devConfig(): AgentConfig {
+  return {
+    dev: true,
+    dataDir: path.join(os.tmpdir(), `csiplug-dev-${process.pid}`),
+    bindAddr: DEFAULT_BIND_ADDR,
+    port: DEFAULT_PORT,
+    nodeId: defaultNodeId(),
+    state: { backend: 'memory' },
+    timeouts: { ...DEFAULT_TIMEOUTS },
+    heartbeat: { strategy: 'backoff', settings: {} },
+    acl: {},
+    logLevel: 'debug',
+    stopTasksOnExit: true,
+  };
+}
+
+function defaultNodeId(): string {
+  const host = os.hostname();
+  return host && !host.includes('/') ? host : 'csiplug-node';
+}
+
+/** Parses an agent config file (HCL or JSON). Errors start with the file name and name the key. */
+export async function parseAgentConfig(text: string, filename: string, options: ParseAgentConfigOptions = {}): Promise<AgentConfig> {
+  const doc = await loadDocument(text, filename);
+  return validateAgentConfig(doc, filename, options);
+}
+
+/** Checks an already parsed config document; `where` prefixes error messages (usually the file name). */
+export function validateAgentConfig(doc: Record<string, unknown>, where: string, options: ParseAgentConfigOptions = {}): AgentConfig {
+  const dev = options.dev === true;
+  const base: AgentConfig | undefined = dev ? devConfig() : undefined;
+  const r: BlockReader = new BlockReader(doc, new Where(where), TOP_KEYS);
+
+  let dataDir = r.string('data_dir');
+  if (dataDir === undefined || dataDir === '') {
+    if (!base) r.fail('data_dir', 'is required (or run with -dev)');
+    dataDir = base.dataDir;
+  }
+  if (!path.isAbsolute(dataDir)) r.fail('data_dir', `must be an absolute path (got "${dataDir}")`);
+  if (dataDir.includes('\0')) r.fail('data_dir', 'may not contain NUL');
+
+  const bindAddr = r.string('bind_addr', DEFAULT_BIND_ADDR);
+  if (net.isIP(bindAddr) === 0) r.fail('bind_addr', `must be an IP address like 127.0.0.1 (got "${bindAddr}")`);
+
+  const port = r.int('port', DEFAULT_PORT, 0, 65535);
+
+  const nodeId = r.string('node_id') ?? base?.nodeId ?? defaultNodeId();
+  withPrefix(where, () => assertPathSafeId(nodeId, 'node_id'));
+
+  const s = r.block('state', ['backend']);
+  const state = { backend: s ? s.oneOf('backend', ['sqlite', 'memory'] as const, base?.state.backend ?? 'sqlite') : (base?.state.backend ?? 'sqlite') };
+
+  const timeouts: TimeoutSettings = { ...DEFAULT_TIMEOUTS };
+  const t = r.block('timeouts', Object.keys(TIMEOUT_KEYS));
+  if (t) for (const [key, setting] of Object.entries(TIMEOUT_KEYS)) timeouts[setting] = t.duration(key, timeouts[setting]);
+  if (timeouts.claimBackoffBase > timeouts.claimBackoffMax) t!.fail('claim_backoff_base', 'must not exceed claim_backoff_max');
+  if (timeouts.unmountBackoffBase > timeouts.unmountBackoffMax) t!.fail('unmount_backoff_base', 'must not exceed unmount_backoff_max');
+
+  const heartbeat: AgentConfig['heartbeat'] = { strategy: 'backoff', settings: {} };
+  const h = r.block('heartbeat', ['strategy', ...Object.keys(HEARTBEAT_DURATIONS), 'jitter']);
+  if (h) {
+    heartbeat.strategy = h.oneOf('strategy', ['fixed', 'backoff'] as const, 'backoff');
+    for (const [key, setting] of Object.entries(HEARTBEAT_DURATIONS)) {
+      const ms = h.duration(key);
+      if (ms !== undefined) heartbeat.settings[setting] = ms;
+    }
+    const jitter = h.number('jitter', undefined, 0, 1);
+    if (jitter !== undefined) heartbeat.settings.jitter = jitter;
+    const { startupInitial, startupMax } = heartbeat.settings;
+    if (startupInitial !== undefined && startupMax !== undefined && startupInitial > startupMax) h.fail('startup_initial', 'must not exceed startup_max');
+    for (const key of ['interval', 'fingerprint_interval'] as const) {
+      if (heartbeat.settings[HEARTBEAT_DURATIONS[key]!] === 0) h.fail(key, 'must be positive');
+    }
+  }
+
+  const a = r.block('acl', ['token']);
+  const token = a?.string('token');
+  if (token === '') a!.fail('token', 'may not be empty; leave it out to turn ACLs off');
+  const acl = token !== undefined ? { token } : {};
+
+  const logLevel = r.oneOf('log_level', LOG_LEVELS, base?.logLevel ?? 'info');
+  const stopTasksOnExit = r.bool('stop_tasks_on_exit', base?.stopTasksOnExit ?? false);
+
+  return { dev, dataDir: path.resolve(dataDir), bindAddr, port, nodeId, state, timeouts, heartbeat, acl, logLevel, stopTasksOnExit };
+}

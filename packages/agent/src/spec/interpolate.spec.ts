@@ -1,0 +1,73 @@
+import { interpolate, interpolateTask, taskVariables, volumeEnvName } from './interpolate';
+
+describe('interpolate', () => {
+  const vars = { CSI_ENDPOINT: 'unix:///d/csi.sock', A: 'x', EMPTY: '', LOOP: '${A}' };
+
+  it.each<[string, string]>([
+    ['${CSI_ENDPOINT}', 'unix:///d/csi.sock'],
+    ['--endpoint=${CSI_ENDPOINT}/x', '--endpoint=unix:///d/csi.sock/x'],
+    ['${A}${A}-${ A }', 'xx-x'],
+    ['[${EMPTY}]', '[]'],
+    ['${UNKNOWN} stays', '${UNKNOWN} stays'],
+    ['$${A} is escaped', '${A} is escaped'],
+    ['$$${A}', '$${A}'],
+    ['$A and $ {A} are not ours', '$A and $ {A} are not ours'],
+    ['${LOOP}', '${A}'],
+    ['${unclosed', '${unclosed'],
+    ['${toString}', '${toString}'],
+    ['%{ if x }y%{ endif }', '%{ if x }y%{ endif }'],
+  ])('%p → %p', (text, out) => {
+    expect(interpolate(text, vars)).toBe(out);
+  });
+});
+
+describe('volumeEnvName', () => {
+  it.each<[string, string]>([
+    ['data', 'CSIPLUG_VOLUME_DATA'],
+    ['my-vol.1', 'CSIPLUG_VOLUME_MY_VOL_1'],
+    ['Already_UP9', 'CSIPLUG_VOLUME_ALREADY_UP9'],
+    ['é', 'CSIPLUG_VOLUME__'],
+  ])('%p → %p', (name, env) => {
+    expect(volumeEnvName(name)).toBe(env);
+  });
+});
+
+describe('taskVariables and interpolateTask', () => {
+  const vars = taskVariables({
+    allocId: 'a1',
+    allocIndex: 0,
+    jobId: 'web',
+    groupName: 'app',
+    taskName: 'server',
+    taskDir: '/data/allocs/a1/server',
+    nodeId: 'node-1',
+    volumes: { data: '/data/csi/monolith/hostpath/per-alloc/a1/vol-1/rw-file-system-single-node-writer' },
+    extra: { CSI_ENDPOINT: 'unix:///s.sock', CSIPLUG_NODE_ID: 'override' },
+  });
+
+  it('names every variable', () => {
+    expect(vars).toEqual({
+      CSIPLUG_ALLOC_ID: 'a1',
+      CSIPLUG_ALLOC_INDEX: '0',
+      CSIPLUG_JOB_ID: 'web',
+      CSIPLUG_GROUP_NAME: 'app',
+      CSIPLUG_TASK_NAME: 'server',
+      CSIPLUG_TASK_DIR: '/data/allocs/a1/server',
+      CSIPLUG_NODE_ID: 'override',
+      CSIPLUG_VOLUME_DATA: '/data/csi/monolith/hostpath/per-alloc/a1/vol-1/rw-file-system-single-node-writer',
+      CSI_ENDPOINT: 'unix:///s.sock',
+    });
+  });
+
+  it('interpolates env against the variables, then command and args against both', () => {
+    const out = interpolateTask(
+      { config: { command: '${CSIPLUG_TASK_DIR}/bin', args: ['--port', '${PORT}', '--state', '${CSIPLUG_TASK_DIR}/state', '$${HOME}'] }, env: { PORT: '80${CSIPLUG_ALLOC_INDEX}', DATA: '${CSIPLUG_VOLUME_DATA}' } },
+      vars,
+    );
+    expect(out).toEqual({
+      command: '/data/allocs/a1/server/bin',
+      args: ['--port', '800', '--state', '/data/allocs/a1/server/state', '${HOME}'],
+      env: { PORT: '800', DATA: vars.CSIPLUG_VOLUME_DATA },
+    });
+  });
+});

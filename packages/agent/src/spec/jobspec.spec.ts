@@ -1,0 +1,489 @@
+import { ValidationError } from '@csiplug/core';
+import type { JobSpec } from '../model';
+import { DEFAULT_RESTART, jobToDocument, parseJobspec, validateJob } from './jobspec';
+
+const FULL_HCL = `
+job "web" {
+  name = "Web site"
+
+  group "app" {
+    count = 2
+
+    restart {
+      attempts = 3
+      delay    = "5s"
+    }
+
+    volume "data" {
+      type            = "csi"
+      source          = "vol-1"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+
+      mount_options {
+        fs_type     = "ext4"
+        mount_flags = ["noatime", "nodev"]
+      }
+    }
+
+    volume "ro" {
+      type        = "csi"
+      source      = "vol-2"
+      access_mode = "multi-node-reader-only"
+      read_only   = true
+    }
+
+    task "server" {
+      driver = "raw_exec"
+
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo \${CSIPLUG_ALLOC_ID} $\${HOME}"]
+      }
+
+      env {
+        FOO = "bar"
+        URL = "http://\${CSIPLUG_NODE_ID}"
+      }
+
+      volume_mount {
+        volume      = "data"
+        destination = "/srv/data"
+      }
+
+      volume_mount {
+        volume      = "ro"
+        destination = "ro"
+      }
+
+      restart {
+        mode = "delay"
+      }
+
+      kill_signal  = "SIGINT"
+      kill_timeout = "30s"
+    }
+
+    task "plugin" {
+      driver = "exec"
+
+      config {
+        command = "node"
+      }
+
+      csi_plugin {
+        id             = "hostpath"
+        type           = "monolith"
+        health_timeout = "1m"
+      }
+    }
+  }
+}
+`;
+
+const FULL_JSON_NATURAL = {
+  job: {
+    web: {
+      name: 'Web site',
+      group: {
+        app: {
+          count: 2,
+          restart: { attempts: 3, delay: '5s' },
+          volume: {
+            data: {
+              type: 'csi',
+              source: 'vol-1',
+              access_mode: 'single-node-writer',
+              attachment_mode: 'file-system',
+              mount_options: { fs_type: 'ext4', mount_flags: ['noatime', 'nodev'] },
+            },
+            ro: { type: 'csi', source: 'vol-2', access_mode: 'multi-node-reader-only', read_only: true },
+          },
+          task: {
+            server: {
+              driver: 'raw_exec',
+              config: { command: '/bin/sh', args: ['-c', 'echo ${CSIPLUG_ALLOC_ID} $${HOME}'] },
+              env: { FOO: 'bar', URL: 'http://${CSIPLUG_NODE_ID}' },
+              volume_mount: [
+                { volume: 'data', destination: '/srv/data' },
+                { volume: 'ro', destination: 'ro' },
+              ],
+              restart: { mode: 'delay' },
+              kill_signal: 'SIGINT',
+              kill_timeout: '30s',
+            },
+            plugin: {
+              driver: 'exec',
+              config: { command: 'node' },
+              csi_plugin: { id: 'hostpath', type: 'monolith', health_timeout: '1m' },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+const EXPECTED: JobSpec = {
+  id: 'web',
+  name: 'Web site',
+  groups: [
+    {
+      name: 'app',
+      count: 2,
+      restart: { attempts: 3, interval: 30 * 60_000, delay: 5_000, mode: 'fail' },
+      volumes: [
+        {
+          name: 'data',
+          type: 'csi',
+          source: 'vol-1',
+          accessMode: 'single-node-writer',
+          attachmentMode: 'file-system',
+          readOnly: false,
+          mountOptions: { fsType: 'ext4', mountFlags: ['noatime', 'nodev'] },
+        },
+        { name: 'ro', type: 'csi', source: 'vol-2', accessMode: 'multi-node-reader-only', attachmentMode: 'file-system', readOnly: true },
+      ],
+      tasks: [
+        {
+          name: 'plugin',
+          driver: 'exec',
+          config: { command: 'node', args: [] },
+          env: {},
+          csiPlugin: { id: 'hostpath', type: 'monolith', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 60_000 },
+          volumeMounts: [],
+          restart: { attempts: 3, interval: 30 * 60_000, delay: 5_000, mode: 'fail' },
+          killSignal: 'SIGTERM',
+          killTimeout: 5_000,
+        },
+        {
+          name: 'server',
+          driver: 'exec',
+          config: { command: '/bin/sh', args: ['-c', 'echo ${CSIPLUG_ALLOC_ID} $${HOME}'] },
+          env: { FOO: 'bar', URL: 'http://${CSIPLUG_NODE_ID}' },
+          volumeMounts: [
+            { volume: 'data', destination: '/srv/data', readOnly: false },
+            { volume: 'ro', destination: 'ro', readOnly: true },
+          ],
+          restart: { attempts: 3, interval: 30 * 60_000, delay: 5_000, mode: 'delay' },
+          killSignal: 'SIGINT',
+          killTimeout: 30_000,
+        },
+      ],
+    },
+  ],
+};
+
+/** A minimal valid job in the natural JSON form, with `patch` applied to its task/group/volume. */
+function job(patch: { group?: Record<string, unknown>; task?: Record<string, unknown>; volume?: Record<string, unknown> | null } = {}): unknown {
+  const volume = patch.volume === null ? undefined : { type: 'csi', source: 'vol-1', access_mode: 'single-node-writer', ...(patch.volume ?? {}) };
+  return {
+    job: {
+      web: {
+        group: {
+          app: {
+            ...(volume ? { volume: { data: volume } } : {}),
+            task: { server: { driver: 'exec', config: { command: '/bin/true' }, ...(patch.task ?? {}) } },
+            ...(patch.group ?? {}),
+          },
+        },
+      },
+    },
+  };
+}
+
+function errorOf(fn: () => unknown): ValidationError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ValidationError);
+    return err as ValidationError;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+async function asyncErrorOf(p: Promise<unknown>): Promise<ValidationError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(ValidationError);
+    return err as ValidationError;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+const TASK = 'job "web" group "app" task "server"';
+const GROUP = 'job "web" group "app"';
+const VOLUME = 'job "web" group "app" volume "data"';
+
+describe('parseJobspec', () => {
+  it('parses a full HCL job with every default filled in', async () => {
+    expect(await parseJobspec(FULL_HCL, 'web.nomad.hcl')).toEqual(EXPECTED);
+  });
+
+  it('parses the same job in natural JSON to a deep-equal JobSpec', async () => {
+    expect(await parseJobspec(JSON.stringify(FULL_JSON_NATURAL, null, 2), 'web.json')).toEqual(EXPECTED);
+  });
+
+  it('parses the hcl2json form of the same job in a JSON file', async () => {
+    const { parse } = require('@cdktf/hcl2json') as { parse: (f: string, t: string) => Promise<unknown> };
+    const hcl2json = await parse('web.hcl', FULL_HCL);
+    expect(await parseJobspec(JSON.stringify(hcl2json), 'web.json')).toEqual(EXPECTED);
+  });
+
+  it('decides the format by extension, then by a leading "{"', async () => {
+    const json = JSON.stringify(job());
+    expect((await parseJobspec(json, 'job')).id).toBe('web');
+    expect((await parseJobspec(`  \n${json}`, 'job.txt')).id).toBe('web');
+    expect((await parseJobspec('job "a" {\n group "g" {\n task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n }\n}\n', 'a.nomad')).id).toBe('a');
+    // A .hcl file is HCL even if it starts with "{".
+    expect((await asyncErrorOf(parseJobspec(json, 'job.hcl'))).message).toMatch(/^job\.hcl: invalid HCL: /);
+  });
+
+  it('fills defaults: count 1, Nomad service restart, SIGTERM, 5s kill timeout, file-system, not read-only', async () => {
+    const spec = validateJob(job({ task: { volume_mount: { volume: 'data', destination: 'd' } } }));
+    const group = spec.groups[0]!;
+    expect(spec.name).toBe('web');
+    expect(group.count).toBe(1);
+    expect(group.restart).toEqual(DEFAULT_RESTART);
+    expect(group.restart).toEqual({ attempts: 2, interval: 1_800_000, delay: 15_000, mode: 'fail' });
+    expect(group.volumes[0]).toEqual({ name: 'data', type: 'csi', source: 'vol-1', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false });
+    const task = group.tasks[0]!;
+    expect(task).toEqual({
+      name: 'server',
+      driver: 'exec',
+      config: { command: '/bin/true', args: [] },
+      env: {},
+      volumeMounts: [{ volume: 'data', destination: 'd', readOnly: false }],
+      restart: DEFAULT_RESTART,
+      killSignal: 'SIGTERM',
+      killTimeout: 5_000,
+    });
+    expect(task.csiPlugin).toBeUndefined();
+  });
+
+  it('merges a task restart block over the group one, field by field', () => {
+    const spec = validateJob(job({ group: { restart: { attempts: 7, interval: '1h' } }, task: { restart: { delay: '1s' } } }));
+    expect(spec.groups[0]!.tasks[0]!.restart).toEqual({ attempts: 7, interval: 3_600_000, delay: 1_000, mode: 'fail' });
+  });
+
+  it('takes durations as numbers of milliseconds too', () => {
+    const task = validateJob(job({ task: { kill_timeout: 250, restart: { delay: 0 } } })).groups[0]!.tasks[0]!;
+    expect(task.killTimeout).toBe(250);
+    expect(task.restart.delay).toBe(0);
+  });
+
+  it('mounts read-only when the group volume is read-only, whatever the mount says', () => {
+    const spec = validateJob(job({ volume: { read_only: true }, task: { volume_mount: { volume: 'data', destination: 'd', read_only: false } } }));
+    expect(spec.groups[0]!.tasks[0]!.volumeMounts[0]!.readOnly).toBe(true);
+  });
+
+  it('sorts groups, tasks and volumes by name (hcl2json sorts labels, so both forms agree)', async () => {
+    const text = ['b', 'a'].map((g) => `group "${g}" {\n task "z" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n task "y" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n}`).join('\n');
+    const spec = await parseJobspec(`job "j" {\n${text}\n}\n`, 'j.hcl');
+    expect(spec.groups.map((g) => g.name)).toEqual(['a', 'b']);
+    expect(spec.groups[0]!.tasks.map((t) => t.name)).toEqual(['y', 'z']);
+  });
+
+  it('keeps the order of volume_mount blocks', () => {
+    const spec = validateJob(
+      job({
+        group: { volume: { z: { type: 'csi', source: 'v1', access_mode: 'single-node-writer' }, a: { type: 'csi', source: 'v2', access_mode: 'single-node-writer' } } },
+        task: { volume_mount: [{ volume: 'z', destination: 'z' }, { volume: 'a', destination: 'a' }] },
+      }),
+    );
+    expect(spec.groups[0]!.tasks[0]!.volumeMounts.map((m) => m.volume)).toEqual(['z', 'a']);
+  });
+
+  it('accepts env and config written as attributes in HCL', async () => {
+    const text = 'job "j" {\n group "g" {\n task "t" {\n driver = "exec"\n config = { command = "x", args = ["1"] }\n env = { A = "b" }\n }\n }\n}\n';
+    const task = (await parseJobspec(text, 'j.hcl')).groups[0]!.tasks[0]!;
+    expect(task.config).toEqual({ command: 'x', args: ['1'] });
+    expect(task.env).toEqual({ A: 'b' });
+  });
+
+  it('keeps an env key named __proto__ as plain data', () => {
+    const raw = JSON.parse('{"job":{"j":{"group":{"g":{"task":{"t":{"driver":"exec","config":{"command":"x"},"env":{"__proto__":"v"}}}}}}}}');
+    const env = validateJob(raw).groups[0]!.tasks[0]!.env;
+    expect(Object.getPrototypeOf(env)).toBe(Object.prototype);
+    expect(Object.prototype.hasOwnProperty.call(env, '__proto__')).toBe(true);
+  });
+
+  it('prefixes errors with the file name', async () => {
+    const text = 'job "web" {\n group "app" {\n task "server" {\n driver = "exec"\n config {\n args = []\n }\n }\n }\n}\n';
+    const err = await asyncErrorOf(parseJobspec(text, 'web.hcl'));
+    expect(err.message).toBe(`web.hcl: ${TASK}: config.command is required`);
+    expect(err.field).toBe('config.command');
+  });
+
+  it('reports HCL syntax errors with file, line and column', async () => {
+    const err = await asyncErrorOf(parseJobspec('job "x" {\n  count = \n}\n', 'x.hcl'));
+    expect(err.message).toMatch(/^x\.hcl: invalid HCL: x\.hcl:2,\d+-(\d+,)?\d+: /);
+  });
+
+  it('reports invalid JSON', async () => {
+    expect((await asyncErrorOf(parseJobspec('{"job": ', 'x.json'))).message).toMatch(/^x\.json: invalid JSON: /);
+    expect((await asyncErrorOf(parseJobspec('[]', 'x.json'))).message).toBe('x.json: the document must be an object');
+  });
+
+  it('reports an attribute set twice in HCL', async () => {
+    const err = await asyncErrorOf(parseJobspec('job "x" {\n name = "a"\n name = "b"\n}\n', 'x.hcl'));
+    expect(err.message).toMatch(/Attribute redefined/);
+  });
+});
+
+describe('validateJob', () => {
+  it('accepts the document wrapped as { Job: … }', () => {
+    expect(validateJob({ Job: FULL_JSON_NATURAL })).toEqual(EXPECTED);
+  });
+
+  it('round-trips through jobToDocument', () => {
+    const doc = jobToDocument(EXPECTED);
+    expect(validateJob(doc)).toEqual(EXPECTED);
+    expect(validateJob(JSON.parse(JSON.stringify(doc)))).toEqual(EXPECTED);
+    expect(doc.job.web!.group.app!.task.server!.kill_timeout).toBe('30s');
+  });
+
+  it('round-trips fractional durations as numbers', () => {
+    const spec = validateJob(job({ task: { kill_timeout: '1s500us' } }));
+    expect(spec.groups[0]!.tasks[0]!.killTimeout).toBe(1000.5);
+    expect(validateJob(jobToDocument(spec))).toEqual(spec);
+  });
+
+  it.each<[string, unknown, string]>([
+    ['not an object', 'job', 'a jobspec must be an object like { "job": { "<id>": { … } } }'],
+    ['no job', {}, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 0)'],
+    ['two jobs', { job: { a: { group: {} }, b: { group: {} } } }, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 2)'],
+    ['an unknown top-level key', { job: {}, jobs: 1 }, 'jobs is not a known field (known: job)'],
+    ['job not labelled', { job: [{ group: {} }] }, 'job must be labelled blocks, like job "name" { … } (got [{"group":{}}])'],
+    ['a job id with a slash', { job: { 'a/b': { group: {} } } }, 'job id "a/b" is not allowed: it may not contain "/", "..", or NUL'],
+    ['a job id with ..', { job: { '..': { group: {} } } }, 'job id ".." is not allowed: it may not contain "/", "..", or NUL'],
+    ['a job without groups', { job: { web: {} } }, 'job "web": needs at least one group'],
+    ['an unknown job field', { job: { web: { datacenters: ['dc1'], group: {} } } }, 'job "web": datacenters is not a known field (known: name, group)'],
+    ['a group without tasks', { job: { web: { group: { app: {} } } } }, `${GROUP}: needs at least one task`],
+    ['a group name with a slash', { job: { web: { group: { 'x/y': {} } } } }, 'job "web": group name "x/y" is not allowed: it may not contain "/", "..", or NUL'],
+    ['a group not a block', { job: { web: { group: { app: 3 } } } }, 'job "web": group "app" must be a block (got 3)'],
+  ])('rejects %s', (_name, raw, message) => {
+    expect(errorOf(() => validateJob(raw)).message).toBe(message);
+  });
+
+  it('rejects a group defined twice (hcl2json form)', async () => {
+    const text = 'job "web" {\n group "app" {\n }\n group "app" {\n }\n}\n';
+    const err = await asyncErrorOf(parseJobspec(text, 'web.hcl'));
+    expect(err.message).toBe('web.hcl: job "web": group "app" is defined 2 times; group names must be unique');
+  });
+
+  it('rejects a task or volume defined twice (hcl2json form)', async () => {
+    const task = ' task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n';
+    expect((await asyncErrorOf(parseJobspec(`job "web" {\n group "app" {\n${task}${task} }\n}\n`, 'w.hcl'))).message).toBe(
+      `w.hcl: ${GROUP}: task "t" is defined 2 times; task names must be unique`,
+    );
+    const vol = ' volume "v" {\n type = "csi"\n source = "s"\n access_mode = "single-node-writer"\n }\n';
+    expect((await asyncErrorOf(parseJobspec(`job "web" {\n group "app" {\n${vol}${vol}${task} }\n}\n`, 'w.hcl'))).message).toBe(
+      `w.hcl: ${GROUP}: volume "v" is defined 2 times; volume names must be unique`,
+    );
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['count 0', { count: 0 }, `${GROUP}: count must be at least 1 (got 0)`],
+    ['count 1.5', { count: 1.5 }, `${GROUP}: count must be a whole number (got 1.5)`],
+    ['count as a string', { count: '2' }, `${GROUP}: count must be a whole number (got "2")`],
+    ['an unknown group field', { network: {} }, `${GROUP}: network is not a known field (known: count, restart, volume, task)`],
+    ['a bad restart mode', { restart: { mode: 'retry' } }, `${GROUP}: restart.mode must be one of fail, delay (got "retry")`],
+    ['negative restart attempts', { restart: { attempts: -1 } }, `${GROUP}: restart.attempts must be at least 0 (got -1)`],
+    ['a zero restart interval', { restart: { interval: '0s' } }, `${GROUP}: restart.interval must be positive`],
+    ['an unknown restart field', { restart: { render_templates: true } }, `${GROUP}: restart.render_templates is not a known field (known: attempts, interval, delay, mode)`],
+    ['restart given twice', { restart: [{}, {}] }, `${GROUP}: restart may be given once (got 2 blocks)`],
+    [
+      'a bad restart delay',
+      { restart: { delay: '5 seconds' } },
+      `${GROUP}: restart.delay: cannot parse duration "5 seconds"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`,
+    ],
+  ])('rejects a group with %s', (_name, group, message) => {
+    expect(errorOf(() => validateJob(job({ group }))).message).toBe(message);
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['type host', { type: 'host' }, `${VOLUME}: type must be one of csi (got "host")`],
+    ['no type', { type: undefined }, `${VOLUME}: type is required (one of csi)`],
+    ['no source', { source: undefined }, `${VOLUME}: source is required`],
+    ['a source with a slash', { source: 'a/b' }, `${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`],
+    ['no access_mode', { access_mode: undefined }, `${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`],
+    ['a bad access_mode', { access_mode: 'rw' }, `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`],
+    ['a bad attachment_mode', { attachment_mode: 'fs' }, `${VOLUME}: attachment_mode must be one of file-system, block-device (got "fs")`],
+    ['read_only as a string', { read_only: 'yes' }, `${VOLUME}: read_only must be true or false (got "yes")`],
+    ['a reader-only mode without read_only', { access_mode: 'single-node-reader-only' }, `${VOLUME}: read_only must be true for access_mode single-node-reader-only`],
+    ['mount_options on a block device', { attachment_mode: 'block-device', mount_options: { fs_type: 'ext4' } }, `${VOLUME}: mount_options cannot be set with attachment_mode block-device`],
+    ['an unknown mount option', { mount_options: { flags: [] } }, `${VOLUME}: mount_options.flags is not a known field (known: fs_type, mount_flags)`],
+    ['mount_flags not strings', { mount_options: { mount_flags: ['ro', 1] } }, `${VOLUME}: mount_options.mount_flags[1] must be a string (got 1)`],
+    ['an unknown volume field', { per_alloc: true }, `${VOLUME}: per_alloc is not a known field (known: type, source, access_mode, attachment_mode, read_only, mount_options)`],
+  ])('rejects a volume with %s', (_name, volume, message) => {
+    expect(errorOf(() => validateJob(job({ volume }))).message).toBe(message);
+  });
+
+  it('rejects a volume name that is not path-safe', () => {
+    const raw = job({ volume: null, group: { volume: { '..': { type: 'csi', source: 's', access_mode: 'single-node-writer' } } } });
+    expect(errorOf(() => validateJob(raw)).message).toBe(`${GROUP}: volume name ".." is not allowed: it may not contain "/", "..", or NUL`);
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['no driver', { driver: undefined }, `${TASK}: driver is required (exec or raw_exec)`],
+    ['driver docker', { driver: 'docker' }, `${TASK}: driver must be one of exec, raw_exec (got "docker")`],
+    ['no config', { config: undefined }, `${TASK}: config is required: config { command = "…" }`],
+    ['no command', { config: { args: ['x'] } }, `${TASK}: config.command is required`],
+    ['an empty command', { config: { command: '' } }, `${TASK}: config.command is required`],
+    ['a numeric command', { config: { command: 7 } }, `${TASK}: config.command must be a string (got 7)`],
+    ['args not a list', { config: { command: 'x', args: 'a b' } }, `${TASK}: config.args must be a list of strings (got "a b")`],
+    ['a numeric arg', { config: { command: 'x', args: ['a', 2] } }, `${TASK}: config.args[1] must be a string (got 2)`],
+    ['an unknown config key', { config: { command: 'x', image: 'y' } }, `${TASK}: config.image is not a known field (known: command, args)`],
+    ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
+    ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
+    ['an unknown task field', { resources: { cpu: 100 } }, `${TASK}: resources is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout)`],
+    ['an unknown kill signal', { kill_signal: 'SIGFOO' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`],
+    ['a kill signal without SIG', { kill_signal: 'TERM' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "TERM")`],
+    [
+      'a bad kill timeout',
+      { kill_timeout: '5 seconds' },
+      `${TASK}: kill_timeout: cannot parse duration "5 seconds"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`,
+    ],
+    ['a negative kill timeout', { kill_timeout: -1 }, `${TASK}: kill_timeout: -1 is not a non-negative duration`],
+    ['a kill timeout of the wrong type', { kill_timeout: true }, `${TASK}: kill_timeout must be a duration like "30s" (got true)`],
+    ['a bad task restart', { restart: { attempts: 'two' } }, `${TASK}: restart.attempts must be a whole number (got "two")`],
+    ['a volume_mount of an unknown volume', { volume_mount: { volume: 'logs', destination: 'l' } }, `${TASK}: volume_mount.volume names "logs", which is not a volume of the group (volumes: data)`],
+    ['a volume_mount without volume', { volume_mount: { destination: 'l' } }, `${TASK}: volume_mount.volume is required`],
+    ['a volume_mount without destination', { volume_mount: { volume: 'data' } }, `${TASK}: volume_mount.destination is required`],
+    ['a destination with ..', { volume_mount: { volume: 'data', destination: '../up' } }, `${TASK}: volume_mount.destination "../up" may not contain ".."`],
+    ['a destination of /', { volume_mount: { volume: 'data', destination: '/' } }, `${TASK}: volume_mount.destination "/" must name a path inside the task dir`],
+    [
+      'two mounts on one destination',
+      { volume_mount: [{ volume: 'data', destination: 'd' }, { volume: 'data', destination: './d/' }] },
+      `${TASK}: volume_mount[1].destination "d" is already used by another volume_mount of this task`,
+    ],
+    ['an unknown volume_mount field', { volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'x' }] }, `${TASK}: volume_mount.propagation_mode is not a known field (known: volume, destination, read_only)`],
+    ['a volume_mount not a block', { volume_mount: ['data'] }, `${TASK}: volume_mount must be a block (got "data")`],
+    ['a bad csi_plugin type', { csi_plugin: { id: 'p', type: 'both' } }, `${TASK}: csi_plugin.type must be one of node, controller, monolith (got "both")`],
+    ['a csi_plugin without id', { csi_plugin: { type: 'node' } }, `${TASK}: csi_plugin.id is required`],
+    ['an unknown csi_plugin field', { csi_plugin: { id: 'p', type: 'node', socket: 'x' } }, `${TASK}: csi_plugin.socket is not a known field (known: id, type, mount_dir, stage_publish_base_dir, health_timeout)`],
+    ['csi_plugin given twice', { csi_plugin: [{ id: 'p', type: 'node' }, { id: 'q', type: 'node' }] }, `${TASK}: csi_plugin may be given once (got 2 blocks)`],
+  ])('rejects a task with %s', (_name, task, message) => {
+    const err = errorOf(() => validateJob(job({ task })));
+    expect(err.message).toBe(message);
+  });
+
+  it('names the field in ValidationError.field', () => {
+    expect(errorOf(() => validateJob(job({ task: { config: {} } }))).field).toBe('config.command');
+    expect(errorOf(() => validateJob(job({ group: { count: 0 } }))).field).toBe('count');
+    expect(errorOf(() => validateJob(job({ task: { volume_mount: { volume: 'x', destination: 'd' } } }))).field).toBe('volume_mount.volume');
+  });
+
+  it('rejects a task name that is not path-safe', () => {
+    const raw = { job: { web: { group: { app: { task: { 'a/b': { driver: 'exec', config: { command: 'x' } } } } } } } };
+    expect(errorOf(() => validateJob(raw)).message).toBe(`${GROUP}: task name "a/b" is not allowed: it may not contain "/", "..", or NUL`);
+  });
+
+  it('treats null as unset', () => {
+    const spec = validateJob(job({ group: { count: null }, task: { kill_signal: null, env: null } }));
+    expect(spec.groups[0]!.count).toBe(1);
+    expect(spec.groups[0]!.tasks[0]!.killSignal).toBe('SIGTERM');
+  });
+});

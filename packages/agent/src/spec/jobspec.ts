@@ -1,0 +1,297 @@
+// Jobspecs: a Nomad subset in HCL, or the same shape in JSON, checked and
+// turned into the typed JobSpec with every default filled in. One JSON form
+// (JobDocument) is the input everywhere: files, the HTTP API, the CLI.
+import { ValidationError, assertPathSafeId, formatDuration } from '@csiplug/core';
+import { parseCsiPluginConfig } from '@csiplug/hooks';
+import * as os from 'os';
+import * as path from 'path';
+import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, VolumeMount, VolumeRequest } from '../model';
+import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
+import { BlockReader, Body, Where, isBody, loadDocument, singleBody, withPrefix } from './document';
+
+/** Nomad's restart defaults for service jobs. */
+export const DEFAULT_RESTART: Readonly<RestartPolicy> = Object.freeze({ attempts: 2, interval: 30 * 60_000, delay: 15_000, mode: 'fail' });
+export const DEFAULT_KILL_TIMEOUT = 5_000;
+export const DEFAULT_KILL_SIGNAL: NodeJS.Signals = 'SIGTERM';
+
+// ---------------------------------------------------------------------------
+// The JSON form. Blocks are objects, labels are keys; a repeatable block
+// (volume_mount) is a list or a single object. The hcl2json form, where every
+// block is a list of bodies, is accepted as well. Durations are Go-style
+// strings ("30s") or numbers of milliseconds.
+
+export type DurationValue = string | number;
+
+export interface RestartDocument {
+  attempts?: number;
+  interval?: DurationValue;
+  delay?: DurationValue;
+  mode?: 'fail' | 'delay';
+}
+
+export interface VolumeDocument {
+  type: 'csi';
+  source: string;
+  access_mode: string;
+  attachment_mode?: string;
+  read_only?: boolean;
+  mount_options?: { fs_type?: string; mount_flags?: string[] };
+}
+
+export interface VolumeMountDocument {
+  volume: string;
+  destination: string;
+  read_only?: boolean;
+}
+
+export interface CsiPluginDocument {
+  id: string;
+  type: 'node' | 'controller' | 'monolith';
+  mount_dir?: string;
+  stage_publish_base_dir?: string;
+  health_timeout?: DurationValue;
+}
+
+export interface TaskDocument {
+  driver: 'exec' | 'raw_exec';
+  config: { command: string; args?: string[] };
+  env?: Record<string, string>;
+  csi_plugin?: CsiPluginDocument;
+  volume_mount?: VolumeMountDocument[] | VolumeMountDocument;
+  restart?: RestartDocument;
+  kill_signal?: string;
+  kill_timeout?: DurationValue;
+}
+
+export interface GroupDocument {
+  count?: number;
+  restart?: RestartDocument;
+  volume?: Record<string, VolumeDocument>;
+  task: Record<string, TaskDocument>;
+}
+
+export interface JobBodyDocument {
+  name?: string;
+  group: Record<string, GroupDocument>;
+}
+
+/** A jobspec as JSON: `{ "job": { "<id>": { "group": { "<name>": { … } } } } }`. */
+export interface JobDocument {
+  job: Record<string, JobBodyDocument>;
+}
+
+// ---------------------------------------------------------------------------
+
+/**
+ * Parses a jobspec file, HCL or JSON (see detectFormat), into a checked
+ * JobSpec. Errors are ValidationErrors that start with the file name and name
+ * the job, group, task and field.
+ */
+export async function parseJobspec(text: string, filename: string): Promise<JobSpec> {
+  const doc = await loadDocument(text, filename);
+  return withPrefix(filename, () => validateJob(doc));
+}
+
+/**
+ * Checks a jobspec in its JSON form (a parsed file, or an HTTP API body) and
+ * returns the JobSpec. Also accepts the document wrapped as `{ "Job": … }`,
+ * the way the HTTP API carries it.
+ */
+export function validateJob(raw: unknown): JobSpec {
+  let doc = raw;
+  if (isBody(doc) && Object.keys(doc).length === 1 && 'Job' in doc) doc = doc.Job;
+  if (!isBody(doc)) throw new ValidationError('a jobspec must be an object like { "job": { "<id>": { … } } }');
+  const top = new BlockReader(doc, new Where(''), ['job']);
+  const jobs = top.labelled('job', 'job');
+  if (jobs.length !== 1) {
+    throw new ValidationError(`a jobspec must hold exactly one job block, like job "<id>" { … } (found ${jobs.length})`, 'job');
+  }
+  const [id, body] = jobs[0]!;
+  return readJob(id, body);
+}
+
+/** The canonical JSON form of a JobSpec: every field explicit. validateJob(jobToDocument(j)) deep-equals j. */
+export function jobToDocument(job: JobSpec): JobDocument {
+  const duration = (ms: number): DurationValue => (Number.isInteger(ms) ? formatDuration(ms) : ms);
+  const restart = (r: RestartPolicy): RestartDocument => ({ attempts: r.attempts, interval: duration(r.interval), delay: duration(r.delay), mode: r.mode });
+  const plugin = (p: CSIPluginConfig): CsiPluginDocument => ({
+    id: p.id,
+    type: p.type,
+    mount_dir: p.mountDir,
+    stage_publish_base_dir: p.stagePublishBaseDir,
+    health_timeout: duration(p.healthTimeout),
+  });
+  const volume = (v: VolumeRequest): VolumeDocument => ({
+    type: v.type,
+    source: v.source,
+    access_mode: v.accessMode,
+    attachment_mode: v.attachmentMode,
+    read_only: v.readOnly,
+    ...(v.mountOptions
+      ? {
+          mount_options: {
+            ...(v.mountOptions.fsType !== undefined ? { fs_type: v.mountOptions.fsType } : {}),
+            ...(v.mountOptions.mountFlags !== undefined ? { mount_flags: [...v.mountOptions.mountFlags] } : {}),
+          },
+        }
+      : {}),
+  });
+  const task = (t: TaskSpec): TaskDocument => ({
+    driver: t.driver,
+    config: { command: t.config.command, args: [...t.config.args] },
+    env: { ...t.env },
+    ...(t.csiPlugin ? { csi_plugin: plugin(t.csiPlugin) } : {}),
+    volume_mount: t.volumeMounts.map((m) => ({ volume: m.volume, destination: m.destination, read_only: m.readOnly })),
+    restart: restart(t.restart),
+    kill_signal: t.killSignal,
+    kill_timeout: duration(t.killTimeout),
+  });
+  const group = (g: GroupSpec): GroupDocument => ({
+    count: g.count,
+    restart: restart(g.restart),
+    volume: Object.fromEntries(g.volumes.map((v) => [v.name, volume(v)])),
+    task: Object.fromEntries(g.tasks.map((t) => [t.name, task(t)])),
+  });
+  return { job: { [job.id]: { name: job.name, group: Object.fromEntries(job.groups.map((g) => [g.name, group(g)])) } } };
+}
+
+// ---------------------------------------------------------------------------
+
+function checkId(where: Where, id: string, what: string): void {
+  withPrefix(where.prefix, () => assertPathSafeId(id, what));
+}
+
+const byName = <T extends { name: string }>(a: T, b: T): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+function readJob(id: string, body: Body): JobSpec {
+  checkId(new Where(''), id, 'job id');
+  const where = new Where(`job ${JSON.stringify(id)}`);
+  const r = new BlockReader(body, where, ['name', 'group']);
+  const name = r.string('name', id);
+  const groups = r.labelled('group', 'group').map(([g, b]) => readGroup(where, g, b));
+  if (groups.length === 0) where.failObject('needs at least one group');
+  return { id, name, groups: groups.sort(byName) };
+}
+
+function readGroup(parent: Where, name: string, body: Body): GroupSpec {
+  checkId(parent, name, 'group name');
+  const where = parent.object(`group ${JSON.stringify(name)}`);
+  const r = new BlockReader(body, where, ['count', 'restart', 'volume', 'task']);
+  const count = r.int('count', 1, 1);
+  const restart = readRestart(r, DEFAULT_RESTART);
+  const volumes = r.labelled('volume', 'volume').map(([v, b]) => readVolume(where, v, b));
+  const byVolume = new Map(volumes.map((v) => [v.name, v]));
+  const tasks = r.labelled('task', 'task').map(([t, b]) => readTask(where, t, b, restart, byVolume));
+  if (tasks.length === 0) where.failObject('needs at least one task');
+  return { name, count, tasks: tasks.sort(byName), volumes: volumes.sort(byName), restart };
+}
+
+function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {
+  const r = parent.block('restart', ['attempts', 'interval', 'delay', 'mode']);
+  if (!r) return { ...base };
+  const interval = r.duration('interval', base.interval);
+  if (interval <= 0) r.fail('interval', 'must be positive');
+  return {
+    attempts: r.int('attempts', base.attempts, 0),
+    interval,
+    delay: r.duration('delay', base.delay),
+    mode: r.oneOf('mode', ['fail', 'delay'] as const, base.mode),
+  };
+}
+
+function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
+  checkId(parent, name, 'volume name');
+  const where = parent.object(`volume ${JSON.stringify(name)}`);
+  const r = new BlockReader(body, where, ['type', 'source', 'access_mode', 'attachment_mode', 'read_only', 'mount_options']);
+  const type = r.oneOf('type', ['csi'] as const);
+  const source = r.requiredString('source');
+  try {
+    assertPathSafeId(source, 'volume id');
+  } catch (err) {
+    r.fail('source', `is not usable: ${(err as Error).message}`);
+  }
+  const accessMode = r.oneOf('access_mode', ACCESS_MODES);
+  const attachmentMode = r.oneOf('attachment_mode', ATTACHMENT_MODES, 'file-system');
+  const readOnly = r.bool('read_only', false);
+  if (!readOnly && READER_ONLY_ACCESS_MODES.includes(accessMode)) r.fail('read_only', `must be true for access_mode ${accessMode}`);
+  const volume: VolumeRequest = { name, type, source, accessMode, attachmentMode, readOnly };
+  const mo = r.block('mount_options', ['fs_type', 'mount_flags']);
+  if (mo) {
+    const fsType = mo.string('fs_type');
+    const mountFlags = mo.has('mount_flags') ? mo.stringList('mount_flags') : undefined;
+    if (attachmentMode === 'block-device') r.fail('mount_options', 'cannot be set with attachment_mode block-device');
+    volume.mountOptions = { ...(fsType !== undefined ? { fsType } : {}), ...(mountFlags !== undefined ? { mountFlags } : {}) };
+  }
+  return volume;
+}
+
+const TASK_FIELDS = ['driver', 'config', 'env', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout'];
+const SIGNALS = new Set(Object.keys(os.constants.signals));
+
+function readTask(parent: Where, name: string, body: Body, groupRestart: RestartPolicy, volumes: Map<string, VolumeRequest>): TaskSpec {
+  checkId(parent, name, 'task name');
+  const where = parent.object(`task ${JSON.stringify(name)}`);
+  const r = new BlockReader(body, where, TASK_FIELDS);
+
+  if (!r.has('driver')) r.fail('driver', 'is required (exec or raw_exec)');
+  r.oneOf('driver', ['exec', 'raw_exec'] as const);
+  const driver = 'exec' as const;
+
+  if (!r.has('config')) r.fail('config', 'is required: config { command = "…" }');
+  const c = r.block('config', ['command', 'args'])!;
+  const config = { command: c.requiredString('command'), args: c.stringList('args') };
+
+  const env = r.stringMap('env');
+
+  let csiPlugin: CSIPluginConfig | undefined;
+  if (r.has('csi_plugin')) {
+    csiPlugin = parseCsiPluginConfig(singleBody(r.raw('csi_plugin'), where, 'csi_plugin'), where.prefix);
+  }
+
+  const volumeMounts: VolumeMount[] = [];
+  const destinations = new Set<string>();
+  r.blocks('volume_mount').forEach((b, i, all) => {
+    const field = all.length > 1 ? `volume_mount[${i}]` : 'volume_mount';
+    const m: BlockReader = new BlockReader(b, where.block(field), ['volume', 'destination', 'read_only']);
+    const volumeName = m.requiredString('volume');
+    const volume = volumes.get(volumeName);
+    if (!volume) {
+      const known = [...volumes.keys()];
+      m.fail('volume', `names "${volumeName}", which is not a volume of the group${known.length ? ` (volumes: ${known.join(', ')})` : ' (the group has no volume blocks)'}`);
+    }
+    const destination = readDestination(m);
+    if (destinations.has(destination)) m.fail('destination', `"${destination}" is already used by another volume_mount of this task`);
+    destinations.add(destination);
+    // A volume the group asks for read-only is mounted read-only whatever the mount says.
+    const readOnly = m.bool('read_only', false) || volume.readOnly;
+    volumeMounts.push({ volume: volumeName, destination, readOnly });
+  });
+
+  const restart = readRestart(r, groupRestart);
+
+  const killSignal = r.string('kill_signal', DEFAULT_KILL_SIGNAL);
+  if (!SIGNALS.has(killSignal)) r.fail('kill_signal', `must be a signal name like SIGTERM or SIGINT (got "${killSignal}")`);
+  const killTimeout = r.duration('kill_timeout', DEFAULT_KILL_TIMEOUT);
+
+  return {
+    name,
+    driver,
+    config,
+    env,
+    ...(csiPlugin ? { csiPlugin } : {}),
+    volumeMounts,
+    restart,
+    killSignal: killSignal as NodeJS.Signals,
+    killTimeout,
+  };
+}
+
+/** Where the task sees a volume, relative to its task dir; may not climb out of it. */
+function readDestination(m: BlockReader): string {
+  const raw = m.requiredString('destination');
+  if (raw.includes('\0')) m.fail('destination', 'may not contain NUL');
+  if (raw.split(/[\\/]/).includes('..')) m.fail('destination', `"${raw}" may not contain ".."`);
+  const normal = path.posix.normalize(raw);
+  if (normal === '/' || normal === '.' || normal === './') m.fail('destination', `"${raw}" must name a path inside the task dir`);
+  return normal.replace(/\/$/, '');
+}
