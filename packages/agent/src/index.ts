@@ -2,3 +2,4 @@
 export * from './driver';
 export * from './model';
 export * from './spec';
+export * from './service';

@@ -1,0 +1,130 @@
+// AgentService: what the agent offers to its surfaces (HTTP API, CLI via the
+// API, tests). The API layer only ever talks to this contract.
+import type { Event } from '@csiplug/core';
+import type { MountedVolume } from '@csiplug/hooks';
+import type { Alloc, JobSpec, TaskState } from './model';
+import type { VolumeSpec } from './spec';
+
+/** One line of the event stream (/v1/event/stream, newline-delimited JSON). */
+export interface AgentEvent {
+  /** Monotonic per agent run. */
+  index: number;
+  topic: 'Task' | 'Alloc' | 'Plugin' | 'Volume' | 'Job' | 'Node';
+  /** e.g. "Started", "Plugin became healthy", "Mount volume". */
+  type: string;
+  /** ms since the epoch */
+  time: number;
+  message: string;
+  allocId?: string;
+  task?: string;
+  jobId?: string;
+  pluginId?: string;
+  volumeId?: string;
+  details?: Record<string, string>;
+}
+
+export interface AllocView extends Alloc {
+  tasks: Record<string, TaskState>;
+  volumes: Record<string, MountedVolume>;
+}
+
+export interface JobView {
+  id: string;
+  name: string;
+  /** running while any alloc wants to run; dead once all are stopped. */
+  status: 'pending' | 'running' | 'dead';
+  job: JobSpec;
+  allocs: { id: string; name: string; group: string; clientStatus: Alloc['clientStatus']; desiredStatus: Alloc['desiredStatus'] }[];
+}
+
+export interface PluginInstanceView {
+  healthy: boolean;
+  allocId: string;
+  description: string;
+  version: string;
+  /** Node or controller details as fingerprinted (CSI manager PluginInfo). */
+  info: Record<string, unknown>;
+}
+
+export interface PluginView {
+  id: string;
+  provider?: string;
+  version?: string;
+  controllerRequired: boolean;
+  controllersHealthy: number;
+  controllersExpected: number;
+  nodesHealthy: number;
+  nodesExpected: number;
+  controller?: PluginInstanceView;
+  node?: PluginInstanceView;
+  /** Allocs running the plugin's tasks. */
+  allocs: string[];
+}
+
+export interface VolumeClaimView {
+  allocId: string;
+  mode: 'read' | 'write';
+  accessMode: string;
+  attachmentMode: string;
+  /** ms since the epoch */
+  since: number;
+}
+
+export interface VolumeView extends VolumeSpec {
+  /** From CreateVolume, or given at register. */
+  externalId: string;
+  capacityBytes?: number;
+  schedulable: boolean;
+  claims: VolumeClaimView[];
+  /** The plugin's controller published it to this node (ControllerPublishVolume), keyed by alloc. */
+  publishContexts?: Record<string, Record<string, string>>;
+  createdAt: number;
+}
+
+export interface RunJobResult {
+  jobId: string;
+  allocIds: string[];
+  /** True when the job existed and was replaced (its old allocs stopped). */
+  replaced: boolean;
+}
+
+export interface AgentHealth {
+  ok: boolean;
+  nodeId: string;
+  dataDir: string;
+  version: string;
+  startedAt: number;
+  allocs: { running: number; pending: number; dead: number };
+  plugins: { healthy: number; total: number };
+}
+
+export interface AgentService {
+  health(): AgentHealth;
+
+  listJobs(): JobView[];
+  getJob(id: string): JobView | undefined;
+  runJob(job: JobSpec): Promise<RunJobResult>;
+  /** Stops every alloc of the job (unmounting its volumes and releasing claims); resolves when they are stopped. */
+  stopJob(id: string, options?: { purge?: boolean }): Promise<JobView>;
+
+  listAllocs(): AllocView[];
+  getAlloc(id: string): AllocView | undefined;
+  /** A task's log, from `offset` bytes on. */
+  allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', options?: { offset?: number }): Promise<string>;
+
+  listPlugins(): PluginView[];
+  getPlugin(id: string): PluginView | undefined;
+
+  listVolumes(): VolumeView[];
+  getVolume(id: string): VolumeView | undefined;
+  /** Adds an existing volume (already on its plugin) to the catalog. */
+  registerVolume(spec: VolumeSpec): Promise<VolumeView>;
+  /** Creates the volume through its controller plugin's CreateVolume, then registers it. */
+  createVolume(spec: VolumeSpec): Promise<VolumeView>;
+  /** Removes a volume from the catalog; refuses while claimed unless `force`. */
+  deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
+  /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */
+  deleteVolume(id: string): Promise<void>;
+
+  readonly onEvent: Event<AgentEvent>;
+}
