@@ -1,2 +1,21 @@
 // Public face of @csiplug/state.
-export {};
+export * from './errors';
+export { MAX_KEY_SIZE, MAX_VALUE_SIZE } from './keys';
+export type { Key } from './keys';
+export { DB, DEFAULT_MAX_BATCH_DELAY, DEFAULT_MAX_BATCH_SIZE } from './db';
+export type { DBOptions, TxFn } from './db';
+export { Tx } from './tx';
+export type { Store, StoreEntry, RangeOp } from './store';
+export { Bucket } from './bucket';
+export type { BucketStats } from './bucket';
+export { Cursor } from './cursor';
+export type { CursorEntry } from './cursor';
+export * from './client-state';
+export * from './tokens';
+export { openClientState, backupPathFor, BoltClientStateDB } from './client-state-db';
+export type { ClientStateOptions } from './client-state-db';
+export { CLIENT_STATE_SCHEMA_VERSION } from './layout';
+export { CLIENT_STATE_MIGRATIONS, migrationPath } from './migrations';
+export type { Migration } from './migrations';
+export { registerState, stateFilePath } from './register';
+export type { StateBackend, StateOptions } from './register';

@@ -1,0 +1,338 @@
+// ClientStateDB on the bbolt-style DB: the same code over the SQLite file
+// (`<data_dir>/state.db`) and over the in-memory store. Opening checks the
+// file, migrates an older schema (after a backup) and refuses a newer one.
+import { Clock, Logger, NullLogger, RealClock, ValidationError } from '@csiplug/core';
+import * as fs from 'fs';
+import * as path from 'path';
+import type { Bucket } from './bucket';
+import type {
+  ClientStateDB,
+  DecodeFailure,
+  PendingUnmountRecord,
+  RegistryStateRecord,
+  VolumeMountStub,
+  VolumeUsageRecord,
+} from './client-state';
+import { DB } from './db';
+import { ErrMigration, ErrSchemaVersion } from './errors';
+import { CLIENT_STATE_SCHEMA_VERSION, decode, encode, ensureLayout, Layout, readSchemaVersion, writeSchemaVersion } from './layout';
+import { CLIENT_STATE_MIGRATIONS, Migration, migrationPath } from './migrations';
+import type { Tx } from './tx';
+
+export interface ClientStateOptions {
+  /** The state file (e.g. `<data_dir>/state.db`); its directory is created (0700) if missing. */
+  path?: string;
+  /** Keep the state in memory instead (nothing survives close). */
+  memory?: boolean;
+  /** How long to wait for another holder of the file, in ms (default 0: fail at once). */
+  timeout?: number;
+  /** Skip fsync on commit: faster, loses the latest commits on power loss. */
+  noSync?: boolean;
+  clock?: Clock;
+  logger?: Logger;
+  /** The schema version to bring the store to (tests of the migration machinery). */
+  schemaVersion?: number;
+  /** The migration steps to use (tests of the migration machinery). */
+  migrations?: readonly Migration[];
+}
+
+/** The file name of the backup written before a migration: `<file>.backup`. */
+export function backupPathFor(file: string): string {
+  return `${file}.backup`;
+}
+
+/** Opens the client state: `{ path }` for the SQLite file, `{ memory: true }` for the in-memory twin. */
+export function openClientState(options: ClientStateOptions): BoltClientStateDB {
+  if (!options.memory && !options.path) throw new ValidationError('openClientState: give a path, or memory: true', 'path');
+  const clock = options.clock ?? new RealClock();
+  const logger = options.logger ?? new NullLogger();
+  let db: DB;
+  if (options.memory) {
+    db = DB.openMemory({ clock });
+  } else {
+    const file = path.resolve(options.path!);
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    db = DB.open(file, { timeout: options.timeout, noSync: options.noSync, integrityCheck: true, clock });
+  }
+  try {
+    const target = options.schemaVersion ?? CLIENT_STATE_SCHEMA_VERSION;
+    const version = prepareSchema(db, target, options.migrations ?? CLIENT_STATE_MIGRATIONS, clock, logger, !options.memory);
+    return new BoltClientStateDB(db, version, logger);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+function prepareSchema(db: DB, target: number, migrations: readonly Migration[], clock: Clock, logger: Logger, onDisk: boolean): number {
+  const found = db.view(readSchemaVersion);
+  if (found === 'empty') {
+    db.update((tx) => {
+      ensureLayout(tx);
+      writeSchemaVersion(tx, target, clock.now());
+    });
+    return target;
+  }
+  if (typeof found === 'object') throw new ErrSchemaVersion(db.path, found.unknown, target, 'unknown');
+  if (found > target) throw new ErrSchemaVersion(db.path, found, target, 'newer');
+  if (found === target) return target;
+
+  const steps = migrationPath(found, target, migrations);
+  let backup: string | undefined;
+  if (onDisk) {
+    backup = backupPathFor(db.path);
+    db.backup(backup);
+    logger.info('client state backed up before migration', { file: db.path, backup, from: found, to: target });
+  }
+  try {
+    db.update((tx) => {
+      for (const step of steps) step.migrate(tx);
+      ensureLayout(tx);
+      writeSchemaVersion(tx, target, clock.now());
+    });
+  } catch (err) {
+    logger.error('client state migration failed', { file: db.path, from: found, to: target, err });
+    throw new ErrMigration(db.path, found, target, backup, err);
+  }
+  logger.info('client state migrated', { file: db.path, from: found, to: target, steps: steps.map((s) => s.description) });
+  return target;
+}
+
+export class BoltClientStateDB implements ClientStateDB {
+  constructor(
+    private readonly db: DB,
+    readonly schemaVersion: number,
+    private readonly logger: Logger,
+  ) {}
+
+  get path(): string | undefined {
+    return this.db.path === ':memory:' ? undefined : this.db.path;
+  }
+
+  /** The DB underneath (for tools and tests). */
+  get raw(): DB {
+    return this.db;
+  }
+
+  getRegistryState(): RegistryStateRecord | undefined {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.dynamicPlugins)?.get(Layout.registryState);
+      return raw && decode<RegistryStateRecord>(raw, `${Layout.dynamicPlugins}/${Layout.registryState}`);
+    });
+  }
+
+  putRegistryState(state: RegistryStateRecord): void {
+    this.db.update((tx) => tx.createBucketIfNotExists(Layout.dynamicPlugins).put(Layout.registryState, encode(state)));
+  }
+
+  putAllocation(allocId: string, alloc: unknown): void {
+    const value = encode(alloc);
+    this.db.update((tx) => this.allocBucket(tx, allocId).put(Layout.allocKey, value));
+  }
+
+  getAllocation<T = unknown>(allocId: string): T | undefined {
+    return this.readAllocKey<T>(allocId, Layout.allocKey);
+  }
+
+  listAllocations<T = unknown>(): { allocs: { allocId: string; alloc: T }[]; failures: DecodeFailure[] } {
+    return this.db.view((tx) => {
+      const allocs: { allocId: string; alloc: T }[] = [];
+      const failures: DecodeFailure[] = [];
+      const bucket = tx.bucket(Layout.allocations);
+      bucket?.forEach((key, value) => {
+        const allocId = key.toString('utf8');
+        if (value !== null) {
+          failures.push({ key: allocId, error: `${Layout.allocations}/${allocId} is a bare value, not an alloc bucket` });
+          return;
+        }
+        const raw = bucket.bucket(key)!.get(Layout.allocKey);
+        if (!raw) {
+          failures.push({ key: allocId, error: `${Layout.allocations}/${allocId} has no ${Layout.allocKey} record` });
+          return;
+        }
+        try {
+          allocs.push({ allocId, alloc: decode<T>(raw, `${Layout.allocations}/${allocId}/${Layout.allocKey}`) });
+        } catch (err) {
+          failures.push({ key: allocId, error: (err as Error).message });
+        }
+      });
+      for (const f of failures) this.logger.warn('client state: alloc record skipped', { allocId: f.key, error: f.error });
+      return { allocs, failures };
+    });
+  }
+
+  deleteAllocation(allocId: string): void {
+    this.db.update((tx) => {
+      const allocs = tx.bucket(Layout.allocations);
+      if (allocs?.bucket(allocId)) allocs.deleteBucket(allocId);
+    });
+  }
+
+  putVolumeStubs(allocId: string, stubs: Record<string, VolumeMountStub>): void {
+    const value = encode(stubs);
+    this.db.update((tx) => this.allocBucket(tx, allocId).put(Layout.volumesKey, value));
+  }
+
+  getVolumeStubs(allocId: string): Record<string, VolumeMountStub> | undefined {
+    return this.readAllocKey<Record<string, VolumeMountStub>>(allocId, Layout.volumesKey);
+  }
+
+  putTaskHandle(allocId: string, task: string, handle: unknown): void {
+    this.putTaskKey(allocId, task, Layout.taskHandle, handle);
+  }
+
+  getTaskHandle<T = unknown>(allocId: string, task: string): T | undefined {
+    return this.readTaskKey<T>(allocId, task, Layout.taskHandle);
+  }
+
+  putTaskState(allocId: string, task: string, state: unknown): void {
+    this.putTaskKey(allocId, task, Layout.taskState, state);
+  }
+
+  getTaskState<T = unknown>(allocId: string, task: string): T | undefined {
+    return this.readTaskKey<T>(allocId, task, Layout.taskState);
+  }
+
+  deleteTask(allocId: string, task: string): void {
+    this.db.update((tx) => {
+      const alloc = tx.bucket(Layout.allocations)?.bucket(allocId);
+      if (alloc?.bucket(Layout.taskPrefix + task)) alloc.deleteBucket(Layout.taskPrefix + task);
+    });
+  }
+
+  putVolumeUsage(pluginId: string, volumeId: string, users: VolumeUsageRecord[]): void {
+    const value = users.length ? encode(users) : undefined;
+    this.db.update((tx) => {
+      const usage = this.csiBucket(tx, Layout.usage);
+      if (value) {
+        usage.createBucketIfNotExists(pluginId).put(volumeId, value);
+        return;
+      }
+      const plugin = usage.bucket(pluginId);
+      if (!plugin) return;
+      plugin.delete(volumeId);
+      if (!plugin.cursor().first()) usage.deleteBucket(pluginId);
+    });
+  }
+
+  getVolumeUsage(pluginId: string, volumeId: string): VolumeUsageRecord[] {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.csi)?.bucket(Layout.usage)?.bucket(pluginId)?.get(volumeId);
+      return raw ? decode<VolumeUsageRecord[]>(raw, `csi/usage/${pluginId}/${volumeId}`) : [];
+    });
+  }
+
+  listVolumeUsage(): { pluginId: string; volumeId: string; users: VolumeUsageRecord[] }[] {
+    return this.db.view((tx) => {
+      const out: { pluginId: string; volumeId: string; users: VolumeUsageRecord[] }[] = [];
+      const usage = tx.bucket(Layout.csi)?.bucket(Layout.usage);
+      usage?.forEachBucket((plugin) => {
+        const pluginId = plugin.toString('utf8');
+        usage.bucket(plugin)!.forEach((volume, raw) => {
+          const volumeId = volume.toString('utf8');
+          const users = this.decodeOrSkip<VolumeUsageRecord[]>(raw, `csi/usage/${pluginId}/${volumeId}`);
+          if (users) out.push({ pluginId, volumeId, users });
+        });
+      });
+      return out;
+    });
+  }
+
+  putPendingUnmount(record: PendingUnmountRecord): void {
+    const value = encode(record);
+    this.db.update((tx) => this.csiBucket(tx, Layout.pending).put(record.id, value));
+  }
+
+  deletePendingUnmount(id: string): void {
+    this.db.update((tx) => this.csiBucket(tx, Layout.pending).delete(id));
+  }
+
+  listPendingUnmounts(): PendingUnmountRecord[] {
+    return this.db.view((tx) => {
+      const out: PendingUnmountRecord[] = [];
+      tx.bucket(Layout.csi)
+        ?.bucket(Layout.pending)
+        ?.forEach((key, raw) => {
+          const record = this.decodeOrSkip<PendingUnmountRecord>(raw, `csi/pending/${key.toString('utf8')}`);
+          if (record) out.push(record);
+        });
+      return out;
+    });
+  }
+
+  putVolume(volumeId: string, volume: unknown): void {
+    const value = encode(volume);
+    this.db.update((tx) => tx.createBucketIfNotExists(Layout.volumeCatalog).put(volumeId, value));
+  }
+
+  getVolume<T = unknown>(volumeId: string): T | undefined {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.volumeCatalog)?.get(volumeId);
+      return raw && decode<T>(raw, `${Layout.volumeCatalog}/${volumeId}`);
+    });
+  }
+
+  deleteVolume(volumeId: string): void {
+    this.db.update((tx) => tx.bucket(Layout.volumeCatalog)?.delete(volumeId));
+  }
+
+  listVolumes<T = unknown>(): T[] {
+    return this.db.view((tx) => {
+      const out: T[] = [];
+      tx.bucket(Layout.volumeCatalog)?.forEach((key, raw) => {
+        const volume = this.decodeOrSkip<T>(raw, `${Layout.volumeCatalog}/${key.toString('utf8')}`);
+        if (volume !== undefined) out.push(volume);
+      });
+      return out;
+    });
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  dispose(): void {
+    this.close();
+  }
+
+  private allocBucket(tx: Tx, allocId: string): Bucket {
+    return tx.createBucketIfNotExists(Layout.allocations).createBucketIfNotExists(allocId);
+  }
+
+  private csiBucket(tx: Tx, name: string): Bucket {
+    return tx.createBucketIfNotExists(Layout.csi).createBucketIfNotExists(name);
+  }
+
+  private readAllocKey<T>(allocId: string, key: string): T | undefined {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.allocations)?.bucket(allocId)?.get(key);
+      return raw && decode<T>(raw, `${Layout.allocations}/${allocId}/${key}`);
+    });
+  }
+
+  private putTaskKey(allocId: string, task: string, key: string, value: unknown): void {
+    const raw = encode(value);
+    this.db.update((tx) => this.allocBucket(tx, allocId).createBucketIfNotExists(Layout.taskPrefix + task).put(key, raw));
+  }
+
+  private readTaskKey<T>(allocId: string, task: string, key: string): T | undefined {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.allocations)?.bucket(allocId)?.bucket(Layout.taskPrefix + task)?.get(key);
+      return raw && decode<T>(raw, `${Layout.allocations}/${allocId}/${Layout.taskPrefix}${task}/${key}`);
+    });
+  }
+
+  /** Lists skip what they cannot decode, and say so in the log. */
+  private decodeOrSkip<T>(raw: Buffer | null, where: string): T | undefined {
+    if (raw === null) {
+      this.logger.warn('client state: unexpected nested bucket skipped', { where });
+      return undefined;
+    }
+    try {
+      return decode<T>(raw, where);
+    } catch (err) {
+      this.logger.warn('client state: undecodable record skipped', { where, err });
+      return undefined;
+    }
+  }
+}

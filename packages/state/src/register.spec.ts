@@ -1,0 +1,53 @@
+import 'reflect-metadata';
+import { FakeClock, IClock, ILogger, MemoryLogger, ValidationError } from '@csiplug/core';
+import * as fs from 'fs';
+import * as path from 'path';
+import { container as root } from 'tsyringe';
+import type { ClientStateDB } from './client-state';
+import { registerState } from './register';
+import { IClientStateDB } from './tokens';
+import { tempDir } from '../test/support/backends';
+
+describe('registerState', () => {
+  test('binds the in-memory store', () => {
+    const c = root.createChildContainer();
+    registerState(c, { backend: 'memory' });
+    const state = c.resolve<ClientStateDB>(IClientStateDB);
+    expect(state.path).toBeUndefined();
+    expect(c.resolve<ClientStateDB>(IClientStateDB)).toBe(state);
+    state.putVolume('v', { id: 'v' });
+    expect(state.getVolume('v')).toEqual({ id: 'v' });
+    state.close();
+  });
+
+  test('binds the SQLite store at <dataDir>/state.db with the container clock and logger', () => {
+    const dir = tempDir();
+    try {
+      const c = root.createChildContainer();
+      c.register(IClock, { useValue: new FakeClock(Date.UTC(2030, 0, 1)) });
+      const logger = new MemoryLogger();
+      c.register(ILogger, { useValue: logger });
+      registerState(c, { backend: 'sqlite', dataDir: dir });
+      const state = c.resolve<ClientStateDB>(IClientStateDB);
+      expect(state.path).toBe(path.join(dir, 'state.db'));
+      expect(fs.existsSync(path.join(dir, 'state.db'))).toBe(true);
+      state.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('leaves a deployment’s own binding alone', () => {
+    const c = root.createChildContainer();
+    const mine = { mine: true } as unknown as ClientStateDB;
+    c.register(IClientStateDB, { useValue: mine });
+    registerState(c, { backend: 'memory' });
+    expect(c.resolve(IClientStateDB)).toBe(mine);
+  });
+
+  test('rejects an unknown backend or a missing data dir', () => {
+    const c = root.createChildContainer();
+    expect(() => registerState(c, { backend: 'bolt' as never })).toThrow(ValidationError);
+    expect(() => registerState(c, { backend: 'sqlite' })).toThrow(/needs a data dir/);
+  });
+});

@@ -1,0 +1,43 @@
+// registerState binds IClientStateDB: the SQLite file under the data dir,
+// or the in-memory twin, as the agent's `state { backend = … }` says.
+import { bindDefault, IClock, ILogger, ValidationError } from '@csiplug/core';
+import type { Clock, Logger } from '@csiplug/core';
+import * as path from 'path';
+import type { DependencyContainer } from 'tsyringe';
+import { openClientState } from './client-state-db';
+import { IClientStateDB } from './tokens';
+
+export type StateBackend = 'sqlite' | 'memory';
+
+export interface StateOptions {
+  /** Default 'sqlite'. */
+  backend?: StateBackend;
+  /** Required for 'sqlite': the state lives at `<dataDir>/state.db`. */
+  dataDir?: string;
+  /** How long to wait for another agent to let go of the file, in ms (default 0). */
+  timeout?: number;
+  noSync?: boolean;
+}
+
+/** The state file under a data dir. */
+export function stateFilePath(dataDir: string): string {
+  return path.join(dataDir, 'state.db');
+}
+
+export function registerState(container: DependencyContainer, options: StateOptions = {}): void {
+  const backend = options.backend ?? 'sqlite';
+  if (backend !== 'sqlite' && backend !== 'memory') {
+    throw new ValidationError(`state.backend: unknown backend "${String(backend)}"; known: sqlite, memory`, 'backend');
+  }
+  if (backend === 'sqlite' && !options.dataDir) throw new ValidationError('state: the sqlite backend needs a data dir', 'dataDir');
+  bindDefault(container, IClientStateDB, {
+    // Opened on first resolve, so a deployment's own IClock/ILogger are used.
+    useFactory: (c) => {
+      const clock = c.isRegistered(IClock, true) ? c.resolve<Clock>(IClock) : undefined;
+      const logger = c.isRegistered(ILogger, true) ? c.resolve<Logger>(ILogger).child({ component: 'state' }) : undefined;
+      return backend === 'memory'
+        ? openClientState({ memory: true, clock, logger })
+        : openClientState({ path: stateFilePath(options.dataDir!), timeout: options.timeout, noSync: options.noSync, clock, logger });
+    },
+  });
+}
