@@ -192,6 +192,21 @@ describe('csi_plugin_supervisor', () => {
     await h.stop(ctx);
   });
 
+  it('shutdown (the agent stops, the task runs on) stops probing but keeps the registrations', async () => {
+    const h = hook();
+    const ctx = taskContext();
+    await h.prestart(ctx);
+    touchSocket();
+    await h.poststart(ctx);
+    h.shutdown();
+    const probes = clients.totalProbes;
+    await clock.advance(120_000);
+    expect(clients.totalProbes).toBe(probes);
+    expect(clients.clients[0]!.closed).toBe(true);
+    expect(registry.allocPlugins('alloc-1')).toHaveLength(2);
+    expect(fs.existsSync(pluginSocketPath(dataDir, 'alloc-1'))).toBe(true);
+  });
+
   it('exited deregisters too, and a restarted task registers again', async () => {
     const h = hook();
     const ctx = taskContext();

@@ -115,6 +115,13 @@ export class CSIPluginSupervisorHook implements TaskHook {
     this.teardown(ctx);
   }
 
+  /** Agent shutdown: stop probing and close the client; the registrations stay for the next agent. */
+  shutdown(): void {
+    this.stopLoop();
+    this.client?.close();
+    this.client = undefined;
+  }
+
   private async startUp(ctx: TaskHookContext, signal: AbortSignal): Promise<void> {
     const id = this.config.id;
     const log = this.logger.child({ alloc_id: ctx.alloc.id, task: ctx.task.name, plugin_id: id });

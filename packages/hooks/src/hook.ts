@@ -101,6 +101,12 @@ export interface TaskHook {
   stop?(ctx: TaskHookContext): Promise<void>;
   /** The task's process exited (it may be restarted). */
   exited?(ctx: TaskHookContext): Promise<void>;
+  /**
+   * The agent is shutting down and the task keeps running: release timers,
+   * sockets and subscriptions, but keep what a restarted agent will restore
+   * (registrations, directories).
+   */
+  shutdown?(): void;
 }
 
 export interface AllocHook {
