@@ -1,0 +1,47 @@
+// The contract of the CSI manager (token ICSIManager): live, fingerprinted
+// plugin instances made from the registry's registrations, their health, and
+// a volume manager per node plugin.
+import type { Disposable, Event, PluginWaitPhase } from '@csiplug/core';
+import type { NodeEvent } from './node-event';
+import type { PluginHealthChange, PluginInfo } from './plugin-info';
+import type { VolumeManager } from './volume-manager';
+
+export type CSIPluginType = 'csi-node' | 'csi-controller';
+
+export interface WaitForCSIPluginOptions {
+  /** Gives up with the signal's reason (an AbortError by default). */
+  signal?: AbortSignal;
+}
+
+export interface CSIManager extends Disposable {
+  /** Subscribes to the registry, then resyncs with it (and keeps resyncing on the heartbeat period). Idempotent. */
+  start(): Promise<void>;
+
+  /**
+   * Waits, within TimeoutPolicy.pluginWait(phase) overall, for (type, name)
+   * to be registered and then for its instance's first successful
+   * fingerprint. Event-driven. Rejects with PluginWaitTimeoutError (naming
+   * type, name, phase and how long), the abort reason, or ShutdownError.
+   */
+  waitForPlugin(type: CSIPluginType | string, name: string, phase: PluginWaitPhase, options?: WaitForCSIPluginOptions): Promise<PluginInfo>;
+
+  /** The instance of (type, name), if there is one. */
+  pluginInfo(type: string, name: string): PluginInfo | undefined;
+  /** Every instance (of `type`), sorted by type then name. */
+  plugins(type?: string): PluginInfo[];
+
+  /** An instance's healthy flag changed (its first verdict, and a healthy instance stopping, count). */
+  readonly onDidChangeHealth: Event<PluginHealthChange>;
+  /** A mount or unmount finished, either way. */
+  readonly onNodeEvent: Event<NodeEvent>;
+
+  /**
+   * The volume manager of node plugin `pluginName`. Throws
+   * PluginInstanceNotFoundError (type csi-node) if there is no node
+   * instance: waitForPlugin first.
+   */
+  volumeManager(pluginName: string): VolumeManager;
+
+  /** Stops every instance (closing its client) and unsubscribes; pending waits reject with ShutdownError. Idempotent. */
+  shutdown(): Promise<void>;
+}

@@ -1,0 +1,368 @@
+import { AbortError, ShutdownError, ValidationError } from '@csiplug/core';
+import { Harness, FINGERPRINT_PERIOD, plugin } from '../test/harness';
+import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, registerCsiManager, ICSIManager, IMountTable, ProcMountTable } from '.';
+import { csiError } from '../test/fakes/fake-csi-client';
+import { GrpcStatus } from '@csiplug/csi';
+import { container as rootContainer } from 'tsyringe';
+
+describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
+  let h: Harness;
+  beforeEach(() => {
+    h = new Harness();
+  });
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it('picks up a plugin registered before start, fingerprints it and reports it healthy', async () => {
+    const reg = plugin(0, 'csi-controller');
+    h.registry.register(reg);
+    expect(h.manager.pluginInfo('csi-controller', 'my-plugin')).toBeUndefined();
+    await h.manager.start();
+    await h.settle();
+    const info = h.manager.pluginInfo('csi-controller', 'my-plugin');
+    expect(info).toMatchObject({ type: 'csi-controller', name: 'my-plugin', allocId: 'alloc-0', healthy: true, fingerprinted: true, description: 'healthy', deployment: 'controller' });
+    expect(info?.controller).toMatchObject({ supportsAttachDetach: true, supportsCreateDelete: true, supportsExpand: false });
+    expect(h.health.map((e) => [e.name, e.healthy, e.previous])).toEqual([['my-plugin', true, undefined]]);
+  });
+
+  it('removes the instance on deregistration, closes its client and reports it unhealthy once', async () => {
+    const reg = plugin(0, 'csi-controller');
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    h.registry.deregister(reg.type, reg.name, reg.allocId);
+    expect(h.manager.pluginInfo(reg.type, reg.name)).toBeUndefined();
+    expect(h.factory.clientsOf(reg.socketPath).every((c) => c.closed)).toBe(true);
+    expect(h.health.map((e) => e.healthy)).toEqual([true, false]);
+    expect(h.health[1]!.description).toContain('deregistered');
+    await h.advance(FINGERPRINT_PERIOD * 3);
+    expect(h.health).toHaveLength(2);
+  });
+
+  it('a deregistration of another alloc leaves the active instance alone (interleaved register and deregister)', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', healthy: true });
+  });
+
+  it('waitForPlugin fails after its phase deadline, naming type, name, phase and advice', async () => {
+    await h.manager.start();
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun');
+    const failed = expect(wait).rejects.toThrow(CSIPluginWaitTimeoutError);
+    await h.advance(59_999);
+    await h.advance(1);
+    await failed;
+    const err = (await wait.catch((e: unknown) => e)) as CSIPluginWaitTimeoutError;
+    expect(err.message).toMatch(/timed out after 1m.*\(prerun limit\).*"my-plugin" of type csi-node to register; check the plugin task's logs/);
+    expect(err).toMatchObject({ pluginType: 'csi-node', pluginName: 'my-plugin', phase: 'prerun', stage: 'register', code: 'ETIMEOUT' });
+  });
+
+  it('waitForPlugin succeeds when the plugin registers later, after its first fingerprint', async () => {
+    await h.manager.start();
+    let done = false;
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'restore').then((i) => ((done = true), i));
+    await h.advance(4 * 60_000);
+    expect(done).toBe(false);
+    const reg = plugin(0);
+    const gate = h.behaviour(reg).gate('Probe');
+    h.registry.register(reg);
+    await h.settle();
+    expect(done).toBe(false); // registered, but not fingerprinted yet
+    gate.release();
+    await h.settle();
+    expect(done).toBe(true);
+    expect(await wait).toMatchObject({ allocId: 'alloc-0', healthy: true, node: { nodeId: 'node-1' } });
+  });
+
+  it('waitForPlugin waits for the first successful fingerprint, woken by it, within the same deadline', async () => {
+    const reg = plugin(0);
+    h.behaviour(reg).ready = false;
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    let done = false;
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'restore').then((i) => ((done = true), i));
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(done).toBe(false);
+    h.behaviour(reg).ready = true;
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(done).toBe(true);
+    expect((await wait).healthy).toBe(true);
+
+    // And when it never fingerprints, the error says so and carries the last error.
+    const reg2 = plugin(0, 'csi-node', { name: 'other' });
+    h.behaviour(reg2).failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    h.registry.register(reg2);
+    const wait2 = h.manager.waitForPlugin('csi-node', 'other', 'prerun');
+    const failed = expect(wait2).rejects.toThrow(/"other" of type csi-node to answer its first fingerprint \(last error: .*UNAVAILABLE/);
+    await h.advance(60_000);
+    await failed;
+  });
+
+  it('waitForPlugin gives up with an AbortError when its signal aborts, and rejects bad phases', async () => {
+    await h.manager.start();
+    const ac = new AbortController();
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'postrun', { signal: ac.signal });
+    ac.abort();
+    await expect(wait).rejects.toBeInstanceOf(AbortError);
+    await expect(h.manager.waitForPlugin('csi-node', 'my-plugin', 'later' as never)).rejects.toBeInstanceOf(ValidationError);
+  });
+
+  it('shutdown rejects pending waits with ShutdownError', async () => {
+    const reg = plugin(0);
+    h.behaviour(reg).ready = false;
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun');
+    await h.settle();
+    await h.manager.shutdown();
+    await expect(wait).rejects.toBeInstanceOf(ShutdownError);
+  });
+
+  it('runs the controller and node instances of a monolith side by side, and stops them independently', async () => {
+    const ctrl = plugin(0, 'csi-controller', { options: { pluginType: 'monolith' } });
+    const node = plugin(0, 'csi-node', { options: { pluginType: 'monolith' } });
+    h.registry.register(ctrl);
+    h.registry.register(node);
+    await h.manager.start();
+    await h.settle();
+    expect(h.manager.plugins().map((p) => [p.type, p.name, p.deployment, p.healthy])).toEqual([
+      ['csi-controller', 'my-plugin', 'monolith', true],
+      ['csi-node', 'my-plugin', 'monolith', true],
+    ]);
+    h.registry.deregister('csi-controller', 'my-plugin', 'alloc-0');
+    await h.settle();
+    expect(h.manager.plugins().map((p) => p.type)).toEqual(['csi-node']);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
+    expect(h.manager.plugins('csi-controller')).toEqual([]);
+  });
+
+  it('swaps instances on registry events alone when resync is off, closing the old client', async () => {
+    await h.close();
+    h = new Harness({ resync: false });
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    await h.settle();
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', healthy: true });
+    expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.closed)).toBe(true);
+    expect(h.factory.clientsOf('/var/data/plugins/alloc-1/csi.sock').some((c) => !c.closed)).toBe(true);
+    // Deregistering the active alloc promotes alloc-0 again.
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-1');
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
+    expect(h.clock.pendingTimers).toBeGreaterThan(0); // the instance's fingerprint timer only
+  });
+
+  it('keeps the active alloc across an agent restart, and a replacement alloc takes over afterwards', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    await h.restart();
+    expect(h.registry.get('csi-node', 'my-plugin')?.restored).toBe(true);
+    await h.manager.start();
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', healthy: true });
+    // The first successful fingerprint confirms the restored entry alive.
+    expect(h.registry.get('csi-node', 'my-plugin')?.restored).toBe(false);
+    h.registry.register(plugin(2));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-2');
+  });
+
+  it('replaces the instance when the same alloc re-registers with a new socket (plugin task restart)', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    await h.settle();
+    h.registry.register(plugin(0, 'csi-node', { socketPath: '/var/data/plugins/alloc-0/csi-2.sock' }));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.socketPath).toBe('/var/data/plugins/alloc-0/csi-2.sock');
+    expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.closed)).toBe(true);
+  });
+
+  it('resyncs on the heartbeat period: a registration it missed is picked up', async () => {
+    await h.manager.start();
+    // Simulate a missed event: register while the manager is not listening.
+    const internals = h.manager as unknown as { subscriptions: { clear(): void } };
+    internals.subscriptions.clear();
+    h.registry.register(plugin(0));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toBeUndefined();
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toBeUndefined();
+  });
+
+  it('registers csi-node and csi-controller dispensers on the registry', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    const client = h.registry.dispense<{ endpoint: string }>('csi-node', 'my-plugin');
+    expect(client.endpoint).toBe('/var/data/plugins/alloc-0/csi.sock');
+  });
+
+  it('volumeManager throws a typed not-found error without a node instance', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0, 'csi-controller'));
+    await h.settle();
+    expect(() => h.manager.volumeManager('my-plugin')).toThrow(PluginInstanceNotFoundError);
+    expect(() => h.manager.volumeManager('my-plugin')).toThrow(/plugin "my-plugin" of type csi-node not found.*waitForPlugin/);
+  });
+});
+
+describe('CSI manager: fingerprinting and health', () => {
+  let h: Harness;
+  beforeEach(() => {
+    h = new Harness();
+  });
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it('fetches plugin capabilities and node info once; probes and reads node capabilities every round', async () => {
+    const reg = plugin(0);
+    const b = h.behaviour(reg);
+    b.maxVolumesPerNode = 0;
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    await h.advance(FINGERPRINT_PERIOD);
+    await h.advance(FINGERPRINT_PERIOD);
+    const count = (m: string) => b.callsOf(m).length;
+    expect([count('Probe'), count('GetPluginCapabilities'), count('NodeGetCapabilities'), count('NodeGetInfo')]).toEqual([3, 1, 3, 1]);
+    const info = h.manager.pluginInfo('csi-node', 'my-plugin')!;
+    expect(info.node).toMatchObject({ nodeId: 'node-1', maxVolumes: Infinity, topology: { zone: 'z1' }, requiresStaging: true, supportsStats: false });
+    expect(info.pluginCapabilities?.controllerService).toBe(true);
+    expect(h.health).toHaveLength(1); // changes only
+  });
+
+  it('reports max volumes when the plugin sets a limit', async () => {
+    const reg = plugin(0);
+    h.behaviour(reg).maxVolumesPerNode = 7;
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.node?.maxVolumes).toBe(7);
+  });
+
+  it('treats an empty node id as an error', async () => {
+    const reg = plugin(0);
+    h.behaviour(reg).nodeId = '';
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    const info = h.manager.pluginInfo('csi-node', 'my-plugin')!;
+    expect(info).toMatchObject({ healthy: false, fingerprinted: false });
+    expect(info.lastError).toMatch(/empty node id/);
+    expect(h.health.map((e) => e.healthy)).toEqual([false]);
+  });
+
+  it('skips node info when node capabilities fail', async () => {
+    const reg = plugin(0);
+    const b = h.behaviour(reg);
+    b.failures.set('NodeGetCapabilities', csiError(GrpcStatus.INTERNAL, 'NodeGetCapabilities', 'boom'));
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    expect(b.callsOf('NodeGetInfo')).toHaveLength(0);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.lastError).toMatch(/boom/);
+    b.failures.delete('NodeGetCapabilities');
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(b.callsOf('NodeGetInfo')).toHaveLength(1);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
+  });
+
+  it('goes unhealthy when the probe says not ready, healthy again when it recovers; events on changes only', async () => {
+    const reg = plugin(0);
+    const b = h.behaviour(reg);
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.settle();
+    const t0 = h.manager.pluginInfo('csi-node', 'my-plugin')!.updateTime;
+    b.ready = false;
+    await h.advance(FINGERPRINT_PERIOD);
+    await h.advance(FINGERPRINT_PERIOD);
+    const sick = h.manager.pluginInfo('csi-node', 'my-plugin')!;
+    expect(sick).toMatchObject({ healthy: false, fingerprinted: true });
+    expect(sick.lastError).toMatch(/not ready/);
+    expect(sick.updateTime).toBe(t0 + FINGERPRINT_PERIOD);
+    b.ready = true;
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(h.health.map((e) => [e.healthy, e.previous])).toEqual([
+      [true, undefined],
+      [false, true],
+      [true, false],
+    ]);
+  });
+
+  it('bounds each fingerprint call by the TimeoutPolicy: a hung probe fails the round', async () => {
+    const reg = plugin(0);
+    const b = h.behaviour(reg);
+    b.gate('Probe'); // never released
+    h.registry.register(reg);
+    await h.manager.start();
+    await h.advance(4_999);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.description).toBe('not fingerprinted yet');
+    await h.advance(1);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.lastError).toMatch(/Probe to plugin "my-plugin" got no answer within 5000 ms/);
+    // The next round runs on schedule and succeeds.
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
+  });
+
+  it('shutting down reports each healthy instance unhealthy once and stops all timers', async () => {
+    h.registry.register(plugin(0));
+    h.registry.register(plugin(0, 'csi-controller'));
+    await h.manager.start();
+    await h.settle();
+    await h.manager.shutdown();
+    await h.manager.shutdown();
+    const seen = h.health.map((e) => `${e.type}:${e.healthy}`);
+    expect(seen.slice(0, 2).sort()).toEqual(['csi-controller:true', 'csi-node:true']);
+    expect(seen.slice(2).sort()).toEqual(['csi-controller:false', 'csi-node:false']);
+    expect(h.clock.pendingTimers).toBe(0);
+    expect(() => h.manager.volumeManager('my-plugin')).toThrow(ShutdownError);
+  });
+});
+
+describe('registerCsiManager', () => {
+  it('binds ICSIManager, IMountTable and the config with bindDefault', async () => {
+    const c = rootContainer.createChildContainer();
+    const h = new Harness();
+    try {
+      const { IClock, ILogger, ITimeoutPolicy, IHeartbeatStrategy } = await import('@csiplug/core');
+      const { IPluginRegistry } = await import('@csiplug/registry');
+      const { ICSIClientFactory } = await import('@csiplug/csi');
+      const { IClientStateDB } = await import('@csiplug/state');
+      c.register(IClock, { useValue: h.clock });
+      c.register(ILogger, { useValue: h.logger });
+      c.register(ITimeoutPolicy, { useValue: h.policy });
+      c.register(IHeartbeatStrategy, { useValue: h.heartbeat });
+      c.register(IPluginRegistry, { useValue: h.registry });
+      c.register(ICSIClientFactory, { useValue: h.factory });
+      c.register(IClientStateDB, { useValue: h.db });
+      registerCsiManager(c, { dataDir: h.dataDir });
+      expect(c.resolve(IMountTable)).toBeInstanceOf(ProcMountTable);
+      const m = c.resolve<import('.').CSIManager>(ICSIManager);
+      expect(c.resolve(ICSIManager)).toBe(m);
+      h.registry.register(plugin(0));
+      await m.start();
+      await h.settle();
+      expect(m.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
+      await m.shutdown();
+    } finally {
+      await h.close();
+    }
+  });
+});

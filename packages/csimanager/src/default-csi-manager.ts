@@ -1,0 +1,350 @@
+// DefaultCSIManager: the default ICSIManager. It subscribes to the plugin
+// registry before its first resync (so nothing registered in between is
+// missed), keeps one instance per (type, name) for the active registration,
+// resyncs on the heartbeat strategy's period, and hands out volume managers
+// that share one usage tracker and one per-volume queue.
+import {
+  Disposable,
+  DisposableStore,
+  Emitter,
+  Event,
+  IClock,
+  IHeartbeatStrategy,
+  ILogger,
+  ITimeoutPolicy,
+  Logger,
+  PluginWaitPhase,
+  ShutdownError,
+  abortReason,
+  errorMessage,
+} from '@csiplug/core';
+import { ICSIClientFactory } from '@csiplug/csi';
+import {
+  IPluginRegistry,
+  PluginEvent,
+  PluginTypeCSIController,
+  PluginTypeCSINode,
+  PluginWaitTimeoutError as RegistryWaitTimeoutError,
+  RegisteredPlugin,
+} from '@csiplug/registry';
+import { IClientStateDB } from '@csiplug/state';
+import { inject, injectable } from 'tsyringe';
+import type { CSIManager, WaitForCSIPluginOptions } from './csi-manager';
+import { CSIVolumeManager } from './csi-volume-manager';
+import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from './errors';
+import { KeyedMutex } from './keyed-mutex';
+import type { NodeEvent } from './node-event';
+import type { PluginHealthChange, PluginInfo } from './plugin-info';
+import { PluginInstance } from './plugin-instance';
+import { PluginDeployment, pluginMountRoots } from './plugin-options';
+import { ICSIManagerConfig, IMountTable } from './tokens';
+import { VolumeUsageTracker } from './usage-tracker';
+import type { VolumeManager } from './volume-manager';
+
+/** The registry types the CSI manager runs instances for. */
+export const CSI_PLUGIN_TYPES: readonly string[] = Object.freeze([PluginTypeCSIController, PluginTypeCSINode]);
+
+function keyOf(type: string, name: string): string {
+  return `${type}\0${name}`;
+}
+
+@injectable()
+export class DefaultCSIManager implements CSIManager {
+  private readonly log: Logger;
+  private readonly instances = new Map<string, PluginInstance>();
+  private readonly volumeManagers = new Map<string, CSIVolumeManager>();
+  private readonly tracker: VolumeUsageTracker;
+  private readonly mutex = new KeyedMutex();
+  private readonly subscriptions = new DisposableStore();
+  private readonly waiters = new Set<(err: Error) => void>();
+  private resyncTimer: Disposable | undefined;
+  private started: Promise<void> | undefined;
+  private shut: Promise<void> | undefined;
+
+  private readonly healthEmitter: Emitter<PluginHealthChange>;
+  private readonly nodeEventEmitter: Emitter<NodeEvent>;
+  private readonly fingerprintEmitter: Emitter<PluginInstance>;
+  readonly onDidChangeHealth: Event<PluginHealthChange>;
+  readonly onNodeEvent: Event<NodeEvent>;
+
+  constructor(
+    @inject(IPluginRegistry) private readonly registry: IPluginRegistry,
+    @inject(ICSIClientFactory) private readonly clients: ICSIClientFactory,
+    @inject(IClientStateDB) db: IClientStateDB,
+    @inject(IClock) private readonly clock: IClock,
+    @inject(ILogger) logger: ILogger,
+    @inject(ITimeoutPolicy) private readonly timeouts: ITimeoutPolicy,
+    @inject(IHeartbeatStrategy) private readonly heartbeat: IHeartbeatStrategy,
+    @inject(IMountTable) private readonly mountTable: IMountTable,
+    @inject(ICSIManagerConfig) private readonly config: ICSIManagerConfig,
+  ) {
+    this.log = logger.child({ component: 'csi-manager' });
+    const onListenerError = (err: unknown) => this.log.error('a CSI manager event listener threw; the other listeners still ran', { error: errorMessage(err) });
+    this.healthEmitter = new Emitter({ onListenerError });
+    this.nodeEventEmitter = new Emitter({ onListenerError });
+    this.fingerprintEmitter = new Emitter({ onListenerError });
+    this.onDidChangeHealth = this.healthEmitter.event;
+    this.onNodeEvent = this.nodeEventEmitter.event;
+    // The usage tracker is rebuilt from the client state before anything can mount or unmount.
+    this.tracker = new VolumeUsageTracker(db, this.log);
+  }
+
+  // ---- lifecycle ------------------------------------------------------------
+
+  start(): Promise<void> {
+    if (this.shut) return Promise.reject(new ShutdownError('the CSI manager is shut down; it cannot start again'));
+    this.started ??= this.doStart();
+    return this.started;
+  }
+
+  private async doStart(): Promise<void> {
+    // Subscribe first, then resync: a registration made between the two is
+    // seen by the resync or by the event, never by neither.
+    this.subscriptions.add(this.registry.onDidChange((e) => this.onRegistryEvent(e)));
+    for (const type of CSI_PLUGIN_TYPES) {
+      try {
+        this.subscriptions.add(this.registry.registerDispenser(type, (p) => this.clients.createClient(p.socketPath)));
+      } catch (err) {
+        // A deployment bound its own dispenser for this type: keep it.
+        this.log.info('a plugin dispenser is registered already; keeping it', { type, error: errorMessage(err) });
+      }
+    }
+    this.resync();
+    if (this.config.resync !== false) this.scheduleResync();
+    this.log.info('CSI manager started', { plugins: this.instances.size, resync: this.config.resync !== false });
+  }
+
+  shutdown(): Promise<void> {
+    this.shut ??= this.doShutdown();
+    return this.shut;
+  }
+
+  private async doShutdown(): Promise<void> {
+    this.subscriptions.dispose();
+    this.resyncTimer?.dispose();
+    this.resyncTimer = undefined;
+    for (const reject of [...this.waiters]) reject(new ShutdownError('the CSI manager shut down while waiting for a plugin'));
+    const all = [...this.instances.values()];
+    this.instances.clear();
+    for (const inst of all) inst.stop('the CSI manager shut down');
+    await Promise.all(all.map((i) => i.settled()));
+    this.healthEmitter.dispose();
+    this.nodeEventEmitter.dispose();
+    this.fingerprintEmitter.dispose();
+    this.log.info('CSI manager shut down', { stopped: all.length });
+  }
+
+  dispose(): void {
+    void this.shutdown();
+  }
+
+  // ---- reads ----------------------------------------------------------------
+
+  pluginInfo(type: string, name: string): PluginInfo | undefined {
+    return this.instances.get(keyOf(type, name))?.info();
+  }
+
+  plugins(type?: string): PluginInfo[] {
+    return [...this.instances.values()]
+      .filter((i) => type === undefined || i.type === type)
+      .sort((a, b) => (a.type === b.type ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.type < b.type ? -1 : 1))
+      .map((i) => i.info());
+  }
+
+  /** @internal The live instance of (type, name), for tests and benchmarks. */
+  instanceOf(type: string, name: string): PluginInstance | undefined {
+    return this.instances.get(keyOf(type, name));
+  }
+
+  /** Runs a fingerprint round on every instance now; resolves when all have settled. */
+  async fingerprintAll(): Promise<void> {
+    await Promise.all([...this.instances.values()].map((i) => i.fingerprint()));
+  }
+
+  volumeManager(pluginName: string): VolumeManager {
+    if (this.shut) throw new ShutdownError(`the CSI manager is shut down; no volume manager for plugin "${pluginName}"`);
+    if (!this.instances.has(keyOf(PluginTypeCSINode, pluginName))) throw new PluginInstanceNotFoundError(PluginTypeCSINode, pluginName);
+    let vm = this.volumeManagers.get(pluginName);
+    if (!vm) {
+      vm = new CSIVolumeManager(pluginName, {
+        dataDir: this.config.dataDir,
+        instance: () => {
+          const inst = this.instances.get(keyOf(PluginTypeCSINode, pluginName));
+          if (!inst) throw new PluginInstanceNotFoundError(PluginTypeCSINode, pluginName);
+          return inst;
+        },
+        tracker: this.tracker,
+        mutex: this.mutex,
+        mountTable: this.mountTable,
+        clock: this.clock,
+        logger: this.log,
+        emit: (e) => this.nodeEventEmitter.fire(e),
+      });
+      this.volumeManagers.set(pluginName, vm);
+    }
+    return vm;
+  }
+
+  // ---- waiting --------------------------------------------------------------
+
+  async waitForPlugin(type: string, name: string, phase: PluginWaitPhase, options: WaitForCSIPluginOptions = {}): Promise<PluginInfo> {
+    if (this.shut) throw new ShutdownError(`the CSI manager is shut down; cannot wait for plugin "${name}" of type ${type}`);
+    const limit = this.timeouts.pluginWait(phase);
+    const started = this.clock.now();
+    const { signal } = options;
+    try {
+      await this.registry.waitForPlugin(type, name, { timeout: limit, signal });
+    } catch (err) {
+      if (err instanceof RegistryWaitTimeoutError) throw new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register', { cause: err });
+      throw err;
+    }
+    return this.waitForFingerprint(type, name, phase, started, limit, signal);
+  }
+
+  /** Resolves once the instance of (type, name) has fingerprinted successfully; woken by events, bounded by the phase's deadline. */
+  private waitForFingerprint(type: string, name: string, phase: PluginWaitPhase, started: number, limit: number, signal?: AbortSignal): Promise<PluginInfo> {
+    const ready = () => {
+      const inst = this.instances.get(keyOf(type, name));
+      return inst?.hasFingerprinted ? inst.info() : undefined;
+    };
+    const now = ready();
+    if (now) return Promise.resolve(now);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    return new Promise<PluginInfo>((resolve, reject) => {
+      let timer: Disposable | undefined;
+      const subs = new DisposableStore();
+      const settle = (outcome: { info: PluginInfo } | { error: Error }) => {
+        this.waiters.delete(onShutdown);
+        timer?.dispose();
+        subs.dispose();
+        signal?.removeEventListener('abort', onAbort);
+        if ('info' in outcome) resolve(outcome.info);
+        else reject(outcome.error);
+      };
+      const onShutdown = (error: Error) => settle({ error });
+      const onAbort = () => settle({ error: abortReason(signal!) });
+      this.waiters.add(onShutdown);
+      this.fingerprintEmitter.event((inst) => {
+        if (inst.type !== type || inst.name !== name) return;
+        const info = ready();
+        if (info) settle({ info });
+      }, subs);
+      const remaining = Math.max(0, limit - (this.clock.now() - started));
+      if (Number.isFinite(remaining)) {
+        timer = this.clock.setTimeout(() => {
+          const last = this.instances.get(keyOf(type, name))?.info().lastError;
+          settle({ error: new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'fingerprint', last !== undefined ? { lastError: last } : {}) });
+        }, remaining);
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  // ---- instances ------------------------------------------------------------
+
+  private onRegistryEvent(e: PluginEvent): void {
+    if (this.shut || !CSI_PLUGIN_TYPES.includes(e.plugin.type)) return;
+    if (e.kind === 'registered') {
+      if (e.active) this.ensureInstance(e.plugin);
+      return;
+    }
+    // Only the instance of the alloc that went away stops; a `promoted`
+    // registration, if any, follows and starts the next one.
+    const inst = this.instances.get(keyOf(e.plugin.type, e.plugin.name));
+    if (inst && inst.allocId === e.plugin.allocId) this.removeInstance(inst, `alloc ${e.plugin.allocId} deregistered`);
+  }
+
+  /** Makes the instances match the registry's active entries. */
+  private resync(): void {
+    if (this.shut) return;
+    for (const type of CSI_PLUGIN_TYPES) {
+      if (!this.registry.types.includes(type)) continue;
+      const active = this.registry.list(type);
+      const names = new Set(active.map((p) => p.name));
+      for (const p of active) this.ensureInstance(p);
+      for (const inst of [...this.instances.values()]) {
+        if (inst.type === type && !names.has(inst.name)) this.removeInstance(inst, 'no longer registered (resync)');
+      }
+    }
+  }
+
+  private scheduleResync(): void {
+    if (this.shut) return;
+    this.resyncTimer = this.clock.setTimeout(() => {
+      this.resyncTimer = undefined;
+      try {
+        this.resync();
+      } catch (err) {
+        this.log.error('resync with the plugin registry failed; retrying on the next period', { error: errorMessage(err) });
+      }
+      this.scheduleResync();
+    }, this.heartbeat.fingerprintInterval());
+  }
+
+  /** Keeps the instance if it talks to this registration already; otherwise replaces it. */
+  private ensureInstance(p: RegisteredPlugin): void {
+    const key = keyOf(p.type, p.name);
+    const current = this.instances.get(key);
+    if (
+      current &&
+      current.allocId === p.allocId &&
+      current.registration.socketPath === p.socketPath &&
+      current.registration.version === p.version &&
+      sameOptions(current.registration.options, p.options)
+    ) {
+      return;
+    }
+    let deployment: PluginDeployment;
+    try {
+      deployment = pluginMountRoots(p, this.config.dataDir).deployment;
+    } catch (err) {
+      this.log.error('plugin registration has unusable mount options; volumes cannot be mounted through it until it re-registers', { type: p.type, name: p.name, allocId: p.allocId, error: errorMessage(err) });
+      deployment = p.type === PluginTypeCSIController ? 'controller' : 'node';
+    }
+    let client;
+    try {
+      client = this.clients.createClient(p.socketPath);
+    } catch (err) {
+      this.log.error('could not create a CSI client for a registration; no instance for it', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, error: errorMessage(err) });
+      if (current) this.removeInstance(current, `replaced by alloc ${p.allocId}, whose client could not be created`);
+      return;
+    }
+    if (current) this.removeInstance(current, `replaced by alloc ${p.allocId}`);
+    const inst = new PluginInstance(p, deployment, client, {
+      clock: this.clock,
+      logger: this.log,
+      timeouts: this.timeouts,
+      heartbeat: this.heartbeat,
+      onHealthChange: (change) => this.healthEmitter.fire(change),
+      onFingerprinted: (i, first) => this.onFingerprinted(i, first),
+    });
+    this.instances.set(key, inst);
+    this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, restored: p.restored, replaced: current?.allocId });
+    inst.start();
+  }
+
+  private removeInstance(inst: PluginInstance, reason: string): void {
+    const key = keyOf(inst.type, inst.name);
+    if (this.instances.get(key) === inst) this.instances.delete(key);
+    inst.stop(reason);
+    this.log.info('plugin instance stopped', { type: inst.type, name: inst.name, allocId: inst.allocId, reason });
+  }
+
+  private onFingerprinted(inst: PluginInstance, first: boolean): void {
+    // A stale instance (replaced while its round ran) says nothing about the current one.
+    if (this.instances.get(keyOf(inst.type, inst.name)) !== inst) return;
+    if (first) {
+      try {
+        this.registry.confirmAlive(inst.type, inst.name, inst.allocId);
+      } catch (err) {
+        this.log.warn('could not confirm a restored plugin alive in the registry', { type: inst.type, name: inst.name, error: errorMessage(err) });
+      }
+    }
+    this.fingerprintEmitter.fire(inst);
+  }
+}
+
+function sameOptions(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const ak = Object.keys(a);
+  return ak.length === Object.keys(b).length && ak.every((k) => a[k] === b[k]);
+}

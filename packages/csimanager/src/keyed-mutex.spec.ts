@@ -1,0 +1,59 @@
+import { AbortError } from '@csiplug/core';
+import { KeyedMutex } from './keyed-mutex';
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('KeyedMutex', () => {
+  it('runs one at a time per key, in arrival order, and keys in parallel', async () => {
+    const m = new KeyedMutex();
+    const log: string[] = [];
+    const d1 = deferred();
+    const a1 = m.run('a', async () => {
+      log.push('a1 start');
+      await d1.promise;
+      log.push('a1 end');
+    });
+    const a2 = m.run('a', async () => void log.push('a2'));
+    const b1 = m.run('b', async () => void log.push('b1'));
+    await b1;
+    expect(log).toEqual(['a1 start', 'b1']);
+    expect(m.waiting('a')).toBe(1);
+    d1.resolve();
+    await Promise.all([a1, a2]);
+    expect(log).toEqual(['a1 start', 'b1', 'a1 end', 'a2']);
+    expect(m.isLocked('a')).toBe(false);
+  });
+
+  it('passes the lock on after a failure', async () => {
+    const m = new KeyedMutex();
+    const first = m.run('k', async () => {
+      throw new Error('x');
+    });
+    const second = m.run('k', async () => 2);
+    await expect(first).rejects.toThrow('x');
+    await expect(second).resolves.toBe(2);
+  });
+
+  it('a caller aborted while queued rejects with AbortError and never runs; the queue moves on', async () => {
+    const m = new KeyedMutex();
+    const d = deferred();
+    const first = m.run('k', () => d.promise);
+    const ac = new AbortController();
+    let ran = false;
+    const queued = m.run('k', async () => void (ran = true), ac.signal);
+    const third = m.run('k', async () => 3);
+    ac.abort();
+    await expect(queued).rejects.toBeInstanceOf(AbortError);
+    d.resolve();
+    await first;
+    await expect(third).resolves.toBe(3);
+    expect(ran).toBe(false);
+    const pre = new AbortController();
+    pre.abort();
+    await expect(m.run('k', async () => 1, pre.signal)).rejects.toBeInstanceOf(AbortError);
+  });
+});
