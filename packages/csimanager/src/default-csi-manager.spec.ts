@@ -180,6 +180,28 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-2');
   });
 
+  it('after an agent restart, a restored plugin that was down is fingerprinted at once when it re-registers', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    await h.settle();
+    await h.restart();
+    // the plugin is not back yet: its restored entry's socket refuses calls
+    const down = csiError(GrpcStatus.UNAVAILABLE, 'Probe');
+    h.behaviour(plugin(0)).failures.set('Probe', down);
+    await h.manager.start();
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ healthy: false });
+    let found = false;
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'restore').then(() => (found = true));
+    // it comes back and its supervisor re-registers it with the same info
+    h.behaviour(plugin(0)).failures.delete('Probe');
+    h.registry.register(plugin(0));
+    await h.settle(); // no clock movement: not the periodic round
+    expect(found).toBe(true);
+    await wait;
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ healthy: true });
+  });
+
   it('replaces the instance when the same alloc re-registers with a new socket (plugin task restart)', async () => {
     await h.manager.start();
     h.registry.register(plugin(0));

@@ -292,6 +292,11 @@ export class DefaultCSIManager implements CSIManager {
       current.registration.version === p.version &&
       sameOptions(current.registration.options, p.options)
     ) {
+      // The same plugin announced itself again (after an agent restart its
+      // restored entry is `confirmed`): if it is not healthy yet, look now
+      // rather than at the next periodic round, so restoring allocs that
+      // wait on it go on at once.
+      if (!current.isHealthy) void current.fingerprint();
       return;
     }
     let deployment: PluginDeployment;
