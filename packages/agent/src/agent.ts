@@ -1,0 +1,441 @@
+// Agent: the composition root. It builds one DI container from the config
+// (each package's registration function, after any binding a deployment made
+// first), restores what an earlier agent left running, and serves the
+// AgentService to the HTTP API.
+//
+// Start order matters for restart survival: the state is opened (exclusive:
+// a second agent on the same data dir fails fast), the registry restores its
+// plugins, the CSI manager subscribes and resyncs, pending unmounts resume,
+// and only then are allocs restored: plugin tasks re-attach and re-register
+// while workload allocs wait for them (the `restore` limit), never failing
+// because a plugin came back a moment later.
+import {
+  Clock,
+  Emitter,
+  IClock,
+  ILogger,
+  Logger,
+  PinoLogger,
+  ValidationError,
+  registerCore,
+  type Disposable,
+} from '@csiplug/core';
+import { registerCsi } from '@csiplug/csi';
+import { ICSIManager, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
+import { ICSIHookFactory, ICSIPluginSupervisorFactory, IPendingUnmounts, registerHooks, type CSIHookFactory, type CSIPluginSupervisorFactory, type PendingUnmounts, type TaskEvent } from '@csiplug/hooks';
+import { IPluginRegistry, registerRegistry, type PluginRegistry } from '@csiplug/registry';
+import { DB, IClientStateDB, registerState, type ClientStateDB } from '@csiplug/state';
+import { randomUUID } from 'crypto';
+import * as fs from 'fs';
+import * as path from 'path';
+import { container as rootContainer, type DependencyContainer } from 'tsyringe';
+import { ITaskDriver, registerExecDriver, type TaskDriver } from './driver';
+import type { Alloc, JobSpec } from './model';
+import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeView } from './service';
+import type { AgentConfig, VolumeSpec } from './spec';
+import { IVolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './volumes';
+
+export const AGENT_VERSION = '0.1.0';
+
+export interface AgentOptions {
+  /** Binds a deployment's own implementations before the defaults (a token bound here wins). */
+  configure?(container: DependencyContainer): void;
+  logger?: Logger;
+}
+
+export class AgentError extends ValidationError {}
+
+function hostpathCli(): string | undefined {
+  try {
+    return path.join(path.dirname(require.resolve('@csiplug/hostpath-plugin/package.json')), 'dist', 'cli.js');
+  } catch {
+    return undefined;
+  }
+}
+
+export class Agent implements AgentService, Disposable {
+  private readonly runners = new Map<string, AllocRunner>();
+  private readonly events = new Emitter<AgentEvent>();
+  readonly onEvent = this.events.event;
+  private eventIndex = 0;
+  private readonly subscriptions: Disposable[] = [];
+  private readonly startedAt: number;
+  private closed: Promise<void> | undefined;
+
+  private constructor(
+    readonly config: AgentConfig,
+    readonly container: DependencyContainer,
+    private readonly logger: Logger,
+    private readonly clock: Clock,
+    private readonly state: ClientStateDB,
+    private readonly registry: PluginRegistry,
+    private readonly csi: CSIManager,
+    private readonly pending: PendingUnmounts,
+    private readonly driver: TaskDriver,
+    private readonly catalog: VolumeCatalogService,
+    private readonly supervisors: CSIPluginSupervisorFactory,
+    private readonly csiHooks: CSIHookFactory,
+    private readonly lock: DB | undefined,
+  ) {
+    this.startedAt = clock.now();
+  }
+
+  /** Builds the container from the config, opens the state, restores, and returns the running agent. */
+  static async start(config: AgentConfig, options: AgentOptions = {}): Promise<Agent> {
+    fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o711 });
+    const container = rootContainer.createChildContainer();
+    options.configure?.(container);
+    const logger = options.logger ?? new PinoLogger({ level: config.logLevel });
+    registerCore(container, { logger, timeouts: config.timeouts, heartbeat: { strategy: config.heartbeat.strategy, ...config.heartbeat.settings } });
+    registerState(container, { backend: config.state.backend, dataDir: config.dataDir });
+    registerCsi(container);
+    registerRegistry(container);
+    registerCsiManager(container, { dataDir: config.dataDir });
+    registerExecDriver(container);
+    registerVolumeCatalog(container);
+    registerHooks(container, { dataDir: config.dataDir });
+
+    // The sqlite state file is held exclusively; the memory backend takes a
+    // lock file instead, so two agents never share a data dir.
+    let lock: DB | undefined;
+    if (config.state.backend === 'memory') lock = DB.open(path.join(config.dataDir, 'agent.lock'));
+    let state: ClientStateDB;
+    try {
+      state = container.resolve<ClientStateDB>(IClientStateDB);
+    } catch (err) {
+      lock?.close();
+      throw err;
+    }
+    try {
+      const agent = new Agent(
+        config,
+        container,
+        container.resolve<Logger>(ILogger).child({ component: 'agent' }),
+        container.resolve<Clock>(IClock),
+        state,
+        container.resolve<PluginRegistry>(IPluginRegistry),
+        container.resolve<CSIManager>(ICSIManager),
+        container.resolve<PendingUnmounts>(IPendingUnmounts),
+        container.resolve<TaskDriver>(ITaskDriver),
+        container.resolve<VolumeCatalogService>(IVolumeCatalog),
+        container.resolve<CSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory),
+        container.resolve<CSIHookFactory>(ICSIHookFactory),
+        lock,
+      );
+      await agent.boot();
+      return agent;
+    } catch (err) {
+      state.close();
+      lock?.close();
+      throw err;
+    }
+  }
+
+  private async boot(): Promise<void> {
+    this.subscriptions.push(
+      this.csi.onDidChangeHealth((c) =>
+        this.emit({
+          topic: 'Plugin',
+          type: c.healthy ? 'Plugin healthy' : 'Plugin unhealthy',
+          message: `plugin ${c.name} (${c.type}, alloc ${c.allocId}): ${c.description}`,
+          pluginId: c.name,
+          allocId: c.allocId,
+        }),
+      ),
+      this.csi.onNodeEvent((e) =>
+        this.emit({
+          topic: 'Volume',
+          type: e.message,
+          message: `${e.message} ${e.details.volume_id} for alloc ${e.details.alloc_id}: ${e.details.success === 'true' ? 'ok' : `failed: ${e.details.error ?? ''}`}`,
+          volumeId: e.details.volume_id,
+          allocId: e.details.alloc_id,
+          pluginId: e.details.plugin_id,
+          details: { ...e.details },
+        }),
+      ),
+      this.catalog.onDidChange((e) => this.emit({ topic: 'Volume', type: `Volume ${e.kind}`, message: e.message, volumeId: e.volumeId, ...(e.allocId ? { allocId: e.allocId } : {}) })),
+    );
+    await this.csi.start();
+    this.pending.start();
+
+    const { allocs, failures } = this.state.listAllocations<{ alloc: Alloc }>();
+    for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
+    let restored = 0;
+    for (const { alloc: record } of allocs) {
+      const alloc = record.alloc;
+      const runner = new AllocRunner(alloc, this.runnerDeps());
+      this.runners.set(alloc.id, runner);
+      const terminal = alloc.desiredStatus === 'stop' || alloc.clientStatus === 'complete' || alloc.clientStatus === 'failed';
+      if (!terminal) {
+        restored++;
+        void runner.run('restore').catch((err) => this.logger.error('alloc restore failed', { alloc_id: alloc.id, error: err }));
+      }
+    }
+    this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs: allocs.length, restoring: restored });
+  }
+
+  private runnerDeps(): AllocRunnerDeps {
+    const cli = hostpathCli();
+    return {
+      dataDir: this.config.dataDir,
+      nodeId: this.config.nodeId,
+      driver: this.driver,
+      state: this.state,
+      clock: this.clock,
+      logger: this.logger,
+      supervisors: this.supervisors,
+      csiHooks: this.csiHooks,
+      variables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : ({} as Record<string, string>),
+      onTaskEvent: (alloc: Alloc, task: string, event: TaskEvent) =>
+        this.emit({ topic: 'Task', type: event.type, message: event.message, allocId: alloc.id, jobId: alloc.jobId, task, time: event.time }),
+      onStatusChange: (alloc: Alloc) =>
+        this.emit({ topic: 'Alloc', type: `Alloc ${alloc.clientStatus}`, message: `alloc ${alloc.name} is ${alloc.clientStatus}`, allocId: alloc.id, jobId: alloc.jobId }),
+    };
+  }
+
+  private emit(e: Omit<AgentEvent, 'index' | 'time'> & { time?: number }): void {
+    this.events.fire({ index: ++this.eventIndex, time: e.time ?? this.clock.now(), ...e });
+  }
+
+  // ---- AgentService: health and jobs -----------------------------------------
+
+  health(): AgentHealth {
+    const counts = { running: 0, pending: 0, dead: 0 };
+    for (const r of this.runners.values()) {
+      const s = r.alloc.clientStatus;
+      if (s === 'running') counts.running++;
+      else if (s === 'pending') counts.pending++;
+      else counts.dead++;
+    }
+    const plugins = this.csi.plugins();
+    return {
+      ok: !this.closed,
+      nodeId: this.config.nodeId,
+      dataDir: this.config.dataDir,
+      version: AGENT_VERSION,
+      startedAt: this.startedAt,
+      allocs: counts,
+      plugins: { healthy: plugins.filter((p) => p.healthy).length, total: plugins.length },
+    };
+  }
+
+  private jobAllocs(jobId: string): AllocRunner[] {
+    return [...this.runners.values()].filter((r) => r.alloc.jobId === jobId).sort((a, b) => a.alloc.createdAt - b.alloc.createdAt || a.alloc.name.localeCompare(b.alloc.name));
+  }
+
+  private jobView(jobId: string): JobView | undefined {
+    const runners = this.jobAllocs(jobId);
+    if (runners.length === 0) return undefined;
+    const current = runners.filter((r) => r.alloc.desiredStatus === 'run');
+    const job = (current.at(-1) ?? runners.at(-1)!).alloc.job;
+    const live = runners.filter((r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'));
+    const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
+    return {
+      id: job.id,
+      name: job.name,
+      status,
+      job,
+      allocs: runners.map((r) => ({ id: r.alloc.id, name: r.alloc.name, group: r.alloc.group, clientStatus: r.alloc.clientStatus, desiredStatus: r.alloc.desiredStatus })),
+    };
+  }
+
+  listJobs(): JobView[] {
+    const ids = new Set([...this.runners.values()].map((r) => r.alloc.jobId));
+    return [...ids].sort().map((id) => this.jobView(id)!);
+  }
+
+  getJob(id: string): JobView | undefined {
+    return this.jobView(id);
+  }
+
+  async runJob(job: JobSpec): Promise<RunJobResult> {
+    this.checkOpen();
+    const previous = this.jobAllocs(job.id).filter((r) => r.alloc.desiredStatus === 'run');
+    await Promise.all(previous.map((r) => r.stop()));
+    const allocIds: string[] = [];
+    const now = this.clock.now();
+    for (const group of job.groups) {
+      for (let index = 0; index < group.count; index++) {
+        const alloc: Alloc = {
+          id: randomUUID(),
+          jobId: job.id,
+          group: group.name,
+          index,
+          name: `${job.id}.${group.name}[${index}]`,
+          job,
+          desiredStatus: 'run',
+          clientStatus: 'pending',
+          createdAt: now,
+        };
+        const runner = new AllocRunner(alloc, this.runnerDeps());
+        this.runners.set(alloc.id, runner);
+        allocIds.push(alloc.id);
+        this.emit({ topic: 'Alloc', type: 'Alloc received', message: `alloc ${alloc.name} received`, allocId: alloc.id, jobId: job.id });
+        void runner.run('start').catch((err) => this.logger.error('alloc failed to start', { alloc_id: alloc.id, error: err }));
+      }
+    }
+    this.emit({ topic: 'Job', type: previous.length ? 'Job updated' : 'Job registered', message: `job ${job.id}: ${allocIds.length} alloc(s)`, jobId: job.id });
+    return { jobId: job.id, allocIds, replaced: previous.length > 0 };
+  }
+
+  async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
+    this.checkOpen();
+    const runners = this.jobAllocs(id);
+    if (runners.length === 0) throw new NotFoundError(`job "${id}" not found`);
+    await Promise.all(runners.map((r) => r.stop()));
+    const view = this.jobView(id)!;
+    if (options.purge) {
+      for (const r of runners) {
+        await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
+        this.state.deleteAllocation(r.alloc.id);
+        this.runners.delete(r.alloc.id);
+      }
+    }
+    this.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped${options.purge ? ' and purged' : ''}`, jobId: id });
+    return view;
+  }
+
+  // ---- allocs ------------------------------------------------------------------
+
+  private allocView(r: AllocRunner): AllocView {
+    return { ...r.alloc, tasks: r.taskStates(), volumes: r.mountedVolumes };
+  }
+
+  listAllocs(): AllocView[] {
+    return [...this.runners.values()].sort((a, b) => a.alloc.createdAt - b.alloc.createdAt || a.alloc.name.localeCompare(b.alloc.name)).map((r) => this.allocView(r));
+  }
+
+  getAlloc(id: string): AllocView | undefined {
+    const r = this.runners.get(id) ?? [...this.runners.values()].find((x) => x.alloc.id.startsWith(id) && id.length >= 8);
+    return r ? this.allocView(r) : undefined;
+  }
+
+  async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', options: { offset?: number } = {}): Promise<string> {
+    const alloc = this.getAlloc(allocId);
+    if (!alloc) throw new NotFoundError(`alloc "${allocId}" not found`);
+    if (!(task in alloc.tasks)) throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
+    const file = path.join(this.runners.get(alloc.id)!.taskDir(task), `${stream}.log`);
+    try {
+      const buf = await fs.promises.readFile(file);
+      return buf.subarray(Math.max(0, options.offset ?? 0)).toString('utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return '';
+      throw err;
+    }
+  }
+
+  // ---- plugins -----------------------------------------------------------------
+
+  private pluginView(id: string): PluginView | undefined {
+    const instances = this.csi.plugins().filter((p) => p.name === id);
+    const controllerReg = this.registry.get('csi-controller', id);
+    const nodeReg = this.registry.get('csi-node', id);
+    if (!instances.length && !controllerReg && !nodeReg) return undefined;
+    const view = (info: PluginInfo | undefined): PluginInstanceView | undefined =>
+      info && {
+        healthy: info.healthy,
+        allocId: info.allocId,
+        description: info.description,
+        version: info.version,
+        info: JSON.parse(JSON.stringify({ ...(info.node ? { node: { ...info.node, maxVolumes: Number.isFinite(info.node.maxVolumes) ? info.node.maxVolumes : 'unlimited' } } : {}), ...(info.controller ? { controller: info.controller } : {}), pluginCapabilities: info.pluginCapabilities })),
+      };
+    const controller = instances.find((p) => p.type === 'csi-controller');
+    const node = instances.find((p) => p.type === 'csi-node');
+    const allocs = new Set([...this.registry.registrations('csi-controller', id), ...this.registry.registrations('csi-node', id)].map((r) => r.allocId));
+    const reg = nodeReg ?? controllerReg;
+    return {
+      id,
+      provider: reg?.options.provider,
+      version: reg?.version,
+      controllerRequired: !!controller?.controller?.supportsAttachDetach,
+      controllersHealthy: controller?.healthy ? 1 : 0,
+      controllersExpected: controllerReg ? 1 : 0,
+      nodesHealthy: node?.healthy ? 1 : 0,
+      nodesExpected: nodeReg ? 1 : 0,
+      ...(controller ? { controller: view(controller) } : {}),
+      ...(node ? { node: view(node) } : {}),
+      allocs: [...allocs].sort(),
+    };
+  }
+
+  listPlugins(): PluginView[] {
+    const ids = new Set([...this.registry.list('csi-controller'), ...this.registry.list('csi-node')].map((r) => r.name));
+    for (const p of this.csi.plugins()) ids.add(p.name);
+    return [...ids].sort().map((id) => this.pluginView(id)!);
+  }
+
+  getPlugin(id: string): PluginView | undefined {
+    return this.pluginView(id);
+  }
+
+  // ---- volumes -----------------------------------------------------------------
+
+  listVolumes(): VolumeView[] {
+    return this.catalog.listVolumes();
+  }
+  getVolume(id: string): VolumeView | undefined {
+    return this.catalog.getVolume(id);
+  }
+  registerVolume(spec: VolumeSpec): Promise<VolumeView> {
+    this.checkOpen();
+    return this.catalog.registerVolume(spec);
+  }
+  createVolume(spec: VolumeSpec): Promise<VolumeView> {
+    this.checkOpen();
+    return this.catalog.createVolume(spec);
+  }
+  deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
+    this.checkOpen();
+    return this.catalog.deregisterVolume(id, options);
+  }
+  deleteVolume(id: string): Promise<void> {
+    this.checkOpen();
+    return this.catalog.deleteVolume(id);
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------
+
+  private checkOpen(): void {
+    if (this.closed) throw new AgentError('the agent is shutting down');
+  }
+
+  /**
+   * Shuts the agent down. By default tasks keep running (a restarted agent
+   * re-attaches to them); `stopTasks` stops every alloc first, unmounting
+   * its volumes.
+   */
+  shutdown(options: { stopTasks?: boolean } = {}): Promise<void> {
+    this.closed ??= (async () => {
+      const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
+      if (stopTasks) {
+        // Workloads first, so their volumes are unmounted while the plugins still run.
+        const all = [...this.runners.values()].filter((r) => r.alloc.desiredStatus === 'run');
+        const plugins = all.filter((r) => r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.csiPlugin)));
+        await Promise.all(all.filter((r) => !plugins.includes(r)).map((r) => r.stop()));
+        await Promise.all(plugins.map((r) => r.stop()));
+      } else {
+        for (const r of this.runners.values()) r.detach();
+      }
+      for (const s of this.subscriptions) s.dispose();
+      this.pending.dispose();
+      await this.csi.shutdown();
+      this.registry.shutdown();
+      this.driver.dispose();
+      this.state.close();
+      this.lock?.close();
+      this.events.dispose();
+      this.container.dispose();
+      this.logger.info('agent stopped', { tasks_stopped: stopTasks });
+    })();
+    return this.closed;
+  }
+
+  dispose(): void {
+    void this.shutdown();
+  }
+}
+
+export class NotFoundError extends ValidationError {
+  override readonly code = 'ENOTFOUND';
+}

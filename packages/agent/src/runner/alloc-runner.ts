@@ -1,0 +1,262 @@
+// AllocRunner: one alloc of a group. prerun (alloc hooks: the csi hook waits
+// for plugins, claims and mounts volumes) → its tasks run → when every task
+// is dead, or on stop, postrun (unmount, release claims).
+//
+// On a restore after an agent restart the same path runs in restore mode:
+// live tasks are re-attached, never restarted, and live mounts are kept.
+import { Clock, Logger, errorMessage } from '@csiplug/core';
+import {
+  CSIHookFactory,
+  CSIPluginSupervisorFactory,
+  runAllocHooks,
+  type AllocHook,
+  type AllocHookContext,
+  type AllocInfo,
+  type MountedVolume,
+  type RunKind,
+  type TaskEvent,
+  type TaskHook,
+} from '@csiplug/hooks';
+import type { ClientStateDB } from '@csiplug/state';
+import * as fs from 'fs';
+import * as path from 'path';
+import type { TaskDriver } from '../driver/driver';
+import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '../model';
+import { taskVariables } from '../spec/interpolate';
+import { TASK_EVENT, TaskRunner } from './task-runner';
+
+export interface AllocRunnerDeps {
+  dataDir: string;
+  nodeId: string;
+  driver: TaskDriver;
+  state: ClientStateDB;
+  clock: Clock;
+  logger: Logger;
+  supervisors: CSIPluginSupervisorFactory;
+  csiHooks: CSIHookFactory;
+  /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
+  variables: Record<string, string>;
+  onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
+  onStatusChange(alloc: Alloc): void;
+}
+
+/** What the alloc runner saves beside the alloc: the volumes its tasks see. */
+interface AllocRecord {
+  alloc: Alloc;
+  volumes: Record<string, MountedVolume>;
+}
+
+export class AllocRunner {
+  private readonly tasks = new Map<string, TaskRunner>();
+  private readonly group: GroupSpec;
+  private volumes: Record<string, MountedVolume> = {};
+  private hooks: AllocHook[] = [];
+  private readonly controller = new AbortController();
+  private running: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
+  private postrunDone = false;
+  private detached = false;
+  private readonly log: Logger;
+
+  constructor(
+    readonly alloc: Alloc,
+    private readonly deps: AllocRunnerDeps,
+  ) {
+    const group = alloc.job.groups.find((g) => g.name === alloc.group);
+    if (!group) throw new Error(`alloc ${alloc.id}: job ${alloc.jobId} has no group "${alloc.group}"`);
+    this.group = group;
+    this.log = deps.logger.child({ alloc_id: alloc.id });
+    const saved = deps.state.getAllocation<AllocRecord>(alloc.id);
+    if (saved?.volumes) this.volumes = saved.volumes;
+  }
+
+  get allocDir(): string {
+    return path.join(this.deps.dataDir, 'allocs', this.alloc.id);
+  }
+
+  taskDir(task: string): string {
+    return path.join(this.allocDir, task);
+  }
+
+  get mountedVolumes(): Record<string, MountedVolume> {
+    return { ...this.volumes };
+  }
+
+  taskStates(): Record<string, TaskState> {
+    const out: Record<string, TaskState> = {};
+    for (const task of this.group.tasks) {
+      const runner = this.tasks.get(task.name);
+      out[task.name] = runner?.state ?? this.deps.state.getTaskState<TaskState>(this.alloc.id, task.name) ?? { state: 'pending', failed: false, restarts: 0, events: [] };
+    }
+    return out;
+  }
+
+  /** Starts (or, after an agent restart, restores) the alloc. Resolves once its tasks are under way. */
+  run(kind: RunKind): Promise<void> {
+    this.running ??= this.doRun(kind);
+    return this.running;
+  }
+
+  private info(): AllocInfo {
+    return { id: this.alloc.id, jobId: this.alloc.jobId, group: this.alloc.group, volumes: this.group.volumes };
+  }
+
+  private hookContext(kind: RunKind): AllocHookContext {
+    return {
+      alloc: this.info(),
+      kind,
+      signal: this.controller.signal,
+      emitEvent: (e) => {
+        const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
+        for (const t of this.group.tasks) this.deps.onTaskEvent(this.alloc, t.name, event);
+      },
+    };
+  }
+
+  private async doRun(kind: RunKind): Promise<void> {
+    fs.mkdirSync(this.allocDir, { recursive: true, mode: 0o711 });
+    this.save();
+    this.hooks = this.group.volumes.some((v) => v.type === 'csi') ? [this.deps.csiHooks.create()] : [];
+    try {
+      const result = await runAllocHooks(this.hooks, 'prerun', this.hookContext(kind));
+      this.volumes = result.volumes ?? {};
+      this.save();
+    } catch (err) {
+      if (this.detached) return;
+      this.log.error('alloc setup failed', { error: err });
+      for (const task of this.group.tasks) {
+        this.deps.onTaskEvent(this.alloc, task.name, { type: TASK_EVENT.setupFailure, message: `failed to set up alloc: ${errorMessage(err)}`, failed: true, time: this.deps.clock.now() });
+      }
+      this.setStatus('failed');
+      await this.postrun();
+      return;
+    }
+    if (this.controller.signal.aborted) return;
+
+    for (const task of this.group.tasks) {
+      const taskDir = this.taskDir(task.name);
+      fs.mkdirSync(taskDir, { recursive: true, mode: 0o711 });
+      const volumePaths: Record<string, string> = {};
+      for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
+      this.linkVolumeMounts(task.name, taskDir);
+      const hooks: TaskHook[] = task.csiPlugin ? [this.deps.supervisors.create(task.csiPlugin)] : [];
+      const variables = taskVariables({
+        allocId: this.alloc.id,
+        allocIndex: this.alloc.index,
+        jobId: this.alloc.jobId,
+        groupName: this.alloc.group,
+        taskName: task.name,
+        taskDir,
+        nodeId: this.deps.nodeId,
+        volumes: volumePaths,
+        extra: this.deps.variables,
+      });
+      const runner = new TaskRunner(this.info(), task, taskDir, hooks, {
+        driver: this.deps.driver,
+        state: this.deps.state,
+        clock: this.deps.clock,
+        logger: this.deps.logger,
+        variables,
+        onEvent: (name, event) => this.deps.onTaskEvent(this.alloc, name, event),
+        onStateChange: () => this.recompute(),
+      });
+      this.tasks.set(task.name, runner);
+    }
+    for (const runner of this.tasks.values()) {
+      void runner.run(kind).then(() => this.onTaskSettled());
+    }
+    this.recompute();
+  }
+
+  /** A task's volume_mount: a link at <task dir>/<destination> to the published host path. */
+  private linkVolumeMounts(taskName: string, taskDir: string): void {
+    const task = this.group.tasks.find((t) => t.name === taskName)!;
+    for (const mount of task.volumeMounts) {
+      const volume = this.volumes[mount.volume];
+      if (!volume) continue;
+      const link = path.join(taskDir, mount.destination.replace(/^\/+/, ''));
+      fs.mkdirSync(path.dirname(link), { recursive: true });
+      try {
+        if (fs.readlinkSync(link) === volume.hostPath) continue;
+        fs.unlinkSync(link);
+      } catch {
+        // not there yet
+      }
+      fs.symlinkSync(volume.hostPath, link);
+    }
+  }
+
+  private recompute(): void {
+    if (this.detached) return;
+    const states = [...this.tasks.values()].map((t) => t.state);
+    if (states.length === 0) return;
+    let status: AllocClientStatus;
+    if (states.every((s) => s.state === 'dead')) status = states.some((s) => s.failed) ? 'failed' : 'complete';
+    else if (states.some((s) => s.state === 'running')) status = 'running';
+    else status = 'pending';
+    this.setStatus(status);
+  }
+
+  private onTaskSettled(): void {
+    if (this.detached || this.stopping) return;
+    if ([...this.tasks.values()].every((t) => t.isDead)) {
+      // Every task is done on its own: tear down what the alloc set up.
+      void this.postrun();
+    }
+  }
+
+  /** Stops every task, then unmounts and releases the alloc's volumes. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.alloc.desiredStatus = 'stop';
+      this.save();
+      this.controller.abort();
+      await this.running?.catch(() => undefined);
+      await Promise.all([...this.tasks.values()].map((t) => t.stop()));
+      await this.postrun();
+      this.recompute();
+      if (this.alloc.clientStatus === 'pending' || this.alloc.clientStatus === 'running') this.setStatus('complete');
+    })();
+    return this.stopping;
+  }
+
+  /** Agent shutdown: tasks keep running; nothing is unmounted. */
+  detach(): void {
+    this.detached = true;
+    this.controller.abort();
+    for (const t of this.tasks.values()) t.detach();
+  }
+
+  private async postrun(): Promise<void> {
+    if (this.postrunDone || this.detached) return;
+    this.postrunDone = true;
+    const hooks = this.hooks.length ? this.hooks : this.group.volumes.some((v) => v.type === 'csi') ? [this.deps.csiHooks.create()] : [];
+    try {
+      await runAllocHooks(hooks, 'postrun', this.hookContext('start'));
+    } catch (err) {
+      this.log.error('alloc postrun failed', { error: err });
+    }
+    this.volumes = {};
+    this.save();
+  }
+
+  private setStatus(status: AllocClientStatus): void {
+    if (this.alloc.clientStatus === status) return;
+    this.alloc.clientStatus = status;
+    this.save();
+    this.deps.onStatusChange(this.alloc);
+  }
+
+  private save(): void {
+    try {
+      this.deps.state.putAllocation(this.alloc.id, { alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
+    } catch (err) {
+      this.log.error('could not save the alloc', { error: err });
+    }
+  }
+
+  /** Reads what an earlier agent saved of an alloc. */
+  static load(state: ClientStateDB, allocId: string): AllocRecord | undefined {
+    return state.getAllocation<AllocRecord>(allocId);
+  }
+}

@@ -1,0 +1,305 @@
+// TaskRunner: one task of an alloc, from hooks to process to restarts.
+//
+// start  prestart hooks → the driver starts the process (through its
+//        executor, so the task outlives the agent) → poststart hooks in the
+//        background → wait for the exit → exited hooks → the restart policy.
+// restore (after an agent restart) re-attaches to the saved handle; a task
+//        still running is never restarted, its hooks run in restore mode.
+// stop   the kill signal, SIGKILL after kill_timeout, then the stop hooks.
+// detach agent shutdown: the process keeps running, hooks release timers.
+import { Clock, Logger, ShutdownError, errorMessage } from '@csiplug/core';
+import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
+import type { ClientStateDB } from '@csiplug/state';
+import type { ExitResult, TaskDriver, TaskHandle } from '../driver/driver';
+import { RestartTracker } from '../driver/restart-tracker';
+import type { TaskSpec, TaskState } from '../model';
+import { interpolateTask } from '../spec/interpolate';
+
+export const TASK_EVENT = {
+  received: 'Received',
+  started: 'Started',
+  reattached: 'Reattached',
+  terminated: 'Terminated',
+  restarting: 'Restarting',
+  notRestarting: 'Not Restarting',
+  killing: 'Killing',
+  killed: 'Killed',
+  setupFailure: 'Setup Failure',
+  driverFailure: 'Driver Failure',
+  restartRequested: 'Restart Signaled',
+} as const;
+
+/** At most this many events are kept per task (oldest dropped), like Nomad. */
+const MAX_EVENTS = 50;
+
+export interface TaskRunnerDeps {
+  driver: TaskDriver;
+  state: ClientStateDB;
+  clock: Clock;
+  logger: Logger;
+  /** Variables for ${…} interpolation and the task's environment (alloc id, task dir, volumes…). */
+  variables: Record<string, string>;
+  /** Told of every task event (the agent's event stream). */
+  onEvent(task: string, event: TaskEvent): void;
+  /** Told whenever the task's state changes (the alloc recomputes its status). */
+  onStateChange(): void;
+}
+
+export class TaskRunner {
+  readonly state: TaskState;
+  private handle: TaskHandle | undefined;
+  private readonly tracker: RestartTracker;
+  private stopping = false;
+  private detached = false;
+  private readonly stopController = new AbortController();
+  private loop: Promise<void> | undefined;
+  private restartRequested: string | undefined;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly alloc: AllocInfo,
+    private readonly task: TaskSpec,
+    readonly taskDir: string,
+    private readonly hooks: readonly TaskHook[],
+    private readonly deps: TaskRunnerDeps,
+  ) {
+    this.log = deps.logger.child({ alloc_id: alloc.id, task: task.name });
+    const saved = deps.state.getTaskState<TaskState>(alloc.id, task.name);
+    this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
+    this.handle = deps.state.getTaskHandle<TaskHandle>(alloc.id, task.name);
+    this.tracker = new RestartTracker(task.restart, deps.clock);
+  }
+
+  get name(): string {
+    return this.task.name;
+  }
+
+  get isDead(): boolean {
+    return this.state.state === 'dead';
+  }
+
+  /** Runs the task until it is dead for good, stopped, or the runner is detached. */
+  run(kind: RunKind): Promise<void> {
+    this.loop ??= this.runLoop(kind).catch((err) => {
+      this.log.error('task runner failed', { error: err });
+      this.markDead(true);
+    });
+    return this.loop;
+  }
+
+  /** Resolves when the loop has finished (dead, stopped or detached). */
+  settled(): Promise<void> {
+    return this.loop ?? Promise.resolve();
+  }
+
+  /** Stops the task for good: kill signal, SIGKILL after kill_timeout, stop hooks. */
+  async stop(): Promise<void> {
+    if (this.stopping) return this.settled();
+    this.stopping = true;
+    this.tracker.setStopping();
+    this.stopController.abort(new ShutdownError(`task ${this.task.name} is stopping`));
+    const handle = this.handle;
+    if (handle && this.state.state === 'running') {
+      this.event({ type: TASK_EVENT.killing, message: `sent ${this.task.killSignal}, SIGKILL after ${this.task.killTimeout} ms` });
+      await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('stopping the task failed', { error: err }));
+    }
+    if (!this.loop) {
+      // Never ran in this agent (e.g. restored as dead): the stop hooks still run.
+      await runTaskHooks(this.hooks, 'stop', this.context('start')).catch((err) => this.log.error('stop hooks failed', { error: err }));
+      this.markDead(this.state.failed);
+    }
+    await this.settled();
+  }
+
+  /** Agent shutdown: leave the process running; hooks release what they hold. */
+  detach(): void {
+    this.detached = true;
+    this.stopController.abort(new ShutdownError('the agent is shutting down'));
+    for (const hook of this.hooks) {
+      try {
+        hook.shutdown?.();
+      } catch (err) {
+        this.log.warn('hook shutdown failed', { hook: hook.name, error: err });
+      }
+    }
+  }
+
+  private context(kind: RunKind): TaskHookContext {
+    return {
+      alloc: this.alloc,
+      task: { name: this.task.name, env: { ...this.task.env }, ...(this.task.csiPlugin ? { csiPlugin: this.task.csiPlugin } : {}) },
+      kind,
+      signal: this.stopController.signal,
+      emitEvent: (e) => this.event(e),
+      requestRestart: (reason) => void this.restartFor(reason),
+    };
+  }
+
+  private async runLoop(kind: RunKind): Promise<void> {
+    let runKind: RunKind = kind;
+    for (;;) {
+      if (this.stopping || this.detached) break;
+      let exit: ExitResult | undefined;
+      let handle: TaskHandle | undefined;
+      const ctx = this.context(runKind);
+
+      if (runKind === 'restore' && this.handle) {
+        const recovered = await this.deps.driver.recover(this.handle);
+        if (recovered.running) {
+          handle = this.handle;
+          const { env } = await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => {
+            this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err });
+            return { env: {} };
+          });
+          void env;
+          this.setState({ state: 'running' });
+          this.event({ type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
+          this.poststart(ctx);
+        } else {
+          exit = recovered.exit;
+          this.log.info('task exited while the agent was away', { exit });
+        }
+      } else if (runKind === 'restore' && this.state.state === 'dead') {
+        return; // it had finished before the agent restarted
+      }
+
+      if (!handle && !exit) {
+        try {
+          handle = await this.startProcess(ctx);
+        } catch (err) {
+          if (this.stopping || this.detached) break;
+          this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
+          const decision = this.tracker.onStartFailure(err);
+          if (!(await this.afterDecision(decision))) break;
+          runKind = 'start';
+          continue;
+        }
+        if (!handle) break;
+      }
+
+      if (!exit) {
+        try {
+          exit = await this.deps.driver.wait(handle!);
+        } catch (err) {
+          if (this.detached || err instanceof ShutdownError) return;
+          throw err;
+        }
+      }
+      if (this.detached) return;
+
+      const how = exit.error ? `status unknown: ${exit.error}` : exit.signal ? `signal ${exit.signal}` : `exit code ${exit.exitCode}`;
+      this.setState({ finishedAt: exit.finishedAt, exitCode: exit.exitCode, signal: exit.signal });
+      this.event({ type: this.stopping ? TASK_EVENT.killed : TASK_EVENT.terminated, message: `task exited: ${how}` });
+      await runTaskHooks(this.hooks, 'exited', ctx).catch((err) => this.log.warn('exited hooks failed', { error: err }));
+      if (this.stopping) break;
+
+      if (this.restartRequested) {
+        this.event({ type: TASK_EVENT.restarting, message: `restart requested: ${this.restartRequested}` });
+        this.restartRequested = undefined;
+        this.setState({ restarts: this.state.restarts + 1 });
+        runKind = 'start';
+        continue;
+      }
+      const decision = this.tracker.onExit(exit);
+      if (!(await this.afterDecision(decision))) break;
+      runKind = 'start';
+    }
+
+    if (this.detached) return;
+    if (this.stopping) {
+      await runTaskHooks(this.hooks, 'stop', this.context('start')).catch((err) => this.log.error('stop hooks failed', { error: err }));
+    }
+    this.markDead(this.state.failed);
+  }
+
+  /** Applies a restart decision; returns whether to go round again. */
+  private async afterDecision(decision: ReturnType<RestartTracker['onExit']>): Promise<boolean> {
+    if (decision.action === 'restart') {
+      this.event({ type: TASK_EVENT.restarting, message: `${decision.reason}; restarting in ${decision.delay} ms` });
+      this.setState({ state: 'pending', restarts: this.state.restarts + 1 });
+      try {
+        await this.deps.clock.sleep(decision.delay, this.stopController.signal);
+      } catch {
+        return false;
+      }
+      return !this.stopping && !this.detached;
+    }
+    if (decision.action === 'fail') {
+      this.event({ type: TASK_EVENT.notRestarting, message: decision.reason, failed: true });
+      this.setState({ failed: true });
+    }
+    return false;
+  }
+
+  private async startProcess(ctx: TaskHookContext): Promise<TaskHandle | undefined> {
+    let hookEnv: Record<string, string>;
+    try {
+      hookEnv = (await runTaskHooks(this.hooks, 'prestart', ctx)).env ?? {};
+    } catch (err) {
+      this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
+      throw err;
+    }
+    if (this.stopping || this.detached) return undefined;
+    const vars = { ...this.deps.variables, ...hookEnv };
+    const resolved = interpolateTask(this.task, vars);
+    const env = { ...vars, ...resolved.env };
+    const handle = await this.deps.driver.start({
+      allocId: this.alloc.id,
+      taskName: this.task.name,
+      taskDir: this.taskDir,
+      command: resolved.command,
+      args: resolved.args,
+      env,
+    });
+    this.handle = handle;
+    this.deps.state.putTaskHandle(this.alloc.id, this.task.name, handle);
+    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
+    this.event({ type: TASK_EVENT.started, message: `task started by exec driver (pid ${handle.pid})` });
+    if (this.stopping) {
+      // stop() raced the start: it saw no running handle, so kill it here.
+      await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch(() => undefined);
+    }
+    this.poststart(ctx);
+    return handle;
+  }
+
+  private poststart(ctx: TaskHookContext): void {
+    runTaskHooks(this.hooks, 'poststart', ctx).catch((err) => {
+      if (!this.stopping && !this.detached) this.log.warn('poststart hooks failed', { error: err });
+    });
+  }
+
+  /** A hook asked for a restart: kill the process; the loop starts it again. */
+  private async restartFor(reason: string): Promise<void> {
+    if (this.stopping || this.detached || !this.handle) return;
+    this.restartRequested = reason;
+    this.event({ type: TASK_EVENT.restartRequested, message: reason });
+    await this.deps.driver.stop(this.handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('restart: stopping the task failed', { error: err }));
+  }
+
+  private event(e: Omit<TaskEvent, 'time'> & { time?: number }): void {
+    const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
+    this.state.events.push(event);
+    if (this.state.events.length > MAX_EVENTS) this.state.events.splice(0, this.state.events.length - MAX_EVENTS);
+    this.persist();
+    this.deps.onEvent(this.task.name, event);
+  }
+
+  private setState(patch: Partial<TaskState>): void {
+    Object.assign(this.state, patch);
+    this.persist();
+    this.deps.onStateChange();
+  }
+
+  private markDead(failed: boolean): void {
+    this.setState({ state: 'dead', failed });
+  }
+
+  private persist(): void {
+    try {
+      this.deps.state.putTaskState(this.alloc.id, this.task.name, this.state);
+    } catch (err) {
+      this.log.error('could not save the task state', { error: err });
+    }
+  }
+}
