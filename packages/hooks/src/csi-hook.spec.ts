@@ -165,6 +165,25 @@ describe('csi hook', () => {
     expect(err.message).toMatch(/volume "data" \(vol-1\) on plugin hostpath: plugin hostpath for type csi-node did not become healthy.*check the plugin task's logs/);
   });
 
+  it("keeps the plugin's own volume id in the stub, so postrun and the pending queue unmount by it", async () => {
+    claimer.add('vol-1'); // the catalog id is vol-1; the plugin knows it as ext-vol-1
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
+    await hook().prerun(ctx);
+    expect(state.getVolumeStubs('alloc-w')?.data).toMatchObject({ volumeId: 'vol-1', externalId: 'ext-vol-1' });
+    const vm = csi.managers.get('hostpath')!;
+    vm.failUnmount = new Error('plugin busy');
+    await hook().postrun(ctx);
+    expect(state.listPendingUnmounts()).toEqual([expect.objectContaining({ volumeId: 'vol-1', externalId: 'ext-vol-1' })]);
+    vm.failUnmount = undefined;
+    await clock.advance(1_000);
+    expect(state.listPendingUnmounts()).toEqual([]);
+    expect(vm.unmountRefs).toEqual([
+      { id: 'vol-1', externalId: 'ext-vol-1' },
+      { id: 'vol-1', externalId: 'ext-vol-1' },
+    ]);
+  });
+
   it('a failed unmount is saved, retried in the background, and finishes the release', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');

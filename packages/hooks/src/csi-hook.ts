@@ -92,6 +92,8 @@ export class CSIHook implements AllocHook {
           targetPath: info.source,
           usage,
         };
+        // The plugin's own id is what unpublish/unstage must send, later or after a restart.
+        if (claimed.volume.externalId && claimed.volume.externalId !== claimed.volume.id) saved.externalId = claimed.volume.externalId;
         if (info.stagingPath) saved.stagingPath = info.stagingPath;
         if (claimed.publishContext) saved.publishContext = claimed.publishContext;
         stubs[request.name] = saved;

@@ -24,6 +24,8 @@ export class FakeMountTable implements MountTable {
 
 export class FakeVolumeManager implements VolumeManager {
   readonly calls: string[] = [];
+  /** The volume refs unmountVolume got, as given (a plugin knows a volume by its externalId). */
+  readonly unmountRefs: { id: string; externalId?: string }[] = [];
   failUnmount: Error | undefined;
   failMount: Error | undefined;
   readonly externalNodeId = 'node-1';
@@ -45,8 +47,9 @@ export class FakeVolumeManager implements VolumeManager {
     return info;
   }
 
-  async unmountVolume(volume: Pick<CSIVolumeRef, 'id'>, allocId: string, usage: UsageOptions): Promise<void> {
+  async unmountVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId'>, allocId: string, usage: UsageOptions): Promise<void> {
     this.calls.push(`unmount ${volume.id} ${allocId}`);
+    this.unmountRefs.push({ id: volume.id, ...(volume.externalId !== undefined ? { externalId: volume.externalId } : {}) });
     if (this.failUnmount) throw this.failUnmount;
     this.mounts.mounted.delete(this.mountInfoFor(volume.id, allocId, usage).targetPath);
   }
