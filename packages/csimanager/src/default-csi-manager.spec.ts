@@ -202,6 +202,29 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ healthy: true });
   });
 
+  it('a re-registration that lands while a failing round is under way gets a fresh round at once', async () => {
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    await h.settle();
+    await h.restart();
+    const b = h.behaviour(plugin(0));
+    b.failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe'));
+    await h.manager.start();
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(false);
+    // the periodic round asks the plugin while it is still down, and hangs there
+    b.failures.delete('Probe');
+    b.failNext('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe'));
+    const gate = b.gate('Probe');
+    await h.advance(FINGERPRINT_PERIOD);
+    await gate.reached;
+    // the plugin is back and re-registers while that round is under way
+    h.registry.register(plugin(0));
+    gate.release();
+    await h.settle(); // no clock movement
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
+  });
+
   it('replaces the instance when the same alloc re-registers with a new socket (plugin task restart)', async () => {
     await h.manager.start();
     h.registry.register(plugin(0));

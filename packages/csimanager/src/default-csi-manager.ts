@@ -296,7 +296,7 @@ export class DefaultCSIManager implements CSIManager {
       // restored entry is `confirmed`): if it is not healthy yet, look now
       // rather than at the next periodic round, so restoring allocs that
       // wait on it go on at once.
-      if (!current.isHealthy) void current.fingerprint();
+      if (!current.isHealthy) void current.fingerprintAfterNews();
       return;
     }
     let deployment: PluginDeployment;

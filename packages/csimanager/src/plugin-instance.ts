@@ -53,6 +53,7 @@ export class PluginInstance implements Disposable {
   private readonly stopController = new AbortController();
   private timer: Disposable | undefined;
   private round: Promise<void> | undefined;
+  private followUp: Promise<void> | undefined;
   private started = false;
 
   private healthy = false;
@@ -106,6 +107,22 @@ export class PluginInstance implements Disposable {
       this.round = undefined;
     });
     return this.round;
+  }
+
+  /**
+   * A round that starts after this call. A round already under way may have
+   * asked before the news (e.g. the plugin re-registered after an agent
+   * restart), so if it ends unhealthy one more round follows at once instead
+   * of at the next period.
+   */
+  fingerprintAfterNews(): Promise<void> {
+    if (this.isStopped) return Promise.resolve();
+    if (!this.round) return this.fingerprint();
+    this.followUp ??= this.round.then(() => {
+      this.followUp = undefined;
+      return this.isHealthy ? undefined : this.fingerprint();
+    });
+    return this.followUp;
   }
 
   /** Node capabilities from the last round, or asked for now if no round got them yet. */
