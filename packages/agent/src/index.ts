@@ -1,5 +1,9 @@
 // Public face of @csiplug/agent.
 export * from './agent';
+export * from './api';
+export { runAgentCommand, startAgentWithApi, loadAgentConfig, type AgentCommandOptions, type CommandIO } from './commands/agent-command';
+export { runDemo, type DemoOptions } from './commands/demo';
+export { main as runCli, parseArgs, UsageError, type CliHandlers, type CliIo } from './cli';
 export * from './driver';
 export * from './model';
 export * from './service';

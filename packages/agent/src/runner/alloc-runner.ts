@@ -51,7 +51,10 @@ export class AllocRunner {
   private readonly group: GroupSpec;
   private volumes: Record<string, MountedVolume> = {};
   private hooks: AllocHook[] = [];
+  /** Aborts setup (prerun) when the alloc is stopped or the agent detaches. */
   private readonly controller = new AbortController();
+  /** Aborts teardown (postrun) only when the agent detaches: a stop must still unmount. */
+  private readonly teardownController = new AbortController();
   private running: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
   private postrunDone = false;
@@ -101,11 +104,11 @@ export class AllocRunner {
     return { id: this.alloc.id, jobId: this.alloc.jobId, group: this.alloc.group, volumes: this.group.volumes };
   }
 
-  private hookContext(kind: RunKind): AllocHookContext {
+  private hookContext(kind: RunKind, signal: AbortSignal = this.controller.signal): AllocHookContext {
     return {
       alloc: this.info(),
       kind,
-      signal: this.controller.signal,
+      signal,
       emitEvent: (e) => {
         const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
         for (const t of this.group.tasks) this.deps.onTaskEvent(this.alloc, t.name, event);
@@ -224,6 +227,7 @@ export class AllocRunner {
   detach(): void {
     this.detached = true;
     this.controller.abort();
+    this.teardownController.abort();
     for (const t of this.tasks.values()) t.detach();
   }
 
@@ -232,7 +236,7 @@ export class AllocRunner {
     this.postrunDone = true;
     const hooks = this.hooks.length ? this.hooks : this.group.volumes.some((v) => v.type === 'csi') ? [this.deps.csiHooks.create()] : [];
     try {
-      await runAllocHooks(hooks, 'postrun', this.hookContext('start'));
+      await runAllocHooks(hooks, 'postrun', this.hookContext('start', this.teardownController.signal));
     } catch (err) {
       this.log.error('alloc postrun failed', { error: err });
     }

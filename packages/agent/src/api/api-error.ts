@@ -1,0 +1,82 @@
+// The error of the HTTP API, on both sides of the wire: the server throws it
+// to answer with a status, and ApiClient throws it for every failed call.
+// Also the one place that decides which status a service error becomes.
+import { CsiplugError, ValidationError } from '@csiplug/core';
+
+/** Codes the API itself gives (errors from the service keep their own). */
+export const ApiErrorCode = Object.freeze({
+  /** A body that is not JSON. */
+  BadJson: 'EBAD_JSON',
+  /** A body over the size limit. */
+  BodyTooLarge: 'EBODY_TOO_LARGE',
+  /** Bad input: unknown fields, bad query values, a failed jobspec check (ValidationError's code). */
+  Invalid: 'EINVALID',
+  /** A missing or wrong ACL token. */
+  Forbidden: 'EFORBIDDEN',
+  NotFound: 'ENOT_FOUND',
+  MethodNotAllowed: 'EMETHOD_NOT_ALLOWED',
+  /** The request conflicts with the state (e.g. a claimed volume). */
+  Conflict: 'ECONFLICT',
+  /** A failure without a code of its own. */
+  Internal: 'EINTERNAL',
+  /** Client side: the agent could not be reached. */
+  Connect: 'ECONNECT',
+  /** Client side: the agent answered with something that is not the API's JSON. */
+  BadResponse: 'EBAD_RESPONSE',
+} as const);
+
+export class ApiError extends CsiplugError {
+  /** The HTTP status; 0 when no answer came (client side). */
+  readonly status: number;
+
+  constructor(status: number, code: string, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.status = status;
+  }
+
+  static badRequest(message: string, code: string = ApiErrorCode.Invalid): ApiError {
+    return new ApiError(400, code, message);
+  }
+
+  static notFound(message: string): ApiError {
+    return new ApiError(404, ApiErrorCode.NotFound, message);
+  }
+}
+
+/** The JSON body of every error response. */
+export interface ApiErrorBody {
+  error: string;
+  code: string;
+}
+
+// Service errors carry stable codes; these shapes of code decide the status.
+// Packages name their codes E<THING>_NOT_FOUND, E<THING>_IN_USE, … so new
+// errors get the right status without this table knowing them.
+const NOT_FOUND = /(^ENOENT$|NOT_FOUND$)/;
+const CONFLICT = /(^EBUSY$|^ECONFLICT$|CONFLICT$|IN_USE$|CLAIMED$|EXISTS$|_BUSY$)/;
+
+/**
+ * The HTTP status for an error thrown by the service: ApiError keeps its own;
+ * an error with a numeric `httpStatus` (400–599) uses it; ValidationError (or
+ * code EINVALID) is 400; codes ending in NOT_FOUND (or ENOENT) are 404; codes
+ * ending in CONFLICT, IN_USE, CLAIMED, EXISTS or BUSY are 409; the rest 500.
+ */
+export function statusForError(err: unknown): number {
+  if (err instanceof ApiError && err.status >= 400) return err.status;
+  const explicit = (err as { httpStatus?: unknown } | null)?.httpStatus;
+  if (typeof explicit === 'number' && Number.isInteger(explicit) && explicit >= 400 && explicit <= 599) return explicit;
+  if (err instanceof ValidationError) return 400;
+  const code = err instanceof CsiplugError ? err.code : undefined;
+  if (code === undefined) return 500;
+  if (code === ApiErrorCode.Invalid) return 400;
+  if (NOT_FOUND.test(code)) return 404;
+  if (CONFLICT.test(code)) return 409;
+  return 500;
+}
+
+/** The error body for `err`: its message and code (EINTERNAL when it has none). */
+export function errorBody(err: unknown): ApiErrorBody {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = err instanceof CsiplugError ? err.code : ApiErrorCode.Internal;
+  return { error: message || 'internal error', code };
+}

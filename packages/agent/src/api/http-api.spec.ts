@@ -1,0 +1,531 @@
+// The HTTP API over a real server on 127.0.0.1:0 and an in-memory service.
+import { FakeClock, MemoryLogger, flushMicrotasks } from '@csiplug/core';
+import * as http from 'http';
+import { ApiClient } from './api-client';
+import { ApiError } from './api-error';
+import { FakeAgentService } from './fake-agent-service';
+import { HttpApi, HttpApiOptions } from './http-api';
+
+export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    job: {
+      [id]: {
+        group: {
+          app: {
+            count,
+            volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
+            task: { main: { driver: 'exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: [{ volume: 'data', destination: 'data' }] } },
+            ...extra,
+          },
+        },
+      },
+    },
+  };
+}
+
+export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, type: 'csi', plugin_id: 'hostpath', external_id: `ext-${id}`, capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }], ...extra };
+}
+
+interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: any;
+}
+
+/** A request with nothing done for us: any body, any headers. */
+export function raw(url: string, method: string, path: string, options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean } = {}): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const headers = { ...(options.headers ?? {}) };
+    if (options.body !== undefined && !options.chunked) headers['Content-Length'] = Buffer.byteLength(options.body);
+    const req = http.request(new URL(path, url), { method, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode!, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', (err) => {
+      // An early answer (oversized body) may be followed by a reset while we still write.
+      if (!(req as unknown as { res?: unknown }).res) reject(err);
+    });
+    if (options.body !== undefined && options.chunked) {
+      const buf = Buffer.from(options.body);
+      const step = 64 * 1024;
+      for (let i = 0; i < buf.length; i += step) req.write(buf.subarray(i, i + step));
+      req.end();
+    } else {
+      req.end(options.body);
+    }
+  });
+}
+
+export async function startApi(fake: FakeAgentService, options: Partial<HttpApiOptions> = {}): Promise<{ api: HttpApi; url: string; logger: MemoryLogger }> {
+  const logger = new MemoryLogger();
+  const api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger, ...options });
+  const { address, port } = await api.listen();
+  return { api, url: `http://${address}:${port}`, logger };
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 10_000; i++) {
+    if (cond()) return;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+describe('HttpApi', () => {
+  let fake: FakeAgentService;
+  let api: HttpApi;
+  let url: string;
+  let client: ApiClient;
+
+  beforeEach(async () => {
+    fake = new FakeAgentService();
+    fake.addPlugin({ id: 'hostpath', node: { healthy: true, allocId: 'p1', description: 'node', version: '1.0.0', info: { nodeId: 'n1' } } });
+    ({ api, url } = await startApi(fake));
+    client = new ApiClient({ address: url });
+  });
+
+  afterEach(async () => {
+    await api.close();
+  });
+
+  describe('server', () => {
+    it('listens on a free port and says where', () => {
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(api.url).toBe(url);
+    });
+
+    it('close is idempotent and a closed server refuses to listen again', async () => {
+      await api.close();
+      await api.close();
+      await expect(api.listen()).rejects.toThrow(/already listening \(or was closed\)/);
+      await expect(client.health()).rejects.toMatchObject({ status: 0, code: 'ECONNECT' });
+    });
+
+    it('close lets an in-flight request finish, then resolves', async () => {
+      await client.runJob(jobDoc() as any);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const stopJob = fake.stopJob.bind(fake);
+      fake.stopJob = async (id, options) => {
+        await gate;
+        return stopJob(id, options);
+      };
+      const stopping = client.stopJob('web');
+      await until(() => fake.calls.length === 1 && (api as unknown as { inflight: number }).inflight === 1, 'the request to arrive');
+      let closed = false;
+      const closing = api.close().then(() => (closed = true));
+      await flushMicrotasks();
+      expect(closed).toBe(false);
+      release();
+      expect((await stopping).status).toBe('dead');
+      await closing;
+      expect(closed).toBe(true);
+    });
+
+    it('refuses an empty ACL token', () => {
+      expect(() => new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, aclToken: '', logger: new MemoryLogger() })).toThrow(/may not be empty/);
+    });
+
+    it('reports a port in use', async () => {
+      const port = Number(new URL(url).port);
+      const other = new HttpApi(fake, { bindAddr: '127.0.0.1', port, logger: new MemoryLogger() });
+      await expect(other.listen()).rejects.toMatchObject({ code: 'ELISTEN' });
+      await other.close();
+    });
+  });
+
+  describe('routing', () => {
+    it('answers 404 with a JSON error for unknown paths', async () => {
+      const r = await raw(url, 'GET', '/v1/nope');
+      expect(r.status).toBe(404);
+      expect(r.headers['content-type']).toMatch(/application\/json/);
+      expect(r.json).toEqual({ error: 'no such API path: GET /v1/nope', code: 'ENOT_FOUND' });
+    });
+
+    it('answers 405 with Allow for a known path and the wrong method', async () => {
+      const r = await raw(url, 'PATCH', '/v1/jobs');
+      expect(r.status).toBe(405);
+      expect(r.headers.allow).toBe('GET, POST, PUT');
+      expect(r.json.code).toBe('EMETHOD_NOT_ALLOWED');
+      expect((await raw(url, 'POST', '/v1/allocations')).status).toBe(405);
+      expect((await raw(url, 'DELETE', '/v1/agent/health')).status).toBe(405);
+    });
+
+    it('tolerates a trailing slash and decodes ids segment by segment', async () => {
+      expect((await raw(url, 'GET', '/v1/jobs/')).status).toBe(200);
+      const r = await raw(url, 'GET', '/v1/job/a%2Fb');
+      expect(r.status).toBe(404);
+      expect(r.json.error).toBe('job "a/b" not found');
+      expect((await raw(url, 'GET', '/v1/job/%E0%A4%A')).status).toBe(400);
+    });
+
+    it('turns a failing service call into a 500 that names the failure', async () => {
+      fake.nextError = new Error('disk on fire');
+      const r = await raw(url, 'GET', '/v1/jobs');
+      expect(r.status).toBe(500);
+      expect(r.json).toEqual({ error: 'disk on fire', code: 'EINTERNAL' });
+    });
+  });
+
+  describe('health', () => {
+    it('GET /v1/agent/health', async () => {
+      const h = await client.health();
+      expect(h).toMatchObject({ ok: true, nodeId: 'fake-node', plugins: { healthy: 1, total: 1 } });
+    });
+
+    it('answers 503 with the same body when unhealthy', async () => {
+      fake.healthy = false;
+      expect((await raw(url, 'GET', '/v1/agent/health')).status).toBe(503);
+      expect((await client.health()).ok).toBe(false);
+    });
+  });
+
+  describe('jobs', () => {
+    it('runs, lists, shows and stops a job', async () => {
+      await client.registerVolume(volumeDoc() as any);
+      const run = await client.runJob(jobDoc('web', 2) as any);
+      expect(run.jobId).toBe('web');
+      expect(run.allocIds).toHaveLength(2);
+      expect(run.replaced).toBe(false);
+
+      expect((await client.listJobs()).map((j) => j.id)).toEqual(['web']);
+      const job = await client.getJob('web');
+      expect(job.status).toBe('running');
+      expect(job.job.groups[0]!.tasks[0]!.config.command).toBe('/bin/sleep');
+      expect((await client.jobAllocations('web')).map((a) => a.id).sort()).toEqual([...run.allocIds].sort());
+
+      const stopped = await client.stopJob('web');
+      expect(stopped.status).toBe('dead');
+      expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web', 'stopJob web']);
+      await client.stopJob('web', { purge: true });
+      expect(fake.calls[3]).toBe('stopJob web purge');
+      await expect(client.getJob('web')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND', message: 'job "web" not found' });
+    });
+
+    it('accepts the bare document and PUT', async () => {
+      const r = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify(jobDoc('bare')) });
+      expect(r.status).toBe(200);
+      expect(r.json.jobId).toBe('bare');
+    });
+
+    it('answers 404 when stopping an unknown job, and 400 for a bad purge value', async () => {
+      await expect(client.stopJob('ghost')).rejects.toMatchObject({ status: 404 });
+      await client.runJob(jobDoc() as any);
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
+      expect(fake.calls).toEqual(['runJob web']);
+    });
+
+    it('refuses an invalid jobspec with 400 and runs nothing', async () => {
+      const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
+      expect(r.status).toBe(400);
+      expect(r.json.code).toBe('EINVALID');
+      expect(r.json.error).toMatch(/count/);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('refuses unknown fields with 400 naming them', async () => {
+      let r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(), Extra: 1 }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/"Extra"/);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ ...jobDoc(), priority: 50 }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/priority/);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { spread: true })) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/spread is not a known field/);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('refuses bad JSON, an empty body and a non-object with 400', async () => {
+      for (const body of ['{"Job": ', '', '   ', '[1,2]', '"job"', 'null']) {
+        const r = await raw(url, 'POST', '/v1/jobs', { body });
+        expect(r.status).toBe(400);
+        expect(typeof r.json.error).toBe('string');
+      }
+      expect((await raw(url, 'POST', '/v1/jobs', { body: '{"Job": ' })).json.code).toBe('EBAD_JSON');
+      expect(fake.calls).toEqual([]);
+    });
+  });
+
+  describe('oversized bodies', () => {
+    let small: { api: HttpApi; url: string };
+    beforeEach(async () => {
+      small = await startApi(fake, { maxBodyBytes: 2048 });
+    });
+    afterEach(async () => {
+      await small.api.close();
+    });
+
+    const big = () => JSON.stringify(jobDoc('big', 1, { meta: 'x'.repeat(300_000) }));
+
+    it('refuses a body whose Content-Length is over the limit with 400', async () => {
+      const r = await raw(small.url, 'POST', '/v1/jobs', { body: big() });
+      expect(r.status).toBe(400);
+      expect(r.json).toEqual({ error: 'the request body is larger than the limit of 2048 bytes', code: 'EBODY_TOO_LARGE' });
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('refuses a chunked body that grows over the limit with 400', async () => {
+      const r = await raw(small.url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { context: { pad: 'y'.repeat(200_000) } })), chunked: true });
+      expect(r.status).toBe(400);
+      expect(r.json.code).toBe('EBODY_TOO_LARGE');
+      expect(fake.calls).toEqual([]);
+      expect(fake.volumes.size).toBe(0);
+    });
+
+    it('answers a 2 MiB body with 400 every time, over a kept-alive connection', async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        const body = JSON.stringify({ Job: { pad: 'x'.repeat(2 * 1024 * 1024) } });
+        for (let i = 0; i < 5; i++) {
+          const status = await new Promise<number>((resolve, reject) => {
+            const req = http.request(`${small.url}/v1/jobs`, { method: 'POST', agent }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode!));
+            });
+            req.on('error', reject);
+            req.end(body);
+          });
+          expect(status).toBe(400);
+        }
+      } finally {
+        agent.destroy();
+      }
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('still serves the next request', async () => {
+      await raw(small.url, 'POST', '/v1/jobs', { body: big() });
+      const r = await raw(small.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('ok')) });
+      expect(r.status).toBe(200);
+    });
+
+    it('the client reports the 400 too', async () => {
+      const c = new ApiClient({ address: small.url });
+      const err = await c.runJob(JSON.parse(big())).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ status: 400, code: 'EBODY_TOO_LARGE' });
+    });
+  });
+
+  describe('allocations', () => {
+    it('lists and shows allocs; 404 for unknown ones', async () => {
+      await client.registerVolume(volumeDoc() as any);
+      const run = await client.runJob(jobDoc() as any);
+      const allocs = await client.listAllocs();
+      expect(allocs.map((a) => a.id)).toEqual(run.allocIds);
+      const alloc = await client.getAlloc(run.allocIds[0]!);
+      expect(alloc.tasks.main!.state).toBe('running');
+      expect(alloc.volumes.data!.volumeId).toBe('vol1');
+      await expect(client.getAlloc('nope')).rejects.toMatchObject({ status: 404, message: 'alloc "nope" not found' });
+    });
+
+    it('serves task logs by stream and offset', async () => {
+      const { allocIds } = await client.runJob(jobDoc() as any);
+      const id = allocIds[0]!;
+      fake.logs.set(`${id}/main/stdout`, 'hello\nworld\n');
+      fake.logs.set(`${id}/main/stderr`, 'oops\n');
+      expect(await client.allocLogs(id, 'main')).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 0, nextOffset: 12, data: 'hello\nworld\n' });
+      expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
+      expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
+      await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no task "other"') });
+      await expect(client.allocLogs('nope', 'main')).rejects.toMatchObject({ status: 404 });
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?stream=both`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=-1`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=abc`)).status).toBe(400);
+    });
+  });
+
+  describe('plugins', () => {
+    it('lists and shows plugins', async () => {
+      expect((await client.listPlugins()).map((p) => p.id)).toEqual(['hostpath']);
+      const p = await client.getPlugin('hostpath');
+      expect(p.node?.info).toEqual({ nodeId: 'n1' });
+      await expect(client.getPlugin('nope')).rejects.toMatchObject({ status: 404, message: 'plugin "nope" not found' });
+      expect((await raw(url, 'GET', '/v1/plugins?type=host')).status).toBe(400);
+      expect((await raw(url, 'GET', '/v1/plugins')).status).toBe(200);
+    });
+  });
+
+  describe('volumes', () => {
+    it('registers, creates, lists, shows, deregisters and deletes', async () => {
+      const reg = await client.registerVolume(volumeDoc('vol1') as any);
+      expect(reg).toMatchObject({ id: 'vol1', externalId: 'ext-vol1', pluginId: 'hostpath', claims: [] });
+      const created = await client.createVolume({ id: 'vol2', type: 'csi', plugin_id: 'other', capability: { access_mode: 'single-node-writer', attachment_mode: 'file-system' }, capacity_min: '10MiB' } as any);
+      expect(created).toMatchObject({ id: 'vol2', externalId: 'ext-vol2', capacityBytes: 10 * 1024 * 1024 });
+      expect((await client.listVolumes()).map((v) => v.id)).toEqual(['vol1', 'vol2']);
+      expect((await client.listVolumes({ pluginId: 'other' })).map((v) => v.id)).toEqual(['vol2']);
+      expect((await client.getVolume('vol1')).externalId).toBe('ext-vol1');
+      await client.deregisterVolume('vol1');
+      await client.deleteVolume('vol2');
+      expect(fake.calls).toEqual(['registerVolume vol1', 'createVolume vol2', 'deregisterVolume vol1', 'deleteVolume vol2']);
+      await expect(client.getVolume('vol1')).rejects.toMatchObject({ status: 404 });
+      await expect(client.deregisterVolume('vol1')).rejects.toMatchObject({ status: 404 });
+      await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 404 });
+    });
+
+    it('answers 409 for a claimed volume unless forced, and for a duplicate', async () => {
+      await client.registerVolume(volumeDoc('vol1') as any);
+      await expect(client.registerVolume(volumeDoc('vol1') as any)).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
+      fake.claim('vol1', 'a1');
+      await expect(client.deregisterVolume('vol1')).rejects.toMatchObject({ status: 409, code: 'EVOLUME_IN_USE' });
+      await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 409 });
+      expect(fake.volumes.has('vol1')).toBe(true);
+      await client.deregisterVolume('vol1', { force: true });
+      expect(fake.calls).toEqual(['registerVolume vol1', 'deregisterVolume vol1 force']);
+    });
+
+    it('never sends secrets back', async () => {
+      const v = await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }) as any);
+      expect(v.secrets).toEqual({ password: '[REDACTED]' });
+      expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
+      expect((await client.getVolume('vol1')).secrets).toEqual({ password: '[REDACTED]' });
+      const r = await raw(url, 'GET', '/v1/volumes');
+      expect(r.text).not.toContain('hunter2');
+    });
+
+    it('accepts the bare spec and POST; refuses a path that does not match the body', async () => {
+      expect((await raw(url, 'POST', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1')) })).status).toBe(200);
+      const r = await raw(url, 'PUT', '/v1/volume/csi/other', { body: JSON.stringify({ Volume: volumeDoc('vol3') }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
+      expect(fake.calls).toEqual(['registerVolume vol1']);
+    });
+
+    it('refuses invalid specs and unknown fields with 400', async () => {
+      const cases = [
+        { Volume: volumeDoc('vol1'), Volumes: [] },
+        volumeDoc('vol1', { size: 1 }),
+        volumeDoc('vol1', { capability: [] }),
+        { Volume: { ...volumeDoc('vol1'), external_id: undefined } },
+      ];
+      for (const body of cases) {
+        const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) });
+        expect(r.status).toBe(400);
+      }
+      const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { size: 1 })) });
+      expect(r.json.error).toMatch(/size is not a known field/);
+      expect(fake.calls).toEqual([]);
+    });
+  });
+
+  describe('ACL', () => {
+    let secured: { api: HttpApi; url: string };
+    beforeEach(async () => {
+      secured = await startApi(fake, { aclToken: 's3cret' });
+    });
+    afterEach(async () => {
+      await secured.api.close();
+    });
+
+    it('answers 403 without a token, on every path', async () => {
+      for (const [method, path] of [
+        ['GET', '/v1/agent/health'],
+        ['GET', '/v1/jobs'],
+        ['GET', '/v1/nope'],
+        ['GET', '/v1/event/stream'],
+      ] as const) {
+        const r = await raw(secured.url, method, path);
+        expect(r.status).toBe(403);
+        expect(r.json.code).toBe('EFORBIDDEN');
+        expect(r.json.error).toMatch(/X-Csiplug-Token/);
+      }
+    });
+
+    it('answers 403 for a wrong token and changes nothing', async () => {
+      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Csiplug-Token': 's3cre' } });
+      expect(r.status).toBe(403);
+      expect(r.json.error).toBe('the ACL token in X-Csiplug-Token is not valid');
+      await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('serves requests with the right token', async () => {
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+      const c = new ApiClient({ address: secured.url, token: 's3cret' });
+      expect((await c.runJob(jobDoc() as any)).jobId).toBe('web');
+    });
+  });
+
+  describe('event stream', () => {
+    it('delivers events as NDJSON, filtered by topic, and unsubscribes when the client leaves', async () => {
+      const ac = new AbortController();
+      const all = client.events({ signal: ac.signal });
+      const tasks = client.events({ topics: ['Task'], signal: ac.signal });
+      const firstAll = all.next();
+      const firstTask = tasks.next();
+      await until(() => fake.eventSubscribers === 2, 'both streams to subscribe');
+      fake.emit({ topic: 'Plugin', type: 'PluginHealthy', message: 'Plugin became healthy', pluginId: 'hostpath' });
+      fake.emit({ topic: 'Task', type: 'Started', message: 'Task started', allocId: 'a1', task: 'main' });
+      expect((await firstAll).value).toMatchObject({ index: 1, topic: 'Plugin', message: 'Plugin became healthy' });
+      expect((await firstTask).value).toMatchObject({ index: 2, topic: 'Task', task: 'main' });
+      expect((await all.next()).value).toMatchObject({ index: 2 });
+      ac.abort();
+      await all.return();
+      await tasks.return();
+      await until(() => fake.eventSubscribers === 0, 'the subscriptions to be disposed');
+    });
+
+    it('writes raw NDJSON lines and a {} heartbeat on the clock', async () => {
+      const clock = new FakeClock();
+      const hb = await startApi(fake, { clock });
+      try {
+        const lines: string[] = [];
+        let res!: http.IncomingMessage;
+        const req = http.get(`${hb.url}/v1/event/stream?topic=Volume:*`, (r) => {
+          res = r;
+          r.setEncoding('utf8');
+          let buf = '';
+          r.on('data', (c: string) => {
+            buf += c;
+            const parts = buf.split('\n');
+            buf = parts.pop()!;
+            lines.push(...parts);
+          });
+        });
+        await until(() => res !== undefined && fake.eventSubscribers === 1, 'the stream to open');
+        expect(res.headers['content-type']).toMatch(/application\/x-ndjson/);
+        fake.emit({ topic: 'Task', type: 'Started', message: 'filtered out' });
+        fake.emit({ topic: 'Volume', type: 'VolumeRegistered', message: 'volume v registered', volumeId: 'v' });
+        await until(() => lines.length === 1, 'the event line');
+        await clock.advance(10_000);
+        await until(() => lines.length === 2, 'the heartbeat');
+        expect(JSON.parse(lines[0]!)).toMatchObject({ topic: 'Volume', volumeId: 'v' });
+        expect(lines[1]).toBe('{}');
+        req.destroy();
+        await until(() => fake.eventSubscribers === 0, 'the subscription to go');
+        expect(clock.pendingTimers).toBe(0);
+      } finally {
+        await hb.api.close();
+      }
+    });
+
+    it('refuses unknown topics', async () => {
+      const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/unknown event topic "Bogus"/);
+    });
+
+    it('ends open streams when the server closes', async () => {
+      const events = client.events();
+      const next = events.next();
+      await until(() => fake.eventSubscribers === 1, 'the stream to open');
+      await api.close();
+      expect(await next).toEqual({ done: true, value: undefined });
+      expect(fake.eventSubscribers).toBe(0);
+      await flushMicrotasks();
+    });
+  });
+});

@@ -1,0 +1,70 @@
+// A small path router: `/v1/job/:id` patterns matched segment by segment.
+// A path that matches a route under another method is a 405 (with the
+// methods that would do), not a 404.
+import { ApiError, ApiErrorCode } from './api-error';
+
+export type RouteParams = Record<string, string>;
+
+interface Route<H> {
+  method: string;
+  segments: string[];
+  handler: H;
+}
+
+export type RouteMatch<H> =
+  | { kind: 'found'; handler: H; params: RouteParams }
+  | { kind: 'method'; allowed: string[] }
+  | { kind: 'none' };
+
+export class Router<H> {
+  private readonly routes: Route<H>[] = [];
+
+  add(method: string, pattern: string, handler: H): this {
+    this.routes.push({ method: method.toUpperCase(), segments: split(pattern), handler });
+    return this;
+  }
+
+  /**
+   * Matches a raw (still percent-encoded) path. Segments are decoded one by
+   * one after splitting, so an encoded "/" stays inside its id.
+   */
+  match(method: string, rawPath: string): RouteMatch<H> {
+    const segments = split(rawPath).map(decodeSegment);
+    const allowed = new Set<string>();
+    for (const route of this.routes) {
+      const params = matchSegments(route.segments, segments);
+      if (!params) continue;
+      if (route.method === method.toUpperCase()) return { kind: 'found', handler: route.handler, params };
+      allowed.add(route.method);
+    }
+    return allowed.size ? { kind: 'method', allowed: [...allowed].sort() } : { kind: 'none' };
+  }
+}
+
+function split(path: string): string[] {
+  return path.split('/').filter((s) => s !== '');
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new ApiError(400, ApiErrorCode.Invalid, `the path segment "${segment}" is not valid percent-encoding`);
+  }
+}
+
+function matchSegments(pattern: string[], path: string[]): RouteParams | undefined {
+  if (pattern.length !== path.length) return undefined;
+  const params: RouteParams = {};
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    const s = path[i]!;
+    if (p.startsWith(':')) {
+      if (s === '') return undefined;
+      params[p.slice(1)] = s;
+    } else if (p !== s) {
+      return undefined;
+    }
+  }
+  return params;
+}

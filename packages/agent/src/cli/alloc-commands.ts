@@ -1,0 +1,122 @@
+// `csiplug alloc status|logs`. Alloc ids may be shortened to any unique
+// prefix, as with Nomad.
+import type { ApiClient } from '../api';
+import { ApiError } from '../api';
+import type { AllocView } from '../service';
+import { UsageError } from './args';
+import { Command, isNotFound } from './command';
+import { formatKV, formatTable, formatTime } from './format';
+
+/** The alloc with this id, or the one alloc whose id starts with it. */
+export async function resolveAlloc(client: ApiClient, idOrPrefix: string): Promise<AllocView> {
+  try {
+    return await client.getAlloc(idOrPrefix);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    const matches = (await client.listAllocs()).filter((a) => a.id.startsWith(idOrPrefix));
+    if (matches.length === 1) return matches[0]!;
+    if (matches.length === 0) throw new ApiError(404, 'ENOT_FOUND', `no alloc with id or id prefix "${idOrPrefix}"`);
+    throw new ApiError(
+      400,
+      'EAMBIGUOUS',
+      `the prefix "${idOrPrefix}" matches ${matches.length} allocs (${matches.map((a) => a.id.slice(0, 8)).join(', ')}); give more of the id`,
+    );
+  }
+}
+
+const RECENT_EVENTS = 10;
+
+function describeTask(name: string, alloc: AllocView): string {
+  const t = alloc.tasks[name]!;
+  const kv = formatKV([
+    ['Started At', formatTime(t.startedAt)],
+    ['Finished At', formatTime(t.finishedAt)],
+    ['Restarts', String(t.restarts)],
+    ['Failed', String(t.failed)],
+    ...(t.exitCode !== undefined && t.exitCode !== null ? [['Exit Code', String(t.exitCode)] as const] : []),
+    ...(t.signal ? [['Signal', t.signal] as const] : []),
+  ]);
+  const recent = [...t.events].reverse().slice(0, RECENT_EVENTS);
+  const events = recent.length ? formatTable(['Time', 'Type', 'Description'], recent.map((e) => [formatTime(e.time), e.type, e.message])) : 'No events';
+  return `Task "${name}" is "${t.state}"\n${kv}\n\nRecent Events:\n${events}`;
+}
+
+const allocStatus: Command = {
+  name: 'alloc status',
+  usageArgs: 'ID',
+  synopsis: 'Show an allocation: its tasks, their recent events, and its volumes',
+  help: 'Shows the allocation ID (or a unique prefix of it): status, CSI volumes, and each task with its recent events.',
+  minArgs: 1,
+  maxArgs: 1,
+  api: true,
+  json: true,
+  async run(ctx) {
+    const alloc = await resolveAlloc(ctx.client(), ctx.args[0]!);
+    if (ctx.json) {
+      ctx.printJson(alloc);
+      return 0;
+    }
+    const sections: string[] = [
+      formatKV([
+        ['ID', alloc.id],
+        ['Name', alloc.name],
+        ['Job ID', alloc.jobId],
+        ['Task Group', alloc.group],
+        ['Client Status', alloc.clientStatus],
+        ['Desired Status', alloc.desiredStatus],
+        ['Created', formatTime(alloc.createdAt)],
+      ]),
+    ];
+    const volumes = Object.values(alloc.volumes ?? {});
+    if (volumes.length) {
+      sections.push(
+        `CSI Volumes:\n${formatTable(
+          ['Name', 'Volume ID', 'Plugin ID', 'Read Only', 'Host Path'],
+          volumes.map((v) => [v.name, v.volumeId, v.pluginId, String(v.readOnly), v.hostPath]),
+        )}`,
+      );
+    }
+    const tasks = Object.keys(alloc.tasks).sort();
+    for (const name of tasks) sections.push(describeTask(name, alloc));
+    if (tasks.length === 0) sections.push('No task states yet');
+    ctx.out(sections.join('\n\n'));
+    return 0;
+  },
+};
+
+const allocLogs: Command = {
+  name: 'alloc logs',
+  usageArgs: 'ID [TASK]',
+  synopsis: "Print a task's stdout (or stderr) log",
+  help: "Prints the log of TASK in allocation ID (or a unique prefix of it). TASK may be left out when the allocation has one task.",
+  minArgs: 1,
+  maxArgs: 2,
+  api: true,
+  json: true,
+  flags: [
+    { name: 'stderr', kind: 'bool', help: 'Print stderr instead of stdout.' },
+    { name: 'offset', kind: 'string', valueName: 'bytes', help: 'Start this many bytes into the log (default 0).' },
+  ],
+  async run(ctx) {
+    const client = ctx.client();
+    const offsetText = ctx.stringFlag('offset');
+    let offset = 0;
+    if (offsetText !== undefined) {
+      if (!/^\d+$/.test(offsetText)) throw new UsageError(`-offset must be a whole number of bytes (got "${offsetText}")`);
+      offset = Number(offsetText);
+    }
+    const alloc = await resolveAlloc(client, ctx.args[0]!);
+    let task = ctx.args[1];
+    if (task === undefined) {
+      const tasks = alloc.job.groups.find((g) => g.name === alloc.group)?.tasks.map((t) => t.name) ?? Object.keys(alloc.tasks);
+      if (tasks.length !== 1) throw new UsageError(`allocation ${alloc.id.slice(0, 8)} has ${tasks.length} tasks (${tasks.join(', ')}); name the TASK`);
+      task = tasks[0]!;
+    }
+    const logs = await client.allocLogs(alloc.id, task, { stream: ctx.flag('stderr') ? 'stderr' : 'stdout', offset });
+    if (ctx.json) ctx.printJson(logs);
+    else ctx.io.stdout.write(logs.data);
+    return 0;
+  },
+};
+
+export const ALLOC_COMMANDS: Command[] = [allocStatus, allocLogs];

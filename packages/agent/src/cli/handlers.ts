@@ -1,0 +1,69 @@
+// The commands that need a whole agent (`agent`, `demo`), wired in for
+// bin.ts: flags are read here, the work is done in ../commands.
+import { runAgentCommand } from '../commands/agent-command';
+import { runDemo } from '../commands/demo';
+import { parseArgs, UsageError, type FlagSpec } from './args';
+import type { CliHandlers, CliIo } from './io';
+
+const AGENT_FLAGS: FlagSpec[] = [
+  { name: 'config', kind: 'string', valueName: 'FILE', help: 'agent config file (HCL or JSON)' },
+  { name: 'dev', kind: 'bool', help: 'throwaway agent: temporary data dir, in-memory state, tasks stopped on exit' },
+  { name: 'stop-tasks-on-exit', kind: 'bool', help: 'stop every task when the agent exits (default: they keep running)' },
+  { name: 'data-dir', kind: 'string', valueName: 'DIR', help: 'overrides data_dir' },
+  { name: 'port', kind: 'string', valueName: 'PORT', help: 'overrides port' },
+];
+
+const DEMO_FLAGS: FlagSpec[] = [{ name: 'keep', kind: 'bool', help: 'keep the demo data dir afterwards' }];
+
+function usage(io: CliIo, line: string, flags: FlagSpec[]): void {
+  io.stdout.write(`${line}\n\n${flags.map((f) => `  -${f.name}${f.valueName ? ` ${f.valueName}` : ''}\n      ${f.help}`).join('\n')}\n`);
+}
+
+export function defaultHandlers(): CliHandlers {
+  return {
+    async agent(args, io) {
+      let parsed;
+      try {
+        parsed = parseArgs(args, AGENT_FLAGS);
+      } catch (err) {
+        if (!(err instanceof UsageError)) throw err;
+        io.stderr.write(`Error: ${err.message}\n`);
+        return 1;
+      }
+      if (parsed.help) {
+        usage(io, 'Usage: csiplug agent -config FILE | -dev [-stop-tasks-on-exit]', AGENT_FLAGS);
+        return 0;
+      }
+      const port = parsed.flags.get('port');
+      if (port !== undefined && !/^\d+$/.test(String(port))) {
+        io.stderr.write(`Error: -port must be a number, got "${String(port)}"\n`);
+        return 1;
+      }
+      return runAgentCommand(
+        {
+          configFile: parsed.flags.get('config') as string | undefined,
+          dev: parsed.flags.get('dev') === true,
+          stopTasksOnExit: parsed.flags.get('stop-tasks-on-exit') === true,
+          dataDir: parsed.flags.get('data-dir') as string | undefined,
+          port: port === undefined ? undefined : Number(port),
+        },
+        io,
+      );
+    },
+    async demo(args, io) {
+      let parsed;
+      try {
+        parsed = parseArgs(args, DEMO_FLAGS);
+      } catch (err) {
+        if (!(err instanceof UsageError)) throw err;
+        io.stderr.write(`Error: ${err.message}\n`);
+        return 1;
+      }
+      if (parsed.help) {
+        usage(io, 'Usage: csiplug demo [-keep]', DEMO_FLAGS);
+        return 0;
+      }
+      return runDemo({ keep: parsed.flags.get('keep') === true }, io);
+    },
+  };
+}

@@ -1,0 +1,451 @@
+// The CLI end to end in-process: main() against a real HttpApi over the
+// in-memory FakeAgentService, through ApiClient.
+import { MemoryLogger } from '@csiplug/core';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Readable } from 'stream';
+import { FakeAgentService, HttpApi, fakeUuid } from '../api';
+import type { CliHandlers, CliIo } from './io';
+import { main } from './main';
+
+const EXAMPLES = path.resolve(__dirname, '../../../../examples');
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const JOB_JSON = {
+  job: {
+    web: {
+      group: {
+        app: {
+          count: 2,
+          volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
+          task: {
+            main: { driver: 'exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: { volume: 'data', destination: 'data' } },
+            side: { driver: 'exec', config: { command: '/bin/true' } },
+          },
+        },
+      },
+    },
+  },
+};
+
+const VOLUME_HCL = `
+id          = "vol1"
+type        = "csi"
+plugin_id   = "hostpath"
+external_id = "ext-1"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+`;
+
+describe('csiplug CLI', () => {
+  let fake: FakeAgentService;
+  let api: HttpApi;
+  let url: string;
+  let dir: string;
+
+  beforeEach(async () => {
+    fake = new FakeAgentService();
+    api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger() });
+    const { address, port } = await api.listen();
+    url = `http://${address}:${port}`;
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-cli-'));
+    fs.writeFileSync(path.join(dir, 'web.json'), JSON.stringify(JOB_JSON));
+    fs.writeFileSync(path.join(dir, 'vol.hcl'), VOLUME_HCL);
+  });
+
+  afterEach(async () => {
+    await api.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function cli(argv: string[], options: { env?: Record<string, string>; stdin?: string; handlers?: CliHandlers; noAddress?: boolean } = {}): Promise<Result> {
+    let stdout = '';
+    let stderr = '';
+    const io: CliIo = {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+      env: options.env ?? (options.noAddress ? {} : { CSIPLUG_ADDR: url }),
+      cwd: dir,
+      ...(options.stdin !== undefined ? { stdin: Readable.from([Buffer.from(options.stdin)]) } : {}),
+    };
+    const code = await main(argv, io, options.handlers);
+    return { code, stdout, stderr };
+  }
+
+  describe('help and usage', () => {
+    it('prints the top usage for -h, --help and help, and exits 1 without a command', async () => {
+      for (const h of ['-h', '--help', 'help']) {
+        const r = await cli([h]);
+        expect(r.code).toBe(0);
+        expect(r.stdout).toMatch(/^Usage: csiplug/);
+        expect(r.stdout).toMatch(/job\s+Run, stop and inspect jobs/);
+        expect(r.stdout).toMatch(/volume\s+Register/);
+      }
+      const r = await cli([]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Usage: csiplug/);
+    });
+
+    it('prints a group usage for `job -h`, and exits 1 for `job` alone', async () => {
+      const r = await cli(['job', '-h']);
+      expect(r.code).toBe(0);
+      for (const sub of ['run', 'stop', 'status', 'validate']) expect(r.stdout).toMatch(new RegExp(`\\n    ${sub}\\s`));
+      expect((await cli(['job'])).code).toBe(1);
+      expect((await cli(['help', 'volume'])).stdout).toMatch(/deregister/);
+    });
+
+    it('prints a command usage with its options for -h and --help', async () => {
+      const r = await cli(['job', 'run', '--help']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^Usage: csiplug job run \[options\] FILE/);
+      expect(r.stdout).toMatch(/-address=<addr>/);
+      expect(r.stdout).toMatch(/Overrides the CSIPLUG_TOKEN\s+environment variable/);
+      expect(r.stdout).toMatch(/Default = http:\/\/127\.0\.0\.1:4747/);
+      expect(r.stdout).toMatch(/-json/);
+      expect((await cli(['volume', 'deregister', '-h'])).stdout).toMatch(/-force/);
+    });
+
+    it('exits 1 with usage for unknown commands, unknown flags and wrong argument counts', async () => {
+      let r = await cli(['bogus']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: unknown command "bogus"/);
+      r = await cli(['job', 'bogus']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/unknown command "job bogus"/);
+      r = await cli(['job', 'status', '-nope']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: flag provided but not defined: -nope\n\nUsage: csiplug job status \[options\] \[ID\]/);
+      r = await cli(['job', 'run']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/takes 1 argument \(FILE\), got 0/);
+      r = await cli(['alloc', 'logs', 'a', 'b', 'c']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/takes 1 to 2 arguments/);
+      expect(r.stdout).toBe('');
+    });
+
+    it('prints the version', async () => {
+      const r = await cli(['version']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^csiplug v\d+\.\d+\.\d+/);
+    });
+  });
+
+  describe('agent and demo', () => {
+    it('say they are unavailable without handlers', async () => {
+      for (const c of ['agent', 'demo']) {
+        const r = await cli([c, '-dev']);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`"csiplug ${c}" is not available`));
+      }
+    });
+
+    it('hand their raw arguments to the handlers and return their exit code', async () => {
+      const seen: string[][] = [];
+      const handlers: CliHandlers = {
+        agent: async (args) => (seen.push(['agent', ...args]), 0),
+        demo: async (args, io) => (seen.push(['demo', ...args]), io.stdout.write('demo ran\n'), 3),
+      };
+      expect((await cli(['agent', '-config', 'a.hcl', '--dev'], { handlers })).code).toBe(0);
+      const r = await cli(['demo', 'x'], { handlers });
+      expect(r.code).toBe(3);
+      expect(r.stdout).toBe('demo ran\n');
+      expect(seen).toEqual([
+        ['agent', '-config', 'a.hcl', '--dev'],
+        ['demo', 'x'],
+      ]);
+    });
+  });
+
+  describe('address and token', () => {
+    it('uses -address over CSIPLUG_ADDR, and either works', async () => {
+      expect((await cli(['job', 'status'])).code).toBe(0);
+      expect((await cli(['job', 'status', '-address', url], { env: { CSIPLUG_ADDR: 'http://127.0.0.1:1' } })).code).toBe(0);
+      expect((await cli(['job', 'status', `--address=${url.replace('http://', '')}`], { env: {} })).code).toBe(0);
+    });
+
+    it('fails with exit 1 when the agent cannot be reached', async () => {
+      const r = await cli(['job', 'status', '-address', 'http://127.0.0.1:1']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: cannot reach the csiplug agent at http:\/\/127\.0\.0\.1:1/);
+    });
+
+    it('refuses an address that is not http', async () => {
+      const r = await cli(['job', 'status', '-address', 'https://x:1']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/must use http:\/\//);
+    });
+
+    it('sends -token or CSIPLUG_TOKEN to an agent with ACLs', async () => {
+      const secured = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, aclToken: 'tok', logger: new MemoryLogger() });
+      const { port } = await secured.listen();
+      const addr = `http://127.0.0.1:${port}`;
+      try {
+        let r = await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr } });
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(/^Error: this agent requires an ACL token/);
+        r = await cli(['plugin', 'status', '-token', 'nope'], { env: { CSIPLUG_ADDR: addr } });
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(/not valid/);
+        expect((await cli(['plugin', 'status', '-token=tok'], { env: { CSIPLUG_ADDR: addr } })).code).toBe(0);
+        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status', '--token', 'tok'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'bad' } })).code).toBe(0);
+      } finally {
+        await secured.close();
+      }
+    });
+  });
+
+  describe('job', () => {
+    it('job run FILE posts the parsed job and prints the alloc ids', async () => {
+      const r = await cli(['job', 'run', 'web.json']);
+      expect(r.code).toBe(0);
+      const ids = [fakeUuid(1), fakeUuid(2)];
+      expect(r.stdout).toBe(`==> Job "web" registered\n    Allocation "${ids[0]}" created\n    Allocation "${ids[1]}" created\n`);
+      expect(fake.jobs.get('web')!.job.groups[0]!.tasks.map((t) => t.name)).toEqual(['main', 'side']);
+      const again = await cli(['job', 'run', '-json', 'web.json']);
+      expect(JSON.parse(again.stdout)).toEqual({ jobId: 'web', allocIds: [fakeUuid(3), fakeUuid(4)], replaced: true });
+    });
+
+    it('job run takes HCL, and - for stdin', async () => {
+      const hcl = fs.readFileSync(path.join(EXAMPLES, 'workload.nomad.hcl'), 'utf8');
+      const r = await cli(['job', 'run', '-'], { stdin: hcl });
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/Job "workload" registered/);
+      const r2 = await cli(['job', 'run', path.join(EXAMPLES, 'hostpath-plugin.nomad.hcl')]);
+      expect(r2.code).toBe(0);
+      expect([...fake.jobs.keys()].sort()).toEqual(['hostpath-plugin', 'workload']);
+    });
+
+    it('job run refuses a bad file locally and posts nothing', async () => {
+      fs.writeFileSync(path.join(dir, 'bad.json'), JSON.stringify({ job: { web: { group: { app: { count: 0, task: {} } } } } }));
+      let r = await cli(['job', 'run', 'bad.json']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: bad\.json: .*count/);
+      r = await cli(['job', 'run', 'missing.hcl']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/cannot read missing\.hcl: no such file/);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('job validate checks a file without the agent', async () => {
+      const r = await cli(['job', 'validate', 'web.json'], { env: { CSIPLUG_ADDR: 'http://127.0.0.1:1' } });
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('Job validation successful: job "web" with 1 group(s)\n');
+      expect((await cli(['job', 'validate', '-address', url, 'web.json'])).code).toBe(1);
+    });
+
+    it('job status lists jobs as a table, or as JSON', async () => {
+      expect((await cli(['job', 'status'])).stdout).toBe('No jobs\n');
+      await cli(['job', 'run', 'web.json']);
+      const r = await cli(['job', 'status']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('ID   Name  Status   Groups  Running/Total\nweb  web   running  1       2/2\n');
+      const j = await cli(['job', 'status', '-json']);
+      expect(JSON.parse(j.stdout).map((x: { id: string }) => x.id)).toEqual(['web']);
+    });
+
+    it('job status ID shows the job and its allocations', async () => {
+      await cli(['job', 'run', 'web.json']);
+      const [a1, a2] = [fakeUuid(1), fakeUuid(2)];
+      const r = await cli(['job', 'status', 'web']);
+      expect(r.stdout).toBe(
+        [
+          'ID     = web',
+          'Name   = web',
+          'Status = running',
+          'Groups = app (count 2)',
+          '',
+          'Allocations',
+          'ID        Name        Group  Desired  Status',
+          `${a1.slice(0, 8)}  web.app[0]  app    run      running`,
+          `${a2.slice(0, 8)}  web.app[1]  app    run      running`,
+          '',
+        ].join('\n'),
+      );
+      expect((await cli(['job', 'status', '-verbose', 'web'])).stdout).toContain(a1);
+      expect(JSON.parse((await cli(['job', 'status', 'web', '--json'])).stdout).allocs).toHaveLength(2);
+    });
+
+    it('job status of an unknown job fails with the API message', async () => {
+      const r = await cli(['job', 'status', 'ghost']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe('Error: job "ghost" not found\n');
+    });
+
+    it('job stop ID stops; -purge purges', async () => {
+      await cli(['job', 'run', 'web.json']);
+      let r = await cli(['job', 'stop', 'web']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('==> Job "web" stopped (2 allocations)\n');
+      r = await cli(['job', 'stop', 'web', '--purge', '-json']);
+      expect(JSON.parse(r.stdout).status).toBe('dead');
+      expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
+      expect((await cli(['job', 'stop', 'web'])).code).toBe(1);
+    });
+  });
+
+  describe('alloc', () => {
+    beforeEach(async () => {
+      await cli(['volume', 'register', 'vol.hcl']);
+      await cli(['job', 'run', 'web.json']);
+    });
+
+    it('alloc status shows tasks, recent events and volumes; a prefix will do', async () => {
+      const id = fakeUuid(1);
+      const r = await cli(['alloc', 'status', id.slice(0, 6)]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`ID             = ${id}\n`);
+      expect(r.stdout).toContain('Client Status  = running\n');
+      expect(r.stdout).toMatch(/CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Host Path\ndata\s+vol1\s+hostpath\s+false\s+\/var\/lib/);
+      expect(r.stdout).toContain('Task "main" is "running"');
+      expect(r.stdout).toContain('Task "side" is "running"');
+      expect(r.stdout).toMatch(/Recent Events:\nTime\s+Type\s+Description\n2026-01-01T00:00:00Z\s+Started\s+Task started by client\n2026-01-01T00:00:00Z\s+Received/);
+      const j = await cli(['alloc', 'status', '-json', id]);
+      expect(JSON.parse(j.stdout).id).toBe(id);
+    });
+
+    it('alloc status refuses an unknown id and an ambiguous prefix', async () => {
+      let r = await cli(['alloc', 'status', 'zzzz']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe('Error: no alloc with id or id prefix "zzzz"\n');
+      // Enough allocs that two share a first hex digit.
+      await cli(['job', 'run', 'web.json']);
+      for (let i = 0; i < 8; i++) {
+        fs.writeFileSync(path.join(dir, `j${i}.json`), JSON.stringify({ job: { [`j${i}`]: JOB_JSON.job.web } }).replace(/"source":"vol1"/, '"source":"none"'));
+        await cli(['job', 'run', `j${i}.json`]);
+      }
+      const ids = [...fake.allocs.keys()];
+      const prefix = ids.map((i) => i[0]!).find((c, i, all) => all.indexOf(c) !== i)!;
+      r = await cli(['alloc', 'status', prefix]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^Error: the prefix "${prefix}" matches \\d+ allocs`));
+    });
+
+    it('alloc logs ID TASK prints stdout, or stderr with -stderr', async () => {
+      const id = fakeUuid(1);
+      fake.logs.set(`${id}/main/stdout`, 'out line\n');
+      fake.logs.set(`${id}/main/stderr`, 'err line\n');
+      expect(await cli(['alloc', 'logs', id, 'main'])).toEqual({ code: 0, stdout: 'out line\n', stderr: '' });
+      expect((await cli(['alloc', 'logs', id, 'main', '-stderr'])).stdout).toBe('err line\n');
+      expect((await cli(['alloc', 'logs', '--stderr', id.slice(0, 8), 'main'])).stdout).toBe('err line\n');
+      expect((await cli(['alloc', 'logs', '-offset=4', id, 'main'])).stdout).toBe('line\n');
+      expect(JSON.parse((await cli(['alloc', 'logs', '-json', id, 'main'])).stdout)).toMatchObject({ task: 'main', stream: 'stdout', data: 'out line\n' });
+    });
+
+    it('alloc logs needs TASK when the alloc has several, and names them', async () => {
+      const r = await cli(['alloc', 'logs', fakeUuid(1)]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/has 2 tasks \(main, side\); name the TASK/);
+      const unknown = await cli(['alloc', 'logs', fakeUuid(1), 'nope']);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/no task "nope"/);
+      expect((await cli(['alloc', 'logs', '-offset', 'x', fakeUuid(1), 'main'])).stderr).toMatch(/-offset must be a whole number/);
+    });
+  });
+
+  describe('plugin', () => {
+    beforeEach(() => {
+      fake.addPlugin({
+        id: 'hostpath',
+        provider: 'hostpath.csi.k8s.io',
+        controllerRequired: true,
+        controllersHealthy: 1,
+        controllersExpected: 1,
+        node: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { nodeId: 'n1', maxVolumes: 0, topology: { zone: 'a' } } },
+        controller: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { supportsCreateDelete: true } },
+        allocs: [fakeUuid(9)],
+      });
+      fake.addPlugin({ id: 'nfs', provider: undefined, nodesHealthy: 0, nodesExpected: 2 });
+    });
+
+    it('plugin status lists healthy/expected counts', async () => {
+      const r = await cli(['plugin', 'status']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(
+        [
+          'ID        Provider             Controllers Healthy/Expected  Nodes Healthy/Expected',
+          'hostpath  hostpath.csi.k8s.io  1/1                           1/1',
+          'nfs       <none>               0/0                           0/2',
+          '',
+        ].join('\n'),
+      );
+      expect(JSON.parse((await cli(['plugin', 'status', '-json'])).stdout)).toHaveLength(2);
+    });
+
+    it('plugin status ID shows node and controller details', async () => {
+      const r = await cli(['plugin', 'status', 'hostpath']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain('Controllers Healthy  = 1\n');
+      expect(r.stdout).toContain('Nodes Expected       = 1\n');
+      expect(r.stdout).toMatch(/Controller\nHealthy\s+= true\nAlloc ID\s+= [0-9a-f]{8}\n/);
+      expect(r.stdout).toContain('supportsCreateDelete = true');
+      expect(r.stdout).toMatch(/Node\nHealthy\s+= true/);
+      expect(r.stdout).toContain('topology    = {"zone":"a"}');
+      expect(r.stdout).toContain(`Allocations\nID\n${fakeUuid(9).slice(0, 8)}\n`);
+      const none = await cli(['plugin', 'status', 'nfs']);
+      expect(none.stdout).toContain('Node\nNone');
+      expect(none.stdout).not.toContain('Controller\n');
+      expect((await cli(['plugin', 'status', 'ghost'])).stderr).toBe('Error: plugin "ghost" not found\n');
+    });
+  });
+
+  describe('volume', () => {
+    it('volume register FILE, status, deregister', async () => {
+      let r = await cli(['volume', 'register', 'vol.hcl']);
+      expect(r).toEqual({ code: 0, stdout: 'Volume "vol1" registered (external id ext-1)\n', stderr: '' });
+      r = await cli(['volume', 'status']);
+      expect(r.stdout).toBe('ID    Name  Plugin ID  Schedulable  Access Mode         Claims\nvol1  vol1  hostpath   true         single-node-writer  0\n');
+      r = await cli(['volume', 'status', 'vol1']);
+      expect(r.stdout).toContain('External ID   = ext-1\n');
+      expect(r.stdout).toContain('Capabilities  = single-node-writer/file-system\n');
+      expect(r.stdout).toContain('Claims\nNo claims\n');
+      r = await cli(['volume', 'deregister', 'vol1']);
+      expect(r.stdout).toBe('Successfully deregistered volume "vol1"\n');
+      expect((await cli(['volume', 'status'])).stdout).toBe('No CSI volumes\n');
+    });
+
+    it('volume create FILE creates through the plugin', async () => {
+      const r = await cli(['volume', 'create', path.join(EXAMPLES, 'volume.hcl')]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('Created external volume ext-vol-demo with ID vol-demo\n');
+      const s = await cli(['volume', 'status', 'vol-demo']);
+      expect(s.stdout).toContain('Capacity      = 10MiB\n');
+      const j = JSON.parse((await cli(['volume', 'status', '-json', 'vol-demo'])).stdout);
+      expect(j).toMatchObject({ id: 'vol-demo', pluginId: 'hostpath', capacityBytes: 10 * 1024 * 1024 });
+      expect(JSON.parse((await cli(['volume', 'delete', '-json', 'vol-demo'])).stdout)).toEqual({ id: 'vol-demo' });
+      expect(fake.calls).toEqual(['createVolume vol-demo', 'deleteVolume vol-demo']);
+    });
+
+    it('volume status shows claims; deregister refuses a claimed volume unless -force', async () => {
+      await cli(['volume', 'register', 'vol.hcl']);
+      await cli(['job', 'run', 'web.json']);
+      const s = await cli(['volume', 'status', 'vol1']);
+      expect(s.stdout).toMatch(new RegExp(`Claims\\nAlloc ID\\s+Mode\\s+Access Mode\\s+Attachment Mode\\s+Since\\n${fakeUuid(1).slice(0, 8)}\\s+write\\s+single-node-writer`));
+      let r = await cli(['volume', 'deregister', 'vol1']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: volume "vol1" is claimed/);
+      r = await cli(['volume', 'delete', 'vol1']);
+      expect(r.code).toBe(1);
+      r = await cli(['volume', 'deregister', 'vol1', '-force']);
+      expect(r.code).toBe(0);
+      expect(fake.volumes.size).toBe(0);
+    });
+
+    it('volume register refuses a bad spec locally', async () => {
+      fs.writeFileSync(path.join(dir, 'bad.hcl'), 'id = "v"\nplugin_id = "p"\ntype = "csi"\n');
+      const r = await cli(['volume', 'register', 'bad.hcl']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: bad\.hcl: .*capability is required/);
+      expect(fake.calls).toEqual([]);
+    });
+  });
+});

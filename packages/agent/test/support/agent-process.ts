@@ -1,0 +1,198 @@
+// End-to-end test support: a real `csiplug agent` process (the built CLI)
+// on a temp data dir, an API client for it, and checks on mounts and
+// processes. Everything a test starts is killed and unmounted by cleanup().
+import { ChildProcess, execFileSync, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as net from 'net';
+import * as os from 'os';
+import * as path from 'path';
+import { ApiClient } from '../../src/api';
+import { executorPaths, type ExecutorPidRecord } from '../../src/driver/executor-protocol';
+
+export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cli', 'bin.js');
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export function mountsUnder(dir: string): string[] {
+  return fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((m): m is string => !!m && (m === dir || m.startsWith(dir + '/')));
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `fn` (an API read) until it returns a value; bounded. */
+export async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export class AgentHarness {
+  readonly root: string;
+  readonly dataDir: string;
+  readonly configFile: string;
+  port = 0;
+  api!: ApiClient;
+  proc: ChildProcess | undefined;
+  private output = '';
+
+  constructor(private readonly extraConfig = '') {
+    this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
+    this.dataDir = path.join(this.root, 'data');
+    this.configFile = path.join(this.root, 'agent.hcl');
+  }
+
+  get log(): string {
+    return this.output;
+  }
+
+  async start(token?: string): Promise<void> {
+    if (!this.port) this.port = await freePort();
+    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\n${this.extraConfig}\n`);
+    this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
+    const proc = spawn(process.execPath, [BIN, 'agent', '-config', this.configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    proc.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+    await until('the agent API', async () => {
+      if (proc.exitCode !== null) throw new Error(`agent exited ${proc.exitCode}:\n${this.output}`);
+      return (await this.api.health()).ok ? true : undefined;
+    }, 30_000);
+  }
+
+  /** Kills the agent process (SIGKILL: no cleanup at all) and waits for it to be gone. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill(signal);
+    await exited;
+  }
+
+  taskPid(allocId: string, task: string): number {
+    const record = JSON.parse(fs.readFileSync(executorPaths(path.join(this.dataDir, 'allocs', allocId, task)).pid, 'utf8')) as ExecutorPidRecord;
+    return record.pid;
+  }
+
+  /** Stops every job through the API (unmounting), then the agent; kills and unmounts what is left. */
+  async cleanup(): Promise<{ leftMounts: string[] }> {
+    try {
+      if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) {
+        const jobs = await this.api.listJobs().catch(() => []);
+        const workloads = jobs.filter((j) => !j.id.includes('plugin'));
+        await Promise.all(workloads.map((j) => this.api.stopJob(j.id).catch(() => undefined)));
+        await Promise.all(jobs.filter((j) => j.id.includes('plugin')).map((j) => this.api.stopJob(j.id).catch(() => undefined)));
+        await this.kill('SIGTERM');
+      }
+    } finally {
+      await this.kill('SIGKILL');
+    }
+    const leftMounts = mountsUnder(this.root);
+    for (const m of [...leftMounts].reverse()) {
+      try {
+        execFileSync('umount', ['-l', m]);
+      } catch {
+        // already gone
+      }
+    }
+    // Any task process still under our data dir (executors and tasks) goes too.
+    try {
+      const out = execFileSync('pgrep', ['-f', this.root]).toString().trim();
+      for (const pid of out.split('\n').filter(Boolean).map(Number)) if (pid !== process.pid) process.kill(pid, 'SIGKILL');
+    } catch {
+      // none
+    }
+    fs.rmSync(this.root, { recursive: true, force: true });
+    return { leftMounts };
+  }
+}
+
+export const PLUGIN_JOB = `
+job "hostpath-plugin" {
+  group "plugin" {
+    task "plugin" {
+      driver = "exec"
+      config {
+        command = "node"
+        args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
+                "--state-dir", "\${CSIPLUG_TASK_DIR}/state", "--mode", "monolith", "--log-level", "warn"]
+      }
+      csi_plugin {
+        id   = "hostpath"
+        type = "monolith"
+      }
+      restart {
+        attempts = 3
+        interval = "10m"
+        delay    = "100ms"
+        mode     = "fail"
+      }
+      kill_signal = "SIGINT"
+    }
+  }
+}`;
+
+export function workloadJob(id: string, volumeId: string): string {
+  return `
+job "${id}" {
+  group "app" {
+    volume "data" {
+      type            = "csi"
+      source          = "${volumeId}"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+    }
+    task "writer" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo \\"$CSIPLUG_ALLOC_ID\\" > \\"$CSIPLUG_VOLUME_DATA/owner.txt\\" && exec sleep 3600"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "data"
+      }
+    }
+  }
+}`;
+}
+
+export function volumeSpec(id: string): string {
+  return `
+id        = "${id}"
+name      = "${id}"
+type      = "csi"
+plugin_id = "hostpath"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}`;
+}
