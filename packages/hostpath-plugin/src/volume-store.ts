@@ -23,6 +23,9 @@ export class VolumeStore {
   readonly file: string;
   readonly volumesDir: string;
 
+  private queue: Promise<unknown> = Promise.resolve();
+  private writes = 0;
+
   constructor(readonly stateDir: string) {
     this.file = path.join(stateDir, 'volumes.json');
     this.volumesDir = path.join(stateDir, 'volumes');
@@ -54,18 +57,27 @@ export class VolumeStore {
     return (await this.list()).find((v) => v.name === name);
   }
 
-  async put(record: VolumeRecord): Promise<void> {
-    const volumes = (await this.list()).filter((v) => v.id !== record.id);
-    volumes.push(record);
-    await this.write(volumes);
+  put(record: VolumeRecord): Promise<void> {
+    return this.mutate((volumes) => [...volumes.filter((v) => v.id !== record.id), record]);
   }
 
-  async remove(id: string): Promise<void> {
-    await this.write((await this.list()).filter((v) => v.id !== id));
+  remove(id: string): Promise<void> {
+    return this.mutate((volumes) => volumes.filter((v) => v.id !== id));
+  }
+
+  /**
+   * Read, change, write — one change at a time: concurrent calls (e.g. many
+   * CreateVolume for different names) would otherwise each read the old
+   * list and the last write would drop the others' volumes.
+   */
+  private mutate(change: (volumes: VolumeRecord[]) => VolumeRecord[]): Promise<void> {
+    const next = this.queue.then(async () => this.write(change(await this.list())));
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
   private async write(volumes: VolumeRecord[]): Promise<void> {
-    const tmp = `${this.file}.${process.pid}.tmp`;
+    const tmp = `${this.file}.${process.pid}.${++this.writes}.tmp`;
     const body = JSON.stringify({ version: 1, volumes } satisfies StoreFile, null, 2) + '\n';
     const fh = await fs.open(tmp, 'w', 0o600);
     try {
