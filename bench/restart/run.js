@@ -9,10 +9,10 @@ require('reflect-metadata');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const net = require('net');
 const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
-const { ApiClient, parseJobspec, jobToDocument, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/agent');
+const { ApiClient, freePort, parseJobspec, jobToDocument, parseVolumeSpec, pollUntil, volumeSpecToDocument } = require('@csiplug/agent');
+const until = (what, fn, timeoutMs = 300_000, every = 20) => pollUntil(what, fn, timeoutMs, every);
 const BIN = path.join(agentPkg, 'dist', 'cli', 'bin.js');
 
 const arg = (name, dflt) => {
@@ -60,28 +60,7 @@ job "work-${i}" {
 }`;
 const volume = (i) => `id = "vol-${i}"\nname = "vol-${i}"\ntype = "csi"\nplugin_id = "hostpath"\ncapability {\n  access_mode = "single-node-writer"\n  attachment_mode = "file-system"\n}\n`;
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
-async function until(what, fn, timeoutMs = 300_000, every = 20) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, every));
-  }
-}
 
 class Agent {
   constructor() {

@@ -9,3 +9,4 @@ export * from './model';
 export * from './service';
 export * from './spec';
 export * from './volumes';
+export { freePort, isAlive, mountsUnder, pollUntil } from './commands/host';

@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, PLUGIN_JOB, alive, mountsUnder, until, volumeSpec, workloadJob } from './support/agent-process';
+import { AgentHarness, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);
 
@@ -14,7 +14,7 @@ const RESTARTS = 10;
 
 async function runPlugin(h: AgentHarness): Promise<void> {
   await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
-  await until('plugin hostpath healthy', async () => {
+  await pollUntil('plugin hostpath healthy', async () => {
     const p = await h.api.getPlugin('hostpath').catch(() => undefined);
     return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
   });
@@ -43,7 +43,7 @@ describe('agent restart survival (kill -9)', () => {
     await h.start();
     await runPlugin(h);
     const allocIds = await Promise.all(Array.from({ length: WORKLOADS }, (_, i) => runWorkload(h, i)));
-    const before = await until('every workload running with its file written', async () => {
+    const before = await pollUntil('every workload running with its file written', async () => {
       const allocs = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
       if (allocs.some((a) => a.clientStatus === 'failed')) throw new Error(`a workload failed: ${JSON.stringify(allocs.find((a) => a.clientStatus === 'failed'))}`);
       const ready = allocs.every((a) => a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt')));
@@ -57,9 +57,9 @@ describe('agent restart survival (kill -9)', () => {
     for (let round = 1; round <= RESTARTS; round++) {
       await h.kill('SIGKILL');
       // while no agent runs, nothing is lost
-      for (const id of allocIds) expect(alive(pids.get(id)!)).toBe(true);
+      for (const id of allocIds) expect(isAlive(pids.get(id)!)).toBe(true);
       await h.start();
-      const allocs = await until(`round ${round}: plugin back and every alloc running`, async () => {
+      const allocs = await pollUntil(`round ${round}: plugin back and every alloc running`, async () => {
         const p = await h.api.getPlugin('hostpath').catch(() => undefined);
         if (!p || p.nodesHealthy !== 1) return undefined;
         const list = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
@@ -68,7 +68,7 @@ describe('agent restart survival (kill -9)', () => {
       for (const a of allocs) {
         expect(a.tasks.writer!.restarts).toBe(0);
         expect(a.tasks.writer!.events.filter((e) => e.type === 'Killed' || e.type === 'Terminated' || e.type === 'Setup Failure')).toEqual([]);
-        expect(alive(pids.get(a.id)!)).toBe(true);
+        expect(isAlive(pids.get(a.id)!)).toBe(true);
         expect(h.taskPid(a.id, 'writer')).toBe(pids.get(a.id));
         expect(a.volumes.data!.hostPath).toBe(paths.get(a.id));
         expect(mountsUnder(paths.get(a.id)!)).toEqual([paths.get(a.id)]);
@@ -81,14 +81,14 @@ describe('agent restart survival (kill -9)', () => {
     await h.api.stopJob('work-0');
     expect(mountsUnder(paths.get(allocIds[0]!)!)).toEqual([]);
     expect((await h.api.getVolume('vol-0')).claims).toEqual([]);
-    expect(alive(pids.get(allocIds[0]!)!)).toBe(false);
+    expect(isAlive(pids.get(allocIds[0]!)!)).toBe(false);
   });
 
   it('a plugin that restarts under running workloads: workloads keep running and unmount cleanly through the new plugin', async () => {
     await h.start();
     await runPlugin(h);
     const allocId = await runWorkload(h, 0);
-    const alloc = await until('the workload running', async () => {
+    const alloc = await pollUntil('the workload running', async () => {
       const a = await h.api.getAlloc(allocId);
       return a.clientStatus === 'running' && a.volumes.data ? a : undefined;
     });
@@ -97,12 +97,12 @@ describe('agent restart survival (kill -9)', () => {
     const pluginAlloc = plugin.allocs[0]!;
     const oldPluginPid = h.taskPid(pluginAlloc, 'plugin');
     process.kill(oldPluginPid, 'SIGKILL');
-    await until('the plugin restarted and healthy again', async () => {
+    await pollUntil('the plugin restarted and healthy again', async () => {
       const a = await h.api.getAlloc(pluginAlloc);
       const p = await h.api.getPlugin('hostpath');
       return a.tasks.plugin!.restarts >= 1 && p.nodesHealthy === 1 && h.taskPid(pluginAlloc, 'plugin') !== oldPluginPid ? true : undefined;
     });
-    expect(alive(pid)).toBe(true);
+    expect(isAlive(pid)).toBe(true);
     expect(mountsUnder(alloc.volumes.data!.hostPath)).toHaveLength(1);
     await h.api.stopJob('work-0');
     expect(mountsUnder(h.dataDir)).toEqual([]);

@@ -7,13 +7,13 @@
 import { errorMessage } from '@csiplug/core';
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiClient } from '../api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../spec';
 import { executorPaths, type ExecutorPidRecord } from '../driver/executor-protocol';
 import type { CommandIO } from './agent-command';
+import { freePort, isAlive, mountsUnder, pollUntil } from './host';
 
 const PLUGIN_JOB = `
 job "hostpath-plugin" {
@@ -77,33 +77,8 @@ export interface DemoOptions {
   stepTimeout?: number;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
-function mountsUnder(dir: string): string[] {
-  const text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
-  return text
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((m): m is string => !!m && (m === dir || m.startsWith(dir + '/')));
-}
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 export async function runDemo(options: DemoOptions, io: CommandIO): Promise<number> {
   const say = (line: string) => io.stdout.write(`${line}\n`);
@@ -136,20 +111,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
     }
   };
 
-  const until = async <T>(what: string, fn: () => Promise<T | undefined>): Promise<T> => {
-    const deadline = Date.now() + stepTimeout;
-    let last: unknown;
-    for (;;) {
-      try {
-        const v = await fn();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${errorMessage(last)}` : ''}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
+  const until = <T>(what: string, fn: () => Promise<T | undefined>): Promise<T> => pollUntil(what, fn, stepTimeout, 100);
 
   const startAgent = async () => {
     const log = fs.openSync(path.join(dataDir, 'agent.log'), 'a');
@@ -210,7 +172,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
     await show('alloc status', `${before.name}  ${before.clientStatus}  task writer pid ${taskPid}  volume data at ${hostPath}\n    hello.txt: ${content.trim()}`);
 
     await run('kill the agent with SIGKILL', () => stopAgent('SIGKILL'));
-    say(`    workload pid ${taskPid} alive: ${alive(taskPid)}; volume mounted: ${mountsUnder(hostPath).length > 0}`);
+    say(`    workload pid ${taskPid} alive: ${isAlive(taskPid)}; volume mounted: ${mountsUnder(hostPath).length > 0}`);
     await run('start the agent again on the same data dir', startAgent);
     const after = await run('wait for the restore: plugin re-registered, workload re-attached', () =>
       until('the restore', async () => {
@@ -220,7 +182,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
       }),
     );
     const checks: [string, boolean][] = [
-      ['workload process kept running (same pid)', alive(taskPid)],
+      ['workload process kept running (same pid)', isAlive(taskPid)],
       ['no task restarts', after.a.tasks.writer?.restarts === 0],
       ['volume still mounted at the same path', after.a.volumes.data!.hostPath === hostPath && mountsUnder(hostPath).length > 0],
       ['file intact', fs.readFileSync(path.join(hostPath, 'hello.txt'), 'utf8') === content],

@@ -26,7 +26,7 @@ export interface ExecDriverOptions {
   nodePath?: string;
   /** ms start() waits for the executor to report the running task (default 10 s). */
   startTimeout?: number;
-  /** ms between safety checks of the task and executor pids while waiting (default 1 s). */
+  /** ms between safety checks of the task and executor pids while waiting (default 5 s). */
   pollInterval?: number;
   /** ms recover() waits for a live executor to record the exit of a task that is gone (default 5 s). */
   exitGrace?: number;
@@ -47,7 +47,10 @@ interface WatchOptions {
 
 const DEFAULTS = {
   startTimeout: 10_000,
-  pollInterval: 1_000,
+  // Only a safety net: file events report exits at once; the poll catches an
+  // executor killed before it could write its record. Kept slow so an agent
+  // with many tasks stays idle when nothing happens.
+  pollInterval: 5_000,
   exitGrace: 5_000,
 };
 

@@ -3,57 +3,15 @@
 // processes. Everything a test starts is killed and unmounted by cleanup().
 import { ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiClient } from '../../src/api';
+import { freePort, isAlive, mountsUnder, pollUntil } from '../../src/commands/host';
 import { executorPaths, type ExecutorPidRecord } from '../../src/driver/executor-protocol';
 
+export { freePort, isAlive, mountsUnder, pollUntil };
+
 export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cli', 'bin.js');
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-export function mountsUnder(dir: string): string[] {
-  return fs
-    .readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((m): m is string => !!m && (m === dir || m.startsWith(dir + '/')));
-}
-
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Polls `fn` (an API read) until it returns a value; bounded. */
-export async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 export class AgentHarness {
   readonly root: string;
@@ -82,7 +40,7 @@ export class AgentHarness {
     this.proc = proc;
     proc.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     proc.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
-    await until('the agent API', async () => {
+    await pollUntil('the agent API', async () => {
       if (proc.exitCode !== null) throw new Error(`agent exited ${proc.exitCode}:\n${this.output}`);
       return (await this.api.health()).ok ? true : undefined;
     }, 30_000);
