@@ -27,37 +27,9 @@ const RESTORE_ROUNDS = quick ? 5 : 30;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-registry-'));
 process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
 
-/**
- * The state store under test. The real ClientStateDB when @csiplug/state
- * exports one (openClientState); until then, the registry's key written
- * through state's own SQLite-backed DB, the way ClientStateDB lays it out
- * (bucket `dynamicplugins`, key `registry_state`, JSON).
- */
+/** The state store under test: the real ClientStateDB on a SQLite file. */
 function openState(file) {
-  if (typeof state.openClientState === 'function') {
-    return { kind: 'ClientStateDB (openClientState, SQLite file)', db: state.openClientState({ path: file }) };
-  }
-  const db = state.DB.open(file);
-  return {
-    kind: "state's DB on a SQLite file (bucket dynamicplugins/registry_state; openClientState not exported yet)",
-    db: {
-      getRegistryState() {
-        return db.view((tx) => {
-          const v = tx.bucket('dynamicplugins')?.get('registry_state');
-          return v === undefined ? undefined : JSON.parse(v.toString('utf8'));
-        });
-      },
-      putRegistryState(s) {
-        db.update((tx) => tx.createBucketIfNotExists('dynamicplugins').put('registry_state', Buffer.from(JSON.stringify(s))));
-      },
-      close() {
-        db.close();
-      },
-      dispose() {
-        db.close();
-      },
-    },
-  };
+  return { kind: 'ClientStateDB (openClientState, SQLite file)', db: state.openClientState({ path: file }) };
 }
 
 function newRegistry(db) {

@@ -1,17 +1,17 @@
-// Persistence over a real SQLite file, closed and reopened between
-// "agent runs" (see test/sqlite-state.ts for which store is used).
+// Persistence over a real SQLite file through the real ClientStateDB,
+// closed and reopened between "agent runs".
 import { DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DynamicPluginRegistry, PluginDispenserTable } from '../src';
 import { plugin } from './harness';
-import { OpenedState, openSqliteState } from './sqlite-state';
+import { openClientState, type ClientStateDB } from '@csiplug/state';
 
 describe('persistence over a SQLite state file', () => {
   let dir: string;
   let file: string;
-  const opened: OpenedState[] = [];
+  const opened: ClientStateDB[] = [];
 
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-registry-'));
@@ -24,9 +24,9 @@ describe('persistence over a SQLite state file', () => {
 
   /** One agent run: open the file, build a registry over it. */
   function agentRun() {
-    const s = openSqliteState(file);
+    const s = openClientState({ path: file });
     opened.push(s);
-    const registry = new DynamicPluginRegistry(s.db, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    const registry = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
     return {
       registry,
       stop() {
