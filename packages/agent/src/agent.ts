@@ -11,12 +11,12 @@
 // because a plugin came back a moment later.
 import {
   Clock,
+  CsiplugError,
   Emitter,
   IClock,
   ILogger,
   Logger,
   PinoLogger,
-  ValidationError,
   registerCore,
   type Disposable,
 } from '@csiplug/core';
@@ -44,7 +44,21 @@ export interface AgentOptions {
   logger?: Logger;
 }
 
-export class AgentError extends ValidationError {}
+/** The agent is shutting down and takes no new work (HTTP 503). */
+export class AgentShuttingDownError extends CsiplugError {
+  readonly httpStatus = 503;
+  constructor() {
+    super('ESHUTDOWN', 'the agent is shutting down; retry against the next agent');
+  }
+}
+
+/** A job or alloc the agent does not know (HTTP 404). */
+export class NotFoundError extends CsiplugError {
+  readonly httpStatus = 404;
+  constructor(message: string) {
+    super('ENOT_FOUND', message);
+  }
+}
 
 function hostpathCli(): string | undefined {
   try {
@@ -397,7 +411,7 @@ export class Agent implements AgentService, Disposable {
   // ---- lifecycle ---------------------------------------------------------------
 
   private checkOpen(): void {
-    if (this.closed) throw new AgentError('the agent is shutting down');
+    if (this.closed) throw new AgentShuttingDownError();
   }
 
   /**
@@ -434,8 +448,4 @@ export class Agent implements AgentService, Disposable {
   dispose(): void {
     void this.shutdown();
   }
-}
-
-export class NotFoundError extends ValidationError {
-  override readonly code = 'ENOTFOUND';
 }

@@ -89,6 +89,8 @@ describe('ACL and bad input against a running agent', () => {
     const wrong = new ApiClient({ address: `http://127.0.0.1:${h.port}`, token: 'guess' });
     await expect(wrong.listJobs()).rejects.toMatchObject({ status: 403 });
     await expect(h.api.listJobs()).resolves.toEqual([]);
+    await expect(h.api.stopJob('no-such-job')).rejects.toMatchObject({ status: 404 });
+    await expect(h.api.getAlloc('no-such-alloc')).rejects.toMatchObject({ status: 404 });
     const denied = await cli(['job', 'status', '-address', `http://127.0.0.1:${h.port}`]);
     expect(denied.code).toBe(1);
     const allowed = await cli(['job', 'status', '-address', `http://127.0.0.1:${h.port}`], { CSIPLUG_TOKEN: 's3cret-token' });

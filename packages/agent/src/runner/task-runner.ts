@@ -147,11 +147,9 @@ export class TaskRunner {
         const recovered = await this.deps.driver.recover(this.handle);
         if (recovered.running) {
           handle = this.handle;
-          const { env } = await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => {
-            this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err });
-            return { env: {} };
-          });
-          void env;
+          // The process runs already: prestart only re-creates what the hooks
+          // keep (dirs, env for later restarts); a failure must not kill it.
+          await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
           this.setState({ state: 'running' });
           this.event({ type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
           this.poststart(ctx);
