@@ -68,6 +68,30 @@ function hostpathCli(): string | undefined {
   }
 }
 
+/** What a fingerprint found, as flat name → value pairs for status output. */
+function fingerprintFacts(info: PluginInfo): Record<string, string | number | boolean> {
+  const facts: Record<string, string | number | boolean> = {};
+  if (info.lastError) facts['Last Error'] = info.lastError;
+  if (info.node) {
+    facts['Node ID'] = info.node.nodeId;
+    facts['Max Volumes'] = Number.isFinite(info.node.maxVolumes) ? info.node.maxVolumes : 'unlimited';
+    if (info.node.topology) facts['Topology'] = Object.entries(info.node.topology).map(([k, v]) => `${k}=${v}`).join(', ');
+    facts['Requires Staging'] = info.node.requiresStaging;
+    facts['Volume Stats'] = info.node.supportsStats;
+    facts['Expand'] = info.node.supportsExpand;
+  }
+  if (info.controller) {
+    facts['Create/Delete Volumes'] = info.controller.supportsCreateDelete;
+    facts['Attach/Detach (ControllerPublish)'] = info.controller.supportsAttachDetach;
+    facts['List Volumes'] = info.controller.supportsListVolumes;
+    facts['Get Capacity'] = info.controller.supportsGetCapacity;
+    facts['Snapshots'] = info.controller.supportsSnapshots;
+    facts['Expand'] = info.controller.supportsExpand;
+  }
+  if (info.pluginCapabilities) facts['Accessibility Constraints'] = info.pluginCapabilities.accessibilityConstraints;
+  return facts;
+}
+
 export class Agent implements AgentService, Disposable {
   private readonly runners = new Map<string, AllocRunner>();
   private readonly events = new Emitter<AgentEvent>();
@@ -347,13 +371,7 @@ export class Agent implements AgentService, Disposable {
     const nodeReg = this.registry.get('csi-node', id);
     if (!instances.length && !controllerReg && !nodeReg) return undefined;
     const view = (info: PluginInfo | undefined): PluginInstanceView | undefined =>
-      info && {
-        healthy: info.healthy,
-        allocId: info.allocId,
-        description: info.description,
-        version: info.version,
-        info: JSON.parse(JSON.stringify({ ...(info.node ? { node: { ...info.node, maxVolumes: Number.isFinite(info.node.maxVolumes) ? info.node.maxVolumes : 'unlimited' } } : {}), ...(info.controller ? { controller: info.controller } : {}), pluginCapabilities: info.pluginCapabilities })),
-      };
+      info && { healthy: info.healthy, allocId: info.allocId, description: info.description, version: info.version, info: fingerprintFacts(info) };
     const controller = instances.find((p) => p.type === 'csi-controller');
     const node = instances.find((p) => p.type === 'csi-node');
     const allocs = new Set([...this.registry.registrations('csi-controller', id), ...this.registry.registrations('csi-node', id)].map((r) => r.allocId));

@@ -42,8 +42,8 @@ export interface PluginInstanceView {
   allocId: string;
   description: string;
   version: string;
-  /** Node or controller details as fingerprinted (CSI manager PluginInfo). */
-  info: Record<string, unknown>;
+  /** What the fingerprint found (node id, topology, capabilities…), as name → value pairs. */
+  info: Record<string, string | number | boolean>;
 }
 
 export interface PluginView {

@@ -360,7 +360,7 @@ describe('csiplug CLI', () => {
         controllerRequired: true,
         controllersHealthy: 1,
         controllersExpected: 1,
-        node: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { nodeId: 'n1', maxVolumes: 0, topology: { zone: 'a' } } },
+        node: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { 'Node ID': 'n1', 'Max Volumes': 'unlimited', Topology: 'zone=a' } },
         controller: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { supportsCreateDelete: true } },
         allocs: [fakeUuid(9)],
       });
@@ -389,7 +389,7 @@ describe('csiplug CLI', () => {
       expect(r.stdout).toMatch(/Controller\nHealthy\s+= true\nAlloc ID\s+= [0-9a-f]{8}\n/);
       expect(r.stdout).toContain('supportsCreateDelete = true');
       expect(r.stdout).toMatch(/Node\nHealthy\s+= true/);
-      expect(r.stdout).toContain('topology    = {"zone":"a"}');
+      expect(r.stdout).toMatch(/Topology\s+= zone=a\n/);
       expect(r.stdout).toContain(`Allocations\nID\n${fakeUuid(9).slice(0, 8)}\n`);
       const none = await cli(['plugin', 'status', 'nfs']);
       expect(none.stdout).toContain('Node\nNone');
