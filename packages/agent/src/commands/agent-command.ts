@@ -6,6 +6,7 @@ import * as fs from 'fs';
 import { Agent } from '../agent';
 import { HttpApi } from '../api';
 import { devConfig, parseAgentConfig, type AgentConfig } from '../spec';
+import { mountsUnder } from './host';
 
 export interface AgentCommandOptions {
   configFile?: string;
@@ -88,6 +89,13 @@ export async function runAgentCommand(options: AgentCommandOptions, io: CommandI
   });
   await api.close();
   await agent.shutdown();
+  if (config.dev && config.stopTasksOnExit) {
+    // A -dev agent's data dir is throwaway; keep it only if something is
+    // still mounted below it (never delete through a live mount).
+    const left = mountsUnder(config.dataDir);
+    if (left.length === 0) fs.rmSync(config.dataDir, { recursive: true, force: true });
+    else io.stderr.write(`==> keeping ${config.dataDir}: still mounted below it: ${left.join(', ')}\n`);
+  }
   io.stdout.write('==> csiplug agent stopped\n');
   return 0;
 }
