@@ -11,7 +11,18 @@ const os = require('os');
 const path = require('path');
 const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
-const { ApiClient, freePort, parseJobspec, jobToDocument, parseVolumeSpec, pollUntil, volumeSpecToDocument } = require('@csiplug/agent');
+const {
+  ApiClient,
+  freePort,
+  hostpathPluginJobHcl,
+  jobToDocument,
+  parseJobspec,
+  parseVolumeSpec,
+  pollUntil,
+  volumeHcl,
+  volumeSpecToDocument,
+  workloadJobHcl,
+} = require('@csiplug/agent');
 const until = (what, fn, timeoutMs = 300_000, every = 20) => pollUntil(what, fn, timeoutMs, every);
 const BIN = path.join(agentPkg, 'dist', 'cli', 'bin.js');
 
@@ -23,42 +34,9 @@ const SIZES = arg('sizes', '1,50,200').split(',').map(Number);
 const PLUGINS = Number(arg('plugins', '50'));
 const IDLE_SECONDS = Number(arg('idle-seconds', '60'));
 
-const pluginJob = (id) => `
-job "plugin-${id}" {
-  group "plugin" {
-    task "plugin" {
-      driver = "exec"
-      config {
-        command = "node"
-        args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
-                "--state-dir", "\${CSIPLUG_TASK_DIR}/state", "--mode", "monolith", "--log-level", "warn", "--name", "${id}.csiplug.io"]
-      }
-      csi_plugin {
-        id   = "${id}"
-        type = "monolith"
-      }
-    }
-  }
-}`;
-const workloadJob = (i) => `
-job "work-${i}" {
-  group "app" {
-    volume "data" {
-      type = "csi"
-      source = "vol-${i}"
-      access_mode = "single-node-writer"
-      attachment_mode = "file-system"
-    }
-    task "writer" {
-      driver = "exec"
-      config {
-        command = "/bin/sh"
-        args = ["-c", "echo $CSIPLUG_ALLOC_ID > $CSIPLUG_VOLUME_DATA/owner.txt && exec sleep 3600"]
-      }
-    }
-  }
-}`;
-const volume = (i) => `id = "vol-${i}"\nname = "vol-${i}"\ntype = "csi"\nplugin_id = "hostpath"\ncapability {\n  access_mode = "single-node-writer"\n  attachment_mode = "file-system"\n}\n`;
+const pluginJob = (id) => hostpathPluginJobHcl({ pluginId: id, jobId: `plugin-${id}` });
+const workloadJob = (i) => workloadJobHcl(`work-${i}`, `vol-${i}`, 'echo $CSIPLUG_ALLOC_ID > $CSIPLUG_VOLUME_DATA/owner.txt && exec sleep 3600');
+const volume = (i) => volumeHcl(`vol-${i}`);
 
 
 

@@ -10,3 +10,4 @@ export * from './service';
 export * from './spec';
 export * from './volumes';
 export { freePort, isAlive, mountsUnder, pollUntil } from './commands/host';
+export { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './commands/specs';

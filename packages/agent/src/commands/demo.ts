@@ -14,59 +14,8 @@ import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } fr
 import { executorPaths, type ExecutorPidRecord } from '../driver/executor-protocol';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
+import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './specs';
 
-const PLUGIN_JOB = `
-job "hostpath-plugin" {
-  group "plugin" {
-    task "plugin" {
-      driver = "exec"
-      config {
-        command = "node"
-        args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
-                "--state-dir", "\${CSIPLUG_TASK_DIR}/state", "--mode", "monolith"]
-      }
-      csi_plugin {
-        id   = "hostpath"
-        type = "monolith"
-      }
-      kill_signal = "SIGINT"
-    }
-  }
-}`;
-
-const WORKLOAD_JOB = `
-job "workload" {
-  group "app" {
-    volume "data" {
-      type            = "csi"
-      source          = "vol-demo"
-      access_mode     = "single-node-writer"
-      attachment_mode = "file-system"
-    }
-    task "writer" {
-      driver = "exec"
-      config {
-        command = "/bin/sh"
-        args    = ["-c", "echo \\"written by $CSIPLUG_ALLOC_ID\\" > \\"$CSIPLUG_VOLUME_DATA/hello.txt\\" && exec sleep 3600"]
-      }
-      volume_mount {
-        volume      = "data"
-        destination = "data"
-      }
-    }
-  }
-}`;
-
-const VOLUME = `
-id           = "vol-demo"
-name         = "vol-demo"
-type         = "csi"
-plugin_id    = "hostpath"
-capacity_min = "10MiB"
-capability {
-  access_mode     = "single-node-writer"
-  attachment_mode = "file-system"
-}`;
 
 export interface DemoOptions {
   /** Keep the data dir afterwards (for a look around). */
@@ -141,7 +90,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   try {
     say(`csiplug demo — data dir ${dataDir}, API http://127.0.0.1:${port}`);
     await run('start the agent', startAgent);
-    const pluginJob = await parseJobspec(PLUGIN_JOB, 'hostpath-plugin.hcl');
+    const pluginJob = await parseJobspec(hostpathPluginJobHcl(), 'hostpath-plugin.hcl');
     await run('run the hostpath plugin as a monolith plugin job', () => api.runJob(jobToDocument(pluginJob)));
     const plugin = await run('wait for the plugin: socket, probe, registration, fingerprint', () =>
       until('plugin hostpath to be healthy', async () => {
@@ -150,9 +99,9 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
       }),
     );
     await show('plugin status', `hostpath  provider ${plugin.provider}  controllers ${plugin.controllersHealthy}/${plugin.controllersExpected}  nodes ${plugin.nodesHealthy}/${plugin.nodesExpected}`);
-    const volume = await run('create volume vol-demo through CreateVolume', async () => api.createVolume(volumeSpecToDocument(await parseVolumeSpec(VOLUME, 'volume.hcl'))));
+    const volume = await run('create volume vol-demo through CreateVolume', async () => api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeHcl('vol-demo'), 'volume.hcl'))));
     await show('volume status', `${volume.id}  plugin ${volume.pluginId}  external id ${volume.externalId}  schedulable ${volume.schedulable}`);
-    const workloadJob = await parseJobspec(WORKLOAD_JOB, 'workload.hcl');
+    const workloadJob = await parseJobspec(workloadJobHcl('workload', 'vol-demo', 'echo "written by $CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/hello.txt" && exec sleep 3600'), 'workload.hcl');
     const { allocIds } = await run('run a workload that writes into the volume', () => api.runJob(jobToDocument(workloadJob)));
     const allocId = allocIds[0]!;
     const before = await run('wait for the workload: claim, stage, publish, start', () =>

@@ -7,6 +7,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { ApiClient } from '../../src/api';
 import { freePort, isAlive, mountsUnder, pollUntil } from '../../src/commands/host';
+import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
 import { executorPaths, type ExecutorPidRecord } from '../../src/driver/executor-protocol';
 
 export { freePort, isAlive, mountsUnder, pollUntil };
@@ -93,64 +94,10 @@ export class AgentHarness {
   }
 }
 
-export const PLUGIN_JOB = `
-job "hostpath-plugin" {
-  group "plugin" {
-    task "plugin" {
-      driver = "exec"
-      config {
-        command = "node"
-        args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
-                "--state-dir", "\${CSIPLUG_TASK_DIR}/state", "--mode", "monolith", "--log-level", "warn"]
-      }
-      csi_plugin {
-        id   = "hostpath"
-        type = "monolith"
-      }
-      restart {
-        attempts = 3
-        interval = "10m"
-        delay    = "100ms"
-        mode     = "fail"
-      }
-      kill_signal = "SIGINT"
-    }
-  }
-}`;
+export const PLUGIN_JOB = hostpathPluginJobHcl({ restartDelay: '100ms' });
 
 export function workloadJob(id: string, volumeId: string): string {
-  return `
-job "${id}" {
-  group "app" {
-    volume "data" {
-      type            = "csi"
-      source          = "${volumeId}"
-      access_mode     = "single-node-writer"
-      attachment_mode = "file-system"
-    }
-    task "writer" {
-      driver = "exec"
-      config {
-        command = "/bin/sh"
-        args    = ["-c", "echo \\"$CSIPLUG_ALLOC_ID\\" > \\"$CSIPLUG_VOLUME_DATA/owner.txt\\" && exec sleep 3600"]
-      }
-      volume_mount {
-        volume      = "data"
-        destination = "data"
-      }
-    }
-  }
-}`;
+  return workloadJobHcl(id, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600');
 }
 
-export function volumeSpec(id: string): string {
-  return `
-id        = "${id}"
-name      = "${id}"
-type      = "csi"
-plugin_id = "hostpath"
-capability {
-  access_mode     = "single-node-writer"
-  attachment_mode = "file-system"
-}`;
-}
+export const volumeSpec = (id: string): string => volumeHcl(id);

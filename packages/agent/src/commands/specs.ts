@@ -1,0 +1,81 @@
+// The jobspecs and volume files the demo, the end-to-end tests and the
+// benchmarks run: the hostpath plugin as a monolith plugin job, a workload
+// with one CSI volume, and a volume on the hostpath plugin. HCL text, so
+// each run goes through the same parser a user's files do.
+
+/** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
+export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string } = {}): string {
+  const pluginId = options.pluginId ?? 'hostpath';
+  const restart = options.restartDelay
+    ? `
+      restart {
+        attempts = 3
+        interval = "10m"
+        delay    = "${options.restartDelay}"
+        mode     = "fail"
+      }`
+    : '';
+  return `
+job "${options.jobId ?? `${pluginId}-plugin`}" {
+  group "plugin" {
+    task "plugin" {
+      driver = "exec"
+      config {
+        command = "node"
+        args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
+                "--state-dir", "\${CSIPLUG_TASK_DIR}/state", "--mode", "monolith", "--log-level", "warn",
+                "--name", "${pluginId}.csiplug.io"]
+      }
+      csi_plugin {
+        id   = "${pluginId}"
+        type = "monolith"
+      }${restart}
+      kill_signal = "SIGINT"
+    }
+  }
+}`;
+}
+
+/**
+ * A workload job: one group, volume "data" (single-node-writer) from
+ * `volumeId`, one /bin/sh task running `script` (which finds the volume in
+ * $CSIPLUG_VOLUME_DATA) with the volume linked at "data" in its task dir.
+ */
+export function workloadJobHcl(jobId: string, volumeId: string, script: string): string {
+  return `
+job "${jobId}" {
+  group "app" {
+    volume "data" {
+      type            = "csi"
+      source          = "${volumeId}"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+    }
+    task "writer" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", ${JSON.stringify(script)}]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "data"
+      }
+    }
+  }
+}`;
+}
+
+/** A single-node-writer file-system volume on a plugin, for `volume create`. */
+export function volumeHcl(id: string, pluginId = 'hostpath', capacityMin = '10MiB'): string {
+  return `
+id           = "${id}"
+name         = "${id}"
+type         = "csi"
+plugin_id    = "${pluginId}"
+capacity_min = "${capacityMin}"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}`;
+}
