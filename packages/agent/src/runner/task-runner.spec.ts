@@ -181,6 +181,21 @@ describe('TaskRunner', () => {
     expect(driver.stops).toEqual(['100 SIGTERM']);
   });
 
+  it('restore leaves a task that had finished for good before the restart alone', async () => {
+    const first = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));
+    const done = first.run('start');
+    await clock.advance(0);
+    driver.exit(100, 1);
+    await done;
+    expect(first.state).toMatchObject({ state: 'dead', failed: true });
+    driver.recoverAs = { running: false, exit: { exitCode: 1, signal: null, finishedAt: 0 } };
+    const r = runner();
+    await r.run('restore');
+    await clock.advance(60_000);
+    expect(driver.started).toHaveLength(1);
+    expect(r.state).toMatchObject({ state: 'dead', failed: true });
+  });
+
   it('restore of a task that exited while the agent was away applies the restart policy', async () => {
     const first = runner();
     void first.run('start');

@@ -143,6 +143,9 @@ export class TaskRunner {
       let handle: TaskHandle | undefined;
       const ctx = this.context(runKind);
 
+      if (runKind === 'restore' && this.state.state === 'dead') {
+        return; // it had finished for good before the agent restarted
+      }
       if (runKind === 'restore' && this.handle) {
         const recovered = await this.deps.driver.recover(this.handle);
         if (recovered.running) {
@@ -157,8 +160,6 @@ export class TaskRunner {
           exit = recovered.exit;
           this.log.info('task exited while the agent was away', { exit });
         }
-      } else if (runKind === 'restore' && this.state.state === 'dead') {
-        return; // it had finished before the agent restarted
       }
 
       if (!handle && !exit) {
