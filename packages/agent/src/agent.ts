@@ -100,6 +100,8 @@ export class Agent implements AgentService, Disposable {
   private readonly subscriptions: Disposable[] = [];
   private readonly startedAt: number;
   private closed: Promise<void> | undefined;
+  /** Variables every task sees, on top of its own. */
+  private readonly taskVariables: Record<string, string>;
 
   private constructor(
     readonly config: AgentConfig,
@@ -117,6 +119,8 @@ export class Agent implements AgentService, Disposable {
     private readonly lock: DB | undefined,
   ) {
     this.startedAt = clock.now();
+    const cli = hostpathCli();
+    this.taskVariables = cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {};
   }
 
   /** Builds the container from the config, opens the state, restores, and returns the running agent. */
@@ -208,13 +212,18 @@ export class Agent implements AgentService, Disposable {
       if (!terminal) {
         restored++;
         void runner.run('restore').catch((err) => this.logger.error('alloc restore failed', { alloc_id: alloc.id, error: err }));
+      } else if (runner.needsTeardown) {
+        // It was being stopped (or its tasks had ended) when the last agent
+        // went away: finish the teardown — kill what still runs, unmount,
+        // release the claims.
+        this.logger.info('finishing the teardown of an alloc the last agent left half-stopped', { alloc_id: alloc.id });
+        void runner.stop().catch((err) => this.logger.error('alloc teardown failed', { alloc_id: alloc.id, error: err }));
       }
     }
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs: allocs.length, restoring: restored });
   }
 
   private runnerDeps(): AllocRunnerDeps {
-    const cli = hostpathCli();
     return {
       dataDir: this.config.dataDir,
       nodeId: this.config.nodeId,
@@ -224,7 +233,7 @@ export class Agent implements AgentService, Disposable {
       logger: this.logger,
       supervisors: this.supervisors,
       csiHooks: this.csiHooks,
-      variables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : ({} as Record<string, string>),
+      variables: this.taskVariables,
       onTaskEvent: (alloc: Alloc, task: string, event: TaskEvent) =>
         this.emit({ topic: 'Task', type: event.type, message: event.message, allocId: alloc.id, jobId: alloc.jobId, task, time: event.time }),
       onStatusChange: (alloc: Alloc) =>
@@ -291,6 +300,7 @@ export class Agent implements AgentService, Disposable {
     this.checkOpen();
     const previous = this.jobAllocs(job.id).filter((r) => r.alloc.desiredStatus === 'run');
     await Promise.all(previous.map((r) => r.stop()));
+    this.checkOpen(); // the stop took a while: the agent may be shutting down now
     const allocIds: string[] = [];
     const now = this.clock.now();
     for (const group of job.groups) {
@@ -324,8 +334,12 @@ export class Agent implements AgentService, Disposable {
     await Promise.all(runners.map((r) => r.stop()));
     const view = this.jobView(id)!;
     if (options.purge) {
+      const pending = new Set(this.pending.list().map((p) => p.allocId));
       for (const r of runners) {
-        await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
+        // A claim whose unmount is still pending is released by that unmount, in order.
+        if (!pending.has(r.alloc.id)) {
+          await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
+        }
         this.state.deleteAllocation(r.alloc.id);
         this.runners.delete(r.alloc.id);
       }

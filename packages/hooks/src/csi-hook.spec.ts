@@ -91,6 +91,18 @@ describe('csi hook', () => {
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
   });
 
+  it('a claim whose mount fails is released, since no stub will ever release it', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    csi.managers.get('hostpath')!.failMount = new Error('NodeStageVolume: device busy');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
+    await expect(hook().prerun(ctx)).rejects.toThrow(/device busy/);
+    expect(claimer.claims).toHaveLength(1);
+    expect(claimer.releases).toEqual(['vol-1 alloc-w']);
+    await hook().postrun(ctx);
+    expect(claimer.releases).toEqual(['vol-1 alloc-w']);
+  });
+
   it('retries a claim refused for now with the policy backoff', async () => {
     claimer.add('vol-1');
     claimer.refuseNext = 2;

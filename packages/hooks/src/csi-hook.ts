@@ -68,6 +68,7 @@ export class CSIHook implements AllocHook {
       const usage = usageOf(request);
       const stub = stubs[request.name];
       let pluginId = stub?.pluginId;
+      let claimedNow = false;
       try {
         if (ctx.kind === 'restore' && stub) {
           await this.csi.waitForPlugin(PluginTypeCSINode, stub.pluginId, 'restore', { signal: ctx.signal });
@@ -82,6 +83,7 @@ export class CSIHook implements AllocHook {
         pluginId = volume.pluginId;
         await this.csi.waitForPlugin(PluginTypeCSINode, volume.pluginId, phase, { signal: ctx.signal });
         const claimed = await this.claimWithRetry(ctx, request);
+        claimedNow = true;
         const info = await this.csi
           .volumeManager(claimed.volume.pluginId)
           .mountVolume(claimed.volume, { id: ctx.alloc.id }, usage, claimed.publishContext ?? {}, { signal: ctx.signal });
@@ -102,6 +104,12 @@ export class CSIHook implements AllocHook {
         volumes[request.name] = this.mounted(request, saved);
         ctx.emitEvent({ type: EVENT_VOLUME_MOUNTED, message: `volume "${request.name}" (${saved.volumeId}) mounted at ${saved.targetPath}` });
       } catch (err) {
+        if (claimedNow && !this.state.getVolumeStubs(ctx.alloc.id)?.[request.name]) {
+          // Claimed but not mounted: no stub, so postrun would never release it.
+          await this.claimer
+            .release(request.source, ctx.alloc.id)
+            .catch((releaseErr) => log.error('releasing the claim of a volume that failed to mount failed', { volume_id: request.source, error: releaseErr }));
+        }
         const wrapped = new VolumeHookError(request.name, request.source, pluginId, ctx.signal.aborted ? abortReason(ctx.signal) : err);
         ctx.emitEvent({ type: EVENT_VOLUME_MOUNT_FAILED, message: wrapped.message, failed: true });
         throw wrapped;

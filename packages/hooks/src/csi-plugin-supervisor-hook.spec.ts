@@ -257,6 +257,23 @@ describe('csi_plugin_supervisor', () => {
     expect(registry.allocPlugins('alloc-1')).toEqual([]);
   });
 
+  it('a restored plugin whose task ends before it re-registered is still deregistered, both entries', async () => {
+    const first = hook();
+    const ctx1 = taskContext();
+    await first.prestart(ctx1);
+    touchSocket();
+    await first.poststart(ctx1);
+    first.shutdown(); // agent restart: the registrations stay
+    registry.shutdown();
+    registry = makeRegistry();
+    expect(registry.allocPlugins('alloc-1')).toHaveLength(2);
+    const restored = hook();
+    const ctx = taskContext({ kind: 'restore' });
+    await restored.prestart(ctx);
+    await restored.exited(ctx); // the task had died while the agent was away
+    expect(registry.allocPlugins('alloc-1')).toEqual([]);
+  });
+
   it('restore: the running plugin is probed and re-registered in its old place', async () => {
     // before the agent restart: alloc-1 then alloc-2 registered; alloc-2 active
     const first = hook(config({ type: 'node' }));

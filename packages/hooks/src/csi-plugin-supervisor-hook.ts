@@ -256,7 +256,16 @@ export class CSIPluginSupervisorHook implements TaskHook {
 
   private teardown(ctx: TaskHookContext): void {
     this.stopLoop();
-    for (const entry of this.registered) this.deregisterOne(entry);
+    // Everything of this plugin registered for this alloc — also entries an
+    // earlier agent registered and this one restored, when the task ends
+    // before it could re-register them.
+    let entries: { type: string; name: string; allocId: string }[] = this.registered;
+    try {
+      entries = this.registry.allocPlugins(ctx.alloc.id).filter((p) => p.name === this.config.id);
+    } catch (err) {
+      this.logger.warn('could not list the registrations of this alloc; deregistering what this task registered', { alloc_id: ctx.alloc.id, error: err });
+    }
+    for (const entry of entries) this.deregisterOne({ type: entry.type, name: entry.name, allocId: entry.allocId });
     this.registered = [];
     this.healthy = false;
     this.client?.close();

@@ -2,6 +2,7 @@
 // benchmarks all ask: a free loopback port, the mounts under a dir, whether
 // a pid is alive, and a bounded wait for a condition read from the API.
 import { errorMessage } from '@csiplug/core';
+import { parseMountInfo } from '@csiplug/csimanager';
 import * as fs from 'fs';
 import * as net from 'net';
 
@@ -16,13 +17,9 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Mount points at or below `dir`, in mount order (from /proc/self/mountinfo). */
+/** Mount points at or below `dir`, in mount order (from /proc/self/mountinfo, escapes decoded). */
 export function mountsUnder(dir: string): string[] {
-  return fs
-    .readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((m): m is string => !!m && (m === dir || m.startsWith(dir + '/')));
+  return parseMountInfo(fs.readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(dir + '/'));
 }
 
 export function isAlive(pid: number): boolean {

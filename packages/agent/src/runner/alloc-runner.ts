@@ -57,7 +57,8 @@ export class AllocRunner {
   private readonly teardownController = new AbortController();
   private running: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
-  private postrunDone = false;
+  private postrunning: Promise<void> | undefined;
+  private setupFailed = false;
   private detached = false;
   private readonly log: Logger;
 
@@ -71,6 +72,35 @@ export class AllocRunner {
     this.log = deps.logger.child({ alloc_id: alloc.id });
     const saved = deps.state.getAllocation<AllocRecord>(alloc.id);
     if (saved?.volumes) this.volumes = saved.volumes;
+    // Task runners exist from the start (they only load what was saved), so
+    // a stop or a failed setup can always reach a task that is still alive
+    // from before an agent restart.
+    for (const task of group.tasks) {
+      const hooks: TaskHook[] = task.csiPlugin ? [deps.supervisors.create(task.csiPlugin)] : [];
+      this.tasks.set(
+        task.name,
+        new TaskRunner(this.info(), task, this.taskDir(task.name), hooks, {
+          driver: deps.driver,
+          state: deps.state,
+          clock: deps.clock,
+          logger: deps.logger,
+          variables: {},
+          onEvent: (name, event) => deps.onTaskEvent(this.alloc, name, event),
+          onStateChange: () => this.recompute(),
+        }),
+      );
+    }
+  }
+
+  /** Whether the group asks for CSI volumes (and so gets the csi hook). */
+  private get usesCsiVolumes(): boolean {
+    return this.group.volumes.some((v) => v.type === 'csi');
+  }
+
+  /** Whether anything of this alloc may still be alive: a mount, a claim, or a task not known dead. */
+  get needsTeardown(): boolean {
+    const stubs = this.deps.state.getVolumeStubs(this.alloc.id);
+    return (!!stubs && Object.keys(stubs).length > 0) || [...this.tasks.values()].some((t) => !t.isDead);
   }
 
   get allocDir(): string {
@@ -88,8 +118,7 @@ export class AllocRunner {
   taskStates(): Record<string, TaskState> {
     const out: Record<string, TaskState> = {};
     for (const task of this.group.tasks) {
-      const runner = this.tasks.get(task.name);
-      out[task.name] = runner?.state ?? this.deps.state.getTaskState<TaskState>(this.alloc.id, task.name) ?? { state: 'pending', failed: false, restarts: 0, events: [] };
+      out[task.name] = this.tasks.get(task.name)!.state;
     }
     return out;
   }
@@ -119,51 +148,47 @@ export class AllocRunner {
   private async doRun(kind: RunKind): Promise<void> {
     fs.mkdirSync(this.allocDir, { recursive: true, mode: 0o711 });
     this.save();
-    this.hooks = this.group.volumes.some((v) => v.type === 'csi') ? [this.deps.csiHooks.create()] : [];
+    this.hooks = this.usesCsiVolumes ? [this.deps.csiHooks.create()] : [];
     try {
       const result = await runAllocHooks(this.hooks, 'prerun', this.hookContext(kind));
       this.volumes = result.volumes ?? {};
       this.save();
     } catch (err) {
-      if (this.detached) return;
+      // Stopped or detached while setting up: stop() / detach() take it from here.
+      if (this.detached || this.controller.signal.aborted) return;
       this.log.error('alloc setup failed', { error: err });
       for (const task of this.group.tasks) {
         this.deps.onTaskEvent(this.alloc, task.name, { type: TASK_EVENT.setupFailure, message: `failed to set up alloc: ${errorMessage(err)}`, failed: true, time: this.deps.clock.now() });
       }
+      this.setupFailed = true;
       this.setStatus('failed');
+      // A restore that failed may still have live tasks from before: stop
+      // them before their volumes go.
+      await Promise.all([...this.tasks.values()].map((t) => t.stop()));
       await this.postrun();
       return;
     }
     if (this.controller.signal.aborted) return;
 
+    const volumePaths: Record<string, string> = {};
+    for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
     for (const task of this.group.tasks) {
-      const taskDir = this.taskDir(task.name);
-      fs.mkdirSync(taskDir, { recursive: true, mode: 0o711 });
-      const volumePaths: Record<string, string> = {};
-      for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
-      this.linkVolumeMounts(task.name, taskDir);
-      const hooks: TaskHook[] = task.csiPlugin ? [this.deps.supervisors.create(task.csiPlugin)] : [];
-      const variables = taskVariables({
-        allocId: this.alloc.id,
-        allocIndex: this.alloc.index,
-        jobId: this.alloc.jobId,
-        groupName: this.alloc.group,
-        taskName: task.name,
-        taskDir,
-        nodeId: this.deps.nodeId,
-        volumes: volumePaths,
-        extra: this.deps.variables,
-      });
-      const runner = new TaskRunner(this.info(), task, taskDir, hooks, {
-        driver: this.deps.driver,
-        state: this.deps.state,
-        clock: this.deps.clock,
-        logger: this.deps.logger,
-        variables,
-        onEvent: (name, event) => this.deps.onTaskEvent(this.alloc, name, event),
-        onStateChange: () => this.recompute(),
-      });
-      this.tasks.set(task.name, runner);
+      const runner = this.tasks.get(task.name)!;
+      fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o711 });
+      this.linkVolumeMounts(task.name, runner.taskDir);
+      runner.setVariables(
+        taskVariables({
+          allocId: this.alloc.id,
+          allocIndex: this.alloc.index,
+          jobId: this.alloc.jobId,
+          groupName: this.alloc.group,
+          taskName: task.name,
+          taskDir: runner.taskDir,
+          nodeId: this.deps.nodeId,
+          volumes: volumePaths,
+          extra: this.deps.variables,
+        }),
+      );
     }
     for (const runner of this.tasks.values()) {
       void runner.run(kind).then(() => this.onTaskSettled());
@@ -190,11 +215,11 @@ export class AllocRunner {
   }
 
   private recompute(): void {
-    if (this.detached) return;
+    if (this.detached || !this.running) return;
     const states = [...this.tasks.values()].map((t) => t.state);
-    if (states.length === 0) return;
     let status: AllocClientStatus;
-    if (states.every((s) => s.state === 'dead')) status = states.some((s) => s.failed) ? 'failed' : 'complete';
+    if (this.setupFailed) status = 'failed';
+    else if (states.every((s) => s.state === 'dead')) status = states.some((s) => s.failed) ? 'failed' : 'complete';
     else if (states.some((s) => s.state === 'running')) status = 'running';
     else status = 'pending';
     this.setStatus(status);
@@ -231,17 +256,20 @@ export class AllocRunner {
     for (const t of this.tasks.values()) t.detach();
   }
 
-  private async postrun(): Promise<void> {
-    if (this.postrunDone || this.detached) return;
-    this.postrunDone = true;
-    const hooks = this.hooks.length ? this.hooks : this.group.volumes.some((v) => v.type === 'csi') ? [this.deps.csiHooks.create()] : [];
-    try {
-      await runAllocHooks(hooks, 'postrun', this.hookContext('start', this.teardownController.signal));
-    } catch (err) {
-      this.log.error('alloc postrun failed', { error: err });
-    }
-    this.volumes = {};
-    this.save();
+  /** Unmounts and releases the alloc's volumes, once; later callers wait for the same run. */
+  private postrun(): Promise<void> {
+    if (this.detached) return Promise.resolve();
+    this.postrunning ??= (async () => {
+      const hooks = this.hooks.length ? this.hooks : this.usesCsiVolumes ? [this.deps.csiHooks.create()] : [];
+      try {
+        await runAllocHooks(hooks, 'postrun', this.hookContext('start', this.teardownController.signal));
+      } catch (err) {
+        this.log.error('alloc postrun failed', { error: err });
+      }
+      this.volumes = {};
+      this.save();
+    })();
+    return this.postrunning;
   }
 
   private setStatus(status: AllocClientStatus): void {
@@ -257,10 +285,5 @@ export class AllocRunner {
     } catch (err) {
       this.log.error('could not save the alloc', { error: err });
     }
-  }
-
-  /** Reads what an earlier agent saved of an alloc. */
-  static load(state: ClientStateDB, allocId: string): AllocRecord | undefined {
-    return state.getAllocation<AllocRecord>(allocId);
   }
 }

@@ -37,7 +37,7 @@ export interface TaskRunnerDeps {
   state: ClientStateDB;
   clock: Clock;
   logger: Logger;
-  /** Variables for ${…} interpolation and the task's environment (alloc id, task dir, volumes…). */
+  /** Variables for ${…} interpolation and the task's environment (alloc id, task dir, volumes…); see setVariables. */
   variables: Record<string, string>;
   /** Told of every task event (the agent's event stream). */
   onEvent(task: string, event: TaskEvent): void;
@@ -54,6 +54,7 @@ export class TaskRunner {
   private readonly stopController = new AbortController();
   private loop: Promise<void> | undefined;
   private restartRequested: string | undefined;
+  private variables: Record<string, string>;
   private readonly log: Logger;
 
   constructor(
@@ -64,6 +65,7 @@ export class TaskRunner {
     private readonly deps: TaskRunnerDeps,
   ) {
     this.log = deps.logger.child({ alloc_id: alloc.id, task: task.name });
+    this.variables = { ...deps.variables };
     const saved = deps.state.getTaskState<TaskState>(alloc.id, task.name);
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
     this.handle = deps.state.getTaskHandle<TaskHandle>(alloc.id, task.name);
@@ -72,6 +74,11 @@ export class TaskRunner {
 
   get name(): string {
     return this.task.name;
+  }
+
+  /** The variables of the next start, once the alloc knows them (volume paths come from its setup). */
+  setVariables(variables: Record<string, string>): void {
+    this.variables = { ...variables };
   }
 
   get isDead(): boolean {
@@ -239,7 +246,7 @@ export class TaskRunner {
       throw err;
     }
     if (this.stopping || this.detached) return undefined;
-    const vars = { ...this.deps.variables, ...hookEnv };
+    const vars = { ...this.variables, ...hookEnv };
     const resolved = interpolateTask(this.task, vars);
     const env = { ...vars, ...resolved.env };
     const handle = await this.deps.driver.start({

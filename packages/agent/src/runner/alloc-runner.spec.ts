@@ -1,0 +1,182 @@
+import { FakeClock, MemoryLogger, ShutdownError } from '@csiplug/core';
+import type { AllocHook, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
+import { ClientStateDB, openClientState } from '@csiplug/state';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from '../driver/driver';
+import type { Alloc, JobSpec } from '../model';
+import { AllocRunner } from './alloc-runner';
+
+class FakeDriver implements TaskDriver {
+  readonly name = 'fake';
+  readonly started: string[] = [];
+  readonly stopped: number[] = [];
+  recoverAs: RecoverResult = { running: true };
+  private pid = 100;
+  private readonly waiters = new Map<number, (e: ExitResult) => void>();
+  async start(c: DriverTaskConfig): Promise<TaskHandle> {
+    this.started.push(c.taskName);
+    return { version: 1, driver: 'exec', allocId: c.allocId, taskName: c.taskName, taskDir: c.taskDir, executorPid: 1, executorStartTime: '1', pid: this.pid++, startTime: '1', startedAt: 0 };
+  }
+  async recover(): Promise<RecoverResult> {
+    return this.recoverAs;
+  }
+  wait(h: TaskHandle): Promise<ExitResult> {
+    return new Promise((resolve) => this.waiters.set(h.pid, resolve));
+  }
+  exit(pid: number, code: number): void {
+    this.waiters.get(pid)?.({ exitCode: code, signal: null, finishedAt: 0 });
+  }
+  async stop(h: TaskHandle): Promise<ExitResult> {
+    this.stopped.push(h.pid);
+    const e = { exitCode: null, signal: 'SIGTERM', finishedAt: 0 };
+    this.waiters.get(h.pid)?.(e);
+    return e;
+  }
+  isRunning(): boolean {
+    return true;
+  }
+  dispose(): void {}
+}
+
+/** A csi hook whose prerun the test controls and whose postrun it can hold. */
+class ControlledHook implements AllocHook {
+  readonly name = 'csi';
+  readonly calls: string[] = [];
+  prerunResult: () => Promise<void> = async () => undefined;
+  postrunGate: Promise<void> = Promise.resolve();
+  async prerun(ctx: { signal: AbortSignal }) {
+    this.calls.push('prerun');
+    await Promise.race([
+      this.prerunResult(),
+      new Promise<never>((_, reject) => ctx.signal.addEventListener('abort', () => reject(new ShutdownError('aborted')), { once: true })),
+    ]);
+    return { volumes: { data: { name: 'data', volumeId: 'v1', pluginId: 'p', hostPath: '/x', readOnly: false } } };
+  }
+  async postrun() {
+    this.calls.push('postrun start');
+    await this.postrunGate;
+    this.calls.push('postrun done');
+  }
+}
+
+const job: JobSpec = {
+  id: 'web',
+  name: 'web',
+  groups: [
+    {
+      name: 'app',
+      count: 1,
+      restart: { attempts: 0, interval: 60_000, delay: 0, mode: 'fail' },
+      volumes: [{ name: 'data', type: 'csi', source: 'v1', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }],
+      tasks: [
+        {
+          name: 'server',
+          driver: 'exec',
+          config: { command: '/bin/true', args: [] },
+          env: {},
+          volumeMounts: [],
+          restart: { attempts: 0, interval: 60_000, delay: 0, mode: 'fail' },
+          killSignal: 'SIGTERM',
+          killTimeout: 1_000,
+        },
+      ],
+    },
+  ],
+};
+
+describe('AllocRunner', () => {
+  let dataDir: string;
+  let state: ClientStateDB;
+  let driver: FakeDriver;
+  let hook: ControlledHook;
+  let clock: FakeClock;
+
+  const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
+  const runner = (a = alloc()) =>
+    new AllocRunner(a, {
+      dataDir,
+      nodeId: 'n1',
+      driver,
+      state,
+      clock,
+      logger: new MemoryLogger(),
+      supervisors: {} as CSIPluginSupervisorFactory,
+      csiHooks: { create: () => hook } as unknown as CSIHookFactory,
+      variables: {},
+      onTaskEvent: () => undefined,
+      onStatusChange: () => undefined,
+    });
+
+  beforeEach(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-allocrunner-'));
+    state = openClientState({ memory: true });
+    driver = new FakeDriver();
+    hook = new ControlledHook();
+    clock = new FakeClock(0);
+  });
+  afterEach(() => {
+    state.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('a restore whose setup fails stops the tasks still alive from before, then unmounts', async () => {
+    const first = runner();
+    await first.run('start');
+    await clock.advance(0);
+    expect(driver.started).toEqual(['server']);
+    first.detach(); // agent restart; the task keeps running
+    hook.prerunResult = async () => {
+      throw new Error('plugin p did not come back');
+    };
+    const restored = runner(state.getAllocation<{ alloc: Alloc }>('a1')!.alloc);
+    await restored.run('restore');
+    expect(driver.stopped).toEqual([100]);
+    expect(hook.calls).toEqual(['prerun', 'prerun', 'postrun start', 'postrun done']);
+    expect(restored.alloc.clientStatus).toBe('failed');
+  });
+
+  it('a stop during setup is a stop, not a setup failure, and still tears down', async () => {
+    let release!: () => void;
+    hook.prerunResult = () => new Promise<void>((r) => (release = r));
+    const r = runner();
+    const run = r.run('start');
+    await r.stop();
+    await run;
+    void release;
+    expect(driver.started).toEqual([]);
+    expect(hook.calls).toEqual(['prerun', 'postrun start', 'postrun done']);
+    expect(r.alloc.clientStatus).toBe('complete');
+    expect(r.taskStates().server!.events.some((e) => e.type === 'Setup Failure')).toBe(false);
+  });
+
+  it('stop waits for a teardown already under way after the tasks ended on their own', async () => {
+    let open!: () => void;
+    hook.postrunGate = new Promise<void>((r) => (open = r));
+    const r = runner();
+    await r.run('start');
+    await clock.advance(0);
+    driver.exit(100, 0); // the task finishes: the alloc starts its teardown
+    await clock.advance(0);
+    expect(hook.calls).toEqual(['prerun', 'postrun start']);
+    let stopped = false;
+    const stop = r.stop().then(() => (stopped = true));
+    await clock.advance(0);
+    expect(stopped).toBe(false);
+    open();
+    await stop;
+    expect(hook.calls).toEqual(['prerun', 'postrun start', 'postrun done']);
+  });
+
+  it('knows when an alloc left half-stopped by the last agent still needs a teardown', async () => {
+    const r = runner();
+    await r.run('start');
+    await clock.advance(0);
+    state.putVolumeStubs('a1', { data: { name: 'data', volumeId: 'v1', pluginId: 'p', targetPath: '/x', usage: { readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' } } });
+    r.detach();
+    expect(runner(state.getAllocation<{ alloc: Alloc }>('a1')!.alloc).needsTeardown).toBe(true);
+    await runner(state.getAllocation<{ alloc: Alloc }>('a1')!.alloc).stop();
+    expect(driver.stopped).toEqual([100]);
+  });
+});
