@@ -22,6 +22,17 @@ describe('VolumeUsageTracker', () => {
     expect(db.listVolumeUsage()).toEqual([]);
   });
 
+  it('usages that differ only in mount options share the staging path: the last of them unstages', () => {
+    const db = openClientState({ memory: true });
+    const t = new VolumeUsageTracker(db, new MemoryLogger());
+    const noatime = { ...rw, mountOptions: { mountFlags: ['noatime'] } };
+    t.claim('p', 'v', 'a0', noatime);
+    t.claim('p', 'v', 'a1', rw);
+    expect(t.usersWith('p', 'v', rw)).toEqual(['a0', 'a1']);
+    expect(t.free('p', 'v', 'a0', noatime)).toEqual({ removed: true, remaining: ['a1'] });
+    expect(t.free('p', 'v', 'a1', rw)).toEqual({ removed: true, remaining: [] });
+  });
+
   it('is rebuilt from the client state, and changes nothing when a write fails', () => {
     const db = openClientState({ memory: true });
     new VolumeUsageTracker(db, new MemoryLogger()).claim('p', 'v', 'a0', rw);

@@ -6,7 +6,12 @@
 // by plugin instance, so it also survives the plugin task restarting.
 import { Logger, errorMessage } from '@csiplug/core';
 import type { ClientStateDB, VolumeUsageRecord } from '@csiplug/state';
-import { UsageOptions, copyUsage, sameUsage } from './usage';
+import { UsageOptions, copyUsage, sameUsage, usageToFS } from './usage';
+
+function sharingStaging(users: readonly VolumeUsageRecord[], usage: UsageOptions): readonly VolumeUsageRecord[] {
+  const dir = usageToFS(usage);
+  return users.filter((u) => usageToFS(u.usage) === dir);
+}
 
 function keyOf(pluginId: string, volumeId: string): string {
   return `${pluginId}\0${volumeId}`;
@@ -65,11 +70,14 @@ export class VolumeUsageTracker {
     return [...(this.byVolume.get(keyOf(pluginId, volumeId)) ?? [])];
   }
 
-  /** The allocs using (plugin, volume) with `usage`. */
+  /**
+   * The allocs that share the staging path of (plugin, volume, `usage`).
+   * That path is named by read-only, attachment and access mode only, so two
+   * usages differing in mount options share it — and its last user is the
+   * one that unstages.
+   */
   usersWith(pluginId: string, volumeId: string, usage: UsageOptions): string[] {
-    return this.users(pluginId, volumeId)
-      .filter((u) => sameUsage(u.usage, usage))
-      .map((u) => u.allocId);
+    return sharingStaging(this.users(pluginId, volumeId), usage).map((u) => u.allocId);
   }
 
   /** Records that `allocId` uses the volume with `usage`, persisted before it returns. Returns false if it was recorded already. */
@@ -86,7 +94,7 @@ export class VolumeUsageTracker {
     const next = list.filter((u) => !(u.allocId === allocId && sameUsage(u.usage, usage)));
     const removed = next.length !== list.length;
     if (removed) this.write(pluginId, volumeId, next);
-    return { removed, remaining: next.filter((u) => sameUsage(u.usage, usage)).map((u) => u.allocId) };
+    return { removed, remaining: sharingStaging(next, usage).map((u) => u.allocId) };
   }
 
   /** Every (plugin, volume) with users. */
