@@ -468,8 +468,16 @@ export class Agent implements AgentService, Disposable {
       await this.csi.shutdown();
       this.registry.shutdown();
       this.driver.dispose();
-      this.state.close();
-      this.lock?.close();
+      for (const [what, close] of [
+        ['state', () => this.state.close()],
+        ['data dir lock', () => this.lock?.close()],
+      ] as const) {
+        try {
+          close();
+        } catch (err) {
+          this.logger.error(`closing the ${what} failed; it is closed anyway`, { error: err });
+        }
+      }
       this.events.dispose();
       this.container.dispose();
       this.logger.info('agent stopped', { tasks_stopped: stopTasks });

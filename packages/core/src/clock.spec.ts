@@ -64,6 +64,17 @@ describe('FakeClock', () => {
 });
 
 describe('RealClock', () => {
+  it('does not fire a timer longer than Node allows early', async () => {
+    const clock = new RealClock();
+    const fn = jest.fn();
+    const t = clock.setTimeout(fn, 30 * 86_400_000);
+    const i = clock.setInterval(fn, 30 * 86_400_000);
+    await clock.sleep(20);
+    expect(fn).not.toHaveBeenCalled();
+    t.dispose();
+    i.dispose();
+  });
+
   it('sleeps and cancels', async () => {
     const clock = new RealClock();
     const before = clock.now();

@@ -103,7 +103,12 @@ export class DB implements Disposable {
   /** Runs `fn` in a read-only transaction, always rolled back; returns what `fn` returns. */
   view<T>(fn: TxFn<T>): T {
     const store = this.begin('view');
-    store.begin(false);
+    try {
+      store.begin(false);
+    } catch (err) {
+      this.txOpen = false;
+      throw err;
+    }
     const tx = new Tx(store, this.directory, false, store.txid);
     try {
       const result = fn(tx);

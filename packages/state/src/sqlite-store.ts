@@ -388,14 +388,20 @@ export class SqliteStore implements Store {
 
   close(): void {
     if (!this.conn.open) return;
-    if (this.conn.inTransaction) this.conn.exec('ROLLBACK');
-    if (!this.readOnly && this.txidMark !== this.lastTxid) {
-      // Leave the exact last id behind so the next open continues from it.
-      this.stmt.beginImmediate.run();
-      this.stmt.setTxid!.run(this.lastTxid);
-      this.stmt.commit.run();
+    try {
+      if (this.conn.inTransaction) this.conn.exec('ROLLBACK');
+      if (!this.readOnly && this.txidMark !== this.lastTxid) {
+        // Leave the exact last id behind so the next open continues from it.
+        this.stmt.beginImmediate.run();
+        this.stmt.setTxid!.run(this.lastTxid);
+        this.stmt.commit.run();
+      }
+    } finally {
+      // Even when that write fails (harmless: ids resume past the stored
+      // mark), the connection — and with it the exclusive lock — goes; the
+      // error still reaches the caller. Closing rolls back what is open.
+      this.conn.close();
     }
-    this.conn.close();
   }
 
   private writable() {
