@@ -33,6 +33,15 @@ interface Entry {
 
 type Plugins = Record<string, Record<string, readonly PluginRegistrationRecord[]>>;
 
+/**
+ * A copy of `from` without a prototype: plugin names and types are keys, and
+ * a name like "__proto__" must be a key like any other (on a plain object it
+ * would hit the prototype setter and vanish from the stored JSON).
+ */
+function dict<T>(from?: Record<string, T>): Record<string, T> {
+  return Object.assign(Object.create(null) as Record<string, T>, from);
+}
+
 interface Waiter {
   readonly type: string;
   readonly name: string;
@@ -57,7 +66,7 @@ export class DynamicPluginRegistry implements PluginRegistry {
   /** type → name → entries, newest first. Lists are replaced, never edited in place. */
   private readonly plugins = new Map<string, Map<string, readonly Entry[]>>();
   /** The persisted form of `plugins`, rebuilt by copy-on-write for each change. */
-  private persisted: { plugins: Plugins } = { plugins: {} };
+  private persisted: { plugins: Plugins } = { plugins: dict() };
 
   private readonly registeredEmitter: Emitter<PluginRegisteredEvent>;
   private readonly deregisteredEmitter: Emitter<PluginDeregisteredEvent>;
@@ -355,10 +364,10 @@ export class DynamicPluginRegistry implements PluginRegistry {
    * callers see either the old state everywhere or the new one everywhere.
    */
   private commit(type: string, name: string, next: readonly Entry[], what: string): void {
-    const byName: Record<string, readonly PluginRegistrationRecord[]> = { ...this.persisted.plugins[type] };
+    const byName = dict(this.persisted.plugins[type]);
     if (next.length > 0) byName[name] = Object.freeze(next.map((e) => e.record));
     else delete byName[name];
-    const plugins: Plugins = { ...this.persisted.plugins };
+    const plugins: Plugins = dict(this.persisted.plugins);
     if (Object.keys(byName).length > 0) plugins[type] = byName;
     else delete plugins[type];
     const candidate = { plugins };
@@ -464,7 +473,7 @@ export class DynamicPluginRegistry implements PluginRegistry {
         if (entries.length === 0) continue;
         count += entries.length;
         this.setList(type, name, entries);
-        (this.persisted.plugins[type] ??= {})[name] = Object.freeze(entries.map((e) => e.record));
+        (this.persisted.plugins[type] ??= dict())[name] = Object.freeze(entries.map((e) => e.record));
       }
     }
     if (count > 0 || dropped > 0) this.log.info('plugin registry restored', { registrations: count, dropped });

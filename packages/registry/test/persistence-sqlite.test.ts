@@ -55,6 +55,17 @@ describe('persistence over a SQLite state file', () => {
     run2.stop();
   });
 
+  it('a plugin named like an object property ("__proto__") is stored and restored like any other', () => {
+    const run1 = agentRun();
+    run1.registry.register(plugin(0, { name: '__proto__' }));
+    run1.registry.register(plugin(1, { name: 'constructor' }));
+    run1.stop();
+    const run2 = agentRun();
+    expect(run2.registry.get('csi-node', '__proto__')).toMatchObject({ allocId: 'alloc-0', restored: true });
+    expect(run2.registry.get('csi-node', 'constructor')).toMatchObject({ allocId: 'alloc-1', restored: true });
+    run2.stop();
+  });
+
   it('restart race: alloc-1 stays active when alloc-0 re-registers first after a restart', () => {
     const run1 = agentRun();
     run1.registry.register(plugin(0));
