@@ -50,3 +50,14 @@ describe('path-safe ids', () => {
     expect(() => assertPathSafeId(id, 'volume id')).toThrow(/volume id/);
   });
 });
+
+describe('sameStringMap', () => {
+  it('compares by value in any key order', () => {
+    const { sameStringMap } = require('./records') as typeof import('./records');
+    expect(sameStringMap({ a: '1', b: '2' }, { b: '2', a: '1' })).toBe(true);
+    expect(sameStringMap({ a: '1' }, { a: '2' })).toBe(false);
+    expect(sameStringMap({ a: '1' }, { a: '1', b: '2' })).toBe(false);
+    expect(sameStringMap(undefined, {})).toBe(true);
+    expect(sameStringMap({ toString: 'x' }, {})).toBe(false);
+  });
+});

@@ -10,6 +10,7 @@ export * from './heartbeat';
 export * from './ids';
 export * from './logger';
 export * from './random';
+export * from './records';
 export * from './register';
 export * from './timeout-policy';
 export * from './tokens';

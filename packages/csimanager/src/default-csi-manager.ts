@@ -17,6 +17,7 @@ import {
   ShutdownError,
   abortReason,
   errorMessage,
+  sameStringMap,
 } from '@csiplug/core';
 import { ICSIClientFactory } from '@csiplug/csi';
 import {
@@ -290,7 +291,7 @@ export class DefaultCSIManager implements CSIManager {
       current.allocId === p.allocId &&
       current.registration.socketPath === p.socketPath &&
       current.registration.version === p.version &&
-      sameOptions(current.registration.options, p.options)
+      sameStringMap(current.registration.options, p.options)
     ) {
       // The same plugin announced itself again (after an agent restart its
       // restored entry is `confirmed`): if it is not healthy yet, look now
@@ -349,7 +350,3 @@ export class DefaultCSIManager implements CSIManager {
   }
 }
 
-function sameOptions(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const ak = Object.keys(a);
-  return ak.length === Object.keys(b).length && ak.every((k) => a[k] === b[k]);
-}

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { Logger } from '@csiplug/core';
+import { Logger, sameStringMap } from '@csiplug/core';
 import {
   ACCESS_MODES,
   AccessMode,
@@ -154,7 +154,7 @@ export class HostPathPlugin {
           if (existing) {
             const cap = BigInt(existing.capacityBytes);
             const fits = cap >= required && (limit === 0n || cap <= limit);
-            if (!fits || JSON.stringify(existing.parameters) !== JSON.stringify(req.parameters ?? {})) {
+            if (!fits || !sameStringMap(existing.parameters, req.parameters)) {
               throw csiStatus.alreadyExists(`${rpc}: volume "${req.name}" exists (id ${existing.id}, ${cap} bytes) with a different capacity or parameters`);
             }
             return { volume: this.toVolume(existing) };
@@ -256,7 +256,15 @@ export class HostPathPlugin {
             throw csiStatus.alreadyExists(`${rpc}: ${staging} already has something else mounted (${current.source}${current.root})`);
           }
           await mounter.bind(dir, staging);
-          if (READ_ONLY_MODES.includes(String(req.volumeCapability?.accessMode?.mode))) await mounter.remount(staging, ['ro']);
+          if (READ_ONLY_MODES.includes(String(req.volumeCapability?.accessMode?.mode))) {
+            try {
+              await mounter.remount(staging, ['ro']);
+            } catch (err) {
+              // Never leave a read-only stage writable: a retry would take it as done.
+              await mounter.unmount(staging).catch(() => undefined);
+              throw err;
+            }
+          }
           logger.info('staged volume', { volumeId: v.id, staging });
           return {};
         });
@@ -268,9 +276,11 @@ export class HostPathPlugin {
         requireField(req.stagingTargetPath, 'staging_target_path', rpc);
         const staging = requireAbsolute(req.stagingTargetPath, 'staging_target_path', rpc);
         return this.exclusive(req.volumeId, rpc, async () => {
-          await this.volume(req.volumeId, rpc);
+          // The path is the caller's: clear it first, so even a volume this
+          // plugin no longer knows (NOT_FOUND below) leaves no mount behind.
           await this.unmountAll(staging, rpc);
           await removeDir(staging);
+          await this.volume(req.volumeId, rpc);
           logger.info('unstaged volume', { volumeId: req.volumeId, staging });
           return {};
         });
@@ -321,9 +331,9 @@ export class HostPathPlugin {
         requireField(req.targetPath, 'target_path', rpc);
         const target = requireAbsolute(req.targetPath, 'target_path', rpc);
         return this.exclusive(req.volumeId, rpc, async () => {
-          await this.volume(req.volumeId, rpc);
           await this.unmountAll(target, rpc);
           await removeDir(target);
+          await this.volume(req.volumeId, rpc);
           logger.info('unpublished volume', { volumeId: req.volumeId, target });
           return {};
         });

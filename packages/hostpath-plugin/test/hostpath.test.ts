@@ -78,6 +78,29 @@ describe('hostpath plugin over a unix socket', () => {
     expect((await client.listVolumes()).entries).toEqual([]);
   });
 
+  it('CreateVolume is idempotent whatever the order of the parameters', async () => {
+    const a = await client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { tier: 'fast', zone: 'a' } });
+    const b = await client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { zone: 'a', tier: 'fast' } });
+    expect(b.volume!.volumeId).toBe(a.volume!.volumeId);
+    expect((await failure(client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { zone: 'b', tier: 'fast' } }))).codeName).toBe('ALREADY_EXISTS');
+  });
+
+  it('unpublish and unstage of a volume it no longer knows still clear the paths, then say NOT_FOUND', async () => {
+    const staging = h.path('staging', 'gone');
+    const target = h.path('pods', 'p2', 'gone');
+    fs.mkdirSync(staging, { recursive: true });
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    const volumeId = (await client.createVolume({ name: 'gone', volumeCapabilities: [RW] })).volume!.volumeId;
+    await client.nodeGetCapabilities();
+    await client.nodeStageVolume({ volumeId, stagingTargetPath: staging, volumeCapability: RW });
+    await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: RW });
+    // the plugin loses its metadata (e.g. a fresh state dir after a restart)
+    fs.writeFileSync(path.join(h.stateDir, 'volumes.json'), JSON.stringify({ version: 1, volumes: [] }));
+    expect((await failure(client.nodeUnpublishVolume({ volumeId, targetPath: target }))).codeName).toBe('NOT_FOUND');
+    expect((await failure(client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging }))).codeName).toBe('NOT_FOUND');
+    expect(h.mountsHere()).toEqual([]);
+  });
+
   it('publishes read-only when asked', async () => {
     const { volume } = await client.createVolume({ name: 'ro', volumeCapabilities: [RW] });
     const volumeId = volume!.volumeId;

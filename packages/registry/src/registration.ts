@@ -1,7 +1,7 @@
 // Checking and normalising registrations: what register() accepts and what a
 // restore reads back. Records are frozen so they can be shared between the
 // registry, its snapshots and the state DB without copying.
-import { ValidationError, assertPathSafeId } from '@csiplug/core';
+import { ValidationError, assertPathSafeId, sameStringMap } from '@csiplug/core';
 import { UnknownPluginTypeError } from './errors';
 import type { PluginRegistration, RegisteredPlugin } from './plugin-types';
 import type { PluginRegistrationRecord } from '@csiplug/state';
@@ -56,10 +56,7 @@ export function toRecord(input: PluginRegistration, known: ReadonlySet<string>, 
 
 /** Whether two records of the same alloc carry the same connection info and metadata. */
 export function sameInfo(a: PluginRegistrationRecord, b: PluginRegistrationRecord): boolean {
-  if (a.version !== b.version || a.socketPath !== b.socketPath) return false;
-  const ak = Object.keys(a.options);
-  if (ak.length !== Object.keys(b.options).length) return false;
-  return ak.every((k) => Object.prototype.hasOwnProperty.call(b.options, k) && a.options[k] === b.options[k]);
+  return a.version === b.version && a.socketPath === b.socketPath && sameStringMap(a.options, b.options);
 }
 
 /** The frozen view handed to callers. */
