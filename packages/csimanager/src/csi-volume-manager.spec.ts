@@ -166,6 +166,8 @@ describe('volume manager', () => {
     expect(vm.usersOf('vol-1', usage)).toEqual([]);
     expect(h.db.listVolumeUsage()).toEqual([]);
     expect(calls('NodeUnstageVolume')).toHaveLength(1);
+    // the failed publish may have mounted on the plugin's side: it is unpublished first
+    expect(calls('NodeUnpublishVolume')).toHaveLength(1);
     expect(h.nodeEvents[0]!.details).toMatchObject({ success: 'false', error: expect.stringContaining('disk on fire') });
 
     // With another user present, a failure leaves that user and the staging alone.
@@ -174,6 +176,15 @@ describe('volume manager', () => {
     await expect(vm.mountVolume(vol, { id: 'alloc-b' }, usage)).rejects.toThrow(/again/);
     expect(vm.usersOf('vol-1', usage)).toEqual(['alloc-a']);
     expect(calls('NodeUnstageVolume')).toHaveLength(1);
+  });
+
+  it('a stage that fails (it may still have mounted on the plugin side) is unstaged; nothing is published', async () => {
+    b().failNext('NodeStageVolume', csiError(GrpcStatus.DEADLINE_EXCEEDED, 'NodeStageVolume', 'too slow'));
+    await expect(vm.mountVolume(vol, { id: 'alloc-a' }, usage)).rejects.toThrow(/failed at NodeStageVolume.*DEADLINE_EXCEEDED/);
+    expect(calls('NodePublishVolume')).toHaveLength(0);
+    expect(calls('NodeUnpublishVolume')).toHaveLength(0);
+    expect(calls('NodeUnstageVolume')).toHaveLength(1);
+    expect(h.db.listVolumeUsage()).toEqual([]);
   });
 
   it('a repeated mount that fails does not release the usage recorded by the earlier one', async () => {

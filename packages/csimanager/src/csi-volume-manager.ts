@@ -156,7 +156,10 @@ export class CSIVolumeManager implements VolumeManager {
     // Recorded first: an unmount of another alloc that runs while this mount
     // is under way must see this alloc as a user of the staged volume.
     const claimed = tracker.claim(this.pluginId, volume.id, allocId, usage);
-    let staged = false;
+    // Set before each call: a call that fails or is abandoned (deadline,
+    // abort) may still have mounted on the plugin's side.
+    let stageAttempted = false;
+    let publishAttempted = false;
     let requiresStaging = false;
     let step = 'NodeGetCapabilities';
     try {
@@ -171,8 +174,8 @@ export class CSIVolumeManager implements VolumeManager {
           step = 'creating the staging dir';
           await fs.mkdir(paths.hostStagingPath, { recursive: true, mode: DIR_MODE });
           step = 'NodeStageVolume';
+          stageAttempted = true;
           await inst.client.nodeStageVolume({ ...common, stagingTargetPath: paths.pluginStagingPath }, { signal });
-          staged = true;
         }
       }
       step = 'creating the alloc dir';
@@ -182,36 +185,44 @@ export class CSIVolumeManager implements VolumeManager {
         this.log.debug('volume already published for this alloc; reusing it', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath });
       } else {
         step = 'NodePublishVolume';
+        publishAttempted = true;
         await inst.client.nodePublishVolume(
           { ...common, ...(requiresStaging ? { stagingTargetPath: paths.pluginStagingPath } : {}), targetPath: paths.pluginTargetPath, readonly: usage.readOnly },
           { signal },
         );
       }
-      this.log.info('volume mounted', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath, staged });
+      this.log.info('volume mounted', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath, staged: stageAttempted });
       return this.toMountInfo(paths, requiresStaging);
     } catch (err) {
-      if (claimed) await this.releaseAfterFailedMount(inst, volume.id, volumeId, allocId, usage, paths, staged);
+      if (claimed) await this.releaseAfterFailedMount(volume.id, volumeId, allocId, usage, paths, { stageAttempted, publishAttempted });
       throw this.fail('mount', volume.id, allocId, step, err);
     }
   }
 
-  /** Undoes what a failed mount recorded; unstages only what it staged itself, and only if nobody else uses it. */
+  /**
+   * Undoes what a failed mount did: unpublishes if it asked to publish,
+   * forgets the usage, and unstages if it asked to stage and nobody else
+   * uses the staged volume. Both CSI calls are idempotent, so asking again
+   * for what never happened is harmless; they run without the caller's
+   * (possibly aborted) signal, through the plugin's current instance.
+   */
   private async releaseAfterFailedMount(
-    inst: PluginInstance,
     volumeId: string,
     externalId: string,
     allocId: string,
     usage: UsageOptions,
     paths: VolumePaths,
-    staged: boolean,
+    attempted: { stageAttempted: boolean; publishAttempted: boolean },
   ): Promise<void> {
     try {
+      const client = this.deps.instance().client;
+      if (attempted.publishAttempted) await client.nodeUnpublishVolume({ volumeId: externalId, targetPath: paths.pluginTargetPath });
       const { remaining } = this.deps.tracker.free(this.pluginId, volumeId, allocId, usage);
-      if (staged && remaining.length === 0) {
-        await inst.client.nodeUnstageVolume({ volumeId: externalId, stagingTargetPath: paths.pluginStagingPath });
+      if (attempted.stageAttempted && remaining.length === 0) {
+        await client.nodeUnstageVolume({ volumeId: externalId, stagingTargetPath: paths.pluginStagingPath });
       }
     } catch (err) {
-      this.log.error('could not undo a failed mount; the volume may stay staged until its last user unmounts', { volumeId, allocId, error: errorMessage(err) });
+      this.log.error('could not undo a failed mount; the volume may stay mounted until its last user unmounts', { volumeId, allocId, error: errorMessage(err) });
     }
   }
 
