@@ -3,6 +3,7 @@
 // once healthy it is probed and fingerprinted on a steady period.
 import { ValidationError } from './errors';
 import { MathRandom, Random } from './random';
+import { doublingBackoff } from './timeout-policy';
 
 export interface HeartbeatStrategy {
   /** Delay before startup probe number `attempt` (0 = the first probe). */
@@ -79,7 +80,7 @@ export class BackoffHeartbeatStrategy implements HeartbeatStrategy {
   }
   startupProbeDelay(attempt: number): number {
     if (attempt <= 0) return 0;
-    const nominal = Math.min(this.settings.startupMax, this.settings.startupInitial * 2 ** Math.min(attempt - 1, 40));
+    const nominal = doublingBackoff(attempt, this.settings.startupInitial, this.settings.startupMax);
     return jittered(nominal, this.settings.jitter, this.random);
   }
   probeInterval(): number {

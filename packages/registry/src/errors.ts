@@ -1,7 +1,7 @@
 // Errors of @csiplug/registry. Registry-specific failures derive from
 // RegistryError; bad input, timeouts and shutdown use (or refine) the shared
 // classes of @csiplug/core so callers can catch them by kind.
-import { CsiplugError, TimeoutError, ValidationError, formatDuration } from '@csiplug/core';
+import { CsiplugError, TimeoutError, ValidationError, errorMessage, formatDuration } from '@csiplug/core';
 
 export class RegistryError extends CsiplugError {}
 
@@ -42,14 +42,14 @@ export class DuplicateDispenserError extends RegistryError {
 /** Writing the registry to the client state failed; the registry did not change. */
 export class RegistryPersistError extends RegistryError {
   constructor(what: string, cause: unknown) {
-    super('EREGISTRY_PERSIST', `could not persist the plugin registry (${what}): ${cause instanceof Error ? cause.message : String(cause)}; the registry is unchanged and no event fired, retry the call`, { cause });
+    super('EREGISTRY_PERSIST', `could not persist the plugin registry (${what}): ${errorMessage(cause)}; the registry is unchanged and no event fired, retry the call`, { cause });
   }
 }
 
 /** Reading the registry back from the client state failed. */
 export class RegistryRestoreError extends RegistryError {
   constructor(cause: unknown) {
-    super('EREGISTRY_RESTORE', `could not restore the plugin registry from the client state: ${cause instanceof Error ? cause.message : String(cause)}; fix or move the state DB and restart`, { cause });
+    super('EREGISTRY_RESTORE', `could not restore the plugin registry from the client state: ${errorMessage(cause)}; fix or move the state DB and restart`, { cause });
   }
 }
 

@@ -1,7 +1,7 @@
 // The errors of @csiplug/state. Each class carries bbolt's name as its
 // stable `code` (ErrBucketNotFound, ErrTxClosed, …) so callers can switch on
 // the same names bbolt users know.
-import { CsiplugError } from '@csiplug/core';
+import { CsiplugError, errorMessage } from '@csiplug/core';
 
 /** Base of every error this package throws on purpose. */
 export class StateError extends CsiplugError {}
@@ -142,7 +142,7 @@ export class ErrMigration extends StateError {
   constructor(file: string, from: number, to: number, backup: string | undefined, cause: unknown) {
     super(
       'ErrMigration',
-      `migrating ${file} from client state schema ${from} to ${to} failed: ${cause instanceof Error ? cause.message : String(cause)}; ` +
+      `migrating ${file} from client state schema ${from} to ${to} failed: ${errorMessage(cause)}; ` +
         `the store was left at version ${from}${backup ? ` and a copy is at ${backup}` : ''}`,
       { cause },
     );
@@ -152,6 +152,6 @@ export class ErrMigration extends StateError {
 /** A stored value could not be decoded. */
 export class ErrDecode extends StateError {
   constructor(where: string, cause: unknown) {
-    super('ErrDecode', `cannot decode ${where}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super('ErrDecode', `cannot decode ${where}: ${errorMessage(cause)}`, { cause });
   }
 }
