@@ -52,7 +52,10 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
     logger.info('start delay (fault switch)', { ms: faults.startDelayMs });
     await new Promise((r) => setTimeout(r, faults.startDelayMs));
   }
-  const store = new VolumeStore(path.resolve(config.stateDir));
+  // Resolved once, so the paths it compares with mountinfo are the kernel's.
+  const stateDir = path.resolve(config.stateDir);
+  fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  const store = new VolumeStore(fs.realpathSync(stateDir));
   await store.init();
   let readyAt = Number.POSITIVE_INFINITY;
   const plugin = new HostPathPlugin({ config, store, mounter: options.mounter ?? new LinuxMounter(), logger, version: packageVersion(), readyAt: () => readyAt });

@@ -250,7 +250,7 @@ export class HostPathPlugin {
           const dir = store.dirOf(v.id);
           await fs.mkdir(staging, { recursive: true });
           const mounts = await mounter.mounts();
-          const current = topMountAt(mounts, staging);
+          const current = topMountAt(mounts, await resolved(staging));
           if (current) {
             if (sameBacking(current, backingOf(mounts, dir))) return {}; // already staged
             throw csiStatus.alreadyExists(`${rpc}: ${staging} already has something else mounted (${current.source}${current.root})`);
@@ -301,10 +301,10 @@ export class HostPathPlugin {
           const v = await this.volume(req.volumeId, rpc);
           const mounts = await mounter.mounts();
           const want = backingOf(mounts, store.dirOf(v.id));
-          if (!sameBacking(topMountAt(mounts, staging), want)) {
+          if (!sameBacking(topMountAt(mounts, await resolved(staging)), want)) {
             throw csiStatus.failedPrecondition(`${rpc}: volume "${v.id}" is not staged at ${staging}; call NodeStageVolume first`);
           }
-          const current = topMountAt(mounts, target);
+          const current = topMountAt(mounts, await resolved(target));
           if (current) {
             const isRo = current.options.includes('ro');
             if (sameBacking(current, want) && isRo === readonly) return {}; // already published like this
@@ -365,10 +365,23 @@ export class HostPathPlugin {
   /** Unmounts whatever is stacked at `p`; a path that is not mounted is fine. */
   private async unmountAll(p: string, rpc: string): Promise<void> {
     for (let i = 0; i < 16; i++) {
-      if (!topMountAt(await this.deps.mounter.mounts(), p)) return;
+      if (!topMountAt(await this.deps.mounter.mounts(), await resolved(p))) return;
       await this.deps.mounter.unmount(p);
     }
     throw csiStatus.internal(`${rpc}: ${p} is still mounted after 16 unmounts`);
+  }
+}
+
+/**
+ * The path as the kernel lists it in mountinfo (symlinks resolved); the path
+ * itself when it does not exist (nothing can be mounted there).
+ */
+async function resolved(p: string): Promise<string> {
+  try {
+    return await fs.realpath(p);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return p;
+    throw err;
   }
 }
 

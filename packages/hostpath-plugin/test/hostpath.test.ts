@@ -197,6 +197,39 @@ describe('hostpath plugin over a unix socket', () => {
   });
 });
 
+describe('hostpath plugin behind symlinks', () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.cleanup();
+  });
+
+  it('compares the kernel\'s paths: idempotent stage, and no delete of a volume still mounted', async () => {
+    h = new Harness();
+    fs.mkdirSync(h.path('real-state'), { recursive: true });
+    fs.symlinkSync(h.path('real-state'), h.path('state-link'));
+    fs.mkdirSync(h.path('real-mnt'), { recursive: true });
+    fs.symlinkSync(h.path('real-mnt'), h.path('mnt'));
+    h.spawn(['--state-dir', h.path('state-link')]);
+    const client = h.client();
+    await h.waitReady(client);
+    const staging = h.path('mnt', 'staging');
+    const target = h.path('mnt', 'target');
+    fs.mkdirSync(staging, { recursive: true });
+    const volumeId = (await client.createVolume({ name: 'linked', volumeCapabilities: [RW] })).volume!.volumeId;
+    await client.nodeGetCapabilities();
+    await client.nodeStageVolume({ volumeId, stagingTargetPath: staging, volumeCapability: RW });
+    await client.nodeStageVolume({ volumeId, stagingTargetPath: staging, volumeCapability: RW });
+    await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: RW });
+    fs.writeFileSync(path.join(target, 'keep.txt'), 'data');
+    expect((await failure(client.deleteVolume({ volumeId }))).codeName).toBe('FAILED_PRECONDITION');
+    expect(fs.readFileSync(path.join(h.path('real-state'), 'volumes', volumeId, 'keep.txt'), 'utf8')).toBe('data');
+    await client.nodeUnpublishVolume({ volumeId, targetPath: target });
+    await client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging });
+    expect(h.mountsHere()).toEqual([]);
+    await client.deleteVolume({ volumeId });
+  });
+});
+
 describe('hostpath plugin fault switches', () => {
   let h: Harness;
   beforeEach(() => {
