@@ -369,17 +369,16 @@ export class SqliteStore implements Store {
   backup(dest: string): void {
     // VACUUM INTO writes a consistent, compact copy (WAL content included);
     // a temp name plus rename means a crash never leaves half a backup.
-    const tmp = `${dest}.tmp-${process.pid}`;
+    // One fixed temp name: a leftover of a crashed run is replaced, not kept.
+    const tmp = `${dest}.tmp`;
     fs.rmSync(tmp, { force: true });
     try {
       this.conn.prepare('VACUUM INTO ?').run(tmp);
-      const fd = fs.openSync(tmp, 'r');
-      try {
-        fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
+      fsyncPath(tmp);
       fs.renameSync(tmp, dest);
+      // The rename is durable only once the directory is: the migration that
+      // follows commits durably, and must not outlive its backup.
+      fsyncPath(path.dirname(dest));
     } catch (err) {
       fs.rmSync(tmp, { force: true });
       throw err;
@@ -407,5 +406,14 @@ export class SqliteStore implements Store {
   private writable() {
     if (this.readOnly) throw new ErrDatabaseReadOnly(this.path);
     return this.stmt;
+  }
+}
+
+function fsyncPath(p: string): void {
+  const fd = fs.openSync(p, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
   }
 }
