@@ -109,6 +109,10 @@ describe('ExecDriver with real processes', () => {
     expect(stderr()).toBe('oops\n');
     expect(driver.isRunning(handle)).toBe(true);
     expect(await driver.recover(handle)).toEqual({ running: true });
+    // An agent that never saved the handle finds the same task from the executor's record.
+    const other = newDriver();
+    expect(other.adopt({ allocId: 'a1', taskName: 'web', taskDir })).toMatchObject({ pid: handle.pid, startTime: handle.startTime, executorPid: handle.executorPid });
+    expect(other.adopt({ allocId: 'a1', taskName: 'web', taskDir: `${taskDir}-never-started` })).toBeUndefined();
     // The task leads its own session, apart from the agent and the executor.
     const stat = readProcStat(handle.pid)!;
     expect(stat.session).toBe(handle.pid);

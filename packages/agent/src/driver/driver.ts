@@ -49,6 +49,12 @@ export interface TaskDriver extends Disposable {
   readonly name: string;
   /** Starts the task through an executor; resolves once the task process runs. */
   start(config: DriverTaskConfig): Promise<TaskHandle>;
+  /**
+   * The handle of the task an executor runs (or ran) in `taskDir`, read from
+   * what the executor recorded — for an agent killed after the task started
+   * but before it saved the handle. Undefined when nothing was started there.
+   */
+  adopt(task: { allocId: string; taskName: string; taskDir: string }): TaskHandle | undefined;
   /** After an agent restart: is the task of this handle still running, and if not, how did it end? */
   recover(handle: TaskHandle): Promise<RecoverResult>;
   /** Resolves when the task exits (event-driven; works for started and recovered tasks alike). */

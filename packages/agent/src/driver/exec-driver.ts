@@ -191,6 +191,24 @@ export class ExecDriver implements TaskDriver {
     return handle;
   }
 
+  adopt(task: { allocId: string; taskName: string; taskDir: string }): TaskHandle | undefined {
+    this.assertOpen('adopt');
+    const record = this.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
+    if (!record) return undefined;
+    return {
+      version: 1,
+      driver: 'exec',
+      allocId: task.allocId,
+      taskName: task.taskName,
+      taskDir: task.taskDir,
+      executorPid: record.executorPid,
+      executorStartTime: record.executorStartTime,
+      pid: record.pid,
+      startTime: record.startTime,
+      startedAt: record.startedAt,
+    };
+  }
+
   async recover(handle: TaskHandle): Promise<RecoverResult> {
     this.assertOpen('recover');
     validateHandle(handle);

@@ -19,6 +19,9 @@ class FakeDriver implements TaskDriver {
     this.started.push(c.taskName);
     return { version: 1, driver: 'exec', allocId: c.allocId, taskName: c.taskName, taskDir: c.taskDir, executorPid: 1, executorStartTime: '1', pid: this.pid++, startTime: '1', startedAt: 0 };
   }
+  adopt(): TaskHandle | undefined {
+    return undefined;
+  }
   async recover(): Promise<RecoverResult> {
     return this.recoverAs;
   }

@@ -14,7 +14,13 @@ class FakeDriver implements TaskDriver {
   private readonly exits = new Map<number, (e: ExitResult) => void>();
   private readonly done = new Map<number, ExitResult>();
   recoverAs: RecoverResult = { running: true };
+  /** What adopt() finds in a task dir (the executor's own record). */
+  adoptable: TaskHandle | undefined;
   private disposed = false;
+
+  adopt(): TaskHandle | undefined {
+    return this.adoptable;
+  }
 
   async start(config: DriverTaskConfig): Promise<TaskHandle> {
     this.started.push(config);
@@ -194,6 +200,23 @@ describe('TaskRunner', () => {
     await clock.advance(60_000);
     expect(driver.started).toHaveLength(1);
     expect(r.state).toMatchObject({ state: 'dead', failed: true });
+  });
+
+  it('restore adopts a running task whose handle the last agent never saved, instead of starting another', async () => {
+    const first = runner();
+    void first.run('start');
+    await clock.advance(0);
+    first.detach();
+    driver.adoptable = state.getTaskHandle<TaskHandle>('a1', 'web');
+    state.deleteTask('a1', 'web'); // killed between the start and the save
+    const r = runner();
+    void r.run('restore');
+    await clock.advance(0);
+    expect(driver.started).toHaveLength(1);
+    expect(r.state.state).toBe('running');
+    expect(state.getTaskHandle<TaskHandle>('a1', 'web')?.pid).toBe(100);
+    await r.stop();
+    expect(driver.stops).toEqual(['100 SIGTERM']);
   });
 
   it('restore of a task that exited while the agent was away applies the restart policy', async () => {

@@ -153,6 +153,15 @@ export class TaskRunner {
       if (runKind === 'restore' && this.state.state === 'dead') {
         return; // it had finished for good before the agent restarted
       }
+      if (runKind === 'restore' && !this.handle) {
+        // The last agent may have died between starting the task and saving
+        // its handle: the executor's own record finds it.
+        this.handle = this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir });
+        if (this.handle) {
+          this.deps.state.putTaskHandle(this.alloc.id, this.task.name, this.handle);
+          this.log.warn('adopted a task whose handle was never saved', { pid: this.handle.pid });
+        }
+      }
       if (runKind === 'restore' && this.handle) {
         const recovered = await this.deps.driver.recover(this.handle);
         if (recovered.running) {
