@@ -8,6 +8,29 @@ const b = (s: string) => Buffer.from(s);
 describe.each(BACKENDS)('Bucket conformance (%s)', (kind) => {
   const h = useBackend(kind);
 
+  test('nested buckets created and then rolled back are gone, cached or not (createBucketIfNotExists)', () => {
+    h.db.update((tx) => {
+      tx.createBucket('root').createBucketIfNotExists('kept').put('k', b('v'));
+    });
+    expect(() =>
+      h.db.update((tx) => {
+        const root = tx.bucket('root')!;
+        root.createBucketIfNotExists('gone').put('x', b('y'));
+        expect(root.createBucketIfNotExists('gone').get('x')).toEqual(b('y'));
+        expect(thrown(() => root.createBucket('gone')).code).toBe('ErrBucketExists');
+        throw new Error('roll back');
+      }),
+    ).toThrow('roll back');
+    h.db.update((tx) => {
+      const root = tx.bucket('root')!;
+      expect(root.bucket('gone')).toBeUndefined();
+      expect(root.createBucketIfNotExists('gone').get('x')).toBeUndefined();
+      expect(root.createBucketIfNotExists('kept').get('k')).toEqual(b('v'));
+      root.deleteBucket('kept');
+      expect(root.createBucketIfNotExists('kept').get('k')).toBeUndefined();
+    });
+  });
+
   test('Get of a missing key returns undefined (TestBucket_Get_NonExistent)', () => {
     h.db.update((tx) => {
       expect(tx.createBucket('widgets').get('foo')).toBeUndefined();

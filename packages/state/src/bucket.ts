@@ -77,25 +77,32 @@ export class Bucket {
   }
 
   createBucket(name: Key): Bucket {
-    const k = this.beginWrite(name, 'name');
-    const entry = this.store.get(this.id, k);
-    if (entry) {
-      if (entry.child !== null) throw new ErrBucketExists(describeKey(k));
-      throw new ErrIncompatibleValue(`cannot create bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
-    }
-    const id = this.store.createBucket(this.id, k);
-    this.transaction.version++;
-    return new Bucket(this.transaction, id);
+    return this.makeBucket(name, false);
   }
 
   createBucketIfNotExists(name: Key): Bucket {
+    return this.makeBucket(name, true);
+  }
+
+  private makeBucket(name: Key, existingIsFine: boolean): Bucket {
     const k = this.beginWrite(name, 'name');
+    const directory = this.transaction.directory;
+    // A bucket known to this transaction needs no lookup (the cache follows
+    // deleteBucket and rollback, as for bucket()).
+    const known = directory.get(this.id, k);
+    if (known !== undefined) {
+      if (existingIsFine) return new Bucket(this.transaction, known);
+      throw new ErrBucketExists(describeKey(k));
+    }
     const entry = this.store.get(this.id, k);
     if (entry) {
-      if (entry.child !== null) return new Bucket(this.transaction, entry.child);
-      throw new ErrIncompatibleValue(`cannot create bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
+      if (entry.child === null) throw new ErrIncompatibleValue(`cannot create bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
+      if (!existingIsFine) throw new ErrBucketExists(describeKey(k));
+      directory.remember(this.id, k, entry.child);
+      return new Bucket(this.transaction, entry.child);
     }
     const id = this.store.createBucket(this.id, k);
+    directory.remember(this.id, k, id);
     this.transaction.version++;
     return new Bucket(this.transaction, id);
   }
