@@ -4,76 +4,8 @@ import * as http from 'http';
 import { ApiClient } from './api-client';
 import { ApiError } from './api-error';
 import { FakeAgentService } from './fake-agent-service';
-import { HttpApi, HttpApiOptions } from './http-api';
-
-export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    job: {
-      [id]: {
-        group: {
-          app: {
-            count,
-            volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
-            task: { main: { driver: 'exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: [{ volume: 'data', destination: 'data' }] } },
-            ...extra,
-          },
-        },
-      },
-    },
-  };
-}
-
-export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { id, type: 'csi', plugin_id: 'hostpath', external_id: `ext-${id}`, capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }], ...extra };
-}
-
-interface RawResponse {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  text: string;
-  json: any;
-}
-
-/** A request with nothing done for us: any body, any headers. */
-export function raw(url: string, method: string, path: string, options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean } = {}): Promise<RawResponse> {
-  return new Promise((resolve, reject) => {
-    const headers = { ...(options.headers ?? {}) };
-    if (options.body !== undefined && !options.chunked) headers['Content-Length'] = Buffer.byteLength(options.body);
-    const req = http.request(new URL(path, url), { method, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode!, headers: res.headers, text, json });
-      });
-    });
-    req.on('error', (err) => {
-      // An early answer (oversized body) may be followed by a reset while we still write.
-      if (!(req as unknown as { res?: unknown }).res) reject(err);
-    });
-    if (options.body !== undefined && options.chunked) {
-      const buf = Buffer.from(options.body);
-      const step = 64 * 1024;
-      for (let i = 0; i < buf.length; i += step) req.write(buf.subarray(i, i + step));
-      req.end();
-    } else {
-      req.end(options.body);
-    }
-  });
-}
-
-export async function startApi(fake: FakeAgentService, options: Partial<HttpApiOptions> = {}): Promise<{ api: HttpApi; url: string; logger: MemoryLogger }> {
-  const logger = new MemoryLogger();
-  const api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger, ...options });
-  const { address, port } = await api.listen();
-  return { api, url: `http://${address}:${port}`, logger };
-}
+import { HttpApi } from './http-api';
+import { jobDoc, raw, startApi, volumeDoc } from '../../test/support/http';
 
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 10_000; i++) {
@@ -291,7 +223,7 @@ describe('HttpApi', () => {
         const body = JSON.stringify({ Job: { pad: 'x'.repeat(2 * 1024 * 1024) } });
         for (let i = 0; i < 5; i++) {
           const status = await new Promise<number>((resolve, reject) => {
-            const req = http.request(`${small.url}/v1/jobs`, { method: 'POST', agent }, (res) => {
+            const req = http.request(`${small.url}/v1/jobs`, { method: 'POST', agent, headers: { 'Content-Type': 'application/json' } }, (res) => {
               res.resume();
               res.on('end', () => resolve(res.statusCode!));
             });

@@ -15,7 +15,9 @@
 //   GET     /v1/job/:id/allocations                                          AllocView[]
 //   GET     /v1/allocations                                                  AllocView[]
 //   GET     /v1/allocation/:id                                               AllocView
-//   GET     /v1/allocation/:id/logs/:task[?stream=stdout|stderr&offset=N]    AllocLogs
+//   GET     /v1/allocation/:id/logs/:task[?stream=stdout|stderr&origin=start|end&offset=N&limit=N&plain=true]
+//                                                                            AllocLogs (at most limit bytes, default 64 KiB, max 4 MiB),
+//                                                                            or with plain=true the raw bytes, streamed
 //   GET     /v1/plugins[?type=csi]                                           PluginView[]
 //   GET     /v1/plugin/csi/:id                                               PluginView
 //   GET     /v1/volumes[?type=csi&plugin_id=ID]                              VolumeView[]
@@ -28,17 +30,22 @@
 //
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
-import { Clock, CsiplugError, Disposable, Logger, RealClock, ValidationError } from '@csiplug/core';
+import { Clock, CsiplugError, Disposable, Logger, RealClock, ValidationError, errorMessage } from '@csiplug/core';
 import { createHash, timingSafeEqual } from 'crypto';
+import * as fs from 'fs';
 import * as http from 'http';
 import type { AddressInfo } from 'net';
 import * as net from 'net';
+import * as tls from 'tls';
 import type { AgentService, VolumeView } from '../service';
-import { validateJob, validateVolumeSpec } from '../spec';
+import { isLoopbackAddress, publicBindProblem, validateJob, validateVolumeSpec } from '../spec';
+import { logLimit, readLogJson, sendLogBytes } from './alloc-logs';
 import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
+import { ConnectionGate, ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
 import { EVENT_HEARTBEAT_MS, EventStream, parseTopics } from './event-stream';
 import { AllocLogs, TOKEN_HEADER, VolumeDeleted } from './protocol';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody, unwrapEnvelope } from './request-body';
+import { RequestGuard, printable } from './request-guard';
 import { RouteParams, Router } from './router';
 
 export interface HttpApiOptions {
@@ -48,13 +55,29 @@ export interface HttpApiOptions {
   port: number;
   /** When set, every request must carry it in X-Csiplug-Token. */
   aclToken?: string;
+  /**
+   * Serve a non-loopback address without a token or without TLS anyway
+   * (config `acl { insecure_allow_public = true }`). Off by default: such
+   * an API lets anyone who reaches it run processes as the agent's user.
+   */
+  insecureAllowPublic?: boolean;
+  /** Serve HTTPS with this certificate and key (PEM files). */
+  tls?: { certFile: string; keyFile: string };
+  /** Host names besides the bound address and localhost that requests may name. */
+  allowedHosts?: readonly string[];
+  /** Origins besides the agent's own whose pages may call the API. */
+  allowedOrigins?: readonly string[];
+  /** Connection caps and idle time; defaults in DEFAULT_CONNECTION_LIMITS. */
+  limits?: Partial<ConnectionLimits>;
   /** Larger request bodies are refused with 400. Default 1 MiB. */
   maxBodyBytes?: number;
   logger: Logger;
-  /** Drives the event stream's heartbeat. Default: the wall clock. */
+  /** Drives the event stream's heartbeat and the idle timers. Default: the wall clock. */
   clock?: Clock;
   /** Default 10 s. */
   eventHeartbeatMs?: number;
+  /** How long close() lets requests in progress finish before cutting them. Default 10 s. */
+  closeGraceMs?: number;
 }
 
 /** What a route handler answers: a JSON body, or nothing when it wrote the response itself. */
@@ -74,6 +97,8 @@ type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
 /** How much of an oversized body is read (and dropped) before the connection is cut. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
 
+const DEFAULT_CLOSE_GRACE_MS = 10_000;
+
 const JSON_HEADERS = {
   'Content-Type': 'application/json; charset=utf-8',
   'Cache-Control': 'no-store',
@@ -87,7 +112,14 @@ export class HttpApi implements Disposable {
   private readonly maxBodyBytes: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
-  private server: http.Server | undefined;
+  private readonly limits: ConnectionLimits;
+  private readonly secureContext: tls.SecureContext | undefined;
+  /** The listening socket: every connection is admitted (or refused) here before HTTP sees it. */
+  private door: net.Server | undefined;
+  /** Parses HTTP on the admitted connections; never listens itself. */
+  private readonly http: http.Server;
+  private gate: ConnectionGate | undefined;
+  private guard: RequestGuard | undefined;
   private closing: Promise<void> | undefined;
   private inflight = 0;
 
@@ -100,43 +132,81 @@ export class HttpApi implements Disposable {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.clock = options.clock ?? new RealClock();
     this.logger = options.logger;
+    this.limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.limits };
+    for (const [key, value] of Object.entries(this.limits)) {
+      if (!Number.isSafeInteger(value) || value < 1) throw new ValidationError(`limits.${key} must be a whole number of at least 1 (got ${value})`, `limits.${key}`);
+    }
+    this.secureContext = options.tls ? loadSecureContext(options.tls) : undefined;
+    this.http = http.createServer((req, res) => void this.handle(req, res));
+    // Idle connections are the gate's business; these only bound a request that never completes.
+    this.http.headersTimeout = Math.min(60_000, this.limits.idleTimeoutMs);
+    this.http.keepAliveTimeout = Math.min(5_000, this.limits.idleTimeoutMs);
+    this.http.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
+      // Malformed HTTP: answer 400 when the socket still takes it, then close.
+      if (socket.writable && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      else socket.destroy();
+    });
     this.addRoutes();
   }
 
   /** Starts listening; resolves with the address and port actually bound. */
   listen(): Promise<{ address: string; port: number }> {
-    if (this.server || this.closing) return Promise.reject(new CsiplugError('ELISTEN', 'the HTTP API is already listening (or was closed); make a new HttpApi'));
+    if (this.door || this.closing) return Promise.reject(new CsiplugError('ELISTEN', 'the HTTP API is already listening (or was closed); make a new HttpApi'));
     const { bindAddr, port } = this.options;
-    const server = http.createServer((req, res) => void this.handle(req, res));
-    this.server = server;
+    const problem = publicBindProblem(bindAddr, { token: this.tokenDigest !== undefined, tls: this.secureContext !== undefined, insecureAllowPublic: this.options.insecureAllowPublic === true });
+    if (problem) return Promise.reject(new CsiplugError('EINSECURE', `the HTTP API will not listen: bind_addr ${problem}`));
+    const door = net.createServer({ pauseOnConnect: false }, (socket) => this.admit(socket));
+    this.door = door;
     return new Promise((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
-        this.server = undefined;
+        this.door = undefined;
         reject(new CsiplugError('ELISTEN', `the HTTP API cannot listen on ${bindAddr}:${port}: ${err.message}; pick another bind_addr or port`, { cause: err }));
       };
-      server.once('error', onError);
-      server.listen(port, bindAddr, () => {
-        server.off('error', onError);
-        server.on('error', (err) => this.logger.error('HTTP API server error', { err }));
-        const addr = server.address() as AddressInfo;
-        if (this.tokenDigest === undefined && !isLoopback(addr.address)) {
-          this.logger.warn('the HTTP API listens on a non-loopback address without an ACL token; anyone who can reach it can run jobs', { address: addr.address });
+      door.once('error', onError);
+      door.listen(port, bindAddr, () => {
+        door.off('error', onError);
+        // EMFILE/ENFILE on accept land here: log them, never crash; the gate keeps floods small.
+        door.on('error', (err) => this.logger.error('HTTP API server error', { err }));
+        const addr = door.address() as AddressInfo;
+        this.gate = new ConnectionGate(this.limits, this.clock, this.logger);
+        this.guard = new RequestGuard({
+          bindAddr: addr.address,
+          port: addr.port,
+          tls: this.secureContext !== undefined,
+          allowedHosts: this.options.allowedHosts,
+          allowedOrigins: this.options.allowedOrigins,
+        });
+        if (!isLoopbackAddress(addr.address) && (this.tokenDigest === undefined || !this.secureContext)) {
+          this.logger.warn(
+            `INSECURE: the HTTP API listens on ${addr.address}, reachable from other machines, ${this.tokenDigest === undefined ? 'WITHOUT an ACL token' : 'WITHOUT TLS'} (acl { insecure_allow_public = true }); anyone who can reach it can run processes as this agent's user`,
+            { address: addr.address },
+          );
         }
-        this.logger.info('HTTP API listening', { address: addr.address, port: addr.port, acl: this.tokenDigest !== undefined });
+        this.logger.info('HTTP API listening', { address: addr.address, port: addr.port, acl: this.tokenDigest !== undefined, tls: this.secureContext !== undefined, ...this.limits });
         resolve({ address: addr.address, port: addr.port });
       });
     });
   }
 
-  /** `http://host:port` once listening. */
+  /** `http://host:port` (https with TLS) once listening. */
   get url(): string | undefined {
-    const addr = this.server?.address() as AddressInfo | null | undefined;
+    const addr = this.door?.address() as AddressInfo | null | undefined;
     if (!addr) return undefined;
     const host = addr.family === 'IPv6' || net.isIPv6(addr.address) ? `[${addr.address}]` : addr.address;
-    return `http://${host}:${addr.port}`;
+    return `${this.secureContext ? 'https' : 'http'}://${host}:${addr.port}`;
   }
 
-  /** Stops listening, ends every event stream, and resolves once all connections are closed. */
+  /** Open connections (for tests and status). */
+  get connections(): number {
+    return this.gate?.size ?? 0;
+  }
+
+  /**
+   * Stops listening, ends every event stream and idle connection, lets
+   * requests in progress finish for up to closeGraceMs, then cuts what is
+   * left; resolves once the listening socket is closed. Never hangs on a
+   * client.
+   */
   close(): Promise<void> {
     this.closing ??= this.doClose();
     return this.closing;
@@ -147,28 +217,74 @@ export class HttpApi implements Disposable {
   }
 
   private async doClose(): Promise<void> {
-    const server = this.server;
+    const door = this.door;
     for (const stream of [...this.streams]) stream.dispose();
-    if (!server) return;
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      // Idle keep-alive sockets would hold close() open; busy ones close when their request ends.
-      server.closeIdleConnections();
-    });
+    if (!door) return;
+    const closed = new Promise<void>((resolve) => door.close(() => resolve()));
+    this.gate?.closeIdle();
+    if (this.inflight > 0) {
+      const grace = this.options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+      await new Promise<void>((resolve) => {
+        const timer = this.clock.setTimeout(() => {
+          this.logger.warn('HTTP API closing: cutting requests still in progress after the grace period', { inflight: this.inflight, grace_ms: grace });
+          resolve();
+        }, grace);
+        this.idleWaiter = () => {
+          timer.dispose();
+          resolve();
+        };
+      });
+      this.idleWaiter = undefined;
+    }
+    this.gate?.closeIdle(true);
+    await closed;
     this.logger.info('HTTP API closed');
+  }
+
+  private idleWaiter: (() => void) | undefined;
+
+  /** A new TCP connection: the gate decides; admitted ones go to HTTP (through TLS when configured). */
+  private admit(raw: net.Socket): void {
+    raw.on('error', (err) => this.logger.debug('HTTP API connection error', { err: errorMessage(err) }));
+    if (this.closing || !this.gate) {
+      raw.destroy();
+      return;
+    }
+    let socket: net.Socket = raw;
+    if (this.secureContext) {
+      const secure = new tls.TLSSocket(raw, { isServer: true, secureContext: this.secureContext, ALPNProtocols: ['http/1.1'] });
+      secure.on('error', (err) => {
+        this.logger.debug('HTTP API TLS connection error', { err: errorMessage(err) });
+        secure.destroy();
+      });
+      socket = secure;
+    }
+    if (this.gate.admit(socket, raw) === 'refused') return;
+    this.http.emit('connection', socket);
   }
 
   // -------------------------------------------------------------------------
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     this.inflight++;
+    const socket = req.socket;
+    this.gate?.requestStarted(socket);
+    res.once('close', () => this.gate?.requestEnded(socket));
     const method = req.method ?? 'GET';
-    let path = req.url ?? '/';
+    let path = printable(req.url ?? '/');
     try {
-      // Origin-form ("/v1/jobs") is appended to a base, so "//x" stays a path and never becomes a host.
-      const target = req.url ?? '/';
-      const url = new URL(target.startsWith('/') ? `http://localhost${target}` : target);
+      // Before anything else, token or not: where the request comes from and what it carries.
+      this.guard?.check(req);
+      // Origin-form only (the guard saw to it): "//x" never becomes a host.
+      const url = new URL(`http://localhost${req.url ?? '/'}`);
       path = url.pathname;
+      if (this.gate?.isOverflow(socket)) {
+        // Past the connection cap: only the agent's own health answers, then the connection closes.
+        res.shouldKeepAlive = false;
+        if (!(method === 'GET' && url.pathname === '/v1/agent/health')) {
+          throw new ApiError(503, 'ETOO_MANY_CONNECTIONS', `the HTTP API holds its limit of ${this.limits.maxConnections} connections (${this.limits.maxConnectionsPerClient} per client); retry shortly`);
+        }
+      }
       this.checkToken(req);
       const match = this.router.match(method, url.pathname);
       if (match.kind === 'none') throw ApiError.notFound(`no such API path: ${method} ${url.pathname}`);
@@ -182,7 +298,7 @@ export class HttpApi implements Disposable {
         res,
         params: match.params,
         query: url.searchParams,
-        json: () => (body ??= readBody(req, this.maxBodyBytes).then(parseJsonBody)),
+        json: () => (body ??= readBody(req, this.maxBodyBytes).then((b) => parseJsonBody(b))),
       };
       const reply = await match.handler(ctx);
       if (reply) this.send(res, reply.status ?? 200, reply.body);
@@ -191,7 +307,10 @@ export class HttpApi implements Disposable {
       this.fail(req, res, method, path, err);
     } finally {
       this.inflight--;
-      if (this.closing && this.inflight === 0) this.server?.closeIdleConnections();
+      if (this.closing && this.inflight === 0) {
+        this.gate?.closeIdle();
+        this.idleWaiter?.();
+      }
     }
   }
 
@@ -273,15 +392,27 @@ export class HttpApi implements Disposable {
 
     r.add('GET', '/v1/allocations', () => ({ body: s.listAllocs() }));
     r.add('GET', '/v1/allocation/:id', ({ params }) => ({ body: this.alloc(params.id!) }));
-    r.add('GET', '/v1/allocation/:id/logs/:task', async ({ params, query }) => {
+    r.add('GET', '/v1/allocation/:id/logs/:task', async ({ params, query, res }) => {
+      // Nomad's fs logs parameters; only the range asked for is read (see alloc-logs.ts), whatever the file's size.
       const stream = oneOf(query, 'stream', ['stdout', 'stderr'] as const, 'stdout');
+      const origin = oneOf(query, 'origin', ['start', 'end'] as const, 'start');
       const offset = intParam(query, 'offset', 0);
+      const plain = boolParam(query, 'plain');
+      const limit = logLimit(query.get('limit') ? intParam(query, 'limit', 0) : undefined, plain);
       const alloc = this.alloc(params.id!);
       const task = params.task!;
       const known = alloc.tasks[task] !== undefined || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
       if (!known) throw ApiError.notFound(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ') || 'none'})`);
-      const data = await s.allocLogs(alloc.id, task, stream, { offset });
-      return { body: { allocId: alloc.id, task, stream, offset, nextOffset: offset + Buffer.byteLength(data), data } satisfies AllocLogs };
+      const slice = await s.allocLogs(alloc.id, task, stream, { offset, origin, limit });
+      if (!plain) return { body: (await readLogJson(alloc.id, task, stream, slice)) satisfies AllocLogs };
+      try {
+        await sendLogBytes(res, slice);
+      } catch (err) {
+        // The reader hung up before the end: nobody is left to tell. A failed file read is the agent's error.
+        if ((err as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') throw err;
+        this.logger.debug('log stream closed by the client before its end', { allocId: alloc.id, task, stream });
+      }
+      return undefined;
     });
 
     r.add('GET', '/v1/plugins', ({ query }) => {
@@ -367,9 +498,23 @@ function digest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
-function isLoopback(address: string): boolean {
-  return address === '::1' || address.startsWith('127.') || address === '::ffff:127.0.0.1';
+function loadSecureContext(files: { certFile: string; keyFile: string }): tls.SecureContext {
+  const read = (file: string, what: string): Buffer => {
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw new ValidationError(`cannot read the TLS ${what} ${file}: ${errorMessage(err)}`, `tls.${what === 'certificate' ? 'cert_file' : 'key_file'}`);
+    }
+  };
+  const cert = read(files.certFile, 'certificate');
+  const key = read(files.keyFile, 'key');
+  try {
+    return tls.createSecureContext({ cert, key, minVersion: 'TLSv1.2' });
+  } catch (err) {
+    throw new ValidationError(`the TLS certificate ${files.certFile} and key ${files.keyFile} do not make a usable pair: ${errorMessage(err)}`, 'tls');
+  }
 }
+
 
 /** `?x`, `?x=true|1` → true; `?x=false|0` or absent → false; anything else is a 400. */
 function boolParam(query: URLSearchParams, name: string): boolean {

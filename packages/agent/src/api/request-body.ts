@@ -53,10 +53,37 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-/** Parses a body as JSON; an empty or malformed body is a 400 that says why. */
-export function parseJsonBody(body: Buffer): unknown {
+/** How deep objects and arrays may nest in a body; a jobspec needs about 10. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The deepest nesting of objects and arrays in `text`, stopping early once
+ * it passes `limit`. One pass over the characters, strings skipped: a body
+ * nested 100,000 deep is refused before anything recursive reads it.
+ */
+export function jsonDepthExceeds(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \\ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++depth > limit) return true;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth--;
+  }
+  return false;
+}
+
+/** Parses a body as JSON; an empty, malformed or too deeply nested body is a 400 that says why. */
+export function parseJsonBody(body: Buffer, maxDepth: number = MAX_JSON_DEPTH): unknown {
   const text = body.toString('utf8');
   if (text.trim() === '') throw ApiError.badRequest('the request body is empty; send a JSON document', ApiErrorCode.BadJson);
+  if (jsonDepthExceeds(text, maxDepth)) {
+    throw ApiError.badRequest(`the request body nests objects and arrays more than ${maxDepth} deep; no csiplug document needs that`, ApiErrorCode.BadJson);
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {

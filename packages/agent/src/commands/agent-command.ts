@@ -4,7 +4,7 @@
 import { ILogger, errorMessage, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import { Agent } from '../agent';
-import { HttpApi } from '../api';
+import { HttpApi, type HttpApiOptions } from '../api';
 import { devConfig, parseAgentConfig, type AgentConfig } from '../spec';
 import { mountsUnder } from './host';
 
@@ -44,18 +44,29 @@ export async function loadAgentConfig(options: AgentCommandOptions): Promise<Age
   return config;
 }
 
-/** Starts an agent and its HTTP API; resolves with both, for embedding and tests. */
-export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: Agent; api: HttpApi; address: string }> {
-  const agent = await Agent.start(config);
-  const api = new HttpApi(agent, {
+/** The HTTP API's options from the agent config. */
+export function httpApiOptions(config: AgentConfig, logger: Logger): HttpApiOptions {
+  return {
     bindAddr: config.bindAddr,
     port: config.port,
     aclToken: config.acl.token,
-    logger: agent.container.resolve<Logger>(ILogger).child({ component: 'http-api' }),
-  });
+    insecureAllowPublic: config.acl.insecureAllowPublic,
+    tls: config.tls,
+    allowedHosts: config.http.allowedHosts,
+    allowedOrigins: config.http.allowedOrigins,
+    limits: { maxConnections: config.limits.httpMaxConns, maxConnectionsPerClient: config.limits.httpMaxConnsPerClient, idleTimeoutMs: config.limits.httpIdleTimeout },
+    logger,
+  };
+}
+
+/** Starts an agent and its HTTP API; resolves with both, for embedding and tests. */
+export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: Agent; api: HttpApi; address: string }> {
+  const agent = await Agent.start(config);
+  let api: HttpApi;
   try {
-    const { address, port } = await api.listen();
-    return { agent, api, address: `http://${address}:${port}` };
+    api = new HttpApi(agent, httpApiOptions(config, agent.container.resolve<Logger>(ILogger).child({ component: 'http-api' })));
+    await api.listen();
+    return { agent, api, address: api.url! };
   } catch (err) {
     await agent.shutdown({ stopTasks: false });
     throw err;

@@ -51,6 +51,23 @@ heartbeat {
 acl {
   token = "s3cret"
 }
+
+tls {
+  cert_file = "/etc/csiplug/cert.pem"
+  key_file  = "/etc/csiplug/key.pem"
+}
+
+http {
+  allowed_hosts   = ["csiplug.example", "10.0.0.7"]
+  allowed_origins = ["https://ui.example:8443"]
+}
+
+limits {
+  http_max_conns            = 64
+  http_max_conns_per_client = 8
+  http_idle_timeout         = "10s"
+  max_allocs_per_job        = 50
+}
 `;
 
 const FULL: AgentConfig = {
@@ -76,6 +93,9 @@ const FULL: AgentConfig = {
   },
   heartbeat: { strategy: 'fixed', settings: { interval: 10_000, fingerprintInterval: 60_000, startupInitial: 10, startupMax: 2_000, jitter: 0.25 } },
   acl: { token: 's3cret' },
+  tls: { certFile: '/etc/csiplug/cert.pem', keyFile: '/etc/csiplug/key.pem' },
+  http: { allowedHosts: ['csiplug.example', '10.0.0.7'], allowedOrigins: ['https://ui.example:8443'] },
+  limits: { httpMaxConns: 64, httpMaxConnsPerClient: 8, httpIdleTimeout: 10_000, maxAllocsPerJob: 50 },
   logLevel: 'debug',
   stopTasksOnExit: true,
 };
@@ -110,6 +130,9 @@ describe('parseAgentConfig', () => {
       },
       heartbeat: [{ strategy: 'fixed', interval: '10s', fingerprint_interval: '1m', startup_initial: '10ms', startup_max: '2s', jitter: 0.25 }],
       acl: { token: 's3cret' },
+      tls: { cert_file: '/etc/csiplug/cert.pem', key_file: '/etc/csiplug/key.pem' },
+      http: { allowed_hosts: ['csiplug.example', '10.0.0.7'], allowed_origins: ['https://ui.example:8443'] },
+      limits: [{ http_max_conns: 64, http_max_conns_per_client: 8, http_idle_timeout: '10s', max_allocs_per_job: 50 }],
     };
     expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
   });
@@ -126,6 +149,8 @@ describe('parseAgentConfig', () => {
       timeouts: { ...DEFAULT_TIMEOUTS },
       heartbeat: { strategy: 'backoff', settings: {} },
       acl: {},
+      http: { allowedHosts: [], allowedOrigins: [] },
+      limits: { httpMaxConns: 256, httpMaxConnsPerClient: 100, httpIdleTimeout: 30_000, maxAllocsPerJob: 256 },
       logLevel: 'info',
       stopTasksOnExit: false,
     });
@@ -148,7 +173,7 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, log_level, stop_tasks_on_exit)'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit)'],
     ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],
@@ -170,9 +195,32 @@ describe('parseAgentConfig', () => {
     ['a bad heartbeat duration', 'data_dir = "/d"\nheartbeat {\n startup_max = "soon"\n}\n', 'agent.hcl: heartbeat.startup_max: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"'],
     ['an empty token', 'data_dir = "/d"\nacl {\n token = ""\n}\n', 'agent.hcl: acl.token may not be empty; leave it out to turn ACLs off'],
     ['a bad log level', 'data_dir = "/d"\nlog_level = "verbose"\n', 'agent.hcl: log_level must be one of trace, debug, info, warn, error (got "verbose")'],
+    [
+      'a public bind_addr without a token or TLS',
+      'data_dir = "/d"\nbind_addr = "0.0.0.0"\n',
+      "agent.hcl: bind_addr 0.0.0.0 is reachable from other machines, and the API starts processes as this agent's user: it needs an ACL token (acl { token }) and TLS (tls { cert_file, key_file }); or bind to 127.0.0.1, or set acl { insecure_allow_public = true } to serve it anyway",
+    ],
+    [
+      'a public bind_addr with a token but no TLS',
+      'data_dir = "/d"\nbind_addr = "10.1.2.3"\nacl {\n token = "t"\n}\n',
+      "agent.hcl: bind_addr 10.1.2.3 is reachable from other machines, and the API starts processes as this agent's user: it needs TLS (tls { cert_file, key_file }); or bind to 127.0.0.1, or set acl { insecure_allow_public = true } to serve it anyway",
+    ],
+    ['a relative cert_file', 'data_dir = "/d"\ntls {\n cert_file = "c.pem"\n key_file = "/k.pem"\n}\n', 'agent.hcl: tls.cert_file must be an absolute path (got "c.pem")'],
+    ['a tls block without key_file', 'data_dir = "/d"\ntls {\n cert_file = "/c.pem"\n}\n', 'agent.hcl: tls.key_file is required'],
+    ['an allowed host with a scheme', 'data_dir = "/d"\nhttp {\n allowed_hosts = ["http://x.example"]\n}\n', 'agent.hcl: http.allowed_hosts "http://x.example" is not a host name or IP address (no scheme, port or path: like "csiplug.example")'],
+    ['an allowed origin with a path', 'data_dir = "/d"\nhttp {\n allowed_origins = ["https://ui.example/"]\n}\n', 'agent.hcl: http.allowed_origins "https://ui.example/" is not an origin like "https://ui.example:8443" (scheme, host and port only, no trailing slash)'],
+    ['zero connections', 'data_dir = "/d"\nlimits {\n http_max_conns = 0\n}\n', 'agent.hcl: limits.http_max_conns must be between 1 and 1000000 (got 0)'],
+    ['a zero idle timeout', 'data_dir = "/d"\nlimits {\n http_idle_timeout = "0s"\n}\n', 'agent.hcl: limits.http_idle_timeout must be positive'],
     ['stop_tasks_on_exit as a string', 'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n', 'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")'],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
+  });
+
+  it('serves a public bind_addr with a token and TLS, or when the operator insists', async () => {
+    const secure = await parseAgentConfig('data_dir = "/d"\nbind_addr = "0.0.0.0"\nacl {\n token = "t"\n}\ntls {\n cert_file = "/c.pem"\n key_file = "/k.pem"\n}\n', 'a.hcl');
+    expect(secure.bindAddr).toBe('0.0.0.0');
+    const insecure = await parseAgentConfig('data_dir = "/d"\nbind_addr = "0.0.0.0"\nacl {\n insecure_allow_public = true\n}\n', 'a.hcl');
+    expect(insecure.acl).toEqual({ insecureAllowPublic: true });
   });
 
   it('names the key in ValidationError.field', async () => {

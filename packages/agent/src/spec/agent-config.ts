@@ -4,6 +4,7 @@ import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertP
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
+import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
 
 export const DEFAULT_BIND_ADDR = '127.0.0.1';
@@ -29,12 +30,36 @@ export interface AgentConfig {
   timeouts: TimeoutSettings;
   /** `settings` holds only what the file set: each strategy has its own defaults (fixed: no jitter). */
   heartbeat: { strategy: HeartbeatStrategyName; settings: Partial<HeartbeatSettings> };
-  /** When set, HTTP API calls must carry this token. */
-  acl: { token?: string };
+  /** When set, HTTP API calls must carry this token. `insecureAllowPublic` lets a non-loopback bind_addr go without token or TLS. */
+  acl: { token?: string; insecureAllowPublic?: boolean };
+  /** Serve the API over HTTPS with this certificate and key (PEM). */
+  tls?: { certFile: string; keyFile: string };
+  /** Who may call the API besides this agent's own address: extra Host names and page origins. */
+  http: { allowedHosts: string[]; allowedOrigins: string[] };
+  /** Caps that keep a flood or a huge job from taking the agent down. */
+  limits: AgentLimits;
   logLevel: LogLevel;
   /** Stop every task when the agent exits (default: leave them running, to re-attach later). */
   stopTasksOnExit: boolean;
 }
+
+export interface AgentLimits {
+  /** HTTP connections held at once (all clients). */
+  httpMaxConns: number;
+  /** HTTP connections held at once from one client address. */
+  httpMaxConnsPerClient: number;
+  /** ms a connection may sit with no request in progress. */
+  httpIdleTimeout: number;
+  /** Allocs one job may ask for (the sum of its groups' counts). */
+  maxAllocsPerJob: number;
+}
+
+export const DEFAULT_LIMITS: Readonly<AgentLimits> = Object.freeze({
+  httpMaxConns: 256,
+  httpMaxConnsPerClient: 100,
+  httpIdleTimeout: 30_000,
+  maxAllocsPerJob: 256,
+});
 
 export interface ParseAgentConfigOptions {
   /** Running with -dev: data_dir may be left out, and dev defaults apply. */
@@ -64,7 +89,7 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'log_level', 'stop_tasks_on_exit'];
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit'];
 
 /**
  * The config of `csiplug agent -dev`: a data dir under the system temp dir
@@ -82,6 +107,8 @@ export function devConfig(): AgentConfig {
     timeouts: { ...DEFAULT_TIMEOUTS },
     heartbeat: { strategy: 'backoff', settings: {} },
     acl: {},
+    http: { allowedHosts: [], allowedOrigins: [] },
+    limits: { ...DEFAULT_LIMITS },
     logLevel: 'debug',
     stopTasksOnExit: true,
   };
@@ -146,13 +173,57 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     }
   }
 
-  const a = r.block('acl', ['token']);
+  const a = r.block('acl', ['token', 'insecure_allow_public']);
   const token = a?.string('token');
   if (token === '') a!.fail('token', 'may not be empty; leave it out to turn ACLs off');
-  const acl = token !== undefined ? { token } : {};
+  const insecureAllowPublic = a?.bool('insecure_allow_public', false) ?? false;
+  const acl: AgentConfig['acl'] = { ...(token !== undefined ? { token } : {}), ...(insecureAllowPublic ? { insecureAllowPublic } : {}) };
+
+  let tlsFiles: AgentConfig['tls'];
+  const tb = r.block('tls', ['cert_file', 'key_file']);
+  if (tb) {
+    const certFile = tb.requiredString('cert_file');
+    const keyFile = tb.requiredString('key_file');
+    for (const [key, file] of [['cert_file', certFile], ['key_file', keyFile]] as const) if (!path.isAbsolute(file)) tb.fail(key, `must be an absolute path (got "${file}")`);
+    tlsFiles = { certFile, keyFile };
+  }
+
+  const hb = r.block('http', ['allowed_hosts', 'allowed_origins']);
+  const allowedHosts = hb?.stringList('allowed_hosts') ?? [];
+  for (const h of allowedHosts) if (!validAllowedHost(h)) hb!.fail('allowed_hosts', `"${h}" is not a host name or IP address (no scheme, port or path: like "csiplug.example")`);
+  const allowedOrigins = hb?.stringList('allowed_origins') ?? [];
+  for (const o of allowedOrigins) if (!validAllowedOrigin(o)) hb!.fail('allowed_origins', `"${o}" is not an origin like "https://ui.example:8443" (scheme, host and port only, no trailing slash)`);
+
+  const limits: AgentLimits = { ...DEFAULT_LIMITS };
+  const lb = r.block('limits', ['http_max_conns', 'http_max_conns_per_client', 'http_idle_timeout', 'max_allocs_per_job']);
+  if (lb) {
+    limits.httpMaxConns = lb.int('http_max_conns', DEFAULT_LIMITS.httpMaxConns, 1, 1_000_000);
+    limits.httpMaxConnsPerClient = lb.int('http_max_conns_per_client', DEFAULT_LIMITS.httpMaxConnsPerClient, 1, 1_000_000);
+    limits.httpIdleTimeout = lb.duration('http_idle_timeout', DEFAULT_LIMITS.httpIdleTimeout)!;
+    if (limits.httpIdleTimeout < 1) lb.fail('http_idle_timeout', 'must be positive');
+    limits.maxAllocsPerJob = lb.int('max_allocs_per_job', DEFAULT_LIMITS.maxAllocsPerJob, 1, 100_000);
+  }
+
+  const problem = publicBindProblem(bindAddr, { token: token !== undefined, tls: tlsFiles !== undefined, insecureAllowPublic });
+  if (problem) r.fail('bind_addr', problem);
 
   const logLevel = r.oneOf('log_level', LOG_LEVELS, base?.logLevel ?? 'info');
   const stopTasksOnExit = r.bool('stop_tasks_on_exit', base?.stopTasksOnExit ?? false);
 
-  return { dev, dataDir: path.resolve(dataDir), bindAddr, port, nodeId, state, timeouts, heartbeat, acl, logLevel, stopTasksOnExit };
+  return {
+    dev,
+    dataDir: path.resolve(dataDir),
+    bindAddr,
+    port,
+    nodeId,
+    state,
+    timeouts,
+    heartbeat,
+    acl,
+    ...(tlsFiles ? { tls: tlsFiles } : {}),
+    http: { allowedHosts, allowedOrigins },
+    limits,
+    logLevel,
+    stopTasksOnExit,
+  };
 }
