@@ -71,7 +71,37 @@ export function statusForError(err: unknown): number {
   if (code === ApiErrorCode.Invalid) return 400;
   if (NOT_FOUND.test(code)) return 404;
   if (CONFLICT.test(code)) return 409;
-  return 500;
+  return statusForPluginAnswer(err) ?? 500;
+}
+
+/**
+ * gRPC status codes (numeric, as the CSI client reports them in `grpcCode`)
+ * that say the caller asked for something wrong, not that the agent failed.
+ */
+const GRPC_STATUS: Readonly<Record<number, number>> = Object.freeze({
+  3: 400, // INVALID_ARGUMENT
+  5: 404, // NOT_FOUND
+  6: 409, // ALREADY_EXISTS
+  9: 409, // FAILED_PRECONDITION
+  10: 409, // ABORTED
+  11: 400, // OUT_OF_RANGE
+  12: 501, // UNIMPLEMENTED
+});
+
+/**
+ * A plugin's own answer, found on the error or along its causes (the
+ * catalog wraps the CSI error in one that names the volume): the status it
+ * means for the API's caller, or undefined.
+ */
+function statusForPluginAnswer(err: unknown): number | undefined {
+  let e: unknown = err;
+  for (let depth = 0; depth < 8 && e !== null && typeof e === 'object'; depth++) {
+    const grpc = (e as { grpcCode?: unknown; local?: unknown }).grpcCode;
+    // A call the client refused locally (bad input on our side, closed client) says nothing about the request.
+    if (typeof grpc === 'number' && (e as { local?: unknown }).local !== true) return GRPC_STATUS[grpc];
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 /** The error body for `err`: its message and code (EINTERNAL when it has none). */

@@ -1,0 +1,79 @@
+// Hostile input against a real agent (in-process, memory state) and its
+// real HTTP API: what used to hang, 500 or pile up is answered at once with
+// a status that says whose fault it is, and nothing is left behind.
+import { MemoryLogger, bind } from '@csiplug/core';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Agent } from '../src/agent';
+import { HttpApi } from '../src/api';
+import { IExecDriverOptions } from '../src/driver';
+import { devConfig } from '../src/spec';
+import { raw } from './support/http';
+
+function sleeper(id: string, count: number): string {
+  return JSON.stringify({ Job: { job: { [id]: { group: { app: { count, task: { main: { driver: 'exec', config: { command: '/bin/sleep', args: ['300'] } } } } } } } } });
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; i < 400; i++) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+describe('hostile input against a real agent', () => {
+  let dataDir: string;
+  let agent: Agent;
+  let api: HttpApi;
+  let url: string;
+
+  beforeAll(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-hostile-'));
+    const base = devConfig();
+    // A plugin wait of ten minutes: a create that waited for an unknown plugin would time the test out.
+    agent = await Agent.start(
+      { ...base, dataDir, port: 0, limits: { ...base.limits, maxAllocsPerJob: 3 }, timeouts: { ...base.timeouts, pluginWaitPrerun: 600_000 } },
+      // Tasks run under the built executor (the test runs the agent from its sources).
+      { logger: new MemoryLogger(), configure: (c) => bind(c, IExecDriverOptions, { useValue: { executorPath: path.resolve(__dirname, '../dist/driver/executor.js') } }) },
+    );
+    api = new HttpApi(agent, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger() });
+    await api.listen();
+    url = api.url!;
+  });
+
+  afterAll(async () => {
+    await api.close();
+    await agent.shutdown({ stopTasks: true });
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers a create naming an unknown plugin at once with 404, naming it', async () => {
+    const volume = { id: 'v1', type: 'csi', plugin_id: 'no-such-plugin', capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }] };
+    const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volume: volume }) });
+    expect(r.status).toBe(404);
+    expect(r.json.error).toMatch(/plugin "no-such-plugin" is not registered on this node and no job here runs it/);
+    expect((await raw(url, 'GET', '/v1/volume/csi/v1')).status).toBe(404);
+  });
+
+  it('refuses a job that asks for more allocs than the limit, and runs none of them', async () => {
+    const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('many', 5) });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatch(/job "many" asks for 5 allocs \(app: 5\); this agent runs at most 3 per job \(limits \{ max_allocs_per_job \}\)/);
+    expect(agent.listAllocs()).toHaveLength(0);
+  });
+
+  it('purge removes the alloc dirs it leaves behind', async () => {
+    const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('short', 2) });
+    expect(r.status).toBe(200);
+    const ids: string[] = r.json.allocIds;
+    await until(`both allocs running (${JSON.stringify(agent.listAllocs().map((a) => [a.clientStatus, a.tasks]))})`, async () => (agent.listAllocs().filter((a) => a.clientStatus === 'running').length === 2 ? true : undefined));
+    const dirs = ids.map((id) => path.join(dataDir, 'allocs', id));
+    for (const d of dirs) expect(fs.existsSync(d)).toBe(true);
+    expect((await raw(url, 'DELETE', '/v1/job/short?purge=true')).status).toBe(200);
+    for (const d of dirs) expect(fs.existsSync(d)).toBe(false);
+    expect((await raw(url, 'GET', '/v1/job/short')).status).toBe(404);
+  });
+});
