@@ -7,7 +7,8 @@
 // Past the cap a few connections (the reserve) are still let in, for a
 // short time and for one request each: the agent's own health answers
 // there, so a monitor can tell "flooded" from "dead"; every other request
-// on them gets 503. Past the reserve a connection is closed at once.
+// on them gets 503. A full reserve closes its oldest idle connection to
+// make room; when all of them are busy, a new connection is closed at once.
 import { Clock, Disposable, Logger } from '@csiplug/core';
 import type * as net from 'net';
 
@@ -70,7 +71,9 @@ export class ConnectionGate {
     const fromClient = this.perClient.get(client) ?? 0;
     let overflow = false;
     if (this.regular >= this.limits.maxConnections || fromClient >= this.limits.maxConnectionsPerClient) {
-      if (this.overflow >= OVERFLOW_RESERVE) {
+      // A full reserve makes room by closing its oldest idle connection, so a
+      // fresh health check gets in even while a flood keeps arriving.
+      if (this.overflow >= OVERFLOW_RESERVE && !this.evictOldestIdleOverflow()) {
         this.refused(client);
         raw.destroy();
         socket.destroy();
@@ -114,6 +117,16 @@ export class ConnectionGate {
   /** Closes every connection with no request in progress (shutdown); `all` closes the busy ones too. */
   closeIdle(all = false): void {
     for (const [socket, conn] of this.conns) if (all || conn.inflight === 0) socket.destroy();
+  }
+
+  private evictOldestIdleOverflow(): boolean {
+    for (const [socket, conn] of this.conns) {
+      if (!conn.overflow || conn.inflight > 0) continue;
+      this.release(socket);
+      socket.destroy();
+      return true;
+    }
+    return false;
   }
 
   private armIdle(socket: net.Socket, conn: Conn): void {

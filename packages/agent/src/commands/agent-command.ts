@@ -15,12 +15,38 @@ export interface AgentCommandOptions {
   /** Overrides for tests and the demo. */
   dataDir?: string;
   port?: number;
+  /** How long shutdown may take after the signal before the process leaves anyway. Default 30 s. */
+  shutdownTimeoutMs?: number;
+  /** Ends the process when shutdown cannot finish (default process.exit); tests pass their own. */
+  forceExit?: (code: number) => void;
 }
+
+export const SHUTDOWN_TIMEOUT_MS = 30_000;
 
 /** Where a command writes (the CLI's CliIo fits). */
 export interface CommandIO {
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown };
+}
+
+/** The name of the next SIGTERM or SIGINT; cancel() stops listening. */
+function nextSignal(signals: NodeJS.EventEmitter): { promise: Promise<'SIGTERM' | 'SIGINT'>; cancel(): void } {
+  let cancel = () => {};
+  const promise = new Promise<'SIGTERM' | 'SIGINT'>((resolve) => {
+    const onTerm = () => done('SIGTERM');
+    const onInt = () => done('SIGINT');
+    cancel = () => {
+      signals.removeListener('SIGTERM', onTerm);
+      signals.removeListener('SIGINT', onInt);
+    };
+    const done = (sig: 'SIGTERM' | 'SIGINT') => {
+      cancel();
+      resolve(sig);
+    };
+    signals.on('SIGTERM', onTerm);
+    signals.on('SIGINT', onInt);
+  });
+  return { promise, cancel };
 }
 
 export async function loadAgentConfig(options: AgentCommandOptions): Promise<AgentConfig> {
@@ -86,20 +112,35 @@ export async function runAgentCommand(options: AgentCommandOptions, io: CommandI
   }
   const { agent, api, address } = started;
   io.stdout.write(`==> csiplug agent started\n    API:      ${address}\n    Data dir: ${config.dataDir}\n    Node id:  ${config.nodeId}\n    State:    ${config.state.backend}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (sig: string) => {
-      io.stdout.write(`==> caught ${sig}, shutting down (${config.stopTasksOnExit ? 'stopping tasks' : 'tasks keep running'})\n`);
-      signals.removeListener('SIGTERM', onTerm);
-      signals.removeListener('SIGINT', onInt);
-      resolve();
-    };
-    const onTerm = () => stop('SIGTERM');
-    const onInt = () => stop('SIGINT');
-    signals.on('SIGTERM', onTerm);
-    signals.on('SIGINT', onInt);
-  });
-  await api.close();
-  await agent.shutdown();
+  const first = await nextSignal(signals).promise;
+  io.stdout.write(`==> caught ${first}, shutting down (${config.stopTasksOnExit ? 'stopping tasks' : 'tasks keep running'})\n`);
+  // One signal is enough: the shutdown finishes, or gives up after its limit
+  // (tasks keep running either way, and the next agent re-attaches), or a
+  // second signal ends it at once.
+  const limitMs = options.shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_MS;
+  let timer: NodeJS.Timeout | undefined;
+  const again = nextSignal(signals);
+  const stopping = (async () => {
+    await api.close().catch((err: unknown) => io.stderr.write(`==> closing the HTTP API failed: ${errorMessage(err)}\n`));
+    await agent.shutdown();
+    return 'done' as const;
+  })();
+  const outcome = await Promise.race([
+    stopping.catch((err: unknown) => {
+      io.stderr.write(`==> shutdown failed: ${errorMessage(err)}\n`);
+      return 'failed' as const;
+    }),
+    new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), limitMs))),
+    again.promise,
+  ]);
+  clearTimeout(timer);
+  again.cancel();
+  if (outcome !== 'done') {
+    const why = outcome === 'failed' ? 'it failed' : outcome === 'timeout' ? `it did not finish within ${limitMs / 1000} s` : `caught ${outcome} again`;
+    io.stderr.write(`==> leaving now: ${why}; running tasks are left for the next agent\n`);
+    (options.forceExit ?? ((code: number) => process.exit(code)))(1);
+    return 1;
+  }
   if (config.dev && config.stopTasksOnExit) {
     // A -dev agent's data dir is throwaway; keep it only if something is
     // still mounted below it (never delete through a live mount).
