@@ -65,7 +65,7 @@ describe('the agent binary', () => {
       fs.writeFileSync(other, `data_dir = "${h.dataDir}"\nport = ${await freePort()}\n`);
       const r = await cli(['agent', '-config', other]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/is another csiplug agent using the data dir/);
+      expect(r.stderr).toMatch(/data dir .* is in use: another csiplug agent holds its lock/);
       expect((await h.api.health()).ok).toBe(true);
     } finally {
       await h.cleanup();

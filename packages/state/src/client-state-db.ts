@@ -1,6 +1,8 @@
 // ClientStateDB on the bbolt-style DB: the same code over the SQLite file
 // (`<data_dir>/state.db`) and over the in-memory store. Opening checks the
 // file, migrates an older schema (after a backup) and refuses a newer one.
+// The state holds volume secrets in clear: the file, its SQLite side files
+// and the migration backup are 0600, a state dir created here is 0700.
 import { Clock, Logger, NullLogger, RealClock, ValidationError } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -15,12 +17,19 @@ import type {
 } from './client-state';
 import { DB } from './db';
 import { ErrMigration, ErrSchemaVersion } from './errors';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { CLIENT_STATE_SCHEMA_VERSION, decode, encode, ensureLayout, Layout, readSchemaVersion, writeSchemaVersion } from './layout';
 import { CLIENT_STATE_MIGRATIONS, Migration, migrationPath } from './migrations';
+import { backupTempPath, sqliteFiles } from './sqlite-store';
 import type { Tx } from './tx';
 
 export interface ClientStateOptions {
-  /** The state file (e.g. `<data_dir>/state.db`); its directory is created (0700) if missing. */
+  /**
+   * The state file (e.g. `<data_dir>/state.db`); its directory is created
+   * (0700) if missing. An existing directory keeps its mode: it is the
+   * caller's (the agent's data dir is 0711 on purpose), and every file the
+   * store keeps in it is 0600.
+   */
   path?: string;
   /** Keep the state in memory instead (nothing survives close). */
   memory?: boolean;
@@ -41,6 +50,12 @@ export function backupPathFor(file: string): string {
   return `${file}.backup`;
 }
 
+/** Every file a client state at `file` may keep (all 0600): the SQLite files, the migration backup and its temp file. */
+export function clientStateFiles(file: string): string[] {
+  const backup = backupPathFor(file);
+  return [...sqliteFiles(file), backup, backupTempPath(backup)];
+}
+
 /** Opens the client state: `{ path }` for the SQLite file, `{ memory: true }` for the in-memory twin. */
 export function openClientState(options: ClientStateOptions): BoltClientStateDB {
   if (!options.memory && !options.path) throw new ValidationError('openClientState: give a path, or memory: true', 'path');
@@ -51,10 +66,16 @@ export function openClientState(options: ClientStateOptions): BoltClientStateDB 
     db = DB.openMemory({ clock });
   } else {
     const file = path.resolve(options.path!);
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    db = DB.open(file, { timeout: options.timeout, noSync: options.noSync, integrityCheck: true, clock });
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+    db = DB.open(file, { timeout: options.timeout, noSync: options.noSync, integrityCheck: true, clock, logger });
   }
   try {
+    if (!options.memory) {
+      // A backup (or the temp file of one a crash interrupted) written by an
+      // older release may still be readable by others.
+      const backup = backupPathFor(db.path);
+      tightenModes([backup, backupTempPath(backup)], PRIVATE_FILE_MODE, logger);
+    }
     const target = options.schemaVersion ?? CLIENT_STATE_SCHEMA_VERSION;
     const version = prepareSchema(db, target, options.migrations ?? CLIENT_STATE_MIGRATIONS, clock, logger, !options.memory);
     return new BoltClientStateDB(db, version, logger);

@@ -1,7 +1,7 @@
 // DB: bbolt's DB on a pluggable store (SQLite file or memory). view/update
 // run a synchronous callback in one transaction; batch coalesces concurrent
 // writers into one commit, each caller isolated by a savepoint.
-import { Clock, Disposable, RealClock } from '@csiplug/core';
+import { Clock, Disposable, Logger, RealClock } from '@csiplug/core';
 import { BatchCall, Batcher } from './batcher';
 import { BucketDirectory } from './bucket-directory';
 import { ErrDatabaseNotOpen, ErrDatabaseReadOnly, ErrTxAsync, ErrTxNested, StateError } from './errors';
@@ -25,6 +25,8 @@ export interface DBOptions {
   maxBatchSize?: number;
   /** bbolt's MaxBatchDelay in ms (10). */
   maxBatchDelay?: number;
+  /** Told about each file of the store whose mode a read-write open tightened to 0600. */
+  logger?: Logger;
 }
 
 export type TxFn<T> = (tx: Tx) => T;
@@ -72,7 +74,10 @@ export class DB implements Disposable {
     );
   }
 
-  /** Opens (creating unless readOnly) the SQLite-backed store at `path` and holds it until close. */
+  /**
+   * Opens (creating unless readOnly) the SQLite-backed store at `path` and
+   * holds it until close. Its files are 0600: created so, or tightened.
+   */
   static open(path: string, options: DBOptions = {}): DB {
     return new DB(SqliteStore.open(path, options), options);
   }
@@ -182,7 +187,7 @@ export class DB implements Disposable {
     return this.view((tx) => tx.check());
   }
 
-  /** Writes a consistent copy of the file to `dest` (outside any transaction). Not available in memory. */
+  /** Writes a consistent copy (0600) of the file to `dest` (outside any transaction). Not available in memory. */
   backup(dest: string): void {
     const store = this.store;
     if (!store) throw new ErrDatabaseNotOpen();

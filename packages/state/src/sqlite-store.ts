@@ -3,10 +3,16 @@
 // one indexed range query. The connection runs in WAL mode with
 // locking_mode=EXCLUSIVE, so a read-write open holds the file's lock until
 // close: that is what makes the store "exclusive" like bbolt's flock.
+//
+// Every file of the store is 0600 (file-modes.ts): the db file is created so
+// before SQLite opens it, and SQLite gives the -wal, -shm and -journal the
+// db file's mode.
+import type { Logger } from '@csiplug/core';
 import Database from 'better-sqlite3';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseReadOnly, ErrInvalid, ErrTimeout, StateError } from './errors';
+import { createPrivateFile, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { RangeOp, ROOT_BUCKET, Store, StoreEntry } from './store';
 
 export interface SqliteStoreOptions {
@@ -16,6 +22,31 @@ export interface SqliteStoreOptions {
   noSync?: boolean;
   /** Run `PRAGMA quick_check` right after taking the lock, before anything is written. */
   integrityCheck?: boolean;
+  /** Told about each file of the store whose mode a read-write open tightened to 0600. */
+  logger?: Logger;
+}
+
+/** The db file and the files SQLite keeps beside it (-wal, -shm, -journal), which hold the same data. */
+export function sqliteFiles(file: string): string[] {
+  return [file, `${file}-wal`, `${file}-shm`, `${file}-journal`];
+}
+
+/** The temp file a backup to `dest` is written to before it is renamed into place. */
+export function backupTempPath(dest: string): string {
+  return `${dest}.tmp`;
+}
+
+/**
+ * Makes the store's files private before SQLite touches them: creates the db
+ * file 0600 when it is missing, and tightens an existing one (and any -wal,
+ * -shm or -journal an older release left) to 0600.
+ */
+function preparePrivateFiles(file: string, logger: Logger | undefined): void {
+  if (createPrivateFile(file)) return;
+  if (fs.lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink()) {
+    logger?.warn('the state file is a symlink; the mode of its target is left as it is', { path: file, target: fs.readlinkSync(file) });
+  }
+  tightenModes(sqliteFiles(file), PRIVATE_FILE_MODE, logger);
 }
 
 /** Written into `meta` so a SQLite file that is not ours is never taken over. */
@@ -104,6 +135,8 @@ export class SqliteStore implements Store {
     // is measured on the wall clock: an injected fake clock could not move
     // while this synchronous open blocks.
     const deadline = Date.now() + timeout;
+    // A read-only open never changes anything, modes included.
+    if (!readOnly) preparePrivateFiles(full, options.logger);
     for (;;) {
       let conn: Database.Database | undefined;
       try {
@@ -370,9 +403,14 @@ export class SqliteStore implements Store {
     // VACUUM INTO writes a consistent, compact copy (WAL content included);
     // a temp name plus rename means a crash never leaves half a backup.
     // One fixed temp name: a leftover of a crashed run is replaced, not kept.
-    const tmp = `${dest}.tmp`;
+    // The copy holds what the store holds: it is created 0600 before VACUUM
+    // INTO fills it (which takes an existing file as long as it is empty).
+    const tmp = backupTempPath(dest);
     fs.rmSync(tmp, { force: true });
     try {
+      if (!createPrivateFile(tmp)) {
+        throw new StateError('EBACKUP', `cannot back up to ${dest}: ${tmp} reappeared right after it was removed; is another process writing beside the store?`);
+      }
       this.conn.prepare('VACUUM INTO ?').run(tmp);
       fsyncPath(tmp);
       fs.renameSync(tmp, dest);

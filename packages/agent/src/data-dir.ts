@@ -1,0 +1,179 @@
+// The agent's data dir: who may enter which part of it, and the one lock that
+// keeps a second agent out of it. The agent runs as root and the data dir
+// holds volume secrets (state.db) and task records, so other users may at
+// most traverse the path down to a task's own dir: never list, read or write.
+//
+//   <data_dir>/                        0711  tasks traverse it to reach their task dir
+//     agent.lock  (-wal -shm -journal) 0600  the data dir's lock
+//     state.db    (-wal -shm -journal, .backup, .backup.tmp)
+//                                      0600  the client state: volume secrets in clear
+//     allocs/                          0711  traversed by tasks …
+//       <alloc id>/                    0711  … (alloc runner) …
+//         <task>/                      0711  … to their own dir: cwd, logs, volume links
+//           .executor/                 0700  the executor's records (the task's command and env)
+//     plugins/                         0700  plugin sockets: the agent and its plugins only
+//       <alloc id>/                    0700  (hooks)
+//     csi/                             0700  staging and publish dirs: the agent and plugins only
+//       <type>/ <type>/<plugin>/       0700  (hooks); below are volume mounts: never walked
+//
+// Why 0711 at all: tasks run as the agent's user today, but a task's own
+// processes may drop privileges (a server that setuids to an unprivileged
+// user once started) and still need their task dir; the execute bit alone
+// lets them through without listing alloc ids or reading anything. Their
+// volumes are reached under csi/, whose per-plugin dirs the hooks and the
+// CSI manager keep 0700, so nothing is gained by opening csi/ alone: if tasks
+// ever run as another user, that whole path opens in one change there.
+//
+// Tightening only clears bits (chmod, never a move or rewrite), never goes
+// through a symlink (entries are lstat-ed; state's tightenMode changes an
+// inode through an O_NOFOLLOW descriptor) and never crosses into another
+// filesystem (a mount point's mode is that of the mounted volume).
+import { CsiplugError, type Logger } from '@csiplug/core';
+import {
+  DB,
+  PRIVATE_DIR_MODE,
+  PRIVATE_FILE_MODE,
+  clientStateFiles,
+  formatMode,
+  sqliteFiles,
+  stateFilePath,
+  tightenModes,
+  type EntryKind,
+  type ModeChange,
+} from '@csiplug/state';
+import * as fs from 'fs';
+import * as path from 'path';
+import { EXECUTOR_DIR } from './driver/executor-protocol';
+
+/** The data dir and the dirs tasks traverse (see the layout above). */
+export const TRAVERSE_DIR_MODE = 0o711;
+/** Everything the agent keeps for itself. */
+export const AGENT_DIR_MODE = PRIVATE_DIR_MODE;
+export const AGENT_FILE_MODE = PRIVATE_FILE_MODE;
+
+export const DATA_DIR_LOCK_NAME = 'agent.lock';
+
+/** `<data_dir>/agent.lock`: held by the agent that owns the data dir, whatever its state backend. */
+export function dataDirLockPath(dataDir: string): string {
+  return path.join(dataDir, DATA_DIR_LOCK_NAME);
+}
+
+/** The data dir is not safe to run on; the message says why and what to do. */
+export class DataDirError extends CsiplugError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('EDATADIR', message, options);
+  }
+}
+
+/** Another agent holds the data dir's lock. */
+export class DataDirInUseError extends CsiplugError {
+  constructor(
+    readonly dataDir: string,
+    readonly lockFile: string,
+    cause: unknown,
+  ) {
+    super(
+      'EDATADIR_IN_USE',
+      `data dir ${dataDir} is in use: another csiplug agent holds its lock ${lockFile}. Stop that agent first, or give this one its own data_dir.`,
+      { cause },
+    );
+  }
+}
+
+function whoCanWrite(mode: number): string {
+  const who = [mode & 0o020 ? 'its group' : '', mode & 0o002 ? 'every user' : ''].filter(Boolean);
+  return who.join(' and ');
+}
+
+/**
+ * Refuses a data dir that another user controls: a symlink or a dir owned
+ * by someone other than this agent's user or root, or a dir others may
+ * write to (they could have planted anything in it, and a shared dir such
+ * as /tmp must not be chmod-ed). Returns the real path and its stat.
+ */
+function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
+  const uid = process.getuid?.() ?? 0;
+  const trusted = (owner: number) => owner === uid || owner === 0;
+  const link = fs.lstatSync(dataDir);
+  if (link.isSymbolicLink() && !trusted(link.uid)) {
+    throw new DataDirError(
+      `data dir ${dataDir} is a symlink owned by uid ${link.uid}, neither this agent's user (uid ${uid}) nor root: its owner decides where the agent's state goes. ` +
+        'Replace it with a directory, or a symlink owned by root.',
+    );
+  }
+  const dir = fs.realpathSync(dataDir);
+  const stat = fs.statSync(dir);
+  if (!stat.isDirectory()) throw new DataDirError(`data dir ${dataDir} is not a directory; point data_dir at a directory`);
+  if (!trusted(stat.uid)) {
+    throw new DataDirError(
+      `data dir ${dir} is owned by uid ${stat.uid}, neither this agent's user (uid ${uid}) nor root: its owner could read the state or plant files in it. ` +
+        "chown it to the agent's user, or choose another data_dir.",
+    );
+  }
+  if (stat.mode & 0o022) {
+    throw new DataDirError(
+      `data dir ${dir} is writable by ${whoCanWrite(stat.mode)} (mode ${formatMode(stat.mode)}): anything in it may have been planted by another user. ` +
+        `Check its contents, then chmod go-w ${dir} (the agent wants ${formatMode(TRAVERSE_DIR_MODE)}), or choose a data_dir of its own.`,
+    );
+  }
+  return { dir, stat };
+}
+
+/**
+ * Creates the data dir (0711) if missing, refuses one another user controls
+ * (DataDirError), and tightens what an older release left looser: state and
+ * lock files to 0600, agent-only dirs to 0700, the dirs tasks traverse to
+ * 0711. Logs one line per path changed, with its old and new mode, and
+ * returns the changes.
+ */
+export function secureDataDir(dataDir: string, logger: Logger): ModeChange[] {
+  fs.mkdirSync(dataDir, { recursive: true, mode: TRAVERSE_DIR_MODE });
+  const { dir, stat: root } = checkDataDir(dataDir);
+  const changes: ModeChange[] = [];
+  const tighten = (entries: string[], max: number, kind: EntryKind) => changes.push(...tightenModes(entries, max, logger, kind));
+  /** A real directory on the data dir's own filesystem (not a symlink, not a mount point). */
+  const isOwnDir = (p: string) => {
+    const st = fs.lstatSync(p, { throwIfNoEntry: false });
+    return !!st && st.isDirectory() && st.dev === root.dev;
+  };
+  const subdirs = (parent: string) => (isOwnDir(parent) ? fs.readdirSync(parent).map((name) => path.join(parent, name)).filter(isOwnDir) : []);
+  const dirs = (entries: string[], max: number) => tighten(entries.filter(isOwnDir), max, 'dir');
+
+  dirs([dir], TRAVERSE_DIR_MODE);
+  tighten([...clientStateFiles(stateFilePath(dir)), ...sqliteFiles(dataDirLockPath(dir))], AGENT_FILE_MODE, 'file');
+
+  const allocs = path.join(dir, 'allocs');
+  dirs([allocs], TRAVERSE_DIR_MODE);
+  for (const alloc of subdirs(allocs)) {
+    dirs([alloc], TRAVERSE_DIR_MODE);
+    for (const task of subdirs(alloc)) {
+      dirs([task], TRAVERSE_DIR_MODE);
+      dirs([path.join(task, EXECUTOR_DIR)], AGENT_DIR_MODE);
+    }
+  }
+
+  const plugins = path.join(dir, 'plugins');
+  dirs([plugins, ...subdirs(plugins)], AGENT_DIR_MODE);
+
+  const csi = path.join(dir, 'csi');
+  dirs([csi], AGENT_DIR_MODE);
+  for (const type of subdirs(csi)) dirs([type, ...subdirs(type)], AGENT_DIR_MODE);
+  return changes;
+}
+
+/**
+ * Takes `<data_dir>/agent.lock` whatever the state backend, so one data dir
+ * has one agent: the state package's exclusive open of a SQLite file, which
+ * holds across processes (a file lock that dies with its process) and within
+ * one (SQLite's own bookkeeping per inode). Fails at once with
+ * DataDirInUseError. Close the returned DB to release it.
+ */
+export function lockDataDir(dataDir: string, logger?: Logger): DB {
+  const file = dataDirLockPath(dataDir);
+  try {
+    return DB.open(file, { logger });
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ErrTimeout') throw new DataDirInUseError(dataDir, file, err);
+    throw err;
+  }
+}
