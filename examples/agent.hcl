@@ -39,5 +39,24 @@ heartbeat {
 }
 
 # acl {
-#   token = "change-me" # when set, API calls must carry it
+#   token = "change-me"            # when set, API calls must carry it (X-Csiplug-Token)
+#   insecure_allow_public = false  # a non-loopback bind_addr needs a token and TLS unless this is true
 # }
+
+# tls {                            # serve the API over HTTPS (needed for a non-loopback bind_addr)
+#   cert_file = "/etc/csiplug/cert.pem"
+#   key_file  = "/etc/csiplug/key.pem"
+# }
+
+# Who may call the API besides this agent's own address (SECURITY.md):
+http {
+  allowed_hosts   = [] # extra Host names, e.g. ["csiplug.internal"]
+  allowed_origins = [] # extra page origins, e.g. ["https://ui.example:8443"]
+}
+
+limits {
+  http_max_conns            = 256   # connections at once; past it only health answers
+  http_max_conns_per_client = 100   # ... from one address
+  http_idle_timeout         = "30s" # a connection with no request in progress is closed after this
+  max_allocs_per_job        = 256   # the sum of a job's group counts
+}
