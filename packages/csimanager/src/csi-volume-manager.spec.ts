@@ -195,6 +195,48 @@ describe('volume manager', () => {
     expect(vm.usersOf('vol-1', usage)).toEqual(['alloc-a']);
   });
 
+  it('a mount table that cannot be read (EMFILE) is read again, not taken for "not mounted" nor failed on', async () => {
+    await vm.mountVolume(vol, { id: 'alloc-a' }, usage);
+    // An agent restart's mount again (the restore path), while the agent is out of file descriptors.
+    const real = h.mounts.isMountPoint.bind(h.mounts);
+    let faults = 2;
+    h.mounts.isMountPoint = async (target: string) => {
+      if (faults > 0) {
+        faults--;
+        throw Object.assign(new Error("EMFILE: too many open files, open '/proc/self/mountinfo'"), { code: 'EMFILE' });
+      }
+      return real(target);
+    };
+    let settled = false;
+    const again = vm.mountVolume(vol, { id: 'alloc-a' }, usage).finally(() => (settled = true));
+    await h.settle();
+    expect(settled).toBe(false);
+    await h.advance(250);
+    expect(settled).toBe(false);
+    await h.advance(500);
+    await expect(again).resolves.toMatchObject({ targetPath: vm.mountInfoFor('vol-1', 'alloc-a', usage).targetPath });
+    // It found both mounts in place: nothing staged or published twice, nothing undone.
+    expect(calls('NodeStageVolume')).toHaveLength(1);
+    expect(calls('NodePublishVolume')).toHaveLength(1);
+    expect(calls('NodeUnpublishVolume')).toHaveLength(0);
+    expect(vm.usersOf('vol-1', usage)).toEqual(['alloc-a']);
+    expect(h.logger.find('cannot read the mount table for a fault of the agent itself', 'warn')).toHaveLength(2);
+  });
+
+  it('a caller that gives up while the mount table cannot be read gets its abort, and the usage it had stays', async () => {
+    await vm.mountVolume(vol, { id: 'alloc-a' }, usage);
+    h.mounts.isMountPoint = async () => {
+      throw Object.assign(new Error('ENFILE: file table overflow'), { code: 'ENFILE' });
+    };
+    const ac = new AbortController();
+    const again = vm.mountVolume(vol, { id: 'alloc-a' }, usage, {}, { signal: ac.signal });
+    await h.advance(1_000);
+    ac.abort();
+    await expect(again).rejects.toBeInstanceOf(AbortError);
+    expect(calls('NodeUnstageVolume')).toHaveLength(0);
+    expect(vm.usersOf('vol-1', usage)).toEqual(['alloc-a']);
+  });
+
   it('counts NOT_FOUND on unpublish and unstage as done — by code, not by message', async () => {
     await vm.mountVolume(vol, { id: 'alloc-a' }, usage);
     b().failNext('NodeUnpublishVolume', notFound('NodeUnpublishVolume'));

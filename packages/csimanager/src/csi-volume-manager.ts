@@ -8,7 +8,7 @@ import { AbortError, Clock, Logger, ValidationError, assertPathSafeId, errorMess
 import { isNotFound } from '@csiplug/csi';
 import { VolumeOperationError } from './errors';
 import type { KeyedMutex } from './keyed-mutex';
-import type { MountTable } from './mount-table';
+import { type MountTable, isMountPointRetrying } from './mount-table';
 import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
@@ -146,7 +146,7 @@ export class CSIVolumeManager implements VolumeManager {
   }
 
   private async mount(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, publishContext: Record<string, string>, signal?: AbortSignal): Promise<MountInfo> {
-    const { tracker, mountTable } = this.deps;
+    const { tracker } = this.deps;
     const inst = this.deps.instance();
     const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId, usage);
     const volumeId = volume.externalId || volume.id;
@@ -168,7 +168,7 @@ export class CSIVolumeManager implements VolumeManager {
         // Checked before the dir is made: a path that does not exist yet is
         // known not to be a mount without reading the mount table.
         step = 'checking the staging mount';
-        if (await mountTable.isMountPoint(paths.hostStagingPath)) {
+        if (await this.isMountPoint(paths.hostStagingPath, volume.id, allocId, signal)) {
           this.log.debug('volume already staged; reusing the staging mount', { volumeId: volume.id, allocId, stagingPath: paths.hostStagingPath });
         } else {
           step = 'creating the staging dir';
@@ -181,7 +181,7 @@ export class CSIVolumeManager implements VolumeManager {
       step = 'creating the alloc dir';
       await fs.mkdir(paths.hostAllocVolumeDir, { recursive: true, mode: DIR_MODE });
       step = 'checking the target mount';
-      if (await mountTable.isMountPoint(paths.hostTargetPath)) {
+      if (await this.isMountPoint(paths.hostTargetPath, volume.id, allocId, signal)) {
         this.log.debug('volume already published for this alloc; reusing it', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath });
       } else {
         step = 'NodePublishVolume';
@@ -197,6 +197,21 @@ export class CSIVolumeManager implements VolumeManager {
       if (claimed) await this.releaseAfterFailedMount(volume.id, volumeId, allocId, usage, paths, { stageAttempted, publishAttempted });
       throw this.fail('mount', volume.id, allocId, step, err);
     }
+  }
+
+  /**
+   * A mount's check of a path, retried while the mount table cannot be read
+   * for a transient fault of the agent (EMFILE…): failing the mount then would
+   * fail an alloc's restore and unmount under its running tasks. (unmount's
+   * own check needs no retry: a failure there keeps the volume pending.)
+   */
+  private isMountPoint(target: string, volumeId: string, allocId: string, signal?: AbortSignal): Promise<boolean> {
+    return isMountPointRetrying(this.deps.mountTable, target, {
+      clock: this.deps.clock,
+      signal,
+      onFault: (err, attempt, delayMs) =>
+        this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { volumeId, allocId, target, attempt, delayMs, error: errorMessage(err) }),
+    });
   }
 
   /**

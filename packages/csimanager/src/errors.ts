@@ -67,3 +67,25 @@ export class VolumeOperationError extends CSIManagerError {
     super(operation === 'mount' ? 'ECSI_MOUNT' : 'ECSI_UNMOUNT', message, options);
   }
 }
+
+/**
+ * errno codes of a fault in the agent's own process — out of file
+ * descriptors or memory, interrupted, busy — which say nothing about the
+ * mount, file or plugin being looked at.
+ */
+export const TRANSIENT_FS_ERROR_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EAGAIN', 'ENOMEM', 'EINTR', 'EBUSY']);
+
+/**
+ * Whether `err`, or an error it was caused by, is a transient local fault
+ * (see TRANSIENT_FS_ERROR_CODES): "unknown, try again", never "not mounted"
+ * or "gone". An agent flooded with connections gets EMFILE on every open.
+ */
+export function isTransientFsError(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let e = err; e !== null && typeof e === 'object' && !seen.has(e); e = (e as { cause?: unknown }).cause) {
+    seen.add(e);
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && TRANSIENT_FS_ERROR_CODES.has(code)) return true;
+  }
+  return false;
+}

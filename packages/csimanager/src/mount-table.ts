@@ -2,10 +2,45 @@
 // manager's logic is tested with a fake (IMountTable).
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
+import { doublingBackoff, type Clock } from '@csiplug/core';
+import { isTransientFsError } from './errors';
 
 export interface MountTable {
-  /** Whether `target` is a mount point now. A path that does not exist is not one. */
+  /**
+   * Whether `target` is a mount point now. A path that does not exist is not
+   * one; a table that cannot be read rejects (never "not mounted").
+   */
   isMountPoint(target: string): Promise<boolean>;
+}
+
+/** Backoff (ms) between mount-table reads that failed for a transient fault: doubling from the base up to the max. */
+const TRANSIENT_RETRY_BASE = 250;
+const TRANSIENT_RETRY_MAX = 30_000;
+
+/**
+ * Whether `target` is a mount point, asked again after a backoff for as long
+ * as the table cannot be read for a transient fault of the agent's own
+ * process (EMFILE reading /proc/self/mountinfo under a connection flood, say):
+ * "unknown" never becomes "not mounted" nor a failed restore, either of
+ * which ends in unmounting under a running workload. Other errors are thrown;
+ * an abort of `signal` rejects with its reason. `onFault` is told of each
+ * retry (for a log line; the doubling backoff keeps them few).
+ */
+export async function isMountPointRetrying(
+  table: MountTable,
+  target: string,
+  options: { clock: Clock; signal?: AbortSignal; onFault?: (err: unknown, attempt: number, delayMs: number) => void },
+): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await table.isMountPoint(target);
+    } catch (err) {
+      if (!isTransientFsError(err)) throw err;
+      const delay = doublingBackoff(attempt, TRANSIENT_RETRY_BASE, TRANSIENT_RETRY_MAX);
+      options.onFault?.(err, attempt, delay);
+      await options.clock.sleep(delay, options.signal);
+    }
+  }
 }
 
 /** Decodes the octal escapes (\040 for a space…) the kernel puts in mountinfo paths. */

@@ -164,6 +164,37 @@ describe('csi hook', () => {
     expect(csi.managers.get('hostpath')!.calls).toEqual(['mount vol-1 alloc-w', 'mount vol-1 alloc-w']);
   });
 
+  it('restore: a mount table that cannot be read (EMFILE) is read again, never taken for "mount gone" nor failed on', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const mounted = await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
+    // agent restart while the agent is out of file descriptors
+    let faults = 3;
+    const read = mounts.isMountPoint.bind(mounts);
+    mounts.isMountPoint = async (target: string) => {
+      if (faults > 0) {
+        faults--;
+        throw Object.assign(new Error("EMFILE: too many open files, open '/proc/self/mountinfo'"), { code: 'EMFILE' });
+      }
+      return read(target);
+    };
+    const claimsBefore = claimer.claims.length;
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
+    let done = false;
+    const p = hook()
+      .prerun(ctx)
+      .then((r) => ((done = true), r));
+    await clock.advance(0);
+    expect(done).toBe(false);
+    await clock.runAll();
+    const result = await p;
+    expect(result.volumes?.data?.hostPath).toBe(mounted.volumes!.data!.hostPath);
+    expect(claimer.claims).toHaveLength(claimsBefore);
+    expect(csi.managers.get('hostpath')!.calls).toEqual(['mount vol-1 alloc-w']);
+    expect(ctx.events.map((e) => e.type)).not.toContain(EVENT_VOLUME_MOUNT_FAILED);
+    expect(logger.find('cannot read the mount table for a fault of the agent itself', 'warn')).toHaveLength(3);
+  });
+
   it('restore: a plugin that never comes back fails after the restore limit with a clear error', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');

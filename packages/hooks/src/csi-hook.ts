@@ -5,12 +5,15 @@
 //          after an agent restart), claim it, mount it, save the mount stub.
 //          On a restore a stub whose target is still mounted needs nothing
 //          more; one whose mount is gone (host reboot) is claimed and mounted
-//          again. A plugin that is not back yet is waited for, not failed on.
+//          again. A plugin that is not back yet is waited for, not failed on;
+//          a mount table that cannot be read just now (EMFILE…) is read
+//          again, never taken for "not mounted" nor failed on: a failed
+//          restore would stop the running tasks and unmount their volumes.
 // postrun  unmounts every volume in parallel, then releases the claims; an
 //          unmount that fails goes to the pending-unmount queue, which
 //          retries it in the background and survives agent restarts.
 import { Clock, ILogger, IClock, ITimeoutPolicy, Logger, PluginWaitPhase, TimeoutPolicy, abortReason, errorMessage, formatDuration } from '@csiplug/core';
-import { ICSIManager, IMountTable, type CSIManager, type MountTable } from '@csiplug/csimanager';
+import { ICSIManager, IMountTable, isMountPointRetrying, type CSIManager, type MountTable } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
 import { IClientStateDB, type ClientStateDB, type VolumeMountStub, type VolumeUsageOptions } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
@@ -72,7 +75,13 @@ export class CSIHook implements AllocHook {
       try {
         if (ctx.kind === 'restore' && stub) {
           await this.csi.waitForPlugin(PluginTypeCSINode, stub.pluginId, 'restore', { signal: ctx.signal });
-          if (await this.mounts.isMountPoint(stub.targetPath)) {
+          const stillMounted = await isMountPointRetrying(this.mounts, stub.targetPath, {
+            clock: this.clock,
+            signal: ctx.signal,
+            onFault: (err, attempt, delayMs) =>
+              log.warn('cannot read the mount table for a fault of the agent itself; checking again', { volume: request.name, volume_id: stub.volumeId, target: stub.targetPath, attempt, delay_ms: delayMs, error: errorMessage(err) }),
+          });
+          if (stillMounted) {
             log.info('volume still mounted after restore', { volume: request.name, volume_id: stub.volumeId, target: stub.targetPath });
             volumes[request.name] = this.mounted(request, stub);
             continue;

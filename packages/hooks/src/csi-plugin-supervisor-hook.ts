@@ -136,7 +136,7 @@ export class CSIPluginSupervisorHook implements TaskHook {
     };
 
     try {
-      await waitForPath(socket, { clock: this.clock, timeoutMs: limit, signal });
+      await waitForPath(socket, { clock: this.clock, timeoutMs: limit, signal, logger: log });
     } catch (err) {
       if (signal.aborted) return;
       unhealthy(err instanceof TimeoutError ? `socket ${socket} did not appear within ${formatDuration(limit)}` : errorMessage(err));

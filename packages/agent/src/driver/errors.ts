@@ -1,6 +1,7 @@
 // Errors of the task driver. Each says which task, what failed and what to
 // do; bad input uses the shared ValidationError of @csiplug/core.
 import { CsiplugError } from '@csiplug/core';
+import { TransientReadError, isTransientErrno } from './proc';
 
 export class DriverError extends CsiplugError {}
 
@@ -37,4 +38,35 @@ export class TaskSignalError extends DriverError {
   ) {
     super('ETASK_SIGNAL', `could not send ${signal} to task "${taskName}" (pid ${pid}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
   }
+}
+
+/**
+ * Whether the task is running could not be learned for a passing fault of
+ * the agent itself (out of file descriptors or memory, say): its state is
+ * unknown, not "exited". Retry later; never release what the task holds on it.
+ */
+export class TransientProbeError extends DriverError {
+  constructor(
+    readonly allocId: string,
+    readonly taskName: string,
+    detail: string,
+    cause: unknown,
+  ) {
+    super('ETASK_PROBE_TRANSIENT', `could not tell whether task "${taskName}" of alloc ${allocId} is running: ${detail}; this is a fault of the agent, not of the task, and it will be checked again`, { cause });
+  }
+}
+
+/**
+ * Whether `err`, or an error it was caused by, is a transient local fault
+ * (EMFILE, ENFILE, EAGAIN, ENOMEM, EINTR, EBUSY; a TransientReadError or
+ * TransientProbeError): "status unknown, retry", never "gone".
+ */
+export function isTransientFsError(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let e = err; e !== undefined && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
+    seen.add(e);
+    if (e instanceof TransientReadError || e instanceof TransientProbeError || isTransientErrno(e)) return true;
+    if (typeof e !== 'object') return false;
+  }
+  return false;
 }

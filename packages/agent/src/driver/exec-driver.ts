@@ -7,6 +7,11 @@
 // Waiting is event-driven (fs.watch on the executor's dir, checked after
 // subscribing so no wake-up is lost), with a slow safety poll on the Clock
 // for the one thing no file event reports: an executor killed with SIGKILL.
+//
+// A fault of the agent's own process while checking a task (out of file
+// descriptors, say, under a connection flood) says nothing about the task:
+// its state is "unknown" and is checked again on the next tick. Only an
+// exit record or a verified /proc check ends a task.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -14,9 +19,9 @@ import { isAbsolute, join } from 'node:path';
 import { DisposableStore, IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, toDisposable, type Disposable } from '@csiplug/core';
 import { inject, injectable } from 'tsyringe';
 import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from './driver';
-import { TaskAlreadyRunningError, TaskSignalError, TaskStartError } from './errors';
+import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError, isTransientFsError } from './errors';
 import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
-import { decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
+import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
 import { IExecDriverOptions } from './tokens';
 
 export interface ExecDriverOptions {
@@ -32,9 +37,18 @@ export interface ExecDriverOptions {
   exitGrace?: number;
   /** Whether a task inherits the agent's environment beneath its own `env`, as Nomad's raw_exec does (default true). */
   inheritEnv?: boolean;
+  /**
+   * Reads /proc/<pid>/stat (default: readProcStat): undefined when there is
+   * no such process, a throw when it cannot be told. A seam for tests that
+   * inject faults of the agent's own process.
+   */
+  procReader?: (pid: number) => ProcStat | undefined;
+  /** Reads an executor record (default: readJsonFile): undefined when there is none. A seam like procReader. */
+  recordReader?: (file: string) => unknown;
 }
 
-type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult };
+/** What one check of a task found; 'unknown' when a fault of the agent itself kept it from finding out. */
+type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult } | { state: 'unknown'; cause: unknown };
 
 interface WatchOptions {
   timeoutMs?: number;
@@ -60,6 +74,51 @@ const EXITING_EXECUTOR_POLL = 25;
 /** How much of executor.log a start error quotes. */
 const LOG_TAIL_BYTES = 2_000;
 
+/** At most one warning per this many ms while a task cannot be checked, so an EMFILE storm does not flood the log. */
+const FAULT_LOG_INTERVAL = 30_000;
+
+/**
+ * Logs the transient faults met while checking one task without flooding:
+ * the first at once, then at most one line per FAULT_LOG_INTERVAL, and one
+ * line when the checks work again.
+ */
+class FaultLog {
+  private since: number | undefined;
+  private lastLine = 0;
+  private faults = 0;
+
+  constructor(
+    private readonly clock: IClock,
+    private readonly log: ILogger,
+    private readonly fields: Record<string, unknown>,
+  ) {}
+
+  fault(during: string, err: unknown): void {
+    const now = this.clock.now();
+    this.faults++;
+    if (this.since === undefined) this.since = now;
+    else if (now - this.lastLine < FAULT_LOG_INTERVAL) return;
+    this.lastLine = now;
+    this.log.warn('cannot check the task for a fault of the agent itself (not of the task); its state is unknown and is checked again', {
+      ...this.fields,
+      during,
+      faults: this.faults,
+      err: errorMessage(err),
+    });
+  }
+
+  recovered(): void {
+    if (this.since === undefined) return;
+    this.log.info('task checks work again after faults of the agent itself', { ...this.fields, faults: this.faults, unknownForMs: this.clock.now() - this.since });
+    this.since = undefined;
+    this.faults = 0;
+  }
+}
+
+function taskFields(handle: TaskHandle): Record<string, unknown> {
+  return { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
+}
+
 @injectable()
 export class ExecDriver implements TaskDriver {
   readonly name = 'exec';
@@ -71,9 +130,13 @@ export class ExecDriver implements TaskDriver {
   private readonly pollInterval: number;
   private readonly exitGrace: number;
   private readonly inheritEnv: boolean;
+  private readonly readStat: (pid: number) => ProcStat | undefined;
+  private readonly readRecordFile: (file: string) => unknown;
   private readonly store = new DisposableStore();
-  /** One shared wait per task run, keyed by taskDir, pid and start time. */
-  private readonly waits = new Map<string, Promise<ExitResult>>();
+  /** One shared wait per task run, keyed by taskDir, pid and start time, with the log of its faults (stop() shares both). */
+  private readonly waits = new Map<string, { exit: Promise<ExitResult>; faults: FaultLog }>();
+  /** isRunning() has no handle-long life to keep a FaultLog in: one for all its calls. */
+  private readonly isRunningFaults: FaultLog;
   /** Waits in flight: dispose() ends them with a ShutdownError so nobody hangs. */
   private readonly pending = new Set<(err: Error) => void>();
   private disposed = false;
@@ -90,6 +153,9 @@ export class ExecDriver implements TaskDriver {
     this.pollInterval = options?.pollInterval ?? DEFAULTS.pollInterval;
     this.exitGrace = options?.exitGrace ?? DEFAULTS.exitGrace;
     this.inheritEnv = options?.inheritEnv ?? true;
+    this.readStat = options?.procReader ?? readProcStat;
+    this.readRecordFile = options?.recordReader ?? readJsonFile;
+    this.isRunningFaults = new FaultLog(clock, this.log, { call: 'isRunning' });
   }
 
   async start(config: DriverTaskConfig): Promise<TaskHandle> {
@@ -103,16 +169,26 @@ export class ExecDriver implements TaskDriver {
     mkdirSync(taskDir, { recursive: true });
     mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
 
-    const previous = this.readRecord<ExecutorPidRecord>(paths.pid);
-    if (previous && isSameProcess(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
-    if (previous && isSameProcess(previous.executorPid, previous.executorStartTime)) {
+    let previous: ExecutorPidRecord | undefined;
+    let previousExecutorRuns = false;
+    try {
+      previous = this.readRecord<ExecutorPidRecord>(paths.pid);
+      if (previous && this.isSame(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
+      previousExecutorRuns = previous !== undefined && this.isSame(previous.executorPid, previous.executorStartTime);
+    } catch (err) {
+      // Unknown is not "nothing runs there": starting now could run the task twice.
+      if (isTransientFsError(err)) throw new TaskStartError(allocId, taskName, `could not check for a previous run still in ${taskDir} (${errorMessage(err)}); retry later`, { cause: err });
+      throw err;
+    }
+    if (previous && previousExecutorRuns) {
+      const last = previous;
       // The last run's executor is still recording its task's exit: let it
       // finish, or its late record would land on top of this run's.
-      await this.watchUntil(paths.dir, () => (isSameProcess(previous.executorPid, previous.executorStartTime) ? undefined : true), {
+      await this.watchUntil(paths.dir, () => (this.isSameOrUnknown(last.executorPid, last.executorStartTime) ? undefined : true), {
         timeoutMs: this.exitGrace,
         // An exiting process makes no file event, and it exits within moments of its record.
         pollMs: EXITING_EXECUTOR_POLL,
-        onTimeout: () => new TaskStartError(allocId, taskName, `the executor of the previous run (pid ${previous.executorPid}) is still running although its task has exited; kill it or retry later`),
+        onTimeout: () => new TaskStartError(allocId, taskName, `the executor of the previous run (pid ${last.executorPid}) is still running (or could not be checked) although its task has exited; kill it or retry later`),
       });
     }
     // Records of an earlier run would be taken for this one's.
@@ -133,16 +209,24 @@ export class ExecDriver implements TaskDriver {
     writeJsonAtomic(paths.spec, spec);
 
     const executor = this.spawnExecutor(config, paths);
+    const startFaults = new FaultLog(this.clock, this.log, { allocId, taskName, executorPid: executor.pid });
     let executorEnd: string | undefined;
     let record: ExecutorPidRecord | undefined;
     try {
       record = await this.watchUntil(
         paths.dir,
         () => {
-          const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
-          if (pid) return pid;
-          const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
-          if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
+          try {
+            const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
+            if (pid) return pid;
+            const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
+            if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
+            startFaults.recovered();
+          } catch (err) {
+            if (!isTransientFsError(err)) throw err;
+            // Read again on the next event or tick; the start timeout bounds it.
+            startFaults.fault('start', err);
+          }
           if (executorEnd) throw new TaskStartError(allocId, taskName, `${executorEnd}${this.logTail(paths)}`);
           return undefined;
         },
@@ -193,7 +277,14 @@ export class ExecDriver implements TaskDriver {
 
   adopt(task: { allocId: string; taskName: string; taskDir: string }): TaskHandle | undefined {
     this.assertOpen('adopt');
-    const record = this.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
+    let record: ExecutorPidRecord | undefined;
+    try {
+      record = this.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
+    } catch (err) {
+      // "No record" would have the caller start the task again beside the one that may run.
+      if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's record in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
+      throw err;
+    }
     if (!record) return undefined;
     return {
       version: 1,
@@ -212,25 +303,37 @@ export class ExecDriver implements TaskDriver {
   async recover(handle: TaskHandle): Promise<RecoverResult> {
     this.assertOpen('recover');
     validateHandle(handle);
-    const probe = this.probe(handle);
-    if (probe.state === 'running') return { running: true };
-    if (probe.state === 'exited') return { running: false, exit: probe.exit };
-    // The task is gone and its executor is about to record how it ended.
+    const faults = new FaultLog(this.clock, this.log, taskFields(handle));
+    let last = this.probe(handle);
+    if (last.state === 'running') return { running: true };
+    if (last.state === 'exited') return { running: false, exit: last.exit };
+    if (last.state === 'unknown') faults.fault('recover', last.cause);
+    // Either the task is gone and its executor is about to record how it
+    // ended, or it cannot be checked just now: wait a while for the truth.
     try {
-      const exit = await this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle), {
-        timeoutMs: this.exitGrace,
-        onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace),
-      });
-      return { running: false, exit };
+      return await this.watchUntil(
+        executorPaths(handle.taskDir).dir,
+        (): RecoverResult | undefined => {
+          last = this.probe(handle);
+          if (last.state === 'unknown') {
+            faults.fault('recover', last.cause);
+            return undefined;
+          }
+          faults.recovered();
+          if (last.state === 'running') return { running: true };
+          if (last.state === 'exited') return { running: false, exit: last.exit };
+          return undefined;
+        },
+        { timeoutMs: this.exitGrace, onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace) },
+      );
     } catch (err) {
       if (!(err instanceof TimeoutError)) throw err;
-      // Its executor still runs it, as far as we can tell: wait() will learn the end.
-      this.log.warn('task is gone but its executor has not recorded its exit yet; treating it as running until it does', {
-        allocId: handle.allocId,
-        taskName: handle.taskName,
-        taskPid: handle.pid,
-        executorPid: handle.executorPid,
-      });
+      // Never "exited" on a guess: the task is kept and wait() learns the end.
+      if (last.state === 'unknown') {
+        this.log.warn('could not tell whether the task still runs (a fault of the agent itself); treating it as running until it can be checked', { ...taskFields(handle), err: errorMessage(last.cause) });
+      } else {
+        this.log.warn('task is gone but its executor has not recorded its exit yet; treating it as running until it does', taskFields(handle));
+      }
       return { running: true };
     }
   }
@@ -238,16 +341,24 @@ export class ExecDriver implements TaskDriver {
   wait(handle: TaskHandle): Promise<ExitResult> {
     this.assertOpen('wait');
     validateHandle(handle);
+    return this.waitFor(handle).exit;
+  }
+
+  /** The shared wait of the handle's run and the log of its faults; starts it if none runs. */
+  private waitFor(handle: TaskHandle): { exit: Promise<ExitResult>; faults: FaultLog } {
     const key = `${handle.taskDir}\0${handle.pid}\0${handle.startTime}`;
     const existing = this.waits.get(key);
     if (existing) return existing;
-    const waiting = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle));
-    this.waits.set(key, waiting);
+    const faults = new FaultLog(this.clock, this.log, taskFields(handle));
+    // A check that cannot tell goes on waiting: the next event or tick checks again.
+    const exit = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle, faults));
+    const entry = { exit, faults };
+    this.waits.set(key, entry);
     const forget = () => {
-      if (this.waits.get(key) === waiting) this.waits.delete(key);
+      if (this.waits.get(key) === entry) this.waits.delete(key);
     };
-    waiting.then(forget, forget);
-    return waiting;
+    exit.then(forget, forget);
+    return entry;
   }
 
   async stop(handle: TaskHandle, signal: NodeJS.Signals, killTimeout: number): Promise<ExitResult> {
@@ -258,26 +369,62 @@ export class ExecDriver implements TaskDriver {
 
     const first = this.probe(handle);
     if (first.state === 'exited') return first.exit;
-    const exited = this.wait(handle);
-    this.signal(handle, signal);
-    const escalate = this.clock.setTimeout(() => {
-      if (!isSameProcess(handle.pid, handle.startTime)) return;
-      this.log.warn('task outlived its kill timeout; sending SIGKILL', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal, killTimeout });
+    // Running, exiting, or unknown: an unknown task is stopped like a running one.
+    const { exit: exited, faults } = this.waitFor(handle);
+    if (first.state === 'unknown') faults.fault('stop', first.cause);
+
+    // A signal that could not be sent for a transient fault (its target could
+    // not be verified) waits here and is tried again on every poll tick.
+    let pending: NodeJS.Signals | undefined;
+    const deliver = (sig: NodeJS.Signals): void => {
       try {
-        this.signal(handle, 'SIGKILL');
+        this.signal(handle, sig);
+        pending = undefined;
       } catch (err) {
-        this.log.error('could not SIGKILL task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, err });
+        if (!isTransientFsError(err)) throw err;
+        pending = sig;
+        faults.fault(`stop (${sig})`, err);
       }
+    };
+    // Timer callbacks must never throw: that would crash the agent.
+    const deliverFromTimer = (sig: NodeJS.Signals): void => {
+      try {
+        deliver(sig);
+      } catch (err) {
+        pending = undefined;
+        this.log.error(`could not send ${sig} to task`, { ...taskFields(handle), err });
+      }
+    };
+    // A TaskSignalError here (EPERM…) fails the stop, as it always has.
+    deliver(signal);
+    const retry = this.clock.setInterval(() => {
+      if (pending) deliverFromTimer(pending);
+    }, this.pollInterval);
+    const escalate = this.clock.setTimeout(() => {
+      // Unknown counts as alive: the signal itself verifies the process before it is sent.
+      if (!this.isSameOrUnknown(handle.pid, handle.startTime)) return;
+      this.log.warn('task outlived its kill timeout; sending SIGKILL', { ...taskFields(handle), signal, killTimeout });
+      deliverFromTimer('SIGKILL');
     }, killTimeout);
     try {
       return await exited;
     } finally {
       escalate.dispose();
+      retry.dispose();
     }
   }
 
+  /** When it cannot be told just now (a fault of the agent itself), true: a task is never taken for gone on a guess. */
   isRunning(handle: TaskHandle): boolean {
-    return isSameProcess(handle.pid, handle.startTime);
+    try {
+      const running = this.isSame(handle.pid, handle.startTime);
+      this.isRunningFaults.recovered();
+      return running;
+    } catch (err) {
+      if (isTransientFsError(err)) this.isRunningFaults.fault('isRunning', err);
+      else this.log.error('cannot check whether the task runs; taking it as running', { ...taskFields(handle), err });
+      return true;
+    }
   }
 
   /** Stops watching; never touches a task: a restarted agent recovers them. */
@@ -329,28 +476,41 @@ export class ExecDriver implements TaskDriver {
     } catch (err) {
       this.log.warn('could not kill an executor that did not start its task', { executorPid: executor.pid, err });
     }
-    const late = this.readRecord<ExecutorPidRecord>(paths.pid);
-    if (late) {
-      try {
-        this.signalProcess(late.pid, late.startTime, 'SIGKILL', 'task');
-      } catch (err) {
-        this.log.warn('could not kill a task whose start timed out', { taskPid: late.pid, err });
-      }
+    try {
+      const late = this.readRecord<ExecutorPidRecord>(paths.pid);
+      if (late) this.signalProcess(late.pid, late.startTime, 'SIGKILL', 'task');
+    } catch (err) {
+      this.log.error('could not kill a task whose start failed; it may be left running', { pidRecord: paths.pid, err: errorMessage(err) });
     }
   }
 
-  /** The exit of the handle's task once it has ended, undefined while it runs. */
-  private exitOf(handle: TaskHandle): ExitResult | undefined {
+  /** The exit of the handle's task once it has ended; undefined while it runs or cannot be checked. */
+  private exitOf(handle: TaskHandle, faults: FaultLog): ExitResult | undefined {
     const probe = this.probe(handle);
+    if (probe.state === 'unknown') {
+      faults.fault('wait', probe.cause);
+      return undefined;
+    }
+    faults.recovered();
     return probe.state === 'exited' ? probe.exit : undefined;
   }
 
+  /** Never throws for a transient fault of the agent itself: that is { state: 'unknown' }. */
   private probe(handle: TaskHandle): Probe {
+    try {
+      return this.probeOrThrow(handle);
+    } catch (err) {
+      if (isTransientFsError(err)) return { state: 'unknown', cause: err };
+      throw err;
+    }
+  }
+
+  private probeOrThrow(handle: TaskHandle): Probe {
     const paths = executorPaths(handle.taskDir);
     const recorded = this.recordedExit(handle, paths);
     if (recorded) return { state: 'exited', exit: recorded };
-    if (isSameProcess(handle.pid, handle.startTime)) return { state: 'running' };
-    const executorAlive = isSameProcess(handle.executorPid, handle.executorStartTime);
+    if (this.isSame(handle.pid, handle.startTime)) return { state: 'running' };
+    const executorAlive = this.isSame(handle.executorPid, handle.executorStartTime);
     const pidRecord = this.readRecord<ExecutorPidRecord>(paths.pid);
     const executorRunsIt = executorAlive && pidRecord?.pid === handle.pid && pidRecord.startTime === handle.startTime;
     if (executorRunsIt) return { state: 'exiting' };
@@ -370,7 +530,7 @@ export class ExecDriver implements TaskDriver {
   private unknownExit(handle: TaskHandle, executorAlive: boolean): ExitResult {
     const fields = { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
     // A zombie nobody has reaped yet still holds its wait status.
-    const stat = readProcStat(handle.pid);
+    const stat = this.readStat(handle.pid);
     if (stat && stat.startTime === handle.startTime && isFinishedState(stat.state) && stat.exitStatus !== undefined) {
       this.log.warn('task exited after its executor died; read its exit status from the unreaped process', fields);
       return { ...decodeWaitStatus(stat.exitStatus), finishedAt: this.clock.now() };
@@ -390,8 +550,13 @@ export class ExecDriver implements TaskDriver {
     return sent;
   }
 
+  /**
+   * Sends `signal` to `pid` if it still is the process that started at
+   * `startTime`; false when it is not (or is gone). Throws the read's error
+   * when that cannot be verified just now: an unverified pid is never signalled.
+   */
   private signalProcess(pid: number, startTime: string, signal: NodeJS.Signals, taskName: string): boolean {
-    const stat = readProcStat(pid);
+    const stat = this.readStat(pid);
     if (!stat || !startTime || stat.startTime !== startTime || isFinishedState(stat.state)) {
       this.log.debug('not signalling: no live process with this pid and start time', { targetPid: pid, startTime, signal });
       return false;
@@ -408,10 +573,31 @@ export class ExecDriver implements TaskDriver {
     }
   }
 
+  /** Whether `pid` is the live process that started at `startTime`; throws when that cannot be told just now. */
+  private isSame(pid: number, startTime: string): boolean {
+    return isSameProcess(pid, startTime, this.readStat);
+  }
+
+  /** Like isSame, but true when it cannot be told: for waits and timers that must not end on a guess. */
+  private isSameOrUnknown(pid: number, startTime: string): boolean {
+    try {
+      return this.isSame(pid, startTime);
+    } catch (err) {
+      this.log.debug('cannot check a process just now; taking it as alive', { targetPid: pid, err: errorMessage(err) });
+      return true;
+    }
+  }
+
+  /**
+   * The record in `file`, or undefined when there is none or it is damaged.
+   * Throws when it cannot be read for a transient fault of the agent itself:
+   * "no record" then would be a guess.
+   */
   private readRecord<T>(file: string): T | undefined {
     try {
-      return readJsonFile<T>(file);
+      return this.readRecordFile(file) as T | undefined;
     } catch (err) {
+      if (isTransientFsError(err)) throw err;
       // Records are written atomically, so this is damage, not a race.
       this.log.warn('ignoring an unreadable executor record', { file, err: errorMessage(err) });
       return undefined;

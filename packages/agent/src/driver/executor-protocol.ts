@@ -6,6 +6,7 @@
 // The executor imports this file, so it must use node built-ins only.
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { rethrowReadError } from './proc';
 
 /** The dir under a task dir that holds the executor's files. */
 export const EXECUTOR_DIR = '.executor';
@@ -96,14 +97,18 @@ export function writeJsonAtomic(file: string, value: unknown, mode = 0o600): voi
   }
 }
 
-/** The parsed JSON in `file`, or undefined when it does not exist. */
+/**
+ * The parsed JSON in `file`, or undefined when it does not exist. Throws
+ * TransientReadError when it cannot be read just now (EMFILE…): "unknown",
+ * never "no record".
+ */
 export function readJsonFile<T>(file: string): T | undefined {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
+    rethrowReadError(file, err);
   }
   return JSON.parse(text) as T;
 }

@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { decodeWaitStatus, isSameProcess, parseProcStat, processStartTime, readProcStat, signalName } from './proc';
 
 // A real line (cat), with 52 fields.
@@ -65,5 +68,38 @@ describe('decodeWaitStatus', () => {
   it('names signals', () => {
     expect(signalName(15)).toBe('SIGTERM');
     expect(signalName(99)).toBe('SIG99');
+  });
+});
+
+describe('readers in a process out of file descriptors', () => {
+  // A real EMFILE: a node process under `ulimit -n` opens files until the
+  // kernel refuses, then reads /proc and a record through the built readers.
+  const DIST = join(__dirname, '../../dist/driver');
+
+  it('throw TransientReadError for EMFILE, never "no such process" or "no record"', () => {
+    for (const file of ['proc', 'executor-protocol']) {
+      const built = join(DIST, `${file}.js`);
+      if (!existsSync(built) || statSync(join(__dirname, `${file}.ts`)).mtimeMs > statSync(built).mtimeMs + 1000) {
+        throw new Error(`${built} is missing or older than src/driver/${file}.ts: build the agent first (tsc -p tsconfig.lib.json; the test target does)`);
+      }
+    }
+    const script = `
+      const { readProcStat, TransientReadError } = require(${JSON.stringify(join(DIST, 'proc.js'))});
+      const { readJsonFile } = require(${JSON.stringify(join(DIST, 'executor-protocol.js'))});
+      const fs = require('node:fs');
+      const held = [];
+      try { for (;;) held.push(fs.openSync('/dev/null', 'r')); } catch (e) { if (e.code !== 'EMFILE') throw e; }
+      const outcome = (read) => { try { return { value: read() === undefined ? 'undefined' : 'value' }; } catch (e) { return { error: e.name, transient: e instanceof TransientReadError, errno: e.errno }; } };
+      const result = { stat: outcome(() => readProcStat(process.pid)), record: outcome(() => readJsonFile(${JSON.stringify(join(__dirname, '../../package.json'))})) };
+      for (const fd of held) fs.closeSync(fd);
+      result.after = outcome(() => readProcStat(process.pid));
+      process.stdout.write(JSON.stringify(result));
+    `;
+    const out = execFileSync('/bin/sh', ['-c', 'ulimit -n 32 && exec "$0" -e "$1"', process.execPath, script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({
+      stat: { error: 'TransientReadError', transient: true, errno: 'EMFILE' },
+      record: { error: 'TransientReadError', transient: true, errno: 'EMFILE' },
+      after: { value: 'value' },
+    });
   });
 });

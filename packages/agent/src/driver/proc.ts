@@ -6,6 +6,45 @@
 import { readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 
+/**
+ * errno codes that report a fault of the reading process itself — out of
+ * file descriptors or memory, interrupted, busy — and so say nothing about
+ * what was read. An agent flooded with connections gets EMFILE on every open;
+ * that must never be taken for "the process is gone".
+ */
+export const TRANSIENT_ERRNO_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EAGAIN', 'ENOMEM', 'EINTR', 'EBUSY']);
+
+/** Whether `err` is a read or syscall error whose errno is one of TRANSIENT_ERRNO_CODES. */
+export function isTransientErrno(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' && TRANSIENT_ERRNO_CODES.has(code);
+}
+
+/**
+ * A read that failed for a passing local reason (see TRANSIENT_ERRNO_CODES):
+ * whether its subject exists is unknown, so the caller must retry later and
+ * never conclude "gone". A plain Error, not a DriverError, because the
+ * executor imports this file and may load node built-ins only.
+ */
+export class TransientReadError extends Error {
+  readonly code = 'ETRANSIENT_READ';
+
+  constructor(
+    readonly path: string,
+    readonly errno: string,
+    cause: unknown,
+  ) {
+    super(`could not read ${path} (${errno}): a fault of this process, not of what it reads; retry later`, { cause });
+    this.name = 'TransientReadError';
+  }
+}
+
+/** Rethrows a failed read of `path`: as a TransientReadError when the fault is transient, as itself otherwise. */
+export function rethrowReadError(path: string, err: unknown): never {
+  if (isTransientErrno(err)) throw new TransientReadError(path, (err as NodeJS.ErrnoException).code!, err);
+  throw err;
+}
+
 /** The fields of /proc/<pid>/stat that the driver needs. */
 export interface ProcStat {
   pid: number;
@@ -56,16 +95,21 @@ function isValidPid(pid: number): boolean {
   return Number.isInteger(pid) && pid > 1;
 }
 
-/** The stat of `pid`, or undefined when there is no such process (or no /proc). */
+/**
+ * The stat of `pid`, or undefined when there is no such process (ENOENT,
+ * ESRCH). Throws TransientReadError when this process cannot read it just now
+ * (EMFILE…): that is "unknown", never "gone".
+ */
 export function readProcStat(pid: number): ProcStat | undefined {
   if (!isValidPid(pid)) return undefined;
+  const file = `/proc/${pid}/stat`;
   let text: string;
   try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    text = readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ESRCH') return undefined;
-    throw err;
+    rethrowReadError(file, err);
   }
   return parseProcStat(text);
 }
@@ -83,10 +127,11 @@ export function isFinishedState(state: string): boolean {
 /**
  * Whether `pid` is alive and is the very process that started at
  * `startTime`. A zombie is not alive: it has exited and waits to be reaped.
+ * Throws TransientReadError when that cannot be told just now.
  */
-export function isSameProcess(pid: number, startTime: string): boolean {
+export function isSameProcess(pid: number, startTime: string, read: (pid: number) => ProcStat | undefined = readProcStat): boolean {
   if (!startTime) return false;
-  const stat = readProcStat(pid);
+  const stat = read(pid);
   return stat !== undefined && stat.startTime === startTime && !isFinishedState(stat.state);
 }
 

@@ -2,6 +2,7 @@ import { FakeClock, MemoryLogger, ShutdownError } from '@csiplug/core';
 import type { TaskEvent, TaskHook } from '@csiplug/hooks';
 import { ClientStateDB, openClientState } from '@csiplug/state';
 import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from '../driver/driver';
+import { TransientProbeError } from '../driver/errors';
 import type { TaskSpec } from '../model';
 import { TaskRunner } from './task-runner';
 
@@ -16,9 +17,15 @@ class FakeDriver implements TaskDriver {
   recoverAs: RecoverResult = { running: true };
   /** What adopt() finds in a task dir (the executor's own record). */
   adoptable: TaskHandle | undefined;
+  /** Errors the next wait() / recover() / adopt() calls fail with, one per call. */
+  readonly waitFailures: unknown[] = [];
+  readonly recoverFailures: unknown[] = [];
+  readonly adoptFailures: unknown[] = [];
+  waits = 0;
   private disposed = false;
 
   adopt(): TaskHandle | undefined {
+    if (this.adoptFailures.length) throw this.adoptFailures.shift();
     return this.adoptable;
   }
 
@@ -28,9 +35,12 @@ class FakeDriver implements TaskDriver {
     return { version: 1, driver: 'exec', allocId: config.allocId, taskName: config.taskName, taskDir: config.taskDir, executorPid: pid + 1000, executorStartTime: '1', pid, startTime: '1', startedAt: 0 };
   }
   async recover(): Promise<RecoverResult> {
+    if (this.recoverFailures.length) throw this.recoverFailures.shift();
     return this.recoverAs;
   }
   wait(handle: TaskHandle): Promise<ExitResult> {
+    this.waits++;
+    if (this.waitFailures.length) return Promise.reject(this.waitFailures.shift());
     const known = this.done.get(handle.pid);
     if (known) return Promise.resolve(known);
     return new Promise((resolve, reject) => {
@@ -56,6 +66,9 @@ class FakeDriver implements TaskDriver {
   }
 }
 
+/** The error a read gets when the agent has run out of file descriptors. */
+const emfile = () => Object.assign(new Error('EMFILE: too many open files, open /proc/100/stat'), { code: 'EMFILE' });
+
 const spec = (over: Partial<TaskSpec> = {}): TaskSpec => ({
   name: 'web',
   driver: 'exec',
@@ -75,12 +88,13 @@ describe('TaskRunner', () => {
   let events: TaskEvent[];
   const alloc = { id: 'a1', jobId: 'j', group: 'g', volumes: [] };
 
+  let logger: MemoryLogger;
   const runner = (task = spec(), hooks: TaskHook[] = []) =>
     new TaskRunner(alloc, task, '/tmp/none/web', hooks, {
       driver,
       state,
       clock,
-      logger: new MemoryLogger(),
+      logger,
       variables: { CSIPLUG_ALLOC_ID: 'a1' },
       onEvent: (_t, e) => events.push(e),
       onStateChange: () => undefined,
@@ -91,6 +105,7 @@ describe('TaskRunner', () => {
     state = openClientState({ memory: true });
     driver = new FakeDriver();
     events = [];
+    logger = new MemoryLogger();
   });
   afterEach(() => state.close());
 
@@ -231,5 +246,111 @@ describe('TaskRunner', () => {
     expect(driver.started).toHaveLength(2);
     expect(r.state.restarts).toBe(1);
     await r.stop();
+  });
+
+  describe('a driver that cannot tell (the agent itself out of file descriptors)', () => {
+    it('a wait that fails with EMFILE is not the task\'s death: the runner waits again, and a later real exit is handled as usual', async () => {
+      driver.waitFailures.push(emfile(), emfile());
+      const r = runner();
+      void r.run('start');
+      await clock.advance(0);
+      expect(driver.waits).toBe(1);
+      expect(r.state.state).toBe('running');
+      await clock.advance(1_000); // the first backoff: waits again, fails again
+      expect(driver.waits).toBe(2);
+      await clock.advance(2_000); // the second, longer backoff: waits again, and this wait holds
+      expect(driver.waits).toBe(3);
+      await clock.advance(60_000);
+      expect(driver.waits).toBe(3);
+      expect(r.state).toMatchObject({ state: 'running', failed: false });
+      expect(driver.started).toHaveLength(1);
+      expect(driver.stops).toEqual([]);
+      expect(events.map((e) => e.type)).toEqual(['Started']);
+      expect(logger.find('waiting for the task failed; it is not taken for dead', 'warn')).toHaveLength(2);
+
+      driver.exit(100, 1);
+      await clock.advance(1_000);
+      expect(events.map((e) => e.type)).toEqual(['Started', 'Terminated', 'Restarting', 'Started']);
+      expect(r.state.exitCode).toBeUndefined(); // the new run's state
+      expect(driver.started).toHaveLength(2);
+      await r.stop();
+      expect(r.state.state).toBe('dead');
+    });
+
+    it('any failed wait, not only EMFILE, is waited out rather than read as an exit', async () => {
+      driver.waitFailures.push(new Error('EACCES: permission denied, open /proc/100/stat'));
+      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));
+      const done = r.run('start');
+      await clock.advance(1_000);
+      expect(driver.waits).toBe(2);
+      expect(r.state.state).toBe('running');
+      driver.exit(100, 0);
+      await done;
+      expect(r.state).toMatchObject({ state: 'dead', exitCode: 0 });
+    });
+
+    it('stop during the backoff ends the loop as a stop: stop hooks, dead, no restart', async () => {
+      driver.waitFailures.push(emfile());
+      const order: string[] = [];
+      const r = runner(spec(), [{ name: 'h', stop: async () => void order.push('stop') }]);
+      const done = r.run('start');
+      await clock.advance(0);
+      await r.stop();
+      await done;
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      expect(order).toEqual(['stop']);
+      expect(r.state.state).toBe('dead');
+      expect(driver.started).toHaveLength(1);
+    });
+
+    it('detach during the backoff leaves the task running, not dead', async () => {
+      driver.waitFailures.push(emfile());
+      const r = runner();
+      const done = r.run('start');
+      await clock.advance(0);
+      r.detach();
+      await done;
+      expect(r.state.state).toBe('running');
+      expect(state.getTaskState<{ state: string }>('a1', 'web')?.state).toBe('running');
+    });
+
+    it('restore retries a recover that cannot tell, instead of marking the task dead', async () => {
+      const first = runner();
+      void first.run('start');
+      await clock.advance(0);
+      first.detach();
+      driver.recoverFailures.push(new TransientProbeError('a1', 'web', 'EMFILE', emfile()));
+      const r = runner();
+      void r.run('restore');
+      await clock.advance(0);
+      expect(r.state.state).toBe('running'); // as saved: not dead
+      expect(events.map((e) => e.type)).not.toContain('Reattached');
+      await clock.advance(1_000);
+      expect(events.map((e) => e.type)).toContain('Reattached');
+      expect(driver.started).toHaveLength(1);
+      await r.stop();
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+    });
+
+    it('restore retries an adopt that cannot read the executor record, instead of starting the task again', async () => {
+      const first = runner();
+      void first.run('start');
+      await clock.advance(0);
+      first.detach();
+      driver.adoptable = state.getTaskHandle<TaskHandle>('a1', 'web');
+      state.deleteTask('a1', 'web');
+      driver.adoptFailures.push(new TransientProbeError('a1', 'web', 'EMFILE', emfile()), emfile());
+      const r = runner();
+      void r.run('restore');
+      await clock.advance(0);
+      await clock.advance(1_000);
+      expect(driver.started).toHaveLength(1);
+      expect(r.state.state).not.toBe('dead');
+      await clock.advance(2_000);
+      expect(r.state.state).toBe('running');
+      expect(state.getTaskHandle<TaskHandle>('a1', 'web')?.pid).toBe(100);
+      expect(driver.started).toHaveLength(1);
+      await r.stop();
+    });
   });
 });

@@ -7,10 +7,16 @@
 //        still running is never restarted, its hooks run in restore mode.
 // stop   the kill signal, SIGKILL after kill_timeout, then the stop hooks.
 // detach agent shutdown: the process keeps running, hooks release timers.
-import { Clock, Logger, ShutdownError, errorMessage } from '@csiplug/core';
+//
+// Only a real ExitResult ends a task. A driver call that fails says nothing
+// about the task (the agent itself may be out of file descriptors): it is
+// logged and tried again after a backoff, never read as the task's death,
+// which would release its volumes under a workload that still runs.
+import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage } from '@csiplug/core';
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { ClientStateDB } from '@csiplug/state';
 import type { ExitResult, TaskDriver, TaskHandle } from '../driver/driver';
+import { isTransientFsError } from '../driver/errors';
 import { RestartTracker } from '../driver/restart-tracker';
 import type { TaskSpec, TaskState } from '../model';
 import { interpolateTask } from '../spec/interpolate';
@@ -31,6 +37,10 @@ export const TASK_EVENT = {
 
 /** At most this many events are kept per task (oldest dropped), like Nomad. */
 const MAX_EVENTS = 50;
+
+/** Backoff (ms) before a failed driver wait or restore check is tried again: doubling from the base up to the max. */
+const DRIVER_RETRY_BASE = 1_000;
+const DRIVER_RETRY_MAX = 30_000;
 
 export interface TaskRunnerDeps {
   driver: TaskDriver;
@@ -88,6 +98,11 @@ export class TaskRunner {
   /** Runs the task until it is dead for good, stopped, or the runner is detached. */
   run(kind: RunKind): Promise<void> {
     this.loop ??= this.runLoop(kind).catch((err) => {
+      if (this.detached || err instanceof ShutdownError) {
+        // The agent is going away, not the task: the next agent restores it.
+        this.log.info('task runner ended by the agent shutting down; the task is left as it is', { error: err });
+        return;
+      }
       this.log.error('task runner failed', { error: err });
       this.markDead(true);
     });
@@ -156,14 +171,25 @@ export class TaskRunner {
       if (runKind === 'restore' && !this.handle) {
         // The last agent may have died between starting the task and saving
         // its handle: the executor's own record finds it.
-        this.handle = this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir });
+        const adopted = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
+        if (!adopted) {
+          if (this.detached) return;
+          break;
+        }
+        this.handle = adopted.value;
         if (this.handle) {
           this.deps.state.putTaskHandle(this.alloc.id, this.task.name, this.handle);
           this.log.warn('adopted a task whose handle was never saved', { pid: this.handle.pid });
         }
       }
       if (runKind === 'restore' && this.handle) {
-        const recovered = await this.deps.driver.recover(this.handle);
+        const saved = this.handle;
+        const known = await this.untilKnown('recover', () => this.deps.driver.recover(saved));
+        if (!known) {
+          if (this.detached) return;
+          break;
+        }
+        const recovered = known.value;
         if (recovered.running) {
           handle = this.handle;
           // The process runs already: prestart only re-creates what the hooks
@@ -193,12 +219,10 @@ export class TaskRunner {
       }
 
       if (!exit) {
-        try {
-          exit = await this.deps.driver.wait(handle!);
-        } catch (err) {
-          if (this.detached || err instanceof ShutdownError) return;
-          throw err;
-        }
+        const waited = await this.waitForExit(handle!);
+        if (waited === 'shutdown') return;
+        if (waited === 'stopping') break;
+        exit = waited;
       }
       if (this.detached) return;
 
@@ -225,6 +249,58 @@ export class TaskRunner {
       await runTaskHooks(this.hooks, 'stop', this.context('start')).catch((err) => this.log.error('stop hooks failed', { error: err }));
     }
     this.markDead(this.state.failed);
+  }
+
+  /**
+   * The task's exit. A wait that fails says nothing about the task (the agent
+   * may be out of file descriptors): it is logged and waited again after a
+   * backoff. 'shutdown' when the runner detaches or the driver is disposed;
+   * 'stopping' when a stop() made waiting again pointless (it waits for the
+   * exit itself).
+   */
+  private async waitForExit(handle: TaskHandle): Promise<ExitResult | 'shutdown' | 'stopping'> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.deps.driver.wait(handle);
+      } catch (err) {
+        if (this.detached || err instanceof ShutdownError) return 'shutdown';
+        if (this.stopping) {
+          this.log.warn('waiting for the task failed while it is being stopped', { pid: handle.pid, error: err });
+          return 'stopping';
+        }
+        const delay = doublingBackoff(attempt, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
+        this.log.warn('waiting for the task failed; it is not taken for dead, waiting again', { pid: handle.pid, attempt, delay_ms: delay, error: err });
+        try {
+          await this.deps.clock.sleep(delay, this.stopController.signal);
+        } catch {
+          return this.detached ? 'shutdown' : 'stopping';
+        }
+      }
+    }
+  }
+
+  /**
+   * Runs a driver call of the restore path until it does not fail for a
+   * transient fault of the agent itself: "unknown" is neither "no task" nor
+   * "exited". Other failures are thrown. Undefined when the runner stops or
+   * detaches meanwhile.
+   */
+  private async untilKnown<T>(what: string, call: () => T | Promise<T>): Promise<{ value: T } | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return { value: await call() };
+      } catch (err) {
+        if (!isTransientFsError(err)) throw err;
+        if (this.stopping || this.detached) return undefined;
+        const delay = doublingBackoff(attempt, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
+        this.log.warn(`driver ${what} failed for a fault of the agent itself; trying again`, { attempt, delay_ms: delay, error: err });
+        try {
+          await this.deps.clock.sleep(delay, this.stopController.signal);
+        } catch {
+          return undefined;
+        }
+      }
+    }
   }
 
   /** Applies a restart decision; returns whether to go round again. */
