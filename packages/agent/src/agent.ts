@@ -18,10 +18,11 @@ import {
   Logger,
   PinoLogger,
   registerCore,
+  ValidationError,
   type Disposable,
 } from '@csiplug/core';
 import { registerCsi } from '@csiplug/csi';
-import { ICSIManager, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
+import { ICSIManager, parseMountInfo, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, IPendingUnmounts, registerHooks, type CSIHookFactory, type CSIPluginSupervisorFactory, type PendingUnmounts, type TaskEvent } from '@csiplug/hooks';
 import { IPluginRegistry, registerRegistry, type PluginRegistry } from '@csiplug/registry';
 import { DB, IClientStateDB, registerState, type ClientStateDB } from '@csiplug/state';
@@ -29,7 +30,9 @@ import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
+import { lockDataDir, secureDataDir } from './data-dir';
 import { ITaskDriver, registerExecDriver, type TaskDriver } from './driver';
+import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
 import type { Alloc, JobSpec } from './model';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeView } from './service';
@@ -125,7 +128,6 @@ export class Agent implements AgentService, Disposable {
 
   /** Builds the container from the config, opens the state, restores, and returns the running agent. */
   static async start(config: AgentConfig, options: AgentOptions = {}): Promise<Agent> {
-    fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o711 });
     const container = rootContainer.createChildContainer();
     options.configure?.(container);
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel });
@@ -138,22 +140,26 @@ export class Agent implements AgentService, Disposable {
     registerVolumeCatalog(container);
     registerHooks(container, { dataDir: config.dataDir });
 
-    // The sqlite state file is held exclusively; the memory backend takes a
-    // lock file instead, so two agents never share a data dir.
-    let lock: DB | undefined;
-    if (config.state.backend === 'memory') lock = DB.open(path.join(config.dataDir, 'agent.lock'));
+    // Before anything is written in the data dir: refuse one another user
+    // controls and tighten what an older release left open (data-dir.ts has
+    // the layout and its modes). Then take its lock — whatever the state
+    // backend, so a memory agent and a sqlite agent exclude each other too —
+    // and only then open the state.
+    const log = container.resolve<Logger>(ILogger).child({ component: 'agent' });
+    secureDataDir(config.dataDir, log);
+    const lock = lockDataDir(config.dataDir, log);
     let state: ClientStateDB;
     try {
       state = container.resolve<ClientStateDB>(IClientStateDB);
     } catch (err) {
-      lock?.close();
+      lock.close();
       throw err;
     }
     try {
       const agent = new Agent(
         config,
         container,
-        container.resolve<Logger>(ILogger).child({ component: 'agent' }),
+        log,
         container.resolve<Clock>(IClock),
         state,
         container.resolve<PluginRegistry>(IPluginRegistry),
@@ -169,7 +175,7 @@ export class Agent implements AgentService, Disposable {
       return agent;
     } catch (err) {
       state.close();
-      lock?.close();
+      lock.close();
       throw err;
     }
   }
@@ -298,6 +304,14 @@ export class Agent implements AgentService, Disposable {
 
   async runJob(job: JobSpec): Promise<RunJobResult> {
     this.checkOpen();
+    const wanted = job.groups.reduce((n, g) => n + g.count, 0);
+    const limit = this.config.limits.maxAllocsPerJob;
+    if (wanted > limit) {
+      throw new ValidationError(
+        `job "${job.id}" asks for ${wanted} allocs (${job.groups.map((g) => `${g.name}: ${g.count}`).join(', ')}); this agent runs at most ${limit} per job (limits { max_allocs_per_job })`,
+        'count',
+      );
+    }
     const previous = this.jobAllocs(job.id).filter((r) => r.alloc.desiredStatus === 'run');
     await Promise.all(previous.map((r) => r.stop()));
     this.checkOpen(); // the stop took a while: the agent may be shutting down now
@@ -342,10 +356,30 @@ export class Agent implements AgentService, Disposable {
         }
         this.state.deleteAllocation(r.alloc.id);
         this.runners.delete(r.alloc.id);
+        this.removeAllocDir(r);
       }
     }
     this.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped${options.purge ? ' and purged' : ''}`, jobId: id });
     return view;
+  }
+
+  /**
+   * A purged alloc's dir goes with it (logs, task dirs, volume links),
+   * unless something is still mounted below it: never delete through a
+   * live mount; a pending unmount may still need it.
+   */
+  private removeAllocDir(r: AllocRunner): void {
+    const dir = r.allocDir;
+    try {
+      const mounted = parseMountInfo(fs.readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(`${dir}/`));
+      if (mounted.length) {
+        this.logger.warn('keeping the dir of a purged alloc: something is still mounted below it', { alloc_id: r.alloc.id, dir, mounts: mounted });
+        return;
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch (err) {
+      this.logger.warn('could not remove the dir of a purged alloc', { alloc_id: r.alloc.id, dir, error: err });
+    }
   }
 
   // ---- allocs ------------------------------------------------------------------
@@ -363,18 +397,12 @@ export class Agent implements AgentService, Disposable {
     return r ? this.allocView(r) : undefined;
   }
 
-  async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', options: { offset?: number } = {}): Promise<string> {
+  async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', range: LogRange = {}): Promise<LogSlice> {
     const alloc = this.getAlloc(allocId);
     if (!alloc) throw new NotFoundError(`alloc "${allocId}" not found`);
     if (!(task in alloc.tasks)) throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
-    const file = path.join(this.runners.get(alloc.id)!.taskDir(task), `${stream}.log`);
-    try {
-      const buf = await fs.promises.readFile(file);
-      return buf.subarray(Math.max(0, options.offset ?? 0)).toString('utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return '';
-      throw err;
-    }
+    // Only the range is read, as it is consumed: a log may be far larger than this process's heap.
+    return openLogSlice(path.join(this.runners.get(alloc.id)!.taskDir(task), `${stream}.log`), range);
   }
 
   // ---- plugins -----------------------------------------------------------------
@@ -429,6 +457,18 @@ export class Agent implements AgentService, Disposable {
   }
   createVolume(spec: VolumeSpec): Promise<VolumeView> {
     this.checkOpen();
+    // Waiting makes sense only for a plugin that is here or on its way: a
+    // name nothing registers nor runs is refused at once, not after the wait.
+    const pluginId = spec.pluginId;
+    const starting = [...this.runners.values()].some(
+      (r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.csiPlugin?.id === pluginId)),
+    );
+    if (!starting && !this.registry.get('csi-controller', pluginId)) {
+      const known = this.listPlugins().map((p) => p.id);
+      return Promise.reject(
+        new NotFoundError(`plugin "${pluginId}" is not registered on this node and no job here runs it (plugins: ${known.join(', ') || 'none'}); run the plugin's job first, or check plugin_id`),
+      );
+    }
     return this.catalog.createVolume(spec);
   }
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {

@@ -3,6 +3,7 @@
 import type { Event } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
 import type { Alloc, JobSpec, TaskState } from './model';
+import type { LogRange, LogSlice } from './log-slice';
 import type { VolumeSpec } from './spec';
 
 /** One line of the event stream (/v1/event/stream, newline-delimited JSON). */
@@ -109,8 +110,11 @@ export interface AgentService {
 
   listAllocs(): AllocView[];
   getAlloc(id: string): AllocView | undefined;
-  /** A task's log, from `offset` bytes on. */
-  allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', options?: { offset?: number }): Promise<string>;
+  /**
+   * The bytes `range` picks out of a task's log, read from the file only as
+   * the slice's stream is consumed (never the whole file at once).
+   */
+  allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', range?: LogRange): Promise<LogSlice>;
 
   listPlugins(): PluginView[];
   getPlugin(id: string): PluginView | undefined;

@@ -91,7 +91,7 @@ describe('an idle-connection flood', () => {
   });
 
   it(`that exhausts the agent's ${FD_LIMIT} file descriptors kills no task, keeps mount and claim, and one SIGTERM stops the agent`, async () => {
-    h = new AgentHarness('limits {\n  http_max_conns = 100000\n  http_max_conns_per_client = 100000\n  http_idle_timeout = "10m"\n}\nlog_level = "debug"\n', { fdLimit: FD_LIMIT });
+    h = new AgentHarness('limits {\n  http_max_conns = 100000\n  http_max_conns_per_client = 100000\n  http_idle_timeout = "10m"\n}\n', { fdLimit: FD_LIMIT });
     await h.start();
     const { allocId, pid, hostPath } = await runPluginAndWorkload(h);
 

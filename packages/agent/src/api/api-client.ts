@@ -1,22 +1,52 @@
 // A typed client for the agent's HTTP API: one method per route, ApiError
 // for every failure (with the agent's status, message and code). The CLI
-// talks to the agent only through this.
+// talks to the agent only through this. It speaks http or https (verifying
+// the agent's certificate against the system's CAs or a given one), and
+// waits as long as a call takes unless given a timeout.
+import { Clock, Disposable, RealClock, formatDuration } from '@csiplug/core';
 import * as http from 'http';
+import * as https from 'https';
+import type { Readable } from 'stream';
+import * as tls from 'tls';
 import type { AgentEvent, AgentHealth, AllocView, JobView, PluginView, RunJobResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
-import { AllocLogs, TOKEN_HEADER } from './protocol';
+import { AllocLogs, AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, TOKEN_HEADER } from './protocol';
 
 export const DEFAULT_ADDRESS = `http://127.0.0.1:${DEFAULT_PORT}`;
 
+/** Codes of the failures only the client sees (besides ApiErrorCode.Connect and BadResponse). */
+export const ClientErrorCode = Object.freeze({
+  /** No answer within the client's timeout. */
+  Timeout: 'ETIMEOUT',
+  /** The caller's signal aborted the call. */
+  Aborted: 'EABORTED',
+  /** The TLS handshake failed: an untrusted or mismatched certificate, or an agent that does not speak TLS. */
+  Tls: 'ETLS',
+} as const);
+
 export interface ApiClientOptions {
-  /** `http://host:port`; a bare `host:port` means http. Default http://127.0.0.1:4747. */
+  /** `http://host:port` or `https://host:port`; a bare `host:port` means http. Default http://127.0.0.1:4747. */
   address?: string;
   /** Sent as X-Csiplug-Token. */
   token?: string;
-  /** Gives up on a call after this long (ms). Default: waits as long as the agent takes. */
+  /**
+   * Gives up on a call when the agent has not answered within this long
+   * (ms): the whole answer for ordinary calls, its start for streams.
+   * 0 or absent: waits as long as the operation takes (a `job stop` may
+   * take minutes).
+   */
   timeoutMs?: number;
+  /** https only: the CA certificate(s), PEM, to verify the agent's certificate with instead of the system's. */
+  caCert?: string | Buffer;
+  /**
+   * https only, and insecure: accept any certificate. Whoever can intercept
+   * the connection then reads the token and can answer in the agent's name.
+   */
+  tlsSkipVerify?: boolean;
+  /** Times `timeoutMs`. Default: the wall clock. */
+  clock?: Clock;
 }
 
 export interface EventStreamOptions {
@@ -24,6 +54,14 @@ export interface EventStreamOptions {
   topics?: AgentEvent['topic'][];
   /** Ends the stream. */
   signal?: AbortSignal;
+}
+
+/** A task's log as raw bytes (plain=true): where they start, the file's size, and the bytes as they arrive. */
+export interface AllocLogStream {
+  offset: number;
+  size: number;
+  /** Destroy it to stop early. */
+  stream: Readable;
 }
 
 /** Turns `host:port` into `http://host:port` and checks what it can. */
@@ -35,21 +73,40 @@ export function normaliseAddress(address: string): URL {
   } catch {
     throw new ApiError(0, ApiErrorCode.Invalid, `the agent address "${address}" is not a URL like http://127.0.0.1:${DEFAULT_PORT}`);
   }
-  if (url.protocol !== 'http:') throw new ApiError(0, ApiErrorCode.Invalid, `the agent address "${address}" must use http:// (the API speaks plain HTTP on a loopback address)`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ApiError(0, ApiErrorCode.Invalid, `the agent address "${address}" must use http:// or https:// (https when the agent has a tls block)`);
+  }
   return url;
 }
 
 export class ApiClient {
   readonly address: string;
   private readonly base: URL;
+  private readonly secure: boolean;
   private readonly token: string | undefined;
-  private readonly timeoutMs: number | undefined;
+  private readonly timeoutMs: number;
+  private readonly clock: Clock;
+  private readonly agent: http.Agent;
 
   constructor(options: ApiClientOptions = {}) {
     this.base = normaliseAddress(options.address ?? DEFAULT_ADDRESS);
     this.address = this.base.origin;
+    this.secure = this.base.protocol === 'https:';
     this.token = options.token || undefined;
-    this.timeoutMs = options.timeoutMs;
+    const timeoutMs = options.timeoutMs ?? 0;
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new ApiError(0, ApiErrorCode.Invalid, `the client timeout must be 0 (none) or more milliseconds (got ${timeoutMs})`);
+    this.timeoutMs = timeoutMs;
+    this.clock = options.clock ?? new RealClock();
+    // An agent of our own: Node 20's global one gives every socket a 5 s idle
+    // timeout, which cut off any call the agent took longer than 5 s to answer.
+    // No keep-alive either: a pooled socket the server closes after its
+    // keep-alive timeout would fail the next call.
+    if (this.secure) {
+      if (options.caCert !== undefined) checkPem(options.caCert);
+      this.agent = new https.Agent({ keepAlive: false, ca: options.caCert, rejectUnauthorized: options.tlsSkipVerify !== true });
+    } else {
+      this.agent = new http.Agent({ keepAlive: false });
+    }
   }
 
   /** The agent's health; an unhealthy agent answers 503 with the same body, returned here too. */
@@ -91,8 +148,15 @@ export class ApiClient {
     return this.json('GET', `/v1/allocation/${enc(id)}`);
   }
 
-  allocLogs(id: string, task: string, options: { stream?: 'stdout' | 'stderr'; offset?: number } = {}): Promise<AllocLogs> {
-    return this.json('GET', `/v1/allocation/${enc(id)}/logs/${enc(task)}${query({ stream: options.stream, offset: options.offset })}`);
+  /** Part of a task's log as JSON: at most `limit` bytes (the agent's default 64 KiB, its maximum 4 MiB). */
+  allocLogs(id: string, task: string, options: AllocLogsQuery = {}): Promise<AllocLogs> {
+    return this.json('GET', logsPath(id, task, options, false));
+  }
+
+  /** A task's log as raw bytes, any amount, streamed as the agent reads the file (no `limit`: to its end). */
+  async allocLogStream(id: string, task: string, options: AllocLogsQuery & { signal?: AbortSignal } = {}): Promise<AllocLogStream> {
+    const res = await this.stream('GET', logsPath(id, task, options, true), options.signal);
+    return { offset: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0), size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0), stream: res };
   }
 
   // Plugins ------------------------------------------------------------------
@@ -142,10 +206,12 @@ export class ApiClient {
   async *events(options: EventStreamOptions = {}): AsyncGenerator<AgentEvent, void, undefined> {
     if (options.signal?.aborted) return;
     const topics = options.topics?.length ? `?${options.topics.map((t) => `topic=${enc(t)}`).join('&')}` : '';
-    const res = await this.open('GET', `/v1/event/stream${topics}`, undefined, options.signal);
-    if (res.statusCode !== 200) {
-      await this.raise(res);
-      return;
+    let res: http.IncomingMessage;
+    try {
+      res = await this.stream('GET', `/v1/event/stream${topics}`, options.signal);
+    } catch (err) {
+      if (options.signal?.aborted && err instanceof ApiError && err.code === ClientErrorCode.Aborted) return;
+      throw err;
     }
     res.setEncoding('utf8');
     let pending = '';
@@ -174,16 +240,40 @@ export class ApiClient {
     return (await this.call<T>(method, path, options)).body;
   }
 
+  /** One request and its whole JSON answer, within the timeout. */
   private async call<T>(method: string, path: string, options: { body?: unknown; okStatuses?: number[] } = {}): Promise<{ status: number; body: T }> {
     const payload = options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : undefined;
-    const res = await this.open(method, path, payload);
-    const ok = options.okStatuses ?? [200];
-    if (!ok.includes(res.statusCode ?? 0)) return this.raise(res);
-    const text = await readAll(res);
+    const scope = new CallScope(this.clock, this.timeoutMs);
     try {
-      return { status: res.statusCode!, body: JSON.parse(text) as T };
-    } catch {
-      throw new ApiError(res.statusCode ?? 0, ApiErrorCode.BadResponse, `${method} ${path}: the agent at ${this.address} answered with something that is not JSON`);
+      const res = await this.open(method, path, scope, payload);
+      const ok = options.okStatuses ?? [200];
+      if (!ok.includes(res.statusCode ?? 0)) return await this.raise(res);
+      const text = await readAll(res).catch((err: unknown) => {
+        throw this.failure(err, method, path, scope);
+      });
+      try {
+        return { status: res.statusCode!, body: JSON.parse(text) as T };
+      } catch {
+        throw new ApiError(res.statusCode ?? 0, ApiErrorCode.BadResponse, `${method} ${path}: the agent at ${this.address} answered with something that is not JSON`);
+      }
+    } finally {
+      scope.dispose();
+    }
+  }
+
+  /** A request whose answer is read as it comes: the timeout covers only its start. Error statuses are thrown. */
+  private async stream(method: string, path: string, signal: AbortSignal | undefined): Promise<http.IncomingMessage> {
+    const scope = new CallScope(this.clock, this.timeoutMs, signal);
+    try {
+      const res = await this.open(method, path, scope);
+      if (res.statusCode !== 200) await this.raise(res);
+      scope.stopTimer();
+      // The caller's signal still ends the stream; the scope lets go of it when the answer is over.
+      res.once('close', () => scope.dispose());
+      return res;
+    } catch (err) {
+      scope.dispose();
+      throw err;
     }
   }
 
@@ -203,7 +293,7 @@ export class ApiClient {
     throw new ApiError(status, code, message);
   }
 
-  private open(method: string, path: string, payload?: Buffer, signal?: AbortSignal): Promise<http.IncomingMessage> {
+  private open(method: string, path: string, scope: CallScope, payload?: Buffer): Promise<http.IncomingMessage> {
     const url = new URL(path, this.base);
     const headers: http.OutgoingHttpHeaders = { Accept: 'application/json' };
     if (this.token) headers[TOKEN_HEADER] = this.token;
@@ -211,22 +301,118 @@ export class ApiClient {
       headers['Content-Type'] = 'application/json';
       headers['Content-Length'] = payload.length;
     }
+    const request = this.secure ? https.request : http.request;
     return new Promise((resolve, reject) => {
       let answered = false;
-      const req = http.request(url, { method, headers, signal, ...(this.timeoutMs !== undefined ? { timeout: this.timeoutMs } : {}) }, (res) => {
+      const req = request(url, { method, headers, agent: this.agent, signal: scope.signal }, (res) => {
         answered = true;
         resolve(res);
       });
-      req.on('timeout', () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
       req.on('error', (err: NodeJS.ErrnoException) => {
         // The agent may answer (say, 400 for an oversized body) before it has read everything we sent.
         if (answered) return;
-        if (signal?.aborted) reject(new ApiError(0, 'EABORTED', `${method} ${path} was aborted`, { cause: err }));
-        else reject(new ApiError(0, ApiErrorCode.Connect, `cannot reach the csiplug agent at ${this.address}: ${err.message}; is it running? (set -address or CSIPLUG_ADDR)`, { cause: err }));
+        reject(this.failure(err, method, path, scope));
       });
       req.end(payload);
     });
   }
+
+  /** The ApiError for a call that got no (whole) answer: out of time, aborted, a TLS failure, or no agent there. */
+  private failure(err: unknown, method: string, path: string, scope: CallScope): ApiError {
+    if (err instanceof ApiError) return err;
+    const e = err as NodeJS.ErrnoException;
+    if (scope.timedOut) {
+      return new ApiError(
+        0,
+        ClientErrorCode.Timeout,
+        `no answer from the agent at ${this.address} within ${formatDuration(this.timeoutMs)} (${method} ${path}); it may still be working on it: raise -timeout, or set it to 0 to wait as long as it takes`,
+        { cause: err },
+      );
+    }
+    if (scope.aborted) return new ApiError(0, ClientErrorCode.Aborted, `${method} ${path} was aborted`, { cause: err });
+    const tlsProblem = this.secure ? describeTlsFailure(e) : undefined;
+    if (tlsProblem) return new ApiError(0, ClientErrorCode.Tls, `TLS with the agent at ${this.address} failed: ${tlsProblem}`, { cause: err });
+    // A plain-HTTP request to an https agent is cut off before any answer.
+    const httpsHint = !this.secure && (e.code === 'ECONNRESET' || e.code === 'EPIPE') ? '; if the agent serves https (a tls block), use an https:// address' : '';
+    return new ApiError(0, ApiErrorCode.Connect, `cannot reach the csiplug agent at ${this.address}: ${e.message}; is it running? (set -address or CSIPLUG_ADDR)${httpsHint}`, { cause: err });
+  }
+}
+
+/**
+ * A call's deadline and the caller's signal, as the one AbortSignal the
+ * request is made with. The deadline runs on the injected clock.
+ */
+class CallScope implements Disposable {
+  private readonly controller = new AbortController();
+  private timer: Disposable | undefined;
+  private readonly detach: (() => void) | undefined;
+  timedOut = false;
+
+  constructor(clock: Clock, timeoutMs: number, private readonly callerSignal?: AbortSignal) {
+    if (timeoutMs > 0) {
+      this.timer = clock.setTimeout(() => {
+        this.timedOut = true;
+        this.controller.abort();
+      }, timeoutMs);
+    }
+    if (callerSignal) {
+      const onAbort = () => this.controller.abort();
+      if (callerSignal.aborted) onAbort();
+      callerSignal.addEventListener('abort', onAbort, { once: true });
+      this.detach = () => callerSignal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.callerSignal?.aborted === true;
+  }
+
+  /** The answer has started: from here on only the caller's signal ends the call. */
+  stopTimer(): void {
+    this.timer?.dispose();
+    this.timer = undefined;
+  }
+
+  dispose(): void {
+    this.stopTimer();
+    this.detach?.();
+  }
+}
+
+// OpenSSL's certificate verification codes (CERT_HAS_EXPIRED,
+// DEPTH_ZERO_SELF_SIGNED_CERT, UNABLE_TO_VERIFY_LEAF_SIGNATURE…) and Node's
+// host name check.
+const CERT_CODE = /CERT|UNABLE_TO_|SELF_SIGNED|HOSTNAME|ERR_TLS_CERT_ALTNAME_INVALID/;
+
+/** What went wrong in a failed TLS connection, in words that say what to do; undefined when it is not TLS. */
+function describeTlsFailure(err: NodeJS.ErrnoException): string | undefined {
+  const code = err.code ?? '';
+  if (CERT_CODE.test(code)) {
+    return `the agent's certificate is not trusted: ${err.message} (${code}); give the CA that signed it with -ca-cert FILE (or CSIPLUG_CACERT), or skip the check with -tls-skip-verify (insecure)`;
+  }
+  if (code === 'EPROTO' || code.startsWith('ERR_SSL_') || /SSL routines|wrong version number/i.test(err.message)) {
+    return `${err.message}; does the agent serve https (a tls block with cert_file and key_file)? If not, use an http:// address`;
+  }
+  return undefined;
+}
+
+/** Refuses a CA option that holds no PEM certificate (Node would quietly trust nothing, and every call would fail later). */
+function checkPem(ca: string | Buffer): void {
+  const text = typeof ca === 'string' ? ca : ca.toString('utf8');
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new ApiError(0, ApiErrorCode.Invalid, 'the CA certificate is not PEM (no "-----BEGIN CERTIFICATE-----" in it)');
+  try {
+    tls.createSecureContext({ ca });
+  } catch (err) {
+    throw new ApiError(0, ApiErrorCode.Invalid, `the CA certificate cannot be used: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function logsPath(id: string, task: string, options: AllocLogsQuery, plain: boolean): string {
+  return `/v1/allocation/${enc(id)}/logs/${enc(task)}${query({ stream: options.stream, origin: options.origin, offset: options.offset, limit: options.limit, plain })}`;
 }
 
 function enc(segment: string): string {
@@ -246,5 +432,9 @@ function readAll(res: http.IncomingMessage): Promise<string> {
     res.on('data', (c: Buffer) => chunks.push(c));
     res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     res.on('error', reject);
+    // A response cut short (the call aborted, the socket reset) may close without 'error' or 'end'.
+    res.on('close', () => {
+      if (!res.complete) reject(new Error('the answer was cut off before its end'));
+    });
   });
 }

@@ -1,10 +1,12 @@
 // An in-memory AgentService for tests of the HTTP API and the CLI: jobs make
 // allocs whose tasks "run" at once, volumes live in a map with claims, and
 // plugins are whatever the test puts there. Every change is recorded in
-// `calls`, so a test can prove a refused request changed nothing.
+// `calls`, so a test can prove a refused request changed nothing; `gate`
+// makes the async calls wait, for tests of a slow agent.
 import { Clock, CsiplugError, Emitter, Event, FakeClock, ValidationError, toDisposable } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
 import { createHash } from 'crypto';
+import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginView, RunJobResult, VolumeClaimView, VolumeView } from '../service';
 import type { VolumeSpec } from '../spec';
@@ -26,8 +28,10 @@ export class FakeAgentService implements AgentService {
   readonly allocs = new Map<string, AllocView>();
   readonly plugins = new Map<string, PluginView>();
   readonly volumes = new Map<string, VolumeView>();
-  /** `<alloc>/<task>/<stream>` → the log's text. */
-  readonly logs = new Map<string, string>();
+  /** `<alloc>/<task>/<stream>` → the log's text (or bytes). */
+  readonly logs = new Map<string, string | Buffer>();
+  /** While set, every async call waits for it before doing anything: an agent slow to answer. */
+  gate: Promise<void> | undefined;
   /** Set to make the next service call throw it (once). */
   nextError: Error | undefined;
   healthy = true;
@@ -127,6 +131,7 @@ export class FakeAgentService implements AgentService {
   }
 
   async runJob(job: JobSpec): Promise<RunJobResult> {
+    await this.gate;
     this.failIfAsked();
     this.calls.push(`runJob ${job.id}`);
     const old = this.jobs.get(job.id);
@@ -148,6 +153,7 @@ export class FakeAgentService implements AgentService {
   }
 
   async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
+    await this.gate;
     this.failIfAsked();
     this.calls.push(`stopJob ${id}${options.purge ? ' purge' : ''}`);
     const job = this.jobs.get(id);
@@ -172,10 +178,10 @@ export class FakeAgentService implements AgentService {
     return this.allocs.get(id);
   }
 
-  async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', options: { offset?: number } = {}): Promise<string> {
+  async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', range: LogRange = {}): Promise<LogSlice> {
+    await this.gate;
     this.failIfAsked();
-    const text = this.logs.get(`${allocId}/${task}/${stream}`) ?? '';
-    return Buffer.from(text).subarray(options.offset ?? 0).toString('utf8');
+    return memoryLogSlice(Buffer.from(this.logs.get(`${allocId}/${task}/${stream}`) ?? ''), range);
   }
 
   listPlugins(): PluginView[] {
@@ -199,17 +205,20 @@ export class FakeAgentService implements AgentService {
   }
 
   async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
+    await this.gate;
     this.failIfAsked();
     if (spec.externalId === undefined) throw new ValidationError(`volume "${spec.id}": external_id is required to register an existing volume; use create to make a new one`, 'external_id');
     return this.addVolume('registerVolume', spec, spec.externalId);
   }
 
   async createVolume(spec: VolumeSpec): Promise<VolumeView> {
+    await this.gate;
     this.failIfAsked();
     return this.addVolume('createVolume', spec, `ext-${spec.id}`);
   }
 
   async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {
+    await this.gate;
     this.failIfAsked();
     const v = this.volumeOrThrow(id);
     if (v.claims.length && !options.force) {
@@ -221,6 +230,7 @@ export class FakeAgentService implements AgentService {
   }
 
   async deleteVolume(id: string): Promise<void> {
+    await this.gate;
     this.failIfAsked();
     const v = this.volumeOrThrow(id);
     if (v.claims.length) throw new CsiplugError(FakeCodes.VolumeInUse, `volume "${id}" is claimed by ${v.claims.length} alloc(s); stop them first`);

@@ -269,7 +269,7 @@ describe('HttpApi', () => {
       const id = allocIds[0]!;
       fake.logs.set(`${id}/main/stdout`, 'hello\nworld\n');
       fake.logs.set(`${id}/main/stderr`, 'oops\n');
-      expect(await client.allocLogs(id, 'main')).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 0, nextOffset: 12, data: 'hello\nworld\n' });
+      expect(await client.allocLogs(id, 'main')).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 0, nextOffset: 12, size: 12, data: 'hello\nworld\n' });
       expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
       expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
       await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no task "other"') });
@@ -277,6 +277,89 @@ describe('HttpApi', () => {
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?stream=both`)).status).toBe(400);
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=-1`)).status).toBe(400);
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=abc`)).status).toBe(400);
+    });
+
+    it('reads a byte range from the start or back from the end, at most limit bytes (64 KiB by default)', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const log = Buffer.alloc(200 * 1024, 'x');
+      log.write('HEAD', 0);
+      log.write('TAIL', log.length - 4);
+      fake.logs.set(`${id}/main/stdout`, log);
+      const first = await client.allocLogs(id, 'main');
+      expect(first).toMatchObject({ offset: 0, nextOffset: 64 * 1024, size: log.length });
+      expect(first.data.length).toBe(64 * 1024);
+      expect(first.data.startsWith('HEAD')).toBe(true);
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 4 })).toMatchObject({ offset: log.length - 4, nextOffset: log.length, data: 'TAIL' });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 6, limit: 3 })).toMatchObject({ offset: log.length - 6, nextOffset: log.length - 3, data: 'xxT' });
+      expect(await client.allocLogs(id, 'main', { offset: 1, limit: 3 })).toMatchObject({ offset: 1, nextOffset: 4, data: 'EAD' });
+      // Past either end: an empty answer at the end, or everything from the start.
+      expect(await client.allocLogs(id, 'main', { offset: log.length + 10 })).toMatchObject({ offset: log.length, nextOffset: log.length, data: '' });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: log.length + 10, limit: 4 })).toMatchObject({ offset: 0, data: 'HEAD' });
+      expect((await client.allocLogs(id, 'main', { limit: 4 * 1024 * 1024 })).data.length).toBe(log.length);
+      expect(await client.allocLogs(id, 'main', { stream: 'stderr' })).toMatchObject({ offset: 0, nextOffset: 0, size: 0, data: '' });
+    });
+
+    it('refuses bad log parameters with a 400 that names them', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const logs = (q: string) => raw(url, 'GET', `/v1/allocation/${id}/logs/main?${q}`);
+      expect((await logs('origin=middle')).json.error).toBe('query parameter origin must be one of start, end (got "middle")');
+      expect((await logs('limit=lots')).json.error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
+      expect((await logs('limit=0')).json.error).toMatch(/limit must be at least 1 byte/);
+      expect((await logs('plain=maybe')).json.error).toBe('query parameter plain must be true or false (got "maybe")');
+      const tooMuch = await logs(`limit=${4 * 1024 * 1024 + 1}`);
+      expect(tooMuch.status).toBe(400);
+      expect(tooMuch.json.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
+      expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/nope?plain=true`)).status).toBe(404);
+    });
+
+    it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const bytes = Buffer.concat([Buffer.from('héllo ✓\n'), Buffer.from([0xff, 0x00, 0xc3])]);
+      fake.logs.set(`${id}/main/stdout`, bytes);
+      const r = await raw(url, 'GET', `/v1/allocation/${id}/logs/main?plain=true&origin=end&offset=5`);
+      expect(r.status).toBe(200);
+      expect(r.headers['content-type']).toBe('text/plain; charset=utf-8');
+      expect(r.headers['x-csiplug-log-offset']).toBe(String(bytes.length - 5));
+      expect(r.headers['x-csiplug-log-size']).toBe(String(bytes.length));
+      const got = await client.allocLogStream(id, 'main', { offset: 1, limit: 6 });
+      expect(got).toMatchObject({ offset: 1, size: bytes.length });
+      const chunks: Buffer[] = [];
+      for await (const c of got.stream) chunks.push(c as Buffer);
+      expect(Buffer.concat(chunks)).toEqual(bytes.subarray(1, 7));
+      const whole: Buffer[] = [];
+      for await (const c of (await client.allocLogStream(id, 'main')).stream) whole.push(c as Buffer);
+      expect(Buffer.concat(whole)).toEqual(bytes);
+      await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
+    });
+
+    it('in JSON, never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const text = 'aé€😀b✓\nüñí€ode 😀😀 end';
+      fake.logs.set(`${id}/main/stdout`, text);
+      const size = Buffer.byteLength(text);
+      for (const limit of [4, 5, 7]) {
+        let offset = 0;
+        let joined = '';
+        while (offset < size) {
+          const part = await client.allocLogs(id, 'main', { offset, limit });
+          expect(part.offset).toBe(offset);
+          expect(part.nextOffset).toBeGreaterThan(offset);
+          expect(part.nextOffset - part.offset).toBe(Buffer.byteLength(part.data));
+          joined += part.data;
+          offset = part.nextOffset;
+        }
+        expect(joined).toBe(text);
+      }
+      // '€' is bytes 3..5: a range starting inside it skips to the next whole character, and says so.
+      expect(await client.allocLogs(id, 'main', { offset: 4, limit: 6 })).toMatchObject({ offset: 6, nextOffset: 6 + 4, data: '😀' });
+      expect(await client.allocLogs(id, 'main', { offset: 4, limit: 5 })).toMatchObject({ offset: 6, nextOffset: 6, data: '' });
+      // A limit smaller than the character still moves on (the bytes show as U+FFFD).
+      expect(await client.allocLogs(id, 'main', { offset: 3, limit: 1 })).toMatchObject({ offset: 3, nextOffset: 4, data: '\ufffd' });
+      // At the end of the file, half a character is left for the next read: the task may be writing it.
+      fake.logs.set(`${id}/main/stdout`, Buffer.from([0x61, 0x62, 0xe2, 0x82]));
+      expect(await client.allocLogs(id, 'main')).toMatchObject({ offset: 0, nextOffset: 2, size: 4, data: 'ab' });
+      expect(await client.allocLogs(id, 'main', { offset: 2 })).toMatchObject({ offset: 2, nextOffset: 2, data: '' });
     });
   });
 

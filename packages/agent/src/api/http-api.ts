@@ -138,8 +138,9 @@ export class HttpApi implements Disposable {
     }
     this.secureContext = options.tls ? loadSecureContext(options.tls) : undefined;
     this.http = http.createServer((req, res) => void this.handle(req, res));
-    // Idle connections are the gate's business; these only bound a request that never completes.
-    this.http.headersTimeout = Math.min(60_000, this.limits.idleTimeoutMs);
+    // This server never listens (the door hands it connections), so Node's
+    // own header and request timers do not run: the gate closes connections
+    // that never complete a request, and readJson bounds a trickled body.
     this.http.keepAliveTimeout = Math.min(5_000, this.limits.idleTimeoutMs);
     this.http.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
       // Malformed HTTP: answer 400 when the socket still takes it, then close.
@@ -298,7 +299,7 @@ export class HttpApi implements Disposable {
         res,
         params: match.params,
         query: url.searchParams,
-        json: () => (body ??= readBody(req, this.maxBodyBytes).then((b) => parseJsonBody(b))),
+        json: () => (body ??= this.readJson(req)),
       };
       const reply = await match.handler(ctx);
       if (reply) this.send(res, reply.status ?? 200, reply.body);
@@ -311,6 +312,17 @@ export class HttpApi implements Disposable {
         this.gate?.closeIdle();
         this.idleWaiter?.();
       }
+    }
+  }
+
+  /** The body as JSON; a body still arriving after the idle timeout is cut off (408), so a trickle cannot hold a connection. */
+  private async readJson(req: http.IncomingMessage): Promise<unknown> {
+    const ms = this.limits.idleTimeoutMs;
+    const timer = this.clock.setTimeout(() => req.destroy(new ApiError(408, 'EBODY_TIMEOUT', `the request body did not arrive within ${ms} ms`)), ms);
+    try {
+      return parseJsonBody(await readBody(req, this.maxBodyBytes));
+    } finally {
+      timer.dispose();
     }
   }
 

@@ -9,12 +9,35 @@ export interface AllocLogs {
   allocId: string;
   task: string;
   stream: 'stdout' | 'stderr';
-  /** The byte offset the data starts at. */
+  /** The byte offset (from the start of the file) of the first byte of `data`. */
   offset: number;
-  /** The offset to ask for next, to read on from where this left off. */
+  /** The byte offset right after the last byte of `data`: ask for it next to read on. */
   nextOffset: number;
+  /** The log file's size in bytes when it was read. */
+  size: number;
+  /** The bytes from offset to nextOffset, as UTF-8 text (see utf8Window for characters cut by the range). */
   data: string;
 }
+
+/** Which part of a log to read: Nomad's fs logs parameters. */
+export interface AllocLogsQuery {
+  stream?: 'stdout' | 'stderr';
+  /** Bytes from `origin`. Default 0. */
+  offset?: number;
+  /** `start` (default): offset from the first byte; `end`: offset back from the end of the file. */
+  origin?: 'start' | 'end';
+  /** At most this many bytes. JSON answers default to DEFAULT_LOG_LIMIT and take at most MAX_JSON_LOG_LIMIT; plain ones default to the rest of the file. */
+  limit?: number;
+}
+
+/** How many bytes of log a JSON answer carries when no limit is given. */
+export const DEFAULT_LOG_LIMIT = 64 * 1024;
+/** The most a JSON log answer carries; more is streamed with plain=true. */
+export const MAX_JSON_LOG_LIMIT = 4 * 1024 * 1024;
+/** On a plain=true log answer: the byte offset of its first byte. */
+export const LOG_OFFSET_HEADER = 'X-Csiplug-Log-Offset';
+/** On a plain=true log answer: the log file's size when it was read. */
+export const LOG_SIZE_HEADER = 'X-Csiplug-Log-Size';
 
 /** The answer of DELETE /v1/volume/csi/:id and DELETE /v1/volume/csi/:id/delete. */
 export interface VolumeDeleted {

@@ -272,6 +272,25 @@ describe('connection limits', () => {
     }
   });
 
+  it('cuts off a body that trickles in slower than the idle timeout', async () => {
+    const { api, url } = await startApi(fake, { clock, limits: { maxConnections: 10, maxConnectionsPerClient: 10, idleTimeoutMs: 5_000 } });
+    try {
+      const port = Number(new URL(url).port);
+      const s = net.connect(port, '127.0.0.1');
+      s.on('error', () => undefined);
+      sockets.push(s);
+      const closed = new Promise<void>((resolve) => s.on('close', () => resolve()));
+      await new Promise<void>((resolve) => s.once('connect', () => resolve()));
+      s.write(`POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"Job":`);
+      await until(() => (api as unknown as { inflight: number }).inflight === 1);
+      await clock.advance(5_000);
+      await closed;
+      expect(fake.jobs.size).toBe(0);
+    } finally {
+      await api.close();
+    }
+  });
+
   it('caps connections per client address', async () => {
     const { api, url } = await startApi(fake, { clock, limits: { maxConnections: 100, maxConnectionsPerClient: 2, idleTimeoutMs: 60_000 } });
     try {

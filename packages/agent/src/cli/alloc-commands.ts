@@ -1,11 +1,14 @@
 // `csiplug alloc status|logs`. Alloc ids may be shortened to any unique
 // prefix, as with Nomad.
+import { EventEmitter, once } from 'events';
+import type { Readable } from 'stream';
 import type { ApiClient } from '../api';
-import { ApiError } from '../api';
+import { ApiError, MAX_JSON_LOG_LIMIT } from '../api';
 import type { AllocView } from '../service';
 import { UsageError } from './args';
 import { Command, isNotFound } from './command';
 import { formatKV, formatTable, formatTime } from './format';
+import type { CliOutput } from './io';
 
 /** The alloc with this id, or the one alloc whose id starts with it. */
 export async function resolveAlloc(client: ApiClient, idOrPrefix: string): Promise<AllocView> {
@@ -84,26 +87,53 @@ const allocStatus: Command = {
   },
 };
 
+/** With -tail and no -offset: this many bytes back from the end. */
+export const DEFAULT_TAIL_BYTES = 4096;
+
+function bytesFlag(text: string | undefined, name: string, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(Number(text)) || Number(text) < min) {
+    throw new UsageError(`-${name} must be a whole number of bytes${min > 0 ? ` of at least ${min}` : ''} (got "${text}")`);
+  }
+  return Number(text);
+}
+
+/** Copies the stream to `out` byte for byte, waiting when `out` asks for it (a slow pipe) rather than piling the log up in memory. */
+async function copyTo(out: CliOutput, stream: Readable): Promise<void> {
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      if (out.write(chunk) === false && out instanceof EventEmitter) await once(out, 'drain');
+    }
+  } finally {
+    stream.destroy();
+  }
+}
+
 const allocLogs: Command = {
   name: 'alloc logs',
   usageArgs: 'ID [TASK]',
   synopsis: "Print a task's stdout (or stderr) log",
-  help: "Prints the log of TASK in allocation ID (or a unique prefix of it). TASK may be left out when the allocation has one task.",
+  help:
+    'Prints the log of TASK in allocation ID (or a unique prefix of it), byte for byte as the task wrote it, streamed from the agent. ' +
+    'TASK may be left out when the allocation has one task. -offset and -limit pick a byte range; with -tail the offset counts back from the end ' +
+    `(default ${DEFAULT_TAIL_BYTES} bytes). With -json the answer is the API's AllocLogs (at most -limit bytes, default 64 KiB, at most 4 MiB).`,
   minArgs: 1,
   maxArgs: 2,
   api: true,
   json: true,
   flags: [
     { name: 'stderr', kind: 'bool', help: 'Print stderr instead of stdout.' },
-    { name: 'offset', kind: 'string', valueName: 'bytes', help: 'Start this many bytes into the log (default 0).' },
+    { name: 'offset', kind: 'string', valueName: 'bytes', help: `Start this many bytes into the log, or with -tail this many bytes before its end. Default 0, or ${DEFAULT_TAIL_BYTES} with -tail.` },
+    { name: 'limit', kind: 'string', valueName: 'bytes', help: 'Print at most this many bytes. Default: to the end of the log (64 KiB with -json).' },
+    { name: 'tail', kind: 'bool', help: 'Count -offset back from the end of the log.' },
   ],
   async run(ctx) {
     const client = ctx.client();
-    const offsetText = ctx.stringFlag('offset');
-    let offset = 0;
-    if (offsetText !== undefined) {
-      if (!/^\d+$/.test(offsetText)) throw new UsageError(`-offset must be a whole number of bytes (got "${offsetText}")`);
-      offset = Number(offsetText);
+    const tail = ctx.flag('tail');
+    const offset = bytesFlag(ctx.stringFlag('offset'), 'offset', 0) ?? (tail ? DEFAULT_TAIL_BYTES : 0);
+    const limit = bytesFlag(ctx.stringFlag('limit'), 'limit', 1);
+    if (ctx.json && limit !== undefined && limit > MAX_JSON_LOG_LIMIT) {
+      throw new UsageError(`-limit over ${MAX_JSON_LOG_LIMIT} bytes (${MAX_JSON_LOG_LIMIT / 1024 / 1024} MiB) cannot be used with -json; leave out -json to print any amount`);
     }
     const alloc = await resolveAlloc(client, ctx.args[0]!);
     let task = ctx.args[1];
@@ -112,9 +142,9 @@ const allocLogs: Command = {
       if (tasks.length !== 1) throw new UsageError(`allocation ${alloc.id.slice(0, 8)} has ${tasks.length} tasks (${tasks.join(', ')}); name the TASK`);
       task = tasks[0]!;
     }
-    const logs = await client.allocLogs(alloc.id, task, { stream: ctx.flag('stderr') ? 'stderr' : 'stdout', offset });
-    if (ctx.json) ctx.printJson(logs);
-    else ctx.io.stdout.write(logs.data);
+    const query = { stream: ctx.flag('stderr') ? ('stderr' as const) : ('stdout' as const), offset, origin: tail ? ('end' as const) : ('start' as const), limit };
+    if (ctx.json) ctx.printJson(await client.allocLogs(alloc.id, task, query));
+    else await copyTo(ctx.io.stdout, (await client.allocLogStream(alloc.id, task, query)).stream);
     return 0;
   },
 };

@@ -36,7 +36,7 @@ export class UsageError extends CsiplugError {
 const HELP = new Set(['h', 'help']);
 
 /** Go's strconv.ParseBool. */
-function parseBool(name: string, value: string): boolean {
+export function parseBool(name: string, value: string): boolean {
   if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(value)) return true;
   if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(value)) return false;
   throw new UsageError(`invalid boolean value "${value}" for -${name}: use true or false`);

@@ -1,11 +1,13 @@
 // One CLI command: its name, arguments, flags, help and what it does. The
-// runner in main.ts parses the flags, builds the API client from -address /
-// -token (or CSIPLUG_ADDR / CSIPLUG_TOKEN) and hands over a CommandContext.
+// runner in main.ts parses the flags, builds the API client from -address,
+// -token, -timeout, -ca-cert and -tls-skip-verify (or their environment
+// variables) and hands over a CommandContext.
+import { ValidationError, parseDuration } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ApiClient, ApiError, DEFAULT_ADDRESS } from '../api';
 import type { FlagSpec, ParsedArgs } from './args';
-import { UsageError, boolFlag } from './args';
+import { UsageError, boolFlag, parseBool } from './args';
 import { formatJson } from './format';
 import type { CliIo } from './io';
 
@@ -15,9 +17,29 @@ export const ADDRESS_FLAG: FlagSpec = {
   valueName: 'addr',
   env: 'CSIPLUG_ADDR',
   dflt: DEFAULT_ADDRESS,
-  help: "The address of the csiplug agent's HTTP API.",
+  help: "The agent's API, http:// or https://.",
 };
 export const TOKEN_FLAG: FlagSpec = { name: 'token', kind: 'string', valueName: 'token', env: 'CSIPLUG_TOKEN', help: 'The ACL token, sent as X-Csiplug-Token.' };
+export const TIMEOUT_FLAG: FlagSpec = {
+  name: 'timeout',
+  kind: 'string',
+  valueName: 'duration',
+  dflt: '0 (no limit)',
+  help: 'Give up when the agent has not answered within this long, e.g. 30s or 5m. The agent may still finish the operation. 0 waits as long as it takes.',
+};
+export const CA_CERT_FLAG: FlagSpec = {
+  name: 'ca-cert',
+  kind: 'string',
+  valueName: 'path',
+  env: 'CSIPLUG_CACERT',
+  help: "For an https:// address: the PEM file of the CA that signed the agent's certificate, used instead of the system's CAs. NOMAD_CACERT is read when CSIPLUG_CACERT is not set.",
+};
+export const TLS_SKIP_VERIFY_FLAG: FlagSpec = {
+  name: 'tls-skip-verify',
+  kind: 'bool',
+  env: 'CSIPLUG_SKIP_VERIFY',
+  help: "For an https:// address: do not verify the agent's certificate. INSECURE: whoever can intercept the connection can read the token and answer in the agent's name. Use -ca-cert instead.",
+};
 export const JSON_FLAG: FlagSpec = { name: 'json', kind: 'bool', help: 'Print the API\'s JSON instead of tables.' };
 export const VERBOSE_FLAG: FlagSpec = { name: 'verbose', kind: 'bool', help: 'Show full ids.' };
 
@@ -64,7 +86,7 @@ export interface Command {
 
 /** Every flag the command takes, in help order. */
 export function commandFlags(cmd: Command): FlagSpec[] {
-  return [...(cmd.api ? [ADDRESS_FLAG, TOKEN_FLAG] : []), ...(cmd.json ? [JSON_FLAG] : []), ...(cmd.flags ?? [])];
+  return [...(cmd.api ? [ADDRESS_FLAG, TOKEN_FLAG, TIMEOUT_FLAG, CA_CERT_FLAG, TLS_SKIP_VERIFY_FLAG] : []), ...(cmd.json ? [JSON_FLAG] : []), ...(cmd.flags ?? [])];
 }
 
 export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): CommandContext {
@@ -85,7 +107,16 @@ export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): Comman
     verbose: boolFlag(parsed, 'verbose'),
     client() {
       if (!cmd.api) throw new UsageError(`${cmd.name} does not talk to the agent`);
-      client ??= new ApiClient({ address: stringFlag('address') ?? envOf('CSIPLUG_ADDR'), token: stringFlag('token') ?? envOf('CSIPLUG_TOKEN') });
+      const address = stringFlag('address') ?? envOf('CSIPLUG_ADDR');
+      // A CA file set for Nomad (NOMAD_CACERT) is no reason to fail a plain-http call.
+      const secure = /^https:/i.test(address ?? DEFAULT_ADDRESS);
+      client ??= new ApiClient({
+        address,
+        token: stringFlag('token') ?? envOf('CSIPLUG_TOKEN'),
+        timeoutMs: timeoutFlag(stringFlag('timeout')),
+        ...(secure ? caCertOption(io, stringFlag('ca-cert'), envOf) : {}),
+        tlsSkipVerify: parsed.flags.has('tls-skip-verify') ? boolFlag(parsed, 'tls-skip-verify') : envBool(envOf, 'CSIPLUG_SKIP_VERIFY'),
+      });
       return client;
     },
     flag: (name) => boolFlag(parsed, name),
@@ -94,6 +125,42 @@ export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): Comman
     printJson: (value) => void io.stdout.write(formatJson(value)),
     readFile: (file) => readInput(io, file),
   };
+}
+
+/** -timeout as milliseconds; absent or 0 means no limit. */
+function timeoutFlag(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseDuration(text, '-timeout');
+  } catch (err) {
+    if (err instanceof ValidationError) throw new UsageError(`${err.message} (0 means no limit)`);
+    throw err;
+  }
+}
+
+/** The CA file from -ca-cert, else CSIPLUG_CACERT, else NOMAD_CACERT, read now so a bad path is named before any call. */
+function caCertOption(io: CliIo, flag: string | undefined, envOf: (name: string) => string | undefined): { caCert?: Buffer } {
+  const [from, file] =
+    flag !== undefined ? ['-ca-cert', flag] : envOf('CSIPLUG_CACERT') !== undefined ? ['CSIPLUG_CACERT', envOf('CSIPLUG_CACERT')!] : ['NOMAD_CACERT', envOf('NOMAD_CACERT')];
+  if (file === undefined) return {};
+  try {
+    return { caCert: fs.readFileSync(path.resolve(io.cwd ?? process.cwd(), file)) };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (err as Error).message;
+    throw new UsageError(`cannot read the CA certificate ${file} (from ${from}): ${why}`);
+  }
+}
+
+/** A boolean environment variable, read as Go's strconv.ParseBool would. */
+function envBool(envOf: (name: string) => string | undefined, name: string): boolean | undefined {
+  const v = envOf(name);
+  if (v === undefined) return undefined;
+  try {
+    return parseBool(name, v);
+  } catch {
+    throw new UsageError(`invalid boolean value "${v}" in ${name}: use true or false`);
+  }
 }
 
 async function readInput(io: CliIo, file: string): Promise<string> {

@@ -3,7 +3,11 @@
 // commands the composition root supplies (agent, demo).
 
 export interface CliOutput {
-  write(chunk: string): unknown;
+  /**
+   * Text, or raw bytes (a task's log, exactly as written). A stream that
+   * returns false is waited on for 'drain' before more is written.
+   */
+  write(chunk: string | Uint8Array): unknown;
 }
 
 export interface CliIo {

@@ -67,17 +67,18 @@ describe('csiplug CLI', () => {
   });
 
   async function cli(argv: string[], options: { env?: Record<string, string>; stdin?: string; handlers?: CliHandlers; noAddress?: boolean } = {}): Promise<Result> {
-    let stdout = '';
+    // Bytes, joined before decoding: a log streamed in chunks may split a character between two.
+    const out: Buffer[] = [];
     let stderr = '';
     const io: CliIo = {
-      stdout: { write: (s: string) => (stdout += s) },
-      stderr: { write: (s: string) => (stderr += s) },
+      stdout: { write: (s: string | Uint8Array) => out.push(Buffer.from(s)) },
+      stderr: { write: (s: string | Uint8Array) => (stderr += s) },
       env: options.env ?? (options.noAddress ? {} : { CSIPLUG_ADDR: url }),
       cwd: dir,
       ...(options.stdin !== undefined ? { stdin: Readable.from([Buffer.from(options.stdin)]) } : {}),
     };
     const code = await main(argv, io, options.handlers);
-    return { code, stdout, stderr };
+    return { code, stdout: Buffer.concat(out).toString('utf8'), stderr };
   }
 
   describe('help and usage', () => {
@@ -178,10 +179,10 @@ describe('csiplug CLI', () => {
       expect(r.stderr).toMatch(/^Error: cannot reach the csiplug agent at http:\/\/127\.0\.0\.1:1/);
     });
 
-    it('refuses an address that is not http', async () => {
-      const r = await cli(['job', 'status', '-address', 'https://x:1']);
+    it('refuses an address that is neither http nor https', async () => {
+      const r = await cli(['job', 'status', '-address', 'ftp://x:1']);
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/must use http:\/\//);
+      expect(r.stderr).toMatch(/must use http:\/\/ or https:\/\//);
     });
 
     it('sends -token or CSIPLUG_TOKEN to an agent with ACLs', async () => {
@@ -201,6 +202,55 @@ describe('csiplug CLI', () => {
       } finally {
         await secured.close();
       }
+    });
+  });
+
+  describe('timeout and TLS flags', () => {
+    it('every API command takes -timeout, -ca-cert and -tls-skip-verify, the last marked insecure', async () => {
+      const r = await cli(['job', 'stop', '-h']);
+      expect(r.stdout).toMatch(/-timeout=<duration>/);
+      expect(r.stdout).toMatch(/-ca-cert=<path>[\s\S]*CSIPLUG_CACERT/);
+      expect(r.stdout).toMatch(/NOMAD_CACERT/);
+      expect(r.stdout).toMatch(/-tls-skip-verify\n[\s\S]*INSECURE[\s\S]*CSIPLUG_SKIP_VERIFY/);
+      expect((await cli(['job', 'validate', '-h'])).stdout).not.toMatch(/-timeout/);
+    });
+
+    it('without -timeout a call waits for the agent; with it, gives up naming the agent and the time', async () => {
+      await cli(['job', 'run', 'web.json']);
+      let release!: () => void;
+      fake.gate = new Promise((resolve) => (release = resolve));
+      try {
+        const waiting = cli(['job', 'stop', 'web']);
+        const cut = await cli(['job', 'stop', '-timeout', '50ms', 'web']);
+        expect(cut.code).toBe(1);
+        expect(cut.stderr).toMatch(new RegExp(`^Error: no answer from the agent at ${url} within 50ms \\(DELETE /v1/job/web\\); it may still be working on it`));
+        release();
+        expect((await waiting).stdout).toMatch(/Job "web" stopped/);
+      } finally {
+        release();
+        fake.gate = undefined;
+      }
+    });
+
+    it('refuses a bad -timeout, an unreadable CA file and a bad CSIPLUG_SKIP_VERIFY before any call', async () => {
+      let r = await cli(['job', 'status', '-timeout', 'soon']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^Error: -timeout: cannot parse duration "soon".*\(0 means no limit\)/);
+      r = await cli(['job', 'status', '-address', 'https://127.0.0.1:1', '-ca-cert', 'missing.pem']);
+      expect(r.stderr).toMatch(/^Error: cannot read the CA certificate missing\.pem \(from -ca-cert\): no such file/);
+      const https = 'https://127.0.0.1:1';
+      r = await cli(['job', 'status'], { env: { CSIPLUG_ADDR: https, NOMAD_CACERT: 'nomad.pem' } });
+      expect(r.stderr).toMatch(/cannot read the CA certificate nomad\.pem \(from NOMAD_CACERT\)/);
+      r = await cli(['job', 'status'], { env: { CSIPLUG_ADDR: https, CSIPLUG_CACERT: 'ours.pem', NOMAD_CACERT: 'nomad.pem' } });
+      expect(r.stderr).toMatch(/ours\.pem \(from CSIPLUG_CACERT\)/);
+      // Plain http has no use for a CA: one set for Nomad is not read.
+      expect((await cli(['job', 'status'], { env: { CSIPLUG_ADDR: url, NOMAD_CACERT: 'nomad.pem' } })).code).toBe(0);
+      fs.writeFileSync(path.join(dir, 'junk.pem'), 'not a certificate');
+      r = await cli(['job', 'status', '-address', 'https://127.0.0.1:1', '-ca-cert', 'junk.pem']);
+      expect(r.stderr).toMatch(/the CA certificate is not PEM/);
+      r = await cli(['job', 'status'], { env: { CSIPLUG_ADDR: url, CSIPLUG_SKIP_VERIFY: 'maybe' } });
+      expect(r.stderr).toMatch(/invalid boolean value "maybe" in CSIPLUG_SKIP_VERIFY/);
+      expect(fake.calls).toEqual([]);
     });
   });
 
@@ -339,6 +389,41 @@ describe('csiplug CLI', () => {
       expect((await cli(['alloc', 'logs', '--stderr', id.slice(0, 8), 'main'])).stdout).toBe('err line\n');
       expect((await cli(['alloc', 'logs', '-offset=4', id, 'main'])).stdout).toBe('line\n');
       expect(JSON.parse((await cli(['alloc', 'logs', '-json', id, 'main'])).stdout)).toMatchObject({ task: 'main', stream: 'stdout', data: 'out line\n' });
+    });
+
+    it('alloc logs picks a byte range with -offset, -limit and -tail', async () => {
+      const id = fakeUuid(1);
+      fake.logs.set(`${id}/main/stdout`, '0123456789');
+      expect((await cli(['alloc', 'logs', '-offset', '2', '-limit', '3', id, 'main'])).stdout).toBe('234');
+      expect((await cli(['alloc', 'logs', '-tail', '-offset', '4', id, 'main'])).stdout).toBe('6789');
+      expect((await cli(['alloc', 'logs', '-tail', '-offset', '4', '-limit', '2', id, 'main'])).stdout).toBe('67');
+      expect((await cli(['alloc', 'logs', '-tail', id, 'main'])).stdout).toBe('0123456789');
+      expect((await cli(['alloc', 'logs', '-offset', '99', id, 'main'])).stdout).toBe('');
+      const json = JSON.parse((await cli(['alloc', 'logs', '-json', '-tail', '-offset', '3', id, 'main'])).stdout);
+      expect(json).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 7, nextOffset: 10, size: 10, data: '789' });
+    });
+
+    it('alloc logs prints the bytes exactly, a character cut by the range included', async () => {
+      const id = fakeUuid(1);
+      const bytes = Buffer.concat([Buffer.from('héllo wörld ✓\n'), Buffer.from([0xff, 0xfe, 0x0a])]);
+      fake.logs.set(`${id}/main/stdout`, bytes);
+      const out: Buffer[] = [];
+      const io: CliIo = { stdout: { write: (c: string | Uint8Array) => out.push(Buffer.from(c)) }, stderr: { write: () => true }, env: { CSIPLUG_ADDR: url } };
+      expect(await main(['alloc', 'logs', id, 'main'], io)).toBe(0);
+      expect(Buffer.concat(out)).toEqual(bytes);
+      out.length = 0;
+      expect(await main(['alloc', 'logs', '-offset', '2', '-limit', '3', id, 'main'], io)).toBe(0);
+      expect(Buffer.concat(out)).toEqual(bytes.subarray(2, 5));
+    });
+
+    it('alloc logs refuses bad byte counts, and -json with a limit over its maximum', async () => {
+      const id = fakeUuid(1);
+      expect((await cli(['alloc', 'logs', '-limit', '0', id, 'main'])).stderr).toMatch(/-limit must be a whole number of bytes of at least 1 \(got "0"\)/);
+      expect((await cli(['alloc', 'logs', '-limit', '-5', id, 'main'])).stderr).toMatch(/-limit must be a whole number/);
+      const big = await cli(['alloc', 'logs', '-json', '-limit', String(8 * 1024 * 1024), id, 'main']);
+      expect(big.code).toBe(1);
+      expect(big.stderr).toMatch(/-limit over 4194304 bytes \(4 MiB\) cannot be used with -json; leave out -json/);
+      expect((await cli(['alloc', 'logs', '-limit', String(8 * 1024 * 1024), id, 'main'])).code).toBe(0);
     });
 
     it('alloc logs needs TASK when the alloc has several, and names them', async () => {

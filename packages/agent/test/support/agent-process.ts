@@ -23,7 +23,11 @@ export class AgentHarness {
   proc: ChildProcess | undefined;
   private output = '';
 
-  constructor(private readonly extraConfig = '') {
+  /** `nodeArgs` go to node before the CLI, e.g. `--max-old-space-size=64`. */
+  constructor(
+    private readonly extraConfig = '',
+    private readonly options: { nodeArgs?: string[]; fdLimit?: number } = {},
+  ) {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
     this.dataDir = path.join(this.root, 'data');
     this.configFile = path.join(this.root, 'agent.hcl');
@@ -37,7 +41,12 @@ export class AgentHarness {
     if (!this.port) this.port = await freePort();
     fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\n${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
-    const proc = spawn(process.execPath, [BIN, 'agent', '-config', this.configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
+    // A lower open-file limit for this agent alone (its tasks inherit it too).
+    const proc =
+      this.options.fdLimit !== undefined
+        ? spawn('/bin/sh', ['-c', `ulimit -n ${this.options.fdLimit} && exec "$@"`, 'sh', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] })
+        : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc = proc;
     proc.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     proc.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
