@@ -30,7 +30,7 @@ import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
-import { lockDataDir, secureDataDir } from './data-dir';
+import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
 import { ITaskDriver, registerExecDriver, type TaskDriver } from './driver';
 import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
 import type { Alloc, JobSpec } from './model';
@@ -97,6 +97,8 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
 
 export class Agent implements AgentService, Disposable {
   private readonly runners = new Map<string, AllocRunner>();
+  /** Jobs whose update is stopping their old allocs before it starts the new ones. */
+  private readonly updating = new Map<symbol, JobSpec>();
   private readonly events = new Emitter<AgentEvent>();
   readonly onEvent = this.events.event;
   private eventIndex = 0;
@@ -146,10 +148,11 @@ export class Agent implements AgentService, Disposable {
     // backend, so a memory agent and a sqlite agent exclude each other too —
     // and only then open the state.
     const log = container.resolve<Logger>(ILogger).child({ component: 'agent' });
-    secureDataDir(config.dataDir, log);
+    const realDir = prepareDataDir(config.dataDir);
     const lock = lockDataDir(config.dataDir, log);
     let state: ClientStateDB;
     try {
+      tightenDataDir(realDir, log);
       state = container.resolve<ClientStateDB>(IClientStateDB);
     } catch (err) {
       lock.close();
@@ -313,7 +316,14 @@ export class Agent implements AgentService, Disposable {
       );
     }
     const previous = this.jobAllocs(job.id).filter((r) => r.alloc.desiredStatus === 'run');
-    await Promise.all(previous.map((r) => r.stop()));
+    // While the old allocs stop, the job is on its way (a plugin it runs is coming back).
+    const token = Symbol(job.id);
+    this.updating.set(token, job);
+    try {
+      await Promise.all(previous.map((r) => r.stop()));
+    } finally {
+      this.updating.delete(token);
+    }
     this.checkOpen(); // the stop took a while: the agent may be shutting down now
     const allocIds: string[] = [];
     const now = this.clock.now();
@@ -366,11 +376,13 @@ export class Agent implements AgentService, Disposable {
   /**
    * A purged alloc's dir goes with it (logs, task dirs, volume links),
    * unless something is still mounted below it: never delete through a
-   * live mount; a pending unmount may still need it.
+   * live mount.
    */
   private removeAllocDir(r: AllocRunner): void {
-    const dir = r.allocDir;
+    let dir = r.allocDir;
     try {
+      // mountinfo names real paths; the data dir may be reached through a symlink.
+      dir = fs.realpathSync(dir);
       const mounted = parseMountInfo(fs.readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(`${dir}/`));
       if (mounted.length) {
         this.logger.warn('keeping the dir of a purged alloc: something is still mounted below it', { alloc_id: r.alloc.id, dir, mounts: mounted });
@@ -400,7 +412,7 @@ export class Agent implements AgentService, Disposable {
   async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', range: LogRange = {}): Promise<LogSlice> {
     const alloc = this.getAlloc(allocId);
     if (!alloc) throw new NotFoundError(`alloc "${allocId}" not found`);
-    if (!(task in alloc.tasks)) throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
+    if (!Object.hasOwn(alloc.tasks, task)) throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
     // Only the range is read, as it is consumed: a log may be far larger than this process's heap.
     return openLogSlice(path.join(this.runners.get(alloc.id)!.taskDir(task), `${stream}.log`), range);
   }
@@ -460,13 +472,15 @@ export class Agent implements AgentService, Disposable {
     // Waiting makes sense only for a plugin that is here or on its way: a
     // name nothing registers nor runs is refused at once, not after the wait.
     const pluginId = spec.pluginId;
-    const starting = [...this.runners.values()].some(
-      (r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.csiPlugin?.id === pluginId)),
-    );
+    const controls = (job: JobSpec, group?: string) =>
+      job.groups.some((g) => (group === undefined || g.name === group) && g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'node'));
+    const starting =
+      [...this.updating.values()].some((job) => controls(job)) ||
+      [...this.runners.values()].some((r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && controls(r.alloc.job, r.alloc.group));
     if (!starting && !this.registry.get('csi-controller', pluginId)) {
       const known = this.listPlugins().map((p) => p.id);
       return Promise.reject(
-        new NotFoundError(`plugin "${pluginId}" is not registered on this node and no job here runs it (plugins: ${known.join(', ') || 'none'}); run the plugin's job first, or check plugin_id`),
+        new NotFoundError(`no controller of plugin "${pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`),
       );
     }
     return this.catalog.createVolume(spec);

@@ -103,13 +103,9 @@ describe('the data dir', () => {
     expect(secureDataDir(dataDir, logger)).toEqual([]);
   });
 
-  test('a planted symlink is never followed: what it points at keeps its mode', () => {
+  test('a planted symlink below the top level is never followed: what it points at keeps its mode', () => {
     fs.mkdirSync(dataDir, { mode: 0o711 });
-    const outsideFile = make(elsewhere, 'passwd', 0o644);
     const outsideDir = make(elsewhere, 'shared/', 0o755);
-    fs.symlinkSync(outsideFile, path.join(dataDir, 'state.db'));
-    fs.symlinkSync(outsideFile, path.join(dataDir, 'agent.lock'));
-    fs.symlinkSync(outsideDir, path.join(dataDir, 'plugins'));
     make(dataDir, 'allocs/', 0o711);
     fs.symlinkSync(outsideDir, path.join(dataDir, 'allocs', 'a1'));
     make(dataDir, 'allocs/a2/', 0o711);
@@ -120,9 +116,24 @@ describe('the data dir', () => {
 
     const logger = new MemoryLogger();
     expect(secureDataDir(dataDir, logger)).toEqual([]);
-    expect(modeOf(outsideFile)).toBe('0644');
     expect(modeOf(outsideDir)).toBe('0755');
     expect(logger.find('tightened the mode')).toEqual([]);
+  });
+
+  test.each(['state.db', 'agent.lock', 'plugins', 'allocs', 'csi'])('a symlink planted as %s is refused, and what it points at keeps its mode', (name) => {
+    fs.mkdirSync(dataDir, { mode: 0o711 });
+    const outside = name.includes('.') ? make(elsewhere, 'passwd', 0o644) : make(elsewhere, 'shared/', 0o755);
+    fs.symlinkSync(outside, path.join(dataDir, name));
+    expect(() => secureDataDir(dataDir, new MemoryLogger())).toThrow(new RegExp(`${name.replace('.', '\\.')} is a symlink; the agent keeps its state`));
+    expect(modeOf(outside)).toBe(name.includes('.') ? '0644' : '0755');
+  });
+
+  test('a data dir inside a dir others may rename things in is refused; a sticky one like /tmp is fine', () => {
+    const open = make(elsewhere, 'open/', 0o777);
+    fs.chmodSync(open, 0o777);
+    expect(() => secureDataDir(path.join(open, 'data'), new MemoryLogger())).toThrow(/lies inside .*open, writable by its group and every user without the sticky bit/);
+    fs.chmodSync(open, 0o1777);
+    expect(() => secureDataDir(path.join(open, 'data2'), new MemoryLogger())).not.toThrow();
   });
 
   test('a data dir that is a symlink of the agent’s own is followed, and the real dir tightened', () => {

@@ -116,6 +116,29 @@ function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
         `Check its contents, then chmod go-w ${dir} (the agent wants ${formatMode(TRAVERSE_DIR_MODE)}), or choose a data_dir of its own.`,
     );
   }
+  // Every dir above it too: whoever may rename an ancestor can swap the
+  // whole data dir for a symlink after this check. A sticky dir (/tmp) lets
+  // nobody but the owner rename what is in it.
+  for (let parent = path.dirname(dir); ; parent = path.dirname(parent)) {
+    const st = fs.statSync(parent);
+    if (!trusted(st.uid)) {
+      throw new DataDirError(`data dir ${dir} lies inside ${parent}, owned by uid ${st.uid} (neither this agent's user nor root), who could move it aside and put another in its place; choose a data_dir under dirs root owns`);
+    }
+    if (st.mode & 0o022 && !(st.mode & 0o1000)) {
+      throw new DataDirError(
+        `data dir ${dir} lies inside ${parent}, writable by ${whoCanWrite(st.mode)} without the sticky bit (mode ${formatMode(st.mode)}): another user could move the data dir aside and put another in its place; chmod go-w ${parent} or choose another data_dir`,
+      );
+    }
+    if (parent === path.dirname(parent)) break;
+  }
+  // The agent never reaches its state or its task, plugin and volume dirs through a symlink.
+  for (const entry of [stateFilePath(dir), dataDirLockPath(dir), ...['allocs', 'plugins', 'csi'].map((n) => path.join(dir, n))]) {
+    const name = path.basename(entry);
+    const st = fs.lstatSync(entry, { throwIfNoEntry: false });
+    if (st?.isSymbolicLink()) {
+      throw new DataDirError(`${entry} is a symlink; the agent keeps its state and its task, plugin and volume dirs in the data dir itself. Move the real ${name} into ${dir}.`);
+    }
+  }
   return { dir, stat };
 }
 
@@ -127,8 +150,22 @@ function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
  * returns the changes.
  */
 export function secureDataDir(dataDir: string, logger: Logger): ModeChange[] {
+  return tightenDataDir(prepareDataDir(dataDir), logger);
+}
+
+/** Creates the data dir (0711) if missing and refuses one another user controls (DataDirError); returns its real path. Changes no mode. */
+export function prepareDataDir(dataDir: string): string {
   fs.mkdirSync(dataDir, { recursive: true, mode: TRAVERSE_DIR_MODE });
-  const { dir, stat: root } = checkDataDir(dataDir);
+  return checkDataDir(dataDir).dir;
+}
+
+/**
+ * The tightening half of secureDataDir, for a dir prepareDataDir accepted;
+ * run it only while holding the data dir's lock, so that it never races a
+ * live agent's own changes.
+ */
+export function tightenDataDir(realDir: string, logger: Logger): ModeChange[] {
+  const { dir, stat: root } = checkDataDir(realDir);
   const changes: ModeChange[] = [];
   const tighten = (entries: string[], max: number, kind: EntryKind) => changes.push(...tightenModes(entries, max, logger, kind));
   /** A real directory on the data dir's own filesystem (not a symlink, not a mount point). */

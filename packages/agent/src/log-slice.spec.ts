@@ -1,4 +1,5 @@
 // Log slices: where a range falls, and reading just that range of a file.
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -77,5 +78,21 @@ describe('openLogSlice', () => {
     const slice = memoryLogSlice(Buffer.from('0123456789'), { origin: 'end', offset: 4, limit: 3 });
     expect(slice).toMatchObject({ size: 10, start: 6, length: 3 });
     expect((await drain(slice.stream)).toString()).toBe('678');
+  });
+});
+
+describe('openLogSlice refuses what a task may have planted', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-logslice-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('a symlink in place of the log, without following it', async () => {
+    fs.writeFileSync(path.join(dir, 'secret'), 'root only');
+    fs.symlinkSync(path.join(dir, 'secret'), path.join(dir, 'stdout.log'));
+    await expect(openLogSlice(path.join(dir, 'stdout.log'))).rejects.toMatchObject({ code: 'ELOG_NOT_FILE' });
+  });
+
+  it('a FIFO in place of the log, without blocking on it', async () => {
+    execFileSync('mkfifo', [path.join(dir, 'stderr.log')]);
+    await expect(openLogSlice(path.join(dir, 'stderr.log'))).rejects.toMatchObject({ code: 'ELOG_NOT_FILE' });
   });
 });

@@ -2,6 +2,7 @@
 // opens the file, fixes its size at that moment and hands back a stream
 // over just the range asked for, so reading the last 10 bytes of a 600 MB
 // log costs 10 bytes of memory, and streaming all of it costs one chunk.
+import { CsiplugError } from '@csiplug/core';
 import * as fs from 'fs';
 import { Readable } from 'stream';
 
@@ -43,13 +44,17 @@ export function resolveLogRange(size: number, range: LogRange = {}): { start: nu
 export async function openLogSlice(file: string, range: LogRange = {}): Promise<LogSlice> {
   let handle: fs.promises.FileHandle;
   try {
-    handle = await fs.promises.open(file, 'r');
+    // A task may have put a symlink or a FIFO where its log was: never follow one, never block on one.
+    handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return emptySlice(0, 0);
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new CsiplugError('ELOG_NOT_FILE', `${file} is a symlink; the agent reads only the logs it wrote`);
     throw err;
   }
   try {
-    const { size } = await handle.stat();
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new CsiplugError('ELOG_NOT_FILE', `${file} is not a regular file; the agent reads only the logs it wrote`);
+    const { size } = stat;
     const { start, length } = resolveLogRange(size, range);
     if (length === 0) {
       await handle.close();

@@ -88,7 +88,7 @@ function incompleteTail(bytes: Buffer, from: number): number {
  * reader that stops reading stops the file reads. The slice's offset and
  * the file's size go in headers. Rejects when either side breaks.
  */
-export async function sendLogBytes(res: ServerResponse, slice: LogSlice): Promise<void> {
+export async function sendLogBytes(res: ServerResponse, slice: LogSlice, signal?: AbortSignal): Promise<void> {
   res.writeHead(200, {
     'Content-Type': 'text/plain; charset=utf-8',
     'Cache-Control': 'no-store',
@@ -96,5 +96,6 @@ export async function sendLogBytes(res: ServerResponse, slice: LogSlice): Promis
     [LOG_OFFSET_HEADER]: String(slice.start),
     [LOG_SIZE_HEADER]: String(slice.size),
   });
-  await pipeline(slice.stream, res);
+  // The signal ends the pipeline (and closes the file) when the client's connection is gone.
+  await pipeline(slice.stream, res, signal ? { signal } : {});
 }

@@ -29,6 +29,8 @@ export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = Object.free
 
 /** Connections let in past the cap, for health checks only. */
 export const OVERFLOW_RESERVE = 16;
+/** How long an overflow connection is safe from eviction by a newer one. */
+export const OVERFLOW_GRACE_MS = 1_000;
 /** How long an overflow connection may take for its one request. */
 export const OVERFLOW_TIMEOUT_MS = 5_000;
 /** How often a flood is reported in the log at most. */
@@ -36,6 +38,7 @@ const REFUSAL_LOG_INTERVAL_MS = 30_000;
 
 interface Conn {
   client: string;
+  admittedAt: number;
   overflow: boolean;
   inflight: number;
   timer: Disposable | undefined;
@@ -81,7 +84,7 @@ export class ConnectionGate {
       }
       overflow = true;
     }
-    const conn: Conn = { client, overflow, inflight: 0, timer: undefined };
+    const conn: Conn = { client, admittedAt: this.clock.now(), overflow, inflight: 0, timer: undefined };
     this.conns.set(socket, conn);
     if (overflow) this.overflow++;
     else {
@@ -120,8 +123,10 @@ export class ConnectionGate {
   }
 
   private evictOldestIdleOverflow(): boolean {
+    // Only one that has had its chance: a monitor's fresh connection sends its request at once.
+    const before = this.clock.now() - OVERFLOW_GRACE_MS;
     for (const [socket, conn] of this.conns) {
-      if (!conn.overflow || conn.inflight > 0) continue;
+      if (!conn.overflow || conn.inflight > 0 || conn.admittedAt > before) continue;
       this.release(socket);
       socket.destroy();
       return true;

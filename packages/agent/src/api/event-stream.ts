@@ -46,6 +46,8 @@ export class EventStream implements Disposable {
     clock: Clock,
     private readonly logger: Logger,
     heartbeatMs: number = EVENT_HEARTBEAT_MS,
+    /** Aborted when the client's connection is gone (a queued pipelined response never sees 'close'). */
+    signal?: AbortSignal,
   ) {
     this.done = new Promise<void>((resolve) => {
       this.resolveDone = resolve;
@@ -66,6 +68,11 @@ export class EventStream implements Disposable {
     const onClose = () => this.dispose();
     res.on('close', onClose);
     this.store.add(toDisposable(() => res.off('close', onClose)));
+    if (signal) {
+      if (signal.aborted) queueMicrotask(onClose);
+      signal.addEventListener('abort', onClose, { once: true });
+      this.store.add(toDisposable(() => signal.removeEventListener('abort', onClose)));
+    }
   }
 
   private write(line: string): void {

@@ -86,6 +86,8 @@ type Reply = { status?: number; body: unknown } | undefined;
 interface RequestContext {
   req: http.IncomingMessage;
   res: http.ServerResponse;
+  /** Aborted when the response is done or the client's connection is gone; streams end on it. */
+  signal: AbortSignal;
   params: RouteParams;
   query: URLSearchParams;
   /** The body parsed as JSON (read once, under the size limit). */
@@ -144,7 +146,9 @@ export class HttpApi implements Disposable {
     this.http.keepAliveTimeout = Math.min(5_000, this.limits.idleTimeoutMs);
     this.http.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
       // Malformed HTTP: answer 400 when the socket still takes it, then close.
-      if (socket.writable && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      // Not while an answer is going out on this connection: bytes of our own would corrupt it.
+      const answering = (socket as net.Socket & { _httpMessage?: unknown })._httpMessage !== undefined && (socket as net.Socket & { _httpMessage?: unknown })._httpMessage !== null;
+      if (socket.writable && !answering && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       else socket.destroy();
     });
     this.addRoutes();
@@ -270,12 +274,27 @@ export class HttpApi implements Disposable {
     this.inflight++;
     const socket = req.socket;
     this.gate?.requestStarted(socket);
-    res.once('close', () => this.gate?.requestEnded(socket));
+    // A pipelined request queued behind another never gets 'close' on its
+    // response when the connection drops: the socket's own close ends it too.
+    const gone = new AbortController();
+    const onSocketClose = () => gone.abort();
+    socket.once('close', onSocketClose);
+    res.once('close', () => {
+      socket.off('close', onSocketClose);
+      gone.abort();
+      this.gate?.requestEnded(socket);
+    });
     const method = req.method ?? 'GET';
     let path = printable(req.url ?? '/');
     try {
       // Before anything else, token or not: where the request comes from and what it carries.
-      this.guard?.check(req);
+      if (!this.guard) throw new ApiError(503, 'ENOT_LISTENING', 'the HTTP API is not listening');
+      this.guard.check(req);
+      if (this.closing) {
+        // Shutting down: nothing new starts, even on a kept-alive connection.
+        res.shouldKeepAlive = false;
+        throw new ApiError(503, 'ESHUTDOWN', 'the agent is shutting down; retry against the next agent');
+      }
       // Origin-form only (the guard saw to it): "//x" never becomes a host.
       const url = new URL(`http://localhost${req.url ?? '/'}`);
       path = url.pathname;
@@ -297,6 +316,7 @@ export class HttpApi implements Disposable {
       const ctx: RequestContext = {
         req,
         res,
+        signal: gone.signal,
         params: match.params,
         query: url.searchParams,
         json: () => (body ??= this.readJson(req)),
@@ -315,7 +335,7 @@ export class HttpApi implements Disposable {
     }
   }
 
-  /** The body as JSON; a body still arriving after the idle timeout is cut off (408), so a trickle cannot hold a connection. */
+  /** The body as JSON; a body still arriving after the idle timeout is cut off with its connection, so a trickle cannot hold one. */
   private async readJson(req: http.IncomingMessage): Promise<unknown> {
     const ms = this.limits.idleTimeoutMs;
     const timer = this.clock.setTimeout(() => req.destroy(new ApiError(408, 'EBODY_TIMEOUT', `the request body did not arrive within ${ms} ms`)), ms);
@@ -404,7 +424,7 @@ export class HttpApi implements Disposable {
 
     r.add('GET', '/v1/allocations', () => ({ body: s.listAllocs() }));
     r.add('GET', '/v1/allocation/:id', ({ params }) => ({ body: this.alloc(params.id!) }));
-    r.add('GET', '/v1/allocation/:id/logs/:task', async ({ params, query, res }) => {
+    r.add('GET', '/v1/allocation/:id/logs/:task', async ({ params, query, res, signal }) => {
       // Nomad's fs logs parameters; only the range asked for is read (see alloc-logs.ts), whatever the file's size.
       const stream = oneOf(query, 'stream', ['stdout', 'stderr'] as const, 'stdout');
       const origin = oneOf(query, 'origin', ['start', 'end'] as const, 'start');
@@ -413,15 +433,16 @@ export class HttpApi implements Disposable {
       const limit = logLimit(query.get('limit') ? intParam(query, 'limit', 0) : undefined, plain);
       const alloc = this.alloc(params.id!);
       const task = params.task!;
-      const known = alloc.tasks[task] !== undefined || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
+      const known = Object.hasOwn(alloc.tasks, task) || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
       if (!known) throw ApiError.notFound(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ') || 'none'})`);
       const slice = await s.allocLogs(alloc.id, task, stream, { offset, origin, limit });
       if (!plain) return { body: (await readLogJson(alloc.id, task, stream, slice)) satisfies AllocLogs };
       try {
-        await sendLogBytes(res, slice);
+        await sendLogBytes(res, slice, signal);
       } catch (err) {
         // The reader hung up before the end: nobody is left to tell. A failed file read is the agent's error.
-        if ((err as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') throw err;
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ERR_STREAM_PREMATURE_CLOSE' && code !== 'ABORT_ERR') throw err;
         this.logger.debug('log stream closed by the client before its end', { allocId: alloc.id, task, stream });
       }
       return undefined;
@@ -469,9 +490,9 @@ export class HttpApi implements Disposable {
       return { body: { id: volume.id } satisfies VolumeDeleted };
     });
 
-    r.add('GET', '/v1/event/stream', ({ res, query }) => {
+    r.add('GET', '/v1/event/stream', ({ res, query, signal }) => {
       const topics = parseTopics(query.getAll('topic'));
-      const stream = new EventStream(s, res, topics, this.clock, this.logger, this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS);
+      const stream = new EventStream(s, res, topics, this.clock, this.logger, this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS, signal);
       this.streams.add(stream);
       void stream.done.then(() => this.streams.delete(stream));
       return undefined;

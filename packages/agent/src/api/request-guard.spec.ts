@@ -235,9 +235,12 @@ describe('connection limits', () => {
       expect(statusOf(jobs)).toBe(503);
       expect(jobs).toMatch(/ETOO_MANY_CONNECTIONS/);
 
-      // A reserve full of idle flood connections makes room for a fresh health check.
+      // A reserve full of fresh flood connections: a newcomer is closed at once...
       await idle(port, 16);
       await until(() => api.connections === 4 + 16);
+      expect(await rawSocket(port, `GET /v1/agent/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)).toBe('');
+      // ...but once they have sat idle past their grace, the oldest makes room for a fresh health check.
+      await clock.advance(1_000);
       expect(statusOf(await rawSocket(port, `GET /v1/agent/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`))).toBe(200);
       expect(api.connections).toBeLessThanOrEqual(4 + 16);
 
@@ -287,6 +290,58 @@ describe('connection limits', () => {
       await closed;
       expect(fake.jobs.size).toBe(0);
     } finally {
+      await api.close();
+    }
+  });
+
+  it('ends an event stream and a log stream queued behind another request when the client drops the connection', async () => {
+    const { api, url } = await startApi(fake, { clock });
+    try {
+      const port = Number(new URL(url).port);
+      const streams = (api as unknown as { streams: Set<unknown> }).streams;
+      for (let round = 0; round < 5; round++) {
+        const s = net.connect(port, '127.0.0.1');
+        s.on('error', () => undefined);
+        await new Promise<void>((resolve) => s.once('connect', () => resolve()));
+        const get = `GET /v1/event/stream HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+        s.write(get + get);
+        await until(() => streams.size === 2);
+        s.destroy();
+        await until(() => streams.size === 0);
+      }
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('serves nothing new on a kept-alive connection once closing has begun', async () => {
+    const { api, url } = await startApi(fake, { clock, closeGraceMs: 60_000 });
+    let release: (() => void) | undefined;
+    try {
+      const port = Number(new URL(url).port);
+      expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web') }) })).status).toBe(200);
+      fake.gate = new Promise<void>((r) => (release = r));
+      // A slow request keeps the API busy while it closes...
+      const slow = raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('other') }) });
+      // ...and an event stream's connection is busy when closing begins, then idle and still open.
+      const b = net.connect(port, '127.0.0.1');
+      sockets.push(b);
+      let text = '';
+      b.on('data', (d: Buffer) => (text += d.toString()));
+      await new Promise<void>((resolve) => b.once('connect', () => resolve()));
+      b.write(`GET /v1/event/stream HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      await until(() => text.includes('200 OK') && (api as unknown as { inflight: number }).inflight === 1);
+      const closing = api.close();
+      await until(() => text.includes('0\r\n\r\n')); // the stream ended (last chunk)
+      b.write(`DELETE /v1/job/web HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      await until(() => text.includes('ESHUTDOWN') || b.destroyed);
+      expect(text).toMatch(/HTTP\/1\.1 503[\s\S]*ESHUTDOWN/);
+      release!();
+      expect((await slow).status).toBe(200);
+      await closing;
+      expect(fake.calls.filter((c) => c.startsWith('stopJob'))).toEqual([]);
+    } finally {
+      release?.();
       await api.close();
     }
   });

@@ -37,6 +37,8 @@ export interface RequestGuardOptions {
 }
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+/** Headers the checks read, which a request may carry once only. */
+const SINGLE_HEADERS = ['host', 'origin', 'content-type', 'sec-fetch-site'];
 
 function forbidden(message: string): ApiError {
   return new ApiError(403, ApiErrorCode.Forbidden, message);
@@ -64,7 +66,8 @@ export class RequestGuard {
     // A wildcard bind answers on every address of the machine: each is a name of this agent.
     if (isWildcard(this.bindAddr)) for (const a of localAddresses()) this.hosts.add(a);
     const scheme = options.tls ? 'https' : 'http';
-    const own = [...this.hosts].map((h) => `${scheme}://${net.isIPv6(h) ? `[${h}]` : h}:${options.port}`);
+    // As a browser writes them: no port when it is the scheme's default.
+    const own = [...this.hosts].map((h) => new URL(`${scheme}://${net.isIPv6(h) ? `[${h}]` : h}:${options.port}`).origin);
     this.extraOrigins = new Set((options.allowedOrigins ?? []).map((o) => o.toLowerCase()));
     this.origins = new Set([...own.map((o) => o.toLowerCase()), ...this.extraOrigins]);
   }
@@ -74,6 +77,13 @@ export class RequestGuard {
     const target = req.url ?? '';
     if (!target.startsWith('/') || target.startsWith('//')) {
       throw forbidden(`the request target must be a path like /v1/jobs (origin-form); "${printable(target)}" is refused (absolute and asterisk forms are not served)`);
+    }
+
+    // One of each: Node keeps the first of a repeated header, a proxy or a later check might read another.
+    for (const name of SINGLE_HEADERS) {
+      let seen = 0;
+      for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() === name) seen++;
+      if (seen > 1) throw forbidden(`the request carries ${name} ${seen} times; send it once`);
     }
 
     const hostHeader = req.headers.host;
@@ -95,8 +105,8 @@ export class RequestGuard {
     }
 
     // A browser says where the request comes from; only an origin the config allows may come from another site.
-    const site = req.headers['sec-fetch-site'];
-    if (site === 'cross-site' && !(origin !== undefined && this.extraOrigins.has(origin.toLowerCase()))) {
+    const site = req.headers['sec-fetch-site']?.toLowerCase();
+    if (site?.split(',').some((v) => v.trim() === 'cross-site') && !(origin !== undefined && this.extraOrigins.has(origin.toLowerCase()))) {
       throw forbidden('cross-site requests are refused (Sec-Fetch-Site: cross-site)');
     }
 

@@ -199,7 +199,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   if (lb) {
     limits.httpMaxConns = lb.int('http_max_conns', DEFAULT_LIMITS.httpMaxConns, 1, 1_000_000);
     limits.httpMaxConnsPerClient = lb.int('http_max_conns_per_client', DEFAULT_LIMITS.httpMaxConnsPerClient, 1, 1_000_000);
-    limits.httpIdleTimeout = lb.duration('http_idle_timeout', DEFAULT_LIMITS.httpIdleTimeout)!;
+    limits.httpIdleTimeout = Math.ceil(lb.duration('http_idle_timeout', DEFAULT_LIMITS.httpIdleTimeout)!);
     if (limits.httpIdleTimeout < 1) lb.fail('http_idle_timeout', 'must be positive');
     limits.maxAllocsPerJob = lb.int('max_allocs_per_job', DEFAULT_LIMITS.maxAllocsPerJob, 1, 100_000);
   }

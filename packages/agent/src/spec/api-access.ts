@@ -15,6 +15,7 @@ export function isLoopbackAddress(address: string): boolean {
  * operator said `insecure_allow_public`.
  */
 export function publicBindProblem(bindAddr: string, opts: { token: boolean; tls: boolean; insecureAllowPublic: boolean }): string | undefined {
+  if (net.isIP(bindAddr) === 0) return `${bindAddr} is not an IP address; bind to one (127.0.0.1 unless the API must be reachable from elsewhere)`;
   if (isLoopbackAddress(bindAddr) || opts.insecureAllowPublic) return undefined;
   const missing = [!opts.token && 'an ACL token (acl { token })', !opts.tls && 'TLS (tls { cert_file, key_file })'].filter(Boolean);
   if (missing.length === 0) return undefined;

@@ -34,14 +34,14 @@ interface RawResponse {
 }
 
 /** A request with nothing done for us: any body, any headers. */
-export function raw(url: string, method: string, path: string, options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean } = {}): Promise<RawResponse> {
+export function raw(url: string, method: string, path: string, options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean; agent?: http.Agent } = {}): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const headers = { ...(options.headers ?? {}) };
     // What the API's own client sends; a test that means otherwise says so in its headers.
     const writes = options.body !== undefined || ['POST', 'PUT', 'PATCH'].includes(method);
     if (writes && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['Content-Type'] = 'application/json';
     if (options.body !== undefined && !options.chunked) headers['Content-Length'] = Buffer.byteLength(options.body);
-    const req = http.request(new URL(path, url), { method, headers }, (res) => {
+    const req = http.request(new URL(path, url), { method, headers, ...(options.agent ? { agent: options.agent } : {}) }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
