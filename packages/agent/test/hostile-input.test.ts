@@ -54,7 +54,7 @@ describe('hostile input against a real agent', () => {
     const volume = { id: 'v1', type: 'csi', plugin_id: 'no-such-plugin', capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }] };
     const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volume: volume }) });
     expect(r.status).toBe(404);
-    expect(r.json.error).toMatch(/plugin "no-such-plugin" is not registered on this node and no job here runs it/);
+    expect(r.json.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
     expect((await raw(url, 'GET', '/v1/volume/csi/v1')).status).toBe(404);
   });
 
