@@ -1,7 +1,9 @@
 // Public face of @csiplug/agent.
 export * from './agent';
 export * from './api';
-export { runAgentCommand, startAgentWithApi, loadAgentConfig, type AgentCommandOptions, type CommandIO } from './commands/agent-command';
+export { runAgentCommand, startAgentWithApi, loadAgentConfig, httpApiOptions, SHUTDOWN_TIMEOUT_MS, type AgentCommandOptions, type CommandIO } from './commands/agent-command';
+export { DataDirError, DataDirInUseError, prepareDataDir, secureDataDir, tightenDataDir, lockDataDir } from './data-dir';
+export { openLogSlice, memoryLogSlice, type LogRange, type LogSlice } from './log-slice';
 export { runDemo, type DemoOptions } from './commands/demo';
 export { main as runCli, parseArgs, UsageError, type CliHandlers, type CliIo } from './cli';
 export * from './driver';
