@@ -29,8 +29,8 @@ export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = Object.free
 
 /** Connections let in past the cap, for health checks only. */
 export const OVERFLOW_RESERVE = 16;
-/** How long an overflow connection is safe from eviction by a newer one. */
-export const OVERFLOW_GRACE_MS = 1_000;
+/** How long an overflow connection is safe from eviction by a newer one: ample for a monitor on the same network to send its request, short enough that a flood cannot keep the reserve. */
+export const OVERFLOW_GRACE_MS = 100;
 /** How long an overflow connection may take for its one request. */
 export const OVERFLOW_TIMEOUT_MS = 5_000;
 /** How often a flood is reported in the log at most. */
