@@ -2,7 +2,7 @@
 // compiled executor (dist/driver/executor.js: the test target builds it
 // first), stopped, recovered by a new driver as after an agent restart, and
 // found out when their handle or their executor is not what it should be.
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { MemoryLogger, RealClock, ShutdownError, registerCore } from '@csiplug/core';
@@ -183,6 +183,28 @@ describe('ExecDriver with real processes', () => {
     const started = driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/no/such/command', args: [], env: {} });
     await expect(started).rejects.toBeInstanceOf(TaskStartError);
     await expect(started).rejects.toThrow(/could not start task "web" of alloc a1: .*ENOENT/);
+  });
+
+  it('keeps task and executor logs private to the agent (0600), tightening older ones', async () => {
+    const driver = newDriver();
+    const taskDir = newTaskDir();
+    mkdirSync(executorPaths(taskDir).dir, { recursive: true });
+    for (const file of [join(taskDir, 'stdout.log'), executorPaths(taskDir).log]) {
+      writeFileSync(file, '', { mode: 0o644 });
+      chmodSync(file, 0o644);
+    }
+    const { handle } = await start(driver, 'echo secret; echo oops >&2', { taskDir });
+    await driver.wait(handle);
+    for (const file of [join(taskDir, 'stdout.log'), join(taskDir, 'stderr.log'), executorPaths(taskDir).log]) {
+      expect({ file, mode: (statSync(file).mode & 0o777).toString(8) }).toEqual({ file, mode: '600' });
+    }
+  });
+
+  it('keeps the reason as the cause when the executor cannot be run at all', async () => {
+    const driver = newDriver({ nodePath: '/no/such/node' });
+    const started = start(driver, 'true');
+    await expect(started).rejects.toBeInstanceOf(TaskStartError);
+    await expect(started.catch((err: Error) => (err.cause as NodeJS.ErrnoException).code)).resolves.toBe('ENOENT');
   });
 
   it('fails clearly when the executor script is missing', async () => {

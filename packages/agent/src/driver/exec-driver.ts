@@ -13,7 +13,7 @@
 // its state is "unknown" and is checked again on the next tick. Only an
 // exit record or a verified /proc check ends a task.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { DisposableStore, IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, toDisposable, type Disposable } from '@csiplug/core';
@@ -210,36 +210,42 @@ export class ExecDriver implements TaskDriver {
 
     const executor = this.spawnExecutor(config, paths);
     const startFaults = new FaultLog(this.clock, this.log, { allocId, taskName, executorPid: executor.pid });
-    let executorEnd: string | undefined;
+    let executorEnd: { message: string; cause?: Error } | undefined;
     let record: ExecutorPidRecord | undefined;
+    /** Whether the last read of the executor's records failed for a fault of the agent itself. */
+    let lastReadFailed = false;
+    const check = (): ExecutorPidRecord | undefined => {
+      try {
+        const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
+        lastReadFailed = false;
+        if (pid) return pid;
+        const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
+        if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
+        startFaults.recovered();
+      } catch (err) {
+        if (!isTransientFsError(err)) throw err;
+        // Read again on the next event or tick.
+        lastReadFailed = true;
+        startFaults.fault('start', err);
+      }
+      if (executorEnd) throw new TaskStartError(allocId, taskName, `${executorEnd.message}${this.logTail(paths)}`, { cause: executorEnd.cause });
+      return undefined;
+    };
     try {
       record = await this.watchUntil(
         paths.dir,
-        () => {
-          try {
-            const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
-            if (pid) return pid;
-            const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
-            if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
-            startFaults.recovered();
-          } catch (err) {
-            if (!isTransientFsError(err)) throw err;
-            // Read again on the next event or tick; the start timeout bounds it.
-            startFaults.fault('start', err);
-          }
-          if (executorEnd) throw new TaskStartError(allocId, taskName, `${executorEnd}${this.logTail(paths)}`);
-          return undefined;
-        },
+        check,
         {
           timeoutMs: this.startTimeout,
           onTimeout: () => new TimeoutError(`the executor did not report task "${taskName}" of alloc ${allocId} running within ${formatDuration(this.startTimeout)}`, this.startTimeout),
           triggers: (kick) => {
             const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-              executorEnd = `the executor exited (${code !== null ? `code ${code}` : signal}) before the task started`;
+              executorEnd ??= { message: `the executor exited (${code !== null ? `code ${code}` : signal}) before the task started` };
               kick();
             };
             const onError = (err: Error) => {
-              executorEnd = `the executor could not be run (${this.nodePath} ${this.executorPath}): ${err.message}`;
+              // The cause tells the caller whether this was a fault of the agent itself (EMFILE, EAGAIN…).
+              executorEnd ??= { message: `the executor could not be run (${this.nodePath} ${this.executorPath}): ${err.message}`, cause: err };
               kick();
             };
             executor.on('exit', onExit);
@@ -252,11 +258,18 @@ export class ExecDriver implements TaskDriver {
         },
       );
     } catch (err) {
-      // Nobody got a handle for what we may have started, so nobody could
-      // ever recover or stop it: end it here.
-      this.abandonStart(executor, paths);
-      if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
-      throw err;
+      if (err instanceof TimeoutError && lastReadFailed) {
+        // The deadline passed only because the agent could not read the
+        // executor's records: the task may well run. Killing the executor
+        // now would orphan it, so read on until the record says what runs.
+        record = await this.readPidRecordAfterFaults(executor, paths, () => ({ record: check(), readFailed: lastReadFailed }), err, allocId, taskName);
+      } else {
+        // Nobody got a handle for what we may have started, so nobody could
+        // ever recover or stop it: end it here.
+        this.abandonStart(executor, paths);
+        if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+        throw err;
+      }
     }
 
     const handle: TaskHandle = {
@@ -367,21 +380,37 @@ export class ExecDriver implements TaskDriver {
     if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGTERM`, 'kill_signal');
     if (!Number.isFinite(killTimeout) || killTimeout < 0) throw new ValidationError(`kill timeout must be a duration of 0 or more, got ${killTimeout}`, 'kill_timeout');
 
-    const first = this.probe(handle);
+    let first: Probe;
+    try {
+      first = this.probe(handle);
+    } catch (err) {
+      // A check that keeps failing (EACCES on a record, say) still says
+      // nothing about the task: stop it like one that cannot be checked.
+      this.log.error('cannot check the task before stopping it; stopping it as if it runs', { ...taskFields(handle), err });
+      first = { state: 'unknown', cause: err };
+    }
     if (first.state === 'exited') return first.exit;
     // Running, exiting, or unknown: an unknown task is stopped like a running one.
-    const { exit: exited, faults } = this.waitFor(handle);
+    const { faults } = this.waitFor(handle);
     if (first.state === 'unknown') faults.fault('stop', first.cause);
 
-    // A signal that could not be sent for a transient fault (its target could
-    // not be verified) waits here and is tried again on every poll tick.
+    // A signal that could not be sent because its target could not be
+    // verified (EMFILE, or a check that keeps failing) waits here and is
+    // tried again on every poll tick.
     let pending: NodeJS.Signals | undefined;
+    let escalate: Disposable | undefined;
     const deliver = (sig: NodeJS.Signals): void => {
       try {
-        this.signal(handle, sig);
+        const sent = this.signal(handle, sig);
         pending = undefined;
+        // The grace of kill_timeout starts when the signal reaches the task,
+        // not when stop() was asked: a signal held up by a fault must not
+        // turn into a SIGKILL with no grace.
+        if (sent && sig !== 'SIGKILL') armEscalation();
       } catch (err) {
-        if (!isTransientFsError(err)) throw err;
+        // A refused kill (EPERM) is an answer; a failed check of the target
+        // is not, whatever its errno: the signal waits and is tried again.
+        if (err instanceof TaskSignalError) throw err;
         pending = sig;
         faults.fault(`stop (${sig})`, err);
       }
@@ -395,21 +424,35 @@ export class ExecDriver implements TaskDriver {
         this.log.error(`could not send ${sig} to task`, { ...taskFields(handle), err });
       }
     };
+    const armEscalation = (): void => {
+      if (escalate) return;
+      escalate = this.clock.setTimeout(() => {
+        // Unknown counts as alive: the signal itself verifies the process before it is sent.
+        if (!this.isSameOrUnknown(handle.pid, handle.startTime)) return;
+        this.log.warn('task outlived its kill timeout; sending SIGKILL', { ...taskFields(handle), signal, killTimeout });
+        deliverFromTimer('SIGKILL');
+      }, killTimeout);
+    };
     // A TaskSignalError here (EPERM…) fails the stop, as it always has.
     deliver(signal);
     const retry = this.clock.setInterval(() => {
       if (pending) deliverFromTimer(pending);
     }, this.pollInterval);
-    const escalate = this.clock.setTimeout(() => {
-      // Unknown counts as alive: the signal itself verifies the process before it is sent.
-      if (!this.isSameOrUnknown(handle.pid, handle.startTime)) return;
-      this.log.warn('task outlived its kill timeout; sending SIGKILL', { ...taskFields(handle), signal, killTimeout });
-      deliverFromTimer('SIGKILL');
-    }, killTimeout);
     try {
-      return await exited;
+      // A wait that fails for good (a check that keeps throwing) is started
+      // again on the next tick: the signal retries and the escalation stay
+      // armed until the task has really exited or the driver is disposed.
+      for (;;) {
+        try {
+          return await this.waitFor(handle).exit;
+        } catch (err) {
+          if (err instanceof ShutdownError || this.disposed) throw err;
+          faults.fault('stop (wait)', err);
+          await this.pause(this.pollInterval);
+        }
+      }
     } finally {
-      escalate.dispose();
+      escalate?.dispose();
       retry.dispose();
     }
   }
@@ -452,6 +495,8 @@ export class ExecDriver implements TaskDriver {
   private spawnExecutor(config: DriverTaskConfig, paths: ExecutorPaths): ChildProcess {
     const logFd = openSync(paths.log, 'a', 0o600);
     try {
+      // An older executor.log may have been made with a wider mode.
+      fchmodSync(logFd, 0o600);
       const executor = spawn(this.nodePath, [this.executorPath, paths.spec], {
         cwd: config.taskDir,
         // Own session: the agent's terminal and process group are not the task's.
@@ -467,6 +512,53 @@ export class ExecDriver implements TaskDriver {
     } finally {
       closeSync(logFd);
     }
+  }
+
+  /**
+   * The start deadline passed while the executor's records could not be
+   * read. Reads on (on every event and poll tick, with no deadline: only
+   * dispose() ends it, and then the task is left to the next agent, which
+   * adopts it by its pid record) until the records can be read: the record
+   * of a running task gives its handle; no record still means the executor
+   * is too slow, and it is abandoned as on any timeout.
+   */
+  private async readPidRecordAfterFaults(
+    executor: ChildProcess,
+    paths: ExecutorPaths,
+    check: () => { record: ExecutorPidRecord | undefined; readFailed: boolean },
+    timeout: TimeoutError,
+    allocId: string,
+    taskName: string,
+  ): Promise<ExecutorPidRecord> {
+    this.log.warn('start timed out while the executor records could not be read (a fault of the agent itself); reading on instead of killing a task that may run', { allocId, taskName, executorPid: executor.pid });
+    try {
+      return await this.watchUntil(paths.dir, () => {
+        const { record, readFailed } = check();
+        if (record) return record;
+        if (!readFailed) throw timeout;
+        return undefined;
+      });
+    } catch (err) {
+      if (err instanceof ShutdownError) throw err;
+      this.abandonStart(executor, paths);
+      if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+      throw err;
+    }
+  }
+
+  /** Resolves after `ms` on the clock; rejects with a ShutdownError when the driver is disposed first. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const cancel = (err: Error): void => {
+        timer.dispose();
+        reject(err);
+      };
+      const timer = this.clock.setTimeout(() => {
+        this.pending.delete(cancel);
+        resolve();
+      }, ms);
+      this.pending.add(cancel);
+    });
   }
 
   /** start() failed or timed out: end the executor we spawned and whatever task it may have started meanwhile. */

@@ -9,7 +9,7 @@
 // It starts often and must start fast: node built-ins only (and the two
 // sibling files that use node built-ins only). No DI, no @csiplug imports.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync } from 'node:fs';
 import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, readJsonFile, writeJsonAtomic } from './executor-protocol';
 import { processStartTime } from './proc';
 
@@ -63,8 +63,13 @@ export function runExecutor(specPath: string): void {
     });
   }
 
-  const out = openSync(spec.stdoutPath, 'a', 0o644);
-  const err = openSync(spec.stderrPath, 'a', 0o644);
+  // Only the agent (and root) may read a task's output: plugins print
+  // secrets, and anyone who can list processes learns the alloc ids. Logs
+  // an older executor made with a wider mode are tightened too.
+  const out = openSync(spec.stdoutPath, 'a', 0o600);
+  fchmodSync(out, 0o600);
+  const err = openSync(spec.stderrPath, 'a', 0o600);
+  fchmodSync(err, 0o600);
   let child: ChildProcess;
   try {
     child = spawn(spec.command, spec.args, {

@@ -2,7 +2,7 @@ import { FakeClock, MemoryLogger, ShutdownError } from '@csiplug/core';
 import type { TaskEvent, TaskHook } from '@csiplug/hooks';
 import { ClientStateDB, openClientState } from '@csiplug/state';
 import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from '../driver/driver';
-import { TransientProbeError } from '../driver/errors';
+import { TaskAlreadyRunningError, TransientProbeError } from '../driver/errors';
 import type { TaskSpec } from '../model';
 import { TaskRunner } from './task-runner';
 
@@ -12,31 +12,41 @@ class FakeDriver implements TaskDriver {
   readonly started: DriverTaskConfig[] = [];
   readonly stops: string[] = [];
   private nextPid = 100;
-  private readonly exits = new Map<number, (e: ExitResult) => void>();
+  private readonly exits = new Map<number, ((e: ExitResult) => void)[]>();
   private readonly done = new Map<number, ExitResult>();
   recoverAs: RecoverResult = { running: true };
   /** What adopt() finds in a task dir (the executor's own record). */
   adoptable: TaskHandle | undefined;
-  /** Errors the next wait() / recover() / adopt() calls fail with, one per call. */
+  /** Errors the next wait() / start() / adopt() calls fail with, one per call. */
   readonly waitFailures: unknown[] = [];
-  readonly recoverFailures: unknown[] = [];
+  readonly startFailures: unknown[] = [];
   readonly adoptFailures: unknown[] = [];
+  /**
+   * Set: recover() answers only when the test resolves it (a recover in
+   * flight). Like the real driver, recover() never throws for a transient
+   * fault: it answers "running" once it gives up telling.
+   */
+  recoverGate: Promise<RecoverResult> | undefined;
+  /** Whether stop() ends the task at once; false: it exits when the test says so. */
+  stopExits = true;
   waits = 0;
+  adopts = 0;
   private disposed = false;
 
   adopt(): TaskHandle | undefined {
+    this.adopts++;
     if (this.adoptFailures.length) throw this.adoptFailures.shift();
     return this.adoptable;
   }
 
   async start(config: DriverTaskConfig): Promise<TaskHandle> {
     this.started.push(config);
+    if (this.startFailures.length) throw this.startFailures.shift();
     const pid = this.nextPid++;
     return { version: 1, driver: 'exec', allocId: config.allocId, taskName: config.taskName, taskDir: config.taskDir, executorPid: pid + 1000, executorStartTime: '1', pid, startTime: '1', startedAt: 0 };
   }
   async recover(): Promise<RecoverResult> {
-    if (this.recoverFailures.length) throw this.recoverFailures.shift();
-    return this.recoverAs;
+    return this.recoverGate ?? this.recoverAs;
   }
   wait(handle: TaskHandle): Promise<ExitResult> {
     this.waits++;
@@ -44,19 +54,27 @@ class FakeDriver implements TaskDriver {
     const known = this.done.get(handle.pid);
     if (known) return Promise.resolve(known);
     return new Promise((resolve, reject) => {
-      this.exits.set(handle.pid, resolve);
+      this.onExit(handle.pid, resolve);
       if (this.disposed) reject(new ShutdownError('disposed'));
     });
   }
   exit(pid: number, exitCode: number | null, signal: string | null = null): void {
     const result = { exitCode, signal, finishedAt: 0 };
     this.done.set(pid, result);
-    this.exits.get(pid)?.(result);
+    for (const resolve of this.exits.get(pid) ?? []) resolve(result);
+    this.exits.delete(pid);
+  }
+  private onExit(pid: number, resolve: (e: ExitResult) => void): void {
+    this.exits.set(pid, [...(this.exits.get(pid) ?? []), resolve]);
   }
   async stop(handle: TaskHandle, signal: NodeJS.Signals): Promise<ExitResult> {
     this.stops.push(`${handle.pid} ${signal}`);
-    this.exit(handle.pid, null, signal);
-    return this.done.get(handle.pid)!;
+    if (this.stopExits) this.exit(handle.pid, null, signal);
+    return new Promise((resolve) => {
+      const known = this.done.get(handle.pid);
+      if (known) resolve(known);
+      else this.onExit(handle.pid, resolve);
+    });
   }
   isRunning(handle: TaskHandle): boolean {
     return !this.done.has(handle.pid);
@@ -314,22 +332,31 @@ describe('TaskRunner', () => {
       expect(state.getTaskState<{ state: string }>('a1', 'web')?.state).toBe('running');
     });
 
-    it('restore retries a recover that cannot tell, instead of marking the task dead', async () => {
+    it('restore of a task that cannot be checked re-attaches (recover answers running), and the wait learns the truth later', async () => {
       const first = runner();
       void first.run('start');
       await clock.advance(0);
       first.detach();
-      driver.recoverFailures.push(new TransientProbeError('a1', 'web', 'EMFILE', emfile()));
+      // The real ExecDriver.recover never throws for EMFILE: it answers "running" after its grace.
+      let answer!: (r: RecoverResult) => void;
+      driver.recoverGate = new Promise((r) => (answer = r));
+      driver.waitFailures.push(emfile());
       const r = runner();
       void r.run('restore');
-      await clock.advance(0);
+      await clock.advance(5_000);
       expect(r.state.state).toBe('running'); // as saved: not dead
       expect(events.map((e) => e.type)).not.toContain('Reattached');
-      await clock.advance(1_000);
+      answer({ running: true });
+      await clock.advance(0);
       expect(events.map((e) => e.type)).toContain('Reattached');
+      const waitsBefore = driver.waits;
+      await clock.advance(1_000); // the wait that failed with EMFILE is waited again
+      expect(driver.waits).toBe(waitsBefore + 1);
+      driver.exit(100, 0);
+      await clock.advance(0);
+      expect(events.map((e) => e.type)).toContain('Terminated');
       expect(driver.started).toHaveLength(1);
       await r.stop();
-      expect(driver.stops).toEqual(['100 SIGTERM']);
     });
 
     it('restore retries an adopt that cannot read the executor record, instead of starting the task again', async () => {
@@ -351,6 +378,124 @@ describe('TaskRunner', () => {
       expect(state.getTaskHandle<TaskHandle>('a1', 'web')?.pid).toBe(100);
       expect(driver.started).toHaveLength(1);
       await r.stop();
+    });
+
+    it('stop during an adopt that cannot tell waits until it can, then stops the adopted task before the stop hooks', async () => {
+      const first = runner();
+      void first.run('start');
+      await clock.advance(0);
+      first.detach();
+      driver.adoptable = state.getTaskHandle<TaskHandle>('a1', 'web');
+      state.deleteTask('a1', 'web');
+      driver.adoptFailures.push(emfile(), emfile(), emfile());
+      const order: string[] = [];
+      const r = runner(spec(), [{ name: 'h', stop: async () => void order.push('stop') }]);
+      void r.run('restore');
+      await clock.advance(0);
+      let stopped = false;
+      void r.stop().then(() => (stopped = true));
+      await clock.advance(1_000);
+      expect(order).toEqual([]);
+      expect(r.state.state).not.toBe('dead');
+      expect(stopped).toBe(false);
+      await clock.advance(2_000); // the third adopt fails too
+      expect(driver.adopts).toBe(3);
+      expect(stopped).toBe(false);
+      await clock.advance(4_000); // the fourth finds the task: it is stopped first
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      expect(stopped).toBe(true);
+      expect(order).toEqual(['stop']);
+      expect(r.state.state).toBe('dead');
+      expect(driver.started).toHaveLength(1);
+    });
+
+    it('stop during the backoff of a failed wait keeps waiting for the real exit before the stop hooks', async () => {
+      driver.stopExits = false;
+      driver.waitFailures.push(new Error('EACCES: permission denied, open /proc/100/stat'), new Error('EACCES again'));
+      const order: string[] = [];
+      const r = runner(spec(), [{ name: 'h', stop: async () => void order.push('stop') }]);
+      void r.run('start');
+      await clock.advance(0);
+      let stopped = false;
+      void r.stop().then(() => (stopped = true));
+      await clock.advance(0); // the backoff is cut short: waits again, fails again
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      expect(driver.waits).toBe(2);
+      await clock.advance(10_000);
+      expect(driver.waits).toBe(3); // still waiting, with a backoff
+      expect(order).toEqual([]);
+      expect(r.state.state).toBe('running');
+      expect(stopped).toBe(false);
+      driver.exit(100, null, 'SIGTERM');
+      await clock.advance(0);
+      expect(stopped).toBe(true);
+      expect(order).toEqual(['stop']);
+      expect(r.state).toMatchObject({ state: 'dead', signal: 'SIGTERM' });
+      expect(events.map((e) => e.type)).toContain('Killed');
+    });
+
+    it('stop while recover is in flight (no signal could be sent) stops the task once recover says it runs', async () => {
+      const first = runner();
+      void first.run('start');
+      await clock.advance(0);
+      first.detach();
+      // Saved between runs: a handle, but not "running", so stop() has nothing to signal.
+      state.putTaskState('a1', 'web', { ...first.state, state: 'pending' });
+      let answer!: (r: RecoverResult) => void;
+      driver.recoverGate = new Promise((r) => (answer = r));
+      const r = runner();
+      void r.run('restore');
+      await clock.advance(0);
+      let stopped = false;
+      void r.stop().then(() => (stopped = true));
+      await clock.advance(0);
+      expect(driver.stops).toEqual([]);
+      answer({ running: true });
+      await clock.advance(0);
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      expect(stopped).toBe(true);
+      expect(r.state.state).toBe('dead');
+      expect(events.map((e) => e.type)).not.toContain('Reattached');
+    });
+
+    it('a start that fails for a fault of the agent itself is retried with a backoff, without using up a restart attempt', async () => {
+      const enomem = Object.assign(new Error('spawn ENOMEM'), { code: 'ENOMEM', errno: -12, syscall: 'spawn' });
+      const spawnError = Object.assign(new Error('could not start task "web": the executor could not be run: spawn EAGAIN'), { cause: Object.assign(new Error('spawn EAGAIN'), { code: 'EAGAIN' }) });
+      driver.startFailures.push(emfile(), enomem, spawnError);
+      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));
+      void r.run('start');
+      await clock.advance(0);
+      expect(driver.started).toHaveLength(1);
+      expect(r.state.state).not.toBe('dead');
+      await clock.advance(1_000);
+      expect(driver.started).toHaveLength(2);
+      await clock.advance(2_000);
+      expect(driver.started).toHaveLength(3);
+      await clock.advance(3_999);
+      expect(driver.started).toHaveLength(3);
+      await clock.advance(1);
+      expect(driver.started).toHaveLength(4);
+      expect(r.state).toMatchObject({ state: 'running', failed: false, restarts: 0 });
+      const failures = events.filter((e) => e.type === 'Driver Failure');
+      expect(failures).toHaveLength(1);
+      expect(failures[0]!.message).toMatch(/retried.*fault of the agent itself/);
+      expect(failures[0]!.failed).toBeFalsy();
+      await r.stop();
+    });
+
+    it('a start refused because the task already runs takes the running task over instead of failing', async () => {
+      const running: TaskHandle = { version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir: '/tmp/none/web', executorPid: 1500, executorStartTime: '1', pid: 500, startTime: '1', startedAt: 0 };
+      driver.startFailures.push(new TaskAlreadyRunningError('a1', 'web', 500));
+      driver.adoptable = running;
+      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));
+      void r.run('start');
+      await clock.advance(0);
+      expect(r.state).toMatchObject({ state: 'running', failed: false, restarts: 0 });
+      expect(state.getTaskHandle<TaskHandle>('a1', 'web')?.pid).toBe(500);
+      expect(events.map((e) => e.type)).toEqual(['Started']);
+      await r.stop();
+      expect(driver.stops).toEqual(['500 SIGTERM']);
+      expect(r.state.state).toBe('dead');
     });
   });
 });

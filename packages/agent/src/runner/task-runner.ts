@@ -16,7 +16,7 @@ import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage } from '@cs
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { ClientStateDB } from '@csiplug/state';
 import type { ExitResult, TaskDriver, TaskHandle } from '../driver/driver';
-import { isTransientFsError } from '../driver/errors';
+import { TaskAlreadyRunningError, isTransientFsError } from '../driver/errors';
 import { RestartTracker } from '../driver/restart-tracker';
 import type { TaskSpec, TaskState } from '../model';
 import { interpolateTask } from '../spec/interpolate';
@@ -62,8 +62,12 @@ export class TaskRunner {
   private stopping = false;
   private detached = false;
   private readonly stopController = new AbortController();
+  /** Aborted by detach() only: waits that must outlast a stop (the task's real exit) sleep on it. */
+  private readonly detachController = new AbortController();
   private loop: Promise<void> | undefined;
   private restartRequested: string | undefined;
+  /** The handle stop() sent the kill signal to, if it could. */
+  private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
   private readonly log: Logger;
 
@@ -122,6 +126,7 @@ export class TaskRunner {
     this.stopController.abort(new ShutdownError(`task ${this.task.name} is stopping`));
     const handle = this.handle;
     if (handle && this.state.state === 'running') {
+      this.stopSentTo = handle;
       this.event({ type: TASK_EVENT.killing, message: `sent ${this.task.killSignal}, SIGKILL after ${this.task.killTimeout} ms` });
       await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('stopping the task failed', { error: err }));
     }
@@ -137,6 +142,7 @@ export class TaskRunner {
   detach(): void {
     this.detached = true;
     this.stopController.abort(new ShutdownError('the agent is shutting down'));
+    this.detachController.abort(new ShutdownError('the agent is shutting down'));
     for (const hook of this.hooks) {
       try {
         hook.shutdown?.();
@@ -159,6 +165,8 @@ export class TaskRunner {
 
   private async runLoop(kind: RunKind): Promise<void> {
     let runKind: RunKind = kind;
+    /** Starts in a row that failed for a fault of the agent itself. */
+    let localStartFaults = 0;
     for (;;) {
       if (this.stopping || this.detached) break;
       let exit: ExitResult | undefined;
@@ -171,11 +179,10 @@ export class TaskRunner {
       if (runKind === 'restore' && !this.handle) {
         // The last agent may have died between starting the task and saving
         // its handle: the executor's own record finds it.
+        // Not even a stop() ends this early: stop hooks must not release
+        // the volumes of a task that may run; only finding out does.
         const adopted = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
-        if (!adopted) {
-          if (this.detached) return;
-          break;
-        }
+        if (!adopted) return; // detached
         this.handle = adopted.value;
         if (this.handle) {
           this.deps.state.putTaskHandle(this.alloc.id, this.task.name, this.handle);
@@ -185,12 +192,14 @@ export class TaskRunner {
       if (runKind === 'restore' && this.handle) {
         const saved = this.handle;
         const known = await this.untilKnown('recover', () => this.deps.driver.recover(saved));
-        if (!known) {
-          if (this.detached) return;
-          break;
-        }
+        if (!known) return; // detached
         const recovered = known.value;
-        if (recovered.running) {
+        if (recovered.running && this.stopping) {
+          // stop() came while this was unknown and could signal nothing:
+          // stop it now, and end as a stop once it has really exited.
+          handle = saved;
+          if (this.stopSentTo !== saved) this.stopInBackground(saved);
+        } else if (recovered.running) {
           handle = this.handle;
           // The process runs already: prestart only re-creates what the hooks
           // keep (dirs, env for later restarts); a failure must not kill it.
@@ -205,15 +214,43 @@ export class TaskRunner {
       }
 
       if (!handle && !exit) {
+        if (this.stopping) break;
         try {
           handle = await this.startProcess(ctx);
+          localStartFaults = 0;
         } catch (err) {
-          if (this.stopping || this.detached) break;
-          this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
-          const decision = this.tracker.onStartFailure(err);
-          if (!(await this.afterDecision(decision))) break;
-          runKind = 'start';
-          continue;
+          if (this.detached) break;
+          if (err instanceof TaskAlreadyRunningError) {
+            // Its last start ran it after all (the handle was lost to a
+            // fault): take it over rather than count a failure and release
+            // the volumes it runs on.
+            const adopted = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
+            if (!adopted) return; // detached
+            if (adopted.value) handle = this.takeOver(adopted.value, ctx);
+          }
+          if (!handle && this.stopping) break;
+          if (!handle && isTransientFsError(err)) {
+            // A fault of the agent itself (EMFILE, ENOMEM…) says nothing about
+            // the task: try again, without using up a restart attempt.
+            localStartFaults++;
+            const delay = doublingBackoff(localStartFaults, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
+            if (localStartFaults === 1) this.event({ type: TASK_EVENT.driverFailure, message: `start is retried: it failed for a fault of the agent itself, not of the task (${errorMessage(err)}); this does not count as a restart` });
+            this.log.warn('start failed for a fault of the agent itself; trying again', { attempt: localStartFaults, delay_ms: delay, error: err });
+            try {
+              await this.deps.clock.sleep(delay, this.stopController.signal);
+            } catch {
+              break;
+            }
+            continue;
+          }
+          if (!handle) {
+            localStartFaults = 0;
+            this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
+            const decision = this.tracker.onStartFailure(err);
+            if (!(await this.afterDecision(decision))) break;
+            runKind = 'start';
+            continue;
+          }
         }
         if (!handle) break;
       }
@@ -221,7 +258,6 @@ export class TaskRunner {
       if (!exit) {
         const waited = await this.waitForExit(handle!);
         if (waited === 'shutdown') return;
-        if (waited === 'stopping') break;
         exit = waited;
       }
       if (this.detached) return;
@@ -254,26 +290,25 @@ export class TaskRunner {
   /**
    * The task's exit. A wait that fails says nothing about the task (the agent
    * may be out of file descriptors): it is logged and waited again after a
-   * backoff. 'shutdown' when the runner detaches or the driver is disposed;
-   * 'stopping' when a stop() made waiting again pointless (it waits for the
-   * exit itself).
+   * backoff, also while the task is being stopped. 'shutdown' when the
+   * runner detaches or the driver is disposed.
    */
-  private async waitForExit(handle: TaskHandle): Promise<ExitResult | 'shutdown' | 'stopping'> {
+  private async waitForExit(handle: TaskHandle): Promise<ExitResult | 'shutdown'> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.deps.driver.wait(handle);
       } catch (err) {
         if (this.detached || err instanceof ShutdownError) return 'shutdown';
-        if (this.stopping) {
-          this.log.warn('waiting for the task failed while it is being stopped', { pid: handle.pid, error: err });
-          return 'stopping';
-        }
         const delay = doublingBackoff(attempt, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
-        this.log.warn('waiting for the task failed; it is not taken for dead, waiting again', { pid: handle.pid, attempt, delay_ms: delay, error: err });
+        this.log.warn('waiting for the task failed; it is not taken for dead, waiting again', { pid: handle.pid, attempt, delay_ms: delay, stopping: this.stopping, error: err });
+        // Stopping too waits for a real exit: the stop hooks must not release
+        // what a task still holds while driver.stop is still at work. A stop()
+        // during the backoff only cuts it short, to wait again at once.
+        const wasStopping = this.stopping;
         try {
-          await this.deps.clock.sleep(delay, this.stopController.signal);
+          await this.deps.clock.sleep(delay, wasStopping ? this.detachController.signal : this.stopController.signal);
         } catch {
-          return this.detached ? 'shutdown' : 'stopping';
+          if (this.detached) return 'shutdown';
         }
       }
     }
@@ -282,8 +317,9 @@ export class TaskRunner {
   /**
    * Runs a driver call of the restore path until it does not fail for a
    * transient fault of the agent itself: "unknown" is neither "no task" nor
-   * "exited". Other failures are thrown. Undefined when the runner stops or
-   * detaches meanwhile.
+   * "exited". Other failures are thrown. Undefined when the runner detaches
+   * meanwhile; a stop() does not end it: the task may run, and stopping
+   * needs to know.
    */
   private async untilKnown<T>(what: string, call: () => T | Promise<T>): Promise<{ value: T } | undefined> {
     for (let attempt = 1; ; attempt++) {
@@ -291,16 +327,35 @@ export class TaskRunner {
         return { value: await call() };
       } catch (err) {
         if (!isTransientFsError(err)) throw err;
-        if (this.stopping || this.detached) return undefined;
+        if (this.detached) return undefined;
         const delay = doublingBackoff(attempt, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
         this.log.warn(`driver ${what} failed for a fault of the agent itself; trying again`, { attempt, delay_ms: delay, error: err });
         try {
-          await this.deps.clock.sleep(delay, this.stopController.signal);
+          await this.deps.clock.sleep(delay, this.detachController.signal);
         } catch {
           return undefined;
         }
       }
     }
+  }
+
+  /** A task that runs although its start failed (TaskAlreadyRunningError): it becomes this run's. */
+  private takeOver(handle: TaskHandle, ctx: TaskHookContext): TaskHandle {
+    this.handle = handle;
+    this.deps.state.putTaskHandle(this.alloc.id, this.task.name, handle);
+    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
+    this.event({ type: TASK_EVENT.started, message: `took over the running task (pid ${handle.pid}) whose start had failed` });
+    this.log.warn('took over a running task whose start had failed', { pid: handle.pid });
+    if (this.stopping) this.stopInBackground(handle);
+    else this.poststart(ctx);
+    return handle;
+  }
+
+  /** Sends the kill signal (SIGKILL after kill_timeout); the loop waits for the exit itself. */
+  private stopInBackground(handle: TaskHandle): void {
+    this.stopSentTo = handle;
+    this.event({ type: TASK_EVENT.killing, message: `sent ${this.task.killSignal}, SIGKILL after ${this.task.killTimeout} ms` });
+    void this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('stopping the task failed', { error: err }));
   }
 
   /** Applies a restart decision; returns whether to go round again. */
