@@ -47,7 +47,7 @@ describe('DynamicPluginRegistry: types and validation', () => {
     ['socket path', { socketPath: '' }, 'socket path is required'],
     ['name with a slash', { name: 'a/b' }, 'plugin name "a/b" is not allowed'],
     ['alloc id with ..', { allocId: '..' }, 'alloc id ".." is not allowed'],
-    ['alloc id with NUL', { allocId: 'a\0b' }, 'alloc id "a\\0b" is not allowed'],
+    ['alloc id with NUL', { allocId: 'a\0b' }, 'alloc id may not contain control characters (found U+0000 at position 1)'],
     ['non-string option', { options: { mounts: 3 as unknown as string } }, 'option "mounts" must be a string'],
     ['non-string version', { version: 2 as unknown as string }, 'version must be a string'],
   ])('rejects a registration without a valid %s', (_what, over, message) => {
