@@ -211,12 +211,16 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
 
   /** A stand-in task: a real process leading its own group that ignores SIGTERM, with no executor. */
   async function stubbornTask(): Promise<{ handle: TaskHandle; exited: Promise<NodeJS.Signals | null> }> {
-    const child = spawn('/bin/sh', ['-c', 'trap "" TERM; while :; do sleep 0.05; done'], { detached: true, stdio: 'ignore' });
+    const taskDir = newTaskDir();
+    // It says when its trap is in place: a SIGTERM before that would end it (a race under load).
+    const ready = join(taskDir, 'trap-set');
+    const child = spawn('/bin/sh', ['-c', `trap "" TERM; : > "${ready}"; while :; do sleep 0.05; done`], { detached: true, stdio: 'ignore' });
     children.push(child);
     const exited = new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_code, signal) => r(signal)));
     const pid = child.pid!;
     const startTime = await until('the child to show in /proc', () => processStartTime(pid));
-    return { handle: { version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir: newTaskDir(), executorPid: pid, executorStartTime: startTime, pid, startTime, startedAt: 0 }, exited };
+    await until('the child to set its trap', () => (existsSync(ready) ? true : undefined));
+    return { handle: { version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir, executorPid: pid, executorStartTime: startTime, pid, startTime, startedAt: 0 }, exited };
   }
 
   const signalled = () => logger.find('signalled task').map((r) => r.fields['signal']);
