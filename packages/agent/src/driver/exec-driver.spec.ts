@@ -175,6 +175,15 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
     await expect(waiting.promise).resolves.toMatchObject({ exitCode: 5 });
   });
 
+  it('recover() whose check fails for good (EACCES on /proc, not a passing fault) keeps the task too, never a dead task on a guess', async () => {
+    const driver = newDriver();
+    const handle = selfHandle(newTaskDir());
+    readers.procDenied = true;
+    const recovering = track(driver.recover(handle));
+    await clock.advance(5_000);
+    await expect(recovering.promise).resolves.toEqual({ running: true });
+  });
+
   it('recover() that can read again before its grace is up answers what it finds', async () => {
     const driver = newDriver();
     const handle = selfHandle(newTaskDir());
@@ -380,7 +389,9 @@ describe('ExecDriver under faults of the agent itself (real executor)', () => {
     expect(waiting.settled()).toBe(false);
     expect(logger.find('exit status unknown')).toHaveLength(0);
     // At most one line per 30 s on the real clock: one, or two on a slow run.
-    expect(logger.find(WARNING, 'warn').filter((r) => r.fields['during'] === 'wait').length).toBeGreaterThanOrEqual(1);
+    const warned = logger.find(WARNING, 'warn').filter((r) => r.fields['during'] === 'wait').length;
+    expect(warned).toBeGreaterThanOrEqual(1);
+    expect(warned).toBeLessThanOrEqual(2);
 
     readers.faulty = false;
     const exit = await waiting.promise;

@@ -317,7 +317,7 @@ export class ExecDriver implements TaskDriver {
     this.assertOpen('recover');
     validateHandle(handle);
     const faults = new FaultLog(this.clock, this.log, taskFields(handle));
-    let last = this.probe(handle);
+    let last = this.probeNeverThrows(handle);
     if (last.state === 'running') return { running: true };
     if (last.state === 'exited') return { running: false, exit: last.exit };
     if (last.state === 'unknown') faults.fault('recover', last.cause);
@@ -327,7 +327,7 @@ export class ExecDriver implements TaskDriver {
       return await this.watchUntil(
         executorPaths(handle.taskDir).dir,
         (): RecoverResult | undefined => {
-          last = this.probe(handle);
+          last = this.probeNeverThrows(handle);
           if (last.state === 'unknown') {
             faults.fault('recover', last.cause);
             return undefined;
@@ -597,6 +597,19 @@ export class ExecDriver implements TaskDriver {
     }
   }
 
+  /**
+   * For restore: a check that fails for any reason (EACCES under an LSM, a
+   * malformed stat line) says nothing about the task, so it is "unknown"
+   * too — recover() then keeps the task and wait() learns the truth.
+   */
+  private probeNeverThrows(handle: TaskHandle): Probe {
+    try {
+      return this.probe(handle);
+    } catch (err) {
+      return { state: 'unknown', cause: err };
+    }
+  }
+
   private probeOrThrow(handle: TaskHandle): Probe {
     const paths = executorPaths(handle.taskDir);
     const recorded = this.recordedExit(handle, paths);
@@ -712,6 +725,7 @@ export class ExecDriver implements TaskDriver {
    * when `check` throws, on timeout, or when the driver is disposed.
    */
   private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
+    if (this.disposed) return Promise.reject(new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'));
     return new Promise<T>((resolve, reject) => {
       const local = new DisposableStore();
       let settled = false;

@@ -9,7 +9,7 @@
 // It starts often and must start fast: node built-ins only (and the two
 // sibling files that use node built-ins only). No DI, no @csiplug imports.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, fchmodSync, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fchmodSync, openSync } from 'node:fs';
 import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, readJsonFile, writeJsonAtomic } from './executor-protocol';
 import { processStartTime } from './proc';
 
@@ -66,10 +66,26 @@ export function runExecutor(specPath: string): void {
   // Only the agent (and root) may read a task's output: plugins print
   // secrets, and anyone who can list processes learns the alloc ids. Logs
   // an older executor made with a wider mode are tightened too.
-  const out = openSync(spec.stdoutPath, 'a', 0o600);
-  fchmodSync(out, 0o600);
-  const err = openSync(spec.stderrPath, 'a', 0o600);
-  fchmodSync(err, 0o600);
+  // Never through a symlink a task may have put in place of its log.
+  const openLog = (file: string): number => {
+    const fd = openSync(file, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o600);
+    try {
+      fchmodSync(fd, 0o600);
+    } catch (e) {
+      // A file system without modes still gets the task's output.
+      log(`cannot tighten ${file} to 0600: ${(e as Error).message}`);
+    }
+    return fd;
+  };
+  let out: number;
+  let err: number;
+  try {
+    out = openLog(spec.stdoutPath);
+    err = openLog(spec.stderrPath);
+  } catch (e) {
+    recordStartError(`cannot open the task's log: ${(e as Error).message}`);
+    process.exit(1);
+  }
   let child: ChildProcess;
   try {
     child = spawn(spec.command, spec.args, {

@@ -458,6 +458,29 @@ describe('TaskRunner', () => {
       expect(events.map((e) => e.type)).not.toContain('Reattached');
     });
 
+    it('stop while a re-attached task runs its prestart hooks (state not yet running) still stops it', async () => {
+      const first = runner();
+      void first.run('start');
+      await clock.advance(0);
+      first.detach();
+      state.putTaskState('a1', 'web', { ...first.state, state: 'pending' });
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const slowPrestart: TaskHook = { name: 'slow', prestart: () => gate };
+      const r = runner(spec(), [slowPrestart]);
+      void r.run('restore');
+      await clock.advance(0);
+      let stopped = false;
+      void r.stop().then(() => (stopped = true));
+      await clock.advance(0);
+      expect(driver.stops).toEqual([]);
+      release();
+      await clock.advance(0);
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      expect(stopped).toBe(true);
+      expect(r.state.state).toBe('dead');
+    });
+
     it('a start that fails for a fault of the agent itself is retried with a backoff, without using up a restart attempt', async () => {
       const enomem = Object.assign(new Error('spawn ENOMEM'), { code: 'ENOMEM', errno: -12, syscall: 'spawn' });
       const spawnError = Object.assign(new Error('could not start task "web": the executor could not be run: spawn EAGAIN'), { cause: Object.assign(new Error('spawn EAGAIN'), { code: 'EAGAIN' }) });

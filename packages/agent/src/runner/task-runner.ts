@@ -206,7 +206,9 @@ export class TaskRunner {
           await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
           this.setState({ state: 'running' });
           this.event({ type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
-          this.poststart(ctx);
+          // A stop() during the hooks may have found the state not yet running and signalled nothing.
+          if (this.stopping && this.stopSentTo !== handle) this.stopInBackground(handle);
+          else this.poststart(ctx);
         } else {
           exit = recovered.exit;
           this.log.info('task exited while the agent was away', { exit });
