@@ -252,6 +252,27 @@ describe('TaskRunner', () => {
     expect(driver.stops).toEqual(['100 SIGTERM']);
   });
 
+  it('restore with a saved handle of an older run re-attaches to the newer run its executor recorded, without replaying the old exit', async () => {
+    const first = runner();
+    void first.run('start');
+    await clock.advance(0);
+    first.detach();
+    const old = state.getTaskHandle<TaskHandle>('a1', 'web')!;
+    // The last agent started run 200 and died before saving its handle; run 100 is long gone.
+    driver.exit(old.pid, 1);
+    driver.recoverAs = { running: false, exit: { exitCode: 1, signal: null, finishedAt: 0 } };
+    driver.adoptable = { ...old, pid: 200, startTime: '2' };
+    const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));
+    void r.run('restore');
+    await clock.advance(0);
+    expect(driver.started).toHaveLength(1);
+    expect(r.state).toMatchObject({ state: 'running', failed: false });
+    expect(state.getTaskHandle<TaskHandle>('a1', 'web')?.pid).toBe(200);
+    expect(events.map((e) => e.type)).not.toContain('Terminated');
+    await r.stop();
+    expect(driver.stops).toEqual(['200 SIGTERM']);
+  });
+
   it('restore of a task that exited while the agent was away applies the restart policy', async () => {
     const first = runner();
     void first.run('start');

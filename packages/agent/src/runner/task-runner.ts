@@ -210,8 +210,26 @@ export class TaskRunner {
           if (this.stopping && this.stopSentTo !== handle) this.stopInBackground(handle);
           else this.poststart(ctx);
         } else {
-          exit = recovered.exit;
-          this.log.info('task exited while the agent was away', { exit });
+          // The saved handle may name an older run: the last agent can die
+          // after the executor started a newer one and before saving its
+          // handle. Then that run is the task, and the old exit is history.
+          const found = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
+          if (!found) return; // detached
+          const newer = found.value;
+          if (newer && (newer.pid !== saved.pid || newer.startTime !== saved.startTime) && this.deps.driver.isRunning(newer)) {
+            handle = newer;
+            this.handle = newer;
+            this.deps.state.putTaskHandle(this.alloc.id, this.task.name, newer);
+            this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', { old_pid: saved.pid, pid: newer.pid });
+            await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
+            this.setState({ state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
+            this.event({ type: TASK_EVENT.reattached, message: `re-attached to pid ${newer.pid} (a newer run than the saved pid ${saved.pid})` });
+            if (this.stopping && this.stopSentTo !== newer) this.stopInBackground(newer);
+            else this.poststart(ctx);
+          } else {
+            exit = recovered.exit;
+            this.log.info('task exited while the agent was away', { exit });
+          }
         }
       }
 
