@@ -22,7 +22,7 @@ import {
   type Disposable,
 } from '@csiplug/core';
 import { registerCsi } from '@csiplug/csi';
-import { ICSIManager, parseMountInfo, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
+import { ICSIManager, mountsUnder, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, IPendingUnmounts, registerHooks, type CSIHookFactory, type CSIPluginSupervisorFactory, type PendingUnmounts, type TaskEvent } from '@csiplug/hooks';
 import { IPluginRegistry, registerRegistry, type PluginRegistry } from '@csiplug/registry';
 import { DB, IClientStateDB, registerState, type ClientStateDB } from '@csiplug/state';
@@ -383,7 +383,7 @@ export class Agent implements AgentService, Disposable {
     try {
       // mountinfo names real paths; the data dir may be reached through a symlink.
       dir = fs.realpathSync(dir);
-      const mounted = parseMountInfo(fs.readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(`${dir}/`));
+      const mounted = mountsUnder(dir);
       if (mounted.length) {
         this.logger.warn('keeping the dir of a purged alloc: something is still mounted below it', { alloc_id: r.alloc.id, dir, mounts: mounted });
         return;

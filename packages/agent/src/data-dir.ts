@@ -165,7 +165,8 @@ export function prepareDataDir(dataDir: string): string {
  * live agent's own changes.
  */
 export function tightenDataDir(realDir: string, logger: Logger): ModeChange[] {
-  const { dir, stat: root } = checkDataDir(realDir);
+  const dir = realDir;
+  const root = fs.statSync(dir);
   const changes: ModeChange[] = [];
   const tighten = (entries: string[], max: number, kind: EntryKind) => changes.push(...tightenModes(entries, max, logger, kind));
   /** A real directory on the data dir's own filesystem (not a symlink, not a mount point). */

@@ -1,6 +1,6 @@
 // Reading the kernel's mount table, behind a small interface so the volume
 // manager's logic is tested with a fake (IMountTable).
-import { promises as fs } from 'node:fs';
+import { promises as fs, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { doublingBackoff, type Clock } from '@csiplug/core';
 import { isTransientFsError } from './errors';
@@ -58,6 +58,11 @@ export function parseMountInfo(text: string): string[] {
     out.push(unescapeMountPath(fields[4]!));
   }
   return out;
+}
+
+/** Mount points at or below `dir` (a real path), in mount order, read now from /proc/self/mountinfo. */
+export function mountsUnder(dir: string): string[] {
+  return parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(`${dir}/`));
 }
 
 /**

@@ -2,8 +2,6 @@
 // benchmarks all ask: a free loopback port, the mounts under a dir, whether
 // a pid is alive, and a bounded wait for a condition read from the API.
 import { errorMessage } from '@csiplug/core';
-import { parseMountInfo } from '@csiplug/csimanager';
-import * as fs from 'fs';
 import * as net from 'net';
 
 export function freePort(): Promise<number> {
@@ -18,9 +16,7 @@ export function freePort(): Promise<number> {
 }
 
 /** Mount points at or below `dir`, in mount order (from /proc/self/mountinfo, escapes decoded). */
-export function mountsUnder(dir: string): string[] {
-  return parseMountInfo(fs.readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(dir + '/'));
-}
+export { mountsUnder } from '@csiplug/csimanager';
 
 export function isAlive(pid: number): boolean {
   try {

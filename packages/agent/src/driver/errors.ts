@@ -1,7 +1,6 @@
 // Errors of the task driver. Each says which task, what failed and what to
 // do; bad input uses the shared ValidationError of @csiplug/core.
 import { CsiplugError } from '@csiplug/core';
-import { TransientReadError, isTransientErrno } from './proc';
 
 export class DriverError extends CsiplugError {}
 
@@ -57,16 +56,9 @@ export class TransientProbeError extends DriverError {
 }
 
 /**
- * Whether `err`, or an error it was caused by, is a transient local fault
- * (EMFILE, ENFILE, EAGAIN, ENOMEM, EINTR, EBUSY; a TransientReadError or
- * TransientProbeError): "status unknown, retry", never "gone".
+ * Whether `err`, or an error it was caused by, is a transient local fault:
+ * "status unknown, retry", never "gone". One definition with the CSI
+ * manager's: TransientReadError and TransientProbeError always carry the
+ * errno error they came from as their cause, so the walk finds it.
  */
-export function isTransientFsError(err: unknown): boolean {
-  const seen = new Set<unknown>();
-  for (let e = err; e !== undefined && e !== null && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-    seen.add(e);
-    if (e instanceof TransientReadError || e instanceof TransientProbeError || isTransientErrno(e)) return true;
-    if (typeof e !== 'object') return false;
-  }
-  return false;
-}
+export { isTransientFsError } from '@csiplug/csimanager';
