@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Packs every package and installs the tarballs into an empty project, then
-# requires each one and exercises the state store and the proto loader:
-# what a user of the published packages would get. Run on purpose after
-# `npm run build` (it uses the npm registry for third-party dependencies).
+# requires each one (and each testing entry, which must load without jest)
+# and exercises the state store and the proto loader: what a user of the
+# published packages would get. Run on purpose after `npm run build` (it
+# uses the npm registry for third-party dependencies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Every package, in dependency order; the one list both the packing and the checks below use.
+packages=(core state csi hostpath-plugin registry csimanager volumes driver hooks agent)
 work=$(mktemp -d /tmp/csiplug-pack-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tgz"
-for p in core state csi hostpath-plugin registry csimanager hooks agent; do
+for p in "${packages[@]}"; do
   (cd "packages/$p" && npm pack --silent --pack-destination "$work/tgz" >/dev/null)
 done
 cd "$work"
 npm init -y >/dev/null
 npm install --no-audit --no-fund ./tgz/*.tgz >/dev/null
-node -e "
+CSIPLUG_PACKAGES="${packages[*]}" node -e "
 require('reflect-metadata');
-for (const p of ['core', 'state', 'csi', 'hostpath-plugin', 'registry', 'csimanager', 'hooks', 'agent']) {
+for (const p of process.env.CSIPLUG_PACKAGES.split(' ')) {
   const m = require('@csiplug/' + p);
   if (Object.keys(m).length === 0) throw new Error('@csiplug/' + p + ' exports nothing');
 }
@@ -27,6 +30,11 @@ if (!s.getVolume('v').ok) throw new Error('state round trip failed');
 s.close();
 const { csiPackageDefinition } = require('@csiplug/csi');
 if (!csiPackageDefinition()['csi.v1.Node']) throw new Error('the CSI proto did not load from the package');
+const fs = require('fs');
+const { DEFAULT_EXECUTOR_PATH } = require('@csiplug/driver');
+if (!fs.existsSync(DEFAULT_EXECUTOR_PATH)) throw new Error('the exec driver default executor ' + DEFAULT_EXECUTOR_PATH + ' is not in the package');
+if (typeof require('@csiplug/driver/testing').FakeDriver !== 'function') throw new Error('@csiplug/driver/testing has no FakeDriver');
+if (typeof require('@csiplug/agent/testing').FakeAgentService !== 'function') throw new Error('@csiplug/agent/testing has no FakeAgentService');
 "
 ./node_modules/.bin/csiplug version
-echo "pack check: 8 packages install and import in an empty project"
+echo "pack check: ${#packages[@]} packages install and import in an empty project"

@@ -18,7 +18,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const net = require('node:net');
 const { MemoryLogger } = require('../../packages/core/dist');
-const { HttpApi, FakeAgentService } = require('../../packages/agent/dist/api');
+const { HttpApi } = require('@csiplug/agent');
+const { FakeAgentService } = require('@csiplug/agent/testing');
 
 const quick = process.argv.includes('--quick');
 const REQUESTS = quick ? 2_000 : 20_000;

@@ -150,10 +150,21 @@ async function main() {
     const alloc = { id: `alloc-m${round}` };
     const reads0 = mountTable.reads;
     const t0 = process.hrtime.bigint();
-    await Promise.all(volumes.map((v) => vm.mountVolume(v, alloc, usage)));
+    // The steps the volume reconciler runs for one mount and one unmount.
+    await Promise.all(
+      volumes.map(async (v) => {
+        if (await vm.requiresStaging()) await vm.stageVolume(v, usage);
+        await vm.publishVolume(v, alloc.id, usage);
+      }),
+    );
     managed.push(ms(t0));
     tableReads.push(mountTable.reads - reads0);
-    await Promise.all(volumes.map((v) => vm.unmountVolume(v, alloc.id, usage)));
+    await Promise.all(
+      volumes.map(async (v) => {
+        await vm.unpublishVolume(v, alloc.id, usage);
+        await vm.unstageVolume(v, usage);
+      }),
+    );
   };
   // A warm-up of each, then rounds in alternating order so neither side always goes first.
   await runDirect('warm');

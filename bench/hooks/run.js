@@ -11,7 +11,7 @@ const path = require('path');
 const { spawn } = require('child_process');
 const core = require('@csiplug/core');
 const { openClientState } = require('@csiplug/state');
-const { DynamicPluginRegistry, PluginDispenserTable } = require('@csiplug/registry');
+const { DynamicPluginRegistry, PluginDispenserTable, StateRegistryStore } = require('@csiplug/registry');
 const { GrpcCSIClient } = require('@csiplug/csi');
 const { CSIPluginSupervisorHook, parseCsiPluginConfig } = require('@csiplug/hooks');
 
@@ -52,7 +52,7 @@ async function once(strategy, pluginArgs, warm = false) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-hooks-'));
   const state = openClientState({ memory: true });
   const timeouts = new core.DefaultTimeoutPolicy();
-  const registry = new DynamicPluginRegistry(state, clock, new core.NullLogger(), timeouts, new PluginDispenserTable(), {});
+  const registry = new DynamicPluginRegistry(new StateRegistryStore(state), clock, new core.NullLogger(), timeouts, new PluginDispenserTable(), {});
   const random = new core.MathRandom();
   const clients = { createClient: (endpoint) => new GrpcCSIClient(endpoint, { timeouts, clock, random }) };
   const config = parseCsiPluginConfig({ id: 'hostpath', type: 'monolith' }, 'bench');

@@ -16,7 +16,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { RealClock, NullLogger, DefaultTimeoutPolicy } = require('../../packages/core/dist');
 const state = require('../../packages/state/dist');
-const { DynamicPluginRegistry, PluginDispenserTable } = require('../../packages/registry/dist');
+const { DynamicPluginRegistry, PluginDispenserTable, StateRegistryStore } = require('../../packages/registry/dist');
 
 const quick = process.argv.includes('--quick');
 const WAKE_ROUNDS = quick ? 2_000 : 20_000;
@@ -33,7 +33,7 @@ function openState(file) {
 }
 
 function newRegistry(db) {
-  return new DynamicPluginRegistry(db, new RealClock(), new NullLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+  return new DynamicPluginRegistry(new StateRegistryStore(db), new RealClock(), new NullLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
 }
 
 const ns = () => process.hrtime.bigint();

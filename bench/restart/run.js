@@ -13,16 +13,15 @@ const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
 const {
   ApiClient,
-  freePort,
   hostpathPluginJobHcl,
   jobToDocument,
   parseJobspec,
   parseVolumeSpec,
-  pollUntil,
   volumeHcl,
   volumeSpecToDocument,
   workloadJobHcl,
 } = require('@csiplug/agent');
+const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const until = (what, fn, timeoutMs = 300_000, every = 20) => pollUntil(what, fn, timeoutMs, every);
 const BIN = path.join(agentPkg, 'dist', 'cli', 'bin.js');
 

@@ -5,7 +5,8 @@
 //
 // Start order matters for restart survival: the state is opened (exclusive:
 // a second agent on the same data dir fails fast), the registry restores its
-// plugins, the CSI manager subscribes and resyncs, pending unmounts resume,
+// plugins, the CSI manager subscribes and resyncs, the volume reconciler
+// resumes the unmounts left to do,
 // and only then are allocs restored: plugin tasks re-attach and re-register
 // while workload allocs wait for them (the `restore` limit), never failing
 // because a plugin came back a moment later.
@@ -17,13 +18,24 @@ import {
   ILogger,
   Logger,
   PinoLogger,
+  bindDefault,
   registerCore,
   ValidationError,
   type Disposable,
 } from '@csiplug/core';
 import { registerCsi } from '@csiplug/csi';
 import { ICSIManager, mountsUnder, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
-import { ICSIHookFactory, ICSIPluginSupervisorFactory, IPendingUnmounts, registerHooks, type CSIHookFactory, type CSIPluginSupervisorFactory, type PendingUnmounts, type TaskEvent } from '@csiplug/hooks';
+import { ITaskDriver, registerExecDriver, type TaskDriver } from '@csiplug/driver';
+import { ICSIHookFactory, ICSIPluginSupervisorFactory, registerHooks, type CSIHookFactory, type CSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
+import {
+  IVolumeCatalog,
+  IVolumeReconciler,
+  IVolumeSpecValidator,
+  registerVolumeCatalog,
+  registerVolumeReconciler,
+  type VolumeCatalogService,
+  type VolumeReconcilerService,
+} from '@csiplug/volumes';
 import { IPluginRegistry, registerRegistry, type PluginRegistry } from '@csiplug/registry';
 import { DB, IClientStateDB, registerState, type ClientStateDB } from '@csiplug/state';
 import { randomUUID } from 'crypto';
@@ -31,13 +43,12 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
-import { ITaskDriver, registerExecDriver, type TaskDriver } from './driver';
 import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
 import type { Alloc, JobSpec } from './model';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
+import { IAllocStore, registerAllocStore, type AllocStore } from './runner/alloc-store';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeView } from './service';
-import type { AgentConfig, VolumeSpec } from './spec';
-import { IVolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './volumes';
+import { checkVolumeSpec, type AgentConfig, type VolumeSpec } from './spec';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -114,9 +125,10 @@ export class Agent implements AgentService, Disposable {
     private readonly logger: Logger,
     private readonly clock: Clock,
     private readonly state: ClientStateDB,
+    private readonly allocStore: AllocStore,
     private readonly registry: PluginRegistry,
     private readonly csi: CSIManager,
-    private readonly pending: PendingUnmounts,
+    private readonly volumeMounts: VolumeReconcilerService,
     private readonly driver: TaskDriver,
     private readonly catalog: VolumeCatalogService,
     private readonly supervisors: CSIPluginSupervisorFactory,
@@ -135,11 +147,15 @@ export class Agent implements AgentService, Disposable {
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel });
     registerCore(container, { logger, timeouts: config.timeouts, heartbeat: { strategy: config.heartbeat.strategy, ...config.heartbeat.settings } });
     registerState(container, { backend: config.state.backend, dataDir: config.dataDir });
+    registerAllocStore(container);
     registerCsi(container);
     registerRegistry(container);
     registerCsiManager(container, { dataDir: config.dataDir });
     registerExecDriver(container);
+    // The catalog re-checks every spec it is given with the agent's own reader.
+    bindDefault(container, IVolumeSpecValidator, { useValue: checkVolumeSpec });
     registerVolumeCatalog(container);
+    registerVolumeReconciler(container);
     registerHooks(container, { dataDir: config.dataDir });
 
     // Before anything is written in the data dir: refuse one another user
@@ -165,9 +181,10 @@ export class Agent implements AgentService, Disposable {
         log,
         container.resolve<Clock>(IClock),
         state,
+        container.resolve<AllocStore>(IAllocStore),
         container.resolve<PluginRegistry>(IPluginRegistry),
         container.resolve<CSIManager>(ICSIManager),
-        container.resolve<PendingUnmounts>(IPendingUnmounts),
+        container.resolve<VolumeReconcilerService>(IVolumeReconciler),
         container.resolve<TaskDriver>(ITaskDriver),
         container.resolve<VolumeCatalogService>(IVolumeCatalog),
         container.resolve<CSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory),
@@ -208,13 +225,12 @@ export class Agent implements AgentService, Disposable {
       this.catalog.onDidChange((e) => this.emit({ topic: 'Volume', type: `Volume ${e.kind}`, message: e.message, volumeId: e.volumeId, ...(e.allocId ? { allocId: e.allocId } : {}) })),
     );
     await this.csi.start();
-    this.pending.start();
+    this.volumeMounts.start();
 
-    const { allocs, failures } = this.state.listAllocations<{ alloc: Alloc }>();
+    const { records: allocs, failures } = this.allocStore.listAllocations();
     for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
     let restored = 0;
-    for (const { alloc: record } of allocs) {
-      const alloc = record.alloc;
+    for (const { alloc } of allocs) {
       const runner = new AllocRunner(alloc, this.runnerDeps());
       this.runners.set(alloc.id, runner);
       const terminal = alloc.desiredStatus === 'stop' || alloc.clientStatus === 'complete' || alloc.clientStatus === 'failed';
@@ -237,7 +253,8 @@ export class Agent implements AgentService, Disposable {
       dataDir: this.config.dataDir,
       nodeId: this.config.nodeId,
       driver: this.driver,
-      state: this.state,
+      allocStore: this.allocStore,
+      volumes: this.volumeMounts,
       clock: this.clock,
       logger: this.logger,
       supervisors: this.supervisors,
@@ -358,13 +375,13 @@ export class Agent implements AgentService, Disposable {
     await Promise.all(runners.map((r) => r.stop()));
     const view = this.jobView(id)!;
     if (options.purge) {
-      const pending = new Set(this.pending.list().map((p) => p.allocId));
+      const pending = new Set(this.volumeMounts.list().map((p) => p.allocId));
       for (const r of runners) {
-        // A claim whose unmount is still pending is released by that unmount, in order.
+        // A claim the volume reconciler still holds a record of is released by it, in order.
         if (!pending.has(r.alloc.id)) {
           await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
         }
-        this.state.deleteAllocation(r.alloc.id);
+        this.allocStore.deleteAllocation(r.alloc.id);
         this.runners.delete(r.alloc.id);
         this.removeAllocDir(r);
       }
@@ -518,7 +535,7 @@ export class Agent implements AgentService, Disposable {
         for (const r of this.runners.values()) r.detach();
       }
       for (const s of this.subscriptions) s.dispose();
-      this.pending.dispose();
+      this.volumeMounts.dispose();
       await this.csi.shutdown();
       this.registry.shutdown();
       this.driver.dispose();

@@ -29,6 +29,7 @@
 // inode through an O_NOFOLLOW descriptor) and never crosses into another
 // filesystem (a mount point's mode is that of the mounted volume).
 import { CsiplugError, type Logger } from '@csiplug/core';
+import { EXECUTOR_DIR } from '@csiplug/driver';
 import {
   DB,
   PRIVATE_DIR_MODE,
@@ -43,7 +44,6 @@ import {
 } from '@csiplug/state';
 import * as fs from 'fs';
 import * as path from 'path';
-import { EXECUTOR_DIR } from './driver/executor-protocol';
 
 /** The data dir and the dirs tasks traverse (see the layout above). */
 export const TRAVERSE_DIR_MODE = 0o711;

@@ -6,10 +6,8 @@ export { DataDirError, DataDirInUseError, prepareDataDir, secureDataDir, tighten
 export { openLogSlice, memoryLogSlice, type LogRange, type LogSlice } from './log-slice';
 export { runDemo, type DemoOptions } from './commands/demo';
 export { main as runCli, parseArgs, UsageError, type CliHandlers, type CliIo } from './cli';
-export * from './driver';
 export * from './model';
 export * from './service';
 export * from './spec';
-export * from './volumes';
-export { freePort, isAlive, mountsUnder, pollUntil } from './commands/host';
+export * from '@csiplug/volumes';
 export { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './commands/specs';

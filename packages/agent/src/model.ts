@@ -1,20 +1,11 @@
 // The agent's data model: jobs as parsed from jobspecs, the allocs made from
 // them, and the state of their tasks. Plain JSON-able shapes: they are stored
 // in the client state and served by the HTTP API as they are.
+import type { RestartPolicy } from '@csiplug/driver';
 import type { CSIPluginConfig, TaskEvent, VolumeRequest } from '@csiplug/hooks';
 
-export type { CSIPluginConfig, TaskEvent, VolumeRequest };
-
-export interface RestartPolicy {
-  /** Restarts allowed within `interval` before `mode` applies. */
-  attempts: number;
-  /** ms */
-  interval: number;
-  /** ms to wait before each restart. */
-  delay: number;
-  /** `fail`: the task fails once attempts are used up; `delay`: wait out the interval, then try again. */
-  mode: 'fail' | 'delay';
-}
+// RestartPolicy is the restart tracker's (in @csiplug/driver); a task spec carries one.
+export type { CSIPluginConfig, RestartPolicy, TaskEvent, VolumeRequest };
 
 export interface VolumeMount {
   /** The group's volume name. */

@@ -2,9 +2,12 @@
 // API, tests). The API layer only ever talks to this contract.
 import type { Event } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
+import type { VolumeSpec, VolumeView } from '@csiplug/volumes';
 import type { Alloc, JobSpec, TaskState } from './model';
 import type { LogRange, LogSlice } from './log-slice';
-import type { VolumeSpec } from './spec';
+
+/** The catalog's views of volumes and claims are its own (@csiplug/volumes); the agent serves them as they are. */
+export type { VolumeClaimView, VolumeView } from '@csiplug/volumes';
 
 /** One line of the event stream (/v1/event/stream, newline-delimited JSON). */
 export interface AgentEvent {
@@ -60,26 +63,6 @@ export interface PluginView {
   node?: PluginInstanceView;
   /** Allocs running the plugin's tasks. */
   allocs: string[];
-}
-
-export interface VolumeClaimView {
-  allocId: string;
-  mode: 'read' | 'write';
-  accessMode: string;
-  attachmentMode: string;
-  /** ms since the epoch */
-  since: number;
-}
-
-export interface VolumeView extends VolumeSpec {
-  /** From CreateVolume, or given at register. */
-  externalId: string;
-  capacityBytes?: number;
-  schedulable: boolean;
-  claims: VolumeClaimView[];
-  /** The plugin's controller published it to this node (ControllerPublishVolume), keyed by alloc. */
-  publishContexts?: Record<string, Record<string, string>>;
-  createdAt: number;
 }
 
 export interface RunJobResult {

@@ -1,17 +1,16 @@
 // A deployment swaps an implementation by binding its own to a token before
 // the agent starts; the agent then uses it. Checked in-process and through
 // the runnable example in examples/embed-agent.js.
-import { DefaultTimeoutPolicy, DuplicateBindingError, ILogger, ITimeoutPolicy, MemoryLogger, bind, type TimeoutPolicy } from '@csiplug/core';
+import { DefaultTimeoutPolicy, DuplicateBindingError, ILogger, ITimeoutPolicy, MemoryLogger, ValidationError, bind, type TimeoutPolicy } from '@csiplug/core';
 import { ICSIManager } from '@csiplug/csimanager';
-import { IVolumeClaimer } from '@csiplug/hooks';
+import { IVolumeCatalog, IVolumeClaimer, IVolumeSpecValidator, type VolumeSpec } from '@csiplug/volumes';
 import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
 import { Agent } from '../src/agent';
-import { devConfig } from '../src/spec';
-import { IVolumeCatalog } from '../src/volumes';
+import { checkVolumeSpec, devConfig } from '../src/spec';
 
 describe('composition by tokens', () => {
   let dataDir: string;
@@ -41,6 +40,12 @@ describe('composition by tokens', () => {
       expect(logger.find('agent started')).toHaveLength(1);
       // the catalog is both the volume claimer and the catalog
       expect(agent.container.resolve(IVolumeClaimer)).toBe(agent.container.resolve(IVolumeCatalog));
+      // …and checks specs with the agent's reader: a spec no file could have held is refused, nothing stored
+      expect(agent.container.resolve(IVolumeSpecValidator)).toBe(checkVolumeSpec);
+      const bad = { id: 'v', name: 'v', type: 'csi', pluginId: 'hp', externalId: 'x', capabilities: [], parameters: {}, secrets: {}, context: {} } satisfies VolumeSpec;
+      await expect(agent.registerVolume(bad)).rejects.toBeInstanceOf(ValidationError);
+      await expect(agent.registerVolume(bad)).rejects.toThrow(/capability is required/);
+      expect(agent.listVolumes()).toEqual([]);
       expect(agent.container.resolve(ICSIManager)).toBeDefined();
     } finally {
       await agent.shutdown({ stopTasks: true });

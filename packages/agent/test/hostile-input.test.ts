@@ -1,13 +1,12 @@
 // Hostile input against a real agent (in-process, memory state) and its
 // real HTTP API: what used to hang, 500 or pile up is answered at once with
 // a status that says whose fault it is, and nothing is left behind.
-import { MemoryLogger, bind } from '@csiplug/core';
+import { MemoryLogger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { Agent } from '../src/agent';
 import { HttpApi } from '../src/api';
-import { IExecDriverOptions } from '../src/driver';
 import { devConfig } from '../src/spec';
 import { raw } from './support/http';
 
@@ -36,8 +35,8 @@ describe('hostile input against a real agent', () => {
     // A plugin wait of ten minutes: a create that waited for an unknown plugin would time the test out.
     agent = await Agent.start(
       { ...base, dataDir, port: 0, limits: { ...base.limits, maxAllocsPerJob: 3 }, timeouts: { ...base.timeouts, pluginWaitPrerun: 600_000 } },
-      // Tasks run under the built executor (the test runs the agent from its sources).
-      { logger: new MemoryLogger(), configure: (c) => bind(c, IExecDriverOptions, { useValue: { executorPath: path.resolve(__dirname, '../dist/driver/executor.js') } }) },
+      // Tasks run under @csiplug/driver's built executor, the driver's default even with the agent run from its sources.
+      { logger: new MemoryLogger() },
     );
     api = new HttpApi(agent, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger() });
     await api.listen();

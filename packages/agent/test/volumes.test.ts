@@ -8,7 +8,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, promises as fs, readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { MemoryLogger, registerCore } from '@csiplug/core';
+import { MemoryLogger, bind, mountPointsUnder, readMountInfoSync, registerCore } from '@csiplug/core';
 import { registerCsi } from '@csiplug/csi';
 import {
   CSIManager,
@@ -16,18 +16,23 @@ import {
   PLUGIN_OPTION_PLUGIN_TYPE,
   PLUGIN_OPTION_STAGE_PUBLISH_BASE,
   UsageOptions,
-  parseMountInfo,
   registerCsiManager,
 } from '@csiplug/csimanager';
-import { ClaimError, IVolumeClaimer, VolumeClaimer } from '@csiplug/hooks';
 import { IPluginRegistry, PluginRegistry, registerRegistry } from '@csiplug/registry';
 import { ClientStateDB, IClientStateDB, openClientState } from '@csiplug/state';
 import { DependencyContainer, container as root } from 'tsyringe';
-import { VolumeInUseError } from '../src/volumes/errors';
-import { registerVolumeCatalog } from '../src/volumes/register';
-import { IVolumeCatalog } from '../src/volumes/tokens';
-import type { VolumeCatalogEvent } from '../src/volumes/volume-catalog-service';
-import type { VolumeSpec } from '../src/spec';
+import {
+  ClaimError,
+  IVolumeCatalog,
+  IVolumeClaimer,
+  IVolumeSpecValidator,
+  VolumeClaimer,
+  VolumeInUseError,
+  registerVolumeCatalog,
+  type VolumeCatalogEvent,
+  type VolumeSpec,
+} from '@csiplug/volumes';
+import { checkVolumeSpec } from '../src/spec';
 
 const HOSTPATH_CLI = path.resolve(__dirname, '../../hostpath-plugin/dist/cli.js');
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -70,9 +75,7 @@ async function startHostpath(socketPath: string, stateDir: string): Promise<Plug
 }
 
 function mountsUnder(dir: string): string[] {
-  return parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8'))
-    .filter((m) => m === dir || m.startsWith(dir + '/'))
-    .sort((a, b) => b.length - a.length);
+  return mountPointsUnder(readMountInfoSync(), dir).sort((a, b) => b.length - a.length);
 }
 
 function unmountAllUnder(dir: string): void {
@@ -103,6 +106,7 @@ async function startAgent(dataDir: string): Promise<Agent> {
   registerCsi(c);
   registerRegistry(c);
   registerCsiManager(c, { dataDir });
+  bind(c, IVolumeSpecValidator, { useValue: checkVolumeSpec });
   registerVolumeCatalog(c);
   const registry = c.resolve<PluginRegistry>(IPluginRegistry);
   const manager = c.resolve<CSIManager>(ICSIManager);
@@ -179,12 +183,14 @@ describeIfRoot('volume catalog with the hostpath plugin', () => {
     expect((await fs.stat(volumeDir)).isDirectory()).toBe(true);
     expect(agent.c.resolve<VolumeClaimer>(IVolumeClaimer)).toBe(agent.catalog);
 
-    // Claim as the csi hook does, and mount through the CSI manager.
+    // Claim as the volume reconciler does, and mount through the CSI manager's node steps.
     const volume = await agent.catalog.lookup('data');
     const claimed = await agent.catalog.claim({ volumeId: 'data', allocId: 'alloc-a', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' });
     expect(claimed).toEqual({ volume }); // hostpath has no ControllerPublishVolume
     const vm = agent.manager.volumeManager('hostpath');
-    const mounted = await vm.mountVolume(claimed.volume, { id: 'alloc-a' }, usage, claimed.publishContext ?? {});
+    expect(await vm.requiresStaging()).toBe(true);
+    await vm.stageVolume(claimed.volume, usage, claimed.publishContext ?? {});
+    const mounted = await vm.publishVolume(claimed.volume, 'alloc-a', usage, claimed.publishContext ?? {});
     await fs.writeFile(path.join(mounted.targetPath, 'hello.txt'), 'from alloc-a');
     expect(readFileSync(path.join(volumeDir, 'hello.txt'), 'utf8')).toBe('from alloc-a');
 
@@ -200,7 +206,8 @@ describeIfRoot('volume catalog with the hostpath plugin', () => {
     await agent.manager.waitForPlugin('csi-node', 'hostpath', 'restore');
     expect(agent.catalog.getVolume('data')?.schedulable).toBe(true);
 
-    await agent.manager.volumeManager('hostpath').unmountVolume(volume, 'alloc-a', usage);
+    await agent.manager.volumeManager('hostpath').unpublishVolume(volume, 'alloc-a', usage);
+    await agent.manager.volumeManager('hostpath').unstageVolume(volume, usage);
     await agent.catalog.release('data', 'alloc-a');
     expect(agent.catalog.getVolume('data')?.claims).toEqual([]);
 

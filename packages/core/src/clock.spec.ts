@@ -1,5 +1,6 @@
 import { AbortError } from './errors';
-import { FakeClock, RealClock } from './clock';
+import { RealClock } from './clock';
+import { FakeClock } from './testing/fake-clock';
 
 describe('FakeClock', () => {
   it('fires timers only when advanced, in due order', async () => {

@@ -1,5 +1,28 @@
 // One base error for csiplug with a stable, machine-readable `code` and an
 // optional `cause`; each package derives its own typed errors from it.
+//
+// The error-code convention (also in this package's README):
+// - Every error csiplug throws on purpose is a class that extends
+//   CsiplugError (usually through its package's base, e.g. RegistryError).
+//   No `new CsiplugError(code, …)` at a throw site: make the class.
+// - `code` is "E" + UPPER_SNAKE_CASE (ETIMEOUT, EPLUGIN_NOT_FOUND), set by the
+//   class's constructor, never by its caller. One code per class (it does
+//   not depend on the arguments), and two classes that mean the same thing
+//   are one class.
+// - A class that refines a shared kind (a plugin wait's TimeoutError, an
+//   unknown type's ValidationError) keeps the kind's code, so callers that
+//   switch on the code or catch the core class handle it too.
+// - A code is stable: callers, logs and the HTTP API's JSON errors carry it.
+//   Renaming one is a breaking change; a new meaning gets a new code.
+// - Shape says kind: a "not there" code ends in _NOT_FOUND, a clash with
+//   the current state in _EXISTS, _IN_USE, _CONFLICT or _BUSY.
+// - Documented exceptions: CSIError and CSIStatusError carry "ECSI_" + the
+//   gRPC status name (ECSI_NOT_FOUND), a wire status rather than a class;
+//   the API's ApiError carries the code the agent answered with; and
+//   @csiplug/state keeps bbolt's names (ErrBucketNotFound) so bbolt users
+//   recognise them.
+// - Errors do not know HTTP: the agent's API maps codes to statuses in one
+//   place (statusForError, by the shapes above), not the error classes.
 
 export class CsiplugError extends Error {
   readonly code: string;

@@ -1,5 +1,5 @@
 import { container as root } from 'tsyringe';
-import { FakeClock } from './clock';
+import { FakeClock } from './testing/fake-clock';
 import { DuplicateBindingError, bind, bindDefault } from './di';
 import { ValidationError } from './errors';
 import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy } from './heartbeat';

@@ -1,7 +1,10 @@
-// The default VolumeManager of one node plugin. It outlives plugin
-// instances: every operation looks up the plugin's live instance (a plugin
-// task restart swaps the instance, not the manager), while the usage tracker
-// and the per-volume queue are shared by all managers of the CSI manager.
+// The default VolumeManager of one node plugin: the four CSI node steps,
+// each idempotent and each checked against the mount table. It outlives
+// plugin instances: every step looks up the plugin's live instance (a plugin
+// task restart swaps the instance, not the manager). Steps on one volume run
+// one at a time (the CSI manager's per-volume queue); which step runs when —
+// and who else uses a staged volume — is the volume reconciler's business
+// (@csiplug/volumes), not this file's.
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { AbortError, Clock, Logger, ValidationError, assertPathSafeId, errorMessage } from '@csiplug/core';
@@ -13,7 +16,6 @@ import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
 import { UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
-import type { VolumeUsageTracker } from './usage-tracker';
 import type { CSIVolumeRef, MountInfo, VolumeManager, VolumeOperationOptions } from './volume-manager';
 import { VolumePaths, volumePaths } from './volume-paths';
 
@@ -21,7 +23,6 @@ export interface VolumeManagerDeps {
   dataDir: string;
   /** The plugin's live node instance; throws PluginInstanceNotFoundError when there is none. */
   instance(): PluginInstance;
-  tracker: VolumeUsageTracker;
   mutex: KeyedMutex;
   mountTable: MountTable;
   clock: Clock;
@@ -44,6 +45,8 @@ async function removeEmptyDir(dir: string): Promise<void> {
   }
 }
 
+type Step = 'stage' | 'publish' | 'unpublish' | 'unstage';
+
 export class CSIVolumeManager implements VolumeManager {
   private readonly log: Logger;
 
@@ -62,41 +65,114 @@ export class CSIVolumeManager implements VolumeManager {
     }
   }
 
-  async mountVolume(
+  async requiresStaging(options: VolumeOperationOptions = {}): Promise<boolean> {
+    return (await this.deps.instance().nodeCapabilities(options.signal)).stageUnstageVolume;
+  }
+
+  stageVolume(volume: CSIVolumeRef, usage: UsageOptions, publishContext: Record<string, string> = {}, options: VolumeOperationOptions = {}): Promise<void> {
+    return this.step('stage', volume, '', usage, options, async (inst, paths, signal) => {
+      let step = 'checking the staging mount';
+      try {
+        // Checked before the dir is made: a path that does not exist yet is
+        // known not to be a mount without reading the mount table.
+        if (await this.isMountPoint(paths.hostStagingPath, volume.id, '', signal)) {
+          this.log.debug('volume already staged; reusing the staging mount', { volumeId: volume.id, stagingPath: paths.hostStagingPath });
+          return;
+        }
+        step = 'creating the staging dir';
+        await fs.mkdir(paths.hostStagingPath, { recursive: true, mode: DIR_MODE });
+        step = 'NodeStageVolume';
+        await inst.client.nodeStageVolume({ ...this.common(volume, usage, publishContext), stagingTargetPath: paths.pluginStagingPath }, { signal });
+        this.log.info('volume staged', { volumeId: volume.id, stagingPath: paths.hostStagingPath });
+      } catch (err) {
+        throw this.fail('mount', volume.id, '', step, err);
+      }
+    });
+  }
+
+  async publishVolume(
     volume: CSIVolumeRef,
-    alloc: { id: string },
+    allocId: string,
     usage: UsageOptions,
     publishContext: Record<string, string> = {},
     options: VolumeOperationOptions = {},
   ): Promise<MountInfo> {
-    const volumeId = String(volume?.id);
-    const allocId = String(alloc?.id);
-    try {
-      this.check(volume, allocId, usage);
-      const info = await this.deps.mutex.run(this.keyOf(volume.id), () => this.mount(volume, allocId, usage, publishContext, options.signal), options.signal);
-      this.event('Mount volume', volumeId, allocId);
-      return info;
-    } catch (err) {
-      this.event('Mount volume', volumeId, allocId, err);
-      throw err;
-    }
+    return this.evented('Mount volume', volume, allocId, () =>
+      this.step('publish', volume, allocId, usage, options, async (inst, paths, signal) => {
+        let step = 'NodeGetCapabilities';
+        try {
+          const staged = (await inst.nodeCapabilities(signal)).stageUnstageVolume;
+          step = 'creating the alloc dir';
+          await fs.mkdir(paths.hostAllocVolumeDir, { recursive: true, mode: DIR_MODE });
+          step = 'checking the target mount';
+          if (await this.isMountPoint(paths.hostTargetPath, volume.id, allocId, signal)) {
+            this.log.debug('volume already published for this alloc; reusing it', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath });
+          } else {
+            step = 'NodePublishVolume';
+            await inst.client.nodePublishVolume(
+              {
+                ...this.common(volume, usage, publishContext),
+                ...(staged ? { stagingTargetPath: paths.pluginStagingPath } : {}),
+                targetPath: paths.pluginTargetPath,
+                readonly: usage.readOnly,
+              },
+              { signal },
+            );
+            this.log.info('volume published', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath });
+          }
+          return this.toMountInfo(paths, staged);
+        } catch (err) {
+          throw this.fail('mount', volume.id, allocId, step, err);
+        }
+      }),
+    );
   }
 
-  async unmountVolume(
-    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
-    allocId: string,
-    usage: UsageOptions,
-    options: VolumeOperationOptions = {},
-  ): Promise<void> {
-    const volumeId = String(volume?.id);
-    try {
-      this.check(volume, allocId, usage);
-      await this.deps.mutex.run(this.keyOf(volume.id), () => this.unmount(volume, allocId, usage, options.signal), options.signal);
-      this.event('Unmount volume', volumeId, allocId);
-    } catch (err) {
-      this.event('Unmount volume', volumeId, allocId, err);
-      throw err;
-    }
+  unpublishVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
+    return this.evented('Unmount volume', volume, allocId, () =>
+      this.step('unpublish', volume, allocId, usage, options, async (inst, paths, signal) => {
+        let step = 'NodeUnpublishVolume';
+        try {
+          try {
+            await inst.client.nodeUnpublishVolume({ volumeId: volume.externalId || volume.id, targetPath: paths.pluginTargetPath }, { signal });
+          } catch (err) {
+            if (!isNotFound(err)) throw err;
+            this.log.debug('NodeUnpublishVolume: plugin reports NOT_FOUND; counted as unpublished', { volumeId: volume.id, allocId });
+          }
+          step = 'checking the target mount';
+          if (await this.deps.mountTable.isMountPoint(paths.hostTargetPath)) {
+            throw new Error(`${paths.hostTargetPath} is still a mount point after NodeUnpublishVolume`);
+          }
+          await removeEmptyDir(paths.hostTargetPath);
+          await removeEmptyDir(paths.hostAllocVolumeDir);
+          await removeEmptyDir(path.join(pluginMountRoots(inst.registration, this.deps.dataDir).hostRoot, PER_ALLOC_DIR_NAME, allocId));
+          this.log.info('volume unpublished', { volumeId: volume.id, allocId });
+        } catch (err) {
+          throw this.fail('unmount', volume.id, allocId, step, err);
+        }
+      }),
+    );
+  }
+
+  unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
+    return this.step('unstage', volume, '', usage, options, async (inst, paths, signal) => {
+      let step = 'NodeGetCapabilities';
+      try {
+        if (!(await inst.nodeCapabilities(signal)).stageUnstageVolume) return;
+        step = 'NodeUnstageVolume';
+        try {
+          await inst.client.nodeUnstageVolume({ volumeId: volume.externalId || volume.id, stagingTargetPath: paths.pluginStagingPath }, { signal });
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+          this.log.debug('NodeUnstageVolume: plugin reports NOT_FOUND; counted as unstaged', { volumeId: volume.id });
+        }
+        await removeEmptyDir(paths.hostStagingPath);
+        await removeEmptyDir(path.dirname(paths.hostStagingPath));
+        this.log.info('volume unstaged', { volumeId: volume.id });
+      } catch (err) {
+        throw this.fail('unmount', volume.id, '', step, err);
+      }
+    });
   }
 
   hasMount(targetPath: string): Promise<boolean> {
@@ -109,20 +185,56 @@ export class CSIVolumeManager implements VolumeManager {
     return this.toMountInfo(paths, inst.info().node?.requiresStaging ?? false);
   }
 
-  usersOf(volumeId: string, usage: UsageOptions): string[] {
-    return this.deps.tracker.usersWith(this.pluginId, volumeId, usage);
-  }
-
   // ---- internals ------------------------------------------------------------
 
-  private keyOf(volumeId: string): string {
-    return `${this.pluginId}\0${volumeId}`;
+  /** Checks the arguments, then runs `fn` under the volume's queue with the plugin's live instance and the paths. */
+  private async step<T>(
+    step: Step,
+    volume: Pick<CSIVolumeRef, 'id' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options: VolumeOperationOptions,
+    fn: (inst: PluginInstance, paths: VolumePaths, signal?: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    this.check(volume, allocId, usage, step === 'stage' || step === 'unstage');
+    return this.deps.mutex.run(
+      `${this.pluginId}\0${volume.id}`,
+      async () => {
+        const inst = this.deps.instance();
+        // Stage and unstage have no alloc; the paths helper wants one, and ignores it for the staging path.
+        const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
+        return fn(inst, paths, options.signal);
+      },
+      options.signal,
+    );
   }
 
-  private check(volume: Pick<CSIVolumeRef, 'id' | 'pluginId'>, allocId: string, usage: UsageOptions): void {
+  private async evented<T>(message: NodeEventMessage, volume: Pick<CSIVolumeRef, 'id'>, allocId: string, fn: () => Promise<T>): Promise<T> {
+    const volumeId = String(volume?.id);
+    try {
+      const result = await fn();
+      this.event(message, volumeId, allocId);
+      return result;
+    } catch (err) {
+      this.event(message, volumeId, allocId, err);
+      throw err;
+    }
+  }
+
+  private common(volume: CSIVolumeRef, usage: UsageOptions, publishContext: Record<string, string>) {
+    return {
+      volumeId: volume.externalId || volume.id,
+      publishContext,
+      volumeCapability: volumeCapabilityFor(usage, volume.mountOptions),
+      secrets: volume.secrets ?? {},
+      volumeContext: volume.context ?? {},
+    };
+  }
+
+  private check(volume: Pick<CSIVolumeRef, 'id' | 'pluginId'>, allocId: string, usage: UsageOptions, noAlloc: boolean): void {
     if (typeof volume !== 'object' || volume === null) throw new ValidationError('a volume is required', 'volume');
     assertPathSafeId(volume.id, 'volume id');
-    assertPathSafeId(allocId, 'alloc id');
+    if (!noAlloc) assertPathSafeId(allocId, 'alloc id');
     if (volume.pluginId !== this.pluginId) {
       throw new ValidationError(`volume "${volume.id}" belongs to plugin "${volume.pluginId}", not "${this.pluginId}"; use that plugin's volume manager`, 'pluginId');
     }
@@ -135,75 +247,16 @@ export class CSIVolumeManager implements VolumeManager {
 
   private fail(op: 'mount' | 'unmount', volumeId: string, allocId: string, step: string, err: unknown): Error {
     if (isAbort(err) || err instanceof ValidationError) return err as Error;
-    return new VolumeOperationError(
-      op,
-      volumeId,
-      allocId,
-      this.pluginId,
-      `${op} of volume "${volumeId}" for alloc ${allocId} on plugin "${this.pluginId}" failed at ${step}: ${errorMessage(err)}`,
-      { cause: err },
-    );
-  }
-
-  private async mount(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, publishContext: Record<string, string>, signal?: AbortSignal): Promise<MountInfo> {
-    const { tracker } = this.deps;
-    const inst = this.deps.instance();
-    const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId, usage);
-    const volumeId = volume.externalId || volume.id;
-    const capability = volumeCapabilityFor(usage, volume.mountOptions);
-    const common = { volumeId, publishContext, volumeCapability: capability, secrets: volume.secrets ?? {}, volumeContext: volume.context ?? {} };
-
-    // Recorded first: an unmount of another alloc that runs while this mount
-    // is under way must see this alloc as a user of the staged volume.
-    const claimed = tracker.claim(this.pluginId, volume.id, allocId, usage);
-    // Set before each call: a call that fails or is abandoned (deadline,
-    // abort) may still have mounted on the plugin's side.
-    let stageAttempted = false;
-    let publishAttempted = false;
-    let requiresStaging = false;
-    let step = 'NodeGetCapabilities';
-    try {
-      requiresStaging = (await inst.nodeCapabilities(signal)).stageUnstageVolume;
-      if (requiresStaging) {
-        // Checked before the dir is made: a path that does not exist yet is
-        // known not to be a mount without reading the mount table.
-        step = 'checking the staging mount';
-        if (await this.isMountPoint(paths.hostStagingPath, volume.id, allocId, signal)) {
-          this.log.debug('volume already staged; reusing the staging mount', { volumeId: volume.id, allocId, stagingPath: paths.hostStagingPath });
-        } else {
-          step = 'creating the staging dir';
-          await fs.mkdir(paths.hostStagingPath, { recursive: true, mode: DIR_MODE });
-          step = 'NodeStageVolume';
-          stageAttempted = true;
-          await inst.client.nodeStageVolume({ ...common, stagingTargetPath: paths.pluginStagingPath }, { signal });
-        }
-      }
-      step = 'creating the alloc dir';
-      await fs.mkdir(paths.hostAllocVolumeDir, { recursive: true, mode: DIR_MODE });
-      step = 'checking the target mount';
-      if (await this.isMountPoint(paths.hostTargetPath, volume.id, allocId, signal)) {
-        this.log.debug('volume already published for this alloc; reusing it', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath });
-      } else {
-        step = 'NodePublishVolume';
-        publishAttempted = true;
-        await inst.client.nodePublishVolume(
-          { ...common, ...(requiresStaging ? { stagingTargetPath: paths.pluginStagingPath } : {}), targetPath: paths.pluginTargetPath, readonly: usage.readOnly },
-          { signal },
-        );
-      }
-      this.log.info('volume mounted', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath, staged: stageAttempted });
-      return this.toMountInfo(paths, requiresStaging);
-    } catch (err) {
-      if (claimed) await this.releaseAfterFailedMount(volume.id, volumeId, allocId, usage, paths, { stageAttempted, publishAttempted });
-      throw this.fail('mount', volume.id, allocId, step, err);
-    }
+    const forAlloc = allocId ? ` for alloc ${allocId}` : '';
+    return new VolumeOperationError(op, volumeId, allocId, this.pluginId, `${op} of volume "${volumeId}"${forAlloc} on plugin "${this.pluginId}" failed at ${step}: ${errorMessage(err)}`, {
+      cause: err,
+    });
   }
 
   /**
-   * A mount's check of a path, retried while the mount table cannot be read
-   * for a transient fault of the agent (EMFILE…): failing the mount then would
-   * fail an alloc's restore and unmount under its running tasks. (unmount's
-   * own check needs no retry: a failure there keeps the volume pending.)
+   * A step's check of a path, retried while the mount table cannot be read
+   * for a transient fault of the agent (EMFILE…): failing a mount then would
+   * fail an alloc's restore and unmount under its running tasks.
    */
   private isMountPoint(target: string, volumeId: string, allocId: string, signal?: AbortSignal): Promise<boolean> {
     return isMountPointRetrying(this.deps.mountTable, target, {
@@ -212,76 +265,6 @@ export class CSIVolumeManager implements VolumeManager {
       onFault: (err, attempt, delayMs) =>
         this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { volumeId, allocId, target, attempt, delayMs, error: errorMessage(err) }),
     });
-  }
-
-  /**
-   * Undoes what a failed mount did: unpublishes if it asked to publish,
-   * forgets the usage, and unstages if it asked to stage and nobody else
-   * uses the staged volume. Both CSI calls are idempotent, so asking again
-   * for what never happened is harmless; they run without the caller's
-   * (possibly aborted) signal, through the plugin's current instance.
-   */
-  private async releaseAfterFailedMount(
-    volumeId: string,
-    externalId: string,
-    allocId: string,
-    usage: UsageOptions,
-    paths: VolumePaths,
-    attempted: { stageAttempted: boolean; publishAttempted: boolean },
-  ): Promise<void> {
-    try {
-      const client = this.deps.instance().client;
-      if (attempted.publishAttempted) await client.nodeUnpublishVolume({ volumeId: externalId, targetPath: paths.pluginTargetPath });
-      const { remaining } = this.deps.tracker.free(this.pluginId, volumeId, allocId, usage);
-      if (attempted.stageAttempted && remaining.length === 0) {
-        await client.nodeUnstageVolume({ volumeId: externalId, stagingTargetPath: paths.pluginStagingPath });
-      }
-    } catch (err) {
-      this.log.error('could not undo a failed mount; the volume may stay mounted until its last user unmounts', { volumeId, allocId, error: errorMessage(err) });
-    }
-  }
-
-  private async unmount(volume: Pick<CSIVolumeRef, 'id' | 'externalId'>, allocId: string, usage: UsageOptions, signal?: AbortSignal): Promise<void> {
-    const { tracker, mountTable } = this.deps;
-    const inst = this.deps.instance();
-    const roots = pluginMountRoots(inst.registration, this.deps.dataDir);
-    const paths = volumePaths(roots, volume.id, allocId, usage);
-    const volumeId = volume.externalId || volume.id;
-    let step = 'NodeUnpublishVolume';
-    try {
-      try {
-        await inst.client.nodeUnpublishVolume({ volumeId, targetPath: paths.pluginTargetPath }, { signal });
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-        this.log.debug('NodeUnpublishVolume: plugin reports NOT_FOUND; counted as unpublished', { volumeId: volume.id, allocId });
-      }
-      step = 'checking the target mount';
-      if (await mountTable.isMountPoint(paths.hostTargetPath)) {
-        throw new Error(`${paths.hostTargetPath} is still a mount point after NodeUnpublishVolume`);
-      }
-      await removeEmptyDir(paths.hostTargetPath);
-      await removeEmptyDir(paths.hostAllocVolumeDir);
-      await removeEmptyDir(path.join(roots.hostRoot, PER_ALLOC_DIR_NAME, allocId));
-
-      step = 'releasing the usage';
-      const { removed, remaining } = tracker.free(this.pluginId, volume.id, allocId, usage);
-      step = 'NodeGetCapabilities';
-      const requiresStaging = (await inst.nodeCapabilities(signal)).stageUnstageVolume;
-      if (requiresStaging && remaining.length === 0) {
-        step = 'NodeUnstageVolume';
-        try {
-          await inst.client.nodeUnstageVolume({ volumeId, stagingTargetPath: paths.pluginStagingPath }, { signal });
-        } catch (err) {
-          if (!isNotFound(err)) throw err;
-          this.log.debug('NodeUnstageVolume: plugin reports NOT_FOUND; counted as unstaged', { volumeId: volume.id });
-        }
-        await removeEmptyDir(paths.hostStagingPath);
-        await removeEmptyDir(path.dirname(paths.hostStagingPath));
-      }
-      this.log.info('volume unmounted', { volumeId: volume.id, allocId, wasRecorded: removed, unstaged: requiresStaging && remaining.length === 0, otherUsers: remaining.length });
-    } catch (err) {
-      throw this.fail('unmount', volume.id, allocId, step, err);
-    }
   }
 
   private event(message: NodeEventMessage, volumeId: string, allocId: string, err?: unknown): void {

@@ -1,7 +1,7 @@
 import { AbortError, ShutdownError, ValidationError } from '@csiplug/core';
 import { Harness, FINGERPRINT_PERIOD, plugin } from '../test/harness';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, registerCsiManager, ICSIManager, IMountTable, ProcMountTable } from '.';
-import { csiError } from '../test/fakes/fake-csi-client';
+import { csiError } from '@csiplug/csi/testing';
 import { GrpcStatus } from '@csiplug/csi';
 import { container as rootContainer } from 'tsyringe';
 

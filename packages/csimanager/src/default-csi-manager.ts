@@ -2,7 +2,7 @@
 // registry before its first resync (so nothing registered in between is
 // missed), keeps one instance per (type, name) for the active registration,
 // resyncs on the heartbeat strategy's period, and hands out volume managers
-// that share one usage tracker and one per-volume queue.
+// (the CSI node steps) that share one per-volume queue.
 import {
   Disposable,
   DisposableStore,
@@ -28,7 +28,6 @@ import {
   PluginWaitTimeoutError as RegistryWaitTimeoutError,
   RegisteredPlugin,
 } from '@csiplug/registry';
-import { IClientStateDB } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import type { CSIManager, WaitForCSIPluginOptions } from './csi-manager';
 import { CSIVolumeManager } from './csi-volume-manager';
@@ -39,7 +38,6 @@ import type { PluginHealthChange, PluginInfo } from './plugin-info';
 import { PluginInstance } from './plugin-instance';
 import { PluginDeployment, pluginMountRoots } from './plugin-options';
 import { ICSIManagerConfig, IMountTable } from './tokens';
-import { VolumeUsageTracker } from './usage-tracker';
 import type { VolumeManager } from './volume-manager';
 
 /** The registry types the CSI manager runs instances for. */
@@ -54,7 +52,6 @@ export class DefaultCSIManager implements CSIManager {
   private readonly log: Logger;
   private readonly instances = new Map<string, PluginInstance>();
   private readonly volumeManagers = new Map<string, CSIVolumeManager>();
-  private readonly tracker: VolumeUsageTracker;
   private readonly mutex = new KeyedMutex();
   private readonly subscriptions = new DisposableStore();
   private readonly waiters = new Set<(err: Error) => void>();
@@ -71,7 +68,6 @@ export class DefaultCSIManager implements CSIManager {
   constructor(
     @inject(IPluginRegistry) private readonly registry: IPluginRegistry,
     @inject(ICSIClientFactory) private readonly clients: ICSIClientFactory,
-    @inject(IClientStateDB) db: IClientStateDB,
     @inject(IClock) private readonly clock: IClock,
     @inject(ILogger) logger: ILogger,
     @inject(ITimeoutPolicy) private readonly timeouts: ITimeoutPolicy,
@@ -86,8 +82,6 @@ export class DefaultCSIManager implements CSIManager {
     this.fingerprintEmitter = new Emitter({ onListenerError });
     this.onDidChangeHealth = this.healthEmitter.event;
     this.onNodeEvent = this.nodeEventEmitter.event;
-    // The usage tracker is rebuilt from the client state before anything can mount or unmount.
-    this.tracker = new VolumeUsageTracker(db, this.log);
   }
 
   // ---- lifecycle ------------------------------------------------------------
@@ -174,7 +168,6 @@ export class DefaultCSIManager implements CSIManager {
           if (!inst) throw new PluginInstanceNotFoundError(PluginTypeCSINode, pluginName);
           return inst;
         },
-        tracker: this.tracker,
         mutex: this.mutex,
         mountTable: this.mountTable,
         clock: this.clock,

@@ -69,23 +69,8 @@ export class VolumeOperationError extends CSIManagerError {
 }
 
 /**
- * errno codes of a fault in the agent's own process — out of file
- * descriptors or memory, interrupted, busy — which say nothing about the
- * mount, file or plugin being looked at.
+ * The transient-fault classifier lives in @csiplug/core (the task driver asks
+ * it too); re-exported here so that this package's callers keep importing it
+ * from the CSI manager.
  */
-export const TRANSIENT_FS_ERROR_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EAGAIN', 'ENOMEM', 'EINTR', 'EBUSY']);
-
-/**
- * Whether `err`, or an error it was caused by, is a transient local fault
- * (see TRANSIENT_FS_ERROR_CODES): "unknown, try again", never "not mounted"
- * or "gone". An agent flooded with connections gets EMFILE on every open.
- */
-export function isTransientFsError(err: unknown): boolean {
-  const seen = new Set<unknown>();
-  for (let e = err; e !== null && typeof e === 'object' && !seen.has(e); e = (e as { cause?: unknown }).cause) {
-    seen.add(e);
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && TRANSIENT_FS_ERROR_CODES.has(code)) return true;
-  }
-  return false;
-}
+export { TRANSIENT_FS_ERROR_CODES, isTransientFsError } from '@csiplug/core';

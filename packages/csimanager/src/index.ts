@@ -12,6 +12,5 @@ export * from './plugin-options';
 export * from './register';
 export * from './tokens';
 export * from './usage';
-export * from './usage-tracker';
 export * from './volume-manager';
 export * from './volume-paths';

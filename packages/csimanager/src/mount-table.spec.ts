@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { FakeClock } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { isTransientFsError } from './errors';
 import { ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
 

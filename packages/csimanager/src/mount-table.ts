@@ -1,8 +1,9 @@
 // Reading the kernel's mount table, behind a small interface so the volume
-// manager's logic is tested with a fake (IMountTable).
-import { promises as fs, readFileSync } from 'node:fs';
+// manager's logic is tested with a fake (IMountTable; the fake is in
+// @csiplug/csimanager/testing). The parsing is @csiplug/core's mountinfo.
+import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { doublingBackoff, type Clock } from '@csiplug/core';
+import { doublingBackoff, mountPointsUnder, parseMountInfo as parseMountInfoEntries, readMountInfoSync, type Clock } from '@csiplug/core';
 import { isTransientFsError } from './errors';
 
 export interface MountTable {
@@ -43,26 +44,20 @@ export async function isMountPointRetrying(
   }
 }
 
-/** Decodes the octal escapes (\040 for a space…) the kernel puts in mountinfo paths. */
-export function unescapeMountPath(p: string): string {
-  return p.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
-}
+export { unescapeMountPath } from '@csiplug/core';
 
-/** The mount points listed in a /proc/<pid>/mountinfo text (field 5). */
+/**
+ * The mount points listed in a /proc/<pid>/mountinfo text, in mount order.
+ * Kept for this package's callers; the parser is @csiplug/core's
+ * parseMountInfo, which gives the full entries.
+ */
 export function parseMountInfo(text: string): string[] {
-  const out: string[] = [];
-  for (const line of text.split('\n')) {
-    if (!line) continue;
-    const fields = line.split(' ');
-    if (fields.length < 5) continue;
-    out.push(unescapeMountPath(fields[4]!));
-  }
-  return out;
+  return parseMountInfoEntries(text).map((m) => m.mountPoint);
 }
 
 /** Mount points at or below `dir` (a real path), in mount order, read now from /proc/self/mountinfo. */
 export function mountsUnder(dir: string): string[] {
-  return parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8')).filter((m) => m === dir || m.startsWith(`${dir}/`));
+  return mountPointsUnder(readMountInfoSync(), dir);
 }
 
 /**

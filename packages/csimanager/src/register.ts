@@ -1,5 +1,5 @@
 // registerCsiManager binds the CSI manager's defaults. It expects the core
-// bindings (registerCore), a client state (IClientStateDB), the CSI client
+// bindings (registerCore), the CSI client
 // factory (registerCsi) and the plugin registry (registerRegistry) to be
 // bound by the time ICSIManager is first resolved. The manager registers the
 // csi-node and csi-controller dispensers on the registry when it starts.

@@ -3,10 +3,13 @@
 // VolumeCapability the plugin is asked for.
 import { ValidationError } from '@csiplug/core';
 import { AccessMode, VolumeCapability, blockCapability, mountCapability } from '@csiplug/csi';
-import type { VolumeUsageOptions } from '@csiplug/state';
-
-/** The usage of a volume by one alloc: read-only, attachment mode, access mode (Nomad names), mount options. */
-export type UsageOptions = VolumeUsageOptions;
+/** The usage of a volume by one alloc: read-only, attachment mode, access mode (Nomad names), mount options; compared by value. */
+export interface UsageOptions {
+  readOnly: boolean;
+  attachmentMode: string;
+  accessMode: string;
+  mountOptions?: { fsType?: string; mountFlags?: string[] };
+}
 
 export type AttachmentMode = 'file-system' | 'block-device';
 export const ATTACHMENT_MODES: readonly AttachmentMode[] = Object.freeze(['file-system', 'block-device'] as const);

@@ -1,5 +1,9 @@
-// The contract of a node plugin's volume manager: mount (stage + publish)
-// and unmount (unpublish + unstage on the last user) for allocs.
+// The contract of a node plugin's volume manager: the four CSI node steps
+// (stage, publish, unpublish, unstage) for one volume and one alloc, each
+// idempotent and each checked against the mount table. It keeps no state:
+// who uses a staged volume, what an alloc wants mounted and what is left to
+// undo belong to the volume reconciler (@csiplug/volumes), which decides
+// which step to run and when.
 import type { UsageOptions } from './usage';
 
 /** A volume as the volume manager needs it. */
@@ -36,34 +40,37 @@ export interface VolumeManager {
   /** The node plugin this manager mounts for. */
   readonly pluginId: string;
 
-  /**
-   * Records the usage, stages the volume if the plugin requires staging and
-   * it is not staged yet, publishes it unless the target is a mount already.
-   * On failure releases what this call recorded. Emits a `Mount volume` node event.
-   */
-  mountVolume(
-    volume: CSIVolumeRef,
-    alloc: { id: string },
-    usage: UsageOptions,
-    publishContext?: Record<string, string>,
-    options?: VolumeOperationOptions,
-  ): Promise<MountInfo>;
+  /** Whether the plugin stages volumes (NodeGetCapabilities STAGE_UNSTAGE_VOLUME). */
+  requiresStaging(options?: VolumeOperationOptions): Promise<boolean>;
 
   /**
-   * Unpublishes, releases the usage, and unstages when no other alloc uses
-   * the staged volume (with that usage). A plugin NOT_FOUND counts as done.
-   * Emits an `Unmount volume` node event.
+   * NodeStageVolume at the staging path of (volume, usage), unless that path
+   * is a mount point already. Emits no event; a failure is a VolumeOperationError naming the step.
    */
-  unmountVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options?: VolumeOperationOptions): Promise<void>;
+  stageVolume(volume: CSIVolumeRef, usage: UsageOptions, publishContext?: Record<string, string>, options?: VolumeOperationOptions): Promise<void>;
+
+  /**
+   * NodePublishVolume at the alloc's target path (staged first by the
+   * caller when the plugin stages), unless the target is a mount point
+   * already. Emits a `Mount volume` node event.
+   */
+  publishVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, publishContext?: Record<string, string>, options?: VolumeOperationOptions): Promise<MountInfo>;
+
+  /**
+   * NodeUnpublishVolume (NOT_FOUND counts as done), then checks the target
+   * is no longer a mount point and tidies the alloc's empty dirs. Emits an
+   * `Unmount volume` node event.
+   */
+  unpublishVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options?: VolumeOperationOptions): Promise<void>;
+
+  /** NodeUnstageVolume of (volume, usage) (NOT_FOUND counts as done), when the plugin stages; tidies the empty staging dirs. */
+  unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options?: VolumeOperationOptions): Promise<void>;
 
   /** Whether `targetPath` (a host path, e.g. MountInfo.targetPath) is a mount point now. */
   hasMount(targetPath: string): Promise<boolean>;
 
   /** The paths a mount of `volumeId` for `allocId` with `usage` uses (host paths). */
   mountInfoFor(volumeId: string, allocId: string, usage: UsageOptions): MountInfo;
-
-  /** The allocs recorded as using (this plugin's) `volumeId` with `usage`. */
-  usersOf(volumeId: string, usage: UsageOptions): string[];
 
   /** The node id the plugin reported (NodeGetInfo), once fingerprinted. */
   readonly externalNodeId: string | undefined;

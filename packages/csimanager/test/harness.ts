@@ -1,14 +1,15 @@
-// Builds a CSI manager over the real plugin registry and the real in-memory
-// client state, with fakes for time, CSI clients and the mount table.
+// Builds a CSI manager over the real plugin registry (on the real in-memory
+// client state), with fakes for time, CSI clients and the mount table.
 import { promises as fs, mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DefaultTimeoutPolicy, FakeClock, FixedHeartbeatStrategy, MemoryLogger, TimeoutSettings } from '@csiplug/core';
-import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration } from '@csiplug/registry';
+import { DefaultTimeoutPolicy, FixedHeartbeatStrategy, MemoryLogger, TimeoutSettings } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
+import { FakeCSIClientFactory } from '@csiplug/csi/testing';
+import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration, StateRegistryStore } from '@csiplug/registry';
 import { ClientStateDB, openClientState } from '@csiplug/state';
 import { DefaultCSIManager, NodeEvent, PluginHealthChange } from '../src';
-import { FakeCSIClientFactory } from './fakes/fake-csi-client';
-import { FakeMountTable } from './fakes/fake-mount-table';
+import { FakeMountTable } from '../src/testing';
 
 export const FINGERPRINT_PERIOD = 30_000;
 
@@ -37,11 +38,10 @@ export class Harness {
   }
 
   private build(): void {
-    this.registry = new DynamicPluginRegistry(this.db, this.clock, this.logger, this.policy, new PluginDispenserTable(), {});
+    this.registry = new DynamicPluginRegistry(new StateRegistryStore(this.db), this.clock, this.logger, this.policy, new PluginDispenserTable(), {});
     this.manager = new DefaultCSIManager(
       this.registry,
       this.factory,
-      this.db,
       this.clock,
       this.logger,
       this.policy,

@@ -1,9 +1,18 @@
-import { DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
-import { ClientStateDB, openClientState } from '@csiplug/state';
-import { CSIHook, EVENT_VOLUME_MOUNT_FAILED, EVENT_VOLUME_UNMOUNT_PENDING, VolumeHookError } from './csi-hook';
+// The csi hook over the real volume reconciler (@csiplug/volumes), with
+// fakes under it: a FakeCSIManager whose node plugins are FakeVolumeManagers
+// over one FakeMountTable, a FakeClaimer, a FakeMountStore and a FakeClock.
+// The hook only states what the alloc wants and turns the outcome into task
+// events and errors, so that is what this file checks; how a mount is
+// claimed, staged, published, undone and retried is the reconciler's
+// (volume-reconciler.spec.ts in @csiplug/volumes).
+import { DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
+import { CSIPluginWaitTimeoutError } from '@csiplug/csimanager';
+import { FakeCSIManager, FakeMountTable, type FakeVolumeManager } from '@csiplug/csimanager/testing';
+import { VolumeReconciler } from '@csiplug/volumes';
+import { FakeClaimer, FakeMountStore } from '@csiplug/volumes/testing';
+import { CSIHook, EVENT_VOLUME_MOUNT_FAILED, EVENT_VOLUME_MOUNTED, EVENT_VOLUME_UNMOUNT_PENDING, VolumeHookError } from './csi-hook';
 import type { VolumeRequest } from './hook';
-import { PendingUnmounts } from './pending-unmounts';
-import { FakeCSIManager, FakeClaimer, FakeMountTable } from './testing/fake-csi-manager';
 import { allocContext } from './testing/task-context';
 
 const volume = (name: string, source: string, over: Partial<VolumeRequest> = {}): VolumeRequest => ({
@@ -16,61 +25,86 @@ const volume = (name: string, source: string, over: Partial<VolumeRequest> = {})
   ...over,
 });
 
+const TARGET = '/var/lib/csiplug/csi/node/hostpath/per-alloc/alloc-w/vol-1/rw-file-system-single-node-writer';
+
 describe('csi hook', () => {
   let clock: FakeClock;
-  let state: ClientStateDB;
   let mounts: FakeMountTable;
   let csi: FakeCSIManager;
   let claimer: FakeClaimer;
+  let store: FakeMountStore;
   let timeouts: DefaultTimeoutPolicy;
   let logger: MemoryLogger;
-  let pending: PendingUnmounts;
+  let reconciler: VolumeReconciler;
 
-  const newPending = () => new PendingUnmounts(csi, claimer, state, clock, timeouts, logger);
-  const hook = () => new CSIHook(csi, claimer, state, mounts, pending, clock, timeouts, logger);
+  const newReconciler = () => new VolumeReconciler(csi, claimer, store, mounts, clock, timeouts, logger);
+  const hook = () => new CSIHook(reconciler, logger);
+  const vm = (): FakeVolumeManager => csi.managers.get('hostpath')!;
+
+  /** An agent restart: a new CSI manager (no plugin up yet) and a new reconciler over the same records and mounts. */
+  async function restartAgent(): Promise<void> {
+    reconciler.dispose();
+    await csi.shutdown();
+    csi = new FakeCSIManager({ clock, timeouts, mounts });
+    reconciler = newReconciler();
+    reconciler.start();
+  }
 
   beforeEach(() => {
     clock = new FakeClock(0);
-    state = openClientState({ memory: true });
     mounts = new FakeMountTable();
     timeouts = new DefaultTimeoutPolicy({ pluginWaitPrerun: 60_000, pluginWaitRestore: 300_000 });
-    csi = new FakeCSIManager(mounts, { prerun: 60_000, restore: 300_000, postrun: 86_400_000 }, clock);
+    csi = new FakeCSIManager({ clock, timeouts, mounts });
     claimer = new FakeClaimer();
+    store = new FakeMountStore();
     logger = new MemoryLogger();
-    pending = newPending();
-    pending.start();
+    reconciler = newReconciler();
+    reconciler.start();
   });
 
-  afterEach(() => {
-    pending.dispose();
-    state.close();
+  afterEach(async () => {
+    reconciler.dispose();
+    await csi.shutdown();
   });
 
-  it('claims, then mounts, then saves the stub; postrun unmounts, then releases', async () => {
+  it('prerun mounts each csi volume through the reconciler and says so in a "Volume mounted" event; postrun unmounts them', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
     const result = await hook().prerun(ctx);
-    const vm = csi.managers.get('hostpath')!;
-    expect(csi.waits).toEqual([{ name: 'hostpath', phase: 'prerun' }]);
-    expect(claimer.claims).toEqual([{ volumeId: 'vol-1', allocId: 'alloc-w', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }]);
-    expect(vm.calls).toEqual(['mount vol-1 alloc-w']);
-    expect(result.volumes?.data).toMatchObject({ volumeId: 'vol-1', pluginId: 'hostpath', readOnly: false });
-    expect(state.getVolumeStubs('alloc-w')?.data).toMatchObject({ volumeId: 'vol-1', pluginId: 'hostpath', targetPath: result.volumes!.data!.hostPath, publishContext: { attached: 'yes' } });
+    expect(csi.waits).toEqual([{ type: 'csi-node', name: 'hostpath', phase: 'prerun' }]);
+    expect(result.volumes).toEqual({ data: { name: 'data', volumeId: 'vol-1', pluginId: 'hostpath', hostPath: TARGET, readOnly: false } });
+    expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNTED, message: `volume "data" (vol-1) mounted at ${TARGET}`, time: 0 }]);
+    expect(await mounts.isMountPoint(TARGET)).toBe(true);
+    expect(reconciler.mounted('alloc-w').map((m) => m.name)).toEqual(['data']);
 
     await hook().postrun(ctx);
-    expect(vm.calls).toEqual(['mount vol-1 alloc-w', 'unmount vol-1 alloc-w']);
+    expect(ctx.events).toHaveLength(1); // nothing pending
+    expect(await mounts.isMountPoint(TARGET)).toBe(false);
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
-    expect(state.getVolumeStubs('alloc-w')).toEqual({});
+    expect(reconciler.list('alloc-w')).toEqual([]);
   });
 
-  it('waits for a plugin that is not registered yet', async () => {
+  it('passes the usage of the request (read-only, modes, mount options) to the reconciler', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1', { readOnly: true, accessMode: 'multi-node-reader-only', mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] } })] } });
+    const result = await hook().prerun(ctx);
+    expect(result.volumes?.data?.readOnly).toBe(true);
+    expect(reconciler.list('alloc-w')[0]!.usage).toEqual({ readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only', mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] } });
+    expect(claimer.claims).toEqual([{ volumeId: 'vol-1', allocId: 'alloc-w', readOnly: true, accessMode: 'multi-node-reader-only', attachmentMode: 'file-system' }]);
+  });
+
+  it('waits for a plugin that is not registered yet (the prerun limit)', async () => {
     claimer.add('vol-1');
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
     let done = false;
-    const p = hook().prerun(ctx).then(() => (done = true));
+    const p = hook()
+      .prerun(ctx)
+      .then(() => (done = true));
     await clock.advance(30_000);
     expect(done).toBe(false);
+    expect(csi.waits).toEqual([{ type: 'csi-node', name: 'hostpath', phase: 'prerun' }]);
     csi.bringUp('hostpath');
     await p;
     expect(claimer.claims).toHaveLength(1);
@@ -84,208 +118,154 @@ describe('csi hook', () => {
       .prerun(ctx)
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeHookError);
-    expect((err as Error).message).toMatch(/volume "logs" \(vol-missing\): volume vol-missing is not registered/);
-    expect(ctx.events.at(-1)).toMatchObject({ type: EVENT_VOLUME_MOUNT_FAILED, failed: true });
+    expect((err as Error).message).toMatch(/^volume "logs" \(vol-missing\): volume "vol-missing" is not registered/);
+    expect((err as VolumeHookError).pluginId).toBeUndefined(); // no catalog entry, so no plugin to name
+    expect(ctx.events.map((e) => e.type)).toEqual([EVENT_VOLUME_MOUNTED, EVENT_VOLUME_MOUNT_FAILED]);
+    expect(ctx.events.at(-1)).toMatchObject({ type: EVENT_VOLUME_MOUNT_FAILED, message: (err as Error).message, failed: true });
+    expect(reconciler.list('alloc-w').map((r) => r.name)).toEqual(['data']); // the unknown one left nothing
+
     await hook().postrun(ctx);
-    expect(csi.managers.get('hostpath')!.calls).toEqual(['mount vol-1 alloc-w', 'unmount vol-1 alloc-w']);
+    expect(vm().calls).toEqual(['stage vol-1', 'publish vol-1 alloc-w', 'unpublish vol-1 alloc-w', 'unstage vol-1']);
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
+    expect(ctx.events.filter((e) => e.type === EVENT_VOLUME_UNMOUNT_PENDING)).toEqual([]);
   });
 
-  it('a claim whose mount fails is released, since no stub will ever release it', async () => {
+  it('a mount that fails fails prerun with a VolumeHookError naming volume, plugin and cause, and a "Volume mount failed" event', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
-    csi.managers.get('hostpath')!.failMount = new Error('NodeStageVolume: device busy');
+    vm().failNext('stage', { error: new Error('NodeStageVolume: device busy') });
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
-    await expect(hook().prerun(ctx)).rejects.toThrow(/device busy/);
-    expect(claimer.claims).toHaveLength(1);
-    expect(claimer.releases).toEqual(['vol-1 alloc-w']);
-    await hook().postrun(ctx);
-    expect(claimer.releases).toEqual(['vol-1 alloc-w']);
-  });
-
-  it('retries a claim refused for now with the policy backoff', async () => {
-    claimer.add('vol-1');
-    claimer.refuseNext = 2;
-    csi.bringUp('hostpath');
-    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
-    let done = false;
-    const p = hook().prerun(ctx).then(() => (done = true));
-    await clock.advance(999);
-    expect(claimer.claims).toHaveLength(1);
-    await clock.advance(1); // 1 s
-    expect(claimer.claims).toHaveLength(2);
-    await clock.advance(2_000); // then 2 s
-    await p;
-    expect(done).toBe(true);
-    expect(claimer.claims).toHaveLength(3);
-  });
-
-  it('gives up on a claim that is never granted within the retry limit', async () => {
-    timeouts = new DefaultTimeoutPolicy({ claimRetryLimit: 10_000 });
-    claimer.add('vol-1');
-    claimer.refuseNext = 1000;
-    csi.bringUp('hostpath');
-    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
-    const p = hook()
+    const err = await hook()
       .prerun(ctx)
       .catch((e: unknown) => e);
-    await clock.advance(20_000);
-    expect(String(await p)).toMatch(/claim not granted within 10s/);
+    expect(err).toBeInstanceOf(VolumeHookError);
+    expect(err).toMatchObject({ volumeName: 'data', volumeId: 'vol-1', pluginId: 'hostpath' });
+    expect((err as Error).message).toBe('volume "data" (vol-1) on plugin hostpath: NodeStageVolume: device busy');
+    expect((err as Error).cause).toEqual(new Error('NodeStageVolume: device busy'));
+    expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNT_FAILED, message: (err as Error).message, failed: true, time: 0 }]);
   });
 
-  it('restore: a stub whose mount is live needs no claim and no mount, after waiting with the restore limit', async () => {
-    claimer.add('vol-1');
-    csi.bringUp('hostpath');
-    const first = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
-    const mounted = await hook().prerun(first);
-    // agent restart: the plugin is not back yet
-    csi.bringDown('hostpath');
-    const claimsBefore = claimer.claims.length;
-    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
-    let done = false;
-    const p = hook().prerun(ctx).then((r) => ((done = true), r));
-    await clock.advance(120_000); // longer than the prerun limit: restore waits longer
-    expect(done).toBe(false);
-    csi.bringUp('hostpath');
-    const result = await p;
-    expect(csi.waits.at(-1)).toEqual({ name: 'hostpath', phase: 'restore' });
-    expect(claimer.claims).toHaveLength(claimsBefore);
-    expect(csi.managers.get('hostpath')!.calls).toEqual(['mount vol-1 alloc-w']);
-    expect(result.volumes?.data?.hostPath).toBe(mounted.volumes!.data!.hostPath);
-  });
-
-  it('restore: a stub whose mount is gone is claimed and mounted again', async () => {
-    claimer.add('vol-1');
-    csi.bringUp('hostpath');
-    await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
-    mounts.mounted.clear(); // host reboot
-    await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' }));
-    expect(claimer.claims).toHaveLength(2);
-    expect(csi.managers.get('hostpath')!.calls).toEqual(['mount vol-1 alloc-w', 'mount vol-1 alloc-w']);
-  });
-
-  it('restore: a mount table that cannot be read (EMFILE) is read again, never taken for "mount gone" nor failed on', async () => {
+  it('restore: waits for the plugin with the restore limit; a live mount needs no claim, no mount and no "Volume mounted" event', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
     const mounted = await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
-    // agent restart while the agent is out of file descriptors
-    let faults = 3;
-    const read = mounts.isMountPoint.bind(mounts);
-    mounts.isMountPoint = async (target: string) => {
-      if (faults > 0) {
-        faults--;
-        throw Object.assign(new Error("EMFILE: too many open files, open '/proc/self/mountinfo'"), { code: 'EMFILE' });
-      }
-      return read(target);
-    };
-    const claimsBefore = claimer.claims.length;
+    const changes = [...vm().changes];
+    await restartAgent(); // the plugin is not back yet
+
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
     let done = false;
     const p = hook()
       .prerun(ctx)
       .then((r) => ((done = true), r));
-    await clock.advance(0);
+    await clock.advance(120_000); // longer than the prerun limit: restore waits longer
     expect(done).toBe(false);
-    await clock.runAll();
+    expect(csi.waits).toEqual([{ type: 'csi-node', name: 'hostpath', phase: 'restore' }]);
+    csi.bringUp('hostpath');
     const result = await p;
-    expect(result.volumes?.data?.hostPath).toBe(mounted.volumes!.data!.hostPath);
-    expect(claimer.claims).toHaveLength(claimsBefore);
-    expect(csi.managers.get('hostpath')!.calls).toEqual(['mount vol-1 alloc-w']);
-    expect(ctx.events.map((e) => e.type)).not.toContain(EVENT_VOLUME_MOUNT_FAILED);
-    expect(logger.find('cannot read the mount table for a fault of the agent itself', 'warn')).toHaveLength(3);
+    expect(result.volumes).toEqual(mounted.volumes);
+    expect(ctx.events).toEqual([]);
+    expect(claimer.claims).toHaveLength(1); // only the first start's
+    expect(vm().changes).toEqual([]); // the new incarnation's volume manager changed nothing
+    expect(changes).toEqual(['stage vol-1 rw-file-system-single-node-writer', 'publish vol-1 alloc-w rw-file-system-single-node-writer']);
   });
 
-  it('restore: a plugin that never comes back fails after the restore limit with a clear error', async () => {
+  it('restore: a mount that is gone (host reboot) is mounted again, and that is a "Volume mounted" event', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
     await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
-    csi.bringDown('hostpath');
+    await restartAgent();
+    mounts.points.clear(); // host reboot
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
+    const result = await hook().prerun(ctx);
+    expect(result.volumes?.data?.hostPath).toBe(TARGET);
+    expect(ctx.events.map((e) => e.type)).toEqual([EVENT_VOLUME_MOUNTED]);
+    expect(await mounts.isMountPoint(TARGET)).toBe(true);
+  });
+
+  it('restore: a plugin that never comes back fails after the restore limit with an error naming volume, plugin and phase', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
+    await restartAgent();
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
+    let settled = false;
     const p = hook()
-      .prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' }))
-      .catch((e: unknown) => e);
-    await clock.advance(300_000);
+      .prerun(ctx)
+      .catch((e: unknown) => e)
+      .finally(() => (settled = true));
+    await clock.advance(299_999);
+    expect(settled).toBe(false);
+    await clock.advance(1);
     const err = (await p) as Error;
-    expect(err.message).toMatch(/volume "data" \(vol-1\) on plugin hostpath: plugin hostpath for type csi-node did not become healthy.*check the plugin task's logs/);
+    expect(err).toBeInstanceOf(VolumeHookError);
+    expect(err.cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
+    expect(err.message).toMatch(/^volume "data" \(vol-1\) on plugin hostpath: timed out after .* \(restore limit\) waiting for plugin "hostpath" of type csi-node .*; check the plugin task's logs$/);
+    expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNT_FAILED, message: err.message, failed: true, time: 0 }]);
+    // The live mount is left to the alloc's postrun, not torn down by the failed restore.
+    expect(await mounts.isMountPoint(TARGET)).toBe(true);
+    expect(reconciler.pendingUnmounts()).toEqual([]);
   });
 
-  it("keeps the plugin's own volume id in the stub, so postrun and the pending queue unmount by it", async () => {
-    claimer.add('vol-1'); // the catalog id is vol-1; the plugin knows it as ext-vol-1
-    csi.bringUp('hostpath');
-    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
-    await hook().prerun(ctx);
-    expect(state.getVolumeStubs('alloc-w')?.data).toMatchObject({ volumeId: 'vol-1', externalId: 'ext-vol-1' });
-    const vm = csi.managers.get('hostpath')!;
-    vm.failUnmount = new Error('plugin busy');
-    await hook().postrun(ctx);
-    expect(state.listPendingUnmounts()).toEqual([expect.objectContaining({ volumeId: 'vol-1', externalId: 'ext-vol-1' })]);
-    vm.failUnmount = undefined;
-    await clock.advance(1_000);
-    expect(state.listPendingUnmounts()).toEqual([]);
-    expect(vm.unmountRefs).toEqual([
-      { id: 'vol-1', externalId: 'ext-vol-1' },
-      { id: 'vol-1', externalId: 'ext-vol-1' },
-    ]);
-  });
-
-  it('a failed unmount is saved, retried in the background, and finishes the release', async () => {
+  it('an unmount that fails is a "Volume unmount pending" event; the reconciler keeps it and finishes it later', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
     await hook().prerun(ctx);
-    const vm = csi.managers.get('hostpath')!;
-    vm.failUnmount = new Error('plugin busy');
+    vm().failNext('unpublish', { error: new Error('plugin busy') });
     await hook().postrun(ctx);
-    expect(ctx.events.at(-1)).toMatchObject({ type: EVENT_VOLUME_UNMOUNT_PENDING });
+    expect(ctx.events.at(-1)).toEqual({
+      type: EVENT_VOLUME_UNMOUNT_PENDING,
+      message: 'volume "data" (vol-1) on plugin hostpath could not be unmounted, retrying in the background: plugin busy',
+      time: 0,
+    });
+    expect(logger.find('unmount failed; the volume reconciler retries it in the background', 'warn')).toHaveLength(1);
+    expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', name: 'data', desired: 'unmounted', lastError: 'plugin busy' })]);
     expect(claimer.releases).toEqual([]);
-    expect(state.listPendingUnmounts()).toEqual([expect.objectContaining({ id: 'alloc-w/data', volumeId: 'vol-1', attempts: 1, lastError: 'plugin busy' })]);
-    expect(state.getVolumeStubs('alloc-w')?.data).toBeDefined();
 
-    await clock.advance(1_000); // first retry fails again
-    expect(state.listPendingUnmounts()[0]!.attempts).toBe(2);
-    vm.failUnmount = undefined;
-    await clock.advance(2_000);
-    expect(state.listPendingUnmounts()).toEqual([]);
+    await clock.advance(1_000); // the reconciler's first retry
+    expect(reconciler.pendingUnmounts()).toEqual([]);
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
-    expect(state.getVolumeStubs('alloc-w')).toEqual({});
+    expect(ctx.events.filter((e) => e.type === EVENT_VOLUME_UNMOUNT_PENDING)).toHaveLength(1);
   });
 
-  it('pending unmounts survive shutdown and resume on the next start', async () => {
-    claimer.add('vol-1');
-    csi.bringUp('hostpath');
-    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
-    await hook().prerun(ctx);
-    csi.bringDown('hostpath'); // the plugin is gone: unmount cannot happen now
-    await hook().postrun(ctx);
-    pending.dispose();
-    await clock.advance(600_000);
-    expect(state.listPendingUnmounts()).toHaveLength(1);
-
-    // agent restart
-    pending = newPending();
-    pending.start();
-    await clock.advance(0);
-    expect(state.listPendingUnmounts()[0]!.attempts).toBe(2); // tried at once, plugin still away
-    csi.bringUp('hostpath'); // healthy: retried at once
-    await clock.advance(0);
-    expect(state.listPendingUnmounts()).toEqual([]);
-    expect(claimer.releases).toEqual(['vol-1 alloc-w']);
-  });
-
-  it('an abort while waiting for the plugin rejects prerun with the abort reason', async () => {
+  it('an abort while waiting for the plugin rejects prerun with the abort reason, and nothing is claimed', async () => {
     claimer.add('vol-1');
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
     const p = hook()
       .prerun(ctx)
       .catch((e: unknown) => e);
-    ctx.controller.abort();
-    expect(String(await p)).toMatch(/aborted/);
+    await clock.advance(0);
+    expect(csi.pendingWaits).toBe(1);
+    const reason = new Error('alloc stopped while its volumes were being mounted');
+    ctx.controller.abort(reason);
+    const err = (await p) as Error;
+    expect(err).toBeInstanceOf(VolumeHookError);
+    expect(err.cause).toBe(reason);
+    expect(err.message).toBe('volume "data" (vol-1) on plugin hostpath: alloc stopped while its volumes were being mounted');
+    expect(ctx.events.at(-1)).toMatchObject({ type: EVENT_VOLUME_MOUNT_FAILED, failed: true });
     expect(claimer.claims).toHaveLength(0);
+    expect(csi.pendingWaits).toBe(0);
+    expect(reconciler.list()).toEqual([]);
+
+    // Aborted without a reason of its own: an AbortError says so.
+    const ctx2 = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
+    const p2 = hook()
+      .prerun(ctx2)
+      .catch((e: unknown) => e);
+    ctx2.controller.abort();
+    expect(String(await p2)).toMatch(/aborted/);
   });
 
   it('allocs without csi volumes are left alone', async () => {
+    csi.bringUp('hostpath');
     const ctx = allocContext();
     expect(await hook().prerun(ctx)).toEqual({});
     await hook().postrun(ctx);
     expect(csi.waits).toEqual([]);
+    expect(claimer.claims).toEqual([]);
+    expect(vm().calls).toEqual([]);
+    expect(store.writes).toEqual([]);
+    expect(ctx.events).toEqual([]);
   });
 });

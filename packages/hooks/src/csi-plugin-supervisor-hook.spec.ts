@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { BackoffHeartbeatStrategy, DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
-import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistry } from '@csiplug/registry';
+import { FakeCSIClientFactory } from '@csiplug/csi/testing';
+import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistry, StateRegistryStore, type RegistryStateRecord } from '@csiplug/registry';
 import { ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -8,7 +9,6 @@ import * as path from 'path';
 import { CSIPluginSupervisorHook, TASK_EVENT_PLUGIN_HEALTHY, TASK_EVENT_PLUGIN_UNHEALTHY } from './csi-plugin-supervisor-hook';
 import type { CSIPluginConfig } from './hook';
 import { pluginSocketPath } from './paths';
-import { FakeCSIClientFactory } from './testing/fake-csi';
 import { taskContext } from './testing/task-context';
 
 describe('csi_plugin_supervisor', () => {
@@ -29,7 +29,7 @@ describe('csi_plugin_supervisor', () => {
   });
 
   const makeRegistry = () =>
-    new DynamicPluginRegistry(state, clock, logger, new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    new DynamicPluginRegistry(new StateRegistryStore(state), clock, logger, new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
 
   const hook = (c = config()) =>
     new CSIPluginSupervisorHook(c, dataDir, registry, clients, clock, new BackoffHeartbeatStrategy({ jitter: 0 }), new DefaultTimeoutPolicy(), logger);
@@ -80,6 +80,7 @@ describe('csi_plugin_supervisor', () => {
     await new Promise((r) => setTimeout(r, 30));
     expect(finished).toBe(false);
     expect(clients.clients).toHaveLength(0);
+    clients.behaviourOf(`unix://${pluginSocketPath(dataDir, 'alloc-1')}`).vendorVersion = '1.2.3';
     touchSocket();
     await post;
     expect(registry.get('csi-node', 'hostpath')).toMatchObject({ allocId: 'alloc-1', version: '1.2.3', socketPath: pluginSocketPath(dataDir, 'alloc-1') });
@@ -236,7 +237,7 @@ describe('csi_plugin_supervisor', () => {
     await h.poststart(ctx);
     state.putRegistryState = realPut;
     expect(registry.allocPlugins('alloc-1')).toEqual([]);
-    expect(state.getRegistryState()?.plugins['csi-controller']?.hostpath ?? []).toEqual([]);
+    expect(state.getRegistryState<RegistryStateRecord>()?.plugins['csi-controller']?.hostpath ?? []).toEqual([]);
     expect(ctx.events.map((e) => e.type)).toEqual([TASK_EVENT_PLUGIN_HEALTHY, TASK_EVENT_PLUGIN_UNHEALTHY]);
     expect(ctx.events[1]!.message).toMatch(/failed to register plugin: hostpath.*disk full/);
     expect(ctx.restarts).toHaveLength(1);

@@ -5,7 +5,6 @@ export * from './csi-plugin-supervisor-hook';
 export * from './hook';
 export * from './hook-order';
 export * from './paths';
-export * from './pending-unmounts';
 export * from './register';
 export * from './tokens';
 export * from './volume-claimer';

@@ -1,48 +1,5 @@
-// IVolumeClaimer: how the csi hook learns about a volume and claims it for
-// an alloc. The agent's local volume catalog implements it; a deployment
-// backed by a real scheduler would bind its own.
-import { CsiplugError } from '@csiplug/core';
-
-/** What the csi hook needs to know of a catalogued volume. */
-export interface ClaimableVolume {
-  id: string;
-  /** The plugin's own id for the volume (CSI volume_id); defaults to id. */
-  externalId: string;
-  pluginId: string;
-  secrets?: Record<string, string>;
-  context?: Record<string, string>;
-  mountOptions?: { fsType?: string; mountFlags?: string[] };
-}
-
-export interface VolumeClaimRequest {
-  volumeId: string;
-  allocId: string;
-  readOnly: boolean;
-  accessMode: string;
-  attachmentMode: string;
-}
-
-export interface VolumeClaimResult {
-  volume: ClaimableVolume;
-  /** From ControllerPublishVolume, when the plugin has a controller that publishes. */
-  publishContext?: Record<string, string>;
-}
-
-export interface VolumeClaimer {
-  /** Looks a volume up; throws ClaimError (not retryable) when it is unknown. */
-  lookup(volumeId: string): Promise<ClaimableVolume>;
-  /** Claims the volume for an alloc; ClaimError.retryable says whether trying again may help. */
-  claim(request: VolumeClaimRequest, options?: { signal?: AbortSignal }): Promise<VolumeClaimResult>;
-  /** Releases the alloc's claim; releasing a claim that is gone is not an error. */
-  release(volumeId: string, allocId: string, options?: { signal?: AbortSignal }): Promise<void>;
-}
-
-export class ClaimError extends CsiplugError {
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-    options?: { cause?: unknown; code?: string },
-  ) {
-    super(options?.code ?? (retryable ? 'ECLAIM_RETRYABLE' : 'ECLAIM'), message, options);
-  }
-}
+// IVolumeClaimer's contract — how the csi hook learns about a volume and
+// claims it for an alloc — is defined in @csiplug/volumes, next to the local
+// volume catalog that implements it; re-exported here so that hooks' users
+// keep finding it where they did.
+export { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '@csiplug/volumes';

@@ -6,7 +6,7 @@
 // instances or file descriptors, say) says nothing about the file: the wait
 // goes on with a slow poll on the Clock instead of failing, which would have
 // the plugin's task restarted although it may be running fine.
-import { Clock, Logger, TimeoutError, abortReason, errorMessage, formatDuration } from '@csiplug/core';
+import { Clock, Logger, TimeoutError, errorMessage, formatDuration, toDisposable, waitUntil } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -26,51 +26,37 @@ export interface WaitForPathOptions {
 export function waitForPath(file: string, options: WaitForPathOptions): Promise<void> {
   const { clock, timeoutMs, signal } = options;
   const watchDir = options.watch ?? ((dir, listener) => fs.watch(dir, { persistent: false }, listener));
-  if (signal?.aborted) return Promise.reject(abortReason(signal));
-  return new Promise<void>((resolve, reject) => {
-    let watcher: fs.FSWatcher | undefined;
-    let poll: { dispose(): void } | undefined;
-    let settled = false;
-    const finish = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      watcher?.close();
-      poll?.dispose();
-      timer.dispose();
-      signal?.removeEventListener('abort', onAbort);
-      if (err) reject(err);
-      else resolve();
-    };
-    const check = () => {
-      if (fs.existsSync(file)) finish();
-    };
-    const fallBackToPoll = (err: unknown) => {
-      if (settled || poll) return;
-      options.logger?.warn('cannot watch for a file; polling for it instead', { file, poll_ms: WAIT_FOR_PATH_POLL_MS, error: errorMessage(err) });
+  return waitUntil(() => (fs.existsSync(file) ? true : undefined), {
+    clock,
+    timeoutMs,
+    signal,
+    timeoutError: () => new TimeoutError(`${file} did not appear within ${formatDuration(timeoutMs)}`, timeoutMs),
+    // Watch first; waitUntil checks after this, so a file created in between is seen.
+    wakeOn: (check, wait) => {
+      let watcher: fs.FSWatcher | undefined;
+      let polling = false;
+      const fallBackToPoll = (err: unknown) => {
+        if (wait.settled || polling) return;
+        polling = true;
+        options.logger?.warn('cannot watch for a file; polling for it instead', { file, poll_ms: WAIT_FOR_PATH_POLL_MS, error: errorMessage(err) });
+        try {
+          watcher?.close();
+        } catch {
+          // already closed by its own failure
+        }
+        watcher = undefined;
+        wait.own(clock.setInterval(check, WAIT_FOR_PATH_POLL_MS));
+        check();
+      };
+      wait.own(toDisposable(() => watcher?.close()));
       try {
-        watcher?.close();
-      } catch {
-        // already closed by its own failure
+        watcher = watchDir(path.dirname(file), (_event, name) => {
+          if (!name || name.toString() === path.basename(file)) check();
+        });
+        watcher.on('error', fallBackToPoll);
+      } catch (err) {
+        fallBackToPoll(err);
       }
-      watcher = undefined;
-      poll = clock.setInterval(check, WAIT_FOR_PATH_POLL_MS);
-      check();
-    };
-    const onAbort = () => finish(abortReason(signal!));
-    const timer = clock.setTimeout(
-      () => finish(new TimeoutError(`${file} did not appear within ${formatDuration(timeoutMs)}`, timeoutMs)),
-      timeoutMs,
-    );
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      watcher = watchDir(path.dirname(file), (_event, name) => {
-        if (!name || name.toString() === path.basename(file)) check();
-      });
-      watcher.on('error', fallBackToPoll);
-    } catch (err) {
-      fallBackToPoll(err);
-      return;
-    }
-    check();
-  });
+    },
+  }).then(() => undefined);
 }

@@ -1,29 +1,27 @@
 // One "agent incarnation" for integration tests, composed through a tsyringe
 // child container the way the agent composes itself: core (real clock),
 // SQLite state under the data dir, CSI clients, the plugin registry, the CSI
-// manager, a test volume claimer and the hooks. `shutdown()` is an agent
-// restart's first half: timers, sockets and subscriptions are released but
-// no task stop hook runs, so registrations, mounts and saved state stay for
-// the next incarnation over the same data dir.
+// manager, a test volume claimer, the volume reconciler (@csiplug/volumes,
+// its records in the same state file) and the hooks. `shutdown()` is an
+// agent restart's first half: timers, sockets and subscriptions are released
+// but no task stop hook runs, so registrations, mounts and saved state stay
+// for the next incarnation over the same data dir.
 import { MemoryLogger, RealClock, bind, registerCore, type TimeoutSettings } from '@csiplug/core';
 import { registerCsi } from '@csiplug/csi';
 import { ICSIManager, registerCsiManager, type CSIManager } from '@csiplug/csimanager';
 import { IPluginRegistry, registerRegistry, type PluginEvent, type PluginRegistry } from '@csiplug/registry';
 import { IClientStateDB, openClientState, registerState, stateFilePath, type ClientStateDB } from '@csiplug/state';
+import { IVolumeClaimer, IVolumeReconciler, registerVolumeReconciler, type VolumeClaimer, type VolumeReconcilerService } from '@csiplug/volumes';
 import { container as root, type DependencyContainer } from 'tsyringe';
 import {
   ICSIHookFactory,
   ICSIPluginSupervisorFactory,
-  IPendingUnmounts,
-  IVolumeClaimer,
   parseCsiPluginConfig,
   registerHooks,
   type CSIHook,
   type CSIHookFactory,
   type CSIPluginSupervisorFactory,
   type CSIPluginSupervisorHook,
-  type PendingUnmounts,
-  type VolumeClaimer,
 } from '../src';
 
 export interface IncarnationOptions {
@@ -40,7 +38,8 @@ export class AgentIncarnation {
   readonly state: ClientStateDB;
   readonly registry: PluginRegistry;
   readonly csiManager: CSIManager;
-  readonly pending: PendingUnmounts;
+  /** The one owner of this incarnation's volume mounts (and of the unmounts left to retry). */
+  readonly reconciler: VolumeReconcilerService;
   /** Every registry change this incarnation saw, in order. */
   readonly registryEvents: PluginEvent[] = [];
   private readonly supervisors: CSIPluginSupervisorHook[] = [];
@@ -57,20 +56,21 @@ export class AgentIncarnation {
     registerRegistry(c);
     registerCsiManager(c, { dataDir: options.dataDir });
     bind(c, IVolumeClaimer, { useValue: options.claimer });
+    registerVolumeReconciler(c);
     registerHooks(c, { dataDir: options.dataDir });
 
     this.state = c.resolve<ClientStateDB>(IClientStateDB);
     this.registry = c.resolve<PluginRegistry>(IPluginRegistry);
     this.registry.onDidChange((e) => this.registryEvents.push(e));
     this.csiManager = c.resolve<CSIManager>(ICSIManager);
-    this.pending = c.resolve<PendingUnmounts>(IPendingUnmounts);
+    this.reconciler = c.resolve<VolumeReconcilerService>(IVolumeReconciler);
   }
 
-  /** Builds an incarnation and starts it as the agent does: the CSI manager, then the pending-unmount queue. */
+  /** Builds an incarnation and starts it as the agent does: the CSI manager, then the volume reconciler (which resumes the unmounts left to do). */
   static async start(options: IncarnationOptions): Promise<AgentIncarnation> {
     const agent = new AgentIncarnation(options);
     await agent.csiManager.start();
-    agent.pending.start();
+    agent.reconciler.start();
     return agent;
   }
 
@@ -93,7 +93,7 @@ export class AgentIncarnation {
     this.down = true;
     for (const hook of this.supervisors) hook.shutdown();
     await this.csiManager.shutdown();
-    this.pending.dispose();
+    this.reconciler.dispose();
     this.registry.shutdown();
     this.state.close();
   }

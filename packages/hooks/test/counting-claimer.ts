@@ -1,7 +1,7 @@
 // A tiny IVolumeClaimer for integration tests: a fixed catalog (volume id →
 // the plugin's own id) that counts claims and releases. It outlives agent
 // incarnations, as the real volume catalog does.
-import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '../src';
+import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '@csiplug/volumes';
 
 export class CountingClaimer implements VolumeClaimer {
   private readonly volumes = new Map<string, ClaimableVolume>();

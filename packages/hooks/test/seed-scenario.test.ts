@@ -2,13 +2,14 @@
 // re-registered must wait, not fail) and its neighbours, end to end — the
 // real hostpath plugin process, real gRPC over unix sockets, a real SQLite
 // state file, real bind mounts, and each agent incarnation composed through
-// a tsyringe child container as the agent composes itself. An "agent
+// a tsyringe child container as the agent composes itself (with the volume
+// reconciler of @csiplug/volumes owning every mount and retry). An "agent
 // restart" shuts an incarnation down without running any task stop hook and
 // builds the next one over the same data dir.
 import type { TimeoutSettings } from '@csiplug/core';
 import { CSIPluginWaitTimeoutError } from '@csiplug/csimanager';
 import { ICSIClientFactory, mountCapability, type CSIClientFactory } from '@csiplug/csi';
-import { PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
+import { PluginTypeCSIController, PluginTypeCSINode, type RegistryStateRecord } from '@csiplug/registry';
 import type { ClientStateDB } from '@csiplug/state';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -179,8 +180,9 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
   async function stopEverything(agent: AgentIncarnation, plugin: PluginTask, workload: RecordingAllocContext): Promise<void> {
     await agent.csiHook().postrun(workload);
     expect(workload.events.filter((e) => e.type === EVENT_VOLUME_UNMOUNT_PENDING)).toEqual([]);
-    expect(agent.state.getVolumeStubs(WORKLOAD_ALLOC)).toEqual({});
-    expect(agent.state.listVolumeUsage()).toEqual([]);
+    // The reconciler's records are done and gone, in memory and in the state file.
+    expect(agent.reconciler.list(WORKLOAD_ALLOC)).toEqual([]);
+    expect(agent.state.listVolumeMounts()).toEqual({ records: [], failures: [] });
     await plugin.hook.stop(plugin.ctx);
     expect(agent.registry.list(PluginTypeCSIController)).toEqual([]);
     expect(agent.registry.list(PluginTypeCSINode)).toEqual([]);
@@ -242,13 +244,58 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(message).toContain("check the plugin task's logs");
     expect((err as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
     expect(workload.events).toEqual([expect.objectContaining({ type: EVENT_VOLUME_MOUNT_FAILED, message, failed: true })]);
-    // Nothing was torn down or claimed by the failed restore.
+    // Nothing was torn down or claimed by the failed restore, nor set to be
+    // torn down behind the alloc's back: the volume is still wanted mounted
+    // (its tasks may still run) until the alloc's postrun unmounts it.
     expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
     expect(claimer.claims).toHaveLength(1);
+    expect(b.reconciler.pendingUnmounts()).toEqual([]);
+    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', published: true, targetPath: w.hostPath })]);
 
-    // Clean up through the real path once the plugin is back.
+    // The plugin comes back: still nothing is unmounted before the postrun.
     const plugin = await runPluginTask(b, 'restore');
+    await b.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'restore');
+    await new Promise((r) => setTimeout(r, 2 * TIMEOUTS.unmountBackoffMax)); // longer than any unmount retry would wait
+    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
+    expect(claimer.releases).toEqual([]);
+
+    // Clean up through the real path.
     await stopEverything(b, plugin, workload);
+    expect(claimer.releases).toEqual([{ volumeId: VOLUME_ID, allocId: WORKLOAD_ALLOC }]);
+  });
+
+  it('an agent that shuts down while a restored workload waits for its plugin leaves the mount to the next agent, which keeps it', async () => {
+    const a = await startAgent();
+    const w = await mountWorkload(a);
+    await w.plugin.proc.kill('SIGKILL');
+    const b = await restartAgent(a);
+    const waiting = workloadContext('restore');
+    const prerun = b.csiHook().prerun(waiting);
+    expect(await settlesWithin(prerun, 500)).toBe(false);
+
+    // The agent shuts down again before the plugin is back: its alloc runner
+    // detaches, which aborts the phase; the workload's tasks keep running.
+    waiting.controller.abort();
+    await expect(prerun).rejects.toBeInstanceOf(VolumeHookError);
+    expect(b.reconciler.pendingUnmounts()).toEqual([]);
+    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', published: true, targetPath: w.hostPath })]);
+    const c = await restartAgent(b);
+    expect(c.reconciler.pendingUnmounts()).toEqual([]);
+
+    // The next agent re-attaches the plugin task first (its health would
+    // resume any unmount left to do), then restores the workload: the same
+    // live mount, no claim.
+    const plugin = await runPluginTask(c, 'restore');
+    await c.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'restore');
+    const workload = workloadContext('restore');
+    const result = await c.csiHook().prerun(workload);
+    expect(result.volumes?.data?.hostPath).toBe(w.hostPath);
+    expect(workload.events).toEqual([]);
+    expect(claimer.claims).toHaveLength(1);
+    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
+    expect(fs.readFileSync(path.join(w.hostPath, 'hello.txt'), 'utf8')).toBe('written before the restart');
+
+    await stopEverything(c, plugin, workload);
     expect(claimer.releases).toEqual([{ volumeId: VOLUME_ID, allocId: WORKLOAD_ALLOC }]);
   });
 
@@ -257,7 +304,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     const plugin = await runPluginTask(a, 'start');
     expect(a.registry.list(PluginTypeCSIController).map((p) => p.allocId)).toEqual([PLUGIN_ALLOC]);
     expect(a.registry.list(PluginTypeCSINode).map((p) => p.allocId)).toEqual([PLUGIN_ALLOC]);
-    expect(Object.keys(a.state.getRegistryState()?.plugins ?? {}).sort()).toEqual([PluginTypeCSIController, PluginTypeCSINode]);
+    expect(Object.keys(a.state.getRegistryState<RegistryStateRecord>()?.plugins ?? {}).sort()).toEqual([PluginTypeCSIController, PluginTypeCSINode]);
     await a.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'prerun');
     await a.csiManager.waitForPlugin(PluginTypeCSIController, 'hostpath', 'prerun');
 
@@ -265,7 +312,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(plugin.hook.registrations).toEqual([]);
     expect(a.registry.list(PluginTypeCSIController)).toEqual([]);
     expect(a.registry.list(PluginTypeCSINode)).toEqual([]);
-    expect(a.state.getRegistryState()?.plugins).toEqual({});
+    expect(a.state.getRegistryState<RegistryStateRecord>()?.plugins).toEqual({});
     expect(a.registryEvents.filter((e) => e.kind === 'deregistered').map((e) => e.plugin.type).sort()).toEqual([PluginTypeCSIController, PluginTypeCSINode]);
     expect(fs.existsSync(pluginSocketDir(dataDir, PLUGIN_ALLOC))).toBe(false);
     expect(await plugin.proc.kill('SIGTERM')).toEqual({ code: 0, signal: null });
@@ -305,7 +352,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(hook.registrations).toEqual([]);
     expect(a.registry.list(PluginTypeCSIController)).toEqual([]);
     expect(a.registry.list(PluginTypeCSINode)).toEqual([]);
-    expect(a.state.getRegistryState()?.plugins).toEqual({});
+    expect(a.state.getRegistryState<RegistryStateRecord>()?.plugins).toEqual({});
     expect(a.registryEvents.map((e) => `${e.kind}:${e.plugin.type}`)).toEqual(['registered:csi-controller', 'deregistered:csi-controller']);
 
     // The task runner would now stop and restart the task; here it just stops.
@@ -325,19 +372,21 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     const workload = workloadContext('start');
     await a.csiHook().postrun(workload);
     expect(workload.events.map((e) => e.type)).toEqual([EVENT_VOLUME_UNMOUNT_PENDING]);
-    expect(a.state.listPendingUnmounts()).toEqual([expect.objectContaining({ allocId: WORKLOAD_ALLOC, volumeId: VOLUME_ID, pluginId: 'hostpath', volumeName: 'data' })]);
+    const pending = expect.objectContaining({ allocId: WORKLOAD_ALLOC, name: 'data', volumeId: VOLUME_ID, pluginId: 'hostpath', desired: 'unmounted', claimed: true, published: true });
+    expect(a.reconciler.pendingUnmounts()).toEqual([pending]);
+    expect(a.state.listVolumeMounts().records.map((r) => r.record)).toEqual([pending]); // saved for the next agent
     expect(claimer.releases).toEqual([]);
     expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
 
     // The agent restarts before the plugin is back; the new one resumes the saved unmount.
     const b = await restartAgent(a);
-    expect(b.pending.list()).toHaveLength(1);
+    expect(b.reconciler.pendingUnmounts()).toEqual([pending]);
     const plugin = await runPluginTask(b, 'restore');
-    await eventually('the pending unmount completes', () => b.state.listPendingUnmounts().length === 0);
+    await eventually('the pending unmount completes', () => b.reconciler.pendingUnmounts().length === 0);
 
     expect(claimer.releases).toEqual([{ volumeId: VOLUME_ID, allocId: WORKLOAD_ALLOC }]);
-    expect(b.state.getVolumeStubs(WORKLOAD_ALLOC)).toEqual({});
-    expect(b.state.listVolumeUsage()).toEqual([]);
+    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([]);
+    expect(b.state.listVolumeMounts()).toEqual({ records: [], failures: [] });
     expect(mountsUnder(dataDir)).toEqual([]);
 
     await plugin.hook.stop(plugin.ctx);

@@ -1,5 +1,6 @@
 // Public face of @csiplug/hostpath-plugin.
 export * from './config';
+export * from './errors';
 export * from './main';
 export * from './mounter';
 export * from './mountinfo';

@@ -1,6 +1,7 @@
 // Bind mounts through mount(8)/umount(8); mount state from mountinfo.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { MountCommandError } from './errors';
 import { MountInfo, readMountInfo } from './mountinfo';
 
 const run = promisify(execFile);
@@ -18,7 +19,7 @@ async function exec(cmd: string, args: string[]): Promise<void> {
     await run(cmd, args, { timeout: 30_000 });
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`${cmd} ${args.join(' ')} failed: ${(e.stderr || e.message).trim()}`);
+    throw new MountCommandError(cmd, args, (e.stderr || e.message).trim(), { cause: err });
   }
 }
 

@@ -1,3 +1,5 @@
+// The plugin's mountinfo names keep their shapes now that the parser and
+// queries live in @csiplug/core (whose spec covers them in full).
 import { backingOf, mountsUnder, parseMountInfo, topMountAt } from './mountinfo';
 
 const SAMPLE = [
@@ -11,23 +13,13 @@ const SAMPLE = [
 describe('mountinfo', () => {
   const mounts = parseMountInfo(SAMPLE);
 
-  it('parses fields and unescapes paths', () => {
-    expect(mounts).toHaveLength(5);
+  it('parses full entries', () => {
     expect(mounts[3]).toMatchObject({ id: 42, parentId: 40, device: '0:35', root: '/csiplug-a/state/volumes/v1', mountPoint: '/tmp/csiplug-a/target one', fsType: 'tmpfs', source: 'tmpfs' });
-    expect(mounts[3].options).toContain('ro');
-  });
-
-  it('finds the mount on top of a path', () => {
     expect(topMountAt(mounts, '/tmp/csiplug-a/target one')?.id).toBe(43);
-    expect(topMountAt(mounts, '/tmp/csiplug-a/none')).toBeUndefined();
-  });
-
-  it('computes what a bind mount of a directory looks like', () => {
-    expect(backingOf(mounts, '/tmp/csiplug-a/state/volumes/v1')).toEqual({ device: '0:35', root: '/csiplug-a/state/volumes/v1' });
     expect(backingOf(mounts, '/var/lib/x')).toEqual({ device: '8:1', root: '/var/lib/x' });
   });
 
-  it('lists mounts under a directory deepest first', () => {
+  it('lists mounts under a directory newest first: the order to unmount them in', () => {
     expect(mountsUnder(mounts, '/tmp/csiplug-a')).toEqual(['/tmp/csiplug-a/target one', '/tmp/csiplug-a/target one', '/tmp/csiplug-a/staging/v1']);
   });
 });

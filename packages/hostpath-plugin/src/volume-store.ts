@@ -4,6 +4,7 @@
 // process sharing the state dir created.
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { VolumeMetadataError } from './errors';
 
 export interface VolumeRecord {
   id: string;
@@ -45,7 +46,7 @@ export class VolumeStore {
       return parsed.volumes ?? [];
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw new Error(`cannot read volume metadata ${this.file}: ${(err as Error).message}`);
+      throw new VolumeMetadataError(this.file, err);
     }
   }
 

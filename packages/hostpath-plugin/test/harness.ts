@@ -4,9 +4,9 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DefaultTimeoutPolicy, RealClock, SeededRandom } from '@csiplug/core';
+import { DefaultTimeoutPolicy, RealClock, SeededRandom, readMountInfoSync } from '@csiplug/core';
 import { GrpcCSIClient } from '@csiplug/csi';
-import { mountsUnder, parseMountInfo } from '../src/mountinfo';
+import { mountsUnder } from '../src/mountinfo';
 
 export const CLI = path.resolve(__dirname, '..', 'dist', 'cli.js');
 
@@ -68,7 +68,7 @@ export class Harness {
   }
 
   mountsHere(): string[] {
-    return mountsUnder(parseMountInfo(fs.readFileSync('/proc/self/mountinfo', 'utf8')), this.dir);
+    return mountsUnder(readMountInfoSync(), this.dir);
   }
 
   async cleanup(): Promise<void> {

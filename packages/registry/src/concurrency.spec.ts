@@ -3,7 +3,7 @@
 // and agent restarts, checked step by step against a plain model.
 import { Disposable, FakeClock, SeededRandom, ShutdownError, flushMicrotasks } from '@csiplug/core';
 import { PluginEvent, PluginWaitTimeoutError, RegisteredPlugin, RegistryPersistError } from '.';
-import { FakeClientState } from '../test/fake-client-state';
+import { FakeRegistryStore } from './testing';
 import { makeRegistry } from '../test/harness';
 
 const TYPES = ['csi-node', 'csi-controller'];
@@ -46,8 +46,8 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
   const rnd = new SeededRandom(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd.next() * xs.length)]!;
   const clock = new FakeClock();
-  const db = new FakeClientState();
-  const h = makeRegistry({ clock, db });
+  const store = new FakeRegistryStore();
+  const h = makeRegistry({ clock, store });
 
   const model = new Map<string, ModelEntry[]>();
   const listOf = (key: string) => model.get(key) ?? [];
@@ -107,12 +107,12 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
       const list = listOf(key);
       const at = list.findIndex((e) => e.allocId === allocId);
       const writes = at < 0 || list[at]!.socketPath !== socketPath;
-      if (fail) db.failNextPut = new Error('injected');
+      if (fail) store.failNextPut = new Error('injected');
       if (fail && writes) {
         expect(() => h.registry.register({ type, name, allocId, socketPath })).toThrow(RegistryPersistError);
       } else {
         h.registry.register({ type, name, allocId, socketPath });
-        db.failNextPut = undefined;
+        store.failNextPut = undefined;
         if (at < 0 && key === EPHEMERAL) {
           expectEvent(type, `+${key}@${allocId}:${socketPath}:new:true`);
           expectEvent(type, `-${key}@${allocId}:true`);
@@ -142,12 +142,12 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
       const list = listOf(key);
       const at = list.findIndex((e) => e.allocId === allocId);
       const fail = rnd.next() < 0.03;
-      if (fail) db.failNextPut = new Error('injected');
+      if (fail) store.failNextPut = new Error('injected');
       if (fail && at >= 0) {
         expect(() => h.registry.deregister(type, name, allocId)).toThrow(RegistryPersistError);
       } else {
         expect(h.registry.deregister(type, name, allocId)).toBe(at >= 0);
-        db.failNextPut = undefined;
+        store.failNextPut = undefined;
         if (at >= 0) {
           const next = [...list.slice(0, at), ...list.slice(at + 1)];
           if (next.length) model.set(key, next);
@@ -242,9 +242,9 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
     expect({ id: w.id, settles: w.settles, outcome: w.actual }).toEqual({ id: w.id, settles: 1, outcome: w.expected });
   }
   // What is stored is what the model holds, in order.
-  const stored = new FakeClientState();
-  stored.json = db.json;
-  const reread = makeRegistry({ db: stored }).registry;
+  const stored = new FakeRegistryStore();
+  stored.json = store.json;
+  const reread = makeRegistry({ store: stored }).registry;
   for (const [key, list] of model) {
     const [type, name] = key.split('/') as [string, string];
     expect(reread.registrations(type, name).map((p) => p.allocId)).toEqual(list.map((e) => e.allocId));

@@ -51,7 +51,7 @@ describe('DynamicPluginRegistry: types and validation', () => {
     ['non-string option', { options: { mounts: 3 as unknown as string } }, 'option "mounts" must be a string'],
     ['non-string version', { version: 2 as unknown as string }, 'version must be a string'],
   ])('rejects a registration without a valid %s', (_what, over, message) => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     let err: unknown;
     try {
       registry.register(plugin(0, over));
@@ -60,7 +60,7 @@ describe('DynamicPluginRegistry: types and validation', () => {
     }
     expect(err).toBeInstanceOf(ValidationError);
     expect((err as Error).message).toContain(message);
-    expect(db.puts).toBe(0);
+    expect(store.puts).toBe(0);
     expect(registry.registrations('csi-node', 'my-plugin')).toEqual([]);
   });
 
@@ -103,21 +103,21 @@ describe('DynamicPluginRegistry: register and deregister', () => {
   });
 
   it('keeps the place of an alloc that registers again, emitting nothing when nothing changed', () => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     registry.register(plugin(0));
     registry.register(plugin(1));
-    const puts = db.puts;
+    const puts = store.puts;
     const events: PluginEvent[] = [];
     registry.onDidChange(record(events));
     const again = registry.register(plugin(0));
     expect(again.allocId).toBe('alloc-0');
     expect(registry.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-1', 'alloc-0']);
     expect(events).toEqual([]);
-    expect(db.puts).toBe(puts);
+    expect(store.puts).toBe(puts);
   });
 
   it('replaces the info of an alloc that registers again with a new socket, in place, and emits registered', () => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     registry.register(plugin(0));
     registry.register(plugin(1));
     const events: PluginEvent[] = [];
@@ -131,20 +131,20 @@ describe('DynamicPluginRegistry: register and deregister', () => {
     registry.register(plugin(1, { options: { mountPoint: '/m' } }));
     expect(registry.get('csi-node', 'my-plugin')?.options).toEqual({ mountPoint: '/m' });
     expect(events.map(brief)).toEqual(['registered csi-node/my-plugin@alloc-0 updated (inactive)', 'registered csi-node/my-plugin@alloc-1 updated']);
-    expect(db.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.socketPath)).toEqual(['/var/data/plugins/alloc-1/csi.sock', '/new/alloc-0.sock']);
+    expect(store.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.socketPath)).toEqual(['/var/data/plugins/alloc-1/csi.sock', '/new/alloc-0.sock']);
   });
 
   it('deregisters only an alloc it has: no event and no write for an unknown alloc', () => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     registry.register(plugin(0));
-    const puts = db.puts;
+    const puts = store.puts;
     const events: PluginEvent[] = [];
     registry.onDidChange(record(events));
     expect(registry.deregister('csi-node', 'my-plugin', 'alloc-9')).toBe(false);
     expect(registry.deregister('csi-node', 'other', 'alloc-0')).toBe(false);
     expect(registry.deregister('csi-controller', 'my-plugin', 'alloc-0')).toBe(false);
     expect(events).toEqual([]);
-    expect(db.puts).toBe(puts);
+    expect(store.puts).toBe(puts);
   });
 
   it('promotes the next entry when the active one deregisters, and emits for both', () => {
@@ -268,13 +268,13 @@ describe('DynamicPluginRegistry: events', () => {
   });
 
   it('fires after the change is persisted and visible', () => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     const seen: unknown[] = [];
     registry.onDidChange((e) => {
       seen.push({
         event: brief(e),
         active: registry.get('csi-node', 'my-plugin')?.allocId,
-        stored: db.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.allocId) ?? [],
+        stored: store.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.allocId) ?? [],
       });
     });
     registry.register(plugin(0));
@@ -319,13 +319,13 @@ describe('DynamicPluginRegistry: events', () => {
 
 describe('DynamicPluginRegistry: a failed write', () => {
   it('leaves the registry unchanged, fires nothing and says what failed', () => {
-    const { registry, db, logger } = makeRegistry();
+    const { registry, store, logger } = makeRegistry();
     registry.register(plugin(0));
     const events: PluginEvent[] = [];
     registry.onDidChange(record(events));
-    const before = db.json;
+    const before = store.json;
 
-    db.failNextPut = new Error('disk full');
+    store.failNextPut = new Error('disk full');
     let err: unknown;
     try {
       registry.register(plugin(1));
@@ -338,32 +338,32 @@ describe('DynamicPluginRegistry: a failed write', () => {
     expect((err as Error).message).toContain('disk full');
     expect((err as Error).cause).toBeInstanceOf(Error);
     expect(registry.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-0']);
-    expect(db.json).toBe(before);
+    expect(store.json).toBe(before);
     expect(logger.find('could not persist', 'error')).toHaveLength(1);
 
-    db.failNextPut = new Error('disk full');
+    store.failNextPut = new Error('disk full');
     expect(() => registry.register(plugin(0, { socketPath: '/other' }))).toThrow(RegistryPersistError);
     expect(registry.get('csi-node', 'my-plugin')?.socketPath).toBe('/var/data/plugins/alloc-0/csi.sock');
-    db.failNextPut = new Error('disk full');
+    store.failNextPut = new Error('disk full');
     expect(() => registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toThrow(RegistryPersistError);
     expect(registry.get('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
     expect(events).toEqual([]);
 
     // The next write carries the whole state, so nothing is lost by the failure.
     registry.register(plugin(1));
-    expect(db.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.allocId)).toEqual(['alloc-1', 'alloc-0']);
+    expect(store.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.allocId)).toEqual(['alloc-1', 'alloc-0']);
     expect(events.map(brief)).toEqual(['registered csi-node/my-plugin@alloc-1 new']);
   });
 });
 
 describe('DynamicPluginRegistry: shutdown', () => {
   it('stops events, refuses changes, writes nothing and still answers reads', async () => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     registry.register(plugin(0));
     const events: PluginEvent[] = [];
     registry.onDidChange(record(events));
-    const puts = db.puts;
-    const before = db.json;
+    const puts = store.puts;
+    const before = store.json;
 
     registry.shutdown();
     registry.shutdown();
@@ -374,8 +374,8 @@ describe('DynamicPluginRegistry: shutdown', () => {
     await expect(registry.waitForPlugin('csi-node', 'my-plugin')).rejects.toBeInstanceOf(ShutdownError);
     expect(registry.get('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
     expect(events).toEqual([]);
-    expect(db.puts).toBe(puts);
-    expect(db.json).toBe(before);
+    expect(store.puts).toBe(puts);
+    expect(store.json).toBe(before);
     // Subscribing after shutdown is harmless.
     registry.onDidChange(() => undefined).dispose();
   });

@@ -1,8 +1,9 @@
 // DynamicPluginRegistry: the default IPluginRegistry. Keeps, per (type, name),
 // the registrations of the allocs running that plugin, newest first; writes
-// every change to the client state before anyone hears of it; restores the
-// lists, in order, when an agent starts over an existing state DB; and wakes
-// waiters from its own `registered` events instead of polling.
+// every change to its store (IRegistryStore: the client state by default)
+// before anyone hears of it; restores the lists, in order, when an agent
+// starts over an existing state DB; and wakes waiters from its own
+// `registered` events instead of polling.
 import {
   Disposable,
   Emitter,
@@ -14,8 +15,9 @@ import {
   ValidationError,
   abortReason,
   errorMessage,
+  settleOnce,
+  toDisposable,
 } from '@csiplug/core';
-import { IClientStateDB, PluginRegistrationRecord, RegistryStateRecord } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { PluginNotFoundError, NoDispenserError, PluginWaitTimeoutError, RegistryPersistError, RegistryRestoreError } from './errors';
 import type { PluginDeregisteredEvent, PluginEvent, PluginRegisteredEvent } from './events';
@@ -23,7 +25,8 @@ import type { PluginDispenser } from './plugin-dispensers';
 import type { PluginRegistry, PluginTypeEvents, WaitForPluginOptions } from './plugin-registry';
 import { DEFAULT_PLUGIN_TYPES, PluginRegistration, RegisteredPlugin } from './plugin-types';
 import { assertAllocId, assertKnownType, assertPluginName, sameInfo, toRecord, toView } from './registration';
-import { IPluginDispensers, IPluginRegistryConfig } from './tokens';
+import { checkRegistryDocument, type PluginRegistrationRecord, type RegistryStateRecord, type StoredRegistryState } from './registry-store';
+import { IPluginDispensers, IPluginRegistryConfig, IRegistryStore } from './tokens';
 
 /** One entry of a (type, name) list. Immutable: a change makes a new Entry. */
 interface Entry {
@@ -31,7 +34,7 @@ interface Entry {
   readonly view: RegisteredPlugin;
 }
 
-type Plugins = Record<string, Record<string, readonly PluginRegistrationRecord[]>>;
+type Plugins = RegistryStateRecord['plugins'];
 
 /**
  * A copy of `from` without a prototype: plugin names and types are keys, and
@@ -66,7 +69,7 @@ export class DynamicPluginRegistry implements PluginRegistry {
   /** type → name → entries, newest first. Lists are replaced, never edited in place. */
   private readonly plugins = new Map<string, Map<string, readonly Entry[]>>();
   /** The persisted form of `plugins`, rebuilt by copy-on-write for each change. */
-  private persisted: { plugins: Plugins } = { plugins: dict() };
+  private persisted: RegistryStateRecord = { plugins: dict() };
 
   private readonly registeredEmitter: Emitter<PluginRegisteredEvent>;
   private readonly deregisteredEmitter: Emitter<PluginDeregisteredEvent>;
@@ -82,7 +85,7 @@ export class DynamicPluginRegistry implements PluginRegistry {
   private shut = false;
 
   constructor(
-    @inject(IClientStateDB) private readonly db: IClientStateDB,
+    @inject(IRegistryStore) private readonly store: IRegistryStore,
     @inject(IClock) private readonly clock: IClock,
     @inject(ILogger) logger: ILogger,
     @inject(ITimeoutPolicy) private readonly timeouts: ITimeoutPolicy,
@@ -287,35 +290,30 @@ export class DynamicPluginRegistry implements PluginRegistry {
     const active = this.listOf(type, name)[0];
     if (active) return Promise.resolve(active.view);
 
-    return new Promise<RegisteredPlugin>((resolve, reject) => {
-      const key = keyOf(type, name);
-      const started = this.clock.now();
-      let done = false;
-      let timer: Disposable | undefined;
-      const onAbort = () => waiter.settle({ error: abortReason(signal!) });
-      const waiter: Waiter = {
-        type,
-        name,
-        settle: (outcome) => {
-          if (done) return;
-          done = true;
-          timer?.dispose();
-          signal?.removeEventListener('abort', onAbort);
-          const set = this.waiters.get(key);
-          set?.delete(waiter);
-          if (set?.size === 0) this.waiters.delete(key);
-          if ('plugin' in outcome) resolve(outcome.plugin);
-          else reject(outcome.error);
-        },
-      };
-      let set = this.waiters.get(key);
-      if (!set) this.waiters.set(key, (set = new Set()));
-      set.add(waiter);
-      if (Number.isFinite(timeout)) {
-        timer = this.clock.setTimeout(() => waiter.settle({ error: new PluginWaitTimeoutError(type, name, this.clock.now() - started) }), timeout);
-      }
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    const key = keyOf(type, name);
+    const started = this.clock.now();
+    // settleOnce owns the deadline timer and the abort listener; the waiter
+    // leaves `this.waiters` however the wait ends.
+    return settleOnce<RegisteredPlugin>(
+      (wait) => {
+        const waiter: Waiter = {
+          type,
+          name,
+          settle: (outcome) => ('plugin' in outcome ? wait.resolve(outcome.plugin) : wait.reject(outcome.error)),
+        };
+        let set = this.waiters.get(key);
+        if (!set) this.waiters.set(key, (set = new Set()));
+        set.add(waiter);
+        wait.own(
+          toDisposable(() => {
+            const current = this.waiters.get(key);
+            current?.delete(waiter);
+            if (current?.size === 0) this.waiters.delete(key);
+          }),
+        );
+      },
+      { signal, deadline: { clock: this.clock, ms: timeout, error: () => new PluginWaitTimeoutError(type, name, this.clock.now() - started) } },
+    );
   }
 
   // ---- lifecycle ------------------------------------------------------------
@@ -370,11 +368,11 @@ export class DynamicPluginRegistry implements PluginRegistry {
     const plugins: Plugins = dict(this.persisted.plugins);
     if (Object.keys(byName).length > 0) plugins[type] = byName;
     else delete plugins[type];
-    const candidate = { plugins };
+    const candidate: RegistryStateRecord = { plugins };
     try {
       // The stored form is plain nested objects and arrays (order is the
       // array order), so any JSON encoder keeps it.
-      this.db.putRegistryState(candidate as RegistryStateRecord);
+      this.store.putRegistryState(candidate);
     } catch (err) {
       this.log.error('could not persist the plugin registry; change refused', { what, error: err });
       throw new RegistryPersistError(what, err);
@@ -434,26 +432,30 @@ export class DynamicPluginRegistry implements PluginRegistry {
 
   /** Reads the lists back, in order. Every entry is `restored` until its plugin re-registers or is confirmed alive. */
   private restore(): void {
-    let stored: RegistryStateRecord | undefined;
+    // A store checks the document down to its `plugins` object (a malformed
+    // one throws); it is checked again here because a bare client state also
+    // fits the store's type. Everything inside is checked below.
+    let stored: StoredRegistryState | undefined;
     try {
-      stored = this.db.getRegistryState();
+      stored = checkRegistryDocument(this.store.getRegistryState(), 'the registry store');
     } catch (err) {
       throw new RegistryRestoreError(err);
     }
-    if (stored === undefined || stored === null) return;
-    if (typeof stored !== 'object' || typeof stored.plugins !== 'object' || stored.plugins === null) {
-      throw new RegistryRestoreError(new Error('the stored registry state has no "plugins" object'));
-    }
+    if (stored === undefined) return;
     let count = 0;
     let dropped = 0;
     for (const [type, byName] of Object.entries(stored.plugins)) {
+      if (typeof byName !== 'object' || byName === null || Array.isArray(byName)) {
+        this.log.error('restore: dropping a malformed plugin type entry (not an object of registration lists)', { type });
+        continue;
+      }
       if (!this.known.has(type)) {
-        const n = Object.values(byName ?? {}).reduce((s, l) => s + (Array.isArray(l) ? l.length : 0), 0);
+        const n = Object.values(byName).reduce((s: number, l) => s + (Array.isArray(l) ? l.length : 0), 0);
         dropped += n;
         this.log.warn('restore: dropping registrations of an unknown plugin type; they re-register if their plugin still runs and the type is configured', { type, registrations: n, knownTypes: this.types });
         continue;
       }
-      for (const [name, records] of Object.entries(byName ?? {})) {
+      for (const [name, records] of Object.entries(byName as Record<string, unknown>)) {
         if (!Array.isArray(records)) {
           this.log.error('restore: dropping a malformed registration list', { type, name });
           continue;

@@ -6,4 +6,6 @@ export * from './plugin-dispensers';
 export * from './plugin-registry';
 export * from './plugin-types';
 export * from './register';
+export * from './registry-store';
+export * from './state-registry-store';
 export * from './tokens';

@@ -2,7 +2,7 @@
 // the three it marks as failing (restore and replacement races), which this
 // registry gets right.
 import { PluginEvent, RegisteredPlugin } from '.';
-import { FakeClientState } from '../test/fake-client-state';
+import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
 
 const dispenseSelf = (p: RegisteredPlugin) => p;
@@ -18,13 +18,13 @@ describe('Nomad registry scenarios', () => {
   });
 
   it('dispenses from a registry restored from the state store', () => {
-    const db = new FakeClientState();
-    const old = makeRegistry({ db });
+    const store = new FakeRegistryStore();
+    const old = makeRegistry({ store });
     old.registry.registerDispenser('csi-node', dispenseSelf);
     old.registry.register(plugin(0));
     expect(old.registry.dispense<RegisteredPlugin>('csi-node', 'my-plugin').allocId).toBe('alloc-0');
 
-    const fresh = makeRegistry({ db });
+    const fresh = makeRegistry({ store });
     fresh.registry.registerDispenser('csi-node', dispenseSelf);
     expect(fresh.registry.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-0', restored: true });
   });

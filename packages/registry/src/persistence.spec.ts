@@ -1,16 +1,16 @@
 import { MemoryLogger, FakeClock, DefaultTimeoutPolicy } from '@csiplug/core';
 import { DynamicPluginRegistry, PluginDispenserTable, PluginEvent, RegistryRestoreError } from '.';
-import { FakeClientState } from '../test/fake-client-state';
+import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
 
-describe('persistence and restore (fake state DB)', () => {
+describe('persistence and restore (fake registry store)', () => {
   it('writes every change as a plain, ordered, JSON-safe list', () => {
-    const { registry, db } = makeRegistry();
+    const { registry, store } = makeRegistry();
     registry.register(plugin(0, { options: { mountPoint: '/csi' } }));
     registry.register(plugin(1));
     registry.register(plugin(0, { type: 'csi-controller', name: 'ctl' }));
-    expect(db.puts).toBe(3);
-    expect(db.stored).toEqual({
+    expect(store.puts).toBe(3);
+    expect(store.stored).toEqual({
       plugins: {
         'csi-node': {
           'my-plugin': [
@@ -24,13 +24,13 @@ describe('persistence and restore (fake state DB)', () => {
       },
     });
     // The restored flag is runtime state, never stored.
-    expect(db.json).not.toContain('restored');
+    expect(store.json).not.toContain('restored');
 
     registry.deregister('csi-controller', 'ctl', 'alloc-0');
     registry.deregister('csi-node', 'my-plugin', 'alloc-1');
-    expect(db.stored).toEqual({ plugins: { 'csi-node': { 'my-plugin': [expect.objectContaining({ allocId: 'alloc-0' })] } } });
+    expect(store.stored).toEqual({ plugins: { 'csi-node': { 'my-plugin': [expect.objectContaining({ allocId: 'alloc-0' })] } } });
     registry.deregister('csi-node', 'my-plugin', 'alloc-0');
-    expect(db.stored).toEqual({ plugins: {} });
+    expect(store.stored).toEqual({ plugins: {} });
   });
 
   it('restores every list in order, each entry flagged restored, without writing or emitting', () => {
@@ -38,10 +38,10 @@ describe('persistence and restore (fake state DB)', () => {
     for (let i = 0; i < 5; i++) first.registry.register(plugin(i));
     first.registry.register(plugin(0, { type: 'csi-controller', name: 'ctl' }));
     first.registry.register(plugin(0, { name: 'other', options: { a: 'b' } }));
-    const puts = first.db.puts;
+    const puts = first.store.puts;
 
     const second = first.restart();
-    expect(first.db.puts).toBe(puts);
+    expect(first.store.puts).toBe(puts);
     expect(second.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-4', 'alloc-3', 'alloc-2', 'alloc-1', 'alloc-0']);
     expect(second.list('csi-node').map((p) => [p.name, p.allocId, p.restored])).toEqual([
       ['my-plugin', 'alloc-4', true],
@@ -56,14 +56,14 @@ describe('persistence and restore (fake state DB)', () => {
     const first = makeRegistry();
     first.registry.register(plugin(0));
     const second = first.restart();
-    const puts = first.db.puts;
+    const puts = first.store.puts;
     const events: PluginEvent[] = [];
     second.onDidChange((e) => events.push(e));
     const got = second.register(plugin(0));
     expect(got.restored).toBe(false);
     expect(second.get('csi-node', 'my-plugin')?.restored).toBe(false);
     expect(events).toEqual([{ kind: 'registered', plugin: got, active: true, reason: 'confirmed' }]);
-    expect(first.db.puts).toBe(puts);
+    expect(first.store.puts).toBe(puts);
     // once confirmed, a further identical registration is no news
     second.register(plugin(0));
     expect(events).toHaveLength(1);
@@ -78,7 +78,7 @@ describe('persistence and restore (fake state DB)', () => {
     second.register(plugin(0, { socketPath: '/new.sock' }));
     expect(second.get('csi-node', 'my-plugin')).toMatchObject({ socketPath: '/new.sock', restored: false });
     expect(events).toMatchObject([{ kind: 'registered', reason: 'updated', active: true, plugin: { socketPath: '/new.sock', restored: false } }]);
-    expect(first.db.stored?.plugins['csi-node']?.['my-plugin']?.[0]?.socketPath).toBe('/new.sock');
+    expect(first.store.stored?.plugins['csi-node']?.['my-plugin']?.[0]?.socketPath).toBe('/new.sock');
   });
 
   it('clears the restored flag when the CSI manager confirms the plugin alive', () => {
@@ -121,7 +121,7 @@ describe('persistence and restore (fake state DB)', () => {
   });
 
   it('drops, and logs, stored entries it cannot use; keeps the rest in order', () => {
-    const db = new FakeClientState({
+    const store = new FakeRegistryStore({
       plugins: {
         'csi-node': {
           good: [
@@ -136,7 +136,7 @@ describe('persistence and restore (fake state DB)', () => {
         gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] },
       },
     });
-    const { registry, logger } = makeRegistry({ db });
+    const { registry, logger } = makeRegistry({ store });
     expect(registry.registrations('csi-node', 'good').map((p) => p.allocId)).toEqual(['b', 'a']);
     expect(registry.list('csi-node').map((p) => p.name)).toEqual(['good']);
     expect(logger.find('dropping an invalid registration', 'error').map((r) => r.fields['error'])).toEqual([
@@ -149,23 +149,37 @@ describe('persistence and restore (fake state DB)', () => {
 
     // The next change writes only what was kept.
     registry.register({ type: 'csi-node', name: 'good', allocId: 'z', socketPath: '/z' });
-    expect(db.stored?.plugins['csi-node']?.['good']?.map((r) => r.allocId)).toEqual(['z', 'b', 'a']);
-    expect(Object.keys(db.stored?.plugins ?? {})).toEqual(['csi-node']);
+    expect(store.stored?.plugins['csi-node']?.['good']?.map((r) => r.allocId)).toEqual(['z', 'b', 'a']);
+    expect(Object.keys(store.stored?.plugins ?? {})).toEqual(['csi-node']);
+  });
+
+  it('drops, and logs, a type entry that is not an object of lists; keeps the other types', () => {
+    const store = new FakeRegistryStore();
+    store.json = JSON.stringify({
+      plugins: {
+        'csi-controller': 5,
+        'csi-node': { ok: [{ type: 'csi-node', name: 'ok', version: '1', allocId: 'a', socketPath: '/a', options: {} }] },
+      },
+    });
+    const { registry, logger } = makeRegistry({ store });
+    expect(registry.get('csi-node', 'ok')).toMatchObject({ allocId: 'a', restored: true });
+    expect(registry.list('csi-controller')).toEqual([]);
+    expect(logger.find('malformed plugin type entry', 'error').map((r) => r.fields['type'])).toEqual(['csi-controller']);
   });
 
   it('restores a type a deployment added', () => {
-    const db = new FakeClientState({ plugins: { gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] } } });
-    const { registry } = makeRegistry({ db, extraTypes: ['gpu'] });
+    const store = new FakeRegistryStore({ plugins: { gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] } } });
+    const { registry } = makeRegistry({ store, extraTypes: ['gpu'] });
     expect(registry.get('gpu', 'g')).toMatchObject({ allocId: 'a', restored: true });
   });
 
   it('refuses to start over a state it cannot read', () => {
-    const db = new FakeClientState();
-    db.failGet = new Error('database disk image is malformed');
-    expect(() => makeRegistry({ db })).toThrow(RegistryRestoreError);
-    expect(() => makeRegistry({ db })).toThrow('could not restore the plugin registry from the client state: database disk image is malformed');
-    db.failGet = undefined;
-    db.json = JSON.stringify({ nope: true });
-    expect(() => new DynamicPluginRegistry(db.asDB(), new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable())).toThrow('has no "plugins" object');
+    const store = new FakeRegistryStore();
+    store.failGet = new Error('database disk image is malformed');
+    expect(() => makeRegistry({ store })).toThrow(RegistryRestoreError);
+    expect(() => makeRegistry({ store })).toThrow('could not restore the plugin registry from the client state: database disk image is malformed');
+    store.failGet = undefined;
+    store.json = JSON.stringify({ nope: true });
+    expect(() => new DynamicPluginRegistry(store, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable())).toThrow('has no "plugins" object');
   });
 });

@@ -1,21 +1,21 @@
 import { FakeClock, MemoryLogger, registerCore } from '@csiplug/core';
-import { IClientStateDB } from '@csiplug/state';
+import { IClientStateDB, openClientState } from '@csiplug/state';
 import { container as root } from 'tsyringe';
-import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, PluginRegistry, registerRegistry } from '.';
-import { FakeClientState } from '../test/fake-client-state';
+import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, PluginRegistry, StateRegistryStore, registerRegistry } from '.';
+import { FakeRegistryStore } from './testing';
 
 function setup() {
   const c = root.createChildContainer();
   const clock = new FakeClock();
   registerCore(c, { clock, logger: new MemoryLogger(), timeouts: { registryWait: 1_000 } });
-  const db = new FakeClientState();
-  c.register(IClientStateDB, { useValue: db.asDB() });
-  return { c, clock, db };
+  const store = new FakeRegistryStore();
+  c.register(IRegistryStore, { useValue: store });
+  return { c, clock, store };
 }
 
 describe('registerRegistry', () => {
   it('binds one registry per container, built from the injected clock, policy and state', async () => {
-    const { c, clock, db } = setup();
+    const { c, clock, store } = setup();
     registerRegistry(c, { types: ['gpu'], dispensers: { 'csi-node': (p) => `client for ${p.socketPath}` } });
     const registry = c.resolve<PluginRegistry>(IPluginRegistry);
     expect(registry).toBeInstanceOf(DynamicPluginRegistry);
@@ -23,7 +23,7 @@ describe('registerRegistry', () => {
     expect(registry.types).toEqual(['csi-controller', 'csi-node', 'gpu']);
 
     registry.register({ type: 'csi-node', name: 'p', allocId: 'a', socketPath: '/s' });
-    expect(db.puts).toBe(1);
+    expect(store.puts).toBe(1);
     expect(registry.dispense('csi-node', 'p')).toBe('client for /s');
 
     // The CSI manager adds its dispenser through the same table.
@@ -36,6 +36,23 @@ describe('registerRegistry', () => {
     await clock.advance(1_000);
     await expect(wait).rejects.toThrow('timed out after 1s waiting for plugin "g" of type gpu to register');
     registry.dispose();
+  });
+
+  it('by default keeps the registry in the client state bound to IClientStateDB', () => {
+    const c = root.createChildContainer();
+    registerCore(c, { clock: new FakeClock(), logger: new MemoryLogger() });
+    const state = openClientState({ memory: true });
+    try {
+      c.register(IClientStateDB, { useValue: state });
+      registerRegistry(c);
+      expect(c.resolve(IRegistryStore)).toBeInstanceOf(StateRegistryStore);
+      const registry = c.resolve<PluginRegistry>(IPluginRegistry);
+      registry.register({ type: 'csi-node', name: 'p', allocId: 'a', socketPath: '/s' });
+      expect(state.getRegistryState()).toEqual({ plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } } });
+      registry.dispose();
+    } finally {
+      state.close();
+    }
   });
 
   it('leaves a registry a deployment bound first alone', () => {

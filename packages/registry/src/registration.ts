@@ -4,7 +4,7 @@
 import { ValidationError, assertPathSafeId, sameStringMap } from '@csiplug/core';
 import { UnknownPluginTypeError } from './errors';
 import type { PluginRegistration, RegisteredPlugin } from './plugin-types';
-import type { PluginRegistrationRecord } from '@csiplug/state';
+import type { PluginRegistrationRecord } from './registry-store';
 
 export function assertKnownType(type: unknown, known: ReadonlySet<string>, knownList: readonly string[]): asserts type is string {
   if (typeof type !== 'string' || type.length === 0) throw new ValidationError('plugin type is required', 'type');

@@ -1,6 +1,6 @@
 import { AbortError, FakeClock, ShutdownError, TimeoutError, ValidationError, flushMicrotasks } from '@csiplug/core';
 import { PluginWaitTimeoutError, RegisteredPlugin, UnknownPluginTypeError } from '.';
-import { FakeClientState } from '../test/fake-client-state';
+import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
 
 /** Tracks how a promise settled without awaiting it. */
@@ -31,9 +31,9 @@ describe('waitForPlugin', () => {
   });
 
   it('resolves at once with a restored entry, flagged as restored', async () => {
-    const db = new FakeClientState();
-    makeRegistry({ db }).registry.register(plugin(0));
-    const { registry } = makeRegistry({ db });
+    const store = new FakeRegistryStore();
+    makeRegistry({ store }).registry.register(plugin(0));
+    const { registry } = makeRegistry({ store });
     await expect(registry.waitForPlugin('csi-node', 'my-plugin')).resolves.toMatchObject({ allocId: 'alloc-0', restored: true });
   });
 

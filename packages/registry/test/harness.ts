@@ -1,31 +1,31 @@
 // Builds a registry over fakes: a FakeClock, a MemoryLogger, the default
-// timeout policy and a FakeClientState.
+// timeout policy and a FakeRegistryStore.
 import { DefaultTimeoutPolicy, FakeClock, MemoryLogger, TimeoutSettings } from '@csiplug/core';
 import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration } from '../src';
-import { FakeClientState } from './fake-client-state';
+import { FakeRegistryStore } from '../src/testing';
 
 export interface Harness {
   registry: DynamicPluginRegistry;
   clock: FakeClock;
   logger: MemoryLogger;
-  db: FakeClientState;
+  store: FakeRegistryStore;
   dispensers: PluginDispenserTable;
-  /** A new registry over the same state DB (an agent restart). */
+  /** A new registry over the same store (an agent restart). */
   restart(): DynamicPluginRegistry;
 }
 
-export function makeRegistry(opts: { db?: FakeClientState; clock?: FakeClock; extraTypes?: string[]; timeouts?: Partial<TimeoutSettings> } = {}): Harness {
+export function makeRegistry(opts: { store?: FakeRegistryStore; clock?: FakeClock; extraTypes?: string[]; timeouts?: Partial<TimeoutSettings> } = {}): Harness {
   const clock = opts.clock ?? new FakeClock();
   const logger = new MemoryLogger();
-  const db = opts.db ?? new FakeClientState();
+  const store = opts.store ?? new FakeRegistryStore();
   const policy = new DefaultTimeoutPolicy(opts.timeouts);
   const dispensers = new PluginDispenserTable();
-  const build = () => new DynamicPluginRegistry(db.asDB(), clock, logger, policy, dispensers, { extraTypes: opts.extraTypes });
+  const build = () => new DynamicPluginRegistry(store, clock, logger, policy, dispensers, { extraTypes: opts.extraTypes });
   const h: Harness = {
     registry: build(),
     clock,
     logger,
-    db,
+    store,
     dispensers,
     restart() {
       h.registry.shutdown();

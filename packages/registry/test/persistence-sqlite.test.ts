@@ -1,10 +1,11 @@
-// Persistence over a real SQLite file through the real ClientStateDB,
-// closed and reopened between "agent runs".
+// Persistence over a real SQLite file through the default store
+// (StateRegistryStore over the real ClientStateDB), closed and reopened
+// between "agent runs".
 import { DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DynamicPluginRegistry, PluginDispenserTable } from '../src';
+import { DynamicPluginRegistry, MalformedRegistryStateError, PluginDispenserTable, RegistryRestoreError, StateRegistryStore } from '../src';
 import { plugin } from './harness';
 import { openClientState, type ClientStateDB } from '@csiplug/state';
 
@@ -26,7 +27,7 @@ describe('persistence over a SQLite state file', () => {
   function agentRun() {
     const s = openClientState({ path: file });
     opened.push(s);
-    const registry = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    const registry = new DynamicPluginRegistry(new StateRegistryStore(s), new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
     return {
       registry,
       stop() {
@@ -64,6 +65,38 @@ describe('persistence over a SQLite state file', () => {
     expect(run2.registry.get('csi-node', '__proto__')).toMatchObject({ allocId: 'alloc-0', restored: true });
     expect(run2.registry.get('csi-node', 'constructor')).toMatchObject({ allocId: 'alloc-1', restored: true });
     run2.stop();
+  });
+
+  it('refuses to start over a stored document that is not a registry document, naming where it is', () => {
+    const s = openClientState({ path: file });
+    s.putRegistryState({ nope: true });
+    s.close();
+    const err = (() => {
+      try {
+        agentRun();
+      } catch (e) {
+        return e as Error;
+      }
+      throw new Error('the registry started over a malformed document');
+    })();
+    expect(err).toBeInstanceOf(RegistryRestoreError);
+    expect(err.message).toContain('the stored registry state in the client state (dynamicplugins/registry_state) has no "plugins" object');
+    expect((err.cause as Error)).toBeInstanceOf(MalformedRegistryStateError);
+  });
+
+  it('a bare client state, passed where a store is asked for, persists and restores too, and a malformed document is still refused', () => {
+    const s = openClientState({ path: file });
+    opened.push(s);
+    const first = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    first.register(plugin(0));
+    first.shutdown();
+    const second = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    expect(second.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-0', restored: true });
+    second.shutdown();
+    s.putRegistryState({ plugins: null });
+    expect(() => new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {})).toThrow(
+      'could not restore the plugin registry from the client state: the stored registry state in the registry store has no "plugins" object',
+    );
   });
 
   it('restart race: alloc-1 stays active when alloc-0 re-registers first after a restart', () => {

@@ -4,7 +4,8 @@ import { MemoryLogger } from '@csiplug/core';
 import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import type { ClientStateDB, PendingUnmountRecord, RegistryStateRecord, VolumeMountStub, VolumeUsageRecord } from './client-state';
+import type { ClientStateDB } from './client-state';
+import type { PendingUnmountRecord, VolumeMountStub, VolumeUsageRecord } from './legacy-volume-records';
 import { BoltClientStateDB, openClientState } from './client-state-db';
 import { DB } from './db';
 import { ErrCorrupt, ErrInvalid } from './errors';
@@ -40,9 +41,9 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.raw.view((tx) => JSON.parse(tx.bucket('meta')!.get('version')!.toString()))).toBe(1);
   });
 
-  test('registry state round-trips', () => {
+  test('the registry document round-trips as JSON; the state does not look inside it', () => {
     expect(state.getRegistryState()).toBeUndefined();
-    const reg: RegistryStateRecord = {
+    const reg = {
       plugins: {
         'csi-node': {
           hostpath: [{ type: 'csi-node', name: 'hostpath', version: '1.0.0', allocId: 'a1', socketPath: '/x/csi.sock', options: { MountPoint: '/csi' } }],
@@ -50,7 +51,13 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
       },
     };
     state.putRegistryState(reg);
-    expect(state.getRegistryState()).toEqual(reg);
+    expect(state.getRegistryState<typeof reg>()).toEqual(reg);
+    state.putRegistryState(['any', 'json', 1]);
+    expect(state.getRegistryState()).toEqual(['any', 'json', 1]);
+    expect(() => state.putRegistryState(undefined)).toThrow(TypeError);
+    expect(state.getRegistryState()).toEqual(['any', 'json', 1]);
+    state.raw.update((tx) => tx.bucket('dynamicplugins')!.put('registry_state', Buffer.from('{"plugins": tru')));
+    expect(thrown(() => state.getRegistryState()).code).toBe('ErrDecode');
   });
 
   test('allocations with volume stubs and tasks, deleted as a whole', () => {
@@ -148,6 +155,89 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.getVolume('v1')).toBeUndefined();
   });
 
+  test('volume mounts in csi/mounts: put, get, overwrite, delete, listed in key order', () => {
+    // The bucket comes with the first write: a store without it reads as empty (no migration).
+    expect(state.raw.view((tx) => tx.bucket('csi')!.bucket('mounts'))).toBeUndefined();
+    expect(state.listVolumeMounts()).toEqual({ records: [], failures: [] });
+    expect(state.getVolumeMount('hostpath/vol1/a1')).toBeUndefined();
+    state.deleteVolumeMount('never-there');
+
+    state.putVolumeMount('hostpath/vol2/a1', { volumeId: 'vol2', allocId: 'a1', targetPath: '/t2' });
+    state.putVolumeMount('hostpath/vol1/a1', { volumeId: 'vol1', allocId: 'a1', targetPath: '/t1' });
+    state.putVolumeMount('hostpath/vol1/a2', { volumeId: 'vol1', allocId: 'a2', targetPath: '/t3' });
+    state.putVolumeMount('hostpath/vol1/a1', { volumeId: 'vol1', allocId: 'a1', targetPath: '/t1', readOnly: true });
+    expect(state.getVolumeMount<{ readOnly?: boolean }>('hostpath/vol1/a1')?.readOnly).toBe(true);
+    expect(state.listVolumeMounts<{ targetPath: string }>().records.map((r) => [r.key, r.record.targetPath])).toEqual([
+      ['hostpath/vol1/a1', '/t1'],
+      ['hostpath/vol1/a2', '/t3'],
+      ['hostpath/vol2/a1', '/t2'],
+    ]);
+    state.deleteVolumeMount('hostpath/vol1/a2');
+    state.deleteVolumeMount('hostpath/vol1/a2');
+    expect(state.getVolumeMount('hostpath/vol1/a2')).toBeUndefined();
+    expect(state.listVolumeMounts().records.map((r) => r.key)).toEqual(['hostpath/vol1/a1', 'hostpath/vol2/a1']);
+    // Other buckets are not touched, and deleting an alloc leaves its mount records to their owner.
+    state.putAllocation('a1', { id: 'a1' });
+    state.deleteAllocation('a1');
+    expect(state.listVolumeMounts().records).toHaveLength(2);
+    expect(() => state.putVolumeMount('', {})).toThrow(expect.objectContaining({ code: 'ErrKeyRequired' }));
+    expect(() => state.putVolumeMount('k', undefined)).toThrow(TypeError);
+    expect(state.getVolumeMount('k')).toBeUndefined();
+    expect(state.raw.check()).toEqual([]);
+  });
+
+  test('listVolumeMounts reports a corrupt mount record and a stray bucket, and returns the good ones', () => {
+    state.putVolumeMount('good-1', { n: 1 });
+    state.putVolumeMount('bad', { n: 2 });
+    state.putVolumeMount('good-2', { n: 3 });
+    state.raw.update((tx) => {
+      const mounts = tx.bucket('csi')!.bucket('mounts')!;
+      mounts.put('bad', Buffer.from('{"n": 2, trunc'));
+      mounts.createBucket('stray').put('x', Buffer.from('1'));
+    });
+    const before = logger.find('volume mount record skipped').length;
+    const { records, failures } = state.listVolumeMounts<{ n: number }>();
+    expect(records).toEqual([
+      { key: 'good-1', record: { n: 1 } },
+      { key: 'good-2', record: { n: 3 } },
+    ]);
+    expect(failures.map((f) => f.key)).toEqual(['bad', 'stray']);
+    expect(failures[0]!.error).toMatch(/cannot decode csi\/mounts\/bad/);
+    expect(failures[1]!.error).toMatch(/csi\/mounts\/stray is a nested bucket/);
+    expect(logger.find('volume mount record skipped').length - before).toBe(2);
+    expect(thrown(() => state.getVolumeMount('bad')).code).toBe('ErrDecode');
+    // The corrupt record is left in place for whoever repairs it, and can be replaced or removed.
+    state.deleteVolumeMount('bad');
+    expect(state.listVolumeMounts().failures.map((f) => f.key)).toEqual(['stray']);
+  });
+
+  test('the legacy volume readers work for a one-time adoption, then clear', () => {
+    const users: VolumeUsageRecord[] = [{ allocId: 'a1', usage }];
+    state.putVolumeUsage('hostpath', 'vol1', users);
+    state.putPendingUnmount({ id: 'u1', allocId: 'a1', pluginId: 'hostpath', volumeId: 'vol1', usage, attempts: 1, since: 1 } satisfies PendingUnmountRecord);
+    state.putAllocation('a1', { id: 'a1' });
+    state.putVolumeStubs('a1', { data: { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', targetPath: '/t', usage } satisfies VolumeMountStub });
+
+    // What an adopter reads, as plain JSON of its own choosing.
+    const adopted = {
+      usage: state.listVolumeUsage<unknown>(),
+      pending: state.listPendingUnmounts<unknown>(),
+      stubs: state.getVolumeStubs<Record<string, unknown>>('a1'),
+    };
+    expect(adopted.usage).toEqual([{ pluginId: 'hostpath', volumeId: 'vol1', users }]);
+    expect(adopted.pending).toEqual([expect.objectContaining({ id: 'u1' })]);
+    expect(Object.keys(adopted.stubs!)).toEqual(['data']);
+    for (const [key, record] of Object.entries(adopted.stubs!)) state.putVolumeMount(`a1/${key}`, record);
+
+    state.putVolumeUsage('hostpath', 'vol1', []);
+    state.deletePendingUnmount('u1');
+    state.putVolumeStubs('a1', {});
+    expect(state.listVolumeUsage()).toEqual([]);
+    expect(state.listPendingUnmounts()).toEqual([]);
+    expect(state.getVolumeStubs('a1')).toEqual({});
+    expect(state.listVolumeMounts().records.map((r) => r.key)).toEqual(['a1/data']);
+  });
+
   test('values that are not JSON are refused before anything is written', () => {
     expect(() => state.putAllocation('a', undefined)).toThrow(TypeError);
     expect(state.getAllocation('a')).toBeUndefined();
@@ -176,10 +266,13 @@ describe('ClientStateDB on disk', () => {
     const a = openClientState({ path: file });
     a.putAllocation('a1', { id: 'a1' });
     a.putTaskHandle('a1', 'web', { pid: 7 });
+    a.putVolumeMount('hostpath/vol1/a1', { targetPath: '/t' });
     a.close();
     const b = openClientState({ path: file });
     expect(b.getTaskHandle('a1', 'web')).toEqual({ pid: 7 });
     expect(b.listAllocations().allocs).toHaveLength(1);
+    expect(b.listVolumeMounts()).toEqual({ records: [{ key: 'hostpath/vol1/a1', record: { targetPath: '/t' } }], failures: [] });
+    expect(b.schemaVersion).toBe(1);
     b.close();
   });
 

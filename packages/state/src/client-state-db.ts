@@ -1,5 +1,6 @@
 // ClientStateDB on the bbolt-style DB: the same code over the SQLite file
-// (`<data_dir>/state.db`) and over the in-memory store. Opening checks the
+// (`<data_dir>/state.db`) and over the in-memory store; one instance serves
+// every narrow store (registry, allocs, volumes). Opening checks the
 // file, migrates an older schema (after a backup) and refuses a newer one.
 // The state holds volume secrets in clear: the file, its SQLite side files
 // and the migration backup are 0600, a state dir created here is 0700.
@@ -7,18 +8,13 @@ import { Clock, Logger, NullLogger, RealClock, ValidationError } from '@csiplug/
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Bucket } from './bucket';
-import type {
-  ClientStateDB,
-  DecodeFailure,
-  PendingUnmountRecord,
-  RegistryStateRecord,
-  VolumeMountStub,
-  VolumeUsageRecord,
-} from './client-state';
+import type { ClientStateDB } from './client-state';
+import type { DecodeFailure } from './decode-failure';
 import { DB } from './db';
 import { ErrMigration, ErrSchemaVersion } from './errors';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { CLIENT_STATE_SCHEMA_VERSION, decode, encode, ensureLayout, Layout, readSchemaVersion, writeSchemaVersion } from './layout';
+import type { PendingUnmountRecord, VolumeMountStub, VolumeUsageRecord } from './legacy-volume-records';
 import { CLIENT_STATE_MIGRATIONS, Migration, migrationPath } from './migrations';
 import { backupTempPath, sqliteFiles } from './sqlite-store';
 import type { Tx } from './tx';
@@ -135,15 +131,16 @@ export class BoltClientStateDB implements ClientStateDB {
     return this.db;
   }
 
-  getRegistryState(): RegistryStateRecord | undefined {
+  getRegistryState<T = unknown>(): T | undefined {
     return this.db.view((tx) => {
       const raw = tx.bucket(Layout.dynamicPlugins)?.get(Layout.registryState);
-      return raw && decode<RegistryStateRecord>(raw, `${Layout.dynamicPlugins}/${Layout.registryState}`);
+      return raw && decode<T>(raw, `${Layout.dynamicPlugins}/${Layout.registryState}`);
     });
   }
 
-  putRegistryState(state: RegistryStateRecord): void {
-    this.db.update((tx) => tx.createBucketIfNotExists(Layout.dynamicPlugins).put(Layout.registryState, encode(state)));
+  putRegistryState(state: unknown): void {
+    const value = encode(state);
+    this.db.update((tx) => tx.createBucketIfNotExists(Layout.dynamicPlugins).put(Layout.registryState, value));
   }
 
   putAllocation(allocId: string, alloc: unknown): void {
@@ -189,13 +186,13 @@ export class BoltClientStateDB implements ClientStateDB {
     });
   }
 
-  putVolumeStubs(allocId: string, stubs: Record<string, VolumeMountStub>): void {
+  putVolumeStubs(allocId: string, stubs: Readonly<Record<string, unknown>>): void {
     const value = encode(stubs);
     this.db.update((tx) => this.allocBucket(tx, allocId).put(Layout.volumesKey, value));
   }
 
-  getVolumeStubs(allocId: string): Record<string, VolumeMountStub> | undefined {
-    return this.readAllocKey<Record<string, VolumeMountStub>>(allocId, Layout.volumesKey);
+  getVolumeStubs<T = Record<string, VolumeMountStub>>(allocId: string): T | undefined {
+    return this.readAllocKey<T>(allocId, Layout.volumesKey);
   }
 
   putTaskHandle(allocId: string, task: string, handle: unknown): void {
@@ -221,7 +218,7 @@ export class BoltClientStateDB implements ClientStateDB {
     });
   }
 
-  putVolumeUsage(pluginId: string, volumeId: string, users: VolumeUsageRecord[]): void {
+  putVolumeUsage(pluginId: string, volumeId: string, users: readonly unknown[]): void {
     const value = users.length ? encode(users) : undefined;
     this.db.update((tx) => {
       const usage = this.csiBucket(tx, Layout.usage);
@@ -236,22 +233,22 @@ export class BoltClientStateDB implements ClientStateDB {
     });
   }
 
-  getVolumeUsage(pluginId: string, volumeId: string): VolumeUsageRecord[] {
+  getVolumeUsage<U = VolumeUsageRecord>(pluginId: string, volumeId: string): U[] {
     return this.db.view((tx) => {
       const raw = tx.bucket(Layout.csi)?.bucket(Layout.usage)?.bucket(pluginId)?.get(volumeId);
-      return raw ? decode<VolumeUsageRecord[]>(raw, `csi/usage/${pluginId}/${volumeId}`) : [];
+      return raw ? decode<U[]>(raw, `csi/usage/${pluginId}/${volumeId}`) : [];
     });
   }
 
-  listVolumeUsage(): { pluginId: string; volumeId: string; users: VolumeUsageRecord[] }[] {
+  listVolumeUsage<U = VolumeUsageRecord>(): { pluginId: string; volumeId: string; users: U[] }[] {
     return this.db.view((tx) => {
-      const out: { pluginId: string; volumeId: string; users: VolumeUsageRecord[] }[] = [];
+      const out: { pluginId: string; volumeId: string; users: U[] }[] = [];
       const usage = tx.bucket(Layout.csi)?.bucket(Layout.usage);
       usage?.forEachBucket((plugin) => {
         const pluginId = plugin.toString('utf8');
         usage.bucket(plugin)!.forEach((volume, raw) => {
           const volumeId = volume.toString('utf8');
-          const users = this.decodeOrSkip<VolumeUsageRecord[]>(raw, `csi/usage/${pluginId}/${volumeId}`);
+          const users = this.decodeOrSkip<U[]>(raw, `csi/usage/${pluginId}/${volumeId}`);
           if (users) out.push({ pluginId, volumeId, users });
         });
       });
@@ -259,7 +256,7 @@ export class BoltClientStateDB implements ClientStateDB {
     });
   }
 
-  putPendingUnmount(record: PendingUnmountRecord): void {
+  putPendingUnmount<T extends { readonly id: string }>(record: T): void {
     const value = encode(record);
     this.db.update((tx) => this.csiBucket(tx, Layout.pending).put(record.id, value));
   }
@@ -268,13 +265,13 @@ export class BoltClientStateDB implements ClientStateDB {
     this.db.update((tx) => this.csiBucket(tx, Layout.pending).delete(id));
   }
 
-  listPendingUnmounts(): PendingUnmountRecord[] {
+  listPendingUnmounts<T = PendingUnmountRecord>(): T[] {
     return this.db.view((tx) => {
-      const out: PendingUnmountRecord[] = [];
+      const out: T[] = [];
       tx.bucket(Layout.csi)
         ?.bucket(Layout.pending)
         ?.forEach((key, raw) => {
-          const record = this.decodeOrSkip<PendingUnmountRecord>(raw, `csi/pending/${key.toString('utf8')}`);
+          const record = this.decodeOrSkip<T>(raw, `csi/pending/${key.toString('utf8')}`);
           if (record) out.push(record);
         });
       return out;
@@ -305,6 +302,46 @@ export class BoltClientStateDB implements ClientStateDB {
         if (volume !== undefined) out.push(volume);
       });
       return out;
+    });
+  }
+
+  putVolumeMount(key: string, record: unknown): void {
+    const value = encode(record);
+    this.db.update((tx) => this.csiBucket(tx, Layout.mounts).put(key, value));
+  }
+
+  getVolumeMount<T = unknown>(key: string): T | undefined {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.csi)?.bucket(Layout.mounts)?.get(key);
+      return raw && decode<T>(raw, `${Layout.csi}/${Layout.mounts}/${key}`);
+    });
+  }
+
+  deleteVolumeMount(key: string): void {
+    this.db.update((tx) => tx.bucket(Layout.csi)?.bucket(Layout.mounts)?.delete(key));
+  }
+
+  listVolumeMounts<T = unknown>(): { records: { key: string; record: T }[]; failures: DecodeFailure[] } {
+    return this.db.view((tx) => {
+      const records: { key: string; record: T }[] = [];
+      const failures: DecodeFailure[] = [];
+      tx.bucket(Layout.csi)
+        ?.bucket(Layout.mounts)
+        ?.forEach((k, raw) => {
+          const key = k.toString('utf8');
+          const where = `${Layout.csi}/${Layout.mounts}/${key}`;
+          if (raw === null) {
+            failures.push({ key, error: `${where} is a nested bucket, not a mount record` });
+            return;
+          }
+          try {
+            records.push({ key, record: decode<T>(raw, where) });
+          } catch (err) {
+            failures.push({ key, error: (err as Error).message });
+          }
+        });
+      for (const f of failures) this.logger.warn('client state: volume mount record skipped', { key: f.key, error: f.error });
+      return { records, failures };
     });
   }
 

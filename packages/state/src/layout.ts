@@ -22,6 +22,8 @@ export const Layout = {
   csi: 'csi',
   usage: 'usage',
   pending: 'pending',
+  /** csi/mounts: created by the first putVolumeMount (no migration: an absent bucket reads as empty). */
+  mounts: 'mounts',
   volumeCatalog: 'volumes',
 } as const;
 

@@ -5,7 +5,7 @@ import * as path from 'path';
 import { container as root } from 'tsyringe';
 import type { ClientStateDB } from './client-state';
 import { registerState } from './register';
-import { IClientStateDB } from './tokens';
+import { IAllocStateStore, IClientStateDB, IRegistryStateStore, IVolumeStateStore } from './tokens';
 import { tempDir } from '../test/support/backends';
 
 describe('registerState', () => {
@@ -37,12 +37,30 @@ describe('registerState', () => {
     }
   });
 
-  test('leaves a deployment’s own binding alone', () => {
+  test('binds the narrow stores to the same instance', () => {
+    const c = root.createChildContainer();
+    registerState(c, { backend: 'memory' });
+    const state = c.resolve<ClientStateDB>(IClientStateDB);
+    try {
+      expect(c.resolve(IRegistryStateStore)).toBe(state);
+      expect(c.resolve(IAllocStateStore)).toBe(state);
+      expect(c.resolve(IVolumeStateStore)).toBe(state);
+    } finally {
+      state.close();
+    }
+  });
+
+  test('leaves a deployment’s own binding alone, and the narrow stores follow it', () => {
     const c = root.createChildContainer();
     const mine = { mine: true } as unknown as ClientStateDB;
     c.register(IClientStateDB, { useValue: mine });
+    const myVolumes = { volumes: true };
+    c.register(IVolumeStateStore, { useValue: myVolumes });
     registerState(c, { backend: 'memory' });
     expect(c.resolve(IClientStateDB)).toBe(mine);
+    expect(c.resolve(IRegistryStateStore)).toBe(mine);
+    expect(c.resolve(IAllocStateStore)).toBe(mine);
+    expect(c.resolve(IVolumeStateStore)).toBe(myVolumes);
   });
 
   test('rejects an unknown backend or a missing data dir', () => {

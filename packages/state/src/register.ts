@@ -1,11 +1,14 @@
 // registerState binds IClientStateDB: the SQLite file under the data dir,
-// or the in-memory twin, as the agent's `state { backend = … }` says.
+// or the in-memory twin, as the agent's `state { backend = … }` says; and
+// the narrow tokens (IRegistryStateStore, IAllocStateStore,
+// IVolumeStateStore) to whatever IClientStateDB resolves to, a deployment's
+// own binding included.
 import { bindDefault, IClock, ILogger, ValidationError } from '@csiplug/core';
 import type { Clock, Logger } from '@csiplug/core';
 import * as path from 'path';
 import type { DependencyContainer } from 'tsyringe';
 import { openClientState } from './client-state-db';
-import { IClientStateDB } from './tokens';
+import { IAllocStateStore, IClientStateDB, IRegistryStateStore, IVolumeStateStore } from './tokens';
 
 export type StateBackend = 'sqlite' | 'memory';
 
@@ -40,4 +43,7 @@ export function registerState(container: DependencyContainer, options: StateOpti
         : openClientState({ path: stateFilePath(options.dataDir!), timeout: options.timeout, noSync: options.noSync, clock, logger });
     },
   });
+  bindDefault(container, IRegistryStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
+  bindDefault(container, IAllocStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
+  bindDefault(container, IVolumeStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
 }

@@ -2,7 +2,7 @@
 // wrapped by the catalog.
 import { CsiplugError, ValidationError } from '@csiplug/core';
 import { CSIError } from '@csiplug/csi';
-import { VolumePluginError } from '../volumes/errors';
+import { VolumePluginError } from '@csiplug/volumes';
 import { ApiError, statusForError } from './api-error';
 
 function pluginSaid(grpcCode: number, local = false): VolumePluginError {

@@ -3,7 +3,7 @@ import { FakeClock, MemoryLogger, flushMicrotasks } from '@csiplug/core';
 import * as http from 'http';
 import { ApiClient } from './api-client';
 import { ApiError } from './api-error';
-import { FakeAgentService } from './fake-agent-service';
+import { FakeAgentService } from '../testing';
 import { HttpApi } from './http-api';
 import { jobDoc, raw, startApi, volumeDoc } from '../../test/support/http';
 

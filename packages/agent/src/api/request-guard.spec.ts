@@ -8,7 +8,7 @@ import * as https from 'https';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
-import { FakeAgentService } from './fake-agent-service';
+import { FakeAgentService } from '../testing';
 import { jobDoc, raw, startApi } from '../../test/support/http';
 import { HttpApi } from './http-api';
 import { parseHostHeader } from '../spec';

@@ -5,7 +5,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { Readable } from 'stream';
-import { FakeAgentService, HttpApi, fakeUuid } from '../api';
+import { HttpApi } from '../api';
+import { FakeAgentService, fakeUuid } from '../testing';
 import type { CliHandlers, CliIo } from './io';
 import { main } from './main';
 

@@ -5,13 +5,13 @@
 // is stopped and every mount removed. Each step says what it does and how
 // long it took.
 import { errorMessage } from '@csiplug/core';
+import { executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiClient } from '../api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../spec';
-import { executorPaths, type ExecutorPidRecord } from '../driver/executor-protocol';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
 import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './specs';

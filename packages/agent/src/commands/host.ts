@@ -1,6 +1,9 @@
 // Small facts about this host that the demo, the end-to-end tests and the
 // benchmarks all ask: a free loopback port, the mounts under a dir, whether
 // a pid is alive, and a bounded wait for a condition read from the API.
+// Internal to the agent (the commands import this file): not part of
+// @csiplug/agent; tests and benchmarks get freePort, isAlive and pollUntil
+// from @csiplug/agent/testing.
 import { errorMessage } from '@csiplug/core';
 import * as net from 'net';
 

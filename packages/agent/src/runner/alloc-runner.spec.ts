@@ -1,47 +1,14 @@
+import type { VolumeMountRecord } from '@csiplug/volumes';
 import { FakeClock, MemoryLogger, ShutdownError } from '@csiplug/core';
+import { FakeDriver } from '@csiplug/driver/testing';
 import type { AllocHook, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
 import { ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from '../driver/driver';
 import type { Alloc, JobSpec } from '../model';
 import { AllocRunner } from './alloc-runner';
-
-class FakeDriver implements TaskDriver {
-  readonly name = 'fake';
-  readonly started: string[] = [];
-  readonly stopped: number[] = [];
-  recoverAs: RecoverResult = { running: true };
-  private pid = 100;
-  private readonly waiters = new Map<number, (e: ExitResult) => void>();
-  async start(c: DriverTaskConfig): Promise<TaskHandle> {
-    this.started.push(c.taskName);
-    return { version: 1, driver: 'exec', allocId: c.allocId, taskName: c.taskName, taskDir: c.taskDir, executorPid: 1, executorStartTime: '1', pid: this.pid++, startTime: '1', startedAt: 0 };
-  }
-  adopt(): TaskHandle | undefined {
-    return undefined;
-  }
-  async recover(): Promise<RecoverResult> {
-    return this.recoverAs;
-  }
-  wait(h: TaskHandle): Promise<ExitResult> {
-    return new Promise((resolve) => this.waiters.set(h.pid, resolve));
-  }
-  exit(pid: number, code: number): void {
-    this.waiters.get(pid)?.({ exitCode: code, signal: null, finishedAt: 0 });
-  }
-  async stop(h: TaskHandle): Promise<ExitResult> {
-    this.stopped.push(h.pid);
-    const e = { exitCode: null, signal: 'SIGTERM', finishedAt: 0 };
-    this.waiters.get(h.pid)?.(e);
-    return e;
-  }
-  isRunning(): boolean {
-    return true;
-  }
-  dispose(): void {}
-}
+import { StateAllocStore } from './alloc-store';
 
 /** A csi hook whose prerun the test controls and whose postrun it can hold. */
 class ControlledHook implements AllocHook {
@@ -95,6 +62,8 @@ describe('AllocRunner', () => {
   let driver: FakeDriver;
   let hook: ControlledHook;
   let clock: FakeClock;
+  /** What the volume reconciler holds for the allocs (a stand-in: the runner only reads it). */
+  let volumeRecords: VolumeMountRecord[];
 
   const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
   const runner = (a = alloc()) =>
@@ -102,11 +71,12 @@ describe('AllocRunner', () => {
       dataDir,
       nodeId: 'n1',
       driver,
-      state,
+      allocStore: new StateAllocStore(state),
       clock,
       logger: new MemoryLogger(),
       supervisors: {} as CSIPluginSupervisorFactory,
       csiHooks: { create: () => hook } as unknown as CSIHookFactory,
+      volumes: { list: (allocId?: string) => volumeRecords.filter((r) => allocId === undefined || r.allocId === allocId) },
       variables: {},
       onTaskEvent: () => undefined,
       onStatusChange: () => undefined,
@@ -118,6 +88,7 @@ describe('AllocRunner', () => {
     driver = new FakeDriver();
     hook = new ControlledHook();
     clock = new FakeClock(0);
+    volumeRecords = [];
   });
   afterEach(() => {
     state.close();
@@ -128,14 +99,14 @@ describe('AllocRunner', () => {
     const first = runner();
     await first.run('start');
     await clock.advance(0);
-    expect(driver.started).toEqual(['server']);
+    expect(driver.started.map((c) => c.taskName)).toEqual(['server']);
     first.detach(); // agent restart; the task keeps running
     hook.prerunResult = async () => {
       throw new Error('plugin p did not come back');
     };
     const restored = runner(state.getAllocation<{ alloc: Alloc }>('a1')!.alloc);
     await restored.run('restore');
-    expect(driver.stopped).toEqual([100]);
+    expect(driver.stops).toEqual(['100 SIGTERM']);
     expect(hook.calls).toEqual(['prerun', 'prerun', 'postrun start', 'postrun done']);
     expect(restored.alloc.clientStatus).toBe('failed');
   });
@@ -176,10 +147,25 @@ describe('AllocRunner', () => {
     const r = runner();
     await r.run('start');
     await clock.advance(0);
-    state.putVolumeStubs('a1', { data: { name: 'data', volumeId: 'v1', pluginId: 'p', targetPath: '/x', usage: { readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' } } });
     r.detach();
+    // A volume still wanted mounted: the teardown must run (unmount, release).
+    volumeRecords.push({
+      allocId: 'a1',
+      name: 'data',
+      volumeId: 'v1',
+      externalId: 'v1',
+      pluginId: 'p',
+      usage: { readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' },
+      desired: 'mounted',
+      claimed: true,
+      staged: false,
+      published: true,
+      targetPath: '/x',
+      attempts: 0,
+      since: 0,
+    });
     expect(runner(state.getAllocation<{ alloc: Alloc }>('a1')!.alloc).needsTeardown).toBe(true);
     await runner(state.getAllocation<{ alloc: Alloc }>('a1')!.alloc).stop();
-    expect(driver.stopped).toEqual([100]);
+    expect(driver.stops).toEqual(['100 SIGTERM']);
   });
 });

@@ -17,33 +17,31 @@ import {
   type TaskEvent,
   type TaskHook,
 } from '@csiplug/hooks';
-import type { ClientStateDB } from '@csiplug/state';
 import * as fs from 'fs';
 import * as path from 'path';
-import type { TaskDriver } from '../driver/driver';
+import type { TaskDriver } from '@csiplug/driver';
 import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '../model';
 import { taskVariables } from '../spec/interpolate';
+import type { AllocRecord, AllocStore } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
+import type { VolumeReconcilerService } from '@csiplug/volumes';
 
 export interface AllocRunnerDeps {
   dataDir: string;
   nodeId: string;
   driver: TaskDriver;
-  state: ClientStateDB;
+  /** Where the alloc and its tasks are saved for a restore. */
+  allocStore: AllocStore;
   clock: Clock;
   logger: Logger;
   supervisors: CSIPluginSupervisorFactory;
   csiHooks: CSIHookFactory;
+  /** The volume reconciler: what this alloc has mounted or still holds. */
+  volumes: Pick<VolumeReconcilerService, 'list'>;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
   variables: Record<string, string>;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
   onStatusChange(alloc: Alloc): void;
-}
-
-/** What the alloc runner saves beside the alloc: the volumes its tasks see. */
-interface AllocRecord {
-  alloc: Alloc;
-  volumes: Record<string, MountedVolume>;
 }
 
 export class AllocRunner {
@@ -70,8 +68,8 @@ export class AllocRunner {
     if (!group) throw new Error(`alloc ${alloc.id}: job ${alloc.jobId} has no group "${alloc.group}"`);
     this.group = group;
     this.log = deps.logger.child({ alloc_id: alloc.id });
-    const saved = deps.state.getAllocation<AllocRecord>(alloc.id);
-    if (saved?.volumes) this.volumes = saved.volumes;
+    const saved = deps.allocStore.getAllocation(alloc.id);
+    if (saved) this.volumes = saved.volumes;
     // Task runners exist from the start (they only load what was saved), so
     // a stop or a failed setup can always reach a task that is still alive
     // from before an agent restart.
@@ -81,7 +79,7 @@ export class AllocRunner {
         task.name,
         new TaskRunner(this.info(), task, this.taskDir(task.name), hooks, {
           driver: deps.driver,
-          state: deps.state,
+          allocStore: deps.allocStore,
           clock: deps.clock,
           logger: deps.logger,
           variables: {},
@@ -99,8 +97,8 @@ export class AllocRunner {
 
   /** Whether anything of this alloc may still be alive: a mount, a claim, or a task not known dead. */
   get needsTeardown(): boolean {
-    const stubs = this.deps.state.getVolumeStubs(this.alloc.id);
-    return (!!stubs && Object.keys(stubs).length > 0) || [...this.tasks.values()].some((t) => !t.isDead);
+    const mounted = this.deps.volumes.list(this.alloc.id).some((r) => r.desired === 'mounted');
+    return mounted || [...this.tasks.values()].some((t) => !t.isDead);
   }
 
   get allocDir(): string {
@@ -281,7 +279,7 @@ export class AllocRunner {
 
   private save(): void {
     try {
-      this.deps.state.putAllocation(this.alloc.id, { alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
+      this.deps.allocStore.putAllocation({ alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
     } catch (err) {
       this.log.error('could not save the alloc', { error: err });
     }

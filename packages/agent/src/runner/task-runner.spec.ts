@@ -1,88 +1,11 @@
-import { FakeClock, MemoryLogger, ShutdownError } from '@csiplug/core';
+import { FakeClock, MemoryLogger } from '@csiplug/core';
+import { TaskAlreadyRunningError, TransientProbeError, type RecoverResult, type TaskHandle } from '@csiplug/driver';
+import { FakeDriver } from '@csiplug/driver/testing';
 import type { TaskEvent, TaskHook } from '@csiplug/hooks';
 import { ClientStateDB, openClientState } from '@csiplug/state';
-import type { DriverTaskConfig, ExitResult, RecoverResult, TaskDriver, TaskHandle } from '../driver/driver';
-import { TaskAlreadyRunningError, TransientProbeError } from '../driver/errors';
 import type { TaskSpec } from '../model';
+import { StateAllocStore } from './alloc-store';
 import { TaskRunner } from './task-runner';
-
-/** A driver whose processes exit when the test says so. */
-class FakeDriver implements TaskDriver {
-  readonly name = 'fake';
-  readonly started: DriverTaskConfig[] = [];
-  readonly stops: string[] = [];
-  private nextPid = 100;
-  private readonly exits = new Map<number, ((e: ExitResult) => void)[]>();
-  private readonly done = new Map<number, ExitResult>();
-  recoverAs: RecoverResult = { running: true };
-  /** What adopt() finds in a task dir (the executor's own record). */
-  adoptable: TaskHandle | undefined;
-  /** Errors the next wait() / start() / adopt() calls fail with, one per call. */
-  readonly waitFailures: unknown[] = [];
-  readonly startFailures: unknown[] = [];
-  readonly adoptFailures: unknown[] = [];
-  /**
-   * Set: recover() answers only when the test resolves it (a recover in
-   * flight). Like the real driver, recover() never throws for a transient
-   * fault: it answers "running" once it gives up telling.
-   */
-  recoverGate: Promise<RecoverResult> | undefined;
-  /** Whether stop() ends the task at once; false: it exits when the test says so. */
-  stopExits = true;
-  waits = 0;
-  adopts = 0;
-  private disposed = false;
-
-  adopt(): TaskHandle | undefined {
-    this.adopts++;
-    if (this.adoptFailures.length) throw this.adoptFailures.shift();
-    return this.adoptable;
-  }
-
-  async start(config: DriverTaskConfig): Promise<TaskHandle> {
-    this.started.push(config);
-    if (this.startFailures.length) throw this.startFailures.shift();
-    const pid = this.nextPid++;
-    return { version: 1, driver: 'exec', allocId: config.allocId, taskName: config.taskName, taskDir: config.taskDir, executorPid: pid + 1000, executorStartTime: '1', pid, startTime: '1', startedAt: 0 };
-  }
-  async recover(): Promise<RecoverResult> {
-    return this.recoverGate ?? this.recoverAs;
-  }
-  wait(handle: TaskHandle): Promise<ExitResult> {
-    this.waits++;
-    if (this.waitFailures.length) return Promise.reject(this.waitFailures.shift());
-    const known = this.done.get(handle.pid);
-    if (known) return Promise.resolve(known);
-    return new Promise((resolve, reject) => {
-      this.onExit(handle.pid, resolve);
-      if (this.disposed) reject(new ShutdownError('disposed'));
-    });
-  }
-  exit(pid: number, exitCode: number | null, signal: string | null = null): void {
-    const result = { exitCode, signal, finishedAt: 0 };
-    this.done.set(pid, result);
-    for (const resolve of this.exits.get(pid) ?? []) resolve(result);
-    this.exits.delete(pid);
-  }
-  private onExit(pid: number, resolve: (e: ExitResult) => void): void {
-    this.exits.set(pid, [...(this.exits.get(pid) ?? []), resolve]);
-  }
-  async stop(handle: TaskHandle, signal: NodeJS.Signals): Promise<ExitResult> {
-    this.stops.push(`${handle.pid} ${signal}`);
-    if (this.stopExits) this.exit(handle.pid, null, signal);
-    return new Promise((resolve) => {
-      const known = this.done.get(handle.pid);
-      if (known) resolve(known);
-      else this.onExit(handle.pid, resolve);
-    });
-  }
-  isRunning(handle: TaskHandle): boolean {
-    return !this.done.has(handle.pid);
-  }
-  dispose(): void {
-    this.disposed = true;
-  }
-}
 
 /** The error a read gets when the agent has run out of file descriptors. */
 const emfile = () => Object.assign(new Error('EMFILE: too many open files, open /proc/100/stat'), { code: 'EMFILE' });
@@ -110,7 +33,7 @@ describe('TaskRunner', () => {
   const runner = (task = spec(), hooks: TaskHook[] = []) =>
     new TaskRunner(alloc, task, '/tmp/none/web', hooks, {
       driver,
-      state,
+      allocStore: new StateAllocStore(state),
       clock,
       logger,
       variables: { CSIPLUG_ALLOC_ID: 'a1' },

@@ -12,13 +12,11 @@
 // about the task (the agent itself may be out of file descriptors): it is
 // logged and tried again after a backoff, never read as the task's death,
 // which would release its volumes under a workload that still runs.
-import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage } from '@csiplug/core';
+import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError } from '@csiplug/core';
+import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
-import type { ClientStateDB } from '@csiplug/state';
-import type { ExitResult, TaskDriver, TaskHandle } from '../driver/driver';
-import { TaskAlreadyRunningError, isTransientFsError } from '../driver/errors';
-import { RestartTracker } from '../driver/restart-tracker';
 import type { TaskSpec, TaskState } from '../model';
+import type { AllocStore } from './alloc-store';
 import { interpolateTask } from '../spec/interpolate';
 
 export const TASK_EVENT = {
@@ -44,7 +42,8 @@ const DRIVER_RETRY_MAX = 30_000;
 
 export interface TaskRunnerDeps {
   driver: TaskDriver;
-  state: ClientStateDB;
+  /** Where the task's handle and state are saved for a restore. */
+  allocStore: AllocStore;
   clock: Clock;
   logger: Logger;
   /** Variables for ${…} interpolation and the task's environment (alloc id, task dir, volumes…); see setVariables. */
@@ -80,9 +79,9 @@ export class TaskRunner {
   ) {
     this.log = deps.logger.child({ alloc_id: alloc.id, task: task.name });
     this.variables = { ...deps.variables };
-    const saved = deps.state.getTaskState<TaskState>(alloc.id, task.name);
+    const saved = deps.allocStore.getTaskState(alloc.id, task.name);
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
-    this.handle = deps.state.getTaskHandle<TaskHandle>(alloc.id, task.name);
+    this.handle = deps.allocStore.getTaskHandle(alloc.id, task.name);
     this.tracker = new RestartTracker(task.restart, deps.clock);
   }
 
@@ -185,7 +184,7 @@ export class TaskRunner {
         if (!adopted) return; // detached
         this.handle = adopted.value;
         if (this.handle) {
-          this.deps.state.putTaskHandle(this.alloc.id, this.task.name, this.handle);
+          this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, this.handle);
           this.log.warn('adopted a task whose handle was never saved', { pid: this.handle.pid });
         }
       }
@@ -219,7 +218,7 @@ export class TaskRunner {
           if (newer && (newer.pid !== saved.pid || newer.startTime !== saved.startTime) && this.deps.driver.isRunning(newer)) {
             handle = newer;
             this.handle = newer;
-            this.deps.state.putTaskHandle(this.alloc.id, this.task.name, newer);
+            this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, newer);
             this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', { old_pid: saved.pid, pid: newer.pid });
             await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
             this.setState({ state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
@@ -362,7 +361,7 @@ export class TaskRunner {
   /** A task that runs although its start failed (TaskAlreadyRunningError): it becomes this run's. */
   private takeOver(handle: TaskHandle, ctx: TaskHookContext): TaskHandle {
     this.handle = handle;
-    this.deps.state.putTaskHandle(this.alloc.id, this.task.name, handle);
+    this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, handle);
     this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
     this.event({ type: TASK_EVENT.started, message: `took over the running task (pid ${handle.pid}) whose start had failed` });
     this.log.warn('took over a running task whose start had failed', { pid: handle.pid });
@@ -418,7 +417,7 @@ export class TaskRunner {
       env,
     });
     this.handle = handle;
-    this.deps.state.putTaskHandle(this.alloc.id, this.task.name, handle);
+    this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, handle);
     this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
     this.event({ type: TASK_EVENT.started, message: `task started by exec driver (pid ${handle.pid})` });
     if (this.stopping) {
@@ -463,7 +462,7 @@ export class TaskRunner {
 
   private persist(): void {
     try {
-      this.deps.state.putTaskState(this.alloc.id, this.task.name, this.state);
+      this.deps.allocStore.putTaskState(this.alloc.id, this.task.name, this.state);
     } catch (err) {
       this.log.error('could not save the task state', { error: err });
     }

@@ -1,5 +1,5 @@
 import { ValidationError } from '@csiplug/core';
-import { VolumeSpec, parseVolumeSpec, validateVolumeSpec, volumeSpecToDocument } from './volume-spec';
+import { VolumeSpec, checkVolumeSpec, parseVolumeSpec, validateVolumeSpec, volumeSpecToDocument } from './volume-spec';
 
 function errorOf(fn: () => unknown): ValidationError {
   try {
@@ -145,5 +145,36 @@ describe('parseVolumeSpec', () => {
     ['secrets not a block', { ...MINIMAL, secrets: 'x' }, `${V}: secrets must be a block (got "x")`],
   ])('rejects %s', (_name, raw, message) => {
     expect(errorOf(() => validateVolumeSpec(raw)).message).toBe(message);
+  });
+});
+
+// checkVolumeSpec is the agent's IVolumeSpecValidator: the catalog
+// (@csiplug/volumes) runs every spec it is given through it.
+describe('checkVolumeSpec', () => {
+  const spec = (over: Partial<VolumeSpec> = {}): VolumeSpec => ({
+    id: 'data',
+    name: 'data',
+    type: 'csi',
+    pluginId: 'hp',
+    externalId: 'ext-data',
+    capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }],
+    parameters: {},
+    secrets: { token: 's3cret' },
+    context: { zone: 'a' },
+    ...over,
+  });
+
+  it('passes a good spec through unchanged', () => {
+    expect(checkVolumeSpec(FULL)).toEqual(FULL);
+    expect(checkVolumeSpec(spec())).toEqual(spec());
+  });
+
+  it('refuses what no spec file could hold', () => {
+    expect(errorOf(() => checkVolumeSpec(spec({ id: 'v3', capabilities: [] }))).message).toMatch(/capability is required/);
+    expect(errorOf(() => checkVolumeSpec(spec({ id: '../etc' }))).message).toMatch(/id "..\/etc" is not allowed/);
+    expect(errorOf(() => checkVolumeSpec(spec({ id: 'v4', capabilities: [{ accessMode: 'everyone-writes' as never, attachmentMode: 'file-system' }] }))).message).toMatch(/access_mode/);
+    expect(errorOf(() => checkVolumeSpec(spec({ id: 'v5', capacityMin: 10, capacityMax: 5 }))).message).toMatch(/capacity_min/);
+    expect(errorOf(() => checkVolumeSpec(null)).message).toBe('a volume spec is required');
+    expect(errorOf(() => checkVolumeSpec({ id: 'x', capabilities: 'all' })).message).toMatch(/^not a volume spec: /);
   });
 });

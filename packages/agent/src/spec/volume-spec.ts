@@ -1,36 +1,16 @@
 // Volume specifications (`csiplug volume register|create FILE`), Nomad's
 // shape in HCL or JSON: top-level attributes plus capability, mount_options,
-// parameters, secrets and context blocks.
-import { ValidationError, assertPathSafeId } from '@csiplug/core';
+// parameters, secrets and context blocks. The VolumeSpec type is the volume
+// catalog's (@csiplug/volumes); reading and checking specs is done here, and
+// checkVolumeSpec is what the agent binds as the catalog's
+// IVolumeSpecValidator.
+import { ValidationError, assertPathSafeId, errorMessage } from '@csiplug/core';
+import type { VolumeCapability, VolumeSpec } from '@csiplug/volumes';
 import { BlockReader, Where, isBody, loadDocument, withPrefix } from './document';
-import { ACCESS_MODES, ATTACHMENT_MODES, AccessMode, AttachmentMode } from './modes';
+import { ACCESS_MODES, ATTACHMENT_MODES } from './modes';
 import { formatSize, parseSize } from './size';
 
-export interface VolumeCapability {
-  accessMode: AccessMode;
-  attachmentMode: AttachmentMode;
-}
-
-export interface VolumeSpec {
-  /** The catalog id; path-safe. */
-  id: string;
-  /** Display name (default: the id). */
-  name: string;
-  type: 'csi';
-  pluginId: string;
-  /** The storage provider's id: needed to register an existing volume, absent when creating one. */
-  externalId?: string;
-  /** At least one. */
-  capabilities: VolumeCapability[];
-  mountOptions?: { fsType?: string; mountFlags?: string[] };
-  /** bytes */
-  capacityMin?: number;
-  /** bytes */
-  capacityMax?: number;
-  parameters: Record<string, string>;
-  secrets: Record<string, string>;
-  context: Record<string, string>;
-}
+export type { VolumeCapability, VolumeSpec } from '@csiplug/volumes';
 
 /** The JSON form of a volume spec: the file's attributes and blocks as keys. */
 export interface VolumeSpecDocument {
@@ -116,6 +96,23 @@ export function validateVolumeSpec(raw: unknown): VolumeSpec {
     r.fail('capacity_min', `(${formatSize(capacityMin)}) must not exceed capacity_max (${formatSize(capacityMax)})`);
   }
   return spec;
+}
+
+/**
+ * Re-checks a VolumeSpec that may not have come through the parser (HTTP
+ * bodies, code) and returns it in canonical form; throws ValidationError.
+ * The agent binds it as the volume catalog's IVolumeSpecValidator.
+ */
+export function checkVolumeSpec(spec: unknown): VolumeSpec {
+  if (typeof spec !== 'object' || spec === null) throw new ValidationError('a volume spec is required', 'spec');
+  let doc;
+  try {
+    doc = volumeSpecToDocument(spec as VolumeSpec);
+  } catch (err) {
+    throw new ValidationError(`not a volume spec: ${errorMessage(err)}`, 'spec');
+  }
+  // The round trip is exact for a good spec (see volumeSpecToDocument).
+  return validateVolumeSpec(doc);
 }
 
 /** The canonical JSON form of a VolumeSpec. validateVolumeSpec(volumeSpecToDocument(v)) deep-equals v. */

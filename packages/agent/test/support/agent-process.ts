@@ -1,6 +1,7 @@
 // End-to-end test support: a real `csiplug agent` process (the built CLI)
 // on a temp data dir, an API client for it, and checks on mounts and
 // processes. Everything a test starts is killed and unmounted by cleanup().
+import { executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
 import { ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -8,7 +9,6 @@ import * as path from 'path';
 import { ApiClient } from '../../src/api';
 import { freePort, isAlive, mountsUnder, pollUntil } from '../../src/commands/host';
 import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
-import { executorPaths, type ExecutorPidRecord } from '../../src/driver/executor-protocol';
 
 export { freePort, isAlive, mountsUnder, pollUntil };
 

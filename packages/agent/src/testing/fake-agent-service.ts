@@ -1,0 +1,322 @@
+// An in-memory AgentService for tests of the HTTP API and the CLI: jobs make
+// allocs whose tasks "run" at once, volumes live in a map with claims, and
+// plugins are whatever the test puts there. Every change is recorded in
+// `calls`, so a test can prove a refused request changed nothing; `gate`
+// makes the async calls wait, for tests of a slow agent. An unknown job or
+// alloc fails with the real agent's NotFoundError (ENOT_FOUND), so a test
+// against the fake sees what a client of the agent sees.
+import { Clock, CsiplugError, Emitter, Event, FakeClock, ValidationError, toDisposable } from '@csiplug/core';
+import type { MountedVolume } from '@csiplug/hooks';
+import { createHash } from 'crypto';
+import { NotFoundError } from '../agent';
+import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
+import type { JobSpec, TaskState } from '../model';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginView, RunJobResult, VolumeClaimView, VolumeView } from '../service';
+import type { VolumeSpec } from '../spec';
+
+export interface FakeAgentServiceOptions {
+  clock?: Clock;
+  nodeId?: string;
+}
+
+/** The volume catalog's error codes, which the fake throws for volumes (see statusForError). */
+export const FakeCodes = Object.freeze({ VolumeExists: 'EVOLUME_EXISTS', VolumeInUse: 'EVOLUME_IN_USE', VolumeNotFound: 'EVOLUME_NOT_FOUND' });
+
+export class FakeAgentService implements AgentService {
+  readonly clock: Clock;
+  readonly nodeId: string;
+  /** Every call that changes something, as `method arg`. */
+  readonly calls: string[] = [];
+  readonly jobs = new Map<string, JobView>();
+  readonly allocs = new Map<string, AllocView>();
+  readonly plugins = new Map<string, PluginView>();
+  readonly volumes = new Map<string, VolumeView>();
+  /** `<alloc>/<task>/<stream>` → the log's text (or bytes). */
+  readonly logs = new Map<string, string | Buffer>();
+  /** While set, every async call waits for it before doing anything: an agent slow to answer. */
+  gate: Promise<void> | undefined;
+  /** Set to make the next service call throw it (once). */
+  nextError: Error | undefined;
+  healthy = true;
+
+  private readonly emitter = new Emitter<AgentEvent>();
+  private subscribers = 0;
+  readonly onEvent: Event<AgentEvent> = (listener, disposables) => {
+    this.subscribers++;
+    const sub = this.emitter.event(listener);
+    const counted = toDisposable(() => {
+      this.subscribers--;
+      sub.dispose();
+    });
+    disposables?.add(counted);
+    return counted;
+  };
+  private eventIndex = 0;
+  private allocCounter = 0;
+  private readonly startedAt: number;
+
+  constructor(options: FakeAgentServiceOptions = {}) {
+    this.clock = options.clock ?? new FakeClock();
+    this.nodeId = options.nodeId ?? 'fake-node';
+    this.startedAt = this.clock.now();
+  }
+
+  /** Fires an event as the agent would. */
+  emit(event: Omit<AgentEvent, 'index' | 'time'> & { time?: number }): AgentEvent {
+    const full: AgentEvent = { ...event, index: ++this.eventIndex, time: event.time ?? this.clock.now() };
+    this.emitter.fire(full);
+    return full;
+  }
+
+  /** How many listeners (event streams) are subscribed to onEvent. */
+  get eventSubscribers(): number {
+    return this.subscribers;
+  }
+
+  addPlugin(view: Partial<PluginView> & { id: string }): PluginView {
+    const full: PluginView = {
+      provider: `${view.id}.csi.example`,
+      version: '1.0.0',
+      controllerRequired: false,
+      controllersHealthy: 0,
+      controllersExpected: 0,
+      nodesHealthy: 1,
+      nodesExpected: 1,
+      allocs: [],
+      ...view,
+    };
+    this.plugins.set(full.id, full);
+    return full;
+  }
+
+  /** Claims a volume for an alloc, as a running workload would. */
+  claim(volumeId: string, allocId: string, mode: 'read' | 'write' = 'write'): void {
+    const v = this.volumes.get(volumeId);
+    if (!v) throw new CsiplugError(FakeCodes.VolumeNotFound, `volume "${volumeId}" not found`);
+    const cap = v.capabilities[0]!;
+    v.claims.push({ allocId, mode, accessMode: cap.accessMode, attachmentMode: cap.attachmentMode, since: this.clock.now() });
+  }
+
+  private failIfAsked(): void {
+    const err = this.nextError;
+    if (err) {
+      this.nextError = undefined;
+      throw err;
+    }
+  }
+
+  // AgentService ---------------------------------------------------------------
+
+  health(): AgentHealth {
+    this.failIfAsked();
+    const allocs = [...this.allocs.values()];
+    const count = (s: string) => allocs.filter((a) => a.clientStatus === s).length;
+    const plugins = [...this.plugins.values()];
+    return {
+      ok: this.healthy,
+      nodeId: this.nodeId,
+      dataDir: '/var/lib/csiplug',
+      version: '0.1.0',
+      startedAt: this.startedAt,
+      allocs: { running: count('running'), pending: count('pending'), dead: count('complete') + count('failed') },
+      plugins: { healthy: plugins.filter((p) => p.nodesHealthy + p.controllersHealthy > 0).length, total: plugins.length },
+    };
+  }
+
+  listJobs(): JobView[] {
+    this.failIfAsked();
+    return [...this.jobs.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  getJob(id: string): JobView | undefined {
+    this.failIfAsked();
+    return this.jobs.get(id);
+  }
+
+  async runJob(job: JobSpec): Promise<RunJobResult> {
+    await this.gate;
+    this.failIfAsked();
+    this.calls.push(`runJob ${job.id}`);
+    const old = this.jobs.get(job.id);
+    if (old) this.stopAllocs(old);
+    const view: JobView = { id: job.id, name: job.name, status: 'running', job, allocs: [] };
+    const allocIds: string[] = [];
+    for (const group of job.groups) {
+      for (let index = 0; index < group.count; index++) {
+        const alloc = this.makeAlloc(job, group.name, index);
+        this.allocs.set(alloc.id, alloc);
+        view.allocs.push({ id: alloc.id, name: alloc.name, group: alloc.group, clientStatus: alloc.clientStatus, desiredStatus: alloc.desiredStatus });
+        allocIds.push(alloc.id);
+        for (const task of Object.keys(alloc.tasks)) this.emit({ topic: 'Task', type: 'Started', message: 'Task started by client', allocId: alloc.id, task, jobId: job.id });
+      }
+    }
+    this.jobs.set(job.id, view);
+    this.emit({ topic: 'Job', type: old ? 'JobUpdated' : 'JobRegistered', message: `job ${job.id} registered`, jobId: job.id });
+    return { jobId: job.id, allocIds, replaced: old !== undefined };
+  }
+
+  async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
+    await this.gate;
+    this.failIfAsked();
+    this.calls.push(`stopJob ${id}${options.purge ? ' purge' : ''}`);
+    const job = this.jobs.get(id);
+    if (!job) throw new NotFoundError(`job "${id}" not found`);
+    this.stopAllocs(job);
+    job.status = 'dead';
+    if (options.purge) {
+      this.jobs.delete(id);
+      for (const a of job.allocs) this.allocs.delete(a.id);
+    }
+    this.emit({ topic: 'Job', type: 'JobDeregistered', message: `job ${id} stopped`, jobId: id });
+    return job;
+  }
+
+  listAllocs(): AllocView[] {
+    this.failIfAsked();
+    return [...this.allocs.values()].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+  }
+
+  getAlloc(id: string): AllocView | undefined {
+    this.failIfAsked();
+    return this.allocs.get(id);
+  }
+
+  async allocLogs(allocId: string, task: string, stream: 'stdout' | 'stderr', range: LogRange = {}): Promise<LogSlice> {
+    await this.gate;
+    this.failIfAsked();
+    const alloc = this.allocs.get(allocId);
+    if (!alloc) throw new NotFoundError(`alloc "${allocId}" not found`);
+    if (!Object.hasOwn(alloc.tasks, task)) throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
+    return memoryLogSlice(Buffer.from(this.logs.get(`${allocId}/${task}/${stream}`) ?? ''), range);
+  }
+
+  listPlugins(): PluginView[] {
+    this.failIfAsked();
+    return [...this.plugins.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  getPlugin(id: string): PluginView | undefined {
+    this.failIfAsked();
+    return this.plugins.get(id);
+  }
+
+  listVolumes(): VolumeView[] {
+    this.failIfAsked();
+    return [...this.volumes.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  getVolume(id: string): VolumeView | undefined {
+    this.failIfAsked();
+    return this.volumes.get(id);
+  }
+
+  async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
+    await this.gate;
+    this.failIfAsked();
+    if (spec.externalId === undefined) throw new ValidationError(`volume "${spec.id}": external_id is required to register an existing volume; use create to make a new one`, 'external_id');
+    return this.addVolume('registerVolume', spec, spec.externalId);
+  }
+
+  async createVolume(spec: VolumeSpec): Promise<VolumeView> {
+    await this.gate;
+    this.failIfAsked();
+    return this.addVolume('createVolume', spec, `ext-${spec.id}`);
+  }
+
+  async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {
+    await this.gate;
+    this.failIfAsked();
+    const v = this.volumeOrThrow(id);
+    if (v.claims.length && !options.force) {
+      throw new CsiplugError(FakeCodes.VolumeInUse, `volume "${id}" is claimed by ${v.claims.length} alloc(s); stop them first or use -force`);
+    }
+    this.calls.push(`deregisterVolume ${id}${options.force ? ' force' : ''}`);
+    this.volumes.delete(id);
+    this.emit({ topic: 'Volume', type: 'VolumeDeregistered', message: `volume ${id} deregistered`, volumeId: id });
+  }
+
+  async deleteVolume(id: string): Promise<void> {
+    await this.gate;
+    this.failIfAsked();
+    const v = this.volumeOrThrow(id);
+    if (v.claims.length) throw new CsiplugError(FakeCodes.VolumeInUse, `volume "${id}" is claimed by ${v.claims.length} alloc(s); stop them first`);
+    this.calls.push(`deleteVolume ${id}`);
+    this.volumes.delete(id);
+    this.emit({ topic: 'Volume', type: 'VolumeDeleted', message: `volume ${id} deleted`, volumeId: id });
+  }
+
+  // ---------------------------------------------------------------------------
+
+  private addVolume(call: string, spec: VolumeSpec, externalId: string): VolumeView {
+    if (this.volumes.has(spec.id)) throw new CsiplugError(FakeCodes.VolumeExists, `volume "${spec.id}" already exists; deregister it first`);
+    this.calls.push(`${call} ${spec.id}`);
+    const view: VolumeView = {
+      ...spec,
+      externalId,
+      ...(spec.capacityMin !== undefined ? { capacityBytes: spec.capacityMin } : {}),
+      schedulable: true,
+      claims: [],
+      createdAt: this.clock.now(),
+    };
+    this.volumes.set(spec.id, view);
+    this.emit({ topic: 'Volume', type: 'VolumeRegistered', message: `volume ${spec.id} registered`, volumeId: spec.id, pluginId: spec.pluginId });
+    return view;
+  }
+
+  private volumeOrThrow(id: string): VolumeView {
+    const v = this.volumes.get(id);
+    if (!v) throw new CsiplugError(FakeCodes.VolumeNotFound, `volume "${id}" not found`);
+    return v;
+  }
+
+  private makeAlloc(job: JobSpec, groupName: string, index: number): AllocView {
+    const id = fakeUuid(++this.allocCounter);
+    const now = this.clock.now();
+    const group = job.groups.find((g) => g.name === groupName)!;
+    const tasks: Record<string, TaskState> = {};
+    for (const t of group.tasks) {
+      tasks[t.name] = {
+        state: 'running',
+        failed: false,
+        restarts: 0,
+        startedAt: now,
+        events: [
+          { type: 'Received', message: 'Task received by client', time: now },
+          { type: 'Started', message: 'Task started by client', time: now },
+        ],
+      };
+    }
+    const volumes: Record<string, MountedVolume> = {};
+    for (const v of group.volumes) {
+      const cat = this.volumes.get(v.source);
+      volumes[v.name] = { name: v.name, volumeId: v.source, pluginId: cat?.pluginId ?? 'unknown', hostPath: `/var/lib/csiplug/csi/per-alloc/${id}/${v.source}/rw-file-system`, readOnly: v.readOnly };
+      if (cat) cat.claims.push({ allocId: id, mode: v.readOnly ? 'read' : 'write', accessMode: v.accessMode, attachmentMode: v.attachmentMode, since: now } satisfies VolumeClaimView);
+    }
+    return { id, jobId: job.id, group: groupName, index, name: `${job.id}.${groupName}[${index}]`, job, desiredStatus: 'run', clientStatus: 'running', createdAt: now, tasks, volumes };
+  }
+
+  private stopAllocs(job: JobView): void {
+    const now = this.clock.now();
+    for (const ref of job.allocs) {
+      const alloc = this.allocs.get(ref.id);
+      if (!alloc || alloc.desiredStatus === 'stop') continue;
+      alloc.desiredStatus = 'stop';
+      alloc.clientStatus = 'complete';
+      ref.desiredStatus = 'stop';
+      ref.clientStatus = 'complete';
+      for (const state of Object.values(alloc.tasks)) {
+        state.state = 'dead';
+        state.finishedAt = now;
+        state.exitCode = 0;
+        state.events.push({ type: 'Killed', message: 'Task successfully killed', time: now });
+      }
+      for (const v of this.volumes.values()) v.claims = v.claims.filter((c) => c.allocId !== alloc.id);
+    }
+  }
+}
+
+/** A stable, uuid-shaped id for the n-th alloc (distinct prefixes, as real ids have). */
+export function fakeUuid(n: number): string {
+  const h = createHash('sha1').update(`alloc-${n}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}

@@ -1,0 +1,786 @@
+// The `exec` task driver: runs a task as a plain host process through an
+// executor (executor.ts) that is the task's parent, so the task outlives the
+// agent and a restarted agent can find it again. Everything the driver knows
+// about a task comes from the executor's files in `<taskDir>/.executor/` and
+// from /proc, checked by pid and start time, never by pid alone.
+//
+// Waiting is event-driven (fs.watch on the executor's dir, checked after
+// subscribing so no wake-up is lost), with a slow safety poll on the Clock
+// for the one thing no file event reports: an executor killed with SIGKILL.
+//
+// A fault of the agent's own process while checking a task (out of file
+// descriptors, say, under a connection flood) says nothing about the task:
+// its state is "unknown" and is checked again on the next tick. Only an
+// exit record or a verified /proc check ends a task.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { DisposableStore, IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, toDisposable, type Disposable } from '@csiplug/core';
+import { inject, injectable } from 'tsyringe';
+import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
+import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
+import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
+import { IExecDriverOptions } from './tokens';
+
+export interface ExecDriverOptions {
+  /** The compiled executor script; defaults to this package's dist/executor.js (see DEFAULT_EXECUTOR_PATH). */
+  executorPath?: string;
+  /** The node binary that runs the executor; defaults to the agent's own. */
+  nodePath?: string;
+  /** ms start() waits for the executor to report the running task (default 10 s). */
+  startTimeout?: number;
+  /** ms between safety checks of the task and executor pids while waiting (default 5 s). */
+  pollInterval?: number;
+  /** ms recover() waits for a live executor to record the exit of a task that is gone (default 5 s). */
+  exitGrace?: number;
+  /** Whether a task inherits the agent's environment beneath its own `env`, as Nomad's raw_exec does (default true). */
+  inheritEnv?: boolean;
+  /**
+   * Reads /proc/<pid>/stat (default: readProcStat): undefined when there is
+   * no such process, a throw when it cannot be told. A seam for tests that
+   * inject faults of the agent's own process.
+   */
+  procReader?: (pid: number) => ProcStat | undefined;
+  /** Reads an executor record (default: readJsonFile): undefined when there is none. A seam like procReader. */
+  recordReader?: (file: string) => unknown;
+}
+
+/** What one check of a task found; 'unknown' when a fault of the agent itself kept it from finding out. */
+type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult } | { state: 'unknown'; cause: unknown };
+
+interface WatchOptions {
+  timeoutMs?: number;
+  /** ms between checks besides file events (default: the driver's pollInterval). */
+  pollMs?: number;
+  onTimeout?: () => Error;
+  /** Extra wake-ups beyond the dir watch and the poll; returns what to release. */
+  triggers?: (kick: () => void) => Disposable;
+}
+
+const DEFAULTS = {
+  startTimeout: 10_000,
+  // Only a safety net: file events report exits at once; the poll catches an
+  // executor killed before it could write its record. Kept slow so an agent
+  // with many tasks stays idle when nothing happens.
+  pollInterval: 5_000,
+  exitGrace: 5_000,
+};
+
+/**
+ * The executor script of this package: dist/executor.js. Resolved through
+ * the package root, so it names the compiled script whether this module runs
+ * from dist/ or, under ts-jest, from src/ (the executor is always run
+ * compiled: a plain `node` starts it).
+ */
+export const DEFAULT_EXECUTOR_PATH = join(__dirname, '..', 'dist', 'executor.js');
+
+/** ms between checks for the previous run's executor to exit, which it does right after its exit record. */
+const EXITING_EXECUTOR_POLL = 25;
+
+/** How much of executor.log a start error quotes. */
+const LOG_TAIL_BYTES = 2_000;
+
+/** At most one warning per this many ms while a task cannot be checked, so an EMFILE storm does not flood the log. */
+const FAULT_LOG_INTERVAL = 30_000;
+
+/**
+ * Logs the transient faults met while checking one task without flooding:
+ * the first at once, then at most one line per FAULT_LOG_INTERVAL, and one
+ * line when the checks work again.
+ */
+class FaultLog {
+  private since: number | undefined;
+  private lastLine = 0;
+  private faults = 0;
+
+  constructor(
+    private readonly clock: IClock,
+    private readonly log: ILogger,
+    private readonly fields: Record<string, unknown>,
+  ) {}
+
+  fault(during: string, err: unknown): void {
+    const now = this.clock.now();
+    this.faults++;
+    if (this.since === undefined) this.since = now;
+    else if (now - this.lastLine < FAULT_LOG_INTERVAL) return;
+    this.lastLine = now;
+    this.log.warn('cannot check the task for a fault of the agent itself (not of the task); its state is unknown and is checked again', {
+      ...this.fields,
+      during,
+      faults: this.faults,
+      err: errorMessage(err),
+    });
+  }
+
+  recovered(): void {
+    if (this.since === undefined) return;
+    this.log.info('task checks work again after faults of the agent itself', { ...this.fields, faults: this.faults, unknownForMs: this.clock.now() - this.since });
+    this.since = undefined;
+    this.faults = 0;
+  }
+}
+
+function taskFields(handle: TaskHandle): Record<string, unknown> {
+  return { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
+}
+
+@injectable()
+export class ExecDriver implements TaskDriver {
+  readonly name = 'exec';
+
+  private readonly log: ILogger;
+  private readonly executorPath: string;
+  private readonly nodePath: string;
+  private readonly startTimeout: number;
+  private readonly pollInterval: number;
+  private readonly exitGrace: number;
+  private readonly inheritEnv: boolean;
+  private readonly readStat: (pid: number) => ProcStat | undefined;
+  private readonly readRecordFile: (file: string) => unknown;
+  private readonly store = new DisposableStore();
+  /** One shared wait per task run, keyed by taskDir, pid and start time, with the log of its faults (stop() shares both). */
+  private readonly waits = new Map<string, { exit: Promise<ExitResult>; faults: FaultLog }>();
+  /** isRunning() has no handle-long life to keep a FaultLog in: one for all its calls. */
+  private readonly isRunningFaults: FaultLog;
+  /** Waits in flight: dispose() ends them with a ShutdownError so nobody hangs. */
+  private readonly pending = new Set<(err: Error) => void>();
+  private disposed = false;
+
+  constructor(
+    @inject(IClock) private readonly clock: IClock,
+    @inject(ILogger) logger: ILogger,
+    @inject(IExecDriverOptions, { isOptional: true }) options?: ExecDriverOptions,
+  ) {
+    this.log = logger.child({ component: 'exec-driver' });
+    this.executorPath = options?.executorPath ?? DEFAULT_EXECUTOR_PATH;
+    this.nodePath = options?.nodePath ?? process.execPath;
+    this.startTimeout = options?.startTimeout ?? DEFAULTS.startTimeout;
+    this.pollInterval = options?.pollInterval ?? DEFAULTS.pollInterval;
+    this.exitGrace = options?.exitGrace ?? DEFAULTS.exitGrace;
+    this.inheritEnv = options?.inheritEnv ?? true;
+    this.readStat = options?.procReader ?? readProcStat;
+    this.readRecordFile = options?.recordReader ?? readJsonFile;
+    this.isRunningFaults = new FaultLog(clock, this.log, { call: 'isRunning' });
+  }
+
+  async start(config: DriverTaskConfig): Promise<TaskHandle> {
+    this.assertOpen('start');
+    validateTaskConfig(config);
+    const { allocId, taskName, taskDir } = config;
+    if (!existsSync(this.executorPath)) {
+      throw new TaskStartError(allocId, taskName, `the executor script ${this.executorPath} does not exist; build @csiplug/driver (tsc -p tsconfig.lib.json in packages/driver) or set ExecDriverOptions.executorPath`);
+    }
+    const paths = executorPaths(taskDir);
+    mkdirSync(taskDir, { recursive: true });
+    mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+
+    let previous: ExecutorPidRecord | undefined;
+    let previousExecutorRuns = false;
+    try {
+      previous = this.readRecord<ExecutorPidRecord>(paths.pid);
+      if (previous && this.isSame(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
+      previousExecutorRuns = previous !== undefined && this.isSame(previous.executorPid, previous.executorStartTime);
+    } catch (err) {
+      // Unknown is not "nothing runs there": starting now could run the task twice.
+      if (isTransientFsError(err)) throw new TaskStartError(allocId, taskName, `could not check for a previous run still in ${taskDir} (${errorMessage(err)}); retry later`, { cause: err });
+      throw err;
+    }
+    if (previous && previousExecutorRuns) {
+      const last = previous;
+      // The last run's executor is still recording its task's exit: let it
+      // finish, or its late record would land on top of this run's.
+      await this.watchUntil(paths.dir, () => (this.isSameOrUnknown(last.executorPid, last.executorStartTime) ? undefined : true), {
+        timeoutMs: this.exitGrace,
+        // An exiting process makes no file event, and it exits within moments of its record.
+        pollMs: EXITING_EXECUTOR_POLL,
+        onTimeout: () => new TaskStartError(allocId, taskName, `the executor of the previous run (pid ${last.executorPid}) is still running (or could not be checked) although its task has exited; kill it or retry later`),
+      });
+    }
+    // Records of an earlier run would be taken for this one's.
+    rmSync(paths.pid, { force: true });
+    rmSync(paths.exit, { force: true });
+
+    const spec: ExecutorSpec = {
+      version: 1,
+      command: config.command,
+      args: config.args,
+      env: this.taskEnv(config.env),
+      cwd: taskDir,
+      stdoutPath: join(taskDir, 'stdout.log'),
+      stderrPath: join(taskDir, 'stderr.log'),
+      pidPath: paths.pid,
+      exitPath: paths.exit,
+    };
+    writeJsonAtomic(paths.spec, spec);
+
+    const executor = this.spawnExecutor(config, paths);
+    const startFaults = new FaultLog(this.clock, this.log, { allocId, taskName, executorPid: executor.pid });
+    let executorEnd: { message: string; cause?: Error } | undefined;
+    let record: ExecutorPidRecord | undefined;
+    /** Whether the last read of the executor's records failed for a fault of the agent itself. */
+    let lastReadFailed = false;
+    const check = (): ExecutorPidRecord | undefined => {
+      try {
+        const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
+        lastReadFailed = false;
+        if (pid) return pid;
+        const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
+        if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
+        startFaults.recovered();
+      } catch (err) {
+        if (!isTransientFsError(err)) throw err;
+        // Read again on the next event or tick.
+        lastReadFailed = true;
+        startFaults.fault('start', err);
+      }
+      if (executorEnd) throw new TaskStartError(allocId, taskName, `${executorEnd.message}${this.logTail(paths)}`, { cause: executorEnd.cause });
+      return undefined;
+    };
+    try {
+      record = await this.watchUntil(
+        paths.dir,
+        check,
+        {
+          timeoutMs: this.startTimeout,
+          onTimeout: () => new TimeoutError(`the executor did not report task "${taskName}" of alloc ${allocId} running within ${formatDuration(this.startTimeout)}`, this.startTimeout),
+          triggers: (kick) => {
+            const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+              executorEnd ??= { message: `the executor exited (${code !== null ? `code ${code}` : signal}) before the task started` };
+              kick();
+            };
+            const onError = (err: Error) => {
+              // The cause tells the caller whether this was a fault of the agent itself (EMFILE, EAGAIN…).
+              executorEnd ??= { message: `the executor could not be run (${this.nodePath} ${this.executorPath}): ${err.message}`, cause: err };
+              kick();
+            };
+            executor.on('exit', onExit);
+            executor.on('error', onError);
+            return toDisposable(() => {
+              executor.off('exit', onExit);
+              executor.off('error', onError);
+            });
+          },
+        },
+      );
+    } catch (err) {
+      if (err instanceof TimeoutError && lastReadFailed) {
+        // The deadline passed only because the agent could not read the
+        // executor's records: the task may well run. Killing the executor
+        // now would orphan it, so read on until the record says what runs.
+        record = await this.readPidRecordAfterFaults(executor, paths, () => ({ record: check(), readFailed: lastReadFailed }), err, allocId, taskName);
+      } else {
+        // Nobody got a handle for what we may have started, so nobody could
+        // ever recover or stop it: end it here.
+        this.abandonStart(executor, paths);
+        if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+        throw err;
+      }
+    }
+
+    const handle: TaskHandle = {
+      version: 1,
+      driver: 'exec',
+      allocId,
+      taskName,
+      taskDir,
+      executorPid: record.executorPid,
+      executorStartTime: record.executorStartTime,
+      pid: record.pid,
+      startTime: record.startTime,
+      startedAt: this.clock.now(),
+    };
+    this.log.info('task started', { allocId, taskName, taskPid: handle.pid, executorPid: handle.executorPid });
+    return handle;
+  }
+
+  adopt(task: { allocId: string; taskName: string; taskDir: string }): TaskHandle | undefined {
+    this.assertOpen('adopt');
+    let record: ExecutorPidRecord | undefined;
+    try {
+      record = this.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
+    } catch (err) {
+      // "No record" would have the caller start the task again beside the one that may run.
+      if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's record in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
+      throw err;
+    }
+    if (!record) return undefined;
+    return {
+      version: 1,
+      driver: 'exec',
+      allocId: task.allocId,
+      taskName: task.taskName,
+      taskDir: task.taskDir,
+      executorPid: record.executorPid,
+      executorStartTime: record.executorStartTime,
+      pid: record.pid,
+      startTime: record.startTime,
+      startedAt: record.startedAt,
+    };
+  }
+
+  async recover(handle: TaskHandle): Promise<RecoverResult> {
+    this.assertOpen('recover');
+    validateHandle(handle);
+    const faults = new FaultLog(this.clock, this.log, taskFields(handle));
+    let last = this.probeNeverThrows(handle);
+    if (last.state === 'running') return { running: true };
+    if (last.state === 'exited') return { running: false, exit: last.exit };
+    if (last.state === 'unknown') faults.fault('recover', last.cause);
+    // Either the task is gone and its executor is about to record how it
+    // ended, or it cannot be checked just now: wait a while for the truth.
+    try {
+      return await this.watchUntil(
+        executorPaths(handle.taskDir).dir,
+        (): RecoverResult | undefined => {
+          last = this.probeNeverThrows(handle);
+          if (last.state === 'unknown') {
+            faults.fault('recover', last.cause);
+            return undefined;
+          }
+          faults.recovered();
+          if (last.state === 'running') return { running: true };
+          if (last.state === 'exited') return { running: false, exit: last.exit };
+          return undefined;
+        },
+        { timeoutMs: this.exitGrace, onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace) },
+      );
+    } catch (err) {
+      if (!(err instanceof TimeoutError)) throw err;
+      // Never "exited" on a guess: the task is kept and wait() learns the end.
+      if (last.state === 'unknown') {
+        this.log.warn('could not tell whether the task still runs (a fault of the agent itself); treating it as running until it can be checked', { ...taskFields(handle), err: errorMessage(last.cause) });
+      } else {
+        this.log.warn('task is gone but its executor has not recorded its exit yet; treating it as running until it does', taskFields(handle));
+      }
+      return { running: true };
+    }
+  }
+
+  wait(handle: TaskHandle): Promise<ExitResult> {
+    this.assertOpen('wait');
+    validateHandle(handle);
+    return this.waitFor(handle).exit;
+  }
+
+  /** The shared wait of the handle's run and the log of its faults; starts it if none runs. */
+  private waitFor(handle: TaskHandle): { exit: Promise<ExitResult>; faults: FaultLog } {
+    const key = `${handle.taskDir}\0${handle.pid}\0${handle.startTime}`;
+    const existing = this.waits.get(key);
+    if (existing) return existing;
+    const faults = new FaultLog(this.clock, this.log, taskFields(handle));
+    // A check that cannot tell goes on waiting: the next event or tick checks again.
+    const exit = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle, faults));
+    const entry = { exit, faults };
+    this.waits.set(key, entry);
+    const forget = () => {
+      if (this.waits.get(key) === entry) this.waits.delete(key);
+    };
+    exit.then(forget, forget);
+    return entry;
+  }
+
+  async stop(handle: TaskHandle, signal: NodeJS.Signals, killTimeout: number): Promise<ExitResult> {
+    this.assertOpen('stop');
+    validateHandle(handle);
+    if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGTERM`, 'kill_signal');
+    if (!Number.isFinite(killTimeout) || killTimeout < 0) throw new ValidationError(`kill timeout must be a duration of 0 or more, got ${killTimeout}`, 'kill_timeout');
+
+    let first: Probe;
+    try {
+      first = this.probe(handle);
+    } catch (err) {
+      // A check that keeps failing (EACCES on a record, say) still says
+      // nothing about the task: stop it like one that cannot be checked.
+      this.log.error('cannot check the task before stopping it; stopping it as if it runs', { ...taskFields(handle), err });
+      first = { state: 'unknown', cause: err };
+    }
+    if (first.state === 'exited') return first.exit;
+    // Running, exiting, or unknown: an unknown task is stopped like a running one.
+    const { faults } = this.waitFor(handle);
+    if (first.state === 'unknown') faults.fault('stop', first.cause);
+
+    // A signal that could not be sent because its target could not be
+    // verified (EMFILE, or a check that keeps failing) waits here and is
+    // tried again on every poll tick.
+    let pending: NodeJS.Signals | undefined;
+    let escalate: Disposable | undefined;
+    const deliver = (sig: NodeJS.Signals): void => {
+      try {
+        const sent = this.signal(handle, sig);
+        pending = undefined;
+        // The grace of kill_timeout starts when the signal reaches the task,
+        // not when stop() was asked: a signal held up by a fault must not
+        // turn into a SIGKILL with no grace.
+        if (sent && sig !== 'SIGKILL') armEscalation();
+      } catch (err) {
+        // A refused kill (EPERM) is an answer; a failed check of the target
+        // is not, whatever its errno: the signal waits and is tried again.
+        if (err instanceof TaskSignalError) throw err;
+        pending = sig;
+        faults.fault(`stop (${sig})`, err);
+      }
+    };
+    // Timer callbacks must never throw: that would crash the agent.
+    const deliverFromTimer = (sig: NodeJS.Signals): void => {
+      try {
+        deliver(sig);
+      } catch (err) {
+        pending = undefined;
+        this.log.error(`could not send ${sig} to task`, { ...taskFields(handle), err });
+      }
+    };
+    const armEscalation = (): void => {
+      if (escalate) return;
+      escalate = this.clock.setTimeout(() => {
+        // Unknown counts as alive: the signal itself verifies the process before it is sent.
+        if (!this.isSameOrUnknown(handle.pid, handle.startTime)) return;
+        this.log.warn('task outlived its kill timeout; sending SIGKILL', { ...taskFields(handle), signal, killTimeout });
+        deliverFromTimer('SIGKILL');
+      }, killTimeout);
+    };
+    // A TaskSignalError here (EPERM…) fails the stop, as it always has.
+    deliver(signal);
+    const retry = this.clock.setInterval(() => {
+      if (pending) deliverFromTimer(pending);
+    }, this.pollInterval);
+    try {
+      // A wait that fails for good (a check that keeps throwing) is started
+      // again on the next tick: the signal retries and the escalation stay
+      // armed until the task has really exited or the driver is disposed.
+      for (;;) {
+        try {
+          return await this.waitFor(handle).exit;
+        } catch (err) {
+          if (err instanceof ShutdownError || this.disposed) throw err;
+          faults.fault('stop (wait)', err);
+          await this.pause(this.pollInterval);
+        }
+      }
+    } finally {
+      escalate?.dispose();
+      retry.dispose();
+    }
+  }
+
+  /** When it cannot be told just now (a fault of the agent itself), true: a task is never taken for gone on a guess. */
+  isRunning(handle: TaskHandle): boolean {
+    try {
+      const running = this.isSame(handle.pid, handle.startTime);
+      this.isRunningFaults.recovered();
+      return running;
+    } catch (err) {
+      if (isTransientFsError(err)) this.isRunningFaults.fault('isRunning', err);
+      else this.log.error('cannot check whether the task runs; taking it as running', { ...taskFields(handle), err });
+      return true;
+    }
+  }
+
+  /** Stops watching; never touches a task: a restarted agent recovers them. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    const cancels = [...this.pending];
+    this.pending.clear();
+    for (const cancel of cancels) cancel(new ShutdownError('the exec driver was disposed (the agent is shutting down); its tasks keep running and can be recovered'));
+    this.store.dispose();
+  }
+
+  // --- internals ---
+
+  private assertOpen(what: string): void {
+    if (this.disposed) throw new ShutdownError(`exec driver: ${what}() after dispose()`);
+  }
+
+  private taskEnv(env: Record<string, string>): Record<string, string> {
+    const base: Record<string, string> = {};
+    if (this.inheritEnv) for (const [k, v] of Object.entries(process.env)) if (v !== undefined) base[k] = v;
+    return { ...base, ...env };
+  }
+
+  private spawnExecutor(config: DriverTaskConfig, paths: ExecutorPaths): ChildProcess {
+    const logFd = openSync(paths.log, 'a', 0o600);
+    try {
+      // An older executor.log may have been made with a wider mode.
+      fchmodSync(logFd, 0o600);
+      const executor = spawn(this.nodePath, [this.executorPath, paths.spec], {
+        cwd: config.taskDir,
+        // Own session: the agent's terminal and process group are not the task's.
+        detached: true,
+        stdio: ['ignore', 'ignore', logFd],
+        // The executor needs nothing from the agent's environment, and some of it (NODE_OPTIONS) could hurt.
+        env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      });
+      executor.unref();
+      // Kept for good: an 'error' with no listener would crash the agent.
+      executor.on('error', (err) => this.log.warn('executor process error', { taskName: config.taskName, executorPid: executor.pid, err: errorMessage(err) }));
+      return executor;
+    } finally {
+      closeSync(logFd);
+    }
+  }
+
+  /**
+   * The start deadline passed while the executor's records could not be
+   * read. Reads on (on every event and poll tick, with no deadline: only
+   * dispose() ends it, and then the task is left to the next agent, which
+   * adopts it by its pid record) until the records can be read: the record
+   * of a running task gives its handle; no record still means the executor
+   * is too slow, and it is abandoned as on any timeout.
+   */
+  private async readPidRecordAfterFaults(
+    executor: ChildProcess,
+    paths: ExecutorPaths,
+    check: () => { record: ExecutorPidRecord | undefined; readFailed: boolean },
+    timeout: TimeoutError,
+    allocId: string,
+    taskName: string,
+  ): Promise<ExecutorPidRecord> {
+    this.log.warn('start timed out while the executor records could not be read (a fault of the agent itself); reading on instead of killing a task that may run', { allocId, taskName, executorPid: executor.pid });
+    try {
+      return await this.watchUntil(paths.dir, () => {
+        const { record, readFailed } = check();
+        if (record) return record;
+        if (!readFailed) throw timeout;
+        return undefined;
+      });
+    } catch (err) {
+      if (err instanceof ShutdownError) throw err;
+      this.abandonStart(executor, paths);
+      if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+      throw err;
+    }
+  }
+
+  /** Resolves after `ms` on the clock; rejects with a ShutdownError when the driver is disposed first. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const cancel = (err: Error): void => {
+        timer.dispose();
+        reject(err);
+      };
+      const timer = this.clock.setTimeout(() => {
+        this.pending.delete(cancel);
+        resolve();
+      }, ms);
+      this.pending.add(cancel);
+    });
+  }
+
+  /** start() failed or timed out: end the executor we spawned and whatever task it may have started meanwhile. */
+  private abandonStart(executor: ChildProcess, paths: ExecutorPaths): void {
+    try {
+      executor.kill('SIGKILL');
+    } catch (err) {
+      this.log.warn('could not kill an executor that did not start its task', { executorPid: executor.pid, err });
+    }
+    try {
+      const late = this.readRecord<ExecutorPidRecord>(paths.pid);
+      if (late) this.signalProcess(late.pid, late.startTime, 'SIGKILL', 'task');
+    } catch (err) {
+      this.log.error('could not kill a task whose start failed; it may be left running', { pidRecord: paths.pid, err: errorMessage(err) });
+    }
+  }
+
+  /** The exit of the handle's task once it has ended; undefined while it runs or cannot be checked. */
+  private exitOf(handle: TaskHandle, faults: FaultLog): ExitResult | undefined {
+    const probe = this.probe(handle);
+    if (probe.state === 'unknown') {
+      faults.fault('wait', probe.cause);
+      return undefined;
+    }
+    faults.recovered();
+    return probe.state === 'exited' ? probe.exit : undefined;
+  }
+
+  /** Never throws for a transient fault of the agent itself: that is { state: 'unknown' }. */
+  private probe(handle: TaskHandle): Probe {
+    try {
+      return this.probeOrThrow(handle);
+    } catch (err) {
+      if (isTransientFsError(err)) return { state: 'unknown', cause: err };
+      throw err;
+    }
+  }
+
+  /**
+   * For restore: a check that fails for any reason (EACCES under an LSM, a
+   * malformed stat line) says nothing about the task, so it is "unknown"
+   * too — recover() then keeps the task and wait() learns the truth.
+   */
+  private probeNeverThrows(handle: TaskHandle): Probe {
+    try {
+      return this.probe(handle);
+    } catch (err) {
+      return { state: 'unknown', cause: err };
+    }
+  }
+
+  private probeOrThrow(handle: TaskHandle): Probe {
+    const paths = executorPaths(handle.taskDir);
+    const recorded = this.recordedExit(handle, paths);
+    if (recorded) return { state: 'exited', exit: recorded };
+    if (this.isSame(handle.pid, handle.startTime)) return { state: 'running' };
+    const executorAlive = this.isSame(handle.executorPid, handle.executorStartTime);
+    const pidRecord = this.readRecord<ExecutorPidRecord>(paths.pid);
+    const executorRunsIt = executorAlive && pidRecord?.pid === handle.pid && pidRecord.startTime === handle.startTime;
+    if (executorRunsIt) return { state: 'exiting' };
+    // The executor may have written the record and exited between our reads.
+    const late = this.recordedExit(handle, paths);
+    if (late) return { state: 'exited', exit: late };
+    return { state: 'exited', exit: this.unknownExit(handle, executorAlive) };
+  }
+
+  private recordedExit(handle: TaskHandle, paths: ExecutorPaths): ExitResult | undefined {
+    const record = this.readRecord<ExecutorExitRecord>(paths.exit);
+    if (!record || record.pid !== handle.pid || record.startTime !== handle.startTime) return undefined;
+    return { exitCode: record.exitCode, signal: record.signal, finishedAt: record.finishedAt };
+  }
+
+  /** The task ended with no executor to record it. */
+  private unknownExit(handle: TaskHandle, executorAlive: boolean): ExitResult {
+    const fields = { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
+    // A zombie nobody has reaped yet still holds its wait status.
+    const stat = this.readStat(handle.pid);
+    if (stat && stat.startTime === handle.startTime && isFinishedState(stat.state) && stat.exitStatus !== undefined) {
+      this.log.warn('task exited after its executor died; read its exit status from the unreaped process', fields);
+      return { ...decodeWaitStatus(stat.exitStatus), finishedAt: this.clock.now() };
+    }
+    const why = executorAlive
+      ? `its executor (pid ${handle.executorPid}) does not run it (the handle does not match the executor's record)`
+      : `its executor (pid ${handle.executorPid}) ended without recording how it exited`;
+    const error = `the exit status of task "${handle.taskName}" of alloc ${handle.allocId} is unknown: no process with pid ${handle.pid} and start time ${handle.startTime} is running and ${why}`;
+    this.log.warn('task exit status unknown', { ...fields, error });
+    return { exitCode: null, signal: null, finishedAt: this.clock.now(), error };
+  }
+
+  /** Sends `signal` to the handle's task (and its process group) if it still is that process. */
+  private signal(handle: TaskHandle, signal: NodeJS.Signals): boolean {
+    const sent = this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
+    return sent;
+  }
+
+  /**
+   * Sends `signal` to `pid` if it still is the process that started at
+   * `startTime`; false when it is not (or is gone). Throws the read's error
+   * when that cannot be verified just now: an unverified pid is never signalled.
+   */
+  private signalProcess(pid: number, startTime: string, signal: NodeJS.Signals, taskName: string): boolean {
+    const stat = this.readStat(pid);
+    if (!stat || !startTime || stat.startTime !== startTime || isFinishedState(stat.state)) {
+      this.log.debug('not signalling: no live process with this pid and start time', { targetPid: pid, startTime, signal });
+      return false;
+    }
+    // The executor makes the task lead its own group; signal the group so
+    // the task's children stop with it. If the task left its group, signal it alone.
+    const target = stat.pgrp === pid ? -pid : pid;
+    try {
+      process.kill(target, signal);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+      throw new TaskSignalError(taskName, pid, signal, err);
+    }
+  }
+
+  /** Whether `pid` is the live process that started at `startTime`; throws when that cannot be told just now. */
+  private isSame(pid: number, startTime: string): boolean {
+    return isSameProcess(pid, startTime, this.readStat);
+  }
+
+  /** Like isSame, but true when it cannot be told: for waits and timers that must not end on a guess. */
+  private isSameOrUnknown(pid: number, startTime: string): boolean {
+    try {
+      return this.isSame(pid, startTime);
+    } catch (err) {
+      this.log.debug('cannot check a process just now; taking it as alive', { targetPid: pid, err: errorMessage(err) });
+      return true;
+    }
+  }
+
+  /**
+   * The record in `file`, or undefined when there is none or it is damaged.
+   * Throws when it cannot be read for a transient fault of the agent itself:
+   * "no record" then would be a guess.
+   */
+  private readRecord<T>(file: string): T | undefined {
+    try {
+      return this.readRecordFile(file) as T | undefined;
+    } catch (err) {
+      if (isTransientFsError(err)) throw err;
+      // Records are written atomically, so this is damage, not a race.
+      this.log.warn('ignoring an unreadable executor record', { file, err: errorMessage(err) });
+      return undefined;
+    }
+  }
+
+  private logTail(paths: ExecutorPaths): string {
+    try {
+      const text = readFileSync(paths.log, 'utf8').trim();
+      if (!text) return '';
+      return `; ${paths.log} ends with: ${text.slice(-LOG_TAIL_BYTES)}`;
+    } catch {
+      return '';
+    }
+  }
+
+  /**
+   * Resolves with the first defined result of `check`, which runs now, on
+   * every change in `dir`, on every poll tick and on every trigger; rejects
+   * when `check` throws, on timeout, or when the driver is disposed.
+   */
+  private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
+    if (this.disposed) return Promise.reject(new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'));
+    return new Promise<T>((resolve, reject) => {
+      const local = new DisposableStore();
+      let settled = false;
+      const settle = (fn: () => void): void => {
+        if (settled) return;
+        settled = true;
+        this.pending.delete(cancel);
+        this.store.delete(local);
+        local.dispose();
+        fn();
+      };
+      const cancel = (err: Error): void => settle(() => reject(err));
+      const run = (): void => {
+        if (settled) return;
+        let value: T | undefined;
+        try {
+          value = check();
+        } catch (err) {
+          settle(() => reject(err));
+          return;
+        }
+        if (value !== undefined) settle(() => resolve(value as T));
+      };
+
+      this.pending.add(cancel);
+      this.store.add(local);
+      try {
+        const watcher = watch(dir, { persistent: false }, run);
+        watcher.on('error', (err) => this.log.debug('executor dir watch failed; relying on the poll', { dir, err: errorMessage(err) }));
+        local.add(toDisposable(() => watcher.close()));
+      } catch (err) {
+        this.log.debug('cannot watch executor dir; relying on the poll', { dir, err: errorMessage(err) });
+      }
+      local.add(this.clock.setInterval(run, options.pollMs ?? this.pollInterval));
+      if (options.timeoutMs !== undefined) {
+        const { timeoutMs, onTimeout } = options;
+        local.add(this.clock.setTimeout(() => cancel(onTimeout?.() ?? new TimeoutError(`timed out after ${formatDuration(timeoutMs)}`, timeoutMs)), timeoutMs));
+      }
+      if (options.triggers) local.add(options.triggers(run));
+      // Subscribed first, checked second: nothing that happened before can be missed.
+      run();
+    });
+  }
+}
+
+function validateHandle(handle: TaskHandle): void {
+  if (handle?.version !== 1 || handle.driver !== 'exec') throw new ValidationError(`not an exec driver handle (version ${String(handle?.version)}, driver ${String(handle?.driver)})`, 'handle');
+  if (!Number.isInteger(handle.pid) || handle.pid <= 1) throw new ValidationError(`task handle of "${handle.taskName}" has an invalid pid ${handle.pid}`, 'handle.pid');
+  if (!handle.taskDir || !isAbsolute(handle.taskDir)) throw new ValidationError(`task handle of "${handle.taskName}" has no absolute task dir`, 'handle.taskDir');
+}

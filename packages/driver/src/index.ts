@@ -1,0 +1,13 @@
+// Public face of @csiplug/driver: the TaskDriver contract and its tokens, the
+// exec driver and its registration, the restart tracker, and the layout of
+// the executor's files in a task dir (the agent keeps that dir private and
+// reads the pid record in its demo). The executor itself is not exported: it
+// is a program, run by path. Test doubles live in @csiplug/driver/testing.
+export * from './driver';
+export * from './errors';
+export * from './exec-driver';
+export { EXECUTOR_DIR, executorPaths, type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord } from './executor-protocol';
+export * from './proc';
+export * from './register';
+export * from './restart-tracker';
+export * from './tokens';

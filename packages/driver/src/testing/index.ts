@@ -1,0 +1,5 @@
+// Public face of @csiplug/driver/testing: the test doubles of the TaskDriver
+// contract and the contract's conformance suite (which needs jest, through
+// the optional peer @jest/globals, only when a suite is described).
+export * from './conformance';
+export * from './fake-driver';

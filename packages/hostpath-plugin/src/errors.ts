@@ -1,0 +1,29 @@
+// Errors of the hostpath plugin's own machinery (mount commands, its volume
+// metadata file). Handlers answer CSI callers with csiStatus errors; these
+// reach a caller as INTERNAL with their message, and carry a stable code
+// for the plugin's log (see @csiplug/core's error-code convention).
+import { CsiplugError } from '@csiplug/core';
+
+export class HostPathPluginError extends CsiplugError {}
+
+/** mount(8) or umount(8) failed; says which command, with which arguments, and what it printed. */
+export class MountCommandError extends HostPathPluginError {
+  constructor(
+    readonly command: string,
+    readonly args: readonly string[],
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super('EMOUNT_COMMAND', `${command} ${args.join(' ')} failed: ${detail}`, options);
+  }
+}
+
+/** The volume metadata file exists but cannot be read or parsed. */
+export class VolumeMetadataError extends HostPathPluginError {
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    super('EVOLUME_METADATA', `cannot read volume metadata ${file}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+}

@@ -1,0 +1,21 @@
+// AllocStateStore: the client state's per-alloc buckets, as JSON values whose
+// shapes the agent owns (allocations/<id>/alloc and
+// allocations/<id>/task-<name>/{handle,state}).
+import type { DecodeFailure } from './decode-failure';
+
+export interface AllocStateStore {
+  /** allocations/<id>/alloc — the alloc and its job, as the agent shapes it. */
+  putAllocation(allocId: string, alloc: unknown): void;
+  getAllocation<T = unknown>(allocId: string): T | undefined;
+  /** Every alloc record; those that cannot be read are in `failures` (and logged), not dropped. */
+  listAllocations<T = unknown>(): { allocs: { allocId: string; alloc: T }[]; failures: DecodeFailure[] };
+  /** Removes the alloc's bucket as a whole: its record, its task sub-buckets and its volume mount stubs. */
+  deleteAllocation(allocId: string): void;
+
+  /** allocations/<id>/task-<name>/{handle,state}. */
+  putTaskHandle(allocId: string, task: string, handle: unknown): void;
+  getTaskHandle<T = unknown>(allocId: string, task: string): T | undefined;
+  putTaskState(allocId: string, task: string, state: unknown): void;
+  getTaskState<T = unknown>(allocId: string, task: string): T | undefined;
+  deleteTask(allocId: string, task: string): void;
+}

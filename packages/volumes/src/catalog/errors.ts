@@ -1,0 +1,60 @@
+// Errors of the local volume catalog. Each names the volume (and alloc or
+// plugin) and says what to do; the HTTP API maps the codes to statuses.
+// Claim refusals use ClaimError (volume-claimer.ts; its `retryable` tells
+// the claimer's caller whether to try again); bad specs use core's
+// ValidationError.
+import { CsiplugError } from '@csiplug/core';
+
+export class VolumeCatalogError extends CsiplugError {}
+
+/** No volume with that id in the catalog. */
+export class VolumeNotFoundError extends VolumeCatalogError {
+  constructor(readonly volumeId: string) {
+    super('EVOLUME_NOT_FOUND', `volume "${volumeId}" is not registered; see "csiplug volume status" for the volumes there are`);
+  }
+}
+
+/** register/create with an id the catalog holds already. */
+export class VolumeExistsError extends VolumeCatalogError {
+  constructor(readonly volumeId: string) {
+    super('EVOLUME_EXISTS', `volume "${volumeId}" is registered already; deregister it first or pick another id`);
+  }
+}
+
+/** deregister/delete of a volume that allocs still claim. */
+export class VolumeInUseError extends VolumeCatalogError {
+  constructor(
+    readonly volumeId: string,
+    readonly allocIds: readonly string[],
+    what: 'deregister' | 'delete',
+  ) {
+    super(
+      'EVOLUME_IN_USE',
+      `volume "${volumeId}" is claimed by alloc${allocIds.length > 1 ? 's' : ''} ${allocIds.join(', ')}; stop ${allocIds.length > 1 ? 'them' : 'it'} before you ${what} the volume` +
+        (what === 'deregister' ? ' (or deregister with force)' : ''),
+    );
+  }
+}
+
+/** The volume's plugin cannot do what was asked (no controller, or a missing controller capability). */
+export class VolumePluginError extends VolumeCatalogError {
+  constructor(
+    readonly volumeId: string,
+    readonly pluginId: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('EVOLUME_PLUGIN', message, options);
+  }
+}
+
+/** The catalog was resolved with no IVolumeSpecValidator bound: a composition mistake, not a user's. */
+export class VolumeSpecValidatorMissingError extends CsiplugError {
+  constructor() {
+    super(
+      'EVOLUME_NO_VALIDATOR',
+      'the volume catalog (IVolumeCatalog, IVolumeClaimer) needs a volume spec check: bind IVolumeSpecValidator ' +
+        '(@csiplug/volumes; (spec: unknown) => VolumeSpec, throwing ValidationError) before resolving it (the agent binds checkVolumeSpec, its volume spec reader\'s check)',
+    );
+  }
+}

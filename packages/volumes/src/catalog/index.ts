@@ -1,0 +1,13 @@
+// The local volume catalog: volumes and their claims, the VolumeClaimer
+// contract, the volume spec and view types, and the catalog's tokens.
+export * from './claim-rules';
+export * from './errors';
+export * from './modes';
+export * from './register';
+export * from './tokens';
+export * from './volume-catalog';
+export * from './volume-catalog-service';
+export * from './volume-claimer';
+export type { VolumeRecord } from './volume-record';
+export * from './volume-spec';
+export * from './volume-view';

@@ -1,0 +1,863 @@
+// The volume catalog over the real in-memory client state and the real
+// plugin registry, with a fake CSI manager (plugin infos set by hand), a
+// fake controller client (calls recorded, answers scripted) and a scripted
+// spec check in place of the agent's (whose rules the agent tests with its
+// checkVolumeSpec).
+import {
+  DefaultTimeoutPolicy,
+  Disposable,
+  Emitter,
+  FakeClock,
+  MemoryLogger,
+  ValidationError,
+  abortReason,
+  bind,
+  registerCore,
+
+} from '@csiplug/core';
+import {
+  CSIClient,
+  CSIError,
+  ControllerCapabilities,
+  ControllerPublishVolumeRequest,
+  ControllerUnpublishVolumeRequest,
+  CreateVolumeRequest,
+  DeleteVolumeRequest,
+  GrpcStatus,
+  NodeCapabilities,
+  PluginCapabilities,
+} from '@csiplug/csi';
+import { CSIManager, CSIPluginWaitTimeoutError, ICSIManager, NodeEvent, PluginHealthChange, PluginInfo, VolumeManager } from '@csiplug/csimanager';
+import { DynamicPluginRegistry, IPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
+import { ClientStateDB, IClientStateDB, openClientState } from '@csiplug/state';
+import { container as rootContainer } from 'tsyringe';
+import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeSpecValidatorMissingError } from './errors';
+import { registerVolumeCatalog } from './register';
+import { IVolumeCatalog, IVolumeClaimer, IVolumeSpecValidator } from './tokens';
+import { VolumeCatalog } from './volume-catalog';
+import type { VolumeCatalogEvent } from './volume-catalog-service';
+import { ClaimError, VolumeClaimRequest, VolumeClaimer } from './volume-claimer';
+import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
+
+const PLUGIN = 'hp';
+
+// ---- fakes ---------------------------------------------------------------------
+
+const NO_PLUGIN_CAPS: PluginCapabilities = { controllerService: false, accessibilityConstraints: false, groupControllerService: false, onlineExpansion: false, offlineExpansion: false };
+const NO_NODE_CAPS: NodeCapabilities = { stageUnstageVolume: true, getVolumeStats: false, expandVolume: false, volumeCondition: false, singleNodeMultiWriter: false, volumeMountGroup: false };
+const NO_CONTROLLER_CAPS: ControllerCapabilities = {
+  createDeleteVolume: false,
+  publishUnpublishVolume: false,
+  listVolumes: false,
+  getCapacity: false,
+  createDeleteSnapshot: false,
+  listSnapshots: false,
+  cloneVolume: false,
+  publishReadonly: false,
+  expandVolume: false,
+  listVolumesPublishedNodes: false,
+  volumeCondition: false,
+  getVolume: false,
+  singleNodeMultiWriter: false,
+  modifyVolume: false,
+};
+
+function baseInfo(type: string, healthy: boolean): Omit<PluginInfo, 'node' | 'controller'> {
+  return {
+    type,
+    name: PLUGIN,
+    allocId: 'plugin-alloc',
+    socketPath: '/fake/csi.sock',
+    version: '1.0.0',
+    deployment: 'monolith',
+    healthy,
+    fingerprinted: true,
+    description: healthy ? 'healthy' : 'probe failed',
+    updateTime: 0,
+  };
+}
+
+function nodeInfo(opts: { healthy?: boolean; controllerService?: boolean; nodeId?: string } = {}): PluginInfo {
+  return {
+    ...baseInfo('csi-node', opts.healthy ?? true),
+    pluginCapabilities: { ...NO_PLUGIN_CAPS, controllerService: opts.controllerService ?? true },
+    node: {
+      nodeId: opts.nodeId ?? 'storage-node-1',
+      maxVolumes: Infinity,
+      requiresStaging: true,
+      supportsStats: false,
+      supportsExpand: false,
+      supportsCondition: false,
+      capabilities: NO_NODE_CAPS,
+    },
+  };
+}
+
+function controllerInfo(opts: { healthy?: boolean; publish?: boolean; createDelete?: boolean } = {}): PluginInfo {
+  const publish = opts.publish ?? false;
+  const createDelete = opts.createDelete ?? true;
+  return {
+    ...baseInfo('csi-controller', opts.healthy ?? true),
+    pluginCapabilities: { ...NO_PLUGIN_CAPS, controllerService: true },
+    controller: {
+      supportsAttachDetach: publish,
+      supportsCreateDelete: createDelete,
+      supportsExpand: false,
+      supportsListVolumes: false,
+      supportsGetCapacity: false,
+      supportsSnapshots: false,
+      supportsClone: false,
+      supportsReadOnlyAttach: false,
+      supportsCondition: false,
+      capabilities: { ...NO_CONTROLLER_CAPS, publishUnpublishVolume: publish, createDeleteVolume: createDelete },
+    },
+  };
+}
+
+/** Plugin infos set by hand; waitForPlugin resolves when one is set, or fails at once when told to. */
+class FakeCSIManager implements CSIManager {
+  private readonly infos = new Map<string, PluginInfo>();
+  private readonly waiters: { type: string; name: string; resolve(info: PluginInfo): void }[] = [];
+  private readonly health = new Emitter<PluginHealthChange>();
+  private readonly nodeEvents = new Emitter<NodeEvent>();
+  readonly onDidChangeHealth = this.health.event;
+  readonly onNodeEvent = this.nodeEvents.event;
+  /** (type) → waits for it fail at once, as after the phase limit. */
+  readonly unavailable = new Set<string>();
+  readonly waits: string[] = [];
+
+  set(info: PluginInfo): void {
+    this.infos.set(`${info.type}/${info.name}`, info);
+    for (const w of [...this.waiters]) {
+      if (w.type === info.type && w.name === info.name) {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        w.resolve(info);
+      }
+    }
+  }
+
+  remove(type: string): void {
+    this.infos.delete(`${type}/${PLUGIN}`);
+  }
+
+  get pendingWaits(): number {
+    return this.waiters.length;
+  }
+
+  async start(): Promise<void> {}
+
+  waitForPlugin(type: string, name: string, phase: 'prerun' | 'restore' | 'postrun', options: { signal?: AbortSignal } = {}): Promise<PluginInfo> {
+    this.waits.push(`${type}/${name}/${phase}`);
+    const info = this.infos.get(`${type}/${name}`);
+    if (info) return Promise.resolve(info);
+    if (this.unavailable.has(type)) return Promise.reject(new CSIPluginWaitTimeoutError(type, name, phase, 60_000, 'register'));
+    return new Promise((resolve, reject) => {
+      const waiter = { type, name, resolve };
+      this.waiters.push(waiter);
+      options.signal?.addEventListener('abort', () => {
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        reject(abortReason(options.signal!));
+      });
+    });
+  }
+
+  pluginInfo(type: string, name: string): PluginInfo | undefined {
+    return this.infos.get(`${type}/${name}`);
+  }
+
+  plugins(): PluginInfo[] {
+    return [...this.infos.values()];
+  }
+
+  volumeManager(): VolumeManager {
+    throw new Error('the volume catalog has no business with volume managers');
+  }
+
+  async shutdown(): Promise<void> {}
+
+  dispose(): void {}
+}
+
+type Call =
+  | { rpc: 'CreateVolume'; request: CreateVolumeRequest }
+  | { rpc: 'DeleteVolume'; request: DeleteVolumeRequest }
+  | { rpc: 'ControllerPublishVolume'; request: ControllerPublishVolumeRequest }
+  | { rpc: 'ControllerUnpublishVolume'; request: ControllerUnpublishVolumeRequest };
+
+function csiError(method: string, code: GrpcStatus, details = 'scripted'): CSIError {
+  return new CSIError({ grpcCode: code, method, endpoint: 'unix:///fake/csi.sock', details });
+}
+
+/** The controller side of a plugin: records calls, answers what a test scripted. */
+class FakeController {
+  readonly calls: Call[] = [];
+  opened = 0;
+  closed = 0;
+  /** rpc → the error its next calls throw. */
+  readonly failures = new Map<string, Error>();
+  publishContext: Record<string, string> = { devicePath: '/dev/fake0' };
+  /** When set, ControllerPublishVolume waits for it. */
+  publishGate: Promise<void> | undefined;
+  private nextId = 1;
+
+  client(): CSIClient {
+    this.opened++;
+    const answer = async <T>(call: Call, result: () => T): Promise<T> => {
+      this.calls.push(call);
+      const err = this.failures.get(call.rpc);
+      if (err) throw err;
+      return result();
+    };
+    const fake = {
+      endpoint: 'unix:///fake/csi.sock',
+      createVolume: (request: CreateVolumeRequest) =>
+        answer({ rpc: 'CreateVolume', request }, () => ({
+          volume: {
+            volumeId: `ext-${this.nextId++}`,
+            capacityBytes: String(request.capacityRange?.requiredBytes ?? 0),
+            volumeContext: { fromPlugin: 'yes', shared: 'plugin' },
+            contentSource: null,
+            accessibleTopology: [],
+          },
+        })),
+      deleteVolume: (request: DeleteVolumeRequest) => answer({ rpc: 'DeleteVolume', request }, () => ({})),
+      controllerPublishVolume: async (request: ControllerPublishVolumeRequest) => {
+        if (this.publishGate) await this.publishGate;
+        return answer({ rpc: 'ControllerPublishVolume', request }, () => ({ publishContext: { ...this.publishContext } }));
+      },
+      controllerUnpublishVolume: (request: ControllerUnpublishVolumeRequest) => answer({ rpc: 'ControllerUnpublishVolume', request }, () => ({})),
+      close: () => {
+        this.closed++;
+      },
+      dispose: () => {
+        this.closed++;
+      },
+    };
+    return fake as unknown as CSIClient;
+  }
+
+  of<R extends Call['rpc']>(rpc: R): Extract<Call, { rpc: R }>['request'][] {
+    return this.calls.filter((c) => c.rpc === rpc).map((c) => c.request) as Extract<Call, { rpc: R }>['request'][];
+  }
+}
+
+/**
+ * The spec check the catalog is given (IVolumeSpecValidator), scripted: it
+ * records every spec, and by default refuses what is not an object and
+ * passes a copy of anything else; a test swaps `check` to refuse or rewrite.
+ */
+class SpecCheck {
+  readonly seen: unknown[] = [];
+  check: (spec: unknown) => VolumeSpec = (spec) => {
+    if (typeof spec !== 'object' || spec === null) throw new ValidationError('a volume spec is required', 'spec');
+    return structuredClone(spec) as VolumeSpec;
+  };
+  readonly validator: VolumeSpecValidator = (spec) => {
+    this.seen.push(spec);
+    return this.check(spec);
+  };
+}
+
+// ---- harness -------------------------------------------------------------------
+
+class Harness implements Disposable {
+  readonly clock = new FakeClock();
+  readonly logger = new MemoryLogger();
+  readonly state: ClientStateDB = openClientState({ memory: true });
+  readonly csi = new FakeCSIManager();
+  readonly controller = new FakeController();
+  readonly registry = new DynamicPluginRegistry(
+    new StateRegistryStore(this.state),
+    this.clock,
+    this.logger,
+    new DefaultTimeoutPolicy(),
+    new PluginDispenserTable({ 'csi-controller': () => this.controller.client() }),
+    {},
+  );
+  readonly specCheck = new SpecCheck();
+  readonly events: VolumeCatalogEvent[] = [];
+  catalog: VolumeCatalog = this.build();
+
+  /** A new catalog over the same state, as after an agent restart. */
+  build(): VolumeCatalog {
+    const catalog = new VolumeCatalog(this.state, this.csi, this.registry, this.clock, this.logger, this.specCheck.validator);
+    catalog.onDidChange((e) => this.events.push(e));
+    return catalog;
+  }
+
+  restart(): VolumeCatalog {
+    this.catalog.dispose();
+    this.catalog = this.build();
+    return this.catalog;
+  }
+
+  /** A monolith plugin: node and controller registered and fingerprinted. */
+  plugin(opts: { publish?: boolean; createDelete?: boolean; healthy?: boolean } = {}): void {
+    for (const type of ['csi-node', 'csi-controller']) {
+      this.registry.register({ type, name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock', version: '1.0.0' });
+    }
+    this.csi.set(nodeInfo({ healthy: opts.healthy }));
+    this.csi.set(controllerInfo(opts));
+  }
+
+  /** A node-only plugin: no controller at all. */
+  nodeOnlyPlugin(): void {
+    this.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock', version: '1.0.0' });
+    this.csi.set(nodeInfo({ controllerService: false }));
+  }
+
+  dispose(): void {
+    this.catalog.dispose();
+    this.registry.shutdown();
+    this.state.close();
+  }
+}
+
+function spec(over: Partial<VolumeSpec> = {}): VolumeSpec {
+  return {
+    id: 'data',
+    name: 'data',
+    type: 'csi',
+    pluginId: PLUGIN,
+    externalId: 'ext-data',
+    capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }],
+    parameters: {},
+    secrets: { token: 's3cret' },
+    context: { zone: 'a' },
+    ...over,
+  };
+}
+
+function req(allocId: string, over: Partial<VolumeClaimRequest> = {}): VolumeClaimRequest {
+  return { volumeId: 'data', allocId, readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system', ...over };
+}
+
+async function refused(p: Promise<unknown>): Promise<ClaimError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof ClaimError) return err;
+    throw err;
+  }
+  throw new Error('expected the claim to be refused');
+}
+
+let h: Harness;
+beforeEach(() => {
+  h = new Harness();
+});
+afterEach(() => h.dispose());
+
+// ---- register / deregister -------------------------------------------------------
+
+describe('register and deregister', () => {
+  test('registers before the plugin runs; schedulable follows the plugin health at read time', async () => {
+    const view = await h.catalog.registerVolume(spec({ mountOptions: { mountFlags: ['noatime'] } }));
+    expect(view).toMatchObject({ id: 'data', externalId: 'ext-data', pluginId: PLUGIN, schedulable: false, claims: [], createdAt: h.clock.now() });
+    expect(view).not.toHaveProperty('controllerPublished');
+    expect(h.events).toEqual([{ volumeId: 'data', kind: 'registered', message: expect.stringContaining('ext-data') }]);
+    expect(h.state.getVolume<{ id: string }>('data')?.id).toBe('data');
+
+    h.plugin();
+    expect(h.catalog.getVolume('data')?.schedulable).toBe(true);
+    h.csi.set(nodeInfo({ healthy: false }));
+    expect(h.catalog.getVolume('data')?.schedulable).toBe(false);
+    // A plugin with a controller needs it healthy too.
+    h.csi.set(nodeInfo());
+    h.csi.set(controllerInfo({ healthy: false }));
+    expect(h.catalog.getVolume('data')?.schedulable).toBe(false);
+  });
+
+  test('a node-only plugin is schedulable without a controller', async () => {
+    h.nodeOnlyPlugin();
+    expect((await h.catalog.registerVolume(spec())).schedulable).toBe(true);
+  });
+
+  test('refuses a duplicate id, a missing external id and bad specs, storing nothing', async () => {
+    await h.catalog.registerVolume(spec());
+    await expect(h.catalog.registerVolume(spec({ externalId: 'other' }))).rejects.toBeInstanceOf(VolumeExistsError);
+    await expect(h.catalog.registerVolume(spec({ externalId: 'other' }))).rejects.toThrow(/"data" is registered already/);
+
+    const noExternal = spec({ id: 'v2' });
+    delete noExternal.externalId;
+    await expect(h.catalog.registerVolume(noExternal)).rejects.toThrow(/external_id is required/);
+    await expect(h.catalog.registerVolume(null as unknown as VolumeSpec)).rejects.toBeInstanceOf(ValidationError);
+    // What makes a spec bad is the bound check's call (the agent's rules —
+    // capabilities, path-safe ids, modes, capacities — are tested with its
+    // checkVolumeSpec); its refusal stands, for register and create alike.
+    h.specCheck.check = (s) => {
+      throw new ValidationError(`volume ${JSON.stringify((s as VolumeSpec).id)}: capability is required`, 'capability');
+    };
+    await expect(h.catalog.registerVolume(spec({ id: 'v3', capabilities: [] }))).rejects.toBeInstanceOf(ValidationError);
+    await expect(h.catalog.registerVolume(spec({ id: '../etc' }))).rejects.toThrow('volume "../etc": capability is required');
+    const toCreate = spec({ id: 'v4' });
+    delete toCreate.externalId;
+    await expect(h.catalog.createVolume(toCreate)).rejects.toThrow('volume "v4": capability is required');
+    expect(h.specCheck.seen.map((s) => (s as VolumeSpec | null)?.id)).toEqual(['data', 'data', 'data', 'v2', undefined, 'v3', '../etc', 'v4']);
+    expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
+    expect(h.controller.calls).toEqual([]);
+  });
+
+  test('stores the spec the check answers with, not the one it was given', async () => {
+    h.specCheck.check = (s) => ({ ...(s as VolumeSpec), name: 'canonical', context: { zone: 'b' } });
+    const given = spec();
+    const view = await h.catalog.registerVolume(given);
+    expect(view).toMatchObject({ id: 'data', name: 'canonical', context: { zone: 'b' } });
+    expect(h.catalog.getVolume('data')).toMatchObject({ name: 'canonical', context: { zone: 'b' } });
+    expect(given).toEqual(spec());
+  });
+
+  test('lists volumes sorted by id; lookup gives what the csi hook needs', async () => {
+    await h.catalog.registerVolume(spec({ id: 'zeta', externalId: 'z' }));
+    await h.catalog.registerVolume(spec({ id: 'alpha', externalId: 'a', mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] } }));
+    expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['alpha', 'zeta']);
+    await expect(h.catalog.lookup('alpha')).resolves.toEqual({
+      id: 'alpha',
+      externalId: 'a',
+      pluginId: PLUGIN,
+      secrets: { token: 's3cret' },
+      context: { zone: 'a' },
+      mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] },
+    });
+    const err = await refused(h.catalog.lookup('nope'));
+    expect(err.retryable).toBe(false);
+    expect(err.message).toMatch(/volume "nope" is not registered/);
+  });
+
+  test('deregister refuses while claimed unless forced; unknown ids are an error', async () => {
+    h.nodeOnlyPlugin();
+    await h.catalog.registerVolume(spec());
+    await h.catalog.claim(req('a1'));
+    await expect(h.catalog.deregisterVolume('data')).rejects.toBeInstanceOf(VolumeInUseError);
+    await expect(h.catalog.deregisterVolume('data')).rejects.toThrow(/claimed by alloc a1/);
+    expect(h.catalog.getVolume('data')).toBeDefined();
+    await h.catalog.deregisterVolume('data', { force: true });
+    expect(h.catalog.getVolume('data')).toBeUndefined();
+    expect(h.events.at(-1)).toMatchObject({ kind: 'deregistered', volumeId: 'data', message: expect.stringContaining('forced') });
+    await expect(h.catalog.deregisterVolume('data')).rejects.toBeInstanceOf(VolumeNotFoundError);
+
+    await h.catalog.registerVolume(spec());
+    await h.catalog.deregisterVolume('data');
+    expect(h.catalog.listVolumes()).toEqual([]);
+  });
+
+  test('malformed records in the state are skipped with a log line', async () => {
+    await h.catalog.registerVolume(spec());
+    h.state.putVolume('junk', { id: 'junk' });
+    expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
+    expect(h.catalog.getVolume('junk')).toBeUndefined();
+    expect(h.logger.find('volume record in the client state is malformed; ignoring it (register the volume again to replace it)').length).toBeGreaterThan(0);
+  });
+});
+
+// ---- claims --------------------------------------------------------------------------
+
+describe('claims', () => {
+  beforeEach(async () => {
+    h.nodeOnlyPlugin();
+    await h.catalog.registerVolume(spec({ capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }, { accessMode: 'single-node-reader-only', attachmentMode: 'file-system' }] }));
+    h.events.length = 0;
+  });
+
+  test('an unknown volume is refused for good', async () => {
+    const err = await refused(h.catalog.claim(req('a1', { volumeId: 'ghost' })));
+    expect(err.retryable).toBe(false);
+    expect(err.message).toContain('volume "ghost" is not registered');
+    expect(err.message).toContain('a1');
+  });
+
+  test('a mode the volume lacks is refused for good, naming both', async () => {
+    const err = await refused(h.catalog.claim(req('a1', { accessMode: 'multi-node-multi-writer' })));
+    expect(err.retryable).toBe(false);
+    expect(err.message).toContain('multi-node-multi-writer');
+    expect(err.message).toContain('single-node-writer/file-system');
+  });
+
+  test('single-node-writer: a second writer is refused retryably until the first releases; readers may join', async () => {
+    const first = await h.catalog.claim(req('a1'));
+    expect(first).toEqual({ volume: expect.objectContaining({ id: 'data', externalId: 'ext-data' }) });
+    expect(first.publishContext).toBeUndefined();
+    const err = await refused(h.catalog.claim(req('a2')));
+    expect(err.retryable).toBe(true);
+    expect(err.message).toContain('a1');
+    await h.catalog.claim(req('a3', { readOnly: true }));
+    expect(h.catalog.getVolume('data')?.claims.map((c) => `${c.allocId}:${c.mode}`)).toEqual(['a1:write', 'a3:read']);
+
+    await h.catalog.release('data', 'a1');
+    await h.catalog.claim(req('a2'));
+    expect(h.catalog.getVolume('data')?.claims.map((c) => `${c.allocId}:${c.mode}`)).toEqual(['a3:read', 'a2:write']);
+    expect(h.events.map((e) => `${e.kind}:${e.allocId}`)).toEqual(['claimed:a1', 'claimed:a3', 'released:a1', 'claimed:a2']);
+  });
+
+  test('reader-only: a write claim is refused for good; other modes wait while it is in use', async () => {
+    const err = await refused(h.catalog.claim(req('a1', { accessMode: 'single-node-reader-only' })));
+    expect(err.retryable).toBe(false);
+    await h.catalog.claim(req('a1', { accessMode: 'single-node-reader-only', readOnly: true }));
+    await h.catalog.claim(req('a2', { accessMode: 'single-node-reader-only', readOnly: true }));
+    const other = await refused(h.catalog.claim(req('a3')));
+    expect(other.retryable).toBe(true);
+    expect(other.message).toContain('single-node-reader-only/file-system');
+  });
+
+  test('re-claiming is idempotent: same claim, same since, no event, persisted once', async () => {
+    await h.catalog.claim(req('a1'));
+    const since = h.catalog.getVolume('data')!.claims[0]!.since;
+    await h.clock.advance(5_000);
+    await h.catalog.claim(req('a1'));
+    expect(h.catalog.getVolume('data')!.claims).toEqual([{ allocId: 'a1', mode: 'write', accessMode: 'single-node-writer', attachmentMode: 'file-system', since }]);
+    expect(h.events.filter((e) => e.kind === 'claimed')).toHaveLength(1);
+    // The same alloc changing its mind keeps its place in time.
+    await h.catalog.claim(req('a1', { readOnly: true }));
+    expect(h.catalog.getVolume('data')!.claims).toEqual([{ allocId: 'a1', mode: 'read', accessMode: 'single-node-writer', attachmentMode: 'file-system', since }]);
+  });
+
+  test('claims are written through and survive a new catalog over the same state', async () => {
+    await h.catalog.claim(req('a1'));
+    const stored = h.state.getVolume<{ claims: { allocId: string }[] }>('data');
+    expect(stored?.claims.map((c) => c.allocId)).toEqual(['a1']);
+    const catalog = h.restart();
+    expect(catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a1']);
+    expect((await refused(catalog.claim(req('a2')))).retryable).toBe(true);
+    await catalog.release('data', 'a1');
+    h.restart();
+    expect(h.catalog.getVolume('data')?.claims).toEqual([]);
+  });
+
+  test('releasing an unknown claim or volume is fine and says nothing', async () => {
+    await h.catalog.release('data', 'nobody');
+    await h.catalog.release('ghost', 'a1');
+    expect(h.events).toEqual([]);
+  });
+
+  test('claims of one volume are granted one at a time', async () => {
+    h.plugin({ publish: true });
+    let open!: () => void;
+    h.controller.publishGate = new Promise<void>((r) => (open = r));
+    const first = h.catalog.claim(req('a1'));
+    const second = h.catalog.claim(req('a2'));
+    await h.clock.advance(0);
+    expect(h.controller.of('ControllerPublishVolume')).toHaveLength(0);
+    open();
+    await expect(first).resolves.toBeDefined();
+    expect((await refused(second)).retryable).toBe(true);
+    expect(h.controller.of('ControllerPublishVolume')).toHaveLength(1);
+  });
+
+  test('a claim waiting for the lock gives up when its signal aborts', async () => {
+    h.plugin({ publish: true });
+    let open!: () => void;
+    h.controller.publishGate = new Promise<void>((r) => (open = r));
+    const first = h.catalog.claim(req('a1'));
+    const ac = new AbortController();
+    const second = h.catalog.claim(req('a2', { readOnly: true }), { signal: ac.signal });
+    ac.abort();
+    await expect(second).rejects.toThrow(/abort/i);
+    open();
+    await first;
+    expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a1']);
+  });
+
+  test('releaseAllocClaims drops every claim of a gone alloc', async () => {
+    await h.catalog.registerVolume(spec({ id: 'logs', externalId: 'ext-logs', capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] }));
+    await h.catalog.claim(req('a1'));
+    await h.catalog.claim(req('a1', { volumeId: 'logs', accessMode: 'multi-node-multi-writer' }));
+    await h.catalog.claim(req('a2', { volumeId: 'logs', accessMode: 'multi-node-multi-writer' }));
+    await expect(h.catalog.releaseAllocClaims('a1')).resolves.toEqual(['data', 'logs']);
+    expect(h.catalog.getVolume('data')?.claims).toEqual([]);
+    expect(h.catalog.getVolume('logs')?.claims.map((c) => c.allocId)).toEqual(['a2']);
+  });
+
+  test('a listener that throws does not break the catalog', async () => {
+    h.catalog.onDidChange(() => {
+      throw new Error('listener bug');
+    });
+    await h.catalog.claim(req('a1'));
+    expect(h.events.map((e) => e.kind)).toEqual(['claimed']);
+    expect(h.logger.find('a volume catalog event listener threw; the other listeners still ran')).toHaveLength(1);
+  });
+});
+
+// ---- controller publish ------------------------------------------------------------------
+
+describe('controller publish and unpublish', () => {
+  test('not called when the controller does not advertise PUBLISH_UNPUBLISH_VOLUME', async () => {
+    h.plugin({ publish: false });
+    await h.catalog.registerVolume(spec());
+    const result = await h.catalog.claim(req('a1'));
+    expect(result.publishContext).toBeUndefined();
+    await h.catalog.release('data', 'a1');
+    expect(h.controller.calls).toEqual([]);
+  });
+
+  test('not called (and not waited for) for a node-only plugin', async () => {
+    h.nodeOnlyPlugin();
+    await h.catalog.registerVolume(spec());
+    await h.catalog.claim(req('a1'));
+    expect(h.controller.calls).toEqual([]);
+    expect(h.csi.waits).toEqual([]);
+  });
+
+  test('publishes to the node plugin\'s node id, returns and persists the publish context, unpublishes on release', async () => {
+    h.plugin({ publish: true });
+    await h.catalog.registerVolume(spec({ mountOptions: { mountFlags: ['noatime'] } }));
+    const result = await h.catalog.claim(req('a1', { readOnly: true }));
+    expect(result.publishContext).toEqual({ devicePath: '/dev/fake0' });
+    expect(h.controller.of('ControllerPublishVolume')).toEqual([
+      {
+        volumeId: 'ext-data',
+        nodeId: 'storage-node-1',
+        volumeCapability: { mount: { fsType: '', mountFlags: ['noatime'], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
+        readonly: true,
+        secrets: { token: 's3cret' },
+        volumeContext: { zone: 'a' },
+      },
+    ]);
+    expect(h.catalog.getVolume('data')?.publishContexts).toEqual({ a1: { devicePath: '/dev/fake0' } });
+    expect(h.events.at(-1)?.message).toContain('published to node storage-node-1');
+
+    // Re-claim (say, after an agent restart): the saved context, no second publish.
+    const catalog = h.restart();
+    await expect(catalog.claim(req('a1', { readOnly: true }))).resolves.toEqual(result);
+    expect(h.controller.of('ControllerPublishVolume')).toHaveLength(1);
+
+    // The node plugin gone: release still unpublishes from the node it published to.
+    h.csi.remove('csi-node');
+    await catalog.release('data', 'a1');
+    expect(h.controller.of('ControllerUnpublishVolume')).toEqual([{ volumeId: 'ext-data', nodeId: 'storage-node-1', secrets: { token: 's3cret' } }]);
+    expect(catalog.getVolume('data')?.publishContexts).toBeUndefined();
+    expect(catalog.getVolume('data')?.claims).toEqual([]);
+    expect(h.controller.closed).toBe(h.controller.opened);
+  });
+
+  test('an empty publish context still counts as published', async () => {
+    h.plugin({ publish: true });
+    h.controller.publishContext = {};
+    await h.catalog.registerVolume(spec());
+    expect((await h.catalog.claim(req('a1'))).publishContext).toEqual({});
+    await h.catalog.release('data', 'a1');
+    expect(h.controller.of('ControllerUnpublishVolume')).toHaveLength(1);
+  });
+
+  test('a failed publish grants nothing: retryable when the plugin may recover, final when it refused', async () => {
+    h.plugin({ publish: true });
+    await h.catalog.registerVolume(spec());
+    h.controller.failures.set('ControllerPublishVolume', csiError('ControllerPublishVolume', GrpcStatus.UNAVAILABLE));
+    const busy = await refused(h.catalog.claim(req('a1')));
+    expect(busy.retryable).toBe(true);
+    expect(busy.message).toContain('could not publish volume "data"');
+    h.controller.failures.set('ControllerPublishVolume', csiError('ControllerPublishVolume', GrpcStatus.INVALID_ARGUMENT));
+    expect((await refused(h.catalog.claim(req('a1')))).retryable).toBe(false);
+    expect(h.catalog.getVolume('data')?.claims).toEqual([]);
+    h.controller.failures.clear();
+    await h.catalog.claim(req('a1'));
+    expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a1']);
+  });
+
+  test('a controller registration gone between fingerprint and publish is a retryable refusal', async () => {
+    h.plugin({ publish: true });
+    await h.catalog.registerVolume(spec());
+    h.registry.deregister('csi-controller', PLUGIN, 'plugin-alloc');
+    const err = await refused(h.catalog.claim(req('a1')));
+    expect(err.retryable).toBe(true);
+    expect(h.catalog.getVolume('data')?.claims).toEqual([]);
+  });
+
+  test('a plugin whose node advertises a controller waits for the controller before publishing', async () => {
+    h.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock' });
+    h.csi.set(nodeInfo({ controllerService: true }));
+    await h.catalog.registerVolume(spec());
+    const claim = h.catalog.claim(req('a1'));
+    await h.clock.advance(0);
+    expect(h.csi.pendingWaits).toBe(1);
+    h.registry.register({ type: 'csi-controller', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock' });
+    h.csi.set(controllerInfo({ publish: true }));
+    await expect(claim).resolves.toMatchObject({ publishContext: { devicePath: '/dev/fake0' } });
+    expect(h.csi.waits).toEqual(['csi-controller/hp/prerun']);
+  });
+
+  test('a controller that does not come is a retryable refusal', async () => {
+    h.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock' });
+    h.csi.set(nodeInfo({ controllerService: true }));
+    h.csi.unavailable.add('csi-controller');
+    await h.catalog.registerVolume(spec());
+    const err = await refused(h.catalog.claim(req('a1')));
+    expect(err.retryable).toBe(true);
+    expect(err.message).toContain('controller plugin "hp"');
+  });
+
+  test('unpublish: NOT_FOUND counts as done; another failure keeps the claim; a missing controller too', async () => {
+    h.plugin({ publish: true });
+    await h.catalog.registerVolume(spec({ capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] }));
+    for (const a of ['a1', 'a2', 'a3']) await h.catalog.claim(req(a, { accessMode: 'multi-node-multi-writer' }));
+
+    h.controller.failures.set('ControllerUnpublishVolume', csiError('ControllerUnpublishVolume', GrpcStatus.NOT_FOUND));
+    await h.catalog.release('data', 'a1');
+
+    h.controller.failures.set('ControllerUnpublishVolume', csiError('ControllerUnpublishVolume', GrpcStatus.INTERNAL));
+    await expect(h.catalog.release('data', 'a2')).rejects.toBeInstanceOf(VolumePluginError);
+    await expect(h.catalog.release('data', 'a2')).rejects.toThrow(/could not unpublish volume "data" from node storage-node-1 for alloc a2/);
+    expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a2', 'a3']);
+
+    h.controller.failures.clear();
+    h.registry.deregister('csi-controller', PLUGIN, 'plugin-alloc');
+    await expect(h.catalog.release('data', 'a3')).rejects.toThrow(/controller plugin "hp" is not running/);
+    expect(h.catalog.getVolume('data')?.publishContexts).toEqual({ a2: { devicePath: '/dev/fake0' }, a3: { devicePath: '/dev/fake0' } });
+    expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a2', 'a3']);
+  });
+});
+
+// ---- create / delete ----------------------------------------------------------------------
+
+describe('create and delete through the controller', () => {
+  const createSpec = (over: Partial<VolumeSpec> = {}): VolumeSpec => {
+    const s = spec({ name: 'Data volume', capacityMin: 1024 * 1024, capacityMax: 2 * 1024 * 1024, parameters: { tier: 'fast' }, context: { shared: 'mine', zone: 'a' }, ...over });
+    delete s.externalId;
+    return s;
+  };
+
+  test('CreateVolume with the spec; the plugin\'s id, capacity and context are stored', async () => {
+    h.plugin();
+    const view = await h.catalog.createVolume(createSpec({ capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }, { accessMode: 'multi-node-reader-only', attachmentMode: 'block-device' }] }));
+    expect(h.controller.of('CreateVolume')).toEqual([
+      {
+        name: 'Data volume',
+        capacityRange: { requiredBytes: 1024 * 1024, limitBytes: 2 * 1024 * 1024 },
+        volumeCapabilities: [
+          { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
+          { block: {}, accessMode: { mode: 'MULTI_NODE_READER_ONLY' } },
+        ],
+        parameters: { tier: 'fast' },
+        secrets: { token: 's3cret' },
+      },
+    ]);
+    expect(view).toMatchObject({ id: 'data', externalId: 'ext-1', capacityBytes: 1024 * 1024, context: { shared: 'plugin', zone: 'a', fromPlugin: 'yes' }, schedulable: true });
+    expect(h.catalog.getVolume('data')).toEqual(view);
+    expect(h.events).toEqual([{ volumeId: 'data', kind: 'created', message: expect.stringContaining('ext-1') }]);
+    expect(h.csi.waits).toEqual(['csi-controller/hp/prerun']);
+    expect(h.controller.closed).toBe(h.controller.opened);
+  });
+
+  test('waits for the controller plugin to come up', async () => {
+    const created = h.catalog.createVolume(createSpec());
+    await h.clock.advance(0);
+    expect(h.csi.pendingWaits).toBe(1);
+    h.plugin();
+    await expect(created).resolves.toMatchObject({ externalId: 'ext-1' });
+  });
+
+  test('refuses: no controller, a controller without CREATE_DELETE_VOLUME, an external id, a taken id, a failing plugin', async () => {
+    h.csi.unavailable.add('csi-controller');
+    await expect(h.catalog.createVolume(createSpec())).rejects.toThrow(/controller plugin "hp" is not available/);
+
+    h.plugin({ createDelete: false });
+    await expect(h.catalog.createVolume(createSpec())).rejects.toThrow(/does not offer CREATE_DELETE_VOLUME; create the volume on the storage side/);
+    await expect(h.catalog.createVolume(spec())).rejects.toThrow(/external_id names an existing volume/);
+
+    h.plugin();
+    await h.catalog.registerVolume(spec());
+    await expect(h.catalog.createVolume(createSpec())).rejects.toBeInstanceOf(VolumeExistsError);
+
+    h.controller.failures.set('CreateVolume', csiError('CreateVolume', GrpcStatus.RESOURCE_EXHAUSTED, 'disk full'));
+    await expect(h.catalog.createVolume(createSpec({ id: 'other' }))).rejects.toThrow(/could not create volume "other" on plugin "hp".*disk full/);
+    expect(h.controller.of('CreateVolume')).toHaveLength(1);
+    expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
+  });
+
+  test('name defaults to the id; no capacity range when none is given', async () => {
+    h.plugin();
+    const s = createSpec({ capacityMin: undefined, capacityMax: undefined });
+    delete s.capacityMin;
+    delete s.capacityMax;
+    await h.catalog.createVolume({ ...s, name: '' });
+    const sent = h.controller.of('CreateVolume')[0]!;
+    expect(sent.name).toBe('data');
+    expect(sent.capacityRange).toBeUndefined();
+  });
+
+  test('DeleteVolume with the external id and secrets, then the volume is gone', async () => {
+    h.plugin();
+    await h.catalog.createVolume(createSpec());
+    await h.catalog.deleteVolume('data');
+    expect(h.controller.of('DeleteVolume')).toEqual([{ volumeId: 'ext-1', secrets: { token: 's3cret' } }]);
+    expect(h.catalog.getVolume('data')).toBeUndefined();
+    expect(h.events.map((e) => e.kind)).toEqual(['created', 'deleted']);
+    await expect(h.catalog.deleteVolume('data')).rejects.toBeInstanceOf(VolumeNotFoundError);
+  });
+
+  test('delete: refused while claimed; NOT_FOUND means gone already; other failures keep the volume', async () => {
+    h.plugin();
+    await h.catalog.registerVolume(spec());
+    await h.catalog.claim(req('a1'));
+    await expect(h.catalog.deleteVolume('data')).rejects.toBeInstanceOf(VolumeInUseError);
+    expect(h.controller.of('DeleteVolume')).toHaveLength(0);
+    await h.catalog.release('data', 'a1');
+
+    h.controller.failures.set('DeleteVolume', csiError('DeleteVolume', GrpcStatus.FAILED_PRECONDITION, 'still mounted'));
+    await expect(h.catalog.deleteVolume('data')).rejects.toThrow(/could not delete volume "data".*still mounted/);
+    expect(h.catalog.getVolume('data')).toBeDefined();
+
+    h.controller.failures.set('DeleteVolume', csiError('DeleteVolume', GrpcStatus.NOT_FOUND));
+    await h.catalog.deleteVolume('data');
+    expect(h.catalog.getVolume('data')).toBeUndefined();
+  });
+
+  test('delete needs a controller that can delete', async () => {
+    h.plugin({ createDelete: false });
+    await h.catalog.registerVolume(spec());
+    await expect(h.catalog.deleteVolume('data')).rejects.toThrow(/does not offer CREATE_DELETE_VOLUME; delete the volume on the storage side, then "csiplug volume deregister data"/);
+    expect(h.catalog.getVolume('data')).toBeDefined();
+  });
+});
+
+// ---- registration ---------------------------------------------------------------------------
+
+describe('registerVolumeCatalog', () => {
+  function bindDeps(c: typeof rootContainer): void {
+    registerCore(c, { clock: h.clock, logger: h.logger });
+    c.register(IClientStateDB, { useValue: h.state });
+    c.register(ICSIManager, { useValue: h.csi });
+    c.register(IPluginRegistry, { useValue: h.registry });
+    c.register(IVolumeSpecValidator, { useValue: h.specCheck.validator });
+  }
+
+  test('IVolumeCatalog and IVolumeClaimer resolve to one instance', () => {
+    const c = rootContainer.createChildContainer();
+    bindDeps(c);
+    registerVolumeCatalog(c);
+    const catalog = c.resolve<IVolumeCatalog>(IVolumeCatalog);
+    expect(catalog).toBeInstanceOf(VolumeCatalog);
+    expect(c.resolve<VolumeClaimer>(IVolumeClaimer)).toBe(catalog);
+    expect(c.resolve<IVolumeCatalog>(IVolumeCatalog)).toBe(catalog);
+  });
+
+  test('the bound spec check is the one the catalog uses', async () => {
+    const c = rootContainer.createChildContainer();
+    bindDeps(c);
+    registerVolumeCatalog(c);
+    await c.resolve<IVolumeCatalog>(IVolumeCatalog).registerVolume(spec({ id: 'checked' }));
+    expect(h.specCheck.seen).toEqual([spec({ id: 'checked' })]);
+  });
+
+  test('without an IVolumeSpecValidator neither token resolves, and the error says what to bind', () => {
+    const c = rootContainer.createChildContainer();
+    registerCore(c, { clock: h.clock, logger: h.logger });
+    c.register(IClientStateDB, { useValue: h.state });
+    c.register(ICSIManager, { useValue: h.csi });
+    c.register(IPluginRegistry, { useValue: h.registry });
+    registerVolumeCatalog(c);
+    expect(() => c.resolve(IVolumeCatalog)).toThrow(VolumeSpecValidatorMissingError);
+    expect(() => c.resolve(IVolumeCatalog)).toThrow(/bind IVolumeSpecValidator/);
+    expect(() => c.resolve(IVolumeClaimer)).toThrow(VolumeSpecValidatorMissingError);
+  });
+
+  test('a claimer bound first is kept', () => {
+    const c = rootContainer.createChildContainer();
+    bindDeps(c);
+    const mine: VolumeClaimer = { lookup: jest.fn(), claim: jest.fn(), release: jest.fn() };
+    bind(c, IVolumeClaimer, { useValue: mine });
+    registerVolumeCatalog(c);
+    expect(c.resolve(IVolumeClaimer)).toBe(mine);
+    expect(c.resolve<IVolumeCatalog>(IVolumeCatalog)).toBeInstanceOf(VolumeCatalog);
+  });
+});
+

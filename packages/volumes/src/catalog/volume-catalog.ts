@@ -1,0 +1,518 @@
+// VolumeCatalog: the agent's local volume catalog. It keeps volumes (Nomad's
+// volume specs plus what the plugin said about them) and their claims in the
+// client state (`volumes/<id>`, written through before any call returns),
+// creates and deletes volumes through the controller plugin, and grants
+// claims by access mode (claim-rules.ts), publishing through the controller
+// when it advertises PUBLISH_UNPUBLISH_VOLUME. Mutations of one volume run
+// one at a time; events fire after the volume's lock is released. Every spec
+// it is given goes through the bound IVolumeSpecValidator first.
+import {
+  Disposable,
+  Emitter,
+  Event,
+  IClock,
+  ILogger,
+  Logger,
+  TimeoutError,
+  ValidationError,
+  abortReason,
+  errorMessage,
+} from '@csiplug/core';
+import { CSIClient, CSIError, CreateVolumeRequest, GrpcStatus, isNotFound } from '@csiplug/csi';
+import { ControllerPluginInfo, ICSIManager, KeyedMutex, volumeCapabilityFor } from '@csiplug/csimanager';
+import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
+import { IClientStateDB } from '@csiplug/state';
+import { inject, injectable } from 'tsyringe';
+import { checkClaim, claimModeOf } from './claim-rules';
+import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError } from './errors';
+import { IVolumeSpecValidator } from './tokens';
+import type { VolumeCatalogEvent, VolumeCatalogService } from './volume-catalog-service';
+import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
+import { VolumeRecord, isVolumeRecord, toClaimable, toVolumeView } from './volume-record';
+import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
+import type { VolumeClaimView, VolumeView } from './volume-view';
+
+/** CSI codes after which retrying the same claim cannot help. */
+const PERMANENT_CSI_CODES: readonly number[] = Object.freeze([
+  GrpcStatus.INVALID_ARGUMENT,
+  GrpcStatus.NOT_FOUND,
+  GrpcStatus.ALREADY_EXISTS,
+  GrpcStatus.OUT_OF_RANGE,
+  GrpcStatus.UNIMPLEMENTED,
+  GrpcStatus.PERMISSION_DENIED,
+  GrpcStatus.UNAUTHENTICATED,
+]);
+
+interface Outcome<T> {
+  value: T;
+  event?: VolumeCatalogEvent;
+}
+
+@injectable()
+export class VolumeCatalog implements VolumeCatalogService, Disposable {
+  private readonly log: Logger;
+  private readonly mutex = new KeyedMutex();
+  private readonly changeEmitter: Emitter<VolumeCatalogEvent>;
+  readonly onDidChange: Event<VolumeCatalogEvent>;
+
+  constructor(
+    @inject(IClientStateDB) private readonly state: IClientStateDB,
+    @inject(ICSIManager) private readonly csi: ICSIManager,
+    @inject(IPluginRegistry) private readonly registry: IPluginRegistry,
+    @inject(IClock) private readonly clock: IClock,
+    @inject(ILogger) logger: ILogger,
+    @inject(IVolumeSpecValidator) private readonly validateSpec: VolumeSpecValidator,
+  ) {
+    this.log = logger.child({ component: 'volume-catalog' });
+    this.changeEmitter = new Emitter({
+      onListenerError: (err) => this.log.error('a volume catalog event listener threw; the other listeners still ran', { error: errorMessage(err) }),
+    });
+    this.onDidChange = this.changeEmitter.event;
+  }
+
+  dispose(): void {
+    this.changeEmitter.dispose();
+  }
+
+  // ---- reading ---------------------------------------------------------------
+
+  listVolumes(): VolumeView[] {
+    return this.state
+      .listVolumes<unknown>()
+      .filter((r): r is VolumeRecord => this.checkRecord(r))
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .map((r) => toVolumeView(r, this.schedulable(r)));
+  }
+
+  getVolume(id: string): VolumeView | undefined {
+    const record = this.read(id);
+    return record && toVolumeView(record, this.schedulable(record));
+  }
+
+  async lookup(volumeId: string): Promise<ClaimableVolume> {
+    const record = this.read(volumeId);
+    if (!record) throw this.notRegistered(volumeId);
+    return toClaimable(record);
+  }
+
+  // ---- register, create, deregister, delete ---------------------------------
+
+  async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
+    const checked = this.checkSpec(spec);
+    if (checked.externalId === undefined) {
+      throw new ValidationError(
+        `volume "${checked.id}": external_id is required to register an existing volume (the plugin's own id for it); to make a new volume, use "csiplug volume create"`,
+        'external_id',
+      );
+    }
+    const externalId = checked.externalId;
+    return this.locked(checked.id, undefined, async () => {
+      if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
+      const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
+      this.state.putVolume(record.id, record);
+      this.log.info('volume registered', { volume_id: record.id, plugin_id: record.pluginId, external_id: externalId });
+      return {
+        value: this.view(record),
+        event: { volumeId: record.id, kind: 'registered', message: `volume "${record.id}" registered (plugin ${record.pluginId}, external id ${externalId})` },
+      };
+    });
+  }
+
+  async createVolume(spec: VolumeSpec, options: { signal?: AbortSignal } = {}): Promise<VolumeView> {
+    const { signal } = options;
+    const checked = this.checkSpec(spec);
+    if (checked.externalId !== undefined) {
+      throw new ValidationError(
+        `volume "${checked.id}": external_id names an existing volume; leave it out to create one (the plugin picks the id), or use "csiplug volume register"`,
+        'external_id',
+      );
+    }
+    return this.locked(checked.id, signal, async () => {
+      if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
+      await this.controllerFor(checked.id, checked.pluginId, 'create', signal);
+
+      const request: CreateVolumeRequest = {
+        name: checked.name || checked.id,
+        volumeCapabilities: checked.capabilities.map((c) =>
+          volumeCapabilityFor({ readOnly: false, accessMode: c.accessMode, attachmentMode: c.attachmentMode }, checked.mountOptions),
+        ),
+        parameters: { ...checked.parameters },
+        secrets: { ...checked.secrets },
+      };
+      if (checked.capacityMin !== undefined || checked.capacityMax !== undefined) {
+        request.capacityRange = { requiredBytes: checked.capacityMin ?? 0, limitBytes: checked.capacityMax ?? 0 };
+      }
+      let created;
+      try {
+        created = (await this.withController(checked.pluginId, (c) => c.createVolume(request, { signal }))).volume;
+      } catch (err) {
+        if (signal?.aborted) throw abortReason(signal);
+        throw new VolumePluginError(checked.id, checked.pluginId, `could not create volume "${checked.id}" on plugin "${checked.pluginId}": ${errorMessage(err)}`, {
+          cause: err,
+        });
+      }
+      if (!created?.volumeId) {
+        throw new VolumePluginError(checked.id, checked.pluginId, `plugin "${checked.pluginId}" answered CreateVolume for "${checked.id}" without a volume id; the plugin is broken`);
+      }
+      const record: VolumeRecord = {
+        ...checked,
+        externalId: created.volumeId,
+        context: { ...checked.context, ...(created.volumeContext ?? {}) },
+        claims: [],
+        createdAt: this.clock.now(),
+      };
+      const capacity = Number(created.capacityBytes);
+      if (Number.isFinite(capacity) && capacity > 0) record.capacityBytes = capacity;
+      try {
+        this.state.putVolume(record.id, record);
+      } catch (err) {
+        // The volume exists on the plugin but not here: take it back rather than leak it.
+        this.log.error('could not save a created volume; deleting it on the plugin again', { volume_id: record.id, external_id: record.externalId, error: errorMessage(err) });
+        await this.withController(checked.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets })).catch((undo: unknown) =>
+          this.log.error('could not delete the unsaved volume; delete it on the storage side', { volume_id: record.id, external_id: record.externalId, error: errorMessage(undo) }),
+        );
+        throw err;
+      }
+      this.log.info('volume created', { volume_id: record.id, plugin_id: record.pluginId, external_id: record.externalId, capacity_bytes: record.capacityBytes });
+      const size = record.capacityBytes !== undefined ? `, ${record.capacityBytes} bytes` : '';
+      return {
+        value: this.view(record),
+        event: { volumeId: record.id, kind: 'created', message: `volume "${record.id}" created by plugin ${record.pluginId} (external id ${record.externalId}${size})` },
+      };
+    });
+  }
+
+  async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {
+    await this.locked(id, undefined, async () => {
+      const record = this.read(id);
+      if (!record) throw new VolumeNotFoundError(id);
+      const holders = record.claims.map((c) => c.allocId);
+      if (holders.length > 0 && !options.force) throw new VolumeInUseError(id, holders, 'deregister');
+      this.state.deleteVolume(id);
+      if (holders.length > 0) {
+        this.log.warn('claimed volume deregistered by force; its claims are dropped without unpublishing', { volume_id: id, alloc_ids: holders });
+      } else {
+        this.log.info('volume deregistered', { volume_id: id });
+      }
+      const forced = holders.length > 0 ? ` (forced; claims of ${holders.join(', ')} dropped)` : '';
+      return { value: undefined, event: { volumeId: id, kind: 'deregistered', message: `volume "${id}" deregistered${forced}` } };
+    });
+  }
+
+  async deleteVolume(id: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const { signal } = options;
+    await this.locked(id, signal, async () => {
+      const record = this.read(id);
+      if (!record) throw new VolumeNotFoundError(id);
+      const holders = record.claims.map((c) => c.allocId);
+      if (holders.length > 0) throw new VolumeInUseError(id, holders, 'delete');
+      await this.controllerFor(id, record.pluginId, 'delete', signal);
+      try {
+        await this.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
+      } catch (err) {
+        if (signal?.aborted) throw abortReason(signal);
+        if (!isNotFound(err)) {
+          throw new VolumePluginError(id, record.pluginId, `could not delete volume "${id}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, {
+            cause: err,
+          });
+        }
+        this.log.info('volume was gone on the plugin already', { volume_id: id, external_id: record.externalId });
+      }
+      this.state.deleteVolume(id);
+      this.log.info('volume deleted', { volume_id: id, plugin_id: record.pluginId, external_id: record.externalId });
+      return { value: undefined, event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${record.pluginId}` } };
+    });
+  }
+
+  // ---- claims -------------------------------------------------------------------
+
+  async claim(request: VolumeClaimRequest, options: { signal?: AbortSignal } = {}): Promise<VolumeClaimResult> {
+    const { signal } = options;
+    if (typeof request.allocId !== 'string' || request.allocId === '') throw new ClaimError(`a claim of volume "${request.volumeId}" needs an alloc id`, false);
+    return this.locked(request.volumeId, signal, async () => {
+      const record = this.read(request.volumeId);
+      if (!record) throw this.notRegistered(request.volumeId, request.allocId);
+      const mode = claimModeOf(request);
+      const own = record.claims.find((c) => c.allocId === request.allocId);
+      const publishedTo = record.controllerPublished?.[request.allocId];
+      if (own && own.mode === mode && own.accessMode === request.accessMode && own.attachmentMode === request.attachmentMode) {
+        // The same claim again (a retried prerun, a restore): grant it as it stands.
+        return { value: this.claimResult(record, request.allocId) };
+      }
+      checkClaim(record, request);
+
+      let published: { nodeId: string; context: Record<string, string> } | undefined;
+      if (publishedTo === undefined) published = await this.controllerPublish(record, request, signal);
+
+      const claim: VolumeClaimView = {
+        allocId: request.allocId,
+        mode,
+        accessMode: request.accessMode,
+        attachmentMode: request.attachmentMode,
+        since: own?.since ?? this.clock.now(),
+      };
+      const next: VolumeRecord = { ...record, claims: [...record.claims.filter((c) => c.allocId !== request.allocId), claim] };
+      if (published) {
+        next.controllerPublished = { ...record.controllerPublished, [request.allocId]: published.nodeId };
+        next.publishContexts = { ...record.publishContexts, [request.allocId]: published.context };
+      }
+      try {
+        this.state.putVolume(next.id, next);
+      } catch (err) {
+        if (published) await this.undoPublish(next, request.allocId, published.nodeId);
+        throw new ClaimError(`could not save the claim of volume "${next.id}" for alloc ${request.allocId}: ${errorMessage(err)}`, false, { cause: err });
+      }
+      this.log.info('volume claimed', { volume_id: next.id, alloc_id: request.allocId, mode, access_mode: request.accessMode, published_to: published?.nodeId });
+      const where = published ? `; published to node ${published.nodeId}` : '';
+      return {
+        value: this.claimResult(next, request.allocId),
+        event: {
+          volumeId: next.id,
+          kind: 'claimed',
+          allocId: request.allocId,
+          message: `volume "${next.id}" claimed by alloc ${request.allocId} (${mode}, ${request.accessMode}/${request.attachmentMode})${where}`,
+        },
+      };
+    });
+  }
+
+  async release(volumeId: string, allocId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const { signal } = options;
+    await this.locked(volumeId, signal, async () => {
+      const record = this.read(volumeId);
+      const claimed = record?.claims.some((c) => c.allocId === allocId) ?? false;
+      const nodeId = record?.controllerPublished?.[allocId];
+      if (!record || (!claimed && nodeId === undefined)) {
+        this.log.debug('release of a claim that is gone; nothing to do', { volume_id: volumeId, alloc_id: allocId });
+        return { value: undefined };
+      }
+      // Unpublish first: until the controller lets go, the claim stands, so
+      // nobody else is granted a volume still attached for this alloc.
+      if (nodeId !== undefined) await this.controllerUnpublish(record, allocId, nodeId, signal);
+      const next: VolumeRecord = { ...record, claims: record.claims.filter((c) => c.allocId !== allocId) };
+      if (record.controllerPublished) {
+        const { [allocId]: _node, ...rest } = record.controllerPublished;
+        next.controllerPublished = rest;
+      }
+      if (record.publishContexts) {
+        const { [allocId]: _ctx, ...rest } = record.publishContexts;
+        next.publishContexts = rest;
+      }
+      this.state.putVolume(next.id, next);
+      this.log.info('volume claim released', { volume_id: volumeId, alloc_id: allocId, unpublished_from: nodeId });
+      const where = nodeId !== undefined ? `; unpublished from node ${nodeId}` : '';
+      return { value: undefined, event: { volumeId, kind: 'released', allocId, message: `volume "${volumeId}" released by alloc ${allocId}${where}` } };
+    });
+  }
+
+  async releaseAllocClaims(allocId: string, options: { signal?: AbortSignal } = {}): Promise<string[]> {
+    const held = this.state
+      .listVolumes<unknown>()
+      .filter((r): r is VolumeRecord => this.checkRecord(r))
+      .filter((r) => r.claims.some((c) => c.allocId === allocId) || r.controllerPublished?.[allocId] !== undefined)
+      .map((r) => r.id);
+    const released: string[] = [];
+    let firstError: unknown;
+    for (const id of held) {
+      try {
+        await this.release(id, allocId, options);
+        released.push(id);
+      } catch (err) {
+        this.log.warn('could not release a claim of a gone alloc', { volume_id: id, alloc_id: allocId, error: errorMessage(err) });
+        firstError ??= err;
+      }
+    }
+    if (firstError !== undefined) throw firstError;
+    return released;
+  }
+
+  // ---- controller -----------------------------------------------------------------
+
+  /**
+   * Waits (prerun plugin wait) for the controller of `pluginId` and checks it
+   * can create and delete volumes.
+   */
+  private async controllerFor(volumeId: string, pluginId: string, what: 'create' | 'delete', signal?: AbortSignal): Promise<ControllerPluginInfo> {
+    let controller: ControllerPluginInfo | undefined;
+    try {
+      controller = (await this.csi.waitForPlugin(PluginTypeCSIController, pluginId, 'prerun', { signal })).controller;
+    } catch (err) {
+      if (signal?.aborted) throw abortReason(signal);
+      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": controller plugin "${pluginId}" is not available (${errorMessage(err)})`, { cause: err });
+    }
+    if (!controller?.supportsCreateDelete) {
+      const instead =
+        what === 'create'
+          ? `create the volume on the storage side and register it with "csiplug volume register"`
+          : `delete the volume on the storage side, then "csiplug volume deregister ${volumeId}"`;
+      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": the controller of plugin "${pluginId}" does not offer CREATE_DELETE_VOLUME; ${instead}`);
+    }
+    return controller;
+  }
+
+  /** A client for the plugin's active controller registration, closed after `fn`. */
+  private async withController<T>(pluginId: string, fn: (client: CSIClient) => Promise<T>): Promise<T> {
+    const client = this.registry.dispense<CSIClient>(PluginTypeCSIController, pluginId);
+    try {
+      return await fn(client);
+    } finally {
+      client.close();
+    }
+  }
+
+  /**
+   * The controller's info when the plugin has a controller (a controller
+   * instance exists, or the node plugin advertises CONTROLLER_SERVICE, in
+   * which case its controller is waited for); undefined for node-only plugins.
+   */
+  private async claimController(record: VolumeRecord, allocId: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
+    const known = this.csi.pluginInfo(PluginTypeCSIController, record.pluginId);
+    if (known?.controller) return known.controller;
+    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
+    if (!known && node?.pluginCapabilities?.controllerService !== true) return undefined;
+    try {
+      return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
+    } catch (err) {
+      throw this.claimFailure(err, `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`, signal);
+    }
+  }
+
+  /** ControllerPublishVolume when the plugin's controller advertises it; undefined when it does not. */
+  private async controllerPublish(
+    record: VolumeRecord,
+    request: VolumeClaimRequest,
+    signal?: AbortSignal,
+  ): Promise<{ nodeId: string; context: Record<string, string> } | undefined> {
+    const controller = await this.claimController(record, request.allocId, signal);
+    if (!controller?.supportsAttachDetach) return undefined;
+    let nodeId: string | undefined;
+    try {
+      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node ?? (await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'prerun', { signal })).node;
+      nodeId = node?.nodeId;
+    } catch (err) {
+      throw this.claimFailure(err, `node plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${request.allocId}`, signal);
+    }
+    if (!nodeId) throw new ClaimError(`node plugin "${record.pluginId}" has not reported its node id yet; volume "${record.id}" cannot be published for alloc ${request.allocId}`, true);
+    const capability = volumeCapabilityFor(
+      { readOnly: request.readOnly, accessMode: request.accessMode, attachmentMode: request.attachmentMode },
+      record.mountOptions,
+    );
+    try {
+      const response = await this.withController(record.pluginId, (c) =>
+        c.controllerPublishVolume(
+          {
+            volumeId: record.externalId,
+            nodeId,
+            volumeCapability: capability,
+            readonly: request.readOnly,
+            secrets: { ...record.secrets },
+            volumeContext: { ...record.context },
+          },
+          { signal },
+        ),
+      );
+      return { nodeId, context: { ...(response.publishContext ?? {}) } };
+    } catch (err) {
+      throw this.claimFailure(err, `controller plugin "${record.pluginId}" could not publish volume "${record.id}" to node ${nodeId} for alloc ${request.allocId}`, signal);
+    }
+  }
+
+  private async controllerUnpublish(record: VolumeRecord, allocId: string, nodeId: string, signal?: AbortSignal): Promise<void> {
+    if (!this.registry.get(PluginTypeCSIController, record.pluginId)) {
+      throw new VolumePluginError(
+        record.id,
+        record.pluginId,
+        `controller plugin "${record.pluginId}" is not running, so volume "${record.id}" stays published to node ${nodeId} for alloc ${allocId}; the release is retried once the plugin is back`,
+      );
+    }
+    try {
+      await this.withController(record.pluginId, (c) => c.controllerUnpublishVolume({ volumeId: record.externalId, nodeId, secrets: { ...record.secrets } }, { signal }));
+    } catch (err) {
+      if (signal?.aborted) throw abortReason(signal);
+      if (!isNotFound(err)) {
+        throw new VolumePluginError(record.id, record.pluginId, `could not unpublish volume "${record.id}" from node ${nodeId} for alloc ${allocId}: ${errorMessage(err)}`, {
+          cause: err,
+        });
+      }
+      this.log.info('volume was unpublished on the plugin already', { volume_id: record.id, alloc_id: allocId, node_id: nodeId });
+    }
+  }
+
+  /** Best effort after a claim that published could not be saved. */
+  private async undoPublish(record: VolumeRecord, allocId: string, nodeId: string): Promise<void> {
+    try {
+      await this.controllerUnpublish(record, allocId, nodeId);
+    } catch (err) {
+      this.log.error('could not unpublish a volume whose claim was not saved; it stays attached to the node', {
+        volume_id: record.id,
+        alloc_id: allocId,
+        node_id: nodeId,
+        error: errorMessage(err),
+      });
+    }
+  }
+
+  /** A ClaimError for a failed wait or CSI call: retryable unless the plugin's answer rules it out. */
+  private claimFailure(err: unknown, what: string, signal?: AbortSignal): Error {
+    if (signal?.aborted) return abortReason(signal);
+    if (err instanceof ClaimError) return err;
+    let retryable = false;
+    if (err instanceof CSIError) retryable = !PERMANENT_CSI_CODES.includes(err.grpcCode);
+    // A wait ran out, or the plugin deregistered in between (restarting): it may be back soon.
+    else if (err instanceof TimeoutError || err instanceof PluginNotFoundError) retryable = true;
+    return new ClaimError(`${what}: ${errorMessage(err)}`, retryable, { cause: err });
+  }
+
+  // ---- helpers ----------------------------------------------------------------------
+
+  /** Runs `fn` under the volume's lock, then fires its event (outside the lock). */
+  private async locked<T>(volumeId: string, signal: AbortSignal | undefined, fn: () => Promise<Outcome<T>>): Promise<T> {
+    const outcome = await this.mutex.run(volumeId, fn, signal);
+    if (outcome.event) this.changeEmitter.fire(outcome.event);
+    return outcome.value;
+  }
+
+  private claimResult(record: VolumeRecord, allocId: string): VolumeClaimResult {
+    const result: VolumeClaimResult = { volume: toClaimable(record) };
+    if (record.controllerPublished?.[allocId] !== undefined) result.publishContext = { ...(record.publishContexts?.[allocId] ?? {}) };
+    return result;
+  }
+
+  private notRegistered(volumeId: string, allocId?: string): ClaimError {
+    const who = allocId ? ` before alloc ${allocId} can use it` : '';
+    return new ClaimError(
+      `volume "${volumeId}" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")${who}`,
+      false,
+    );
+  }
+
+  private read(id: string): VolumeRecord | undefined {
+    const raw = this.state.getVolume<unknown>(id);
+    if (raw === undefined) return undefined;
+    return this.checkRecord(raw) ? raw : undefined;
+  }
+
+  private checkRecord(raw: unknown): raw is VolumeRecord {
+    if (isVolumeRecord(raw)) return true;
+    const id = typeof raw === 'object' && raw !== null ? (raw as { id?: unknown }).id : undefined;
+    this.log.error('volume record in the client state is malformed; ignoring it (register the volume again to replace it)', { volume_id: id });
+    return false;
+  }
+
+  private view(record: VolumeRecord): VolumeView {
+    return toVolumeView(record, this.schedulable(record));
+  }
+
+  /** Usable now: the node plugin is healthy, and so is its controller when the plugin has one. */
+  private schedulable(record: VolumeRecord): boolean {
+    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
+    if (!node?.healthy) return false;
+    if (node.pluginCapabilities?.controllerService) return this.csi.pluginInfo(PluginTypeCSIController, record.pluginId)?.healthy === true;
+    return true;
+  }
+
+  /** Re-checks a spec that may not have come through the parser (HTTP bodies, code); stores what the validator returns. */
+  private checkSpec(spec: VolumeSpec): VolumeSpec {
+    return this.validateSpec(spec);
+  }
+}

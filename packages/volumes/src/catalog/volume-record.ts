@@ -1,0 +1,49 @@
+// How a catalogued volume is kept in the client state (`volumes/<id>`, JSON):
+// its VolumeView without the read-time `schedulable` flag, plus which claims
+// the controller published and to which node (needed to unpublish them even
+// after the node plugin is gone).
+import type { ClaimableVolume } from './volume-claimer';
+import type { VolumeView } from './volume-view';
+
+export interface VolumeRecord extends Omit<VolumeView, 'schedulable'> {
+  /** alloc id → the node id ControllerPublishVolume was called with; an entry exists while that claim is published. */
+  controllerPublished?: Record<string, string>;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A light shape check of a decoded record: enough that the catalog can work with it. */
+export function isVolumeRecord(v: unknown): v is VolumeRecord {
+  return (
+    isObject(v) &&
+    typeof v.id === 'string' &&
+    typeof v.pluginId === 'string' &&
+    typeof v.externalId === 'string' &&
+    Array.isArray(v.capabilities) &&
+    Array.isArray(v.claims)
+  );
+}
+
+/** The view served to surfaces: a copy, without the catalog's bookkeeping. */
+export function toVolumeView(record: VolumeRecord, schedulable: boolean): VolumeView {
+  const { controllerPublished: _published, ...rest } = structuredClone(record);
+  const view: VolumeView = { ...rest, schedulable };
+  if (view.publishContexts && Object.keys(view.publishContexts).length === 0) delete view.publishContexts;
+  return view;
+}
+
+/** What the csi hook needs to mount the volume. */
+export function toClaimable(record: VolumeRecord): ClaimableVolume {
+  const out: ClaimableVolume = { id: record.id, externalId: record.externalId, pluginId: record.pluginId };
+  if (Object.keys(record.secrets ?? {}).length > 0) out.secrets = { ...record.secrets };
+  if (Object.keys(record.context ?? {}).length > 0) out.context = { ...record.context };
+  if (record.mountOptions) {
+    out.mountOptions = {
+      ...(record.mountOptions.fsType !== undefined ? { fsType: record.mountOptions.fsType } : {}),
+      ...(record.mountOptions.mountFlags !== undefined ? { mountFlags: [...record.mountOptions.mountFlags] } : {}),
+    };
+  }
+  return out;
+}

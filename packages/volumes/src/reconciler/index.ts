@@ -1,0 +1,7 @@
+// The volume reconciler: desired vs actual mounts of this node's volumes.
+export * from './mount-record';
+export * from './mount-store';
+export * from './reconciler-service';
+export * from './register';
+export * from './tokens';
+export * from './volume-reconciler';

@@ -1,0 +1,85 @@
+// One alloc's use of one volume, as the volume reconciler keeps it (bucket
+// csi/mounts, written through before any step that depends on it runs).
+//
+// `desired` is what the alloc wants; claimed / staged / published are what
+// this node has done — or asked for: each flag is set *before* its call
+// goes out, since a call that fails or is abandoned may still have done its
+// work on the plugin's side. Undoing an intent that never happened is
+// harmless (every CSI node step and a release are idempotent); forgetting one
+// that did would leak a mount or a claim. A "pending unmount" is simply a
+// record that is desired unmounted and still has a flag set.
+import type { UsageOptions } from '@csiplug/csimanager';
+import { usageToFS } from '@csiplug/csimanager';
+
+export type DesiredMountState = 'mounted' | 'unmounted';
+
+export interface VolumeMountRecord {
+  allocId: string;
+  /** The group's name for the volume (`volume "name" {}`), unique per alloc. */
+  name: string;
+  /** The catalog id. */
+  volumeId: string;
+  /** The plugin's own id for the volume (CSI volume_id). */
+  externalId: string;
+  pluginId: string;
+  usage: UsageOptions;
+  desired: DesiredMountState;
+  /** A claim was asked of the catalog (and the controller published, when it does). */
+  claimed: boolean;
+  /** From ControllerPublishVolume, handed to stage and publish. */
+  publishContext?: Record<string, string>;
+  /** This alloc counts as a user of the staged volume (staging path of plugin, volume and usage). */
+  staged: boolean;
+  /** NodePublishVolume was asked for this alloc's target path. */
+  published: boolean;
+  /** Host paths, once published. */
+  targetPath?: string;
+  stagingPath?: string;
+  /** Failed attempts since `desired` last changed. */
+  attempts: number;
+  lastError?: string;
+  /** When `desired` last changed, ms since the epoch. */
+  since: number;
+}
+
+/** The store key of a record: the alloc id, then the volume name escaped (it may hold any character). */
+export function mountKey(allocId: string, name: string): string {
+  return `${allocId}/${encodeURIComponent(name)}`;
+}
+
+/** The records sharing one staging mount: same plugin, volume and staging path (read-only, attachment and access mode). */
+export function stagingKey(record: Pick<VolumeMountRecord, 'pluginId' | 'volumeId' | 'usage'>): string {
+  return `${record.pluginId}\0${record.volumeId}\0${usageToFS(record.usage)}`;
+}
+
+/** Whether anything is left on the node for this record to undo. */
+export function holdsAnything(record: VolumeMountRecord): boolean {
+  return record.claimed || record.staged || record.published;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A shape check of a decoded record: a record that fails it is reported, not used. */
+export function isVolumeMountRecord(v: unknown): v is VolumeMountRecord {
+  if (!isObject(v)) return false;
+  const usage = v.usage;
+  return (
+    typeof v.allocId === 'string' &&
+    typeof v.name === 'string' &&
+    typeof v.volumeId === 'string' &&
+    typeof v.externalId === 'string' &&
+    typeof v.pluginId === 'string' &&
+    (v.desired === 'mounted' || v.desired === 'unmounted') &&
+    typeof v.claimed === 'boolean' &&
+    typeof v.staged === 'boolean' &&
+    typeof v.published === 'boolean' &&
+    typeof v.attempts === 'number' &&
+    typeof v.since === 'number' &&
+    isObject(usage) &&
+    typeof usage.readOnly === 'boolean' &&
+    typeof usage.attachmentMode === 'string' &&
+    typeof usage.accessMode === 'string'
+  );
+}

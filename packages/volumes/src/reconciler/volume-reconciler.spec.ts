@@ -1,0 +1,991 @@
+// The volume reconciler driven through what a node lives through: mounts and
+// unmounts, its node plugin missing or going away, aborts, the agent dying
+// between any two steps and a new agent taking over the same records, staging
+// paths shared between allocs, claims refused for now, and a store that
+// refuses writes. The reconciler is the real one; the node plugin
+// (FakeVolumeManager over a FakeMountTable, standing in for the host's mounts
+// and outliving an agent restart as they do), the catalog, the store and the
+// clock are fakes.
+import { DefaultTimeoutPolicy, MemoryLogger, type TimeoutSettings } from '@csiplug/core';
+import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
+import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, usageToFS, type UsageOptions } from '@csiplug/csimanager';
+import { FakeCSIManager, FakeMountTable, type FakeVolumeManager } from '@csiplug/csimanager/testing';
+import { FakeClaimer } from '../testing/fake-claimer';
+import { FakeMountStore } from '../testing/fake-mount-store';
+import { mountKey, type VolumeMountRecord } from './mount-record';
+import type { VolumeMountRequest } from './reconciler-service';
+import { VolumeMountError, VolumeReconciler } from './volume-reconciler';
+
+const PLUGIN = 'hostpath';
+const ROOT = `/var/lib/csiplug/csi/node/${PLUGIN}`;
+const RW: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
+const RO: UsageOptions = { readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only' };
+const PRERUN = { phase: 'prerun' } as const;
+const RESTORE = { phase: 'restore' } as const;
+
+/** Round numbers, so that the tests read as the policy: a 1m prerun wait, a 5m restore wait, backoffs doubling from 1s. */
+const TIMEOUTS: Partial<TimeoutSettings> = {
+  pluginWaitPrerun: 60_000,
+  pluginWaitRestore: 300_000,
+  claimBackoffBase: 1_000,
+  claimBackoffMax: 8_000,
+  claimRetryLimit: 60_000,
+  unmountBackoffBase: 1_000,
+  unmountBackoffMax: 8_000,
+};
+
+const stagingOf = (usage: UsageOptions = RW, volumeId = 'vol1') => `${ROOT}/staging/${volumeId}/${usageToFS(usage)}`;
+const targetOf = (allocId: string, usage: UsageOptions = RW, volumeId = 'vol1') => `${ROOT}/per-alloc/${allocId}/${volumeId}/${usageToFS(usage)}`;
+const req = (allocId: string, over: Partial<VolumeMountRequest> = {}): VolumeMountRequest => ({ allocId, name: 'data', volumeId: 'vol1', usage: RW, ...over });
+
+/** What a step changed on the node, as FakeVolumeManager.changes lists it. */
+const staged = (usage: UsageOptions = RW) => `stage vol1 ${usageToFS(usage)}`;
+const published = (allocId: string, usage: UsageOptions = RW) => `publish vol1 ${allocId} ${usageToFS(usage)}`;
+const unpublished = (allocId: string, usage: UsageOptions = RW) => `unpublish vol1 ${allocId} ${usageToFS(usage)}`;
+const unstaged = (usage: UsageOptions = RW) => `unstage vol1 ${usageToFS(usage)}`;
+
+/** A promise's outcome, readable without awaiting it. */
+interface Tracked<T> {
+  readonly promise: Promise<T>;
+  settled: boolean;
+  value?: T;
+  error?: unknown;
+}
+function track<T>(promise: Promise<T>): Tracked<T> {
+  const t: Tracked<T> = { promise, settled: false };
+  promise.then(
+    (v) => Object.assign(t, { settled: true, value: v }),
+    (e: unknown) => Object.assign(t, { settled: true, error: e }),
+  );
+  return t;
+}
+
+/**
+ * One node: what outlives an agent — the host's mounts, the node plugin, the
+ * catalog, the client state, the clock — and the reconciler of the agent
+ * running now. `restart()` is the agent dying where it is and a new one
+ * starting over the same records.
+ */
+class TestNode {
+  readonly clock = new FakeClock();
+  readonly logger = new MemoryLogger();
+  readonly timeouts: DefaultTimeoutPolicy;
+  readonly mounts = new FakeMountTable();
+  readonly csi: FakeCSIManager;
+  readonly claimer = new FakeClaimer();
+  readonly store = new FakeMountStore();
+  reconciler: VolumeReconciler;
+  private readonly agents: VolumeReconciler[] = [];
+
+  constructor(options: { timeouts?: Partial<TimeoutSettings>; pluginUp?: boolean } = {}) {
+    this.timeouts = new DefaultTimeoutPolicy({ ...TIMEOUTS, ...options.timeouts });
+    this.csi = new FakeCSIManager({ clock: this.clock, timeouts: this.timeouts, mounts: this.mounts });
+    this.claimer.add('vol1');
+    this.claimer.add('vol2');
+    if (options.pluginUp ?? true) this.csi.bringUp(PLUGIN);
+    this.reconciler = this.startAgent();
+  }
+
+  /** The node plugin's volume manager (there once the plugin first came up). */
+  get vm(): FakeVolumeManager {
+    const vm = this.csi.managers.get(PLUGIN);
+    if (!vm) throw new Error(`test bug: plugin ${PLUGIN} never came up, so it has no volume manager`);
+    return vm;
+  }
+
+  /** The steps asked of the node plugin so far. */
+  calls(): string[] {
+    return [...(this.csi.managers.get(PLUGIN)?.calls ?? [])];
+  }
+
+  /** What the steps changed on the node so far. */
+  changes(): string[] {
+    return [...(this.csi.managers.get(PLUGIN)?.changes ?? [])];
+  }
+
+  /** The stored record of (alloc, name). */
+  record(allocId: string, name = 'data'): VolumeMountRecord | undefined {
+    return this.store.snapshot()[mountKey(allocId, name)];
+  }
+
+  mounted(): string[] {
+    return [...this.mounts.points].sort();
+  }
+
+  restart(): VolumeReconciler {
+    this.reconciler.dispose();
+    this.reconciler = this.startAgent();
+    return this.reconciler;
+  }
+
+  /** Fires the timers due now and lets every promise chain that waits on nothing else run to its end. */
+  async settle(): Promise<void> {
+    await this.clock.advance(0);
+    await flushMicrotasks(200);
+  }
+
+  dispose(): void {
+    for (const agent of this.agents) agent.dispose();
+  }
+
+  private startAgent(): VolumeReconciler {
+    const agent = new VolumeReconciler(this.csi, this.claimer, this.store, this.mounts, this.clock, this.timeouts, this.logger);
+    agent.start();
+    this.agents.push(agent);
+    return agent;
+  }
+}
+
+let node: TestNode;
+afterEach(() => node?.dispose());
+
+describe('mount', () => {
+  test('claims, stages and publishes in that order, each flag persisted before its call goes out', async () => {
+    node = new TestNode();
+    const { reconciler, vm, claimer } = node;
+    const claim = claimer.hangNext('claim');
+    const stage = vm.hangNext('stage');
+    const publish = vm.hangNext('publish');
+    const mounting = reconciler.mount(req('a1'), PRERUN);
+
+    await claim.reached;
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: false, published: false });
+    expect(node.calls()).toEqual([]);
+    claim.release();
+    await stage.reached;
+    expect(node.record('a1')).toMatchObject({ claimed: true, publishContext: { attached: 'yes' }, externalId: 'ext-vol1', staged: true, published: false });
+    expect(node.calls()).toEqual(['stage vol1']);
+    stage.release();
+    await publish.reached;
+    expect(node.record('a1')).toMatchObject({ staged: true, published: true });
+    expect(node.record('a1')!.targetPath).toBeUndefined();
+    expect(node.mounted()).toEqual([stagingOf()]);
+    publish.release();
+
+    const info = await mounting;
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(node.record('a1')).toEqual({
+      allocId: 'a1',
+      name: 'data',
+      volumeId: 'vol1',
+      externalId: 'ext-vol1',
+      pluginId: PLUGIN,
+      usage: RW,
+      desired: 'mounted',
+      claimed: true,
+      publishContext: { attached: 'yes' },
+      staged: true,
+      published: true,
+      targetPath: targetOf('a1'),
+      stagingPath: stagingOf(),
+      attempts: 0,
+      since: node.clock.now(),
+    });
+    expect(claimer.claims).toEqual([{ volumeId: 'vol1', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }]);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    // The plugin is asked with its own id for the volume and the controller's publish context.
+    expect(vm.requests.map((r) => [r.volume.externalId, r.publishContext])).toEqual([
+      ['ext-vol1', { attached: 'yes' }],
+      ['ext-vol1', { attached: 'yes' }],
+    ]);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(reconciler.mounted('a1')).toEqual([info]);
+    expect(reconciler.pendingUnmounts()).toEqual([]);
+    expect(node.csi.waits).toEqual([{ type: 'csi-node', name: PLUGIN, phase: 'prerun' }]);
+  });
+
+  test('a repeated mount is a no-op: the same answer, no claim, no step, no write', async () => {
+    node = new TestNode();
+    const first = await node.reconciler.mount(req('a1'), PRERUN);
+    const writes = node.store.writes.length;
+    const again = await node.reconciler.mount(req('a1'), PRERUN);
+    expect(again).toEqual(first);
+    expect(node.claimer.claims).toHaveLength(1);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.store.writes).toHaveLength(writes);
+  });
+
+  test('a plugin that does not stage is not staged, on mount or on unmount', async () => {
+    node = new TestNode();
+    node.vm.staging = false;
+    const info = await node.reconciler.mount(req('a1'), PRERUN);
+    expect(info.stagingPath).toBeUndefined();
+    expect(node.record('a1')).toMatchObject({ staged: false, published: true, targetPath: targetOf('a1') });
+    expect(node.record('a1')!.stagingPath).toBeUndefined();
+    expect(await node.reconciler.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    expect(node.calls()).toEqual(['publish vol1 a1', 'unpublish vol1 a1']);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+  });
+
+  test("the plugin wait uses the phase's limit (prerun, restore) and fails with an error naming the volume, the plugin and the phase", async () => {
+    node = new TestNode({ pluginUp: false });
+    const prerun = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.clock.advance(59_999);
+    expect(prerun.settled).toBe(false);
+    await node.clock.advance(1);
+    expect(prerun.error).toBeInstanceOf(VolumeMountError);
+    expect((prerun.error as Error).message).toMatch(/^volume "data" \(vol1\) on plugin hostpath: timed out after 1m \(prerun limit\) waiting for plugin "hostpath" of type csi-node/);
+    expect((prerun.error as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
+
+    const restore = track(node.reconciler.mount(req('a2'), RESTORE));
+    await node.clock.advance(60_000);
+    expect(restore.settled).toBe(false);
+    await node.clock.advance(239_999);
+    expect(restore.settled).toBe(false);
+    await node.clock.advance(1);
+    expect((restore.error as Error).message).toMatch(/^volume "data" \(vol1\) on plugin hostpath: timed out after 5m \(restore limit\)/);
+    expect(node.csi.waits.map((w) => w.phase)).toEqual(['prerun', 'restore']);
+
+    // Nothing was done, so nothing is undone: no claim, no release, no step, no record left.
+    expect(node.claimer.claims).toEqual([]);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.calls()).toEqual([]);
+    expect(node.store.list()).toEqual({ records: [], failures: [] });
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+  });
+
+  test('an unknown volume fails at once with an error naming it, before any wait or write', async () => {
+    node = new TestNode();
+    const err = await node.reconciler.mount(req('a1', { volumeId: 'nope' }), PRERUN).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    expect((err as Error).message).toBe('volume "data" (nope): volume "nope" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")');
+    expect(node.csi.waits).toEqual([]);
+    expect(node.store.writes).toEqual([]);
+  });
+
+  test('a name the alloc already uses for another volume is refused, and the mounted volume is left alone', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const before = node.record('a1');
+    await expect(node.reconciler.mount(req('a1', { volumeId: 'vol2' }), PRERUN)).rejects.toThrow(
+      'volume "data" (vol2) on plugin hostpath: alloc a1 already has volume "vol1" as "data"; it cannot also mount "vol2" under that name',
+    );
+    expect(node.record('a1')).toEqual(before);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.claimer.releases).toEqual([]);
+  });
+});
+
+describe('plugin absence', () => {
+  test('mount waits for the plugin and goes on as soon as it comes up, without the clock moving', async () => {
+    node = new TestNode({ pluginUp: false });
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.clock.advance(30_000);
+    expect(mounting.settled).toBe(false);
+    expect(node.claimer.claims).toEqual([]);
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: false, staged: false, published: false });
+    node.csi.bringUp(PLUGIN);
+    const info = await mounting.promise;
+    expect(info.targetPath).toBe(targetOf('a1'));
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+  });
+
+  test('an unmount while the plugin is down fails its first attempt, stays pending, is retried with backoff and at once when the plugin turns healthy', async () => {
+    node = new TestNode();
+    const { reconciler } = node;
+    await reconciler.mount(req('a1'), PRERUN);
+    node.csi.bringDown(PLUGIN);
+
+    const outcomes = await reconciler.unmount('a1');
+    expect(outcomes).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.any(PluginInstanceNotFoundError) }]);
+    const pending = () => reconciler.pendingUnmounts();
+    expect(pending()).toEqual([
+      expect.objectContaining({ allocId: 'a1', name: 'data', desired: 'unmounted', claimed: true, staged: true, published: true, attempts: 1, lastError: expect.stringContaining('plugin "hostpath" of type csi-node not found') }),
+    ]);
+    expect(node.record('a1')).toEqual(pending()[0]);
+    expect(reconciler.mounted('a1')).toEqual([]);
+
+    // Backoff from the policy: 1s, then 2s, then 4s.
+    await node.clock.advance(999);
+    expect(pending()[0]!.attempts).toBe(1);
+    await node.clock.advance(1);
+    expect(pending()[0]!.attempts).toBe(2);
+    await node.clock.advance(1_999);
+    expect(pending()[0]!.attempts).toBe(2);
+    await node.clock.advance(1);
+    expect(pending()[0]!.attempts).toBe(3);
+
+    // The plugin is back: retried now, not when the 4s backoff ends.
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(pending()).toEqual([]);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'unstage vol1']);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+    expect(node.logger.find('unmount failed; retrying in the background', 'warn')).toHaveLength(3);
+  });
+
+  test('a release the catalog refuses is retried; the record stays until the claim is released', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.claimer.failReleases = 1;
+    const [outcome] = await node.reconciler.unmount('a1');
+    expect((outcome!.error as Error).message).toMatch(/stays published for alloc a1/);
+    expect(node.record('a1')).toMatchObject({ desired: 'unmounted', claimed: true, staged: false, published: false, attempts: 1 });
+    expect(node.mounted()).toEqual([]);
+    await node.clock.advance(1_000);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'unstage vol1']);
+  });
+});
+
+describe('abort', () => {
+  const reason = new Error('alloc a1 was stopped');
+
+  interface AbortCase {
+    during: string;
+    pluginUp?: boolean;
+    /** Makes the mount stop at that point; resolves once it has. */
+    hold(node: TestNode): () => Promise<void>;
+    /** The steps asked of the plugin, the undoing included. */
+    calls: string[];
+    releases: string[];
+  }
+
+  const cases: AbortCase[] = [
+    {
+      during: 'the plugin wait',
+      pluginUp: false,
+      hold: (n) => async () => {
+        await flushMicrotasks();
+        expect(n.csi.pendingWaits).toBe(1);
+      },
+      calls: [],
+      releases: [],
+    },
+    { during: 'the claim', hold: (n) => () => n.claimer.hangNext('claim').reached, calls: [], releases: ['vol1 a1'] },
+    { during: 'the claim, once the catalog granted it', hold: (n) => () => n.claimer.hangNext('claim', { after: true }).reached, calls: [], releases: ['vol1 a1'] },
+    { during: 'a hanging stage', hold: (n) => () => n.vm.hangNext('stage').reached, calls: ['stage vol1', 'unstage vol1'], releases: ['vol1 a1'] },
+    { during: 'a stage that mounted and did not answer', hold: (n) => () => n.vm.hangNext('stage', { after: true }).reached, calls: ['stage vol1', 'unstage vol1'], releases: ['vol1 a1'] },
+    {
+      during: 'a hanging publish',
+      hold: (n) => () => n.vm.hangNext('publish').reached,
+      calls: ['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'unstage vol1'],
+      releases: ['vol1 a1'],
+    },
+    {
+      during: 'a publish that mounted and did not answer',
+      hold: (n) => () => n.vm.hangNext('publish', { after: true }).reached,
+      calls: ['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'unstage vol1'],
+      releases: ['vol1 a1'],
+    },
+  ];
+
+  test.each(cases.map((c) => [c.during, c] as const))('aborted during %s: mount rejects with the reason, naming volume and plugin, and leaves nothing behind', async (_, c) => {
+    node = new TestNode({ pluginUp: c.pluginUp ?? true });
+    const reached = c.hold(node);
+    const ac = new AbortController();
+    const mounting = node.reconciler.mount(req('a1'), { phase: 'prerun', signal: ac.signal });
+    await reached();
+    ac.abort(reason);
+    const err = await mounting.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    expect((err as Error).cause).toBe(reason);
+    expect((err as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a1 was stopped');
+    expect(node.calls()).toEqual(c.calls);
+    expect(node.claimer.releases).toEqual(c.releases);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.reconciler.list()).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+  });
+
+  test("aborted while queued behind another alloc's hanging mount of the same volume: rejects at once, having done nothing", async () => {
+    node = new TestNode();
+    const publish = node.vm.hangNext('publish');
+    const first = track(node.reconciler.mount(req('a1'), PRERUN));
+    await publish.reached;
+    const ac = new AbortController();
+    const second = track(node.reconciler.mount(req('a2'), { phase: 'prerun', signal: ac.signal }));
+    await node.settle();
+    ac.abort(new Error('alloc a2 was stopped'));
+    await node.settle();
+    expect(second.settled).toBe(true);
+    expect((second.error as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a2 was stopped');
+    expect(node.record('a2')).toBeUndefined();
+    expect(node.claimer.claims.map((c) => c.allocId)).toEqual(['a1']);
+    publish.release();
+    await first.promise;
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.claimer.releases).toEqual([]);
+  });
+});
+
+describe('the agent dies between two steps; a new one takes over the same records', () => {
+  /** A point where the old agent stops for good (a call that never returns), and what the new agent must then do. */
+  interface CrashCase {
+    at: string;
+    /** Starts the old agent's operation so that it stops at the point; resolves once it has. */
+    crash(node: TestNode): Promise<void>;
+    /** The steps the new agent asks of the plugin. */
+    calls: string[];
+    /** What they change on the node (no duplicate stage or publish of a live mount). */
+    changes: string[];
+    /** Claims the new agent asks of the catalog / releases it makes. */
+    claims: number;
+    releases: string[];
+  }
+
+  /** `undo`: the steps an unmount without a restore asks of the plugin (what the records say may have been done). */
+  const mountCrashes: (CrashCase & { restored: boolean; pluginUp?: boolean; undo: string[]; released: boolean })[] = [
+    {
+      at: 'while waiting for the plugin (record written, nothing done)',
+      pluginUp: false,
+      crash: async (n) => {
+        void n.reconciler.mount(req('a1'), PRERUN).catch(() => undefined);
+        await flushMicrotasks();
+        expect(n.csi.pendingWaits).toBe(1);
+      },
+      calls: ['stage vol1', 'publish vol1 a1'],
+      changes: [staged(), published('a1')],
+      claims: 1,
+      releases: [],
+      restored: false,
+      undo: [],
+      released: false,
+    },
+    ...(
+      [
+        ['after the claim was asked, before the catalog had it', { after: false }],
+        ['after the claim was granted, before the answer was recorded', { after: true }],
+      ] as const
+    ).map(([at, opts]) => ({
+      at,
+      crash: async (n: TestNode) => {
+        const hang = n.claimer.hangNext('claim', opts);
+        void n.reconciler.mount(req('a1'), PRERUN);
+        await hang.reached;
+      },
+      calls: ['stage vol1', 'publish vol1 a1'],
+      changes: [staged(), published('a1')],
+      claims: 1,
+      releases: [],
+      restored: false,
+      undo: [],
+      released: true,
+    })),
+    {
+      at: 'after the stage was asked, before it mounted',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('stage');
+        void n.reconciler.mount(req('a1'), PRERUN);
+        await hang.reached;
+      },
+      calls: ['stage vol1', 'publish vol1 a1'],
+      changes: [staged(), published('a1')],
+      claims: 1,
+      releases: [],
+      restored: false,
+      undo: ['unstage vol1'],
+      released: true,
+    },
+    {
+      at: 'after the stage mounted, before it was recorded',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('stage', { after: true });
+        void n.reconciler.mount(req('a1'), PRERUN);
+        await hang.reached;
+      },
+      calls: ['stage vol1', 'publish vol1 a1'],
+      changes: [published('a1')],
+      claims: 1,
+      releases: [],
+      restored: false,
+      undo: ['unstage vol1'],
+      released: true,
+    },
+    {
+      at: 'after the publish was asked, before it mounted',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('publish');
+        void n.reconciler.mount(req('a1'), PRERUN);
+        await hang.reached;
+      },
+      calls: ['stage vol1', 'publish vol1 a1'],
+      changes: [published('a1')],
+      claims: 1,
+      releases: [],
+      restored: false,
+      undo: ['unpublish vol1 a1', 'unstage vol1'],
+      released: true,
+    },
+    {
+      at: 'after the publish mounted, before it was recorded',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('publish', { after: true });
+        void n.reconciler.mount(req('a1'), PRERUN);
+        await hang.reached;
+      },
+      calls: ['stage vol1', 'publish vol1 a1'],
+      changes: [],
+      claims: 1,
+      releases: [],
+      restored: false,
+      undo: ['unpublish vol1 a1', 'unstage vol1'],
+      released: true,
+    },
+    {
+      at: 'after the mount was recorded',
+      crash: async (n) => {
+        await n.reconciler.mount(req('a1'), PRERUN);
+      },
+      calls: [],
+      changes: [],
+      claims: 0,
+      releases: [],
+      restored: true,
+      undo: ['unpublish vol1 a1', 'unstage vol1'],
+      released: true,
+    },
+  ];
+
+  test.each(mountCrashes.map((c) => [c.at, c] as const))('mount, crash %s: the restore ends mounted, asking only what is left', async (_, c) => {
+    node = new TestNode({ pluginUp: c.pluginUp ?? true });
+    await c.crash(node);
+    const desiredBefore = node.record('a1')!.desired;
+    expect(desiredBefore).toBe('mounted');
+    const calls = node.calls().length;
+    const changes = node.changes().length;
+    const claims = node.claimer.claims.length;
+    const releases = node.claimer.releases.length;
+
+    const agent = node.restart();
+    await node.settle();
+    // start() leaves a record desired mounted to its alloc's restore.
+    expect(node.calls()).toHaveLength(calls);
+    if (!(c.pluginUp ?? true)) node.csi.bringUp(PLUGIN);
+    const info = await agent.mount(req('a1'), RESTORE);
+
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: c.restored });
+    expect(node.calls().slice(calls)).toEqual(c.calls);
+    expect(node.changes().slice(changes)).toEqual(c.changes);
+    expect(node.claimer.claims.length - claims).toBe(c.claims);
+    expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1'), stagingPath: stagingOf() });
+    expect(node.csi.waits.at(-1)).toEqual({ type: 'csi-node', name: PLUGIN, phase: 'restore' });
+
+    // And it comes down cleanly from there.
+    expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.claimer.releases.slice(releases)).toEqual(['vol1 a1']);
+  });
+
+  test.each(mountCrashes.map((c) => [c.at, c] as const))('mount, crash %s: the alloc unmounting without a restore undoes all that may have been done', async (_, c) => {
+    // The alloc was stopped while the agent was down: its postrun unmounts from the records alone.
+    node = new TestNode({ pluginUp: c.pluginUp ?? true });
+    await c.crash(node);
+    const calls = node.calls().length;
+    const releases = node.claimer.releases.length;
+    const agent = node.restart();
+    node.csi.bringUp(PLUGIN);
+    expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    expect(node.calls().slice(calls)).toEqual(c.undo);
+    expect(node.claimer.releases.slice(releases)).toEqual(c.released ? ['vol1 a1'] : []);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list()).toEqual({ records: [], failures: [] });
+    expect(agent.pendingUnmounts()).toEqual([]);
+  });
+
+  const unmountCrashes: (CrashCase & { pluginDown?: boolean })[] = [
+    {
+      at: 'after its first attempt failed for want of the plugin (retry pending)',
+      pluginDown: true,
+      crash: async (n) => {
+        n.csi.bringDown(PLUGIN);
+        const [outcome] = await n.reconciler.unmount('a1');
+        expect(outcome!.error).toBeInstanceOf(PluginInstanceNotFoundError);
+      },
+      calls: ['unpublish vol1 a1', 'unstage vol1'],
+      changes: [unpublished('a1'), unstaged()],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+    {
+      at: 'after the unpublish was asked, before it unmounted',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('unpublish');
+        void n.reconciler.unmount('a1');
+        await hang.reached;
+      },
+      calls: ['unpublish vol1 a1', 'unstage vol1'],
+      changes: [unpublished('a1'), unstaged()],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+    {
+      at: 'after the unpublish unmounted, before it was recorded',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('unpublish', { after: true });
+        void n.reconciler.unmount('a1');
+        await hang.reached;
+      },
+      calls: ['unpublish vol1 a1', 'unstage vol1'],
+      changes: [unstaged()],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+    {
+      at: 'after the unstage was asked, before it unmounted',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('unstage');
+        void n.reconciler.unmount('a1');
+        await hang.reached;
+      },
+      calls: ['unstage vol1'],
+      changes: [unstaged()],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+    {
+      at: 'after the unstage unmounted, before it was recorded',
+      crash: async (n) => {
+        const hang = n.vm.hangNext('unstage', { after: true });
+        void n.reconciler.unmount('a1');
+        await hang.reached;
+      },
+      calls: ['unstage vol1'],
+      changes: [],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+    {
+      at: 'after the release was asked, before the catalog had it',
+      crash: async (n) => {
+        const hang = n.claimer.hangNext('release');
+        void n.reconciler.unmount('a1');
+        await hang.reached;
+      },
+      calls: [],
+      changes: [],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+    {
+      at: 'after the catalog released the claim, before it was recorded',
+      crash: async (n) => {
+        const hang = n.claimer.hangNext('release', { after: true });
+        void n.reconciler.unmount('a1');
+        await hang.reached;
+      },
+      // Released again: a release of a claim that is gone is not an error.
+      calls: [],
+      changes: [],
+      claims: 0,
+      releases: ['vol1 a1'],
+    },
+  ];
+
+  test.each(unmountCrashes.map((c) => [c.at, c] as const))('unmount, crash %s: start() alone finishes it, asking only what is left', async (_, c) => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await c.crash(node);
+    expect(node.record('a1')!.desired).toBe('unmounted');
+    const calls = node.calls().length;
+    const changes = node.changes().length;
+    const claims = node.claimer.claims.length;
+    const releases = node.claimer.releases.length;
+
+    const agent = node.restart();
+    if (c.pluginDown) {
+      // Still down: the resumed attempt fails and waits; the plugin's return retries it at once.
+      await node.settle();
+      expect(agent.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'a1', attempts: 2 })]);
+      node.csi.bringUp(PLUGIN);
+    }
+    await node.settle();
+
+    expect(agent.pendingUnmounts()).toEqual([]);
+    expect(agent.list()).toEqual([]);
+    expect(node.store.list()).toEqual({ records: [], failures: [] });
+    expect(node.mounted()).toEqual([]);
+    expect(node.calls().slice(calls)).toEqual(c.calls);
+    expect(node.changes().slice(changes)).toEqual(c.changes);
+    expect(node.claimer.claims.length - claims).toBe(c.claims);
+    expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
+    expect(node.logger.find('resuming unmounts left by the last agent', 'info')).toHaveLength(1);
+  });
+});
+
+describe('restart with a live mount', () => {
+  test('a record published before the restart whose target is still mounted is returned restored, with no claim, stage or publish', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a1', { name: 'logs', volumeId: 'vol2', usage: RO }), PRERUN);
+    const calls = node.calls();
+    const agent = node.restart();
+    const restored = await Promise.all([agent.mount(req('a1'), RESTORE), agent.mount(req('a1', { name: 'logs', volumeId: 'vol2', usage: RO }), RESTORE)]);
+    expect(restored.map((i) => [i.name, i.restored, i.targetPath])).toEqual([
+      ['data', true, targetOf('a1')],
+      ['logs', true, targetOf('a1', RO, 'vol2')],
+    ]);
+    expect(node.calls()).toEqual(calls);
+    expect(node.claimer.claims).toHaveLength(2);
+    expect(agent.mounted('a1').map((i) => i.name).sort()).toEqual(['data', 'logs']);
+    expect(node.logger.find('volume still mounted after restore')).toHaveLength(2);
+    // Asked again in the same agent, it is known mounted: not "restored" a second time.
+    expect((await agent.mount(req('a1'), RESTORE)).restored).toBe(false);
+  });
+
+  test.each([
+    ['a host reboot took both the target and the staging mount', [targetOf('a1'), stagingOf()], [staged(), published('a1')]],
+    ['the target was unmounted behind its back, the staging mount is still there', [targetOf('a1')], [published('a1')]],
+  ] as const)('one whose mount is gone (%s) is claimed and mounted again', async (_, gone, changes) => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls().length;
+    const done = node.changes().length;
+    const agent = node.restart();
+    for (const p of gone) node.mounts.unmark(p);
+    const info = await agent.mount(req('a1'), RESTORE);
+    expect(info).toMatchObject({ restored: false, targetPath: targetOf('a1') });
+    expect(node.claimer.claims).toHaveLength(2);
+    expect(node.calls().slice(calls)).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.changes().slice(done)).toEqual(changes);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.logger.find('volume mount gone after restore; mounting again', 'warn')).toHaveLength(1);
+  });
+});
+
+describe('shared staging', () => {
+  test('two allocs with the same usage share one stage; the first unmount does not unstage, the last does', async () => {
+    node = new TestNode();
+    const { reconciler } = node;
+    await reconciler.mount(req('a1'), PRERUN);
+    await reconciler.mount(req('a2'), PRERUN);
+    expect(node.changes()).toEqual([staged(), published('a1'), published('a2')]);
+    await reconciler.unmount('a1');
+    expect(node.calls().slice(4)).toEqual(['unpublish vol1 a1']);
+    expect(node.mounted()).toEqual([targetOf('a2'), stagingOf()].sort());
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    await reconciler.unmount('a2');
+    expect(node.calls().slice(5)).toEqual(['unpublish vol1 a2', 'unstage vol1']);
+    expect(node.changes().slice(3)).toEqual([unpublished('a1'), unpublished('a2'), unstaged()]);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+  });
+
+  test('different usages (read-only, read-write) stage separately and unstage separately', async () => {
+    node = new TestNode();
+    const { reconciler } = node;
+    await reconciler.mount(req('a1', { usage: RW }), PRERUN);
+    await reconciler.mount(req('a2', { usage: RO }), PRERUN);
+    expect(node.changes()).toEqual([staged(RW), published('a1', RW), staged(RO), published('a2', RO)]);
+    await reconciler.unmount('a1');
+    expect(node.changes().slice(4)).toEqual([unpublished('a1', RW), unstaged(RW)]);
+    expect(node.mounted()).toEqual([targetOf('a2', RO), stagingOf(RO)].sort());
+    await reconciler.unmount('a2');
+    expect(node.changes().slice(6)).toEqual([unpublished('a2', RO), unstaged(RO)]);
+    expect(node.mounted()).toEqual([]);
+  });
+
+  test('usages that differ only in mount options share the staging path', async () => {
+    node = new TestNode();
+    const { reconciler } = node;
+    const ext4 = { ...RW, mountOptions: { fsType: 'ext4' } };
+    const noatime = { ...RW, mountOptions: { mountFlags: ['noatime'] } };
+    const one = await reconciler.mount(req('a1', { usage: ext4 }), PRERUN);
+    const two = await reconciler.mount(req('a2', { usage: noatime }), PRERUN);
+    expect(one.stagingPath).toBe(stagingOf());
+    expect(two.stagingPath).toBe(stagingOf());
+    expect(node.changes()).toEqual([staged(), published('a1'), published('a2')]);
+    await reconciler.unmount('a1');
+    expect(node.mounted()).toContain(stagingOf());
+    await reconciler.unmount('a2');
+    expect(node.changes().slice(3)).toEqual([unpublished('a1'), unpublished('a2'), unstaged()]);
+  });
+
+  test('after a restart only the last user unstages (nomad#25813)', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    const agent = node.restart();
+    // a1 stopped while the agent was down: its postrun unmounts without a restore first.
+    await agent.unmount('a1');
+    expect(node.mounted()).toEqual([targetOf('a2'), stagingOf()].sort());
+    expect((await agent.mount(req('a2'), RESTORE)).restored).toBe(true);
+    await agent.unmount('a2');
+    expect(node.calls().slice(4)).toEqual(['unpublish vol1 a1', 'unpublish vol1 a2', 'unstage vol1']);
+    expect(node.mounted()).toEqual([]);
+  });
+
+  test('alloc A unmounts while alloc B has staged but not yet published: nothing is unstaged', async () => {
+    node = new TestNode();
+    const { reconciler } = node;
+    await reconciler.mount(req('a1'), PRERUN);
+    const publish = node.vm.hangNext('publish');
+    const b = track(reconciler.mount(req('a2'), PRERUN));
+    await publish.reached;
+    expect(node.record('a2')).toMatchObject({ staged: true, published: true });
+    const a = track(reconciler.unmount('a1'));
+    await node.settle();
+    publish.release();
+    await b.promise;
+    expect(await a.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'stage vol1', 'publish vol1 a2', 'unpublish vol1 a1']);
+    expect(node.mounted()).toEqual([targetOf('a2'), stagingOf()].sort());
+  });
+
+  test('... and when B then gives up (aborted mid-publish), B is the last user and its undoing unstages', async () => {
+    node = new TestNode();
+    const { reconciler } = node;
+    await reconciler.mount(req('a1'), PRERUN);
+    const publish = node.vm.hangNext('publish');
+    const ac = new AbortController();
+    const b = track(reconciler.mount(req('a2'), { phase: 'prerun', signal: ac.signal }));
+    await publish.reached;
+    const a = track(reconciler.unmount('a1'));
+    await node.settle();
+    ac.abort(new Error('alloc a2 was stopped'));
+    await node.settle();
+    expect((b.error as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a2 was stopped');
+    expect(a.settled).toBe(true);
+    expect(node.calls().slice(4)).toEqual(['unpublish vol1 a1', 'unpublish vol1 a2', 'unstage vol1']);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.claimer.releases.sort()).toEqual(['vol1 a1', 'vol1 a2']);
+  });
+
+  test('... and when the agent died with B staged but not published: A unstages nothing, B restores onto the staging mount', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const hang = node.vm.hangNext('stage', { after: true });
+    void node.reconciler.mount(req('a2'), PRERUN);
+    await hang.reached;
+    expect(node.record('a2')).toMatchObject({ staged: true, published: false });
+    const agent = node.restart();
+    await agent.unmount('a1');
+    expect(node.mounted()).toEqual([stagingOf()]);
+    const changes = node.changes().length;
+    await agent.mount(req('a2'), RESTORE);
+    expect(node.changes().slice(changes)).toEqual([published('a2')]);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'stage vol1', 'unpublish vol1 a1', 'stage vol1', 'publish vol1 a2']);
+    expect(node.mounted()).toEqual([targetOf('a2'), stagingOf()].sort());
+  });
+});
+
+describe('claims refused for now', () => {
+  test("are asked again with the policy's claimBackoff until one is granted", async () => {
+    node = new TestNode();
+    node.claimer.refuseNext = 2;
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.settle();
+    expect(node.claimer.claims).toHaveLength(1);
+    await node.clock.advance(999);
+    expect(node.claimer.claims).toHaveLength(1);
+    await node.clock.advance(1);
+    expect(node.claimer.claims).toHaveLength(2);
+    await node.clock.advance(1_999);
+    expect(node.claimer.claims).toHaveLength(2);
+    await node.clock.advance(1);
+    const info = await mounting.promise;
+    expect(info.restored).toBe(false);
+    expect(node.claimer.claims).toHaveLength(3);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.logger.find('volume claim refused for now; retrying', 'info').map((r) => r.fields.delay_ms)).toEqual([1_000, 2_000]);
+  });
+
+  test('are given up once the next try would pass claimRetryLimit, with a message naming the limit', async () => {
+    node = new TestNode({ timeouts: { claimRetryLimit: 2_500 } });
+    node.claimer.refuseNext = 100;
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.settle();
+    await node.clock.advance(1_000);
+    await node.settle();
+    expect(mounting.error).toBeInstanceOf(VolumeMountError);
+    expect((mounting.error as Error).message).toBe('volume "data" (vol1) on plugin hostpath: claim not granted within 2s500ms (2 attempts): volume vol1 has no free write claim');
+    expect(node.claimer.claims).toHaveLength(2);
+    // The claim was asked for, so it is released; nothing else was done.
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.calls()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+  });
+});
+
+describe('a store that refuses writes', () => {
+  test('refusing the first write of a mount: the mount fails clearly, nothing is claimed, what was stored is kept', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const before = node.store.snapshot();
+    node.store.failWrites = 1;
+    const err = await node.reconciler.mount(req('a2'), PRERUN).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    // The record was never written, so the plugin is not known yet; the volume and the store's reason are.
+    expect((err as Error).message).toBe('volume "data" (vol1): fake mount store: write refused (put a2/data)');
+    expect(node.store.snapshot()).toEqual(before);
+    expect(node.reconciler.list().map((r) => r.allocId)).toEqual(['a1']);
+    expect(node.claimer.claims.map((c) => c.allocId)).toEqual(['a1']);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+  });
+
+  test('refusing a write midway: the mount fails clearly and what it did is undone', async () => {
+    node = new TestNode();
+    const stage = node.vm.hangNext('stage', { after: true });
+    const mounting = node.reconciler.mount(req('a1'), PRERUN);
+    await stage.reached;
+    // The next write is "published", before the publish goes out.
+    node.store.failWrites = 1;
+    stage.release();
+    await expect(mounting).rejects.toThrow('volume "data" (vol1) on plugin hostpath: fake mount store: write refused (put a1/data)');
+    expect(node.calls()).toEqual(['stage vol1', 'unstage vol1']);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+  });
+
+  test('refusing the write that would start undoing a failed mount: the mount still fails as a VolumeMountError, and a later unmount undoes it', async () => {
+    node = new TestNode();
+    const stage = node.vm.hangNext('stage', { after: true });
+    const mounting = node.reconciler.mount(req('a1'), PRERUN);
+    await stage.reached;
+    node.store.failWrites = 2;
+    stage.release();
+    const err = await mounting.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    expect((err as Error).message).toBe('volume "data" (vol1) on plugin hostpath: fake mount store: write refused (put a1/data)');
+    // Nothing the node holds is forgotten: the record still says claimed and staged.
+    expect(node.record('a1')).toMatchObject({ claimed: true, staged: true, published: false });
+    expect(node.logger.find('could not record that a failed mount is to be undone', 'error')).toHaveLength(1);
+    await node.reconciler.unmount('a1');
+    expect(node.calls()).toEqual(['stage vol1', 'unstage vol1']);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+  });
+
+  test('refusing the first write of an unmount: the unmount fails clearly and changes nothing', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const before = node.store.snapshot();
+    node.store.failWrites = 1;
+    await expect(node.reconciler.unmount('a1')).rejects.toThrow('fake mount store: write refused (put a1/data)');
+    expect(node.store.snapshot()).toEqual(before);
+    expect(node.reconciler.mounted('a1')).toHaveLength(1);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(await node.reconciler.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    expect(node.mounted()).toEqual([]);
+  });
+
+  test('refusing writes while an unmount is retried: the retries go on until it is done', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.vm.failNext('unpublish', { times: 2 });
+    const [outcome] = await node.reconciler.unmount('a1');
+    expect(outcome!.error).toBeDefined();
+    // The second attempt fails too, and so does the write that would count it.
+    node.store.failWrites = 1;
+    await node.clock.advance(1_000);
+    expect(node.calls().filter((c) => c.startsWith('unpublish'))).toHaveLength(2);
+    expect(node.logger.find('could not record a failed unmount attempt in the state; retrying anyway', 'error')).toHaveLength(1);
+    await node.clock.advance(8_000);
+    expect(node.calls().filter((c) => c.startsWith('unpublish'))).toHaveLength(3);
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+  });
+});
