@@ -32,59 +32,6 @@ const FLOORS = [
   /* 6 */ ['agent'],
 ];
 
-// ---------------------------------------------------------------------------
-// KNOWN_VIOLATIONS — to be emptied, not grown.
-// Violations in files that are being rewritten while this check landed; each
-// names the fix. dependency-cruiser reports them as ignored instead of
-// failing. Delete an entry when its fix lands (a stale entry does nothing,
-// so also delete entries whose files are gone). Never add one to get a new
-// violation past the check: fix the import.
-// A cycle is written as its modules in import order (the last imports the
-// first); any other violation as { rule, from, to } with `to` as reported.
-// `CSIPLUG_LAYERING_STRICT=1 npm run layering` ignores this list and shows
-// every violation.
-// ---------------------------------------------------------------------------
-const KNOWN_VIOLATIONS = [
-  // core: clock.ts imports settleOnce from wait.ts, which imports `type Clock`
-  // from clock.ts. Fix: move the Clock interface beside IClock in tokens.ts
-  // (clock.ts re-exports it), or settleOnce into a file of its own.
-  { rule: 'no-circular', cycle: ['packages/core/src/clock.ts', 'packages/core/src/wait.ts'] },
-  // core: index.ts still re-exports FakeClock (deprecated) while tests move to
-  // @csiplug/core/testing. Fix: drop the re-export once no test imports
-  // FakeClock or flushMicrotasks from @csiplug/core.
-  { rule: 'testing-only-from-tests', from: 'packages/core/src/index.ts', to: 'packages/core/src/testing/fake-clock.ts' },
-
-  // driver: tokens.ts takes `type ExecDriverOptions` from exec-driver.ts,
-  // which imports IExecDriverOptions from tokens.ts. Fix: declare the
-  // ExecDriverOptions interface in tokens.ts beside its token; exec-driver.ts
-  // imports it from there.
-  { rule: 'no-circular', cycle: ['packages/driver/src/exec-driver.ts', 'packages/driver/src/tokens.ts'] },
-
-  // hooks: tokens.ts types ICSIPluginSupervisorFactory and ICSIHookFactory by
-  // the classes, and csi-plugin-supervisor-hook.ts imports tokens.ts. Fix:
-  // interfaces `CSIPluginSupervisorFactory { create(plugin): ... }` and
-  // `CSIHookFactory { create(): ... }` in tokens.ts; the classes implement them.
-  { rule: 'no-circular', cycle: ['packages/hooks/src/csi-plugin-supervisor-hook.ts', 'packages/hooks/src/tokens.ts'] },
-  // hooks: csi-hook.spec.ts still imports ./pending-unmounts, which has moved.
-  { rule: 'not-to-unresolvable', from: 'packages/hooks/src/csi-hook.spec.ts', to: './pending-unmounts' },
-  // hooks: the spec imports reflect-metadata, which packages/hooks/package.json
-  // does not declare. Fix: add it to hooks' devDependencies (or drop the
-  // import: jest.preset.js loads it in setupFiles).
-  { rule: 'no-non-package-json', from: 'packages/hooks/src/csi-plugin-supervisor-hook.spec.ts', to: 'node_modules/reflect-metadata/Reflect.js' },
-
-  // state: Tx, Bucket and Cursor name each other (bbolt's API: tx.bucket(),
-  // bucket.tx(), cursor.bucket()). Fix: declare the three as interfaces in one
-  // contract file that the classes implement and import instead of each other.
-  { rule: 'no-circular', cycle: ['packages/state/src/bucket.ts', 'packages/state/src/cursor.ts'] },
-  { rule: 'no-circular', cycle: ['packages/state/src/bucket.ts', 'packages/state/src/tx.ts'] },
-  { rule: 'no-circular', cycle: ['packages/state/src/tx.ts', 'packages/state/src/cursor.ts', 'packages/state/src/bucket.ts'] },
-  // state: tests (and the child processes they spawn) import reflect-metadata,
-  // which packages/state/package.json does not declare. Fix: add it to state's
-  // devDependencies (dependencies, if shipped code ever needs it).
-  { rule: 'no-non-package-json', from: 'packages/state/src/register.spec.ts', to: 'node_modules/reflect-metadata/Reflect.js' },
-  { rule: 'no-non-package-json', from: 'packages/state/test/fixtures/crash-child.js', to: 'node_modules/reflect-metadata/Reflect.js' },
-  { rule: 'no-non-package-json', from: 'packages/state/test/fixtures/lock-child.js', to: 'node_modules/reflect-metadata/Reflect.js' },
-];
 
 // ---------------------------------------------------------------------------
 // Derived from the above and from the package manifests; no need to edit.
@@ -183,21 +130,6 @@ const declarationRules = [...floorOf.keys()]
     ];
   });
 
-/** The compact entries above, in the shape dependency-cruiser's `knownViolations` option takes. */
-function knownViolations(entries) {
-  return entries.map((entry) =>
-    entry.cycle
-      ? {
-          type: 'cycle',
-          from: entry.cycle[0],
-          to: entry.cycle[1],
-          rule: { name: entry.rule, severity: 'error' },
-          cycle: entry.cycle.slice(1).concat(entry.cycle[0]).map((name) => ({ name, dependencyTypes: [] })),
-        }
-      : { type: 'dependency', from: entry.from, to: entry.to, rule: { name: entry.rule, severity: 'error' } },
-  );
-}
-
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -284,7 +216,6 @@ module.exports = {
     // A package's own manifest plus the root's: tests may use the root's devDependencies.
     combinedDependencies: true,
     webpackConfig: { fileName: path.join(__dirname, 'tools', 'layering', 'resolve.cjs'), env: { root: ROOT } },
-    knownViolations: process.env.CSIPLUG_LAYERING_STRICT === '1' ? [] : knownViolations(KNOWN_VIOLATIONS),
     skipAnalysisNotInRules: true,
     cache: false,
   },

@@ -37,7 +37,7 @@ async function main() {
     console.log(`agent logged ${logger.records.length} lines to the custom logger, e.g. "${logger.find('agent started')[0]?.msg}"`);
     console.log(`health: ${JSON.stringify(agent.health().allocs)}`);
   } finally {
-    await agent.shutdown({ stopTasks: true });
+    await agent.dispose({ stopTasks: true });
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }

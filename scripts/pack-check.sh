@@ -27,7 +27,7 @@ const { openClientState } = require('@csiplug/state');
 const s = openClientState({ path: '$work/state/state.db' });
 s.putVolume('v', { ok: true });
 if (!s.getVolume('v').ok) throw new Error('state round trip failed');
-s.close();
+s.dispose();
 const { csiPackageDefinition } = require('@csiplug/csi');
 if (!csiPackageDefinition()['csi.v1.Node']) throw new Error('the CSI proto did not load from the package');
 const fs = require('fs');

@@ -112,7 +112,7 @@ async function main() {
   rows.push([`idle flood of ${FLOOD} connections (default caps 256 + reserve 16)`, `API holds ${held}; ${refused} closed at the door; API-side descriptors +${apiFds}`]);
   rows.push(['health check on a fresh connection during the flood', `${ok.length}/10 answered 200${ok.length ? `, p50 ${pct(okMs, 50).toFixed(2)} ms, max ${okMs.at(-1).toFixed(2)} ms` : ''}`]);
   for (const s of sockets) s.destroy();
-  await api.close();
+  await api.dispose();
 
   console.log(`| what (node ${process.version}, ${require('node:os').cpus().length} cores) | figure |`);
   console.log('| --- | --- |');

@@ -92,9 +92,9 @@ function agent(opts = {}) {
     manager: c.resolve(cm.ICSIManager),
     factory: c.resolve(csi.ICSIClientFactory),
     async stop() {
-      await this.manager.shutdown();
-      this.registry.shutdown();
-      db.close();
+      await this.manager.dispose();
+      this.registry.dispose();
+      db.dispose();
     },
   };
 }

@@ -97,8 +97,8 @@ async function once(strategy, pluginArgs, warm = false) {
     await hook.stop(ctx);
     proc.kill('SIGTERM');
     await new Promise((r) => proc.once('exit', r));
-    registry.shutdown();
-    state.close();
+    registry.dispose();
+    state.dispose();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }

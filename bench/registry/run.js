@@ -67,7 +67,7 @@ async function benchWake(db) {
     fromCall.push(ms(called, woke));
     registry.deregister('csi-node', 'hostpath', `alloc-${i}`);
   }
-  registry.shutdown();
+  registry.dispose();
   return { afterReturn, fromCall };
 }
 
@@ -80,7 +80,7 @@ function benchPersist(db) {
   t0 = ns();
   for (let i = 0; i < PERSIST_N; i++) registry.register({ ...reg(i), socketPath: `/var/lib/csiplug/plugins/alloc-${i}/csi-2.sock` });
   const steady = PERSIST_N / (ms(t0, ns()) / 1000);
-  registry.shutdown();
+  registry.dispose();
   return { grow, steady };
 }
 
@@ -92,7 +92,7 @@ function benchRestore(db) {
     seed.register(reg(i, `multi-${i}`, `alloc-a${i}`));
     seed.register(reg(i, `multi-${i}`, `alloc-b${i}`));
   }
-  seed.shutdown();
+  seed.dispose();
   const times = [];
   let count = 0;
   for (let r = 0; r < RESTORE_ROUNDS; r++) {
@@ -100,7 +100,7 @@ function benchRestore(db) {
     const registry = newRegistry(db);
     times.push(ms(t0, ns()));
     count = registry.list('csi-node').reduce((n, p) => n + registry.registrations('csi-node', p.name).length, 0);
-    registry.shutdown();
+    registry.dispose();
   }
   if (count !== RESTORE_N) throw new Error(`restored ${count} registrations, expected ${RESTORE_N}`);
   return times;
@@ -109,13 +109,13 @@ function benchRestore(db) {
 (async () => {
   const wakeState = openState(path.join(tmp, 'wake.db'));
   const wake = await benchWake(wakeState.db);
-  wakeState.db.close();
+  wakeState.db.dispose();
   const persistState = openState(path.join(tmp, 'persist.db'));
   const persist = benchPersist(persistState.db);
-  persistState.db.close();
+  persistState.db.dispose();
   const restoreState = openState(path.join(tmp, 'restore.db'));
   const restore = benchRestore(restoreState.db);
-  restoreState.db.close();
+  restoreState.db.dispose();
 
   const rows = [
     ['wake-up, `register()` returned → waiter continues, p50', fmtMs(pct(wake.afterReturn, 50)), '≤ 1 ms'],

@@ -1,54 +1,36 @@
 // Agent: the composition root. It builds one DI container from the config
-// (each package's registration function, after any binding a deployment made
-// first), restores what an earlier agent left running, and serves the
-// AgentService to the HTTP API.
+// — an ordered list of modules (agent-modules.ts), registered after any
+// binding a deployment made first — restores what an earlier agent left
+// running, and serves the AgentService to the HTTP API.
 //
-// Start order matters for restart survival: the state is opened (exclusive:
-// a second agent on the same data dir fails fast), the registry restores its
-// plugins, the CSI manager subscribes and resyncs, the volume reconciler
-// resumes the unmounts left to do,
-// and only then are allocs restored: plugin tasks re-attach and re-register
-// while workload allocs wait for them (the `restore` limit), never failing
-// because a plugin came back a moment later.
-import {
-  Clock,
-  CsiplugError,
-  Emitter,
-  IClock,
-  ILogger,
-  Logger,
-  PinoLogger,
-  bindDefault,
-  registerCore,
-  ValidationError,
-  type Disposable,
-} from '@csiplug/core';
-import { registerCsi } from '@csiplug/csi';
-import { ICSIManager, mountsUnder, registerCsiManager, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
-import { ITaskDriver, registerExecDriver, type TaskDriver } from '@csiplug/driver';
-import { ICSIHookFactory, ICSIPluginSupervisorFactory, registerHooks, type CSIHookFactory, type CSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
-import {
-  IVolumeCatalog,
-  IVolumeReconciler,
-  IVolumeSpecValidator,
-  registerVolumeCatalog,
-  registerVolumeReconciler,
-  type VolumeCatalogService,
-  type VolumeReconcilerService,
-} from '@csiplug/volumes';
-import { IPluginRegistry, registerRegistry, type PluginRegistry } from '@csiplug/registry';
-import { DB, IClientStateDB, registerState, type ClientStateDB } from '@csiplug/state';
+// Start order matters for restart survival: the data dir is locked (a second
+// agent on it fails fast), then the modules start — the state opens, the
+// registry restores its plugins, the CSI manager subscribes and resyncs, the
+// volume reconciler resumes the unmounts left to do — and only then are
+// allocs restored: plugin tasks re-attach and re-register while workload
+// allocs wait for them (the `restore` limit), never failing because a plugin
+// came back a moment later. dispose() undoes it: the agent's own part (its
+// allocs stopped or detached), the modules in reverse, then the lock.
+import { Clock, CsiplugError, IClock, ILogger, Logger, ModuleHost, PinoLogger, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
+import { ICSIManager, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
+import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
+import { ICSIHookFactory, ICSIPluginSupervisorFactory, type CSIHookFactory, type CSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
+import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type VolumeReconcilerService } from '@csiplug/volumes';
+import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
+import type { DB } from '@csiplug/state';
 import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
+import { IAgentEvents, type AgentEventInput, type AgentEvents } from './agent-events';
+import { agentModules } from './agent-modules';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
 import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
 import type { Alloc, JobSpec } from './model';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
-import { IAllocStore, registerAllocStore, type AllocStore } from './runner/alloc-store';
+import { IAllocStore, type AllocStore } from './runner/alloc-store';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeView } from './service';
-import { checkVolumeSpec, type AgentConfig, type VolumeSpec } from './spec';
+import type { AgentConfig, VolumeSpec } from './spec';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -106,127 +88,90 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
   return facts;
 }
 
-export class Agent implements AgentService, Disposable {
+export class Agent implements AgentService, AsyncDisposable {
   private readonly runners = new Map<string, AllocRunner>();
   /** Jobs whose update is stopping their old allocs before it starts the new ones. */
   private readonly updating = new Map<symbol, JobSpec>();
-  private readonly events = new Emitter<AgentEvent>();
-  readonly onEvent = this.events.event;
-  private eventIndex = 0;
-  private readonly subscriptions: Disposable[] = [];
   private readonly startedAt: number;
   private closed: Promise<void> | undefined;
   /** Variables every task sees, on top of its own. */
   private readonly taskVariables: Record<string, string>;
 
+  // What the agent itself uses, from the container its modules registered.
+  private readonly logger: Logger;
+  private readonly clock: Clock;
+  private readonly events: AgentEvents;
+  readonly onEvent: Event<AgentEvent>;
+  private readonly allocStore: AllocStore;
+  private readonly registry: PluginRegistry;
+  private readonly csi: CSIManager;
+  private readonly volumeMounts: VolumeReconcilerService;
+  private readonly driver: TaskDriver;
+  private readonly catalog: VolumeCatalogService;
+  private readonly supervisors: CSIPluginSupervisorFactory;
+  private readonly csiHooks: CSIHookFactory;
+
   private constructor(
     readonly config: AgentConfig,
     readonly container: DependencyContainer,
-    private readonly logger: Logger,
-    private readonly clock: Clock,
-    private readonly state: ClientStateDB,
-    private readonly allocStore: AllocStore,
-    private readonly registry: PluginRegistry,
-    private readonly csi: CSIManager,
-    private readonly volumeMounts: VolumeReconcilerService,
-    private readonly driver: TaskDriver,
-    private readonly catalog: VolumeCatalogService,
-    private readonly supervisors: CSIPluginSupervisorFactory,
-    private readonly csiHooks: CSIHookFactory,
-    private readonly lock: DB | undefined,
+    private readonly modules: ModuleHost,
+    private readonly lock: DB,
   ) {
-    this.startedAt = clock.now();
+    this.logger = container.resolve<Logger>(ILogger).child({ component: 'agent' });
+    this.clock = container.resolve<Clock>(IClock);
+    this.events = container.resolve<AgentEvents>(IAgentEvents);
+    this.onEvent = this.events.onEvent;
+    this.allocStore = container.resolve<AllocStore>(IAllocStore);
+    this.registry = container.resolve<PluginRegistry>(IPluginRegistry);
+    this.csi = container.resolve<CSIManager>(ICSIManager);
+    this.volumeMounts = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
+    this.driver = container.resolve<TaskDriver>(ITaskDriver);
+    this.catalog = container.resolve<VolumeCatalogService>(IVolumeCatalog);
+    this.supervisors = container.resolve<CSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory);
+    this.csiHooks = container.resolve<CSIHookFactory>(ICSIHookFactory);
+    this.startedAt = this.clock.now();
     const cli = hostpathCli();
     this.taskVariables = cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {};
   }
 
-  /** Builds the container from the config, opens the state, restores, and returns the running agent. */
+  /** Builds the container from the config, locks the data dir, starts the modules, restores, and returns the running agent. */
   static async start(config: AgentConfig, options: AgentOptions = {}): Promise<Agent> {
     const container = rootContainer.createChildContainer();
     options.configure?.(container);
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel });
-    registerCore(container, { logger, timeouts: config.timeouts, heartbeat: { strategy: config.heartbeat.strategy, ...config.heartbeat.settings } });
-    registerState(container, { backend: config.state.backend, dataDir: config.dataDir });
-    registerAllocStore(container);
-    registerCsi(container);
-    registerRegistry(container);
-    registerCsiManager(container, { dataDir: config.dataDir });
-    registerExecDriver(container);
-    // The catalog re-checks every spec it is given with the agent's own reader.
-    bindDefault(container, IVolumeSpecValidator, { useValue: checkVolumeSpec });
-    registerVolumeCatalog(container);
-    registerVolumeReconciler(container);
-    registerHooks(container, { dataDir: config.dataDir });
+    const modules = new ModuleHost(container, agentModules(config, logger));
+    modules.register();
 
     // Before anything is written in the data dir: refuse one another user
     // controls and tighten what an older release left open (data-dir.ts has
     // the layout and its modes). Then take its lock — whatever the state
     // backend, so a memory agent and a sqlite agent exclude each other too —
-    // and only then open the state.
+    // and only then start the modules, which opens the state.
     const log = container.resolve<Logger>(ILogger).child({ component: 'agent' });
     const realDir = prepareDataDir(config.dataDir);
     const lock = lockDataDir(config.dataDir, log);
-    let state: ClientStateDB;
     try {
       tightenDataDir(realDir, log);
-      state = container.resolve<ClientStateDB>(IClientStateDB);
+      await modules.start(); // a failed start stops what had started
     } catch (err) {
       lock.close();
       throw err;
     }
     try {
-      const agent = new Agent(
-        config,
-        container,
-        log,
-        container.resolve<Clock>(IClock),
-        state,
-        container.resolve<AllocStore>(IAllocStore),
-        container.resolve<PluginRegistry>(IPluginRegistry),
-        container.resolve<CSIManager>(ICSIManager),
-        container.resolve<VolumeReconcilerService>(IVolumeReconciler),
-        container.resolve<TaskDriver>(ITaskDriver),
-        container.resolve<VolumeCatalogService>(IVolumeCatalog),
-        container.resolve<CSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory),
-        container.resolve<CSIHookFactory>(ICSIHookFactory),
-        lock,
-      );
-      await agent.boot();
+      const agent = new Agent(config, container, modules, lock);
+      agent.boot();
       return agent;
     } catch (err) {
-      state.close();
+      await modules.stop().catch(() => {
+        // Each module that failed to stop was logged by the host, by name; the start's error is the one to report.
+      });
       lock.close();
       throw err;
     }
   }
 
-  private async boot(): Promise<void> {
-    this.subscriptions.push(
-      this.csi.onDidChangeHealth((c) =>
-        this.emit({
-          topic: 'Plugin',
-          type: c.healthy ? 'Plugin healthy' : 'Plugin unhealthy',
-          message: `plugin ${c.name} (${c.type}, alloc ${c.allocId}): ${c.description}`,
-          pluginId: c.name,
-          allocId: c.allocId,
-        }),
-      ),
-      this.csi.onNodeEvent((e) =>
-        this.emit({
-          topic: 'Volume',
-          type: e.message,
-          message: `${e.message} ${e.details.volume_id} for alloc ${e.details.alloc_id}: ${e.details.success === 'true' ? 'ok' : `failed: ${e.details.error ?? ''}`}`,
-          volumeId: e.details.volume_id,
-          allocId: e.details.alloc_id,
-          pluginId: e.details.plugin_id,
-          details: { ...e.details },
-        }),
-      ),
-      this.catalog.onDidChange((e) => this.emit({ topic: 'Volume', type: `Volume ${e.kind}`, message: e.message, volumeId: e.volumeId, ...(e.allocId ? { allocId: e.allocId } : {}) })),
-    );
-    await this.csi.start();
-    this.volumeMounts.start();
-
+  /** Restores the allocs the last agent saved; the modules are started. */
+  private boot(): void {
     const { records: allocs, failures } = this.allocStore.listAllocations();
     for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
     let restored = 0;
@@ -267,8 +212,8 @@ export class Agent implements AgentService, Disposable {
     };
   }
 
-  private emit(e: Omit<AgentEvent, 'index' | 'time'> & { time?: number }): void {
-    this.events.fire({ index: ++this.eventIndex, time: e.time ?? this.clock.now(), ...e });
+  private emit(e: AgentEventInput): void {
+    this.events.emit(e);
   }
 
   // ---- AgentService: health and jobs -----------------------------------------
@@ -518,11 +463,14 @@ export class Agent implements AgentService, Disposable {
   }
 
   /**
-   * Shuts the agent down. By default tasks keep running (a restarted agent
-   * re-attaches to them); `stopTasks` stops every alloc first, unmounting
-   * its volumes.
+   * Shuts the agent down: its own part first — by default tasks keep running
+   * (their runners detach, and a restarted agent re-attaches to them);
+   * `stopTasks` stops every alloc, workloads before plugins, unmounting their
+   * volumes — then the modules in reverse, then the data dir's lock.
+   * Idempotent. Every step runs even if one fails; a module that failed to
+   * stop is logged by name and its error rethrown once everything ran.
    */
-  shutdown(options: { stopTasks?: boolean } = {}): Promise<void> {
+  dispose(options: { stopTasks?: boolean } = {}): Promise<void> {
     this.closed ??= (async () => {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
       if (stopTasks) {
@@ -534,29 +482,20 @@ export class Agent implements AgentService, Disposable {
       } else {
         for (const r of this.runners.values()) r.detach();
       }
-      for (const s of this.subscriptions) s.dispose();
-      this.volumeMounts.dispose();
-      await this.csi.shutdown();
-      this.registry.shutdown();
-      this.driver.dispose();
-      for (const [what, close] of [
-        ['state', () => this.state.close()],
-        ['data dir lock', () => this.lock?.close()],
-      ] as const) {
-        try {
-          close();
-        } catch (err) {
-          this.logger.error(`closing the ${what} failed; it is closed anyway`, { error: err });
-        }
+      this.events.stopRelaying();
+      let failure: unknown;
+      await this.modules.stop().catch((err: unknown) => (failure = err));
+      try {
+        this.lock.close();
+      } catch (err) {
+        // The lock dies with the process anyway.
+        this.logger.error('closing the data dir lock failed; it is closed anyway', { error: err });
       }
-      this.events.dispose();
-      this.container.dispose();
+      // Whatever the container made and the modules did not release (all idempotent).
+      await this.container.dispose();
       this.logger.info('agent stopped', { tasks_stopped: stopTasks });
+      if (failure !== undefined) throw failure;
     })();
     return this.closed;
-  }
-
-  dispose(): void {
-    void this.shutdown();
   }
 }

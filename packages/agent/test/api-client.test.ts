@@ -2,7 +2,8 @@
 // given a timeout (timed on an injected clock here), and it speaks https
 // against a server with a self-signed certificate made by openssl, trusting
 // it only when told to.
-import { FakeClock, MemoryLogger } from '@csiplug/core';
+import { MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as http from 'http';
@@ -133,7 +134,7 @@ describe('ApiClient timeouts', () => {
     const fake = new FakeAgentService();
     const api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger() });
     const { port } = await api.listen();
-    closers.push(() => api.close());
+    closers.push(() => api.dispose());
     const client = new ApiClient({ address: `http://127.0.0.1:${port}` });
     await client.runJob({ job: { web: { group: { app: { task: { main: { driver: 'exec', config: { command: '/bin/true' } } } } } } } } as never);
     let timer: NodeJS.Timeout | undefined;

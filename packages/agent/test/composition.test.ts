@@ -48,7 +48,7 @@ describe('composition by tokens', () => {
       expect(agent.listVolumes()).toEqual([]);
       expect(agent.container.resolve(ICSIManager)).toBeDefined();
     } finally {
-      await agent.shutdown({ stopTasks: true });
+      await agent.dispose({ stopTasks: true });
     }
   });
 

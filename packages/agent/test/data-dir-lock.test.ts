@@ -26,7 +26,7 @@ async function startFails(dataDir: string, backend: Backend): Promise<Error> {
   } catch (err) {
     return err as Error;
   }
-  await agent.shutdown({ stopTasks: true });
+  await agent.dispose({ stopTasks: true });
   throw new Error(`a ${backend} agent started on ${dataDir}, which another agent holds`);
 }
 
@@ -53,17 +53,18 @@ describe('one agent per data dir', () => {
     try {
       expectInUse(await startFails(dataDir, second), dataDir);
     } finally {
-      await holder.shutdown({ stopTasks: true });
+      await holder.dispose({ stopTasks: true });
     }
     const next = await Agent.start(config(dataDir, second), { logger: new MemoryLogger() });
-    await next.shutdown({ stopTasks: true });
+    await next.dispose({ stopTasks: true });
   });
 
   it('a failed start lets go of the lock', async () => {
     fs.writeFileSync(path.join(dataDir, 'state.db'), 'not a SQLite file');
-    await expect(Agent.start(config(dataDir, 'sqlite'), { logger: new MemoryLogger() })).rejects.toMatchObject({ code: 'ErrInvalid' });
+    // The state module's start fails; the error names the module and carries the state's own.
+    await expect(Agent.start(config(dataDir, 'sqlite'), { logger: new MemoryLogger() })).rejects.toMatchObject({ code: 'EMODULE_START', module: 'state', cause: expect.objectContaining({ code: 'ErrInvalid' }) });
     const next = await Agent.start(config(dataDir, 'memory'), { logger: new MemoryLogger() });
-    await next.shutdown({ stopTasks: true });
+    await next.dispose({ stopTasks: true });
   });
 });
 
@@ -99,7 +100,7 @@ describe('one agent per data dir, across processes', () => {
     // The lock dies with its process: no stale lock file to clean up by hand.
     await h.kill('SIGKILL');
     const next = await Agent.start(config(h.dataDir, 'sqlite'), { logger: new MemoryLogger() });
-    await next.shutdown({ stopTasks: true });
+    await next.dispose({ stopTasks: true });
     expect(fs.lstatSync(path.join(h.dataDir, 'state.db')).mode & 0o777).toBe(0o600);
     expect(fs.lstatSync(path.join(h.dataDir, 'agent.lock')).mode & 0o777).toBe(0o600);
     expect(fs.lstatSync(h.dataDir).mode & 0o777).toBe(0o711);

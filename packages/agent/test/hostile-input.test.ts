@@ -44,8 +44,8 @@ describe('hostile input against a real agent', () => {
   });
 
   afterAll(async () => {
-    await api.close();
-    await agent.shutdown({ stopTasks: true });
+    await api.dispose();
+    await agent.dispose({ stopTasks: true });
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -122,9 +122,9 @@ async function startAgent(dataDir: string): Promise<Agent> {
     catalog,
     events,
     async stop() {
-      await manager.shutdown();
-      registry.shutdown();
-      db.close();
+      await manager.dispose();
+      registry.dispose();
+      db.dispose();
     },
   };
 }

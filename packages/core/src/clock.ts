@@ -2,18 +2,13 @@
 // the wall clock; FakeClock (@csiplug/core/testing) fires timers only when a
 // test advances it.
 import { Disposable, toDisposable } from './disposable';
+import type { Clock } from './tokens';
 import { sleepOn } from './wait';
 
-export interface Clock {
-  /** Milliseconds since the epoch. */
-  now(): number;
-  /** Runs `fn` once after `ms`; disposing the handle cancels it. */
-  setTimeout(fn: () => void, ms: number): Disposable;
-  /** Runs `fn` every `ms`; disposing the handle cancels it. */
-  setInterval(fn: () => void, ms: number): Disposable;
-  /** Resolves after `ms`, or rejects when `signal` aborts. */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-}
+// The interface lives beside its token (./tokens), so ./wait can name it
+// without importing this file back; it is re-exported here, where a reader
+// of RealClock looks for it.
+export type { Clock } from './tokens';
 
 /** Node fires a timer longer than this (about 24.8 days) after 1 ms. */
 export const MAX_TIMER_DELAY = 0x7fffffff;

@@ -1,4 +1,4 @@
-import { DisposableBase, DisposableStore, isDisposable, toDisposable } from './disposable';
+import { DisposableStore, isDisposable, toDisposable } from './disposable';
 
 describe('Disposable', () => {
   it('toDisposable runs its function once', () => {
@@ -56,17 +56,5 @@ describe('Disposable', () => {
     store.delete(d);
     store.dispose();
     expect(fn).not.toHaveBeenCalled();
-  });
-
-  it('DisposableBase releases what it registered', () => {
-    const fn = jest.fn();
-    class Owner extends DisposableBase {
-      constructor() {
-        super();
-        this.register(toDisposable(fn));
-      }
-    }
-    new Owner().dispose();
-    expect(fn).toHaveBeenCalled();
   });
 });

@@ -1,8 +1,24 @@
 // Ownership of resources: whatever holds a timer, a subscription, a socket,
 // a process watch or a file handle is a Disposable, and its owner releases it.
+//
+// `dispose()` is the one teardown verb. Its sync form is Disposable; an
+// owner whose release takes I/O (closing a server, waiting for plugin
+// clients to settle) is an AsyncDisposable: the same verb, returning a
+// promise that resolves once everything is released. Both are idempotent.
+// TypeScript lets an AsyncDisposable stand where a Disposable is wanted (a
+// Promise-returning method fits a void one): a holder that cannot wait — a
+// DisposableStore, tsyringe's container.dispose() — starts the release and
+// does not wait for it, so an AsyncDisposable's dispose logs what it cannot
+// release rather than reject where nobody listens. Owners that can wait
+// (a module's stop, the agent's dispose) await it.
 
 export interface Disposable {
   dispose(): void;
+}
+
+export interface AsyncDisposable {
+  /** Resolves once everything is released. Idempotent: later calls return the same promise. */
+  dispose(): Promise<void>;
 }
 
 export function toDisposable(fn: () => void): Disposable {
@@ -67,18 +83,5 @@ export class DisposableStore implements Disposable {
     if (this.disposed) return;
     this.disposed = true;
     this.clear();
-  }
-}
-
-/** Base for classes that own resources: `this.register(x)` ties x to this. */
-export abstract class DisposableBase implements Disposable {
-  protected readonly store = new DisposableStore();
-
-  protected register<T extends Disposable>(item: T): T {
-    return this.store.add(item);
-  }
-
-  dispose(): void {
-    this.store.dispose();
   }
 }

@@ -9,6 +9,7 @@ export * from './event';
 export * from './heartbeat';
 export * from './ids';
 export * from './logger';
+export * from './module';
 export * from './mountinfo';
 export * from './random';
 export * from './records';
@@ -17,8 +18,3 @@ export * from './timeout-policy';
 export * from './tokens';
 export * from './transient';
 export * from './wait';
-/**
- * @deprecated FakeClock is test support: import it from @csiplug/core/testing.
- * Re-exported here only until every test has moved its import.
- */
-export { FakeClock, flushMicrotasks } from './testing/fake-clock';

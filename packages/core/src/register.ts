@@ -1,11 +1,13 @@
 // registerCore binds the shared defaults: a real clock, a pino logger,
 // Math.random, the default timeout policy and a heartbeat strategy.
+// coreModule is the same registration as a Module (nothing to start or stop).
 import { DependencyContainer } from 'tsyringe';
 import { Clock, RealClock } from './clock';
 import { bindDefault } from './di';
 import { ValidationError } from './errors';
 import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, HeartbeatSettings } from './heartbeat';
 import { Logger, PinoLogger } from './logger';
+import type { Module } from './module';
 import { MathRandom, Random } from './random';
 import { DefaultTimeoutPolicy, TimeoutSettings } from './timeout-policy';
 import { IClock, IHeartbeatStrategy, ILogger, IRandom, ITimeoutPolicy } from './tokens';
@@ -36,3 +38,9 @@ export function registerCore(container: DependencyContainer, options: CoreOption
     },
   });
 }
+
+/** Core as a module: registration only (the clock, logger and policies own nothing to stop). */
+export const coreModule: Module<CoreOptions> = {
+  name: 'core',
+  register: (container, config) => registerCore(container, config),
+};

@@ -6,10 +6,10 @@
 // timer or listener. `settleOnce` owns that bookkeeping; `waitUntil` builds
 // the common "until this check passes" wait on it.
 import { abortReason } from './abort';
-import type { Clock } from './clock';
 import { Disposable, DisposableStore, toDisposable } from './disposable';
 import { TimeoutError } from './errors';
 import { formatDuration } from './duration';
+import type { Clock } from './tokens';
 
 /** What the body of a `settleOnce` wait settles it with, and hands its resources to. */
 export interface Settler<T> {

@@ -1,4 +1,5 @@
-import { AbortError, DefaultTimeoutPolicy, FakeClock, SeededRandom, ShutdownError } from '@csiplug/core';
+import { AbortError, DefaultTimeoutPolicy, SeededRandom, ShutdownError } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { GrpcCSIClient } from './client';
 import { mountCapability } from './capabilities';
 import { CSIError, GrpcStatus, isNotFound, isRetryable } from './errors';

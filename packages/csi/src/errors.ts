@@ -2,7 +2,7 @@
 // RPC, the plugin endpoint and a sentence a person can act on. Whether an
 // error is NOT_FOUND or worth retrying comes from the code, never the text.
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { CsiplugError } from '@csiplug/core';
+import { CsiplugError, ValidationError } from '@csiplug/core';
 
 export { GrpcStatus };
 export type GrpcStatusCode = GrpcStatus;
@@ -135,3 +135,24 @@ export const csiStatus = {
   internal: (m: string) => new CSIStatusError(GrpcStatus.INTERNAL, m),
   unavailable: (m: string) => new CSIStatusError(GrpcStatus.UNAVAILABLE, m),
 };
+
+/**
+ * csi.proto is neither in the package (dist/proto/csi.proto, copied by the
+ * build) nor in the repository: a broken build or install, not a missing
+ * volume or plugin, hence not a _NOT_FOUND code.
+ */
+export class CsiProtoMissingError extends CsiplugError {
+  constructor(readonly searched: readonly string[]) {
+    super('ECSIPROTO_MISSING', `csi.proto not found; looked in ${searched.join(', ')}. Rebuild @csiplug/csi (its build copies the proto into dist/proto) or reinstall it.`);
+  }
+}
+
+/** A CSI RPC name csi.proto does not define for the service: bad input, so a ValidationError (EINVALID). */
+export class UnknownCsiMethodError extends ValidationError {
+  constructor(
+    readonly service: string,
+    readonly rpc: string,
+  ) {
+    super(`CSI ${service} has no method ${JSON.stringify(rpc)}; see csi.proto for the RPCs of each service`, 'rpc');
+  }
+}

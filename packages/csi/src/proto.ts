@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { CsiProtoMissingError, UnknownCsiMethodError } from './errors';
 import type { ProtoGrpcType } from './generated/csi';
 
 /**
@@ -36,7 +37,7 @@ export function csiProtoPath(): string {
     path.join(__dirname, '..', '..', '..', 'proto', 'csi', 'v1', 'csi.proto'), // packages/csi/src -> repo/proto
   ];
   for (const c of candidates) if (fs.existsSync(c)) return c;
-  throw new Error(`csi.proto not found; looked in ${candidates.join(', ')}. Rebuild @csiplug/csi.`);
+  throw new CsiProtoMissingError(candidates);
 }
 
 let cachedDefinition: protoLoader.PackageDefinition | undefined;
@@ -61,6 +62,6 @@ export function csiGrpcObject(): ProtoGrpcType {
 export function csiMethodDefinition(service: CsiServiceKey, rpc: string): protoLoader.MethodDefinition<object, object> {
   const svc = csiPackageDefinition()[CSI_SERVICES[service]] as protoLoader.ServiceDefinition | undefined;
   const def = svc?.[rpc];
-  if (!def) throw new Error(`CSI ${CSI_SERVICES[service]} has no method ${rpc}`);
+  if (!def) throw new UnknownCsiMethodError(CSI_SERVICES[service], rpc);
   return def as protoLoader.MethodDefinition<object, object>;
 }

@@ -1,7 +1,9 @@
 // registerCsi binds the CSI client factory. It needs the core tokens
 // (ITimeoutPolicy, IClock, IRandom, ILogger) bound first — registerCore does that.
+// csiModule is the same registration as a Module: the factory owns nothing
+// (each client belongs to whoever asked for it), so there is nothing to stop.
 import type { DependencyContainer } from 'tsyringe';
-import { Clock, IClock, ILogger, IRandom, ITimeoutPolicy, Logger, Random, TimeoutPolicy, bindDefault } from '@csiplug/core';
+import { Clock, IClock, ILogger, IRandom, ITimeoutPolicy, Logger, Random, TimeoutPolicy, bindDefault, type Module } from '@csiplug/core';
 import { CSIClient, CSIClientOptions, GrpcCSIClient } from './client';
 import { RetryOptions } from './retry';
 import { CSIClientFactory, ICSIClientFactory } from './tokens';
@@ -41,3 +43,9 @@ export function registerCsi(container: DependencyContainer, options: CsiOptions 
       ),
   });
 }
+
+/** The CSI client factory as a module (registration only). */
+export const csiModule: Module<CsiOptions> = {
+  name: 'csi',
+  register: (container, config) => registerCsi(container, config),
+};

@@ -108,6 +108,22 @@ describe('FakeCSIClient beyond the contract', () => {
     expect(factory.mounts.has('/st/d')).toBe(false);
   });
 
+  it('answers ControllerPublishVolume with the behaviour’s publish context (a copy), or none while it is unset', async () => {
+    const factory = new FakeCSIClientFactory();
+    const client = factory.createClient('/s.sock');
+    const b = factory.behaviourOf('/s.sock');
+    const request = { volumeId: 'v', nodeId: 'n', volumeCapability: CAP };
+    expect(await client.controllerPublishVolume(request)).toEqual({});
+    b.publishContext = { devicePath: '/dev/fake0' };
+    const answer = await client.controllerPublishVolume(request);
+    expect(answer).toEqual({ publishContext: { devicePath: '/dev/fake0' } });
+    answer.publishContext!.devicePath = 'changed by the caller';
+    expect(b.publishContext).toEqual({ devicePath: '/dev/fake0' });
+    b.publishContext = {};
+    expect(await client.controllerPublishVolume(request)).toEqual({ publishContext: {} });
+    expect(b.callsOf('ControllerPublishVolume').map((c) => c.request)).toEqual([request, request, request]);
+  });
+
   it('spells a mount path one way, as the kernel lists it', () => {
     const mounts = new FakeMountPoints();
     mounts.mark('/a/b/');

@@ -3,7 +3,9 @@
 // shared messages they carry). Drift from the spec fails here.
 import * as path from 'node:path';
 import * as protoLoader from '@grpc/proto-loader';
-import { csiPackageDefinition, csiProtoPath } from '../src/proto';
+import { ValidationError } from '@csiplug/core';
+import { UnknownCsiMethodError } from '../src/errors';
+import { csiMethodDefinition, csiPackageDefinition, csiProtoPath } from '../src/proto';
 
 type Fields = Record<string, number>;
 
@@ -190,5 +192,19 @@ describe('csi.proto matches the CSI v1.9.0 spec', () => {
   it('serves the same contract through the shared loader options', () => {
     const def = csiPackageDefinition();
     for (const service of Object.keys(SERVICES)) expect(Object.keys(def[service] as object).sort()).toEqual([...SERVICES[service]].sort());
+  });
+
+  it('finds a method of a service, and refuses one the service does not have with an UnknownCsiMethodError (EINVALID)', () => {
+    expect(csiMethodDefinition('node', 'NodeStageVolume').path).toBe('/csi.v1.Node/NodeStageVolume');
+    let err: unknown;
+    try {
+      csiMethodDefinition('node', 'CreateVolume');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(UnknownCsiMethodError);
+    expect(err).toBeInstanceOf(ValidationError);
+    expect(err).toMatchObject({ code: 'EINVALID', field: 'rpc', service: 'csi.v1.Node', rpc: 'CreateVolume' });
+    expect((err as Error).message).toBe('CSI csi.v1.Node has no method "CreateVolume"; see csi.proto for the RPCs of each service');
   });
 });

@@ -1,7 +1,7 @@
 // The contract of the CSI manager (token ICSIManager): live, fingerprinted
 // plugin instances made from the registry's registrations, their health, and
 // a volume manager per node plugin.
-import type { Disposable, Event, PluginWaitPhase } from '@csiplug/core';
+import type { AsyncDisposable, Event, PluginWaitPhase } from '@csiplug/core';
 import type { NodeEvent } from './node-event';
 import type { PluginHealthChange, PluginInfo } from './plugin-info';
 import type { VolumeManager } from './volume-manager';
@@ -13,7 +13,7 @@ export interface WaitForCSIPluginOptions {
   signal?: AbortSignal;
 }
 
-export interface CSIManager extends Disposable {
+export interface CSIManager extends AsyncDisposable {
   /** Subscribes to the registry, then resyncs with it (and keeps resyncing on the heartbeat period). Idempotent. */
   start(): Promise<void>;
 
@@ -42,6 +42,10 @@ export interface CSIManager extends Disposable {
    */
   volumeManager(pluginName: string): VolumeManager;
 
-  /** Stops every instance (closing its client) and unsubscribes; pending waits reject with ShutdownError. Idempotent. */
-  shutdown(): Promise<void>;
+  /**
+   * Stops every instance (closing its client) and unsubscribes; pending
+   * waits reject with ShutdownError; resolves once every instance settled.
+   * Idempotent.
+   */
+  dispose(): Promise<void>;
 }

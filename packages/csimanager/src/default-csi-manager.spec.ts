@@ -114,7 +114,7 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     await expect(h.manager.waitForPlugin('csi-node', 'my-plugin', 'later' as never)).rejects.toBeInstanceOf(ValidationError);
   });
 
-  it('shutdown rejects pending waits with ShutdownError', async () => {
+  it('dispose rejects pending waits with ShutdownError', async () => {
     const reg = plugin(0);
     h.behaviour(reg).ready = false;
     h.registry.register(reg);
@@ -122,8 +122,26 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     await h.settle();
     const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun');
     await h.settle();
-    await h.manager.shutdown();
+    await h.manager.dispose();
     await expect(wait).rejects.toBeInstanceOf(ShutdownError);
+  });
+
+  it('dispose rejects a wait still in its register stage (the plugin never registered) with ShutdownError, and lets go of the registry wait', async () => {
+    await h.manager.start();
+    let outcome: unknown = 'pending';
+    h.manager.waitForPlugin('csi-node', 'my-plugin', 'restore').then(
+      () => (outcome = 'resolved'),
+      (err: unknown) => (outcome = err),
+    );
+    await h.settle();
+    expect(outcome).toBe('pending');
+    // The registry stays: only the manager goes away.
+    await h.manager.dispose();
+    await h.settle();
+    expect(outcome).toBeInstanceOf(ShutdownError);
+    expect((outcome as Error).message).toBe('the CSI manager shut down while waiting for a plugin');
+    // Nothing left armed: neither the registry's deadline nor the manager's resync.
+    expect(h.clock.pendingTimers).toBe(0);
   });
 
   it('runs the controller and node instances of a monolith side by side, and stops them independently', async () => {
@@ -366,13 +384,13 @@ describe('CSI manager: fingerprinting and health', () => {
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
   });
 
-  it('shutting down reports each healthy instance unhealthy once and stops all timers', async () => {
+  it('dispose reports each healthy instance unhealthy once and stops all timers', async () => {
     h.registry.register(plugin(0));
     h.registry.register(plugin(0, 'csi-controller'));
     await h.manager.start();
     await h.settle();
-    await h.manager.shutdown();
-    await h.manager.shutdown();
+    await h.manager.dispose();
+    await h.manager.dispose();
     const seen = h.health.map((e) => `${e.type}:${e.healthy}`);
     expect(seen.slice(0, 2).sort()).toEqual(['csi-controller:true', 'csi-node:true']);
     expect(seen.slice(2).sort()).toEqual(['csi-controller:false', 'csi-node:false']);
@@ -405,7 +423,7 @@ describe('registerCsiManager', () => {
       await m.start();
       await h.settle();
       expect(m.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
-      await m.shutdown();
+      await m.dispose();
     } finally {
       await h.close();
     }

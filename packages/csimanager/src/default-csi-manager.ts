@@ -14,10 +14,12 @@ import {
   ITimeoutPolicy,
   Logger,
   PluginWaitPhase,
+  Settler,
   ShutdownError,
-  abortReason,
   errorMessage,
   sameStringMap,
+  settleOnce,
+  toDisposable,
 } from '@csiplug/core';
 import { ICSIClientFactory } from '@csiplug/csi';
 import {
@@ -109,12 +111,12 @@ export class DefaultCSIManager implements CSIManager {
     this.log.info('CSI manager started', { plugins: this.instances.size, resync: this.config.resync !== false });
   }
 
-  shutdown(): Promise<void> {
-    this.shut ??= this.doShutdown();
+  dispose(): Promise<void> {
+    this.shut ??= this.doDispose();
     return this.shut;
   }
 
-  private async doShutdown(): Promise<void> {
+  private async doDispose(): Promise<void> {
     this.subscriptions.dispose();
     this.resyncTimer?.dispose();
     this.resyncTimer = undefined;
@@ -127,10 +129,6 @@ export class DefaultCSIManager implements CSIManager {
     this.nodeEventEmitter.dispose();
     this.fingerprintEmitter.dispose();
     this.log.info('CSI manager shut down', { stopped: all.length });
-  }
-
-  dispose(): void {
-    void this.shutdown();
   }
 
   // ---- reads ----------------------------------------------------------------
@@ -185,53 +183,54 @@ export class DefaultCSIManager implements CSIManager {
     if (this.shut) throw new ShutdownError(`the CSI manager is shut down; cannot wait for plugin "${name}" of type ${type}`);
     const limit = this.timeouts.pluginWait(phase);
     const started = this.clock.now();
-    const { signal } = options;
-    try {
-      await this.registry.waitForPlugin(type, name, { timeout: limit, signal });
-    } catch (err) {
-      if (err instanceof RegistryWaitTimeoutError) throw new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register', { cause: err });
-      throw err;
-    }
-    return this.waitForFingerprint(type, name, phase, started, limit, signal);
+    // One wait over both stages (registered, then fingerprinted), so that
+    // dispose() and the caller's signal end it in either: the registry
+    // outlives the manager, and its wait alone would stay pending.
+    return settleOnce<PluginInfo>(
+      (wait) => {
+        const onDispose = (error: Error) => wait.reject(error);
+        this.waiters.add(onDispose);
+        wait.own(toDisposable(() => this.waiters.delete(onDispose)));
+        const registryWait = new AbortController();
+        wait.own(toDisposable(() => registryWait.abort()));
+        this.registry.waitForPlugin(type, name, { timeout: limit, signal: registryWait.signal }).then(
+          () => this.awaitFingerprint(wait, type, name, phase, started, limit),
+          (err: unknown) => wait.reject(err instanceof RegistryWaitTimeoutError ? new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register', { cause: err }) : err),
+        );
+      },
+      { signal: options.signal },
+    );
   }
 
-  /** Resolves once the instance of (type, name) has fingerprinted successfully; woken by events, bounded by the phase's deadline. */
-  private waitForFingerprint(type: string, name: string, phase: PluginWaitPhase, started: number, limit: number, signal?: AbortSignal): Promise<PluginInfo> {
+  /**
+   * The second stage of a plugin wait: settles `wait` once the instance of
+   * (type, name) has fingerprinted successfully; woken by events, bounded by
+   * what is left of the phase's limit.
+   */
+  private awaitFingerprint(wait: Settler<PluginInfo>, type: string, name: string, phase: PluginWaitPhase, started: number, limit: number): void {
+    if (wait.settled) return;
     const ready = () => {
       const inst = this.instances.get(keyOf(type, name));
       return inst?.hasFingerprinted ? inst.info() : undefined;
     };
     const now = ready();
-    if (now) return Promise.resolve(now);
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
-    return new Promise<PluginInfo>((resolve, reject) => {
-      let timer: Disposable | undefined;
-      const subs = new DisposableStore();
-      const settle = (outcome: { info: PluginInfo } | { error: Error }) => {
-        this.waiters.delete(onShutdown);
-        timer?.dispose();
-        subs.dispose();
-        signal?.removeEventListener('abort', onAbort);
-        if ('info' in outcome) resolve(outcome.info);
-        else reject(outcome.error);
-      };
-      const onShutdown = (error: Error) => settle({ error });
-      const onAbort = () => settle({ error: abortReason(signal!) });
-      this.waiters.add(onShutdown);
+    if (now) return wait.resolve(now);
+    wait.own(
       this.fingerprintEmitter.event((inst) => {
         if (inst.type !== type || inst.name !== name) return;
         const info = ready();
-        if (info) settle({ info });
-      }, subs);
-      const remaining = Math.max(0, limit - (this.clock.now() - started));
-      if (Number.isFinite(remaining)) {
-        timer = this.clock.setTimeout(() => {
+        if (info) wait.resolve(info);
+      }),
+    );
+    const remaining = Math.max(0, limit - (this.clock.now() - started));
+    if (Number.isFinite(remaining)) {
+      wait.own(
+        this.clock.setTimeout(() => {
           const last = this.instances.get(keyOf(type, name))?.info().lastError;
-          settle({ error: new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'fingerprint', last !== undefined ? { lastError: last } : {}) });
-        }, remaining);
-      }
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+          wait.reject(new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'fingerprint', last !== undefined ? { lastError: last } : {}));
+        }, remaining),
+      );
+    }
   }
 
   // ---- instances ------------------------------------------------------------

@@ -3,8 +3,11 @@
 // factory (registerCsi) and the plugin registry (registerRegistry) to be
 // bound by the time ICSIManager is first resolved. The manager registers the
 // csi-node and csi-controller dispensers on the registry when it starts.
-import { bindDefault } from '@csiplug/core';
+// csiManagerModule is the same as a Module: its start starts the manager
+// (subscribe to the registry, resync), its stop disposes it.
+import { bindDefault, type Module } from '@csiplug/core';
 import type { DependencyContainer } from 'tsyringe';
+import type { CSIManager } from './csi-manager';
 import { DefaultCSIManager } from './default-csi-manager';
 import { ProcMountTable } from './mount-table';
 import { ICSIManager, ICSIManagerConfig, IMountTable } from './tokens';
@@ -21,3 +24,11 @@ export function registerCsiManager(container: DependencyContainer, options: CsiM
   bindDefault(container, IMountTable, { useFactory: () => new ProcMountTable() });
   bindDefault(container, ICSIManager, { useClass: DefaultCSIManager });
 }
+
+/** The CSI manager as a module: start subscribes it to the registry and resyncs; stop disposes it. */
+export const csiManagerModule: Module<CsiManagerOptions> = {
+  name: 'csimanager',
+  register: (container, config) => registerCsiManager(container, config),
+  start: (container) => container.resolve<CSIManager>(ICSIManager).start(),
+  stop: (container) => container.resolve<CSIManager>(ICSIManager).dispose(),
+};

@@ -21,7 +21,7 @@ describeCSIManagerPluginWaitContract('FakeCSIManager', async () => {
       manager.bringUp(name, type);
     },
     settle: () => clock.advance(0),
-    cleanup: () => manager.shutdown(),
+    cleanup: () => manager.dispose(),
   };
 });
 

@@ -14,7 +14,7 @@ describe('FakeCSIManager', () => {
     clock = new FakeClock(0);
     csi = new FakeCSIManager({ clock, timeouts: { pluginWait: (phase) => ({ prerun: 1_000, restore: 5_000, postrun: 60_000 })[phase] } });
   });
-  afterEach(() => csi.shutdown());
+  afterEach(() => csi.dispose());
 
   it('records every wait, and fails waits for an unavailable type at once, as after the phase limit', async () => {
     csi.unavailable.add('csi-controller');
@@ -64,13 +64,13 @@ describe('FakeCSIManager', () => {
     withMounts.bringUp('hp');
     const info = await withMounts.volumeManager('hp').publishVolume({ id: 'v1', pluginId: 'hp' }, 'alloc-1', { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' });
     expect(mounts.has(info.targetPath)).toBe(true);
-    await withMounts.shutdown();
+    await withMounts.dispose();
   });
 
-  it('shutdown rejects the waits still pending with ShutdownError', async () => {
+  it('dispose rejects the waits still pending with ShutdownError', async () => {
     const pending = csi.waitForPlugin('csi-node', 'late', 'postrun');
     expect(csi.pendingWaits).toBe(1);
-    await csi.shutdown();
+    await csi.dispose();
     await expect(pending).rejects.toBeInstanceOf(ShutdownError);
     expect(csi.pendingWaits).toBe(0);
     expect(clock.pendingTimers).toBe(0);

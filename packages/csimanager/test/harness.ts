@@ -55,8 +55,8 @@ export class Harness {
 
   /** An agent restart: manager and registry rebuilt over the same state (and the same plugins/mounts). */
   async restart(): Promise<void> {
-    await this.manager.shutdown();
-    this.registry.shutdown();
+    await this.manager.dispose();
+    this.registry.dispose();
     this.build();
   }
 
@@ -80,9 +80,9 @@ export class Harness {
   }
 
   async close(): Promise<void> {
-    await this.manager.shutdown();
-    this.registry.shutdown();
-    this.db.close();
+    await this.manager.dispose();
+    this.registry.dispose();
+    this.db.dispose();
     await fs.rm(this.dataDir, { recursive: true, force: true });
   }
 }

@@ -16,36 +16,16 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { DisposableStore, IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, toDisposable, type Disposable } from '@csiplug/core';
+import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, settleOnce, toDisposable, type Disposable, type WaitControl } from '@csiplug/core';
 import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
 import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
 import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
-import { IExecDriverOptions } from './tokens';
+import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
 
-export interface ExecDriverOptions {
-  /** The compiled executor script; defaults to this package's dist/executor.js (see DEFAULT_EXECUTOR_PATH). */
-  executorPath?: string;
-  /** The node binary that runs the executor; defaults to the agent's own. */
-  nodePath?: string;
-  /** ms start() waits for the executor to report the running task (default 10 s). */
-  startTimeout?: number;
-  /** ms between safety checks of the task and executor pids while waiting (default 5 s). */
-  pollInterval?: number;
-  /** ms recover() waits for a live executor to record the exit of a task that is gone (default 5 s). */
-  exitGrace?: number;
-  /** Whether a task inherits the agent's environment beneath its own `env`, as Nomad's raw_exec does (default true). */
-  inheritEnv?: boolean;
-  /**
-   * Reads /proc/<pid>/stat (default: readProcStat): undefined when there is
-   * no such process, a throw when it cannot be told. A seam for tests that
-   * inject faults of the agent's own process.
-   */
-  procReader?: (pid: number) => ProcStat | undefined;
-  /** Reads an executor record (default: readJsonFile): undefined when there is none. A seam like procReader. */
-  recordReader?: (file: string) => unknown;
-}
+export type { ExecDriverOptions } from './tokens';
+
 
 /** What one check of a task found; 'unknown' when a fault of the agent itself kept it from finding out. */
 type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult } | { state: 'unknown'; cause: unknown };
@@ -140,7 +120,6 @@ export class ExecDriver implements TaskDriver {
   private readonly inheritEnv: boolean;
   private readonly readStat: (pid: number) => ProcStat | undefined;
   private readonly readRecordFile: (file: string) => unknown;
-  private readonly store = new DisposableStore();
   /** One shared wait per task run, keyed by taskDir, pid and start time, with the log of its faults (stop() shares both). */
   private readonly waits = new Map<string, { exit: Promise<ExitResult>; faults: FaultLog }>();
   /** isRunning() has no handle-long life to keep a FaultLog in: one for all its calls. */
@@ -485,7 +464,6 @@ export class ExecDriver implements TaskDriver {
     const cancels = [...this.pending];
     this.pending.clear();
     for (const cancel of cancels) cancel(new ShutdownError('the exec driver was disposed (the agent is shutting down); its tasks keep running and can be recovered'));
-    this.store.dispose();
   }
 
   // --- internals ---
@@ -556,16 +534,9 @@ export class ExecDriver implements TaskDriver {
 
   /** Resolves after `ms` on the clock; rejects with a ShutdownError when the driver is disposed first. */
   private pause(ms: number): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const cancel = (err: Error): void => {
-        timer.dispose();
-        reject(err);
-      };
-      const timer = this.clock.setTimeout(() => {
-        this.pending.delete(cancel);
-        resolve();
-      }, ms);
-      this.pending.add(cancel);
+    return settleOnce<void>((wait) => {
+      this.endOnDispose(wait);
+      wait.own(this.clock.setTimeout(() => wait.resolve(), ms));
     });
   }
 
@@ -734,48 +705,45 @@ export class ExecDriver implements TaskDriver {
    */
   private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
     if (this.disposed) return Promise.reject(new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'));
-    return new Promise<T>((resolve, reject) => {
-      const local = new DisposableStore();
-      let settled = false;
-      const settle = (fn: () => void): void => {
-        if (settled) return;
-        settled = true;
-        this.pending.delete(cancel);
-        this.store.delete(local);
-        local.dispose();
-        fn();
-      };
-      const cancel = (err: Error): void => settle(() => reject(err));
+    return settleOnce<T>((wait) => {
       const run = (): void => {
-        if (settled) return;
+        if (wait.settled) return;
         let value: T | undefined;
         try {
           value = check();
         } catch (err) {
-          settle(() => reject(err));
+          wait.reject(err);
           return;
         }
-        if (value !== undefined) settle(() => resolve(value as T));
+        if (value !== undefined) wait.resolve(value);
       };
-
-      this.pending.add(cancel);
-      this.store.add(local);
+      this.endOnDispose(wait);
       try {
         const watcher = watch(dir, { persistent: false }, run);
         watcher.on('error', (err) => this.log.debug('executor dir watch failed; relying on the poll', { dir, err: errorMessage(err) }));
-        local.add(toDisposable(() => watcher.close()));
+        wait.own(toDisposable(() => watcher.close()));
       } catch (err) {
         this.log.debug('cannot watch executor dir; relying on the poll', { dir, err: errorMessage(err) });
       }
-      local.add(this.clock.setInterval(run, options.pollMs ?? this.pollInterval));
+      // The poll is armed before the deadline, so a check due at the same
+      // moment as the deadline still runs first (not waitUntil, which arms
+      // its deadline first).
+      wait.own(this.clock.setInterval(run, options.pollMs ?? this.pollInterval));
       if (options.timeoutMs !== undefined) {
         const { timeoutMs, onTimeout } = options;
-        local.add(this.clock.setTimeout(() => cancel(onTimeout?.() ?? new TimeoutError(`timed out after ${formatDuration(timeoutMs)}`, timeoutMs)), timeoutMs));
+        wait.own(this.clock.setTimeout(() => wait.reject(onTimeout?.() ?? new TimeoutError(`timed out after ${formatDuration(timeoutMs)}`, timeoutMs)), timeoutMs));
       }
-      if (options.triggers) local.add(options.triggers(run));
+      if (options.triggers) wait.own(options.triggers(run));
       // Subscribed first, checked second: nothing that happened before can be missed.
       run();
     });
+  }
+
+  /** Has dispose() end `wait` with a ShutdownError, for as long as it is pending. */
+  private endOnDispose(wait: WaitControl): void {
+    const cancel = (err: Error): void => wait.reject(err);
+    this.pending.add(cancel);
+    wait.own(toDisposable(() => this.pending.delete(cancel)));
   }
 }
 

@@ -1,4 +1,5 @@
-import { FakeClock, SeededRandom, ValidationError } from '@csiplug/core';
+import { SeededRandom, ValidationError } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import type { ExitResult } from './driver';
 import { type RestartPolicy, RestartReason, RestartTracker, isSuccessfulExit } from './restart-tracker';
 

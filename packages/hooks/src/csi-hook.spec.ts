@@ -44,7 +44,7 @@ describe('csi hook', () => {
   /** An agent restart: a new CSI manager (no plugin up yet) and a new reconciler over the same records and mounts. */
   async function restartAgent(): Promise<void> {
     reconciler.dispose();
-    await csi.shutdown();
+    await csi.dispose();
     csi = new FakeCSIManager({ clock, timeouts, mounts });
     reconciler = newReconciler();
     reconciler.start();
@@ -64,7 +64,7 @@ describe('csi hook', () => {
 
   afterEach(async () => {
     reconciler.dispose();
-    await csi.shutdown();
+    await csi.dispose();
   });
 
   it('prerun mounts each csi volume through the reconciler and says so in a "Volume mounted" event; postrun unmounts them', async () => {

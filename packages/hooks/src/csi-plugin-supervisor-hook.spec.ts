@@ -1,5 +1,5 @@
-import 'reflect-metadata';
-import { BackoffHeartbeatStrategy, DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
+import { BackoffHeartbeatStrategy, DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { FakeCSIClientFactory } from '@csiplug/csi/testing';
 import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistry, StateRegistryStore, type RegistryStateRecord } from '@csiplug/registry';
 import { ClientStateDB, openClientState } from '@csiplug/state';
@@ -51,8 +51,8 @@ describe('csi_plugin_supervisor', () => {
   });
 
   afterEach(() => {
-    registry.shutdown();
-    state.close();
+    registry.dispose();
+    state.dispose();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -193,13 +193,13 @@ describe('csi_plugin_supervisor', () => {
     await h.stop(ctx);
   });
 
-  it('shutdown (the agent stops, the task runs on) stops probing but keeps the registrations', async () => {
+  it('detach (the agent stops, the task runs on) stops probing but keeps the registrations', async () => {
     const h = hook();
     const ctx = taskContext();
     await h.prestart(ctx);
     touchSocket();
     await h.poststart(ctx);
-    h.shutdown();
+    h.detach();
     const probes = clients.totalProbes;
     await clock.advance(120_000);
     expect(clients.totalProbes).toBe(probes);
@@ -264,8 +264,8 @@ describe('csi_plugin_supervisor', () => {
     await first.prestart(ctx1);
     touchSocket();
     await first.poststart(ctx1);
-    first.shutdown(); // agent restart: the registrations stay
-    registry.shutdown();
+    first.detach(); // agent restart: the registrations stay
+    registry.dispose();
     registry = makeRegistry();
     expect(registry.allocPlugins('alloc-1')).toHaveLength(2);
     const restored = hook();
@@ -284,7 +284,7 @@ describe('csi_plugin_supervisor', () => {
     await first.poststart(ctx1);
     registry.register({ type: 'csi-node', name: 'hostpath', allocId: 'alloc-2', socketPath: '/x/csi.sock', version: '1' });
     // agent restart: a new registry over the same state
-    registry.shutdown();
+    registry.dispose();
     registry = makeRegistry();
     expect(registry.registrations('csi-node', 'hostpath').map((r) => [r.allocId, r.restored])).toEqual([
       ['alloc-2', true],

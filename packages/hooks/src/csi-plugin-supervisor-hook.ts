@@ -31,7 +31,7 @@ import * as fs from 'fs';
 import { inject, injectable } from 'tsyringe';
 import type { CSIPluginConfig, TaskHook, TaskHookContext, TaskPrestartResult } from './hook';
 import { pluginMountRoot, pluginSocketDir, pluginSocketPath } from './paths';
-import { IHooksConfig, type HooksConfig } from './tokens';
+import { IHooksConfig, type HooksConfig } from './hooks-config';
 import { waitForPath } from './wait-for-path';
 
 export const TASK_EVENT_PLUGIN_HEALTHY = 'Plugin became healthy';
@@ -115,8 +115,8 @@ export class CSIPluginSupervisorHook implements TaskHook {
     this.teardown(ctx);
   }
 
-  /** Agent shutdown: stop probing and close the client; the registrations stay for the next agent. */
-  shutdown(): void {
+  /** The agent goes away, the task runs on: stop probing and close the client; the registrations stay for the next agent. */
+  detach(): void {
     this.stopLoop();
     this.client?.close();
     this.client = undefined;

@@ -102,11 +102,12 @@ export interface TaskHook {
   /** The task's process exited (it may be restarted). */
   exited?(ctx: TaskHookContext): Promise<void>;
   /**
-   * The agent is shutting down and the task keeps running: release timers,
+   * The agent is going away and the task keeps running: release timers,
    * sockets and subscriptions, but keep what a restarted agent will restore
-   * (registrations, directories).
+   * (registrations, directories). Not a teardown of the task (that is
+   * `stop`): the hook lets go of a task that runs on.
    */
-  shutdown?(): void;
+  detach?(): void;
 }
 
 export interface AllocHook {

@@ -1,6 +1,9 @@
 // registerHooks binds the hook factories. It expects core, state, csi,
 // registry, csimanager and volumes (the volume reconciler) to be registered.
-import { bindDefault } from '@csiplug/core';
+// hooksModule is the same registration as a Module: the factories own
+// nothing (each hook belongs to its task runner, which detaches or stops it),
+// so there is nothing to start or stop.
+import { bindDefault, type Module } from '@csiplug/core';
 import type { DependencyContainer } from 'tsyringe';
 import { CSIHookFactory } from './csi-hook';
 import { CSIPluginSupervisorFactory } from './csi-plugin-supervisor-hook';
@@ -15,3 +18,9 @@ export function registerHooks(container: DependencyContainer, options: HooksOpti
   bindDefault(container, ICSIPluginSupervisorFactory, { useClass: CSIPluginSupervisorFactory });
   bindDefault(container, ICSIHookFactory, { useClass: CSIHookFactory });
 }
+
+/** The hook factories as a module (registration only). */
+export const hooksModule: Module<HooksOptions> = {
+  name: 'hooks',
+  register: (container, config) => registerHooks(container, config),
+};

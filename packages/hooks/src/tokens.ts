@@ -3,11 +3,7 @@ import type { CSIHookFactory } from './csi-hook';
 import type { CSIPluginSupervisorFactory } from './csi-plugin-supervisor-hook';
 
 /** Where hooks keep their files: the agent's data dir. */
-export interface HooksConfig {
-  readonly dataDir: string;
-}
-export type IHooksConfig = HooksConfig;
-export const IHooksConfig: unique symbol = Symbol('IHooksConfig');
+export { IHooksConfig, type HooksConfig } from './hooks-config';
 
 /** Claims volumes for allocs; the volume catalog implements it. Owned by @csiplug/volumes, re-exported here. */
 export { IVolumeClaimer } from '@csiplug/volumes';

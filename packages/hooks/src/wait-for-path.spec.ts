@@ -1,7 +1,8 @@
 // waitForPath when the directory watch fails: a fault of the agent itself
 // (out of inotify instances or file descriptors) says nothing about the
 // file, so the wait goes on by polling instead of failing.
-import { FakeClock, MemoryLogger, TimeoutError } from '@csiplug/core';
+import { MemoryLogger, TimeoutError } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';

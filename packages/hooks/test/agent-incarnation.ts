@@ -2,7 +2,7 @@
 // child container the way the agent composes itself: core (real clock),
 // SQLite state under the data dir, CSI clients, the plugin registry, the CSI
 // manager, a test volume claimer, the volume reconciler (@csiplug/volumes,
-// its records in the same state file) and the hooks. `shutdown()` is an
+// its records in the same state file) and the hooks. `dispose()` is an
 // agent restart's first half: timers, sockets and subscriptions are released
 // but no task stop hook runs, so registrations, mounts and saved state stay
 // for the next incarnation over the same data dir.
@@ -87,14 +87,14 @@ export class AgentIncarnation {
     return this.container.resolve<CSIHookFactory>(ICSIHookFactory).create();
   }
 
-  /** Agent shutdown without stopping any task. Idempotent. */
-  async shutdown(): Promise<void> {
+  /** Agent shutdown without stopping any task: the supervisor hooks detach. Idempotent. */
+  async dispose(): Promise<void> {
     if (this.down) return;
     this.down = true;
-    for (const hook of this.supervisors) hook.shutdown();
-    await this.csiManager.shutdown();
+    for (const hook of this.supervisors) hook.detach();
+    await this.csiManager.dispose();
     this.reconciler.dispose();
-    this.registry.shutdown();
-    this.state.close();
+    this.registry.dispose();
+    this.state.dispose();
   }
 }

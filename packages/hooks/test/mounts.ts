@@ -1,37 +1,20 @@
 // Reads the host's mount table for integration tests: which mounts sit under
 // a test's temp dir (with their mount ids, so a test can tell "still the same
 // mount" from "mounted again"), and a last-resort lazy unmount for what a
-// failed test left behind.
+// failed test left behind. Parsing is core's (the one mountinfo reader).
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { unescapeMountPath } from '@csiplug/csimanager';
-
-export interface MountEntry {
-  /** The kernel's mount id (first field of /proc/self/mountinfo); a new mount gets a new id. */
-  id: number;
-  mountPoint: string;
-}
-
-export function readMountInfo(): MountEntry[] {
-  const out: MountEntry[] = [];
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const fields = line.split(' ');
-    if (fields.length < 5) continue;
-    out.push({ id: Number(fields[0]), mountPoint: unescapeMountPath(fields[4]!) });
-  }
-  return out;
-}
+import { type MountInfoEntry, readMountInfoSync } from '@csiplug/core';
 
 /** Mounts at or under `dir`, deepest first. */
-export function mountsUnder(dir: string): MountEntry[] {
-  return readMountInfo()
+export function mountsUnder(dir: string): MountInfoEntry[] {
+  return readMountInfoSync()
     .filter((m) => m.mountPoint === dir || m.mountPoint.startsWith(dir + '/'))
     .sort((a, b) => b.mountPoint.length - a.mountPoint.length);
 }
 
 /** The ids of the mounts at exactly `target` (bottom first); empty if it is not a mount point. */
 export function mountIdsAt(target: string): number[] {
-  return readMountInfo()
+  return readMountInfoSync()
     .filter((m) => m.mountPoint === target)
     .map((m) => m.id);
 }

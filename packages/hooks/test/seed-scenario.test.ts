@@ -96,7 +96,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
   });
 
   afterEach(async () => {
-    for (const agent of agents) await agent.shutdown().catch(() => undefined);
+    for (const agent of agents) await agent.dispose().catch(() => undefined);
     await PluginProcess.killAll();
     const forced = forceUnmountUnder(tmp);
     const stuck = mountsUnder(tmp).map((m) => m.mountPoint);
@@ -113,7 +113,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
 
   /** An agent restart: the old incarnation lets go of everything without stopping a task; a new one starts over the same data dir. */
   async function restartAgent(old: AgentIncarnation, timeouts: Partial<TimeoutSettings> = {}): Promise<AgentIncarnation> {
-    await old.shutdown();
+    await old.dispose();
     return startAgent(timeouts);
   }
 

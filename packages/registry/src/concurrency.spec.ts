@@ -1,7 +1,8 @@
 // Thousands of random registry operations, interleaved with waiters (some
 // with deadlines, some aborted), subscribers coming and going, failed writes
 // and agent restarts, checked step by step against a plain model.
-import { Disposable, FakeClock, SeededRandom, ShutdownError, flushMicrotasks } from '@csiplug/core';
+import { Disposable, SeededRandom, ShutdownError } from '@csiplug/core';
+import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import { PluginEvent, PluginWaitTimeoutError, RegisteredPlugin, RegistryPersistError } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry } from '../test/harness';
@@ -228,14 +229,14 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
     check();
   }
 
-  // Let every finite deadline pass, then shut down for the Infinity ones.
+  // Let every finite deadline pass, then dispose the registry for the Infinity ones.
   const end = clock.now() + 10_000;
   for (const w of pending.filter((w) => w.deadline <= end)) w.expected = { kind: 'timeout' };
   pending = pending.filter((w) => w.deadline > end);
   await clock.advance(10_000);
   for (const w of pending) w.expected = { kind: 'shutdown' };
   for (const s of subscribers) expect(s.seen).toEqual(s.expected);
-  h.registry.shutdown();
+  h.registry.dispose();
   await flushMicrotasks();
 
   for (const w of waiters) {

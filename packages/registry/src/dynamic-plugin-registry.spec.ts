@@ -356,7 +356,7 @@ describe('DynamicPluginRegistry: a failed write', () => {
   });
 });
 
-describe('DynamicPluginRegistry: shutdown', () => {
+describe('DynamicPluginRegistry: dispose', () => {
   it('stops events, refuses changes, writes nothing and still answers reads', async () => {
     const { registry, store } = makeRegistry();
     registry.register(plugin(0));
@@ -365,9 +365,9 @@ describe('DynamicPluginRegistry: shutdown', () => {
     const puts = store.puts;
     const before = store.json;
 
-    registry.shutdown();
-    registry.shutdown();
-    expect(registry.isShutdown).toBe(true);
+    registry.dispose();
+    registry.dispose();
+    expect(registry.isDisposed).toBe(true);
     expect(() => registry.register(plugin(1))).toThrow(ShutdownError);
     expect(() => registry.register(plugin(1))).toThrow('the plugin registry is shut down; cannot register a plugin');
     expect(() => registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toThrow(ShutdownError);
@@ -376,16 +376,16 @@ describe('DynamicPluginRegistry: shutdown', () => {
     expect(events).toEqual([]);
     expect(store.puts).toBe(puts);
     expect(store.json).toBe(before);
-    // Subscribing after shutdown is harmless.
+    // Subscribing after dispose is harmless.
     registry.onDidChange(() => undefined).dispose();
   });
 
-  it('stops delivering queued events when a listener shuts the registry down', () => {
+  it('stops delivering queued events when a listener disposes the registry', () => {
     const { registry } = makeRegistry();
     const seen: string[] = [];
     registry.onDidChange((e) => {
       seen.push(brief(e));
-      if (e.kind === 'deregistered') registry.shutdown();
+      if (e.kind === 'deregistered') registry.dispose();
     });
     registry.register(plugin(0));
     registry.register(plugin(1));
@@ -393,9 +393,10 @@ describe('DynamicPluginRegistry: shutdown', () => {
     expect(seen).toEqual(['registered csi-node/my-plugin@alloc-0 new', 'registered csi-node/my-plugin@alloc-1 new', 'deregistered csi-node/my-plugin@alloc-1 (was active)']);
   });
 
-  it('is what dispose() does', () => {
+  it('isDisposed turns true with dispose()', () => {
     const { registry } = makeRegistry();
+    expect(registry.isDisposed).toBe(false);
     registry.dispose();
-    expect(registry.isShutdown).toBe(true);
+    expect(registry.isDisposed).toBe(true);
   });
 });

@@ -318,11 +318,11 @@ export class DynamicPluginRegistry implements PluginRegistry {
 
   // ---- lifecycle ------------------------------------------------------------
 
-  get isShutdown(): boolean {
+  get isDisposed(): boolean {
     return this.shut;
   }
 
-  shutdown(): void {
+  dispose(): void {
     if (this.shut) return;
     this.shut = true;
     this.queue.length = 0;
@@ -332,10 +332,6 @@ export class DynamicPluginRegistry implements PluginRegistry {
     this.deregisteredEmitter.dispose();
     this.changeEmitter.dispose();
     this.log.debug('plugin registry shut down', { rejectedWaits: pending.length });
-  }
-
-  dispose(): void {
-    this.shutdown();
   }
 
   // ---- internals ------------------------------------------------------------

@@ -1,4 +1,5 @@
-import { MemoryLogger, FakeClock, DefaultTimeoutPolicy } from '@csiplug/core';
+import { MemoryLogger, DefaultTimeoutPolicy } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { DynamicPluginRegistry, PluginDispenserTable, PluginEvent, RegistryRestoreError } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';

@@ -12,7 +12,7 @@ export interface WaitForPluginOptions {
   /**
    * Milliseconds to wait; defaults to TimeoutPolicy.registryWait(), the
    * catch-all for callers that set none. `Infinity` waits until a
-   * registration, an abort or shutdown.
+   * registration, an abort or dispose().
    */
   timeout?: number;
 }
@@ -41,7 +41,7 @@ export interface PluginRegistry extends Disposable {
    * Registers (or re-registers) an alloc's plugin; persists, then emits.
    * Returns the entry as stored. Throws ValidationError / UnknownPluginTypeError
    * for bad input, RegistryPersistError if the state DB refused the write
-   * (nothing changed), ShutdownError after shutdown().
+   * (nothing changed), ShutdownError after dispose().
    */
   register(registration: PluginRegistration): RegisteredPlugin;
   /** Removes `allocId`'s entry for (type, name); returns whether there was one. */
@@ -74,7 +74,7 @@ export interface PluginRegistry extends Disposable {
    */
   waitForPlugin(type: string, name: string, options?: WaitForPluginOptions): Promise<RegisteredPlugin>;
 
-  readonly isShutdown: boolean;
+  readonly isDisposed: boolean;
   /** Stops events, rejects pending waits with ShutdownError; later changes are refused. Idempotent. */
-  shutdown(): void;
+  dispose(): void;
 }

@@ -1,7 +1,8 @@
-import { FakeClock, MemoryLogger, registerCore } from '@csiplug/core';
+import { MemoryLogger, registerCore } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { IClientStateDB, openClientState } from '@csiplug/state';
 import { container as root } from 'tsyringe';
-import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, PluginRegistry, StateRegistryStore, registerRegistry } from '.';
+import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, PluginRegistry, StateRegistryStore, registerRegistry, registryModule } from '.';
 import { FakeRegistryStore } from './testing';
 
 function setup() {
@@ -51,7 +52,7 @@ describe('registerRegistry', () => {
       expect(state.getRegistryState()).toEqual({ plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } } });
       registry.dispose();
     } finally {
-      state.close();
+      state.dispose();
     }
   });
 
@@ -69,5 +70,26 @@ describe('registerRegistry', () => {
     const registry = c.resolve<PluginRegistry>(IPluginRegistry);
     expect(registry.types).toEqual(['csi-controller', 'csi-node']);
     expect(() => registry.dispense('csi-node', 'p')).toThrow('no plugin dispenser for type csi-node');
+  });
+});
+
+describe('registryModule', () => {
+  it('start makes the registry, restoring what the state holds; stop disposes it', async () => {
+    const c = root.createChildContainer();
+    registerCore(c, { clock: new FakeClock(), logger: new MemoryLogger() });
+    const state = openClientState({ memory: true });
+    try {
+      state.putRegistryState({ plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } } });
+      c.register(IClientStateDB, { useValue: state });
+      registryModule.register(c, {});
+      await registryModule.start!(c);
+      const registry = c.resolve<PluginRegistry>(IPluginRegistry);
+      expect(registry.get('csi-node', 'p')).toMatchObject({ allocId: 'a', restored: true });
+      expect(registry.isDisposed).toBe(false);
+      await registryModule.stop!(c);
+      expect(registry.isDisposed).toBe(true);
+    } finally {
+      state.dispose();
+    }
   });
 });

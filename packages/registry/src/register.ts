@@ -2,12 +2,15 @@
 // bindings (registerCore: IClock, ILogger, ITimeoutPolicy) and, unless a
 // deployment binds its own IRegistryStore, a client state (IClientStateDB,
 // from @csiplug/state) to be bound by the time the registry is first
-// resolved.
-import { bindDefault } from '@csiplug/core';
+// resolved. registryModule is the same as a Module: it makes the registry
+// (which restores the registrations a previous agent saved) when it starts,
+// and disposes it when it stops.
+import { bindDefault, type Module } from '@csiplug/core';
 import { IClientStateDB } from '@csiplug/state';
 import type { DependencyContainer } from 'tsyringe';
 import { DynamicPluginRegistry } from './dynamic-plugin-registry';
 import { PluginDispenser, PluginDispenserTable } from './plugin-dispensers';
+import type { PluginRegistry } from './plugin-registry';
 import { StateRegistryStore } from './state-registry-store';
 import { IPluginDispensers, IPluginRegistry, IPluginRegistryConfig, IRegistryStore } from './tokens';
 
@@ -24,3 +27,13 @@ export function registerRegistry(container: DependencyContainer, options: Regist
   bindDefault(container, IRegistryStore, { useFactory: (c) => new StateRegistryStore(c.resolve<IClientStateDB>(IClientStateDB)) });
   bindDefault(container, IPluginRegistry, { useClass: DynamicPluginRegistry });
 }
+
+/** The plugin registry as a module: start makes it (restoring what was saved), stop disposes it. */
+export const registryModule: Module<RegistryOptions> = {
+  name: 'registry',
+  register: (container, config) => registerRegistry(container, config),
+  start: (container) => {
+    container.resolve<PluginRegistry>(IPluginRegistry);
+  },
+  stop: (container) => container.resolve<PluginRegistry>(IPluginRegistry).dispose(),
+};

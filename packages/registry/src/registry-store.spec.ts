@@ -39,7 +39,7 @@ describe.each(['sqlite', 'memory'] as const)('StateRegistryStore over the %s sta
     state = open();
   });
   afterEach(() => {
-    state.close();
+    state.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -51,7 +51,7 @@ describe.each(['sqlite', 'memory'] as const)('StateRegistryStore over the %s sta
       reopen: () => {
         // The in-memory state ends with its process: a restart there is a new store over the same state.
         if (backend === 'sqlite') {
-          state.close();
+          state.dispose();
           state = open();
         }
         return new StateRegistryStore(state);

@@ -1,4 +1,5 @@
-import { AbortError, FakeClock, ShutdownError, TimeoutError, ValidationError, flushMicrotasks } from '@csiplug/core';
+import { AbortError, ShutdownError, TimeoutError, ValidationError } from '@csiplug/core';
+import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import { PluginWaitTimeoutError, RegisteredPlugin, UnknownPluginTypeError } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
@@ -223,7 +224,7 @@ describe('waitForPlugin', () => {
     });
   });
 
-  describe('abort and shutdown', () => {
+  describe('abort and dispose', () => {
     it('rejects with the abort reason and drops its deadline', async () => {
       const { registry, clock } = makeRegistry();
       const ac = new AbortController();
@@ -264,7 +265,7 @@ describe('waitForPlugin', () => {
       const { registry } = makeRegistry({ clock });
       const a = track(registry.waitForPlugin('csi-node', 'a'));
       const b = track(registry.waitForPlugin('csi-controller', 'b'));
-      registry.shutdown();
+      registry.dispose();
       await flushMicrotasks();
       expect(a.error).toBeInstanceOf(ShutdownError);
       expect((a.error as Error).message).toBe('the plugin registry shut down while waiting for plugin "a" of type csi-node');

@@ -1,6 +1,7 @@
 // Builds a registry over fakes: a FakeClock, a MemoryLogger, the default
 // timeout policy and a FakeRegistryStore.
-import { DefaultTimeoutPolicy, FakeClock, MemoryLogger, TimeoutSettings } from '@csiplug/core';
+import { DefaultTimeoutPolicy, MemoryLogger, TimeoutSettings } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration } from '../src';
 import { FakeRegistryStore } from '../src/testing';
 
@@ -28,7 +29,7 @@ export function makeRegistry(opts: { store?: FakeRegistryStore; clock?: FakeCloc
     store,
     dispensers,
     restart() {
-      h.registry.shutdown();
+      h.registry.dispose();
       h.registry = build();
       return h.registry;
     },

@@ -1,7 +1,8 @@
 // Persistence over a real SQLite file through the default store
 // (StateRegistryStore over the real ClientStateDB), closed and reopened
 // between "agent runs".
-import { DefaultTimeoutPolicy, FakeClock, MemoryLogger } from '@csiplug/core';
+import { DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -19,7 +20,7 @@ describe('persistence over a SQLite state file', () => {
     file = path.join(dir, 'state.db');
   });
   afterEach(() => {
-    for (const o of opened.splice(0)) o.close();
+    for (const o of opened.splice(0)) o.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -31,9 +32,9 @@ describe('persistence over a SQLite state file', () => {
     return {
       registry,
       stop() {
-        registry.shutdown();
+        registry.dispose();
         opened.splice(opened.indexOf(s), 1);
-        s.close();
+        s.dispose();
       },
     };
   }
@@ -70,7 +71,7 @@ describe('persistence over a SQLite state file', () => {
   it('refuses to start over a stored document that is not a registry document, naming where it is', () => {
     const s = openClientState({ path: file });
     s.putRegistryState({ nope: true });
-    s.close();
+    s.dispose();
     const err = (() => {
       try {
         agentRun();
@@ -89,10 +90,10 @@ describe('persistence over a SQLite state file', () => {
     opened.push(s);
     const first = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
     first.register(plugin(0));
-    first.shutdown();
+    first.dispose();
     const second = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
     expect(second.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-0', restored: true });
-    second.shutdown();
+    second.dispose();
     s.putRegistryState({ plugins: null });
     expect(() => new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {})).toThrow(
       'could not restore the plugin registry from the client state: the stored registry state in the registry store has no "plugins" object',

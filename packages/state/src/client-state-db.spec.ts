@@ -25,7 +25,7 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     state = open();
   });
   afterEach(() => {
-    state.close();
+    state.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -243,10 +243,10 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.getAllocation('a')).toBeUndefined();
   });
 
-  test('a closed store refuses work; closing twice is harmless', () => {
+  test('a disposed store refuses work; disposing twice is harmless', () => {
     const other: ClientStateDB = kind === 'memory' ? openClientState({ memory: true }) : openClientState({ path: path.join(dir, 'other.db') });
     other.dispose();
-    other.close();
+    other.dispose();
     expect(thrown(() => other.getRegistryState()).code).toBe('ErrDatabaseNotOpen');
   });
 });
@@ -267,18 +267,18 @@ describe('ClientStateDB on disk', () => {
     a.putAllocation('a1', { id: 'a1' });
     a.putTaskHandle('a1', 'web', { pid: 7 });
     a.putVolumeMount('hostpath/vol1/a1', { targetPath: '/t' });
-    a.close();
+    a.dispose();
     const b = openClientState({ path: file });
     expect(b.getTaskHandle('a1', 'web')).toEqual({ pid: 7 });
     expect(b.listAllocations().allocs).toHaveLength(1);
     expect(b.listVolumeMounts()).toEqual({ records: [{ key: 'hostpath/vol1/a1', record: { targetPath: '/t' } }], failures: [] });
     expect(b.schemaVersion).toBe(1);
-    b.close();
+    b.dispose();
   });
 
   test('creates a missing data dir', () => {
     const deep = path.join(dir, 'data', 'nested', 'state.db');
-    openClientState({ path: deep }).close();
+    openClientState({ path: deep }).dispose();
     expect(fs.existsSync(deep)).toBe(true);
   });
 
@@ -289,7 +289,7 @@ describe('ClientStateDB on disk', () => {
       expect(err.code).toBe('ErrTimeout');
       expect(err.message).toContain(dir);
     } finally {
-      a.close();
+      a.dispose();
     }
   });
 
@@ -305,7 +305,7 @@ describe('ClientStateDB on disk', () => {
   test('a truncated store is refused with an error naming it, and left untouched', () => {
     const a = openClientState({ path: file });
     for (let i = 0; i < 300; i++) a.putAllocation(`alloc-${i}`, { id: i, pad: 'x'.repeat(500) });
-    a.close();
+    a.dispose();
     fs.truncateSync(file, Math.floor(fs.statSync(file).size / 2));
     const before = digest(file);
     const err = thrown(() => openClientState({ path: file }));
@@ -317,7 +317,7 @@ describe('ClientStateDB on disk', () => {
   test('a garbled store is refused with an error naming it, and left untouched', () => {
     const a = openClientState({ path: file });
     for (let i = 0; i < 300; i++) a.putAllocation(`alloc-${i}`, { id: i, pad: 'x'.repeat(500) });
-    a.close();
+    a.dispose();
     const fd = fs.openSync(file, 'r+');
     fs.writeSync(fd, Buffer.alloc(4096 * 4, 0xa5), 0, 4096 * 4, 4096 * 3);
     fs.closeSync(fd);

@@ -27,7 +27,7 @@ export interface ClientStateOptions {
    * store keeps in it is 0600.
    */
   path?: string;
-  /** Keep the state in memory instead (nothing survives close). */
+  /** Keep the state in memory instead (nothing survives dispose). */
   memory?: boolean;
   /** How long to wait for another holder of the file, in ms (default 0: fail at once). */
   timeout?: number;
@@ -345,12 +345,8 @@ export class BoltClientStateDB implements ClientStateDB {
     });
   }
 
-  close(): void {
-    this.db.close();
-  }
-
   dispose(): void {
-    this.close();
+    this.db.close();
   }
 
   private allocBucket(tx: Tx, allocId: string): Bucket {

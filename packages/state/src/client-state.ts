@@ -15,5 +15,6 @@ export interface ClientStateDB extends RegistryStateStore, AllocStateStore, Volu
   /** The file behind the store, or undefined for the in-memory one. */
   readonly path: string | undefined;
 
-  close(): void;
+  /** Commits what batches wait for and releases the file (Disposable). Idempotent. */
+  dispose(): void;
 }

@@ -4,7 +4,7 @@
 import { Clock, Disposable, Logger, RealClock } from '@csiplug/core';
 import { BatchCall, Batcher } from './batcher';
 import { BucketDirectory } from './bucket-directory';
-import { ErrDatabaseNotOpen, ErrDatabaseReadOnly, ErrTxAsync, ErrTxNested, StateError } from './errors';
+import { ErrBackupUnsupported, ErrDatabaseNotOpen, ErrDatabaseReadOnly, ErrTxAsync, ErrTxNested, ErrTxOpen } from './errors';
 import { MemoryStore } from './memory-store';
 import { SqliteStore } from './sqlite-store';
 import { Store } from './store';
@@ -191,15 +191,19 @@ export class DB implements Disposable {
   backup(dest: string): void {
     const store = this.store;
     if (!store) throw new ErrDatabaseNotOpen();
-    if (this.txOpen) throw new StateError('EBUSY', `cannot back up ${store.path} from inside a transaction`);
-    if (!store.backup) throw new StateError('ENOTSUP', `${store.path}: an in-memory DB has no file to back up`);
+    if (this.txOpen) throw new ErrTxOpen('back up', store.path);
+    if (!store.backup) throw new ErrBackupUnsupported(store.path);
     store.backup(dest);
   }
 
-  /** Commits what batch callers are waiting for, then releases the file. Closing twice is harmless. */
+  /**
+   * Commits what batch callers are waiting for, then releases the file.
+   * Closing twice is harmless. `close` mirrors bbolt's DB.Close (this class
+   * keeps bbolt's API); `dispose()`, the codebase's teardown verb, is the same.
+   */
   close(): void {
     if (!this.store) return;
-    if (this.txOpen) throw new StateError('EBUSY', `cannot close ${this.store.path} from inside a transaction`);
+    if (this.txOpen) throw new ErrTxOpen('close', this.store.path);
     this.batcher.flush();
     const store = this.store;
     this.store = undefined;

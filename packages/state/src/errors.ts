@@ -1,6 +1,10 @@
 // The errors of @csiplug/state. Each class carries bbolt's name as its
 // stable `code` (ErrBucketNotFound, ErrTxClosed, …) so callers can switch on
-// the same names bbolt users know.
+// the same names bbolt users know. A missing file, a DB busy with a
+// transaction and a backup of a memory DB (ErrDatabaseNotFound, ErrTxOpen,
+// ErrBackupUnsupported) carry ESTATE_ codes after core's convention, never
+// an errno such as EBUSY or ENOENT, which isTransientFsError would take for
+// a fault of the agent's own process.
 import { CsiplugError, errorMessage } from '@csiplug/core';
 
 /** Base of every error this package throws on purpose. */
@@ -69,6 +73,27 @@ export class ErrDatabaseNotOpen extends StateError {
 export class ErrDatabaseReadOnly extends StateError {
   constructor(path?: string) {
     super('ErrDatabaseReadOnly', `database is in read-only mode${path ? `: ${path}` : ''}; open it without readOnly to write`);
+  }
+}
+
+/** A read-only open of a file that does not exist (a read-only open never creates one). */
+export class ErrDatabaseNotFound extends StateError {
+  constructor(path: string) {
+    super('ESTATE_NOT_FOUND', `cannot open ${path} read-only: the file does not exist (a read-only open never creates it)`);
+  }
+}
+
+/** close() or backup() called from inside a transaction's callback, which still holds the DB. */
+export class ErrTxOpen extends StateError {
+  constructor(action: 'close' | 'back up', path: string) {
+    super('ESTATE_BUSY', `cannot ${action} ${path} from inside a transaction; call it after the transaction's callback returns`);
+  }
+}
+
+/** backup() of a DB that has no file (an in-memory one). */
+export class ErrBackupUnsupported extends StateError {
+  constructor(path: string) {
+    super('ESTATE_UNSUPPORTED', `${path}: an in-memory DB has no file to back up`);
   }
 }
 

@@ -89,7 +89,7 @@ describe('state file modes', () => {
       expect(modesIn(dir)).toEqual(['state.db 0600', 'state.db-wal 0600', 'state.db.backup 0600']);
       expect(logger.find('tightened the mode')).toEqual([]);
     } finally {
-      state.close();
+      state.dispose();
     }
     // The backup is a sound store of its own.
     const backup = DB.open(backupPathFor(file), { readOnly: true });
@@ -100,7 +100,7 @@ describe('state file modes', () => {
   test('a store an older release left readable is tightened on open: chmod only, one log line per file', () => {
     const first = openClientState({ path: file });
     first.putAllocation('a1', { id: 'a1', secret: 's3cret' });
-    first.close();
+    first.dispose();
     const backup = backupPathFor(file);
     fs.copyFileSync(file, backup);
     fs.writeFileSync(backupTempPath(backup), 'half a backup');
@@ -123,12 +123,12 @@ describe('state file modes', () => {
         { path: backupTempPath(backup), from: '0640', to: '0600' },
       ]);
     } finally {
-      state.close();
+      state.dispose();
     }
 
     // Nothing left to do on the next open: no more lines.
     const quiet = new MemoryLogger();
-    openClientState({ path: file, logger: quiet }).close();
+    openClientState({ path: file, logger: quiet }).dispose();
     expect(quiet.find('tightened the mode')).toEqual([]);
   });
 
@@ -150,7 +150,7 @@ describe('state file modes', () => {
       fs.symlinkSync(outside, `${file}-shm`);
 
       const logger = new MemoryLogger();
-      openClientState({ path: file, logger }).close();
+      openClientState({ path: file, logger }).dispose();
       expect(modeOf(outside)).toBe(0o644);
       expect(fs.lstatSync(backupPathFor(file)).isSymbolicLink()).toBe(true);
       expect(logger.find('tightened the mode')).toEqual([]);

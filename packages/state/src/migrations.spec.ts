@@ -1,7 +1,8 @@
 // The migration machinery on real files: a synthetic pre-versioned (v0)
 // store is backed up and migrated in one transaction; newer or unknown
 // versions are refused; a failing step leaves the store as it was.
-import { FakeClock, MemoryLogger } from '@csiplug/core';
+import { MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -79,7 +80,7 @@ describe('client state migrations', () => {
       expect(logger.find('backed up before migration')).toHaveLength(1);
       expect(logger.find('client state migrated')).toHaveLength(1);
     } finally {
-      state.close();
+      state.dispose();
     }
     // The backup holds the store exactly as it was before.
     const backup = backupPathFor(file);
@@ -97,13 +98,13 @@ describe('client state migrations', () => {
   });
 
   test('a store at the current version opens without a backup', () => {
-    openClientState({ path: file }).close();
-    openClientState({ path: file }).close();
+    openClientState({ path: file }).dispose();
+    openClientState({ path: file }).dispose();
     expect(fs.existsSync(backupPathFor(file))).toBe(false);
   });
 
   test('a newer schema version is refused, and the file left alone', () => {
-    openClientState({ path: file }).close();
+    openClientState({ path: file }).dispose();
     setVersion(file, 2);
     const before = digest(file);
     const err = thrown(() => openClientState({ path: file }));
@@ -115,7 +116,7 @@ describe('client state migrations', () => {
   });
 
   test.each([['"abc"'], [-1], [1.5], ['not json']])('an unknown schema version %p is refused', (v) => {
-    openClientState({ path: file }).close();
+    openClientState({ path: file }).dispose();
     setVersion(file, v);
     const err = thrown(() => openClientState({ path: file }));
     expect(err.code).toBe('ErrSchemaVersion');
@@ -151,7 +152,7 @@ describe('client state migrations', () => {
   });
 
   test('several steps run in order to reach a later version', () => {
-    openClientState({ path: file }).close();
+    openClientState({ path: file }).dispose();
     const ran: number[] = [];
     const steps: Migration[] = [
       ...CLIENT_STATE_MIGRATIONS,
@@ -162,7 +163,7 @@ describe('client state migrations', () => {
     expect(state.schemaVersion).toBe(3);
     expect(ran).toEqual([1, 2]);
     expect(state.raw.view((tx) => tx.bucket('x')!.get('k')!.toString())).toBe('true');
-    state.close();
+    state.dispose();
     expect(readVersion(file)).toBe(3);
   });
 

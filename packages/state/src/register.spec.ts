@@ -1,10 +1,10 @@
-import 'reflect-metadata';
-import { FakeClock, IClock, ILogger, MemoryLogger, ValidationError } from '@csiplug/core';
+import { IClock, ILogger, MemoryLogger, ValidationError } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import * as fs from 'fs';
 import * as path from 'path';
 import { container as root } from 'tsyringe';
 import type { ClientStateDB } from './client-state';
-import { registerState } from './register';
+import { registerState, stateModule } from './register';
 import { IAllocStateStore, IClientStateDB, IRegistryStateStore, IVolumeStateStore } from './tokens';
 import { tempDir } from '../test/support/backends';
 
@@ -17,7 +17,7 @@ describe('registerState', () => {
     expect(c.resolve<ClientStateDB>(IClientStateDB)).toBe(state);
     state.putVolume('v', { id: 'v' });
     expect(state.getVolume('v')).toEqual({ id: 'v' });
-    state.close();
+    state.dispose();
   });
 
   test('binds the SQLite store at <dataDir>/state.db with the container clock and logger', () => {
@@ -31,7 +31,7 @@ describe('registerState', () => {
       const state = c.resolve<ClientStateDB>(IClientStateDB);
       expect(state.path).toBe(path.join(dir, 'state.db'));
       expect(fs.existsSync(path.join(dir, 'state.db'))).toBe(true);
-      state.close();
+      state.dispose();
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -46,7 +46,7 @@ describe('registerState', () => {
       expect(c.resolve(IAllocStateStore)).toBe(state);
       expect(c.resolve(IVolumeStateStore)).toBe(state);
     } finally {
-      state.close();
+      state.dispose();
     }
   });
 
@@ -67,5 +67,27 @@ describe('registerState', () => {
     const c = root.createChildContainer();
     expect(() => registerState(c, { backend: 'bolt' as never })).toThrow(ValidationError);
     expect(() => registerState(c, { backend: 'sqlite' })).toThrow(/needs a data dir/);
+  });
+});
+
+describe('stateModule', () => {
+  test('registering opens nothing; start opens the state file; stop disposes it', async () => {
+    const dir = tempDir();
+    try {
+      const c = root.createChildContainer();
+      c.register(ILogger, { useValue: new MemoryLogger() });
+      stateModule.register(c, { backend: 'sqlite', dataDir: dir });
+      expect(fs.existsSync(path.join(dir, 'state.db'))).toBe(false);
+      await stateModule.start!(c);
+      expect(fs.existsSync(path.join(dir, 'state.db'))).toBe(true);
+      const state = c.resolve<ClientStateDB>(IClientStateDB);
+      state.putVolume('v', { id: 'v' });
+      await stateModule.stop!(c);
+      expect(() => state.getVolume('v')).toThrow(expect.objectContaining({ code: 'ErrDatabaseNotOpen' }));
+      // Stopping again is harmless.
+      await stateModule.stop!(c);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

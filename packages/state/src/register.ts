@@ -2,11 +2,14 @@
 // or the in-memory twin, as the agent's `state { backend = … }` says; and
 // the narrow tokens (IRegistryStateStore, IAllocStateStore,
 // IVolumeStateStore) to whatever IClientStateDB resolves to, a deployment's
-// own binding included.
+// own binding included. stateModule is the same as a Module: the state is
+// opened when the module starts (the agent locks the data dir in between)
+// and disposed when it stops.
 import { bindDefault, IClock, ILogger, ValidationError } from '@csiplug/core';
-import type { Clock, Logger } from '@csiplug/core';
+import type { Clock, Logger, Module } from '@csiplug/core';
 import * as path from 'path';
 import type { DependencyContainer } from 'tsyringe';
+import type { ClientStateDB } from './client-state';
 import { openClientState } from './client-state-db';
 import { IAllocStateStore, IClientStateDB, IRegistryStateStore, IVolumeStateStore } from './tokens';
 
@@ -47,3 +50,17 @@ export function registerState(container: DependencyContainer, options: StateOpti
   bindDefault(container, IAllocStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
   bindDefault(container, IVolumeStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
 }
+
+/**
+ * The client state as a module. Registration opens nothing; start opens the
+ * state (after whatever the owner does first, e.g. lock the data dir); stop
+ * disposes it (whatever IClientStateDB resolves to, a deployment's own too).
+ */
+export const stateModule: Module<StateOptions> = {
+  name: 'state',
+  register: (container, config) => registerState(container, config),
+  start: (container) => {
+    container.resolve<ClientStateDB>(IClientStateDB);
+  },
+  stop: (container) => container.resolve<ClientStateDB>(IClientStateDB).dispose(),
+};

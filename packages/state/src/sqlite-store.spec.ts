@@ -5,7 +5,8 @@ import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { DB } from './db';
-import { ErrCorrupt, ErrInvalid, ErrTimeout } from './errors';
+import { isTransientFsError } from '@csiplug/core';
+import { ErrBackupUnsupported, ErrCorrupt, ErrDatabaseNotFound, ErrInvalid, ErrTimeout, ErrTxOpen } from './errors';
 import { tempDir, thrown } from '../test/support/backends';
 
 const b = (s: string) => Buffer.from(s);
@@ -65,8 +66,34 @@ describe('SQLite store', () => {
   });
 
   test('readOnly never creates the file', () => {
-    expect(thrown(() => DB.open(file, { readOnly: true })).code).toBe('ENOENT');
+    const err = thrown(() => DB.open(file, { readOnly: true }));
+    expect(err).toBeInstanceOf(ErrDatabaseNotFound);
+    expect(err.code).toBe('ESTATE_NOT_FOUND');
+    expect(err.message).toContain(file);
+    expect(isTransientFsError(err)).toBe(false);
     expect(fs.existsSync(file)).toBe(false);
+  });
+
+  test('close and backup from inside a transaction are refused with ErrTxOpen (ESTATE_BUSY, not a transient EBUSY); a memory DB has no backup', () => {
+    const db = track(DB.open(file));
+    const dest = path.join(dir, 'copy.db');
+    const inside = db.update(() => [thrown(() => db.backup(dest)), thrown(() => db.close())]);
+    for (const err of inside) {
+      expect(err).toBeInstanceOf(ErrTxOpen);
+      expect(err.code).toBe('ESTATE_BUSY');
+      expect(err.message).toContain(file);
+      expect(isTransientFsError(err)).toBe(false);
+    }
+    expect(inside[0]!.message).toMatch(/^cannot back up .* from inside a transaction/);
+    expect(inside[1]!.message).toMatch(/^cannot close .* from inside a transaction/);
+    db.backup(dest);
+    expect(fs.existsSync(dest)).toBe(true);
+
+    const memory = DB.openMemory();
+    const err = thrown(() => memory.backup(dest));
+    memory.close();
+    expect(err).toBeInstanceOf(ErrBackupUnsupported);
+    expect(err.code).toBe('ESTATE_UNSUPPORTED');
   });
 
   test('readOnly opens read, share the file, and refuse writes with ErrDatabaseReadOnly (TestDB_Open_ReadOnly)', async () => {

@@ -11,7 +11,7 @@ import type { Logger } from '@csiplug/core';
 import Database from 'better-sqlite3';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseReadOnly, ErrInvalid, ErrTimeout, StateError } from './errors';
+import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseNotFound, ErrDatabaseReadOnly, ErrInvalid, ErrTimeout, StateError } from './errors';
 import { createPrivateFile, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { RangeOp, ROOT_BUCKET, Store, StoreEntry } from './store';
 
@@ -129,7 +129,7 @@ export class SqliteStore implements Store {
     const readOnly = options.readOnly ?? false;
     const timeout = Math.max(0, options.timeout ?? 0);
     if (readOnly && !fs.existsSync(full)) {
-      throw new StateError('ENOENT', `cannot open ${full} read-only: the file does not exist (a read-only open never creates it)`);
+      throw new ErrDatabaseNotFound(full);
     }
     // The wait is on a file lock held by another connection or process, so it
     // is measured on the wall clock: an injected fake clock could not move

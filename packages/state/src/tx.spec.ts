@@ -1,5 +1,5 @@
 // Conformance: bbolt's tx_test.go and db_test.go behaviours, run against both stores.
-import { FakeClock } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { Bucket } from './bucket';
 import { DB } from './db';
 import { Tx } from './tx';

@@ -70,9 +70,9 @@ async function startAgent(dataDir: string, claimer: FakeClaimer): Promise<Agent>
     /** The first half of an agent restart: nothing is unmounted, the records and registrations stay in the state file. */
     async stop() {
       reconciler.dispose();
-      await manager.shutdown();
-      registry.shutdown();
-      db.close();
+      await manager.dispose();
+      registry.dispose();
+      db.dispose();
     },
   };
 }

@@ -1,5 +1,6 @@
 // The HTTP API over a real server on 127.0.0.1:0 and an in-memory service.
-import { FakeClock, MemoryLogger, flushMicrotasks } from '@csiplug/core';
+import { MemoryLogger } from '@csiplug/core';
+import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
 import { ApiClient } from './api-client';
 import { ApiError } from './api-error';
@@ -29,7 +30,7 @@ describe('HttpApi', () => {
   });
 
   afterEach(async () => {
-    await api.close();
+    await api.dispose();
   });
 
   describe('server', () => {
@@ -38,14 +39,14 @@ describe('HttpApi', () => {
       expect(api.url).toBe(url);
     });
 
-    it('close is idempotent and a closed server refuses to listen again', async () => {
-      await api.close();
-      await api.close();
+    it('dispose is idempotent and a disposed server refuses to listen again', async () => {
+      await api.dispose();
+      await api.dispose();
       await expect(api.listen()).rejects.toThrow(/already listening \(or was closed\)/);
       await expect(client.health()).rejects.toMatchObject({ status: 0, code: 'ECONNECT' });
     });
 
-    it('close lets an in-flight request finish, then resolves', async () => {
+    it('dispose lets an in-flight request finish, then resolves', async () => {
       await client.runJob(jobDoc() as any);
       let release!: () => void;
       const gate = new Promise<void>((r) => (release = r));
@@ -57,7 +58,7 @@ describe('HttpApi', () => {
       const stopping = client.stopJob('web');
       await until(() => fake.calls.length === 1 && (api as unknown as { inflight: number }).inflight === 1, 'the request to arrive');
       let closed = false;
-      const closing = api.close().then(() => (closed = true));
+      const closing = api.dispose().then(() => (closed = true));
       await flushMicrotasks();
       expect(closed).toBe(false);
       release();
@@ -74,7 +75,7 @@ describe('HttpApi', () => {
       const port = Number(new URL(url).port);
       const other = new HttpApi(fake, { bindAddr: '127.0.0.1', port, logger: new MemoryLogger() });
       await expect(other.listen()).rejects.toMatchObject({ code: 'ELISTEN' });
-      await other.close();
+      await other.dispose();
     });
   });
 
@@ -197,7 +198,7 @@ describe('HttpApi', () => {
       small = await startApi(fake, { maxBodyBytes: 2048 });
     });
     afterEach(async () => {
-      await small.api.close();
+      await small.api.dispose();
     });
 
     const big = () => JSON.stringify(jobDoc('big', 1, { meta: 'x'.repeat(300_000) }));
@@ -442,7 +443,7 @@ describe('HttpApi', () => {
       secured = await startApi(fake, { aclToken: 's3cret' });
     });
     afterEach(async () => {
-      await secured.api.close();
+      await secured.api.dispose();
     });
 
     it('answers 403 without a token, on every path', async () => {
@@ -523,7 +524,7 @@ describe('HttpApi', () => {
         await until(() => fake.eventSubscribers === 0, 'the subscription to go');
         expect(clock.pendingTimers).toBe(0);
       } finally {
-        await hb.api.close();
+        await hb.api.dispose();
       }
     });
 
@@ -537,7 +538,7 @@ describe('HttpApi', () => {
       const events = client.events();
       const next = events.next();
       await until(() => fake.eventSubscribers === 1, 'the stream to open');
-      await api.close();
+      await api.dispose();
       expect(await next).toEqual({ done: true, value: undefined });
       expect(fake.eventSubscribers).toBe(0);
       await flushMicrotasks();

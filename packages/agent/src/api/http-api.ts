@@ -30,7 +30,7 @@
 //
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
-import { Clock, CsiplugError, Disposable, Logger, RealClock, ValidationError, errorMessage } from '@csiplug/core';
+import { Clock, CsiplugError, Logger, RealClock, ValidationError, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import { createHash, timingSafeEqual } from 'crypto';
 import * as fs from 'fs';
 import * as http from 'http';
@@ -76,7 +76,7 @@ export interface HttpApiOptions {
   clock?: Clock;
   /** Default 10 s. */
   eventHeartbeatMs?: number;
-  /** How long close() lets requests in progress finish before cutting them. Default 10 s. */
+  /** How long dispose() lets requests in progress finish before cutting them. Default 10 s. */
   closeGraceMs?: number;
 }
 
@@ -107,7 +107,7 @@ const JSON_HEADERS = {
   'X-Content-Type-Options': 'nosniff',
 };
 
-export class HttpApi implements Disposable {
+export class HttpApi implements AsyncDisposable {
   private readonly router = new Router<Handler>();
   private readonly streams = new Set<EventStream>();
   private readonly tokenDigest: Buffer | undefined;
@@ -210,15 +210,11 @@ export class HttpApi implements Disposable {
    * Stops listening, ends every event stream and idle connection, lets
    * requests in progress finish for up to closeGraceMs, then cuts what is
    * left; resolves once the listening socket is closed. Never hangs on a
-   * client.
+   * client. Idempotent: later calls return the same promise.
    */
-  close(): Promise<void> {
+  dispose(): Promise<void> {
     this.closing ??= this.doClose();
     return this.closing;
-  }
-
-  dispose(): void {
-    this.close().catch((err: unknown) => this.logger.error('closing the HTTP API failed', { err }));
   }
 
   private async doClose(): Promise<void> {

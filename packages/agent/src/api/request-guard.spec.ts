@@ -1,7 +1,8 @@
 // The API's front door, tried as an attacker on the same machine would:
 // real HTTP requests (and raw bytes on a socket where a client library
 // would not send them) against a real server on 127.0.0.1.
-import { FakeClock, MemoryLogger } from '@csiplug/core';
+import { MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as https from 'https';
@@ -46,7 +47,7 @@ describe('the request guard', () => {
   });
 
   afterEach(async () => {
-    await api.close();
+    await api.dispose();
   });
 
   const job = JSON.stringify({ Job: jobDoc('evil') });
@@ -163,7 +164,7 @@ describe('the request guard', () => {
         expect(noToken.json.error).toMatch(/requires an ACL token/);
         expect(fake.jobs.size).toBe(0);
       } finally {
-        await secured.api.close();
+        await secured.api.dispose();
       }
     });
   });
@@ -250,7 +251,7 @@ describe('connection limits', () => {
       sockets.splice(0);
       expect((await raw(url, 'GET', '/v1/jobs')).status).toBe(200);
     } finally {
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -271,7 +272,7 @@ describe('connection limits', () => {
       await closed;
       expect(api.connections).toBe(0);
     } finally {
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -290,7 +291,7 @@ describe('connection limits', () => {
       await closed;
       expect(fake.jobs.size).toBe(0);
     } finally {
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -310,7 +311,7 @@ describe('connection limits', () => {
         await until(() => streams.size === 0);
       }
     } finally {
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -331,7 +332,7 @@ describe('connection limits', () => {
       await new Promise<void>((resolve) => b.once('connect', () => resolve()));
       b.write(`GET /v1/event/stream HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
       await until(() => text.includes('200 OK') && (api as unknown as { inflight: number }).inflight === 1);
-      const closing = api.close();
+      const closing = api.dispose();
       await until(() => text.includes('0\r\n\r\n')); // the stream ended (last chunk)
       b.write(`DELETE /v1/job/web HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
       await until(() => text.includes('ESHUTDOWN') || b.destroyed);
@@ -342,7 +343,7 @@ describe('connection limits', () => {
       expect(fake.calls.filter((c) => c.startsWith('stopJob'))).toEqual([]);
     } finally {
       release?.();
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -354,16 +355,16 @@ describe('connection limits', () => {
       await until(() => api.connections === 2);
       expect(statusOf(await rawSocket(port, `GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`))).toBe(503);
     } finally {
-      await api.close();
+      await api.dispose();
     }
   });
 
-  it('close() does not wait for idle connections or a stuck client', async () => {
+  it('dispose() does not wait for idle connections or a stuck client', async () => {
     const { api, url } = await startApi(fake, { clock, closeGraceMs: 1_000 });
     const port = Number(new URL(url).port);
     await idle(port, 5);
     await until(() => api.connections === 5);
-    await api.close();
+    await api.dispose();
     await until(() => api.connections === 0);
   });
 });
@@ -376,7 +377,7 @@ describe('who may listen where', () => {
     for (const options of [{}, { aclToken: 't' }]) {
       const api = new HttpApi(fake, { bindAddr: '0.0.0.0', port: 0, logger, ...options });
       await expect(api.listen()).rejects.toMatchObject({ code: 'EINSECURE' });
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -387,7 +388,7 @@ describe('who may listen where', () => {
       await api.listen();
       expect(logger.records.some((e) => e.level === 'warn' && /INSECURE/.test(e.msg))).toBe(true);
     } finally {
-      await api.close();
+      await api.dispose();
     }
   });
 
@@ -423,7 +424,7 @@ describe('who may listen where', () => {
         // Plain HTTP on the TLS port gets nothing it can use.
         expect(statusOf(await rawSocket(Number(new URL(api.url!).port), 'GET /v1/agent/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'))).toBe(0);
       } finally {
-        await api.close();
+        await api.dispose();
       }
     });
 

@@ -63,7 +63,7 @@ describe('csiplug CLI', () => {
   });
 
   afterEach(async () => {
-    await api.close();
+    await api.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -201,7 +201,7 @@ describe('csiplug CLI', () => {
         expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
         expect((await cli(['plugin', 'status', '--token', 'tok'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'bad' } })).code).toBe(0);
       } finally {
-        await secured.close();
+        await secured.dispose();
       }
     });
   });

@@ -94,7 +94,7 @@ export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: A
     await api.listen();
     return { agent, api, address: api.url! };
   } catch (err) {
-    await agent.shutdown({ stopTasks: false });
+    await agent.dispose({ stopTasks: false });
     throw err;
   }
 }
@@ -121,8 +121,8 @@ export async function runAgentCommand(options: AgentCommandOptions, io: CommandI
   let timer: NodeJS.Timeout | undefined;
   const again = nextSignal(signals);
   const stopping = (async () => {
-    await api.close().catch((err: unknown) => io.stderr.write(`==> closing the HTTP API failed: ${errorMessage(err)}\n`));
-    await agent.shutdown();
+    await api.dispose().catch((err: unknown) => io.stderr.write(`==> closing the HTTP API failed: ${errorMessage(err)}\n`));
+    await agent.dispose();
     return 'done' as const;
   })();
   const outcome = await Promise.race([

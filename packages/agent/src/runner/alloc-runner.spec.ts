@@ -1,5 +1,6 @@
 import type { VolumeMountRecord } from '@csiplug/volumes';
-import { FakeClock, MemoryLogger, ShutdownError } from '@csiplug/core';
+import { MemoryLogger, ShutdownError } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { FakeDriver } from '@csiplug/driver/testing';
 import type { AllocHook, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
 import { ClientStateDB, openClientState } from '@csiplug/state';
@@ -91,7 +92,7 @@ describe('AllocRunner', () => {
     volumeRecords = [];
   });
   afterEach(() => {
-    state.close();
+    state.dispose();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 

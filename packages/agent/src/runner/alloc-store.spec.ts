@@ -24,7 +24,7 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
     store = new StateAllocStore(state);
   });
   afterEach(() => {
-    state.close();
+    state.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -95,7 +95,7 @@ describe('registerAllocStore', () => {
       store.putAllocation({ alloc: alloc('a1'), volumes: {} });
       expect(state.getAllocation('a1')).toEqual({ alloc: alloc('a1'), volumes: {} });
     } finally {
-      state.close();
+      state.dispose();
     }
   });
 

@@ -1,4 +1,5 @@
-import { FakeClock, MemoryLogger } from '@csiplug/core';
+import { MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import { TaskAlreadyRunningError, TransientProbeError, type RecoverResult, type TaskHandle } from '@csiplug/driver';
 import { FakeDriver } from '@csiplug/driver/testing';
 import type { TaskEvent, TaskHook } from '@csiplug/hooks';
@@ -48,7 +49,7 @@ describe('TaskRunner', () => {
     events = [];
     logger = new MemoryLogger();
   });
-  afterEach(() => state.close());
+  afterEach(() => state.dispose());
 
   it('runs hooks around the process, interpolates config and env, and saves its handle and state', async () => {
     const order: string[] = [];

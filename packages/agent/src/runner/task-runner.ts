@@ -144,9 +144,9 @@ export class TaskRunner {
     this.detachController.abort(new ShutdownError('the agent is shutting down'));
     for (const hook of this.hooks) {
       try {
-        hook.shutdown?.();
+        hook.detach?.();
       } catch (err) {
-        this.log.warn('hook shutdown failed', { hook: hook.name, error: err });
+        this.log.warn('hook detach failed', { hook: hook.name, error: err });
       }
     }
   }

@@ -5,7 +5,8 @@
 // makes the async calls wait, for tests of a slow agent. An unknown job or
 // alloc fails with the real agent's NotFoundError (ENOT_FOUND), so a test
 // against the fake sees what a client of the agent sees.
-import { Clock, CsiplugError, Emitter, Event, FakeClock, ValidationError, toDisposable } from '@csiplug/core';
+import { Clock, CsiplugError, Emitter, Event, ValidationError, toDisposable } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
 import type { MountedVolume } from '@csiplug/hooks';
 import { createHash } from 'crypto';
 import { NotFoundError } from '../agent';

@@ -1,7 +1,7 @@
 // FakeClock: a Clock that stands still until a test moves it, for tests of
 // anything that takes time from the injected Clock (rule: tests never sleep
 // to wait for a timer). Part of @csiplug/core/testing, not of the runtime.
-import type { Clock } from '../clock';
+import type { Clock } from '../tokens';
 import { Disposable, toDisposable } from '../disposable';
 import { sleepOn } from '../wait';
 

@@ -45,6 +45,8 @@ export class FakePluginBehaviour {
    * CreateVolume.
    */
   volumes: Set<string> | 'any' = 'any';
+  /** ControllerPublishVolume's publish_context; unset, the answer has none. */
+  publishContext: Record<string, string> | undefined;
   /** method → error thrown by every call (until deleted). */
   readonly failures = new Map<string, Error>();
   /** method → errors thrown by the next calls, one each. */
@@ -226,7 +228,10 @@ export class FakeCSIClient implements CSIClient {
     });
   }
   controllerPublishVolume(r: T.ControllerPublishVolumeRequest, o?: CSICallOptions) {
-    return this.call<T.ControllerPublishVolumeResponse>('ControllerPublishVolume', r, o);
+    return this.call<T.ControllerPublishVolumeResponse>('ControllerPublishVolume', r, o, () => {
+      const context = this.behaviour.publishContext;
+      return (context === undefined ? {} : { publishContext: { ...context } }) as T.ControllerPublishVolumeResponse;
+    });
   }
   controllerUnpublishVolume(r: T.ControllerUnpublishVolumeRequest, o?: CSICallOptions) {
     return this.call<T.ControllerUnpublishVolumeResponse>('ControllerUnpublishVolume', r, o);

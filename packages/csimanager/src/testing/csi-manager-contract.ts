@@ -1,6 +1,6 @@
 /// <reference types="jest" />
 // The plugin-wait part of the CSIManager contract (waitForPlugin,
-// pluginInfo, plugins, onDidChangeHealth, shutdown), as jest tests: run
+// pluginInfo, plugins, onDidChangeHealth, dispose), as jest tests: run
 // against FakeCSIManager and against DefaultCSIManager over the real plugin
 // registry (packages/csimanager/test/csi-manager-contract.test.ts), so the
 // tests of the csi hook and the volume catalog wait the way the agent does.
@@ -132,10 +132,20 @@ export function describeCSIManagerPluginWaitContract(name: string, make: () => P
       await expect(s.manager.waitForPlugin('csi-node', 'hp', 'prerun', { signal: gone.signal })).rejects.toBeInstanceOf(AbortError);
     });
 
-    it('after shutdown, waits reject with ShutdownError; shutdown is idempotent', async () => {
+    it('a wait still pending when the manager is disposed rejects with ShutdownError, though the plugin never came', async () => {
+      const waiting = track(s.manager.waitForPlugin('csi-node', 'hp', 'restore'));
+      await s.settle();
+      expect(waiting.state).toBe('pending');
+      await s.manager.dispose();
+      await s.settle();
+      expect(waiting.state).toBe('rejected');
+      expect(waiting.error).toBeInstanceOf(ShutdownError);
+    });
+
+    it('after dispose, waits reject with ShutdownError; dispose is idempotent', async () => {
       await s.bringUp('csi-node', 'hp');
-      await s.manager.shutdown();
-      await s.manager.shutdown();
+      await s.manager.dispose();
+      await s.manager.dispose();
       await expect(s.manager.waitForPlugin('csi-node', 'hp', 'prerun')).rejects.toBeInstanceOf(ShutdownError);
       await expect(s.manager.start()).rejects.toBeInstanceOf(ShutdownError);
     });

@@ -221,16 +221,12 @@ export class FakeCSIManager implements CSIManager {
     return this.managerOf(pluginName);
   }
 
-  async shutdown(): Promise<void> {
+  async dispose(): Promise<void> {
     if (this.shut) return;
     this.shut = true;
     for (const w of [...this.waiters]) w.fail(new ShutdownError('the CSI manager shut down while waiting for a plugin'));
     this.health.dispose();
     this.nodeEvents.dispose();
-  }
-
-  dispose(): void {
-    void this.shutdown();
   }
 
   private managerOf(name: string): FakeVolumeManager {

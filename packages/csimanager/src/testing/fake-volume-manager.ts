@@ -8,7 +8,7 @@
 // node (`changes`), and can make the plugin stop staging, make a step fail
 // (before or after it did its work, for a call that mounted and then
 // errored), or make a step hang until its signal aborts or the test lets it go.
-import { ValidationError, abortReason } from '@csiplug/core';
+import { ValidationError, abortReason, settleOnce } from '@csiplug/core';
 import { PluginInstanceNotFoundError, VolumeOperationError } from '../errors';
 import type { MountTable } from '../mount-table';
 import { type UsageOptions, usageToFS } from '../usage';
@@ -186,15 +186,8 @@ export class FakeVolumeManager implements VolumeManager {
       );
     }
     injection.reached();
-    await new Promise<void>((resolve, reject) => {
-      const onAbort = () => reject(abortReason(signal!));
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      void injection.released.then(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      });
-    });
+    // Until the test releases it, or the signal aborts (with its reason).
+    await settleOnce<void>((wait) => void injection.released.then(() => wait.resolve()), { signal });
     // A plugin that went down while the call hung fails it.
     this.assertUp();
   }

@@ -1,33 +1,15 @@
 // The volume catalog over the real in-memory client state and the real
-// plugin registry, with a fake CSI manager (plugin infos set by hand), a
-// fake controller client (calls recorded, answers scripted) and a scripted
-// spec check in place of the agent's (whose rules the agent tests with its
-// checkVolumeSpec).
-import {
-  DefaultTimeoutPolicy,
-  Disposable,
-  Emitter,
-  FakeClock,
-  MemoryLogger,
-  ValidationError,
-  abortReason,
-  bind,
-  registerCore,
-
-} from '@csiplug/core';
-import {
-  CSIClient,
-  CSIError,
-  ControllerCapabilities,
-  ControllerPublishVolumeRequest,
-  ControllerUnpublishVolumeRequest,
-  CreateVolumeRequest,
-  DeleteVolumeRequest,
-  GrpcStatus,
-  NodeCapabilities,
-  PluginCapabilities,
-} from '@csiplug/csi';
-import { CSIManager, CSIPluginWaitTimeoutError, ICSIManager, NodeEvent, PluginHealthChange, PluginInfo, VolumeManager } from '@csiplug/csimanager';
+// plugin registry, with the shared fakes of what it talks to: the CSI
+// manager's (FakeCSIManager: plugin infos set by hand, waits recorded) and
+// the plugin's controller client (FakeCSIClient: calls recorded, answers
+// scripted), and a scripted spec check in place of the agent's (whose rules
+// the agent tests with its checkVolumeSpec).
+import { DefaultTimeoutPolicy, Disposable, MemoryLogger, ValidationError, bind, registerCore } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
+import { GrpcStatus } from '@csiplug/csi';
+import { FakeCSIClientFactory, csiError } from '@csiplug/csi/testing';
+import { ICSIManager, PluginInfo } from '@csiplug/csimanager';
+import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
 import { DynamicPluginRegistry, IPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
 import { ClientStateDB, IClientStateDB, openClientState } from '@csiplug/state';
 import { container as rootContainer } from 'tsyringe';
@@ -43,202 +25,40 @@ const PLUGIN = 'hp';
 
 // ---- fakes ---------------------------------------------------------------------
 
-const NO_PLUGIN_CAPS: PluginCapabilities = { controllerService: false, accessibilityConstraints: false, groupControllerService: false, onlineExpansion: false, offlineExpansion: false };
-const NO_NODE_CAPS: NodeCapabilities = { stageUnstageVolume: true, getVolumeStats: false, expandVolume: false, volumeCondition: false, singleNodeMultiWriter: false, volumeMountGroup: false };
-const NO_CONTROLLER_CAPS: ControllerCapabilities = {
-  createDeleteVolume: false,
-  publishUnpublishVolume: false,
-  listVolumes: false,
-  getCapacity: false,
-  createDeleteSnapshot: false,
-  listSnapshots: false,
-  cloneVolume: false,
-  publishReadonly: false,
-  expandVolume: false,
-  listVolumesPublishedNodes: false,
-  volumeCondition: false,
-  getVolume: false,
-  singleNodeMultiWriter: false,
-  modifyVolume: false,
-};
+/** Where plugin "hp" listens: its registrations' socket, and so the socket of every controller client the registry dispenses. */
+const SOCKET = '/fake/csi.sock';
+/** The id FakeCSIClient's CreateVolume gives a volume named "Data volume" (it answers fake-<name>). */
+const CREATED_ID = 'fake-Data volume';
 
-function baseInfo(type: string, healthy: boolean): Omit<PluginInfo, 'node' | 'controller'> {
-  return {
-    type,
-    name: PLUGIN,
-    allocId: 'plugin-alloc',
-    socketPath: '/fake/csi.sock',
-    version: '1.0.0',
-    deployment: 'monolith',
-    healthy,
-    fingerprinted: true,
-    description: healthy ? 'healthy' : 'probe failed',
-    updateTime: 0,
-  };
+/** Fields both instances of plugin "hp" share: its alloc, its socket, and a health verdict. */
+function instanceOf(healthy: boolean): Partial<PluginInfo> {
+  return { allocId: 'plugin-alloc', socketPath: SOCKET, healthy, description: healthy ? 'healthy' : 'probe failed' };
 }
 
+/** The node instance of "hp" as the CSI manager reports it: a controller advertised unless told otherwise. */
 function nodeInfo(opts: { healthy?: boolean; controllerService?: boolean; nodeId?: string } = {}): PluginInfo {
-  return {
-    ...baseInfo('csi-node', opts.healthy ?? true),
-    pluginCapabilities: { ...NO_PLUGIN_CAPS, controllerService: opts.controllerService ?? true },
-    node: {
-      nodeId: opts.nodeId ?? 'storage-node-1',
-      maxVolumes: Infinity,
-      requiresStaging: true,
-      supportsStats: false,
-      supportsExpand: false,
-      supportsCondition: false,
-      capabilities: NO_NODE_CAPS,
-    },
-  };
+  const base = fakePluginInfo('csi-node', PLUGIN);
+  return fakePluginInfo('csi-node', PLUGIN, {
+    ...instanceOf(opts.healthy ?? true),
+    pluginCapabilities: { ...base.pluginCapabilities!, controllerService: opts.controllerService ?? true },
+    node: { ...base.node!, nodeId: opts.nodeId ?? 'storage-node-1' },
+  });
 }
 
+/** The controller instance of "hp": CREATE_DELETE_VOLUME unless told otherwise, PUBLISH_UNPUBLISH_VOLUME only when told. */
 function controllerInfo(opts: { healthy?: boolean; publish?: boolean; createDelete?: boolean } = {}): PluginInfo {
+  const base = fakePluginInfo('csi-controller', PLUGIN);
   const publish = opts.publish ?? false;
   const createDelete = opts.createDelete ?? true;
-  return {
-    ...baseInfo('csi-controller', opts.healthy ?? true),
-    pluginCapabilities: { ...NO_PLUGIN_CAPS, controllerService: true },
+  return fakePluginInfo('csi-controller', PLUGIN, {
+    ...instanceOf(opts.healthy ?? true),
     controller: {
+      ...base.controller!,
       supportsAttachDetach: publish,
       supportsCreateDelete: createDelete,
-      supportsExpand: false,
-      supportsListVolumes: false,
-      supportsGetCapacity: false,
-      supportsSnapshots: false,
-      supportsClone: false,
-      supportsReadOnlyAttach: false,
-      supportsCondition: false,
-      capabilities: { ...NO_CONTROLLER_CAPS, publishUnpublishVolume: publish, createDeleteVolume: createDelete },
+      capabilities: { ...base.controller!.capabilities, publishUnpublishVolume: publish, createDeleteVolume: createDelete },
     },
-  };
-}
-
-/** Plugin infos set by hand; waitForPlugin resolves when one is set, or fails at once when told to. */
-class FakeCSIManager implements CSIManager {
-  private readonly infos = new Map<string, PluginInfo>();
-  private readonly waiters: { type: string; name: string; resolve(info: PluginInfo): void }[] = [];
-  private readonly health = new Emitter<PluginHealthChange>();
-  private readonly nodeEvents = new Emitter<NodeEvent>();
-  readonly onDidChangeHealth = this.health.event;
-  readonly onNodeEvent = this.nodeEvents.event;
-  /** (type) → waits for it fail at once, as after the phase limit. */
-  readonly unavailable = new Set<string>();
-  readonly waits: string[] = [];
-
-  set(info: PluginInfo): void {
-    this.infos.set(`${info.type}/${info.name}`, info);
-    for (const w of [...this.waiters]) {
-      if (w.type === info.type && w.name === info.name) {
-        this.waiters.splice(this.waiters.indexOf(w), 1);
-        w.resolve(info);
-      }
-    }
-  }
-
-  remove(type: string): void {
-    this.infos.delete(`${type}/${PLUGIN}`);
-  }
-
-  get pendingWaits(): number {
-    return this.waiters.length;
-  }
-
-  async start(): Promise<void> {}
-
-  waitForPlugin(type: string, name: string, phase: 'prerun' | 'restore' | 'postrun', options: { signal?: AbortSignal } = {}): Promise<PluginInfo> {
-    this.waits.push(`${type}/${name}/${phase}`);
-    const info = this.infos.get(`${type}/${name}`);
-    if (info) return Promise.resolve(info);
-    if (this.unavailable.has(type)) return Promise.reject(new CSIPluginWaitTimeoutError(type, name, phase, 60_000, 'register'));
-    return new Promise((resolve, reject) => {
-      const waiter = { type, name, resolve };
-      this.waiters.push(waiter);
-      options.signal?.addEventListener('abort', () => {
-        this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        reject(abortReason(options.signal!));
-      });
-    });
-  }
-
-  pluginInfo(type: string, name: string): PluginInfo | undefined {
-    return this.infos.get(`${type}/${name}`);
-  }
-
-  plugins(): PluginInfo[] {
-    return [...this.infos.values()];
-  }
-
-  volumeManager(): VolumeManager {
-    throw new Error('the volume catalog has no business with volume managers');
-  }
-
-  async shutdown(): Promise<void> {}
-
-  dispose(): void {}
-}
-
-type Call =
-  | { rpc: 'CreateVolume'; request: CreateVolumeRequest }
-  | { rpc: 'DeleteVolume'; request: DeleteVolumeRequest }
-  | { rpc: 'ControllerPublishVolume'; request: ControllerPublishVolumeRequest }
-  | { rpc: 'ControllerUnpublishVolume'; request: ControllerUnpublishVolumeRequest };
-
-function csiError(method: string, code: GrpcStatus, details = 'scripted'): CSIError {
-  return new CSIError({ grpcCode: code, method, endpoint: 'unix:///fake/csi.sock', details });
-}
-
-/** The controller side of a plugin: records calls, answers what a test scripted. */
-class FakeController {
-  readonly calls: Call[] = [];
-  opened = 0;
-  closed = 0;
-  /** rpc → the error its next calls throw. */
-  readonly failures = new Map<string, Error>();
-  publishContext: Record<string, string> = { devicePath: '/dev/fake0' };
-  /** When set, ControllerPublishVolume waits for it. */
-  publishGate: Promise<void> | undefined;
-  private nextId = 1;
-
-  client(): CSIClient {
-    this.opened++;
-    const answer = async <T>(call: Call, result: () => T): Promise<T> => {
-      this.calls.push(call);
-      const err = this.failures.get(call.rpc);
-      if (err) throw err;
-      return result();
-    };
-    const fake = {
-      endpoint: 'unix:///fake/csi.sock',
-      createVolume: (request: CreateVolumeRequest) =>
-        answer({ rpc: 'CreateVolume', request }, () => ({
-          volume: {
-            volumeId: `ext-${this.nextId++}`,
-            capacityBytes: String(request.capacityRange?.requiredBytes ?? 0),
-            volumeContext: { fromPlugin: 'yes', shared: 'plugin' },
-            contentSource: null,
-            accessibleTopology: [],
-          },
-        })),
-      deleteVolume: (request: DeleteVolumeRequest) => answer({ rpc: 'DeleteVolume', request }, () => ({})),
-      controllerPublishVolume: async (request: ControllerPublishVolumeRequest) => {
-        if (this.publishGate) await this.publishGate;
-        return answer({ rpc: 'ControllerPublishVolume', request }, () => ({ publishContext: { ...this.publishContext } }));
-      },
-      controllerUnpublishVolume: (request: ControllerUnpublishVolumeRequest) => answer({ rpc: 'ControllerUnpublishVolume', request }, () => ({})),
-      close: () => {
-        this.closed++;
-      },
-      dispose: () => {
-        this.closed++;
-      },
-    };
-    return fake as unknown as CSIClient;
-  }
-
-  of<R extends Call['rpc']>(rpc: R): Extract<Call, { rpc: R }>['request'][] {
-    return this.calls.filter((c) => c.rpc === rpc).map((c) => c.request) as Extract<Call, { rpc: R }>['request'][];
-  }
+  });
 }
 
 /**
@@ -264,19 +84,39 @@ class Harness implements Disposable {
   readonly clock = new FakeClock();
   readonly logger = new MemoryLogger();
   readonly state: ClientStateDB = openClientState({ memory: true });
-  readonly csi = new FakeCSIManager();
-  readonly controller = new FakeController();
+  readonly csi = new FakeCSIManager({ clock: this.clock });
+  /** The catalog has no business with volume managers (the reconciler's): checked when each test ends. */
+  private readonly volumeManagerCalls = jest.spyOn(this.csi, 'volumeManager');
+  /** Makes the controller clients the registry dispenses. */
+  readonly controllers = new FakeCSIClientFactory();
+  /** What plugin "hp"'s controller answers and what it was asked, shared by all its clients. */
+  readonly controller = this.controllers.behaviourOf(SOCKET);
   readonly registry = new DynamicPluginRegistry(
     new StateRegistryStore(this.state),
     this.clock,
     this.logger,
     new DefaultTimeoutPolicy(),
-    new PluginDispenserTable({ 'csi-controller': () => this.controller.client() }),
+    new PluginDispenserTable({ 'csi-controller': (plugin) => this.controllers.createClient(plugin.socketPath) }),
     {},
   );
   readonly specCheck = new SpecCheck();
   readonly events: VolumeCatalogEvent[] = [];
-  catalog: VolumeCatalog = this.build();
+  catalog: VolumeCatalog;
+
+  constructor() {
+    this.controller.publishContext = { devicePath: '/dev/fake0' };
+    this.catalog = this.build();
+  }
+
+  /** The requests of every call of `rpc` the controller got, in order. */
+  requestsOf(rpc: string): Record<string, unknown>[] {
+    return this.controller.callsOf(rpc).map((c) => c.request);
+  }
+
+  /** Controller clients the catalog opened and has not closed. */
+  openControllerClients(): number {
+    return this.controllers.clients.filter((c) => !c.closed).length;
+  }
 
   /** A new catalog over the same state, as after an agent restart. */
   build(): VolumeCatalog {
@@ -294,7 +134,7 @@ class Harness implements Disposable {
   /** A monolith plugin: node and controller registered and fingerprinted. */
   plugin(opts: { publish?: boolean; createDelete?: boolean; healthy?: boolean } = {}): void {
     for (const type of ['csi-node', 'csi-controller']) {
-      this.registry.register({ type, name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock', version: '1.0.0' });
+      this.registry.register({ type, name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET, version: '1.0.0' });
     }
     this.csi.set(nodeInfo({ healthy: opts.healthy }));
     this.csi.set(controllerInfo(opts));
@@ -302,14 +142,15 @@ class Harness implements Disposable {
 
   /** A node-only plugin: no controller at all. */
   nodeOnlyPlugin(): void {
-    this.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock', version: '1.0.0' });
+    this.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET, version: '1.0.0' });
     this.csi.set(nodeInfo({ controllerService: false }));
   }
 
   dispose(): void {
+    expect(this.volumeManagerCalls).not.toHaveBeenCalled();
     this.catalog.dispose();
-    this.registry.shutdown();
-    this.state.close();
+    this.registry.dispose();
+    this.state.dispose();
   }
 }
 
@@ -531,28 +372,28 @@ describe('claims', () => {
 
   test('claims of one volume are granted one at a time', async () => {
     h.plugin({ publish: true });
-    let open!: () => void;
-    h.controller.publishGate = new Promise<void>((r) => (open = r));
+    const gate = h.controller.gate('ControllerPublishVolume');
     const first = h.catalog.claim(req('a1'));
     const second = h.catalog.claim(req('a2'));
+    await gate.reached;
     await h.clock.advance(0);
-    expect(h.controller.of('ControllerPublishVolume')).toHaveLength(0);
-    open();
+    // The first claim is held at the controller; the second has not got there.
+    expect(h.requestsOf('ControllerPublishVolume')).toHaveLength(1);
+    gate.release();
     await expect(first).resolves.toBeDefined();
     expect((await refused(second)).retryable).toBe(true);
-    expect(h.controller.of('ControllerPublishVolume')).toHaveLength(1);
+    expect(h.requestsOf('ControllerPublishVolume')).toHaveLength(1);
   });
 
   test('a claim waiting for the lock gives up when its signal aborts', async () => {
     h.plugin({ publish: true });
-    let open!: () => void;
-    h.controller.publishGate = new Promise<void>((r) => (open = r));
+    const gate = h.controller.gate('ControllerPublishVolume');
     const first = h.catalog.claim(req('a1'));
     const ac = new AbortController();
     const second = h.catalog.claim(req('a2', { readOnly: true }), { signal: ac.signal });
     ac.abort();
     await expect(second).rejects.toThrow(/abort/i);
-    open();
+    gate.release();
     await first;
     expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a1']);
   });
@@ -602,7 +443,7 @@ describe('controller publish and unpublish', () => {
     await h.catalog.registerVolume(spec({ mountOptions: { mountFlags: ['noatime'] } }));
     const result = await h.catalog.claim(req('a1', { readOnly: true }));
     expect(result.publishContext).toEqual({ devicePath: '/dev/fake0' });
-    expect(h.controller.of('ControllerPublishVolume')).toEqual([
+    expect(h.requestsOf('ControllerPublishVolume')).toEqual([
       {
         volumeId: 'ext-data',
         nodeId: 'storage-node-1',
@@ -618,15 +459,16 @@ describe('controller publish and unpublish', () => {
     // Re-claim (say, after an agent restart): the saved context, no second publish.
     const catalog = h.restart();
     await expect(catalog.claim(req('a1', { readOnly: true }))).resolves.toEqual(result);
-    expect(h.controller.of('ControllerPublishVolume')).toHaveLength(1);
+    expect(h.requestsOf('ControllerPublishVolume')).toHaveLength(1);
 
     // The node plugin gone: release still unpublishes from the node it published to.
-    h.csi.remove('csi-node');
+    h.csi.remove('csi-node', PLUGIN);
     await catalog.release('data', 'a1');
-    expect(h.controller.of('ControllerUnpublishVolume')).toEqual([{ volumeId: 'ext-data', nodeId: 'storage-node-1', secrets: { token: 's3cret' } }]);
+    expect(h.requestsOf('ControllerUnpublishVolume')).toEqual([{ volumeId: 'ext-data', nodeId: 'storage-node-1', secrets: { token: 's3cret' } }]);
     expect(catalog.getVolume('data')?.publishContexts).toBeUndefined();
     expect(catalog.getVolume('data')?.claims).toEqual([]);
-    expect(h.controller.closed).toBe(h.controller.opened);
+    expect(h.controllers.clients.length).toBeGreaterThan(0);
+    expect(h.openControllerClients()).toBe(0);
   });
 
   test('an empty publish context still counts as published', async () => {
@@ -635,17 +477,17 @@ describe('controller publish and unpublish', () => {
     await h.catalog.registerVolume(spec());
     expect((await h.catalog.claim(req('a1'))).publishContext).toEqual({});
     await h.catalog.release('data', 'a1');
-    expect(h.controller.of('ControllerUnpublishVolume')).toHaveLength(1);
+    expect(h.requestsOf('ControllerUnpublishVolume')).toHaveLength(1);
   });
 
   test('a failed publish grants nothing: retryable when the plugin may recover, final when it refused', async () => {
     h.plugin({ publish: true });
     await h.catalog.registerVolume(spec());
-    h.controller.failures.set('ControllerPublishVolume', csiError('ControllerPublishVolume', GrpcStatus.UNAVAILABLE));
+    h.controller.failures.set('ControllerPublishVolume', csiError(GrpcStatus.UNAVAILABLE, 'ControllerPublishVolume'));
     const busy = await refused(h.catalog.claim(req('a1')));
     expect(busy.retryable).toBe(true);
     expect(busy.message).toContain('could not publish volume "data"');
-    h.controller.failures.set('ControllerPublishVolume', csiError('ControllerPublishVolume', GrpcStatus.INVALID_ARGUMENT));
+    h.controller.failures.set('ControllerPublishVolume', csiError(GrpcStatus.INVALID_ARGUMENT, 'ControllerPublishVolume'));
     expect((await refused(h.catalog.claim(req('a1')))).retryable).toBe(false);
     expect(h.catalog.getVolume('data')?.claims).toEqual([]);
     h.controller.failures.clear();
@@ -663,20 +505,20 @@ describe('controller publish and unpublish', () => {
   });
 
   test('a plugin whose node advertises a controller waits for the controller before publishing', async () => {
-    h.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock' });
+    h.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET });
     h.csi.set(nodeInfo({ controllerService: true }));
     await h.catalog.registerVolume(spec());
     const claim = h.catalog.claim(req('a1'));
     await h.clock.advance(0);
     expect(h.csi.pendingWaits).toBe(1);
-    h.registry.register({ type: 'csi-controller', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock' });
+    h.registry.register({ type: 'csi-controller', name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET });
     h.csi.set(controllerInfo({ publish: true }));
     await expect(claim).resolves.toMatchObject({ publishContext: { devicePath: '/dev/fake0' } });
-    expect(h.csi.waits).toEqual(['csi-controller/hp/prerun']);
+    expect(h.csi.waits).toEqual([{ type: 'csi-controller', name: 'hp', phase: 'prerun' }]);
   });
 
   test('a controller that does not come is a retryable refusal', async () => {
-    h.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: '/fake/csi.sock' });
+    h.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET });
     h.csi.set(nodeInfo({ controllerService: true }));
     h.csi.unavailable.add('csi-controller');
     await h.catalog.registerVolume(spec());
@@ -690,10 +532,10 @@ describe('controller publish and unpublish', () => {
     await h.catalog.registerVolume(spec({ capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] }));
     for (const a of ['a1', 'a2', 'a3']) await h.catalog.claim(req(a, { accessMode: 'multi-node-multi-writer' }));
 
-    h.controller.failures.set('ControllerUnpublishVolume', csiError('ControllerUnpublishVolume', GrpcStatus.NOT_FOUND));
+    h.controller.failures.set('ControllerUnpublishVolume', csiError(GrpcStatus.NOT_FOUND, 'ControllerUnpublishVolume'));
     await h.catalog.release('data', 'a1');
 
-    h.controller.failures.set('ControllerUnpublishVolume', csiError('ControllerUnpublishVolume', GrpcStatus.INTERNAL));
+    h.controller.failures.set('ControllerUnpublishVolume', csiError(GrpcStatus.INTERNAL, 'ControllerUnpublishVolume'));
     await expect(h.catalog.release('data', 'a2')).rejects.toBeInstanceOf(VolumePluginError);
     await expect(h.catalog.release('data', 'a2')).rejects.toThrow(/could not unpublish volume "data" from node storage-node-1 for alloc a2/);
     expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a2', 'a3']);
@@ -710,7 +552,7 @@ describe('controller publish and unpublish', () => {
 
 describe('create and delete through the controller', () => {
   const createSpec = (over: Partial<VolumeSpec> = {}): VolumeSpec => {
-    const s = spec({ name: 'Data volume', capacityMin: 1024 * 1024, capacityMax: 2 * 1024 * 1024, parameters: { tier: 'fast' }, context: { shared: 'mine', zone: 'a' }, ...over });
+    const s = spec({ name: 'Data volume', capacityMin: 1024 * 1024, capacityMax: 2 * 1024 * 1024, parameters: { tier: 'fast' }, context: { name: 'mine', zone: 'a' }, ...over });
     delete s.externalId;
     return s;
   };
@@ -718,7 +560,7 @@ describe('create and delete through the controller', () => {
   test('CreateVolume with the spec; the plugin\'s id, capacity and context are stored', async () => {
     h.plugin();
     const view = await h.catalog.createVolume(createSpec({ capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }, { accessMode: 'multi-node-reader-only', attachmentMode: 'block-device' }] }));
-    expect(h.controller.of('CreateVolume')).toEqual([
+    expect(h.requestsOf('CreateVolume')).toEqual([
       {
         name: 'Data volume',
         capacityRange: { requiredBytes: 1024 * 1024, limitBytes: 2 * 1024 * 1024 },
@@ -730,11 +572,13 @@ describe('create and delete through the controller', () => {
         secrets: { token: 's3cret' },
       },
     ]);
-    expect(view).toMatchObject({ id: 'data', externalId: 'ext-1', capacityBytes: 1024 * 1024, context: { shared: 'plugin', zone: 'a', fromPlugin: 'yes' }, schedulable: true });
+    // The plugin's volume context is laid over the spec's: its "name" wins, the spec's "zone" stays.
+    expect(view).toMatchObject({ id: 'data', externalId: CREATED_ID, capacityBytes: 1024 * 1024, context: { name: 'Data volume', zone: 'a' }, schedulable: true });
     expect(h.catalog.getVolume('data')).toEqual(view);
-    expect(h.events).toEqual([{ volumeId: 'data', kind: 'created', message: expect.stringContaining('ext-1') }]);
-    expect(h.csi.waits).toEqual(['csi-controller/hp/prerun']);
-    expect(h.controller.closed).toBe(h.controller.opened);
+    expect(h.events).toEqual([{ volumeId: 'data', kind: 'created', message: expect.stringContaining(CREATED_ID) }]);
+    expect(h.csi.waits).toEqual([{ type: 'csi-controller', name: 'hp', phase: 'prerun' }]);
+    expect(h.controllers.clients.length).toBeGreaterThan(0);
+    expect(h.openControllerClients()).toBe(0);
   });
 
   test('waits for the controller plugin to come up', async () => {
@@ -742,7 +586,7 @@ describe('create and delete through the controller', () => {
     await h.clock.advance(0);
     expect(h.csi.pendingWaits).toBe(1);
     h.plugin();
-    await expect(created).resolves.toMatchObject({ externalId: 'ext-1' });
+    await expect(created).resolves.toMatchObject({ externalId: CREATED_ID });
   });
 
   test('refuses: no controller, a controller without CREATE_DELETE_VOLUME, an external id, a taken id, a failing plugin', async () => {
@@ -757,9 +601,9 @@ describe('create and delete through the controller', () => {
     await h.catalog.registerVolume(spec());
     await expect(h.catalog.createVolume(createSpec())).rejects.toBeInstanceOf(VolumeExistsError);
 
-    h.controller.failures.set('CreateVolume', csiError('CreateVolume', GrpcStatus.RESOURCE_EXHAUSTED, 'disk full'));
+    h.controller.failures.set('CreateVolume', csiError(GrpcStatus.RESOURCE_EXHAUSTED, 'CreateVolume', 'disk full'));
     await expect(h.catalog.createVolume(createSpec({ id: 'other' }))).rejects.toThrow(/could not create volume "other" on plugin "hp".*disk full/);
-    expect(h.controller.of('CreateVolume')).toHaveLength(1);
+    expect(h.requestsOf('CreateVolume')).toHaveLength(1);
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
   });
 
@@ -769,7 +613,7 @@ describe('create and delete through the controller', () => {
     delete s.capacityMin;
     delete s.capacityMax;
     await h.catalog.createVolume({ ...s, name: '' });
-    const sent = h.controller.of('CreateVolume')[0]!;
+    const sent = h.requestsOf('CreateVolume')[0]!;
     expect(sent.name).toBe('data');
     expect(sent.capacityRange).toBeUndefined();
   });
@@ -778,7 +622,7 @@ describe('create and delete through the controller', () => {
     h.plugin();
     await h.catalog.createVolume(createSpec());
     await h.catalog.deleteVolume('data');
-    expect(h.controller.of('DeleteVolume')).toEqual([{ volumeId: 'ext-1', secrets: { token: 's3cret' } }]);
+    expect(h.requestsOf('DeleteVolume')).toEqual([{ volumeId: CREATED_ID, secrets: { token: 's3cret' } }]);
     expect(h.catalog.getVolume('data')).toBeUndefined();
     expect(h.events.map((e) => e.kind)).toEqual(['created', 'deleted']);
     await expect(h.catalog.deleteVolume('data')).rejects.toBeInstanceOf(VolumeNotFoundError);
@@ -789,14 +633,14 @@ describe('create and delete through the controller', () => {
     await h.catalog.registerVolume(spec());
     await h.catalog.claim(req('a1'));
     await expect(h.catalog.deleteVolume('data')).rejects.toBeInstanceOf(VolumeInUseError);
-    expect(h.controller.of('DeleteVolume')).toHaveLength(0);
+    expect(h.requestsOf('DeleteVolume')).toHaveLength(0);
     await h.catalog.release('data', 'a1');
 
-    h.controller.failures.set('DeleteVolume', csiError('DeleteVolume', GrpcStatus.FAILED_PRECONDITION, 'still mounted'));
+    h.controller.failures.set('DeleteVolume', csiError(GrpcStatus.FAILED_PRECONDITION, 'DeleteVolume', 'still mounted'));
     await expect(h.catalog.deleteVolume('data')).rejects.toThrow(/could not delete volume "data".*still mounted/);
     expect(h.catalog.getVolume('data')).toBeDefined();
 
-    h.controller.failures.set('DeleteVolume', csiError('DeleteVolume', GrpcStatus.NOT_FOUND));
+    h.controller.failures.set('DeleteVolume', csiError(GrpcStatus.NOT_FOUND, 'DeleteVolume'));
     await h.catalog.deleteVolume('data');
     expect(h.catalog.getVolume('data')).toBeUndefined();
   });

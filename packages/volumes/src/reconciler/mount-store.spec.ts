@@ -35,12 +35,12 @@ describeMountStoreContract('StateMountStore over a SQLite client state', () => {
     plantUndecodable: (key) => plantUndecodable(db, key),
     plantRaw: (key, value) => db.putVolumeMount(key, value),
     reopen: () => {
-      db.close();
+      db.dispose();
       db = openClientState({ path: file, noSync: true });
       return new StateMountStore(db);
     },
     close: () => {
-      db.close();
+      db.dispose();
       rmSync(dir, { recursive: true, force: true });
     },
   } satisfies MountStoreContractSubject;
@@ -53,7 +53,7 @@ describeMountStoreContract('StateMountStore over the in-memory client state', ()
     plantUndecodable: (key) => plantUndecodable(db, key),
     plantRaw: (key, value) => db.putVolumeMount(key, value),
     reopen: () => new StateMountStore(db),
-    close: () => db.close(),
+    close: () => db.dispose(),
   };
 });
 
@@ -69,7 +69,7 @@ describe('StateMountStore', () => {
       store.delete('alloc-1', 'a/b');
       expect(db.listVolumeMounts().records).toEqual([]);
     } finally {
-      db.close();
+      db.dispose();
     }
   });
 });

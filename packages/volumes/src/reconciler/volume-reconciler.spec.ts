@@ -6,7 +6,7 @@
 // (FakeVolumeManager over a FakeMountTable, standing in for the host's mounts
 // and outliving an agent restart as they do), the catalog, the store and the
 // clock are fakes.
-import { DefaultTimeoutPolicy, MemoryLogger, type TimeoutSettings } from '@csiplug/core';
+import { DefaultTimeoutPolicy, MemoryLogger, ShutdownError, type TimeoutSettings } from '@csiplug/core';
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, usageToFS, type UsageOptions } from '@csiplug/csimanager';
 import { FakeCSIManager, FakeMountTable, type FakeVolumeManager } from '@csiplug/csimanager/testing';
@@ -14,7 +14,7 @@ import { FakeClaimer } from '../testing/fake-claimer';
 import { FakeMountStore } from '../testing/fake-mount-store';
 import { mountKey, type VolumeMountRecord } from './mount-record';
 import type { VolumeMountRequest } from './reconciler-service';
-import { VolumeMountError, VolumeReconciler } from './volume-reconciler';
+import { ReconcilerStoppedError, VolumeMountError, VolumeReconciler } from './volume-reconciler';
 
 const PLUGIN = 'hostpath';
 const ROOT = `/var/lib/csiplug/csi/node/${PLUGIN}`;
@@ -250,7 +250,21 @@ describe('mount', () => {
     node = new TestNode();
     const err = await node.reconciler.mount(req('a1', { volumeId: 'nope' }), PRERUN).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeMountError);
+    expect(err).toMatchObject({ code: 'EVOLUME_MOUNT', volumeName: 'data', volumeId: 'nope' });
     expect((err as Error).message).toBe('volume "data" (nope): volume "nope" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")');
+    expect(node.csi.waits).toEqual([]);
+    expect(node.store.writes).toEqual([]);
+  });
+
+  test('a mount asked of a disposed reconciler fails with a ReconcilerStoppedError, a ShutdownError, as its cause, and writes nothing', async () => {
+    node = new TestNode();
+    node.reconciler.dispose();
+    const err = await node.reconciler.mount(req('a1'), PRERUN).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    const cause = (err as VolumeMountError).cause;
+    expect(cause).toBeInstanceOf(ReconcilerStoppedError);
+    expect(cause).toBeInstanceOf(ShutdownError);
+    expect(cause).toMatchObject({ code: 'ESHUTDOWN', name: 'ReconcilerStoppedError', message: 'the volume reconciler is stopped; the agent is shutting down' });
     expect(node.csi.waits).toEqual([]);
     expect(node.store.writes).toEqual([]);
   });

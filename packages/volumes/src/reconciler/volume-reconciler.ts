@@ -28,6 +28,7 @@ import {
   IClock,
   ITimeoutPolicy,
   Logger,
+  ShutdownError,
   TimeoutPolicy,
   abortReason,
   errorMessage,
@@ -61,14 +62,14 @@ export class VolumeMountError extends CsiplugError {
     cause: unknown,
   ) {
     const plugin = pluginId ? ` on plugin ${pluginId}` : '';
-    super('EVOLUME', `volume "${volumeName}" (${volumeId})${plugin}: ${errorMessage(cause)}`, { cause });
+    super('EVOLUME_MOUNT', `volume "${volumeName}" (${volumeId})${plugin}: ${errorMessage(cause)}`, { cause });
   }
 }
 
-/** The reconciler was stopped (agent shutdown); the records stay for the next start. */
-export class ReconcilerStoppedError extends CsiplugError {
+/** The reconciler was stopped (agent shutdown); the records stay for the next start. A ShutdownError, so callers that handle one handle it. */
+export class ReconcilerStoppedError extends ShutdownError {
   constructor() {
-    super('ESHUTDOWN', 'the volume reconciler is stopped; the agent is shutting down');
+    super('the volume reconciler is stopped; the agent is shutting down');
   }
 }
 

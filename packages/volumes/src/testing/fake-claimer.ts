@@ -3,7 +3,7 @@
 // and a claim or release made to hang — before its work, or after it (a call
 // the catalog carried out whose answer never came back) — until its signal
 // aborts or the test lets it go.
-import { abortReason } from '@csiplug/core';
+import { settleOnce } from '@csiplug/core';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '../catalog/volume-claimer';
 
 /** A call made to hang: the test waits for it, then lets it go (or aborts its signal). */
@@ -81,14 +81,7 @@ export class FakeClaimer implements VolumeClaimer {
 
   private hang(hang: Hang, signal: AbortSignal | undefined): Promise<void> {
     hang.reached();
-    return new Promise<void>((resolve, reject) => {
-      const onAbort = () => reject(abortReason(signal!));
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener('abort', onAbort, { once: true });
-      void hang.released.then(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      });
-    });
+    // Until the test releases it, or the signal aborts (with its reason).
+    return settleOnce<void>((wait) => void hang.released.then(() => wait.resolve()), { signal });
   }
 }

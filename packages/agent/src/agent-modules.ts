@@ -1,0 +1,61 @@
+// The agent as an ordered list of modules, lowest layer first. A ModuleHost
+// (@csiplug/core) registers them in this order, starts them in this order
+// (after the agent has locked its data dir: the state opens in
+// stateModule's start) and stops them in reverse. The order is the
+// restart-survival order of agent.ts:
+//
+//   start:  state opens → registry restores its plugins → the agent listens
+//           → CSI manager subscribes and resyncs → volume reconciler resumes
+//           the unmounts left to do
+//   stop:   reconciler and catalog → CSI manager (closing every plugin
+//           client) → the agent's event stream → registry → driver → state
+//
+// The driver sits below the registry so that it is disposed after it, as the
+// agent always did. The agent's own module (its alloc store, the volume spec
+// check the catalog uses, its event stream) sits below the CSI manager so
+// that it listens before the manager starts.
+import { bind, bindDefault, coreModule, IClock, withConfig, type Clock, type ConfiguredModule, type Logger, type Module } from '@csiplug/core';
+import { csiModule } from '@csiplug/csi';
+import { csiManagerModule, ICSIManager, type CSIManager } from '@csiplug/csimanager';
+import { driverModule } from '@csiplug/driver';
+import { hooksModule } from '@csiplug/hooks';
+import { registryModule } from '@csiplug/registry';
+import { stateModule } from '@csiplug/state';
+import { IVolumeCatalog, IVolumeSpecValidator, volumesModule, type VolumeCatalogService } from '@csiplug/volumes';
+import { AgentEvents, IAgentEvents } from './agent-events';
+import { registerAllocStore } from './runner/alloc-store';
+import { checkVolumeSpec, type AgentConfig } from './spec';
+
+/**
+ * What is the agent's own to register: its alloc store, the check the volume
+ * catalog runs on every spec (the agent's own spec reader), and its event
+ * stream, which relays the CSI manager's and the catalog's events from
+ * start until it stops.
+ */
+export const agentModule: Module = {
+  name: 'agent',
+  register: (container) => {
+    registerAllocStore(container);
+    bindDefault(container, IVolumeSpecValidator, { useValue: checkVolumeSpec });
+    bind(container, IAgentEvents, { useFactory: (c) => new AgentEvents(c.resolve<Clock>(IClock)) });
+  },
+  start: (container) => {
+    container.resolve<AgentEvents>(IAgentEvents).relay(container.resolve<CSIManager>(ICSIManager), container.resolve<VolumeCatalogService>(IVolumeCatalog));
+  },
+  stop: (container) => container.resolve<AgentEvents>(IAgentEvents).dispose(),
+};
+
+/** The agent's modules for `config`, in start order; `logger` is core's default logger. */
+export function agentModules(config: AgentConfig, logger: Logger): ConfiguredModule[] {
+  return [
+    withConfig(coreModule, { logger, timeouts: config.timeouts, heartbeat: { strategy: config.heartbeat.strategy, ...config.heartbeat.settings } }),
+    withConfig(stateModule, { backend: config.state.backend, dataDir: config.dataDir }),
+    withConfig(csiModule, {}),
+    withConfig(driverModule, {}),
+    withConfig(registryModule, {}),
+    agentModule,
+    withConfig(csiManagerModule, { dataDir: config.dataDir }),
+    volumesModule,
+    withConfig(hooksModule, { dataDir: config.dataDir }),
+  ];
+}

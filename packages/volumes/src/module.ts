@@ -1,0 +1,30 @@
+// volumesModule: @csiplug/volumes as one Module — the local volume catalog
+// and the volume reconciler, registered together (registerVolumeCatalog,
+// registerVolumeReconciler). Start makes both and has the reconciler resume
+// the unmounts a previous agent left; stop disposes the reconciler (its
+// retries end; the records stay for the next start), then the catalog.
+// IVolumeSpecValidator is not the module's to bind: whoever reads volume
+// specs (the agent) binds it before the module starts, which makes the
+// catalog — without one, start fails with VolumeSpecValidatorMissingError.
+import { isDisposable, type Module } from '@csiplug/core';
+import { IVolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './catalog';
+import { IVolumeReconciler, registerVolumeReconciler, type VolumeReconcilerService } from './reconciler';
+
+export const volumesModule: Module = {
+  name: 'volumes',
+  register: (container) => {
+    registerVolumeCatalog(container);
+    registerVolumeReconciler(container);
+  },
+  start: (container) => {
+    // Made here, not on a first use during stop: stop disposes what start made.
+    container.resolve<VolumeCatalogService>(IVolumeCatalog);
+    container.resolve<VolumeReconcilerService>(IVolumeReconciler).start();
+  },
+  stop: (container) => {
+    container.resolve<VolumeReconcilerService>(IVolumeReconciler).dispose();
+    // The catalog's contract has no dispose (a deployment's own may hold nothing); the default one owns its event emitter.
+    const catalog = container.resolve<VolumeCatalogService>(IVolumeCatalog);
+    if (isDisposable(catalog)) catalog.dispose();
+  },
+};
