@@ -53,6 +53,12 @@ const TEST_FILES = ['^packages/[^/]+/test/', '^packages/[^/]+/src/.*\\.spec\\.ts
 /** Code that ships: everything in a package's src/ that is not test code. */
 const SHIPPED_SOURCE = { path: '^packages/[^/]+/src/', pathNot: TEST_FILES };
 
+/** Code only tests run: unit tests and a package's test/ folder (a testing entry ships, so it is not here). */
+const TEST_ONLY = ['^packages/[^/]+/test/', '^packages/[^/]+/src/.*\\.spec\\.ts$'];
+
+/** Code in the tarball, testing entries included: what it imports must be declared as a dependency, not a devDependency. */
+const PACKED_SOURCE = { path: '^packages/[^/]+/src/', pathNot: TEST_ONLY };
+
 const floorOf = new Map(FLOORS.flatMap((names, floor) => names.map((name) => [name, floor])));
 
 function checkEveryPackageHasAFloor() {
@@ -116,15 +122,15 @@ const declarationRules = [...floorOf.keys()]
       {
         name: 'no-undeclared-workspace-dependency',
         severity: 'error',
-        comment: `${why} Shipped code: dependencies${shipped.length ? ` (${shipped.join(', ')})` : ' (none declared)'}.`,
-        from: { path: `${own}src/`, pathNot: TEST_FILES },
+        comment: `${why} Shipped code (testing entries included): dependencies${shipped.length ? ` (${shipped.join(', ')})` : ' (none declared)'}.`,
+        from: { path: `${own}src/`, pathNot: TEST_ONLY },
         to: { path: toPackagesOtherThan([name, ...shipped]) },
       },
       {
         name: 'no-undeclared-workspace-dependency',
         severity: 'error',
         comment: `${why} Test code: dependencies and devDependencies${forTests.length ? ` (${forTests.join(', ')})` : ' (none declared)'}.`,
-        from: { path: TEST_FILES.map((pattern) => pattern.replace('^packages/[^/]+/', own)) },
+        from: { path: TEST_ONLY.map((pattern) => pattern.replace('^packages/[^/]+/', own)) },
         to: { path: toPackagesOtherThan([name, ...forTests]) },
       },
     ];
@@ -190,8 +196,8 @@ module.exports = {
       comment:
         'Shipped code must not import a devDependency (the package\'s or the root\'s): it is not installed with the ' +
         'tarball. Declare it in dependencies, or move the import into test code.',
-      from: SHIPPED_SOURCE,
-      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['npm', 'type-only'], pathNot: 'node_modules/@types/' },
+      from: PACKED_SOURCE,
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['npm'], pathNot: 'node_modules/@types/' },
     },
     {
       name: 'not-to-unresolvable',

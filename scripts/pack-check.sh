@@ -35,6 +35,11 @@ const { DEFAULT_EXECUTOR_PATH } = require('@csiplug/driver');
 if (!fs.existsSync(DEFAULT_EXECUTOR_PATH)) throw new Error('the exec driver default executor ' + DEFAULT_EXECUTOR_PATH + ' is not in the package');
 if (typeof require('@csiplug/driver/testing').FakeDriver !== 'function') throw new Error('@csiplug/driver/testing has no FakeDriver');
 if (typeof require('@csiplug/agent/testing').FakeAgentService !== 'function') throw new Error('@csiplug/agent/testing has no FakeAgentService');
+// Every declared testing entry loads without jest.
+for (const p of fs.readdirSync('node_modules/@csiplug')) {
+  const manifest = require('@csiplug/' + p + '/package.json');
+  if (manifest.exports && manifest.exports['./testing'] && Object.keys(require('@csiplug/' + p + '/testing')).length === 0) throw new Error('@csiplug/' + p + '/testing exports nothing');
+}
 "
 ./node_modules/.bin/csiplug version
 echo "pack check: ${#packages[@]} packages install and import in an empty project"

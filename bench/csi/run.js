@@ -89,7 +89,7 @@ async function main() {
     }
     console.log(rows.join('\n'));
   } finally {
-    ours.close();
+    ours.dispose();
     bareIdentity.close();
     bareNode.close();
     plugin.kill('SIGTERM');

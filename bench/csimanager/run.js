@@ -82,6 +82,7 @@ function agent(opts = {}) {
   core.registerCore(c, { logger: new core.NullLogger(), heartbeat: { strategy: 'fixed', fingerprintInterval: 3_600_000 } });
   const db = state.openClientState({ path: path.join(dataDir, opts.stateName || 'state.db') });
   c.register(state.IClientStateDB, { useValue: db });
+  state.bindStateStores(c);
   csi.registerCsi(c);
   registryPkg.registerRegistry(c);
   cm.registerCsiManager(c, { dataDir, resync: false });
@@ -181,7 +182,7 @@ async function main() {
     }
     if (process.env.BENCH_VERBOSE) console.error(`round ${round}: direct ${direct[round].toFixed(0)} ms, manager ${managed[round].toFixed(0)} ms`);
   }
-  client.close();
+  client.dispose();
   const left = mountsUnder(tmp);
   if (left.length) throw new Error(`${left.length} mounts left after the mount rounds`);
 

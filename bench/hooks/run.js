@@ -38,7 +38,7 @@ async function waitReady(endpoint) {
     }
     throw new Error('plugin never became ready');
   } finally {
-    c.close();
+    c.dispose();
   }
 }
 

@@ -11,10 +11,10 @@
 // allocs wait for them (the `restore` limit), never failing because a plugin
 // came back a moment later. dispose() undoes it: the agent's own part (its
 // allocs stopped or detached), the modules in reverse, then the lock.
-import { Clock, CsiplugError, IClock, ILogger, Logger, ModuleHost, PinoLogger, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
+import { Clock, CsiplugError, IClock, ILogger, Logger, ModuleHost, PinoLogger, ShutdownError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
 import { ICSIManager, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
-import { ICSIHookFactory, ICSIPluginSupervisorFactory, type CSIHookFactory, type CSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
+import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type VolumeReconcilerService } from '@csiplug/volumes';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
@@ -41,10 +41,10 @@ export interface AgentOptions {
 }
 
 /** The agent is shutting down and takes no new work (HTTP 503). */
-export class AgentShuttingDownError extends CsiplugError {
+export class AgentShuttingDownError extends ShutdownError {
   readonly httpStatus = 503;
   constructor() {
-    super('ESHUTDOWN', 'the agent is shutting down; retry against the next agent');
+    super('the agent is shutting down; retry against the next agent');
   }
 }
 
@@ -108,8 +108,8 @@ export class Agent implements AgentService, AsyncDisposable {
   private readonly volumeMounts: VolumeReconcilerService;
   private readonly driver: TaskDriver;
   private readonly catalog: VolumeCatalogService;
-  private readonly supervisors: CSIPluginSupervisorFactory;
-  private readonly csiHooks: CSIHookFactory;
+  private readonly supervisors: ICSIPluginSupervisorFactory;
+  private readonly csiHooks: ICSIHookFactory;
 
   private constructor(
     readonly config: AgentConfig,
@@ -127,8 +127,8 @@ export class Agent implements AgentService, AsyncDisposable {
     this.volumeMounts = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
     this.driver = container.resolve<TaskDriver>(ITaskDriver);
     this.catalog = container.resolve<VolumeCatalogService>(IVolumeCatalog);
-    this.supervisors = container.resolve<CSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory);
-    this.csiHooks = container.resolve<CSIHookFactory>(ICSIHookFactory);
+    this.supervisors = container.resolve<ICSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory);
+    this.csiHooks = container.resolve<ICSIHookFactory>(ICSIHookFactory);
     this.startedAt = this.clock.now();
     const cli = hostpathCli();
     this.taskVariables = cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {};
@@ -157,11 +157,16 @@ export class Agent implements AgentService, AsyncDisposable {
       lock.close();
       throw err;
     }
+    let agent: Agent | undefined;
     try {
-      const agent = new Agent(config, container, modules, lock);
+      agent = new Agent(config, container, modules, lock);
       agent.boot();
       return agent;
     } catch (err) {
+      // What boot began is left to the next agent, as on any shutdown: the
+      // runners let go before the modules stop under them (a plugin wait cut
+      // short by the CSI manager's dispose must not fail a restoring alloc).
+      if (agent) for (const r of agent.runners.values()) r.detach();
       await modules.stop().catch(() => {
         // Each module that failed to stop was logged by the host, by name; the start's error is the one to report.
       });
@@ -176,7 +181,16 @@ export class Agent implements AgentService, AsyncDisposable {
     for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
     let restored = 0;
     for (const { alloc } of allocs) {
-      const runner = new AllocRunner(alloc, this.runnerDeps());
+      let runner: AllocRunner;
+      try {
+        runner = new AllocRunner(alloc, this.runnerDeps());
+      } catch (err) {
+        // One alloc that cannot be rebuilt (a group its job lacks, a task state
+        // that cannot be read) is left untouched — its tasks keep running —
+        // and never stops the others from being restored.
+        this.logger.error('a saved alloc could not be restored; it is left as it is, its tasks untouched', { alloc_id: alloc.id, error: err });
+        continue;
+      }
       this.runners.set(alloc.id, runner);
       const terminal = alloc.desiredStatus === 'stop' || alloc.clientStatus === 'complete' || alloc.clientStatus === 'failed';
       if (!terminal) {
@@ -320,10 +334,15 @@ export class Agent implements AgentService, AsyncDisposable {
     await Promise.all(runners.map((r) => r.stop()));
     const view = this.jobView(id)!;
     if (options.purge) {
-      const pending = new Set(this.volumeMounts.list().map((p) => p.allocId));
       for (const r of runners) {
-        // A claim the volume reconciler still holds a record of is released by it, in order.
-        if (!pending.has(r.alloc.id)) {
+        const records = this.volumeMounts.list(r.alloc.id);
+        // A volume still wanted mounted (its postrun could not even record the
+        // unmount) is unmounted now: once the alloc is gone, nothing else would ask.
+        if (records.some((v) => v.desired === 'mounted')) {
+          await this.volumeMounts.unmount(r.alloc.id).catch((err) => this.logger.warn('unmounting the volumes of a purged alloc failed; the volume reconciler retries', { alloc_id: r.alloc.id, error: err }));
+        }
+        // A claim the volume reconciler holds a record of is released by it, in order.
+        if (records.length === 0) {
           await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
         }
         this.allocStore.deleteAllocation(r.alloc.id);
@@ -473,18 +492,23 @@ export class Agent implements AgentService, AsyncDisposable {
   dispose(options: { stopTasks?: boolean } = {}): Promise<void> {
     this.closed ??= (async () => {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
+      let failure: unknown;
+      const settle = async (stops: Promise<void>[]) => {
+        for (const r of await Promise.allSettled(stops)) if (r.status === 'rejected') failure ??= r.reason;
+      };
       if (stopTasks) {
-        // Workloads first, so their volumes are unmounted while the plugins still run.
-        const all = [...this.runners.values()].filter((r) => r.alloc.desiredStatus === 'run');
+        // Workloads first, so their volumes are unmounted while the plugins
+        // still run; allocs already stopping (a job stop, a teardown boot
+        // resumed) are waited for with them. Every stop runs even if one fails.
+        const all = [...this.runners.values()];
         const plugins = all.filter((r) => r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.csiPlugin)));
-        await Promise.all(all.filter((r) => !plugins.includes(r)).map((r) => r.stop()));
-        await Promise.all(plugins.map((r) => r.stop()));
+        await settle(all.filter((r) => !plugins.includes(r)).map((r) => r.stop()));
+        await settle(plugins.map((r) => r.stop()));
       } else {
         for (const r of this.runners.values()) r.detach();
       }
       this.events.stopRelaying();
-      let failure: unknown;
-      await this.modules.stop().catch((err: unknown) => (failure = err));
+      await this.modules.stop().catch((err: unknown) => (failure ??= err));
       try {
         this.lock.close();
       } catch (err) {
@@ -492,7 +516,7 @@ export class Agent implements AgentService, AsyncDisposable {
         this.logger.error('closing the data dir lock failed; it is closed anyway', { error: err });
       }
       // Whatever the container made and the modules did not release (all idempotent).
-      await this.container.dispose();
+      await Promise.resolve(this.container.dispose()).catch((err: unknown) => this.logger.error('disposing the container failed', { error: err }));
       this.logger.info('agent stopped', { tasks_stopped: stopTasks });
       if (failure !== undefined) throw failure;
     })();

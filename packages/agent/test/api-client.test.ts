@@ -19,8 +19,8 @@ import type { CliIo } from '../src/cli';
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
-/** A server on 127.0.0.1:0 that destroys every socket it saw when closed (an unanswered request would hold close() open). */
-async function serve(handler: Handler, tlsOptions?: { key: Buffer; cert: Buffer }): Promise<{ url: string; close(): Promise<void> }> {
+/** A server on 127.0.0.1:0 that destroys every socket it saw when disposed (an unanswered request would hold the server's close() open). */
+async function serve(handler: Handler, tlsOptions?: { key: Buffer; cert: Buffer }): Promise<{ url: string; dispose(): Promise<void> }> {
   const server = tlsOptions ? https.createServer(tlsOptions, handler) : http.createServer(handler);
   const sockets = new Set<import('net').Socket>();
   server.on(tlsOptions ? 'secureConnection' : 'connection', (s) => sockets.add(s));
@@ -29,7 +29,7 @@ async function serve(handler: Handler, tlsOptions?: { key: Buffer; cert: Buffer 
   const { port } = server.address() as AddressInfo;
   return {
     url: `${tlsOptions ? 'https' : 'http'}://127.0.0.1:${port}`,
-    close: () =>
+    dispose: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
         server.close(() => resolve());
@@ -59,15 +59,15 @@ async function cli(argv: string[], env: Record<string, string>): Promise<{ code:
 }
 
 describe('ApiClient timeouts', () => {
-  const closers: (() => Promise<void>)[] = [];
+  const disposers: (() => Promise<void>)[] = [];
   afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close();
+    for (const dispose of disposers.splice(0).reverse()) await dispose();
   });
 
   it('gives up after timeoutMs with a message naming the agent and the time', async () => {
     const seen = arrivals();
     const server = await serve(seen.handler(() => undefined));
-    closers.push(server.close);
+    disposers.push(server.dispose);
     const clock = new FakeClock();
     const client = new ApiClient({ address: server.url, timeoutMs: 30_000, clock });
     let settled = false;
@@ -92,7 +92,7 @@ describe('ApiClient timeouts', () => {
         res.write('[');
       }),
     );
-    closers.push(server.close);
+    disposers.push(server.dispose);
     const clock = new FakeClock();
     const call = new ApiClient({ address: server.url, timeoutMs: 1500, clock }).listJobs();
     call.catch(() => undefined);
@@ -111,7 +111,7 @@ describe('ApiClient timeouts', () => {
         res.flushHeaders();
       }),
     );
-    closers.push(server.close);
+    disposers.push(server.dispose);
     const clock = new FakeClock();
     const ac = new AbortController();
     const events = new ApiClient({ address: server.url, timeoutMs: 1000, clock }).events({ signal: ac.signal });
@@ -134,7 +134,7 @@ describe('ApiClient timeouts', () => {
     const fake = new FakeAgentService();
     const api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger() });
     const { port } = await api.listen();
-    closers.push(() => api.dispose());
+    disposers.push(() => api.dispose());
     const client = new ApiClient({ address: `http://127.0.0.1:${port}` });
     await client.runJob({ job: { web: { group: { app: { task: { main: { driver: 'exec', config: { command: '/bin/true' } } } } } } } } as never);
     let timer: NodeJS.Timeout | undefined;
@@ -145,7 +145,7 @@ describe('ApiClient timeouts', () => {
         resolve();
       }, 6000)),
     );
-    closers.push(async () => clearTimeout(timer));
+    disposers.push(async () => clearTimeout(timer));
     const job = await client.stopJob('web');
     expect(job.status).toBe('dead');
     // The answer came only after the 6 s hold: the call outlived Node's 5 s default.
@@ -159,7 +159,7 @@ describe('ApiClient over https', () => {
   let key: Buffer;
   let otherCert: Buffer;
   let otherKey: Buffer;
-  let server: { url: string; close(): Promise<void> };
+  let server: { url: string; dispose(): Promise<void> };
   let lastPath = '';
   const logBytes = Buffer.concat([Buffer.from('tls log ✓\n'), Buffer.from([0xff, 0x00])]);
 
@@ -198,7 +198,7 @@ describe('ApiClient over https', () => {
   });
 
   afterAll(async () => {
-    await server?.close();
+    await server?.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -224,7 +224,7 @@ describe('ApiClient over https', () => {
       expect(err).toMatchObject({ code: ClientErrorCode.Tls });
       expect((err as Error).message).toMatch(/not trusted: Hostname\/IP does not match certificate's altnames.*\(ERR_TLS_CERT_ALTNAME_INVALID\)/);
     } finally {
-      await elsewhere.close();
+      await elsewhere.dispose();
     }
   });
 
@@ -253,7 +253,7 @@ describe('ApiClient over https', () => {
       const err = await new ApiClient({ address: plain.url.replace('http:', 'https:') }).listJobs().catch((e: unknown) => e);
       expect(err).toMatchObject({ code: ClientErrorCode.Tls, message: expect.stringMatching(/does the agent serve https .*use an http:\/\/ address/) });
     } finally {
-      await plain.close();
+      await plain.dispose();
     }
     const err = await new ApiClient({ address: server.url.replace('https:', 'http:') }).listJobs().catch((e: unknown) => e);
     expect((err as Error).message).toMatch(/^cannot reach the csiplug agent at http:.*if the agent serves https \(a tls block\), use an https:\/\/ address$/);

@@ -19,7 +19,7 @@ import {
   registerCsiManager,
 } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginRegistry, registerRegistry } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState } from '@csiplug/state';
+import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { DependencyContainer, container as root } from 'tsyringe';
 import {
   ClaimError,
@@ -103,6 +103,7 @@ async function startAgent(dataDir: string): Promise<Agent> {
   registerCore(c, { logger: new MemoryLogger(), heartbeat: { strategy: 'fixed' }, timeouts: { pluginWaitPrerun: 20_000, pluginWaitRestore: 20_000 } });
   const db = openClientState({ path: path.join(dataDir, 'state.db') });
   c.register(IClientStateDB, { useValue: db });
+  bindStateStores(c); // the narrow store tokens, over the state bound above
   registerCsi(c);
   registerRegistry(c);
   registerCsiManager(c, { dataDir });

@@ -17,7 +17,7 @@ interface Recorded {
 /** A transport that answers from a script and records every attempt. */
 class FakeInvoker implements CsiInvoker {
   calls: Recorded[] = [];
-  closed = false;
+  disposals = 0;
   constructor(
     private readonly clock: FakeClock,
     private readonly respond: (rpc: string, attempt: number, request: object) => unknown = () => ({}),
@@ -27,8 +27,8 @@ class FakeInvoker implements CsiInvoker {
     const n = this.calls.filter((c) => c.rpc === rpc).length;
     return Promise.resolve().then(() => this.respond(rpc, n, request));
   }
-  close(): void {
-    this.closed = true;
+  dispose(): void {
+    this.disposals++;
   }
 }
 
@@ -253,11 +253,11 @@ describe('GrpcCSIClient results and errors', () => {
     expect(invoker.calls.map((c) => `${c.service}/${c.rpc}`)).toEqual(['identity/GetPluginInfo', 'controller/CreateVolume', 'node/NodeGetInfo']);
   });
 
-  it('refuses calls after close and closes the transport once', async () => {
+  it('refuses calls after dispose and disposes the transport once', async () => {
     const { invoker, client } = setup();
-    client.close();
-    client.close();
-    expect(invoker.closed).toBe(true);
+    client.dispose();
+    client.dispose();
+    expect(invoker.disposals).toBe(1);
     await expect(client.probe()).rejects.toBeInstanceOf(ShutdownError);
   });
 });

@@ -82,8 +82,8 @@ export interface CSIClient extends Disposable {
    */
   readonly knownNodeCapabilities: NodeCapabilities | undefined;
 
-  /** Releases the connection. Calls after close() fail with ShutdownError. Idempotent. */
-  close(): void;
+  /** Releases the connection. Calls after dispose() fail with ShutdownError. Idempotent. */
+  dispose(): void;
 }
 
 export interface CSIClientDeps {
@@ -194,7 +194,7 @@ export class GrpcCSIClient implements CSIClient {
   private readonly invoker: CsiInvoker;
   private readonly retry: RetryOptions;
   private readonly logger: Logger;
-  private closed = false;
+  private disposed = false;
   private nodeCaps: NodeCapabilities | undefined;
 
   constructor(
@@ -299,18 +299,14 @@ export class GrpcCSIClient implements CSIClient {
     return this.call<T.ListSnapshotsResponse>(M.listSnapshots, r, o);
   }
 
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.invoker.close();
-  }
-
   dispose(): void {
-    this.close();
+    if (this.disposed) return;
+    this.disposed = true;
+    this.invoker.dispose();
   }
 
   private async call<R>(m: MethodSpec, request: object, o: CSICallOptions | undefined): Promise<R> {
-    if (this.closed) throw new ShutdownError(`CSI client for ${this.endpoint} is closed; create a new one to call ${m.rpc}`);
+    if (this.disposed) throw new ShutdownError(`CSI client for ${this.endpoint} is disposed; create a new one to call ${m.rpc}`);
     const signal = o?.signal;
     if (signal?.aborted) throw abortReason(signal);
     if (m.checks) {

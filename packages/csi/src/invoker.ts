@@ -1,6 +1,7 @@
 // The transport under CSIClient: one unary call to one RPC with a deadline
 // and an AbortSignal. GrpcInvoker is the real one (one grpc-js channel per
 // plugin socket); tests bind a fake to drive retries and errors by hand.
+import type { Disposable } from '@csiplug/core';
 import * as grpc from '@grpc/grpc-js';
 import type { MethodDefinition } from '@grpc/proto-loader';
 import { CsiServiceKey, csiMethodDefinition } from './proto';
@@ -12,11 +13,11 @@ export interface InvokeError {
   message?: string;
 }
 
-export interface CsiInvoker {
+export interface CsiInvoker extends Disposable {
   /** Sends one request; rejects with an InvokeError-shaped error on a non-OK status. */
   unary(service: CsiServiceKey, rpc: string, request: object, deadline: Date, signal?: AbortSignal): Promise<unknown>;
   /** Releases the connection. */
-  close(): void;
+  dispose(): void;
 }
 
 /** Channel settings suited to a local plugin that may restart: reconnect fast, never wait for minutes. */
@@ -58,7 +59,7 @@ export class GrpcInvoker implements CsiInvoker {
     });
   }
 
-  close(): void {
+  dispose(): void {
     this.client.close();
   }
 }

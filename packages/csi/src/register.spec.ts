@@ -12,7 +12,7 @@ describe('registerCsi', () => {
     expect(c.resolve(ICSIClientFactory)).toBe(factory);
     const client = factory.createClient('unix:///tmp/csiplug-none/csi.sock');
     expect(client.endpoint).toBe('unix:///tmp/csiplug-none/csi.sock');
-    client.close();
+    client.dispose();
   });
 
   it('leaves a factory bound by the deployment alone', () => {

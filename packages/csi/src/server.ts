@@ -7,7 +7,7 @@ import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { CsiplugError, Logger, NullLogger, errorMessage } from '@csiplug/core';
+import { AsyncDisposable, CsiplugError, Logger, NullLogger, errorMessage } from '@csiplug/core';
 import { parseEndpoint } from './endpoint';
 import { CSIStatusError } from './errors';
 import type { ControllerHandlers } from './generated/csi/v1/Controller';
@@ -42,15 +42,15 @@ export interface ServeCsiOptions {
   logger?: Logger;
   /** Runs before every handler (fault injection, counting); may throw a CSIStatusError. */
   beforeCall?: (rpc: string) => void | Promise<void>;
-  /** How long close() waits for calls in flight before cutting them off (ms). */
+  /** How long dispose() waits for calls in flight before cutting them off (ms). */
   shutdownGraceMs?: number;
 }
 
-export interface CsiServer {
+export interface CsiServer extends AsyncDisposable {
   readonly endpoint: string;
   readonly socketPath: string;
   /** Stops serving (graceful, then forced after the grace period) and removes the socket. Idempotent. */
-  close(): Promise<void>;
+  dispose(): Promise<void>;
 }
 
 export class EndpointInUseError extends CsiplugError {
@@ -141,13 +141,13 @@ export async function serveCsi(endpoint: string, handlers: CsiServerHandlers, op
     server.bindAsync(parsed.target, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve()));
   });
 
-  let closing: Promise<void> | undefined;
+  let disposing: Promise<void> | undefined;
   const grace = options.shutdownGraceMs ?? 2_000;
   return {
     endpoint,
     socketPath: parsed.socketPath,
-    close() {
-      closing ??= (async () => {
+    dispose() {
+      disposing ??= (async () => {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(() => {
             server.forceShutdown();
@@ -161,7 +161,7 @@ export async function serveCsi(endpoint: string, handlers: CsiServerHandlers, op
         });
         await fs.rm(parsed.socketPath, { force: true });
       })();
-      return closing;
+      return disposing;
     },
   };
 }

@@ -29,7 +29,7 @@ const identity: CsiServerHandlers['identity'] = {
 describe('CSIClient over a unix socket', () => {
   let dir: string;
   let sock: string;
-  const servers: Array<{ close(): unknown }> = [];
+  const servers: Array<{ dispose(): unknown }> = [];
   const clients: GrpcCSIClient[] = [];
 
   beforeEach(() => {
@@ -37,8 +37,8 @@ describe('CSIClient over a unix socket', () => {
     sock = path.join(dir, 'csi.sock');
   });
   afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    for (const s of servers.splice(0)) await s.close();
+    for (const c of clients.splice(0)) c.dispose();
+    for (const s of servers.splice(0)) await s.dispose();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -81,12 +81,12 @@ describe('CSIClient over a unix socket', () => {
   it('reports a plugin that closes the socket as UNAVAILABLE and stays usable', async () => {
     const raw = net.createServer((s) => s.destroy());
     await new Promise<void>((r) => raw.listen(sock, r));
-    servers.push({ close: () => new Promise<void>((r) => raw.close(() => r())) });
+    servers.push({ dispose: () => new Promise<void>((r) => raw.close(() => r())) });
     const c = client({ retry: { maxAttempts: 3 } });
     const err = (await c.getPluginInfo().catch((e: unknown) => e)) as CSIError;
     expect(err.codeName).toBe('UNAVAILABLE');
     expect(isRetryable(err)).toBe(true);
-    await servers.pop()!.close();
+    await servers.pop()!.dispose();
     fs.rmSync(sock, { force: true });
     await serve({ identity });
     await expect(c.getPluginInfo({ retry: { maxAttempts: 50, baseDelayMs: 20, maxDelayMs: 100 } })).resolves.toMatchObject({ name: 'fake.csiplug.io' });
@@ -201,7 +201,7 @@ describe('CSIClient over a unix socket', () => {
     };
     server.addService(garbage, { Probe: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}), GetPluginInfo: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}) });
     await new Promise<void>((r, j) => server.bindAsync(`unix:${sock}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
-    servers.push({ close: () => new Promise<void>((r) => server.tryShutdown(() => r())) });
+    servers.push({ dispose: () => new Promise<void>((r) => server.tryShutdown(() => r())) });
     const c = client();
     const err = (await c.probe().catch((e: unknown) => e)) as CSIError;
     expect(err).toBeInstanceOf(CSIError);
@@ -232,7 +232,7 @@ describe('serveCsi socket handling', () => {
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it('replaces a stale socket, refuses a live one, and removes its socket on close', async () => {
+  it('replaces a stale socket, refuses a live one, and removes its socket on dispose', async () => {
     const sock = path.join(dir, 'nested', 'csi.sock');
     fs.mkdirSync(path.dirname(sock));
     // A socket file nobody listens on, as a crashed plugin leaves behind.
@@ -241,7 +241,7 @@ describe('serveCsi socket handling', () => {
 
     const s = await serveCsi(sock, { identity });
     await expect(serveCsi(`unix://${sock}`, { identity })).rejects.toBeInstanceOf(EndpointInUseError);
-    await s.close();
+    await s.dispose();
     expect(fs.existsSync(sock)).toBe(false);
   });
 

@@ -19,7 +19,7 @@ describeCSIClientContract('FakeCSIClient', async () => {
     dir: '/fake/mounts',
     isMounted: async (p) => factory.mounts.has(p),
     cleanup: async () => {
-      for (const c of factory.clients) c.close();
+      for (const c of factory.clients) c.dispose();
     },
   };
 });

@@ -35,10 +35,10 @@ describe('volume manager (CSI node steps)', () => {
     vm = h.manager.volumeManager('my-plugin');
   });
   afterEach(async () => {
-    await h.close();
+    await h.dispose();
   });
 
-  it('stages and publishes at the DESIGN.md paths, with 0700 dirs; publish emits a node event, stage none', async () => {
+  it('stages and publishes at the documented paths, with 0700 dirs; publish emits a node event, stage none', async () => {
     expect(await vm.requiresStaging()).toBe(true);
     await vm.stageVolume(vol, usage, { pc: '1' });
     expect(calls('NodeStageVolume')[0]!.request).toMatchObject({
@@ -189,12 +189,14 @@ describe('volume manager (CSI node steps)', () => {
     expect(h.nodeEvents.at(-1)).toMatchObject({ message: 'Mount volume', details: { alloc_id: 'alloc-a', success: 'false' } });
   });
 
-  it('a failed step names the step, the volume, the alloc and the plugin; the publish event carries the error', async () => {
+  it('a failed step names the step, the volume, the alloc and the plugin; its mount or unmount event carries the error', async () => {
     b().failNext('NodeStageVolume', csiError(GrpcStatus.DEADLINE_EXCEEDED, 'NodeStageVolume', 'too slow'));
     const stageErr = await vm.stageVolume(vol, usage).catch((e: unknown) => e);
     expect(stageErr).toBeInstanceOf(VolumeOperationError);
     expect((stageErr as Error).message).toMatch(/mount of volume "vol-1" on plugin "my-plugin" failed at NodeStageVolume: .*DEADLINE_EXCEEDED/);
-    expect(h.nodeEvents).toEqual([]);
+    // A failed stage is a failed mount (no alloc: the staging is shared); a successful one shows in the publish event.
+    expect(h.nodeEvents).toEqual([expect.objectContaining({ message: 'Mount volume', details: expect.objectContaining({ volume_id: 'vol-1', alloc_id: '', success: 'false', error: (stageErr as Error).message }) })]);
+    h.nodeEvents.length = 0;
     await vm.stageVolume(vol, usage); // asked again, it stages
     expect(calls('NodeStageVolume')).toHaveLength(2);
 

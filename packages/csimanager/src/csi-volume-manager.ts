@@ -70,7 +70,7 @@ export class CSIVolumeManager implements VolumeManager {
   }
 
   stageVolume(volume: CSIVolumeRef, usage: UsageOptions, publishContext: Record<string, string> = {}, options: VolumeOperationOptions = {}): Promise<void> {
-    return this.step('stage', volume, '', usage, options, async (inst, paths, signal) => {
+    return this.failureEvented('Mount volume', volume, () => this.step('stage', volume, '', usage, options, async (inst, paths, signal) => {
       let step = 'checking the staging mount';
       try {
         // Checked before the dir is made: a path that does not exist yet is
@@ -87,7 +87,7 @@ export class CSIVolumeManager implements VolumeManager {
       } catch (err) {
         throw this.fail('mount', volume.id, '', step, err);
       }
-    });
+    }));
   }
 
   async publishVolume(
@@ -155,7 +155,7 @@ export class CSIVolumeManager implements VolumeManager {
   }
 
   unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
-    return this.step('unstage', volume, '', usage, options, async (inst, paths, signal) => {
+    return this.failureEvented('Unmount volume', volume, () => this.step('unstage', volume, '', usage, options, async (inst, paths, signal) => {
       let step = 'NodeGetCapabilities';
       try {
         if (!(await inst.nodeCapabilities(signal)).stageUnstageVolume) return;
@@ -172,7 +172,7 @@ export class CSIVolumeManager implements VolumeManager {
       } catch (err) {
         throw this.fail('unmount', volume.id, '', step, err);
       }
-    });
+    }));
   }
 
   hasMount(targetPath: string): Promise<boolean> {
@@ -217,6 +217,20 @@ export class CSIVolumeManager implements VolumeManager {
       return result;
     } catch (err) {
       this.event(message, volumeId, allocId, err);
+      throw err;
+    }
+  }
+
+  /**
+   * Stage and unstage are half of a mount or an unmount: a success shows in
+   * the publish or unpublish event; a failure is the mount's or unmount's,
+   * and shows as its failed event (with no alloc: the staging is shared).
+   */
+  private async failureEvented<T>(message: NodeEventMessage, volume: Pick<CSIVolumeRef, 'id'>, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      this.event(message, String(volume?.id), '', err);
       throw err;
     }
   }

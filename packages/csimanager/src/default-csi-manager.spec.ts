@@ -11,7 +11,7 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     h = new Harness();
   });
   afterEach(async () => {
-    await h.close();
+    await h.dispose();
   });
 
   it('picks up a plugin registered before start, fingerprints it and reports it healthy', async () => {
@@ -26,14 +26,14 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     expect(h.health.map((e) => [e.name, e.healthy, e.previous])).toEqual([['my-plugin', true, undefined]]);
   });
 
-  it('removes the instance on deregistration, closes its client and reports it unhealthy once', async () => {
+  it('removes the instance on deregistration, disposes its client and reports it unhealthy once', async () => {
     const reg = plugin(0, 'csi-controller');
     h.registry.register(reg);
     await h.manager.start();
     await h.settle();
     h.registry.deregister(reg.type, reg.name, reg.allocId);
     expect(h.manager.pluginInfo(reg.type, reg.name)).toBeUndefined();
-    expect(h.factory.clientsOf(reg.socketPath).every((c) => c.closed)).toBe(true);
+    expect(h.factory.clientsOf(reg.socketPath).every((c) => c.disposed)).toBe(true);
     expect(h.health.map((e) => e.healthy)).toEqual([true, false]);
     expect(h.health[1]!.description).toContain('deregistered');
     await h.advance(FINGERPRINT_PERIOD * 3);
@@ -162,8 +162,8 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     expect(h.manager.plugins('csi-controller')).toEqual([]);
   });
 
-  it('swaps instances on registry events alone when resync is off, closing the old client', async () => {
-    await h.close();
+  it('swaps instances on registry events alone when resync is off, disposing the old client', async () => {
+    await h.dispose();
     h = new Harness({ resync: false });
     await h.manager.start();
     h.registry.register(plugin(0));
@@ -171,8 +171,8 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     h.registry.register(plugin(1));
     await h.settle();
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', healthy: true });
-    expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.closed)).toBe(true);
-    expect(h.factory.clientsOf('/var/data/plugins/alloc-1/csi.sock').some((c) => !c.closed)).toBe(true);
+    expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.disposed)).toBe(true);
+    expect(h.factory.clientsOf('/var/data/plugins/alloc-1/csi.sock').some((c) => !c.disposed)).toBe(true);
     // Deregistering the active alloc promotes alloc-0 again.
     h.registry.deregister('csi-node', 'my-plugin', 'alloc-1');
     await h.settle();
@@ -250,7 +250,7 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     h.registry.register(plugin(0, 'csi-node', { socketPath: '/var/data/plugins/alloc-0/csi-2.sock' }));
     await h.settle();
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.socketPath).toBe('/var/data/plugins/alloc-0/csi-2.sock');
-    expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.closed)).toBe(true);
+    expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.disposed)).toBe(true);
   });
 
   it('resyncs on the heartbeat period: a registration it missed is picked up', async () => {
@@ -290,7 +290,7 @@ describe('CSI manager: fingerprinting and health', () => {
     h = new Harness();
   });
   afterEach(async () => {
-    await h.close();
+    await h.dispose();
   });
 
   it('fetches plugin capabilities and node info once; probes and reads node capabilities every round', async () => {
@@ -407,7 +407,7 @@ describe('registerCsiManager', () => {
       const { IClock, ILogger, ITimeoutPolicy, IHeartbeatStrategy } = await import('@csiplug/core');
       const { IPluginRegistry } = await import('@csiplug/registry');
       const { ICSIClientFactory } = await import('@csiplug/csi');
-      const { IClientStateDB } = await import('@csiplug/state');
+      const { IClientStateDB, bindStateStores } = await import('@csiplug/state');
       c.register(IClock, { useValue: h.clock });
       c.register(ILogger, { useValue: h.logger });
       c.register(ITimeoutPolicy, { useValue: h.policy });
@@ -415,6 +415,7 @@ describe('registerCsiManager', () => {
       c.register(IPluginRegistry, { useValue: h.registry });
       c.register(ICSIClientFactory, { useValue: h.factory });
       c.register(IClientStateDB, { useValue: h.db });
+      bindStateStores(c);
       registerCsiManager(c, { dataDir: h.dataDir });
       expect(c.resolve(IMountTable)).toBeInstanceOf(ProcMountTable);
       const m = c.resolve<import('.').CSIManager>(ICSIManager);
@@ -425,7 +426,7 @@ describe('registerCsiManager', () => {
       expect(m.pluginInfo('csi-node', 'my-plugin')?.healthy).toBe(true);
       await m.dispose();
     } finally {
-      await h.close();
+      await h.dispose();
     }
   });
 });

@@ -160,7 +160,7 @@ export class PluginInstance implements Disposable {
   }
 
   /**
-   * Stops fingerprinting and closes the client. A healthy instance reports
+   * Stops fingerprinting and disposes the client. A healthy instance reports
    * itself unhealthy once, so listeners never keep a stopped plugin healthy.
    */
   stop(reason: string): void {
@@ -169,9 +169,9 @@ export class PluginInstance implements Disposable {
     this.timer?.dispose();
     this.timer = undefined;
     try {
-      this.client.close();
+      this.client.dispose();
     } catch (err) {
-      this.log.warn('closing the CSI client failed', { error: errorMessage(err) });
+      this.log.warn('disposing the CSI client failed', { error: errorMessage(err) });
     }
     if (this.healthy) this.setVerdict(false, `stopped: ${reason}`, undefined);
     this.log.debug('plugin instance stopped', { reason });

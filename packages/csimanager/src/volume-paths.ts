@@ -1,4 +1,4 @@
-// The paths of a volume on a plugin, from DESIGN.md ("Paths"):
+// The paths of a volume on a plugin, from ARCHITECTURE.md ("What is kept where"):
 //   <root>/staging/<volume>/<usage>
 //   <root>/per-alloc/<alloc>/<volume>/<usage>
 // once on the host and once as the plugin sees them. Ids are checked before

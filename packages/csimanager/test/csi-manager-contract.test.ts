@@ -40,6 +40,6 @@ describeCSIManagerPluginWaitContract('DefaultCSIManager', async () => {
       await h.settle();
     },
     settle: () => h.settle(),
-    cleanup: () => h.close(),
+    cleanup: () => h.dispose(),
   };
 });

@@ -79,7 +79,8 @@ export class Harness {
     return this.factory.behaviourOf(reg.socketPath);
   }
 
-  async close(): Promise<void> {
+  /** Tears everything down: manager, registry, client state, the data dir. */
+  async dispose(): Promise<void> {
     await this.manager.dispose();
     this.registry.dispose();
     this.db.dispose();

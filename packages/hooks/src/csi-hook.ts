@@ -17,6 +17,7 @@ import type { UsageOptions } from '@csiplug/csimanager';
 import { IVolumeReconciler, VolumeMountError, type VolumeReconcilerService } from '@csiplug/volumes';
 import { inject, injectable } from 'tsyringe';
 import type { AllocHook, AllocHookContext, AllocPrerunResult, MountedVolume, VolumeRequest } from './hook';
+import type { ICSIHookFactory } from './tokens';
 
 export const EVENT_VOLUME_MOUNTED = 'Volume mounted';
 export const EVENT_VOLUME_MOUNT_FAILED = 'Volume mount failed';
@@ -74,7 +75,7 @@ export class CSIHook implements AllocHook {
 
 /** Makes one csi hook per alloc, with the agent's volume reconciler. */
 @injectable()
-export class CSIHookFactory {
+export class CSIHookFactory implements ICSIHookFactory {
   constructor(
     @inject(IVolumeReconciler) private readonly volumes: VolumeReconcilerService,
     @inject(ILogger) private readonly logger: Logger,

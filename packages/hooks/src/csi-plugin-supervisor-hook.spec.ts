@@ -178,7 +178,7 @@ describe('csi_plugin_supervisor', () => {
     expect(clients.totalProbes).toBe(probes);
   });
 
-  it('stop of a monolith removes both registrations, closes the client and removes the socket dir', async () => {
+  it('stop of a monolith removes both registrations, disposes the client and removes the socket dir', async () => {
     const h = hook();
     const ctx = taskContext();
     await h.prestart(ctx);
@@ -187,7 +187,7 @@ describe('csi_plugin_supervisor', () => {
     expect(h.registrations).toHaveLength(2);
     await h.stop(ctx);
     expect(registry.allocPlugins('alloc-1')).toEqual([]);
-    expect(clients.clients[0]!.closed).toBe(true);
+    expect(clients.clients[0]!.disposed).toBe(true);
     expect(fs.existsSync(path.join(dataDir, 'plugins', 'alloc-1'))).toBe(false);
     // stop is idempotent
     await h.stop(ctx);
@@ -203,7 +203,7 @@ describe('csi_plugin_supervisor', () => {
     const probes = clients.totalProbes;
     await clock.advance(120_000);
     expect(clients.totalProbes).toBe(probes);
-    expect(clients.clients[0]!.closed).toBe(true);
+    expect(clients.clients[0]!.disposed).toBe(true);
     expect(registry.allocPlugins('alloc-1')).toHaveLength(2);
     expect(fs.existsSync(pluginSocketPath(dataDir, 'alloc-1'))).toBe(true);
   });

@@ -32,6 +32,7 @@ import { inject, injectable } from 'tsyringe';
 import type { CSIPluginConfig, TaskHook, TaskHookContext, TaskPrestartResult } from './hook';
 import { pluginMountRoot, pluginSocketDir, pluginSocketPath } from './paths';
 import { IHooksConfig, type HooksConfig } from './hooks-config';
+import type { ICSIPluginSupervisorFactory } from './tokens';
 import { waitForPath } from './wait-for-path';
 
 export const TASK_EVENT_PLUGIN_HEALTHY = 'Plugin became healthy';
@@ -115,10 +116,10 @@ export class CSIPluginSupervisorHook implements TaskHook {
     this.teardown(ctx);
   }
 
-  /** The agent goes away, the task runs on: stop probing and close the client; the registrations stay for the next agent. */
+  /** The agent goes away, the task runs on: stop probing and dispose the client; the registrations stay for the next agent. */
   detach(): void {
     this.stopLoop();
-    this.client?.close();
+    this.client?.dispose();
     this.client = undefined;
   }
 
@@ -143,7 +144,7 @@ export class CSIPluginSupervisorHook implements TaskHook {
       return;
     }
 
-    this.client?.close();
+    this.client?.dispose();
     const client = this.clients.createClient(`unix://${socket}`);
     this.client = client;
 
@@ -268,7 +269,7 @@ export class CSIPluginSupervisorHook implements TaskHook {
     for (const entry of entries) this.deregisterOne({ type: entry.type, name: entry.name, allocId: entry.allocId });
     this.registered = [];
     this.healthy = false;
-    this.client?.close();
+    this.client?.dispose();
     this.client = undefined;
     try {
       fs.rmSync(pluginSocketDir(this.dataDir, ctx.alloc.id), { recursive: true, force: true });
@@ -280,7 +281,7 @@ export class CSIPluginSupervisorHook implements TaskHook {
 
 /** Makes one supervisor hook per plugin task, with the agent's shared services. */
 @injectable()
-export class CSIPluginSupervisorFactory {
+export class CSIPluginSupervisorFactory implements ICSIPluginSupervisorFactory {
   constructor(
     @inject(IHooksConfig) private readonly config: HooksConfig,
     @inject(IPluginRegistry) private readonly registry: PluginRegistry,

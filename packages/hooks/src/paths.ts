@@ -1,4 +1,4 @@
-// Where a plugin task's files live under the agent's data dir (DESIGN.md "Paths").
+// Where a plugin task's files live under the agent's data dir (ARCHITECTURE.md, "What is kept where").
 import { assertPathSafeId } from '@csiplug/core';
 import * as path from 'path';
 import type { CSIPluginConfig } from './hook';

@@ -1,6 +1,5 @@
 // Tokens owned by @csiplug/hooks.
-import type { CSIHookFactory } from './csi-hook';
-import type { CSIPluginSupervisorFactory } from './csi-plugin-supervisor-hook';
+import type { AllocHook, CSIPluginConfig, TaskHook } from './hook';
 
 /** Where hooks keep their files: the agent's data dir. */
 export { IHooksConfig, type HooksConfig } from './hooks-config';
@@ -8,8 +7,14 @@ export { IHooksConfig, type HooksConfig } from './hooks-config';
 /** Claims volumes for allocs; the volume catalog implements it. Owned by @csiplug/volumes, re-exported here. */
 export { IVolumeClaimer } from '@csiplug/volumes';
 
-export type ICSIPluginSupervisorFactory = CSIPluginSupervisorFactory;
+/** Makes the csi_plugin_supervisor hook of a plugin task (CSIPluginSupervisorFactory by default). */
+export interface ICSIPluginSupervisorFactory {
+  create(plugin: CSIPluginConfig): TaskHook;
+}
 export const ICSIPluginSupervisorFactory: unique symbol = Symbol('ICSIPluginSupervisorFactory');
 
-export type ICSIHookFactory = CSIHookFactory;
+/** Makes the csi hook of an alloc with CSI volumes (CSIHookFactory by default). */
+export interface ICSIHookFactory {
+  create(): AllocHook;
+}
 export const ICSIHookFactory: unique symbol = Symbol('ICSIHookFactory');

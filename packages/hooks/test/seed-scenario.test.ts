@@ -143,7 +143,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
       const res = await client.createVolume({ name: VOLUME_ID, volumeCapabilities: [mountCapability('SINGLE_NODE_WRITER')] });
       return res.volume!.volumeId;
     } finally {
-      client.close();
+      client.dispose();
     }
   }
 

@@ -23,7 +23,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     stopping = true;
-    plugin.close().then(
+    plugin.dispose().then(
       () => process.exit(0),
       (err: unknown) => {
         process.stderr.write(`csiplug-hostpath: shutdown failed: ${errorMessage(err)}\n`);

@@ -2,17 +2,17 @@
 // serveCsi on the endpoint, and the call-counting fault switches.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Logger, PinoLogger } from '@csiplug/core';
+import { AsyncDisposable, Logger, PinoLogger } from '@csiplug/core';
 import { CSI_SERVICES, CsiServer, CsiServerHandlers, CsiServiceKey, csiPackageDefinition, csiStatus, serveCsi } from '@csiplug/csi';
 import type { PluginConfig } from './config';
 import { LinuxMounter, Mounter } from './mounter';
 import { HostPathPlugin } from './plugin';
 import { VolumeStore } from './volume-store';
 
-export interface RunningPlugin {
+export interface RunningPlugin extends AsyncDisposable {
   readonly server: CsiServer;
   /** Stops serving and removes the socket. */
-  close(): Promise<void>;
+  dispose(): Promise<void>;
 }
 
 export interface StartOptions {
@@ -74,5 +74,5 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
   });
   readyAt = Date.now() + faults.probeNotReadyMs;
   logger.info('listening', { endpoint: config.endpoint, mode: config.mode, nodeId: config.nodeId, stateDir: store.stateDir, faults });
-  return { server, close: () => server.close() };
+  return { server, dispose: () => server.dispose() };
 }

@@ -72,7 +72,7 @@ export class Harness {
   }
 
   async cleanup(): Promise<void> {
-    for (const c of this.clients.splice(0)) c.close();
+    for (const c of this.clients.splice(0)) c.dispose();
     for (const p of this.procs.splice(0)) {
       if (p.proc.exitCode === null && p.proc.signalCode === null) {
         p.proc.kill('SIGKILL');

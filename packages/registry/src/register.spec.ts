@@ -1,6 +1,6 @@
 import { MemoryLogger, registerCore } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
-import { IClientStateDB, openClientState } from '@csiplug/state';
+import { IClientStateDB, bindStateStores, openClientState } from '@csiplug/state';
 import { container as root } from 'tsyringe';
 import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, PluginRegistry, StateRegistryStore, registerRegistry, registryModule } from '.';
 import { FakeRegistryStore } from './testing';
@@ -45,6 +45,7 @@ describe('registerRegistry', () => {
     const state = openClientState({ memory: true });
     try {
       c.register(IClientStateDB, { useValue: state });
+      bindStateStores(c);
       registerRegistry(c);
       expect(c.resolve(IRegistryStore)).toBeInstanceOf(StateRegistryStore);
       const registry = c.resolve<PluginRegistry>(IPluginRegistry);
@@ -81,6 +82,7 @@ describe('registryModule', () => {
     try {
       state.putRegistryState({ plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } } });
       c.register(IClientStateDB, { useValue: state });
+      bindStateStores(c);
       registryModule.register(c, {});
       await registryModule.start!(c);
       const registry = c.resolve<PluginRegistry>(IPluginRegistry);

@@ -1,12 +1,12 @@
 // registerRegistry binds the registry's defaults. It expects the core
 // bindings (registerCore: IClock, ILogger, ITimeoutPolicy) and, unless a
-// deployment binds its own IRegistryStore, a client state (IClientStateDB,
-// from @csiplug/state) to be bound by the time the registry is first
+// deployment binds its own IRegistryStore, the client state's registry store
+// (IRegistryStateStore, bound by @csiplug/state's registerState) to be bound by the time the registry is first
 // resolved. registryModule is the same as a Module: it makes the registry
 // (which restores the registrations a previous agent saved) when it starts,
 // and disposes it when it stops.
 import { bindDefault, type Module } from '@csiplug/core';
-import { IClientStateDB } from '@csiplug/state';
+import { IRegistryStateStore } from '@csiplug/state';
 import type { DependencyContainer } from 'tsyringe';
 import { DynamicPluginRegistry } from './dynamic-plugin-registry';
 import { PluginDispenser, PluginDispenserTable } from './plugin-dispensers';
@@ -24,7 +24,7 @@ export interface RegistryOptions {
 export function registerRegistry(container: DependencyContainer, options: RegistryOptions = {}): void {
   bindDefault(container, IPluginRegistryConfig, { useValue: Object.freeze({ extraTypes: Object.freeze([...(options.types ?? [])]) }) });
   bindDefault(container, IPluginDispensers, { useFactory: () => new PluginDispenserTable(options.dispensers) });
-  bindDefault(container, IRegistryStore, { useFactory: (c) => new StateRegistryStore(c.resolve<IClientStateDB>(IClientStateDB)) });
+  bindDefault(container, IRegistryStore, { useFactory: (c) => new StateRegistryStore(c.resolve<IRegistryStateStore>(IRegistryStateStore)) });
   bindDefault(container, IPluginRegistry, { useClass: DynamicPluginRegistry });
 }
 

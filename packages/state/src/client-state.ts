@@ -1,4 +1,4 @@
-// ClientStateDB: the client state of DESIGN.md ("State layout"), the one
+// ClientStateDB: the client state of ARCHITECTURE.md ("What is kept where"), the one
 // file where the registry, the CSI manager, the hooks and the agent keep what
 // must survive an agent restart. It is the aggregate of the narrow stores
 // (RegistryStateStore, AllocStateStore, VolumeStateStore) that

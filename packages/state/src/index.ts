@@ -25,5 +25,5 @@ export type { ClientStateOptions } from './client-state-db';
 export { CLIENT_STATE_SCHEMA_VERSION } from './layout';
 export { CLIENT_STATE_MIGRATIONS, migrationPath } from './migrations';
 export type { Migration } from './migrations';
-export { registerState, stateFilePath, stateModule } from './register';
+export { bindStateStores, registerState, stateFilePath, stateModule } from './register';
 export type { StateBackend, StateOptions } from './register';

@@ -1,11 +1,11 @@
-// The client state layout of DESIGN.md ("State layout"): bucket and key
+// The client state layout of ARCHITECTURE.md ("What is kept where"): bucket and key
 // names, the schema version, and JSON encoding. Shared by ClientStateDB and
 // the migrations so both agree on every name.
 import { ErrDecode } from './errors';
 import type { Tx } from './tx';
 
 /** The schema version this build writes. */
-export const CLIENT_STATE_SCHEMA_VERSION = 1;
+export const CLIENT_STATE_SCHEMA_VERSION = 2;
 
 export const Layout = {
   meta: 'meta',
@@ -22,7 +22,7 @@ export const Layout = {
   csi: 'csi',
   usage: 'usage',
   pending: 'pending',
-  /** csi/mounts: created by the first putVolumeMount (no migration: an absent bucket reads as empty). */
+  /** csi/mounts: the volume reconciler's records (schema 2). */
   mounts: 'mounts',
   volumeCatalog: 'volumes',
 } as const;
@@ -49,6 +49,7 @@ export function ensureLayout(tx: Tx): void {
   const csi = tx.createBucketIfNotExists(Layout.csi);
   csi.createBucketIfNotExists(Layout.usage);
   csi.createBucketIfNotExists(Layout.pending);
+  csi.createBucketIfNotExists(Layout.mounts);
   tx.createBucketIfNotExists(Layout.volumeCatalog);
 }
 

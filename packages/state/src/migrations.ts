@@ -51,7 +51,23 @@ export const migrateV0toV1: Migration = {
   },
 };
 
-export const CLIENT_STATE_MIGRATIONS: readonly Migration[] = [migrateV0toV1];
+/**
+ * Version 2 adds `csi/mounts`, the volume reconciler's records (desired and
+ * actual state of each alloc's volume), which replace the mount stubs,
+ * staging usage and pending unmounts of version 1 — @csiplug/volumes adopts
+ * those once. Its point is the version itself: an agent of version 1 would
+ * not see the records, so it must refuse the file as newer rather than
+ * restore allocs whose mounts it cannot find.
+ */
+export const migrateV1toV2: Migration = {
+  from: 1,
+  description: 'add csi/mounts, the volume reconciler records',
+  migrate(tx) {
+    tx.createBucketIfNotExists(Layout.csi).createBucketIfNotExists(Layout.mounts);
+  },
+};
+
+export const CLIENT_STATE_MIGRATIONS: readonly Migration[] = [migrateV0toV1, migrateV1toV2];
 
 /** The steps from `from` to `to`, in order; throws when one is missing. */
 export function migrationPath(from: number, to: number, steps: readonly Migration[]): Migration[] {

@@ -46,6 +46,15 @@ export function registerState(container: DependencyContainer, options: StateOpti
         : openClientState({ path: stateFilePath(options.dataDir!), timeout: options.timeout, noSync: options.noSync, clock, logger });
     },
   });
+  bindStateStores(container);
+}
+
+/**
+ * Binds the narrow stores (registry, allocs, volumes) to whatever
+ * IClientStateDB resolves to — for a container whose client state was bound
+ * by hand (tests, a deployment's own store). registerState calls it.
+ */
+export function bindStateStores(container: DependencyContainer): void {
   bindDefault(container, IRegistryStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
   bindDefault(container, IAllocStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });
   bindDefault(container, IVolumeStateStore, { useFactory: (c) => c.resolve<IClientStateDB>(IClientStateDB) });

@@ -24,7 +24,7 @@ import {
   registerCsiManager,
 } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginRegistry, registerRegistry } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState } from '@csiplug/state';
+import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { IVolumeClaimer, IVolumeReconciler, registerVolumeReconciler, type VolumeMountRequest, type VolumeReconcilerService } from '../src';
 import { FakeClaimer } from '../src/testing';
 import { HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
@@ -48,6 +48,7 @@ async function startAgent(dataDir: string, claimer: FakeClaimer): Promise<Agent>
   registerCore(c, { logger: new MemoryLogger(), heartbeat: { strategy: 'fixed' }, timeouts: { pluginWaitPrerun: 20_000, pluginWaitRestore: 20_000 } });
   const db = openClientState({ path: path.join(dataDir, 'state.db') });
   c.register(IClientStateDB, { useValue: db });
+  bindStateStores(c); // the narrow store tokens, over the state bound above
   registerCsi(c);
   registerRegistry(c);
   registerCsiManager(c, { dataDir });
@@ -119,7 +120,7 @@ describeIfRoot('volume reconciler with the hostpath plugin (real mounts, real st
       claimer.volumes.set(id, { id, externalId, pluginId: 'hostpath' });
       return externalId;
     } finally {
-      client.close();
+      client.dispose();
     }
   }
 

@@ -4,10 +4,10 @@
 //
 // On a restore after an agent restart the same path runs in restore mode:
 // live tasks are re-attached, never restarted, and live mounts are kept.
-import { Clock, Logger, errorMessage } from '@csiplug/core';
+import { Clock, Logger, ShutdownError, errorMessage } from '@csiplug/core';
 import {
-  CSIHookFactory,
-  CSIPluginSupervisorFactory,
+  ICSIHookFactory,
+  ICSIPluginSupervisorFactory,
   runAllocHooks,
   type AllocHook,
   type AllocHookContext,
@@ -34,8 +34,8 @@ export interface AllocRunnerDeps {
   allocStore: AllocStore;
   clock: Clock;
   logger: Logger;
-  supervisors: CSIPluginSupervisorFactory;
-  csiHooks: CSIHookFactory;
+  supervisors: ICSIPluginSupervisorFactory;
+  csiHooks: ICSIHookFactory;
   /** The volume reconciler: what this alloc has mounted or still holds. */
   volumes: Pick<VolumeReconcilerService, 'list'>;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
@@ -154,6 +154,7 @@ export class AllocRunner {
     } catch (err) {
       // Stopped or detached while setting up: stop() / detach() take it from here.
       if (this.detached || this.controller.signal.aborted) return;
+
       this.log.error('alloc setup failed', { error: err });
       for (const task of this.group.tasks) {
         this.deps.onTaskEvent(this.alloc, task.name, { type: TASK_EVENT.setupFailure, message: `failed to set up alloc: ${errorMessage(err)}`, failed: true, time: this.deps.clock.now() });
@@ -249,8 +250,11 @@ export class AllocRunner {
   /** Agent shutdown: tasks keep running; nothing is unmounted. */
   detach(): void {
     this.detached = true;
-    this.controller.abort();
-    this.teardownController.abort();
+    // A ShutdownError, not a plain abort: a mount cut short by the agent going
+    // away is left for the next agent to finish, not undone under the alloc.
+    const reason = new ShutdownError('the agent is shutting down; the alloc is left to the next agent');
+    this.controller.abort(reason);
+    this.teardownController.abort(reason);
     for (const t of this.tasks.values()) t.detach();
   }
 

@@ -1,4 +1,3 @@
-/// <reference types="jest" />
 // The behaviours of a CSIClient (over a node + controller plugin) that the
 // tests above it rely on, as jest tests: run against FakeCSIClient (csi's own
 // tests) and against GrpcCSIClient over a real unix socket to the reference
@@ -9,6 +8,7 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '../capabilities';
 import type { CSIClient } from '../client';
 import { CSIError, isNotFound } from '../errors';
+import type * as JestGlobals from '@jest/globals';
 
 /** One implementation under test, made fresh for each test. */
 export interface CSIClientContractSubject {
@@ -31,6 +31,8 @@ const CAP = mountCapability('SINGLE_NODE_WRITER');
  * runs before each test; its subject's cleanup after it.
  */
 export function describeCSIClientContract(name: string, make: () => Promise<CSIClientContractSubject>): void {
+  // Jest's functions, loaded when the suite is described (not when the testing entry is imported: it loads outside jest too); @jest/globals is an optional peer dependency.
+  const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
   describe(`CSIClient contract: ${name}`, () => {
     let s: CSIClientContractSubject;
     let staging: string;
@@ -142,9 +144,9 @@ export function describeCSIClientContract(name: string, make: () => Promise<CSIC
       await expect(s.client.probe({ signal: ac.signal })).rejects.toThrow('caller gave up');
     });
 
-    it('calls after close() fail with ShutdownError', async () => {
-      s.client.close();
-      s.client.close();
+    it('calls after dispose() fail with ShutdownError', async () => {
+      s.client.dispose();
+      s.client.dispose();
       await expect(s.client.probe()).rejects.toBeInstanceOf(ShutdownError);
     });
   });

@@ -105,7 +105,8 @@ export function csiError(code: number, method: string, details = ''): CSIError {
 export const notFound = (method: string, details = 'no such volume') => csiError(GrpcStatus.NOT_FOUND, method, details);
 
 export class FakeCSIClient implements CSIClient {
-  closed = false;
+  /** Set by dispose(); calls after it fail like the real client's. */
+  disposed = false;
   /** Probe calls made through this client. */
   probes = 0;
   private nodeCaps: NodeCapabilities | undefined;
@@ -122,7 +123,7 @@ export class FakeCSIClient implements CSIClient {
   }
 
   private async call<R>(method: string, request: object, o?: CSICallOptions, answer?: () => R): Promise<R> {
-    if (this.closed) throw new ShutdownError(`fake CSI client for ${this.endpoint} is closed; create a new one to call ${method}`);
+    if (this.disposed) throw new ShutdownError(`fake CSI client for ${this.endpoint} is disposed; create a new one to call ${method}`);
     if (o?.signal?.aborted) throw abortReason(o.signal);
     const b = this.behaviour;
     b.calls.push({ method, request: request as Record<string, unknown> });
@@ -131,7 +132,7 @@ export class FakeCSIClient implements CSIClient {
       b.gates.delete(method);
       await raceAbort(gate.arrive(), o?.signal);
     }
-    if (this.closed) throw csiError(GrpcStatus.UNAVAILABLE, method, 'client closed');
+    if (this.disposed) throw csiError(GrpcStatus.UNAVAILABLE, method, 'client disposed');
     const once = b.failOnce.get(method);
     if (once?.length) throw once.shift()!;
     const fail = b.failures.get(method);
@@ -263,11 +264,8 @@ export class FakeCSIClient implements CSIClient {
   listSnapshots(r: T.ListSnapshotsRequest = {}, o?: CSICallOptions) {
     return this.call<T.ListSnapshotsResponse>('ListSnapshots', r, o);
   }
-  close(): void {
-    this.closed = true;
-  }
   dispose(): void {
-    this.close();
+    this.disposed = true;
   }
 }
 

@@ -1,4 +1,3 @@
-/// <reference types="jest" />
 // The plugin-wait part of the CSIManager contract (waitForPlugin,
 // pluginInfo, plugins, onDidChangeHealth, dispose), as jest tests: run
 // against FakeCSIManager and against DefaultCSIManager over the real plugin
@@ -10,6 +9,7 @@ import type { FakeClock } from '@csiplug/core/testing';
 import type { CSIManager, CSIPluginType } from '../csi-manager';
 import { CSIPluginWaitTimeoutError } from '../errors';
 import type { PluginHealthChange, PluginInfo } from '../plugin-info';
+import type * as JestGlobals from '@jest/globals';
 
 /** One implementation under test, made fresh for each test. */
 export interface CSIManagerContractSubject {
@@ -39,6 +39,8 @@ function track<T>(p: Promise<T>): { readonly state: 'pending' | 'resolved' | 're
 
 /** Registers the plugin-wait contract's tests under `describe(name)`; `make` runs before each test, the subject's cleanup after it. */
 export function describeCSIManagerPluginWaitContract(name: string, make: () => Promise<CSIManagerContractSubject>): void {
+  // Jest's functions, loaded when the suite is described (not when the testing entry is imported: it loads outside jest too); @jest/globals is an optional peer dependency.
+  const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
   describe(`CSIManager plugin-wait contract: ${name}`, () => {
     let s: CSIManagerContractSubject;
     beforeEach(async () => {

@@ -1,9 +1,9 @@
-/// <reference types="jest" />
 // What every MountTable answers, as jest tests: run against FakeMountTable
 // and against ProcMountTable over real bind mounts in a temp dir
 // (packages/csimanager/test/mount-table-contract.test.ts), so the fake the
 // volume manager's tests use answers what the kernel's table does.
 import type { MountTable } from '../mount-table';
+import type * as JestGlobals from '@jest/globals';
 
 /** One implementation under test, made fresh for each test. */
 export interface MountTableContractSubject {
@@ -22,6 +22,8 @@ export interface MountTableContractSubject {
 
 /** Registers the MountTable contract's tests under `describe(name)`; `make` runs before each test, the subject's cleanup after it. */
 export function describeMountTableContract(name: string, make: () => Promise<MountTableContractSubject>): void {
+  // Jest's functions, loaded when the suite is described (not when the testing entry is imported: it loads outside jest too); @jest/globals is an optional peer dependency.
+  const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
   describe(`MountTable contract: ${name}`, () => {
     let s: MountTableContractSubject;
     beforeEach(async () => {

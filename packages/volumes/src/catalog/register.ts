@@ -1,6 +1,6 @@
 // registerVolumeCatalog binds the local volume catalog to IVolumeCatalog and
 // IVolumeClaimer: one instance behind both. It expects the core bindings
-// (IClock, ILogger), the client state (IClientStateDB), the plugin registry,
+// (IClock, ILogger), the client state's volume store (IVolumeStateStore, bound by registerState), the plugin registry,
 // the CSI manager and an IVolumeSpecValidator to be bound by the time either
 // token is first resolved; without a validator it refuses to build the
 // catalog rather than take specs unchecked. A deployment that bound its own

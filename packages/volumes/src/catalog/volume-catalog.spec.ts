@@ -11,7 +11,7 @@ import { FakeCSIClientFactory, csiError } from '@csiplug/csi/testing';
 import { ICSIManager, PluginInfo } from '@csiplug/csimanager';
 import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
 import { DynamicPluginRegistry, IPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState } from '@csiplug/state';
+import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { container as rootContainer } from 'tsyringe';
 import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeSpecValidatorMissingError } from './errors';
 import { registerVolumeCatalog } from './register';
@@ -113,9 +113,9 @@ class Harness implements Disposable {
     return this.controller.callsOf(rpc).map((c) => c.request);
   }
 
-  /** Controller clients the catalog opened and has not closed. */
+  /** Controller clients the catalog opened and has not disposed. */
   openControllerClients(): number {
-    return this.controllers.clients.filter((c) => !c.closed).length;
+    return this.controllers.clients.filter((c) => !c.disposed).length;
   }
 
   /** A new catalog over the same state, as after an agent restart. */
@@ -659,6 +659,7 @@ describe('registerVolumeCatalog', () => {
   function bindDeps(c: typeof rootContainer): void {
     registerCore(c, { clock: h.clock, logger: h.logger });
     c.register(IClientStateDB, { useValue: h.state });
+    bindStateStores(c); // the narrow store tokens, over the state bound above
     c.register(ICSIManager, { useValue: h.csi });
     c.register(IPluginRegistry, { useValue: h.registry });
     c.register(IVolumeSpecValidator, { useValue: h.specCheck.validator });
@@ -686,6 +687,7 @@ describe('registerVolumeCatalog', () => {
     const c = rootContainer.createChildContainer();
     registerCore(c, { clock: h.clock, logger: h.logger });
     c.register(IClientStateDB, { useValue: h.state });
+    bindStateStores(c); // the narrow store tokens, over the state bound above
     c.register(ICSIManager, { useValue: h.csi });
     c.register(IPluginRegistry, { useValue: h.registry });
     registerVolumeCatalog(c);

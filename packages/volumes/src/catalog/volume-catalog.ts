@@ -21,7 +21,7 @@ import {
 import { CSIClient, CSIError, CreateVolumeRequest, GrpcStatus, isNotFound } from '@csiplug/csi';
 import { ControllerPluginInfo, ICSIManager, KeyedMutex, volumeCapabilityFor } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
-import { IClientStateDB } from '@csiplug/state';
+import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
 import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError } from './errors';
@@ -31,6 +31,13 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeC
 import { VolumeRecord, isVolumeRecord, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import type { VolumeClaimView, VolumeView } from './volume-view';
+
+/** A copy of `map` without `key`; undefined when nothing is left. */
+function withoutKey(map: Record<string, string> | undefined, key: string): Record<string, string> | undefined {
+  if (!map) return undefined;
+  const { [key]: _gone, ...rest } = map;
+  return Object.keys(rest).length ? rest : undefined;
+}
 
 /** CSI codes after which retrying the same claim cannot help. */
 const PERMANENT_CSI_CODES: readonly number[] = Object.freeze([
@@ -56,7 +63,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   readonly onDidChange: Event<VolumeCatalogEvent>;
 
   constructor(
-    @inject(IClientStateDB) private readonly state: IClientStateDB,
+    @inject(IVolumeStateStore) private readonly state: IVolumeStateStore,
     @inject(ICSIManager) private readonly csi: ICSIManager,
     @inject(IPluginRegistry) private readonly registry: IPluginRegistry,
     @inject(IClock) private readonly clock: IClock,
@@ -242,7 +249,16 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       checkClaim(record, request);
 
       let published: { nodeId: string; context: Record<string, string> } | undefined;
-      if (publishedTo === undefined) published = await this.controllerPublish(record, request, signal);
+      let current = record;
+      if (publishedTo === undefined) {
+        published = await this.controllerPublish(record, request, signal, (nodeId) => {
+          // Recorded before the call goes out: a publish cut short (an abort, a
+          // crash) may still have attached the volume, and release must then
+          // unpublish it. A retried claim publishes again (it is idempotent).
+          current = { ...record, publishing: { ...record.publishing, [request.allocId]: nodeId } };
+          this.state.putVolume(current.id, current);
+        });
+      }
 
       const claim: VolumeClaimView = {
         allocId: request.allocId,
@@ -251,10 +267,12 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         attachmentMode: request.attachmentMode,
         since: own?.since ?? this.clock.now(),
       };
-      const next: VolumeRecord = { ...record, claims: [...record.claims.filter((c) => c.allocId !== request.allocId), claim] };
+      const next: VolumeRecord = { ...current, claims: [...current.claims.filter((c) => c.allocId !== request.allocId), claim] };
       if (published) {
-        next.controllerPublished = { ...record.controllerPublished, [request.allocId]: published.nodeId };
-        next.publishContexts = { ...record.publishContexts, [request.allocId]: published.context };
+        next.controllerPublished = { ...current.controllerPublished, [request.allocId]: published.nodeId };
+        next.publishContexts = { ...current.publishContexts, [request.allocId]: published.context };
+        next.publishing = withoutKey(current.publishing, request.allocId);
+        if (next.publishing === undefined) delete next.publishing;
       }
       try {
         this.state.putVolume(next.id, next);
@@ -281,7 +299,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     await this.locked(volumeId, signal, async () => {
       const record = this.read(volumeId);
       const claimed = record?.claims.some((c) => c.allocId === allocId) ?? false;
-      const nodeId = record?.controllerPublished?.[allocId];
+      // A publish under way or cut short counts as published: unpublishing what never attached is harmless.
+      const nodeId = record?.controllerPublished?.[allocId] ?? record?.publishing?.[allocId];
       if (!record || (!claimed && nodeId === undefined)) {
         this.log.debug('release of a claim that is gone; nothing to do', { volume_id: volumeId, alloc_id: allocId });
         return { value: undefined };
@@ -298,6 +317,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         const { [allocId]: _ctx, ...rest } = record.publishContexts;
         next.publishContexts = rest;
       }
+      if (record.publishing) {
+        next.publishing = withoutKey(record.publishing, allocId);
+        if (next.publishing === undefined) delete next.publishing;
+      }
       this.state.putVolume(next.id, next);
       this.log.info('volume claim released', { volume_id: volumeId, alloc_id: allocId, unpublished_from: nodeId });
       const where = nodeId !== undefined ? `; unpublished from node ${nodeId}` : '';
@@ -309,7 +332,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     const held = this.state
       .listVolumes<unknown>()
       .filter((r): r is VolumeRecord => this.checkRecord(r))
-      .filter((r) => r.claims.some((c) => c.allocId === allocId) || r.controllerPublished?.[allocId] !== undefined)
+      .filter((r) => r.claims.some((c) => c.allocId === allocId) || r.controllerPublished?.[allocId] !== undefined || r.publishing?.[allocId] !== undefined)
       .map((r) => r.id);
     const released: string[] = [];
     let firstError: unknown;
@@ -350,13 +373,13 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return controller;
   }
 
-  /** A client for the plugin's active controller registration, closed after `fn`. */
+  /** A client for the plugin's active controller registration, disposed after `fn`. */
   private async withController<T>(pluginId: string, fn: (client: CSIClient) => Promise<T>): Promise<T> {
     const client = this.registry.dispense<CSIClient>(PluginTypeCSIController, pluginId);
     try {
       return await fn(client);
     } finally {
-      client.close();
+      client.dispose();
     }
   }
 
@@ -381,7 +404,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private async controllerPublish(
     record: VolumeRecord,
     request: VolumeClaimRequest,
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    beforeCall: (nodeId: string) => void,
   ): Promise<{ nodeId: string; context: Record<string, string> } | undefined> {
     const controller = await this.claimController(record, request.allocId, signal);
     if (!controller?.supportsAttachDetach) return undefined;
@@ -397,6 +421,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       { readOnly: request.readOnly, accessMode: request.accessMode, attachmentMode: request.attachmentMode },
       record.mountOptions,
     );
+    beforeCall(nodeId);
     try {
       const response = await this.withController(record.pluginId, (c) =>
         c.controllerPublishVolume(

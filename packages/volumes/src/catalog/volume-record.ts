@@ -8,6 +8,12 @@ import type { VolumeView } from './volume-view';
 export interface VolumeRecord extends Omit<VolumeView, 'schedulable'> {
   /** alloc id → the node id ControllerPublishVolume was called with; an entry exists while that claim is published. */
   controllerPublished?: Record<string, string>;
+  /**
+   * alloc id → node id of a ControllerPublishVolume asked for and not yet
+   * answered (or cut short): recorded before the call, so a release
+   * unpublishes what may have attached.
+   */
+  publishing?: Record<string, string>;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -28,7 +34,7 @@ export function isVolumeRecord(v: unknown): v is VolumeRecord {
 
 /** The view served to surfaces: a copy, without the catalog's bookkeeping. */
 export function toVolumeView(record: VolumeRecord, schedulable: boolean): VolumeView {
-  const { controllerPublished: _published, ...rest } = structuredClone(record);
+  const { controllerPublished: _published, publishing: _publishing, ...rest } = structuredClone(record);
   const view: VolumeView = { ...rest, schedulable };
   if (view.publishContexts && Object.keys(view.publishContexts).length === 0) delete view.publishContexts;
   return view;

@@ -39,7 +39,7 @@ describeMountStoreContract('StateMountStore over a SQLite client state', () => {
       db = openClientState({ path: file, noSync: true });
       return new StateMountStore(db);
     },
-    close: () => {
+    dispose: () => {
       db.dispose();
       rmSync(dir, { recursive: true, force: true });
     },
@@ -53,7 +53,7 @@ describeMountStoreContract('StateMountStore over the in-memory client state', ()
     plantUndecodable: (key) => plantUndecodable(db, key),
     plantRaw: (key, value) => db.putVolumeMount(key, value),
     reopen: () => new StateMountStore(db),
-    close: () => db.dispose(),
+    dispose: () => db.dispose(),
   };
 });
 

@@ -98,12 +98,31 @@ export class StateMountStore implements MountStore {
 export function adoptLegacyVolumeState(legacy: LegacyVolumeState, store: MountStore, now: number, log: Logger): number {
   const adopted = new Map<string, VolumeMountRecord>();
   const staged = new Set<string>();
-  for (const entry of legacy.listVolumeUsage()) for (const u of entry.users) staged.add(`${entry.pluginId}\0${entry.volumeId}\0${u.allocId}`);
-  const stubsOf = new Map<string, Record<string, LegacyStub>>();
-  for (const { allocId } of legacy.listAllocations().allocs) {
+  const cleared = { allocs: [] as string[], pending: [] as string[] };
+  // One bad entry is logged and left where it is; it never stops the agent from starting.
+  const each = <T>(what: string, items: () => T[], fn: (item: T) => void): void => {
+    let list: T[];
+    try {
+      list = items();
+    } catch (err) {
+      log.error(`could not read the legacy ${what}; left in the state untouched`, { error: errorMessage(err) });
+      return;
+    }
+    for (const item of list) {
+      try {
+        fn(item);
+      } catch (err) {
+        log.error(`a legacy ${what} entry could not be adopted; left in the state untouched`, { entry: JSON.stringify(item)?.slice(0, 200), error: errorMessage(err) });
+      }
+    }
+  };
+  each('volume usage', () => legacy.listVolumeUsage(), (entry) => {
+    for (const u of entry.users) staged.add(`${entry.pluginId}\0${entry.volumeId}\0${u.allocId}`);
+  });
+  each('mount stubs', () => legacy.listAllocations().allocs, ({ allocId }) => {
     const stubs = legacy.getVolumeStubs(allocId);
-    if (!stubs || Object.keys(stubs).length === 0) continue;
-    stubsOf.set(allocId, stubs);
+    if (!stubs || Object.keys(stubs).length === 0) return;
+    const records: VolumeMountRecord[] = [];
     for (const stub of Object.values(stubs)) {
       const record: VolumeMountRecord = {
         allocId,
@@ -122,11 +141,13 @@ export function adoptLegacyVolumeState(legacy: LegacyVolumeState, store: MountSt
       };
       if (stub.stagingPath) record.stagingPath = stub.stagingPath;
       if (stub.publishContext) record.publishContext = { ...stub.publishContext };
-      adopted.set(mountKey(allocId, stub.name), record);
+      if (!isVolumeMountRecord(record)) throw new Error(`mount stub "${String(stub.name)}" of alloc ${allocId} is malformed`);
+      records.push(record);
     }
-  }
-  const pending = legacy.listPendingUnmounts();
-  for (const p of pending) {
+    for (const record of records) adopted.set(mountKey(allocId, record.name), record);
+    cleared.allocs.push(allocId);
+  });
+  each('pending unmount', () => legacy.listPendingUnmounts(), (p) => {
     const name = p.volumeName ?? p.volumeId;
     const record: VolumeMountRecord = {
       allocId: p.allocId,
@@ -139,27 +160,38 @@ export function adoptLegacyVolumeState(legacy: LegacyVolumeState, store: MountSt
       claimed: true,
       staged: true,
       published: true,
-      attempts: p.attempts,
-      since: p.since,
+      attempts: typeof p.attempts === 'number' ? p.attempts : 0,
+      since: typeof p.since === 'number' ? p.since : now,
     };
-    if (p.lastError) record.lastError = p.lastError;
+    if (p.lastError) record.lastError = String(p.lastError);
+    if (!isVolumeMountRecord(record)) throw new Error(`pending unmount ${String(p.id)} is malformed`);
     adopted.set(mountKey(p.allocId, name), record);
-  }
+    cleared.pending.push(p.id);
+  });
   if (adopted.size === 0 && staged.size === 0) return 0;
-  for (const record of adopted.values()) store.put(record);
+  // A record the store has already is newer than the legacy entry (adopted
+  // on an earlier start whose clearing failed): it is kept, never overwritten.
+  const { records: existing } = store.list();
+  const have = new Set(existing.map((r) => mountKey(r.allocId, r.name)));
+  let written = 0;
+  for (const [key, record] of adopted) {
+    if (have.has(key)) continue;
+    store.put(record);
+    written++;
+  }
   for (const key of staged) {
     const [pluginId, volumeId, allocId] = key.split('\0') as [string, string, string];
     const owned = [...adopted.values()].some((r) => r.allocId === allocId && r.volumeId === volumeId && r.pluginId === pluginId);
     if (!owned) log.warn('dropping a staging user left by an older agent without a mount stub (its mount was under way; the alloc mounts again on restore)', { alloc_id: allocId, volume_id: volumeId, plugin_id: pluginId });
   }
   try {
-    for (const allocId of stubsOf.keys()) legacy.putVolumeStubs(allocId, {});
-    for (const p of pending) legacy.deletePendingUnmount(p.id);
+    for (const allocId of cleared.allocs) legacy.putVolumeStubs(allocId, {});
+    for (const id of cleared.pending) legacy.deletePendingUnmount(id);
     for (const entry of legacy.listVolumeUsage()) legacy.putVolumeUsage(entry.pluginId, entry.volumeId, []);
   } catch (err) {
-    // The records are written; the legacy entries are adopted again (to the same records) next start.
-    log.warn('could not clear the legacy volume state after adopting it; it is adopted again next start', { error: errorMessage(err) });
+    // The records are written; the legacy entries are adopted again next start, where records already stored win.
+    log.warn('could not clear the legacy volume state after adopting it; it is looked at again next start', { error: errorMessage(err) });
   }
-  log.info('adopted the volume state of an older agent', { records: adopted.size });
-  return adopted.size;
+  log.info('adopted the volume state of an older agent', { records: written });
+  return written;
 }

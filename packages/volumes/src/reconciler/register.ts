@@ -1,20 +1,21 @@
 // registerVolumeReconciler binds the volume reconciler and its store. It
-// expects core, the client state (IClientStateDB), the CSI manager and an
+// expects core, the client state's volume and alloc stores (IVolumeStateStore,
+// IAllocStateStore: registerState), the CSI manager and an
 // IVolumeClaimer (the volume catalog, or a deployment's own) to be bound by
 // the time IVolumeReconciler is first resolved. The default store is the
 // client state's csi/mounts bucket; on first use it adopts what an agent
 // from before the reconciler left (mount stubs, usage, pending unmounts).
 import { bindDefault, IClock, ILogger, type Clock, type Logger } from '@csiplug/core';
-import { IClientStateDB, type AllocStateStore, type VolumeStateStore } from '@csiplug/state';
+import { IAllocStateStore, IVolumeStateStore, type AllocStateStore, type VolumeStateStore } from '@csiplug/state';
 import type { DependencyContainer } from 'tsyringe';
 import { adoptLegacyVolumeState, StateMountStore, type LegacyVolumeState } from './mount-store';
 import { IMountStore, IVolumeReconciler } from './tokens';
 import { VolumeReconciler } from './volume-reconciler';
 
 /** The legacy buckets, typed with the shapes the older agent wrote. */
-function legacyOf(db: AllocStateStore & VolumeStateStore): LegacyVolumeState {
+function legacyOf(allocs: AllocStateStore, db: VolumeStateStore): LegacyVolumeState {
   return {
-    listAllocations: () => db.listAllocations(),
+    listAllocations: () => allocs.listAllocations(),
     getVolumeStubs: (allocId) => db.getVolumeStubs(allocId),
     putVolumeStubs: (allocId, stubs) => db.putVolumeStubs(allocId, stubs),
     listVolumeUsage: () => db.listVolumeUsage(),
@@ -27,10 +28,10 @@ function legacyOf(db: AllocStateStore & VolumeStateStore): LegacyVolumeState {
 export function registerVolumeReconciler(container: DependencyContainer): void {
   bindDefault(container, IMountStore, {
     useFactory: (c) => {
-      const db: AllocStateStore & VolumeStateStore = c.resolve<AllocStateStore & VolumeStateStore>(IClientStateDB);
-      const store = new StateMountStore(db);
+      const volumes = c.resolve<VolumeStateStore>(IVolumeStateStore);
+      const store = new StateMountStore(volumes);
       const logger = c.resolve<Logger>(ILogger).child({ component: 'volume-reconciler' });
-      adoptLegacyVolumeState(legacyOf(db), store, c.resolve<Clock>(IClock).now(), logger);
+      adoptLegacyVolumeState(legacyOf(c.resolve<AllocStateStore>(IAllocStateStore), volumes), store, c.resolve<Clock>(IClock).now(), logger);
       return store;
     },
   });

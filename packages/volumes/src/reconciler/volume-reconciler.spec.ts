@@ -10,6 +10,7 @@ import { DefaultTimeoutPolicy, MemoryLogger, ShutdownError, type TimeoutSettings
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, usageToFS, type UsageOptions } from '@csiplug/csimanager';
 import { FakeCSIManager, FakeMountTable, type FakeVolumeManager } from '@csiplug/csimanager/testing';
+import { ClaimError } from '../catalog/volume-claimer';
 import { FakeClaimer } from '../testing/fake-claimer';
 import { FakeMountStore } from '../testing/fake-mount-store';
 import { mountKey, type VolumeMountRecord } from './mount-record';
@@ -397,6 +398,8 @@ describe('abort', () => {
     await reached();
     ac.abort(reason);
     const err = await mounting.catch((e: unknown) => e);
+    // Reported at once; the undo runs in the background (it may queue behind another alloc's step).
+    await node.settle();
     expect(err).toBeInstanceOf(VolumeMountError);
     expect((err as Error).cause).toBe(reason);
     expect((err as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a1 was stopped');
@@ -419,12 +422,15 @@ describe('abort', () => {
     await node.settle();
     expect(second.settled).toBe(true);
     expect((second.error as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a2 was stopped');
-    expect(node.record('a2')).toBeUndefined();
-    expect(node.claimer.claims.map((c) => c.allocId)).toEqual(['a1']);
+    // The claim ran outside the volume's queue; its undo waits in the queue behind a1's publish.
+    expect(node.claimer.claims.map((c) => c.allocId)).toEqual(['a1', 'a2']);
+    expect(node.record('a2')).toMatchObject({ desired: 'unmounted', claimed: true, staged: false, published: false });
     publish.release();
     await first.promise;
+    await node.settle();
+    expect(node.record('a2')).toBeUndefined();
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
-    expect(node.claimer.releases).toEqual([]);
+    expect(node.claimer.releases).toEqual(['vol1 a2']);
   });
 });
 
@@ -977,12 +983,16 @@ describe('a store that refuses writes', () => {
     await node.reconciler.mount(req('a1'), PRERUN);
     const before = node.store.snapshot();
     node.store.failWrites = 1;
-    await expect(node.reconciler.unmount('a1')).rejects.toThrow('fake mount store: write refused (put a1/data)');
+    const [outcome] = await node.reconciler.unmount('a1');
+    expect((outcome!.error as Error).message).toBe('fake mount store: write refused (put a1/data)');
+    // Nothing written, nothing unmounted yet; wanted unmounted in memory, and retried.
     expect(node.store.snapshot()).toEqual(before);
-    expect(node.reconciler.mounted('a1')).toHaveLength(1);
+    expect(node.reconciler.mounted('a1')).toHaveLength(0);
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
-    expect(await node.reconciler.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    await node.clock.advance(node.timeouts.unmountBackoff(1));
+    await node.settle();
     expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
   });
 
   test('refusing writes while an unmount is retried: the retries go on until it is done', async () => {
@@ -1001,5 +1011,199 @@ describe('a store that refuses writes', () => {
     expect(node.reconciler.pendingUnmounts()).toEqual([]);
     expect(node.store.list().records).toEqual([]);
     expect(node.mounted()).toEqual([]);
+  });
+});
+
+// Each of these failed against the reconciler before the fix it is named for.
+describe('review fixes', () => {
+  test('after a restart, a record whose target is gone and whose first claim is refused for now: the retry reads the mount table again and stages and publishes', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls().length;
+    const agent = node.restart();
+    // A host reboot while the agent was down.
+    node.mounts.unmark(targetOf('a1'));
+    node.mounts.unmark(stagingOf());
+    node.claimer.refuseNext = 1;
+    const mounting = track(agent.mount(req('a1'), RESTORE));
+    await node.settle();
+    expect(mounting.settled).toBe(false);
+    expect(node.claimer.claims).toHaveLength(2);
+    await node.clock.advance(1_000);
+    const info = await mounting.promise;
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(node.claimer.claims).toHaveLength(3);
+    expect(node.calls().slice(calls)).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    // Checked on each try, never taken as mounted from the first check.
+    expect(node.logger.find('volume mount gone after restore; mounting again', 'warn')).toHaveLength(2);
+    expect(node.logger.find('volume still mounted after restore')).toEqual([]);
+  });
+
+  test.each([
+    ['the unpublish has unmounted and not answered yet', { after: true }],
+    ['the unpublish has not unmounted yet', { after: false }],
+  ] as const)('mounted again while its unmount is under way (%s): the unmount stops after that step, and the mount ends mounted', async (_, hangOptions) => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const unpublish = node.vm.hangNext('unpublish', hangOptions);
+    const unmounting = track(node.reconciler.unmount('a1'));
+    await unpublish.reached;
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.settle();
+    unpublish.release();
+    await node.settle();
+
+    expect(await unmounting.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    const info = await mounting.promise;
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    // No unstage, no release, no forgetting: the mount took over from the unpublish.
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'stage vol1', 'publish vol1 a1']);
+    expect(node.changes()).toEqual([staged(), published('a1'), unpublished('a1'), published('a1')]);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1'), stagingPath: stagingOf() });
+    expect(node.reconciler.mounted('a1')).toEqual([info]);
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+  });
+
+  test('the same volume under a second name in one alloc is refused, naming the first, and the first mount is left alone', async () => {
+    node = new TestNode();
+    const first = await node.reconciler.mount(req('a1'), PRERUN);
+    const before = node.store.snapshot();
+    const writes = node.store.writes.length;
+    const err = await node.reconciler.mount(req('a1', { name: 'again' }), PRERUN).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    expect((err as VolumeMountError).cause).toBeInstanceOf(ClaimError);
+    expect((err as Error).message).toBe('volume "again" (vol1): alloc a1 already uses volume "vol1" as "data"; a group may use a volume once (mount that one volume into several tasks instead)');
+    expect(node.store.snapshot()).toEqual(before);
+    expect(node.store.writes).toHaveLength(writes);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.claimer.claims).toHaveLength(1);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.reconciler.mounted('a1')).toEqual([first]);
+  });
+
+  test('... and when both names are asked at once, the one asked second is refused and the first mounts', async () => {
+    node = new TestNode();
+    const [one, two] = await Promise.allSettled([node.reconciler.mount(req('a1'), PRERUN), node.reconciler.mount(req('a1', { name: 'again' }), PRERUN)]);
+    expect(one).toMatchObject({ status: 'fulfilled', value: { name: 'data', targetPath: targetOf('a1') } });
+    expect(two).toMatchObject({ status: 'rejected', reason: { message: 'volume "again" (vol1): alloc a1 already uses volume "vol1" as "data"; a group may use a volume once (mount that one volume into several tasks instead)' } });
+    expect(node.reconciler.list().map((r) => r.name)).toEqual(['data']);
+    expect(node.claimer.claims).toHaveLength(1);
+    expect(node.claimer.releases).toEqual([]);
+  });
+
+  test.each([
+    ['a hanging stage', (n: TestNode) => n.vm.hangNext('stage').reached, { claimed: true, staged: true, published: false }, [staged(), published('a1')]],
+    ['a hanging publish', (n: TestNode) => n.vm.hangNext('publish').reached, { claimed: true, staged: true, published: true }, [published('a1')]],
+  ] as const)('a mount aborted during %s because the agent is detaching (a ShutdownError) keeps its record and undoes nothing; the next agent finishes it on restore', async (_, hold, flags, restoreChanges) => {
+    node = new TestNode();
+    const reached = hold(node);
+    const ac = new AbortController();
+    const mounting = node.reconciler.mount(req('a1'), { phase: 'prerun', signal: ac.signal });
+    await reached;
+    const reason = new ShutdownError('the agent is detaching');
+    ac.abort(reason);
+    const err = await mounting.catch((e: unknown) => e);
+    await node.settle();
+    expect(err).toBeInstanceOf(VolumeMountError);
+    expect((err as Error).cause).toBe(reason);
+    const calls = node.calls();
+    expect(calls.some((c) => c.startsWith('unpublish') || c.startsWith('unstage'))).toBe(false);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', attempts: 0, ...flags });
+    expect(node.record('a1')!.lastError).toBeUndefined();
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+
+    const changes = node.changes().length;
+    const agent = node.restart();
+    await node.settle();
+    expect(node.calls()).toEqual(calls);
+    const info = await agent.mount(req('a1'), RESTORE);
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(node.changes().slice(changes)).toEqual(restoreChanges);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1') });
+    expect(node.claimer.releases).toEqual([]);
+  });
+
+  test('an unmount whose store refuses the write of one of two records: both are attempted, the refused one reports the error, and after the backoff both are gone', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a1', { name: 'logs', volumeId: 'vol2', usage: RO }), PRERUN);
+    node.store.failWrites = 1;
+    const outcomes = await node.reconciler.unmount('a1');
+    expect(outcomes).toEqual([
+      { name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.objectContaining({ message: 'fake mount store: write refused (put a1/data)' }) },
+      { name: 'logs', volumeId: 'vol2', pluginId: PLUGIN },
+    ]);
+    // logs came down at once; data waits for its retry, still mounted.
+    expect(node.record('a1', 'logs')).toBeUndefined();
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.reconciler.pendingUnmounts().map((r) => r.name)).toEqual(['data']);
+    expect(node.reconciler.mounted('a1')).toEqual([]);
+
+    await node.clock.advance(node.timeouts.unmountBackoff(1));
+    await node.settle();
+    expect(node.store.list()).toEqual({ records: [], failures: [] });
+    expect(node.reconciler.list()).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+    expect(node.claimer.releases.sort()).toEqual(['vol1 a1', 'vol2 a1']);
+  });
+
+  test('two unmounts of an alloc at once join one attempt: each step is asked once, and both report how it went', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const unpublish = node.vm.hangNext('unpublish');
+    const one = node.reconciler.unmount('a1');
+    await unpublish.reached;
+    const two = node.reconciler.unmount('a1');
+    await node.settle();
+    // The plugin goes away under the hanging call, so the attempt fails (and a second one would be seen).
+    node.csi.bringDown(PLUGIN);
+    unpublish.release();
+    const [first, second] = await Promise.all([one, two]);
+    expect(first).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.any(PluginInstanceNotFoundError) }]);
+    expect(second).toEqual(first);
+    expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1']);
+    expect(node.record('a1')).toMatchObject({ desired: 'unmounted', published: true, attempts: 1 });
+
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1', 'unpublish vol1 a1', 'unstage vol1']);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+  });
+
+  test("a retry timer firing while an unmount attempt is under way joins it: the record's steps are asked once", async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    // a2's unmount fails: a retry of the volume's unmounts is due in 1s.
+    node.vm.failNext('unpublish');
+    const [failed] = await node.reconciler.unmount('a2');
+    expect(failed!.error).toBeDefined();
+    const unpublish = node.vm.hangNext('unpublish');
+    const one = track(node.reconciler.unmount('a1'));
+    await unpublish.reached;
+    // The timer fires with a1's attempt hanging: it retries a2 and joins a1.
+    await node.clock.advance(1_000);
+    node.csi.bringDown(PLUGIN);
+    unpublish.release();
+    await node.settle();
+    expect(one.settled).toBe(true);
+    expect(one.value).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.any(PluginInstanceNotFoundError) }]);
+    expect(node.calls().filter((c) => c === 'unpublish vol1 a1')).toHaveLength(1);
+    expect(node.record('a1')).toMatchObject({ desired: 'unmounted', published: true, attempts: 1 });
+
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.calls().filter((c) => c === 'unpublish vol1 a1')).toHaveLength(2);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.mounted()).toEqual([]);
+    expect(node.claimer.releases.sort()).toEqual(['vol1 a1', 'vol1 a2']);
   });
 });

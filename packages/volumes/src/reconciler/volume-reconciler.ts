@@ -87,6 +87,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private readonly volumes = new Map<string, ClaimableVolume>();
   private readonly queue = new KeyedMutex();
   private readonly retryTimers = new Map<string, Disposable>();
+  /** Unmount attempts under way, by record key. */
+  private readonly downs = new Map<string, Promise<UnmountOutcome | undefined>>();
   private readonly subscriptions = new DisposableStore();
   private started = false;
   private stopped = false;
@@ -174,6 +176,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const { signal, phase } = options;
     const key = mountKey(request.allocId, request.name);
     let pluginId = this.records.get(key)?.pluginId;
+    // A record wanted mounted before this call (a restored live mount) is
+    // not this call's to undo: the alloc's unmount undoes it.
     const wantedBefore = this.records.get(key)?.desired === 'mounted';
     try {
       if (this.stopped) throw new ReconcilerStoppedError();
@@ -183,21 +187,30 @@ export class VolumeReconciler implements VolumeReconcilerService {
       return await this.bringUpWithClaimRetry(key, signal);
     } catch (err) {
       const cause = signal?.aborted ? abortReason(signal) : err;
-      if (!wantedBefore && this.records.get(key)?.volumeId === request.volumeId) await this.giveUp(key, cause);
+      // Cut short by the agent going away: the next agent finishes it (restore) or undoes it (teardown).
+      const leftForNextAgent = cause instanceof ShutdownError;
+      if (!wantedBefore && !leftForNextAgent && this.records.get(key)?.volumeId === request.volumeId) {
+        // A failed mount is undone before the failure is reported (its claim
+        // released, as the caller may expect); an aborted one reports at once
+        // and is undone in the background — the undo may queue behind another
+        // alloc's step on the volume, and whoever aborted should not wait for it.
+        const undoing = this.giveUp(key, cause);
+        if (!signal?.aborted) await undoing;
+      }
       throw new VolumeMountError(request.name, request.volumeId, pluginId, cause);
     }
   }
 
   /** The record for (alloc, name), made (desired mounted, nothing done) when there is none. */
   private async want(key: string, request: VolumeMountRequest): Promise<VolumeMountRecord> {
+    this.checkOneNamePerVolume(key, request);
     const existing = this.records.get(key);
-    if (existing && existing.volumeId !== request.volumeId) {
-      throw new ClaimError(`alloc ${request.allocId} already has volume "${existing.volumeId}" as "${request.name}"; it cannot also mount "${request.volumeId}" under that name`, false);
-    }
     if (existing?.desired === 'mounted') return existing;
     const volume = await this.claimer.lookup(request.volumeId);
+    this.checkOneNamePerVolume(key, request);
     this.volumes.set(key, volume);
-    if (existing) {
+    const now = this.records.get(key);
+    if (now) {
       // Asked again while its unmount is still pending: mount it again from where it is.
       return this.update(key, { desired: 'mounted', attempts: 0, lastError: undefined, since: this.clock.now() });
     }
@@ -219,13 +232,35 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return record;
   }
 
+  /**
+   * One name per (alloc, volume): the catalog keeps one claim per alloc and
+   * volume, and two usages of one volume by one alloc share its target path,
+   * so undoing one name would take the other's mount and claim with it.
+   */
+  private checkOneNamePerVolume(key: string, request: VolumeMountRequest): void {
+    const existing = this.records.get(key);
+    if (existing && existing.volumeId !== request.volumeId) {
+      throw new ClaimError(`alloc ${request.allocId} already has volume "${existing.volumeId}" as "${request.name}"; it cannot also mount "${request.volumeId}" under that name`, false);
+    }
+    const other = [...this.records.entries()].find(([k, r]) => k !== key && r.allocId === request.allocId && r.volumeId === request.volumeId);
+    if (other) {
+      throw new ClaimError(`alloc ${request.allocId} already uses volume "${request.volumeId}" as "${other[1].name}"; a group may use a volume once (mount that one volume into several tasks instead)`, false);
+    }
+  }
+
   private async bringUpWithClaimRetry(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo> {
     const started = this.clock.now();
     const limit = this.timeouts.claimRetryLimit();
     for (let attempt = 1; ; attempt++) {
-      const record = this.mustHave(key);
+      const record = this.wanted(key);
       try {
-        return await this.queue.run(record.volumeId, () => this.bringUp(key, signal), signal);
+        const live = await this.stillMounted(key, signal);
+        if (live) return live;
+        // The claim (which may wait for the controller and publish through it)
+        // runs outside the volume's queue: its intent is recorded first, and
+        // other allocs' steps on the volume need not wait for it.
+        await this.claim(key, signal);
+        return await this.queue.run(record.volumeId, () => this.nodeSteps(key, signal), signal);
       } catch (err) {
         if (!(err instanceof ClaimError) || !err.retryable) throw err;
         const delay = this.timeouts.claimBackoff(attempt);
@@ -238,55 +273,69 @@ export class VolumeReconciler implements VolumeReconcilerService {
     }
   }
 
-  /** The mount steps of one record; runs under its volume's queue. */
-  private async bringUp(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo> {
-    if (this.stopped) throw new ReconcilerStoppedError();
-    let record = this.mustHave(key);
-    if (record.desired !== 'mounted') throw new AbortError(`volume "${record.name}" of alloc ${record.allocId} was unmounted while it was being mounted`);
-    if (record.published && record.targetPath !== undefined) {
-      if (this.verified.has(key)) return this.info(record, false);
-      // From before a restart: is the mount still there? (A mount table that
-      // cannot be read just now is read again, never taken for "gone".)
-      const live = await isMountPointRetrying(this.mountTable, record.targetPath, {
-        clock: this.clock,
-        signal,
-        onFault: (err, attempt, delayMs) =>
-          this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target: record.targetPath, attempt, delay_ms: delayMs, error: errorMessage(err) }),
-      });
-      this.verified.add(key);
-      if (live) {
-        this.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target: record.targetPath });
-        return this.info(record, true);
-      }
+  /**
+   * A record already published: mounted in this run (nothing to do), or from
+   * before a restart — then is the mount still there? A mount table that
+   * cannot be read just now is read again, never taken for "gone". Undefined
+   * when the steps must run — always while an unmount attempt is under way
+   * (it may take the target down after any check; the steps queue behind it).
+   */
+  private async stillMounted(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo | undefined> {
+    const record = this.wanted(key);
+    if (!record.published || record.targetPath === undefined || this.downs.has(key)) return undefined;
+    if (this.verified.has(key)) return this.info(record, false);
+    const target = record.targetPath;
+    const live = await isMountPointRetrying(this.mountTable, target, {
+      clock: this.clock,
+      signal,
+      onFault: (err, attempt, delayMs) =>
+        this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
+    });
+    if (!live) {
       this.log.warn('volume mount gone after restore; mounting again', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId });
+      return undefined;
     }
+    this.verified.add(key);
+    this.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target });
+    return this.info(this.wanted(key), true);
+  }
 
-    // The catalog grants the same claim again as it stands (a retried mount, a mount gone after a restart).
-    record = this.update(key, { claimed: true });
+  /** The claim step. The catalog grants the same claim again as it stands (a retried mount, a mount gone after a restart). */
+  private async claim(key: string, signal: AbortSignal | undefined): Promise<void> {
+    if (this.stopped) throw new ReconcilerStoppedError();
+    const record = this.update(key, { claimed: true });
     const claim = await this.claimer.claim(
       { volumeId: record.volumeId, allocId: record.allocId, readOnly: record.usage.readOnly, accessMode: record.usage.accessMode, attachmentMode: record.usage.attachmentMode },
       { signal },
     );
     this.volumes.set(key, claim.volume);
-    record = this.update(key, { publishContext: claim.publishContext, externalId: claim.volume.externalId || claim.volume.id });
-    const volume = ref(record, claim.volume);
+    this.update(key, { publishContext: claim.publishContext, externalId: claim.volume.externalId || claim.volume.id });
+  }
+
+  /** Stage (when the plugin stages) and publish; runs under the volume's queue. */
+  private async nodeSteps(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo> {
+    if (this.stopped) throw new ReconcilerStoppedError();
+    let record = this.wanted(key);
+    const volume = ref(record, this.volumes.get(key));
     const vm = this.csi.volumeManager(record.pluginId);
     const publishContext = record.publishContext ?? {};
     if (await vm.requiresStaging({ signal })) {
-      if (!record.staged) record = this.update(key, { staged: true });
+      if (!this.wanted(key).staged) record = this.update(key, { staged: true });
       await vm.stageVolume(volume, record.usage, publishContext, { signal });
     }
+    this.wanted(key);
     record = this.update(key, { published: true });
     const info = await vm.publishVolume(volume, record.allocId, record.usage, publishContext, { signal });
     record = this.update(key, { targetPath: info.targetPath, stagingPath: info.stagingPath, attempts: 0, lastError: undefined });
     this.verified.add(key);
-    return this.info(record, false);
+    return this.info(this.wanted(key), false);
   }
 
   /** A mount that failed or was abandoned: want it unmounted, try that once now, keep retrying in the background. */
   private async giveUp(key: string, cause: unknown): Promise<void> {
     const record = this.records.get(key);
     if (!record) return;
+    this.verified.delete(key);
     try {
       // Nothing done, nothing to undo: forgotten now, not queued behind another alloc's step on the volume.
       if (!holdsAnything(record)) return this.forget(key);
@@ -312,15 +361,42 @@ export class VolumeReconciler implements VolumeReconcilerService {
    */
   async unmount(allocId: string, names?: readonly string[]): Promise<UnmountOutcome[]> {
     const keys = [...this.records.values()].filter((r) => r.allocId === allocId && (names === undefined || names.includes(r.name))).map((r) => mountKey(r.allocId, r.name));
-    for (const key of keys) {
-      if (this.records.get(key)!.desired === 'mounted') this.update(key, { desired: 'unmounted', attempts: 0, lastError: undefined, since: this.clock.now() });
-    }
-    const outcomes = await Promise.all(keys.map((key) => this.attemptDown(key)));
+    const outcomes = await Promise.all(
+      keys.map(async (key) => {
+        // From here on the mount may be half gone: a later mount checks the mount table again.
+        this.verified.delete(key);
+        const record = this.records.get(key)!;
+        if (record.desired === 'mounted') {
+          try {
+            this.update(key, { desired: 'unmounted', attempts: 0, lastError: undefined, since: this.clock.now() });
+          } catch (err) {
+            // Not written, but still wanted: unmounted in memory and retried (each retry writes the record again).
+            this.records.set(key, { ...record, desired: 'unmounted', attempts: 0, since: this.clock.now() });
+            this.log.error('could not record that a volume is to be unmounted; retrying in the background', { alloc_id: allocId, volume_id: record.volumeId, error: errorMessage(err) });
+            this.scheduleRetry(record.volumeId, this.timeouts.unmountBackoff(1));
+            return { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, error: err } satisfies UnmountOutcome;
+          }
+        }
+        return this.attemptDown(key);
+      }),
+    );
     return outcomes.filter((o): o is UnmountOutcome => o !== undefined);
   }
 
-  /** One attempt at a record's unmount steps, under its volume's queue; a failure schedules the next. */
-  private async attemptDown(key: string): Promise<UnmountOutcome | undefined> {
+  /**
+   * One attempt at a record's unmount steps, under its volume's queue; a
+   * failure schedules the next. An attempt already under way for the record
+   * is joined, not repeated.
+   */
+  private attemptDown(key: string): Promise<UnmountOutcome | undefined> {
+    const running = this.downs.get(key);
+    if (running) return running;
+    const attempt = this.runAttemptDown(key).finally(() => this.downs.delete(key));
+    this.downs.set(key, attempt);
+    return attempt;
+  }
+
+  private async runAttemptDown(key: string): Promise<UnmountOutcome | undefined> {
     const first = this.records.get(key);
     if (!first) return undefined;
     const outcome: UnmountOutcome = { name: first.name, volumeId: first.volumeId, pluginId: first.pluginId };
@@ -336,6 +412,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
         } catch (writeErr) {
           // Counting the attempt is bookkeeping: a store that refuses it must not stop the retries
           // (nor, from a retry timer, escape as an unhandled rejection).
+          this.records.set(key, next);
           this.log.error('could not record a failed unmount attempt in the state; retrying anyway', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(writeErr) });
         }
         const overdue = this.clock.now() - record.since > this.timeouts.pluginWait('postrun');
@@ -348,25 +425,39 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return outcome;
   }
 
-  /** The unmount steps of one record; runs under its volume's queue. */
+  /**
+   * The unmount steps of one record; runs under its volume's queue. Each
+   * step's result is written as soon as it returns; if the record is wanted
+   * mounted again meanwhile (an alloc restoring), the rest is left to its mount.
+   */
   private async bringDown(key: string): Promise<void> {
-    let record = this.records.get(key);
-    if (!record || record.desired !== 'unmounted') return;
+    const stillUnwanted = () => {
+      const r = this.records.get(key);
+      return r && r.desired === 'unmounted' ? r : undefined;
+    };
+    let record = stillUnwanted();
+    if (!record) return;
     const volume = ref(record, this.volumes.get(key));
     if (record.published) {
       await this.csi.volumeManager(record.pluginId).unpublishVolume(volume, record.allocId, record.usage);
-      record = this.update(key, { published: false, targetPath: undefined });
+      this.update(key, { published: false, targetPath: undefined });
+      record = stillUnwanted();
+      if (!record) return;
     }
     if (record.staged) {
       // Only the last user of the staging path unstages; the others just stop counting.
       const mine = stagingKey(record);
       const others = [...this.records.entries()].filter(([k, r]) => k !== key && r.staged && stagingKey(r) === mine);
       if (others.length === 0) await this.csi.volumeManager(record.pluginId).unstageVolume(volume, record.usage);
-      record = this.update(key, { staged: false, stagingPath: undefined });
+      this.update(key, { staged: false, stagingPath: undefined });
+      record = stillUnwanted();
+      if (!record) return;
     }
     if (record.claimed) {
       await this.claimer.release(record.volumeId, record.allocId);
-      record = this.update(key, { claimed: false, publishContext: undefined });
+      this.update(key, { claimed: false, publishContext: undefined });
+      record = stillUnwanted();
+      if (!record) return;
     }
     this.forget(key);
     this.log.info('volume unmounted and released', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, attempts: record.attempts + 1 });
@@ -401,6 +492,13 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return record;
   }
 
+  /** The record, still wanted mounted; an AbortError when its alloc asked for it to be unmounted meanwhile. */
+  private wanted(key: string): VolumeMountRecord {
+    const record = this.mustHave(key);
+    if (record.desired !== 'mounted') throw new AbortError(`volume "${record.name}" of alloc ${record.allocId} was unmounted while it was being mounted`);
+    return record;
+  }
+
   /** Applies a change to a record and writes it through; the in-memory record changes only once the write succeeded. */
   private update(key: string, change: Partial<VolumeMountRecord>): VolumeMountRecord {
     const next: VolumeMountRecord = { ...this.mustHave(key), ...change };
@@ -414,6 +512,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.records.set(mountKey(record.allocId, record.name), record);
   }
 
+  /** Drops a record that holds nothing. */
   private forget(key: string): void {
     const record = this.records.get(key);
     if (!record || holdsAnything(record)) return;

@@ -22,7 +22,7 @@ export interface MountStoreContractSubject {
   /** A store over what has been written so far (an agent restart); the test uses only that store after it. */
   reopen(): MountStore;
   /** Releases what the subject holds (a state file, a temp dir), after each test. */
-  close?(): void;
+  dispose?(): void;
 }
 
 /** A record with every field set, optional ones included. */
@@ -85,7 +85,7 @@ export function describeMountStoreContract(name: string, make: () => MountStoreC
       subject = make();
       store = subject.store;
     });
-    afterEach(() => subject.close?.());
+    afterEach(() => subject.dispose?.());
 
     test('an empty store lists nothing and reports nothing', () => {
       expect(store.list()).toEqual({ records: [], failures: [] });
