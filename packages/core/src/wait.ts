@@ -124,22 +124,31 @@ export type WaitControl = Pick<Settler<unknown>, 'own' | 'reject' | 'settled'>;
  * wait with its error. Rejects on timeout and on abort; every timer,
  * listener and subscription is released when it settles.
  */
+/**
+ * A function that runs `check` once and settles `wait` with its first
+ * defined result, or with what it throws; a no-op once `wait` is settled.
+ * Hand it to whatever should look again (a timer, a watcher, an event).
+ */
+export function checkInto<T>(check: () => T | undefined, wait: Settler<T>): () => void {
+  return () => {
+    if (wait.settled) return;
+    let value: T | undefined;
+    try {
+      value = check();
+    } catch (err) {
+      wait.reject(err);
+      return;
+    }
+    if (value !== undefined) wait.resolve(value);
+  };
+}
+
 export function waitUntil<T>(check: () => T | undefined, options: WaitUntilOptions): Promise<T> {
   const { clock, timeoutMs } = options;
   const timeoutError = options.timeoutError ?? (() => new TimeoutError(`${options.what ?? 'the condition'} did not happen within ${formatDuration(timeoutMs)}`, timeoutMs));
   return settleOnce<T>(
     (wait) => {
-      const run = (): void => {
-        if (wait.settled) return;
-        let value: T | undefined;
-        try {
-          value = check();
-        } catch (err) {
-          wait.reject(err);
-          return;
-        }
-        if (value !== undefined) wait.resolve(value);
-      };
+      const run = checkInto(check, wait);
       options.wakeOn?.(run, wait);
       if (wait.settled) return;
       if (options.intervalMs !== undefined) wait.own(clock.setInterval(run, options.intervalMs));

@@ -16,7 +16,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, settleOnce, toDisposable, type Disposable, type WaitControl } from '@csiplug/core';
+import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, checkInto, settleOnce, toDisposable, type Disposable, type WaitControl } from '@csiplug/core';
 import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
@@ -706,17 +706,7 @@ export class ExecDriver implements TaskDriver {
   private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
     if (this.disposed) return Promise.reject(new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'));
     return settleOnce<T>((wait) => {
-      const run = (): void => {
-        if (wait.settled) return;
-        let value: T | undefined;
-        try {
-          value = check();
-        } catch (err) {
-          wait.reject(err);
-          return;
-        }
-        if (value !== undefined) wait.resolve(value);
-      };
+      const run = checkInto(check, wait);
       this.endOnDispose(wait);
       try {
         const watcher = watch(dir, { persistent: false }, run);

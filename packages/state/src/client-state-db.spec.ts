@@ -38,7 +38,13 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
       return out;
     });
     expect(names).toEqual(['allocations', 'csi', 'dynamicplugins', 'meta', 'volumes']);
-    expect(state.raw.view((tx) => JSON.parse(tx.bucket('meta')!.get('version')!.toString()))).toBe(1);
+    const csi = state.raw.view((tx) => {
+      const out: string[] = [];
+      tx.bucket('csi')!.forEachBucket((n) => out.push(n.toString()));
+      return out;
+    });
+    expect(csi).toEqual(['mounts', 'pending', 'usage']);
+    expect(state.raw.view((tx) => JSON.parse(tx.bucket('meta')!.get('version')!.toString()))).toBe(CLIENT_STATE_SCHEMA_VERSION);
   });
 
   test('the registry document round-trips as JSON; the state does not look inside it', () => {
@@ -156,7 +162,11 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
   });
 
   test('volume mounts in csi/mounts: put, get, overwrite, delete, listed in key order', () => {
-    // The bucket comes with the first write: a store without it reads as empty (no migration).
+    // A new store has the bucket (schema 2), empty.
+    expect(state.raw.view((tx) => tx.bucket('csi')!.bucket('mounts'))).toBeDefined();
+    expect(state.listVolumeMounts()).toEqual({ records: [], failures: [] });
+    // A store without it (removed by hand) still reads as empty, and the first write brings it back.
+    state.raw.update((tx) => tx.bucket('csi')!.deleteBucket('mounts'));
     expect(state.raw.view((tx) => tx.bucket('csi')!.bucket('mounts'))).toBeUndefined();
     expect(state.listVolumeMounts()).toEqual({ records: [], failures: [] });
     expect(state.getVolumeMount('hostpath/vol1/a1')).toBeUndefined();
@@ -272,7 +282,7 @@ describe('ClientStateDB on disk', () => {
     expect(b.getTaskHandle('a1', 'web')).toEqual({ pid: 7 });
     expect(b.listAllocations().allocs).toHaveLength(1);
     expect(b.listVolumeMounts()).toEqual({ records: [{ key: 'hostpath/vol1/a1', record: { targetPath: '/t' } }], failures: [] });
-    expect(b.schemaVersion).toBe(1);
+    expect(b.schemaVersion).toBe(CLIENT_STATE_SCHEMA_VERSION);
     b.dispose();
   });
 

@@ -10,6 +10,7 @@ import * as path from 'path';
 import { backupPathFor, clientStateFiles, openClientState } from './client-state-db';
 import { DB } from './db';
 import { createPrivateFile, formatMode, tightenMode } from './file-modes';
+import { CLIENT_STATE_SCHEMA_VERSION } from './layout';
 import { backupTempPath, sqliteFiles } from './sqlite-store';
 import { tempDir } from '../test/support/backends';
 
@@ -82,7 +83,7 @@ describe('state file modes', () => {
     const logger = new MemoryLogger();
     const state = openClientState({ path: file, logger });
     try {
-      expect(state.schemaVersion).toBe(1);
+      expect(state.schemaVersion).toBe(CLIENT_STATE_SCHEMA_VERSION);
       expect(logger.find('backed up before migration')).toHaveLength(1);
       // The backup was written to its temp file (gone now) and renamed: its mode is the temp file's.
       expect(fs.existsSync(backupTempPath(backupPathFor(file)))).toBe(false);

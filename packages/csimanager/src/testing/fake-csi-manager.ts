@@ -16,7 +16,7 @@ import {
   toDisposable,
 } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
-import type { ControllerCapabilities, NodeCapabilities, PluginCapabilities } from '@csiplug/csi';
+import { controllerCapabilitiesFrom, nodeCapabilitiesFrom, pluginCapabilitiesFrom, type ControllerCapabilities, type NodeCapabilities, type PluginCapabilities } from '@csiplug/csi';
 import type { CSIManager, CSIPluginType, WaitForCSIPluginOptions } from '../csi-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '../errors';
 import type { NodeEvent } from '../node-event';
@@ -27,24 +27,10 @@ import { FakeVolumeManager } from './fake-volume-manager';
 
 const NODE = 'csi-node';
 
-const NO_PLUGIN_CAPS: PluginCapabilities = Object.freeze({ controllerService: false, accessibilityConstraints: false, groupControllerService: false, onlineExpansion: false, offlineExpansion: false });
-const NODE_CAPS: NodeCapabilities = Object.freeze({ stageUnstageVolume: true, getVolumeStats: false, expandVolume: false, volumeCondition: false, singleNodeMultiWriter: false, volumeMountGroup: false });
-const NO_CONTROLLER_CAPS: ControllerCapabilities = Object.freeze({
-  createDeleteVolume: false,
-  publishUnpublishVolume: false,
-  listVolumes: false,
-  getCapacity: false,
-  createDeleteSnapshot: false,
-  listSnapshots: false,
-  cloneVolume: false,
-  publishReadonly: false,
-  expandVolume: false,
-  listVolumesPublishedNodes: false,
-  volumeCondition: false,
-  getVolume: false,
-  singleNodeMultiWriter: false,
-  modifyVolume: false,
-});
+// Nothing advertised, from the same decoders the real client uses; a node plugin that stages.
+const NO_PLUGIN_CAPS: PluginCapabilities = Object.freeze(pluginCapabilitiesFrom(undefined));
+const NODE_CAPS: NodeCapabilities = Object.freeze({ ...nodeCapabilitiesFrom(undefined), stageUnstageVolume: true });
+const NO_CONTROLLER_CAPS: ControllerCapabilities = Object.freeze(controllerCapabilitiesFrom(undefined));
 
 /**
  * A fingerprinted, healthy instance of (type, name) as DefaultCSIManager
