@@ -1016,6 +1016,46 @@ describe('a store that refuses writes', () => {
 
 // Each of these failed against the reconciler before the fix it is named for.
 describe('review fixes', () => {
+  test('mounted again while its unmount waits on the release: the claim waits for the release, so the record keeps its claim and a later unmount releases it', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const release = node.claimer.hangNext('release');
+    const unmounting = track(node.reconciler.unmount('a1'));
+    await release.reached;
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.settle();
+    // The claim has not crossed the release under way.
+    expect(node.claimer.claims).toHaveLength(1);
+    release.release();
+    await node.settle();
+    await unmounting.promise;
+    await mounting.promise;
+    expect(node.claimer.claims).toHaveLength(2);
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, published: true });
+    await node.reconciler.unmount('a1');
+    expect(node.claimer.releases).toEqual(['vol1 a1', 'vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+  });
+
+  test('a restore of a live alloc that already uses one volume under two names (an older agent allowed it) is not refused', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    // Written as an older agent would have: the same volume under a second name, mounted.
+    node.store.put({ ...node.record('a1')!, name: 'again' });
+    const agent = node.restart();
+    const infos = await Promise.all([agent.mount(req('a1'), RESTORE), agent.mount(req('a1', { name: 'again' }), RESTORE)]);
+    expect(infos.map((i) => i.restored)).toEqual([true, true]);
+    expect(node.claimer.releases).toEqual([]);
+  });
+
+  test('a mount failing with a ShutdownError from the plugin (not the agent going away) is still undone', async () => {
+    node = new TestNode();
+    node.vm.failNext('publish', { error: new ShutdownError('CSI client for plugin hostpath is disposed') });
+    await expect(node.reconciler.mount(req('a1'), PRERUN)).rejects.toBeInstanceOf(VolumeMountError);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+  });
+
   test('after a restart, a record whose target is gone and whose first claim is refused for now: the retry reads the mount table again and stages and publishes', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);

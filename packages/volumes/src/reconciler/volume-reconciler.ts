@@ -188,7 +188,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     } catch (err) {
       const cause = signal?.aborted ? abortReason(signal) : err;
       // Cut short by the agent going away: the next agent finishes it (restore) or undoes it (teardown).
-      const leftForNextAgent = cause instanceof ShutdownError;
+      const leftForNextAgent = signal?.aborted === true && cause instanceof ShutdownError;
       if (!wantedBefore && !leftForNextAgent && this.records.get(key)?.volumeId === request.volumeId) {
         // A failed mount is undone before the failure is reported (its claim
         // released, as the caller may expect); an aborted one reports at once
@@ -203,9 +203,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
 
   /** The record for (alloc, name), made (desired mounted, nothing done) when there is none. */
   private async want(key: string, request: VolumeMountRequest): Promise<VolumeMountRecord> {
-    this.checkOneNamePerVolume(key, request);
     const existing = this.records.get(key);
-    if (existing?.desired === 'mounted') return existing;
+    // Already wanted (a restore): as it stands — a rule for new records must not fail a live alloc's restore.
+    if (existing?.desired === 'mounted' && existing.volumeId === request.volumeId) return existing;
+    this.checkOneNamePerVolume(key, request);
     const volume = await this.claimer.lookup(request.volumeId);
     this.checkOneNamePerVolume(key, request);
     this.volumes.set(key, volume);
@@ -254,6 +255,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
     for (let attempt = 1; ; attempt++) {
       const record = this.wanted(key);
       try {
+        // An unmount of this record still under way (asked for again meanwhile)
+        // finishes its current step first: its release must not cross this claim.
+        const down = this.downs.get(key);
+        if (down) await down;
+        this.wanted(key);
         const live = await this.stillMounted(key, signal);
         if (live) return live;
         // The claim (which may wait for the controller and publish through it)
