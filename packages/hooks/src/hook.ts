@@ -30,7 +30,16 @@ export interface VolumeRequest {
   attachmentMode: string;
   readOnly: boolean;
   mountOptions?: { fsType?: string; mountFlags?: string[] };
+  /**
+   * What to do when the mount is found stale (ENOTCONN, ESTALE, an abnormal
+   * volume condition) after its node plugin came back: `remount` (default)
+   * stages and publishes it again through the plugin; `restart` also
+   * restarts the alloc's tasks; `keep` only reports it.
+   */
+  onStaleMount?: StaleMountPolicy;
 }
+
+export type StaleMountPolicy = 'remount' | 'restart' | 'keep';
 
 /** The `csi_plugin` block of a task, after validation (see csi-plugin-config.ts). */
 export interface CSIPluginConfig {
@@ -72,6 +81,8 @@ export interface TaskHookContext extends HookContextBase {
 export interface AllocHookContext extends HookContextBase {
   /** Adds an event to every task of the alloc. */
   emitEvent(event: Omit<TaskEvent, 'time'> & { time?: number }): void;
+  /** Asks the runner to restart every running task of the alloc (e.g. a stale mount under policy `restart`), with the reason as their event. */
+  restartTasks(reason: string): void;
 }
 
 /** What a prestart hook adds to the task: environment variables. */

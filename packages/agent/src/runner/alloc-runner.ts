@@ -140,6 +140,10 @@ export class AllocRunner {
         const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
         for (const t of this.group.tasks) this.deps.onTaskEvent(this.alloc, t.name, event);
       },
+      restartTasks: (reason) => {
+        if (this.detached || this.stopping) return;
+        for (const t of this.tasks.values()) t.restart(reason);
+      },
     };
   }
 

@@ -434,6 +434,11 @@ export class TaskRunner {
     });
   }
 
+  /** Restarts the task if it is running (an alloc hook asked, e.g. for a stale mount); the reason is its event. */
+  restart(reason: string): void {
+    void this.restartFor(reason);
+  }
+
   /** A hook asked for a restart: kill the process; the loop starts it again. */
   private async restartFor(reason: string): Promise<void> {
     if (this.stopping || this.detached || !this.handle) return;

@@ -27,11 +27,14 @@ export function taskContext(options: { alloc?: Partial<AllocInfo>; task?: Partia
 
 export interface RecordingAllocContext extends AllocHookContext {
   readonly events: TaskEvent[];
+  /** The reasons of every restartTasks() call. */
+  readonly restarts: string[];
   readonly controller: AbortController;
 }
 
 export function allocContext(options: { alloc?: Partial<AllocInfo>; kind?: RunKind } = {}): RecordingAllocContext {
   const events: TaskEvent[] = [];
+  const restarts: string[] = [];
   const controller = new AbortController();
   return {
     alloc: { id: 'alloc-w', jobId: 'web', group: 'app', volumes: [], ...options.alloc },
@@ -39,6 +42,8 @@ export function allocContext(options: { alloc?: Partial<AllocInfo>; kind?: RunKi
     signal: controller.signal,
     controller,
     events,
+    restarts,
     emitEvent: (e) => events.push({ time: 0, ...e }),
+    restartTasks: (reason) => restarts.push(reason),
   };
 }
