@@ -8,10 +8,16 @@ node_id   = "node-1"    # default: the host name
 log_level = "info"      # trace, debug, info, warn, error
 
 # Leave tasks running when the agent exits, to re-attach on the next start.
+# With the memory backend it defaults to true, and false is refused.
 stop_tasks_on_exit = false
 
+# At start, stop, unmount and remove what the state does not know (tasks,
+# mounts, alloc dirs an agent whose state was lost left behind); when false,
+# the agent only warns about each (see packages/agent/README.md, "Orphans").
+reconcile_orphans = false
+
 state {
-  backend = "sqlite" # or "memory" (nothing survives a restart)
+  backend = "sqlite" # or "memory" (nothing survives a restart: tasks are stopped on exit)
 }
 
 timeouts {

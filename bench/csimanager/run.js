@@ -6,10 +6,13 @@
 //
 // Measures, against the real hostpath plugin process:
 //  - 200 volumes mounted concurrently on one plugin through the volume
-//    manager (stage + publish, usage persisted to a SQLite state file, mount
-//    table checks) vs. the same CSI calls made directly with a CSIClient in
-//    the same run (mkdir + NodeStageVolume + NodePublishVolume). Rounds
-//    alternate direct/manager; the median round is reported.
+//    manager's steps (stage + publish, mount table checks), through the
+//    volume reconciler of @csiplug/volumes (claim + the same steps, each
+//    intent persisted to a SQLite state file first — the whole path an
+//    alloc's mount takes, which the manager alone took before issue 11) and
+//    with the same CSI calls made directly with a CSIClient in the same run
+//    (mkdir + NodeStageVolume + NodePublishVolume). Each round runs all
+//    three, the order rotating; the median round is reported.
 //  - one fingerprint round (Probe + NodeGetCapabilities per plugin) over
 //    100 registered node plugins.
 // Prints a markdown table; the numbers go in packages/csimanager/README.md.
@@ -25,6 +28,7 @@ const csi = require('../../packages/csi/dist');
 const state = require('../../packages/state/dist');
 const registryPkg = require('../../packages/registry/dist');
 const cm = require('../../packages/csimanager/dist');
+const volumesPkg = require('../../packages/volumes/dist');
 
 const quick = process.argv.includes('--quick');
 const VOLUMES = 200;
@@ -86,6 +90,10 @@ function agent(opts = {}) {
   csi.registerCsi(c);
   registryPkg.registerRegistry(c);
   cm.registerCsiManager(c, { dataDir, resync: false });
+  if (opts.claimer) {
+    c.register(volumesPkg.IVolumeClaimer, { useValue: opts.claimer });
+    volumesPkg.registerVolumeReconciler(c);
+  }
   return {
     c,
     db,
@@ -93,6 +101,7 @@ function agent(opts = {}) {
     manager: c.resolve(cm.ICSIManager),
     factory: c.resolve(csi.ICSIClientFactory),
     async stop() {
+      if (opts.claimer) c.resolve(volumesPkg.IVolumeReconciler).dispose();
       await this.manager.dispose();
       this.registry.dispose();
       db.dispose();
@@ -105,7 +114,14 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
   await startPlugin();
-  const a = agent();
+  // The catalog's part of a mount is a claim; it is not what is measured here, so the claimer just grants it.
+  const byId = new Map();
+  const claimer = {
+    lookup: async (id) => byId.get(id),
+    claim: async (req) => ({ volume: byId.get(req.volumeId) }),
+    release: async () => undefined,
+  };
+  const a = agent({ claimer });
   const base = path.join(dataDir, 'csi', 'node', 'bench');
   a.registry.register({ type: 'csi-node', name: 'bench', allocId: 'bench-plugin', socketPath, options: { pluginType: 'node', stagePublishBaseDir: base } });
   await a.manager.start();
@@ -117,13 +133,17 @@ async function main() {
   for (let i = 0; i < VOLUMES; i++) {
     const res = await client.createVolume({ name: `bench-${i}`, volumeCapabilities: [cap] });
     volumes.push({ id: `vol-${i}`, externalId: res.volume.volumeId, pluginId: 'bench' });
+    byId.set(`vol-${i}`, volumes[i]);
   }
+  const reconciler = a.c.resolve(volumesPkg.IVolumeReconciler);
+  reconciler.start();
   const vm = a.manager.volumeManager('bench');
   const mountTable = a.c.resolve(cm.IMountTable);
   const tableReads = [];
 
   const direct = [];
   const managed = [];
+  const reconciled = [];
   const runDirect = async (round) => {
     // Direct: the same CSI calls the manager makes, on its own paths.
     const droot = path.join(dataDir, 'direct', String(round));
@@ -167,20 +187,24 @@ async function main() {
       }),
     );
   };
-  // A warm-up of each, then rounds in alternating order so neither side always goes first.
-  await runDirect('warm');
-  await runManaged('warm');
+  const runReconciled = async (round) => {
+    // Through the volume reconciler: what the csi hook asks for an alloc's volumes.
+    const allocId = `alloc-r${round}`;
+    const t0 = process.hrtime.bigint();
+    await Promise.all(volumes.map((v) => reconciler.mount({ allocId, name: v.id, volumeId: v.id, usage }, { phase: 'prerun' })));
+    reconciled.push(ms(t0));
+    const failed = (await reconciler.unmount(allocId)).filter((o) => o.error !== undefined);
+    if (failed.length) throw new Error(`${failed.length} unmounts failed: ${failed[0].error}`);
+  };
+  // A warm-up of each, then rounds in rotating order so none always goes first.
+  const sides = [runDirect, runManaged, runReconciled];
+  for (const run of sides) await run('warm');
   direct.length = 0;
   managed.length = 0;
+  reconciled.length = 0;
   for (let round = 0; round < ROUNDS; round++) {
-    if (round % 2 === 0) {
-      await runDirect(round);
-      await runManaged(round);
-    } else {
-      await runManaged(round);
-      await runDirect(round);
-    }
-    if (process.env.BENCH_VERBOSE) console.error(`round ${round}: direct ${direct[round].toFixed(0)} ms, manager ${managed[round].toFixed(0)} ms`);
+    for (let k = 0; k < sides.length; k++) await sides[(round + k) % sides.length](round);
+    if (process.env.BENCH_VERBOSE) console.error(`round ${round}: direct ${direct[round].toFixed(0)} ms, manager ${managed[round].toFixed(0)} ms, reconciler ${reconciled[round].toFixed(0)} ms`);
   }
   client.dispose();
   const left = mountsUnder(tmp);
@@ -203,16 +227,19 @@ async function main() {
 
   const d = median(direct);
   const m = median(managed);
+  const r = median(reconciled);
   const rate = (t) => ((VOLUMES / t) * 1000).toFixed(0);
   console.log(`csimanager bench — ${os.cpus().length} CPUs, Node ${process.version}, ${ROUNDS} round(s), median shown`);
   console.log('');
   console.log('| measurement | wall time | rate | notes |');
   console.log('|---|---:|---:|---|');
   console.log(`| ${VOLUMES} volumes mounted concurrently, direct CSI calls | ${d.toFixed(0)} ms | ${rate(d)} mounts/s | mkdir + NodeStageVolume + NodePublishVolume |`);
-  console.log(`| ${VOLUMES} volumes mounted concurrently, volume manager | ${m.toFixed(0)} ms | ${rate(m)} mounts/s | + usage persisted (SQLite), mount table checks (${median(tableReads)} reads of mountinfo), events |`);
+  console.log(`| ${VOLUMES} volumes mounted concurrently, volume manager | ${m.toFixed(0)} ms | ${rate(m)} mounts/s | stage + publish steps, mount table checks (${median(tableReads)} reads of mountinfo), events |`);
+  console.log(`| ${VOLUMES} volumes mounted concurrently, volume reconciler | ${r.toFixed(0)} ms | ${rate(r)} mounts/s | + claim, each intent persisted (SQLite) before its step |`);
   const paired = median(managed.map((x, i) => x / direct[i]));
   console.log(`| manager / direct, ratio of medians | ${(m / d).toFixed(2)}× | | target ≤ 1.20× |`);
-  console.log(`| manager / direct, median of per-round ratios | ${paired.toFixed(2)}× | | each round runs both, order alternating |`);
+  console.log(`| manager / direct, median of per-round ratios | ${paired.toFixed(2)}× | | each round runs all three, order rotating |`);
+  console.log(`| reconciler / direct, ratio of medians | ${(r / d).toFixed(2)}× | | median of per-round ratios ${median(reconciled.map((x, i) => x / direct[i])).toFixed(2)}× |`);
   console.log(`| fingerprint round, ${PLUGINS} node plugins | ${median(fp).toFixed(1)} ms | | Probe + NodeGetCapabilities each; ${healthy}/${PLUGINS} healthy |`);
 }
 

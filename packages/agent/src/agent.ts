@@ -18,7 +18,6 @@ import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@c
 import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type VolumeReconcilerService } from '@csiplug/volumes';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
-import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
@@ -26,7 +25,11 @@ import { IAgentEvents, type AgentEventInput, type AgentEvents } from './agent-ev
 import { agentModules } from './agent-modules';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
 import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
+import { checkOrphansAtStart } from './orphans';
 import type { Alloc, JobSpec } from './model';
+import { JobUpdater } from './deploy/job-updater';
+import type { JobPlan } from './deploy/job-plan';
+import type { RolloutHost } from './deploy/rollout-host';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import { IAllocStore, type AllocStore } from './runner/alloc-store';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeView } from './service';
@@ -90,8 +93,8 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
 
 export class Agent implements AgentService, AsyncDisposable {
   private readonly runners = new Map<string, AllocRunner>();
-  /** Jobs whose update is stopping their old allocs before it starts the new ones. */
-  private readonly updating = new Map<symbol, JobSpec>();
+  /** The one writer of each job's allocs: runs (plans, rollouts, reverts) and stops (deploy/). */
+  private readonly updates: JobUpdater<AllocRunner>;
   private readonly startedAt: number;
   private closed: Promise<void> | undefined;
   /** Variables every task sees, on top of its own. */
@@ -132,6 +135,7 @@ export class Agent implements AgentService, AsyncDisposable {
     this.startedAt = this.clock.now();
     const cli = hostpathCli();
     this.taskVariables = cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {};
+    this.updates = new JobUpdater(this.rolloutHost());
   }
 
   /** Builds the container from the config, locks the data dir, starts the modules, restores, and returns the running agent. */
@@ -161,6 +165,9 @@ export class Agent implements AgentService, AsyncDisposable {
     try {
       agent = new Agent(config, container, modules, lock);
       agent.boot();
+      // Once the restore decided which allocs exist: say what the state does
+      // not know (tasks, mounts, alloc dirs), and clean it with reconcile_orphans.
+      await checkOrphansAtStart(container, { dataDir: config.dataDir, reconcile: config.reconcileOrphans, logger: log });
       return agent;
     } catch (err) {
       // What boot began is left to the next agent, as on any shutdown: the
@@ -204,7 +211,31 @@ export class Agent implements AgentService, AsyncDisposable {
         void runner.stop().catch((err) => this.logger.error('alloc teardown failed', { alloc_id: alloc.id, error: err }));
       }
     }
+    // A rollout the last agent was in the middle of goes on (deploy/job-updater.ts).
+    this.updates.resume();
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs: allocs.length, restoring: restored });
+  }
+
+  /** What the job updater works on: this agent's runners, the CSI manager's plugins, its event stream. */
+  private rolloutHost(): RolloutHost<AllocRunner> {
+    return {
+      clock: this.clock,
+      logger: this.logger,
+      allocsOf: (jobId) => this.jobAllocs(jobId),
+      jobIds: () => [...new Set([...this.runners.values()].map((r) => r.alloc.jobId))].sort(),
+      prepare: (alloc) => new AllocRunner(alloc, this.runnerDeps()),
+      // One write, all or nothing (AllocsNotSavedError): a run that cannot be saved starts nothing.
+      save: (runners) => AllocRunner.saveBeforeRun(runners),
+      launch: (runner) => {
+        const alloc = runner.alloc;
+        this.runners.set(alloc.id, runner);
+        this.emit({ topic: 'Alloc', type: 'Alloc received', message: `alloc ${alloc.name} received (job version ${alloc.jobVersion ?? 0})`, allocId: alloc.id, jobId: alloc.jobId });
+        void runner.run('start').catch((err) => this.logger.error('alloc failed to start', { alloc_id: alloc.id, error: err }));
+      },
+      plugins: () => this.csi.plugins(),
+      onEvent: this.events.onEvent,
+      emit: (e) => this.emit(e),
+    };
   }
 
   private runnerDeps(): AllocRunnerDeps {
@@ -259,16 +290,25 @@ export class Agent implements AgentService, AsyncDisposable {
   private jobView(jobId: string): JobView | undefined {
     const runners = this.jobAllocs(jobId);
     if (runners.length === 0) return undefined;
-    const current = runners.filter((r) => r.alloc.desiredStatus === 'run');
-    const job = (current.at(-1) ?? runners.at(-1)!).alloc.job;
+    const { version, job, deployment } = this.updates.view(jobId)!;
     const live = runners.filter((r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'));
     const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
     return {
       id: job.id,
       name: job.name,
       status,
+      version,
       job,
-      allocs: runners.map((r) => ({ id: r.alloc.id, name: r.alloc.name, group: r.alloc.group, clientStatus: r.alloc.clientStatus, desiredStatus: r.alloc.desiredStatus })),
+      ...(deployment ? { deployment } : {}),
+      allocs: runners.map(({ alloc: a }) => ({
+        id: a.id,
+        name: a.name,
+        group: a.group,
+        jobVersion: a.jobVersion ?? 0,
+        clientStatus: a.clientStatus,
+        desiredStatus: a.desiredStatus,
+        ...(a.deploymentStatus ? { healthy: a.deploymentStatus.healthy } : {}),
+      })),
     };
   }
 
@@ -291,46 +331,22 @@ export class Agent implements AgentService, AsyncDisposable {
         'count',
       );
     }
-    const previous = this.jobAllocs(job.id).filter((r) => r.alloc.desiredStatus === 'run');
-    // While the old allocs stop, the job is on its way (a plugin it runs is coming back).
-    const token = Symbol(job.id);
-    this.updating.set(token, job);
-    try {
-      await Promise.all(previous.map((r) => r.stop()));
-    } finally {
-      this.updating.delete(token);
-    }
-    this.checkOpen(); // the stop took a while: the agent may be shutting down now
-    const allocIds: string[] = [];
-    const now = this.clock.now();
-    for (const group of job.groups) {
-      for (let index = 0; index < group.count; index++) {
-        const alloc: Alloc = {
-          id: randomUUID(),
-          jobId: job.id,
-          group: group.name,
-          index,
-          name: `${job.id}.${group.name}[${index}]`,
-          job,
-          desiredStatus: 'run',
-          clientStatus: 'pending',
-          createdAt: now,
-        };
-        const runner = new AllocRunner(alloc, this.runnerDeps());
-        this.runners.set(alloc.id, runner);
-        allocIds.push(alloc.id);
-        this.emit({ topic: 'Alloc', type: 'Alloc received', message: `alloc ${alloc.name} received`, allocId: alloc.id, jobId: job.id });
-        void runner.run('start').catch((err) => this.logger.error('alloc failed to start', { alloc_id: alloc.id, error: err }));
-      }
-    }
-    this.emit({ topic: 'Job', type: previous.length ? 'Job updated' : 'Job registered', message: `job ${job.id}: ${allocIds.length} alloc(s)`, jobId: job.id });
-    return { jobId: job.id, allocIds, replaced: previous.length > 0 };
+    return this.updates.run(job, () => this.checkOpen());
+  }
+
+  planJob(job: JobSpec): JobPlan {
+    return this.updates.plan(job);
   }
 
   async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
     this.checkOpen();
+    if (this.jobAllocs(id).length === 0) throw new NotFoundError(`job "${id}" not found`);
+    // As the job's one writer: a rollout under way is cancelled first, so nothing starts again behind the stop.
+    return this.updates.exclusive(id, 'Cancelled because job is stopped', () => this.stopAllocs(id, options));
+  }
+
+  private async stopAllocs(id: string, options: { purge?: boolean }): Promise<JobView> {
     const runners = this.jobAllocs(id);
-    if (runners.length === 0) throw new NotFoundError(`job "${id}" not found`);
     await Promise.all(runners.map((r) => r.stop()));
     const view = this.jobView(id)!;
     if (options.purge) {
@@ -456,7 +472,7 @@ export class Agent implements AgentService, AsyncDisposable {
     const controls = (job: JobSpec, group?: string) =>
       job.groups.some((g) => (group === undefined || g.name === group) && g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'node'));
     const starting =
-      [...this.updating.values()].some((job) => controls(job)) ||
+      this.updates.deploying().some((job) => controls(job)) ||
       [...this.runners.values()].some((r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && controls(r.alloc.job, r.alloc.group));
     if (!starting && !this.registry.get('csi-controller', pluginId)) {
       const known = this.listPlugins().map((p) => p.id);
@@ -493,6 +509,8 @@ export class Agent implements AgentService, AsyncDisposable {
     this.closed ??= (async () => {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
       let failure: unknown;
+      // Rollouts first: cancelled when every task stops (nothing to resume), else left to the next agent.
+      await this.updates.dispose({ stopTasks }).catch((err: unknown) => (failure ??= err));
       const settle = async (stops: Promise<void>[]) => {
         for (const r of await Promise.allSettled(stops)) if (r.status === 'rejected') failure ??= r.reason;
       };

@@ -1,5 +1,6 @@
 // The agent's data model: jobs as parsed from jobspecs, the allocs made from
-// them, and the state of their tasks. Plain JSON-able shapes: they are stored
+// them, the state of their tasks, and the deployments that roll a changed
+// job out. Plain JSON-able shapes: they are stored
 // in the client state and served by the HTTP API as they are.
 import type { RestartPolicy } from '@csiplug/driver';
 import type { CSIPluginConfig, TaskEvent, VolumeRequest } from '@csiplug/hooks';
@@ -30,12 +31,29 @@ export interface TaskSpec {
   killTimeout: number;
 }
 
+/**
+ * Nomad's `update` block: how a changed job replaces a group's allocs
+ * (deploy/rollout.ts). A job-level block is the default of each group's.
+ */
+export interface UpdateStrategy {
+  /** How many of the group's allocs are replaced at once (a sliding window). */
+  maxParallel: number;
+  /** ms every task must run (and every plugin it serves be healthy) before a new alloc counts as healthy. */
+  minHealthyTime: number;
+  /** ms a new alloc has to become healthy; then it is unhealthy and the deployment fails. */
+  healthyDeadline: number;
+  /** When the deployment fails, run the last stable version again (as a new version). */
+  autoRevert: boolean;
+}
+
 export interface GroupSpec {
   name: string;
   count: number;
   tasks: TaskSpec[];
   volumes: VolumeRequest[];
   restart: RestartPolicy;
+  /** Always set by the jobspec reader; absent in records saved before updates were rolled out (read as the defaults). */
+  update?: UpdateStrategy;
 }
 
 export interface JobSpec {
@@ -69,7 +87,48 @@ export interface Alloc {
   index: number;
   name: string;
   job: JobSpec;
+  /** The version of the job this alloc runs (0 for the first; absent in records from before versions, read as 0). */
+  jobVersion?: number;
   desiredStatus: AllocDesiredStatus;
   clientStatus: AllocClientStatus;
   createdAt: number;
+  /** The deployment that placed this alloc, if one did. */
+  deploymentId?: string;
+  /** That deployment's verdict on this alloc, once it has one. */
+  deploymentStatus?: AllocDeploymentStatus;
+  /**
+   * The job's latest deployment, as last written. The client state keeps no
+   * job records — a job lives in its allocs — so each alloc of the job
+   * carries it, and the newest copy wins (deploy/job-history.ts).
+   */
+  jobDeployment?: Deployment;
+}
+
+export interface AllocDeploymentStatus {
+  healthy: boolean;
+  /** ms since the epoch */
+  time: number;
+  /** Why it is unhealthy. */
+  reason?: string;
+}
+
+/** running → successful, failed (maybe reverted) or cancelled (a newer run, a job stop). */
+export type DeploymentStatus = 'running' | 'successful' | 'failed' | 'cancelled';
+
+/** One rollout of one job version (deploy/rollout.ts). */
+export interface Deployment {
+  id: string;
+  jobId: string;
+  jobVersion: number;
+  /** The version rolled out: a rollout cut short by an agent restart is resumed from it. */
+  job: JobSpec;
+  status: DeploymentStatus;
+  description: string;
+  /** ms since the epoch */
+  createdAt: number;
+  updatedAt: number;
+  /** The last stable version, run again if this one fails under auto_revert; absent when there is none. */
+  revertTo?: { version: number; job: JobSpec };
+  /** Set on the deployment of a revert: the version that failed. A revert is never reverted itself. */
+  revertOf?: number;
 }

@@ -3,8 +3,14 @@
 import type { Event } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
 import type { VolumeSpec, VolumeView } from '@csiplug/volumes';
-import type { Alloc, JobSpec, TaskState } from './model';
+import type { Alloc, DeploymentStatus, JobSpec, TaskState } from './model';
 import type { LogRange, LogSlice } from './log-slice';
+import type { JobPlan } from './deploy/job-plan';
+
+/** What `job plan` answers: the plan of a run, per group and alloc (deploy/job-plan.ts). */
+export type { AllocUpdate, GroupPlan, JobPlan, PlannedAlloc } from './deploy/job-plan';
+export type { FieldChange } from './deploy/job-diff';
+export type { ReplacementOrder } from './deploy/replacement-order';
 
 /** The catalog's views of volumes and claims are its own (@csiplug/volumes); the agent serves them as they are. */
 export type { VolumeClaimView, VolumeView } from '@csiplug/volumes';
@@ -14,7 +20,7 @@ export interface AgentEvent {
   /** Monotonic per agent run. */
   index: number;
   topic: 'Task' | 'Alloc' | 'Plugin' | 'Volume' | 'Job' | 'Node';
-  /** e.g. "Started", "Plugin became healthy", "Mount volume". */
+  /** e.g. "Started", "Plugin became healthy", "Mount volume", "Deployment started", "Job reverted". */
   type: string;
   /** ms since the epoch */
   time: number;
@@ -32,13 +38,43 @@ export interface AllocView extends Alloc {
   volumes: Record<string, MountedVolume>;
 }
 
+/** A job's latest deployment, as `job status` shows it. */
+export interface DeploymentView {
+  id: string;
+  jobVersion: number;
+  status: DeploymentStatus;
+  description: string;
+  /** ms since the epoch */
+  createdAt: number;
+  updatedAt: number;
+  /** The version a failure goes back to under auto_revert. */
+  revertTo?: number;
+  /** Set when this deployment is a revert: the version that failed. */
+  revertOf?: number;
+  /** Per group: the count wanted, and the allocs this deployment placed, healthy and unhealthy. */
+  groups: { name: string; desired: number; placed: number; healthy: number; unhealthy: number }[];
+}
+
 export interface JobView {
   id: string;
   name: string;
   /** running while any alloc wants to run; dead once all are stopped. */
   status: 'pending' | 'running' | 'dead';
+  /** The current version: 0 when first run, one more for each run that changed the spec (a revert too). */
+  version: number;
+  /** The current version's spec. */
   job: JobSpec;
-  allocs: { id: string; name: string; group: string; clientStatus: Alloc['clientStatus']; desiredStatus: Alloc['desiredStatus'] }[];
+  deployment?: DeploymentView;
+  allocs: {
+    id: string;
+    name: string;
+    group: string;
+    jobVersion: number;
+    clientStatus: Alloc['clientStatus'];
+    desiredStatus: Alloc['desiredStatus'];
+    /** The verdict of the deployment that placed it, once it has one. */
+    healthy?: boolean;
+  }[];
 }
 
 export interface PluginInstanceView {
@@ -67,9 +103,22 @@ export interface PluginView {
 
 export interface RunJobResult {
   jobId: string;
+  /**
+   * The allocs this run placed at once: new indexes, and the first
+   * create-before-destroy replacements. A rolling update places the rest
+   * as it goes (events, `job status`). Empty when the job is unchanged.
+   */
   allocIds: string[];
-  /** True when the job existed and was replaced (its old allocs stopped). */
+  /** True when the job existed before this run. */
   replaced: boolean;
+  /** True when the spec is the current version's and every alloc runs it: nothing was touched. */
+  unchanged: boolean;
+  /** The job's version after this run. */
+  version: number;
+  /** The deployment that rolls the change out, when the run places or replaces allocs. */
+  deploymentId?: string;
+  /** What the run set under way (the same plan `job plan` shows). */
+  plan: JobPlan;
 }
 
 export interface AgentHealth {
@@ -87,7 +136,14 @@ export interface AgentService {
 
   listJobs(): JobView[];
   getJob(id: string): JobView | undefined;
+  /**
+   * Runs the job: nothing when it is unchanged; otherwise its changes are
+   * set under way (a rolling deployment for replaced allocs) and the call
+   * returns once they are accepted.
+   */
   runJob(job: JobSpec): Promise<RunJobResult>;
+  /** What runJob would change now; nothing is done. */
+  planJob(job: JobSpec): JobPlan;
   /** Stops every alloc of the job (unmounting its volumes and releasing claims); resolves when they are stopped. */
   stopJob(id: string, options?: { purge?: boolean }): Promise<JobView>;
 

@@ -1,6 +1,7 @@
 // Public face of @csiplug/core.
 export * from './abort';
 export * from './clock';
+export * from './crash-point';
 export * from './di';
 export * from './disposable';
 export * from './duration';

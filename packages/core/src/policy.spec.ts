@@ -14,7 +14,7 @@ describe('DefaultTimeoutPolicy', () => {
     const p = new DefaultTimeoutPolicy();
     expect(p.pluginWait('prerun')).toBe(60_000);
     expect(p.pluginWait('restore')).toBe(300_000);
-    expect(p.pluginWait('postrun')).toBe(86_400_000);
+    expect(p.pluginWait('postrun')).toBe(60_000);
     expect(p.pluginHealth()).toBe(30_000);
     expect(p.probe()).toBe(5_000);
     expect(p.csiCall()).toBe(120_000);

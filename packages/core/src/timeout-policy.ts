@@ -7,7 +7,13 @@ export type PluginWaitPhase = 'prerun' | 'restore' | 'postrun';
 export const PLUGIN_WAIT_PHASES: readonly PluginWaitPhase[] = ['prerun', 'restore', 'postrun'];
 
 export interface TimeoutPolicy {
-  /** How long a hook waits for a plugin to be registered and fingerprinted. */
+  /**
+   * How long a caller waits for a plugin to be registered and healthy:
+   * `prerun` a mount on a fresh start; `restore` a mount that must be made
+   * again after an agent restart (a live one is kept without waiting);
+   * `postrun` an unmount, before its first attempt — past it the unmount is
+   * pending and retried in the background.
+   */
   pluginWait(phase: PluginWaitPhase): number;
   /** Catch-all limit for a registry wait whose caller gave none. */
   registryWait(): number;
@@ -44,7 +50,8 @@ export interface TimeoutSettings {
 export const DEFAULT_TIMEOUTS: Readonly<TimeoutSettings> = Object.freeze({
   pluginWaitPrerun: 60_000,
   pluginWaitRestore: 5 * 60_000,
-  pluginWaitPostrun: 24 * 3_600_000,
+  // An unmount (a `job stop`, an agent stopping its tasks) waits this long for a plugin restarting, not a day.
+  pluginWaitPostrun: 60_000,
   registryWait: 24 * 3_600_000,
   pluginHealth: 30_000,
   probe: 5_000,

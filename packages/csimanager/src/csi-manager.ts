@@ -3,7 +3,7 @@
 // a volume manager per node plugin.
 import type { AsyncDisposable, Event, PluginWaitPhase } from '@csiplug/core';
 import type { NodeEvent } from './node-event';
-import type { PluginHealthChange, PluginInfo } from './plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady } from './plugin-info';
 import type { VolumeManager } from './volume-manager';
 
 export type CSIPluginType = 'csi-node' | 'csi-controller';
@@ -11,6 +11,12 @@ export type CSIPluginType = 'csi-node' | 'csi-controller';
 export interface WaitForCSIPluginOptions {
   /** Gives up with the signal's reason (an AbortError by default). */
   signal?: AbortSignal;
+  /**
+   * Waits at most this long (ms), when less than the phase's limit: what is
+   * left of a limit the caller started counting earlier (a mount that waits
+   * for its plugin a second time). The timeout error still names the phase.
+   */
+  withinMs?: number;
 }
 
 export interface CSIManager extends AsyncDisposable {
@@ -18,10 +24,12 @@ export interface CSIManager extends AsyncDisposable {
   start(): Promise<void>;
 
   /**
-   * Waits, within TimeoutPolicy.pluginWait(phase) overall, for (type, name)
-   * to be registered and then for its instance's first successful
-   * fingerprint. Event-driven. Rejects with PluginWaitTimeoutError (naming
-   * type, name, phase and how long), the abort reason, or ShutdownError.
+   * Waits, within TimeoutPolicy.pluginWait(phase) overall (or `withinMs`),
+   * for (type, name) to be registered and then for its instance to be
+   * healthy: fingerprinted, and the last round healthy — a plugin that
+   * crashed and is still registered is waited for, not handed out.
+   * Event-driven. Rejects with CSIPluginWaitTimeoutError (naming type, name,
+   * phase and how long), the abort reason, or ShutdownError.
    */
   waitForPlugin(type: CSIPluginType | string, name: string, phase: PluginWaitPhase, options?: WaitForCSIPluginOptions): Promise<PluginInfo>;
 
@@ -32,6 +40,14 @@ export interface CSIManager extends AsyncDisposable {
 
   /** An instance's healthy flag changed (its first verdict, and a healthy instance stopping, count). */
   readonly onDidChangeHealth: Event<PluginHealthChange>;
+  /**
+   * A plugin is ready to serve after it was not: a new instance's first
+   * healthy round (a plugin started; restarted under a new registration;
+   * upgraded — same name, new alloc or socket; or found again after an agent
+   * restart), or a healthy round after unhealthy ones. Fired after the
+   * health change. What was published through the plugin may need a look.
+   */
+  readonly onDidBecomeReady: Event<PluginReady>;
   /** A mount or unmount finished, either way. */
   readonly onNodeEvent: Event<NodeEvent>;
 

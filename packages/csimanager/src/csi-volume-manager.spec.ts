@@ -344,6 +344,62 @@ describe('volume manager (CSI node steps)', () => {
     expect(h.mounts.points.size).toBe(0);
   });
 
+  it('a step the plugin does not answer (UNAVAILABLE) has the instance fingerprint at once, so its health shows the crash now', async () => {
+    const probes = h.factory.totalProbes;
+    b().failNext('NodeStageVolume', csiError(GrpcStatus.UNAVAILABLE, 'NodeStageVolume', 'connection refused'));
+    b().failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    await expect(vm.stageVolume(vol, usage)).rejects.toBeInstanceOf(VolumeOperationError);
+    await h.settle();
+    expect(h.factory.totalProbes).toBe(probes + 1);
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ healthy: false });
+    // Any other failure is an answer: no extra round.
+    b().failures.delete('Probe');
+    b().failNext('NodeStageVolume', csiError(GrpcStatus.INTERNAL, 'NodeStageVolume', 'disk full'));
+    await expect(vm.stageVolume(vol, usage)).rejects.toThrow(/disk full/);
+    await h.settle();
+    expect(h.factory.totalProbes).toBe(probes + 1);
+  });
+
+  it('reads a volume condition with NodeGetVolumeStats at the target or the staging path', async () => {
+    // The fake plugin offers no GET_VOLUME_STATS: nothing is asked.
+    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toBeUndefined();
+    expect(calls('NodeGetVolumeStats')).toEqual([]);
+
+    // Now it offers GET_VOLUME_STATS and VOLUME_CONDITION (answers set on its client), seen at the next round.
+    const client = h.factory.clientsOf(reg.socketPath).at(-1)!;
+    const answers: (Error | { abnormal: boolean; message: string } | null)[] = [
+      { abnormal: false, message: 'fine' },
+      { abnormal: true, message: 'backing dir replaced' },
+      notFound('NodeGetVolumeStats', 'no volume at that path'),
+      csiError(GrpcStatus.UNIMPLEMENTED, 'NodeGetVolumeStats'),
+    ];
+    const asked: Record<string, unknown>[] = [];
+    client.nodeGetCapabilities = async () =>
+      ({ capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION'].map((type) => ({ rpc: { type } })) }) as never;
+    client.nodeGetVolumeStats = async (r) => {
+      asked.push(r as unknown as Record<string, unknown>);
+      const a = answers.shift();
+      if (a instanceof Error) throw a;
+      return { usage: [], volumeCondition: a ?? null };
+    };
+    await h.manager.fingerprintAll();
+    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: false, message: 'fine', reported: true });
+    expect(await vm.volumeCondition(vol, '', usage, 'staging')).toEqual({ abnormal: true, message: 'backing dir replaced', reported: true });
+    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: true, message: 'NodeGetVolumeStats: NOT_FOUND: no volume at that path', reported: true });
+    await expect(vm.volumeCondition(vol, 'alloc-a', usage, 'target')).rejects.toThrow(/UNIMPLEMENTED/);
+    expect(asked.map((r) => [r.volumeId, r.volumePath, r.stagingTargetPath])).toEqual([
+      ['remote-1', targetOf('alloc-a'), stagingOf()],
+      ['remote-1', stagingOf(), stagingOf()],
+      ['remote-1', targetOf('alloc-a'), stagingOf()],
+      ['remote-1', targetOf('alloc-a'), stagingOf()],
+    ]);
+    // Without VOLUME_CONDITION an answer carries no condition.
+    client.nodeGetCapabilities = async () => ({ capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'].map((type) => ({ rpc: { type } })) }) as never;
+    await h.manager.fingerprintAll();
+    answers.push({ abnormal: true, message: 'ignored' });
+    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: false, message: '', reported: false });
+  });
+
   it('uses the registration options for the mount roots', async () => {
     const base = path.join(h.dataDir, 'elsewhere');
     h.registry.register(plugin(2, 'csi-node', { name: 'mono', options: { stagePublishBaseDir: base, containerMountPoint: '/csi', pluginType: 'monolith' } }));

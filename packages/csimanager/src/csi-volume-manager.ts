@@ -8,15 +8,15 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { AbortError, Clock, Logger, ValidationError, assertPathSafeId, errorMessage } from '@csiplug/core';
-import { isNotFound } from '@csiplug/csi';
-import { VolumeOperationError } from './errors';
+import { CSIError, isNotFound } from '@csiplug/csi';
+import { VolumeOperationError, isPluginUnavailable } from './errors';
 import type { KeyedMutex } from './keyed-mutex';
 import { type MountTable, isMountPointRetrying } from './mount-table';
 import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
 import { UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
-import type { CSIVolumeRef, MountInfo, VolumeManager, VolumeOperationOptions } from './volume-manager';
+import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeManager, VolumeOperationOptions } from './volume-manager';
 import { VolumePaths, volumePaths } from './volume-paths';
 
 export interface VolumeManagerDeps {
@@ -175,6 +175,34 @@ export class CSIVolumeManager implements VolumeManager {
     }));
   }
 
+  async volumeCondition(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    at: 'target' | 'staging',
+    options: VolumeOperationOptions = {},
+  ): Promise<VolumeCondition | undefined> {
+    this.check(volume, allocId, usage, at === 'staging');
+    const inst = this.deps.instance();
+    const caps = await inst.nodeCapabilities(options.signal);
+    if (!caps.getVolumeStats) return undefined;
+    const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
+    const staging = caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {};
+    try {
+      const res = await inst.client.nodeGetVolumeStats(
+        { volumeId: volume.externalId || volume.id, volumePath: at === 'target' ? paths.pluginTargetPath : paths.pluginStagingPath, ...staging },
+        { signal: options.signal },
+      );
+      const condition = res.volumeCondition;
+      if (!caps.volumeCondition || !condition) return { abnormal: false, message: '', reported: false };
+      return { abnormal: condition.abnormal === true, message: condition.message ?? '', reported: true };
+    } catch (err) {
+      // The volume is not at that path, as far as the plugin knows: as bad as an abnormal condition.
+      if (isNotFound(err)) return { abnormal: true, message: `NodeGetVolumeStats: NOT_FOUND${err instanceof CSIError && err.details ? `: ${err.details}` : ''}`, reported: true };
+      throw err;
+    }
+  }
+
   hasMount(targetPath: string): Promise<boolean> {
     return this.deps.mountTable.isMountPoint(targetPath);
   }
@@ -203,7 +231,14 @@ export class CSIVolumeManager implements VolumeManager {
         const inst = this.deps.instance();
         // Stage and unstage have no alloc; the paths helper wants one, and ignores it for the staging path.
         const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
-        return fn(inst, paths, options.signal);
+        try {
+          return await fn(inst, paths, options.signal);
+        } catch (err) {
+          // The plugin did not answer (crashed, restarting): have the instance look now, so that
+          // its health — and whoever waits for it to be healthy again — does not wait for the next round.
+          if (isPluginUnavailable(err) && !inst.isStopped) void inst.fingerprint();
+          throw err;
+        }
       },
       options.signal,
     );

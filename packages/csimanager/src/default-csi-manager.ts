@@ -36,7 +36,7 @@ import { CSIVolumeManager } from './csi-volume-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from './errors';
 import { KeyedMutex } from './keyed-mutex';
 import type { NodeEvent } from './node-event';
-import type { PluginHealthChange, PluginInfo } from './plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady } from './plugin-info';
 import { PluginInstance } from './plugin-instance';
 import { PluginDeployment, pluginMountRoots } from './plugin-options';
 import { ICSIManagerConfig, IMountTable } from './tokens';
@@ -57,6 +57,9 @@ export class DefaultCSIManager implements CSIManager {
   private readonly mutex = new KeyedMutex();
   private readonly subscriptions = new DisposableStore();
   private readonly waiters = new Set<(err: Error) => void>();
+  /** The instance each new one replaced (or the last one stopped under its type and name), for its ready event. */
+  private readonly predecessors = new WeakMap<PluginInstance, { allocId: string; socketPath: string }>();
+  private readonly lastStopped = new Map<string, { allocId: string; socketPath: string }>();
   private resyncTimer: Disposable | undefined;
   private started: Promise<void> | undefined;
   private shut: Promise<void> | undefined;
@@ -64,7 +67,9 @@ export class DefaultCSIManager implements CSIManager {
   private readonly healthEmitter: Emitter<PluginHealthChange>;
   private readonly nodeEventEmitter: Emitter<NodeEvent>;
   private readonly fingerprintEmitter: Emitter<PluginInstance>;
+  private readonly readyEmitter: Emitter<PluginReady>;
   readonly onDidChangeHealth: Event<PluginHealthChange>;
+  readonly onDidBecomeReady: Event<PluginReady>;
   readonly onNodeEvent: Event<NodeEvent>;
 
   constructor(
@@ -82,7 +87,9 @@ export class DefaultCSIManager implements CSIManager {
     this.healthEmitter = new Emitter({ onListenerError });
     this.nodeEventEmitter = new Emitter({ onListenerError });
     this.fingerprintEmitter = new Emitter({ onListenerError });
+    this.readyEmitter = new Emitter({ onListenerError });
     this.onDidChangeHealth = this.healthEmitter.event;
+    this.onDidBecomeReady = this.readyEmitter.event;
     this.onNodeEvent = this.nodeEventEmitter.event;
   }
 
@@ -128,6 +135,7 @@ export class DefaultCSIManager implements CSIManager {
     this.healthEmitter.dispose();
     this.nodeEventEmitter.dispose();
     this.fingerprintEmitter.dispose();
+    this.readyEmitter.dispose();
     this.log.info('CSI manager shut down', { stopped: all.length });
   }
 
@@ -181,7 +189,8 @@ export class DefaultCSIManager implements CSIManager {
 
   async waitForPlugin(type: string, name: string, phase: PluginWaitPhase, options: WaitForCSIPluginOptions = {}): Promise<PluginInfo> {
     if (this.shut) throw new ShutdownError(`the CSI manager is shut down; cannot wait for plugin "${name}" of type ${type}`);
-    const limit = this.timeouts.pluginWait(phase);
+    const phaseLimit = this.timeouts.pluginWait(phase);
+    const limit = options.withinMs !== undefined ? Math.max(0, Math.min(phaseLimit, options.withinMs)) : phaseLimit;
     const started = this.clock.now();
     // One wait over both stages (registered, then fingerprinted), so that
     // dispose() and the caller's signal end it in either: the registry
@@ -204,14 +213,14 @@ export class DefaultCSIManager implements CSIManager {
 
   /**
    * The second stage of a plugin wait: settles `wait` once the instance of
-   * (type, name) has fingerprinted successfully; woken by events, bounded by
-   * what is left of the phase's limit.
+   * (type, name) is healthy (a successful fingerprint, the last round
+   * healthy); woken by fingerprints, bounded by what is left of the limit.
    */
   private awaitFingerprint(wait: Settler<PluginInfo>, type: string, name: string, phase: PluginWaitPhase, started: number, limit: number): void {
     if (wait.settled) return;
     const ready = () => {
       const inst = this.instances.get(keyOf(type, name));
-      return inst?.hasFingerprinted ? inst.info() : undefined;
+      return inst?.hasFingerprinted && inst.isHealthy ? inst.info() : undefined;
     };
     const now = ready();
     if (now) return wait.resolve(now);
@@ -226,8 +235,10 @@ export class DefaultCSIManager implements CSIManager {
     if (Number.isFinite(remaining)) {
       wait.own(
         this.clock.setTimeout(() => {
-          const last = this.instances.get(keyOf(type, name))?.info().lastError;
-          wait.reject(new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'fingerprint', last !== undefined ? { lastError: last } : {}));
+          const inst = this.instances.get(keyOf(type, name));
+          const last = inst?.info().lastError;
+          const stage = inst?.hasFingerprinted ? 'healthy' : 'fingerprint';
+          wait.reject(new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, stage, last !== undefined ? { lastError: last } : {}));
         }, remaining),
       );
     }
@@ -314,8 +325,11 @@ export class DefaultCSIManager implements CSIManager {
       timeouts: this.timeouts,
       heartbeat: this.heartbeat,
       onHealthChange: (change) => this.healthEmitter.fire(change),
-      onFingerprinted: (i, first) => this.onFingerprinted(i, first),
+      onFingerprinted: (i, round) => this.onFingerprinted(i, round),
     });
+    const predecessor = current ? { allocId: current.allocId, socketPath: current.registration.socketPath } : this.lastStopped.get(key);
+    if (predecessor) this.predecessors.set(inst, predecessor);
+    this.lastStopped.delete(key);
     this.instances.set(key, inst);
     this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, restored: p.restored, replaced: current?.allocId });
     inst.start();
@@ -323,12 +337,15 @@ export class DefaultCSIManager implements CSIManager {
 
   private removeInstance(inst: PluginInstance, reason: string): void {
     const key = keyOf(inst.type, inst.name);
-    if (this.instances.get(key) === inst) this.instances.delete(key);
+    if (this.instances.get(key) === inst) {
+      this.instances.delete(key);
+      this.lastStopped.set(key, { allocId: inst.allocId, socketPath: inst.registration.socketPath });
+    }
     inst.stop(reason);
     this.log.info('plugin instance stopped', { type: inst.type, name: inst.name, allocId: inst.allocId, reason });
   }
 
-  private onFingerprinted(inst: PluginInstance, first: boolean): void {
+  private onFingerprinted(inst: PluginInstance, { first, recovered }: { first: boolean; recovered: boolean }): void {
     // A stale instance (replaced while its round ran) says nothing about the current one.
     if (this.instances.get(keyOf(inst.type, inst.name)) !== inst) return;
     if (first) {
@@ -339,6 +356,10 @@ export class DefaultCSIManager implements CSIManager {
       }
     }
     this.fingerprintEmitter.fire(inst);
+    if (first || recovered) {
+      const replaced = this.predecessors.get(inst);
+      this.readyEmitter.fire({ info: inst.info(), cause: first ? 'started' : 'recovered', ...(replaced ? { replaced } : {}), time: this.clock.now() });
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // Errors of @csiplug/csimanager: one base class with a stable code, typed
 // subclasses that name the plugin, volume or alloc, and say what to do.
-import { CsiplugError, TimeoutError, formatDuration } from '@csiplug/core';
+import { CsiplugError, ShutdownError, TimeoutError, formatDuration } from '@csiplug/core';
 import type { PluginWaitPhase } from '@csiplug/core';
+import { isRetryable } from '@csiplug/csi';
 
 export class CSIManagerError extends CsiplugError {}
 
@@ -19,6 +20,22 @@ export class PluginInstanceNotFoundError extends CSIManagerError {
   }
 }
 
+/**
+ * A call to a plugin instance cut short because the instance stopped (its
+ * alloc deregistered, or a newer registration replaced it). A ShutdownError
+ * of the instance, not of the agent: the plugin may well be back.
+ */
+export class PluginInstanceStoppedError extends ShutdownError {
+  constructor(
+    readonly pluginType: string,
+    readonly pluginName: string,
+    readonly allocId: string,
+    reason: string,
+  ) {
+    super(`plugin "${pluginName}" of type ${pluginType} (alloc ${allocId}) stopped: ${reason}`);
+  }
+}
+
 /** waitForPlugin ran out of its phase's time. */
 export class CSIPluginWaitTimeoutError extends TimeoutError {
   constructor(
@@ -26,12 +43,13 @@ export class CSIPluginWaitTimeoutError extends TimeoutError {
     readonly pluginName: string,
     readonly phase: PluginWaitPhase,
     readonly waitedMs: number,
-    readonly stage: 'register' | 'fingerprint',
+    /** What it was still waiting for: a registration, a first fingerprint, or a fingerprinted instance to be healthy again. */
+    readonly stage: 'register' | 'fingerprint' | 'healthy',
     options?: { cause?: unknown; lastError?: string },
   ) {
     super(
       `timed out after ${formatDuration(waitedMs)} (${phase} limit) waiting for plugin "${pluginName}" of type ${pluginType} ` +
-        (stage === 'register' ? 'to register' : 'to answer its first fingerprint') +
+        (stage === 'register' ? 'to register' : stage === 'fingerprint' ? 'to answer its first fingerprint' : 'to be healthy again') +
         (options?.lastError ? ` (last error: ${options.lastError})` : '') +
         `; check the plugin task's logs`,
       waitedMs,
@@ -66,6 +84,21 @@ export class VolumeOperationError extends CSIManagerError {
   ) {
     super(operation === 'mount' ? 'ECSI_MOUNT' : 'ECSI_UNMOUNT', message, options);
   }
+}
+
+/**
+ * Whether `err` (or an error in its `cause` chain) says the plugin is away
+ * for now rather than that the call is wrong: no live instance, the instance
+ * stopped under the call, or a gRPC status worth another attempt
+ * (UNAVAILABLE — connection refused, a socket that is gone — RESOURCE_EXHAUSTED,
+ * ABORTED). A caller that sees one waits for a healthy plugin and asks again;
+ * anything else is an answer.
+ */
+export function isPluginUnavailable(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (e instanceof PluginInstanceNotFoundError || e instanceof PluginInstanceStoppedError || isRetryable(e)) return true;
+  }
+  return false;
 }
 
 /**

@@ -42,7 +42,7 @@ describe('isMountPointRetrying', () => {
   const fault = (code: string) => Object.assign(new Error(`${code}: reading /proc/self/mountinfo`), { code });
 
   /** A table that fails with the given errors first, then answers `answer`. */
-  const failing = (errors: Error[], answer = true): MountTable & { calls: number } => ({
+  const failing = (errors: Error[], answer = true): Pick<MountTable, 'isMountPoint'> & { calls: number } => ({
     calls: 0,
     async isMountPoint() {
       this.calls++;

@@ -1,6 +1,7 @@
-// Reading the kernel's mount table, behind a small interface so the volume
-// manager's logic is tested with a fake (IMountTable; the fake is in
-// @csiplug/csimanager/testing). The parsing is @csiplug/core's mountinfo.
+// Reading the kernel's mount table — and asking a mount whether it still
+// answers — behind a small interface so the logic above it is tested with a
+// fake (IMountTable; the fake is in @csiplug/csimanager/testing). The parsing
+// is @csiplug/core's mountinfo.
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { doublingBackoff, mountPointsUnder, parseMountInfo as parseMountInfoEntries, readMountInfoSync, type Clock } from '@csiplug/core';
@@ -12,6 +13,13 @@ export interface MountTable {
    * one; a table that cannot be read rejects (never "not mounted").
    */
   isMountPoint(target: string): Promise<boolean>;
+  /**
+   * Stats `target`, following it as a workload would: resolves when it
+   * answers; rejects with the errno error (ENOTCONN or EIO of a dead FUSE
+   * mount, ESTALE of an NFS one, ENOENT…). On a dead network mount it may
+   * never settle: a caller races it against a timer.
+   */
+  stat(target: string): Promise<void>;
 }
 
 /** Backoff (ms) between mount-table reads that failed for a transient fault: doubling from the base up to the max. */
@@ -28,7 +36,7 @@ const TRANSIENT_RETRY_MAX = 30_000;
  * retry (for a log line; the doubling backoff keeps them few).
  */
 export async function isMountPointRetrying(
-  table: MountTable,
+  table: Pick<MountTable, 'isMountPoint'>,
   target: string,
   options: { clock: Clock; signal?: AbortSignal; onFault?: (err: unknown, attempt: number, delayMs: number) => void },
 ): Promise<boolean> {
@@ -74,6 +82,10 @@ export class ProcMountTable implements MountTable {
   reads = 0;
 
   constructor(private readonly file = '/proc/self/mountinfo') {}
+
+  async stat(target: string): Promise<void> {
+    await fs.stat(target);
+  }
 
   async isMountPoint(target: string): Promise<boolean> {
     let resolved: string;

@@ -76,3 +76,17 @@ export interface PluginHealthChange {
   readonly info: PluginInfo;
   readonly time: number;
 }
+
+/** Fired by CSIManager.onDidBecomeReady: a plugin instance serves after it did not. */
+export interface PluginReady {
+  readonly info: PluginInfo;
+  /**
+   * `started`: a new instance's first healthy round (a plugin started, was
+   * replaced by a new alloc or socket, or was found again after an agent
+   * restart); `recovered`: healthy again after unhealthy rounds.
+   */
+  readonly cause: 'started' | 'recovered';
+  /** The instance this one replaced (an upgrade, a restart under a new alloc or socket), if any. */
+  readonly replaced?: { readonly allocId: string; readonly socketPath: string };
+  readonly time: number;
+}

@@ -8,7 +8,6 @@ import {
   Disposable,
   HeartbeatStrategy,
   Logger,
-  ShutdownError,
   TimeoutError,
   TimeoutPolicy,
   errorMessage,
@@ -24,7 +23,7 @@ import {
   pluginCapabilitiesFrom,
 } from '@csiplug/csi';
 import type { RegisteredPlugin } from '@csiplug/registry';
-import { FingerprintError } from './errors';
+import { FingerprintError, PluginInstanceStoppedError } from './errors';
 import type { ControllerPluginInfo, NodePluginInfo, PluginHealthChange, PluginInfo } from './plugin-info';
 import type { PluginDeployment } from './plugin-options';
 
@@ -35,8 +34,11 @@ export interface PluginInstanceDeps {
   heartbeat: HeartbeatStrategy;
   /** Called when the healthy flag changes (and for the first verdict). */
   onHealthChange(change: PluginHealthChange): void;
-  /** Called after every successful round; `first` for the first one. */
-  onFingerprinted(instance: PluginInstance, first: boolean): void;
+  /**
+   * Called after every successful round: `first` for the instance's first
+   * one, `recovered` for one that follows unhealthy rounds.
+   */
+  onFingerprinted(instance: PluginInstance, round: { first: boolean; recovered: boolean }): void;
 }
 
 interface NodeIdentity {
@@ -165,7 +167,7 @@ export class PluginInstance implements Disposable {
    */
   stop(reason: string): void {
     if (this.isStopped) return;
-    this.stopController.abort(new ShutdownError(`plugin "${this.name}" of type ${this.type} (alloc ${this.allocId}) stopped: ${reason}`));
+    this.stopController.abort(new PluginInstanceStoppedError(this.type, this.name, this.allocId, reason));
     this.timer?.dispose();
     this.timer = undefined;
     try {
@@ -249,9 +251,10 @@ export class PluginInstance implements Disposable {
       }
       if (this.isStopped) return;
       const first = !this.succeeded;
+      const recovered = !first && this.verdict && !this.healthy;
       this.succeeded = true;
       this.setVerdict(true, 'healthy', undefined);
-      this.deps.onFingerprinted(this, first);
+      this.deps.onFingerprinted(this, { first, recovered });
     } catch (err) {
       if (this.isStopped) return;
       const msg = errorMessage(err);

@@ -31,6 +31,19 @@ export interface MountInfo {
   targetPath: string;
 }
 
+/** What a node plugin says of a volume at one of its paths (NodeGetVolumeStats). */
+export interface VolumeCondition {
+  /**
+   * The volume is not healthy there: VOLUME_CONDITION abnormal, or the plugin
+   * answered NOT_FOUND (the volume is not at that path).
+   */
+  abnormal: boolean;
+  /** The plugin's words (its condition message, or its NOT_FOUND details); empty when it said nothing. */
+  message: string;
+  /** Whether the plugin reported a condition at all (VOLUME_CONDITION); NOT_FOUND counts as one. */
+  reported: boolean;
+}
+
 export interface VolumeOperationOptions {
   /** Aborting while the call waits for another operation on the same volume rejects with an AbortError and runs nothing; aborting later abandons the current CSI call. */
   signal?: AbortSignal;
@@ -65,6 +78,21 @@ export interface VolumeManager {
 
   /** NodeUnstageVolume of (volume, usage) (NOT_FOUND counts as done), when the plugin stages; tidies the empty staging dirs. */
   unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options?: VolumeOperationOptions): Promise<void>;
+
+  /**
+   * NodeGetVolumeStats of the volume at the alloc's target path (`at:
+   * 'target'`) or at its staging path (`at: 'staging'`), read as a condition.
+   * Undefined when the plugin does not offer GET_VOLUME_STATS. NOT_FOUND is an
+   * abnormal condition; any other error (UNIMPLEMENTED, a timeout) is thrown.
+   * Read-only: not queued behind the volume's other steps.
+   */
+  volumeCondition(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    at: 'target' | 'staging',
+    options?: VolumeOperationOptions,
+  ): Promise<VolumeCondition | undefined>;
 
   /** Whether `targetPath` (a host path, e.g. MountInfo.targetPath) is a mount point now. */
   hasMount(targetPath: string): Promise<boolean>;

@@ -104,6 +104,25 @@ describe('RestartTracker', () => {
     expect(t.onExit(failed)).toMatchObject({ action: 'restart', delay: 1 * S, attempt: 2 });
   });
 
+  it('counts a restart a health check asked for like a failed exit: the policy applies and the reason says why', async () => {
+    const { t, clock } = tracker({ attempts: 1, interval: 10 * M, delay: 2 * S, mode: 'fail' });
+    const why = 'plugin hostpath did not become healthy within 30s';
+    expect(t.onRestartRequested(why)).toEqual({ action: 'restart', delay: 2 * S, attempt: 1, reason: `${why}; ${RestartReason.withinPolicy}` });
+    await clock.advance(2 * S);
+    expect(t.onRestartRequested(why)).toEqual({ action: 'fail', reason: `${why}; restart attempts exhausted (1 in interval 10m, mode "fail")` });
+    // A requested restart and an exit share one count.
+    const mixed = tracker({ attempts: 2, interval: 10 * M, delay: 0, mode: 'fail' }).t;
+    mixed.onExit(failed);
+    mixed.onRestartRequested(why);
+    expect(mixed.onExit(failed)).toMatchObject({ action: 'fail' });
+  });
+
+  it('a requested restart in mode "delay" waits for the window to end once attempts are used up', () => {
+    const { t } = tracker({ attempts: 1, interval: 10 * M, delay: 1 * S, mode: 'delay' });
+    expect(t.onRestartRequested('unhealthy')).toMatchObject({ action: 'restart', delay: 1 * S });
+    expect(t.onRestartRequested('unhealthy')).toEqual({ action: 'restart', delay: 10 * M, attempt: 2, reason: `unhealthy; ${RestartReason.delay}` });
+  });
+
   it('rejects invalid policies', () => {
     const clock = new FakeClock();
     const base: RestartPolicy = { attempts: 1, interval: M, delay: S, mode: 'fail' };

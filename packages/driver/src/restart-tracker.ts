@@ -2,8 +2,10 @@
 // Nomad's restart tracker does for service tasks: every exit (success or
 // failure) is a restart attempt; attempts are counted within `interval`
 // windows; once they are used up, mode `fail` gives up and mode `delay`
-// waits for the window to end, then starts counting afresh. A task stopped
-// on purpose is never restarted. Time comes from the injected Clock.
+// waits for the window to end, then starts counting afresh. A restart a
+// health check asks for (a plugin that never became healthy) counts the same
+// way, as Nomad counts a check_restart: it is a failure of the task. A task
+// stopped on purpose is never restarted. Time comes from the injected Clock.
 import { ValidationError, formatDuration, type Clock, type Random } from '@csiplug/core';
 import type { ExitResult } from './driver';
 
@@ -101,10 +103,20 @@ export class RestartTracker {
     return this.decide(`task failed to start: ${error instanceof Error ? error.message : String(error)}`);
   }
 
-  private decide(what: string): RestartDecision {
+  /**
+   * A health check asked for the restart and the task was killed for it
+   * (`reason` says why, e.g. "plugin hostpath did not become healthy within
+   * 30s"): a failure of the task, counted like an exit. The reasons lead with
+   * `reason`, and a `fail` says "restart attempts exhausted".
+   */
+  onRestartRequested(reason: string): RestartDecision {
+    return this.decide(reason, 'requested');
+  }
+
+  private decide(what: string, cause: 'exit' | 'requested' = 'exit'): RestartDecision {
     if (this.stoppingFlag) return { action: 'done', reason: RestartReason.stopped };
     const { attempts, interval, delay, mode } = this.policy;
-    if (attempts === 0) return { action: 'fail', reason: `${RestartReason.noRestarts}; ${what}` };
+    if (attempts === 0) return { action: 'fail', reason: cause === 'requested' ? `${what}; ${RestartReason.noRestarts}` : `${RestartReason.noRestarts}; ${what}` };
 
     const now = this.clock.now();
     // At the window's end (not only after it) a new one begins, so a `delay`
@@ -117,12 +129,16 @@ export class RestartTracker {
 
     if (this.attempts > attempts) {
       if (mode === 'fail') {
-        return { action: 'fail', reason: `Exceeded allowed attempts ${attempts} in interval ${formatDuration(interval)} and mode is "fail"; ${what}` };
+        const reason =
+          cause === 'requested'
+            ? `${what}; restart attempts exhausted (${attempts} in interval ${formatDuration(interval)}, mode "fail")`
+            : `Exceeded allowed attempts ${attempts} in interval ${formatDuration(interval)} and mode is "fail"; ${what}`;
+        return { action: 'fail', reason };
       }
       const untilWindowEnd = this.windowStart + interval - now;
-      return { action: 'restart', delay: untilWindowEnd, attempt: this.attempts, reason: `${RestartReason.delay}; ${what}` };
+      return { action: 'restart', delay: untilWindowEnd, attempt: this.attempts, reason: cause === 'requested' ? `${what}; ${RestartReason.delay}` : `${RestartReason.delay}; ${what}` };
     }
-    return { action: 'restart', delay: this.withJitter(delay), attempt: this.attempts, reason: `${RestartReason.withinPolicy}; ${what}` };
+    return { action: 'restart', delay: this.withJitter(delay), attempt: this.attempts, reason: cause === 'requested' ? `${what}; ${RestartReason.withinPolicy}` : `${RestartReason.withinPolicy}; ${what}` };
   }
 
   private withJitter(delay: number): number {

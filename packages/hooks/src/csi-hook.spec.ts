@@ -5,13 +5,21 @@
 // events and errors, so that is what this file checks; how a mount is
 // claimed, staged, published, undone and retried is the reconciler's
 // (volume-reconciler.spec.ts in @csiplug/volumes).
-import { DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
-import { FakeClock } from '@csiplug/core/testing';
+import { DefaultTimeoutPolicy, MemoryLogger, ShutdownError } from '@csiplug/core';
+import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import { CSIPluginWaitTimeoutError } from '@csiplug/csimanager';
 import { FakeCSIManager, FakeMountTable, type FakeVolumeManager } from '@csiplug/csimanager/testing';
 import { VolumeReconciler } from '@csiplug/volumes';
 import { FakeClaimer, FakeMountStore } from '@csiplug/volumes/testing';
-import { CSIHook, EVENT_VOLUME_MOUNT_FAILED, EVENT_VOLUME_MOUNTED, EVENT_VOLUME_UNMOUNT_PENDING, VolumeHookError } from './csi-hook';
+import {
+  CSIHook,
+  EVENT_VOLUME_KEPT_PLUGIN_AWAY,
+  EVENT_VOLUME_MOUNT_FAILED,
+  EVENT_VOLUME_MOUNTED,
+  EVENT_VOLUME_UNMOUNT_PENDING,
+  LIVE_MOUNT_EVENTS,
+  VolumeHookError,
+} from './csi-hook';
 import type { VolumeRequest } from './hook';
 import { allocContext } from './testing/task-context';
 
@@ -53,7 +61,7 @@ describe('csi hook', () => {
   beforeEach(() => {
     clock = new FakeClock(0);
     mounts = new FakeMountTable();
-    timeouts = new DefaultTimeoutPolicy({ pluginWaitPrerun: 60_000, pluginWaitRestore: 300_000 });
+    timeouts = new DefaultTimeoutPolicy({ pluginWaitPrerun: 60_000, pluginWaitRestore: 300_000, pluginWaitPostrun: 60_000 });
     csi = new FakeCSIManager({ clock, timeouts, mounts });
     claimer = new FakeClaimer();
     store = new FakeMountStore();
@@ -145,7 +153,7 @@ describe('csi hook', () => {
     expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNT_FAILED, message: (err as Error).message, failed: true, time: 0 }]);
   });
 
-  it('restore: waits for the plugin with the restore limit; a live mount needs no claim, no mount and no "Volume mounted" event', async () => {
+  it('restore: a live mount is kept at once without waiting for its plugin — a "Volume kept, plugin away" event — and checked when the plugin is back', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
     const mounted = await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
@@ -153,20 +161,81 @@ describe('csi hook', () => {
     await restartAgent(); // the plugin is not back yet
 
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
-    let done = false;
-    const p = hook()
-      .prerun(ctx)
-      .then((r) => ((done = true), r));
-    await clock.advance(120_000); // longer than the prerun limit: restore waits longer
-    expect(done).toBe(false);
-    expect(csi.waits).toEqual([{ type: 'csi-node', name: 'hostpath', phase: 'restore' }]);
-    csi.bringUp('hostpath');
-    const result = await p;
+    const h = hook();
+    const result = await h.prerun(ctx);
     expect(result.volumes).toEqual(mounted.volumes);
-    expect(ctx.events).toEqual([]);
+    expect(csi.waits).toEqual([]);
+    expect(ctx.events).toEqual([
+      {
+        type: EVENT_VOLUME_KEPT_PLUGIN_AWAY,
+        message: `volume "data" (vol-1) is still mounted at ${TARGET} and is kept while its plugin hostpath is away; it is checked when the plugin is back`,
+        time: 0,
+      },
+    ]);
+    // Longer than the restore limit: still mounted, nothing undone.
+    await clock.advance(600_000);
+    expect(await mounts.isMountPoint(TARGET)).toBe(true);
+
+    csi.bringUp('hostpath');
+    await clock.advance(0);
+    await flushMicrotasks(100);
+    expect(ctx.events.slice(1).map((e) => [e.type, e.message])).toEqual([
+      [LIVE_MOUNT_EVENTS['plugin-back'], `plugin hostpath is back (alloc alloc-hostpath); checking volume "data" (vol-1) at ${TARGET}`],
+      [LIVE_MOUNT_EVENTS.checked, `volume "data" (vol-1) at ${TARGET} answers; kept as it is`],
+    ]);
     expect(claimer.claims).toHaveLength(1); // only the first start's
     expect(vm().changes).toEqual([]); // the new incarnation's volume manager changed nothing
     expect(changes).toEqual(['stage vol-1 rw-file-system-single-node-writer', 'publish vol-1 alloc-w rw-file-system-single-node-writer']);
+    await h.postrun(ctx);
+  });
+
+  it('a stale mount found when the plugin is back is a "Volume stale" and a "Volume remounted" event; under on_stale_mount = "restart" the tasks restart', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1', { onStaleMount: 'restart' })] } });
+    const h = hook();
+    await h.prerun(ctx);
+    expect(reconciler.list('alloc-w')[0]!.onStaleMount).toBe('restart');
+    csi.crash('hostpath');
+    mounts.failStat(TARGET, 'ENOTCONN');
+    csi.bringUp('hostpath');
+    await clock.advance(0);
+    await flushMicrotasks(100);
+    expect(ctx.events.slice(1).map((e) => e.type)).toEqual([LIVE_MOUNT_EVENTS['plugin-back'], LIVE_MOUNT_EVENTS.stale, LIVE_MOUNT_EVENTS.remounted]);
+    expect(ctx.events.at(-2)!.message).toMatch(/is stale: .* does not answer a stat \(ENOTCONN\); remounting it through plugin hostpath, then restarting the alloc's tasks$/);
+    expect(ctx.restarts).toEqual(['volume "data" (vol-1) was stale and has been remounted (on_stale_mount = "restart")']);
+
+    // After postrun the hook hears nothing more of the reconciler.
+    await h.postrun(ctx);
+    const seen = ctx.events.length;
+    await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
+    csi.crash('hostpath');
+    csi.bringUp('hostpath');
+    await clock.advance(0);
+    await flushMicrotasks(100);
+    expect(ctx.events.slice(seen).map((e) => e.type)).toEqual([]);
+  });
+
+  it('the agent detaching (a ShutdownError abort) ends the listening; a plain abort (the alloc stopping) does not', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
+    await hook().prerun(ctx);
+    ctx.controller.abort(new ShutdownError('the agent is shutting down'));
+    csi.crash('hostpath');
+    csi.bringUp('hostpath');
+    await clock.advance(0);
+    await flushMicrotasks(100);
+    expect(ctx.events.map((e) => e.type)).toEqual([EVENT_VOLUME_MOUNTED]);
+
+    const stopping = allocContext({ alloc: { id: 'alloc-s', volumes: [volume('data', 'vol-1')] } });
+    await hook().prerun(stopping);
+    stopping.controller.abort();
+    csi.crash('hostpath');
+    csi.bringUp('hostpath');
+    await clock.advance(0);
+    await flushMicrotasks(100);
+    expect(stopping.events.map((e) => e.type)).toContain(LIVE_MOUNT_EVENTS.checked);
   });
 
   it('restore: a mount that is gone (host reboot) is mounted again, and that is a "Volume mounted" event', async () => {
@@ -183,11 +252,12 @@ describe('csi hook', () => {
     expect(await mounts.isMountPoint(TARGET)).toBe(true);
   });
 
-  it('restore: a plugin that never comes back fails after the restore limit with an error naming volume, plugin and phase', async () => {
+  it('restore: a mount that is gone whose plugin never comes back fails after the restore limit with an error naming volume, plugin and phase', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
     await hook().prerun(allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }));
     await restartAgent();
+    mounts.points.clear(); // host reboot: only a mount that is gone waits for the plugin
     const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] }, kind: 'restore' });
     let settled = false;
     const p = hook()
@@ -202,9 +272,31 @@ describe('csi hook', () => {
     expect(err.cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
     expect(err.message).toMatch(/^volume "data" \(vol-1\) on plugin hostpath: timed out after .* \(restore limit\) waiting for plugin "hostpath" of type csi-node .*; check the plugin task's logs$/);
     expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNT_FAILED, message: err.message, failed: true, time: 0 }]);
-    // The live mount is left to the alloc's postrun, not torn down by the failed restore.
-    expect(await mounts.isMountPoint(TARGET)).toBe(true);
+    // Nothing half-mounted; what the record holds is left to the alloc's postrun.
+    expect(await mounts.isMountPoint(TARGET)).toBe(false);
+    expect(claimer.claims).toHaveLength(1);
     expect(reconciler.pendingUnmounts()).toEqual([]);
+  });
+
+  it('an unmount whose plugin stays away past the postrun limit is a "Volume unmount pending" event that says so', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
+    await hook().prerun(ctx);
+    csi.bringDown('hostpath');
+    let done = false;
+    const p = hook()
+      .postrun(ctx)
+      .then(() => (done = true));
+    await clock.advance(59_999);
+    expect(done).toBe(false);
+    await clock.advance(1);
+    await p;
+    expect(ctx.events.at(-1)).toMatchObject({
+      type: EVENT_VOLUME_UNMOUNT_PENDING,
+      message: expect.stringMatching(/^volume "data" \(vol-1\) on plugin hostpath could not be unmounted \(plugin hostpath was not healthy after waiting 1m, the postrun limit\), retrying in the background: plugin "hostpath" of type csi-node not found/),
+    });
+    expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', attempts: 1 })]);
   });
 
   it('an unmount that fails is a "Volume unmount pending" event; the reconciler keeps it and finishes it later', async () => {

@@ -6,15 +6,22 @@
 //          the node plugin (the `prerun` limit on a fresh start, the longer
 //          `restore` limit after an agent restart), claims, stages and
 //          publishes; or, after a restart, finds the mount still live and
-//          does nothing more. A failure undoes what was done and fails the
-//          prerun with a VolumeHookError naming volume, plugin and cause.
-// postrun  asks the reconciler to unmount every volume of the alloc and
-//          waits for the first attempt at each; one that failed is retried
-//          by the reconciler in the background (across agent restarts) and
+//          keeps it at once, even with its plugin away ("Volume kept, plugin
+//          away"). A failure undoes what was done and fails the prerun with a
+//          VolumeHookError naming volume, plugin and cause.
+// running  from prerun to postrun it listens to the reconciler's checks of
+//          the alloc's live mounts after their plugin came back, and turns
+//          each into a task event ("Plugin back", "Volume checked", "Volume
+//          stale", "Volume remounted"); under `on_stale_mount = "restart"` a
+//          remount restarts the alloc's tasks. The agent detaching ends it.
+// postrun  asks the reconciler to unmount every volume of the alloc (one
+//          whose plugin is not healthy waits for it, the `postrun` limit) and
+//          waits for the first attempt at each; one that failed is retried by
+//          the reconciler in the background (across agent restarts) and
 //          shows as a "Volume unmount pending" event.
-import { ILogger, Logger, PluginWaitPhase, errorMessage } from '@csiplug/core';
+import { Disposable, ILogger, Logger, PluginWaitPhase, ShutdownError, errorMessage, formatDuration } from '@csiplug/core';
 import type { UsageOptions } from '@csiplug/csimanager';
-import { IVolumeReconciler, VolumeMountError, type VolumeReconcilerService } from '@csiplug/volumes';
+import { IVolumeReconciler, VolumeMountError, type LiveMountEventKind, type UnmountOutcome, type VolumeReconcilerService } from '@csiplug/volumes';
 import { inject, injectable } from 'tsyringe';
 import type { AllocHook, AllocHookContext, AllocPrerunResult, MountedVolume, VolumeRequest } from './hook';
 import type { ICSIHookFactory } from './tokens';
@@ -22,6 +29,16 @@ import type { ICSIHookFactory } from './tokens';
 export const EVENT_VOLUME_MOUNTED = 'Volume mounted';
 export const EVENT_VOLUME_MOUNT_FAILED = 'Volume mount failed';
 export const EVENT_VOLUME_UNMOUNT_PENDING = 'Volume unmount pending';
+export const EVENT_VOLUME_KEPT_PLUGIN_AWAY = 'Volume kept, plugin away';
+
+/** The task event of each finding of the reconciler about a live mount. */
+export const LIVE_MOUNT_EVENTS: Readonly<Record<LiveMountEventKind, string>> = Object.freeze({
+  'plugin-back': 'Plugin back',
+  checked: 'Volume checked',
+  stale: 'Volume stale',
+  remounted: 'Volume remounted',
+  'remount-failed': 'Volume remount failed',
+});
 
 /** A volume of an alloc that could not be mounted (the reconciler's VolumeMountError). */
 export const VolumeHookError = VolumeMountError;
@@ -33,8 +50,15 @@ export function usageOf(request: VolumeRequest): UsageOptions {
   return usage;
 }
 
+/** Why an unmount is pending, for its event. */
+function pendingWhy(o: UnmountOutcome): string {
+  const away = o.pluginWait && !o.pluginWait.healthy ? ` (plugin ${o.pluginId} was not healthy after waiting ${formatDuration(o.pluginWait.waitedMs)}, the postrun limit)` : '';
+  return `volume "${o.name}" (${o.volumeId}) on plugin ${o.pluginId} could not be unmounted${away}, retrying in the background: ${errorMessage(o.error)}`;
+}
+
 export class CSIHook implements AllocHook {
   readonly name = 'csi';
+  private listening: Disposable | undefined;
 
   constructor(
     private readonly volumes: VolumeReconcilerService,
@@ -44,13 +68,21 @@ export class CSIHook implements AllocHook {
   async prerun(ctx: AllocHookContext): Promise<AllocPrerunResult> {
     const requests = ctx.alloc.volumes.filter((v) => v.type === 'csi');
     if (requests.length === 0) return {};
+    this.listen(ctx);
     const phase: PluginWaitPhase = ctx.kind === 'restore' ? 'restore' : 'prerun';
     const volumes: Record<string, MountedVolume> = {};
     for (const request of requests) {
       try {
-        const info = await this.volumes.mount({ allocId: ctx.alloc.id, name: request.name, volumeId: request.source, usage: usageOf(request) }, { phase, signal: ctx.signal });
+        const mountRequest = { allocId: ctx.alloc.id, name: request.name, volumeId: request.source, usage: usageOf(request), ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}) };
+        const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal });
         volumes[request.name] = { name: request.name, volumeId: info.volumeId, pluginId: info.pluginId, hostPath: info.targetPath, readOnly: request.readOnly };
         if (!info.restored) ctx.emitEvent({ type: EVENT_VOLUME_MOUNTED, message: `volume "${request.name}" (${info.volumeId}) mounted at ${info.targetPath}` });
+        else if (info.pluginAway) {
+          ctx.emitEvent({
+            type: EVENT_VOLUME_KEPT_PLUGIN_AWAY,
+            message: `volume "${request.name}" (${info.volumeId}) is still mounted at ${info.targetPath} and is kept while its plugin ${info.pluginId} is away; it is checked when the plugin is back`,
+          });
+        }
       } catch (err) {
         const wrapped = err instanceof VolumeMountError ? err : new VolumeMountError(request.name, request.source, undefined, err);
         ctx.emitEvent({ type: EVENT_VOLUME_MOUNT_FAILED, message: wrapped.message, failed: true });
@@ -61,15 +93,29 @@ export class CSIHook implements AllocHook {
   }
 
   async postrun(ctx: AllocHookContext): Promise<void> {
-    const outcomes = await this.volumes.unmount(ctx.alloc.id);
+    this.stopListening();
+    const outcomes = await this.volumes.unmount(ctx.alloc.id, undefined, { signal: ctx.signal });
     for (const o of outcomes) {
       if (o.error === undefined) continue;
       this.logger.warn('unmount failed; the volume reconciler retries it in the background', { alloc_id: ctx.alloc.id, volume_id: o.volumeId, plugin_id: o.pluginId, error: errorMessage(o.error) });
-      ctx.emitEvent({
-        type: EVENT_VOLUME_UNMOUNT_PENDING,
-        message: `volume "${o.name}" (${o.volumeId}) on plugin ${o.pluginId} could not be unmounted, retrying in the background: ${errorMessage(o.error)}`,
-      });
+      ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNT_PENDING, message: pendingWhy(o) });
     }
+  }
+
+  /** The reconciler's checks of this alloc's live mounts become task events, until postrun or the agent detaching. */
+  private listen(ctx: AllocHookContext): void {
+    if (this.listening) return;
+    this.listening = this.volumes.onDidCheckMount((e) => {
+      if (e.allocId !== ctx.alloc.id) return;
+      ctx.emitEvent({ type: LIVE_MOUNT_EVENTS[e.kind], message: e.message, time: e.time });
+      if (e.restartTasks) ctx.restartTasks(`volume "${e.name}" (${e.volumeId}) was stale and has been remounted (on_stale_mount = "restart")`);
+    });
+    ctx.signal.addEventListener('abort', () => ctx.signal.reason instanceof ShutdownError && this.stopListening(), { once: true });
+  }
+
+  private stopListening(): void {
+    this.listening?.dispose();
+    this.listening = undefined;
   }
 }
 

@@ -150,7 +150,8 @@ describe('csi_plugin_supervisor', () => {
     await post;
     expect(ctx.events[0]).toMatchObject({ type: TASK_EVENT_PLUGIN_UNHEALTHY });
     expect(ctx.events[0]!.message).toMatch(/csi\.sock did not appear within 5s/);
-    expect(ctx.restarts).toHaveLength(1);
+    // The reason leads the task's events, down to "restart attempts exhausted" when the policy gives up.
+    expect(ctx.restarts).toEqual([expect.stringMatching(/^plugin hostpath did not become healthy within 5s: socket \S+csi\.sock did not appear within 5s$/)]);
     expect(clients.clients).toHaveLength(0);
   });
 

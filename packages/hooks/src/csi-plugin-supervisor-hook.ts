@@ -10,6 +10,30 @@
 //
 // On a restore the task is already running: the same path re-probes and
 // re-registers, and the registry keeps the alloc's place in its list.
+//
+// A plugin that is not healthy within its health timeout (or cannot be
+// registered) has its task restarted through ctx.requestRestart, which the
+// task runner counts against the task's restart policy like a failed exit:
+// with `restart { attempts = 1, mode = "fail" }` it is restarted once, then
+// the task is dead and failed, the event saying why.
+//
+// A plugin task that exits and is restarted by its policy "goes and comes
+// back": `exited` deregisters it, and the restarted task registers again once
+// it is healthy. Nomad keeps the registration and marks it unhealthy instead;
+// we do not, because:
+//   - a registration here means "this socket answered its probes": nothing
+//     is ever dispatched to a plugin that is known to be down (its socket is
+//     gone with the process), and a waiter needs no second signal to tell a
+//     registered plugin from a usable one;
+//   - the registry promotes the newest registration of a name: a dead plugin
+//     that stayed registered would keep that place, or shadow another alloc of
+//     the same plugin (an update that runs the new one beside the old);
+//   - the restart may never come (policy used up, mode "fail"): then nothing
+//     stale is left behind to deregister.
+// Whoever needs the plugin waits for its registration as a *healthy* plugin
+// (the CSI manager's plugin wait, the volume reconciler's retries on
+// `healthy`), so a short crash-restart delays a prerun or an unmount rather
+// than failing it.
 import {
   Clock,
   Disposable,

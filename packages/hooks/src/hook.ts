@@ -74,14 +74,18 @@ export interface TaskHookContext extends HookContextBase {
   readonly task: TaskInfo;
   /** Adds an event to the task's history (and the agent's event stream). */
   emitEvent(event: Omit<TaskEvent, 'time'> & { time?: number }): void;
-  /** Asks the runner to restart the task (not kill the alloc). */
+  /**
+   * Asks the runner to restart the task (not kill the alloc) because it is
+   * unhealthy: a failure of the task, counted by its restart policy like a
+   * failed exit (delay, attempts, mode "fail" ending it dead and failed).
+   */
   requestRestart(reason: string): void;
 }
 
 export interface AllocHookContext extends HookContextBase {
   /** Adds an event to every task of the alloc. */
   emitEvent(event: Omit<TaskEvent, 'time'> & { time?: number }): void;
-  /** Asks the runner to restart every running task of the alloc (e.g. a stale mount under policy `restart`), with the reason as their event. */
+  /** Asks the runner to restart every running task of the alloc (e.g. a stale mount under policy `restart`), with the reason as their event; not counted by their restart policies. */
   restartTasks(reason: string): void;
 }
 

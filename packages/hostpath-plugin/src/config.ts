@@ -1,17 +1,21 @@
 // Plugin configuration from flags and the environment (flags win).
 import { ValidationError, assertPathSafeId } from '@csiplug/core';
+import { START_FAULTS, checkRpcNames, type RpcFaults, type StartFault } from './faults';
 
 export type PluginMode = 'monolith' | 'node' | 'controller';
 
-export interface FaultSwitches {
+/** Test-only switches (faults.ts has the RPC faults' meanings); all off by default. */
+export interface FaultSwitches extends RpcFaults {
   /** Wait this long before listening (ms). */
   startDelayMs: number;
   /** Probe answers ready=false for this long after listening (ms). */
   probeNotReadyMs: number;
-  /** RPC names (e.g. "NodeGetInfo") that never answer until the caller gives up. */
-  hangRpcs: string[];
-  /** Serve this many calls, then die with SIGKILL on the next one (socket left behind). 0 = never. */
-  crashAfter: number;
+  /** What happens at start instead of serving: no socket, a socket that is not gRPC, a crash. */
+  startFault: StartFault;
+  /** A JSON file of RpcFaults that replaces the RPC faults above whenever it changes. */
+  faultFile?: string;
+  /** The controller also offers ControllerPublishVolume (attachments in <state-dir>/attachments.json). */
+  controllerPublish: boolean;
 }
 
 export interface PluginConfig {
@@ -34,6 +38,13 @@ export const ENV = {
   probeNotReadyMs: 'CSIPLUG_HOSTPATH_PROBE_NOT_READY_MS',
   hangRpc: 'CSIPLUG_HOSTPATH_HANG_RPC',
   crashAfter: 'CSIPLUG_HOSTPATH_CRASH_AFTER',
+  startFault: 'CSIPLUG_HOSTPATH_START_FAULT',
+  garbageRpc: 'CSIPLUG_HOSTPATH_GARBAGE_RPC',
+  slowRpc: 'CSIPLUG_HOSTPATH_SLOW_RPC',
+  slowMs: 'CSIPLUG_HOSTPATH_SLOW_MS',
+  crashOnRpc: 'CSIPLUG_HOSTPATH_CRASH_ON_RPC',
+  faultFile: 'CSIPLUG_HOSTPATH_FAULT_FILE',
+  controllerPublish: 'CSIPLUG_HOSTPATH_CONTROLLER_PUBLISH',
 } as const;
 
 export const USAGE = `usage: csiplug-hostpath --endpoint unix:///PATH --node-id ID --state-dir DIR [--mode monolith|node|controller]
@@ -47,7 +58,14 @@ fault switches, for tests:
   --start-delay-ms N      wait N ms before listening (${ENV.startDelayMs})
   --probe-not-ready-ms N  Probe reports not ready for N ms after listening (${ENV.probeNotReadyMs})
   --hang-rpc A[,B]        these RPCs never answer (${ENV.hangRpc})
-  --crash-after N         serve N calls, then die by SIGKILL on the next (${ENV.crashAfter})`;
+  --crash-after N         serve N calls, then die by SIGKILL on the next (${ENV.crashAfter})
+  --start-fault F         no-socket | not-grpc | crash: instead of serving (${ENV.startFault})
+  --garbage-rpc A[,B]     these RPCs answer a message nobody can decode (${ENV.garbageRpc})
+  --slow-rpc A[,B]        these RPCs answer --slow-ms late (${ENV.slowRpc})
+  --slow-ms N             how late, in ms (${ENV.slowMs})
+  --crash-on-rpc A[,B]    die by SIGKILL when one of these RPCs is called (${ENV.crashOnRpc})
+  --fault-file PATH       JSON of the RPC faults, read again whenever it changes (${ENV.faultFile})
+  --controller-publish B  true: offer ControllerPublishVolume too (${ENV.controllerPublish})`;
 
 const FLAGS: Record<string, string> = {
   '--endpoint': 'endpoint',
@@ -60,13 +78,41 @@ const FLAGS: Record<string, string> = {
   '--probe-not-ready-ms': 'probeNotReadyMs',
   '--hang-rpc': 'hangRpc',
   '--crash-after': 'crashAfter',
+  '--start-fault': 'startFault',
+  '--garbage-rpc': 'garbageRpc',
+  '--slow-rpc': 'slowRpc',
+  '--slow-ms': 'slowMs',
+  '--crash-on-rpc': 'crashOnRpc',
+  '--fault-file': 'faultFile',
+  '--controller-publish': 'controllerPublish',
 };
+
+function startFault(v: string | undefined): StartFault {
+  const f = (v || 'none') as StartFault;
+  if (!START_FAULTS.includes(f)) throw new ValidationError(`--start-fault must be one of ${START_FAULTS.join(', ')}, got "${v}"`, 'startFault');
+  return f;
+}
+
+function bool(v: string | undefined, what: string): boolean {
+  if (v === undefined || v === '' || v === 'false') return false;
+  if (v === 'true') return true;
+  throw new ValidationError(`${what} must be true or false, got "${v}"`, what);
+}
 
 function nonNegativeInt(v: string | undefined, what: string): number {
   if (v === undefined || v === '') return 0;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new ValidationError(`${what} must be a non-negative integer, got "${v}"`, what);
   return n;
+}
+
+function rpcList(v: string | undefined, what: string): string[] {
+  const names = (v ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  checkRpcNames(names, what);
+  return names;
 }
 
 export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): PluginConfig {
@@ -93,6 +139,9 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   if (!['monolith', 'node', 'controller'].includes(mode)) throw new ValidationError(`--mode must be monolith, node or controller, got "${mode}"`, 'mode');
   const logLevel = (pick('logLevel') ?? 'info') as PluginConfig['logLevel'];
   if (!['trace', 'debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) throw new ValidationError(`--log-level: unknown level "${logLevel}"`, 'logLevel');
+  const slowRpcs = rpcList(pick('slowRpc'), '--slow-rpc');
+  const slowMs = nonNegativeInt(pick('slowMs'), 'slow time');
+  if (slowRpcs.length && slowMs === 0) throw new ValidationError(`--slow-rpc ${slowRpcs.join(',')} needs --slow-ms (how late, in ms)`, 'slowMs');
   return {
     endpoint,
     nodeId,
@@ -103,11 +152,15 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     faults: {
       startDelayMs: nonNegativeInt(pick('startDelayMs'), 'start delay'),
       probeNotReadyMs: nonNegativeInt(pick('probeNotReadyMs'), 'probe not-ready time'),
-      hangRpcs: (pick('hangRpc') ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
+      hangRpcs: rpcList(pick('hangRpc'), '--hang-rpc'),
       crashAfter: nonNegativeInt(pick('crashAfter'), 'crash-after count'),
+      startFault: startFault(pick('startFault')),
+      garbageRpcs: rpcList(pick('garbageRpc'), '--garbage-rpc'),
+      slowRpcs,
+      slowMs,
+      crashOnRpcs: rpcList(pick('crashOnRpc'), '--crash-on-rpc'),
+      ...(pick('faultFile') ? { faultFile: pick('faultFile') } : {}),
+      controllerPublish: bool(pick('controllerPublish'), '--controller-publish'),
     },
   };
 }

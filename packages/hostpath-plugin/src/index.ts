@@ -1,6 +1,7 @@
 // Public face of @csiplug/hostpath-plugin.
 export * from './config';
 export * from './errors';
+export * from './faults';
 export * from './main';
 export * from './mounter';
 export * from './mountinfo';

@@ -1,16 +1,20 @@
-// Starts the hostpath plugin: optional start delay (fault switch), state dir,
-// serveCsi on the endpoint, and the call-counting fault switches.
+// Starts the hostpath plugin: optional start delay and start faults (fault
+// switches), state dir, serveCsi on the endpoint, with the RPC faults of
+// faults.ts wrapped around the handlers (and the garbage proxy in front of
+// the gRPC server when garbage may be asked for).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { AsyncDisposable, Logger, PinoLogger } from '@csiplug/core';
-import { CSI_SERVICES, CsiServer, CsiServerHandlers, CsiServiceKey, csiPackageDefinition, csiStatus, serveCsi } from '@csiplug/csi';
-import type { PluginConfig } from './config';
+import { CsiServer, parseEndpoint, serveCsi } from '@csiplug/csi';
+import type { FaultSwitches, PluginConfig } from './config';
+import { AttachmentStore, FaultSource, InjectedCrashError, type RpcFaults, readStartFault, serveGarbageProxy, serveNotGrpc, withControllerPublish, withFaults } from './faults';
 import { LinuxMounter, Mounter } from './mounter';
 import { HostPathPlugin } from './plugin';
 import { VolumeStore } from './volume-store';
 
 export interface RunningPlugin extends AsyncDisposable {
-  readonly server: CsiServer;
+  /** The gRPC server; undefined when a start fault keeps the plugin from serving. */
+  readonly server: CsiServer | undefined;
   /** Stops serving and removes the socket. */
   dispose(): Promise<void>;
 }
@@ -30,27 +34,46 @@ function packageVersion(): string {
   }
 }
 
-/** Wraps the RPCs named by the hang switch so they answer only when the caller gives up. */
-function withHangs(handlers: CsiServerHandlers, hang: string[]): CsiServerHandlers {
-  if (!hang.length) return handlers;
-  const hung = (rpc: string) => (_req: unknown, ctx: { signal: AbortSignal }) =>
-    new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`)), { once: true }));
-  const out = { ...handlers } as Record<CsiServiceKey, Record<string, unknown> | undefined>;
-  for (const svc of Object.keys(CSI_SERVICES) as CsiServiceKey[]) {
-    for (const rpc of hang) {
-      if (!(rpc in (csiPackageDefinition()[CSI_SERVICES[svc]] as object))) continue;
-      out[svc] = { ...(out[svc] ?? {}), [rpc]: hung(rpc) };
-    }
-  }
-  return out as unknown as CsiServerHandlers;
+function rpcFaultsOf(f: FaultSwitches): RpcFaults {
+  return { hangRpcs: f.hangRpcs, garbageRpcs: f.garbageRpcs, slowRpcs: f.slowRpcs, slowMs: f.slowMs, crashOnRpcs: f.crashOnRpcs, crashAfter: f.crashAfter };
+}
+
+function anyRpcFault(f: RpcFaults): boolean {
+  return f.hangRpcs.length + f.garbageRpcs.length + f.slowRpcs.length + f.crashOnRpcs.length > 0 || f.crashAfter > 0;
 }
 
 export async function startPlugin(config: PluginConfig, options: StartOptions = {}): Promise<RunningPlugin> {
   const logger = options.logger ?? new PinoLogger({ level: config.logLevel, name: 'csiplug-hostpath' });
   const { faults } = config;
+  const crash =
+    options.crash ??
+    (() => {
+      // The logger may buffer; this line (stderr is synchronous on pipes and files) says why the task died.
+      process.stderr.write('csiplug-hostpath: crashing on purpose (fault switch)\n');
+      process.kill(process.pid, 'SIGKILL');
+    });
   if (faults.startDelayMs > 0) {
     logger.info('start delay (fault switch)', { ms: faults.startDelayMs });
     await new Promise((r) => setTimeout(r, faults.startDelayMs));
+  }
+  const startFault = (faults.faultFile !== undefined ? readStartFault(faults.faultFile) : undefined) ?? faults.startFault;
+  switch (startFault) {
+    case 'crash':
+      logger.warn('crashing at start (fault switch)');
+      crash();
+      throw new InjectedCrashError('the plugin crashed at start on purpose (fault switch)');
+    case 'no-socket': {
+      logger.warn('running without creating the socket (fault switch)', { endpoint: config.endpoint });
+      const keepAlive = setInterval(() => undefined, 1 << 30);
+      return { server: undefined, dispose: async () => clearInterval(keepAlive) };
+    }
+    case 'not-grpc': {
+      logger.warn('serving something that is not gRPC on the socket (fault switch)', { endpoint: config.endpoint });
+      const listener = await serveNotGrpc(config.endpoint);
+      return { server: undefined, dispose: () => listener.dispose() };
+    }
+    case 'none':
+      break;
   }
   // Resolved once, so the paths it compares with mountinfo are the kernel's.
   const stateDir = path.resolve(config.stateDir);
@@ -59,20 +82,30 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
   await store.init();
   let readyAt = Number.POSITIVE_INFINITY;
   const plugin = new HostPathPlugin({ config, store, mounter: options.mounter ?? new LinuxMounter(), logger, version: packageVersion(), readyAt: () => readyAt });
-  let calls = 0;
-  const crash = options.crash ?? (() => process.kill(process.pid, 'SIGKILL'));
-  const server = await serveCsi(config.endpoint, withHangs(plugin.handlers(), faults.hangRpcs), {
-    logger,
-    beforeCall: (rpc) => {
-      calls++;
-      if (faults.crashAfter > 0 && calls > faults.crashAfter) {
-        logger.warn('crashing on purpose (fault switch)', { rpc, calls });
-        crash();
-        throw csiStatus.unavailable('the plugin crashed on purpose (fault switch)');
-      }
-    },
+  let handlers = plugin.handlers();
+  if (faults.controllerPublish) handlers = withControllerPublish(handlers, store, new AttachmentStore(store.stateDir));
+  const source = new FaultSource(rpcFaultsOf(faults), faults.faultFile, logger);
+  if (source.dynamic || anyRpcFault(source.current())) handlers = withFaults(handlers, source, { logger, crash });
+  if (!source.dynamic && faults.garbageRpcs.length === 0) {
+    const server = await serveCsi(config.endpoint, handlers, { logger });
+    readyAt = Date.now() + faults.probeNotReadyMs;
+    logger.info('listening', { endpoint: config.endpoint, mode: config.mode, nodeId: config.nodeId, stateDir: store.stateDir, faults });
+    return { server, dispose: () => server.dispose() };
+  }
+  // Garbage may be asked for: the gRPC server listens beside the endpoint, a proxy on it.
+  const inner = `${parseEndpoint(config.endpoint).socketPath}.inner`;
+  const server = await serveCsi(`unix://${inner}`, handlers, { logger });
+  const proxy = await serveGarbageProxy(config.endpoint, inner, (rpc) => source.current().garbageRpcs.includes(rpc), logger).catch(async (err: unknown) => {
+    await server.dispose();
+    throw err;
   });
   readyAt = Date.now() + faults.probeNotReadyMs;
-  logger.info('listening', { endpoint: config.endpoint, mode: config.mode, nodeId: config.nodeId, stateDir: store.stateDir, faults });
-  return { server, dispose: () => server.dispose() };
+  logger.info('listening (behind the fault proxy)', { endpoint: config.endpoint, inner, mode: config.mode, nodeId: config.nodeId, stateDir: store.stateDir, faults });
+  return {
+    server,
+    dispose: async () => {
+      await proxy.dispose();
+      await server.dispose();
+    },
+  };
 }

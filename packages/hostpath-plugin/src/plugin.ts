@@ -233,7 +233,7 @@ export class HostPathPlugin {
     const { store, mounter, logger, config } = this.deps;
     return {
       NodeGetCapabilities: () => ({
-        capabilities: (['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'SINGLE_NODE_MULTI_WRITER'] as const).map((type) => ({ rpc: { type } })),
+        capabilities: (['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER'] as const).map((type) => ({ rpc: { type } })),
       }),
 
       NodeGetInfo: () => ({ nodeId: config.nodeId, maxVolumesPerNode: '0', accessibleTopology: this.topology() }),
@@ -344,7 +344,7 @@ export class HostPathPlugin {
         requireField(req.volumeId, 'volume_id', rpc);
         requireField(req.volumePath, 'volume_path', rpc);
         const p = requireAbsolute(req.volumePath, 'volume_path', rpc);
-        await this.volume(req.volumeId, rpc);
+        const v = await this.volume(req.volumeId, rpc);
         let st;
         try {
           st = await fs.statfs(p, { bigint: true });
@@ -357,6 +357,7 @@ export class HostPathPlugin {
             { unit: 'BYTES' as const, total: String(st.blocks * st.bsize), available: String(st.bavail * st.bsize), used: String((st.blocks - st.bfree) * st.bsize) },
             { unit: 'INODES' as const, total: String(st.files), available: String(st.ffree), used: String(st.files - st.ffree) },
           ],
+          volumeCondition: await conditionAt(p, store.dirOf(v.id)),
         };
       },
     };
@@ -370,6 +371,21 @@ export class HostPathPlugin {
     }
     throw csiStatus.internal(`${rpc}: ${p} is still mounted after 16 unmounts`);
   }
+}
+
+/**
+ * VOLUME_CONDITION of a staged or published path: abnormal when it no longer
+ * shows the volume's backing directory — the same device and inode (a bind
+ * mount shows its source's) — e.g. the directory was replaced or removed
+ * while the mount stayed, holding the old one.
+ */
+async function conditionAt(p: string, backing: string): Promise<{ abnormal: boolean; message: string }> {
+  const [at, want] = await Promise.all([fs.stat(p, { bigint: true }), fs.stat(backing, { bigint: true }).catch(() => undefined)]);
+  if (!want) return { abnormal: true, message: `the backing directory ${backing} of the volume is gone; ${p} shows what was mounted before` };
+  if (at.dev !== want.dev || at.ino !== want.ino) {
+    return { abnormal: true, message: `${p} no longer shows the backing directory ${backing} (device:inode ${at.dev}:${at.ino}, expected ${want.dev}:${want.ino}); unpublish (and unstage) it and mount it again` };
+  }
+  return { abnormal: false, message: `${p} shows the backing directory ${backing}` };
 }
 
 /**

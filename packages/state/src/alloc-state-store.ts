@@ -6,9 +6,13 @@ import type { DecodeFailure } from './decode-failure';
 export interface AllocStateStore {
   /** allocations/<id>/alloc — the alloc and its job, as the agent shapes it. */
   putAllocation(allocId: string, alloc: unknown): void;
+  /** Several alloc records in one write: all of them are saved, or (the write failed) none. */
+  putAllocations(entries: readonly { allocId: string; alloc: unknown }[]): void;
   getAllocation<T = unknown>(allocId: string): T | undefined;
   /** Every alloc record; those that cannot be read are in `failures` (and logged), not dropped. */
   listAllocations<T = unknown>(): { allocs: { allocId: string; alloc: T }[]; failures: DecodeFailure[] };
+  /** The id of every alloc with a bucket, read from the keys alone (no record is decoded): one whose record cannot be read is listed too. */
+  listAllocationIds(): string[];
   /** Removes the alloc's bucket as a whole: its record, its task sub-buckets and its volume mount stubs. */
   deleteAllocation(allocId: string): void;
 

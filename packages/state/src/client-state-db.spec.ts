@@ -248,6 +248,23 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.listVolumeMounts().records.map((r) => r.key)).toEqual(['a1/data']);
   });
 
+  test('putAllocations saves every record in one write, or none when one cannot be written', () => {
+    state.putAllocations([
+      { allocId: 'a1', alloc: { id: 'a1' } },
+      { allocId: 'a2', alloc: { id: 'a2' } },
+    ]);
+    expect(state.listAllocations().allocs.map((a) => a.allocId)).toEqual(['a1', 'a2']);
+    expect(state.listAllocationIds()).toEqual(['a1', 'a2']);
+    // The second key is over the key limit: the write fails inside the transaction, and a3 goes with it.
+    const err = thrown(() => state.putAllocations([
+      { allocId: 'a3', alloc: { id: 'a3' } },
+      { allocId: 'x'.repeat(40_000), alloc: { id: 'big' } },
+    ]));
+    expect(err.code).toBe('ErrKeyTooLarge');
+    expect(state.getAllocation('a3')).toBeUndefined();
+    expect(state.listAllocations().allocs.map((a) => a.allocId)).toEqual(['a1', 'a2']);
+  });
+
   test('values that are not JSON are refused before anything is written', () => {
     expect(() => state.putAllocation('a', undefined)).toThrow(TypeError);
     expect(state.getAllocation('a')).toBeUndefined();
@@ -290,6 +307,57 @@ describe('ClientStateDB on disk', () => {
     const deep = path.join(dir, 'data', 'nested', 'state.db');
     openClientState({ path: deep }).dispose();
     expect(fs.existsSync(deep)).toBe(true);
+  });
+
+  test('a new file is no finding: foundEmpty is unset, and a store with state reopens without it too', () => {
+    const a = openClientState({ path: file });
+    expect(a.foundEmpty).toBeUndefined();
+    a.putAllocation('a1', { id: 'a1' });
+    a.dispose();
+    const b = openClientState({ path: file });
+    expect(b.foundEmpty).toBeUndefined();
+    b.dispose();
+  });
+
+  test('a 0-byte state file is started empty, never silently: foundEmpty names it and a warning is logged', () => {
+    const a = openClientState({ path: file });
+    a.putAllocation('a1', { id: 'a1' });
+    a.dispose();
+    fs.truncateSync(file, 0);
+    for (const side of ['-wal', '-shm']) fs.rmSync(file + side, { force: true });
+    const logger = new MemoryLogger();
+    const b = openClientState({ path: file, logger });
+    try {
+      expect(b.foundEmpty).toEqual({ file, bytes: 0, why: `${file} was there but empty (0 bytes)` });
+      expect(b.listAllocations().allocs).toEqual([]);
+      expect(logger.records).toContainEqual(expect.objectContaining({ level: 'warn', msg: expect.stringContaining('held no state'), fields: expect.objectContaining({ file, bytes: 0 }) }));
+      // It is a working store from now on: what is written stays, and the next open finds it.
+      b.putAllocation('a2', { id: 'a2' });
+    } finally {
+      b.dispose();
+    }
+    const c = openClientState({ path: file });
+    expect(c.foundEmpty).toBeUndefined();
+    expect(c.getAllocation('a2')).toEqual({ id: 'a2' });
+    c.dispose();
+  });
+
+  test('a store file with no client state in it (no schema version, no records) is found empty too', () => {
+    DB.open(file).close(); // the store's tables, but not a byte of client state
+    const size = fs.statSync(file).size;
+    expect(size).toBeGreaterThan(0);
+    const b = openClientState({ path: file });
+    try {
+      expect(b.foundEmpty).toMatchObject({ file, bytes: size, why: expect.stringContaining('held no client state') });
+    } finally {
+      b.dispose();
+    }
+  });
+
+  test('the in-memory store is never found empty: it is empty by design', () => {
+    const m = openClientState({ memory: true });
+    expect(m.foundEmpty).toBeUndefined();
+    m.dispose();
   });
 
   test('a second open of the same file fails with ErrTimeout that names the data dir', () => {

@@ -2,13 +2,16 @@
 // (`<data_dir>/state.db`) and over the in-memory store; one instance serves
 // every narrow store (registry, allocs, volumes). Opening checks the
 // file, migrates an older schema (after a backup) and refuses a newer one.
+// A file that was there but held no state (0 bytes, or a database without a
+// schema) is started empty like a new one, but never silently: the store
+// says so (`foundEmpty`) and logs it, and the agent warns at start.
 // The state holds volume secrets in clear: the file, its SQLite side files
 // and the migration backup are 0600, a state dir created here is 0700.
 import { Clock, Logger, NullLogger, RealClock, ValidationError } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Bucket } from './bucket';
-import type { ClientStateDB } from './client-state';
+import type { ClientStateDB, FoundEmptyState } from './client-state';
 import type { DecodeFailure } from './decode-failure';
 import { DB } from './db';
 import { ErrMigration, ErrSchemaVersion } from './errors';
@@ -58,11 +61,14 @@ export function openClientState(options: ClientStateOptions): BoltClientStateDB 
   const clock = options.clock ?? new RealClock();
   const logger = options.logger ?? new NullLogger();
   let db: DB;
+  /** The file as it was before this open touched it (undefined: there was none). */
+  let before: fs.Stats | undefined;
   if (options.memory) {
     db = DB.openMemory({ clock });
   } else {
     const file = path.resolve(options.path!);
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
+    before = fs.statSync(file, { throwIfNoEntry: false });
     db = DB.open(file, { timeout: options.timeout, noSync: options.noSync, integrityCheck: true, clock, logger });
   }
   try {
@@ -73,26 +79,42 @@ export function openClientState(options: ClientStateOptions): BoltClientStateDB 
       tightenModes([backup, backupTempPath(backup)], PRIVATE_FILE_MODE, logger);
     }
     const target = options.schemaVersion ?? CLIENT_STATE_SCHEMA_VERSION;
-    const version = prepareSchema(db, target, options.migrations ?? CLIENT_STATE_MIGRATIONS, clock, logger, !options.memory);
-    return new BoltClientStateDB(db, version, logger);
+    const { version, wasEmpty } = prepareSchema(db, target, options.migrations ?? CLIENT_STATE_MIGRATIONS, clock, logger, !options.memory);
+    let foundEmpty: FoundEmptyState | undefined;
+    if (wasEmpty && before) {
+      foundEmpty = {
+        file: db.path,
+        bytes: before.size,
+        why:
+          before.size === 0
+            ? `${db.path} was there but empty (0 bytes)`
+            : `${db.path} was there (${before.size} bytes) but held no client state (no schema, no records)`,
+      };
+      logger.warn('the client state file held no state: starting with an empty state; whatever an earlier agent ran or mounted is not known to this one', {
+        file: db.path,
+        bytes: before.size,
+      });
+    }
+    return new BoltClientStateDB(db, version, logger, foundEmpty);
   } catch (err) {
     db.close();
     throw err;
   }
 }
 
-function prepareSchema(db: DB, target: number, migrations: readonly Migration[], clock: Clock, logger: Logger, onDisk: boolean): number {
+/** Brings the store to `target`; `wasEmpty` when it held nothing at all (a new file, or one that lost its state). */
+function prepareSchema(db: DB, target: number, migrations: readonly Migration[], clock: Clock, logger: Logger, onDisk: boolean): { version: number; wasEmpty: boolean } {
   const found = db.view(readSchemaVersion);
   if (found === 'empty') {
     db.update((tx) => {
       ensureLayout(tx);
       writeSchemaVersion(tx, target, clock.now());
     });
-    return target;
+    return { version: target, wasEmpty: true };
   }
   if (typeof found === 'object') throw new ErrSchemaVersion(db.path, found.unknown, target, 'unknown');
   if (found > target) throw new ErrSchemaVersion(db.path, found, target, 'newer');
-  if (found === target) return target;
+  if (found === target) return { version: target, wasEmpty: false };
 
   const steps = migrationPath(found, target, migrations);
   let backup: string | undefined;
@@ -112,7 +134,7 @@ function prepareSchema(db: DB, target: number, migrations: readonly Migration[],
     throw new ErrMigration(db.path, found, target, backup, err);
   }
   logger.info('client state migrated', { file: db.path, from: found, to: target, steps: steps.map((s) => s.description) });
-  return target;
+  return { version: target, wasEmpty: false };
 }
 
 export class BoltClientStateDB implements ClientStateDB {
@@ -120,6 +142,7 @@ export class BoltClientStateDB implements ClientStateDB {
     private readonly db: DB,
     readonly schemaVersion: number,
     private readonly logger: Logger,
+    readonly foundEmpty?: FoundEmptyState,
   ) {}
 
   get path(): string | undefined {
@@ -146,6 +169,13 @@ export class BoltClientStateDB implements ClientStateDB {
   putAllocation(allocId: string, alloc: unknown): void {
     const value = encode(alloc);
     this.db.update((tx) => this.allocBucket(tx, allocId).put(Layout.allocKey, value));
+  }
+
+  putAllocations(entries: readonly { allocId: string; alloc: unknown }[]): void {
+    const values = entries.map(({ allocId, alloc }) => ({ allocId, value: encode(alloc) }));
+    this.db.update((tx) => {
+      for (const { allocId, value } of values) this.allocBucket(tx, allocId).put(Layout.allocKey, value);
+    });
   }
 
   getAllocation<T = unknown>(allocId: string): T | undefined {
@@ -176,6 +206,14 @@ export class BoltClientStateDB implements ClientStateDB {
       });
       for (const f of failures) this.logger.warn('client state: alloc record skipped', { allocId: f.key, error: f.error });
       return { allocs, failures };
+    });
+  }
+
+  listAllocationIds(): string[] {
+    return this.db.view((tx) => {
+      const ids: string[] = [];
+      tx.bucket(Layout.allocations)?.forEach((key) => void ids.push(key.toString('utf8')));
+      return ids;
     });
   }
 

@@ -126,6 +126,27 @@ export class ErrCorrupt extends StateError {
   }
 }
 
+/**
+ * A write the filesystem had no room for (SQLITE_FULL: the disk or the
+ * filesystem's quota is full). Nothing of the transaction was saved: SQLite
+ * rolled it back, and the file is as it was before.
+ */
+export class ErrNoSpace extends StateError {
+  constructor(path: string, options?: { cause?: unknown }) {
+    super(
+      'ESTATE_NO_SPACE',
+      `cannot write ${path}: the filesystem it is on is full (SQLITE_FULL: ${causeText(options?.cause) || 'database or disk is full'}); ` +
+        'nothing of this write was saved and the file is as it was — free space there, then retry',
+      options,
+    );
+  }
+}
+
+function causeText(cause: unknown): string {
+  const message = (cause as { message?: unknown } | undefined)?.message;
+  return typeof message === 'string' ? message : '';
+}
+
 /** A transaction was opened while another one is open on the same DB. */
 export class ErrTxNested extends StateError {
   constructor(kind: 'update' | 'view') {

@@ -10,7 +10,7 @@ export { Bucket } from './bucket';
 export type { BucketStats } from './bucket';
 export { Cursor } from './cursor';
 export type { CursorEntry } from './cursor';
-export type { ClientStateDB } from './client-state';
+export type { ClientStateDB, FoundEmptyState } from './client-state';
 export type { RegistryStateStore } from './registry-state-store';
 export type { AllocStateStore } from './alloc-state-store';
 export type { VolumeStateStore } from './volume-state-store';

@@ -11,7 +11,7 @@ import type { Logger } from '@csiplug/core';
 import Database from 'better-sqlite3';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseNotFound, ErrDatabaseReadOnly, ErrInvalid, ErrTimeout, StateError } from './errors';
+import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseNotFound, ErrDatabaseReadOnly, ErrInvalid, ErrNoSpace, ErrTimeout, StateError } from './errors';
 import { createPrivateFile, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { RangeOp, ROOT_BUCKET, Store, StoreEntry } from './store';
 
@@ -104,6 +104,7 @@ export function mapSqliteError(err: unknown, file: string): unknown {
   if (code === 'SQLITE_NOTADB') return new ErrInvalid(file, 'the file is not a SQLite database', { cause: err });
   if (code.startsWith('SQLITE_CORRUPT')) return new ErrCorrupt(file, [String((err as { message?: unknown }).message)], { cause: err });
   if (code.startsWith('SQLITE_READONLY')) return new ErrDatabaseReadOnly(file);
+  if (code === 'SQLITE_FULL') return new ErrNoSpace(file, { cause: err });
   return err;
 }
 

@@ -10,73 +10,14 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DependencyContainer, container as root } from 'tsyringe';
-import { MemoryLogger, registerCore } from '@csiplug/core';
-import { CSIClientFactory, ICSIClientFactory, mountCapability, registerCsi } from '@csiplug/csi';
-import {
-  CSIManager,
-  ICSIManager,
-  NodeEvent,
-  PLUGIN_OPTION_PLUGIN_TYPE,
-  PLUGIN_OPTION_STAGE_PUBLISH_BASE,
-  ProcMountTable,
-  UsageOptions,
-  registerCsiManager,
-} from '@csiplug/csimanager';
-import { IPluginRegistry, PluginRegistry, registerRegistry } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
-import { IVolumeClaimer, IVolumeReconciler, registerVolumeReconciler, type VolumeMountRequest, type VolumeReconcilerService } from '../src';
+import { ProcMountTable, UsageOptions } from '@csiplug/csimanager';
+import type { VolumeMountRequest } from '../src';
 import { FakeClaimer } from '../src/testing';
+import { createVolume as createOn, registerMonolith as register, startAgent, type TestAgent as Agent } from './support/agent';
 import { HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
 
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 const describeIfRoot = isRoot ? describe : describe.skip;
-
-interface Agent {
-  c: DependencyContainer;
-  db: ClientStateDB;
-  registry: PluginRegistry;
-  manager: CSIManager;
-  reconciler: VolumeReconcilerService;
-  events: NodeEvent[];
-  stop(): Promise<void>;
-}
-
-/** One agent incarnation over `dataDir`: core, the SQLite state file, CSI clients, registry, CSI manager and the reconciler, started as the agent starts them. */
-async function startAgent(dataDir: string, claimer: FakeClaimer): Promise<Agent> {
-  const c = root.createChildContainer();
-  registerCore(c, { logger: new MemoryLogger(), heartbeat: { strategy: 'fixed' }, timeouts: { pluginWaitPrerun: 20_000, pluginWaitRestore: 20_000 } });
-  const db = openClientState({ path: path.join(dataDir, 'state.db') });
-  c.register(IClientStateDB, { useValue: db });
-  bindStateStores(c); // the narrow store tokens, over the state bound above
-  registerCsi(c);
-  registerRegistry(c);
-  registerCsiManager(c, { dataDir });
-  c.register(IVolumeClaimer, { useValue: claimer });
-  registerVolumeReconciler(c);
-  const registry = c.resolve<PluginRegistry>(IPluginRegistry);
-  const manager = c.resolve<CSIManager>(ICSIManager);
-  const reconciler = c.resolve<VolumeReconcilerService>(IVolumeReconciler);
-  const events: NodeEvent[] = [];
-  manager.onNodeEvent((e) => events.push(e));
-  await manager.start();
-  reconciler.start();
-  return {
-    c,
-    db,
-    registry,
-    manager,
-    reconciler,
-    events,
-    /** The first half of an agent restart: nothing is unmounted, the records and registrations stay in the state file. */
-    async stop() {
-      reconciler.dispose();
-      await manager.dispose();
-      registry.dispose();
-      db.dispose();
-    },
-  };
-}
 
 describeIfRoot('volume reconciler with the hostpath plugin (real mounts, real state file)', () => {
   let tmp: string;
@@ -106,23 +47,8 @@ describeIfRoot('volume reconciler with the hostpath plugin (real mounts, real st
   const usage: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
   const request = (allocId: string, volumeId: string): VolumeMountRequest => ({ allocId, name: 'data', volumeId, usage });
 
-  function registerMonolith(registry: PluginRegistry, allocId: string, socketPath: string): void {
-    const options = { [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith', [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dataDir, 'csi', 'monolith', 'hostpath') };
-    for (const type of ['csi-controller', 'csi-node']) registry.register({ type, name: 'hostpath', version: '0.1.0', allocId, socketPath, options });
-  }
-
-  /** Creates the volume on the plugin and puts it in the claimer's catalog under `id`. */
-  async function createVolume(a: Agent, socketPath: string, id: string): Promise<string> {
-    const client = a.c.resolve<CSIClientFactory>(ICSIClientFactory).createClient(socketPath);
-    try {
-      const res = await client.createVolume({ name: id, volumeCapabilities: [mountCapability('SINGLE_NODE_WRITER')] });
-      const externalId = res.volume!.volumeId;
-      claimer.volumes.set(id, { id, externalId, pluginId: 'hostpath' });
-      return externalId;
-    } finally {
-      client.dispose();
-    }
-  }
+  const registerMonolith = (registry: Agent['registry'], allocId: string, socketPath: string) => register(registry, dataDir, allocId, socketPath);
+  const createVolume = (a: Agent, socketPath: string, id: string) => createOn(a, claimer, socketPath, id);
 
   it('two allocs share a staged volume; after an agent restart only the last unmount unstages', async () => {
     const socketPath = path.join(dataDir, 'plugins', 'plugin-alloc', 'csi.sock');
@@ -167,8 +93,8 @@ describeIfRoot('volume reconciler with the hostpath plugin (real mounts, real st
     // The allocs' restore finds their mounts live: no claim, no stage, no publish.
     const [a2, b2] = await Promise.all([agent.reconciler.mount(request('alloc-a', 'shared'), { phase: 'restore' }), agent.reconciler.mount(request('alloc-b', 'shared'), { phase: 'restore' })]);
     expect([a2, b2]).toEqual([
-      { ...a, restored: true },
-      { ...b, restored: true },
+      { ...a, restored: true, pluginAway: false },
+      { ...b, restored: true, pluginAway: false },
     ]);
     expect(claimer.claims).toHaveLength(2);
     expect(await agent.manager.volumeManager('hostpath').hasMount(a.targetPath)).toBe(true);

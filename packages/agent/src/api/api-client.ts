@@ -3,12 +3,12 @@
 // talks to the agent only through this. It speaks http or https (verifying
 // the agent's certificate against the system's CAs or a given one), and
 // waits as long as a call takes unless given a timeout.
-import { Clock, Disposable, RealClock, formatDuration } from '@csiplug/core';
+import { Clock, Disposable, RealClock, ValidationError, formatDuration } from '@csiplug/core';
 import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
 import * as tls from 'tls';
-import type { AgentEvent, AgentHealth, AllocView, JobView, PluginView, RunJobResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AllocView, JobPlan, JobView, PluginView, RunJobResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -132,6 +132,13 @@ export class ApiClient {
   /** Posts a job in its JSON form (jobToDocument of a parsed jobspec). */
   runJob(job: JobDocument): Promise<RunJobResult> {
     return this.json('POST', '/v1/jobs', { body: { Job: job } });
+  }
+
+  /** What running the job would change (POST /v1/job/:id/plan); nothing is done. */
+  planJob(job: JobDocument): Promise<JobPlan> {
+    const ids = Object.keys(job.job);
+    if (ids.length !== 1) throw new ValidationError(`a jobspec must hold exactly one job block (found ${ids.length})`, 'job');
+    return this.json('POST', `/v1/job/${enc(ids[0]!)}/plan`, { body: { Job: job, Diff: true } });
   }
 
   stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {

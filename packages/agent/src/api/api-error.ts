@@ -54,12 +54,16 @@ export interface ApiErrorBody {
 // errors get the right status without this table knowing them.
 const NOT_FOUND = /(^ENOENT$|NOT_FOUND$)/;
 const CONFLICT = /(^EBUSY$|^ECONFLICT$|CONFLICT$|IN_USE$|CLAIMED$|EXISTS$|_BUSY$)/;
+/** The agent could not persist the request: its state's filesystem is full (507 Insufficient Storage). */
+const NO_SPACE = /(^ENOSPC$|^EDQUOT$|NO_SPACE$)/;
 
 /**
  * The HTTP status for an error thrown by the service: ApiError keeps its own;
  * an error with a numeric `httpStatus` (400–599) uses it; ValidationError (or
  * code EINVALID) is 400; codes ending in NOT_FOUND (or ENOENT) are 404; codes
- * ending in CONFLICT, IN_USE, CLAIMED, EXISTS or BUSY are 409; the rest 500.
+ * ending in CONFLICT, IN_USE, CLAIMED, EXISTS or BUSY are 409; codes ending in
+ * NO_SPACE (or ENOSPC, EDQUOT: a write the agent could not persist) are 507;
+ * the rest 500.
  */
 export function statusForError(err: unknown): number {
   if (err instanceof ApiError && err.status >= 400) return err.status;
@@ -71,6 +75,7 @@ export function statusForError(err: unknown): number {
   if (code === ApiErrorCode.Invalid) return 400;
   if (NOT_FOUND.test(code)) return 404;
   if (CONFLICT.test(code)) return 409;
+  if (NO_SPACE.test(code)) return 507;
   return statusForPluginAnswer(err) ?? 500;
 }
 

@@ -181,6 +181,34 @@ describe('HttpApi', () => {
       expect(fake.calls).toEqual([]);
     });
 
+    it('plans a run without doing it: POST /v1/job/:id/plan', async () => {
+      await client.registerVolume(volumeDoc() as any);
+      const fresh = await client.planJob(jobDoc('web', 2) as any);
+      expect(fresh).toMatchObject({ jobId: 'web', changed: true, version: { to: 0 }, groups: [{ name: 'app', change: 'added', updates: { create: 2 } }] });
+      await client.runJob(jobDoc('web', 2) as any);
+      expect(await client.planJob(jobDoc('web', 2) as any)).toMatchObject({ changed: false, version: { from: 0, to: 0 }, groups: [{ updates: { ignore: 2 } }] });
+      const smaller = await client.planJob(jobDoc('web', 1) as any);
+      expect(smaller).toMatchObject({ changed: true, version: { from: 0, to: 1 }, groups: [{ count: { from: 2, to: 1 }, updates: { destroy: 1, 'in-place': 1 } }] });
+      // Nomad's body shape, with "Diff", and PUT; nothing was run by any of these.
+      const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 2), Diff: true }) });
+      expect(r.status).toBe(200);
+      expect(r.json.changed).toBe(false);
+      expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web']);
+    });
+
+    it('refuses a plan whose path names another job, or a bad Diff, with 400', async () => {
+      let r = await raw(url, 'POST', '/v1/job/other/plan', { body: JSON.stringify({ Job: jobDoc('web') }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
+      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web'), Diff: 'yes' }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toBe('"Diff" must be true or false (got "yes")');
+      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/count/);
+      expect(fake.calls).toEqual([]);
+    });
+
     it('refuses bad JSON, an empty body and a non-object with 400', async () => {
       for (const body of ['{"Job": ', '', '   ', '[1,2]', '"job"', 'null']) {
         const r = await raw(url, 'POST', '/v1/jobs', { body });

@@ -10,6 +10,7 @@
 //   GET     /v1/agent/health                                                 AgentHealth (503 when not ok)
 //   GET     /v1/jobs                                                         JobView[]
 //   POST    /v1/jobs  (PUT too)                    { "Job": JobDocument }    RunJobResult
+//   POST    /v1/job/:id/plan  (PUT too)            { "Job": JobDocument, "Diff": true }  JobPlan (what a run would change; nothing is done)
 //   GET     /v1/job/:id                                                      JobView
 //   DELETE  /v1/job/:id[?purge=true]                                         JobView (after its allocs stopped)
 //   GET     /v1/job/:id/allocations                                          AllocView[]
@@ -407,6 +408,13 @@ export class HttpApi implements AsyncDisposable {
     };
     r.add('POST', '/v1/jobs', runJob);
     r.add('PUT', '/v1/jobs', runJob);
+    const planJob: Handler = async (ctx) => {
+      const job = validateJob(unwrapEnvelope(withoutDiffFlag(await ctx.json()), 'Job'));
+      if (job.id !== ctx.params.id) throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
+      return { body: s.planJob(job) };
+    };
+    r.add('POST', '/v1/job/:id/plan', planJob);
+    r.add('PUT', '/v1/job/:id/plan', planJob);
     r.add('GET', '/v1/job/:id', ({ params }) => ({ body: this.job(params.id!) }));
     r.add('GET', '/v1/job/:id/allocations', ({ params }) => {
       const job = this.job(params.id!);
@@ -515,6 +523,17 @@ export class HttpApi implements AsyncDisposable {
 }
 
 export const REDACTED = '[REDACTED]';
+
+/**
+ * Nomad's plan request carries `"Diff": true` next to the job; a plan here
+ * always has its diff, so the flag is accepted (a boolean) and dropped.
+ */
+function withoutDiffFlag(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('Diff' in body) || !('Job' in body)) return body;
+  const { Diff: diff, ...rest } = body as Record<string, unknown>;
+  if (typeof diff !== 'boolean') throw ApiError.badRequest(`"Diff" must be true or false (got ${JSON.stringify(diff)})`);
+  return rest;
+}
 
 /** A volume as the API shows it: secret values replaced, keys kept. */
 export function redactSecrets(volume: VolumeView): VolumeView {

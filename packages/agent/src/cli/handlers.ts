@@ -9,6 +9,7 @@ const AGENT_FLAGS: FlagSpec[] = [
   { name: 'config', kind: 'string', valueName: 'FILE', help: 'agent config file (HCL or JSON)' },
   { name: 'dev', kind: 'bool', help: 'throwaway agent: temporary data dir, in-memory state, tasks stopped on exit' },
   { name: 'stop-tasks-on-exit', kind: 'bool', help: 'stop every task when the agent exits (default: they keep running)' },
+  { name: 'reconcile-orphans', kind: 'bool', help: 'at start, stop tasks, unmount mounts and remove alloc dirs that the state does not know (default: only warn about each)' },
   { name: 'data-dir', kind: 'string', valueName: 'DIR', help: 'overrides data_dir' },
   { name: 'port', kind: 'string', valueName: 'PORT', help: 'overrides port' },
 ];
@@ -31,7 +32,7 @@ export function defaultHandlers(): CliHandlers {
         return 1;
       }
       if (parsed.help) {
-        usage(io, 'Usage: csiplug agent -config FILE | -dev [-stop-tasks-on-exit]', AGENT_FLAGS);
+        usage(io, 'Usage: csiplug agent -config FILE | -dev [-stop-tasks-on-exit] [-reconcile-orphans]', AGENT_FLAGS);
         return 0;
       }
       const port = parsed.flags.get('port');
@@ -44,6 +45,7 @@ export function defaultHandlers(): CliHandlers {
           configFile: parsed.flags.get('config') as string | undefined,
           dev: parsed.flags.get('dev') === true,
           stopTasksOnExit: parsed.flags.get('stop-tasks-on-exit') === true,
+          reconcileOrphans: parsed.flags.get('reconcile-orphans') === true,
           dataDir: parsed.flags.get('data-dir') as string | undefined,
           port: port === undefined ? undefined : Number(port),
         },

@@ -1,18 +1,105 @@
-// `csiplug job run|stop|status|validate`.
-import type { JobView } from '../service';
+// `csiplug job run|plan|stop|status|validate`.
+import { formatDuration } from '@csiplug/core';
+import type { AllocUpdate, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '../service';
 import { jobToDocument, parseJobspec } from '../spec';
 import { Command, VERBOSE_FLAG, inputName } from './command';
-import { formatKV, formatTable, shortId } from './format';
+import { formatKV, formatTable, formatTime, shortId } from './format';
+
+/** What Nomad's plan output calls each kind of alloc update. */
+const UPDATE_NAMES: Readonly<Record<AllocUpdate, string>> = {
+  create: 'create',
+  destroy: 'destroy',
+  'create/destroy': 'create/destroy update',
+  'in-place': 'in-place update',
+  ignore: 'ignore',
+};
+
+function updateCounts(updates: Readonly<Record<AllocUpdate, number>>): string {
+  return (Object.keys(UPDATE_NAMES) as AllocUpdate[])
+    .filter((u) => updates[u] > 0)
+    .map((u) => `${updates[u]} ${UPDATE_NAMES[u]}`)
+    .join(', ');
+}
+
+function planTotals(plan: JobPlan): Record<AllocUpdate, number> {
+  const totals: Record<AllocUpdate, number> = { create: 0, destroy: 0, 'create/destroy': 0, 'in-place': 0, ignore: 0 };
+  for (const g of plan.groups) for (const u of Object.keys(totals) as AllocUpdate[]) totals[u] += g.updates[u];
+  return totals;
+}
+
+const MARKS = { added: '+', removed: '-', edited: '+/-', changed: '+/-', none: '' } as const;
+
+/** A plan line with its change mark (`+`, `-`, `+/-`), none for an unchanged one (as Nomad prints them). */
+function mark(kind: keyof typeof MARKS, line: string, indent: string): string {
+  const m = MARKS[kind];
+  return m ? `${indent}${m} ${line}` : `${indent}${line}`;
+}
+
+function fieldLine(c: FieldChange, indent: string): string {
+  const value = c.kind === 'added' ? (c.new ?? '') : c.kind === 'removed' ? (c.old ?? '') : `${c.old} => ${c.new}`;
+  const effect = c.effect === 'destructive' ? ' (forces create/destroy update)' : ' (in-place)';
+  return mark(c.kind, `${c.field}${value ? `: ${value}` : ''}${effect}`, indent);
+}
+
+function groupLines(g: GroupPlan, verbose: boolean): string[] {
+  const counts = updateCounts(g.updates);
+  const lines = [mark(g.change, `Task Group: "${g.name}"${counts ? ` (${counts})` : ''}`, '')];
+  if (g.count.from !== g.count.to && g.change !== 'added' && g.change !== 'removed') lines.push(mark('changed', `count: ${g.count.from} => ${g.count.to}`, '  '));
+  for (const c of g.fields) lines.push(fieldLine(c, '  '));
+  const acting = g.allocs.filter((a) => a.update !== 'ignore');
+  if (g.order && g.updates['create/destroy'] > 0) lines.push(`  Order:  ${g.order.kind.replace(/-/g, ' ')}: ${g.order.reason}`);
+  if (g.update && g.updates.create + g.updates['create/destroy'] > 0) {
+    const u = g.update;
+    lines.push(`  Update: max_parallel = ${u.maxParallel}, min_healthy_time = ${formatDuration(u.minHealthyTime)}, healthy_deadline = ${formatDuration(u.healthyDeadline)}, auto_revert = ${u.autoRevert}`);
+  }
+  if (acting.length) {
+    const rows = acting.map((a) => [UPDATE_NAMES[a.update], a.name, a.allocId ? `${shortId(a.allocId, verbose)} (version ${a.version})` : '-', a.reason]);
+    lines.push(...formatTable(['Update', 'Alloc', 'ID', 'Why'], rows).split('\n').map((l) => `    ${l}`));
+  }
+  return lines;
+}
+
+/** A plan the way `nomad job plan` lays one out: the job, each group with its changed fields and alloc updates, then a summary. */
+export function formatPlan(plan: JobPlan, verbose = false): string {
+  const { from, to } = plan.version;
+  const jobChange = from === undefined ? 'added' : plan.changed ? 'edited' : 'none';
+  const version = from === undefined ? `version ${to}` : from === to ? `version ${to}` : `version ${from} => ${to}`;
+  const lines = [mark(jobChange, `Job: "${plan.jobId}" (${version})`, '')];
+  for (const c of plan.fields) lines.push(fieldLine(c, '  '));
+  for (const g of plan.groups) lines.push(...groupLines(g, verbose));
+  lines.push('');
+  lines.push(
+    plan.changed
+      ? `Changes: ${updateCounts(planTotals(plan)) || 'no alloc changes'}${from !== to ? `; job version ${from ?? 'none'} => ${to}` : ''}. 'job run' would make them.`
+      : `No changes: 'job run' would leave job "${plan.jobId}" as it is.`,
+  );
+  return lines.join('\n');
+}
+
+function runLines(result: RunJobResult, verbose: boolean): string {
+  if (result.unchanged) return `==> Job "${result.jobId}" unchanged (version ${result.version}): nothing to do`;
+  const counts = updateCounts(planTotals(result.plan));
+  const head = result.replaced ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}` : `==> Job "${result.jobId}" registered (version ${result.version})`;
+  const lines = [head, ...result.allocIds.map((id) => `    Allocation "${id}" created`)];
+  if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
+  if (result.deploymentId) lines.push(`    Deployment "${shortId(result.deploymentId, verbose)}" is rolling it out: see 'csiplug job status ${result.jobId}'`);
+  return lines.join('\n');
+}
 
 const jobRun: Command = {
   name: 'job run',
   usageArgs: 'FILE',
   synopsis: 'Run a job from a jobspec file (HCL or JSON)',
-  help: 'Parses FILE (HCL, or JSON; "-" reads stdin) here, then submits the job to the agent, which starts its allocations. Running a job that exists replaces it: its old allocations are stopped.',
+  help:
+    'Parses FILE (HCL, or JSON; "-" reads stdin) here, then submits the job to the agent. A new job starts its allocations. ' +
+    'For a job that exists only what changed is done: nothing when the file is unchanged; a new count adds or stops allocations; ' +
+    'a change that needs new processes replaces allocations in a rolling deployment, as the group\'s update block says (see job plan). ' +
+    'Returns once the change is under way; job status shows the deployment.',
   minArgs: 1,
   maxArgs: 1,
   api: true,
   json: true,
+  flags: [VERBOSE_FLAG],
   async run(ctx) {
     const file = ctx.args[0]!;
     const spec = await parseJobspec(await ctx.readFile(file), inputName(file));
@@ -21,11 +108,34 @@ const jobRun: Command = {
       ctx.printJson(result);
       return 0;
     }
-    const lines = [`==> Job "${result.jobId}" ${result.replaced ? 'updated: its previous allocations were stopped' : 'registered'}`];
-    for (const id of result.allocIds) lines.push(`    Allocation "${id}" created`);
-    if (result.allocIds.length === 0) lines.push('    No allocations created');
-    ctx.out(lines.join('\n'));
+    ctx.out(runLines(result, ctx.verbose));
     return 0;
+  },
+};
+
+/** Nomad's exit codes for job plan: 0 no changes, 1 changes, 255 an error (main.ts maps errors). */
+export const PLAN_EXIT = { unchanged: 0, changes: 1, error: 255 } as const;
+
+const jobPlan: Command = {
+  name: 'job plan',
+  usageArgs: 'FILE',
+  synopsis: 'Show what job run of a jobspec file would change',
+  help:
+    'Parses FILE (HCL, or JSON; "-" reads stdin) here and asks the agent what running it would change, without changing anything: ' +
+    'per group, the allocations it would create, destroy, replace (create/destroy update, and in which order) or update in place, ' +
+    'and the fields that changed. Exits 0 when nothing would change, 1 when something would, 255 on an error.',
+  minArgs: 1,
+  maxArgs: 1,
+  api: true,
+  json: true,
+  flags: [VERBOSE_FLAG],
+  async run(ctx) {
+    const file = ctx.args[0]!;
+    const spec = await parseJobspec(await ctx.readFile(file), inputName(file));
+    const plan = await ctx.client().planJob(jobToDocument(spec));
+    if (ctx.json) ctx.printJson(plan);
+    else ctx.out(formatPlan(plan, ctx.verbose));
+    return plan.changed ? PLAN_EXIT.changes : PLAN_EXIT.unchanged;
   },
 };
 
@@ -102,17 +212,31 @@ const jobStatus: Command = {
       ['ID', job.id],
       ['Name', job.name],
       ['Status', job.status],
+      ['Version', String(job.version)],
       ['Groups', job.job.groups.map((g) => `${g.name} (count ${g.count})`).join(', ')],
     ]);
+    const d = job.deployment;
+    const deployment = d
+      ? `\n\nLatest Deployment\n${formatKV([
+          ['ID', shortId(d.id, ctx.verbose)],
+          ['Version', String(d.jobVersion)],
+          ['Status', d.status],
+          ['Description', d.description],
+          ['Started', formatTime(d.createdAt)],
+        ])}\n\nDeployed\n${formatTable(
+          ['Task Group', 'Desired', 'Placed', 'Healthy', 'Unhealthy'],
+          d.groups.map((g) => [g.name, String(g.desired), String(g.placed), String(g.healthy), String(g.unhealthy)]),
+        )}`
+      : '';
     const allocs = job.allocs.length
       ? formatTable(
-          ['ID', 'Name', 'Group', 'Desired', 'Status'],
-          job.allocs.map((a) => [shortId(a.id, ctx.verbose), a.name, a.group, a.desiredStatus, a.clientStatus]),
+          ['ID', 'Name', 'Group', 'Version', 'Desired', 'Status'],
+          job.allocs.map((a) => [shortId(a.id, ctx.verbose), a.name, a.group, String(a.jobVersion), a.desiredStatus, a.clientStatus]),
         )
       : 'No allocations';
-    ctx.out(`${kv}\n\nAllocations\n${allocs}`);
+    ctx.out(`${kv}${deployment}\n\nAllocations\n${allocs}`);
     return 0;
   },
 };
 
-export const JOB_COMMANDS: Command[] = [jobRun, jobStop, jobStatus, jobValidate];
+export const JOB_COMMANDS: Command[] = [jobRun, jobPlan, jobStop, jobStatus, jobValidate];

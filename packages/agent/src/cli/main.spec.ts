@@ -260,10 +260,111 @@ describe('csiplug CLI', () => {
       const r = await cli(['job', 'run', 'web.json']);
       expect(r.code).toBe(0);
       const ids = [fakeUuid(1), fakeUuid(2)];
-      expect(r.stdout).toBe(`==> Job "web" registered\n    Allocation "${ids[0]}" created\n    Allocation "${ids[1]}" created\n`);
+      expect(r.stdout).toBe(`==> Job "web" registered (version 0)\n    Allocation "${ids[0]}" created\n    Allocation "${ids[1]}" created\n`);
       expect(fake.jobs.get('web')!.job.groups[0]!.tasks.map((t) => t.name)).toEqual(['main', 'side']);
+      // The same file again changes nothing: no alloc is made or stopped, the version stays.
       const again = await cli(['job', 'run', '-json', 'web.json']);
-      expect(JSON.parse(again.stdout)).toEqual({ jobId: 'web', allocIds: [fakeUuid(3), fakeUuid(4)], replaced: true });
+      expect(JSON.parse(again.stdout)).toMatchObject({ jobId: 'web', allocIds: [], replaced: true, unchanged: true, version: 0 });
+      expect((await cli(['job', 'run', 'web.json'])).stdout).toBe('==> Job "web" unchanged (version 0): nothing to do\n');
+      expect([...fake.allocs.values()].map((a) => a.desiredStatus)).toEqual(['run', 'run']);
+      // A changed task replaces both allocs, as version 1.
+      const changed = structuredClone(JOB_JSON);
+      changed.job.web.group.app.task.main.config.args = ['200'];
+      fs.writeFileSync(path.join(dir, 'web2.json'), JSON.stringify(changed));
+      const third = await cli(['job', 'run', '-json', 'web2.json']);
+      expect(JSON.parse(third.stdout)).toMatchObject({ jobId: 'web', allocIds: [fakeUuid(3), fakeUuid(4)], replaced: true, unchanged: false, version: 1 });
+      expect([...fake.allocs.values()].map((a) => `${a.jobVersion} ${a.desiredStatus}`)).toEqual(['0 stop', '0 stop', '1 run', '1 run']);
+    });
+
+    it('job run of a changed count prints the version and what changed', async () => {
+      await cli(['job', 'run', 'web.json']);
+      const bigger = structuredClone(JOB_JSON);
+      bigger.job.web.group.app.count = 3;
+      fs.writeFileSync(path.join(dir, 'web3.json'), JSON.stringify(bigger));
+      const r = await cli(['job', 'run', 'web3.json']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(`==> Job "web" updated to version 1: 1 create, 2 in-place update\n    Allocation "${fakeUuid(3)}" created\n`);
+    });
+
+    describe('job plan', () => {
+      const write = (name: string, edit: (j: typeof JOB_JSON) => void) => {
+        const doc = structuredClone(JOB_JSON);
+        edit(doc);
+        fs.writeFileSync(path.join(dir, name), JSON.stringify(doc));
+      };
+
+      it('exits 1 for a new job and shows the allocs it would create', async () => {
+        const r = await cli(['job', 'plan', 'web.json']);
+        expect(r.code).toBe(1);
+        expect(r.stdout).toBe(
+          [
+            '+ Job: "web" (version 0)',
+            '+ Task Group: "app" (2 create)',
+            '  Update: max_parallel = 1, min_healthy_time = 10s, healthy_deadline = 5m, auto_revert = false',
+            '    Update  Alloc       ID  Why',
+            '    create  web.app[0]  -   new job',
+            '    create  web.app[1]  -   new job',
+            '',
+            "Changes: 2 create; job version none => 0. 'job run' would make them.",
+            '',
+          ].join('\n'),
+        );
+        expect(fake.calls).toEqual([]);
+      });
+
+      it('exits 0 when nothing would change', async () => {
+        await cli(['job', 'run', 'web.json']);
+        const r = await cli(['job', 'plan', 'web.json']);
+        expect(r.code).toBe(0);
+        expect(r.stdout).toBe(['Job: "web" (version 0)', 'Task Group: "app" (2 ignore)', '', `No changes: 'job run' would leave job "web" as it is.`, ''].join('\n'));
+        expect(fake.calls).toEqual(['runJob web']);
+      });
+
+      it('names the changed fields, the replacement order and each alloc', async () => {
+        await cli(['job', 'run', 'web.json']);
+        write('env.json', (j) => {
+          (j.job.web.group.app.task.main as Record<string, unknown>).env = { MODE: 'fast' };
+          (j.job.web.group.app as Record<string, unknown>).update = { max_parallel: 2, auto_revert: true };
+        });
+        const r = await cli(['job', 'plan', 'env.json']);
+        expect(r.code).toBe(1);
+        const [a1, a2] = [fakeUuid(1), fakeUuid(2)].map((id) => id.slice(0, 8));
+        expect(r.stdout).toBe(
+          [
+            '+/- Job: "web" (version 0 => 1)',
+            '+/- Task Group: "app" (2 create/destroy update)',
+            '  + task "main" env.MODE: "fast" (forces create/destroy update)',
+            '  +/- update.auto_revert: false => true (in-place)',
+            '  +/- update.max_parallel: 1 => 2 (in-place)',
+            `  Order:  stop before start: volume "data" (vol1) is single-node-writer: one writer at a time, so the old alloc releases it before the new one claims it`,
+            '  Update: max_parallel = 2, min_healthy_time = 10s, healthy_deadline = 5m, auto_revert = true',
+            '    Update                 Alloc       ID                    Why',
+            `    create/destroy update  web.app[0]  ${a1} (version 0)  task "main" env.MODE: added ("fast")`,
+            `    create/destroy update  web.app[1]  ${a2} (version 0)  task "main" env.MODE: added ("fast")`,
+            '',
+            "Changes: 2 create/destroy update; job version 0 => 1. 'job run' would make them.",
+            '',
+          ].join('\n'),
+        );
+        const json = await cli(['job', 'plan', '-json', 'env.json']);
+        expect(json.code).toBe(1);
+        expect(JSON.parse(json.stdout)).toMatchObject({ jobId: 'web', changed: true, version: { from: 0, to: 1 }, groups: [{ name: 'app', updates: { 'create/destroy': 2 }, order: { kind: 'stop-before-start' } }] });
+        expect(fake.calls).toEqual(['runJob web']);
+      });
+
+      it('exits 255 on an error: a bad file, an agent that is not there, a usage mistake', async () => {
+        fs.writeFileSync(path.join(dir, 'bad.json'), JSON.stringify({ job: { web: { group: { app: { count: 0, task: {} } } } } }));
+        let r = await cli(['job', 'plan', 'bad.json']);
+        expect(r.code).toBe(255);
+        expect(r.stderr).toMatch(/^Error: bad\.json: .*count/);
+        r = await cli(['job', 'plan', 'web.json'], { env: { CSIPLUG_ADDR: 'http://127.0.0.1:1' } });
+        expect(r.code).toBe(255);
+        expect(r.stderr).toMatch(/^Error: /);
+        r = await cli(['job', 'plan']);
+        expect(r.code).toBe(255);
+        expect(r.stderr).toMatch(/takes 1 argument/);
+        expect(fake.calls).toEqual([]);
+      });
     });
 
     it('job run takes HCL, and - for stdin', async () => {
@@ -310,20 +411,51 @@ describe('csiplug CLI', () => {
       const r = await cli(['job', 'status', 'web']);
       expect(r.stdout).toBe(
         [
-          'ID     = web',
-          'Name   = web',
-          'Status = running',
-          'Groups = app (count 2)',
+          'ID      = web',
+          'Name    = web',
+          'Status  = running',
+          'Version = 0',
+          'Groups  = app (count 2)',
           '',
           'Allocations',
-          'ID        Name        Group  Desired  Status',
-          `${a1.slice(0, 8)}  web.app[0]  app    run      running`,
-          `${a2.slice(0, 8)}  web.app[1]  app    run      running`,
+          'ID        Name        Group  Version  Desired  Status',
+          `${a1.slice(0, 8)}  web.app[0]  app    0        run      running`,
+          `${a2.slice(0, 8)}  web.app[1]  app    0        run      running`,
           '',
         ].join('\n'),
       );
       expect((await cli(['job', 'status', '-verbose', 'web'])).stdout).toContain(a1);
       expect(JSON.parse((await cli(['job', 'status', 'web', '--json'])).stdout).allocs).toHaveLength(2);
+    });
+
+    it("job status ID shows the job's latest deployment", async () => {
+      await cli(['job', 'run', 'web.json']);
+      fake.jobs.get('web')!.deployment = {
+        id: 'd0d0d0d0-1111-4222-8333-444455556666',
+        jobVersion: 0,
+        status: 'failed',
+        description: 'Failed due to unhealthy allocations - rolling back to job version 3',
+        createdAt: Date.UTC(2026, 0, 2, 3, 4, 5),
+        updatedAt: Date.UTC(2026, 0, 2, 3, 9, 5),
+        groups: [{ name: 'app', desired: 2, placed: 1, healthy: 0, unhealthy: 1 }],
+      };
+      const r = await cli(['job', 'status', 'web']);
+      expect(r.stdout).toContain(
+        [
+          'Latest Deployment',
+          'ID          = d0d0d0d0',
+          'Version     = 0',
+          'Status      = failed',
+          'Description = Failed due to unhealthy allocations - rolling back to job version 3',
+          'Started     = 2026-01-02T03:04:05Z',
+          '',
+          'Deployed',
+          'Task Group  Desired  Placed  Healthy  Unhealthy',
+          'app         2        1       0        1',
+          '',
+          'Allocations',
+        ].join('\n'),
+      );
     });
 
     it('job status of an unknown job fails with the API message', async () => {

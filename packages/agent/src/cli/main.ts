@@ -9,7 +9,7 @@ import { UsageError, formatFlags, parseArgs } from './args';
 import { Command, commandFlags, makeContext } from './command';
 import { wrap } from './format';
 import type { CliHandlers, CliIo } from './io';
-import { JOB_COMMANDS } from './job-commands';
+import { JOB_COMMANDS, PLAN_EXIT } from './job-commands';
 import { PLUGIN_COMMANDS } from './plugin-commands';
 import { VOLUME_COMMANDS } from './volume-commands';
 
@@ -29,6 +29,9 @@ const STANDALONE: Readonly<Record<string, string>> = {
 };
 
 const HELP_WORDS = new Set(['-h', '-help', '--help', '--h']);
+
+/** Commands whose failures exit with another code than 1: job plan's 1 means "something would change", as in Nomad. */
+const ERROR_EXIT_CODES: Readonly<Record<string, number>> = { 'job plan': PLAN_EXIT.error };
 
 /** Runs the CLI with `argv` (the words after `csiplug`) and returns the exit code. */
 export async function main(argv: readonly string[], io: CliIo, handlers?: CliHandlers): Promise<number> {
@@ -85,6 +88,7 @@ async function dispatch(argv: string[], io: CliIo, handlers: CliHandlers | undef
 }
 
 async function runCommand(cmd: Command, argv: string[], io: CliIo): Promise<number> {
+  const failed = ERROR_EXIT_CODES[cmd.name] ?? 1;
   try {
     const parsed = parseArgs(argv, commandFlags(cmd));
     if (parsed.help) {
@@ -100,10 +104,10 @@ async function runCommand(cmd: Command, argv: string[], io: CliIo): Promise<numb
   } catch (err) {
     if (err instanceof UsageError) {
       io.stderr.write(`Error: ${err.message}\n\n${usageLine(cmd)}\nRun 'csiplug ${cmd.name} -h' for help.\n`);
-      return 1;
+      return failed;
     }
     io.stderr.write(`Error: ${errorMessage(err)}\n`);
-    return 1;
+    return failed;
   }
 }
 

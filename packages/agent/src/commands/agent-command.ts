@@ -1,6 +1,8 @@
 // `csiplug agent`: runs the agent in the foreground until SIGTERM or SIGINT.
-// Tasks keep running when it exits (unless -stop-tasks-on-exit), so a new
-// agent on the same data dir re-attaches to them.
+// Tasks keep running when it exits (unless -stop-tasks-on-exit, or the memory
+// state backend), so a new agent on the same data dir re-attaches to them.
+// -reconcile-orphans cleans up at start what the state does not know
+// (orphans.ts); without it the agent only warns about each.
 import { ILogger, errorMessage, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import { Agent } from '../agent';
@@ -12,6 +14,8 @@ export interface AgentCommandOptions {
   configFile?: string;
   dev?: boolean;
   stopTasksOnExit?: boolean;
+  /** Clean up orphan executors, mounts and alloc dirs at start (as `reconcile_orphans = true`). */
+  reconcileOrphans?: boolean;
   /** Overrides for tests and the demo. */
   dataDir?: string;
   port?: number;
@@ -67,6 +71,7 @@ export async function loadAgentConfig(options: AgentCommandOptions): Promise<Age
   if (options.dataDir) config = { ...config, dataDir: options.dataDir };
   if (options.port !== undefined) config = { ...config, port: options.port };
   if (options.stopTasksOnExit) config = { ...config, stopTasksOnExit: true };
+  if (options.reconcileOrphans) config = { ...config, reconcileOrphans: true };
   return config;
 }
 

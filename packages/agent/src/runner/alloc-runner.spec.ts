@@ -1,5 +1,5 @@
 import type { VolumeMountRecord } from '@csiplug/volumes';
-import { MemoryLogger, ShutdownError } from '@csiplug/core';
+import { CsiplugError, MemoryLogger, ShutdownError } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeDriver } from '@csiplug/driver/testing';
 import type { AllocHook, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
@@ -8,8 +8,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import type { Alloc, JobSpec } from '../model';
-import { AllocRunner } from './alloc-runner';
-import { StateAllocStore } from './alloc-store';
+import { statusForError } from '../api/api-error';
+import { AllocRunner, AllocsNotSavedError } from './alloc-runner';
+import { StateAllocStore, type AllocRecord } from './alloc-store';
 
 /** A csi hook whose prerun the test controls and whose postrun it can hold. */
 class ControlledHook implements AllocHook {
@@ -65,6 +66,8 @@ describe('AllocRunner', () => {
   let clock: FakeClock;
   /** What the volume reconciler holds for the allocs (a stand-in: the runner only reads it). */
   let volumeRecords: VolumeMountRecord[];
+  let store: StateAllocStore;
+  let logger: MemoryLogger;
 
   const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
   const runner = (a = alloc()) =>
@@ -72,9 +75,9 @@ describe('AllocRunner', () => {
       dataDir,
       nodeId: 'n1',
       driver,
-      allocStore: new StateAllocStore(state),
+      allocStore: store,
       clock,
-      logger: new MemoryLogger(),
+      logger,
       supervisors: {} as CSIPluginSupervisorFactory,
       csiHooks: { create: () => hook } as unknown as CSIHookFactory,
       volumes: { list: (allocId?: string) => volumeRecords.filter((r) => allocId === undefined || r.allocId === allocId) },
@@ -90,6 +93,8 @@ describe('AllocRunner', () => {
     hook = new ControlledHook();
     clock = new FakeClock(0);
     volumeRecords = [];
+    store = new StateAllocStore(state);
+    logger = new MemoryLogger();
   });
   afterEach(() => {
     state.dispose();
@@ -142,6 +147,73 @@ describe('AllocRunner', () => {
     open();
     await stop;
     expect(hook.calls).toEqual(['prerun', 'postrun start', 'postrun done']);
+  });
+
+  describe('saving a new alloc before it runs', () => {
+    /** The error the state gives when its filesystem is full. */
+    const noSpace = () => new CsiplugError('ESTATE_NO_SPACE', 'cannot write /d/state.db: the filesystem it is on is full (SQLITE_FULL: database or disk is full)');
+    const saved = () => state.listAllocations<AllocRecord>().allocs.map((a) => `${a.allocId} ${a.alloc.alloc.desiredStatus}`);
+
+    it('saves the new allocs and marks the ones they replace to stop, in one write', () => {
+      const old = runner();
+      const fresh = [runner({ ...alloc(), id: 'a2', index: 0 }), runner({ ...alloc(), id: 'a3', index: 1 })];
+      AllocRunner.saveBeforeRun(fresh, [old]);
+      expect(saved()).toEqual(['a1 stop', 'a2 run', 'a3 run']);
+    });
+
+    it('a write that fails (a full disk) throws AllocsNotSavedError, a 507 naming the allocs and the cause, and saves nothing', () => {
+      const old = runner();
+      AllocRunner.saveBeforeRun([old]);
+      store.putAllocations = () => {
+        throw noSpace();
+      };
+      const fresh = [runner({ ...alloc(), id: 'a2' })];
+      let err: unknown;
+      try {
+        AllocRunner.saveBeforeRun(fresh, [old]);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(AllocsNotSavedError);
+      expect((err as AllocsNotSavedError).code).toBe('EALLOC_SAVE_NO_SPACE');
+      expect((err as Error).message).toBe(
+        'could not save alloc a2 of job "web": cannot write /d/state.db: the filesystem it is on is full (SQLITE_FULL: database or disk is full); nothing of this request was started or stopped',
+      );
+      expect(statusForError(err)).toBe(507);
+      expect(saved()).toEqual(['a1 run']);
+      expect(old.alloc.desiredStatus).toBe('run');
+      // Any other failure is a plain 500.
+      store.putAllocations = () => {
+        throw new Error('SQLITE_IOERR: disk I/O error');
+      };
+      let other: unknown;
+      try {
+        AllocRunner.saveBeforeRun(fresh);
+      } catch (e) {
+        other = e;
+      }
+      expect((other as AllocsNotSavedError).code).toBe('EALLOC_SAVE_FAILED');
+      expect(statusForError(other)).toBe(500);
+    });
+
+    it('a later save that fails is logged and made again on the next change: the alloc runs on', async () => {
+      const r = runner();
+      AllocRunner.saveBeforeRun([r]);
+      const put = store.putAllocation.bind(store);
+      let full = true;
+      store.putAllocation = (record) => {
+        if (full) throw noSpace();
+        put(record);
+      };
+      await r.run('start');
+      await clock.advance(0);
+      expect(r.alloc.clientStatus).toBe('running');
+      expect(state.getAllocation<AllocRecord>('a1')!.alloc.clientStatus).toBe('pending');
+      expect(logger.records.filter((e) => e.level === 'error' && e.msg.startsWith('could not save the alloc')).length).toBeGreaterThan(0);
+      full = false;
+      await r.stop();
+      expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'complete' });
+    });
   });
 
   it('knows when an alloc left half-stopped by the last agent still needs a teardown', async () => {

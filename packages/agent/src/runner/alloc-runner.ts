@@ -4,7 +4,13 @@
 //
 // On a restore after an agent restart the same path runs in restore mode:
 // live tasks are re-attached, never restarted, and live mounts are kept.
-import { Clock, Logger, ShutdownError, errorMessage } from '@csiplug/core';
+//
+// A new alloc is saved before anything of it starts (saveBeforeRun), and a
+// save that fails there fails the request: an alloc the agent never saved
+// would vanish on its next restart while its tasks and mounts lived on.
+// Later saves that fail (a full disk) are logged and made again on the next
+// change, since every save writes the whole record.
+import { Clock, CsiplugError, Logger, ShutdownError, crashPoint, errorMessage } from '@csiplug/core';
 import {
   ICSIHookFactory,
   ICSIPluginSupervisorFactory,
@@ -42,6 +48,26 @@ export interface AllocRunnerDeps {
   variables: Record<string, string>;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
   onStatusChange(alloc: Alloc): void;
+}
+
+/**
+ * The allocs of a request could not be saved, so none of them was started
+ * and nothing they replace was stopped. Code EALLOC_SAVE_NO_SPACE (HTTP 507)
+ * when the state's filesystem is full, EALLOC_SAVE_FAILED (500) otherwise.
+ */
+export class AllocsNotSavedError extends CsiplugError {
+  constructor(
+    readonly allocIds: readonly string[],
+    readonly jobId: string,
+    cause: unknown,
+  ) {
+    const noSpace = cause instanceof CsiplugError && cause.code === 'ESTATE_NO_SPACE';
+    super(
+      noSpace ? 'EALLOC_SAVE_NO_SPACE' : 'EALLOC_SAVE_FAILED',
+      `could not save alloc${allocIds.length === 1 ? '' : 's'} ${allocIds.join(', ')} of job "${jobId}": ${errorMessage(cause)}; nothing of this request was started or stopped`,
+      { cause },
+    );
+  }
 }
 
 export class AllocRunner {
@@ -119,6 +145,31 @@ export class AllocRunner {
       out[task.name] = this.tasks.get(task.name)!.state;
     }
     return out;
+  }
+
+  /**
+   * Saves the records of new allocs before anything of them runs, in one
+   * write together with the allocs they replace marked desired stop (an
+   * agent that dies right after finds both, and finishes the change). Throws
+   * AllocsNotSavedError when the write fails (a full disk): then nothing was
+   * saved, and the caller must neither run `starting` nor stop `replacing`.
+   */
+  static saveBeforeRun(starting: readonly AllocRunner[], replacing: readonly AllocRunner[] = []): void {
+    const first = starting[0];
+    if (!first) return;
+    const records: AllocRecord[] = [
+      ...starting.map((r) => ({ alloc: r.alloc, volumes: r.volumes })),
+      ...replacing.map((r) => ({ alloc: { ...r.alloc, desiredStatus: 'stop' as const }, volumes: r.volumes })),
+    ];
+    try {
+      first.deps.allocStore.putAllocations(records);
+    } catch (err) {
+      throw new AllocsNotSavedError(
+        starting.map((r) => r.alloc.id),
+        first.alloc.jobId,
+        err,
+      );
+    }
   }
 
   /** Starts (or, after an agent restart, restores) the alloc. Resolves once its tasks are under way. */
@@ -267,11 +318,13 @@ export class AllocRunner {
     if (this.detached) return Promise.resolve();
     this.postrunning ??= (async () => {
       const hooks = this.hooks.length ? this.hooks : this.usesCsiVolumes ? [this.deps.csiHooks.create()] : [];
+      if (hooks.length) crashPoint('alloc.postrun.before-unmount');
       try {
         await runAllocHooks(hooks, 'postrun', this.hookContext('start', this.teardownController.signal));
       } catch (err) {
         this.log.error('alloc postrun failed', { error: err });
       }
+      if (hooks.length) crashPoint('alloc.postrun.after-unmount');
       this.volumes = {};
       this.save();
     })();
@@ -285,11 +338,12 @@ export class AllocRunner {
     this.deps.onStatusChange(this.alloc);
   }
 
+  /** Saves the whole record; a failure is logged, and the next change saves it again. */
   private save(): void {
     try {
       this.deps.allocStore.putAllocation({ alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
     } catch (err) {
-      this.log.error('could not save the alloc', { error: err });
+      this.log.error('could not save the alloc; it is saved again on its next change', { error: err });
     }
   }
 }

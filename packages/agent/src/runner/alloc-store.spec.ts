@@ -28,6 +28,15 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  test('putAllocations saves several records in one write, each under its own alloc id', () => {
+    store.putAllocations([
+      { alloc: alloc('a1'), volumes: {} },
+      { alloc: { ...alloc('a2'), desiredStatus: 'stop' }, volumes: {} },
+    ]);
+    expect(store.listAllocations().records.map((r) => `${r.alloc.id} ${r.alloc.desiredStatus}`)).toEqual(['a1 run', 'a2 stop']);
+    expect(store.listAllocationIds()).toEqual(['a1', 'a2']);
+  });
+
   test('allocs and their tasks round-trip, keyed by the alloc id, and are deleted as a whole', () => {
     const volumes = { data: { hostPath: '/csi/data', readOnly: false } } as never;
     store.putAllocation({ alloc: alloc('a1'), volumes });
@@ -79,6 +88,8 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
     expect(() => store.getAllocation('other-id')).toThrow('the saved record of alloc other-id (allocations/other-id/alloc) is not an alloc record');
     // Nothing is removed: the records stay for whoever looks into them.
     expect(state.getAllocation('no-alloc')).toEqual({ volumes: {} });
+    // And the ids count them all, unreadable ones included: the orphan check never takes them for orphans.
+    expect(store.listAllocationIds()).toEqual(['bad-volumes', 'good', 'no-alloc', 'no-groups', 'not-json', 'not-object', 'other-id']);
   });
 });
 

@@ -21,10 +21,14 @@ export interface AllocRecord {
 export interface AllocStore {
   /** Saves the record under its alloc's id. */
   putAllocation(record: AllocRecord): void;
+  /** Saves several records in one write: all of them, or (it throws) none. */
+  putAllocations(records: readonly AllocRecord[]): void;
   /** The saved record, or undefined; throws if it cannot be read or is not an alloc record. */
   getAllocation(allocId: string): AllocRecord | undefined;
   /** Every saved alloc; those that cannot be read or are not alloc records are in `failures`, not dropped. */
   listAllocations(): { records: AllocRecord[]; failures: DecodeFailure[] };
+  /** The id of every saved alloc, one that cannot be read included, without reading the records. */
+  listAllocationIds(): string[];
   /** Removes the alloc with everything saved for it and its tasks. */
   deleteAllocation(allocId: string): void;
 
@@ -73,6 +77,10 @@ export class StateAllocStore implements AllocStore {
     this.state.putAllocation(record.alloc.id, record);
   }
 
+  putAllocations(records: readonly AllocRecord[]): void {
+    this.state.putAllocations(records.map((record) => ({ allocId: record.alloc.id, alloc: record })));
+  }
+
   getAllocation(allocId: string): AllocRecord | undefined {
     const value = this.state.getAllocation(allocId);
     return value === undefined ? undefined : checkAllocRecord(value, allocId);
@@ -90,6 +98,10 @@ export class StateAllocStore implements AllocStore {
       }
     }
     return { records, failures: all };
+  }
+
+  listAllocationIds(): string[] {
+    return this.state.listAllocationIds();
   }
 
   deleteAllocation(allocId: string): void {

@@ -107,7 +107,7 @@ describe('TaskRunner', () => {
     expect(r.state.state).toBe('dead');
   });
 
-  it('a hook asking for a restart gets the task killed and started again', async () => {
+  it('a hook asking for a restart gets the task killed and started again after the policy delay', async () => {
     let ctxRestart: ((why: string) => void) | undefined;
     const hook: TaskHook = {
       name: 'supervisor',
@@ -121,9 +121,147 @@ describe('TaskRunner', () => {
     ctxRestart!('plugin unhealthy');
     await clock.advance(0);
     expect(driver.stops).toEqual(['100 SIGTERM']);
+    // Counted as a failed exit: the policy's delay (1 s) applies.
+    expect(driver.started).toHaveLength(1);
+    expect(r.state).toMatchObject({ state: 'pending', restarts: 1 });
+    await clock.advance(1_000);
     expect(driver.started).toHaveLength(2);
     expect(events.map((e) => e.type)).toContain('Restart Signaled');
     await r.stop();
+  });
+
+  describe('restarts a hook asks for count against the restart policy', () => {
+    /** A supervisor stand-in: hands the test its requestRestart each time the task starts. */
+    const asking = () => {
+      const hook = { restart: undefined as ((why: string) => void) | undefined, poststart: async (ctx: { requestRestart(why: string): void }) => void (hook.restart = ctx.requestRestart) };
+      return hook;
+    };
+    const why = 'plugin hostpath did not become healthy within 30s: socket did not appear';
+
+    it('mode "fail": after the allowed attempts the task is dead and failed, and the event says why', async () => {
+      const hook = asking();
+      const r = runner(spec({ restart: { attempts: 1, interval: 600_000, delay: 500, mode: 'fail' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      const done = r.run('start');
+      await clock.advance(0);
+      hook.restart!(why);
+      await clock.advance(500);
+      expect(driver.started).toHaveLength(2);
+      expect(r.state).toMatchObject({ state: 'running', restarts: 1, failed: false });
+      hook.restart!(why);
+      await clock.advance(10_000);
+      await done;
+      expect(driver.started).toHaveLength(2);
+      expect(driver.stops).toEqual(['100 SIGTERM', '101 SIGTERM']);
+      expect(r.state).toMatchObject({ state: 'dead', failed: true, restarts: 1 });
+      const last = events.at(-1)!;
+      expect(last).toMatchObject({ type: 'Not Restarting', failed: true });
+      expect(last.message).toBe(`${why}; restart attempts exhausted (1 in interval 10m, mode "fail")`);
+      expect(events.filter((e) => e.type === 'Restarting').map((e) => e.message)).toEqual([`${why}; Restart within policy; restarting in 500 ms`]);
+    });
+
+    it('mode "delay": once attempts are used up the next start waits for the interval to end', async () => {
+      const hook = asking();
+      const r = runner(spec({ restart: { attempts: 1, interval: 60_000, delay: 1_000, mode: 'delay' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      void r.run('start');
+      await clock.advance(0);
+      hook.restart!(why);
+      await clock.advance(1_000);
+      expect(driver.started).toHaveLength(2);
+      hook.restart!(why);
+      await clock.advance(58_000); // the window began at 0 and ends at 60 s
+      expect(driver.started).toHaveLength(2);
+      expect(r.state.state).toBe('pending');
+      await clock.advance(1_000);
+      expect(driver.started).toHaveLength(3);
+      expect(r.state).toMatchObject({ state: 'running', restarts: 2, failed: false });
+      await r.stop();
+    });
+
+    it('a policy of no restarts fails the task at the first request', async () => {
+      const hook = asking();
+      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 0, mode: 'fail' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      const done = r.run('start');
+      await clock.advance(0);
+      hook.restart!(why);
+      await clock.advance(0);
+      await done;
+      expect(driver.started).toHaveLength(1);
+      expect(r.state).toMatchObject({ state: 'dead', failed: true, restarts: 0 });
+      expect(events.at(-1)!.message).toContain(why);
+    });
+
+    it('a second request while the first is under way joins it: one kill, one attempt', async () => {
+      const hook = asking();
+      const r = runner(spec({ restart: { attempts: 1, interval: 600_000, delay: 0, mode: 'fail' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      void r.run('start');
+      await clock.advance(0);
+      driver.stopExits = false; // the process takes its time to die
+      hook.restart!(why);
+      hook.restart!(why);
+      await clock.advance(0);
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      driver.exit(100, null, 'SIGTERM');
+      driver.stopExits = true;
+      await clock.advance(0);
+      expect(driver.started).toHaveLength(2);
+      expect(r.state).toMatchObject({ state: 'running', restarts: 1 });
+      await r.stop();
+    });
+
+    it('a restart the alloc asks for (a stale mount) is not counted: the task starts again at once, even with no attempts allowed', async () => {
+      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 5_000, mode: 'fail' } }));
+      void r.run('start');
+      await clock.advance(0);
+      r.restart('volume data is stale');
+      await clock.advance(0);
+      expect(driver.started).toHaveLength(2);
+      expect(r.state).toMatchObject({ state: 'running', failed: false, restarts: 1 });
+      expect(events.find((e) => e.type === 'Restarting')?.message).toBe('restart requested: volume data is stale');
+      await r.stop();
+    });
+
+    it('a request while the task is not running is ignored', async () => {
+      const hook = asking();
+      const r = runner(spec(), [{ name: 'supervisor', poststart: hook.poststart }]);
+      void r.run('start');
+      await clock.advance(0);
+      driver.exit(100, 1); // policy: restart after 1 s
+      await clock.advance(0);
+      expect(r.state.state).toBe('pending');
+      hook.restart!(why);
+      await clock.advance(1_000);
+      expect(driver.stops).toEqual([]);
+      expect(driver.started).toHaveLength(2);
+      expect(r.state).toMatchObject({ state: 'running', restarts: 1 });
+      await r.stop();
+    });
+  });
+
+  it('a handle that cannot be saved (a full disk) leaves the task running and is saved on the next change', async () => {
+    const store = new StateAllocStore(state);
+    let full = true;
+    const putTaskHandle = store.putTaskHandle.bind(store);
+    store.putTaskHandle = (allocId, task, handle) => {
+      if (full) throw Object.assign(new Error('cannot write state.db: its filesystem is full'), { code: 'ESTATE_NO_SPACE' });
+      putTaskHandle(allocId, task, handle);
+    };
+    const r = new TaskRunner(alloc, spec(), '/tmp/none/web', [], {
+      driver,
+      allocStore: store,
+      clock,
+      logger,
+      variables: {},
+      onEvent: (_t, e) => events.push(e),
+      onStateChange: () => undefined,
+    });
+    void r.run('start');
+    await clock.advance(0);
+    expect(r.state.state).toBe('running');
+    expect(state.getTaskHandle('a1', 'web')).toBeUndefined();
+    expect(logger.records.some((e) => e.level === 'error' && e.msg.startsWith('could not save the task handle'))).toBe(true);
+    full = false;
+    await r.stop(); // the stop's events are changes: the handle goes with them
+    expect(state.getTaskHandle<TaskHandle>('a1', 'web')?.pid).toBe(100);
   });
 
   it('restore re-attaches to a running task without starting it, in restore mode', async () => {

@@ -8,6 +8,18 @@
 // stop   the kill signal, SIGKILL after kill_timeout, then the stop hooks.
 // detach agent shutdown: the process keeps running, hooks release timers.
 //
+// A restart a task hook asks for (requestRestart: the plugin supervisor when
+// a plugin never became healthy) kills the process and counts as a failed
+// exit for the restart policy, as Nomad counts a check_restart: attempts,
+// interval, delay and mode apply, and with mode "fail" the task ends dead
+// and failed with an event that says why. A restart of the alloc's tasks an
+// alloc hook asks for (restart(): a stale mount under on_stale_mount =
+// "restart") is not the task's failure: it starts again at once, uncounted.
+//
+// What cannot be saved (a full disk) is logged, never thrown at the task: the
+// handle and state are written again on the next change, and a handle that
+// never made it is found from the executor's record on a restore (adopt).
+//
 // Only a real ExitResult ends a task. A driver call that fails says nothing
 // about the task (the agent itself may be out of file descriptors): it is
 // logged and tried again after a backoff, never read as the task's death,
@@ -64,7 +76,10 @@ export class TaskRunner {
   /** Aborted by detach() only: waits that must outlast a stop (the task's real exit) sleep on it. */
   private readonly detachController = new AbortController();
   private loop: Promise<void> | undefined;
-  private restartRequested: string | undefined;
+  /** Why the running process is being killed for a restart; `counted`: as a failure, by the restart policy. */
+  private restartRequested: { reason: string; counted: boolean } | undefined;
+  /** The handle could not be saved (a full disk): persist() tries again. */
+  private handleUnsaved = false;
   /** The handle stop() sent the kill signal to, if it could. */
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
@@ -158,7 +173,7 @@ export class TaskRunner {
       kind,
       signal: this.stopController.signal,
       emitEvent: (e) => this.event(e),
-      requestRestart: (reason) => void this.restartFor(reason),
+      requestRestart: (reason) => void this.restartFor(reason, true),
     };
   }
 
@@ -184,7 +199,7 @@ export class TaskRunner {
         if (!adopted) return; // detached
         this.handle = adopted.value;
         if (this.handle) {
-          this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, this.handle);
+          this.saveHandle(this.handle);
           this.log.warn('adopted a task whose handle was never saved', { pid: this.handle.pid });
         }
       }
@@ -218,7 +233,7 @@ export class TaskRunner {
           if (newer && (newer.pid !== saved.pid || newer.startTime !== saved.startTime) && this.deps.driver.isRunning(newer)) {
             handle = newer;
             this.handle = newer;
-            this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, newer);
+            this.saveHandle(newer);
             this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', { old_pid: saved.pid, pid: newer.pid });
             await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
             this.setState({ state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
@@ -287,14 +302,16 @@ export class TaskRunner {
       await runTaskHooks(this.hooks, 'exited', ctx).catch((err) => this.log.warn('exited hooks failed', { error: err }));
       if (this.stopping) break;
 
-      if (this.restartRequested) {
-        this.event({ type: TASK_EVENT.restarting, message: `restart requested: ${this.restartRequested}` });
-        this.restartRequested = undefined;
+      const requested = this.restartRequested;
+      this.restartRequested = undefined;
+      if (requested && !requested.counted) {
+        this.event({ type: TASK_EVENT.restarting, message: `restart requested: ${requested.reason}` });
         this.setState({ restarts: this.state.restarts + 1 });
         runKind = 'start';
         continue;
       }
-      const decision = this.tracker.onExit(exit);
+      // A restart a health check asked for is a failure of the task: the policy decides, as for any exit.
+      const decision = requested ? this.tracker.onRestartRequested(requested.reason) : this.tracker.onExit(exit);
       if (!(await this.afterDecision(decision))) break;
       runKind = 'start';
     }
@@ -361,7 +378,7 @@ export class TaskRunner {
   /** A task that runs although its start failed (TaskAlreadyRunningError): it becomes this run's. */
   private takeOver(handle: TaskHandle, ctx: TaskHookContext): TaskHandle {
     this.handle = handle;
-    this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, handle);
+    this.saveHandle(handle);
     this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
     this.event({ type: TASK_EVENT.started, message: `took over the running task (pid ${handle.pid}) whose start had failed` });
     this.log.warn('took over a running task whose start had failed', { pid: handle.pid });
@@ -417,7 +434,7 @@ export class TaskRunner {
       env,
     });
     this.handle = handle;
-    this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, handle);
+    this.saveHandle(handle);
     this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
     this.event({ type: TASK_EVENT.started, message: `task started by exec driver (pid ${handle.pid})` });
     if (this.stopping) {
@@ -434,15 +451,28 @@ export class TaskRunner {
     });
   }
 
-  /** Restarts the task if it is running (an alloc hook asked, e.g. for a stale mount); the reason is its event. */
+  /**
+   * Restarts the task if it is running (an alloc hook asked, e.g. for a stale
+   * mount); the reason is its event. Not the task's failure: it starts again
+   * at once and the restart policy does not count it.
+   */
   restart(reason: string): void {
-    void this.restartFor(reason);
+    void this.restartFor(reason, false);
   }
 
-  /** A hook asked for a restart: kill the process; the loop starts it again. */
-  private async restartFor(reason: string): Promise<void> {
-    if (this.stopping || this.detached || !this.handle) return;
-    this.restartRequested = reason;
+  /**
+   * A hook asked for a restart: kill the process; the loop starts it again
+   * (`counted`: as the restart policy decides for a failed exit). Only a
+   * running task is restarted, and a request while one is under way joins it.
+   */
+  private async restartFor(reason: string, counted: boolean): Promise<void> {
+    if (this.stopping || this.detached || !this.handle || this.state.state !== 'running') return;
+    if (this.restartRequested) {
+      // One kill serves both; a request the policy counts wins over one it does not.
+      if (counted && !this.restartRequested.counted) this.restartRequested = { reason, counted };
+      return;
+    }
+    this.restartRequested = { reason, counted };
     this.event({ type: TASK_EVENT.restartRequested, message: reason });
     await this.deps.driver.stop(this.handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('restart: stopping the task failed', { error: err }));
   }
@@ -466,10 +496,26 @@ export class TaskRunner {
   }
 
   private persist(): void {
+    if (this.handleUnsaved && this.handle) this.saveHandle(this.handle);
     try {
       this.deps.allocStore.putTaskState(this.alloc.id, this.task.name, this.state);
     } catch (err) {
-      this.log.error('could not save the task state', { error: err });
+      this.log.error('could not save the task state; it is saved again on its next change', { error: err });
+    }
+  }
+
+  /**
+   * Saves the handle of the process that runs now. A failure (a full disk)
+   * is logged and tried again on the next change: the task runs, and a
+   * restore finds it from the executor's record if it never gets saved.
+   */
+  private saveHandle(handle: TaskHandle): void {
+    try {
+      this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, handle);
+      this.handleUnsaved = false;
+    } catch (err) {
+      this.handleUnsaved = true;
+      this.log.error('could not save the task handle; it is saved again on the next change (a restore finds the task from its executor meanwhile)', { pid: handle.pid, error: err });
     }
   }
 }

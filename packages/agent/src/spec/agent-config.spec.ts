@@ -19,6 +19,7 @@ port      = 0
 node_id   = "node-7"
 log_level = "debug"
 stop_tasks_on_exit = true
+reconcile_orphans = true
 
 state {
   backend = "memory"
@@ -98,6 +99,7 @@ const FULL: AgentConfig = {
   limits: { httpMaxConns: 64, httpMaxConnsPerClient: 8, httpIdleTimeout: 10_000, maxAllocsPerJob: 50 },
   logLevel: 'debug',
   stopTasksOnExit: true,
+  reconcileOrphans: true,
 };
 
 describe('parseAgentConfig', () => {
@@ -113,6 +115,7 @@ describe('parseAgentConfig', () => {
       node_id: 'node-7',
       log_level: 'debug',
       stop_tasks_on_exit: true,
+      reconcile_orphans: true,
       state: { backend: 'memory' },
       timeouts: {
         plugin_wait_prerun: '2m',
@@ -153,6 +156,7 @@ describe('parseAgentConfig', () => {
       limits: { httpMaxConns: 256, httpMaxConnsPerClient: 100, httpIdleTimeout: 30_000, maxAllocsPerJob: 256 },
       logLevel: 'info',
       stopTasksOnExit: false,
+      reconcileOrphans: false,
     });
     expect(DEFAULT_PORT).toBe(4747);
   });
@@ -165,6 +169,32 @@ describe('parseAgentConfig', () => {
     expect(sqlite.dataDir).toBe('/d');
   });
 
+  it('the memory backend stops its tasks on exit by default: nothing of them would be known to the next agent', async () => {
+    const cfg = await parseAgentConfig('data_dir = "/d"\nstate {\n backend = "memory"\n}\n', 'agent.hcl');
+    expect(cfg.stopTasksOnExit).toBe(true);
+    const kept = await parseAgentConfig('data_dir = "/d"\nstate {\n backend = "memory"\n}\nstop_tasks_on_exit = true\n', 'agent.hcl');
+    expect(kept.stopTasksOnExit).toBe(true);
+    // sqlite keeps them running by default, and may be told either way.
+    expect((await parseAgentConfig('data_dir = "/d"\n', 'agent.hcl')).stopTasksOnExit).toBe(false);
+    expect((await parseAgentConfig('data_dir = "/d"\nstop_tasks_on_exit = true\n', 'agent.hcl')).stopTasksOnExit).toBe(true);
+  });
+
+  it('refuses stop_tasks_on_exit = false with the memory backend, naming both keys and what to use instead', async () => {
+    for (const dev of [false, true]) {
+      const err = await errorOf(parseAgentConfig('data_dir = "/d"\nstop_tasks_on_exit = false\nstate {\n backend = "memory"\n}\n', 'agent.hcl', { dev }));
+      expect(err.message).toMatch(/^agent\.hcl: stop_tasks_on_exit may not be false with state \{ backend = "memory" \}: /);
+      expect(err.message).toContain('Use state { backend = "sqlite" } to keep tasks running across agent restarts, or stop_tasks_on_exit = true');
+      expect(err.field).toBe('stop_tasks_on_exit');
+    }
+    // With sqlite it is the ordinary choice.
+    expect((await parseAgentConfig('data_dir = "/d"\nstop_tasks_on_exit = false\n', 'agent.hcl')).stopTasksOnExit).toBe(false);
+  });
+
+  it('reconcile_orphans is off unless set, and must be a bool', async () => {
+    expect((await parseAgentConfig('data_dir = "/d"\nreconcile_orphans = true\n', 'agent.hcl')).reconcileOrphans).toBe(true);
+    expect((await errorOf(parseAgentConfig('data_dir = "/d"\nreconcile_orphans = "yes"\n', 'agent.hcl'))).message).toBe('agent.hcl: reconcile_orphans must be true or false (got "yes")');
+  });
+
   it('keeps a partial timeouts block over the defaults', async () => {
     const cfg = await parseAgentConfig('data_dir = "/d"\ntimeouts {\n probe = "1s"\n}\n', 'a.hcl');
     expect(cfg.timeouts).toEqual({ ...DEFAULT_TIMEOUTS, probe: 1_000 });
@@ -173,7 +203,7 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit)'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit, reconcile_orphans)'],
     ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],

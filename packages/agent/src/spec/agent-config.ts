@@ -1,5 +1,10 @@
 // The agent's config file (HCL or JSON): where it keeps its data, where it
 // listens, which state backend and policies it binds, and their numbers.
+//
+// The memory state backend keeps nothing across a restart, so an agent on it
+// stops its tasks when it exits (stop_tasks_on_exit defaults to true there):
+// tasks and mounts left running would be invisible to the next agent. An
+// explicit `stop_tasks_on_exit = false` with it is refused at load.
 import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertPathSafeId } from '@csiplug/core';
 import * as net from 'net';
 import * as os from 'os';
@@ -39,8 +44,10 @@ export interface AgentConfig {
   /** Caps that keep a flood or a huge job from taking the agent down. */
   limits: AgentLimits;
   logLevel: LogLevel;
-  /** Stop every task when the agent exits (default: leave them running, to re-attach later). */
+  /** Stop every task when the agent exits (default: leave them running, to re-attach later; always with the memory backend). */
   stopTasksOnExit: boolean;
+  /** At start, clean up what the state does not know: orphan executors and tasks, mounts and alloc dirs (default: only warn). */
+  reconcileOrphans: boolean;
 }
 
 export interface AgentLimits {
@@ -89,7 +96,7 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit'];
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit', 'reconcile_orphans'];
 
 /**
  * The config of `csiplug agent -dev`: a data dir under the system temp dir
@@ -111,6 +118,7 @@ export function devConfig(): AgentConfig {
     limits: { ...DEFAULT_LIMITS },
     logLevel: 'debug',
     stopTasksOnExit: true,
+    reconcileOrphans: false,
   };
 }
 
@@ -208,7 +216,17 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   if (problem) r.fail('bind_addr', problem);
 
   const logLevel = r.oneOf('log_level', LOG_LEVELS, base?.logLevel ?? 'info');
-  const stopTasksOnExit = r.bool('stop_tasks_on_exit', base?.stopTasksOnExit ?? false);
+  // The memory backend forgets every task and mount on exit: the tasks must go with it.
+  const memory = state.backend === 'memory';
+  const stopTasksOnExit = r.bool('stop_tasks_on_exit', memory || (base?.stopTasksOnExit ?? false));
+  if (memory && !stopTasksOnExit) {
+    r.fail(
+      'stop_tasks_on_exit',
+      'may not be false with state { backend = "memory" }: that state is gone when the agent exits, so a restarted agent would know none of the tasks and mounts left running. ' +
+        'Use state { backend = "sqlite" } to keep tasks running across agent restarts, or stop_tasks_on_exit = true (the memory backend\'s default)',
+    );
+  }
+  const reconcileOrphans = r.bool('reconcile_orphans', false);
 
   return {
     dev,
@@ -225,5 +243,6 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     limits,
     logLevel,
     stopTasksOnExit,
+    reconcileOrphans,
   };
 }

@@ -1,6 +1,6 @@
 import { ValidationError } from '@csiplug/core';
 import type { JobSpec } from '../model';
-import { DEFAULT_RESTART, jobToDocument, parseJobspec, validateJob } from './jobspec';
+import { DEFAULT_RESTART, DEFAULT_UPDATE, jobToDocument, parseJobspec, validateJob } from './jobspec';
 
 const FULL_HCL = `
 job "web" {
@@ -132,6 +132,7 @@ const EXPECTED: JobSpec = {
       name: 'app',
       count: 2,
       restart: { attempts: 3, interval: 30 * 60_000, delay: 5_000, mode: 'fail' },
+      update: { maxParallel: 1, minHealthyTime: 10_000, healthyDeadline: 5 * 60_000, autoRevert: false },
       volumes: [
         {
           name: 'data',
@@ -359,7 +360,7 @@ describe('validateJob', () => {
     ['a job id with a slash', { job: { 'a/b': { group: {} } } }, 'job id "a/b" is not allowed: it may not contain "/", "..", or NUL'],
     ['a job id with ..', { job: { '..': { group: {} } } }, 'job id ".." is not allowed: it may not contain "/", "..", or NUL'],
     ['a job without groups', { job: { web: {} } }, 'job "web": needs at least one group'],
-    ['an unknown job field', { job: { web: { datacenters: ['dc1'], group: {} } } }, 'job "web": datacenters is not a known field (known: name, group)'],
+    ['an unknown job field', { job: { web: { datacenters: ['dc1'], group: {} } } }, 'job "web": datacenters is not a known field (known: name, update, group)'],
     ['a group without tasks', { job: { web: { group: { app: {} } } } }, `${GROUP}: needs at least one task`],
     ['a group name with a slash', { job: { web: { group: { 'x/y': {} } } } }, 'job "web": group name "x/y" is not allowed: it may not contain "/", "..", or NUL'],
     ['a group not a block', { job: { web: { group: { app: 3 } } } }, 'job "web": group "app" must be a block (got 3)'],
@@ -388,7 +389,7 @@ describe('validateJob', () => {
     ['count 0', { count: 0 }, `${GROUP}: count must be at least 1 (got 0)`],
     ['count 1.5', { count: 1.5 }, `${GROUP}: count must be a whole number (got 1.5)`],
     ['count as a string', { count: '2' }, `${GROUP}: count must be a whole number (got "2")`],
-    ['an unknown group field', { network: {} }, `${GROUP}: network is not a known field (known: count, restart, volume, task)`],
+    ['an unknown group field', { network: {} }, `${GROUP}: network is not a known field (known: count, restart, update, volume, task)`],
     ['a bad restart mode', { restart: { mode: 'retry' } }, `${GROUP}: restart.mode must be one of fail, delay (got "retry")`],
     ['negative restart attempts', { restart: { attempts: -1 } }, `${GROUP}: restart.attempts must be at least 0 (got -1)`],
     ['a zero restart interval', { restart: { interval: '0s' } }, `${GROUP}: restart.interval must be positive`],
@@ -485,5 +486,81 @@ describe('validateJob', () => {
     const spec = validateJob(job({ group: { count: null }, task: { kill_signal: null, env: null } }));
     expect(spec.groups[0]!.count).toBe(1);
     expect(spec.groups[0]!.tasks[0]!.killSignal).toBe('SIGTERM');
+  });
+
+  describe('update blocks', () => {
+    const withUpdate = (jobUpdate: Record<string, unknown> | undefined, groupUpdate: Record<string, unknown> | undefined) => {
+      const raw = job(groupUpdate ? { group: { update: groupUpdate } } : {}) as { job: { web: Record<string, unknown> } };
+      if (jobUpdate) raw.job.web.update = jobUpdate;
+      return raw;
+    };
+
+    it("fills Nomad's defaults into every group", () => {
+      expect(validateJob(job()).groups[0]!.update).toEqual(DEFAULT_UPDATE);
+      expect(DEFAULT_UPDATE).toEqual({ maxParallel: 1, minHealthyTime: 10_000, healthyDeadline: 300_000, autoRevert: false });
+    });
+
+    it("takes the job's block as each group's default, field by field", () => {
+      const spec = validateJob(withUpdate({ max_parallel: 3, auto_revert: true, healthy_deadline: '2m' }, { min_healthy_time: '1s', max_parallel: 2 }));
+      expect(spec.groups[0]!.update).toEqual({ maxParallel: 2, minHealthyTime: 1_000, healthyDeadline: 120_000, autoRevert: true });
+      expect(validateJob(withUpdate({ auto_revert: true }, undefined)).groups[0]!.update).toEqual({ ...DEFAULT_UPDATE, autoRevert: true });
+    });
+
+    it('parses an update block in HCL, and round-trips it through jobToDocument', async () => {
+      const hcl = `job "web" {
+  update {
+    max_parallel = 2
+  }
+  group "app" {
+    update {
+      min_healthy_time = "3s"
+      healthy_deadline = "30s"
+      auto_revert      = true
+    }
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}`;
+      const spec = await parseJobspec(hcl, 'web.hcl');
+      expect(spec.groups[0]!.update).toEqual({ maxParallel: 2, minHealthyTime: 3_000, healthyDeadline: 30_000, autoRevert: true });
+      const doc = jobToDocument(spec);
+      expect(doc.job.web!.group.app!.update).toEqual({ max_parallel: 2, min_healthy_time: '3s', healthy_deadline: '30s', auto_revert: true });
+      expect(validateJob(doc)).toEqual(spec);
+    });
+
+    it('writes the defaults for a group saved before update blocks existed', () => {
+      const spec = validateJob(job());
+      const { update: _dropped, ...old } = spec.groups[0]!;
+      expect(jobToDocument({ ...spec, groups: [old] }).job.web!.group.app!.update).toEqual({ max_parallel: 1, min_healthy_time: '10s', healthy_deadline: '5m', auto_revert: false });
+    });
+
+    it.each<[string, Record<string, unknown> | undefined, Record<string, unknown> | undefined, string]>([
+      ['max_parallel 0', undefined, { max_parallel: 0 }, `${GROUP} update: max_parallel must be at least 1 (got 0)`],
+      ['max_parallel as a string', undefined, { max_parallel: '2' }, `${GROUP} update: max_parallel must be a whole number (got "2")`],
+      ['a bad min_healthy_time', undefined, { min_healthy_time: 'soon' }, `${GROUP} update: min_healthy_time: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`],
+      ['a zero healthy_deadline', undefined, { healthy_deadline: '0s' }, `${GROUP} update: healthy_deadline must be positive (got 0s)`],
+      [
+        'a deadline no longer than min_healthy_time',
+        undefined,
+        { min_healthy_time: '1m', healthy_deadline: '30s' },
+        `${GROUP} update: healthy_deadline leaves no time to become healthy: healthy_deadline (30s) must be longer than min_healthy_time (1m)`,
+      ],
+      [
+        "a group min_healthy_time past the job's deadline",
+        { healthy_deadline: '20s' },
+        { min_healthy_time: '20s' },
+        `${GROUP} update: min_healthy_time leaves no time to become healthy: healthy_deadline (20s) must be longer than min_healthy_time (20s)`,
+      ],
+      ['auto_revert as a string', undefined, { auto_revert: 'yes' }, `${GROUP} update: auto_revert must be true or false (got "yes")`],
+      ['an unsupported field', undefined, { canary: 1 }, `${GROUP} update: canary is not a known field (known: max_parallel, min_healthy_time, healthy_deadline, auto_revert)`],
+      ['a bad job-level block', { max_parallel: -1 }, undefined, 'job "web" update: max_parallel must be at least 1 (got -1)'],
+      ['update given twice', undefined, [{}, {}] as unknown as Record<string, unknown>, `${GROUP}: update may be given once (got 2 blocks)`],
+    ])('rejects %s', (_name, jobUpdate, groupUpdate, message) => {
+      expect(errorOf(() => validateJob(withUpdate(jobUpdate, groupUpdate))).message).toBe(message);
+    });
   });
 });

@@ -5,13 +5,15 @@ import { ValidationError, assertPathSafeId, formatDuration } from '@csiplug/core
 import { parseCsiPluginConfig } from '@csiplug/hooks';
 import * as os from 'os';
 import * as path from 'path';
-import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, VolumeMount, VolumeRequest } from '../model';
+import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from '../model';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
 import { BlockReader, Body, Where, isBody, loadDocument, singleBody, withPrefix } from './document';
 
 /** Nomad's restart defaults for service jobs. */
 export const DEFAULT_RESTART: Readonly<RestartPolicy> = Object.freeze({ attempts: 2, interval: 30 * 60_000, delay: 15_000, mode: 'fail' });
 export const DEFAULT_KILL_TIMEOUT = 5_000;
+/** Nomad's `update` defaults (its other fields — canary, stagger, progress_deadline… — are not supported). */
+export const DEFAULT_UPDATE: Readonly<UpdateStrategy> = Object.freeze({ maxParallel: 1, minHealthyTime: 10_000, healthyDeadline: 5 * 60_000, autoRevert: false });
 export const DEFAULT_KILL_SIGNAL: NodeJS.Signals = 'SIGTERM';
 
 // ---------------------------------------------------------------------------
@@ -63,15 +65,25 @@ export interface TaskDocument {
   kill_timeout?: DurationValue;
 }
 
+export interface UpdateDocument {
+  max_parallel?: number;
+  min_healthy_time?: DurationValue;
+  healthy_deadline?: DurationValue;
+  auto_revert?: boolean;
+}
+
 export interface GroupDocument {
   count?: number;
   restart?: RestartDocument;
+  update?: UpdateDocument;
   volume?: Record<string, VolumeDocument>;
   task: Record<string, TaskDocument>;
 }
 
 export interface JobBodyDocument {
   name?: string;
+  /** The default of every group's update block (a group's own fields win, one by one). */
+  update?: UpdateDocument;
   group: Record<string, GroupDocument>;
 }
 
@@ -146,9 +158,17 @@ export function jobToDocument(job: JobSpec): JobDocument {
     kill_signal: t.killSignal,
     kill_timeout: duration(t.killTimeout),
   });
+  const update = (u: UpdateStrategy): UpdateDocument => ({
+    max_parallel: u.maxParallel,
+    min_healthy_time: duration(u.minHealthyTime),
+    healthy_deadline: duration(u.healthyDeadline),
+    auto_revert: u.autoRevert,
+  });
   const group = (g: GroupSpec): GroupDocument => ({
     count: g.count,
     restart: restart(g.restart),
+    // A group saved before update blocks existed reads as the defaults.
+    update: update(g.update ?? DEFAULT_UPDATE),
     volume: Object.fromEntries(g.volumes.map((v) => [v.name, volume(v)])),
     task: Object.fromEntries(g.tasks.map((t) => [t.name, task(t)])),
   });
@@ -166,24 +186,50 @@ const byName = <T extends { name: string }>(a: T, b: T): number => (a.name < b.n
 function readJob(id: string, body: Body): JobSpec {
   checkId(new Where(''), id, 'job id');
   const where = new Where(`job ${JSON.stringify(id)}`);
-  const r = new BlockReader(body, where, ['name', 'group']);
+  const r = new BlockReader(body, where, ['name', 'update', 'group']);
   const name = r.string('name', id);
-  const groups = r.labelled('group', 'group').map(([g, b]) => readGroup(where, g, b));
+  const update = readUpdate(r, where, DEFAULT_UPDATE);
+  const groups = r.labelled('group', 'group').map(([g, b]) => readGroup(where, g, b, update));
   if (groups.length === 0) where.failObject('needs at least one group');
   return { id, name, groups: groups.sort(byName) };
 }
 
-function readGroup(parent: Where, name: string, body: Body): GroupSpec {
+function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStrategy): GroupSpec {
   checkId(parent, name, 'group name');
   const where = parent.object(`group ${JSON.stringify(name)}`);
-  const r = new BlockReader(body, where, ['count', 'restart', 'volume', 'task']);
+  const r = new BlockReader(body, where, ['count', 'restart', 'update', 'volume', 'task']);
   const count = r.int('count', 1, 1);
   const restart = readRestart(r, DEFAULT_RESTART);
+  const update = readUpdate(r, where, jobUpdate);
   const volumes = r.labelled('volume', 'volume').map(([v, b]) => readVolume(where, v, b));
   const byVolume = new Map(volumes.map((v) => [v.name, v]));
   const tasks = r.labelled('task', 'task').map(([t, b]) => readTask(where, t, b, restart, byVolume));
   if (tasks.length === 0) where.failObject('needs at least one task');
-  return { name, count, tasks: tasks.sort(byName), volumes: volumes.sort(byName), restart };
+  return { name, count, tasks: tasks.sort(byName), volumes: volumes.sort(byName), restart, update };
+}
+
+const UPDATE_FIELDS = ['max_parallel', 'min_healthy_time', 'healthy_deadline', 'auto_revert'];
+
+/**
+ * An `update` block of a job or a group, each field defaulting to `base`
+ * (Nomad's defaults for a job, the job's block for a group). Errors read
+ * `job "x" group "y" update: <field> …`.
+ */
+function readUpdate(parent: BlockReader, owner: Where, base: UpdateStrategy): UpdateStrategy {
+  if (!parent.has('update')) return { ...base };
+  const where = owner.object('update');
+  const r = new BlockReader(singleBody(parent.raw('update'), owner, 'update'), where, UPDATE_FIELDS);
+  // 0, Nomad's "no deployment at all", is not offered: every change here is rolled out and watched.
+  const maxParallel = r.int('max_parallel', base.maxParallel, 1);
+  const minHealthyTime = r.duration('min_healthy_time', base.minHealthyTime);
+  if (minHealthyTime < 0) r.fail('min_healthy_time', `may not be negative (got ${formatDuration(minHealthyTime)})`);
+  const healthyDeadline = r.duration('healthy_deadline', base.healthyDeadline);
+  if (healthyDeadline <= 0) r.fail('healthy_deadline', `must be positive (got ${formatDuration(healthyDeadline)})`);
+  if (healthyDeadline <= minHealthyTime) {
+    const which = r.has('healthy_deadline') ? 'healthy_deadline' : 'min_healthy_time';
+    r.fail(which, `leaves no time to become healthy: healthy_deadline (${formatDuration(healthyDeadline)}) must be longer than min_healthy_time (${formatDuration(minHealthyTime)})`);
+  }
+  return { maxParallel, minHealthyTime, healthyDeadline, autoRevert: r.bool('auto_revert', base.autoRevert) };
 }
 
 function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {

@@ -1,5 +1,7 @@
 // An in-memory AgentService for tests of the HTTP API and the CLI: jobs make
-// allocs whose tasks "run" at once, volumes live in a map with claims, and
+// allocs whose tasks "run" at once — a run is planned with the agent's own
+// planJob, and what it replaces is swapped at once (no rollout, no
+// deployment) — volumes live in a map with claims, and
 // plugins are whatever the test puts there. Every change is recorded in
 // `calls`, so a test can prove a refused request changed nothing; `gate`
 // makes the async calls wait, for tests of a slow agent. An unknown job or
@@ -10,6 +12,7 @@ import { FakeClock } from '@csiplug/core/testing';
 import type { MountedVolume } from '@csiplug/hooks';
 import { createHash } from 'crypto';
 import { NotFoundError } from '../agent';
+import { planJob, type JobPlan } from '../deploy/job-plan';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginView, RunJobResult, VolumeClaimView, VolumeView } from '../service';
@@ -134,26 +137,45 @@ export class FakeAgentService implements AgentService {
     return this.jobs.get(id);
   }
 
+  planJob(job: JobSpec): JobPlan {
+    this.failIfAsked();
+    return planJob(job, this.jobAllocs(job.id));
+  }
+
   async runJob(job: JobSpec): Promise<RunJobResult> {
     await this.gate;
     this.failIfAsked();
     this.calls.push(`runJob ${job.id}`);
     const old = this.jobs.get(job.id);
-    if (old) this.stopAllocs(old);
-    const view: JobView = { id: job.id, name: job.name, status: 'running', job, allocs: [] };
+    const plan = planJob(job, this.jobAllocs(job.id));
+    const version = plan.version.to;
+    if (!plan.changed) return { jobId: job.id, allocIds: [], replaced: true, unchanged: true, version, plan };
+    const view: JobView = old ?? { id: job.id, name: job.name, status: 'running', version, job, allocs: [] };
+    Object.assign(view, { name: job.name, status: 'running', version, job });
     const allocIds: string[] = [];
-    for (const group of job.groups) {
-      for (let index = 0; index < group.count; index++) {
-        const alloc = this.makeAlloc(job, group.name, index);
+    for (const g of plan.groups) {
+      for (const p of g.allocs) {
+        const current = p.allocId === undefined ? undefined : this.allocs.get(p.allocId);
+        if (current && (p.update === 'destroy' || p.update === 'create/destroy')) this.stopAlloc(view, current);
+        if (current && p.update === 'in-place') {
+          Object.assign(current, { job, jobVersion: version });
+          view.allocs.find((a) => a.id === current.id)!.jobVersion = version;
+        }
+        if (p.update !== 'create' && p.update !== 'create/destroy') continue;
+        const alloc = this.makeAlloc(job, g.name, p.index, version);
         this.allocs.set(alloc.id, alloc);
-        view.allocs.push({ id: alloc.id, name: alloc.name, group: alloc.group, clientStatus: alloc.clientStatus, desiredStatus: alloc.desiredStatus });
+        view.allocs.push({ id: alloc.id, name: alloc.name, group: alloc.group, jobVersion: version, clientStatus: alloc.clientStatus, desiredStatus: alloc.desiredStatus });
         allocIds.push(alloc.id);
         for (const task of Object.keys(alloc.tasks)) this.emit({ topic: 'Task', type: 'Started', message: 'Task started by client', allocId: alloc.id, task, jobId: job.id });
       }
     }
     this.jobs.set(job.id, view);
     this.emit({ topic: 'Job', type: old ? 'JobUpdated' : 'JobRegistered', message: `job ${job.id} registered`, jobId: job.id });
-    return { jobId: job.id, allocIds, replaced: old !== undefined };
+    return { jobId: job.id, allocIds, replaced: old !== undefined, unchanged: false, version, plan };
+  }
+
+  private jobAllocs(jobId: string): AllocView[] {
+    return [...this.allocs.values()].filter((a) => a.jobId === jobId);
   }
 
   async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
@@ -270,7 +292,7 @@ export class FakeAgentService implements AgentService {
     return v;
   }
 
-  private makeAlloc(job: JobSpec, groupName: string, index: number): AllocView {
+  private makeAlloc(job: JobSpec, groupName: string, index: number, jobVersion: number): AllocView {
     const id = fakeUuid(++this.allocCounter);
     const now = this.clock.now();
     const group = job.groups.find((g) => g.name === groupName)!;
@@ -293,26 +315,30 @@ export class FakeAgentService implements AgentService {
       volumes[v.name] = { name: v.name, volumeId: v.source, pluginId: cat?.pluginId ?? 'unknown', hostPath: `/var/lib/csiplug/csi/per-alloc/${id}/${v.source}/rw-file-system`, readOnly: v.readOnly };
       if (cat) cat.claims.push({ allocId: id, mode: v.readOnly ? 'read' : 'write', accessMode: v.accessMode, attachmentMode: v.attachmentMode, since: now } satisfies VolumeClaimView);
     }
-    return { id, jobId: job.id, group: groupName, index, name: `${job.id}.${groupName}[${index}]`, job, desiredStatus: 'run', clientStatus: 'running', createdAt: now, tasks, volumes };
+    return { id, jobId: job.id, group: groupName, index, name: `${job.id}.${groupName}[${index}]`, job, jobVersion, desiredStatus: 'run', clientStatus: 'running', createdAt: now, tasks, volumes };
   }
 
   private stopAllocs(job: JobView): void {
-    const now = this.clock.now();
     for (const ref of job.allocs) {
       const alloc = this.allocs.get(ref.id);
-      if (!alloc || alloc.desiredStatus === 'stop') continue;
-      alloc.desiredStatus = 'stop';
-      alloc.clientStatus = 'complete';
-      ref.desiredStatus = 'stop';
-      ref.clientStatus = 'complete';
-      for (const state of Object.values(alloc.tasks)) {
-        state.state = 'dead';
-        state.finishedAt = now;
-        state.exitCode = 0;
-        state.events.push({ type: 'Killed', message: 'Task successfully killed', time: now });
-      }
-      for (const v of this.volumes.values()) v.claims = v.claims.filter((c) => c.allocId !== alloc.id);
+      if (alloc) this.stopAlloc(job, alloc);
     }
+  }
+
+  private stopAlloc(job: JobView, alloc: AllocView): void {
+    if (alloc.desiredStatus === 'stop') return;
+    const now = this.clock.now();
+    const ref = job.allocs.find((a) => a.id === alloc.id);
+    alloc.desiredStatus = 'stop';
+    alloc.clientStatus = 'complete';
+    if (ref) Object.assign(ref, { desiredStatus: 'stop', clientStatus: 'complete' });
+    for (const state of Object.values(alloc.tasks)) {
+      state.state = 'dead';
+      state.finishedAt = now;
+      state.exitCode = 0;
+      state.events.push({ type: 'Killed', message: 'Task successfully killed', time: now });
+    }
+    for (const v of this.volumes.values()) v.claims = v.claims.filter((c) => c.allocId !== alloc.id);
   }
 }
 

@@ -21,11 +21,14 @@ export class AgentHarness {
   port = 0;
   api!: ApiClient;
   proc: ChildProcess | undefined;
+  /** Variables added to (or, when undefined, removed from) the agent's environment at each start, e.g. CSIPLUG_CRASH_AT. */
+  env: Record<string, string | undefined> = {};
   private output = '';
 
   /** `nodeArgs` go to node before the CLI, e.g. `--max-old-space-size=64`. */
   constructor(
-    private readonly extraConfig = '',
+    /** Config lines added to the file each start writes (change it between starts to restart with another config). */
+    public extraConfig = '',
     private readonly options: { nodeArgs?: string[]; fdLimit?: number } = {},
   ) {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
@@ -42,18 +45,22 @@ export class AgentHarness {
     fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\n${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
+    const env = { ...process.env, ...this.env };
+    for (const [k, v] of Object.entries(this.env)) if (v === undefined) delete env[k];
     // A lower open-file limit for this agent alone (its tasks inherit it too).
     const proc =
       this.options.fdLimit !== undefined
-        ? spawn('/bin/sh', ['-c', `ulimit -n ${this.options.fdLimit} && exec "$@"`, 'sh', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] })
-        : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+        ? spawn('/bin/sh', ['-c', `ulimit -n ${this.options.fdLimit} && exec "$@"`, 'sh', ...argv], { stdio: ['ignore', 'pipe', 'pipe'], env })
+        : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env });
     this.proc = proc;
     proc.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     proc.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
-    await pollUntil('the agent API', async () => {
-      if (proc.exitCode !== null) throw new Error(`agent exited ${proc.exitCode}:\n${this.output}`);
-      return (await this.api.health()).ok ? true : undefined;
+    // An agent that exits at start (a refused config or state) fails the start at once, not after the poll's limit.
+    const outcome = await pollUntil('the agent API', async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
+      return (await this.api.health()).ok ? 'up' : undefined;
     }, 30_000);
+    if (outcome === 'exited') throw new Error(`agent exited ${proc.exitCode ?? proc.signalCode}:\n${this.output}`);
   }
 
   /** Kills the agent process (SIGKILL: no cleanup at all) and waits for it to be gone. */

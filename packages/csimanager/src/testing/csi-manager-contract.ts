@@ -1,5 +1,5 @@
 // The plugin-wait part of the CSIManager contract (waitForPlugin,
-// pluginInfo, plugins, onDidChangeHealth, dispose), as jest tests: run
+// pluginInfo, plugins, onDidChangeHealth, onDidBecomeReady, dispose), as jest tests: run
 // against FakeCSIManager and against DefaultCSIManager over the real plugin
 // registry (packages/csimanager/test/csi-manager-contract.test.ts), so the
 // tests of the csi hook and the volume catalog wait the way the agent does.
@@ -8,7 +8,7 @@ import { AbortError, ShutdownError, TimeoutError, type TimeoutPolicy } from '@cs
 import type { FakeClock } from '@csiplug/core/testing';
 import type { CSIManager, CSIPluginType } from '../csi-manager';
 import { CSIPluginWaitTimeoutError } from '../errors';
-import type { PluginHealthChange, PluginInfo } from '../plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady } from '../plugin-info';
 import type * as JestGlobals from '@jest/globals';
 
 /** One implementation under test, made fresh for each test. */
@@ -19,8 +19,16 @@ export interface CSIManagerContractSubject {
   readonly clock: FakeClock;
   /** The manager's phase limits; restore's must be longer than prerun's. */
   readonly timeouts: Pick<TimeoutPolicy, 'pluginWait'>;
-  /** Plugin (type, name) comes up as its task would: registered, and answering a healthy fingerprint. */
-  bringUp(type: CSIPluginType, name: string): Promise<void>;
+  /**
+   * Plugin (type, name) comes up as its task would: registered (by `allocId`
+   * when given — another alloc is a new instance, as in an upgrade), and
+   * answering a healthy fingerprint.
+   */
+  bringUp(type: CSIPluginType, name: string, allocId?: string): Promise<void>;
+  /** Plugin (type, name), registered, crashes: its next fingerprint fails and the manager has looked. */
+  crash(type: CSIPluginType, name: string): Promise<void>;
+  /** The crashed plugin answers again and the manager has looked. */
+  recover(type: CSIPluginType, name: string): Promise<void>;
   /** Lets pending work (events, fingerprints) run without moving time. */
   settle(): Promise<void>;
   /** Shuts everything down and removes what the subject made. */
@@ -92,6 +100,50 @@ export function describeCSIManagerPluginWaitContract(name: string, make: () => P
       expect(changes).toHaveLength(1);
       expect(changes[0]).toMatchObject({ type: 'csi-node', name: 'hp', healthy: true, previous: undefined });
       expect(changes[0]!.info).toMatchObject({ type: 'csi-node', name: 'hp', healthy: true });
+    });
+
+    it('a wait for a plugin that is registered but unhealthy (crashed) waits until it is healthy again; its return is a ready event', async () => {
+      await s.bringUp('csi-node', 'hp');
+      const ready: PluginReady[] = [];
+      const sub = s.manager.onDidBecomeReady((e) => ready.push(e));
+      await s.crash('csi-node', 'hp');
+      expect(s.manager.pluginInfo('csi-node', 'hp')).toMatchObject({ healthy: false, fingerprinted: true });
+      const waiting = track(s.manager.waitForPlugin('csi-node', 'hp', 'prerun'));
+      await s.settle();
+      expect(waiting.state).toBe('pending');
+      expect(ready).toEqual([]);
+      await s.recover('csi-node', 'hp');
+      await s.settle();
+      sub.dispose();
+      expect(waiting.state).toBe('resolved');
+      expect(waiting.value).toMatchObject({ healthy: true });
+      expect(ready).toEqual([expect.objectContaining({ cause: 'recovered', info: expect.objectContaining({ name: 'hp', healthy: true }) })]);
+      expect(ready[0]!.replaced).toBeUndefined();
+    });
+
+    it('a new instance of a plugin (another alloc: an upgrade) is a ready event that names the one it replaced', async () => {
+      const ready: PluginReady[] = [];
+      const sub = s.manager.onDidBecomeReady((e) => ready.push(e));
+      await s.bringUp('csi-node', 'hp', 'alloc-v1');
+      await s.bringUp('csi-node', 'hp', 'alloc-v2');
+      await s.settle();
+      sub.dispose();
+      expect(ready.map((e) => [e.cause, e.info.allocId, e.replaced?.allocId])).toEqual([
+        ['started', 'alloc-v1', undefined],
+        ['started', 'alloc-v2', 'alloc-v1'],
+      ]);
+      expect(s.manager.pluginInfo('csi-node', 'hp')?.allocId).toBe('alloc-v2');
+    });
+
+    it('a wait given withinMs gives up then, before the phase’s limit, still naming the phase', async () => {
+      const waiting = track(s.manager.waitForPlugin('csi-node', 'hp', 'restore', { withinMs: 1_000 }));
+      await s.clock.advance(999);
+      await s.settle();
+      expect(waiting.state).toBe('pending');
+      await s.clock.advance(1);
+      await s.settle();
+      expect(waiting.error).toBeInstanceOf(CSIPluginWaitTimeoutError);
+      expect(waiting.error).toMatchObject({ phase: 'restore', pluginName: 'hp' });
     });
 
     it('gives up at the phase’s limit, not before, with a CSIPluginWaitTimeoutError naming plugin, type and phase', async () => {

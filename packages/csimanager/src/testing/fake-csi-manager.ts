@@ -3,8 +3,10 @@
 // and go away when the test says, and each node plugin's volume manager is a
 // FakeVolumeManager over one FakeMountTable. Waiting for a plugin behaves
 // like DefaultCSIManager's (describeCSIManagerPluginWaitContract runs
-// against both): the phase's limit from the TimeoutPolicy on the injected
-// clock, CSIPluginWaitTimeoutError, the abort reason, ShutdownError.
+// against both): a healthy instance, within the phase's limit from the
+// TimeoutPolicy on the injected clock, CSIPluginWaitTimeoutError, the abort
+// reason, ShutdownError. Health and ready events fire as the real manager
+// fires them, a replaced instance (new alloc or socket) included.
 import {
   Clock,
   DefaultTimeoutPolicy,
@@ -20,7 +22,7 @@ import { controllerCapabilitiesFrom, nodeCapabilitiesFrom, pluginCapabilitiesFro
 import type { CSIManager, CSIPluginType, WaitForCSIPluginOptions } from '../csi-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '../errors';
 import type { NodeEvent } from '../node-event';
-import type { PluginHealthChange, PluginInfo } from '../plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady } from '../plugin-info';
 import type { VolumeManager } from '../volume-manager';
 import { FakeMountTable } from './fake-mount-table';
 import { FakeVolumeManager } from './fake-volume-manager';
@@ -109,12 +111,18 @@ export class FakeCSIManager implements CSIManager {
   readonly unavailable = new Set<string>();
   /** Every health change fired, in order. */
   readonly healthChanges: PluginHealthChange[] = [];
+  /** Every ready event fired, in order. */
+  readonly readyEvents: PluginReady[] = [];
   private readonly timeouts: Pick<TimeoutPolicy, 'pluginWait'>;
   private readonly infos = new Map<string, PluginInfo>();
   private readonly waiters = new Set<Waiter>();
   private readonly health = new Emitter<PluginHealthChange>();
   private readonly nodeEvents = new Emitter<NodeEvent>();
+  private readonly ready = new Emitter<PluginReady>();
+  /** The instance last removed under each (type, name): what a new one replaces. */
+  private readonly removed = new Map<string, PluginInfo>();
   readonly onDidChangeHealth = this.health.event;
+  readonly onDidBecomeReady = this.ready.event;
   readonly onNodeEvent = this.nodeEvents.event;
   private shut = false;
 
@@ -126,16 +134,34 @@ export class FakeCSIManager implements CSIManager {
 
   /**
    * Sets the instance of (info.type, info.name) as the manager would after a
-   * fingerprint: wakes its waiters, and fires a health change when `healthy`
-   * is new or differs.
+   * fingerprint: fires a health change when `healthy` is new or differs — an
+   * info of another alloc or socket is a new instance, replacing the old one
+   * (which reports itself unhealthy, if it was healthy) — then a ready event
+   * when a new instance is healthy or an unhealthy one recovered, and wakes
+   * the waiters once it is healthy.
    */
   set(info: PluginInfo): void {
     const key = keyOf(info.type, info.name);
-    const before = this.infos.get(key);
+    const current = this.infos.get(key);
+    const replacing = current !== undefined && (current.allocId !== info.allocId || current.socketPath !== info.socketPath);
+    if (replacing && current.healthy) this.fireHealth({ ...current, healthy: false, description: `stopped: replaced by alloc ${info.allocId}` }, true);
+    const before = replacing ? undefined : current;
     this.infos.set(key, info);
     if (info.type === NODE) this.managerOf(info.name).down = false;
     if (before?.healthy !== info.healthy) this.fireHealth(info, before?.healthy);
-    for (const w of [...this.waiters]) if (w.type === info.type && w.name === info.name) w.wake(info);
+    if (info.healthy && !before?.healthy) {
+      const predecessor = replacing ? current : before ? undefined : this.removed.get(key);
+      this.removed.delete(key);
+      const event: PluginReady = {
+        info,
+        cause: before ? 'recovered' : 'started',
+        ...(predecessor ? { replaced: { allocId: predecessor.allocId, socketPath: predecessor.socketPath } } : {}),
+        time: this.clock.now(),
+      };
+      this.readyEvents.push(event);
+      this.ready.fire(event);
+    }
+    if (info.healthy) for (const w of [...this.waiters]) if (w.type === info.type && w.name === info.name) w.wake(info);
   }
 
   /** Removes the instance of (type, name), as when its plugin's alloc goes away; a healthy one reports itself unhealthy once. */
@@ -144,6 +170,7 @@ export class FakeCSIManager implements CSIManager {
     const before = this.infos.get(key);
     if (!before) return;
     this.infos.delete(key);
+    this.removed.set(key, before);
     if (type === NODE) this.managerOf(name).down = true;
     if (before.healthy) this.fireHealth({ ...before, healthy: false, description: 'stopped: plugin removed' }, true);
   }
@@ -160,6 +187,18 @@ export class FakeCSIManager implements CSIManager {
     this.remove(type, name);
   }
 
+  /**
+   * Plugin `name` of `type` stays registered but fails its fingerprint (its
+   * task crashed and is restarting): unhealthy, its volume manager down.
+   * bringUp (same alloc) makes it recover.
+   */
+  crash(name: string, type: CSIPluginType | string = NODE): void {
+    const info = this.infos.get(keyOf(type, name));
+    if (!info) return;
+    this.set({ ...info, healthy: false, description: 'fingerprint failed: UNAVAILABLE (injected)', lastError: 'UNAVAILABLE (injected)', updateTime: this.clock.now() });
+    if (type === NODE) this.managerOf(name).down = true;
+  }
+
   /** How many waitForPlugin calls are waiting. */
   get pendingWaits(): number {
     return this.waiters.size;
@@ -172,12 +211,13 @@ export class FakeCSIManager implements CSIManager {
   waitForPlugin(type: CSIPluginType | string, name: string, phase: PluginWaitPhase, options: WaitForCSIPluginOptions = {}): Promise<PluginInfo> {
     if (this.shut) return Promise.reject(new ShutdownError(`the CSI manager is shut down; cannot wait for plugin "${name}" of type ${type}`));
     this.waits.push({ type, name, phase });
-    const limit = this.timeouts.pluginWait(phase);
+    const phaseLimit = this.timeouts.pluginWait(phase);
+    const limit = options.withinMs !== undefined ? Math.max(0, Math.min(phaseLimit, options.withinMs)) : phaseLimit;
     const started = this.clock.now();
     return settleOnce<PluginInfo>(
       (wait) => {
         const now = this.infos.get(keyOf(type, name));
-        if (now) return wait.resolve(now);
+        if (now?.healthy) return wait.resolve(now);
         if (this.unavailable.has(type)) return wait.reject(new CSIPluginWaitTimeoutError(type, name, phase, limit, 'register'));
         const waiter: Waiter = { type, name, wake: (info) => wait.resolve(info), fail: (error) => wait.reject(error) };
         this.waiters.add(waiter);
@@ -185,7 +225,11 @@ export class FakeCSIManager implements CSIManager {
       },
       {
         signal: options.signal,
-        deadline: { clock: this.clock, ms: limit, error: () => new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register') },
+        deadline: {
+          clock: this.clock,
+          ms: limit,
+          error: () => new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, this.infos.has(keyOf(type, name)) ? 'healthy' : 'register'),
+        },
       },
     );
   }
@@ -213,6 +257,7 @@ export class FakeCSIManager implements CSIManager {
     for (const w of [...this.waiters]) w.fail(new ShutdownError('the CSI manager shut down while waiting for a plugin'));
     this.health.dispose();
     this.nodeEvents.dispose();
+    this.ready.dispose();
   }
 
   private managerOf(name: string): FakeVolumeManager {

@@ -8,11 +8,13 @@
 // node (`changes`), and can make the plugin stop staging, make a step fail
 // (before or after it did its work, for a call that mounted and then
 // errored), or make a step hang until its signal aborts or the test lets it go.
+// With `volumeStats` on it answers NodeGetVolumeStats as a plugin with
+// VOLUME_CONDITION would: healthy, unless the test set a path's condition.
 import { ValidationError, abortReason, settleOnce } from '@csiplug/core';
 import { PluginInstanceNotFoundError, VolumeOperationError } from '../errors';
 import type { MountTable } from '../mount-table';
 import { type UsageOptions, usageToFS } from '../usage';
-import type { CSIVolumeRef, MountInfo, VolumeManager, VolumeOperationOptions } from '../volume-manager';
+import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeManager, VolumeOperationOptions } from '../volume-manager';
 import { volumePaths, type VolumePaths } from '../volume-paths';
 
 /** The four CSI node steps, by the name a call is recorded under. */
@@ -71,6 +73,12 @@ export class FakeVolumeManager implements VolumeManager {
   staging = true;
   /** While true the plugin has no live instance: every step throws PluginInstanceNotFoundError. */
   down = false;
+  /** Whether the plugin has GET_VOLUME_STATS (and VOLUME_CONDITION); without it volumeCondition answers undefined. */
+  volumeStats = false;
+  /** What NodeGetVolumeStats says of a host path (target or staging): a condition, or an error to throw. Unset paths are healthy. */
+  readonly conditions = new Map<string, VolumeCondition | Error>();
+  /** Every volumeCondition asked while the plugin has GET_VOLUME_STATS, in order: `<vol> <alloc> target` or `<vol> staging`. */
+  readonly conditionChecks: string[] = [];
   private readonly injections: Record<FakeVolumeStep, Injection[]> = { stage: [], publish: [], unpublish: [], unstage: [] };
   private readonly hostRoot: string;
 
@@ -147,6 +155,23 @@ export class FakeVolumeManager implements VolumeManager {
       this.mounts.unmark(paths.hostStagingPath);
       this.changes.push(`unstage ${volume.id} ${usageToFS(usage)}`);
     });
+  }
+
+  async volumeCondition(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    at: 'target' | 'staging',
+    options: VolumeOperationOptions = {},
+  ): Promise<VolumeCondition | undefined> {
+    this.assertUp();
+    if (options.signal?.aborted) throw abortReason(options.signal);
+    if (!this.volumeStats) return undefined;
+    this.conditionChecks.push(at === 'target' ? `${volume.id} ${allocId} target` : `${volume.id} staging`);
+    const paths = this.paths(volume.id, allocId || '_', usage);
+    const answer = this.conditions.get(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath);
+    if (answer instanceof Error) throw answer;
+    return answer ?? { abnormal: false, message: 'healthy', reported: true };
   }
 
   hasMount(targetPath: string): Promise<boolean> {

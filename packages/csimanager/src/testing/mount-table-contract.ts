@@ -62,6 +62,14 @@ export function describeMountTableContract(name: string, make: () => Promise<Mou
       expect(await s.table.isMountPoint(target)).toBe(true);
     });
 
+    it('a directory answers its stat, mounted or not', async () => {
+      const target = `${s.dir}/stat`;
+      await s.mkdir(target);
+      await expect(s.table.stat(target)).resolves.toBeUndefined();
+      await s.mount(target);
+      await expect(s.table.stat(target)).resolves.toBeUndefined();
+    });
+
     it('answers many concurrent questions consistently', async () => {
       const a = `${s.dir}/a`;
       const b = `${s.dir}/b`;

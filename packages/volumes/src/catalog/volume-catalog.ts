@@ -16,6 +16,7 @@ import {
   TimeoutError,
   ValidationError,
   abortReason,
+  crashPoint,
   errorMessage,
 } from '@csiplug/core';
 import { CSIClient, CSIError, CreateVolumeRequest, GrpcStatus, isNotFound } from '@csiplug/csi';
@@ -257,9 +258,11 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           // unpublish it. A retried claim publishes again (it is idempotent).
           current = { ...record, publishing: { ...record.publishing, [request.allocId]: nodeId } };
           this.state.putVolume(current.id, current);
+          crashPoint('catalog.claim.after-publishing-write');
         });
       }
 
+      if (published) crashPoint('catalog.claim.after-controller-publish');
       const claim: VolumeClaimView = {
         allocId: request.allocId,
         mode,
@@ -280,6 +283,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         if (published) await this.undoPublish(next, request.allocId, published.nodeId);
         throw new ClaimError(`could not save the claim of volume "${next.id}" for alloc ${request.allocId}: ${errorMessage(err)}`, false, { cause: err });
       }
+      crashPoint('catalog.claim.after-write');
       this.log.info('volume claimed', { volume_id: next.id, alloc_id: request.allocId, mode, access_mode: request.accessMode, published_to: published?.nodeId });
       const where = published ? `; published to node ${published.nodeId}` : '';
       return {
@@ -308,6 +312,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       // Unpublish first: until the controller lets go, the claim stands, so
       // nobody else is granted a volume still attached for this alloc.
       if (nodeId !== undefined) await this.controllerUnpublish(record, allocId, nodeId, signal);
+      if (nodeId !== undefined) crashPoint('catalog.release.after-controller-unpublish');
       const next: VolumeRecord = { ...record, claims: record.claims.filter((c) => c.allocId !== allocId) };
       if (record.controllerPublished) {
         const { [allocId]: _node, ...rest } = record.controllerPublished;
@@ -322,6 +327,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         if (next.publishing === undefined) delete next.publishing;
       }
       this.state.putVolume(next.id, next);
+      crashPoint('catalog.release.after-write');
       this.log.info('volume claim released', { volume_id: volumeId, alloc_id: allocId, unpublished_from: nodeId });
       const where = nodeId !== undefined ? `; unpublished from node ${nodeId}` : '';
       return { value: undefined, event: { volumeId, kind: 'released', allocId, message: `volume "${volumeId}" released by alloc ${allocId}${where}` } };

@@ -1,4 +1,5 @@
 // The volume reconciler: desired vs actual mounts of this node's volumes.
+export * from './errors';
 export * from './mount-record';
 export * from './mount-store';
 export * from './reconciler-service';

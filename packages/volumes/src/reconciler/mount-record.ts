@@ -13,6 +13,14 @@ import { usageToFS } from '@csiplug/csimanager';
 
 export type DesiredMountState = 'mounted' | 'unmounted';
 
+/**
+ * What to do with a live mount found stale after its node plugin came back:
+ * `remount` (stage and publish it again through the plugin), `restart`
+ * (remount, then restart the alloc's tasks), `keep` (report it only).
+ */
+export type StaleMountPolicy = 'remount' | 'restart' | 'keep';
+export const STALE_MOUNT_POLICIES: readonly StaleMountPolicy[] = ['remount', 'restart', 'keep'];
+
 export interface VolumeMountRecord {
   allocId: string;
   /** The group's name for the volume (`volume "name" {}`), unique per alloc. */
@@ -35,6 +43,8 @@ export interface VolumeMountRecord {
   /** Host paths, once published. */
   targetPath?: string;
   stagingPath?: string;
+  /** What to do when the live mount is found stale; absent (records of older agents too) means `remount`. */
+  onStaleMount?: StaleMountPolicy;
   /** Failed attempts since `desired` last changed. */
   attempts: number;
   lastError?: string;
@@ -77,6 +87,7 @@ export function isVolumeMountRecord(v: unknown): v is VolumeMountRecord {
     typeof v.published === 'boolean' &&
     typeof v.attempts === 'number' &&
     typeof v.since === 'number' &&
+    (v.onStaleMount === undefined || STALE_MOUNT_POLICIES.includes(v.onStaleMount as StaleMountPolicy)) &&
     isObject(usage) &&
     typeof usage.readOnly === 'boolean' &&
     typeof usage.attachmentMode === 'string' &&

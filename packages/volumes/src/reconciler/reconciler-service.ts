@@ -1,9 +1,10 @@
 // The volume reconciler's contract (token IVolumeReconciler): what the csi
-// hook asks of it (mount, unmount), what the agent reads (records, pending
+// hook asks of it (mount, unmount) and hears from it (live mounts checked
+// after their plugin came back), what the agent reads (records, pending
 // unmounts), and its lifecycle.
-import type { Disposable, PluginWaitPhase } from '@csiplug/core';
+import type { Disposable, Event, PluginWaitPhase } from '@csiplug/core';
 import type { UsageOptions } from '@csiplug/csimanager';
-import type { VolumeMountRecord } from './mount-record';
+import type { StaleMountPolicy, VolumeMountRecord } from './mount-record';
 
 /** What an alloc asks of one of its volumes. */
 export interface VolumeMountRequest {
@@ -13,6 +14,8 @@ export interface VolumeMountRequest {
   /** The catalog id. */
   volumeId: string;
   usage: UsageOptions;
+  /** What to do when the live mount is found stale after its plugin came back (default `remount`). */
+  onStaleMount?: StaleMountPolicy;
 }
 
 /** A volume mounted for an alloc. */
@@ -26,12 +29,26 @@ export interface MountedVolumeInfo {
   readOnly: boolean;
   /** It was found still mounted from before an agent restart. */
   restored: boolean;
+  /**
+   * Its node plugin is not healthy now (not registered, not fingerprinted
+   * yet, or failing): a restored mount kept without it, checked when the
+   * plugin is back.
+   */
+  pluginAway: boolean;
 }
 
 export interface MountOptions {
   /** `prerun` for a fresh start, `restore` after an agent restart: the limit of the plugin wait. */
   phase: PluginWaitPhase;
   /** Gives up with the signal's reason; what was done is undone. */
+  signal?: AbortSignal;
+}
+
+export interface UnmountOptions {
+  /**
+   * Ends the wait for an unhealthy plugin (the agent going away): the
+   * unmount stays pending, for the retries or the next agent.
+   */
   signal?: AbortSignal;
 }
 
@@ -42,6 +59,40 @@ export interface UnmountOutcome {
   pluginId: string;
   /** Set when the first attempt failed (the record stays, desired unmounted, and is retried). */
   error?: unknown;
+  /**
+   * Set when the node plugin was not healthy when the unmount was asked for:
+   * how long the unmount waited for it (up to the postrun limit), and whether
+   * it came back in time.
+   */
+  pluginWait?: { waitedMs: number; healthy: boolean };
+}
+
+/** What the reconciler found or did about a live mount after its node plugin came back (or after an agent restart). */
+export type LiveMountEventKind = 'plugin-back' | 'checked' | 'stale' | 'remounted' | 'remount-failed';
+
+export interface LiveMountEvent {
+  /**
+   * `plugin-back`: the plugin serves again, the mount is being checked;
+   * `checked`: it answers, kept as it is; `stale`: it does not (the message
+   * says why and what is done about it); `remounted`: staged and published
+   * again through the plugin; `remount-failed`: that failed, and is tried
+   * again (after a backoff, and when the plugin is next back).
+   */
+  readonly kind: LiveMountEventKind;
+  readonly allocId: string;
+  /** The group's name for the volume. */
+  readonly name: string;
+  readonly volumeId: string;
+  readonly pluginId: string;
+  readonly targetPath?: string;
+  /** The record's policy for a stale mount. */
+  readonly policy: StaleMountPolicy;
+  /** A sentence for people: what was found or done, naming the volume, the path and the plugin. */
+  readonly message: string;
+  /** On `remounted` under the `restart` policy: the alloc's tasks should restart to see the new mount. */
+  readonly restartTasks?: boolean;
+  /** ms since the epoch, from the Clock. */
+  readonly time: number;
 }
 
 export interface VolumeReconcilerService extends Disposable {
@@ -49,12 +100,18 @@ export interface VolumeReconcilerService extends Disposable {
   start(): void;
   /** Wants the volume mounted for the alloc and resolves once it is; rejects with a VolumeMountError after undoing what it did. */
   mount(request: VolumeMountRequest, options: MountOptions): Promise<MountedVolumeInfo>;
-  /** Wants the alloc's volumes (those named, or all) unmounted; resolves with how the first attempt at each went. */
-  unmount(allocId: string, names?: readonly string[]): Promise<UnmountOutcome[]>;
+  /**
+   * Wants the alloc's volumes (those named, or all) unmounted; one whose node
+   * plugin is not healthy first waits for it (the postrun limit). Resolves
+   * with how the first attempt at each went.
+   */
+  unmount(allocId: string, names?: readonly string[], options?: UnmountOptions): Promise<UnmountOutcome[]>;
   /** The volumes an alloc has mounted now. */
   mounted(allocId: string): MountedVolumeInfo[];
   /** Every record (of one alloc). */
   list(allocId?: string): VolumeMountRecord[];
   /** Unmounts not done yet. */
   pendingUnmounts(): VolumeMountRecord[];
+  /** A live mount was checked after its node plugin came back (or after an agent restart), and what came of it. Every stale one is reported. */
+  readonly onDidCheckMount: Event<LiveMountEvent>;
 }

@@ -6,136 +6,13 @@
 // (FakeVolumeManager over a FakeMountTable, standing in for the host's mounts
 // and outliving an agent restart as they do), the catalog, the store and the
 // clock are fakes.
-import { DefaultTimeoutPolicy, MemoryLogger, ShutdownError, type TimeoutSettings } from '@csiplug/core';
-import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
-import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, usageToFS, type UsageOptions } from '@csiplug/csimanager';
-import { FakeCSIManager, FakeMountTable, type FakeVolumeManager } from '@csiplug/csimanager/testing';
+import { ShutdownError } from '@csiplug/core';
+import { flushMicrotasks } from '@csiplug/core/testing';
+import { CSIError, GrpcStatus } from '@csiplug/csi';
+import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '@csiplug/csimanager';
+import { PLUGIN, PRERUN, RESTORE, RO, RW, TestNode, published, req, staged, stagingOf, targetOf, track, unpublished, unstaged } from '../../test/support/reconciler-node';
 import { ClaimError } from '../catalog/volume-claimer';
-import { FakeClaimer } from '../testing/fake-claimer';
-import { FakeMountStore } from '../testing/fake-mount-store';
-import { mountKey, type VolumeMountRecord } from './mount-record';
-import type { VolumeMountRequest } from './reconciler-service';
-import { ReconcilerStoppedError, VolumeMountError, VolumeReconciler } from './volume-reconciler';
-
-const PLUGIN = 'hostpath';
-const ROOT = `/var/lib/csiplug/csi/node/${PLUGIN}`;
-const RW: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
-const RO: UsageOptions = { readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only' };
-const PRERUN = { phase: 'prerun' } as const;
-const RESTORE = { phase: 'restore' } as const;
-
-/** Round numbers, so that the tests read as the policy: a 1m prerun wait, a 5m restore wait, backoffs doubling from 1s. */
-const TIMEOUTS: Partial<TimeoutSettings> = {
-  pluginWaitPrerun: 60_000,
-  pluginWaitRestore: 300_000,
-  claimBackoffBase: 1_000,
-  claimBackoffMax: 8_000,
-  claimRetryLimit: 60_000,
-  unmountBackoffBase: 1_000,
-  unmountBackoffMax: 8_000,
-};
-
-const stagingOf = (usage: UsageOptions = RW, volumeId = 'vol1') => `${ROOT}/staging/${volumeId}/${usageToFS(usage)}`;
-const targetOf = (allocId: string, usage: UsageOptions = RW, volumeId = 'vol1') => `${ROOT}/per-alloc/${allocId}/${volumeId}/${usageToFS(usage)}`;
-const req = (allocId: string, over: Partial<VolumeMountRequest> = {}): VolumeMountRequest => ({ allocId, name: 'data', volumeId: 'vol1', usage: RW, ...over });
-
-/** What a step changed on the node, as FakeVolumeManager.changes lists it. */
-const staged = (usage: UsageOptions = RW) => `stage vol1 ${usageToFS(usage)}`;
-const published = (allocId: string, usage: UsageOptions = RW) => `publish vol1 ${allocId} ${usageToFS(usage)}`;
-const unpublished = (allocId: string, usage: UsageOptions = RW) => `unpublish vol1 ${allocId} ${usageToFS(usage)}`;
-const unstaged = (usage: UsageOptions = RW) => `unstage vol1 ${usageToFS(usage)}`;
-
-/** A promise's outcome, readable without awaiting it. */
-interface Tracked<T> {
-  readonly promise: Promise<T>;
-  settled: boolean;
-  value?: T;
-  error?: unknown;
-}
-function track<T>(promise: Promise<T>): Tracked<T> {
-  const t: Tracked<T> = { promise, settled: false };
-  promise.then(
-    (v) => Object.assign(t, { settled: true, value: v }),
-    (e: unknown) => Object.assign(t, { settled: true, error: e }),
-  );
-  return t;
-}
-
-/**
- * One node: what outlives an agent — the host's mounts, the node plugin, the
- * catalog, the client state, the clock — and the reconciler of the agent
- * running now. `restart()` is the agent dying where it is and a new one
- * starting over the same records.
- */
-class TestNode {
-  readonly clock = new FakeClock();
-  readonly logger = new MemoryLogger();
-  readonly timeouts: DefaultTimeoutPolicy;
-  readonly mounts = new FakeMountTable();
-  readonly csi: FakeCSIManager;
-  readonly claimer = new FakeClaimer();
-  readonly store = new FakeMountStore();
-  reconciler: VolumeReconciler;
-  private readonly agents: VolumeReconciler[] = [];
-
-  constructor(options: { timeouts?: Partial<TimeoutSettings>; pluginUp?: boolean } = {}) {
-    this.timeouts = new DefaultTimeoutPolicy({ ...TIMEOUTS, ...options.timeouts });
-    this.csi = new FakeCSIManager({ clock: this.clock, timeouts: this.timeouts, mounts: this.mounts });
-    this.claimer.add('vol1');
-    this.claimer.add('vol2');
-    if (options.pluginUp ?? true) this.csi.bringUp(PLUGIN);
-    this.reconciler = this.startAgent();
-  }
-
-  /** The node plugin's volume manager (there once the plugin first came up). */
-  get vm(): FakeVolumeManager {
-    const vm = this.csi.managers.get(PLUGIN);
-    if (!vm) throw new Error(`test bug: plugin ${PLUGIN} never came up, so it has no volume manager`);
-    return vm;
-  }
-
-  /** The steps asked of the node plugin so far. */
-  calls(): string[] {
-    return [...(this.csi.managers.get(PLUGIN)?.calls ?? [])];
-  }
-
-  /** What the steps changed on the node so far. */
-  changes(): string[] {
-    return [...(this.csi.managers.get(PLUGIN)?.changes ?? [])];
-  }
-
-  /** The stored record of (alloc, name). */
-  record(allocId: string, name = 'data'): VolumeMountRecord | undefined {
-    return this.store.snapshot()[mountKey(allocId, name)];
-  }
-
-  mounted(): string[] {
-    return [...this.mounts.points].sort();
-  }
-
-  restart(): VolumeReconciler {
-    this.reconciler.dispose();
-    this.reconciler = this.startAgent();
-    return this.reconciler;
-  }
-
-  /** Fires the timers due now and lets every promise chain that waits on nothing else run to its end. */
-  async settle(): Promise<void> {
-    await this.clock.advance(0);
-    await flushMicrotasks(200);
-  }
-
-  dispose(): void {
-    for (const agent of this.agents) agent.dispose();
-  }
-
-  private startAgent(): VolumeReconciler {
-    const agent = new VolumeReconciler(this.csi, this.claimer, this.store, this.mounts, this.clock, this.timeouts, this.logger);
-    agent.start();
-    this.agents.push(agent);
-    return agent;
-  }
-}
+import { ReconcilerStoppedError, VolumeMountError } from './errors';
 
 let node: TestNode;
 afterEach(() => node?.dispose());
@@ -164,7 +41,7 @@ describe('mount', () => {
     publish.release();
 
     const info = await mounting;
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
     expect(node.record('a1')).toEqual({
       allocId: 'a1',
       name: 'data',
@@ -297,14 +174,21 @@ describe('plugin absence', () => {
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
   });
 
-  test('an unmount while the plugin is down fails its first attempt, stays pending, is retried with backoff and at once when the plugin turns healthy', async () => {
+  test('an unmount while the plugin is down waits for it up to the postrun limit, then fails its first attempt, stays pending, is retried with backoff and at once when the plugin turns healthy', async () => {
     node = new TestNode();
     const { reconciler } = node;
     await reconciler.mount(req('a1'), PRERUN);
     node.csi.bringDown(PLUGIN);
 
-    const outcomes = await reconciler.unmount('a1');
-    expect(outcomes).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.any(PluginInstanceNotFoundError) }]);
+    const unmounting = track(reconciler.unmount('a1'));
+    await node.clock.advance(29_999);
+    expect(unmounting.settled).toBe(false);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    expect(node.record('a1')).toMatchObject({ desired: 'unmounted', attempts: 0 });
+    await node.clock.advance(1);
+    const outcomes = await unmounting.promise;
+    expect(outcomes).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.any(PluginInstanceNotFoundError), pluginWait: { waitedMs: 30_000, healthy: false } }]);
+    expect(node.logger.find('the node plugin was not healthy within 30s (the postrun limit); unmounting anyway, retried in the background if it fails', 'warn')).toHaveLength(1);
     const pending = () => reconciler.pendingUnmounts();
     expect(pending()).toEqual([
       expect.objectContaining({ allocId: 'a1', name: 'data', desired: 'unmounted', claimed: true, staged: true, published: true, attempts: 1, lastError: expect.stringContaining('plugin "hostpath" of type csi-node not found') }),
@@ -330,7 +214,9 @@ describe('plugin absence', () => {
     expect(node.claimer.releases).toEqual(['vol1 a1']);
     expect(node.store.list().records).toEqual([]);
     expect(node.mounted()).toEqual([]);
-    expect(node.logger.find('unmount failed; retrying in the background', 'warn')).toHaveLength(3);
+    // Past the postrun limit a failure is an error in the log; the retries go on all the same.
+    expect(node.logger.find('unmount failed; retrying in the background', 'warn')).toHaveLength(1);
+    expect(node.logger.find('unmount still failing after 30s; still retrying', 'error')).toHaveLength(2);
   });
 
   test('a release the catalog refuses is retried; the record stays until the claim is released', async () => {
@@ -579,14 +465,16 @@ describe('the agent dies between two steps; a new one takes over the same record
     if (!(c.pluginUp ?? true)) node.csi.bringUp(PLUGIN);
     const info = await agent.mount(req('a1'), RESTORE);
 
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: c.restored });
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: c.restored, pluginAway: false });
     expect(node.calls().slice(calls)).toEqual(c.calls);
     expect(node.changes().slice(changes)).toEqual(c.changes);
     expect(node.claimer.claims.length - claims).toBe(c.claims);
     expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
     expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1'), stagingPath: stagingOf() });
-    expect(node.csi.waits.at(-1)).toEqual({ type: 'csi-node', name: PLUGIN, phase: 'restore' });
+    // A live mount is kept without a plugin wait; one to mount (again) waits with the restore limit.
+    if (c.restored) expect(node.csi.waits.filter((w) => w.phase === 'restore')).toEqual([]);
+    else expect(node.csi.waits.at(-1)).toEqual({ type: 'csi-node', name: PLUGIN, phase: 'restore' });
 
     // And it comes down cleanly from there.
     expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
@@ -617,7 +505,9 @@ describe('the agent dies between two steps; a new one takes over the same record
       pluginDown: true,
       crash: async (n) => {
         n.csi.bringDown(PLUGIN);
-        const [outcome] = await n.reconciler.unmount('a1');
+        const unmounting = n.reconciler.unmount('a1');
+        await n.clock.advance(n.timeouts.pluginWait('postrun'));
+        const [outcome] = await unmounting;
         expect(outcome!.error).toBeInstanceOf(PluginInstanceNotFoundError);
       },
       calls: ['unpublish vol1 a1', 'unstage vol1'],
@@ -768,6 +658,185 @@ describe('restart with a live mount', () => {
     expect(node.changes().slice(done)).toEqual(changes);
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
     expect(node.logger.find('volume mount gone after restore; mounting again', 'warn')).toHaveLength(1);
+  });
+});
+
+describe('plugin away', () => {
+  test('restore: a live mount is kept at once without its plugin (pluginAway), never torn down however long the plugin stays away, and checked when it is back', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls();
+    node.csi.bringDown(PLUGIN);
+    const agent = node.restart();
+    const waits = node.csi.waits.length;
+
+    const info = await agent.mount(req('a1'), RESTORE);
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: true, pluginAway: true });
+    expect(node.csi.waits.length).toBe(waits);
+    expect(agent.mounted('a1')).toEqual([{ ...info, restored: false }]);
+
+    // Twice the restore limit: nothing is waited for, nothing is undone.
+    await node.clock.advance(2 * node.timeouts.pluginWait('restore'));
+    await node.settle();
+    expect(node.calls()).toEqual(calls);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true });
+    expect(agent.pendingUnmounts()).toEqual([]);
+    expect(node.claimer.releases).toEqual([]);
+
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.checks.map((e) => e.kind)).toEqual(['plugin-back', 'checked']);
+    expect(agent.mounted('a1')[0]!.pluginAway).toBe(false);
+  });
+
+  test('restore: a mount that is gone waits for the plugin (the restore limit), then fails as a VolumeMountError with nothing half-mounted', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls();
+    node.csi.bringDown(PLUGIN);
+    const agent = node.restart();
+    node.mounts.points.clear(); // a host reboot
+    const restoring = track(agent.mount(req('a1'), RESTORE));
+    await node.clock.advance(node.timeouts.pluginWait('restore') - 1);
+    expect(restoring.settled).toBe(false);
+    await node.clock.advance(1);
+    await node.settle();
+    expect(restoring.error).toBeInstanceOf(VolumeMountError);
+    expect((restoring.error as Error).message).toMatch(/^volume "data" \(vol1\) on plugin hostpath: timed out after 5m \(restore limit\)/);
+    expect(node.logger.find('volume mount gone after restore; waiting for its plugin to mount it again', 'warn')).toHaveLength(1);
+    expect(node.calls()).toEqual(calls);
+    expect(node.mounted()).toEqual([]);
+    expect(node.claimer.claims).toHaveLength(1);
+    // Left for the alloc's unmount, which undoes what the record says.
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted' });
+  });
+
+  test('mid-mount: a plugin that crashes during the publish is waited for, and the publish asked again once it is back; one claim', async () => {
+    node = new TestNode();
+    const publish = node.vm.hangNext('publish');
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await publish.reached;
+    node.csi.crash(PLUGIN);
+    publish.release();
+    await node.settle();
+    expect(mounting.settled).toBe(false);
+    expect(node.logger.find('the node plugin went away during the mount; waiting for it to be healthy, then asking again', 'warn')).toHaveLength(1);
+    await node.clock.advance(30_000);
+    expect(mounting.settled).toBe(false);
+    node.csi.bringUp(PLUGIN);
+    const info = await mounting.promise;
+    expect(info).toMatchObject({ targetPath: targetOf('a1'), restored: false, pluginAway: false });
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'stage vol1', 'publish vol1 a1']);
+    expect(node.claimer.claims).toHaveLength(1);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+  });
+
+  test('mid-mount: a step the plugin does not answer (UNAVAILABLE) while it still looks healthy is asked again after a backoff', async () => {
+    node = new TestNode();
+    node.vm.failNext('stage', { error: new CSIError({ grpcCode: GrpcStatus.UNAVAILABLE, method: 'NodeStageVolume', endpoint: 'fake', details: 'connection refused' }) });
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.settle();
+    expect(mounting.settled).toBe(false);
+    await node.clock.advance(node.timeouts.unmountBackoff(1));
+    const info = await mounting.promise;
+    expect(info.targetPath).toBe(targetOf('a1'));
+    expect(node.calls()).toEqual(['stage vol1', 'stage vol1', 'publish vol1 a1']);
+  });
+
+  test('mid-mount: a plugin that crashes during the publish and stays away past the limit fails the mount; the undo waits for the plugin, unstages, and only then releases the claim', async () => {
+    node = new TestNode();
+    const publish = node.vm.hangNext('publish');
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await publish.reached;
+    node.csi.crash(PLUGIN);
+    publish.release();
+    await node.clock.advance(node.timeouts.pluginWait('prerun'));
+    await node.settle();
+    expect(mounting.error).toBeInstanceOf(VolumeMountError);
+    expect((mounting.error as Error).message).toMatch(/prerun limit/);
+    // The staging mount is still there, and so is the claim: the undo is pending, not forgotten.
+    expect(node.mounted()).toEqual([stagingOf()]);
+    expect(node.claimer.releases).toEqual([]);
+    expect(node.reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'a1', desired: 'unmounted', claimed: true, staged: true, published: true, attempts: 1 })]);
+    expect(node.logger.find('could not undo a failed mount; retrying in the background', 'error')).toHaveLength(1);
+
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    // The undo's first attempt (failed, the plugin away), then the one its return woke.
+    expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1', 'unpublish vol1 a1', 'unstage vol1']);
+    expect(node.mounted()).toEqual([]);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+    expect(node.store.list().records).toEqual([]);
+  });
+
+  test('postrun: an unmount asked during a short plugin restart waits for the plugin and unmounts cleanly, nothing pending', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.csi.crash(PLUGIN);
+    const unmounting = track(node.reconciler.unmount('a1'));
+    await node.clock.advance(10_000);
+    expect(unmounting.settled).toBe(false);
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+    node.csi.bringUp(PLUGIN);
+    expect(await unmounting.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, pluginWait: { waitedMs: 10_000, healthy: true } }]);
+    expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1', 'unstage vol1']);
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+  });
+
+  test('an unmount attempt cut short by a plugin crash-restart (UNAVAILABLE) is retried at once when the plugin is healthy again, not after its backoff', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.vm.failNext('unpublish', { error: new CSIError({ grpcCode: GrpcStatus.UNAVAILABLE, method: 'NodeUnpublishVolume', endpoint: 'fake', details: 'connection refused' }) });
+    const [outcome] = await node.reconciler.unmount('a1');
+    expect((outcome!.error as Error).message).toMatch(/UNAVAILABLE/);
+    // The crash is seen (the plugin unhealthy), then the plugin is back well before the 1s backoff ends.
+    node.csi.crash(PLUGIN);
+    await node.clock.advance(100);
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1', 'unpublish vol1 a1', 'unstage vol1']);
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+  });
+
+  test('postrun: the wait ends when the agent goes away (its signal), the unmount left pending for the next agent', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.csi.bringDown(PLUGIN);
+    const ac = new AbortController();
+    const unmounting = track(node.reconciler.unmount('a1', undefined, { signal: ac.signal }));
+    await node.settle();
+    const reason = new ShutdownError('the agent is shutting down');
+    ac.abort(reason);
+    await node.settle();
+    expect(unmounting.value).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: reason }]);
+    expect(node.record('a1')).toMatchObject({ desired: 'unmounted', claimed: true, staged: true, published: true });
+    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
+  });
+
+  test('the stale-mount policy is kept in the record (absent: remount), and a restore asking for another one updates it', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2', { onStaleMount: 'keep' }), PRERUN);
+    expect(node.record('a1')!.onStaleMount).toBeUndefined();
+    expect(node.record('a2')!.onStaleMount).toBe('keep');
+    const agent = node.restart();
+    await agent.mount(req('a2', { onStaleMount: 'restart' }), RESTORE);
+    expect(node.record('a2')!.onStaleMount).toBe('restart');
+  });
+
+  test('a restore whose changed policy cannot be written still restores the live mount, with the new policy in memory', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const agent = node.restart();
+    node.store.failWrites = 1;
+    expect(await agent.mount(req('a1', { onStaleMount: 'keep' }), RESTORE)).toMatchObject({ restored: true });
+    expect(node.record('a1')!.onStaleMount).toBeUndefined();
+    expect(agent.list('a1')[0]!.onStaleMount).toBe('keep');
+    expect(node.logger.find('could not record a changed stale-mount policy; it holds until the agent restarts', 'warn')).toHaveLength(1);
   });
 });
 
@@ -1071,7 +1140,7 @@ describe('review fixes', () => {
     expect(node.claimer.claims).toHaveLength(2);
     await node.clock.advance(1_000);
     const info = await mounting.promise;
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
     expect(node.claimer.claims).toHaveLength(3);
     expect(node.calls().slice(calls)).toEqual(['stage vol1', 'publish vol1 a1']);
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
@@ -1096,7 +1165,7 @@ describe('review fixes', () => {
 
     expect(await unmounting.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
     const info = await mounting.promise;
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
     // No unstage, no release, no forgetting: the mount took over from the unpublish.
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'stage vol1', 'publish vol1 a1']);
     expect(node.changes()).toEqual([staged(), published('a1'), unpublished('a1'), published('a1')]);
@@ -1162,7 +1231,7 @@ describe('review fixes', () => {
     await node.settle();
     expect(node.calls()).toEqual(calls);
     const info = await agent.mount(req('a1'), RESTORE);
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false });
+    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
     expect(node.changes().slice(changes)).toEqual(restoreChanges);
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
     expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1') });

@@ -12,18 +12,32 @@
 //             → release the claim (the controller unpublishes) → forget
 //
 // It is driven by events, not a poll: a mount or unmount asked for, a plugin
-// turning healthy, a retry timer. Restart, plugin absence and abort take the
-// same path — reconcile from the records and the mount table: a restored
-// record whose target is still mounted needs nothing; one whose mount is
-// gone is mounted again; an unmount that fails stays desired-unmounted and
-// is retried with the policy's backoff (and at once when its plugin is back)
-// until it is done, across agent restarts.
+// turning healthy (or a new instance of it), a retry timer. Restart, plugin
+// absence and abort take the same path — reconcile from the records and the
+// mount table:
+//
+//   - a restored record whose target is still mounted is kept at once,
+//     without waiting for its plugin (however long the plugin stays away,
+//     nothing here takes a live mount down); one whose mount is gone waits
+//     for the plugin (the `restore` limit) and is mounted again;
+//   - a plugin that goes away in the middle of a mount (UNAVAILABLE, no
+//     instance) is waited for again and the step retried, within the
+//     phase's limit;
+//   - an unmount whose plugin is not healthy waits for it (the `postrun`
+//     limit) before its first attempt; an unmount that fails stays
+//     desired-unmounted and is retried with the policy's backoff (and at
+//     once when its plugin is back) until it is done, across agent restarts;
+//   - when a node plugin comes back (restarted, upgraded, or found again
+//     after an agent restart) the live mounts published through it are
+//     checked, and stale ones remounted, restarted or reported, by policy
+//     (mount-checker.ts).
 import {
   AbortError,
   Clock,
-  CsiplugError,
   Disposable,
   DisposableStore,
+  Emitter,
+  Event,
   ILogger,
   IClock,
   ITimeoutPolicy,
@@ -31,6 +45,7 @@ import {
   ShutdownError,
   TimeoutPolicy,
   abortReason,
+  crashPoint,
   errorMessage,
   formatDuration,
 } from '@csiplug/core';
@@ -38,6 +53,7 @@ import {
   ICSIManager,
   IMountTable,
   isMountPointRetrying,
+  isPluginUnavailable,
   KeyedMutex,
   copyUsage,
   type CSIManager,
@@ -48,30 +64,20 @@ import { PluginTypeCSINode } from '@csiplug/registry';
 import { inject, injectable } from 'tsyringe';
 import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog/volume-claimer';
 import { IVolumeClaimer } from '../catalog/tokens';
+import { ReconcilerStoppedError, VolumeMountError } from './errors';
+import { MountChecker, type RemountOutcome } from './mount-checker';
 import { holdsAnything, mountKey, stagingKey, type VolumeMountRecord } from './mount-record';
 import type { MountStore } from './mount-store';
-import type { MountedVolumeInfo, MountOptions, UnmountOutcome, VolumeMountRequest, VolumeReconcilerService } from './reconciler-service';
+import type {
+  LiveMountEvent,
+  MountedVolumeInfo,
+  MountOptions,
+  UnmountOptions,
+  UnmountOutcome,
+  VolumeMountRequest,
+  VolumeReconcilerService,
+} from './reconciler-service';
 import { IMountStore } from './tokens';
-
-/** A mount that failed; says which volume, which plugin, and why. */
-export class VolumeMountError extends CsiplugError {
-  constructor(
-    readonly volumeName: string,
-    readonly volumeId: string,
-    readonly pluginId: string | undefined,
-    cause: unknown,
-  ) {
-    const plugin = pluginId ? ` on plugin ${pluginId}` : '';
-    super('EVOLUME_MOUNT', `volume "${volumeName}" (${volumeId})${plugin}: ${errorMessage(cause)}`, { cause });
-  }
-}
-
-/** The reconciler was stopped (agent shutdown); the records stay for the next start. A ShutdownError, so callers that handle one handle it. */
-export class ReconcilerStoppedError extends ShutdownError {
-  constructor() {
-    super('the volume reconciler is stopped; the agent is shutting down');
-  }
-}
 
 function ref(record: VolumeMountRecord, volume?: ClaimableVolume): CSIVolumeRef {
   return { ...(volume ?? {}), id: record.volumeId, externalId: record.externalId, pluginId: record.pluginId };
@@ -90,6 +96,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /** Unmount attempts under way, by record key. */
   private readonly downs = new Map<string, Promise<UnmountOutcome | undefined>>();
   private readonly subscriptions = new DisposableStore();
+  private readonly checkEmitter: Emitter<LiveMountEvent>;
+  readonly onDidCheckMount: Event<LiveMountEvent>;
+  private readonly checker: MountChecker;
   private started = false;
   private stopped = false;
 
@@ -103,14 +112,26 @@ export class VolumeReconciler implements VolumeReconcilerService {
     @inject(ILogger) logger: Logger,
   ) {
     this.log = logger.child({ component: 'volume-reconciler' });
+    this.checkEmitter = new Emitter({ onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { error: errorMessage(err) }) });
+    this.onDidCheckMount = this.checkEmitter.event;
+    this.checker = new MountChecker(
+      { csi, mountTable, clock, timeouts, log: this.log },
+      {
+        attached: (pluginId) =>
+          [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k)).map(([k, r]) => [k, structuredClone(r)] as const),
+        remount: (volumeId, keys, restage) => this.remount(volumeId, keys, restage),
+        emit: (event) => this.checkEmitter.fire(event),
+      },
+    );
   }
 
   // ---- lifecycle ----------------------------------------------------------------
 
   /**
-   * Reads the records back, resumes every unmount left to do, and retries a
-   * plugin's unmounts at once when it turns healthy. Records desired mounted
-   * wait for their alloc's restore to ask again. Idempotent.
+   * Reads the records back, resumes every unmount left to do, and — when a
+   * node plugin is ready again — retries its unmounts at once and checks
+   * the live mounts published through it. Records desired mounted wait for
+   * their alloc's restore to ask again. Idempotent.
    */
   start(): void {
     if (this.started || this.stopped) return;
@@ -119,9 +140,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
     for (const f of failures) this.log.error('a volume mount record could not be read; it is left in the state untouched', { key: f.key, error: f.error });
     for (const r of records) this.records.set(mountKey(r.allocId, r.name), r);
     this.subscriptions.add(
-      this.csi.onDidChangeHealth((change) => {
-        if (!change.healthy || change.type !== PluginTypeCSINode) return;
-        for (const volumeId of this.volumesToUnmount(change.name)) this.scheduleRetry(volumeId, 0);
+      this.csi.onDidBecomeReady((ready) => {
+        if (ready.info.type !== PluginTypeCSINode) return;
+        for (const volumeId of this.volumesToUnmount(ready.info.name)) this.scheduleRetry(volumeId, 0);
+        this.checker.pluginReady(ready);
       }),
     );
     const toUnmount = this.volumesToUnmount();
@@ -130,10 +152,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
     for (const volumeId of toUnmount) this.scheduleRetry(volumeId, 0);
   }
 
-  /** Stops retrying; the records stay in the store for the next start. */
+  /** Stops retrying and checking; the records stay in the store for the next start. */
   dispose(): void {
     this.stopped = true;
     this.subscriptions.dispose();
+    this.checker.dispose();
+    this.checkEmitter.dispose();
     for (const t of this.retryTimers.values()) t.dispose();
     this.retryTimers.clear();
   }
@@ -154,7 +178,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
   mounted(allocId: string): MountedVolumeInfo[] {
     return this.list(allocId)
       .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined)
-      .map((r) => this.info(r, false));
+      .map((r) => this.info(r, false, this.pluginAway(r.pluginId)));
+  }
+
+  private pluginAway(pluginId: string): boolean {
+    return this.csi.pluginInfo(PluginTypeCSINode, pluginId)?.healthy !== true;
   }
 
   // ---- mount --------------------------------------------------------------------
@@ -162,19 +190,23 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /**
    * Wants the volume mounted for the alloc and waits until it is: looks the
    * volume up, waits for its node plugin (the phase's limit), then claims,
-   * stages and publishes under the volume's queue — or, for a record from
-   * before a restart whose target is still mounted, nothing more. A claim
-   * refused for now is asked again with the policy's backoff within its
-   * limit. On failure or abort what was done is undone (the first attempt
-   * before this rejects; the rest in the background) and a VolumeMountError
-   * names the volume, plugin and cause — except for a record that was wanted
-   * mounted before this call (restored after an agent restart): its mount may
-   * be live under running tasks, so it stays wanted until the alloc's
-   * unmount, and an agent shutting down mid-restore leaves it to the next.
+   * stages and publishes under the volume's queue. A record from before a
+   * restart whose target is still mounted is kept at once, without waiting
+   * for the plugin (`pluginAway` says whether it serves now; it is checked
+   * when it does). A claim refused for now is asked again with the policy's
+   * backoff within its limit; a plugin that goes away mid-mount is waited for
+   * again and the step retried, within the phase's limit. On failure or abort
+   * what was done is undone (the first attempt before this rejects; the rest
+   * in the background) and a VolumeMountError names the volume, plugin and
+   * cause — except for a record that was wanted mounted before this call
+   * (restored after an agent restart): its mount may be live under running
+   * tasks, so it stays wanted until the alloc's unmount, and an agent
+   * shutting down mid-restore leaves it to the next.
    */
   async mount(request: VolumeMountRequest, options: MountOptions): Promise<MountedVolumeInfo> {
     const { signal, phase } = options;
     const key = mountKey(request.allocId, request.name);
+    const deadline = this.clock.now() + this.timeouts.pluginWait(phase);
     let pluginId = this.records.get(key)?.pluginId;
     // A record wanted mounted before this call (a restored live mount) is
     // not this call's to undo: the alloc's unmount undoes it.
@@ -183,8 +215,13 @@ export class VolumeReconciler implements VolumeReconcilerService {
       if (this.stopped) throw new ReconcilerStoppedError();
       const record = await this.want(key, request);
       pluginId = record.pluginId;
+      if (wantedBefore) {
+        // The mount table says whether the mount is live; no plugin is needed to see that.
+        const live = await this.stillMounted(key, signal, 'waiting for its plugin to mount it again');
+        if (live) return live;
+      }
       await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal });
-      return await this.bringUpWithClaimRetry(key, signal);
+      return await this.bringUpWithClaimRetry(key, signal, phase, deadline);
     } catch (err) {
       const cause = signal?.aborted ? abortReason(signal) : err;
       // Cut short by the agent going away: the next agent finishes it (restore) or undoes it (teardown).
@@ -205,7 +242,18 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private async want(key: string, request: VolumeMountRequest): Promise<VolumeMountRecord> {
     const existing = this.records.get(key);
     // Already wanted (a restore): as it stands — a rule for new records must not fail a live alloc's restore.
-    if (existing?.desired === 'mounted' && existing.volumeId === request.volumeId) return existing;
+    if (existing?.desired === 'mounted' && existing.volumeId === request.volumeId) {
+      if (existing.onStaleMount === request.onStaleMount) return existing;
+      try {
+        return this.update(key, { onStaleMount: request.onStaleMount });
+      } catch (err) {
+        this.log.warn('could not record a changed stale-mount policy; it holds until the agent restarts', { alloc_id: request.allocId, volume_id: request.volumeId, error: errorMessage(err) });
+        const changed: VolumeMountRecord = { ...existing, onStaleMount: request.onStaleMount };
+        if (changed.onStaleMount === undefined) delete changed.onStaleMount;
+        this.records.set(key, changed);
+        return changed;
+      }
+    }
     this.checkOneNamePerVolume(key, request);
     const volume = await this.claimer.lookup(request.volumeId);
     this.checkOneNamePerVolume(key, request);
@@ -213,7 +261,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const now = this.records.get(key);
     if (now) {
       // Asked again while its unmount is still pending: mount it again from where it is.
-      return this.update(key, { desired: 'mounted', attempts: 0, lastError: undefined, since: this.clock.now() });
+      return this.update(key, { desired: 'mounted', attempts: 0, lastError: undefined, since: this.clock.now(), onStaleMount: request.onStaleMount });
     }
     const record: VolumeMountRecord = {
       allocId: request.allocId,
@@ -228,8 +276,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
       published: false,
       attempts: 0,
       since: this.clock.now(),
+      ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}),
     };
     this.persist(record);
+    crashPoint('reconciler.want.after-write');
     return record;
   }
 
@@ -249,10 +299,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
     }
   }
 
-  private async bringUpWithClaimRetry(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo> {
+  private async bringUpWithClaimRetry(key: string, signal: AbortSignal | undefined, phase: MountOptions['phase'], deadline: number): Promise<MountedVolumeInfo> {
     const started = this.clock.now();
     const limit = this.timeouts.claimRetryLimit();
-    for (let attempt = 1; ; attempt++) {
+    let claimed = false;
+    let pluginRetries = 0;
+    for (let attempt = 1; ; ) {
       const record = this.wanted(key);
       try {
         // An unmount of this record still under way (asked for again meanwhile)
@@ -265,18 +317,40 @@ export class VolumeReconciler implements VolumeReconcilerService {
         // The claim (which may wait for the controller and publish through it)
         // runs outside the volume's queue: its intent is recorded first, and
         // other allocs' steps on the volume need not wait for it.
-        await this.claim(key, signal);
+        if (!claimed) await this.claim(key, signal);
+        claimed = true;
         return await this.queue.run(record.volumeId, () => this.nodeSteps(key, signal), signal);
       } catch (err) {
-        if (!(err instanceof ClaimError) || !err.retryable) throw err;
-        const delay = this.timeouts.claimBackoff(attempt);
-        if (this.clock.now() - started + delay > limit) {
-          throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
+        if (err instanceof ClaimError && err.retryable) {
+          const delay = this.timeouts.claimBackoff(attempt);
+          if (this.clock.now() - started + delay > limit) {
+            throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
+          }
+          this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
+          await this.clock.sleep(delay, signal);
+          attempt++;
+          continue;
         }
-        this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
-        await this.clock.sleep(delay, signal);
+        // A claim's refusal is the catalog's answer; a node step's failure while the node plugin is away is not.
+        if (err instanceof ClaimError || this.stopped || signal?.aborted || !(isPluginUnavailable(err) || this.pluginAway(record.pluginId))) throw err;
+        await this.awaitPluginAgain(record, err, ++pluginRetries, phase, deadline, signal);
       }
     }
+  }
+
+  /**
+   * The node plugin went away in the middle of a mount (crashed, restarting,
+   * being replaced): wait for it to be healthy again, within what is left of
+   * the phase's limit, so that the step is asked again rather than the mount
+   * failed. A plugin that still looks healthy (its crash not seen yet) is
+   * given a backoff first. Throws the step's error when no time is left.
+   */
+  private async awaitPluginAgain(record: VolumeMountRecord, err: unknown, retry: number, phase: MountOptions['phase'], deadline: number, signal: AbortSignal | undefined): Promise<void> {
+    const left = deadline - this.clock.now();
+    if (left <= 0) throw err;
+    this.log.warn('the node plugin went away during the mount; waiting for it to be healthy, then asking again', { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId, retry, left_ms: left, error: errorMessage(err) });
+    if (!this.pluginAway(record.pluginId)) await this.clock.sleep(Math.min(left, this.timeouts.unmountBackoff(retry)), signal);
+    await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
   }
 
   /**
@@ -285,8 +359,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
    * cannot be read just now is read again, never taken for "gone". Undefined
    * when the steps must run — always while an unmount attempt is under way
    * (it may take the target down after any check; the steps queue behind it).
+   * A restored live mount is checked by the MountChecker when its plugin
+   * serves. `whenGone` says what happens next when the mount is gone.
    */
-  private async stillMounted(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo | undefined> {
+  private async stillMounted(key: string, signal: AbortSignal | undefined, whenGone = 'mounting again'): Promise<MountedVolumeInfo | undefined> {
     const record = this.wanted(key);
     if (!record.published || record.targetPath === undefined || this.downs.has(key)) return undefined;
     if (this.verified.has(key)) return this.info(record, false);
@@ -298,23 +374,29 @@ export class VolumeReconciler implements VolumeReconcilerService {
         this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
     });
     if (!live) {
-      this.log.warn('volume mount gone after restore; mounting again', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId });
+      this.log.warn(`volume mount gone after restore; ${whenGone}`, { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, plugin_id: record.pluginId });
       return undefined;
     }
     this.verified.add(key);
-    this.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target });
-    return this.info(this.wanted(key), true);
+    const away = this.pluginAway(record.pluginId);
+    this.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, plugin_away: away });
+    const now = this.wanted(key);
+    this.checker.restored(now);
+    return this.info(now, true, away);
   }
 
   /** The claim step. The catalog grants the same claim again as it stands (a retried mount, a mount gone after a restart). */
   private async claim(key: string, signal: AbortSignal | undefined): Promise<void> {
     if (this.stopped) throw new ReconcilerStoppedError();
+    crashPoint('reconciler.claim.before-write');
     const record = this.update(key, { claimed: true });
+    crashPoint('reconciler.claim.after-write');
     const claim = await this.claimer.claim(
       { volumeId: record.volumeId, allocId: record.allocId, readOnly: record.usage.readOnly, accessMode: record.usage.accessMode, attachmentMode: record.usage.attachmentMode },
       { signal },
     );
     this.volumes.set(key, claim.volume);
+    crashPoint('reconciler.claim.after-call');
     this.update(key, { publishContext: claim.publishContext, externalId: claim.volume.externalId || claim.volume.id });
   }
 
@@ -326,14 +408,22 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const vm = this.csi.volumeManager(record.pluginId);
     const publishContext = record.publishContext ?? {};
     if (await vm.requiresStaging({ signal })) {
+      crashPoint('reconciler.stage.before-write');
       if (!this.wanted(key).staged) record = this.update(key, { staged: true });
+      crashPoint('reconciler.stage.after-write');
       await vm.stageVolume(volume, record.usage, publishContext, { signal });
+      crashPoint('reconciler.stage.after-call');
     }
     this.wanted(key);
+    crashPoint('reconciler.publish.before-write');
     record = this.update(key, { published: true });
+    crashPoint('reconciler.publish.after-write');
     const info = await vm.publishVolume(volume, record.allocId, record.usage, publishContext, { signal });
+    crashPoint('reconciler.publish.after-call');
     record = this.update(key, { targetPath: info.targetPath, stagingPath: info.stagingPath, attempts: 0, lastError: undefined });
+    crashPoint('reconciler.publish.after-record');
     this.verified.add(key);
+    this.checker.fresh(key, record.pluginId);
     return this.info(this.wanted(key), false);
   }
 
@@ -365,7 +455,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
    * failed stays desired unmounted and is retried with the policy's backoff,
    * and at once when its plugin turns healthy, until it is done.
    */
-  async unmount(allocId: string, names?: readonly string[]): Promise<UnmountOutcome[]> {
+  async unmount(allocId: string, names?: readonly string[], options: UnmountOptions = {}): Promise<UnmountOutcome[]> {
     const keys = [...this.records.values()].filter((r) => r.allocId === allocId && (names === undefined || names.includes(r.name))).map((r) => mountKey(r.allocId, r.name));
     const outcomes = await Promise.all(
       keys.map(async (key) => {
@@ -374,7 +464,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
         const record = this.records.get(key)!;
         if (record.desired === 'mounted') {
           try {
+            crashPoint('reconciler.unmount.before-write');
             this.update(key, { desired: 'unmounted', attempts: 0, lastError: undefined, since: this.clock.now() });
+            crashPoint('reconciler.unmount.after-write');
           } catch (err) {
             // Not written, but still wanted: unmounted in memory and retried (each retry writes the record again).
             this.records.set(key, { ...record, desired: 'unmounted', attempts: 0, since: this.clock.now() });
@@ -383,10 +475,46 @@ export class VolumeReconciler implements VolumeReconcilerService {
             return { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, error: err } satisfies UnmountOutcome;
           }
         }
-        return this.attemptDown(key);
+        const done: UnmountOutcome = { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId };
+        let pluginWait: UnmountOutcome['pluginWait'];
+        try {
+          pluginWait = await this.awaitPluginForUnmount(key, options.signal);
+        } catch (err) {
+          // Called off (the agent going away): still pending, for the retries or the next agent.
+          this.scheduleRetry(record.volumeId, this.timeouts.unmountBackoff(1));
+          return { ...done, error: err };
+        }
+        // No record left: a retry woken by the plugin's return finished it meanwhile.
+        const outcome = (await this.attemptDown(key)) ?? done;
+        return pluginWait ? { ...outcome, pluginWait } : outcome;
       }),
     );
-    return outcomes.filter((o): o is UnmountOutcome => o !== undefined);
+    return outcomes;
+  }
+
+  /**
+   * Before the first attempt at an unmount whose node plugin is not healthy
+   * (a plugin task restarting during a `job stop`): wait for it, woken by
+   * its return, up to the postrun limit. Past the limit the attempt is made
+   * anyway and, failing, left to the background retries. Undefined when
+   * there was nothing to wait for; rejects only when `signal` aborts (or the
+   * CSI manager shuts down).
+   */
+  private async awaitPluginForUnmount(key: string, signal: AbortSignal | undefined): Promise<UnmountOutcome['pluginWait']> {
+    const record = this.records.get(key);
+    if (!record || !(record.published || record.staged) || !this.pluginAway(record.pluginId)) return undefined;
+    const started = this.clock.now();
+    const limit = this.timeouts.pluginWait('postrun');
+    const fields = { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId };
+    this.log.info('the node plugin is not healthy; the unmount waits for it (postrun limit)', { ...fields, limit_ms: limit });
+    try {
+      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', { signal });
+      return { waitedMs: this.clock.now() - started, healthy: true };
+    } catch (err) {
+      if (signal?.aborted || err instanceof ShutdownError) throw err;
+      this.log.warn(`the node plugin was not healthy within ${formatDuration(limit)} (the postrun limit); unmounting anyway, retried in the background if it fails`, { ...fields, error: errorMessage(err) });
+      return { waitedMs: this.clock.now() - started, healthy: false };
+    }
   }
 
   /**
@@ -446,7 +574,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const volume = ref(record, this.volumes.get(key));
     if (record.published) {
       await this.csi.volumeManager(record.pluginId).unpublishVolume(volume, record.allocId, record.usage);
+      crashPoint('reconciler.unpublish.after-call');
       this.update(key, { published: false, targetPath: undefined });
+      crashPoint('reconciler.unpublish.after-write');
       record = stillUnwanted();
       if (!record) return;
     }
@@ -455,18 +585,94 @@ export class VolumeReconciler implements VolumeReconcilerService {
       const mine = stagingKey(record);
       const others = [...this.records.entries()].filter(([k, r]) => k !== key && r.staged && stagingKey(r) === mine);
       if (others.length === 0) await this.csi.volumeManager(record.pluginId).unstageVolume(volume, record.usage);
+      crashPoint('reconciler.unstage.after-call');
       this.update(key, { staged: false, stagingPath: undefined });
+      crashPoint('reconciler.unstage.after-write');
       record = stillUnwanted();
       if (!record) return;
     }
     if (record.claimed) {
       await this.claimer.release(record.volumeId, record.allocId);
+      crashPoint('reconciler.release.after-call');
       this.update(key, { claimed: false, publishContext: undefined });
+      crashPoint('reconciler.release.after-write');
       record = stillUnwanted();
       if (!record) return;
     }
+    crashPoint('reconciler.forget.before');
     this.forget(key);
     this.log.info('volume unmounted and released', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, attempts: record.attempts + 1 });
+  }
+
+  // ---- live mounts found stale (MountChecker) ------------------------------------
+
+  /**
+   * Takes the stale mounts of `keys` (one volume) down and up again through
+   * the plugin's current instance, under the volume's queue, each record
+   * written step by step as a mount and an unmount write it: unpublish each;
+   * unstage the staging mounts named in `restage` when no record outside
+   * `keys` is staged on them; then stage (skipped for a staging mount still
+   * there) and publish each again at the same target. A record unmounted
+   * meanwhile is left to its unmount. Resolves with the keys mounted again
+   * and those that failed, with why.
+   */
+  private async remount(volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome> {
+    const failed = new Map<string, unknown>();
+    const done = new Set<string>();
+    // The volume's secrets and context, handed to stage and publish as on a first mount (a restored record has none in memory).
+    for (const key of keys) {
+      if (this.volumes.has(key)) continue;
+      try {
+        this.volumes.set(key, await this.claimer.lookup(volumeId));
+      } catch (err) {
+        failed.set(key, err);
+      }
+    }
+    return this.queue.run(volumeId, async () => {
+      if (this.stopped) throw new ReconcilerStoppedError();
+      const live = () => keys.filter((k) => !failed.has(k) && this.records.get(k)?.desired === 'mounted' && !this.downs.has(k));
+      for (const key of live()) {
+        const r = this.records.get(key)!;
+        if (!r.published) continue;
+        try {
+          await this.csi.volumeManager(r.pluginId).unpublishVolume(ref(r, this.volumes.get(key)), r.allocId, r.usage);
+          this.update(key, { published: false, targetPath: undefined });
+        } catch (err) {
+          failed.set(key, err);
+        }
+      }
+      const unstageFailed = new Map<string, unknown>();
+      for (const staging of restage) {
+        const group = live().filter((k) => this.records.get(k)!.staged && stagingKey(this.records.get(k)!) === staging);
+        const first = group[0];
+        if (first === undefined) continue;
+        const r = this.records.get(first)!;
+        if ([...this.records.entries()].some(([k, other]) => !group.includes(k) && other.staged && stagingKey(other) === staging)) {
+          this.log.warn('a stale staging mount is still used by a record not being remounted; publishing again from it', { volume_id: volumeId, staging_path: r.stagingPath });
+          continue;
+        }
+        try {
+          await this.csi.volumeManager(r.pluginId).unstageVolume(ref(r, this.volumes.get(first)), r.usage);
+          for (const k of group) this.update(k, { staged: false, stagingPath: undefined });
+        } catch (err) {
+          // Published again from the stale staging mount all the same (better than no mount at all), and reported as failed.
+          unstageFailed.set(staging, err);
+        }
+      }
+      for (const key of live()) {
+        try {
+          await this.nodeSteps(key, undefined);
+        } catch (err) {
+          // Unmounted meanwhile: its unmount's business, not a failure.
+          if (this.records.get(key)?.desired === 'mounted') failed.set(key, err);
+          continue;
+        }
+        const staging = unstageFailed.get(stagingKey(this.records.get(key)!));
+        if (staging !== undefined) failed.set(key, staging);
+        else done.add(key);
+      }
+      return { done, failed };
+    });
   }
 
   // ---- helpers ------------------------------------------------------------------
@@ -526,9 +732,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.records.delete(key);
     this.verified.delete(key);
     this.volumes.delete(key);
+    this.checker.forget(key);
   }
 
-  private info(record: VolumeMountRecord, restored: boolean): MountedVolumeInfo {
+  private info(record: VolumeMountRecord, restored: boolean, pluginAway = false): MountedVolumeInfo {
     const info: MountedVolumeInfo = {
       name: record.name,
       volumeId: record.volumeId,
@@ -536,6 +743,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
       targetPath: record.targetPath!,
       readOnly: record.usage.readOnly,
       restored,
+      pluginAway,
     };
     if (record.stagingPath) info.stagingPath = record.stagingPath;
     return info;

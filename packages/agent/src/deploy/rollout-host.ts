@@ -1,0 +1,42 @@
+// What the job updater and its rollouts need from the agent: its allocs, a
+// way to make, save and start a new one, the CSI manager's plugin
+// instances and the event stream. The agent implements it over its runner
+// table (R = AllocRunner); the specs over fakes.
+import type { Clock, Event, Logger } from '@csiplug/core';
+import type { PluginInfo } from '@csiplug/csimanager';
+import type { MountedVolume } from '@csiplug/hooks';
+import type { AgentEventInput } from '../agent-events';
+import type { Alloc, TaskState } from '../model';
+import type { AgentEvent } from '../service';
+
+/** One alloc as a rollout sees it; the agent's AllocRunner is one. */
+export interface RolloutAlloc {
+  readonly alloc: Alloc;
+  /** The volumes its tasks see, saved with it. */
+  readonly mountedVolumes: Record<string, MountedVolume>;
+  /** Stops its tasks, then unmounts and releases its volumes; resolves when done. Idempotent. */
+  stop(): Promise<void>;
+  taskStates(): Record<string, TaskState>;
+  /** Whether anything of it may still be alive: a task not known dead, a mount still wanted. */
+  readonly needsTeardown: boolean;
+}
+
+export interface RolloutHost<R extends RolloutAlloc = RolloutAlloc> {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Every alloc of the job this agent holds, stopped ones included. */
+  allocsOf(jobId: string): R[];
+  /** Every job this agent holds an alloc of. */
+  jobIds(): string[];
+  /** Makes the runner of a new alloc; nothing is saved or started yet. */
+  prepare(alloc: Alloc): R;
+  /** Saves the records of `allocs` in one write: all of them, or (it throws) none. */
+  save(allocs: readonly R[]): void;
+  /** Adds a prepared, saved alloc to the agent's allocs and starts it. */
+  launch(alloc: R): void;
+  /** The CSI manager's plugin instances, with their health. */
+  plugins(): readonly PluginInfo[];
+  /** The agent's event stream: task, alloc and plugin events name their alloc. */
+  readonly onEvent: Event<AgentEvent>;
+  emit(event: AgentEventInput): void;
+}

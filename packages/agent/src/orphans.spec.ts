@@ -1,0 +1,318 @@
+// The orphan scan against a temp data dir and a fake mount table, and the
+// cleanup with a fake driver and fake unmounts: what the state knows is never
+// touched, every orphan is found and described in one line, tasks go first,
+// mounts deepest first (lazily only when a normal unmount fails), and a dir
+// stays while something is mounted below it or one of its tasks may run.
+import { MemoryLogger } from '@csiplug/core';
+import { FakeDriver } from '@csiplug/driver/testing';
+import type { ExitResult, TaskHandle } from '@csiplug/driver';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { classifyMount, describeOrphan, findOrphans, reconcileOrphans, type KnownState, type Orphan, type OrphanCleanupDeps } from './orphans';
+
+/** A task handle as an executor would record it, in `taskDir`. */
+const handleIn = (allocId: string, taskName: string, taskDir: string, pid: number): TaskHandle => ({
+  version: 1,
+  driver: 'exec',
+  allocId,
+  taskName,
+  taskDir,
+  executorPid: pid + 1_000,
+  executorStartTime: `${pid + 1_000}`,
+  pid,
+  startTime: `${pid}`,
+  startedAt: 0,
+});
+
+describe('orphans', () => {
+  let dd: string;
+  /** pid → alive; a pid listed in `unreadable` cannot be checked. */
+  let alive: Map<number, boolean>;
+  let unreadable: Set<number>;
+  let records: Map<string, TaskHandle>;
+  const known: KnownState = { allocs: new Set(['known-1']), volumes: [{ pluginId: 'hostpath', volumeId: 'vol-known', externalId: 'ext-known' }] };
+
+  const mkdir = (...parts: string[]) => fs.mkdirSync(path.join(dd, ...parts), { recursive: true });
+  /** A task dir with an executor record of `pid`. */
+  const task = (allocId: string, taskName: string, pid: number) => {
+    const taskDir = path.join(dd, 'allocs', allocId, taskName);
+    fs.mkdirSync(path.join(taskDir, '.executor'), { recursive: true });
+    records.set(taskDir, handleIn(allocId, taskName, taskDir, pid));
+  };
+  const isSameProcess = (pid: number) => {
+    if (unreadable.has(pid)) throw Object.assign(new Error(`EMFILE reading /proc/${pid}/stat`), { code: 'EMFILE' });
+    return alive.get(pid) ?? false;
+  };
+  const staging = (volume: string) => path.join(dd, 'csi', 'monolith', 'hostpath', 'staging', volume, 'rw-file-system-single-node-writer');
+  const target = (allocId: string, volume: string) => path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', allocId, volume, 'rw-file-system-single-node-writer');
+  const scan = (mounts: string[]) =>
+    findOrphans({
+      dataDir: dd,
+      known,
+      mounts: mounts.map((mountPoint) => ({ mountPoint })),
+      readTask: ({ taskDir }) => records.get(taskDir),
+      isSameProcess,
+    });
+
+  beforeEach(() => {
+    dd = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-orphans-'));
+    alive = new Map();
+    unreadable = new Set();
+    records = new Map();
+  });
+  afterEach(() => fs.rmSync(dd, { recursive: true, force: true }));
+
+  describe('classifyMount', () => {
+    it('names the alloc or the volume a path of the layout belongs to, and nothing for the layout itself or paths it does not explain', () => {
+      expect(classifyMount(dd, path.join(dd, 'allocs', 'a1', 'web', 'data'))).toEqual({ allocId: 'a1' });
+      expect(classifyMount(dd, target('a1', 'v'))).toEqual({ allocId: 'a1' });
+      expect(classifyMount(dd, staging('v'))).toEqual({ pluginId: 'hostpath', volumeId: 'v' });
+      for (const p of [dd, path.join(dd, 'allocs'), path.join(dd, 'csi'), path.join(dd, 'csi', 'monolith', 'hostpath'), path.join(dd, 'csi', 'monolith', 'hostpath', 'staging'), path.join(dd, 'plugins', 'a1'), path.join(dd, 'other'), '/mnt/elsewhere']) {
+        expect(classifyMount(dd, p)).toBeUndefined();
+      }
+    });
+  });
+
+  describe('findOrphans', () => {
+    it('finds running tasks, mounts and dirs the state does not know, and leaves what it knows alone', () => {
+      task('known-1', 'web', 100);
+      alive.set(100, true).set(1_100, true);
+      task('lost-1', 'web', 200);
+      alive.set(200, true).set(1_200, true);
+      task('lost-1', 'finished', 300); // task and executor ended: only its dir is left
+      task('lost-2', 'lingering', 400);
+      alive.set(1_400, true); // the task ended, its executor has not
+      task('lost-2', 'unknown', 500);
+      unreadable.add(500).add(1_500);
+      mkdir('allocs', 'lost-3'); // an empty dir
+      mkdir('plugins', 'known-1');
+      mkdir('plugins', 'lost-1');
+      mkdir('csi', 'monolith', 'hostpath', 'per-alloc', 'known-1');
+      mkdir('csi', 'monolith', 'hostpath', 'per-alloc', 'lost-1');
+
+      const orphans = scan([
+        path.join(dd, 'allocs'), // an operator's own filesystem for allocs: the layout, not an orphan
+        staging('vol-known'),
+        staging('ext-known'), // named by external id
+        target('known-1', 'vol-known'),
+        staging('vol-lost'),
+        target('lost-1', 'vol-lost'),
+        path.join(dd, 'allocs', 'lost-1', 'web', 'data'),
+        path.join(dd, 'somewhere', 'else'),
+      ]);
+
+      const tasks = orphans.filter((o) => o.kind === 'task').map((o) => o.kind === 'task' && `${o.allocId}/${o.taskName} task=${o.task} executor=${o.executor}`);
+      expect(tasks).toEqual(['lost-1/web task=true executor=true', 'lost-2/lingering task=false executor=true', 'lost-2/unknown task=unknown executor=unknown']);
+      expect(orphans.filter((o) => o.kind === 'mount')).toEqual([
+        { kind: 'mount', mountPoint: staging('vol-lost'), pluginId: 'hostpath', volumeId: 'vol-lost' },
+        { kind: 'mount', mountPoint: target('lost-1', 'vol-lost'), allocId: 'lost-1' },
+        { kind: 'mount', mountPoint: path.join(dd, 'allocs', 'lost-1', 'web', 'data'), allocId: 'lost-1' },
+      ]);
+      expect(orphans.filter((o) => o.kind === 'dir').map((o) => o.kind === 'dir' && `${o.what} ${path.relative(dd, o.path)}`)).toEqual([
+        'alloc dir allocs/lost-1',
+        'alloc dir allocs/lost-2',
+        'alloc dir allocs/lost-3',
+        'plugin socket dir plugins/lost-1',
+        'per-alloc mount dir csi/monolith/hostpath/per-alloc/lost-1',
+      ]);
+      // Tasks first, then mounts, then dirs: the order they are cleaned in.
+      expect(orphans.map((o) => o.kind)).toEqual(['task', 'task', 'task', 'mount', 'mount', 'mount', 'dir', 'dir', 'dir', 'dir', 'dir']);
+    });
+
+    it('finds nothing in a data dir the state knows all of, or one that has no allocs dir yet', () => {
+      expect(scan([])).toEqual([]);
+      task('known-1', 'web', 100);
+      alive.set(100, true);
+      expect(scan([target('known-1', 'vol-known'), staging('vol-known')])).toEqual([]);
+    });
+
+    it('never follows a symlink in the data dir', () => {
+      const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-orphans-elsewhere-'));
+      try {
+        mkdir('allocs');
+        fs.symlinkSync(elsewhere, path.join(dd, 'allocs', 'linked'));
+        expect(scan([])).toEqual([]);
+      } finally {
+        fs.rmSync(elsewhere, { recursive: true, force: true });
+      }
+    });
+
+    it('leaves out a task whose record cannot be read, and says so', () => {
+      task('lost-1', 'web', 200);
+      const unread: string[] = [];
+      const orphans = findOrphans({
+        dataDir: dd,
+        known,
+        mounts: [],
+        readTask: () => {
+          throw new Error('EMFILE');
+        },
+        isSameProcess,
+        onUnreadable: (what) => unread.push(what),
+      });
+      expect(orphans.map((o) => o.kind)).toEqual(['dir']);
+      expect(unread).toEqual([`the executor record in ${path.join(dd, 'allocs', 'lost-1', 'web')}`]);
+    });
+  });
+
+  describe('describeOrphan', () => {
+    it('says in one line what and where', () => {
+      const taskDir = path.join(dd, 'allocs', 'lost-1', 'web');
+      expect(describeOrphan({ kind: 'task', allocId: 'lost-1', taskName: 'web', taskDir, handle: handleIn('lost-1', 'web', taskDir, 200), task: true, executor: 'unknown' })).toBe(
+        `orphan task: task "web" of alloc lost-1 (${taskDir}): pid 200 runs, its executor pid 1200 may run (it could not be checked); the state knows no alloc lost-1`,
+      );
+      expect(describeOrphan({ kind: 'mount', mountPoint: '/d/csi/x', allocId: 'lost-1' })).toBe('orphan mount: /d/csi/x is mounted for alloc lost-1, which the state does not know');
+      expect(describeOrphan({ kind: 'mount', mountPoint: '/d/csi/s', pluginId: 'hostpath', volumeId: 'v' })).toBe(
+        'orphan mount: /d/csi/s is mounted for volume v of plugin hostpath, which no mount record of the state names',
+      );
+      expect(describeOrphan({ kind: 'dir', what: 'alloc dir', allocId: 'lost-1', path: '/d/allocs/lost-1' })).toBe('orphan alloc dir: /d/allocs/lost-1 belongs to alloc lost-1, which the state does not know');
+    });
+  });
+
+  describe('reconcileOrphans', () => {
+    let driver: FakeDriver;
+    let logger: MemoryLogger;
+    let table: string[];
+    let calls: string[];
+    let knownNow: KnownState;
+    /** Mount points whose normal unmount fails (busy), and whose lazy one fails too. */
+    let busy: Set<string>;
+    let stuck: Set<string>;
+
+    const deps = (over: Partial<OrphanCleanupDeps> = {}): OrphanCleanupDeps => ({
+      driver: {
+        stop: async (handle, signal, killTimeout): Promise<ExitResult> => {
+          calls.push(`stop ${handle.pid} ${signal}`);
+          const exit = await driver.stop(handle, signal, killTimeout);
+          alive.set(handle.pid, false).set(handle.executorPid, false); // the executor records the exit and leaves
+          return exit;
+        },
+      },
+      killSignal: 'SIGTERM',
+      killTimeout: 1_000,
+      isSameProcess,
+      kill: (pid, signal) => {
+        calls.push(`kill ${pid} ${signal}`);
+        alive.set(pid, false);
+      },
+      executorGrace: 0,
+      sleep: async () => undefined,
+      unmount: async (mountPoint, { lazy }) => {
+        calls.push(`${lazy ? 'umount -l' : 'umount'} ${path.relative(dd, mountPoint)}`);
+        if (stuck.has(mountPoint) || (!lazy && busy.has(mountPoint))) throw new Error(`umount: ${mountPoint}: target is busy`);
+        table.splice(table.lastIndexOf(mountPoint), 1);
+      },
+      mountsUnder: (dir) => table.filter((m) => m === dir || m.startsWith(`${dir}/`)),
+      known: () => knownNow,
+      dataDir: dd,
+      logger,
+      ...over,
+    });
+    /** Starts a task in the fake driver and records it in a task dir, as an executor would. */
+    const running = async (allocId: string, taskName: string): Promise<Extract<Orphan, { kind: 'task' }>> => {
+      const taskDir = path.join(dd, 'allocs', allocId, taskName);
+      fs.mkdirSync(path.join(taskDir, '.executor'), { recursive: true });
+      const handle = await driver.start({ allocId, taskName, taskDir, command: '/bin/sleep', args: ['100'], env: {} });
+      alive.set(handle.pid, true).set(handle.executorPid, true);
+      return { kind: 'task', allocId, taskName, taskDir, handle, task: true, executor: true };
+    };
+
+    beforeEach(() => {
+      driver = new FakeDriver();
+      logger = new MemoryLogger();
+      table = [];
+      calls = [];
+      busy = new Set();
+      stuck = new Set();
+      knownNow = known;
+    });
+
+    it('stops the tasks, then unmounts deepest first (lazily when busy), then removes the dirs', async () => {
+      const web = await running('lost-1', 'web');
+      mkdir('plugins', 'lost-1');
+      mkdir('csi', 'monolith', 'hostpath', 'per-alloc', 'lost-1', 'vol-lost', 'rw-file-system-single-node-writer');
+      table = [staging('vol-lost'), target('lost-1', 'vol-lost')];
+      busy.add(staging('vol-lost'));
+      const orphans: Orphan[] = [
+        web,
+        { kind: 'mount', mountPoint: staging('vol-lost'), pluginId: 'hostpath', volumeId: 'vol-lost' },
+        { kind: 'mount', mountPoint: target('lost-1', 'vol-lost'), allocId: 'lost-1' },
+        { kind: 'dir', what: 'alloc dir', allocId: 'lost-1', path: path.join(dd, 'allocs', 'lost-1') },
+        { kind: 'dir', what: 'plugin socket dir', allocId: 'lost-1', path: path.join(dd, 'plugins', 'lost-1') },
+        { kind: 'dir', what: 'per-alloc mount dir', allocId: 'lost-1', path: path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', 'lost-1') },
+      ];
+      const report = await reconcileOrphans(orphans, deps());
+      expect(calls).toEqual([
+        `stop ${web.handle.pid} SIGTERM`,
+        'umount csi/monolith/hostpath/per-alloc/lost-1/vol-lost/rw-file-system-single-node-writer',
+        'umount csi/monolith/hostpath/staging/vol-lost/rw-file-system-single-node-writer',
+        'umount -l csi/monolith/hostpath/staging/vol-lost/rw-file-system-single-node-writer',
+      ]);
+      expect(report).toEqual({ tasksStopped: 1, unmounted: 1, lazilyUnmounted: 1, dirsRemoved: 3, left: [] });
+      expect(fs.readdirSync(dd).sort()).toEqual(['allocs', 'csi', 'plugins']);
+      expect(fs.readdirSync(path.join(dd, 'allocs'))).toEqual([]);
+      const lines = logger.records.map((r) => r.msg);
+      expect(lines).toContain(
+        `unmounted orphan mount ${staging('vol-lost')} lazily (umount -l): a normal unmount failed (umount: ${staging('vol-lost')}: target is busy); the kernel frees it once nothing uses it`,
+      );
+    });
+
+    it('kills an executor that outlives its task, only while its pid still names the process that started then', async () => {
+      const taskDir = path.join(dd, 'allocs', 'lost-2', 'lingering');
+      fs.mkdirSync(taskDir, { recursive: true });
+      const handle = handleIn('lost-2', 'lingering', taskDir, 400);
+      alive.set(1_400, true);
+      const report = await reconcileOrphans([{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }], deps());
+      expect(calls).toEqual(['kill 1400 SIGKILL']);
+      expect(report.tasksStopped).toBe(1);
+      // Its pid now names another process (another start time): it is not signalled.
+      calls = [];
+      await reconcileOrphans([{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }], deps());
+      expect(calls).toEqual([]);
+    });
+
+    it('keeps a dir while something is mounted below it, and the dirs and mounts of an alloc whose task could not be stopped', async () => {
+      const web = await running('lost-1', 'web');
+      mkdir('allocs', 'lost-2', 'web', 'data');
+      table = [path.join(dd, 'allocs', 'lost-2', 'web', 'data'), target('lost-1', 'vol-lost')];
+      stuck.add(path.join(dd, 'allocs', 'lost-2', 'web', 'data'));
+      const failing = deps({
+        driver: {
+          stop: async () => {
+            throw new Error('EPERM: operation not permitted');
+          },
+        },
+      });
+      const report = await reconcileOrphans(
+        [
+          web,
+          { kind: 'mount', mountPoint: path.join(dd, 'allocs', 'lost-2', 'web', 'data'), allocId: 'lost-2' },
+          { kind: 'mount', mountPoint: target('lost-1', 'vol-lost'), allocId: 'lost-1' },
+          { kind: 'dir', what: 'alloc dir', allocId: 'lost-1', path: path.join(dd, 'allocs', 'lost-1') },
+          { kind: 'dir', what: 'alloc dir', allocId: 'lost-2', path: path.join(dd, 'allocs', 'lost-2') },
+        ],
+        failing,
+      );
+      expect(report.tasksStopped).toBe(0);
+      expect(report.left.map((l) => `${describeOrphan(l.orphan).split(':')[0]} ${l.orphan.kind === 'task' ? l.orphan.allocId : l.orphan.kind === 'mount' ? path.relative(dd, l.orphan.mountPoint) : path.relative(dd, l.orphan.path)}: ${l.why}`)).toEqual([
+        'orphan task lost-1: could not stop it: EPERM: operation not permitted',
+        'orphan mount csi/monolith/hostpath/per-alloc/lost-1/vol-lost/rw-file-system-single-node-writer: a task of alloc lost-1 may still use it',
+        `orphan mount allocs/lost-2/web/data: could not unmount it: umount: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')}: target is busy; nor lazily: umount: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')}: target is busy`,
+        'orphan alloc dir allocs/lost-1: a task of alloc lost-1 may still run in it',
+        `orphan alloc dir allocs/lost-2: still mounted below it: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')} (never deleted through a mount)`,
+      ]);
+      expect(fs.existsSync(path.join(dd, 'allocs', 'lost-1'))).toBe(true);
+      expect(fs.existsSync(path.join(dd, 'allocs', 'lost-2', 'web', 'data'))).toBe(true);
+      expect(logger.records.filter((r) => r.level === 'error')).toHaveLength(5);
+    });
+
+    it('leaves a mount the state has come to know since the scan', async () => {
+      table = [staging('vol-new')];
+      knownNow = { allocs: new Set(), volumes: [{ pluginId: 'hostpath', volumeId: 'vol-new', externalId: 'e' }] };
+      const report = await reconcileOrphans([{ kind: 'mount', mountPoint: staging('vol-new'), pluginId: 'hostpath', volumeId: 'vol-new' }], deps());
+      expect(calls).toEqual([]);
+      expect(report).toEqual({ tasksStopped: 0, unmounted: 0, lazilyUnmounted: 0, dirsRemoved: 0, left: [] });
+    });
+  });
+});

@@ -1,0 +1,399 @@
+// Orphans: what lives under the data dir although the agent's state does not
+// know it — tasks still run by their executors, mounts, and alloc dirs left by
+// an alloc the state lost (a state file found empty, a memory agent killed,
+// a purge that had to keep a dir under a live mount). Nothing of it would
+// ever be stopped, unmounted or removed otherwise, and a lost state must
+// never be silent.
+//
+// At start, once the restore has decided which allocs exist, the agent scans
+// once (checkOrphansAtStart) and logs one warning per orphan saying what and
+// where. With `-reconcile-orphans` (config `reconcile_orphans = true`) it
+// also cleans them, in this order:
+//   1. tasks: stopped through the driver, which signals a pid only together
+//      with its start time (a reused pid is never killed); an executor that
+//      outlives its task is killed the same way;
+//   2. mounts: unmounted deepest first; a lazy unmount (`umount -l`) only
+//      when the normal one fails, and the log says so;
+//   3. dirs (the alloc dir, its plugin socket dir, its per-alloc mount dir):
+//      removed only when nothing is mounted below and none of its tasks runs.
+//
+// What counts as known: an alloc the alloc store has a record of (one it
+// cannot read included: it is never touched), or that a volume mount record
+// names; a staging mount of a (plugin, volume) that a mount record names.
+// Paths that are the data dir's own layout (allocs/, csi/<type>/<plugin>/…)
+// or that the layout does not explain are never taken for orphans.
+import { TimeoutError, errorMessage, formatDuration, mountPointsUnder, readMountInfoSync, type Logger } from '@csiplug/core';
+import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
+import { EXECUTOR_DIR, ITaskDriver, isSameProcess, type TaskDriver, type TaskHandle } from '@csiplug/driver';
+import { IVolumeReconciler, type VolumeReconcilerService } from '@csiplug/volumes';
+import { execFile } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import type { DependencyContainer } from 'tsyringe';
+import { IAllocStore, type AllocStore } from './runner/alloc-store';
+
+/** What the state knows: allocs by id, and the volumes mount records name (for staging mounts). */
+export interface KnownState {
+  allocs: ReadonlySet<string>;
+  volumes: readonly { pluginId: string; volumeId: string; externalId: string }[];
+}
+
+/** Whether a process is alive: `true`, `false`, or `'unknown'` when it could not be checked just now. */
+export type Liveness = boolean | 'unknown';
+
+export type Orphan =
+  /** A task (or its executor) still running for an alloc the state does not know. */
+  | { kind: 'task'; allocId: string; taskName: string; taskDir: string; handle: TaskHandle; task: Liveness; executor: Liveness }
+  /** A mount under the data dir that belongs to no alloc or volume the state knows. */
+  | { kind: 'mount'; mountPoint: string; allocId?: string; pluginId?: string; volumeId?: string }
+  /** A dir of an alloc the state does not know. */
+  | { kind: 'dir'; what: 'alloc dir' | 'plugin socket dir' | 'per-alloc mount dir'; allocId: string; path: string };
+
+export interface OrphanScanInput {
+  /** The data dir, as a real path (mountinfo lists real paths). */
+  dataDir: string;
+  known: KnownState;
+  /** Mount points, in mount order (e.g. readMountInfoSync()). */
+  mounts: readonly { mountPoint: string }[];
+  /** The handle an executor recorded in a task dir, or undefined (the driver's adopt). Throws when it cannot be read. */
+  readTask(task: { allocId: string; taskName: string; taskDir: string }): TaskHandle | undefined;
+  /** Whether `pid` is the live process that started at `startTime`; throws when it cannot be told. */
+  isSameProcess(pid: number, startTime: string): boolean;
+  /** Told of an executor record the scan could not read; that task is left out. */
+  onUnreadable?(what: string, err: unknown): void;
+}
+
+/** The dirs in `dir` (never a symlink), sorted; `wanted` filters names before anything is stat-ed. */
+function subdirs(dir: string, wanted: (name: string) => boolean = () => true): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return [];
+    throw err;
+  }
+  // Never through a symlink: lstat.
+  return names.filter((name) => wanted(name) && fs.lstatSync(path.join(dir, name), { throwIfNoEntry: false })?.isDirectory()).sort();
+}
+
+function liveness(check: () => boolean): Liveness {
+  try {
+    return check();
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Which alloc or volume a mount under the data dir belongs to, from the
+ * layout (ARCHITECTURE.md, "Other files"); undefined for the layout's own
+ * dirs and for paths it does not explain.
+ */
+export function classifyMount(dataDir: string, mountPoint: string): { allocId: string } | { pluginId: string; volumeId: string } | undefined {
+  const rel = path.relative(dataDir, mountPoint);
+  if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return undefined;
+  const parts = rel.split(path.sep);
+  if (parts[0] === 'allocs' && parts.length >= 2) return { allocId: parts[1]! };
+  if (parts[0] === 'csi' && parts.length >= 5) {
+    const [, , pluginId, tree, id] = parts as [string, string, string, string, string];
+    if (tree === 'per-alloc') return { allocId: id };
+    if (tree === 'staging') return { pluginId, volumeId: id };
+  }
+  return undefined;
+}
+
+/** Whether the state knows what the mount belongs to; true for mounts the layout does not explain (never orphans). */
+export function mountIsKnown(dataDir: string, mountPoint: string, known: KnownState): boolean {
+  const owner = classifyMount(dataDir, mountPoint);
+  if (!owner) return true;
+  if ('allocId' in owner) return known.allocs.has(owner.allocId);
+  return known.volumes.some((v) => v.pluginId === owner.pluginId && (v.volumeId === owner.volumeId || v.externalId === owner.volumeId));
+}
+
+/** Finds every orphan under the data dir: running tasks, mounts, then dirs. Reads only. */
+export function findOrphans(input: OrphanScanInput): Orphan[] {
+  const { dataDir, known } = input;
+  const tasks: Orphan[] = [];
+  const dirs: Orphan[] = [];
+
+  const unknown = (allocId: string) => !known.allocs.has(allocId);
+  const allocsDir = path.join(dataDir, 'allocs');
+  for (const allocId of subdirs(allocsDir, unknown)) {
+    const allocDir = path.join(allocsDir, allocId);
+    dirs.push({ kind: 'dir', what: 'alloc dir', allocId, path: allocDir });
+    for (const taskName of subdirs(allocDir)) {
+      const taskDir = path.join(allocDir, taskName);
+      if (!fs.existsSync(path.join(taskDir, EXECUTOR_DIR))) continue;
+      let handle: TaskHandle | undefined;
+      try {
+        handle = input.readTask({ allocId, taskName, taskDir });
+      } catch (err) {
+        input.onUnreadable?.(`the executor record in ${taskDir}`, err);
+        continue;
+      }
+      if (!handle) continue;
+      const task = liveness(() => input.isSameProcess(handle.pid, handle.startTime));
+      const executor = liveness(() => input.isSameProcess(handle.executorPid, handle.executorStartTime));
+      if (task === false && executor === false) continue; // it ended: only its dir is left
+      tasks.push({ kind: 'task', allocId, taskName, taskDir, handle, task, executor });
+    }
+  }
+
+  const pluginsDir = path.join(dataDir, 'plugins');
+  for (const allocId of subdirs(pluginsDir, unknown)) dirs.push({ kind: 'dir', what: 'plugin socket dir', allocId, path: path.join(pluginsDir, allocId) });
+  const csiDir = path.join(dataDir, 'csi');
+  for (const type of subdirs(csiDir)) {
+    for (const plugin of subdirs(path.join(csiDir, type))) {
+      const perAlloc = path.join(csiDir, type, plugin, 'per-alloc');
+      for (const allocId of subdirs(perAlloc, unknown)) dirs.push({ kind: 'dir', what: 'per-alloc mount dir', allocId, path: path.join(perAlloc, allocId) });
+    }
+  }
+
+  const mounts: Orphan[] = [];
+  for (const { mountPoint } of input.mounts) {
+    if (mountIsKnown(dataDir, mountPoint, known)) continue;
+    const owner = classifyMount(dataDir, mountPoint)!;
+    mounts.push({ kind: 'mount', mountPoint, ...owner });
+  }
+  return [...tasks, ...mounts, ...dirs];
+}
+
+const livenessText = (l: Liveness, what: string) => (l === 'unknown' ? `${what} may run (it could not be checked)` : l ? `${what} runs` : `${what} has ended`);
+
+/** One line saying what the orphan is and where. */
+export function describeOrphan(o: Orphan): string {
+  switch (o.kind) {
+    case 'task':
+      return (
+        `orphan task: task "${o.taskName}" of alloc ${o.allocId} (${o.taskDir}): ${livenessText(o.task, `pid ${o.handle.pid}`)}, ` +
+        `${livenessText(o.executor, `its executor pid ${o.handle.executorPid}`)}; the state knows no alloc ${o.allocId}`
+      );
+    case 'mount': {
+      const owner = o.allocId !== undefined ? `alloc ${o.allocId}, which the state does not know` : `volume ${o.volumeId} of plugin ${o.pluginId}, which no mount record of the state names`;
+      return `orphan mount: ${o.mountPoint} is mounted for ${owner}`;
+    }
+    case 'dir':
+      return `orphan ${o.what}: ${o.path} belongs to alloc ${o.allocId}, which the state does not know`;
+  }
+}
+
+/** How long past kill_timeout (when SIGKILL goes) a stop of an orphan task may take before it is given up. */
+const STOP_MARGIN_MS = 10_000;
+
+export interface OrphanCleanupDeps {
+  driver: Pick<TaskDriver, 'stop'>;
+  /** The signal a task is stopped with, and the ms before SIGKILL (its jobspec is lost with the state). */
+  killSignal: NodeJS.Signals;
+  killTimeout: number;
+  isSameProcess(pid: number, startTime: string): boolean;
+  /** Sends a signal to a pid (process.kill), after isSameProcess said it is the process. */
+  kill(pid: number, signal: NodeJS.Signals): void;
+  /** ms to wait for an executor to exit after its task did, before it is killed. */
+  executorGrace: number;
+  sleep(ms: number): Promise<void>;
+  /** Unmounts `mountPoint`; `lazy` detaches it even while busy (umount -l). Rejects when it fails. */
+  unmount(mountPoint: string, options: { lazy: boolean }): Promise<void>;
+  /** Mount points at or below `dir`, read now. */
+  mountsUnder(dir: string): string[];
+  /** What the state knows now (read again before mounts are taken down). */
+  known(): KnownState;
+  dataDir: string;
+  logger: Logger;
+}
+
+export interface OrphanCleanupReport {
+  tasksStopped: number;
+  unmounted: number;
+  lazilyUnmounted: number;
+  dirsRemoved: number;
+  /** Orphans left as they were, each with why. */
+  left: { orphan: Orphan; why: string }[];
+}
+
+/** Cleans the orphans: tasks first, then mounts (deepest first), then dirs. Never throws; what it could not clean is in `left`. */
+export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanCleanupDeps): Promise<OrphanCleanupReport> {
+  const report: OrphanCleanupReport = { tasksStopped: 0, unmounted: 0, lazilyUnmounted: 0, dirsRemoved: 0, left: [] };
+  const log = deps.logger;
+  const leave = (orphan: Orphan, why: string) => {
+    report.left.push({ orphan, why });
+    log.error(`${describeOrphan(orphan)}: left as it is: ${why}`);
+  };
+  /** Allocs with a task that may still run: their dirs stay. */
+  const stillRunning = new Set<string>();
+
+  await Promise.all(
+    orphans.map(async (o) => {
+      if (o.kind !== 'task') return;
+      try {
+        if (o.task !== false) {
+          // Bounded: a task that not even SIGKILL ends (stuck in the kernel) must not hold the agent's start.
+          const limit = deps.killTimeout + STOP_MARGIN_MS;
+          let timer: NodeJS.Timeout | undefined;
+          const exit = await Promise.race([
+            deps.driver.stop(o.handle, deps.killSignal, deps.killTimeout),
+            new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new TimeoutError(`it did not exit within ${formatDuration(limit)} of ${deps.killSignal}, SIGKILL included`, limit)), limit))),
+          ]).finally(() => clearTimeout(timer));
+          log.warn(`stopped orphan task "${o.taskName}" of alloc ${o.allocId} (pid ${o.handle.pid}, ${o.taskDir}): ${exit.signal ? `signal ${exit.signal}` : exit.error ? exit.error : `exit code ${exit.exitCode}`}`);
+        }
+        // Its executor records the exit and leaves at once; one that lingers is killed, verified by its start time.
+        const executorGone = async () => {
+          for (let waited = 0; waited < deps.executorGrace; waited += 50) {
+            if (!deps.isSameProcess(o.handle.executorPid, o.handle.executorStartTime)) return true;
+            await deps.sleep(50);
+          }
+          return !deps.isSameProcess(o.handle.executorPid, o.handle.executorStartTime);
+        };
+        if (!(await executorGone())) {
+          log.warn(`killing the executor of orphan task "${o.taskName}" of alloc ${o.allocId} (pid ${o.handle.executorPid}): it outlived its task`);
+          deps.kill(o.handle.executorPid, 'SIGKILL');
+          if (!(await executorGone())) throw new Error(`its executor (pid ${o.handle.executorPid}) is still running after SIGKILL`);
+        }
+        report.tasksStopped++;
+      } catch (err) {
+        stillRunning.add(o.allocId);
+        leave(o, `could not stop it: ${errorMessage(err)}`);
+      }
+    }),
+  );
+
+  // The state may have learnt of a mount meanwhile (a restore mounting again): check each against it afresh.
+  const known = deps.known();
+  const mounts = orphans.filter((o): o is Extract<Orphan, { kind: 'mount' }> => o.kind === 'mount').reverse();
+  for (const o of mounts) {
+    if (mountIsKnown(deps.dataDir, o.mountPoint, known)) {
+      log.info(`not unmounting ${o.mountPoint}: the state knows it now`);
+      continue;
+    }
+    if (o.allocId !== undefined && stillRunning.has(o.allocId)) {
+      leave(o, `a task of alloc ${o.allocId} may still use it`);
+      continue;
+    }
+    try {
+      await deps.unmount(o.mountPoint, { lazy: false });
+      report.unmounted++;
+      log.warn(`unmounted orphan mount ${o.mountPoint}`);
+    } catch (err) {
+      try {
+        await deps.unmount(o.mountPoint, { lazy: true });
+        report.lazilyUnmounted++;
+        log.warn(`unmounted orphan mount ${o.mountPoint} lazily (umount -l): a normal unmount failed (${errorMessage(err)}); the kernel frees it once nothing uses it`);
+      } catch (lazyErr) {
+        leave(o, `could not unmount it: ${errorMessage(err)}; nor lazily: ${errorMessage(lazyErr)}`);
+      }
+    }
+  }
+
+  for (const o of orphans) {
+    if (o.kind !== 'dir') continue;
+    if (stillRunning.has(o.allocId)) {
+      leave(o, `a task of alloc ${o.allocId} may still run in it`);
+      continue;
+    }
+    try {
+      const real = fs.realpathSync(o.path);
+      const below = deps.mountsUnder(real);
+      if (below.length) {
+        leave(o, `still mounted below it: ${below.join(', ')} (never deleted through a mount)`);
+        continue;
+      }
+      fs.rmSync(real, { recursive: true, force: true });
+      report.dirsRemoved++;
+      log.warn(`removed orphan ${o.what} ${o.path}`);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // gone with its parent
+      leave(o, `could not remove it: ${errorMessage(err)}`);
+    }
+  }
+  return report;
+}
+
+function execFileAsync(file: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { timeout: 30_000 }, (err, _stdout, stderr) => {
+      if (err) reject(new Error(`${file} ${args.join(' ')}: ${String(stderr).trim() || err.message}`));
+      else resolve();
+    });
+  });
+}
+
+/** What the alloc store and the mount records know now (alloc ids from the keys alone: no record is decoded again). */
+function knownState(allocs: AllocStore, volumes: Pick<VolumeReconcilerService, 'list'>): KnownState {
+  const ids = new Set<string>(allocs.listAllocationIds());
+  const mountRecords = volumes.list();
+  for (const r of mountRecords) ids.add(r.allocId);
+  return { allocs: ids, volumes: mountRecords.map((r) => ({ pluginId: r.pluginId, volumeId: r.volumeId, externalId: r.externalId })) };
+}
+
+export interface OrphanCheckOptions {
+  /** The data dir as configured (a symlink is resolved here). */
+  dataDir: string;
+  /** Clean the orphans, not only warn about them. */
+  reconcile: boolean;
+  logger: Logger;
+  /** Overrides for the cleanup (tests). */
+  cleanup?: Partial<Pick<OrphanCleanupDeps, 'killSignal' | 'killTimeout' | 'executorGrace'>>;
+}
+
+/**
+ * The agent's start-up check, after the restore decided which allocs exist:
+ * says loudly when the state file was found empty, warns about every orphan
+ * (one line each), and with `reconcile` cleans them. Never throws: a check
+ * that fails is logged and the agent runs on.
+ */
+export async function checkOrphansAtStart(container: DependencyContainer, options: OrphanCheckOptions): Promise<{ orphans: Orphan[]; cleanup?: OrphanCleanupReport }> {
+  const log = options.logger;
+  try {
+    const state = container.resolve<ClientStateDB>(IClientStateDB);
+    if (state.foundEmpty) {
+      log.error(
+        `the state file was found empty: ${state.foundEmpty.why}. This agent starts with no jobs, allocs or volumes; ` +
+          'tasks, mounts and alloc dirs an earlier agent left are orphans (listed below; -reconcile-orphans cleans them)',
+        { file: state.foundEmpty.file, bytes: state.foundEmpty.bytes },
+      );
+    }
+    const allocs = container.resolve<AllocStore>(IAllocStore);
+    const volumes = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
+    const driver = container.resolve<TaskDriver>(ITaskDriver);
+    const dataDir = fs.realpathSync(options.dataDir);
+    const orphans = findOrphans({
+      dataDir,
+      known: knownState(allocs, volumes),
+      // Strictly below the data dir: the data dir itself may well be a mount of its own.
+      mounts: readMountInfoSync().filter((m) => m.mountPoint.startsWith(`${dataDir}/`)),
+      readTask: (task) => driver.adopt(task),
+      isSameProcess: (pid, startTime) => isSameProcess(pid, startTime),
+      onUnreadable: (what, err) => log.warn(`orphan check: could not read ${what}; it is left out`, { error: errorMessage(err) }),
+    });
+    for (const o of orphans) log.warn(describeOrphan(o));
+    if (orphans.length === 0) return { orphans };
+    if (!options.reconcile) {
+      log.warn(
+        `${orphans.length} orphan(s) under ${options.dataDir} that the state does not know are left as they are; ` +
+          'run the agent with -reconcile-orphans (or reconcile_orphans = true) to stop, unmount and remove them',
+      );
+      return { orphans };
+    }
+    const cleanup = await reconcileOrphans(orphans, {
+      driver,
+      killSignal: options.cleanup?.killSignal ?? 'SIGTERM',
+      killTimeout: options.cleanup?.killTimeout ?? 5_000,
+      executorGrace: options.cleanup?.executorGrace ?? 2_000,
+      isSameProcess: (pid, startTime) => isSameProcess(pid, startTime),
+      kill: (pid, signal) => process.kill(pid, signal),
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      unmount: (mountPoint, { lazy }) => execFileAsync('umount', lazy ? ['-l', mountPoint] : [mountPoint]),
+      mountsUnder: (dir) => mountPointsUnder(readMountInfoSync(), dir),
+      known: () => knownState(allocs, volumes),
+      dataDir,
+      logger: log,
+    });
+    log.warn(
+      `orphans reconciled: ${cleanup.tasksStopped} task(s) stopped, ${cleanup.unmounted + cleanup.lazilyUnmounted} mount(s) unmounted (${cleanup.lazilyUnmounted} lazily), ` +
+        `${cleanup.dirsRemoved} dir(s) removed, ${cleanup.left.length} left`,
+    );
+    return { orphans, cleanup };
+  } catch (err) {
+    log.error('the orphan check failed; the agent runs on without it', { error: err });
+    return { orphans: [] };
+  }
+}

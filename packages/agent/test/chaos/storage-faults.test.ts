@@ -1,0 +1,21 @@
+// The fault suite in CI, part 3: the data dir on a full filesystem (a small
+// tmpfs filled up) refuses writes with a clear error, applies nothing by
+// half and serves normally once space is back; a corrupt state file is
+// refused and kept byte for byte, an empty one is said out loud and the
+// orphans it left are cleaned with reconcile_orphans.
+import { corruptStateScenario, describeFailures, fullDiskScenario, runScenario } from './scenarios';
+import { formatLeaks } from './leaks';
+
+jest.setTimeout(600_000);
+
+describe('chaos: storage faults', () => {
+  it('a full data dir: writes refused with a clear error, nothing half-applied, normal service when space returns', async () => {
+    const r = await runScenario(fullDiskScenario, fullDiskScenario.rounds.ci);
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+  });
+
+  it('a corrupt state file is refused and preserved; an empty one is reported and its orphans cleaned', async () => {
+    const r = await runScenario(corruptStateScenario, corruptStateScenario.rounds.ci, { concurrency: 2 });
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+  });
+});

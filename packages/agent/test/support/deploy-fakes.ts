@@ -1,0 +1,204 @@
+// Jobs, allocs, a fake alloc runner and a fake agent for the specs of
+// src/deploy: jobs go through the real jobspec reader; the fake agent records
+// what a rollout does (placed, stopped, saved) in one timeline.
+import { Emitter, MemoryLogger } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
+import type { PluginInfo } from '@csiplug/csimanager';
+import type { MountedVolume } from '@csiplug/hooks';
+import type { AgentEventInput } from '../../src/agent-events';
+import type { Alloc, JobSpec, TaskState } from '../../src/model';
+import type { AgentEvent } from '../../src/service';
+import { validateJob } from '../../src/spec/jobspec';
+import type { RolloutAlloc, RolloutHost } from '../../src/deploy/rollout-host';
+
+export interface GroupOptions {
+  count?: number;
+  env?: Record<string, string>;
+  plugin?: string;
+  volume?: { source: string; accessMode?: string; readOnly?: boolean };
+  update?: Record<string, unknown>;
+  restart?: Record<string, unknown>;
+}
+
+/** A job of one or more groups, each with one task `main`, read by the real jobspec reader. */
+export function makeJob(id: string, groups: Record<string, GroupOptions>, extra: Record<string, unknown> = {}): JobSpec {
+  const group = (o: GroupOptions) => ({
+    count: o.count ?? 1,
+    ...(o.update ? { update: o.update } : {}),
+    ...(o.restart ? { restart: o.restart } : {}),
+    ...(o.volume ? { volume: { data: { type: 'csi', source: o.volume.source, access_mode: o.volume.accessMode ?? 'single-node-writer', read_only: o.volume.readOnly ?? false } } } : {}),
+    task: {
+      main: {
+        driver: 'exec',
+        config: { command: '/bin/sleep', args: ['1000'] },
+        env: o.env ?? {},
+        ...(o.plugin ? { csi_plugin: { id: o.plugin, type: 'monolith' } } : {}),
+        ...(o.volume ? { volume_mount: { volume: 'data', destination: 'data' } } : {}),
+      },
+    },
+  });
+  return validateJob({ job: { [id]: { ...extra, group: Object.fromEntries(Object.entries(groups).map(([n, o]) => [n, group(o)])) } } });
+}
+
+let nextId = 0;
+/** A uuid-shaped id, distinct in its first 8 characters. */
+export function allocId(): string {
+  const n = String(++nextId).padStart(8, '0');
+  return `${n}-0000-4000-8000-000000000000`;
+}
+
+/** An alloc record of `job`, running at `index` of `group`. */
+export function makeAlloc(job: JobSpec, group: string, index: number, patch: Partial<Alloc> = {}): Alloc {
+  return {
+    id: allocId(),
+    jobId: job.id,
+    group,
+    index,
+    name: `${job.id}.${group}[${index}]`,
+    job,
+    jobVersion: 0,
+    desiredStatus: 'run',
+    clientStatus: 'running',
+    createdAt: 1,
+    ...patch,
+  };
+}
+
+/** A fake alloc runner: its tasks are whatever the test sets; stop() records itself and, if gated, waits. */
+export class FakeAlloc implements RolloutAlloc {
+  readonly mountedVolumes: Record<string, MountedVolume> = {};
+  tasks: Record<string, TaskState>;
+  stopGate: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    readonly alloc: Alloc,
+    private readonly agent: FakeAgent,
+  ) {
+    const state = alloc.clientStatus === 'running' ? 'running' : 'pending';
+    this.tasks = Object.fromEntries(alloc.job.groups.find((g) => g.name === alloc.group)!.tasks.map((t) => [t.name, { state, failed: false, restarts: 0, events: [] }]));
+  }
+
+  get needsTeardown(): boolean {
+    return Object.values(this.tasks).some((t) => t.state !== 'dead');
+  }
+
+  taskStates(): Record<string, TaskState> {
+    return this.tasks;
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.alloc.desiredStatus = 'stop';
+      this.agent.timeline.push(`stop ${this.alloc.name} v${this.alloc.jobVersion ?? 0}`);
+      await this.stopGate;
+      for (const t of Object.values(this.tasks)) t.state = 'dead';
+      if (this.alloc.clientStatus !== 'failed') this.alloc.clientStatus = 'complete';
+      this.agent.timeline.push(`stopped ${this.alloc.name} v${this.alloc.jobVersion ?? 0}`);
+    })();
+    return this.stopping;
+  }
+
+  /** Its tasks run (an event tells the rollout). */
+  run(): void {
+    for (const t of Object.values(this.tasks)) t.state = 'running';
+    this.alloc.clientStatus = 'running';
+    this.agent.fire(this.alloc.id, 'Started');
+  }
+
+  /** Its task dies for good. */
+  fail(): void {
+    for (const t of Object.values(this.tasks)) Object.assign(t, { state: 'dead', failed: true, events: [{ type: 'Not Restarting', message: 'exceeded allowed attempts', time: 0 }] });
+    this.alloc.clientStatus = 'failed';
+    this.agent.fire(this.alloc.id, 'Not Restarting');
+  }
+}
+
+/** A fake agent: its allocs, plugin instances, events, and a timeline of what the rollout did. */
+export class FakeAgent implements RolloutHost<FakeAlloc> {
+  readonly clock = new FakeClock();
+  readonly logger = new MemoryLogger();
+  readonly allocs = new Map<string, FakeAlloc>();
+  readonly timeline: string[] = [];
+  readonly events: AgentEventInput[] = [];
+  pluginInstances: PluginInfo[] = [];
+  /** Set to make the next save throw it. */
+  failSave: Error | undefined;
+  /** Every write, as the alloc names it held. */
+  readonly writes: string[][] = [];
+  private readonly emitter = new Emitter<AgentEvent>();
+  readonly onEvent = this.emitter.event;
+  private index = 0;
+
+  add(alloc: Alloc): FakeAlloc {
+    const r = new FakeAlloc(alloc, this);
+    this.allocs.set(alloc.id, r);
+    return r;
+  }
+
+  allocsOf(jobId: string): FakeAlloc[] {
+    return [...this.allocs.values()].filter((r) => r.alloc.jobId === jobId);
+  }
+
+  jobIds(): string[] {
+    return [...new Set([...this.allocs.values()].map((r) => r.alloc.jobId))];
+  }
+
+  prepare(alloc: Alloc): FakeAlloc {
+    return new FakeAlloc(alloc, this);
+  }
+
+  save(allocs: readonly FakeAlloc[]): void {
+    const err = this.failSave;
+    if (err) {
+      this.failSave = undefined;
+      throw err;
+    }
+    this.writes.push(allocs.map((r) => r.alloc.name));
+  }
+
+  launch(r: FakeAlloc): void {
+    this.allocs.set(r.alloc.id, r);
+    this.timeline.push(`place ${r.alloc.name} v${r.alloc.jobVersion ?? 0}`);
+  }
+
+  plugins(): readonly PluginInfo[] {
+    return this.pluginInstances;
+  }
+
+  emit(event: AgentEventInput): void {
+    this.events.push(event);
+    this.emitter.fire({ index: ++this.index, time: this.clock.now(), ...event });
+  }
+
+  /** An event about an alloc, as its runner would send one. */
+  fire(allocId: string, type: string): void {
+    this.emitter.fire({ index: ++this.index, time: this.clock.now(), topic: 'Task', type, message: type, allocId });
+  }
+
+  /** The plugin `name` of alloc `allocId` is registered and healthy (both sides of a monolith). */
+  pluginHealthy(name: string, allocId: string): void {
+    this.pluginInstances = this.pluginInstances.filter((p) => p.name !== name);
+    for (const type of ['csi-controller', 'csi-node']) {
+      this.pluginInstances.push({ type, name, allocId, socketPath: '/s', version: '1', deployment: 'monolith', healthy: true, fingerprinted: true, description: 'healthy', updateTime: 0 } as PluginInfo);
+    }
+    this.emitter.fire({ index: ++this.index, time: this.clock.now(), topic: 'Plugin', type: 'Plugin healthy', message: name, allocId, pluginId: name });
+  }
+
+  /** The live allocs of a job, as `name vN`. */
+  live(jobId: string): string[] {
+    return this.allocsOf(jobId)
+      .filter((r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'failed' && r.alloc.clientStatus !== 'complete')
+      .map((r) => `${r.alloc.name} v${r.alloc.jobVersion ?? 0}`)
+      .sort();
+  }
+
+  /** The allocs of a job placed most recently, newest last. */
+  placed(jobId: string): FakeAlloc[] {
+    return this.allocsOf(jobId).filter((r) => r.alloc.deploymentId !== undefined);
+  }
+
+  eventTypes(): string[] {
+    return this.events.map((e) => e.type);
+  }
+}

@@ -1,0 +1,326 @@
+// MountChecker: the volume reconciler's look at live mounts after their node
+// plugin comes back — restarted, upgraded (a new instance under the same
+// name), or found again after an agent restart. A FUSE- or network-backed
+// mount goes stale when the process serving it dies (ENOTCONN, ESTALE) while
+// the workload keeps running on a dead path (nomad#27666, kubernetes#70013),
+// so every mount published through the plugin is looked at:
+//
+//   - the target answers a stat within MOUNT_STAT_LIMIT_MS (a stat of a dead
+//     network mount can hang: it is raced against a timer, and a path whose
+//     earlier stat never returned is not stat'ed again — each hung stat holds
+//     a thread of Node's pool);
+//   - it is still a mount point;
+//   - when the plugin offers GET_VOLUME_STATS, NodeGetVolumeStats does not
+//     call it abnormal or NOT_FOUND (other errors are logged, not taken as
+//     stale: the mount itself answered).
+//
+// A stale mount is handled by its record's policy: `remount` (the reconciler
+// takes it down and up again through the current plugin, its staging mount
+// too when that is stale and no one else uses it), `restart` (remount, then
+// the alloc's tasks restart), `keep` (report only). Every finding is an event
+// (the csi hook turns it into a task event) and a log line. A remount that
+// fails is tried again after a backoff and when the plugin is next back.
+import { Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
+import { isMountPointRetrying, type CSIManager, type MountTable, type PluginReady } from '@csiplug/csimanager';
+import { PluginTypeCSINode } from '@csiplug/registry';
+import { stagingKey, type StaleMountPolicy, type VolumeMountRecord } from './mount-record';
+import type { LiveMountEvent, LiveMountEventKind } from './reconciler-service';
+
+/** How long a target (or staging path) has to answer a stat before it counts as hung. */
+export const MOUNT_STAT_LIMIT_MS = 5_000;
+
+/** Errors of a stat that mean the mount is dead or gone. Others (an agent's own EMFILE, say) are logged, not taken as stale. */
+const STALE_STAT_CODES: ReadonlySet<string> = new Set(['ENOTCONN', 'ESTALE', 'EIO', 'ENOENT']);
+
+/** What the checker needs of the reconciler, which owns the records, the queue and the steps. */
+export interface MountCheckHost {
+  /** The records of node plugin `pluginId` to look at: wanted mounted, attached to a live alloc in this run (restored or mounted), no unmount under way. */
+  attached(pluginId: string): ReadonlyArray<readonly [string, VolumeMountRecord]>;
+  /**
+   * Takes the mounts of `keys` (all of one volume) down and up again through
+   * the plugin's current instance, under the volume's queue; the staging
+   * mounts named in `restage` (by stagingKey) are unstaged and staged again
+   * when no record outside `keys` uses them. Resolves with the keys mounted
+   * again and those that failed, with why; a key in neither was unmounted
+   * meanwhile and is its unmount's business.
+   */
+  remount(volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome>;
+  emit(event: LiveMountEvent): void;
+}
+
+export interface RemountOutcome {
+  done: Set<string>;
+  failed: Map<string, unknown>;
+}
+
+export interface MountCheckerDeps {
+  csi: CSIManager;
+  mountTable: MountTable;
+  clock: Clock;
+  timeouts: TimeoutPolicy;
+  log: Logger;
+}
+
+const policyOf = (r: VolumeMountRecord): StaleMountPolicy => r.onStaleMount ?? 'remount';
+const label = (r: VolumeMountRecord) => `volume "${r.name}" (${r.volumeId})`;
+
+export class MountChecker implements Disposable {
+  /** Per plugin: how many times it became ready; a record checked at the current count needs no new look. */
+  private readonly generation = new Map<string, number>();
+  private readonly checkedAt = new Map<string, number>();
+  /** Per plugin: the check under way, and whether another was asked for meanwhile (with its announcement). */
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly again = new Map<string, string | undefined>();
+  /** Paths whose stat has not returned yet. */
+  private readonly hanging = new Set<string>();
+  private readonly retries = new Map<string, { attempt: number; timer?: Disposable }>();
+  private readonly stop = new AbortController();
+
+  constructor(
+    private readonly deps: MountCheckerDeps,
+    private readonly host: MountCheckHost,
+  ) {}
+
+  /** A node plugin serves again: every attached mount through it is looked at now. */
+  pluginReady(e: PluginReady): void {
+    const id = e.info.name;
+    this.generation.set(id, this.gen(id) + 1);
+    this.retries.get(id)?.timer?.dispose();
+    const why = e.replaced ? `a new instance, alloc ${e.info.allocId}, replacing alloc ${e.replaced.allocId}` : e.cause === 'recovered' ? `healthy again, alloc ${e.info.allocId}` : `alloc ${e.info.allocId}`;
+    void this.check(id, `plugin ${id} is back (${why})`);
+  }
+
+  /** A restored mount was kept: looked at now when its plugin serves (else when it is back). */
+  restored(record: VolumeMountRecord): void {
+    if (this.healthy(record.pluginId)) void this.check(record.pluginId);
+  }
+
+  /** A mount made (or made again) in this run needs no look until its plugin next comes back. */
+  fresh(key: string, pluginId: string): void {
+    this.checkedAt.set(key, this.gen(pluginId));
+  }
+
+  /** The record is gone or being unmounted: nothing more to remember of it. */
+  forget(key: string): void {
+    this.checkedAt.delete(key);
+  }
+
+  dispose(): void {
+    this.stop.abort();
+    for (const r of this.retries.values()) r.timer?.dispose();
+    this.retries.clear();
+  }
+
+  private get stopped(): boolean {
+    return this.stop.signal.aborted;
+  }
+
+  private gen(pluginId: string): number {
+    return this.generation.get(pluginId) ?? 0;
+  }
+
+  private healthy(pluginId: string): boolean {
+    return this.deps.csi.pluginInfo(PluginTypeCSINode, pluginId)?.healthy === true;
+  }
+
+  /** Checks the plugin's attached mounts not checked since it last came back; one run per plugin at a time, a request meanwhile runs after it. */
+  private check(pluginId: string, announce?: string): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    const running = this.running.get(pluginId);
+    if (running) {
+      if (announce !== undefined || !this.again.has(pluginId)) this.again.set(pluginId, announce);
+      return running;
+    }
+    const run = this.run(pluginId, announce)
+      .catch((err: unknown) => this.deps.log.error('checking the live mounts of a plugin failed; they are checked again when it is next back', { plugin_id: pluginId, error: errorMessage(err) }))
+      .finally(() => {
+        this.running.delete(pluginId);
+        if (!this.again.has(pluginId)) return;
+        const next = this.again.get(pluginId);
+        this.again.delete(pluginId);
+        void this.check(pluginId, next);
+      });
+    this.running.set(pluginId, run);
+    return run;
+  }
+
+  private async run(pluginId: string, announce: string | undefined): Promise<void> {
+    const gen = this.gen(pluginId);
+    const records = this.host.attached(pluginId).filter(([key]) => this.checkedAt.get(key) !== gen);
+    if (records.length === 0) return;
+    for (const [key] of records) this.checkedAt.set(key, gen);
+    if (announce) for (const [, r] of records) this.report('plugin-back', r, `${announce}; checking ${label(r)} at ${r.targetPath ?? 'its target'}`);
+
+    const problems = new Map<string, string>();
+    await Promise.all(
+      records.map(async ([key, r]) => {
+        const problem = await this.probeTarget(r);
+        if (problem) problems.set(key, problem);
+      }),
+    );
+    const byVolume = new Map<string, (readonly [string, VolumeMountRecord])[]>();
+    for (const entry of records) byVolume.set(entry[1].volumeId, [...(byVolume.get(entry[1].volumeId) ?? []), entry]);
+    const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems)));
+    if (this.stopped) return;
+    if (outcomes.some((failed) => failed)) this.scheduleRetry(pluginId);
+    else this.retries.delete(pluginId);
+  }
+
+  /** Reports what was found of one volume's mounts and remounts the stale ones its policy allows; true when a remount failed. */
+  private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>): Promise<boolean> {
+    const toRemount = new Set<string>();
+    const restage = new Set<string>();
+    const byStaging = new Map<string, (readonly [string, VolumeMountRecord])[]>();
+    for (const entry of group) byStaging.set(stagingKey(entry[1]), [...(byStaging.get(stagingKey(entry[1])) ?? []), entry]);
+    for (const [staging, users] of byStaging) {
+      const stale = users.filter(([key]) => problems.has(key));
+      const first = stale[0]?.[1];
+      if (!first) continue;
+      // The targets are bind mounts of the staging mount: when it is stale too, every user of it comes down with it.
+      const stagingProblem = first.staged && first.stagingPath ? await this.probeStaging(first) : undefined;
+      if (stagingProblem) {
+        const keepers = users.filter(([, r]) => policyOf(r) === 'keep');
+        if (keepers.length === 0) {
+          restage.add(staging);
+          for (const [key] of users) {
+            if (!problems.has(key)) problems.set(key, `its staging mount ${first.stagingPath} is stale: ${stagingProblem}`);
+            toRemount.add(key);
+          }
+        } else {
+          this.deps.log.warn('a staging mount is stale, but is kept for an alloc whose policy is "keep"; the others are published again from it', { volume_id: volumeId, staging_path: first.stagingPath, problem: stagingProblem, kept_for: keepers.map(([, r]) => r.allocId) });
+        }
+      }
+      for (const [key, r] of stale) if (policyOf(r) !== 'keep') toRemount.add(key);
+    }
+    for (const [key, r] of group) {
+      const problem = problems.get(key);
+      if (problem === undefined) {
+        this.report('checked', r, `${label(r)} at ${r.targetPath} answers; kept as it is`);
+        continue;
+      }
+      const action =
+        policyOf(r) === 'keep'
+          ? 'kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted'
+          : `remounting it through plugin ${r.pluginId}${policyOf(r) === 'restart' ? ", then restarting the alloc's tasks" : ''}`;
+      this.deps.log.warn('a live volume mount is stale', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, problem, policy: policyOf(r) });
+      this.report('stale', r, `${label(r)} at ${r.targetPath ?? 'its target'} is stale: ${problem}; ${action}`);
+    }
+    if (toRemount.size === 0 || this.stopped) return false;
+
+    const keys = [...toRemount];
+    let outcome: RemountOutcome;
+    try {
+      outcome = await this.host.remount(volumeId, keys, restage);
+    } catch (err) {
+      outcome = { done: new Set(), failed: new Map(keys.map((k) => [k, err])) };
+    }
+    const { done, failed } = outcome;
+    for (const [key, r] of group) {
+      if (done.has(key)) {
+        // A stat still hung on the old mount says nothing of the new one.
+        if (r.targetPath) this.hanging.delete(r.targetPath);
+        if (r.stagingPath && restage.has(stagingKey(r))) this.hanging.delete(r.stagingPath);
+        this.deps.log.info('a stale volume mount was remounted', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath });
+        const restart = policyOf(r) === 'restart';
+        this.report('remounted', r, `${label(r)} staged and published again at ${r.targetPath} through plugin ${r.pluginId}${restart ? "; restarting the alloc's tasks so they see it" : ''}`, restart);
+      } else if (failed.has(key)) {
+        const err = failed.get(key);
+        // Looked at again on the retry, whatever generation the plugin is at.
+        this.checkedAt.delete(key);
+        this.deps.log.error('a stale volume mount could not be remounted; trying again after a backoff and when its plugin is next back', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, error: errorMessage(err) });
+        this.report('remount-failed', r, `${label(r)} is stale and could not be remounted: ${errorMessage(err)}; trying again after a backoff and when plugin ${r.pluginId} is next back`);
+      }
+    }
+    return failed.size > 0;
+  }
+
+  /** Why the record's target is stale, or undefined when it answers. */
+  private async probeTarget(r: VolumeMountRecord): Promise<string | undefined> {
+    if (!r.published || r.targetPath === undefined) return 'it is not mounted (an earlier remount did not finish)';
+    return (await this.probePath(r.targetPath, r)) ?? (await this.probeCondition(r, 'target'));
+  }
+
+  private async probeStaging(r: VolumeMountRecord): Promise<string | undefined> {
+    return (await this.probePath(r.stagingPath!, r)) ?? (await this.probeCondition(r, 'staging'));
+  }
+
+  /** A stat within the bound, then the mount table. */
+  private async probePath(p: string, r: VolumeMountRecord): Promise<string | undefined> {
+    const stat = await this.statWithin(p, r);
+    if (stat) return stat;
+    try {
+      const mounted = await isMountPointRetrying(this.deps.mountTable, p, {
+        clock: this.deps.clock,
+        signal: this.stop.signal,
+        onFault: (err, attempt, delayMs) => this.deps.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { target: p, attempt, delay_ms: delayMs, error: errorMessage(err) }),
+      });
+      return mounted ? undefined : `${p} is no longer a mount point`;
+    } catch (err) {
+      if (!this.stopped) this.deps.log.warn('could not read the mount table to check a live mount; not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+      return undefined;
+    }
+  }
+
+  private statWithin(p: string, r: VolumeMountRecord): Promise<string | undefined> {
+    if (this.hanging.has(p)) return Promise.resolve(`a stat of ${p} from an earlier check has not returned (the mount hangs)`);
+    this.hanging.add(p);
+    const stat = this.deps.mountTable.stat(p).then(
+      () => {
+        this.hanging.delete(p);
+        return undefined;
+      },
+      (err: unknown) => {
+        this.hanging.delete(p);
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== undefined && STALE_STAT_CODES.has(code)) return `${p} does not answer a stat (${code})`;
+        this.deps.log.warn('could not stat a live mount for a reason that does not say it is dead; not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+        return undefined;
+      },
+    );
+    let timer: Disposable | undefined;
+    const limit = new Promise<string>((resolve) => {
+      timer = this.deps.clock.setTimeout(() => resolve(`${p} did not answer a stat within ${formatDuration(MOUNT_STAT_LIMIT_MS)} (the mount hangs)`), MOUNT_STAT_LIMIT_MS);
+    });
+    return Promise.race([stat, limit]).finally(() => timer?.dispose());
+  }
+
+  /** What NodeGetVolumeStats says, when the plugin offers it: a problem, or undefined. */
+  private async probeCondition(r: VolumeMountRecord, at: 'target' | 'staging'): Promise<string | undefined> {
+    const where = at === 'target' ? r.targetPath : r.stagingPath;
+    try {
+      const vm = this.deps.csi.volumeManager(r.pluginId);
+      const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, at === 'target' ? r.allocId : '', r.usage, at, { signal: this.stop.signal });
+      if (condition?.abnormal) return `plugin ${r.pluginId} reports the volume abnormal at ${where}${condition.message ? `: ${condition.message}` : ''}`;
+    } catch (err) {
+      if (!this.stopped) this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });
+    }
+    return undefined;
+  }
+
+  private scheduleRetry(pluginId: string): void {
+    const retry = this.retries.get(pluginId) ?? { attempt: 0 };
+    retry.attempt++;
+    retry.timer?.dispose();
+    retry.timer = this.deps.clock.setTimeout(() => {
+      retry.timer = undefined;
+      // A plugin away again is checked when it is back, not now.
+      if (!this.stopped && this.healthy(pluginId)) void this.check(pluginId);
+    }, this.deps.timeouts.unmountBackoff(retry.attempt));
+    this.retries.set(pluginId, retry);
+  }
+
+  private report(kind: LiveMountEventKind, r: VolumeMountRecord, message: string, restartTasks = false): void {
+    this.host.emit({
+      kind,
+      allocId: r.allocId,
+      name: r.name,
+      volumeId: r.volumeId,
+      pluginId: r.pluginId,
+      ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}),
+      policy: policyOf(r),
+      message,
+      ...(restartTasks ? { restartTasks: true } : {}),
+      time: this.deps.clock.now(),
+    });
+  }
+}
