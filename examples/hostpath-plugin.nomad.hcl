@@ -6,7 +6,9 @@
 #                         (the same script is `csiplug-hostpath` in node_modules/.bin)
 #   CSI_ENDPOINT          the plugin's socket, set by the csi_plugin hook
 #   CSIPLUG_NODE_ID       the agent's node_id
-#   CSIPLUG_TASK_DIR      this task's own directory
+#   CSIPLUG_PLUGIN_DATA_DIR  <data_dir>/plugin-data/<csi_plugin id>: kept across
+#                         the plugin's allocs, so an updated plugin alloc finds
+#                         the volumes the one before it created
 # The plugin bind-mounts volumes, so the agent must run as root.
 job "hostpath-plugin" {
   group "plugin" {
@@ -19,7 +21,7 @@ job "hostpath-plugin" {
           "${CSIPLUG_HOSTPATH_CLI}",
           "--endpoint", "${CSI_ENDPOINT}",
           "--node-id", "${CSIPLUG_NODE_ID}",
-          "--state-dir", "${CSIPLUG_TASK_DIR}/state",
+          "--state-dir", "${CSIPLUG_PLUGIN_DATA_DIR}/state",
           "--mode", "monolith",
         ]
       }

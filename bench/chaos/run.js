@@ -30,6 +30,14 @@ const flag = (name) => process.argv.includes(`--${name}`);
 async function main() {
   if (process.getuid && process.getuid() !== 0) throw new Error('bench/chaos mounts and unmounts: run it as root');
   const { ALL_SCENARIOS, pluginFaultScenarioCi, runScenario, formatTable, describeFailures } = require(path.join(repo, 'packages', 'agent', 'test', 'chaos', 'scenarios.ts'));
+  const { ChaosAgent } = require(path.join(repo, 'packages', 'agent', 'test', 'chaos', 'chaos-agent.ts'));
+  // Cut short: the rounds under way still leave nothing behind (their processes killed, their mounts taken down).
+  for (const signal of ['SIGINT', 'SIGTERM']) {
+    process.once(signal, () => {
+      process.stderr.write(`bench/chaos: ${signal}; cleaning up ${ChaosAgent.live.size} round(s) under way\n`);
+      Promise.allSettled([...ChaosAgent.live].map((a) => a.destroy())).then(() => process.exit(130));
+    });
+  }
   const ci = flag('ci');
   const wanted = (arg('scenario', '') || '').split(',').filter(Boolean);
   const scenarios = ALL_SCENARIOS.map((s) => (ci && s.name === 'plugin faults' ? pluginFaultScenarioCi : s)).filter((s) => !wanted.length || wanted.some((w) => s.name.includes(w)));

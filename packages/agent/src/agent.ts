@@ -32,7 +32,7 @@ import type { JobPlan } from './deploy/job-plan';
 import type { RolloutHost } from './deploy/rollout-host';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import { IAllocStore, type AllocStore } from './runner/alloc-store';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeView } from './service';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeMountView, VolumeView } from './service';
 import type { AgentConfig, VolumeSpec } from './spec';
 
 export const AGENT_VERSION = '0.1.0';
@@ -458,7 +458,25 @@ export class Agent implements AgentService, AsyncDisposable {
     return this.catalog.listVolumes();
   }
   getVolume(id: string): VolumeView | undefined {
-    return this.catalog.getVolume(id);
+    const volume = this.catalog.getVolume(id);
+    if (!volume) return undefined;
+    const mounts: VolumeMountView[] = this.volumeMounts
+      .list()
+      .filter((r) => r.volumeId === id)
+      .map((r) => ({
+        allocId: r.allocId,
+        name: r.name,
+        desired: r.desired,
+        claimed: r.claimed,
+        staged: r.staged,
+        published: r.published,
+        ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}),
+        pendingUnmount: r.desired === 'unmounted',
+        attempts: r.attempts,
+        ...(r.lastError !== undefined ? { lastError: r.lastError } : {}),
+        since: r.since,
+      }));
+    return { ...volume, mounts };
   }
   registerVolume(spec: VolumeSpec): Promise<VolumeView> {
     this.checkOpen();

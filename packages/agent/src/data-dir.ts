@@ -132,7 +132,7 @@ function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
     if (parent === path.dirname(parent)) break;
   }
   // The agent never reaches its state or its task, plugin and volume dirs through a symlink.
-  for (const entry of [stateFilePath(dir), dataDirLockPath(dir), ...['allocs', 'plugins', 'csi'].map((n) => path.join(dir, n))]) {
+  for (const entry of [stateFilePath(dir), dataDirLockPath(dir), ...['allocs', 'plugins', 'plugin-data', 'csi'].map((n) => path.join(dir, n))]) {
     const name = path.basename(entry);
     const st = fs.lstatSync(entry, { throwIfNoEntry: false });
     if (st?.isSymbolicLink()) {
@@ -192,6 +192,9 @@ export function tightenDataDir(realDir: string, logger: Logger): ModeChange[] {
 
   const plugins = path.join(dir, 'plugins');
   dirs([plugins, ...subdirs(plugins)], AGENT_DIR_MODE);
+  // Plugin data dirs (CSIPLUG_PLUGIN_DATA_DIR): only the root plugin tasks reach them.
+  const pluginData = path.join(dir, 'plugin-data');
+  dirs([pluginData, ...subdirs(pluginData)], AGENT_DIR_MODE);
 
   const csi = path.join(dir, 'csi');
   dirs([csi], AGENT_DIR_MODE);

@@ -8,6 +8,8 @@ export { runDemo, type DemoOptions } from './commands/demo';
 export { main as runCli, parseArgs, UsageError, type CliHandlers, type CliIo } from './cli';
 export * from './model';
 export * from './service';
+// The agent's volume view (with this node's mounts) wins over the catalog's of the same name.
+export type { VolumeView } from './service';
 export * from './spec';
 export * from '@csiplug/volumes';
 export { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './commands/specs';

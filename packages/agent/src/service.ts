@@ -2,7 +2,7 @@
 // API, tests). The API layer only ever talks to this contract.
 import type { Event } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
-import type { VolumeSpec, VolumeView } from '@csiplug/volumes';
+import type { VolumeSpec, VolumeView as CatalogVolumeView } from '@csiplug/volumes';
 import type { Alloc, DeploymentStatus, JobSpec, TaskState } from './model';
 import type { LogRange, LogSlice } from './log-slice';
 import type { JobPlan } from './deploy/job-plan';
@@ -12,8 +12,32 @@ export type { AllocUpdate, GroupPlan, JobPlan, PlannedAlloc } from './deploy/job
 export type { FieldChange } from './deploy/job-diff';
 export type { ReplacementOrder } from './deploy/replacement-order';
 
-/** The catalog's views of volumes and claims are its own (@csiplug/volumes); the agent serves them as they are. */
-export type { VolumeClaimView, VolumeView } from '@csiplug/volumes';
+/** The catalog's views of claims are its own (@csiplug/volumes); a volume's view adds what this node does with it. */
+export type { VolumeClaimView } from '@csiplug/volumes';
+
+/** One alloc's use of a volume on this node, as the volume reconciler keeps it (a pending unmount included). */
+export interface VolumeMountView {
+  allocId: string;
+  /** The group's name for the volume. */
+  name: string;
+  desired: 'mounted' | 'unmounted';
+  claimed: boolean;
+  staged: boolean;
+  published: boolean;
+  targetPath?: string;
+  /** Desired unmounted with something still held: retried in the background until done. */
+  pendingUnmount: boolean;
+  /** Failed attempts since `desired` last changed, and the last error. */
+  attempts: number;
+  lastError?: string;
+  /** When `desired` last changed (ms since the epoch). */
+  since: number;
+}
+
+/** A volume as the catalog has it, with its mounts on this node (`volume status ID`). */
+export interface VolumeView extends CatalogVolumeView {
+  mounts?: VolumeMountView[];
+}
 
 /** One line of the event stream (/v1/event/stream, newline-delimited JSON). */
 export interface AgentEvent {

@@ -1,4 +1,8 @@
+// DefaultCSIManager over the real plugin registry, with fake CSI clients
+// and a fake clock: instance lifecycle (incl. create-before-destroy on a
+// plugin upgrade), plugin waits, fingerprinting and health, DI binding.
 import { AbortError, ShutdownError, ValidationError } from '@csiplug/core';
+import type { PluginHealthChange, PluginInfo, PluginReady, UsageOptions } from '.';
 import { Harness, FINGERPRINT_PERIOD, plugin } from '../test/harness';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, registerCsiManager, ICSIManager, IMountTable, ProcMountTable } from '.';
 import { csiError } from '@csiplug/csi/testing';
@@ -281,6 +285,278 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     await h.settle();
     expect(() => h.manager.volumeManager('my-plugin')).toThrow(PluginInstanceNotFoundError);
     expect(() => h.manager.volumeManager('my-plugin')).toThrow(/plugin "my-plugin" of type csi-node not found.*waitForPlugin/);
+  });
+});
+
+describe('CSI manager: plugin upgrades (create-before-destroy)', () => {
+  let h: Harness;
+  let ready: PluginReady[];
+  /** Health changes and ready events in the order they fired, each with what pluginInfo read at that moment. */
+  let order: string[];
+  const info = () => h.manager.pluginInfo('csi-node', 'my-plugin');
+  const reading = () => `${info()?.allocId ?? 'none'}:${info()?.healthy ?? false}`;
+  const usage: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
+
+  beforeEach(async () => {
+    h = new Harness();
+    ready = [];
+    order = [];
+    h.manager.onDidChangeHealth((e: PluginHealthChange) => order.push(`health ${e.allocId} ${e.healthy} (reads ${reading()})`));
+    h.manager.onDidBecomeReady((e) => {
+      ready.push(e);
+      order.push(`ready ${e.info.allocId} ${e.cause}${e.replaced ? ` replacing ${e.replaced.allocId}` : ''} (reads ${reading()})`);
+    });
+    await h.manager.start();
+    h.registry.register(plugin(0));
+    await h.settle();
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
+    expect(order).toEqual(['health alloc-0 true (reads alloc-0:true)', 'ready alloc-0 started (reads alloc-0:true)']);
+    order.length = 0;
+    ready.length = 0;
+  });
+  afterEach(async () => {
+    await h.dispose();
+  });
+
+  it('the serving instance serves until the new alloc answers its first healthy fingerprint; then they swap in one step, old stopped, new healthy, then ready', async () => {
+    h.behaviour(plugin(1)).nodeId = 'node-new';
+    const gate = h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await gate.reached;
+    await h.settle();
+    // The registry's active entry is alloc-1; the manager still serves through alloc-0.
+    expect(h.registry.get('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
+    expect(h.manager.plugins().map((p) => p.allocId)).toEqual(['alloc-0']);
+    expect(await h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun')).toMatchObject({ allocId: 'alloc-0', healthy: true });
+    const vm = h.manager.volumeManager('my-plugin');
+    expect(vm.externalNodeId).toBe('node-1');
+    await vm.stageVolume({ id: 'vol-1', pluginId: 'my-plugin' }, usage);
+    expect(h.behaviour(plugin(0)).callsOf('NodeStageVolume')).toHaveLength(1);
+    expect(h.behaviour(plugin(1)).callsOf('NodeStageVolume')).toHaveLength(0);
+    expect(h.factory.clientsOf(plugin(0).socketPath).some((c) => !c.disposed)).toBe(true);
+
+    gate.release();
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: true, fingerprinted: true });
+    expect(vm.externalNodeId).toBe('node-new');
+    expect(h.factory.clientsOf(plugin(0).socketPath).every((c) => c.disposed)).toBe(true);
+    // Never a reading of 0 healthy: the old one's stop is told once the new one serves.
+    expect(order).toEqual([
+      'health alloc-0 false (reads alloc-1:true)',
+      'health alloc-1 true (reads alloc-1:true)',
+      'ready alloc-1 started replacing alloc-0 (reads alloc-1:true)',
+    ]);
+    expect(h.health.map((e) => [e.allocId, e.healthy, e.previous])).toEqual([
+      ['alloc-0', true, undefined],
+      ['alloc-0', false, true],
+      ['alloc-1', true, undefined],
+    ]);
+    expect(h.health[1]!.description).toBe('stopped: replaced by alloc alloc-1, which is ready');
+    expect(ready[0]!.replaced).toEqual({ allocId: 'alloc-0', socketPath: plugin(0).socketPath });
+  });
+
+  it('the serving alloc deregisters while the new one is not ready: the new one serves at once, and a wait pending then resolves with it once healthy', async () => {
+    const gate = h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await gate.reached;
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: false, fingerprinted: false });
+    expect(h.factory.clientsOf(plugin(0).socketPath).every((c) => c.disposed)).toBe(true);
+    expect(h.health.at(-1)).toMatchObject({ allocId: 'alloc-0', healthy: false, description: 'stopped: alloc alloc-0 deregistered; alloc alloc-1 serves now' });
+    let waited: PluginInfo | undefined;
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun').then((i) => (waited = i));
+    await h.settle();
+    expect(waited).toBeUndefined();
+    gate.release();
+    await h.settle();
+    await wait;
+    expect(waited).toMatchObject({ allocId: 'alloc-1', healthy: true });
+    expect(order).toEqual([
+      'health alloc-0 false (reads alloc-1:false)',
+      'health alloc-1 true (reads alloc-1:true)',
+      'ready alloc-1 started replacing alloc-0 (reads alloc-1:true)',
+    ]);
+  });
+
+  it('a new alloc that fails its fingerprints: the old one keeps serving, the new one is fingerprinted on the normal rounds and warned about once; deregistered, it is dropped', async () => {
+    const b = h.behaviour(plugin(1));
+    b.failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    h.registry.register(plugin(1));
+    await h.settle();
+    await h.advance(FINGERPRINT_PERIOD);
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(b.callsOf('Probe')).toHaveLength(3); // its first round, then one per period (the resync adds none)
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.info()).toMatchObject({ allocId: 'alloc-1', healthy: false, lastError: expect.stringMatching(/connection refused/) });
+    const warnings = h.logger.find('a new registration of the plugin is not healthy yet', 'warn');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.fields).toMatchObject({ allocId: 'alloc-1', serving: 'alloc-0' });
+    // Its verdicts are not the plugin's: listeners hear nothing of it.
+    expect(order).toEqual([]);
+
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-1');
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(h.factory.clientsOf(plugin(1).socketPath).every((c) => c.disposed)).toBe(true);
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(b.callsOf('Probe')).toHaveLength(3);
+    expect(order).toEqual([]);
+  });
+
+  it('a new alloc that fails its first fingerprints takes over at its first healthy one, told as its first verdict', async () => {
+    const b = h.behaviour(plugin(1));
+    b.failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    h.registry.register(plugin(1));
+    await h.settle();
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(info()?.allocId).toBe('alloc-0');
+    b.failures.delete('Probe');
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: true });
+    expect(h.health.slice(1).map((e) => [e.allocId, e.healthy, e.previous])).toEqual([
+      ['alloc-0', false, true],
+      ['alloc-1', true, undefined],
+    ]);
+    expect(ready.map((e) => [e.info.allocId, e.cause, e.replaced?.allocId])).toEqual([['alloc-1', 'started', 'alloc-0']]);
+  });
+
+  it('a third registration while one is incoming: the newest replaces the incoming one, and replaces the serving one when ready', async () => {
+    h.behaviour(plugin(1)).gate('Probe'); // never answers
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    const gate = h.behaviour(plugin(2)).gate('Probe');
+    h.registry.register(plugin(2));
+    await gate.reached;
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.allocId).toBe('alloc-2');
+    expect(h.factory.clientsOf(plugin(1).socketPath).every((c) => c.disposed)).toBe(true);
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
+    gate.release();
+    await h.settle();
+    expect(info()).toMatchObject({ allocId: 'alloc-2', healthy: true });
+    expect(order).toEqual([
+      'health alloc-0 false (reads alloc-2:true)',
+      'health alloc-2 true (reads alloc-2:true)',
+      'ready alloc-2 started replacing alloc-0 (reads alloc-2:true)',
+    ]);
+  });
+
+  it('a serving instance that is not healthy (crashed) is replaced by a new alloc at once: there is nothing to keep', async () => {
+    h.behaviour(plugin(0)).failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    await h.manager.fingerprintAll();
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: false });
+    h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(info()).toMatchObject({ allocId: 'alloc-1', fingerprinted: false });
+    expect(h.factory.clientsOf(plugin(0).socketPath).every((c) => c.disposed)).toBe(true);
+  });
+
+  it('after an agent restart, a restored instance not fingerprinted yet is replaced by a new alloc at once', async () => {
+    await h.restart();
+    h.behaviour(plugin(0)).gate('Probe'); // the restored plugin does not answer yet
+    await h.manager.start();
+    await h.settle();
+    expect(info()).toMatchObject({ allocId: 'alloc-0', fingerprinted: false });
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: true });
+  });
+
+  it('the same alloc re-registering with a new socket (its task restarted) is replaced at once, not kept beside', async () => {
+    const moved = plugin(0, 'csi-node', { socketPath: '/var/data/plugins/alloc-0/csi-2.sock' });
+    h.behaviour(moved).gate('Probe');
+    h.registry.register(moved);
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(info()).toMatchObject({ socketPath: moved.socketPath, fingerprinted: false });
+    expect(h.factory.clientsOf(plugin(0).socketPath).every((c) => c.disposed)).toBe(true);
+  });
+
+  it('the serving alloc re-registering with a new socket while a new one is incoming: the serving instance follows it, the incoming one stays', async () => {
+    const gate = h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await gate.reached;
+    const moved = plugin(0, 'csi-node', { socketPath: '/var/data/plugins/alloc-0/csi-2.sock' });
+    h.registry.register(moved); // not the active entry: alloc-1 is newer
+    await h.settle();
+    expect(info()).toMatchObject({ allocId: 'alloc-0', socketPath: moved.socketPath, healthy: true });
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    gate.release();
+    await h.settle();
+    expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: true });
+    expect(ready.at(-1)).toMatchObject({ info: { allocId: 'alloc-1' }, replaced: { allocId: 'alloc-0', socketPath: moved.socketPath } });
+  });
+
+  it('a newer alloc deregistered while incoming brings the serving one back as the active entry; the serving instance is kept', async () => {
+    h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await h.settle();
+    const served = h.manager.instanceOf('csi-node', 'my-plugin');
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-1');
+    await h.settle();
+    expect(h.registry.get('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
+    expect(h.manager.instanceOf('csi-node', 'my-plugin')).toBe(served);
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(order).toEqual([]);
+  });
+
+  it('a resync drops an incoming instance whose registration it missed the end of, and keeps the serving one', async () => {
+    h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await h.settle();
+    const internals = h.manager as unknown as { subscriptions: { clear(): void } };
+    internals.subscriptions.clear();
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-1');
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    await h.advance(FINGERPRINT_PERIOD);
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(h.factory.clientsOf(plugin(1).socketPath).every((c) => c.disposed)).toBe(true);
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
+  });
+
+  it('a wait pending while the serving instance is down resolves with the incoming one when it takes over', async () => {
+    const gate = h.behaviour(plugin(1)).gate('Probe');
+    h.registry.register(plugin(1));
+    await gate.reached;
+    // The serving plugin crashes; the new one has not answered yet: neither serves healthy.
+    h.behaviour(plugin(0)).failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    await h.manager.instanceOf('csi-node', 'my-plugin')!.fingerprint();
+    expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: false });
+    let waited: PluginInfo | undefined;
+    const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun').then((i) => (waited = i));
+    await h.settle();
+    expect(waited).toBeUndefined();
+    gate.release();
+    await h.settle();
+    await wait;
+    expect(waited).toMatchObject({ allocId: 'alloc-1', healthy: true });
+    expect(order).toEqual([
+      'health alloc-0 false (reads alloc-0:false)',
+      'health alloc-1 true (reads alloc-1:true)',
+      'ready alloc-1 started replacing alloc-0 (reads alloc-1:true)',
+    ]);
+  });
+
+  it('dispose stops the incoming instance too, and leaves no timer armed', async () => {
+    const b = h.behaviour(plugin(1));
+    b.failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
+    await h.manager.dispose();
+    expect(h.factory.clientsOf(plugin(1).socketPath).every((c) => c.disposed)).toBe(true);
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
+    expect(h.clock.pendingTimers).toBe(0);
   });
 });
 

@@ -1,8 +1,11 @@
 // DefaultCSIManager: the default ICSIManager. It subscribes to the plugin
 // registry before its first resync (so nothing registered in between is
-// missed), keeps one instance per (type, name) for the active registration,
-// resyncs on the heartbeat strategy's period, and hands out volume managers
-// (the CSI node steps) that share one per-volume queue.
+// missed), keeps one serving instance per (type, name) for the active
+// registration, resyncs on the heartbeat strategy's period, and hands out
+// volume managers (the CSI node steps) that share one per-volume queue.
+// A plugin upgrade is create-before-destroy: while the serving instance is
+// healthy, a new alloc's registration gets an *incoming* instance beside it,
+// and the two swap only at the incoming instance's first healthy round.
 import {
   Disposable,
   DisposableStore,
@@ -49,10 +52,27 @@ function keyOf(type: string, name: string): string {
   return `${type}\0${name}`;
 }
 
+/** Whether `inst` talks to registration `p` as it is now (same alloc, socket, version and options). */
+function talksTo(inst: PluginInstance, p: RegisteredPlugin): boolean {
+  return inst.allocId === p.allocId && inst.registration.socketPath === p.socketPath && inst.registration.version === p.version && sameStringMap(inst.registration.options, p.options);
+}
+
 @injectable()
 export class DefaultCSIManager implements CSIManager {
   private readonly log: Logger;
+  /** The serving instance of each (type, name): what reads, waits and volume managers see. */
   private readonly instances = new Map<string, PluginInstance>();
+  /**
+   * A newer registration's instance, started beside a healthy serving one and
+   * fingerprinted on its own; it serves from its first healthy round on.
+   */
+  private readonly incoming = new Map<string, PluginInstance>();
+  /**
+   * Incoming instances not serving yet, with the last health change each
+   * reported: held back from onDidChangeHealth (the plugin's health is the
+   * serving instance's) and fired when the instance takes over.
+   */
+  private readonly heldHealth = new WeakMap<PluginInstance, { change?: PluginHealthChange }>();
   private readonly volumeManagers = new Map<string, CSIVolumeManager>();
   private readonly mutex = new KeyedMutex();
   private readonly subscriptions = new DisposableStore();
@@ -128,8 +148,9 @@ export class DefaultCSIManager implements CSIManager {
     this.resyncTimer?.dispose();
     this.resyncTimer = undefined;
     for (const reject of [...this.waiters]) reject(new ShutdownError('the CSI manager shut down while waiting for a plugin'));
-    const all = [...this.instances.values()];
+    const all = [...this.instances.values(), ...this.incoming.values()];
     this.instances.clear();
+    this.incoming.clear();
     for (const inst of all) inst.stop('the CSI manager shut down');
     await Promise.all(all.map((i) => i.settled()));
     this.healthEmitter.dispose();
@@ -152,14 +173,19 @@ export class DefaultCSIManager implements CSIManager {
       .map((i) => i.info());
   }
 
-  /** @internal The live instance of (type, name), for tests and benchmarks. */
+  /** @internal The serving instance of (type, name), for tests and benchmarks. */
   instanceOf(type: string, name: string): PluginInstance | undefined {
     return this.instances.get(keyOf(type, name));
   }
 
-  /** Runs a fingerprint round on every instance now; resolves when all have settled. */
+  /** @internal The incoming instance of (type, name) (a newer registration not serving yet), for tests. */
+  incomingOf(type: string, name: string): PluginInstance | undefined {
+    return this.incoming.get(keyOf(type, name));
+  }
+
+  /** Runs a fingerprint round on every instance (serving and incoming) now; resolves when all have settled. */
   async fingerprintAll(): Promise<void> {
-    await Promise.all([...this.instances.values()].map((i) => i.fingerprint()));
+    await Promise.all([...this.instances.values(), ...this.incoming.values()].map((i) => i.fingerprint()));
   }
 
   volumeManager(pluginName: string): VolumeManager {
@@ -249,13 +275,22 @@ export class DefaultCSIManager implements CSIManager {
   private onRegistryEvent(e: PluginEvent): void {
     if (this.shut || !CSI_PLUGIN_TYPES.includes(e.plugin.type)) return;
     if (e.kind === 'registered') {
-      if (e.active) this.ensureInstance(e.plugin);
+      if (e.active) this.ensureInstance(e.plugin, true);
+      else this.followServing(e.plugin);
       return;
     }
-    // Only the instance of the alloc that went away stops; a `promoted`
+    // Only an instance of the alloc that went away stops; a `promoted`
     // registration, if any, follows and starts the next one.
-    const inst = this.instances.get(keyOf(e.plugin.type, e.plugin.name));
-    if (inst && inst.allocId === e.plugin.allocId) this.removeInstance(inst, `alloc ${e.plugin.allocId} deregistered`);
+    const key = keyOf(e.plugin.type, e.plugin.name);
+    const next = this.incoming.get(key);
+    if (next && next.allocId === e.plugin.allocId) this.dropIncoming(next, `alloc ${e.plugin.allocId} deregistered before it was ready`);
+    const inst = this.instances.get(key);
+    if (!inst || inst.allocId !== e.plugin.allocId) return;
+    // The serving alloc went away while a newer one was getting ready: that
+    // one serves now, ready or not (there is nothing else to serve).
+    const waiting = this.incoming.get(key);
+    if (waiting) this.takeOver(waiting, inst, `alloc ${inst.allocId} deregistered; alloc ${waiting.allocId} serves now`);
+    else this.removeInstance(inst, `alloc ${e.plugin.allocId} deregistered`);
   }
 
   /** Makes the instances match the registry's active entries. */
@@ -265,7 +300,19 @@ export class DefaultCSIManager implements CSIManager {
       if (!this.registry.types.includes(type)) continue;
       const active = this.registry.list(type);
       const names = new Set(active.map((p) => p.name));
-      for (const p of active) this.ensureInstance(p);
+      for (const p of active) {
+        this.ensureInstance(p, false);
+        // A serving instance kept beside an incoming one follows its own
+        // alloc's registration, which is not the active one.
+        const serving = this.instances.get(keyOf(type, p.name));
+        if (serving && this.incoming.has(keyOf(type, p.name))) {
+          const own = this.registry.registrations(type, p.name).find((r) => r.allocId === serving.allocId);
+          if (own) this.followServing(own);
+        }
+      }
+      for (const inst of [...this.incoming.values()]) {
+        if (inst.type === type && !names.has(inst.name)) this.dropIncoming(inst, 'no longer registered (resync)');
+      }
       for (const inst of [...this.instances.values()]) {
         if (inst.type === type && !names.has(inst.name)) this.removeInstance(inst, 'no longer registered (resync)');
       }
@@ -285,17 +332,20 @@ export class DefaultCSIManager implements CSIManager {
     }, this.heartbeat.fingerprintInterval());
   }
 
-  /** Keeps the instance if it talks to this registration already; otherwise replaces it. */
-  private ensureInstance(p: RegisteredPlugin): void {
+  /**
+   * Makes (type, name) follow its active registration `p`: keeps an instance
+   * that talks to it already; starts an incoming instance for it beside a
+   * serving one that is healthy and still registered (create-before-destroy:
+   * an upgrade); otherwise replaces the serving instance at once. `news`: a
+   * registry event (not a resync), worth a fingerprint round now.
+   */
+  private ensureInstance(p: RegisteredPlugin, news: boolean): void {
     const key = keyOf(p.type, p.name);
     const current = this.instances.get(key);
-    if (
-      current &&
-      current.allocId === p.allocId &&
-      current.registration.socketPath === p.socketPath &&
-      current.registration.version === p.version &&
-      sameStringMap(current.registration.options, p.options)
-    ) {
+    const waiting = this.incoming.get(key);
+    if (current && talksTo(current, p)) {
+      // The serving alloc is the active one again (a newer one went away).
+      if (waiting) this.dropIncoming(waiting, `alloc ${p.allocId} is the active registration again`);
       // The same plugin announced itself again (after an agent restart its
       // restored entry is `confirmed`): if it is not healthy yet, look now
       // rather than at the next periodic round, so restoring allocs that
@@ -303,6 +353,75 @@ export class DefaultCSIManager implements CSIManager {
       if (!current.isHealthy) void current.fingerprintAfterNews();
       return;
     }
+    if (waiting && talksTo(waiting, p)) {
+      if (news) void waiting.fingerprintAfterNews();
+      return;
+    }
+    const keepServing = current !== undefined && this.servesUntilReplaced(current, p);
+    const inst = this.makeInstance(p);
+    if (!inst) {
+      if (waiting) this.dropIncoming(waiting, `replaced by alloc ${p.allocId}, whose client could not be created`);
+      if (current && !keepServing) this.removeInstance(current, `replaced by alloc ${p.allocId}, whose client could not be created`);
+      return;
+    }
+    if (keepServing) {
+      if (waiting) this.dropIncoming(waiting, `replaced by alloc ${p.allocId}, a newer registration, before it was ready`);
+      this.incoming.set(key, inst);
+      this.heldHealth.set(inst, {});
+      this.log.info('plugin instance started beside the serving one; it serves from its first healthy fingerprint', {
+        type: p.type,
+        name: p.name,
+        allocId: p.allocId,
+        socketPath: p.socketPath,
+        serving: current!.allocId,
+        replacedIncoming: waiting?.allocId,
+      });
+      inst.start();
+      return;
+    }
+    if (waiting) this.dropIncoming(waiting, `replaced by alloc ${p.allocId}`);
+    if (current) this.removeInstance(current, `replaced by alloc ${p.allocId}`);
+    const predecessor = current ? { allocId: current.allocId, socketPath: current.registration.socketPath } : this.lastStopped.get(key);
+    if (predecessor) this.predecessors.set(inst, predecessor);
+    this.lastStopped.delete(key);
+    this.instances.set(key, inst);
+    this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, restored: p.restored, replaced: current?.allocId });
+    inst.start();
+  }
+
+  /**
+   * Whether `current` keeps serving while an instance for `next` gets ready:
+   * `next` is another alloc (the same alloc's new registration means its
+   * task restarted: the old process is gone), and `current` is healthy and
+   * still registered. A crashed plugin, or one not fingerprinted yet (after
+   * an agent restart), is replaced at once: there is nothing to keep.
+   */
+  private servesUntilReplaced(current: PluginInstance, next: RegisteredPlugin): boolean {
+    if (current.allocId === next.allocId || current.isStopped || !current.isHealthy) return false;
+    return this.registry.registrations(current.type, current.name).some((r) => talksTo(current, r));
+  }
+
+  /**
+   * An inactive registration changed: if it is the serving instance's own
+   * (kept beside an incoming one) with new info, its task restarted, and
+   * the serving instance follows it at once; the incoming one stays.
+   */
+  private followServing(p: RegisteredPlugin): void {
+    const key = keyOf(p.type, p.name);
+    const current = this.instances.get(key);
+    if (!current || current.allocId !== p.allocId || talksTo(current, p)) return;
+    const inst = this.makeInstance(p);
+    this.removeInstance(current, inst ? `alloc ${p.allocId} re-registered with new info` : `alloc ${p.allocId} re-registered, and its client could not be created`);
+    if (!inst) return;
+    this.predecessors.set(inst, { allocId: current.allocId, socketPath: current.registration.socketPath });
+    this.lastStopped.delete(key);
+    this.instances.set(key, inst);
+    this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, replaced: current.allocId, incoming: this.incoming.get(key)?.allocId });
+    inst.start();
+  }
+
+  /** A new, not yet started instance for `p`, or undefined (logged) when its client cannot be created. */
+  private makeInstance(p: RegisteredPlugin): PluginInstance | undefined {
     let deployment: PluginDeployment;
     try {
       deployment = pluginMountRoots(p, this.config.dataDir).deployment;
@@ -315,24 +434,17 @@ export class DefaultCSIManager implements CSIManager {
       client = this.clients.createClient(p.socketPath);
     } catch (err) {
       this.log.error('could not create a CSI client for a registration; no instance for it', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, error: errorMessage(err) });
-      if (current) this.removeInstance(current, `replaced by alloc ${p.allocId}, whose client could not be created`);
-      return;
+      return undefined;
     }
-    if (current) this.removeInstance(current, `replaced by alloc ${p.allocId}`);
-    const inst = new PluginInstance(p, deployment, client, {
+    const inst: PluginInstance = new PluginInstance(p, deployment, client, {
       clock: this.clock,
       logger: this.log,
       timeouts: this.timeouts,
       heartbeat: this.heartbeat,
-      onHealthChange: (change) => this.healthEmitter.fire(change),
+      onHealthChange: (change) => this.onInstanceHealth(inst, change),
       onFingerprinted: (i, round) => this.onFingerprinted(i, round),
     });
-    const predecessor = current ? { allocId: current.allocId, socketPath: current.registration.socketPath } : this.lastStopped.get(key);
-    if (predecessor) this.predecessors.set(inst, predecessor);
-    this.lastStopped.delete(key);
-    this.instances.set(key, inst);
-    this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, restored: p.restored, replaced: current?.allocId });
-    inst.start();
+    return inst;
   }
 
   private removeInstance(inst: PluginInstance, reason: string): void {
@@ -345,9 +457,63 @@ export class DefaultCSIManager implements CSIManager {
     this.log.info('plugin instance stopped', { type: inst.type, name: inst.name, allocId: inst.allocId, reason });
   }
 
+  /** Stops an incoming instance that will not serve. */
+  private dropIncoming(inst: PluginInstance, reason: string): void {
+    const key = keyOf(inst.type, inst.name);
+    if (this.incoming.get(key) === inst) this.incoming.delete(key);
+    inst.stop(reason);
+    this.log.info('incoming plugin instance stopped before it served', { type: inst.type, name: inst.name, allocId: inst.allocId, reason });
+  }
+
+  /**
+   * The incoming instance `next` serves from now on, in one step: it
+   * becomes the instance of (type, name) before the one it replaces stops
+   * (so a listener of that stop reads the new one), then the health it
+   * reported while incoming is told.
+   */
+  private takeOver(next: PluginInstance, previous: PluginInstance | undefined, reason: string): void {
+    const key = keyOf(next.type, next.name);
+    if (this.incoming.get(key) === next) this.incoming.delete(key);
+    const held = this.heldHealth.get(next);
+    this.heldHealth.delete(next);
+    this.instances.set(key, next);
+    this.lastStopped.delete(key);
+    if (previous) {
+      this.predecessors.set(next, { allocId: previous.allocId, socketPath: previous.registration.socketPath });
+      previous.stop(reason);
+      this.log.info('plugin instance stopped', { type: previous.type, name: previous.name, allocId: previous.allocId, reason });
+    }
+    this.log.info('plugin instance serves now', { type: next.type, name: next.name, allocId: next.allocId, socketPath: next.registration.socketPath, healthy: next.isHealthy, replaced: previous?.allocId });
+    // Its first verdict as far as listeners know: they never heard the held ones.
+    if (held?.change) this.healthEmitter.fire({ ...held.change, previous: undefined });
+  }
+
+  private onInstanceHealth(inst: PluginInstance, change: PluginHealthChange): void {
+    const held = this.heldHealth.get(inst);
+    if (!held) {
+      this.healthEmitter.fire(change);
+      return;
+    }
+    held.change = change;
+    // Told once: an incoming instance's verdict changes only when it turns healthy, and then it serves.
+    if (!change.healthy) {
+      const serving = this.instances.get(keyOf(inst.type, inst.name));
+      this.log.warn('a new registration of the plugin is not healthy yet; the serving instance goes on serving until it is, or until one of them deregisters', {
+        type: inst.type,
+        name: inst.name,
+        allocId: inst.allocId,
+        serving: serving?.allocId,
+        description: change.description,
+      });
+    }
+  }
+
   private onFingerprinted(inst: PluginInstance, { first, recovered }: { first: boolean; recovered: boolean }): void {
+    const key = keyOf(inst.type, inst.name);
+    // An incoming instance's first healthy round: it serves from now on.
+    if (this.incoming.get(key) === inst) this.takeOver(inst, this.instances.get(key), `replaced by alloc ${inst.allocId}, which is ready`);
     // A stale instance (replaced while its round ran) says nothing about the current one.
-    if (this.instances.get(keyOf(inst.type, inst.name)) !== inst) return;
+    if (this.instances.get(key) !== inst) return;
     if (first) {
       try {
         this.registry.confirmAlive(inst.type, inst.name, inst.allocId);
@@ -362,4 +528,3 @@ export class DefaultCSIManager implements CSIManager {
     }
   }
 }
-

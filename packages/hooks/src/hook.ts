@@ -5,6 +5,7 @@
 // task kept running while the agent was away). Every call carries an
 // AbortSignal that fires when the runner gives up on the phase (task killed,
 // agent shutting down).
+import type { StaleMountPolicy } from '@csiplug/volumes';
 
 /** A task event, as Nomad shows them in `alloc status`. */
 export interface TaskEvent {
@@ -39,7 +40,8 @@ export interface VolumeRequest {
   onStaleMount?: StaleMountPolicy;
 }
 
-export type StaleMountPolicy = 'remount' | 'restart' | 'keep';
+/** The volume reconciler's policy type (@csiplug/volumes), seen here as the csi hook passes it on. */
+export type { StaleMountPolicy } from '@csiplug/volumes';
 
 /** The `csi_plugin` block of a task, after validation (see csi-plugin-config.ts). */
 export interface CSIPluginConfig {

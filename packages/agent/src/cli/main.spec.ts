@@ -658,6 +658,17 @@ describe('csiplug CLI', () => {
       expect(fake.volumes.size).toBe(0);
     });
 
+    it('volume status ID shows the mounts on this node, a pending unmount with its attempts and error', async () => {
+      await cli(['volume', 'register', 'vol.hcl']);
+      let r = await cli(['volume', 'status', 'vol1']);
+      expect(r.stdout).toContain('Mounts\nNo mounts on this node\n');
+      fake.volumes.get('vol1')!.mounts = [
+        { allocId: fakeUuid(3), name: 'data', desired: 'unmounted', claimed: true, staged: true, published: false, pendingUnmount: true, attempts: 4, lastError: 'plugin hostpath not healthy', since: 0 },
+      ];
+      r = await cli(['volume', 'status', 'vol1']);
+      expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+4\\s+.+plugin hostpath not healthy\\n`));
+    });
+
     it('volume register refuses a bad spec locally', async () => {
       fs.writeFileSync(path.join(dir, 'bad.hcl'), 'id = "v"\nplugin_id = "p"\ntype = "csi"\n');
       const r = await cli(['volume', 'register', 'bad.hcl']);

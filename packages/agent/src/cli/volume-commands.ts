@@ -103,7 +103,21 @@ function describe(v: VolumeView, verbose: boolean): string {
         v.claims.map((c) => [shortId(c.allocId, verbose), c.mode, c.accessMode, c.attachmentMode, formatTime(c.since)]),
       )
     : 'No claims';
-  return `${kv}\n\nClaims\n${claims}`;
+  const mounts = v.mounts?.length
+    ? formatTable(
+        ['Alloc ID', 'Name', 'Desired', 'Held', 'Attempts', 'Since', 'Last Error'],
+        v.mounts.map((m) => [
+          shortId(m.allocId, verbose),
+          m.name,
+          m.pendingUnmount ? 'unmounted (pending)' : m.desired,
+          orNone([m.claimed && 'claimed', m.staged && 'staged', m.published && 'published'].filter(Boolean).join(',')),
+          String(m.attempts),
+          formatTime(m.since),
+          orNone(m.lastError ?? ''),
+        ]),
+      )
+    : 'No mounts on this node';
+  return `${kv}\n\nClaims\n${claims}\n\nMounts\n${mounts}`;
 }
 
 const volumeStatus: Command = {

@@ -23,7 +23,7 @@ job "${options.jobId ?? `${pluginId}-plugin`}" {
       config {
         command = "node"
         args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
-                "--state-dir", "\${CSIPLUG_TASK_DIR}/state", "--mode", "monolith", "--log-level", "warn",
+                "--state-dir", "\${CSIPLUG_PLUGIN_DATA_DIR}/state", "--mode", "monolith", "--log-level", "warn",
                 "--name", "${pluginId}.csiplug.io"]
       }
       csi_plugin {

@@ -230,6 +230,7 @@ export class AllocRunner {
       const runner = this.tasks.get(task.name)!;
       fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o711 });
       this.linkVolumeMounts(task.name, runner.taskDir);
+      const pluginDataDir = task.csiPlugin ? this.pluginDataDir(task.csiPlugin.id) : undefined;
       runner.setVariables(
         taskVariables({
           allocId: this.alloc.id,
@@ -239,6 +240,7 @@ export class AllocRunner {
           taskName: task.name,
           taskDir: runner.taskDir,
           nodeId: this.deps.nodeId,
+          ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
           volumes: volumePaths,
           extra: this.deps.variables,
         }),
@@ -248,6 +250,14 @@ export class AllocRunner {
       void runner.run(kind).then(() => this.onTaskSettled());
     }
     this.recompute();
+  }
+
+  /** A plugin's data dir, shared by every alloc of the plugin (0700; the plugin id is path-safe, checked with its csi_plugin block). */
+  private pluginDataDir(pluginId: string): string {
+    const dir = path.join(this.deps.dataDir, 'plugin-data', pluginId);
+    fs.mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return dir;
   }
 
   /** A task's volume_mount: a link at <task dir>/<destination> to the published host path. */

@@ -31,11 +31,12 @@ describe('examples', () => {
       taskName: 'plugin',
       taskDir: '/d/allocs/a1/plugin',
       nodeId: 'node-1',
+      pluginDataDir: '/d/plugin-data/hostpath',
       extra: { CSI_ENDPOINT: 'unix:///d/plugins/a1/csi.sock', CSIPLUG_HOSTPATH_CLI: '/x/cli.js' },
     });
     expect(interpolateTask(task, vars)).toEqual({
       command: 'node',
-      args: ['/x/cli.js', '--endpoint', 'unix:///d/plugins/a1/csi.sock', '--node-id', 'node-1', '--state-dir', '/d/allocs/a1/plugin/state', '--mode', 'monolith'],
+      args: ['/x/cli.js', '--endpoint', 'unix:///d/plugins/a1/csi.sock', '--node-id', 'node-1', '--state-dir', '/d/plugin-data/hostpath/state', '--mode', 'monolith'],
       env: {},
     });
   });

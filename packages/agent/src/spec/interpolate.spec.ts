@@ -59,6 +59,12 @@ describe('taskVariables and interpolateTask', () => {
     });
   });
 
+  it('gives a plugin task its plugin data dir, and only a plugin task', () => {
+    const base = { allocId: 'a2', allocIndex: 1, jobId: 'plugin', groupName: 'p', taskName: 'plugin', taskDir: '/data/allocs/a2/plugin', nodeId: 'node-1' };
+    expect(taskVariables({ ...base, pluginDataDir: '/data/plugin-data/hostpath' }).CSIPLUG_PLUGIN_DATA_DIR).toBe('/data/plugin-data/hostpath');
+    expect(taskVariables(base)).not.toHaveProperty('CSIPLUG_PLUGIN_DATA_DIR');
+  });
+
   it('interpolates env against the variables, then command and args against both', () => {
     const out = interpolateTask(
       { config: { command: '${CSIPLUG_TASK_DIR}/bin', args: ['--port', '${PORT}', '--state', '${CSIPLUG_TASK_DIR}/state', '$${HOME}'] }, env: { PORT: '80${CSIPLUG_ALLOC_INDEX}', DATA: '${CSIPLUG_VOLUME_DATA}' } },

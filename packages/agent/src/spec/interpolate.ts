@@ -23,6 +23,12 @@ export const TASK_VARS = Object.freeze({
   taskName: 'CSIPLUG_TASK_NAME',
   taskDir: 'CSIPLUG_TASK_DIR',
   nodeId: 'CSIPLUG_NODE_ID',
+  /**
+   * A plugin task's (csi_plugin) data dir, `<data_dir>/plugin-data/<plugin id>`:
+   * the same for every alloc of the plugin, so an updated or replaced plugin
+   * alloc finds what the one before it kept (its task dir is its own).
+   */
+  pluginDataDir: 'CSIPLUG_PLUGIN_DATA_DIR',
   /** Path of the hostpath plugin's CLI script (dist/cli.js), set by the agent so example jobs can run it. */
   hostpathCli: 'CSIPLUG_HOSTPATH_CLI',
 } as const);
@@ -40,6 +46,8 @@ export interface TaskVarsInput {
   taskName: string;
   taskDir: string;
   nodeId: string;
+  /** Set for a task with a csi_plugin block (TASK_VARS.pluginDataDir). */
+  pluginDataDir?: string;
   /** Group volume name → the path the task uses for it. */
   volumes?: Readonly<Record<string, string>>;
   /** More variables (e.g. CSI_ENDPOINT from a hook, CSIPLUG_HOSTPATH_CLI); they win over the above. */
@@ -57,6 +65,7 @@ export function taskVariables(input: TaskVarsInput): Record<string, string> {
     [TASK_VARS.taskDir]: input.taskDir,
     [TASK_VARS.nodeId]: input.nodeId,
   };
+  if (input.pluginDataDir !== undefined) vars[TASK_VARS.pluginDataDir] = input.pluginDataDir;
   for (const [name, hostPath] of Object.entries(input.volumes ?? {})) vars[volumeEnvName(name)] = hostPath;
   return { ...vars, ...(input.extra ?? {}) };
 }

@@ -417,9 +417,17 @@ describe('validateJob', () => {
     ['mount_options on a block device', { attachment_mode: 'block-device', mount_options: { fs_type: 'ext4' } }, `${VOLUME}: mount_options cannot be set with attachment_mode block-device`],
     ['an unknown mount option', { mount_options: { flags: [] } }, `${VOLUME}: mount_options.flags is not a known field (known: fs_type, mount_flags)`],
     ['mount_flags not strings', { mount_options: { mount_flags: ['ro', 1] } }, `${VOLUME}: mount_options.mount_flags[1] must be a string (got 1)`],
-    ['an unknown volume field', { per_alloc: true }, `${VOLUME}: per_alloc is not a known field (known: type, source, access_mode, attachment_mode, read_only, mount_options)`],
+    ['an unknown volume field', { per_alloc: true }, `${VOLUME}: per_alloc is not a known field (known: type, source, access_mode, attachment_mode, read_only, mount_options, on_stale_mount)`],
+    ['a bad on_stale_mount', { on_stale_mount: 'ignore' }, `${VOLUME}: on_stale_mount must be one of remount, restart, keep (got "ignore")`],
   ])('rejects a volume with %s', (_name, volume, message) => {
     expect(errorOf(() => validateJob(job({ volume }))).message).toBe(message);
+  });
+
+  it('reads on_stale_mount (absent: left to the reconciler, which remounts) and writes it back', () => {
+    const spec = validateJob(job({ volume: { on_stale_mount: 'restart' } }));
+    expect(spec.groups[0]!.volumes[0]!.onStaleMount).toBe('restart');
+    expect(validateJob(job({})).groups[0]!.volumes[0]).not.toHaveProperty('onStaleMount');
+    expect(validateJob(jobToDocument(spec)).groups[0]!.volumes[0]!.onStaleMount).toBe('restart');
   });
 
   it('rejects a volume name that is not path-safe', () => {

@@ -6,6 +6,7 @@ import { parseCsiPluginConfig } from '@csiplug/hooks';
 import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from '../model';
+import { STALE_MOUNT_POLICIES, type StaleMountPolicy } from '@csiplug/volumes';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
 import { BlockReader, Body, Where, isBody, loadDocument, singleBody, withPrefix } from './document';
 
@@ -38,6 +39,7 @@ export interface VolumeDocument {
   attachment_mode?: string;
   read_only?: boolean;
   mount_options?: { fs_type?: string; mount_flags?: string[] };
+  on_stale_mount?: StaleMountPolicy;
 }
 
 export interface VolumeMountDocument {
@@ -147,6 +149,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
           },
         }
       : {}),
+    ...(v.onStaleMount !== undefined ? { on_stale_mount: v.onStaleMount } : {}),
   });
   const task = (t: TaskSpec): TaskDocument => ({
     driver: t.driver,
@@ -248,7 +251,7 @@ function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {
 function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
   checkId(parent, name, 'volume name');
   const where = parent.object(`volume ${JSON.stringify(name)}`);
-  const r = new BlockReader(body, where, ['type', 'source', 'access_mode', 'attachment_mode', 'read_only', 'mount_options']);
+  const r = new BlockReader(body, where, ['type', 'source', 'access_mode', 'attachment_mode', 'read_only', 'mount_options', 'on_stale_mount']);
   const type = r.oneOf('type', ['csi'] as const);
   const source = r.requiredString('source');
   try {
@@ -261,6 +264,8 @@ function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
   const readOnly = r.bool('read_only', false);
   if (!readOnly && READER_ONLY_ACCESS_MODES.includes(accessMode)) r.fail('read_only', `must be true for access_mode ${accessMode}`);
   const volume: VolumeRequest = { name, type, source, accessMode, attachmentMode, readOnly };
+  // What to do with a live mount found stale after its plugin came back (default: remount).
+  if (r.has('on_stale_mount')) volume.onStaleMount = r.oneOf('on_stale_mount', STALE_MOUNT_POLICIES);
   const mo = r.block('mount_options', ['fs_type', 'mount_flags']);
   if (mo) {
     const fsType = mo.string('fs_type');

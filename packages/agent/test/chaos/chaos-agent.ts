@@ -67,6 +67,9 @@ export interface ExitStatus {
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export class ChaosAgent extends AgentHarness {
+  /** Every agent of a round not yet destroyed, so that a run cut short (SIGINT) can still clean up after them all. */
+  static readonly live = new Set<ChaosAgent>();
+
   /** The hostpath plugin's fault file: present = faults on. */
   readonly faultFile: string;
   /** One state dir for every plugin alloc, so an updated plugin knows the volumes of the old one. */
@@ -81,6 +84,7 @@ export class ChaosAgent extends AgentHarness {
     super(`${chaosConfig(options.restoreLimitMs ?? RESTORE_LIMIT_MS)}\n${options.extraConfig ?? ''}`);
     this.faultFile = path.join(this.root, 'plugin-faults.json');
     this.pluginState = path.join(this.root, 'hostpath-state');
+    ChaosAgent.live.add(this);
   }
 
   /** Starts the agent and follows its event stream into `events`. */
@@ -396,6 +400,7 @@ job "${PLUGIN_JOB_ID}" {
    * plugins), then every mount under it is taken down, then the dir goes.
    */
   async destroy(): Promise<void> {
+    ChaosAgent.live.delete(this);
     await this.kill('SIGKILL').catch(() => undefined);
     for (let attempt = 0; attempt < 5; attempt++) {
       const pids = processesUnder(this.root, [process.pid]);
