@@ -11,12 +11,15 @@ import { CSIPluginWaitTimeoutError } from '@csiplug/csimanager';
 import { ICSIClientFactory, mountCapability, type CSIClientFactory } from '@csiplug/csi';
 import { PluginTypeCSIController, PluginTypeCSINode, type RegistryStateRecord } from '@csiplug/registry';
 import type { ClientStateDB } from '@csiplug/state';
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
+  EVENT_VOLUME_KEPT_PLUGIN_AWAY,
   EVENT_VOLUME_MOUNT_FAILED,
   EVENT_VOLUME_MOUNTED,
+  LIVE_MOUNT_EVENTS,
   EVENT_VOLUME_UNMOUNT_PENDING,
   TASK_EVENT_PLUGIN_UNHEALTHY,
   VolumeHookError,
@@ -190,7 +193,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(mountsUnder(dataDir)).toEqual([]);
   }
 
-  it('a restored workload waits for its plugin to re-register, then goes on with the same live mount (no claim, no re-mount)', async () => {
+  it('a restored workload keeps its live mount at once, without its plugin (no claim, no re-mount), and the mount is checked when the plugin is back', async () => {
     const a = await startAgent();
     const w = await mountWorkload(a);
 
@@ -199,22 +202,27 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     const b = await restartAgent(a);
     expect(b.registry.get(PluginTypeCSINode, 'hostpath')?.restored).toBe(true);
 
+    // The seed bug: the restore must not depend on the plugin. The mount table says the mount is live.
     const workload = workloadContext('restore');
     const prerun = b.csiHook().prerun(workload);
-    expect(await settlesWithin(prerun, 500)).toBe(false); // waiting, not failing
+    expect(await settlesWithin(prerun, 5_000)).toBe(true);
+    const result = await prerun;
+    expect(result.volumes?.data).toMatchObject({ name: 'data', volumeId: VOLUME_ID, pluginId: 'hostpath', hostPath: w.hostPath, readOnly: false });
+    expect(workload.events.map((e) => e.type)).toEqual([EVENT_VOLUME_KEPT_PLUGIN_AWAY]);
+    expect(workload.events[0]!.message).toContain('hostpath');
+    expect(claimer.claims).toHaveLength(1); // only incarnation A's
+    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds); // the same mount, not a new one
+    expect(fs.readFileSync(path.join(w.hostPath, 'hello.txt'), 'utf8')).toBe('written before the restart');
 
     // The plugin task is re-attached: its process comes back on the same socket and the supervisor re-registers it.
     const plugin = await runPluginTask(b, 'restore');
     expect(plugin.endpoint).toBe(w.plugin.endpoint);
-    const result = await prerun;
-
     // The re-registration was news (`confirmed`), not a new entry: that is what made the CSI manager fingerprint at once.
     expect(b.registryEvents.flatMap((e) => (e.kind === 'registered' ? [`${e.plugin.type}:${e.reason}`] : []))).toEqual(['csi-controller:confirmed', 'csi-node:confirmed']);
-    expect(result.volumes?.data).toMatchObject({ name: 'data', volumeId: VOLUME_ID, pluginId: 'hostpath', hostPath: w.hostPath, readOnly: false });
-    expect(workload.events).toEqual([]); // no mount, no failure
-    expect(claimer.claims).toHaveLength(1); // only incarnation A's
-    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds); // the same mount, not a new one
-    expect(fs.readFileSync(path.join(w.hostPath, 'hello.txt'), 'utf8')).toBe('written before the restart');
+    // Back: the live mount is checked through the plugin (its volume condition) and found sound.
+    await eventually('the live mount checked once the plugin is back', () => workload.events.some((e) => e.type === LIVE_MOUNT_EVENTS.checked));
+    expect(workload.events.map((e) => e.type)).not.toContain(LIVE_MOUNT_EVENTS.stale);
+    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
     fs.writeFileSync(path.join(w.hostPath, 'after.txt'), 'and after');
     expect(fs.readFileSync(path.join(w.hostPath, 'after.txt'), 'utf8')).toBe('and after');
 
@@ -223,14 +231,24 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(fs.existsSync(pluginSocketDir(dataDir, PLUGIN_ALLOC))).toBe(false);
   });
 
-  it('a restored workload whose plugin never comes back fails after the restore timeout with a clear error, and leaves its mount alone', async () => {
+  it('a live mount is kept however long its plugin stays away; only a mount that is gone waits, and fails after the restore limit with a clear error, nothing half-mounted', async () => {
     const a = await startAgent();
     const w = await mountWorkload(a);
     await w.plugin.proc.kill('SIGKILL');
     const b = await restartAgent(a, { pluginWaitRestore: 1_500 });
 
+    // Kept at once, and still there at 2x the restore limit: no limit applies to a live mount.
+    const kept = workloadContext('restore');
+    expect((await b.csiHook().prerun(kept)).volumes?.data?.hostPath).toBe(w.hostPath);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
+    expect(b.reconciler.pendingUnmounts()).toEqual([]);
+
+    // The target mount goes (as after a host reboot) while the agent is away: now the restore needs the plugin.
+    execFileSync('umount', [w.hostPath]);
+    const c = await restartAgent(b, { pluginWaitRestore: 1_500 });
     const workload = workloadContext('restore');
-    const err = await b
+    const err = await c
       .csiHook()
       .prerun(workload)
       .then(
@@ -244,56 +262,49 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(message).toContain("check the plugin task's logs");
     expect((err as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
     expect(workload.events).toEqual([expect.objectContaining({ type: EVENT_VOLUME_MOUNT_FAILED, message, failed: true })]);
-    // Nothing was torn down or claimed by the failed restore, nor set to be
-    // torn down behind the alloc's back: the volume is still wanted mounted
-    // (its tasks may still run) until the alloc's postrun unmounts it.
-    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
+    // Nothing half-mounted and nothing torn down behind the alloc's back: the
+    // volume stays wanted until the alloc's postrun unmounts it.
+    expect(mountIdsAt(w.hostPath)).toEqual([]);
     expect(claimer.claims).toHaveLength(1);
-    expect(b.reconciler.pendingUnmounts()).toEqual([]);
-    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', published: true, targetPath: w.hostPath })]);
+    expect(c.reconciler.pendingUnmounts()).toEqual([]);
+    expect(c.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', targetPath: w.hostPath })]);
 
-    // The plugin comes back: still nothing is unmounted before the postrun.
-    const plugin = await runPluginTask(b, 'restore');
-    await b.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'restore');
-    await new Promise((r) => setTimeout(r, 2 * TIMEOUTS.unmountBackoffMax)); // longer than any unmount retry would wait
-    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
-    expect(claimer.releases).toEqual([]);
-
-    // Clean up through the real path.
-    await stopEverything(b, plugin, workload);
+    // The plugin comes back: the alloc's postrun unmounts what is left (the staging mount) through the real path.
+    const plugin = await runPluginTask(c, 'restore');
+    await c.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'restore');
+    await stopEverything(c, plugin, workload);
     expect(claimer.releases).toEqual([{ volumeId: VOLUME_ID, allocId: WORKLOAD_ALLOC }]);
   });
 
-  it('an agent that shuts down while a restored workload waits for its plugin leaves the mount to the next agent, which keeps it', async () => {
+  it('an agent that shuts down while a restored workload waits to mount a gone mount again leaves it to the next agent, which mounts it once the plugin is back', async () => {
     const a = await startAgent();
     const w = await mountWorkload(a);
     await w.plugin.proc.kill('SIGKILL');
+    execFileSync('umount', [w.hostPath]); // the target mount is gone; the staging mount stays
     const b = await restartAgent(a);
     const waiting = workloadContext('restore');
     const prerun = b.csiHook().prerun(waiting);
-    expect(await settlesWithin(prerun, 500)).toBe(false);
+    expect(await settlesWithin(prerun, 500)).toBe(false); // waiting for the plugin, not failing
 
     // The agent shuts down again before the plugin is back: its alloc runner
     // detaches, which aborts the phase; the workload's tasks keep running.
     waiting.controller.abort();
     await expect(prerun).rejects.toBeInstanceOf(VolumeHookError);
     expect(b.reconciler.pendingUnmounts()).toEqual([]);
-    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', published: true, targetPath: w.hostPath })]);
+    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', targetPath: w.hostPath })]);
     const c = await restartAgent(b);
     expect(c.reconciler.pendingUnmounts()).toEqual([]);
 
-    // The next agent re-attaches the plugin task first (its health would
-    // resume any unmount left to do), then restores the workload: the same
-    // live mount, no claim.
+    // The next agent re-attaches the plugin task, then restores the workload:
+    // the target is published again (same path, same data), under the same claim.
     const plugin = await runPluginTask(c, 'restore');
     await c.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'restore');
     const workload = workloadContext('restore');
     const result = await c.csiHook().prerun(workload);
     expect(result.volumes?.data?.hostPath).toBe(w.hostPath);
-    expect(workload.events).toEqual([]);
-    expect(claimer.claims).toHaveLength(1);
-    expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
+    expect(mountIdsAt(w.hostPath)).toHaveLength(1);
     expect(fs.readFileSync(path.join(w.hostPath, 'hello.txt'), 'utf8')).toBe('written before the restart');
+    expect(new Set(claimer.claims.map((r) => `${r.volumeId}/${r.allocId}`))).toEqual(new Set([`${VOLUME_ID}/${WORKLOAD_ALLOC}`]));
 
     await stopEverything(c, plugin, workload);
     expect(claimer.releases).toEqual([{ volumeId: VOLUME_ID, allocId: WORKLOAD_ALLOC }]);
