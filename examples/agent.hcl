@@ -22,8 +22,8 @@ state {
 
 timeouts {
   plugin_wait_prerun   = "1m"  # a workload waits this long for its plugin on first start
-  plugin_wait_restore  = "5m"  # ... after an agent restart
-  plugin_wait_postrun  = "24h" # ... to unmount
+  plugin_wait_restore  = "5m"  # ... after an agent restart, for a mount that is gone (a live one is kept without its plugin)
+  plugin_wait_postrun  = "1m"  # an unmount waits this long for a restarting plugin; then it is pending, retried in the background
   registry_wait        = "24h"
   plugin_health        = "30s"
   probe                = "5s"

@@ -7,7 +7,8 @@
 // this loads that TypeScript the way ts-jest does (each file transpiled on
 // its own, with tsconfig.jest.json), and the agent it starts is the built
 // one. Run on purpose, as root, after `npm run build`:
-//   node bench/chaos/run.js [--scenario crash,away] [--rounds N] [--ci] [--concurrency 2] [--quiet]
+//   node bench/chaos/run.js [--scenario crash,away] [--only LABEL[,LABEL]] [--rounds N] [--ci] [--concurrency 2] [--quiet]
+// (--only keeps the rounds whose label contains one of the words, e.g. a crash point or "restore: hang")
 require('reflect-metadata');
 const fs = require('fs');
 const path = require('path');
@@ -48,8 +49,11 @@ async function main() {
   const t0 = Date.now();
   for (const s of scenarios) {
     const rounds = Number(arg('rounds', '')) || (ci ? s.rounds.ci : s.rounds.full);
-    process.stderr.write(`${s.name}: ${rounds} rounds, ${concurrency} at a time\n`);
-    const r = await runScenario(s, rounds, { concurrency, log: quiet ? undefined : (line) => process.stderr.write(`  ${line}\n`) });
+    const only = (arg('only', '') || '').split(',').filter(Boolean);
+    const indices = Array.from({ length: rounds }, (_, i) => i).filter((i) => !only.length || only.some((w) => s.labelOf(i).includes(w)));
+    if (!indices.length) continue;
+    process.stderr.write(`${s.name}: ${indices.length} rounds, ${concurrency} at a time\n`);
+    const r = await runScenario(s, rounds, { concurrency, indices, log: quiet ? undefined : (line) => process.stderr.write(`  ${line}\n`) });
     results.push(r);
     if (r.failures.length) process.stderr.write(`${describeFailures(r)}\n`);
   }
@@ -58,7 +62,9 @@ async function main() {
   process.exitCode = bad ? 1 : 0;
 }
 
-main().catch((err) => {
+main().catch(async (err) => {
   process.stderr.write(`bench/chaos: ${err.stack || err}\n`);
+  const { ChaosAgent } = require(path.join(repo, 'packages', 'agent', 'test', 'chaos', 'chaos-agent.ts'));
+  await Promise.allSettled([...ChaosAgent.live].map((a) => a.destroy()));
   process.exit(2);
 });

@@ -164,15 +164,19 @@ export class Agent implements AgentService, AsyncDisposable {
     let agent: Agent | undefined;
     try {
       agent = new Agent(config, container, modules, lock);
-      agent.boot();
-      // Once the restore decided which allocs exist: say what the state does
-      // not know (tasks, mounts, alloc dirs), and clean it with reconcile_orphans.
+      // Before boot: which allocs exist is fixed by the state once the modules
+      // have started (boot only reads it), and nothing is restored, mounted or
+      // resumed yet, so the cleanup never races a restore. Say what the state
+      // does not know (tasks, mounts, alloc dirs), and clean it with reconcile_orphans.
       await checkOrphansAtStart(container, { dataDir: config.dataDir, reconcile: config.reconcileOrphans, logger: log });
+      agent.boot();
       return agent;
     } catch (err) {
       // What boot began is left to the next agent, as on any shutdown: the
       // runners let go before the modules stop under them (a plugin wait cut
       // short by the CSI manager's dispose must not fail a restoring alloc).
+      // A rollout boot resumed stops first (detached: the next agent resumes it), so nothing it does runs over stopped modules.
+      if (agent) await agent.updates.dispose({ stopTasks: false }).catch(() => undefined);
       if (agent) for (const r of agent.runners.values()) r.detach();
       await modules.stop().catch(() => {
         // Each module that failed to stop was logged by the host, by name; the start's error is the one to report.
@@ -224,8 +228,9 @@ export class Agent implements AgentService, AsyncDisposable {
       allocsOf: (jobId) => this.jobAllocs(jobId),
       jobIds: () => [...new Set([...this.runners.values()].map((r) => r.alloc.jobId))].sort(),
       prepare: (alloc) => new AllocRunner(alloc, this.runnerDeps()),
-      // One write, all or nothing (AllocsNotSavedError): a run that cannot be saved starts nothing.
-      save: (runners) => AllocRunner.saveBeforeRun(runners),
+      // One write, all or nothing (AllocsNotSavedError): a run that cannot be saved starts and stops nothing.
+      save: (runners, stopping) => AllocRunner.saveBeforeRun(runners, stopping),
+      forget: (runner) => this.forgetOldAlloc(runner),
       launch: (runner) => {
         const alloc = runner.alloc;
         this.runners.set(alloc.id, runner);
@@ -233,9 +238,25 @@ export class Agent implements AgentService, AsyncDisposable {
         void runner.run('start').catch((err) => this.logger.error('alloc failed to start', { alloc_id: alloc.id, error: err }));
       },
       plugins: () => this.csi.plugins(),
+      pluginRegistrations: (type, name) => this.registry.registrations(type, name),
       onEvent: this.events.onEvent,
       emit: (e) => this.emit(e),
     };
+  }
+
+  /** A stopped alloc of an old job version that holds nothing (no task that may live, no volume record) goes for good: record, runner, alloc dir. */
+  private forgetOldAlloc(r: AllocRunner): boolean {
+    if (r.alloc.desiredStatus !== 'stop' || r.needsTeardown || this.volumeMounts.list(r.alloc.id).length > 0) return false;
+    try {
+      this.allocStore.deleteAllocation(r.alloc.id);
+    } catch (err) {
+      this.logger.warn('could not remove the record of an old stopped alloc; a later run tries again', { alloc_id: r.alloc.id, error: err });
+      return false;
+    }
+    r.forgetSaves();
+    this.runners.delete(r.alloc.id);
+    this.removeAllocDir(r);
+    return true;
   }
 
   private runnerDeps(): AllocRunnerDeps {
@@ -323,6 +344,17 @@ export class Agent implements AgentService, AsyncDisposable {
 
   async runJob(job: JobSpec): Promise<RunJobResult> {
     this.checkOpen();
+    this.checkAllocLimit(job);
+    return this.updates.run(job, () => this.checkOpen());
+  }
+
+  planJob(job: JobSpec): JobPlan {
+    this.checkAllocLimit(job);
+    return this.updates.plan(job);
+  }
+
+  /** `limits { max_allocs_per_job }`, for a run and a plan alike, before any per-alloc work (a 400 naming the count). */
+  private checkAllocLimit(job: JobSpec): void {
     const wanted = job.groups.reduce((n, g) => n + g.count, 0);
     const limit = this.config.limits.maxAllocsPerJob;
     if (wanted > limit) {
@@ -331,18 +363,17 @@ export class Agent implements AgentService, AsyncDisposable {
         'count',
       );
     }
-    return this.updates.run(job, () => this.checkOpen());
-  }
-
-  planJob(job: JobSpec): JobPlan {
-    return this.updates.plan(job);
   }
 
   async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
     this.checkOpen();
     if (this.jobAllocs(id).length === 0) throw new NotFoundError(`job "${id}" not found`);
     // As the job's one writer: a rollout under way is cancelled first, so nothing starts again behind the stop.
-    return this.updates.exclusive(id, 'Cancelled because job is stopped', () => this.stopAllocs(id, options));
+    return this.updates.exclusive(id, 'Cancelled because job is stopped', () => {
+      // Again as the job's writer: a purge that ran while this waited leaves nothing to stop.
+      if (this.jobAllocs(id).length === 0) throw new NotFoundError(`job "${id}" not found`);
+      return this.stopAllocs(id, options);
+    });
   }
 
   private async stopAllocs(id: string, options: { purge?: boolean }): Promise<JobView> {
@@ -361,6 +392,7 @@ export class Agent implements AgentService, AsyncDisposable {
         if (records.length === 0) {
           await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
         }
+        r.forgetSaves();
         this.allocStore.deleteAllocation(r.alloc.id);
         this.runners.delete(r.alloc.id);
         this.removeAllocDir(r);

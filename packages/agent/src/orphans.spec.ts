@@ -9,7 +9,8 @@ import type { ExitResult, TaskHandle } from '@csiplug/driver';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { classifyMount, describeOrphan, findOrphans, reconcileOrphans, type KnownState, type Orphan, type OrphanCleanupDeps } from './orphans';
+import { classifyMount, deletedStateFinding, describeOrphan, findOrphans, knownState, mountIsKnown, mountsFromDir, reconcileOrphans, type KnownState, type Orphan, type OrphanCleanupDeps } from './orphans';
+import type { MountInfoEntry } from '@csiplug/core';
 
 /** A task handle as an executor would record it, in `taskDir`. */
 const handleIn = (allocId: string, taskName: string, taskDir: string, pid: number): TaskHandle => ({
@@ -40,9 +41,11 @@ describe('orphans', () => {
     fs.mkdirSync(path.join(taskDir, '.executor'), { recursive: true });
     records.set(taskDir, handleIn(allocId, taskName, taskDir, pid));
   };
-  const isSameProcess = (pid: number) => {
+  /** pid → the start time of the process that has it now (default: the one handleIn records, `${pid}`). */
+  let startTimes: Map<number, string>;
+  const isSameProcess = (pid: number, startTime: string) => {
     if (unreadable.has(pid)) throw Object.assign(new Error(`EMFILE reading /proc/${pid}/stat`), { code: 'EMFILE' });
-    return alive.get(pid) ?? false;
+    return (alive.get(pid) ?? false) && startTime === (startTimes.get(pid) ?? `${pid}`);
   };
   const staging = (volume: string) => path.join(dd, 'csi', 'monolith', 'hostpath', 'staging', volume, 'rw-file-system-single-node-writer');
   const target = (allocId: string, volume: string) => path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', allocId, volume, 'rw-file-system-single-node-writer');
@@ -59,6 +62,7 @@ describe('orphans', () => {
     dd = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-orphans-'));
     alive = new Map();
     unreadable = new Set();
+    startTimes = new Map();
     records = new Map();
   });
   afterEach(() => fs.rmSync(dd, { recursive: true, force: true }));
@@ -138,7 +142,7 @@ describe('orphans', () => {
       }
     });
 
-    it('leaves out a task whose record cannot be read, and says so', () => {
+    it('takes a task whose record cannot be read for one that may run, says so, and the cleanup keeps its alloc dir', async () => {
       task('lost-1', 'web', 200);
       const unread: string[] = [];
       const orphans = findOrphans({
@@ -151,8 +155,37 @@ describe('orphans', () => {
         isSameProcess,
         onUnreadable: (what) => unread.push(what),
       });
-      expect(orphans.map((o) => o.kind)).toEqual(['dir']);
+      expect(orphans.map((o) => o.kind)).toEqual(['unverified task', 'dir']);
+      expect(describeOrphan(orphans[0]!)).toBe(
+        `orphan task that may run: task "web" of alloc lost-1 (${path.join(dd, 'allocs', 'lost-1', 'web')}): its executor record could not be read (EMFILE); the state knows no alloc lost-1`,
+      );
       expect(unread).toEqual([`the executor record in ${path.join(dd, 'allocs', 'lost-1', 'web')}`]);
+      const logger = new MemoryLogger();
+      const report = await reconcileOrphans(orphans, {
+        driver: { stop: async () => Promise.reject(new Error('nothing is stopped here')) },
+        killSignal: 'SIGTERM',
+        killTimeout: 0,
+        isSameProcess: () => false,
+        kill: () => undefined,
+        executorGrace: 0,
+        sleep: async () => undefined,
+        unmount: async () => undefined,
+        mountsUnder: () => [],
+        mountsFrom: () => [],
+        known: () => known,
+        dataDir: dd,
+        logger,
+      });
+      expect(report.dirsRemoved).toBe(0);
+      expect(report.left.map((l) => l.orphan.kind)).toEqual(['unverified task', 'dir']);
+      expect(fs.existsSync(path.join(dd, 'allocs', 'lost-1', 'web', '.executor'))).toBe(true);
+    });
+
+    it('takes a task dir whose executor recorded neither a pid nor an exit for a task that may run; one with an exit record has ended', () => {
+      for (const allocId of ['lost-1', 'lost-2']) fs.mkdirSync(path.join(dd, 'allocs', allocId, 'web', '.executor'), { recursive: true });
+      fs.writeFileSync(path.join(dd, 'allocs', 'lost-2', 'web', '.executor', 'exit.json'), '{}');
+      const orphans = scan([]);
+      expect(orphans.map((o) => `${o.kind} ${o.allocId}`)).toEqual(['unverified task lost-1', 'dir lost-1', 'dir lost-2']);
     });
   });
 
@@ -179,6 +212,8 @@ describe('orphans', () => {
     /** Mount points whose normal unmount fails (busy), and whose lazy one fails too. */
     let busy: Set<string>;
     let stuck: Set<string>;
+    /** A dir (real path) → a mount point elsewhere whose source lies in it. */
+    let sourceOf: Map<string, string>;
 
     const deps = (over: Partial<OrphanCleanupDeps> = {}): OrphanCleanupDeps => ({
       driver: {
@@ -198,6 +233,7 @@ describe('orphans', () => {
       },
       executorGrace: 0,
       sleep: async () => undefined,
+      mountsFrom: (dir) => (sourceOf.get(dir) ? [sourceOf.get(dir)!] : []),
       unmount: async (mountPoint, { lazy }) => {
         calls.push(`${lazy ? 'umount -l' : 'umount'} ${path.relative(dd, mountPoint)}`);
         if (stuck.has(mountPoint) || (!lazy && busy.has(mountPoint))) throw new Error(`umount: ${mountPoint}: target is busy`);
@@ -225,6 +261,7 @@ describe('orphans', () => {
       calls = [];
       busy = new Set();
       stuck = new Set();
+      sourceOf = new Map();
       knownNow = known;
     });
 
@@ -267,6 +304,8 @@ describe('orphans', () => {
       expect(calls).toEqual(['kill 1400 SIGKILL']);
       expect(report.tasksStopped).toBe(1);
       // Its pid now names another process (another start time): it is not signalled.
+      alive.set(1_400, true);
+      startTimes.set(1_400, '987654');
       calls = [];
       await reconcileOrphans([{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }], deps());
       expect(calls).toEqual([]);
@@ -295,7 +334,7 @@ describe('orphans', () => {
         failing,
       );
       expect(report.tasksStopped).toBe(0);
-      expect(report.left.map((l) => `${describeOrphan(l.orphan).split(':')[0]} ${l.orphan.kind === 'task' ? l.orphan.allocId : l.orphan.kind === 'mount' ? path.relative(dd, l.orphan.mountPoint) : path.relative(dd, l.orphan.path)}: ${l.why}`)).toEqual([
+      expect(report.left.map((l) => `${describeOrphan(l.orphan).split(':')[0]} ${l.orphan.kind === 'task' ? l.orphan.allocId : l.orphan.kind === 'mount' ? path.relative(dd, l.orphan.mountPoint) : l.orphan.kind === 'dir' ? path.relative(dd, l.orphan.path) : l.orphan.taskDir}: ${l.why}`)).toEqual([
         'orphan task lost-1: could not stop it: EPERM: operation not permitted',
         'orphan mount csi/monolith/hostpath/per-alloc/lost-1/vol-lost/rw-file-system-single-node-writer: a task of alloc lost-1 may still use it',
         `orphan mount allocs/lost-2/web/data: could not unmount it: umount: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')}: target is busy; nor lazily: umount: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')}: target is busy`,
@@ -307,12 +346,111 @@ describe('orphans', () => {
       expect(logger.records.filter((r) => r.level === 'error')).toHaveLength(5);
     });
 
+    it('never removes a dir that is the source of a live mount elsewhere (a plugin keeping its volumes in its alloc dir)', async () => {
+      mkdir('allocs', 'lost-3', 'plugin', 'state', 'vol-1');
+      const real = fs.realpathSync(path.join(dd, 'allocs', 'lost-3'));
+      sourceOf.set(real, '/var/lib/workload/data');
+      const report = await reconcileOrphans([{ kind: 'dir', what: 'alloc dir', allocId: 'lost-3', path: path.join(dd, 'allocs', 'lost-3') }], deps());
+      expect(report.dirsRemoved).toBe(0);
+      expect(report.left.map((l) => l.why)).toEqual(['it is the source of a live mount: /var/lib/workload/data (its data is in use there)']);
+      expect(fs.existsSync(path.join(dd, 'allocs', 'lost-3', 'plugin', 'state', 'vol-1'))).toBe(true);
+    });
+
+    it('bounds the mount cleanup in time: an unmount that never returns is given up, and past the limit the rest is left', async () => {
+      const hung = [staging('vol-a'), staging('vol-b'), staging('vol-c')];
+      let t = 0;
+      const report = await reconcileOrphans(
+        hung.map((mountPoint, i) => ({ kind: 'mount' as const, mountPoint, pluginId: 'hostpath', volumeId: `vol-${'abc'[i]}` })),
+        deps({
+          unmount: (mountPoint, { lazy }) => {
+            calls.push(`${lazy ? 'umount -l' : 'umount'} ${path.relative(dd, mountPoint)}`);
+            t += 30;
+            return new Promise<void>(() => undefined); // stuck in the kernel: never settles
+          },
+          unmountLimit: 5,
+          mountsLimit: 100,
+          now: () => t,
+        }),
+      );
+      expect(calls).toEqual([
+        'umount csi/monolith/hostpath/staging/vol-c/rw-file-system-single-node-writer',
+        'umount -l csi/monolith/hostpath/staging/vol-c/rw-file-system-single-node-writer',
+        'umount csi/monolith/hostpath/staging/vol-b/rw-file-system-single-node-writer',
+        'umount -l csi/monolith/hostpath/staging/vol-b/rw-file-system-single-node-writer',
+      ]);
+      expect(report.left.map((l) => l.why)).toEqual([
+        `could not unmount it: umount ${staging('vol-c')} did not finish within 5ms; nor lazily: umount -l ${staging('vol-c')} did not finish within 5ms`,
+        `could not unmount it: umount ${staging('vol-b')} did not finish within 5ms; nor lazily: umount -l ${staging('vol-b')} did not finish within 5ms`,
+        'the mount cleanup ran out of time (100ms); a later -reconcile-orphans tries again',
+      ]);
+    });
+
+    it('never removes through a symlink put in place of an orphan dir since the scan', async () => {
+      mkdir('elsewhere', 'precious');
+      mkdir('allocs');
+      fs.symlinkSync(path.join(dd, 'elsewhere'), path.join(dd, 'allocs', 'lost-4'));
+      const report = await reconcileOrphans([{ kind: 'dir', what: 'alloc dir', allocId: 'lost-4', path: path.join(dd, 'allocs', 'lost-4') }], deps());
+      expect(report.dirsRemoved).toBe(0);
+      expect(report.left.map((l) => l.why)).toEqual(['it is no longer a dir (a symlink): nothing is removed through it']);
+      expect(fs.existsSync(path.join(dd, 'elsewhere', 'precious'))).toBe(true);
+    });
+
     it('leaves a mount the state has come to know since the scan', async () => {
       table = [staging('vol-new')];
       knownNow = { allocs: new Set(), volumes: [{ pluginId: 'hostpath', volumeId: 'vol-new', externalId: 'e' }] };
       const report = await reconcileOrphans([{ kind: 'mount', mountPoint: staging('vol-new'), pluginId: 'hostpath', volumeId: 'vol-new' }], deps());
       expect(calls).toEqual([]);
       expect(report).toEqual({ tasksStopped: 0, unmounted: 0, lazilyUnmounted: 0, dirsRemoved: 0, left: [] });
+    });
+  });
+
+  describe('knownState', () => {
+    it('counts the allocs of unreadable mount records (by key), plugin registrations and volume claims; an unreadable mount record makes every staging mount known', () => {
+      const state = {
+        listVolumeMounts: <T>() => ({
+          records: [
+            { key: 'ok-1/data', record: { allocId: 'ok-1', name: 'data' } as T },
+            { key: 'bad-shape/data', record: { allocId: 'bad-shape' } as T },
+          ],
+          failures: [{ key: 'undecodable/db%2Fvol', error: 'Unexpected token' }],
+        }),
+        getRegistryState: <T>() => ({ plugins: { node: { hostpath: [{ allocId: 'plugin-alloc', socketPath: '/x' }] } } }) as T,
+        listVolumes: <T>() => [{ id: 'v1', claims: [{ allocId: 'claimer', accessMode: 'single-node-writer' }] }] as T[],
+      };
+      const k = knownState(state, { listAllocationIds: () => ['alloc-1'] }, { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never });
+      expect([...k.allocs].sort()).toEqual(['alloc-1', 'bad-shape', 'claimer', 'ok-1', 'plugin-alloc', 'undecodable']);
+      expect(k.stagingUnknown).toBe(true);
+      expect(mountIsKnown(dd, staging('vol-nobody-names'), k)).toBe(true);
+      expect(mountIsKnown(dd, target('lost-1', 'v'), k)).toBe(false);
+    });
+  });
+
+  describe('mountsFromDir', () => {
+    it('names the mounts elsewhere whose bind source lies in the dir, not the one the dir lives on nor mounts below it', () => {
+      const entry = (id: number, mountPoint: string, device: string, root: string): MountInfoEntry => ({ id, parentId: 1, device, root, mountPoint, options: [], optionalFields: [], fsType: 'ext4', source: '/dev/x', superOptions: [] });
+      const table = [
+        entry(1, '/', '8:1', '/'),
+        entry(2, '/var/lib/csiplug', '8:2', '/'),
+        entry(3, '/srv/workload', '8:2', '/allocs/p1/plugin/state/v1'),
+        entry(4, '/srv/other', '8:2', '/allocs/p10'),
+        entry(5, '/var/lib/csiplug/allocs/p1/below', '8:3', '/'),
+      ];
+      expect(mountsFromDir(table, '/var/lib/csiplug/allocs/p1')).toEqual(['/srv/workload']);
+      expect(mountsFromDir(table, '/var/lib/csiplug/allocs/p2')).toEqual([]);
+    });
+  });
+
+  describe('deletedStateFinding', () => {
+    it('says when a new state file meets what an earlier agent left, and nothing on a first start', () => {
+      const file = path.join(dd, 'state.db');
+      expect(deletedStateFinding(dd, file)).toBeUndefined();
+      mkdir('allocs');
+      mkdir('csi');
+      expect(deletedStateFinding(dd, file)).toBeUndefined();
+      mkdir('allocs', 'a1');
+      mkdir('allocs', 'a2');
+      fs.writeFileSync(`${file}.backup`, '');
+      expect(deletedStateFinding(dd, file)).toBe(`the state file ${file} was not there (deleted?) while the data dir holds what an earlier agent left: allocs/ (2 entries), state.db.backup`);
     });
   });
 });

@@ -5,8 +5,9 @@
 // ever be stopped, unmounted or removed otherwise, and a lost state must
 // never be silent.
 //
-// At start, once the restore has decided which allocs exist, the agent scans
-// once (checkOrphansAtStart) and logs one warning per orphan saying what and
+// At start, once the modules have opened the state and before any restore or
+// resumed rollout runs (which allocs exist is fixed by the state then, and
+// nothing mounts beside the cleanup), the agent scans once (checkOrphansAtStart) and logs one warning per orphan saying what and
 // where. With `-reconcile-orphans` (config `reconcile_orphans = true`) it
 // also cleans them, in this order:
 //   1. tasks: stopped through the driver, which signals a pid only together
@@ -16,15 +17,23 @@
 //      when the normal one fails, and the log says so;
 //   3. dirs (the alloc dir, its plugin socket dir, its per-alloc mount dir):
 //      removed only when nothing is mounted below and none of its tasks runs.
+// A task dir with an executor dir whose end is not proven (no readable
+// pid.json naming a task and executor both gone, and no exit.json) is a task
+// that may run: its alloc's dirs and mounts are kept, never removed.
 //
 // What counts as known: an alloc the alloc store has a record of (one it
-// cannot read included: it is never touched), or that a volume mount record
-// names; a staging mount of a (plugin, volume) that a mount record names.
+// cannot read included: it is never touched), that a volume mount record
+// names (one it cannot read included, by its key), that a plugin
+// registration names, or that holds a claim on a volume of the catalog; a
+// staging mount of a (plugin, volume) that a mount record names — and every
+// staging mount while a mount record cannot be read (its volume is unknown).
+// A dir is never removed while a live mount lies below it or has its source
+// inside it (a bind of a plugin's data kept in its alloc dir).
 // Paths that are the data dir's own layout (allocs/, csi/<type>/<plugin>/…)
 // or that the layout does not explain are never taken for orphans.
-import { TimeoutError, errorMessage, formatDuration, mountPointsUnder, readMountInfoSync, type Logger } from '@csiplug/core';
+import { TimeoutError, backingOf, errorMessage, formatDuration, mountPointsUnder, readMountInfoSync, type Logger, type MountInfoEntry } from '@csiplug/core';
 import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
-import { EXECUTOR_DIR, ITaskDriver, isSameProcess, type TaskDriver, type TaskHandle } from '@csiplug/driver';
+import { EXECUTOR_DIR, ITaskDriver, executorPaths, isSameProcess, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { IVolumeReconciler, type VolumeReconcilerService } from '@csiplug/volumes';
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -36,6 +45,8 @@ import { IAllocStore, type AllocStore } from './runner/alloc-store';
 export interface KnownState {
   allocs: ReadonlySet<string>;
   volumes: readonly { pluginId: string; volumeId: string; externalId: string }[];
+  /** A mount record could not be read: which volume it names is unknown, so every staging mount counts as known. */
+  stagingUnknown?: boolean;
 }
 
 /** Whether a process is alive: `true`, `false`, or `'unknown'` when it could not be checked just now. */
@@ -44,6 +55,8 @@ export type Liveness = boolean | 'unknown';
 export type Orphan =
   /** A task (or its executor) still running for an alloc the state does not know. */
   | { kind: 'task'; allocId: string; taskName: string; taskDir: string; handle: TaskHandle; task: Liveness; executor: Liveness }
+  /** A task of an alloc the state does not know whose executor record cannot be read or is missing with no exit record: it may run, and nothing can stop it. */
+  | { kind: 'unverified task'; allocId: string; taskName: string; taskDir: string; why: string }
   /** A mount under the data dir that belongs to no alloc or volume the state knows. */
   | { kind: 'mount'; mountPoint: string; allocId?: string; pluginId?: string; volumeId?: string }
   /** A dir of an alloc the state does not know. */
@@ -59,7 +72,7 @@ export interface OrphanScanInput {
   readTask(task: { allocId: string; taskName: string; taskDir: string }): TaskHandle | undefined;
   /** Whether `pid` is the live process that started at `startTime`; throws when it cannot be told. */
   isSameProcess(pid: number, startTime: string): boolean;
-  /** Told of an executor record the scan could not read; that task is left out. */
+  /** Told of an executor record the scan could not read; that task is taken to be running (its alloc is kept). */
   onUnreadable?(what: string, err: unknown): void;
 }
 
@@ -107,6 +120,7 @@ export function mountIsKnown(dataDir: string, mountPoint: string, known: KnownSt
   const owner = classifyMount(dataDir, mountPoint);
   if (!owner) return true;
   if ('allocId' in owner) return known.allocs.has(owner.allocId);
+  if (known.stagingUnknown) return true;
   return known.volumes.some((v) => v.pluginId === owner.pluginId && (v.volumeId === owner.volumeId || v.externalId === owner.volumeId));
 }
 
@@ -129,9 +143,16 @@ export function findOrphans(input: OrphanScanInput): Orphan[] {
         handle = input.readTask({ allocId, taskName, taskDir });
       } catch (err) {
         input.onUnreadable?.(`the executor record in ${taskDir}`, err);
+        tasks.push({ kind: 'unverified task', allocId, taskName, taskDir, why: `its executor record could not be read (${errorMessage(err)})` });
         continue;
       }
-      if (!handle) continue;
+      if (!handle) {
+        // No pid.json (or a damaged one): ended only if the executor recorded the end.
+        if (!fs.existsSync(executorPaths(taskDir).exit)) {
+          tasks.push({ kind: 'unverified task', allocId, taskName, taskDir, why: 'its executor recorded neither a pid nor an exit' });
+        }
+        continue;
+      }
       const task = liveness(() => input.isSameProcess(handle.pid, handle.startTime));
       const executor = liveness(() => input.isSameProcess(handle.executorPid, handle.executorStartTime));
       if (task === false && executor === false) continue; // it ended: only its dir is left
@@ -168,6 +189,8 @@ export function describeOrphan(o: Orphan): string {
         `orphan task: task "${o.taskName}" of alloc ${o.allocId} (${o.taskDir}): ${livenessText(o.task, `pid ${o.handle.pid}`)}, ` +
         `${livenessText(o.executor, `its executor pid ${o.handle.executorPid}`)}; the state knows no alloc ${o.allocId}`
       );
+    case 'unverified task':
+      return `orphan task that may run: task "${o.taskName}" of alloc ${o.allocId} (${o.taskDir}): ${o.why}; the state knows no alloc ${o.allocId}`;
     case 'mount': {
       const owner = o.allocId !== undefined ? `alloc ${o.allocId}, which the state does not know` : `volume ${o.volumeId} of plugin ${o.pluginId}, which no mount record of the state names`;
       return `orphan mount: ${o.mountPoint} is mounted for ${owner}`;
@@ -179,6 +202,17 @@ export function describeOrphan(o: Orphan): string {
 
 /** How long past kill_timeout (when SIGKILL goes) a stop of an orphan task may take before it is given up. */
 const STOP_MARGIN_MS = 10_000;
+/** How long one unmount may take (a umount stuck on a dead NFS server never returns), and all of them together. */
+const UNMOUNT_LIMIT_MS = 35_000;
+const MOUNTS_LIMIT_MS = 120_000;
+
+/** `work`, or a TimeoutError after `ms` whether or not `work` ever settles. */
+function bounded<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new TimeoutError(`${what} did not finish within ${formatDuration(ms)}`, ms)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
 
 export interface OrphanCleanupDeps {
   driver: Pick<TaskDriver, 'stop'>;
@@ -195,10 +229,17 @@ export interface OrphanCleanupDeps {
   unmount(mountPoint: string, options: { lazy: boolean }): Promise<void>;
   /** Mount points at or below `dir`, read now. */
   mountsUnder(dir: string): string[];
+  /** Mount points elsewhere whose source (a bind's device and root) lies at or below `dir`, read now. */
+  mountsFrom(dir: string): string[];
   /** What the state knows now (read again before mounts are taken down). */
   known(): KnownState;
   dataDir: string;
   logger: Logger;
+  /** ms one unmount may take, and all unmounts together (defaults 35 s and 120 s): the agent's start never waits longer; what is left is left. */
+  unmountLimit?: number;
+  mountsLimit?: number;
+  /** ms since some epoch (Date.now). */
+  now?: () => number;
 }
 
 export interface OrphanCleanupReport {
@@ -220,6 +261,12 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
   };
   /** Allocs with a task that may still run: their dirs stay. */
   const stillRunning = new Set<string>();
+
+  for (const o of orphans) {
+    if (o.kind !== 'unverified task') continue;
+    stillRunning.add(o.allocId);
+    leave(o, 'it may run and cannot be stopped without its record; its alloc\'s dirs and mounts are kept');
+  }
 
   await Promise.all(
     orphans.map(async (o) => {
@@ -259,7 +306,15 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
   // The state may have learnt of a mount meanwhile (a restore mounting again): check each against it afresh.
   const known = deps.known();
   const mounts = orphans.filter((o): o is Extract<Orphan, { kind: 'mount' }> => o.kind === 'mount').reverse();
+  const now = deps.now ?? Date.now;
+  const unmountLimit = deps.unmountLimit ?? UNMOUNT_LIMIT_MS;
+  const mountsLimit = deps.mountsLimit ?? MOUNTS_LIMIT_MS;
+  const mountsStart = now();
   for (const o of mounts) {
+    if (now() - mountsStart >= mountsLimit) {
+      leave(o, `the mount cleanup ran out of time (${formatDuration(mountsLimit)}); a later -reconcile-orphans tries again`);
+      continue;
+    }
     if (mountIsKnown(deps.dataDir, o.mountPoint, known)) {
       log.info(`not unmounting ${o.mountPoint}: the state knows it now`);
       continue;
@@ -269,12 +324,12 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
       continue;
     }
     try {
-      await deps.unmount(o.mountPoint, { lazy: false });
+      await bounded(deps.unmount(o.mountPoint, { lazy: false }), unmountLimit, `umount ${o.mountPoint}`);
       report.unmounted++;
       log.warn(`unmounted orphan mount ${o.mountPoint}`);
     } catch (err) {
       try {
-        await deps.unmount(o.mountPoint, { lazy: true });
+        await bounded(deps.unmount(o.mountPoint, { lazy: true }), unmountLimit, `umount -l ${o.mountPoint}`);
         report.lazilyUnmounted++;
         log.warn(`unmounted orphan mount ${o.mountPoint} lazily (umount -l): a normal unmount failed (${errorMessage(err)}); the kernel frees it once nothing uses it`);
       } catch (lazyErr) {
@@ -290,10 +345,22 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
       continue;
     }
     try {
-      const real = fs.realpathSync(o.path);
+      // The scan's path (under the data dir's real path), never through a
+      // symlink put in its place since: rm -rf would run on the link's target.
+      const entry = fs.lstatSync(o.path);
+      if (!entry.isDirectory()) {
+        leave(o, `it is no longer a dir (${entry.isSymbolicLink() ? 'a symlink' : 'another kind of file'}): nothing is removed through it`);
+        continue;
+      }
+      const real = o.path;
       const below = deps.mountsUnder(real);
       if (below.length) {
         leave(o, `still mounted below it: ${below.join(', ')} (never deleted through a mount)`);
+        continue;
+      }
+      const from = deps.mountsFrom(real);
+      if (from.length) {
+        leave(o, `it is the source of a live mount: ${from.join(', ')} (its data is in use there)`);
         continue;
       }
       fs.rmSync(real, { recursive: true, force: true });
@@ -316,12 +383,77 @@ function execFileAsync(file: string, args: string[]): Promise<void> {
   });
 }
 
-/** What the alloc store and the mount records know now (alloc ids from the keys alone: no record is decoded again). */
-function knownState(allocs: AllocStore, volumes: Pick<VolumeReconcilerService, 'list'>): KnownState {
+const isAtOrUnder = (p: string, dir: string) => p === dir || p.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+
+/** Mount points outside `dir` whose source (device and root of a bind) lies at or below `dir`. */
+export function mountsFromDir(table: readonly MountInfoEntry[], dir: string): string[] {
+  const backing = backingOf(table, dir);
+  if (!backing) return [];
+  return table.filter((m) => m.device === backing.device && isAtOrUnder(m.root, backing.root) && !isAtOrUnder(m.mountPoint, dir)).map((m) => m.mountPoint);
+}
+
+/** Every string `allocId` field in a saved value (registry state, a volume's claims), whatever its shape. */
+function allocIdsIn(value: unknown, out: Set<string>, depth = 0): void {
+  if (depth > 8 || value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const v of value) allocIdsIn(v, out, depth + 1);
+    return;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (k === 'allocId' && typeof v === 'string' && v) out.add(v);
+    else allocIdsIn(v, out, depth + 1);
+  }
+}
+
+/**
+ * What the state knows now: alloc ids of the alloc store (from the keys
+ * alone: no record is decoded again), of the mount records (readable or not:
+ * an unreadable one by its key, and then every staging mount counts as
+ * known), of the plugin registrations and of the catalog's volume claims.
+ */
+export function knownState(state: Pick<ClientStateDB, 'listVolumeMounts' | 'getRegistryState' | 'listVolumes'>, allocs: Pick<AllocStore, 'listAllocationIds'>, volumes: Pick<VolumeReconcilerService, 'list'>): KnownState {
   const ids = new Set<string>(allocs.listAllocationIds());
   const mountRecords = volumes.list();
   for (const r of mountRecords) ids.add(r.allocId);
-  return { allocs: ids, volumes: mountRecords.map((r) => ({ pluginId: r.pluginId, volumeId: r.volumeId, externalId: r.externalId })) };
+  const named = mountRecords.map((r) => ({ pluginId: r.pluginId, volumeId: r.volumeId, externalId: r.externalId }));
+  let stagingUnknown = false;
+  const { records, failures } = state.listVolumeMounts<unknown>();
+  const readable = new Set(mountRecords.map((r) => `${r.allocId}\0${r.name}`));
+  const unreadableKeys = [...failures.map((f) => f.key), ...records.filter(({ record }) => {
+    const r = record as { allocId?: unknown; name?: unknown } | null;
+    return !(r && typeof r === 'object' && readable.has(`${String(r.allocId)}\0${String(r.name)}`));
+  }).map((r) => r.key)];
+  for (const key of unreadableKeys) {
+    // The key is the alloc id, then the volume name escaped (mountKey).
+    const allocId = key.split('/')[0];
+    if (allocId) ids.add(allocId);
+    stagingUnknown = true;
+  }
+  allocIdsIn(state.getRegistryState(), ids);
+  for (const volume of state.listVolumes<unknown>()) allocIdsIn((volume as { claims?: unknown } | null)?.claims, ids);
+  return { allocs: ids, volumes: named, stagingUnknown };
+}
+
+/**
+ * A state file this start created (none was there) while the data dir holds
+ * what an earlier agent left (alloc dirs, plugin sockets, CSI mount dirs, a
+ * migration backup): the state was deleted, and the agent starts knowing
+ * nothing. One sentence saying so, or undefined for a true first start.
+ */
+export function deletedStateFinding(dataDir: string, stateFile: string): string | undefined {
+  const left: string[] = [];
+  for (const name of ['allocs', 'plugins', 'csi']) {
+    let entries: string[] = [];
+    try {
+      entries = fs.readdirSync(path.join(dataDir, name));
+    } catch {
+      // not there: nothing left in it
+    }
+    if (entries.length) left.push(`${name}/ (${entries.length} entr${entries.length === 1 ? 'y' : 'ies'})`);
+  }
+  if (fs.existsSync(`${stateFile}.backup`)) left.push(`${path.basename(stateFile)}.backup`);
+  if (!left.length) return undefined;
+  return `the state file ${stateFile} was not there (deleted?) while the data dir holds what an earlier agent left: ${left.join(', ')}`;
 }
 
 export interface OrphanCheckOptions {
@@ -335,7 +467,7 @@ export interface OrphanCheckOptions {
 }
 
 /**
- * The agent's start-up check, after the restore decided which allocs exist:
+ * The agent's start-up check, before boot() restores anything (what is known is the state as the modules opened it):
  * says loudly when the state file was found empty, warns about every orphan
  * (one line each), and with `reconcile` cleans them. Never throws: a check
  * that fails is logged and the agent runs on.
@@ -350,6 +482,14 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
           'tasks, mounts and alloc dirs an earlier agent left are orphans (listed below; -reconcile-orphans cleans them)',
         { file: state.foundEmpty.file, bytes: state.foundEmpty.bytes },
       );
+    } else if (state.createdNew && state.path) {
+      const deleted = deletedStateFinding(fs.realpathSync(options.dataDir), state.path);
+      if (deleted) {
+        log.error(
+          `${deleted}. This agent starts with no jobs, allocs or volumes; tasks, mounts and alloc dirs an earlier agent left are orphans (listed below; -reconcile-orphans cleans them)`,
+          { file: state.path },
+        );
+      }
     }
     const allocs = container.resolve<AllocStore>(IAllocStore);
     const volumes = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
@@ -357,7 +497,7 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
     const dataDir = fs.realpathSync(options.dataDir);
     const orphans = findOrphans({
       dataDir,
-      known: knownState(allocs, volumes),
+      known: knownState(state, allocs, volumes),
       // Strictly below the data dir: the data dir itself may well be a mount of its own.
       mounts: readMountInfoSync().filter((m) => m.mountPoint.startsWith(`${dataDir}/`)),
       readTask: (task) => driver.adopt(task),
@@ -369,7 +509,8 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
     if (!options.reconcile) {
       log.warn(
         `${orphans.length} orphan(s) under ${options.dataDir} that the state does not know are left as they are; ` +
-          'run the agent with -reconcile-orphans (or reconcile_orphans = true) to stop, unmount and remove them',
+          'run the agent with -reconcile-orphans (or reconcile_orphans = true) to stop, unmount and remove them ' +
+          '(mounts are taken down with umount only: storage-side attachments a plugin made, such as iSCSI sessions or cloud disks, are not released)',
       );
       return { orphans };
     }
@@ -383,7 +524,8 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
       sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
       unmount: (mountPoint, { lazy }) => execFileAsync('umount', lazy ? ['-l', mountPoint] : [mountPoint]),
       mountsUnder: (dir) => mountPointsUnder(readMountInfoSync(), dir),
-      known: () => knownState(allocs, volumes),
+      mountsFrom: (dir) => mountsFromDir(readMountInfoSync(), dir),
+      known: () => knownState(state, allocs, volumes),
       dataDir,
       logger: log,
     });

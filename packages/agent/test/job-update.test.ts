@@ -6,7 +6,9 @@
 // workload's volume later unmounts through the new plugin; (c) a plugin
 // version that never becomes healthy is reverted under auto_revert; (d) a
 // single-node-writer workload is stopped and unmounted before its
-// replacement claims the volume; (e) `job plan` output and exit codes.
+// replacement claims the volume; (e) `job plan` output and exit codes (0
+// for an in-place-only change, as Nomad's), and its alloc limit; (f) a
+// plugin group of count 2 judged healthy.
 import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -258,13 +260,14 @@ describeIfRoot('job updates with the real agent and the hostpath plugin', () => 
     expect(isAlive(oldPid)).toBe(false);
 
     // Never a moment without a registered plugin, nor without a healthy one
-    // serving: whenever the CSI manager's instance was not healthy — the
-    // moment it moved to the new registration and fingerprinted it — the old
-    // plugin was still registered and running (it answered its supervisor's
-    // probes: it was only stopped once the new one was healthy, above).
+    // serving: the CSI manager kept the old instance serving until the new
+    // one's first healthy fingerprint, then swapped in one step (create-
+    // before-destroy), so no sample read 0 healthy nodes or controllers, and
+    // the new plugin was never reported unhealthy.
     expect(samples.length).toBeGreaterThan(20);
     expect(samples.filter((s) => s.allocs.length === 0)).toEqual([]);
-    expect(samples.filter((s) => (s.nodes === 0 || s.controllers === 0) && !(s.allocs.includes(oldAlloc) && s.oldAlive))).toEqual([]);
+    expect(samples.filter((s) => s.nodes === 0 || s.controllers === 0)).toEqual([]);
+    expect(events.filter((e) => e.allocId === newAlloc && e.type === 'Plugin unhealthy')).toEqual([]);
     expect(events.filter((e) => e.allocId === oldAlloc && e.type === 'Plugin became unhealthy')).toEqual([]);
     expect(samples.some((s) => s.allocs.length === 2)).toBe(true); // both were registered at once, for a while
     expect(samples.at(-1)).toEqual({ allocs: [newAlloc], nodes: 1, controllers: 1, oldAlive: false });
@@ -352,6 +355,19 @@ describeIfRoot('job updates with the real agent and the hostpath plugin', () => 
     expect((await h.api.getVolume('vol-d')).claims.map((c) => c.allocId)).toEqual([fresh.id]);
   });
 
+  it('(f) a plugin group of count 2 is judged healthy: each alloc by its own registration, though the CSI manager serves one', async () => {
+    const hcl = pluginJobHcl(stateDir, { build: '1' }).replace('group "plugin" {', 'group "plugin" {\n    count = 2');
+    await runFile(write('plugin2x.hcl', hcl));
+    const job = await pollUntil('the count-2 plugin job deployed', async () => {
+      const j = await h.api.getJob('hostpath-plugin');
+      if (j.deployment?.status === 'failed') throw new Error(`the deployment failed: ${j.deployment.description}`);
+      return j.deployment?.status === 'successful' ? j : undefined;
+    });
+    expect(job.allocs.map((a) => `${a.desiredStatus} ${a.clientStatus} ${a.healthy}`)).toEqual(['run running true', 'run running true']);
+    expect(job.deployment).toMatchObject({ groups: [{ desired: 2, placed: 2, healthy: 2, unhealthy: 0 }] });
+    expect(await h.api.getPlugin('hostpath')).toMatchObject({ nodesHealthy: 1, controllersHealthy: 1 });
+  });
+
   it('(e) job plan shows what job run would change, and exits 0, 1 or 255', async () => {
     const pluginFile = write('plugin.hcl', pluginJobHcl(stateDir, { build: '1' }));
     let r = await cli(['job', 'plan', ...address(), pluginFile]);
@@ -387,5 +403,18 @@ describeIfRoot('job updates with the real agent and the hostpath plugin', () => 
     expect(r.stderr).toMatch(/^Error: .*bad\.hcl: invalid HCL/);
     r = await cli(['job', 'plan', '-address', 'http://127.0.0.1:1', pluginFile]);
     expect(r.code).toBe(255);
+
+    // Only the update block changes: a new version, no alloc created, destroyed or replaced — exit 0, as Nomad's.
+    const inPlace = write('plugin-inplace.hcl', pluginJobHcl(stateDir, { build: '1' }).replace('min_healthy_time = "1s"', 'min_healthy_time = "2s"'));
+    r = await cli(['job', 'plan', ...address(), inPlace]);
+    expect(r.stdout).toContain('Task Group: "plugin" (1 in-place update)');
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+
+    // More allocs than limits { max_allocs_per_job }: refused at once (a 400 naming the count), as job run is; no plan of a million allocs is made.
+    const huge = write('huge.hcl', pluginJobHcl(stateDir, { build: '1' }).replace('group "plugin" {', 'group "plugin" {\n    count = 1000000'));
+    r = await cli(['job', 'plan', ...address(), huge]);
+    expect(r.code).toBe(255);
+    expect(r.stderr).toMatch(/asks for 1000000 allocs .*max_allocs_per_job/);
+    await expect(h.api.planJob(jobToDocument(await parseJobspec(fs.readFileSync(huge, 'utf8'), huge)))).rejects.toMatchObject({ status: 400 });
   });
 });

@@ -4,7 +4,8 @@
 // empty but says so loudly, and warns about every orphan — the alloc dirs,
 // the mounts, the tasks and their executors — leaving them be; an agent
 // started with -reconcile-orphans stops the tasks, unmounts the mounts and
-// removes the dirs: no process, no mount, no dir is left. Needs root.
+// removes the dirs, all before its boot restores anything: no process, no
+// mount, no dir is left. Needs root.
 import { executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
 import { spawn, type ChildProcess } from 'child_process';
 import * as fs from 'fs';
@@ -116,7 +117,10 @@ asRoot('orphans after a state file was lost', () => {
     await h.kill('SIGTERM');
 
     // With -reconcile-orphans: stopped, unmounted, removed, before the API serves.
-    reconciler = spawn(process.execPath, [BIN, 'agent', '-config', h.configFile, '-reconcile-orphans'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // At log level info, to see that the cleanup ends before boot restores anything ("agent started").
+    const infoConfig = path.join(h.root, 'agent-info.hcl');
+    fs.writeFileSync(infoConfig, fs.readFileSync(h.configFile, 'utf8').replace('log_level = "warn"', 'log_level = "info"'));
+    reconciler = spawn(process.execPath, [BIN, 'agent', '-config', infoConfig, '-reconcile-orphans'], { stdio: ['ignore', 'pipe', 'pipe'] });
     reconciler.stdout!.on('data', (d: Buffer) => (reconcilerLog += d.toString()));
     reconciler.stderr!.on('data', (d: Buffer) => (reconcilerLog += d.toString()));
     await pollUntil('the reconciling agent serving', async () => {
@@ -125,6 +129,8 @@ asRoot('orphans after a state file was lost', () => {
     });
     const done = messages(reconcilerLog);
     expect(done).toContainEqual(expect.stringMatching(/^orphans reconciled: 2 task\(s\) stopped, \d+ mount\(s\) unmounted \(\d+ lazily\), \d+ dir\(s\) removed, 0 left$/));
+    const reconciledAt = done.findIndex((m) => m.startsWith('orphans reconciled: '));
+    expect(done.indexOf('agent started')).toBeGreaterThan(reconciledAt);
     for (const pid of pids) expect(`pid ${pid} ${runs(pid) ? 'runs' : 'has ended'}`).toBe(`pid ${pid} has ended`);
     expect(mountsUnder(realDataDir)).toEqual([]);
     for (const alloc of [workAlloc, pluginAlloc]) {

@@ -1,7 +1,8 @@
 // Storage faults with the real agent: the data dir on a full filesystem (a
 // small tmpfs, filled with a file) refuses `job run` with a clear error and
 // nothing half-applied, and serves normally once space returns (the job then
-// survives a kill -9); a corrupt state file is refused and left as it was;
+// survives a kill -9); a `job stop` it cannot save is refused the same way
+// and kills nothing; a corrupt state file is refused and left as it was;
 // the memory backend stops its tasks when the agent exits and refuses
 // `stop_tasks_on_exit = false`. Needs root (mount); every mount is undone.
 import { execFile, execFileSync } from 'child_process';
@@ -133,6 +134,20 @@ asRoot('the data dir on a full filesystem', () => {
     expect(back.tasks.main!.restarts).toBe(0);
     expect(h.taskPid(allocId, 'main')).toBe(pid);
     expect((await h.api.listJobs()).map((j) => j.id)).toEqual(['sleeper']);
+
+    // A stop the agent cannot save is refused the same way, and kills nothing:
+    // a stop the next agent never reads would run the job again.
+    fillUp(filler);
+    const stopRefused = await h.api.stopJob('sleeper').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(stopRefused).toBeInstanceOf(ApiError);
+    expect((stopRefused as ApiError).status).toBe(507);
+    expect((stopRefused as ApiError).message).toMatch(/could not save the stop of alloc [0-9a-f-]{36} of job "sleeper": .*; the alloc was not stopped and runs on/);
+    expect(isAlive(pid)).toBe(true);
+    expect((await h.api.getAlloc(allocId)).desiredStatus).toBe('run');
+    fs.rmSync(filler);
     await h.api.stopJob('sleeper');
     expect(isAlive(pid)).toBe(false);
   });

@@ -35,6 +35,11 @@
 //   reconciler.release.after-call      the catalog released the claim, `claimed` still set
 //   reconciler.release.after-write     `claimed` cleared
 //   reconciler.forget.before           nothing held; the record not deleted yet
+//   reconciler.remount.intent.after-write   a stale mount's remount intent (`remounting`) written, no step taken
+//   reconciler.remount.unpublish.after-call NodeUnpublishVolume of the remount returned, `published` still set
+//   reconciler.remount.unpublish.after-write `published` cleared (the target path kept)
+//   reconciler.remount.unstage.after-call   NodeUnstageVolume of the stale staging mount returned, `staged` still set
+//   reconciler.remount.unstage.after-write  `staged` cleared; stage and publish not asked yet
 // the volume catalog (packages/volumes/src/catalog/volume-catalog.ts)
 //   catalog.claim.after-publishing-write  the controller publish recorded as under way, not called
 //   catalog.claim.after-controller-publish ControllerPublishVolume returned, the claim not written
@@ -76,6 +81,11 @@ export const CRASH_POINTS = Object.freeze({
   'reconciler.release.after-call': 'the claim released, claimed still set',
   'reconciler.release.after-write': 'claimed cleared',
   'reconciler.forget.before': 'nothing held, the record not deleted yet',
+  'reconciler.remount.intent.after-write': 'a remount intent written, no step taken',
+  'reconciler.remount.unpublish.after-call': 'NodeUnpublishVolume of a remount returned, published still set',
+  'reconciler.remount.unpublish.after-write': 'published cleared by a remount',
+  'reconciler.remount.unstage.after-call': 'NodeUnstageVolume of a remount returned, staged still set',
+  'reconciler.remount.unstage.after-write': 'staged cleared by a remount, not staged again yet',
   'catalog.claim.after-publishing-write': 'controller publish recorded as under way, not called',
   'catalog.claim.after-controller-publish': 'ControllerPublishVolume returned, the claim not written',
   'catalog.claim.after-write': 'the claim written',

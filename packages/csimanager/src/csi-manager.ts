@@ -3,7 +3,7 @@
 // a volume manager per node plugin.
 import type { AsyncDisposable, Event, PluginWaitPhase } from '@csiplug/core';
 import type { NodeEvent } from './node-event';
-import type { PluginHealthChange, PluginInfo, PluginReady } from './plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady, PluginRetired } from './plugin-info';
 import type { VolumeManager } from './volume-manager';
 
 export type CSIPluginType = 'csi-node' | 'csi-controller';
@@ -48,6 +48,12 @@ export interface CSIManager extends AsyncDisposable {
    * health change. What was published through the plugin may need a look.
    */
   readonly onDidBecomeReady: Event<PluginReady>;
+  /**
+   * The alloc a serving instance replaced went away after the swap (its
+   * registration deregistered): what the old process served may be stale
+   * from now on, so it needs a look again.
+   */
+  readonly onDidRetireInstance: Event<PluginRetired>;
   /** A mount or unmount finished, either way. */
   readonly onNodeEvent: Event<NodeEvent>;
 

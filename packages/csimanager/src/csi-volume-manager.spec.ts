@@ -387,6 +387,8 @@ describe('volume manager (CSI node steps)', () => {
     expect(await vm.volumeCondition(vol, '', usage, 'staging')).toEqual({ abnormal: true, message: 'backing dir replaced', reported: true });
     expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: true, message: 'NodeGetVolumeStats: NOT_FOUND: no volume at that path', reported: true });
     await expect(vm.volumeCondition(vol, 'alloc-a', usage, 'target')).rejects.toThrow(/UNIMPLEMENTED/);
+    // A mount made under another mount dir (a plugin upgrade moved it): not asked about, no condition (never a NOT_FOUND read as stale).
+    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target', { hostPath: '/old/mount/dir/per-alloc/alloc-a/vol-1/rw-file-system-single-node-writer' })).toBeUndefined();
     expect(asked.map((r) => [r.volumeId, r.volumePath, r.stagingTargetPath])).toEqual([
       ['remote-1', targetOf('alloc-a'), stagingOf()],
       ['remote-1', stagingOf(), stagingOf()],

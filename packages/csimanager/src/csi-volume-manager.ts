@@ -16,7 +16,7 @@ import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
 import { UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
-import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeManager, VolumeOperationOptions } from './volume-manager';
+import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions } from './volume-manager';
 import { VolumePaths, volumePaths } from './volume-paths';
 
 export interface VolumeManagerDeps {
@@ -180,13 +180,15 @@ export class CSIVolumeManager implements VolumeManager {
     allocId: string,
     usage: UsageOptions,
     at: 'target' | 'staging',
-    options: VolumeOperationOptions = {},
+    options: VolumeConditionOptions = {},
   ): Promise<VolumeCondition | undefined> {
     this.check(volume, allocId, usage, at === 'staging');
     const inst = this.deps.instance();
     const caps = await inst.nodeCapabilities(options.signal);
     if (!caps.getVolumeStats) return undefined;
     const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
+    // Made under another mount dir (a plugin upgrade moved it): this instance does not know that path.
+    if (options.hostPath !== undefined && path.resolve(options.hostPath) !== (at === 'target' ? paths.hostTargetPath : paths.hostStagingPath)) return undefined;
     const staging = caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {};
     try {
       const res = await inst.client.nodeGetVolumeStats(

@@ -2,7 +2,7 @@
 // and a fake clock: instance lifecycle (incl. create-before-destroy on a
 // plugin upgrade), plugin waits, fingerprinting and health, DI binding.
 import { AbortError, ShutdownError, ValidationError } from '@csiplug/core';
-import type { PluginHealthChange, PluginInfo, PluginReady, UsageOptions } from '.';
+import type { PluginHealthChange, PluginInfo, PluginReady, PluginRetired, UsageOptions } from '.';
 import { Harness, FINGERPRINT_PERIOD, plugin } from '../test/harness';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, registerCsiManager, ICSIManager, IMountTable, ProcMountTable } from '.';
 import { csiError } from '@csiplug/csi/testing';
@@ -424,6 +424,25 @@ describe('CSI manager: plugin upgrades (create-before-destroy)', () => {
       ['alloc-1', true, undefined],
     ]);
     expect(ready.map((e) => [e.info.allocId, e.cause, e.replaced?.allocId])).toEqual([['alloc-1', 'started', 'alloc-0']]);
+  });
+
+  it('the replaced alloc deregistering after the swap is told (onDidRetireInstance), once, naming it: what it served may be stale from now on', async () => {
+    const retired: PluginRetired[] = [];
+    h.manager.onDidRetireInstance((e) => retired.push(e));
+    h.registry.register(plugin(1));
+    await h.settle();
+    expect(ready.map((e) => `${e.info.allocId} ${e.replaced?.allocId}`)).toEqual(['alloc-1 alloc-0']);
+    // The swap alone retires nothing: the old alloc still runs (and serves its mounts).
+    expect(retired).toEqual([]);
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
+    await h.settle();
+    expect(retired).toEqual([{ info: expect.objectContaining({ allocId: 'alloc-1', healthy: true }), retired: { allocId: 'alloc-0', socketPath: plugin(0).socketPath }, time: expect.any(Number) }]);
+    expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: true });
+    // Another alloc going away is not the predecessor.
+    h.registry.register(plugin(2));
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-2');
+    await h.settle();
+    expect(retired).toHaveLength(1);
   });
 
   it('a third registration while one is incoming: the newest replaces the incoming one, and replaces the serving one when ready', async () => {

@@ -39,7 +39,7 @@ import { CSIVolumeManager } from './csi-volume-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from './errors';
 import { KeyedMutex } from './keyed-mutex';
 import type { NodeEvent } from './node-event';
-import type { PluginHealthChange, PluginInfo, PluginReady } from './plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady, PluginRetired } from './plugin-info';
 import { PluginInstance } from './plugin-instance';
 import { PluginDeployment, pluginMountRoots } from './plugin-options';
 import { ICSIManagerConfig, IMountTable } from './tokens';
@@ -88,8 +88,10 @@ export class DefaultCSIManager implements CSIManager {
   private readonly nodeEventEmitter: Emitter<NodeEvent>;
   private readonly fingerprintEmitter: Emitter<PluginInstance>;
   private readonly readyEmitter: Emitter<PluginReady>;
+  private readonly retiredEmitter: Emitter<PluginRetired>;
   readonly onDidChangeHealth: Event<PluginHealthChange>;
   readonly onDidBecomeReady: Event<PluginReady>;
+  readonly onDidRetireInstance: Event<PluginRetired>;
   readonly onNodeEvent: Event<NodeEvent>;
 
   constructor(
@@ -108,6 +110,8 @@ export class DefaultCSIManager implements CSIManager {
     this.nodeEventEmitter = new Emitter({ onListenerError });
     this.fingerprintEmitter = new Emitter({ onListenerError });
     this.readyEmitter = new Emitter({ onListenerError });
+    this.retiredEmitter = new Emitter({ onListenerError });
+    this.onDidRetireInstance = this.retiredEmitter.event;
     this.onDidChangeHealth = this.healthEmitter.event;
     this.onDidBecomeReady = this.readyEmitter.event;
     this.onNodeEvent = this.nodeEventEmitter.event;
@@ -157,6 +161,7 @@ export class DefaultCSIManager implements CSIManager {
     this.nodeEventEmitter.dispose();
     this.fingerprintEmitter.dispose();
     this.readyEmitter.dispose();
+    this.retiredEmitter.dispose();
     this.log.info('CSI manager shut down', { stopped: all.length });
   }
 
@@ -285,7 +290,17 @@ export class DefaultCSIManager implements CSIManager {
     const next = this.incoming.get(key);
     if (next && next.allocId === e.plugin.allocId) this.dropIncoming(next, `alloc ${e.plugin.allocId} deregistered before it was ready`);
     const inst = this.instances.get(key);
-    if (!inst || inst.allocId !== e.plugin.allocId) return;
+    if (inst && inst.allocId !== e.plugin.allocId) {
+      // The alloc the serving instance replaced went away after the swap: what its process served may be stale now.
+      const predecessor = this.predecessors.get(inst);
+      if (predecessor?.allocId === e.plugin.allocId) {
+        this.predecessors.delete(inst);
+        this.log.info('the alloc a serving plugin instance replaced went away', { type: inst.type, name: inst.name, allocId: inst.allocId, retired: predecessor.allocId });
+        this.retiredEmitter.fire({ info: inst.info(), retired: predecessor, time: this.clock.now() });
+      }
+      return;
+    }
+    if (!inst) return;
     // The serving alloc went away while a newer one was getting ready: that
     // one serves now, ready or not (there is nothing else to serve).
     const waiting = this.incoming.get(key);

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { FakeClock } from '@csiplug/core/testing';
 import { isTransientFsError } from './errors';
-import { ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
+import { MAX_PROBES_IN_FLIGHT, MAX_PROBES_QUEUED, MountProbeHungError, MountProbeNotStartedError, ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
 
 describe('mount table', () => {
   it('parses mountinfo, decoding octal escapes', () => {
@@ -82,3 +82,80 @@ describe('isMountPointRetrying', () => {
     for (const err of [fault('ENOENT'), fault('EACCES'), new Error('x'), undefined, 'EMFILE']) expect(isTransientFsError(err)).toBe(false);
   });
 });
+
+describe('ProcMountTable never enters a mount on the agent\'s own threads', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'csiplug-mt-probe-'));
+  });
+  afterEach(async () => {
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  it('a stat answers while every thread of Node\'s pool is blocked (it runs in a child process)', async () => {
+    const { spawn } = await import('node:child_process');
+    // Four opens of FIFOs with no writer hold libuv's four pool threads, as four hung stats of a dead NFS mount would.
+    const fifos = [1, 2, 3, 4].map((i) => path.join(dir, `fifo${i}`));
+    await new Promise<void>((resolve, reject) => spawn('mkfifo', fifos).once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`mkfifo exited ${code}`)))));
+    const blocked = fifos.map((f) => fs.open(f, 'r').then((h) => h.close()));
+    try {
+      const answered = await Promise.race([
+        new ProcMountTable().stat(dir).then(() => 'answered'),
+        new Promise((r) => setTimeout(() => r('not answered within 3s'), 3000)),
+      ]);
+      expect(answered).toBe('answered');
+    } finally {
+      // A writer for each FIFO frees the blocked threads.
+      await new Promise<void>((resolve) => spawn('sh', ['-c', fifos.map((f) => `: > '${f}'`).join('; ')]).once('exit', () => resolve()));
+      await Promise.all(blocked);
+    }
+  });
+
+  it('a stat answers with the errno of the path (ENOENT), a hung one with MountProbeHungError, and a path still being probed is not probed twice', async () => {
+    const t = new ProcMountTable();
+    await expect(t.stat(path.join(dir, 'missing'))).rejects.toMatchObject({ code: 'ENOENT' });
+    // A probe that never answers (as a stat of a dead hard NFS mount): hung at its limit, counted from its start.
+    const hanging = new ProcMountTable(undefined, () => ['sleep', ['30']]);
+    const started = jest.fn();
+    const t0 = Date.now();
+    await expect(hanging.stat(dir, { limitMs: 300, onStarted: started })).rejects.toBeInstanceOf(MountProbeHungError);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
+    expect(started).toHaveBeenCalledTimes(1);
+    // Killed but maybe not exited yet: a second probe of the path is refused as hung, not started again.
+    if (hanging.probesInFlight > 0) await expect(hanging.stat(dir)).rejects.toBeInstanceOf(MountProbeHungError);
+    await waitFor(() => hanging.probesInFlight === 0);
+    await expect(t.stat(dir)).resolves.toBeUndefined();
+  });
+
+  it(`at most ${MAX_PROBES_IN_FLIGHT} probes run at once, the rest queue; past the queue a probe is "not started", never hung`, async () => {
+    const t = new ProcMountTable();
+    let peak = 0;
+    const probes = Array.from({ length: MAX_PROBES_QUEUED + MAX_PROBES_IN_FLIGHT + 3 }, (_, i) => {
+      const p = path.join(dir, `p${i}`);
+      return t.stat(p, { onStarted: () => (peak = Math.max(peak, t.probesInFlight)) }).then(
+        () => 'ok',
+        (err: unknown) => (err instanceof MountProbeNotStartedError ? 'not-started' : (err as NodeJS.ErrnoException).code),
+      );
+    });
+    const answers = await Promise.all(probes);
+    expect(peak).toBeLessThanOrEqual(MAX_PROBES_IN_FLIGHT);
+    expect(answers.filter((a) => a === 'not-started')).toHaveLength(3);
+    expect(answers.filter((a) => a === 'ENOENT')).toHaveLength(MAX_PROBES_QUEUED + MAX_PROBES_IN_FLIGHT);
+    expect(t.probesInFlight).toBe(0);
+  }, 60_000);
+
+  it('isMountPoint resolves only the parent: a target whose own resolution fails (a symlink loop, as a dead FUSE root fails with ENOTCONN) is answered from the table', async () => {
+    const loop = path.join(dir, 'loop');
+    await fs.symlink(loop, loop);
+    await expect(fs.realpath(loop)).rejects.toMatchObject({ code: 'ELOOP' });
+    await expect(new ProcMountTable().isMountPoint(loop)).resolves.toBe(false);
+  });
+});
+
+async function waitFor(cond: () => boolean, ms = 5000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

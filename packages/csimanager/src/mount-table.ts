@@ -2,7 +2,17 @@
 // answers — behind a small interface so the logic above it is tested with a
 // fake (IMountTable; the fake is in @csiplug/csimanager/testing). The parsing
 // is @csiplug/core's mountinfo.
-import { promises as fs } from 'node:fs';
+//
+// A stat of a dead hard-mounted NFS or hung FUSE path can block for ever,
+// and in-process it would hold one of libuv's four pool threads while it
+// does (every later fs call of the agent then queues behind it). So the
+// table never enters a mount on the agent's own threads: isMountPoint reads
+// /proc/self/mountinfo and resolves only the target's *parent*; stat runs in
+// a short-lived child process, killed at its limit, with at most
+// MAX_PROBES_IN_FLIGHT alive at once (a child stuck in D state costs a pid,
+// not an agent thread, and keeps its slot until it really exits).
+import { spawn } from 'node:child_process';
+import { existsSync, promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { doublingBackoff, mountPointsUnder, parseMountInfo as parseMountInfoEntries, readMountInfoSync, type Clock } from '@csiplug/core';
 import { isTransientFsError } from './errors';
@@ -16,11 +26,69 @@ export interface MountTable {
   /**
    * Stats `target`, following it as a workload would: resolves when it
    * answers; rejects with the errno error (ENOTCONN or EIO of a dead FUSE
-   * mount, ESTALE of an NFS one, ENOENT…). On a dead network mount it may
-   * never settle: a caller races it against a timer.
+   * mount, ESTALE of an NFS one, ENOENT…), with a MountProbeHungError when
+   * it did not answer within `limitMs` of starting (or an earlier probe of
+   * it still has not), or with a MountProbeNotStartedError when the probe
+   * could not even start (too many in flight, spawn failing) — which says
+   * nothing of the mount. `onStarted` is called when the probe really
+   * starts: a caller that races it against a timer of its own starts the
+   * timer then, so time spent queued never reads as a hung mount. An
+   * implementation may never settle for a hung path (the fake's hangStat):
+   * callers race it against such a timer.
    */
-  stat(target: string): Promise<void>;
+  stat(target: string, options?: StatOptions): Promise<void>;
 }
+
+export interface StatOptions {
+  /** How long the probe may take once started (default DEFAULT_PROBE_LIMIT_MS). */
+  limitMs?: number;
+  onStarted?: () => void;
+}
+
+/** The default limit of one stat probe once started. */
+export const DEFAULT_PROBE_LIMIT_MS = 5_000;
+/** Probes (child processes) alive at once, hung ones included; the rest queue. */
+export const MAX_PROBES_IN_FLIGHT = 4;
+/** Probes waiting for a slot; one more is refused at once (not started). */
+export const MAX_PROBES_QUEUED = 256;
+
+/** A stat probe of `path` started and did not answer within its limit (or an earlier probe of it still has not): the mount hangs. */
+export class MountProbeHungError extends Error {
+  readonly code = 'EPROBEHUNG';
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'MountProbeHungError';
+  }
+}
+
+/** A stat probe of `path` could not start (too many in flight or queued, a spawn that failed): nothing is known of the mount. */
+export class MountProbeNotStartedError extends Error {
+  readonly code = 'EPROBENOTSTARTED';
+  constructor(
+    readonly path: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'MountProbeNotStartedError';
+  }
+}
+
+/** stat(1)'s messages (LC_ALL=C) for the errnos a probe tells apart. */
+const STAT_MESSAGES: ReadonlyArray<readonly [string, string]> = [
+  ['Transport endpoint is not connected', 'ENOTCONN'],
+  ['Stale file handle', 'ESTALE'],
+  ['Input/output error', 'EIO'],
+  ['No such file or directory', 'ENOENT'],
+  ['Permission denied', 'EACCES'],
+  ['Not a directory', 'ENOTDIR'],
+  ['Too many levels of symbolic links', 'ELOOP'],
+];
+
+const STAT_BINARY = ['/usr/bin/stat', '/bin/stat'].find((p) => existsSync(p));
 
 /** Backoff (ms) between mount-table reads that failed for a transient fault: doubling from the base up to the max. */
 const TRANSIENT_RETRY_BASE = 250;
@@ -81,22 +149,132 @@ export class ProcMountTable implements MountTable {
   /** How many times the table was read (for tests and benchmarks). */
   reads = 0;
 
-  constructor(private readonly file = '/proc/self/mountinfo') {}
+  /** Stat probes alive (child processes not exited yet, killed ones included), by path. */
+  private readonly alive = new Map<string, number>();
+  private inFlight = 0;
+  private readonly queued: (() => void)[] = [];
 
-  async stat(target: string): Promise<void> {
-    await fs.stat(target);
+  /**
+   * `file`: the mount table to read. `probeCommand`: the process a stat runs
+   * in (for tests: a command that hangs); by default stat(1), or node when
+   * there is no stat binary.
+   */
+  constructor(
+    private readonly file = '/proc/self/mountinfo',
+    private readonly probeCommand?: (target: string) => readonly [string, readonly string[]],
+  ) {}
+
+  /** How many probe processes are alive now (for tests). */
+  get probesInFlight(): number {
+    return this.inFlight;
   }
 
+  async stat(target: string, options: StatOptions = {}): Promise<void> {
+    const limitMs = options.limitMs ?? DEFAULT_PROBE_LIMIT_MS;
+    const p = path.resolve(target);
+    if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
+    if (this.inFlight >= MAX_PROBES_IN_FLIGHT) {
+      if (this.queued.length >= MAX_PROBES_QUEUED) throw new MountProbeNotStartedError(p, `could not stat ${p}: ${MAX_PROBES_IN_FLIGHT} probes in flight and ${MAX_PROBES_QUEUED} queued`);
+      await new Promise<void>((resolve) => this.queued.push(resolve));
+      if (this.alive.has(p)) {
+        this.release();
+        throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
+      }
+    } else {
+      this.inFlight++;
+    }
+    return this.probe(p, limitMs, options.onStarted);
+  }
+
+  /** Frees a probe slot: the next queued probe takes it. */
+  private release(): void {
+    const next = this.queued.shift();
+    if (next) next();
+    else this.inFlight--;
+  }
+
+  /** One stat in a child process, holding a slot until the child exits; settles at `limitMs` at the latest. */
+  private probe(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const settle = (err?: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      };
+      let child;
+      try {
+        const custom = this.probeCommand?.(p);
+        child = custom
+          ? spawn(custom[0], [...custom[1]], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
+          : STAT_BINARY
+          ? spawn(STAT_BINARY, ['-L', '-c', '%i', '--', p], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
+          : spawn(process.execPath, ['-e', 'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write(String(e.code));process.exit(1)}', p], { stdio: ['ignore', 'ignore', 'pipe'] });
+      } catch (err) {
+        this.release();
+        settle(new MountProbeNotStartedError(p, `could not start a stat of ${p}: ${(err as Error).message}`, { cause: err }));
+        return;
+      }
+      this.alive.set(p, (this.alive.get(p) ?? 0) + 1);
+      let stderr = '';
+      child.stderr?.setEncoding('utf8');
+      child.stderr?.on('data', (chunk: string) => {
+        if (stderr.length < 4096) stderr += chunk;
+      });
+      let spawned = false;
+      child.once('spawn', () => {
+        spawned = true;
+        onStarted?.();
+      });
+      const timer = setTimeout(() => {
+        // Killed, but never waited for: a child stuck in D state may outlive SIGKILL until the mount answers; it keeps its slot until then.
+        child.kill('SIGKILL');
+        settle(new MountProbeHungError(p, `${p} did not answer a stat within ${limitMs} ms (the mount hangs)`));
+      }, limitMs);
+      const gone = () => {
+        const n = (this.alive.get(p) ?? 1) - 1;
+        if (n > 0) this.alive.set(p, n);
+        else this.alive.delete(p);
+        this.release();
+      };
+      child.once('error', (err: NodeJS.ErrnoException) => {
+        if (!spawned) {
+          gone();
+          settle(new MountProbeNotStartedError(p, `could not start a stat of ${p}: ${err.message}`, { cause: err }));
+        }
+      });
+      child.once('close', (code, sig) => {
+        if (!spawned) return;
+        gone();
+        if (code === 0) return settle();
+        const found = STAT_BINARY ? STAT_MESSAGES.find(([text]) => stderr.includes(text))?.[1] : /^E[A-Z]+$/.test(stderr.trim()) ? stderr.trim() : undefined;
+        const errno = found ?? 'EUNKNOWN';
+        settle(Object.assign(new Error(`${errno}: stat '${p}' failed${sig ? ` (${sig})` : ''}: ${stderr.trim() || `exit ${code}`}`), { code: errno, syscall: 'stat', path: p }));
+      });
+    });
+  }
+
+  /**
+   * Whether `target` is listed in the mount table. Only its parent is
+   * resolved (a stale or hung mount at `target` is never entered): targets
+   * are paths the agent made, not symlinks. A parent that does not exist
+   * means not mounted.
+   */
   async isMountPoint(target: string): Promise<boolean> {
-    let resolved: string;
+    const absolute = path.resolve(target);
+    if (absolute === '/') return (await this.read()).has('/');
+    let parent: string;
     try {
-      resolved = await fs.realpath(target);
+      parent = await fs.realpath(path.dirname(absolute));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return false;
       throw err;
     }
     const mounts = await this.read();
-    return mounts.has(path.normalize(resolved));
+    return mounts.has(path.join(parent, path.basename(absolute)));
   }
 
   /** Every mount point now. */

@@ -77,6 +77,20 @@ export interface PluginHealthChange {
   readonly time: number;
 }
 
+/**
+ * Fired by CSIManager.onDidRetireInstance: the alloc an instance replaced
+ * (create-before-destroy: the new one serves, the old alloc still ran) went
+ * away — its registration deregistered. Mounts the old process served (FUSE,
+ * network) go stale now, not when the new instance became ready.
+ */
+export interface PluginRetired {
+  /** The instance serving now. */
+  readonly info: PluginInfo;
+  /** The alloc (and socket) that went away. */
+  readonly retired: { readonly allocId: string; readonly socketPath: string };
+  readonly time: number;
+}
+
 /** Fired by CSIManager.onDidBecomeReady: a plugin instance serves after it did not. */
 export interface PluginReady {
   readonly info: PluginInfo;

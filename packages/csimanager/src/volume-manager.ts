@@ -49,6 +49,16 @@ export interface VolumeOperationOptions {
   signal?: AbortSignal;
 }
 
+export interface VolumeConditionOptions extends VolumeOperationOptions {
+  /**
+   * The host path the mount was made at (the record's own target or staging
+   * path). When the plugin's current registration puts the volume elsewhere
+   * (an upgrade changed its mount dir), the plugin cannot be asked about it:
+   * undefined, as without GET_VOLUME_STATS — never a NOT_FOUND read as stale.
+   */
+  hostPath?: string;
+}
+
 export interface VolumeManager {
   /** The node plugin this manager mounts for. */
   readonly pluginId: string;
@@ -91,7 +101,7 @@ export interface VolumeManager {
     allocId: string,
     usage: UsageOptions,
     at: 'target' | 'staging',
-    options?: VolumeOperationOptions,
+    options?: VolumeConditionOptions,
   ): Promise<VolumeCondition | undefined>;
 
   /** Whether `targetPath` (a host path, e.g. MountInfo.targetPath) is a mount point now. */

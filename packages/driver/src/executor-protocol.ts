@@ -4,7 +4,7 @@
 // gone when the other reads them.
 //
 // The executor imports this file, so it must use node built-ins only.
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { rethrowReadError } from './proc';
 
@@ -81,12 +81,22 @@ export function writeJsonAtomic(file: string, value: unknown, mode = 0o600): voi
   const tmp = `${file}.${process.pid}.tmp`;
   const fd = openSync(tmp, 'w', mode);
   try {
-    writeSync(fd, JSON.stringify(value));
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    try {
+      writeSync(fd, JSON.stringify(value));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, file);
+  } catch (err) {
+    // A half-written record is never left behind (a full disk).
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // already gone
+    }
+    throw err;
   }
-  renameSync(tmp, file);
   const dirFd = openSync(join(file, '..'), 'r');
   try {
     fsyncSync(dirFd);

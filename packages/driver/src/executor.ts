@@ -127,7 +127,24 @@ export function runExecutor(specPath: string): void {
     startTime,
     startedAt: Date.now(),
   };
-  writeJsonAtomic(spec.pidPath, pidRecord);
+  try {
+    writeJsonAtomic(spec.pidPath, pidRecord);
+  } catch (e) {
+    // A task no record names (a full disk) could never be found, stopped or
+    // told apart from a second copy the agent would start: it does not run.
+    const why = `could not record the task's pid in ${spec.pidPath}: ${(e as Error).message}; the task (pid ${pid}) was killed`;
+    log(why);
+    signalGroup(pid, 'SIGKILL');
+    child.once('exit', () => {
+      try {
+        recordStartError(why);
+      } catch (recordErr) {
+        log(`could not record the start error either: ${(recordErr as Error).message}`);
+      }
+      process.exit(1);
+    });
+    return;
+  }
 
   child.on('error', (e) => log(`task ${pid}: ${e.message}`));
   child.on('exit', (exitCode, signal) => {

@@ -216,6 +216,24 @@ describe('csi hook', () => {
     expect(ctx.events.slice(seen).map((e) => e.type)).toEqual([]);
   });
 
+  it('a signal the agent detaching aborted before prerun listened ends the listening at once (an abort listener added late never fires)', async () => {
+    let subscriptions = 0;
+    let disposed = 0;
+    // A reconciler that mounts whatever it is asked (a restore of a live mount answers without looking at the signal).
+    const volumes = {
+      ...reconciler,
+      onDidCheckMount: () => {
+        subscriptions++;
+        return { dispose: () => void disposed++ };
+      },
+      mount: async () => ({ name: 'data', volumeId: 'vol-1', pluginId: 'hostpath', targetPath: TARGET, readOnly: false, restored: true, pluginAway: false }),
+    } as unknown as VolumeReconciler;
+    const ctx = allocContext({ kind: 'restore', alloc: { volumes: [volume('data', 'vol-1')] } });
+    ctx.controller.abort(new ShutdownError('the agent is shutting down'));
+    await new CSIHook(volumes, logger).prerun(ctx);
+    expect([subscriptions, disposed]).toEqual([1, 1]);
+  });
+
   it('the agent detaching (a ShutdownError abort) ends the listening; a plain abort (the alloc stopping) does not', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');

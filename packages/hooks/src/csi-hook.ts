@@ -59,6 +59,8 @@ function pendingWhy(o: UnmountOutcome): string {
 export class CSIHook implements AllocHook {
   readonly name = 'csi';
   private listening: Disposable | undefined;
+  /** Removes the abort listener that ends the subscription (once postrun ended it first). */
+  private unlistenAbort: (() => void) | undefined;
 
   constructor(
     private readonly volumes: VolumeReconcilerService,
@@ -110,12 +112,22 @@ export class CSIHook implements AllocHook {
       ctx.emitEvent({ type: LIVE_MOUNT_EVENTS[e.kind], message: e.message, time: e.time });
       if (e.restartTasks) ctx.restartTasks(`volume "${e.name}" (${e.volumeId}) was stale and has been remounted (on_stale_mount = "restart")`);
     });
-    ctx.signal.addEventListener('abort', () => ctx.signal.reason instanceof ShutdownError && this.stopListening(), { once: true });
+    // The agent detaching (ShutdownError) ends it; a signal already aborted so is seen now, not never.
+    const onAbort = () => {
+      if (ctx.signal.reason instanceof ShutdownError) this.stopListening();
+    };
+    if (ctx.signal.aborted) onAbort();
+    else {
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      this.unlistenAbort = () => ctx.signal.removeEventListener('abort', onAbort);
+    }
   }
 
   private stopListening(): void {
     this.listening?.dispose();
     this.listening = undefined;
+    this.unlistenAbort?.();
+    this.unlistenAbort = undefined;
   }
 }
 

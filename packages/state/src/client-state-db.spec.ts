@@ -319,6 +319,18 @@ describe('ClientStateDB on disk', () => {
     b.dispose();
   });
 
+  test('says when it created the file (a first start, or a deleted state.db), and not when it opened one', () => {
+    const a = openClientState({ path: file });
+    expect(a.createdNew).toBe(true);
+    a.dispose();
+    const b = openClientState({ path: file });
+    expect(b.createdNew).toBe(false);
+    b.dispose();
+    const m = openClientState({ memory: true });
+    expect(m.createdNew).toBe(false);
+    m.dispose();
+  });
+
   test('a 0-byte state file is started empty, never silently: foundEmpty names it and a warning is logged', () => {
     const a = openClientState({ path: file });
     a.putAllocation('a1', { id: 'a1' });

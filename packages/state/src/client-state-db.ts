@@ -95,7 +95,7 @@ export function openClientState(options: ClientStateOptions): BoltClientStateDB 
         bytes: before.size,
       });
     }
-    return new BoltClientStateDB(db, version, logger, foundEmpty);
+    return new BoltClientStateDB(db, version, logger, foundEmpty, !options.memory && before === undefined);
   } catch (err) {
     db.close();
     throw err;
@@ -143,6 +143,7 @@ export class BoltClientStateDB implements ClientStateDB {
     readonly schemaVersion: number,
     private readonly logger: Logger,
     readonly foundEmpty?: FoundEmptyState,
+    readonly createdNew = false,
   ) {}
 
   get path(): string | undefined {

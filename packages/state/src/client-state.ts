@@ -30,6 +30,8 @@ export interface ClientStateDB extends RegistryStateStore, AllocStateStore, Volu
   readonly path: string | undefined;
   /** Set when the file was there but held no state, and was started empty (undefined for a new file, a store with state, or memory). */
   readonly foundEmpty?: FoundEmptyState;
+  /** True when the file was not there at all and this open created it (a first start, or a state.db someone deleted: the agent tells them apart by what else its data dir holds). */
+  readonly createdNew?: boolean;
 
   /** Commits what batches wait for and releases the file (Disposable). Idempotent. */
   dispose(): void;

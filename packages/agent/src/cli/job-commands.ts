@@ -1,5 +1,6 @@
 // `csiplug job run|plan|stop|status|validate`.
 import { formatDuration } from '@csiplug/core';
+import { movesAllocs } from '../deploy/job-plan';
 import type { AllocUpdate, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '../service';
 import { jobToDocument, parseJobspec } from '../spec';
 import { Command, VERBOSE_FLAG, inputName } from './command';
@@ -69,7 +70,9 @@ export function formatPlan(plan: JobPlan, verbose = false): string {
   for (const g of plan.groups) lines.push(...groupLines(g, verbose));
   lines.push('');
   lines.push(
-    plan.changed
+    plan.underway
+      ? `No changes: deployment "${shortId(plan.underway.deploymentId, verbose)}" of version ${plan.underway.jobVersion} is rolling this spec out already; 'job run' would leave it going.`
+      : plan.changed
       ? `Changes: ${updateCounts(planTotals(plan)) || 'no alloc changes'}${from !== to ? `; job version ${from ?? 'none'} => ${to}` : ''}. 'job run' would make them.`
       : `No changes: 'job run' would leave job "${plan.jobId}" as it is.`,
   );
@@ -77,6 +80,9 @@ export function formatPlan(plan: JobPlan, verbose = false): string {
 }
 
 function runLines(result: RunJobResult, verbose: boolean): string {
+  if (result.unchanged && result.deploymentId) {
+    return `==> Job "${result.jobId}" unchanged (version ${result.version}): deployment "${shortId(result.deploymentId, verbose)}" is rolling it out already and goes on`;
+  }
   if (result.unchanged) return `==> Job "${result.jobId}" unchanged (version ${result.version}): nothing to do`;
   const counts = updateCounts(planTotals(result.plan));
   const head = result.replaced ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}` : `==> Job "${result.jobId}" registered (version ${result.version})`;
@@ -113,7 +119,11 @@ const jobRun: Command = {
   },
 };
 
-/** Nomad's exit codes for job plan: 0 no changes, 1 changes, 255 an error (main.ts maps errors). */
+/**
+ * Nomad's exit codes for job plan: 0 no alloc created, destroyed or
+ * replaced (in-place updates alone, or nothing), 1 some would be, 255 an
+ * error (main.ts maps errors).
+ */
 export const PLAN_EXIT = { unchanged: 0, changes: 1, error: 255 } as const;
 
 const jobPlan: Command = {
@@ -123,7 +133,8 @@ const jobPlan: Command = {
   help:
     'Parses FILE (HCL, or JSON; "-" reads stdin) here and asks the agent what running it would change, without changing anything: ' +
     'per group, the allocations it would create, destroy, replace (create/destroy update, and in which order) or update in place, ' +
-    'and the fields that changed. Exits 0 when nothing would change, 1 when something would, 255 on an error.',
+    'and the fields that changed. Exits 1 when allocations would be created, destroyed or replaced; 0 when none would ' +
+    '(nothing changes, or only in-place updates: a new version recorded, no process touched), as Nomad\'s does; 255 on an error.',
   minArgs: 1,
   maxArgs: 1,
   api: true,
@@ -135,7 +146,7 @@ const jobPlan: Command = {
     const plan = await ctx.client().planJob(jobToDocument(spec));
     if (ctx.json) ctx.printJson(plan);
     else ctx.out(formatPlan(plan, ctx.verbose));
-    return plan.changed ? PLAN_EXIT.changes : PLAN_EXIT.unchanged;
+    return movesAllocs(plan) ? PLAN_EXIT.changes : PLAN_EXIT.unchanged;
   },
 };
 

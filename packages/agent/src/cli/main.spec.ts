@@ -352,6 +352,17 @@ describe('csiplug CLI', () => {
         expect(fake.calls).toEqual(['runJob web']);
       });
 
+      it('exits 0 for an in-place-only change (a new version, no alloc created, destroyed or replaced), as Nomad does', async () => {
+        await cli(['job', 'run', 'web.json']);
+        write('inplace.json', (j) => {
+          (j.job.web.group.app as Record<string, unknown>).update = { max_parallel: 2 };
+        });
+        const r = await cli(['job', 'plan', 'inplace.json']);
+        expect(r.stdout).toContain('Task Group: "app" (2 in-place update)');
+        expect(r.stdout).toContain('job version 0 => 1');
+        expect(r.code).toBe(0);
+      });
+
       it('exits 255 on an error: a bad file, an agent that is not there, a usage mistake', async () => {
         fs.writeFileSync(path.join(dir, 'bad.json'), JSON.stringify({ job: { web: { group: { app: { count: 0, task: {} } } } } }));
         let r = await cli(['job', 'plan', 'bad.json']);

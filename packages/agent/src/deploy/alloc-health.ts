@@ -4,7 +4,16 @@
 // both its controller and its node side. The supervisor hook registers a
 // plugin only once it answers its probes, and the registry makes a new
 // alloc's registration the active one, so "the CSI manager's instance for
-// this alloc is healthy" is "registered healthy". It is unhealthy when a
+// this alloc is healthy" is "registered healthy". The CSI manager keeps one
+// serving instance per plugin, so when several allocs of a deployment run
+// one plugin (count ≥ 2, max_parallel ≥ 2) only the newest has an instance
+// there: an alloc whose registration is in the registry but no longer the
+// active one (a newer alloc's came after it) is judged by that
+// registration alone — its supervisor made it once the plugin answered.
+// The active registration still needs the manager's healthy instance, so
+// the plugin the node is served by is proven before an old one stops. A
+// restored entry (from before an agent restart, not yet confirmed) proves
+// nothing. It is unhealthy when a
 // task dies (or the alloc fails) or when healthy_deadline passes first.
 //
 // The watch is driven by events — any task, alloc or plugin event of the
@@ -24,8 +33,17 @@ export interface HealthReading {
   restarts: number;
 }
 
-/** Reads an alloc's health from its tasks' states and the CSI manager's plugin instances. */
-export function readAllocHealth(alloc: Alloc, group: GroupSpec, tasks: Readonly<Record<string, TaskState>>, plugins: readonly PluginInfo[]): HealthReading {
+/** A plugin's registry entries, newest (the active one) first. */
+export type PluginRegistrations = (type: string, name: string) => readonly { allocId: string; restored: boolean }[];
+
+/** Reads an alloc's health from its tasks' states, the CSI manager's plugin instances and the registry's entries. */
+export function readAllocHealth(
+  alloc: Alloc,
+  group: GroupSpec,
+  tasks: Readonly<Record<string, TaskState>>,
+  plugins: readonly PluginInfo[],
+  registrations: PluginRegistrations = () => [],
+): HealthReading {
   let restarts = 0;
   for (const state of Object.values(tasks)) restarts += state.restarts;
   const lastEvent = (s: TaskState) => {
@@ -47,6 +65,11 @@ export function readAllocHealth(alloc: Alloc, group: GroupSpec, tasks: Readonly<
     if (!plugin) continue;
     for (const type of registryTypesFor(plugin.type)) {
       const instance = plugins.find((p) => p.type === type && p.name === plugin.id && p.allocId === alloc.id);
+      if (!instance) {
+        const entries = registrations(type, plugin.id);
+        const own = entries.findIndex((e) => e.allocId === alloc.id && !e.restored);
+        if (own > 0) continue; // registered healthy by its supervisor; a newer alloc's registration is the active one
+      }
       if (!instance) return { status: 'waiting', reason: `plugin "${plugin.id}" (${type}) is not registered by this alloc yet`, restarts };
       if (!instance.healthy) return { status: 'waiting', reason: `plugin "${plugin.id}" (${type}) is not healthy yet: ${instance.description}`, restarts };
     }

@@ -11,6 +11,15 @@ function diff(before: JobSpec, after: JobSpec) {
 }
 
 describe('diffGroup', () => {
+  it('names every added task once, however many (its cost per task is measured by bench/deploy/run.js)', () => {
+    const tasks = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`t${i}`, { driver: 'exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } }]));
+    const before = validateJob({ job: { web: { group: { app: { task: tasks(1) } } } } });
+    const after = validateJob({ job: { web: { group: { app: { task: tasks(751) } } } } });
+    const changes = diffGroup(after, group(before), group(after));
+    expect(changes).toHaveLength(750);
+    expect(changes.every((c) => c.kind === 'added' && /^task "t\d+"$/.test(c.field))).toBe(true);
+  });
+
   it('finds nothing between equal groups, whatever order env keys were written in', () => {
     const a = makeJob('web', { app: { env: { A: '1', B: '2' } } });
     const b = makeJob('web', { app: { env: { B: '2', A: '1' } } });

@@ -75,11 +75,15 @@ function groupEffect(segments: readonly string[]): ChangeEffect {
 }
 
 function compare(a: Leaves, b: Leaves, effect: (segments: readonly string[]) => ChangeEffect): FieldChange[] {
+  const keys = new Set([...a.keys(), ...b.keys()]);
   // A task or volume that came or went is one change, not one per field.
-  const whole = [...new Set([...a.keys(), ...b.keys()])].filter((k) => (a.get(k) === BLOCK) !== (b.get(k) === BLOCK)).map((k) => JSON.parse(k) as string[]);
-  const within = (segments: readonly string[]) => whole.some((w) => w.length < segments.length && w.every((s, i) => segments[i] === s));
+  // Labelled blocks always sit at depth 2 (`task.<name>`), so a leaf is
+  // within one when its first two segments are one: a set lookup per leaf,
+  // linear in the spec's size.
+  const whole = new Set([...keys].filter((k) => (a.get(k) === BLOCK) !== (b.get(k) === BLOCK)));
+  const within = (segments: readonly string[]) => segments.length > 2 && whole.has(JSON.stringify(segments.slice(0, 2)));
   const changes: FieldChange[] = [];
-  for (const key of new Set([...a.keys(), ...b.keys()])) {
+  for (const key of keys) {
     const before = a.get(key);
     const after = b.get(key);
     if (before === after) continue;
@@ -114,6 +118,15 @@ export function diffGroup(job: JobSpec, before: GroupSpec, after: GroupSpec): Fi
 export function diffJobFields(before: JobSpec, after: JobSpec): FieldChange[] {
   const top = (j: JobSpec) => leaves({ name: j.name }, [], new Map());
   return compare(top(before), top(after), () => 'in-place');
+}
+
+/** Whether two versions of a job are the same spec: no job field, group set, count or group field differs. */
+export function sameJob(a: JobSpec, b: JobSpec): boolean {
+  if (a.id !== b.id || a.groups.length !== b.groups.length || diffJobFields(a, b).length) return false;
+  return a.groups.every((g) => {
+    const other = b.groups.find((x) => x.name === g.name);
+    return other !== undefined && other.count === g.count && diffGroup(b, g, other).length === 0;
+  });
 }
 
 /** Whether any of `changes` needs a new process. */

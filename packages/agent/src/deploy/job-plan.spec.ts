@@ -1,6 +1,7 @@
 // planJob: what a run would do to each alloc, and the version it makes.
 import { makeAlloc, makeJob } from '../../test/support/deploy-fakes';
 import type { Alloc } from '../model';
+import * as jobDiff from './job-diff';
 import { planJob, type JobPlan } from './job-plan';
 
 /** Each group's allocs as `update name`, in the plan's order. */
@@ -17,6 +18,23 @@ describe('planJob', () => {
     expect(plan.version.from).toBeUndefined();
     expect(plan.groups[0]).toMatchObject({ name: 'app', change: 'added', count: { from: 0, to: 2 }, updates: { create: 2, ignore: 0 } });
     expect(plan.groups[0]!.allocs.map((a) => a.reason)).toEqual(['new job', 'new job']);
+  });
+
+  it('diffs a group once per version its allocs run, not once per alloc', () => {
+    const v1 = makeJob('web', { app: { count: 40, env: { A: '1' } } });
+    const allocs = Array.from({ length: 40 }, (_, i) => makeAlloc(makeJob('web', { app: { count: 40 } }), 'app', i));
+    const spy = jest.spyOn(jobDiff, 'diffGroup');
+    try {
+      const plan = planJob(v1, allocs);
+      expect(plan.groups[0]!.updates['create/destroy']).toBe(40);
+      // Every alloc runs version 0 (each with its own copy of the spec, as restored from the state): one diff.
+      expect(spy).toHaveBeenCalledTimes(1);
+      // The changes are given once, as the group's fields, not repeated on each alloc.
+      expect(plan.groups[0]!.fields).toHaveLength(1);
+      expect(plan.groups[0]!.allocs.filter((a) => a.changes)).toEqual([]);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('changes nothing when the spec is the current version and every alloc runs it', () => {

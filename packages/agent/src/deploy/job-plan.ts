@@ -20,7 +20,12 @@
 //                   first), the group left the job, or a second alloc
 //                   holds an index (one left by a create-before-destroy
 //                   cut short).
-import type { Alloc, GroupSpec, JobSpec, UpdateStrategy } from '../model';
+//
+// A group's diff is computed once per (version an alloc runs, group) and
+// shared by every alloc of that version (job-diff.ts is linear in the
+// spec's size), so a plan costs one diff per distinct version, not one per
+// alloc.
+import type { Alloc, Deployment, GroupSpec, JobSpec, UpdateStrategy } from '../model';
 import { DEFAULT_UPDATE } from '../spec/jobspec';
 import { describeChange, diffGroup, diffJobFields, isDestructive, type FieldChange } from './job-diff';
 import { jobHistory } from './job-history';
@@ -45,7 +50,12 @@ export interface PlannedAlloc {
   keeps?: string;
   /** Why, in one line. */
   reason: string;
-  /** The fields of this alloc's spec that differ from the new one (create/destroy and in-place). */
+  /**
+   * The fields of this alloc's spec that differ from the new one
+   * (create/destroy and in-place) — only for an alloc that runs another
+   * version than the job's current one: for the others they are the
+   * group's `fields`, given once per group, not once per alloc.
+   */
   changes?: FieldChange[];
 }
 
@@ -74,6 +84,13 @@ export interface JobPlan {
   /** Job-level fields that changed. */
   fields: FieldChange[];
   groups: GroupPlan[];
+  /** Set when the spec is that of a deployment under way: a run leaves it going and changes nothing. */
+  underway?: { deploymentId: string; jobVersion: number };
+}
+
+/** Whether a run would create, destroy or replace an alloc (Nomad's `job plan` exits 1 then; in-place updates alone do not count). */
+export function movesAllocs(plan: JobPlan): boolean {
+  return plan.groups.some((g) => g.updates.create + g.updates.destroy + g.updates['create/destroy'] > 0);
 }
 
 const versionOf = (a: Alloc): number => a.jobVersion ?? 0;
@@ -91,24 +108,46 @@ export function summarizeChanges(changes: readonly FieldChange[], limit = 3): st
   return changes.length > limit ? `${shown.join('; ')}; and ${changes.length - limit} more` : shown.join('; ');
 }
 
+/** A group's diff against the target, once per (version, group): allocs of one version share one spec. */
+type GroupDiffs = (version: number, before: GroupSpec, target: GroupSpec) => FieldChange[];
+
+function groupDiffs(job: JobSpec): GroupDiffs {
+  const cache = new Map<string, FieldChange[]>();
+  return (version, before, target) => {
+    const key = `${version}\u0000${target.name}`;
+    let changes = cache.get(key);
+    if (!changes) cache.set(key, (changes = diffGroup(job, before, target)));
+    return changes;
+  };
+}
+
 /** Which alloc keeps an index held by several: one already at the target version, else one whose spec needs no new process, else the oldest version (the one proven before). */
-function keeperOf(candidates: readonly Alloc[], job: JobSpec, target: GroupSpec, version: number): Alloc | undefined {
+function keeperOf(candidates: readonly Alloc[], target: GroupSpec, version: number, diffs: GroupDiffs): Alloc | undefined {
   if (candidates.length <= 1) return candidates[0];
   const atTarget = candidates.filter((a) => versionOf(a) === version);
   if (atTarget.length) return atTarget.sort((a, b) => b.createdAt - a.createdAt)[0];
   const same = candidates.filter((a) => {
     const g = groupOf(a.job, target.name);
-    return g !== undefined && !isDestructive(diffGroup(job, g, target));
+    return g !== undefined && !isDestructive(diffs(versionOf(a), g, target));
   });
   const pool = same.length ? same : [...candidates];
   return pool.sort((a, b) => versionOf(a) - versionOf(b) || a.createdAt - b.createdAt)[0];
 }
 
-function planGroup(job: JobSpec, name: string, target: GroupSpec | undefined, current: GroupSpec | undefined, allocs: readonly Alloc[], version: number, isNewJob: boolean): GroupPlan {
+function planGroup(
+  job: JobSpec,
+  name: string,
+  target: GroupSpec | undefined,
+  current: { version: number; group: GroupSpec } | undefined,
+  allocs: readonly Alloc[],
+  version: number,
+  isNewJob: boolean,
+  diffs: GroupDiffs,
+): GroupPlan {
   const mine = allocs.filter((a) => a.group === name);
   const live = mine.filter(isLive);
   const planned: PlannedAlloc[] = [];
-  const from = current?.count ?? 0;
+  const from = current?.group.count ?? 0;
   const to = target?.count ?? 0;
   const destroy = (a: Alloc, reason: string, keeps?: string) =>
     planned.push({ update: 'destroy', index: a.index, name: a.name, allocId: a.id, version: versionOf(a), reason, ...(keeps ? { keeps } : {}) });
@@ -118,7 +157,7 @@ function planGroup(job: JobSpec, name: string, target: GroupSpec | undefined, cu
   } else {
     for (let index = 0; index < target.count; index++) {
       const here = live.filter((a) => a.index === index);
-      const keeper = keeperOf(here, job, target, version);
+      const keeper = keeperOf(here, target, version, diffs);
       const allocName = `${job.id}.${name}[${index}]`;
       if (!keeper) {
         const dead = mine.filter((a) => a.index === index && isDeadButWanted(a)).sort((a, b) => b.createdAt - a.createdAt)[0];
@@ -135,16 +174,17 @@ function planGroup(job: JobSpec, name: string, target: GroupSpec | undefined, cu
         continue;
       }
       const before = groupOf(keeper.job, name);
-      const changes = before ? diffGroup(job, before, target) : [];
+      const changes = before ? diffs(versionOf(keeper), before, target) : [];
       const base = { index, name: keeper.name, allocId: keeper.id, version: versionOf(keeper) };
+      const own = (changes: FieldChange[]) => (current && versionOf(keeper) === current.version ? {} : { changes });
       if (!before || isDestructive(changes)) {
         const reason = before ? summarizeChanges(changes.filter((c) => c.effect === 'destructive')) : `its job has no group "${name}"`;
-        planned.push({ ...base, update: 'create/destroy', reason, changes });
+        planned.push({ ...base, update: 'create/destroy', reason, ...own(changes) });
       } else if (versionOf(keeper) === version) {
         planned.push({ ...base, update: 'ignore', reason: `runs version ${version} already` });
       } else {
         const reason = changes.length ? summarizeChanges(changes) : `version ${versionOf(keeper)} => ${version}; nothing this group runs changed`;
-        planned.push({ ...base, update: 'in-place', reason, changes });
+        planned.push({ ...base, update: 'in-place', reason, ...own(changes) });
       }
       for (const other of here.filter((a) => a !== keeper)) destroy(other, `a second alloc for index ${index}; alloc ${short(keeper.id)} stays`, keeper.id);
     }
@@ -152,7 +192,7 @@ function planGroup(job: JobSpec, name: string, target: GroupSpec | undefined, cu
   }
 
   const updates = Object.fromEntries(ALLOC_UPDATES.map((u) => [u, planned.filter((p) => p.update === u).length])) as Record<AllocUpdate, number>;
-  const fields = current && target ? diffGroup(job, current, target) : [];
+  const fields = current && target ? diffs(current.version, current.group, target) : [];
   const change: GroupPlan['change'] = !current ? (target ? 'added' : 'removed') : !target ? 'removed' : fields.length || from !== to ? 'edited' : 'none';
   const replaced = planned.find((p) => p.update === 'create/destroy');
   const replacedFrom = replaced && groupOf(live.find((a) => a.id === replaced.allocId)!.job, name);
@@ -178,6 +218,7 @@ export function planJob(job: JobSpec, allocs: readonly Alloc[]): JobPlan {
   const history = jobHistory(allocs);
   const current = history?.job;
   const fields = current ? diffJobFields(current, job) : [];
+  const diffs = groupDiffs(job);
   const names = [...new Set([...(current?.groups ?? []).map((g) => g.name), ...job.groups.map((g) => g.name), ...allocs.filter(isLive).map((a) => a.group)])].sort();
   const specChanged =
     !history ||
@@ -186,10 +227,29 @@ export function planJob(job: JobSpec, allocs: readonly Alloc[]): JobPlan {
       const before = current && groupOf(current, n);
       const after = groupOf(job, n);
       if (!before || !after) return before !== after;
-      return before.count !== after.count || diffGroup(job, before, after).length > 0;
+      return before.count !== after.count || diffs(history.version, before, after).length > 0;
     });
   const version = !history ? 0 : specChanged ? history.version + 1 : history.version;
-  const groups = names.map((n) => planGroup(job, n, groupOf(job, n), current && groupOf(current, n), allocs, version, !history));
+  const groups = names.map((n) => {
+    const before = current && groupOf(current, n);
+    return planGroup(job, n, groupOf(job, n), history && before ? { version: history.version, group: before } : undefined, allocs, version, !history, diffs);
+  });
   const changed = specChanged || groups.some((g) => g.allocs.some((a) => a.update !== 'ignore'));
   return { jobId: job.id, changed, version: { ...(history ? { from: history.version } : {}), to: version }, fields, groups };
+}
+
+/**
+ * The plan of running, mid-rollout, exactly the spec of the deployment
+ * under way: nothing changes (the rollout goes on), so every live alloc is
+ * shown as left alone, with why.
+ */
+export function underwayPlan(job: JobSpec, allocs: readonly Alloc[], d: Deployment): JobPlan {
+  const reason = `deployment ${short(d.id)} of version ${d.jobVersion} is under way and goes on`;
+  const groups = job.groups.map((g): GroupPlan => {
+    const live = allocs.filter((a) => a.group === g.name && isLive(a)).sort((a, b) => a.index - b.index);
+    const planned = live.map((a): PlannedAlloc => ({ update: 'ignore', index: a.index, name: a.name, allocId: a.id, version: versionOf(a), reason }));
+    const updates = Object.fromEntries(ALLOC_UPDATES.map((u) => [u, u === 'ignore' ? planned.length : 0])) as Record<AllocUpdate, number>;
+    return { name: g.name, change: 'none', count: { from: g.count, to: g.count }, fields: [], updates, allocs: planned, update: g.update ?? DEFAULT_UPDATE };
+  });
+  return { jobId: job.id, changed: false, version: { from: d.jobVersion, to: d.jobVersion }, fields: [], groups, underway: { deploymentId: d.id, jobVersion: d.jobVersion } };
 }

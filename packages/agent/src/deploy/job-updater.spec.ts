@@ -224,6 +224,166 @@ describe('JobUpdater', () => {
     expect((await updater.run(bigger, open)).version).toBe(1);
   });
 
+  it('refuses a stop-before-start run it cannot save: the old alloc is not stopped, nothing is placed', async () => {
+    const [old] = await running(agent, updater, makeJob('work', { app: { volume: { source: 'v1' }, update: FAST } }));
+    agent.failSave = new Error('no space left on device');
+    await expect(updater.run(makeJob('work', { app: { volume: { source: 'v1' }, update: FAST, env: { A: '1' } } }), open)).rejects.toThrow('no space left on device');
+    await settle(agent, 60_000);
+    expect(agent.timeline).toEqual([]);
+    expect(old!.alloc.desiredStatus).toBe('run');
+    expect(agent.live('work')).toEqual(['work.app[0] v0']);
+    expect(updater.view('work')).toMatchObject({ version: 0, deployment: { status: 'successful', jobVersion: 0 } });
+  });
+
+  it('writes the stop of what a run destroys in the run\'s one write: a count decrease, a removed group', async () => {
+    const before = await running(agent, updater, makeJob('web', { app: { count: 3, update: FAST }, side: { update: FAST } }));
+    const [, , third] = before.filter((r) => r.alloc.group === 'app').sort((a, b) => a.alloc.index - b.alloc.index);
+    const side = before.find((r) => r.alloc.group === 'side')!;
+    agent.writes.length = 0;
+    await updater.run(makeJob('web', { app: { count: 2, update: FAST } }), open);
+    // One write: the version on the allocs kept, the stop of the others. An agent killed right after it finishes their teardown.
+    expect(agent.writes[0]!.sort()).toEqual(['web.app[0]', 'web.app[1]', 'web.app[2] (stop)', 'web.side[0] (stop)']);
+    expect(agent.records.get(third!.alloc.id)).toMatchObject({ desiredStatus: 'stop' });
+    expect(agent.records.get(side.alloc.id)).toMatchObject({ desiredStatus: 'stop' });
+    await settle(agent);
+    expect(agent.live('web')).toEqual(['web.app[0] v1', 'web.app[1] v1']);
+  });
+
+  it('a job stop while a failing deployment gives way is not undone by auto_revert', async () => {
+    const update = { ...FAST, auto_revert: true, healthy_deadline: '20s' };
+    await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update } }), 'hostpath');
+    const result = await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update, env: { X: '1' } } }), open);
+    const fresh = agent.allocs.get(result.allocIds[0]!)!;
+    let release!: () => void;
+    fresh.stopGate = new Promise((r) => (release = r));
+    fresh.run(); // runs, its plugin never healthy
+    await settle(agent, 20_000); // the deadline passes: the deployment fails, the unproven alloc is being stopped
+    expect(agent.timeline).toContain('stop plug.plugin[0] v1');
+    const stopped = updater.exclusive('plug', 'Cancelled because job is stopped', async () => {
+      for (const r of agent.allocsOf('plug')) await r.stop();
+    });
+    release();
+    await stopped;
+    await settle(agent, 60_000);
+    expect(agent.live('plug')).toEqual([]);
+    expect(agent.eventTypes()).toContain('Deployment failed');
+    expect(agent.eventTypes()).not.toContain('Job reverted');
+  });
+
+  it('a retry of the failing version while it gives way wins over its auto_revert: one rollout, the retry\'s', async () => {
+    const update = { ...FAST, auto_revert: true, healthy_deadline: '20s' };
+    await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update } }), 'hostpath');
+    const v1 = () => makeJob('plug', { plugin: { plugin: 'hostpath', update, env: { X: '1' } } });
+    const first = await updater.run(v1(), open);
+    const fresh = agent.allocs.get(first.allocIds[0]!)!;
+    let release!: () => void;
+    fresh.stopGate = new Promise((r) => (release = r));
+    fresh.run();
+    await settle(agent, 20_000);
+    const retry = updater.run(v1(), open);
+    release();
+    const second = await retry;
+    await settle(agent);
+    expect(second).toMatchObject({ version: 1, unchanged: false });
+    expect(second.deploymentId).not.toBe(first.deploymentId);
+    expect(agent.eventTypes()).not.toContain('Job reverted');
+    const retried = agent.allocs.get(second.allocIds[0]!)!;
+    expect(retried.alloc.desiredStatus).toBe('run');
+    expect(updater.view('plug')).toMatchObject({ version: 1, deployment: { id: second.deploymentId, status: 'running' } });
+    retried.run();
+    agent.pluginHealthy('hostpath', retried.alloc.id);
+    await settle(agent, 1_000);
+    expect(agent.live('plug')).toEqual(['plug.plugin[0] v1']);
+    expect(updater.view('plug')!.deployment).toMatchObject({ id: second.deploymentId, status: 'successful' });
+  });
+
+  it('running the same file again mid-rollout changes nothing and leaves the rollout going; the plan says so', async () => {
+    await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
+    const v1 = () => makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '1' } } });
+    const first = await updater.run(v1(), open);
+    const fresh = agent.allocs.get(first.allocIds[0]!)!;
+    fresh.run();
+    await settle(agent);
+    const plan = updater.plan(v1());
+    expect(plan).toMatchObject({ changed: false, underway: { deploymentId: first.deploymentId, jobVersion: 1 } });
+    expect(plan.groups.every((g) => g.updates.create + g.updates.destroy + g.updates['create/destroy'] === 0)).toBe(true);
+    const again = await updater.run(v1(), open);
+    expect(again).toMatchObject({ unchanged: true, version: 1, deploymentId: first.deploymentId, allocIds: [] });
+    expect(fresh.alloc.desiredStatus).toBe('run');
+    expect(agent.timeline).toEqual(['place plug.plugin[0] v1']);
+    agent.pluginHealthy('hostpath', fresh.alloc.id);
+    await settle(agent, 1_000);
+    expect(updater.view('plug')!.deployment).toMatchObject({ id: first.deploymentId, status: 'successful' });
+    expect(agent.live('plug')).toEqual(['plug.plugin[0] v1']);
+  });
+
+  it('judges each alloc of a plugin group of count 2 by its own registration: the deployment succeeds', async () => {
+    const job = makeJob('plug', { plugin: { count: 2, plugin: 'hostpath', update: FAST } });
+    await updater.run(job, open);
+    const [a, b] = agent.allocsOf('plug');
+    a!.run();
+    b!.run();
+    agent.pluginHealthy('hostpath', a!.alloc.id);
+    agent.pluginHealthy('hostpath', b!.alloc.id); // the manager now serves b's instance only; a's registration stays
+    await settle(agent, 1_000);
+    expect(updater.view('plug')!.deployment).toMatchObject({ status: 'successful', groups: [{ healthy: 2 }] });
+  });
+
+  it('renaming a plugin group is create-before-destroy: the old group stops once the new one\'s plugin is healthy', async () => {
+    const [old] = await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
+    const result = await updater.run(makeJob('plug', { node: { plugin: 'hostpath', update: FAST } }), open);
+    const fresh = agent.allocs.get(result.allocIds[0]!)!;
+    fresh.run();
+    await settle(agent, 5_000);
+    expect(old!.alloc.desiredStatus).toBe('run');
+    expect(agent.timeline).toEqual(['place plug.node[0] v1']);
+    agent.pluginHealthy('hostpath', fresh.alloc.id);
+    await settle(agent, 1_000);
+    expect(agent.timeline).toEqual(['place plug.node[0] v1', 'stop plug.plugin[0] v0', 'stopped plug.plugin[0] v0']);
+    expect(agent.live('plug')).toEqual(['plug.node[0] v1']);
+  });
+
+  it('a renamed plugin group whose new plugin never becomes healthy gives way: the old group runs on', async () => {
+    const [old] = await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
+    const result = await updater.run(makeJob('plug', { node: { plugin: 'hostpath', update: FAST } }), open);
+    agent.allocs.get(result.allocIds[0]!)!.run();
+    await settle(agent, 30_000);
+    expect(updater.view('plug')!.deployment!.status).toBe('failed');
+    expect(old!.alloc.desiredStatus).toBe('run');
+    expect(agent.live('plug')).toEqual(['plug.plugin[0] v0']);
+  });
+
+  it('keeps the stopped allocs of the last KEPT_VERSIONS versions only: older ones that hold nothing are removed on a run', async () => {
+    await running(agent, updater, makeJob('web', { app: { update: FAST } }));
+    for (let v = 1; v <= 8; v++) {
+      await updater.run(makeJob('web', { app: { update: FAST, env: { V: String(v) } } }), open);
+      await settle(agent);
+      newest(agent, 'web').run();
+      await settle(agent, 1_000);
+    }
+    expect(agent.live('web')).toEqual(['web.app[0] v8']);
+    // The run of v8 kept the 5 newest versions it found (3..7, stopped) and placed v8; 0..2 went, each once its teardown was done.
+    expect(agent.allocsOf('web').map((r) => r.alloc.jobVersion).sort()).toEqual([3, 4, 5, 6, 7, 8]);
+    expect(agent.timeline.filter((t) => t.startsWith('forget')).sort()).toEqual(['forget web.app[0] v0', 'forget web.app[0] v1', 'forget web.app[0] v2']);
+    expect(updater.view('web')).toMatchObject({ version: 8, deployment: { status: 'successful', jobVersion: 8 } });
+  });
+
+  it('never removes an old stopped alloc that may still hold something', async () => {
+    const versions = Array.from({ length: 7 }, (_, v) => makeJob('web', { app: { update: FAST, env: { V: String(v) } } }));
+    // v0's stop is under way (its task not known dead); v1..v5 are stopped and done; v6 runs.
+    const hanging = agent.add(makeAlloc(versions[0]!, 'app', 0, { jobVersion: 0, desiredStatus: 'stop', clientStatus: 'running', createdAt: 1 }));
+    const done = agent.add(makeAlloc(versions[1]!, 'app', 0, { jobVersion: 1, desiredStatus: 'stop', clientStatus: 'complete', createdAt: 2 }));
+    for (const t of Object.values(done.tasks)) t.state = 'dead';
+    for (let v = 2; v <= 5; v++) {
+      const r = agent.add(makeAlloc(versions[v]!, 'app', 0, { jobVersion: v, desiredStatus: 'stop', clientStatus: 'complete', createdAt: v + 1 }));
+      for (const t of Object.values(r.tasks)) t.state = 'dead';
+    }
+    agent.add(makeAlloc(versions[6]!, 'app', 0, { jobVersion: 6, createdAt: 8 }));
+    await updater.run(makeJob('web', { app: { update: FAST, env: { V: '7' } } }), open);
+    expect(agent.allocs.has(hanging.alloc.id)).toBe(true);
+    expect(agent.allocs.has(done.alloc.id)).toBe(false);
+  });
+
   describe('across an agent restart', () => {
     it('a detached rollout stays running in the records, and the next agent resumes it: the new alloc is proven before the old one stops', async () => {
       const [old] = await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
@@ -281,6 +441,23 @@ describe('JobUpdater', () => {
       newest(agent, 'work').run();
       await settle(agent, 1_000);
       expect(next.view('work')!.deployment!.status).toBe('successful');
+    });
+
+    it('a running deployment of a version the job has moved past is settled as cancelled, not resumed', async () => {
+      const [old] = await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
+      const result = await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '1' } } }), open);
+      await updater.dispose({ stopTasks: false });
+      // A later in-place run made version 2 while the deployment's end was never saved.
+      const v2 = makeJob('plug', { plugin: { plugin: 'hostpath', update: { ...FAST, max_parallel: 2 }, env: { X: '1' } } });
+      for (const r of agent.allocsOf('plug')) if (r.alloc.jobVersion === 1) Object.assign(r.alloc, { job: v2, jobVersion: 2 });
+      const next = new JobUpdater(agent);
+      agent.timeline.length = 0;
+      next.resume();
+      await settle(agent, 60_000);
+      expect(agent.eventTypes()).not.toContain('Deployment resumed');
+      expect(next.view('plug')!.deployment).toMatchObject({ id: result.deploymentId, status: 'cancelled' });
+      expect(agent.timeline).toEqual([]);
+      expect(old!.alloc.desiredStatus).toBe('run');
     });
 
     it('an agent that stops its tasks on exit cancels its rollouts: nothing is resumed', async () => {

@@ -17,6 +17,13 @@
 // never reverted itself. Without it, the rollout stops where it is and the
 // old allocs still running are left running.
 //
+// History is bounded: after each run, stopped allocs of versions older than
+// the job's KEPT_VERSIONS newest that hold nothing any more (no task that
+// may be alive, no volume record) are removed for good (record, alloc dir),
+// as Nomad garbage-collects terminal allocs. Their deployments went with
+// them: every alloc carries the job's latest deployment, and a revert
+// target is kept in the deployment record itself.
+//
 // Across an agent restart: a deployment still `running` in the records was
 // cut short (a kill, or a stop that left the tasks running); the next agent
 // resumes it (`resume()`, after the allocs are restored): it plans the
@@ -29,16 +36,20 @@ import { KeyedMutex } from '@csiplug/csimanager';
 import { randomUUID } from 'crypto';
 import type { Alloc, Deployment, JobSpec } from '../model';
 import type { DeploymentView, RunJobResult } from '../service';
+import { sameJob } from './job-diff';
 import { jobHistory, latestDeployment, stableVersion } from './job-history';
-import { planJob, type JobPlan } from './job-plan';
-import { Rollout, awaitsVerdict, type RolloutOutcome } from './rollout';
+import { planJob, underwayPlan, type JobPlan } from './job-plan';
+import { Rollout, awaitsVerdict, pluginIdsOf, type RolloutOutcome } from './rollout';
 import type { RolloutAlloc, RolloutHost } from './rollout-host';
 
 const short = (id: string): string => id.slice(0, 8);
+const versionOf = (a: Alloc): number => a.jobVersion ?? 0;
+/** How many of a job's newest versions keep their stopped allocs (the rest are collected after a run). */
+export const KEPT_VERSIONS = 5;
 const isDeadButWanted = (a: Alloc): boolean => a.desiredStatus === 'run' && (a.clientStatus === 'failed' || a.clientStatus === 'complete');
 
 interface ActiveRollout {
-  rollout: Pick<Rollout, 'cancel' | 'detach' | 'deployment'>;
+  rollout: Pick<Rollout, 'cancel' | 'detach' | 'deployment' | 'going'>;
   /** Settles once the rollout ended and its outcome was recorded. */
   done: Promise<void>;
 }
@@ -46,13 +57,35 @@ interface ActiveRollout {
 export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
   private readonly lock = new KeyedMutex();
   private readonly active = new Map<string, ActiveRollout>();
+  /**
+   * Per job, bumped by every run that acts and every stop (under the job's
+   * lock): a failed deployment reverts only if its job's generation is still
+   * the one its rollout started at — nothing was run or stopped since.
+   */
+  private readonly generations = new Map<string, number>();
   private closed = false;
 
   constructor(private readonly host: RolloutHost<R>) {}
 
   /** What running `job` would change now (nothing is done). */
   plan(job: JobSpec): JobPlan {
-    return planJob(job, this.allocs(job.id));
+    const allocs = this.allocs(job.id);
+    const underway = this.underway(job);
+    return underway ? underwayPlan(job, allocs, underway) : planJob(job, allocs);
+  }
+
+  /** The deployment under way (not failing or cancelled) of exactly `job` (count included), if any: running that file again leaves it going. */
+  private underway(job: JobSpec): Deployment | undefined {
+    const active = this.active.get(job.id);
+    if (!active?.rollout.going) return undefined;
+    const d = active.rollout.deployment;
+    return sameJob(d.job, job) ? d : undefined;
+  }
+
+  private bump(jobId: string): number {
+    const next = (this.generations.get(jobId) ?? 0) + 1;
+    this.generations.set(jobId, next);
+    return next;
   }
 
   /**
@@ -63,6 +96,18 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
    */
   run(job: JobSpec, checkOpen: () => void): Promise<RunJobResult> {
     return this.lock.run(job.id, async () => {
+      const underway = this.underway(job);
+      if (underway) {
+        // The same file again mid-rollout (a retry): nothing to change, the rollout goes on.
+        this.host.emit({
+          topic: 'Job',
+          type: 'Job unchanged',
+          message: `job ${job.id}: the spec is version ${underway.jobVersion}'s, whose deployment ${short(underway.id)} is under way; it goes on`,
+          jobId: job.id,
+        });
+        return { jobId: job.id, allocIds: [], replaced: true, unchanged: true, version: underway.jobVersion, deploymentId: underway.id, plan: underwayPlan(job, this.allocs(job.id), underway) };
+      }
+      this.bump(job.id);
       await this.cancel(job.id, 'Cancelled due to newer version of job');
       checkOpen();
       return this.apply(job);
@@ -72,6 +117,7 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
   /** Runs `fn` (a job stop) as the job's one writer, its rollout cancelled first. */
   exclusive<T>(jobId: string, why: string, fn: () => Promise<T>): Promise<T> {
     return this.lock.run(jobId, async () => {
+      this.bump(jobId);
       await this.cancel(jobId, why);
       return fn();
     });
@@ -99,6 +145,12 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
       void this.lock
         .run(jobId, async () => {
           if (this.closed) return;
+          const version = jobHistory(this.allocs(jobId))?.version;
+          if (version !== d.jobVersion) {
+            // Its end was never saved, and the job moved on since (a later in-place run): resuming would roll that back.
+            this.settle(d, 'cancelled', `Cancelled: the job is at version ${version} now, made after this deployment of version ${d.jobVersion}`);
+            return;
+          }
           this.host.emit({
             topic: 'Job',
             type: 'Deployment resumed',
@@ -187,12 +239,14 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
   /**
    * Carries out a plan. One write first, all or nothing: the allocs updated
    * in place (the new version, no process touched), the deployment on every
-   * alloc of the job, and the allocs the rollout places at once. If it is
-   * refused, the change is undone in memory and this throws, with nothing
-   * started or stopped. Then: those allocs start, the failed allocs the
-   * plan replaces and what it destroys (a smaller count, a removed group)
-   * are stopped, and the rollout goes on in the background. Returns the ids
-   * of the allocs placed at once.
+   * alloc of the job, the allocs the rollout places at once, and — as
+   * desired stop — the failed allocs the plan replaces and what it destroys
+   * (a smaller count, a removed group), so that an agent killed right after
+   * the write finishes their teardown. If it is refused, the change is
+   * undone in memory and this throws, with nothing started or stopped (the
+   * rollout's own stops wait for this write too). Then: those allocs start,
+   * the stopped ones are torn down, and the rollout goes on in the
+   * background. Returns the ids of the allocs placed at once.
    */
   private carryOut(job: JobSpec, plan: JobPlan, deployment: Deployment | undefined): string[] {
     const runners = this.host.allocsOf(job.id);
@@ -217,10 +271,32 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
         touched.add(r);
       }
     }
+    // What this run stops: failed allocs it replaces, and what it destroys —
+    // unless the rollout stops it later (a keeper not yet proven healthy; a
+    // removed group whose plugin the new version runs in another group).
+    const stopping = new Map<R, string>();
+    const heldForPlugin: R[] = [];
+    const pluginsAfter = new Set(job.groups.flatMap(pluginIdsOf));
+    for (const r of runners) if (isDeadButWanted(r.alloc)) stopping.set(r, 'it had ended and is replaced');
+    for (const g of plan.groups) {
+      for (const p of g.allocs) {
+        const r = p.update === 'destroy' && p.allocId !== undefined ? byId.get(p.allocId) : undefined;
+        if (!r) continue;
+        const keeper = p.keeps === undefined ? undefined : byId.get(p.keeps);
+        if (keeper && deployment && awaitsVerdict(keeper.alloc, deployment)) continue; // the rollout stops it once the keeper is healthy
+        const groupGone = !job.groups.some((x) => x.name === r.alloc.group);
+        if (groupGone && deployment && pluginIdsOf(r.alloc.job.groups.find((x) => x.name === r.alloc.group)).some((id) => pluginsAfter.has(id))) {
+          heldForPlugin.push(r); // create-before-destroy across groups: it serves the plugin until the new allocs are healthy
+          continue;
+        }
+        stopping.set(r, p.reason);
+      }
+    }
     const rollout = deployment ? new Rollout(this.host, deployment, plan) : undefined;
+    rollout?.stopAfterHealthy(heldForPlugin);
     const initial = rollout?.start() ?? [];
     try {
-      if (touched.size + initial.length) this.host.save([...touched, ...initial]);
+      if (touched.size + initial.length + stopping.size) this.host.save([...touched, ...initial], [...stopping.keys()]);
     } catch (err) {
       void rollout?.discard();
       for (const u of undo.reverse()) u();
@@ -231,24 +307,29 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
       this.track(rollout, deployment);
       rollout.launchInitial(initial);
     }
-
-    const stop = (r: R, why: string) => void r.stop().catch((err: unknown) => this.host.logger.error(`stopping an alloc (${why}) failed`, { alloc_id: r.alloc.id, error: err }));
-    for (const r of runners) if (isDeadButWanted(r.alloc)) stop(r, 'it had ended and is replaced');
-    for (const g of plan.groups) {
-      for (const p of g.allocs) {
-        const r = p.update === 'destroy' && p.allocId !== undefined ? byId.get(p.allocId) : undefined;
-        if (!r) continue;
-        const keeper = p.keeps === undefined ? undefined : byId.get(p.keeps);
-        if (keeper && deployment && awaitsVerdict(keeper.alloc, deployment)) continue; // the rollout stops it once the keeper is healthy
-        stop(r, p.reason);
-      }
+    for (const [r, why] of stopping) {
+      void r.stop().catch((err: unknown) => this.host.logger.error(`stopping an alloc (${why}) failed`, { alloc_id: r.alloc.id, error: err }));
     }
+    this.collect(job.id);
     return rollout ? [...rollout.placed] : [];
   }
 
+  /** Removes the stopped allocs of versions older than the KEPT_VERSIONS newest that hold nothing any more. */
+  private collect(jobId: string): void {
+    const runners = this.host.allocsOf(jobId);
+    const kept = new Set([...new Set(runners.map((r) => versionOf(r.alloc)))].sort((a, b) => b - a).slice(0, KEPT_VERSIONS));
+    let removed = 0;
+    for (const r of runners) {
+      if (kept.has(versionOf(r.alloc)) || r.alloc.desiredStatus !== 'stop' || r.needsTeardown) continue;
+      if (this.host.forget(r)) removed++;
+    }
+    if (removed) this.host.logger.info('removed stopped allocs of old job versions', { job_id: jobId, allocs: removed, versions_kept: KEPT_VERSIONS });
+  }
+
   private track(rollout: Rollout<R>, deployment: Deployment): void {
+    const generation = this.generations.get(deployment.jobId) ?? 0;
     const done = rollout.finished
-      .then((outcome) => this.finish(deployment, outcome))
+      .then((outcome) => this.finish(deployment, outcome, generation))
       .catch((err: unknown) => this.host.logger.error('a deployment ended with an error', { job_id: deployment.jobId, deployment_id: deployment.id, error: err }))
       .finally(() => {
         if (this.active.get(deployment.jobId)?.rollout === rollout) this.active.delete(deployment.jobId);
@@ -270,7 +351,7 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
     }
   }
 
-  private finish(d: Deployment, outcome: RolloutOutcome): void {
+  private finish(d: Deployment, outcome: RolloutOutcome, generation: number): void {
     const jobId = d.jobId;
     switch (outcome.kind) {
       case 'detached':
@@ -299,13 +380,30 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
     this.settle(d, 'failed', `Failed due to unhealthy allocations - ${why}`);
     this.host.emit({ topic: 'Job', type: 'Deployment failed', message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion} failed: ${outcome.reason}; ${why}`, jobId });
     if (!wantsRevert || d.revertOf !== undefined || !revertTo || this.closed) return;
+    // Only what the failed deployment's own run left may be reverted: no run or
+    // stop since it started (the generation), no other rollout going, and it
+    // still the job's latest deployment.
+    const stale = (): string | undefined => {
+      if (this.closed) return 'the agent is shutting down';
+      if ((this.generations.get(jobId) ?? 0) !== generation) return 'the job was run or stopped since the deployment started';
+      const active = this.active.get(jobId);
+      if (active && active.rollout.deployment.id !== d.id) return 'another deployment of the job is under way';
+      const allocs = this.allocs(jobId);
+      if (latestDeployment(allocs)?.id !== d.id) return 'a later deployment of the job exists';
+      if (jobHistory(allocs)?.version !== d.jobVersion) return `the job is at version ${jobHistory(allocs)?.version} now`;
+      return undefined;
+    };
     void this.lock
       .run(jobId, async () => {
-        const current = jobHistory(this.allocs(jobId));
-        if (this.closed || current?.version !== d.jobVersion) {
-          this.host.logger.info('not reverting: the job changed since its deployment failed', { job_id: jobId, failed_version: d.jobVersion, version: current?.version });
+        const why = stale();
+        if (why) {
+          this.host.logger.info(`not reverting a failed deployment: ${why}`, { job_id: jobId, deployment_id: d.id, failed_version: d.jobVersion });
           return;
         }
+        // A revert is a run: it counts as one, after cancelling whatever is still rolling out.
+        this.bump(jobId);
+        await this.cancel(jobId, `Cancelled to revert version ${d.jobVersion}`);
+        if (this.closed) return;
         const result = this.apply(revertTo.job, { revertOf: d.jobVersion });
         this.host.emit({
           topic: 'Job',

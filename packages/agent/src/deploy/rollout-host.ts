@@ -30,8 +30,21 @@ export interface RolloutHost<R extends RolloutAlloc = RolloutAlloc> {
   jobIds(): string[];
   /** Makes the runner of a new alloc; nothing is saved or started yet. */
   prepare(alloc: Alloc): R;
-  /** Saves the records of `allocs` in one write: all of them, or (it throws) none. */
-  save(allocs: readonly R[]): void;
+  /**
+   * Saves the records of `allocs` in one write, together with `stopping`
+   * recorded as desired stop (the next agent finishes their teardown): all
+   * of them, or (it throws) none. `allocs` is never empty when `stopping`
+   * is not (a run that stops something always records a new version).
+   */
+  save(allocs: readonly R[], stopping?: readonly R[]): void;
+  /** Every registry entry of plugin (type, name), newest (the active one) first: an entry is made by a plugin's supervisor only once the plugin answered its probes. */
+  pluginRegistrations(type: string, name: string): readonly { allocId: string; restored: boolean }[];
+  /**
+   * Removes a stopped alloc of an old version for good — its record, its
+   * place among the agent's allocs, its alloc dir — if it holds nothing (no
+   * task that may be alive, no volume record); returns whether it did.
+   */
+  forget(alloc: R): boolean;
   /** Adds a prepared, saved alloc to the agent's allocs and starts it. */
   launch(alloc: R): void;
   /** The CSI manager's plugin instances, with their health. */

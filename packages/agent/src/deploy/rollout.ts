@@ -16,8 +16,19 @@
 // The allocs a rollout can place at once are made but not started by
 // start(): the job updater saves them in the same write as the rest of the
 // run (all or nothing) and only then launches them (launchInitial), so a
-// run the agent cannot save starts nothing. Later placements are saved one
-// by one as they come; a refused save fails the deployment.
+// run the agent cannot save starts nothing. No step with a side effect —
+// a stop (a stop-before-start replacement, a teardown still under way), a
+// verdict written, a later placement — begins before that write succeeded:
+// each waits for `saved`, which launchInitial() opens and discard() shuts.
+// Later placements are saved one by one as they come; a refused save fails
+// the deployment.
+//
+// Allocs of a removed group that ran a CSI plugin the new version runs in
+// another group (a renamed plugin group) are handed to the rollout
+// (stopAfterHealthy) instead of being stopped at once: they stop once the
+// rollout succeeded, as the old alloc of a create-before-destroy
+// replacement does; if it fails or is cancelled, the new allocs serving
+// that plugin that were not proven healthy give way and the old ones run on.
 //
 // The first alloc that turns unhealthy fails the rollout: no further
 // replacement starts, the watches under way end, and every new alloc not
@@ -60,6 +71,16 @@ class RolloutDiscarded extends Error {
 const short = (id: string): string => id.slice(0, 8);
 const isLive = (a: Alloc): boolean => a.desiredStatus === 'run' && (a.clientStatus === 'pending' || a.clientStatus === 'running');
 
+/** The CSI plugin ids the tasks of an alloc's group run. */
+export function pluginIdsOf(group: GroupSpec | undefined): string[] {
+  return (group?.tasks ?? []).flatMap((t) => (t.csiPlugin ? [t.csiPlugin.id] : []));
+}
+
+function sharesPlugin(a: Alloc, b: Alloc): boolean {
+  const ids = pluginIdsOf(a.job.groups.find((g) => g.name === a.group));
+  return pluginIdsOf(b.job.groups.find((g) => g.name === b.group)).some((id) => ids.includes(id));
+}
+
 /** Whether a kept alloc at the target version was placed by this deployment and never judged: a resumed rollout watches it again. */
 export function awaitsVerdict(alloc: Alloc, deployment: Deployment): boolean {
   return alloc.deploymentId === deployment.id && alloc.deploymentStatus === undefined && (alloc.jobVersion ?? 0) === deployment.jobVersion;
@@ -73,12 +94,24 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
   private outcome: Promise<RolloutOutcome> | undefined;
   /** While start() runs: the allocs it places, made but neither saved nor started. */
   private initial: R[] | undefined;
+  /** Whether the run that started this rollout was saved: true once launchInitial() ran, false after discard(). */
+  private readonly saved: Promise<boolean>;
+  private settleSaved!: (saved: boolean) => void;
+  /** Old allocs (a removed plugin group) that stop once the rollout succeeded, and the plugin ids they serve. */
+  private readonly heldOld: R[] = [];
 
   constructor(
     private readonly host: RolloutHost<R>,
     readonly deployment: Deployment,
     private readonly plan: JobPlan,
-  ) {}
+  ) {
+    this.saved = new Promise<boolean>((resolve) => (this.settleSaved = resolve));
+  }
+
+  /** Old allocs of a removed group whose CSI plugin the new version runs elsewhere: stopped once the new allocs are healthy. Call before start(). */
+  stopAfterHealthy(allocs: readonly R[]): void {
+    this.heldOld.push(...allocs);
+  }
 
   /**
    * Starts the rollout and returns the allocs it places at once — the new
@@ -99,11 +132,13 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
   /** Starts the allocs start() returned, once they are saved (a saved alloc is always started: the next agent would). */
   launchInitial(allocs: readonly R[]): void {
     for (const r of allocs) this.host.launch(r);
+    this.settleSaved(true);
   }
 
   /** The run could not be saved: end the rollout at once, with nothing started and nothing recorded. */
   discard(): Promise<RolloutOutcome> {
     if (!this.signal.aborted) this.controller.abort(new RolloutDiscarded());
+    this.settleSaved(false);
     return this.finished;
   }
 
@@ -124,6 +159,11 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
     if (!this.signal.aborted) this.controller.abort(new ShutdownError('the agent is shutting down; the next agent resumes the rollout'));
   }
 
+  /** Whether it is still going: not failed, cancelled, discarded or detached. */
+  get going(): boolean {
+    return !this.signal.aborted;
+  }
+
   private get signal(): AbortSignal {
     return this.controller.signal;
   }
@@ -132,11 +172,20 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
     if (this.signal.aborted) throw this.signal.reason;
   }
 
+  /** Waits until the run that started the rollout was saved; throws when it was not (discarded). */
+  private async afterSave(): Promise<void> {
+    if (!(await this.saved)) throw this.signal.reason;
+  }
+
   private async execute(): Promise<RolloutOutcome> {
     const runs = this.plan.groups.filter((g) => g.update).map((g) => this.runGroup(g).catch((err: unknown) => this.onGroupError(g, err)));
     await Promise.all(runs);
     const reason: unknown = this.signal.reason;
-    if (reason instanceof ShutdownError || reason instanceof RolloutDiscarded) return { kind: 'detached' };
+    if (reason instanceof ShutdownError || reason instanceof RolloutDiscarded || !(await this.saved)) return { kind: 'detached' };
+    if (!this.failure && !this.signal.aborted && this.heldOld.length) {
+      // The new allocs serving the plugin are healthy: the old group's go now.
+      await this.stopAll(this.heldOld).catch((err: unknown) => this.host.logger.error('stopping the old allocs of a removed plugin group failed', { job_id: this.deployment.jobId, error: err }));
+    }
     if (this.failure || reason instanceof RolloutCancelled) await this.giveWay();
     if (this.failure) return { kind: 'failed', ...this.failure };
     if (reason instanceof RolloutCancelled) return { kind: 'cancelled', reason: reason.reason };
@@ -238,6 +287,7 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
   }
 
   private async stopAll(allocs: readonly RolloutAlloc[]): Promise<void> {
+    await this.afterSave();
     await Promise.all(allocs.map((r) => r.stop()));
   }
 
@@ -282,13 +332,15 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
   private async watch(target: GroupSpec, r: R): Promise<void> {
     const { alloc } = r;
     const strategy = target.update ?? DEFAULT_UPDATE;
+    await this.afterSave();
     try {
       await watchAllocHealth({
         alloc,
         strategy,
         clock: this.host.clock,
-        read: () => readAllocHealth(alloc, target, r.taskStates(), this.host.plugins()),
-        onChange: (listener, disposables) => this.host.onEvent((e) => e.allocId !== undefined && listener(e.allocId), disposables),
+        read: () => readAllocHealth(alloc, target, r.taskStates(), this.host.plugins(), (type, name) => this.host.pluginRegistrations(type, name)),
+        // A plugin event of another alloc (a newer registration) may change this one's reading too.
+        onChange: (listener, disposables) => this.host.onEvent((e) => (e.topic === 'Plugin' ? listener(alloc.id) : e.allocId !== undefined && listener(e.allocId)), disposables),
         signal: this.signal,
       });
     } catch (err) {
@@ -327,6 +379,7 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
     const unproven = all.filter((r) => {
       const a = r.alloc;
       if (a.deploymentId !== this.deployment.id || a.deploymentStatus?.healthy || (!isLive(a) && !r.needsTeardown)) return false;
+      if (this.heldOld.some((o) => isLive(o.alloc) && sharesPlugin(o.alloc, a))) return true;
       return all.some((o) => o !== r && o.alloc.group === a.group && o.alloc.index === a.index && o.alloc.deploymentId !== this.deployment.id && isLive(o.alloc));
     });
     for (const r of unproven) {

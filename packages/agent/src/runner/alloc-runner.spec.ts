@@ -2,14 +2,14 @@ import type { VolumeMountRecord } from '@csiplug/volumes';
 import { CsiplugError, MemoryLogger, ShutdownError } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeDriver } from '@csiplug/driver/testing';
-import type { AllocHook, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
+import type { AllocHook, AllocHookContext, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
 import { ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import type { Alloc, JobSpec } from '../model';
 import { statusForError } from '../api/api-error';
-import { AllocRunner, AllocsNotSavedError } from './alloc-runner';
+import { AllocRunner, AllocStopNotSavedError, AllocsNotSavedError } from './alloc-runner';
 import { StateAllocStore, type AllocRecord } from './alloc-store';
 
 /** A csi hook whose prerun the test controls and whose postrun it can hold. */
@@ -18,8 +18,11 @@ class ControlledHook implements AllocHook {
   readonly calls: string[] = [];
   prerunResult: () => Promise<void> = async () => undefined;
   postrunGate: Promise<void> = Promise.resolve();
-  async prerun(ctx: { signal: AbortSignal }) {
+  /** The context of the last prerun (a test emits events or asks restarts through it). */
+  lastContext: AllocHookContext | undefined;
+  async prerun(ctx: AllocHookContext) {
     this.calls.push('prerun');
+    this.lastContext = ctx;
     await Promise.race([
       this.prerunResult(),
       new Promise<never>((_, reject) => ctx.signal.addEventListener('abort', () => reject(new ShutdownError('aborted')), { once: true })),
@@ -214,6 +217,103 @@ describe('AllocRunner', () => {
       await r.stop();
       expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'complete' });
     });
+
+    it('a stop whose save fails (a full disk) is refused with a 507 and kills nothing: the alloc runs on, and a later stop works', async () => {
+      const r = runner();
+      AllocRunner.saveBeforeRun([r]);
+      await r.run('start');
+      await clock.advance(0);
+      const put = store.putAllocation.bind(store);
+      let full = true;
+      store.putAllocation = (record) => {
+        if (full) throw noSpace();
+        put(record);
+      };
+      const err = await r.stop().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AllocStopNotSavedError);
+      expect((err as Error).message).toBe(
+        'could not save the stop of alloc a1 of job "web": cannot write /d/state.db: the filesystem it is on is full (SQLITE_FULL: database or disk is full); the alloc was not stopped and runs on',
+      );
+      expect(statusForError(err)).toBe(507);
+      expect(driver.stops).toEqual([]);
+      expect(hook.calls).toEqual(['prerun']);
+      expect(r.alloc).toMatchObject({ desiredStatus: 'run', clientStatus: 'running' });
+      expect(state.getAllocation<AllocRecord>('a1')!.alloc.desiredStatus).toBe('run');
+      full = false;
+      await r.stop();
+      expect(driver.stops).toEqual(['100 SIGTERM']);
+      expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'complete' });
+    });
+
+    it('final states that cannot be saved are saved by a retry once space returns: the stopped alloc is not run again by a restore', async () => {
+      const r = runner();
+      AllocRunner.saveBeforeRun([r]);
+      await r.run('start');
+      await clock.advance(0);
+      const putAlloc = store.putAllocation.bind(store);
+      const putTask = store.putTaskState.bind(store);
+      let full = false;
+      let stopSaved = false;
+      store.putAllocation = (record) => {
+        if (full) throw noSpace();
+        putAlloc(record);
+        // The desired stop lands; the disk is full right after it.
+        if (record.alloc.desiredStatus === 'stop' && !stopSaved) full = stopSaved = true;
+      };
+      store.putTaskState = (allocId, task, taskState) => {
+        if (full) throw noSpace();
+        putTask(allocId, task, taskState);
+      };
+      await r.stop();
+      expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'running' });
+      expect(state.getTaskState('a1', 'server')).toMatchObject({ state: 'running' });
+      // No change follows a final state: only the retry can save it.
+      full = false;
+      await clock.advance(30_000);
+      expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'complete' });
+      expect(state.getTaskState('a1', 'server')).toMatchObject({ state: 'dead' });
+      r.detach();
+      const restored = runner(state.getAllocation<AllocRecord>('a1')!.alloc);
+      expect(restored.needsTeardown).toBe(false);
+      await restored.run('restore');
+      await clock.advance(0);
+      expect(driver.started.length).toBe(1);
+    });
+  });
+
+  it("an alloc hook's event is saved with every task's events (alloc status shows it, a restart keeps it)", async () => {
+    hook.prerunResult = async () => hook.lastContext!.emitEvent({ type: 'Volume kept, plugin away', message: 'volume data stays mounted while plugin p is away' });
+    const r = runner();
+    await r.run('start');
+    await clock.advance(0);
+    r.detach();
+    const events = (state.getTaskState('a1', 'server') as { events: { type: string }[] }).events.map((e) => e.type);
+    expect(events).toContain('Volume kept, plugin away');
+    expect(runner().taskStates().server!.events.map((e) => e.type)).toContain('Volume kept, plugin away');
+  });
+
+  it("a restart of the tasks asked during a restore's prerun waits until the task is re-attached, then restarts it once", async () => {
+    const first = runner();
+    await first.run('start');
+    await clock.advance(0);
+    first.detach();
+    let stopsDuringPrerun: string[] | undefined;
+    hook.prerunResult = async () => {
+      hook.lastContext!.restartTasks('volume data was remounted');
+      stopsDuringPrerun = [...driver.stops];
+    };
+    const restored = runner(state.getAllocation<AllocRecord>('a1')!.alloc);
+    await restored.run('restore');
+    for (let i = 0; i < 5; i++) await clock.advance(0);
+    expect(stopsDuringPrerun).toEqual([]);
+    expect(driver.stops).toEqual(['100 SIGTERM']);
+    expect(driver.started.length).toBe(2);
+    const events = restored.taskStates().server!.events.map((e) => e.type);
+    expect(events.indexOf('Reattached')).toBeLessThan(events.indexOf('Restart Signaled'));
+    restored.detach();
   });
 
   it('knows when an alloc left half-stopped by the last agent still needs a teardown', async () => {

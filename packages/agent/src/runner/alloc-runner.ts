@@ -8,9 +8,13 @@
 // A new alloc is saved before anything of it starts (saveBeforeRun), and a
 // save that fails there fails the request: an alloc the agent never saved
 // would vanish on its next restart while its tasks and mounts lived on.
-// Later saves that fail (a full disk) are logged and made again on the next
-// change, since every save writes the whole record.
-import { Clock, CsiplugError, Logger, ShutdownError, crashPoint, errorMessage } from '@csiplug/core';
+// A stop is saved (desired stop) strictly before anything is aborted or
+// killed: when that write fails the stop fails (AllocStopNotSavedError, a
+// 507/500) and the alloc runs on, since a stop the next agent never reads
+// would start the workload again. Later saves that fail (a full disk) are
+// logged and made again on the next change or by a retry timer (backoff up to
+// 30 s), whichever comes first: a terminal state has no next change.
+import { Clock, CsiplugError, Logger, ShutdownError, crashPoint, doublingBackoff, errorMessage, type Disposable } from '@csiplug/core';
 import {
   ICSIHookFactory,
   ICSIPluginSupervisorFactory,
@@ -70,6 +74,30 @@ export class AllocsNotSavedError extends CsiplugError {
   }
 }
 
+/**
+ * A stop could not be saved (desired stop), so nothing of the alloc was
+ * stopped: it runs on. Code EALLOC_SAVE_NO_SPACE (HTTP 507) when the state's
+ * filesystem is full, EALLOC_SAVE_FAILED (500) otherwise.
+ */
+export class AllocStopNotSavedError extends CsiplugError {
+  constructor(
+    readonly allocId: string,
+    readonly jobId: string,
+    cause: unknown,
+  ) {
+    const noSpace = cause instanceof CsiplugError && cause.code === 'ESTATE_NO_SPACE';
+    super(
+      noSpace ? 'EALLOC_SAVE_NO_SPACE' : 'EALLOC_SAVE_FAILED',
+      `could not save the stop of alloc ${allocId} of job "${jobId}": ${errorMessage(cause)}; the alloc was not stopped and runs on`,
+      { cause },
+    );
+  }
+}
+
+/** Backoff (ms) of the retry of a save that failed: doubling from the base up to the max. */
+const SAVE_RETRY_BASE = 1_000;
+const SAVE_RETRY_MAX = 30_000;
+
 export class AllocRunner {
   private readonly tasks = new Map<string, TaskRunner>();
   private readonly group: GroupSpec;
@@ -84,6 +112,13 @@ export class AllocRunner {
   private postrunning: Promise<void> | undefined;
   private setupFailed = false;
   private detached = false;
+  /** Whether the state holds this alloc's desired stop (a stop then needs no strict save first). */
+  private stopSaved: boolean;
+  /** The retry of a save that failed, while one is pending; and how many failed in a row. */
+  private saveRetry: Disposable | undefined;
+  private saveFailures = 0;
+  /** Set by forgetSaves(): the record is gone (a purge), nothing is written again. */
+  private forgotten = false;
   private readonly log: Logger;
 
   constructor(
@@ -96,6 +131,7 @@ export class AllocRunner {
     this.log = deps.logger.child({ alloc_id: alloc.id });
     const saved = deps.allocStore.getAllocation(alloc.id);
     if (saved) this.volumes = saved.volumes;
+    this.stopSaved = saved?.alloc.desiredStatus === 'stop';
     // Task runners exist from the start (they only load what was saved), so
     // a stop or a failed setup can always reach a task that is still alive
     // from before an agent restart.
@@ -187,15 +223,19 @@ export class AllocRunner {
       alloc: this.info(),
       kind,
       signal,
-      emitEvent: (e) => {
-        const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
-        for (const t of this.group.tasks) this.deps.onTaskEvent(this.alloc, t.name, event);
-      },
+      // Into every task's saved events (alloc status shows them, a restart keeps them) and the event stream.
+      emitEvent: (e) => this.taskEvent({ ...e, time: e.time ?? this.deps.clock.now() }),
+      // A task not yet re-attached (a restore's prerun) takes the restart once it is (TaskRunner.restart).
       restartTasks: (reason) => {
         if (this.detached || this.stopping) return;
         for (const t of this.tasks.values()) t.restart(reason);
       },
     };
+  }
+
+  /** Adds an event to every task of the alloc: saved with the task's events, and told to the event stream. */
+  private taskEvent(event: TaskEvent): void {
+    for (const t of this.tasks.values()) t.addEvent(event);
   }
 
   private async doRun(kind: RunKind): Promise<void> {
@@ -211,9 +251,7 @@ export class AllocRunner {
       if (this.detached || this.controller.signal.aborted) return;
 
       this.log.error('alloc setup failed', { error: err });
-      for (const task of this.group.tasks) {
-        this.deps.onTaskEvent(this.alloc, task.name, { type: TASK_EVENT.setupFailure, message: `failed to set up alloc: ${errorMessage(err)}`, failed: true, time: this.deps.clock.now() });
-      }
+      this.taskEvent({ type: TASK_EVENT.setupFailure, message: `failed to set up alloc: ${errorMessage(err)}`, failed: true, time: this.deps.clock.now() });
       this.setupFailed = true;
       this.setStatus('failed');
       // A restore that failed may still have live tasks from before: stop
@@ -297,11 +335,24 @@ export class AllocRunner {
     }
   }
 
-  /** Stops every task, then unmounts and releases the alloc's volumes. */
+  /**
+   * Stops every task, then unmounts and releases the alloc's volumes. The
+   * desired stop is saved first; when that write fails nothing is stopped and
+   * this rejects with AllocStopNotSavedError (a later call tries again).
+   */
   stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      this.alloc.desiredStatus = 'stop';
-      this.save();
+    if (this.stopping) return this.stopping;
+    if (!this.stopSaved) {
+      try {
+        this.deps.allocStore.putAllocation({ alloc: { ...this.alloc, desiredStatus: 'stop' }, volumes: this.volumes } satisfies AllocRecord);
+      } catch (err) {
+        this.log.error('could not save the stop of the alloc; it is not stopped and runs on', { error: err });
+        return Promise.reject(new AllocStopNotSavedError(this.alloc.id, this.alloc.jobId, err));
+      }
+      this.stopSaved = true;
+    }
+    this.alloc.desiredStatus = 'stop';
+    this.stopping = (async () => {
       this.controller.abort();
       await this.running?.catch(() => undefined);
       await Promise.all([...this.tasks.values()].map((t) => t.stop()));
@@ -320,7 +371,20 @@ export class AllocRunner {
     const reason = new ShutdownError('the agent is shutting down; the alloc is left to the next agent');
     this.controller.abort(reason);
     this.teardownController.abort(reason);
+    this.cancelSaveRetry();
     for (const t of this.tasks.values()) t.detach();
+  }
+
+  /** The alloc's record is deleted (a purge): no save that failed is made again, which would bring it back. */
+  forgetSaves(): void {
+    this.forgotten = true;
+    this.cancelSaveRetry();
+    for (const t of this.tasks.values()) t.forgetSaves();
+  }
+
+  private cancelSaveRetry(): void {
+    this.saveRetry?.dispose();
+    this.saveRetry = undefined;
   }
 
   /** Unmounts and releases the alloc's volumes, once; later callers wait for the same run. */
@@ -348,12 +412,30 @@ export class AllocRunner {
     this.deps.onStatusChange(this.alloc);
   }
 
-  /** Saves the whole record; a failure is logged, and the next change saves it again. */
+  /**
+   * Saves the whole record. A failure is logged, and the record is saved
+   * again on the next change or by a retry timer (backoff), until it lands.
+   */
   private save(): void {
+    if (this.forgotten) return;
+    this.cancelSaveRetry();
     try {
       this.deps.allocStore.putAllocation({ alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
+      if (this.alloc.desiredStatus === 'stop') this.stopSaved = true;
+      if (this.saveFailures) this.log.info('the alloc is saved again', { failed_saves: this.saveFailures });
+      this.saveFailures = 0;
     } catch (err) {
-      this.log.error('could not save the alloc; it is saved again on its next change', { error: err });
+      this.saveFailures++;
+      if (this.detached) {
+        this.log.error('could not save the alloc; the agent is going away, so it is not tried again', { error: err });
+        return;
+      }
+      const delay = doublingBackoff(this.saveFailures, SAVE_RETRY_BASE, SAVE_RETRY_MAX);
+      this.log.error('could not save the alloc; it is saved again on its next change or after a delay', { attempt: this.saveFailures, delay_ms: delay, error: err });
+      this.saveRetry = this.deps.clock.setTimeout(() => {
+        this.saveRetry = undefined;
+        if (!this.detached) this.save();
+      }, delay);
     }
   }
 }

@@ -220,6 +220,29 @@ describe('TaskRunner', () => {
       await r.stop();
     });
 
+    it('a restart whose kill fails is not left pending: the next request kills and restarts the task', async () => {
+      const r = runner();
+      void r.run('start');
+      await clock.advance(0);
+      const stop = driver.stop.bind(driver);
+      let refuse = true;
+      driver.stop = async (handle, signal, killTimeout) => {
+        if (refuse) {
+          refuse = false;
+          throw new Error('EPERM: operation not permitted, kill 100');
+        }
+        return stop(handle, signal, killTimeout);
+      };
+      r.restart('volume data is stale');
+      await clock.advance(0);
+      expect(driver.started).toHaveLength(1);
+      r.restart('volume data is still stale');
+      await clock.advance(0);
+      expect(driver.started).toHaveLength(2);
+      expect(events.find((e) => e.type === 'Restarting')?.message).toBe('restart requested: volume data is still stale');
+      await r.stop();
+    });
+
     it('a request while the task is not running is ignored', async () => {
       const hook = asking();
       const r = runner(spec(), [{ name: 'supervisor', poststart: hook.poststart }]);

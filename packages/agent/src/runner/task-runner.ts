@@ -14,17 +14,21 @@
 // interval, delay and mode apply, and with mode "fail" the task ends dead
 // and failed with an event that says why. A restart of the alloc's tasks an
 // alloc hook asks for (restart(): a stale mount under on_stale_mount =
-// "restart") is not the task's failure: it starts again at once, uncounted.
+// "restart") is not the task's failure: it starts again at once, uncounted;
+// one asked for before the task is re-attached (a restore's prerun) is held
+// and applied once the runner waits on the process again, never to a saved
+// handle it has not yet re-attached to, and dropped when a new process starts.
 //
 // What cannot be saved (a full disk) is logged, never thrown at the task: the
-// handle and state are written again on the next change, and a handle that
+// handle and state are written again on the next change or by a retry timer
+// (backoff up to 30 s; a dead task has no next change), and a handle that
 // never made it is found from the executor's record on a restore (adopt).
 //
 // Only a real ExitResult ends a task. A driver call that fails says nothing
 // about the task (the agent itself may be out of file descriptors): it is
 // logged and tried again after a backoff, never read as the task's death,
 // which would release its volumes under a workload that still runs.
-import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError } from '@csiplug/core';
+import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError, type Disposable } from '@csiplug/core';
 import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '../model';
@@ -80,6 +84,14 @@ export class TaskRunner {
   private restartRequested: { reason: string; counted: boolean } | undefined;
   /** The handle could not be saved (a full disk): persist() tries again. */
   private handleUnsaved = false;
+  /** The retry of a save that failed, while one is pending; how many failed in a row; whether the record is gone (forgetSaves). */
+  private saveRetry: Disposable | undefined;
+  private saveFailures = 0;
+  private forgotten = false;
+  /** Whether the loop waits on a process it started or re-attached to (a restart can reach it). */
+  private attached = false;
+  /** A restart (not counted) asked for before the task was attached: applied once it is. */
+  private pendingRestart: string | undefined;
   /** The handle stop() sent the kill signal to, if it could. */
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
@@ -155,6 +167,8 @@ export class TaskRunner {
   /** Agent shutdown: leave the process running; hooks release what they hold. */
   detach(): void {
     this.detached = true;
+    this.saveRetry?.dispose();
+    this.saveRetry = undefined;
     this.stopController.abort(new ShutdownError('the agent is shutting down'));
     this.detachController.abort(new ShutdownError('the agent is shutting down'));
     for (const hook of this.hooks) {
@@ -290,7 +304,12 @@ export class TaskRunner {
       }
 
       if (!exit) {
+        this.attached = true;
+        const pending = this.pendingRestart;
+        this.pendingRestart = undefined;
+        if (pending !== undefined) void this.restartFor(pending, false);
         const waited = await this.waitForExit(handle!);
+        this.attached = false;
         if (waited === 'shutdown') return;
         exit = waited;
       }
@@ -425,6 +444,8 @@ export class TaskRunner {
     const vars = { ...this.variables, ...hookEnv };
     const resolved = interpolateTask(this.task, vars);
     const env = { ...vars, ...resolved.env };
+    // A new process runs on what the alloc has now: a restart asked for the old one is moot.
+    this.pendingRestart = undefined;
     const handle = await this.deps.driver.start({
       allocId: this.alloc.id,
       taskName: this.task.name,
@@ -457,7 +478,20 @@ export class TaskRunner {
    * at once and the restart policy does not count it.
    */
   restart(reason: string): void {
+    if (this.stopping || this.detached) return;
+    if (!this.attached) {
+      // Not attached yet (a restore's prerun runs before the re-attach): the
+      // saved handle is not this runner's to kill yet.
+      this.pendingRestart = reason;
+      this.log.info('restart requested before the task is attached; it is made once the task is re-attached', { reason });
+      return;
+    }
     void this.restartFor(reason, false);
+  }
+
+  /** Adds an event of the alloc (an alloc hook's) to this task's saved events and the event stream. */
+  addEvent(event: TaskEvent): void {
+    this.event(event);
   }
 
   /**
@@ -472,9 +506,14 @@ export class TaskRunner {
       if (counted && !this.restartRequested.counted) this.restartRequested = { reason, counted };
       return;
     }
-    this.restartRequested = { reason, counted };
+    const request = { reason, counted };
+    this.restartRequested = request;
     this.event({ type: TASK_EVENT.restartRequested, message: reason });
-    await this.deps.driver.stop(this.handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('restart: stopping the task failed', { error: err }));
+    await this.deps.driver.stop(this.handle, this.task.killSignal, this.task.killTimeout).catch((err) => {
+      // Nothing was killed: the request is not under way, so a later one must kill again (and the task's next exit is not this restart).
+      if (this.restartRequested === request) this.restartRequested = undefined;
+      this.log.error('restart: stopping the task failed; the restart is not made', { error: err });
+    });
   }
 
   private event(e: Omit<TaskEvent, 'time'> & { time?: number }): void {
@@ -496,12 +535,31 @@ export class TaskRunner {
   }
 
   private persist(): void {
+    if (this.forgotten) return;
+    this.saveRetry?.dispose();
+    this.saveRetry = undefined;
     if (this.handleUnsaved && this.handle) this.saveHandle(this.handle);
     try {
       this.deps.allocStore.putTaskState(this.alloc.id, this.task.name, this.state);
+      if (!this.handleUnsaved) this.saveFailures = 0;
     } catch (err) {
-      this.log.error('could not save the task state; it is saved again on its next change', { error: err });
+      this.saveFailures++;
+      this.log.error('could not save the task state; it is saved again on its next change or after a delay', { error: err });
     }
+    if (this.saveFailures && !this.detached) {
+      const delay = doublingBackoff(this.saveFailures, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
+      this.saveRetry = this.deps.clock.setTimeout(() => {
+        this.saveRetry = undefined;
+        if (!this.detached) this.persist();
+      }, delay);
+    }
+  }
+
+  /** The task's record is deleted (a purge): no save that failed is made again, which would bring it back. */
+  forgetSaves(): void {
+    this.forgotten = true;
+    this.saveRetry?.dispose();
+    this.saveRetry = undefined;
   }
 
   /**
@@ -515,6 +573,7 @@ export class TaskRunner {
       this.handleUnsaved = false;
     } catch (err) {
       this.handleUnsaved = true;
+      this.saveFailures++;
       this.log.error('could not save the task handle; it is saved again on the next change (a restore finds the task from its executor meanwhile)', { pid: handle.pid, error: err });
     }
   }

@@ -10,6 +10,7 @@ import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } fr
 import type { RpcFaults, StartFault } from '@csiplug/hostpath-plugin';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { AgentHarness, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from '../support/agent-process';
 import { type LeakReport, attachmentsLeft, processesUnder, readStateLeftovers, totalLeaks } from './leaks';
@@ -110,16 +111,18 @@ export class ChaosAgent extends AgentHarness {
   }
 
   /**
-   * The first event since `since` that is about the alloc (its task events,
-   * or streamed with its id) and that `says` accepts: the "why" a user would
-   * find in `alloc status` or the event stream.
+   * The first event since `since` that is about the alloc and that `says`
+   * accepts: the "why" a user finds in `alloc status` (its task events) or,
+   * unless `taskEvents` is asked for, in the event stream (with its id). The
+   * stream is seen only by whoever followed it when the event fired — not
+   * during an agent's boot — so what must last is asked of the task events.
    */
-  explains(alloc: AllocView, since: number, says: (message: string) => boolean): string | undefined {
-    const named = says;
+  explains(alloc: AllocView, since: number, says: (message: string) => boolean, where: 'task events' | 'task events or stream' = 'task events or stream'): string | undefined {
     for (const [task, state] of Object.entries(alloc.tasks)) {
-      for (const e of state.events) if (e.time >= since && named(e.message)) return `task ${task}: [${e.type}] ${e.message}`;
+      for (const e of state.events) if (e.time >= since && says(e.message)) return `task ${task}: [${e.type}] ${e.message}`;
     }
-    for (const e of this.events) if (e.time >= since && e.allocId === alloc.id && named(e.message)) return `stream ${e.topic}: [${e.type}] ${e.message}`;
+    if (where === 'task events') return undefined;
+    for (const e of this.events) if (e.time >= since && e.allocId === alloc.id && says(e.message)) return `stream ${e.topic}: [${e.type}] ${e.message}`;
     return undefined;
   }
 
@@ -328,7 +331,7 @@ job "${PLUGIN_JOB_ID}" {
       const ms = Date.now() - t0;
       watch.asked++;
       watch.slowestMs = Math.max(watch.slowestMs, ms);
-      if (!answer || ms > limitMs) watch.late.push(`after ${ms} ms: ${answer ? 'answered late' : (error as Error)?.message}`);
+      if (!answer || ms > limitMs) watch.late.push(`after ${ms} ms (load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores): ${answer ? 'answered late' : (error as Error)?.message}`);
       await sleep(Math.max(0, everyMs - ms));
     }
     return watch;

@@ -42,6 +42,8 @@ export interface Scenario {
   name: string;
   /** Rounds in CI (the jest tests) and in the full run (bench/chaos). */
   rounds: { ci: number; full: number };
+  /** What round `i` does, without doing it (to pick rounds by it). */
+  labelOf(i: number): string;
   /** Round `i` (0-based; scenarios cycle through their cases by it). */
   round(i: number): Promise<RoundOutcome>;
 }
@@ -54,13 +56,14 @@ export interface ScenarioResult {
   failures: RoundOutcome[];
 }
 
-/** Runs rounds 0..n-1 of a scenario, `concurrency` at a time (each round has its own agent). */
-export async function runScenario(s: Scenario, rounds: number, options: { concurrency?: number; log?: (line: string) => void } = {}): Promise<ScenarioResult> {
-  const result: ScenarioResult = { name: s.name, rounds, survived: 0, leaks: noLeaks(), failures: [] };
+/** Runs rounds 0..n-1 of a scenario (or the rounds `indices` names), `concurrency` at a time (each round has its own agent). */
+export async function runScenario(s: Scenario, rounds: number, options: { concurrency?: number; log?: (line: string) => void; indices?: readonly number[] } = {}): Promise<ScenarioResult> {
+  const indices = options.indices ?? Array.from({ length: rounds }, (_, i) => i);
+  const result: ScenarioResult = { name: s.name, rounds: indices.length, survived: 0, leaks: noLeaks(), failures: [] };
   let next = 0;
   const worker = async () => {
-    while (next < rounds) {
-      const i = next++;
+    while (next < indices.length) {
+      const i = indices[next++]!;
       const t0 = Date.now();
       let outcome: RoundOutcome;
       try {
@@ -75,7 +78,7 @@ export async function runScenario(s: Scenario, rounds: number, options: { concur
       options.log?.(`${s.name} #${i} ${outcome.label}: ${status}, leaks ${formatLeaks(outcome.leaks)} (${((Date.now() - t0) / 1000).toFixed(1)} s)${outcome.problems.length ? `\n    ${outcome.problems.join('\n    ')}` : ''}`);
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? 1, rounds)) }, worker));
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? 1, indices.length)) }, worker));
   return result;
 }
 
@@ -196,12 +199,17 @@ export function crashCase(i: number): CrashCase {
 
 export const CRASH_POINT_COUNT = Object.keys(CRASH_POINTS).length;
 
+function crashLabel(c: CrashCase): string {
+  return `${c.point}:${c.count} (${c.action}, ${c.workloads} workload(s)${c.controllerPublish ? ', controller publish' : ''})`;
+}
+
 export const crashPointScenario: Scenario = {
   name: 'crash points',
   rounds: { ci: CRASH_POINT_COUNT, full: 4 * CRASH_POINT_COUNT },
+  labelOf: (i) => crashLabel(crashCase(i)),
   round: (i) => {
     const c = crashCase(i);
-    const label = `${c.point}:${c.count} (${c.action}, ${c.workloads} workload(s)${c.controllerPublish ? ', controller publish' : ''})`;
+    const label = crashLabel(c);
     return withAgent(label, { restoreLimitMs: PATIENT_RESTORE_MS }, async (a, problems) => {
       a.env = { CSIPLUG_CRASH_AT: `${c.point}:${c.count}` };
       await a.start();
@@ -263,13 +271,19 @@ const KILL_MOMENTS: readonly KillMoment[] = ['job run', 'job stop', 'volume crea
 /** How long after the request the kill may come (ms): about as long as each takes here. */
 const KILL_WINDOW_MS: Readonly<Record<KillMoment, number>> = { 'job run': 400, 'job stop': 400, 'volume create': 150, 'volume delete': 150, 'plugin update': 2_500 };
 
+function killMoment(i: number): { moment: KillMoment; delay: number; label: string } {
+  const moment = KILL_MOMENTS[i % KILL_MOMENTS.length]!;
+  const delay = Math.floor(new SeededRandom(1000 + i).next() * KILL_WINDOW_MS[moment]);
+  return { moment, delay, label: `${moment}, kill -9 after ${delay} ms` };
+}
+
 export const randomKillScenario: Scenario = {
   name: 'random kill -9',
   rounds: { ci: 5, full: 50 },
+  labelOf: (i) => killMoment(i).label,
   round: (i) => {
-    const moment = KILL_MOMENTS[i % KILL_MOMENTS.length]!;
-    const delay = Math.floor(new SeededRandom(1000 + i).next() * KILL_WINDOW_MS[moment]);
-    return withAgent(`${moment}, kill -9 after ${delay} ms`, { restoreLimitMs: PATIENT_RESTORE_MS }, async (a, problems) => {
+    const { moment, delay, label } = killMoment(i);
+    return withAgent(label, { restoreLimitMs: PATIENT_RESTORE_MS }, async (a, problems) => {
       await a.start();
       await a.runPlugin({ controllerPublish: i % 2 === 1 });
       await a.createVolume('vol-0');
@@ -373,6 +387,7 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
   return {
     name,
     rounds: { ci: cases.length, full: cases.length },
+    labelOf: (i) => cases[i % cases.length]!.label,
     round: (i) => {
       const c = cases[i % cases.length]!;
       const controllerPublish = c.faults.hangRpcs?.[0]?.startsWith('Controller') || c.faults.garbageRpcs?.[0]?.startsWith('Controller') || c.faults.slowRpcs?.[0]?.startsWith('Controller') || c.faults.crashOnRpcs?.[0]?.startsWith('Controller') || false;
@@ -383,28 +398,37 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
         // What an event must say to explain the fault: the volume or plugin, and what went wrong.
         const faultWords = [...(c.faults.hangRpcs ?? []), ...(c.faults.garbageRpcs ?? []), ...(c.faults.slowRpcs ?? []), ...(c.faults.crashOnRpcs ?? [])];
         const says = (what: RegExp) => (m: string) => (m.includes('vol-0') || m.includes(PLUGIN_ID)) && (what.test(m) || faultWords.some((w) => m.includes(w)));
-        const failureWords = /fail|timed out|time out|deadline|unavailable|not available|internal|not reachable|crash|away|unhealthy|error/i;
+        const failureWords = /fail|timed out|time out|deadline|unavailable|not available|internal|not reachable|crash|away|unhealthy|error|refused|retry|waiting/i;
         const pendingWords = /unmount|unpublish|unstage|pending|retr|fail|timed out|away|unhealthy/i;
         if (c.phase === 'prerun') {
           await applyFault(a, c);
           const since = Date.now();
           const id = await a.runWorkload('0', 'vol-0');
-          // Long enough for the plugin wait to run out and for a call or two to miss csi_call.
+          // Long enough for the plugin wait (6 s) to run out and for two calls to miss csi_call (3 s).
+          const windowMs = 14_000;
           const settled = settle(
             pollUntil('the workload to run or fail', async () => {
               const x = await a.api.getAlloc(id);
               return x.clientStatus === 'running' || x.clientStatus === 'failed' ? x : undefined;
-            }, 20_000, 200),
+            }, windowMs, 200),
           );
-          const watch = await a.watchHealth(20_000, { until: settled });
+          const watch = await a.watchHealth(windowMs, { until: settled });
           expect(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
-          const { value: alloc, error } = await settled;
-          if (error) problems.push(error.message);
-          if (alloc?.clientStatus === 'failed') {
-            expect(!!a.explains(alloc, since, says(failureWords)), problems, `the alloc failed and no event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+          await settled;
+          // Running is fine; failed, or still waiting (a claim retried), must say why in its task events (alloc status).
+          const alloc = await a.api.getAlloc(id);
+          if (alloc.clientStatus !== 'running') {
+            expect(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `the alloc is ${alloc.clientStatus} and no task event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
           }
           await liftFault(a, c);
           await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
+          if (alloc.clientStatus === 'pending') {
+            // What waited goes on once the plugin is fine.
+            await pollUntil('the waiting workload to run or fail once the fault is lifted', async () => {
+              const x = await a.api.getAlloc(id);
+              return x.clientStatus === 'running' || x.clientStatus === 'failed' ? x : undefined;
+            }, 20_000).catch((err: Error) => problems.push(err.message));
+          }
           return;
         }
         const id = await a.runWorkload('0', 'vol-0');
@@ -421,7 +445,8 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
           const alloc = await a.api.getAlloc(id);
           expect(isAlive(pid) && alloc.clientStatus === 'running', problems, `the live workload was stopped while the plugin was faulty: ${alloc.clientStatus}; ${describeEvents(alloc)}`);
           expect(mountsUnder(hostPath).includes(hostPath), problems, 'the live mount was taken down while the plugin was faulty');
-          expect(!!a.explains(alloc, since, says(failureWords)), problems, `no event of the alloc says the plugin is faulty or away: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+          // "Marked plugin away with a task event": what a restore says must outlast the boot it happened in.
+          expect(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `no task event of the alloc says the plugin is faulty or away: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
           await liftFault(a, c);
           await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
           const back = await a.waitWorkloadsUp([id]).catch((err: Error) => (problems.push(`after the fault was lifted: ${err.message}`), undefined));
@@ -437,9 +462,15 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
         expect(!isAlive(pid), problems, 'the workload task still runs after its job was stopped');
         const unmounted = !mountsUnder(hostPath).includes(hostPath);
         if (!unmounted) {
-          // The unmount waits for the plugin: that must show.
+          // The unmount waits for the plugin: that must show, in an event or in `volume status`.
           const alloc = await a.api.getAlloc(id);
-          expect(!!a.explains(alloc, since, says(pendingWords)), problems, `the unmount is pending and no event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+          const volume = (await a.api.getVolume('vol-0')) as { mounts?: { allocId: string; pendingUnmount?: boolean; lastError?: string }[] };
+          const shown = volume.mounts?.find((m) => m.allocId === id && m.pendingUnmount);
+          expect(
+            !!a.explains(alloc, since, says(pendingWords)) || !!shown,
+            problems,
+            `the unmount is pending and neither an event nor volume status says so: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}; volume status mounts: ${JSON.stringify(volume.mounts ?? null)}`,
+          );
         }
         await liftFault(a, c);
         await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
@@ -470,6 +501,7 @@ export const pluginFaultScenarioCi = pluginFaultScenario(
 export const fullDiskScenario: Scenario = {
   name: 'storage: full data dir',
   rounds: { ci: 1, full: 5 },
+  labelOf: (i) => `tmpfs data dir filled (round ${i})`,
   round: (i) =>
     withAgent(
       `tmpfs data dir filled (round ${i})`,
@@ -557,6 +589,7 @@ function sha256(file: string): string {
 export const corruptStateScenario: Scenario = {
   name: 'storage: corrupt state file',
   rounds: { ci: CORRUPTIONS.length, full: 3 * CORRUPTIONS.length },
+  labelOf: (i) => `state.db ${CORRUPTIONS[i % CORRUPTIONS.length]!}`,
   round: (i) => {
     const kind = CORRUPTIONS[i % CORRUPTIONS.length]!;
     return withAgent(`state.db ${kind}`, { restoreLimitMs: PATIENT_RESTORE_MS }, async (a, problems) => {
@@ -621,13 +654,18 @@ export const corruptStateScenario: Scenario = {
  * workload stopped, no mount lost, every file intact; once the plugin
  * returns, job stop unmounts cleanly.
  */
+function awayLabel(i: number): string {
+  return `plugin away ${2 + (i % 4)} × plugin_wait_restore, 3 workloads`;
+}
+
 export const pluginAwayScenario: Scenario = {
   name: 'plugin away',
   rounds: { ci: 2, full: 20 },
+  labelOf: (i) => awayLabel(i),
   round: (i) => {
     const factor = 2 + (i % 4);
     const workloads = 3;
-    return withAgent(`plugin away ${factor} × plugin_wait_restore, ${workloads} workloads`, {}, async (a, problems) => {
+    return withAgent(awayLabel(i), {}, async (a, problems) => {
       await a.start();
       await a.runPlugin({ controllerPublish: i % 2 === 1 });
       const names = Array.from({ length: workloads }, (_, k) => String(k));

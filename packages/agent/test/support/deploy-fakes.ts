@@ -124,8 +124,12 @@ export class FakeAgent implements RolloutHost<FakeAlloc> {
   pluginInstances: PluginInfo[] = [];
   /** Set to make the next save throw it. */
   failSave: Error | undefined;
-  /** Every write, as the alloc names it held. */
+  /** Every write, as the alloc names it held (`name (stop)` for one saved as desired stop). */
   readonly writes: string[][] = [];
+  /** What the state holds: a copy of each alloc record as last written (what a next agent would restore). */
+  readonly records = new Map<string, Alloc>();
+  /** Registry entries per plugin name, newest first (pluginHealthy adds one). */
+  readonly registrations = new Map<string, { allocId: string; restored: boolean }[]>();
   private readonly emitter = new Emitter<AgentEvent>();
   readonly onEvent = this.emitter.event;
   private index = 0;
@@ -148,13 +152,30 @@ export class FakeAgent implements RolloutHost<FakeAlloc> {
     return new FakeAlloc(alloc, this);
   }
 
-  save(allocs: readonly FakeAlloc[]): void {
+  /** As AllocRunner.saveBeforeRun: nothing is written when `allocs` is empty. */
+  save(allocs: readonly FakeAlloc[], stopping: readonly FakeAlloc[] = []): void {
     const err = this.failSave;
     if (err) {
       this.failSave = undefined;
       throw err;
     }
-    this.writes.push(allocs.map((r) => r.alloc.name));
+    if (allocs.length === 0) return;
+    this.writes.push([...allocs.map((r) => r.alloc.name), ...stopping.map((r) => `${r.alloc.name} (stop)`)]);
+    for (const r of allocs) this.records.set(r.alloc.id, structuredClone(r.alloc));
+    for (const r of stopping) this.records.set(r.alloc.id, { ...structuredClone(r.alloc), desiredStatus: 'stop' });
+  }
+
+  pluginRegistrations(_type: string, name: string): readonly { allocId: string; restored: boolean }[] {
+    return this.registrations.get(name) ?? [];
+  }
+
+  /** As the agent: only a stopped alloc whose tasks are all dead goes. */
+  forget(r: FakeAlloc): boolean {
+    if (r.alloc.desiredStatus !== 'stop' || r.needsTeardown) return false;
+    this.allocs.delete(r.alloc.id);
+    this.records.delete(r.alloc.id);
+    this.timeline.push(`forget ${r.alloc.name} v${r.alloc.jobVersion ?? 0}`);
+    return true;
   }
 
   launch(r: FakeAlloc): void {
@@ -176,8 +197,14 @@ export class FakeAgent implements RolloutHost<FakeAlloc> {
     this.emitter.fire({ index: ++this.index, time: this.clock.now(), topic: 'Task', type, message: type, allocId });
   }
 
-  /** The plugin `name` of alloc `allocId` is registered and healthy (both sides of a monolith). */
+  /**
+   * The plugin `name` of alloc `allocId` is registered and healthy (both
+   * sides of a monolith): its registry entry becomes the newest, and — as
+   * the CSI manager serves one instance per plugin — its instance replaces
+   * any other alloc's.
+   */
   pluginHealthy(name: string, allocId: string): void {
+    this.registrations.set(name, [{ allocId, restored: false }, ...(this.registrations.get(name) ?? []).filter((e) => e.allocId !== allocId)]);
     this.pluginInstances = this.pluginInstances.filter((p) => p.name !== name);
     for (const type of ['csi-controller', 'csi-node']) {
       this.pluginInstances.push({ type, name, allocId, socketPath: '/s', version: '1', deployment: 'monolith', healthy: true, fingerprinted: true, description: 'healthy', updateTime: 0 } as PluginInfo);

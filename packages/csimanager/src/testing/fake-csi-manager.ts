@@ -22,7 +22,7 @@ import { controllerCapabilitiesFrom, nodeCapabilitiesFrom, pluginCapabilitiesFro
 import type { CSIManager, CSIPluginType, WaitForCSIPluginOptions } from '../csi-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '../errors';
 import type { NodeEvent } from '../node-event';
-import type { PluginHealthChange, PluginInfo, PluginReady } from '../plugin-info';
+import type { PluginHealthChange, PluginInfo, PluginReady, PluginRetired } from '../plugin-info';
 import type { VolumeManager } from '../volume-manager';
 import { FakeMountTable } from './fake-mount-table';
 import { FakeVolumeManager } from './fake-volume-manager';
@@ -119,10 +119,12 @@ export class FakeCSIManager implements CSIManager {
   private readonly health = new Emitter<PluginHealthChange>();
   private readonly nodeEvents = new Emitter<NodeEvent>();
   private readonly ready = new Emitter<PluginReady>();
+  private readonly retiredEvents = new Emitter<PluginRetired>();
   /** The instance last removed under each (type, name): what a new one replaces. */
   private readonly removed = new Map<string, PluginInfo>();
   readonly onDidChangeHealth = this.health.event;
   readonly onDidBecomeReady = this.ready.event;
+  readonly onDidRetireInstance = this.retiredEvents.event;
   readonly onNodeEvent = this.nodeEvents.event;
   private shut = false;
 
@@ -173,6 +175,13 @@ export class FakeCSIManager implements CSIManager {
     this.removed.set(key, before);
     if (type === NODE) this.managerOf(name).down = true;
     if (before.healthy) this.fireHealth({ ...before, healthy: false, description: 'stopped: plugin removed' }, true);
+  }
+
+  /** The alloc `allocId` (with `socketPath`) that the serving instance of (type, name) replaced goes away, as the manager tells it. */
+  retire(name: string, allocId: string, socketPath = `/fake/plugins/${allocId}/csi.sock`, type: CSIPluginType | string = NODE): void {
+    const info = this.infos.get(keyOf(type, name));
+    if (!info) return;
+    this.retiredEvents.fire({ info, retired: { allocId, socketPath }, time: this.clock.now() });
   }
 
   /** A healthy, fingerprinted plugin `name` of `type` comes up (see fakePluginInfo for the fields, `over` for changes). */
@@ -258,6 +267,7 @@ export class FakeCSIManager implements CSIManager {
     this.health.dispose();
     this.nodeEvents.dispose();
     this.ready.dispose();
+    this.retiredEvents.dispose();
   }
 
   private managerOf(name: string): FakeVolumeManager {

@@ -6,7 +6,7 @@
 // hard-mounted NFS server). describeMountTableContract holds it to
 // ProcMountTable over real bind mounts.
 import { FakeMountPoints, normalizeMountPath } from '@csiplug/csi/testing';
-import type { MountTable } from '../mount-table';
+import type { MountTable, StatOptions } from '../mount-table';
 
 export class FakeMountTable extends FakeMountPoints implements MountTable {
   /** How many times the table was asked (for tests of read sharing and retries). */
@@ -14,15 +14,44 @@ export class FakeMountTable extends FakeMountPoints implements MountTable {
   /** Every path stat'ed, in order. */
   readonly statted: string[] = [];
   private readonly statFaults = new Map<string, { code: string } | { hang: Promise<void> }>();
+  private readonly checkFaults = new Map<string, { code: string } | { hang: Promise<void> }>();
 
+  /** Answers from the marks, unless the test made the check of `target` fail or hang (failMountCheck, hangMountCheck). */
   async isMountPoint(target: string): Promise<boolean> {
     this.reads++;
+    const fault = this.checkFaults.get(normalizeMountPath(target));
+    if (fault && 'hang' in fault) await fault.hang;
+    else if (fault) throw Object.assign(new Error(`${fault.code}: checking whether '${target}' is a mount point failed (injected)`), { code: fault.code, path: target });
     return this.has(target);
   }
 
-  /** Answers, unless the test made `target`'s stat fail or hang. The fake has no filesystem: every path "exists". */
-  async stat(target: string): Promise<void> {
+  /** Every later isMountPoint(`p`) rejects with errno `code` (ENOTCONN of a realpath through a dead FUSE target, say), until cleared. */
+  failMountCheck(p: string, code: string): void {
+    this.checkFaults.set(normalizeMountPath(p), { code });
+  }
+
+  /** Every later isMountPoint(`p`) hangs until the returned function is called (then they answer). */
+  hangMountCheck(p: string): () => void {
+    let release!: () => void;
+    const hang = new Promise<void>((r) => (release = r));
+    const key = normalizeMountPath(p);
+    const fault = { hang };
+    this.checkFaults.set(key, fault);
+    return () => {
+      if (this.checkFaults.get(key) === fault) this.checkFaults.delete(key);
+      release();
+    };
+  }
+
+  /** isMountPoint(`p`) answers from the marks again. */
+  clearMountCheck(p: string): void {
+    this.checkFaults.delete(normalizeMountPath(p));
+  }
+
+  /** Answers, unless the test made `target`'s stat fail or hang. The fake has no filesystem: every path "exists". The probe starts at once. */
+  async stat(target: string, options: StatOptions = {}): Promise<void> {
     this.statted.push(target);
+    options.onStarted?.();
     const fault = this.statFaults.get(normalizeMountPath(target));
     if (!fault) return;
     if ('hang' in fault) return fault.hang;

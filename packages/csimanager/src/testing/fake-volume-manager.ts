@@ -11,10 +11,11 @@
 // With `volumeStats` on it answers NodeGetVolumeStats as a plugin with
 // VOLUME_CONDITION would: healthy, unless the test set a path's condition.
 import { ValidationError, abortReason, settleOnce } from '@csiplug/core';
+import { normalizeMountPath } from '@csiplug/csi/testing';
 import { PluginInstanceNotFoundError, VolumeOperationError } from '../errors';
 import type { MountTable } from '../mount-table';
 import { type UsageOptions, usageToFS } from '../usage';
-import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeManager, VolumeOperationOptions } from '../volume-manager';
+import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions } from '../volume-manager';
 import { volumePaths, type VolumePaths } from '../volume-paths';
 
 /** The four CSI node steps, by the name a call is recorded under. */
@@ -162,13 +163,15 @@ export class FakeVolumeManager implements VolumeManager {
     allocId: string,
     usage: UsageOptions,
     at: 'target' | 'staging',
-    options: VolumeOperationOptions = {},
+    options: VolumeConditionOptions = {},
   ): Promise<VolumeCondition | undefined> {
     this.assertUp();
     if (options.signal?.aborted) throw abortReason(options.signal);
     if (!this.volumeStats) return undefined;
-    this.conditionChecks.push(at === 'target' ? `${volume.id} ${allocId} target` : `${volume.id} staging`);
     const paths = this.paths(volume.id, allocId || '_', usage);
+    // As the real one: a path this plugin does not put the volume at is not asked about.
+    if (options.hostPath !== undefined && normalizeMountPath(options.hostPath) !== normalizeMountPath(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath)) return undefined;
+    this.conditionChecks.push(at === 'target' ? `${volume.id} ${allocId} target` : `${volume.id} staging`);
     const answer = this.conditions.get(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath);
     if (answer instanceof Error) throw answer;
     return answer ?? { abnormal: false, message: 'healthy', reported: true };

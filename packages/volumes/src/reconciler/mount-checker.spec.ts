@@ -7,7 +7,8 @@
 // and says so, in one event per finding.
 import { CSIError, GrpcStatus } from '@csiplug/csi';
 import { PLUGIN, PRERUN, RESTORE, TestNode, published, req, staged, stagingOf, targetOf, unpublished, unstaged } from '../../test/support/reconciler-node';
-import { MOUNT_STAT_LIMIT_MS } from './mount-checker';
+import { MountProbeHungError, MountProbeNotStartedError } from '@csiplug/csimanager';
+import { MOUNT_STAT_LIMIT_MS, PROBES_AT_ONCE, RETIRED_CHECK_GRACE_MS } from './mount-checker';
 
 let node: TestNode;
 afterEach(() => node?.dispose());
@@ -82,9 +83,10 @@ describe('a stale mount', () => {
     const publish = node.vm.hangNext('publish');
     await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
     await publish.reached;
-    // Unpublished and recorded so; the publish asked for again, recorded before it went out.
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true });
-    expect(node.record('a1')!.targetPath).toBeUndefined();
+    // Unpublished and recorded so; the publish asked for again, recorded before it went out. The intent and
+    // the target path stay recorded until the remount is reported (a next agent finishes it there).
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, remounting: 'remount', targetPath: targetOf('a1') });
+    expect(node.reconciler.mounted('a1')).toEqual([]);
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1']);
     expect(messageOf('stale', 'a1')).toBe(`volume "data" (vol1) at ${targetOf('a1')} is stale: ${targetOf('a1')} does not answer a stat (ENOTCONN); remounting it through plugin hostpath`);
     publish.release();
@@ -117,7 +119,7 @@ describe('a stale mount', () => {
     expect(node.mounted()).toEqual([targetOf('a1'), targetOf('a2'), stagingOf()].sort());
   });
 
-  test('... unless an alloc whose policy is "keep" uses the staging mount: it stays, the others are published again from it', async () => {
+  test('... unless an alloc whose policy is "keep" uses the staging mount: it stays, and its other users are reported stale, not "remounted" from it', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
     await node.reconciler.mount(req('a2', { onStaleMount: 'keep' }), PRERUN);
@@ -126,9 +128,12 @@ describe('a stale mount', () => {
       node.mounts.failStat(targetOf('a1'), 'EIO');
       node.mounts.failStat(stagingOf(), 'EIO');
     });
-    expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'stale a1', 'checked a2', 'remounted a1']);
-    expect(node.changes().slice(changes)).toEqual([unpublished('a1'), published('a1')]);
-    expect(node.logger.find('a staging mount is stale, but is kept for an alloc whose policy is "keep"; the others are published again from it', 'warn')).toHaveLength(1);
+    // Publishing a1 again from the still-stale staging mount would mend nothing: no step, and no "remounted".
+    expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'stale a1', 'stale a2']);
+    expect(messageOf('stale', 'a1')).toMatch(/not remounted: its staging mount .* is stale \(.*EIO.*\) and is kept for alloc a2 \(on_stale_mount = "keep"\), so it cannot be staged again/);
+    expect(messageOf('stale', 'a2')).toMatch(/its staging mount .* is stale: .*EIO.*; kept as it is \(on_stale_mount = "keep"\)/);
+    expect(node.changes().slice(changes)).toEqual([]);
+    expect(node.logger.find('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', 'warn')).toHaveLength(1);
   });
 
   test('policy "restart": remounted, and the event asks for the alloc\'s tasks to restart', async () => {
@@ -229,8 +234,7 @@ describe('a stale mount', () => {
     await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remount-failed a1']);
     expect(messageOf('remount-failed', 'a1')).toBe('volume "data" (vol1) is stale and could not be remounted: NodePublishVolume: device busy; trying again after a backoff and when plugin hostpath is next back');
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', published: true });
-    expect(node.record('a1')!.targetPath).toBeUndefined();
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', published: true, remounting: 'remount' });
     expect(node.reconciler.mounted('a1')).toEqual([]);
 
     node.mounts.clearStat(targetOf('a1'));
@@ -238,7 +242,282 @@ describe('a stale mount', () => {
     await node.settle();
     expect(kinds().slice(3)).toEqual(['stale a1', 'remounted a1']);
     expect(messageOf('stale', 'a1')).toMatch(/is stale: .*ENOTCONN/);
-    expect(node.checks.at(-2)!.message).toMatch(/is stale: it is not mounted \(an earlier remount did not finish\); remounting/);
+    expect(node.checks.at(-2)!.message).toMatch(/is stale: a remount of it was started and did not finish; remounting/);
     expect(node.record('a1')).toMatchObject({ published: true, targetPath: targetOf('a1') });
+    expect(node.record('a1')!.remounting).toBeUndefined();
+  });
+});
+
+describe('probes that cannot start or wait for a slot say nothing of the mount (the agent\'s own limits are not a stale mount)', () => {
+  const notStarted = (p: string) => new MountProbeNotStartedError(p, `could not stat ${p}: 4 probes in flight and 256 queued`);
+
+  test('a probe that could not start is not stale: the mount is kept, with a warning', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.mounts.stat = async (p: string) => {
+      throw notStarted(p);
+    };
+    const calls = node.calls();
+    await crashAndRecover();
+    expect(kinds()).toEqual(['plugin-back a1', 'checked a1']);
+    expect(node.calls()).toEqual(calls);
+    expect(node.logger.find('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', 'warn')).toHaveLength(1);
+  });
+
+  test('time spent queued for a probe slot does not count: the limit runs from the probe\'s start', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
+    let start!: () => void;
+    let answer!: () => void;
+    node.mounts.stat = (_p, options) =>
+      new Promise<void>((resolve) => {
+        start = () => options?.onStarted?.();
+        answer = resolve;
+      });
+    await crashAndRecover();
+    // Queued (not started) far past the limit: no finding.
+    await node.clock.advance(MOUNT_STAT_LIMIT_MS * 3);
+    await node.settle();
+    expect(kinds()).toEqual(['plugin-back a1']);
+    start();
+    await node.clock.advance(MOUNT_STAT_LIMIT_MS - 1);
+    answer();
+    await node.settle();
+    expect(kinds()).toEqual(['plugin-back a1', 'checked a1']);
+  });
+
+  test('a path whose probe hung stays stale while later probes cannot start, and is well once a probe answers', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
+    const real = node.mounts.stat.bind(node.mounts);
+    node.mounts.stat = async (p: string) => {
+      throw new MountProbeHungError(p, `${p} did not answer a stat within 5000 ms (the mount hangs)`);
+    };
+    await crashAndRecover();
+    expect(kinds()).toEqual(['plugin-back a1', 'stale a1']);
+    node.mounts.stat = async (p: string) => {
+      throw notStarted(p);
+    };
+    await crashAndRecover();
+    expect(kinds().slice(2)).toEqual(['plugin-back a1', 'stale a1']);
+    expect(node.checks.at(-1)!.message).toMatch(/an earlier stat of .* hung and no later one has answered/);
+    node.mounts.stat = real;
+    await crashAndRecover();
+    expect(kinds().slice(4)).toEqual(['plugin-back a1', 'checked a1']);
+  });
+
+  test(`at most ${PROBES_AT_ONCE} mounts are probed at once`, async () => {
+    node = new TestNode();
+    for (let i = 1; i <= PROBES_AT_ONCE + 3; i++) await node.reconciler.mount(req(`a${i}`), PRERUN);
+    let inFlight = 0;
+    let peak = 0;
+    const releases: (() => void)[] = [];
+    node.mounts.stat = () =>
+      new Promise<void>((resolve) => {
+        peak = Math.max(peak, ++inFlight);
+        releases.push(() => {
+          inFlight--;
+          resolve();
+        });
+      });
+    await crashAndRecover();
+    expect(peak).toBe(PROBES_AT_ONCE);
+    while (releases.length) {
+      releases.shift()!();
+      await node.settle();
+    }
+    expect(peak).toBe(PROBES_AT_ONCE);
+    expect(kinds().filter((k) => k.startsWith('checked'))).toHaveLength(PROBES_AT_ONCE + 3);
+  });
+});
+
+describe('a remount never passes off a stale staging mount as mended (M1)', () => {
+  test('a peer whose unpublish fails stays failed, and the stale staging mount is still staged again for the others', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    const changes = node.changes().length;
+    node.vm.failNext('unpublish', { error: new Error('device busy') });
+    await crashAndRecover(() => {
+      node.mounts.failStat(targetOf('a1'), 'ESTALE');
+      node.mounts.failStat(targetOf('a2'), 'ESTALE');
+      node.mounts.failStat(stagingOf(), 'ESTALE');
+    });
+    expect(kinds().slice(2)).toEqual(['stale a1', 'stale a2', 'remount-failed a1', 'remounted a2']);
+    // a2 is published again from a staging mount staged again, never from the stale one.
+    expect(node.changes().slice(changes)).toEqual([unpublished('a2'), unstaged(), staged(), published('a2')]);
+  });
+
+  test('another alloc that mounted the volume between the check and the remount comes down and up with the stale staging mount', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const release = node.mounts.hangStat(targetOf('a1'));
+    await crashAndRecover(() => node.mounts.failStat(stagingOf(), 'ESTALE'));
+    // a3 arrives while a1's stat hangs: its stage is skipped (the stale staging "is a mount"), it is published from it.
+    await node.reconciler.mount(req('a3'), PRERUN);
+    const changes = node.changes().length;
+    await node.clock.advance(MOUNT_STAT_LIMIT_MS);
+    await node.settle();
+    expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remounted a1', 'remounted a3']);
+    expect(messageOf('remounted', 'a3')).toMatch(/with the other users of its stale staging mount/);
+    expect(node.changes().slice(changes)).toEqual([unpublished('a1'), unpublished('a3'), unstaged(), staged(), published('a1'), published('a3')]);
+    release();
+  });
+});
+
+describe('an agent killed mid-remount leaves the next one the remount to finish (M2)', () => {
+  async function killDuringUnstage(policy: 'remount' | 'restart') {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1', { onStaleMount: policy }), PRERUN);
+    const unstage = node.vm.hangNext('unstage');
+    await crashAndRecover(() => {
+      node.mounts.failStat(targetOf('a1'), 'ESTALE');
+      node.mounts.failStat(stagingOf(), 'ESTALE');
+    });
+    await unstage.reached;
+    // kill -9 here: the intent was written before the first step.
+    expect(node.record('a1')).toMatchObject({ remounting: policy, published: false, staged: true, targetPath: targetOf('a1') });
+  }
+
+  test('restore keeps the alloc running (no plugin wait, no restore limit) and the checker unstages, stages and publishes again', async () => {
+    await killDuringUnstage('remount');
+    const agent = node.restart();
+    const calls = node.calls().length;
+    const waits = node.csi.waits.length;
+    const events = node.checks.length;
+    const info = await agent.mount(req('a1', { onStaleMount: 'remount' }), RESTORE);
+    expect(info).toMatchObject({ restored: true, targetPath: targetOf('a1') });
+    expect(node.csi.waits.length).toBe(waits);
+    await node.settle();
+    expect(node.calls().slice(calls)).toEqual(['unstage vol1', 'stage vol1', 'publish vol1 a1']);
+    expect(node.checks.slice(events).map((e) => `${e.kind} ${e.allocId}`)).toEqual(['stale a1', 'remounted a1']);
+    expect(node.checks.at(-2)!.message).toMatch(/a remount of it was started and did not finish/);
+    expect(node.record('a1')!.remounting).toBeUndefined();
+    expect(node.record('a1')).toMatchObject({ published: true, staged: true, targetPath: targetOf('a1') });
+  });
+
+  test('under "restart", the next agent still restarts the tasks once the remount is done', async () => {
+    await killDuringUnstage('restart');
+    const agent = node.restart();
+    await agent.mount(req('a1', { onStaleMount: 'restart' }), RESTORE);
+    await node.settle();
+    expect(node.checks.at(-1)).toMatchObject({ kind: 'remounted', allocId: 'a1', restartTasks: true });
+  });
+
+  test('with the plugin away, the restore keeps the alloc past the restore limit, and the remount is finished when the plugin is back', async () => {
+    await killDuringUnstage('remount');
+    node.csi.bringDown(PLUGIN);
+    const agent = node.restart();
+    const info = await agent.mount(req('a1'), RESTORE);
+    expect(info).toMatchObject({ restored: true, pluginAway: true });
+    await node.clock.advance(2 * node.timeouts.pluginWait('restore'));
+    await node.settle();
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', remounting: 'remount' });
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.checks.at(-1)).toMatchObject({ kind: 'remounted', allocId: 'a1' });
+    expect(node.record('a1')!.remounting).toBeUndefined();
+  });
+});
+
+describe('a plugin that bounces during a mount\'s steps has the mount looked at again (M3)', () => {
+  test('a remount whose publish straddles a second bounce is checked by the follow-up run', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    const publish = node.vm.hangNext('publish');
+    await crashAndRecover(() => node.mounts.failStat(targetOf('a2'), 'ENOTCONN'));
+    await publish.reached;
+    node.mounts.clearStat(targetOf('a2'));
+    // The plugin dies and comes back while the publish is under way (served by the dying process).
+    await crashAndRecover();
+    publish.release();
+    await node.settle();
+    const after = kinds().slice(kinds().indexOf('remounted a2') + 1);
+    expect(after).toContain('checked a2');
+  });
+});
+
+describe('a record with a value this agent does not know (L4)', () => {
+  test('an unknown on_stale_mount (from a newer agent) is read as "remount" with a warning; the record is kept, never dropped', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.store.put({ ...node.record('a1')!, onStaleMount: 'migrate' as never });
+    const agent = node.restart();
+    expect(node.logger.find('a volume mount record holds values this agent does not know (from a newer agent?); read with defaults', 'warn')[0]!.fields).toMatchObject({ alloc_id: 'a1', fields: 'onStaleMount "migrate" (read as "remount")' });
+    expect(agent.list('a1')).toHaveLength(1);
+    const info = await agent.mount(req('a1'), RESTORE);
+    expect(info).toMatchObject({ restored: true });
+    expect(node.claimer.claims).toHaveLength(1);
+    node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    await crashAndRecover();
+    expect(node.checks.at(-1)).toMatchObject({ kind: 'remounted', allocId: 'a1', policy: 'remount' });
+  });
+});
+
+describe('create-before-destroy: the replaced plugin alloc going away is when its mounts go stale (H3)', () => {
+  test('after the swap, the old alloc deregistering has every mount through the plugin checked again (after a short grace)', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.csi.bringUp(PLUGIN, 'csi-node', { allocId: 'plugin-v2', socketPath: '/fake/plugins/plugin-v2/csi.sock' });
+    await node.settle();
+    // Checked while the old process still serves: it answers.
+    expect(kinds()).toEqual(['plugin-back a1', 'checked a1']);
+    // The rollout stops the old alloc: its FUSE daemon dies with it.
+    node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    node.csi.retire(PLUGIN, 'alloc-hostpath');
+    await node.settle();
+    expect(kinds()).toEqual(['plugin-back a1', 'checked a1']);
+    await node.clock.advance(RETIRED_CHECK_GRACE_MS);
+    await node.settle();
+    expect(kinds()).toEqual(['plugin-back a1', 'checked a1', 'plugin-back a1', 'stale a1', 'remounted a1']);
+    expect(node.checks[2]!.message).toMatch(/^plugin hostpath: alloc alloc-hostpath, which alloc plugin-v2 replaced, went away/);
+  });
+});
+
+describe('the last check result of each live mount, for volume status (M4)', () => {
+  test('plugin-away while its plugin is gone, stale when found so (policy keep), remounting while a remount is not done, ok once it answers', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    const states = () => node.reconciler.mountChecks().map((c) => `${c.allocId} ${c.state}`);
+    expect(states()).toEqual(['a1 ok', 'a2 ok']);
+    node.csi.crash(PLUGIN);
+    expect(states()).toEqual(['a1 plugin-away', 'a2 plugin-away']);
+    node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    node.mounts.failStat(targetOf('a2'), 'ENOTCONN');
+    node.vm.failNext('publish', { error: new Error('device busy') });
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(states()).toEqual(['a1 stale', 'a2 remounting']);
+    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({ message: expect.stringMatching(/is stale: .*ENOTCONN/), time: node.clock.now() });
+    node.mounts.clearStat(targetOf('a1'));
+    node.mounts.clearStat(targetOf('a2'));
+    await node.clock.advance(node.timeouts.unmountBackoff(1));
+    await node.settle();
+    expect(states()).toEqual(['a1 stale', 'a2 ok']);
+    await crashAndRecover();
+    expect(states()).toEqual(['a1 ok', 'a2 ok']);
+  });
+});
+
+describe('a plugin upgrade that moved its mount dir (L7)', () => {
+  test('the condition is not asked at the new paths for a mount made at the old ones: a healthy mount is not called stale', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    // The mount was made under the old mount dir; the current registration puts volumes under ROOT.
+    const oldTarget = `/var/lib/csiplug/csi/node/old-dir/per-alloc/a1/vol1/rw-file-system-single-node-writer`;
+    node.mounts.mark(oldTarget);
+    node.store.put({ ...node.record('a1')!, targetPath: oldTarget });
+    const agent = node.restart();
+    node.vm.volumeStats = true;
+    // Asked at the new path, the plugin knows no volume there.
+    node.vm.conditions.set(targetOf('a1'), { abnormal: true, message: 'NodeGetVolumeStats: NOT_FOUND', reported: true });
+    const events = node.checks.length;
+    expect(await agent.mount(req('a1'), RESTORE)).toMatchObject({ restored: true, targetPath: oldTarget });
+    await node.settle();
+    await crashAndRecover();
+    expect(kinds().slice(events)).toEqual(['checked a1', 'plugin-back a1', 'checked a1']);
+    expect(node.calls().filter((c) => c.startsWith('publish') || c.startsWith('unpublish'))).toEqual(['publish vol1 a1']);
   });
 });

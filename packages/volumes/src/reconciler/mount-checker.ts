@@ -5,10 +5,13 @@
 // the workload keeps running on a dead path (nomad#27666, kubernetes#70013),
 // so every mount published through the plugin is looked at:
 //
-//   - the target answers a stat within MOUNT_STAT_LIMIT_MS (a stat of a dead
-//     network mount can hang: it is raced against a timer, and a path whose
-//     earlier stat never returned is not stat'ed again — each hung stat holds
-//     a thread of Node's pool);
+//   - the target answers a stat within MOUNT_STAT_LIMIT_MS of the probe's
+//     start (a stat of a dead network mount can hang: the table runs it in a
+//     child process killed at the limit, a few at once, so a hung mount never
+//     holds a thread of Node's pool; a probe that could not start says
+//     nothing and is not taken as stale; a path whose probe hung stays hung
+//     until a later probe answers, and one whose probe has not settled is
+//     not probed again); at most PROBES_AT_ONCE records are probed at once;
 //   - it is still a mount point;
 //   - when the plugin offers GET_VOLUME_STATS, NodeGetVolumeStats does not
 //     call it abnormal or NOT_FOUND (other errors are logged, not taken as
@@ -21,13 +24,19 @@
 // (the csi hook turns it into a task event) and a log line. A remount that
 // fails is tried again after a backoff and when the plugin is next back.
 import { Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
-import { isMountPointRetrying, type CSIManager, type MountTable, type PluginReady } from '@csiplug/csimanager';
+import { MountProbeHungError, MountProbeNotStartedError, isMountPointRetrying, type CSIManager, type MountTable, type PluginReady, type PluginRetired } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
-import { stagingKey, type StaleMountPolicy, type VolumeMountRecord } from './mount-record';
+import { remountIntentOf, stagingKey, stalePolicyOf, type StaleMountPolicy, type VolumeMountRecord } from './mount-record';
 import type { LiveMountEvent, LiveMountEventKind } from './reconciler-service';
 
 /** How long a target (or staging path) has to answer a stat before it counts as hung. */
 export const MOUNT_STAT_LIMIT_MS = 5_000;
+
+/** How long after a replaced plugin alloc went away its mounts are looked at again (its process may still be exiting). */
+export const RETIRED_CHECK_GRACE_MS = 2_000;
+
+/** Records probed at once by one check. */
+export const PROBES_AT_ONCE = 4;
 
 /** Errors of a stat that mean the mount is dead or gone. Others (an agent's own EMFILE, say) are logged, not taken as stale. */
 const STALE_STAT_CODES: ReadonlySet<string> = new Set(['ENOTCONN', 'ESTALE', 'EIO', 'ENOENT']);
@@ -39,18 +48,23 @@ export interface MountCheckHost {
   /**
    * Takes the mounts of `keys` (all of one volume) down and up again through
    * the plugin's current instance, under the volume's queue; the staging
-   * mounts named in `restage` (by stagingKey) are unstaged and staged again
-   * when no record outside `keys` uses them. Resolves with the keys mounted
+   * mounts named in `restage` (by stagingKey) are unstaged and staged again,
+   * every other record wanted mounted on them taken along (in `extra`).
+   * Resolves with the keys mounted
    * again and those that failed, with why; a key in neither was unmounted
    * meanwhile and is its unmount's business.
    */
   remount(volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome>;
+  /** A remount of `key` was reported: its persisted intent is cleared. */
+  remountReported(key: string): void;
   emit(event: LiveMountEvent): void;
 }
 
 export interface RemountOutcome {
   done: Set<string>;
   failed: Map<string, unknown>;
+  /** Records not in the keys asked for that were remounted with them (other users of a staging mount staged again), as they were before. */
+  extra?: Map<string, VolumeMountRecord>;
 }
 
 export interface MountCheckerDeps {
@@ -61,7 +75,9 @@ export interface MountCheckerDeps {
   log: Logger;
 }
 
-const policyOf = (r: VolumeMountRecord): StaleMountPolicy => r.onStaleMount ?? 'remount';
+const policyOf = (r: VolumeMountRecord): StaleMountPolicy => stalePolicyOf(r);
+/** Whether a remount of the record ends with its tasks restarted: its policy, or the intent a remount already under way recorded. */
+const restartsTasks = (r: VolumeMountRecord) => policyOf(r) === 'restart' || remountIntentOf(r) === 'restart';
 const label = (r: VolumeMountRecord) => `volume "${r.name}" (${r.volumeId})`;
 
 export class MountChecker implements Disposable {
@@ -73,8 +89,12 @@ export class MountChecker implements Disposable {
   private readonly again = new Map<string, string | undefined>();
   /** Paths whose stat has not returned yet. */
   private readonly hanging = new Set<string>();
+  /** Paths whose last probe that started did not answer in time: hung until a later probe answers. */
+  private readonly hung = new Set<string>();
   private readonly retries = new Map<string, { attempt: number; timer?: Disposable }>();
   private readonly stop = new AbortController();
+  /** Per plugin: the look after a replaced alloc went away, due soon. */
+  private readonly retiredTimers = new Map<string, Disposable>();
 
   constructor(
     private readonly deps: MountCheckerDeps,
@@ -90,14 +110,44 @@ export class MountChecker implements Disposable {
     void this.check(id, `plugin ${id} is back (${why})`);
   }
 
+  /**
+   * The alloc a serving plugin instance replaced went away after the swap
+   * (create-before-destroy): mounts its process served (FUSE, network) go
+   * stale now, so every attached mount through the plugin is looked at
+   * again, RETIRED_CHECK_GRACE_MS later (its process may still be exiting).
+   */
+  pluginRetired(e: PluginRetired): void {
+    const id = e.info.name;
+    this.retiredTimers.get(id)?.dispose();
+    this.retiredTimers.set(
+      id,
+      this.deps.clock.setTimeout(() => {
+        this.retiredTimers.delete(id);
+        if (this.stopped) return;
+        this.generation.set(id, this.gen(id) + 1);
+        void this.check(id, `plugin ${id}: alloc ${e.retired.allocId}, which alloc ${e.info.allocId} replaced, went away (what it served may be stale)`);
+      }, RETIRED_CHECK_GRACE_MS),
+    );
+  }
+
   /** A restored mount was kept: looked at now when its plugin serves (else when it is back). */
   restored(record: VolumeMountRecord): void {
     if (this.healthy(record.pluginId)) void this.check(record.pluginId);
   }
 
-  /** A mount made (or made again) in this run needs no look until its plugin next comes back. */
-  fresh(key: string, pluginId: string): void {
-    this.checkedAt.set(key, this.gen(pluginId));
+  /** How many times the plugin became ready: read at the start of a mount's steps, and handed to fresh() at their end. */
+  generationOf(pluginId: string): number {
+    return this.gen(pluginId);
+  }
+
+  /**
+   * A mount made (or made again) in this run, by steps that started at
+   * `generation`, needs no look until its plugin next comes back: a bounce
+   * during the steps is a newer generation, and the mount is looked at then.
+   * A newer stamp is never overwritten.
+   */
+  fresh(key: string, generation: number): void {
+    if ((this.checkedAt.get(key) ?? -1) < generation) this.checkedAt.set(key, generation);
   }
 
   /** The record is gone or being unmounted: nothing more to remember of it. */
@@ -109,6 +159,8 @@ export class MountChecker implements Disposable {
     this.stop.abort();
     for (const r of this.retries.values()) r.timer?.dispose();
     this.retries.clear();
+    for (const t of this.retiredTimers.values()) t.dispose();
+    this.retiredTimers.clear();
   }
 
   private get stopped(): boolean {
@@ -152,12 +204,16 @@ export class MountChecker implements Disposable {
     if (announce) for (const [, r] of records) this.report('plugin-back', r, `${announce}; checking ${label(r)} at ${r.targetPath ?? 'its target'}`);
 
     const problems = new Map<string, string>();
-    await Promise.all(
-      records.map(async ([key, r]) => {
+    // A few at a time: each is a stat process and, when the plugin offers it, a NodeGetVolumeStats call.
+    let next = 0;
+    const worker = async () => {
+      while (next < records.length && !this.stopped) {
+        const [key, r] = records[next++]!;
         const problem = await this.probeTarget(r);
         if (problem) problems.set(key, problem);
-      }),
-    );
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PROBES_AT_ONCE, records.length) }, worker));
     const byVolume = new Map<string, (readonly [string, VolumeMountRecord])[]>();
     for (const entry of records) byVolume.set(entry[1].volumeId, [...(byVolume.get(entry[1].volumeId) ?? []), entry]);
     const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems)));
@@ -170,6 +226,8 @@ export class MountChecker implements Disposable {
   private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>): Promise<boolean> {
     const toRemount = new Set<string>();
     const restage = new Set<string>();
+    /** Stale keys that cannot be remounted now, with why. */
+    const blocked = new Map<string, string>();
     const byStaging = new Map<string, (readonly [string, VolumeMountRecord])[]>();
     for (const entry of group) byStaging.set(stagingKey(entry[1]), [...(byStaging.get(stagingKey(entry[1])) ?? []), entry]);
     for (const [staging, users] of byStaging) {
@@ -179,7 +237,7 @@ export class MountChecker implements Disposable {
       // The targets are bind mounts of the staging mount: when it is stale too, every user of it comes down with it.
       const stagingProblem = first.staged && first.stagingPath ? await this.probeStaging(first) : undefined;
       if (stagingProblem) {
-        const keepers = users.filter(([, r]) => policyOf(r) === 'keep');
+        const keepers = users.filter(([, r]) => policyOf(r) === 'keep' && r.remounting === undefined);
         if (keepers.length === 0) {
           restage.add(staging);
           for (const [key] of users) {
@@ -187,10 +245,21 @@ export class MountChecker implements Disposable {
             toRemount.add(key);
           }
         } else {
-          this.deps.log.warn('a staging mount is stale, but is kept for an alloc whose policy is "keep"; the others are published again from it', { volume_id: volumeId, staging_path: first.stagingPath, problem: stagingProblem, kept_for: keepers.map(([, r]) => r.allocId) });
+          // Publishing again from a stale staging mount mends nothing: the others are reported stale, not remounted.
+          const keptFor = keepers.map(([, r]) => r.allocId);
+          this.deps.log.warn('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', { volume_id: volumeId, staging_path: first.stagingPath, problem: stagingProblem, kept_for: keptFor });
+          for (const [key, r] of users) {
+            if (policyOf(r) === 'keep') {
+              if (!problems.has(key)) problems.set(key, `its staging mount ${first.stagingPath} is stale: ${stagingProblem}`);
+              continue;
+            }
+            blocked.set(key, `its staging mount ${first.stagingPath} is stale (${stagingProblem}) and is kept for alloc ${keptFor.join(', ')} (on_stale_mount = "keep"), so it cannot be staged again`);
+            if (!problems.has(key)) problems.set(key, `its staging mount ${first.stagingPath} is stale: ${stagingProblem}`);
+          }
+          continue;
         }
       }
-      for (const [key, r] of stale) if (policyOf(r) !== 'keep') toRemount.add(key);
+      for (const [key, r] of stale) if (policyOf(r) !== 'keep' || r.remounting !== undefined) toRemount.add(key);
     }
     for (const [key, r] of group) {
       const problem = problems.get(key);
@@ -198,10 +267,13 @@ export class MountChecker implements Disposable {
         this.report('checked', r, `${label(r)} at ${r.targetPath} answers; kept as it is`);
         continue;
       }
+      const why = blocked.get(key);
       const action =
-        policyOf(r) === 'keep'
-          ? 'kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted'
-          : `remounting it through plugin ${r.pluginId}${policyOf(r) === 'restart' ? ", then restarting the alloc's tasks" : ''}`;
+        why !== undefined
+          ? `not remounted: ${why}; its tasks see a broken path until the alloc is restarted`
+          : !toRemount.has(key)
+            ? 'kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted'
+            : `remounting it through plugin ${r.pluginId}${restartsTasks(r) ? ", then restarting the alloc's tasks" : ''}`;
       this.deps.log.warn('a live volume mount is stale', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, problem, policy: policyOf(r) });
       this.report('stale', r, `${label(r)} at ${r.targetPath ?? 'its target'} is stale: ${problem}; ${action}`);
     }
@@ -215,14 +287,19 @@ export class MountChecker implements Disposable {
       outcome = { done: new Set(), failed: new Map(keys.map((k) => [k, err])) };
     }
     const { done, failed } = outcome;
-    for (const [key, r] of group) {
+    for (const [key, r] of [...group, ...(outcome.extra ?? new Map<string, VolumeMountRecord>())]) {
       if (done.has(key)) {
         // A stat still hung on the old mount says nothing of the new one.
-        if (r.targetPath) this.hanging.delete(r.targetPath);
-        if (r.stagingPath && restage.has(stagingKey(r))) this.hanging.delete(r.stagingPath);
+        for (const p of [r.targetPath, r.stagingPath && restage.has(stagingKey(r)) ? r.stagingPath : undefined]) {
+          if (p === undefined) continue;
+          this.hanging.delete(p);
+          this.hung.delete(p);
+        }
         this.deps.log.info('a stale volume mount was remounted', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath });
-        const restart = policyOf(r) === 'restart';
-        this.report('remounted', r, `${label(r)} staged and published again at ${r.targetPath} through plugin ${r.pluginId}${restart ? "; restarting the alloc's tasks so they see it" : ''}`, restart);
+        const restart = restartsTasks(r);
+        const along = outcome.extra?.has(key) ? ` (with the other users of its stale staging mount ${r.stagingPath ?? ''})` : '';
+        this.report('remounted', r, `${label(r)} staged and published again at ${r.targetPath} through plugin ${r.pluginId}${along}${restart ? "; restarting the alloc's tasks so they see it" : ''}`, restart);
+        this.host.remountReported(key);
       } else if (failed.has(key)) {
         const err = failed.get(key);
         // Looked at again on the retry, whatever generation the plugin is at.
@@ -236,6 +313,7 @@ export class MountChecker implements Disposable {
 
   /** Why the record's target is stale, or undefined when it answers. */
   private async probeTarget(r: VolumeMountRecord): Promise<string | undefined> {
+    if (r.remounting !== undefined) return 'a remount of it was started and did not finish';
     if (!r.published || r.targetPath === undefined) return 'it is not mounted (an earlier remount did not finish)';
     return (await this.probePath(r.targetPath, r)) ?? (await this.probeCondition(r, 'target'));
   }
@@ -261,27 +339,57 @@ export class MountChecker implements Disposable {
     }
   }
 
-  private statWithin(p: string, r: VolumeMountRecord): Promise<string | undefined> {
-    if (this.hanging.has(p)) return Promise.resolve(`a stat of ${p} from an earlier check has not returned (the mount hangs)`);
+  /**
+   * A stat of `p` within MOUNT_STAT_LIMIT_MS of its start (the table runs it
+   * in a child process, at most a few at once; time spent queued for a slot
+   * is not counted). A path whose earlier probe hung stays hung until a
+   * later probe answers; one whose earlier probe has not settled is not
+   * probed again. A probe that could not start says nothing: not stale.
+   */
+  private async statWithin(p: string, r: VolumeMountRecord): Promise<string | undefined> {
+    if (this.hanging.has(p)) return `a stat of ${p} from an earlier check has not returned (the mount hangs)`;
     this.hanging.add(p);
-    const stat = this.deps.mountTable.stat(p).then(
-      () => {
-        this.hanging.delete(p);
-        return undefined;
-      },
-      (err: unknown) => {
-        this.hanging.delete(p);
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== undefined && STALE_STAT_CODES.has(code)) return `${p} does not answer a stat (${code})`;
-        this.deps.log.warn('could not stat a live mount for a reason that does not say it is dead; not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
-        return undefined;
-      },
-    );
     let timer: Disposable | undefined;
-    const limit = new Promise<string>((resolve) => {
-      timer = this.deps.clock.setTimeout(() => resolve(`${p} did not answer a stat within ${formatDuration(MOUNT_STAT_LIMIT_MS)} (the mount hangs)`), MOUNT_STAT_LIMIT_MS);
-    });
-    return Promise.race([stat, limit]).finally(() => timer?.dispose());
+    let hungAnswer!: (v: string) => void;
+    const limit = new Promise<string>((resolve) => (hungAnswer = resolve));
+    const hungMessage = `${p} did not answer a stat within ${formatDuration(MOUNT_STAT_LIMIT_MS)} (the mount hangs)`;
+    const stat = this.deps.mountTable
+      .stat(p, {
+        limitMs: MOUNT_STAT_LIMIT_MS,
+        onStarted: () => {
+          if (!timer) timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), MOUNT_STAT_LIMIT_MS);
+        },
+      })
+      .then(
+        () => {
+          this.hanging.delete(p);
+          this.hung.delete(p);
+          return undefined;
+        },
+        (err: unknown) => {
+          this.hanging.delete(p);
+          if (err instanceof MountProbeNotStartedError) {
+            this.deps.log.warn('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+            return this.hung.has(p) ? `an earlier stat of ${p} hung and no later one has answered` : undefined;
+          }
+          if (err instanceof MountProbeHungError) {
+            this.hung.add(p);
+            return err.message;
+          }
+          this.hung.delete(p);
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code !== undefined && STALE_STAT_CODES.has(code)) return `${p} does not answer a stat (${code})`;
+          this.deps.log.warn('could not stat a live mount for a reason that does not say it is dead; not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+          return undefined;
+        },
+      );
+    try {
+      const answer = await Promise.race([stat, limit]);
+      if (answer === hungMessage) this.hung.add(p);
+      return answer;
+    } finally {
+      timer?.dispose();
+    }
   }
 
   /** What NodeGetVolumeStats says, when the plugin offers it: a problem, or undefined. */
@@ -289,7 +397,7 @@ export class MountChecker implements Disposable {
     const where = at === 'target' ? r.targetPath : r.stagingPath;
     try {
       const vm = this.deps.csi.volumeManager(r.pluginId);
-      const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, at === 'target' ? r.allocId : '', r.usage, at, { signal: this.stop.signal });
+      const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, at === 'target' ? r.allocId : '', r.usage, at, { signal: this.stop.signal, ...(where !== undefined ? { hostPath: where } : {}) });
       if (condition?.abnormal) return `plugin ${r.pluginId} reports the volume abnormal at ${where}${condition.message ? `: ${condition.message}` : ''}`;
     } catch (err) {
       if (!this.stopped) this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });

@@ -21,6 +21,35 @@ export type DesiredMountState = 'mounted' | 'unmounted';
 export type StaleMountPolicy = 'remount' | 'restart' | 'keep';
 export const STALE_MOUNT_POLICIES: readonly StaleMountPolicy[] = ['remount', 'restart', 'keep'];
 
+/** A remount of a stale mount under way: `restart` when the alloc's tasks are to be restarted once it is done. */
+export type RemountIntent = 'remount' | 'restart';
+export const REMOUNT_INTENTS: readonly RemountIntent[] = ['remount', 'restart'];
+
+/**
+ * The record's stale-mount policy as this agent reads it: absent is
+ * `remount`, and so is a value it does not know (written by a newer agent) —
+ * never a reason to drop the record (start() logs a warning for it).
+ */
+export function stalePolicyOf(record: Pick<VolumeMountRecord, 'onStaleMount'>): StaleMountPolicy {
+  const p = record.onStaleMount;
+  return p !== undefined && STALE_MOUNT_POLICIES.includes(p) ? p : 'remount';
+}
+
+/** The record's remount intent as this agent reads it: a value it does not know is `remount`. */
+export function remountIntentOf(record: Pick<VolumeMountRecord, 'remounting'>): RemountIntent | undefined {
+  const r = record.remounting;
+  if (r === undefined) return undefined;
+  return REMOUNT_INTENTS.includes(r) ? r : 'remount';
+}
+
+/** Optional fields holding a value this agent does not know (read as a default, see stalePolicyOf), for a warning. */
+export function unknownFieldValues(record: VolumeMountRecord): string[] {
+  const found: string[] = [];
+  if (record.onStaleMount !== undefined && !STALE_MOUNT_POLICIES.includes(record.onStaleMount)) found.push(`onStaleMount "${String(record.onStaleMount)}" (read as "remount")`);
+  if (record.remounting !== undefined && !REMOUNT_INTENTS.includes(record.remounting)) found.push(`remounting "${String(record.remounting)}" (read as "remount")`);
+  return found;
+}
+
 export interface VolumeMountRecord {
   allocId: string;
   /** The group's name for the volume (`volume "name" {}`), unique per alloc. */
@@ -43,8 +72,15 @@ export interface VolumeMountRecord {
   /** Host paths, once published. */
   targetPath?: string;
   stagingPath?: string;
-  /** What to do when the live mount is found stale; absent (records of older agents too) means `remount`. */
+  /** What to do when the live mount is found stale; absent (records of older agents too) means `remount`, and so does a value this agent does not know. */
   onStaleMount?: StaleMountPolicy;
+  /**
+   * A remount of this stale mount was started (written before its first
+   * step) and not yet reported done: a next agent keeps the alloc running
+   * (no restore limit), finishes it when the plugin serves, and restarts the
+   * tasks under `restart`. Cleared once the remount is reported.
+   */
+  remounting?: RemountIntent;
   /** Failed attempts since `desired` last changed. */
   attempts: number;
   lastError?: string;
@@ -87,7 +123,9 @@ export function isVolumeMountRecord(v: unknown): v is VolumeMountRecord {
     typeof v.published === 'boolean' &&
     typeof v.attempts === 'number' &&
     typeof v.since === 'number' &&
-    (v.onStaleMount === undefined || STALE_MOUNT_POLICIES.includes(v.onStaleMount as StaleMountPolicy)) &&
+    // Optional fields of newer agents: any string is read (an unknown value as the default), never a reason to drop the record.
+    (v.onStaleMount === undefined || typeof v.onStaleMount === 'string') &&
+    (v.remounting === undefined || typeof v.remounting === 'string') &&
     isObject(usage) &&
     typeof usage.readOnly === 'boolean' &&
     typeof usage.attachmentMode === 'string' &&

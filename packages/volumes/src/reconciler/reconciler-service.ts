@@ -95,6 +95,25 @@ export interface LiveMountEvent {
   readonly time: number;
 }
 
+/**
+ * A live mount's state as `volume status` shows it: `plugin-away` (kept
+ * without its plugin; not checked since), `ok` (its last check found it
+ * answering, or it was mounted in this run), `stale` (found stale, kept by
+ * policy or not remountable now), `remounting` (a remount started and not
+ * done: under way, failed and retried, or left by the last agent).
+ */
+export interface MountCheckView {
+  readonly allocId: string;
+  readonly name: string;
+  readonly volumeId: string;
+  readonly pluginId: string;
+  readonly state: 'plugin-away' | 'ok' | 'stale' | 'remounting';
+  /** The last finding's sentence (absent when nothing was checked in this run). */
+  readonly message?: string;
+  /** When the last finding was made (ms since the epoch), if any. */
+  readonly time?: number;
+}
+
 export interface VolumeReconcilerService extends Disposable {
   /** Reads the records back and resumes every unmount left to do. Idempotent. */
   start(): void;
@@ -112,6 +131,8 @@ export interface VolumeReconcilerService extends Disposable {
   list(allocId?: string): VolumeMountRecord[];
   /** Unmounts not done yet. */
   pendingUnmounts(): VolumeMountRecord[];
+  /** The live mounts (desired mounted and published, or mid-remount) with their last check result, for `volume status`. */
+  mountChecks(allocId?: string): MountCheckView[];
   /** A live mount was checked after its node plugin came back (or after an agent restart), and what came of it. Every stale one is reported. */
   readonly onDidCheckMount: Event<LiveMountEvent>;
 }

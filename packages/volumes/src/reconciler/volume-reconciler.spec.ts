@@ -690,6 +690,28 @@ describe('plugin away', () => {
     expect(agent.mounted('a1')[0]!.pluginAway).toBe(false);
   });
 
+  test('restore: a target whose mount check errors (ENOTCONN of a dead FUSE mount) is kept as mounted, maybe stale — never a failed restore — and checked when the plugin is back', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls();
+    node.csi.bringDown(PLUGIN);
+    const agent = node.restart();
+    node.mounts.failMountCheck(targetOf('a1'), 'ENOTCONN');
+    node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    const info = await agent.mount(req('a1'), RESTORE);
+    expect(info).toMatchObject({ restored: true, pluginAway: true, targetPath: targetOf('a1') });
+    expect(node.logger.find('could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves', 'warn')).toHaveLength(1);
+    await node.clock.advance(2 * node.timeouts.pluginWait('restore'));
+    await node.settle();
+    expect(node.calls()).toEqual(calls);
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', published: true });
+
+    node.mounts.clearMountCheck(targetOf('a1'));
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.checks.map((e) => `${e.kind} ${e.allocId}`)).toEqual(['plugin-back a1', 'stale a1', 'remounted a1']);
+  });
+
   test('restore: a mount that is gone waits for the plugin (the restore limit), then fails as a VolumeMountError with nothing half-mounted', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
@@ -1316,3 +1338,39 @@ describe('review fixes', () => {
     expect(node.claimer.releases.sort()).toEqual(['vol1 a1', 'vol1 a2']);
   });
 });
+
+describe('limits and dispose (L1, L2)', () => {
+  test('the first plugin wait of a mount is held to the phase deadline overall: time spent looking the volume up counts', async () => {
+    node = new TestNode({ pluginUp: false });
+    const lookup = node.claimer.lookup.bind(node.claimer);
+    node.claimer.lookup = async (id: string) => {
+      await node.clock.sleep(50_000);
+      return lookup(id);
+    };
+    const limit = node.timeouts.pluginWait('prerun');
+    const r = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.clock.advance(50_000);
+    await node.settle();
+    await node.clock.advance(limit - 50_000);
+    await node.settle();
+    expect(r.settled).toBe(true);
+    expect(r.error).toBeInstanceOf(VolumeMountError);
+  });
+
+  test('dispose() ends an unmount\'s wait for its plugin: no CSI step after the reconciler is disposed', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.csi.crash(PLUGIN);
+    const u = track(node.reconciler.unmount('a1'));
+    await node.settle();
+    const calls = node.calls();
+    node.reconciler.dispose();
+    await node.settle();
+    expect(u.settled).toBe(true);
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.calls()).toEqual(calls);
+    expect(node.record('a1')).toMatchObject({ desired: 'unmounted', published: true });
+  });
+});
+

@@ -66,10 +66,11 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog
 import { IVolumeClaimer } from '../catalog/tokens';
 import { ReconcilerStoppedError, VolumeMountError } from './errors';
 import { MountChecker, type RemountOutcome } from './mount-checker';
-import { holdsAnything, mountKey, stagingKey, type VolumeMountRecord } from './mount-record';
+import { holdsAnything, mountKey, stagingKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
 import type { MountStore } from './mount-store';
 import type {
   LiveMountEvent,
+  MountCheckView,
   MountedVolumeInfo,
   MountOptions,
   UnmountOptions,
@@ -99,8 +100,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private readonly checkEmitter: Emitter<LiveMountEvent>;
   readonly onDidCheckMount: Event<LiveMountEvent>;
   private readonly checker: MountChecker;
+  /** The last live-mount finding per record key, in this run (for mountChecks). */
+  private readonly lastChecks = new Map<string, LiveMountEvent>();
   private started = false;
   private stopped = false;
+  /** Aborted by dispose(): ends the waits this reconciler makes on its own (an unmount's wait for its plugin). */
+  private readonly stopping = new AbortController();
 
   constructor(
     @inject(ICSIManager) private readonly csi: CSIManager,
@@ -120,7 +125,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
         attached: (pluginId) =>
           [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k)).map(([k, r]) => [k, structuredClone(r)] as const),
         remount: (volumeId, keys, restage) => this.remount(volumeId, keys, restage),
-        emit: (event) => this.checkEmitter.fire(event),
+        remountReported: (key) => this.remountReported(key),
+        emit: (event) => {
+          this.lastChecks.set(mountKey(event.allocId, event.name), event);
+          this.checkEmitter.fire(event);
+        },
       },
     );
   }
@@ -138,12 +147,22 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.started = true;
     const { records, failures } = this.store.list();
     for (const f of failures) this.log.error('a volume mount record could not be read; it is left in the state untouched', { key: f.key, error: f.error });
-    for (const r of records) this.records.set(mountKey(r.allocId, r.name), r);
+    for (const r of records) {
+      this.records.set(mountKey(r.allocId, r.name), r);
+      const unknown = unknownFieldValues(r);
+      if (unknown.length) this.log.warn('a volume mount record holds values this agent does not know (from a newer agent?); read with defaults', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, fields: unknown.join(', ') });
+    }
     this.subscriptions.add(
       this.csi.onDidBecomeReady((ready) => {
         if (ready.info.type !== PluginTypeCSINode) return;
         for (const volumeId of this.volumesToUnmount(ready.info.name)) this.scheduleRetry(volumeId, 0);
         this.checker.pluginReady(ready);
+      }),
+    );
+    this.subscriptions.add(
+      // Create-before-destroy: the old alloc going away after the swap is when what it served goes stale.
+      this.csi.onDidRetireInstance((retired) => {
+        if (retired.info.type === PluginTypeCSINode) this.checker.pluginRetired(retired);
       }),
     );
     const toUnmount = this.volumesToUnmount();
@@ -155,6 +174,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /** Stops retrying and checking; the records stay in the store for the next start. */
   dispose(): void {
     this.stopped = true;
+    this.stopping.abort(new ReconcilerStoppedError());
     this.subscriptions.dispose();
     this.checker.dispose();
     this.checkEmitter.dispose();
@@ -174,10 +194,23 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return this.list().filter((r) => r.desired === 'unmounted');
   }
 
+  /** The live mounts with their last check result (see MountCheckView). */
+  mountChecks(allocId?: string): MountCheckView[] {
+    return this.list(allocId)
+      .filter((r) => r.desired === 'mounted' && (r.published || r.remounting !== undefined) && r.targetPath !== undefined)
+      .map((r) => {
+        const last = this.lastChecks.get(mountKey(r.allocId, r.name));
+        const state: MountCheckView['state'] =
+          r.remounting !== undefined ? 'remounting' : last?.kind === 'stale' ? 'stale' : this.pluginAway(r.pluginId) ? 'plugin-away' : 'ok';
+        return { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, state, ...(last ? { message: last.message, time: last.time } : {}) };
+      });
+  }
+
   /** The volumes an alloc has mounted, by the group's volume name. */
   mounted(allocId: string): MountedVolumeInfo[] {
     return this.list(allocId)
-      .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined)
+      // A record mid-remount (its intent written) is not mounted until the remount is done, whatever its flags say.
+      .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined && r.remounting === undefined)
       .map((r) => this.info(r, false, this.pluginAway(r.pluginId)));
   }
 
@@ -216,11 +249,14 @@ export class VolumeReconciler implements VolumeReconcilerService {
       const record = await this.want(key, request);
       pluginId = record.pluginId;
       if (wantedBefore) {
+        // A remount the last agent started: the alloc keeps running, the checker finishes it when the plugin serves (never the restore limit).
+        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key)) return this.keepRemounting(key);
         // The mount table says whether the mount is live; no plugin is needed to see that.
         const live = await this.stillMounted(key, signal, 'waiting for its plugin to mount it again');
         if (live) return live;
       }
-      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal });
+      // Held to the phase's deadline overall: time spent looking the volume up or reading the mount table counts.
+      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
       return await this.bringUpWithClaimRetry(key, signal, phase, deadline);
     } catch (err) {
       const cause = signal?.aborted ? abortReason(signal) : err;
@@ -349,7 +385,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const left = deadline - this.clock.now();
     if (left <= 0) throw err;
     this.log.warn('the node plugin went away during the mount; waiting for it to be healthy, then asking again', { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId, retry, left_ms: left, error: errorMessage(err) });
-    if (!this.pluginAway(record.pluginId)) await this.clock.sleep(Math.min(left, this.timeouts.unmountBackoff(retry)), signal);
+    if (!this.pluginAway(record.pluginId)) {
+      await this.clock.sleep(Math.min(left, this.timeouts.unmountBackoff(retry)), signal);
+      // No step attempt past the deadline, however healthy the plugin looks now.
+      if (deadline - this.clock.now() <= 0) throw err;
+    }
     await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
   }
 
@@ -367,12 +407,22 @@ export class VolumeReconciler implements VolumeReconcilerService {
     if (!record.published || record.targetPath === undefined || this.downs.has(key)) return undefined;
     if (this.verified.has(key)) return this.info(record, false);
     const target = record.targetPath;
-    const live = await isMountPointRetrying(this.mountTable, target, {
-      clock: this.clock,
-      signal,
-      onFault: (err, attempt, delayMs) =>
-        this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
-    });
+    let live: boolean;
+    try {
+      // The table never enters the target (its parent is resolved, the name looked up in mountinfo).
+      live = await isMountPointRetrying(this.mountTable, target, {
+        clock: this.clock,
+        signal,
+        onFault: (err, attempt, delayMs) =>
+          this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
+      });
+    } catch (err) {
+      if (signal?.aborted || this.stopped) throw err;
+      // A target that errors (ENOTCONN, ESTALE, EIO of a mount whose plugin died) is mounted, maybe stale:
+      // kept under its running tasks and left to the checker, never a failed restore.
+      this.log.warn('could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, error: errorMessage(err) });
+      live = true;
+    }
     if (!live) {
       this.log.warn(`volume mount gone after restore; ${whenGone}`, { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, plugin_id: record.pluginId });
       return undefined;
@@ -383,6 +433,16 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const now = this.wanted(key);
     this.checker.restored(now);
     return this.info(now, true, away);
+  }
+
+  /** A restored record with a remount under way: kept as it is, and finished by the checker when its plugin serves. */
+  private keepRemounting(key: string): MountedVolumeInfo {
+    const record = this.wanted(key);
+    this.verified.add(key);
+    const away = this.pluginAway(record.pluginId);
+    this.log.warn('a remount of a stale volume mount did not finish before the last agent stopped; the alloc keeps running and the remount is finished when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target: record.targetPath, remounting: record.remounting, plugin_away: away });
+    this.checker.restored(record);
+    return this.info(record, true, away);
   }
 
   /** The claim step. The catalog grants the same claim again as it stands (a retried mount, a mount gone after a restart). */
@@ -404,6 +464,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private async nodeSteps(key: string, signal: AbortSignal | undefined): Promise<MountedVolumeInfo> {
     if (this.stopped) throw new ReconcilerStoppedError();
     let record = this.wanted(key);
+    // Read before the first call: a plugin that bounces during the steps is a newer generation, and the mount is looked at again then.
+    const generation = this.checker.generationOf(record.pluginId);
     const volume = ref(record, this.volumes.get(key));
     const vm = this.csi.volumeManager(record.pluginId);
     const publishContext = record.publishContext ?? {};
@@ -423,7 +485,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     record = this.update(key, { targetPath: info.targetPath, stagingPath: info.stagingPath, attempts: 0, lastError: undefined });
     crashPoint('reconciler.publish.after-record');
     this.verified.add(key);
-    this.checker.fresh(key, record.pluginId);
+    this.checker.fresh(key, generation);
     return this.info(this.wanted(key), false);
   }
 
@@ -508,10 +570,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const fields = { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId };
     this.log.info('the node plugin is not healthy; the unmount waits for it (postrun limit)', { ...fields, limit_ms: limit });
     try {
-      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', { signal });
+      // Ended by the caller's signal, and by this reconciler's dispose(): no CSI step after it is disposed.
+      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', { signal: signal ? AbortSignal.any([signal, this.stopping.signal]) : this.stopping.signal });
       return { waitedMs: this.clock.now() - started, healthy: true };
     } catch (err) {
-      if (signal?.aborted || err instanceof ShutdownError) throw err;
+      if (signal?.aborted || this.stopped || err instanceof ShutdownError) throw err;
       this.log.warn(`the node plugin was not healthy within ${formatDuration(limit)} (the postrun limit); unmounting anyway, retried in the background if it fails`, { ...fields, error: errorMessage(err) });
       return { waitedMs: this.clock.now() - started, healthy: false };
     }
@@ -609,34 +672,77 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /**
    * Takes the stale mounts of `keys` (one volume) down and up again through
    * the plugin's current instance, under the volume's queue, each record
-   * written step by step as a mount and an unmount write it: unpublish each;
-   * unstage the staging mounts named in `restage` when no record outside
-   * `keys` is staged on them; then stage (skipped for a staging mount still
-   * there) and publish each again at the same target. A record unmounted
-   * meanwhile is left to its unmount. Resolves with the keys mounted again
-   * and those that failed, with why.
+   * written step by step as a mount and an unmount write it. First the
+   * intent (`remounting`) is written to each record, so an agent killed
+   * mid-way leaves the next one a remount to finish. Then: unpublish each;
+   * unstage each staging mount named in `restage` — every other record
+   * wanted mounted on it comes down and up with it (its target is a bind
+   * mount of the stale staging mount), and one whose unmount holds it
+   * (under way or pending) keeps it: the keys on it are then left as they
+   * are and reported failed, to be tried again; then stage and publish each
+   * again at the same target. A record unmounted meanwhile is left to its
+   * unmount. Resolves with the keys mounted again and those that failed
+   * (with why), and the records taken along that were not in `keys`. The
+   * intent stays on a key mounted again until the checker has reported it
+   * (remountReported), so a kill before the report still restarts the
+   * tasks under `restart`.
    */
   private async remount(volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome> {
     const failed = new Map<string, unknown>();
     const done = new Set<string>();
-    // The volume's secrets and context, handed to stage and publish as on a first mount (a restored record has none in memory).
-    for (const key of keys) {
-      if (this.volumes.has(key)) continue;
+    const extra = new Map<string, VolumeMountRecord>();
+    const lookUp = async (key: string) => {
+      // The volume's secrets and context, handed to stage and publish as on a first mount (a restored record has none in memory).
+      if (this.volumes.has(key)) return;
       try {
         this.volumes.set(key, await this.claimer.lookup(volumeId));
       } catch (err) {
         failed.set(key, err);
       }
-    }
+    };
+    for (const key of keys) await lookUp(key);
     return this.queue.run(volumeId, async () => {
       if (this.stopped) throw new ReconcilerStoppedError();
-      const live = () => keys.filter((k) => !failed.has(k) && this.records.get(k)?.desired === 'mounted' && !this.downs.has(k));
+      const inPlay = new Set(keys);
+      const held = new Map<string, string>();
+      for (const staging of restage) {
+        for (const [k, r] of this.records) {
+          if (inPlay.has(k) || !r.staged || stagingKey(r) !== staging) continue;
+          if (r.desired === 'mounted' && !this.downs.has(k)) {
+            inPlay.add(k);
+            extra.set(k, structuredClone(r));
+          } else {
+            held.set(staging, `the unmount of alloc ${r.allocId} still holds it`);
+          }
+        }
+      }
+      for (const key of extra.keys()) await lookUp(key);
+      for (const key of inPlay) {
+        const r = this.records.get(key);
+        const reason = r && held.get(stagingKey(r));
+        if (r && reason !== undefined && restage.has(stagingKey(r))) failed.set(key, new Error(`its staging mount ${r.stagingPath ?? ''} is stale and cannot be staged again now: ${reason}; tried again after a backoff`));
+      }
+      const live = () => [...inPlay].filter((k) => !failed.has(k) && this.records.get(k)?.desired === 'mounted' && !this.downs.has(k));
+      // The intent first: a next agent finishes what this one starts.
+      for (const key of live()) {
+        const r = this.records.get(key)!;
+        const intent = r.remounting === 'restart' || stalePolicyOf(r) === 'restart' ? 'restart' : 'remount';
+        try {
+          if (r.remounting !== intent) this.update(key, { remounting: intent });
+        } catch (err) {
+          failed.set(key, err);
+        }
+      }
+      crashPoint('reconciler.remount.intent.after-write');
       for (const key of live()) {
         const r = this.records.get(key)!;
         if (!r.published) continue;
         try {
           await this.csi.volumeManager(r.pluginId).unpublishVolume(ref(r, this.volumes.get(key)), r.allocId, r.usage);
-          this.update(key, { published: false, targetPath: undefined });
+          crashPoint('reconciler.remount.unpublish.after-call');
+          // The target path stays recorded: it is where the mount goes again (and what a next agent keeps meanwhile).
+          this.update(key, { published: false });
+          crashPoint('reconciler.remount.unpublish.after-write');
         } catch (err) {
           failed.set(key, err);
         }
@@ -647,13 +753,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
         const first = group[0];
         if (first === undefined) continue;
         const r = this.records.get(first)!;
-        if ([...this.records.entries()].some(([k, other]) => !group.includes(k) && other.staged && stagingKey(other) === staging)) {
-          this.log.warn('a stale staging mount is still used by a record not being remounted; publishing again from it', { volume_id: volumeId, staging_path: r.stagingPath });
-          continue;
-        }
         try {
           await this.csi.volumeManager(r.pluginId).unstageVolume(ref(r, this.volumes.get(first)), r.usage);
+          crashPoint('reconciler.remount.unstage.after-call');
           for (const k of group) this.update(k, { staged: false, stagingPath: undefined });
+          crashPoint('reconciler.remount.unstage.after-write');
         } catch (err) {
           // Published again from the stale staging mount all the same (better than no mount at all), and reported as failed.
           unstageFailed.set(staging, err);
@@ -671,8 +775,20 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (staging !== undefined) failed.set(key, staging);
         else done.add(key);
       }
-      return { done, failed };
+      return { done, failed, extra };
     });
+  }
+
+  /** The checker reported a remount done: its intent is cleared. */
+  private remountReported(key: string): void {
+    const r = this.records.get(key);
+    if (!r?.remounting) return;
+    try {
+      this.update(key, { remounting: undefined });
+    } catch (err) {
+      // Left set: a next agent remounts it again (and restarts under `restart`) — more than needed, never less.
+      this.log.error('could not clear a finished remount from its record; a next agent does it again', { alloc_id: r.allocId, volume_id: r.volumeId, error: errorMessage(err) });
+    }
   }
 
   // ---- helpers ------------------------------------------------------------------
@@ -732,6 +848,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.records.delete(key);
     this.verified.delete(key);
     this.volumes.delete(key);
+    this.lastChecks.delete(key);
     this.checker.forget(key);
   }
 

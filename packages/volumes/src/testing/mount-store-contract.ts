@@ -41,6 +41,8 @@ export function fullMountRecord(allocId: string, name: string, change: Partial<V
     published: true,
     targetPath: `/var/lib/csiplug/csi/node/hostpath/per-alloc/${allocId}/vol1/rw-file-system-single-node-writer`,
     stagingPath: '/var/lib/csiplug/csi/node/hostpath/staging/vol1/rw-file-system-single-node-writer',
+    onStaleMount: 'restart',
+    remounting: 'restart',
     attempts: 2,
     lastError: 'NodePublishVolume: deadline exceeded',
     since: Date.UTC(2026, 0, 1),
