@@ -15,7 +15,7 @@ import { Clock, CsiplugError, IClock, ILogger, Logger, ModuleHost, PinoLogger, S
 import { ICSIManager, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
-import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type VolumeReconcilerService } from '@csiplug/volumes';
+import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
 import * as fs from 'fs';
@@ -492,6 +492,7 @@ export class Agent implements AgentService, AsyncDisposable {
   getVolume(id: string): VolumeView | undefined {
     const volume = this.catalog.getVolume(id);
     if (!volume) return undefined;
+    const checks = new Map(this.volumeMounts.mountChecks().map((c) => [`${c.allocId}/${c.name}`, c]));
     const mounts: VolumeMountView[] = this.volumeMounts
       .list()
       .filter((r) => r.volumeId === id)
@@ -507,6 +508,7 @@ export class Agent implements AgentService, AsyncDisposable {
         attempts: r.attempts,
         ...(r.lastError !== undefined ? { lastError: r.lastError } : {}),
         since: r.since,
+        ...(checks.has(`${r.allocId}/${r.name}`) ? { check: checkOf(checks.get(`${r.allocId}/${r.name}`)!) } : {}),
       }));
     return { ...volume, mounts };
   }
@@ -590,4 +592,9 @@ export class Agent implements AgentService, AsyncDisposable {
     })();
     return this.closed;
   }
+}
+
+/** A live mount's check as the volume view shows it. */
+function checkOf(c: MountCheckView): NonNullable<VolumeMountView['check']> {
+  return { state: c.state, ...(c.message !== undefined ? { message: c.message } : {}), ...(c.time !== undefined ? { time: c.time } : {}) };
 }

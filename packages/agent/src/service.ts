@@ -27,6 +27,8 @@ export interface VolumeMountView {
   targetPath?: string;
   /** Desired unmounted with something still held: retried in the background until done. */
   pendingUnmount: boolean;
+  /** A live mount's last check (plugin away, ok, stale, remounting) and what it found, when there was one. */
+  check?: { state: 'plugin-away' | 'ok' | 'stale' | 'remounting'; message?: string; time?: number };
   /** Failed attempts since `desired` last changed, and the last error. */
   attempts: number;
   lastError?: string;

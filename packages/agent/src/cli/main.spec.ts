@@ -675,9 +675,11 @@ describe('csiplug CLI', () => {
       expect(r.stdout).toContain('Mounts\nNo mounts on this node\n');
       fake.volumes.get('vol1')!.mounts = [
         { allocId: fakeUuid(3), name: 'data', desired: 'unmounted', claimed: true, staged: true, published: false, pendingUnmount: true, attempts: 4, lastError: 'plugin hostpath not healthy', since: 0 },
+        { allocId: fakeUuid(4), name: 'data', desired: 'mounted', claimed: true, staged: true, published: true, pendingUnmount: false, attempts: 0, since: 0, check: { state: 'stale', message: 'target answers ENOTCONN' } },
       ];
       r = await cli(['volume', 'status', 'vol1']);
-      expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+4\\s+.+plugin hostpath not healthy\\n`));
+      expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Check\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+<none>\\s+4\\s+.+plugin hostpath not healthy\\n`));
+      expect(r.stdout).toMatch(new RegExp(`${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+0\\s+.+target answers ENOTCONN\\n`));
     });
 
     it('volume register refuses a bad spec locally', async () => {

@@ -105,15 +105,16 @@ function describe(v: VolumeView, verbose: boolean): string {
     : 'No claims';
   const mounts = v.mounts?.length
     ? formatTable(
-        ['Alloc ID', 'Name', 'Desired', 'Held', 'Attempts', 'Since', 'Last Error'],
+        ['Alloc ID', 'Name', 'Desired', 'Held', 'Check', 'Attempts', 'Since', 'Last Error'],
         v.mounts.map((m) => [
           shortId(m.allocId, verbose),
           m.name,
           m.pendingUnmount ? 'unmounted (pending)' : m.desired,
           orNone([m.claimed && 'claimed', m.staged && 'staged', m.published && 'published'].filter(Boolean).join(',')),
+          orNone(m.check?.state),
           String(m.attempts),
           formatTime(m.since),
-          orNone(m.lastError ?? ''),
+          orNone(m.lastError ?? (m.check?.state === 'stale' || m.check?.state === 'plugin-away' ? m.check.message : undefined)),
         ]),
       )
     : 'No mounts on this node';
