@@ -157,13 +157,14 @@ function expect(cond: boolean, problems: string[], message: string): boolean {
 
 // ---- 1. crash points ------------------------------------------------------------
 
-type CrashAction = 'run' | 'stop' | 'update';
+type CrashAction = 'run' | 'stop' | 'update' | 'remount';
 
 /** Which action reaches each crash point. */
 export const CRASH_POINT_ACTIONS: Readonly<Record<CrashPointName, CrashAction>> = Object.freeze(
   Object.fromEntries(
     (Object.keys(CRASH_POINTS) as CrashPointName[]).map((p) => {
       if (p === 'agent.plugin-update.after-new-healthy') return [p, 'update'];
+      if (p.startsWith('reconciler.remount.')) return [p, 'remount'];
       if (/^reconciler\.(want|claim|stage|publish)\.|^catalog\.claim\.|^agent\.run-job\./.test(p)) return [p, 'run'];
       return [p, 'stop'];
     }),
@@ -225,7 +226,16 @@ export const crashPointScenario: Scenario = {
         const ids = await Promise.all(names.map((n) => a.runWorkload(n, `vol-${n}`)));
         before = await a.waitWorkloadsUp(ids);
         for (const id of ids) pids.set(id, a.taskPid(id, 'writer'));
-        fired = settle<unknown>(c.action === 'stop' ? Promise.all(names.map((n) => a.api.stopJob(`work-${n}`))) : a.runPlugin({ controllerPublish: c.controllerPublish, version: 2 }, false));
+        const act = {
+          stop: () => Promise.all(names.map((n) => a.api.stopJob(`work-${n}`))),
+          update: () => a.runPlugin({ controllerPublish: c.controllerPublish, version: 2 }, false),
+          // The mounts go stale (gone from under the workloads), then the plugin restarts: its check remounts them.
+          remount: async () => {
+            for (const b of before) makeStale(a, b);
+            a.killPlugin();
+          },
+        }[c.action];
+        fired = settle<unknown>(act());
       }
       const exit = await a.waitExit(30_000);
       await fired;
@@ -251,18 +261,29 @@ export const crashPointScenario: Scenario = {
       } else {
         // The workloads whose job was taken run with their volume; for an update, the very same tasks.
         const allocs = (await a.api.listAllocs()).filter((x) => x.jobId.startsWith('work-'));
-        if (c.action === 'update') expect(allocs.length === c.workloads, problems, `after the restart ${allocs.length} of ${c.workloads} workload allocs are known`);
+        if (c.action !== 'run') expect(allocs.length === c.workloads, problems, `after the restart ${allocs.length} of ${c.workloads} workload allocs are known`);
         const up = await a.waitWorkloadsUp(allocs.map((x) => x.id)).catch((err: Error) => (problems.push(`after the restart: ${err.message}`), undefined));
         for (const b of before) {
           const now = up?.find((x) => x.id === b.id);
           if (!now) continue;
-          expect(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `alloc ${b.name} was restarted by the plugin update`);
+          expect(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `alloc ${b.name} was restarted (${c.action})`);
           expect(fs.readFileSync(path.join(now.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `alloc ${b.name}: owner.txt changed`);
         }
       }
     });
   },
 };
+
+/**
+ * Takes an alloc's volume mounts away from under it — its target and the
+ * staging mount behind it — as a dead FUSE or network mount would leave
+ * them: no longer mount points. The plugin's next check finds them stale.
+ */
+function makeStale(a: ChaosAgent, alloc: AllocView): void {
+  const v = alloc.volumes['data']!;
+  const staging = mountsUnder(path.join(a.dataDir, 'csi')).filter((m) => m.includes(`/staging/${v.volumeId}/`));
+  for (const m of [v.hostPath, ...staging]) execFileSync('umount', ['-l', m]);
+}
 
 // ---- 1b. random kill -9 ---------------------------------------------------------
 
