@@ -310,8 +310,10 @@ async function restartRecovery(size, profile) {
     // Reattached, and the volume checks where the agent saves alloc hook
     // events with the task's). Checks may come long after the re-attaches
     // (each plugin's mounts are looked at once it serves): the bench waits
-    // for them as long as they keep coming, and gives up only after 30 s
-    // without a new one, reporting the run with the checks it saw.
+    // for them as long as they keep coming, and gives up only after two
+    // minutes without a new one (a plugin's checks are reported together
+    // when its whole look is done, which took tens of seconds at a thousand
+    // mounts), reporting the run with the checks it saw.
     let lastLook = 0;
     let lastProgress = performance.now();
     let seenCount = -1;
@@ -327,7 +329,7 @@ async function restartRecovery(size, profile) {
         seenCount = watch.reattached.size + watch.checked.size;
         lastProgress = performance.now();
       }
-      return ids.every((id) => watch.reattached.has(id)) && performance.now() - lastProgress > 30_000 ? true : undefined;
+      return ids.every((id) => watch.reattached.has(id)) && performance.now() - lastProgress > 120_000 ? true : undefined;
     }, 600_000, 20);
     const seenMs = performance.now() - s.t0;
     // The agent's own CPU time up to here: on a busy machine the wall time

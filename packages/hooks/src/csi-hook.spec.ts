@@ -15,6 +15,7 @@ import {
   CSIHook,
   EVENT_VOLUME_KEPT_PLUGIN_AWAY,
   EVENT_VOLUME_MOUNT_FAILED,
+  EVENT_VOLUME_MOUNT_RETRYING,
   EVENT_VOLUME_MOUNTED,
   EVENT_VOLUME_UNMOUNT_PENDING,
   LIVE_MOUNT_EVENTS,
@@ -151,6 +152,23 @@ describe('csi hook', () => {
     expect((err as Error).message).toBe('volume "data" (vol-1) on plugin hostpath: NodeStageVolume: device busy');
     expect((err as Error).cause).toEqual(new Error('NodeStageVolume: device busy'));
     expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNT_FAILED, message: (err as Error).message, failed: true, time: 0 }]);
+  });
+
+  it('a claim refused for now is a "Volume mount retrying" event saying why and when, once per new cause, then the mount goes on', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    claimer.refuseNext = 3;
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } });
+    const mounting = hook().prerun(ctx);
+    await flushMicrotasks();
+    expect(ctx.events).toEqual([
+      { type: EVENT_VOLUME_MOUNT_RETRYING, message: 'volume "data" (vol-1) could not be claimed yet, trying again in 1s (retry 1): volume vol-1 has no free write claim', time: 0 },
+    ]);
+    for (let i = 0; i < 3; i++) await clock.advance(10_000);
+    await mounting;
+    // The same cause three times is one event; the mount then says it is done.
+    expect(ctx.events.map((e) => e.type)).toEqual([EVENT_VOLUME_MOUNT_RETRYING, EVENT_VOLUME_MOUNTED]);
+    expect(claimer.claims).toHaveLength(4);
   });
 
   it('restore: a live mount is kept at once without waiting for its plugin — a "Volume kept, plugin away" event — and checked when the plugin is back', async () => {

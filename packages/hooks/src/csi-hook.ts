@@ -7,8 +7,10 @@
 //          `restore` limit after an agent restart), claims, stages and
 //          publishes; or, after a restart, finds the mount still live and
 //          keeps it at once, even with its plugin away ("Volume kept, plugin
-//          away"). A failure undoes what was done and fails the prerun with a
-//          VolumeHookError naming volume, plugin and cause.
+//          away"). A claim refused for now or a plugin that did not answer is
+//          tried again within the limit ("Volume mount retrying", once per
+//          new cause). A failure undoes what was done and fails the prerun
+//          with a VolumeHookError naming volume, plugin and cause.
 // running  from prerun to postrun it listens to the reconciler's checks of
 //          the alloc's live mounts after their plugin came back, and turns
 //          each into a task event ("Plugin back", "Volume checked", "Volume
@@ -21,7 +23,7 @@
 //          shows as a "Volume unmount pending" event.
 import { Disposable, ILogger, Logger, PluginWaitPhase, ShutdownError, errorMessage, formatDuration } from '@csiplug/core';
 import type { UsageOptions } from '@csiplug/csimanager';
-import { IVolumeReconciler, VolumeMountError, type LiveMountEventKind, type UnmountOutcome, type VolumeReconcilerService } from '@csiplug/volumes';
+import { IVolumeReconciler, VolumeMountError, type LiveMountEventKind, type MountRetry, type UnmountOutcome, type VolumeReconcilerService } from '@csiplug/volumes';
 import { inject, injectable } from 'tsyringe';
 import type { AllocHook, AllocHookContext, AllocPrerunResult, MountedVolume, VolumeRequest } from './hook';
 import type { ICSIHookFactory } from './tokens';
@@ -30,6 +32,7 @@ export const EVENT_VOLUME_MOUNTED = 'Volume mounted';
 export const EVENT_VOLUME_MOUNT_FAILED = 'Volume mount failed';
 export const EVENT_VOLUME_UNMOUNT_PENDING = 'Volume unmount pending';
 export const EVENT_VOLUME_KEPT_PLUGIN_AWAY = 'Volume kept, plugin away';
+export const EVENT_VOLUME_MOUNT_RETRYING = 'Volume mount retrying';
 
 /** The task event of each finding of the reconciler about a live mount. */
 export const LIVE_MOUNT_EVENTS: Readonly<Record<LiveMountEventKind, string>> = Object.freeze({
@@ -48,6 +51,13 @@ export function usageOf(request: VolumeRequest): UsageOptions {
   const usage: UsageOptions = { readOnly: request.readOnly, attachmentMode: request.attachmentMode, accessMode: request.accessMode };
   if (request.mountOptions) usage.mountOptions = request.mountOptions;
   return usage;
+}
+
+/** Why a mount is held back, for its event. */
+function retryWhy(r: MountRetry): string {
+  const what = r.reason === 'claim' ? 'could not be claimed yet' : `could not be mounted: its node plugin ${r.pluginId} went away or did not answer`;
+  const when = r.reason === 'claim' ? `trying again in ${formatDuration(r.delayMs)}` : `trying again once the plugin is healthy (within ${formatDuration(r.delayMs)})`;
+  return `volume "${r.name}" (${r.volumeId}) ${what}, ${when} (retry ${r.attempt}): ${r.error}`;
 }
 
 /** Why an unmount is pending, for its event. */
@@ -76,7 +86,15 @@ export class CSIHook implements AllocHook {
     for (const request of requests) {
       try {
         const mountRequest = { allocId: ctx.alloc.id, name: request.name, volumeId: request.source, usage: usageOf(request), ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}) };
-        const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal });
+        // A retry becomes a task event when it fails differently from the one before (not one per backoff step).
+        let lastRetry = '';
+        const onRetry = (r: MountRetry) => {
+          const what = `${r.reason}:${r.error}`;
+          if (what === lastRetry) return;
+          lastRetry = what;
+          ctx.emitEvent({ type: EVENT_VOLUME_MOUNT_RETRYING, message: retryWhy(r) });
+        };
+        const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal, onRetry });
         volumes[request.name] = { name: request.name, volumeId: info.volumeId, pluginId: info.pluginId, hostPath: info.targetPath, readOnly: request.readOnly };
         if (!info.restored) ctx.emitEvent({ type: EVENT_VOLUME_MOUNTED, message: `volume "${request.name}" (${info.volumeId}) mounted at ${info.targetPath}` });
         else if (info.pluginAway) {

@@ -51,13 +51,12 @@ describe('hostpath plugin fault switches (real process)', () => {
   it('--start-fault not-grpc: a socket that answers, but not with gRPC; the client fails at once, the plugin stays up', async () => {
     const p = h.spawn(['--start-fault', 'not-grpc']);
     const client = h.client({ probe: 2_000 });
-    for (let i = 0; i < 100 && !fs.existsSync(h.sock); i++) await sleep(20);
+    for (let i = 0; i < 750 && !fs.existsSync(h.sock); i++) await sleep(20);
     expect(fs.statSync(h.sock).isSocket()).toBe(true);
-    const started = Date.now();
     const e = await failure(client.probe({ retry: { maxAttempts: 1 } }));
+    // Refused by the protocol, not left to the 2 s deadline (that would be DEADLINE_EXCEEDED).
     expect(e.codeName).toBe('UNAVAILABLE');
     expect(e.message).toMatch(/Protocol error/);
-    expect(Date.now() - started).toBeLessThan(2_000);
     expect(p.proc.exitCode).toBeNull();
     p.proc.kill('SIGTERM');
     expect(await p.exited).toEqual({ code: 0, signal: null });
@@ -112,9 +111,13 @@ describe('hostpath plugin fault switches (real process)', () => {
     await h.waitReady(client);
     const e = await failure(client.createVolume({ name: 'late', volumeCapabilities: [RW] }));
     expect(e.codeName).toBe('DEADLINE_EXCEEDED');
-    await sleep(1_000);
-    const listed = await client.listVolumes({});
-    expect(listed.entries.map((x) => x.volume!.volumeId).length).toBe(1);
+    // The late answer still comes (the plugin did the work); a busy machine may take longer than the 800 ms.
+    let count = 0;
+    for (let i = 0; i < 100 && count === 0; i++) {
+      await sleep(100);
+      count = (await client.listVolumes({})).entries.length;
+    }
+    expect(count).toBe(1);
   });
 
   it('--fault-file: faults turn on, change and turn off in the running plugin', async () => {

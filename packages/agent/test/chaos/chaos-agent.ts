@@ -104,16 +104,16 @@ export class ChaosAgent extends AgentHarness {
     })();
   }
 
+  /** Stops following the event stream, then kills the agent as AgentHarness does. */
   override async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    if (signal === 'SIGKILL') this.following?.abort();
-    await super.kill(signal);
     this.following?.abort();
+    await super.kill(signal);
   }
 
   /**
    * The first event since `since` that is about the alloc and that `says`
    * accepts: the "why" a user finds in `alloc status` (its task events) or,
-   * unless `taskEvents` is asked for, in the event stream (with its id). The
+   * unless `where` is 'task events', in the event stream (with its id). The
    * stream is seen only by whoever followed it when the event fired — not
    * during an agent's boot — so what must last is asked of the task events.
    */

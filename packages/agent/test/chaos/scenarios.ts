@@ -6,8 +6,9 @@
 // check of its scenario held; its leaks are counted apart.
 //
 //   crash points      the agent SIGKILLs itself at each named step (CRASH_POINTS
-//                     in @csiplug/core) of job run / job stop / a plugin update;
-//                     a fresh agent takes over; everything is stopped
+//                     in @csiplug/core) of job run / job stop / a plugin update /
+//                     the remount of a stale mount; a fresh agent takes over;
+//                     everything is stopped
 //   random kill -9    kill -9 at a random moment of job run, job stop, volume
 //                     create, volume delete, plugin update
 //   plugin faults     a faulty plugin (no socket, not gRPC, crash at start, hang,
@@ -25,7 +26,7 @@ import * as path from 'path';
 import type { AllocView } from '../../src/service';
 import { ApiClient } from '../../src/api';
 import { isAlive, mountsUnder, pollUntil } from '../support/agent-process';
-import { ChaosAgent, type ChaosAgentOptions, PLUGIN_ID, PLUGIN_JOB_ID, type PluginFaults, RESTORE_LIMIT_MS, describeEvents, sleep, workloadUp } from './chaos-agent';
+import { ChaosAgent, type ChaosAgentOptions, PLUGIN_ID, type PluginFaults, RESTORE_LIMIT_MS, describeEvents, sleep, workloadUp } from './chaos-agent';
 import { type LeakCounts, addLeaks, formatLeaks, noLeaks, processesUnder, totalLeaks } from './leaks';
 
 export interface RoundOutcome {
@@ -97,10 +98,10 @@ export function describeFailures(r: ScenarioResult): string {
 
 // ---- round plumbing -------------------------------------------------------------
 
-/** One round: its own agent, its problems, and — whatever happens — the leak count and a complete cleanup. */
 /** plugin_wait_restore where the plugin is not kept away on purpose: a re-registration slowed by a busy machine must not fail a restore. */
 const PATIENT_RESTORE_MS = 30_000;
 
+/** One round: its own agent, its problems, and — whatever happens — the leak count and a complete cleanup. */
 async function withAgent(label: string, options: ChaosAgentOptions, body: (a: ChaosAgent, problems: string[]) => Promise<void>, prepare?: (a: ChaosAgent) => void): Promise<RoundOutcome> {
   const a = new ChaosAgent(options);
   const problems: string[] = [];
@@ -138,10 +139,6 @@ function isLeakDetail(p: string): boolean {
   return LEAK_DETAIL.test(p);
 }
 
-async function allocsOfJob(a: ChaosAgent, jobId: string): Promise<AllocView[]> {
-  return (await a.api.listAllocs()).filter((x) => x.jobId === jobId);
-}
-
 /** A promise that never rejects (so one left pending while the agent dies is never an unhandled rejection), with what it ended with. */
 function settle<T>(p: Promise<T>): Promise<{ value?: T; error?: Error }> {
   return p.then(
@@ -150,7 +147,8 @@ function settle<T>(p: Promise<T>): Promise<{ value?: T; error?: Error }> {
   );
 }
 
-function expect(cond: boolean, problems: string[], message: string): boolean {
+/** Records `message` as a problem of the round unless `cond` holds. */
+function check(cond: boolean, problems: string[], message: string): boolean {
   if (!cond) problems.push(message);
   return cond;
 }
@@ -256,18 +254,18 @@ export const crashPointScenario: Scenario = {
             const x = await a.api.getAlloc(b.id);
             return x.clientStatus === 'complete' || x.clientStatus === 'failed' ? x : undefined;
           }, 30_000).catch((err: Error) => (problems.push(err.message), undefined));
-          if (after) expect(!isAlive(a.taskPid(b.id, 'writer')), problems, `alloc ${b.name}: its task is alive although the job was stopped`);
+          if (after) check(!isAlive(a.taskPid(b.id, 'writer')), problems, `alloc ${b.name}: its task is alive although the job was stopped`);
         }
       } else {
         // The workloads whose job was taken run with their volume; for an update, the very same tasks.
         const allocs = (await a.api.listAllocs()).filter((x) => x.jobId.startsWith('work-'));
-        if (c.action !== 'run') expect(allocs.length === c.workloads, problems, `after the restart ${allocs.length} of ${c.workloads} workload allocs are known`);
+        if (c.action !== 'run') check(allocs.length === c.workloads, problems, `after the restart ${allocs.length} of ${c.workloads} workload allocs are known`);
         const up = await a.waitWorkloadsUp(allocs.map((x) => x.id)).catch((err: Error) => (problems.push(`after the restart: ${err.message}`), undefined));
         for (const b of before) {
           const now = up?.find((x) => x.id === b.id);
           if (!now) continue;
-          expect(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `alloc ${b.name} was restarted (${c.action})`);
-          expect(fs.readFileSync(path.join(now.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `alloc ${b.name}: owner.txt changed`);
+          check(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `alloc ${b.name} was restarted (${c.action})`);
+          check(fs.readFileSync(path.join(now.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `alloc ${b.name}: owner.txt changed`);
         }
       }
     });
@@ -335,7 +333,7 @@ export const randomKillScenario: Scenario = {
           if (x.clientStatus === 'failed' || x.clientStatus === 'complete') return x;
           return workloadUp(x) ? x : undefined;
         }, 30_000).catch((err: Error) => (problems.push(err.message), undefined));
-        if (settled && settled.desiredStatus === 'run') expect(settled.clientStatus === 'running', problems, `alloc ${settled.name} ended after the restart: ${describeEvents(settled)}`);
+        if (settled && settled.desiredStatus === 'run') check(settled.clientStatus === 'running', problems, `alloc ${settled.name} ended after the restart: ${describeEvents(settled)}`);
       }
       // Stop everything, deleting every volume the catalog has before the plugin goes.
       const deleteVolumes = async () => {
@@ -434,12 +432,12 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
             }, windowMs, 200),
           );
           const watch = await a.watchHealth(windowMs, { until: settled });
-          expect(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
+          check(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
           await settled;
           // Running is fine; failed, or still waiting (a claim retried), must say why in its task events (alloc status).
           const alloc = await a.api.getAlloc(id);
           if (alloc.clientStatus !== 'running') {
-            expect(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `the alloc is ${alloc.clientStatus} and no task event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+            check(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `the alloc is ${alloc.clientStatus} and no task event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
           }
           await liftFault(a, c);
           await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
@@ -462,16 +460,16 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
           const since = Date.now();
           await a.start();
           const watch = await a.watchHealth(3 * RESTORE_LIMIT_MS + 2_000);
-          expect(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
+          check(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
           const alloc = await a.api.getAlloc(id);
-          expect(isAlive(pid) && alloc.clientStatus === 'running', problems, `the live workload was stopped while the plugin was faulty: ${alloc.clientStatus}; ${describeEvents(alloc)}`);
-          expect(mountsUnder(hostPath).includes(hostPath), problems, 'the live mount was taken down while the plugin was faulty');
+          check(isAlive(pid) && alloc.clientStatus === 'running', problems, `the live workload was stopped while the plugin was faulty: ${alloc.clientStatus}; ${describeEvents(alloc)}`);
+          check(mountsUnder(hostPath).includes(hostPath), problems, 'the live mount was taken down while the plugin was faulty');
           // "Marked plugin away with a task event": what a restore says must outlast the boot it happened in.
-          expect(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `no task event of the alloc says the plugin is faulty or away: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+          check(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `no task event of the alloc says the plugin is faulty or away: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
           await liftFault(a, c);
           await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
           const back = await a.waitWorkloadsUp([id]).catch((err: Error) => (problems.push(`after the fault was lifted: ${err.message}`), undefined));
-          if (back) expect(a.taskPid(id, 'writer') === pid && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === id, problems, 'the workload was restarted or its file changed');
+          if (back) check(a.taskPid(id, 'writer') === pid && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === id, problems, 'the workload was restarted or its file changed');
           return;
         }
         // postrun
@@ -479,15 +477,15 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
         const since = Date.now();
         const stopping = settle(new ApiClient({ address: a.api.address, timeoutMs: 60_000 }).stopJob('work-0'));
         const watch = await a.watchHealth(2 * 3_000 + 2_000);
-        expect(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
-        expect(!isAlive(pid), problems, 'the workload task still runs after its job was stopped');
+        check(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
+        check(!isAlive(pid), problems, 'the workload task still runs after its job was stopped');
         const unmounted = !mountsUnder(hostPath).includes(hostPath);
         if (!unmounted) {
           // The unmount waits for the plugin: that must show, in an event or in `volume status`.
           const alloc = await a.api.getAlloc(id);
           const volume = (await a.api.getVolume('vol-0')) as { mounts?: { allocId: string; pendingUnmount?: boolean; lastError?: string }[] };
           const shown = volume.mounts?.find((m) => m.allocId === id && m.pendingUnmount);
-          expect(
+          check(
             !!a.explains(alloc, since, says(pendingWords)) || !!shown,
             problems,
             `the unmount is pending and neither an event nor volume status says so: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}; volume status mounts: ${JSON.stringify(volume.mounts ?? null)}`,
@@ -542,28 +540,34 @@ export const fullDiskScenario: Scenario = {
             () => undefined,
             (err: Error & { status?: number }) => err,
           );
-          if (expect(!!refused, problems, 'job run answered OK on a full data dir')) {
-            expect(/space|ENOSPC|full|SQLITE_FULL/i.test(refused!.message), problems, `the refusal does not say the disk is full: ${refused!.message}`);
+          if (check(!!refused, problems, 'job run answered OK on a full data dir')) {
+            check(/space|ENOSPC|full|SQLITE_FULL/i.test(refused!.message), problems, `the refusal does not say the disk is full: ${refused!.message}`);
           }
-          expect(JSON.stringify((await a.api.listJobs()).map((j) => j.id).sort()) === JSON.stringify(jobsBefore), problems, 'the refused job was half applied: it is listed');
-          expect(!(await a.api.listAllocs()).some((x) => x.jobId === 'work-1'), problems, 'the refused job was half applied: it has allocs');
-          expect((await a.api.getVolume('vol-1')).claims.length === 0, problems, 'the refused job was half applied: its volume is claimed');
+          check(JSON.stringify((await a.api.listJobs()).map((j) => j.id).sort()) === JSON.stringify(jobsBefore), problems, 'the refused job was half applied: it is listed');
+          check(!(await a.api.listAllocs()).some((x) => x.jobId === 'work-1'), problems, 'the refused job was half applied: it has allocs');
+          check((await a.api.getVolume('vol-1')).claims.length === 0, problems, 'the refused job was half applied: its volume is claimed');
           const volumeRefused = await a.createVolume('vol-2').then(
             () => undefined,
             (err: Error) => err,
           );
-          expect(!!volumeRefused, problems, 'volume create answered OK on a full data dir');
+          check(!!volumeRefused, problems, 'volume create answered OK on a full data dir');
+          check(!(await a.api.listVolumes()).some((v) => v.id === 'vol-2'), problems, 'the refused volume create was half applied: the catalog lists it');
+          // Nor on the plugin: a volume it created but the catalog could not save is deleted again.
+          await pollUntil('the unsaved volume deleted on the plugin again', () => (!pluginVolumeNames(a).includes('vol-2') ? true : undefined), 10_000).catch(() =>
+            problems.push(`the refused volume create was half applied: the plugin still has volume "vol-2" (${pluginVolumeNames(a).join(', ')})`),
+          );
           const health = await a.watchHealth(1_000);
-          expect(health.late.length === 0, problems, `health did not answer on a full data dir: ${health.late.join('; ')}`);
+          check(health.late.length === 0, problems, `health did not answer on a full data dir: ${health.late.join('; ')}`);
           const still = await a.api.getAlloc(first);
-          expect(workloadUp(still) && a.taskPid(first, 'writer') === a.taskPid(first, 'writer'), problems, 'the running workload suffered from the full disk');
+          check(workloadUp(still) && a.taskPid(first, 'writer') === a.taskPid(first, 'writer'), problems, 'the running workload suffered from the full disk');
         } finally {
           fs.rmSync(filler, { force: true });
         }
         // Space is back: normal service.
         const second = await a.runWorkload('1', 'vol-1').catch((err: Error) => (problems.push(`job run once space returned: ${err.message}`), undefined));
         if (second) await a.waitWorkloadsUp([second]).catch((err: Error) => problems.push(`once space returned: ${err.message}`));
-        expect(fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first, problems, 'owner.txt of the first workload changed');
+        await a.createVolume('vol-2').catch((err: Error) => problems.push(`volume create once space returned: ${err.message}`));
+        check(fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first, problems, 'owner.txt of the first workload changed');
       },
       (a) => {
         fs.mkdirSync(a.dataDir, { recursive: true, mode: 0o700 });
@@ -572,6 +576,16 @@ export const fullDiskScenario: Scenario = {
       },
     ),
 };
+
+/** The names of the volumes the hostpath plugin keeps (its volumes.json in the plugin state dir). */
+function pluginVolumeNames(a: ChaosAgent): string[] {
+  try {
+    const doc = JSON.parse(fs.readFileSync(path.join(a.pluginState, 'volumes.json'), 'utf8')) as { volumes?: { name: string }[] };
+    return (doc.volumes ?? []).map((v) => v.name);
+  } catch {
+    return [];
+  }
+}
 
 /** Fills the filesystem of `file` to the last block. */
 function fillUp(file: string): void {
@@ -637,7 +651,7 @@ export const corruptStateScenario: Scenario = {
       if (kind === 'empty') {
         // Starts empty, but says so and names the file; with reconcile_orphans the orphans it left are cleaned.
         await a.start();
-        expect(a.log.slice(logFrom).includes(file), problems, `an empty state file was taken without a word naming it: ${a.log.slice(logFrom).slice(-500)}`);
+        check(a.log.slice(logFrom).includes(file), problems, `an empty state file was taken without a word naming it: ${a.log.slice(logFrom).slice(-500)}`);
         await a.kill('SIGTERM');
         a.extraConfig += '\nreconcile_orphans = true\n';
         await a.start();
@@ -652,12 +666,12 @@ export const corruptStateScenario: Scenario = {
         () => undefined,
         (err: Error) => err,
       );
-      if (expect(!!refused, problems, `the agent started on a ${kind} state file`)) {
-        expect(a.log.slice(logFrom).includes(file), problems, `the refusal does not name the file ${file}: ${a.log.slice(logFrom).slice(-400)}`);
+      if (check(!!refused, problems, `the agent started on a ${kind} state file`)) {
+        check(a.log.slice(logFrom).includes(file), problems, `the refusal does not name the file ${file}: ${a.log.slice(logFrom).slice(-400)}`);
       } else {
         await a.kill('SIGKILL');
       }
-      expect(sha256(file) === corruptHash, problems, 'the corrupt state file was changed');
+      check(sha256(file) === corruptHash, problems, 'the corrupt state file was changed');
       // The good file back: everything is picked up again.
       for (const side of ['-wal', '-shm']) fs.rmSync(`${file}${side}`, { force: true });
       fs.copyFileSync(saved, file);
@@ -699,15 +713,15 @@ export const pluginAwayScenario: Scenario = {
       a.killPlugin();
       await a.start();
       const watch = await a.watchHealth(factor * RESTORE_LIMIT_MS);
-      expect(watch.late.length === 0, problems, `health answered late or not at all while the plugin was away: ${watch.late.slice(0, 3).join('; ')}`);
+      check(watch.late.length === 0, problems, `health answered late or not at all while the plugin was away: ${watch.late.slice(0, 3).join('; ')}`);
       const plugin = await a.api.getPlugin(PLUGIN_ID).catch(() => undefined);
-      expect(!plugin || plugin.nodesHealthy === 0, problems, 'the plugin was not away (it answered healthy)');
+      check(!plugin || plugin.nodesHealthy === 0, problems, 'the plugin was not away (it answered healthy)');
       for (const b of before) {
         const now = await a.api.getAlloc(b.id);
         const hostPath = b.volumes['data']!.hostPath;
-        expect(isAlive(pids.get(b.id)!) && now.clientStatus === 'running' && now.tasks['writer']!.state === 'running', problems, `workload ${b.name} was stopped while the plugin was away: ${now.clientStatus}; ${describeEvents(now)}`);
-        expect(mountsUnder(hostPath).includes(hostPath), problems, `workload ${b.name}: its mount was lost while the plugin was away`);
-        expect(fs.existsSync(path.join(hostPath, 'owner.txt')) && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `workload ${b.name}: owner.txt not intact`);
+        check(isAlive(pids.get(b.id)!) && now.clientStatus === 'running' && now.tasks['writer']!.state === 'running', problems, `workload ${b.name} was stopped while the plugin was away: ${now.clientStatus}; ${describeEvents(now)}`);
+        check(mountsUnder(hostPath).includes(hostPath), problems, `workload ${b.name}: its mount was lost while the plugin was away`);
+        check(fs.existsSync(path.join(hostPath, 'owner.txt')) && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `workload ${b.name}: owner.txt not intact`);
       }
       // The plugin returns.
       a.setPluginFaults(undefined);
@@ -715,13 +729,13 @@ export const pluginAwayScenario: Scenario = {
       await a.waitPluginHealthy().catch((err: Error) => problems.push(`the plugin did not come back: ${err.message}`));
       for (const b of before) {
         const now = await a.api.getAlloc(b.id);
-        expect(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `workload ${b.name} was restarted`);
+        check(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `workload ${b.name} was restarted`);
       }
       for (const n of names) {
         await a.api.stopJob(`work-${n}`).catch((err: Error) => problems.push(`job stop work-${n}: ${err.message}`));
       }
-      expect(mountsUnder(a.dataDir).length === 0, problems, `job stop left mounts: ${mountsUnder(a.dataDir).join(', ')}`);
-      for (const n of names) expect((await a.api.getVolume(`vol-${n}`)).claims.length === 0, problems, `vol-${n} still claimed after job stop`);
+      check(mountsUnder(a.dataDir).length === 0, problems, `job stop left mounts: ${mountsUnder(a.dataDir).join(', ')}`);
+      for (const n of names) check((await a.api.getVolume(`vol-${n}`)).claims.length === 0, problems, `vol-${n} still claimed after job stop`);
     });
   },
 };
@@ -729,4 +743,3 @@ export const pluginAwayScenario: Scenario = {
 /** Every scenario, in the table's order. */
 export const ALL_SCENARIOS: readonly Scenario[] = [crashPointScenario, randomKillScenario, pluginFaultScenarioFull, fullDiskScenario, corruptStateScenario, pluginAwayScenario];
 
-export { PLUGIN_JOB_ID };

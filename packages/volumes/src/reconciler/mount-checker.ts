@@ -204,26 +204,28 @@ export class MountChecker implements Disposable {
     if (announce) for (const [, r] of records) this.report('plugin-back', r, `${announce}; checking ${label(r)} at ${r.targetPath ?? 'its target'}`);
 
     const problems = new Map<string, string>();
+    /** Mounts that answer, but whose condition the plugin could not tell: why, for their event. */
+    const unread = new Map<string, string>();
     // A few at a time: each is a stat process and, when the plugin offers it, a NodeGetVolumeStats call.
     let next = 0;
     const worker = async () => {
       while (next < records.length && !this.stopped) {
         const [key, r] = records[next++]!;
-        const problem = await this.probeTarget(r);
+        const problem = await this.probeTarget(r, (why) => unread.set(key, why));
         if (problem) problems.set(key, problem);
       }
     };
     await Promise.all(Array.from({ length: Math.min(PROBES_AT_ONCE, records.length) }, worker));
     const byVolume = new Map<string, (readonly [string, VolumeMountRecord])[]>();
     for (const entry of records) byVolume.set(entry[1].volumeId, [...(byVolume.get(entry[1].volumeId) ?? []), entry]);
-    const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems)));
+    const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems, unread)));
     if (this.stopped) return;
     if (outcomes.some((failed) => failed)) this.scheduleRetry(pluginId);
     else this.retries.delete(pluginId);
   }
 
   /** Reports what was found of one volume's mounts and remounts the stale ones its policy allows; true when a remount failed. */
-  private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>): Promise<boolean> {
+  private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>, unread: ReadonlyMap<string, string>): Promise<boolean> {
     const toRemount = new Set<string>();
     const restage = new Set<string>();
     /** Stale keys that cannot be remounted now, with why. */
@@ -264,7 +266,8 @@ export class MountChecker implements Disposable {
     for (const [key, r] of group) {
       const problem = problems.get(key);
       if (problem === undefined) {
-        this.report('checked', r, `${label(r)} at ${r.targetPath} answers; kept as it is`);
+        const why = unread.get(key);
+        this.report('checked', r, `${label(r)} at ${r.targetPath} answers; kept as it is${why !== undefined ? ` (plugin ${r.pluginId} could not tell its condition: ${why})` : ''}`);
         continue;
       }
       const why = blocked.get(key);
@@ -312,10 +315,11 @@ export class MountChecker implements Disposable {
   }
 
   /** Why the record's target is stale, or undefined when it answers. */
-  private async probeTarget(r: VolumeMountRecord): Promise<string | undefined> {
+  /** A problem of the target mount, or undefined; `unread` hears why the plugin could not tell its condition. */
+  private async probeTarget(r: VolumeMountRecord, unread?: (why: string) => void): Promise<string | undefined> {
     if (r.remounting !== undefined) return 'a remount of it was started and did not finish';
     if (!r.published || r.targetPath === undefined) return 'it is not mounted (an earlier remount did not finish)';
-    return (await this.probePath(r.targetPath, r)) ?? (await this.probeCondition(r, 'target'));
+    return (await this.probePath(r.targetPath, r)) ?? (await this.probeCondition(r, 'target', unread));
   }
 
   private async probeStaging(r: VolumeMountRecord): Promise<string | undefined> {
@@ -393,14 +397,17 @@ export class MountChecker implements Disposable {
   }
 
   /** What NodeGetVolumeStats says, when the plugin offers it: a problem, or undefined. */
-  private async probeCondition(r: VolumeMountRecord, at: 'target' | 'staging'): Promise<string | undefined> {
+  private async probeCondition(r: VolumeMountRecord, at: 'target' | 'staging', unread?: (why: string) => void): Promise<string | undefined> {
     const where = at === 'target' ? r.targetPath : r.stagingPath;
     try {
       const vm = this.deps.csi.volumeManager(r.pluginId);
       const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, at === 'target' ? r.allocId : '', r.usage, at, { signal: this.stop.signal, ...(where !== undefined ? { hostPath: where } : {}) });
       if (condition?.abnormal) return `plugin ${r.pluginId} reports the volume abnormal at ${where}${condition.message ? `: ${condition.message}` : ''}`;
     } catch (err) {
-      if (!this.stopped) this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });
+      if (!this.stopped) {
+        this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });
+        unread?.(errorMessage(err));
+      }
     }
     return undefined;
   }

@@ -42,6 +42,27 @@ export interface MountOptions {
   phase: PluginWaitPhase;
   /** Gives up with the signal's reason; what was done is undone. */
   signal?: AbortSignal;
+  /**
+   * Told each time the mount is held back and tried again (a claim refused
+   * for now, a controller or node plugin that did not answer), before the
+   * wait: whoever waits for the mount can say why it takes long.
+   */
+  onRetry?: (retry: MountRetry) => void;
+}
+
+/** A mount held back, to be tried again. */
+export interface MountRetry {
+  name: string;
+  volumeId: string;
+  pluginId: string;
+  /** `claim`: the catalog refused the claim for now (or its controller publish failed); `plugin`: the node plugin went away or did not answer during a node step. */
+  reason: 'claim' | 'plugin';
+  /** 1 for the first retry. */
+  attempt: number;
+  /** What failed, as the error said it. */
+  error: string;
+  /** How long the mount waits before trying again (for `plugin`: at most, it tries as soon as the plugin is healthy). */
+  delayMs: number;
 }
 
 export interface UnmountOptions {

@@ -13,6 +13,7 @@ import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '@csiplug
 import { PLUGIN, PRERUN, RESTORE, RO, RW, TestNode, published, req, staged, stagingOf, targetOf, track, unpublished, unstaged } from '../../test/support/reconciler-node';
 import { ClaimError } from '../catalog/volume-claimer';
 import { ReconcilerStoppedError, VolumeMountError } from './errors';
+import type { MountRetry } from './reconciler-service';
 
 let node: TestNode;
 afterEach(() => node?.dispose());
@@ -737,13 +738,15 @@ describe('plugin away', () => {
   test('mid-mount: a plugin that crashes during the publish is waited for, and the publish asked again once it is back; one claim', async () => {
     node = new TestNode();
     const publish = node.vm.hangNext('publish');
-    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    const retries: MountRetry[] = [];
+    const mounting = track(node.reconciler.mount(req('a1'), { ...PRERUN, onRetry: (r) => retries.push(r) }));
     await publish.reached;
     node.csi.crash(PLUGIN);
     publish.release();
     await node.settle();
     expect(mounting.settled).toBe(false);
     expect(node.logger.find('the node plugin went away during the mount; waiting for it to be healthy, then asking again', 'warn')).toHaveLength(1);
+    expect(retries).toEqual([expect.objectContaining({ name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'plugin', attempt: 1 })]);
     await node.clock.advance(30_000);
     expect(mounting.settled).toBe(false);
     node.csi.bringUp(PLUGIN);
@@ -983,7 +986,8 @@ describe('claims refused for now', () => {
   test("are asked again with the policy's claimBackoff until one is granted", async () => {
     node = new TestNode();
     node.claimer.refuseNext = 2;
-    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    const retries: MountRetry[] = [];
+    const mounting = track(node.reconciler.mount(req('a1'), { ...PRERUN, onRetry: (r) => retries.push(r) }));
     await node.settle();
     expect(node.claimer.claims).toHaveLength(1);
     await node.clock.advance(999);
@@ -999,6 +1003,11 @@ describe('claims refused for now', () => {
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
     expect(node.claimer.releases).toEqual([]);
     expect(node.logger.find('volume claim refused for now; retrying', 'info').map((r) => r.fields.delay_ms)).toEqual([1_000, 2_000]);
+    // Whoever waits for the mount hears of each retry, with why and how long until the next try.
+    expect(retries).toEqual([
+      { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'claim', attempt: 1, error: 'volume vol1 has no free write claim', delayMs: 1_000 },
+      { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'claim', attempt: 2, error: 'volume vol1 has no free write claim', delayMs: 2_000 },
+    ]);
   });
 
   test('are given up once the next try would pass claimRetryLimit, with a message naming the limit', async () => {

@@ -73,6 +73,7 @@ import type {
   MountCheckView,
   MountedVolumeInfo,
   MountOptions,
+  MountRetry,
   UnmountOptions,
   UnmountOutcome,
   VolumeMountRequest,
@@ -257,7 +258,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
       }
       // Held to the phase's deadline overall: time spent looking the volume up or reading the mount table counts.
       await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
-      return await this.bringUpWithClaimRetry(key, signal, phase, deadline);
+      return await this.bringUpWithClaimRetry(key, options, deadline);
     } catch (err) {
       const cause = signal?.aborted ? abortReason(signal) : err;
       // Cut short by the agent going away: the next agent finishes it (restore) or undoes it (teardown).
@@ -335,7 +336,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
     }
   }
 
-  private async bringUpWithClaimRetry(key: string, signal: AbortSignal | undefined, phase: MountOptions['phase'], deadline: number): Promise<MountedVolumeInfo> {
+  private async bringUpWithClaimRetry(key: string, options: MountOptions, deadline: number): Promise<MountedVolumeInfo> {
+    const { signal, phase } = options;
     const started = this.clock.now();
     const limit = this.timeouts.claimRetryLimit();
     let claimed = false;
@@ -363,14 +365,27 @@ export class VolumeReconciler implements VolumeReconcilerService {
             throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
           }
           this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
+          this.tellRetry(options, record, 'claim', attempt, err, delay);
           await this.clock.sleep(delay, signal);
           attempt++;
           continue;
         }
         // A claim's refusal is the catalog's answer; a node step's failure while the node plugin is away is not.
         if (err instanceof ClaimError || this.stopped || signal?.aborted || !(isPluginUnavailable(err) || this.pluginAway(record.pluginId))) throw err;
+        const left = deadline - this.clock.now();
+        if (left > 0) this.tellRetry(options, record, 'plugin', pluginRetries + 1, err, this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)));
         await this.awaitPluginAgain(record, err, ++pluginRetries, phase, deadline, signal);
       }
+    }
+  }
+
+  /** Tells whoever waits for the mount that it is held back (a listener's fault is logged, never the mount's). */
+  private tellRetry(options: MountOptions, record: VolumeMountRecord, reason: MountRetry['reason'], attempt: number, err: unknown, delayMs: number): void {
+    if (!options.onRetry) return;
+    try {
+      options.onRetry({ name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, reason, attempt, error: errorMessage(err), delayMs });
+    } catch (listenerErr) {
+      this.log.warn('a mount retry listener failed', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(listenerErr) });
     }
   }
 
