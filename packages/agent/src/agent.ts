@@ -93,6 +93,8 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
 
 export class Agent implements AgentService, AsyncDisposable {
   private readonly runners = new Map<string, AllocRunner>();
+  /** The same runners by job: a job's allocs without a scan of every runner (a restore resumes each job, `job status` lists each). */
+  private readonly runnersByJob = new Map<string, Set<AllocRunner>>();
   /** The one writer of each job's allocs: runs (plans, rollouts, reverts) and stops (deploy/). */
   private readonly updates: JobUpdater<AllocRunner>;
   private readonly startedAt: number;
@@ -191,10 +193,11 @@ export class Agent implements AgentService, AsyncDisposable {
     const { records: allocs, failures } = this.allocStore.listAllocations();
     for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
     let restored = 0;
-    for (const { alloc } of allocs) {
+    for (const record of allocs) {
+      const { alloc } = record;
       let runner: AllocRunner;
       try {
-        runner = new AllocRunner(alloc, this.runnerDeps());
+        runner = new AllocRunner(alloc, this.runnerDeps(), record);
       } catch (err) {
         // One alloc that cannot be rebuilt (a group its job lacks, a task state
         // that cannot be read) is left untouched — its tasks keep running —
@@ -202,7 +205,7 @@ export class Agent implements AgentService, AsyncDisposable {
         this.logger.error('a saved alloc could not be restored; it is left as it is, its tasks untouched', { alloc_id: alloc.id, error: err });
         continue;
       }
-      this.runners.set(alloc.id, runner);
+      this.addRunner(runner);
       const terminal = alloc.desiredStatus === 'stop' || alloc.clientStatus === 'complete' || alloc.clientStatus === 'failed';
       if (!terminal) {
         restored++;
@@ -226,14 +229,14 @@ export class Agent implements AgentService, AsyncDisposable {
       clock: this.clock,
       logger: this.logger,
       allocsOf: (jobId) => this.jobAllocs(jobId),
-      jobIds: () => [...new Set([...this.runners.values()].map((r) => r.alloc.jobId))].sort(),
+      jobIds: () => [...this.runnersByJob.keys()].sort(),
       prepare: (alloc) => new AllocRunner(alloc, this.runnerDeps()),
       // One write, all or nothing (AllocsNotSavedError): a run that cannot be saved starts and stops nothing.
       save: (runners, stopping) => AllocRunner.saveBeforeRun(runners, stopping),
       forget: (runner) => this.forgetOldAlloc(runner),
       launch: (runner) => {
         const alloc = runner.alloc;
-        this.runners.set(alloc.id, runner);
+        this.addRunner(runner);
         this.emit({ topic: 'Alloc', type: 'Alloc received', message: `alloc ${alloc.name} received (job version ${alloc.jobVersion ?? 0})`, allocId: alloc.id, jobId: alloc.jobId });
         void runner.run('start').catch((err) => this.logger.error('alloc failed to start', { alloc_id: alloc.id, error: err }));
       },
@@ -254,7 +257,7 @@ export class Agent implements AgentService, AsyncDisposable {
       return false;
     }
     r.forgetSaves();
-    this.runners.delete(r.alloc.id);
+    this.removeRunner(r);
     this.removeAllocDir(r);
     return true;
   }
@@ -304,8 +307,22 @@ export class Agent implements AgentService, AsyncDisposable {
     };
   }
 
+  private addRunner(r: AllocRunner): void {
+    this.runners.set(r.alloc.id, r);
+    const ofJob = this.runnersByJob.get(r.alloc.jobId) ?? new Set<AllocRunner>();
+    ofJob.add(r);
+    this.runnersByJob.set(r.alloc.jobId, ofJob);
+  }
+
+  private removeRunner(r: AllocRunner): void {
+    this.runners.delete(r.alloc.id);
+    const ofJob = this.runnersByJob.get(r.alloc.jobId);
+    ofJob?.delete(r);
+    if (ofJob?.size === 0) this.runnersByJob.delete(r.alloc.jobId);
+  }
+
   private jobAllocs(jobId: string): AllocRunner[] {
-    return [...this.runners.values()].filter((r) => r.alloc.jobId === jobId).sort((a, b) => a.alloc.createdAt - b.alloc.createdAt || a.alloc.name.localeCompare(b.alloc.name));
+    return [...(this.runnersByJob.get(jobId) ?? [])].sort((a, b) => a.alloc.createdAt - b.alloc.createdAt || a.alloc.name.localeCompare(b.alloc.name));
   }
 
   private jobView(jobId: string): JobView | undefined {
@@ -334,8 +351,7 @@ export class Agent implements AgentService, AsyncDisposable {
   }
 
   listJobs(): JobView[] {
-    const ids = new Set([...this.runners.values()].map((r) => r.alloc.jobId));
-    return [...ids].sort().map((id) => this.jobView(id)!);
+    return [...this.runnersByJob.keys()].sort().map((id) => this.jobView(id)!);
   }
 
   getJob(id: string): JobView | undefined {
@@ -394,7 +410,7 @@ export class Agent implements AgentService, AsyncDisposable {
         }
         r.forgetSaves();
         this.allocStore.deleteAllocation(r.alloc.id);
-        this.runners.delete(r.alloc.id);
+        this.removeRunner(r);
         this.removeAllocDir(r);
       }
     }

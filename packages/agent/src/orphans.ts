@@ -121,7 +121,24 @@ export function mountIsKnown(dataDir: string, mountPoint: string, known: KnownSt
   if (!owner) return true;
   if ('allocId' in owner) return known.allocs.has(owner.allocId);
   if (known.stagingUnknown) return true;
-  return known.volumes.some((v) => v.pluginId === owner.pluginId && (v.volumeId === owner.volumeId || v.externalId === owner.volumeId));
+  return knownVolumeKeys(known).has(volumeKey(owner.pluginId, owner.volumeId));
+}
+
+const volumeKey = (pluginId: string, volumeId: string): string => `${pluginId}\0${volumeId}`;
+const volumeKeys = new WeakMap<KnownState, Set<string>>();
+
+/**
+ * The (plugin, volume id or external id) pairs the state names, made once
+ * per KnownState: each staging mount is one lookup, not a scan of every
+ * mount record (a scan made the start-up check quadratic in the volumes).
+ */
+function knownVolumeKeys(known: KnownState): Set<string> {
+  let keys = volumeKeys.get(known);
+  if (!keys) {
+    keys = new Set(known.volumes.flatMap((v) => [volumeKey(v.pluginId, v.volumeId), volumeKey(v.pluginId, v.externalId)]));
+    volumeKeys.set(known, keys);
+  }
+  return keys;
 }
 
 /** Finds every orphan under the data dir: running tasks, mounts, then dirs. Reads only. */

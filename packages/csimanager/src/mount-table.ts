@@ -197,6 +197,8 @@ export class ProcMountTable implements MountTable {
   private probe(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let settled = false;
+      // Declared before settle: a spawn that throws at once settles before the timer is set.
+      let timer: NodeJS.Timeout | undefined;
       const settle = (err?: Error) => {
         if (settled) return;
         settled = true;
@@ -228,10 +230,17 @@ export class ProcMountTable implements MountTable {
         spawned = true;
         onStarted?.();
       });
-      const timer = setTimeout(() => {
-        // Killed, but never waited for: a child stuck in D state may outlive SIGKILL until the mount answers; it keeps its slot until then.
-        child.kill('SIGKILL');
-        settle(new MountProbeHungError(p, `${p} did not answer a stat within ${limitMs} ms (the mount hangs)`));
+      timer = setTimeout(() => {
+        // The agent's loop may have been busy past the limit (a restore of
+        // many allocs): what already happened — the child's exit — is heard
+        // first (I/O before setImmediate), so a busy agent never takes a
+        // healthy mount for a hung one and remounts it under its workload.
+        setImmediate(() => {
+          if (settled || child.exitCode !== null || child.signalCode !== null) return; // it exited: 'close' settles
+          // Killed, but never waited for: a child stuck in D state may outlive SIGKILL until the mount answers; it keeps its slot until then.
+          child.kill('SIGKILL');
+          settle(new MountProbeHungError(p, `${p} did not answer a stat within ${limitMs} ms (the mount hangs)`));
+        });
       }, limitMs);
       const gone = () => {
         const n = (this.alive.get(p) ?? 1) - 1;

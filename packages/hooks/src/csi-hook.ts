@@ -9,7 +9,7 @@
 //          keeps it at once, even with its plugin away ("Volume kept, plugin
 //          away"). A claim refused for now or a plugin that did not answer is
 //          tried again within the limit ("Volume mount retrying", once per
-//          new cause). A failure undoes what was done and fails the prerun
+//          new cause, again at retries 8, 16, 32…). A failure undoes what was done and fails the prerun
 //          with a VolumeHookError naming volume, plugin and cause.
 // running  from prerun to postrun it listens to the reconciler's checks of
 //          the alloc's live mounts after their plugin came back, and turns
@@ -60,6 +60,24 @@ function retryWhy(r: MountRetry): string {
   return `volume "${r.name}" (${r.volumeId}) ${what}, ${when} (retry ${r.attempt}): ${r.error}`;
 }
 
+/**
+ * Turns a mount's retries into "Volume mount retrying" task events: one per
+ * cause not told yet (numbers in the cause — elapsed times, attempt counts —
+ * do not make it new), and again at retries 8, 16, 32… so a cause that lasts
+ * hours is neither one event nor one per backoff step (task events are few
+ * and kept; a flood would push out the first, most useful ones).
+ */
+function retryEvents(ctx: AllocHookContext): (r: MountRetry) => void {
+  const told = new Set<string>();
+  return (r) => {
+    const cause = `${r.reason}:${r.error.replace(/\d+/g, '#')}`;
+    const again = r.attempt >= 8 && (r.attempt & (r.attempt - 1)) === 0;
+    if (told.has(cause) && !again) return;
+    told.add(cause);
+    ctx.emitEvent({ type: EVENT_VOLUME_MOUNT_RETRYING, message: retryWhy(r) });
+  };
+}
+
 /** Why an unmount is pending, for its event. */
 function pendingWhy(o: UnmountOutcome): string {
   const away = o.pluginWait && !o.pluginWait.healthy ? ` (plugin ${o.pluginId} was not healthy after waiting ${formatDuration(o.pluginWait.waitedMs)}, the postrun limit)` : '';
@@ -86,14 +104,7 @@ export class CSIHook implements AllocHook {
     for (const request of requests) {
       try {
         const mountRequest = { allocId: ctx.alloc.id, name: request.name, volumeId: request.source, usage: usageOf(request), ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}) };
-        // A retry becomes a task event when it fails differently from the one before (not one per backoff step).
-        let lastRetry = '';
-        const onRetry = (r: MountRetry) => {
-          const what = `${r.reason}:${r.error}`;
-          if (what === lastRetry) return;
-          lastRetry = what;
-          ctx.emitEvent({ type: EVENT_VOLUME_MOUNT_RETRYING, message: retryWhy(r) });
-        };
+        const onRetry = retryEvents(ctx);
         const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal, onRetry });
         volumes[request.name] = { name: request.name, volumeId: info.volumeId, pluginId: info.pluginId, hostPath: info.targetPath, readOnly: request.readOnly };
         if (!info.restored) ctx.emitEvent({ type: EVENT_VOLUME_MOUNTED, message: `volume "${request.name}" (${info.volumeId}) mounted at ${info.targetPath}` });

@@ -124,12 +124,13 @@ export class AllocRunner {
   constructor(
     readonly alloc: Alloc,
     private readonly deps: AllocRunnerDeps,
+    /** The alloc's saved record when the caller has just read it (a restore): not read again. */
+    saved: AllocRecord | undefined = deps.allocStore.getAllocation(alloc.id),
   ) {
     const group = alloc.job.groups.find((g) => g.name === alloc.group);
     if (!group) throw new Error(`alloc ${alloc.id}: job ${alloc.jobId} has no group "${alloc.group}"`);
     this.group = group;
     this.log = deps.logger.child({ alloc_id: alloc.id });
-    const saved = deps.allocStore.getAllocation(alloc.id);
     if (saved) this.volumes = saved.volumes;
     this.stopSaved = saved?.alloc.desiredStatus === 'stop';
     // Task runners exist from the start (they only load what was saved), so
@@ -240,12 +241,16 @@ export class AllocRunner {
 
   private async doRun(kind: RunKind): Promise<void> {
     fs.mkdirSync(this.allocDir, { recursive: true, mode: 0o711 });
-    this.save();
+    // A restored alloc is what the state holds: it is written again only when
+    // something changed (a restore of a thousand allocs is not two thousand
+    // durable writes of records as they stand).
+    if (kind !== 'restore') this.save();
     this.hooks = this.usesCsiVolumes ? [this.deps.csiHooks.create()] : [];
     try {
       const result = await runAllocHooks(this.hooks, 'prerun', this.hookContext(kind));
+      const before = JSON.stringify(this.volumes);
       this.volumes = result.volumes ?? {};
-      this.save();
+      if (kind !== 'restore' || JSON.stringify(this.volumes) !== before) this.save();
     } catch (err) {
       // Stopped or detached while setting up: stop() / detach() take it from here.
       if (this.detached || this.controller.signal.aborted) return;

@@ -232,8 +232,7 @@ export class TaskRunner {
           // The process runs already: prestart only re-creates what the hooks
           // keep (dirs, env for later restarts); a failure must not kill it.
           await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
-          this.setState({ state: 'running' });
-          this.event({ type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
+          this.setState({ state: 'running' }, { type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
           // A stop() during the hooks may have found the state not yet running and signalled nothing.
           if (this.stopping && this.stopSentTo !== handle) this.stopInBackground(handle);
           else this.poststart(ctx);
@@ -250,8 +249,10 @@ export class TaskRunner {
             this.saveHandle(newer);
             this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', { old_pid: saved.pid, pid: newer.pid });
             await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
-            this.setState({ state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
-            this.event({ type: TASK_EVENT.reattached, message: `re-attached to pid ${newer.pid} (a newer run than the saved pid ${saved.pid})` });
+            this.setState(
+              { state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined },
+              { type: TASK_EVENT.reattached, message: `re-attached to pid ${newer.pid} (a newer run than the saved pid ${saved.pid})` },
+            );
             if (this.stopping && this.stopSentTo !== newer) this.stopInBackground(newer);
             else this.poststart(ctx);
           } else {
@@ -456,8 +457,7 @@ export class TaskRunner {
     });
     this.handle = handle;
     this.saveHandle(handle);
-    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
-    this.event({ type: TASK_EVENT.started, message: `task started by exec driver (pid ${handle.pid})` });
+    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: `task started by exec driver (pid ${handle.pid})` });
     if (this.stopping) {
       // stop() raced the start: it saw no running handle, so kill it here.
       await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch(() => undefined);
@@ -517,17 +517,26 @@ export class TaskRunner {
   }
 
   private event(e: Omit<TaskEvent, 'time'> & { time?: number }): void {
-    const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
-    this.state.events.push(event);
-    if (this.state.events.length > MAX_EVENTS) this.state.events.splice(0, this.state.events.length - MAX_EVENTS);
+    const event = this.record(e);
     this.persist();
     this.deps.onEvent(this.task.name, event);
   }
 
-  private setState(patch: Partial<TaskState>): void {
+  /** Adds the event to the task's state (the oldest dropped past MAX_EVENTS); the caller persists. */
+  private record(e: Omit<TaskEvent, 'time'> & { time?: number }): TaskEvent {
+    const event: TaskEvent = { ...e, time: e.time ?? this.deps.clock.now() };
+    this.state.events.push(event);
+    if (this.state.events.length > MAX_EVENTS) this.state.events.splice(0, this.state.events.length - MAX_EVENTS);
+    return event;
+  }
+
+  /** Applies the change, and the event that says what happened if one is given, in one write. */
+  private setState(patch: Partial<TaskState>, e?: Omit<TaskEvent, 'time'> & { time?: number }): void {
     Object.assign(this.state, patch);
+    const event = e && this.record(e);
     this.persist();
     this.deps.onStateChange();
+    if (event) this.deps.onEvent(this.task.name, event);
   }
 
   private markDead(failed: boolean): void {

@@ -361,7 +361,8 @@ export class MountChecker implements Disposable {
       .stat(p, {
         limitMs: MOUNT_STAT_LIMIT_MS,
         onStarted: () => {
-          if (!timer) timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), MOUNT_STAT_LIMIT_MS);
+          // At the limit, one more turn of the loop first: an answer that came while the agent was busy past the limit is heard before the mount is called hung.
+          if (!timer) timer = this.deps.clock.setTimeout(() => (timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), 0)), MOUNT_STAT_LIMIT_MS);
         },
       })
       .then(

@@ -15,7 +15,8 @@ import { VolumeReconciler } from './volume-reconciler';
 /** The legacy buckets, typed with the shapes the older agent wrote. */
 function legacyOf(allocs: AllocStateStore, db: VolumeStateStore): LegacyVolumeState {
   return {
-    listAllocations: () => allocs.listAllocations(),
+    // The adoption needs the ids alone, not every alloc record (with its whole job) decoded on every start.
+    listAllocations: () => ({ allocs: allocs.listAllocationIds().map((allocId) => ({ allocId })) }),
     getVolumeStubs: (allocId) => db.getVolumeStubs(allocId),
     putVolumeStubs: (allocId, stubs) => db.putVolumeStubs(allocId, stubs),
     listVolumeUsage: () => db.listVolumeUsage(),

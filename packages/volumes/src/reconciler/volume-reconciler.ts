@@ -365,7 +365,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
             throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
           }
           this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
-          this.tellRetry(options, record, 'claim', attempt, err, delay);
+          if (!this.stopped && !signal?.aborted) this.tellRetry(options, record, 'claim', attempt, err, delay);
           await this.clock.sleep(delay, signal);
           attempt++;
           continue;
