@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { FakeClock } from '@csiplug/core/testing';
 import { isTransientFsError } from './errors';
-import { MAX_PROBES_IN_FLIGHT, MAX_PROBES_QUEUED, MountProbeHungError, MountProbeNotStartedError, ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
+import { MAX_PROBES_IN_FLIGHT, MAX_PROBES_QUEUED, MountProbeHungError, PROBE_BATCH_MAX, MountProbeNotStartedError, ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
 
 describe('mount table', () => {
   it('parses mountinfo, decoding octal escapes', () => {
@@ -128,7 +128,8 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
   });
 
   it(`at most ${MAX_PROBES_IN_FLIGHT} probes run at once, the rest queue; past the queue a probe is "not started", never hung`, async () => {
-    const t = new ProcMountTable();
+    // One probe per path (a command of the caller's is never batched).
+    const t = new ProcMountTable(undefined, (p) => ['stat', ['-L', '--', p]]);
     let peak = 0;
     const probes = Array.from({ length: MAX_PROBES_QUEUED + MAX_PROBES_IN_FLIGHT + 3 }, (_, i) => {
       const p = path.join(dir, `p${i}`);
@@ -143,6 +144,46 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     expect(answers.filter((a) => a === 'ENOENT')).toHaveLength(MAX_PROBES_QUEUED + MAX_PROBES_IN_FLIGHT);
     expect(t.probesInFlight).toBe(0);
   }, 60_000);
+
+  it('stats asked in one turn share one child process: a missing path gets its ENOENT, the others answer; one whose message names no path of the batch (a quote in its name) is asked again on its own', async () => {
+    const t = new ProcMountTable();
+    const present = Array.from({ length: 20 }, (_, i) => path.join(dir, `d${i}`));
+    for (const p of present) await fs.mkdir(p);
+    const quoted = path.join(dir, "q'x", 'none');
+    const answer = (p: string) =>
+      t.stat(p).then(
+        () => 'ok',
+        (err: NodeJS.ErrnoException) => err.code,
+      );
+    const answers = await Promise.all([...present, path.join(dir, 'missing'), quoted].map(answer));
+    expect(answers).toEqual([...present.map(() => 'ok'), 'ENOENT', 'ENOENT']);
+    expect(t.batches).toBe(1);
+    expect(t.probesInFlight).toBe(0);
+    // More than a batch holds: several children, every path answered.
+    const many = Array.from({ length: PROBE_BATCH_MAX + 5 }, (_, i) => (i % 2 ? present[i % present.length]! : path.join(dir, `gone${i}`)));
+    const manyAnswers = await Promise.all(many.map(answer));
+    expect(manyAnswers).toEqual(many.map((_, i) => (i % 2 ? 'ok' : 'ENOENT')));
+    expect(t.batches).toBe(3);
+  });
+
+  it('a batch that does not answer within its limit is killed and each path asked again on its own: the healthy ones answer, the limit counting from the new start', async () => {
+    const t = new ProcMountTable(undefined, undefined, () => ['sleep', ['30']]);
+    const started: string[] = [];
+    const paths = [dir, path.join(dir, 'missing')];
+    const answers = await Promise.all(
+      paths.map((p) =>
+        t.stat(p, { limitMs: 300, onStarted: () => started.push(p) }).then(
+          () => 'ok',
+          (err: NodeJS.ErrnoException) => err.code,
+        ),
+      ),
+    );
+    expect(answers).toEqual(['ok', 'ENOENT']);
+    expect(t.batches).toBe(1);
+    // Started with the batch, then again alone.
+    expect(started.sort()).toEqual([...paths, ...paths].sort());
+    await waitFor(() => t.probesInFlight === 0);
+  });
 
   it('isMountPoint resolves only the parent: a target whose own resolution fails (a symlink loop, as a dead FUSE root fails with ENOTCONN) is answered from the table', async () => {
     const loop = path.join(dir, 'loop');

@@ -10,7 +10,12 @@
 // /proc/self/mountinfo and resolves only the target's *parent*; stat runs in
 // a short-lived child process, killed at its limit, with at most
 // MAX_PROBES_IN_FLIGHT alive at once (a child stuck in D state costs a pid,
-// not an agent thread, and keeps its slot until it really exits).
+// not an agent thread, and keeps its slot until it really exits). Stats asked
+// in the same turn of the loop share one child (up to PROBE_BATCH_MAX paths):
+// spawning from the agent costs milliseconds of its CPU each, and a check of
+// a thousand mounts after a restart must not be a thousand spawns. A batch
+// that does not answer within its limit is killed and each of its paths asked
+// again on its own, so the hung one is named and the others still answer.
 import { spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
 import * as path from 'node:path';
@@ -51,6 +56,23 @@ export const DEFAULT_PROBE_LIMIT_MS = 5_000;
 export const MAX_PROBES_IN_FLIGHT = 4;
 /** Probes waiting for a slot; one more is refused at once (not started). */
 export const MAX_PROBES_QUEUED = 256;
+/** Paths one batched probe stats (one child process for all of them). */
+export const PROBE_BATCH_MAX = 128;
+/** Batched stats that may wait for a probe to start; past it a stat is "not started". */
+export const MAX_BATCHED_WAITING = 4_096;
+
+/** A stat waiting in, or run by, a batched probe. */
+interface BatchedStat {
+  p: string;
+  limitMs: number;
+  onStarted: (() => void) | undefined;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+/** The batch's stand-in for stat(1) where there is none: one line `<index> <errno>` on stderr per path that failed. */
+const NODE_BATCH_SCRIPT =
+  'const fs=require("fs");let bad=0;process.argv.slice(1).forEach((p,i)=>{try{fs.statSync(p)}catch(e){bad=1;process.stderr.write(i+" "+String(e.code)+"\\n")}});process.exit(bad)';
 
 /** A stat probe of `path` started and did not answer within its limit (or an earlier probe of it still has not): the mount hangs. */
 export class MountProbeHungError extends Error {
@@ -136,6 +158,27 @@ export function mountsUnder(dir: string): string[] {
   return mountPointsUnder(readMountInfoSync(), dir);
 }
 
+/** The errno error of a failed stat of `p`, as the probes reject with it. */
+function statError(p: string, errno: string, detail: string): Error {
+  return Object.assign(new Error(`${errno}: stat '${p}' failed: ${detail}`), { code: errno, syscall: 'stat', path: p });
+}
+
+/** Which path of a batch a line of stat(1)'s stderr is about (it names it quoted), and its error; undefined when it names none. */
+function statLineOf(line: string, paths: readonly string[]): { index: number; error: Error } | undefined {
+  const index = paths.findIndex((p) => line.includes(`'${p}'`));
+  if (index < 0) return undefined;
+  const errno = STAT_MESSAGES.find(([text]) => line.includes(text))?.[1] ?? 'EUNKNOWN';
+  return { index, error: statError(paths[index]!, errno, line.trim()) };
+}
+
+/** The same for NODE_BATCH_SCRIPT's `<index> <errno>` lines. */
+function nodeLineOf(line: string, paths: readonly string[]): { index: number; error: Error } | undefined {
+  const m = /^(\d+) (E[A-Z]+)$/.exec(line.trim());
+  const index = m ? Number(m[1]) : -1;
+  if (!m || index >= paths.length) return undefined;
+  return { index, error: statError(paths[index]!, m[2]!, m[2]!) };
+}
+
 /**
  * Reads /proc/self/mountinfo. A path that does not exist is answered without
  * reading the table. Concurrent callers share reads, but only a read that
@@ -153,6 +196,12 @@ export class ProcMountTable implements MountTable {
   private readonly alive = new Map<string, number>();
   private inFlight = 0;
   private readonly queued: (() => void)[] = [];
+  /** Batched stats not started yet (waiting for the next turn of the loop or for a slot). */
+  private readonly batchWaiting: BatchedStat[] = [];
+  private batchNotStarted = 0;
+  private batchFlushScheduled = false;
+  /** How many batched probes (child processes for several paths) were started (for tests and benchmarks). */
+  batches = 0;
 
   /**
    * `file`: the mount table to read. `probeCommand`: the process a stat runs
@@ -162,6 +211,8 @@ export class ProcMountTable implements MountTable {
   constructor(
     private readonly file = '/proc/self/mountinfo',
     private readonly probeCommand?: (target: string) => readonly [string, readonly string[]],
+    /** The process a batch of stats runs in (for tests: one that hangs); by default stat(1) with every path, or node. */
+    private readonly batchCommand?: (targets: readonly string[]) => readonly [string, readonly string[]],
   ) {}
 
   /** How many probe processes are alive now (for tests). */
@@ -173,6 +224,13 @@ export class ProcMountTable implements MountTable {
     const limitMs = options.limitMs ?? DEFAULT_PROBE_LIMIT_MS;
     const p = path.resolve(target);
     if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
+    // A command of the caller's probes one path: no batch.
+    if (this.probeCommand) return this.statAlone(p, limitMs, options.onStarted);
+    return this.statBatched(p, limitMs, options.onStarted);
+  }
+
+  /** One path in a child process of its own, through the slots. */
+  private async statAlone(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
     if (this.inFlight >= MAX_PROBES_IN_FLIGHT) {
       if (this.queued.length >= MAX_PROBES_QUEUED) throw new MountProbeNotStartedError(p, `could not stat ${p}: ${MAX_PROBES_IN_FLIGHT} probes in flight and ${MAX_PROBES_QUEUED} queued`);
       await new Promise<void>((resolve) => this.queued.push(resolve));
@@ -183,7 +241,113 @@ export class ProcMountTable implements MountTable {
     } else {
       this.inFlight++;
     }
-    return this.probe(p, limitMs, options.onStarted);
+    return this.probe(p, limitMs, onStarted);
+  }
+
+  /** Joins the stats asked in this turn of the loop: one child process stats them all. */
+  private statBatched(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
+    if (this.batchNotStarted >= MAX_BATCHED_WAITING) {
+      return Promise.reject(new MountProbeNotStartedError(p, `could not stat ${p}: ${this.batchNotStarted} stats already wait for a probe to start`));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.batchWaiting.push({ p, limitMs, onStarted, resolve, reject });
+      this.batchNotStarted++;
+      if (this.batchFlushScheduled) return;
+      this.batchFlushScheduled = true;
+      setImmediate(() => {
+        this.batchFlushScheduled = false;
+        while (this.batchWaiting.length > 0) void this.runBatchWhenFree(this.batchWaiting.splice(0, PROBE_BATCH_MAX));
+      });
+    });
+  }
+
+  /** Takes a slot (a batch is one probe), then runs the batch. */
+  private async runBatchWhenFree(batch: BatchedStat[]): Promise<void> {
+    if (this.inFlight >= MAX_PROBES_IN_FLIGHT) await new Promise<void>((resolve) => this.queued.push(resolve));
+    else this.inFlight++;
+    this.batchNotStarted -= batch.length;
+    this.runBatch(batch);
+  }
+
+  /**
+   * One child process stats every path of the batch, holding one slot until
+   * it exits. All answered: done. Some failed: each failure is given to its
+   * path by stat(1)'s message naming it; a path whose answer cannot be told
+   * (a message naming no path of the batch) is asked again on its own. No
+   * exit within the limit: the child is killed and every path is asked again
+   * on its own — the hung one hangs there and is named.
+   */
+  private runBatch(batch: BatchedStat[]): void {
+    const paths = batch.map((b) => b.p);
+    const limitMs = Math.max(...batch.map((b) => b.limitMs));
+    const alone = (b: BatchedStat) => void this.statAlone(b.p, b.limitMs, b.onStarted).then(b.resolve, b.reject);
+    const custom = this.batchCommand?.(paths);
+    let child;
+    try {
+      child = custom
+        ? spawn(custom[0], [...custom[1]], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
+        : STAT_BINARY
+        ? spawn(STAT_BINARY, ['-L', '-c', '', '--', ...paths], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
+        : spawn(process.execPath, ['-e', NODE_BATCH_SCRIPT, ...paths], { stdio: ['ignore', 'ignore', 'pipe'] });
+    } catch (err) {
+      this.release();
+      for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${(err as Error).message}`, { cause: err }));
+      return;
+    }
+    this.batches++;
+    let settled = false;
+    let spawned = false;
+    let stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      if (stderr.length < 256 * 1024) stderr += chunk;
+    });
+    child.once('spawn', () => {
+      spawned = true;
+      for (const b of batch) b.onStarted?.();
+    });
+    const timer = setTimeout(() => {
+      // One more turn of the loop first: an exit the busy loop has not read yet is heard before the batch is called hung.
+      setImmediate(() => {
+        if (settled || child.exitCode !== null || child.signalCode !== null) return;
+        settled = true;
+        // Killed, but never waited for: a child stuck in D state keeps its slot until it really exits.
+        child.kill('SIGKILL');
+        for (const b of batch) alone(b);
+      });
+    }, limitMs);
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      if (spawned || settled) return;
+      settled = true;
+      clearTimeout(timer);
+      this.release();
+      for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${err.message}`, { cause: err }));
+    });
+    child.once('close', (code) => {
+      if (!spawned) return;
+      this.release();
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (code === 0) {
+        for (const b of batch) b.resolve();
+        return;
+      }
+      const failed = new Map<number, Error>();
+      let untold = code === null; // killed by a signal: nothing is known of the paths it did not name
+      for (const line of stderr.split('\n').filter((l) => l.trim() !== '')) {
+        const told = STAT_BINARY || custom ? statLineOf(line, paths) : nodeLineOf(line, paths);
+        if (told) failed.set(told.index, told.error);
+        else untold = true;
+      }
+      if (failed.size === 0) untold = true;
+      batch.forEach((b, i) => {
+        const error = failed.get(i);
+        if (error) b.reject(error);
+        else if (untold) alone(b);
+        else b.resolve();
+      });
+    });
   }
 
   /** Frees a probe slot: the next queued probe takes it. */

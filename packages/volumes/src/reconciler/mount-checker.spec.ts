@@ -8,7 +8,7 @@
 import { CSIError, GrpcStatus } from '@csiplug/csi';
 import { PLUGIN, PRERUN, RESTORE, TestNode, published, req, staged, stagingOf, targetOf, unpublished, unstaged } from '../../test/support/reconciler-node';
 import { MountProbeHungError, MountProbeNotStartedError } from '@csiplug/csimanager';
-import { MOUNT_STAT_LIMIT_MS, PROBES_AT_ONCE, RETIRED_CHECK_GRACE_MS } from './mount-checker';
+import { MOUNT_STAT_LIMIT_MS, RETIRED_CHECK_GRACE_MS, STATS_AT_ONCE } from './mount-checker';
 
 let node: TestNode;
 afterEach(() => node?.dispose());
@@ -307,9 +307,10 @@ describe('probes that cannot start or wait for a slot say nothing of the mount (
     expect(kinds().slice(4)).toEqual(['plugin-back a1', 'checked a1']);
   });
 
-  test(`at most ${PROBES_AT_ONCE} mounts are probed at once`, async () => {
+  test(`the targets are stat'ed together (the table batches them), at most ${STATS_AT_ONCE} at once`, async () => {
     node = new TestNode();
-    for (let i = 1; i <= PROBES_AT_ONCE + 3; i++) await node.reconciler.mount(req(`a${i}`), PRERUN);
+    const count = STATS_AT_ONCE + 3;
+    for (let i = 1; i <= count; i++) await node.reconciler.mount(req(`a${i}`), PRERUN);
     let inFlight = 0;
     let peak = 0;
     const releases: (() => void)[] = [];
@@ -322,13 +323,13 @@ describe('probes that cannot start or wait for a slot say nothing of the mount (
         });
       });
     await crashAndRecover();
-    expect(peak).toBe(PROBES_AT_ONCE);
+    expect(peak).toBe(STATS_AT_ONCE);
     while (releases.length) {
-      releases.shift()!();
+      releases.splice(0).forEach((release) => release());
       await node.settle();
     }
-    expect(peak).toBe(PROBES_AT_ONCE);
-    expect(kinds().filter((k) => k.startsWith('checked'))).toHaveLength(PROBES_AT_ONCE + 3);
+    expect(peak).toBe(STATS_AT_ONCE);
+    expect(kinds().filter((k) => k.startsWith('checked'))).toHaveLength(count);
   });
 });
 

@@ -11,11 +11,12 @@
 //     holds a thread of Node's pool; a probe that could not start says
 //     nothing and is not taken as stale; a path whose probe hung stays hung
 //     until a later probe answers, and one whose probe has not settled is
-//     not probed again); at most PROBES_AT_ONCE records are probed at once;
+//     not probed again); the targets are stat'ed all at once, STATS_AT_ONCE
+//     at a time (the table runs a turn's stats in one child process);
 //   - it is still a mount point;
 //   - when the plugin offers GET_VOLUME_STATS, NodeGetVolumeStats does not
 //     call it abnormal or NOT_FOUND (other errors are logged, not taken as
-//     stale: the mount itself answered).
+//     stale: the mount itself answered), CONDITIONS_AT_ONCE calls at a time.
 //
 // A stale mount is handled by its record's policy: `remount` (the reconciler
 // takes it down and up again through the current plugin, its staging mount
@@ -35,8 +36,11 @@ export const MOUNT_STAT_LIMIT_MS = 5_000;
 /** How long after a replaced plugin alloc went away its mounts are looked at again (its process may still be exiting). */
 export const RETIRED_CHECK_GRACE_MS = 2_000;
 
-/** Records probed at once by one check. */
-export const PROBES_AT_ONCE = 4;
+/** Targets stat'ed at once by one check (no more than the mount table queues). */
+export const STATS_AT_ONCE = 256;
+
+/** NodeGetVolumeStats calls at once by one check. */
+export const CONDITIONS_AT_ONCE = 8;
 
 /** Errors of a stat that mean the mount is dead or gone. Others (an agent's own EMFILE, say) are logged, not taken as stale. */
 const STALE_STAT_CODES: ReadonlySet<string> = new Set(['ENOTCONN', 'ESTALE', 'EIO', 'ENOENT']);
@@ -206,16 +210,24 @@ export class MountChecker implements Disposable {
     const problems = new Map<string, string>();
     /** Mounts that answer, but whose condition the plugin could not tell: why, for their event. */
     const unread = new Map<string, string>();
-    // A few at a time: each is a stat process and, when the plugin offers it, a NodeGetVolumeStats call.
+    // Every target's stat and mount-table entry at once (the table stats a
+    // turn's paths in one child process and shares its reads)...
+    const answered: (readonly [string, VolumeMountRecord])[] = [];
+    for (let i = 0; i < records.length && !this.stopped; i += STATS_AT_ONCE) {
+      const slice = records.slice(i, i + STATS_AT_ONCE);
+      const found = await Promise.all(slice.map(([, r]) => this.probeTarget(r)));
+      slice.forEach((entry, j) => (found[j] !== undefined ? problems.set(entry[0], found[j]!) : answered.push(entry)));
+    }
+    // ...then the plugin's word on the ones that answered, a few calls at a time.
     let next = 0;
     const worker = async () => {
-      while (next < records.length && !this.stopped) {
-        const [key, r] = records[next++]!;
-        const problem = await this.probeTarget(r, (why) => unread.set(key, why));
+      while (next < answered.length && !this.stopped) {
+        const [key, r] = answered[next++]!;
+        const problem = await this.probeCondition(r, 'target', (why) => unread.set(key, why));
         if (problem) problems.set(key, problem);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(PROBES_AT_ONCE, records.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(CONDITIONS_AT_ONCE, answered.length) }, worker));
     const byVolume = new Map<string, (readonly [string, VolumeMountRecord])[]>();
     for (const entry of records) byVolume.set(entry[1].volumeId, [...(byVolume.get(entry[1].volumeId) ?? []), entry]);
     const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems, unread)));
@@ -315,11 +327,11 @@ export class MountChecker implements Disposable {
   }
 
   /** Why the record's target is stale, or undefined when it answers. */
-  /** A problem of the target mount, or undefined; `unread` hears why the plugin could not tell its condition. */
-  private async probeTarget(r: VolumeMountRecord, unread?: (why: string) => void): Promise<string | undefined> {
+  /** A problem of the target mount seen without the plugin (its remount intent, a stat, the mount table), or undefined. */
+  private async probeTarget(r: VolumeMountRecord): Promise<string | undefined> {
     if (r.remounting !== undefined) return 'a remount of it was started and did not finish';
     if (!r.published || r.targetPath === undefined) return 'it is not mounted (an earlier remount did not finish)';
-    return (await this.probePath(r.targetPath, r)) ?? (await this.probeCondition(r, 'target', unread));
+    return this.probePath(r.targetPath, r);
   }
 
   private async probeStaging(r: VolumeMountRecord): Promise<string | undefined> {
@@ -361,8 +373,10 @@ export class MountChecker implements Disposable {
       .stat(p, {
         limitMs: MOUNT_STAT_LIMIT_MS,
         onStarted: () => {
+          // Started again (a batched stat the table asks again on its own): the limit counts from the new start.
+          timer?.dispose();
           // At the limit, one more turn of the loop first: an answer that came while the agent was busy past the limit is heard before the mount is called hung.
-          if (!timer) timer = this.deps.clock.setTimeout(() => (timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), 0)), MOUNT_STAT_LIMIT_MS);
+          timer = this.deps.clock.setTimeout(() => (timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), 0)), MOUNT_STAT_LIMIT_MS);
         },
       })
       .then(
