@@ -145,20 +145,26 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     expect(t.probesInFlight).toBe(0);
   }, 60_000);
 
-  it('stats asked in one turn share one child process: a missing path gets its ENOENT, the others answer; one whose message names no path of the batch (a quote in its name) is asked again on its own', async () => {
+  it('stats asked in one turn share one child process, which answers each path (its errno, odd names too) as it goes', async () => {
     const t = new ProcMountTable();
     const present = Array.from({ length: 20 }, (_, i) => path.join(dir, `d${i}`));
     for (const p of present) await fs.mkdir(p);
-    const quoted = path.join(dir, "q'x", 'none');
+    const odd = path.join(dir, "q'x café");
+    await fs.mkdir(odd);
+    const started: string[] = [];
     const answer = (p: string) =>
-      t.stat(p).then(
+      t.stat(p, { onStarted: () => started.push(p) }).then(
         () => 'ok',
         (err: NodeJS.ErrnoException) => err.code,
       );
-    const answers = await Promise.all([...present, path.join(dir, 'missing'), quoted].map(answer));
-    expect(answers).toEqual([...present.map(() => 'ok'), 'ENOENT', 'ENOENT']);
+    const asked = [...present, path.join(dir, 'missing'), odd, path.join(odd, 'none'), present[0]!];
+    const answers = await Promise.all(asked.map(answer));
+    expect(answers).toEqual([...present.map(() => 'ok'), 'ENOENT', 'ok', 'ENOENT', 'ok']);
     expect(t.batches).toBe(1);
-    expect(t.probesInFlight).toBe(0);
+    // Each stat was told when the child reached its path (the same path asked twice: both).
+    expect(started.sort()).toEqual([...asked].sort());
+    // The answers stream in before the child exits; its slot is free once it has.
+    await waitFor(() => t.probesInFlight === 0);
     // More than a batch holds: several children, every path answered.
     const many = Array.from({ length: PROBE_BATCH_MAX + 5 }, (_, i) => (i % 2 ? present[i % present.length]! : path.join(dir, `gone${i}`)));
     const manyAnswers = await Promise.all(many.map(answer));
@@ -166,22 +172,24 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     expect(t.batches).toBe(3);
   });
 
-  it('a batch that does not answer within its limit is killed and each path asked again on its own: the healthy ones answer, the limit counting from the new start', async () => {
-    const t = new ProcMountTable(undefined, undefined, () => ['sleep', ['30']]);
+  it('a batch stuck on one path past its limit: that path is hung (and not probed again while the child lives), the ones before it answered, the ones after it go to a new batch', async () => {
+    // A batch child that answers as the real one does, but hangs on a path named "hang" (as a stat of a dead NFS mount would).
+    const script = 'i=0; for p do if [ "${p##*/}" = hang ]; then exec sleep 30; fi; if [ -e "$p" ]; then echo "$i ok"; else echo "$i ENOENT"; fi; i=$((i+1)); done';
+    const t = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', script, 'sh', ...paths]]);
+    const hang = path.join(dir, 'hang');
     const started: string[] = [];
-    const paths = [dir, path.join(dir, 'missing')];
-    const answers = await Promise.all(
-      paths.map((p) =>
-        t.stat(p, { limitMs: 300, onStarted: () => started.push(p) }).then(
-          () => 'ok',
-          (err: NodeJS.ErrnoException) => err.code,
-        ),
-      ),
-    );
-    expect(answers).toEqual(['ok', 'ENOENT']);
-    expect(t.batches).toBe(1);
-    // Started with the batch, then again alone.
-    expect(started.sort()).toEqual([...paths, ...paths].sort());
+    const answer = (p: string) =>
+      t.stat(p, { limitMs: 300, onStarted: () => started.push(path.basename(p)) }).then(
+        () => 'ok',
+        (err: NodeJS.ErrnoException) => (err instanceof MountProbeHungError ? 'hung' : err.code),
+      );
+    const answers = await Promise.all([dir, hang, path.join(dir, 'missing')].map(answer));
+    expect(answers).toEqual(['ok', 'hung', 'ENOENT']);
+    expect(t.batches).toBe(2);
+    // "missing" was started once, by the second batch: the first never reached it.
+    expect(started).toEqual([path.basename(dir), 'hang', 'missing']);
+    // The killed child may not have exited yet: a stat of the hung path meanwhile is refused as hung, not started again.
+    if (t.probesInFlight > 0) await expect(t.stat(hang)).rejects.toBeInstanceOf(MountProbeHungError);
     await waitFor(() => t.probesInFlight === 0);
   });
 

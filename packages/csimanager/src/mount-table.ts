@@ -13,9 +13,11 @@
 // not an agent thread, and keeps its slot until it really exits). Stats asked
 // in the same turn of the loop share one child (up to PROBE_BATCH_MAX paths):
 // spawning from the agent costs milliseconds of its CPU each, and a check of
-// a thousand mounts after a restart must not be a thousand spawns. A batch
-// that does not answer within its limit is killed and each of its paths asked
-// again on its own, so the hung one is named and the others still answer.
+// a thousand mounts after a restart must not be a thousand spawns. The child
+// stats the paths one after another and answers each on its own line as it
+// goes, so each path's limit counts from its own start; the path it is stuck
+// on past its limit is the hung one — named, and kept from being probed again
+// until the child exits — and the paths after it go to a new batch.
 import { spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
 import * as path from 'node:path';
@@ -70,9 +72,13 @@ interface BatchedStat {
   reject: (err: Error) => void;
 }
 
-/** The batch's stand-in for stat(1) where there is none: one line `<index> <errno>` on stderr per path that failed. */
-const NODE_BATCH_SCRIPT =
-  'const fs=require("fs");let bad=0;process.argv.slice(1).forEach((p,i)=>{try{fs.statSync(p)}catch(e){bad=1;process.stderr.write(i+" "+String(e.code)+"\\n")}});process.exit(bad)';
+/**
+ * The batch's child: stats its arguments in order and writes `<index> ok` or
+ * `<index> <errno>` for each as soon as it has the answer (writes to a pipe
+ * are synchronous on Linux, so a line is out before the next stat starts).
+ */
+const BATCH_SCRIPT =
+  'const fs=require("fs");process.argv.slice(1).forEach((p,i)=>{let a="ok";try{fs.statSync(p)}catch(e){a=String(e.code||"EUNKNOWN")}fs.writeSync(1,i+" "+a+"\\n")})';
 
 /** A stat probe of `path` started and did not answer within its limit (or an earlier probe of it still has not): the mount hangs. */
 export class MountProbeHungError extends Error {
@@ -163,22 +169,6 @@ function statError(p: string, errno: string, detail: string): Error {
   return Object.assign(new Error(`${errno}: stat '${p}' failed: ${detail}`), { code: errno, syscall: 'stat', path: p });
 }
 
-/** Which path of a batch a line of stat(1)'s stderr is about (it names it quoted), and its error; undefined when it names none. */
-function statLineOf(line: string, paths: readonly string[]): { index: number; error: Error } | undefined {
-  const index = paths.findIndex((p) => line.includes(`'${p}'`));
-  if (index < 0) return undefined;
-  const errno = STAT_MESSAGES.find(([text]) => line.includes(text))?.[1] ?? 'EUNKNOWN';
-  return { index, error: statError(paths[index]!, errno, line.trim()) };
-}
-
-/** The same for NODE_BATCH_SCRIPT's `<index> <errno>` lines. */
-function nodeLineOf(line: string, paths: readonly string[]): { index: number; error: Error } | undefined {
-  const m = /^(\d+) (E[A-Z]+)$/.exec(line.trim());
-  const index = m ? Number(m[1]) : -1;
-  if (!m || index >= paths.length) return undefined;
-  return { index, error: statError(paths[index]!, m[2]!, m[2]!) };
-}
-
 /**
  * Reads /proc/self/mountinfo. A path that does not exist is answered without
  * reading the table. Concurrent callers share reads, but only a read that
@@ -249,15 +239,18 @@ export class ProcMountTable implements MountTable {
     if (this.batchNotStarted >= MAX_BATCHED_WAITING) {
       return Promise.reject(new MountProbeNotStartedError(p, `could not stat ${p}: ${this.batchNotStarted} stats already wait for a probe to start`));
     }
-    return new Promise<void>((resolve, reject) => {
-      this.batchWaiting.push({ p, limitMs, onStarted, resolve, reject });
-      this.batchNotStarted++;
-      if (this.batchFlushScheduled) return;
-      this.batchFlushScheduled = true;
-      setImmediate(() => {
-        this.batchFlushScheduled = false;
-        while (this.batchWaiting.length > 0) void this.runBatchWhenFree(this.batchWaiting.splice(0, PROBE_BATCH_MAX));
-      });
+    return new Promise<void>((resolve, reject) => this.enqueue([{ p, limitMs, onStarted, resolve, reject }]));
+  }
+
+  /** Stats to run in a batch from the next turn of the loop on. */
+  private enqueue(stats: BatchedStat[]): void {
+    this.batchWaiting.push(...stats);
+    this.batchNotStarted += stats.length;
+    if (this.batchFlushScheduled) return;
+    this.batchFlushScheduled = true;
+    setImmediate(() => {
+      this.batchFlushScheduled = false;
+      while (this.batchWaiting.length > 0) void this.runBatchWhenFree(this.batchWaiting.splice(0, PROBE_BATCH_MAX));
     });
   }
 
@@ -266,87 +259,110 @@ export class ProcMountTable implements MountTable {
     if (this.inFlight >= MAX_PROBES_IN_FLIGHT) await new Promise<void>((resolve) => this.queued.push(resolve));
     else this.inFlight++;
     this.batchNotStarted -= batch.length;
-    this.runBatch(batch);
+    // A path whose probe hangs is not asked again while that probe lives.
+    const live = batch.filter((b) => {
+      if (!this.alive.has(b.p)) return true;
+      b.reject(new MountProbeHungError(b.p, `an earlier stat of ${b.p} has not returned (the mount hangs)`));
+      return false;
+    });
+    if (live.length === 0) this.release();
+    else this.runBatch(live);
   }
 
   /**
-   * One child process stats every path of the batch, holding one slot until
-   * it exits. All answered: done. Some failed: each failure is given to its
-   * path by stat(1)'s message naming it; a path whose answer cannot be told
-   * (a message naming no path of the batch) is asked again on its own. No
-   * exit within the limit: the child is killed and every path is asked again
-   * on its own — the hung one hangs there and is named.
+   * One child process stats the batch's paths in order, holding one slot
+   * until it exits, and answers each on its own line: each path's stat
+   * starts when the one before it answered (its onStarted then), and has
+   * `limitMs` from there. Stuck past it: that path is hung (and counted alive
+   * until the child exits), the child is killed, the paths after it go to a
+   * new batch. A child that ends without answering them all: the rest are
+   * asked one by one.
    */
   private runBatch(batch: BatchedStat[]): void {
-    const paths = batch.map((b) => b.p);
-    const limitMs = Math.max(...batch.map((b) => b.limitMs));
-    const alone = (b: BatchedStat) => void this.statAlone(b.p, b.limitMs, b.onStarted).then(b.resolve, b.reject);
-    const custom = this.batchCommand?.(paths);
+    // One argument per distinct path; every stat of it gets its answer.
+    const paths = [...new Set(batch.map((b) => b.p))];
+    const statsOf = new Map<string, BatchedStat[]>();
+    for (const b of batch) statsOf.set(b.p, [...(statsOf.get(b.p) ?? []), b]);
+    const command = this.batchCommand?.(paths) ?? [process.execPath, ['-e', BATCH_SCRIPT, ...paths]];
     let child;
     try {
-      child = custom
-        ? spawn(custom[0], [...custom[1]], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
-        : STAT_BINARY
-        ? spawn(STAT_BINARY, ['-L', '-c', '', '--', ...paths], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
-        : spawn(process.execPath, ['-e', NODE_BATCH_SCRIPT, ...paths], { stdio: ['ignore', 'ignore', 'pipe'] });
+      // A clean environment: nothing of the agent's (NODE_OPTIONS, say) reaches the helper.
+      child = spawn(command[0], [...command[1]], { stdio: ['ignore', 'pipe', 'ignore'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } });
     } catch (err) {
       this.release();
       for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${(err as Error).message}`, { cause: err }));
       return;
     }
     this.batches++;
-    let settled = false;
     let spawned = false;
-    let stderr = '';
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => {
-      if (stderr.length < 256 * 1024) stderr += chunk;
+    let ended = false;
+    /** Paths answered so far: the next one is the one the child is on. */
+    let answered = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const current = () => paths[answered];
+    const startNext = () => {
+      clearTimeout(timer);
+      const p = current();
+      if (p === undefined) return;
+      for (const b of statsOf.get(p)!) b.onStarted?.();
+      const limitMs = Math.max(...statsOf.get(p)!.map((b) => b.limitMs));
+      timer = setTimeout(() => {
+        // One more turn of the loop first: an answer the busy loop has not read yet is heard before the path is called hung.
+        setImmediate(() => {
+          if (ended || current() !== p) return;
+          ended = true;
+          // Killed, but never waited for: a child stuck in D state keeps its slot — and the path stays hung — until it really exits.
+          this.alive.set(p, (this.alive.get(p) ?? 0) + 1);
+          hungPath = p;
+          child.kill('SIGKILL');
+          for (const b of statsOf.get(p)!) b.reject(new MountProbeHungError(p, `${p} did not answer a stat within ${limitMs} ms (the mount hangs)`));
+          const rest = paths.slice(answered + 1).flatMap((q) => statsOf.get(q)!);
+          if (rest.length > 0) this.enqueue(rest);
+        });
+      }, limitMs);
+    };
+    let hungPath: string | undefined;
+    let partial = '';
+    child.stdout?.setEncoding('utf8');
+    child.stdout?.on('data', (chunk: string) => {
+      if (ended) return;
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) {
+        const m = /^(\d+) (ok|E[A-Z0-9]+)$/.exec(line);
+        // Answers come in order; anything else is not this script's: the rest are asked one by one when it ends.
+        if (!m || Number(m[1]) !== answered) continue;
+        const p = paths[answered++]!;
+        for (const b of statsOf.get(p)!) {
+          if (m[2] === 'ok') b.resolve();
+          else b.reject(statError(p, m[2]!, m[2]!));
+        }
+        startNext();
+      }
     });
     child.once('spawn', () => {
       spawned = true;
-      for (const b of batch) b.onStarted?.();
+      startNext();
     });
-    const timer = setTimeout(() => {
-      // One more turn of the loop first: an exit the busy loop has not read yet is heard before the batch is called hung.
-      setImmediate(() => {
-        if (settled || child.exitCode !== null || child.signalCode !== null) return;
-        settled = true;
-        // Killed, but never waited for: a child stuck in D state keeps its slot until it really exits.
-        child.kill('SIGKILL');
-        for (const b of batch) alone(b);
-      });
-    }, limitMs);
     child.once('error', (err: NodeJS.ErrnoException) => {
-      if (spawned || settled) return;
-      settled = true;
-      clearTimeout(timer);
+      if (spawned || ended) return;
+      ended = true;
       this.release();
       for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${err.message}`, { cause: err }));
     });
-    child.once('close', (code) => {
+    child.once('close', () => {
       if (!spawned) return;
-      this.release();
-      if (settled) return;
-      settled = true;
       clearTimeout(timer);
-      if (code === 0) {
-        for (const b of batch) b.resolve();
-        return;
+      this.release();
+      if (hungPath !== undefined) {
+        const n = (this.alive.get(hungPath) ?? 1) - 1;
+        if (n > 0) this.alive.set(hungPath, n);
+        else this.alive.delete(hungPath);
       }
-      const failed = new Map<number, Error>();
-      let untold = code === null; // killed by a signal: nothing is known of the paths it did not name
-      for (const line of stderr.split('\n').filter((l) => l.trim() !== '')) {
-        const told = STAT_BINARY || custom ? statLineOf(line, paths) : nodeLineOf(line, paths);
-        if (told) failed.set(told.index, told.error);
-        else untold = true;
-      }
-      if (failed.size === 0) untold = true;
-      batch.forEach((b, i) => {
-        const error = failed.get(i);
-        if (error) b.reject(error);
-        else if (untold) alone(b);
-        else b.resolve();
-      });
+      if (ended) return;
+      ended = true;
+      // Ended without answering every path (killed from outside, a crash): those are asked one by one.
+      for (const q of paths.slice(answered)) for (const b of statsOf.get(q)!) void this.statAlone(b.p, b.limitMs, b.onStarted).then(b.resolve, b.reject);
     });
   }
 

@@ -366,6 +366,8 @@ export class MountChecker implements Disposable {
     if (this.hanging.has(p)) return `a stat of ${p} from an earlier check has not returned (the mount hangs)`;
     this.hanging.add(p);
     let timer: Disposable | undefined;
+    /** Set once this stat is answered: a late onStarted starts no timer. */
+    let done = false;
     let hungAnswer!: (v: string) => void;
     const limit = new Promise<string>((resolve) => (hungAnswer = resolve));
     const hungMessage = `${p} did not answer a stat within ${formatDuration(MOUNT_STAT_LIMIT_MS)} (the mount hangs)`;
@@ -373,6 +375,7 @@ export class MountChecker implements Disposable {
       .stat(p, {
         limitMs: MOUNT_STAT_LIMIT_MS,
         onStarted: () => {
+          if (done) return;
           // Started again (a batched stat the table asks again on its own): the limit counts from the new start.
           timer?.dispose();
           // At the limit, one more turn of the loop first: an answer that came while the agent was busy past the limit is heard before the mount is called hung.
@@ -407,6 +410,7 @@ export class MountChecker implements Disposable {
       if (answer === hungMessage) this.hung.add(p);
       return answer;
     } finally {
+      done = true;
       timer?.dispose();
     }
   }
