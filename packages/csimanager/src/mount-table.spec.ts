@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { FakeClock } from '@csiplug/core/testing';
 import { isTransientFsError } from './errors';
-import { MAX_PROBES_IN_FLIGHT, MAX_PROBES_QUEUED, MountProbeHungError, PROBE_BATCH_MAX, MountProbeNotStartedError, ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
+import { MAX_PROBES_IN_FLIGHT, MAX_PROBES_QUEUED, MountProbeHungError, PROBE_BATCH_MAX, errnoName, MountProbeNotStartedError, ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
 
 describe('mount table', () => {
   it('parses mountinfo, decoding octal escapes', () => {
@@ -174,7 +174,7 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
 
   it('a batch stuck on one path past its limit: that path is hung (and not probed again while the child lives), the ones before it answered, the ones after it go to a new batch', async () => {
     // A batch child that answers as the real one does, but hangs on a path named "hang" (as a stat of a dead NFS mount would).
-    const script = 'i=0; for p do if [ "${p##*/}" = hang ]; then exec sleep 30; fi; if [ -e "$p" ]; then echo "$i ok"; else echo "$i ENOENT"; fi; i=$((i+1)); done';
+    const script = 'echo start; i=0; for p do if [ "${p##*/}" = hang ]; then exec sleep 30; fi; if [ -e "$p" ]; then echo "$i ok"; else echo "$i err 2 ENOENT"; fi; i=$((i+1)); done';
     const t = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', script, 'sh', ...paths]]);
     const hang = path.join(dir, 'hang');
     const started: string[] = [];
@@ -191,6 +191,25 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     // The killed child may not have exited yet: a stat of the hung path meanwhile is refused as hung, not started again.
     if (t.probesInFlight > 0) await expect(t.stat(hang)).rejects.toBeInstanceOf(MountProbeHungError);
     await waitFor(() => t.probesInFlight === 0);
+  });
+
+  it('an errno libuv has no name for (ESTALE of a dead NFS mount) is known by its number; a helper that never says it runs is "not started"; one that dies mid-batch leaves the rest to probes of their own', async () => {
+    expect(errnoName(116)).toBe('ESTALE');
+    expect(errnoName(107)).toBe('ENOTCONN');
+    expect(errnoName(0)).toBeUndefined();
+    const stale = path.join(dir, 'stale');
+    // As node reports a stat of a dead NFS mount: no code name, the number only.
+    const liar = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', 'echo start; echo "0 err 116 Unknown_system_error_-116"; echo "1 ok"', 'sh', ...paths]]);
+    const [a, b] = await Promise.all([stale, dir].map((p) => liar.stat(p).then(() => 'ok', (e: NodeJS.ErrnoException) => e.code)));
+    expect([a, b]).toEqual(['ESTALE', 'ok']);
+    const mute = new ProcMountTable(undefined, undefined, () => ['sh', ['-c', 'exec sleep 30']]);
+    await expect(mute.stat(dir, { limitMs: 300 })).rejects.toBeInstanceOf(MountProbeNotStartedError);
+    await waitFor(() => mute.probesInFlight === 0);
+    // Dies after the first answer: the other two are stat'ed alone (a real stat: one exists, one does not).
+    const dying = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', 'echo start; echo "0 ok"; kill -9 $$', 'sh', ...paths]]);
+    const answers = await Promise.all([dir, dir + '/', path.join(dir, 'nope')].map((p) => dying.stat(p).then(() => 'ok', (e: NodeJS.ErrnoException) => e.code)));
+    expect(answers).toEqual(['ok', 'ok', 'ENOENT']);
+    await waitFor(() => dying.probesInFlight === 0);
   });
 
   it('isMountPoint resolves only the parent: a target whose own resolution fails (a symlink loop, as a dead FUSE root fails with ENOTCONN) is answered from the table', async () => {

@@ -20,6 +20,7 @@
 // until the child exits — and the paths after it go to a new batch.
 import { spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { doublingBackoff, mountPointsUnder, parseMountInfo as parseMountInfoEntries, readMountInfoSync, type Clock } from '@csiplug/core';
 import { isTransientFsError } from './errors';
@@ -49,7 +50,10 @@ export interface MountTable {
 export interface StatOptions {
   /** How long the probe may take once started (default DEFAULT_PROBE_LIMIT_MS). */
   limitMs?: number;
+  /** The probe really started (called again when it is started anew). */
   onStarted?: () => void;
+  /** A probe that had started waits again for a slot (asked anew after its batch ended): a caller's own timer stops until onStarted. */
+  onQueued?: () => void;
 }
 
 /** The default limit of one stat probe once started. */
@@ -68,17 +72,32 @@ interface BatchedStat {
   p: string;
   limitMs: number;
   onStarted: (() => void) | undefined;
+  onQueued: (() => void) | undefined;
   resolve: () => void;
   reject: (err: Error) => void;
 }
 
 /**
- * The batch's child: stats its arguments in order and writes `<index> ok` or
- * `<index> <errno>` for each as soon as it has the answer (writes to a pipe
- * are synchronous on Linux, so a line is out before the next stat starts).
+ * The batch's child: says `start` once running, then stats its arguments in
+ * order and writes `<index> ok` or `<index> err <errno number> <code>` for
+ * each as soon as it has the answer (writes to a pipe are synchronous on
+ * Linux, so a line is out before the next stat starts). The errno number,
+ * not only the code: libuv has no name for some of them — ESTALE, the error
+ * of a dead NFS mount, comes as "Unknown system error -116".
  */
 const BATCH_SCRIPT =
-  'const fs=require("fs");process.argv.slice(1).forEach((p,i)=>{let a="ok";try{fs.statSync(p)}catch(e){a=String(e.code||"EUNKNOWN")}fs.writeSync(1,i+" "+a+"\\n")})';
+  'const fs=require("fs");fs.writeSync(1,"start\\n");process.argv.slice(1).forEach((p,i)=>{let a="ok";try{fs.statSync(p)}catch(e){a="err "+Math.abs(Number(e.errno)||0)+" "+String(e.code||"UNKNOWN").replace(/\\s+/g,"_")}fs.writeSync(1,i+" "+a+"\\n")})';
+
+/** The single probe's node stand-in for stat(1): the errno number on stderr (see BATCH_SCRIPT). */
+const SINGLE_SCRIPT = 'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write("errno "+Math.abs(Number(e.errno)||0)+" "+String(e.code));process.exit(1)}';
+
+/** The name of an errno number (116 → ESTALE), from this system's table; undefined when unknown. */
+export function errnoName(n: number): string | undefined {
+  if (!(n > 0)) return undefined;
+  for (const [name, value] of Object.entries(osConstants.errno)) if (value === n) return name;
+  return undefined;
+}
+
 
 /** A stat probe of `path` started and did not answer within its limit (or an earlier probe of it still has not): the mount hangs. */
 export class MountProbeHungError extends Error {
@@ -201,7 +220,7 @@ export class ProcMountTable implements MountTable {
   constructor(
     private readonly file = '/proc/self/mountinfo',
     private readonly probeCommand?: (target: string) => readonly [string, readonly string[]],
-    /** The process a batch of stats runs in (for tests: one that hangs); by default stat(1) with every path, or node. */
+    /** The process a batch of stats runs in (for tests: one that hangs); it must answer as BATCH_SCRIPT does. By default node running BATCH_SCRIPT. */
     private readonly batchCommand?: (targets: readonly string[]) => readonly [string, readonly string[]],
   ) {}
 
@@ -215,14 +234,16 @@ export class ProcMountTable implements MountTable {
     const p = path.resolve(target);
     if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
     // A command of the caller's probes one path: no batch.
-    if (this.probeCommand) return this.statAlone(p, limitMs, options.onStarted);
-    return this.statBatched(p, limitMs, options.onStarted);
+    if (this.probeCommand) return this.statAlone(p, limitMs, options.onStarted, options.onQueued);
+    return this.statBatched(p, limitMs, options.onStarted, options.onQueued);
   }
 
   /** One path in a child process of its own, through the slots. */
-  private async statAlone(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
+  private async statAlone(p: string, limitMs: number, onStarted: (() => void) | undefined, onQueued?: () => void): Promise<void> {
+    if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
     if (this.inFlight >= MAX_PROBES_IN_FLIGHT) {
       if (this.queued.length >= MAX_PROBES_QUEUED) throw new MountProbeNotStartedError(p, `could not stat ${p}: ${MAX_PROBES_IN_FLIGHT} probes in flight and ${MAX_PROBES_QUEUED} queued`);
+      onQueued?.();
       await new Promise<void>((resolve) => this.queued.push(resolve));
       if (this.alive.has(p)) {
         this.release();
@@ -235,11 +256,11 @@ export class ProcMountTable implements MountTable {
   }
 
   /** Joins the stats asked in this turn of the loop: one child process stats them all. */
-  private statBatched(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
+  private statBatched(p: string, limitMs: number, onStarted: (() => void) | undefined, onQueued: (() => void) | undefined): Promise<void> {
     if (this.batchNotStarted >= MAX_BATCHED_WAITING) {
       return Promise.reject(new MountProbeNotStartedError(p, `could not stat ${p}: ${this.batchNotStarted} stats already wait for a probe to start`));
     }
-    return new Promise<void>((resolve, reject) => this.enqueue([{ p, limitMs, onStarted, resolve, reject }]));
+    return new Promise<void>((resolve, reject) => this.enqueue([{ p, limitMs, onStarted, onQueued, resolve, reject }]));
   }
 
   /** Stats to run in a batch from the next turn of the loop on. */
@@ -272,17 +293,20 @@ export class ProcMountTable implements MountTable {
   /**
    * One child process stats the batch's paths in order, holding one slot
    * until it exits, and answers each on its own line: each path's stat
-   * starts when the one before it answered (its onStarted then), and has
-   * `limitMs` from there. Stuck past it: that path is hung (and counted alive
-   * until the child exits), the child is killed, the paths after it go to a
-   * new batch. A child that ends without answering them all: the rest are
-   * asked one by one.
+   * starts when the helper is running (the first) or the path before it
+   * answered (its onStarted then), and has `limitMs` from there. Stuck past
+   * it: that path is hung (and counted alive until the child exits), the
+   * child is killed, the paths after it go to a new batch. A helper that
+   * does not even say it runs within the limit: every path "not started". A
+   * child that ends without answering them all: the rest are asked one by
+   * one.
    */
   private runBatch(batch: BatchedStat[]): void {
     // One argument per distinct path; every stat of it gets its answer.
     const paths = [...new Set(batch.map((b) => b.p))];
     const statsOf = new Map<string, BatchedStat[]>();
     for (const b of batch) statsOf.set(b.p, [...(statsOf.get(b.p) ?? []), b]);
+    const limitOf = (p: string) => Math.max(...statsOf.get(p)!.map((b) => b.limitMs));
     const command = this.batchCommand?.(paths) ?? [process.execPath, ['-e', BATCH_SCRIPT, ...paths]];
     let child;
     try {
@@ -295,33 +319,34 @@ export class ProcMountTable implements MountTable {
     }
     this.batches++;
     let spawned = false;
+    let running = false;
     let ended = false;
     /** Paths answered so far: the next one is the one the child is on. */
     let answered = 0;
-    let timer: NodeJS.Timeout | undefined;
-    const current = () => paths[answered];
-    const startNext = () => {
-      clearTimeout(timer);
-      const p = current();
-      if (p === undefined) return;
-      for (const b of statsOf.get(p)!) b.onStarted?.();
-      const limitMs = Math.max(...statsOf.get(p)!.map((b) => b.limitMs));
-      timer = setTimeout(() => {
-        // One more turn of the loop first: an answer the busy loop has not read yet is heard before the path is called hung.
-        setImmediate(() => {
-          if (ended || current() !== p) return;
-          ended = true;
-          // Killed, but never waited for: a child stuck in D state keeps its slot — and the path stays hung — until it really exits.
-          this.alive.set(p, (this.alive.get(p) ?? 0) + 1);
-          hungPath = p;
-          child.kill('SIGKILL');
-          for (const b of statsOf.get(p)!) b.reject(new MountProbeHungError(p, `${p} did not answer a stat within ${limitMs} ms (the mount hangs)`));
-          const rest = paths.slice(answered + 1).flatMap((q) => statsOf.get(q)!);
-          if (rest.length > 0) this.enqueue(rest);
-        });
-      }, limitMs);
-    };
     let hungPath: string | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const exited = () => child.exitCode !== null || child.signalCode !== null;
+    /** Runs `fire` at the limit, after one more turn of the loop: an answer or exit the busy loop has not read yet is heard first (then 'close' decides). */
+    const arm = (limitMs: number, fire: () => void) => {
+      clearTimeout(timer);
+      timer = setTimeout(() => setImmediate(() => !ended && !exited() && fire()), limitMs);
+    };
+    const startNext = () => {
+      const p = paths[answered];
+      if (p === undefined) return clearTimeout(timer);
+      for (const b of statsOf.get(p)!) b.onStarted?.();
+      arm(limitOf(p), () => {
+        if (paths[answered] !== p) return;
+        ended = true;
+        // Killed, but never waited for: a child stuck in D state keeps its slot — and the path stays hung — until it really exits.
+        this.alive.set(p, (this.alive.get(p) ?? 0) + 1);
+        hungPath = p;
+        child.kill('SIGKILL');
+        for (const b of statsOf.get(p)!) b.reject(new MountProbeHungError(p, `${p} did not answer a stat within ${limitOf(p)} ms (the mount hangs)`));
+        const rest = paths.slice(answered + 1).flatMap((q) => statsOf.get(q)!);
+        if (rest.length > 0) this.enqueue(rest);
+      });
+    };
     let partial = '';
     child.stdout?.setEncoding('utf8');
     child.stdout?.on('data', (chunk: string) => {
@@ -329,20 +354,33 @@ export class ProcMountTable implements MountTable {
       const lines = (partial + chunk).split('\n');
       partial = lines.pop()!;
       for (const line of lines) {
-        const m = /^(\d+) (ok|E[A-Z0-9]+)$/.exec(line);
+        if (!running) {
+          if (line !== 'start') continue;
+          running = true;
+          startNext();
+          continue;
+        }
+        const m = /^(\d+) (?:(ok)|err (\d+) (\S+))$/.exec(line);
         // Answers come in order; anything else is not this script's: the rest are asked one by one when it ends.
         if (!m || Number(m[1]) !== answered) continue;
         const p = paths[answered++]!;
+        const errno = m[2] === 'ok' ? undefined : (errnoName(Number(m[3])) ?? (/^E[A-Z0-9]+$/.test(m[4]!) ? m[4]! : 'EUNKNOWN'));
         for (const b of statsOf.get(p)!) {
-          if (m[2] === 'ok') b.resolve();
-          else b.reject(statError(p, m[2]!, m[2]!));
+          if (errno === undefined) b.resolve();
+          else b.reject(statError(p, errno, m[4]!));
         }
         startNext();
       }
     });
     child.once('spawn', () => {
       spawned = true;
-      startNext();
+      // The helper must say it runs within the limit (its start-up is not a path's time).
+      arm(Math.max(...batch.map((b) => b.limitMs)), () => {
+        if (running) return;
+        ended = true;
+        child.kill('SIGKILL');
+        for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not stat ${b.p}: the stat helper did not start within ${limitOf(b.p)} ms`));
+      });
     });
     child.once('error', (err: NodeJS.ErrnoException) => {
       if (spawned || ended) return;
@@ -353,17 +391,37 @@ export class ProcMountTable implements MountTable {
     child.once('close', () => {
       if (!spawned) return;
       clearTimeout(timer);
-      this.release();
       if (hungPath !== undefined) {
         const n = (this.alive.get(hungPath) ?? 1) - 1;
         if (n > 0) this.alive.set(hungPath, n);
         else this.alive.delete(hungPath);
       }
-      if (ended) return;
+      if (ended) return this.release();
       ended = true;
-      // Ended without answering every path (killed from outside, a crash): those are asked one by one.
-      for (const q of paths.slice(answered)) for (const b of statsOf.get(q)!) void this.statAlone(b.p, b.limitMs, b.onStarted).then(b.resolve, b.reject);
+      // Ended without answering every path (killed from outside, a crash): those are asked one by one — the
+      // path it was on first, in the slot it frees, so a probe that had started does not wait behind others.
+      const left = paths.slice(answered);
+      if (left.length === 0) return this.release();
+      left.forEach((q, i) => this.askAlone(statsOf.get(q)!, i === 0));
     });
+  }
+
+  /** The stats of one path asked again in a child of its own; `inFreedSlot`: in the slot the caller holds (else through the queue). */
+  private askAlone(group: BatchedStat[], inFreedSlot: boolean): void {
+    const p = group[0]!.p;
+    const limitMs = Math.max(...group.map((b) => b.limitMs));
+    const onStarted = () => group.forEach((b) => b.onStarted?.());
+    const onQueued = () => group.forEach((b) => b.onQueued?.());
+    let asked: Promise<void>;
+    if (!inFreedSlot) asked = this.statAlone(p, limitMs, onStarted, onQueued);
+    else if (this.alive.has(p)) {
+      this.release();
+      asked = Promise.reject(new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`));
+    } else asked = this.probe(p, limitMs, onStarted);
+    asked.then(
+      () => group.forEach((b) => b.resolve()),
+      (err: Error) => group.forEach((b) => b.reject(err)),
+    );
   }
 
   /** Frees a probe slot: the next queued probe takes it. */
@@ -393,7 +451,7 @@ export class ProcMountTable implements MountTable {
           ? spawn(custom[0], [...custom[1]], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
           : STAT_BINARY
           ? spawn(STAT_BINARY, ['-L', '-c', '%i', '--', p], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
-          : spawn(process.execPath, ['-e', 'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write(String(e.code));process.exit(1)}', p], { stdio: ['ignore', 'ignore', 'pipe'] });
+          : spawn(process.execPath, ['-e', SINGLE_SCRIPT, p], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } });
       } catch (err) {
         this.release();
         settle(new MountProbeNotStartedError(p, `could not start a stat of ${p}: ${(err as Error).message}`, { cause: err }));
@@ -438,7 +496,8 @@ export class ProcMountTable implements MountTable {
         if (!spawned) return;
         gone();
         if (code === 0) return settle();
-        const found = STAT_BINARY ? STAT_MESSAGES.find(([text]) => stderr.includes(text))?.[1] : /^E[A-Z]+$/.test(stderr.trim()) ? stderr.trim() : undefined;
+        const numbered = /^errno (\d+) (\S+)$/.exec(stderr.trim());
+        const found = numbered ? (errnoName(Number(numbered[1])) ?? (/^E[A-Z0-9]+$/.test(numbered[2]!) ? numbered[2] : undefined)) : STAT_MESSAGES.find(([text]) => stderr.includes(text))?.[1];
         const errno = found ?? 'EUNKNOWN';
         settle(Object.assign(new Error(`${errno}: stat '${p}' failed${sig ? ` (${sig})` : ''}: ${stderr.trim() || `exit ${code}`}`), { code: errno, syscall: 'stat', path: p }));
       });

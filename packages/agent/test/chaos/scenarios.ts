@@ -399,7 +399,15 @@ async function applyFault(a: ChaosAgent, c: FaultCase): Promise<void> {
 /** Lifts the fault; a plugin started with a start fault is killed so that its next start is healthy. */
 async function liftFault(a: ChaosAgent, c: FaultCase): Promise<void> {
   a.setPluginFaults(undefined);
-  if (c.atStart || c.faults.crashAfter || c.faults.crashOnRpcs) a.killPlugin();
+  if (c.atStart || c.faults.crashAfter || c.faults.crashOnRpcs) {
+    const killed = a.killPlugin();
+    // Restarted (a new process) before anyone asks whether the plugin is healthy: until the agent has seen the
+    // kill it may still count the killed process healthy, and a job stopped then finds its plugin gone.
+    await pollUntil('the plugin restarted once the fault was lifted', () => {
+      const now = a.pluginPids();
+      return now.length > 0 && now.every((pid) => !killed.includes(pid)) ? true : undefined;
+    }, 30_000);
+  }
 }
 
 export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin faults'): Scenario {
