@@ -205,10 +205,15 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     const mute = new ProcMountTable(undefined, undefined, () => ['sh', ['-c', 'exec sleep 30']]);
     await expect(mute.stat(dir, { limitMs: 300 })).rejects.toBeInstanceOf(MountProbeNotStartedError);
     await waitFor(() => mute.probesInFlight === 0);
-    // Dies after the first answer: the other two are stat'ed alone (a real stat: one exists, one does not).
-    const dying = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', 'echo start; echo "0 ok"; kill -9 $$', 'sh', ...paths]]);
-    const answers = await Promise.all([dir, dir + '/', path.join(dir, 'nope')].map((p) => dying.stat(p).then(() => 'ok', (e: NodeJS.ErrnoException) => e.code)));
-    expect(answers).toEqual(['ok', 'ok', 'ENOENT']);
+    // Dies after the first answer (the first batch only): the path it was on is stat'ed alone, the one it never reached goes to a new batch.
+    const marker = path.join(dir, 'died-once');
+    const dying = new ProcMountTable(undefined, undefined, (paths) => [
+      'sh',
+      ['-c', `if [ -e '${marker}' ]; then echo start; i=0; for p do if [ -e "$p" ]; then echo "$i ok"; else echo "$i err 2 ENOENT"; fi; i=$((i+1)); done; else : > '${marker}'; echo start; echo "0 ok"; kill -9 $$; fi`, 'sh', ...paths],
+    ]);
+    const answers = await Promise.all([dir, dir + '/', path.join(dir, 'nope'), path.join(dir, 'stale')].map((p) => dying.stat(p).then(() => 'ok', (e: NodeJS.ErrnoException) => e.code)));
+    expect(answers).toEqual(['ok', 'ok', 'ENOENT', 'ENOENT']);
+    expect(dying.batches).toBe(2);
     await waitFor(() => dying.probesInFlight === 0);
   });
 

@@ -89,7 +89,7 @@ const BATCH_SCRIPT =
   'const fs=require("fs");fs.writeSync(1,"start\\n");process.argv.slice(1).forEach((p,i)=>{let a="ok";try{fs.statSync(p)}catch(e){a="err "+Math.abs(Number(e.errno)||0)+" "+String(e.code||"UNKNOWN").replace(/\\s+/g,"_")}fs.writeSync(1,i+" "+a+"\\n")})';
 
 /** The single probe's node stand-in for stat(1): the errno number on stderr (see BATCH_SCRIPT). */
-const SINGLE_SCRIPT = 'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write("errno "+Math.abs(Number(e.errno)||0)+" "+String(e.code));process.exit(1)}';
+const SINGLE_SCRIPT = 'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write("errno "+Math.abs(Number(e.errno)||0)+" "+String(e.code||"UNKNOWN").replace(/\\s+/g,"_"));process.exit(1)}';
 
 /** The name of an errno number (116 → ESTALE), from this system's table; undefined when unknown. */
 export function errnoName(n: number): string | undefined {
@@ -398,15 +398,17 @@ export class ProcMountTable implements MountTable {
       }
       if (ended) return this.release();
       ended = true;
-      // Ended without answering every path (killed from outside, a crash): those are asked one by one — the
-      // path it was on first, in the slot it frees, so a probe that had started does not wait behind others.
+      // Ended without answering every path (killed from outside, a crash): the path it was on is asked alone, in
+      // the slot it frees (its stat had started); the ones it never reached go to a new batch.
       const left = paths.slice(answered);
       if (left.length === 0) return this.release();
-      left.forEach((q, i) => this.askAlone(statsOf.get(q)!, i === 0));
+      this.askAlone(statsOf.get(left[0]!)!, true);
+      const rest = left.slice(1).flatMap((q) => statsOf.get(q)!);
+      if (rest.length > 0) this.enqueue(rest);
     });
   }
 
-  /** The stats of one path asked again in a child of its own; `inFreedSlot`: in the slot the caller holds (else through the queue). */
+  /** The stats of one path asked again in a child of its own; `inFreedSlot`: in the slot the caller holds (else through the queue, telling onQueued). */
   private askAlone(group: BatchedStat[], inFreedSlot: boolean): void {
     const p = group[0]!.p;
     const limitMs = Math.max(...group.map((b) => b.limitMs));

@@ -405,7 +405,7 @@ async function liftFault(a: ChaosAgent, c: FaultCase): Promise<void> {
     // kill it may still count the killed process healthy, and a job stopped then finds its plugin gone.
     await pollUntil('the plugin restarted once the fault was lifted', () => {
       const now = a.pluginPids();
-      return now.length > 0 && now.every((pid) => !killed.includes(pid)) ? true : undefined;
+      return now.length >= Math.max(1, killed.length) && now.every((pid) => !killed.includes(pid)) ? true : undefined;
     }, 30_000);
   }
 }
