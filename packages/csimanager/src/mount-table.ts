@@ -52,8 +52,6 @@ export interface StatOptions {
   limitMs?: number;
   /** The probe really started (called again when it is started anew). */
   onStarted?: () => void;
-  /** A probe that had started waits again for a slot (asked anew after its batch ended): a caller's own timer stops until onStarted. */
-  onQueued?: () => void;
 }
 
 /** The default limit of one stat probe once started. */
@@ -72,7 +70,6 @@ interface BatchedStat {
   p: string;
   limitMs: number;
   onStarted: (() => void) | undefined;
-  onQueued: (() => void) | undefined;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -184,8 +181,8 @@ export function mountsUnder(dir: string): string[] {
 }
 
 /** The errno error of a failed stat of `p`, as the probes reject with it. */
-function statError(p: string, errno: string, detail: string): Error {
-  return Object.assign(new Error(`${errno}: stat '${p}' failed: ${detail}`), { code: errno, syscall: 'stat', path: p });
+function statError(p: string, errno: string, detail: string, signal?: string | null): Error {
+  return Object.assign(new Error(`${errno}: stat '${p}' failed${signal ? ` (${signal})` : ''}: ${detail}`), { code: errno, syscall: 'stat', path: p });
 }
 
 /**
@@ -234,16 +231,15 @@ export class ProcMountTable implements MountTable {
     const p = path.resolve(target);
     if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
     // A command of the caller's probes one path: no batch.
-    if (this.probeCommand) return this.statAlone(p, limitMs, options.onStarted, options.onQueued);
-    return this.statBatched(p, limitMs, options.onStarted, options.onQueued);
+    if (this.probeCommand) return this.statAlone(p, limitMs, options.onStarted);
+    return this.statBatched(p, limitMs, options.onStarted);
   }
 
   /** One path in a child process of its own, through the slots. */
-  private async statAlone(p: string, limitMs: number, onStarted: (() => void) | undefined, onQueued?: () => void): Promise<void> {
+  private async statAlone(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
     if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
     if (this.inFlight >= MAX_PROBES_IN_FLIGHT) {
       if (this.queued.length >= MAX_PROBES_QUEUED) throw new MountProbeNotStartedError(p, `could not stat ${p}: ${MAX_PROBES_IN_FLIGHT} probes in flight and ${MAX_PROBES_QUEUED} queued`);
-      onQueued?.();
       await new Promise<void>((resolve) => this.queued.push(resolve));
       if (this.alive.has(p)) {
         this.release();
@@ -256,11 +252,11 @@ export class ProcMountTable implements MountTable {
   }
 
   /** Joins the stats asked in this turn of the loop: one child process stats them all. */
-  private statBatched(p: string, limitMs: number, onStarted: (() => void) | undefined, onQueued: (() => void) | undefined): Promise<void> {
+  private statBatched(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
     if (this.batchNotStarted >= MAX_BATCHED_WAITING) {
       return Promise.reject(new MountProbeNotStartedError(p, `could not stat ${p}: ${this.batchNotStarted} stats already wait for a probe to start`));
     }
-    return new Promise<void>((resolve, reject) => this.enqueue([{ p, limitMs, onStarted, onQueued, resolve, reject }]));
+    return new Promise<void>((resolve, reject) => this.enqueue([{ p, limitMs, onStarted, resolve, reject }]));
   }
 
   /** Stats to run in a batch from the next turn of the loop on. */
@@ -402,24 +398,22 @@ export class ProcMountTable implements MountTable {
       // the slot it frees (its stat had started); the ones it never reached go to a new batch.
       const left = paths.slice(answered);
       if (left.length === 0) return this.release();
-      this.askAlone(statsOf.get(left[0]!)!, true);
+      this.askAloneInSlot(statsOf.get(left[0]!)!);
       const rest = left.slice(1).flatMap((q) => statsOf.get(q)!);
       if (rest.length > 0) this.enqueue(rest);
     });
   }
 
-  /** The stats of one path asked again in a child of its own; `inFreedSlot`: in the slot the caller holds (else through the queue, telling onQueued). */
-  private askAlone(group: BatchedStat[], inFreedSlot: boolean): void {
+  /** The stats of one path asked again in a child of its own, in the probe slot the caller holds and hands over. */
+  private askAloneInSlot(group: BatchedStat[]): void {
     const p = group[0]!.p;
-    const limitMs = Math.max(...group.map((b) => b.limitMs));
-    const onStarted = () => group.forEach((b) => b.onStarted?.());
-    const onQueued = () => group.forEach((b) => b.onQueued?.());
     let asked: Promise<void>;
-    if (!inFreedSlot) asked = this.statAlone(p, limitMs, onStarted, onQueued);
-    else if (this.alive.has(p)) {
+    if (this.alive.has(p)) {
       this.release();
       asked = Promise.reject(new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`));
-    } else asked = this.probe(p, limitMs, onStarted);
+    } else {
+      asked = this.probe(p, Math.max(...group.map((b) => b.limitMs)), () => group.forEach((b) => b.onStarted?.()));
+    }
     asked.then(
       () => group.forEach((b) => b.resolve()),
       (err: Error) => group.forEach((b) => b.reject(err)),
@@ -501,7 +495,7 @@ export class ProcMountTable implements MountTable {
         const numbered = /^errno (\d+) (\S+)$/.exec(stderr.trim());
         const found = numbered ? (errnoName(Number(numbered[1])) ?? (/^E[A-Z0-9]+$/.test(numbered[2]!) ? numbered[2] : undefined)) : STAT_MESSAGES.find(([text]) => stderr.includes(text))?.[1];
         const errno = found ?? 'EUNKNOWN';
-        settle(Object.assign(new Error(`${errno}: stat '${p}' failed${sig ? ` (${sig})` : ''}: ${stderr.trim() || `exit ${code}`}`), { code: errno, syscall: 'stat', path: p }));
+        settle(statError(p, errno, stderr.trim() || `exit ${code}`, sig));
       });
     });
   }

@@ -8,13 +8,29 @@
 import { FakeMountPoints, normalizeMountPath } from '@csiplug/csi/testing';
 import type { MountTable, StatOptions } from '../mount-table';
 
+/** What a test made a path's stat or mount check do: fail with an errno, or hang until released. */
+type Fault = { code: string } | { hang: Promise<void> };
+
+/** Makes `p` hang in `faults` until the returned function is called (then it answers, and the fault is cleared). */
+function hangIn(faults: Map<string, Fault>, p: string): () => void {
+  let release!: () => void;
+  const hang = new Promise<void>((r) => (release = r));
+  const key = normalizeMountPath(p);
+  const fault = { hang };
+  faults.set(key, fault);
+  return () => {
+    if (faults.get(key) === fault) faults.delete(key);
+    release();
+  };
+}
+
 export class FakeMountTable extends FakeMountPoints implements MountTable {
   /** How many times the table was asked (for tests of read sharing and retries). */
   reads = 0;
   /** Every path stat'ed, in order. */
   readonly statted: string[] = [];
-  private readonly statFaults = new Map<string, { code: string } | { hang: Promise<void> }>();
-  private readonly checkFaults = new Map<string, { code: string } | { hang: Promise<void> }>();
+  private readonly statFaults = new Map<string, Fault>();
+  private readonly checkFaults = new Map<string, Fault>();
 
   /** Answers from the marks, unless the test made the check of `target` fail or hang (failMountCheck, hangMountCheck). */
   async isMountPoint(target: string): Promise<boolean> {
@@ -32,15 +48,7 @@ export class FakeMountTable extends FakeMountPoints implements MountTable {
 
   /** Every later isMountPoint(`p`) hangs until the returned function is called (then they answer). */
   hangMountCheck(p: string): () => void {
-    let release!: () => void;
-    const hang = new Promise<void>((r) => (release = r));
-    const key = normalizeMountPath(p);
-    const fault = { hang };
-    this.checkFaults.set(key, fault);
-    return () => {
-      if (this.checkFaults.get(key) === fault) this.checkFaults.delete(key);
-      release();
-    };
+    return hangIn(this.checkFaults, p);
   }
 
   /** isMountPoint(`p`) answers from the marks again. */
@@ -65,15 +73,7 @@ export class FakeMountTable extends FakeMountPoints implements MountTable {
 
   /** Every later stat of `p` hangs until the returned function is called (then they answer); clears on release. */
   hangStat(p: string): () => void {
-    let release!: () => void;
-    const hang = new Promise<void>((r) => (release = r));
-    const key = normalizeMountPath(p);
-    const fault = { hang };
-    this.statFaults.set(key, fault);
-    return () => {
-      if (this.statFaults.get(key) === fault) this.statFaults.delete(key);
-      release();
-    };
+    return hangIn(this.statFaults, p);
   }
 
   /** `p` answers its stat again. */

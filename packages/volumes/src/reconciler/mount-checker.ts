@@ -381,11 +381,6 @@ export class MountChecker implements Disposable {
           // At the limit, one more turn of the loop first: an answer that came while the agent was busy past the limit is heard before the mount is called hung.
           timer = this.deps.clock.setTimeout(() => (timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), 0)), MOUNT_STAT_LIMIT_MS);
         },
-        // Waiting for a slot again (its batch ended before answering it): not hung while it waits.
-        onQueued: () => {
-          timer?.dispose();
-          timer = undefined;
-        },
       })
       .then(
         () => {
