@@ -23,26 +23,34 @@ import { registryModule } from '@csiplug/registry';
 import { stateModule } from '@csiplug/state';
 import { IVolumeCatalog, IVolumeSpecValidator, volumesModule, type VolumeCatalogService } from '@csiplug/volumes';
 import { AgentEvents, IAgentEvents } from './agent-events';
-import { registerAllocStore } from './runner/alloc-store';
+import { IAllocStore, registerAllocStore, type AllocStore } from './runner/alloc-store';
+import { ITaskStateWriter, TaskStateWriter } from './runner/task-state-writer';
 import { checkVolumeSpec, type AgentConfig } from './spec';
 
 /**
- * What is the agent's own to register: its alloc store, the check the volume
- * catalog runs on every spec (the agent's own spec reader), and its event
- * stream, which relays the CSI manager's and the catalog's events from
- * start until it stops.
+ * What is the agent's own to register: its alloc store and the group write
+ * of task states over it, the check the volume catalog runs on every spec
+ * (the agent's own spec reader), and its event stream, which relays the CSI
+ * manager's and the catalog's events from start until it stops. On stop the
+ * task states still waiting are written: the modules above it (hooks,
+ * reconciler, CSI manager) have stopped, so no event comes after, and the
+ * state below it is still open.
  */
 export const agentModule: Module = {
   name: 'agent',
   register: (container) => {
     registerAllocStore(container);
+    bind(container, ITaskStateWriter, { useFactory: (c) => new TaskStateWriter(c.resolve<AllocStore>(IAllocStore)) });
     bindDefault(container, IVolumeSpecValidator, { useValue: checkVolumeSpec });
     bind(container, IAgentEvents, { useFactory: (c) => new AgentEvents(c.resolve<Clock>(IClock)) });
   },
   start: (container) => {
     container.resolve<AgentEvents>(IAgentEvents).relay(container.resolve<CSIManager>(ICSIManager), container.resolve<VolumeCatalogService>(IVolumeCatalog));
   },
-  stop: (container) => container.resolve<AgentEvents>(IAgentEvents).dispose(),
+  stop: (container) => {
+    container.resolve<AgentEvents>(IAgentEvents).dispose();
+    container.resolve<TaskStateWriter>(ITaskStateWriter).dispose();
+  },
 };
 
 /** The agent's modules for `config`, in start order; `logger` is core's default logger. */

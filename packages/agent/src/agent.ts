@@ -32,6 +32,7 @@ import type { JobPlan } from './deploy/job-plan';
 import type { RolloutHost } from './deploy/rollout-host';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import { IAllocStore, type AllocStore } from './runner/alloc-store';
+import { ITaskStateWriter, type TaskStateWriter } from './runner/task-state-writer';
 import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeMountView, VolumeView } from './service';
 import type { AgentConfig, VolumeSpec } from './spec';
 
@@ -108,6 +109,7 @@ export class Agent implements AgentService, AsyncDisposable {
   private readonly events: AgentEvents;
   readonly onEvent: Event<AgentEvent>;
   private readonly allocStore: AllocStore;
+  private readonly taskStates: TaskStateWriter;
   private readonly registry: PluginRegistry;
   private readonly csi: CSIManager;
   private readonly volumeMounts: VolumeReconcilerService;
@@ -127,6 +129,7 @@ export class Agent implements AgentService, AsyncDisposable {
     this.events = container.resolve<AgentEvents>(IAgentEvents);
     this.onEvent = this.events.onEvent;
     this.allocStore = container.resolve<AllocStore>(IAllocStore);
+    this.taskStates = container.resolve<TaskStateWriter>(ITaskStateWriter);
     this.registry = container.resolve<PluginRegistry>(IPluginRegistry);
     this.csi = container.resolve<CSIManager>(ICSIManager);
     this.volumeMounts = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
@@ -268,6 +271,7 @@ export class Agent implements AgentService, AsyncDisposable {
       nodeId: this.config.nodeId,
       driver: this.driver,
       allocStore: this.allocStore,
+      taskStates: this.taskStates,
       volumes: this.volumeMounts,
       clock: this.clock,
       logger: this.logger,

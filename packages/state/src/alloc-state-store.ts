@@ -20,6 +20,8 @@ export interface AllocStateStore {
   putTaskHandle(allocId: string, task: string, handle: unknown): void;
   getTaskHandle<T = unknown>(allocId: string, task: string): T | undefined;
   putTaskState(allocId: string, task: string, state: unknown): void;
+  /** Several task states in one write (a group commit): all of them are saved, or (the write failed) none. */
+  putTaskStates(entries: readonly { allocId: string; task: string; state: unknown }[]): void;
   getTaskState<T = unknown>(allocId: string, task: string): T | undefined;
   deleteTask(allocId: string, task: string): void;
 }

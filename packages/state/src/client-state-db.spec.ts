@@ -98,6 +98,26 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.raw.check()).toEqual([]);
   });
 
+  test('task states of several allocs in one write: all of them, or none when one cannot be encoded', () => {
+    state.putTaskState('a1', 'web', { state: 'pending' });
+    state.putTaskStates([
+      { allocId: 'a1', task: 'web', state: { state: 'running' } },
+      { allocId: 'a2', task: 'db', state: { state: 'dead' } },
+    ]);
+    expect(state.getTaskState('a1', 'web')).toEqual({ state: 'running' });
+    expect(state.getTaskState('a2', 'db')).toEqual({ state: 'dead' });
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    expect(() =>
+      state.putTaskStates([
+        { allocId: 'a1', task: 'web', state: { state: 'dead' } },
+        { allocId: 'a3', task: 'x', state: cyclic },
+      ]),
+    ).toThrow(TypeError);
+    expect(state.getTaskState('a1', 'web')).toEqual({ state: 'running' });
+    expect(state.listAllocationIds()).toEqual(['a1', 'a2']);
+  });
+
   test('listAllocations reports records it cannot decode instead of dropping them', () => {
     state.putAllocation('good', { id: 'good' });
     state.putAllocation('bad', { id: 'bad' });

@@ -246,6 +246,13 @@ export class BoltClientStateDB implements ClientStateDB {
     this.putTaskKey(allocId, task, Layout.taskState, state);
   }
 
+  putTaskStates(entries: readonly { allocId: string; task: string; state: unknown }[]): void {
+    const values = entries.map(({ allocId, task, state }) => ({ allocId, task, raw: encode(state) }));
+    this.db.update((tx) => {
+      for (const { allocId, task, raw } of values) this.allocBucket(tx, allocId).createBucketIfNotExists(Layout.taskPrefix + task).put(Layout.taskState, raw);
+    });
+  }
+
   getTaskState<T = unknown>(allocId: string, task: string): T | undefined {
     return this.readTaskKey<T>(allocId, task, Layout.taskState);
   }

@@ -11,6 +11,7 @@ import type { Alloc, JobSpec } from '../model';
 import { statusForError } from '../api/api-error';
 import { AllocRunner, AllocStopNotSavedError, AllocsNotSavedError } from './alloc-runner';
 import { StateAllocStore, type AllocRecord } from './alloc-store';
+import { TaskStateWriter } from './task-state-writer';
 
 /** A csi hook whose prerun the test controls and whose postrun it can hold. */
 class ControlledHook implements AllocHook {
@@ -71,14 +72,19 @@ describe('AllocRunner', () => {
   let volumeRecords: VolumeMountRecord[];
   let store: StateAllocStore;
   let logger: MemoryLogger;
+  /** The group write of task states; a test flushes it before it reads a state back. */
+  let writer: TaskStateWriter;
 
   const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
+  // A runner reads its alloc's saved task states: what an earlier one asked for is written first, as an agent's stop does.
   const runner = (a = alloc()) =>
+    writer.flush() ??
     new AllocRunner(a, {
       dataDir,
       nodeId: 'n1',
       driver,
       allocStore: store,
+      taskStates: writer,
       clock,
       logger,
       supervisors: {} as CSIPluginSupervisorFactory,
@@ -98,8 +104,10 @@ describe('AllocRunner', () => {
     volumeRecords = [];
     store = new StateAllocStore(state);
     logger = new MemoryLogger();
+    writer = new TaskStateWriter(store);
   });
   afterEach(() => {
+    writer.dispose();
     state.dispose();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
@@ -253,8 +261,9 @@ describe('AllocRunner', () => {
       AllocRunner.saveBeforeRun([r]);
       await r.run('start');
       await clock.advance(0);
+      writer.flush();
       const putAlloc = store.putAllocation.bind(store);
-      const putTask = store.putTaskState.bind(store);
+      const putTasks = store.putTaskStates.bind(store);
       let full = false;
       let stopSaved = false;
       store.putAllocation = (record) => {
@@ -263,16 +272,18 @@ describe('AllocRunner', () => {
         // The desired stop lands; the disk is full right after it.
         if (record.alloc.desiredStatus === 'stop' && !stopSaved) full = stopSaved = true;
       };
-      store.putTaskState = (allocId, task, taskState) => {
+      store.putTaskStates = (entries) => {
         if (full) throw noSpace();
-        putTask(allocId, task, taskState);
+        putTasks(entries);
       };
       await r.stop();
+      writer.flush();
       expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'running' });
       expect(state.getTaskState('a1', 'server')).toMatchObject({ state: 'running' });
       // No change follows a final state: only the retry can save it.
       full = false;
       await clock.advance(30_000);
+      writer.flush();
       expect(state.getAllocation<AllocRecord>('a1')!.alloc).toMatchObject({ desiredStatus: 'stop', clientStatus: 'complete' });
       expect(state.getTaskState('a1', 'server')).toMatchObject({ state: 'dead' });
       r.detach();
@@ -290,6 +301,7 @@ describe('AllocRunner', () => {
     await r.run('start');
     await clock.advance(0);
     r.detach();
+    writer.flush();
     const events = (state.getTaskState('a1', 'server') as { events: { type: string }[] }).events.map((e) => e.type);
     expect(events).toContain('Volume kept, plugin away');
     expect(runner().taskStates().server!.events.map((e) => e.type)).toContain('Volume kept, plugin away');

@@ -34,6 +34,7 @@ import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '../model';
 import { taskVariables } from '../spec/interpolate';
 import type { AllocRecord, AllocStore } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
+import type { TaskStateWriter } from './task-state-writer';
 import type { VolumeReconcilerService } from '@csiplug/volumes';
 
 export interface AllocRunnerDeps {
@@ -42,6 +43,8 @@ export interface AllocRunnerDeps {
   driver: TaskDriver;
   /** Where the alloc and its tasks are saved for a restore. */
   allocStore: AllocStore;
+  /** The group write of task states. */
+  taskStates: TaskStateWriter;
   clock: Clock;
   logger: Logger;
   supervisors: ICSIPluginSupervisorFactory;
@@ -143,6 +146,7 @@ export class AllocRunner {
         new TaskRunner(this.info(), task, this.taskDir(task.name), hooks, {
           driver: deps.driver,
           allocStore: deps.allocStore,
+          taskStates: deps.taskStates,
           clock: deps.clock,
           logger: deps.logger,
           variables: {},

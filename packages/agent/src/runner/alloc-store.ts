@@ -35,6 +35,8 @@ export interface AllocStore {
   putTaskHandle(allocId: string, task: string, handle: TaskHandle): void;
   getTaskHandle(allocId: string, task: string): TaskHandle | undefined;
   putTaskState(allocId: string, task: string, state: TaskState): void;
+  /** Several task states in one write: all of them, or (it throws) none. */
+  putTaskStates(entries: readonly { allocId: string; task: string; state: TaskState }[]): void;
   getTaskState(allocId: string, task: string): TaskState | undefined;
   deleteTask(allocId: string, task: string): void;
 }
@@ -118,6 +120,10 @@ export class StateAllocStore implements AllocStore {
 
   putTaskState(allocId: string, task: string, state: TaskState): void {
     this.state.putTaskState(allocId, task, state);
+  }
+
+  putTaskStates(entries: readonly { allocId: string; task: string; state: TaskState }[]): void {
+    this.state.putTaskStates(entries);
   }
 
   getTaskState(allocId: string, task: string): TaskState | undefined {

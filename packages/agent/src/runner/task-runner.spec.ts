@@ -7,6 +7,7 @@ import { ClientStateDB, openClientState } from '@csiplug/state';
 import type { TaskSpec } from '../model';
 import { StateAllocStore } from './alloc-store';
 import { TaskRunner } from './task-runner';
+import { TaskStateWriter } from './task-state-writer';
 
 /** The error a read gets when the agent has run out of file descriptors. */
 const emfile = () => Object.assign(new Error('EMFILE: too many open files, open /proc/100/stat'), { code: 'EMFILE' });
@@ -31,10 +32,15 @@ describe('TaskRunner', () => {
   const alloc = { id: 'a1', jobId: 'j', group: 'g', volumes: [] };
 
   let logger: MemoryLogger;
+  /** The group write of task states; a test flushes it before it reads a state back. */
+  let writer: TaskStateWriter;
+  // A runner reads its task's saved state: what an earlier one asked for is written first, as an agent's stop does.
   const runner = (task = spec(), hooks: TaskHook[] = []) =>
+    writer.flush() ??
     new TaskRunner(alloc, task, '/tmp/none/web', hooks, {
       driver,
       allocStore: new StateAllocStore(state),
+      taskStates: writer,
       clock,
       logger,
       variables: { CSIPLUG_ALLOC_ID: 'a1' },
@@ -48,8 +54,12 @@ describe('TaskRunner', () => {
     driver = new FakeDriver();
     events = [];
     logger = new MemoryLogger();
+    writer = new TaskStateWriter(new StateAllocStore(state));
   });
-  afterEach(() => state.dispose());
+  afterEach(() => {
+    writer.dispose();
+    state.dispose();
+  });
 
   it('runs hooks around the process, interpolates config and env, and saves its handle and state', async () => {
     const order: string[] = [];
@@ -73,6 +83,7 @@ describe('TaskRunner', () => {
     await done;
     expect(order).toEqual(['prestart', 'poststart', 'stop']);
     expect(driver.stops).toEqual(['100 SIGTERM']);
+    writer.flush();
     expect(state.getTaskState<{ state: string }>('a1', 'web')?.state).toBe('dead');
   });
 
@@ -271,6 +282,7 @@ describe('TaskRunner', () => {
     const r = new TaskRunner(alloc, spec(), '/tmp/none/web', [], {
       driver,
       allocStore: store,
+      taskStates: writer,
       clock,
       logger,
       variables: {},
@@ -435,6 +447,7 @@ describe('TaskRunner', () => {
       r.detach();
       await done;
       expect(r.state.state).toBe('running');
+      writer.flush();
       expect(state.getTaskState<{ state: string }>('a1', 'web')?.state).toBe('running');
     });
 
@@ -545,6 +558,7 @@ describe('TaskRunner', () => {
       void first.run('start');
       await clock.advance(0);
       first.detach();
+      writer.flush();
       // Saved between runs: a handle, but not "running", so stop() has nothing to signal.
       state.putTaskState('a1', 'web', { ...first.state, state: 'pending' });
       let answer!: (r: RecoverResult) => void;
@@ -569,6 +583,7 @@ describe('TaskRunner', () => {
       void first.run('start');
       await clock.advance(0);
       first.detach();
+      writer.flush();
       state.putTaskState('a1', 'web', { ...first.state, state: 'pending' });
       let release!: () => void;
       const gate = new Promise<void>((r) => (release = r));

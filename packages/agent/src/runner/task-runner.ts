@@ -33,6 +33,7 @@ import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type TaskDriv
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '../model';
 import type { AllocStore } from './alloc-store';
+import type { TaskStateSave, TaskStateWriter } from './task-state-writer';
 import { interpolateTask } from '../spec/interpolate';
 
 export const TASK_EVENT = {
@@ -60,6 +61,8 @@ export interface TaskRunnerDeps {
   driver: TaskDriver;
   /** Where the task's handle and state are saved for a restore. */
   allocStore: AllocStore;
+  /** Writes the task's state (its events) in a group write with other tasks'. */
+  taskStates: TaskStateWriter;
   clock: Clock;
   logger: Logger;
   /** Variables for ${…} interpolation and the task's environment (alloc id, task dir, volumes…); see setVariables. */
@@ -96,6 +99,8 @@ export class TaskRunner {
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
   private readonly log: Logger;
+  /** What the group write of task states (TaskStateWriter) asks of this runner. */
+  private readonly stateSave: TaskStateSave;
 
   constructor(
     private readonly alloc: AllocInfo,
@@ -110,6 +115,7 @@ export class TaskRunner {
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
     this.handle = deps.allocStore.getTaskHandle(alloc.id, task.name);
     this.tracker = new RestartTracker(task.restart, deps.clock);
+    this.stateSave = { allocId: alloc.id, task: task.name, state: () => this.state, done: (err) => this.stateSaved(err) };
   }
 
   get name(): string {
@@ -548,14 +554,19 @@ export class TaskRunner {
     this.saveRetry?.dispose();
     this.saveRetry = undefined;
     if (this.handleUnsaved && this.handle) this.saveHandle(this.handle);
-    try {
-      this.deps.allocStore.putTaskState(this.alloc.id, this.task.name, this.state);
+    // The handle is written at once (a restore needs it); the state joins the next group write.
+    this.deps.taskStates.save(this.stateSave);
+  }
+
+  private stateSaved(err: unknown): void {
+    if (this.forgotten) return;
+    if (err === undefined) {
       if (!this.handleUnsaved) this.saveFailures = 0;
-    } catch (err) {
+    } else {
       this.saveFailures++;
       this.log.error('could not save the task state; it is saved again on its next change or after a delay', { error: err });
     }
-    if (this.saveFailures && !this.detached) {
+    if (this.saveFailures && !this.detached && !this.saveRetry) {
       const delay = doublingBackoff(this.saveFailures, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
       this.saveRetry = this.deps.clock.setTimeout(() => {
         this.saveRetry = undefined;
@@ -567,6 +578,7 @@ export class TaskRunner {
   /** The task's record is deleted (a purge): no save that failed is made again, which would bring it back. */
   forgetSaves(): void {
     this.forgotten = true;
+    this.deps.taskStates.cancel(this.alloc.id, this.task.name);
     this.saveRetry?.dispose();
     this.saveRetry = undefined;
   }
