@@ -193,14 +193,15 @@ export class Agent implements AgentService, AsyncDisposable {
 
   /** Restores the allocs the last agent saved; the modules are started. */
   private boot(): void {
-    const { records: allocs, failures } = this.allocStore.listAllocations();
+    // One read of every alloc with its tasks' handles and states (not one per task).
+    const { records: allocs, failures } = this.allocStore.listAllocationsWithTasks();
     for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
     let restored = 0;
-    for (const record of allocs) {
+    for (const { record, tasks } of allocs) {
       const { alloc } = record;
       let runner: AllocRunner;
       try {
-        runner = new AllocRunner(alloc, this.runnerDeps(), record);
+        runner = new AllocRunner(alloc, this.runnerDeps(), record, tasks);
       } catch (err) {
         // One alloc that cannot be rebuilt (a group its job lacks, a task state
         // that cannot be read) is left untouched — its tasks keep running —

@@ -241,7 +241,7 @@ describe('csi hook', () => {
     // A reconciler that mounts whatever it is asked (a restore of a live mount answers without looking at the signal).
     const volumes = {
       ...reconciler,
-      onDidCheckMount: () => {
+      onDidCheckMountOf: () => () => {
         subscriptions++;
         return { dispose: () => void disposed++ };
       },

@@ -136,8 +136,7 @@ export class CSIHook implements AllocHook {
   /** The reconciler's checks of this alloc's live mounts become task events, until postrun or the agent detaching. */
   private listen(ctx: AllocHookContext): void {
     if (this.listening) return;
-    this.listening = this.volumes.onDidCheckMount((e) => {
-      if (e.allocId !== ctx.alloc.id) return;
+    this.listening = this.volumes.onDidCheckMountOf(ctx.alloc.id)((e) => {
       ctx.emitEvent({ type: LIVE_MOUNT_EVENTS[e.kind], message: e.message, time: e.time });
       if (e.restartTasks) ctx.restartTasks(`volume "${e.name}" (${e.volumeId}) was stale and has been remounted (on_stale_mount = "restart")`);
     });

@@ -13,6 +13,7 @@ import * as path from 'path';
 import type { Bucket } from './bucket';
 import type { ClientStateDB, FoundEmptyState } from './client-state';
 import type { DecodeFailure } from './decode-failure';
+import type { SavedTaskRecord } from './alloc-state-store';
 import { DB } from './db';
 import { ErrMigration, ErrSchemaVersion } from './errors';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
@@ -184,8 +185,18 @@ export class BoltClientStateDB implements ClientStateDB {
   }
 
   listAllocations<T = unknown>(): { allocs: { allocId: string; alloc: T }[]; failures: DecodeFailure[] } {
+    const { allocs, failures } = this.scanAllocations<T>(false);
+    return { allocs: allocs.map(({ allocId, alloc }) => ({ allocId, alloc })), failures };
+  }
+
+  listAllocationsWithTasks<T = unknown>(): { allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] } {
+    return this.scanAllocations<T>(true);
+  }
+
+  /** Every alloc record in one read, with its tasks' handles and states when asked. */
+  private scanAllocations<T>(withTasks: boolean): { allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] } {
     return this.db.view((tx) => {
-      const allocs: { allocId: string; alloc: T }[] = [];
+      const allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[] = [];
       const failures: DecodeFailure[] = [];
       const bucket = tx.bucket(Layout.allocations);
       bucket?.forEach((key, value) => {
@@ -194,16 +205,40 @@ export class BoltClientStateDB implements ClientStateDB {
           failures.push({ key: allocId, error: `${Layout.allocations}/${allocId} is a bare value, not an alloc bucket` });
           return;
         }
-        const raw = bucket.bucket(key)!.get(Layout.allocKey);
+        const allocBucket = bucket.bucket(key)!;
+        const raw = allocBucket.get(Layout.allocKey);
         if (!raw) {
           failures.push({ key: allocId, error: `${Layout.allocations}/${allocId} has no ${Layout.allocKey} record` });
           return;
         }
+        let alloc: T;
         try {
-          allocs.push({ allocId, alloc: decode<T>(raw, `${Layout.allocations}/${allocId}/${Layout.allocKey}`) });
+          alloc = decode<T>(raw, `${Layout.allocations}/${allocId}/${Layout.allocKey}`);
         } catch (err) {
           failures.push({ key: allocId, error: (err as Error).message });
+          return;
         }
+        const tasks: Record<string, SavedTaskRecord> = {};
+        if (withTasks) {
+          allocBucket.forEach((sub, subValue) => {
+            const name = sub.toString('utf8');
+            if (subValue !== null || !name.startsWith(Layout.taskPrefix)) return;
+            const taskBucket = allocBucket.bucket(sub)!;
+            const where = `${Layout.allocations}/${allocId}/${name}`;
+            const saved: SavedTaskRecord = {};
+            try {
+              const handle = taskBucket.get(Layout.taskHandle);
+              if (handle) saved.handle = decode(handle, `${where}/${Layout.taskHandle}`);
+              const state = taskBucket.get(Layout.taskState);
+              if (state) saved.state = decode(state, `${where}/${Layout.taskState}`);
+            } catch (err) {
+              tasks[name.slice(Layout.taskPrefix.length)] = { error: err as Error };
+              return;
+            }
+            tasks[name.slice(Layout.taskPrefix.length)] = saved;
+          });
+        }
+        allocs.push({ allocId, alloc, tasks });
       });
       for (const f of failures) this.logger.warn('client state: alloc record skipped', { allocId: f.key, error: f.error });
       return { allocs, failures };

@@ -12,7 +12,7 @@ export { Cursor } from './cursor';
 export type { CursorEntry } from './cursor';
 export type { ClientStateDB, FoundEmptyState } from './client-state';
 export type { RegistryStateStore } from './registry-state-store';
-export type { AllocStateStore } from './alloc-state-store';
+export type { AllocStateStore, SavedTaskRecord } from './alloc-state-store';
 export type { VolumeStateStore } from './volume-state-store';
 export type { DecodeFailure } from './decode-failure';
 export type { PendingUnmountRecord, VolumeMountStub, VolumeUsageOptions, VolumeUsageRecord } from './legacy-volume-records';

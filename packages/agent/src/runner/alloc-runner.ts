@@ -32,7 +32,7 @@ import * as path from 'path';
 import type { TaskDriver } from '@csiplug/driver';
 import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '../model';
 import { taskVariables } from '../spec/interpolate';
-import type { AllocRecord, AllocStore } from './alloc-store';
+import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
 import type { TaskStateWriter } from './task-state-writer';
 import type { VolumeReconcilerService } from '@csiplug/volumes';
@@ -129,6 +129,8 @@ export class AllocRunner {
     private readonly deps: AllocRunnerDeps,
     /** The alloc's saved record when the caller has just read it (a restore): not read again. */
     saved: AllocRecord | undefined = deps.allocStore.getAllocation(alloc.id),
+    /** Its tasks' saved handles and states, by task name, when the caller read them with the record (a restore); else each task reads its own. */
+    savedTasks?: Readonly<Record<string, SavedTask>>,
   ) {
     const group = alloc.job.groups.find((g) => g.name === alloc.group);
     if (!group) throw new Error(`alloc ${alloc.id}: job ${alloc.jobId} has no group "${alloc.group}"`);
@@ -152,7 +154,7 @@ export class AllocRunner {
           variables: {},
           onEvent: (name, event) => deps.onTaskEvent(this.alloc, name, event),
           onStateChange: () => this.recompute(),
-        }),
+        }, savedTasks && (savedTasks[task.name] ?? {})),
       );
     }
   }

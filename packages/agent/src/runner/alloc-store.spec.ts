@@ -64,6 +64,22 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
     expect(store.getAllocation('a1')).toEqual({ alloc: alloc('a1'), volumes: {} });
   });
 
+  test("the restore's one read gives each alloc its tasks' handles and states, and a task that cannot be decoded its error", () => {
+    const running: TaskState = { state: 'running', failed: false, restarts: 0, events: [{ type: 'Started', message: '', time: 1 }] };
+    store.putAllocation({ alloc: alloc('a1'), volumes: {} });
+    store.putAllocation({ alloc: alloc('a2'), volumes: {} });
+    store.putTaskHandle('a1', 'web', { pid: 7 } as never);
+    store.putTaskState('a1', 'web', running);
+    store.putTaskState('a1', 'sidecar', { ...running, state: 'dead' });
+    state.raw.update((tx) => tx.bucket('allocations')!.bucket('a2')!.createBucket('task-web').put('state', Buffer.from('{"state": tru')));
+    const { records, failures } = store.listAllocationsWithTasks();
+    expect(failures).toEqual([]);
+    expect(records.map((r) => r.record.alloc.id)).toEqual(['a1', 'a2']);
+    expect(records[0]!.tasks).toEqual({ web: { handle: { pid: 7 }, state: running }, sidecar: { state: { ...running, state: 'dead' } } });
+    expect(records[1]!.tasks['web']!.error?.message).toContain('cannot decode allocations/a2/task-web/state');
+    expect(store.listAllocations().records.map((r) => r.alloc.id)).toEqual(['a1', 'a2']);
+  });
+
   test('records the agent cannot use are reported with the reason, beside the good ones', () => {
     store.putAllocation({ alloc: alloc('good'), volumes: {} });
     state.putAllocation('not-object', ['a', 'list']);

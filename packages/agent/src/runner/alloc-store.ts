@@ -8,7 +8,7 @@
 import { bindDefault, CsiplugError } from '@csiplug/core';
 import type { TaskHandle } from '@csiplug/driver';
 import type { MountedVolume } from '@csiplug/hooks';
-import { IAllocStateStore, type AllocStateStore, type DecodeFailure } from '@csiplug/state';
+import { IAllocStateStore, type AllocStateStore, type DecodeFailure, type SavedTaskRecord } from '@csiplug/state';
 import type { DependencyContainer } from 'tsyringe';
 import type { Alloc, TaskState } from '../model';
 
@@ -16,6 +16,13 @@ import type { Alloc, TaskState } from '../model';
 export interface AllocRecord {
   alloc: Alloc;
   volumes: Record<string, MountedVolume>;
+}
+
+/** A task's handle and state as a restore reads them; `error`: they could not be decoded. */
+export interface SavedTask {
+  handle?: TaskHandle;
+  state?: TaskState;
+  error?: Error;
 }
 
 export interface AllocStore {
@@ -27,6 +34,8 @@ export interface AllocStore {
   getAllocation(allocId: string): AllocRecord | undefined;
   /** Every saved alloc; those that cannot be read or are not alloc records are in `failures`, not dropped. */
   listAllocations(): { records: AllocRecord[]; failures: DecodeFailure[] };
+  /** The same, with each alloc's saved tasks (by name), in one read: what a restore needs. */
+  listAllocationsWithTasks(): { records: { record: AllocRecord; tasks: Record<string, SavedTask> }[]; failures: DecodeFailure[] };
   /** The id of every saved alloc, one that cannot be read included, without reading the records. */
   listAllocationIds(): string[];
   /** Removes the alloc with everything saved for it and its tasks. */
@@ -72,6 +81,23 @@ function checkAllocRecord(value: unknown, allocId: string): AllocRecord {
   return { alloc: alloc as unknown as Alloc, volumes: (volumes ?? {}) as Record<string, MountedVolume> };
 }
 
+/** The alloc records that are alloc records; the others join the failures. */
+function checkRecords(read: { allocs: { allocId: string; alloc: unknown; tasks?: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] }): {
+  records: { record: AllocRecord; tasks: Record<string, SavedTask> }[];
+  failures: DecodeFailure[];
+} {
+  const records: { record: AllocRecord; tasks: Record<string, SavedTask> }[] = [];
+  const failures = [...read.failures];
+  for (const { allocId, alloc, tasks } of read.allocs) {
+    try {
+      records.push({ record: checkAllocRecord(alloc, allocId), tasks: (tasks ?? {}) as Record<string, SavedTask> });
+    } catch (err) {
+      failures.push({ key: allocId, error: (err as Error).message });
+    }
+  }
+  return { records, failures };
+}
+
 export class StateAllocStore implements AllocStore {
   constructor(private readonly state: AllocStateStore) {}
 
@@ -89,17 +115,12 @@ export class StateAllocStore implements AllocStore {
   }
 
   listAllocations(): { records: AllocRecord[]; failures: DecodeFailure[] } {
-    const { allocs, failures } = this.state.listAllocations();
-    const records: AllocRecord[] = [];
-    const all = [...failures];
-    for (const { allocId, alloc } of allocs) {
-      try {
-        records.push(checkAllocRecord(alloc, allocId));
-      } catch (err) {
-        all.push({ key: allocId, error: (err as Error).message });
-      }
-    }
-    return { records, failures: all };
+    const { records, failures } = checkRecords(this.state.listAllocations());
+    return { records: records.map(({ record }) => record), failures };
+  }
+
+  listAllocationsWithTasks(): { records: { record: AllocRecord; tasks: Record<string, SavedTask> }[]; failures: DecodeFailure[] } {
+    return checkRecords(this.state.listAllocationsWithTasks());
   }
 
   listAllocationIds(): string[] {

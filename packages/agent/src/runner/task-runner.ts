@@ -32,7 +32,7 @@ import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransien
 import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '../model';
-import type { AllocStore } from './alloc-store';
+import type { AllocStore, SavedTask } from './alloc-store';
 import type { TaskStateSave, TaskStateWriter } from './task-state-writer';
 import { interpolateTask } from '../spec/interpolate';
 
@@ -108,12 +108,15 @@ export class TaskRunner {
     readonly taskDir: string,
     private readonly hooks: readonly TaskHook[],
     private readonly deps: TaskRunnerDeps,
+    /** The task's saved handle and state when the caller read them already (a restore reads every alloc's in one go); else read here. */
+    savedTask?: SavedTask,
   ) {
     this.log = deps.logger.child({ alloc_id: alloc.id, task: task.name });
     this.variables = { ...deps.variables };
-    const saved = deps.allocStore.getTaskState(alloc.id, task.name);
+    if (savedTask?.error) throw savedTask.error;
+    const saved = savedTask ? savedTask.state : deps.allocStore.getTaskState(alloc.id, task.name);
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
-    this.handle = deps.allocStore.getTaskHandle(alloc.id, task.name);
+    this.handle = savedTask ? savedTask.handle : deps.allocStore.getTaskHandle(alloc.id, task.name);
     this.tracker = new RestartTracker(task.restart, deps.clock);
     this.stateSave = { allocId: alloc.id, task: task.name, state: () => this.state, done: (err) => this.stateSaved(err) };
   }

@@ -156,4 +156,6 @@ export interface VolumeReconcilerService extends Disposable {
   mountChecks(allocId?: string): MountCheckView[];
   /** A live mount was checked after its node plugin came back (or after an agent restart), and what came of it. Every stale one is reported. */
   readonly onDidCheckMount: Event<LiveMountEvent>;
+  /** The same, for one alloc's mounts only: each check reaches only the listeners of its alloc (a thousand allocs listening cost nothing extra per check). */
+  onDidCheckMountOf(allocId: string): Event<LiveMountEvent>;
 }

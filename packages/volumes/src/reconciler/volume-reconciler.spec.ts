@@ -691,6 +691,26 @@ describe('plugin away', () => {
     expect(agent.mounted('a1')[0]!.pluginAway).toBe(false);
   });
 
+  test("an alloc's own listener hears only its mounts' checks, and its emitter goes with its last listener", async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    node.csi.bringDown(PLUGIN);
+    const agent = node.restart();
+    await agent.mount(req('a1'), RESTORE);
+    await agent.mount(req('a2'), RESTORE);
+    const heard: string[] = [];
+    const sub = agent.onDidCheckMountOf('a1')((e) => heard.push(`${e.kind} ${e.allocId}`));
+    const internals = agent as unknown as { checkEmittersByAlloc: Map<string, unknown> };
+    expect([...internals.checkEmittersByAlloc.keys()]).toEqual(['a1']);
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.checks.map((e) => `${e.kind} ${e.allocId}`).sort()).toEqual(['checked a1', 'checked a2', 'plugin-back a1', 'plugin-back a2']);
+    expect(heard).toEqual(['plugin-back a1', 'checked a1']);
+    sub.dispose();
+    expect(internals.checkEmittersByAlloc.size).toBe(0);
+  });
+
   test('restore: a target whose mount check errors (ENOTCONN of a dead FUSE mount) is kept as mounted, maybe stale — never a failed restore — and checked when the plugin is back', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);

@@ -48,6 +48,7 @@ import {
   crashPoint,
   errorMessage,
   formatDuration,
+  toDisposable,
 } from '@csiplug/core';
 import {
   ICSIManager,
@@ -100,6 +101,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private readonly subscriptions = new DisposableStore();
   private readonly checkEmitter: Emitter<LiveMountEvent>;
   readonly onDidCheckMount: Event<LiveMountEvent>;
+  /** Per alloc: the emitter of its mounts' checks, while it has listeners. */
+  private readonly checkEmittersByAlloc = new Map<string, Emitter<LiveMountEvent>>();
   private readonly checker: MountChecker;
   /** The last live-mount finding per record key, in this run (for mountChecks). */
   private readonly lastChecks = new Map<string, LiveMountEvent>();
@@ -130,9 +133,29 @@ export class VolumeReconciler implements VolumeReconcilerService {
         emit: (event) => {
           this.lastChecks.set(mountKey(event.allocId, event.name), event);
           this.checkEmitter.fire(event);
+          this.checkEmittersByAlloc.get(event.allocId)?.fire(event);
         },
       },
     );
+  }
+
+  onDidCheckMountOf(allocId: string): Event<LiveMountEvent> {
+    return (listener, disposables) => {
+      if (this.stopped) return toDisposable(() => undefined);
+      let emitter = this.checkEmittersByAlloc.get(allocId);
+      if (!emitter) {
+        const made = new Emitter<LiveMountEvent>({
+          onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { alloc_id: allocId, error: errorMessage(err) }),
+          // The last listener gone: so is the alloc's emitter (a map of allocs that once listened would only grow).
+          onLastListenerRemove: () => {
+            if (this.checkEmittersByAlloc.get(allocId) === made) this.checkEmittersByAlloc.delete(allocId);
+          },
+        });
+        this.checkEmittersByAlloc.set(allocId, made);
+        emitter = made;
+      }
+      return emitter.event(listener, disposables);
+    };
   }
 
   // ---- lifecycle ----------------------------------------------------------------
@@ -179,6 +202,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.subscriptions.dispose();
     this.checker.dispose();
     this.checkEmitter.dispose();
+    for (const e of this.checkEmittersByAlloc.values()) e.dispose();
+    this.checkEmittersByAlloc.clear();
     for (const t of this.retryTimers.values()) t.dispose();
     this.retryTimers.clear();
   }
