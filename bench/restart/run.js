@@ -306,7 +306,8 @@ async function restartRecovery(size, profile) {
     // the bench asks the agent nothing while it restores (alloc status of a
     // thousand allocs is a megabyte of JSON). Only should the stream have
     // missed the first events (see EventWatch) does it look at alloc status,
-    // once the stream has been quiet for a second, for what it could not see (the task events there include
+    // once nothing new has come for a second (less often after a look that found
+    // nothing), for what it could not see (the task events there include
     // Reattached, and the volume checks where the agent saves alloc hook
     // events with the task's). Checks may come long after the re-attaches
     // (each plugin's mounts are looked at once it serves): the bench waits
@@ -315,16 +316,20 @@ async function restartRecovery(size, profile) {
     // when its whole look is done, which took tens of seconds at a thousand
     // mounts), reporting the run with the checks it saw.
     let lastLook = 0;
+    let lookEvery = 1_000;
     let lastProgress = performance.now();
     let seenCount = -1;
     const missing = () => ids.filter((id) => !watch.reattached.has(id) || !watch.checked.has(id));
     await until('every alloc re-attached and its volume checked', async () => {
-      // Only once the stream has been quiet for a second: a look at alloc
-      // status (a megabyte of JSON at a thousand allocs) costs the agent CPU
-      // that would otherwise count against the restore it is measuring.
-      if (missing().length && watch.missed > 0 && performance.now() - lastLook > 1_000 && performance.now() - lastProgress > 1_000) {
+      // Only once nothing new has come for a while, and less often after a
+      // look that found nothing: a look at alloc status (a megabyte of JSON
+      // at a thousand allocs) costs the agent CPU that would otherwise count
+      // against the restore it is measuring.
+      if (missing().length && watch.missed > 0 && performance.now() - lastLook > lookEvery && performance.now() - lastProgress > 1_000) {
         lastLook = performance.now();
+        const before = missing().length;
         for (const x of await a.api.listAllocs()) if (ids.includes(x.id)) watch.takeStatus(x, s.wall);
+        lookEvery = missing().length < before ? 1_000 : Math.min(lookEvery * 2, 30_000);
       }
       const left = missing().length;
       if (left === 0) return true;

@@ -709,6 +709,19 @@ describe('plugin away', () => {
     expect(heard).toEqual(['plugin-back a1', 'checked a1']);
     sub.dispose();
     expect(internals.checkEmittersByAlloc.size).toBe(0);
+    // Listening again after the last one left hears the next checks.
+    const again: string[] = [];
+    const sub2 = agent.onDidCheckMountOf('a1')((e) => again.push(e.kind));
+    node.csi.bringDown(PLUGIN);
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(again).toEqual(['plugin-back', 'checked']);
+    // Disposed with a listener attached: the listener's own dispose after it is harmless, and a late subscribe holds nothing.
+    agent.dispose();
+    expect(internals.checkEmittersByAlloc.size).toBe(0);
+    expect(() => sub2.dispose()).not.toThrow();
+    agent.onDidCheckMountOf('a2')(() => undefined);
+    expect(internals.checkEmittersByAlloc.size).toBe(0);
   });
 
   test('restore: a target whose mount check errors (ENOTCONN of a dead FUSE mount) is kept as mounted, maybe stale — never a failed restore — and checked when the plugin is back', async () => {
