@@ -32,9 +32,9 @@ import { checkVolumeSpec, type AgentConfig } from './spec';
  * of task states over it, the check the volume catalog runs on every spec
  * (the agent's own spec reader), and its event stream, which relays the CSI
  * manager's and the catalog's events from start until it stops. On stop the
- * task states still waiting are written: the modules above it (hooks,
- * reconciler, CSI manager) have stopped, so no event comes after, and the
- * state below it is still open.
+ * task states still waiting are written, and any asked for later is written
+ * at once: the modules above it (hooks, reconciler, CSI manager) have
+ * stopped, and the state below it is still open.
  */
 export const agentModule: Module = {
   name: 'agent',
@@ -48,8 +48,11 @@ export const agentModule: Module = {
     container.resolve<AgentEvents>(IAgentEvents).relay(container.resolve<CSIManager>(ICSIManager), container.resolve<VolumeCatalogService>(IVolumeCatalog));
   },
   stop: (container) => {
-    container.resolve<AgentEvents>(IAgentEvents).dispose();
-    container.resolve<TaskStateWriter>(ITaskStateWriter).dispose();
+    try {
+      container.resolve<TaskStateWriter>(ITaskStateWriter).dispose();
+    } finally {
+      container.resolve<AgentEvents>(IAgentEvents).dispose();
+    }
   },
 };
 

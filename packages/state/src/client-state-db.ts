@@ -218,25 +218,32 @@ export class BoltClientStateDB implements ClientStateDB {
           failures.push({ key: allocId, error: (err as Error).message });
           return;
         }
-        const tasks: Record<string, SavedTaskRecord> = {};
+        // No prototype: a task may be named "__proto__" (or "state", "error").
+        const tasks: Record<string, SavedTaskRecord> = Object.create(null) as Record<string, SavedTaskRecord>;
         if (withTasks) {
-          allocBucket.forEach((sub, subValue) => {
-            const name = sub.toString('utf8');
-            if (subValue !== null || !name.startsWith(Layout.taskPrefix)) return;
-            const taskBucket = allocBucket.bucket(sub)!;
-            const where = `${Layout.allocations}/${allocId}/${name}`;
-            const saved: SavedTaskRecord = {};
-            try {
-              const handle = taskBucket.get(Layout.taskHandle);
-              if (handle) saved.handle = decode(handle, `${where}/${Layout.taskHandle}`);
-              const state = taskBucket.get(Layout.taskState);
-              if (state) saved.state = decode(state, `${where}/${Layout.taskState}`);
-            } catch (err) {
-              tasks[name.slice(Layout.taskPrefix.length)] = { error: err as Error };
-              return;
-            }
-            tasks[name.slice(Layout.taskPrefix.length)] = saved;
-          });
+          try {
+            allocBucket.forEach((sub, subValue) => {
+              const name = sub.toString('utf8');
+              if (subValue !== null || !name.startsWith(Layout.taskPrefix)) return;
+              const taskBucket = allocBucket.bucket(sub)!;
+              const where = `${Layout.allocations}/${allocId}/${name}`;
+              const saved: SavedTaskRecord = {};
+              try {
+                const handle = taskBucket.get(Layout.taskHandle);
+                if (handle) saved.handle = decode(handle, `${where}/${Layout.taskHandle}`);
+                const state = taskBucket.get(Layout.taskState);
+                if (state) saved.state = decode(state, `${where}/${Layout.taskState}`);
+              } catch (err) {
+                tasks[name.slice(Layout.taskPrefix.length)] = { error: err as Error };
+                return;
+              }
+              tasks[name.slice(Layout.taskPrefix.length)] = saved;
+            });
+          } catch (err) {
+            // The alloc's tasks cannot be read at all: the alloc is left untouched, the others restored.
+            failures.push({ key: allocId, error: `cannot read the tasks of ${Layout.allocations}/${allocId}: ${(err as Error).message}` });
+            return;
+          }
         }
         allocs.push({ allocId, alloc, tasks });
       });

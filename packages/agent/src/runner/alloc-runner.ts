@@ -154,7 +154,7 @@ export class AllocRunner {
           variables: {},
           onEvent: (name, event) => deps.onTaskEvent(this.alloc, name, event),
           onStateChange: () => this.recompute(),
-        }, savedTasks && (savedTasks[task.name] ?? {})),
+        }, savedTasks && (Object.hasOwn(savedTasks, task.name) ? savedTasks[task.name] : {})),
       );
     }
   }
@@ -430,6 +430,8 @@ export class AllocRunner {
   private save(): void {
     if (this.forgotten) return;
     this.cancelSaveRetry();
+    // An alloc saved as over (or to stop) is never ahead of its tasks' states on disk.
+    if (this.alloc.desiredStatus === 'stop' || this.alloc.clientStatus === 'complete' || this.alloc.clientStatus === 'failed') this.deps.taskStates.flush();
     try {
       this.deps.allocStore.putAllocation({ alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
       if (this.alloc.desiredStatus === 'stop') this.stopSaved = true;

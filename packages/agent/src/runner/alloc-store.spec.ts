@@ -78,6 +78,12 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
     expect(records[0]!.tasks).toEqual({ web: { handle: { pid: 7 }, state: running }, sidecar: { state: { ...running, state: 'dead' } } });
     expect(records[1]!.tasks['web']!.error?.message).toContain('cannot decode allocations/a2/task-web/state');
     expect(store.listAllocations().records.map((r) => r.alloc.id)).toEqual(['a1', 'a2']);
+    // Any path-safe task name is a name, "__proto__" included: it is read as one, and lends nothing to the others.
+    store.putTaskState('a2', '__proto__', running);
+    const a2 = store.listAllocationsWithTasks().records[1]!.tasks;
+    expect(Object.hasOwn(a2, '__proto__')).toBe(true);
+    expect(a2['__proto__']!.state).toEqual(running);
+    expect(a2['state']).toBeUndefined();
   });
 
   test('records the agent cannot use are reported with the reason, beside the good ones', () => {

@@ -118,7 +118,7 @@ export class TaskRunner {
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
     this.handle = savedTask ? savedTask.handle : deps.allocStore.getTaskHandle(alloc.id, task.name);
     this.tracker = new RestartTracker(task.restart, deps.clock);
-    this.stateSave = { allocId: alloc.id, task: task.name, state: () => this.state, done: (err) => this.stateSaved(err) };
+    this.stateSave = { allocId: alloc.id, task: task.name, state: () => this.state, done: (ok, err) => this.stateSaved(ok, err) };
   }
 
   get name(): string {
@@ -561,9 +561,9 @@ export class TaskRunner {
     this.deps.taskStates.save(this.stateSave);
   }
 
-  private stateSaved(err: unknown): void {
+  private stateSaved(ok: boolean, err: unknown): void {
     if (this.forgotten) return;
-    if (err === undefined) {
+    if (ok) {
       if (!this.handleUnsaved) this.saveFailures = 0;
     } else {
       this.saveFailures++;

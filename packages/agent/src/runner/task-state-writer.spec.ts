@@ -1,10 +1,10 @@
-import { openClientState, type ClientStateDB } from '@csiplug/state';
+import { openClientState, type BoltClientStateDB } from '@csiplug/state';
 import type { TaskState } from '../model';
 import { StateAllocStore } from './alloc-store';
 import { TASK_STATE_WRITE_MAX, TaskStateWriter, type TaskStateSave } from './task-state-writer';
 
 describe('TaskStateWriter', () => {
-  let state: ClientStateDB;
+  let state: BoltClientStateDB;
   let store: StateAllocStore;
   let writes: number;
 
@@ -27,7 +27,7 @@ describe('TaskStateWriter', () => {
       results: [] as unknown[],
       save: undefined as unknown as TaskStateSave,
     };
-    t.save = { allocId, task: name, state: () => t.current, done: (err) => void t.results.push(err ?? 'ok') };
+    t.save = { allocId, task: name, state: () => t.current, done: (ok, err) => void t.results.push(ok ? 'ok' : err) };
     return t;
   };
 
@@ -61,20 +61,50 @@ describe('TaskStateWriter', () => {
     expect(a.results).toEqual([]);
   });
 
-  it('a write that fails tells every task of it the error, and writes nothing of it', () => {
+  it('a full disk fails every task of the write, and writes nothing of it', () => {
     const writer = new TaskStateWriter(store, 1_000);
+    const full = Object.assign(new Error('disk full'), { code: 'ESTATE_NO_SPACE' });
+    let calls = 0;
     store.putTaskStates = () => {
-      throw new Error('disk full');
+      calls++;
+      throw full;
     };
     const a = task('a1', 'web');
     const b = task('a1', 'sidecar');
     writer.save(a.save);
     writer.save(b.save);
     writer.flush();
-    expect(a.results).toEqual([new Error('disk full')]);
-    expect(b.results).toEqual([new Error('disk full')]);
+    expect(calls).toBe(1);
+    expect(a.results).toEqual([full]);
+    expect(b.results).toEqual([full]);
     expect(writer.size).toBe(0);
     expect(state.listAllocationIds()).toEqual([]);
+  });
+
+  it('one entry that cannot be written (a damaged bucket) fails only its own task: the group is written again entry by entry', () => {
+    const writer = new TaskStateWriter(store, 1_000);
+    // allocations/a1/task-web holds a value where a bucket belongs.
+    state.putAllocation('a1', { id: 'a1' });
+    state.raw.update((tx) => tx.bucket('allocations')!.bucket('a1')!.put('task-web', Buffer.from('x')));
+    const bad = task('a1', 'web');
+    const good = task('a2', 'web');
+    writer.save(bad.save);
+    writer.save(good.save);
+    writer.flush();
+    expect(bad.results).toHaveLength(1);
+    expect(bad.results[0]).toBeInstanceOf(Error);
+    expect(good.results).toEqual(['ok']);
+    expect(state.getTaskState('a2', 'web')).toMatchObject({ state: 'pending' });
+  });
+
+  it('once disposed, a state asked for is written at once (a late event while the state is still open)', () => {
+    const writer = new TaskStateWriter(store, 60_000);
+    writer.dispose();
+    const a = task('a1', 'web');
+    writer.save(a.save);
+    expect(a.results).toEqual(['ok']);
+    expect(writer.size).toBe(0);
+    expect(state.getTaskState('a1', 'web')).toMatchObject({ state: 'pending' });
   });
 
   it(`writes at once when ${TASK_STATE_WRITE_MAX} states wait, and dispose writes what is left`, () => {

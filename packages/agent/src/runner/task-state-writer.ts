@@ -8,11 +8,19 @@
 // is only ever replaced whole, and the writer reads the runner's state when
 // it writes, so the newest state wins; one asked for again before the write
 // is written once. A task whose record is deleted (a purge) is cancelled
-// first, so no pending write brings it back. The cost is a window of a few
-// ms in which a `kill -9` loses the newest events of a task: its state is
-// read again from the driver on the restore (a task found dead is dead), and
-// its handle, which the restore needs, is still written at once by the
-// runner.
+// first, so no pending write brings it back. A group write that fails for
+// another reason than a full disk is made again entry by entry, so one entry
+// that cannot be written (a damaged bucket) fails only its own task.
+//
+// The cost is a window of a few ms in which a `kill -9` loses the newest
+// states of a task. The alloc runner flushes the writer before it saves an
+// alloc as stopped, complete or failed, so a task state on disk is never
+// behind its alloc's end; what a crash can lose is a running task's latest
+// events (its handle, which a restore needs, is written at once by the
+// runner), and a restore reads the task's real state from the driver (a task
+// found exited goes through its restart policy, as on any exit). Once
+// disposed (the agent module stopped), the writer writes each state at once,
+// as it is asked: a late event still lands while the state is open.
 import type { Disposable } from '@csiplug/core';
 import type { TaskState } from '../model';
 import type { AllocStore } from './alloc-store';
@@ -27,13 +35,14 @@ export interface TaskStateSave {
   readonly task: string;
   /** The state to write, read when the write is made. */
   state(): TaskState;
-  /** The write was made (no error) or failed (every state of it is unsaved). */
-  done(err?: unknown): void;
+  /** The write was made (`ok`), or failed with `err` (the state is unsaved). */
+  done(ok: boolean, err?: unknown): void;
 }
 
 export class TaskStateWriter implements Disposable {
   private readonly pending = new Map<string, TaskStateSave>();
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private disposed = false;
 
   /**
    * The write runs on the real clock: it stands for the time an fsync takes,
@@ -47,7 +56,7 @@ export class TaskStateWriter implements Disposable {
   /** Asks for the task's state to be saved; `done` says when it was. */
   save(s: TaskStateSave): void {
     this.pending.set(key(s.allocId, s.task), s);
-    if (this.pending.size >= TASK_STATE_WRITE_MAX) this.flush();
+    if (this.disposed || this.pending.size >= TASK_STATE_WRITE_MAX) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), this.delay);
   }
 
@@ -68,17 +77,35 @@ export class TaskStateWriter implements Disposable {
     if (this.pending.size === 0) return;
     const saves = [...this.pending.values()];
     this.pending.clear();
-    let failure: { err: unknown } | undefined;
     try {
-      this.store.putTaskStates(saves.map((s) => ({ allocId: s.allocId, task: s.task, state: s.state() })));
+      this.write(saves);
     } catch (err) {
-      failure = { err };
+      // A full disk fails them all alike; anything else may be one entry's own fault.
+      if (saves.length === 1 || isNoSpace(err)) {
+        for (const s of saves) s.done(false, err);
+        return;
+      }
+      for (const s of saves) {
+        try {
+          this.write([s]);
+        } catch (own) {
+          s.done(false, own);
+          continue;
+        }
+        s.done(true);
+      }
+      return;
     }
-    for (const s of saves) s.done(failure?.err);
+    for (const s of saves) s.done(true);
+  }
+
+  private write(saves: readonly TaskStateSave[]): void {
+    this.store.putTaskStates(saves.map((s) => ({ allocId: s.allocId, task: s.task, state: s.state() })));
   }
 
   /** Writes what waits (the agent is going away; the state closes next). */
   dispose(): void {
+    this.disposed = true;
     this.flush();
   }
 }
@@ -87,3 +114,5 @@ export type ITaskStateWriter = TaskStateWriter;
 export const ITaskStateWriter: unique symbol = Symbol('ITaskStateWriter');
 
 const key = (allocId: string, task: string): string => `${allocId}\0${task}`;
+
+const isNoSpace = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'ESTATE_NO_SPACE';
