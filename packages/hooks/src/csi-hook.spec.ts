@@ -220,7 +220,7 @@ describe('csi hook', () => {
     csi.bringUp('hostpath');
     await clock.advance(0);
     await flushMicrotasks(100);
-    expect(ctx.events.slice(1).map((e) => e.type)).toEqual([LIVE_MOUNT_EVENTS['plugin-back'], LIVE_MOUNT_EVENTS.stale, LIVE_MOUNT_EVENTS.remounted]);
+    expect(ctx.events.slice(1).map((e) => e.type)).toEqual([LIVE_MOUNT_EVENTS['plugin-away'], LIVE_MOUNT_EVENTS['plugin-back'], LIVE_MOUNT_EVENTS.stale, LIVE_MOUNT_EVENTS.remounted]);
     expect(ctx.events.at(-2)!.message).toMatch(/is stale: .* does not answer a stat \(ENOTCONN\); remounting it through plugin hostpath, then restarting the alloc's tasks$/);
     expect(ctx.restarts).toEqual(['volume "data" (vol-1) was stale and has been remounted (on_stale_mount = "restart")']);
 

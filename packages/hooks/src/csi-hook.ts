@@ -36,6 +36,7 @@ export const EVENT_VOLUME_MOUNT_RETRYING = 'Volume mount retrying';
 
 /** The task event of each finding of the reconciler about a live mount. */
 export const LIVE_MOUNT_EVENTS: Readonly<Record<LiveMountEventKind, string>> = Object.freeze({
+  'plugin-away': 'Plugin away',
   'plugin-back': 'Plugin back',
   checked: 'Volume checked',
   stale: 'Volume stale',

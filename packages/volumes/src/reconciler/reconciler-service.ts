@@ -89,7 +89,7 @@ export interface UnmountOutcome {
 }
 
 /** What the reconciler found or did about a live mount after its node plugin came back (or after an agent restart). */
-export type LiveMountEventKind = 'plugin-back' | 'checked' | 'stale' | 'remounted' | 'remount-failed';
+export type LiveMountEventKind = 'plugin-away' | 'plugin-back' | 'checked' | 'stale' | 'remounted' | 'remount-failed';
 
 export interface LiveMountEvent {
   /**

@@ -691,6 +691,27 @@ describe('plugin away', () => {
     expect(agent.mounted('a1')[0]!.pluginAway).toBe(false);
   });
 
+  test('a node plugin that stops serving under live mounts: each mount says so (and stays), once; a plugin that never served them says nothing', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    const calls = node.calls();
+    node.csi.crash(PLUGIN);
+    await node.settle();
+    expect(node.aways.map((e) => `${e.kind} ${e.allocId}`).sort()).toEqual(['plugin-away a1', 'plugin-away a2']);
+    expect(node.aways[0]!.message).toMatch(new RegExp(`^plugin ${PLUGIN} is away \\(fingerprint failed: UNAVAILABLE \\(injected\\)\\); volume "data" \\(vol1\\) stays mounted at .+, and is checked when the plugin is back$`));
+    // Still away: nothing more is said, nothing is undone.
+    node.csi.crash(PLUGIN);
+    await node.settle();
+    expect(node.aways).toHaveLength(2);
+    expect(node.calls()).toEqual(calls);
+    expect(node.mounted()).toContain(targetOf('a1'));
+    expect(node.reconciler.mountChecks('a1')[0]!.state).toBe('plugin-away');
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.checks.map((e) => `${e.kind} ${e.allocId}`)).toEqual(['plugin-back a1', 'plugin-back a2', 'checked a1', 'checked a2']);
+  });
+
   test("an alloc's own listener hears only its mounts' checks, and its emitter goes with its last listener", async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
@@ -715,7 +736,7 @@ describe('plugin away', () => {
     node.csi.bringDown(PLUGIN);
     node.csi.bringUp(PLUGIN);
     await node.settle();
-    expect(again).toEqual(['plugin-back', 'checked']);
+    expect(again).toEqual(['plugin-away', 'plugin-back', 'checked']);
     // Disposed with a listener attached: the listener's own dispose after it is harmless, and a late subscribe holds nothing.
     agent.dispose();
     expect(internals.checkEmittersByAlloc.size).toBe(0);

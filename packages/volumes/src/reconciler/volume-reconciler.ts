@@ -126,17 +126,42 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.checker = new MountChecker(
       { csi, mountTable, clock, timeouts, log: this.log },
       {
-        attached: (pluginId) =>
-          [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k)).map(([k, r]) => [k, structuredClone(r)] as const),
+        attached: (pluginId) => this.attached(pluginId).map(([k, r]) => [k, structuredClone(r)] as const),
         remount: (volumeId, keys, restage) => this.remount(volumeId, keys, restage),
         remountReported: (key) => this.remountReported(key),
-        emit: (event) => {
-          this.lastChecks.set(mountKey(event.allocId, event.name), event);
-          this.checkEmitter.fire(event);
-          this.checkEmittersByAlloc.get(event.allocId)?.fire(event);
-        },
+        emit: (event) => this.emitCheck(event),
       },
     );
+  }
+
+  /** The records of node plugin `pluginId` that are live mounts of this run: wanted mounted, verified, no unmount under way. */
+  private attached(pluginId: string): [string, VolumeMountRecord][] {
+    return [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k));
+  }
+
+  private emitCheck(event: LiveMountEvent): void {
+    this.lastChecks.set(mountKey(event.allocId, event.name), event);
+    this.checkEmitter.fire(event);
+    this.checkEmittersByAlloc.get(event.allocId)?.fire(event);
+  }
+
+  /** Node plugin `pluginId` stopped serving: every live mount through it is told (it stays mounted, and is looked at when the plugin is back). */
+  private reportPluginAway(pluginId: string, why: string): void {
+    const live = this.attached(pluginId).filter(([, r]) => r.published && r.targetPath !== undefined);
+    if (live.length) this.log.warn('a node plugin with live mounts stopped serving; the mounts stay, and are checked when it is back', { plugin_id: pluginId, mounts: live.length, why });
+    for (const [, r] of live) {
+      this.emitCheck({
+        kind: 'plugin-away',
+        allocId: r.allocId,
+        name: r.name,
+        volumeId: r.volumeId,
+        pluginId: r.pluginId,
+        targetPath: r.targetPath!,
+        policy: stalePolicyOf(r),
+        message: `plugin ${pluginId} is away (${why}); volume "${r.name}" (${r.volumeId}) stays mounted at ${r.targetPath} for the alloc's tasks, and is checked when the plugin is back`,
+        time: this.clock.now(),
+      });
+    }
   }
 
   onDidCheckMountOf(allocId: string): Event<LiveMountEvent> {
@@ -181,6 +206,15 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (ready.info.type !== PluginTypeCSINode) return;
         for (const volumeId of this.volumesToUnmount(ready.info.name)) this.scheduleRetry(volumeId, 0);
         this.checker.pluginReady(ready);
+      }),
+    );
+    this.subscriptions.add(
+      // A node plugin that stops serving while mounts through it are live: each of them says so (they stay mounted).
+      this.csi.onDidChangeHealth((change) => {
+        if (change.info.type !== PluginTypeCSINode || change.healthy || change.previous !== true) return;
+        // The old instance of an upgrade going away: the plugin still serves through the new one.
+        if (this.csi.pluginInfo(PluginTypeCSINode, change.name)?.healthy === true) return;
+        this.reportPluginAway(change.name, `${change.description}${change.lastError && !change.description.includes(change.lastError) ? `: ${change.lastError}` : ''}`);
       }),
     );
     this.subscriptions.add(

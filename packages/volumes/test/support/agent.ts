@@ -24,6 +24,7 @@ export interface TestAgent {
   events: NodeEvent[];
   /** What the reconciler said of live mounts, in order. */
   checks: LiveMountEvent[];
+  aways: LiveMountEvent[];
   stop(): Promise<void>;
 }
 
@@ -55,8 +56,10 @@ export async function startAgent(dataDir: string, claimer: FakeClaimer, options:
   const reconciler = c.resolve<VolumeReconcilerService>(IVolumeReconciler);
   const events: NodeEvent[] = [];
   const checks: LiveMountEvent[] = [];
+  /** A node plugin under live mounts stopped serving ('plugin-away'): kept apart from the looks at the mounts. */
+  const aways: LiveMountEvent[] = [];
   manager.onNodeEvent((e) => events.push(e));
-  reconciler.onDidCheckMount((e) => checks.push(e));
+  reconciler.onDidCheckMount((e) => (e.kind === 'plugin-away' ? aways : checks).push(e));
   await manager.start();
   reconciler.start();
   return {
@@ -68,6 +71,7 @@ export async function startAgent(dataDir: string, claimer: FakeClaimer, options:
     logger,
     events,
     checks,
+    aways,
     async stop() {
       reconciler.dispose();
       await manager.dispose();

@@ -74,8 +74,10 @@ export class TestNode {
   readonly claimer = new FakeClaimer();
   readonly store = new FakeMountStore();
   reconciler: VolumeReconciler;
-  /** What the reconcilers said of live mounts (onDidCheckMount), in order. */
+  /** What the reconcilers said of live mounts (onDidCheckMount) when they looked at them, in order. */
   readonly checks: LiveMountEvent[] = [];
+  /** What they said when a node plugin under live mounts stopped serving ('plugin-away'), kept apart from the looks. */
+  readonly aways: LiveMountEvent[] = [];
   private readonly agents: VolumeReconciler[] = [];
 
   constructor(options: { timeouts?: Partial<TimeoutSettings>; pluginUp?: boolean } = {}) {
@@ -131,7 +133,7 @@ export class TestNode {
 
   private startAgent(): VolumeReconciler {
     const agent = new VolumeReconciler(this.csi, this.claimer, this.store, this.mounts, this.clock, this.timeouts, this.logger);
-    agent.onDidCheckMount((e) => this.checks.push(e));
+    agent.onDidCheckMount((e) => (e.kind === 'plugin-away' ? this.aways : this.checks).push(e));
     agent.start();
     this.agents.push(agent);
     return agent;
