@@ -13,7 +13,7 @@
 job "hostpath-plugin" {
   group "plugin" {
     task "plugin" {
-      driver = "exec"
+      driver = "raw_exec"
 
       config {
         command = "node"

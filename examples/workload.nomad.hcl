@@ -15,7 +15,7 @@ job "workload" {
     }
 
     task "writer" {
-      driver = "exec"
+      driver = "raw_exec"
 
       config {
         command = "/bin/sh"

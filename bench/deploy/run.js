@@ -13,7 +13,7 @@ require('reflect-metadata');
 const { validateJob } = require('../../packages/agent/dist/spec/jobspec');
 const { diffGroup } = require('../../packages/agent/dist/deploy/job-diff');
 
-const tasks = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`t${i}`, { driver: 'exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } }]));
+const tasks = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`t${i}`, { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } }]));
 const before = validateJob({ job: { web: { group: { app: { task: tasks(1) } } } } });
 
 function median(xs) {

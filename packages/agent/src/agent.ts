@@ -273,6 +273,7 @@ export class Agent implements AgentService, AsyncDisposable {
       driver: this.driver,
       allocStore: this.allocStore,
       taskStates: this.taskStates,
+      exec: this.config.exec,
       volumes: this.volumeMounts,
       clock: this.clock,
       logger: this.logger,

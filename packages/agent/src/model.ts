@@ -11,16 +11,25 @@ export type { CSIPluginConfig, RestartPolicy, TaskEvent, VolumeRequest };
 export interface VolumeMount {
   /** The group's volume name. */
   volume: string;
-  /** Where the task sees it, relative to its task dir (no isolation: a symlink). */
+  /** Where the task sees it: an isolated (exec) task at this path in its root, a bind mount; a raw_exec task under its task dir, a symlink. */
   destination: string;
   readOnly: boolean;
+  /** Nomad's propagation_mode of the bind mount (exec only); absent: private. */
+  propagation?: 'private' | 'host-to-task' | 'bidirectional';
 }
 
 export interface TaskSpec {
   name: string;
-  /** `exec` (`raw_exec` is accepted as a synonym and stored as `exec`). */
-  driver: 'exec';
-  config: { command: string; args: string[] };
+  /** As the jobspec says; records saved before isolation say `exec` for what is now `raw_exec` (see `isolated`). */
+  driver: 'exec' | 'raw_exec';
+  /**
+   * Whether the task runs isolated on runc (driver `exec`). Absent in records
+   * saved before isolation existed, whose tasks were all host processes:
+   * absent means not isolated.
+   */
+  isolated?: boolean;
+  /** capAdd / capDrop: capabilities added to or dropped from the isolated task's default set (exec only). */
+  config: { command: string; args: string[]; capAdd?: string[]; capDrop?: string[] };
   env: Record<string, string>;
   csiPlugin?: CSIPluginConfig;
   volumeMounts: VolumeMount[];

@@ -19,7 +19,7 @@ const CHATTY_JOB = `
 job "chatty" {
   group "app" {
     task "main" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/sh"
         args    = ["-c", "echo hello from the task; exec sleep 3600"]

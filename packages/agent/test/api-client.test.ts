@@ -136,7 +136,7 @@ describe('ApiClient timeouts', () => {
     const { port } = await api.listen();
     disposers.push(() => api.dispose());
     const client = new ApiClient({ address: `http://127.0.0.1:${port}` });
-    await client.runJob({ job: { web: { group: { app: { task: { main: { driver: 'exec', config: { command: '/bin/true' } } } } } } } } as never);
+    await client.runJob({ job: { web: { group: { app: { task: { main: { driver: 'raw_exec', config: { command: '/bin/true' } } } } } } } } as never);
     let timer: NodeJS.Timeout | undefined;
     let answeredLate = false;
     fake.gate = new Promise((resolve) =>

@@ -99,7 +99,7 @@ describe('ACL and bad input against a running agent', () => {
 
   it('a bad jobspec is refused by the CLI with job, group, task and field named; nothing is run', async () => {
     const file = path.join(h.root, 'bad.hcl');
-    fs.writeFileSync(file, 'job "web" {\n  group "app" {\n    task "server" {\n      driver = "exec"\n      config {\n        args = ["x"]\n      }\n    }\n  }\n}\n');
+    fs.writeFileSync(file, 'job "web" {\n  group "app" {\n    task "server" {\n      driver = "raw_exec"\n      config {\n        args = ["x"]\n      }\n    }\n  }\n}\n');
     const r = await cli(['job', 'run', '-address', `http://127.0.0.1:${h.port}`, '-token', 's3cret-token', file]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/job "web" group "app" task "server".*config\.command/);

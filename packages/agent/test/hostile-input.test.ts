@@ -11,7 +11,7 @@ import { devConfig } from '../src/spec';
 import { raw } from './support/http';
 
 function sleeper(id: string, count: number): string {
-  return JSON.stringify({ Job: { job: { [id]: { group: { app: { count, task: { main: { driver: 'exec', config: { command: '/bin/sleep', args: ['300'] } } } } } } } } });
+  return JSON.stringify({ Job: { job: { [id]: { group: { app: { count, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['300'] } } } } } } } } });
 }
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>): Promise<T> {

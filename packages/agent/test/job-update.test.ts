@@ -47,7 +47,7 @@ job "hostpath-plugin" {
       auto_revert      = ${v.autoRevert ?? false}
     }
     task "plugin" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         ${config}
       }
@@ -85,7 +85,7 @@ job "work" {
       attachment_mode = "file-system"
     }
     task "writer" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/sh"
         args    = ["-c", "echo \\"$CSIPLUG_ALLOC_ID $BUILD\\" >> \\"$CSIPLUG_VOLUME_DATA/owners.txt\\" && exec sleep 3600"]

@@ -13,7 +13,7 @@ const NEVER_HEALTHY = `
 job "silent-plugin" {
   group "plugin" {
     task "plugin" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/sh"
         args    = ["-c", "exec sleep 3600"]

@@ -23,7 +23,7 @@ const sleeperHcl = (id: string) => `
 job "${id}" {
   group "app" {
     task "main" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/sleep"
         args    = ["3600"]

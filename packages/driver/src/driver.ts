@@ -4,6 +4,7 @@
 // entry) is held to it by the conformance suite in testing/conformance.ts.
 import { isAbsolute } from 'node:path';
 import { ValidationError, type Disposable } from '@csiplug/core';
+import type { IsolationConfig } from './isolation';
 
 /** What the driver needs to start one task. */
 export interface DriverTaskConfig {
@@ -14,6 +15,13 @@ export interface DriverTaskConfig {
   command: string;
   args: string[];
   env: Record<string, string>;
+  /**
+   * Run the task isolated on runc (the `exec` driver of a jobspec): its own
+   * root, namespaces and capabilities; `command` and `env` are as the task
+   * sees them, and its working dir is /local (the task dir). Absent: a host
+   * process in the task dir (`raw_exec`).
+   */
+  isolation?: IsolationConfig;
 }
 
 /**
@@ -35,6 +43,8 @@ export interface TaskHandle {
   /** Process start time as the kernel reports it (/proc/<pid>/stat field 22). */
   startTime: string;
   startedAt: number;
+  /** An isolated task: its runc container (state root and id). The pid is runc's own, which passes signals on. */
+  runc?: { root: string; id: string };
 }
 
 export interface ExitResult {

@@ -12,15 +12,17 @@
 // descriptors, say, under a connection flood) says nothing about the task:
 // its state is "unknown" and is checked again on the next tick. Only an
 // exit record or a verified /proc check ends a task.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, checkInto, settleOnce, toDisposable, type Disposable, type WaitControl } from '@csiplug/core';
 import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
-import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, executorPaths, readJsonFile, runcDeleteArgs, writeJsonAtomic } from './executor-protocol';
+import { ociConfig, prepareBundle, TASK_LOCAL_DIR } from './isolation';
 import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
 import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
 
@@ -55,6 +57,17 @@ const DEFAULTS = {
  * compiled: a plain `node` starts it).
  */
 export const DEFAULT_EXECUTOR_PATH = join(__dirname, '..', 'dist', 'executor.js');
+
+/** Where runc's state of isolated tasks lives by default (tmpfs: containers do not outlive a reboot, nor does their state). */
+export const DEFAULT_RUNC_ROOT = '/run/csiplug/runc';
+
+/** The runc binary on this machine, or undefined. */
+export function findRunc(): string | undefined {
+  return ['/usr/sbin/runc', '/usr/bin/runc', '/sbin/runc', '/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'].find((p) => existsSync(p));
+}
+
+/** The PATH an isolated task gets unless its env sets one. */
+const TASK_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** ms between checks for the previous run's executor to exit, which it does right after its exit record. */
 const EXITING_EXECUTOR_POLL = 25;
@@ -120,6 +133,8 @@ export class ExecDriver implements TaskDriver {
   private readonly inheritEnv: boolean;
   private readonly readStat: (pid: number) => ProcStat | undefined;
   private readonly readRecordFile: (file: string) => unknown;
+  private readonly runcPath: string | undefined;
+  private readonly runcRoot: string;
   /** One shared wait per task run, keyed by taskDir, pid and start time, with the log of its faults (stop() shares both). */
   private readonly waits = new Map<string, { exit: Promise<ExitResult>; faults: FaultLog }>();
   /** isRunning() has no handle-long life to keep a FaultLog in: one for all its calls. */
@@ -142,6 +157,8 @@ export class ExecDriver implements TaskDriver {
     this.inheritEnv = options?.inheritEnv ?? true;
     this.readStat = options?.procReader ?? readProcStat;
     this.readRecordFile = options?.recordReader ?? readJsonFile;
+    this.runcPath = options?.runcPath ?? findRunc();
+    this.runcRoot = options?.runcRoot ?? DEFAULT_RUNC_ROOT;
     this.isRunningFaults = new FaultLog(clock, this.log, { call: 'isRunning' });
   }
 
@@ -182,16 +199,18 @@ export class ExecDriver implements TaskDriver {
     rmSync(paths.pid, { force: true });
     rmSync(paths.exit, { force: true });
 
+    const runc = config.isolation ? this.prepareContainer(config, paths) : undefined;
     const spec: ExecutorSpec = {
       version: 1,
       command: config.command,
       args: config.args,
-      env: this.taskEnv(config.env),
-      cwd: taskDir,
+      env: runc ? {} : this.taskEnv(config.env),
+      cwd: runc ? TASK_LOCAL_DIR : taskDir,
       stdoutPath: join(taskDir, 'stdout.log'),
       stderrPath: join(taskDir, 'stderr.log'),
       pidPath: paths.pid,
       exitPath: paths.exit,
+      ...(runc ? { runc } : {}),
     };
     writeJsonAtomic(paths.spec, spec);
 
@@ -270,8 +289,9 @@ export class ExecDriver implements TaskDriver {
       pid: record.pid,
       startTime: record.startTime,
       startedAt: this.clock.now(),
+      ...(runc ? { runc: { root: runc.root, id: runc.id } } : {}),
     };
-    this.log.info('task started', { allocId, taskName, taskPid: handle.pid, executorPid: handle.executorPid });
+    this.log.info('task started', { allocId, taskName, taskPid: handle.pid, executorPid: handle.executorPid, ...(runc ? { container: runc.id } : {}) });
     return handle;
   }
 
@@ -286,6 +306,14 @@ export class ExecDriver implements TaskDriver {
       throw err;
     }
     if (!record) return undefined;
+    // The container of an isolated task is named in the spec its executor ran.
+    let runc: RuncContainer | undefined;
+    try {
+      runc = this.readRecord<ExecutorSpec>(executorPaths(task.taskDir).spec)?.runc;
+    } catch (err) {
+      if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's spec in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
+      throw err;
+    }
     return {
       version: 1,
       driver: 'exec',
@@ -297,6 +325,7 @@ export class ExecDriver implements TaskDriver {
       pid: record.pid,
       startTime: record.startTime,
       startedAt: record.startedAt,
+      ...(runc ? { runc: { root: runc.root, id: runc.id } } : {}),
     };
   }
 
@@ -306,7 +335,11 @@ export class ExecDriver implements TaskDriver {
     const faults = new FaultLog(this.clock, this.log, taskFields(handle));
     let last = this.probeNeverThrows(handle);
     if (last.state === 'running') return { running: true };
-    if (last.state === 'exited') return { running: false, exit: last.exit };
+    if (last.state === 'exited') {
+      // Its container, if runc was killed while the agent was away and nothing removed it.
+      this.removeContainer(handle);
+      return { running: false, exit: last.exit };
+    }
     if (last.state === 'unknown') faults.fault('recover', last.cause);
     // Either the task is gone and its executor is about to record how it
     // ended, or it cannot be checked just now: wait a while for the truth.
@@ -321,7 +354,10 @@ export class ExecDriver implements TaskDriver {
           }
           faults.recovered();
           if (last.state === 'running') return { running: true };
-          if (last.state === 'exited') return { running: false, exit: last.exit };
+          if (last.state === 'exited') {
+            this.removeContainer(handle);
+            return { running: false, exit: last.exit };
+          }
           return undefined;
         },
         { timeoutMs: this.exitGrace, onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace) },
@@ -376,7 +412,10 @@ export class ExecDriver implements TaskDriver {
       this.log.error('cannot check the task before stopping it; stopping it as if it runs', { ...taskFields(handle), err });
       first = { state: 'unknown', cause: err };
     }
-    if (first.state === 'exited') return first.exit;
+    if (first.state === 'exited') {
+      this.removeContainer(handle);
+      return first.exit;
+    }
     // Running, exiting, or unknown: an unknown task is stopped like a running one.
     const { faults } = this.waitFor(handle);
     if (first.state === 'unknown') faults.fault('stop', first.cause);
@@ -468,6 +507,70 @@ export class ExecDriver implements TaskDriver {
 
   // --- internals ---
 
+  /**
+   * Writes the bundle of an isolated task (config.json, an empty root) and
+   * removes a container a dead earlier run of the task left under its id.
+   * Throws a TaskStartError when runc is not on the machine.
+   */
+  private prepareContainer(config: DriverTaskConfig, paths: ExecutorPaths): RuncContainer {
+    const { allocId, taskName } = config;
+    if (!this.runcPath || !existsSync(this.runcPath)) {
+      throw new TaskStartError(allocId, taskName, `the exec driver runs tasks isolated on runc, which is not installed on this machine${this.runcPath ? ` (no ${this.runcPath})` : ''}: install the runc package (apt-get install runc), or use driver = "raw_exec" to run the task as a host process`);
+    }
+    const id = containerId(allocId, taskName);
+    const bundle = join(paths.dir, 'bundle');
+    const { configPath } = prepareBundle(bundle);
+    const env = { PATH: TASK_PATH, ...config.env };
+    let oci: Record<string, unknown>;
+    try {
+      oci = ociConfig({ hostname: taskName.slice(0, 63), args: [config.command, ...config.args], env }, config.isolation!);
+    } catch (err) {
+      throw new TaskStartError(allocId, taskName, `cannot isolate the task: ${errorMessage(err)}`, { cause: err });
+    }
+    // Never through a link someone put in its place: removed, then created anew.
+    rmSync(configPath, { force: true });
+    writeFileSync(configPath, JSON.stringify(oci, null, 1), { mode: 0o600, flag: 'wx' });
+    mkdirSync(this.runcRoot, { recursive: true, mode: 0o700 });
+    const container: RuncContainer = { binary: this.runcPath, root: this.runcRoot, id, bundle };
+    // The earlier run is known dead (checked above): what is left of its container goes.
+    this.removeContainer({ runc: container, taskName, allocId });
+    return container;
+  }
+
+  /**
+   * Whether a container a record names is one of this driver's: in its runc
+   * root, named as its tasks are. A record is a file on disk; a tampered one
+   * must not make the agent kill or delete another runtime's containers.
+   */
+  private ownsContainer(c: { root: string; id: string }, task?: { allocId: string; taskName: string }): boolean {
+    const ours = c.root === this.runcRoot && c.id.startsWith('csiplug-') && (!task || c.id === containerId(task.allocId, task.taskName));
+    if (!ours) this.log.warn('not touching a container a task record names: it is not one of this driver\'s', { root: c.root, container: c.id });
+    return ours;
+  }
+
+  /** `runc kill` of the handle's container when runc (pid and start time) still runs it; false when that could not be done. */
+  private killContainer(handle: TaskHandle, signal: NodeJS.Signals): boolean {
+    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return false;
+    if (!this.isSame(handle.pid, handle.startTime)) return false;
+    const r = spawnSync(this.runcPath, ['--root', handle.runc.root, 'kill', handle.runc.id, signal], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: TASK_PATH } });
+    if (r.error || r.status !== 0) {
+      this.log.debug('runc kill failed; signalling runc instead', { ...taskFields(handle), signal, err: r.error?.message ?? r.stderr.toString().trim() });
+      return false;
+    }
+    return true;
+  }
+
+  /** runc delete --force of the handle's container, if it has one: a no-op when it is gone. */
+  private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'>): void {
+    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc)) return;
+    const r = spawnSync(this.runcPath, runcDeleteArgs(handle.runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: TASK_PATH } });
+    if (r.error || r.status !== 0) {
+      const why = r.error ? r.error.message : r.stderr.toString().trim();
+      // "does not exist" is the usual answer: nothing was left.
+      if (!/does not exist/.test(why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: handle.runc.id, err: why });
+    }
+  }
+
   private assertOpen(what: string): void {
     if (this.disposed) throw new ShutdownError(`exec driver: ${what}() after dispose()`);
   }
@@ -553,6 +656,12 @@ export class ExecDriver implements TaskDriver {
     } catch (err) {
       this.log.error('could not kill a task whose start failed; it may be left running', { pidRecord: paths.pid, err: errorMessage(err) });
     }
+    try {
+      const runc = this.readRecord<ExecutorSpec>(paths.spec)?.runc;
+      if (runc) this.removeContainer({ runc, taskName: 'task', allocId: '' });
+    } catch (err) {
+      this.log.error('could not remove the container of a task whose start failed; it may be left running', { spec: paths.spec, err: errorMessage(err) });
+    }
   }
 
   /** The exit of the handle's task once it has ended; undefined while it runs or cannot be checked. */
@@ -563,7 +672,10 @@ export class ExecDriver implements TaskDriver {
       return undefined;
     }
     faults.recovered();
-    return probe.state === 'exited' ? probe.exit : undefined;
+    if (probe.state !== 'exited') return undefined;
+    // runc is gone; its container may not be (runc and its executor both killed): it goes before the task counts as exited.
+    this.removeContainer(handle);
+    return probe.exit;
   }
 
   /** Never throws for a transient fault of the agent itself: that is { state: 'unknown' }. */
@@ -629,7 +741,12 @@ export class ExecDriver implements TaskDriver {
 
   /** Sends `signal` to the handle's task (and its process group) if it still is that process. */
   private signal(handle: TaskHandle, signal: NodeJS.Signals): boolean {
-    const sent = this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    // An isolated task's signal goes to its container through runc kill (the
+    // task is pid 1 of its namespace); runc itself, which the handle names,
+    // is checked first, so a container of a run that ended is never signalled.
+    const sent = handle.runc && signal !== 'SIGKILL' && this.killContainer(handle, signal) ? true : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    // SIGKILL ends runc, which cannot pass it on: the container goes with runc delete (its executor does the same, if it lives).
+    if (sent && signal === 'SIGKILL') this.removeContainer(handle);
     if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
     return sent;
   }
@@ -735,6 +852,15 @@ export class ExecDriver implements TaskDriver {
     this.pending.add(cancel);
     wait.own(toDisposable(() => this.pending.delete(cancel)));
   }
+}
+
+/** A runc container id for the task: runc takes [A-Za-z0-9_.+-] only, at most 1024 characters. */
+export function containerId(allocId: string, taskName: string): string {
+  // Every byte outside [A-Za-z0-9.-] (the "_" of the escape included) as _XX: one name, one id.
+  const escape = (s: string) => [...Buffer.from(s, 'utf8')].map((b) => (/[A-Za-z0-9.-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`)).join('');
+  const id = `csiplug-${escape(allocId)}-${escape(taskName)}`;
+  // runc keeps a dir per container: a name past a file name's 255 bytes is hashed.
+  return id.length <= 200 ? id : `csiplug-${escape(allocId)}-${createHash('sha256').update(taskName).digest('hex').slice(0, 32)}`;
 }
 
 function validateHandle(handle: TaskHandle): void {

@@ -25,6 +25,26 @@ export interface ExecutorSpec {
   /** Where the executor writes its ExecutorPidRecord and ExecutorExitRecord. */
   pidPath: string;
   exitPath: string;
+  /** An isolated task: the executor runs it with `runc run` in this bundle (its config.json holds command, args and env). */
+  runc?: RuncContainer;
+}
+
+/** Where an isolated task's container lives: runc's binary, its state root, the container id and the bundle. */
+export interface RuncContainer {
+  binary: string;
+  root: string;
+  id: string;
+  bundle: string;
+}
+
+/** `runc run` of the container, in the foreground: runc passes signals on to the task and exits with its status. */
+export function runcRunArgs(c: RuncContainer): string[] {
+  return ['--root', c.root, 'run', '--bundle', c.bundle, '--no-new-keyring', c.id];
+}
+
+/** `runc delete --force`: kills what is left of the container and removes it (its cgroup too); nothing if it is gone. */
+export function runcDeleteArgs(c: Pick<RuncContainer, 'root' | 'id'>): string[] {
+  return ['--root', c.root, 'delete', '--force', c.id];
 }
 
 /** Written by the executor once the task runs. */

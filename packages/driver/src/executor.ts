@@ -8,9 +8,9 @@
 //
 // It starts often and must start fast: node built-ins only (and the two
 // sibling files that use node built-ins only). No DI, no @csiplug imports.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, constants as fsConstants, fchmodSync, openSync } from 'node:fs';
-import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, readJsonFile, runcDeleteArgs, runcRunArgs, writeJsonAtomic } from './executor-protocol';
 import { processStartTime } from './proc';
 
 /** Signals that, sent to the executor, are passed on to the task: whoever kills the executor means the task. */
@@ -28,6 +28,9 @@ function readSpec(specPath: string): ExecutorSpec {
   for (const key of strings) if (typeof spec[key] !== 'string' || !spec[key]) throw new Error(`spec file ${specPath}: "${key}" must be a non-empty string`);
   if (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== 'string')) throw new Error(`spec file ${specPath}: "args" must be an array of strings`);
   if (typeof spec.env !== 'object' || spec.env === null) throw new Error(`spec file ${specPath}: "env" must be an object`);
+  if (spec.runc !== undefined) {
+    for (const key of ['binary', 'root', 'id', 'bundle'] as const) if (typeof spec.runc?.[key] !== 'string' || !spec.runc[key]) throw new Error(`spec file ${specPath}: "runc.${key}" must be a non-empty string`);
+  }
   return spec;
 }
 
@@ -86,11 +89,17 @@ export function runExecutor(specPath: string): void {
     recordStartError(`cannot open the task's log: ${(e as Error).message}`);
     process.exit(1);
   }
+  // An isolated task is `runc run` of its bundle: runc is the process this
+  // executor starts, watches and signals; the container's own environment
+  // is in the bundle, runc's is just enough to run it.
+  const runc = spec.runc;
+  const command = runc ? runc.binary : spec.command;
+  const args = runc ? runcRunArgs(runc) : spec.args;
   let child: ChildProcess;
   try {
-    child = spawn(spec.command, spec.args, {
-      cwd: spec.cwd,
-      env: spec.env,
+    child = spawn(command, args, {
+      cwd: runc ? runc.bundle : spec.cwd,
+      env: runc ? { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } : spec.env,
       stdio: ['ignore', out, err],
       // Own session and process group, so that the agent can stop the task
       // and its children as one, and the task ignores our terminal too.
@@ -152,6 +161,12 @@ export function runExecutor(specPath: string): void {
     // nothing outlives its task. The group id cannot have been reused yet:
     // the kernel keeps a pid number while a group of that id has members.
     signalGroup(pid, 'SIGKILL');
+    // runc removes its container when the task ends; a runc that was killed
+    // leaves the container (its own session) running: it goes now, cgroup and all.
+    if (runc) {
+      const deleted = spawnSync(runc.binary, runcDeleteArgs(runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
+      if (deleted.status !== 0) log(`runc delete of container ${runc.id} failed (${deleted.error?.message ?? `exit ${deleted.status}`}): ${deleted.stderr?.toString().trim() ?? ''}`);
+    }
     const record: ExecutorExitRecord = { version: 1, pid, startTime, exitCode, signal, finishedAt: Date.now() };
     try {
       writeJsonAtomic(spec.exitPath, record);

@@ -6,6 +6,7 @@
 export * from './driver';
 export * from './errors';
 export * from './exec-driver';
+export * from './isolation';
 export { EXECUTOR_DIR, executorPaths, type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord } from './executor-protocol';
 export * from './proc';
 export * from './register';

@@ -26,6 +26,10 @@ export interface ExecDriverOptions {
    * inject faults of the agent's own process.
    */
   procReader?: (pid: number) => ProcStat | undefined;
+  /** The runc binary for isolated tasks (default: runc found in /usr/sbin, /usr/bin, /sbin, /bin). */
+  runcPath?: string;
+  /** runc's state root for the containers of isolated tasks (default /run/csiplug/runc). */
+  runcRoot?: string;
   /** Reads an executor record (default: readJsonFile): undefined when there is none. A seam like procReader. */
   recordReader?: (file: string) => unknown;
 }

@@ -52,9 +52,11 @@ import { CSIClient, ICSIClientFactory, type CSIClientFactory } from '@csiplug/cs
 import { PLUGIN_OPTION_CONTAINER_MOUNT_POINT, PLUGIN_OPTION_PLUGIN_TYPE, PLUGIN_OPTION_STAGE_PUBLISH_BASE } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginTypeCSIController, PluginTypeCSINode, type PluginRegistry } from '@csiplug/registry';
 import * as fs from 'fs';
+import * as path from 'path';
 import { inject, injectable } from 'tsyringe';
 import type { CSIPluginConfig, TaskHook, TaskHookContext, TaskPrestartResult } from './hook';
-import { pluginMountRoot, pluginSocketDir, pluginSocketPath } from './paths';
+import { CSI_SOCKET_NAME, pluginMountRoot, pluginSocketDir, pluginSocketPath } from './paths';
+import { ensureSharedMount, releaseSharedMount } from './shared-mount';
 import { IHooksConfig, type HooksConfig } from './hooks-config';
 import type { ICSIPluginSupervisorFactory } from './tokens';
 import { waitForPath } from './wait-for-path';
@@ -114,6 +116,23 @@ export class CSIPluginSupervisorHook implements TaskHook {
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
       fs.chmodSync(dir, 0o700);
     }
+    if (ctx.task.isolated) {
+      // An isolated plugin sees its socket dir at mount_dir and the
+      // staging/publish base at stage_publish_base_dir, the latter with
+      // bidirectional propagation: what it mounts there appears on the host
+      // (and so in the workloads). The host side must be a shared mount for
+      // that; it is made one here.
+      ensureSharedMount(mountRoot);
+      const env: Record<string, string> = { CSIPLUG_CSI_MOUNT_DIR: this.config.stagePublishBaseDir };
+      if (!ctx.task.env.CSI_ENDPOINT) env.CSI_ENDPOINT = `unix://${path.posix.join(this.config.mountDir, CSI_SOCKET_NAME)}`;
+      return {
+        env,
+        mounts: [
+          { source: socketDir, destination: this.config.mountDir },
+          { source: mountRoot, destination: this.config.stagePublishBaseDir, propagation: 'bidirectional' },
+        ],
+      };
+    }
     const env: Record<string, string> = { CSIPLUG_CSI_MOUNT_DIR: mountRoot };
     if (!ctx.task.env.CSI_ENDPOINT) env.CSI_ENDPOINT = `unix://${pluginSocketPath(this.dataDir, ctx.alloc.id)}`;
     return { env };
@@ -134,6 +153,23 @@ export class CSIPluginSupervisorHook implements TaskHook {
 
   async stop(ctx: TaskHookContext): Promise<void> {
     this.teardown(ctx);
+    if (ctx.task.isolated) this.releaseMountRoot(ctx);
+  }
+
+  /**
+   * The task stopped for good: the shared bind of the staging/publish base
+   * its prestart made goes, unless another alloc of the plugin is registered
+   * (an upgrade's new alloc needs it) or something is still mounted below
+   * (volumes left staged or published: it goes with a later stop).
+   */
+  private releaseMountRoot(ctx: TaskHookContext): void {
+    const mountRoot = pluginMountRoot(this.dataDir, this.config);
+    try {
+      const others = registryTypesFor(this.config.type).some((type) => this.registry.registrations(type, this.config.id).some((r) => r.allocId !== ctx.alloc.id));
+      if (!others) releaseSharedMount(mountRoot);
+    } catch (err) {
+      this.logger.warn('could not release the shared mount of the plugin staging/publish base; it stays (harmless: made shared again by the next isolated plugin task)', { alloc_id: ctx.alloc.id, path: mountRoot, error: err });
+    }
   }
 
   async exited(ctx: TaskHookContext): Promise<void> {
@@ -223,8 +259,8 @@ export class CSIPluginSupervisorHook implements TaskHook {
           options: {
             [REGISTRATION_OPTION_PROVIDER]: info.name ?? '',
             [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: mountRoot,
-            // No filesystem isolation: the plugin sees host paths.
-            [PLUGIN_OPTION_CONTAINER_MOUNT_POINT]: mountRoot,
+            // Where the plugin sees that dir: stage_publish_base_dir when it is isolated, else the host path itself.
+            [PLUGIN_OPTION_CONTAINER_MOUNT_POINT]: ctx.task.isolated ? this.config.stagePublishBaseDir : mountRoot,
             [PLUGIN_OPTION_PLUGIN_TYPE]: this.config.type,
           },
         });

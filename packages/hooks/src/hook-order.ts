@@ -35,13 +35,17 @@ function ordered<T>(hooks: readonly T[], phase: string): readonly T[] {
  */
 export async function runTaskHooks(hooks: readonly TaskHook[], phase: TaskHookPhase, ctx: TaskHookContext): Promise<TaskPrestartResult> {
   const env: Record<string, string> = {};
+  const mounts: NonNullable<TaskPrestartResult['mounts']> = [];
   let firstError: HookError | undefined;
   for (const hook of ordered(hooks, phase)) {
     const fn = hook[phase];
     if (!fn) continue;
     try {
       const result = await fn.call(hook, { ...ctx, task: { ...ctx.task, env: { ...ctx.task.env, ...env } } });
-      if (result && phase === 'prestart') Object.assign(env, (result as TaskPrestartResult).env ?? {});
+      if (result && phase === 'prestart') {
+        Object.assign(env, (result as TaskPrestartResult).env ?? {});
+        mounts.push(...((result as TaskPrestartResult).mounts ?? []));
+      }
     } catch (err) {
       const wrapped = err instanceof HookError ? err : new HookError(hook.name, phase, err);
       if (!TEARDOWN.has(phase)) throw wrapped;
@@ -49,7 +53,7 @@ export async function runTaskHooks(hooks: readonly TaskHook[], phase: TaskHookPh
     }
   }
   if (firstError) throw firstError;
-  return { env };
+  return mounts.length ? { env, mounts } : { env };
 }
 
 /** Runs one alloc phase over `hooks`, with the same rules as runTaskHooks. */

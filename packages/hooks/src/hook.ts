@@ -64,6 +64,8 @@ export interface TaskInfo {
   name: string;
   env: Record<string, string>;
   csiPlugin?: CSIPluginConfig;
+  /** The task runs isolated (driver exec, on runc): it sees only what is mounted into it. */
+  isolated?: boolean;
 }
 
 interface HookContextBase {
@@ -91,9 +93,19 @@ export interface AllocHookContext extends HookContextBase {
   restartTasks(reason: string): void;
 }
 
-/** What a prestart hook adds to the task: environment variables. */
+/** A host dir an isolated task needs bind-mounted: Nomad's propagation modes. */
+export interface TaskBindMount {
+  source: string;
+  /** Absolute path in the task. */
+  destination: string;
+  readOnly?: boolean;
+  propagation?: 'private' | 'host-to-task' | 'bidirectional';
+}
+
+/** What a prestart hook adds to the task: environment variables, and bind mounts (an isolated task only). */
 export interface TaskPrestartResult {
   env?: Record<string, string>;
+  mounts?: TaskBindMount[];
 }
 
 /** A volume the alloc's tasks can use, by the group's volume name. */

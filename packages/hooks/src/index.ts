@@ -9,3 +9,4 @@ export * from './register';
 export * from './tokens';
 export * from './volume-claimer';
 export * from './wait-for-path';
+export * from './shared-mount';

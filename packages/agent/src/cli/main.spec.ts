@@ -26,8 +26,8 @@ const JOB_JSON = {
           count: 2,
           volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
           task: {
-            main: { driver: 'exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: { volume: 'data', destination: 'data' } },
-            side: { driver: 'exec', config: { command: '/bin/true' } },
+            main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: { volume: 'data', destination: 'data' } },
+            side: { driver: 'raw_exec', config: { command: '/bin/true' } },
           },
         },
       },

@@ -4,7 +4,7 @@
 // each run goes through the same parser a user's files do.
 
 /** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
-export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string } = {}): string {
+export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec' } = {}): string {
   const pluginId = options.pluginId ?? 'hostpath';
   const restart = options.restartDelay
     ? `
@@ -19,7 +19,7 @@ export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: strin
 job "${options.jobId ?? `${pluginId}-plugin`}" {
   group "plugin" {
     task "plugin" {
-      driver = "exec"
+      driver = "${options.driver ?? 'raw_exec'}"
       config {
         command = "node"
         args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
@@ -52,7 +52,7 @@ job "${jobId}" {
       attachment_mode = "file-system"
     }
     task "writer" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/sh"
         args    = ["-c", ${JSON.stringify(script)}]

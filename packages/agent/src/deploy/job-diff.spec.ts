@@ -80,8 +80,8 @@ describe('diffGroup', () => {
           group: {
             app: {
               task: {
-                main: { driver: 'exec', config: { command: '/bin/sleep', args: ['1000'] } },
-                side: { driver: 'exec', config: { command: '/bin/true' } },
+                main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['1000'] } },
+                side: { driver: 'raw_exec', config: { command: '/bin/true' } },
               },
             },
           },

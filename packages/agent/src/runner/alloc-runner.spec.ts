@@ -12,6 +12,7 @@ import { statusForError } from '../api/api-error';
 import { AllocRunner, AllocStopNotSavedError, AllocsNotSavedError } from './alloc-runner';
 import { StateAllocStore, type AllocRecord } from './alloc-store';
 import { TaskStateWriter } from './task-state-writer';
+import { defaultExecConfig } from '../spec/agent-config';
 
 /** A csi hook whose prerun the test controls and whose postrun it can hold. */
 class ControlledHook implements AllocHook {
@@ -85,6 +86,7 @@ describe('AllocRunner', () => {
       driver,
       allocStore: store,
       taskStates: writer,
+      exec: defaultExecConfig(),
       clock,
       logger,
       supervisors: {} as CSIPluginSupervisorFactory,

@@ -29,8 +29,9 @@ import {
 } from '@csiplug/hooks';
 import * as fs from 'fs';
 import * as path from 'path';
-import type { TaskDriver } from '@csiplug/driver';
-import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '../model';
+import { TASK_LOCAL_DIR, type IsolationConfig, type TaskDriver, type TaskMount } from '@csiplug/driver';
+import type { Alloc, AllocClientStatus, GroupSpec, TaskSpec, TaskState } from '../model';
+import type { ExecDriverConfig } from '../spec/agent-config';
 import { taskVariables } from '../spec/interpolate';
 import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
@@ -45,6 +46,8 @@ export interface AllocRunnerDeps {
   allocStore: AllocStore;
   /** The group write of task states. */
   taskStates: TaskStateWriter;
+  /** The exec driver's settings: what isolated tasks see, which capabilities they may add, whether a plugin may be privileged. */
+  exec: ExecDriverConfig;
   clock: Clock;
   logger: Logger;
   supervisors: ICSIPluginSupervisorFactory;
@@ -257,6 +260,7 @@ export class AllocRunner {
       const before = JSON.stringify(this.volumes);
       this.volumes = result.volumes ?? {};
       if (kind !== 'restore' || JSON.stringify(this.volumes) !== before) this.save();
+      if (!this.controller.signal.aborted) this.prepareTasks();
     } catch (err) {
       // Stopped or detached while setting up: stop() / detach() take it from here.
       if (this.detached || this.controller.signal.aborted) return;
@@ -272,14 +276,28 @@ export class AllocRunner {
       return;
     }
     if (this.controller.signal.aborted) return;
+    for (const runner of this.tasks.values()) {
+      void runner.run(kind).then(() => this.onTaskSettled());
+    }
+    this.recompute();
+  }
 
+  /**
+   * Each task's dirs, variables and (for an isolated task) what it sees,
+   * from the volumes the prerun mounted. Throws what makes the alloc's
+   * setup fail (a cap_add the agent does not allow, say).
+   */
+  private prepareTasks(): void {
     const volumePaths: Record<string, string> = {};
     for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
     for (const task of this.group.tasks) {
       const runner = this.tasks.get(task.name)!;
       fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o711 });
-      this.linkVolumeMounts(task.name, runner.taskDir);
       const pluginDataDir = task.csiPlugin ? this.pluginDataDir(task.csiPlugin.id) : undefined;
+      // An isolated task sees its dirs and volumes where they are mounted into it; a host process sees the host's paths.
+      const isolation = task.isolated ? this.isolationOf(task, runner.taskDir, pluginDataDir) : undefined;
+      if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
+      runner.setIsolation(isolation?.config, isolation?.refusal);
       runner.setVariables(
         taskVariables({
           allocId: this.alloc.id,
@@ -287,18 +305,14 @@ export class AllocRunner {
           jobId: this.alloc.jobId,
           groupName: this.alloc.group,
           taskName: task.name,
-          taskDir: runner.taskDir,
+          taskDir: isolation ? TASK_LOCAL_DIR : runner.taskDir,
           nodeId: this.deps.nodeId,
           ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
-          volumes: volumePaths,
+          volumes: isolation ? isolation.volumePaths : volumePaths,
           extra: this.deps.variables,
         }),
       );
     }
-    for (const runner of this.tasks.values()) {
-      void runner.run(kind).then(() => this.onTaskSettled());
-    }
-    this.recompute();
   }
 
   /** A plugin's data dir, shared by every alloc of the plugin (0700; the plugin id is path-safe, checked with its csi_plugin block). */
@@ -307,6 +321,53 @@ export class AllocRunner {
     fs.mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     return dir;
+  }
+
+  /**
+   * What an isolated task sees: the agent's chroot_env read-only, its own
+   * dirs (<task dir>/local at /local, <task dir>/secrets at /secrets, the
+   * alloc's shared <alloc dir>/alloc at /alloc), each volume_mount bound at
+   * its destination (read-only when asked), a CSI plugin's data dir at its
+   * own path; its capabilities as the agent allows. Also the volume paths as
+   * the task sees them, for its variables.
+   */
+  private isolationOf(task: TaskSpec, taskDir: string, pluginDataDir: string | undefined): { config: IsolationConfig; volumePaths: Record<string, string>; refusal?: string } {
+    const exec = this.deps.exec;
+    const local = path.join(taskDir, 'local');
+    const secrets = path.join(taskDir, 'secrets');
+    const shared = path.join(this.allocDir, 'alloc');
+    fs.mkdirSync(local, { recursive: true, mode: 0o755 });
+    fs.mkdirSync(secrets, { recursive: true, mode: 0o700 });
+    fs.mkdirSync(shared, { recursive: true, mode: 0o755 });
+    // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
+    const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
+    const refusal = notAllowed.length ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})` : undefined;
+    const mounts: TaskMount[] = [];
+    const volumePaths: Record<string, string> = {};
+    for (const m of task.volumeMounts) {
+      const volume = this.volumes[m.volume];
+      if (!volume) continue;
+      const destination = path.posix.join('/', m.destination);
+      mounts.push({ source: volume.hostPath, destination, readOnly: m.readOnly || volume.readOnly, ...(m.propagation ? { propagation: m.propagation } : {}) });
+    }
+    // The group's volumes by name, where the task sees each: its first volume_mount of it (one it does not mount: not at all).
+    for (const m of task.volumeMounts) if (this.volumes[m.volume]) volumePaths[m.volume] ??= path.posix.join('/', m.destination);
+    if (pluginDataDir !== undefined) mounts.push({ source: pluginDataDir, destination: pluginDataDir });
+    return {
+      config: {
+        chroot: exec.chrootEnv,
+        allocDir: shared,
+        secretsDir: secrets,
+        localDir: local,
+        mounts,
+        ...(task.config.capAdd ? { capAdd: task.config.capAdd } : {}),
+        ...(task.config.capDrop ? { capDrop: task.config.capDrop } : {}),
+        // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
+        ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
+      },
+      volumePaths,
+      ...(refusal ? { refusal } : {}),
+    };
   }
 
   /** A task's volume_mount: a link at <task dir>/<destination> to the published host path. */

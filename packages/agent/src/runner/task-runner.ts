@@ -29,8 +29,8 @@
 // logged and tried again after a backoff, never read as the task's death,
 // which would release its volumes under a workload that still runs.
 import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError, type Disposable } from '@csiplug/core';
-import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type TaskDriver, type TaskHandle } from '@csiplug/driver';
-import { runTaskHooks, type AllocInfo, type RunKind, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
+import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type IsolationConfig, type TaskDriver, type TaskHandle } from '@csiplug/driver';
+import { runTaskHooks, type AllocInfo, type RunKind, type TaskBindMount, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '../model';
 import type { AllocStore, SavedTask } from './alloc-store';
 import type { TaskStateSave, TaskStateWriter } from './task-state-writer';
@@ -98,6 +98,9 @@ export class TaskRunner {
   /** The handle stop() sent the kill signal to, if it could. */
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
+  private isolation: IsolationConfig | undefined;
+  /** Why the agent will not start this isolated task as it is asked (a capability it does not allow). */
+  private isolationRefused: string | undefined;
   private readonly log: Logger;
   /** What the group write of task states (TaskStateWriter) asks of this runner. */
   private readonly stateSave: TaskStateSave;
@@ -128,6 +131,12 @@ export class TaskRunner {
   /** The variables of the next start, once the alloc knows them (volume paths come from its setup). */
   setVariables(variables: Record<string, string>): void {
     this.variables = { ...variables };
+  }
+
+  /** What an isolated task sees besides what its hooks mount (its root, dirs, volumes), once the alloc knows it; undefined for a host process. */
+  setIsolation(isolation: IsolationConfig | undefined, refusal?: string): void {
+    this.isolation = isolation;
+    this.isolationRefused = refusal;
   }
 
   get isDead(): boolean {
@@ -192,7 +201,7 @@ export class TaskRunner {
   private context(kind: RunKind): TaskHookContext {
     return {
       alloc: this.alloc,
-      task: { name: this.task.name, env: { ...this.task.env }, ...(this.task.csiPlugin ? { csiPlugin: this.task.csiPlugin } : {}) },
+      task: { name: this.task.name, env: { ...this.task.env }, ...(this.task.csiPlugin ? { csiPlugin: this.task.csiPlugin } : {}), ...(this.task.isolated ? { isolated: true } : {}) },
       kind,
       signal: this.stopController.signal,
       emitEvent: (e) => this.event(e),
@@ -443,9 +452,16 @@ export class TaskRunner {
   }
 
   private async startProcess(ctx: TaskHookContext): Promise<TaskHandle | undefined> {
+    if (this.isolationRefused !== undefined) {
+      this.event({ type: TASK_EVENT.setupFailure, message: this.isolationRefused, failed: true });
+      throw new Error(`task "${this.task.name}": ${this.isolationRefused}`);
+    }
     let hookEnv: Record<string, string>;
+    let hookMounts: TaskBindMount[];
     try {
-      hookEnv = (await runTaskHooks(this.hooks, 'prestart', ctx)).env ?? {};
+      const prestart = await runTaskHooks(this.hooks, 'prestart', ctx);
+      hookEnv = prestart.env ?? {};
+      hookMounts = prestart.mounts ?? [];
     } catch (err) {
       this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
       throw err;
@@ -463,10 +479,11 @@ export class TaskRunner {
       command: resolved.command,
       args: resolved.args,
       env,
+      ...(this.isolation ? { isolation: { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } } : {}),
     });
     this.handle = handle;
     this.saveHandle(handle);
-    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: `task started by exec driver (pid ${handle.pid})` });
+    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: this.isolation ? `task started isolated by the exec driver (runc, pid ${handle.pid})` : `task started by the raw_exec driver (pid ${handle.pid})` });
     if (this.stopping) {
       // stop() raced the start: it saw no running handle, so kill it here.
       await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch(() => undefined);

@@ -1,6 +1,6 @@
 import { DEFAULT_TIMEOUTS, ValidationError } from '@csiplug/core';
 import * as os from 'os';
-import { AgentConfig, DEFAULT_PORT, devConfig, parseAgentConfig } from './agent-config';
+import { AgentConfig, DEFAULT_CHROOT_ENV, DEFAULT_PORT, defaultExecConfig, devConfig, parseAgentConfig } from './agent-config';
 
 async function errorOf(p: Promise<unknown>): Promise<ValidationError> {
   try {
@@ -69,6 +69,12 @@ limits {
   http_idle_timeout         = "10s"
   max_allocs_per_job        = 50
 }
+
+plugin "exec" {
+  chroot_env       = { "/opt/plugin" = "/srv/plugin-code" }
+  allow_caps       = ["chown", "CAP_SYS_ADMIN"]
+  allow_privileged = false
+}
 `;
 
 const FULL: AgentConfig = {
@@ -100,6 +106,7 @@ const FULL: AgentConfig = {
   logLevel: 'debug',
   stopTasksOnExit: true,
   reconcileOrphans: true,
+  exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false },
 };
 
 describe('parseAgentConfig', () => {
@@ -136,6 +143,7 @@ describe('parseAgentConfig', () => {
       tls: { cert_file: '/etc/csiplug/cert.pem', key_file: '/etc/csiplug/key.pem' },
       http: { allowed_hosts: ['csiplug.example', '10.0.0.7'], allowed_origins: ['https://ui.example:8443'] },
       limits: [{ http_max_conns: 64, http_max_conns_per_client: 8, http_idle_timeout: '10s', max_allocs_per_job: 50 }],
+      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false } },
     };
     expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
   });
@@ -157,6 +165,7 @@ describe('parseAgentConfig', () => {
       logLevel: 'info',
       stopTasksOnExit: false,
       reconcileOrphans: false,
+      exec: defaultExecConfig(),
     });
     expect(DEFAULT_PORT).toBe(4747);
   });
@@ -203,7 +212,7 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit, reconcile_orphans)'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit, reconcile_orphans, plugin)'],
     ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],
@@ -242,6 +251,9 @@ describe('parseAgentConfig', () => {
     ['zero connections', 'data_dir = "/d"\nlimits {\n http_max_conns = 0\n}\n', 'agent.hcl: limits.http_max_conns must be between 1 and 1000000 (got 0)'],
     ['a zero idle timeout', 'data_dir = "/d"\nlimits {\n http_idle_timeout = "0s"\n}\n', 'agent.hcl: limits.http_idle_timeout must be positive'],
     ['stop_tasks_on_exit as a string', 'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n', 'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")'],
+    ['a plugin block of an unknown driver', 'data_dir = "/d"\nplugin "docker" {\n}\n', 'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec"; raw_exec has no settings)'],
+    ['a relative chroot_env path', 'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n', 'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."'],
+    ['an unknown capability', 'data_dir = "/d"\nplugin "exec" {\n  allow_caps = ["chown", "fly"]\n}\n', 'agent.hcl: plugin "exec".allow_caps[1] "fly" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")'],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
   });

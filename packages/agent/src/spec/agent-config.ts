@@ -6,6 +6,7 @@
 // tasks and mounts left running would be invisible to the next agent. An
 // explicit `stop_tasks_on_exit = false` with it is refused at load.
 import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertPathSafeId } from '@csiplug/core';
+import { capabilityName, DEFAULT_TASK_CAPS } from '@csiplug/driver';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
@@ -48,7 +49,30 @@ export interface AgentConfig {
   stopTasksOnExit: boolean;
   /** At start, clean up what the state does not know: orphan executors and tasks, mounts and alloc dirs (default: only warn). */
   reconcileOrphans: boolean;
+  /** The `exec` driver (isolated tasks on runc): `plugin "exec" { … }`. */
+  exec: ExecDriverConfig;
 }
+
+/** `plugin "exec" { chroot_env, allow_caps, allow_privileged }`, as Nomad's exec driver plugin block. */
+export interface ExecDriverConfig {
+  /** Host dirs an isolated task sees read-only: path in the task → host path (the defaults plus what the config adds). */
+  chrootEnv: Record<string, string>;
+  /** Capabilities a task's cap_add may ask for (full names, CAP_…). */
+  allowCaps: string[];
+  /** Whether a task with a csi_plugin block may run privileged (every capability, the host's /dev); only such tasks ever are. */
+  allowPrivileged: boolean;
+}
+
+/** Host dirs every isolated task sees read-only, where they exist (Nomad's default chroot_env, less what it copies for a full system). */
+export const DEFAULT_CHROOT_ENV: Readonly<Record<string, string>> = Object.freeze({
+  '/bin': '/bin',
+  '/etc': '/etc',
+  '/lib': '/lib',
+  '/lib32': '/lib32',
+  '/lib64': '/lib64',
+  '/sbin': '/sbin',
+  '/usr': '/usr',
+});
 
 export interface AgentLimits {
   /** HTTP connections held at once (all clients). */
@@ -96,7 +120,7 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit', 'reconcile_orphans'];
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit', 'reconcile_orphans', 'plugin'];
 
 /**
  * The config of `csiplug agent -dev`: a data dir under the system temp dir
@@ -119,7 +143,13 @@ export function devConfig(): AgentConfig {
     logLevel: 'debug',
     stopTasksOnExit: true,
     reconcileOrphans: false,
+    exec: defaultExecConfig(),
   };
+}
+
+/** The exec driver's settings when the config has no plugin "exec" block. */
+export function defaultExecConfig(): ExecDriverConfig {
+  return { chrootEnv: { ...DEFAULT_CHROOT_ENV }, allowCaps: [...DEFAULT_TASK_CAPS], allowPrivileged: true };
 }
 
 function defaultNodeId(): string {
@@ -227,6 +257,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     );
   }
   const reconcileOrphans = r.bool('reconcile_orphans', false);
+  const exec = readExecPlugin(r);
 
   return {
     dev,
@@ -244,5 +275,32 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     logLevel,
     stopTasksOnExit,
     reconcileOrphans,
+    exec,
   };
+}
+
+/** `plugin "exec" { … }`; any other plugin name is an error that lists the known ones. */
+function readExecPlugin(r: BlockReader): ExecDriverConfig {
+  const config = defaultExecConfig();
+  for (const [name, body] of r.labelled('plugin', 'plugin')) {
+    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec"; raw_exec has no settings)');
+    const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged']);
+    for (const [dest, host] of Object.entries(b.stringMap('chroot_env'))) {
+      for (const [what, p] of [['its path in the task', dest], ['its host path', host]] as const) {
+        if (!path.isAbsolute(p) || p.split('/').includes('..')) b.fail('chroot_env', `"${dest}" = "${host}": ${what} must be an absolute path without ".."`);
+      }
+      config.chrootEnv[path.normalize(dest)] = path.normalize(host);
+    }
+    if (b.has('allow_caps')) {
+      config.allowCaps = b.stringList('allow_caps').map((c, i) => {
+        try {
+          return capabilityName(c);
+        } catch {
+          return b.fail(`allow_caps[${i}]`, `"${c}" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")`);
+        }
+      });
+    }
+    config.allowPrivileged = b.bool('allow_privileged', true);
+  }
+  return config;
 }

@@ -149,6 +149,7 @@ const EXPECTED: JobSpec = {
         {
           name: 'plugin',
           driver: 'exec',
+          isolated: true,
           config: { command: 'node', args: [] },
           env: {},
           csiPlugin: { id: 'hostpath', type: 'monolith', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 60_000 },
@@ -159,7 +160,8 @@ const EXPECTED: JobSpec = {
         },
         {
           name: 'server',
-          driver: 'exec',
+          driver: 'raw_exec',
+          isolated: false,
           config: { command: '/bin/sh', args: ['-c', 'echo ${CSIPLUG_ALLOC_ID} $${HOME}'] },
           env: { FOO: 'bar', URL: 'http://${CSIPLUG_NODE_ID}' },
           volumeMounts: [
@@ -253,6 +255,7 @@ describe('parseJobspec', () => {
     expect(task).toEqual({
       name: 'server',
       driver: 'exec',
+      isolated: true,
       config: { command: '/bin/true', args: [] },
       env: {},
       volumeMounts: [{ volume: 'data', destination: 'd', readOnly: false }],
@@ -444,7 +447,7 @@ describe('validateJob', () => {
     ['a numeric command', { config: { command: 7 } }, `${TASK}: config.command must be a string (got 7)`],
     ['args not a list', { config: { command: 'x', args: 'a b' } }, `${TASK}: config.args must be a list of strings (got "a b")`],
     ['a numeric arg', { config: { command: 'x', args: ['a', 2] } }, `${TASK}: config.args[1] must be a string (got 2)`],
-    ['an unknown config key', { config: { command: 'x', image: 'y' } }, `${TASK}: config.image is not a known field (known: command, args)`],
+    ['an unknown config key', { config: { command: 'x', image: 'y' } }, `${TASK}: config.image is not a known field (known: command, args, cap_add, cap_drop)`],
     ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
     ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
     ['an unknown task field', { resources: { cpu: 100 } }, `${TASK}: resources is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout)`],
@@ -468,7 +471,11 @@ describe('validateJob', () => {
       { volume_mount: [{ volume: 'data', destination: 'd' }, { volume: 'data', destination: './d/' }] },
       `${TASK}: volume_mount[1].destination "d" is already used by another volume_mount of this task`,
     ],
-    ['an unknown volume_mount field', { volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'x' }] }, `${TASK}: volume_mount.propagation_mode is not a known field (known: volume, destination, read_only)`],
+    ['an unknown volume_mount field', { volume_mount: [{ volume: 'data', destination: 'd', selinux_label: 'x' }] }, `${TASK}: volume_mount.selinux_label is not a known field (known: volume, destination, read_only, propagation_mode)`],
+    ['an unknown propagation_mode', { volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'x' }] }, `${TASK}: volume_mount.propagation_mode must be one of private, host-to-task, bidirectional (got "x")`],
+    ['propagation_mode for a raw_exec task', { driver: 'raw_exec', volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'host-to-task' }] }, `${TASK}: volume_mount.propagation_mode is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself`],
+    ['cap_add for a raw_exec task', { driver: 'raw_exec', config: { command: 'x', cap_add: ['net_admin'] } }, `${TASK}: config.cap_add is for driver = "exec" (an isolated task); a raw_exec task runs with the agent's own privileges`],
+    ['an unknown capability', { config: { command: 'x', cap_drop: ['chown', 'teleport'] } }, `${TASK}: config.cap_drop[1] "teleport" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`],
     ['a volume_mount not a block', { volume_mount: ['data'] }, `${TASK}: volume_mount must be a block (got "data")`],
     ['a bad csi_plugin type', { csi_plugin: { id: 'p', type: 'both' } }, `${TASK}: csi_plugin.type must be one of node, controller, monolith (got "both")`],
     ['a csi_plugin without id', { csi_plugin: { type: 'node' } }, `${TASK}: csi_plugin.id is required`],

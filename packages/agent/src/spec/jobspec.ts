@@ -3,6 +3,7 @@
 // (JobDocument) is the input everywhere: files, the HTTP API, the CLI.
 import { ValidationError, assertPathSafeId, formatDuration } from '@csiplug/core';
 import { parseCsiPluginConfig } from '@csiplug/hooks';
+import { capabilityName } from '@csiplug/driver';
 import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from '../model';
@@ -152,11 +153,17 @@ export function jobToDocument(job: JobSpec): JobDocument {
     ...(v.onStaleMount !== undefined ? { on_stale_mount: v.onStaleMount } : {}),
   });
   const task = (t: TaskSpec): TaskDocument => ({
-    driver: t.driver,
-    config: { command: t.config.command, args: [...t.config.args] },
+    // A record from before isolation (no `isolated`) ran as a host process: that is raw_exec now.
+    driver: t.isolated ? 'exec' : 'raw_exec',
+    config: {
+      command: t.config.command,
+      args: [...t.config.args],
+      ...(t.config.capAdd ? { cap_add: [...t.config.capAdd] } : {}),
+      ...(t.config.capDrop ? { cap_drop: [...t.config.capDrop] } : {}),
+    },
     env: { ...t.env },
     ...(t.csiPlugin ? { csi_plugin: plugin(t.csiPlugin) } : {}),
-    volume_mount: t.volumeMounts.map((m) => ({ volume: m.volume, destination: m.destination, read_only: m.readOnly })),
+    volume_mount: t.volumeMounts.map((m) => ({ volume: m.volume, destination: m.destination, read_only: m.readOnly, ...(m.propagation ? { propagation_mode: m.propagation } : {}) })),
     restart: restart(t.restart),
     kill_signal: t.killSignal,
     kill_timeout: duration(t.killTimeout),
@@ -281,16 +288,29 @@ const SIGNALS = new Set(Object.keys(os.constants.signals));
 
 function readTask(parent: Where, name: string, body: Body, groupRestart: RestartPolicy, volumes: Map<string, VolumeRequest>): TaskSpec {
   checkId(parent, name, 'task name');
+  // <alloc dir>/alloc is the alloc's shared dir (an isolated task's /alloc): a task of that name would share its own dir, records and all.
+  if (name === 'alloc') parent.fail('task "alloc"', 'the name "alloc" is taken by the alloc\'s shared dir; name the task otherwise');
   const where = parent.object(`task ${JSON.stringify(name)}`);
   const r = new BlockReader(body, where, TASK_FIELDS);
 
   if (!r.has('driver')) r.fail('driver', 'is required (exec or raw_exec)');
-  r.oneOf('driver', ['exec', 'raw_exec'] as const);
-  const driver = 'exec' as const;
+  const driver = r.oneOf('driver', ['exec', 'raw_exec'] as const);
+  const isolated = driver === 'exec';
 
   if (!r.has('config')) r.fail('config', 'is required: config { command = "…" }');
-  const c = r.block('config', ['command', 'args'])!;
-  const config = { command: c.requiredString('command'), args: c.stringList('args') };
+  const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop'])!;
+  const config: TaskSpec['config'] = { command: c.requiredString('command'), args: c.stringList('args') };
+  for (const [key, field] of [['cap_add', 'capAdd'], ['cap_drop', 'capDrop']] as const) {
+    if (!c.has(key)) continue;
+    if (!isolated) c.fail(key, 'is for driver = "exec" (an isolated task); a raw_exec task runs with the agent\'s own privileges');
+    config[field] = c.stringList(key).map((name, i) => {
+      try {
+        return capabilityName(name);
+      } catch {
+        return c.fail(`${key}[${i}]`, `"${name}" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`);
+      }
+    });
+  }
 
   const env = r.stringMap('env');
 
@@ -303,7 +323,7 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
   const destinations = new Set<string>();
   r.blocks('volume_mount').forEach((b, i, all) => {
     const field = all.length > 1 ? `volume_mount[${i}]` : 'volume_mount';
-    const m: BlockReader = new BlockReader(b, where.block(field), ['volume', 'destination', 'read_only']);
+    const m: BlockReader = new BlockReader(b, where.block(field), ['volume', 'destination', 'read_only', 'propagation_mode']);
     const volumeName = m.requiredString('volume');
     const volume = volumes.get(volumeName);
     if (!volume) {
@@ -315,7 +335,10 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
     destinations.add(destination);
     // A volume the group asks for read-only is mounted read-only whatever the mount says.
     const readOnly = m.bool('read_only', false) || volume.readOnly;
-    volumeMounts.push({ volume: volumeName, destination, readOnly });
+    const propagation = m.has('propagation_mode') ? m.oneOf('propagation_mode', ['private', 'host-to-task', 'bidirectional'] as const) : undefined;
+    if (propagation !== undefined && !isolated) m.fail('propagation_mode', 'is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself');
+    if (propagation === 'bidirectional' && readOnly) m.fail('propagation_mode', '"bidirectional" needs a writable mount; the volume is read-only here');
+    volumeMounts.push({ volume: volumeName, destination, readOnly, ...(propagation !== undefined ? { propagation } : {}) });
   });
 
   const restart = readRestart(r, groupRestart);
@@ -327,6 +350,7 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
   return {
     name,
     driver,
+    isolated,
     config,
     env,
     ...(csiPlugin ? { csiPlugin } : {}),

@@ -7,7 +7,7 @@ import { validateJob } from '../spec';
 import { FakeAgentService } from './fake-agent-service';
 
 const job = () =>
-  validateJob({ job: { web: { group: { app: { count: 1, task: { main: { driver: 'exec', config: { command: '/bin/sleep', args: ['100'] } } } } } } } });
+  validateJob({ job: { web: { group: { app: { count: 1, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] } } } } } } } });
 
 describe('FakeAgentService', () => {
   it('stopping an unknown job throws the agent\'s NotFoundError', async () => {

@@ -164,7 +164,7 @@ export class ChaosAgent extends AgentHarness {
 job "${PLUGIN_JOB_ID}" {
   group "plugin" {
     task "plugin" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "node"
         args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",

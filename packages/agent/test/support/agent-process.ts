@@ -1,7 +1,7 @@
 // End-to-end test support: a real `csiplug agent` process (the built CLI)
 // on a temp data dir, an API client for it, and checks on mounts and
 // processes. Everything a test starts is killed and unmounted by cleanup().
-import { executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
+import { DEFAULT_RUNC_ROOT, executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
 import { ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -98,6 +98,14 @@ export class AgentHarness {
         // already gone
       }
     }
+    // Containers of isolated tasks whose bundle is under our root go (the executors would remove them, but they may be gone).
+    for (const id of containersUnder(this.root)) {
+      try {
+        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore' });
+      } catch {
+        // gone already
+      }
+    }
     // Any task process still under our data dir (executors and tasks) goes too.
     try {
       const out = execFileSync('pgrep', ['-f', this.root]).toString().trim();
@@ -108,6 +116,18 @@ export class AgentHarness {
     fs.rmSync(this.root, { recursive: true, force: true });
     return { leftMounts };
   }
+}
+
+/** The ids of the runc containers (in the exec driver's default root) whose bundle lies under `dir`. */
+export function containersUnder(dir: string): string[] {
+  if (!fs.existsSync(DEFAULT_RUNC_ROOT)) return [];
+  let list: { id: string; bundle: string }[] | null;
+  try {
+    list = JSON.parse(execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json']).toString() || 'null') as { id: string; bundle: string }[] | null;
+  } catch {
+    return [];
+  }
+  return (list ?? []).filter((c) => c.bundle.startsWith(dir + '/')).map((c) => c.id);
 }
 
 export const PLUGIN_JOB = hostpathPluginJobHcl({ restartDelay: '100ms' });

@@ -29,7 +29,7 @@ export function makeJob(id: string, groups: Record<string, GroupOptions>, extra:
     ...(o.volume ? { volume: { data: { type: 'csi', source: o.volume.source, access_mode: o.volume.accessMode ?? 'single-node-writer', read_only: o.volume.readOnly ?? false } } } : {}),
     task: {
       main: {
-        driver: 'exec',
+        driver: 'raw_exec',
         config: { command: '/bin/sleep', args: ['1000'] },
         env: o.env ?? {},
         ...(o.plugin ? { csi_plugin: { id: o.plugin, type: 'monolith' } } : {}),

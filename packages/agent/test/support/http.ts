@@ -13,7 +13,7 @@ export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {
           app: {
             count,
             volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
-            task: { main: { driver: 'exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: [{ volume: 'data', destination: 'data' }] } },
+            task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: [{ volume: 'data', destination: 'data' }] } },
             ...extra,
           },
         },

@@ -1,0 +1,147 @@
+// Isolated workloads end to end, on the real runc: a `driver = "exec"` task
+// sees its volume at its destination (a bind mount into its own root; a
+// read-only volume_mount refuses writes with EROFS), its own dirs at
+// /local, /alloc and /secrets, and nothing of the host it was not given;
+// it survives kill -9 of the agent (same runc process, re-attached, the
+// container still there) and a job stop leaves no container and no mount.
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import { containerId } from '@csiplug/driver';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { hostpathPluginJobHcl } from '../src/commands/specs';
+import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
+
+jest.setTimeout(120_000);
+
+const isolatedJob = (volumeId: string) => `
+job "iso" {
+  group "app" {
+    volume "data" {
+      type            = "csi"
+      source          = "${volumeId}"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+    }
+    task "writer" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo \${CSIPLUG_ALLOC_ID} > $CSIPLUG_VOLUME_DATA/owner.txt; { echo x > /ro/nope; } 2> /local/ro-err; ls / > /local/root; echo $$ > /local/pid; echo $CSIPLUG_TASK_DIR > /local/taskdir; exec sleep 3600"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/data"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/ro"
+        read_only   = true
+      }
+    }
+  }
+}`;
+
+describe('isolated (exec) workloads on runc', () => {
+  let h: AgentHarness;
+
+  beforeEach(() => {
+    h = new AgentHarness();
+  });
+  afterEach(async () => {
+    const { leftMounts } = await h.cleanup();
+    expect(leftMounts).toEqual([]);
+    expect(containersUnder(h.root)).toEqual([]);
+  });
+
+  it('writes through its volume destination, cannot write a read-only mount, keeps running across kill -9, and a stop leaves no container', async () => {
+    await h.start();
+    await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+    await pollUntil('plugin hostpath healthy', async () => {
+      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+      return p && p.nodesHealthy === 1 ? p : undefined;
+    });
+    await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-iso'), 'v.hcl')));
+    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
+    const id = allocIds[0]!;
+    const local = path.join(h.dataDir, 'allocs', id, 'writer', 'local');
+    const alloc = await pollUntil('the isolated workload running with its files written', async () => {
+      const a = await h.api.getAlloc(id);
+      if (a.clientStatus === 'failed') throw new Error(`the workload failed: ${JSON.stringify(a.tasks)}`);
+      return a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(local, 'taskdir')) ? a : undefined;
+    });
+    const hostPath = alloc.volumes.data!.hostPath;
+    // The file written at /data lands in the volume, on the host.
+    expect(fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim()).toBe(id);
+    expect(fs.readFileSync(path.join(local, 'ro-err'), 'utf8')).toMatch(/Read-only file system/);
+    expect(fs.existsSync(path.join(hostPath, 'nope'))).toBe(false);
+    // Its own pid namespace (it is pid 1), its own dirs, and no more of the host than it was given.
+    expect(fs.readFileSync(path.join(local, 'pid'), 'utf8').trim()).toBe('1');
+    expect(fs.readFileSync(path.join(local, 'taskdir'), 'utf8').trim()).toBe('/local');
+    const root = fs.readFileSync(path.join(local, 'root'), 'utf8').split('\n').filter(Boolean);
+    for (const d of ['alloc', 'data', 'local', 'ro', 'secrets', 'tmp', 'usr']) expect(root).toContain(d);
+    for (const d of ['root', 'home', 'work', 'var']) expect(root).not.toContain(d);
+    expect(alloc.tasks.writer!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/^task started isolated by the exec driver \(runc, pid \d+\)$/));
+    const container = containerId(id, 'writer');
+    expect(containersUnder(h.root)).toEqual([container]);
+
+    // kill -9 of the agent: the task runs on, and a new agent re-attaches to it.
+    const pid = h.taskPid(id, 'writer');
+    await h.kill('SIGKILL');
+    expect(isAlive(pid)).toBe(true);
+    await h.start();
+    const back = await pollUntil('the workload re-attached', async () => {
+      const a = await h.api.getAlloc(id);
+      return a.tasks.writer?.events.some((e) => e.type === 'Reattached') && a.clientStatus === 'running' ? a : undefined;
+    });
+    expect(back.tasks.writer!.restarts).toBe(0);
+    expect(h.taskPid(id, 'writer')).toBe(pid);
+    expect(containersUnder(h.root)).toEqual([container]);
+    expect(mountsUnder(hostPath)).toEqual([hostPath]);
+
+    // A stop ends the container, then unmounts.
+    await h.api.stopJob('iso');
+    await pollUntil('the workload stopped', async () => ((await h.api.getAlloc(id)).clientStatus === 'complete' ? true : undefined));
+    expect(isAlive(pid)).toBe(false);
+    expect(containersUnder(h.root)).toEqual([]);
+  });
+
+  it('an isolated hostpath plugin (socket at /csi, staging/publish base bidirectional) serves an isolated workload: what the plugin mounts inside its container is a mount on the host and in the workload', async () => {
+    // The plugin is node code from this checkout: the task sees the checkout (read-only) besides the default chroot.
+    const repo = path.resolve(__dirname, '..', '..', '..');
+    h.extraConfig = `plugin "exec" {\n  chroot_env = { "${repo}" = "${repo}" }\n}\n`;
+    await h.start();
+    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec' }), 'plugin.hcl')));
+    const plugin = await pollUntil('the isolated plugin healthy', async () => {
+      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+      return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
+    }, 60_000).catch((err) => {
+      for (const f of execFileSync('find', [path.join(h.dataDir, 'allocs'), '-name', 'std*.log']).toString().trim().split('\n')) console.log(f, fs.readFileSync(f, 'utf8').slice(-2000));
+      console.log(h.log.slice(-3000));
+      throw err;
+    });
+    const pluginAlloc = plugin.allocs[0]!;
+    expect(containersUnder(h.root)).toEqual([containerId(pluginAlloc, 'plugin')]);
+    await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-iso'), 'v.hcl')));
+    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
+    const id = allocIds[0]!;
+    const alloc = await pollUntil('the isolated workload running with its file written', async () => {
+      const a = await h.api.getAlloc(id);
+      if (a.clientStatus === 'failed') throw new Error(`the workload failed: ${JSON.stringify(a.tasks)}`);
+      return a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt')) ? a : undefined;
+    }, 60_000);
+    const hostPath = alloc.volumes.data!.hostPath;
+    // The plugin published it from inside its container; the mount is on the host (propagation, not a copy).
+    expect(mountsUnder(hostPath)).toEqual([hostPath]);
+    expect(fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim()).toBe(id);
+    // And the file is in the plugin's own store: the volume's backing dir under its data dir.
+    const store = path.join(h.dataDir, 'plugin-data', 'hostpath', 'state');
+    const found = execFileSync('find', [store, '-name', 'owner.txt']).toString().trim().split('\n').filter(Boolean);
+    expect(found).toHaveLength(1);
+    expect(fs.readFileSync(found[0]!, 'utf8').trim()).toBe(id);
+
+    await h.api.stopJob('iso');
+    await pollUntil('the workload stopped and unmounted', async () => ((await h.api.getAlloc(id)).clientStatus === 'complete' && mountsUnder(hostPath).length === 0 ? true : undefined), 60_000);
+    expect(containersUnder(h.root)).toEqual([containerId(pluginAlloc, 'plugin')]);
+  });
+});

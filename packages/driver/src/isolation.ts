@@ -1,0 +1,227 @@
+// Isolation of an `exec` task on runc (an OCI runtime from the distribution,
+// Debian's `runc` package): what the task sees, as an OCI runtime bundle
+// (config.json, runtime-spec 1.0). The task's root is an empty read-only
+// directory with host directories bind-mounted into it read-only (Nomad's
+// chroot_env idea), the task dir at /local, the alloc's shared dir at
+// /alloc, the task's secrets dir at /secrets, a private /tmp, and whatever
+// mounts the agent adds (volumes, a CSI plugin's socket and mount dirs). The
+// task gets its own mount, pid, ipc, uts and network namespaces (loopback
+// only: the agent's API on the host's 127.0.0.1 is out of its reach),
+// Nomad's default capability set less what it drops plus what it adds, and
+// no new privileges; a privileged task (only a CSI plugin, when
+// the agent allows it) gets every capability and the host's /dev.
+//
+// The executor runs `runc run` as the task, in the foreground, so runc is
+// the process the driver watches (pid and start time, as for any task) and
+// it passes signals on to the container and exits with the task's status.
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, normalize } from 'node:path';
+import { ValidationError } from '@csiplug/core';
+
+/** How a bind mount's later mounts travel: Nomad's propagation_mode. */
+export type MountPropagation = 'private' | 'host-to-task' | 'bidirectional';
+
+export interface TaskMount {
+  /** The host path. */
+  source: string;
+  /** Where the task sees it (absolute). */
+  destination: string;
+  readOnly?: boolean;
+  /** Default "private". */
+  propagation?: MountPropagation;
+}
+
+export interface IsolationConfig {
+  /** Host dirs mounted read-only into the task's root: path in the task → host path. */
+  chroot: Readonly<Record<string, string>>;
+  /** The task's own dir as the task sees it, at /local (not the task dir itself: that holds the executor's records). */
+  localDir: string;
+  /** The alloc's shared dir, at /alloc. */
+  allocDir: string;
+  /** The task's secrets dir, at /secrets (0700, not in the task dir's logs). */
+  secretsDir: string;
+  /** Further bind mounts (volumes, a CSI plugin's dirs). */
+  mounts?: readonly TaskMount[];
+  /** Capabilities (names like CAP_SYS_ADMIN or sys_admin) added to, and dropped from, the default set. */
+  capAdd?: readonly string[];
+  capDrop?: readonly string[];
+  /** Every capability and the host's /dev. */
+  privileged?: boolean;
+  /** cgroup limits, where the machine has cgroups. */
+  resources?: { cpuShares?: number; memoryBytes?: number };
+}
+
+/** Nomad's default capability set for isolated tasks (its exec driver's allow_caps default). */
+export const DEFAULT_TASK_CAPS: readonly string[] = [
+  'CAP_AUDIT_WRITE',
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FOWNER',
+  'CAP_FSETID',
+  'CAP_KILL',
+  'CAP_MKNOD',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SETFCAP',
+  'CAP_SETGID',
+  'CAP_SETPCAP',
+  'CAP_SETUID',
+  'CAP_SYS_CHROOT',
+];
+
+/** Every capability runc 1.1 knows, for a privileged task. */
+export const ALL_CAPS: readonly string[] = [
+  'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_DAC_READ_SEARCH', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETPCAP',
+  'CAP_LINUX_IMMUTABLE', 'CAP_NET_BIND_SERVICE', 'CAP_NET_BROADCAST', 'CAP_NET_ADMIN', 'CAP_NET_RAW', 'CAP_IPC_LOCK', 'CAP_IPC_OWNER', 'CAP_SYS_MODULE',
+  'CAP_SYS_RAWIO', 'CAP_SYS_CHROOT', 'CAP_SYS_PTRACE', 'CAP_SYS_PACCT', 'CAP_SYS_ADMIN', 'CAP_SYS_BOOT', 'CAP_SYS_NICE', 'CAP_SYS_RESOURCE',
+  'CAP_SYS_TIME', 'CAP_SYS_TTY_CONFIG', 'CAP_MKNOD', 'CAP_LEASE', 'CAP_AUDIT_WRITE', 'CAP_AUDIT_CONTROL', 'CAP_SETFCAP', 'CAP_MAC_OVERRIDE',
+  'CAP_MAC_ADMIN', 'CAP_SYSLOG', 'CAP_WAKE_ALARM', 'CAP_BLOCK_SUSPEND', 'CAP_AUDIT_READ', 'CAP_PERFMON', 'CAP_BPF', 'CAP_CHECKPOINT_RESTORE',
+];
+
+/**
+ * The capabilities this process may hand on (its bounding set, which the
+ * kernel's own list bounds), in ALL_CAPS's order — ALL_CAPS is in the
+ * kernel's numeric order, so bit n is ALL_CAPS[n]. A privileged task gets
+ * these: asking runc for one the host lacks fails the start ("unable to
+ * apply caps").
+ */
+export function grantableCaps(status = '/proc/self/status'): string[] {
+  try {
+    const hex = /^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync(status, 'utf8'))?.[1];
+    if (!hex) return [...ALL_CAPS];
+    const bits = BigInt(`0x${hex}`);
+    return ALL_CAPS.filter((_, n) => (bits >> BigInt(n)) & 1n);
+  } catch {
+    return [...ALL_CAPS];
+  }
+}
+
+/** "sys_admin", "SYS_ADMIN" or "CAP_SYS_ADMIN" → "CAP_SYS_ADMIN"; throws for a name no kernel has. */
+export function capabilityName(name: string): string {
+  const upper = name.trim().toUpperCase();
+  const full = upper.startsWith('CAP_') ? upper : `CAP_${upper}`;
+  if (!ALL_CAPS.includes(full)) throw new ValidationError(`"${name}" is not a Linux capability`, 'cap');
+  return full;
+}
+
+/** Where the task sees its own dirs. */
+export const TASK_LOCAL_DIR = '/local';
+export const TASK_ALLOC_DIR = '/alloc';
+export const TASK_SECRETS_DIR = '/secrets';
+
+/** Paths the task's own dirs take: no other mount may land on or under them. */
+const RESERVED = ['/', '/proc', '/dev', '/sys', '/tmp', TASK_LOCAL_DIR, TASK_ALLOC_DIR, TASK_SECRETS_DIR];
+
+/** An absolute, normalised path with no `..` left in it; throws naming `what`. */
+function taskPath(p: string, what: string): string {
+  if (typeof p !== 'string' || !isAbsolute(p) || p.includes('\0')) throw new ValidationError(`${what}: "${p}" is not an absolute path`, what);
+  const n = normalize(p).replace(/\/+$/, '') || '/';
+  if (n.split('/').includes('..')) throw new ValidationError(`${what}: "${p}" leaves its root`, what);
+  return n;
+}
+
+function bindOptions(readOnly: boolean, propagation: MountPropagation): string[] {
+  const prop = propagation === 'bidirectional' ? 'rshared' : propagation === 'host-to-task' ? 'rslave' : 'rprivate';
+  return ['rbind', readOnly ? 'ro' : 'rw', 'nosuid', prop];
+}
+
+export interface OciBundle {
+  /** The bundle dir: config.json and the (empty) rootfs. */
+  dir: string;
+  config: Record<string, unknown>;
+}
+
+/**
+ * The OCI runtime config of an isolated task: `args` run with `env` in
+ * /local. Checks every path; throws a ValidationError naming what is wrong.
+ */
+export function ociConfig(task: { hostname: string; args: readonly string[]; env: Readonly<Record<string, string>> }, iso: IsolationConfig): Record<string, unknown> {
+  const mounts: Record<string, unknown>[] = [
+    { destination: '/proc', type: 'proc', source: 'proc' },
+    { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+    { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+  ];
+  if (iso.privileged) {
+    mounts.push({ destination: '/dev', type: 'bind', source: '/dev', options: ['rbind', 'rw', 'nosuid', 'rslave'] });
+  } else {
+    mounts.push(
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+    );
+  }
+  const taken = new Set<string>();
+  const claim = (dest: string, what: string) => {
+    if (taken.has(dest)) throw new ValidationError(`${what}: ${dest} is mounted twice`, what);
+    taken.add(dest);
+  };
+  for (const [dest, host] of Object.entries(iso.chroot).sort(([a], [b]) => a.localeCompare(b))) {
+    const d = taskPath(dest, 'chroot_env');
+    const h = taskPath(host, 'chroot_env');
+    if (RESERVED.some((r) => d === r || (r !== '/' && d.startsWith(`${r}/`)))) throw new ValidationError(`chroot_env: ${d} is the task's own (${RESERVED.filter((r) => r !== '/').join(', ')}, /)`, 'chroot_env');
+    // A chroot dir that is not on this machine (/lib32 on a 64-bit-only host) is left out.
+    if (!existsSync(h)) continue;
+    claim(d, 'chroot_env');
+    mounts.push({ destination: d, type: 'bind', source: h, options: bindOptions(true, 'private') });
+  }
+  const own: [string, string][] = [
+    [TASK_LOCAL_DIR, iso.localDir],
+    [TASK_ALLOC_DIR, iso.allocDir],
+    [TASK_SECRETS_DIR, iso.secretsDir],
+  ];
+  for (const [dest, host] of own) {
+    claim(dest, 'task dirs');
+    mounts.push({ destination: dest, type: 'bind', source: taskPath(host, 'task dirs'), options: bindOptions(false, 'private') });
+  }
+  let shared = false;
+  let slave = false;
+  for (const m of iso.mounts ?? []) {
+    const d = taskPath(m.destination, 'mount destination');
+    if (d === '/' || ['/proc', '/dev', '/sys'].some((r) => d === r || d.startsWith(`${r}/`))) throw new ValidationError(`mount destination ${d} is the task's own`, 'mount destination');
+    claim(d, 'mount destination');
+    const propagation = m.propagation ?? 'private';
+    if (propagation === 'bidirectional') shared = true;
+    if (propagation === 'host-to-task') slave = true;
+    mounts.push({ destination: d, type: 'bind', source: taskPath(m.source, 'mount source'), options: bindOptions(m.readOnly === true, propagation) });
+  }
+  const caps = iso.privileged
+    ? grantableCaps()
+    : [...new Set([...DEFAULT_TASK_CAPS, ...(iso.capAdd ?? []).map(capabilityName)])].filter((c) => !(iso.capDrop ?? []).map(capabilityName).includes(c));
+  const resources: Record<string, unknown> = {};
+  if (iso.resources?.memoryBytes) resources['memory'] = { limit: iso.resources.memoryBytes };
+  if (iso.resources?.cpuShares) resources['cpu'] = { shares: iso.resources.cpuShares };
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: [...task.args],
+      env: Object.entries(task.env).map(([k, v]) => `${k}=${v}`),
+      cwd: TASK_LOCAL_DIR,
+      capabilities: { bounding: caps, effective: caps, permitted: caps },
+      noNewPrivileges: !iso.privileged,
+    },
+    root: { path: 'rootfs', readonly: true },
+    hostname: task.hostname,
+    mounts,
+    linux: {
+      // Its own network namespace (loopback only): a task never reaches the agent's API on the host's 127.0.0.1.
+      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'network' }],
+      // A bidirectional mount needs the task's mount tree to pass mounts back (shared from the root down); host-to-task needs it to take them in.
+      rootfsPropagation: shared ? 'rshared' : slave ? 'rslave' : 'rprivate',
+      ...(Object.keys(resources).length ? { resources } : {}),
+      ...(iso.privileged
+        ? {}
+        : {
+            maskedPaths: ['/proc/acpi', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware'],
+            readonlyPaths: ['/proc/asound', '/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
+          }),
+    },
+  };
+}
+
+/** Makes the bundle dir with its empty root and returns where config.json goes. */
+export function prepareBundle(dir: string): { configPath: string } {
+  mkdirSync(join(dir, 'rootfs'), { recursive: true, mode: 0o755 });
+  return { configPath: join(dir, 'config.json') };
+}

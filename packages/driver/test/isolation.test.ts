@@ -1,0 +1,159 @@
+// Isolated tasks on the real runc (Debian's runc package; `npm test`'s setup
+// installs it): what the task sees (a read-only root of host dirs, its own
+// dirs, pid and uts namespaces, volumes read-only or not), that stop and
+// SIGKILL leave no container behind, that a new driver (an agent restarted)
+// finds a live isolated task and stops it, and the error without runc.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryLogger, RealClock } from '@csiplug/core';
+import type { DriverTaskConfig, TaskHandle } from '../src/driver';
+import { TaskStartError } from '../src/errors';
+import { ExecDriver, findRunc, type ExecDriverOptions } from '../src/exec-driver';
+import type { IsolationConfig } from '../src/isolation';
+
+const RUNC = findRunc();
+if (!RUNC) throw new Error('runc is not installed: `npm test` installs it (scripts/setup-engines.sh), or apt-get install runc');
+
+async function until<T>(what: string, check: () => T | undefined | false, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = check();
+    if (value !== undefined && value !== false && value !== '') return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const read = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '');
+
+describe('ExecDriver: isolated tasks on runc', () => {
+  let root: string;
+  let runcRoot: string;
+  let drivers: ExecDriver[];
+  let handles: TaskHandle[];
+
+  const driver = (options: ExecDriverOptions = {}) => {
+    const d = new ExecDriver(new RealClock(), new MemoryLogger(), { runcRoot, pollInterval: 200, ...options });
+    drivers.push(d);
+    return d;
+  };
+  const containers = () =>
+    (JSON.parse(execFileSync(RUNC, ['--root', runcRoot, 'list', '--format', 'json']).toString() || 'null') as { id: string }[] | null)?.map((c) => c.id) ?? [];
+
+  /** A task config with its dirs made: local, secrets, the alloc's shared dir. */
+  const task = (name: string, script: string, iso: Partial<IsolationConfig> = {}): DriverTaskConfig & { local: string } => {
+    const taskDir = join(root, 'alloc-1', name);
+    const local = join(taskDir, 'local');
+    for (const d of [local, join(taskDir, 'secrets'), join(root, 'alloc-1', 'alloc')]) mkdirSync(d, { recursive: true });
+    return {
+      allocId: 'alloc-1',
+      taskName: name,
+      taskDir,
+      command: '/bin/sh',
+      args: ['-c', script],
+      env: { GREETING: 'hello' },
+      isolation: { chroot: { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' }, localDir: local, allocDir: join(root, 'alloc-1', 'alloc'), secretsDir: join(taskDir, 'secrets'), ...iso },
+      local,
+    };
+  };
+
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'csiplug-iso-'));
+    runcRoot = join(root, 'runc');
+    drivers = [];
+    handles = [];
+  });
+  afterEach(async () => {
+    for (const h of handles) await driver().stop(h, 'SIGKILL', 0).catch(() => undefined);
+    for (const id of containers()) execFileSync(RUNC, ['--root', runcRoot, 'delete', '--force', id]);
+    for (const d of drivers) d.dispose();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('runs the task in its own root: host dirs read-only, /local writable, its own pid and uts namespaces, its env; exits with its code and leaves no container', async () => {
+    const cfg = task(
+      'web',
+      'echo "pid=$$ host=$(hostname) greeting=$GREETING cwd=$(pwd)" > /local/out; echo x > /usr/nope 2>> /local/out || echo "usr read-only" >> /local/out; ls / > /local/root; echo shared > /alloc/f; exit 7',
+    );
+    const d = driver();
+    const h = await d.start(cfg);
+    handles.push(h);
+    expect(h.runc).toEqual({ root: runcRoot, id: 'csiplug-alloc-1-web' });
+    const exit = await d.wait(h);
+    expect(exit.exitCode).toBe(7);
+    const out = read(join(cfg.local, 'out'));
+    expect(out).toContain('pid=1 host=web greeting=hello cwd=/local');
+    expect(out).toContain('usr read-only');
+    expect(existsSync('/usr/nope')).toBe(false);
+    // Nothing of the host's root but what was mounted (and the task's own dirs).
+    expect(read(join(cfg.local, 'root')).split('\n').filter(Boolean).sort()).toEqual(['alloc', 'bin', 'dev', 'etc', 'lib', 'lib64', 'local', 'proc', 'secrets', 'sys', 'tmp', 'usr'].filter((d) => d !== 'lib64' || existsSync('/lib64')));
+    expect(read(join(root, 'alloc-1', 'alloc', 'f'))).toBe('shared\n');
+    // The task dir itself (the executor's records) is not in the task.
+    expect(read(join(cfg.local, 'out'))).not.toContain('.executor');
+    await until('the container removed', () => containers().length === 0);
+  });
+
+  it('a read-only mount refuses writes (EROFS), a writable one takes them', async () => {
+    const ro = join(root, 'vol-ro');
+    const rw = join(root, 'vol-rw');
+    mkdirSync(ro);
+    mkdirSync(rw);
+    writeFileSync(join(ro, 'data'), 'kept');
+    const cfg = task('vols', 'cat /ro/data > /local/read; { echo more >> /ro/data; } 2>> /local/err; echo written > /rw/new; exit 0', {
+      mounts: [
+        { source: ro, destination: '/ro', readOnly: true },
+        { source: rw, destination: '/rw' },
+      ],
+    });
+    const d = driver();
+    const h = await d.start(cfg);
+    handles.push(h);
+    expect((await d.wait(h)).exitCode).toBe(0);
+    expect(read(join(cfg.local, 'read'))).toBe('kept');
+    expect(read(join(cfg.local, 'err'))).toMatch(/Read-only file system/);
+    expect(read(join(ro, 'data'))).toBe('kept');
+    expect(read(join(rw, 'new'))).toBe('written\n');
+  });
+
+  it('stop passes the kill signal on to the task; one that ignores it is killed at the timeout, and no container is left either way', async () => {
+    const d = driver();
+    const polite = task('polite', 'trap "echo term > /local/got; exit 3" TERM; echo up > /local/up; while true; do sleep 0.05; done');
+    const h1 = await d.start(polite);
+    handles.push(h1);
+    await until('the task up', () => read(join(polite.local, 'up')));
+    const e1 = await d.stop(h1, 'SIGTERM', 10_000);
+    expect(e1.exitCode).toBe(3);
+    expect(read(join(polite.local, 'got'))).toBe('term\n');
+
+    const stubborn = task('stubborn', 'trap "" TERM; echo up > /local/up; while true; do sleep 0.05; done');
+    const h2 = await d.start(stubborn);
+    handles.push(h2);
+    await until('the task up', () => read(join(stubborn.local, 'up')));
+    await d.stop(h2, 'SIGTERM', 300);
+    await until('no container left', () => containers().length === 0);
+  });
+
+  it('a new driver (the agent restarted) finds the live isolated task, and stops it; an exited one leaves nothing', async () => {
+    const cfg = task('long', 'echo up > /local/up; while true; do sleep 0.05; done');
+    const first = driver();
+    const h = await first.start(cfg);
+    handles.push(h);
+    await until('the task up', () => read(join(cfg.local, 'up')));
+    first.dispose();
+    const second = driver();
+    expect(await second.recover(h)).toEqual({ running: true });
+    expect(second.adopt({ allocId: 'alloc-1', taskName: 'long', taskDir: cfg.taskDir })?.runc).toEqual(h.runc);
+    await second.stop(h, 'SIGTERM', 2_000);
+    await until('no container left', () => containers().length === 0);
+    expect((await second.recover(h)).running).toBe(false);
+  });
+
+  it('without runc, an isolated task is refused with an error that names the runc package', async () => {
+    const d = driver({ runcPath: join(root, 'no-runc') });
+    const err = await d.start(task('none', 'true')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TaskStartError);
+    expect((err as Error).message).toMatch(/runc, which is not installed on this machine.*apt-get install runc.*raw_exec/);
+  });
+});
