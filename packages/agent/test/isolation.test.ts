@@ -27,7 +27,7 @@ job "iso" {
       driver = "exec"
       config {
         command = "/bin/sh"
-        args    = ["-c", "echo \${CSIPLUG_ALLOC_ID} > $CSIPLUG_VOLUME_DATA/owner.txt; { echo x > /ro/nope; } 2> /local/ro-err; ls / > /local/root; echo $$ > /local/pid; echo $CSIPLUG_TASK_DIR > /local/taskdir; exec sleep 3600"]
+        args    = ["-c", "echo \${CSIPLUG_ALLOC_ID} > $CSIPLUG_VOLUME_DATA/owner.txt; { echo x > /ro/nope; } 2> /local/ro-err; ls / > /local/root; cat /proc/1/cmdline > /local/pid; echo $CSIPLUG_TASK_DIR > /local/taskdir; exec sleep 3600"]
       }
       volume_mount {
         volume      = "data"
@@ -75,8 +75,8 @@ describe('isolated (exec) workloads on runc', () => {
     expect(fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim()).toBe(id);
     expect(fs.readFileSync(path.join(local, 'ro-err'), 'utf8')).toMatch(/Read-only file system/);
     expect(fs.existsSync(path.join(hostPath, 'nope'))).toBe(false);
-    // Its own pid namespace (it is pid 1), its own dirs, and no more of the host than it was given.
-    expect(fs.readFileSync(path.join(local, 'pid'), 'utf8').trim()).toBe('1');
+    // Its own pid namespace (pid 1 is the init that passes signals on to it), its own dirs, and no more of the host than it was given.
+    expect(fs.readFileSync(path.join(local, 'pid'), 'utf8').split('\0')).toEqual(expect.arrayContaining(['/bin/sh', '-c', 'csiplug-init']));
     expect(fs.readFileSync(path.join(local, 'taskdir'), 'utf8').trim()).toBe('/local');
     const root = fs.readFileSync(path.join(local, 'root'), 'utf8').split('\n').filter(Boolean);
     for (const d of ['alloc', 'data', 'local', 'ro', 'secrets', 'tmp', 'usr']) expect(root).toContain(d);
@@ -116,9 +116,12 @@ describe('isolated (exec) workloads on runc', () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
     }, 60_000).catch((err) => {
-      for (const f of execFileSync('find', [path.join(h.dataDir, 'allocs'), '-name', 'std*.log']).toString().trim().split('\n')) console.log(f, fs.readFileSync(f, 'utf8').slice(-2000));
-      console.log(h.log.slice(-3000));
-      throw err;
+      // What went wrong, for the CI log: the plugin's output, its task events, the agent's log.
+      for (const f of execFileSync('find', [path.join(h.dataDir, 'allocs'), '-name', 'std*.log']).toString().split('\n').filter(Boolean)) console.log(f, fs.readFileSync(f, 'utf8').slice(-2000));
+      return h.api.listAllocs().then((allocs) => {
+        console.log(JSON.stringify(allocs.map((a) => a.tasks), null, 1).slice(-4000), h.log.slice(-3000));
+        throw err;
+      });
     });
     const pluginAlloc = plugin.allocs[0]!;
     expect(containersUnder(h.root)).toEqual([containerId(pluginAlloc, 'plugin')]);

@@ -22,7 +22,7 @@ import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
 import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, executorPaths, readJsonFile, runcDeleteArgs, writeJsonAtomic } from './executor-protocol';
-import { ociConfig, prepareBundle, TASK_LOCAL_DIR } from './isolation';
+import { ociConfig, prepareBundle, TASK_LOCAL_DIR, taskProcessArgs } from './isolation';
 import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
 import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
 
@@ -523,7 +523,7 @@ export class ExecDriver implements TaskDriver {
     const env = { PATH: TASK_PATH, ...config.env };
     let oci: Record<string, unknown>;
     try {
-      oci = ociConfig({ hostname: taskName.slice(0, 63), args: [config.command, ...config.args], env }, config.isolation!);
+      oci = ociConfig({ hostname: taskName.slice(0, 63), args: taskProcessArgs(config.command, config.args, config.isolation!.chroot), env }, config.isolation!);
     } catch (err) {
       throw new TaskStartError(allocId, taskName, `cannot isolate the task: ${errorMessage(err)}`, { cause: err });
     }

@@ -103,6 +103,29 @@ export function capabilityName(name: string): string {
   return full;
 }
 
+/**
+ * The task runs as pid 1 of its namespace, where the kernel drops a signal
+ * the process has no handler for: a bare `sleep` would ignore the stop's
+ * SIGTERM and wait out kill_timeout. So a small init runs first (the
+ * chroot's /bin/sh): it starts the task as its child, passes the stop
+ * signals on to it, and exits with the task's status (128 + n for a task a
+ * signal ended). Left out when the task's root has no /bin/sh.
+ */
+export const TASK_INIT_SCRIPT = [
+  'c=',
+  ...['TERM', 'INT', 'QUIT', 'HUP', 'USR1', 'USR2'].map((sig) => `trap 'kill -${sig} $c 2>/dev/null' ${sig}`),
+  '"$@" & c=$!',
+  // wait returns early when a trapped signal arrives: wait again until the task is gone.
+  'while :; do wait $c; r=$?; kill -0 $c 2>/dev/null || exit $r; done',
+].join('\n');
+
+/** The process args of an isolated task: its command under the init when the root has a /bin/sh. */
+export function taskProcessArgs(command: string, args: readonly string[], chroot: Readonly<Record<string, string>>): string[] {
+  const bin = chroot['/bin'];
+  const hasShell = bin !== undefined && existsSync(join(bin, 'sh'));
+  return hasShell ? ['/bin/sh', '-c', TASK_INIT_SCRIPT, 'csiplug-init', command, ...args] : [command, ...args];
+}
+
 /** Where the task sees its own dirs. */
 export const TASK_LOCAL_DIR = '/local';
 export const TASK_ALLOC_DIR = '/alloc';
@@ -158,7 +181,8 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   for (const [dest, host] of Object.entries(iso.chroot).sort(([a], [b]) => a.localeCompare(b))) {
     const d = taskPath(dest, 'chroot_env');
     const h = taskPath(host, 'chroot_env');
-    if (RESERVED.some((r) => d === r || (r !== '/' && d.startsWith(`${r}/`)))) throw new ValidationError(`chroot_env: ${d} is the task's own (${RESERVED.filter((r) => r !== '/').join(', ')}, /)`, 'chroot_env');
+    // Below /tmp is fine (bound after the task's tmpfs, so seen on top of it); on or below the task's other own dirs is not.
+    if (RESERVED.some((r) => d === r || (r !== '/' && r !== '/tmp' && d.startsWith(`${r}/`)))) throw new ValidationError(`chroot_env: ${d} is the task's own (${RESERVED.filter((r) => r !== '/').join(', ')}, /)`, 'chroot_env');
     // A chroot dir that is not on this machine (/lib32 on a 64-bit-only host) is left out.
     if (!existsSync(h)) continue;
     claim(d, 'chroot_env');

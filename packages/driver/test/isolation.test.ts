@@ -72,10 +72,10 @@ describe('ExecDriver: isolated tasks on runc', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it('runs the task in its own root: host dirs read-only, /local writable, its own pid and uts namespaces, its env; exits with its code and leaves no container', async () => {
+  it('runs the task in its own root: host dirs read-only, /local writable, its own pid and uts namespaces under an init, its env; exits with its code and leaves no container', async () => {
     const cfg = task(
       'web',
-      'echo "pid=$$ host=$(hostname) greeting=$GREETING cwd=$(pwd)" > /local/out; echo x > /usr/nope 2>> /local/out || echo "usr read-only" >> /local/out; ls / > /local/root; echo shared > /alloc/f; exit 7',
+      'echo "host=$(hostname) greeting=$GREETING cwd=$(pwd) init=$(tr \"\\\\0\" \" \" < /proc/1/cmdline)" > /local/out; echo x > /usr/nope 2>> /local/out || echo "usr read-only" >> /local/out; ls / > /local/root; echo shared > /alloc/f; exit 7',
     );
     const d = driver();
     const h = await d.start(cfg);
@@ -84,7 +84,9 @@ describe('ExecDriver: isolated tasks on runc', () => {
     const exit = await d.wait(h);
     expect(exit.exitCode).toBe(7);
     const out = read(join(cfg.local, 'out'));
-    expect(out).toContain('pid=1 host=web greeting=hello cwd=/local');
+    // Its own pid namespace: pid 1 is the init that passes signals on to the task.
+    expect(out).toContain('host=web greeting=hello cwd=/local init=/bin/sh -c');
+    expect(out).toMatch(/init=\/bin\/sh -c [\s\S]* csiplug-init \/bin\/sh -c /);
     expect(out).toContain('usr read-only');
     expect(existsSync('/usr/nope')).toBe(false);
     // Nothing of the host's root but what was mounted (and the task's own dirs).
@@ -133,6 +135,17 @@ describe('ExecDriver: isolated tasks on runc', () => {
     await until('the task up', () => read(join(stubborn.local, 'up')));
     await d.stop(h2, 'SIGTERM', 300);
     await until('no container left', () => containers().length === 0);
+  });
+
+  it('a task with no handler of its own (a bare sleep) stops on the kill signal at once: the init passes it on', async () => {
+    const d = driver();
+    const cfg = task('sleeper', 'echo up > /local/up; exec sleep 3600');
+    const h = await d.start(cfg);
+    handles.push(h);
+    await until('the sleep running', () => read(join(cfg.local, 'up')));
+    // SIGTERM ended it (128 + 15), not the SIGKILL a minute later (128 + 9).
+    const exit = await d.stop(h, 'SIGTERM', 60_000);
+    expect(exit.exitCode).toBe(128 + 15);
   });
 
   it('a new driver (the agent restarted) finds the live isolated task, and stops it; an exited one leaves nothing', async () => {

@@ -157,8 +157,8 @@ export class CSIPluginSupervisorHook implements TaskHook {
   }
 
   /**
-   * The task stopped for good: the shared bind of the staging/publish base
-   * its prestart made goes, unless another alloc of the plugin is registered
+   * The task exited or stopped: the shared bind of the staging/publish base
+   * its prestart made goes (its next start makes it again), unless another alloc of the plugin is registered
    * (an upgrade's new alloc needs it) or something is still mounted below
    * (volumes left staged or published: it goes with a later stop).
    */
@@ -174,6 +174,8 @@ export class CSIPluginSupervisorHook implements TaskHook {
 
   async exited(ctx: TaskHookContext): Promise<void> {
     this.teardown(ctx);
+    // Its container is gone: a task that never runs again (restarts used up) must not leave the shared bind; a restart makes it again.
+    if (ctx.task.isolated) this.releaseMountRoot(ctx);
   }
 
   /** The agent goes away, the task runs on: stop probing and dispose the client; the registrations stay for the next agent. */

@@ -5,7 +5,7 @@
 // is stopped and every mount removed. Each step says what it does and how
 // long it took.
 import { errorMessage } from '@csiplug/core';
-import { executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
+import { executorPaths, findRunc, type ExecutorPidRecord } from '@csiplug/driver';
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -14,7 +14,7 @@ import { ApiClient } from '../api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../spec';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
-import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './specs';
+import { hostpathPluginCodeDirs, hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './specs';
 
 
 export interface DemoOptions {
@@ -40,7 +40,10 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-demo-'));
   const port = await freePort();
   const configFile = path.join(dataDir, 'agent.hcl');
-  fs.writeFileSync(configFile, `data_dir = "${dataDir}/data"\nport = ${port}\nlog_level = "warn"\n`);
+  // Isolated on runc where it is installed (the plugin sees its own code besides the default chroot), host processes otherwise.
+  const driver = findRunc() ? 'exec' : 'raw_exec';
+  const chroot = driver === 'exec' ? hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ') : '';
+  fs.writeFileSync(configFile, `data_dir = "${dataDir}/data"\nport = ${port}\nlog_level = "warn"\n${chroot ? `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n` : ''}`);
   const api = new ApiClient({ address: `http://127.0.0.1:${port}` });
   let agent: ChildProcess | undefined;
   let step = 0;
@@ -89,8 +92,9 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   let code = 0;
   try {
     say(`csiplug demo — data dir ${dataDir}, API http://127.0.0.1:${port}`);
+    say(driver === 'exec' ? '    tasks run isolated on runc (driver "exec")' : '    tasks run as host processes (driver "raw_exec"): runc is not installed (apt-get install runc for isolated tasks)');
     await run('start the agent', startAgent);
-    const pluginJob = await parseJobspec(hostpathPluginJobHcl(), 'hostpath-plugin.hcl');
+    const pluginJob = await parseJobspec(hostpathPluginJobHcl({ driver }), 'hostpath-plugin.hcl');
     await run('run the hostpath plugin as a monolith plugin job', () => api.runJob(jobToDocument(pluginJob)));
     const plugin = await run('wait for the plugin: socket, probe, registration, fingerprint', () =>
       until('plugin hostpath to be healthy', async () => {
@@ -101,7 +105,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
     await show('plugin status', `hostpath  provider ${plugin.provider}  controllers ${plugin.controllersHealthy}/${plugin.controllersExpected}  nodes ${plugin.nodesHealthy}/${plugin.nodesExpected}`);
     const volume = await run('create volume vol-demo through CreateVolume', async () => api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeHcl('vol-demo'), 'volume.hcl'))));
     await show('volume status', `${volume.id}  plugin ${volume.pluginId}  external id ${volume.externalId}  schedulable ${volume.schedulable}`);
-    const workloadJob = await parseJobspec(workloadJobHcl('workload', 'vol-demo', 'echo "written by $CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/hello.txt" && exec sleep 3600'), 'workload.hcl');
+    const workloadJob = await parseJobspec(workloadJobHcl('workload', 'vol-demo', 'echo "written by $CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/hello.txt" && exec sleep 3600', driver), 'workload.hcl');
     const { allocIds } = await run('run a workload that writes into the volume', () => api.runJob(jobToDocument(workloadJob)));
     const allocId = allocIds[0]!;
     const before = await run('wait for the workload: claim, stage, publish, start', () =>

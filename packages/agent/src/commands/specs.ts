@@ -2,6 +2,8 @@
 // benchmarks run: the hostpath plugin as a monolith plugin job, a workload
 // with one CSI volume, and a volume on the hostpath plugin. HCL text, so
 // each run goes through the same parser a user's files do.
+import * as fs from 'fs';
+import * as path from 'path';
 
 /** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
 export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec' } = {}): string {
@@ -41,7 +43,7 @@ job "${options.jobId ?? `${pluginId}-plugin`}" {
  * `volumeId`, one /bin/sh task running `script` (which finds the volume in
  * $CSIPLUG_VOLUME_DATA) with the volume linked at "data" in its task dir.
  */
-export function workloadJobHcl(jobId: string, volumeId: string, script: string): string {
+export function workloadJobHcl(jobId: string, volumeId: string, script: string, driver: 'exec' | 'raw_exec' = 'raw_exec'): string {
   return `
 job "${jobId}" {
   group "app" {
@@ -52,7 +54,7 @@ job "${jobId}" {
       attachment_mode = "file-system"
     }
     task "writer" {
-      driver = "raw_exec"
+      driver = "${driver}"
       config {
         command = "/bin/sh"
         args    = ["-c", ${JSON.stringify(script)}]
@@ -78,4 +80,19 @@ capability {
   access_mode     = "single-node-writer"
   attachment_mode = "file-system"
 }`;
+}
+
+/**
+ * The host dirs an isolated hostpath plugin task must see to run: the
+ * plugin's package (its CLI) and the dir whose node_modules its imports
+ * resolve from (a workspace root or an installed project), each resolved
+ * through symlinks, nested ones dropped. For `plugin "exec" { chroot_env }`.
+ */
+export function hostpathPluginCodeDirs(): string[] {
+  const pkg = fs.realpathSync(path.dirname(require.resolve('@csiplug/hostpath-plugin/package.json')));
+  const grpc = fs.realpathSync(require.resolve('@grpc/grpc-js/package.json', { paths: [pkg] }));
+  const parts = grpc.split(path.sep);
+  const nm = parts.lastIndexOf('node_modules');
+  const dirs = [pkg, parts.slice(0, nm).join(path.sep) || path.sep].sort();
+  return dirs.filter((d, i) => !dirs.slice(0, i).some((o) => d === o || d.startsWith(o + path.sep)));
 }

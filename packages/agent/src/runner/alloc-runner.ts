@@ -362,6 +362,7 @@ export class AllocRunner {
         mounts,
         ...(task.config.capAdd ? { capAdd: task.config.capAdd } : {}),
         ...(task.config.capDrop ? { capDrop: task.config.capDrop } : {}),
+        ...(task.resources ? { resources: { ...(task.resources.cpu !== undefined ? { cpuShares: task.resources.cpu } : {}), ...(task.resources.memoryMB !== undefined ? { memoryBytes: task.resources.memoryMB * 1024 * 1024 } : {}) } } : {}),
         // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
         ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
       },

@@ -483,13 +483,25 @@ export class TaskRunner {
     });
     this.handle = handle;
     this.saveHandle(handle);
-    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: this.isolation ? `task started isolated by the exec driver (runc, pid ${handle.pid})` : `task started by the raw_exec driver (pid ${handle.pid})` });
+    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: this.startedMessage(handle.pid) });
     if (this.stopping) {
       // stop() raced the start: it saw no running handle, so kill it here.
       await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch(() => undefined);
     }
     this.poststart(ctx);
     return handle;
+  }
+
+  /** What the Started event says: the driver, and the resource limits applied (or that they are not). */
+  private startedMessage(pid: number): string {
+    const r = this.task.resources;
+    if (!this.isolation) return `task started by the raw_exec driver (pid ${pid})${r ? '; resources are not enforced for a host process' : ''}`;
+    const limits = [
+      r?.cpu !== undefined ? `cpu shares ${r.cpu}` : undefined,
+      r?.memoryMB !== undefined ? `memory limit ${r.memoryMB} MiB` : undefined,
+      this.isolation.privileged ? 'privileged' : undefined,
+    ].filter(Boolean);
+    return `task started isolated by the exec driver (runc, pid ${pid}${limits.length ? `; ${limits.join(', ')}` : ''})`;
   }
 
   private poststart(ctx: TaskHookContext): void {

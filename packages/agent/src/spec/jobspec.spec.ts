@@ -337,6 +337,12 @@ describe('parseJobspec', () => {
 });
 
 describe('validateJob', () => {
+  it('reads resources { cpu, memory } (MHz as cpu shares, MiB as a memory limit) and keeps them through jobToDocument', async () => {
+    const job = await parseJobspec('job "r" {\n group "g" {\n task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n resources {\n cpu = 500\n memory = 256\n }\n }\n }\n}\n', 'r.hcl');
+    expect(job.groups[0]!.tasks[0]!.resources).toEqual({ cpu: 500, memoryMB: 256 });
+    expect(validateJob(jobToDocument(job))).toEqual(job);
+  });
+
   it('accepts the document wrapped as { Job: … }', () => {
     expect(validateJob({ Job: FULL_JSON_NATURAL })).toEqual(EXPECTED);
   });
@@ -450,7 +456,9 @@ describe('validateJob', () => {
     ['an unknown config key', { config: { command: 'x', image: 'y' } }, `${TASK}: config.image is not a known field (known: command, args, cap_add, cap_drop)`],
     ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
     ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
-    ['an unknown task field', { resources: { cpu: 100 } }, `${TASK}: resources is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout)`],
+    ['an unknown task field', { artifact: { source: 'x' } }, `${TASK}: artifact is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources)`],
+    ['an unknown resources field', { resources: { disk: 100 } }, `${TASK}: resources.disk is not a known field (known: cpu, memory)`],
+    ['a memory limit too small to run anything', { resources: { memory: 1 } }, `${TASK}: resources.memory must be between 4 and 16777216 (got 1)`],
     ['an unknown kill signal', { kill_signal: 'SIGFOO' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`],
     ['a kill signal without SIG', { kill_signal: 'TERM' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "TERM")`],
     [

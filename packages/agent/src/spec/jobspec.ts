@@ -167,6 +167,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
     restart: restart(t.restart),
     kill_signal: t.killSignal,
     kill_timeout: duration(t.killTimeout),
+    ...(t.resources ? { resources: { ...(t.resources.cpu !== undefined ? { cpu: t.resources.cpu } : {}), ...(t.resources.memoryMB !== undefined ? { memory: t.resources.memoryMB } : {}) } } : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
     max_parallel: u.maxParallel,
@@ -283,7 +284,7 @@ function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
   return volume;
 }
 
-const TASK_FIELDS = ['driver', 'config', 'env', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout'];
+const TASK_FIELDS = ['driver', 'config', 'env', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources'];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
 function readTask(parent: Where, name: string, body: Body, groupRestart: RestartPolicy, volumes: Map<string, VolumeRequest>): TaskSpec {
@@ -347,6 +348,15 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
   if (!SIGNALS.has(killSignal)) r.fail('kill_signal', `must be a signal name like SIGTERM or SIGINT (got "${killSignal}")`);
   const killTimeout = r.duration('kill_timeout', DEFAULT_KILL_TIMEOUT);
 
+  // Nomad's resources: cpu in MHz (applied as cgroup cpu shares, 1:1) and memory in MiB (a hard limit), for an isolated task.
+  let resources: TaskSpec['resources'];
+  const res = r.block('resources', ['cpu', 'memory']);
+  if (res) {
+    const cpu = res.has('cpu') ? res.int('cpu', 100, 2, 262_144) : undefined;
+    const memoryMB = res.has('memory') ? res.int('memory', 300, 4, 16 * 1024 * 1024) : undefined;
+    resources = { ...(cpu !== undefined ? { cpu } : {}), ...(memoryMB !== undefined ? { memoryMB } : {}) };
+  }
+
   return {
     name,
     driver,
@@ -357,6 +367,7 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
     volumeMounts,
     restart,
     killSignal: killSignal as NodeJS.Signals,
+    ...(resources ? { resources } : {}),
     killTimeout,
   };
 }

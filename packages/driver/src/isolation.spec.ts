@@ -1,0 +1,71 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ALL_CAPS, DEFAULT_TASK_CAPS, capabilityName, grantableCaps, ociConfig, taskProcessArgs, type IsolationConfig } from './isolation';
+
+const base = (extra: Partial<IsolationConfig> = {}): IsolationConfig => ({ chroot: { '/usr': '/usr' }, localDir: '/d/local', allocDir: '/d/alloc', secretsDir: '/d/secrets', ...extra });
+const task = { hostname: 't', args: ['/bin/true'], env: { A: 'b' } };
+type Mount = { destination: string; source: string; options?: string[] };
+const mounts = (c: Record<string, unknown>) => c['mounts'] as Mount[];
+const caps = (c: Record<string, unknown>) => ((c['process'] as { capabilities: { bounding: string[] } }).capabilities.bounding);
+
+describe('ociConfig', () => {
+  it('binds the chroot read-only and the task dirs read-write, in their own namespaces with the network too', () => {
+    const c = ociConfig(task, base({ chroot: { '/usr': '/usr', '/tmp/code': '/usr' } }));
+    const byDest = new Map(mounts(c).map((m) => [m.destination, m]));
+    expect(byDest.get('/usr')!.options).toContain('ro');
+    // A chroot dir below /tmp is bound after the task's tmpfs /tmp, so it is seen on top of it.
+    const order = mounts(c).map((m) => m.destination);
+    expect(order.indexOf('/tmp/code')).toBeGreaterThan(order.indexOf('/tmp'));
+    expect(byDest.get('/local')).toMatchObject({ source: '/d/local', options: expect.arrayContaining(['rw']) });
+    expect(((c['linux'] as { namespaces: { type: string }[] }).namespaces).map((n) => n.type).sort()).toEqual(['ipc', 'mount', 'network', 'pid', 'uts']);
+    expect((c['root'] as { readonly: boolean }).readonly).toBe(true);
+    expect((c['process'] as { env: string[] }).env).toEqual(['A=b']);
+  });
+
+  it("refuses a chroot or mount on the task's own dirs, a relative path, a way out with .., and one destination twice", () => {
+    expect(() => ociConfig(task, base({ chroot: { '/local/x': '/usr' } }))).toThrow(/chroot_env: \/local\/x is the task's own/);
+    expect(() => ociConfig(task, base({ chroot: { 'usr': '/usr' } }))).toThrow(/not an absolute path/);
+    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/proc/sys' }] }))).toThrow(/mount destination \/proc\/sys is the task's own/);
+    // .. is resolved first: no way round the check.
+    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data/../../proc/x' }] }))).toThrow(/mount destination \/proc\/x is the task's own/);
+    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data' }, { source: '/y', destination: '/data/' }] }))).toThrow(/mounted twice/);
+  });
+
+  it('gives the default capabilities, with cap_add and less cap_drop; a privileged task every one it may grant, and the host /dev', () => {
+    const c = ociConfig(task, base({ capAdd: ['net_admin'], capDrop: ['CAP_CHOWN'] }));
+    expect(caps(c)).toContain('CAP_NET_ADMIN');
+    expect(caps(c)).not.toContain('CAP_CHOWN');
+    expect(caps(c)).toHaveLength(DEFAULT_TASK_CAPS.length);
+    const p = ociConfig(task, base({ privileged: true }));
+    expect(caps(p)).toEqual(grantableCaps());
+    expect(mounts(p).find((m) => m.destination === '/dev')).toMatchObject({ type: 'bind', source: '/dev' });
+    expect(() => capabilityName('teleport')).toThrow(/not a Linux capability/);
+  });
+
+  it('a bidirectional mount makes the task mount tree shared; host-to-task makes it a slave; resources become cgroup limits', () => {
+    const bi = ociConfig(task, base({ mounts: [{ source: '/x', destination: '/csi-base', propagation: 'bidirectional' }], resources: { cpuShares: 500, memoryBytes: 64 << 20 } }));
+    const linux = bi['linux'] as { rootfsPropagation: string; resources: unknown };
+    expect(linux.rootfsPropagation).toBe('rshared');
+    expect(mounts(bi).find((m) => m.destination === '/csi-base')!.options).toContain('rshared');
+    expect(linux.resources).toEqual({ memory: { limit: 64 << 20 }, cpu: { shares: 500 } });
+    expect((ociConfig(task, base({ mounts: [{ source: '/x', destination: '/d', propagation: 'host-to-task' }] }))['linux'] as { rootfsPropagation: string }).rootfsPropagation).toBe('rslave');
+  });
+});
+
+describe('grantableCaps and the task init', () => {
+  it('reads the bounding set: bit n is ALL_CAPS[n]', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'csiplug-caps-'));
+    try {
+      writeFileSync(join(dir, 'status'), 'Name:\tx\nCapBnd:\t0000000000000005\n');
+      expect(grantableCaps(join(dir, 'status'))).toEqual([ALL_CAPS[0], ALL_CAPS[2]]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('runs the command under the init when the root has /bin/sh, as it is when not', () => {
+    expect(taskProcessArgs('/app', ['a'], { '/bin': '/bin' }).slice(3)).toEqual(['csiplug-init', '/app', 'a']);
+    expect(taskProcessArgs('/app', ['a'], { '/usr': '/usr' })).toEqual(['/app', 'a']);
+  });
+});
