@@ -112,9 +112,11 @@ export function capabilityName(name: string): string {
  * signal ended). Left out when the task's root has no /bin/sh.
  */
 export const TASK_INIT_SCRIPT = [
-  'c=',
-  ...['TERM', 'INT', 'QUIT', 'HUP', 'USR1', 'USR2'].map((sig) => `trap 'kill -${sig} $c 2>/dev/null' ${sig}`),
+  'c= p=',
+  // A signal that comes before the task's pid is known is held (p) and passed on as soon as it is.
+  ...['TERM', 'INT', 'QUIT', 'HUP', 'USR1', 'USR2'].map((sig) => `trap 'p=${sig}; [ -n "$c" ] && kill -${sig} $c 2>/dev/null' ${sig}`),
   '"$@" & c=$!',
+  '[ -n "$p" ] && kill -$p $c 2>/dev/null',
   // wait returns early when a trapped signal arrives: wait again until the task is gone.
   'while :; do wait $c; r=$?; kill -0 $c 2>/dev/null || exit $r; done',
 ].join('\n');
