@@ -175,6 +175,18 @@ class Agent {
         // gone
       }
     }
+    // Containers of isolated tasks whose bundle is under our root (the exec driver's default runc root).
+    let leakedContainers = 0;
+    try {
+      const list = JSON.parse(execFileSync('runc', ['--root', '/run/csiplug/runc', 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString() || 'null') ?? [];
+      for (const c of list.filter((x) => x.bundle.startsWith(this.root + '/'))) {
+        leakedContainers++;
+        execFileSync('runc', ['--root', '/run/csiplug/runc', 'delete', '--force', c.id], { stdio: 'ignore' });
+      }
+    } catch {
+      // no runc, or no containers
+    }
+    if (leakedContainers) console.error(`bench cleanup: ${leakedContainers} containers were left under ${this.root}; removed`);
     const leakedProcs = processesUnder(this.root);
     for (const pid of leakedProcs) {
       try {

@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { containerId } from '@csiplug/driver';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { hostpathPluginJobHcl } from '../src/commands/specs';
+import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary } from '../src/commands/specs';
 import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 
 jest.setTimeout(120_000);
@@ -107,11 +107,11 @@ describe('isolated (exec) workloads on runc', () => {
   });
 
   it('an isolated hostpath plugin (socket at /csi, staging/publish base bidirectional) serves an isolated workload: what the plugin mounts inside its container is a mount on the host and in the workload', async () => {
-    // The plugin is node code from this checkout: the task sees the checkout (read-only) besides the default chroot.
-    const repo = path.resolve(__dirname, '..', '..', '..');
-    h.extraConfig = `plugin "exec" {\n  chroot_env = { "${repo}" = "${repo}" }\n}\n`;
+    // The plugin is node code from this checkout: the task sees it (read-only) besides the default chroot, as the demo does.
+    const chroot = hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ');
+    h.extraConfig = `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`;
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec' }), 'plugin.hcl')));
+    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec', node: nodeBinary() }), 'plugin.hcl')));
     const plugin = await pollUntil('the isolated plugin healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;

@@ -12,7 +12,9 @@
 // descriptors, say, under a connection flood) says nothing about the task:
 // its state is "unknown" and is checked again on the next tick. Only an
 // exit record or a verified /proc check ends a task.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { readFile as readFileAsync } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { constants as osConstants } from 'node:os';
@@ -65,6 +67,8 @@ export const DEFAULT_RUNC_ROOT = '/run/csiplug/runc';
 export function findRunc(): string | undefined {
   return ['/usr/sbin/runc', '/usr/bin/runc', '/sbin/runc', '/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'].find((p) => existsSync(p));
 }
+
+const execFileAsync = promisify(execFile);
 
 /** The PATH an isolated task gets unless its env sets one. */
 const TASK_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -493,6 +497,19 @@ export class ExecDriver implements TaskDriver {
       if (isTransientFsError(err)) this.isRunningFaults.fault('isRunning', err);
       else this.log.error('cannot check whether the task runs; taking it as running', { ...taskFields(handle), err });
       return true;
+    }
+  }
+
+  async taskMountInfo(handle: TaskHandle): Promise<string | undefined> {
+    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return undefined;
+    try {
+      const { stdout } = await execFileAsync(this.runcPath, ['--root', handle.runc.root, 'state', handle.runc.id], { timeout: 10_000, env: { PATH: TASK_PATH } });
+      const pid = (JSON.parse(stdout) as { pid?: unknown }).pid;
+      if (typeof pid !== 'number' || pid <= 1) return undefined;
+      return await readFileAsync(`/proc/${pid}/mountinfo`, 'utf8');
+    } catch (err) {
+      this.log.debug('could not read the mount table of an isolated task', { ...taskFields(handle), err: errorMessage(err) });
+      return undefined;
     }
   }
 

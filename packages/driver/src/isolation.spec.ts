@@ -48,7 +48,7 @@ describe('ociConfig', () => {
     const linux = bi['linux'] as { rootfsPropagation: string; resources: unknown };
     expect(linux.rootfsPropagation).toBe('rshared');
     expect(mounts(bi).find((m) => m.destination === '/csi-base')!.options).toContain('rshared');
-    expect(linux.resources).toEqual({ memory: { limit: 64 << 20 }, cpu: { shares: 500 } });
+    expect(linux.resources).toMatchObject({ memory: { limit: 64 << 20 }, cpu: { shares: 500 } });
     expect((ociConfig(task, base({ mounts: [{ source: '/x', destination: '/d', propagation: 'host-to-task' }] }))['linux'] as { rootfsPropagation: string }).rootfsPropagation).toBe('rslave');
   });
 });

@@ -14,6 +14,7 @@
 // The executor runs `runc run` as the task, in the foreground, so runc is
 // the process the driver watches (pid and start time, as for any task) and
 // it passes signals on to the container and exits with the task's status.
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
 import { ValidationError } from '@csiplug/core';
@@ -111,21 +112,51 @@ export function capabilityName(name: string): string {
  * signals on to it, and exits with the task's status (128 + n for a task a
  * signal ended). Left out when the task's root has no /bin/sh.
  */
-export const TASK_INIT_SCRIPT = [
-  'c= p=',
-  // A signal that comes before the task's pid is known is held (p) and passed on as soon as it is.
-  ...['TERM', 'INT', 'QUIT', 'HUP', 'USR1', 'USR2'].map((sig) => `trap 'p=${sig}; [ -n "$c" ] && kill -${sig} $c 2>/dev/null' ${sig}`),
-  '"$@" & c=$!',
-  '[ -n "$p" ] && kill -$p $c 2>/dev/null',
-  // wait returns early when a trapped signal arrives: wait again until the task is gone.
-  'while :; do wait $c; r=$?; kill -0 $c 2>/dev/null || exit $r; done',
-].join('\n');
+const FORWARDED = ['TERM', 'INT', 'QUIT', 'HUP', 'USR1', 'USR2', 'WINCH', 'ALRM'];
+
+/** The init script; `launch` is how it starts the task in the background (see taskProcessArgs). */
+function initScript(launch: string): string {
+  return [
+    'c= p=',
+    // A signal before the task's pid is known is held (p) and passed on once it is; after, it goes straight to the task.
+    ...FORWARDED.map((sig) => `trap 'if [ -n "$c" ]; then kill -${sig} "$c" 2>/dev/null; else p=${sig}; fi' ${sig}`),
+    `${launch} & c=$!`,
+    '[ -n "$p" ] && kill -$p "$c" 2>/dev/null',
+    // wait returns early (128 + n) when a trapped signal arrives: wait again until the task is gone, then exit with its own status.
+    'while :; do wait "$c"; r=$?; kill -0 "$c" 2>/dev/null || { wait "$c"; s=$?; [ $s -eq 127 ] && s=$r; exit $s; }; done',
+  ].join('\n');
+}
+
+/** The init as it runs when env cannot restore SIGINT/SIGQUIT (see taskProcessArgs). */
+export const TASK_INIT_SCRIPT = initScript('"$@"');
+
+let envResetsSignals: boolean | undefined;
+/**
+ * Whether the host's /usr/bin/env takes --default-signal (coreutils 8.31+):
+ * a shell starts a background command with SIGINT and SIGQUIT ignored, and a
+ * task should get them as a process normally does.
+ */
+function envCanResetSignals(): boolean {
+  if (envResetsSignals === undefined) {
+    try {
+      execFileSync('/usr/bin/env', ['--default-signal=INT,QUIT', 'true'], { stdio: 'ignore', timeout: 5_000 });
+      envResetsSignals = true;
+    } catch {
+      envResetsSignals = false;
+    }
+  }
+  return envResetsSignals;
+}
 
 /** The process args of an isolated task: its command under the init when the root has a /bin/sh. */
 export function taskProcessArgs(command: string, args: readonly string[], chroot: Readonly<Record<string, string>>): string[] {
   const bin = chroot['/bin'];
   const hasShell = bin !== undefined && existsSync(join(bin, 'sh'));
-  return hasShell ? ['/bin/sh', '-c', TASK_INIT_SCRIPT, 'csiplug-init', command, ...args] : [command, ...args];
+  if (!hasShell) return [command, ...args];
+  const usr = chroot['/usr'];
+  const resetSignals = usr !== undefined && usr === '/usr' && envCanResetSignals();
+  const script = resetSignals ? initScript('/usr/bin/env --default-signal=INT,QUIT -- "$@"') : TASK_INIT_SCRIPT;
+  return ['/bin/sh', '-c', script, 'csiplug-init', command, ...args];
 }
 
 /** Where the task sees its own dirs. */
@@ -214,7 +245,10 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     ? grantableCaps()
     : [...new Set([...DEFAULT_TASK_CAPS, ...(iso.capAdd ?? []).map(capabilityName)])].filter((c) => !(iso.capDrop ?? []).map(capabilityName).includes(c));
   const resources: Record<string, unknown> = {};
-  if (iso.resources?.memoryBytes) resources['memory'] = { limit: iso.resources.memoryBytes };
+  // Swap counts against the limit (memsw), as Nomad sets it: a task cannot swap past its memory.
+  // (Only where the kernel accounts swap: cgroup v2, or v1 with memsw; else runc could not apply it.)
+  const swapAccounted = existsSync('/sys/fs/cgroup/cgroup.controllers') || existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes');
+  if (iso.resources?.memoryBytes) resources['memory'] = { limit: iso.resources.memoryBytes, ...(swapAccounted ? { swap: iso.resources.memoryBytes } : {}) };
   if (iso.resources?.cpuShares) resources['cpu'] = { shares: iso.resources.cpuShares };
   return {
     ociVersion: '1.0.2',

@@ -148,6 +148,17 @@ describe('ExecDriver: isolated tasks on runc', () => {
     expect(exit.exitCode).toBe(128 + 15);
   });
 
+  it('a task that handles SIGINT itself gets it (a background command of a shell would start with it ignored)', async () => {
+    const d = driver();
+    const cfg = task('int', 'trap "echo int > /local/got; exit 4" INT; echo up > /local/up; while true; do sleep 0.05; done');
+    const h = await d.start(cfg);
+    handles.push(h);
+    await until('the task up', () => read(join(cfg.local, 'up')));
+    const exit = await d.stop(h, 'SIGINT', 60_000);
+    expect(exit.exitCode).toBe(4);
+    expect(read(join(cfg.local, 'got'))).toBe('int\n');
+  });
+
   it('a new driver (the agent restarted) finds the live isolated task, and stops it; an exited one leaves nothing', async () => {
     const cfg = task('long', 'echo up > /local/up; while true; do sleep 0.05; done');
     const first = driver();

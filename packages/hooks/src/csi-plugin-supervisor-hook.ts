@@ -56,7 +56,7 @@ import * as path from 'path';
 import { inject, injectable } from 'tsyringe';
 import type { CSIPluginConfig, TaskHook, TaskHookContext, TaskPrestartResult } from './hook';
 import { CSI_SOCKET_NAME, pluginMountRoot, pluginSocketDir, pluginSocketPath } from './paths';
-import { ensureSharedMount, releaseSharedMount } from './shared-mount';
+import { SharedMountError, ensureSharedMount, propagationProblem, releaseSharedMount } from './shared-mount';
 import { IHooksConfig, type HooksConfig } from './hooks-config';
 import type { ICSIPluginSupervisorFactory } from './tokens';
 import { waitForPath } from './wait-for-path';
@@ -98,6 +98,8 @@ export class CSIPluginSupervisorHook implements TaskHook {
     private readonly heartbeat: HeartbeatStrategy,
     private readonly timeouts: TimeoutPolicy,
     private readonly logger: Logger,
+    /** Per mount root, the isolated plugin tasks of this agent that use its shared bind (shared by every hook the factory makes). */
+    private readonly mountRootUsers: Map<string, Set<CSIPluginSupervisorHook>> = new Map(),
   ) {}
 
   /** Entries currently registered by this task (for status and tests). */
@@ -123,6 +125,7 @@ export class CSIPluginSupervisorHook implements TaskHook {
       // (and so in the workloads). The host side must be a shared mount for
       // that; it is made one here.
       ensureSharedMount(mountRoot);
+      this.useMountRoot(mountRoot);
       const env: Record<string, string> = { CSIPLUG_CSI_MOUNT_DIR: this.config.stagePublishBaseDir };
       if (!ctx.task.env.CSI_ENDPOINT) env.CSI_ENDPOINT = `unix://${path.posix.join(this.config.mountDir, CSI_SOCKET_NAME)}`;
       return {
@@ -156,6 +159,26 @@ export class CSIPluginSupervisorHook implements TaskHook {
     if (ctx.task.isolated) this.releaseMountRoot(ctx);
   }
 
+  private useMountRoot(mountRoot: string): void {
+    let users = this.mountRootUsers.get(mountRoot);
+    if (!users) this.mountRootUsers.set(mountRoot, (users = new Set()));
+    users.add(this);
+  }
+
+  /**
+   * An isolated plugin is registered only when its staging/publish mount is
+   * shared on both sides: else every volume it mounts would stay hidden in
+   * its container while the workloads see empty dirs. Refused with a
+   * SharedMountError that says which side is not.
+   */
+  private async checkPropagation(ctx: TaskHookContext): Promise<void> {
+    const mountRoot = pluginMountRoot(this.dataDir, this.config);
+    const inTask = await ctx.taskMountInfo?.();
+    if (inTask === undefined) throw new SharedMountError(mountRoot, 'the mount table of the plugin\'s container could not be read, so its propagation cannot be checked');
+    const problem = propagationProblem(fs.realpathSync(mountRoot), this.config.stagePublishBaseDir, inTask);
+    if (problem) throw new SharedMountError(mountRoot, problem);
+  }
+
   /**
    * The task exited or stopped: the shared bind of the staging/publish base
    * its prestart made goes (its next start makes it again), unless another alloc of the plugin is registered
@@ -164,7 +187,12 @@ export class CSIPluginSupervisorHook implements TaskHook {
    */
   private releaseMountRoot(ctx: TaskHookContext): void {
     const mountRoot = pluginMountRoot(this.dataDir, this.config);
+    const users = this.mountRootUsers.get(mountRoot);
+    users?.delete(this);
+    if (users && users.size === 0) this.mountRootUsers.delete(mountRoot);
     try {
+      // Another isolated task of the plugin runs on it (an upgrade's new alloc, registered or not yet), or one an earlier agent started is registered.
+      if (users && users.size > 0) return;
       const others = registryTypesFor(this.config.type).some((type) => this.registry.registrations(type, this.config.id).some((r) => r.allocId !== ctx.alloc.id));
       if (!others) releaseSharedMount(mountRoot);
     } catch (err) {
@@ -174,7 +202,7 @@ export class CSIPluginSupervisorHook implements TaskHook {
 
   async exited(ctx: TaskHookContext): Promise<void> {
     this.teardown(ctx);
-    // Its container is gone: a task that never runs again (restarts used up) must not leave the shared bind; a restart makes it again.
+    // Its container is gone: it no longer uses the shared bind (a restart's prestart takes it again).
     if (ctx.task.isolated) this.releaseMountRoot(ctx);
   }
 
@@ -245,6 +273,11 @@ export class CSIPluginSupervisorHook implements TaskHook {
   }
 
   private async registerAll(ctx: TaskHookContext, client: CSIClient, signal: AbortSignal): Promise<void> {
+    if (ctx.task.isolated) {
+      // A task re-attached after an agent restart ran no prestart in this agent: it uses the shared bind all the same.
+      this.useMountRoot(pluginMountRoot(this.dataDir, this.config));
+      await this.checkPropagation(ctx);
+    }
     const info = await client.getPluginInfo({ signal });
     const mountRoot = pluginMountRoot(this.dataDir, this.config);
     const socketPath = pluginSocketPath(this.dataDir, ctx.alloc.id);
@@ -364,6 +397,10 @@ export class CSIPluginSupervisorFactory implements ICSIPluginSupervisorFactory {
       this.heartbeat,
       this.timeouts,
       this.logger.child({ hook: 'csi_plugin_supervisor' }),
+      this.mountRootUsers,
     );
   }
+
+  /** Per mount root, the isolated plugin tasks using its shared bind: a release waits for the last of them. */
+  private readonly mountRootUsers = new Map<string, Set<CSIPluginSupervisorHook>>();
 }

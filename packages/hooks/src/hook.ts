@@ -84,6 +84,8 @@ export interface TaskHookContext extends HookContextBase {
    * failed exit (delay, attempts, mode "fail" ending it dead and failed).
    */
   requestRestart(reason: string): void;
+  /** The mount table as the task sees it (an isolated task's container; /proc/<pid>/mountinfo text), when the driver can tell. */
+  taskMountInfo?(): Promise<string | undefined>;
 }
 
 export interface AllocHookContext extends HookContextBase {

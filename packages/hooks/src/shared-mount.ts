@@ -4,7 +4,7 @@
 // mount namespace and no workload ever sees it (a classic with container
 // drivers, e.g. nomad-driver-podman#192). The dir is bind-mounted onto
 // itself when it is not a mount point yet, then made shared.
-import { CsiplugError, readMountInfoSync, topMountAt, type MountInfoEntry } from '@csiplug/core';
+import { CsiplugError, parseMountInfo, readMountInfoSync, topMountAt, type MountInfoEntry } from '@csiplug/core';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 
@@ -83,3 +83,22 @@ export function releaseSharedMount(dir: string, read: () => readonly MountInfoEn
   }
   return true;
 }
+
+/**
+ * Why an isolated plugin's bidirectional mount would not carry its mounts
+ * to the host, or undefined when it will: the host side (`hostDir` in the
+ * host's mount table) and the task side (`taskDir` in the mount table the
+ * task sees, `taskMountInfo`: /proc/<pid>/mountinfo of a process in it)
+ * must both be mount points with shared propagation.
+ */
+export function propagationProblem(hostDir: string, taskDir: string, taskMountInfo: string, hostMounts: readonly MountInfoEntry[] = readMountInfoSync()): string | undefined {
+  const host = topMountAt(hostMounts, hostDir);
+  if (!host) return `on the host, ${hostDir} is not a mount point`;
+  if (!isShared(host)) return `on the host, the mount at ${hostDir} has no shared propagation (${propagationOf(host)})`;
+  const inTask = topMountAt(parseMountInfo(taskMountInfo), taskDir);
+  if (!inTask) return `in the plugin's container, ${taskDir} is not a mount point`;
+  if (!isShared(inTask)) return `in the plugin's container, the mount at ${taskDir} has no shared propagation (${propagationOf(inTask)}): what the plugin mounts there stays in its container`;
+  return undefined;
+}
+
+const propagationOf = (m: Pick<MountInfoEntry, 'optionalFields'>): string => (m.optionalFields.length ? m.optionalFields.join(' ') : 'private');

@@ -14,7 +14,7 @@ import { ApiClient } from '../api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../spec';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
-import { hostpathPluginCodeDirs, hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from './specs';
+import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
 
 
 export interface DemoOptions {
@@ -94,7 +94,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
     say(`csiplug demo — data dir ${dataDir}, API http://127.0.0.1:${port}`);
     say(driver === 'exec' ? '    tasks run isolated on runc (driver "exec")' : '    tasks run as host processes (driver "raw_exec"): runc is not installed (apt-get install runc for isolated tasks)');
     await run('start the agent', startAgent);
-    const pluginJob = await parseJobspec(hostpathPluginJobHcl({ driver }), 'hostpath-plugin.hcl');
+    const pluginJob = await parseJobspec(hostpathPluginJobHcl({ driver, ...(driver === 'exec' ? { node: nodeBinary() } : {}) }), 'hostpath-plugin.hcl');
     await run('run the hostpath plugin as a monolith plugin job', () => api.runJob(jobToDocument(pluginJob)));
     const plugin = await run('wait for the plugin: socket, probe, registration, fingerprint', () =>
       until('plugin hostpath to be healthy', async () => {

@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 /** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
-export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec' } = {}): string {
+export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec'; node?: string } = {}): string {
   const pluginId = options.pluginId ?? 'hostpath';
   const restart = options.restartDelay
     ? `
@@ -23,7 +23,7 @@ job "${options.jobId ?? `${pluginId}-plugin`}" {
     task "plugin" {
       driver = "${options.driver ?? 'raw_exec'}"
       config {
-        command = "node"
+        command = ${JSON.stringify(options.node ?? 'node')}
         args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
                 "--state-dir", "\${CSIPLUG_PLUGIN_DATA_DIR}/state", "--mode", "monolith", "--log-level", "warn",
                 "--name", "${pluginId}.csiplug.io"]
@@ -91,8 +91,18 @@ capability {
 export function hostpathPluginCodeDirs(): string[] {
   const pkg = fs.realpathSync(path.dirname(require.resolve('@csiplug/hostpath-plugin/package.json')));
   const grpc = fs.realpathSync(require.resolve('@grpc/grpc-js/package.json', { paths: [pkg] }));
+  // The outermost node_modules (a dependency nested below another's, or a pnpm store, lies inside it).
   const parts = grpc.split(path.sep);
-  const nm = parts.lastIndexOf('node_modules');
-  const dirs = [pkg, parts.slice(0, nm).join(path.sep) || path.sep].sort();
-  return dirs.filter((d, i) => !dirs.slice(0, i).some((o) => d === o || d.startsWith(o + path.sep)));
+  const root = parts.slice(0, parts.indexOf('node_modules')).join(path.sep);
+  // node itself, when it is not under a default chroot dir (nvm, /opt…): its install prefix.
+  const prefix = path.dirname(path.dirname(fs.realpathSync(process.execPath)));
+  const inDefault = ['/usr', '/bin', '/sbin', '/lib', '/lib64'].some((d) => prefix === d || prefix.startsWith(d + path.sep));
+  // A root of "/" (node_modules at the top) cannot be bound: the package dir alone then.
+  const dirs = [...new Set([pkg, ...(root ? [root] : []), ...(inDefault ? [] : [prefix])])].sort();
+  return dirs.filter((d, i) => !dirs.slice(0, i).some((o) => d.startsWith(o + path.sep)));
+}
+
+/** The node binary an isolated plugin task runs (its absolute path: the task's PATH is not the agent's). */
+export function nodeBinary(): string {
+  return fs.realpathSync(process.execPath);
 }

@@ -206,6 +206,7 @@ export class TaskRunner {
       signal: this.stopController.signal,
       emitEvent: (e) => this.event(e),
       requestRestart: (reason) => void this.restartFor(reason, true),
+      taskMountInfo: async () => (this.handle && this.deps.driver.taskMountInfo ? this.deps.driver.taskMountInfo(this.handle) : undefined),
     };
   }
 

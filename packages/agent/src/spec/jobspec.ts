@@ -314,6 +314,8 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
   }
 
   const env = r.stringMap('env');
+  // An isolated task starts under a shell init, which passes on only names a shell takes.
+  if (isolated) for (const k of Object.keys(env)) if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) r.fail('env', `"${k}" is not a name an isolated (exec) task can be given: letters, digits and _, not starting with a digit`);
 
   let csiPlugin: CSIPluginConfig | undefined;
   if (r.has('csi_plugin')) {
