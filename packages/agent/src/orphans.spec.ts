@@ -142,6 +142,21 @@ describe('orphans', () => {
       }
     });
 
+    it('an isolated task whose runc and executor are gone but whose container runs is an orphan task (stopped through the driver, which removes the container)', () => {
+      task('lost-iso', 'web', 300);
+      const taskDir = path.join(dd, 'allocs', 'lost-iso', 'web');
+      records.set(taskDir, { ...records.get(taskDir)!, runc: { root: '/run/csiplug/runc', id: 'csiplug-lost-iso-web' } });
+      task('lost-ended', 'web', 400);
+      const endedDir = path.join(dd, 'allocs', 'lost-ended', 'web');
+      records.set(endedDir, { ...records.get(endedDir)!, runc: { root: '/run/csiplug/runc', id: 'csiplug-lost-ended-web' } });
+      const orphans = findOrphans({ dataDir: dd, known, mounts: [], readTask: ({ taskDir: d }) => records.get(d), isSameProcess, containerRuns: (h) => h.allocId === 'lost-iso' });
+      const tasks = orphans.filter((o) => o.kind === 'task');
+      expect(tasks.map((o) => o.kind === 'task' && o.allocId)).toEqual(['lost-iso']);
+      expect(describeOrphan(tasks[0]!)).toBe(
+        `orphan task: task "web" of alloc lost-iso (${taskDir}): its container csiplug-lost-iso-web (runc pid 300 has ended) runs, its executor pid 1300 has ended; the state knows no alloc lost-iso`,
+      );
+    });
+
     it('takes a task whose record cannot be read for one that may run, says so, and the cleanup keeps its alloc dir', async () => {
       task('lost-1', 'web', 200);
       const unread: string[] = [];

@@ -54,7 +54,7 @@ export type Liveness = boolean | 'unknown';
 
 export type Orphan =
   /** A task (or its executor) still running for an alloc the state does not know. */
-  | { kind: 'task'; allocId: string; taskName: string; taskDir: string; handle: TaskHandle; task: Liveness; executor: Liveness }
+  | { kind: 'task'; allocId: string; taskName: string; taskDir: string; handle: TaskHandle; task: Liveness; executor: Liveness; container?: true }
   /** A task of an alloc the state does not know whose executor record cannot be read or is missing with no exit record: it may run, and nothing can stop it. */
   | { kind: 'unverified task'; allocId: string; taskName: string; taskDir: string; why: string }
   /** A mount under the data dir that belongs to no alloc or volume the state knows. */
@@ -74,6 +74,8 @@ export interface OrphanScanInput {
   isSameProcess(pid: number, startTime: string): boolean;
   /** Told of an executor record the scan could not read; that task is taken to be running (its alloc is kept). */
   onUnreadable?(what: string, err: unknown): void;
+  /** Whether an isolated task's container still runs (its runc and executor may both be gone); throws when it cannot be told. */
+  containerRuns?(handle: TaskHandle): boolean;
 }
 
 /** The dirs in `dir` (never a symlink), sorted; `wanted` filters names before anything is stat-ed. */
@@ -172,8 +174,10 @@ export function findOrphans(input: OrphanScanInput): Orphan[] {
       }
       const task = liveness(() => input.isSameProcess(handle.pid, handle.startTime));
       const executor = liveness(() => input.isSameProcess(handle.executorPid, handle.executorStartTime));
-      if (task === false && executor === false) continue; // it ended: only its dir is left
-      tasks.push({ kind: 'task', allocId, taskName, taskDir, handle, task, executor });
+      // An isolated task's container outlives a killed runc and executor: it still runs, and is stopped as a task.
+      const container = task === false && executor === false && handle.runc && input.containerRuns ? liveness(() => input.containerRuns!(handle)) : false;
+      if (task === false && executor === false && container === false) continue; // it ended: only its dir is left
+      tasks.push({ kind: 'task', allocId, taskName, taskDir, handle, task: task === false && container !== false ? container : task, executor, ...(container !== false ? { container: true } : {}) });
     }
   }
 
@@ -203,7 +207,7 @@ export function describeOrphan(o: Orphan): string {
   switch (o.kind) {
     case 'task':
       return (
-        `orphan task: task "${o.taskName}" of alloc ${o.allocId} (${o.taskDir}): ${livenessText(o.task, `pid ${o.handle.pid}`)}, ` +
+        `orphan task: task "${o.taskName}" of alloc ${o.allocId} (${o.taskDir}): ${livenessText(o.task, o.container ? `its container ${o.handle.runc!.id} (runc pid ${o.handle.pid} has ended)` : `pid ${o.handle.pid}`)}, ` +
         `${livenessText(o.executor, `its executor pid ${o.handle.executorPid}`)}; the state knows no alloc ${o.allocId}`
       );
     case 'unverified task':
@@ -519,6 +523,7 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
       mounts: readMountInfoSync().filter((m) => m.mountPoint.startsWith(`${dataDir}/`)),
       readTask: (task) => driver.adopt(task),
       isSameProcess: (pid, startTime) => isSameProcess(pid, startTime),
+      ...(driver.containerRuns ? { containerRuns: (handle: TaskHandle) => driver.containerRuns!(handle) } : {}),
       onUnreadable: (what, err) => log.warn(`orphan check: could not read ${what}; it is left out`, { error: errorMessage(err) }),
     });
     for (const o of orphans) log.warn(describeOrphan(o));

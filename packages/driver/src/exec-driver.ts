@@ -500,6 +500,15 @@ export class ExecDriver implements TaskDriver {
     }
   }
 
+  containerRuns(handle: TaskHandle): boolean {
+    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return false;
+    const r = spawnSync(this.runcPath, ['--root', handle.runc.root, 'state', handle.runc.id], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000, env: { PATH: TASK_PATH } });
+    if (r.status === 0) return ['running', 'created', 'paused'].includes(String((JSON.parse(r.stdout.toString()) as { status?: unknown }).status));
+    const why = r.error ? r.error.message : r.stderr.toString().trim();
+    if (/does not exist/.test(why)) return false;
+    throw new Error(`runc state ${handle.runc.id}: ${why}`);
+  }
+
   async taskMountInfo(handle: TaskHandle): Promise<string | undefined> {
     if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return undefined;
     try {

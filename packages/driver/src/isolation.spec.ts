@@ -23,6 +23,12 @@ describe('ociConfig', () => {
     expect((c['process'] as { env: string[] }).env).toEqual(['A=b']);
   });
 
+  it('mounts parents before children, whoever asked for them: a volume at /opt does not hide a chroot dir at /opt/plugin', () => {
+    const order = mounts(ociConfig(task, base({ chroot: { '/opt/plugin': '/usr' }, mounts: [{ source: '/x', destination: '/opt' }] }))).map((m) => m.destination);
+    expect(order.indexOf('/opt')).toBeLessThan(order.indexOf('/opt/plugin'));
+    expect(order.slice(0, 3)).toEqual(['/proc', '/sys', '/tmp']);
+  });
+
   it("refuses a chroot or mount on the task's own dirs, a relative path, a way out with .., and one destination twice", () => {
     expect(() => ociConfig(task, base({ chroot: { '/local/x': '/usr' } }))).toThrow(/chroot_env: \/local\/x is the task's own/);
     expect(() => ociConfig(task, base({ chroot: { 'usr': '/usr' } }))).toThrow(/not an absolute path/);

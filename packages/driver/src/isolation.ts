@@ -250,6 +250,10 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   const swapAccounted = existsSync('/sys/fs/cgroup/cgroup.controllers') || existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes');
   if (iso.resources?.memoryBytes) resources['memory'] = { limit: iso.resources.memoryBytes, ...(swapAccounted ? { swap: iso.resources.memoryBytes } : {}) };
   if (iso.resources?.cpuShares) resources['cpu'] = { shares: iso.resources.cpuShares };
+  // Parents before children, whoever asked for them (a volume at /opt must not hide a chroot dir at /opt/plugin); the system mounts stay first.
+  const system = new Set(['/proc', '/sys', '/tmp', '/dev', '/dev/pts', '/dev/shm', '/dev/mqueue']);
+  const depth = (m: Record<string, unknown>) => String(m['destination']).split('/').length;
+  const ordered = [...mounts.filter((m) => system.has(String(m['destination']))), ...mounts.filter((m) => !system.has(String(m['destination']))).sort((a, b) => depth(a) - depth(b))];
   return {
     ociVersion: '1.0.2',
     process: {
@@ -263,7 +267,7 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     },
     root: { path: 'rootfs', readonly: true },
     hostname: task.hostname,
-    mounts,
+    mounts: ordered,
     linux: {
       // Its own network namespace (loopback only): a task never reaches the agent's API on the host's 127.0.0.1.
       namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'network' }],
