@@ -59,6 +59,15 @@ describe('ExecDriver: isolated tasks on runc', () => {
     };
   };
 
+  /** Starts a task that runs `setup`, writes /local/up, then runs `main`; waits until it is up. */
+  const running = async (d: ExecDriver, name: string, setup: string, main: string) => {
+    const cfg = task(name, `${setup ? `${setup}; ` : ''}echo up > /local/up; ${main}`);
+    const h = await d.start(cfg);
+    handles.push(h);
+    await until(`task ${name} up`, () => read(join(cfg.local, 'up')));
+    return { cfg, h };
+  };
+
   beforeEach(() => {
     root = mkdtempSync(join(tmpdir(), 'csiplug-iso-'));
     runcRoot = join(root, 'runc');
@@ -121,41 +130,26 @@ describe('ExecDriver: isolated tasks on runc', () => {
 
   it('stop passes the kill signal on to the task; one that ignores it is killed at the timeout, and no container is left either way', async () => {
     const d = driver();
-    const polite = task('polite', 'trap "echo term > /local/got; exit 3" TERM; echo up > /local/up; while true; do sleep 0.05; done');
-    const h1 = await d.start(polite);
-    handles.push(h1);
-    await until('the task up', () => read(join(polite.local, 'up')));
-    const e1 = await d.stop(h1, 'SIGTERM', 10_000);
-    expect(e1.exitCode).toBe(3);
-    expect(read(join(polite.local, 'got'))).toBe('term\n');
+    const polite = await running(d, 'polite', 'trap "echo term > /local/got; exit 3" TERM', 'while true; do sleep 0.05; done');
+    expect((await d.stop(polite.h, 'SIGTERM', 10_000)).exitCode).toBe(3);
+    expect(read(join(polite.cfg.local, 'got'))).toBe('term\n');
 
-    const stubborn = task('stubborn', 'trap "" TERM; echo up > /local/up; while true; do sleep 0.05; done');
-    const h2 = await d.start(stubborn);
-    handles.push(h2);
-    await until('the task up', () => read(join(stubborn.local, 'up')));
-    await d.stop(h2, 'SIGTERM', 300);
+    const stubborn = await running(d, 'stubborn', 'trap "" TERM', 'while true; do sleep 0.05; done');
+    await d.stop(stubborn.h, 'SIGTERM', 300);
     await until('no container left', () => containers().length === 0);
   });
 
   it('a task with no handler of its own (a bare sleep) stops on the kill signal at once: the init passes it on', async () => {
     const d = driver();
-    const cfg = task('sleeper', 'echo up > /local/up; exec sleep 3600');
-    const h = await d.start(cfg);
-    handles.push(h);
-    await until('the sleep running', () => read(join(cfg.local, 'up')));
+    const { h } = await running(d, 'sleeper', '', 'exec sleep 3600');
     // SIGTERM ended it (128 + 15), not the SIGKILL a minute later (128 + 9).
-    const exit = await d.stop(h, 'SIGTERM', 60_000);
-    expect(exit.exitCode).toBe(128 + 15);
+    expect((await d.stop(h, 'SIGTERM', 60_000)).exitCode).toBe(128 + 15);
   });
 
   it('a task that handles SIGINT itself gets it (a background command of a shell would start with it ignored)', async () => {
     const d = driver();
-    const cfg = task('int', 'trap "echo int > /local/got; exit 4" INT; echo up > /local/up; while true; do sleep 0.05; done');
-    const h = await d.start(cfg);
-    handles.push(h);
-    await until('the task up', () => read(join(cfg.local, 'up')));
-    const exit = await d.stop(h, 'SIGINT', 60_000);
-    expect(exit.exitCode).toBe(4);
+    const { cfg, h } = await running(d, 'int', 'trap "echo int > /local/got; exit 4" INT', 'while true; do sleep 0.05; done');
+    expect((await d.stop(h, 'SIGINT', 60_000)).exitCode).toBe(4);
     expect(read(join(cfg.local, 'got'))).toBe('int\n');
   });
 
