@@ -104,6 +104,7 @@ describe('isolated (exec) workloads on runc', () => {
     await pollUntil('the workload stopped', async () => ((await h.api.getAlloc(id)).clientStatus === 'complete' ? true : undefined));
     expect(isAlive(pid)).toBe(false);
     expect(containersUnder(h.root)).toEqual([]);
+    expect(cgroupsOf(container)).toEqual([]);
   });
 
   it('an isolated hostpath plugin (socket at /csi, staging/publish base bidirectional) serves an isolated workload: what the plugin mounts inside its container is a mount on the host and in the workload', async () => {
@@ -143,8 +144,41 @@ describe('isolated (exec) workloads on runc', () => {
     expect(found).toHaveLength(1);
     expect(fs.readFileSync(found[0]!, 'utf8').trim()).toBe(id);
 
+    // kill -9 of the agent with both isolated: nothing is killed, the mount stays, both are re-attached and the plugin serves again.
+    const pluginPid = h.taskPid(pluginAlloc, 'plugin');
+    const workloadPid = h.taskPid(id, 'writer');
+    await h.kill('SIGKILL');
+    expect([isAlive(pluginPid), isAlive(workloadPid)]).toEqual([true, true]);
+    await h.start();
+    await pollUntil('both re-attached and the plugin healthy again', async () => {
+      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+      const a = await h.api.getAlloc(id);
+      return p && p.nodesHealthy === 1 && a.clientStatus === 'running' && a.tasks.writer?.events.some((e) => e.type === 'Reattached') ? true : undefined;
+    }, 60_000);
+    expect([h.taskPid(pluginAlloc, 'plugin'), h.taskPid(id, 'writer')]).toEqual([pluginPid, workloadPid]);
+    expect(mountsUnder(hostPath)).toEqual([hostPath]);
+    expect(fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim()).toBe(id);
+
+    // Stopping unmounts through the isolated plugin, and leaves no container and no cgroup of the workload.
     await h.api.stopJob('iso');
     await pollUntil('the workload stopped and unmounted', async () => ((await h.api.getAlloc(id)).clientStatus === 'complete' && mountsUnder(hostPath).length === 0 ? true : undefined), 60_000);
     expect(containersUnder(h.root)).toEqual([containerId(pluginAlloc, 'plugin')]);
+    expect(cgroupsOf(containerId(id, 'writer'))).toEqual([]);
+    await h.api.stopJob('hostpath-plugin');
+    await pollUntil('the plugin stopped', async () => (containersUnder(h.root).length === 0 ? true : undefined), 60_000);
+    expect(cgroupsOf(containerId(pluginAlloc, 'plugin'))).toEqual([]);
   });
 });
+
+/** The cgroup dirs (v1 or v2) named after a container, anywhere under /sys/fs/cgroup: runc's, left behind if any. */
+function cgroupsOf(container: string): string[] {
+  try {
+    return execFileSync('find', ['/sys/fs/cgroup', '-maxdepth', '4', '-type', 'd', '-name', container], { stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .split('\n')
+      .filter(Boolean);
+  } catch (err) {
+    // find exits 1 when some dir could not be read; what it printed still counts.
+    return ((err as { stdout?: Buffer }).stdout?.toString() ?? '').split('\n').filter(Boolean);
+  }
+}
