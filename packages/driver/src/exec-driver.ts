@@ -23,7 +23,7 @@ import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMes
 import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
-import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, executorPaths, readJsonFile, runcDeleteArgs, writeJsonAtomic } from './executor-protocol';
+import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, containerStateExists, executorPaths, readJsonFile, runcDeleteArgs, writeJsonAtomic } from './executor-protocol';
 import { ociConfig, prepareBundle, TASK_LOCAL_DIR, taskProcessArgs } from './isolation';
 import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
 import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
@@ -69,6 +69,9 @@ export function findRunc(): string | undefined {
 }
 
 const execFileAsync = promisify(execFile);
+
+/** How long one runc call may take before it is given up. */
+const RUNC_CALL_LIMIT_MS = 10_000;
 
 /** The PATH an isolated task gets unless its env sets one. */
 const TASK_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -501,18 +504,19 @@ export class ExecDriver implements TaskDriver {
   }
 
   containerRuns(handle: TaskHandle): boolean {
-    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return false;
-    const r = spawnSync(this.runcPath, ['--root', handle.runc.root, 'state', handle.runc.id], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 10_000, env: { PATH: TASK_PATH } });
-    if (r.status === 0) return ['running', 'created', 'paused'].includes(String((JSON.parse(r.stdout.toString()) as { status?: unknown }).status));
-    const why = r.error ? r.error.message : r.stderr.toString().trim();
-    if (/does not exist/.test(why)) return false;
-    throw new Error(`runc state ${handle.runc.id}: ${why}`);
+    const c = this.ourContainer(handle, handle);
+    if (!c) return false;
+    const r = this.runcSync(['--root', c.root, 'state', c.id]);
+    if (r.ok) return ['running', 'created', 'paused'].includes(String((JSON.parse(r.stdout) as { status?: unknown }).status));
+    if (/does not exist/.test(r.why)) return false;
+    throw new Error(`runc state ${c.id}: ${r.why}`);
   }
 
   async taskMountInfo(handle: TaskHandle): Promise<string | undefined> {
-    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return undefined;
+    const c = this.ourContainer(handle, handle);
+    if (!c) return undefined;
     try {
-      const { stdout } = await execFileAsync(this.runcPath, ['--root', handle.runc.root, 'state', handle.runc.id], { timeout: 10_000, env: { PATH: TASK_PATH } });
+      const { stdout } = await execFileAsync(this.runcPath!, ['--root', c.root, 'state', c.id], { timeout: RUNC_CALL_LIMIT_MS, env: { PATH: TASK_PATH } });
       const pid = (JSON.parse(stdout) as { pid?: unknown }).pid;
       if (typeof pid !== 'number' || pid <= 1) return undefined;
       return await readFileAsync(`/proc/${pid}/mountinfo`, 'utf8');
@@ -574,27 +578,34 @@ export class ExecDriver implements TaskDriver {
     return ours;
   }
 
-  /** `runc kill` of the handle's container when runc (pid and start time) still runs it; false when that could not be done. */
-  private killContainer(handle: TaskHandle, signal: NodeJS.Signals): boolean {
-    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc, handle)) return false;
-    if (!this.isSame(handle.pid, handle.startTime)) return false;
-    const r = spawnSync(this.runcPath, ['--root', handle.runc.root, 'kill', handle.runc.id, signal], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: TASK_PATH } });
-    if (r.error || r.status !== 0) {
-      this.log.debug('runc kill failed; signalling runc instead', { ...taskFields(handle), signal, err: r.error?.message ?? r.stderr.toString().trim() });
-      return false;
-    }
-    return true;
+  /** The handle's container when it has one, runc is here and the container is one of ours (see ownsContainer). */
+  private ourContainer(handle: Pick<TaskHandle, 'runc'>, task?: { allocId: string; taskName: string }): { root: string; id: string } | undefined {
+    return handle.runc && this.runcPath && this.ownsContainer(handle.runc, task) ? handle.runc : undefined;
   }
 
-  /** runc delete --force of the handle's container, if it has one: a no-op when it is gone. */
+  /** One runc call, synchronous and bounded; `why` says what went wrong when it did not succeed. */
+  private runcSync(args: string[]): { ok: true; stdout: string } | { ok: false; why: string } {
+    const r = spawnSync(this.runcPath!, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: RUNC_CALL_LIMIT_MS, env: { PATH: TASK_PATH } });
+    if (!r.error && r.status === 0) return { ok: true, stdout: r.stdout.toString() };
+    return { ok: false, why: r.error ? r.error.message : r.stderr.toString().trim() };
+  }
+
+  /** `runc kill` of the handle's container when runc (pid and start time) still runs it; false when that could not be done. */
+  private killContainer(handle: TaskHandle, signal: NodeJS.Signals): boolean {
+    const c = this.ourContainer(handle, handle);
+    if (!c || !this.isSame(handle.pid, handle.startTime)) return false;
+    const r = this.runcSync(['--root', c.root, 'kill', c.id, signal]);
+    if (!r.ok) this.log.debug('runc kill failed; signalling runc instead', { ...taskFields(handle), signal, err: r.why });
+    return r.ok;
+  }
+
+  /** runc delete --force of the handle's container, if runc still keeps one: a no-op (and no runc call) when it is gone. */
   private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'>): void {
-    if (!handle.runc || !this.runcPath || !this.ownsContainer(handle.runc)) return;
-    const r = spawnSync(this.runcPath, runcDeleteArgs(handle.runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: TASK_PATH } });
-    if (r.error || r.status !== 0) {
-      const why = r.error ? r.error.message : r.stderr.toString().trim();
-      // "does not exist" is the usual answer: nothing was left.
-      if (!/does not exist/.test(why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: handle.runc.id, err: why });
-    }
+    const c = this.ourContainer(handle);
+    if (!c || !containerStateExists(c)) return;
+    const r = this.runcSync(runcDeleteArgs(c));
+    // "does not exist" is the usual answer to a race with runc's own cleanup: nothing was left.
+    if (!r.ok && !/does not exist/.test(r.why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: c.id, err: r.why });
   }
 
   private assertOpen(what: string): void {

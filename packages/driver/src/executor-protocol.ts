@@ -4,7 +4,7 @@
 // gone when the other reads them.
 //
 // The executor imports this file, so it must use node built-ins only.
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { rethrowReadError } from './proc';
 
@@ -40,6 +40,15 @@ export interface RuncContainer {
 /** `runc run` of the container, in the foreground: runc passes signals on to the task and exits with its status. */
 export function runcRunArgs(c: RuncContainer): string[] {
   return ['--root', c.root, 'run', '--bundle', c.bundle, '--no-new-keyring', c.id];
+}
+
+/**
+ * Whether runc still keeps state for the container (its dir under the runc
+ * root, gone once the container is deleted): a container whose runc exited
+ * normally has none, and needs no `runc delete`.
+ */
+export function containerStateExists(c: Pick<RuncContainer, 'root' | 'id'>): boolean {
+  return existsSync(join(c.root, c.id));
 }
 
 /** `runc delete --force`: kills what is left of the container and removes it (its cgroup too); nothing if it is gone. */

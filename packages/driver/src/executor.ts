@@ -10,7 +10,7 @@
 // sibling files that use node built-ins only). No DI, no @csiplug imports.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, constants as fsConstants, fchmodSync, openSync } from 'node:fs';
-import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, readJsonFile, runcDeleteArgs, runcRunArgs, writeJsonAtomic } from './executor-protocol';
+import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, containerStateExists, readJsonFile, runcDeleteArgs, runcRunArgs, writeJsonAtomic } from './executor-protocol';
 import { processStartTime } from './proc';
 
 /** Signals that, sent to the executor, are passed on to the task: whoever kills the executor means the task. */
@@ -163,7 +163,7 @@ export function runExecutor(specPath: string): void {
     signalGroup(pid, 'SIGKILL');
     // runc removes its container when the task ends; a runc that was killed
     // leaves the container (its own session) running: it goes now, cgroup and all.
-    if (runc) {
+    if (runc && containerStateExists(runc)) {
       const deleted = spawnSync(runc.binary, runcDeleteArgs(runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
       if (deleted.status !== 0) log(`runc delete of container ${runc.id} failed (${deleted.error?.message ?? `exit ${deleted.status}`}): ${deleted.stderr?.toString().trim() ?? ''}`);
     }

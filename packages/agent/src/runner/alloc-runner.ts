@@ -349,9 +349,9 @@ export class AllocRunner {
       if (!volume) continue;
       const destination = path.posix.join('/', m.destination);
       mounts.push({ source: volume.hostPath, destination, readOnly: m.readOnly || volume.readOnly, ...(m.propagation ? { propagation: m.propagation } : {}) });
+      // The group's volumes by name, where the task sees each: its first volume_mount of it (one it does not mount: not at all).
+      volumePaths[m.volume] ??= destination;
     }
-    // The group's volumes by name, where the task sees each: its first volume_mount of it (one it does not mount: not at all).
-    for (const m of task.volumeMounts) if (this.volumes[m.volume]) volumePaths[m.volume] ??= path.posix.join('/', m.destination);
     if (pluginDataDir !== undefined) mounts.push({ source: pluginDataDir, destination: pluginDataDir });
     return {
       config: {
