@@ -79,7 +79,7 @@ describe('orphans', () => {
   });
 
   describe('findOrphans', () => {
-    it('finds running tasks, mounts and dirs the state does not know, and leaves what it knows alone', () => {
+    it('finds running tasks, mounts and dirs the state does not know, and leaves what it knows alone', async () => {
       task('known-1', 'web', 100);
       alive.set(100, true).set(1_100, true);
       task('lost-1', 'web', 200);
@@ -95,7 +95,7 @@ describe('orphans', () => {
       mkdir('csi', 'monolith', 'hostpath', 'per-alloc', 'known-1');
       mkdir('csi', 'monolith', 'hostpath', 'per-alloc', 'lost-1');
 
-      const orphans = scan([
+      const orphans = await scan([
         path.join(dd, 'allocs'), // an operator's own filesystem for allocs: the layout, not an orphan
         staging('vol-known'),
         staging('ext-known'), // named by external id
@@ -124,32 +124,32 @@ describe('orphans', () => {
       expect(orphans.map((o) => o.kind)).toEqual(['task', 'task', 'task', 'mount', 'mount', 'mount', 'dir', 'dir', 'dir', 'dir', 'dir']);
     });
 
-    it('finds nothing in a data dir the state knows all of, or one that has no allocs dir yet', () => {
-      expect(scan([])).toEqual([]);
+    it('finds nothing in a data dir the state knows all of, or one that has no allocs dir yet', async () => {
+      expect(await scan([])).toEqual([]);
       task('known-1', 'web', 100);
       alive.set(100, true);
-      expect(scan([target('known-1', 'vol-known'), staging('vol-known')])).toEqual([]);
+      expect(await scan([target('known-1', 'vol-known'), staging('vol-known')])).toEqual([]);
     });
 
-    it('never follows a symlink in the data dir', () => {
+    it('never follows a symlink in the data dir', async () => {
       const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-orphans-elsewhere-'));
       try {
         mkdir('allocs');
         fs.symlinkSync(elsewhere, path.join(dd, 'allocs', 'linked'));
-        expect(scan([])).toEqual([]);
+        expect(await scan([])).toEqual([]);
       } finally {
         fs.rmSync(elsewhere, { recursive: true, force: true });
       }
     });
 
-    it('an isolated task whose runc and executor are gone but whose container runs is an orphan task (stopped through the driver, which removes the container)', () => {
+    it('an isolated task whose runc and executor are gone but whose container runs is an orphan task (stopped through the driver, which removes the container)', async () => {
       task('lost-iso', 'web', 300);
       const taskDir = path.join(dd, 'allocs', 'lost-iso', 'web');
       records.set(taskDir, { ...records.get(taskDir)!, runc: { root: '/run/csiplug/runc', id: 'csiplug-lost-iso-web' } });
       task('lost-ended', 'web', 400);
       const endedDir = path.join(dd, 'allocs', 'lost-ended', 'web');
       records.set(endedDir, { ...records.get(endedDir)!, runc: { root: '/run/csiplug/runc', id: 'csiplug-lost-ended-web' } });
-      const orphans = findOrphans({ dataDir: dd, known, mounts: [], readTask: ({ taskDir: d }) => records.get(d), isSameProcess, containerRuns: (h) => h.allocId === 'lost-iso' });
+      const orphans = await findOrphans({ dataDir: dd, known, mounts: [], readTask: ({ taskDir: d }) => records.get(d), isSameProcess, containerRuns: async (h) => h.allocId === 'lost-iso' });
       const tasks = orphans.filter((o) => o.kind === 'task');
       expect(tasks.map((o) => o.kind === 'task' && o.allocId)).toEqual(['lost-iso']);
       expect(describeOrphan(tasks[0]!)).toBe(
@@ -160,7 +160,7 @@ describe('orphans', () => {
     it('takes a task whose record cannot be read for one that may run, says so, and the cleanup keeps its alloc dir', async () => {
       task('lost-1', 'web', 200);
       const unread: string[] = [];
-      const orphans = findOrphans({
+      const orphans = await findOrphans({
         dataDir: dd,
         known,
         mounts: [],
@@ -196,10 +196,10 @@ describe('orphans', () => {
       expect(fs.existsSync(path.join(dd, 'allocs', 'lost-1', 'web', '.executor'))).toBe(true);
     });
 
-    it('takes a task dir whose executor recorded neither a pid nor an exit for a task that may run; one with an exit record has ended', () => {
+    it('takes a task dir whose executor recorded neither a pid nor an exit for a task that may run; one with an exit record has ended', async () => {
       for (const allocId of ['lost-1', 'lost-2']) fs.mkdirSync(path.join(dd, 'allocs', allocId, 'web', '.executor'), { recursive: true });
       fs.writeFileSync(path.join(dd, 'allocs', 'lost-2', 'web', '.executor', 'exit.json'), '{}');
-      const orphans = scan([]);
+      const orphans = await scan([]);
       expect(orphans.map((o) => `${o.kind} ${o.allocId}`)).toEqual(['unverified task lost-1', 'dir lost-1', 'dir lost-2']);
     });
   });

@@ -75,7 +75,7 @@ export interface OrphanScanInput {
   /** Told of an executor record the scan could not read; that task is taken to be running (its alloc is kept). */
   onUnreadable?(what: string, err: unknown): void;
   /** Whether an isolated task's container still runs (its runc and executor may both be gone); throws when it cannot be told. */
-  containerRuns?(handle: TaskHandle): boolean;
+  containerRuns?(handle: TaskHandle): Promise<boolean>;
 }
 
 /** The dirs in `dir` (never a symlink), sorted; `wanted` filters names before anything is stat-ed. */
@@ -144,7 +144,7 @@ function knownVolumeKeys(known: KnownState): Set<string> {
 }
 
 /** Finds every orphan under the data dir: running tasks, mounts, then dirs. Reads only. */
-export function findOrphans(input: OrphanScanInput): Orphan[] {
+export async function findOrphans(input: OrphanScanInput): Promise<Orphan[]> {
   const { dataDir, known } = input;
   const tasks: Orphan[] = [];
   const dirs: Orphan[] = [];
@@ -175,7 +175,7 @@ export function findOrphans(input: OrphanScanInput): Orphan[] {
       const task = liveness(() => input.isSameProcess(handle.pid, handle.startTime));
       const executor = liveness(() => input.isSameProcess(handle.executorPid, handle.executorStartTime));
       // An isolated task's container outlives a killed runc and executor: it still runs, and is stopped as a task.
-      const container = task === false && executor === false && handle.runc && input.containerRuns ? liveness(() => input.containerRuns!(handle)) : false;
+      const container = task === false && executor === false && handle.runc && input.containerRuns ? await input.containerRuns(handle).catch((): Liveness => 'unknown') : false;
       if (task === false && executor === false && container === false) continue; // it ended: only its dir is left
       tasks.push({ kind: 'task', allocId, taskName, taskDir, handle, task: task === false && container !== false ? container : task, executor, ...(container !== false ? { container: true } : {}) });
     }
@@ -516,7 +516,7 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
     const volumes = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
     const driver = container.resolve<TaskDriver>(ITaskDriver);
     const dataDir = fs.realpathSync(options.dataDir);
-    const orphans = findOrphans({
+    const orphans = await findOrphans({
       dataDir,
       known: knownState(state, allocs, volumes),
       // Strictly below the data dir: the data dir itself may well be a mount of its own.

@@ -77,7 +77,7 @@ export interface TaskDriver extends Disposable {
   /** Whether the handle's process is alive and is the same process (pid and start time). */
   isRunning(handle: TaskHandle): boolean;
   /** Whether an isolated task's container still exists and runs (it may outlive a killed runc and executor); false for a host process. Throws when it cannot be told. */
-  containerRuns?(handle: TaskHandle): boolean;
+  containerRuns?(handle: TaskHandle): Promise<boolean>;
   /** The mount table as an isolated task sees it (/proc/<pid>/mountinfo of its container's init); undefined for a host process or when it cannot be read. */
   taskMountInfo?(handle: TaskHandle): Promise<string | undefined>;
 }

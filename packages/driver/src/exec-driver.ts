@@ -12,9 +12,8 @@
 // descriptors, say, under a connection flood) says nothing about the task:
 // its state is "unknown" and is checked again on the next tick. Only an
 // exit record or a verified /proc check ends a task.
-import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { readFile as readFileAsync } from 'node:fs/promises';
-import { promisify } from 'node:util';
 import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { constants as osConstants } from 'node:os';
@@ -67,8 +66,6 @@ export const DEFAULT_RUNC_ROOT = '/run/csiplug/runc';
 export function findRunc(): string | undefined {
   return ['/usr/sbin/runc', '/usr/bin/runc', '/sbin/runc', '/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'].find((p) => existsSync(p));
 }
-
-const execFileAsync = promisify(execFile);
 
 /** How long one runc call may take before it is given up. */
 const RUNC_CALL_LIMIT_MS = 10_000;
@@ -148,6 +145,8 @@ export class ExecDriver implements TaskDriver {
   private readonly isRunningFaults: FaultLog;
   /** Waits in flight: dispose() ends them with a ShutdownError so nobody hangs. */
   private readonly pending = new Set<(err: Error) => void>();
+  /** Container removals under way, by runc root and id. */
+  private readonly removals = new Map<string, Promise<void>>();
   private disposed = false;
 
   constructor(
@@ -206,7 +205,7 @@ export class ExecDriver implements TaskDriver {
     rmSync(paths.pid, { force: true });
     rmSync(paths.exit, { force: true });
 
-    const runc = config.isolation ? this.prepareContainer(config, paths) : undefined;
+    const runc = config.isolation ? await this.prepareContainer(config, paths) : undefined;
     const spec: ExecutorSpec = {
       version: 1,
       command: config.command,
@@ -344,14 +343,14 @@ export class ExecDriver implements TaskDriver {
     if (last.state === 'running') return { running: true };
     if (last.state === 'exited') {
       // Its container, if runc was killed while the agent was away and nothing removed it.
-      this.removeContainer(handle);
+      await this.removeContainer(handle);
       return { running: false, exit: last.exit };
     }
     if (last.state === 'unknown') faults.fault('recover', last.cause);
     // Either the task is gone and its executor is about to record how it
     // ended, or it cannot be checked just now: wait a while for the truth.
     try {
-      return await this.watchUntil(
+      const found = await this.watchUntil(
         executorPaths(handle.taskDir).dir,
         (): RecoverResult | undefined => {
           last = this.probeNeverThrows(handle);
@@ -361,14 +360,13 @@ export class ExecDriver implements TaskDriver {
           }
           faults.recovered();
           if (last.state === 'running') return { running: true };
-          if (last.state === 'exited') {
-            this.removeContainer(handle);
-            return { running: false, exit: last.exit };
-          }
+          if (last.state === 'exited') return { running: false, exit: last.exit };
           return undefined;
         },
         { timeoutMs: this.exitGrace, onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace) },
       );
+      if (!found.running) await this.removeContainer(handle);
+      return found;
     } catch (err) {
       if (!(err instanceof TimeoutError)) throw err;
       // Never "exited" on a guess: the task is kept and wait() learns the end.
@@ -394,7 +392,11 @@ export class ExecDriver implements TaskDriver {
     if (existing) return existing;
     const faults = new FaultLog(this.clock, this.log, taskFields(handle));
     // A check that cannot tell goes on waiting: the next event or tick checks again.
-    const exit = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle, faults));
+    // runc is gone once the task has exited; its container may not be (runc and its executor both killed): it goes before the task counts as exited.
+    const exit = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle, faults)).then(async (ended) => {
+      await this.removeContainer(handle);
+      return ended;
+    });
     const entry = { exit, faults };
     this.waits.set(key, entry);
     const forget = () => {
@@ -420,7 +422,7 @@ export class ExecDriver implements TaskDriver {
       first = { state: 'unknown', cause: err };
     }
     if (first.state === 'exited') {
-      this.removeContainer(handle);
+      await this.removeContainer(handle);
       return first.exit;
     }
     // Running, exiting, or unknown: an unknown task is stopped like a running one.
@@ -432,9 +434,12 @@ export class ExecDriver implements TaskDriver {
     // tried again on every poll tick.
     let pending: NodeJS.Signals | undefined;
     let escalate: Disposable | undefined;
-    const deliver = (sig: NodeJS.Signals): void => {
+    /** A delivery under way (runc kill is a child process): a retry tick waits for it rather than sending twice. */
+    let delivering = false;
+    const deliver = async (sig: NodeJS.Signals): Promise<void> => {
+      delivering = true;
       try {
-        const sent = this.signal(handle, sig);
+        const sent = await this.signal(handle, sig);
         pending = undefined;
         // The grace of kill_timeout starts when the signal reaches the task,
         // not when stop() was asked: a signal held up by a fault must not
@@ -446,16 +451,21 @@ export class ExecDriver implements TaskDriver {
         if (err instanceof TaskSignalError) throw err;
         pending = sig;
         faults.fault(`stop (${sig})`, err);
+      } finally {
+        delivering = false;
       }
     };
     // Timer callbacks must never throw: that would crash the agent.
     const deliverFromTimer = (sig: NodeJS.Signals): void => {
-      try {
-        deliver(sig);
-      } catch (err) {
+      if (delivering) {
+        // The one under way decides; a SIGKILL asked meanwhile is sent on the next tick.
+        if (sig === 'SIGKILL') pending = sig;
+        return;
+      }
+      deliver(sig).catch((err: unknown) => {
         pending = undefined;
         this.log.error(`could not send ${sig} to task`, { ...taskFields(handle), err });
-      }
+      });
     };
     const armEscalation = (): void => {
       if (escalate) return;
@@ -467,7 +477,7 @@ export class ExecDriver implements TaskDriver {
       }, killTimeout);
     };
     // A TaskSignalError here (EPERM…) fails the stop, as it always has.
-    deliver(signal);
+    await deliver(signal);
     const retry = this.clock.setInterval(() => {
       if (pending) deliverFromTimer(pending);
     }, this.pollInterval);
@@ -503,10 +513,10 @@ export class ExecDriver implements TaskDriver {
     }
   }
 
-  containerRuns(handle: TaskHandle): boolean {
+  async containerRuns(handle: TaskHandle): Promise<boolean> {
     const c = this.ourContainer(handle, handle);
     if (!c) return false;
-    const r = this.runcSync(['--root', c.root, 'state', c.id]);
+    const r = await this.runc(['--root', c.root, 'state', c.id]);
     if (r.ok) return ['running', 'created', 'paused'].includes(String((JSON.parse(r.stdout) as { status?: unknown }).status));
     if (/does not exist/.test(r.why)) return false;
     throw new Error(`runc state ${c.id}: ${r.why}`);
@@ -516,8 +526,9 @@ export class ExecDriver implements TaskDriver {
     const c = this.ourContainer(handle, handle);
     if (!c) return undefined;
     try {
-      const { stdout } = await execFileAsync(this.runcPath!, ['--root', c.root, 'state', c.id], { timeout: RUNC_CALL_LIMIT_MS, env: { PATH: TASK_PATH } });
-      const pid = (JSON.parse(stdout) as { pid?: unknown }).pid;
+      const r = await this.runc(['--root', c.root, 'state', c.id]);
+      if (!r.ok) throw new Error(r.why);
+      const pid = (JSON.parse(r.stdout) as { pid?: unknown }).pid;
       if (typeof pid !== 'number' || pid <= 1) return undefined;
       return await readFileAsync(`/proc/${pid}/mountinfo`, 'utf8');
     } catch (err) {
@@ -542,7 +553,7 @@ export class ExecDriver implements TaskDriver {
    * removes a container a dead earlier run of the task left under its id.
    * Throws a TaskStartError when runc is not on the machine.
    */
-  private prepareContainer(config: DriverTaskConfig, paths: ExecutorPaths): RuncContainer {
+  private async prepareContainer(config: DriverTaskConfig, paths: ExecutorPaths): Promise<RuncContainer> {
     const { allocId, taskName } = config;
     if (!this.runcPath || !existsSync(this.runcPath)) {
       throw new TaskStartError(allocId, taskName, `the exec driver runs tasks isolated on runc, which is not installed on this machine${this.runcPath ? ` (no ${this.runcPath})` : ''}: install the runc package (apt-get install runc), or use driver = "raw_exec" to run the task as a host process`);
@@ -563,7 +574,7 @@ export class ExecDriver implements TaskDriver {
     mkdirSync(this.runcRoot, { recursive: true, mode: 0o700 });
     const container: RuncContainer = { binary: this.runcPath, root: this.runcRoot, id, bundle };
     // The earlier run is known dead (checked above): what is left of its container goes.
-    this.removeContainer({ runc: container, taskName, allocId });
+    await this.removeContainer({ runc: container, taskName, allocId });
     return container;
   }
 
@@ -583,29 +594,47 @@ export class ExecDriver implements TaskDriver {
     return handle.runc && this.runcPath && this.ownsContainer(handle.runc, task) ? handle.runc : undefined;
   }
 
-  /** One runc call, synchronous and bounded; `why` says what went wrong when it did not succeed. */
-  private runcSync(args: string[]): { ok: true; stdout: string } | { ok: false; why: string } {
-    const r = spawnSync(this.runcPath!, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: RUNC_CALL_LIMIT_MS, env: { PATH: TASK_PATH } });
-    if (!r.error && r.status === 0) return { ok: true, stdout: r.stdout.toString() };
-    return { ok: false, why: r.error ? r.error.message : r.stderr.toString().trim() };
+  /**
+   * One runc call, bounded, in a child process: the agent's event loop never
+   * waits on runc (a container stuck in the kernel holds up only its own
+   * call). `why` says what went wrong when it did not succeed.
+   */
+  private runc(args: string[]): Promise<{ ok: true; stdout: string } | { ok: false; why: string }> {
+    return new Promise((resolve) => {
+      execFile(this.runcPath!, args, { timeout: RUNC_CALL_LIMIT_MS, killSignal: 'SIGKILL', env: { PATH: TASK_PATH }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+        if (!err) resolve({ ok: true, stdout });
+        else resolve({ ok: false, why: String(stderr).trim() || (err.killed ? `runc ${args.slice(2, 3).join('')} took longer than ${formatDuration(RUNC_CALL_LIMIT_MS)}` : err.message) });
+      });
+    });
   }
 
   /** `runc kill` of the handle's container when runc (pid and start time) still runs it; false when that could not be done. */
-  private killContainer(handle: TaskHandle, signal: NodeJS.Signals): boolean {
+  private async killContainer(handle: TaskHandle, signal: NodeJS.Signals): Promise<boolean> {
     const c = this.ourContainer(handle, handle);
     if (!c || !this.isSame(handle.pid, handle.startTime)) return false;
-    const r = this.runcSync(['--root', c.root, 'kill', c.id, signal]);
+    const r = await this.runc(['--root', c.root, 'kill', c.id, signal]);
     if (!r.ok) this.log.debug('runc kill failed; signalling runc instead', { ...taskFields(handle), signal, err: r.why });
     return r.ok;
   }
 
-  /** runc delete --force of the handle's container, if runc still keeps one: a no-op (and no runc call) when it is gone. */
-  private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'>): void {
+  /**
+   * runc delete --force of the handle's container, if runc still keeps one:
+   * a no-op (and no runc call) when it is gone. One removal per container at
+   * a time: a second caller shares the one under way. Never throws.
+   */
+  private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'>): Promise<void> {
     const c = this.ourContainer(handle);
-    if (!c || !containerStateExists(c)) return;
-    const r = this.runcSync(runcDeleteArgs(c));
-    // "does not exist" is the usual answer to a race with runc's own cleanup: nothing was left.
-    if (!r.ok && !/does not exist/.test(r.why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: c.id, err: r.why });
+    if (!c || !containerStateExists(c)) return Promise.resolve();
+    const key = `${c.root}\0${c.id}`;
+    const under = this.removals.get(key);
+    if (under) return under;
+    const removal = this.runc(runcDeleteArgs(c)).then((r) => {
+      // "does not exist" is the usual answer to a race with runc's own cleanup: nothing was left.
+      if (!r.ok && !/does not exist/.test(r.why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: c.id, err: r.why });
+    });
+    this.removals.set(key, removal);
+    void removal.finally(() => this.removals.delete(key));
+    return removal;
   }
 
   private assertOpen(what: string): void {
@@ -695,7 +724,8 @@ export class ExecDriver implements TaskDriver {
     }
     try {
       const runc = this.readRecord<ExecutorSpec>(paths.spec)?.runc;
-      if (runc) this.removeContainer({ runc, taskName: 'task', allocId: '' });
+      // Not awaited: start() fails now; the removal logs its own failure.
+      if (runc) void this.removeContainer({ runc, taskName: 'task', allocId: '' });
     } catch (err) {
       this.log.error('could not remove the container of a task whose start failed; it may be left running', { spec: paths.spec, err: errorMessage(err) });
     }
@@ -710,8 +740,6 @@ export class ExecDriver implements TaskDriver {
     }
     faults.recovered();
     if (probe.state !== 'exited') return undefined;
-    // runc is gone; its container may not be (runc and its executor both killed): it goes before the task counts as exited.
-    this.removeContainer(handle);
     return probe.exit;
   }
 
@@ -777,13 +805,13 @@ export class ExecDriver implements TaskDriver {
   }
 
   /** Sends `signal` to the handle's task (and its process group) if it still is that process. */
-  private signal(handle: TaskHandle, signal: NodeJS.Signals): boolean {
+  private async signal(handle: TaskHandle, signal: NodeJS.Signals): Promise<boolean> {
     // An isolated task's signal goes to its container through runc kill (the
     // task is pid 1 of its namespace); runc itself, which the handle names,
     // is checked first, so a container of a run that ended is never signalled.
-    const sent = handle.runc && signal !== 'SIGKILL' && this.killContainer(handle, signal) ? true : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    const sent = handle.runc && signal !== 'SIGKILL' && (await this.killContainer(handle, signal)) ? true : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
     // SIGKILL ends runc, which cannot pass it on: the container goes with runc delete (its executor does the same, if it lives).
-    if (sent && signal === 'SIGKILL') this.removeContainer(handle);
+    if (sent && signal === 'SIGKILL') await this.removeContainer(handle);
     if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
     return sent;
   }
