@@ -46,6 +46,10 @@ describe('ociConfig', () => {
     const p = ociConfig(task, base({ privileged: true }));
     expect(caps(p)).toEqual(grantableCaps());
     expect(mounts(p).find((m) => m.destination === '/dev')).toMatchObject({ type: 'bind', source: '/dev' });
+    expect((p['linux'] as { resources: unknown }).resources).toMatchObject({ devices: [{ allow: true, access: 'rwm' }] });
+    expect(mounts(p).find((m) => m.destination === '/sys')!.options).toContain('rw');
+    expect((c['linux'] as { resources?: { devices?: unknown } }).resources?.devices).toBeUndefined();
+    expect(mounts(c).find((m) => m.destination === '/sys')!.options).toContain('ro');
     expect(() => capabilityName('teleport')).toThrow(/not a Linux capability/);
   });
 

@@ -193,7 +193,8 @@ export interface OciBundle {
 export function ociConfig(task: { hostname: string; args: readonly string[]; env: Readonly<Record<string, string>> }, iso: IsolationConfig): Record<string, unknown> {
   const mounts: Record<string, unknown>[] = [
     { destination: '/proc', type: 'proc', source: 'proc' },
-    { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+    // A privileged plugin (block devices: loop, iSCSI, NVMe) writes to /sys; every other task reads it.
+    { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', iso.privileged ? 'rw' : 'ro'] },
     { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
   ];
   if (iso.privileged) {
@@ -250,6 +251,9 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   const swapAccounted = existsSync('/sys/fs/cgroup/cgroup.controllers') || existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes');
   if (iso.resources?.memoryBytes) resources['memory'] = { limit: iso.resources.memoryBytes, ...(swapAccounted ? { swap: iso.resources.memoryBytes } : {}) };
   if (iso.resources?.cpuShares) resources['cpu'] = { shares: iso.resources.cpuShares };
+  // A privileged plugin may open any device of the host's /dev (a block-device plugin attaches and formats disks);
+  // any other task gets runc's default device rules (null, zero, full, random, urandom, tty, ptmx, pts).
+  if (iso.privileged) resources['devices'] = [{ allow: true, access: 'rwm' }];
   // Parents before children, whoever asked for them (a volume at /opt must not hide a chroot dir at /opt/plugin); the system mounts stay first.
   const system = new Set(['/proc', '/sys', '/tmp', '/dev', '/dev/pts', '/dev/shm', '/dev/mqueue']);
   const depth = (m: Record<string, unknown>) => String(m['destination']).split('/').length;

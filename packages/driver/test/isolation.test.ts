@@ -128,6 +128,24 @@ describe('ExecDriver: isolated tasks on runc', () => {
     expect(read(join(rw, 'new'))).toBe('written\n');
   });
 
+  it('a privileged task (a block-device plugin) may open the host\'s devices and write to /sys; any other task gets neither', async () => {
+    // The host's loop-control device: a privileged task sees the host's /dev; another makes the node itself (it may: mknod), and the device cgroup must refuse the open.
+    const probe = 'dev=/dev/loop-control; [ -c $dev ] || { mknod /dev/lc c 10 237 && dev=/dev/lc; }; if [ -c $dev ] && ( exec 3<>$dev ) 2>/dev/null; then echo opened; else echo refused; fi > /local/dev; awk \'$5 == "/sys" { print $6 }\' /proc/self/mountinfo | cut -d, -f1 > /local/sys';
+    const d = driver();
+    const privileged = task('block', probe, { privileged: true });
+    const h1 = await d.start(privileged);
+    handles.push(h1);
+    expect((await d.wait(h1)).exitCode).toBe(0);
+    expect(read(join(privileged.local, 'dev'))).toBe('opened\n');
+    expect(read(join(privileged.local, 'sys'))).toBe('rw\n');
+    const plain = task('plain', probe);
+    const h2 = await d.start(plain);
+    handles.push(h2);
+    expect((await d.wait(h2)).exitCode).toBe(0);
+    expect(read(join(plain.local, 'dev'))).toBe('refused\n');
+    expect(read(join(plain.local, 'sys'))).toBe('ro\n');
+  });
+
   it('stop passes the kill signal on to the task; one that ignores it is killed at the timeout, and no container is left either way', async () => {
     const d = driver();
     const polite = await running(d, 'polite', 'trap "echo term > /local/got; exit 3" TERM', 'while true; do sleep 0.05; done');
