@@ -274,6 +274,7 @@ export class Agent implements AgentService, AsyncDisposable {
       allocStore: this.allocStore,
       taskStates: this.taskStates,
       exec: this.config.exec,
+      hostNetwork: this.config.acl.token !== undefined,
       volumes: this.volumeMounts,
       clock: this.clock,
       logger: this.logger,

@@ -28,8 +28,12 @@ export interface TaskSpec {
    * absent means not isolated.
    */
   isolated?: boolean;
-  /** capAdd / capDrop: capabilities added to or dropped from the isolated task's default set (exec only). */
-  config: { command: string; args: string[]; capAdd?: string[]; capDrop?: string[] };
+  /**
+   * capAdd / capDrop: capabilities added to or dropped from the isolated
+   * task's default set; networkMode: the host's network or a loopback-only
+   * one of its own (absent: the agent's default, see AllocRunnerDeps.hostNetwork). Exec only.
+   */
+  config: { command: string; args: string[]; capAdd?: string[]; capDrop?: string[]; networkMode?: 'host' | 'none' };
   env: Record<string, string>;
   csiPlugin?: CSIPluginConfig;
   volumeMounts: VolumeMount[];

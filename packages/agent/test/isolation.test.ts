@@ -27,7 +27,7 @@ job "iso" {
       driver = "exec"
       config {
         command = "/bin/sh"
-        args    = ["-c", "echo \${CSIPLUG_ALLOC_ID} > $CSIPLUG_VOLUME_DATA/owner.txt; { echo x > /ro/nope; } 2> /local/ro-err; ls / > /local/root; cat /proc/1/cmdline > /local/pid; echo $CSIPLUG_TASK_DIR > /local/taskdir; exec sleep 3600"]
+        args    = ["-c", "echo \${CSIPLUG_ALLOC_ID} > $CSIPLUG_VOLUME_DATA/owner.txt; { echo x > /ro/nope; } 2> /local/ro-err; ls / > /local/root; cat /proc/1/cmdline > /local/pid; readlink /proc/self/ns/net > /local/netns; echo $CSIPLUG_TASK_DIR > /local/taskdir; exec sleep 3600"]
       }
       volume_mount {
         volume      = "data"
@@ -81,7 +81,9 @@ describe('isolated (exec) workloads on runc', () => {
     const root = fs.readFileSync(path.join(local, 'root'), 'utf8').split('\n').filter(Boolean);
     for (const d of ['alloc', 'data', 'local', 'ro', 'secrets', 'tmp', 'usr']) expect(root).toContain(d);
     for (const d of ['root', 'home', 'work', 'var']) expect(root).not.toContain(d);
-    expect(alloc.tasks.writer!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/^task started isolated by the exec driver \(runc, pid \d+\)$/));
+    expect(alloc.tasks.writer!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/^task started isolated by the exec driver \(runc, pid \d+; own network \(loopback only\)\)$/));
+    // An API with no token: the task gets a network of its own, so it cannot reach the API on 127.0.0.1.
+    expect(fs.readFileSync(path.join(local, 'netns'), 'utf8').trim()).not.toBe(fs.readlinkSync('/proc/self/ns/net'));
     const container = containerId(id, 'writer');
     expect(containersUnder(h.root)).toEqual([container]);
 
@@ -105,6 +107,51 @@ describe('isolated (exec) workloads on runc', () => {
     expect(isAlive(pid)).toBe(false);
     expect(containersUnder(h.root)).toEqual([]);
     expect(cgroupsOf(container)).toEqual([]);
+  });
+
+  it('shares the host network only when the API asks for a token: by default then, or when asked; asked without a token, the task is refused with the reason', async () => {
+    const netJob = (mode: string) => `
+job "net-${mode || 'default'}" {
+  group "app" {
+    task "probe" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "readlink /proc/self/ns/net > /local/netns; exec sleep 3600"]
+        ${mode ? `network_mode = "${mode}"` : ''}
+      }
+    }
+  }
+}`;
+    const netnsOf = async (mode: string) => {
+      const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(netJob(mode), 'net.hcl')));
+      const file = path.join(h.dataDir, 'allocs', allocIds[0]!, 'probe', 'local', 'netns');
+      const a = await pollUntil(`the ${mode || 'default'} probe settled`, async () => {
+        const alloc = await h.api.getAlloc(allocIds[0]!);
+        return alloc.clientStatus === 'failed' || (alloc.clientStatus === 'running' && fs.existsSync(file) && fs.readFileSync(file, 'utf8')) ? alloc : undefined;
+      });
+      return { alloc: a, netns: a.clientStatus === 'running' ? fs.readFileSync(file, 'utf8').trim() : undefined };
+    };
+    const host = fs.readlinkSync('/proc/self/ns/net');
+    // No token: "host" is refused with the reason, the default is a network of its own.
+    await h.start();
+    const refused = await netnsOf('host');
+    expect(refused.alloc.clientStatus).toBe('failed');
+    // No restart would change the answer: it fails at once.
+    expect(refused.alloc.tasks.probe!.restarts).toBe(0);
+    expect(refused.alloc.tasks.probe!.events.map((e) => e.message)).toContainEqual(expect.stringContaining('network_mode = "host" would let the task reach this agent\'s API, which asks for no token'));
+    expect((await netnsOf('')).netns).not.toBe(host);
+    await h.api.stopJob('net-default');
+    await h.kill('SIGTERM');
+    // With a token: the host's network by default, "none" still gives one of its own.
+    h.extraConfig = 'acl {\n  token = "net-test-token"\n}';
+    await h.start('net-test-token');
+    const shared = await netnsOf('');
+    expect(shared.netns).toBe(host);
+    expect(shared.alloc.tasks.probe!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/; the host's network\)$/));
+    expect((await netnsOf('none')).netns).not.toBe(host);
+    for (const job of ['net-default', 'net-none', 'net-host']) await h.api.stopJob(job).catch(() => undefined);
+    await pollUntil('the probes stopped', async () => (containersUnder(h.root).length === 0 ? true : undefined));
   });
 
   it('an isolated hostpath plugin (socket at /csi, staging/publish base bidirectional) serves an isolated workload: what the plugin mounts inside its container is a mount on the host and in the workload', async () => {

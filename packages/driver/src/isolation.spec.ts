@@ -19,6 +19,8 @@ describe('ociConfig', () => {
     expect(order.indexOf('/tmp/code')).toBeGreaterThan(order.indexOf('/tmp'));
     expect(byDest.get('/local')).toMatchObject({ source: '/d/local', options: expect.arrayContaining(['rw']) });
     expect(((c['linux'] as { namespaces: { type: string }[] }).namespaces).map((n) => n.type).sort()).toEqual(['ipc', 'mount', 'network', 'pid', 'uts']);
+    // The host's network: no network namespace of its own.
+    expect(((ociConfig(task, base({ network: 'host' }))['linux'] as { namespaces: { type: string }[] }).namespaces).map((n) => n.type).sort()).toEqual(['ipc', 'mount', 'pid', 'uts']);
     expect((c['root'] as { readonly: boolean }).readonly).toBe(true);
     expect((c['process'] as { env: string[] }).env).toEqual(['A=b']);
   });

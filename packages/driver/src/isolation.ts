@@ -50,6 +50,8 @@ export interface IsolationConfig {
   privileged?: boolean;
   /** cgroup limits, where the machine has cgroups. */
   resources?: { cpuShares?: number; memoryBytes?: number };
+  /** `host`: the host's network (no network namespace of its own); `none` (the default): a network namespace with loopback only. */
+  network?: 'host' | 'none';
 }
 
 /** Nomad's default capability set for isolated tasks (its exec driver's allow_caps default). */
@@ -273,8 +275,8 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     hostname: task.hostname,
     mounts: ordered,
     linux: {
-      // Its own network namespace (loopback only): a task never reaches the agent's API on the host's 127.0.0.1.
-      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'network' }],
+      // Unless it shares the host's network, its own network namespace (loopback only): it never reaches the agent's API on the host's 127.0.0.1.
+      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, ...(iso.network === 'host' ? [] : [{ type: 'network' }])],
       // A bidirectional mount needs the task's mount tree to pass mounts back (shared from the root down); host-to-task needs it to take them in.
       rootfsPropagation: shared ? 'rshared' : slave ? 'rslave' : 'rprivate',
       ...(Object.keys(resources).length ? { resources } : {}),

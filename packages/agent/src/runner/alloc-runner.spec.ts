@@ -87,6 +87,7 @@ describe('AllocRunner', () => {
       allocStore: store,
       taskStates: writer,
       exec: defaultExecConfig(),
+      hostNetwork: false,
       clock,
       logger,
       supervisors: {} as CSIPluginSupervisorFactory,

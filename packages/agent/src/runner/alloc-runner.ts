@@ -48,6 +48,13 @@ export interface AllocRunnerDeps {
   taskStates: TaskStateWriter;
   /** The exec driver's settings: what isolated tasks see, which capabilities they may add, whether a plugin may be privileged. */
   exec: ExecDriverConfig;
+  /**
+   * Whether an isolated task may share the host's network: only when the
+   * agent's API asks for a token (acl { token }), since a task on the host's
+   * network reaches the API on 127.0.0.1, which starts processes as root.
+   * Also the default of a task that does not say network_mode.
+   */
+  hostNetwork: boolean;
   clock: Clock;
   logger: Logger;
   supervisors: ICSIPluginSupervisorFactory;
@@ -341,7 +348,12 @@ export class AllocRunner {
     fs.mkdirSync(shared, { recursive: true, mode: 0o755 });
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
     const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
-    const refusal = notAllowed.length ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})` : undefined;
+    const network = task.config.networkMode ?? (this.deps.hostNetwork ? 'host' : 'none');
+    const refusal = notAllowed.length
+      ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
+      : network === 'host' && !this.deps.hostNetwork
+        ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
+        : undefined;
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
     for (const m of task.volumeMounts) {
@@ -362,6 +374,7 @@ export class AllocRunner {
         mounts,
         ...(task.config.capAdd ? { capAdd: task.config.capAdd } : {}),
         ...(task.config.capDrop ? { capDrop: task.config.capDrop } : {}),
+        network,
         ...(task.resources ? { resources: { ...(task.resources.cpu !== undefined ? { cpuShares: task.resources.cpu } : {}), ...(task.resources.memoryMB !== undefined ? { memoryBytes: task.resources.memoryMB * 1024 * 1024 } : {}) } } : {}),
         // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
         ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),

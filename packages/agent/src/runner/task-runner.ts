@@ -73,6 +73,9 @@ export interface TaskRunnerDeps {
   onStateChange(): void;
 }
 
+/** This agent refuses the task's configuration (a capability or the host network it may not have): no restart would help. */
+class TaskRefusedError extends Error {}
+
 export class TaskRunner {
   readonly state: TaskState;
   private handle: TaskHandle | undefined;
@@ -314,7 +317,8 @@ export class TaskRunner {
           if (!handle) {
             localStartFaults = 0;
             this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
-            const decision = this.tracker.onStartFailure(err);
+            // A refused configuration fails at once: restarts would only repeat the refusal.
+            const decision = err instanceof TaskRefusedError ? { action: 'fail' as const, reason: `not restarting: this agent refuses the task's configuration` } : this.tracker.onStartFailure(err);
             if (!(await this.afterDecision(decision))) break;
             runKind = 'start';
             continue;
@@ -455,7 +459,7 @@ export class TaskRunner {
   private async startProcess(ctx: TaskHookContext): Promise<TaskHandle | undefined> {
     if (this.isolationRefused !== undefined) {
       this.event({ type: TASK_EVENT.setupFailure, message: this.isolationRefused, failed: true });
-      throw new Error(`task "${this.task.name}": ${this.isolationRefused}`);
+      throw new TaskRefusedError(`task "${this.task.name}": ${this.isolationRefused}`);
     }
     let hookEnv: Record<string, string>;
     let hookMounts: TaskBindMount[];
@@ -501,6 +505,7 @@ export class TaskRunner {
       r?.cpu !== undefined ? `cpu shares ${r.cpu}` : undefined,
       r?.memoryMB !== undefined ? `memory limit ${r.memoryMB} MiB` : undefined,
       this.isolation.privileged ? 'privileged' : undefined,
+      this.isolation.network === 'host' ? "the host's network" : 'own network (loopback only)',
     ].filter(Boolean);
     return `task started isolated by the exec driver (runc, pid ${pid}${limits.length ? `; ${limits.join(', ')}` : ''})`;
   }

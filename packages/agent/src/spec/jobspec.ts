@@ -160,6 +160,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
       args: [...t.config.args],
       ...(t.config.capAdd ? { cap_add: [...t.config.capAdd] } : {}),
       ...(t.config.capDrop ? { cap_drop: [...t.config.capDrop] } : {}),
+      ...(t.config.networkMode ? { network_mode: t.config.networkMode } : {}),
     },
     env: { ...t.env },
     ...(t.csiPlugin ? { csi_plugin: plugin(t.csiPlugin) } : {}),
@@ -299,7 +300,7 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
   const isolated = driver === 'exec';
 
   if (!r.has('config')) r.fail('config', 'is required: config { command = "…" }');
-  const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop'])!;
+  const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop', 'network_mode'])!;
   const config: TaskSpec['config'] = { command: c.requiredString('command'), args: c.stringList('args') };
   for (const [key, field] of [['cap_add', 'capAdd'], ['cap_drop', 'capDrop']] as const) {
     if (!c.has(key)) continue;
@@ -311,6 +312,11 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
         return c.fail(`${key}[${i}]`, `"${name}" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`);
       }
     });
+  }
+
+  if (c.has('network_mode')) {
+    if (!isolated) c.fail('network_mode', 'is for driver = "exec" (an isolated task); a raw_exec task always uses the host\'s network');
+    config.networkMode = c.oneOf('network_mode', ['host', 'none'] as const);
   }
 
   const env = r.stringMap('env');
