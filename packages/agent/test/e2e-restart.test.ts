@@ -5,25 +5,33 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, workloadJobHcl } from '../src/commands/specs';
+import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);
 
 const WORKLOADS = 20;
 const RESTARTS = 10;
 
-async function runPlugin(h: AgentHarness): Promise<void> {
-  await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+type Driver = 'raw_exec' | 'exec';
+
+/** The plugin and the workloads as host processes, or all isolated on runc (the plugin's code dirs added to the chroot). */
+const ISOLATED_PLUGIN_JOB = hostpathPluginJobHcl({ restartDelay: '100ms', driver: 'exec', node: nodeBinary() });
+const isolatedAgentConfig = (): string => `plugin "exec" {\n  chroot_env = { ${hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ')} }\n}\n`;
+
+async function runPlugin(h: AgentHarness, driver: Driver = 'raw_exec'): Promise<void> {
+  await h.api.runJob(jobToDocument(await parseJobspec(driver === 'exec' ? ISOLATED_PLUGIN_JOB : PLUGIN_JOB, 'plugin.hcl')));
   await pollUntil('plugin hostpath healthy', async () => {
     const p = await h.api.getPlugin('hostpath').catch(() => undefined);
     return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
   });
 }
 
-async function runWorkload(h: AgentHarness, i: number): Promise<string> {
+async function runWorkload(h: AgentHarness, i: number, driver: Driver = 'raw_exec'): Promise<string> {
   const volumeId = `vol-${i}`;
   await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec(volumeId), `${volumeId}.hcl`)));
-  const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob(`work-${i}`, volumeId), `work-${i}.hcl`)));
+  const hcl = driver === 'exec' ? workloadJobHcl(`work-${i}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec') : workloadJob(`work-${i}`, volumeId);
+  const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(hcl, `work-${i}.hcl`)));
   return allocIds[0]!;
 }
 
@@ -37,12 +45,17 @@ describe('agent restart survival (kill -9)', () => {
   afterEach(async () => {
     const { leftMounts } = await h.cleanup();
     expect(leftMounts).toEqual([]);
+    expect(containersUnder(h.root)).toEqual([]);
   });
 
-  it(`${RESTARTS} restarts with ${WORKLOADS} workload allocs on one plugin: 0 tasks killed, 0 restarts, every volume mounted, every file intact`, async () => {
+  it.each<[Driver, string]>([
+    ['raw_exec', 'host processes'],
+    ['exec', 'all isolated on runc'],
+  ])(`${RESTARTS} restarts with ${WORKLOADS} workload allocs on one plugin (%s: %s): 0 tasks killed, 0 restarts, every volume mounted, every file intact`, async (driver) => {
+    if (driver === 'exec') h.extraConfig = isolatedAgentConfig();
     await h.start();
-    await runPlugin(h);
-    const allocIds = await Promise.all(Array.from({ length: WORKLOADS }, (_, i) => runWorkload(h, i)));
+    await runPlugin(h, driver);
+    const allocIds = await Promise.all(Array.from({ length: WORKLOADS }, (_, i) => runWorkload(h, i, driver)));
     const before = await pollUntil('every workload running with its file written', async () => {
       const allocs = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
       if (allocs.some((a) => a.clientStatus === 'failed')) throw new Error(`a workload failed: ${JSON.stringify(allocs.find((a) => a.clientStatus === 'failed'))}`);
@@ -75,6 +88,8 @@ describe('agent restart survival (kill -9)', () => {
         expect(fs.readFileSync(path.join(paths.get(a.id)!, 'owner.txt'), 'utf8').trim()).toBe(a.id);
       }
       expect(h.taskPid(pluginAlloc, 'plugin')).toBe(pluginPid);
+      // Isolated: each task's container is still the one it ran in.
+      if (driver === 'exec') expect(containersUnder(h.root)).toHaveLength(WORKLOADS + 1);
     }
 
     // job stop unmounts and releases the claims
@@ -82,6 +97,7 @@ describe('agent restart survival (kill -9)', () => {
     expect(mountsUnder(paths.get(allocIds[0]!)!)).toEqual([]);
     expect((await h.api.getVolume('vol-0')).claims).toEqual([]);
     expect(isAlive(pids.get(allocIds[0]!)!)).toBe(false);
+    if (driver === 'exec') expect(containersUnder(h.root)).toHaveLength(WORKLOADS);
   });
 
   it('a plugin that restarts under running workloads: workloads keep running and unmount cleanly through the new plugin', async () => {
