@@ -157,6 +157,31 @@ describe('orphans', () => {
       );
     });
 
+    it('an isolated task whose container cannot be checked (runc fails, or the check throws at once) is an orphan task that may run', async () => {
+      task('lost-a', 'web', 500);
+      task('lost-b', 'web', 600);
+      for (const id of ['lost-a', 'lost-b']) {
+        const dir = path.join(dd, 'allocs', id, 'web');
+        records.set(dir, { ...records.get(dir)!, runc: { root: '/run/csiplug/runc', id: `csiplug-${id}-web` } });
+      }
+      const orphans = await findOrphans({
+        dataDir: dd,
+        known,
+        mounts: [],
+        readTask: ({ taskDir: d }) => records.get(d),
+        isSameProcess,
+        containerRuns: (h) => {
+          if (h.allocId === 'lost-b') throw new Error('runc could not be run');
+          return Promise.reject(new Error('runc state took longer than 10s'));
+        },
+      });
+      const tasks = orphans.filter((o) => o.kind === 'task');
+      expect(tasks.map((o) => o.kind === 'task' && [o.allocId, o.task, o.container])).toEqual([
+        ['lost-a', 'unknown', true],
+        ['lost-b', 'unknown', true],
+      ]);
+    });
+
     it('takes a task whose record cannot be read for one that may run, says so, and the cleanup keeps its alloc dir', async () => {
       task('lost-1', 'web', 200);
       const unread: string[] = [];

@@ -175,7 +175,9 @@ export async function findOrphans(input: OrphanScanInput): Promise<Orphan[]> {
       const task = liveness(() => input.isSameProcess(handle.pid, handle.startTime));
       const executor = liveness(() => input.isSameProcess(handle.executorPid, handle.executorStartTime));
       // An isolated task's container outlives a killed runc and executor: it still runs, and is stopped as a task.
-      const container = task === false && executor === false && handle.runc && input.containerRuns ? await input.containerRuns(handle).catch((): Liveness => 'unknown') : false;
+      const askContainer = task === false && executor === false && handle.runc !== undefined && input.containerRuns !== undefined;
+      // A check that fails (runc hangs past its limit, answers garbage, or throws at once) is "unknown": the task is kept as one that may run.
+      const container: Liveness = askContainer ? await Promise.resolve(handle).then((h) => input.containerRuns!(h)).catch((): Liveness => 'unknown') : false;
       if (task === false && executor === false && container === false) continue; // it ended: only its dir is left
       tasks.push({ kind: 'task', allocId, taskName, taskDir, handle, task: task === false && container !== false ? container : task, executor, ...(container !== false ? { container: true } : {}) });
     }

@@ -43,9 +43,9 @@ describe('agent restart survival (kill -9)', () => {
   });
 
   afterEach(async () => {
-    const { leftMounts } = await h.cleanup();
+    const { leftMounts, leftContainers } = await h.cleanup();
     expect(leftMounts).toEqual([]);
-    expect(containersUnder(h.root)).toEqual([]);
+    expect(leftContainers).toEqual([]);
   });
 
   it.each<[Driver, string]>([

@@ -49,9 +49,9 @@ describe('isolated (exec) workloads on runc', () => {
     h = new AgentHarness();
   });
   afterEach(async () => {
-    const { leftMounts } = await h.cleanup();
+    const { leftMounts, leftContainers } = await h.cleanup();
     expect(leftMounts).toEqual([]);
-    expect(containersUnder(h.root)).toEqual([]);
+    expect(leftContainers).toEqual([]);
   });
 
   it('writes through its volume destination, cannot write a read-only mount, keeps running across kill -9, and a stop leaves no container', async () => {
@@ -109,9 +109,9 @@ describe('isolated (exec) workloads on runc', () => {
     expect(cgroupsOf(container)).toEqual([]);
   });
 
-  it('shares the host network only when the API asks for a token: by default then, or when asked; asked without a token, the task is refused with the reason', async () => {
-    const netJob = (mode: string) => `
-job "net-${mode || 'default'}" {
+  it('a network of its own by default; the host\'s network only when asked and the API asks for a token; a task on it runs on, with an event, when the token goes', async () => {
+    const netJob = (jobId: string, mode: string) => `
+job "${jobId}" {
   group "app" {
     task "probe" {
       driver = "exec"
@@ -123,34 +123,57 @@ job "net-${mode || 'default'}" {
     }
   }
 }`;
-    const netnsOf = async (mode: string) => {
-      const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(netJob(mode), 'net.hcl')));
+    /** Runs the probe job; its alloc once it runs (with the network namespace it is in) or has failed. */
+    const probe = async (jobId: string, mode: string) => {
+      const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(netJob(jobId, mode), `${jobId}.hcl`)));
       const file = path.join(h.dataDir, 'allocs', allocIds[0]!, 'probe', 'local', 'netns');
-      const a = await pollUntil(`the ${mode || 'default'} probe settled`, async () => {
-        const alloc = await h.api.getAlloc(allocIds[0]!);
-        return alloc.clientStatus === 'failed' || (alloc.clientStatus === 'running' && fs.existsSync(file) && fs.readFileSync(file, 'utf8')) ? alloc : undefined;
+      const alloc = await pollUntil(`${jobId} settled`, async () => {
+        const a = await h.api.getAlloc(allocIds[0]!);
+        return a.clientStatus === 'failed' || (a.clientStatus === 'running' && fs.existsSync(file) && fs.readFileSync(file, 'utf8')) ? a : undefined;
       });
-      return { alloc: a, netns: a.clientStatus === 'running' ? fs.readFileSync(file, 'utf8').trim() : undefined };
+      return { alloc, netns: alloc.clientStatus === 'running' ? fs.readFileSync(file, 'utf8').trim() : undefined };
+    };
+    const running = (r: { alloc: { clientStatus: string }; netns?: string }) => {
+      expect(r.alloc.clientStatus).toBe('running');
+      expect(r.netns).toMatch(/^net:\[\d+\]$/);
+      return r.netns!;
     };
     const host = fs.readlinkSync('/proc/self/ns/net');
-    // No token: "host" is refused with the reason, the default is a network of its own.
+
+    // No token: a network of its own; "host" is refused with the reason, at once (no restarts, no driver failure).
     await h.start();
-    const refused = await netnsOf('host');
+    expect(running(await probe('plain', ''))).not.toBe(host);
+    const refused = await probe('asks-host', 'host');
     expect(refused.alloc.clientStatus).toBe('failed');
-    // No restart would change the answer: it fails at once.
+    const events = refused.alloc.tasks.probe!.events;
+    expect(events.map((e) => e.message)).toContainEqual(expect.stringContaining('network_mode = "host" would let the task reach this agent\'s API, which asks for no token'));
+    expect(events.filter((e) => e.type === 'Driver Failure')).toEqual([]);
     expect(refused.alloc.tasks.probe!.restarts).toBe(0);
-    expect(refused.alloc.tasks.probe!.events.map((e) => e.message)).toContainEqual(expect.stringContaining('network_mode = "host" would let the task reach this agent\'s API, which asks for no token'));
-    expect((await netnsOf('')).netns).not.toBe(host);
-    await h.api.stopJob('net-default');
+    await h.api.stopJob('plain');
     await h.kill('SIGTERM');
-    // With a token: the host's network by default, "none" still gives one of its own.
+
+    // With a token: still a network of its own by default; "host" gives the host's.
     h.extraConfig = 'acl {\n  token = "net-test-token"\n}';
     await h.start('net-test-token');
-    const shared = await netnsOf('');
-    expect(shared.netns).toBe(host);
+    expect(running(await probe('plain-2', ''))).not.toBe(host);
+    const shared = await probe('on-host', 'host');
+    expect(running(shared)).toBe(host);
     expect(shared.alloc.tasks.probe!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/; the host's network\)$/));
-    expect((await netnsOf('none')).netns).not.toBe(host);
-    for (const job of ['net-default', 'net-none', 'net-host']) await h.api.stopJob(job).catch(() => undefined);
+    const pid = h.taskPid(shared.alloc.id, 'probe');
+
+    // The token goes (agent killed, restarted without it): the task on the host's network runs on, never stopped for it, and says so.
+    await h.kill('SIGKILL');
+    h.extraConfig = '';
+    await h.start();
+    const back = await pollUntil('the host-network task re-attached', async () => {
+      const a = await h.api.getAlloc(shared.alloc.id);
+      return a.tasks.probe?.events.some((e) => e.type === 'Config Refused') ? a : undefined;
+    });
+    expect(back.clientStatus).toBe('running');
+    expect(h.taskPid(shared.alloc.id, 'probe')).toBe(pid);
+    expect(isAlive(pid)).toBe(true);
+    expect(back.tasks.probe!.events.find((e) => e.type === 'Config Refused')!.message).toMatch(/^runs on as it was started, but this agent now refuses its configuration and will not start it again: network_mode = "host"/);
+    for (const job of ['plain-2', 'on-host']) await h.api.stopJob(job);
     await pollUntil('the probes stopped', async () => (containersUnder(h.root).length === 0 ? true : undefined));
   });
 

@@ -206,6 +206,8 @@ export class ExecDriver implements TaskDriver {
     rmSync(paths.exit, { force: true });
 
     const runc = config.isolation ? await this.prepareContainer(config, paths) : undefined;
+    // The removal of an earlier container may have taken a while: no executor is spawned by a driver disposed meanwhile.
+    this.assertOpen('start');
     const spec: ExecutorSpec = {
       version: 1,
       command: config.command,
@@ -434,41 +436,50 @@ export class ExecDriver implements TaskDriver {
     // tried again on every poll tick.
     let pending: NodeJS.Signals | undefined;
     let escalate: Disposable | undefined;
-    /** A delivery under way (runc kill is a child process): a retry tick waits for it rather than sending twice. */
-    let delivering = false;
-    const deliver = async (sig: NodeJS.Signals): Promise<void> => {
-      delivering = true;
-      try {
-        const sent = await this.signal(handle, sig);
-        pending = undefined;
-        // The grace of kill_timeout starts when the signal reaches the task,
-        // not when stop() was asked: a signal held up by a fault must not
-        // turn into a SIGKILL with no grace.
-        if (sent && sig !== 'SIGKILL') armEscalation();
-      } catch (err) {
-        // A refused kill (EPERM) is an answer; a failed check of the target
-        // is not, whatever its errno: the signal waits and is tried again.
-        if (err instanceof TaskSignalError) throw err;
-        pending = sig;
-        faults.fault(`stop (${sig})`, err);
-      } finally {
-        delivering = false;
-      }
+    /** A delivery under way (runc kill is a child process): a retry tick waits for it rather than sending twice; the stop waits for it before it returns. */
+    let delivering: Promise<void> | undefined;
+    /** Set once the task has exited (or the stop gave up): a delivery that ends later arms nothing. */
+    let over = false;
+    const deliver = (sig: NodeJS.Signals): Promise<void> => {
+      const run = (async () => {
+        try {
+          const sent = await this.signal(handle, sig);
+          // Cleared only if nothing stronger was asked meanwhile (a SIGKILL queued by the escalation).
+          if (pending === sig) pending = undefined;
+          // The grace of kill_timeout starts when the signal reaches the task,
+          // not when stop() was asked: a signal held up by a fault must not
+          // turn into a SIGKILL with no grace.
+          if (sent && sig !== 'SIGKILL' && !over) armEscalation();
+        } catch (err) {
+          // A refused kill (EPERM) is an answer; a failed check of the target
+          // is not, whatever its errno: the signal waits and is tried again.
+          if (err instanceof TaskSignalError) throw err;
+          if (pending !== 'SIGKILL') pending = sig;
+          faults.fault(`stop (${sig})`, err);
+        }
+      })();
+      delivering = run;
+      const done = () => {
+        if (delivering === run) delivering = undefined;
+      };
+      run.then(done, done);
+      return run;
     };
     // Timer callbacks must never throw: that would crash the agent.
     const deliverFromTimer = (sig: NodeJS.Signals): void => {
+      if (over) return;
       if (delivering) {
         // The one under way decides; a SIGKILL asked meanwhile is sent on the next tick.
         if (sig === 'SIGKILL') pending = sig;
         return;
       }
       deliver(sig).catch((err: unknown) => {
-        pending = undefined;
+        if (pending === sig) pending = undefined;
         this.log.error(`could not send ${sig} to task`, { ...taskFields(handle), err });
       });
     };
     const armEscalation = (): void => {
-      if (escalate) return;
+      if (escalate || over) return;
       escalate = this.clock.setTimeout(() => {
         // Unknown counts as alive: the signal itself verifies the process before it is sent.
         if (!this.isSameOrUnknown(handle.pid, handle.startTime)) return;
@@ -495,8 +506,11 @@ export class ExecDriver implements TaskDriver {
         }
       }
     } finally {
-      escalate?.dispose();
+      over = true;
       retry.dispose();
+      // A delivery still under way (a slow runc kill) ends before the stop does, so nothing it does outlives the stop.
+      await delivering?.catch(() => undefined);
+      escalate?.dispose();
     }
   }
 
@@ -601,10 +615,16 @@ export class ExecDriver implements TaskDriver {
    */
   private runc(args: string[]): Promise<{ ok: true; stdout: string } | { ok: false; why: string }> {
     return new Promise((resolve) => {
-      execFile(this.runcPath!, args, { timeout: RUNC_CALL_LIMIT_MS, killSignal: 'SIGKILL', env: { PATH: TASK_PATH }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-        if (!err) resolve({ ok: true, stdout });
-        else resolve({ ok: false, why: String(stderr).trim() || (err.killed ? `runc ${args.slice(2, 3).join('')} took longer than ${formatDuration(RUNC_CALL_LIMIT_MS)}` : err.message) });
-      });
+      try {
+        execFile(this.runcPath!, args, { timeout: RUNC_CALL_LIMIT_MS, killSignal: 'SIGKILL', env: { PATH: TASK_PATH }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+          if (!err) resolve({ ok: true, stdout });
+          else if (err.killed) resolve({ ok: false, why: `runc ${args[2] ?? ''} took longer than ${formatDuration(RUNC_CALL_LIMIT_MS)}${String(stderr).trim() ? ` (${String(stderr).trim()})` : ''}` });
+          else resolve({ ok: false, why: String(stderr).trim() || err.message });
+        });
+      } catch (err) {
+        // A spawn that fails at once (ENOMEM, E2BIG) throws rather than calling back.
+        resolve({ ok: false, why: `runc could not be run: ${errorMessage(err)}` });
+      }
     });
   }
 
@@ -622,9 +642,14 @@ export class ExecDriver implements TaskDriver {
    * a no-op (and no runc call) when it is gone. One removal per container at
    * a time: a second caller shares the one under way. Never throws.
    */
-  private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'>): Promise<void> {
+  private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'> | TaskHandle): Promise<void> {
     const c = this.ourContainer(handle);
     if (!c || !containerStateExists(c)) return Promise.resolve();
+    // Every run of a task has the same container id: an old run's handle (a late stop, wait or recover) must never remove a newer run's container.
+    if ('pid' in handle && !this.isLatestRun(handle)) {
+      this.log.debug('not removing the container: the task dir records a newer run than this handle', { ...taskFields(handle), container: c.id });
+      return Promise.resolve();
+    }
     const key = `${c.root}\0${c.id}`;
     const under = this.removals.get(key);
     if (under) return under;
@@ -633,8 +658,21 @@ export class ExecDriver implements TaskDriver {
       if (!r.ok && !/does not exist/.test(r.why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: c.id, err: r.why });
     });
     this.removals.set(key, removal);
-    void removal.finally(() => this.removals.delete(key));
+    const forget = () => {
+      if (this.removals.get(key) === removal) this.removals.delete(key);
+    };
+    removal.then(forget, forget);
     return removal;
+  }
+
+  /** Whether the executor's pid record in the handle's task dir still names the handle's run (false when it names another, is gone, or cannot be read). */
+  private isLatestRun(handle: TaskHandle): boolean {
+    try {
+      const record = this.readRecord<ExecutorPidRecord>(executorPaths(handle.taskDir).pid);
+      return record !== undefined && record.pid === handle.pid && record.startTime === handle.startTime;
+    } catch {
+      return false;
+    }
   }
 
   private assertOpen(what: string): void {

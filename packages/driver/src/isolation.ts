@@ -5,11 +5,13 @@
 // chroot_env idea), the task dir at /local, the alloc's shared dir at
 // /alloc, the task's secrets dir at /secrets, a private /tmp, and whatever
 // mounts the agent adds (volumes, a CSI plugin's socket and mount dirs). The
-// task gets its own mount, pid, ipc, uts and network namespaces (loopback
-// only: the agent's API on the host's 127.0.0.1 is out of its reach),
-// Nomad's default capability set less what it drops plus what it adds, and
-// no new privileges; a privileged task (only a CSI plugin, when
-// the agent allows it) gets every capability and the host's /dev.
+// task gets its own mount, pid, ipc and uts namespaces and, unless it is
+// given the host's network, a network namespace with loopback only (the
+// agent's API on the host's 127.0.0.1 is out of its reach); Nomad's default
+// capability set less what it drops plus what it adds, and no new
+// privileges. A privileged task (only a CSI plugin, when the agent allows
+// it) gets every capability, the host's /dev with every device, and a
+// writable /sys.
 //
 // The executor runs `runc run` as the task, in the foreground, so runc is
 // the process the driver watches (pid and start time, as for any task) and

@@ -129,19 +129,24 @@ describe('ExecDriver: isolated tasks on runc', () => {
   });
 
   it('a privileged task (a block-device plugin) may open the host\'s devices and write to /sys; any other task gets neither', async () => {
-    // The host's loop-control device: a privileged task sees the host's /dev; another makes the node itself (it may: mknod), and the device cgroup must refuse the open.
-    const probe = 'dev=/dev/loop-control; [ -c $dev ] || { mknod /dev/lc c 10 237 && dev=/dev/lc; }; if [ -c $dev ] && ( exec 3<>$dev ) 2>/dev/null; then echo opened; else echo refused; fi > /local/dev; awk \'$5 == "/sys" { print $6 }\' /proc/self/mountinfo | cut -d, -f1 > /local/sys';
+    // The host's loop-control device (the loop module; present on the machines this runs on).
+    expect(existsSync('/dev/loop-control') ? 'present' : 'missing: modprobe loop').toBe('present');
+    const sysMode = 'awk \'$5 == "/sys" { print $6 }\' /proc/self/mountinfo | cut -d, -f1 > /local/sys';
+    const tryOpen = (dev: string) => `if ( exec 3<>${dev} ) 2>/dev/null; then echo opened; else echo refused; fi > /local/dev`;
     const d = driver();
-    const privileged = task('block', probe, { privileged: true });
+    // Privileged: the host's /dev itself.
+    const privileged = task('block', `${tryOpen('/dev/loop-control')}; ${sysMode}`, { privileged: true });
     const h1 = await d.start(privileged);
     handles.push(h1);
     expect((await d.wait(h1)).exitCode).toBe(0);
     expect(read(join(privileged.local, 'dev'))).toBe('opened\n');
     expect(read(join(privileged.local, 'sys'))).toBe('rw\n');
-    const plain = task('plain', probe);
+    // Not privileged: it may make the device node (mknod is a default capability), but the device cgroup refuses to open it.
+    const plain = task('plain', `mknod /dev/lc c 10 237 && echo made > /local/mknod; ${tryOpen('/dev/lc')}; ${sysMode}`);
     const h2 = await d.start(plain);
     handles.push(h2);
     expect((await d.wait(h2)).exitCode).toBe(0);
+    expect(read(join(plain.local, 'mknod'))).toBe('made\n');
     expect(read(join(plain.local, 'dev'))).toBe('refused\n');
     expect(read(join(plain.local, 'sys'))).toBe('ro\n');
   });
@@ -184,6 +189,26 @@ describe('ExecDriver: isolated tasks on runc', () => {
     await second.stop(h, 'SIGTERM', 2_000);
     await until('no container left', () => containers().length === 0);
     expect((await second.recover(h)).running).toBe(false);
+  });
+
+  it('a late stop of an earlier run never touches the next run of the task (same container id)', async () => {
+    const d = driver();
+    const cfg = task('again', 'echo up > /local/up; exec sleep 60');
+    const first = await d.start(cfg);
+    handles.push(first);
+    await until('run 1 up', () => read(join(cfg.local, 'up')));
+    await d.stop(first, 'SIGTERM', 2_000);
+    rmSync(join(cfg.local, 'up'));
+    const second = await d.start(cfg);
+    handles.push(second);
+    await until('run 2 up', () => read(join(cfg.local, 'up')));
+    expect(containers()).toEqual([second.runc!.id]);
+    // The old handle: its run has ended, and that is all a stop or wait of it does.
+    await d.stop(first, 'SIGKILL', 0);
+    await d.wait(first);
+    expect(d.isRunning(second)).toBe(true);
+    expect(containers()).toEqual([second.runc!.id]);
+    expect(await d.containerRuns(second)).toBe(true);
   });
 
   it('without runc, an isolated task is refused with an error that names the runc package', async () => {

@@ -49,10 +49,11 @@ export interface AllocRunnerDeps {
   /** The exec driver's settings: what isolated tasks see, which capabilities they may add, whether a plugin may be privileged. */
   exec: ExecDriverConfig;
   /**
-   * Whether an isolated task may share the host's network: only when the
-   * agent's API asks for a token (acl { token }), since a task on the host's
-   * network reaches the API on 127.0.0.1, which starts processes as root.
-   * Also the default of a task that does not say network_mode.
+   * Whether an isolated task may share the host's network (it asks with
+   * network_mode = "host"; the default is a loopback-only namespace of its
+   * own): only when the agent's API asks for a token (acl { token }), since
+   * a task on the host's network reaches the API on 127.0.0.1, which starts
+   * processes as root.
    */
   hostNetwork: boolean;
   clock: Clock;
@@ -291,8 +292,9 @@ export class AllocRunner {
 
   /**
    * Each task's dirs, variables and (for an isolated task) what it sees,
-   * from the volumes the prerun mounted. Throws what makes the alloc's
-   * setup fail (a cap_add the agent does not allow, say).
+   * from the volumes the prerun mounted. What this agent refuses of a task
+   * (a cap_add it does not allow, the host's network without an API token)
+   * fails that task when it next starts; a running one is never stopped for it.
    */
   private prepareTasks(): void {
     const volumePaths: Record<string, string> = {};
@@ -348,7 +350,7 @@ export class AllocRunner {
     fs.mkdirSync(shared, { recursive: true, mode: 0o755 });
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
     const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
-    const network = task.config.networkMode ?? (this.deps.hostNetwork ? 'host' : 'none');
+    const network = task.config.networkMode ?? 'none';
     const refusal = notAllowed.length
       ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
       : network === 'host' && !this.deps.hostNetwork

@@ -40,6 +40,7 @@ export const TASK_EVENT = {
   received: 'Received',
   started: 'Started',
   reattached: 'Reattached',
+  configRefused: 'Config Refused',
   terminated: 'Terminated',
   restarting: 'Restarting',
   notRestarting: 'Not Restarting',
@@ -73,7 +74,7 @@ export interface TaskRunnerDeps {
   onStateChange(): void;
 }
 
-/** This agent refuses the task's configuration (a capability or the host network it may not have): no restart would help. */
+/** This agent refuses the task's configuration (a capability, or the host's network, it may not have): no restart would help. */
 class TaskRefusedError extends Error {}
 
 export class TaskRunner {
@@ -255,6 +256,7 @@ export class TaskRunner {
           // keep (dirs, env for later restarts); a failure must not kill it.
           await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
           this.setState({ state: 'running' }, { type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
+          this.warnIfNowRefused();
           // A stop() during the hooks may have found the state not yet running and signalled nothing.
           if (this.stopping && this.stopSentTo !== handle) this.stopInBackground(handle);
           else this.poststart(ctx);
@@ -275,6 +277,7 @@ export class TaskRunner {
               { state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined },
               { type: TASK_EVENT.reattached, message: `re-attached to pid ${newer.pid} (a newer run than the saved pid ${saved.pid})` },
             );
+            this.warnIfNowRefused();
             if (this.stopping && this.stopSentTo !== newer) this.stopInBackground(newer);
             else this.poststart(ctx);
           } else {
@@ -316,7 +319,8 @@ export class TaskRunner {
           }
           if (!handle) {
             localStartFaults = 0;
-            this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
+            // A refusal has its Setup Failure event already; the driver was never asked.
+            if (!(err instanceof TaskRefusedError)) this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
             // A refused configuration fails at once: restarts would only repeat the refusal.
             const decision = err instanceof TaskRefusedError ? { action: 'fail' as const, reason: `not restarting: this agent refuses the task's configuration` } : this.tracker.onStartFailure(err);
             if (!(await this.afterDecision(decision))) break;
@@ -495,6 +499,20 @@ export class TaskRunner {
     }
     this.poststart(ctx);
     return handle;
+  }
+
+  /**
+   * A re-attached task runs as it was started, even when this agent now
+   * refuses that (the config changed while it ran: a capability no longer
+   * allowed, the host's network with no API token): it is never stopped for
+   * that, but it is said, as an event and a warning, since it will not be
+   * started again as it is.
+   */
+  private warnIfNowRefused(): void {
+    if (this.isolationRefused === undefined) return;
+    const message = `runs on as it was started, but this agent now refuses its configuration and will not start it again: ${this.isolationRefused}`;
+    this.event({ type: TASK_EVENT.configRefused, message });
+    this.log.warn(message);
   }
 
   /** What the Started event says: the driver, and the resource limits applied (or that they are not). */

@@ -77,8 +77,12 @@ export class AgentHarness {
     return record.pid;
   }
 
-  /** Stops every job through the API (unmounting), then the agent; kills and unmounts what is left. */
-  async cleanup(): Promise<{ leftMounts: string[] }> {
+  /**
+   * Stops every job through the API (unmounting), then the agent; kills and
+   * unmounts what is left. Says which mounts and containers the stops left
+   * (before this removes them).
+   */
+  async cleanup(): Promise<{ leftMounts: string[]; leftContainers: string[] }> {
     try {
       if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) {
         const jobs = await this.api.listJobs().catch(() => []);
@@ -91,6 +95,7 @@ export class AgentHarness {
       await this.kill('SIGKILL');
     }
     const leftMounts = mountsUnder(this.root);
+    const leftContainers = containersUnder(this.root);
     for (const m of [...leftMounts].reverse()) {
       try {
         execFileSync('umount', ['-l', m]);
@@ -99,7 +104,7 @@ export class AgentHarness {
       }
     }
     // Containers of isolated tasks whose bundle is under our root go (the executors would remove them, but they may be gone).
-    for (const id of containersUnder(this.root)) {
+    for (const id of leftContainers) {
       try {
         execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore' });
       } catch {
@@ -114,7 +119,7 @@ export class AgentHarness {
       // none
     }
     fs.rmSync(this.root, { recursive: true, force: true });
-    return { leftMounts };
+    return { leftMounts, leftContainers };
   }
 }
 
