@@ -7,7 +7,8 @@
 // this loads that TypeScript the way ts-jest does (each file transpiled on
 // its own, with tsconfig.jest.json), and the agent it starts is the built
 // one. Run on purpose, as root, after `npm run build`:
-//   node bench/chaos/run.js [--scenario crash,away] [--only LABEL[,LABEL]] [--rounds N] [--ci] [--concurrency 2] [--quiet]
+//   node bench/chaos/run.js [--scenario crash,away] [--only LABEL[,LABEL]] [--rounds N] [--ci] [--concurrency 2] [--isolated] [--quiet]
+// (--isolated runs every round's plugin and workloads isolated on runc, driver = "exec")
 // (--only keeps the rounds whose label contains one of the words, e.g. a crash point or "restore: hang")
 require('reflect-metadata');
 const fs = require('fs');
@@ -40,6 +41,7 @@ async function main() {
     });
   }
   const ci = flag('ci');
+  ChaosAgent.isolatedByDefault = flag('isolated');
   const wanted = (arg('scenario', '') || '').split(',').filter(Boolean);
   const scenarios = ALL_SCENARIOS.map((s) => (ci && s.name === 'plugin faults' ? pluginFaultScenarioCi : s)).filter((s) => !wanted.length || wanted.some((w) => s.name.includes(w)));
   if (!scenarios.length) throw new Error(`no scenario matches ${wanted.join(', ')}; known: ${ALL_SCENARIOS.map((s) => s.name).join(', ')}`);
@@ -57,7 +59,7 @@ async function main() {
     results.push(r);
     if (r.failures.length) process.stderr.write(`${describeFailures(r)}\n`);
   }
-  process.stdout.write(`\n${formatTable(results)}\n\n${((Date.now() - t0) / 1000).toFixed(0)} s in all\n`);
+  process.stdout.write(`\n${ChaosAgent.isolatedByDefault ? 'plugin and workloads isolated on runc (exec)\n' : ''}${formatTable(results)}\n\n${((Date.now() - t0) / 1000).toFixed(0)} s in all\n`);
   const bad = results.some((r) => r.survived < r.rounds || Object.values(r.leaks).some((n) => n > 0));
   process.exitCode = bad ? 1 : 0;
 }

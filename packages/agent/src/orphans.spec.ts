@@ -182,6 +182,15 @@ describe('orphans', () => {
       ]);
     });
 
+    it('the shared bind of a plugin\'s staging/publish base is an orphan when no alloc the state knows runs the plugin', async () => {
+      const root = path.join(dd, 'csi', 'monolith', 'hostpath');
+      const scanWith = (pluginRoots: Set<string>) => findOrphans({ dataDir: dd, known: { ...known, pluginRoots }, mounts: [{ mountPoint: root }], readTask: () => undefined, isSameProcess });
+      expect(await scanWith(new Set(['monolith/hostpath']))).toEqual([]);
+      const orphans = await scanWith(new Set(['node/other']));
+      expect(orphans).toEqual([{ kind: 'mount', mountPoint: root, pluginId: 'hostpath' }]);
+      expect(describeOrphan(orphans[0]!)).toBe(`orphan mount: ${root} is mounted for the staging/publish base of plugin hostpath (its shared bind), which no alloc the state knows runs`);
+    });
+
     it('takes a task whose record cannot be read for one that may run, says so, and the cleanup keeps its alloc dir', async () => {
       task('lost-1', 'web', 200);
       const unread: string[] = [];
@@ -457,11 +466,18 @@ describe('orphans', () => {
         getRegistryState: <T>() => ({ plugins: { node: { hostpath: [{ allocId: 'plugin-alloc', socketPath: '/x' }] } } }) as T,
         listVolumes: <T>() => [{ id: 'v1', claims: [{ allocId: 'claimer', accessMode: 'single-node-writer' }] }] as T[],
       };
-      const k = knownState(state, { listAllocationIds: () => ['alloc-1'] }, { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never });
+      const pluginAlloc = { alloc: { id: 'alloc-1', group: 'plugin', job: { groups: [{ name: 'plugin', tasks: [{ name: 'plugin', csiPlugin: { id: 'hostpath', type: 'monolith' } }] }] } } } as never;
+      const allocs = (failures: { key: string; error: string }[] = []) => ({ listAllocationIds: () => ['alloc-1'], listAllocations: () => ({ records: [pluginAlloc], failures }) });
+      const k = knownState(state, allocs(), { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never });
       expect([...k.allocs].sort()).toEqual(['alloc-1', 'bad-shape', 'claimer', 'ok-1', 'plugin-alloc', 'undecodable']);
       expect(k.stagingUnknown).toBe(true);
       expect(mountIsKnown(dd, staging('vol-nobody-names'), k)).toBe(true);
       expect(mountIsKnown(dd, target('lost-1', 'v'), k)).toBe(false);
+      // The shared bind of a plugin's staging/publish base: known while a known alloc runs the plugin; any, while an alloc record cannot be read.
+      expect(mountIsKnown(dd, path.join(dd, 'csi', 'monolith', 'hostpath'), k)).toBe(true);
+      expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), k)).toBe(false);
+      const unread = knownState(state, allocs([{ key: 'x', error: 'bad' }]), { list: () => [] });
+      expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), unread)).toBe(true);
     });
   });
 

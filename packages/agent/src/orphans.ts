@@ -47,6 +47,13 @@ export interface KnownState {
   volumes: readonly { pluginId: string; volumeId: string; externalId: string }[];
   /** A mount record could not be read: which volume it names is unknown, so every staging mount counts as known. */
   stagingUnknown?: boolean;
+  /**
+   * The plugins (`<type>/<id>`, as csi/<type>/<id> in the data dir) some
+   * alloc the state knows runs: the shared bind an isolated plugin's
+   * staging/publish base gets is theirs. Absent: every such bind counts as
+   * known (so does each while an alloc record cannot be read).
+   */
+  pluginRoots?: ReadonlySet<string>;
 }
 
 /** Whether a process is alive: `true`, `false`, or `'unknown'` when it could not be checked just now. */
@@ -57,7 +64,7 @@ export type Orphan =
   | { kind: 'task'; allocId: string; taskName: string; taskDir: string; handle: TaskHandle; task: Liveness; executor: Liveness; container?: true }
   /** A task of an alloc the state does not know whose executor record cannot be read or is missing with no exit record: it may run, and nothing can stop it. */
   | { kind: 'unverified task'; allocId: string; taskName: string; taskDir: string; why: string }
-  /** A mount under the data dir that belongs to no alloc or volume the state knows. */
+  /** A mount under the data dir that belongs to no alloc or volume the state knows (or, with no volumeId, the shared bind of the staging/publish base of a plugin no alloc the state knows runs). */
   | { kind: 'mount'; mountPoint: string; allocId?: string; pluginId?: string; volumeId?: string }
   /** A dir of an alloc the state does not know. */
   | { kind: 'dir'; what: 'alloc dir' | 'plugin socket dir' | 'per-alloc mount dir'; allocId: string; path: string };
@@ -117,8 +124,18 @@ export function classifyMount(dataDir: string, mountPoint: string): { allocId: s
   return undefined;
 }
 
+/** `<type>/<id>` when the mount is at a plugin's staging/publish base, csi/<type>/<id> (where an isolated plugin's shared bind is), else undefined. */
+export function pluginRootOf(dataDir: string, mountPoint: string): string | undefined {
+  const rel = path.relative(dataDir, mountPoint);
+  if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return undefined;
+  const parts = rel.split(path.sep);
+  return parts.length === 3 && parts[0] === 'csi' ? `${parts[1]}/${parts[2]}` : undefined;
+}
+
 /** Whether the state knows what the mount belongs to; true for mounts the layout does not explain (never orphans). */
 export function mountIsKnown(dataDir: string, mountPoint: string, known: KnownState): boolean {
+  const root = pluginRootOf(dataDir, mountPoint);
+  if (root !== undefined) return known.pluginRoots === undefined || known.pluginRoots.has(root);
   const owner = classifyMount(dataDir, mountPoint);
   if (!owner) return true;
   if ('allocId' in owner) return known.allocs.has(owner.allocId);
@@ -196,8 +213,8 @@ export async function findOrphans(input: OrphanScanInput): Promise<Orphan[]> {
   const mounts: Orphan[] = [];
   for (const { mountPoint } of input.mounts) {
     if (mountIsKnown(dataDir, mountPoint, known)) continue;
-    const owner = classifyMount(dataDir, mountPoint)!;
-    mounts.push({ kind: 'mount', mountPoint, ...owner });
+    const root = pluginRootOf(dataDir, mountPoint);
+    mounts.push({ kind: 'mount', mountPoint, ...(root !== undefined ? { pluginId: root.split('/')[1]! } : classifyMount(dataDir, mountPoint)!) });
   }
   return [...tasks, ...mounts, ...dirs];
 }
@@ -215,7 +232,12 @@ export function describeOrphan(o: Orphan): string {
     case 'unverified task':
       return `orphan task that may run: task "${o.taskName}" of alloc ${o.allocId} (${o.taskDir}): ${o.why}; the state knows no alloc ${o.allocId}`;
     case 'mount': {
-      const owner = o.allocId !== undefined ? `alloc ${o.allocId}, which the state does not know` : `volume ${o.volumeId} of plugin ${o.pluginId}, which no mount record of the state names`;
+      const owner =
+        o.allocId !== undefined
+          ? `alloc ${o.allocId}, which the state does not know`
+          : o.volumeId === undefined
+            ? `the staging/publish base of plugin ${o.pluginId} (its shared bind), which no alloc the state knows runs`
+            : `volume ${o.volumeId} of plugin ${o.pluginId}, which no mount record of the state names`;
       return `orphan mount: ${o.mountPoint} is mounted for ${owner}`;
     }
     case 'dir':
@@ -434,8 +456,15 @@ function allocIdsIn(value: unknown, out: Set<string>, depth = 0): void {
  * an unreadable one by its key, and then every staging mount counts as
  * known), of the plugin registrations and of the catalog's volume claims.
  */
-export function knownState(state: Pick<ClientStateDB, 'listVolumeMounts' | 'getRegistryState' | 'listVolumes'>, allocs: Pick<AllocStore, 'listAllocationIds'>, volumes: Pick<VolumeReconcilerService, 'list'>): KnownState {
+export function knownState(state: Pick<ClientStateDB, 'listVolumeMounts' | 'getRegistryState' | 'listVolumes'>, allocs: Pick<AllocStore, 'listAllocationIds' | 'listAllocations'>, volumes: Pick<VolumeReconcilerService, 'list'>): KnownState {
   const ids = new Set<string>(allocs.listAllocationIds());
+  // The plugins the known allocs run; an alloc record that cannot be read may run any: then every plugin's bind is known.
+  const { records: allocRecords, failures: allocFailures } = allocs.listAllocations();
+  let pluginRoots: Set<string> | undefined = new Set();
+  for (const { alloc } of allocRecords) {
+    for (const task of alloc.job.groups.find((g) => g.name === alloc.group)?.tasks ?? []) if (task.csiPlugin) pluginRoots.add(`${task.csiPlugin.type}/${task.csiPlugin.id}`);
+  }
+  if (allocFailures.length) pluginRoots = undefined;
   const mountRecords = volumes.list();
   for (const r of mountRecords) ids.add(r.allocId);
   const named = mountRecords.map((r) => ({ pluginId: r.pluginId, volumeId: r.volumeId, externalId: r.externalId }));
@@ -454,7 +483,7 @@ export function knownState(state: Pick<ClientStateDB, 'listVolumeMounts' | 'getR
   }
   allocIdsIn(state.getRegistryState(), ids);
   for (const volume of state.listVolumes<unknown>()) allocIdsIn((volume as { claims?: unknown } | null)?.claims, ids);
-  return { allocs: ids, volumes: named, stagingUnknown };
+  return { allocs: ids, volumes: named, stagingUnknown, ...(pluginRoots ? { pluginRoots } : {}) };
 }
 
 /**

@@ -347,7 +347,8 @@ export class AllocRunner {
     const shared = path.join(this.allocDir, 'alloc');
     fs.mkdirSync(local, { recursive: true, mode: 0o755 });
     fs.mkdirSync(secrets, { recursive: true, mode: 0o700 });
-    fs.mkdirSync(shared, { recursive: true, mode: 0o755 });
+    // 0711, as the data dir check keeps every dir of an alloc dir: its tasks run as root.
+    fs.mkdirSync(shared, { recursive: true, mode: 0o711 });
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
     const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
     const network = task.config.networkMode ?? 'none';

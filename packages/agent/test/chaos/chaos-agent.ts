@@ -12,7 +12,9 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { AgentHarness, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from '../support/agent-process';
+import { hostpathPluginCodeDirs, nodeBinary, workloadJobHcl } from '../../src/commands/specs';
+import { AgentHarness, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from '../support/agent-process';
+import { DEFAULT_RUNC_ROOT } from '@csiplug/driver';
 import { type LeakReport, attachmentsLeft, processesUnder, readStateLeftovers, totalLeaks } from './leaks';
 
 /** The plugin_wait_restore of the fault rounds: "plugin away" rounds keep the plugin away for 2–5 times this. */
@@ -45,6 +47,8 @@ export interface ChaosAgentOptions {
   restoreLimitMs?: number;
   /** More config lines. */
   extraConfig?: string;
+  /** The plugin and the workloads isolated on runc (`driver = "exec"`); default ChaosAgent.isolatedByDefault. */
+  isolated?: boolean;
 }
 
 export const PLUGIN_ID = 'hostpath';
@@ -70,6 +74,11 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 export class ChaosAgent extends AgentHarness {
   /** Every agent of a round not yet destroyed, so that a run cut short (SIGINT) can still clean up after them all. */
   static readonly live = new Set<ChaosAgent>();
+  /** Whether rounds run their plugin and workloads isolated on runc when their options do not say (bench/chaos --isolated; a test file sets it for its own rounds). */
+  static isolatedByDefault = false;
+
+  /** The plugin and the workloads run isolated on runc. */
+  readonly isolated: boolean;
 
   /** The hostpath plugin's fault file: present = faults on. */
   readonly faultFile: string;
@@ -83,8 +92,19 @@ export class ChaosAgent extends AgentHarness {
 
   constructor(options: ChaosAgentOptions = {}) {
     super(`${chaosConfig(options.restoreLimitMs ?? RESTORE_LIMIT_MS)}\n${options.extraConfig ?? ''}`);
-    this.faultFile = path.join(this.root, 'plugin-faults.json');
-    this.pluginState = path.join(this.root, 'hostpath-state');
+    this.isolated = options.isolated ?? ChaosAgent.isolatedByDefault;
+    if (this.isolated) {
+      // The isolated plugin sees its code and the fault file's dir (read-only, in the chroot), and keeps its state in its own data dir (mounted into it).
+      const faults = path.join(this.root, 'faults');
+      fs.mkdirSync(faults);
+      this.faultFile = path.join(faults, 'plugin-faults.json');
+      this.pluginState = path.join(this.dataDir, 'plugin-data', PLUGIN_ID, 'state');
+      const chroot = [...hostpathPluginCodeDirs(), faults].map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ');
+      this.extraConfig += `\nplugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`;
+    } else {
+      this.faultFile = path.join(this.root, 'plugin-faults.json');
+      this.pluginState = path.join(this.root, 'hostpath-state');
+    }
     ChaosAgent.live.add(this);
   }
 
@@ -164,11 +184,11 @@ export class ChaosAgent extends AgentHarness {
 job "${PLUGIN_JOB_ID}" {
   group "plugin" {
     task "plugin" {
-      driver = "raw_exec"
+      driver = "${this.isolated ? 'exec' : 'raw_exec'}"
       config {
-        command = "node"
+        command = ${JSON.stringify(this.isolated ? nodeBinary() : 'node')}
         args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
-                "--state-dir", "${this.pluginState}", "--mode", "monolith", "--log-level", "warn",
+                "--state-dir", "${this.isolated ? '${CSIPLUG_PLUGIN_DATA_DIR}/state' : this.pluginState}", "--mode", "monolith", "--log-level", "warn",
                 "--name", "${PLUGIN_ID}.csiplug.io", "--fault-file", "${this.faultFile}",
                 "--controller-publish", "${options.controllerPublish ? 'true' : 'false'}"]
       }
@@ -253,6 +273,16 @@ job "${PLUGIN_JOB_ID}" {
     return pids;
   }
 
+  /**
+   * The mounts under the data dir that belong to volumes: all of them, less
+   * (for an isolated plugin) the shared bind of the plugin's own
+   * staging/publish base, which stays while the plugin runs.
+   */
+  volumeMounts(): string[] {
+    const own = path.join(this.dataDir, 'csi', 'monolith', PLUGIN_ID);
+    return mountsUnder(this.dataDir).filter((m) => !(this.isolated && m === own));
+  }
+
   // ---- volumes and workloads --------------------------------------------------
 
   async createVolume(id: string): Promise<void> {
@@ -261,7 +291,8 @@ job "${PLUGIN_JOB_ID}" {
 
   /** Runs workload job `work-<name>` on volume `volumeId`; its task writes its alloc id to owner.txt on the volume. */
   async runWorkload(name: string, volumeId: string): Promise<string> {
-    const { allocIds } = await this.api.runJob(jobToDocument(await parseJobspec(workloadJob(`work-${name}`, volumeId), `work-${name}.hcl`)));
+    const hcl = this.isolated ? workloadJobHcl(`work-${name}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec') : workloadJob(`work-${name}`, volumeId);
+    const { allocIds } = await this.api.runJob(jobToDocument(await parseJobspec(hcl, `work-${name}.hcl`)));
     return allocIds[0]!;
   }
 
@@ -353,6 +384,9 @@ job "${PLUGIN_JOB_ID}" {
       details.push(...mounts.map((m) => `mount ${m}`));
       const procs = processesUnder(this.root, agentPid ? [agentPid] : []);
       details.push(...procs.map((p) => `process ${p}: ${commandLine(p)}`));
+      // An isolated task's container counts as a process left (its own processes may name nothing of the round's dir).
+      const containers = containersUnder(this.root);
+      details.push(...containers.map((c) => `process: container ${c}`));
       let claims = 0;
       let allocs = 0;
       if (this.running) {
@@ -369,7 +403,7 @@ job "${PLUGIN_JOB_ID}" {
       const attachments = attachmentsLeft(this.pluginState);
       claims += attachments.length;
       details.push(...attachments.map((a) => `controller attachment ${a} left on the plugin`));
-      return { leaks: { mounts: mounts.length, processes: procs.length, claims, allocs, records: 0 }, details };
+      return { leaks: { mounts: mounts.length, processes: procs.length + containers.length, claims, allocs, records: 0 }, details };
     };
     const wasRunning = this.running;
     const deadline = Date.now() + settleMs;
@@ -388,9 +422,10 @@ job "${PLUGIN_JOB_ID}" {
       report.details.push(...left.claims);
     }
     const procs = processesUnder(this.root);
-    if (procs.length > report.leaks.processes) {
-      report.details.push(...procs.map((p) => `process ${p} after the agent stopped: ${commandLine(p)}`));
-      report.leaks.processes = procs.length;
+    const containers = containersUnder(this.root);
+    if (procs.length + containers.length > report.leaks.processes) {
+      report.details.push(...procs.map((p) => `process ${p} after the agent stopped: ${commandLine(p)}`), ...containers.map((c) => `process: container ${c} after the agent stopped`));
+      report.leaks.processes = procs.length + containers.length;
     }
     return report;
   }
@@ -416,6 +451,13 @@ job "${PLUGIN_JOB_ID}" {
         }
       }
       await sleep(100);
+    }
+    for (const id of containersUnder(this.root)) {
+      try {
+        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore' });
+      } catch {
+        // gone already
+      }
     }
     for (let attempt = 0; attempt < 5; attempt++) {
       const mounts = mountsUnder(this.root);

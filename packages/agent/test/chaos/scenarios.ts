@@ -506,7 +506,7 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
         // The pending unmount finishes by itself once the plugin is back.
         await pollUntil('the pending unmount to finish once the plugin is back', async () => {
           const v = await a.api.getVolume('vol-0');
-          return !mountsUnder(a.dataDir).length && v.claims.length === 0 ? true : undefined;
+          return !a.volumeMounts().length && v.claims.length === 0 ? true : undefined;
         }, 20_000).catch((err: Error) => problems.push(err.message));
       });
     },
@@ -742,7 +742,7 @@ export const pluginAwayScenario: Scenario = {
       for (const n of names) {
         await a.api.stopJob(`work-${n}`).catch((err: Error) => problems.push(`job stop work-${n}: ${err.message}`));
       }
-      check(mountsUnder(a.dataDir).length === 0, problems, `job stop left mounts: ${mountsUnder(a.dataDir).join(', ')}`);
+      check(a.volumeMounts().length === 0, problems, `job stop left mounts: ${a.volumeMounts().join(', ')}`);
       for (const n of names) check((await a.api.getVolume(`vol-${n}`)).claims.length === 0, problems, `vol-${n} still claimed after job stop`);
     });
   },
