@@ -314,6 +314,29 @@ describe('orphans', () => {
       knownNow = known;
     });
 
+    it('a plugin\'s orphan shared bind goes only with nothing below it, and never lazily', async () => {
+      const root = path.join(dd, 'csi', 'monolith', 'hostpath');
+      const rootOrphan: Orphan = { kind: 'mount', mountPoint: root, pluginId: 'hostpath' };
+      knownNow = { ...known, pluginRoots: new Set() };
+      // A known volume's staging mount lies below it: the bind stays (unmounting it would take that mount too).
+      table = [root, staging('vol-known')];
+      let r = await reconcileOrphans([rootOrphan], deps());
+      expect(calls).toEqual([]);
+      expect(r.left.map((l) => l.why)).toEqual([`still mounted below it: ${staging('vol-known')}`]);
+      // Nothing below, but busy: left, not detached lazily.
+      table = [root];
+      busy.add(root);
+      r = await reconcileOrphans([rootOrphan], deps());
+      expect(calls).toEqual(['umount csi/monolith/hostpath']);
+      expect(r.left.map((l) => l.why)).toEqual([`could not unmount it: umount: ${root}: target is busy`]);
+      // Nothing below, not busy: unmounted.
+      busy.clear();
+      calls = [];
+      r = await reconcileOrphans([rootOrphan], deps());
+      expect(calls).toEqual(['umount csi/monolith/hostpath']);
+      expect([r.unmounted, r.lazilyUnmounted, r.left]).toEqual([1, 0, []]);
+    });
+
     it('stops the tasks, then unmounts deepest first (lazily when busy), then removes the dirs', async () => {
       const web = await running('lost-1', 'web');
       mkdir('plugins', 'lost-1');
@@ -468,7 +491,7 @@ describe('orphans', () => {
       };
       const pluginAlloc = { alloc: { id: 'alloc-1', group: 'plugin', job: { groups: [{ name: 'plugin', tasks: [{ name: 'plugin', csiPlugin: { id: 'hostpath', type: 'monolith' } }] }] } } } as never;
       const allocs = (failures: { key: string; error: string }[] = []) => ({ listAllocationIds: () => ['alloc-1'], listAllocations: () => ({ records: [pluginAlloc], failures }) });
-      const k = knownState(state, allocs(), { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never });
+      const k = knownState(state, allocs(), { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never }, { pluginRoots: true });
       expect([...k.allocs].sort()).toEqual(['alloc-1', 'bad-shape', 'claimer', 'ok-1', 'plugin-alloc', 'undecodable']);
       expect(k.stagingUnknown).toBe(true);
       expect(mountIsKnown(dd, staging('vol-nobody-names'), k)).toBe(true);
@@ -476,8 +499,16 @@ describe('orphans', () => {
       // The shared bind of a plugin's staging/publish base: known while a known alloc runs the plugin; any, while an alloc record cannot be read.
       expect(mountIsKnown(dd, path.join(dd, 'csi', 'monolith', 'hostpath'), k)).toBe(true);
       expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), k)).toBe(false);
-      const unread = knownState(state, allocs([{ key: 'x', error: 'bad' }]), { list: () => [] });
+      // A plugin only a registration names (here: node/hostpath registered as csi-node) is known under every type.
+      expect(mountIsKnown(dd, path.join(dd, 'csi', 'controller', 'hostpath'), k)).toBe(true);
+      const unread = knownState(state, allocs([{ key: 'x', error: 'bad' }]), { list: () => [] }, { pluginRoots: true });
       expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), unread)).toBe(true);
+      // A record of the wrong shape may run any plugin too.
+      const odd = knownState(state, { listAllocationIds: () => [], listAllocations: () => ({ records: [{ alloc: { job: { groups: [null] } } } as never], failures: [] }) }, { list: () => [] }, { pluginRoots: true });
+      expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), odd)).toBe(true);
+      // Not asked (no plugin bind under the data dir): no record is decoded, every bind counts as known.
+      const cheap = knownState(state, { listAllocationIds: () => [], listAllocations: () => { throw new Error('not to be read'); } }, { list: () => [] });
+      expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), cheap)).toBe(true);
     });
   });
 

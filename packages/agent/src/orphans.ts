@@ -29,8 +29,13 @@
 // staging mount while a mount record cannot be read (its volume is unknown).
 // A dir is never removed while a live mount lies below it or has its source
 // inside it (a bind of a plugin's data kept in its alloc dir).
-// Paths that are the data dir's own layout (allocs/, csi/<type>/<plugin>/…)
-// or that the layout does not explain are never taken for orphans.
+// The shared bind an isolated plugin's staging/publish base gets (a mount
+// exactly at csi/<type>/<plugin>) is known while an alloc record or a
+// plugin registration names that plugin, and always while an alloc record
+// cannot be read; an orphan one is unmounted only when nothing is left
+// below it, never lazily. Other paths that are the data dir's own layout
+// (allocs/, csi/<type>/<plugin>/…) or that the layout does not explain are
+// never taken for orphans.
 import { TimeoutError, backingOf, errorMessage, formatDuration, mountPointsUnder, readMountInfoSync, type Logger, type MountInfoEntry } from '@csiplug/core';
 import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
 import { EXECUTOR_DIR, ITaskDriver, executorPaths, isSameProcess, type TaskDriver, type TaskHandle } from '@csiplug/driver';
@@ -368,11 +373,24 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
       leave(o, `a task of alloc ${o.allocId} may still use it`);
       continue;
     }
+    const pluginRoot = pluginRootOf(deps.dataDir, o.mountPoint) !== undefined;
+    if (pluginRoot) {
+      // A plugin's shared bind goes only with nothing below it (a kept or known mount would go with it), and never lazily.
+      const below = deps.mountsUnder(o.mountPoint).filter((m) => m !== o.mountPoint);
+      if (below.length || stillRunning.size) {
+        leave(o, below.length ? `still mounted below it: ${below.slice(0, 3).join(', ')}${below.length > 3 ? ', …' : ''}` : 'a task that may still run could use it');
+        continue;
+      }
+    }
     try {
       await bounded(deps.unmount(o.mountPoint, { lazy: false }), unmountLimit, `umount ${o.mountPoint}`);
       report.unmounted++;
       log.warn(`unmounted orphan mount ${o.mountPoint}`);
     } catch (err) {
+      if (pluginRoot) {
+        leave(o, `could not unmount it: ${errorMessage(err)}`);
+        continue;
+      }
       try {
         await bounded(deps.unmount(o.mountPoint, { lazy: true }), unmountLimit, `umount -l ${o.mountPoint}`);
         report.lazilyUnmounted++;
@@ -451,20 +469,50 @@ function allocIdsIn(value: unknown, out: Set<string>, depth = 0): void {
 }
 
 /**
+ * The plugins (`<type>/<id>`) whose staging/publish base an alloc the state
+ * knows may use: every csi_plugin task of every group of every alloc record,
+ * and every plugin a registration names (under each type). Undefined — all
+ * of them — when an alloc record cannot be read or has not the shape it
+ * should: it may run any plugin.
+ */
+function knownPluginRoots(state: Pick<ClientStateDB, 'getRegistryState'>, allocs: Pick<AllocStore, 'listAllocations'>): Set<string> | undefined {
+  const roots = new Set<string>();
+  const { records, failures } = allocs.listAllocations();
+  if (failures.length) return undefined;
+  try {
+    for (const { alloc } of records) {
+      for (const group of alloc.job.groups) for (const task of group.tasks) if (task.csiPlugin) roots.add(`${task.csiPlugin.type}/${task.csiPlugin.id}`);
+    }
+  } catch {
+    return undefined;
+  }
+  // Registered plugins by name, whatever their registry type (csi-node, csi-controller): the dir's type may be any of the three.
+  const plugins = (state.getRegistryState<{ plugins?: Record<string, Record<string, unknown>> }>() ?? {}).plugins;
+  if (plugins && typeof plugins === 'object') {
+    for (const byName of Object.values(plugins)) {
+      if (!byName || typeof byName !== 'object') continue;
+      for (const name of Object.keys(byName)) for (const type of ['monolith', 'node', 'controller']) roots.add(`${type}/${name}`);
+    }
+  }
+  return roots;
+}
+
+/**
  * What the state knows now: alloc ids of the alloc store (from the keys
- * alone: no record is decoded again), of the mount records (readable or not:
+ * alone; the records themselves only with `pluginRoots`, when a plugin's
+ * shared bind is there to judge), of the mount records (readable or not:
  * an unreadable one by its key, and then every staging mount counts as
  * known), of the plugin registrations and of the catalog's volume claims.
  */
-export function knownState(state: Pick<ClientStateDB, 'listVolumeMounts' | 'getRegistryState' | 'listVolumes'>, allocs: Pick<AllocStore, 'listAllocationIds' | 'listAllocations'>, volumes: Pick<VolumeReconcilerService, 'list'>): KnownState {
+export function knownState(
+  state: Pick<ClientStateDB, 'listVolumeMounts' | 'getRegistryState' | 'listVolumes'>,
+  allocs: Pick<AllocStore, 'listAllocationIds' | 'listAllocations'>,
+  volumes: Pick<VolumeReconcilerService, 'list'>,
+  options: { pluginRoots?: boolean } = {},
+): KnownState {
   const ids = new Set<string>(allocs.listAllocationIds());
-  // The plugins the known allocs run; an alloc record that cannot be read may run any: then every plugin's bind is known.
-  const { records: allocRecords, failures: allocFailures } = allocs.listAllocations();
-  let pluginRoots: Set<string> | undefined = new Set();
-  for (const { alloc } of allocRecords) {
-    for (const task of alloc.job.groups.find((g) => g.name === alloc.group)?.tasks ?? []) if (task.csiPlugin) pluginRoots.add(`${task.csiPlugin.type}/${task.csiPlugin.id}`);
-  }
-  if (allocFailures.length) pluginRoots = undefined;
+  // Only when a plugin's shared bind is there to judge: it costs a decode of every alloc record.
+  const pluginRoots = options.pluginRoots ? knownPluginRoots(state, allocs) : undefined;
   const mountRecords = volumes.list();
   for (const r of mountRecords) ids.add(r.allocId);
   const named = mountRecords.map((r) => ({ pluginId: r.pluginId, volumeId: r.volumeId, externalId: r.externalId }));
@@ -547,11 +595,13 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
     const volumes = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
     const driver = container.resolve<TaskDriver>(ITaskDriver);
     const dataDir = fs.realpathSync(options.dataDir);
+    // Strictly below the data dir: the data dir itself may well be a mount of its own.
+    const mounts = readMountInfoSync().filter((m) => m.mountPoint.startsWith(`${dataDir}/`));
+    const anyPluginRoot = mounts.some((m) => pluginRootOf(dataDir, m.mountPoint) !== undefined);
     const orphans = await findOrphans({
       dataDir,
-      known: knownState(state, allocs, volumes),
-      // Strictly below the data dir: the data dir itself may well be a mount of its own.
-      mounts: readMountInfoSync().filter((m) => m.mountPoint.startsWith(`${dataDir}/`)),
+      known: knownState(state, allocs, volumes, { pluginRoots: anyPluginRoot }),
+      mounts,
       readTask: (task) => driver.adopt(task),
       isSameProcess: (pid, startTime) => isSameProcess(pid, startTime),
       ...(driver.containerRuns ? { containerRuns: (handle: TaskHandle) => driver.containerRuns!(handle) } : {}),
@@ -578,7 +628,7 @@ export async function checkOrphansAtStart(container: DependencyContainer, option
       unmount: (mountPoint, { lazy }) => execFileAsync('umount', lazy ? ['-l', mountPoint] : [mountPoint]),
       mountsUnder: (dir) => mountPointsUnder(readMountInfoSync(), dir),
       mountsFrom: (dir) => mountsFromDir(readMountInfoSync(), dir),
-      known: () => knownState(state, allocs, volumes),
+      known: () => knownState(state, allocs, volumes, { pluginRoots: anyPluginRoot }),
       dataDir,
       logger: log,
     });

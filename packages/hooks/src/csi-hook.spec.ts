@@ -208,6 +208,23 @@ describe('csi hook', () => {
     await h.postrun(ctx);
   });
 
+  it('a stale mount remounted under on_stale_mount = "remount" is told to the runner by the volume\'s name (an isolated task with a private bind restarts to see it)', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1', { onStaleMount: 'remount' })] } });
+    const h = hook();
+    await h.prerun(ctx);
+    csi.crash('hostpath');
+    mounts.failStat(TARGET, 'ENOTCONN');
+    csi.bringUp('hostpath');
+    await clock.advance(0);
+    await flushMicrotasks(100);
+    expect(ctx.events.at(-1)!.type).toBe(LIVE_MOUNT_EVENTS.remounted);
+    expect(ctx.remounted).toEqual(['data']);
+    expect(ctx.restarts).toEqual([]);
+    await h.postrun(ctx);
+  });
+
   it('a stale mount found when the plugin is back is a "Volume stale" and a "Volume remounted" event; under on_stale_mount = "restart" the tasks restart', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
@@ -223,6 +240,8 @@ describe('csi hook', () => {
     expect(ctx.events.slice(1).map((e) => e.type)).toEqual([LIVE_MOUNT_EVENTS['plugin-away'], LIVE_MOUNT_EVENTS['plugin-back'], LIVE_MOUNT_EVENTS.stale, LIVE_MOUNT_EVENTS.remounted]);
     expect(ctx.events.at(-2)!.message).toMatch(/is stale: .* does not answer a stat \(ENOTCONN\); remounting it through plugin hostpath, then restarting the alloc's tasks$/);
     expect(ctx.restarts).toEqual(['volume "data" (vol-1) was stale and has been remounted (on_stale_mount = "restart")']);
+    // The tasks restart anyway: no separate word of the remount.
+    expect(ctx.remounted).toEqual([]);
 
     // After postrun the hook hears nothing more of the reconciler.
     await h.postrun(ctx);

@@ -140,6 +140,7 @@ export class CSIHook implements AllocHook {
     this.listening = this.volumes.onDidCheckMountOf(ctx.alloc.id)((e) => {
       ctx.emitEvent({ type: LIVE_MOUNT_EVENTS[e.kind], message: e.message, time: e.time });
       if (e.restartTasks) ctx.restartTasks(`volume "${e.name}" (${e.volumeId}) was stale and has been remounted (on_stale_mount = "restart")`);
+      else if (e.kind === 'remounted') ctx.volumeRemounted?.(e.name);
     });
     // The agent detaching (ShutdownError) ends it; a signal already aborted so is seen now, not never.
     const onAbort = () => {

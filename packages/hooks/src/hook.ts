@@ -93,6 +93,13 @@ export interface AllocHookContext extends HookContextBase {
   emitEvent(event: Omit<TaskEvent, 'time'> & { time?: number }): void;
   /** Asks the runner to restart every running task of the alloc (e.g. a stale mount under policy `restart`), with the reason as their event; not counted by their restart policies. */
   restartTasks(reason: string): void;
+  /**
+   * A volume of the alloc (by its group name) was mounted anew at its host
+   * path (a stale mount remounted): a task that took its bind of the old
+   * mount privately (an isolated task, propagation_mode "private") does not
+   * see the new one, and is restarted to; others see it at once.
+   */
+  volumeRemounted?(name: string): void;
 }
 
 /** A host dir an isolated task needs bind-mounted: Nomad's propagation modes. */

@@ -331,6 +331,28 @@ describe('AllocRunner', () => {
     restored.detach();
   });
 
+  it('a remounted volume restarts only the isolated tasks that bind it privately (they cannot see the new mount); others run on', async () => {
+    const task = (name: string, isolated: boolean, propagation?: 'private' | 'host-to-task', volume = 'data') => ({
+      ...job.groups[0]!.tasks[0]!,
+      name,
+      isolated,
+      config: { command: '/bin/sleep', args: ['100'] },
+      volumeMounts: [{ volume, destination: '/data', readOnly: false, ...(propagation ? { propagation } : {}) }],
+    });
+    const tasks = [task('private', true), task('explicit', true, 'private'), task('slave', true, 'host-to-task'), task('host', false), task('other', true, 'private', 'logs')];
+    const a: Alloc = { ...alloc(), job: { ...job, groups: [{ ...job.groups[0]!, tasks }] } };
+    const r = runner(a);
+    await r.run('start');
+    await clock.advance(0);
+    expect(driver.started.length).toBe(5);
+    hook.lastContext!.volumeRemounted!('data');
+    for (let i = 0; i < 5; i++) await clock.advance(0);
+    const restarted = Object.entries(r.taskStates()).filter(([, s]) => s.events.some((e) => /was remounted; an isolated task with propagation_mode = "private"/.test(e.message))).map(([n]) => n).sort();
+    expect(restarted).toEqual(['explicit', 'private']);
+    expect(driver.stops).toHaveLength(2);
+    r.detach();
+  });
+
   it('knows when an alloc left half-stopped by the last agent still needs a teardown', async () => {
     const r = runner();
     await r.run('start');

@@ -248,6 +248,14 @@ export class AllocRunner {
         if (this.detached || this.stopping) return;
         for (const t of this.tasks.values()) t.restart(reason);
       },
+      // An isolated task's private bind still shows the old (dead) mount: only a restart binds the new one.
+      volumeRemounted: (name) => {
+        if (this.detached || this.stopping) return;
+        for (const task of this.group.tasks) {
+          if (!task.isolated || !task.volumeMounts.some((m) => m.volume === name && (m.propagation ?? 'private') === 'private')) continue;
+          this.tasks.get(task.name)?.restart(`volume "${name}" was remounted; an isolated task with propagation_mode = "private" sees the new mount only after a restart`);
+        }
+      },
     };
   }
 

@@ -214,7 +214,11 @@ job "${PLUGIN_JOB_ID}" {
   /** Runs (or updates) the plugin job; with `wait`, until the plugin is healthy on both sides. */
   async runPlugin(options: PluginJobOptions = {}, wait = true): Promise<string[]> {
     const { allocIds } = await this.api.runJob(jobToDocument(await parseJobspec(this.pluginJobHcl(options), 'plugin.hcl')));
-    if (wait) await this.waitPluginHealthy();
+    if (wait) {
+      await this.waitPluginHealthy();
+      // An isolated round really runs on runc: the plugin's container is there.
+      if (this.isolated && !containersUnder(this.root).length) throw new Error('the plugin is healthy but no runc container of this round runs: the round is not isolated');
+    }
     return allocIds;
   }
 
@@ -452,9 +456,15 @@ job "${PLUGIN_JOB_ID}" {
       }
       await sleep(100);
     }
-    for (const id of containersUnder(this.root)) {
+    for (const id of (() => {
       try {
-        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore' });
+        return containersUnder(this.root);
+      } catch {
+        return [];
+      }
+    })()) {
+      try {
+        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore', timeout: 10_000 });
       } catch {
         // gone already
       }

@@ -106,7 +106,7 @@ export class AgentHarness {
     // Containers of isolated tasks whose bundle is under our root go (the executors would remove them, but they may be gone).
     for (const id of leftContainers) {
       try {
-        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore' });
+        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', id], { stdio: 'ignore', timeout: 10_000 });
       } catch {
         // gone already
       }
@@ -123,14 +123,14 @@ export class AgentHarness {
   }
 }
 
-/** The ids of the runc containers (in the exec driver's default root) whose bundle lies under `dir`. */
+/** The ids of the runc containers (in the exec driver's default root) whose bundle lies under `dir`; throws when runc cannot list them (a leak must not pass unseen). */
 export function containersUnder(dir: string): string[] {
   if (!fs.existsSync(DEFAULT_RUNC_ROOT)) return [];
   let list: { id: string; bundle: string }[] | null;
   try {
-    list = JSON.parse(execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json']).toString() || 'null') as { id: string; bundle: string }[] | null;
-  } catch {
-    return [];
+    list = JSON.parse(execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).toString() || 'null') as { id: string; bundle: string }[] | null;
+  } catch (err) {
+    throw new Error(`runc list failed, so the containers under ${dir} cannot be told: ${(err as Error).message}`);
   }
   return (list ?? []).filter((c) => c.bundle.startsWith(dir + '/')).map((c) => c.id);
 }

@@ -29,12 +29,15 @@ export interface RecordingAllocContext extends AllocHookContext {
   readonly events: TaskEvent[];
   /** The reasons of every restartTasks() call. */
   readonly restarts: string[];
+  /** The volume names of every volumeRemounted() call. */
+  readonly remounted: string[];
   readonly controller: AbortController;
 }
 
 export function allocContext(options: { alloc?: Partial<AllocInfo>; kind?: RunKind } = {}): RecordingAllocContext {
   const events: TaskEvent[] = [];
   const restarts: string[] = [];
+  const remounted: string[] = [];
   const controller = new AbortController();
   return {
     alloc: { id: 'alloc-w', jobId: 'web', group: 'app', volumes: [], ...options.alloc },
@@ -43,7 +46,9 @@ export function allocContext(options: { alloc?: Partial<AllocInfo>; kind?: RunKi
     controller,
     events,
     restarts,
+    remounted,
     emitEvent: (e) => events.push({ time: 0, ...e }),
     restartTasks: (reason) => restarts.push(reason),
+    volumeRemounted: (name) => remounted.push(name),
   };
 }
