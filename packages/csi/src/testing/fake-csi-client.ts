@@ -53,6 +53,8 @@ export class FakePluginBehaviour {
   readonly failOnce = new Map<string, Error[]>();
   /** method → a gate the next call waits at (until released). */
   readonly gates = new Map<string, Gate>();
+  /** method → the answer to each call (given the request), in place of the fake's own; for RPCs a test scripts (ListVolumes, CreateSnapshot…). */
+  readonly answers = new Map<string, (request: Record<string, unknown>) => unknown>();
   readonly calls: Call[] = [];
 
   constructor(readonly mounts: FakeMountPoints = new FakeMountPoints()) {}
@@ -137,6 +139,8 @@ export class FakeCSIClient implements CSIClient {
     if (once?.length) throw once.shift()!;
     const fail = b.failures.get(method);
     if (fail) throw fail;
+    const scripted = b.answers.get(method);
+    if (scripted) return scripted(request as Record<string, unknown>) as R;
     return (answer ? answer() : {}) as R;
   }
 
@@ -237,8 +241,12 @@ export class FakeCSIClient implements CSIClient {
   controllerUnpublishVolume(r: T.ControllerUnpublishVolumeRequest, o?: CSICallOptions) {
     return this.call<T.ControllerUnpublishVolumeResponse>('ControllerUnpublishVolume', r, o);
   }
+  /** NOT_FOUND for a volume the plugin does not have; every capability confirmed otherwise (script `answers` to refuse). */
   validateVolumeCapabilities(r: T.ValidateVolumeCapabilitiesRequest, o?: CSICallOptions) {
-    return this.call<T.ValidateVolumeCapabilitiesResponse>('ValidateVolumeCapabilities', r, o);
+    return this.call<T.ValidateVolumeCapabilitiesResponse>('ValidateVolumeCapabilities', r, o, () => {
+      this.requireVolume('ValidateVolumeCapabilities', r.volumeId);
+      return { confirmed: { volumeCapabilities: r.volumeCapabilities ?? [], volumeContext: { ...(r.volumeContext ?? {}) }, parameters: { ...(r.parameters ?? {}) } } } as T.ValidateVolumeCapabilitiesResponse;
+    });
   }
   listVolumes(r: T.ListVolumesRequest = {}, o?: CSICallOptions) {
     return this.call<T.ListVolumesResponse>('ListVolumes', r, o);

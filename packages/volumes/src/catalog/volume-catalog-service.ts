@@ -4,10 +4,10 @@
 // change event the agent turns into `Volume` lines of its event stream.
 import type { Event } from '@csiplug/core';
 import type { VolumeClaimer } from './volume-claimer';
-import type { VolumeSpec } from './volume-spec';
+import type { Topology, VolumeSpec } from './volume-spec';
 import type { VolumeView } from './volume-view';
 
-export type VolumeCatalogEventKind = 'registered' | 'created' | 'deregistered' | 'deleted' | 'claimed' | 'released';
+export type VolumeCatalogEventKind = 'registered' | 'created' | 'deregistered' | 'deleted' | 'claimed' | 'released' | 'expanded' | 'snapshot-created' | 'snapshot-deleted';
 
 export interface VolumeCatalogEvent {
   volumeId: string;
@@ -16,6 +16,56 @@ export interface VolumeCatalogEvent {
   allocId?: string;
   /** A sentence for the event stream, e.g. `volume "data" claimed by alloc a1 (write, single-node-writer)`. */
   message: string;
+}
+
+/** A snapshot as its plugin lists it (ListSnapshots, CreateSnapshot). */
+export interface SnapshotView {
+  pluginId: string;
+  /** The plugin's id of the snapshot. */
+  id: string;
+  /** The plugin's id of the volume it was taken of. */
+  externalSourceVolumeId: string;
+  /** The catalog's id of that volume, when it is registered here. */
+  sourceVolumeId?: string;
+  sizeBytes: number;
+  /** ms since the epoch; undefined when the plugin did not say. */
+  createTime?: number;
+  ready: boolean;
+}
+
+/** A volume as its plugin lists it (ListVolumes), and whether the catalog has it. */
+export interface ExternalVolumeView {
+  pluginId: string;
+  /** The plugin's id of the volume. */
+  externalId: string;
+  capacityBytes?: number;
+  accessibleTopology?: Topology[];
+  /** Node ids it is published to, when the plugin lists them (LIST_VOLUMES_PUBLISHED_NODES). */
+  publishedNodeIds?: string[];
+  /** Its condition, when the plugin reports one. */
+  condition?: { abnormal: boolean; message: string };
+  /** The catalog's id for it, when it is registered here. */
+  volumeId?: string;
+}
+
+/** One page of a paginated plugin list: `nextToken` asks for the next page; undefined: that was the last. */
+export interface Page<T> {
+  items: T[];
+  nextToken?: string;
+}
+
+export interface PageRequest {
+  /** At most this many (0 or absent: as many as the plugin gives). */
+  perPage?: number;
+  nextToken?: string;
+  signal?: AbortSignal;
+}
+
+/** What an expansion did: the new capacity, and whether node plugins must expand the volume where it is mounted. */
+export interface VolumeExpansion {
+  volume: VolumeView;
+  capacityBytes: number;
+  nodeExpansionRequired: boolean;
 }
 
 export interface VolumeCatalogService extends VolumeClaimer {
@@ -43,6 +93,21 @@ export interface VolumeCatalogService extends VolumeClaimer {
    * its csi hook's postrun, e.g. purged). Returns the volume ids released.
    */
   releaseAllocClaims(allocId: string, options?: { signal?: AbortSignal }): Promise<string[]>;
+  /**
+   * Grows a volume to `capacity` (Nomad: `volume create` again with a larger
+   * capacity): ControllerExpandVolume when the controller offers
+   * EXPAND_VOLUME, else only the node side (when the node plugin offers it).
+   * A smaller capacity is a ValidationError; the same one, VolumeExistsError.
+   */
+  expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options?: { signal?: AbortSignal }): Promise<VolumeExpansion>;
+  /** CreateSnapshot of a catalogued volume (its controller must offer CREATE_DELETE_SNAPSHOT); `name` defaults to `<id>-snapshot-<time>`. */
+  createSnapshot(volumeId: string, name?: string, options?: { signal?: AbortSignal }): Promise<SnapshotView>;
+  /** DeleteSnapshot on `pluginId`'s controller (an unknown id is gone already, per CSI). */
+  deleteSnapshot(pluginId: string, snapshotId: string, options?: { signal?: AbortSignal }): Promise<void>;
+  /** ListSnapshots on `pluginId`'s controller, one page. */
+  listSnapshots(pluginId: string, request?: PageRequest & { sourceVolumeId?: string }): Promise<Page<SnapshotView>>;
+  /** ListVolumes on `pluginId`'s controller, one page, marking the volumes the catalog has. */
+  listExternalVolumes(pluginId: string, request?: PageRequest): Promise<Page<ExternalVolumeView>>;
 
   readonly onDidChange: Event<VolumeCatalogEvent>;
 }

@@ -140,6 +140,14 @@ class Harness implements Disposable {
     this.csi.set(controllerInfo(opts));
   }
 
+  /** Changes what the CSI manager reports of the plugin's node and controller instances (topology, max volumes, capabilities). */
+  facts(node: Partial<NonNullable<PluginInfo['node']>>, controller: Partial<NonNullable<PluginInfo['controller']>> = {}): void {
+    const n = this.csi.pluginInfo('csi-node', PLUGIN)!;
+    this.csi.set({ ...n, node: { ...n.node!, ...node } });
+    const c = this.csi.pluginInfo('csi-controller', PLUGIN);
+    if (c) this.csi.set({ ...c, controller: { ...c.controller!, ...controller, capabilities: { ...c.controller!.capabilities, ...(controller.capabilities ?? {}) } } });
+  }
+
   /** A node-only plugin: no controller at all. */
   nodeOnlyPlugin(): void {
     this.registry.register({ type: 'csi-node', name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET, version: '1.0.0' });
@@ -427,7 +435,8 @@ describe('controller publish and unpublish', () => {
     const result = await h.catalog.claim(req('a1'));
     expect(result.publishContext).toBeUndefined();
     await h.catalog.release('data', 'a1');
-    expect(h.controller.calls).toEqual([]);
+    // Only the register's check of the volume reached the controller.
+    expect(h.controller.calls.map((c) => c.method)).toEqual(['ValidateVolumeCapabilities']);
   });
 
   test('not called (and not waited for) for a node-only plugin', async () => {
@@ -707,3 +716,152 @@ describe('registerVolumeCatalog', () => {
   });
 });
 
+
+// ---- placement, validation, expansion, snapshots, listing ---------------------------------
+
+describe('placement facts enforced at claim time', () => {
+  test('a node outside the volume\'s topology is refused, naming both; inside it, the claim is granted', async () => {
+    h.plugin();
+    h.facts({ topology: { rack: 'r2', zone: 'z1' } });
+    await h.catalog.registerVolume(spec({ topologyRequest: { required: [{ segments: { rack: 'r1' } }] } }));
+    expect(h.catalog.getVolume('data')!.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
+    const err = await refused(h.catalog.claim(req('a1')));
+    expect(err.retryable).toBe(false);
+    expect(err.message).toBe('volume "data" is accessible from topology {rack=r1} only; node storage-node-1 of plugin "hp" has topology {rack=r2, zone=z1}: alloc a1 cannot claim it here');
+    expect(h.catalog.getVolume('data')!.claims).toEqual([]);
+    h.facts({ topology: { rack: 'r1', zone: 'z1' } });
+    await h.catalog.claim(req('a1'));
+    expect(h.catalog.getVolume('data')!.claims.map((c) => c.allocId)).toEqual(['a1']);
+  });
+
+  test('max_volumes_per_node: a claim past the limit is refused with the count and the limit; a volume already held counts once', async () => {
+    h.plugin();
+    h.facts({ maxVolumes: 1 });
+    await h.catalog.registerVolume(spec());
+    await h.catalog.registerVolume(spec({ id: 'other', name: 'other', externalId: 'ext-other' }));
+    await h.catalog.claim(req('a1'));
+    // The same volume again for another alloc is not a second volume on the node.
+    await h.catalog.claim(req('a2', { readOnly: true, accessMode: 'single-node-reader-only' })).catch(() => undefined);
+    const err = await refused(h.catalog.claim(req('a3', { volumeId: 'other' })));
+    expect(err.message).toBe('node storage-node-1 holds 1 volume of plugin "hp" and its limit (max_volumes_per_node) is 1: alloc a3 cannot claim volume "other" here');
+    await h.catalog.release('data', 'a1');
+    await h.catalog.release('data', 'a2').catch(() => undefined);
+    await h.catalog.claim(req('a3', { volumeId: 'other' }));
+  });
+});
+
+describe('register checks the volume with the plugin', () => {
+  test('ValidateVolumeCapabilities: a refusal or an unknown external id refuses the register and stores nothing', async () => {
+    h.plugin();
+    h.controller.answers.set('ValidateVolumeCapabilities', () => ({ message: 'block access is not supported' }));
+    await expect(h.catalog.registerVolume(spec())).rejects.toThrow('volume "data": plugin "hp" cannot serve it as asked (single-node-writer/file-system): block access is not supported');
+    h.controller.answers.delete('ValidateVolumeCapabilities');
+    h.controller.volumes = new Set(['ext-other']);
+    await expect(h.catalog.registerVolume(spec())).rejects.toThrow('volume "data": plugin "hp" has no volume with external_id "ext-data" (ValidateVolumeCapabilities: NOT_FOUND)');
+    expect(h.catalog.listVolumes()).toEqual([]);
+    h.controller.volumes.add('ext-data');
+    await h.catalog.registerVolume(spec());
+    expect(h.requestsOf('ValidateVolumeCapabilities').at(-1)).toMatchObject({ volumeId: 'ext-data', volumeContext: { zone: 'a' } });
+  });
+
+  test('snapshot_id and clone_id are for create only', async () => {
+    await expect(h.catalog.registerVolume(spec({ snapshotId: 'snap-1' }))).rejects.toThrow(/snapshot_id is for "csiplug volume create"/);
+  });
+});
+
+describe('expansion', () => {
+  test('through ControllerExpandVolume: the new capacity is recorded; a smaller one is refused and nothing changes; the same one is a no-op', async () => {
+    h.plugin();
+    h.facts({}, { supportsExpand: true });
+    await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
+    h.controller.answers.set('ControllerExpandVolume', (r) => ({ capacityBytes: String((r.capacityRange as { requiredBytes: number }).requiredBytes), nodeExpansionRequired: true }));
+    const grown = await h.catalog.expandVolume('data', { capacityMin: 5000 });
+    expect(grown).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: true, volume: { capacityBytes: 5000, capacityMin: 5000 } });
+    expect(h.requestsOf('ControllerExpandVolume')[0]).toMatchObject({ volumeId: 'ext-data', capacityRange: { requiredBytes: 5000, limitBytes: 0 } });
+    expect(h.events.at(-1)).toMatchObject({ kind: 'expanded', message: 'volume "data" expanded from 1000 to 5000 bytes by plugin hp; its node plugin expands it where it is mounted' });
+    await expect(h.catalog.expandVolume('data', { capacityMin: 4000 })).rejects.toThrow('volume "data" has 5000 bytes; capacity_min 4000 would shrink it: volumes only grow (create a new, smaller volume and copy the data)');
+    expect(await h.catalog.expandVolume('data', { capacityMin: 5000 })).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: false });
+    expect(h.requestsOf('ControllerExpandVolume')).toHaveLength(1);
+    expect(h.catalog.getVolume('data')!.capacityBytes).toBe(5000);
+  });
+
+  test('a plugin that expands on neither side is refused with what is missing; a plugin failure keeps the old capacity', async () => {
+    h.plugin();
+    await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow('cannot expand volume "data": plugin "hp" offers EXPAND_VOLUME on neither its controller nor its node side');
+    h.facts({}, { supportsExpand: true });
+    h.controller.failures.set('ControllerExpandVolume', csiError(GrpcStatus.OUT_OF_RANGE, 'ControllerExpandVolume', 'too big'));
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow(/could not expand volume "data" \(external id ext-data\) to 2000 bytes on plugin "hp": .*too big/);
+    expect(h.catalog.getVolume('data')!.capacityMin).toBe(1000);
+    await expect(h.catalog.expandVolume('nope', { capacityMin: 2000 })).rejects.toBeInstanceOf(VolumeNotFoundError);
+  });
+});
+
+describe('snapshots and what the plugin holds', () => {
+  test('create, list (one page at a time, with the catalog id of the source), delete', async () => {
+    h.plugin();
+    h.facts({}, { supportsSnapshots: true, supportsListVolumes: true, capabilities: { listSnapshots: true } as never });
+    await h.catalog.registerVolume(spec());
+    h.controller.answers.set('CreateSnapshot', (r) => ({ snapshot: { snapshotId: `snap-${String(r.name)}`, sourceVolumeId: r.sourceVolumeId, sizeBytes: '42', creationTime: { seconds: '1700000000', nanos: 5e8 }, readyToUse: true } }));
+    const snap = await h.catalog.createSnapshot('data', 'nightly');
+    expect(snap).toEqual({ pluginId: PLUGIN, id: 'snap-nightly', externalSourceVolumeId: 'ext-data', sourceVolumeId: 'data', sizeBytes: 42, createTime: 1700000000500, ready: true });
+    expect(h.events.at(-1)).toMatchObject({ volumeId: 'data', kind: 'snapshot-created' });
+    h.controller.answers.set('ListSnapshots', (r) => (r.startingToken ? { entries: [{ snapshot: { snapshotId: 's2', sourceVolumeId: 'ext-gone', sizeBytes: '1', readyToUse: false } }], nextToken: '' } : { entries: [{ snapshot: { snapshotId: 's1', sourceVolumeId: 'ext-data', sizeBytes: '7', readyToUse: true } }], nextToken: '1' }));
+    const first = await h.catalog.listSnapshots(PLUGIN, { perPage: 1 });
+    expect(first).toEqual({ items: [expect.objectContaining({ id: 's1', sourceVolumeId: 'data' })], nextToken: '1' });
+    const second = await h.catalog.listSnapshots(PLUGIN, { perPage: 1, nextToken: first.nextToken });
+    expect(second.items).toEqual([{ pluginId: PLUGIN, id: 's2', externalSourceVolumeId: 'ext-gone', sizeBytes: 1, ready: false }]);
+    expect(second.nextToken).toBeUndefined();
+    expect(h.requestsOf('ListSnapshots')[1]).toMatchObject({ maxEntries: 1, startingToken: '1' });
+    await h.catalog.deleteSnapshot(PLUGIN, 'snap-nightly');
+    expect(h.requestsOf('DeleteSnapshot')[0]).toMatchObject({ snapshotId: 'snap-nightly' });
+  });
+
+  test('a plugin without the capability, no controller, an unknown volume: each a clear error, nothing asked of the plugin', async () => {
+    h.plugin();
+    await h.catalog.registerVolume(spec());
+    await expect(h.catalog.createSnapshot('data', 'x')).rejects.toThrow('cannot snapshot volume "data": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT');
+    await expect(h.catalog.listSnapshots(PLUGIN)).rejects.toThrow('cannot list snapshots: the controller of plugin "hp" does not offer LIST_SNAPSHOTS');
+    await expect(h.catalog.createSnapshot('nope', 'x')).rejects.toBeInstanceOf(VolumeNotFoundError);
+    await expect(h.catalog.listExternalVolumes('other-plugin')).rejects.toThrow('cannot list its volumes: no controller of plugin "other-plugin" is registered on this node');
+    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'restored', snapshotId: 'snap-1' }))).rejects.toThrow('cannot restore snapshot "snap-1" into volume "restored": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT');
+    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', cloneId: 'ext-data' }))).rejects.toThrow('cannot clone volume "ext-data" into volume "copy": the controller of plugin "hp" does not offer CLONE_VOLUME');
+    expect(h.controller.calls.map((c) => c.method)).toEqual(['ValidateVolumeCapabilities']);
+  });
+
+  test('create from a snapshot or a clone sends the content source and the topology request, and keeps the accessible topology', async () => {
+    h.plugin();
+    h.facts({}, { supportsSnapshots: true, supportsClone: true });
+    h.controller.volumes = new Set();
+    h.controller.answers.set('CreateVolume', (r) => ({ volume: { volumeId: `ext-${String(r.name)}`, capacityBytes: '10', accessibleTopology: [{ segments: { rack: 'r1' } }] } }));
+    const v = await h.catalog.createVolume(spec({ externalId: undefined, id: 'restored', name: 'restored', snapshotId: 'snap-1', topologyRequest: { required: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] } }));
+    expect(v.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
+    expect(h.requestsOf('CreateVolume')[0]).toMatchObject({ volumeContentSource: { snapshot: { snapshotId: 'snap-1' } }, accessibilityRequirements: { requisite: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] } });
+    await h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', name: 'copy', cloneId: 'ext-restored' }));
+    expect(h.requestsOf('CreateVolume')[1]).toMatchObject({ volumeContentSource: { volume: { volumeId: 'ext-restored' } } });
+    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'both', snapshotId: 's', cloneId: 'c' }))).rejects.toThrow('volume "both": snapshot_id and clone_id are two sources; give at most one');
+  });
+
+  test('listExternalVolumes: one page, marking the volumes the catalog has', async () => {
+    h.plugin();
+    h.facts({}, { supportsListVolumes: true });
+    await h.catalog.registerVolume(spec());
+    h.controller.answers.set('ListVolumes', () => ({
+      entries: [
+        { volume: { volumeId: 'ext-data', capacityBytes: '100' }, status: { publishedNodeIds: ['storage-node-1'], volumeCondition: { abnormal: false, message: 'fine' } } },
+        { volume: { volumeId: 'ext-stray', capacityBytes: '0', accessibleTopology: [{ segments: { rack: 'r1' } }] }, status: null },
+      ],
+      nextToken: '2',
+    }));
+    const page = await h.catalog.listExternalVolumes(PLUGIN, { perPage: 2 });
+    expect(page).toEqual({
+      items: [
+        { pluginId: PLUGIN, externalId: 'ext-data', capacityBytes: 100, publishedNodeIds: ['storage-node-1'], condition: { abnormal: false, message: 'fine' }, volumeId: 'data' },
+        { pluginId: PLUGIN, externalId: 'ext-stray', accessibleTopology: [{ segments: { rack: 'r1' } }] },
+      ],
+      nextToken: '2',
+    });
+    expect(h.requestsOf('ListVolumes')[0]).toMatchObject({ maxEntries: 2, startingToken: '' });
+    await expect(h.catalog.listExternalVolumes(PLUGIN, { perPage: -1 })).rejects.toThrow('per_page must be a whole number of 0 or more, got -1');
+  });
+});

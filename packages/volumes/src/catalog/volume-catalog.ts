@@ -27,11 +27,34 @@ import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
 import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError } from './errors';
 import { IVolumeSpecValidator } from './tokens';
-import type { VolumeCatalogEvent, VolumeCatalogService } from './volume-catalog-service';
+import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
 import { VolumeRecord, isVolumeRecord, toClaimable, toVolumeView } from './volume-record';
-import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
+import type { Topology, VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import type { VolumeClaimView, VolumeView } from './volume-view';
+
+/** `{a=1, b=2}`: a topology's segments for a message. */
+export function formatTopology(segments: Readonly<Record<string, string>>): string {
+  const entries = Object.entries(segments);
+  return entries.length ? `{${entries.map(([k, v]) => `${k}=${v}`).join(', ')}}` : '{}';
+}
+
+/** Whether a node with `node` segments lies in `topology`: every segment of the topology has the node's value. */
+export function topologyContains(topology: Topology, node: Readonly<Record<string, string>>): boolean {
+  return Object.entries(topology.segments).every(([k, v]) => node[k] === v);
+}
+
+/** The topologies a plugin answered (CreateVolume, ListVolumes), as the catalog keeps them; undefined for none. */
+function topologiesOf(list: readonly { segments?: Record<string, string> | null }[] | null | undefined): Topology[] | undefined {
+  const out = (list ?? []).map((t) => ({ segments: { ...(t.segments ?? {}) } })).filter((t) => Object.keys(t.segments).length > 0);
+  return out.length ? out : undefined;
+}
+
+/** A protobuf int64 (a decimal string or number) as a number; undefined when absent or not a count. */
+function int64(v: unknown): number | undefined {
+  const n = typeof v === 'string' || typeof v === 'number' ? Number(v) : NaN;
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
 
 /** A copy of `map` without `key`; undefined when nothing is left. */
 function withoutKey(map: Record<string, string> | undefined, key: string): Record<string, string> | undefined {
@@ -114,9 +137,15 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       );
     }
     const externalId = checked.externalId;
+    for (const [field, value] of [['snapshot_id', checked.snapshotId], ['clone_id', checked.cloneId]] as const) {
+      if (value !== undefined) throw new ValidationError(`volume "${checked.id}": ${field} is for "csiplug volume create" (a new volume from a source); an existing volume is registered by its external_id`, field);
+    }
     return this.locked(checked.id, undefined, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
+      await this.validateWithPlugin(checked, externalId);
       const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
+      const required = checked.topologyRequest?.required;
+      if (required?.length) record.accessibleTopology = required.map((t) => ({ segments: { ...t.segments } }));
       this.state.putVolume(record.id, record);
       this.log.info('volume registered', { volume_id: record.id, plugin_id: record.pluginId, external_id: externalId });
       return {
@@ -135,9 +164,18 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         'external_id',
       );
     }
+    if (checked.snapshotId !== undefined && checked.cloneId !== undefined) {
+      throw new ValidationError(`volume "${checked.id}": snapshot_id and clone_id are two sources; give at most one`, 'snapshot_id');
+    }
     return this.locked(checked.id, signal, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      await this.controllerFor(checked.id, checked.pluginId, 'create', signal);
+      const controller = await this.controllerFor(checked.id, checked.pluginId, 'create', signal);
+      if (checked.snapshotId !== undefined && !controller.supportsSnapshots) {
+        throw new VolumePluginError(checked.id, checked.pluginId, `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`);
+      }
+      if (checked.cloneId !== undefined && !controller.supportsClone) {
+        throw new VolumePluginError(checked.id, checked.pluginId, `cannot clone volume "${checked.cloneId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CLONE_VOLUME`);
+      }
 
       const request: CreateVolumeRequest = {
         name: checked.name || checked.id,
@@ -149,6 +187,15 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       };
       if (checked.capacityMin !== undefined || checked.capacityMax !== undefined) {
         request.capacityRange = { requiredBytes: checked.capacityMin ?? 0, limitBytes: checked.capacityMax ?? 0 };
+      }
+      if (checked.snapshotId !== undefined) request.volumeContentSource = { snapshot: { snapshotId: checked.snapshotId } };
+      if (checked.cloneId !== undefined) request.volumeContentSource = { volume: { volumeId: checked.cloneId } };
+      const wanted = checked.topologyRequest;
+      if (wanted?.required?.length || wanted?.preferred?.length) {
+        request.accessibilityRequirements = {
+          requisite: (wanted.required ?? []).map((t) => ({ segments: { ...t.segments } })),
+          preferred: (wanted.preferred ?? []).map((t) => ({ segments: { ...t.segments } })),
+        };
       }
       let created;
       try {
@@ -171,6 +218,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       };
       const capacity = Number(created.capacityBytes);
       if (Number.isFinite(capacity) && capacity > 0) record.capacityBytes = capacity;
+      const reachable = topologiesOf(created.accessibleTopology);
+      if (reachable) record.accessibleTopology = reachable;
       try {
         this.state.putVolume(record.id, record);
       } catch (err) {
@@ -248,6 +297,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         return { value: this.claimResult(record, request.allocId) };
       }
       checkClaim(record, request);
+      this.checkPlacement(record, request.allocId);
 
       let published: { nodeId: string; context: Record<string, string> } | undefined;
       let current = record;
@@ -492,6 +542,267 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     // A wait ran out, or the plugin deregistered in between (restarting): it may be back soon.
     else if (err instanceof TimeoutError || err instanceof PluginNotFoundError) retryable = true;
     return new ClaimError(`${what}: ${errorMessage(err)}`, retryable, { cause: err });
+  }
+
+  // ---- expansion, snapshots, what the plugin holds ------------------------------------
+
+  async expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options: { signal?: AbortSignal } = {}): Promise<VolumeExpansion> {
+    const { signal } = options;
+    return this.locked(id, signal, async () => {
+      const record = this.read(id);
+      if (!record) throw new VolumeNotFoundError(id);
+      const current = record.capacityBytes ?? record.capacityMin ?? 0;
+      const want = capacity.capacityMin ?? capacity.capacityMax ?? 0;
+      if (capacity.capacityMax !== undefined && capacity.capacityMax < current) {
+        throw new ValidationError(`volume "${id}" has ${current} bytes; capacity_max ${capacity.capacityMax} would shrink it: volumes only grow (create a new, smaller volume and copy the data)`, 'capacity_max');
+      }
+      if (want < current) {
+        throw new ValidationError(`volume "${id}" has ${current} bytes; capacity_min ${want} would shrink it: volumes only grow (create a new, smaller volume and copy the data)`, 'capacity_min');
+      }
+      if (want === current) return { value: { volume: this.view(record), capacityBytes: current, nodeExpansionRequired: false } };
+      const controller = await this.controllerIfAny(record, `expand volume "${id}"`, signal);
+      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node;
+      let capacityBytes = want;
+      let nodeExpansionRequired = true;
+      if (controller?.supportsExpand) {
+        try {
+          const response = await this.withController(record.pluginId, (c) =>
+            c.controllerExpandVolume(
+              {
+                volumeId: record.externalId,
+                capacityRange: { requiredBytes: want, limitBytes: capacity.capacityMax ?? 0 },
+                secrets: { ...record.secrets },
+                ...(record.capabilities[0] ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) } : {}),
+              },
+              { signal },
+            ),
+          );
+          capacityBytes = int64(response.capacityBytes) || want;
+          nodeExpansionRequired = response.nodeExpansionRequired === true;
+        } catch (err) {
+          if (signal?.aborted) throw abortReason(signal);
+          throw new VolumePluginError(id, record.pluginId, `could not expand volume "${id}" (external id ${record.externalId}) to ${want} bytes on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
+        }
+      } else if (!node?.supportsExpand) {
+        throw new VolumePluginError(id, record.pluginId, `cannot expand volume "${id}": plugin "${record.pluginId}" offers EXPAND_VOLUME on neither its controller nor its node side`);
+      }
+      const next: VolumeRecord = { ...record, capacityBytes };
+      if (capacity.capacityMin !== undefined) next.capacityMin = capacity.capacityMin;
+      if (capacity.capacityMax !== undefined) next.capacityMax = capacity.capacityMax;
+      this.state.putVolume(id, next);
+      this.log.info('volume expanded', { volume_id: id, plugin_id: record.pluginId, from_bytes: current, to_bytes: capacityBytes, node_expansion_required: nodeExpansionRequired });
+      return {
+        value: { volume: this.view(next), capacityBytes, nodeExpansionRequired },
+        event: { volumeId: id, kind: 'expanded', message: `volume "${id}" expanded from ${current} to ${capacityBytes} bytes by plugin ${record.pluginId}${nodeExpansionRequired ? '; its node plugin expands it where it is mounted' : ''}` },
+      };
+    });
+  }
+
+  async createSnapshot(volumeId: string, name?: string, options: { signal?: AbortSignal } = {}): Promise<SnapshotView> {
+    const { signal } = options;
+    const snapshotName = name ?? `${volumeId}-snapshot-${this.clock.now()}`;
+    if (typeof snapshotName !== 'string' || snapshotName.trim() === '' || snapshotName.length > 128) {
+      throw new ValidationError(`a snapshot name must be 1 to 128 characters, got ${JSON.stringify(name)}`, 'name');
+    }
+    return this.locked(volumeId, signal, async () => {
+      const record = this.read(volumeId);
+      if (!record) throw new VolumeNotFoundError(volumeId);
+      this.readyController(record.pluginId, `snapshot volume "${volumeId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT', volumeId);
+      let snapshot;
+      try {
+        snapshot = (await this.withController(record.pluginId, (c) => c.createSnapshot({ sourceVolumeId: record.externalId, name: snapshotName, secrets: { ...record.secrets }, parameters: {} }, { signal }))).snapshot;
+      } catch (err) {
+        if (signal?.aborted) throw abortReason(signal);
+        throw new VolumePluginError(volumeId, record.pluginId, `could not snapshot volume "${volumeId}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
+      }
+      if (!snapshot?.snapshotId) throw new VolumePluginError(volumeId, record.pluginId, `plugin "${record.pluginId}" answered CreateSnapshot for volume "${volumeId}" without a snapshot id; the plugin is broken`);
+      const view = this.snapshotView(record.pluginId, snapshot);
+      this.log.info('snapshot created', { volume_id: volumeId, plugin_id: record.pluginId, snapshot_id: view.id, size_bytes: view.sizeBytes });
+      return { value: view, event: { volumeId, kind: 'snapshot-created', message: `snapshot "${view.id}" of volume "${volumeId}" created by plugin ${record.pluginId} (${view.sizeBytes} bytes)` } };
+    });
+  }
+
+  async deleteSnapshot(pluginId: string, snapshotId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const { signal } = options;
+    if (typeof snapshotId !== 'string' || snapshotId === '') throw new ValidationError('a snapshot id is required', 'snapshot_id');
+    this.readyController(pluginId, `delete snapshot "${snapshotId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT');
+    try {
+      await this.withController(pluginId, (c) => c.deleteSnapshot({ snapshotId, secrets: {} }, { signal }));
+    } catch (err) {
+      if (signal?.aborted) throw abortReason(signal);
+      throw new VolumePluginError('', pluginId, `could not delete snapshot "${snapshotId}" on plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
+    }
+    this.log.info('snapshot deleted', { plugin_id: pluginId, snapshot_id: snapshotId });
+  }
+
+  async listSnapshots(pluginId: string, request: PageRequest & { sourceVolumeId?: string } = {}): Promise<Page<SnapshotView>> {
+    this.readyController(pluginId, 'list snapshots', 'capabilities.listSnapshots', 'LIST_SNAPSHOTS');
+    let sourceExternal: string | undefined;
+    if (request.sourceVolumeId !== undefined) {
+      const source = this.read(request.sourceVolumeId);
+      if (!source) throw new VolumeNotFoundError(request.sourceVolumeId);
+      sourceExternal = source.externalId;
+    }
+    let response;
+    try {
+      response = await this.withController(pluginId, (c) =>
+        c.listSnapshots({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '', sourceVolumeId: sourceExternal ?? '', snapshotId: '', secrets: {} }, { signal: request.signal }),
+      );
+    } catch (err) {
+      if (request.signal?.aborted) throw abortReason(request.signal);
+      throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
+    }
+    const items = (response.entries ?? []).flatMap((e) => (e.snapshot?.snapshotId ? [this.snapshotView(pluginId, e.snapshot)] : []));
+    return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
+  }
+
+  async listExternalVolumes(pluginId: string, request: PageRequest = {}): Promise<Page<ExternalVolumeView>> {
+    this.readyController(pluginId, 'list its volumes', 'supportsListVolumes', 'LIST_VOLUMES');
+    let response;
+    try {
+      response = await this.withController(pluginId, (c) => c.listVolumes({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '' }, { signal: request.signal }));
+    } catch (err) {
+      if (request.signal?.aborted) throw abortReason(request.signal);
+      throw new VolumePluginError('', pluginId, `could not list the volumes of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
+    }
+    const ours = this.byExternalId(pluginId);
+    const items = (response.entries ?? []).flatMap((e): ExternalVolumeView[] => {
+      const v = e.volume;
+      if (!v?.volumeId) return [];
+      const capacity = int64(v.capacityBytes);
+      const reachable = topologiesOf(v.accessibleTopology);
+      const published = e.status?.publishedNodeIds ?? [];
+      const condition = e.status?.volumeCondition;
+      return [
+        {
+          pluginId,
+          externalId: v.volumeId,
+          ...(capacity ? { capacityBytes: capacity } : {}),
+          ...(reachable ? { accessibleTopology: reachable } : {}),
+          ...(published.length ? { publishedNodeIds: [...published] } : {}),
+          ...(condition ? { condition: { abnormal: condition.abnormal === true, message: condition.message ?? '' } } : {}),
+          ...(ours.has(v.volumeId) ? { volumeId: ours.get(v.volumeId)! } : {}),
+        },
+      ];
+    });
+    return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
+  }
+
+  /** A page size for a plugin list: a non-negative integer (0: the plugin's choice). */
+  private perPage(n: number | undefined): number {
+    if (n === undefined) return 0;
+    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new ValidationError(`per_page must be a whole number of 0 or more, got ${n}`, 'per_page');
+    return n;
+  }
+
+  /** The catalog's volumes of `pluginId` by their external id. */
+  private byExternalId(pluginId: string): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const v of this.state.listVolumes<unknown>()) if (isVolumeRecord(v) && v.pluginId === pluginId) out.set(v.externalId, v.id);
+    return out;
+  }
+
+  private snapshotView(pluginId: string, s: { snapshotId?: string; sourceVolumeId?: string; sizeBytes?: unknown; creationTime?: { seconds?: unknown; nanos?: number } | null; readyToUse?: boolean }): SnapshotView {
+    const seconds = int64(s.creationTime?.seconds);
+    const source = s.sourceVolumeId ?? '';
+    const ours = this.byExternalId(pluginId).get(source);
+    return {
+      pluginId,
+      id: s.snapshotId ?? '',
+      externalSourceVolumeId: source,
+      ...(ours !== undefined ? { sourceVolumeId: ours } : {}),
+      sizeBytes: int64(s.sizeBytes) ?? 0,
+      ...(seconds !== undefined ? { createTime: seconds * 1000 + Math.floor((s.creationTime?.nanos ?? 0) / 1e6) } : {}),
+      ready: s.readyToUse === true,
+    };
+  }
+
+  /**
+   * The plugin's controller, registered and healthy now, offering `capability`
+   * (a ControllerPluginInfo flag, or `capabilities.<name>`); a
+   * VolumePluginError that says which is missing otherwise. For the
+   * interactive volume commands: they do not wait for a controller.
+   */
+  private readyController(pluginId: string, what: string, flag: string, capability: string, volumeId = ''): ControllerPluginInfo {
+    const info = this.csi.pluginInfo(PluginTypeCSIController, pluginId);
+    if (!info?.controller) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
+    if (!info.healthy) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
+    const offered = flag.startsWith('capabilities.') ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)] : (info.controller as unknown as Record<string, boolean>)[flag];
+    if (!offered) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
+    return info.controller;
+  }
+
+  /** The controller of the volume's plugin when it has one (waited for, as for a claim); undefined for a node-only plugin. */
+  private async controllerIfAny(record: VolumeRecord, what: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
+    const known = this.csi.pluginInfo(PluginTypeCSIController, record.pluginId);
+    if (known?.controller) return known.controller;
+    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
+    if (!known && node?.pluginCapabilities?.controllerService !== true) return undefined;
+    try {
+      return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
+    } catch (err) {
+      if (signal?.aborted) throw abortReason(signal);
+      throw new VolumePluginError(record.id, record.pluginId, `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`, { cause: err });
+    }
+  }
+
+  /**
+   * Register: when the plugin's controller is here and healthy, it must
+   * confirm the volume's capabilities (ValidateVolumeCapabilities); one that
+   * does not know the volume, or cannot serve it, refuses the register. A
+   * plugin not running yet cannot be asked: the volume is registered as given.
+   */
+  private async validateWithPlugin(spec: VolumeSpec, externalId: string): Promise<void> {
+    const info = this.csi.pluginInfo(PluginTypeCSIController, spec.pluginId);
+    if (!info?.controller || !info.healthy) return;
+    let response;
+    try {
+      response = await this.withController(spec.pluginId, (c) =>
+        c.validateVolumeCapabilities({
+          volumeId: externalId,
+          volumeCapabilities: spec.capabilities.map((c) => volumeCapabilityFor({ readOnly: false, accessMode: c.accessMode, attachmentMode: c.attachmentMode }, spec.mountOptions)),
+          volumeContext: { ...spec.context },
+          parameters: { ...spec.parameters },
+          secrets: { ...spec.secrets },
+        }),
+      );
+    } catch (err) {
+      if (isNotFound(err)) throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" has no volume with external_id "${externalId}" (ValidateVolumeCapabilities: NOT_FOUND)`, 'external_id');
+      throw new VolumePluginError(spec.id, spec.pluginId, `could not check volume "${spec.id}" (external id ${externalId}) with plugin "${spec.pluginId}": ${errorMessage(err)}`, { cause: err });
+    }
+    if (!response.confirmed) {
+      const wanted = spec.capabilities.map((c) => `${c.accessMode}/${c.attachmentMode}`).join(', ');
+      throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" cannot serve it as asked (${wanted}): ${response.message || 'it confirmed none of the capabilities'}`, 'capability');
+    }
+  }
+
+  /**
+   * Placement facts the node plugin reported, enforced at claim time: the
+   * node must lie in one of the volume's accessible topologies, and hold
+   * fewer volumes of the plugin than its max_volumes_per_node.
+   */
+  private checkPlacement(record: VolumeRecord, allocId: string): void {
+    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node;
+    if (!node) return;
+    if (record.accessibleTopology?.length) {
+      const here = node.topology ?? {};
+      if (!record.accessibleTopology.some((t) => topologyContains(t, here))) {
+        throw new ClaimError(
+          `volume "${record.id}" is accessible from topology ${record.accessibleTopology.map((t) => formatTopology(t.segments)).join(' or ')} only; ` +
+            `node ${node.nodeId} of plugin "${record.pluginId}" has topology ${formatTopology(here)}: alloc ${allocId} cannot claim it here`,
+          false,
+        );
+      }
+    }
+    if (Number.isFinite(node.maxVolumes) && node.maxVolumes > 0) {
+      const held = this.state.listVolumes<unknown>().filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0).length;
+      if (held >= node.maxVolumes) {
+        throw new ClaimError(
+          `node ${node.nodeId} holds ${held} volume${held === 1 ? '' : 's'} of plugin "${record.pluginId}" and its limit (max_volumes_per_node) is ${node.maxVolumes}: alloc ${allocId} cannot claim volume "${record.id}" here`,
+          false,
+        );
+      }
+    }
   }
 
   // ---- helpers ----------------------------------------------------------------------

@@ -10,6 +10,17 @@ export interface VolumeCapability {
   attachmentMode: AttachmentMode;
 }
 
+/** A topology: segment key → value (e.g. { "topology.hostpath.csiplug.io/node": "n1" }). */
+export interface Topology {
+  segments: Record<string, string>;
+}
+
+/** Where a created volume must (required) or should (preferred) be accessible from; goes to CreateVolume as accessibility requirements. */
+export interface TopologyRequest {
+  required?: Topology[];
+  preferred?: Topology[];
+}
+
 export interface VolumeSpec {
   /** The catalog id; path-safe. */
   id: string;
@@ -29,6 +40,12 @@ export interface VolumeSpec {
   parameters: Record<string, string>;
   secrets: Record<string, string>;
   context: Record<string, string>;
+  /** Create only: the plugin's id of a snapshot to restore the new volume from (CreateVolume's content source). */
+  snapshotId?: string;
+  /** Create only: the plugin's id of a volume to clone (CreateVolume's content source). */
+  cloneId?: string;
+  /** Create: the accessibility requirements; register: the volume's topology (its required topologies). */
+  topologyRequest?: TopologyRequest;
 }
 
 /**
