@@ -16,7 +16,7 @@ import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
 import { UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
-import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions } from './volume-manager';
+import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions, VolumeUsage } from './volume-manager';
 import { VolumePaths, volumePaths } from './volume-paths';
 
 export interface VolumeManagerDeps {
@@ -45,7 +45,13 @@ async function removeEmptyDir(dir: string): Promise<void> {
   }
 }
 
-type Step = 'stage' | 'publish' | 'unpublish' | 'unstage';
+type Step = 'stage' | 'publish' | 'unpublish' | 'unstage' | 'expand';
+
+/** An int64 of the wire (a decimal string) as a number; undefined when absent or not a count. */
+function count(v: unknown): number | undefined {
+  const n = typeof v === 'string' || typeof v === 'number' ? Number(v) : NaN;
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
 
 export class CSIVolumeManager implements VolumeManager {
   private readonly log: Logger;
@@ -203,6 +209,49 @@ export class CSIVolumeManager implements VolumeManager {
       if (isNotFound(err)) return { abnormal: true, message: `NodeGetVolumeStats: NOT_FOUND${err instanceof CSIError && err.details ? `: ${err.details}` : ''}`, reported: true };
       throw err;
     }
+  }
+
+  async volumeUsage(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeConditionOptions = {}): Promise<VolumeUsage | undefined> {
+    this.check(volume, allocId, usage, false);
+    const inst = this.deps.instance();
+    const caps = await inst.nodeCapabilities(options.signal);
+    if (!caps.getVolumeStats) return undefined;
+    const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId, usage);
+    if (options.hostPath !== undefined && path.resolve(options.hostPath) !== paths.hostTargetPath) return undefined;
+    const res = await inst.client.nodeGetVolumeStats(
+      { volumeId: volume.externalId || volume.id, volumePath: paths.pluginTargetPath, ...(caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {}) },
+      { signal: options.signal },
+    );
+    const out: VolumeUsage = {};
+    for (const u of res.usage ?? []) {
+      const part = { ...(count(u.total) !== undefined ? { total: count(u.total) } : {}), ...(count(u.used) !== undefined ? { used: count(u.used) } : {}), ...(count(u.available) !== undefined ? { available: count(u.available) } : {}) };
+      if (String(u.unit) === 'BYTES') out.bytes = part;
+      else if (String(u.unit) === 'INODES') out.inodes = part;
+    }
+    if (caps.volumeCondition && res.volumeCondition) out.condition = { abnormal: res.volumeCondition.abnormal === true, message: res.volumeCondition.message ?? '' };
+    return out;
+  }
+
+  async expandVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, capacityBytes: number, options: VolumeOperationOptions = {}): Promise<number | undefined> {
+    if (!Number.isSafeInteger(capacityBytes) || capacityBytes <= 0) throw new ValidationError(`a capacity to expand to must be a whole number of bytes above 0, got ${capacityBytes}`, 'capacityBytes');
+    return this.step('expand', volume, allocId, usage, options, async (inst, paths, signal) => {
+      const caps = await inst.nodeCapabilities(signal);
+      if (!caps.expandVolume) return undefined;
+      const res = await inst.client.nodeExpandVolume(
+        {
+          volumeId: volume.externalId || volume.id,
+          volumePath: paths.pluginTargetPath,
+          capacityRange: { requiredBytes: capacityBytes, limitBytes: 0 },
+          ...(caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {}),
+          volumeCapability: volumeCapabilityFor(usage, volume.mountOptions),
+          secrets: volume.secrets ?? {},
+        },
+        { signal },
+      );
+      const capacity = count(res.capacityBytes) || capacityBytes;
+      this.log.info('volume expanded on the node', { volumeId: volume.id, allocId, capacityBytes: capacity });
+      return capacity;
+    });
   }
 
   hasMount(targetPath: string): Promise<boolean> {

@@ -44,6 +44,14 @@ export interface VolumeCondition {
   reported: boolean;
 }
 
+/** What NodeGetVolumeStats says a volume holds: bytes and inodes (each part the plugin reported), and its condition. */
+export interface VolumeUsage {
+  bytes?: { total?: number; used?: number; available?: number };
+  inodes?: { total?: number; used?: number; available?: number };
+  /** Present when the plugin reports conditions (VOLUME_CONDITION). */
+  condition?: { abnormal: boolean; message: string };
+}
+
 export interface VolumeOperationOptions {
   /** Aborting while the call waits for another operation on the same volume rejects with an AbortError and runs nothing; aborting later abandons the current CSI call. */
   signal?: AbortSignal;
@@ -103,6 +111,21 @@ export interface VolumeManager {
     at: 'target' | 'staging',
     options?: VolumeConditionOptions,
   ): Promise<VolumeCondition | undefined>;
+
+  /**
+   * NodeGetVolumeStats of the volume at the alloc's target path: its usage.
+   * Undefined when the plugin does not offer GET_VOLUME_STATS, or (`hostPath`)
+   * puts the volume elsewhere now. Read-only: not queued.
+   */
+  volumeUsage(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options?: VolumeConditionOptions): Promise<VolumeUsage | undefined>;
+
+  /**
+   * NodeExpandVolume of the volume at the alloc's target path (online
+   * expansion) to `capacityBytes`; answers the capacity the plugin reports
+   * (or `capacityBytes` when it says none). Queued behind the volume's other
+   * steps. Undefined when the plugin does not offer EXPAND_VOLUME on its node side.
+   */
+  expandVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, capacityBytes: number, options?: VolumeOperationOptions): Promise<number | undefined>;
 
   /** Whether `targetPath` (a host path, e.g. MountInfo.targetPath) is a mount point now. */
   hasMount(targetPath: string): Promise<boolean>;

@@ -15,7 +15,7 @@ import { normalizeMountPath } from '@csiplug/csi/testing';
 import { PluginInstanceNotFoundError, VolumeOperationError } from '../errors';
 import type { MountTable } from '../mount-table';
 import { type UsageOptions, usageToFS } from '../usage';
-import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions } from '../volume-manager';
+import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions, VolumeUsage } from '../volume-manager';
 import { volumePaths, type VolumePaths } from '../volume-paths';
 
 /** The four CSI node steps, by the name a call is recorded under. */
@@ -175,6 +175,29 @@ export class FakeVolumeManager implements VolumeManager {
     const answer = this.conditions.get(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath);
     if (answer instanceof Error) throw answer;
     return answer ?? { abnormal: false, message: 'healthy', reported: true };
+  }
+
+  /** What volumeUsage answers for every volume (when volumeStats is on). */
+  usage: VolumeUsage = { bytes: { total: 1000, used: 10, available: 990 } };
+  /** Whether the node side offers EXPAND_VOLUME; every expandVolume call while it does, in order: `<vol> <alloc> <bytes>`. */
+  nodeExpand = false;
+  readonly expansions: string[] = [];
+
+  async volumeUsage(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeConditionOptions = {}): Promise<VolumeUsage | undefined> {
+    this.assertUp();
+    if (options.signal?.aborted) throw abortReason(options.signal);
+    if (!this.volumeStats) return undefined;
+    const paths = this.paths(volume.id, allocId, usage);
+    if (options.hostPath !== undefined && normalizeMountPath(options.hostPath) !== normalizeMountPath(paths.hostTargetPath)) return undefined;
+    return structuredClone(this.usage);
+  }
+
+  async expandVolume(volume: CSIVolumeRef, allocId: string, _usage: UsageOptions, capacityBytes: number, options: VolumeOperationOptions = {}): Promise<number | undefined> {
+    this.assertUp();
+    if (options.signal?.aborted) throw abortReason(options.signal);
+    if (!this.nodeExpand) return undefined;
+    this.expansions.push(`${volume.id} ${allocId} ${capacityBytes}`);
+    return capacityBytes;
   }
 
   hasMount(targetPath: string): Promise<boolean> {

@@ -81,6 +81,13 @@ export interface VolumeMountRecord {
    * tasks under `restart`. Cleared once the remount is reported.
    */
   remounting?: RemountIntent;
+  /**
+   * A node-side expansion to this many bytes is owed: written before
+   * NodeExpandVolume is asked, cleared once it answered; one the plugin could
+   * not make online (or that failed, or an agent killed in between) is made
+   * after the next publish.
+   */
+  expandTo?: number;
   /** Failed attempts since `desired` last changed. */
   attempts: number;
   lastError?: string;
@@ -126,6 +133,7 @@ export function isVolumeMountRecord(v: unknown): v is VolumeMountRecord {
     // Optional fields of newer agents: any string is read (an unknown value as the default), never a reason to drop the record.
     (v.onStaleMount === undefined || typeof v.onStaleMount === 'string') &&
     (v.remounting === undefined || typeof v.remounting === 'string') &&
+    (v.expandTo === undefined || typeof v.expandTo === 'number') &&
     isObject(usage) &&
     typeof usage.readOnly === 'boolean' &&
     typeof usage.attachmentMode === 'string' &&

@@ -3,7 +3,7 @@
 // after their plugin came back), what the agent reads (records, pending
 // unmounts), and its lifecycle.
 import type { Disposable, Event, PluginWaitPhase } from '@csiplug/core';
-import type { UsageOptions } from '@csiplug/csimanager';
+import type { UsageOptions, VolumeUsage } from '@csiplug/csimanager';
 import type { StaleMountPolicy, VolumeMountRecord } from './mount-record';
 
 /** What an alloc asks of one of its volumes. */
@@ -135,6 +135,30 @@ export interface MountCheckView {
   readonly time?: number;
 }
 
+/** One mount's part of a node-side expansion. */
+export interface NodeExpandOutcome {
+  allocId: string;
+  name: string;
+  /** The capacity the node plugin reports after NodeExpandVolume. */
+  capacityBytes?: number;
+  /** Owed and made after the next publish: the plugin expands only offline, or has no node-side expansion at all. */
+  deferred?: true;
+  /** Why NodeExpandVolume failed (it is owed, and made after the next publish). */
+  error?: string;
+}
+
+/** What NodeGetVolumeStats says of one mount of a volume. */
+export interface MountUsageView {
+  allocId: string;
+  name: string;
+  volumeId: string;
+  pluginId: string;
+  targetPath?: string;
+  usage?: VolumeUsage;
+  /** Why it could not be read (the plugin away, no GET_VOLUME_STATS, a failed call). */
+  error?: string;
+}
+
 export interface VolumeReconcilerService extends Disposable {
   /** Reads the records back and resumes every unmount left to do. Idempotent. */
   start(): void;
@@ -154,6 +178,14 @@ export interface VolumeReconcilerService extends Disposable {
   pendingUnmounts(): VolumeMountRecord[];
   /** The live mounts (desired mounted and published, or mid-remount) with their last check result, for `volume status`. */
   mountChecks(allocId?: string): MountCheckView[];
+  /**
+   * Expands every live mount of `volumeId` on the node to `capacityBytes`:
+   * NodeExpandVolume now when `online`, else (and for a call that fails)
+   * owed, and made after the mount's next publish.
+   */
+  expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]>;
+  /** NodeGetVolumeStats of each live mount (of one alloc, or of one volume). */
+  usage(filter: { allocId?: string; volumeId?: string }, options?: { signal?: AbortSignal }): Promise<MountUsageView[]>;
   /** A live mount was checked after its node plugin came back (or after an agent restart), and what came of it. Every stale one is reported. */
   readonly onDidCheckMount: Event<LiveMountEvent>;
   /** The same, for one alloc's mounts only: each check reaches only the listeners of its alloc (a thousand allocs listening cost nothing extra per check). */

@@ -1437,3 +1437,38 @@ describe('limits and dispose (L1, L2)', () => {
   });
 });
 
+
+describe('node-side expansion and usage', () => {
+  test('online: NodeExpandVolume for every live mount of the volume, nothing owed after; offline: owed, and made after the next publish', async () => {
+    node = new TestNode();
+    const { reconciler, vm } = node;
+    vm.nodeExpand = true;
+    await reconciler.mount(req('a1'), PRERUN);
+    expect(await reconciler.expandMounted('vol1', 5000, { online: true })).toEqual([{ allocId: 'a1', name: 'data', capacityBytes: 5000 }]);
+    expect(vm.expansions).toEqual(['vol1 a1 5000']);
+    expect(node.record('a1')!.expandTo).toBeUndefined();
+    expect(await reconciler.expandMounted('other-volume', 5000, { online: true })).toEqual([]);
+
+    expect(await reconciler.expandMounted('vol1', 8000, { online: false })).toEqual([{ allocId: 'a1', name: 'data', deferred: true }]);
+    expect(node.record('a1')!.expandTo).toBe(8000);
+    expect(vm.expansions).toEqual(['vol1 a1 5000']);
+    // The agent restarts and finds the mount gone: its next publish makes the owed expansion.
+    node.mounts.points.delete(targetOf('a1'));
+    const restarted = node.restart();
+    await restarted.mount(req('a1'), RESTORE);
+    expect(vm.expansions).toEqual(['vol1 a1 5000', 'vol1 a1 8000']);
+    expect(node.record('a1')!.expandTo).toBeUndefined();
+  });
+
+  test('usage: NodeGetVolumeStats of each live mount; a plugin without stats says so', async () => {
+    node = new TestNode();
+    const { reconciler, vm } = node;
+    await reconciler.mount(req('a1'), PRERUN);
+    expect(await reconciler.usage({ allocId: 'a1' })).toEqual([
+      { allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), error: `plugin "${PLUGIN}" does not report volume stats (no GET_VOLUME_STATS)` },
+    ]);
+    vm.volumeStats = true;
+    expect(await reconciler.usage({ volumeId: 'vol1' })).toEqual([{ allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), usage: { bytes: { total: 1000, used: 10, available: 990 } } }]);
+    expect(await reconciler.usage({ volumeId: 'nope' })).toEqual([]);
+  });
+});

@@ -75,6 +75,8 @@ import type {
   MountedVolumeInfo,
   MountOptions,
   MountRetry,
+  MountUsageView,
+  NodeExpandOutcome,
   UnmountOptions,
   UnmountOutcome,
   VolumeMountRequest,
@@ -560,7 +562,59 @@ export class VolumeReconciler implements VolumeReconcilerService {
     crashPoint('reconciler.publish.after-record');
     this.verified.add(key);
     this.checker.fresh(key, generation);
+    if (record.expandTo !== undefined) await this.expandOwed(key, record.expandTo, signal);
     return this.info(this.wanted(key), false);
+  }
+
+  /** The node-side expansion a record owes, after its publish: cleared once the plugin answered; a failure keeps it owed and never fails the mount. */
+  private async expandOwed(key: string, capacityBytes: number, signal: AbortSignal | undefined): Promise<number | undefined> {
+    const record = this.wanted(key);
+    try {
+      const capacity = await this.csi.volumeManager(record.pluginId).expandVolume(ref(record, this.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
+      // No node-side expansion at all: nothing is owed either.
+      this.update(key, { expandTo: undefined });
+      return capacity;
+    } catch (err) {
+      this.log.warn('node-side expansion failed; it is made after the next publish', { alloc_id: record.allocId, volume_id: record.volumeId, capacity_bytes: capacityBytes, error: errorMessage(err) });
+      throw err;
+    }
+  }
+
+  async expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
+    const out: NodeExpandOutcome[] = [];
+    for (const [key, record] of [...this.records]) {
+      if (record.volumeId !== volumeId || record.desired !== 'mounted' || !record.published) continue;
+      // Owed from here on: a failure, an offline-only plugin or a killed agent leaves it for the next publish.
+      this.update(key, { expandTo: capacityBytes });
+      if (!options.online) {
+        out.push({ allocId: record.allocId, name: record.name, deferred: true });
+        continue;
+      }
+      try {
+        const capacity = await this.queue.run(volumeId, () => this.expandOwed(key, capacityBytes, options.signal), options.signal);
+        out.push({ allocId: record.allocId, name: record.name, ...(capacity !== undefined ? { capacityBytes: capacity } : { deferred: true as const }) });
+      } catch (err) {
+        out.push({ allocId: record.allocId, name: record.name, error: errorMessage(err) });
+      }
+    }
+    return out;
+  }
+
+  async usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
+    const live = [...this.records.values()].filter(
+      (r) => r.desired === 'mounted' && r.published && (filter.allocId === undefined || r.allocId === filter.allocId) && (filter.volumeId === undefined || r.volumeId === filter.volumeId),
+    );
+    return Promise.all(
+      live.map(async (r): Promise<MountUsageView> => {
+        const base = { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}) };
+        try {
+          const usage = await this.csi.volumeManager(r.pluginId).volumeUsage(ref(r, this.volumes.get(mountKey(r.allocId, r.name))), r.allocId, r.usage, { ...(r.targetPath !== undefined ? { hostPath: r.targetPath } : {}), signal: options.signal });
+          return usage ? { ...base, usage } : { ...base, error: `plugin "${r.pluginId}" does not report volume stats (no GET_VOLUME_STATS)` };
+        } catch (err) {
+          return { ...base, error: errorMessage(err) };
+        }
+      }),
+    );
   }
 
   /** A mount that failed or was abandoned: want it unmounted, try that once now, keep retrying in the background. */
