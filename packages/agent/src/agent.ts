@@ -33,7 +33,23 @@ import type { RolloutHost } from './deploy/rollout-host';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import { IAllocStore, type AllocStore } from './runner/alloc-store';
 import { ITaskStateWriter, type TaskStateWriter } from './runner/task-state-writer';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginInstanceView, PluginView, RunJobResult, VolumeMountView, VolumeView } from './service';
+import type {
+  AgentEvent,
+  AgentHealth,
+  AgentService,
+  AllocView,
+  ExternalVolumeView,
+  JobView,
+  MountUsageView,
+  Page,
+  PluginInstanceView,
+  PluginView,
+  RunJobResult,
+  SnapshotView,
+  VolumeDetachResult,
+  VolumeMountView,
+  VolumeView,
+} from './service';
 import type { AgentConfig, VolumeSpec } from './spec';
 
 export const AGENT_VERSION = '0.1.0';
@@ -49,6 +65,14 @@ export class AgentShuttingDownError extends ShutdownError {
   readonly httpStatus = 503;
   constructor() {
     super('the agent is shutting down; retry against the next agent');
+  }
+}
+
+/** A request the state of things refuses now (a volume claimed by a running alloc…): HTTP 409. */
+export class ConflictError extends CsiplugError {
+  readonly httpStatus = 409;
+  constructor(message: string) {
+    super('ECONFLICT', message);
   }
 }
 
@@ -99,6 +123,8 @@ export class Agent implements AgentService, AsyncDisposable {
   /** The one writer of each job's allocs: runs (plans, rollouts, reverts) and stops (deploy/). */
   private readonly updates: JobUpdater<AllocRunner>;
   private readonly startedAt: number;
+  /** The timer of the claim sweep (sweepClaims), from boot until dispose. */
+  private claimSweep: { dispose(): void } | undefined;
   private closed: Promise<void> | undefined;
   /** Variables every task sees, on top of its own. */
   private readonly taskVariables: Record<string, string>;
@@ -224,6 +250,10 @@ export class Agent implements AgentService, AsyncDisposable {
     }
     // A rollout the last agent was in the middle of goes on (deploy/job-updater.ts).
     this.updates.resume();
+    // Claims of allocs this node no longer has (purged, or lost with a state the last agent could not save) are released on a timer (Nomad's claim GC).
+    this.claimSweep = this.clock.setInterval(() => {
+      this.sweepClaims().catch((err) => this.logger.warn('the claim sweep failed; it runs again on its next round', { error: err }));
+    }, this.config.claimGcInterval);
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs: allocs.length, restoring: restored });
   }
 
@@ -541,6 +571,9 @@ export class Agent implements AgentService, AsyncDisposable {
   }
   createVolume(spec: VolumeSpec): Promise<VolumeView> {
     this.checkOpen();
+    // Nomad's `volume create` of a volume that exists with a larger capacity expands it.
+    const existing = this.catalog.getVolume(spec?.id);
+    if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) return this.expandVolume(existing, spec);
     // Waiting makes sense only for a plugin that is here or on its way: a
     // name nothing registers nor runs is refused at once, not after the wait.
     const pluginId = spec.pluginId;
@@ -566,6 +599,117 @@ export class Agent implements AgentService, AsyncDisposable {
     return this.catalog.deleteVolume(id);
   }
 
+  /**
+   * Grows a volume (the controller side, then every live mount here): online
+   * when the node plugin expands online (or does not say it only expands
+   * offline), else owed and made when each mount is next published.
+   */
+  private async expandVolume(existing: VolumeView, spec: VolumeSpec): Promise<VolumeView> {
+    if (spec.pluginId !== existing.pluginId) {
+      throw new ValidationError(`volume "${existing.id}" exists on plugin "${existing.pluginId}"; a volume create of it on plugin "${spec.pluginId}" can neither expand nor move it`, 'plugin_id');
+    }
+    const grown = await this.catalog.expandVolume(existing.id, { ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}), ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}) });
+    if (!grown.nodeExpansionRequired) return this.getVolume(existing.id) ?? grown.volume;
+    const caps = this.csi.pluginInfo('csi-node', existing.pluginId)?.pluginCapabilities;
+    const online = caps?.onlineExpansion === true || caps?.offlineExpansion !== true;
+    const nodeExpansion = await this.volumeMounts.expandMounted(existing.id, grown.capacityBytes, { online });
+    for (const o of nodeExpansion) {
+      if (o.error !== undefined) this.logger.warn('a node-side expansion failed; it is made when the mount is next published', { volume_id: existing.id, alloc_id: o.allocId, error: o.error });
+    }
+    return { ...(this.getVolume(existing.id) ?? grown.volume), nodeExpansion };
+  }
+
+  volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]> {
+    this.checkOpen();
+    if (filter.volumeId !== undefined && !this.catalog.getVolume(filter.volumeId)) return Promise.reject(new NotFoundError(`volume "${filter.volumeId}" not found`));
+    return this.volumeMounts.usage(filter);
+  }
+
+  createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+    this.checkOpen();
+    return this.catalog.createSnapshot(volumeId, name);
+  }
+
+  deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
+    this.checkOpen();
+    return this.catalog.deleteSnapshot(pluginId, snapshotId);
+  }
+
+  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
+    this.checkOpen();
+    const pluginId = this.listingPlugin(options.pluginId, (c) => c.capabilities.listSnapshots, 'snapshots');
+    if (pluginId === undefined) return Promise.resolve({ items: [] });
+    return this.catalog.listSnapshots(pluginId, options);
+  }
+
+  listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
+    this.checkOpen();
+    const pluginId = this.listingPlugin(options.pluginId, (c) => c.supportsListVolumes, 'volumes');
+    if (pluginId === undefined) return Promise.resolve({ items: [] });
+    return this.catalog.listExternalVolumes(pluginId, options);
+  }
+
+  /** The plugin a list goes to: the one named, or the only one whose controller offers it (undefined: none does). */
+  private listingPlugin(named: string | undefined, offers: (c: NonNullable<PluginInfo['controller']>) => boolean, what: string): string | undefined {
+    if (named !== undefined) return named;
+    const able = [...new Set(this.csi.plugins().filter((p) => p.type === 'csi-controller' && p.controller && offers(p.controller)).map((p) => p.name))].sort();
+    if (able.length > 1) throw new ValidationError(`more than one plugin lists its ${what} (${able.join(', ')}); name one with -plugin`, 'plugin_id');
+    return able[0];
+  }
+
+  async detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult> {
+    this.checkOpen();
+    const volume = this.catalog.getVolume(volumeId);
+    if (!volume) throw new NotFoundError(`volume "${volumeId}" not found`);
+    const pluginNode = this.csi.pluginInfo('csi-node', volume.pluginId)?.node?.nodeId;
+    if (nodeId !== this.config.nodeId && nodeId !== pluginNode) {
+      throw new ValidationError(`node "${nodeId}" is not this node (${this.config.nodeId}${pluginNode && pluginNode !== this.config.nodeId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`, 'node');
+    }
+    const live = volume.claims.filter((c) => this.allocLive(c.allocId)).map((c) => c.allocId);
+    if (live.length) {
+      throw new ConflictError(`volume "${volumeId}" is claimed by running alloc${live.length > 1 ? 's' : ''} ${live.join(', ')}; stop ${live.length > 1 ? 'them' : 'it'} (job stop) before you detach the volume`);
+    }
+    const released: string[] = [];
+    for (const claim of volume.claims) {
+      const names = this.volumeMounts.list(claim.allocId).filter((r) => r.volumeId === volumeId).map((r) => r.name);
+      // Unmounted here first (unpublish, unstage), which releases the claim; a claim with nothing mounted is released directly.
+      if (names.length) {
+        const outcomes = await this.volumeMounts.unmount(claim.allocId, names);
+        const failed = outcomes.find((o) => o.error !== undefined);
+        if (failed) throw new ConflictError(`volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)`);
+      }
+      if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) await this.catalog.release(volumeId, claim.allocId);
+      released.push(claim.allocId);
+    }
+    this.logger.info('volume detached', { volume_id: volumeId, node_id: nodeId, released });
+    return { volumeId, nodeId, released };
+  }
+
+  /** Whether this node runs the alloc (or is about to): a claim of it is in use. */
+  private allocLive(allocId: string): boolean {
+    const r = this.runners.get(allocId);
+    return !!r && r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed';
+  }
+
+  async sweepClaims(): Promise<{ volumeId: string; allocId: string }[]> {
+    if (this.closed) return [];
+    const released: { volumeId: string; allocId: string }[] = [];
+    for (const volume of this.catalog.listVolumes()) {
+      for (const claim of volume.claims) {
+        // An alloc this node still has (a stopped one finishes its own teardown) or still holds something for (a pending unmount) keeps its claim.
+        if (this.runners.has(claim.allocId) || this.volumeMounts.list(claim.allocId).length > 0) continue;
+        try {
+          await this.catalog.release(volume.id, claim.allocId);
+          released.push({ volumeId: volume.id, allocId: claim.allocId });
+          this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volume.id}" by alloc ${claim.allocId} released by the claim sweep: this node has no such alloc`, volumeId: volume.id, allocId: claim.allocId });
+        } catch (err) {
+          this.logger.warn('the claim sweep could not release a claim; it tries again on its next round', { volume_id: volume.id, alloc_id: claim.allocId, error: err });
+        }
+      }
+    }
+    return released;
+  }
+
   // ---- lifecycle ---------------------------------------------------------------
 
   private checkOpen(): void {
@@ -584,6 +728,7 @@ export class Agent implements AgentService, AsyncDisposable {
     this.closed ??= (async () => {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
       let failure: unknown;
+      this.claimSweep?.dispose();
       // Rollouts first: cancelled when every task stops (nothing to resume), else left to the next agent.
       await this.updates.dispose({ stopTasks }).catch((err: unknown) => (failure ??= err));
       const settle = async (stops: Promise<void>[]) => {

@@ -2,7 +2,7 @@
 // API, tests). The API layer only ever talks to this contract.
 import type { Event } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
-import type { VolumeSpec, VolumeView as CatalogVolumeView } from '@csiplug/volumes';
+import type { ExternalVolumeView, MountUsageView, NodeExpandOutcome, Page, SnapshotView, VolumeSpec, VolumeView as CatalogVolumeView } from '@csiplug/volumes';
 import type { Alloc, DeploymentStatus, JobSpec, TaskState } from './model';
 import type { LogRange, LogSlice } from './log-slice';
 import type { JobPlan } from './deploy/job-plan';
@@ -13,7 +13,15 @@ export type { FieldChange } from './deploy/job-diff';
 export type { ReplacementOrder } from './deploy/replacement-order';
 
 /** The catalog's views of claims are its own (@csiplug/volumes); a volume's view adds what this node does with it. */
-export type { VolumeClaimView } from '@csiplug/volumes';
+export type { ExternalVolumeView, MountUsageView, NodeExpandOutcome, Page, SnapshotView, VolumeClaimView } from '@csiplug/volumes';
+
+/** What detaching a volume from a node did: the claims of allocs that are gone, unmounted here and released (unpublished by the controller). */
+export interface VolumeDetachResult {
+  volumeId: string;
+  nodeId: string;
+  /** The allocs whose claims were released. */
+  released: string[];
+}
 
 /** One alloc's use of a volume on this node, as the volume reconciler keeps it (a pending unmount included). */
 export interface VolumeMountView {
@@ -39,6 +47,8 @@ export interface VolumeMountView {
 /** A volume as the catalog has it, with its mounts on this node (`volume status ID`). */
 export interface VolumeView extends CatalogVolumeView {
   mounts?: VolumeMountView[];
+  /** After an expansion (`volume create` again, larger): what each live mount's node-side expansion did. */
+  nodeExpansion?: NodeExpandOutcome[];
 }
 
 /** One line of the event stream (/v1/event/stream, newline-delimited JSON). */
@@ -194,6 +204,24 @@ export interface AgentService {
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
   /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */
   deleteVolume(id: string): Promise<void>;
+  /** NodeGetVolumeStats of each live mount of a volume, or of an alloc's volumes, on this node. */
+  volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]>;
+  /** CreateSnapshot of a volume (its controller must offer it). */
+  createSnapshot(volumeId: string, name?: string): Promise<SnapshotView>;
+  /** DeleteSnapshot on the plugin's controller. */
+  deleteSnapshot(pluginId: string, snapshotId: string): Promise<void>;
+  /** ListSnapshots of a plugin (every plugin with a snapshotting controller when none is named), one page. */
+  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>>;
+  /** ListVolumes of a plugin (every plugin that lists its volumes when none is named), one page, marking the catalogued ones. */
+  listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>>;
+  /**
+   * Detaches a volume from a node (this one): the claims of allocs that are
+   * gone (or stopped) are unmounted here and released, which unpublishes
+   * them through the controller. Refused while a running alloc claims it.
+   */
+  detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult>;
+  /** Releases the claims of allocs this node no longer has (Nomad's claim GC); returns what it released. */
+  sweepClaims(): Promise<{ volumeId: string; allocId: string }[]>;
 
   readonly onEvent: Event<AgentEvent>;
 }

@@ -8,7 +8,7 @@ import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
 import * as tls from 'tls';
-import type { AgentEvent, AgentHealth, AllocView, JobPlan, JobView, PluginView, RunJobResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AllocView, ExternalVolumeView, JobPlan, JobView, MountUsageView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -198,6 +198,39 @@ export class ApiClient {
 
   async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {
     await this.json('DELETE', `/v1/volume/csi/${enc(id)}${query({ force: options.force })}`);
+  }
+
+  /** NodeGetVolumeStats of each live mount of the volume on the agent's node. */
+  volumeUsage(id: string): Promise<MountUsageView[]> {
+    return this.json('GET', `/v1/volume/csi/${enc(id)}/usage`);
+  }
+
+  /** NodeGetVolumeStats of each volume the alloc has mounted. */
+  allocUsage(id: string): Promise<MountUsageView[]> {
+    return this.json('GET', `/v1/allocation/${enc(id)}/usage`);
+  }
+
+  /** Unpublishes the volume from a node whose allocs that claim it are gone. */
+  detachVolume(id: string, node: string): Promise<VolumeDetachResult> {
+    return this.json('DELETE', `/v1/volume/csi/${enc(id)}/detach${query({ node })}`);
+  }
+
+  /** The plugin's own volumes, one page (ListVolumes). */
+  listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string } = {}): Promise<{ Volumes: ExternalVolumeView[]; NextToken: string }> {
+    return this.json('GET', `/v1/volumes/external${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`);
+  }
+
+  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string } = {}): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
+    return this.json('GET', `/v1/volumes/snapshot${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`);
+  }
+
+  async createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+    const r = await this.json<{ Snapshots: SnapshotView[] }>('PUT', '/v1/volumes/snapshot', { body: { Snapshots: [{ SourceVolumeID: volumeId, ...(name ? { Name: name } : {}) }] } });
+    return r.Snapshots[0]!;
+  }
+
+  async deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
+    await this.json('DELETE', `/v1/volumes/snapshot${query({ plugin_id: pluginId, snapshot_id: snapshotId })}`);
   }
 
   async deleteVolume(id: string): Promise<void> {

@@ -21,7 +21,7 @@ describe('statusForError', () => {
     ['UNIMPLEMENTED', 12, 501],
     ['INTERNAL', 13, 500],
     ['UNAVAILABLE', 14, 500],
-    ['RESOURCE_EXHAUSTED', 8, 500],
+    ['RESOURCE_EXHAUSTED', 8, 409],
   ])('maps a plugin answer of %s (wrapped by the catalog) to %i', (_name, code, status) => {
     expect(statusForError(pluginSaid(code))).toBe(status);
   });

@@ -54,6 +54,8 @@ export interface ApiErrorBody {
 // errors get the right status without this table knowing them.
 const NOT_FOUND = /(^ENOENT$|NOT_FOUND$)/;
 const CONFLICT = /(^EBUSY$|^ECONFLICT$|CONFLICT$|IN_USE$|CLAIMED$|EXISTS$|_BUSY$)/;
+/** What was asked is something the plugin does not offer (a missing capability): the caller's to change. */
+const UNSUPPORTED = /UNSUPPORTED$/;
 /** The agent could not persist the request: its state's filesystem is full (507 Insufficient Storage). */
 const NO_SPACE = /(^ENOSPC$|^EDQUOT$|NO_SPACE$)/;
 
@@ -75,6 +77,7 @@ export function statusForError(err: unknown): number {
   if (code === ApiErrorCode.Invalid) return 400;
   if (NOT_FOUND.test(code)) return 404;
   if (CONFLICT.test(code)) return 409;
+  if (UNSUPPORTED.test(code)) return 400;
   if (NO_SPACE.test(code)) return 507;
   return statusForPluginAnswer(err) ?? 500;
 }
@@ -87,6 +90,7 @@ const GRPC_STATUS: Readonly<Record<number, number>> = Object.freeze({
   3: 400, // INVALID_ARGUMENT
   5: 404, // NOT_FOUND
   6: 409, // ALREADY_EXISTS
+  8: 409, // RESOURCE_EXHAUSTED (e.g. a topology no node of the plugin can satisfy)
   9: 409, // FAILED_PRECONDITION
   10: 409, // ABORTED
   11: 400, // OUT_OF_RANGE

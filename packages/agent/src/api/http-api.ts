@@ -27,6 +27,13 @@
 //   PUT     /v1/volume/csi/:id/create  (POST too)  { "Volume": VolumeSpecDocument }  VolumeView (created)
 //   DELETE  /v1/volume/csi/:id[?force=true]                                  { "id" } (deregistered)
 //   DELETE  /v1/volume/csi/:id/delete                                        { "id" } (deleted through the plugin)
+//   DELETE  /v1/volume/csi/:id/detach?node=NODE                              VolumeDetachResult (claims of gone allocs unmounted, released)
+//   GET     /v1/volume/csi/:id/usage                                         MountUsageView[] (NodeGetVolumeStats of each live mount here)
+//   GET     /v1/allocation/:id/usage                                         MountUsageView[] (the same, for the alloc's volumes)
+//   GET     /v1/volumes/external[?plugin_id=ID&per_page=N&next_token=T]      { "Volumes": ExternalVolumeView[], "NextToken" } (ListVolumes)
+//   GET     /v1/volumes/snapshot[?plugin_id=ID&per_page=N&next_token=T]      { "Snapshots": SnapshotView[], "NextToken" } (ListSnapshots)
+//   PUT     /v1/volumes/snapshot  (POST too)  { "Snapshots": [{ "SourceVolumeID", "Name" }] }  { "Snapshots": SnapshotView[] }
+//   DELETE  /v1/volumes/snapshot?plugin_id=ID&snapshot_id=SNAP                { "Snapshots": [] }
 //   GET     /v1/event/stream[?topic=Task&topic=Plugin,Volume]                NDJSON AgentEvent lines, `{}` heartbeats
 //
 // Bodies may also be the bare document, without the envelope. Volume
@@ -428,6 +435,7 @@ export class HttpApi implements AsyncDisposable {
 
     r.add('GET', '/v1/allocations', () => ({ body: s.listAllocs() }));
     r.add('GET', '/v1/allocation/:id', ({ params }) => ({ body: this.alloc(params.id!) }));
+    r.add('GET', '/v1/allocation/:id/usage', async ({ params }) => ({ body: await s.volumeUsage({ allocId: this.alloc(params.id!).id }) }));
     r.add('GET', '/v1/allocation/:id/logs/:task', async ({ params, query, res, signal }) => {
       // Nomad's fs logs parameters; only the range asked for is read (see alloc-logs.ts), whatever the file's size.
       const stream = oneOf(query, 'stream', ['stdout', 'stderr'] as const, 'stdout');
@@ -487,6 +495,48 @@ export class HttpApi implements AsyncDisposable {
       const volume = this.volume(params.id!);
       await s.deregisterVolume(volume.id, { force });
       return { body: { id: volume.id } satisfies VolumeDeleted };
+    });
+    r.add('DELETE', '/v1/volume/csi/:id/detach', async ({ params, query }) => {
+      const node = query.get('node');
+      if (!node) throw ApiError.badRequest('query parameter node is required: the node to detach the volume from');
+      return { body: await s.detachVolume(this.volume(params.id!).id, node) };
+    });
+    r.add('GET', '/v1/volume/csi/:id/usage', async ({ params }) => ({ body: await s.volumeUsage({ volumeId: this.volume(params.id!).id }) }));
+    const pageOf = (query: URLSearchParams) => ({
+      ...(query.get('plugin_id') ? { pluginId: query.get('plugin_id')! } : {}),
+      ...(query.get('per_page') ? { perPage: intParam(query, 'per_page', 0) } : {}),
+      ...(query.get('next_token') ? { nextToken: query.get('next_token')! } : {}),
+    });
+    r.add('GET', '/v1/volumes/external', async ({ query }) => {
+      const page = await s.listExternalVolumes(pageOf(query));
+      return { body: { Volumes: page.items, NextToken: page.nextToken ?? '' } };
+    });
+    r.add('GET', '/v1/volumes/snapshot', async ({ query }) => {
+      const page = await s.listSnapshots(pageOf(query));
+      return { body: { Snapshots: page.items, NextToken: page.nextToken ?? '' } };
+    });
+    const createSnapshots: Handler = async (ctx) => {
+      const body = await ctx.json();
+      const list = isRecord(body) && Array.isArray(body['Snapshots']) ? (body['Snapshots'] as unknown[]) : [body];
+      if (list.length === 0) throw ApiError.badRequest('no snapshot to create: give { "Snapshots": [{ "SourceVolumeID": "…", "Name": "…" }] }');
+      const made = [];
+      for (const [i, item] of list.entries()) {
+        if (!isRecord(item) || typeof item['SourceVolumeID'] !== 'string' || item['SourceVolumeID'] === '') throw ApiError.badRequest(`Snapshots[${i}].SourceVolumeID is required: the id of the volume to snapshot`);
+        const name = item['Name'];
+        if (name !== undefined && typeof name !== 'string') throw ApiError.badRequest(`Snapshots[${i}].Name must be a string`);
+        this.volume(item['SourceVolumeID']);
+        made.push(await s.createSnapshot(item['SourceVolumeID'], name || undefined));
+      }
+      return { body: { Snapshots: made } };
+    };
+    r.add('PUT', '/v1/volumes/snapshot', createSnapshots);
+    r.add('POST', '/v1/volumes/snapshot', createSnapshots);
+    r.add('DELETE', '/v1/volumes/snapshot', async ({ query }) => {
+      const pluginId = query.get('plugin_id');
+      const snapshotId = query.get('snapshot_id');
+      if (!pluginId || !snapshotId) throw ApiError.badRequest('query parameters plugin_id and snapshot_id are required');
+      await s.deleteSnapshot(pluginId, snapshotId);
+      return { body: { Snapshots: [] } };
     });
     r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params }) => {
       const volume = this.volume(params.id!);
@@ -590,4 +640,8 @@ function oneOf<T extends string>(query: URLSearchParams, name: string, allowed: 
 function csiTypeParam(query: URLSearchParams): void {
   const type = query.get('type');
   if (type !== null && type !== '' && type !== 'csi') throw ApiError.badRequest(`query parameter type must be csi, the only plugin type (got "${type}")`);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -7,7 +7,7 @@ import { ApiError, MAX_JSON_LOG_LIMIT } from '../api';
 import type { AllocView } from '../service';
 import { UsageError } from './args';
 import { Command, isNotFound } from './command';
-import { formatKV, formatTable, formatTime } from './format';
+import { formatKV, formatTable, formatTime, usageText } from './format';
 import type { CliOutput } from './io';
 
 /** The alloc with this id, or the one alloc whose id starts with it. */
@@ -59,6 +59,8 @@ const allocStatus: Command = {
       ctx.printJson(alloc);
       return 0;
     }
+    // Each mounted volume's usage, as its node plugin reports it (NodeGetVolumeStats); a failure to read it is shown, not fatal.
+    const usage = Object.keys(alloc.volumes ?? {}).length ? await ctx.client().allocUsage(alloc.id).catch((err: Error) => err) : [];
     const sections: string[] = [
       formatKV([
         ['ID', alloc.id],
@@ -74,8 +76,8 @@ const allocStatus: Command = {
     if (volumes.length) {
       sections.push(
         `CSI Volumes:\n${formatTable(
-          ['Name', 'Volume ID', 'Plugin ID', 'Read Only', 'Host Path'],
-          volumes.map((v) => [v.name, v.volumeId, v.pluginId, String(v.readOnly), v.hostPath]),
+          ['Name', 'Volume ID', 'Plugin ID', 'Read Only', 'Used', 'Host Path'],
+          volumes.map((v) => [v.name, v.volumeId, v.pluginId, String(v.readOnly), usageText(usage instanceof Error ? usage : usage.find((u) => u.name === v.name)), v.hostPath]),
         )}`,
       );
     }

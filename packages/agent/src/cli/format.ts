@@ -1,5 +1,7 @@
 // Output for people, the way Nomad's CLI lays it out: aligned columns for
 // lists, `Key = value` blocks for one object, short ids unless -verbose.
+import type { MountUsageView } from '../service';
+import { formatSize } from '../spec/size';
 
 /** Columns padded to their widest cell, two spaces apart, no trailing blanks. */
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -56,4 +58,22 @@ export function wrap(text: string, width = 76, indent = '  '): string {
   }
   if (line) lines.push(indent + line);
   return lines.join('\n');
+}
+
+/**
+ * One mount's usage for a table cell: `12KiB of 1GiB (1%)`, the condition
+ * when the plugin reports it abnormal, or why it could not be read.
+ */
+export function usageText(u: MountUsageView | Error | undefined): string {
+  if (u === undefined) return '<none>';
+  if (u instanceof Error) return `<unknown: ${u.message}>`;
+  if (u.error !== undefined || !u.usage) return `<unknown: ${u.error ?? 'no stats'}>`;
+  const b = u.usage.bytes;
+  let text = '<not reported>';
+  if (b?.used !== undefined) {
+    text = formatSize(b.used);
+    if (b.total) text += ` of ${formatSize(b.total)} (${Math.round((b.used / b.total) * 100)}%)`;
+  }
+  if (u.usage.condition?.abnormal) text += `; ABNORMAL: ${u.usage.condition.message}`;
+  return text;
 }

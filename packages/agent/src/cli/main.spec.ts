@@ -4,6 +4,7 @@ import { MemoryLogger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { parseVolumeSpec } from '../spec';
 import { Readable } from 'stream';
 import { HttpApi } from '../api';
 import { FakeAgentService, fakeUuid } from '../testing';
@@ -499,7 +500,7 @@ describe('csiplug CLI', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toContain(`ID             = ${id}\n`);
       expect(r.stdout).toContain('Client Status  = running\n');
-      expect(r.stdout).toMatch(/CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Host Path\ndata\s+vol1\s+hostpath\s+false\s+\/var\/lib/);
+      expect(r.stdout).toMatch(/CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+vol1\s+hostpath\s+false\s+<none>\s+\/var\/lib/);
       expect(r.stdout).toContain('Task "main" is "running"');
       expect(r.stdout).toContain('Task "side" is "running"');
       expect(r.stdout).toMatch(/Recent Events:\nTime\s+Type\s+Description\n2026-01-01T00:00:00Z\s+Started\s+Task started by client\n2026-01-01T00:00:00Z\s+Received/);
@@ -642,6 +643,40 @@ describe('csiplug CLI', () => {
       expect((await cli(['volume', 'status'])).stdout).toBe('No CSI volumes\n');
     });
 
+    it('volume snapshot create, list (a page at a time), delete; volume detach; volume status -type csi; -json for each', async () => {
+      await cli(['volume', 'register', 'vol.hcl']);
+      let r = await cli(['volume', 'snapshot', 'create', 'vol1', 'nightly']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^Snapshotted volume vol1 with snapshot ID snap-nightly\n\nSnapshot ID\s+Plugin ID\s+Source Volume\s+Size\s+Created\s+Ready\nsnap-nightly\s+hostpath\s+vol1\s+0B\s+\S+\s+true\n$/);
+      await cli(['volume', 'snapshot', 'create', 'vol1', 'weekly']);
+      r = await cli(['volume', 'snapshot', 'list', '-per-page', '1']);
+      expect(r.stdout).toMatch(/snap-nightly[\s\S]*Next page: -page-token 1\n$/);
+      r = await cli(['volume', 'snapshot', 'list', '-json', '-per-page', '1', '-page-token', '1']);
+      expect(JSON.parse(r.stdout)).toMatchObject({ Snapshots: [{ id: 'snap-weekly' }], NextToken: '' });
+      expect((await cli(['volume', 'snapshot', 'list', '-per-page', 'x'])).stderr).toMatch(/-per-page must be a whole number above 0, got "x"/);
+      r = await cli(['volume', 'snapshot', 'delete', 'hostpath', 'snap-nightly']);
+      expect(r.stdout).toBe('Deleted snapshot snap-nightly of plugin hostpath\n');
+      expect((await cli(['volume', 'snapshot', 'bogus'])).stderr).toMatch(/unknown command "volume snapshot bogus"[\s\S]*volume snapshot create/);
+      fake.externalVolumes.push({ pluginId: 'hostpath', externalId: 'ext-1', capacityBytes: 1 << 20, publishedNodeIds: ['n1'], volumeId: 'vol1' }, { pluginId: 'hostpath', externalId: 'ext-stray' });
+      r = await cli(['volume', 'status', '-type', 'csi', '-plugin', 'hostpath']);
+      expect(r.stdout).toMatch(/External ID\s+Plugin ID\s+Capacity\s+Published To\s+Condition\s+Registered As\next-1\s+hostpath\s+1MiB\s+n1\s+-\s+vol1\next-stray\s+hostpath\s+<none>\s+<none>\s+-\s+<none>\n/);
+      r = await cli(['volume', 'detach', 'vol1', 'node-1']);
+      expect(r.stdout).toBe('Volume "vol1" had no claim on node node-1: nothing to detach\n');
+      expect(fake.calls).toEqual(expect.arrayContaining(['createSnapshot vol1 nightly', 'deleteSnapshot hostpath snap-nightly', 'detachVolume vol1 node-1']));
+    });
+
+    it('volume init writes a commented example that volume create reads, and never overwrites', async () => {
+      let r = await cli(['volume', 'init']);
+      expect(r.code).toBe(0);
+      const file = path.join(dir, 'volume.hcl');
+      expect(fs.readFileSync(file, 'utf8')).toContain('capacity_min = "1GiB"');
+      const spec = await parseVolumeSpec(fs.readFileSync(file, 'utf8'), 'volume.hcl');
+      expect(spec).toMatchObject({ id: 'database', pluginId: 'hostpath', capacityMin: 1 << 30, capabilities: [{ accessMode: 'single-node-writer' }] });
+      r = await cli(['volume', 'init']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/volume\.hcl exists already/);
+    });
+
     it('volume create FILE creates through the plugin', async () => {
       const r = await cli(['volume', 'create', path.join(EXAMPLES, 'volume.hcl')]);
       expect(r.code).toBe(0);
@@ -677,9 +712,10 @@ describe('csiplug CLI', () => {
         { allocId: fakeUuid(3), name: 'data', desired: 'unmounted', claimed: true, staged: true, published: false, pendingUnmount: true, attempts: 4, lastError: 'plugin hostpath not healthy', since: 0 },
         { allocId: fakeUuid(4), name: 'data', desired: 'mounted', claimed: true, staged: true, published: true, pendingUnmount: false, attempts: 0, since: 0, check: { state: 'stale', message: 'target answers ENOTCONN' } },
       ];
+      fake.usage.push({ allocId: fakeUuid(4), name: 'data', volumeId: 'vol1', pluginId: 'hostpath', usage: { bytes: { total: 1 << 30, used: 1 << 20 }, condition: { abnormal: true, message: 'over quota' } } });
       r = await cli(['volume', 'status', 'vol1']);
-      expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Check\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+<none>\\s+4\\s+.+plugin hostpath not healthy\\n`));
-      expect(r.stdout).toMatch(new RegExp(`${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+0\\s+.+target answers ENOTCONN\\n`));
+      expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Check\\s+Used\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+<none>\\s+-\\s+4\\s+.+plugin hostpath not healthy\\n`));
+      expect(r.stdout).toMatch(new RegExp(`${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+1MiB of 1GiB \\(0%\\); ABNORMAL: over quota\\s+0\\s+.+target answers ENOTCONN\\n`));
     });
 
     it('volume register refuses a bad spec locally', async () => {

@@ -76,12 +76,26 @@ async function dispatch(argv: string[], io: CliIo, handlers: CliHandlers | undef
       io.stdout.write(groupUsage(first));
       return 0;
     }
-    const cmd = COMMANDS.find((c) => c.name === `${first} ${sub}`);
+    let cmd = COMMANDS.find((c) => c.name === `${first} ${sub}`);
+    let cmdArgs = args;
+    // Three words (volume snapshot create): the third names the command.
+    const deeper = COMMANDS.filter((c) => c.name.startsWith(`${first} ${sub} `));
+    if (!cmd && deeper.length) {
+      const third = args[0];
+      cmd = third === undefined ? undefined : deeper.find((c) => c.name === `${first} ${sub} ${third}`);
+      cmdArgs = args.slice(1);
+      if (!cmd) {
+        const list = deeper.map((c) => `  ${c.name.padEnd(28)} ${c.synopsis}`).join('\n');
+        const help = third !== undefined && HELP_WORDS.has(third);
+        (help ? io.stdout : io.stderr).write(`${help || third === undefined ? '' : `Error: unknown command "${first} ${sub} ${third}"\n\n`}Usage: csiplug ${first} ${sub} <command> [options] [args]\n\n${list}\n`);
+        return help ? 0 : 1;
+      }
+    }
     if (!cmd) {
       io.stderr.write(`Error: unknown command "${first} ${sub}"\n\n${groupUsage(first)}`);
       return 1;
     }
-    return runCommand(cmd, args, io);
+    return runCommand(cmd, cmdArgs, io);
   }
   io.stderr.write(`Error: unknown command "${first}"\n\n${topUsage()}`);
   return 1;

@@ -1,8 +1,23 @@
-// `csiplug volume register|create|deregister|delete|status`.
-import type { VolumeView } from '../service';
+// `csiplug volume register|create|deregister|delete|status|detach|init` and
+// `csiplug volume snapshot create|delete|list`.
+import * as fs from 'fs';
+import * as path from 'path';
+import type { MountUsageView, SnapshotView, VolumeView } from '../service';
 import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '../spec';
+import { UsageError } from './args';
 import { Command, VERBOSE_FLAG, inputName } from './command';
-import { formatKV, formatTable, formatTime, orNone, shortId } from './format';
+import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
+
+const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
+const PER_PAGE_FLAG = { name: 'per-page', kind: 'string' as const, valueName: 'n', help: 'At most this many per page (the plugin pages the list).' };
+const PAGE_TOKEN_FLAG = { name: 'page-token', kind: 'string' as const, valueName: 'token', help: 'Go on from this token (the last page printed it).' };
+
+/** -per-page as a number; a UsageError for anything but a whole number above 0. */
+function perPage(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) === 0) throw new UsageError(`-per-page must be a whole number above 0, got "${value}"`);
+  return Number(value);
+}
 
 const volumeRegister: Command = {
   name: 'volume register',
@@ -35,9 +50,20 @@ const volumeCreate: Command = {
   async run(ctx) {
     const file = ctx.args[0]!;
     const spec = await parseVolumeSpec(await ctx.readFile(file), inputName(file));
-    const volume = await ctx.client().createVolume(volumeSpecToDocument(spec));
+    const client = ctx.client();
+    // The same id again with a larger capacity expands the volume (Nomad's volume create).
+    const before = await client.getVolume(spec.id).catch(() => undefined);
+    const volume = await client.createVolume(volumeSpecToDocument(spec));
     if (ctx.json) ctx.printJson(volume);
-    else ctx.out(`Created external volume ${volume.externalId} with ID ${volume.id}`);
+    else if (before) {
+      const was = before.capacityBytes !== undefined ? formatSize(before.capacityBytes) : 'unknown';
+      const now = volume.capacityBytes !== undefined ? formatSize(volume.capacityBytes) : 'unknown';
+      const lines = [`Volume "${volume.id}" expanded from ${was} to ${now}`];
+      for (const o of volume.nodeExpansion ?? []) {
+        lines.push(`  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (retried when next mounted): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : `expanded on the node to ${formatSize(o.capacityBytes ?? 0)}`}`);
+      }
+      ctx.out(lines.join('\n'));
+    } else ctx.out(`Created external volume ${volume.externalId} with ID ${volume.id}`);
     return 0;
   },
 };
@@ -83,7 +109,7 @@ function accessModes(v: VolumeView): string {
   return [...new Set(v.capabilities.map((c) => c.accessMode))].join(', ');
 }
 
-function describe(v: VolumeView, verbose: boolean): string {
+function describe(v: VolumeView, verbose: boolean, usage: MountUsageView[] | Error = []): string {
   const capacity = v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>';
   const mount = v.mountOptions ? [v.mountOptions.fsType && `fs_type: ${v.mountOptions.fsType}`, v.mountOptions.mountFlags?.length && `flags: ${v.mountOptions.mountFlags.join(',')}`].filter(Boolean).join(' ') : '';
   const kv = formatKV([
@@ -93,6 +119,7 @@ function describe(v: VolumeView, verbose: boolean): string {
     ['Plugin ID', v.pluginId],
     ['Schedulable', String(v.schedulable)],
     ['Capacity', capacity],
+    ['Topology', v.accessibleTopology?.length ? v.accessibleTopology.map((t) => Object.entries(t.segments).map(([k, val]) => `${k}=${val}`).join(',')).join(' or ') : '<any>'],
     ['Capabilities', v.capabilities.map((c) => `${c.accessMode}/${c.attachmentMode}`).join(', ')],
     ['Mount Options', orNone(mount)],
     ['Created', formatTime(v.createdAt)],
@@ -105,13 +132,14 @@ function describe(v: VolumeView, verbose: boolean): string {
     : 'No claims';
   const mounts = v.mounts?.length
     ? formatTable(
-        ['Alloc ID', 'Name', 'Desired', 'Held', 'Check', 'Attempts', 'Since', 'Last Error'],
+        ['Alloc ID', 'Name', 'Desired', 'Held', 'Check', 'Used', 'Attempts', 'Since', 'Last Error'],
         v.mounts.map((m) => [
           shortId(m.allocId, verbose),
           m.name,
           m.pendingUnmount ? 'unmounted (pending)' : m.desired,
           orNone([m.claimed && 'claimed', m.staged && 'staged', m.published && 'published'].filter(Boolean).join(',')),
           orNone(m.check?.state),
+          m.desired === 'mounted' && m.published ? usageText(usage instanceof Error ? usage : usage.find((u) => u.allocId === m.allocId && u.name === m.name)) : '-',
           String(m.attempts),
           formatTime(m.since),
           orNone(m.lastError ?? (m.check?.state === 'stale' || m.check?.state === 'plugin-away' ? m.check.message : undefined)),
@@ -125,15 +153,29 @@ const volumeStatus: Command = {
   name: 'volume status',
   usageArgs: '[ID]',
   synopsis: 'Show volumes, or one volume and its claims',
-  help: 'Without ID, lists every volume in the catalog. With ID, shows the volume and the allocations that claim it.',
+  help:
+    'Without ID, lists every volume in the catalog. With ID, shows the volume, the allocations that claim it and, for each mount on this node, its usage (NodeGetVolumeStats). ' +
+    'With -type csi, lists the volumes the plugin itself holds (ListVolumes, a page at a time), marking those registered here.',
   minArgs: 0,
   maxArgs: 1,
   api: true,
   json: true,
-  flags: [VERBOSE_FLAG],
+  flags: [VERBOSE_FLAG, { name: 'type', kind: 'string', valueName: 'csi', help: "csi: the plugin's own volumes (ListVolumes)." }, PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG],
   async run(ctx) {
     const client = ctx.client();
     const id = ctx.args[0];
+    const type = ctx.stringFlag('type');
+    if (type !== undefined && type !== 'csi') throw new UsageError(`-type must be csi, the only volume type, got "${type}"`);
+    if (type === 'csi' && id === undefined) {
+      const page = await client.listExternalVolumes({ ...(ctx.stringFlag('plugin') ? { pluginId: ctx.stringFlag('plugin')! } : {}), ...(perPage(ctx.stringFlag('per-page')) ? { perPage: perPage(ctx.stringFlag('per-page'))! } : {}), ...(ctx.stringFlag('page-token') ? { nextToken: ctx.stringFlag('page-token')! } : {}) });
+      if (ctx.json) ctx.printJson(page);
+      else if (page.Volumes.length === 0) ctx.out('No volumes on the plugin');
+      else {
+        const rows = page.Volumes.map((v) => [v.externalId, v.pluginId, v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>', orNone(v.publishedNodeIds?.join(',')), v.condition ? (v.condition.abnormal ? `abnormal: ${v.condition.message}` : 'ok') : '-', orNone(v.volumeId)]);
+        ctx.out(formatTable(['External ID', 'Plugin ID', 'Capacity', 'Published To', 'Condition', 'Registered As'], rows) + (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''));
+      }
+      return 0;
+    }
     if (id === undefined) {
       const volumes = await client.listVolumes();
       if (ctx.json) ctx.printJson(volumes);
@@ -149,10 +191,156 @@ const volumeStatus: Command = {
       return 0;
     }
     const volume = await client.getVolume(id);
-    if (ctx.json) ctx.printJson(volume);
-    else ctx.out(describe(volume, ctx.verbose));
+    const live = volume.mounts?.some((m) => m.desired === 'mounted' && m.published);
+    const usage = live ? await client.volumeUsage(volume.id).catch((err: Error) => err) : [];
+    if (ctx.json) ctx.printJson(live && !(usage instanceof Error) ? { ...volume, usage } : volume);
+    else ctx.out(describe(volume, ctx.verbose, usage));
     return 0;
   },
 };
 
-export const VOLUME_COMMANDS: Command[] = [volumeRegister, volumeCreate, volumeDeregister, volumeDelete, volumeStatus];
+const volumeDetach: Command = {
+  name: 'volume detach',
+  usageArgs: 'VOLUME NODE',
+  synopsis: 'Unpublish a volume from a node whose allocations are gone',
+  help: 'Unmounts the volume on NODE (this agent\'s node) for every allocation that claims it but is gone or stopped, and releases those claims (ControllerUnpublishVolume, when the plugin publishes). Refused while a running allocation claims it.',
+  minArgs: 2,
+  maxArgs: 2,
+  api: true,
+  json: true,
+  async run(ctx) {
+    const result = await ctx.client().detachVolume(ctx.args[0]!, ctx.args[1]!);
+    if (ctx.json) ctx.printJson(result);
+    else ctx.out(result.released.length ? `Volume "${result.volumeId}" detached from node ${result.nodeId} (claims of ${result.released.join(', ')} released)` : `Volume "${result.volumeId}" had no claim on node ${result.nodeId}: nothing to detach`);
+    return 0;
+  },
+};
+
+/** The example `volume init` writes: every field, commented. */
+export const VOLUME_INIT_HCL = `# A CSI volume for "csiplug volume create" (or, with external_id, "csiplug volume register").
+# Nomad's volume specification: https://developer.hashicorp.com/nomad/docs/other-specifications/volume
+
+id        = "database"        # the catalog's id (path-safe)
+name      = "database"        # what the plugin is asked to call it
+type      = "csi"
+plugin_id = "hostpath"        # the csi_plugin id of the plugin job
+
+# Register an existing volume by the plugin's id for it instead of creating one:
+# external_id = "0b2d8c6e-…"
+
+# Create from a snapshot, or as a copy of a volume (the plugin's ids; give at most one):
+# snapshot_id = "snap-…"
+# clone_id    = "0b2d8c6e-…"
+
+# Size: at least capacity_min, at most capacity_max. "volume create" again with a larger
+# capacity_min expands the volume (it never shrinks).
+capacity_min = "1GiB"
+capacity_max = "2GiB"
+
+# How allocs may use it; the job's volume block picks one.
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+
+mount_options {
+  mount_flags = ["noatime"]
+}
+
+# Where the volume must (required) or should (preferred) be reachable from.
+# topology_request {
+#   required {
+#     topology {
+#       segments = { "topology.hostpath.csiplug.io/node" = "node-1" }
+#     }
+#   }
+# }
+
+# Passed to the plugin as they are.
+parameters {}
+secrets {}
+context {}
+`;
+
+const volumeInit: Command = {
+  name: 'volume init',
+  usageArgs: '[FILE]',
+  synopsis: 'Write a commented example volume file',
+  help: 'Writes an example volume specification, every field commented, to FILE (default volume.hcl); refuses to overwrite a file.',
+  minArgs: 0,
+  maxArgs: 1,
+  api: false,
+  json: false,
+  async run(ctx) {
+    const file = path.resolve(ctx.io.cwd ?? process.cwd(), ctx.args[0] ?? 'volume.hcl');
+    try {
+      fs.writeFileSync(file, VOLUME_INIT_HCL, { flag: 'wx', mode: 0o644 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new UsageError(`${file} exists already; give another FILE, or remove it first`);
+      throw err;
+    }
+    ctx.out(`Example volume specification written to ${file}`);
+    return 0;
+  },
+};
+
+function describeSnapshot(s: SnapshotView): string[] {
+  return [s.id, s.pluginId, orNone(s.sourceVolumeId ?? s.externalSourceVolumeId), formatSize(s.sizeBytes), formatTime(s.createTime), String(s.ready)];
+}
+
+const SNAPSHOT_HEADER = ['Snapshot ID', 'Plugin ID', 'Source Volume', 'Size', 'Created', 'Ready'];
+
+const snapshotCreate: Command = {
+  name: 'volume snapshot create',
+  usageArgs: 'VOLUME [NAME]',
+  synopsis: 'Snapshot a volume through its plugin',
+  help: "Takes a snapshot of VOLUME with its plugin's CreateSnapshot; NAME defaults to <volume>-snapshot-<time>. The plugin's controller must offer CREATE_DELETE_SNAPSHOT.",
+  minArgs: 1,
+  maxArgs: 2,
+  api: true,
+  json: true,
+  async run(ctx) {
+    const snap = await ctx.client().createSnapshot(ctx.args[0]!, ctx.args[1]);
+    if (ctx.json) ctx.printJson(snap);
+    else ctx.out(`Snapshotted volume ${ctx.args[0]} with snapshot ID ${snap.id}\n\n${formatTable(SNAPSHOT_HEADER, [describeSnapshot(snap)])}`);
+    return 0;
+  },
+};
+
+const snapshotDelete: Command = {
+  name: 'volume snapshot delete',
+  usageArgs: 'PLUGIN SNAPSHOT',
+  synopsis: 'Delete a snapshot through its plugin',
+  help: "Deletes SNAPSHOT (the plugin's id for it) with PLUGIN's DeleteSnapshot; one that is gone already counts as deleted.",
+  minArgs: 2,
+  maxArgs: 2,
+  api: true,
+  json: true,
+  async run(ctx) {
+    await ctx.client().deleteSnapshot(ctx.args[0]!, ctx.args[1]!);
+    if (ctx.json) ctx.printJson({ pluginId: ctx.args[0], snapshotId: ctx.args[1] });
+    else ctx.out(`Deleted snapshot ${ctx.args[1]} of plugin ${ctx.args[0]}`);
+    return 0;
+  },
+};
+
+const snapshotList: Command = {
+  name: 'volume snapshot list',
+  usageArgs: '',
+  synopsis: "List a plugin's snapshots",
+  help: "Lists the snapshots the plugin holds (ListSnapshots), a page at a time. -plugin is needed when more than one plugin lists snapshots.",
+  minArgs: 0,
+  maxArgs: 0,
+  api: true,
+  json: true,
+  flags: [PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG],
+  async run(ctx) {
+    const page = await ctx.client().listSnapshots({ ...(ctx.stringFlag('plugin') ? { pluginId: ctx.stringFlag('plugin')! } : {}), ...(perPage(ctx.stringFlag('per-page')) ? { perPage: perPage(ctx.stringFlag('per-page'))! } : {}), ...(ctx.stringFlag('page-token') ? { nextToken: ctx.stringFlag('page-token')! } : {}) });
+    if (ctx.json) ctx.printJson(page);
+    else if (page.Snapshots.length === 0) ctx.out('No snapshots');
+    else ctx.out(formatTable(SNAPSHOT_HEADER, page.Snapshots.map(describeSnapshot)) + (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''));
+    return 0;
+  },
+};
+
+export const VOLUME_COMMANDS: Command[] = [volumeRegister, volumeCreate, volumeDeregister, volumeDelete, volumeStatus, volumeDetach, volumeInit, snapshotCreate, snapshotDelete, snapshotList];

@@ -20,6 +20,7 @@ node_id   = "node-7"
 log_level = "debug"
 stop_tasks_on_exit = true
 reconcile_orphans = true
+claim_gc_interval = "2m"
 
 state {
   backend = "memory"
@@ -106,6 +107,7 @@ const FULL: AgentConfig = {
   logLevel: 'debug',
   stopTasksOnExit: true,
   reconcileOrphans: true,
+  claimGcInterval: 120_000,
   exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false },
 };
 
@@ -123,6 +125,7 @@ describe('parseAgentConfig', () => {
       log_level: 'debug',
       stop_tasks_on_exit: true,
       reconcile_orphans: true,
+      claim_gc_interval: '2m',
       state: { backend: 'memory' },
       timeouts: {
         plugin_wait_prerun: '2m',
@@ -165,6 +168,7 @@ describe('parseAgentConfig', () => {
       logLevel: 'info',
       stopTasksOnExit: false,
       reconcileOrphans: false,
+      claimGcInterval: 300000,
       exec: defaultExecConfig(),
     });
     expect(DEFAULT_PORT).toBe(4747);
@@ -212,7 +216,7 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit, reconcile_orphans, plugin)'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin)'],
     ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],

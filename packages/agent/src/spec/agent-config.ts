@@ -49,6 +49,8 @@ export interface AgentConfig {
   stopTasksOnExit: boolean;
   /** At start, clean up what the state does not know: orphan executors and tasks, mounts and alloc dirs (default: only warn). */
   reconcileOrphans: boolean;
+  /** ms between two sweeps releasing the claims of allocs this node no longer has. */
+  claimGcInterval: number;
   /** The `exec` driver (isolated tasks on runc): `plugin "exec" { … }`. */
   exec: ExecDriverConfig;
 }
@@ -120,7 +122,10 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit', 'reconcile_orphans', 'plugin'];
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit', 'reconcile_orphans', 'claim_gc_interval', 'plugin'];
+
+/** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
+export const DEFAULT_CLAIM_GC_INTERVAL_MS = 5 * 60_000;
 
 /**
  * The config of `csiplug agent -dev`: a data dir under the system temp dir
@@ -143,6 +148,7 @@ export function devConfig(): AgentConfig {
     logLevel: 'debug',
     stopTasksOnExit: true,
     reconcileOrphans: false,
+    claimGcInterval: DEFAULT_CLAIM_GC_INTERVAL_MS,
     exec: defaultExecConfig(),
   };
 }
@@ -257,6 +263,8 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     );
   }
   const reconcileOrphans = r.bool('reconcile_orphans', false);
+  const claimGcInterval = r.duration('claim_gc_interval', base?.claimGcInterval ?? DEFAULT_CLAIM_GC_INTERVAL_MS)!;
+  if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
   const exec = readExecPlugin(r);
 
   return {
@@ -275,6 +283,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     logLevel,
     stopTasksOnExit,
     reconcileOrphans,
+    claimGcInterval,
     exec,
   };
 }

@@ -5,7 +5,7 @@
 // checkVolumeSpec is what the agent binds as the catalog's
 // IVolumeSpecValidator.
 import { ValidationError, assertPathSafeId, errorMessage } from '@csiplug/core';
-import type { VolumeCapability, VolumeSpec } from '@csiplug/volumes';
+import type { Topology, TopologyRequest, VolumeCapability, VolumeSpec } from '@csiplug/volumes';
 import { BlockReader, Where, isBody, loadDocument, withPrefix } from './document';
 import { ACCESS_MODES, ATTACHMENT_MODES } from './modes';
 import { formatSize, parseSize } from './size';
@@ -26,9 +26,24 @@ export interface VolumeSpecDocument {
   parameters?: Record<string, string>;
   secrets?: Record<string, string>;
   context?: Record<string, string>;
+  snapshot_id?: string;
+  clone_id?: string;
+  topology_request?: { required?: { topology: Array<{ segments: Record<string, string> }> }; preferred?: { topology: Array<{ segments: Record<string, string> }> } };
 }
 
-const FIELDS = ['id', 'name', 'type', 'plugin_id', 'external_id', 'capability', 'mount_options', 'capacity_min', 'capacity_max', 'parameters', 'secrets', 'context'];
+const FIELDS = ['id', 'name', 'type', 'plugin_id', 'external_id', 'capability', 'mount_options', 'capacity_min', 'capacity_max', 'parameters', 'secrets', 'context', 'snapshot_id', 'clone_id', 'topology_request'];
+
+/** `required { topology { segments = {…} } … }` (or `preferred`): the topologies, each with at least one segment. */
+function readTopologies(b: BlockReader): Topology[] {
+  const list = b.blocks('topology').map((body, i, all): Topology => {
+    const t = new BlockReader(body, b.where.block(all.length > 1 ? `topology[${i}]` : 'topology'), ['segments']);
+    const segments = t.stringMap('segments');
+    if (Object.keys(segments).length === 0) t.fail('segments', 'needs at least one segment, like segments = { "rack" = "r1" }');
+    return { segments };
+  });
+  if (list.length === 0) b.fail('topology', 'is required: give at least one topology { segments = { … } } block');
+  return list;
+}
 
 /** Parses a volume spec file (HCL or JSON). Errors start with the file name and name the field. */
 export async function parseVolumeSpec(text: string, filename: string): Promise<VolumeSpec> {
@@ -95,6 +110,26 @@ export function validateVolumeSpec(raw: unknown): VolumeSpec {
   if (capacityMin !== undefined && capacityMax !== undefined && capacityMin > capacityMax) {
     r.fail('capacity_min', `(${formatSize(capacityMin)}) must not exceed capacity_max (${formatSize(capacityMax)})`);
   }
+
+  for (const [key, field] of [['snapshot_id', 'snapshotId'], ['clone_id', 'cloneId']] as const) {
+    const v = r.string(key);
+    if (v === undefined) continue;
+    if (v === '') r.fail(key, 'may not be empty; leave it out');
+    if (externalId !== undefined) r.fail(key, 'is for creating a volume from a source; a volume with external_id is registered as it is');
+    spec[field] = v;
+  }
+  if (spec.snapshotId !== undefined && spec.cloneId !== undefined) r.fail('clone_id', 'and snapshot_id are two sources for the new volume; give at most one');
+
+  const tr = r.block('topology_request', ['required', 'preferred']);
+  if (tr) {
+    const request: TopologyRequest = {};
+    for (const key of ['required', 'preferred'] as const) {
+      const b = tr.block(key, ['topology']);
+      if (b) request[key] = readTopologies(b);
+    }
+    if (!request.required && !request.preferred) tr.fail('required', 'or preferred is required in a topology_request');
+    spec.topologyRequest = request;
+  }
   return spec;
 }
 
@@ -137,5 +172,15 @@ export function volumeSpecToDocument(spec: VolumeSpec): VolumeSpecDocument {
     parameters: { ...spec.parameters },
     secrets: { ...spec.secrets },
     context: { ...spec.context },
+    ...(spec.snapshotId !== undefined ? { snapshot_id: spec.snapshotId } : {}),
+    ...(spec.cloneId !== undefined ? { clone_id: spec.cloneId } : {}),
+    ...(spec.topologyRequest
+      ? {
+          topology_request: {
+            ...(spec.topologyRequest.required ? { required: { topology: spec.topologyRequest.required.map((t) => ({ segments: { ...t.segments } })) } } : {}),
+            ...(spec.topologyRequest.preferred ? { preferred: { topology: spec.topologyRequest.preferred.map((t) => ({ segments: { ...t.segments } })) } } : {}),
+          },
+        }
+      : {}),
   };
 }

@@ -15,7 +15,7 @@ import { NotFoundError } from '../agent';
 import { planJob, type JobPlan } from '../deploy/job-plan';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, JobView, PluginView, RunJobResult, VolumeClaimView, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, JobView, MountUsageView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
 import type { VolumeSpec } from '../spec';
 
 export interface FakeAgentServiceOptions {
@@ -268,6 +268,62 @@ export class FakeAgentService implements AgentService {
     this.emit({ topic: 'Volume', type: 'VolumeDeleted', message: `volume ${id} deleted`, volumeId: id });
   }
 
+  /** What the volume operations answer: set by a test; unset, each answers empty (or, for a snapshot, a made-up one). */
+  readonly usage: MountUsageView[] = [];
+  readonly snapshots: SnapshotView[] = [];
+  readonly externalVolumes: ExternalVolumeView[] = [];
+
+  async volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]> {
+    await this.gate;
+    this.failIfAsked();
+    if (filter.volumeId !== undefined) this.volumeOrThrow(filter.volumeId);
+    return this.usage.filter((u) => (filter.volumeId === undefined || u.volumeId === filter.volumeId) && (filter.allocId === undefined || u.allocId === filter.allocId));
+  }
+
+  async createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+    await this.gate;
+    this.failIfAsked();
+    const v = this.volumeOrThrow(volumeId);
+    this.calls.push(`createSnapshot ${volumeId} ${name ?? ''}`.trim());
+    const snap: SnapshotView = { pluginId: v.pluginId, id: `snap-${name ?? volumeId}`, externalSourceVolumeId: v.externalId, sourceVolumeId: volumeId, sizeBytes: 0, createTime: this.clock.now(), ready: true };
+    this.snapshots.push(snap);
+    return snap;
+  }
+
+  async deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
+    await this.gate;
+    this.failIfAsked();
+    this.calls.push(`deleteSnapshot ${pluginId} ${snapshotId}`);
+    const i = this.snapshots.findIndex((s) => s.pluginId === pluginId && s.id === snapshotId);
+    if (i >= 0) this.snapshots.splice(i, 1);
+  }
+
+  async listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
+    await this.gate;
+    this.failIfAsked();
+    return page(this.snapshots.filter((s) => options.pluginId === undefined || s.pluginId === options.pluginId), options);
+  }
+
+  async listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
+    await this.gate;
+    this.failIfAsked();
+    return page(this.externalVolumes.filter((v) => options.pluginId === undefined || v.pluginId === options.pluginId), options);
+  }
+
+  async detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult> {
+    await this.gate;
+    this.failIfAsked();
+    const v = this.volumeOrThrow(volumeId);
+    this.calls.push(`detachVolume ${volumeId} ${nodeId}`);
+    const released = v.claims.map((c) => c.allocId);
+    this.volumes.set(volumeId, { ...v, claims: [] });
+    return { volumeId, nodeId, released };
+  }
+
+  async sweepClaims(): Promise<{ volumeId: string; allocId: string }[]> {
+    return [];
+  }
+
   // ---------------------------------------------------------------------------
 
   private addVolume(call: string, spec: VolumeSpec, externalId: string): VolumeView {
@@ -346,4 +402,11 @@ export class FakeAgentService implements AgentService {
 export function fakeUuid(n: number): string {
   const h = createHash('sha1').update(`alloc-${n}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/** One page of `items` as a plugin pages them: `nextToken` is the index to go on from. */
+function page<T>(items: T[], options: { perPage?: number; nextToken?: string }): Page<T> {
+  const start = options.nextToken ? Number(options.nextToken) : 0;
+  const end = options.perPage ? start + options.perPage : items.length;
+  return { items: items.slice(start, end), ...(end < items.length ? { nextToken: String(end) } : {}) };
 }

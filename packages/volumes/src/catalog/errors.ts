@@ -48,6 +48,11 @@ export class VolumePluginError extends VolumeCatalogError {
   }
 }
 
+/** The volume's plugin is there but does not offer what was asked (a controller or node capability it lacks). */
+export class VolumeUnsupportedError extends VolumePluginError {
+  override readonly code = 'EVOLUME_UNSUPPORTED';
+}
+
 /** The catalog was resolved with no IVolumeSpecValidator bound: a composition mistake, not a user's. */
 export class VolumeSpecValidatorMissingError extends CsiplugError {
   constructor() {

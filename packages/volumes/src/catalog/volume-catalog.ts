@@ -25,7 +25,7 @@ import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTy
 import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
-import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError } from './errors';
+import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeUnsupportedError } from './errors';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
@@ -171,10 +171,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
       const controller = await this.controllerFor(checked.id, checked.pluginId, 'create', signal);
       if (checked.snapshotId !== undefined && !controller.supportsSnapshots) {
-        throw new VolumePluginError(checked.id, checked.pluginId, `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`);
+        throw new VolumeUnsupportedError(checked.id, checked.pluginId, `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`);
       }
       if (checked.cloneId !== undefined && !controller.supportsClone) {
-        throw new VolumePluginError(checked.id, checked.pluginId, `cannot clone volume "${checked.cloneId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CLONE_VOLUME`);
+        throw new VolumeUnsupportedError(checked.id, checked.pluginId, `cannot clone volume "${checked.cloneId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CLONE_VOLUME`);
       }
 
       const request: CreateVolumeRequest = {
@@ -584,7 +584,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           throw new VolumePluginError(id, record.pluginId, `could not expand volume "${id}" (external id ${record.externalId}) to ${want} bytes on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
         }
       } else if (!node?.supportsExpand) {
-        throw new VolumePluginError(id, record.pluginId, `cannot expand volume "${id}": plugin "${record.pluginId}" offers EXPAND_VOLUME on neither its controller nor its node side`);
+        throw new VolumeUnsupportedError(id, record.pluginId, `cannot expand volume "${id}": plugin "${record.pluginId}" offers EXPAND_VOLUME on neither its controller nor its node side`);
       }
       const next: VolumeRecord = { ...record, capacityBytes };
       if (capacity.capacityMin !== undefined) next.capacityMin = capacity.capacityMin;
@@ -728,7 +728,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     if (!info?.controller) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
     if (!info.healthy) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
     const offered = flag.startsWith('capabilities.') ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)] : (info.controller as unknown as Record<string, boolean>)[flag];
-    if (!offered) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
+    if (!offered) throw new VolumeUnsupportedError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
     return info.controller;
   }
 
