@@ -102,17 +102,26 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
     if (info.node.topology) facts['Topology'] = Object.entries(info.node.topology).map(([k, v]) => `${k}=${v}`).join(', ');
     facts['Requires Staging'] = info.node.requiresStaging;
     facts['Volume Stats'] = info.node.supportsStats;
+    facts['Volume Condition'] = info.node.supportsCondition;
     facts['Expand'] = info.node.supportsExpand;
   }
   if (info.controller) {
     facts['Create/Delete Volumes'] = info.controller.supportsCreateDelete;
     facts['Attach/Detach (ControllerPublish)'] = info.controller.supportsAttachDetach;
     facts['List Volumes'] = info.controller.supportsListVolumes;
+    facts['List Volumes Published Nodes'] = info.controller.capabilities.listVolumesPublishedNodes;
     facts['Get Capacity'] = info.controller.supportsGetCapacity;
     facts['Snapshots'] = info.controller.supportsSnapshots;
+    facts['List Snapshots'] = info.controller.capabilities.listSnapshots;
+    facts['Clone'] = info.controller.supportsClone;
     facts['Expand'] = info.controller.supportsExpand;
   }
-  if (info.pluginCapabilities) facts['Accessibility Constraints'] = info.pluginCapabilities.accessibilityConstraints;
+  if (info.pluginCapabilities) {
+    facts['Accessibility Constraints'] = info.pluginCapabilities.accessibilityConstraints;
+    if (info.pluginCapabilities.onlineExpansion || info.pluginCapabilities.offlineExpansion) {
+      facts['Volume Expansion'] = [info.pluginCapabilities.onlineExpansion && 'online', info.pluginCapabilities.offlineExpansion && 'offline'].filter(Boolean).join(', ');
+    }
+  }
   return facts;
 }
 

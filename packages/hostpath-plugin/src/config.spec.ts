@@ -1,10 +1,12 @@
 import { ValidationError } from '@csiplug/core';
-import { parseConfig } from './config';
+import { TOPOLOGY_KEY, parseConfig, parseTopology } from './config';
 
 describe('parseConfig', () => {
   it('reads flags, with defaults', () => {
     const c = parseConfig(['--endpoint', 'unix:///tmp/x.sock', '--node-id', 'n1', '--state-dir=/var/lib/hp'], {});
     expect(c).toMatchObject({ endpoint: 'unix:///tmp/x.sock', nodeId: 'n1', stateDir: '/var/lib/hp', mode: 'monolith', name: 'hostpath.csiplug.io' });
+    expect(c.topology).toEqual({ [TOPOLOGY_KEY]: 'n1' });
+    expect(c.maxVolumesPerNode).toBe(0);
     expect(c.faults).toEqual({
       startDelayMs: 0,
       probeNotReadyMs: 0,
@@ -62,6 +64,45 @@ describe('parseConfig', () => {
       faultFile: '/run/faults.json',
       controllerPublish: true,
     });
+  });
+
+  it('reads --topology and --max-volumes-per-node from flags and the environment; flags win, an empty variable is unset', () => {
+    const base = ['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s'];
+    const env = { CSIPLUG_HOSTPATH_TOPOLOGY: 'example.com/zone=env', CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: '4' };
+    expect(parseConfig(base, env)).toMatchObject({ topology: { 'example.com/zone': 'env' }, maxVolumesPerNode: 4 });
+    const c = parseConfig([...base, '--topology', ' example.com/zone=z1 , example.com/Rack_2=r.7 ', '--max-volumes-per-node=30'], env);
+    expect(c.topology).toEqual({ 'example.com/zone': 'z1', 'example.com/Rack_2': 'r.7' });
+    expect(c.maxVolumesPerNode).toBe(30);
+    expect(parseConfig(base, { CSIPLUG_HOSTPATH_TOPOLOGY: '', CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: '' })).toMatchObject({ topology: { [TOPOLOGY_KEY]: 'n1' }, maxVolumesPerNode: 0 });
+    expect(parseTopology('zone=a,rack=b')).toEqual({ zone: 'a', rack: 'b' });
+  });
+
+  it.each([
+    ['', /at least one key=value/],
+    ['zone', /"zone" is not key=value/],
+    ['=a', /"=a" is not key=value/],
+    ['zone=', /value "" of key "zone"/],
+    ['zone=a b', /value "a b"/],
+    ['zone=-a', /value "-a"/],
+    [`zone=${'v'.repeat(64)}`, /value/],
+    ['Example.com/zone=a', /prefix "Example.com"/],
+    ['example..com/zone=a', /prefix "example..com"/],
+    ['/zone=a', /prefix ""/],
+    ['example.com/_zone=a', /name "_zone"/],
+    ['a/b/c=x', /name "b\/c"/],
+    ['zone=a,ZONE=b', /given twice/],
+    ['a.io/zone=a,b.io/rack=b', /same prefix/],
+    ['a.io/zone=a,rack=b', /same prefix "a.io\/"/],
+  ])('refuses --topology %j, naming the flag', (value, why) => {
+    const run = () => parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--topology', value], {});
+    expect(run).toThrow(ValidationError);
+    expect(run).toThrow(/--topology/);
+    expect(run).toThrow(why);
+  });
+
+  it.each(['-1', '1.5', 'x', '1e3', '99999999999999999999'])('refuses --max-volumes-per-node %j, naming the flag', (value) => {
+    expect(() => parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--max-volumes-per-node', value], {})).toThrow(/--max-volumes-per-node/);
+    expect(() => parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s'], { CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: value })).toThrow(ValidationError);
   });
 
   it.each([

@@ -2,6 +2,9 @@
 import { ValidationError, assertPathSafeId } from '@csiplug/core';
 import { START_FAULTS, checkRpcNames, type RpcFaults, type StartFault } from './faults';
 
+/** The topology key of the default segments: the node id. */
+export const TOPOLOGY_KEY = 'topology.hostpath.csiplug.io/node';
+
 export type PluginMode = 'monolith' | 'node' | 'controller';
 
 /** Test-only switches (faults.ts has the RPC faults' meanings); all off by default. */
@@ -21,6 +24,10 @@ export interface FaultSwitches extends RpcFaults {
 export interface PluginConfig {
   endpoint: string;
   nodeId: string;
+  /** This node's topology segments (NodeGetInfo, every volume's accessible_topology); default { TOPOLOGY_KEY: node id }. */
+  topology: Record<string, string>;
+  /** What NodeGetInfo reports as max_volumes_per_node; 0 = no limit. */
+  maxVolumesPerNode: number;
   stateDir: string;
   mode: PluginMode;
   name: string;
@@ -31,6 +38,8 @@ export interface PluginConfig {
 export const ENV = {
   endpoint: 'CSI_ENDPOINT',
   nodeId: 'CSIPLUG_HOSTPATH_NODE_ID',
+  topology: 'CSIPLUG_HOSTPATH_TOPOLOGY',
+  maxVolumesPerNode: 'CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE',
   stateDir: 'CSIPLUG_HOSTPATH_STATE_DIR',
   mode: 'CSIPLUG_HOSTPATH_MODE',
   logLevel: 'CSIPLUG_HOSTPATH_LOG_LEVEL',
@@ -50,6 +59,8 @@ export const ENV = {
 export const USAGE = `usage: csiplug-hostpath --endpoint unix:///PATH --node-id ID --state-dir DIR [--mode monolith|node|controller]
   --endpoint          plugin socket (or CSI_ENDPOINT)
   --node-id           node id reported by NodeGetInfo (or ${ENV.nodeId})
+  --topology K=V[,K=V]      this node's topology segments, default ${TOPOLOGY_KEY}=<node id> (or ${ENV.topology})
+  --max-volumes-per-node N  max_volumes_per_node for NodeGetInfo, default 0 = no limit (or ${ENV.maxVolumesPerNode})
   --state-dir         where volumes and their metadata live (or ${ENV.stateDir})
   --mode              services to run, default monolith (or ${ENV.mode})
   --name              plugin name, default hostpath.csiplug.io
@@ -70,6 +81,8 @@ fault switches, for tests:
 const FLAGS: Record<string, string> = {
   '--endpoint': 'endpoint',
   '--node-id': 'nodeId',
+  '--topology': 'topology',
+  '--max-volumes-per-node': 'maxVolumesPerNode',
   '--state-dir': 'stateDir',
   '--mode': 'mode',
   '--name': 'name',
@@ -103,6 +116,58 @@ function nonNegativeInt(v: string | undefined, what: string): number {
   if (v === undefined || v === '') return 0;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new ValidationError(`${what} must be a non-negative integer, got "${v}"`, what);
+  return n;
+}
+
+// CSI spec, Topology: a key is an optional DNS-subdomain prefix (lower case,
+// 63 characters or less) and "/", then a name; names and values are 63
+// characters or less, begin and end alphanumeric, with - _ . or
+// alphanumerics between; keys are case-insensitive; every key with a prefix
+// has the same prefix.
+const TOPOLOGY_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** Parses `key=value[,key=value]` into topology segments, checked as the CSI spec says; errors name `flag`. */
+export function parseTopology(v: string, flag = '--topology'): Record<string, string> {
+  const out: Record<string, string> = {};
+  const seen = new Map<string, string>();
+  const prefixes = new Set<string>();
+  const pairs = v.split(',').map((s) => s.trim());
+  if (pairs.every((p) => p === '')) throw new ValidationError(`${flag} needs at least one key=value, got "${v}"`, 'topology');
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new ValidationError(`${flag}: "${pair}" is not key=value (give ${flag} key=value[,key=value])`, 'topology');
+    const key = pair.slice(0, eq).trim();
+    const value = pair.slice(eq + 1).trim();
+    const slash = key.indexOf('/');
+    const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
+    const name = slash >= 0 ? key.slice(slash + 1) : key;
+    if (prefix !== undefined && (prefix.length === 0 || prefix.length > 63 || !prefix.split('.').every((l) => DNS_LABEL.test(l)))) {
+      throw new ValidationError(`${flag}: the prefix "${prefix}" of key "${key}" must be a lower-case DNS subdomain of 63 characters or less`, 'topology');
+    }
+    if (!TOPOLOGY_NAME.test(name)) {
+      throw new ValidationError(`${flag}: the name "${name}" of key "${key}" must be 1-63 characters, begin and end with a letter or digit, with - _ . letters or digits between`, 'topology');
+    }
+    if (!TOPOLOGY_NAME.test(value)) {
+      throw new ValidationError(`${flag}: the value "${value}" of key "${key}" must be 1-63 characters, begin and end with a letter or digit, with - _ . letters or digits between`, 'topology');
+    }
+    const folded = key.toLowerCase();
+    if (seen.has(folded)) throw new ValidationError(`${flag}: key "${key}" is given twice (keys are case-insensitive; first as "${seen.get(folded)}")`, 'topology');
+    seen.set(folded, key);
+    if (prefix !== undefined) prefixes.add(prefix);
+    out[key] = value;
+  }
+  if (prefixes.size > 1) throw new ValidationError(`${flag}: every key must have the same prefix, got ${[...prefixes].map((p) => `"${p}"`).join(', ')}`, 'topology');
+  if (prefixes.size === 1 && Object.keys(out).some((k) => !k.includes('/'))) {
+    throw new ValidationError(`${flag}: every key must have the same prefix "${[...prefixes][0]}/" (some have none)`, 'topology');
+  }
+  return out;
+}
+
+function maxVolumes(v: string | undefined): number {
+  if (v === undefined || v === '') return 0;
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw new ValidationError(`--max-volumes-per-node must be a non-negative integer (0 = no limit), got "${v}"`, 'maxVolumesPerNode');
   return n;
 }
 
@@ -142,9 +207,13 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   const slowRpcs = rpcList(pick('slowRpc'), '--slow-rpc');
   const slowMs = nonNegativeInt(pick('slowMs'), 'slow time');
   if (slowRpcs.length && slowMs === 0) throw new ValidationError(`--slow-rpc ${slowRpcs.join(',')} needs --slow-ms (how late, in ms)`, 'slowMs');
+  // An empty environment variable counts as unset; an empty flag is refused.
+  const topologyText = given.topology ?? (env[ENV.topology] || undefined);
   return {
     endpoint,
     nodeId,
+    topology: topologyText === undefined ? { [TOPOLOGY_KEY]: nodeId } : parseTopology(topologyText),
+    maxVolumesPerNode: maxVolumes(pick('maxVolumesPerNode')),
     stateDir,
     mode,
     name: given.name ?? 'hostpath.csiplug.io',

@@ -27,3 +27,20 @@ export class VolumeMetadataError extends HostPathPluginError {
     super('EVOLUME_METADATA', `cannot read volume metadata ${file}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
   }
 }
+
+/** tar(1) or cp(1) — a snapshot's archive, a restore, a clone — failed or timed out; says which command and what it printed. */
+export class DataCommandError extends HostPathPluginError {
+  constructor(
+    readonly command: string,
+    readonly args: readonly string[],
+    readonly detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super('EDATA_COMMAND', `${command} ${args.join(' ')} failed: ${detail}`, options);
+  }
+
+  /** The command ran out of space (ENOSPC). */
+  get noSpace(): boolean {
+    return /No space left on device/i.test(this.detail);
+  }
+}

@@ -1,10 +1,11 @@
 // Public face of @csiplug/hostpath-plugin.
 export * from './config';
+export * from './data';
 export * from './errors';
 export * from './faults';
 export * from './main';
 export * from './mounter';
 export * from './mountinfo';
-export { HostPathPlugin, TOPOLOGY_KEY } from './plugin';
+export { HostPathPlugin } from './plugin';
 export type { HostPathPluginDeps } from './plugin';
 export * from './volume-store';

@@ -10,7 +10,7 @@ import type { FaultSwitches, PluginConfig } from './config';
 import { AttachmentStore, FaultSource, InjectedCrashError, type RpcFaults, readStartFault, serveGarbageProxy, serveNotGrpc, withControllerPublish, withFaults } from './faults';
 import { LinuxMounter, Mounter } from './mounter';
 import { HostPathPlugin } from './plugin';
-import { VolumeStore } from './volume-store';
+import { PublishedStore, VolumeStore } from './volume-store';
 
 export interface RunningPlugin extends AsyncDisposable {
   /** The gRPC server; undefined when a start fault keeps the plugin from serving. */
@@ -81,9 +81,11 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
   const store = new VolumeStore(fs.realpathSync(stateDir));
   await store.init();
   let readyAt = Number.POSITIVE_INFINITY;
-  const plugin = new HostPathPlugin({ config, store, mounter: options.mounter ?? new LinuxMounter(), logger, version: packageVersion(), readyAt: () => readyAt });
+  const published = new PublishedStore(store.stateDir, config.nodeId);
+  const attachments = faults.controllerPublish ? new AttachmentStore(store.stateDir) : undefined;
+  const plugin = new HostPathPlugin({ config, store, published, attachments, mounter: options.mounter ?? new LinuxMounter(), logger, version: packageVersion(), readyAt: () => readyAt });
   let handlers = plugin.handlers();
-  if (faults.controllerPublish) handlers = withControllerPublish(handlers, store, new AttachmentStore(store.stateDir));
+  if (attachments) handlers = withControllerPublish(handlers, store, attachments);
   const source = new FaultSource(rpcFaultsOf(faults), faults.faultFile, logger);
   if (source.dynamic || anyRpcFault(source.current())) handlers = withFaults(handlers, source, { logger, crash });
   if (!source.dynamic && faults.garbageRpcs.length === 0) {

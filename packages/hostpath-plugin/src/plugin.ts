@@ -1,8 +1,11 @@
 // The hostpath CSI plugin: volumes are directories under the state dir;
 // NodeStageVolume bind-mounts the volume at the staging path and
 // NodePublishVolume bind-mounts staging onto the target (read-only when
-// asked). Every call is idempotent and answers with the status code the
-// CSI spec names for each failure.
+// asked). A volume's capacity is a quota it is measured against (stats,
+// volume condition), grown by ControllerExpandVolume; snapshots are tar
+// archives of a volume's directory; a volume can be created from a snapshot
+// (restore) or from another volume (clone). Every call is idempotent and
+// answers with the status code the CSI spec names for each failure.
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
@@ -18,12 +21,15 @@ import {
   accessTypeOf,
   csiStatus,
 } from '@csiplug/csi';
-import type { PluginConfig } from './config';
+import { TOPOLOGY_KEY, type PluginConfig } from './config';
+import { archiveDir, bytesIn, copyDir, extractArchive } from './data';
+import { DataCommandError } from './errors';
+import type { AttachmentStore } from './faults';
 import { Mounter } from './mounter';
 import { MountInfo, backingOf, topMountAt } from './mountinfo';
-import { VolumeRecord, VolumeStore } from './volume-store';
+import { ContentSourceRecord, PublishedStore, SnapshotRecord, VolumeRecord, VolumeStore } from './volume-store';
 
-export const TOPOLOGY_KEY = 'topology.hostpath.csiplug.io/node';
+export { TOPOLOGY_KEY };
 
 /** Access modes a node-local directory can honour. */
 const SUPPORTED_MODES: readonly AccessMode[] = ['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER'];
@@ -58,6 +64,65 @@ function unsupported(cap: Cap, rpc: string): string | undefined {
   return undefined;
 }
 
+/** A capacity_range as bigints; negative values are INVALID_ARGUMENT, required above limit OUT_OF_RANGE. */
+function capacityRange(range: { requiredBytes?: string; limitBytes?: string } | null | undefined, rpc: string): { required: bigint; limit: bigint } {
+  const required = BigInt(range?.requiredBytes || '0');
+  const limit = BigInt(range?.limitBytes || '0');
+  if (required < 0n || limit < 0n) throw csiStatus.invalidArgument(`${rpc}: capacity_range values must not be negative`);
+  if (limit > 0n && required > limit) throw csiStatus.outOfRange(`${rpc}: required_bytes ${required} exceeds limit_bytes ${limit}`);
+  return { required, limit };
+}
+
+/** One page of `all` for a List* call: starting_token is the index to start at (an invalid one is ABORTED). */
+function page<T>(all: readonly T[], req: { maxEntries: number; startingToken: string }, rpc: string): { items: T[]; nextToken: string } {
+  let start = 0;
+  if (req.startingToken) {
+    start = /^\d+$/.test(req.startingToken) ? Number(req.startingToken) : -1;
+    if (!Number.isSafeInteger(start) || start < 0 || start > all.length) throw csiStatus.aborted(`${rpc}: starting_token "${req.startingToken}" is not valid; start again without one`);
+  }
+  if (req.maxEntries < 0) throw csiStatus.invalidArgument(`${rpc}: max_entries must not be negative`);
+  const end = req.maxEntries > 0 ? Math.min(all.length, start + req.maxEntries) : all.length;
+  return { items: all.slice(start, end), nextToken: end < all.length ? String(end) : '' };
+}
+
+function byCreation(a: { createdAt: string; id: string }, b: { createdAt: string; id: string }): number {
+  return a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id);
+}
+
+function showTopology(segments: Record<string, string> | null | undefined): string {
+  return `{${Object.entries(segments ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(', ')}}`;
+}
+
+/** The content source of a CreateVolume request; a source without its id is INVALID_ARGUMENT. */
+function contentSourceOf(src: CreateVolumeContentSource, rpc: string): ContentSourceRecord | undefined {
+  if (!src) return undefined;
+  if (src.snapshot) {
+    if (!src.snapshot.snapshotId) throw csiStatus.invalidArgument(`${rpc}: volume_content_source.snapshot.snapshot_id is required`);
+    return { type: 'snapshot', id: src.snapshot.snapshotId };
+  }
+  if (src.volume) {
+    if (!src.volume.volumeId) throw csiStatus.invalidArgument(`${rpc}: volume_content_source.volume.volume_id is required`);
+    return { type: 'volume', id: src.volume.volumeId };
+  }
+  throw csiStatus.invalidArgument(`${rpc}: volume_content_source must name a snapshot or a volume`);
+}
+
+type CreateVolumeContentSource = { snapshot?: { snapshotId: string } | null; volume?: { volumeId: string } | null } | null | undefined;
+
+function describeSource(s: ContentSourceRecord | undefined): string {
+  return s ? `${s.type} "${s.id}"` : 'no content source';
+}
+
+/** A tar/cp failure as the status the caller gets: out of space is RESOURCE_EXHAUSTED, anything else INTERNAL. */
+function dataFailure(err: unknown, rpc: string, what: string): Error {
+  if (err instanceof DataCommandError) {
+    return err.noSpace ? csiStatus.resourceExhausted(`${rpc}: not enough space to ${what}: ${err.message}`) : csiStatus.internal(`${rpc}: cannot ${what}: ${err.message}`);
+  }
+  return err instanceof Error ? err : new Error(String(err));
+}
+
 function sameBacking(m: MountInfo | undefined, want: { device: string; root: string } | undefined): boolean {
   return !!m && !!want && m.device === want.device && m.root === want.root;
 }
@@ -65,6 +130,10 @@ function sameBacking(m: MountInfo | undefined, want: { device: string; root: str
 export interface HostPathPluginDeps {
   config: PluginConfig;
   store: VolumeStore;
+  /** Where this node publishes volumes (and, read, where every node does). */
+  published: PublishedStore;
+  /** The controller's attachments when controller publish is on (faults.ts): their nodes count as published nodes. */
+  attachments?: AttachmentStore;
   mounter: Mounter;
   logger: Logger;
   version: string;
@@ -74,6 +143,8 @@ export interface HostPathPluginDeps {
 
 export class HostPathPlugin {
   private readonly busy = new Set<string>();
+  /** Keys read by operations under way (a snapshot or clone reading a volume's data, a restore reading a snapshot). */
+  private readonly readers = new Map<string, number>();
 
   constructor(private readonly deps: HostPathPluginDeps) {}
 
@@ -86,14 +157,31 @@ export class HostPathPlugin {
     };
   }
 
-  /** Serialises work per volume: a second call while one is in flight gets ABORTED, as the spec allows. */
+  /**
+   * Serialises work per key (a volume id, a name, a snapshot): a second call
+   * while one is in flight — or while `key` is being read (shared) — gets
+   * ABORTED, as the spec allows.
+   */
   private async exclusive<T>(key: string, rpc: string, fn: () => Promise<T>): Promise<T> {
-    if (this.busy.has(key)) throw csiStatus.aborted(`${rpc}: an operation on ${key} is already in progress; retry later`);
+    if (this.busy.has(key) || this.readers.has(key)) throw csiStatus.aborted(`${rpc}: an operation on ${key} is already in progress; retry later`);
     this.busy.add(key);
     try {
       return await fn();
     } finally {
       this.busy.delete(key);
+    }
+  }
+
+  /** Runs `fn` while reading `key`: many readers at once, but not while an exclusive operation (e.g. a delete) holds it (ABORTED). */
+  private async shared<T>(key: string, rpc: string, fn: () => Promise<T>): Promise<T> {
+    if (this.busy.has(key)) throw csiStatus.aborted(`${rpc}: an operation on ${key} is already in progress; retry later`);
+    this.readers.set(key, (this.readers.get(key) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      const left = (this.readers.get(key) ?? 1) - 1;
+      if (left > 0) this.readers.set(key, left);
+      else this.readers.delete(key);
     }
   }
 
@@ -104,11 +192,52 @@ export class HostPathPlugin {
   }
 
   private topology() {
-    return { segments: { [TOPOLOGY_KEY]: this.deps.config.nodeId } };
+    return { segments: { ...this.deps.config.topology } };
+  }
+
+  /** Whether this node is in `segments`: every key of it has the node's value (keys are case-insensitive). */
+  private inTopology(segments: Record<string, string> | null | undefined): boolean {
+    const mine = new Map(Object.entries(this.deps.config.topology).map(([k, v]) => [k.toLowerCase(), v]));
+    return Object.entries(segments ?? {}).every(([k, v]) => mine.get(k.toLowerCase()) === v);
   }
 
   private toVolume(v: VolumeRecord) {
-    return { volumeId: v.id, capacityBytes: v.capacityBytes, volumeContext: { name: v.name }, accessibleTopology: [this.topology()] };
+    const contentSource = v.contentSource ? (v.contentSource.type === 'snapshot' ? { snapshot: { snapshotId: v.contentSource.id } } : { volume: { volumeId: v.contentSource.id } }) : null;
+    return { volumeId: v.id, capacityBytes: v.capacityBytes, volumeContext: { name: v.name }, accessibleTopology: [this.topology()], contentSource };
+  }
+
+  private toSnapshot(s: SnapshotRecord) {
+    const ms = Date.parse(s.createdAt);
+    return {
+      snapshotId: s.id,
+      sourceVolumeId: s.sourceVolumeId,
+      sizeBytes: s.sizeBytes,
+      creationTime: { seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 },
+      readyToUse: s.readyToUse,
+    };
+  }
+
+  /** Node ids where each volume is published: NodePublishVolume's records of every node, and controller attachments when on. */
+  private async publishedNodes(): Promise<Map<string, string[]>> {
+    const nodes = await this.deps.published.nodesByVolume();
+    if (this.deps.attachments) {
+      for (const [volumeId, attached] of Object.entries(this.deps.attachments.read())) {
+        nodes.set(volumeId, [...new Set([...(nodes.get(volumeId) ?? []), ...attached])].sort());
+      }
+    }
+    return nodes;
+  }
+
+  /** The controller's view of a volume's condition: cheap, its backing directory is there. */
+  private async controllerCondition(v: VolumeRecord): Promise<{ abnormal: boolean; message: string }> {
+    const dir = this.deps.store.dirOf(v.id);
+    const st = await fs.stat(dir).catch(() => undefined);
+    if (!st?.isDirectory()) return { abnormal: true, message: `the backing directory ${dir} of volume "${v.id}" is gone` };
+    return { abnormal: false, message: `the backing directory ${dir} is there` };
+  }
+
+  private async volumeStatus(v: VolumeRecord, published: Map<string, string[]>) {
+    return { publishedNodeIds: published.get(v.id) ?? [], volumeCondition: await this.controllerCondition(v) };
   }
 
   // ---------------------------------------------------------------- identity
@@ -121,6 +250,8 @@ export class HostPathPlugin {
         capabilities: [
           ...(config.mode === 'node' ? [] : [{ service: { type: 'CONTROLLER_SERVICE' as const } }]),
           { service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' as const } },
+          // A directory's quota grows while it is in use: nothing to unmount.
+          { volumeExpansion: { type: 'ONLINE' as const } },
         ],
       }),
       Probe: () => ({ ready: { value: Date.now() >= this.deps.readyAt() } }),
@@ -129,11 +260,117 @@ export class HostPathPlugin {
 
   // -------------------------------------------------------------- controller
 
+  /**
+   * Creates a new volume named `name`, filled from `source` when given (the
+   * caller holds the source, so it is not deleted meanwhile). Its capacity
+   * is what was asked for, at least what the source held.
+   */
+  private async createVolume(name: string, required: bigint, limit: bigint, parameters: Record<string, string>, source: ContentSourceRecord | undefined) {
+    const rpc = 'CreateVolume';
+    const { store, logger } = this.deps;
+    let sourceCapacity = 0n;
+    if (source?.type === 'snapshot') {
+      const snap = await store.snapshot(source.id);
+      if (!snap) throw csiStatus.notFound(`${rpc}: snapshot "${source.id}" (volume_content_source) does not exist`);
+      sourceCapacity = BigInt(snap.sourceCapacityBytes);
+    } else if (source?.type === 'volume') {
+      const src = await store.get(source.id);
+      if (!src) throw csiStatus.notFound(`${rpc}: volume "${source.id}" (volume_content_source) does not exist`);
+      sourceCapacity = BigInt(src.capacityBytes);
+    }
+    if (limit > 0n && sourceCapacity > limit) {
+      throw csiStatus.outOfRange(`${rpc}: limit_bytes ${limit} is smaller than the ${sourceCapacity} bytes of its source ${describeSource(source)}`);
+    }
+    const asked = required > 0n ? required : limit;
+    const record: VolumeRecord = {
+      id: randomUUID(),
+      name,
+      capacityBytes: String(asked > sourceCapacity ? asked : sourceCapacity),
+      parameters: { ...parameters },
+      createdAt: new Date().toISOString(),
+      ...(source ? { contentSource: source } : {}),
+    };
+    const dir = store.dirOf(record.id);
+    // Filled under another name, then renamed: a failed restore or clone leaves no half volume.
+    const filling = path.join(store.volumesDir, `.creating-${record.id}`);
+    await fs.mkdir(filling, { mode: 0o777 });
+    try {
+      await fs.chmod(filling, 0o777);
+      try {
+        if (source?.type === 'snapshot') await extractArchive(store.archiveOf(source.id), filling);
+        else if (source?.type === 'volume') await copyDir(store.dirOf(source.id), filling);
+      } catch (err) {
+        throw dataFailure(err, rpc, source?.type === 'snapshot' ? `restore snapshot "${source.id}"` : `clone volume "${source?.id}"`);
+      }
+      await fs.rename(filling, dir);
+    } catch (err) {
+      await fs.rm(filling, { recursive: true, force: true });
+      throw err;
+    }
+    try {
+      await store.put(record);
+    } catch (err) {
+      await fs.rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+    logger.info('created volume', { volumeId: record.id, name: record.name, capacityBytes: record.capacityBytes, contentSource: record.contentSource });
+    return { volume: this.toVolume(record) };
+  }
+
+  /** Cuts a snapshot named `name` of volume `sourceVolumeId` (the caller holds the volume's data). */
+  private async createSnapshot(name: string, sourceVolumeId: string) {
+    const rpc = 'CreateSnapshot';
+    const { store, logger } = this.deps;
+    const v = await store.get(sourceVolumeId);
+    if (!v) throw csiStatus.notFound(`${rpc}: source volume "${sourceVolumeId}" does not exist`);
+    const record: SnapshotRecord = {
+      id: randomUUID(),
+      name,
+      sourceVolumeId: v.id,
+      sourceCapacityBytes: v.capacityBytes,
+      sizeBytes: '0',
+      createdAt: new Date().toISOString(),
+      readyToUse: true,
+    };
+    const archive = store.archiveOf(record.id);
+    await fs.mkdir(store.snapshotsDir, { recursive: true, mode: 0o700 });
+    let warning: string | undefined;
+    try {
+      warning = await archiveDir(store.dirOf(v.id), archive);
+    } catch (err) {
+      throw dataFailure(err, rpc, `archive volume "${v.id}"`);
+    }
+    if (warning) logger.warn('snapshot of a volume in use: a file changed while it was archived', { volumeId: v.id, snapshotId: record.id, tar: warning });
+    try {
+      record.sizeBytes = String((await fs.stat(archive)).size);
+      await store.putSnapshot(record);
+    } catch (err) {
+      await fs.rm(archive, { force: true });
+      throw err;
+    }
+    logger.info('created snapshot', { snapshotId: record.id, name: record.name, sourceVolumeId: v.id, sizeBytes: record.sizeBytes });
+    return { snapshot: this.toSnapshot(record) };
+  }
+
   private controller(): ControllerServerHandlers {
     const { store, logger } = this.deps;
     return {
       ControllerGetCapabilities: () => ({
-        capabilities: (['CREATE_DELETE_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY', 'SINGLE_NODE_MULTI_WRITER'] as const).map((type) => ({ rpc: { type } })),
+        capabilities: (
+          [
+            'CREATE_DELETE_VOLUME',
+            'LIST_VOLUMES',
+            'GET_CAPACITY',
+            'SINGLE_NODE_MULTI_WRITER',
+            'EXPAND_VOLUME',
+            'CREATE_DELETE_SNAPSHOT',
+            'LIST_SNAPSHOTS',
+            'CLONE_VOLUME',
+            'LIST_VOLUMES_PUBLISHED_NODES',
+            'GET_VOLUME',
+            'VOLUME_CONDITION',
+          ] as const
+        ).map((type) => ({ rpc: { type } })),
       }),
 
       CreateVolume: (req) => {
@@ -144,11 +381,15 @@ export class HostPathPlugin {
           const why = unsupported(cap, rpc);
           if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
         }
-        if (req.volumeContentSource?.type) throw csiStatus.invalidArgument(`${rpc}: creating a volume from a ${req.volumeContentSource.type} is not supported`);
-        const required = BigInt(req.capacityRange?.requiredBytes || '0');
-        const limit = BigInt(req.capacityRange?.limitBytes || '0');
-        if (required < 0n || limit < 0n) throw csiStatus.invalidArgument(`${rpc}: capacity_range values must not be negative`);
-        if (limit > 0n && required > limit) throw csiStatus.outOfRange(`${rpc}: required_bytes ${required} exceeds limit_bytes ${limit}`);
+        const { required, limit } = capacityRange(req.capacityRange, rpc);
+        // Volumes live on this node only: a requisite topology must include it (preferred ones are only a preference).
+        const requisite = req.accessibilityRequirements?.requisite ?? [];
+        if (requisite.length && !requisite.some((t) => this.inTopology(t.segments))) {
+          throw csiStatus.resourceExhausted(
+            `${rpc}: cannot provision in the requested topology ${requisite.map((t) => showTopology(t.segments)).join(' or ')}: this plugin offers only ${showTopology(this.deps.config.topology)}`,
+          );
+        }
+        const source = contentSourceOf(req.volumeContentSource, rpc);
         return this.exclusive(`name ${req.name}`, rpc, async () => {
           const existing = await store.byName(req.name);
           if (existing) {
@@ -157,39 +398,37 @@ export class HostPathPlugin {
             if (!fits || !sameStringMap(existing.parameters, req.parameters)) {
               throw csiStatus.alreadyExists(`${rpc}: volume "${req.name}" exists (id ${existing.id}, ${cap} bytes) with a different capacity or parameters`);
             }
+            if (existing.contentSource?.type !== source?.type || existing.contentSource?.id !== source?.id) {
+              throw csiStatus.alreadyExists(`${rpc}: volume "${req.name}" exists (id ${existing.id}) from ${describeSource(existing.contentSource)}, not from ${describeSource(source)}`);
+            }
             return { volume: this.toVolume(existing) };
           }
-          const record: VolumeRecord = {
-            id: randomUUID(),
-            name: req.name,
-            capacityBytes: String(required > 0n ? required : limit),
-            parameters: { ...(req.parameters ?? {}) },
-            createdAt: new Date().toISOString(),
-          };
-          await fs.mkdir(store.dirOf(record.id), { recursive: true, mode: 0o777 });
-          await fs.chmod(store.dirOf(record.id), 0o777);
-          await store.put(record);
-          logger.info('created volume', { volumeId: record.id, name: record.name, capacityBytes: record.capacityBytes });
-          return { volume: this.toVolume(record) };
+          // The source is held (read) from its lookup to the end of the copy: no delete in between.
+          const holdSource = <T>(fn: () => Promise<T>): Promise<T> =>
+            source?.type === 'snapshot' ? this.shared(`snapshot ${source.id}`, rpc, fn) : source?.type === 'volume' ? this.shared(`data of volume ${source.id}`, rpc, fn) : fn();
+          return holdSource(() => this.createVolume(req.name, required, limit, req.parameters ?? {}, source));
         });
       },
 
       DeleteVolume: (req) => {
         const rpc = 'DeleteVolume';
         requireField(req.volumeId, 'volume_id', rpc);
-        return this.exclusive(req.volumeId, rpc, async () => {
-          const v = await store.get(req.volumeId);
-          if (!v) return {}; // already gone: success, per spec
-          const dir = store.dirOf(v.id);
-          const mounts = await this.deps.mounter.mounts();
-          const backing = backingOf(mounts, dir);
-          const users = mounts.filter((m) => sameBacking(m, backing) && m.mountPoint !== dir).map((m) => m.mountPoint);
-          if (users.length) throw csiStatus.failedPrecondition(`${rpc}: volume "${v.id}" is still mounted at ${users.join(', ')}; unpublish and unstage it first`);
-          await fs.rm(dir, { recursive: true, force: true });
-          await store.remove(v.id);
-          logger.info('deleted volume', { volumeId: v.id, name: v.name });
-          return {};
-        });
+        // Not while a snapshot or clone reads its data (ABORTED; retry).
+        return this.exclusive(req.volumeId, rpc, () =>
+          this.exclusive(`data of volume ${req.volumeId}`, rpc, async () => {
+            const v = await store.get(req.volumeId);
+            if (!v) return {}; // already gone: success, per spec
+            const dir = store.dirOf(v.id);
+            const mounts = await this.deps.mounter.mounts();
+            const backing = backingOf(mounts, dir);
+            const users = mounts.filter((m) => sameBacking(m, backing) && m.mountPoint !== dir).map((m) => m.mountPoint);
+            if (users.length) throw csiStatus.failedPrecondition(`${rpc}: volume "${v.id}" is still mounted at ${users.join(', ')}; unpublish and unstage it first`);
+            await fs.rm(dir, { recursive: true, force: true });
+            await store.remove(v.id);
+            logger.info('deleted volume', { volumeId: v.id, name: v.name });
+            return {};
+          }),
+        );
       },
 
       ValidateVolumeCapabilities: async (req) => {
@@ -205,24 +444,87 @@ export class HostPathPlugin {
       },
 
       ListVolumes: async (req) => {
-        const all = (await store.list()).sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
-        let start = 0;
-        if (req.startingToken) {
-          start = Number(req.startingToken);
-          if (!Number.isInteger(start) || start < 0 || start > all.length) throw csiStatus.aborted(`ListVolumes: starting_token "${req.startingToken}" is not valid; start again without one`);
-        }
-        if (req.maxEntries < 0) throw csiStatus.invalidArgument('ListVolumes: max_entries must not be negative');
-        const end = req.maxEntries > 0 ? Math.min(all.length, start + req.maxEntries) : all.length;
+        const { items, nextToken } = page((await store.list()).sort(byCreation), req, 'ListVolumes');
+        const published = await this.publishedNodes();
         return {
-          entries: all.slice(start, end).map((v) => ({ volume: this.toVolume(v) })),
-          nextToken: end < all.length ? String(end) : '',
+          entries: await Promise.all(items.map(async (v) => ({ volume: this.toVolume(v), status: await this.volumeStatus(v, published) }))),
+          nextToken,
         };
+      },
+
+      ControllerGetVolume: async (req) => {
+        const rpc = 'ControllerGetVolume';
+        requireField(req.volumeId, 'volume_id', rpc);
+        const v = await this.volume(req.volumeId, rpc);
+        return { volume: this.toVolume(v), status: await this.volumeStatus(v, await this.publishedNodes()) };
       },
 
       GetCapacity: async (req) => {
         for (const cap of req.volumeCapabilities) if (unsupported(cap, 'GetCapacity')) return { availableCapacity: '0' };
+        // Nothing can be provisioned outside this node's topology.
+        if (req.accessibleTopology && !this.inTopology(req.accessibleTopology.segments)) return { availableCapacity: '0' };
         const st = await fs.statfs(this.deps.store.volumesDir, { bigint: true });
         return { availableCapacity: String(st.bavail * st.bsize) };
+      },
+
+      ControllerExpandVolume: (req) => {
+        const rpc = 'ControllerExpandVolume';
+        requireField(req.volumeId, 'volume_id', rpc);
+        if (!req.capacityRange) throw csiStatus.invalidArgument(`${rpc}: capacity_range is required`);
+        const { required } = capacityRange(req.capacityRange, rpc);
+        if (req.volumeCapability) {
+          const why = unsupported(req.volumeCapability, rpc);
+          if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
+        }
+        return this.exclusive(req.volumeId, rpc, async () => {
+          const v = await this.volume(req.volumeId, rpc);
+          const current = BigInt(v.capacityBytes);
+          // Already that large (or larger): success at the current size; a volume never shrinks.
+          if (required <= current) return { capacityBytes: String(current), nodeExpansionRequired: true };
+          const updated = await store.update(v.id, (r) => ({ ...r, capacityBytes: String(required) }));
+          if (!updated) throw csiStatus.notFound(`${rpc}: volume "${v.id}" does not exist`);
+          logger.info('expanded volume', { volumeId: v.id, from: String(current), to: updated.capacityBytes });
+          return { capacityBytes: updated.capacityBytes, nodeExpansionRequired: true };
+        });
+      },
+
+      CreateSnapshot: (req) => {
+        const rpc = 'CreateSnapshot';
+        requireField(req.name, 'name', rpc);
+        requireField(req.sourceVolumeId, 'source_volume_id', rpc);
+        return this.exclusive(`snapshot name ${req.name}`, rpc, async () => {
+          const existing = await store.snapshotByName(req.name);
+          if (existing) {
+            if (existing.sourceVolumeId !== req.sourceVolumeId) {
+              throw csiStatus.alreadyExists(`${rpc}: snapshot "${req.name}" exists (id ${existing.id}) of volume "${existing.sourceVolumeId}", not of "${req.sourceVolumeId}"`);
+            }
+            return { snapshot: this.toSnapshot(existing) };
+          }
+          // The source is held (read) from its lookup to the end of the archive: no delete in between.
+          return this.shared(`data of volume ${req.sourceVolumeId}`, rpc, () => this.createSnapshot(req.name, req.sourceVolumeId));
+        });
+      },
+
+      DeleteSnapshot: (req) => {
+        const rpc = 'DeleteSnapshot';
+        requireField(req.snapshotId, 'snapshot_id', rpc);
+        // Not while a volume is restored from it (ABORTED; retry).
+        return this.exclusive(`snapshot ${req.snapshotId}`, rpc, async () => {
+          const s = await store.snapshot(req.snapshotId);
+          if (!s) return {}; // unknown or already gone: success, per spec
+          await fs.rm(store.archiveOf(s.id), { force: true });
+          await store.removeSnapshot(s.id);
+          logger.info('deleted snapshot', { snapshotId: s.id, name: s.name });
+          return {};
+        });
+      },
+
+      ListSnapshots: async (req) => {
+        const all = (await store.snapshots())
+          .filter((s) => (!req.snapshotId || s.id === req.snapshotId) && (!req.sourceVolumeId || s.sourceVolumeId === req.sourceVolumeId))
+          .sort(byCreation);
+        const { items, nextToken } = page(all, req, 'ListSnapshots');
+        return { entries: items.map((s) => ({ snapshot: this.toSnapshot(s) })), nextToken };
       },
     };
   }
@@ -230,13 +532,13 @@ export class HostPathPlugin {
   // -------------------------------------------------------------------- node
 
   private node(): NodeServerHandlers {
-    const { store, mounter, logger, config } = this.deps;
+    const { store, mounter, logger, config, published } = this.deps;
     return {
       NodeGetCapabilities: () => ({
-        capabilities: (['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER'] as const).map((type) => ({ rpc: { type } })),
+        capabilities: (['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER', 'EXPAND_VOLUME'] as const).map((type) => ({ rpc: { type } })),
       }),
 
-      NodeGetInfo: () => ({ nodeId: config.nodeId, maxVolumesPerNode: '0', accessibleTopology: this.topology() }),
+      NodeGetInfo: () => ({ nodeId: config.nodeId, maxVolumesPerNode: String(config.maxVolumesPerNode), accessibleTopology: this.topology() }),
 
       NodeStageVolume: (req) => {
         const rpc = 'NodeStageVolume';
@@ -307,7 +609,10 @@ export class HostPathPlugin {
           const current = topMountAt(mounts, await resolved(target));
           if (current) {
             const isRo = current.options.includes('ro');
-            if (sameBacking(current, want) && isRo === readonly) return {}; // already published like this
+            if (sameBacking(current, want) && isRo === readonly) {
+              await published.add(v.id, target); // already published like this (recorded, should a crash have come between)
+              return {};
+            }
             throw csiStatus.alreadyExists(`${rpc}: ${target} is already mounted ${sameBacking(current, want) ? `with readonly=${isRo}` : `from ${current.source}${current.root}`}; unpublish it first`);
           }
           await fs.mkdir(target, { recursive: true });
@@ -319,6 +624,12 @@ export class HostPathPlugin {
               await mounter.unmount(target).catch(() => undefined);
               throw err;
             }
+          }
+          try {
+            await published.add(v.id, target);
+          } catch (err) {
+            await mounter.unmount(target).catch(() => undefined);
+            throw err;
           }
           logger.info('published volume', { volumeId: v.id, target, readonly });
           return {};
@@ -333,6 +644,7 @@ export class HostPathPlugin {
         return this.exclusive(req.volumeId, rpc, async () => {
           await this.unmountAll(target, rpc);
           await removeDir(target);
+          await published.remove(req.volumeId, target);
           await this.volume(req.volumeId, rpc);
           logger.info('unpublished volume', { volumeId: req.volumeId, target });
           return {};
@@ -352,15 +664,63 @@ export class HostPathPlugin {
           if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw csiStatus.notFound(`${rpc}: volume path ${p} does not exist`);
           throw err;
         }
+        const backing = store.dirOf(v.id);
+        // The capacity is a quota: what the volume's files hold is measured against it.
+        const capacity = BigInt(v.capacityBytes);
+        const used = await bytesIn(backing);
+        const fsAvailable = st.bavail * st.bsize;
+        const total = capacity > 0n ? capacity : st.blocks * st.bsize;
+        let available = capacity > 0n ? capacity - used : fsAvailable;
+        if (available > fsAvailable) available = fsAvailable; // the quota cannot give what the disk has not got
+        if (available < 0n) available = 0n;
+        let condition = await conditionAt(p, backing);
+        if (capacity > 0n && used > capacity) {
+          const over = `volume "${v.id}" uses ${used} bytes, over its capacity of ${capacity} bytes`;
+          condition = { abnormal: true, message: condition.abnormal ? `${condition.message}; ${over}` : over };
+        }
         return {
           usage: [
-            { unit: 'BYTES' as const, total: String(st.blocks * st.bsize), available: String(st.bavail * st.bsize), used: String((st.blocks - st.bfree) * st.bsize) },
+            { unit: 'BYTES' as const, total: String(total), available: String(available), used: String(used) },
             { unit: 'INODES' as const, total: String(st.files), available: String(st.ffree), used: String(st.files - st.ffree) },
           ],
-          volumeCondition: await conditionAt(p, store.dirOf(v.id)),
+          volumeCondition: condition,
         };
       },
+
+      NodeExpandVolume: (req) => {
+        const rpc = 'NodeExpandVolume';
+        requireField(req.volumeId, 'volume_id', rpc);
+        requireField(req.volumePath, 'volume_path', rpc);
+        const volumePath = requireAbsolute(req.volumePath, 'volume_path', rpc);
+        const staging = req.stagingTargetPath ? requireAbsolute(req.stagingTargetPath, 'staging_target_path', rpc) : undefined;
+        const { required } = capacityRange(req.capacityRange, rpc);
+        if (req.volumeCapability) {
+          const why = unsupported(req.volumeCapability, rpc);
+          if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
+        }
+        return this.exclusive(req.volumeId, rpc, async () => {
+          const v = await this.volume(req.volumeId, rpc);
+          await this.mustShow(volumePath, v, 'volume_path', rpc);
+          if (staging) await this.mustShow(staging, v, 'staging_target_path', rpc);
+          // A directory has nothing to resize: the quota the controller recorded is the capacity (0: none).
+          const capacity = BigInt(v.capacityBytes);
+          if (capacity > 0n && required > capacity) {
+            throw csiStatus.outOfRange(`${rpc}: required_bytes ${required} is more than the ${capacity} bytes volume "${v.id}" has; call ControllerExpandVolume first`);
+          }
+          logger.info('expanded volume on the node', { volumeId: v.id, volumePath, capacityBytes: v.capacityBytes });
+          return { capacityBytes: v.capacityBytes };
+        });
+      },
     };
+  }
+
+  /** NOT_FOUND unless `p` exists and shows the volume's backing directory (a mount of it, or the directory itself). */
+  private async mustShow(p: string, v: VolumeRecord, field: string, rpc: string): Promise<void> {
+    const backing = this.deps.store.dirOf(v.id);
+    const [at, want] = await Promise.all([fs.stat(p, { bigint: true }).catch(() => undefined), fs.stat(backing, { bigint: true }).catch(() => undefined)]);
+    if (!at) throw csiStatus.notFound(`${rpc}: ${field} ${p} does not exist`);
+    if (!want) throw csiStatus.notFound(`${rpc}: the backing directory ${backing} of volume "${v.id}" is gone`);
+    if (at.dev !== want.dev || at.ino !== want.ino) throw csiStatus.notFound(`${rpc}: ${field} ${p} does not show volume "${v.id}" (not staged or published there)`);
   }
 
   /** Unmounts whatever is stacked at `p`; a path that is not mounted is fine. */

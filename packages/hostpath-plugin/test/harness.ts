@@ -5,7 +5,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DefaultTimeoutPolicy, RealClock, SeededRandom, readMountInfoSync } from '@csiplug/core';
-import { GrpcCSIClient } from '@csiplug/csi';
+import { CsiServiceKey, GrpcCSIClient, GrpcInvoker, parseEndpoint } from '@csiplug/csi';
+import * as grpc from '@grpc/grpc-js';
 import { mountsUnder } from '../src/mountinfo';
 
 export const CLI = path.resolve(__dirname, '..', 'dist', 'cli.js');
@@ -46,9 +47,10 @@ export class Harness {
     return p;
   }
 
-  client(opts: { csiCall?: number; probe?: number; retry?: object } = {}): GrpcCSIClient {
+  /** A client of the plugin on `opts.endpoint` (default: this harness's socket); disposed by cleanup(). */
+  client(opts: { csiCall?: number; probe?: number; retry?: object; endpoint?: string } = {}): GrpcCSIClient {
     const c = new GrpcCSIClient(
-      this.endpoint,
+      opts.endpoint ?? this.endpoint,
       { timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 5_000, csiCall: opts.csiCall ?? 20_000 }), clock: new RealClock(), random: new SeededRandom(1) },
       { retry: { baseDelayMs: 10, maxDelayMs: 100, ...opts.retry } },
     );
@@ -64,6 +66,24 @@ export class Harness {
       if (res.ready) return;
       if (Date.now() > until) throw new Error('plugin never became ready');
       await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /**
+   * One call straight over gRPC, past the client's own checks (which refuse
+   * e.g. a CreateSnapshot without a name before it is sent): resolves with
+   * the status code's name ("OK" and the response when it succeeds).
+   */
+  async raw(service: CsiServiceKey, rpc: string, request: object, endpoint = this.endpoint): Promise<{ code: string; message: string; response?: unknown }> {
+    const invoker = new GrpcInvoker(parseEndpoint(endpoint).target);
+    try {
+      const response = await invoker.unary(service, rpc, request, new Date(Date.now() + 20_000));
+      return { code: 'OK', message: '', response };
+    } catch (err) {
+      const e = err as { code?: number; details?: string; message?: string };
+      return { code: grpc.status[e.code ?? grpc.status.UNKNOWN] ?? String(e.code), message: e.details ?? e.message ?? '' };
+    } finally {
+      invoker.dispose();
     }
   }
 

@@ -121,8 +121,8 @@ describe('hostpath plugin over a unix socket', () => {
 
   it('reports identity, capabilities, node info with topology, capacity and paginated lists', async () => {
     expect(await client.getPluginInfo()).toMatchObject({ name: 'hostpath.csiplug.io', manifest: { mode: 'monolith' } });
-    expect(pluginCapabilitiesFrom(await client.getPluginCapabilities())).toMatchObject({ controllerService: true, accessibilityConstraints: true });
-    expect(nodeCapabilitiesFrom(await client.nodeGetCapabilities())).toMatchObject({ stageUnstageVolume: true, getVolumeStats: true, expandVolume: false });
+    expect(pluginCapabilitiesFrom(await client.getPluginCapabilities())).toMatchObject({ controllerService: true, accessibilityConstraints: true, onlineExpansion: true });
+    expect(nodeCapabilitiesFrom(await client.nodeGetCapabilities())).toMatchObject({ stageUnstageVolume: true, getVolumeStats: true, expandVolume: true });
     expect(controllerCapabilitiesFrom(await client.controllerGetCapabilities())).toMatchObject({ createDeleteVolume: true, listVolumes: true, getCapacity: true, publishUnpublishVolume: false });
     expect(await client.nodeGetInfo()).toEqual({ nodeId: 'node-1', maxVolumesPerNode: '0', accessibleTopology: { segments: { 'topology.hostpath.csiplug.io/node': 'node-1' } } });
     expect(BigInt((await client.getCapacity()).availableCapacity)).toBeGreaterThan(0n);

@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 /** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
-export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec'; node?: string } = {}): string {
+export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec'; node?: string; extraArgs?: readonly string[] } = {}): string {
   const pluginId = options.pluginId ?? 'hostpath';
   const restart = options.restartDelay
     ? `
@@ -26,7 +26,7 @@ job "${options.jobId ?? `${pluginId}-plugin`}" {
         command = ${JSON.stringify(options.node ?? 'node')}
         args = ["\${CSIPLUG_HOSTPATH_CLI}", "--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
                 "--state-dir", "\${CSIPLUG_PLUGIN_DATA_DIR}/state", "--mode", "monolith", "--log-level", "warn",
-                "--name", "${pluginId}.csiplug.io"]
+                "--name", "${pluginId}.csiplug.io"${(options.extraArgs ?? []).map((a) => `, ${JSON.stringify(a)}`).join('')}]
       }
       csi_plugin {
         id   = "${pluginId}"

@@ -1,0 +1,263 @@
+// The volume operations users run every week, end to end against the real
+// hostpath plugin (real gRPC over its unix socket, real bind mounts, real
+// tar archives): expand (controller and node, online, while a workload
+// writes), snapshot → restore → the same bytes, clone, the plugin's own
+// volumes a page at a time, usage in `volume status` and `alloc status`,
+// register checked with the plugin, detach, topology and
+// max_volumes_per_node refusals at claim time, and the claim sweep.
+import { execFile } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import { promisify } from 'util';
+import { openClientState } from '@csiplug/state';
+import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil } from './support/agent-process';
+
+jest.setTimeout(180_000);
+
+const run = promisify(execFile);
+const MiB = 1024 * 1024;
+
+/** A volume file: `extra` lines are added as they are. */
+function volumeFile(id: string, extra = ''): string {
+  return `id = "${id}"
+type = "csi"
+plugin_id = "hostpath"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+${extra}
+`;
+}
+
+describe('volume operations against the real hostpath plugin', () => {
+  let h: AgentHarness;
+
+  const startWithPlugin = async (extraArgs: string[] = [], config = '') => {
+    h.extraConfig = config;
+    await h.start();
+    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs }), 'plugin.hcl')));
+    await pollUntil('plugin hostpath healthy', async () => {
+      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+      return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
+    });
+  };
+  const create = async (id: string, extra = '') => h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeFile(id, extra), `${id}.hcl`)));
+  const register = async (id: string, extra: string) => h.api.registerVolume(volumeSpecToDocument(await parseVolumeSpec(volumeFile(id, extra), `${id}.hcl`)));
+  /** Runs a workload on the volume that writes its alloc id (and `script`), then sleeps; resolves with its alloc once it runs. */
+  const workload = async (name: string, volumeId: string, script = '') => {
+    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl(`work-${name}`, volumeId, `${script}${script ? ' && ' : ''}echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600`), `${name}.hcl`)));
+    return allocIds[0]!;
+  };
+  const running = (id: string) =>
+    pollUntil(`alloc ${id} running with its volume`, async () => {
+      const a = await h.api.getAlloc(id);
+      if (a.clientStatus === 'failed') throw new Error(`alloc ${id} failed: ${JSON.stringify(a.tasks)}`);
+      return a.clientStatus === 'running' && a.volumes['data'] && fs.existsSync(path.join(a.volumes['data'].hostPath, 'owner.txt')) ? a : undefined;
+    });
+  const failedWith = (id: string) =>
+    pollUntil(`alloc ${id} failed`, async () => {
+      const a = await h.api.getAlloc(id);
+      return a.clientStatus === 'failed' ? Object.values(a.tasks).flatMap((t) => t.events.map((e) => e.message)) : undefined;
+    });
+  const refusal = async (p: Promise<unknown>): Promise<{ status: number; message: string }> => {
+    try {
+      await p;
+    } catch (err) {
+      return { status: (err as { status: number }).status, message: (err as Error).message };
+    }
+    throw new Error('expected a refusal');
+  };
+  /** The plugin's own directory of a volume (its state dir is the plugin's data dir). */
+  const backingDir = (externalId: string) => path.join(h.dataDir, 'plugin-data', 'hostpath', 'state', 'volumes', externalId);
+  const cli = async (args: string[]) => {
+    try {
+      const { stdout } = await run(process.execPath, [BIN, ...args, '-address', `http://127.0.0.1:${h.port}`], { timeout: 60_000 });
+      return stdout;
+    } catch (err) {
+      throw new Error(`csiplug ${args.join(' ')} failed: ${(err as { stderr?: string }).stderr ?? String(err)}`);
+    }
+  };
+
+  beforeEach(() => {
+    h = new AgentHarness();
+  });
+  afterEach(async () => {
+    const { leftMounts } = await h.cleanup();
+    expect(leftMounts).toEqual([]);
+  });
+
+  it('expands a mounted volume online (controller, then node) while its workload runs; usage shows it in volume status and alloc status; a smaller size is refused', async () => {
+    await startWithPlugin();
+    await create('grow', 'capacity_min = "1MiB"');
+    const id = await workload('grow', 'grow', 'head -c 204800 /dev/zero > "$CSIPLUG_VOLUME_DATA/blob"');
+    const alloc = await running(id);
+    const pid = h.taskPid(id, 'writer');
+    let usage = await h.api.volumeUsage('grow');
+    expect(usage).toHaveLength(1);
+    expect(usage[0]!.usage!.bytes!.total).toBe(MiB);
+    expect(usage[0]!.usage!.bytes!.used).toBeGreaterThanOrEqual(204800);
+
+    const grown = await create('grow', 'capacity_min = "3MiB"');
+    expect(grown.capacityBytes).toBe(3 * MiB);
+    expect(grown.nodeExpansion).toEqual([{ allocId: id, name: 'data', capacityBytes: 3 * MiB }]);
+    usage = await h.api.allocUsage(id);
+    expect(usage[0]!.usage!.bytes!.total).toBe(3 * MiB);
+    // Online: the workload never stopped, its mount and data are where they were.
+    expect(h.taskPid(id, 'writer')).toBe(pid);
+    expect(isAlive(pid)).toBe(true);
+    expect(mountsUnder(alloc.volumes['data']!.hostPath)).toEqual([alloc.volumes['data']!.hostPath]);
+
+    const shrink = await refusal(create('grow', 'capacity_min = "2MiB"'));
+    expect(shrink.status).toBe(400);
+    expect(shrink.message).toContain(`volume "grow" has ${3 * MiB} bytes; capacity_min ${2 * MiB} would shrink it`);
+    expect((await h.api.getVolume('grow')).capacityBytes).toBe(3 * MiB);
+
+    // What people read: the CLI's volume status and alloc status show the usage.
+    expect(await cli(['volume', 'status', 'grow'])).toMatch(/Capacity\s+= 3MiB[\s\S]*Used[\s\S]*of 3MiB \(\d+%\)/);
+    expect(await cli(['alloc', 'status', id])).toMatch(/CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+grow\s+hostpath\s+false\s+\S+ of 3MiB/);
+    const plugin = await h.api.getPlugin('hostpath');
+    expect(plugin.controller!.info).toMatchObject({ Snapshots: true, 'List Snapshots': true, Clone: true, Expand: true, 'List Volumes Published Nodes': true, 'Volume Expansion': 'online' });
+    expect(plugin.node!.info).toMatchObject({ Expand: true, 'Volume Stats': true, 'Volume Condition': true });
+  });
+
+  it('snapshot → volume from the snapshot → the same bytes; a clone too; snapshots and the plugin\'s volumes listed a page at a time; unknown ids refused with nothing changed', async () => {
+    await startWithPlugin();
+    const source = await create('src', 'capacity_min = "1MiB"');
+    const id = await workload('src', 'src', 'head -c 65536 /dev/urandom > "$CSIPLUG_VOLUME_DATA/random.bin"');
+    await running(id);
+    const original = fs.readFileSync(path.join(backingDir(source.externalId), 'random.bin'));
+    expect(original.length).toBe(65536);
+
+    const snap = await h.api.createSnapshot('src', 'before-upgrade');
+    expect(snap).toMatchObject({ pluginId: 'hostpath', externalSourceVolumeId: source.externalId, sourceVolumeId: 'src', ready: true });
+    expect(snap.sizeBytes).toBeGreaterThan(65536);
+    await h.api.createSnapshot('src', 'second');
+
+    const restored = await create('restored', `snapshot_id = "${snap.id}"`);
+    expect(fs.readFileSync(path.join(backingDir(restored.externalId), 'random.bin')).equals(original)).toBe(true);
+    const cloned = await create('cloned', `clone_id = "${source.externalId}"`);
+    expect(fs.readFileSync(path.join(backingDir(cloned.externalId), 'random.bin')).equals(original)).toBe(true);
+    expect(cloned.capacityBytes).toBe(MiB);
+
+    const first = await h.api.listSnapshots({ pluginId: 'hostpath', perPage: 1 });
+    expect(first.Snapshots).toHaveLength(1);
+    expect(first.NextToken).not.toBe('');
+    const second = await h.api.listSnapshots({ pluginId: 'hostpath', perPage: 1, nextToken: first.NextToken });
+    expect([...first.Snapshots, ...second.Snapshots].map((s) => s.id).sort()).toEqual([snap.id, expect.any(String)].sort());
+    expect(second.NextToken).toBe('');
+
+    const pages: string[][] = [];
+    let token: string | undefined;
+    do {
+      const page = await h.api.listExternalVolumes({ pluginId: 'hostpath', perPage: 2, ...(token ? { nextToken: token } : {}) });
+      pages.push(page.Volumes.map((v) => v.volumeId ?? `?${v.externalId}`));
+      token = page.NextToken || undefined;
+    } while (token);
+    expect(pages.map((p) => p.length)).toEqual([2, 1]);
+    expect(pages.flat().sort()).toEqual(['cloned', 'restored', 'src']);
+    const listed = (await h.api.listExternalVolumes({ pluginId: 'hostpath' })).Volumes.find((v) => v.volumeId === 'src')!;
+    expect(listed.publishedNodeIds).toEqual([expect.any(String)]);
+
+    const unknown = await refusal(create('nope', 'snapshot_id = "no-such-snapshot"'));
+    expect(unknown.status).toBe(404);
+    expect(unknown.message).toMatch(/could not create volume "nope" on plugin "hostpath".*NOT_FOUND/);
+    expect((await h.api.listVolumes()).map((v) => v.id).sort()).toEqual(['cloned', 'restored', 'src']);
+    const noSource = await refusal(h.api.createSnapshot('no-such-volume'));
+    expect(noSource.status).toBe(404);
+
+    await h.api.deleteSnapshot('hostpath', snap.id);
+    await h.api.deleteSnapshot('hostpath', snap.id); // gone already: fine, as CSI says
+    expect((await h.api.listSnapshots({ pluginId: 'hostpath' })).Snapshots.map((s) => s.id)).not.toContain(snap.id);
+  });
+
+  it('register is checked with the plugin: an external id it does not have, or a capability it cannot serve, is refused and nothing is stored', async () => {
+    await startWithPlugin();
+    const made = await create('real');
+    await h.api.deleteVolume('real').catch(() => undefined);
+    const missing = await refusal(register('ghost', `external_id = "${made.externalId}"`));
+    expect(missing.status).toBe(400);
+    expect(missing.message).toContain(`plugin "hostpath" has no volume with external_id "${made.externalId}"`);
+    const kept = await create('kept');
+    await h.api.deregisterVolume('kept');
+    const wrongMode = await refusal(
+      h.api.registerVolume(
+        volumeSpecToDocument(
+          await parseVolumeSpec(`id = "multi"\ntype = "csi"\nplugin_id = "hostpath"\nexternal_id = "${kept.externalId}"\ncapability {\n  access_mode = "multi-node-multi-writer"\n  attachment_mode = "file-system"\n}\n`, 'm.hcl'),
+        ),
+      ),
+    );
+    expect(wrongMode.status).toBe(400);
+    expect(wrongMode.message).toMatch(/volume "multi": plugin "hostpath" cannot serve it as asked \(multi-node-multi-writer\/file-system\): access mode MULTI_NODE_MULTI_WRITER is not supported/);
+    expect((await h.api.listVolumes()).map((v) => v.id)).toEqual([]);
+    await register('kept', `external_id = "${kept.externalId}"`);
+  });
+
+  it('topology: a claim from a node outside the volume\'s topology is refused naming both; a topology request no node satisfies is refused at create', async () => {
+    await startWithPlugin(['--topology', 'rack=r1']);
+    const impossible = await refusal(create('far', 'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r9" }\n    }\n  }\n}'));
+    expect(impossible.status).toBe(409);
+    expect(impossible.message).toMatch(/could not create volume "far" on plugin "hostpath".*RESOURCE_EXHAUSTED/);
+    const near = await create('near', 'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r1" }\n    }\n  }\n}');
+    expect(near.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
+    // Registered as reachable from rack r2 only: this node (rack r1) may not claim it.
+    await h.api.deregisterVolume('near');
+    await register('elsewhere', `external_id = "${near.externalId}"\ntopology_request {\n  required {\n    topology {\n      segments = { "rack" = "r2" }\n    }\n  }\n}`);
+    const id = await workload('elsewhere', 'elsewhere');
+    const events = await failedWith(id);
+    expect(events.join('\n')).toMatch(/volume "elsewhere" is accessible from topology \{rack=r2\} only; node \S+ of plugin "hostpath" has topology \{rack=r1\}: alloc \S+ cannot claim it here/);
+    expect((await h.api.getVolume('elsewhere')).claims).toEqual([]);
+  });
+
+  it('max_volumes_per_node is enforced at claim time, with the count and the limit', async () => {
+    await startWithPlugin(['--max-volumes-per-node', '1']);
+    await create('one');
+    await create('two');
+    await running(await workload('one', 'one'));
+    const second = await workload('two', 'two');
+    const events = await failedWith(second);
+    expect(events.join('\n')).toMatch(/node \S+ holds 1 volume of plugin "hostpath" and its limit \(max_volumes_per_node\) is 1: alloc \S+ cannot claim volume "two" here/);
+    expect((await h.api.getVolume('two')).claims).toEqual([]);
+  });
+
+  it('detach unmounts and releases a volume whose alloc is gone; a running alloc\'s claim is refused; the claim sweep releases claims of allocs that are gone', async () => {
+    await startWithPlugin([], 'claim_gc_interval = "1s"');
+    await create('det');
+    await create('swept');
+    const detId = await workload('det', 'det');
+    const detAlloc = await running(detId);
+    const sweptId = await workload('swept', 'swept');
+    await running(sweptId);
+    const node = (await h.api.getPlugin('hostpath')).node!.info['Node ID'] as string;
+    const busy = await refusal(h.api.detachVolume('det', node));
+    expect(busy.status).toBe(409);
+    expect(busy.message).toContain(`volume "det" is claimed by running alloc ${detId}`);
+    expect((await refusal(h.api.detachVolume('det', 'some-other-node'))).status).toBe(400);
+
+    // Both allocs are lost with the agent's record of them (a state restored from an old copy, say): their claims and mounts stay.
+    const pids = [h.taskPid(detId, 'writer'), h.taskPid(sweptId, 'writer')];
+    await h.kill('SIGKILL');
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    const state = openClientState({ path: path.join(h.dataDir, 'state.db') });
+    try {
+      for (const id of [detId, sweptId]) state.deleteAllocation(id);
+      // The swept alloc's mount record goes too (its mount is left for detach to find, not the sweep).
+      for (const { key } of state.listVolumeMounts().records) if (key.startsWith(`${sweptId}/`)) state.deleteVolumeMount(key);
+    } finally {
+      state.dispose();
+    }
+    h.extraConfig = 'claim_gc_interval = "1s"\nreconcile_orphans = false';
+    await h.start();
+    // The sweep releases the claim with nothing left here to undo; the detached one keeps its claim for detach.
+    await pollUntil('the claim sweep released the claim of the gone alloc', async () => ((await h.api.getVolume('swept')).claims.length === 0 ? true : undefined), 20_000);
+    expect((await h.api.getVolume('det')).claims.map((c) => c.allocId)).toEqual([detId]);
+    const result = await h.api.detachVolume('det', node);
+    expect(result).toEqual({ volumeId: 'det', nodeId: node, released: [detId] });
+    expect(mountsUnder(detAlloc.volumes['data']!.hostPath)).toEqual([]);
+    expect((await h.api.getVolume('det')).claims).toEqual([]);
+    // The swept volume's mount had no record left: an orphan mount, unmounted here so the test leaves nothing.
+    for (const m of mountsUnder(path.join(h.dataDir, 'csi')).reverse()) await run('umount', [m]);
+  });
+});
