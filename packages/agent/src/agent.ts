@@ -134,6 +134,10 @@ export class Agent implements AgentService, AsyncDisposable {
   private readonly startedAt: number;
   /** The timer of the claim sweep (sweepClaims), from boot until dispose. */
   private claimSweep: { dispose(): void } | undefined;
+  /** A sweep under way: the next round waits for it rather than running beside it. */
+  private sweeping: Promise<unknown> | undefined;
+  /** Allocs boot could not read or rebuild: left as they are, tasks running — their claims count as in use. */
+  private readonly unrestored = new Set<string>();
   private closed: Promise<void> | undefined;
   /** Variables every task sees, on top of its own. */
   private readonly taskVariables: Record<string, string>;
@@ -230,7 +234,11 @@ export class Agent implements AgentService, AsyncDisposable {
   private boot(): void {
     // One read of every alloc with its tasks' handles and states (not one per task).
     const { records: allocs, failures } = this.allocStore.listAllocationsWithTasks();
-    for (const f of failures) this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
+    for (const f of failures) {
+      this.logger.error('a saved alloc could not be read; it is left in the state file untouched', { key: f.key, error: f.error });
+      // Its key is its id: its claims are in use as far as anyone here can tell.
+      this.unrestored.add(f.key.split('/')[0]!);
+    }
     let restored = 0;
     for (const { record, tasks } of allocs) {
       const { alloc } = record;
@@ -242,6 +250,7 @@ export class Agent implements AgentService, AsyncDisposable {
         // that cannot be read) is left untouched — its tasks keep running —
         // and never stops the others from being restored.
         this.logger.error('a saved alloc could not be restored; it is left as it is, its tasks untouched', { alloc_id: alloc.id, error: err });
+        this.unrestored.add(alloc.id);
         continue;
       }
       this.addRunner(runner);
@@ -261,7 +270,10 @@ export class Agent implements AgentService, AsyncDisposable {
     this.updates.resume();
     // Claims of allocs this node no longer has (purged, or lost with a state the last agent could not save) are released on a timer (Nomad's claim GC).
     this.claimSweep = this.clock.setInterval(() => {
-      this.sweepClaims().catch((err) => this.logger.warn('the claim sweep failed; it runs again on its next round', { error: err }));
+      if (this.sweeping) return;
+      this.sweeping = this.sweepClaims()
+        .catch((err) => this.logger.warn('the claim sweep failed; it runs again on its next round', { error: err }))
+        .finally(() => (this.sweeping = undefined));
     }, this.config.claimGcInterval);
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs: allocs.length, restoring: restored });
   }
@@ -582,7 +594,13 @@ export class Agent implements AgentService, AsyncDisposable {
     this.checkOpen();
     // Nomad's `volume create` of a volume that exists with a larger capacity expands it.
     const existing = this.catalog.getVolume(spec?.id);
-    if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) return this.expandVolume(existing, spec);
+    if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) {
+      // Only the capacity of an existing volume changes this way: a content source would silently not be applied.
+      if (spec.snapshotId !== undefined || spec.cloneId !== undefined) {
+        return Promise.reject(new ValidationError(`volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`, spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'));
+      }
+      return this.expandVolume(existing, spec);
+    }
     // Waiting makes sense only for a plugin that is here or on its way: a
     // name nothing registers nor runs is refused at once, not after the wait.
     const pluginId = spec.pluginId;
@@ -619,8 +637,8 @@ export class Agent implements AgentService, AsyncDisposable {
     }
     const grown = await this.catalog.expandVolume(existing.id, { ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}), ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}) });
     if (!grown.nodeExpansionRequired) return this.getVolume(existing.id) ?? grown.volume;
-    const caps = this.csi.pluginInfo('csi-node', existing.pluginId)?.pluginCapabilities;
-    const online = caps?.onlineExpansion === true || caps?.offlineExpansion !== true;
+    // CSI: only a plugin that expands ONLINE is asked while the volume is published (the catalog refused the rest while claimed).
+    const online = this.csi.pluginInfo('csi-node', existing.pluginId)?.pluginCapabilities?.onlineExpansion === true;
     const nodeExpansion = await this.volumeMounts.expandMounted(existing.id, grown.capacityBytes, { online });
     for (const o of nodeExpansion) {
       if (o.error !== undefined) this.logger.warn('a node-side expansion failed; it is made when the mount is next published', { volume_id: existing.id, alloc_id: o.allocId, error: o.error });
@@ -666,6 +684,17 @@ export class Agent implements AgentService, AsyncDisposable {
     return able[0];
   }
 
+  /** What is mounted below the alloc's per-alloc dirs of the plugin (its publish targets), whatever the plugin's type dir. */
+  private mountsOfAlloc(pluginId: string, allocId: string): string[] {
+    let root = this.config.dataDir;
+    try {
+      root = fs.realpathSync(root);
+    } catch {
+      // The mount table lists real paths; an unresolvable data dir has nothing mounted under it.
+    }
+    return ['monolith', 'node', 'controller'].flatMap((type) => mountsUnder(path.join(root, 'csi', type, pluginId, 'per-alloc', allocId)));
+  }
+
   async detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult> {
     this.checkOpen();
     const volume = this.catalog.getVolume(volumeId);
@@ -685,7 +714,11 @@ export class Agent implements AgentService, AsyncDisposable {
       if (names.length) {
         const outcomes = await this.volumeMounts.unmount(claim.allocId, names);
         const failed = outcomes.find((o) => o.error !== undefined);
-        if (failed) throw new ConflictError(`volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)`);
+        if (failed) throw new ConflictError(`volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
+      } else {
+        // No record of what was mounted for it: a mount left here is not this agent's to take down blindly.
+        const left = this.mountsOfAlloc(volume.pluginId, claim.allocId);
+        if (left.length) throw new ConflictError(`volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
       }
       if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) await this.catalog.release(volumeId, claim.allocId);
       released.push(claim.allocId);
@@ -696,6 +729,7 @@ export class Agent implements AgentService, AsyncDisposable {
 
   /** Whether this node runs the alloc (or is about to): a claim of it is in use. */
   private allocLive(allocId: string): boolean {
+    if (this.unrestored.has(allocId)) return true;
     const r = this.runners.get(allocId);
     return !!r && r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed';
   }
@@ -705,8 +739,15 @@ export class Agent implements AgentService, AsyncDisposable {
     const released: { volumeId: string; allocId: string }[] = [];
     for (const volume of this.catalog.listVolumes()) {
       for (const claim of volume.claims) {
-        // An alloc this node still has (a stopped one finishes its own teardown) or still holds something for (a pending unmount) keeps its claim.
-        if (this.runners.has(claim.allocId) || this.volumeMounts.list(claim.allocId).length > 0) continue;
+        if (this.closed) return released;
+        // An alloc this node still has (a stopped one finishes its own teardown), could not restore, or still holds something for (a pending unmount) keeps its claim.
+        if (this.runners.has(claim.allocId) || this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).length > 0) continue;
+        // Nor while anything is still mounted for it here (a record lost with its mount left): unpublishing the volume from under a mount would break CSI's order.
+        const left = this.mountsOfAlloc(volume.pluginId, claim.allocId);
+        if (left.length) {
+          this.logger.warn('the claim sweep keeps a claim of an alloc this node no longer has: its volume is still mounted here (volume detach unmounts it)', { volume_id: volume.id, alloc_id: claim.allocId, mounts: left });
+          continue;
+        }
         try {
           await this.catalog.release(volume.id, claim.allocId);
           released.push({ volumeId: volume.id, allocId: claim.allocId });
@@ -738,6 +779,7 @@ export class Agent implements AgentService, AsyncDisposable {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
       let failure: unknown;
       this.claimSweep?.dispose();
+      await this.sweeping;
       // Rollouts first: cancelled when every task stops (nothing to resume), else left to the next agent.
       await this.updates.dispose({ stopTasks }).catch((err: unknown) => (failure ??= err));
       const settle = async (stops: Promise<void>[]) => {

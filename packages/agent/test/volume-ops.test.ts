@@ -110,9 +110,14 @@ describe('volume operations against the real hostpath plugin', () => {
     expect(isAlive(pid)).toBe(true);
     expect(mountsUnder(alloc.volumes['data']!.hostPath)).toEqual([alloc.volumes['data']!.hostPath]);
 
-    const shrink = await refusal(create('grow', 'capacity_min = "2MiB"'));
+    const shrink = await refusal(create('grow', 'capacity_min = "1MiB"\ncapacity_max = "2MiB"'));
     expect(shrink.status).toBe(400);
-    expect(shrink.message).toContain(`volume "grow" has ${3 * MiB} bytes; capacity_min ${2 * MiB} would shrink it`);
+    expect(shrink.message).toContain(`volume "grow" has ${3 * MiB} bytes; capacity_max ${2 * MiB} would shrink it`);
+    // The same file again changes nothing (every mount was expanded, but NodeExpandVolume is asked again: it is idempotent).
+    const again = await create('grow', 'capacity_min = "3MiB"');
+    expect(again.nodeExpansion).toEqual([{ allocId: id, name: 'data', capacityBytes: 3 * MiB }]);
+    const restore = await refusal(create('grow', 'capacity_min = "4MiB"\nsnapshot_id = "x"'));
+    expect(restore.message).toContain('volume "grow" exists already: snapshot_id is for a new volume');
     expect((await h.api.getVolume('grow')).capacityBytes).toBe(3 * MiB);
 
     // What people read: the CLI's volume status and alloc status show the usage.
@@ -134,7 +139,7 @@ describe('volume operations against the real hostpath plugin', () => {
     const snap = await h.api.createSnapshot('src', 'before-upgrade');
     expect(snap).toMatchObject({ pluginId: 'hostpath', externalSourceVolumeId: source.externalId, sourceVolumeId: 'src', ready: true });
     expect(snap.sizeBytes).toBeGreaterThan(65536);
-    await h.api.createSnapshot('src', 'second');
+    const snap2 = await h.api.createSnapshot('src', 'second');
 
     const restored = await create('restored', `snapshot_id = "${snap.id}"`);
     expect(fs.readFileSync(path.join(backingDir(restored.externalId), 'random.bin')).equals(original)).toBe(true);
@@ -146,7 +151,7 @@ describe('volume operations against the real hostpath plugin', () => {
     expect(first.Snapshots).toHaveLength(1);
     expect(first.NextToken).not.toBe('');
     const second = await h.api.listSnapshots({ pluginId: 'hostpath', perPage: 1, nextToken: first.NextToken });
-    expect([...first.Snapshots, ...second.Snapshots].map((s) => s.id).sort()).toEqual([snap.id, expect.any(String)].sort());
+    expect([...first.Snapshots, ...second.Snapshots].map((s) => s.id).sort()).toEqual([snap.id, snap2.id].sort());
     expect(second.NextToken).toBe('');
 
     const pages: string[][] = [];
@@ -217,9 +222,18 @@ describe('volume operations against the real hostpath plugin', () => {
     await create('two');
     await running(await workload('one', 'one'));
     const second = await workload('two', 'two');
-    const events = await failedWith(second);
-    expect(events.join('\n')).toMatch(/node \S+ holds 1 volume of plugin "hostpath" and its limit \(max_volumes_per_node\) is 1: alloc \S+ cannot claim volume "two" here/);
+    // Refused with the count and the limit, and retried: the room may free up.
+    const said = await pollUntil('the second claim refused for the limit', async () => {
+      const a = await h.api.getAlloc(second);
+      const all = [...Object.values(a.tasks).flatMap((t) => t.events.map((e) => e.message)), h.log].join('\n');
+      return /node \S+ holds 1 volume of plugin "hostpath" and its limit \(max_volumes_per_node\) is 1: alloc \S+ cannot claim volume "two" here/.test(all) ? a : undefined;
+    });
+    expect(said.clientStatus).toBe('pending');
     expect((await h.api.getVolume('two')).claims).toEqual([]);
+    // The first volume released (its job stopped): the second claim goes through on its next try.
+    await h.api.stopJob('work-one');
+    await running(second);
+    expect((await h.api.getVolume('two')).claims.map((c) => c.allocId)).toEqual([second]);
   });
 
   it('detach unmounts and releases a volume whose alloc is gone; a running alloc\'s claim is refused; the claim sweep releases claims of allocs that are gone', async () => {
@@ -243,11 +257,12 @@ describe('volume operations against the real hostpath plugin', () => {
     const state = openClientState({ path: path.join(h.dataDir, 'state.db') });
     try {
       for (const id of [detId, sweptId]) state.deleteAllocation(id);
-      // The swept alloc's mount record goes too (its mount is left for detach to find, not the sweep).
+      // The swept alloc's mount record goes too, and its mounts with it (the node was rebooted, say): nothing is left here for its claim.
       for (const { key } of state.listVolumeMounts().records) if (key.startsWith(`${sweptId}/`)) state.deleteVolumeMount(key);
     } finally {
       state.dispose();
     }
+    for (const m of mountsUnder(path.join(h.dataDir, 'csi')).reverse()) if (m.includes(sweptId) || m.includes(`${path.sep}swept${path.sep}`)) await run('umount', [m]);
     h.extraConfig = 'claim_gc_interval = "1s"\nreconcile_orphans = false';
     await h.start();
     // The sweep releases the claim with nothing left here to undo; the detached one keeps its claim for detach.
@@ -255,9 +270,12 @@ describe('volume operations against the real hostpath plugin', () => {
     expect((await h.api.getVolume('det')).claims.map((c) => c.allocId)).toEqual([detId]);
     const result = await h.api.detachVolume('det', node);
     expect(result).toEqual({ volumeId: 'det', nodeId: node, released: [detId] });
-    expect(mountsUnder(detAlloc.volumes['data']!.hostPath)).toEqual([]);
-    expect((await h.api.getVolume('det')).claims).toEqual([]);
-    // The swept volume's mount had no record left: an orphan mount, unmounted here so the test leaves nothing.
-    for (const m of mountsUnder(path.join(h.dataDir, 'csi')).reverse()) await run('umount', [m]);
+    // Unpublished and unstaged: nothing of "det" is mounted any more, and the plugin lists it published nowhere.
+    const det = await h.api.getVolume('det');
+    expect(mountsUnder(path.join(h.dataDir, 'csi')).filter((m) => m.includes(det.id) || m.includes(detId))).toEqual([]);
+    expect(det.claims).toEqual([]);
+    const listed = (await h.api.listExternalVolumes({ pluginId: 'hostpath' })).Volumes;
+    expect(listed.find((v) => v.volumeId === 'det')!.publishedNodeIds ?? []).toEqual([]);
+    expect(detAlloc.volumes['data']!.hostPath).toContain(detId);
   });
 });

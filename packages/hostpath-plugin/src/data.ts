@@ -1,6 +1,9 @@
-// Volume data: snapshot archives (tar), restores (tar), clones (cp -a) and
-// how many bytes a volume holds (a walk of its directory).
+// Volume data: snapshot archives (tar), restores (tar), clones (tar into
+// tar: cp would follow a directory a workload swaps for a symlink midway)
+// and how many bytes a volume holds (du, which walks by descriptor).
+// Every command runs with LC_ALL=C, so its messages read the same anywhere.
 import { execFile } from 'node:child_process';
+import { constants as fsConstants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { DataCommandError } from './errors';
@@ -9,11 +12,11 @@ import { DataCommandError } from './errors';
 export const DATA_COMMAND_TIMEOUT_MS = 30 * 60_000;
 
 /** Runs `cmd`; resolves with its exit code when it is one of `okCodes`, else rejects with a DataCommandError. */
-function run(cmd: string, args: string[], timeoutMs: number, okCodes: readonly number[] = [0]): Promise<{ code: number; stderr: string }> {
+function run(cmd: string, args: string[], timeoutMs: number, okCodes: readonly number[] = [0]): Promise<{ code: number; stderr: string; stdout?: string }> {
   return new Promise((resolve, reject) => {
-    execFile(cmd, args, { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 4 << 20 }, (err, _stdout, stderr) => {
+    execFile(cmd, args, { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 4 << 20, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
       const text = String(stderr ?? '').trim();
-      if (!err) return resolve({ code: 0, stderr: text });
+      if (!err) return resolve({ code: 0, stderr: text, stdout: String(stdout ?? '') });
       const e = err as NodeJS.ErrnoException & { code?: number | string; killed?: boolean; signal?: string };
       if (typeof e.code === 'number' && okCodes.includes(e.code)) return resolve({ code: e.code, stderr: text });
       const why = e.killed || e.signal ? `killed (${e.signal ?? 'SIGKILL'}) after the ${timeoutMs} ms timeout or by a signal` : typeof e.code === 'number' ? `exit code ${e.code}` : e.message;
@@ -52,17 +55,37 @@ export async function extractArchive(archive: string, dir: string, timeoutMs = D
   await run('tar', ['-C', dir, '-xpf', archive], timeoutMs);
 }
 
-/** Copies the contents of `src` into `dst` (which exists) with `cp -a`: modes, times, owners, links. */
+/**
+ * Copies the contents of `src` into `dst` (which exists): modes, times,
+ * owners, links. Through an archive next to `dst` (tar walks the source by
+ * descriptor, never following a directory swapped for a symlink midway),
+ * extracted, then removed.
+ */
 export async function copyDir(src: string, dst: string, timeoutMs = DATA_COMMAND_TIMEOUT_MS): Promise<void> {
-  await run('cp', ['-a', '--', `${src}/.`, `${dst}/`], timeoutMs);
+  const archive = `${dst}.clone.${process.pid}.tar`;
+  try {
+    await archiveDir(src, archive, timeoutMs);
+    await extractArchive(archive, dst, timeoutMs);
+  } finally {
+    await fs.rm(archive, { force: true });
+  }
 }
+
+/** How long one count of a volume's bytes may take (ms): a stats call past it fails rather than hang. */
+export const USAGE_TIMEOUT_MS = 60_000;
 
 /**
  * The bytes the files under `dir` hold: the sizes of its regular files (a
  * file with several hard links counted once), not following symlinks and
  * not descending into another filesystem mounted below. 0 when `dir` is gone.
+ *
+ * A workload owns what is in its volume, so the walk never trusts a path:
+ * each directory is opened without following a symlink and read through its
+ * descriptor (/proc/self/fd), and only if it still is the directory found
+ * there (device and inode) — one swapped for a symlink midway is skipped,
+ * never followed out of the volume. Rejects past `timeoutMs`.
  */
-export async function bytesIn(dir: string): Promise<bigint> {
+export async function bytesIn(dir: string, timeoutMs = USAGE_TIMEOUT_MS): Promise<bigint> {
   let root;
   try {
     root = await fs.lstat(dir, { bigint: true });
@@ -71,37 +94,47 @@ export async function bytesIn(dir: string): Promise<bigint> {
     throw err;
   }
   if (!root.isDirectory()) return root.isFile() ? root.size : 0n;
+  const deadline = Date.now() + timeoutMs;
   const linked = new Set<bigint>();
   let total = 0n;
-  const stack = [dir];
+  const stack: { path: string; ino: bigint }[] = [{ path: dir, ino: root.ino }];
+  const flags = fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW;
   while (stack.length) {
-    const d = stack.pop()!;
-    let names: string[];
+    if (Date.now() > deadline) throw new DataCommandError('walk', [dir], `counting the bytes of ${dir} took longer than ${timeoutMs} ms`);
+    const { path: d, ino } = stack.pop()!;
+    let fh;
     try {
-      names = await fs.readdir(d);
+      fh = await fs.open(d, flags);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') continue; // removed while we walked
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') continue; // removed, or swapped for something else, while we walked
       throw err;
     }
-    for (const name of names) {
-      const p = path.join(d, name);
-      let st;
-      try {
-        st = await fs.lstat(p, { bigint: true });
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-        throw err;
-      }
-      if (st.isDirectory()) {
-        if (st.dev === root.dev) stack.push(p);
-      } else if (st.isFile()) {
-        if (st.nlink > 1n) {
-          if (linked.has(st.ino)) continue;
-          linked.add(st.ino);
+    try {
+      const st = await fh.stat({ bigint: true });
+      if (st.dev !== root.dev || st.ino !== ino) continue; // not the directory that was found there
+      const here = `/proc/self/fd/${fh.fd}`;
+      const names = await fs.readdir(here);
+      for (const name of names) {
+        let child;
+        try {
+          child = await fs.lstat(path.join(here, name), { bigint: true });
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+          throw err;
         }
-        total += st.size;
+        if (child.isDirectory()) {
+          if (child.dev === root.dev) stack.push({ path: path.join(d, name), ino: child.ino });
+        } else if (child.isFile()) {
+          if (child.nlink > 1n) {
+            if (linked.has(child.ino)) continue;
+            linked.add(child.ino);
+          }
+          total += child.size;
+        }
       }
+    } finally {
+      await fh.close();
     }
   }
   return total;

@@ -191,6 +191,21 @@ export class HostPathPlugin {
     return v;
   }
 
+  /** Walks of volumes under way: stats calls of one volume at once share one walk rather than pile up. */
+  private readonly walks = new Map<string, Promise<bigint>>();
+
+  private bytesOf(volumeId: string, dir: string): Promise<bigint> {
+    const under = this.walks.get(volumeId);
+    if (under) return under;
+    const walk = bytesIn(dir);
+    this.walks.set(volumeId, walk);
+    const done = () => {
+      if (this.walks.get(volumeId) === walk) this.walks.delete(volumeId);
+    };
+    walk.then(done, done);
+    return walk;
+  }
+
   private topology() {
     return { segments: { ...this.deps.config.topology } };
   }
@@ -203,7 +218,7 @@ export class HostPathPlugin {
 
   private toVolume(v: VolumeRecord) {
     const contentSource = v.contentSource ? (v.contentSource.type === 'snapshot' ? { snapshot: { snapshotId: v.contentSource.id } } : { volume: { volumeId: v.contentSource.id } }) : null;
-    return { volumeId: v.id, capacityBytes: v.capacityBytes, volumeContext: { name: v.name }, accessibleTopology: [this.topology()], contentSource };
+    return { volumeId: v.id, capacityBytes: v.capacityBytes, volumeContext: { name: v.name }, accessibleTopology: [v.topology ? { segments: { ...v.topology } } : this.topology()], contentSource };
   }
 
   private toSnapshot(s: SnapshotRecord) {
@@ -289,6 +304,7 @@ export class HostPathPlugin {
       parameters: { ...parameters },
       createdAt: new Date().toISOString(),
       ...(source ? { contentSource: source } : {}),
+      topology: { ...this.deps.config.topology },
     };
     const dir = store.dirOf(record.id);
     // Filled under another name, then renamed: a failed restore or clone leaves no half volume.
@@ -297,7 +313,11 @@ export class HostPathPlugin {
     try {
       await fs.chmod(filling, 0o777);
       try {
-        if (source?.type === 'snapshot') await extractArchive(store.archiveOf(source.id), filling);
+        if (source?.type === 'snapshot') {
+          // A snapshot whose archive is gone (deleted by hand, a crash midway through its delete) is gone: NOT_FOUND, not INTERNAL.
+          if (!(await fs.stat(store.archiveOf(source.id)).catch(() => undefined))) throw csiStatus.notFound(`${rpc}: snapshot "${source.id}" has no archive any more`);
+          await extractArchive(store.archiveOf(source.id), filling);
+        }
         else if (source?.type === 'volume') await copyDir(store.dirOf(source.id), filling);
       } catch (err) {
         throw dataFailure(err, rpc, source?.type === 'snapshot' ? `restore snapshot "${source.id}"` : `clone volume "${source?.id}"`);
@@ -342,7 +362,8 @@ export class HostPathPlugin {
     }
     if (warning) logger.warn('snapshot of a volume in use: a file changed while it was archived', { volumeId: v.id, snapshotId: record.id, tar: warning });
     try {
-      record.sizeBytes = String((await fs.stat(archive)).size);
+      // CSI's size_bytes: what a restore must get at least — the source's capacity (the archive holds headers too); the archive's size when there is none.
+      record.sizeBytes = BigInt(v.capacityBytes) > 0n ? v.capacityBytes : String((await fs.stat(archive)).size);
       await store.putSnapshot(record);
     } catch (err) {
       await fs.rm(archive, { force: true });
@@ -512,8 +533,9 @@ export class HostPathPlugin {
         return this.exclusive(`snapshot ${req.snapshotId}`, rpc, async () => {
           const s = await store.snapshot(req.snapshotId);
           if (!s) return {}; // unknown or already gone: success, per spec
-          await fs.rm(store.archiveOf(s.id), { force: true });
+          // The record first: a crash in between leaves an archive nobody lists, never a listed snapshot with no archive.
           await store.removeSnapshot(s.id);
+          await fs.rm(store.archiveOf(s.id), { force: true });
           logger.info('deleted snapshot', { snapshotId: s.id, name: s.name });
           return {};
         });
@@ -667,7 +689,7 @@ export class HostPathPlugin {
         const backing = store.dirOf(v.id);
         // The capacity is a quota: what the volume's files hold is measured against it.
         const capacity = BigInt(v.capacityBytes);
-        const used = await bytesIn(backing);
+        const used = await this.bytesOf(v.id, backing);
         const fsAvailable = st.bavail * st.bsize;
         const total = capacity > 0n ? capacity : st.blocks * st.bsize;
         let available = capacity > 0n ? capacity - used : fsAvailable;

@@ -26,6 +26,8 @@ export interface VolumeRecord {
   createdAt: string;
   /** Set when the volume was restored from a snapshot or cloned from a volume. */
   contentSource?: ContentSourceRecord;
+  /** The topology segments of the process that created it (a volume lives where it was made); absent in older records: the answering process's. */
+  topology?: Record<string, string>;
 }
 
 export interface SnapshotRecord {
@@ -34,7 +36,7 @@ export interface SnapshotRecord {
   sourceVolumeId: string;
   /** The source volume's capacity when the snapshot was cut: the least a volume restored from it gets. */
   sourceCapacityBytes: string;
-  /** Size of the archive, bytes as a decimal string. */
+  /** The snapshot's size as CSI reports it (bytes, decimal string): the source's capacity, the least a restore of it must get; the archive's size when the source had none. */
   sizeBytes: string;
   createdAt: string;
   readyToUse: boolean;

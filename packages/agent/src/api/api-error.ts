@@ -56,6 +56,8 @@ const NOT_FOUND = /(^ENOENT$|NOT_FOUND$)/;
 const CONFLICT = /(^EBUSY$|^ECONFLICT$|CONFLICT$|IN_USE$|CLAIMED$|EXISTS$|_BUSY$)/;
 /** What was asked is something the plugin does not offer (a missing capability): the caller's to change. */
 const UNSUPPORTED = /UNSUPPORTED$/;
+/** A plugin (or other part) that is there but cannot answer now: try again (503). */
+const UNAVAILABLE = /_UNAVAILABLE$/;
 /** The agent could not persist the request: its state's filesystem is full (507 Insufficient Storage). */
 const NO_SPACE = /(^ENOSPC$|^EDQUOT$|NO_SPACE$)/;
 
@@ -78,6 +80,7 @@ export function statusForError(err: unknown): number {
   if (NOT_FOUND.test(code)) return 404;
   if (CONFLICT.test(code)) return 409;
   if (UNSUPPORTED.test(code)) return 400;
+  if (UNAVAILABLE.test(code)) return 503;
   if (NO_SPACE.test(code)) return 507;
   return statusForPluginAnswer(err) ?? 500;
 }

@@ -519,14 +519,16 @@ export class HttpApi implements AsyncDisposable {
       const body = await ctx.json();
       const list = isRecord(body) && Array.isArray(body['Snapshots']) ? (body['Snapshots'] as unknown[]) : [body];
       if (list.length === 0) throw ApiError.badRequest('no snapshot to create: give { "Snapshots": [{ "SourceVolumeID": "…", "Name": "…" }] }');
-      const made = [];
-      for (const [i, item] of list.entries()) {
+      // Each is a full copy of a volume on the plugin's side: a handful per request, all checked before any is taken.
+      if (list.length > MAX_SNAPSHOTS_PER_REQUEST) throw ApiError.badRequest(`at most ${MAX_SNAPSHOTS_PER_REQUEST} snapshots per request, got ${list.length}`);
+      const wanted = list.map((item, i) => {
         if (!isRecord(item) || typeof item['SourceVolumeID'] !== 'string' || item['SourceVolumeID'] === '') throw ApiError.badRequest(`Snapshots[${i}].SourceVolumeID is required: the id of the volume to snapshot`);
         const name = item['Name'];
         if (name !== undefined && typeof name !== 'string') throw ApiError.badRequest(`Snapshots[${i}].Name must be a string`);
-        this.volume(item['SourceVolumeID']);
-        made.push(await s.createSnapshot(item['SourceVolumeID'], name || undefined));
-      }
+        return { volumeId: this.volume(item['SourceVolumeID']).id, name: name || undefined };
+      });
+      const made = [];
+      for (const w of wanted) made.push(await s.createSnapshot(w.volumeId, w.name));
       return { body: { Snapshots: made } };
     };
     r.add('PUT', '/v1/volumes/snapshot', createSnapshots);
@@ -641,6 +643,9 @@ function csiTypeParam(query: URLSearchParams): void {
   const type = query.get('type');
   if (type !== null && type !== '' && type !== 'csi') throw ApiError.badRequest(`query parameter type must be csi, the only plugin type (got "${type}")`);
 }
+
+/** Snapshots one PUT /v1/volumes/snapshot may ask for. */
+const MAX_SNAPSHOTS_PER_REQUEST = 16;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);

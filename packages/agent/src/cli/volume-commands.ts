@@ -5,7 +5,7 @@ import * as path from 'path';
 import type { MountUsageView, SnapshotView, VolumeView } from '../service';
 import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '../spec';
 import { UsageError } from './args';
-import { Command, VERBOSE_FLAG, inputName } from './command';
+import { Command, VERBOSE_FLAG, inputName, isNotFound } from './command';
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
@@ -52,7 +52,10 @@ const volumeCreate: Command = {
     const spec = await parseVolumeSpec(await ctx.readFile(file), inputName(file));
     const client = ctx.client();
     // The same id again with a larger capacity expands the volume (Nomad's volume create).
-    const before = await client.getVolume(spec.id).catch(() => undefined);
+    const before = await client.getVolume(spec.id).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
     const volume = await client.createVolume(volumeSpecToDocument(spec));
     if (ctx.json) ctx.printJson(volume);
     else if (before) {
@@ -60,9 +63,11 @@ const volumeCreate: Command = {
       const now = volume.capacityBytes !== undefined ? formatSize(volume.capacityBytes) : 'unknown';
       const lines = [`Volume "${volume.id}" expanded from ${was} to ${now}`];
       for (const o of volume.nodeExpansion ?? []) {
-        lines.push(`  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (retried when next mounted): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : `expanded on the node to ${formatSize(o.capacityBytes ?? 0)}`}`);
+        lines.push(`  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (made when next mounted, or by running this again): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : o.noNodeExpansion ? 'nothing to do on the node (its plugin has no node-side expansion)' : `expanded on the node to ${formatSize(o.capacityBytes ?? 0)}`}`);
       }
       ctx.out(lines.join('\n'));
+      // A node expansion that failed is not done: say so in the exit code too.
+      if ((volume.nodeExpansion ?? []).some((o) => o.error !== undefined)) return 1;
     } else ctx.out(`Created external volume ${volume.externalId} with ID ${volume.id}`);
     return 0;
   },

@@ -26,7 +26,7 @@ export class VolumeInUseError extends VolumeCatalogError {
   constructor(
     readonly volumeId: string,
     readonly allocIds: readonly string[],
-    what: 'deregister' | 'delete',
+    what: 'deregister' | 'delete' | 'expand',
   ) {
     super(
       'EVOLUME_IN_USE',
@@ -46,6 +46,26 @@ export class VolumePluginError extends VolumeCatalogError {
   ) {
     super('EVOLUME_PLUGIN', message, options);
   }
+}
+
+/** A `volume create` of a volume that has that capacity already: nothing to change. */
+export class VolumeUnchangedError extends VolumeCatalogError {
+  constructor(
+    readonly volumeId: string,
+    capacityBytes: number,
+  ) {
+    super('EVOLUME_EXISTS', `volume "${volumeId}" exists with ${capacityBytes} bytes already: nothing to change (a capacity_min above that expands it)`);
+  }
+}
+
+/** No controller of the plugin is registered on this node (HTTP 404). */
+export class VolumePluginNotFoundError extends VolumePluginError {
+  override readonly code = 'EPLUGIN_NOT_FOUND';
+}
+
+/** The plugin's controller is registered but not healthy now (HTTP 503: try again). */
+export class VolumePluginUnavailableError extends VolumePluginError {
+  override readonly code = 'EPLUGIN_UNAVAILABLE';
 }
 
 /** The volume's plugin is there but does not offer what was asked (a controller or node capability it lacks). */

@@ -779,10 +779,27 @@ describe('expansion', () => {
     expect(grown).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: true, volume: { capacityBytes: 5000, capacityMin: 5000 } });
     expect(h.requestsOf('ControllerExpandVolume')[0]).toMatchObject({ volumeId: 'ext-data', capacityRange: { requiredBytes: 5000, limitBytes: 0 } });
     expect(h.events.at(-1)).toMatchObject({ kind: 'expanded', message: 'volume "data" expanded from 1000 to 5000 bytes by plugin hp; its node plugin expands it where it is mounted' });
-    await expect(h.catalog.expandVolume('data', { capacityMin: 4000 })).rejects.toThrow('volume "data" has 5000 bytes; capacity_min 4000 would shrink it: volumes only grow (create a new, smaller volume and copy the data)');
-    expect(await h.catalog.expandVolume('data', { capacityMin: 5000 })).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: false });
+    await expect(h.catalog.expandVolume('data', { capacityMax: 4000 })).rejects.toThrow('volume "data" has 5000 bytes; capacity_max 4000 would shrink it: volumes only grow (create a new, smaller volume and copy the data)');
+    // capacity_min is a floor: at or below the capacity nothing grows, but a node-side expansion still owed is asked for again.
+    expect(await h.catalog.expandVolume('data', { capacityMin: 4000 })).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: true });
     expect(h.requestsOf('ControllerExpandVolume')).toHaveLength(1);
     expect(h.catalog.getVolume('data')!.capacityBytes).toBe(5000);
+    // Every mount of the volume expands on the node after its publish.
+    expect((await h.catalog.claim(req('a1'))).volume.nodeExpandTo).toBe(5000);
+  });
+
+  test('nothing to grow and nothing owed is a VolumeUnchangedError; a claimed volume of a plugin that does not expand ONLINE is refused until it is unpublished', async () => {
+    h.plugin();
+    h.facts({}, { supportsExpand: true });
+    await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
+    h.controller.answers.set('ControllerExpandVolume', () => ({ capacityBytes: '2000', nodeExpansionRequired: false }));
+    await expect(h.catalog.expandVolume('data', { capacityMin: 1000 })).rejects.toThrow('volume "data" exists with 1000 bytes already: nothing to change (a capacity_min above that expands it)');
+    await h.catalog.claim(req('a1'));
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow('volume "data" is claimed by alloc a1; stop it before you expand the volume');
+    expect(h.requestsOf('ControllerExpandVolume')).toEqual([]);
+    const n = h.csi.pluginInfo('csi-node', PLUGIN)!;
+    h.csi.set({ ...n, pluginCapabilities: { ...n.pluginCapabilities!, onlineExpansion: true } });
+    expect(await h.catalog.expandVolume('data', { capacityMin: 2000 })).toMatchObject({ capacityBytes: 2000, nodeExpansionRequired: false });
   });
 
   test('a plugin that expands on neither side is refused with what is missing; a plugin failure keeps the old capacity', async () => {

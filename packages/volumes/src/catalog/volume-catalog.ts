@@ -25,7 +25,7 @@ import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTy
 import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
-import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeUnsupportedError } from './errors';
+import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
@@ -83,6 +83,8 @@ interface Outcome<T> {
 export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private readonly log: Logger;
   private readonly mutex = new KeyedMutex();
+  /** Per plugin, the volumes a claim is being granted for right now (counted against max_volumes_per_node until written). */
+  private readonly placing = new Map<string, Set<string>>();
   private readonly changeEmitter: Emitter<VolumeCatalogEvent>;
   readonly onDidChange: Event<VolumeCatalogEvent>;
 
@@ -297,7 +299,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         return { value: this.claimResult(record, request.allocId) };
       }
       checkClaim(record, request);
-      this.checkPlacement(record, request.allocId);
+      const unreserve = this.checkPlacement(record, request.allocId);
+      try {
 
       let published: { nodeId: string; context: Record<string, string> } | undefined;
       let current = record;
@@ -345,6 +348,9 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           message: `volume "${next.id}" claimed by alloc ${request.allocId} (${mode}, ${request.accessMode}/${request.attachmentMode})${where}`,
         },
       };
+      } finally {
+        unreserve?.();
+      }
     });
   }
 
@@ -552,16 +558,22 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       const record = this.read(id);
       if (!record) throw new VolumeNotFoundError(id);
       const current = record.capacityBytes ?? record.capacityMin ?? 0;
-      const want = capacity.capacityMin ?? capacity.capacityMax ?? 0;
+      // capacity_min is a floor: the volume grows only when it is above what the volume has (a plugin may have rounded up); capacity_max below it would shrink it.
       if (capacity.capacityMax !== undefined && capacity.capacityMax < current) {
         throw new ValidationError(`volume "${id}" has ${current} bytes; capacity_max ${capacity.capacityMax} would shrink it: volumes only grow (create a new, smaller volume and copy the data)`, 'capacity_max');
       }
-      if (want < current) {
-        throw new ValidationError(`volume "${id}" has ${current} bytes; capacity_min ${want} would shrink it: volumes only grow (create a new, smaller volume and copy the data)`, 'capacity_min');
+      const want = capacity.capacityMin;
+      if (want === undefined || want <= current) {
+        // A node-side expansion still owed (a mount whose expansion failed, an agent killed midway) is driven again; else nothing changes.
+        if (record.nodeExpandTo !== undefined) return { value: { volume: this.view(record), capacityBytes: current, nodeExpansionRequired: true } };
+        throw new VolumeUnchangedError(id, current);
       }
-      if (want === current) return { value: { volume: this.view(record), capacityBytes: current, nodeExpansionRequired: false } };
+      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
+      // CSI: a plugin that does not expand ONLINE may only be asked with the volume unpublished everywhere.
+      if (record.claims.length > 0 && node?.pluginCapabilities?.onlineExpansion !== true) {
+        throw new VolumeInUseError(id, record.claims.map((c) => c.allocId), 'expand');
+      }
       const controller = await this.controllerIfAny(record, `expand volume "${id}"`, signal);
-      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node;
       let capacityBytes = want;
       let nodeExpansionRequired = true;
       if (controller?.supportsExpand) {
@@ -583,10 +595,11 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           if (signal?.aborted) throw abortReason(signal);
           throw new VolumePluginError(id, record.pluginId, `could not expand volume "${id}" (external id ${record.externalId}) to ${want} bytes on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
         }
-      } else if (!node?.supportsExpand) {
+      } else if (!node?.node?.supportsExpand) {
         throw new VolumeUnsupportedError(id, record.pluginId, `cannot expand volume "${id}": plugin "${record.pluginId}" offers EXPAND_VOLUME on neither its controller nor its node side`);
       }
       const next: VolumeRecord = { ...record, capacityBytes };
+      if (nodeExpansionRequired) next.nodeExpandTo = capacityBytes;
       if (capacity.capacityMin !== undefined) next.capacityMin = capacity.capacityMin;
       if (capacity.capacityMax !== undefined) next.capacityMax = capacity.capacityMax;
       this.state.putVolume(id, next);
@@ -630,6 +643,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       await this.withController(pluginId, (c) => c.deleteSnapshot({ snapshotId, secrets: {} }, { signal }));
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
+      // Gone already: deleted, as CSI says.
+      if (isNotFound(err)) return;
       throw new VolumePluginError('', pluginId, `could not delete snapshot "${snapshotId}" on plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
     }
     this.log.info('snapshot deleted', { plugin_id: pluginId, snapshot_id: snapshotId });
@@ -652,7 +667,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (request.signal?.aborted) throw abortReason(request.signal);
       throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
     }
-    const items = (response.entries ?? []).flatMap((e) => (e.snapshot?.snapshotId ? [this.snapshotView(pluginId, e.snapshot)] : []));
+    const ours = this.byExternalId(pluginId);
+    const items = (response.entries ?? []).flatMap((e) => (e.snapshot?.snapshotId ? [this.snapshotView(pluginId, e.snapshot, ours)] : []));
     return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
   }
 
@@ -702,10 +718,14 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return out;
   }
 
-  private snapshotView(pluginId: string, s: { snapshotId?: string; sourceVolumeId?: string; sizeBytes?: unknown; creationTime?: { seconds?: unknown; nanos?: number } | null; readyToUse?: boolean }): SnapshotView {
+  private snapshotView(
+    pluginId: string,
+    s: { snapshotId?: string; sourceVolumeId?: string; sizeBytes?: unknown; creationTime?: { seconds?: unknown; nanos?: number } | null; readyToUse?: boolean },
+    catalogued: Map<string, string> = this.byExternalId(pluginId),
+  ): SnapshotView {
     const seconds = int64(s.creationTime?.seconds);
     const source = s.sourceVolumeId ?? '';
-    const ours = this.byExternalId(pluginId).get(source);
+    const ours = catalogued.get(source);
     return {
       pluginId,
       id: s.snapshotId ?? '',
@@ -725,8 +745,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
    */
   private readyController(pluginId: string, what: string, flag: string, capability: string, volumeId = ''): ControllerPluginInfo {
     const info = this.csi.pluginInfo(PluginTypeCSIController, pluginId);
-    if (!info?.controller) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
-    if (!info.healthy) throw new VolumePluginError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
+    if (!info?.controller) throw new VolumePluginNotFoundError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
+    if (!info.healthy) throw new VolumePluginUnavailableError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
     const offered = flag.startsWith('capabilities.') ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)] : (info.controller as unknown as Record<string, boolean>)[flag];
     if (!offered) throw new VolumeUnsupportedError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
     return info.controller;
@@ -768,7 +788,9 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       );
     } catch (err) {
       if (isNotFound(err)) throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" has no volume with external_id "${externalId}" (ValidateVolumeCapabilities: NOT_FOUND)`, 'external_id');
-      throw new VolumePluginError(spec.id, spec.pluginId, `could not check volume "${spec.id}" (external id ${externalId}) with plugin "${spec.pluginId}": ${errorMessage(err)}`, { cause: err });
+      // The plugin could not answer (slow, restarting, UNIMPLEMENTED): that says nothing against the volume, which is registered as given.
+      this.log.warn('could not check a volume with its plugin before registering it; registered as given', { volume_id: spec.id, plugin_id: spec.pluginId, external_id: externalId, error: errorMessage(err) });
+      return;
     }
     if (!response.confirmed) {
       const wanted = spec.capabilities.map((c) => `${c.accessMode}/${c.attachmentMode}`).join(', ');
@@ -781,9 +803,9 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
    * node must lie in one of the volume's accessible topologies, and hold
    * fewer volumes of the plugin than its max_volumes_per_node.
    */
-  private checkPlacement(record: VolumeRecord, allocId: string): void {
+  private checkPlacement(record: VolumeRecord, allocId: string): (() => void) | undefined {
     const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node;
-    if (!node) return;
+    if (!node) return undefined;
     if (record.accessibleTopology?.length) {
       const here = node.topology ?? {};
       if (!record.accessibleTopology.some((t) => topologyContains(t, here))) {
@@ -794,15 +816,32 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         );
       }
     }
-    if (Number.isFinite(node.maxVolumes) && node.maxVolumes > 0) {
-      const held = this.state.listVolumes<unknown>().filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0).length;
+    // A volume already claimed here is on the node already: another claim of it adds nothing.
+    if (Number.isFinite(node.maxVolumes) && node.maxVolumes > 0 && record.claims.length === 0) {
+      // Claims of other volumes under way (their locks are their own) count too: two at once must not both pass a limit.
+      const reserved = this.placing.get(record.pluginId) ?? new Set<string>();
+      const held = new Set([
+        ...this.state
+          .listVolumes<unknown>()
+          .filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && (v.claims.length > 0 || Object.keys(v.publishing ?? {}).length > 0))
+          .map((v) => v.id),
+        ...[...reserved].filter((v) => v !== record.id),
+      ]).size;
       if (held >= node.maxVolumes) {
+        // Retryable: a release elsewhere (an old alloc of a rolling update) frees the room.
         throw new ClaimError(
           `node ${node.nodeId} holds ${held} volume${held === 1 ? '' : 's'} of plugin "${record.pluginId}" and its limit (max_volumes_per_node) is ${node.maxVolumes}: alloc ${allocId} cannot claim volume "${record.id}" here`,
-          false,
+          true,
         );
       }
+      reserved.add(record.id);
+      this.placing.set(record.pluginId, reserved);
+      return () => {
+        reserved.delete(record.id);
+        if (reserved.size === 0 && this.placing.get(record.pluginId) === reserved) this.placing.delete(record.pluginId);
+      };
     }
+    return undefined;
   }
 
   // ---- helpers ----------------------------------------------------------------------

@@ -13,6 +13,8 @@ export interface ClaimableVolume {
   secrets?: Record<string, string>;
   context?: Record<string, string>;
   mountOptions?: { fsType?: string; mountFlags?: string[] };
+  /** The volume was expanded with node_expansion_required: each mount runs NodeExpandVolume to this size after its publish. */
+  nodeExpandTo?: number;
 }
 
 export interface VolumeClaimRequest {

@@ -6,6 +6,8 @@ import type { ClaimableVolume } from './volume-claimer';
 import type { VolumeView } from './volume-view';
 
 export interface VolumeRecord extends Omit<VolumeView, 'schedulable'> {
+  /** Expanded with node_expansion_required: every mount of the volume runs NodeExpandVolume to this size after its publish (kept: NodeExpandVolume is idempotent). */
+  nodeExpandTo?: number;
   /** alloc id → the node id ControllerPublishVolume was called with; an entry exists while that claim is published. */
   controllerPublished?: Record<string, string>;
   /**
@@ -34,7 +36,7 @@ export function isVolumeRecord(v: unknown): v is VolumeRecord {
 
 /** The view served to surfaces: a copy, without the catalog's bookkeeping. */
 export function toVolumeView(record: VolumeRecord, schedulable: boolean): VolumeView {
-  const { controllerPublished: _published, publishing: _publishing, ...rest } = structuredClone(record);
+  const { controllerPublished: _published, publishing: _publishing, nodeExpandTo: _owed, ...rest } = structuredClone(record);
   const view: VolumeView = { ...rest, schedulable };
   if (view.publishContexts && Object.keys(view.publishContexts).length === 0) delete view.publishContexts;
   return view;
@@ -45,6 +47,7 @@ export function toClaimable(record: VolumeRecord): ClaimableVolume {
   const out: ClaimableVolume = { id: record.id, externalId: record.externalId, pluginId: record.pluginId };
   if (Object.keys(record.secrets ?? {}).length > 0) out.secrets = { ...record.secrets };
   if (Object.keys(record.context ?? {}).length > 0) out.context = { ...record.context };
+  if (record.nodeExpandTo !== undefined) out.nodeExpandTo = record.nodeExpandTo;
   if (record.mountOptions) {
     out.mountOptions = {
       ...(record.mountOptions.fsType !== undefined ? { fsType: record.mountOptions.fsType } : {}),

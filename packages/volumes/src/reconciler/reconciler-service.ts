@@ -141,8 +141,10 @@ export interface NodeExpandOutcome {
   name: string;
   /** The capacity the node plugin reports after NodeExpandVolume. */
   capacityBytes?: number;
-  /** Owed and made after the next publish: the plugin expands only offline, or has no node-side expansion at all. */
+  /** Owed and made after the next publish (the plugin does not expand online). */
   deferred?: true;
+  /** The node plugin has no node-side expansion (no EXPAND_VOLUME): nothing to do on the node. */
+  noNodeExpansion?: true;
   /** Why NodeExpandVolume failed (it is owed, and made after the next publish). */
   error?: string;
 }

@@ -533,7 +533,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
     );
     this.volumes.set(key, claim.volume);
     crashPoint('reconciler.claim.after-call');
-    this.update(key, { publishContext: claim.publishContext, externalId: claim.volume.externalId || claim.volume.id });
+    // A volume expanded with node_expansion_required is expanded on the node after this mount's publish.
+    const owed = Math.max(this.mustHave(key).expandTo ?? 0, claim.volume.nodeExpandTo ?? 0) || undefined;
+    this.update(key, { publishContext: claim.publishContext, externalId: claim.volume.externalId || claim.volume.id, ...(owed !== undefined ? { expandTo: owed } : {}) });
   }
 
   /** Stage (when the plugin stages) and publish; runs under the volume's queue. */
@@ -562,7 +564,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
     crashPoint('reconciler.publish.after-record');
     this.verified.add(key);
     this.checker.fresh(key, generation);
-    if (record.expandTo !== undefined) await this.expandOwed(key, record.expandTo, signal);
+    if (record.expandTo !== undefined) {
+      // Owed from an expansion: a failure keeps it owed (the next publish, or the next expansion, tries again) and never fails the mount it rides on.
+      await this.expandOwed(key, record.expandTo, signal).catch(() => undefined);
+    }
     return this.info(this.wanted(key), false);
   }
 
@@ -571,8 +576,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const record = this.wanted(key);
     try {
       const capacity = await this.csi.volumeManager(record.pluginId).expandVolume(ref(record, this.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
-      // No node-side expansion at all: nothing is owed either.
-      this.update(key, { expandTo: undefined });
+      // Done (or no node-side expansion at all: nothing is owed either) — unless a larger one was asked meanwhile.
+      const now = this.records.get(key);
+      if (now && (now.expandTo ?? 0) <= capacityBytes) this.update(key, { expandTo: undefined });
       return capacity;
     } catch (err) {
       this.log.warn('node-side expansion failed; it is made after the next publish', { alloc_id: record.allocId, volume_id: record.volumeId, capacity_bytes: capacityBytes, error: errorMessage(err) });
@@ -582,17 +588,20 @@ export class VolumeReconciler implements VolumeReconcilerService {
 
   async expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
     const out: NodeExpandOutcome[] = [];
-    for (const [key, record] of [...this.records]) {
-      if (record.volumeId !== volumeId || record.desired !== 'mounted' || !record.published) continue;
-      // Owed from here on: a failure, an offline-only plugin or a killed agent leaves it for the next publish.
-      this.update(key, { expandTo: capacityBytes });
+    for (const key of [...this.records.keys()]) {
+      // Read again each round: an earlier round awaited, and the record may be gone or unwanted since.
+      const record = this.records.get(key);
+      if (!record || record.volumeId !== volumeId || record.desired !== 'mounted') continue;
+      // Owed from here on (a mount still on its way too: it expands after its publish); a failure, an offline-only plugin or a killed agent leaves it for the next publish.
+      this.update(key, { expandTo: Math.max(record.expandTo ?? 0, capacityBytes) });
+      if (!record.published) continue;
       if (!options.online) {
         out.push({ allocId: record.allocId, name: record.name, deferred: true });
         continue;
       }
       try {
         const capacity = await this.queue.run(volumeId, () => this.expandOwed(key, capacityBytes, options.signal), options.signal);
-        out.push({ allocId: record.allocId, name: record.name, ...(capacity !== undefined ? { capacityBytes: capacity } : { deferred: true as const }) });
+        out.push({ allocId: record.allocId, name: record.name, ...(capacity !== undefined ? { capacityBytes: capacity } : { noNodeExpansion: true as const }) });
       } catch (err) {
         out.push({ allocId: record.allocId, name: record.name, error: errorMessage(err) });
       }
