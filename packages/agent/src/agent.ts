@@ -684,15 +684,15 @@ export class Agent implements AgentService, AsyncDisposable {
     return able[0];
   }
 
-  /** What is mounted below the alloc's per-alloc dirs of the plugin (its publish targets), whatever the plugin's type dir. */
-  private mountsOfAlloc(pluginId: string, allocId: string): string[] {
+  /** What is mounted below the alloc's publish dirs of the volume (per-alloc/<alloc>/<volume>), whatever the plugin's type dir. */
+  private mountsOfAlloc(pluginId: string, allocId: string, volumeId: string): string[] {
     let root = this.config.dataDir;
     try {
       root = fs.realpathSync(root);
     } catch {
       // The mount table lists real paths; an unresolvable data dir has nothing mounted under it.
     }
-    return ['monolith', 'node', 'controller'].flatMap((type) => mountsUnder(path.join(root, 'csi', type, pluginId, 'per-alloc', allocId)));
+    return ['monolith', 'node', 'controller'].flatMap((type) => mountsUnder(path.join(root, 'csi', type, pluginId, 'per-alloc', allocId, volumeId)));
   }
 
   async detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult> {
@@ -702,6 +702,10 @@ export class Agent implements AgentService, AsyncDisposable {
     const pluginNode = this.csi.pluginInfo('csi-node', volume.pluginId)?.node?.nodeId;
     if (nodeId !== this.config.nodeId && nodeId !== pluginNode) {
       throw new ValidationError(`node "${nodeId}" is not this node (${this.config.nodeId}${pluginNode && pluginNode !== this.config.nodeId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`, 'node');
+    }
+    const broken = volume.claims.filter((c) => this.unrestored.has(c.allocId)).map((c) => c.allocId);
+    if (broken.length) {
+      throw new ConflictError(`volume "${volumeId}" is claimed by alloc${broken.length > 1 ? 's' : ''} ${broken.join(', ')}, which this agent could not restore (its saved state could not be read or rebuilt; its tasks were left running): fix or remove that state and restart the agent before you detach the volume`);
     }
     const live = volume.claims.filter((c) => this.allocLive(c.allocId)).map((c) => c.allocId);
     if (live.length) {
@@ -717,7 +721,7 @@ export class Agent implements AgentService, AsyncDisposable {
         if (failed) throw new ConflictError(`volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
       } else {
         // No record of what was mounted for it: a mount left here is not this agent's to take down blindly.
-        const left = this.mountsOfAlloc(volume.pluginId, claim.allocId);
+        const left = this.mountsOfAlloc(volume.pluginId, claim.allocId, volume.id);
         if (left.length) throw new ConflictError(`volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
       }
       if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) await this.catalog.release(volumeId, claim.allocId);
@@ -743,7 +747,7 @@ export class Agent implements AgentService, AsyncDisposable {
         // An alloc this node still has (a stopped one finishes its own teardown), could not restore, or still holds something for (a pending unmount) keeps its claim.
         if (this.runners.has(claim.allocId) || this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).length > 0) continue;
         // Nor while anything is still mounted for it here (a record lost with its mount left): unpublishing the volume from under a mount would break CSI's order.
-        const left = this.mountsOfAlloc(volume.pluginId, claim.allocId);
+        const left = this.mountsOfAlloc(volume.pluginId, claim.allocId, volume.id);
         if (left.length) {
           this.logger.warn('the claim sweep keeps a claim of an alloc this node no longer has: its volume is still mounted here (volume detach unmounts it)', { volume_id: volume.id, alloc_id: claim.allocId, mounts: left });
           continue;

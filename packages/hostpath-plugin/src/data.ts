@@ -1,6 +1,7 @@
 // Volume data: snapshot archives (tar), restores (tar), clones (tar into
 // tar: cp would follow a directory a workload swaps for a symlink midway)
-// and how many bytes a volume holds (du, which walks by descriptor).
+// and how many bytes a volume holds (a walk that reads each directory
+// through its descriptor).
 // Every command runs with LC_ALL=C, so its messages read the same anywhere.
 import { execFile } from 'node:child_process';
 import { constants as fsConstants } from 'node:fs';
@@ -61,11 +62,13 @@ export async function extractArchive(archive: string, dir: string, timeoutMs = D
  * descriptor, never following a directory swapped for a symlink midway),
  * extracted, then removed.
  */
-export async function copyDir(src: string, dst: string, timeoutMs = DATA_COMMAND_TIMEOUT_MS): Promise<void> {
+export async function copyDir(src: string, dst: string, timeoutMs = DATA_COMMAND_TIMEOUT_MS): Promise<string | undefined> {
   const archive = `${dst}.clone.${process.pid}.tar`;
   try {
-    await archiveDir(src, archive, timeoutMs);
+    // tar's warning (a file changed while it was read: a source in use) is the caller's to log.
+    const warning = await archiveDir(src, archive, timeoutMs);
     await extractArchive(archive, dst, timeoutMs);
+    return warning;
   } finally {
     await fs.rm(archive, { force: true });
   }
@@ -83,10 +86,12 @@ const LSTAT_BATCH = 64;
  * not descending into another filesystem mounted below. 0 when `dir` is gone.
  *
  * A workload owns what is in its volume, so the walk never trusts a path:
- * each directory is opened without following a symlink and read through its
- * descriptor (/proc/self/fd), and only if it still is the directory found
- * there (device and inode) — one swapped for a symlink midway is skipped,
- * never followed out of the volume. Rejects past `timeoutMs`.
+ * each directory is opened without following a symlink in its last part and
+ * read through its descriptor (/proc/self/fd), and only if it still is the
+ * directory found there (device and inode) — one swapped for a symlink
+ * midway is skipped, never read. (A swapped parent is resolved by the open
+ * itself; the inode check then refuses what it finds.) Rejects past
+ * `timeoutMs`, checked between batches of entries too.
  */
 export async function bytesIn(dir: string, timeoutMs = USAGE_TIMEOUT_MS): Promise<bigint> {
   let root;
@@ -121,6 +126,7 @@ export async function bytesIn(dir: string, timeoutMs = USAGE_TIMEOUT_MS): Promis
       // The entries' lstats a batch at a time: one at a time, a volume of many small files takes seconds.
       const stats: (import('node:fs').BigIntStats | undefined)[] = [];
       for (let i = 0; i < names.length; i += LSTAT_BATCH) {
+        if (Date.now() > deadline) throw new DataCommandError('walk', [dir], `counting the bytes of ${dir} took longer than ${timeoutMs} ms`);
         stats.push(
           ...(await Promise.all(
             names.slice(i, i + LSTAT_BATCH).map((name) =>

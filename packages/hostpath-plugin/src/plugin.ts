@@ -318,7 +318,10 @@ export class HostPathPlugin {
           if (!(await fs.stat(store.archiveOf(source.id)).catch(() => undefined))) throw csiStatus.notFound(`${rpc}: snapshot "${source.id}" has no archive any more`);
           await extractArchive(store.archiveOf(source.id), filling);
         }
-        else if (source?.type === 'volume') await copyDir(store.dirOf(source.id), filling);
+        else if (source?.type === 'volume') {
+          const warning = await copyDir(store.dirOf(source.id), filling);
+          if (warning) logger.warn('clone of a volume in use: a file changed while it was copied', { volumeId: source.id, tar: warning });
+        }
       } catch (err) {
         throw dataFailure(err, rpc, source?.type === 'snapshot' ? `restore snapshot "${source.id}"` : `clone volume "${source?.id}"`);
       }

@@ -56,8 +56,8 @@ const NOT_FOUND = /(^ENOENT$|NOT_FOUND$)/;
 const CONFLICT = /(^EBUSY$|^ECONFLICT$|CONFLICT$|IN_USE$|CLAIMED$|EXISTS$|_BUSY$)/;
 /** What was asked is something the plugin does not offer (a missing capability): the caller's to change. */
 const UNSUPPORTED = /UNSUPPORTED$/;
-/** A plugin (or other part) that is there but cannot answer now: try again (503). */
-const UNAVAILABLE = /_UNAVAILABLE$/;
+/** A plugin that is registered but not healthy now: try again (503). */
+const UNAVAILABLE = /^EPLUGIN_UNAVAILABLE$/;
 /** The agent could not persist the request: its state's filesystem is full (507 Insufficient Storage). */
 const NO_SPACE = /(^ENOSPC$|^EDQUOT$|NO_SPACE$)/;
 
@@ -65,7 +65,8 @@ const NO_SPACE = /(^ENOSPC$|^EDQUOT$|NO_SPACE$)/;
  * The HTTP status for an error thrown by the service: ApiError keeps its own;
  * an error with a numeric `httpStatus` (400–599) uses it; ValidationError (or
  * code EINVALID) is 400; codes ending in NOT_FOUND (or ENOENT) are 404; codes
- * ending in CONFLICT, IN_USE, CLAIMED, EXISTS or BUSY are 409; codes ending in
+ * ending in CONFLICT, IN_USE, CLAIMED, EXISTS or BUSY are 409; UNSUPPORTED
+ * (a plugin capability missing) is 400; EPLUGIN_UNAVAILABLE is 503; codes ending in
  * NO_SPACE (or ENOSPC, EDQUOT: a write the agent could not persist) are 507;
  * the rest 500.
  */

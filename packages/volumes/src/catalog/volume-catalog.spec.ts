@@ -764,6 +764,16 @@ describe('register checks the volume with the plugin', () => {
     expect(h.requestsOf('ValidateVolumeCapabilities').at(-1)).toMatchObject({ volumeId: 'ext-data', volumeContext: { zone: 'a' } });
   });
 
+  test('a plugin that refuses the check refuses the register; one that cannot answer now does not block it', async () => {
+    h.plugin();
+    h.controller.failNext('ValidateVolumeCapabilities', csiError(GrpcStatus.INVALID_ARGUMENT, 'ValidateVolumeCapabilities', 'volume_context key "zone" is not known'));
+    await expect(h.catalog.registerVolume(spec())).rejects.toThrow(/volume "data": plugin "hp" refused to check it: .*volume_context key "zone" is not known/);
+    expect(h.catalog.listVolumes()).toEqual([]);
+    h.controller.failNext('ValidateVolumeCapabilities', csiError(GrpcStatus.UNAVAILABLE, 'ValidateVolumeCapabilities', 'restarting'));
+    await h.catalog.registerVolume(spec());
+    expect(h.logger.find('could not check a volume with its plugin before registering it; registered as given')).toHaveLength(1);
+  });
+
   test('snapshot_id and clone_id are for create only', async () => {
     await expect(h.catalog.registerVolume(spec({ snapshotId: 'snap-1' }))).rejects.toThrow(/snapshot_id is for "csiplug volume create"/);
   });

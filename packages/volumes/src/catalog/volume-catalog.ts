@@ -600,6 +600,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       }
       const next: VolumeRecord = { ...record, capacityBytes };
       if (nodeExpansionRequired) next.nodeExpandTo = capacityBytes;
+      else delete next.nodeExpandTo;
       if (capacity.capacityMin !== undefined) next.capacityMin = capacity.capacityMin;
       if (capacity.capacityMax !== undefined) next.capacityMax = capacity.capacityMax;
       this.state.putVolume(id, next);
@@ -788,6 +789,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       );
     } catch (err) {
       if (isNotFound(err)) throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" has no volume with external_id "${externalId}" (ValidateVolumeCapabilities: NOT_FOUND)`, 'external_id');
+      // A plugin's own refusal of the request (INVALID_ARGUMENT for its context, FAILED_PRECONDITION…) refuses the register.
+      if (err instanceof CSIError && !err.local && PERMANENT_CSI_CODES.includes(err.grpcCode) && err.grpcCode !== GrpcStatus.UNIMPLEMENTED) {
+        throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" refused to check it: ${errorMessage(err)}`, 'external_id');
+      }
       // The plugin could not answer (slow, restarting, UNIMPLEMENTED): that says nothing against the volume, which is registered as given.
       this.log.warn('could not check a volume with its plugin before registering it; registered as given', { volume_id: spec.id, plugin_id: spec.pluginId, external_id: externalId, error: errorMessage(err) });
       return;
@@ -823,7 +828,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       const held = new Set([
         ...this.state
           .listVolumes<unknown>()
-          .filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && (v.claims.length > 0 || Object.keys(v.publishing ?? {}).length > 0))
+          .filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0)
           .map((v) => v.id),
         ...[...reserved].filter((v) => v !== record.id),
       ]).size;
