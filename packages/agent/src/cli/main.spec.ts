@@ -110,7 +110,8 @@ describe('csiplug CLI', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toMatch(/^Usage: csiplug job run \[options\] FILE/);
       expect(r.stdout).toMatch(/-address=<addr>/);
-      expect(r.stdout).toMatch(/Overrides the CSIPLUG_TOKEN\s+environment variable/);
+      expect(r.stdout).toMatch(/Overrides\s+the\s+CSIPLUG_TOKEN\s+environment\s+variable/);
+      expect(r.stdout).toMatch(/NOMAD_TOKEN\s+is\s+read\s+when\s+CSIPLUG_TOKEN\s+is\s+not\s+set/);
       expect(r.stdout).toMatch(/Default = http:\/\/127\.0\.0\.1:4747/);
       expect(r.stdout).toMatch(/-json/);
       expect((await cli(['volume', 'deregister', '-h'])).stdout).toMatch(/-force/);
@@ -201,6 +202,10 @@ describe('csiplug CLI', () => {
         expect((await cli(['plugin', 'status', '-token=tok'], { env: { CSIPLUG_ADDR: addr } })).code).toBe(0);
         expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
         expect((await cli(['plugin', 'status', '--token', 'tok'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'bad' } })).code).toBe(0);
+        // Nomad's variables when csiplug's are not set; csiplug's win when both are.
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: 'http://127.0.0.1:1', CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'bad', CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'bad' } })).stderr).toMatch(/not valid/);
       } finally {
         await secured.dispose();
       }

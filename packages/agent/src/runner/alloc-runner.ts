@@ -29,7 +29,7 @@ import {
 } from '@csiplug/hooks';
 import * as fs from 'fs';
 import * as path from 'path';
-import { TASK_LOCAL_DIR, type IsolationConfig, type TaskDriver, type TaskMount } from '@csiplug/driver';
+import { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR, type IsolationConfig, type TaskDriver, type TaskMount } from '@csiplug/driver';
 import type { Alloc, AllocClientStatus, GroupSpec, TaskSpec, TaskState } from '../model';
 import type { ExecDriverConfig } from '../spec/agent-config';
 import { taskVariables } from '../spec/interpolate';
@@ -324,12 +324,22 @@ export class AllocRunner {
           taskName: task.name,
           taskDir: isolation ? TASK_LOCAL_DIR : runner.taskDir,
           nodeId: this.deps.nodeId,
+          nomadDirs: isolation ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR } : this.hostTaskDirs(runner.taskDir),
           ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
           volumes: isolation ? isolation.volumePaths : volumePaths,
           extra: this.deps.variables,
         }),
       );
     }
+  }
+
+  /** A host-process task's Nomad dirs (<task dir>/local, <alloc dir>/alloc, <task dir>/secrets 0700), made now. */
+  private hostTaskDirs(taskDir: string): { local: string; alloc: string; secrets: string } {
+    const dirs = { local: path.join(taskDir, 'local'), alloc: path.join(this.allocDir, 'alloc'), secrets: path.join(taskDir, 'secrets') };
+    fs.mkdirSync(dirs.local, { recursive: true, mode: 0o755 });
+    fs.mkdirSync(dirs.alloc, { recursive: true, mode: 0o711 });
+    fs.mkdirSync(dirs.secrets, { recursive: true, mode: 0o700 });
+    return dirs;
   }
 
   /** A plugin's data dir, shared by every alloc of the plugin (0700; the plugin id is path-safe, checked with its csi_plugin block). */

@@ -56,7 +56,19 @@ describe('taskVariables and interpolateTask', () => {
       CSIPLUG_NODE_ID: 'override',
       CSIPLUG_VOLUME_DATA: '/data/csi/monolith/hostpath/per-alloc/a1/vol-1/rw-file-system-single-node-writer',
       CSI_ENDPOINT: 'unix:///s.sock',
+      NOMAD_ALLOC_ID: 'a1',
+      NOMAD_ALLOC_INDEX: '0',
+      NOMAD_JOB_ID: 'web',
+      NOMAD_JOB_NAME: 'web',
+      NOMAD_GROUP_NAME: 'app',
+      NOMAD_TASK_NAME: 'server',
     });
+  });
+
+  it("gives Nomad's task dirs with Nomad's meanings when told them, so Nomad jobspecs port unchanged", () => {
+    const base = { allocId: 'a2', allocIndex: 1, jobId: 'web', groupName: 'app', taskName: 'server', taskDir: '/local', nodeId: 'node-1' };
+    expect(taskVariables({ ...base, nomadDirs: { local: '/local', alloc: '/alloc', secrets: '/secrets' } })).toMatchObject({ NOMAD_TASK_DIR: '/local', NOMAD_ALLOC_DIR: '/alloc', NOMAD_SECRETS_DIR: '/secrets', NOMAD_ALLOC_INDEX: '1' });
+    expect(interpolate('${NOMAD_ALLOC_DIR}/shared', taskVariables({ ...base, nomadDirs: { local: '/d/a2/server/local', alloc: '/d/a2/alloc', secrets: '/d/a2/server/secrets' } }))).toBe('/d/a2/alloc/shared');
   });
 
   it('gives a plugin task its plugin data dir, and only a plugin task', () => {

@@ -33,6 +33,23 @@ export const TASK_VARS = Object.freeze({
   hostpathCli: 'CSIPLUG_HOSTPATH_CLI',
 } as const);
 
+/**
+ * Nomad's own task variables, with Nomad's meanings, so that a Nomad
+ * jobspec runs unchanged: NOMAD_TASK_DIR is the task's `local` dir and
+ * NOMAD_ALLOC_DIR the alloc's shared dir, as the task sees them.
+ */
+export const NOMAD_TASK_VARS = Object.freeze({
+  allocId: 'NOMAD_ALLOC_ID',
+  allocIndex: 'NOMAD_ALLOC_INDEX',
+  jobId: 'NOMAD_JOB_ID',
+  jobName: 'NOMAD_JOB_NAME',
+  groupName: 'NOMAD_GROUP_NAME',
+  taskName: 'NOMAD_TASK_NAME',
+  taskDir: 'NOMAD_TASK_DIR',
+  allocDir: 'NOMAD_ALLOC_DIR',
+  secretsDir: 'NOMAD_SECRETS_DIR',
+} as const);
+
 /** `CSIPLUG_VOLUME_<NAME>`: NAME upper-cased, anything outside [A-Z0-9_] becomes `_`. */
 export function volumeEnvName(name: string): string {
   return `CSIPLUG_VOLUME_${name.toUpperCase().replace(/[^A-Z0-9_]/g, '_')}`;
@@ -48,6 +65,8 @@ export interface TaskVarsInput {
   nodeId: string;
   /** Set for a task with a csi_plugin block (TASK_VARS.pluginDataDir). */
   pluginDataDir?: string;
+  /** The task's own dirs as it sees them, for Nomad's variables: its `local` dir, the alloc's shared dir, its secrets dir. */
+  nomadDirs?: { local: string; alloc: string; secrets: string };
   /** Group volume name → the path the task uses for it. */
   volumes?: Readonly<Record<string, string>>;
   /** More variables (e.g. CSI_ENDPOINT from a hook, CSIPLUG_HOSTPATH_CLI); they win over the above. */
@@ -66,6 +85,19 @@ export function taskVariables(input: TaskVarsInput): Record<string, string> {
     [TASK_VARS.nodeId]: input.nodeId,
   };
   if (input.pluginDataDir !== undefined) vars[TASK_VARS.pluginDataDir] = input.pluginDataDir;
+  Object.assign(vars, {
+    [NOMAD_TASK_VARS.allocId]: input.allocId,
+    [NOMAD_TASK_VARS.allocIndex]: String(input.allocIndex),
+    [NOMAD_TASK_VARS.jobId]: input.jobId,
+    [NOMAD_TASK_VARS.jobName]: input.jobId,
+    [NOMAD_TASK_VARS.groupName]: input.groupName,
+    [NOMAD_TASK_VARS.taskName]: input.taskName,
+  });
+  if (input.nomadDirs) {
+    vars[NOMAD_TASK_VARS.taskDir] = input.nomadDirs.local;
+    vars[NOMAD_TASK_VARS.allocDir] = input.nomadDirs.alloc;
+    vars[NOMAD_TASK_VARS.secretsDir] = input.nomadDirs.secrets;
+  }
   for (const [name, hostPath] of Object.entries(input.volumes ?? {})) vars[volumeEnvName(name)] = hostPath;
   return { ...vars, ...(input.extra ?? {}) };
 }
