@@ -17,8 +17,8 @@ done
 cd "$work"
 npm init -y >/dev/null
 npm install --no-audit --no-fund ./tgz/*.tgz >/dev/null
+# Nothing is loaded first: each package brings what tsyringe needs (reflect-metadata, through @csiplug/core).
 CSIPLUG_PACKAGES="${packages[*]}" node -e "
-require('reflect-metadata');
 for (const p of process.env.CSIPLUG_PACKAGES.split(' ')) {
   const m = require('@csiplug/' + p);
   if (Object.keys(m).length === 0) throw new Error('@csiplug/' + p + ' exports nothing');

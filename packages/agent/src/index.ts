@@ -1,4 +1,6 @@
 // Public face of @csiplug/agent.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './agent';
 export * from './api';
 export { runAgentCommand, startAgentWithApi, loadAgentConfig, httpApiOptions, SHUTDOWN_TIMEOUT_MS, type AgentCommandOptions, type CommandIO } from './commands/agent-command';

@@ -1,4 +1,6 @@
 // Public face of @csiplug/core.
+// tsyringe's decorators need the Reflect metadata API before anything loads: this package brings it, so no user has to.
+import 'reflect-metadata';
 export * from './abort';
 export * from './clock';
 export * from './crash-point';

@@ -1,4 +1,6 @@
 // Public face of @csiplug/csi.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './capabilities';
 export * from './client';
 export * from './endpoint';

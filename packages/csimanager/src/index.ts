@@ -1,4 +1,6 @@
 // Public face of @csiplug/csimanager.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './csi-manager';
 export * from './csi-volume-manager';
 export * from './default-csi-manager';

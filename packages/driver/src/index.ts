@@ -3,6 +3,8 @@
 // the executor's files in a task dir (the agent keeps that dir private and
 // reads the pid record in its demo). The executor itself is not exported: it
 // is a program, run by path. Test doubles live in @csiplug/driver/testing.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './driver';
 export * from './errors';
 export * from './exec-driver';

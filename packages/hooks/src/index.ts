@@ -1,4 +1,6 @@
 // Public face of @csiplug/hooks.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './csi-hook';
 export * from './csi-plugin-config';
 export * from './csi-plugin-supervisor-hook';

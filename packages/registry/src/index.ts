@@ -1,4 +1,6 @@
 // Public face of @csiplug/registry.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './dynamic-plugin-registry';
 export * from './errors';
 export * from './events';

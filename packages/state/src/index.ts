@@ -1,4 +1,6 @@
 // Public face of @csiplug/state.
+// @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
+import '@csiplug/core';
 export * from './errors';
 export { MAX_KEY_SIZE, MAX_VALUE_SIZE } from './keys';
 export type { Key } from './keys';
