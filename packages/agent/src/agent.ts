@@ -136,6 +136,8 @@ export class Agent implements AgentService, AsyncDisposable {
   private claimSweep: { dispose(): void } | undefined;
   /** A sweep under way: the next round waits for it rather than running beside it. */
   private sweeping: Promise<unknown> | undefined;
+  /** Whether isolated tasks may have the host's network: the API asks for a token (changes with a config reload). */
+  private hostNetworkAllowed: boolean;
   /** Allocs boot could not read or rebuild: left as they are, tasks running — their claims count as in use. */
   private readonly unrestored = new Set<string>();
   private closed: Promise<void> | undefined;
@@ -170,6 +172,7 @@ export class Agent implements AgentService, AsyncDisposable {
     this.allocStore = container.resolve<AllocStore>(IAllocStore);
     this.taskStates = container.resolve<TaskStateWriter>(ITaskStateWriter);
     this.registry = container.resolve<PluginRegistry>(IPluginRegistry);
+    this.hostNetworkAllowed = config.acl.token !== undefined;
     this.csi = container.resolve<CSIManager>(ICSIManager);
     this.volumeMounts = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
     this.driver = container.resolve<TaskDriver>(ITaskDriver);
@@ -325,7 +328,7 @@ export class Agent implements AgentService, AsyncDisposable {
       allocStore: this.allocStore,
       taskStates: this.taskStates,
       exec: this.config.exec,
-      hostNetwork: this.config.acl.token !== undefined,
+      hostNetwork: this.hostNetworkAllowed,
       volumes: this.volumeMounts,
       clock: this.clock,
       logger: this.logger,
@@ -762,6 +765,15 @@ export class Agent implements AgentService, AsyncDisposable {
       }
     }
     return released;
+  }
+
+  /**
+   * The API's token changed (a config reload): tasks started from now on may
+   * have the host's network only while there is one. Tasks already running
+   * keep what they have (a re-attach says so, see TaskRunner).
+   */
+  apiTokenChanged(hasToken: boolean): void {
+    this.hostNetworkAllowed = hasToken;
   }
 
   // ---- lifecycle ---------------------------------------------------------------

@@ -29,35 +29,57 @@ function normalise(fields?: LogFields): LogFields | undefined {
   return out;
 }
 
+const LEVEL_RANK: Readonly<Record<LogLevel | 'silent', number>> = Object.freeze({ trace: 10, debug: 20, info: 30, warn: 40, error: 50, silent: Infinity });
+
 export class PinoLogger implements Logger {
   private readonly log: pino.Logger;
+  /** The level, shared by this logger and every child made from it: setLevel on the root changes them all. */
+  private readonly threshold: { level: LogLevel | 'silent' };
 
-  constructor(options: PinoLoggerOptions | pino.Logger = {}) {
+  constructor(options: PinoLoggerOptions | pino.Logger = {}, threshold?: { level: LogLevel | 'silent' }) {
     if (typeof (options as pino.Logger).child === 'function') {
       this.log = options as pino.Logger;
+      this.threshold = threshold ?? { level: 'trace' };
     } else {
       const o = options as PinoLoggerOptions;
-      this.log = pino({ level: o.level ?? 'info', name: o.name ?? 'csiplug' }, o.destination ?? pino.destination(2));
+      // pino itself passes everything; the shared threshold decides, so a level change reaches children made earlier.
+      this.log = pino({ level: 'trace', name: o.name ?? 'csiplug' }, o.destination ?? pino.destination(2));
+      this.threshold = threshold ?? { level: o.level ?? 'info' };
     }
   }
 
+  /** The level now (shared with every child of this logger). */
+  get level(): LogLevel | 'silent' {
+    return this.threshold.level;
+  }
+
+  /** Changes the level of this logger and of every child made from it, at once (a config reload). */
+  setLevel(level: LogLevel | 'silent'): void {
+    if (!(level in LEVEL_RANK)) throw new Error(`unknown log level "${String(level)}"`);
+    this.threshold.level = level;
+  }
+
+  private on(level: LogLevel): boolean {
+    return LEVEL_RANK[level] >= LEVEL_RANK[this.threshold.level];
+  }
+
   trace(msg: string, fields?: LogFields): void {
-    this.log.trace(normalise(fields) ?? {}, msg);
+    if (this.on('trace')) this.log.trace(normalise(fields) ?? {}, msg);
   }
   debug(msg: string, fields?: LogFields): void {
-    this.log.debug(normalise(fields) ?? {}, msg);
+    if (this.on('debug')) this.log.debug(normalise(fields) ?? {}, msg);
   }
   info(msg: string, fields?: LogFields): void {
-    this.log.info(normalise(fields) ?? {}, msg);
+    if (this.on('info')) this.log.info(normalise(fields) ?? {}, msg);
   }
   warn(msg: string, fields?: LogFields): void {
-    this.log.warn(normalise(fields) ?? {}, msg);
+    if (this.on('warn')) this.log.warn(normalise(fields) ?? {}, msg);
   }
   error(msg: string, fields?: LogFields): void {
-    this.log.error(normalise(fields) ?? {}, msg);
+    if (this.on('error')) this.log.error(normalise(fields) ?? {}, msg);
   }
   child(bindings: LogFields): Logger {
-    return new PinoLogger(this.log.child(bindings));
+    return new PinoLogger(this.log.child(bindings), this.threshold);
   }
 }
 

@@ -70,9 +70,19 @@ export function doublingBackoff(attempt: number, base: number, max: number): num
 }
 
 export class DefaultTimeoutPolicy implements TimeoutPolicy {
-  readonly settings: Readonly<TimeoutSettings>;
+  private current!: Readonly<TimeoutSettings>;
+
+  /** The limits now; `update` replaces them (every read of a limit sees the newest). */
+  get settings(): Readonly<TimeoutSettings> {
+    return this.current;
+  }
 
   constructor(overrides: Partial<TimeoutSettings> = {}) {
+    this.update(overrides);
+  }
+
+  /** Replaces the limits with the defaults plus `overrides` (a config reload); a bad one throws and changes nothing. */
+  update(overrides: Partial<TimeoutSettings>): void {
     const merged: TimeoutSettings = { ...DEFAULT_TIMEOUTS };
     for (const [key, value] of Object.entries(overrides)) {
       if (value === undefined) continue;
@@ -84,7 +94,7 @@ export class DefaultTimeoutPolicy implements TimeoutPolicy {
       }
       merged[key as keyof TimeoutSettings] = value;
     }
-    this.settings = Object.freeze(merged);
+    this.current = Object.freeze(merged);
   }
 
   pluginWait(phase: PluginWaitPhase): number {

@@ -118,7 +118,7 @@ const JSON_HEADERS = {
 export class HttpApi implements AsyncDisposable {
   private readonly router = new Router<Handler>();
   private readonly streams = new Set<EventStream>();
-  private readonly tokenDigest: Buffer | undefined;
+  private tokenDigest: Buffer | undefined;
   private readonly maxBodyBytes: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
@@ -163,6 +163,18 @@ export class HttpApi implements AsyncDisposable {
   }
 
   /** Starts listening; resolves with the address and port actually bound. */
+  /**
+   * Changes the ACL token (a config reload): every request from now on needs
+   * the new one; undefined turns ACLs off. Refused (ValidationError, nothing
+   * changed) where the bind address needs a token, as at start.
+   */
+  setAclToken(token: string | undefined): void {
+    if (token === '') throw new ValidationError('the ACL token may not be empty; leave it out to turn ACLs off', 'aclToken');
+    const problem = publicBindProblem(this.options.bindAddr, { token: token !== undefined, tls: this.secureContext !== undefined, insecureAllowPublic: this.options.insecureAllowPublic === true });
+    if (problem) throw new ValidationError(problem, 'acl');
+    this.tokenDigest = token !== undefined ? digest(token) : undefined;
+  }
+
   listen(): Promise<{ address: string; port: number }> {
     if (this.door || this.closing) return Promise.reject(new CsiplugError('ELISTEN', 'the HTTP API is already listening (or was closed); make a new HttpApi'));
     const { bindAddr, port } = this.options;

@@ -2,8 +2,10 @@
 // Tasks keep running when it exits (unless -stop-tasks-on-exit, or the memory
 // state backend), so a new agent on the same data dir re-attaches to them.
 // -reconcile-orphans cleans up at start what the state does not know
-// (orphans.ts); without it the agent only warns about each.
-import { ILogger, errorMessage, type Logger } from '@csiplug/core';
+// (orphans.ts); without it the agent only warns about each. SIGHUP reads the
+// config file again and applies its reloadable parts (log level, ACL token,
+// timeouts), logging what changed; it never stops the agent.
+import { DefaultTimeoutPolicy, ILogger, ITimeoutPolicy, PinoLogger, errorMessage, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import { Agent } from '../agent';
 import { HttpApi, type HttpApiOptions } from '../api';
@@ -90,6 +92,65 @@ export function httpApiOptions(config: AgentConfig, logger: Logger): HttpApiOpti
   };
 }
 
+/** Config keys a SIGHUP applies while the agent runs; any other change waits for the next start. */
+const RELOADABLE = ['logLevel', 'acl', 'timeouts'] as const;
+
+/**
+ * Reads the config file again and applies its reloadable parts — the log
+ * level (every logger at once), the ACL token (the API's, and whether new
+ * isolated tasks may have the host's network), the timeouts — then logs what
+ * changed and what needs a restart. A file that cannot be read or checked,
+ * or a token the bind address cannot go without, changes nothing. Never
+ * throws. Resolves with the config now in force.
+ */
+export async function reloadAgentConfig(options: AgentCommandOptions, current: AgentConfig, agent: Agent, api: HttpApi): Promise<AgentConfig> {
+  const log = agent.container.resolve<Logger>(ILogger).child({ component: 'agent' });
+  if (!options.configFile) {
+    log.warn('SIGHUP: the agent has no config file to read again (it started with -dev); nothing changed');
+    return current;
+  }
+  let next: AgentConfig;
+  try {
+    next = await loadAgentConfig(options);
+  } catch (err) {
+    log.error('SIGHUP: the config file could not be read again; nothing changed, the agent runs on as it was', { file: options.configFile, error: errorMessage(err) });
+    return current;
+  }
+  const changed: string[] = [];
+  let applied: AgentConfig = current;
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  if (next.logLevel !== current.logLevel) {
+    const root = agent.container.resolve<Logger>(ILogger);
+    if (root instanceof PinoLogger) {
+      root.setLevel(next.logLevel);
+      changed.push(`log_level ${current.logLevel} → ${next.logLevel}`);
+      applied = { ...applied, logLevel: next.logLevel };
+    } else log.warn('SIGHUP: this agent\'s logger cannot change its level while running; log_level takes effect at the next start');
+  }
+  if (!same(next.acl, current.acl)) {
+    try {
+      api.setAclToken(next.acl.token);
+      agent.apiTokenChanged(next.acl.token !== undefined);
+      changed.push(next.acl.token === undefined ? 'acl token removed' : current.acl.token === undefined ? 'acl token set' : 'acl token changed');
+      applied = { ...applied, acl: next.acl };
+    } catch (err) {
+      log.error('SIGHUP: the new ACL settings are refused; the API keeps the old ones', { error: errorMessage(err) });
+    }
+  }
+  if (!same(next.timeouts, current.timeouts)) {
+    const policy = agent.container.resolve(ITimeoutPolicy);
+    if (policy instanceof DefaultTimeoutPolicy) {
+      policy.update(next.timeouts);
+      changed.push(`timeouts (${Object.keys(next.timeouts).filter((k) => !same((next.timeouts as unknown as Record<string, unknown>)[k], (current.timeouts as unknown as Record<string, unknown>)[k])).join(', ')})`);
+      applied = { ...applied, timeouts: next.timeouts };
+    } else log.warn('SIGHUP: this agent\'s timeout policy cannot change while running; timeouts take effect at the next start');
+  }
+  const needRestart = (Object.keys(next) as (keyof AgentConfig)[]).filter((k) => !(RELOADABLE as readonly string[]).includes(k) && !same(next[k], current[k]));
+  if (needRestart.length) log.warn('SIGHUP: these settings changed and take effect at the next start', { settings: needRestart });
+  log.info(changed.length ? 'SIGHUP: config reloaded' : 'SIGHUP: config read again; nothing reloadable changed', { file: options.configFile, changed });
+  return applied;
+}
+
 /** Starts an agent and its HTTP API; resolves with both, for embedding and tests. */
 export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: Agent; api: HttpApi; address: string }> {
   const agent = await Agent.start(config);
@@ -117,7 +178,19 @@ export async function runAgentCommand(options: AgentCommandOptions, io: CommandI
   }
   const { agent, api, address } = started;
   io.stdout.write(`==> csiplug agent started\n    API:      ${address}\n    Data dir: ${config.dataDir}\n    Node id:  ${config.nodeId}\n    State:    ${config.state.backend}\n`);
+  // SIGHUP: reload what can change while running; a reload never ends the agent (one at a time).
+  let current = config;
+  let reloading: Promise<void> | undefined;
+  const onHup = () => {
+    reloading ??= reloadAgentConfig(options, current, agent, api)
+      .then((next) => {
+        current = next;
+      })
+      .finally(() => (reloading = undefined));
+  };
+  signals.on('SIGHUP', onHup);
   const first = await nextSignal(signals).promise;
+  signals.removeListener('SIGHUP', onHup);
   io.stdout.write(`==> caught ${first}, shutting down (${config.stopTasksOnExit ? 'stopping tasks' : 'tasks keep running'})\n`);
   // One signal is enough: the shutdown finishes, or gives up after its limit
   // (tasks keep running either way, and the next agent re-attaches), or a
