@@ -15,6 +15,8 @@ import {
   CSIHook,
   EVENT_VOLUME_KEPT_PLUGIN_AWAY,
   EVENT_VOLUME_MOUNT_FAILED,
+  EVENT_VOLUME_UNMOUNTED,
+  EVENT_WAITING_FOR_PLUGIN,
   EVENT_VOLUME_MOUNT_RETRYING,
   EVENT_VOLUME_MOUNTED,
   EVENT_VOLUME_UNMOUNT_PENDING,
@@ -88,7 +90,8 @@ describe('csi hook', () => {
     expect(reconciler.mounted('alloc-w').map((m) => m.name)).toEqual(['data']);
 
     await hook().postrun(ctx);
-    expect(ctx.events).toHaveLength(1); // nothing pending
+    // Nothing pending: the unmount is said done.
+    expect(ctx.events.slice(1)).toEqual([{ type: EVENT_VOLUME_UNMOUNTED, message: 'volume "data" (vol-1) unmounted and its claim released', time: 0 }]);
     expect(await mounts.isMountPoint(TARGET)).toBe(false);
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
     expect(reconciler.list('alloc-w')).toEqual([]);
@@ -327,7 +330,11 @@ describe('csi hook', () => {
     expect(err).toBeInstanceOf(VolumeHookError);
     expect(err.cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
     expect(err.message).toMatch(/^volume "data" \(vol-1\) on plugin hostpath: timed out after .* \(restore limit\) waiting for plugin "hostpath" of type csi-node .*; check the plugin task's logs$/);
-    expect(ctx.events).toEqual([{ type: EVENT_VOLUME_MOUNT_FAILED, message: err.message, failed: true, time: 0 }]);
+    // It said it waited, with the limit, before it failed.
+    expect(ctx.events).toEqual([
+      { type: EVENT_WAITING_FOR_PLUGIN, message: 'waiting for plugin hostpath (csi-node) to mount volume "data" (vol-1), limit 4m59s', time: 0 },
+      { type: EVENT_VOLUME_MOUNT_FAILED, message: err.message, failed: true, time: 0 },
+    ]);
     // Nothing half-mounted; what the record holds is left to the alloc's postrun.
     expect(await mounts.isMountPoint(TARGET)).toBe(false);
     expect(claimer.claims).toHaveLength(1);

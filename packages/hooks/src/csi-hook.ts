@@ -23,7 +23,7 @@
 //          shows as a "Volume unmount pending" event.
 import { Disposable, ILogger, Logger, PluginWaitPhase, ShutdownError, errorMessage, formatDuration } from '@csiplug/core';
 import type { UsageOptions } from '@csiplug/csimanager';
-import { IVolumeReconciler, VolumeMountError, type LiveMountEventKind, type MountRetry, type UnmountOutcome, type VolumeReconcilerService } from '@csiplug/volumes';
+import { IVolumeReconciler, VolumeMountError, type LiveMountEventKind, type MountRetry, type PluginWaitNotice, type UnmountOutcome, type VolumeReconcilerService } from '@csiplug/volumes';
 import { inject, injectable } from 'tsyringe';
 import type { AllocHook, AllocHookContext, AllocPrerunResult, MountedVolume, VolumeRequest } from './hook';
 import type { ICSIHookFactory } from './tokens';
@@ -33,6 +33,9 @@ export const EVENT_VOLUME_MOUNT_FAILED = 'Volume mount failed';
 export const EVENT_VOLUME_UNMOUNT_PENDING = 'Volume unmount pending';
 export const EVENT_VOLUME_KEPT_PLUGIN_AWAY = 'Volume kept, plugin away';
 export const EVENT_VOLUME_MOUNT_RETRYING = 'Volume mount retrying';
+export const EVENT_WAITING_FOR_PLUGIN = 'Waiting for plugin';
+export const EVENT_PLUGIN_BACK_FOR_MOUNT = 'Plugin ready';
+export const EVENT_VOLUME_UNMOUNTED = 'Volume unmounted';
 
 /** The task event of each finding of the reconciler about a live mount. */
 export const LIVE_MOUNT_EVENTS: Readonly<Record<LiveMountEventKind, string>> = Object.freeze({
@@ -106,7 +109,14 @@ export class CSIHook implements AllocHook {
       try {
         const mountRequest = { allocId: ctx.alloc.id, name: request.name, volumeId: request.source, usage: usageOf(request), ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}) };
         const onRetry = retryEvents(ctx);
-        const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal, onRetry });
+        // Why an alloc sits pending: the plugin it waits for, and the limit; then that it came.
+        const onPluginWait = (w: PluginWaitNotice) =>
+          ctx.emitEvent(
+            w.state === 'waiting'
+              ? { type: EVENT_WAITING_FOR_PLUGIN, message: `waiting for plugin ${w.pluginId} (csi-node) to mount volume "${w.name}" (${w.volumeId}), limit ${formatDuration(w.limitMs)}` }
+              : { type: EVENT_PLUGIN_BACK_FOR_MOUNT, message: `plugin ${w.pluginId} is ready; mounting volume "${w.name}" (${w.volumeId})` },
+          );
+        const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal, onRetry, onPluginWait });
         volumes[request.name] = { name: request.name, volumeId: info.volumeId, pluginId: info.pluginId, hostPath: info.targetPath, readOnly: request.readOnly };
         if (!info.restored) ctx.emitEvent({ type: EVENT_VOLUME_MOUNTED, message: `volume "${request.name}" (${info.volumeId}) mounted at ${info.targetPath}` });
         else if (info.pluginAway) {
@@ -128,7 +138,10 @@ export class CSIHook implements AllocHook {
     this.stopListening();
     const outcomes = await this.volumes.unmount(ctx.alloc.id, undefined, { signal: ctx.signal });
     for (const o of outcomes) {
-      if (o.error === undefined) continue;
+      if (o.error === undefined) {
+        ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume "${o.name}" (${o.volumeId}) unmounted and its claim released` });
+        continue;
+      }
       this.logger.warn('unmount failed; the volume reconciler retries it in the background', { alloc_id: ctx.alloc.id, volume_id: o.volumeId, plugin_id: o.pluginId, error: errorMessage(o.error) });
       ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNT_PENDING, message: pendingWhy(o) });
     }

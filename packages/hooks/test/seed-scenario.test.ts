@@ -18,6 +18,7 @@ import * as path from 'node:path';
 import {
   EVENT_VOLUME_KEPT_PLUGIN_AWAY,
   EVENT_VOLUME_MOUNT_FAILED,
+  EVENT_WAITING_FOR_PLUGIN,
   EVENT_VOLUME_MOUNTED,
   LIVE_MOUNT_EVENTS,
   EVENT_VOLUME_UNMOUNT_PENDING,
@@ -265,7 +266,11 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect(message).toContain('(restore limit) waiting for plugin "hostpath" of type csi-node');
     expect(message).toContain("check the plugin task's logs");
     expect((err as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
-    expect(workload.events).toEqual([expect.objectContaining({ type: EVENT_VOLUME_MOUNT_FAILED, message, failed: true })]);
+    // What the user reads in alloc status: it waited for the plugin, with the limit, then failed with why.
+    expect(workload.events).toEqual([
+      expect.objectContaining({ type: EVENT_WAITING_FOR_PLUGIN, message: expect.stringMatching(/^waiting for plugin hostpath \(csi-node\) to mount volume "data" \(vol-data\), limit \d+ms$/) }),
+      expect.objectContaining({ type: EVENT_VOLUME_MOUNT_FAILED, message, failed: true }),
+    ]);
     // Nothing half-mounted and nothing torn down behind the alloc's back: the
     // volume stays wanted until the alloc's postrun unmounts it.
     expect(mountIdsAt(w.hostPath)).toEqual([]);

@@ -48,6 +48,23 @@ export interface MountOptions {
    * wait: whoever waits for the mount can say why it takes long.
    */
   onRetry?: (retry: MountRetry) => void;
+  /**
+   * Told when the mount has to wait for its node plugin (not healthy when
+   * the mount needs it), with the limit, and again when the plugin is back:
+   * whoever waits for the mount can say so (Nomad's "Waiting for plugin").
+   */
+  onPluginWait?: (wait: PluginWaitNotice) => void;
+}
+
+/** A mount waiting for its node plugin, or done waiting. */
+export interface PluginWaitNotice {
+  state: 'waiting' | 'back';
+  name: string;
+  volumeId: string;
+  pluginId: string;
+  phase: PluginWaitPhase;
+  /** For `waiting`: how long at most (the phase's limit, less what was spent). */
+  limitMs: number;
 }
 
 /** A mount held back, to be tried again. */

@@ -84,6 +84,9 @@ import type {
 } from './reconciler-service';
 import { IMountStore } from './tokens';
 
+/** How long a mount waits for its node plugin before it tells (MountOptions.onPluginWait). */
+export const PLUGIN_WAIT_NOTICE_MS = 1_000;
+
 function ref(record: VolumeMountRecord, volume?: ClaimableVolume): CSIVolumeRef {
   return { ...(volume ?? {}), id: record.volumeId, externalId: record.externalId, pluginId: record.pluginId };
 }
@@ -318,7 +321,24 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (live) return live;
       }
       // Held to the phase's deadline overall: time spent looking the volume up or reading the mount table counts.
-      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
+      const limitMs = Math.max(0, deadline - this.clock.now());
+      const away = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.healthy !== true;
+      const notice = { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, phase };
+      // Said only for a wait that lasts (a plugin still starting for a moment is not news); then that it ended.
+      let told = false;
+      const tell =
+        away && options.onPluginWait
+          ? this.clock.setTimeout(() => {
+              told = true;
+              options.onPluginWait!({ ...notice, state: 'waiting', limitMs: Math.max(0, limitMs - PLUGIN_WAIT_NOTICE_MS) });
+            }, PLUGIN_WAIT_NOTICE_MS)
+          : undefined;
+      try {
+        await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: limitMs });
+      } finally {
+        tell?.dispose();
+      }
+      if (told) options.onPluginWait?.({ ...notice, state: 'back', limitMs: 0 });
       return await this.bringUpWithClaimRetry(key, options, deadline);
     } catch (err) {
       const cause = signal?.aborted ? abortReason(signal) : err;
