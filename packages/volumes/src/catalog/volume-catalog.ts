@@ -451,15 +451,20 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
    * which case its controller is waited for); undefined for node-only plugins.
    */
   private async claimController(record: VolumeRecord, allocId: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
+    try {
+      return await this.controllerOf(record, signal);
+    } catch (err) {
+      throw this.claimFailure(err, `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`, signal);
+    }
+  }
+
+  /** The volume's controller: the one known now, else waited for (the prerun limit) when the node plugin says there is one; undefined for a node-only plugin. Throws the wait's error. */
+  private async controllerOf(record: VolumeRecord, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
     const known = this.csi.pluginInfo(PluginTypeCSIController, record.pluginId);
     if (known?.controller) return known.controller;
     const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
     if (!known && node?.pluginCapabilities?.controllerService !== true) return undefined;
-    try {
-      return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
-    } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`, signal);
-    }
+    return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
   }
 
   /** ControllerPublishVolume when the plugin's controller advertises it; undefined when it does not. */
@@ -755,12 +760,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   /** The controller of the volume's plugin when it has one (waited for, as for a claim); undefined for a node-only plugin. */
   private async controllerIfAny(record: VolumeRecord, what: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    const known = this.csi.pluginInfo(PluginTypeCSIController, record.pluginId);
-    if (known?.controller) return known.controller;
-    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
-    if (!known && node?.pluginCapabilities?.controllerService !== true) return undefined;
     try {
-      return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
+      return await this.controllerOf(record, signal);
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
       throw new VolumePluginError(record.id, record.pluginId, `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`, { cause: err });
