@@ -100,14 +100,40 @@ function bytesFlag(text: string | undefined, name: string, min: number): number 
   return Number(text);
 }
 
-/** Copies the stream to `out` byte for byte, waiting when `out` asks for it (a slow pipe) rather than piling the log up in memory. */
-async function copyTo(out: CliOutput, stream: Readable): Promise<void> {
+/** Copies the stream to `out` byte for byte, waiting when `out` asks for it (a slow pipe) rather than piling the log up in memory; resolves with the bytes copied. */
+async function copyTo(out: CliOutput, stream: Readable): Promise<number> {
+  let n = 0;
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
+      n += chunk.length;
       if (out.write(chunk) === false && out instanceof EventEmitter) await once(out, 'drain');
     }
   } finally {
     stream.destroy();
+  }
+  return n;
+}
+
+/** ms between two looks at a followed log (-f). */
+export const FOLLOW_POLL_MS = 250;
+
+/**
+ * The byte offset from which the log's last `lines` lines start: reads a
+ * window from the end, twice as large each time, until it holds that many
+ * line breaks or reaches the start.
+ */
+async function lastLinesOffset(client: ApiClient, allocId: string, task: string, stream: 'stdout' | 'stderr', lines: number): Promise<number> {
+  for (let window = 4096; ; window *= 2) {
+    const part = await client.allocLogs(allocId, task, { stream, origin: 'end', offset: Math.min(window, MAX_JSON_LOG_LIMIT), limit: Math.min(window, MAX_JSON_LOG_LIMIT) });
+    const text = Buffer.from(part.data, 'utf8');
+    // A final line break ends the last line; it starts no new one.
+    let end = text.length;
+    if (end > 0 && text[end - 1] === 0x0a) end--;
+    let found = 0;
+    for (let i = end - 1; i >= 0; i--) {
+      if (text[i] === 0x0a && ++found === lines) return part.offset + Buffer.byteLength(text.subarray(0, i + 1));
+    }
+    if (part.offset === 0 || window >= MAX_JSON_LOG_LIMIT) return part.offset;
   }
 }
 
@@ -128,6 +154,8 @@ const allocLogs: Command = {
     { name: 'offset', kind: 'string', valueName: 'bytes', help: `Start this many bytes into the log, or with -tail this many bytes before its end. Default 0, or ${DEFAULT_TAIL_BYTES} with -tail.` },
     { name: 'limit', kind: 'string', valueName: 'bytes', help: 'Print at most this many bytes. Default: to the end of the log (64 KiB with -json).' },
     { name: 'tail', kind: 'bool', help: 'Count -offset back from the end of the log.' },
+    { name: 'n', kind: 'string', valueName: 'lines', help: 'Print only the last this many lines (as tail -n).' },
+    { name: 'f', kind: 'bool', help: 'Follow: after what is there, print what the task writes, until the allocation ends (or Ctrl-C).' },
   ],
   async run(ctx) {
     const client = ctx.client();
@@ -144,10 +172,43 @@ const allocLogs: Command = {
       if (tasks.length !== 1) throw new UsageError(`allocation ${alloc.id.slice(0, 8)} has ${tasks.length} tasks (${tasks.join(', ')}); name the TASK`);
       task = tasks[0]!;
     }
-    const query = { stream: ctx.flag('stderr') ? ('stderr' as const) : ('stdout' as const), offset, origin: tail ? ('end' as const) : ('start' as const), limit };
-    if (ctx.json) ctx.printJson(await client.allocLogs(alloc.id, task, query));
-    else await copyTo(ctx.io.stdout, (await client.allocLogStream(alloc.id, task, query)).stream);
-    return 0;
+    const stream = ctx.flag('stderr') ? ('stderr' as const) : ('stdout' as const);
+    const follow = ctx.flag('f');
+    const linesText = ctx.stringFlag('n');
+    if (linesText !== undefined && (!/^\d+$/.test(linesText) || Number(linesText) < 1)) throw new UsageError(`-n must be a whole number of lines of at least 1 (got "${linesText}")`);
+    if (ctx.json && (follow || linesText !== undefined)) throw new UsageError('-f and -n print the log as it is; they cannot be used with -json');
+    if (linesText !== undefined && (ctx.stringFlag('offset') !== undefined || tail)) throw new UsageError('-n picks where to start by itself; leave out -offset and -tail');
+    let query = { stream, offset, origin: tail ? ('end' as const) : ('start' as const), limit };
+    if (linesText !== undefined) query = { stream, offset: await lastLinesOffset(client, alloc.id, task, stream, Number(linesText)), origin: 'start', limit };
+    if (ctx.json) {
+      ctx.printJson(await client.allocLogs(alloc.id, task, query));
+      return 0;
+    }
+    const first = await client.allocLogStream(alloc.id, task, query);
+    let next = first.offset + (await copyTo(ctx.io.stdout, first.stream));
+    if (!follow) return 0;
+    // Follow: read on from where the last read ended, until the alloc has ended and nothing more came.
+    for (;;) {
+      await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+      const more = await client.allocLogStream(alloc.id, task, { stream, offset: next, origin: 'start' });
+      // A log that got shorter (rotated or truncated) is read again from its start.
+      if (more.size < next) {
+        more.stream.destroy();
+        next = 0;
+        continue;
+      }
+      const got = await copyTo(ctx.io.stdout, more.stream);
+      next = more.offset + got;
+      if (got === 0) {
+        const now = await client.getAlloc(alloc.id);
+        if (now.clientStatus === 'complete' || now.clientStatus === 'failed') {
+          // One last read: what the task wrote just before it ended.
+          const last = await client.allocLogStream(alloc.id, task, { stream, offset: next, origin: 'start' });
+          await copyTo(ctx.io.stdout, last.stream);
+          return 0;
+        }
+      }
+    }
   },
 };
 

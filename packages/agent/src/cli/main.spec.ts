@@ -553,6 +553,26 @@ describe('csiplug CLI', () => {
       expect(json).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 7, nextOffset: 10, size: 10, data: '789' });
     });
 
+    it('alloc logs -n prints the last lines; -f follows what the task writes until the alloc ends', async () => {
+      const id = fakeUuid(1);
+      fake.logs.set(`${id}/main/stdout`, Array.from({ length: 2000 }, (_, i) => `line ${i}`).join('\n') + '\n');
+      expect((await cli(['alloc', 'logs', '-n', '3', id, 'main'])).stdout).toBe('line 1997\nline 1998\nline 1999\n');
+      expect((await cli(['alloc', 'logs', '-n', '5000', id, 'main'])).stdout.split('\n')).toHaveLength(2001);
+      expect((await cli(['alloc', 'logs', '-n', '0', id, 'main'])).stderr).toMatch(/-n must be a whole number of lines of at least 1/);
+      expect((await cli(['alloc', 'logs', '-n', '2', '-json', id, 'main'])).stderr).toMatch(/cannot be used with -json/);
+      // Follow: lines written while it runs are printed as they come; it ends once the alloc has ended.
+      fake.logs.set(`${id}/main/stdout`, 'first\n');
+      fake.allocs.get(id)!.clientStatus = 'running';
+      const following = cli(['alloc', 'logs', '-f', id, 'main']);
+      await new Promise((r) => setTimeout(r, 400));
+      fake.logs.set(`${id}/main/stdout`, 'first\nsecond\n');
+      await new Promise((r) => setTimeout(r, 400));
+      fake.logs.set(`${id}/main/stdout`, 'first\nsecond\nlast words\n');
+      fake.allocs.get(id)!.clientStatus = 'complete';
+      const r = await following;
+      expect(r).toEqual({ code: 0, stdout: 'first\nsecond\nlast words\n', stderr: '' });
+    });
+
     it('alloc logs prints the bytes exactly, a character cut by the range included', async () => {
       const id = fakeUuid(1);
       const bytes = Buffer.concat([Buffer.from('héllo wörld ✓\n'), Buffer.from([0xff, 0xfe, 0x0a])]);
