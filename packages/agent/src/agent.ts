@@ -13,12 +13,13 @@
 // allocs stopped or detached), the modules in reverse, then the lock.
 import { Clock, CsiplugError, IClock, ILogger, Logger, ModuleHost, PinoLogger, ShutdownError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
 import { ICSIManager, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
-import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
+import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { IAgentEvents, type AgentEventInput, type AgentEvents } from './agent-events';
@@ -41,6 +42,7 @@ import type {
   ExternalVolumeView,
   JobView,
   MountUsageView,
+  NodeView,
   Page,
   PluginInstanceView,
   PluginView,
@@ -365,6 +367,36 @@ export class Agent implements AgentService, AsyncDisposable {
       startedAt: this.startedAt,
       allocs: counts,
       plugins: { healthy: plugins.filter((p) => p.healthy).length, total: plugins.length },
+    };
+  }
+
+  node(): NodeView {
+    const health = this.health();
+    const runc = findRunc();
+    return {
+      id: this.config.nodeId,
+      name: os.hostname(),
+      version: AGENT_VERSION,
+      dataDir: this.config.dataDir,
+      startedAt: this.startedAt,
+      status: this.closed ? 'down' : 'ready',
+      drivers: {
+        exec: runc
+          ? { detected: true, healthy: true, description: `isolated tasks on runc (${runc})` }
+          : { detected: false, healthy: false, description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works' },
+        raw_exec: { detected: true, healthy: true, description: 'host processes' },
+      },
+      plugins: this.csi
+        .plugins()
+        .map((p) => ({
+          id: p.name,
+          type: p.type,
+          healthy: p.healthy,
+          description: p.description,
+          ...(p.node ? { nodeId: p.node.nodeId, maxVolumes: Number.isFinite(p.node.maxVolumes) ? p.node.maxVolumes : ('unlimited' as const), ...(p.node.topology ? { topology: { ...p.node.topology } } : {}) } : {}),
+        }))
+        .sort((a, b) => a.id.localeCompare(b.id) || a.type.localeCompare(b.type)),
+      allocs: health.allocs,
     };
   }
 

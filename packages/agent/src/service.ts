@@ -167,8 +167,26 @@ export interface AgentHealth {
   plugins: { healthy: number; total: number };
 }
 
+/** This node as `node status` shows it: its id, its task drivers, and what its plugins' fingerprints found. */
+export interface NodeView {
+  id: string;
+  /** The machine's host name. */
+  name: string;
+  version: string;
+  dataDir: string;
+  startedAt: number;
+  status: 'ready' | 'down';
+  /** Task drivers and whether each can run tasks here (exec needs runc). */
+  drivers: Record<'exec' | 'raw_exec', { detected: boolean; healthy: boolean; description: string }>;
+  /** Each CSI plugin instance on this node, as fingerprinted. */
+  plugins: { id: string; type: string; healthy: boolean; description: string; nodeId?: string; topology?: Record<string, string>; maxVolumes?: number | 'unlimited' }[];
+  allocs: { running: number; pending: number; dead: number };
+}
+
 export interface AgentService {
   health(): AgentHealth;
+  /** This node: id, drivers, the plugins' fingerprinted facts (node id, topology, volume limit). */
+  node(): NodeView;
 
   listJobs(): JobView[];
   getJob(id: string): JobView | undefined;

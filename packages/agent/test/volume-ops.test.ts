@@ -217,7 +217,11 @@ describe('volume operations against the real hostpath plugin', () => {
   });
 
   it('max_volumes_per_node is enforced at claim time, with the count and the limit', async () => {
-    await startWithPlugin(['--max-volumes-per-node', '1']);
+    await startWithPlugin(['--max-volumes-per-node', '1', '--topology', 'rack=r1']);
+    // node status shows what the fingerprint found.
+    const node = await h.api.node();
+    expect(node.plugins.find((p) => p.type === 'csi-node')).toMatchObject({ id: 'hostpath', healthy: true, topology: { rack: 'r1' }, maxVolumes: 1 });
+    expect(node.drivers.raw_exec.healthy).toBe(true);
     await create('one');
     await create('two');
     await running(await workload('one', 'one'));

@@ -8,7 +8,7 @@ import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
 import * as tls from 'tls';
-import type { AgentEvent, AgentHealth, AllocView, ExternalVolumeView, JobPlan, JobView, MountUsageView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AllocView, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -164,6 +164,11 @@ export class ApiClient {
   async allocLogStream(id: string, task: string, options: AllocLogsQuery & { signal?: AbortSignal } = {}): Promise<AllocLogStream> {
     const res = await this.stream('GET', logsPath(id, task, options, true), options.signal);
     return { offset: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0), size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0), stream: res };
+  }
+
+  /** This node: drivers, the plugins' fingerprinted facts. */
+  node(): Promise<NodeView> {
+    return this.json('GET', '/v1/node/self');
   }
 
   // Plugins ------------------------------------------------------------------

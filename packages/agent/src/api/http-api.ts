@@ -8,6 +8,7 @@
 //
 //   method  path                                   body                      answer
 //   GET     /v1/agent/health                                                 AgentHealth (503 when not ok)
+//   GET     /v1/node/self                                                    NodeView (this node: drivers, plugins' fingerprints)
 //   GET     /v1/jobs                                                         JobView[]
 //   POST    /v1/jobs  (PUT too)                    { "Job": JobDocument }    RunJobResult
 //   POST    /v1/job/:id/plan  (PUT too)            { "Job": JobDocument, "Diff": true }  JobPlan (what a run would change; nothing is done)
@@ -472,6 +473,7 @@ export class HttpApi implements AsyncDisposable {
       return undefined;
     });
 
+    r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
     r.add('GET', '/v1/plugins', ({ query }) => {
       csiTypeParam(query);
       return { body: s.listPlugins() };

@@ -553,6 +553,16 @@ describe('csiplug CLI', () => {
       expect(json).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 7, nextOffset: 10, size: 10, data: '789' });
     });
 
+    it('node status shows this node, its drivers and its plugins as fingerprinted; -json the API\'s NodeView', async () => {
+      let r = await cli(['node', 'status']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^ID +=/);
+      expect(r.stdout).toMatch(/Drivers\nDriver\s+Detected\s+Healthy\s+Description\nexec\s+true\s+true\s+isolated tasks on runc \(fake\)\nraw_exec\s+true\s+true\s+host processes/);
+      expect(r.stdout).toMatch(/CSI Plugins\n(Plugin ID[\s\S]*|No CSI plugins)/);
+      r = await cli(['node', 'status', '-self', '-json']);
+      expect(JSON.parse(r.stdout)).toMatchObject({ id: fake.nodeId, status: 'ready', drivers: { raw_exec: { detected: true } } });
+    });
+
     it('alloc logs -n prints the last lines; -f follows what the task writes until the alloc ends', async () => {
       const id = fakeUuid(1);
       fake.logs.set(`${id}/main/stdout`, Array.from({ length: 2000 }, (_, i) => `line ${i}`).join('\n') + '\n');

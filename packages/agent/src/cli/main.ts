@@ -11,13 +11,15 @@ import { wrap } from './format';
 import type { CliHandlers, CliIo } from './io';
 import { JOB_COMMANDS, PLAN_EXIT } from './job-commands';
 import { PLUGIN_COMMANDS } from './plugin-commands';
+import { NODE_COMMANDS } from './node-commands';
 import { VOLUME_COMMANDS } from './volume-commands';
 
-export const COMMANDS: readonly Command[] = [...JOB_COMMANDS, ...ALLOC_COMMANDS, ...PLUGIN_COMMANDS, ...VOLUME_COMMANDS];
+export const COMMANDS: readonly Command[] = [...JOB_COMMANDS, ...ALLOC_COMMANDS, ...NODE_COMMANDS, ...PLUGIN_COMMANDS, ...VOLUME_COMMANDS];
 
 const GROUPS: Readonly<Record<string, string>> = {
   alloc: 'Inspect allocations and read their task logs',
   job: 'Run, stop and inspect jobs',
+  node: 'Inspect this node: its drivers and CSI plugins',
   plugin: 'Inspect CSI plugins',
   volume: 'Register, create, remove and inspect CSI volumes',
 };

@@ -15,7 +15,7 @@ import { NotFoundError } from '../agent';
 import { planJob, type JobPlan } from '../deploy/job-plan';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, JobView, MountUsageView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, JobView, MountUsageView, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
 import type { VolumeSpec } from '../spec';
 
 export interface FakeAgentServiceOptions {
@@ -124,6 +124,24 @@ export class FakeAgentService implements AgentService {
       startedAt: this.startedAt,
       allocs: { running: count('running'), pending: count('pending'), dead: count('complete') + count('failed') },
       plugins: { healthy: plugins.filter((p) => p.nodesHealthy + p.controllersHealthy > 0).length, total: plugins.length },
+    };
+  }
+
+  /** This node as the fake has it: both drivers there, a node instance per plugin with a node side. */
+  node(): NodeView {
+    const h = this.health();
+    return {
+      id: this.nodeId,
+      name: 'fake-host',
+      version: h.version,
+      dataDir: h.dataDir,
+      startedAt: h.startedAt,
+      status: h.ok ? 'ready' : 'down',
+      drivers: { exec: { detected: true, healthy: true, description: 'isolated tasks on runc (fake)' }, raw_exec: { detected: true, healthy: true, description: 'host processes' } },
+      plugins: [...this.plugins.values()].flatMap((p) =>
+        p.node ? [{ id: p.id, type: 'csi-node', healthy: p.node.healthy, description: p.node.description, nodeId: String(p.node.info['Node ID'] ?? this.nodeId), maxVolumes: 'unlimited' as const, topology: { zone: 'z1' } }] : [],
+      ),
+      allocs: h.allocs,
     };
   }
 
