@@ -191,7 +191,7 @@ export class Agent implements AgentService, AsyncDisposable {
   static async start(config: AgentConfig, options: AgentOptions = {}): Promise<Agent> {
     const container = rootContainer.createChildContainer();
     options.configure?.(container);
-    const logger = options.logger ?? new PinoLogger({ level: config.logLevel });
+    const logger = options.logger ?? new PinoLogger({ level: config.logLevel, format: config.logJson ? 'json' : 'human' });
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
 

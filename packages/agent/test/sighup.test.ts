@@ -20,7 +20,7 @@ describe('SIGHUP reloads the config', () => {
     await h.start('first-token');
     const pid = h.proc!.pid!;
     const client = (token: string) => new ApiClient({ address: `http://127.0.0.1:${h.port}`, token });
-    const write = (body: string) => fs.writeFileSync(h.configFile, `data_dir = "${h.dataDir}"\nport = ${h.port}\n${body}\n`);
+    const write = (body: string) => fs.writeFileSync(h.configFile, `data_dir = "${h.dataDir}"\nport = ${h.port}\nlog_json = true\n${body}\n`);
     const reloaded = async (text: string) => {
       const from = h.log.length;
       process.kill(pid, 'SIGHUP');

@@ -26,6 +26,27 @@ describe('loggers', () => {
     expect(parsed[1]).toMatchObject({ msg: 'failed', error: { message: 'boom', code: 'EX' } });
   });
 
+  it('PinoLogger for people: one line each, time, level, component, fields; an error stack only at debug; setLevel reaches children made earlier', () => {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    const root = new PinoLogger({ level: 'info', destination, format: 'human' });
+    const log = root.child({ component: 'agent' });
+    log.debug('not shown');
+    log.warn('plugin became unhealthy', { plugin: 'hostpath', why: 'probe failed twice', error: Object.assign(new Error('boom'), { code: 'EX' }) });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN  \[agent\] plugin became unhealthy  plugin=hostpath why="probe failed twice" error="boom \(EX\)"\n$/);
+    root.setLevel('debug');
+    log.debug('now shown', { error: new Error('with stack') });
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toMatch(/DEBUG \[agent\] now shown  error="with stack\\nError: with stack\\n    at /);
+    expect(lines.every((l) => l.split('\n').length === 2)).toBe(true);
+  });
+
   it('NullLogger discards', () => {
     const log = new NullLogger();
     expect(() => log.child({}).error('x')).not.toThrow();

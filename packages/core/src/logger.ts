@@ -20,6 +20,43 @@ export interface PinoLoggerOptions {
   name?: string;
   /** Where lines go; defaults to stderr. */
   destination?: pino.DestinationStream;
+  /** `json` (default): one JSON object per line; `human`: `time LEVEL [component] message key=value…`, an error's stack only at debug. */
+  format?: 'json' | 'human';
+}
+
+const LEVEL_NAMES: Readonly<Record<number, string>> = Object.freeze({ 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' });
+/** Fields of a pino line that the human format shows in its own place, or not at all. */
+const HEADER_FIELDS = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'name', 'component']);
+
+function humanValue(v: unknown, stacks: boolean): string {
+  if (v !== null && typeof v === 'object' && typeof (v as { message?: unknown }).message === 'string' && 'stack' in (v as object)) {
+    const e = v as { message: string; stack?: string; code?: unknown };
+    const text = `${e.message}${e.code !== undefined ? ` (${String(e.code)})` : ''}`;
+    return JSON.stringify(stacks && e.stack ? `${text}\n${e.stack}` : text);
+  }
+  if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
+  return typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v);
+}
+
+/**
+ * One pino JSON line as a line for people: `2026-12-01T13:52:58.123Z WARN
+ * [agent] the message key=value …`. An error's stack only when `stacks`
+ * (the debug level or below).
+ */
+export function humanLogLine(json: string, stacks: boolean): string {
+  let o: Record<string, unknown>;
+  try {
+    o = JSON.parse(json) as Record<string, unknown>;
+  } catch {
+    return json.endsWith('\n') ? json : `${json}\n`;
+  }
+  const time = typeof o.time === 'number' ? new Date(o.time).toISOString() : new Date().toISOString();
+  const level = (LEVEL_NAMES[Number(o.level)] ?? String(o.level)).padEnd(5);
+  const component = typeof o.component === 'string' ? ` [${o.component}]` : '';
+  const fields = Object.entries(o)
+    .filter(([k, v]) => !HEADER_FIELDS.has(k) && v !== undefined)
+    .map(([k, v]) => `${k}=${humanValue(v, stacks)}`);
+  return `${time} ${level}${component} ${String(o.msg ?? '')}${fields.length ? `  ${fields.join(' ')}` : ''}\n`;
 }
 
 function normalise(fields?: LogFields): LogFields | undefined {
@@ -42,9 +79,13 @@ export class PinoLogger implements Logger {
       this.threshold = threshold ?? { level: 'trace' };
     } else {
       const o = options as PinoLoggerOptions;
+      const shared = threshold ?? { level: o.level ?? 'info' };
+      const out = o.destination ?? pino.destination(2);
+      // For people: each JSON line pino makes is rewritten as one readable line (stacks only at debug and below).
+      const dest: pino.DestinationStream = o.format === 'human' ? { write: (line: string) => void out.write(humanLogLine(line, LEVEL_RANK[shared.level] <= LEVEL_RANK.debug)) } : out;
       // pino itself passes everything; the shared threshold decides, so a level change reaches children made earlier.
-      this.log = pino({ level: 'trace', name: o.name ?? 'csiplug' }, o.destination ?? pino.destination(2));
-      this.threshold = threshold ?? { level: o.level ?? 'info' };
+      this.log = pino({ level: 'trace', name: o.name ?? 'csiplug' }, dest);
+      this.threshold = shared;
     }
   }
 

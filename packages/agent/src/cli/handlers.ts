@@ -12,6 +12,8 @@ const AGENT_FLAGS: FlagSpec[] = [
   { name: 'reconcile-orphans', kind: 'bool', help: 'at start, stop tasks, unmount mounts and remove alloc dirs that the state does not know (default: only warn about each)' },
   { name: 'data-dir', kind: 'string', valueName: 'DIR', help: 'overrides data_dir' },
   { name: 'port', kind: 'string', valueName: 'PORT', help: 'overrides port' },
+  { name: 'log-level', kind: 'string', valueName: 'LEVEL', help: 'overrides log_level: trace, debug, info, warn or error' },
+  { name: 'log-json', kind: 'bool', help: 'log one JSON object per line (as log_json = true) instead of lines for people' },
 ];
 
 const DEMO_FLAGS: FlagSpec[] = [{ name: 'keep', kind: 'bool', help: 'keep the demo data dir afterwards' }];
@@ -35,6 +37,11 @@ export function defaultHandlers(): CliHandlers {
         usage(io, 'Usage: csiplug agent -config FILE | -dev [-stop-tasks-on-exit] [-reconcile-orphans]', AGENT_FLAGS);
         return 0;
       }
+      const logLevel = parsed.flags.get('log-level') as string | undefined;
+      if (logLevel !== undefined && !['trace', 'debug', 'info', 'warn', 'error'].includes(logLevel)) {
+        io.stderr.write(`Error: -log-level must be trace, debug, info, warn or error, got "${logLevel}"\n`);
+        return 1;
+      }
       const port = parsed.flags.get('port');
       if (port !== undefined && !/^\d+$/.test(String(port))) {
         io.stderr.write(`Error: -port must be a number, got "${String(port)}"\n`);
@@ -48,6 +55,8 @@ export function defaultHandlers(): CliHandlers {
           reconcileOrphans: parsed.flags.get('reconcile-orphans') === true,
           dataDir: parsed.flags.get('data-dir') as string | undefined,
           port: port === undefined ? undefined : Number(port),
+          ...(logLevel !== undefined ? { logLevel: logLevel as 'info' } : {}),
+          logJson: parsed.flags.get('log-json') === true,
         },
         io,
       );

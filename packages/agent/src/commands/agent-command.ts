@@ -18,6 +18,9 @@ export interface AgentCommandOptions {
   stopTasksOnExit?: boolean;
   /** Clean up orphan executors, mounts and alloc dirs at start (as `reconcile_orphans = true`). */
   reconcileOrphans?: boolean;
+  /** -log-level and -log-json: override the config file's log_level and log_json. */
+  logLevel?: AgentConfig['logLevel'];
+  logJson?: boolean;
   /** Overrides for tests and the demo. */
   dataDir?: string;
   port?: number;
@@ -74,6 +77,8 @@ export async function loadAgentConfig(options: AgentCommandOptions): Promise<Age
   if (options.port !== undefined) config = { ...config, port: options.port };
   if (options.stopTasksOnExit) config = { ...config, stopTasksOnExit: true };
   if (options.reconcileOrphans) config = { ...config, reconcileOrphans: true };
+  if (options.logLevel) config = { ...config, logLevel: options.logLevel };
+  if (options.logJson) config = { ...config, logJson: true };
   return config;
 }
 

@@ -18,6 +18,7 @@ bind_addr = "::1"
 port      = 0
 node_id   = "node-7"
 log_level = "debug"
+log_json = true
 stop_tasks_on_exit = true
 reconcile_orphans = true
 claim_gc_interval = "2m"
@@ -105,6 +106,7 @@ const FULL: AgentConfig = {
   http: { allowedHosts: ['csiplug.example', '10.0.0.7'], allowedOrigins: ['https://ui.example:8443'] },
   limits: { httpMaxConns: 64, httpMaxConnsPerClient: 8, httpIdleTimeout: 10_000, maxAllocsPerJob: 50 },
   logLevel: 'debug',
+  logJson: true,
   stopTasksOnExit: true,
   reconcileOrphans: true,
   claimGcInterval: 120_000,
@@ -123,6 +125,7 @@ describe('parseAgentConfig', () => {
       port: 0,
       node_id: 'node-7',
       log_level: 'debug',
+      log_json: true,
       stop_tasks_on_exit: true,
       reconcile_orphans: true,
       claim_gc_interval: '2m',
@@ -166,6 +169,7 @@ describe('parseAgentConfig', () => {
       http: { allowedHosts: [], allowedOrigins: [] },
       limits: { httpMaxConns: 256, httpMaxConnsPerClient: 100, httpIdleTimeout: 30_000, maxAllocsPerJob: 256 },
       logLevel: 'info',
+      logJson: false,
       stopTasksOnExit: false,
       reconcileOrphans: false,
       claimGcInterval: 300000,
@@ -216,7 +220,7 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin)'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin)'],
     ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],

@@ -45,6 +45,8 @@ export interface AgentConfig {
   /** Caps that keep a flood or a huge job from taking the agent down. */
   limits: AgentLimits;
   logLevel: LogLevel;
+  /** One JSON object per log line (log_json = true); else lines for people (the default). */
+  logJson: boolean;
   /** Stop every task when the agent exits (default: leave them running, to re-attach later; always with the memory backend). */
   stopTasksOnExit: boolean;
   /** At start, clean up what the state does not know: orphan executors and tasks, mounts and alloc dirs (default: only warn). */
@@ -122,7 +124,7 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'stop_tasks_on_exit', 'reconcile_orphans', 'claim_gc_interval', 'plugin'];
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'log_json', 'stop_tasks_on_exit', 'reconcile_orphans', 'claim_gc_interval', 'plugin'];
 
 /** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
 export const DEFAULT_CLAIM_GC_INTERVAL_MS = 5 * 60_000;
@@ -146,6 +148,7 @@ export function devConfig(): AgentConfig {
     http: { allowedHosts: [], allowedOrigins: [] },
     limits: { ...DEFAULT_LIMITS },
     logLevel: 'debug',
+    logJson: false,
     stopTasksOnExit: true,
     reconcileOrphans: false,
     claimGcInterval: DEFAULT_CLAIM_GC_INTERVAL_MS,
@@ -252,6 +255,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   if (problem) r.fail('bind_addr', problem);
 
   const logLevel = r.oneOf('log_level', LOG_LEVELS, base?.logLevel ?? 'info');
+  const logJson = r.bool('log_json', base?.logJson ?? false);
   // The memory backend forgets every task and mount on exit: the tasks must go with it.
   const memory = state.backend === 'memory';
   const stopTasksOnExit = r.bool('stop_tasks_on_exit', memory || (base?.stopTasksOnExit ?? false));
@@ -281,6 +285,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     http: { allowedHosts, allowedOrigins },
     limits,
     logLevel,
+    logJson,
     stopTasksOnExit,
     reconcileOrphans,
     claimGcInterval,

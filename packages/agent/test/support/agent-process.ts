@@ -42,7 +42,8 @@ export class AgentHarness {
 
   async start(token?: string): Promise<void> {
     if (!this.port) this.port = await freePort();
-    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\n${this.extraConfig}\n`);
+    // JSON log lines: the tests read them.
+    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
     const env = { ...process.env, ...this.env };
