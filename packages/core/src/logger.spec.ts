@@ -45,6 +45,9 @@ describe('loggers', () => {
     expect(lines).toHaveLength(2);
     expect(lines[1]).toMatch(/DEBUG \[agent\] now shown  error="with stack\\nError: with stack\\n    at /);
     expect(lines.every((l) => l.split('\n').length === 2)).toBe(true);
+    // A caller's name and pid are shown; a newline or control character never reaches the terminal raw.
+    log.warn('fingerprint failed\nsecond line', { name: 'hostpath', pid: 42, error: 'boom\u001b]0;pwned\u0007' });
+    expect(lines[2]).toMatch(/\[agent\] "fingerprint failed\\nsecond line"  name=hostpath pid=42 error="boom\\u001b\]0;pwned\\u0007"\n$/);
   });
 
   it('NullLogger discards', () => {

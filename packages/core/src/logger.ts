@@ -26,7 +26,12 @@ export interface PinoLoggerOptions {
 
 const LEVEL_NAMES: Readonly<Record<number, string>> = Object.freeze({ 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' });
 /** Fields of a pino line that the human format shows in its own place, or not at all. */
-const HEADER_FIELDS = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'name', 'component']);
+const HEADER_FIELDS = new Set(['level', 'time', 'msg', 'component']);
+
+/** A string as a log line may show it: as it is when it is plain printable ASCII with no quote or `=`, else JSON-escaped (no newline, no control character reaches the terminal). */
+function safeText(v: string, bare: RegExp = /^[\x21-\x7e]+$/): string {
+  return bare.test(v) && !/["=]/.test(v) ? v : JSON.stringify(v);
+}
 
 function humanValue(v: unknown, stacks: boolean): string {
   if (v !== null && typeof v === 'object' && typeof (v as { message?: unknown }).message === 'string' && 'stack' in (v as object)) {
@@ -34,7 +39,7 @@ function humanValue(v: unknown, stacks: boolean): string {
     const text = `${e.message}${e.code !== undefined ? ` (${String(e.code)})` : ''}`;
     return JSON.stringify(stacks && e.stack ? `${text}\n${e.stack}` : text);
   }
-  if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
+  if (typeof v === 'string') return safeText(v);
   return typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v);
 }
 
@@ -52,11 +57,14 @@ export function humanLogLine(json: string, stacks: boolean): string {
   }
   const time = typeof o.time === 'number' ? new Date(o.time).toISOString() : new Date().toISOString();
   const level = (LEVEL_NAMES[Number(o.level)] ?? String(o.level)).padEnd(5);
-  const component = typeof o.component === 'string' ? ` [${o.component}]` : '';
+  const component = typeof o.component === 'string' ? ` [${safeText(o.component)}]` : '';
   const fields = Object.entries(o)
     .filter(([k, v]) => !HEADER_FIELDS.has(k) && v !== undefined)
     .map(([k, v]) => `${k}=${humanValue(v, stacks)}`);
-  return `${time} ${level}${component} ${String(o.msg ?? '')}${fields.length ? `  ${fields.join(' ')}` : ''}\n`;
+  // The message as it is when it is printable (spaces too); escaped when it holds a line break or a control character.
+  const msg = String(o.msg ?? '');
+  const text = /^[\x20-\x7e\u00a0-\uffff]*$/.test(msg) && !/[\u2028\u2029\u0085]/.test(msg) ? msg : JSON.stringify(msg);
+  return `${time} ${level}${component} ${text}${fields.length ? `  ${fields.join(' ')}` : ''}\n`;
 }
 
 function normalise(fields?: LogFields): LogFields | undefined {
@@ -84,7 +92,8 @@ export class PinoLogger implements Logger {
       // For people: each JSON line pino makes is rewritten as one readable line (stacks only at debug and below).
       const dest: pino.DestinationStream = o.format === 'human' ? { write: (line: string) => void out.write(humanLogLine(line, LEVEL_RANK[shared.level] <= LEVEL_RANK.debug)) } : out;
       // pino itself passes everything; the shared threshold decides, so a level change reaches children made earlier.
-      this.log = pino({ level: 'trace', name: o.name ?? 'csiplug' }, dest);
+      // For people, no pid, host or logger name of pino's own: a caller's `name` or `pid` field is shown as the caller meant it.
+      this.log = o.format === 'human' ? pino({ level: 'trace', base: null }, dest) : pino({ level: 'trace', name: o.name ?? 'csiplug' }, dest);
       this.threshold = shared;
     }
   }

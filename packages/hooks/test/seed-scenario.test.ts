@@ -251,7 +251,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
 
     // The target mount goes (as after a host reboot) while the agent is away: now the restore needs the plugin.
     execFileSync('umount', [w.hostPath]);
-    const c = await restartAgent(b, { pluginWaitRestore: 1_500 });
+    const c = await restartAgent(b, { pluginWaitRestore: 3_000 });
     const workload = workloadContext('restore');
     const err = await c
       .csiHook()
@@ -268,7 +268,7 @@ describeIfRoot('seed scenario: csi hooks across agent restarts with the real hos
     expect((err as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
     // What the user reads in alloc status: it waited for the plugin, with the limit, then failed with why.
     expect(workload.events).toEqual([
-      expect.objectContaining({ type: EVENT_WAITING_FOR_PLUGIN, message: expect.stringMatching(/^waiting for plugin hostpath \(csi-node\) to mount volume "data" \(vol-data\), limit \d+ms$/) }),
+      expect.objectContaining({ type: EVENT_WAITING_FOR_PLUGIN, message: expect.stringMatching(/^waiting for plugin hostpath \(csi-node\) to mount volume "data" \(vol-data\), limit \d+(s|ms|s\d+ms)$/) }),
       expect.objectContaining({ type: EVENT_VOLUME_MOUNT_FAILED, message, failed: true }),
     ]);
     // Nothing half-mounted and nothing torn down behind the alloc's back: the

@@ -163,7 +163,6 @@ export class HttpApi implements AsyncDisposable {
     this.addRoutes();
   }
 
-  /** Starts listening; resolves with the address and port actually bound. */
   /**
    * Changes the ACL token (a config reload): every request from now on needs
    * the new one; undefined turns ACLs off. Refused (ValidationError, nothing
@@ -176,6 +175,7 @@ export class HttpApi implements AsyncDisposable {
     this.tokenDigest = token !== undefined ? digest(token) : undefined;
   }
 
+  /** Starts listening; resolves with the address and port actually bound. */
   listen(): Promise<{ address: string; port: number }> {
     if (this.door || this.closing) return Promise.reject(new CsiplugError('ELISTEN', 'the HTTP API is already listening (or was closed); make a new HttpApi'));
     const { bindAddr, port } = this.options;

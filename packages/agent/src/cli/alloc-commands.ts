@@ -187,10 +187,14 @@ const allocLogs: Command = {
     const first = await client.allocLogStream(alloc.id, task, query);
     let next = first.offset + (await copyTo(ctx.io.stdout, first.stream));
     if (!follow) return 0;
-    // Follow: read on from where the last read ended, until the alloc has ended and nothing more came.
+    // Follow: read on from where the last read ended, until the alloc has ended and nothing more came (or is gone: purged).
     for (;;) {
       await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
-      const more = await client.allocLogStream(alloc.id, task, { stream, offset: next, origin: 'start' });
+      const more = await client.allocLogStream(alloc.id, task, { stream, offset: next, origin: 'start' }).catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
+      if (!more) return 0;
       // A log that got shorter (rotated or truncated) is read again from its start.
       if (more.size < next) {
         more.stream.destroy();

@@ -17,9 +17,9 @@ export const ADDRESS_FLAG: FlagSpec = {
   valueName: 'addr',
   env: 'CSIPLUG_ADDR',
   dflt: DEFAULT_ADDRESS,
-  help: "The agent's API, http:// or https://. NOMAD_ADDR is read when CSIPLUG_ADDR is not set.",
+  help: "The agent's API, http:// or https://. NOMAD_ADDR is read when CSIPLUG_ADDR is not set (said on stderr).",
 };
-export const TOKEN_FLAG: FlagSpec = { name: 'token', kind: 'string', valueName: 'token', env: 'CSIPLUG_TOKEN', help: 'The ACL token, sent as X-Csiplug-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set.' };
+export const TOKEN_FLAG: FlagSpec = { name: 'token', kind: 'string', valueName: 'token', env: 'CSIPLUG_TOKEN', help: 'The ACL token, sent as X-Csiplug-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set and the address is NOMAD_ADDR.' };
 export const TIMEOUT_FLAG: FlagSpec = {
   name: 'timeout',
   kind: 'string',
@@ -107,13 +107,15 @@ export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): Comman
     verbose: boolFlag(parsed, 'verbose'),
     client() {
       if (!cmd.api) throw new UsageError(`${cmd.name} does not talk to the agent`);
-      // Nomad's variables when csiplug's are not set, so a Nomad operator's shell works as it is.
+      // Nomad's variables when csiplug's are not set, so a Nomad operator's shell works as it is; a Nomad token goes only to a NOMAD_ADDR, never to another address.
+      const fromNomad = stringFlag('address') === undefined && envOf('CSIPLUG_ADDR') === undefined && envOf('NOMAD_ADDR') !== undefined;
       const address = stringFlag('address') ?? envOf('CSIPLUG_ADDR') ?? envOf('NOMAD_ADDR');
+      if (fromNomad) io.stderr.write(`(talking to NOMAD_ADDR=${address}: CSIPLUG_ADDR is not set)\n`);
       // A CA file set for Nomad (NOMAD_CACERT) is no reason to fail a plain-http call.
       const secure = /^https:/i.test(address ?? DEFAULT_ADDRESS);
       client ??= new ApiClient({
         address,
-        token: stringFlag('token') ?? envOf('CSIPLUG_TOKEN') ?? envOf('NOMAD_TOKEN'),
+        token: stringFlag('token') ?? envOf('CSIPLUG_TOKEN') ?? (fromNomad ? envOf('NOMAD_TOKEN') : undefined),
         timeoutMs: timeoutFlag(stringFlag('timeout')),
         ...(secure ? caCertOption(io, stringFlag('ca-cert'), envOf) : {}),
         tlsSkipVerify: parsed.flags.has('tls-skip-verify') ? boolFlag(parsed, 'tls-skip-verify') : envBool(envOf, 'CSIPLUG_SKIP_VERIFY'),

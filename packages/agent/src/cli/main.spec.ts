@@ -206,6 +206,9 @@ describe('csiplug CLI', () => {
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).code).toBe(0);
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: 'http://127.0.0.1:1', CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'bad', CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'bad' } })).stderr).toMatch(/not valid/);
+        // A Nomad token never goes to an address that is not NOMAD_ADDR; using NOMAD_ADDR is said on stderr.
+        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toMatch(/requires an ACL token/);
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toContain(`(talking to NOMAD_ADDR=${addr}: CSIPLUG_ADDR is not set)`);
       } finally {
         await secured.dispose();
       }

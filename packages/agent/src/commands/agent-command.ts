@@ -108,8 +108,11 @@ const RELOADABLE = ['logLevel', 'acl', 'timeouts'] as const;
  * or a token the bind address cannot go without, changes nothing. Never
  * throws. Resolves with the config now in force.
  */
-export async function reloadAgentConfig(options: AgentCommandOptions, current: AgentConfig, agent: Agent, api: HttpApi): Promise<AgentConfig> {
-  const log = agent.container.resolve<Logger>(ILogger).child({ component: 'agent' });
+export async function reloadAgentConfig(options: AgentCommandOptions, current: AgentConfig, agent: Agent, api: HttpApi, stopping: () => boolean = () => false): Promise<AgentConfig> {
+  // Resolved before any await: a shutdown meanwhile disposes the container.
+  const root = agent.container.resolve<Logger>(ILogger);
+  const policy = agent.container.resolve(ITimeoutPolicy);
+  const log = root.child({ component: 'agent' });
   if (!options.configFile) {
     log.warn('SIGHUP: the agent has no config file to read again (it started with -dev); nothing changed');
     return current;
@@ -121,36 +124,39 @@ export async function reloadAgentConfig(options: AgentCommandOptions, current: A
     log.error('SIGHUP: the config file could not be read again; nothing changed, the agent runs on as it was', { file: options.configFile, error: errorMessage(err) });
     return current;
   }
+  // The agent began to stop while the file was read: nothing is applied to what is going away.
+  if (stopping()) return current;
   const changed: string[] = [];
   let applied: AgentConfig = current;
   const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
   if (next.logLevel !== current.logLevel) {
-    const root = agent.container.resolve<Logger>(ILogger);
     if (root instanceof PinoLogger) {
       root.setLevel(next.logLevel);
       changed.push(`log_level ${current.logLevel} → ${next.logLevel}`);
       applied = { ...applied, logLevel: next.logLevel };
     } else log.warn('SIGHUP: this agent\'s logger cannot change its level while running; log_level takes effect at the next start');
   }
-  if (!same(next.acl, current.acl)) {
+  // The token reloads; insecure_allow_public waits for a restart (the API checked its bind with it).
+  if (next.acl.token !== current.acl.token) {
     try {
       api.setAclToken(next.acl.token);
       agent.apiTokenChanged(next.acl.token !== undefined);
       changed.push(next.acl.token === undefined ? 'acl token removed' : current.acl.token === undefined ? 'acl token set' : 'acl token changed');
-      applied = { ...applied, acl: next.acl };
+      applied = { ...applied, acl: { ...current.acl, ...(next.acl.token !== undefined ? { token: next.acl.token } : {}) } };
+      if (next.acl.token === undefined) delete (applied.acl as { token?: string }).token;
     } catch (err) {
       log.error('SIGHUP: the new ACL settings are refused; the API keeps the old ones', { error: errorMessage(err) });
     }
   }
   if (!same(next.timeouts, current.timeouts)) {
-    const policy = agent.container.resolve(ITimeoutPolicy);
     if (policy instanceof DefaultTimeoutPolicy) {
       policy.update(next.timeouts);
       changed.push(`timeouts (${Object.keys(next.timeouts).filter((k) => !same((next.timeouts as unknown as Record<string, unknown>)[k], (current.timeouts as unknown as Record<string, unknown>)[k])).join(', ')})`);
       applied = { ...applied, timeouts: next.timeouts };
     } else log.warn('SIGHUP: this agent\'s timeout policy cannot change while running; timeouts take effect at the next start');
   }
-  const needRestart = (Object.keys(next) as (keyof AgentConfig)[]).filter((k) => !(RELOADABLE as readonly string[]).includes(k) && !same(next[k], current[k]));
+  const needRestart: string[] = (Object.keys(next) as (keyof AgentConfig)[]).filter((k) => !(RELOADABLE as readonly string[]).includes(k) && !same(next[k], current[k]));
+  if (next.acl.insecureAllowPublic !== current.acl.insecureAllowPublic) needRestart.push('acl.insecureAllowPublic');
   if (needRestart.length) log.warn('SIGHUP: these settings changed and take effect at the next start', { settings: needRestart });
   log.info(changed.length ? 'SIGHUP: config reloaded' : 'SIGHUP: config read again; nothing reloadable changed', { file: options.configFile, changed });
   return applied;
@@ -172,6 +178,18 @@ export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: A
 
 /** Runs until a signal; returns the exit code. */
 export async function runAgentCommand(options: AgentCommandOptions, io: CommandIO, signals: NodeJS.EventEmitter = process): Promise<number> {
+  // SIGHUP never ends the agent (Node's default for it would): taken from the start, ignored until the agent is up and once it is stopping.
+  let onHup: () => void = () => undefined;
+  const hup = () => onHup();
+  signals.on('SIGHUP', hup);
+  try {
+    return await runAgent(options, io, signals, (handler) => (onHup = handler));
+  } finally {
+    signals.removeListener('SIGHUP', hup);
+  }
+}
+
+async function runAgent(options: AgentCommandOptions, io: CommandIO, signals: NodeJS.EventEmitter, setHupHandler: (handler: () => void) => void): Promise<number> {
   let config: AgentConfig;
   let started: Awaited<ReturnType<typeof startAgentWithApi>>;
   try {
@@ -183,19 +201,34 @@ export async function runAgentCommand(options: AgentCommandOptions, io: CommandI
   }
   const { agent, api, address } = started;
   io.stdout.write(`==> csiplug agent started\n    API:      ${address}\n    Data dir: ${config.dataDir}\n    Node id:  ${config.nodeId}\n    State:    ${config.state.backend}\n`);
-  // SIGHUP: reload what can change while running; a reload never ends the agent (one at a time).
+  // SIGHUP: reload what can change while running — one reload at a time, and one more after it when another SIGHUP came meanwhile.
   let current = config;
-  let reloading: Promise<void> | undefined;
-  const onHup = () => {
-    reloading ??= reloadAgentConfig(options, current, agent, api)
+  let reloading = false;
+  let reloadAgain = false;
+  let shuttingDown = false;
+  const reload = (): void => {
+    if (shuttingDown) return;
+    if (reloading) {
+      reloadAgain = true;
+      return;
+    }
+    reloading = true;
+    reloadAgentConfig(options, current, agent, api, () => shuttingDown)
       .then((next) => {
         current = next;
       })
-      .finally(() => (reloading = undefined));
+      .catch((err: unknown) => io.stderr.write(`==> reloading the config failed: ${errorMessage(err)}\n`))
+      .finally(() => {
+        reloading = false;
+        if (reloadAgain && !shuttingDown) {
+          reloadAgain = false;
+          reload();
+        }
+      });
   };
-  signals.on('SIGHUP', onHup);
+  setHupHandler(reload);
   const first = await nextSignal(signals).promise;
-  signals.removeListener('SIGHUP', onHup);
+  shuttingDown = true;
   io.stdout.write(`==> caught ${first}, shutting down (${config.stopTasksOnExit ? 'stopping tasks' : 'tasks keep running'})\n`);
   // One signal is enough: the shutdown finishes, or gives up after its limit
   // (tasks keep running either way, and the next agent re-attaches), or a

@@ -315,6 +315,7 @@ export class AllocRunner {
       const isolation = task.isolated ? this.isolationOf(task, runner.taskDir, pluginDataDir) : undefined;
       if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
       runner.setIsolation(isolation?.config, isolation?.refusal);
+      const nomadDirs = isolation ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR } : this.hostTaskDirs(runner.taskDir);
       runner.setVariables(
         taskVariables({
           allocId: this.alloc.id,
@@ -324,7 +325,7 @@ export class AllocRunner {
           taskName: task.name,
           taskDir: isolation ? TASK_LOCAL_DIR : runner.taskDir,
           nodeId: this.deps.nodeId,
-          nomadDirs: isolation ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR } : this.hostTaskDirs(runner.taskDir),
+          ...(nomadDirs ? { nomadDirs } : {}),
           ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
           volumes: isolation ? isolation.volumePaths : volumePaths,
           extra: this.deps.variables,
@@ -334,11 +335,17 @@ export class AllocRunner {
   }
 
   /** A host-process task's Nomad dirs (<task dir>/local, <alloc dir>/alloc, <task dir>/secrets 0700), made now. */
-  private hostTaskDirs(taskDir: string): { local: string; alloc: string; secrets: string } {
+  private hostTaskDirs(taskDir: string): { local: string; alloc: string; secrets: string } | undefined {
     const dirs = { local: path.join(taskDir, 'local'), alloc: path.join(this.allocDir, 'alloc'), secrets: path.join(taskDir, 'secrets') };
-    fs.mkdirSync(dirs.local, { recursive: true, mode: 0o755 });
-    fs.mkdirSync(dirs.alloc, { recursive: true, mode: 0o711 });
-    fs.mkdirSync(dirs.secrets, { recursive: true, mode: 0o700 });
+    try {
+      fs.mkdirSync(dirs.local, { recursive: true, mode: 0o755 });
+      fs.mkdirSync(dirs.alloc, { recursive: true, mode: 0o711 });
+      fs.mkdirSync(dirs.secrets, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      // A file of that name the task made itself (it works in its task dir): Nomad's dir variables are left out, the task is not failed for them.
+      this.log.warn("a host-process task's local, alloc or secrets dir could not be made; NOMAD_TASK_DIR, NOMAD_ALLOC_DIR and NOMAD_SECRETS_DIR are left out", { task_dir: taskDir, error: err });
+      return undefined;
+    }
     return dirs;
   }
 
