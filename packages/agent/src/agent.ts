@@ -663,8 +663,8 @@ export class Agent implements AgentService, AsyncDisposable {
 
   /**
    * Grows a volume (the controller side, then every live mount here): online
-   * when the node plugin expands online (or does not say it only expands
-   * offline), else owed and made when each mount is next published.
+   * when the node plugin expands ONLINE (the catalog refuses a claimed volume
+   * of any other), else owed and made when each mount is next published.
    */
   private async expandVolume(existing: VolumeView, spec: VolumeSpec): Promise<VolumeView> {
     if (spec.pluginId !== existing.pluginId) {
