@@ -127,11 +127,16 @@ export class AgentHarness {
 /** The ids of the runc containers (in the exec driver's default root) whose bundle lies under `dir`; throws when runc cannot list them (a leak must not pass unseen). */
 export function containersUnder(dir: string): string[] {
   if (!fs.existsSync(DEFAULT_RUNC_ROOT)) return [];
-  let list: { id: string; bundle: string }[] | null;
-  try {
-    list = JSON.parse(execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).toString() || 'null') as { id: string; bundle: string }[] | null;
-  } catch (err) {
-    throw new Error(`runc list failed, so the containers under ${dir} cannot be told: ${(err as Error).message}`);
+  let list: { id: string; bundle: string }[] | null = null;
+  // runc list fails when a container it is reading goes away under it (another round deleting its own): that passes; only a list that keeps failing is an error.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      list = JSON.parse(execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).toString() || 'null') as { id: string; bundle: string }[] | null;
+      break;
+    } catch (err) {
+      if (attempt >= 5) throw new Error(`runc list failed ${attempt} times, so the containers under ${dir} cannot be told: ${(err as Error).message}`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100 * attempt);
+    }
   }
   return (list ?? []).filter((c) => c.bundle.startsWith(dir + '/')).map((c) => c.id);
 }
