@@ -123,6 +123,13 @@ function dataFailure(err: unknown, rpc: string, what: string): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
 
+/** An optional capability (the expand RPCs): INVALID_ARGUMENT when given and not one the plugin can serve. */
+function refuseUnsupported(cap: Cap, rpc: string): void {
+  if (!cap) return;
+  const why = unsupported(cap, rpc);
+  if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
+}
+
 function sameBacking(m: MountInfo | undefined, want: { device: string; root: string } | undefined): boolean {
   return !!m && !!want && m.device === want.device && m.root === want.root;
 }
@@ -496,10 +503,7 @@ export class HostPathPlugin {
         requireField(req.volumeId, 'volume_id', rpc);
         if (!req.capacityRange) throw csiStatus.invalidArgument(`${rpc}: capacity_range is required`);
         const { required } = capacityRange(req.capacityRange, rpc);
-        if (req.volumeCapability) {
-          const why = unsupported(req.volumeCapability, rpc);
-          if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
-        }
+        refuseUnsupported(req.volumeCapability, rpc);
         return this.exclusive(req.volumeId, rpc, async () => {
           const v = await this.volume(req.volumeId, rpc);
           const current = BigInt(v.capacityBytes);
@@ -719,10 +723,7 @@ export class HostPathPlugin {
         const volumePath = requireAbsolute(req.volumePath, 'volume_path', rpc);
         const staging = req.stagingTargetPath ? requireAbsolute(req.stagingTargetPath, 'staging_target_path', rpc) : undefined;
         const { required } = capacityRange(req.capacityRange, rpc);
-        if (req.volumeCapability) {
-          const why = unsupported(req.volumeCapability, rpc);
-          if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
-        }
+        refuseUnsupported(req.volumeCapability, rpc);
         return this.exclusive(req.volumeId, rpc, async () => {
           const v = await this.volume(req.volumeId, rpc);
           await this.mustShow(volumePath, v, 'volume_path', rpc);

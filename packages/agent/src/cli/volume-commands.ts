@@ -5,18 +5,20 @@ import * as path from 'path';
 import type { MountUsageView, SnapshotView, VolumeView } from '../service';
 import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '../spec';
 import { UsageError } from './args';
-import { Command, VERBOSE_FLAG, inputName, isNotFound } from './command';
+import { Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext } from './command';
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
 const PER_PAGE_FLAG = { name: 'per-page', kind: 'string' as const, valueName: 'n', help: 'At most this many per page (the plugin pages the list).' };
 const PAGE_TOKEN_FLAG = { name: 'page-token', kind: 'string' as const, valueName: 'token', help: 'Go on from this token (the last page printed it).' };
 
-/** -per-page as a number; a UsageError for anything but a whole number above 0. */
-function perPage(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  if (!/^\d+$/.test(value) || Number(value) === 0) throw new UsageError(`-per-page must be a whole number above 0, got "${value}"`);
-  return Number(value);
+/** -plugin, -per-page and -page-token as the API's page options; a UsageError for a -per-page that is not a whole number above 0. */
+function pageFlags(ctx: CommandContext): { pluginId?: string; perPage?: number; nextToken?: string } {
+  const plugin = ctx.stringFlag('plugin');
+  const perPage = ctx.stringFlag('per-page');
+  const token = ctx.stringFlag('page-token');
+  if (perPage !== undefined && (!/^\d+$/.test(perPage) || Number(perPage) === 0)) throw new UsageError(`-per-page must be a whole number above 0, got "${perPage}"`);
+  return { ...(plugin ? { pluginId: plugin } : {}), ...(perPage !== undefined ? { perPage: Number(perPage) } : {}), ...(token ? { nextToken: token } : {}) };
 }
 
 const volumeRegister: Command = {
@@ -172,7 +174,7 @@ const volumeStatus: Command = {
     const type = ctx.stringFlag('type');
     if (type !== undefined && type !== 'csi') throw new UsageError(`-type must be csi, the only volume type, got "${type}"`);
     if (type === 'csi' && id === undefined) {
-      const page = await client.listExternalVolumes({ ...(ctx.stringFlag('plugin') ? { pluginId: ctx.stringFlag('plugin')! } : {}), ...(perPage(ctx.stringFlag('per-page')) ? { perPage: perPage(ctx.stringFlag('per-page'))! } : {}), ...(ctx.stringFlag('page-token') ? { nextToken: ctx.stringFlag('page-token')! } : {}) });
+      const page = await client.listExternalVolumes(pageFlags(ctx));
       if (ctx.json) ctx.printJson(page);
       else if (page.Volumes.length === 0) ctx.out('No volumes on the plugin');
       else {
@@ -340,7 +342,7 @@ const snapshotList: Command = {
   json: true,
   flags: [PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG],
   async run(ctx) {
-    const page = await ctx.client().listSnapshots({ ...(ctx.stringFlag('plugin') ? { pluginId: ctx.stringFlag('plugin')! } : {}), ...(perPage(ctx.stringFlag('per-page')) ? { perPage: perPage(ctx.stringFlag('per-page'))! } : {}), ...(ctx.stringFlag('page-token') ? { nextToken: ctx.stringFlag('page-token')! } : {}) });
+    const page = await ctx.client().listSnapshots(pageFlags(ctx));
     if (ctx.json) ctx.printJson(page);
     else if (page.Snapshots.length === 0) ctx.out('No snapshots');
     else ctx.out(formatTable(SNAPSHOT_HEADER, page.Snapshots.map(describeSnapshot)) + (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''));
