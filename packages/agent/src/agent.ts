@@ -11,8 +11,9 @@
 // allocs wait for them (the `restore` limit), never failing because a plugin
 // came back a moment later. dispose() undoes it: the agent's own part (its
 // allocs stopped or detached), the modules in reverse, then the lock.
-import { Clock, CsiplugError, IClock, ILogger, Logger, ModuleHost, PinoLogger, ShutdownError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
-import { ICSIManager, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
+import { bind, Clock, CsiplugError, IClock, ILogger, IMetrics, Logger, ModuleHost, PinoLogger, ShutdownError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
+import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
+import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
@@ -24,6 +25,7 @@ import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { IAgentEvents, type AgentEventInput, type AgentEvents } from './agent-events';
 import { agentModules } from './agent-modules';
+import { EVENTS_TOTAL, PromMetrics, TASK_RESTARTS_TOTAL, addStateGauges, countEvents } from './metrics';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
 import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
 import { checkOrphansAtStart } from './orphans';
@@ -166,6 +168,8 @@ export class Agent implements AgentService, AsyncDisposable {
     readonly container: DependencyContainer,
     private readonly modules: ModuleHost,
     private readonly lock: DB,
+    /** The agent's figures (/v1/metrics): what the packages record, gauges read from its state, the process's own. */
+    readonly metrics: PromMetrics,
   ) {
     this.logger = container.resolve<Logger>(ILogger).child({ component: 'agent' });
     this.clock = container.resolve<Clock>(IClock);
@@ -185,12 +189,23 @@ export class Agent implements AgentService, AsyncDisposable {
     const cli = hostpathCli();
     this.taskVariables = cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {};
     this.updates = new JobUpdater(this.rolloutHost());
+    addStateGauges(metrics, {
+      service: this,
+      registryEntries: () => Object.fromEntries(['csi-controller', 'csi-node'].map((type) => [type, this.registry.list(type).length])),
+      pendingUnmounts: () => this.volumeMounts.pendingUnmounts().length,
+    });
+    // The stream's emitter is disposed with the agent module, and this listener with it.
+    this.onEvent((e) => countEvents(metrics, e));
   }
 
   /** Builds the container from the config, locks the data dir, starts the modules, restores, and returns the running agent. */
   static async start(config: AgentConfig, options: AgentOptions = {}): Promise<Agent> {
     const container = rootContainer.createChildContainer();
     options.configure?.(container);
+    // The packages record into the agent's own registry, unless the embedder bound its own Metrics.
+    const metrics = new PromMetrics();
+    metrics.declare(CSI_CALL_SECONDS, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, TASK_RESTARTS_TOTAL, EVENTS_TOTAL);
+    if (!container.isRegistered(IMetrics)) bind(container, IMetrics, { useValue: metrics });
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel, format: config.logJson ? 'json' : 'human' });
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
@@ -212,7 +227,7 @@ export class Agent implements AgentService, AsyncDisposable {
     }
     let agent: Agent | undefined;
     try {
-      agent = new Agent(config, container, modules, lock);
+      agent = new Agent(config, container, modules, lock, metrics);
       // Before boot: which allocs exist is fixed by the state once the modules
       // have started (boot only reads it), and nothing is restored, mounted or
       // resumed yet, so the cleanup never races a restore. Say what the state

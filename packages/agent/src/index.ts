@@ -8,6 +8,7 @@ export { DataDirError, DataDirInUseError, prepareDataDir, secureDataDir, tighten
 export { openLogSlice, memoryLogSlice, type LogRange, type LogSlice } from './log-slice';
 export { runDemo, type DemoOptions } from './commands/demo';
 export { main as runCli, parseArgs, UsageError, type CliHandlers, type CliIo } from './cli';
+export * from './metrics';
 export * from './model';
 export * from './service';
 // The agent's volume view (with this node's mounts) wins over the catalog's of the same name.

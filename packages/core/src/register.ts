@@ -1,5 +1,6 @@
 // registerCore binds the shared defaults: a real clock, a pino logger,
-// Math.random, the default timeout policy and a heartbeat strategy.
+// Math.random, the default timeout policy, a heartbeat strategy and
+// metrics that record nothing until an implementation is bound.
 // coreModule is the same registration as a Module (nothing to start or stop).
 import { DependencyContainer } from 'tsyringe';
 import { Clock, RealClock } from './clock';
@@ -7,10 +8,11 @@ import { bindDefault } from './di';
 import { ValidationError } from './errors';
 import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, HeartbeatSettings } from './heartbeat';
 import { Logger, PinoLogger } from './logger';
+import { Metrics, NullMetrics } from './metrics';
 import type { Module } from './module';
 import { MathRandom, Random } from './random';
 import { DefaultTimeoutPolicy, TimeoutSettings } from './timeout-policy';
-import { IClock, IHeartbeatStrategy, ILogger, IRandom, ITimeoutPolicy } from './tokens';
+import { IClock, IHeartbeatStrategy, ILogger, IMetrics, IRandom, ITimeoutPolicy } from './tokens';
 
 export type HeartbeatStrategyName = 'fixed' | 'backoff';
 
@@ -18,6 +20,8 @@ export interface CoreOptions {
   clock?: Clock;
   logger?: Logger;
   random?: Random;
+  /** Where the packages record their figures; NullMetrics (nothing recorded) by default. */
+  metrics?: Metrics;
   timeouts?: Partial<TimeoutSettings>;
   heartbeat?: { strategy?: HeartbeatStrategyName } & Partial<HeartbeatSettings>;
 }
@@ -26,6 +30,7 @@ export function registerCore(container: DependencyContainer, options: CoreOption
   bindDefault(container, IClock, { useValue: options.clock ?? new RealClock() });
   bindDefault(container, ILogger, { useValue: options.logger ?? new PinoLogger() });
   bindDefault(container, IRandom, { useValue: options.random ?? new MathRandom() });
+  bindDefault(container, IMetrics, { useValue: options.metrics ?? new NullMetrics() });
   bindDefault(container, ITimeoutPolicy, { useValue: new DefaultTimeoutPolicy(options.timeouts) });
   const { strategy = 'backoff', ...settings } = options.heartbeat ?? {};
   if (strategy !== 'fixed' && strategy !== 'backoff') {

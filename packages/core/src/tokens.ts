@@ -3,6 +3,7 @@
 import type { Disposable } from './disposable';
 import type { HeartbeatStrategy } from './heartbeat';
 import type { Logger } from './logger';
+import type { Metrics } from './metrics';
 import type { Random } from './random';
 import type { TimeoutPolicy } from './timeout-policy';
 
@@ -36,3 +37,6 @@ export const ITimeoutPolicy: unique symbol = Symbol('ITimeoutPolicy');
 
 export type IHeartbeatStrategy = HeartbeatStrategy;
 export const IHeartbeatStrategy: unique symbol = Symbol('IHeartbeatStrategy');
+
+export type IMetrics = Metrics;
+export const IMetrics: unique symbol = Symbol('IMetrics');

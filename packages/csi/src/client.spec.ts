@@ -1,6 +1,6 @@
-import { AbortError, DefaultTimeoutPolicy, SeededRandom, ShutdownError } from '@csiplug/core';
+import { AbortError, DefaultTimeoutPolicy, SeededRandom, ShutdownError, type MetricDef, type MetricLabels, type Metrics } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
-import { GrpcCSIClient } from './client';
+import { CSI_CALL_SECONDS, GrpcCSIClient } from './client';
 import { mountCapability } from './capabilities';
 import { CSIError, GrpcStatus, isNotFound, isRetryable } from './errors';
 import type { CsiInvoker } from './invoker';
@@ -259,5 +259,46 @@ describe('GrpcCSIClient results and errors', () => {
     client.dispose();
     expect(invoker.disposals).toBe(1);
     await expect(client.probe()).rejects.toBeInstanceOf(ShutdownError);
+  });
+});
+
+describe('GrpcCSIClient metrics', () => {
+  /** Records what the client reports, as the Metrics contract receives it. */
+  class RecordingMetrics implements Metrics {
+    seen: { name: string; value: number; labels: Record<string, string> }[] = [];
+    count(): void {
+      throw new Error('the client only observes durations');
+    }
+    observe<L extends string>(def: MetricDef<L>, value: number, labels: MetricLabels<L>): void {
+      this.seen.push({ name: def.name, value, labels: { ...labels } });
+    }
+  }
+
+  function withMetrics(respond: (rpc: string, attempt: number) => unknown) {
+    const clock = new FakeClock();
+    const metrics = new RecordingMetrics();
+    const invoker = new FakeInvoker(clock, (rpc, attempt) => {
+      clock.advance(40);
+      return respond(rpc, attempt);
+    });
+    const client = new GrpcCSIClient('unix:///run/plugins/a/csi.sock', { timeouts: new DefaultTimeoutPolicy({}), clock, random: new SeededRandom(7), metrics }, { invoker, retry: { maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 100, jitter: 0 } });
+    return { clock, metrics, client };
+  }
+
+  it('records each call once, retries included, by RPC and the code it ended with', async () => {
+    const { clock, metrics, client } = withMetrics((_rpc, attempt) => (attempt < 2 ? fail(GrpcStatus.UNAVAILABLE) : { nodeId: 'n1' }));
+    await settle(client.nodeGetInfo(), clock);
+    expect(metrics.seen).toHaveLength(1);
+    expect(metrics.seen[0]).toMatchObject({ name: CSI_CALL_SECONDS.name, labels: { rpc: 'NodeGetInfo', code: 'OK' } });
+    // Measured on the injected clock, in seconds: at least the 40 ms an attempt took.
+    expect(metrics.seen[0]!.value).toBeGreaterThanOrEqual(0.04);
+  });
+
+  it('a failed call carries its gRPC code; a request refused before sending is not a call', async () => {
+    const { clock, metrics, client } = withMetrics(() => fail(GrpcStatus.NOT_FOUND, 'no such volume'));
+    await expect(settle(client.nodeUnpublishVolume({ volumeId: 'v', targetPath: '/t' }), clock)).rejects.toThrow(CSIError);
+    expect(metrics.seen.map((s) => s.labels)).toEqual([{ rpc: 'NodeUnpublishVolume', code: 'NOT_FOUND' }]);
+    await expect(client.nodeUnpublishVolume({ volumeId: '', targetPath: '/t' })).rejects.toThrow(CSIError);
+    expect(metrics.seen).toHaveLength(1);
   });
 });

@@ -7,12 +7,16 @@ import {
   Clock,
   Disposable,
   Logger,
+  Metrics,
   NullLogger,
+  NullMetrics,
   Random,
   ShutdownError,
   TimeoutPolicy,
   abortReason,
+  defineMetric,
   errorMessage,
+  secondsSince,
 } from '@csiplug/core';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type * as grpc from '@grpc/grpc-js';
@@ -91,7 +95,23 @@ export interface CSIClientDeps {
   clock: Clock;
   random: Random;
   logger?: Logger;
+  /** Where each call's latency is recorded (CSI_CALL_SECONDS); nothing is recorded without it. */
+  metrics?: Metrics;
 }
+
+/**
+ * Every call the client made, by RPC and the gRPC code it ended with (`OK`,
+ * `UNAVAILABLE`, `DEADLINE_EXCEEDED`…): the whole call, retries included, as
+ * its caller waited for it. A request the client refused before sending is
+ * not a call and is not counted.
+ */
+export const CSI_CALL_SECONDS = defineMetric({
+  name: 'csiplug_csi_call_seconds',
+  help: 'CSI calls to plugins: latency in seconds (retries included), by RPC and final gRPC code',
+  kind: 'histogram',
+  labels: ['rpc', 'code'],
+  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+});
 
 export interface CSIClientOptions {
   retry?: Partial<RetryOptions>;
@@ -194,6 +214,7 @@ export class GrpcCSIClient implements CSIClient {
   private readonly invoker: CsiInvoker;
   private readonly retry: RetryOptions;
   private readonly logger: Logger;
+  private readonly metrics: Metrics;
   private disposed = false;
   private nodeCaps: NodeCapabilities | undefined;
 
@@ -206,6 +227,7 @@ export class GrpcCSIClient implements CSIClient {
     this.endpoint = endpoint;
     this.retry = resolveRetryOptions(options.retry);
     this.logger = (deps.logger ?? new NullLogger()).child({ component: 'csi-client', endpoint });
+    this.metrics = deps.metrics ?? new NullMetrics();
     this.invoker = options.invoker ?? new GrpcInvoker(this.parsed.target, options.channelOptions);
   }
 
@@ -317,6 +339,21 @@ export class GrpcCSIClient implements CSIClient {
         }
       }
     }
+    const started = this.deps.clock.now();
+    let code = 'OK';
+    try {
+      return await this.attempts<R>(m, request, o);
+    } catch (err) {
+      code = err instanceof CSIError ? err.codeName : signal?.aborted ? 'CANCELLED' : 'UNKNOWN';
+      throw err;
+    } finally {
+      this.metrics.observe(CSI_CALL_SECONDS, secondsSince(started, this.deps.clock.now()), { rpc: m.rpc, code });
+    }
+  }
+
+  /** Sends the request, trying again on a retryable code while the call's budget lasts. */
+  private async attempts<R>(m: MethodSpec, request: object, o: CSICallOptions | undefined): Promise<R> {
+    const signal = o?.signal;
     const { clock } = this.deps;
     const timeoutMs = o?.timeoutMs ?? (m.probe ? this.deps.timeouts.probe() : this.deps.timeouts.csiCall());
     const retry = o?.retry ? resolveRetryOptions(o.retry, this.retry) : this.retry;

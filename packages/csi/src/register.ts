@@ -1,9 +1,10 @@
 // registerCsi binds the CSI client factory. It needs the core tokens
-// (ITimeoutPolicy, IClock, IRandom, ILogger) bound first — registerCore does that.
+// (ITimeoutPolicy, IClock, IRandom, ILogger; IMetrics when bound) bound first —
+// registerCore does that.
 // csiModule is the same registration as a Module: the factory owns nothing
 // (each client belongs to whoever asked for it), so there is nothing to stop.
 import type { DependencyContainer } from 'tsyringe';
-import { Clock, IClock, ILogger, IRandom, ITimeoutPolicy, Logger, Random, TimeoutPolicy, bindDefault, type Module } from '@csiplug/core';
+import { Clock, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, Logger, Metrics, NullMetrics, Random, TimeoutPolicy, bindDefault, type Module } from '@csiplug/core';
 import { CSIClient, CSIClientOptions, GrpcCSIClient } from './client';
 import { RetryOptions } from './retry';
 import { CSIClientFactory, ICSIClientFactory } from './tokens';
@@ -20,12 +21,13 @@ export class DefaultCSIClientFactory implements CSIClientFactory {
     private readonly random: Random,
     private readonly logger: Logger,
     private readonly defaults: CSIClientOptions = {},
+    private readonly metrics: Metrics = new NullMetrics(),
   ) {}
 
   createClient(endpoint: string, options: CSIClientOptions = {}): CSIClient {
     return new GrpcCSIClient(
       endpoint,
-      { timeouts: this.timeouts, clock: this.clock, random: this.random, logger: this.logger },
+      { timeouts: this.timeouts, clock: this.clock, random: this.random, logger: this.logger, metrics: this.metrics },
       { ...this.defaults, ...options, retry: { ...this.defaults.retry, ...options.retry } },
     );
   }
@@ -40,6 +42,7 @@ export function registerCsi(container: DependencyContainer, options: CsiOptions 
         c.resolve<Random>(IRandom),
         c.resolve<Logger>(ILogger),
         { retry: options.retry },
+        c.isRegistered(IMetrics, true) ? c.resolve<Metrics>(IMetrics) : new NullMetrics(),
       ),
   });
 }

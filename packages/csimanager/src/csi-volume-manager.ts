@@ -7,10 +7,11 @@
 // (@csiplug/volumes), not this file's.
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { AbortError, Clock, Logger, ValidationError, assertPathSafeId, errorMessage } from '@csiplug/core';
+import { AbortError, Clock, Logger, Metrics, ValidationError, assertPathSafeId, errorMessage, secondsSince } from '@csiplug/core';
 import { CSIError, isNotFound } from '@csiplug/csi';
 import { VolumeOperationError, isPluginUnavailable } from './errors';
 import type { KeyedMutex } from './keyed-mutex';
+import { VOLUME_STEP_SECONDS } from './metrics';
 import { type MountTable, isMountPointRetrying } from './mount-table';
 import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
@@ -27,6 +28,8 @@ export interface VolumeManagerDeps {
   mountTable: MountTable;
   clock: Clock;
   logger: Logger;
+  /** Where each step's duration is recorded (VOLUME_STEP_SECONDS); nothing is recorded without it. */
+  metrics?: Metrics;
   emit(event: NodeEvent): void;
 }
 
@@ -276,23 +279,31 @@ export class CSIVolumeManager implements VolumeManager {
     fn: (inst: PluginInstance, paths: VolumePaths, signal?: AbortSignal) => Promise<T>,
   ): Promise<T> {
     this.check(volume, allocId, usage, step === 'stage' || step === 'unstage');
-    return this.deps.mutex.run(
-      `${this.pluginId}\0${volume.id}`,
-      async () => {
-        const inst = this.deps.instance();
-        // Stage and unstage have no alloc; the paths helper wants one, and ignores it for the staging path.
-        const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
-        try {
-          return await fn(inst, paths, options.signal);
-        } catch (err) {
-          // The plugin did not answer (crashed, restarting): have the instance look now, so that
-          // its health — and whoever waits for it to be healthy again — does not wait for the next round.
-          if (isPluginUnavailable(err) && !inst.isStopped) void inst.fingerprint();
-          throw err;
-        }
-      },
-      options.signal,
-    );
+    const started = this.deps.clock.now();
+    let result = 'error';
+    try {
+      const done = await this.deps.mutex.run(
+        `${this.pluginId}\0${volume.id}`,
+        async () => {
+          const inst = this.deps.instance();
+          // Stage and unstage have no alloc; the paths helper wants one, and ignores it for the staging path.
+          const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
+          try {
+            return await fn(inst, paths, options.signal);
+          } catch (err) {
+            // The plugin did not answer (crashed, restarting): have the instance look now, so that
+            // its health — and whoever waits for it to be healthy again — does not wait for the next round.
+            if (isPluginUnavailable(err) && !inst.isStopped) void inst.fingerprint();
+            throw err;
+          }
+        },
+        options.signal,
+      );
+      result = 'ok';
+      return done;
+    } finally {
+      this.deps.metrics?.observe(VOLUME_STEP_SECONDS, secondsSince(started, this.deps.clock.now()), { plugin: this.pluginId, step, result });
+    }
   }
 
   private async evented<T>(message: NodeEventMessage, volume: Pick<CSIVolumeRef, 'id'>, allocId: string, fn: () => Promise<T>): Promise<T> {

@@ -14,13 +14,17 @@ import {
   IClock,
   IHeartbeatStrategy,
   ILogger,
+  IMetrics,
   ITimeoutPolicy,
   Logger,
+  NullMetrics,
   PluginWaitPhase,
   Settler,
   ShutdownError,
+  AbortError,
   errorMessage,
   sameStringMap,
+  secondsSince,
   settleOnce,
   toDisposable,
 } from '@csiplug/core';
@@ -38,6 +42,7 @@ import type { CSIManager, WaitForCSIPluginOptions } from './csi-manager';
 import { CSIVolumeManager } from './csi-volume-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from './errors';
 import { KeyedMutex } from './keyed-mutex';
+import { PLUGIN_WAIT_SECONDS } from './metrics';
 import type { NodeEvent } from './node-event';
 import type { PluginHealthChange, PluginInfo, PluginReady, PluginRetired } from './plugin-info';
 import { PluginInstance } from './plugin-instance';
@@ -103,6 +108,8 @@ export class DefaultCSIManager implements CSIManager {
     @inject(IHeartbeatStrategy) private readonly heartbeat: IHeartbeatStrategy,
     @inject(IMountTable) private readonly mountTable: IMountTable,
     @inject(ICSIManagerConfig) private readonly config: ICSIManagerConfig,
+    // Optional: a container an embedder built before metrics existed still resolves the manager.
+    @inject(IMetrics, { isOptional: true }) private readonly metrics: IMetrics = new NullMetrics(),
   ) {
     this.log = logger.child({ component: 'csi-manager' });
     const onListenerError = (err: unknown) => this.log.error('a CSI manager event listener threw; the other listeners still ran', { error: errorMessage(err) });
@@ -209,6 +216,7 @@ export class DefaultCSIManager implements CSIManager {
         mountTable: this.mountTable,
         clock: this.clock,
         logger: this.log,
+        metrics: this.metrics,
         emit: (e) => this.nodeEventEmitter.fire(e),
       });
       this.volumeManagers.set(pluginName, vm);
@@ -223,6 +231,16 @@ export class DefaultCSIManager implements CSIManager {
     const phaseLimit = this.timeouts.pluginWait(phase);
     const limit = options.withinMs !== undefined ? Math.max(0, Math.min(phaseLimit, options.withinMs)) : phaseLimit;
     const started = this.clock.now();
+    const waited = this.settleWait(type, name, phase, started, limit, options.signal);
+    const record = (result: string) => this.metrics.observe(PLUGIN_WAIT_SECONDS, secondsSince(started, this.clock.now()), { type, phase, result });
+    waited.then(
+      () => record('ready'),
+      (err: unknown) => record(err instanceof CSIPluginWaitTimeoutError ? 'timeout' : err instanceof AbortError || (err instanceof Error && err.name === 'AbortError') ? 'aborted' : 'error'),
+    );
+    return waited;
+  }
+
+  private settleWait(type: string, name: string, phase: PluginWaitPhase, started: number, limit: number, signal: AbortSignal | undefined): Promise<PluginInfo> {
     // One wait over both stages (registered, then fingerprinted), so that
     // dispose() and the caller's signal end it in either: the registry
     // outlives the manager, and its wait alone would stay pending.
@@ -238,7 +256,7 @@ export class DefaultCSIManager implements CSIManager {
           (err: unknown) => wait.reject(err instanceof RegistryWaitTimeoutError ? new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register', { cause: err }) : err),
         );
       },
-      { signal: options.signal },
+      { signal },
     );
   }
 

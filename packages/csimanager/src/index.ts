@@ -6,6 +6,7 @@ export * from './csi-volume-manager';
 export * from './default-csi-manager';
 export * from './errors';
 export * from './keyed-mutex';
+export * from './metrics';
 export * from './mount-table';
 export * from './node-event';
 export * from './plugin-info';

@@ -503,6 +503,45 @@ describe('HttpApi', () => {
     });
   });
 
+  describe('metrics and the status page', () => {
+    it('/v1/metrics answers 404 when the API was given no metrics source, and serves the source it was given, behind the token', async () => {
+      expect((await raw(url, 'GET', '/v1/metrics')).status).toBe(404);
+      const source = { json: async () => [{ name: 'm', values: [] }], prometheus: async () => '# HELP m m\nm 1\n', contentType: 'text/plain; version=0.0.4; charset=utf-8' };
+      const secured = await startApi(fake, { aclToken: 's3cret', metrics: source });
+      try {
+        expect((await raw(secured.url, 'GET', '/v1/metrics')).status).toBe(403);
+        const headers = { 'X-Csiplug-Token': 's3cret' };
+        expect((await raw(secured.url, 'GET', '/v1/metrics', { headers })).json).toEqual([{ name: 'm', values: [] }]);
+        const text = await raw(secured.url, 'GET', '/v1/metrics?format=prometheus', { headers });
+        expect(text.status).toBe(200);
+        expect(text.text).toBe('# HELP m m\nm 1\n');
+        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json.error).toMatch(/format must be one of json, prometheus/);
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+
+    it('serves the page files without the token (they hold no data), GET and HEAD only, and nothing else under /ui/', async () => {
+      const secured = await startApi(fake, { aclToken: 's3cret' });
+      try {
+        const page = await raw(secured.url, 'GET', '/ui/');
+        expect(page.status).toBe(200);
+        expect(page.text).toContain('<title>csiplug status</title>');
+        expect((await raw(secured.url, 'GET', '/ui/app.js')).text).toContain('X-Csiplug-Token');
+        expect((await raw(secured.url, 'HEAD', '/ui/app.css')).status).toBe(200);
+        expect((await raw(secured.url, 'GET', '/ui')).status).toBe(301);
+        expect((await raw(secured.url, 'GET', '/ui/../../package.json')).status).not.toBe(200);
+        expect((await raw(secured.url, 'GET', '/ui/index.htm')).status).toBe(404);
+        expect((await raw(secured.url, 'GET', '/ui/constructor')).status).toBe(404);
+        const post = await raw(secured.url, 'POST', '/ui/', { body: '{}' });
+        expect(post.status).toBe(405);
+        expect(post.headers.allow).toBe('GET, HEAD');
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+  });
+
   describe('event stream', () => {
     it('delivers events as NDJSON, filtered by topic, and unsubscribes when the client leaves', async () => {
       const ac = new AbortController();

@@ -36,6 +36,8 @@
 //   PUT     /v1/volumes/snapshot  (POST too)  { "Snapshots": [{ "SourceVolumeID", "Name" }] }  { "Snapshots": SnapshotView[] }
 //   DELETE  /v1/volumes/snapshot?plugin_id=ID&snapshot_id=SNAP                { "Snapshots": [] }
 //   GET     /v1/event/stream[?topic=Task&topic=Plugin,Volume]                NDJSON AgentEvent lines, `{}` heartbeats
+//   GET     /v1/metrics[?format=json|prometheus]                             the agent's metrics: prom-client's JSON list, or Prometheus text
+//   GET     /ui/                                                             the status page (static files; its data comes through the API above)
 //
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
@@ -56,6 +58,7 @@ import { AllocLogs, TOKEN_HEADER, VolumeDeleted } from './protocol';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody, unwrapEnvelope } from './request-body';
 import { RequestGuard, printable } from './request-guard';
 import { RouteParams, Router } from './router';
+import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
 
 export interface HttpApiOptions {
   /** An IP address; the agent's config defaults it to 127.0.0.1. */
@@ -87,6 +90,17 @@ export interface HttpApiOptions {
   eventHeartbeatMs?: number;
   /** How long dispose() lets requests in progress finish before cutting them. Default 10 s. */
   closeGraceMs?: number;
+  /** What /v1/metrics serves (the agent's PromMetrics); without it the path answers 404. */
+  metrics?: MetricsSource;
+  /** The status page's files (/ui/); the package's own by default. */
+  statusPage?: StatusPage;
+}
+
+/** The figures /v1/metrics serves. */
+export interface MetricsSource {
+  json(): Promise<unknown>;
+  prometheus(): Promise<string>;
+  readonly contentType: string;
 }
 
 /** What a route handler answers: a JSON body, or nothing when it wrote the response itself. */
@@ -133,6 +147,7 @@ export class HttpApi implements AsyncDisposable {
   private guard: RequestGuard | undefined;
   private closing: Promise<void> | undefined;
   private inflight = 0;
+  private readonly page: StatusPage;
 
   constructor(
     private readonly service: AgentService,
@@ -144,6 +159,7 @@ export class HttpApi implements AsyncDisposable {
     this.clock = options.clock ?? new RealClock();
     this.logger = options.logger;
     this.limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.limits };
+    this.page = options.statusPage ?? new StatusPage();
     for (const [key, value] of Object.entries(this.limits)) {
       if (!Number.isSafeInteger(value) || value < 1) throw new ValidationError(`limits.${key} must be a whole number of at least 1 (got ${value})`, `limits.${key}`);
     }
@@ -322,6 +338,10 @@ export class HttpApi implements AsyncDisposable {
           throw new ApiError(503, 'ETOO_MANY_CONNECTIONS', `the HTTP API holds its limit of ${this.limits.maxConnections} connections (${this.limits.maxConnectionsPerClient} per client); retry shortly`);
         }
       }
+      if (this.page.owns(url.pathname)) {
+        this.servePage(method, url.pathname, res);
+        return;
+      }
       this.checkToken(req);
       const match = this.router.match(method, url.pathname);
       if (match.kind === 'none') throw ApiError.notFound(`no such API path: ${method} ${url.pathname}`);
@@ -373,6 +393,23 @@ export class HttpApi implements AsyncDisposable {
     if (typeof given !== 'string' || !timingSafeEqual(digest(given), this.tokenDigest)) {
       throw new ApiError(403, ApiErrorCode.Forbidden, `the ACL token in ${TOKEN_HEADER} is not valid`);
     }
+  }
+
+  /** A file of the status page; everything under /ui/ that is not one is a 404. */
+  private servePage(method: string, pathname: string, res: http.ServerResponse): void {
+    if (method !== 'GET' && method !== 'HEAD') {
+      res.setHeader('Allow', 'GET, HEAD');
+      throw new ApiError(405, ApiErrorCode.MethodNotAllowed, `${method} is not allowed on ${pathname} (allowed: GET, HEAD)`);
+    }
+    if (pathname === '/ui') {
+      res.writeHead(301, { Location: '/ui/', 'Content-Length': 0 });
+      res.end();
+      return;
+    }
+    const file = this.page.file(pathname);
+    if (!file) throw ApiError.notFound(`the status page has no file ${pathname}`);
+    res.writeHead(200, { ...STATUS_PAGE_HEADERS, 'Content-Type': file.contentType, 'Content-Length': file.body.length });
+    res.end(method === 'HEAD' ? undefined : file.body);
   }
 
   private send(res: http.ServerResponse, status: number, body: unknown): void {
@@ -560,6 +597,15 @@ export class HttpApi implements AsyncDisposable {
       return { body: { id: volume.id } satisfies VolumeDeleted };
     });
 
+    r.add('GET', '/v1/metrics', async ({ res, query }) => {
+      const metrics = this.options.metrics;
+      if (!metrics) throw ApiError.notFound('this API serves no metrics (no metrics source was given)');
+      if (oneOf(query, 'format', ['json', 'prometheus'], 'json') === 'json') return { body: await metrics.json() };
+      const text = await metrics.prometheus();
+      res.writeHead(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+      return undefined;
+    });
     r.add('GET', '/v1/event/stream', ({ res, query, signal }) => {
       const topics = parseTopics(query.getAll('topic'));
       const stream = new EventStream(s, res, topics, this.clock, this.logger, this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS, signal);

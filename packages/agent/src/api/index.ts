@@ -9,3 +9,4 @@ export * from './http-api';
 export * from './protocol';
 export { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from './request-body';
 export { RequestGuard, type RequestGuardOptions } from './request-guard';
+export { StatusPage, STATUS_PAGE_DIR, STATUS_PAGE_HEADERS, type StaticFile } from './status-page';

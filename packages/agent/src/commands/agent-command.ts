@@ -167,7 +167,7 @@ export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: A
   const agent = await Agent.start(config);
   let api: HttpApi;
   try {
-    api = new HttpApi(agent, httpApiOptions(config, agent.container.resolve<Logger>(ILogger).child({ component: 'http-api' })));
+    api = new HttpApi(agent, { ...httpApiOptions(config, agent.container.resolve<Logger>(ILogger).child({ component: 'http-api' })), metrics: agent.metrics });
     await api.listen();
     return { agent, api, address: api.url! };
   } catch (err) {

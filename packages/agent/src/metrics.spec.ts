@@ -1,0 +1,79 @@
+import { defineMetric } from '@csiplug/core';
+import { PromMetrics, addStateGauges, countEvents } from './metrics';
+import type { PluginView, VolumeView, AllocView } from './service';
+
+const CALLS = defineMetric({ name: 'csiplug_test_call_seconds', help: 'calls', kind: 'histogram', labels: ['rpc'], buckets: [0.1, 1] });
+const THINGS = defineMetric({ name: 'csiplug_test_things_total', help: 'things', kind: 'counter', labels: ['kind'] });
+
+function line(text: string, series: string): number | undefined {
+  const l = text.split('\n').find((s) => s.startsWith(`${series} `));
+  return l === undefined ? undefined : Number(l.slice(series.length + 1));
+}
+
+describe('PromMetrics', () => {
+  it('records counters and histograms under their labels, and lists declared metrics before any sample', async () => {
+    const m = new PromMetrics();
+    m.declare(CALLS, THINGS);
+    expect(await m.prometheus()).toContain('# TYPE csiplug_test_call_seconds histogram');
+    m.observe(CALLS, 0.5, { rpc: 'Probe' });
+    m.observe(CALLS, 2, { rpc: 'Probe' });
+    m.count(THINGS, { kind: 'a' });
+    m.count(THINGS, { kind: 'a' }, 2);
+    const text = await m.prometheus();
+    expect(line(text, 'csiplug_test_call_seconds_bucket{le="1",rpc="Probe"}')).toBe(1);
+    expect(line(text, 'csiplug_test_call_seconds_count{rpc="Probe"}')).toBe(2);
+    expect(line(text, 'csiplug_test_things_total{kind="a"}')).toBe(3);
+    // The process's own figures come along.
+    expect(text).toContain('process_resident_memory_bytes');
+  });
+
+  it('two agents in one process keep separate figures', async () => {
+    const a = new PromMetrics();
+    const b = new PromMetrics();
+    a.count(THINGS, { kind: 'x' });
+    expect(line(await a.prometheus(), 'csiplug_test_things_total{kind="x"}')).toBe(1);
+    expect(line(await b.prometheus(), 'csiplug_test_things_total{kind="x"}')).toBeUndefined();
+  });
+
+  it('refuses one name declared twice with another shape', () => {
+    const m = new PromMetrics();
+    m.declare(THINGS);
+    const clash = defineMetric({ name: 'csiplug_test_things_total', help: 'other', kind: 'counter', labels: ['other'] });
+    expect(() => m.count(clash, { other: '1' })).toThrow(/declared twice, differently/);
+  });
+
+  it('reads the state gauges when collected, so they follow the state', async () => {
+    const m = new PromMetrics();
+    let volumes: Partial<VolumeView>[] = [{ id: 'v1', pluginId: 'p', claims: [{ allocId: 'a', mode: 'write', accessMode: 'single-node-writer', attachmentMode: 'file-system', since: 0 }] }];
+    const plugins: Partial<PluginView>[] = [{ id: 'p', controllersHealthy: 0, controllersExpected: 0, nodesHealthy: 1, nodesExpected: 1, node: { healthy: true, allocId: 'x', description: '', version: '', info: {} } }];
+    addStateGauges(m, {
+      service: {
+        listPlugins: () => plugins as PluginView[],
+        listVolumes: () => volumes as VolumeView[],
+        listAllocs: () => [{ clientStatus: 'running' }, { clientStatus: 'running' }, { clientStatus: 'failed' }] as AllocView[],
+      },
+      registryEntries: () => ({ 'csi-node': 1 }),
+      pendingUnmounts: () => 2,
+    });
+    let text = await m.prometheus();
+    expect(line(text, 'csiplug_volume_claims{plugin="p",mode="write"}')).toBe(1);
+    expect(line(text, 'csiplug_plugin_instances{plugin="p",kind="node",health="healthy"}')).toBe(1);
+    expect(line(text, 'csiplug_plugins{healthy="true"}')).toBe(1);
+    expect(line(text, 'csiplug_allocs{status="running"}')).toBe(2);
+    expect(line(text, 'csiplug_allocs{status="failed"}')).toBe(1);
+    expect(line(text, 'csiplug_unmounts_pending')).toBe(2);
+    expect(line(text, 'csiplug_registry_entries{type="csi-node"}')).toBe(1);
+    volumes = [];
+    text = await m.prometheus();
+    expect(line(text, 'csiplug_volume_claims{plugin="p",mode="write"}')).toBeUndefined();
+  });
+
+  it('counts events by topic and type, and task restarts by job and task', async () => {
+    const m = new PromMetrics();
+    countEvents(m, { index: 1, time: 0, topic: 'Task', type: 'Restarting', message: '', jobId: 'j', task: 't' });
+    countEvents(m, { index: 2, time: 0, topic: 'Task', type: 'Started', message: '', jobId: 'j', task: 't' });
+    const text = await m.prometheus();
+    expect(line(text, 'csiplug_task_restarts_total{job="j",task="t"}')).toBe(1);
+    expect(line(text, 'csiplug_events_total{topic="Task",type="Started"}')).toBe(1);
+  });
+});

@@ -1,0 +1,293 @@
+// The agent's status page: plugins, volumes, allocations with their events,
+// and a live event feed, read from the agent's own API (the same paths and
+// the same ACL token as the CLI). Plain browser JavaScript, served as it is:
+// there is no build step. Every value from the agent is put on the page as
+// text (textContent), never as HTML: plugin names, volume names and event
+// messages are whatever a job or a plugin said.
+'use strict';
+
+const TOKEN_KEY = 'csiplug-token';
+const TOKEN_HEADER = 'X-Csiplug-Token';
+/** How often the tables are read again when no event says something changed. */
+const REFRESH_MS = 5000;
+/** Volume usage (NodeGetVolumeStats through the plugin) is read at most this often. */
+const USAGE_MS = 15000;
+const MAX_FEED = 200;
+const MAX_TASK_EVENTS = 4;
+
+const $ = (id) => document.getElementById(id);
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || '';
+}
+
+class AuthError extends Error {}
+
+async function api(path, init = {}) {
+  const headers = new Headers(init.headers || {});
+  if (token()) headers.set(TOKEN_HEADER, token());
+  const res = await fetch(path, { ...init, headers, cache: 'no-store' });
+  if (res.status === 403) {
+    const body = await res.json().catch(() => ({}));
+    throw new AuthError(body.error || 'the agent refused the request (403)');
+  }
+  if (!res.ok) {
+    const body = await res.json().catch(() => ({}));
+    throw new Error(`${path}: ${body.error || res.status}`);
+  }
+  return res;
+}
+
+const getJson = async (path) => (await api(path)).json();
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  if (props.className) node.className = props.className;
+  if (props.title) node.title = props.title;
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function fillTable(id, rows, emptyText, columns) {
+  const body = $(id).tBodies[0];
+  body.replaceChildren();
+  if (rows.length === 0) {
+    body.append(el('tr', {}, Object.assign(el('td', { className: 'empty' }, emptyText), { colSpan: columns })));
+    return;
+  }
+  for (const cells of rows) body.append(el('tr', {}, ...cells.map((c) => (c instanceof Node && c.tagName === 'TD' ? c : el('td', {}, c)))));
+}
+
+function time(ms) {
+  return ms ? new Date(ms).toLocaleTimeString() : '';
+}
+
+function bytes(n) {
+  if (typeof n !== 'number') return '?';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+function capabilities(p) {
+  const facts = { ...(p.controller ? p.controller.info : {}), ...(p.node ? p.node.info : {}) };
+  return Object.entries(facts)
+    .filter(([, v]) => v === true)
+    .map(([k]) => k)
+    .join(', ');
+}
+
+function pluginHealth(p) {
+  const healthy = p.controllersHealthy + p.nodesHealthy;
+  const expected = p.controllersExpected + p.nodesExpected;
+  const ok = expected > 0 && healthy === expected;
+  return el('span', { className: ok ? 'healthy' : 'unhealthy' }, ok ? 'healthy' : 'unhealthy');
+}
+
+const usageByVolume = new Map();
+let usageReadAt = 0;
+
+async function readUsage(volumes) {
+  if (Date.now() - usageReadAt < USAGE_MS) return;
+  usageReadAt = Date.now();
+  await Promise.all(
+    volumes
+      .filter((v) => v.claims.length > 0)
+      .map(async (v) => {
+        try {
+          usageByVolume.set(v.id, await getJson(`/v1/volume/csi/${encodeURIComponent(v.id)}/usage`));
+        } catch (err) {
+          if (err instanceof AuthError) throw err;
+          usageByVolume.set(v.id, [{ error: err.message }]);
+        }
+      }),
+  );
+}
+
+function usageText(v) {
+  const mounts = usageByVolume.get(v.id);
+  if (!mounts || mounts.length === 0) return '';
+  const m = mounts[0];
+  if (m.error) return `unknown: ${m.error}`;
+  const b = m.usage && m.usage.bytes;
+  return b ? `${bytes(b.used)} of ${bytes(b.total)}` : '';
+}
+
+function allocEvents(a) {
+  const all = [];
+  for (const [task, state] of Object.entries(a.tasks || {})) for (const e of state.events || []) all.push({ task, ...e });
+  all.sort((x, y) => x.time - y.time);
+  const list = el('ul', { className: 'task-events' });
+  for (const e of all.slice(-MAX_TASK_EVENTS)) list.append(el('li', { title: e.message }, `${time(e.time)} ${e.task}: ${e.type}${e.message ? ` — ${e.message}` : ''}`));
+  return list;
+}
+
+async function refresh() {
+  const [node, plugins, volumes, allocs] = await Promise.all([getJson('/v1/node/self'), getJson('/v1/plugins'), getJson('/v1/volumes'), getJson('/v1/allocations')]);
+  await readUsage(volumes);
+  $('node').textContent = `node ${node.name} (${node.id.slice(0, 8)}) · ${node.status} · version ${node.version}`;
+  fillTable(
+    'plugins',
+    plugins.map((p) => [
+      el('code', {}, p.id),
+      p.provider ? `${p.provider} ${p.version || ''}` : '',
+      `${p.controllersHealthy}/${p.controllersExpected}`,
+      `${p.nodesHealthy}/${p.nodesExpected}`,
+      pluginHealth(p),
+      capabilities(p),
+    ]),
+    'No plugins',
+    6,
+  );
+  fillTable(
+    'volumes',
+    volumes.map((v) => [
+      el('code', {}, v.id),
+      v.name,
+      v.pluginId,
+      (v.capabilities || []).map((c) => c.accessMode).join(', '),
+      v.schedulable ? 'yes' : 'no',
+      v.claims.length ? v.claims.map((c) => `${c.mode} by ${c.allocId.slice(0, 8)}`).join(', ') : 'none',
+      usageText(v),
+    ]),
+    'No volumes',
+    7,
+  );
+  fillTable(
+    'allocs',
+    [...allocs]
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((a) => [
+        el('code', { title: a.id }, a.id.slice(0, 8)),
+        a.jobId,
+        a.group,
+        a.desiredStatus,
+        el('span', { className: `status ${a.clientStatus}` }, a.clientStatus),
+        allocEvents(a),
+      ]),
+    'No allocations',
+    6,
+  );
+  // Each alloc's row carries its full id, for whoever needs to find it (the browser test does).
+  for (const row of $('allocs').tBodies[0].rows) row.dataset.alloc = row.cells[0].querySelector('code')?.title || '';
+}
+
+let refreshTimer;
+let refreshing = false;
+let again = false;
+
+/** Reads everything again soon; a burst of events is one read. */
+function scheduleRefresh(ms = 250) {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(runRefresh, ms);
+}
+
+async function runRefresh() {
+  if (refreshing) {
+    again = true;
+    return;
+  }
+  refreshing = true;
+  try {
+    await refresh();
+    showError('');
+  } catch (err) {
+    if (err instanceof AuthError) return askToken(err.message);
+    showError(`Could not read the agent: ${err.message}`);
+  } finally {
+    refreshing = false;
+    if (again) {
+      again = false;
+      scheduleRefresh(0);
+    } else if ($('login').hidden) {
+      // Polling goes on only while the page is shown; asking for a token stops it until one is given.
+      scheduleRefresh(REFRESH_MS);
+    }
+  }
+}
+
+function showError(text) {
+  $('error').hidden = !text;
+  $('error').textContent = text;
+}
+
+function addFeed(e) {
+  const feed = $('events');
+  $('events-empty').hidden = true;
+  const what = [e.topic, e.type].filter(Boolean).join(' · ');
+  feed.prepend(el('li', {}, `${time(e.time)} ${what}: ${e.message || ''}`));
+  while (feed.children.length > MAX_FEED) feed.lastChild.remove();
+}
+
+let feedAbort;
+
+/** Follows /v1/event/stream (newline-delimited JSON) and starts again after a break. */
+async function follow() {
+  if (feedAbort) feedAbort.abort();
+  const abort = new AbortController();
+  feedAbort = abort;
+  for (let delay = 500; !abort.signal.aborted; delay = Math.min(delay * 2, 10000)) {
+    try {
+      const res = await api('/v1/event/stream', { signal: abort.signal });
+      setLive(true);
+      delay = 500;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffered = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffered += value;
+        let nl;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (!line) continue;
+          const e = JSON.parse(line);
+          if (!e.topic) continue; // a heartbeat
+          addFeed(e);
+          scheduleRefresh();
+        }
+      }
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      if (err instanceof AuthError) return askToken(err.message);
+    }
+    setLive(false);
+    await new Promise((r) => setTimeout(r, delay));
+    scheduleRefresh(0);
+  }
+}
+
+function setLive(on) {
+  $('live').className = `badge ${on ? 'on' : 'off'}`;
+  $('live').textContent = on ? 'feed: live' : 'feed: reconnecting';
+}
+
+function askToken(message) {
+  if (feedAbort) feedAbort.abort();
+  setLive(false);
+  $('login').hidden = false;
+  $('status').hidden = true;
+  $('login-error').textContent = token() ? message : '';
+  $('token').focus();
+}
+
+$('login').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $('token').value);
+  $('token').value = '';
+  $('login').hidden = true;
+  $('status').hidden = false;
+  start();
+});
+
+function start() {
+  scheduleRefresh(0);
+  void follow();
+}
+
+start();
