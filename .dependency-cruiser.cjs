@@ -195,9 +195,10 @@ module.exports = {
       severity: 'error',
       comment:
         'Shipped code must not import a devDependency (the package\'s or the root\'s): it is not installed with the ' +
-        'tarball. Declare it in dependencies, or move the import into test code.',
+        'tarball. Declare it in dependencies, or move the import into test code. A peer dependency the workspace ' +
+        'also installs as a devDependency (tsyringe) is fine: the user installs it beside the tarball.',
       from: PACKED_SOURCE,
-      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['npm'], pathNot: 'node_modules/@types/' },
+      to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['npm', 'npm-peer'], pathNot: 'node_modules/@types/' },
     },
     {
       name: 'not-to-unresolvable',

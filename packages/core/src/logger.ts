@@ -1,6 +1,8 @@
 // Structured logging behind the ILogger token. The default writes JSON lines
 // through pino; tests bind MemoryLogger to read what was logged.
-import pino from 'pino';
+// pino's types are `export =`: this form keeps the published logger.d.ts
+// compiling in a project without esModuleInterop.
+import pino = require('pino');
 
 export type LogFields = Record<string, unknown>;
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';

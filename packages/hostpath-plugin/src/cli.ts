@@ -4,13 +4,19 @@
 // @csiplug/core loads tsyringe, which needs the reflect polyfill first.
 import 'reflect-metadata';
 import { errorMessage } from '@csiplug/core';
-import { parseConfig } from './config';
+import { USAGE, parseConfig } from './config';
 import { startPlugin } from './main';
 
 async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  // Asked for, the usage is the answer (stdout, exit 0), not an error.
+  if (argv.some((arg) => arg === '--help' || arg === '-h' || arg === '-help')) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
   let config;
   try {
-    config = parseConfig(process.argv.slice(2));
+    config = parseConfig(argv);
   } catch (err) {
     process.stderr.write(`csiplug-hostpath: ${errorMessage(err)}\n`);
     process.exit(2);
