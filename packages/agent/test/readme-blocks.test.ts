@@ -1,0 +1,309 @@
+// Every fenced code block in packages/*/README.md is tested, so the READMEs
+// cannot drift from the code. By the fence's language:
+//
+// - ```ts: type-checked against the built packages (all blocks in one
+//   program, the repository's strict settings), then run in a fresh node
+//   process that must exit 0 on its own (a handle left open is a timeout).
+//   Imports are the block's own; top-level await works; jest's globals are
+//   declared, for a jest test marked typecheck. Names a block uses
+//   without making them are givens, named in the marker: dataDir, tmpDir
+//   (fresh dirs), signal, log, allocId, publishContext, stateDb (a memory
+//   ClientStateDB), makeCsiClient, endpoint / socketPath (a real hostpath
+//   plugin process on a unix socket; as root), externalId (a volume created
+//   on it). `prints "text"`: stdout must contain it.
+// - ```js: run with node, the same way.
+// - ```sh: run only when marked `run` (fast, safe, no agent): bash -e in a
+//   temp dir holding a copy of examples/, `csiplug` and `csiplug-hostpath`
+//   on the PATH.
+// - ```hcl / ```json: parsed by the agent's own parser, named in the
+//   marker: agent-config (read as with -dev, so data_dir may be left out),
+//   jobspec, volume-spec, or job-fragment (a block placed in a job with one
+//   group and task, such as `update {}`).
+// - ```text: output, diagrams, log lines; never run.
+//
+// A block that cannot be tested says why, in an HTML comment alone on the
+// line before its fence: `<!-- readme-test: skip (needs a running agent) -->`,
+// or `<!-- readme-test: typecheck (why it cannot run); given taskCtx -->`
+// for TypeScript that is only type-checked. Directives are separated by `;`.
+// An unmarked block this test cannot run, a skip without a reason, or a
+// marker without a block fails the first test.
+import { mountsUnder } from '@csiplug/csimanager';
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { parseAgentConfig, parseJobspec, parseVolumeSpec } from '../src/spec';
+import {
+  REPO,
+  checkGivens,
+  compileBlocks,
+  createVolume,
+  extractBlocks,
+  generateModule,
+  GIVENS,
+  packageBin,
+  packageReadmes,
+  planBlock,
+  runProcess,
+  startHostpathPlugin,
+  where,
+  type Block,
+  type GeneratedModule,
+  type Plan,
+  type PluginProcess,
+  type Preparation,
+} from './support/readme-blocks';
+
+/** Each run's limit; a block's own waits (the `signal` given) end sooner. */
+const RUN_LIMIT_MS = 30_000;
+const isRoot = process.getuid?.() === 0;
+
+const extracted = packageReadmes().map((file) => extractBlocks(file, fs.readFileSync(path.join(REPO, file), 'utf8')));
+const planned = extracted.flatMap((e) => e.blocks).map((block) => ({ block, plan: planBlock(block) }));
+const ok = planned.filter((p): p is { block: Block; plan: Plan } => typeof p.plan !== 'string');
+const of = <K extends Plan['kind']>(kind: K) => ok.filter((p): p is { block: Block; plan: Extract<Plan, { kind: K }> } => p.plan.kind === kind);
+const tsBlocks = of('ts').filter((p) => checkGivens(p.plan) === undefined);
+
+/** `it.each` over `entries`, titled by README location; nothing when there are none (it.each refuses an empty table). */
+function eachBlock<T extends { block: Block }>(test: jest.It, entries: T[], title: string, fn: (entry: T) => Promise<void>): void {
+  if (entries.length) test.each(entries.map((e) => [where(e.block), e] as [string, T]))(`%s ${title}`, (_, entry) => fn(entry));
+}
+
+describe('README code blocks', () => {
+  let work: string;
+  let compileErrors: string[] = [];
+  const emitted = new Map<Block, string>();
+
+  beforeAll(() => {
+    // Outside the repository, so no other tool sees the generated files; node_modules
+    // is linked in, so `@csiplug/*` resolves to the built packages as in a user's project.
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-readme-'));
+    fs.symlinkSync(path.join(REPO, 'node_modules'), path.join(work, 'node_modules'), 'dir');
+    const src = path.join(work, 'src');
+    const out = path.join(work, 'out');
+    fs.mkdirSync(src);
+    const files = new Map<string, { block: Block; module: GeneratedModule }>();
+    tsBlocks.forEach(({ block, plan }, i) => {
+      const name = `block-${i}-${path.basename(path.dirname(block.file))}-${block.line}`;
+      const module = generateModule(block, plan.givens);
+      const file = path.join(src, `${name}.ts`);
+      fs.writeFileSync(file, module.text);
+      files.set(file, { block, module });
+      emitted.set(block, path.join(out, `${name}.js`));
+    });
+    compileErrors = files.size ? compileBlocks(files, src, out) : [];
+  }, 60_000);
+
+  afterAll(() => {
+    if (work) fs.rmSync(work, { recursive: true, force: true });
+  });
+
+  it('every block is run, type-checked or parsed, or says why not', () => {
+    const problems = [
+      ...extracted.flatMap((e) => e.problems),
+      ...planned.flatMap(({ block, plan }) => (typeof plan === 'string' ? [`${where(block)} (\`\`\`${block.lang}): ${plan}`] : [])),
+      ...of('ts').flatMap(({ block, plan }) => {
+        const problem = checkGivens(plan);
+        return problem ? [`${where(block)}: ${problem}`] : [];
+      }),
+    ];
+    expect(problems).toEqual([]);
+  });
+
+  it('the TypeScript blocks type-check against the built packages', () => {
+    expect(compileErrors).toEqual([]);
+  });
+
+  const runs = tsBlocks.filter((p) => p.plan.run);
+  const runTs = async ({ block, plan }: (typeof runs)[number]): Promise<void> => {
+    const prepares = preparations(plan.givens);
+    const file = emitted.get(block)!;
+    expect(fs.existsSync(file)).toBe(true);
+    await inBlockDir(async (dir) => {
+      const givens: Record<string, string> = {};
+      let plugin: PluginProcess | undefined;
+      try {
+        for (const p of ['dataDir', 'tmpDir'] as const) {
+          if (!prepares.has(p)) continue;
+          givens[p] = path.join(dir, p);
+          fs.mkdirSync(givens[p]);
+        }
+        if (prepares.has('plugin') || prepares.has('volume')) {
+          plugin = await startHostpathPlugin(path.join(dir, 'plugin'));
+          givens.endpoint = `unix://${plugin.socketPath}`;
+          givens.socketPath = plugin.socketPath;
+          if (prepares.has('volume')) givens.externalId = await createVolume(plugin.socketPath, 'readme-vol');
+        }
+        const result = await runProcess([process.execPath, file], { cwd: dir, env: { ...process.env, READMETEST_GIVENS: JSON.stringify(givens) }, timeoutMs: RUN_LIMIT_MS });
+        expectClean(block, result);
+        for (const text of plan.prints) expect(result.stdout).toContain(text);
+      } finally {
+        await plugin?.stop();
+      }
+    });
+  };
+  eachBlock(it, runs.filter((p) => !needsRoot(p.plan.givens)), 'runs', runTs);
+  // The hostpath plugin bind-mounts: as root only.
+  eachBlock(isRoot ? it : it.skip, runs.filter((p) => needsRoot(p.plan.givens)), 'runs (with the hostpath plugin, as root)', runTs);
+
+  eachBlock(it, of('js'), 'runs', async (entry) => {
+    await inBlockDir(async (dir) => {
+      const file = path.join(dir, 'block.js');
+      fs.writeFileSync(file, entry.block.code);
+      fs.symlinkSync(path.join(REPO, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+      const result = await runProcess([process.execPath, file], { cwd: dir, env: process.env, timeoutMs: RUN_LIMIT_MS });
+      expectClean(entry.block, result);
+      for (const text of entry.plan.prints) expect(result.stdout).toContain(text);
+    });
+  });
+
+  eachBlock(it, of('sh'), 'runs', async (entry) => {
+    await inBlockDir(async (dir) => {
+      const bin = path.join(dir, '.bin');
+      fs.mkdirSync(bin);
+      // The built CLIs, as `npm install` would put them on the PATH.
+      const bins = [
+        ['csiplug', packageBin(path.resolve(__dirname, '..', 'package.json'), 'csiplug')],
+        ['csiplug-hostpath', packageBin(require.resolve('@csiplug/hostpath-plugin/package.json'), 'csiplug-hostpath')],
+      ];
+      for (const [name, script] of bins) {
+        fs.writeFileSync(path.join(bin, name), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(script)} "$@"\n`, { mode: 0o755 });
+      }
+      fs.cpSync(path.join(REPO, 'examples'), dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, '.block.sh'), entry.block.code);
+      const result = await runProcess(['/bin/bash', '-e', '-o', 'pipefail', '.block.sh'], {
+        cwd: dir,
+        env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` },
+        timeoutMs: RUN_LIMIT_MS,
+      });
+      expectClean(entry.block, result);
+      for (const text of entry.plan.prints) expect(result.stdout).toContain(text);
+    });
+  });
+
+  eachBlock(it, of('spec'), 'parses', async ({ block, plan }) => {
+    // The name says where a parse error comes from; its extension picks HCL or JSON.
+    const name = `${where(block)}.${block.lang}`;
+    switch (plan.spec) {
+      case 'agent-config':
+        // As `csiplug agent -dev -config FILE` reads it: a block may leave data_dir out.
+        await parseAgentConfig(block.code, name, { dev: true });
+        break;
+      case 'jobspec':
+        await parseJobspec(block.code, name);
+        break;
+      case 'volume-spec':
+        await parseVolumeSpec(block.code, name);
+        break;
+      case 'job-fragment': {
+        if (block.lang !== 'hcl') throw new Error(`${where(block)}: job-fragment is for HCL blocks`);
+        const job = `job "readme" {\n${block.code}\n  group "g" {\n    task "t" {\n      driver = "raw_exec"\n      config { command = "/bin/true" }\n    }\n  }\n}\n`;
+        await parseJobspec(job, name);
+        break;
+      }
+    }
+  });
+});
+
+function preparations(givens: readonly string[]): Set<Preparation> {
+  return new Set(givens.map((g) => GIVENS[g]!.prepares).filter((p): p is Preparation => p !== undefined));
+}
+
+function needsRoot(givens: readonly string[]): boolean {
+  const p = preparations(givens);
+  return p.has('plugin') || p.has('volume');
+}
+
+/**
+ * A fresh dir for one run. Afterwards nothing may be mounted under it: what
+ * is gets unmounted (lazily only when a plain unmount fails) and fails the
+ * test. The dir is removed only once nothing is mounted below it, so a
+ * removal never reaches through a mount into what it shows.
+ */
+async function inBlockDir(body: (dir: string) => Promise<void>): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-readme-run-'));
+  try {
+    await body(dir);
+  } finally {
+    const left = mountsUnder(dir).sort((a, b) => b.length - a.length);
+    for (const m of left) {
+      try {
+        execFileSync('umount', [m], { stdio: 'pipe' });
+      } catch {
+        execFileSync('umount', ['-l', m], { stdio: 'pipe' });
+      }
+    }
+    const still = mountsUnder(dir);
+    if (still.length === 0) fs.rmSync(dir, { recursive: true, force: true });
+    if (left.length) {
+      throw new Error(`the block left mounts behind: ${left.join(', ')}; ${still.length ? `still mounted, ${dir} kept: ${still.join(', ')}` : 'unmounted now'}`);
+    }
+  }
+}
+
+function expectClean(block: Block, result: Awaited<ReturnType<typeof runProcess>>): void {
+  const output = `--- stdout\n${result.stdout}--- stderr\n${result.stderr}`;
+  if (result.timedOut) throw new Error(`${where(block)} did not end within ${RUN_LIMIT_MS / 1000} s (a wait that never ends, or a handle left open: a client or state not disposed)\n${output}`);
+  if (result.code !== 0) throw new Error(`${where(block)} exited with ${result.code ?? result.signal}\n${output}`);
+}
+
+describe('the README checker itself', () => {
+  const problemsOf = (markdown: string): string[] => {
+    const { blocks, problems } = extractBlocks('README.md', markdown);
+    return [
+      ...problems,
+      ...blocks.flatMap((b) => {
+        const plan = planBlock(b);
+        if (typeof plan === 'string') return [`${where(b)}: ${plan}`];
+        const given = plan.kind === 'ts' ? checkGivens(plan) : undefined;
+        return given ? [`${where(b)}: ${given}`] : [];
+      }),
+    ];
+  };
+
+  it('refuses what it cannot test, and reasonless skips', () => {
+    expect(problemsOf('```sh\nls\n```\n')).toEqual([expect.stringContaining('README.md:1: a shell block is run only when marked')]);
+    expect(problemsOf('```hcl\njob "x" {}\n```\n')).toEqual([expect.stringContaining('README.md:1: an hcl block says what it is')]);
+    expect(problemsOf('```\nout\n```\n')).toEqual([expect.stringContaining('names its language')]);
+    expect(problemsOf('```yaml\na: 1\n```\n')).toEqual([expect.stringContaining('mark it <!-- readme-test: skip (why) -->')]);
+    expect(problemsOf('<!-- readme-test: skip -->\n```sh\nls\n```\n')).toEqual([expect.stringContaining('"skip" needs a reason')]);
+    expect(problemsOf('<!-- readme-test: typecheck () -->\n```ts\nlet a = 1;\n```\n')).toEqual([expect.stringContaining('"typecheck" needs a reason')]);
+    expect(problemsOf('<!-- readme-test: frobnicate -->\n```ts\nlet a = 1;\n```\n')).toEqual([expect.stringContaining('unknown directive "frobnicate"')]);
+    expect(problemsOf('<!-- readme-test: run -->\n```hcl\nx = 1\n```\n')).toEqual([expect.stringContaining('an hcl block says what it is')]);
+    expect(problemsOf('<!-- readme-test: jobspec; run -->\n```hcl\nx = 1\n```\n')).toEqual([expect.stringContaining('run does not apply to a ```hcl block')]);
+  });
+
+  it('refuses a marker that belongs to no block, and a block never closed', () => {
+    expect(problemsOf('<!-- readme-test: skip (why) -->\nSome prose.\n\n```text\nx\n```\n')).toEqual(['README.md:1: readme-test marker not followed by a code block']);
+    expect(problemsOf('text\n<!-- readme-test: skip (why) -->\n')).toEqual(['README.md:2: readme-test marker not followed by a code block']);
+    expect(problemsOf('<!-- readme-test skip (why) -->\n```text\nx\n```\n')).toEqual([expect.stringContaining('README.md:1: malformed readme-test marker')]);
+    expect(problemsOf('```ts\nlet a = 1;\n')).toEqual(['README.md:1: code block never closed']);
+  });
+
+  it('refuses givens it does not know, and type-only givens in a block that runs', () => {
+    expect(problemsOf('<!-- readme-test: given nodeName -->\n```ts\nnodeName;\n```\n')).toEqual([expect.stringContaining('unknown given nodeName')]);
+    expect(problemsOf('<!-- readme-test: given taskCtx -->\n```ts\ntaskCtx;\n```\n')).toEqual([expect.stringContaining('given taskCtx has no value at run time')]);
+    expect(problemsOf('<!-- readme-test: typecheck (needs a task); given taskCtx -->\n```ts\ntaskCtx;\n```\n')).toEqual([]);
+  });
+
+  it('reads markers across blank lines and list indentation, with ; and quotes inside reasons and prints', () => {
+    const { blocks } = extractBlocks('README.md', '- item\n\n  <!-- readme-test: skip (a; b) -->\n\n  ```sh\n  csiplug agent\n    indented\n  ```\n<!-- readme-test: run; prints "say \\"hi\\"; bye" -->\n```sh\necho\n```\n');
+    expect(blocks.map((b) => [b.line, b.code])).toEqual([
+      [5, 'csiplug agent\n  indented\n'],
+      [10, 'echo\n'],
+    ]);
+    expect(planBlock(blocks[0]!)).toEqual({ kind: 'skip', reason: 'a; b' });
+    expect(planBlock(blocks[1]!)).toEqual({ kind: 'sh', prints: ['say "hi"; bye'] });
+  });
+
+  it('maps a generated TypeScript line back to its README line', () => {
+    const block: Block = { file: 'README.md', line: 10, lang: 'ts', code: "import { bind } from '@csiplug/core';\n\nconst x: number = 'not a number';\nbind;\n", marker: 'given dataDir' };
+    const { text, lines } = generateModule(block, ['dataDir']);
+    const generated = text.split('\n');
+    expect(lines[generated.indexOf("import { bind } from '@csiplug/core';")]).toBe(11);
+    expect(lines[generated.indexOf("const x: number = 'not a number';")]).toBe(13);
+    expect(lines[generated.indexOf("const dataDir: string = $given('dataDir');")]).toBeUndefined();
+    // The import left the body: a blank line holds its place.
+    expect(generated.filter((l) => l.includes('import { bind }'))).toHaveLength(1);
+  });
+});
