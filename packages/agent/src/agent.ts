@@ -196,6 +196,11 @@ export class Agent implements AgentService, AsyncDisposable {
     });
     // The stream's emitter is disposed with the agent module, and this listener with it.
     this.onEvent((e) => countEvents(metrics, e));
+    // A claim released by the reconciler's background retry ends an unmount an alloc left pending: the alloc says so too.
+    // (The catalog's emitter goes with the volumes module, and this listener with it.)
+    this.catalog.onDidChange((e) => {
+      if (e.kind === 'released' && e.allocId) this.runners.get(e.allocId)?.noteUnmountDone(e.volumeId);
+    });
   }
 
   /** Builds the container from the config, locks the data dir, starts the modules, restores, and returns the running agent. */

@@ -91,7 +91,7 @@ describe('csi hook', () => {
 
     await hook().postrun(ctx);
     // Nothing pending: the unmount is said done.
-    expect(ctx.events.slice(1)).toEqual([{ type: EVENT_VOLUME_UNMOUNTED, message: 'volume "data" (vol-1) unmounted and its claim released', time: 0 }]);
+    expect(ctx.events.slice(1)).toEqual([{ type: EVENT_VOLUME_UNMOUNTED, message: 'volume "data" (vol-1) unmounted and its claim released', time: 0, details: { volume_id: 'vol-1' } }]);
     expect(await mounts.isMountPoint(TARGET)).toBe(false);
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
     expect(reconciler.list('alloc-w')).toEqual([]);
@@ -373,6 +373,7 @@ describe('csi hook', () => {
       type: EVENT_VOLUME_UNMOUNT_PENDING,
       message: 'volume "data" (vol-1) on plugin hostpath could not be unmounted, retrying in the background: plugin busy',
       time: 0,
+      details: { volume_id: 'vol-1' },
     });
     expect(logger.find('unmount failed; the volume reconciler retries it in the background', 'warn')).toHaveLength(1);
     expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', name: 'data', desired: 'unmounted', lastError: 'plugin busy' })]);

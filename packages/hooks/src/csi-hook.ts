@@ -139,11 +139,12 @@ export class CSIHook implements AllocHook {
     const outcomes = await this.volumes.unmount(ctx.alloc.id, undefined, { signal: ctx.signal });
     for (const o of outcomes) {
       if (o.error === undefined) {
-        ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume "${o.name}" (${o.volumeId}) unmounted and its claim released` });
+        ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume "${o.name}" (${o.volumeId}) unmounted and its claim released`, details: { volume_id: o.volumeId } });
         continue;
       }
       this.logger.warn('unmount failed; the volume reconciler retries it in the background', { alloc_id: ctx.alloc.id, volume_id: o.volumeId, plugin_id: o.pluginId, error: errorMessage(o.error) });
-      ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNT_PENDING, message: pendingWhy(o) });
+      // The volume's id in details: when a background retry finishes the unmount, the agent says so on this alloc (its "Volume unmounted").
+      ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNT_PENDING, message: pendingWhy(o), details: { volume_id: o.volumeId } });
     }
   }
 

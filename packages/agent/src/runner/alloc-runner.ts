@@ -16,6 +16,8 @@
 // 30 s), whichever comes first: a terminal state has no next change.
 import { Clock, CsiplugError, Logger, ShutdownError, crashPoint, doublingBackoff, errorMessage, type Disposable } from '@csiplug/core';
 import {
+  EVENT_VOLUME_UNMOUNTED,
+  EVENT_VOLUME_UNMOUNT_PENDING,
   ICSIHookFactory,
   ICSIPluginSupervisorFactory,
   runAllocHooks,
@@ -260,6 +262,20 @@ export class AllocRunner {
   }
 
   /** Adds an event to every task of the alloc: saved with the task's events, and told to the event stream. */
+  /**
+   * The volume's unmount, left pending when this alloc stopped, was finished
+   * by the reconciler's background retry (its claim is released): says so
+   * on the alloc, once, so that `alloc status` no longer ends on "pending".
+   */
+  noteUnmountDone(volumeId: string): void {
+    const pending = [...this.tasks.values()].some((t) => {
+      const last = [...t.events].reverse().find((e) => e.details?.volume_id === volumeId && (e.type === EVENT_VOLUME_UNMOUNT_PENDING || e.type === EVENT_VOLUME_UNMOUNTED));
+      return last?.type === EVENT_VOLUME_UNMOUNT_PENDING;
+    });
+    if (!pending) return;
+    this.taskEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume ${volumeId} unmounted by a background retry and its claim released`, details: { volume_id: volumeId }, time: this.deps.clock.now() });
+  }
+
   private taskEvent(event: TaskEvent): void {
     for (const t of this.tasks.values()) t.addEvent(event);
   }

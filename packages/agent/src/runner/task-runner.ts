@@ -147,6 +147,11 @@ export class TaskRunner {
     return this.state.state === 'dead';
   }
 
+  /** The task's events, oldest first (read only). */
+  get events(): readonly TaskEvent[] {
+    return this.state.events;
+  }
+
   /** Runs the task until it is dead for good, stopped, or the runner is detached. */
   run(kind: RunKind): Promise<void> {
     this.loop ??= this.runLoop(kind).catch((err) => {

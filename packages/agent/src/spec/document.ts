@@ -6,6 +6,7 @@
 // accepts both, so every parser above it sees one shape.
 import { ValidationError, parseDuration } from '@csiplug/core';
 import * as path from 'path';
+import { HclSyntaxError, parseHclText } from './hcl-process';
 
 export type Body = Record<string, unknown>;
 export type DocumentFormat = 'hcl' | 'json';
@@ -36,13 +37,13 @@ export async function loadDocument(text: string, filename: string): Promise<Body
 }
 
 async function parseHcl(text: string, filename: string): Promise<unknown> {
-  // Loaded lazily: the converter is a WebAssembly module that costs time to start.
-  const { parse } = await import('@cdktf/hcl2json');
+  // In a short-lived child process: the converter's memory goes with it (hcl-process.ts).
   try {
-    return (await parse(path.basename(filename) || 'input.hcl', text)) as unknown;
+    return await parseHclText(path.basename(filename) || 'input.hcl', text);
   } catch (err) {
+    if (!(err instanceof HclSyntaxError)) throw new Error(`${filename}: could not parse: ${err instanceof Error ? err.message : String(err)}`);
     // hcl2json says "parse config: [file:line,col-col: Summary; Detail.]".
-    const raw = err instanceof Error ? err.message : String(err);
+    const raw = err.message;
     const detail = raw.replace(/^parse config: \[/, '').replace(/\]$/, '');
     throw new ValidationError(`${filename}: invalid HCL: ${detail}`);
   }
