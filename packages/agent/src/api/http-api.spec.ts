@@ -595,6 +595,31 @@ describe('HttpApi', () => {
       }
     });
 
+    it('a changed ACL token ends the streams the old one let in; setting the same token again ends none', async () => {
+      const secured = await startApi(fake, { aclToken: 'first' });
+      try {
+        const ended: string[] = [];
+        const open = (token: string, name: string) =>
+          new Promise<void>((resolve) => {
+            http.get(`${secured.url}/v1/event/stream`, { headers: { 'X-Csiplug-Token': token } }, (r) => {
+              r.resume();
+              r.on('close', () => ended.push(name));
+              resolve();
+            });
+          });
+        await open('first', 'a');
+        await until(() => fake.eventSubscribers === 1, 'the stream to open');
+        secured.api.setAclToken('first');
+        await new Promise((r) => setTimeout(r, 50));
+        expect(ended).toEqual([]);
+        secured.api.setAclToken('second');
+        await until(() => ended.length === 1 && fake.eventSubscribers === 0, 'the stream to end');
+        expect((await raw(secured.url, 'GET', '/v1/event/stream', { headers: { 'X-Csiplug-Token': 'first' } })).status).toBe(403);
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+
     it('refuses unknown topics', async () => {
       const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
       expect(r.status).toBe(400);

@@ -188,7 +188,11 @@ export class HttpApi implements AsyncDisposable {
     if (token === '') throw new ValidationError('the ACL token may not be empty; leave it out to turn ACLs off', 'aclToken');
     const problem = publicBindProblem(this.options.bindAddr, { token: token !== undefined, tls: this.secureContext !== undefined, insecureAllowPublic: this.options.insecureAllowPublic === true });
     if (problem) throw new ValidationError(problem, 'acl');
-    this.tokenDigest = token !== undefined ? digest(token) : undefined;
+    const next = token !== undefined ? digest(token) : undefined;
+    const changed = next === undefined || this.tokenDigest === undefined ? next !== this.tokenDigest : !timingSafeEqual(next, this.tokenDigest);
+    this.tokenDigest = next;
+    // An event stream was let in by the token of its time: a changed token ends it, and its client connects again with the new one.
+    if (changed) for (const stream of [...this.streams]) stream.dispose();
   }
 
   /** Starts listening; resolves with the address and port actually bound. */
