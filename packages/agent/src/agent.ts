@@ -825,7 +825,19 @@ export class Agent implements AgentService, AsyncDisposable {
    * keep what they have (a re-attach says so, see TaskRunner).
    */
   apiTokenChanged(hasToken: boolean): void {
+    const was = this.hostNetworkAllowed;
     this.hostNetworkAllowed = hasToken;
+    if (!was || hasToken) return;
+    // Tasks already on the host's network run on (stopping them is the operator's call), but they now reach a token-less API: say which.
+    const onHost: string[] = [];
+    for (const r of this.runners.values()) {
+      if (r.alloc.desiredStatus !== 'run' || r.alloc.clientStatus !== 'running') continue;
+      const group = r.alloc.job.groups.find((g) => g.name === r.alloc.group);
+      for (const t of group?.tasks ?? []) if (t.isolated && t.config.networkMode === 'host') onHost.push(`${r.alloc.name} task "${t.name}" (alloc ${r.alloc.id})`);
+    }
+    if (onHost.length > 0) {
+      this.logger.warn('the API no longer asks for a token, and these isolated tasks run on the host\'s network, so they can reach it; they are not started again while it asks for none: stop them, or set acl { token } again', { tasks: onHost });
+    }
   }
 
   // ---- lifecycle ---------------------------------------------------------------

@@ -161,6 +161,18 @@ job "${jobId}" {
     expect(shared.alloc.tasks.probe!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/; the host's network\)$/));
     const pid = h.taskPid(shared.alloc.id, 'probe');
 
+    // The token goes by a reload (SIGHUP): the task on the host's network runs on, and a warning names it.
+    fs.writeFileSync(h.configFile, fs.readFileSync(h.configFile, 'utf8').replace(/acl \{[^}]*\}/, ''));
+    const from = h.log.length;
+    process.kill(h.proc!.pid!, 'SIGHUP');
+    const warned = await pollUntil('the warning about tasks on the host network', async () => {
+      const said = h.log.slice(from);
+      return said.includes("these isolated tasks run on the host's network") ? said : undefined;
+    });
+    expect(warned).toContain(shared.alloc.id);
+    expect(warned).not.toContain(`(alloc ${(await h.api.getJob('plain-2')).allocs[0]!.id})`);
+    expect(isAlive(pid)).toBe(true);
+
     // The token goes (agent killed, restarted without it): the task on the host's network runs on, never stopped for it, and says so.
     await h.kill('SIGKILL');
     h.extraConfig = '';
