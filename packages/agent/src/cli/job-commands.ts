@@ -1,10 +1,13 @@
 // `csiplug job run|plan|stop|status|validate`.
-import { formatDuration } from '@csiplug/core';
+import { ValidationError, formatDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '../deploy/job-plan';
+import type { JobSpec } from '../model';
 import type { AllocUpdate, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '../service';
-import { jobToDocument, parseJobspec } from '../spec';
-import { Command, VERBOSE_FLAG, inputName } from './command';
+import { ValidationProblems, jobToDocument, parseJobspec } from '../spec';
+import { UsageError } from './args';
+import { Command, CommandContext, VERBOSE_FLAG, inputName } from './command';
 import { formatKV, formatTable, formatTime, shortId } from './format';
+import { defaultMonitorTimeout, monitorRun } from './job-monitor';
 
 /** What Nomad's plan output calls each kind of alloc update. */
 const UPDATE_NAMES: Readonly<Record<AllocUpdate, string>> = {
@@ -79,7 +82,23 @@ export function formatPlan(plan: JobPlan, verbose = false): string {
   return lines.join('\n');
 }
 
-function runLines(result: RunJobResult, verbose: boolean): string {
+/**
+ * Reads the jobspec FILE. A file with several problems is not thrown as
+ * one error: each problem is printed on stderr as an `Error:` line of its
+ * own, and undefined returned (the command then exits as it does on an
+ * error). One problem is thrown, as any error is.
+ */
+async function readJobspec(ctx: CommandContext, file: string): Promise<JobSpec | undefined> {
+  try {
+    return await parseJobspec(await ctx.readFile(file), inputName(file));
+  } catch (err) {
+    if (!(err instanceof ValidationProblems)) throw err;
+    for (const p of err.problems) ctx.io.stderr.write(`Error: ${p.message}\n`);
+    return undefined;
+  }
+}
+
+function runLines(result: RunJobResult, verbose: boolean, monitoring: boolean): string {
   if (result.unchanged && result.deploymentId) {
     return `==> Job "${result.jobId}" unchanged (version ${result.version}): deployment "${shortId(result.deploymentId, verbose)}" is rolling it out already and goes on`;
   }
@@ -88,34 +107,88 @@ function runLines(result: RunJobResult, verbose: boolean): string {
   const head = result.replaced ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}` : `==> Job "${result.jobId}" registered (version ${result.version})`;
   const lines = [head, ...result.allocIds.map((id) => `    Allocation "${id}" created`)];
   if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
-  if (result.deploymentId) lines.push(`    Deployment "${shortId(result.deploymentId, verbose)}" is rolling it out: see 'csiplug job status ${result.jobId}'`);
+  if (result.deploymentId) {
+    const id = shortId(result.deploymentId, verbose);
+    lines.push(monitoring ? `==> Monitoring deployment "${id}" (Ctrl-C stops watching; the job goes on)` : `    Deployment "${id}" is rolling it out: see 'csiplug job status ${result.jobId}'`);
+  }
   return lines.join('\n');
+}
+
+/**
+ * job run's exit codes: 0 the deployment succeeded (or there was none to
+ * watch: an unchanged job, only in-place updates or stops, -detach, or a
+ * watch that stopped at -monitor-timeout); 2 it failed — an allocation
+ * failed or was unhealthy, or the deployment was cancelled or replaced by
+ * a newer run; errors (a bad file, no agent) exit 1 (main.ts).
+ */
+export const RUN_EXIT = { ok: 0, failed: 2 } as const;
+
+/** -monitor-timeout as ms: 0 watches until the deployment ends. */
+function monitorTimeoutFlag(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseDuration(text, '-monitor-timeout');
+  } catch (err) {
+    if (err instanceof ValidationError) throw new UsageError(`${err.message} (0 watches until the deployment ends)`);
+    throw err;
+  }
 }
 
 const jobRun: Command = {
   name: 'job run',
   usageArgs: 'FILE',
-  synopsis: 'Run a job from a jobspec file (HCL or JSON)',
+  synopsis: 'Run a job from a jobspec file (HCL or JSON) and watch it start',
   help:
     'Parses FILE (HCL, or JSON; "-" reads stdin) here, then submits the job to the agent. A new job starts its allocations. ' +
     'For a job that exists only what changed is done: nothing when the file is unchanged; a new count adds or stops allocations; ' +
     'a change that needs new processes replaces allocations in a rolling deployment, as the group\'s update block says (see job plan). ' +
-    'Returns once the change is under way; job status shows the deployment.',
+    'Then, as nomad job run does, it watches the deployment: each allocation it places, with every new task event once ' +
+    '(received, waiting for a CSI plugin, plugin ready, volumes mounted, started, restarts and failures), status changes and health, ' +
+    'until the deployment ends. Exits 0 when it succeeded; 2 when it failed (an allocation failed or stayed unhealthy past its ' +
+    'healthy_deadline) or was cancelled or replaced by a newer run; 1 on an error (a bad file, an agent that cannot be reached: one that stops ' +
+    'answering while watched is asked again for about half a minute first). An unchanged job, or one with only in-place updates or ' +
+    'stopped allocations, starts no deployment: it returns at once with 0. The watch stops after -monitor-timeout, exiting 0: the ' +
+    'deployment goes on, and job status shows it; the default outlasts the deployment\'s own deadlines, so a script gets its verdict. ' +
+    'Ctrl-C stops watching, never the job. With -detach (or -json, which prints the submission result) it returns once the change is under way.',
   minArgs: 1,
   maxArgs: 1,
   api: true,
   json: true,
-  flags: [VERBOSE_FLAG],
+  flags: [
+    VERBOSE_FLAG,
+    { name: 'detach', kind: 'bool', help: 'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment.' },
+    {
+      name: 'monitor-timeout',
+      kind: 'string',
+      valueName: 'duration',
+      dflt: "the longest the deployment can take by its update blocks (healthy_deadline per round of max_parallel replacements), plus 1m",
+      help: 'Stop watching after this long, e.g. 5m, and exit 0: the deployment goes on. 0 watches until it ends.',
+    },
+  ],
   async run(ctx) {
     const file = ctx.args[0]!;
-    const spec = await parseJobspec(await ctx.readFile(file), inputName(file));
-    const result = await ctx.client().runJob(jobToDocument(spec));
+    const timeoutFlag = monitorTimeoutFlag(ctx.stringFlag('monitor-timeout'));
+    const spec = await readJobspec(ctx, file);
+    if (!spec) return 1;
+    const client = ctx.client();
+    const result = await client.runJob(jobToDocument(spec));
     if (ctx.json) {
       ctx.printJson(result);
-      return 0;
+      return RUN_EXIT.ok;
     }
-    ctx.out(runLines(result, ctx.verbose));
-    return 0;
+    // An unchanged job whose rollout goes on is that rollout's, not this run's: it is not watched.
+    const monitoring = !ctx.flag('detach') && !result.unchanged && result.deploymentId !== undefined;
+    ctx.out(runLines(result, ctx.verbose, monitoring));
+    if (!monitoring) return RUN_EXIT.ok;
+    const verdict = await monitorRun({
+      client,
+      result,
+      out: (line) => ctx.out(line),
+      note: (line) => void ctx.io.stderr.write(`${line}\n`),
+      verbose: ctx.verbose,
+      timeoutMs: timeoutFlag ?? defaultMonitorTimeout(spec, result.plan),
+    });
+    return verdict.kind === 'failed' ? RUN_EXIT.failed : RUN_EXIT.ok;
   },
 };
 
@@ -142,7 +215,8 @@ const jobPlan: Command = {
   flags: [VERBOSE_FLAG],
   async run(ctx) {
     const file = ctx.args[0]!;
-    const spec = await parseJobspec(await ctx.readFile(file), inputName(file));
+    const spec = await readJobspec(ctx, file);
+    if (!spec) return PLAN_EXIT.error;
     const plan = await ctx.client().planJob(jobToDocument(spec));
     if (ctx.json) ctx.printJson(plan);
     else ctx.out(formatPlan(plan, ctx.verbose));
@@ -154,14 +228,20 @@ const jobValidate: Command = {
   name: 'job validate',
   usageArgs: 'FILE',
   synopsis: 'Check a jobspec file without running it',
-  help: 'Parses and checks FILE (HCL or JSON; "-" reads stdin) here, without talking to the agent.',
+  help:
+    'Parses and checks FILE (HCL or JSON; "-" reads stdin) here, without talking to the agent, and reports every problem it finds ' +
+    'in one pass: one "Error:" line each on stderr, in the order the file has them, each naming its job, group, task and field. ' +
+    'A field Nomad has but csiplug does not (datacenters, a docker driver and its image, network, service, constraint, artifact, ' +
+    'template, vault, consul…) is named with what to do instead. Exits 0 when the file is valid, 1 when it is not. ' +
+    'job run and job plan check the file the same way before they send it.',
   minArgs: 1,
   maxArgs: 1,
   api: false,
   json: false,
   async run(ctx) {
     const file = ctx.args[0]!;
-    const spec = await parseJobspec(await ctx.readFile(file), inputName(file));
+    const spec = await readJobspec(ctx, file);
+    if (!spec) return 1;
     ctx.out(`Job validation successful: job "${spec.id}" with ${spec.groups.length} group(s)`);
     return 0;
   },

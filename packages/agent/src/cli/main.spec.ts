@@ -7,6 +7,7 @@ import * as path from 'path';
 import { parseVolumeSpec } from '../spec';
 import { Readable } from 'stream';
 import { HttpApi } from '../api';
+import type { AllocView, JobView } from '../service';
 import { FakeAgentService, fakeUuid } from '../testing';
 import type { CliHandlers, CliIo } from './io';
 import { main } from './main';
@@ -493,6 +494,269 @@ describe('csiplug CLI', () => {
       expect(JSON.parse(r.stdout).status).toBe('dead');
       expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
       expect((await cli(['job', 'stop', 'web'])).code).toBe(1);
+    });
+  });
+
+  describe('job validate reports every problem', () => {
+    const BAD_HCL = `job "web" {
+  datacenters = ["dc1"]
+
+  group "app" {
+    count = 0
+
+    task "server" {
+      driver = "docker"
+
+      config {
+        image = "nginx:1.25"
+      }
+
+      kill_signal = "SIGFOO"
+    }
+  }
+}
+`;
+    const PROBLEMS = [
+      'Error: bad.hcl: job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+      'Error: bad.hcl: job "web" group "app": count must be at least 1 (got 0)',
+      'Error: bad.hcl: job "web" group "app" task "server": driver "docker" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }',
+      'Error: bad.hcl: job "web" group "app" task "server": config.image is not supported: csiplug runs commands, not images: use config { command = "…" args = […] }',
+      'Error: bad.hcl: job "web" group "app" task "server": config.command is required',
+      'Error: bad.hcl: job "web" group "app" task "server": kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")',
+    ];
+
+    beforeEach(() => fs.writeFileSync(path.join(dir, 'bad.hcl'), BAD_HCL));
+
+    it('prints each problem on its own Error line, in the order of the file, and exits 1', async () => {
+      const r = await cli(['job', 'validate', 'bad.hcl'], { noAddress: true });
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`${PROBLEMS.join('\n')}\n`);
+    });
+
+    it('job run and job plan print them all too, and send nothing', async () => {
+      const run = await cli(['job', 'run', 'bad.hcl']);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toBe(`${PROBLEMS.join('\n')}\n`);
+      const plan = await cli(['job', 'plan', 'bad.hcl']);
+      expect(plan.code).toBe(255);
+      expect(plan.stderr).toBe(`${PROBLEMS.join('\n')}\n`);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('a file with one problem fails as before: one Error line', async () => {
+      fs.writeFileSync(path.join(dir, 'one.json'), JSON.stringify({ job: { web: { group: { app: { ...JOB_JSON.job.web.group.app, count: 0 } } } } }));
+      const r = await cli(['job', 'validate', 'one.json']);
+      expect(r).toEqual({ code: 1, stdout: '', stderr: 'Error: one.json: job "web" group "app": count must be at least 1 (got 0)\n' });
+    });
+  });
+
+  describe('job run watches the deployment', () => {
+    // The fake runs a job at once and starts no deployment. Here its runs
+    // start one, as the agent does: the allocs it places begin pending, and
+    // move on one scripted step per look the CLI takes at the job's
+    // allocations, so a test says what the agent reports at each look.
+    const DEPLOYMENT = 'd0d0d0d0-1111-4222-8333-444455556666';
+    type Step = (allocs: AllocView[], job: JobView) => void;
+    let steps: Step[];
+    let looks: number;
+
+    beforeEach(() => {
+      steps = [];
+      looks = 0;
+      const run = fake.runJob.bind(fake);
+      fake.runJob = async (job) => {
+        const r = await run(job);
+        if (r.allocIds.length === 0) return r;
+        const now = Date.now();
+        fake.jobs.get(job.id)!.deployment = {
+          id: DEPLOYMENT,
+          jobVersion: r.version,
+          status: 'running',
+          description: 'Deployment is running',
+          createdAt: now,
+          updatedAt: now,
+          groups: [{ name: 'app', desired: r.allocIds.length, placed: r.allocIds.length, healthy: 0, unhealthy: 0 }],
+        };
+        for (const id of r.allocIds) {
+          const a = fake.allocs.get(id)!;
+          Object.assign(a, { deploymentId: DEPLOYMENT, clientStatus: 'pending', createdAt: now });
+          for (const t of Object.values(a.tasks)) Object.assign(t, { state: 'pending', startedAt: undefined, events: [{ type: 'Received', message: 'Task received by client', time: now }] });
+        }
+        return { ...r, deploymentId: DEPLOYMENT };
+      };
+      const list = fake.listAllocs.bind(fake);
+      fake.listAllocs = () => {
+        const step = steps[looks++];
+        if (step) step([...fake.allocs.values()].filter((a) => a.deploymentId === DEPLOYMENT), fake.jobs.get('web')!);
+        return list();
+      };
+    });
+
+    /** An event of the alloc as a whole, which the agent records in each of its tasks. */
+    const allocEvent = (a: AllocView, type: string, message: string, failed?: boolean) => {
+      for (const t of Object.values(a.tasks)) t.events.push({ type, message, time: Date.now(), ...(failed ? { failed } : {}) });
+    };
+    let pid = 100;
+    /** Each task started, with its own pid (as the agent's events say). */
+    const start = (a: AllocView) => {
+      for (const t of Object.values(a.tasks)) Object.assign(t, { state: 'running', startedAt: Date.now(), events: [...t.events, { type: 'Started', message: `task started (pid ${++pid})`, time: Date.now() }] });
+      a.clientStatus = 'running';
+    };
+    const settle = (job: JobView, status: 'successful' | 'failed', description: string, healthy: number, unhealthy: number) =>
+      Object.assign(job.deployment!, { status, description, groups: [{ name: 'app', desired: 2, placed: 2, healthy, unhealthy }] });
+    const ids = () => [fakeUuid(1), fakeUuid(2)].map((id) => id.slice(0, 8));
+
+    it('prints each new event once, with the alloc and its time, until the deployment succeeds; exits 0', async () => {
+      const [a1, a2] = ids();
+      steps = [
+        () => undefined,
+        ([first]) => allocEvent(first!, 'Waiting for plugin', 'volume "data" (vol1) waits for its node plugin hostpath to be healthy (up to 5m)'),
+        ([first]) => {
+          allocEvent(first!, 'Plugin ready', 'node plugin hostpath is healthy');
+          allocEvent(first!, 'Volume mounted', 'volume "data" (vol1) mounted at /var/lib/csiplug/x');
+        },
+        (allocs) => allocs.forEach(start),
+        () => undefined,
+        (allocs, job) => {
+          for (const a of allocs) a.deploymentStatus = { healthy: true, time: Date.now() };
+          settle(job, 'successful', 'Deployment completed successfully', 2, 0);
+        },
+      ];
+      const r = await cli(['job', 'run', 'web.json']);
+      expect(r.code).toBe(0);
+      const lines = r.stdout.split('\n');
+      const at = (text: string) => {
+        const matching = lines.filter((l) => l.includes(text));
+        expect(matching).toHaveLength(1);
+        expect(matching[0]).toMatch(/^ {4}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: Allocation "/);
+        return lines.indexOf(matching[0]!);
+      };
+      expect(lines.slice(0, 4)).toEqual(['==> Job "web" registered (version 0)', `    Allocation "${fakeUuid(1)}" created`, `    Allocation "${fakeUuid(2)}" created`, '==> Monitoring deployment "d0d0d0d0" (Ctrl-C stops watching; the job goes on)']);
+      // An event of the whole alloc is in each of its tasks, and seen at every look: printed once, without a task name.
+      const order = [
+        at(`Allocation "${a1}": Received: Task received by client`),
+        at(`Allocation "${a1}": Waiting for plugin: volume "data" (vol1) waits for its node plugin hostpath`),
+        at(`Allocation "${a1}": Plugin ready: node plugin hostpath is healthy`),
+        at(`Allocation "${a1}": Volume mounted: volume "data" (vol1) mounted at /var/lib/csiplug/x`),
+        at(`Allocation "${a1}" task "main": Started: task started (pid`),
+        at(`Allocation "${a1}" task "side": Started: task started (pid`),
+        at(`Allocation "${a1}" status changed: "pending" -> "running"`),
+        at(`Allocation "${a1}" is healthy`),
+      ];
+      expect([...order].sort((x, y) => x - y)).toEqual(order);
+      at(`Allocation "${a2}" task "main": Started: task started (pid`);
+      at(`Allocation "${a2}" is healthy`);
+      expect(r.stdout).toMatch(/==> Deployment "d0d0d0d0" successful\n {4}Task Group  Desired  Placed  Healthy  Unhealthy\n {4}app {9}2 {8}2 {7}2 {8}0\n$/);
+      // The verdict written at the sixth look is read at the next (the job before its allocations), and the watch ends there.
+      expect(looks).toBe(7);
+    });
+
+    it('exits 2 when an alloc fails, with why and where to look', async () => {
+      const [a1] = ids();
+      const why = 'Exceeded allowed attempts 0 in interval 30m and mode is "fail"; task exited: exit code 1';
+      steps = [
+        (allocs) => allocs.forEach(start),
+        ([first], job) => {
+          const main = first!.tasks.main!;
+          main.events.push({ type: 'Terminated', message: 'task exited: exit code 1', time: Date.now() }, { type: 'Not Restarting', message: why, time: Date.now(), failed: true });
+          Object.assign(main, { state: 'dead', failed: true, exitCode: 1 });
+          first!.clientStatus = 'failed';
+          first!.deploymentStatus = { healthy: false, time: Date.now(), reason: `task "main" is dead (failed): Not Restarting (${why})` };
+          settle(job, 'failed', 'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here and the old allocs still running are left running', 0, 1);
+        },
+      ];
+      const r = await cli(['job', 'run', 'web.json']);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toContain(`Allocation "${a1}" task "main": Not Restarting: ${why}\n`);
+      expect(r.stdout).toContain(`Allocation "${a1}" status changed: "running" -> "failed"\n`);
+      expect(r.stdout).toContain('==> Deployment "d0d0d0d0" failed: Failed due to unhealthy allocations - auto_revert is off for group "app"');
+      expect(r.stdout).toContain(`    Allocation "${a1}" (web.app[0]) failed: task "main": Not Restarting: ${why}\n`);
+      expect(r.stdout).toContain(`    See 'csiplug alloc status ${a1}' and 'csiplug alloc logs -stderr ${a1} main'\n`);
+    });
+
+    it('job run -h says how it watches and how it exits, with -detach and -monitor-timeout', async () => {
+      const r = await cli(['job', 'run', '-h']);
+      expect(r.stdout).toMatch(/Exits\s+0\s+when\s+it\s+succeeded;\s+2\s+when\s+it\s+failed/);
+      expect(r.stdout).toMatch(/\n {2}-detach\n/);
+      expect(r.stdout).toMatch(/\n {2}-monitor-timeout=<duration>\n[\s\S]*exit\s+0:\s+the\s+deployment\s+goes\s+on/);
+    });
+
+    it('exits 2 when a newer run replaces the deployment', async () => {
+      steps = [
+        () => undefined,
+        (_allocs, job) => {
+          job.deployment = { ...job.deployment!, id: 'e1e1e1e1-1111-4222-8333-444455556666', jobVersion: 1, createdAt: Date.now() };
+        },
+      ];
+      const r = await cli(['job', 'run', 'web.json']);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toContain('==> Deployment "d0d0d0d0" was cancelled: deployment "e1e1e1e1" of version 1 replaced it\n');
+    });
+
+    it('-detach returns once the job is submitted; -json prints the submission; neither watches', async () => {
+      const r = await cli(['job', 'run', '-detach', 'web.json']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(`==> Job "web" registered (version 0)\n    Allocation "${fakeUuid(1)}" created\n    Allocation "${fakeUuid(2)}" created\n    Deployment "d0d0d0d0" is rolling it out: see 'csiplug job status web'\n`);
+      await cli(['job', 'stop', '-purge', 'web']);
+      const j = await cli(['job', 'run', '-json', 'web.json']);
+      expect(j.code).toBe(0);
+      expect(JSON.parse(j.stdout)).toMatchObject({ jobId: 'web', deploymentId: DEPLOYMENT, unchanged: false });
+      expect(looks).toBe(0);
+    });
+
+    it('an unchanged job returns at once', async () => {
+      await cli(['job', 'run', '-detach', 'web.json']);
+      const r = await cli(['job', 'run', 'web.json']);
+      expect(r).toEqual({ code: 0, stdout: '==> Job "web" unchanged (version 0): nothing to do\n', stderr: '' });
+      expect(looks).toBe(0);
+    });
+
+    it('stops watching at -monitor-timeout, saying the deployment goes on, and exits 0', async () => {
+      const r = await cli(['job', 'run', '-monitor-timeout', '1s', 'web.json']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/==> Stopped watching after 1s: deployment "d0d0d0d0" is still running and goes on\. Follow it with 'csiplug job status web'\n$/);
+      expect(looks).toBeGreaterThan(0);
+      const bad = await cli(['job', 'run', '-monitor-timeout', 'soon', 'web.json']);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/^Error: -monitor-timeout: cannot parse duration "soon".*\(0 watches until the deployment ends\)/);
+      expect(fake.calls).toEqual(['runJob web']);
+    });
+
+    it('asks a restarted agent again and carries on', async () => {
+      const port = Number(new URL(url).port);
+      let restarted: Promise<void> | undefined;
+      steps = [
+        () => undefined,
+        // The agent goes away after this look…
+        () => void setImmediate(() => void api.dispose()),
+        () => undefined,
+        (allocs, job) => {
+          allocs.forEach(start);
+          for (const a of allocs) a.deploymentStatus = { healthy: true, time: Date.now() };
+          settle(job, 'successful', 'Deployment completed successfully', 2, 0);
+        },
+      ];
+      let stderr = '';
+      const io: CliIo = {
+        stdout: { write: () => true },
+        stderr: {
+          write: (s: string | Uint8Array) => {
+            stderr += s;
+            // …and comes back on its port once the CLI has found it gone.
+            if (!restarted && stderr.includes('does not answer')) {
+              api = new HttpApi(fake, { bindAddr: '127.0.0.1', port, logger: new MemoryLogger() });
+              restarted = api.listen().then(() => undefined);
+            }
+            return true;
+          },
+        },
+        env: { CSIPLUG_ADDR: url },
+        cwd: dir,
+      };
+      expect(await main(['job', 'run', 'web.json'], io)).toBe(0);
+      await restarted;
+      expect(stderr).toMatch(new RegExp(`^ {4}\\(the agent at ${url} does not answer: cannot reach the csiplug agent at ${url}: .*; asking again for up to 30s\\)\\n {4}\\(the agent answers again\\)\\n$`));
     });
   });
 

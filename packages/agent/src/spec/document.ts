@@ -3,7 +3,9 @@
 // through @cdktf/hcl2json, which turns every block into an array of bodies
 // and every labelled block into `{ label: [body] }`; JSON may use that form
 // or the natural one (a block is an object, labels are keys). The reader
-// accepts both, so every parser above it sees one shape.
+// accepts both, so every parser above it sees one shape. A reader given a
+// Problems collector reports every problem of a document in one pass (the
+// jobspec's does); without one, it stops at the first.
 import { ValidationError, parseDuration } from '@csiplug/core';
 import * as path from 'path';
 import { HclSyntaxError, parseHclText } from './hcl-process';
@@ -53,73 +55,236 @@ export function isBody(v: unknown): v is Body {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Re-raises a ValidationError with `prefix: ` in front of its message; other errors pass through. */
+/**
+ * Several problems of one document, found in one pass. Its message lists
+ * them one per line, in document order; `problems` holds each as the
+ * ValidationError it would have been alone (`field` is the first one's).
+ */
+export class ValidationProblems extends ValidationError {
+  constructor(readonly problems: readonly ValidationError[]) {
+    super(problems.map((p) => p.message).join('\n'), problems[0]?.field);
+  }
+}
+
+/** Re-raises a ValidationError with `prefix: ` in front of its message (of each problem's); other errors pass through. */
 export function withPrefix<T>(prefix: string, fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof ValidationError && prefix) throw new ValidationError(`${prefix}: ${err.message}`, err.field);
-    throw err;
+    if (!prefix || !(err instanceof ValidationError)) throw err;
+    if (err instanceof ValidationProblems) throw new ValidationProblems(err.problems.map((p) => prefixed(prefix, p)));
+    throw prefixed(prefix, err);
   }
+}
+
+function prefixed(prefix: string, err: ValidationError): ValidationError {
+  return new ValidationError(`${prefix}: ${err.message}`, err.field);
 }
 
 const show = (v: unknown): string => (v === undefined ? 'nothing' : JSON.stringify(v));
 
 /**
+ * Thrown by Where.fail once the problem is recorded in a Problems: it only
+ * unwinds the reading of the field or block at fault to the nearest guard
+ * (a BlockReader accessor, Where.guard or check, Problems.attempt), so reading goes
+ * on with the next one. It never leaves a reader that collects problems.
+ */
+class Recorded extends Error {
+  constructor() {
+    super('a recorded problem (internal: caught by the reader that collects problems)');
+    this.name = 'Recorded';
+  }
+}
+
+/** A problem's place, for sorting: the index of each key on the way to it, in its body. */
+type Order = readonly number[];
+
+/** Where a missing key sorts: after everything its object holds. */
+const ABSENT = Number.MAX_SAFE_INTEGER;
+
+function compareOrder(a: Order, b: Order): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+/**
+ * The problems of one document, collected while a reader goes on past
+ * each: the reader reports every problem in one pass instead of stopping
+ * at the first. A field (or an object) is reported once: what follows from
+ * a field already found wrong (a missing `source` is also not a usable id)
+ * is not news. Give it to the top Where; every Where made from that one
+ * shares it.
+ */
+export class Problems {
+  private readonly found: { error: ValidationError; order: Order; seq: number }[] = [];
+  private readonly reported = new Set<string>();
+
+  get size(): number {
+    return this.found.length;
+  }
+
+  /** Records `error` at `order`, unless its field (`key`) already has a problem. Returns whether it was recorded. */
+  add(error: ValidationError, order: Order, key = `\0${error.message}`): boolean {
+    if (this.reported.has(key)) return false;
+    this.reported.add(key);
+    this.found.push({ error, order, seq: this.found.length });
+    return true;
+  }
+
+  /** Whether the field (or object) `key` names has a problem already. */
+  has(key: string): boolean {
+    return this.reported.has(key);
+  }
+
+  /**
+   * Runs `read`; when it fails with a problem (recorded already, or a
+   * ValidationError, recorded now at `order`) returns `fallback` instead.
+   * Other errors pass through.
+   */
+  attempt<T>(read: () => T, fallback: T, order: Order = []): T {
+    try {
+      return read();
+    } catch (err) {
+      if (err instanceof Recorded) return fallback;
+      if (err instanceof ValidationError) {
+        if (err instanceof ValidationProblems) err.problems.forEach((p) => this.add(p, order));
+        else this.add(err, order);
+        return fallback;
+      }
+      throw err;
+    }
+  }
+
+  /** The problems in document order: undefined for none, the one ValidationError as it is, or a ValidationProblems. */
+  toError(): ValidationError | undefined {
+    const sorted = [...this.found].sort((a, b) => compareOrder(a.order, b.order) || a.seq - b.seq).map((p) => p.error);
+    if (sorted.length <= 1) return sorted[0];
+    return new ValidationProblems(sorted);
+  }
+
+  throwIfAny(): void {
+    const err = this.toError();
+    if (err) throw err;
+  }
+}
+
+/**
  * Where a value sits, for error messages: `prefix` names the object (a file,
  * or `job "web" group "app"`), `path` the field within it (`restart.`).
+ * With `problems`, each problem is recorded there and reading goes on (see
+ * Problems); without, the first one is thrown. `order` is its place in the
+ * document, for listing the problems in the order they appear.
  */
 export class Where {
   constructor(
     readonly prefix: string,
     readonly path = '',
+    readonly problems?: Problems,
+    readonly order: Order = [],
   ) {}
 
-  /** The same object, one block deeper. */
-  block(field: string): Where {
-    return new Where(this.prefix, `${this.path}${field}.`);
+  /** The same object, one block deeper; `at` is the block's place in its body. */
+  block(field: string, at: Order = []): Where {
+    return new Where(this.prefix, `${this.path}${field}.`, this.problems, [...this.order, ...at]);
   }
 
-  /** A new named object (a group, a task) whose fields start afresh. */
-  object(name: string): Where {
-    return new Where(this.prefix ? `${this.prefix} ${name}` : name);
+  /** A new named object (a group, a task) whose fields start afresh; `at` is its place in its body. */
+  object(name: string, at: Order = []): Where {
+    return new Where(this.prefix ? `${this.prefix} ${name}` : name, '', this.problems, [...this.order, ...at]);
   }
 
   field(field: string): string {
     return `${this.path}${field}`;
   }
 
-  /** Throws `<prefix>: <path><field> <why>`. */
-  fail(field: string, why: string): never {
+  /** The key a problem of `field` (of the object itself, for '') is known by in Problems. */
+  keyOf(field: string): string {
+    return `${this.prefix}\0${field === '' ? this.path.replace(/\.$/, '') : this.field(field)}`;
+  }
+
+  /** `<prefix>: <path><field> <why>` as a ValidationError. */
+  error(field: string, why: string): ValidationError {
     const name = this.field(field);
-    throw new ValidationError(`${this.prefix ? `${this.prefix}: ` : ''}${name} ${why}`, name);
+    return new ValidationError(`${this.prefix ? `${this.prefix}: ` : ''}${name} ${why}`, name);
+  }
+
+  /**
+   * Throws `<prefix>: <path><field> <why>`. Collecting problems, records it
+   * first: what is thrown then only ends the reading of this field or block.
+   */
+  fail(field: string, why: string, at: Order = []): never {
+    const err = this.error(field, why);
+    if (!this.problems) throw err;
+    this.problems.add(err, [...this.order, ...at], this.keyOf(field));
+    throw new Recorded();
+  }
+
+  /** As fail, but collecting problems, reading goes on after it. */
+  report(field: string, why: string, at: Order = []): void {
+    const err = this.error(field, why);
+    if (!this.problems) throw err;
+    this.problems.add(err, [...this.order, ...at], this.keyOf(field));
   }
 
   /** Throws `<prefix>: <why>` for a problem with the object as a whole. */
-  failObject(why: string): never {
+  failObject(why: string, at: Order = []): never {
+    this.reportObject(why, at);
+    throw new Recorded();
+  }
+
+  /** As failObject, but collecting problems, reading goes on after it. */
+  reportObject(why: string, at: Order = []): void {
     const name = this.path.replace(/\.$/, '');
-    throw new ValidationError(`${this.prefix ? `${this.prefix}: ` : ''}${name ? `${name} ` : ''}${why}`, name || undefined);
+    const err = new ValidationError(`${this.prefix ? `${this.prefix}: ` : ''}${name ? `${name} ` : ''}${why}`, name || undefined);
+    if (!this.problems) throw err;
+    this.problems.add(err, [...this.order, ...at], this.keyOf(''));
+  }
+
+  /**
+   * Reads a part (a group, a task, a block) that reports its own problems
+   * here: collecting problems, a problem that ends it ends only that part,
+   * and `fallback` stands in for it. Otherwise the problem is thrown.
+   */
+  guard<T>(read: () => T, fallback: T, at: Order = []): T {
+    return this.problems ? this.problems.attempt(read, fallback, [...this.order, ...at]) : read();
+  }
+
+  /**
+   * Runs a check made by other code (an id check, a duration parser) whose
+   * ValidationError does not say where: it is given this object's prefix,
+   * then recorded at `at` with `fallback` returned (collecting problems) or
+   * thrown.
+   */
+  check<T>(read: () => T, fallback: T, at: Order = []): T {
+    return this.guard(() => withPrefix(this.prefix, read), fallback, at);
   }
 }
 
 /**
- * A checked view of one block body: refuses unknown fields up front, and
- * reads each field with its type, default and limits. `null` counts as unset.
+ * A checked view of one block body: refuses unknown fields up front (with
+ * the advice `unsupported` has for a field it names, say a Nomad field
+ * csiplug has no use for), and reads each field with its type, default and
+ * limits. `null` counts as unset. When its Where collects problems, a field
+ * found wrong is recorded and read as its default (or left out), and
+ * reading goes on.
  */
 export class BlockReader {
   constructor(
     readonly body: Body,
     readonly where: Where,
     known: readonly string[],
+    unsupported: Readonly<Record<string, string>> = {},
   ) {
     for (const key of Object.keys(body)) {
-      if (!known.includes(key)) where.fail(key, `is not a known field${known.length ? ` (known: ${known.join(', ')})` : ''}`);
+      if (known.includes(key)) continue;
+      const advice = Object.hasOwn(unsupported, key) ? unsupported[key] : undefined;
+      this.report(key, advice !== undefined ? `is not supported: ${advice}` : `is not a known field${known.length ? ` (known: ${known.join(', ')})` : ''}`);
     }
   }
 
   /** A single block (object, or a one-element list as hcl2json gives it) read as a block. */
-  static of(value: unknown, where: Where, field: string, known: readonly string[]): BlockReader {
-    return new BlockReader(singleBody(value, where, field), where.block(field), known);
+  static of(value: unknown, where: Where, field: string, known: readonly string[], unsupported?: Readonly<Record<string, string>>, at: Order = []): BlockReader {
+    return new BlockReader(singleBody(value, where, field, at), where.block(field, at), known, unsupported);
   }
 
   has(key: string): boolean {
@@ -130,134 +295,493 @@ export class BlockReader {
     return this.has(key) ? this.body[key] : undefined;
   }
 
+  /** The place of `key` (or of the key `volume_mount[1]` or `task "x"` is made from) among the body's keys; a missing key sorts last. */
+  at(key: string): Order {
+    const i = Object.keys(this.body).indexOf(key.replace(/(\[\d+\]| ").*$/s, ''));
+    return [i < 0 ? ABSENT : i];
+  }
+
   fail(key: string, why: string): never {
-    return this.where.fail(key, why);
+    return this.where.fail(key, why, this.at(key));
+  }
+
+  /** A problem with `key` after which reading goes on (when collecting problems; otherwise thrown). */
+  report(key: string, why: string): void {
+    this.where.report(key, why, this.at(key));
+  }
+
+  /** Whether `key` was found wrong already (collecting problems). */
+  failed(key: string): boolean {
+    return this.where.problems?.has(this.where.keyOf(key)) ?? false;
+  }
+
+  /**
+   * Reads one field with `read`; collecting problems, a problem in it is
+   * recorded and `fallback` returned, so reading goes on with the next field.
+   */
+  private guard<T>(key: string, fallback: T, read: () => T): T {
+    const problems = this.where.problems;
+    if (!problems) return read();
+    try {
+      return read();
+    } catch (err) {
+      if (err instanceof Recorded) return fallback;
+      if (err instanceof ValidationError && !(err instanceof ValidationProblems)) {
+        problems.add(err, [...this.where.order, ...this.at(key)], this.where.keyOf(key));
+        return fallback;
+      }
+      throw err;
+    }
   }
 
   requiredString(key: string): string {
-    const v = this.raw(key);
-    if (v === undefined || v === '') this.fail(key, 'is required');
-    if (typeof v !== 'string') this.fail(key, `must be a string (got ${show(v)})`);
-    return v;
+    return this.guard(key, '', () => {
+      const v = this.raw(key);
+      if (v === undefined || v === '') this.fail(key, 'is required');
+      if (typeof v !== 'string') this.fail(key, `must be a string (got ${show(v)})`);
+      return v;
+    });
   }
 
   string(key: string): string | undefined;
   string(key: string, dflt: string): string;
   string(key: string, dflt?: string): string | undefined {
-    const v = this.raw(key);
-    if (v === undefined) return dflt;
-    if (typeof v !== 'string') this.fail(key, `must be a string (got ${show(v)})`);
-    return v;
+    return this.guard(key, dflt, () => {
+      const v = this.raw(key);
+      if (v === undefined) return dflt;
+      if (typeof v !== 'string') this.fail(key, `must be a string (got ${show(v)})`);
+      return v;
+    });
   }
 
+  /** One of `allowed`; a value found wrong reads as `dflt`, or else the first allowed. */
   oneOf<T extends string>(key: string, allowed: readonly T[], dflt?: T): T {
-    const v = this.raw(key) ?? dflt;
-    if (v === undefined) this.fail(key, `is required (one of ${allowed.join(', ')})`);
-    if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) this.fail(key, `must be one of ${allowed.join(', ')} (got ${show(v)})`);
-    return v as T;
+    return this.guard(key, dflt ?? allowed[0]!, () => {
+      const v = this.raw(key) ?? dflt;
+      if (v === undefined) this.fail(key, `is required (one of ${allowed.join(', ')})`);
+      if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) this.fail(key, `must be one of ${allowed.join(', ')} (got ${show(v)})`);
+      return v as T;
+    });
   }
 
   bool(key: string, dflt: boolean): boolean {
-    const v = this.raw(key);
-    if (v === undefined) return dflt;
-    if (typeof v !== 'boolean') this.fail(key, `must be true or false (got ${show(v)})`);
-    return v;
+    return this.guard(key, dflt, () => {
+      const v = this.raw(key);
+      if (v === undefined) return dflt;
+      if (typeof v !== 'boolean') this.fail(key, `must be true or false (got ${show(v)})`);
+      return v;
+    });
   }
 
   int(key: string, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
-    const v = this.raw(key);
-    if (v === undefined) return dflt;
-    if (typeof v !== 'number' || !Number.isInteger(v)) this.fail(key, `must be a whole number (got ${show(v)})`);
-    if (v < min || v > max) this.fail(key, max === Number.MAX_SAFE_INTEGER ? `must be at least ${min} (got ${v})` : `must be between ${min} and ${max} (got ${v})`);
-    return v;
+    return this.guard(key, dflt, () => {
+      const v = this.raw(key);
+      if (v === undefined) return dflt;
+      if (typeof v !== 'number' || !Number.isInteger(v)) this.fail(key, `must be a whole number (got ${show(v)})`);
+      if (v < min || v > max) this.fail(key, max === Number.MAX_SAFE_INTEGER ? `must be at least ${min} (got ${v})` : `must be between ${min} and ${max} (got ${v})`);
+      return v;
+    });
   }
 
   number(key: string, dflt: number | undefined, min: number, max: number): number | undefined {
-    const v = this.raw(key);
-    if (v === undefined) return dflt;
-    if (typeof v !== 'number' || !Number.isFinite(v)) this.fail(key, `must be a number (got ${show(v)})`);
-    if (v < min || v > max) this.fail(key, `must be between ${min} and ${max} (got ${v})`);
-    return v;
+    return this.guard(key, dflt, () => {
+      const v = this.raw(key);
+      if (v === undefined) return dflt;
+      if (typeof v !== 'number' || !Number.isFinite(v)) this.fail(key, `must be a number (got ${show(v)})`);
+      if (v < min || v > max) this.fail(key, `must be between ${min} and ${max} (got ${v})`);
+      return v;
+    });
   }
 
   /** A Go-style duration ("30s", "1h30m") or a number of milliseconds; returns ms. */
   duration(key: string): number | undefined;
   duration(key: string, dflt: number): number;
   duration(key: string, dflt?: number): number | undefined {
-    const v = this.raw(key);
-    if (v === undefined) return dflt;
-    if (typeof v !== 'string' && typeof v !== 'number') this.fail(key, `must be a duration like "30s" (got ${show(v)})`);
-    const name = this.where.field(key);
-    return withPrefix(this.where.prefix, () => parseDuration(v, name));
+    return this.guard(key, dflt, () => {
+      const v = this.raw(key);
+      if (v === undefined) return dflt;
+      if (typeof v !== 'string' && typeof v !== 'number') this.fail(key, `must be a duration like "30s" (got ${show(v)})`);
+      const name = this.where.field(key);
+      return withPrefix(this.where.prefix, () => parseDuration(v, name));
+    });
   }
 
+  /** A list of strings; collecting problems, each item that is not one is reported and left out. */
   stringList(key: string, dflt: string[] = []): string[] {
-    const v = this.raw(key);
-    if (v === undefined) return [...dflt];
-    if (!Array.isArray(v)) this.fail(key, `must be a list of strings (got ${show(v)})`);
-    v.forEach((item, i) => {
-      if (typeof item !== 'string') this.fail(`${key}[${i}]`, `must be a string (got ${show(item)})`);
+    return this.guard(key, [...dflt], () => {
+      const v = this.raw(key);
+      if (v === undefined) return [...dflt];
+      if (!Array.isArray(v)) this.fail(key, `must be a list of strings (got ${show(v)})`);
+      return v.flatMap((item: unknown, i) => {
+        if (typeof item === 'string') return [item];
+        this.report(`${key}[${i}]`, `must be a string (got ${show(item)})`);
+        return [];
+      });
     });
-    return [...(v as string[])];
   }
 
   /**
    * A string-to-string map, written either as an attribute (`env = { … }`)
-   * or as a block (`env { … }`).
+   * or as a block (`env { … }`). Collecting problems, each bad entry is
+   * reported and left out.
    */
   stringMap(key: string): Record<string, string> {
-    const v = this.raw(key);
-    if (v === undefined) return {};
-    const body = singleBody(v, this.where, key);
-    const w: Where = this.where.block(key);
-    const entries = Object.entries(body).map(([k, val]): [string, string] => {
-      if (k === '' || k.includes('\0')) w.fail(JSON.stringify(k), 'is not a usable key');
-      if (typeof val !== 'string') w.fail(k, `must be a string (got ${show(val)}); quote it`);
-      return [k, val];
+    return this.guard(key, {}, () => {
+      const v = this.raw(key);
+      if (v === undefined) return {};
+      const body = singleBody(v, this.where, key, this.at(key));
+      const w: Where = this.where.block(key, this.at(key));
+      const entries = Object.entries(body).flatMap(([k, val], i): [string, string][] => {
+        if (k === '' || k.includes('\0')) w.report(JSON.stringify(k), 'is not a usable key', [i]);
+        else if (typeof val !== 'string') w.report(k, `must be a string (got ${show(val)}); quote it`, [i]);
+        else return [[k, val]];
+        return [];
+      });
+      // fromEntries defines own properties, so a key like "__proto__" stays data.
+      return Object.fromEntries(entries);
     });
-    // fromEntries defines own properties, so a key like "__proto__" stays data.
-    return Object.fromEntries(entries);
   }
 
-  /** An optional single block. */
-  block(key: string, known: readonly string[]): BlockReader | undefined {
-    const v = this.raw(key);
-    return v === undefined ? undefined : BlockReader.of(v, this.where, key, known);
+  /** An optional single block; collecting problems, one that is not a block is reported and read as absent. */
+  block(key: string, known: readonly string[], unsupported?: Readonly<Record<string, string>>): BlockReader | undefined {
+    return this.guard(key, undefined, () => {
+      const v = this.raw(key);
+      return v === undefined ? undefined : BlockReader.of(v, this.where, key, known, unsupported, this.at(key));
+    });
   }
 
   /** A repeatable unlabelled block: a list of bodies, or one body. */
   blocks(key: string): Body[] {
-    const v = this.raw(key);
-    if (v === undefined) return [];
-    const list = Array.isArray(v) ? v : [v];
-    return list.map((item, i) => {
-      if (!isBody(item)) this.fail(list.length > 1 ? `${key}[${i}]` : key, `must be a block (got ${show(item)})`);
-      return item;
+    return this.blockList(key).map((b) => b.body);
+  }
+
+  /**
+   * A repeatable unlabelled block, each with the name its problems are
+   * reported under (`volume_mount`, or `volume_mount[1]` when there are
+   * several) and its place. Collecting problems, an item that is not a
+   * block is reported and left out.
+   */
+  blockList(key: string): { body: Body; field: string; at: Order }[] {
+    return this.guard(key, [], () => {
+      const v = this.raw(key);
+      if (v === undefined) return [];
+      const list: unknown[] = Array.isArray(v) ? v : [v];
+      return list.flatMap((item, i) => {
+        const field = list.length > 1 ? `${key}[${i}]` : key;
+        const at = [...this.at(key), i];
+        if (isBody(item)) return [{ body: item, field, at }];
+        this.where.report(field, `must be a block (got ${show(item)})`, at);
+        return [];
+      });
     });
   }
 
   /**
    * A labelled block (`task "name" { … }`): `{ label: body }` or, from
-   * hcl2json, `{ label: [body] }`. A label given twice is an error.
+   * hcl2json, `{ label: [body] }`, each with its place. A label given twice
+   * is an error; collecting problems, such a label (or one whose body is
+   * not a block) is reported and left out.
    */
-  labelled(key: string, what: string): Array<[string, Body]> {
-    const v = this.raw(key);
-    if (v === undefined) return [];
-    if (!isBody(v)) this.fail(key, `must be labelled blocks, like ${key} "name" { … } (got ${show(v)})`);
-    return Object.entries(v).map(([label, value]): [string, Body] => {
-      if (Array.isArray(value) && value.length > 1) this.fail(`${key} "${label}"`, `is defined ${value.length} times; ${what} names must be unique`);
-      return [label, singleBody(value, this.where, `${key} "${label}"`)];
+  labelled(key: string, what: string): Array<[string, Body, Order]> {
+    return this.guard(key, [], () => {
+      const v = this.raw(key);
+      if (v === undefined) return [];
+      if (!isBody(v)) this.fail(key, `must be labelled blocks, like ${key} "name" { … } (got ${show(v)})`);
+      return Object.entries(v).flatMap(([label, value], i): Array<[string, Body, Order]> => {
+        const at = [...this.at(key), i];
+        const field = `${key} "${label}"`;
+        if (Array.isArray(value) && value.length > 1) {
+          this.where.report(field, `is defined ${value.length} times; ${what} names must be unique`, at);
+          return [];
+        }
+        const body = this.where.problems ? this.where.problems.attempt(() => singleBody(value, this.where, field, at), undefined) : singleBody(value, this.where, field, at);
+        return body ? [[label, body, at]] : [];
+      });
     });
+  }
+
+  /** How many labels `key` holds: 0 when absent, -1 when it is not labelled blocks at all (a problem reported on its own). */
+  labelCount(key: string): number {
+    const v = this.raw(key);
+    if (v === undefined) return 0;
+    return isBody(v) ? Object.keys(v).length : -1;
   }
 }
 
 /** A single block body: an object, or a list holding exactly one (the hcl2json form). */
-export function singleBody(value: unknown, where: Where, field: string): Body {
+export function singleBody(value: unknown, where: Where, field: string, at: Order = []): Body {
   let v = value;
   if (Array.isArray(v)) {
-    if (v.length !== 1) where.fail(field, v.length === 0 ? 'is an empty list; give one block' : `may be given once (got ${v.length} blocks)`);
+    if (v.length !== 1) where.fail(field, v.length === 0 ? 'is an empty list; give one block' : `may be given once (got ${v.length} blocks)`, at);
     v = v[0];
   }
-  if (!isBody(v)) where.fail(field, `must be a block (got ${show(v)})`);
+  if (!isBody(v)) where.fail(field, `must be a block (got ${show(v)})`, at);
   return v;
+}
+
+// ---------------------------------------------------------------------------
+// Source order for HCL. hcl2json sorts every body's keys and every block's
+// labels, so a reader walking its output would list problems alphabetically.
+// A light scan of the HCL text (names, labels and nesting only: strings,
+// heredocs, comments and expressions are skipped, not understood) recovers
+// the order the file gives them, and the data is rebuilt in that order.
+// Values are never touched, and anything the scan does not follow leaves the
+// converter's order as it was.
+
+/** The names in one body (or object value) in the order written; a block's labels and body, an attribute's object value. */
+interface ScannedItem {
+  name: string;
+  labels: string[];
+  body?: ScannedItem[];
+}
+
+class HclScanner {
+  private i = 0;
+
+  constructor(private readonly text: string) {}
+
+  /** The top body. Throws on anything it does not follow. */
+  scan(): ScannedItem[] {
+    const items = this.body('');
+    if (this.peek() !== '') throw new Error(`unexpected ${this.peek()} at ${this.i}`);
+    return items;
+  }
+
+  private body(end: '' | '}'): ScannedItem[] {
+    const items: ScannedItem[] = [];
+    for (;;) {
+      this.skipSpace(true);
+      const c = this.peek();
+      if (c === end || c === '') return items;
+      const name = this.identifier() ?? this.stringLiteral();
+      if (name === undefined) throw new Error(`expected a name at ${this.i}`);
+      this.skipSpace(false);
+      if (this.text[this.i] === '=' && this.text[this.i + 1] !== '=') {
+        this.i++;
+        items.push({ name, labels: [], ...this.attributeValue() });
+        continue;
+      }
+      const labels: string[] = [];
+      for (;;) {
+        this.skipSpace(false);
+        if (this.text[this.i] === '{') break;
+        const label = this.stringLiteral() ?? this.identifier();
+        if (label === undefined) throw new Error(`expected a label or { at ${this.i}`);
+        labels.push(label);
+      }
+      this.i++;
+      const body = this.body('}');
+      this.expect('}');
+      items.push({ name, labels, body });
+    }
+  }
+
+  /** An attribute's value: an object constructor is scanned as a body; anything else is skipped to the end of its line. */
+  private attributeValue(): { body?: ScannedItem[] } {
+    this.skipSpace(false);
+    if (this.text[this.i] === '{') {
+      this.i++;
+      const body = this.objectBody();
+      this.expect('}');
+      this.skipExpression();
+      return { body };
+    }
+    this.skipExpression();
+    return {};
+  }
+
+  /** `{ a = 1, "b" = { … } }` (or `a: 1`), up to its closing brace. */
+  private objectBody(): ScannedItem[] {
+    const items: ScannedItem[] = [];
+    for (;;) {
+      this.skipSpace(true);
+      if (this.text[this.i] === ',') {
+        this.i++;
+        continue;
+      }
+      if (this.peek() === '}' || this.peek() === '') return items;
+      const name = this.identifier() ?? this.stringLiteral();
+      if (name === undefined) throw new Error(`expected a key at ${this.i}`);
+      this.skipSpace(false);
+      const sep = this.text[this.i];
+      if (sep !== '=' && sep !== ':') throw new Error(`expected = or : at ${this.i}`);
+      this.i++;
+      this.skipSpace(true);
+      if (this.text[this.i] === '{') {
+        this.i++;
+        const body = this.objectBody();
+        this.expect('}');
+        items.push({ name, labels: [], body });
+      } else {
+        this.skipValue();
+        items.push({ name, labels: [] });
+      }
+    }
+  }
+
+  /** Skips an object entry's value: up to a comma, newline or closing brace at its own depth. */
+  private skipValue(): void {
+    let depth = 0;
+    while (this.i < this.text.length) {
+      const c = this.text[this.i]!;
+      if (depth === 0 && (c === ',' || c === '\n' || c === '}')) return;
+      if (!this.skipAtom()) {
+        if (c === '(' || c === '[' || c === '{') depth++;
+        if (c === ')' || c === ']' || c === '}') depth--;
+        this.i++;
+      }
+    }
+  }
+
+  /** Skips an expression to the end of its line (brackets may span lines). */
+  private skipExpression(): void {
+    let depth = 0;
+    while (this.i < this.text.length) {
+      const c = this.text[this.i]!;
+      if (depth === 0 && (c === '\n' || c === '}')) return;
+      if (!this.skipAtom()) {
+        if (c === '(' || c === '[' || c === '{') depth++;
+        if (c === ')' || c === ']' || c === '}') depth--;
+        this.i++;
+      }
+    }
+  }
+
+  /** Skips a string, heredoc or comment at the cursor; false when there is none. */
+  private skipAtom(): boolean {
+    const c = this.text[this.i];
+    if (c === '"') {
+      this.stringLiteral();
+      return true;
+    }
+    if (c === '#' || (c === '/' && this.text[this.i + 1] === '/')) {
+      while (this.i < this.text.length && this.text[this.i] !== '\n') this.i++;
+      return true;
+    }
+    if (c === '/' && this.text[this.i + 1] === '*') {
+      const end = this.text.indexOf('*/', this.i + 2);
+      if (end < 0) throw new Error('unterminated comment');
+      this.i = end + 2;
+      return true;
+    }
+    if (c === '<' && this.text[this.i + 1] === '<') {
+      const m = /^<<-?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\r?\n/.exec(this.text.slice(this.i));
+      if (!m) return false;
+      const lines = this.text.slice(this.i + m[0].length).split('\n');
+      let offset = this.i + m[0].length;
+      for (const line of lines) {
+        offset += line.length + 1;
+        if (line.trim() === m[1]) {
+          this.i = offset - 1;
+          return true;
+        }
+      }
+      throw new Error('unterminated heredoc');
+    }
+    return false;
+  }
+
+  private skipSpace(newlines: boolean): void {
+    while (this.i < this.text.length) {
+      const c = this.text[this.i]!;
+      if (c === ' ' || c === '\t' || c === '\r' || (newlines && c === '\n')) this.i++;
+      else if ((c === '#' || c === '/') && this.skipAtom()) continue;
+      else return;
+    }
+  }
+
+  private peek(): string {
+    return this.text[this.i] ?? '';
+  }
+
+  private expect(c: string): void {
+    this.skipSpace(true);
+    if (this.text[this.i] !== c) throw new Error(`expected ${c} at ${this.i}`);
+    this.i++;
+  }
+
+  private identifier(): string | undefined {
+    const m = /^[A-Za-z_][A-Za-z0-9_-]*/.exec(this.text.slice(this.i, this.i + 256));
+    if (!m) return undefined;
+    this.i += m[0].length;
+    return m[0];
+  }
+
+  /** A quoted string (its `${ … }` parts skipped whole), as its raw text between the quotes: labels and keys have no escapes worth decoding for ordering. */
+  private stringLiteral(): string | undefined {
+    if (this.text[this.i] !== '"') return undefined;
+    const start = ++this.i;
+    while (this.i < this.text.length) {
+      const c = this.text[this.i]!;
+      if (c === '\\') this.i += 2;
+      else if (c === '"') return this.text.slice(start, this.i++);
+      else if ((c === '$' || c === '%') && this.text[this.i + 1] === '{') {
+        this.i += 2;
+        let depth = 1;
+        while (depth > 0 && this.i < this.text.length) {
+          if (this.skipAtom()) continue;
+          const d = this.text[this.i++];
+          if (d === '{') depth++;
+          if (d === '}') depth--;
+        }
+      } else if (c === '\n') throw new Error('unterminated string');
+      else this.i++;
+    }
+    throw new Error('unterminated string');
+  }
+}
+
+/** `data`'s keys (and labels, nested) rebuilt in the order `items` has them; what `items` does not name keeps its place after. */
+function reorder(data: unknown, items: readonly ScannedItem[] | undefined): unknown {
+  if (!items || !isBody(data)) return data;
+  const names = [...new Set(items.map((it) => it.name))];
+  const keys = [...names.filter((n) => Object.hasOwn(data, n)), ...Object.keys(data).filter((k) => !names.includes(k))];
+  return Object.fromEntries(
+    keys.map((key) => {
+      const mine = items.filter((it) => it.name === key);
+      return [key, mine.length ? reorderValue(data[key], mine) : data[key]];
+    }),
+  );
+}
+
+/** One key's value: an attribute's object, a block (a list of bodies in hcl2json), or labelled blocks (`{ label: [body] }`, one level per label). */
+function reorderValue(value: unknown, items: readonly ScannedItem[]): unknown {
+  const first = items[0]!;
+  if (first.labels.length === 0) {
+    if (Array.isArray(value) && first.body) return value.map((v, i) => reorder(v, items[i]?.body));
+    return reorder(value, first.body);
+  }
+  return reorderLabels(value, items, 0);
+}
+
+function reorderLabels(value: unknown, items: readonly ScannedItem[], depth: number): unknown {
+  if (!isBody(value)) return value;
+  const labels = [...new Set(items.map((it) => it.labels[depth]!))];
+  const keys = [...labels.filter((l) => Object.hasOwn(value, l)), ...Object.keys(value).filter((k) => !labels.includes(k))];
+  return Object.fromEntries(
+    keys.map((label) => {
+      const mine = items.filter((it) => it.labels[depth] === label);
+      if (!mine.length) return [label, value[label]];
+      const inner = value[label];
+      if (depth + 1 < mine[0]!.labels.length) return [label, reorderLabels(inner, mine, depth + 1)];
+      return [label, Array.isArray(inner) ? inner.map((v, i) => reorder(v, mine[i]?.body)) : reorder(inner, mine[0]!.body)];
+    }),
+  );
+}
+
+/**
+ * The data hcl2json made of `text`, with every body's keys and labels in
+ * the order the text gives them, so that what reads it in key order (the
+ * problems a reader lists) follows the file. Data the scan cannot follow is
+ * returned as it is.
+ */
+export function inSourceOrder(data: Body, text: string): Body {
+  let items: ScannedItem[];
+  try {
+    items = new HclScanner(text).scan();
+  } catch {
+    return data;
+  }
+  const out = reorder(data, items);
+  return isBody(out) ? out : data;
 }

@@ -1,6 +1,7 @@
 import { ValidationError } from '@csiplug/core';
 import type { JobSpec } from '../model';
-import { DEFAULT_RESTART, DEFAULT_UPDATE, jobToDocument, parseJobspec, validateJob } from './jobspec';
+import { inSourceOrder } from './document';
+import { DEFAULT_RESTART, DEFAULT_UPDATE, ValidationProblems, jobToDocument, parseJobspec, validateJob } from './jobspec';
 
 const FULL_HCL = `
 job "web" {
@@ -364,14 +365,14 @@ describe('validateJob', () => {
     ['not an object', 'job', 'a jobspec must be an object like { "job": { "<id>": { … } } }'],
     ['no job', {}, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 0)'],
     ['two jobs', { job: { a: { group: {} }, b: { group: {} } } }, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 2)'],
-    ['an unknown top-level key', { job: {}, jobs: 1 }, 'jobs is not a known field (known: job)'],
+    ['an unknown top-level key', { job: {}, jobs: 1 }, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 0)\njobs is not a known field (known: job)'],
     ['job not labelled', { job: [{ group: {} }] }, 'job must be labelled blocks, like job "name" { … } (got [{"group":{}}])'],
-    ['a job id with a slash', { job: { 'a/b': { group: {} } } }, 'job id "a/b" is not allowed: it may not contain "/", "..", or NUL'],
-    ['a job id with ..', { job: { '..': { group: {} } } }, 'job id ".." is not allowed: it may not contain "/", "..", or NUL'],
+    ['a job id with a slash', { job: { 'a/b': { group: {} } } }, 'job id "a/b" is not allowed: it may not contain "/", "..", or NUL\njob "a/b": needs at least one group'],
+    ['a job id with ..', { job: { '..': { group: {} } } }, 'job id ".." is not allowed: it may not contain "/", "..", or NUL\njob "..": needs at least one group'],
     ['a job without groups', { job: { web: {} } }, 'job "web": needs at least one group'],
-    ['an unknown job field', { job: { web: { datacenters: ['dc1'], group: {} } } }, 'job "web": datacenters is not a known field (known: name, update, group)'],
+    ['an unknown job field', { job: { web: { flavour: 'x', group: {} } } }, 'job "web": flavour is not a known field (known: name, type, update, group)\njob "web": needs at least one group'],
     ['a group without tasks', { job: { web: { group: { app: {} } } } }, `${GROUP}: needs at least one task`],
-    ['a group name with a slash', { job: { web: { group: { 'x/y': {} } } } }, 'job "web": group name "x/y" is not allowed: it may not contain "/", "..", or NUL'],
+    ['a group name with a slash', { job: { web: { group: { 'x/y': {} } } } }, 'job "web": group name "x/y" is not allowed: it may not contain "/", "..", or NUL\njob "web" group "x/y": needs at least one task'],
     ['a group not a block', { job: { web: { group: { app: 3 } } } }, 'job "web": group "app" must be a block (got 3)'],
   ])('rejects %s', (_name, raw, message) => {
     expect(errorOf(() => validateJob(raw)).message).toBe(message);
@@ -398,7 +399,7 @@ describe('validateJob', () => {
     ['count 0', { count: 0 }, `${GROUP}: count must be at least 1 (got 0)`],
     ['count 1.5', { count: 1.5 }, `${GROUP}: count must be a whole number (got 1.5)`],
     ['count as a string', { count: '2' }, `${GROUP}: count must be a whole number (got "2")`],
-    ['an unknown group field', { network: {} }, `${GROUP}: network is not a known field (known: count, restart, update, volume, task)`],
+    ['an unknown group field', { networking: {} }, `${GROUP}: networking is not a known field (known: count, restart, update, volume, task)`],
     ['a bad restart mode', { restart: { mode: 'retry' } }, `${GROUP}: restart.mode must be one of fail, delay (got "retry")`],
     ['negative restart attempts', { restart: { attempts: -1 } }, `${GROUP}: restart.attempts must be at least 0 (got -1)`],
     ['a zero restart interval', { restart: { interval: '0s' } }, `${GROUP}: restart.interval must be positive`],
@@ -446,17 +447,17 @@ describe('validateJob', () => {
 
   it.each<[string, Record<string, unknown>, string]>([
     ['no driver', { driver: undefined }, `${TASK}: driver is required (exec or raw_exec)`],
-    ['driver docker', { driver: 'docker' }, `${TASK}: driver must be one of exec, raw_exec (got "docker")`],
+    ['driver fortran', { driver: 'fortran' }, `${TASK}: driver must be one of exec, raw_exec (got "fortran")`],
     ['no config', { config: undefined }, `${TASK}: config is required: config { command = "…" }`],
     ['no command', { config: { args: ['x'] } }, `${TASK}: config.command is required`],
     ['an empty command', { config: { command: '' } }, `${TASK}: config.command is required`],
     ['a numeric command', { config: { command: 7 } }, `${TASK}: config.command must be a string (got 7)`],
     ['args not a list', { config: { command: 'x', args: 'a b' } }, `${TASK}: config.args must be a list of strings (got "a b")`],
     ['a numeric arg', { config: { command: 'x', args: ['a', 2] } }, `${TASK}: config.args[1] must be a string (got 2)`],
-    ['an unknown config key', { config: { command: 'x', image: 'y' } }, `${TASK}: config.image is not a known field (known: command, args, cap_add, cap_drop, network_mode)`],
+    ['an unknown config key', { config: { command: 'x', workdir: 'y' } }, `${TASK}: config.workdir is not a known field (known: command, args, cap_add, cap_drop, network_mode)`],
     ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
     ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
-    ['an unknown task field', { artifact: { source: 'x' } }, `${TASK}: artifact is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources)`],
+    ['an unknown task field', { user: 'nobody' }, `${TASK}: user is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources)`],
     ['an unknown resources field', { resources: { disk: 100 } }, `${TASK}: resources.disk is not a known field (known: cpu, memory)`],
     ['a memory limit too small to run anything', { resources: { memory: 1 } }, `${TASK}: resources.memory must be between 4 and 16777216 (got 1)`],
     ['an unknown kill signal', { kill_signal: 'SIGFOO' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`],
@@ -587,5 +588,182 @@ describe('validateJob', () => {
     ])('rejects %s', (_name, jobUpdate, groupUpdate, message) => {
       expect(errorOf(() => validateJob(withUpdate(jobUpdate, groupUpdate))).message).toBe(message);
     });
+  });
+});
+
+describe('every problem in one pass', () => {
+  const BAD = `job "web" {
+  # Nomad's, not csiplug's
+  datacenters = ["dc1"]
+
+  group "app" {
+    count = 0
+
+    volume "data" {
+      type   = "csi"
+      source = "a/b"
+    }
+
+    task "server" {
+      driver = "exec"
+
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo \${NOMAD_ALLOC_ID} }"]
+      }
+
+      env = {
+        B-1 = "x"
+        A   = 1
+      }
+
+      volume_mount {
+        volume      = "data"
+        destination = "../up"
+      }
+
+      kill_signal = "SIGFOO"
+    }
+  }
+}
+`;
+
+  it('lists every problem, each with its place, in the order the file has them', async () => {
+    const err = await asyncErrorOf(parseJobspec(BAD, 'web.hcl'));
+    expect(err).toBeInstanceOf(ValidationProblems);
+    const lines = [
+      'web.hcl: job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+      `web.hcl: ${GROUP}: count must be at least 1 (got 0)`,
+      `web.hcl: ${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`,
+      `web.hcl: ${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`,
+      `web.hcl: ${TASK}: env "B-1" is not a name an isolated (exec) task can be given: letters, digits and _, not starting with a digit`,
+      `web.hcl: ${TASK}: env.A must be a string (got 1); quote it`,
+      `web.hcl: ${TASK}: volume_mount.destination "../up" may not contain ".."`,
+      `web.hcl: ${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`,
+    ];
+    expect(err.message).toBe(lines.join('\n'));
+    expect((err as ValidationProblems).problems.map((p) => p.message)).toEqual(lines);
+    expect(err.field).toBe('datacenters');
+    // The same document as JSON, its keys in another order: the problems follow that order.
+    const json = { job: { web: { group: { app: { task: { server: { kill_signal: 'SIGFOO', driver: 'exec', config: { command: 'x' } } }, count: 0 } }, datacenters: ['dc1'] } } };
+    expect(errorOf(() => validateJob(json)).message).toBe(
+      [`${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`, `${GROUP}: count must be at least 1 (got 0)`, lines[0]!.replace('web.hcl: ', '')].join('\n'),
+    );
+  });
+
+  it('reports one problem alone as the ValidationError it always was', () => {
+    const err = errorOf(() => validateJob(job({ group: { count: 0 } })));
+    expect(err).not.toBeInstanceOf(ValidationProblems);
+    expect(err.message).toBe(`${GROUP}: count must be at least 1 (got 0)`);
+  });
+
+  it('does not report what follows from a problem already reported', () => {
+    // A missing source is not also an unusable id; a broken volume is still a volume of the group; a group whose only task is broken still has a task.
+    expect(errorOf(() => validateJob(job({ volume: { source: undefined, access_mode: 'rw' }, task: { volume_mount: { volume: 'data', destination: 'd' } } }))).message).toBe(
+      [`${VOLUME}: source is required`, `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`].join('\n'),
+    );
+    expect(errorOf(() => validateJob(job({ task: { config: 'x' } }))).message).toBe(`${TASK}: config must be a block (got "x")`);
+    expect(errorOf(() => validateJob(job({ group: { update: { healthy_deadline: '0s' } } }))).message).toBe(`${GROUP} update: healthy_deadline must be positive (got 0s)`);
+    // Driver-only checks wait for a driver: none is guessed.
+    expect(errorOf(() => validateJob(job({ task: { driver: 'docker', config: { command: 'x', cap_add: ['net_admin'] }, env: { 'A-B': 'x' } } }))).message).toMatch(/^[^\n]*driver "docker" is not supported[^\n]*$/);
+  });
+
+  it('lists every bad item of a list or map, not just the first', () => {
+    expect(errorOf(() => validateJob(job({ task: { config: { command: 'x', args: [1, 'a', true] }, env: { A: 1, B: 'b', C: false } } }))).message).toBe(
+      [`${TASK}: config.args[0] must be a string (got 1)`, `${TASK}: config.args[2] must be a string (got true)`, `${TASK}: env.A must be a string (got 1); quote it`, `${TASK}: env.C must be a string (got false); quote it`].join('\n'),
+    );
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['datacenters', { job: { datacenters: ['dc1'] } }, 'job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it'],
+    ['region', { job: { region: 'global' } }, 'job "web": region is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it'],
+    ['type system', { job: { type: 'system' } }, 'job "web": type "system" is not supported: csiplug runs on this one node, where a system job is a service job of count 1: set type = "service" (or leave type out)'],
+    ['type batch', { job: { type: 'batch' } }, 'job "web": type "batch" is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)'],
+    ['another type', { job: { type: 'daemon' } }, 'job "web": type "daemon" must be "service", the kind of job csiplug runs (or leave type out)'],
+    ['job constraint', { job: { constraint: { attribute: '${attr.kernel.name}', value: 'linux' } } }, 'job "web": constraint is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it'],
+    ['job vault', { job: { vault: { policies: ['x'] } } }, 'job "web": vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it'],
+    ['network', { group: { network: { port: { http: {} } } } }, `${GROUP}: network is not supported: csiplug assigns no ports or networks: a raw_exec task uses the host's network, an exec task the host's (config { network_mode = "host" }) or only a loopback of its own (network_mode = "none"); remove it`],
+    ['a group service', { group: { service: { name: 'web' } } }, `${GROUP}: service is not supported: csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; remove it`],
+    ['affinity', { group: { affinity: { attribute: 'x' } } }, `${GROUP}: affinity is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it`],
+    ['spread', { group: { spread: { attribute: 'x' } } }, `${GROUP}: spread is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it`],
+    ['group consul', { group: { consul: {} } }, `${GROUP}: consul is not supported: csiplug has no Consul integration; remove it`],
+    ['driver docker', { task: { driver: 'docker' } }, `${TASK}: driver "docker" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`],
+    ['driver podman', { task: { driver: 'podman' } }, `${TASK}: driver "podman" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`],
+    ['an image', { task: { config: { command: 'x', image: 'nginx' } } }, `${TASK}: config.image is not supported: csiplug runs commands, not images: use config { command = "…" args = […] }`],
+    ['artifact', { task: { artifact: { source: 'https://x' } } }, `${TASK}: artifact is not supported: csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; remove it`],
+    ['template', { task: { template: { data: 'x', destination: 'local/x' } } }, `${TASK}: template is not supported: csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; remove it`],
+    ['a task service', { task: { service: { name: 'web' } } }, `${TASK}: service is not supported: csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; remove it`],
+    ['task vault', { task: { vault: {} } }, `${TASK}: vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it`],
+    ['lifecycle', { task: { lifecycle: { hook: 'prestart' } } }, `${TASK}: lifecycle is not supported: the tasks of a group all start together: prestart, poststart and sidecar tasks are not supported; remove it`],
+  ])('says what to use instead of Nomad\'s %s', (_name, patch, message) => {
+    const raw = job({ group: patch.group as Record<string, unknown>, task: patch.task as Record<string, unknown> }) as { job: { web: Record<string, unknown> } };
+    Object.assign(raw.job.web, patch.job ?? {});
+    expect(errorOf(() => validateJob(raw)).message).toBe(message);
+  });
+
+  it('takes type = "service", what csiplug runs anyway', () => {
+    const raw = job() as { job: { web: Record<string, unknown> } };
+    raw.job.web.type = 'service';
+    expect(validateJob(raw)).toEqual(validateJob(job()));
+  });
+});
+
+describe('inSourceOrder', () => {
+  const HCL = `# a comment with job "x" { in it
+job "web" {
+  update {
+    max_parallel = 1
+  }
+  group "b" {
+    task "z" {
+      env = {
+        ZED   = "1"
+        ALPHA = "\${NOMAD_TASK_NAME} } {"
+      }
+      config = { command = "x", args = ["a, b", "}"] }
+      driver = "raw_exec"
+      /* block comment } */
+      kill_signal = <<EOT
+SIGINT } {
+EOT
+    }
+    task "a" {
+      driver = "exec"
+      config {
+        command = "x"
+      }
+    }
+  }
+  group "a" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "x"
+      }
+    }
+  }
+}
+`;
+
+  it('keeps the order of the file for keys and labels, and every value as it was', async () => {
+    const { parse } = require('@cdktf/hcl2json') as { parse: (f: string, t: string) => Promise<Record<string, unknown>> };
+    const raw = await parse('x.hcl', HCL);
+    const ordered = inSourceOrder(raw, HCL);
+    expect(ordered).toEqual(raw);
+    const web = (ordered.job as Record<string, Record<string, unknown>[]>).web![0]!;
+    expect(Object.keys(web)).toEqual(['update', 'group']);
+    const groups = web.group as Record<string, Record<string, Record<string, unknown[]>>[]>;
+    expect(Object.keys(groups)).toEqual(['b', 'a']);
+    expect(Object.keys(groups.b![0]!.task!)).toEqual(['z', 'a']);
+    const z = (groups.b![0]!.task!.z as Record<string, unknown>[])[0]!;
+    expect(Object.keys(z)).toEqual(['env', 'config', 'driver', 'kill_signal']);
+    expect(Object.keys(z.env as object)).toEqual(['ZED', 'ALPHA']);
+    expect(Object.keys(z.config as object)).toEqual(['command', 'args']);
+  });
+
+  it('leaves data it cannot follow in the converter\'s order', () => {
+    const data = { b: 1, a: 2 };
+    expect(Object.keys(inSourceOrder(data, 'a = 2\nb = "unterminated\n'))).toEqual(['b', 'a']);
+    expect(Object.keys(inSourceOrder(data, 'a = 2\n}\nb = 1\n'))).toEqual(['b', 'a']);
   });
 });

@@ -9,7 +9,9 @@ import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from '../model';
 import { STALE_MOUNT_POLICIES, type StaleMountPolicy } from '@csiplug/volumes';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
-import { BlockReader, Body, Where, isBody, loadDocument, singleBody, withPrefix } from './document';
+import { BlockReader, Body, Problems, Where, detectFormat, inSourceOrder, isBody, loadDocument, singleBody, withPrefix } from './document';
+
+export { ValidationProblems } from './document';
 
 /** Nomad's restart defaults for service jobs. */
 export const DEFAULT_RESTART: Readonly<RestartPolicy> = Object.freeze({ attempts: 2, interval: 30 * 60_000, delay: 15_000, mode: 'fail' });
@@ -100,29 +102,31 @@ export interface JobDocument {
 /**
  * Parses a jobspec file, HCL or JSON (see detectFormat), into a checked
  * JobSpec. Errors are ValidationErrors that start with the file name and name
- * the job, group, task and field.
+ * the job, group, task and field; a file with several problems fails with
+ * one ValidationProblems that lists them all, in document order.
  */
 export async function parseJobspec(text: string, filename: string): Promise<JobSpec> {
   const doc = await loadDocument(text, filename);
-  return withPrefix(filename, () => validateJob(doc));
+  // Problems are listed in the order the file has them; hcl2json sorts keys.
+  const ordered = detectFormat(text, filename) === 'hcl' ? inSourceOrder(doc, text) : doc;
+  return withPrefix(filename, () => validateJob(ordered));
 }
 
 /**
  * Checks a jobspec in its JSON form (a parsed file, or an HTTP API body) and
  * returns the JobSpec. Also accepts the document wrapped as `{ "Job": … }`,
- * the way the HTTP API carries it.
+ * the way the HTTP API carries it. Every problem is found in one pass: one
+ * is thrown as the ValidationError it is, several as one ValidationProblems.
  */
 export function validateJob(raw: unknown): JobSpec {
   let doc = raw;
   if (isBody(doc) && Object.keys(doc).length === 1 && 'Job' in doc) doc = doc.Job;
   if (!isBody(doc)) throw new ValidationError('a jobspec must be an object like { "job": { "<id>": { … } } }');
-  const top = new BlockReader(doc, new Where(''), ['job']);
-  const jobs = top.labelled('job', 'job');
-  if (jobs.length !== 1) {
-    throw new ValidationError(`a jobspec must hold exactly one job block, like job "<id>" { … } (found ${jobs.length})`, 'job');
-  }
-  const [id, body] = jobs[0]!;
-  return readJob(id, body);
+  // Every problem of the document in one pass: one ValidationError as it is, several as one ValidationProblems.
+  const problems = new Problems();
+  const job = problems.attempt(() => readDocument(doc, problems), undefined);
+  problems.throwIfAny();
+  return job!;
 }
 
 /** The canonical JSON form of a JobSpec: every field explicit. validateJob(jobToDocument(j)) deep-equals j. */
@@ -188,35 +192,139 @@ export function jobToDocument(job: JobSpec): JobDocument {
 }
 
 // ---------------------------------------------------------------------------
+// Nomad fields csiplug has no use for, with what to do instead: a jobspec
+// written for Nomad gets advice rather than "is not a known field".
 
-function checkId(where: Where, id: string, what: string): void {
-  withPrefix(where.prefix, () => assertPathSafeId(id, what));
+const REMOVE = 'remove it';
+const ONE_NODE = `csiplug runs every job on this one node, so there is nothing to choose; ${REMOVE}`;
+const PLACEMENT = `csiplug runs everything on this one node: there is no placement to constrain; ${REMOVE}`;
+const NO_VAULT = `csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; ${REMOVE}`;
+const NO_CONSUL = `csiplug has no Consul integration; ${REMOVE}`;
+const NO_META = `csiplug keeps no metadata: give the task what it needs in env; ${REMOVE}`;
+const NO_SERVICE = `csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; ${REMOVE}`;
+const NO_RESCHEDULE = `csiplug has one node: a failed allocation is not moved anywhere; the restart block says what happens when a task exits; ${REMOVE}`;
+const NO_NETWORK =
+  'csiplug assigns no ports or networks: a raw_exec task uses the host\'s network, an exec task the host\'s (config { network_mode = "host" }) or only a loopback of its own (network_mode = "none"); ' +
+  REMOVE;
+
+const JOB_UNSUPPORTED: Readonly<Record<string, string>> = {
+  datacenters: ONE_NODE,
+  region: ONE_NODE,
+  node_pool: ONE_NODE,
+  namespace: `csiplug has no namespaces; ${REMOVE}`,
+  priority: `csiplug places every job at once; ${REMOVE}`,
+  all_at_once: `csiplug places every job at once; ${REMOVE}`,
+  constraint: PLACEMENT,
+  affinity: PLACEMENT,
+  spread: PLACEMENT,
+  periodic: 'csiplug runs service jobs only (long-running tasks, restarted when they exit); run periodic work from cron or a systemd timer',
+  parameterized: 'csiplug runs service jobs only (long-running tasks, restarted when they exit); it has no dispatch',
+  reschedule: NO_RESCHEDULE,
+  migrate: NO_RESCHEDULE,
+  multiregion: ONE_NODE,
+  vault: NO_VAULT,
+  consul: NO_CONSUL,
+  meta: NO_META,
+};
+
+const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
+  network: NO_NETWORK,
+  service: NO_SERVICE,
+  constraint: PLACEMENT,
+  affinity: PLACEMENT,
+  spread: PLACEMENT,
+  reschedule: NO_RESCHEDULE,
+  migrate: NO_RESCHEDULE,
+  ephemeral_disk: `a task's files live in its alloc dir under the agent's data_dir; ${REMOVE}`,
+  scaling: `set count instead; ${REMOVE}`,
+  vault: NO_VAULT,
+  consul: NO_CONSUL,
+  meta: NO_META,
+};
+
+const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
+  artifact: `csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; ${REMOVE}`,
+  template: `csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; ${REMOVE}`,
+  service: NO_SERVICE,
+  constraint: PLACEMENT,
+  affinity: PLACEMENT,
+  lifecycle: `the tasks of a group all start together: prestart, poststart and sidecar tasks are not supported; ${REMOVE}`,
+  vault: NO_VAULT,
+  consul: NO_CONSUL,
+  meta: NO_META,
+};
+
+const RUNS_COMMANDS = 'csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }';
+
+const CONFIG_UNSUPPORTED: Readonly<Record<string, string>> = {
+  image: 'csiplug runs commands, not images: use config { command = "…" args = […] }',
+  entrypoint: 'use command (and args)',
+  ports: NO_NETWORK,
+  port_map: NO_NETWORK,
+  volumes: `mount a CSI volume with the group's volume block and the task's volume_mount; ${REMOVE}`,
+};
+
+/** Nomad's drivers that run images or other runtimes; any other unknown driver gets the plain list. */
+const NOMAD_DRIVERS = new Set(['docker', 'podman', 'containerd-driver', 'nspawn', 'java', 'qemu', 'exec2', 'lxc', 'rkt']);
+
+/** Job types: csiplug's jobs are Nomad's service jobs; what it says instead of the others. */
+const JOB_TYPES: Readonly<Record<string, string>> = {
+  system: 'is not supported: csiplug runs on this one node, where a system job is a service job of count 1: set type = "service" (or leave type out)',
+  batch: 'is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)',
+  sysbatch: 'is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)',
+};
+
+// ---------------------------------------------------------------------------
+
+function checkId(where: Where, id: string, what: string, at: readonly number[]): void {
+  where.check(() => assertPathSafeId(id, what), undefined, at);
 }
 
 const byName = <T extends { name: string }>(a: T, b: T): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
-function readJob(id: string, body: Body): JobSpec {
-  checkId(new Where(''), id, 'job id');
-  const where = new Where(`job ${JSON.stringify(id)}`);
-  const r = new BlockReader(body, where, ['name', 'update', 'group']);
+/** The parts read without a problem that ends them (a part that failed is left out: the problems say why). */
+const present = <T>(items: (T | undefined)[]): T[] => items.filter((x): x is T => x !== undefined);
+
+/** The job of a document, every problem recorded in `problems` (the result is meaningless when there are any). */
+function readDocument(doc: Body, problems: Problems): JobSpec | undefined {
+  const top = new BlockReader(doc, new Where('', '', problems), ['job']);
+  const jobs = top.labelled('job', 'job');
+  const given = top.labelCount('job');
+  if (given >= 0 && given !== 1) {
+    // Which of several jobs was meant is unknown: none is read.
+    throw new ValidationError(`a jobspec must hold exactly one job block, like job "<id>" { … } (found ${given})`, 'job');
+  }
+  const [id, body, at] = jobs[0] ?? [];
+  return id === undefined ? undefined : top.where.guard(() => readJob(top.where, id, body!, at!), undefined);
+}
+
+function readJob(top: Where, id: string, body: Body, at: readonly number[]): JobSpec {
+  checkId(top, id, 'job id', at);
+  const where = top.object(`job ${JSON.stringify(id)}`, at);
+  const r = new BlockReader(body, where, ['name', 'type', 'update', 'group'], JOB_UNSUPPORTED);
   const name = r.string('name', id);
+  const type = r.string('type', 'service');
+  if (type !== 'service') r.report('type', `"${type}" ${JOB_TYPES[type] ?? 'must be "service", the kind of job csiplug runs (or leave type out)'}`);
   const update = readUpdate(r, where, DEFAULT_UPDATE);
-  const groups = r.labelled('group', 'group').map(([g, b]) => readGroup(where, g, b, update));
-  if (groups.length === 0) where.failObject('needs at least one group');
+  const groups = present(r.labelled('group', 'group').map(([g, b, gat]) => where.guard(() => readGroup(where, g, b, update, gat), undefined)));
+  if (r.labelCount('group') === 0) where.reportObject('needs at least one group', r.at('group'));
   return { id, name, groups: groups.sort(byName) };
 }
 
-function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStrategy): GroupSpec {
-  checkId(parent, name, 'group name');
-  const where = parent.object(`group ${JSON.stringify(name)}`);
-  const r = new BlockReader(body, where, ['count', 'restart', 'update', 'volume', 'task']);
+function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStrategy, at: readonly number[]): GroupSpec {
+  checkId(parent, name, 'group name', at);
+  const where = parent.object(`group ${JSON.stringify(name)}`, at);
+  const r = new BlockReader(body, where, ['count', 'restart', 'update', 'volume', 'task'], GROUP_UNSUPPORTED);
   const count = r.int('count', 1, 1);
   const restart = readRestart(r, DEFAULT_RESTART);
   const update = readUpdate(r, where, jobUpdate);
-  const volumes = r.labelled('volume', 'volume').map(([v, b]) => readVolume(where, v, b));
+  const volumeEntries = r.labelled('volume', 'volume');
+  const volumes = present(volumeEntries.map(([v, b, vat]) => where.guard(() => readVolume(where, v, b, vat), undefined)));
   const byVolume = new Map(volumes.map((v) => [v.name, v]));
-  const tasks = r.labelled('task', 'task').map(([t, b]) => readTask(where, t, b, restart, byVolume));
-  if (tasks.length === 0) where.failObject('needs at least one task');
+  // A volume_mount of a volume that is there but has problems of its own is not one more problem.
+  const volumeNames = new Set(volumeEntries.map(([v]) => v));
+  const tasks = present(r.labelled('task', 'task').map(([t, b, tat]) => where.guard(() => readTask(where, t, b, restart, byVolume, volumeNames, tat), undefined)));
+  if (r.labelCount('task') === 0) where.reportObject('needs at least one task', r.at('task'));
   return { name, count, tasks: tasks.sort(byName), volumes: volumes.sort(byName), restart, update };
 }
 
@@ -229,26 +337,32 @@ const UPDATE_FIELDS = ['max_parallel', 'min_healthy_time', 'healthy_deadline', '
  */
 function readUpdate(parent: BlockReader, owner: Where, base: UpdateStrategy): UpdateStrategy {
   if (!parent.has('update')) return { ...base };
-  const where = owner.object('update');
-  const r = new BlockReader(singleBody(parent.raw('update'), owner, 'update'), where, UPDATE_FIELDS);
-  // 0, Nomad's "no deployment at all", is not offered: every change here is rolled out and watched.
-  const maxParallel = r.int('max_parallel', base.maxParallel, 1);
-  const minHealthyTime = r.duration('min_healthy_time', base.minHealthyTime);
-  if (minHealthyTime < 0) r.fail('min_healthy_time', `may not be negative (got ${formatDuration(minHealthyTime)})`);
-  const healthyDeadline = r.duration('healthy_deadline', base.healthyDeadline);
-  if (healthyDeadline <= 0) r.fail('healthy_deadline', `must be positive (got ${formatDuration(healthyDeadline)})`);
-  if (healthyDeadline <= minHealthyTime) {
-    const which = r.has('healthy_deadline') ? 'healthy_deadline' : 'min_healthy_time';
-    r.fail(which, `leaves no time to become healthy: healthy_deadline (${formatDuration(healthyDeadline)}) must be longer than min_healthy_time (${formatDuration(minHealthyTime)})`);
-  }
-  return { maxParallel, minHealthyTime, healthyDeadline, autoRevert: r.bool('auto_revert', base.autoRevert) };
+  const at = parent.at('update');
+  const where = owner.object('update', at);
+  return owner.guard(
+    () => {
+      const r = new BlockReader(singleBody(parent.raw('update'), owner, 'update', at), where, UPDATE_FIELDS);
+      // 0, Nomad's "no deployment at all", is not offered: every change here is rolled out and watched.
+      const maxParallel = r.int('max_parallel', base.maxParallel, 1);
+      const minHealthyTime = r.duration('min_healthy_time', base.minHealthyTime);
+      if (minHealthyTime < 0) r.report('min_healthy_time', `may not be negative (got ${formatDuration(minHealthyTime)})`);
+      const healthyDeadline = r.duration('healthy_deadline', base.healthyDeadline);
+      if (healthyDeadline <= 0) r.report('healthy_deadline', `must be positive (got ${formatDuration(healthyDeadline)})`);
+      if (healthyDeadline <= minHealthyTime && !r.failed('min_healthy_time')) {
+        const which = r.has('healthy_deadline') ? 'healthy_deadline' : 'min_healthy_time';
+        r.report(which, `leaves no time to become healthy: healthy_deadline (${formatDuration(healthyDeadline)}) must be longer than min_healthy_time (${formatDuration(minHealthyTime)})`);
+      }
+      return { maxParallel, minHealthyTime, healthyDeadline, autoRevert: r.bool('auto_revert', base.autoRevert) };
+    },
+    { ...base },
+  );
 }
 
 function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {
   const r = parent.block('restart', ['attempts', 'interval', 'delay', 'mode']);
   if (!r) return { ...base };
   const interval = r.duration('interval', base.interval);
-  if (interval <= 0) r.fail('interval', 'must be positive');
+  if (interval <= 0) r.report('interval', 'must be positive');
   return {
     attempts: r.int('attempts', base.attempts, 0),
     interval,
@@ -257,21 +371,21 @@ function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {
   };
 }
 
-function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
-  checkId(parent, name, 'volume name');
-  const where = parent.object(`volume ${JSON.stringify(name)}`);
+function readVolume(parent: Where, name: string, body: Body, at: readonly number[]): VolumeRequest {
+  checkId(parent, name, 'volume name', at);
+  const where = parent.object(`volume ${JSON.stringify(name)}`, at);
   const r = new BlockReader(body, where, ['type', 'source', 'access_mode', 'attachment_mode', 'read_only', 'mount_options', 'on_stale_mount']);
   const type = r.oneOf('type', ['csi'] as const);
   const source = r.requiredString('source');
   try {
     assertPathSafeId(source, 'volume id');
   } catch (err) {
-    r.fail('source', `is not usable: ${(err as Error).message}`);
+    r.report('source', `is not usable: ${(err as Error).message}`);
   }
   const accessMode = r.oneOf('access_mode', ACCESS_MODES);
   const attachmentMode = r.oneOf('attachment_mode', ATTACHMENT_MODES, 'file-system');
   const readOnly = r.bool('read_only', false);
-  if (!readOnly && READER_ONLY_ACCESS_MODES.includes(accessMode)) r.fail('read_only', `must be true for access_mode ${accessMode}`);
+  if (!readOnly && READER_ONLY_ACCESS_MODES.includes(accessMode)) r.report('read_only', `must be true for access_mode ${accessMode}`);
   const volume: VolumeRequest = { name, type, source, accessMode, attachmentMode, readOnly };
   // What to do with a live mount found stale after its plugin came back (default: remount).
   if (r.has('on_stale_mount')) volume.onStaleMount = r.oneOf('on_stale_mount', STALE_MOUNT_POLICIES);
@@ -279,7 +393,7 @@ function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
   if (mo) {
     const fsType = mo.string('fs_type');
     const mountFlags = mo.has('mount_flags') ? mo.stringList('mount_flags') : undefined;
-    if (attachmentMode === 'block-device') r.fail('mount_options', 'cannot be set with attachment_mode block-device');
+    if (attachmentMode === 'block-device') r.report('mount_options', 'cannot be set with attachment_mode block-device');
     volume.mountOptions = { ...(fsType !== undefined ? { fsType } : {}), ...(mountFlags !== undefined ? { mountFlags } : {}) };
   }
   return volume;
@@ -288,72 +402,91 @@ function readVolume(parent: Where, name: string, body: Body): VolumeRequest {
 const TASK_FIELDS = ['driver', 'config', 'env', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources'];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
-function readTask(parent: Where, name: string, body: Body, groupRestart: RestartPolicy, volumes: Map<string, VolumeRequest>): TaskSpec {
-  checkId(parent, name, 'task name');
+/** The task's driver; undefined when it is missing or not one csiplug has (reported), so that no check that depends on it is made. */
+function readDriver(r: BlockReader): TaskSpec['driver'] | undefined {
+  if (!r.has('driver')) {
+    r.report('driver', 'is required (exec or raw_exec)');
+    return undefined;
+  }
+  const driver = r.raw('driver');
+  if (typeof driver === 'string' && NOMAD_DRIVERS.has(driver)) {
+    r.report('driver', `"${driver}" is not supported: ${RUNS_COMMANDS}`);
+    return undefined;
+  }
+  const read = r.oneOf('driver', ['exec', 'raw_exec'] as const);
+  return r.failed('driver') ? undefined : read;
+}
+
+function readTask(
+  parent: Where,
+  name: string,
+  body: Body,
+  groupRestart: RestartPolicy,
+  volumes: Map<string, VolumeRequest>,
+  volumeNames: ReadonlySet<string>,
+  at: readonly number[],
+): TaskSpec {
+  checkId(parent, name, 'task name', at);
   // <alloc dir>/alloc is the alloc's shared dir (an isolated task's /alloc): a task of that name would share its own dir, records and all.
-  if (name === 'alloc') parent.fail('task "alloc"', 'the name "alloc" is taken by the alloc\'s shared dir; name the task otherwise');
-  const where = parent.object(`task ${JSON.stringify(name)}`);
-  const r = new BlockReader(body, where, TASK_FIELDS);
+  if (name === 'alloc') parent.report('task "alloc"', 'the name "alloc" is taken by the alloc\'s shared dir; name the task otherwise', at);
+  const where = parent.object(`task ${JSON.stringify(name)}`, at);
+  const r = new BlockReader(body, where, TASK_FIELDS, TASK_UNSUPPORTED);
 
-  if (!r.has('driver')) r.fail('driver', 'is required (exec or raw_exec)');
-  const driver = r.oneOf('driver', ['exec', 'raw_exec'] as const);
+  const driver = readDriver(r);
+  // Checks that depend on the driver are made only when it is known: with none, "exec only" would be a guess.
   const isolated = driver === 'exec';
+  const hostProcess = driver === 'raw_exec';
 
-  if (!r.has('config')) r.fail('config', 'is required: config { command = "…" }');
-  const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop', 'network_mode'])!;
-  const config: TaskSpec['config'] = { command: c.requiredString('command'), args: c.stringList('args') };
+  if (!r.has('config')) r.report('config', 'is required: config { command = "…" }');
+  const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop', 'network_mode'], CONFIG_UNSUPPORTED);
+  const config: TaskSpec['config'] = { command: c?.requiredString('command') ?? '', args: c?.stringList('args') ?? [] };
   for (const [key, field] of [['cap_add', 'capAdd'], ['cap_drop', 'capDrop']] as const) {
-    if (!c.has(key)) continue;
-    if (!isolated) c.fail(key, 'is for driver = "exec" (an isolated task); a raw_exec task runs with the agent\'s own privileges');
-    config[field] = c.stringList(key).map((name, i) => {
+    if (!c?.has(key)) continue;
+    if (hostProcess) {
+      c.report(key, 'is for driver = "exec" (an isolated task); a raw_exec task runs with the agent\'s own privileges');
+      continue;
+    }
+    config[field] = c.stringList(key).flatMap((cap, i) => {
       try {
-        return capabilityName(name);
+        return [capabilityName(cap)];
       } catch {
-        return c.fail(`${key}[${i}]`, `"${name}" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`);
+        c.report(`${key}[${i}]`, `"${cap}" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`);
+        return [];
       }
     });
   }
 
-  if (c.has('network_mode')) {
-    if (!isolated) c.fail('network_mode', 'is for driver = "exec" (an isolated task); a raw_exec task always uses the host\'s network');
-    config.networkMode = c.oneOf('network_mode', ['host', 'none'] as const);
+  if (c?.has('network_mode')) {
+    if (hostProcess) c.report('network_mode', 'is for driver = "exec" (an isolated task); a raw_exec task always uses the host\'s network');
+    else config.networkMode = c.oneOf('network_mode', ['host', 'none'] as const);
   }
 
   const env = r.stringMap('env');
   // An isolated task starts under a shell init, which passes on only names a shell takes.
-  if (isolated) for (const k of Object.keys(env)) if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) r.fail('env', `"${k}" is not a name an isolated (exec) task can be given: letters, digits and _, not starting with a digit`);
+  if (isolated) {
+    const bad = Object.keys(env).filter((k) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k));
+    const what = 'an isolated (exec) task can be given: letters, digits and _, not starting with a digit';
+    if (bad.length === 1) r.report('env', `"${bad[0]}" is not a name ${what}`);
+    if (bad.length > 1) r.report('env', `${bad.map((k) => `"${k}"`).join(', ')} are not names ${what}`);
+  }
 
   let csiPlugin: CSIPluginConfig | undefined;
   if (r.has('csi_plugin')) {
-    csiPlugin = parseCsiPluginConfig(singleBody(r.raw('csi_plugin'), where, 'csi_plugin'), where.prefix);
+    // The hook's parser names the task itself (its errors carry the prefix given), and stops at its block's first problem.
+    csiPlugin = where.guard(() => parseCsiPluginConfig(singleBody(r.raw('csi_plugin'), where, 'csi_plugin', r.at('csi_plugin')), where.prefix), undefined, r.at('csi_plugin'));
   }
 
   const volumeMounts: VolumeMount[] = [];
   const destinations = new Set<string>();
-  r.blocks('volume_mount').forEach((b, i, all) => {
-    const field = all.length > 1 ? `volume_mount[${i}]` : 'volume_mount';
-    const m: BlockReader = new BlockReader(b, where.block(field), ['volume', 'destination', 'read_only', 'propagation_mode']);
-    const volumeName = m.requiredString('volume');
-    const volume = volumes.get(volumeName);
-    if (!volume) {
-      const known = [...volumes.keys()];
-      m.fail('volume', `names "${volumeName}", which is not a volume of the group${known.length ? ` (volumes: ${known.join(', ')})` : ' (the group has no volume blocks)'}`);
-    }
-    const destination = readDestination(m);
-    if (destinations.has(destination)) m.fail('destination', `"${destination}" is already used by another volume_mount of this task`);
-    destinations.add(destination);
-    // A volume the group asks for read-only is mounted read-only whatever the mount says.
-    const readOnly = m.bool('read_only', false) || volume.readOnly;
-    const propagation = m.has('propagation_mode') ? m.oneOf('propagation_mode', ['private', 'host-to-task', 'bidirectional'] as const) : undefined;
-    if (propagation !== undefined && !isolated) m.fail('propagation_mode', 'is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself');
-    if (propagation === 'bidirectional' && readOnly) m.fail('propagation_mode', '"bidirectional" needs a writable mount; the volume is read-only here');
-    volumeMounts.push({ volume: volumeName, destination, readOnly, ...(propagation !== undefined ? { propagation } : {}) });
-  });
+  for (const { body: b, field, at: mat } of r.blockList('volume_mount')) {
+    const mount = where.guard(() => readVolumeMount(new BlockReader(b, where.block(field, mat), ['volume', 'destination', 'read_only', 'propagation_mode']), volumes, volumeNames, destinations, driver), undefined, mat);
+    if (mount) volumeMounts.push(mount);
+  }
 
   const restart = readRestart(r, groupRestart);
 
   const killSignal = r.string('kill_signal', DEFAULT_KILL_SIGNAL);
-  if (!SIGNALS.has(killSignal)) r.fail('kill_signal', `must be a signal name like SIGTERM or SIGINT (got "${killSignal}")`);
+  if (!SIGNALS.has(killSignal)) r.report('kill_signal', `must be a signal name like SIGTERM or SIGINT (got "${killSignal}")`);
   const killTimeout = r.duration('kill_timeout', DEFAULT_KILL_TIMEOUT);
 
   // Nomad's resources: cpu in MHz (applied as cgroup cpu shares, 1:1) and memory in MiB (a hard limit), for an isolated task.
@@ -367,7 +500,7 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
 
   return {
     name,
-    driver,
+    driver: driver ?? 'exec',
     isolated,
     config,
     env,
@@ -380,12 +513,36 @@ function readTask(parent: Where, name: string, body: Body, groupRestart: Restart
   };
 }
 
+function readVolumeMount(
+  m: BlockReader,
+  volumes: Map<string, VolumeRequest>,
+  volumeNames: ReadonlySet<string>,
+  destinations: Set<string>,
+  driver: TaskSpec['driver'] | undefined,
+): VolumeMount {
+  const volumeName = m.requiredString('volume');
+  const volume = volumes.get(volumeName);
+  if (!volume && !volumeNames.has(volumeName)) {
+    const known = [...volumeNames];
+    m.report('volume', `names "${volumeName}", which is not a volume of the group${known.length ? ` (volumes: ${known.join(', ')})` : ' (the group has no volume blocks)'}`);
+  }
+  const destination = readDestination(m);
+  if (destinations.has(destination)) m.report('destination', `"${destination}" is already used by another volume_mount of this task`);
+  destinations.add(destination);
+  // A volume the group asks for read-only is mounted read-only whatever the mount says.
+  const readOnly = m.bool('read_only', false) || (volume?.readOnly ?? false);
+  const propagation = m.has('propagation_mode') ? m.oneOf('propagation_mode', ['private', 'host-to-task', 'bidirectional'] as const) : undefined;
+  if (propagation !== undefined && driver === 'raw_exec') m.report('propagation_mode', 'is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself');
+  if (propagation === 'bidirectional' && readOnly) m.report('propagation_mode', '"bidirectional" needs a writable mount; the volume is read-only here');
+  return { volume: volumeName, destination, readOnly, ...(propagation !== undefined ? { propagation } : {}) };
+}
+
 /** Where the task sees a volume, relative to its task dir; may not climb out of it. */
 function readDestination(m: BlockReader): string {
   const raw = m.requiredString('destination');
-  if (raw.includes('\0')) m.fail('destination', 'may not contain NUL');
-  if (raw.split(/[\\/]/).includes('..')) m.fail('destination', `"${raw}" may not contain ".."`);
+  if (raw.includes('\0')) m.report('destination', 'may not contain NUL');
+  if (raw.split(/[\\/]/).includes('..')) m.report('destination', `"${raw}" may not contain ".."`);
   const normal = path.posix.normalize(raw);
-  if (normal === '/' || normal === '.' || normal === './') m.fail('destination', `"${raw}" must name a path inside the task dir`);
+  if (normal === '/' || normal === '.' || normal === './') m.report('destination', `"${raw}" must name a path inside the task dir`);
   return normal.replace(/\/$/, '');
 }
