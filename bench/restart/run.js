@@ -67,6 +67,9 @@ const SIZES = arg('sizes', '1x1,50x1,200x1,200x10,1000x10').split(',').map(parse
 const RUNS = Number(arg('runs', '3'));
 const PLUGINS = Number(arg('plugins', '50'));
 const IDLE_SECONDS = Number(arg('idle-seconds', '60'));
+/** Issue 15's targets: an idle agent with no plugins, and one with up to 50 plugins heartbeating. */
+const RSS_TARGET_IDLE_MB = 70;
+const RSS_TARGET_50_PLUGINS_MB = 90;
 const PROFILE_DIR = arg('profile', undefined);
 /** Where to write every run's figures as JSON (for a later look), if anywhere. */
 const JSON_OUT = arg('json', undefined);
@@ -517,11 +520,15 @@ async function main() {
     console.log(`(read again: node bench/restart/profile.js ${cpuprofile} ${row.doneMs.toFixed(0)} ${log} ${row.profile.wall})`);
   }
 
-  if (PLUGINS > 0) {
-    const idle = await idleCost(PLUGINS, IDLE_SECONDS);
-    console.log('');
-    console.log('| plugins heartbeating (default period) | window (s) | agent CPU (% of one core) | agent RSS (MB) |');
-    console.log('|---:|---:|---:|---:|');
-    console.log(`| ${idle.plugins} | ${idle.seconds} | ${idle.cpuPct.toFixed(2)} | ${idle.rssMB.toFixed(1)} |`);
+  // Idle cost: an agent with no plugins, then with --plugins heartbeating; RSS beside its target (issue 15).
+  const rows = [await idleCost(0, IDLE_SECONDS)];
+  if (PLUGINS > 0) rows.push(await idleCost(PLUGINS, IDLE_SECONDS));
+  console.log('');
+  console.log('| plugins heartbeating (default period) | window (s) | agent CPU (% of one core) | agent RSS (MB) | RSS target (MB) | met |');
+  console.log('|---:|---:|---:|---:|---:|:---:|');
+  for (const idle of rows) {
+    const target = idle.plugins === 0 ? RSS_TARGET_IDLE_MB : idle.plugins <= 50 ? RSS_TARGET_50_PLUGINS_MB : undefined;
+    const met = target === undefined ? '' : idle.rssMB <= target ? 'yes' : 'NO';
+    console.log(`| ${idle.plugins} | ${idle.seconds} | ${idle.cpuPct.toFixed(2)} | ${idle.rssMB.toFixed(1)} | ${target ?? '–'} | ${met} |`);
   }
 }
