@@ -123,6 +123,63 @@ describe('ACL and bad input against a running agent', () => {
   });
 });
 
+describe('csiplug job run watches what it started', () => {
+  let h: AgentHarness;
+  beforeAll(async () => {
+    h = new AgentHarness();
+    await h.start();
+  });
+  afterAll(async () => {
+    await h.cleanup();
+  });
+
+  const job = (id: string, script: string) => `job "${id}" {
+  group "app" {
+    task "main" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", ${JSON.stringify(script)}]
+      }
+      restart {
+        attempts = 0
+        mode     = "fail"
+      }
+    }
+  }
+}
+`;
+
+  async function run(id: string, script: string, ...flags: string[]) {
+    const file = path.join(h.root, `${id}.hcl`);
+    fs.writeFileSync(file, job(id, script));
+    return cli(['job', 'run', '-address', `http://127.0.0.1:${h.port}`, ...flags, file]);
+  }
+
+  it('exits 0 once its alloc runs and is healthy, having printed the task start', async () => {
+    const r = await run('sleeper', 'exec sleep 600');
+    expect(r.stdout).toMatch(/Monitoring deployment/);
+    expect(r.stdout).toMatch(/Allocation "[0-9a-f]{8}" task "main": Started/);
+    expect(r.stdout).toMatch(/Deployment "[0-9a-f]{8}" successful/);
+    expect(r.code).toBe(0);
+    expect((await h.api.getJob('sleeper')).allocs[0]!.clientStatus).toBe('running');
+  });
+
+  it('exits 2 when its alloc fails, with the reason from the task events', async () => {
+    const r = await run('crasher', 'echo boom >&2; exit 3');
+    expect(r.code).toBe(2);
+    expect(r.stdout + r.stderr).toMatch(/Not Restarting/);
+    expect(r.stdout + r.stderr).toMatch(/alloc status/);
+  });
+
+  it('-detach returns at once, before the alloc has run', async () => {
+    const r = await run('detached', 'sleep 1; exec sleep 600', '-detach');
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(/Monitoring deployment/);
+    expect(r.stdout).toMatch(/Allocation "[0-9a-f-]{36}" created/);
+  });
+});
+
 describe('csiplug demo (npm start)', () => {
   it('runs the whole flow and leaves no mount behind', async () => {
     const before = mountsUnder(os.tmpdir()).filter((m) => m.includes('csiplug-demo-'));

@@ -175,9 +175,13 @@ describe('HttpApi', () => {
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ ...jobDoc(), priority: 50 }) });
       expect(r.status).toBe(400);
       expect(r.json.error).toMatch(/priority/);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { sprd: true })) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/sprd is not a known field/);
+      // A field Nomad has and csiplug does not: named, with what to do instead.
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { spread: true })) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/spread is not a known field/);
+      expect(r.json.error).toMatch(/spread is not supported: .*remove it/);
       expect(fake.calls).toEqual([]);
     });
 
