@@ -191,7 +191,8 @@ export class Agent implements AgentService, AsyncDisposable {
     this.updates = new JobUpdater(this.rolloutHost());
     addStateGauges(metrics, {
       service: this,
-      registryEntries: () => Object.fromEntries(['csi-controller', 'csi-node'].map((type) => [type, this.registry.list(type).length])),
+      registryEntries: () =>
+        Object.fromEntries(['csi-controller', 'csi-node'].map((type) => [type, this.registry.list(type).reduce((n, p) => n + this.registry.registrations(type, p.name).length, 0)])),
       pendingUnmounts: () => this.volumeMounts.pendingUnmounts().length,
     });
     // The stream's emitter is disposed with the agent module, and this listener with it.
@@ -209,8 +210,12 @@ export class Agent implements AgentService, AsyncDisposable {
     options.configure?.(container);
     // The packages record into the agent's own registry, unless the embedder bound its own Metrics.
     const metrics = new PromMetrics();
-    metrics.declare(CSI_CALL_SECONDS, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, TASK_RESTARTS_TOTAL, EVENTS_TOTAL);
-    if (!container.isRegistered(IMetrics)) bind(container, IMetrics, { useValue: metrics });
+    metrics.declare(TASK_RESTARTS_TOTAL, EVENTS_TOTAL);
+    if (!container.isRegistered(IMetrics)) {
+      bind(container, IMetrics, { useValue: metrics });
+      // Listed (empty) from the start only where they are recorded here: with an embedder's own Metrics they would read as "no calls".
+      metrics.declare(CSI_CALL_SECONDS, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS);
+    }
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel, format: config.logJson ? 'json' : 'human' });
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
@@ -877,6 +882,8 @@ export class Agent implements AgentService, AsyncDisposable {
         for (const r of this.runners.values()) r.detach();
       }
       this.events.stopRelaying();
+      // The state is about to close: a scrape from here on reads no gauges rather than failing.
+      this.metrics.retire();
       await this.modules.stop().catch((err: unknown) => (failure ??= err));
       try {
         this.lock.close();

@@ -68,6 +68,41 @@ describe('PromMetrics', () => {
     expect(line(text, 'csiplug_volume_claims{plugin="p",mode="write"}')).toBeUndefined();
   });
 
+  it('a gauge whose reading fails is left out and counted, the rest of the scrape stands; a retired agent reads no gauges', async () => {
+    const m = new PromMetrics();
+    let broken = true;
+    addStateGauges(m, {
+      service: {
+        listPlugins: () => [],
+        listVolumes: () => {
+          if (broken) throw new Error('the database is not open');
+          return [];
+        },
+        listAllocs: () => [{ clientStatus: 'running' }] as AllocView[],
+      },
+      registryEntries: () => ({}),
+      pendingUnmounts: () => 0,
+    });
+    let text = await m.prometheus();
+    expect(line(text, 'csiplug_allocs{status="running"}')).toBe(1);
+    expect(line(text, 'csiplug_metrics_collect_errors_total{gauge="csiplug_volumes"}')).toBe(1);
+    expect(line(text, 'csiplug_metrics_collect_errors_total{gauge="csiplug_volume_claims"}')).toBe(1);
+    broken = false;
+    m.retire();
+    text = await m.prometheus();
+    expect(line(text, 'csiplug_allocs{status="running"}')).toBeUndefined();
+    expect(line(text, 'csiplug_metrics_collect_errors_total{gauge="csiplug_volumes"}')).toBe(1);
+  });
+
+  it('refuses to count a histogram or observe a counter, and a clash of buckets', () => {
+    const m = new PromMetrics();
+    expect(() => m.count(CALLS as never, { rpc: 'x' } as never)).toThrow(/is a histogram: observe\(\) it/);
+    expect(() => m.observe(THINGS as never, 1, { kind: 'x' } as never)).toThrow(/is a counter: count\(\) it/);
+    m.declare(CALLS);
+    const other = defineMetric({ name: CALLS.name, help: 'calls', kind: 'histogram', labels: ['rpc'], buckets: [5] });
+    expect(() => m.observe(other, 1, { rpc: 'x' })).toThrow(/declared twice, differently/);
+  });
+
   it('counts events by topic and type, and task restarts by job and task', async () => {
     const m = new PromMetrics();
     countEvents(m, { index: 1, time: 0, topic: 'Task', type: 'Restarting', message: '', jobId: 'j', task: 't' });

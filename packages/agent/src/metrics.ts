@@ -32,6 +32,14 @@ export const EVENTS_TOTAL = defineMetric({
   labels: ['topic', 'type'],
 });
 
+/** Gauges whose reading failed (and were left out of that scrape), by gauge. */
+export const COLLECT_ERRORS_TOTAL = defineMetric({
+  name: 'csiplug_metrics_collect_errors_total',
+  help: 'Scrapes in which reading a gauge from the agent state failed (the gauge was left out), by gauge',
+  kind: 'counter',
+  labels: ['gauge'],
+});
+
 /** The agent's state the collect-time gauges read. */
 export interface MetricsState {
   service: Pick<AgentService, 'listPlugins' | 'listVolumes' | 'listAllocs'>;
@@ -58,6 +66,8 @@ const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 export class PromMetrics implements Metrics {
   readonly registry = new Registry();
   private readonly made = new Map<string, { def: MetricDef; metric: Counter | Histogram }>();
+  /** Once the agent is gone its state is closed: the gauges read nothing instead of failing every scrape. */
+  private retired = false;
 
   /** Makes each metric now, so it is listed (with no samples) before anything is recorded. */
   declare(...defs: MetricDef[]): void {
@@ -65,15 +75,22 @@ export class PromMetrics implements Metrics {
   }
 
   count<L extends string>(def: MetricDef<L>, labels: MetricLabels<L>, by = 1): void {
+    if (def.kind !== 'counter') throw new Error(`metric ${def.name} is a ${def.kind}: observe() it, do not count() it`);
     (this.metricFor(def) as Counter).inc(labels as Record<string, string>, by);
   }
 
   observe<L extends string>(def: MetricDef<L>, value: number, labels: MetricLabels<L>): void {
+    if (def.kind !== 'histogram') throw new Error(`metric ${def.name} is a ${def.kind}: count() it, do not observe() it`);
     (this.metricFor(def) as Histogram).observe(labels as Record<string, string>, value);
   }
 
-  /** Adds a gauge whose values are read from state when the figures are collected. */
+  /**
+   * Adds a gauge whose values are read from state when the figures are
+   * collected. A reading that fails leaves that gauge out of the scrape
+   * (counted in COLLECT_ERRORS_TOTAL) rather than failing the whole scrape.
+   */
   gauge(name: string, help: string, labelNames: readonly string[], read: () => Iterable<[Record<string, string>, number]>): void {
+    const owner = this;
     new Gauge({
       name,
       help,
@@ -81,9 +98,22 @@ export class PromMetrics implements Metrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const [labels, value] of read()) this.set(labels, value);
+        if (owner.retired) return;
+        let values: Array<[Record<string, string>, number]>;
+        try {
+          values = [...read()];
+        } catch {
+          owner.count(COLLECT_ERRORS_TOTAL, { gauge: name });
+          return;
+        }
+        for (const [labels, value] of values) this.set(labels, value);
       },
     });
+  }
+
+  /** The agent is gone: the gauges read nothing from here on; what was recorded stays. */
+  retire(): void {
+    this.retired = true;
   }
 
   /** This agent's figures and the process's, in Prometheus's text format. */
@@ -107,8 +137,8 @@ export class PromMetrics implements Metrics {
     if (known) {
       if (known.def !== def) {
         // Two packages declaring one name differently would make one of them record into the wrong shape.
-        const same = known.def.kind === def.kind && known.def.labels.join() === def.labels.join();
-        if (!same) throw new Error(`metric ${def.name} is declared twice, differently (${known.def.kind} [${known.def.labels.join(', ')}] and ${def.kind} [${def.labels.join(', ')}])`);
+        const same = known.def.kind === def.kind && known.def.labels.join() === def.labels.join() && (known.def.buckets ?? []).join() === (def.buckets ?? []).join();
+        if (!same) throw new Error(`metric ${def.name} is declared twice, differently (${known.def.kind} [${known.def.labels.join(', ')}] and ${def.kind} [${def.labels.join(', ')}], or other buckets)`);
       }
       return known.metric;
     }
@@ -150,7 +180,7 @@ export function addStateGauges(metrics: PromMetrics, state: MetricsState): void 
       [{ healthy: 'false' }, plugins.length - healthy],
     ];
   });
-  metrics.gauge('csiplug_registry_entries', 'Entries of the dynamic plugin registry, by plugin type', ['type'], () => Object.entries(state.registryEntries()).map(([type, n]) => [{ type }, n]));
+  metrics.gauge('csiplug_registry_entries', 'Registrations in the dynamic plugin registry (two while an upgrade overlaps), by plugin type', ['type'], () => Object.entries(state.registryEntries()).map(([type, n]) => [{ type }, n]));
   metrics.gauge('csiplug_volumes', 'Volumes in the catalog, by plugin', ['plugin'], () => countBy(state.service.listVolumes(), (v) => ({ plugin: v.pluginId })));
   metrics.gauge('csiplug_volume_claims', 'Claims on volumes, by plugin and mode (read, write)', ['plugin', 'mode'], () =>
     countBy(
@@ -160,6 +190,8 @@ export function addStateGauges(metrics: PromMetrics, state: MetricsState): void 
   );
   metrics.gauge('csiplug_allocs', 'Allocations the agent knows, by client status', ['status'], () => countBy(state.service.listAllocs(), (a) => ({ status: a.clientStatus })));
   metrics.gauge('csiplug_unmounts_pending', 'Volume unmounts still to be done (being retried, or waiting for their plugin)', [], () => [[{}, state.pendingUnmounts()]]);
+  // After the gauges: a scrape reads metrics in the order they were made, so this one counts the failures of the same scrape.
+  metrics.declare(COLLECT_ERRORS_TOTAL);
 }
 
 /** Counts the agent's events, and its task restarts among them. */

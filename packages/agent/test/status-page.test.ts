@@ -79,9 +79,20 @@ describe('metrics and the status page of a running agent', () => {
   it('/v1/metrics: Prometheus text with the CSI calls, plugin waits, volume steps, state gauges, restarts and the process', async () => {
     expect((await get(h.port, '/v1/metrics?format=prometheus')).status).toBe(403);
     await h.api.runJob(jobToDocument(await parseJobspec(FLAKY_JOB, 'flaky.hcl')));
-    const [flaky] = (await h.api.getJob('flaky')).allocs;
-    await pollUntil('the flaky task restarted twice', async () => ((await h.api.getAlloc(flaky!.id)).tasks.exits?.restarts === 2 ? true : undefined), 30_000);
+    try {
+      const [flaky] = (await h.api.getJob('flaky')).allocs;
+      await pollUntil('the flaky task restarted twice, then failed', async () => {
+        const a = await h.api.getAlloc(flaky!.id);
+        return a.tasks.exits?.restarts === 2 && a.clientStatus === 'failed' ? true : undefined;
+      }, 30_000);
+      await checkMetrics();
+    } finally {
+      await h.api.stopJob('flaky', { purge: true });
+    }
+  });
 
+  /** Everything the first test reads from /v1/metrics once the flaky job has failed. */
+  async function checkMetrics(): Promise<void> {
     const res = await get(h.port, '/v1/metrics?format=prometheus', { 'X-Csiplug-Token': TOKEN });
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -92,6 +103,9 @@ describe('metrics and the status page of a running agent', () => {
     expect(sample(text, 'csiplug_csi_call_seconds_count{rpc="Probe",code="OK"}')).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'csiplug_plugin_wait_seconds_count{type="csi-node",phase="prerun",result="ready"}')).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'csiplug_volume_step_seconds_count{plugin="hostpath",step="publish",result="ok"}')).toBe(1);
+    // Durations are measured, not just counted.
+    expect(sample(text, 'csiplug_csi_call_seconds_sum{rpc="NodePublishVolume",code="OK"}')).toBeGreaterThan(0);
+    expect(sample(text, 'csiplug_volume_step_seconds_sum{plugin="hostpath",step="publish",result="ok"}')).toBeGreaterThan(0);
     expect(sample(text, 'csiplug_task_restarts_total{job="flaky",task="exits"}')).toBe(2);
     expect(sample(text, 'csiplug_events_total{topic="Task",type="Restarting"}')).toBe(2);
     // Read from the agent's state when collected.
@@ -102,6 +116,8 @@ describe('metrics and the status page of a running agent', () => {
     expect(sample(text, 'csiplug_volumes{plugin="hostpath"}')).toBe(1);
     expect(sample(text, 'csiplug_volume_claims{plugin="hostpath",mode="write"}')).toBe(1);
     expect(sample(text, 'csiplug_allocs{status="running"}')).toBe(2);
+    expect(sample(text, 'csiplug_allocs{status="failed"}')).toBe(1);
+    expect(sample(text, 'csiplug_metrics_collect_errors_total{gauge="csiplug_volumes"}')).toBeUndefined();
     expect(sample(text, 'csiplug_unmounts_pending')).toBe(0);
     // The process itself.
     expect(sample(text, 'process_resident_memory_bytes')).toBeGreaterThan(0);
@@ -114,17 +130,24 @@ describe('metrics and the status page of a running agent', () => {
     expect(claims).toMatchObject({ type: 'gauge', values: [{ labels: { plugin: 'hostpath', mode: 'write' }, value: 1 }] });
     expect(json.find((m) => m.name === 'csiplug_csi_call_seconds')?.type).toBe('histogram');
     expect((await get(h.port, '/v1/metrics?format=xml', { 'X-Csiplug-Token': TOKEN })).status).toBe(400);
-    await h.api.stopJob('flaky', { purge: true });
-  });
+    // What a Prometheus scrape job sends: Authorization: Bearer.
+    expect((await get(h.port, '/v1/metrics?format=prometheus', { Authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  }
 
   it('/ui/ is served with a strict content policy, holds no data, and nothing else under /ui/ is served', async () => {
     const page = await get(h.port, '/ui/');
     expect(page.status).toBe(200);
     expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
-    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(page.headers['content-security-policy']).toBe("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    for (const [file, type] of [['/ui/app.js', 'text/javascript; charset=utf-8'], ['/ui/app.css', 'text/css; charset=utf-8']]) {
+      const r = await get(h.port, file!);
+      expect(r.headers['content-type']).toBe(type);
+      expect(r.headers['x-content-type-options']).toBe('nosniff');
+      expect(r.headers['content-security-policy']).toBeDefined();
+    }
     expect(page.headers['x-frame-options']).toBe('DENY');
     expect(page.body).not.toContain('vol-ui');
-    expect((await get(h.port, '/ui')).headers.location).toBe('/ui/');
+    expect((await get(h.port, '/ui')).headers.location).toBe('ui/');
     expect((await get(h.port, '/ui/../v1/volumes')).status).not.toBe(200);
     for (const sneaky of ['/ui/%2e%2e/package.json', '/ui/..%2fpackage.json', '/ui/%2e%2e%2f%2e%2e%2fpackage.json']) {
       const r = await get(h.port, sneaky);
@@ -156,8 +179,15 @@ describe('metrics and the status page of a running agent', () => {
     });
 
     it('asks for the token, then shows the plugin, the volume and the alloc, and updates when the alloc stops', async () => {
+      // A name that is markup: the page must show it as text.
+      const hostile = '<img src=x onerror="window.__pwned=1">';
+      await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-xss').replace('name         = "vol-xss"', `name = ${JSON.stringify(hostile)}`), 'vol-xss.hcl')));
       const pageErrors: string[] = [];
       page.on('pageerror', (e) => pageErrors.push(e.message));
+      // A content policy violation shows as a console error.
+      page.on('console', (m) => {
+        if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) pageErrors.push(m.text());
+      });
       await page.goto(`http://127.0.0.1:${h.port}/ui/`);
       // No token yet: the page asks for one and shows no data.
       await page.locator('#login').waitFor({ state: 'visible' });
@@ -168,8 +198,16 @@ describe('metrics and the status page of a running agent', () => {
       await page.click('#login button');
 
       const plugins = page.locator('#plugins tbody tr');
-      await plugins.filter({ hasText: 'hostpath' }).filter({ hasText: 'healthy' }).waitFor();
-      await expectText(page, '#plugins', ['hostpath', '1/1']);
+      await plugins.filter({ hasText: 'hostpath' }).first().waitFor();
+      const cells = plugins.filter({ hasText: 'hostpath' }).locator('td');
+      await pollUntil('the plugin shown healthy', async () => ((await cells.nth(4).innerText()) === 'healthy' ? true : undefined), 30_000);
+      expect(await cells.nth(2).innerText()).toBe('1/1');
+      expect(await cells.nth(3).innerText()).toBe('1/1');
+      const xss = page.locator('#volumes tbody tr', { hasText: 'vol-xss' });
+      await xss.waitFor();
+      expect(await xss.locator('td').nth(1).innerText()).toBe(hostile);
+      expect(await page.locator('#volumes img').count()).toBe(0);
+      expect(await page.evaluate(() => (globalThis as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
       await page.locator('#volumes tbody tr', { hasText: 'vol-ui' }).filter({ hasText: `write by ${workloadAlloc.slice(0, 8)}` }).waitFor();
       const allocRow = page.locator(`#allocs tbody tr[data-alloc="${workloadAlloc}"]`);
       await allocRow.filter({ hasText: 'running' }).waitFor();
@@ -188,8 +226,3 @@ describe('metrics and the status page of a running agent', () => {
     });
   });
 });
-
-async function expectText(page: Page, selector: string, texts: string[]): Promise<void> {
-  const text = await page.locator(selector).innerText();
-  for (const t of texts) expect(text).toContain(t);
-}

@@ -10,8 +10,14 @@ const TOKEN_KEY = 'csiplug-token';
 const TOKEN_HEADER = 'X-Csiplug-Token';
 /** How often the tables are read again when no event says something changed. */
 const REFRESH_MS = 5000;
-/** Volume usage (NodeGetVolumeStats through the plugin) is read at most this often. */
+/** Volume usage (NodeGetVolumeStats through the plugin) is read at most this often, and apart from the tables. */
 const USAGE_MS = 15000;
+/** A burst of events is at most one refresh a second: an event brings a refresh forward, never pushes one back. */
+const MIN_GAP_MS = 1000;
+/** How long a request may take; a hung plugin or a full connection pool must not freeze the page. */
+const REQUEST_MS = 10000;
+/** The agent sends a heartbeat every 10 s: a stream silent for this long is dead, and is opened again. */
+const STREAM_SILENCE_MS = 30000;
 const MAX_FEED = 200;
 const MAX_TASK_EVENTS = 4;
 
@@ -23,16 +29,23 @@ function token() {
 
 class AuthError extends Error {}
 
+/** A token a header can carry: printable ASCII, no spaces (what `csiplug acl` tokens are). */
+const USABLE_TOKEN = /^[\x21-\x7e]+$/;
+
+/** GET `path` (relative to /v1/, so the page also works behind a proxy's path prefix). */
 async function api(path, init = {}) {
-  const headers = new Headers(init.headers || {});
-  if (token()) headers.set(TOKEN_HEADER, token());
-  const res = await fetch(path, { ...init, headers, cache: 'no-store' });
-  if (res.status === 403) {
-    const body = await res.json().catch(() => ({}));
-    throw new AuthError(body.error || 'the agent refused the request (403)');
+  const headers = new Headers();
+  try {
+    if (token()) headers.set(TOKEN_HEADER, token());
+  } catch {
+    throw new AuthError('the stored token cannot be sent in a header');
   }
+  const signal = init.signal || AbortSignal.timeout(REQUEST_MS);
+  const res = await fetch(`..${path}`, { headers, signal, cache: 'no-store' });
   if (!res.ok) {
     const body = await res.json().catch(() => ({}));
+    // Only the token's own refusals ask for a token; the API's other 403s (its front-door checks) are errors to show.
+    if (res.status === 403 && /ACL token/.test(body.error || '')) throw new AuthError(body.error);
     throw new Error(`${path}: ${body.error || res.status}`);
   }
   return res;
@@ -88,27 +101,42 @@ function pluginHealth(p) {
   return el('span', { className: ok ? 'healthy' : 'unhealthy' }, ok ? 'healthy' : 'unhealthy');
 }
 
-const usageByVolume = new Map();
+let usageByVolume = new Map();
 let usageReadAt = 0;
+let usageReading = false;
 
+/** Reads the usage of every claimed volume, apart from the tables (a slow plugin delays only this column). */
 async function readUsage(volumes) {
-  if (Date.now() - usageReadAt < USAGE_MS) return;
-  usageReadAt = Date.now();
-  await Promise.all(
-    volumes
-      .filter((v) => v.claims.length > 0)
-      .map(async (v) => {
-        try {
-          usageByVolume.set(v.id, await getJson(`/v1/volume/csi/${encodeURIComponent(v.id)}/usage`));
-        } catch (err) {
-          if (err instanceof AuthError) throw err;
-          usageByVolume.set(v.id, [{ error: err.message }]);
-        }
-      }),
-  );
+  if (usageReading || Date.now() - usageReadAt < USAGE_MS) return;
+  usageReading = true;
+  try {
+    const next = new Map();
+    await Promise.all(
+      volumes
+        .filter((v) => v.claims.length > 0)
+        .map(async (v) => {
+          try {
+            next.set(v.id, await getJson(`/v1/volume/csi/${encodeURIComponent(v.id)}/usage`));
+          } catch (err) {
+            if (err instanceof AuthError) throw err;
+            next.set(v.id, [{ error: err.message }]);
+          }
+        }),
+    );
+    // Only what is claimed now: a volume whose claims went shows no old figure.
+    usageByVolume = next;
+    usageReadAt = Date.now();
+    scheduleRefresh(0);
+  } catch (err) {
+    if (err instanceof AuthError) askToken(err.message);
+  } finally {
+    usageReading = false;
+  }
 }
 
 function usageText(v) {
+  // A volume with no claim has no mount to measure: no old figure stays beside it.
+  if (v.claims.length === 0) return '';
   const mounts = usageByVolume.get(v.id);
   if (!mounts || mounts.length === 0) return '';
   const m = mounts[0];
@@ -128,7 +156,7 @@ function allocEvents(a) {
 
 async function refresh() {
   const [node, plugins, volumes, allocs] = await Promise.all([getJson('/v1/node/self'), getJson('/v1/plugins'), getJson('/v1/volumes'), getJson('/v1/allocations')]);
-  await readUsage(volumes);
+  void readUsage(volumes);
   $('node').textContent = `node ${node.name} (${node.id.slice(0, 8)}) · ${node.status} · version ${node.version}`;
   fillTable(
     'plugins',
@@ -177,21 +205,38 @@ async function refresh() {
 }
 
 let refreshTimer;
+let dueAt = Infinity;
+let lastStart = 0;
 let refreshing = false;
 let again = false;
+/** No token yet (or a refused one), or the tab is hidden: nothing is read until that changes. */
+let paused = false;
 
-/** Reads everything again soon; a burst of events is one read. */
+/** Reads everything again in `ms` (or sooner, if a read is due sooner); at most one read a second. */
 function scheduleRefresh(ms = 250) {
-  clearTimeout(refreshTimer);
-  refreshTimer = setTimeout(runRefresh, ms);
-}
-
-async function runRefresh() {
+  if (paused) return;
   if (refreshing) {
     again = true;
     return;
   }
+  const at = Math.max(Date.now() + ms, lastStart + MIN_GAP_MS);
+  if (at >= dueAt) return;
+  clearTimeout(refreshTimer);
+  dueAt = at;
+  refreshTimer = setTimeout(runRefresh, at - Date.now());
+}
+
+function cancelRefresh() {
+  clearTimeout(refreshTimer);
+  dueAt = Infinity;
+  again = false;
+}
+
+async function runRefresh() {
+  dueAt = Infinity;
+  if (paused) return;
   refreshing = true;
+  lastStart = Date.now();
   try {
     await refresh();
     showError('');
@@ -200,12 +245,10 @@ async function runRefresh() {
     showError(`Could not read the agent: ${err.message}`);
   } finally {
     refreshing = false;
-    if (again) {
+    if (!paused) {
+      const soon = again;
       again = false;
-      scheduleRefresh(0);
-    } else if ($('login').hidden) {
-      // Polling goes on only while the page is shown; asking for a token stops it until one is given.
-      scheduleRefresh(REFRESH_MS);
+      scheduleRefresh(soon ? 0 : REFRESH_MS);
     }
   }
 }
@@ -225,14 +268,23 @@ function addFeed(e) {
 
 let feedAbort;
 
-/** Follows /v1/event/stream (newline-delimited JSON) and starts again after a break. */
+/** Follows /v1/event/stream (newline-delimited JSON) and opens it again after a break or a silence. */
 async function follow() {
   if (feedAbort) feedAbort.abort();
   const abort = new AbortController();
   feedAbort = abort;
   for (let delay = 500; !abort.signal.aborted; delay = Math.min(delay * 2, 10000)) {
+    const attempt = new AbortController();
+    const stop = () => attempt.abort();
+    abort.signal.addEventListener('abort', stop);
+    let silence;
+    const heard = () => {
+      clearTimeout(silence);
+      silence = setTimeout(stop, STREAM_SILENCE_MS);
+    };
     try {
-      const res = await api('/v1/event/stream', { signal: abort.signal });
+      heard();
+      const res = await api('/v1/event/stream', { signal: attempt.signal });
       setLive(true);
       delay = 500;
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -240,6 +292,7 @@ async function follow() {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        heard();
         buffered += value;
         let nl;
         while ((nl = buffered.indexOf('\n')) >= 0) {
@@ -255,21 +308,36 @@ async function follow() {
     } catch (err) {
       if (abort.signal.aborted) return;
       if (err instanceof AuthError) return askToken(err.message);
+    } finally {
+      clearTimeout(silence);
+      abort.signal.removeEventListener('abort', stop);
     }
+    if (abort.signal.aborted) return;
     setLive(false);
-    await new Promise((r) => setTimeout(r, delay));
+    await new Promise((r) => {
+      const t = setTimeout(r, delay);
+      abort.signal.addEventListener('abort', () => (clearTimeout(t), r()), { once: true });
+    });
+    if (abort.signal.aborted) return;
     scheduleRefresh(0);
   }
 }
 
-function setLive(on) {
+function setLive(on, offText = 'reconnecting') {
   $('live').className = `badge ${on ? 'on' : 'off'}`;
-  $('live').textContent = on ? 'feed: live' : 'feed: reconnecting';
+  $('live').textContent = on ? 'feed: live' : `feed: ${offText}`;
+}
+
+function stopReading() {
+  paused = true;
+  cancelRefresh();
+  if (feedAbort) feedAbort.abort();
+  feedAbort = undefined;
 }
 
 function askToken(message) {
-  if (feedAbort) feedAbort.abort();
-  setLive(false);
+  stopReading();
+  setLive(false, 'off');
   $('login').hidden = false;
   $('status').hidden = true;
   $('login-error').textContent = token() ? message : '';
@@ -278,14 +346,31 @@ function askToken(message) {
 
 $('login').addEventListener('submit', (ev) => {
   ev.preventDefault();
-  sessionStorage.setItem(TOKEN_KEY, $('token').value);
+  const given = $('token').value.trim();
+  if (!USABLE_TOKEN.test(given)) {
+    $('login-error').textContent = 'A token is printable ASCII without spaces; check what was pasted.';
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, given);
   $('token').value = '';
   $('login').hidden = true;
   $('status').hidden = false;
   start();
 });
 
+$('forget').addEventListener('click', () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  askToken('');
+});
+
+// A hidden tab reads nothing (each open stream holds one of the browser's few connections to the agent).
+document.addEventListener('visibilitychange', () => {
+  if (document.hidden) stopReading();
+  else if ($('login').hidden) start();
+});
+
 function start() {
+  paused = false;
   scheduleRefresh(0);
   void follow();
 }

@@ -1,4 +1,4 @@
-import { NullMetrics, defineMetric, secondsSince, type Metrics } from './metrics';
+import { NullMetrics, defineMetric, recordSafely, secondsSince, type Metrics } from './metrics';
 
 describe('defineMetric', () => {
   it('accepts a well-formed definition and freezes it', () => {
@@ -26,5 +26,18 @@ describe('NullMetrics and secondsSince', () => {
   it('secondsSince turns milliseconds into seconds and never goes below zero (a clock that stepped back)', () => {
     expect(secondsSince(1_000, 3_500)).toBe(2.5);
     expect(secondsSince(5_000, 4_000)).toBe(0);
+  });
+});
+
+describe('recordSafely', () => {
+  it('swallows what a metrics implementation throws, so the measured work keeps its own outcome', () => {
+    expect(() =>
+      recordSafely(() => {
+        throw new Error('clash');
+      }),
+    ).not.toThrow();
+    let ran = false;
+    recordSafely(() => (ran = true));
+    expect(ran).toBe(true);
   });
 });

@@ -50,6 +50,20 @@ export class NullMetrics implements Metrics {
   }
 }
 
+/**
+ * Records through `metrics` without ever changing the outcome of the work it
+ * measures: a figure is worth less than the call it describes, so a
+ * Metrics implementation that throws (a clash of definitions, an
+ * embedder's bug) loses that one figure and nothing else.
+ */
+export function recordSafely(record: () => void): void {
+  try {
+    record();
+  } catch {
+    // The figure is lost; the measured work's own result stands.
+  }
+}
+
 /** Seconds between two readings of a millisecond clock, for a histogram of durations. */
 export function secondsSince(startMs: number, nowMs: number): number {
   return Math.max(0, nowMs - startMs) / 1000;

@@ -16,6 +16,7 @@ import {
   abortReason,
   defineMetric,
   errorMessage,
+  recordSafely,
   secondsSince,
 } from '@csiplug/core';
 import { status as GrpcStatus } from '@grpc/grpc-js';
@@ -347,7 +348,7 @@ export class GrpcCSIClient implements CSIClient {
       code = err instanceof CSIError ? err.codeName : signal?.aborted ? 'CANCELLED' : 'UNKNOWN';
       throw err;
     } finally {
-      this.metrics.observe(CSI_CALL_SECONDS, secondsSince(started, this.deps.clock.now()), { rpc: m.rpc, code });
+      recordSafely(() => this.metrics.observe(CSI_CALL_SECONDS, secondsSince(started, this.deps.clock.now()), { rpc: m.rpc, code }));
     }
   }
 

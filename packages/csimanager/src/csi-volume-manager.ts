@@ -7,7 +7,7 @@
 // (@csiplug/volumes), not this file's.
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { AbortError, Clock, Logger, Metrics, ValidationError, assertPathSafeId, errorMessage, secondsSince } from '@csiplug/core';
+import { AbortError, Clock, Logger, Metrics, ValidationError, assertPathSafeId, errorMessage, recordSafely, secondsSince } from '@csiplug/core';
 import { CSIError, isNotFound } from '@csiplug/csi';
 import { VolumeOperationError, isPluginUnavailable } from './errors';
 import type { KeyedMutex } from './keyed-mutex';
@@ -302,7 +302,7 @@ export class CSIVolumeManager implements VolumeManager {
       result = 'ok';
       return done;
     } finally {
-      this.deps.metrics?.observe(VOLUME_STEP_SECONDS, secondsSince(started, this.deps.clock.now()), { plugin: this.pluginId, step, result });
+      recordSafely(() => this.deps.metrics?.observe(VOLUME_STEP_SECONDS, secondsSince(started, this.deps.clock.now()), { plugin: this.pluginId, step, result }));
     }
   }
 

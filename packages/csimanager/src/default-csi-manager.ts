@@ -23,6 +23,7 @@ import {
   ShutdownError,
   AbortError,
   errorMessage,
+  recordSafely,
   sameStringMap,
   secondsSince,
   settleOnce,
@@ -232,7 +233,7 @@ export class DefaultCSIManager implements CSIManager {
     const limit = options.withinMs !== undefined ? Math.max(0, Math.min(phaseLimit, options.withinMs)) : phaseLimit;
     const started = this.clock.now();
     const waited = this.settleWait(type, name, phase, started, limit, options.signal);
-    const record = (result: string) => this.metrics.observe(PLUGIN_WAIT_SECONDS, secondsSince(started, this.clock.now()), { type, phase, result });
+    const record = (result: string) => recordSafely(() => this.metrics.observe(PLUGIN_WAIT_SECONDS, secondsSince(started, this.clock.now()), { type, phase, result }));
     waited.then(
       () => record('ready'),
       (err: unknown) => record(err instanceof CSIPluginWaitTimeoutError ? 'timeout' : err instanceof AbortError || (err instanceof Error && err.name === 'AbortError') ? 'aborted' : 'error'),

@@ -6,7 +6,23 @@ import { ApiClient } from './api-client';
 import { ApiError } from './api-error';
 import { FakeAgentService } from '../testing';
 import { HttpApi } from './http-api';
+import { StatusPage } from './status-page';
 import { jobDoc, raw, startApi, volumeDoc } from '../../test/support/http';
+
+/** A GET whose path is sent exactly as written (no client-side resolution of dots). */
+function rawPath(base: string, path: string): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: hostname, port, path }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
+}
 
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 10_000; i++) {
@@ -500,6 +516,16 @@ describe('HttpApi', () => {
       expect(fake.calls).toEqual([]);
     });
 
+    it('takes the token as Authorization: Bearer too (a Prometheus scrape job sends it so)', async () => {
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cret' } })).status).toBe(200);
+      const wrong = await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cre' } });
+      expect(wrong.status).toBe(403);
+      expect(wrong.json.error).toBe('the ACL token in Authorization is not valid');
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Basic czNjcmV0' } })).status).toBe(403);
+      // The agent's own header wins when both are sent.
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 'nope', authorization: 'Bearer s3cret' } })).status).toBe(403);
+    });
+
     it('serves requests with the right token', async () => {
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
       const c = new ApiClient({ address: secured.url, token: 's3cret' });
@@ -533,15 +559,32 @@ describe('HttpApi', () => {
         expect(page.text).toContain('<title>csiplug status</title>');
         expect((await raw(secured.url, 'GET', '/ui/app.js')).text).toContain('X-Csiplug-Token');
         expect((await raw(secured.url, 'HEAD', '/ui/app.css')).status).toBe(200);
-        expect((await raw(secured.url, 'GET', '/ui')).status).toBe(301);
-        expect((await raw(secured.url, 'GET', '/ui/../../package.json')).status).not.toBe(200);
+        const moved = await raw(secured.url, 'GET', '/ui');
+        expect(moved.status).toBe(301);
+        expect(moved.headers.location).toBe('ui/');
+        // Sent as written (raw() would let the URL class resolve the dots first): none reaches a file, or data without the token.
+        for (const sneaky of ['/ui/../../package.json', '/ui/..%2f..%2fpackage.json', '/ui/%2e%2e/%2e%2e/package.json', '/ui//app.js', '/ui/__proto__']) {
+          const r = await rawPath(secured.url, sneaky);
+          expect(r.status).not.toBe(200);
+          expect(r.body).not.toContain('@csiplug');
+        }
         expect((await raw(secured.url, 'GET', '/ui/index.htm')).status).toBe(404);
-        expect((await raw(secured.url, 'GET', '/ui/constructor')).status).toBe(404);
         const post = await raw(secured.url, 'POST', '/ui/', { body: '{}' });
         expect(post.status).toBe(405);
         expect(post.headers.allow).toBe('GET, HEAD');
       } finally {
         await secured.api.dispose();
+      }
+    });
+
+    it('an install without the page files answers 500 with no path of this machine in it', async () => {
+      const bare = await startApi(fake, { statusPage: new StatusPage('/nonexistent/csiplug-ui') });
+      try {
+        const r = await raw(bare.url, 'GET', '/ui/');
+        expect(r.status).toBe(500);
+        expect(r.json).toEqual({ error: 'the status page is not available: its files are missing from this install of @csiplug/agent', code: 'ESTATUS_PAGE_MISSING' });
+      } finally {
+        await bare.api.dispose();
       }
     });
   });

@@ -1,5 +1,5 @@
 // The agent's HTTP API: Nomad-shaped paths over the AgentService, JSON in
-// and out, an optional ACL token (X-Csiplug-Token, else 403), and the NDJSON
+// and out, an optional ACL token (X-Csiplug-Token or Authorization: Bearer, else 403), and the NDJSON
 // event stream. Every body is read and validated in full before the service
 // is called, so a refused request changes nothing. Errors are
 // `{ "error": message, "code": code }` with 400 (bad JSON, unknown fields,
@@ -389,13 +389,18 @@ export class HttpApi implements AsyncDisposable {
 
   private checkToken(req: http.IncomingMessage): void {
     if (this.tokenDigest === undefined) return;
-    const given = req.headers[TOKEN_HEADER.toLowerCase()];
-    if (given === undefined || given === '') {
-      throw new ApiError(403, ApiErrorCode.Forbidden, `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header (csiplug: -token or CSIPLUG_TOKEN)`);
+    // The agent's own header first; `Authorization: Bearer` too, which is what a Prometheus scrape job
+    // (authorization { credentials }) can send. Neither can be set by a cross-site page without a preflight, which is never granted.
+    const header = req.headers[TOKEN_HEADER.toLowerCase()];
+    const bearer = /^Bearer +(\S+)$/i.exec(typeof req.headers.authorization === 'string' ? req.headers.authorization : '')?.[1];
+    const fromHeader = header !== undefined && header !== '';
+    const given = fromHeader ? header : bearer;
+    if (given === undefined) {
+      throw new ApiError(403, ApiErrorCode.Forbidden, `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header or as Authorization: Bearer (csiplug: -token or CSIPLUG_TOKEN)`);
     }
     // Hashing first gives equal lengths, so the comparison time says nothing about the token.
     if (typeof given !== 'string' || !timingSafeEqual(digest(given), this.tokenDigest)) {
-      throw new ApiError(403, ApiErrorCode.Forbidden, `the ACL token in ${TOKEN_HEADER} is not valid`);
+      throw new ApiError(403, ApiErrorCode.Forbidden, `the ACL token in ${fromHeader ? TOKEN_HEADER : 'Authorization'} is not valid`);
     }
   }
 
@@ -406,10 +411,12 @@ export class HttpApi implements AsyncDisposable {
       throw new ApiError(405, ApiErrorCode.MethodNotAllowed, `${method} is not allowed on ${pathname} (allowed: GET, HEAD)`);
     }
     if (pathname === '/ui') {
-      res.writeHead(301, { Location: '/ui/', 'Content-Length': 0 });
+      // Relative, so that the page also works behind a proxy that serves the agent under a path prefix.
+      res.writeHead(301, { Location: 'ui/', 'Content-Length': 0, 'Cache-Control': 'no-cache' });
       res.end();
       return;
     }
+    if (!this.page.available) throw new ApiError(500, 'ESTATUS_PAGE_MISSING', 'the status page is not available: its files are missing from this install of @csiplug/agent');
     const file = this.page.file(pathname);
     if (!file) throw ApiError.notFound(`the status page has no file ${pathname}`);
     res.writeHead(200, { ...STATUS_PAGE_HEADERS, 'Content-Type': file.contentType, 'Content-Length': file.body.length });

@@ -36,24 +36,33 @@ export const STATUS_PAGE_HEADERS: Readonly<Record<string, string>> = {
 export const STATUS_PAGE_DIR = path.resolve(__dirname, '..', '..', 'ui');
 
 export class StatusPage {
-  private readonly cache = new Map<string, StaticFile>();
+  /** The files, read once when the page is made; undefined when they are missing from this install. */
+  private readonly files: ReadonlyMap<string, StaticFile> | undefined;
 
-  constructor(private readonly dir: string = STATUS_PAGE_DIR) {}
+  constructor(dir: string = STATUS_PAGE_DIR) {
+    // Read at once: a broken install is known at start, and a request never learns a path on this machine.
+    try {
+      const files = new Map<string, StaticFile>();
+      for (const { file, contentType } of Object.values(FILES)) if (!files.has(file)) files.set(file, { body: fs.readFileSync(path.join(dir, file)), contentType });
+      this.files = files;
+    } catch {
+      this.files = undefined;
+    }
+  }
+
+  /** Whether this install has the page's files. */
+  get available(): boolean {
+    return this.files !== undefined;
+  }
 
   /** Whether `pathname` is the page's (the API answers it before asking for a token). */
   owns(pathname: string): boolean {
     return pathname === '/ui' || pathname.startsWith('/ui/');
   }
 
-  /** The file for `pathname`, or undefined when the page has no such file. */
+  /** The file for `pathname`, or undefined when the page has no such file (or this install has none). */
   file(pathname: string): StaticFile | undefined {
     const entry = Object.prototype.hasOwnProperty.call(FILES, pathname) ? FILES[pathname] : undefined;
-    if (!entry) return undefined;
-    let cached = this.cache.get(entry.file);
-    if (!cached) {
-      cached = { body: fs.readFileSync(path.join(this.dir, entry.file)), contentType: entry.contentType };
-      this.cache.set(entry.file, cached);
-    }
-    return cached;
+    return entry && this.files?.get(entry.file);
   }
 }

@@ -264,7 +264,8 @@ export class AllocRunner {
   /** Adds an event to every task of the alloc: saved with the task's events, and told to the event stream. */
   /**
    * The volume's unmount, left pending when this alloc stopped, was finished
-   * by the reconciler's background retry (its claim is released): says so
+   * later — the reconciler's background retry, or a `volume detach` — and its
+   * claim released: says so
    * on the alloc, once, so that `alloc status` no longer ends on "pending".
    */
   noteUnmountDone(volumeId: string): void {
@@ -273,7 +274,7 @@ export class AllocRunner {
       return last?.type === EVENT_VOLUME_UNMOUNT_PENDING;
     });
     if (!pending) return;
-    this.taskEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume ${volumeId} unmounted by a background retry and its claim released`, details: { volume_id: volumeId }, time: this.deps.clock.now() });
+    this.taskEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume ${volumeId} unmounted later (a background retry, or a volume detach) and its claim released`, details: { volume_id: volumeId }, time: this.deps.clock.now() });
   }
 
   private taskEvent(event: TaskEvent): void {
