@@ -48,9 +48,11 @@ npm install --no-audit --no-fund ./tgz/*.tgz "tsyringe@$tsyringe_range" >/dev/nu
 
 # One tsyringe for every package: a second copy would hold a second container
 # and a second set of tokens, and injection across packages would fail.
+# (Counted with grep -c, not wc -l: a here-string of nothing is one line to wc.)
 copies=$(find node_modules -path '*/tsyringe/package.json' | sort)
-if [ "$(wc -l <<<"$copies")" -ne 1 ]; then
-  echo "pack check: more than one tsyringe is installed: $(tr '\n' ' ' <<<"$copies")" >&2
+count=$(grep -c . <<<"$copies" || true)
+if [ "$count" -ne 1 ]; then
+  echo "pack check: $count copies of tsyringe are installed, not one: ${copies//$'\n'/ }" >&2
   exit 1
 fi
 

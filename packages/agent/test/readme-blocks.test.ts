@@ -1,16 +1,19 @@
 // Every fenced code block in packages/*/README.md is tested, so the READMEs
 // cannot drift from the code. By the fence's language:
 //
-// - ```ts: type-checked against the built packages (all blocks in one
-//   program, the repository's strict settings), then run in a fresh node
+// - ```ts: type-checked against the built packages (the repository's strict
+//   settings, with the published .d.ts files checked too and no
+//   esModuleInterop, as a user's project may be), then run in a fresh node
 //   process that must exit 0 on its own (a handle left open is a timeout).
 //   Imports are the block's own; top-level await works; jest's globals are
-//   declared, for a jest test marked typecheck. Names a block uses
-//   without making them are givens, named in the marker: dataDir, tmpDir
-//   (fresh dirs), signal, log, allocId, publishContext, stateDb (a memory
-//   ClientStateDB), makeCsiClient, endpoint / socketPath (a real hostpath
-//   plugin process on a unix socket; as root), externalId (a volume created
-//   on it). `prints "text"`: stdout must contain it.
+//   declared only for a jest test, marked `typecheck (a jest test: where
+//   it runs)`. Names a block uses without making them are givens, named
+//   in the marker: dataDir, tmpDir (fresh dirs), signal, log, allocId,
+//   publishContext, stateDb (a memory ClientStateDB), makeCsiClient,
+//   endpoint / socketPath (a real hostpath plugin process on a unix
+//   socket; as root), externalId (a volume created on it). `prints
+//   "text"`: stdout must contain it. A run's process group is killed at
+//   its limit (30 s).
 // - ```js: run with node, the same way.
 // - ```sh: run only when marked `run` (fast, safe, no agent): bash -e in a
 //   temp dir holding a copy of examples/, `csiplug` and `csiplug-hostpath`
@@ -48,14 +51,22 @@ import {
   startHostpathPlugin,
   where,
   type Block,
-  type GeneratedModule,
+  type BlockModule,
   type Plan,
   type PluginProcess,
   type Preparation,
 } from './support/readme-blocks';
 
-/** Each run's limit; a block's own waits (the `signal` given) end sooner. */
+/** Each run's limit, at which its process group is killed; a block's own waits (the `signal` given) end sooner. */
 const RUN_LIMIT_MS = 30_000;
+/**
+ * A run's test: its run limit, plus the hostpath plugin's start (15 s at
+ * most) and stop (5 s), a volume's creation and the mount cleanup. Well above
+ * the limit, so a block that hangs is failed by the limit, with its output,
+ * after its group is killed and its plugin stopped: never by jest's timeout
+ * while those still run.
+ */
+const RUN_TEST_TIMEOUT_MS = RUN_LIMIT_MS + 45_000;
 const isRoot = process.getuid?.() === 0;
 
 const extracted = packageReadmes().map((file) => extractBlocks(file, fs.readFileSync(path.join(REPO, file), 'utf8')));
@@ -64,9 +75,9 @@ const ok = planned.filter((p): p is { block: Block; plan: Plan } => typeof p.pla
 const of = <K extends Plan['kind']>(kind: K) => ok.filter((p): p is { block: Block; plan: Extract<Plan, { kind: K }> } => p.plan.kind === kind);
 const tsBlocks = of('ts').filter((p) => checkGivens(p.plan) === undefined);
 
-/** `it.each` over `entries`, titled by README location; nothing when there are none (it.each refuses an empty table). */
-function eachBlock<T extends { block: Block }>(test: jest.It, entries: T[], title: string, fn: (entry: T) => Promise<void>): void {
-  if (entries.length) test.each(entries.map((e) => [where(e.block), e] as [string, T]))(`%s ${title}`, (_, entry) => fn(entry));
+/** `it.each` over `entries`, titled by README location, each with `timeoutMs` (jest's own when undefined); nothing when there are none (it.each refuses an empty table). */
+function eachBlock<T extends { block: Block }>(test: jest.It, entries: T[], title: string, timeoutMs: number | undefined, fn: (entry: T) => Promise<void>): void {
+  if (entries.length) test.each(entries.map((e) => [where(e.block), e] as [string, T]))(`%s ${title}`, (_, entry) => fn(entry), timeoutMs);
 }
 
 describe('README code blocks', () => {
@@ -82,13 +93,13 @@ describe('README code blocks', () => {
     const src = path.join(work, 'src');
     const out = path.join(work, 'out');
     fs.mkdirSync(src);
-    const files = new Map<string, { block: Block; module: GeneratedModule }>();
+    const files = new Map<string, BlockModule>();
     tsBlocks.forEach(({ block, plan }, i) => {
       const name = `block-${i}-${path.basename(path.dirname(block.file))}-${block.line}`;
       const module = generateModule(block, plan.givens);
       const file = path.join(src, `${name}.ts`);
       fs.writeFileSync(file, module.text);
-      files.set(file, { block, module });
+      files.set(file, { block, module, jest: plan.jest });
       emitted.set(block, path.join(out, `${name}.js`));
     });
     compileErrors = files.size ? compileBlocks(files, src, out) : [];
@@ -142,11 +153,11 @@ describe('README code blocks', () => {
       }
     });
   };
-  eachBlock(it, runs.filter((p) => !needsRoot(p.plan.givens)), 'runs', runTs);
+  eachBlock(it, runs.filter((p) => !needsRoot(p.plan.givens)), 'runs', RUN_TEST_TIMEOUT_MS, runTs);
   // The hostpath plugin bind-mounts: as root only.
-  eachBlock(isRoot ? it : it.skip, runs.filter((p) => needsRoot(p.plan.givens)), 'runs (with the hostpath plugin, as root)', runTs);
+  eachBlock(isRoot ? it : it.skip, runs.filter((p) => needsRoot(p.plan.givens)), 'runs (with the hostpath plugin, as root)', RUN_TEST_TIMEOUT_MS, runTs);
 
-  eachBlock(it, of('js'), 'runs', async (entry) => {
+  eachBlock(it, of('js'), 'runs', RUN_TEST_TIMEOUT_MS, async (entry) => {
     await inBlockDir(async (dir) => {
       const file = path.join(dir, 'block.js');
       fs.writeFileSync(file, entry.block.code);
@@ -157,7 +168,7 @@ describe('README code blocks', () => {
     });
   });
 
-  eachBlock(it, of('sh'), 'runs', async (entry) => {
+  eachBlock(it, of('sh'), 'runs', RUN_TEST_TIMEOUT_MS, async (entry) => {
     await inBlockDir(async (dir) => {
       const bin = path.join(dir, '.bin');
       fs.mkdirSync(bin);
@@ -181,7 +192,7 @@ describe('README code blocks', () => {
     });
   });
 
-  eachBlock(it, of('spec'), 'parses', async ({ block, plan }) => {
+  eachBlock(it, of('spec'), 'parses', undefined, async ({ block, plan }) => {
     // The name says where a parse error comes from; its extension picks HCL or JSON.
     const name = `${where(block)}.${block.lang}`;
     switch (plan.spec) {
@@ -218,26 +229,61 @@ function needsRoot(givens: readonly string[]): boolean {
  * A fresh dir for one run. Afterwards nothing may be mounted under it: what
  * is gets unmounted (lazily only when a plain unmount fails) and fails the
  * test. The dir is removed only once nothing is mounted below it, so a
- * removal never reaches through a mount into what it shows.
+ * removal never reaches through a mount into what it shows. When the run and
+ * the cleanup both fail, both errors are thrown (an AggregateError): the
+ * cleanup's never hides the run's.
  */
 async function inBlockDir(body: (dir: string) => Promise<void>): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-readme-run-'));
+  let failure: { error: unknown } | undefined;
   try {
     await body(dir);
-  } finally {
-    const left = mountsUnder(dir).sort((a, b) => b.length - a.length);
-    for (const m of left) {
+  } catch (error) {
+    failure = { error };
+  }
+  let cleanupFailure: { error: unknown } | undefined;
+  try {
+    cleanUpBlockDir(dir);
+  } catch (error) {
+    cleanupFailure = { error };
+  }
+  if (failure && cleanupFailure) {
+    const errors = [failure.error, cleanupFailure.error];
+    throw new AggregateError(errors, `the run failed, and so did its cleanup:\n${errors.map((e) => `- ${e instanceof Error ? e.message : String(e)}`).join('\n')}`);
+  }
+  if (failure) throw failure.error;
+  if (cleanupFailure) throw cleanupFailure.error;
+}
+
+function cleanUpBlockDir(dir: string): void {
+  const left = mountsUnder(dir).sort((a, b) => b.length - a.length);
+  const unmountErrors: string[] = [];
+  for (const m of left) {
+    try {
+      execFileSync('umount', [m], { stdio: 'pipe' });
+    } catch {
       try {
-        execFileSync('umount', [m], { stdio: 'pipe' });
-      } catch {
         execFileSync('umount', ['-l', m], { stdio: 'pipe' });
+      } catch (err) {
+        unmountErrors.push(`umount -l ${m}: ${(err as { stderr?: Buffer }).stderr?.toString().trim() || String(err)}`);
       }
     }
-    const still = mountsUnder(dir);
-    if (still.length === 0) fs.rmSync(dir, { recursive: true, force: true });
-    if (left.length) {
-      throw new Error(`the block left mounts behind: ${left.join(', ')}; ${still.length ? `still mounted, ${dir} kept: ${still.join(', ')}` : 'unmounted now'}`);
-    }
+  }
+  const still = mountsUnder(dir);
+  if (still.length === 0) fs.rmSync(dir, { recursive: true, force: true });
+  if (left.length) {
+    throw new Error(
+      `the block left mounts behind: ${left.join(', ')}; ${still.length ? `still mounted, ${dir} kept: ${still.join(', ')}` : 'unmounted now'}${unmountErrors.length ? ` (${unmountErrors.join('; ')})` : ''}`,
+    );
+  }
+}
+
+/** Whether `pid` is a live process (a zombie no one has reaped yet counts as ended). */
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
   }
 }
 
@@ -294,6 +340,69 @@ describe('the README checker itself', () => {
     ]);
     expect(planBlock(blocks[0]!)).toEqual({ kind: 'skip', reason: 'a; b' });
     expect(planBlock(blocks[1]!)).toEqual({ kind: 'sh', prints: ['say "hi"; bye'] });
+  });
+
+  it('declares jest\'s globals only for a block marked as a jest test', () => {
+    const markdown = [
+      '<!-- readme-test: typecheck (a jest test: src/x.spec.ts runs it) -->',
+      '```ts',
+      "describe('x', () => it('y', () => expect(1).toBe(1)));",
+      '```',
+      '<!-- readme-test: typecheck (needs a task) -->',
+      '```ts',
+      "describe('x', () => undefined);",
+      '```',
+      '',
+    ].join('\n');
+    const { blocks } = extractBlocks('README.md', markdown);
+    const plans = blocks.map((b) => planBlock(b) as Extract<Plan, { kind: 'ts' }>);
+    expect(plans.map((p) => p.jest)).toEqual([true, false]);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-readme-check-'));
+    try {
+      const src = path.join(dir, 'src');
+      fs.mkdirSync(src);
+      const files = new Map<string, BlockModule>();
+      blocks.forEach((block, i) => {
+        const module = generateModule(block, []);
+        fs.writeFileSync(path.join(src, `b${i}.ts`), module.text);
+        files.set(path.join(src, `b${i}.ts`), { block, module, jest: plans[i]!.jest });
+      });
+      expect(compileBlocks(files, src, path.join(dir, 'out'))).toEqual([expect.stringMatching(/^README\.md:7 TS\d+: Cannot find name 'describe'/)]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('kills a run\'s whole process group at its limit', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-readme-check-'));
+    try {
+      // A child in the background that would outlive its shell, and a shell that never ends.
+      const result = await runProcess(['/bin/sh', '-c', 'sleep 300 & echo $!; wait'], { cwd: dir, env: process.env, timeoutMs: 1_000 });
+      expect(result.timedOut).toBe(true);
+      expect(result.signal).toBe('SIGKILL');
+      const background = Number(result.stdout.trim());
+      expect(background).toBeGreaterThan(0);
+      expect(alive(background)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  (isRoot ? it : it.skip)('throws both the run\'s error and the cleanup\'s when both fail (as root: a mount left behind)', async () => {
+    let dir = '';
+    const failed = await inBlockDir(async (d) => {
+      dir = d;
+      fs.mkdirSync(path.join(d, 'm'));
+      execFileSync('mount', ['-t', 'tmpfs', 'readme-check', path.join(d, 'm')]);
+      throw new Error('the block failed');
+    }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(AggregateError);
+    const messages = (failed as AggregateError).errors.map((e: Error) => e.message);
+    expect(messages).toEqual(['the block failed', expect.stringContaining(`the block left mounts behind: ${path.join(dir, 'm')}`)]);
+    expect(fs.existsSync(dir)).toBe(false);
   });
 
   it('maps a generated TypeScript line back to its README line', () => {

@@ -32,7 +32,15 @@ export interface Block {
 }
 
 export type Plan =
-  | { readonly kind: 'ts'; readonly run: boolean; readonly reason?: string; readonly givens: readonly string[]; readonly prints: readonly string[] }
+  | {
+      readonly kind: 'ts';
+      readonly run: boolean;
+      readonly reason?: string;
+      /** A jest test (`typecheck (a jest test: …)`): only its type check sees jest's globals. */
+      readonly jest: boolean;
+      readonly givens: readonly string[];
+      readonly prints: readonly string[];
+    }
   | { readonly kind: 'js'; readonly prints: readonly string[] }
   | { readonly kind: 'sh'; readonly prints: readonly string[] }
   | { readonly kind: 'spec'; readonly spec: SpecKind }
@@ -165,6 +173,9 @@ function parseDirectives(marker: string): Directives | string {
   return out;
 }
 
+/** The reason that marks a typecheck block as a jest test: `typecheck (a jest test: where it runs)`. */
+const JEST_REASON = /^a jest test\b/;
+
 const TS_LANGS = ['ts', 'typescript'];
 const JS_LANGS = ['js', 'javascript'];
 const SH_LANGS = ['sh', 'bash', 'shell'];
@@ -190,7 +201,16 @@ export function planBlock(block: Block): Plan | string {
   if (block.lang === '') return 'a code block names its language: ```text for output, a diagram or log lines; ```ts, ```sh, ```hcl … for code';
   if (block.lang === 'text') return extras([]) ?? { kind: 'text' };
   if (TS_LANGS.includes(block.lang)) {
-    return extras(['typecheck', 'given', 'prints']) ?? { kind: 'ts', run: d.typecheck === undefined, ...(d.typecheck ? { reason: d.typecheck } : {}), givens: d.givens, prints: d.prints };
+    return (
+      extras(['typecheck', 'given', 'prints']) ?? {
+        kind: 'ts',
+        run: d.typecheck === undefined,
+        ...(d.typecheck ? { reason: d.typecheck } : {}),
+        jest: d.typecheck !== undefined && JEST_REASON.test(d.typecheck),
+        givens: d.givens,
+        prints: d.prints,
+      }
+    );
   }
   if (JS_LANGS.includes(block.lang)) return extras(['prints']) ?? { kind: 'js', prints: d.prints };
   if (SH_LANGS.includes(block.lang)) {
@@ -309,8 +329,16 @@ export function generateModule(block: Block, givens: readonly string[]): Generat
   return { text: out.join('\n') + '\n', lines };
 }
 
-/** Compiler options for the blocks: the repository's strict settings, CommonJS, decorators, no unused-name rule (a README shows a value it does not use). */
-export function blockCompilerOptions(srcDir: string, outDir: string): ts.CompilerOptions {
+/**
+ * Compiler options for the blocks: the repository's strict settings,
+ * CommonJS, decorators, no unused-name rule (a README shows a value it does
+ * not use) — and the settings a user's project may have rather than ours:
+ * the published .d.ts files are checked too (skipLibCheck off) and default
+ * imports of CommonJS modules are not invented (esModuleInterop off), so a
+ * published type that breaks a user's build breaks this check. Jest's
+ * globals only for jest tests.
+ */
+export function blockCompilerOptions(srcDir: string, outDir: string, jest: boolean): ts.CompilerOptions {
   const base = ts.readConfigFile(path.join(REPO, 'tsconfig.base.json'), ts.sys.readFile);
   if (base.error) throw new Error(`tsconfig.base.json: ${ts.flattenDiagnosticMessageText(base.error.messageText, '\n')}`);
   const { options, errors } = ts.convertCompilerOptionsFromJson(base.config.compilerOptions, REPO);
@@ -325,17 +353,44 @@ export function blockCompilerOptions(srcDir: string, outDir: string): ts.Compile
     declaration: false,
     declarationMap: false,
     sourceMap: false,
-    types: ['node', 'jest'],
+    skipLibCheck: false,
+    esModuleInterop: false,
+    allowSyntheticDefaultImports: false,
+    types: jest ? ['node', 'jest'] : ['node'],
     rootDir: srcDir,
     outDir,
     noEmitOnError: false,
   };
 }
 
-/** Type-checks and emits `files` as one program; returns each diagnostic as text, README locations where a line maps back. */
-export function compileBlocks(files: ReadonlyMap<string, { block: Block; module: GeneratedModule }>, srcDir: string, outDir: string): string[] {
-  const program = ts.createProgram([...files.keys()], blockCompilerOptions(srcDir, outDir));
-  const diagnostics = [...ts.getPreEmitDiagnostics(program), ...program.emit().diagnostics];
+export interface BlockModule {
+  readonly block: Block;
+  readonly module: GeneratedModule;
+  /** Compiled with jest's globals (a block marked as a jest test). */
+  readonly jest: boolean;
+}
+
+/**
+ * Type-checks and emits `files`: the jest tests in one program, the rest in
+ * another (a global declared by any file is seen by all of a program's
+ * files, so one program cannot keep jest's globals from the blocks that are
+ * not jest tests). Returns each diagnostic as text, README locations where a
+ * line maps back; a diagnostic of a library file both programs read is
+ * given once.
+ */
+export function compileBlocks(files: ReadonlyMap<string, BlockModule>, srcDir: string, outDir: string): string[] {
+  const messages: string[] = [];
+  for (const jest of [false, true]) {
+    const roots = [...files].filter(([, entry]) => entry.jest === jest).map(([file]) => file);
+    if (roots.length === 0) continue;
+    const program = ts.createProgram(roots, blockCompilerOptions(srcDir, outDir, jest));
+    const diagnostics = [...ts.getPreEmitDiagnostics(program), ...program.emit().diagnostics];
+    for (const text of describeDiagnostics(diagnostics, files)) if (!messages.includes(text)) messages.push(text);
+  }
+  return messages;
+}
+
+function describeDiagnostics(diagnostics: readonly ts.Diagnostic[], files: ReadonlyMap<string, BlockModule>): string[] {
   return diagnostics.map((d) => {
     const message = ts.flattenDiagnosticMessageText(d.messageText, '\n');
     if (!d.file || d.start === undefined) return `TS${d.code}: ${message}`;
@@ -361,7 +416,13 @@ export interface ProcessResult {
   readonly timedOut: boolean;
 }
 
-/** Runs `argv` to its end, or SIGKILLs it (and its process group) at `timeoutMs`. */
+/** After the kill at the limit, how long the pipes may stay open: held by a process that left the group (its own session), they would never close. */
+const CLOSE_GRACE_MS = 2_000;
+
+/**
+ * Runs `argv` to its end, or SIGKILLs its process group at `timeoutMs` and
+ * answers once the process has exited (its output as far as it came).
+ */
 export function runProcess(argv: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<ProcessResult> {
   return new Promise((resolve, reject) => {
     // Its own process group, so a block that started children cannot leave them behind at the limit.
@@ -369,20 +430,33 @@ export function runProcess(argv: readonly string[], options: { cwd: string; env:
     let stdout = '';
     let stderr = '';
     let timedOut = false;
+    let grace: NodeJS.Timeout | undefined;
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
+      clearTimeout(timer);
+      clearTimeout(grace);
+      child.stdout!.destroy();
+      child.stderr!.destroy();
+      resolve({ code, signal, stdout, stderr, timedOut });
+    };
+    const exited = (): boolean => child.exitCode !== null || child.signalCode !== null;
+    const awaitClose = (): void => {
+      grace ??= setTimeout(() => finish(child.exitCode, child.signalCode), CLOSE_GRACE_MS);
+    };
     const timer = setTimeout(() => {
       timedOut = true;
       killGroup(child);
+      if (exited()) awaitClose(); // it ended before the limit, but something still holds its pipes
     }, options.timeoutMs);
     child.once('error', (err) => {
       clearTimeout(timer);
       reject(err);
     });
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, timedOut });
+    child.once('exit', () => {
+      if (timedOut) awaitClose();
     });
+    child.once('close', (code, signal) => finish(code, signal));
   });
 }
 
