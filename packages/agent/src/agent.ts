@@ -197,10 +197,10 @@ export class Agent implements AgentService, AsyncDisposable {
     });
     // The stream's emitter is disposed with the agent module, and this listener with it.
     this.onEvent((e) => countEvents(metrics, e));
-    // A claim released by the reconciler's background retry ends an unmount an alloc left pending: the alloc says so too.
+    // A claim released (the reconciler's background retry, a detach) ends an unmount an alloc left pending: the alloc says so too.
     // (The catalog's emitter goes with the volumes module, and this listener with it.)
     this.catalog.onDidChange((e) => {
-      if (e.kind === 'released' && e.allocId) this.runners.get(e.allocId)?.noteUnmountDone(e.volumeId);
+      if (e.kind === 'released' && e.allocId) this.runners.get(e.allocId)?.closeFinishedUnmounts();
     });
   }
 
@@ -294,6 +294,9 @@ export class Agent implements AgentService, AsyncDisposable {
         // release the claims.
         this.logger.info('finishing the teardown of an alloc the last agent left half-stopped', { alloc_id: alloc.id });
         void runner.stop().catch((err) => this.logger.error('alloc teardown failed', { alloc_id: alloc.id, error: err }));
+      } else {
+        // An unmount it left pending may have been finished while no agent watched (its claim released): it says so now.
+        runner.closeFinishedUnmounts();
       }
     }
     // A rollout the last agent was in the middle of goes on (deploy/job-updater.ts).
@@ -355,7 +358,8 @@ export class Agent implements AgentService, AsyncDisposable {
       allocStore: this.allocStore,
       taskStates: this.taskStates,
       exec: this.config.exec,
-      hostNetwork: this.hostNetworkAllowed,
+      hostNetwork: () => this.hostNetworkAllowed,
+      claimHeld: (volumeId: string, allocId: string) => this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId) ?? false,
       volumes: this.volumeMounts,
       clock: this.clock,
       logger: this.logger,
@@ -833,15 +837,11 @@ export class Agent implements AgentService, AsyncDisposable {
     const was = this.hostNetworkAllowed;
     this.hostNetworkAllowed = hasToken;
     if (!was || hasToken) return;
-    // Tasks already on the host's network run on (stopping them is the operator's call), but they now reach a token-less API: say which.
-    const onHost: string[] = [];
-    for (const r of this.runners.values()) {
-      if (r.alloc.desiredStatus !== 'run' || r.alloc.clientStatus !== 'running') continue;
-      const group = r.alloc.job.groups.find((g) => g.name === r.alloc.group);
-      for (const t of group?.tasks ?? []) if (t.isolated && t.config.networkMode === 'host') onHost.push(`${r.alloc.name} task "${t.name}" (alloc ${r.alloc.id})`);
-    }
-    if (onHost.length > 0) {
-      this.logger.warn('the API no longer asks for a token, and these isolated tasks run on the host\'s network, so they can reach it; they are not started again while it asks for none: stop them, or set acl { token } again', { tasks: onHost });
+    // Tasks already on the host's network run on (stopping them is the operator's call), but they now reach a
+    // token-less API: each says so (a "Config Refused" event and a warning), and is refused at its next start.
+    for (const r of this.runners.values()) r.recheckRefusals();
+    if (this.unrestored.size > 0) {
+      this.logger.warn('the API no longer asks for a token; allocs this agent could not restore run on unseen, and any of their isolated tasks on the host\'s network can reach it', { allocs: [...this.unrestored] });
     }
   }
 

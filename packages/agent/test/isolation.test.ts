@@ -161,16 +161,19 @@ job "${jobId}" {
     expect(shared.alloc.tasks.probe!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/; the host's network\)$/));
     const pid = h.taskPid(shared.alloc.id, 'probe');
 
-    // The token goes by a reload (SIGHUP): the task on the host's network runs on, and a warning names it.
+    // The token goes by a reload (SIGHUP): the task on the host's network runs on, says so (event and warning), and is refused at its next start.
     fs.writeFileSync(h.configFile, fs.readFileSync(h.configFile, 'utf8').replace(/acl \{[^}]*\}/, ''));
     const from = h.log.length;
     process.kill(h.proc!.pid!, 'SIGHUP');
-    const warned = await pollUntil('the warning about tasks on the host network', async () => {
-      const said = h.log.slice(from);
-      return said.includes("these isolated tasks run on the host's network") ? said : undefined;
+    const refusedEvent = await pollUntil('the Config Refused event after the reload', async () => {
+      const a = await h.api.getAlloc(shared.alloc.id);
+      return a.tasks.probe?.events.find((e) => e.type === 'Config Refused');
     });
-    expect(warned).toContain(shared.alloc.id);
-    expect(warned).not.toContain(`(alloc ${(await h.api.getJob('plain-2')).allocs[0]!.id})`);
+    expect(refusedEvent.message).toMatch(/will not start it again: network_mode = "host"/);
+    expect(h.log.slice(from)).toMatch(new RegExp(`"alloc_id":"${shared.alloc.id}".*will not start it again`));
+    // The task on its own network is not named.
+    const plain = (await h.api.getJob('plain-2')).allocs[0]!;
+    expect((await h.api.getAlloc(plain.id)).tasks.probe!.events.some((e) => e.type === 'Config Refused')).toBe(false);
     expect(isAlive(pid)).toBe(true);
 
     // The token goes (agent killed, restarted without it): the task on the host's network runs on, never stopped for it, and says so.
@@ -179,7 +182,8 @@ job "${jobId}" {
     await h.start();
     const back = await pollUntil('the host-network task re-attached', async () => {
       const a = await h.api.getAlloc(shared.alloc.id);
-      return a.tasks.probe?.events.some((e) => e.type === 'Config Refused') ? a : undefined;
+      // One from the reload, one from the restore: the restore says it again.
+      return (a.tasks.probe?.events.filter((e) => e.type === 'Config Refused').length ?? 0) >= 2 ? a : undefined;
     });
     expect(back.clientStatus).toBe('running');
     expect(h.taskPid(shared.alloc.id, 'probe')).toBe(pid);

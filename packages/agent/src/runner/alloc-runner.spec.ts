@@ -75,6 +75,10 @@ describe('AllocRunner', () => {
   let logger: MemoryLogger;
   /** The group write of task states; a test flushes it before it reads a state back. */
   let writer: TaskStateWriter;
+  /** Whether the API asks for a token (isolated tasks may have the host's network). */
+  let hostNet: boolean;
+  /** The claims the catalog still holds, as `volume alloc`. */
+  let claims: Set<string>;
 
   const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
   // A runner reads its alloc's saved task states: what an earlier one asked for is written first, as an agent's stop does.
@@ -87,7 +91,8 @@ describe('AllocRunner', () => {
       allocStore: store,
       taskStates: writer,
       exec: defaultExecConfig(),
-      hostNetwork: false,
+      hostNetwork: () => hostNet,
+      claimHeld: (volumeId: string, allocId: string) => claims.has(`${volumeId} ${allocId}`),
       clock,
       logger,
       supervisors: {} as CSIPluginSupervisorFactory,
@@ -105,6 +110,8 @@ describe('AllocRunner', () => {
     hook = new ControlledHook();
     clock = new FakeClock(0);
     volumeRecords = [];
+    hostNet = false;
+    claims = new Set();
     store = new StateAllocStore(state);
     logger = new MemoryLogger();
     writer = new TaskStateWriter(store);
@@ -129,6 +136,67 @@ describe('AllocRunner', () => {
     expect(driver.stops).toEqual(['100 SIGTERM']);
     expect(hook.calls).toEqual(['prerun', 'prerun', 'postrun start', 'postrun done']);
     expect(restored.alloc.clientStatus).toBe('failed');
+  });
+
+  it('an unmount left pending is said done once its claim is gone — not while postrun runs, and once only', async () => {
+    claims.add('v1 a1');
+    const r = runner();
+    await r.run('start');
+    await clock.advance(0);
+    // Postrun leaves the unmount pending, as the csi hook says it.
+    hook.postrun = async () => {
+      hook.calls.push('postrun');
+      hook.lastContext!.emitEvent({ type: 'Volume unmount pending', message: 'volume "data" (v1) could not be unmounted', details: { volume_id: 'v1' } });
+      // A release arriving while postrun runs is left to postrun (it says what it did).
+      r.closeFinishedUnmounts();
+    };
+    await r.stop();
+    const events = () => r.taskStates().server!.events.filter((e) => e.details?.volume_id === 'v1').map((e) => e.type);
+    expect(events()).toEqual(['Volume unmount pending']);
+    // Still claimed: still pending.
+    r.closeFinishedUnmounts();
+    expect(events()).toEqual(['Volume unmount pending']);
+    // The background retry releases the claim: said done, once, however often asked.
+    claims.delete('v1 a1');
+    r.closeFinishedUnmounts();
+    r.closeFinishedUnmounts();
+    expect(events()).toEqual(['Volume unmount pending', 'Volume unmounted']);
+  });
+
+  it('a retry that finished before postrun said "pending" is said done at the end of postrun', async () => {
+    const r = runner();
+    await r.run('start');
+    await clock.advance(0);
+    hook.postrun = async () => {
+      hook.lastContext!.emitEvent({ type: 'Volume unmount pending', message: 'pending', details: { volume_id: 'v1' } });
+    };
+    await r.stop();
+    expect(r.taskStates().server!.events.filter((e) => e.details?.volume_id === 'v1').map((e) => e.type)).toEqual(['Volume unmount pending', 'Volume unmounted']);
+  });
+
+  it('an isolated task on the host network, running when the token goes, says so and is refused at its next start', async () => {
+    hostNet = true;
+    const onHost: JobSpec = JSON.parse(JSON.stringify(job));
+    const task = onHost.groups[0]!.tasks[0]!;
+    task.isolated = true;
+    task.config.networkMode = 'host';
+    task.restart = { attempts: 1, interval: 60_000, delay: 0, mode: 'fail' };
+    const r = runner({ ...alloc(), job: onHost });
+    await r.run('start');
+    await clock.advance(0);
+    expect(driver.started).toHaveLength(1);
+    hostNet = false;
+    r.recheckRefusals();
+    const types = () => r.taskStates().server!.events.map((e) => e.type);
+    expect(types()).toContain('Config Refused');
+    // The task exits; its restart is refused with the reason, not started on the host's network.
+    driver.exit(100, 1);
+    await clock.advance(0);
+    await clock.advance(0);
+    expect(driver.started).toHaveLength(1);
+    const failure = r.taskStates().server!.events.find((e) => e.type === 'Setup Failure');
+    expect(failure?.message).toMatch(/network_mode = "host" would let the task reach this agent's API/);
+    await r.stop();
   });
 
   it('a stop during setup is a stop, not a setup failure, and still tears down', async () => {

@@ -55,15 +55,21 @@ export interface AllocRunnerDeps {
    * network_mode = "host"; the default is a loopback-only namespace of its
    * own): only when the agent's API asks for a token (acl { token }), since
    * a task on the host's network reaches the API on 127.0.0.1, which starts
-   * processes as root.
+   * processes as root. Asked at each start: a config reload changes it.
    */
-  hostNetwork: boolean;
+  hostNetwork: () => boolean;
   clock: Clock;
   logger: Logger;
   supervisors: ICSIPluginSupervisorFactory;
   csiHooks: ICSIHookFactory;
   /** The volume reconciler: what this alloc has mounted or still holds. */
   volumes: Pick<VolumeReconcilerService, 'list'>;
+  /**
+   * Whether the alloc still holds its claim on the volume. An unmount
+   * releases the claim as its last step, so a claim gone means an unmount
+   * left pending is done. Without it, a pending unmount is never said done.
+   */
+  claimHeld?(volumeId: string, allocId: string): boolean;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
   variables: Record<string, string>;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
@@ -126,6 +132,8 @@ export class AllocRunner {
   private running: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
   private postrunning: Promise<void> | undefined;
+  /** This run's postrun has ended (its events are written). */
+  private postrunFinished = false;
   private setupFailed = false;
   private detached = false;
   /** Whether the state holds this alloc's desired stop (a stop then needs no strict save first). */
@@ -262,19 +270,36 @@ export class AllocRunner {
   }
 
   /** Adds an event to every task of the alloc: saved with the task's events, and told to the event stream. */
+  /** The agent's config changed (a reload): each running task it would now refuse says so. */
+  recheckRefusals(): void {
+    for (const t of this.tasks.values()) t.recheckRefusal();
+  }
+
   /**
-   * The volume's unmount, left pending when this alloc stopped, was finished
-   * later — the reconciler's background retry, or a `volume detach` — and its
-   * claim released: says so
-   * on the alloc, once, so that `alloc status` no longer ends on "pending".
+   * Says "Volume unmounted" for each volume whose unmount this alloc left
+   * pending (its last volume event says so) and whose claim it no longer
+   * holds: finished later by the reconciler's background retry, a `volume
+   * detach`, or while the agent was down. Asked when a claim is released,
+   * after boot, and at the end of this alloc's postrun (a retry may have
+   * finished before postrun said "pending"). Not while postrun runs: it
+   * says itself what it did.
    */
-  noteUnmountDone(volumeId: string): void {
-    const pending = [...this.tasks.values()].some((t) => {
-      const last = [...t.events].reverse().find((e) => e.details?.volume_id === volumeId && (e.type === EVENT_VOLUME_UNMOUNT_PENDING || e.type === EVENT_VOLUME_UNMOUNTED));
-      return last?.type === EVENT_VOLUME_UNMOUNT_PENDING;
-    });
-    if (!pending) return;
-    this.taskEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume ${volumeId} unmounted later (a background retry, or a volume detach) and its claim released`, details: { volume_id: volumeId }, time: this.deps.clock.now() });
+  closeFinishedUnmounts(): void {
+    const claimHeld = this.deps.claimHeld;
+    if (!claimHeld || (this.postrunning && !this.postrunFinished)) return;
+    const open = new Set<string>();
+    for (const t of this.tasks.values()) {
+      const last = new Map<string, string>();
+      for (const e of t.events) {
+        const volumeId = e.details?.volume_id;
+        if (volumeId && (e.type === EVENT_VOLUME_UNMOUNT_PENDING || e.type === EVENT_VOLUME_UNMOUNTED)) last.set(volumeId, e.type);
+      }
+      for (const [volumeId, type] of last) if (type === EVENT_VOLUME_UNMOUNT_PENDING) open.add(volumeId);
+    }
+    for (const volumeId of open) {
+      if (claimHeld(volumeId, this.alloc.id)) continue;
+      this.taskEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume ${volumeId} unmounted later (a background retry, or a volume detach) and its claim released`, details: { volume_id: volumeId }, time: this.deps.clock.now() });
+    }
   }
 
   private taskEvent(event: TaskEvent): void {
@@ -382,7 +407,7 @@ export class AllocRunner {
    * own path; its capabilities as the agent allows. Also the volume paths as
    * the task sees them, for its variables.
    */
-  private isolationOf(task: TaskSpec, taskDir: string, pluginDataDir: string | undefined): { config: IsolationConfig; volumePaths: Record<string, string>; refusal?: string } {
+  private isolationOf(task: TaskSpec, taskDir: string, pluginDataDir: string | undefined): { config: IsolationConfig; volumePaths: Record<string, string>; refusal: () => string | undefined } {
     const exec = this.deps.exec;
     const local = path.join(taskDir, 'local');
     const secrets = path.join(taskDir, 'secrets');
@@ -394,11 +419,12 @@ export class AllocRunner {
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
     const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
     const network = task.config.networkMode ?? 'none';
-    const refusal = notAllowed.length
-      ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
-      : network === 'host' && !this.deps.hostNetwork
-        ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
-        : undefined;
+    const refusal = () =>
+      notAllowed.length
+        ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
+        : network === 'host' && !this.deps.hostNetwork()
+          ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
+          : undefined;
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
     for (const m of task.volumeMounts) {
@@ -425,7 +451,7 @@ export class AllocRunner {
         ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
       },
       volumePaths,
-      ...(refusal ? { refusal } : {}),
+      refusal,
     };
   }
 
@@ -532,6 +558,8 @@ export class AllocRunner {
       if (hooks.length) crashPoint('alloc.postrun.after-unmount');
       this.volumes = {};
       this.save();
+      this.postrunFinished = true;
+      this.closeFinishedUnmounts();
     })();
     return this.postrunning;
   }

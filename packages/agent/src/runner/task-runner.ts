@@ -103,8 +103,12 @@ export class TaskRunner {
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
   private isolation: IsolationConfig | undefined;
-  /** Why the agent will not start this isolated task as it is asked (a capability it does not allow). */
-  private isolationRefused: string | undefined;
+  /**
+   * Why the agent will not start this isolated task as it is asked (a
+   * capability it does not allow, the host's network while the API asks for
+   * no token), read at each start: a config reload changes it while the task runs.
+   */
+  private isolationRefusal: () => string | undefined = () => undefined;
   private readonly log: Logger;
   /** What the group write of task states (TaskStateWriter) asks of this runner. */
   private readonly stateSave: TaskStateSave;
@@ -138,9 +142,17 @@ export class TaskRunner {
   }
 
   /** What an isolated task sees besides what its hooks mount (its root, dirs, volumes), once the alloc knows it; undefined for a host process. */
-  setIsolation(isolation: IsolationConfig | undefined, refusal?: string): void {
+  setIsolation(isolation: IsolationConfig | undefined, refusal: () => string | undefined = () => undefined): void {
     this.isolation = isolation;
-    this.isolationRefused = refusal;
+    this.isolationRefusal = refusal;
+  }
+
+  /**
+   * The agent's config changed (a reload): a running task it would now
+   * refuse runs on, and says so once (a "Config Refused" event and a warning).
+   */
+  recheckRefusal(): void {
+    if (this.state.state === 'running' && !this.stopping && !this.detached) this.warnIfNowRefused();
   }
 
   get isDead(): boolean {
@@ -466,9 +478,10 @@ export class TaskRunner {
   }
 
   private async startProcess(ctx: TaskHookContext): Promise<TaskHandle | undefined> {
-    if (this.isolationRefused !== undefined) {
-      this.event({ type: TASK_EVENT.setupFailure, message: this.isolationRefused, failed: true });
-      throw new TaskRefusedError(`task "${this.task.name}": ${this.isolationRefused}`);
+    const refused = this.isolationRefusal();
+    if (refused !== undefined) {
+      this.event({ type: TASK_EVENT.setupFailure, message: refused, failed: true });
+      throw new TaskRefusedError(`task "${this.task.name}": ${refused}`);
     }
     let hookEnv: Record<string, string>;
     let hookMounts: TaskBindMount[];
@@ -514,8 +527,9 @@ export class TaskRunner {
    * started again as it is.
    */
   private warnIfNowRefused(): void {
-    if (this.isolationRefused === undefined) return;
-    const message = `runs on as it was started, but this agent now refuses its configuration and will not start it again: ${this.isolationRefused}`;
+    const refused = this.isolationRefusal();
+    if (refused === undefined) return;
+    const message = `runs on as it was started, but this agent now refuses its configuration and will not start it again: ${refused}`;
     this.event({ type: TASK_EVENT.configRefused, message });
     this.log.warn(message);
   }

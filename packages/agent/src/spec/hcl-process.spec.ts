@@ -49,7 +49,21 @@ describe('parseHclText', () => {
       if (pids.length === 0) await sleep(10);
     }
     for (const pid of pids) process.kill(pid, 'SIGKILL');
-    await expect(parsing).rejects.toThrow(/the HCL parser process exited \(SIGKILL\)/);
+    await expect(parsing).rejects.toThrow(/the HCL parser process (ended unexpectedly \(killed, or out of memory\)|exited \(SIGKILL\))/);
     expect(await parseHclText('again.hcl', 'y = 1\n')).toEqual({ y: 1 });
+  });
+});
+
+describe('parseHclText with input that breaks the converter', () => {
+  it('absurd nesting is an error of the parser, not of the text; the next parse gets a fresh parser and answers', async () => {
+    const deep = `x = ${'['.repeat(3000)}${']'.repeat(3000)}\n`;
+    const failed = await parseHclText('deep.hcl', deep).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failed).toBeInstanceOf(Error);
+    expect(failed).not.toBeInstanceOf(HclSyntaxError);
+    expect((failed as Error).message).toMatch(/^the HCL parser failed: /);
+    expect(await parseHclText('after.hcl', 'ok = true\n')).toEqual({ ok: true });
   });
 });
