@@ -28,7 +28,7 @@ const FLOORS = [
   /* 2 */ ['registry', 'driver', 'hostpath-plugin'],
   /* 3 */ ['csimanager'],
   /* 4 */ ['volumes'],
-  /* 5 */ ['hooks'],
+  /* 5 */ ['hooks', 'cluster'],
   /* 6 */ ['agent'],
 ];
 

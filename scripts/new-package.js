@@ -26,16 +26,26 @@ const write = (file, content) => {
 };
 write('package.json', {
   name: `@csiplug/${name}`,
-  version: '0.1.0',
+  version: require('../packages/core/package.json').version,
   description,
+  // The metadata every package carries (packages/agent/test/packaging.test.ts checks it).
+  keywords: ['csi', 'container-storage-interface', 'nomad', 'csiplug', name],
+  homepage: `https://github.com/csiplug/csiplug/tree/main/packages/${name}#readme`,
+  bugs: { url: 'https://github.com/csiplug/csiplug/issues' },
+  repository: { type: 'git', url: 'git+https://github.com/csiplug/csiplug.git', directory: `packages/${name}` },
   license: 'MPL-2.0',
   main: './dist/index.js',
   types: './dist/index.d.ts',
   exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' }, './package.json': './package.json' },
-  files: ['dist', '!dist/**/*.spec.*', 'README.md'],
+  files: ['dist', '!dist/**/*.spec.*', 'src', '!src/**/*.spec.ts', 'README.md', 'LICENSE'],
   engines: { node: '>=20' },
+  publishConfig: { access: 'public' },
   dependencies,
+  // One tsyringe for every @csiplug package; Node's types for the published .d.ts.
+  peerDependencies: { '@types/node': '>=20', tsyringe: '^4.10.0' },
+  peerDependenciesMeta: { '@types/node': { optional: true } },
 });
+fs.copyFileSync(path.join(__dirname, '..', 'LICENSE'), path.join(root, 'LICENSE'));
 const run = (command) => ({ executor: 'nx:run-commands', options: { command, cwd: '{projectRoot}' } });
 write('project.json', {
   name,
@@ -62,5 +72,8 @@ write('tsconfig.spec.json', {
 });
 write('jest.config.js', "module.exports = { ...require('../../jest.preset.js') };\n");
 write('src/index.ts', `// Public face of @csiplug/${name}.\nexport {};\n`);
-write('README.md', `# @csiplug/${name}\n\n${description}\n`);
-console.log(`created packages/${name}`);
+write(
+  'README.md',
+  `# @csiplug/${name}\n\n${description}\n\nInstall it with \`tsyringe\`, its peer dependency (one copy serves every\n\`@csiplug/*\` package in a project):\n\n<!-- readme-test: skip (installs from the npm registry) -->\n\`\`\`sh\nnpm install @csiplug/${name} tsyringe\n\`\`\`\n`,
+);
+console.log(`created packages/${name}; place it on a floor in .dependency-cruiser.cjs (FLOORS) and in ARCHITECTURE.md's table`);

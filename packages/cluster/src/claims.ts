@@ -1,0 +1,136 @@
+// Volume claims cluster-wide, in etcd: one key per volume (claims/<id>)
+// holding every claim on it, each with the node that holds it. A claim is
+// one transaction: read the key and its revision, check the access mode
+// against every claim in it (the local catalog's rules, plus the node rule
+// below), then write only if the key's revision is still the one read. Two
+// nodes racing for a single-node-writer volume: exactly one write commits;
+// the other reads again, sees the winner's claim, and is refused.
+//
+// Across nodes, "single-node" means one node: a volume with a single-node
+// access mode may be claimed only by allocs on the node that holds it now.
+// Multi-node modes may be claimed anywhere, within their writer rules.
+import { ValidationError } from '@csiplug/core';
+import { ClaimError, checkClaim, claimModeOf, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimView } from '@csiplug/volumes';
+import type { EtcdConnection } from './connect';
+
+export interface ClusterClaim extends VolumeClaimView {
+  /** The node the claiming alloc runs on. */
+  nodeId: string;
+}
+
+interface ClaimsValue {
+  claims: ClusterClaim[];
+}
+
+/** How many times a claim reads again after another node wrote first, before it gives up (retryable). */
+export const CLAIM_CONFLICT_RETRIES = 16;
+
+const CLAIMS = 'claims/';
+
+/** The node rule, after the local catalog's: a single-node mode is held by one node at a time. */
+export function checkClusterClaim(volume: { id: string; capabilities: readonly VolumeCapability[] }, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string): void {
+  // What the request itself gets wrong first (a capability the volume lacks, a write on a read-only mode),
+  // then the node rule (the clearer word when another node holds it), then the writer rules.
+  checkClaim({ id: volume.id, capabilities: volume.capabilities, claims: [] }, request);
+  checkNode(volume.id, claims, request, nodeId);
+  checkClaim({ id: volume.id, capabilities: volume.capabilities, claims }, request);
+}
+
+function checkNode(volumeId: string, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string): void {
+  if (!request.accessMode.startsWith('single-node-')) return;
+  const elsewhere = claims.filter((c) => c.allocId !== request.allocId && c.nodeId !== nodeId);
+  if (elsewhere.length > 0) {
+    const holders = [...new Set(elsewhere.map((c) => c.nodeId))].join(', ');
+    throw new ClaimError(
+      `volume "${volumeId}" (${request.accessMode}) is claimed on node ${holders} by alloc ${elsewhere.map((c) => c.allocId).join(', ')}; ` +
+        `a single-node volume is used on one node at a time: alloc ${request.allocId} on node ${nodeId} can claim it once they release it`,
+      true,
+    );
+  }
+}
+
+export class EtcdVolumeClaims {
+  constructor(
+    private readonly conn: EtcdConnection,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Every claim on the volume, cluster-wide. */
+  async claims(volumeId: string): Promise<ClusterClaim[]> {
+    return (await this.read(volumeId)).value.claims;
+  }
+
+  /**
+   * Claims the volume for the alloc on `nodeId`, in one transaction; throws
+   * ClaimError (retryable when a holder may let go) when the access mode
+   * refuses it. Claiming again with the same alloc replaces its claim.
+   */
+  async claim(volume: { id: string; capabilities: readonly VolumeCapability[] }, request: VolumeClaimRequest, nodeId: string): Promise<ClusterClaim[]> {
+    if (request.volumeId !== volume.id) throw new ValidationError(`claim of volume "${request.volumeId}" checked against volume "${volume.id}"`);
+    return this.update(volume.id, (claims) => {
+      checkClusterClaim(volume, claims, request, nodeId);
+      const mine: ClusterClaim = { allocId: request.allocId, nodeId, mode: claimModeOf(request), accessMode: request.accessMode, attachmentMode: request.attachmentMode, since: this.now() };
+      return [...claims.filter((c) => c.allocId !== request.allocId), mine];
+    });
+  }
+
+  /** Releases the alloc's claim; a claim that is gone is not an error. */
+  async release(volumeId: string, allocId: string): Promise<ClusterClaim[]> {
+    return this.update(volumeId, (claims) => claims.filter((c) => c.allocId !== allocId));
+  }
+
+  /** Releases every claim a node holds (a node gone for good); returns the volumes touched. */
+  async releaseNode(nodeId: string): Promise<string[]> {
+    const all = await this.conn.kv.getAll().prefix(CLAIMS).keys();
+    const touched: string[] = [];
+    for (const key of all) {
+      const volumeId = key.slice(CLAIMS.length);
+      const before = await this.claims(volumeId);
+      if (!before.some((c) => c.nodeId === nodeId)) continue;
+      await this.update(volumeId, (claims) => claims.filter((c) => c.nodeId !== nodeId));
+      touched.push(volumeId);
+    }
+    return touched;
+  }
+
+  private async read(volumeId: string): Promise<{ value: ClaimsValue; modRevision: string | undefined }> {
+    const res = await etcdCall(volumeId, () => this.conn.kv.get(CLAIMS + volumeId).exec());
+    const kv = res.kvs[0];
+    if (!kv) return { value: { claims: [] }, modRevision: undefined };
+    try {
+      const value = JSON.parse(kv.value.toString()) as ClaimsValue;
+      if (!Array.isArray(value.claims)) throw new Error('no claims list');
+      return { value, modRevision: kv.mod_revision };
+    } catch (err) {
+      // Never written over: a record no one can read is a fault to see, not a volume free to claim.
+      throw new ClaimError(`the claims of volume "${volumeId}" in etcd cannot be read (${(err as Error).message}); fix or delete the key ${CLAIMS}${volumeId}`, false);
+    }
+  }
+
+  /** Read, change, and write only if no one wrote in between; reads again after a lost race. */
+  private async update(volumeId: string, change: (claims: ClusterClaim[]) => ClusterClaim[]): Promise<ClusterClaim[]> {
+    const key = CLAIMS + volumeId;
+    for (let attempt = 1; attempt <= CLAIM_CONFLICT_RETRIES; attempt++) {
+      const { value, modRevision } = await this.read(volumeId);
+      const next = change(value.claims);
+      const txn = modRevision === undefined ? this.conn.kv.if(key, 'Create', '==', 0) : this.conn.kv.if(key, 'Mod', '==', modRevision);
+      const res = await etcdCall(volumeId, () => txn.then(this.conn.kv.put(key).value(JSON.stringify({ claims: next } satisfies ClaimsValue))).commit());
+      if (res.succeeded) return next;
+    }
+    throw new ClaimError(`volume "${volumeId}": its claims changed under ${CLAIM_CONFLICT_RETRIES} attempts in a row (other nodes claiming at once); try again`, true);
+  }
+}
+
+/**
+ * An etcd call of a claim: etcd away (no quorum, a member gone, a deadline
+ * passed) is a retryable ClaimError that says so — the claim waits and is
+ * tried again; it is never taken for a refusal or a grant.
+ */
+async function etcdCall<T>(volumeId: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof ClaimError) throw err;
+    throw new ClaimError(`volume "${volumeId}": the cluster's etcd did not answer (${(err as Error).message}); the claim waits and is tried again`, true, { cause: err, code: 'ECLAIM_ETCD_UNAVAILABLE' });
+  }
+}

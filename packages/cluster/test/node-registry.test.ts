@@ -1,0 +1,108 @@
+// Nodes under leases in a real 3-member etcd cluster: each agent's node is
+// ready while it renews its lease, down once it stops for the TTL (still
+// listed), ready again when an agent takes it over — with the time it was
+// first registered kept — and back after every etcd member was down.
+import { MemoryLogger, RealClock } from '@csiplug/core';
+import { connectEtcd, type EtcdConnection } from '../src/connect';
+import { EtcdNodeRegistry, type NodeInfo } from '../src/node-registry';
+import { EtcdTestCluster } from '../src/testing';
+
+jest.setTimeout(120_000);
+
+const info = (name: string): NodeInfo => ({
+  name,
+  nodeClass: 'storage',
+  meta: { rack: name === 'n1' ? 'r1' : 'r2' },
+  drivers: ['raw_exec'],
+  plugins: [{ id: 'hostpath', type: 'csi-node', healthy: true, topology: { zone: name }, maxVolumes: 10 }],
+  version: '0.1.0',
+});
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const v = await Promise.race([check(), new Promise<undefined>((r) => setTimeout(() => r(undefined), 2_000))]);
+      if (v !== undefined) return v;
+    } catch {
+      // etcd away for a moment: ask again
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('nodes in etcd', () => {
+  let etcd: EtcdTestCluster;
+  const conns: EtcdConnection[] = [];
+  const registries: EtcdNodeRegistry[] = [];
+  const connect = () => {
+    const c = connectEtcd({ endpoints: etcd.endpoints, prefix: 'test-nodes/', dialTimeoutMs: 2_000 });
+    conns.push(c);
+    return c;
+  };
+  const registry = (c: EtcdConnection) => {
+    const r = new EtcdNodeRegistry(c, 1_000, new RealClock(), new MemoryLogger());
+    registries.push(r);
+    return r;
+  };
+
+  beforeAll(async () => {
+    etcd = await EtcdTestCluster.start(3);
+  });
+  afterAll(async () => {
+    for (const r of registries) await r.dispose().catch(() => undefined);
+    for (const c of conns) c.close();
+    await etcd?.stop();
+  });
+
+  it('ready while renewed, down after the TTL once not, ready again when an agent takes the node over', async () => {
+    const one = registry(connect());
+    const two = registry(connect());
+    await one.start(info('n1'));
+    await two.start(info('n2'));
+    const both = await one.list();
+    expect(both.map((n) => [n.name, n.status])).toEqual([
+      ['n1', 'ready'],
+      ['n2', 'ready'],
+    ]);
+    expect(both[0]).toMatchObject({ nodeClass: 'storage', meta: { rack: 'r1' }, drivers: ['raw_exec'], plugins: [{ id: 'hostpath', healthy: true, topology: { zone: 'n1' } }] });
+    // Renewed past several TTLs: still ready.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect((await two.get('n1'))?.status).toBe('ready');
+
+    // n1's agent goes away without a word (its lease no longer renewed): down after the TTL, still listed.
+    const registeredAt = both[0]!.registeredAt;
+    await one.dispose();
+    await until('n1 down', async () => ((await two.get('n1'))?.status === 'down' ? true : undefined));
+    expect((await two.list()).map((n) => [n.name, n.status])).toEqual([
+      ['n1', 'down'],
+      ['n2', 'ready'],
+    ]);
+
+    // The next agent on n1 takes the node over: ready, first registration kept, what it says now written.
+    const again = registry(connect());
+    await again.start({ ...info('n1'), drivers: ['exec', 'raw_exec'] });
+    const back = await until('n1 ready again', async () => {
+      const n = await two.get('n1');
+      return n?.status === 'ready' ? n : undefined;
+    });
+    expect(back.registeredAt).toBe(registeredAt);
+    expect(back.drivers).toEqual(['exec', 'raw_exec']);
+
+    // Leaving on purpose ends the lease at once.
+    await again.leave();
+    expect((await two.get('n1'))?.status).toBe('down');
+  });
+
+  it('every etcd member down for a while: the node is ready again once they are back', async () => {
+    const c = connect();
+    const node = registry(c);
+    await node.start(info('n3'));
+    for (let i = 0; i < etcd.size; i++) await etcd.kill(i, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 3_000));
+    for (let i = 0; i < etcd.size; i++) void etcd.restart(i);
+    await etcd.waitHealthy();
+    await until('n3 ready after etcd came back', async () => ((await node.get('n3'))?.status === 'ready' ? true : undefined), 60_000);
+  });
+});
