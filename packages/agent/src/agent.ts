@@ -16,7 +16,9 @@ import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, mountsUnder, typ
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
-import { IVolumeCatalog, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
+import { IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
+import { ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
+import { ClusterMembership } from './cluster-membership';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
 import * as fs from 'fs';
@@ -44,6 +46,7 @@ import type {
   ExternalVolumeView,
   JobView,
   MountUsageView,
+  NodeList,
   NodeView,
   Page,
   PluginInstanceView,
@@ -77,6 +80,14 @@ export class ConflictError extends CsiplugError {
   readonly httpStatus = 409;
   constructor(message: string) {
     super('ECONFLICT', message);
+  }
+}
+
+/** The cluster's etcd does not answer (HTTP 503): what needs it waits; this node's tasks and mounts do not. */
+export class ClusterUnavailableError extends CsiplugError {
+  readonly httpStatus = 503;
+  constructor(message: string) {
+    super('ECLUSTER_UNAVAILABLE', message);
   }
 }
 
@@ -170,6 +181,8 @@ export class Agent implements AgentService, AsyncDisposable {
     private readonly lock: DB,
     /** The agent's figures (/v1/metrics): what the packages record, gauges read from its state, the process's own. */
     readonly metrics: PromMetrics,
+    /** This node in its cluster (config `cluster { … }`); undefined for an agent on its own. */
+    readonly membership?: ClusterMembership,
   ) {
     this.logger = container.resolve<Logger>(ILogger).child({ component: 'agent' });
     this.clock = container.resolve<Clock>(IClock);
@@ -197,6 +210,8 @@ export class Agent implements AgentService, AsyncDisposable {
     });
     // The stream's emitter is disposed with the agent module, and this listener with it.
     this.onEvent((e) => countEvents(metrics, e));
+    // In a cluster, what the node says of itself follows its plugins' health (the CSI manager's emitter goes with its module).
+    if (membership) this.csi.onDidChangeHealth(() => membership.refresh(() => this.nodeInfo()));
     // A claim released (the reconciler's background retry, a detach) ends an unmount an alloc left pending: the alloc says so too.
     // (The catalog's emitter goes with the volumes module, and this listener with it.)
     this.catalog.onDidChange((e) => {
@@ -217,8 +232,16 @@ export class Agent implements AgentService, AsyncDisposable {
       metrics.declare(CSI_CALL_SECONDS, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS);
     }
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel, format: config.logJson ? 'json' : 'human' });
+    // Cluster mode: claims are taken cluster-wide in etcd first, then here (ClusterVolumeClaimer); bound before the
+    // volumes module registers its default (the local catalog alone). The connection is made now; nothing waits for etcd.
+    let membership: ClusterMembership | undefined;
+    if (config.cluster) {
+      const cluster = config.cluster;
+      bind(container, IVolumeClaimer, { useFactory: (c) => new ClusterVolumeClaimer(() => c.resolve<VolumeCatalogService>(IVolumeCatalog), membership!.claims, cluster.nodeName) });
+    }
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
+    if (config.cluster) membership = new ClusterMembership(config.cluster, container.resolve<Clock>(IClock), container.resolve<Logger>(ILogger).child({ component: 'cluster' }));
 
     // Before anything is written in the data dir: refuse one another user
     // controls and tighten what an older release left open (data-dir.ts has
@@ -233,17 +256,20 @@ export class Agent implements AgentService, AsyncDisposable {
       await modules.start(); // a failed start stops what had started
     } catch (err) {
       lock.close();
+      await membership?.dispose();
       throw err;
     }
     let agent: Agent | undefined;
     try {
-      agent = new Agent(config, container, modules, lock, metrics);
+      agent = new Agent(config, container, modules, lock, metrics, membership);
       // Before boot: which allocs exist is fixed by the state once the modules
       // have started (boot only reads it), and nothing is restored, mounted or
       // resumed yet, so the cleanup never races a restore. Say what the state
       // does not know (tasks, mounts, alloc dirs), and clean it with reconcile_orphans.
       await checkOrphansAtStart(container, { dataDir: config.dataDir, reconcile: config.reconcileOrphans, logger: log });
       agent.boot();
+      // In the background: an etcd that is away never holds the start (tasks and mounts here do not need it).
+      membership?.join(() => agent!.nodeInfo());
       return agent;
     } catch (err) {
       // What boot began is left to the next agent, as on any shutdown: the
@@ -256,6 +282,7 @@ export class Agent implements AgentService, AsyncDisposable {
         // Each module that failed to stop was logged by the host, by name; the start's error is the one to report.
       });
       lock.close();
+      await membership?.dispose();
       throw err;
     }
   }
@@ -426,6 +453,41 @@ export class Agent implements AgentService, AsyncDisposable {
         }))
         .sort((a, b) => a.id.localeCompare(b.id) || a.type.localeCompare(b.type)),
       allocs: health.allocs,
+    };
+  }
+
+  /** What this node says of itself in its cluster. */
+  nodeInfo(): NodeInfo {
+    const cluster = this.config.cluster!;
+    const node = this.node();
+    return {
+      name: cluster.nodeName,
+      nodeClass: cluster.nodeClass,
+      meta: { ...cluster.meta },
+      drivers: Object.entries(node.drivers)
+        .filter(([, d]) => d.detected && d.healthy)
+        .map(([name]) => name),
+      plugins: node.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy, ...(p.topology ? { topology: p.topology } : {}), ...(typeof p.maxVolumes === 'number' ? { maxVolumes: p.maxVolumes } : {}) })),
+      address: `${this.config.tls ? 'https' : 'http'}://${this.config.bindAddr}:${this.config.port}`,
+      version: AGENT_VERSION,
+    };
+  }
+
+  async listNodes(): Promise<NodeList> {
+    if (!this.membership) {
+      const n = this.node();
+      return { cluster: false, nodes: [{ name: n.id, status: n.status, nodeClass: '', drivers: Object.keys(n.drivers).filter((d) => n.drivers[d as keyof NodeView['drivers']].detected), plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), self: true }] };
+    }
+    let nodes;
+    try {
+      nodes = await this.membership.list();
+    } catch (err) {
+      throw new ClusterUnavailableError(`the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}); this node's tasks and mounts are untouched`);
+    }
+    const self = this.membership.nodeName;
+    return {
+      cluster: true,
+      nodes: nodes.map((n) => ({ name: n.name, status: n.status, nodeClass: n.nodeClass, drivers: n.drivers, plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), address: n.address, updatedAt: n.updatedAt, self: n.name === self })),
     };
   }
 
@@ -885,6 +947,8 @@ export class Agent implements AgentService, AsyncDisposable {
       // The state is about to close: a scrape from here on reads no gauges rather than failing.
       this.metrics.retire();
       await this.modules.stop().catch((err: unknown) => (failure ??= err));
+      // The node's lease runs out unless the next agent renews it first; its claims in etcd stay (its mounts do too).
+      await this.membership?.dispose().catch((err: unknown) => this.logger.warn('leaving the cluster connection failed', { error: err }));
       try {
         this.lock.close();
       } catch (err) {

@@ -183,10 +183,31 @@ export interface NodeView {
   allocs: { running: number; pending: number; dead: number };
 }
 
+/** The nodes `node status` lists: this one alone, or every node of the cluster, ready or down. */
+export interface NodeList {
+  /** Whether the agent runs in cluster mode (config `cluster { … }`). */
+  cluster: boolean;
+  nodes: {
+    name: string;
+    status: 'ready' | 'down';
+    nodeClass: string;
+    drivers: string[];
+    plugins: { id: string; type: string; healthy: boolean }[];
+    /** The agent's API address, as it registered it. */
+    address?: string;
+    /** ms since the epoch: when the node last wrote its record. */
+    updatedAt?: number;
+    /** The node of the agent that answered. */
+    self: boolean;
+  }[];
+}
+
 export interface AgentService {
   health(): AgentHealth;
   /** This node: id, drivers, the plugins' fingerprinted facts (node id, topology, volume limit). */
   node(): NodeView;
+  /** Every node: this one alone, or the cluster's (ClusterUnavailableError, a 503, while its etcd does not answer). */
+  listNodes(): Promise<NodeList>;
 
   listJobs(): JobView[];
   getJob(id: string): JobView | undefined;

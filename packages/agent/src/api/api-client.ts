@@ -8,7 +8,7 @@ import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
 import * as tls from 'tls';
-import type { AgentEvent, AgentHealth, AllocView, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AllocView, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeList, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -169,6 +169,11 @@ export class ApiClient {
   /** This node: drivers, the plugins' fingerprinted facts. */
   node(): Promise<NodeView> {
     return this.json('GET', '/v1/node/self');
+  }
+
+  /** This node, or every node of its cluster. */
+  listNodes(): Promise<NodeList> {
+    return this.json('GET', '/v1/nodes');
   }
 
   // Plugins ------------------------------------------------------------------

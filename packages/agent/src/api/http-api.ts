@@ -9,6 +9,7 @@
 //   method  path                                   body                      answer
 //   GET     /v1/agent/health                                                 AgentHealth (503 when not ok)
 //   GET     /v1/node/self                                                    NodeView (this node: drivers, plugins' fingerprints)
+//   GET     /v1/nodes                                                        NodeList (this node, or every node of its cluster; 503 while etcd is away)
 //   GET     /v1/jobs                                                         JobView[]
 //   POST    /v1/jobs  (PUT too)                    { "Job": JobDocument }    RunJobResult
 //   POST    /v1/job/:id/plan  (PUT too)            { "Job": JobDocument, "Diff": true }  JobPlan (what a run would change; nothing is done)
@@ -522,6 +523,7 @@ export class HttpApi implements AsyncDisposable {
     });
 
     r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
+    r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }));
     r.add('GET', '/v1/plugins', ({ query }) => {
       csiTypeParam(query);
       return { body: s.listPlugins() };

@@ -1,6 +1,8 @@
 // `csiplug node status`: this node — its id, task drivers, and what its CSI
-// plugins' fingerprints found (node id, topology, volume limit).
-import type { NodeView } from '../service';
+// plugins' fingerprints found (node id, topology, volume limit) — or, for an
+// agent in a cluster, every node of it, ready or down (as Nomad lists them;
+// `-self` shows this one).
+import type { NodeList, NodeView } from '../service';
 import { Command, VERBOSE_FLAG } from './command';
 import { formatKV, formatTable, formatTime, orNone } from './format';
 
@@ -35,18 +37,44 @@ function describe(n: NodeView): string {
   return `${kv}\n\nDrivers\n${drivers}\n\nCSI Plugins\n${plugins}`;
 }
 
+function listNodes(list: NodeList): string {
+  return formatTable(
+    ['Name', 'Class', 'Status', 'Drivers', 'Plugins (healthy/all)', 'Address', 'Updated'],
+    list.nodes.map((n) => [
+      n.self ? `${n.name} (this node)` : n.name,
+      orNone(n.nodeClass),
+      n.status,
+      orNone(n.drivers.join(',')),
+      `${n.plugins.filter((p) => p.healthy).length}/${n.plugins.length}`,
+      orNone(n.address),
+      n.updatedAt ? formatTime(n.updatedAt) : '-',
+    ]),
+  );
+}
+
 const nodeStatus: Command = {
   name: 'node status',
   usageArgs: '',
-  synopsis: 'Show this node: its id, task drivers and CSI plugins',
-  help: "Shows the agent's node: its id, status, task drivers (exec needs runc) and each CSI plugin instance with what its fingerprint found (node id, topology, max volumes).",
+  synopsis: 'Show this node (its id, task drivers and CSI plugins), or every node of its cluster',
+  help:
+    "On its own, shows the agent's node: its id, status, task drivers (exec needs runc) and each CSI plugin instance with what its fingerprint found (node id, topology, max volumes). " +
+    'In cluster mode (config cluster { … }), lists every node of the cluster, ready or down (a node whose lease in etcd ran out is down); -self shows this node as above.',
   minArgs: 0,
   maxArgs: 0,
   api: true,
   json: true,
-  flags: [VERBOSE_FLAG, { name: 'self', kind: 'bool', help: 'This node (the only one an agent knows; accepted as Nomad spells it).' }],
+  flags: [VERBOSE_FLAG, { name: 'self', kind: 'bool', help: 'This node, in detail (in a cluster; on its own that is what node status shows anyway).' }],
   async run(ctx) {
-    const node = await ctx.client().node();
+    const client = ctx.client();
+    if (!ctx.flag('self')) {
+      const list = await client.listNodes();
+      if (list.cluster) {
+        if (ctx.json) ctx.printJson(list);
+        else ctx.out(listNodes(list));
+        return 0;
+      }
+    }
+    const node = await client.node();
     if (ctx.json) ctx.printJson(node);
     else ctx.out(describe(node));
     return 0;

@@ -220,7 +220,7 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin)'],
+    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster)'],
     ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],
@@ -281,6 +281,49 @@ describe('parseAgentConfig', () => {
   it('reports syntax errors with the file name', async () => {
     expect((await errorOf(parseAgentConfig('data_dir = \n', 'agent.hcl'))).message).toMatch(/^agent\.hcl: invalid HCL: /);
     expect((await errorOf(parseAgentConfig('{', 'agent.json'))).message).toMatch(/^agent\.json: invalid JSON: /);
+  });
+});
+
+describe('the cluster block', () => {
+  const parse = (body: string) => parseAgentConfig(`data_dir = "/var/lib/csiplug"\nnode_id = "n1"\n${body}\n`, 'agent.hcl');
+
+  it('reads endpoints, prefix, timings, the node name, class and meta; defaults fill the rest', async () => {
+    const c = await parse(`cluster {
+  etcd {
+    endpoints = ["http://10.0.0.1:2379", "http://10.0.0.2:2379"]
+    prefix    = "prod"
+  }
+  node_class       = "storage"
+  meta             = { rack = "r7" }
+  heartbeat_ttl    = "15s"
+  disconnect_grace = "2m"
+}`);
+    expect(c.cluster).toEqual({
+      etcd: { endpoints: ['http://10.0.0.1:2379', 'http://10.0.0.2:2379'], prefix: 'prod/', dialTimeoutMs: 5_000 },
+      nodeName: 'n1',
+      nodeClass: 'storage',
+      meta: { rack: 'r7' },
+      heartbeatTtlMs: 15_000,
+      disconnectGraceMs: 120_000,
+    });
+    expect((await parse('')).cluster).toBeUndefined();
+  });
+
+  it('TLS files: ca needed, cert and key together, absolute, https endpoints only', async () => {
+    const c = await parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/etc/etcd/ca.pem"\n      cert = "/etc/etcd/c.pem"\n      key = "/etc/etcd/k.pem"\n    }\n  }\n}');
+    expect(c.cluster!.etcd.tls).toEqual({ caFile: '/etc/etcd/ca.pem', certFile: '/etc/etcd/c.pem', keyFile: '/etc/etcd/k.pem' });
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/ca.pem"\n      cert = "/c.pem"\n    }\n  }\n}')).rejects.toThrow(/cluster\.etcd\.tls\.key is needed too: a client certificate and its key go together/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    tls {\n      ca = "/ca.pem"\n    }\n  }\n}')).rejects.toThrow(/every endpoint must be https/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "ca.pem"\n    }\n  }\n}')).rejects.toThrow(/tls\.ca must be an absolute path/);
+  });
+
+  it('refuses what cannot work, naming the key', async () => {
+    await expect(parse('cluster {\n  node_class = "x"\n}')).rejects.toThrow(/cluster\.etcd is required: cluster mode runs on etcd/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = []\n  }\n}')).rejects.toThrow(/cluster\.etcd\.endpoints needs at least one etcd client URL/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["10.0.0.1:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "10.0.0.1:2379" is not an etcd client URL/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  heartbeat_ttl = "500ms"\n}')).rejects.toThrow(/cluster\.heartbeat_ttl must be at least 1s/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  node_name = "../x"\n}')).rejects.toThrow(/node_name/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    prefx = "a"\n  }\n}')).rejects.toThrow(/prefx/);
   });
 });
 

@@ -5,6 +5,7 @@
 // stops its tasks when it exits (stop_tasks_on_exit defaults to true there):
 // tasks and mounts left running would be invisible to the next agent. An
 // explicit `stop_tasks_on_exit = false` with it is refused at load.
+import { DEFAULT_CLUSTER_TIMINGS, type ClusterOptions, type EtcdTls } from '@csiplug/cluster';
 import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertPathSafeId } from '@csiplug/core';
 import { capabilityName, DEFAULT_TASK_CAPS } from '@csiplug/driver';
 import * as net from 'net';
@@ -55,6 +56,8 @@ export interface AgentConfig {
   claimGcInterval: number;
   /** The `exec` driver (isolated tasks on runc): `plugin "exec" { … }`. */
   exec: ExecDriverConfig;
+  /** Cluster mode on etcd (`cluster { … }`); absent: one node on its own, as always. */
+  cluster?: ClusterOptions;
 }
 
 /** `plugin "exec" { chroot_env, allow_caps, allow_privileged }`, as Nomad's exec driver plugin block. */
@@ -124,7 +127,7 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'log_json', 'stop_tasks_on_exit', 'reconcile_orphans', 'claim_gc_interval', 'plugin'];
+const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'log_json', 'stop_tasks_on_exit', 'reconcile_orphans', 'claim_gc_interval', 'plugin', 'cluster'];
 
 /** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
 export const DEFAULT_CLAIM_GC_INTERVAL_MS = 5 * 60_000;
@@ -270,6 +273,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   const claimGcInterval = r.duration('claim_gc_interval', base?.claimGcInterval ?? DEFAULT_CLAIM_GC_INTERVAL_MS)!;
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
   const exec = readExecPlugin(r);
+  const cluster = readCluster(r, nodeId);
 
   return {
     dev,
@@ -290,7 +294,56 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     reconcileOrphans,
     claimGcInterval,
     exec,
+    ...(cluster ? { cluster } : {}),
   };
+}
+
+/**
+ * `cluster { etcd { endpoints, prefix, dial_timeout, tls { ca, cert, key } },
+ * node_name, node_class, meta, heartbeat_ttl, disconnect_grace }`.
+ */
+function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined {
+  const c = r.block('cluster', ['etcd', 'node_name', 'node_class', 'meta', 'heartbeat_ttl', 'disconnect_grace']);
+  if (!c) return undefined;
+  const e = c.block('etcd', ['endpoints', 'prefix', 'dial_timeout', 'tls']);
+  if (!e) return c.fail('etcd', 'is required: cluster mode runs on etcd (etcd { endpoints = ["http://10.0.0.1:2379", …] })');
+  const endpoints = e.stringList('endpoints');
+  if (endpoints.length === 0) e.fail('endpoints', 'needs at least one etcd client URL, like "http://10.0.0.1:2379"');
+  endpoints.forEach((url, i) => {
+    let u: URL | undefined;
+    try {
+      u = new URL(url);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || !u.port || (u.pathname !== '/' && u.pathname !== '') || u.search || u.username) {
+      e.fail(`endpoints[${i}]`, `"${url}" is not an etcd client URL like "http://10.0.0.1:2379" (scheme, host and port only)`);
+    }
+  });
+  let prefix = e.string('prefix', DEFAULT_CLUSTER_TIMINGS.prefix);
+  if (prefix === '' || /[\0\s]/.test(prefix)) e.fail('prefix', `must be a non-empty key prefix without spaces, like "csiplug/" (got ${JSON.stringify(prefix)})`);
+  if (!prefix.endsWith('/')) prefix += '/';
+  const dialTimeoutMs = e.duration('dial_timeout', DEFAULT_CLUSTER_TIMINGS.dialTimeoutMs);
+  if (dialTimeoutMs < 100) e.fail('dial_timeout', 'must be at least 100ms');
+  let tls: EtcdTls | undefined;
+  const t = e.block('tls', ['ca', 'cert', 'key']);
+  if (t) {
+    const caFile = t.requiredString('ca');
+    const certFile = t.string('cert');
+    const keyFile = t.string('key');
+    if ((certFile === undefined) !== (keyFile === undefined)) t.fail(certFile === undefined ? 'cert' : 'key', 'is needed too: a client certificate and its key go together');
+    for (const [key, file] of [['ca', caFile], ['cert', certFile], ['key', keyFile]] as const) if (file !== undefined && !path.isAbsolute(file)) t.fail(key, `must be an absolute path (got "${file}")`);
+    tls = { caFile, ...(certFile ? { certFile } : {}), ...(keyFile ? { keyFile } : {}) };
+    if (endpoints.some((u) => u.startsWith('http:'))) e.fail('endpoints', 'with tls { … } every endpoint must be https://');
+  }
+  const nodeName = c.string('node_name', nodeId);
+  withPrefix(c.where.prefix, () => assertPathSafeId(nodeName, 'cluster.node_name'));
+  const nodeClass = c.string('node_class', '');
+  const meta = c.stringMap('meta');
+  const heartbeatTtlMs = c.duration('heartbeat_ttl', DEFAULT_CLUSTER_TIMINGS.heartbeatTtlMs);
+  if (heartbeatTtlMs < 1_000) c.fail('heartbeat_ttl', 'must be at least 1s (etcd counts a lease in whole seconds)');
+  const disconnectGraceMs = c.duration('disconnect_grace', DEFAULT_CLUSTER_TIMINGS.disconnectGraceMs);
+  return { etcd: { endpoints, prefix, dialTimeoutMs, ...(tls ? { tls } : {}) }, nodeName, nodeClass, meta, heartbeatTtlMs, disconnectGraceMs };
 }
 
 /** `plugin "exec" { … }`; any other plugin name is an error that lists the known ones. */

@@ -15,7 +15,7 @@ import { NotFoundError } from '../agent';
 import { planJob, type JobPlan } from '../deploy/job-plan';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, JobView, MountUsageView, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, JobView, MountUsageView, NodeList, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
 import type { VolumeSpec } from '../spec';
 
 export interface FakeAgentServiceOptions {
@@ -125,6 +125,12 @@ export class FakeAgentService implements AgentService {
       allocs: { running: count('running'), pending: count('pending'), dead: count('complete') + count('failed') },
       plugins: { healthy: plugins.filter((p) => p.nodesHealthy + p.controllersHealthy > 0).length, total: plugins.length },
     };
+  }
+
+  /** The fake is one node on its own, never a cluster. */
+  async listNodes(): Promise<NodeList> {
+    const n = this.node();
+    return { cluster: false, nodes: [{ name: n.id, status: n.status, nodeClass: '', drivers: ['exec', 'raw_exec'], plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), self: true }] };
   }
 
   /** This node as the fake has it: both drivers there, a node instance per plugin with a node side. */

@@ -1,0 +1,134 @@
+// Cluster mode end to end: a real 3-member etcd cluster and 3 agents on this
+// machine (separate data dirs and node names), each running the hostpath
+// plugin. Every agent lists the three nodes ready; a volume claimed by a
+// workload on one node is refused on another with a message that names the
+// holder; kill -9 of the etcd leader kills no task and loses no claim; with
+// every etcd member down, tasks and mounts are untouched and `node status`
+// says etcd does not answer, and everything is back once etcd is.
+import { EtcdVolumeClaims, connectEtcd } from '@csiplug/cluster';
+import { EtcdTestCluster } from '@csiplug/cluster/testing';
+import { ApiError } from '../src/api';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { AgentHarness, PLUGIN_JOB, isAlive, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+
+jest.setTimeout(240_000);
+
+describe('three agents on one etcd cluster', () => {
+  let etcd: EtcdTestCluster;
+  const agents: AgentHarness[] = [];
+
+  beforeAll(async () => {
+    etcd = await EtcdTestCluster.start(3);
+    const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
+    for (const name of ['n1', 'n2', 'n3']) {
+      agents.push(
+        new AgentHarness(`node_id = "${name}"
+cluster {
+  etcd {
+    endpoints = [${endpoints}]
+    prefix    = "e2e"
+  }
+  node_class    = "storage"
+  heartbeat_ttl = "2s"
+}`),
+      );
+    }
+    await Promise.all(agents.map((a) => a.start()));
+    const plugin = jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
+    await Promise.all(agents.map((a) => a.api.runJob(plugin).then(() => undefined)));
+    await Promise.all(agents.map((a) => pollUntil('hostpath healthy', async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 60_000)));
+  });
+
+  afterAll(async () => {
+    for (const a of agents) {
+      const { leftMounts } = await a.cleanup();
+      expect(leftMounts).toEqual([]);
+    }
+    await etcd?.stop();
+  });
+
+  it('every agent lists the three nodes ready, each with its healthy plugin', async () => {
+    for (const [i, a] of agents.entries()) {
+      const list = await pollUntil('three nodes ready with their plugin', async () => {
+        const l = await a.api.listNodes();
+        return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready' && n.plugins.some((p) => p.id === 'hostpath' && p.healthy)) ? l : undefined;
+      }, 30_000);
+      expect(list.cluster).toBe(true);
+      expect(list.nodes.map((n) => n.name)).toEqual(['n1', 'n2', 'n3']);
+      expect(list.nodes.filter((n) => n.self).map((n) => n.name)).toEqual([`n${i + 1}`]);
+      expect(list.nodes[0]).toMatchObject({ nodeClass: 'storage', drivers: expect.arrayContaining(['raw_exec']) });
+    }
+  });
+
+  it('a volume claimed by a workload on one node is refused on another, with the holder named; kill -9 of the etcd leader kills no task and loses no claim', async () => {
+    const [one, two] = agents as [AgentHarness, AgentHarness];
+    // Each node's catalog is its own for now (the cluster-wide catalog is still to come), so each creates the volume
+    // on its own hostpath plugin; the claim on the id is cluster-wide, and that is what this shows.
+    const spec = volumeSpecToDocument(await parseVolumeSpec(volumeSpec('shared'), 'shared.hcl'));
+    await one.api.createVolume(spec);
+    await two.api.createVolume(spec);
+    const { allocIds: [mine] } = await one.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
+    await pollUntil('the workload on n1 running', async () => ((await one.api.getAlloc(mine!)).clientStatus === 'running' ? true : undefined), 60_000);
+
+    const { allocIds: [theirs] } = await two.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-2', 'shared'), 'w2.hcl')));
+    const refused = await pollUntil('n2 told why it cannot claim', async () => {
+      const a = await two.api.getAlloc(theirs!);
+      return Object.values(a.tasks)
+        .flatMap((t) => t.events)
+        .find((e) => /is claimed on node n1 by alloc/.test(e.message));
+    }, 60_000);
+    expect(refused.message).toContain(`volume "shared" (single-node-writer) is claimed on node n1 by alloc ${mine}`);
+    expect((await two.api.getAlloc(theirs!)).clientStatus).not.toBe('running');
+
+    // The claim as etcd holds it, read by a client of our own.
+    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
+    try {
+      const claims = new EtcdVolumeClaims(conn);
+      expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[mine, 'n1']]);
+      const pid = one.taskPid(mine!, 'writer');
+      const leader = await etcd.leader();
+      await etcd.kill(leader, 'SIGKILL');
+      expect(isAlive(pid)).toBe(true);
+      const after = await pollUntil('the claim read after the leader died', async () => claims.claims('shared').catch(() => undefined), 30_000);
+      expect(after.map((c) => [c.allocId, c.nodeId])).toEqual([[mine, 'n1']]);
+      expect((await one.api.getAlloc(mine!)).clientStatus).toBe('running');
+      await etcd.restart(leader);
+    } finally {
+      conn.close();
+    }
+    await two.api.stopJob('writer-2');
+    await one.api.stopJob('writer-1');
+    const conn2 = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
+    try {
+      await pollUntil('the claim released in etcd', async () => ((await new EtcdVolumeClaims(conn2).claims('shared')).length === 0 ? true : undefined), 30_000);
+    } finally {
+      conn2.close();
+    }
+  });
+
+  it('every etcd member down: tasks and mounts untouched, node status says etcd does not answer; back once etcd is', async () => {
+    const [one] = agents as [AgentHarness];
+    const { allocIds: [alloc] } = await one.api.runJob(jobToDocument(await parseJobspec(workloadJob('through', 'shared'), 'through.hcl')));
+    await pollUntil('the workload running', async () => ((await one.api.getAlloc(alloc!)).clientStatus === 'running' ? true : undefined), 60_000);
+    const pid = one.taskPid(alloc!, 'writer');
+    for (let i = 0; i < etcd.size; i++) await etcd.kill(i, 'SIGKILL');
+    const down = await one.api.listNodes().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(down).toBeInstanceOf(ApiError);
+    expect((down as ApiError).status).toBe(503);
+    expect((down as Error).message).toMatch(/the cluster's etcd did not answer .*tasks and mounts are untouched/);
+    await new Promise((r) => setTimeout(r, 5_000));
+    expect(isAlive(pid)).toBe(true);
+    expect((await one.api.getAlloc(alloc!)).clientStatus).toBe('running');
+    expect((await one.api.health()).ok).toBe(true);
+    await Promise.all(Array.from({ length: etcd.size }, (_, i) => etcd.restart(i)));
+    await pollUntil('three nodes ready again', async () => {
+      const l = await one.api.listNodes().catch(() => undefined);
+      return l && l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
+    }, 60_000);
+    expect(isAlive(pid)).toBe(true);
+    await one.api.stopJob('through');
+  });
+});

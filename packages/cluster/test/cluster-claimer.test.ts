@@ -1,0 +1,90 @@
+// The cluster claimer over a real etcd (one member is enough here) and a
+// stand-in for the local catalog: the claim is taken in etcd first, and given
+// back when the local claim fails; a release goes here first, then in etcd;
+// a node's refusal comes before anything is asked of the local catalog.
+import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult } from '@csiplug/volumes';
+import { EtcdVolumeClaims } from '../src/claims';
+import { ClusterVolumeClaimer, type LocalCatalog } from '../src/cluster-claimer';
+import { connectEtcd, type EtcdConnection } from '../src/connect';
+import { EtcdTestCluster } from '../src/testing';
+
+jest.setTimeout(60_000);
+
+class LocalStandIn implements LocalCatalog {
+  calls: string[] = [];
+  failNextClaim: Error | undefined;
+  readonly volumes = new Map<string, { capabilities: VolumeCapability[] }>([['v', { capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }] }]]);
+  getVolume(id: string) {
+    return this.volumes.get(id);
+  }
+  async lookup(id: string): Promise<ClaimableVolume> {
+    this.calls.push(`lookup ${id}`);
+    if (!this.volumes.has(id)) throw new ClaimError(`volume "${id}" is not registered`, false);
+    return { id, externalId: id, pluginId: 'p' };
+  }
+  async claim(r: VolumeClaimRequest): Promise<VolumeClaimResult> {
+    this.calls.push(`claim ${r.volumeId} ${r.allocId}`);
+    const fail = this.failNextClaim;
+    this.failNextClaim = undefined;
+    if (fail) throw fail;
+    return { volume: await this.lookup(r.volumeId) };
+  }
+  async release(volumeId: string, allocId: string): Promise<void> {
+    this.calls.push(`release ${volumeId} ${allocId}`);
+  }
+}
+
+const request = (allocId: string): VolumeClaimRequest => ({ volumeId: 'v', allocId, accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false });
+
+describe('ClusterVolumeClaimer', () => {
+  let etcd: EtcdTestCluster;
+  let conn: EtcdConnection;
+  let claims: EtcdVolumeClaims;
+  beforeAll(async () => {
+    etcd = await EtcdTestCluster.start(1);
+    conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'claimer/', dialTimeoutMs: 2_000 });
+    claims = new EtcdVolumeClaims(conn);
+  });
+  afterAll(async () => {
+    conn?.close();
+    await etcd?.stop();
+  });
+
+  it('claims in etcd, then here; releases here, then in etcd', async () => {
+    const local = new LocalStandIn();
+    const n1 = new ClusterVolumeClaimer(() => local, claims, 'n1');
+    await n1.claim(request('a1'));
+    expect(local.calls).toEqual(['claim v a1', 'lookup v']);
+    expect((await claims.claims('v')).map((c) => [c.allocId, c.nodeId])).toEqual([['a1', 'n1']]);
+    await n1.release('v', 'a1');
+    expect(local.calls.at(-1)).toBe('release v a1');
+    expect(await claims.claims('v')).toEqual([]);
+  });
+
+  it('another node is refused by etcd before its local catalog is asked anything', async () => {
+    const here = new LocalStandIn();
+    const there = new LocalStandIn();
+    await new ClusterVolumeClaimer(() => here, claims, 'n1').claim(request('a1'));
+    const refused = await new ClusterVolumeClaimer(() => there, claims, 'n2').claim(request('a2')).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ClaimError);
+    expect((refused as ClaimError).retryable).toBe(true);
+    expect(there.calls).toEqual([]);
+    await new ClusterVolumeClaimer(() => here, claims, 'n1').release('v', 'a1');
+  });
+
+  it('a local claim that fails gives the cluster-wide claim back', async () => {
+    const local = new LocalStandIn();
+    local.failNextClaim = new ClaimError('the node has its max_volumes_per_node', true);
+    await expect(new ClusterVolumeClaimer(() => local, claims, 'n1').claim(request('a3'))).rejects.toThrow(/max_volumes_per_node/);
+    expect(await claims.claims('v')).toEqual([]);
+  });
+
+  it('a volume this node does not know is the local catalog\'s refusal, not retryable', async () => {
+    const local = new LocalStandIn();
+    const err = await new ClusterVolumeClaimer(() => local, claims, 'n1').claim({ ...request('a4'), volumeId: 'nope' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClaimError);
+    expect((err as ClaimError).retryable).toBe(false);
+    expect((err as Error).message).toBe('volume "nope" is not registered');
+    expect(await claims.claims('nope')).toEqual([]);
+  });
+});
