@@ -18,7 +18,7 @@ import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
-import { ClusterMembership } from './cluster-membership';
+import { ClusterMembership, clusterInstanceId } from './cluster-membership';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
 import * as fs from 'fs';
@@ -241,7 +241,7 @@ export class Agent implements AgentService, AsyncDisposable {
     }
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
-    if (config.cluster) membership = new ClusterMembership(config.cluster, container.resolve<Clock>(IClock), container.resolve<Logger>(ILogger).child({ component: 'cluster' }));
+
 
     // Before anything is written in the data dir: refuse one another user
     // controls and tighten what an older release left open (data-dir.ts has
@@ -251,6 +251,14 @@ export class Agent implements AgentService, AsyncDisposable {
     const log = container.resolve<Logger>(ILogger).child({ component: 'agent' });
     const realDir = prepareDataDir(config.dataDir);
     const lock = lockDataDir(config.dataDir, log);
+    if (config.cluster) {
+      try {
+        membership = new ClusterMembership(config.cluster, clusterInstanceId(realDir), container.resolve<Clock>(IClock), container.resolve<Logger>(ILogger).child({ component: 'cluster' }));
+      } catch (err) {
+        lock.close();
+        throw err;
+      }
+    }
     try {
       tightenDataDir(realDir, log);
       await modules.start(); // a failed start stops what had started
@@ -269,7 +277,11 @@ export class Agent implements AgentService, AsyncDisposable {
       await checkOrphansAtStart(container, { dataDir: config.dataDir, reconcile: config.reconcileOrphans, logger: log });
       agent.boot();
       // In the background: an etcd that is away never holds the start (tasks and mounts here do not need it).
-      membership?.join(() => agent!.nodeInfo());
+      const joined = agent;
+      membership?.join(
+        () => joined.nodeInfo(),
+        () => void joined.assertClaimsInCluster(),
+      );
       return agent;
     } catch (err) {
       // What boot began is left to the next agent, as on any shutdown: the
@@ -590,7 +602,11 @@ export class Agent implements AgentService, AsyncDisposable {
         }
         // A claim the volume reconciler holds a record of is released by it, in order.
         if (records.length === 0) {
-          await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err }));
+          const released = await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => {
+            this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err });
+            return [] as string[];
+          });
+          for (const volumeId of released) await this.releaseInCluster(volumeId, r.alloc.id);
         }
         r.forgetSaves();
         this.allocStore.deleteAllocation(r.alloc.id);
@@ -851,6 +867,7 @@ export class Agent implements AgentService, AsyncDisposable {
         if (left.length) throw new ConflictError(`volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
       }
       if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) await this.catalog.release(volumeId, claim.allocId);
+      await this.releaseInCluster(volumeId, claim.allocId);
       released.push(claim.allocId);
     }
     this.logger.info('volume detached', { volume_id: volumeId, node_id: nodeId, released });
@@ -880,6 +897,7 @@ export class Agent implements AgentService, AsyncDisposable {
         }
         try {
           await this.catalog.release(volume.id, claim.allocId);
+          await this.releaseInCluster(volume.id, claim.allocId);
           released.push({ volumeId: volume.id, allocId: claim.allocId });
           this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volume.id}" by alloc ${claim.allocId} released by the claim sweep: this node has no such alloc`, volumeId: volume.id, allocId: claim.allocId });
         } catch (err) {
@@ -887,7 +905,64 @@ export class Agent implements AgentService, AsyncDisposable {
         }
       }
     }
+    if (this.membership && !this.closed) {
+      try {
+        released.push(...(await this.sweepClusterClaims()));
+      } catch (err) {
+        this.logger.warn('the claim sweep could not read the claims in etcd; it tries again on its next round', { error: err });
+      }
+    }
     return released;
+  }
+
+  /** In cluster mode, the claim in etcd goes with the local one (a purge, a detach, the sweep); etcd away: the sweep tries again. */
+  private async releaseInCluster(volumeId: string, allocId: string): Promise<void> {
+    if (!this.membership) return;
+    await this.membership.claims.release(volumeId, allocId).catch((err: unknown) => this.logger.warn('the claim in etcd could not be released; the claim sweep tries again', { volume_id: volumeId, alloc_id: allocId, error: err }));
+  }
+
+  /**
+   * Claims in etcd held by this node for allocs it no longer has (a release
+   * that reached the local catalog but not etcd): released there. A claim of
+   * an alloc this node still has, could not restore, or holds a mount record
+   * for, stays.
+   */
+  private async sweepClusterClaims(): Promise<{ volumeId: string; allocId: string }[]> {
+    const released: { volumeId: string; allocId: string }[] = [];
+    const all = await this.membership!.claims.all();
+    for (const { volumeId, claims } of all) {
+      for (const claim of claims) {
+        if (claim.nodeId !== this.membership!.nodeName) continue;
+        if (this.runners.has(claim.allocId) || this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).length > 0) continue;
+        if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) continue;
+        await this.membership!.claims.release(volumeId, claim.allocId);
+        released.push({ volumeId, allocId: claim.allocId });
+        this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volumeId}" by alloc ${claim.allocId} released in the cluster by the claim sweep: this node has no such alloc`, volumeId, allocId: claim.allocId });
+      }
+    }
+    return released;
+  }
+
+  /**
+   * Once the node is in the cluster: every claim this node's catalog holds is
+   * claimed in etcd too (the same alloc again is granted as it stands). A
+   * claim another node holds there is a conflict no one may resolve
+   * silently: it is said loudly, and left for an operator.
+   */
+  async assertClaimsInCluster(): Promise<void> {
+    if (!this.membership || this.closed) return;
+    for (const volume of this.catalog.listVolumes()) {
+      for (const c of volume.claims) {
+        if (this.closed) return;
+        const request = { volumeId: volume.id, allocId: c.allocId, readOnly: c.mode === 'read', accessMode: c.accessMode, attachmentMode: c.attachmentMode };
+        try {
+          await this.membership.claims.claim(volume, request, this.membership.nodeName);
+        } catch (err) {
+          this.logger.error('a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes', { volume_id: volume.id, alloc_id: c.allocId, error: err });
+          this.emit({ topic: 'Volume', type: 'Claim conflict', message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`, volumeId: volume.id, allocId: c.allocId });
+        }
+      }
+    }
   }
 
   /**

@@ -3,60 +3,103 @@
 // so an etcd that is away never holds the agent's start, its tasks or its
 // mounts), what it says of itself kept current as its plugins' health
 // changes, and the cluster's nodes for `node status`.
-import { EtcdNodeRegistry, EtcdVolumeClaims, connectEtcd, type ClusterNodeView, type ClusterOptions, type EtcdConnection, type NodeInfo } from '@csiplug/cluster';
+import { EtcdNodeRegistry, EtcdVolumeClaims, NodeNameInUseError, connectEtcd, type ClusterNodeView, type ClusterOptions, type EtcdConnection, type NodeInfo } from '@csiplug/cluster';
 import { Clock, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
+import { randomUUID } from 'crypto';
+import * as fs from 'fs';
+import * as path from 'path';
 
 /** How long a burst of health changes is gathered before the node record is written again. */
 const REFRESH_DELAY_MS = 1_000;
+
+/** The file in the data dir that names this agent instance to the cluster (a restarted agent takes its node over). */
+export const CLUSTER_INSTANCE_FILE = 'cluster-instance';
+
+/** This data dir's instance id, made on first use (0600, like the rest of the data dir's files). */
+export function clusterInstanceId(dataDir: string): string {
+  const file = path.join(dataDir, CLUSTER_INSTANCE_FILE);
+  try {
+    const id = fs.readFileSync(file, 'utf8').trim();
+    if (/^[0-9a-f-]{36}$/.test(id)) return id;
+  } catch {
+    // none yet
+  }
+  const id = randomUUID();
+  fs.writeFileSync(file, `${id}\n`, { mode: 0o600 });
+  return id;
+}
 
 export class ClusterMembership implements AsyncDisposable {
   readonly conn: EtcdConnection;
   readonly claims: EtcdVolumeClaims;
   private readonly nodes: EtcdNodeRegistry;
-  private disposed = false;
+  private readonly stop = new AbortController();
   private joined = false;
   private joining: Promise<void> | undefined;
   private refreshTimer: { dispose(): void } | undefined;
+  /** The node said something new that is not in etcd yet. */
+  private dirty = false;
+  private onJoined: (() => void) | undefined;
 
   constructor(
     readonly options: ClusterOptions,
+    instanceId: string,
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {
     this.conn = connectEtcd(options.etcd);
     this.claims = new EtcdVolumeClaims(this.conn, () => clock.now());
-    this.nodes = new EtcdNodeRegistry(this.conn, options.heartbeatTtlMs, clock, logger);
+    this.nodes = new EtcdNodeRegistry(this.conn, options.heartbeatTtlMs, clock, logger, instanceId);
   }
 
   get nodeName(): string {
     return this.options.nodeName;
   }
 
-  /** Registers the node, trying again until etcd answers; never throws (etcd away is logged, and waited for). */
-  join(info: () => NodeInfo): void {
+  get disposed(): boolean {
+    return this.stop.signal.aborted;
+  }
+
+  /**
+   * Registers the node, trying again until etcd answers (and until the name
+   * is free, when another live agent holds it); never throws. `then` runs once
+   * the node is in (the agent re-asserts its claims there).
+   */
+  join(info: () => NodeInfo, then?: () => void): void {
+    this.onJoined = then;
     this.joining ??= (async () => {
       for (let delay = 500; !this.disposed; delay = Math.min(delay * 2, 10_000)) {
         try {
           await this.nodes.start(info());
+          if (this.disposed) return;
           this.joined = true;
           this.logger.info('joined the cluster', { node: this.options.nodeName, endpoints: this.options.etcd.endpoints });
+          if (this.dirty) this.refresh(info);
+          this.onJoined?.();
           return;
         } catch (err) {
-          this.logger.warn('etcd did not answer; the node joins the cluster once it does (tasks and mounts here are untouched)', { error: errorMessage(err), retry_ms: delay });
-          await this.clock.sleep(delay).catch(() => undefined);
+          if (this.disposed) return;
+          if (err instanceof NodeNameInUseError) this.logger.error(err.message, { retry_ms: delay });
+          else this.logger.warn('etcd did not answer; the node joins the cluster once it does (tasks and mounts here are untouched)', { error: errorMessage(err), retry_ms: delay });
+          await this.clock.sleep(delay, this.stop.signal).catch(() => undefined);
         }
       }
     })();
   }
 
-  /** What the node says of itself changed (a plugin's health): written again, once per burst. */
-  refresh(info: () => NodeInfo): void {
-    if (this.disposed || this.refreshTimer) return;
+  /** What the node says of itself changed (a plugin's health): written again, once per burst, until it is written. */
+  refresh(info: () => NodeInfo, delay = REFRESH_DELAY_MS): void {
+    this.dirty = true;
+    if (this.disposed || this.refreshTimer || !this.joined) return;
     this.refreshTimer = this.clock.setTimeout(() => {
       this.refreshTimer = undefined;
-      if (!this.joined || this.disposed) return;
-      this.nodes.update(info()).catch((err: unknown) => this.logger.warn('the node record in etcd could not be updated; the next change writes it again', { error: errorMessage(err) }));
-    }, REFRESH_DELAY_MS);
+      if (this.disposed) return;
+      this.dirty = false;
+      this.nodes.update(info()).catch((err: unknown) => {
+        this.logger.warn('the node record in etcd could not be updated; trying again', { error: errorMessage(err) });
+        this.refresh(info, 5_000);
+      });
+    }, delay);
   }
 
   /** Every node of the cluster, ready or down. Throws when etcd does not answer. */
@@ -64,13 +107,14 @@ export class ClusterMembership implements AsyncDisposable {
     return this.nodes.list();
   }
 
-  /** Lets the lease run out (the next agent renews the node) and closes the connection. */
+  /** Lets the lease run out (the next agent renews the node) and closes the connection; never waits on etcd. */
   async dispose(): Promise<void> {
     if (this.disposed) return;
-    this.disposed = true;
+    this.stop.abort();
     this.refreshTimer?.dispose();
+    // Closed first: a join or a re-registration in flight fails at once rather than being waited for.
+    this.conn.close();
     await this.nodes.dispose().catch(() => undefined);
     await this.joining?.catch(() => undefined);
-    this.conn.close();
   }
 }

@@ -9,7 +9,7 @@ import { EtcdVolumeClaims, connectEtcd } from '@csiplug/cluster';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
 import { ApiError } from '../src/api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, PLUGIN_JOB, isAlive, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import { AgentHarness, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(240_000);
 
@@ -29,7 +29,7 @@ cluster {
     prefix    = "e2e"
   }
   node_class    = "storage"
-  heartbeat_ttl = "2s"
+  heartbeat_ttl = "3s"
 }`),
       );
     }
@@ -88,6 +88,8 @@ cluster {
       const pid = one.taskPid(mine!, 'writer');
       const leader = await etcd.leader();
       await etcd.kill(leader, 'SIGKILL');
+      // Past the node leases' TTL and an election: nothing here was stopped for it.
+      await new Promise((r) => setTimeout(r, 3_000));
       expect(isAlive(pid)).toBe(true);
       const after = await pollUntil('the claim read after the leader died', async () => claims.claims('shared').catch(() => undefined), 30_000);
       expect(after.map((c) => [c.allocId, c.nodeId])).toEqual([[mine, 'n1']]);
@@ -122,13 +124,24 @@ cluster {
     await new Promise((r) => setTimeout(r, 5_000));
     expect(isAlive(pid)).toBe(true);
     expect((await one.api.getAlloc(alloc!)).clientStatus).toBe('running');
+    // Its volume is still mounted where the task sees it.
+    expect(mountsUnder(one.dataDir).some((m) => m.includes(alloc!))).toBe(true);
     expect((await one.api.health()).ok).toBe(true);
+    // A job stopped meanwhile stops, and unmounts here; only the release in etcd waits (retried in the background).
+    await one.api.stopJob('through');
+    expect(isAlive(pid)).toBe(false);
+    expect(mountsUnder(one.dataDir).some((m) => m.includes(alloc!))).toBe(false);
     await Promise.all(Array.from({ length: etcd.size }, (_, i) => etcd.restart(i)));
     await pollUntil('three nodes ready again', async () => {
       const l = await one.api.listNodes().catch(() => undefined);
       return l && l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
     }, 60_000);
-    expect(isAlive(pid)).toBe(true);
-    await one.api.stopJob('through');
+    // Once etcd answers, the claim is released there too.
+    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
+    try {
+      await pollUntil('the claim released in etcd after it came back', async () => ((await new EtcdVolumeClaims(conn).claims('shared')).some((c) => c.allocId === alloc) ? undefined : true), 60_000);
+    } finally {
+      conn.close();
+    }
   });
 });

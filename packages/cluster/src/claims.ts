@@ -11,7 +11,7 @@
 // Multi-node modes may be claimed anywhere, within their writer rules.
 import { ValidationError } from '@csiplug/core';
 import { ClaimError, checkClaim, claimModeOf, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimView } from '@csiplug/volumes';
-import type { EtcdConnection } from './connect';
+import { isEtcdAway, type EtcdConnection } from './connect';
 
 export interface ClusterClaim extends VolumeClaimView {
   /** The node the claiming alloc runs on. */
@@ -26,6 +26,8 @@ interface ClaimsValue {
 export const CLAIM_CONFLICT_RETRIES = 16;
 
 const CLAIMS = 'claims/';
+/** The node registry's lease-bound key of a live node (node-registry.ts). */
+const ALIVE = 'alive/';
 
 /** The node rule, after the local catalog's: a single-node mode is held by one node at a time. */
 export function checkClusterClaim(volume: { id: string; capabilities: readonly VolumeCapability[] }, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string): void {
@@ -79,7 +81,22 @@ export class EtcdVolumeClaims {
     return this.update(volumeId, (claims) => claims.filter((c) => c.allocId !== allocId));
   }
 
-  /** Releases every claim a node holds (a node gone for good); returns the volumes touched. */
+  /** Every volume's claims, cluster-wide. */
+  async all(): Promise<Array<{ volumeId: string; claims: ClusterClaim[] }>> {
+    const keys = await etcdCall('*', () => this.conn.kv.getAll().prefix(CLAIMS).keys());
+    const out: Array<{ volumeId: string; claims: ClusterClaim[] }> = [];
+    for (const key of keys) {
+      const volumeId = key.slice(CLAIMS.length);
+      out.push({ volumeId, claims: await this.claims(volumeId) });
+    }
+    return out;
+  }
+
+  /**
+   * Releases every claim a node holds (a node gone for good); returns the
+   * volumes touched. Each write also requires the node to have no live
+   * lease: a node that came back keeps what it holds.
+   */
   async releaseNode(nodeId: string): Promise<string[]> {
     const all = await this.conn.kv.getAll().prefix(CLAIMS).keys();
     const touched: string[] = [];
@@ -87,8 +104,8 @@ export class EtcdVolumeClaims {
       const volumeId = key.slice(CLAIMS.length);
       const before = await this.claims(volumeId);
       if (!before.some((c) => c.nodeId === nodeId)) continue;
-      await this.update(volumeId, (claims) => claims.filter((c) => c.nodeId !== nodeId));
-      touched.push(volumeId);
+      const after = await this.update(volumeId, (claims) => claims.filter((c) => c.nodeId !== nodeId), ALIVE + nodeId);
+      if (!after.some((c) => c.nodeId === nodeId)) touched.push(volumeId);
     }
     return touched;
   }
@@ -108,14 +125,18 @@ export class EtcdVolumeClaims {
   }
 
   /** Read, change, and write only if no one wrote in between; reads again after a lost race. */
-  private async update(volumeId: string, change: (claims: ClusterClaim[]) => ClusterClaim[]): Promise<ClusterClaim[]> {
+  private async update(volumeId: string, change: (claims: ClusterClaim[]) => ClusterClaim[], absentKey?: string): Promise<ClusterClaim[]> {
     const key = CLAIMS + volumeId;
     for (let attempt = 1; attempt <= CLAIM_CONFLICT_RETRIES; attempt++) {
       const { value, modRevision } = await this.read(volumeId);
       const next = change(value.claims);
+      // Nothing to change (a release of a claim that is gone): no write, no new revision for others to trip on.
+      if (JSON.stringify(next) === JSON.stringify(value.claims)) return next;
       const txn = modRevision === undefined ? this.conn.kv.if(key, 'Create', '==', 0) : this.conn.kv.if(key, 'Mod', '==', modRevision);
+      if (absentKey !== undefined) txn.and(absentKey, 'Create', '==', 0);
       const res = await etcdCall(volumeId, () => txn.then(this.conn.kv.put(key).value(JSON.stringify({ claims: next } satisfies ClaimsValue))).commit());
       if (res.succeeded) return next;
+      if (absentKey !== undefined && (await etcdCall(volumeId, () => this.conn.kv.get(absentKey).exists()))) return value.claims;
     }
     throw new ClaimError(`volume "${volumeId}": its claims changed under ${CLAIM_CONFLICT_RETRIES} attempts in a row (other nodes claiming at once); try again`, true);
   }
@@ -131,6 +152,11 @@ async function etcdCall<T>(volumeId: string, call: () => Promise<T>): Promise<T>
     return await call();
   } catch (err) {
     if (err instanceof ClaimError) throw err;
-    throw new ClaimError(`volume "${volumeId}": the cluster's etcd did not answer (${(err as Error).message}); the claim waits and is tried again`, true, { cause: err, code: 'ECLAIM_ETCD_UNAVAILABLE' });
+    const e = err instanceof Error ? err : new Error(String(err));
+    if (!isEtcdAway(e)) {
+      // Not an outage (a refused certificate, a permission): waiting will not help; say what etcd said.
+      throw new ClaimError(`volume "${volumeId}": the cluster's etcd refused the claim's call: ${e.message}`, false, { cause: err, code: 'ECLAIM_ETCD_REFUSED' });
+    }
+    throw new ClaimError(`volume "${volumeId}": the cluster's etcd did not answer (${e.message}); the claim waits and is tried again`, true, { cause: err, code: 'ECLAIM_ETCD_UNAVAILABLE' });
   }
 }

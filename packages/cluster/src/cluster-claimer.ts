@@ -2,11 +2,14 @@
 // the claim is taken cluster-wide in etcd first — one transaction, so two
 // nodes can never both hold a single-node volume — and then on this node by
 // the local catalog, which does what a claim does here (ControllerPublish,
-// the node's volume limit, its own record). A local claim that fails gives
-// the cluster-wide one back. A release goes the other way: here first, then
-// in etcd; an etcd that does not answer makes the release retryable, and
-// the volume reconciler tries it again (a local release of a claim that is
-// gone is not an error).
+// the node's volume limit, its own record). A local claim that fails keeps
+// the cluster-wide one: the volume reconciler wrote `claimed` before it
+// asked, and undoes a failed mount through release, which gives both back —
+// after the catalog has unpublished whatever a half-done ControllerPublish
+// may have attached (giving etcd back at once would let another node claim
+// a volume still attached here). A release goes here first, then in etcd;
+// an etcd that does not answer makes it retryable, and the reconciler tries
+// again (a local release of a claim that is gone is not an error).
 import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '@csiplug/volumes';
 import type { EtcdVolumeClaims } from './claims';
 
@@ -35,14 +38,7 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
       throw new ClaimError(`volume "${request.volumeId}" is not in this node's catalog`, false);
     }
     await this.claims.claim({ id: request.volumeId, capabilities: volume.capabilities }, request, this.nodeId);
-    try {
-      return await local.claim(request, options);
-    } catch (err) {
-      // Not claimed here: the cluster-wide claim goes too. (With etcd away at this very moment it stays, held for an alloc that holds nothing;
-      // releasing a down node's claims — releaseNode — clears it. Issue 16 has the sweep still to build.)
-      await this.claims.release(request.volumeId, request.allocId).catch(() => undefined);
-      throw err;
-    }
+    return local.claim(request, options);
   }
 
   async release(volumeId: string, allocId: string, options?: { signal?: AbortSignal }): Promise<void> {

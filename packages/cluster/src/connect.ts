@@ -2,12 +2,10 @@
 // cluster pieces read or write lives under it, so two clusters can share an
 // etcd and a key can never be read outside its own cluster.
 import { ValidationError } from '@csiplug/core';
-import { Etcd3, type Namespace } from 'etcd3';
+import { BrokenCircuitError, ConstantBackoff, handleWhen, retry } from 'cockatiel';
+import { Etcd3, isRecoverableError, type Namespace } from 'etcd3';
 import * as fs from 'fs';
 import type { ClusterOptions } from './options';
-
-/** How long one etcd call may take by default (ms). */
-export const DEFAULT_CALL_TIMEOUT_MS = 5_000;
 
 export interface EtcdConnection {
   /** The client's view of the cluster's prefix. */
@@ -24,8 +22,36 @@ function read(file: string, what: string): Buffer {
   }
 }
 
-export function connectEtcd(etcd: ClusterOptions['etcd'] & { callTimeoutMs?: number }): EtcdConnection {
+/** etcd away (no connection, no quorum, a deadline passed, every host's circuit open), as against a refusal. */
+export function isEtcdAway(err: Error): boolean {
+  return isRecoverableError(err) || err instanceof BrokenCircuitError || err.name === 'BrokenCircuitError';
+}
+
+/**
+ * An endpoint as the client needs it: scheme, host and port, nothing else
+ * (etcd3 hands `host:port/` to gRPC as it is, and a trailing slash breaks
+ * every call). Throws ValidationError for anything else.
+ */
+export function normaliseEndpoint(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ValidationError(`"${url}" is not an etcd client URL like "http://10.0.0.1:2379"`, 'cluster.etcd.endpoints');
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || !u.hostname || (u.pathname !== '/' && u.pathname !== '') || u.search || u.hash || u.username || u.password) {
+    throw new ValidationError(`"${url}" is not an etcd client URL like "http://10.0.0.1:2379" (scheme, host and port only)`, 'cluster.etcd.endpoints');
+  }
+  const port = u.port || (u.protocol === 'https:' ? '443' : '80');
+  return `${u.protocol}//${u.hostname}:${port}`;
+}
+
+export function connectEtcd(etcd: ClusterOptions['etcd']): EtcdConnection {
   if (etcd.endpoints.length === 0) throw new ValidationError('cluster.etcd.endpoints: at least one etcd endpoint is needed', 'cluster.etcd.endpoints');
+  const hosts = etcd.endpoints.map(normaliseEndpoint);
+  const secure = hosts.filter((h) => h.startsWith('https:')).length;
+  if (secure !== 0 && secure !== hosts.length) throw new ValidationError('cluster.etcd.endpoints: every endpoint is http://, or every one https:// (etcd3 cannot mix them)', 'cluster.etcd.endpoints');
+  if (secure > 0 && !etcd.tls) throw new ValidationError('cluster.etcd: https:// endpoints need tls { ca = … }', 'cluster.etcd.tls');
   const credentials = etcd.tls
     ? {
         rootCertificate: read(etcd.tls.caFile, 'ca'),
@@ -33,13 +59,14 @@ export function connectEtcd(etcd: ClusterOptions['etcd'] & { callTimeoutMs?: num
         ...(etcd.tls.certFile ? { certChain: read(etcd.tls.certFile, 'cert') } : {}),
       }
     : undefined;
-  // Every single call has a deadline (streams — watches, lease keep-alives — do not): with etcd away a
-  // caller gets an error it can act on, never a promise that waits forever.
-  const callTimeoutMs = etcd.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  // dial_timeout bounds each single call, connecting included (etcd3 itself reads no dial timeout); streams
+  // (watches, lease keep-alives) have none. A call that fails for want of etcd is tried once more on another
+  // member, so the caller learns of an outage within two of them — never a promise that waits forever.
+  const callTimeoutMs = etcd.dialTimeoutMs;
   const client = new Etcd3({
-    hosts: etcd.endpoints,
-    dialTimeout: etcd.dialTimeoutMs,
+    hosts,
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
+    faultHandling: { global: retry(handleWhen(isRecoverableError), { maxAttempts: 1, backoff: new ConstantBackoff(100) }) },
     // gRPC's own reconnect backoff grows to two minutes: after etcd was away, the agent would keep
     // failing for that long after it is back. A member on the network is tried again within seconds.
     grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 200, 'grpc.min_reconnect_backoff_ms': 200, 'grpc.max_reconnect_backoff_ms': 2_000 },

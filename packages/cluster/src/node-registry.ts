@@ -6,8 +6,11 @@
 // A node whose lease expired (its agent stopped renewing it for the TTL) has
 // no alive key: it is down. An agent that stops on purpose lets its lease
 // run out rather than revoking it: its tasks run on, and the next agent
-// renews the node before anyone counts it down.
-import { Clock, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
+// renews the node before anyone counts it down. The alive key names the
+// agent instance holding it (an id kept in its data dir): a restarted agent
+// takes its node over; another machine with the same name is refused, since
+// single-node claims go by node name.
+import { Clock, CsiplugError, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import type { Lease } from 'etcd3';
 import type { EtcdConnection } from './connect';
 
@@ -46,19 +49,40 @@ export interface ClusterNodeView extends NodeRecord {
 const NODES = 'nodes/';
 const ALIVE = 'alive/';
 
+/** Another live agent holds this node name (its lease is alive, with another instance id). */
+export class NodeNameInUseError extends CsiplugError {
+  constructor(name: string, holder: string) {
+    super(
+      'ENODE_NAME_IN_USE',
+      `node name "${name}" is in use by another live agent (instance ${holder}): two machines must not share a node name, since single-node claims would be shared between them; ` +
+        `give each agent its own cluster.node_name (or node_id). If that agent is gone, its lease runs out within heartbeat_ttl and this node joins then`,
+    );
+  }
+}
+
+interface AliveValue {
+  /** The agent instance (kept in its data dir) that holds the node name. */
+  instance: string;
+  since: number;
+}
+
 export class EtcdNodeRegistry implements AsyncDisposable {
+  /** The one lease this node is alive under; replaced only by register(). */
   private lease: Lease | undefined;
   private info: NodeInfo | undefined;
   private registeredAt: number | undefined;
   private disposed = false;
-  /** The one loop that grants a new lease after one was lost (a lease that fails while it runs starts no second loop). */
-  private regrant: Promise<void> | undefined;
+  /** The one loop that registers again after a lease was lost. */
+  private reregistering: Promise<void> | undefined;
+  private readonly stop = new AbortController();
 
   constructor(
     private readonly conn: EtcdConnection,
     private readonly ttlMs: number,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** This agent's instance id (kept in its data dir): a restarted agent takes its node over; another machine with the same name is refused. */
+    private readonly instanceId: string,
   ) {}
 
   /** The lease's TTL in whole seconds, as etcd counts it. */
@@ -66,13 +90,14 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     return Math.max(1, Math.ceil(this.ttlMs / 1000));
   }
 
-  /** Registers this node (or takes it over again after an agent restart) and keeps it alive. */
+  /**
+   * Registers this node (or takes it over after this agent's restart) and
+   * keeps it registered until dispose. One attempt: throws when etcd does not
+   * answer, NodeNameInUseError when another live agent holds the name.
+   */
   async start(info: NodeInfo): Promise<void> {
     this.info = info;
-    const existing = await this.record(info.name);
-    this.registeredAt = existing?.registeredAt ?? this.clock.now();
-    await this.write();
-    await this.grant();
+    await this.register();
   }
 
   /** Writes what the node says of itself again (its plugins' health changed). */
@@ -104,14 +129,16 @@ export class EtcdNodeRegistry implements AsyncDisposable {
   /** Stops renewing the lease: the node counts as down once its TTL runs out, unless the next agent renews it first. */
   async dispose(): Promise<void> {
     this.disposed = true;
+    this.stop.abort();
     this.lease?.release();
     this.lease = undefined;
-    await this.regrant?.catch(() => undefined);
+    await this.reregistering?.catch(() => undefined);
   }
 
   /** Ends the lease now: the node is down at once (the node leaves the cluster). */
   async leave(): Promise<void> {
     this.disposed = true;
+    this.stop.abort();
     const lease = this.lease;
     this.lease = undefined;
     await lease?.revoke();
@@ -133,37 +160,68 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     await this.conn.kv.put(NODES + info.name).value(JSON.stringify(record));
   }
 
-  /** A new lease and the alive key under it; a lease lost (etcd away longer than the TTL) is granted again once etcd answers. */
-  private async grant(): Promise<void> {
+  /**
+   * One registration: the node record, then the alive key under a new lease
+   * — created only if no one holds it, or taken over if this instance held it
+   * (the lease of this agent's last run). The lease becomes this node's only
+   * once all of that is written; the previous one is released.
+   */
+  private async register(): Promise<void> {
+    if (this.disposed) throw new Error('the node registry is disposed');
+    const name = this.info!.name;
+    this.registeredAt ??= (await this.record(name))?.registeredAt ?? this.clock.now();
+    await this.write();
     const lease = this.conn.kv.lease(this.ttlSeconds, { autoKeepAlive: true });
-    this.lease = lease;
-    lease.on('lost', (err) => {
-      if (this.disposed || this.lease !== lease) return;
-      this.lease = undefined;
-      if (this.regrant) return;
-      this.logger.warn('the node lease in etcd was lost; granting a new one', { node: this.info?.name, error: errorMessage(err) });
-      this.regrant = this.retryGrant().finally(() => (this.regrant = undefined));
-    });
     try {
-      await lease.put(ALIVE + this.info!.name).value(JSON.stringify({ since: this.clock.now() }));
+      const id = await lease.grant();
+      const value = JSON.stringify({ instance: this.instanceId, since: this.clock.now() } satisfies AliveValue);
+      const key = ALIVE + name;
+      const created = await this.conn.kv.if(key, 'Create', '==', 0).then(this.conn.kv.put(key).value(value).lease(id)).commit();
+      if (!created.succeeded) {
+        const holder = await this.conn.kv.get(key).string();
+        let instance = '';
+        try {
+          instance = (JSON.parse(holder ?? '{}') as AliveValue).instance ?? '';
+        } catch {
+          instance = '';
+        }
+        if (instance !== this.instanceId) throw new NodeNameInUseError(name, instance || 'unknown');
+        await this.conn.kv.put(key).value(value).lease(id);
+      }
     } catch (err) {
-      // This lease is given up (its own 'lost' must not start a second retry); the caller tries a new one.
-      if (this.lease === lease) this.lease = undefined;
       lease.release();
       throw err;
     }
+    if (this.disposed) {
+      lease.release();
+      return;
+    }
+    const previous = this.lease;
+    this.lease = lease;
+    previous?.release();
+    lease.on('lost', (err) => this.lost(lease, err));
+    // Lost before it was this node's (its 'lost' went unheard): register again at once.
+    if (lease.revoked()) this.lost(lease, new Error('the lease was revoked as it was granted'));
   }
 
-  private async retryGrant(): Promise<void> {
+  private lost(lease: Lease, err: Error): void {
+    if (this.disposed || this.lease !== lease) return;
+    this.lease = undefined;
+    if (this.reregistering) return;
+    this.logger.warn('the node lease in etcd was lost; registering the node again', { node: this.info?.name, error: errorMessage(err) });
+    this.reregistering = this.registerAgain().finally(() => (this.reregistering = undefined));
+  }
+
+  private async registerAgain(): Promise<void> {
     for (let delay = 250; !this.disposed; delay = Math.min(delay * 2, 5_000)) {
       try {
-        await this.grant();
-        await this.write();
+        await this.register();
         this.logger.info('the node is registered in etcd again', { node: this.info?.name });
         return;
       } catch (err) {
-        this.logger.debug('granting the node lease failed; trying again', { error: errorMessage(err), delay_ms: delay });
-        await this.clock.sleep(delay);
+        if (this.disposed) return;
+        this.logger[err instanceof NodeNameInUseError ? 'error' : 'debug']('registering the node again failed; trying again', { error: errorMessage(err), delay_ms: delay });
+        await this.clock.sleep(delay, this.stop.signal).catch(() => undefined);
       }
     }
   }

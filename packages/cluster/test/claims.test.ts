@@ -22,7 +22,7 @@ describe('cluster-wide claims in etcd', () => {
   beforeAll(async () => {
     etcd = await EtcdTestCluster.start(3);
     // Two agents: two clients of their own, as two machines would have.
-    const options = (i: number) => ({ endpoints: [etcd.endpoint(i), ...etcd.endpoints.filter((_, j) => j !== i)], prefix: 'test-claims/', dialTimeoutMs: 2_000 });
+    const options = (i: number) => ({ endpoints: [etcd.endpoint(i), ...etcd.endpoints.filter((_, j) => j !== i)], prefix: 'test-claims/', dialTimeoutMs: 5_000 });
     a = connectEtcd(options(0));
     b = connectEtcd(options(1));
     onA = new EtcdVolumeClaims(a);
@@ -36,24 +36,28 @@ describe('cluster-wide claims in etcd', () => {
   });
 
   it('two nodes racing for a single-node-writer volume: exactly one wins, every round of 200', async () => {
-    const volume = { id: 'race', capabilities: caps('single-node-writer') };
     const wins = { n1: 0, n2: 0 };
     for (let round = 0; round < 200; round++) {
+      // Every other round on a volume no one has claimed yet: the race for a key that does not exist is the other path.
+      const id = round % 2 === 0 ? 'race' : `race-${round}`;
+      const volume = { id, capabilities: caps('single-node-writer') };
       const results = await Promise.allSettled([
-        onA.claim(volume, request('race', `a-${round}`, 'single-node-writer'), 'n1'),
-        onB.claim(volume, request('race', `b-${round}`, 'single-node-writer'), 'n2'),
+        onA.claim(volume, request(id, `a-${round}`, 'single-node-writer'), 'n1'),
+        onB.claim(volume, request(id, `b-${round}`, 'single-node-writer'), 'n2'),
       ]);
       const won = results.filter((r) => r.status === 'fulfilled');
       expect(won).toHaveLength(1);
       const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
       expect(lost.reason).toBeInstanceOf(ClaimError);
-      expect((lost.reason as ClaimError).retryable).toBe(true);
-      const claims = await onA.claims('race');
+      // Refused for the winner's claim, not for etcd being away.
+      expect((lost.reason as ClaimError).code).not.toBe('ECLAIM_ETCD_UNAVAILABLE');
+      expect((lost.reason as Error).message).toMatch(/is claimed on node n[12] by alloc [ab]-\d+/);
+      const claims = await onA.claims(id);
       expect(claims).toHaveLength(1);
       const winner = claims[0]!;
       wins[winner.nodeId as 'n1' | 'n2']++;
-      await (winner.nodeId === 'n1' ? onA : onB).release('race', winner.allocId);
-      expect(await onB.claims('race')).toEqual([]);
+      await (winner.nodeId === 'n1' ? onA : onB).release(id, winner.allocId);
+      expect(await onB.claims(id)).toEqual([]);
     }
     // Both nodes won some rounds: the race was real, not one node always first.
     expect(wins.n1 + wins.n2).toBe(200);
@@ -94,7 +98,17 @@ describe('cluster-wide claims in etcd', () => {
     expect((await onB.claims('mw')).map((c) => c.allocId).sort()).toEqual(['x1', 'x2', 'x3']);
   });
 
-  it('a node gone for good has its claims released, and no one else\'s', async () => {
+  it('a node gone for good has its claims released, and no one else\'s; a node alive again keeps its own', async () => {
+    const alive = connectEtcd({ endpoints: etcd.endpoints, prefix: 'test-claims/', dialTimeoutMs: 5_000 });
+    try {
+      const mw0 = { id: 'kept', capabilities: caps('multi-node-multi-writer') };
+      await onA.claim(mw0, request('kept', 'k1', 'multi-node-multi-writer'), 'n7');
+      await alive.kv.put('alive/n7').value('{}');
+      expect(await onB.releaseNode('n7')).toEqual([]);
+      expect((await onB.claims('kept')).map((c) => c.allocId)).toEqual(['k1']);
+    } finally {
+      alive.close();
+    }
     const mw = { id: 'gone', capabilities: caps('multi-node-multi-writer') };
     await onA.claim(mw, request('gone', 'g1', 'multi-node-multi-writer'), 'n1');
     await onB.claim(mw, request('gone', 'g2', 'multi-node-multi-writer'), 'n2');

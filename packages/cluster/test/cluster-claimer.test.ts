@@ -72,11 +72,31 @@ describe('ClusterVolumeClaimer', () => {
     await new ClusterVolumeClaimer(() => here, claims, 'n1').release('v', 'a1');
   });
 
-  it('a local claim that fails gives the cluster-wide claim back', async () => {
+  it('a local claim that fails keeps the cluster-wide claim for the release that undoes it (a half-done publish is unpublished first)', async () => {
     const local = new LocalStandIn();
-    local.failNextClaim = new ClaimError('the node has its max_volumes_per_node', true);
-    await expect(new ClusterVolumeClaimer(() => local, claims, 'n1').claim(request('a3'))).rejects.toThrow(/max_volumes_per_node/);
+    local.failNextClaim = new ClaimError('ControllerPublishVolume failed', true);
+    const claimer = new ClusterVolumeClaimer(() => local, claims, 'n1');
+    await expect(claimer.claim(request('a3'))).rejects.toThrow(/ControllerPublishVolume failed/);
+    // Held in etcd while this node may still have the volume attached: another node is refused.
+    expect((await claims.claims('v')).map((c) => c.allocId)).toEqual(['a3']);
+    await expect(new ClusterVolumeClaimer(() => new LocalStandIn(), claims, 'n2').claim(request('a9'))).rejects.toThrow(/claimed on node n1/);
+    // The reconciler's undo: release, here then in etcd.
+    await claimer.release('v', 'a3');
+    expect(local.calls.at(-1)).toBe('release v a3');
     expect(await claims.claims('v')).toEqual([]);
+  });
+
+  it('the etcd claim is there before the local catalog is asked', async () => {
+    const local = new LocalStandIn();
+    let seen: string[] = [];
+    local.claim = async (r: VolumeClaimRequest) => {
+      seen = (await claims.claims(r.volumeId)).map((c) => c.allocId);
+      return { volume: { id: r.volumeId, externalId: r.volumeId, pluginId: 'p' } };
+    };
+    const claimer = new ClusterVolumeClaimer(() => local, claims, 'n1');
+    await claimer.claim(request('a5'));
+    expect(seen).toEqual(['a5']);
+    await claimer.release('v', 'a5');
   });
 
   it('a volume this node does not know is the local catalog\'s refusal, not retryable', async () => {

@@ -9,6 +9,9 @@ import { EtcdTestCluster } from '../src/testing';
 
 jest.setTimeout(120_000);
 
+/** The node lease's TTL in these tests: short, with room for a loaded machine. */
+const TTL_MS = 3_000;
+
 const info = (name: string): NodeInfo => ({
   name,
   nodeClass: 'storage',
@@ -41,8 +44,8 @@ describe('nodes in etcd', () => {
     conns.push(c);
     return c;
   };
-  const registry = (c: EtcdConnection) => {
-    const r = new EtcdNodeRegistry(c, 1_000, new RealClock(), new MemoryLogger());
+  const registry = (c: EtcdConnection, instance = 'instance-a') => {
+    const r = new EtcdNodeRegistry(c, TTL_MS, new RealClock(), new MemoryLogger(), instance);
     registries.push(r);
     return r;
   };
@@ -57,8 +60,8 @@ describe('nodes in etcd', () => {
   });
 
   it('ready while renewed, down after the TTL once not, ready again when an agent takes the node over', async () => {
-    const one = registry(connect());
-    const two = registry(connect());
+    const one = registry(connect(), 'agent-on-n1');
+    const two = registry(connect(), 'agent-on-n2');
     await one.start(info('n1'));
     await two.start(info('n2'));
     const both = await one.list();
@@ -67,9 +70,17 @@ describe('nodes in etcd', () => {
       ['n2', 'ready'],
     ]);
     expect(both[0]).toMatchObject({ nodeClass: 'storage', meta: { rack: 'r1' }, drivers: ['raw_exec'], plugins: [{ id: 'hostpath', healthy: true, topology: { zone: 'n1' } }] });
-    // Renewed past several TTLs: still ready.
-    await new Promise((r) => setTimeout(r, 2_500));
+    // Renewed past more than a TTL: still ready.
+    await new Promise((r) => setTimeout(r, TTL_MS + 1_000));
     expect((await two.get('n1'))?.status).toBe('ready');
+
+    // Another machine with the same node name is refused while n1 lives; the same agent (its instance id) takes over.
+    const impostor = registry(connect(), 'another-machine');
+    await expect(impostor.start(info('n1'))).rejects.toThrow(/node name "n1" is in use by another live agent \(instance agent-on-n1\)/);
+    const restarted = registry(connect(), 'agent-on-n1');
+    await restarted.start(info('n1'));
+    expect((await two.get('n1'))?.status).toBe('ready');
+    await restarted.dispose();
 
     // n1's agent goes away without a word (its lease no longer renewed): down after the TTL, still listed.
     const registeredAt = both[0]!.registeredAt;
@@ -81,7 +92,7 @@ describe('nodes in etcd', () => {
     ]);
 
     // The next agent on n1 takes the node over: ready, first registration kept, what it says now written.
-    const again = registry(connect());
+    const again = registry(connect(), 'agent-on-n1');
     await again.start({ ...info('n1'), drivers: ['exec', 'raw_exec'] });
     const back = await until('n1 ready again', async () => {
       const n = await two.get('n1');
@@ -101,8 +112,10 @@ describe('nodes in etcd', () => {
     await node.start(info('n3'));
     for (let i = 0; i < etcd.size; i++) await etcd.kill(i, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 3_000));
-    for (let i = 0; i < etcd.size; i++) void etcd.restart(i);
-    await etcd.waitHealthy();
+    await Promise.all(Array.from({ length: etcd.size }, (_, i) => etcd.restart(i)));
     await until('n3 ready after etcd came back', async () => ((await node.get('n3'))?.status === 'ready' ? true : undefined), 60_000);
+    // Not only the old lease's grace after an election: still ready well past a TTL, so the node was registered again.
+    await new Promise((r) => setTimeout(r, TTL_MS * 2 + 1_000));
+    expect((await node.get('n3'))?.status).toBe('ready');
   });
 });

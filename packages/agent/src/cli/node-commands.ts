@@ -2,6 +2,7 @@
 // plugins' fingerprints found (node id, topology, volume limit) — or, for an
 // agent in a cluster, every node of it, ready or down (as Nomad lists them;
 // `-self` shows this one).
+import { ApiError } from '../api/api-error';
 import type { NodeList, NodeView } from '../service';
 import { Command, VERBOSE_FLAG } from './command';
 import { formatKV, formatTable, formatTime, orNone } from './format';
@@ -67,8 +68,12 @@ const nodeStatus: Command = {
   async run(ctx) {
     const client = ctx.client();
     if (!ctx.flag('self')) {
-      const list = await client.listNodes();
-      if (list.cluster) {
+      // An agent from before cluster mode has no /v1/nodes: it is one node on its own.
+      const list = await client.listNodes().catch((err: unknown) => {
+        if (err instanceof ApiError && err.status === 404) return undefined;
+        throw err;
+      });
+      if (list?.cluster) {
         if (ctx.json) ctx.printJson(list);
         else ctx.out(listNodes(list));
         return 0;

@@ -313,7 +313,9 @@ describe('the cluster block', () => {
     const c = await parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/etc/etcd/ca.pem"\n      cert = "/etc/etcd/c.pem"\n      key = "/etc/etcd/k.pem"\n    }\n  }\n}');
     expect(c.cluster!.etcd.tls).toEqual({ caFile: '/etc/etcd/ca.pem', certFile: '/etc/etcd/c.pem', keyFile: '/etc/etcd/k.pem' });
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/ca.pem"\n      cert = "/c.pem"\n    }\n  }\n}')).rejects.toThrow(/cluster\.etcd\.tls\.key is needed too: a client certificate and its key go together/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    tls {\n      ca = "/ca.pem"\n    }\n  }\n}')).rejects.toThrow(/every endpoint must be https/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    tls {\n      ca = "/ca.pem"\n    }\n  }\n}')).rejects.toThrow(/endpoints must be https:\/\/ with tls/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n  }\n}')).rejects.toThrow(/tls is needed for https:\/\/ endpoints/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379", "http://f:2379"]\n  }\n}')).rejects.toThrow(/are all http:\/\/ or all https:\/\//);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "ca.pem"\n    }\n  }\n}')).rejects.toThrow(/tls\.ca must be an absolute path/);
   });
 
@@ -321,6 +323,9 @@ describe('the cluster block', () => {
     await expect(parse('cluster {\n  node_class = "x"\n}')).rejects.toThrow(/cluster\.etcd is required: cluster mode runs on etcd/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = []\n  }\n}')).rejects.toThrow(/cluster\.etcd\.endpoints needs at least one etcd client URL/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["10.0.0.1:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "10.0.0.1:2379" is not an etcd client URL/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://u:p@e:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "http:\/\/u:p@e:2379" is not an etcd client URL/);
+    // Written as the client needs it: no trailing slash, the scheme in lower case, the default port named.
+    expect((await parse('cluster {\n  etcd {\n    endpoints = ["HTTP://E:2379/", "http://f"]\n  }\n}')).cluster!.etcd.endpoints).toEqual(['http://e:2379', 'http://f:80']);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  heartbeat_ttl = "500ms"\n}')).rejects.toThrow(/cluster\.heartbeat_ttl must be at least 1s/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  node_name = "../x"\n}')).rejects.toThrow(/node_name/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    prefx = "a"\n  }\n}')).rejects.toThrow(/prefx/);

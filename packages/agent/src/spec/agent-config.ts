@@ -5,7 +5,7 @@
 // stops its tasks when it exits (stop_tasks_on_exit defaults to true there):
 // tasks and mounts left running would be invisible to the next agent. An
 // explicit `stop_tasks_on_exit = false` with it is refused at load.
-import { DEFAULT_CLUSTER_TIMINGS, type ClusterOptions, type EtcdTls } from '@csiplug/cluster';
+import { DEFAULT_CLUSTER_TIMINGS, normaliseEndpoint, type ClusterOptions, type EtcdTls } from '@csiplug/cluster';
 import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertPathSafeId } from '@csiplug/core';
 import { capabilityName, DEFAULT_TASK_CAPS } from '@csiplug/driver';
 import * as net from 'net';
@@ -307,22 +307,22 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
   if (!c) return undefined;
   const e = c.block('etcd', ['endpoints', 'prefix', 'dial_timeout', 'tls']);
   if (!e) return c.fail('etcd', 'is required: cluster mode runs on etcd (etcd { endpoints = ["http://10.0.0.1:2379", …] })');
-  const endpoints = e.stringList('endpoints');
-  if (endpoints.length === 0) e.fail('endpoints', 'needs at least one etcd client URL, like "http://10.0.0.1:2379"');
-  endpoints.forEach((url, i) => {
-    let u: URL | undefined;
+  const given = e.stringList('endpoints');
+  if (given.length === 0) e.fail('endpoints', 'needs at least one etcd client URL, like "http://10.0.0.1:2379"');
+  // As the client will use them: scheme, host and port (a trailing slash would break every call).
+  const endpoints = given.map((url, i) => {
     try {
-      u = new URL(url);
-    } catch {
-      u = undefined;
-    }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || !u.port || (u.pathname !== '/' && u.pathname !== '') || u.search || u.username) {
-      e.fail(`endpoints[${i}]`, `"${url}" is not an etcd client URL like "http://10.0.0.1:2379" (scheme, host and port only)`);
+      return normaliseEndpoint(url);
+    } catch (err) {
+      return e.fail(`endpoints[${i}]`, `${(err as Error).message.replace(/^"[^"]*" /, `"${url}" `)}`);
     }
   });
+  const secure = endpoints.filter((u) => u.startsWith('https:')).length;
+  if (secure !== 0 && secure !== endpoints.length) e.fail('endpoints', 'are all http:// or all https:// (the etcd client cannot mix them)');
   let prefix = e.string('prefix', DEFAULT_CLUSTER_TIMINGS.prefix);
   if (prefix === '' || /[\0\s]/.test(prefix)) e.fail('prefix', `must be a non-empty key prefix without spaces, like "csiplug/" (got ${JSON.stringify(prefix)})`);
   if (!prefix.endsWith('/')) prefix += '/';
+  // How long one etcd call may take, connecting included (the client tries a failed call once more on another member).
   const dialTimeoutMs = e.duration('dial_timeout', DEFAULT_CLUSTER_TIMINGS.dialTimeoutMs);
   if (dialTimeoutMs < 100) e.fail('dial_timeout', 'must be at least 100ms');
   let tls: EtcdTls | undefined;
@@ -334,7 +334,9 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
     if ((certFile === undefined) !== (keyFile === undefined)) t.fail(certFile === undefined ? 'cert' : 'key', 'is needed too: a client certificate and its key go together');
     for (const [key, file] of [['ca', caFile], ['cert', certFile], ['key', keyFile]] as const) if (file !== undefined && !path.isAbsolute(file)) t.fail(key, `must be an absolute path (got "${file}")`);
     tls = { caFile, ...(certFile ? { certFile } : {}), ...(keyFile ? { keyFile } : {}) };
-    if (endpoints.some((u) => u.startsWith('http:'))) e.fail('endpoints', 'with tls { … } every endpoint must be https://');
+    if (secure === 0) e.fail('endpoints', 'must be https:// with tls { … }');
+  } else if (secure > 0) {
+    e.fail('tls', 'is needed for https:// endpoints (tls { ca = "/etc/etcd/ca.pem" })');
   }
   const nodeName = c.string('node_name', nodeId);
   withPrefix(c.where.prefix, () => assertPathSafeId(nodeName, 'cluster.node_name'));

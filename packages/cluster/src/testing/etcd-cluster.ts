@@ -52,17 +52,21 @@ export class EtcdTestCluster {
   /** Starts `size` members and resolves once the cluster answers with a leader. */
   static async start(size = 3): Promise<EtcdTestCluster> {
     if (!fs.existsSync(ETCD_BINARY)) throw new Error(`${ETCD_BINARY} is missing: run \`npm run setup-engines\` (npm test does) to install Debian's etcd-server`);
-    const cluster = new EtcdTestCluster(fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-etcd-')));
-    try {
-      for (let i = 0; i < size; i++) {
-        cluster.members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: path.join(cluster.root, `m${i}`), proc: undefined, log: '' });
+    // A free port is only free until someone takes it (another test's etcd, an outgoing connection): a member
+    // that cannot bind exits, and the whole cluster is started again on new ports.
+    for (let attempt = 1; ; attempt++) {
+      const cluster = new EtcdTestCluster(fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-etcd-')));
+      try {
+        for (let i = 0; i < size; i++) {
+          cluster.members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: path.join(cluster.root, `m${i}`), proc: undefined, log: '' });
+        }
+        for (let i = 0; i < size; i++) cluster.spawn(i, 'new');
+        await cluster.waitHealthy(30_000, true);
+        return cluster;
+      } catch (err) {
+        await cluster.stop();
+        if (attempt >= 3) throw err;
       }
-      for (let i = 0; i < size; i++) cluster.spawn(i, 'new');
-      await cluster.waitHealthy();
-      return cluster;
-    } catch (err) {
-      await cluster.stop();
-      throw err;
     }
   }
 
@@ -108,10 +112,12 @@ export class EtcdTestCluster {
   }
 
   /** Resolves once every running member answers /health with a leader (etcd 3.4: {"health":"true"}). */
-  async waitHealthy(timeoutMs = 30_000): Promise<void> {
+  async waitHealthy(timeoutMs = 30_000, everyMember = false): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const running = this.members.filter((m) => this.running(m));
+      const dead = this.members.filter((m) => m.proc !== undefined && !this.running(m));
+      if (everyMember && dead.length > 0) throw new Error(`etcd member ${dead.map((m) => m.name).join(', ')} exited at start:\n${dead.map((m) => m.log.slice(-1500)).join('\n')}`);
       const answers = await Promise.all(running.map((m) => get(`http://127.0.0.1:${m.clientPort}/health`, 1_000)));
       if (running.length > 0 && answers.every((a) => a?.status === 200 && /"health":\s*"true"/.test(a.body))) return;
       if (Date.now() > deadline) {
