@@ -664,11 +664,29 @@ export class Agent implements AgentService, AsyncDisposable {
 
   // ---- plugins -----------------------------------------------------------------
 
+  /** The plugin across the cluster's nodes, from their records as last read; undefined on its own or before the first read. */
+  private clusterPluginView(id: string): PluginView['cluster'] {
+    const seen = this.membership?.lastSeenNodes;
+    if (!seen) return undefined;
+    const instances = seen.nodes.flatMap((n) => n.plugins.filter((p) => p.id === id).map((p) => ({ node: n.name, type: p.type, healthy: p.healthy && n.status === 'ready', nodeStatus: n.status })));
+    const count = (type: string, healthy: boolean) => instances.filter((i) => i.type === type && (!healthy || i.healthy)).length;
+    return {
+      controllersHealthy: count('csi-controller', true),
+      controllersExpected: count('csi-controller', false),
+      nodesHealthy: count('csi-node', true),
+      nodesExpected: count('csi-node', false),
+      instances,
+      readAt: seen.at,
+    };
+  }
+
   private pluginView(id: string): PluginView | undefined {
     const instances = this.csi.plugins().filter((p) => p.name === id);
     const controllerReg = this.registry.get('csi-controller', id);
     const nodeReg = this.registry.get('csi-node', id);
-    if (!instances.length && !controllerReg && !nodeReg) return undefined;
+    const cluster = this.clusterPluginView(id);
+    // A plugin that runs only on other nodes is still the cluster's.
+    if (!instances.length && !controllerReg && !nodeReg && !cluster?.instances.length) return undefined;
     const view = (info: PluginInfo | undefined): PluginInstanceView | undefined =>
       info && { healthy: info.healthy, allocId: info.allocId, description: info.description, version: info.version, info: fingerprintFacts(info) };
     const controller = instances.find((p) => p.type === 'csi-controller');
@@ -687,12 +705,14 @@ export class Agent implements AgentService, AsyncDisposable {
       ...(controller ? { controller: view(controller) } : {}),
       ...(node ? { node: view(node) } : {}),
       allocs: [...allocs].sort(),
+      ...(cluster ? { cluster } : {}),
     };
   }
 
   listPlugins(): PluginView[] {
     const ids = new Set([...this.registry.list('csi-controller'), ...this.registry.list('csi-node')].map((r) => r.name));
     for (const p of this.csi.plugins()) ids.add(p.name);
+    for (const n of this.membership?.lastSeenNodes?.nodes ?? []) for (const p of n.plugins) ids.add(p.id);
     return [...ids].sort().map((id) => this.pluginView(id)!);
   }
 

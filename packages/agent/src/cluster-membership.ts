@@ -12,6 +12,9 @@ import * as path from 'path';
 /** How long a burst of health changes is gathered before the node record is written again. */
 const REFRESH_DELAY_MS = 1_000;
 
+/** How often the cluster's nodes are read for the views that must answer at once (plugin status across nodes). */
+const NODES_READ_INTERVAL_MS = 2_000;
+
 /** The file in the data dir that names this agent instance to the cluster (a restarted agent takes its node over). */
 export const CLUSTER_INSTANCE_FILE = 'cluster-instance';
 
@@ -40,6 +43,9 @@ export class ClusterMembership implements AsyncDisposable {
   /** The node said something new that is not in etcd yet. */
   private dirty = false;
   private onJoined: (() => void) | undefined;
+  /** The cluster's nodes as last read (every NODES_READ_INTERVAL_MS while joined), and when. */
+  private nodesSeen: { nodes: ClusterNodeView[]; at: number } | undefined;
+  private nodesReader: { dispose(): void } | undefined;
 
   constructor(
     readonly options: ClusterOptions,
@@ -74,6 +80,8 @@ export class ClusterMembership implements AsyncDisposable {
           if (this.disposed) return;
           this.joined = true;
           this.logger.info('joined the cluster', { node: this.options.nodeName, endpoints: this.options.etcd.endpoints });
+          this.readNodes();
+          this.nodesReader = this.clock.setInterval(() => this.readNodes(), NODES_READ_INTERVAL_MS);
           if (this.dirty) this.refresh(info);
           this.onJoined?.();
           return;
@@ -102,6 +110,22 @@ export class ClusterMembership implements AsyncDisposable {
     }, delay);
   }
 
+  /** The nodes as last read (undefined before the first read): for views that may not wait on etcd. */
+  get lastSeenNodes(): { nodes: ClusterNodeView[]; at: number } | undefined {
+    return this.nodesSeen;
+  }
+
+  private reading = false;
+  private readNodes(): void {
+    if (this.reading || this.disposed) return;
+    this.reading = true;
+    this.nodes
+      .list()
+      .then((nodes) => (this.nodesSeen = { nodes, at: this.clock.now() }))
+      .catch(() => undefined) // etcd away: the last view stands, with its time
+      .finally(() => (this.reading = false));
+  }
+
   /** Every node of the cluster, ready or down. Throws when etcd does not answer. */
   list(): Promise<ClusterNodeView[]> {
     return this.nodes.list();
@@ -112,6 +136,7 @@ export class ClusterMembership implements AsyncDisposable {
     if (this.disposed) return;
     this.stop.abort();
     this.refreshTimer?.dispose();
+    this.nodesReader?.dispose();
     // Closed first: a join or a re-registration in flight fails at once rather than being waited for.
     this.conn.close();
     await this.nodes.dispose().catch(() => undefined);

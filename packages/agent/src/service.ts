@@ -135,6 +135,20 @@ export interface PluginView {
   node?: PluginInstanceView;
   /** Allocs running the plugin's tasks. */
   allocs: string[];
+  /**
+   * In cluster mode, the plugin across the cluster's nodes, as their records
+   * say (read every 2 s): expected = nodes whose record lists the instance;
+   * healthy = those among them that are ready and say it is healthy.
+   */
+  cluster?: {
+    controllersHealthy: number;
+    controllersExpected: number;
+    nodesHealthy: number;
+    nodesExpected: number;
+    instances: { node: string; type: string; healthy: boolean; nodeStatus: 'ready' | 'down' }[];
+    /** ms since the epoch: when the nodes were read. */
+    readAt: number;
+  };
 }
 
 export interface RunJobResult {

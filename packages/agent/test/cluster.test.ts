@@ -58,6 +58,17 @@ cluster {
       expect(list.nodes.filter((n) => n.self).map((n) => n.name)).toEqual([`n${i + 1}`]);
       expect(list.nodes[0]).toMatchObject({ nodeClass: 'storage', drivers: expect.arrayContaining(['raw_exec']) });
     }
+    // Plugin status across the cluster, from any agent: 3/3 nodes and controllers (a monolith is both), each node named.
+    for (const a of agents) {
+      const plugin = await pollUntil('hostpath 3/3 across the cluster', async () => {
+        const p = await a.api.getPlugin('hostpath');
+        return p.cluster?.nodesHealthy === 3 && p.cluster.nodesExpected === 3 ? p : undefined;
+      }, 30_000);
+      expect(plugin.cluster).toMatchObject({ controllersHealthy: 3, controllersExpected: 3 });
+      expect([...new Set(plugin.cluster!.instances.map((i) => i.node))]).toEqual(['n1', 'n2', 'n3']);
+      // Here, on this node: its own instance, 1/1, as on its own.
+      expect(plugin.nodesHealthy).toBe(1);
+    }
   });
 
   it('a volume claimed by a workload on one node is refused on another, with the holder named; kill -9 of the etcd leader kills no task and loses no claim', async () => {

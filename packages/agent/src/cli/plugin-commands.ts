@@ -1,7 +1,7 @@
 // `csiplug plugin status [ID]`.
 import type { PluginInstanceView, PluginView } from '../service';
 import { Command, VERBOSE_FLAG } from './command';
-import { formatKV, formatTable, formatValue, orNone, shortId } from './format';
+import { formatKV, formatTable, formatTime, formatValue, orNone, shortId } from './format';
 
 function instance(title: string, inst: PluginInstanceView | undefined, verbose: boolean): string {
   if (!inst) return `${title}\nNone`;
@@ -27,6 +27,15 @@ function describe(p: PluginView, verbose: boolean): string {
       ['Nodes Expected', String(p.nodesExpected)],
     ]),
   ];
+  if (p.cluster) {
+    const c = p.cluster;
+    sections.push(
+      `Cluster (nodes read ${formatTime(c.readAt)})\n${formatKV([
+        ['Controllers Healthy', `${c.controllersHealthy}/${c.controllersExpected}`],
+        ['Nodes Healthy', `${c.nodesHealthy}/${c.nodesExpected}`],
+      ])}\n\n${c.instances.length ? formatTable(['Node', 'Type', 'Healthy', 'Node Status'], c.instances.map((i) => [i.node, i.type, String(i.healthy), i.nodeStatus])) : 'No instances on any node'}`,
+    );
+  }
   if (p.controller || p.controllerRequired || p.controllersExpected > 0) sections.push(instance('Controller', p.controller, verbose));
   sections.push(instance('Node', p.node, verbose));
   sections.push(`Allocations\n${p.allocs.length ? formatTable(['ID'], p.allocs.map((a) => [shortId(a, verbose)])) : 'No allocations'}`);
@@ -37,7 +46,9 @@ const pluginStatus: Command = {
   name: 'plugin status',
   usageArgs: '[ID]',
   synopsis: 'Show CSI plugins, or one plugin with its node and controller details',
-  help: 'Without ID, lists every CSI plugin with its healthy and expected controllers and nodes. With ID, shows the plugin, its node and controller instances as fingerprinted, and the allocations running it.',
+  help:
+    'Without ID, lists every CSI plugin with its healthy and expected controllers and nodes (in cluster mode, across every node of the cluster). ' +
+    'With ID, shows the plugin, its instances on each node of the cluster (in cluster mode), its node and controller instances here as fingerprinted, and the allocations running it here.',
   minArgs: 0,
   maxArgs: 1,
   api: true,
@@ -54,7 +65,11 @@ const pluginStatus: Command = {
         ctx.out(
           formatTable(
             ['ID', 'Provider', 'Controllers Healthy/Expected', 'Nodes Healthy/Expected'],
-            plugins.map((p) => [p.id, orNone(p.provider), `${p.controllersHealthy}/${p.controllersExpected}`, `${p.nodesHealthy}/${p.nodesExpected}`]),
+            // In a cluster, the counts are the cluster's (every node's record); on its own, this node's.
+            plugins.map((p) => {
+              const n = p.cluster ?? p;
+              return [p.id, orNone(p.provider), `${n.controllersHealthy}/${n.controllersExpected}`, `${n.nodesHealthy}/${n.nodesExpected}`];
+            }),
           ),
         );
       }
