@@ -16,7 +16,7 @@ import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, mountsUnder, typ
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
-import { IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
+import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
 import { ClusterMembership, clusterInstanceId } from './cluster-membership';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
@@ -237,7 +237,9 @@ export class Agent implements AgentService, AsyncDisposable {
     let membership: ClusterMembership | undefined;
     if (config.cluster) {
       const cluster = config.cluster;
-      bind(container, IVolumeClaimer, { useFactory: (c) => new ClusterVolumeClaimer(() => c.resolve<VolumeCatalogService>(IVolumeCatalog), membership!.claims, cluster.nodeName) });
+      bind(container, IVolumeClaimer, {
+        useFactory: (c) => new ClusterVolumeClaimer(() => c.resolve<VolumeCatalogService>(IVolumeCatalog), membership!.claims, cluster.nodeName, () => membership!.holdsNode),
+      });
     }
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
@@ -925,7 +927,8 @@ export class Agent implements AgentService, AsyncDisposable {
         }
       }
     }
-    if (this.membership && !this.closed) {
+    // Only while this agent holds its node: another machine refused the same name must never release that node's claims.
+    if (this.membership?.holdsNode && !this.closed) {
       try {
         released.push(...(await this.sweepClusterClaims()));
       } catch (err) {
@@ -952,12 +955,17 @@ export class Agent implements AgentService, AsyncDisposable {
     const all = await this.membership!.claims.all();
     for (const { volumeId, claims } of all) {
       for (const claim of claims) {
-        if (claim.nodeId !== this.membership!.nodeName) continue;
-        if (this.runners.has(claim.allocId) || this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).length > 0) continue;
+        if (claim.nodeId !== this.membership!.nodeName || this.closed) continue;
+        // Kept: a claim this node's catalog holds, or its reconciler has a record of (a claim in flight, a pending unmount), or of an alloc it could not restore.
+        if (this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).some((r) => r.volumeId === volumeId)) continue;
         if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) continue;
-        await this.membership!.claims.release(volumeId, claim.allocId);
-        released.push({ volumeId, allocId: claim.allocId });
-        this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volumeId}" by alloc ${claim.allocId} released in the cluster by the claim sweep: this node has no such alloc`, volumeId, allocId: claim.allocId });
+        try {
+          await this.membership!.claims.release(volumeId, claim.allocId);
+          released.push({ volumeId, allocId: claim.allocId });
+          this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volumeId}" by alloc ${claim.allocId} released in the cluster by the claim sweep: this node holds no such claim`, volumeId, allocId: claim.allocId });
+        } catch (err) {
+          this.logger.warn('the claim sweep could not release a claim in etcd; it tries again on its next round', { volume_id: volumeId, alloc_id: claim.allocId, error: err });
+        }
       }
     }
     return released;
@@ -970,16 +978,28 @@ export class Agent implements AgentService, AsyncDisposable {
    * silently: it is said loudly, and left for an operator.
    */
   async assertClaimsInCluster(): Promise<void> {
-    if (!this.membership || this.closed) return;
+    const membership = this.membership;
+    if (!membership || this.closed) return;
     for (const volume of this.catalog.listVolumes()) {
       for (const c of volume.claims) {
-        if (this.closed) return;
         const request = { volumeId: volume.id, allocId: c.allocId, readOnly: c.mode === 'read', accessMode: c.accessMode, attachmentMode: c.attachmentMode };
-        try {
-          await this.membership.claims.claim(volume, request, this.membership.nodeName);
-        } catch (err) {
-          this.logger.error('a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes', { volume_id: volume.id, alloc_id: c.allocId, error: err });
-          this.emit({ topic: 'Volume', type: 'Claim conflict', message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`, volumeId: volume.id, allocId: c.allocId });
+        // etcd away (just after joining, a flap): tried again with backoff; only a refusal is a conflict.
+        for (let delay = 500; ; delay = Math.min(delay * 2, 10_000)) {
+          if (this.closed || !membership.holdsNode) return;
+          try {
+            await membership.claims.claim(volume, request, membership.nodeName);
+            // Released here while it was claimed there (a teardown finishing at the same time): given back in etcd too.
+            if (!this.catalog.getVolume(volume.id)?.claims.some((x) => x.allocId === c.allocId)) await this.releaseInCluster(volume.id, c.allocId);
+            break;
+          } catch (err) {
+            if (err instanceof ClaimError && err.code === 'ECLAIM_ETCD_UNAVAILABLE') {
+              await this.clock.sleep(delay).catch(() => undefined);
+              continue;
+            }
+            this.logger.error('a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes', { volume_id: volume.id, alloc_id: c.allocId, error: err });
+            this.emit({ topic: 'Volume', type: 'Claim conflict', message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`, volumeId: volume.id, allocId: c.allocId });
+            break;
+          }
         }
       }
     }

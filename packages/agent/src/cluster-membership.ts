@@ -66,13 +66,22 @@ export class ClusterMembership implements AsyncDisposable {
     return this.stop.signal.aborted;
   }
 
+  /** Whether this agent holds its node now (joined, its lease current). */
+  get holdsNode(): boolean {
+    return this.nodes.holdsNode;
+  }
+
   /**
    * Registers the node, trying again until etcd answers (and until the name
-   * is free, when another live agent holds it); never throws. `then` runs once
-   * the node is in (the agent re-asserts its claims there).
+   * is free, when another live agent holds it); never throws. `then` runs
+   * after every registration — the first and each after a lost lease — (the
+   * agent re-asserts its claims there).
    */
   join(info: () => NodeInfo, then?: () => void): void {
     this.onJoined = then;
+    this.nodes.onRegistered = () => {
+      if (this.joined) this.onJoined?.();
+    };
     this.joining ??= (async () => {
       for (let delay = 500; !this.disposed; delay = Math.min(delay * 2, 10_000)) {
         try {

@@ -62,9 +62,11 @@ cluster {
     for (const a of agents) {
       const plugin = await pollUntil('hostpath 3/3 across the cluster', async () => {
         const p = await a.api.getPlugin('hostpath');
-        return p.cluster?.nodesHealthy === 3 && p.cluster.nodesExpected === 3 ? p : undefined;
+        const c = p.cluster;
+        return c && c.nodesHealthy === 3 && c.nodesExpected === 3 && c.controllersHealthy === 3 && c.controllersExpected === 3 ? p : undefined;
       }, 30_000);
-      expect(plugin.cluster).toMatchObject({ controllersHealthy: 3, controllersExpected: 3 });
+      // One node instance and one controller instance on each node.
+      expect(plugin.cluster!.instances).toHaveLength(6);
       expect([...new Set(plugin.cluster!.instances.map((i) => i.node))]).toEqual(['n1', 'n2', 'n3']);
       // Here, on this node: its own instance, 1/1, as on its own.
       expect(plugin.nodesHealthy).toBe(1);
@@ -116,6 +118,37 @@ cluster {
       await pollUntil('the claim released in etcd', async () => ((await new EtcdVolumeClaims(conn2).claims('shared')).length === 0 ? true : undefined), 30_000);
     } finally {
       conn2.close();
+    }
+  });
+
+  it('a second machine given a node name already in use is refused: it never claims, and n1 keeps its record', async () => {
+    const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
+    const impostor = new AgentHarness(`node_id = "n1"
+cluster {
+  etcd {
+    endpoints = [${endpoints}]
+    prefix    = "e2e"
+  }
+  node_class    = "impostor"
+  heartbeat_ttl = "3s"
+}`);
+    try {
+      await impostor.start();
+      await pollUntil('the refusal in its log', async () => (/node name \\"n1\\" is in use by another live agent/.test(impostor.log) ? true : undefined), 30_000);
+      await impostor.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+      await pollUntil('its plugin healthy', async () => ((await impostor.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 60_000);
+      await impostor.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('not-mine'), 'not-mine.hcl')));
+      const { allocIds: [alloc] } = await impostor.api.runJob(jobToDocument(await parseJobspec(workloadJob('impostor-work', 'not-mine'), 'iw.hcl')));
+      const waiting = await pollUntil('its claim told to wait', async () => {
+        const a = await impostor.api.getAlloc(alloc!);
+        return Object.values(a.tasks).flatMap((t) => t.events).find((e) => /does not hold node "n1" in the cluster yet/.test(e.message));
+      }, 60_000);
+      expect(waiting.message).toContain('the claim waits until it does');
+      // n1's record is the real agent's, not the refused machine's.
+      const n1 = (await agents[1]!.api.listNodes()).nodes.find((n) => n.name === 'n1')!;
+      expect(n1).toMatchObject({ status: 'ready', nodeClass: 'storage' });
+    } finally {
+      await impostor.cleanup();
     }
   });
 

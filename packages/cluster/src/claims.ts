@@ -87,7 +87,12 @@ export class EtcdVolumeClaims {
     const out: Array<{ volumeId: string; claims: ClusterClaim[] }> = [];
     for (const key of keys) {
       const volumeId = key.slice(CLAIMS.length);
-      out.push({ volumeId, claims: await this.claims(volumeId) });
+      try {
+        out.push({ volumeId, claims: await this.claims(volumeId) });
+      } catch (err) {
+        // One record no one can read (or etcd flapping on one key) must not hide every other volume's claims.
+        if (!(err instanceof ClaimError) || err.retryable) throw err;
+      }
     }
     return out;
   }

@@ -23,6 +23,8 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     private readonly local: () => LocalCatalog,
     private readonly claims: EtcdVolumeClaims,
     private readonly nodeId: string,
+    /** Whether this agent holds its node now (a current lease); an agent that does not may not claim as that node. */
+    private readonly holdsNode: () => boolean = () => true,
   ) {}
 
   lookup(volumeId: string): Promise<ClaimableVolume> {
@@ -36,6 +38,14 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
       // The local catalog says why (an unknown volume is not retryable).
       await local.lookup(request.volumeId);
       throw new ClaimError(`volume "${request.volumeId}" is not in this node's catalog`, false);
+    }
+    if (!this.holdsNode()) {
+      // Not joined (etcd away since the start), or the node name is another live agent's: a claim as that node could share a single-node volume.
+      throw new ClaimError(
+        `volume "${request.volumeId}": this agent does not hold node "${this.nodeId}" in the cluster yet (etcd away, or the node name is another live agent's); the claim waits until it does`,
+        true,
+        { code: 'ECLAIM_NODE_NOT_JOINED' },
+      );
     }
     await this.claims.claim({ id: request.volumeId, capabilities: volume.capabilities }, request, this.nodeId);
     return local.claim(request, options);

@@ -170,24 +170,13 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     if (this.disposed) throw new Error('the node registry is disposed');
     const name = this.info!.name;
     this.registeredAt ??= (await this.record(name))?.registeredAt ?? this.clock.now();
-    await this.write();
     const lease = this.conn.kv.lease(this.ttlSeconds, { autoKeepAlive: true });
     try {
       const id = await lease.grant();
-      const value = JSON.stringify({ instance: this.instanceId, since: this.clock.now() } satisfies AliveValue);
-      const key = ALIVE + name;
-      const created = await this.conn.kv.if(key, 'Create', '==', 0).then(this.conn.kv.put(key).value(value).lease(id)).commit();
-      if (!created.succeeded) {
-        const holder = await this.conn.kv.get(key).string();
-        let instance = '';
-        try {
-          instance = (JSON.parse(holder ?? '{}') as AliveValue).instance ?? '';
-        } catch {
-          instance = '';
-        }
-        if (instance !== this.instanceId) throw new NodeNameInUseError(name, instance || 'unknown');
-        await this.conn.kv.put(key).value(value).lease(id);
-      }
+      await this.holdName(name, id);
+      // The record only once the name is this agent's: a refused machine never writes over the node it is not.
+      await this.write();
+      if (lease.revoked()) throw new Error('the node lease was lost while the node registered');
     } catch (err) {
       lease.release();
       throw err;
@@ -200,9 +189,43 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     this.lease = lease;
     previous?.release();
     lease.on('lost', (err) => this.lost(lease, err));
-    // Lost before it was this node's (its 'lost' went unheard): register again at once.
-    if (lease.revoked()) this.lost(lease, new Error('the lease was revoked as it was granted'));
+    this.onRegistered?.();
   }
+
+  /**
+   * The alive key, under lease `id`: created if no one holds it, or taken
+   * over — only as it was read, so a key another machine created meanwhile is
+   * never written over — if this instance held it (the lease of this agent's
+   * last run). Throws NodeNameInUseError when another live instance holds it.
+   */
+  private async holdName(name: string, id: string): Promise<void> {
+    const key = ALIVE + name;
+    const value = JSON.stringify({ instance: this.instanceId, since: this.clock.now() } satisfies AliveValue);
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const created = await this.conn.kv.if(key, 'Create', '==', 0).then(this.conn.kv.put(key).value(value).lease(id)).commit();
+      if (created.succeeded) return;
+      const held = (await this.conn.kv.get(key).exec()).kvs[0];
+      if (!held) continue; // it expired in between: create it
+      let instance = '';
+      try {
+        instance = (JSON.parse(held.value.toString()) as AliveValue).instance ?? '';
+      } catch {
+        instance = '';
+      }
+      if (instance !== this.instanceId) throw new NodeNameInUseError(name, instance || 'unknown');
+      const taken = await this.conn.kv.if(key, 'Mod', '==', held.mod_revision).then(this.conn.kv.put(key).value(value).lease(id)).commit();
+      if (taken.succeeded) return;
+    }
+    throw new Error(`the alive key of node "${name}" kept changing while this agent took it over; trying again`);
+  }
+
+  /** Whether this agent holds its node now (a current lease): only then may it claim, release or sweep as that node. */
+  get holdsNode(): boolean {
+    return this.lease !== undefined && !this.lease.revoked() && !this.disposed;
+  }
+
+  /** Called after every registration (the first, and each after a lost lease). */
+  onRegistered: (() => void) | undefined;
 
   private lost(lease: Lease, err: Error): void {
     if (this.disposed || this.lease !== lease) return;

@@ -74,13 +74,7 @@ describe('nodes in etcd', () => {
     await new Promise((r) => setTimeout(r, TTL_MS + 1_000));
     expect((await two.get('n1'))?.status).toBe('ready');
 
-    // Another machine with the same node name is refused while n1 lives; the same agent (its instance id) takes over.
-    const impostor = registry(connect(), 'another-machine');
-    await expect(impostor.start(info('n1'))).rejects.toThrow(/node name "n1" is in use by another live agent \(instance agent-on-n1\)/);
-    const restarted = registry(connect(), 'agent-on-n1');
-    await restarted.start(info('n1'));
-    expect((await two.get('n1'))?.status).toBe('ready');
-    await restarted.dispose();
+
 
     // n1's agent goes away without a word (its lease no longer renewed): down after the TTL, still listed.
     const registeredAt = both[0]!.registeredAt;
@@ -104,6 +98,43 @@ describe('nodes in etcd', () => {
     // Leaving on purpose ends the lease at once.
     await again.leave();
     expect((await two.get('n1'))?.status).toBe('down');
+  });
+
+  it('a node name is one agent\'s: another machine is refused and writes nothing; the same agent instance takes its node over', async () => {
+    const first = registry(connect(), 'agent-on-n9');
+    await first.start(info('n9'));
+    const impostor = registry(connect(), 'another-machine');
+    await expect(impostor.start({ ...info('n9'), nodeClass: 'impostor', drivers: ['exec'] })).rejects.toThrow(/node name "n9" is in use by another live agent \(instance agent-on-n9\)/);
+    expect(impostor.holdsNode).toBe(false);
+    // Its record is untouched by the refused machine.
+    expect(await first.get('n9')).toMatchObject({ status: 'ready', nodeClass: 'storage', drivers: ['raw_exec'] });
+    // The same instance (an agent restarted on the same data dir) takes the node over: its lease now holds the name.
+    const restarted = registry(connect(), 'agent-on-n9');
+    await restarted.start(info('n9'));
+    expect(restarted.holdsNode).toBe(true);
+    await first.dispose();
+    await new Promise((r) => setTimeout(r, TTL_MS + 1_000));
+    expect((await restarted.get('n9'))?.status).toBe('ready');
+    await restarted.leave();
+  });
+
+  it('a lease revoked under the agent (etcd lost it): the node registers again with a new lease', async () => {
+    const c = connect();
+    const node = registry(c, 'agent-on-n4');
+    await node.start(info('n4'));
+    const leaseOf = async () => (await c.kv.get('alive/n4').exec()).kvs[0]?.lease;
+    const before = await leaseOf();
+    expect(before).toBeTruthy();
+    // Revoked from outside, through a member's HTTP gateway: the keep-alive learns the lease is gone.
+    const res = await fetch(`${etcd.endpoint(0)}/v3/lease/revoke`, { method: 'POST', body: JSON.stringify({ ID: before }) });
+    expect(res.status).toBe(200);
+    const after = await until('a new lease on alive/n4', async () => {
+      const lease = await leaseOf();
+      return lease && lease !== before ? lease : undefined;
+    });
+    expect(after).not.toBe(before);
+    expect((await node.get('n4'))?.status).toBe('ready');
+    expect(node.holdsNode).toBe(true);
   });
 
   it('every etcd member down for a while: the node is ready again once they are back', async () => {

@@ -315,7 +315,7 @@ describe('the cluster block', () => {
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/ca.pem"\n      cert = "/c.pem"\n    }\n  }\n}')).rejects.toThrow(/cluster\.etcd\.tls\.key is needed too: a client certificate and its key go together/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    tls {\n      ca = "/ca.pem"\n    }\n  }\n}')).rejects.toThrow(/endpoints must be https:\/\/ with tls/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n  }\n}')).rejects.toThrow(/tls is needed for https:\/\/ endpoints/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379", "http://f:2379"]\n  }\n}')).rejects.toThrow(/are all http:\/\/ or all https:\/\//);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379", "http://f:2379"]\n  }\n}')).rejects.toThrow(/must be all http:\/\/ or all https:\/\//);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "ca.pem"\n    }\n  }\n}')).rejects.toThrow(/tls\.ca must be an absolute path/);
   });
 
@@ -324,8 +324,8 @@ describe('the cluster block', () => {
     await expect(parse('cluster {\n  etcd {\n    endpoints = []\n  }\n}')).rejects.toThrow(/cluster\.etcd\.endpoints needs at least one etcd client URL/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["10.0.0.1:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "10.0.0.1:2379" is not an etcd client URL/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://u:p@e:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "http:\/\/u:p@e:2379" is not an etcd client URL/);
-    // Written as the client needs it: no trailing slash, the scheme in lower case, the default port named.
-    expect((await parse('cluster {\n  etcd {\n    endpoints = ["HTTP://E:2379/", "http://f"]\n  }\n}')).cluster!.etcd.endpoints).toEqual(['http://e:2379', 'http://f:80']);
+    // Written as the client needs it: no trailing slash, the scheme in lower case, etcd's port when none is named.
+    expect((await parse('cluster {\n  etcd {\n    endpoints = ["HTTP://E:2379/", "http://f"]\n  }\n}')).cluster!.etcd.endpoints).toEqual(['http://e:2379', 'http://f:2379']);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  heartbeat_ttl = "500ms"\n}')).rejects.toThrow(/cluster\.heartbeat_ttl must be at least 1s/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  node_name = "../x"\n}')).rejects.toThrow(/node_name/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    prefx = "a"\n  }\n}')).rejects.toThrow(/prefx/);

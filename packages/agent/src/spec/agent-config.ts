@@ -314,11 +314,11 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
     try {
       return normaliseEndpoint(url);
     } catch (err) {
-      return e.fail(`endpoints[${i}]`, `${(err as Error).message.replace(/^"[^"]*" /, `"${url}" `)}`);
+      return e.fail(`endpoints[${i}]`, (err as Error).message);
     }
   });
   const secure = endpoints.filter((u) => u.startsWith('https:')).length;
-  if (secure !== 0 && secure !== endpoints.length) e.fail('endpoints', 'are all http:// or all https:// (the etcd client cannot mix them)');
+  if (secure !== 0 && secure !== endpoints.length) e.fail('endpoints', 'must be all http:// or all https:// (the etcd client cannot mix them)');
   let prefix = e.string('prefix', DEFAULT_CLUSTER_TIMINGS.prefix);
   if (prefix === '' || /[\0\s]/.test(prefix)) e.fail('prefix', `must be a non-empty key prefix without spaces, like "csiplug/" (got ${JSON.stringify(prefix)})`);
   if (!prefix.endsWith('/')) prefix += '/';

@@ -19,6 +19,8 @@ interface Member {
   dataDir: string;
   proc: ChildProcess | undefined;
   log: string;
+  /** Ended on purpose (kill()): not a member that failed. */
+  killed: boolean;
 }
 
 async function freePort(): Promise<number> {
@@ -58,7 +60,7 @@ export class EtcdTestCluster {
       const cluster = new EtcdTestCluster(fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-etcd-')));
       try {
         for (let i = 0; i < size; i++) {
-          cluster.members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: path.join(cluster.root, `m${i}`), proc: undefined, log: '' });
+          cluster.members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: path.join(cluster.root, `m${i}`), proc: undefined, log: '', killed: false });
         }
         for (let i = 0; i < size; i++) cluster.spawn(i, 'new');
         await cluster.waitHealthy(30_000, true);
@@ -103,6 +105,7 @@ export class EtcdTestCluster {
     ];
     const proc = spawn(ETCD_BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     m.proc = proc;
+    m.killed = false;
     m.log = '';
     const keep = (d: Buffer) => {
       m.log = (m.log + d.toString()).slice(-8192);
@@ -116,7 +119,7 @@ export class EtcdTestCluster {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const running = this.members.filter((m) => this.running(m));
-      const dead = this.members.filter((m) => m.proc !== undefined && !this.running(m));
+      const dead = this.members.filter((m) => m.proc !== undefined && !m.killed && !this.running(m));
       if (everyMember && dead.length > 0) throw new Error(`etcd member ${dead.map((m) => m.name).join(', ')} exited at start:\n${dead.map((m) => m.log.slice(-1500)).join('\n')}`);
       const answers = await Promise.all(running.map((m) => get(`http://127.0.0.1:${m.clientPort}/health`, 1_000)));
       if (running.length > 0 && answers.every((a) => a?.status === 200 && /"health":\s*"true"/.test(a.body))) return;
@@ -155,6 +158,7 @@ export class EtcdTestCluster {
     const proc = m.proc;
     if (!proc || !this.running(m)) return;
     const gone = new Promise((r) => proc.once('exit', r));
+    m.killed = true;
     proc.kill(signal);
     await gone;
   }
@@ -163,7 +167,8 @@ export class EtcdTestCluster {
   async restart(i: number): Promise<void> {
     if (this.running(this.members[i]!)) return;
     this.spawn(i, 'existing');
-    await this.waitHealthy();
+    // Every member: one that could not bind its old port again must fail the test here, not leave a cluster of two.
+    await this.waitHealthy(30_000, true);
   }
 
   /** Every member, killed; the data dirs removed. */
