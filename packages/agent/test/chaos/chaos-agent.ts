@@ -162,8 +162,21 @@ export class ChaosAgent extends AgentHarness {
   async waitExit(timeoutMs: number): Promise<ExitStatus | undefined> {
     const proc = this.proc;
     if (!proc) return undefined;
-    if (proc.exitCode !== null || proc.signalCode !== null) return { code: proc.exitCode, signal: proc.signalCode as NodeJS.Signals | null };
-    return new Promise((resolve) => {
+    // Its last words (the crash point's line on stderr) may arrive after 'exit': the log is read once its pipes are closed too.
+    const drained = () =>
+      new Promise<void>((resolve) => {
+        if ((proc.stdout?.closed ?? true) && (proc.stderr?.closed ?? true)) return resolve();
+        const timer = setTimeout(resolve, 2_000);
+        proc.once('close', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    if (proc.exitCode !== null || proc.signalCode !== null) {
+      await drained();
+      return { code: proc.exitCode, signal: proc.signalCode as NodeJS.Signals | null };
+    }
+    const exit = await new Promise<ExitStatus | undefined>((resolve) => {
       const timer = setTimeout(() => {
         proc.off('exit', onExit);
         resolve(undefined);
@@ -174,6 +187,8 @@ export class ChaosAgent extends AgentHarness {
       };
       proc.once('exit', onExit);
     });
+    if (exit) await drained();
+    return exit;
   }
 
   // ---- plugin ---------------------------------------------------------------
