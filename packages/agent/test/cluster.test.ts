@@ -23,6 +23,7 @@ describe('three agents on one etcd cluster', () => {
     for (const name of ['n1', 'n2', 'n3']) {
       agents.push(
         new AgentHarness(`node_id = "${name}"
+claim_gc_interval = "1s"
 cluster {
   etcd {
     endpoints = [${endpoints}]
@@ -118,6 +119,22 @@ cluster {
       await pollUntil('the claim released in etcd', async () => ((await new EtcdVolumeClaims(conn2).claims('shared')).length === 0 ? true : undefined), 30_000);
     } finally {
       conn2.close();
+    }
+  });
+
+  it('the claim sweep releases in etcd the claims of this node that no alloc here holds, and no other node\'s', async () => {
+    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
+    try {
+      const claims = new EtcdVolumeClaims(conn);
+      const volume = { id: 'ghostly', capabilities: [{ accessMode: 'multi-node-multi-writer' as const, attachmentMode: 'file-system' as const }] };
+      const req = (allocId: string) => ({ volumeId: 'ghostly', allocId, accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', readOnly: false });
+      // A claim left in etcd for n3 by an alloc n3 does not have (a release that reached only its catalog), and one of a node no agent runs.
+      await claims.claim(volume, req('ghost-on-n3'), 'n3');
+      await claims.claim(volume, req('ghost-on-n9'), 'n9');
+      await pollUntil('n3\'s sweep released its ghost', async () => ((await claims.claims('ghostly')).some((c) => c.allocId === 'ghost-on-n3') ? undefined : true), 30_000);
+      expect((await claims.claims('ghostly')).map((c) => c.allocId)).toEqual(['ghost-on-n9']);
+    } finally {
+      conn.close();
     }
   });
 
