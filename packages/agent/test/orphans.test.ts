@@ -127,6 +127,8 @@ asRoot('orphans after a state file was lost', () => {
       if (reconciler!.exitCode !== null) throw new Error(`agent exited ${reconciler!.exitCode}:\n${reconcilerLog}`);
       return (await h.api.health()).ok ? true : undefined;
     });
+    // The log reaches us through a pipe: the line may come a moment after the API answers.
+    await pollUntil('the reconciliation in the agent\'s log', async () => (messages(reconcilerLog).includes('agent started') ? true : undefined), 15_000);
     const done = messages(reconcilerLog);
     expect(done).toContainEqual(expect.stringMatching(/^orphans reconciled: 2 task\(s\) stopped, \d+ mount\(s\) unmounted \(\d+ lazily\), \d+ dir\(s\) removed, 0 left$/));
     const reconciledAt = done.findIndex((m) => m.startsWith('orphans reconciled: '));
