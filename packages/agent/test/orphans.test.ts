@@ -98,6 +98,8 @@ asRoot('orphans after a state file was lost', () => {
 
     // A new agent: it starts empty, says so, and warns about each orphan; it changes nothing.
     await h.start();
+    // As below: the log comes through a pipe, and may trail the API's first answer.
+    await pollUntil('the orphan summary in the agent\'s log', async () => (/ orphan\(s\) under .* are left as they are/.test(h.log) ? true : undefined), 15_000);
     const warned = messages(h.log);
     expect(warned).toContainEqual(expect.stringMatching(new RegExp(`^the state file was found empty: ${stateFile} was there but empty \\(0 bytes\\)`)));
     for (const alloc of [workAlloc, pluginAlloc]) {
