@@ -17,7 +17,10 @@ import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
-import { ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeClaimer, isEtcdAway, type NodeInfo } from '@csiplug/cluster';
+import { ClusterJobs, QUEUED_REASON } from './cluster-jobs';
+import { ApiClient } from './api/api-client';
+import { ApiError } from './api/api-error';
 import { ClusterMembership, clusterInstanceId } from './cluster-membership';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
@@ -57,7 +60,7 @@ import type {
   VolumeMountView,
   VolumeView,
 } from './service';
-import type { AgentConfig, VolumeSpec } from './spec';
+import { volumeSpecToDocument, type AgentConfig, type VolumeSpec } from './spec';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -156,6 +159,8 @@ export class Agent implements AgentService, AsyncDisposable {
   /** Allocs boot could not read or rebuild: left as they are, tasks running — their claims count as in use. */
   private readonly unrestored = new Set<string>();
   private closed: Promise<void> | undefined;
+  /** Cluster mode: the jobs in etcd and this node's share of their placements (cluster-jobs.ts). */
+  private readonly clusterJobs: ClusterJobs | undefined;
   /** Variables every task sees, on top of its own. */
   private readonly taskVariables: Record<string, string>;
 
@@ -202,6 +207,23 @@ export class Agent implements AgentService, AsyncDisposable {
     const cli = hostpathCli();
     this.taskVariables = cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {};
     this.updates = new JobUpdater(this.rolloutHost());
+    this.clusterJobs = membership
+      ? new ClusterJobs(
+          membership,
+          {
+            localJob: (id) => {
+              const view = this.updates.view(id);
+              return view && { job: view.job, wanted: this.jobAllocs(id).filter((r) => r.alloc.desiredStatus === 'run').length };
+            },
+            localJobIds: () => [...this.runnersByJob.keys()],
+            runLocal: (job) => this.runLocalJob(job),
+            stopLocal: (id, purge) => (this.jobAllocs(id).length ? this.stopLocalJob(id, { purge }) : Promise.resolve()),
+            catalog: this.catalog,
+          },
+          this.clock,
+          container.resolve<Logger>(ILogger).child({ component: 'cluster-jobs' }),
+        )
+      : undefined;
     addStateGauges(metrics, {
       service: this,
       registryEntries: () =>
@@ -280,10 +302,13 @@ export class Agent implements AgentService, AsyncDisposable {
       agent.boot();
       // In the background: an etcd that is away never holds the start (tasks and mounts here do not need it).
       const joined = agent;
+      // On every (re)join: what runs here is first made what the cluster placed here — a node back after its work moved
+      // stops its copies — and only then are its claims asserted in etcd.
       membership?.join(
         () => joined.nodeInfo(),
-        () => void joined.assertClaimsInCluster(),
+        () => void joined.clusterJobs!.kick().then(() => joined.assertClaimsInCluster()),
       );
+      agent.clusterJobs?.start();
       return agent;
     } catch (err) {
       // What boot began is left to the next agent, as on any shutdown: the
@@ -549,17 +574,56 @@ export class Agent implements AgentService, AsyncDisposable {
   }
 
   listJobs(): JobView[] {
-    return [...this.runnersByJob.keys()].sort().map((id) => this.jobView(id)!);
+    const ids = new Set(this.runnersByJob.keys());
+    for (const job of this.clusterJobs?.queued() ?? []) ids.add(job.id);
+    for (const { record } of this.clusterJobs?.lastSeen()?.jobs ?? []) ids.add(record.id);
+    return [...ids].sort().map((id) => this.getJob(id)!);
   }
 
+  /** The job here; in a cluster, with where its slots are placed (as last read from etcd, at most a second or so old). */
   getJob(id: string): JobView | undefined {
-    return this.jobView(id);
+    const local = this.jobView(id);
+    const queued = this.clusterJobs?.queued().find((j) => j.id === id);
+    const seen = this.clusterJobs?.lastSeen()?.jobs.find((j) => j.record.id === id);
+    if (queued) {
+      const view = { type: queued.type === 'system' ? ('system' as const) : ('service' as const), version: seen?.record.version ?? 0, stopped: false, placements: [], pending: [{ jobId: id, group: '*', slot: '*', reasons: { etcd: QUEUED_REASON } }], readAt: this.clock.now() };
+      return { ...(local ?? this.clusterOnlyView(id, queued, view.version, false)), cluster: view };
+    }
+    if (!seen) return local;
+    return { ...(local ?? this.clusterOnlyView(id, seen.record.spec, seen.record.version, seen.record.stopped)), cluster: seen.view };
+  }
+
+  /** A cluster job with nothing of it on this node. */
+  private clusterOnlyView(id: string, job: JobSpec, version: number, stopped: boolean): JobView {
+    return { id, name: job.name, status: stopped ? 'dead' : 'pending', version, job, allocs: [] };
   }
 
   async runJob(job: JobSpec): Promise<RunJobResult> {
     this.checkOpen();
     this.checkAllocLimit(job);
+    if (this.clusterJobs) return this.runClusterJob(job);
+    return this.runLocalJob(job);
+  }
+
+  /** The job run here, by this agent's job updater (on its own, or this node's share of a cluster job). */
+  private runLocalJob(job: JobSpec): Promise<RunJobResult> {
+    this.checkOpen();
     return this.updates.run(job, () => this.checkOpen());
+  }
+
+  /** Cluster mode: the job goes to etcd and is placed there; each node runs its share. */
+  private async runClusterJob(job: JobSpec): Promise<RunJobResult> {
+    let submitted;
+    try {
+      submitted = await this.clusterJobs!.submit(job);
+    } catch (err) {
+      if (err instanceof ClusterJobsUnavailableError) throw new ClusterUnavailableError(err.message);
+      throw err;
+    }
+    const { record, unchanged, view } = submitted;
+    if (submitted.queued) this.emit({ topic: 'Job', type: 'Job queued', message: `job ${job.id}: the cluster's etcd did not answer; the job waits on this agent and is submitted once it does`, jobId: job.id });
+    const plan: JobPlan = { jobId: job.id, changed: !unchanged, version: { ...(record.version > 0 || unchanged ? { from: unchanged ? record.version : record.version - 1 } : {}), to: record.version }, fields: [], groups: [] };
+    return { jobId: job.id, allocIds: [], replaced: record.version > 0, unchanged, version: record.version, plan, ...(view ? { cluster: view } : {}) };
   }
 
   planJob(job: JobSpec): JobPlan {
@@ -580,6 +644,31 @@ export class Agent implements AgentService, AsyncDisposable {
   }
 
   async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
+    this.checkOpen();
+    if (this.clusterJobs) {
+      let record;
+      try {
+        record = await this.clusterJobs.stop(id, !!options.purge);
+      } catch (err) {
+        if (err instanceof ClusterJobsUnavailableError) throw new ClusterUnavailableError(err.message);
+        throw err;
+      }
+      // etcd away: stopped here now, in the cluster once etcd answers.
+      if (record === 'queued') {
+        this.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped on this node; the cluster's etcd did not answer, and the stop is made there once it does`, jobId: id });
+        if (this.jobAllocs(id).length) return this.stopLocalJob(id, options);
+        return this.clusterOnlyView(id, { id, name: id, groups: [] }, 0, true);
+      }
+      // A job the cluster does not know (run here before this agent joined) is stopped here, as on one agent.
+      if (record) {
+        this.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped in the cluster${options.purge ? ' and purged' : ''}`, jobId: id });
+        return this.jobView(id) ?? this.clusterOnlyView(id, record.spec, record.version, true);
+      }
+    }
+    return this.stopLocalJob(id, options);
+  }
+
+  private async stopLocalJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
     this.checkOpen();
     if (this.jobAllocs(id).length === 0) throw new NotFoundError(`job "${id}" not found`);
     // As the job's one writer: a rollout under way is cancelled first, so nothing starts again behind the stop.
@@ -750,18 +839,24 @@ export class Agent implements AgentService, AsyncDisposable {
       }));
     return { ...volume, mounts };
   }
-  registerVolume(spec: VolumeSpec): Promise<VolumeView> {
+  async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
     this.checkOpen();
-    return this.catalog.registerVolume(spec);
+    if (!this.clusterJobs) return this.catalog.registerVolume(spec);
+    // In a cluster the id is the cluster's: refused at once when another node has it, added there once registered here.
+    await this.clusterCall(() => this.clusterJobs!.assertVolumeFree(spec.id));
+    const view = await this.catalog.registerVolume(spec);
+    await this.addToCluster(view, () => this.catalog.deregisterVolume(view.id));
+    return view;
   }
-  createVolume(spec: VolumeSpec): Promise<VolumeView> {
+
+  async createVolume(spec: VolumeSpec, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
     this.checkOpen();
     // Nomad's `volume create` of a volume that exists with a larger capacity expands it.
     const existing = this.catalog.getVolume(spec?.id);
     if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) {
       // Only the capacity of an existing volume changes this way: a content source would silently not be applied.
       if (spec.snapshotId !== undefined || spec.cloneId !== undefined) {
-        return Promise.reject(new ValidationError(`volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`, spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'));
+        throw new ValidationError(`volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`, spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id');
       }
       return this.expandVolume(existing, spec);
     }
@@ -773,21 +868,90 @@ export class Agent implements AgentService, AsyncDisposable {
     const starting =
       this.updates.deploying().some((job) => controls(job)) ||
       [...this.runners.values()].some((r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && controls(r.alloc.job, r.alloc.group));
-    if (!starting && !this.registry.get('csi-controller', pluginId)) {
-      const known = this.listPlugins().map((p) => p.id);
-      return Promise.reject(
-        new NotFoundError(`no controller of plugin "${pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`),
-      );
+    const here = starting || this.registry.get('csi-controller', pluginId) !== undefined;
+    if (this.clusterJobs) {
+      await this.clusterCall(() => this.clusterJobs!.assertVolumeFree(spec.id));
+      // No controller of the plugin here: the create goes to a node whose controller is healthy (once: a forwarded create goes no further).
+      if (!here && !options.forwarded) return this.createElsewhere(spec);
     }
-    return this.catalog.createVolume(spec);
+    if (!here) {
+      const known = this.listPlugins().map((p) => p.id);
+      throw new NotFoundError(`no controller of plugin "${pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`);
+    }
+    const view = await this.catalog.createVolume(spec);
+    if (this.clusterJobs) await this.addToCluster(view, () => this.catalog.deleteVolume(view.id));
+    return view;
   }
-  deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
+
+  /**
+   * Cluster mode: a create routed to another node whose controller of the
+   * plugin is healthy (as the nodes last said), with the agents' ACL token;
+   * the next one is tried when one cannot be reached or fails for want of its
+   * controller. A refusal of the volume itself is the answer.
+   */
+  private async createElsewhere(spec: VolumeSpec): Promise<VolumeView> {
+    const self = this.membership!.nodeName;
+    const nodes = (this.membership!.lastSeenNodes?.nodes ?? []).filter(
+      (n) => n.name !== self && n.status === 'ready' && n.address && n.plugins.some((p) => p.id === spec.pluginId && p.type === 'csi-controller' && p.healthy),
+    );
+    if (nodes.length === 0) {
+      throw new NotFoundError(`no healthy controller of plugin "${spec.pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`);
+    }
+    const failures: string[] = [];
+    for (const node of nodes) {
+      const client = new ApiClient({ address: node.address!, ...(this.config.acl.token ? { token: this.config.acl.token } : {}), timeoutMs: 120_000 });
+      try {
+        const view = await client.createVolume(volumeSpecToDocument(spec), { forwarded: true });
+        this.logger.info('volume created through another node\'s controller', { volume_id: spec.id, plugin_id: spec.pluginId, node: node.name });
+        return view;
+      } catch (err) {
+        // The node or its controller is away (no answer, 5xx, no controller there after all): the next one. Anything else is the answer.
+        const away = !(err instanceof ApiError) || err.status === 0 || err.status >= 500 || (err.status === 404 && /no (healthy )?controller/.test(err.message));
+        if (!away) throw err;
+        failures.push(`${node.name}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    throw new ClusterUnavailableError(`volume "${spec.id}": no node with a healthy controller of plugin "${spec.pluginId}" could create it (${failures.join('; ')})`);
+  }
+
+  /** Adds a volume made here to the cluster's catalog; when the cluster refuses it (the id taken meanwhile, etcd away), `undo` runs and the refusal is thrown. */
+  private async addToCluster(view: VolumeView, undo: () => Promise<unknown>): Promise<void> {
+    try {
+      await this.clusterJobs!.addVolume(view);
+    } catch (err) {
+      await undo().catch((e: unknown) => this.logger.error('a volume the cluster refused could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
+      if (err instanceof Error && isEtcdAway(err)) throw new ClusterUnavailableError(`volume "${view.id}": the cluster's etcd did not answer (${err.message}); nothing was kept, try again once it does`);
+      throw err;
+    }
+  }
+
+  /** An etcd call for the API: etcd away is a 503 that says so. */
+  private async clusterCall<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof Error && isEtcdAway(err)) throw new ClusterUnavailableError(`the cluster's etcd did not answer (${err.message}); nothing was changed, try again once it does`);
+      throw err;
+    }
+  }
+
+  async deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
     this.checkOpen();
+    await this.removeFromCluster(id);
     return this.catalog.deregisterVolume(id, options);
   }
-  deleteVolume(id: string): Promise<void> {
+
+  async deleteVolume(id: string): Promise<void> {
     this.checkOpen();
+    await this.removeFromCluster(id);
     return this.catalog.deleteVolume(id);
+  }
+
+  /** Cluster mode: the volume leaves the cluster's catalog first, refused while any node holds a claim on it; each node deregisters its copy. */
+  private async removeFromCluster(id: string): Promise<void> {
+    if (!this.clusterJobs) return;
+    const removed = await this.clusterCall(async () => (await this.clusterJobs!.store.volumes.get(id)) === undefined || this.clusterJobs!.store.volumes.remove(id));
+    if (!removed) throw new ConflictError(`volume "${id}" is claimed in the cluster (see csiplug volume status ${id} on the nodes that use it); stop the jobs using it first`);
   }
 
   /**
@@ -1040,6 +1204,8 @@ export class Agent implements AgentService, AsyncDisposable {
     this.closed ??= (async () => {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
       let failure: unknown;
+      // No pass may run a job here or stop one while the agent shuts down.
+      await this.clusterJobs?.dispose().catch(() => undefined);
       this.claimSweep?.dispose();
       await this.sweeping;
       // Rollouts first: cancelled when every task stops (nothing to resume), else left to the next agent.

@@ -66,6 +66,11 @@ export class ClusterMembership implements AsyncDisposable {
     return this.stop.signal.aborted;
   }
 
+  /** The agent instance holding this node's name, when another live agent did at the last attempt to register (this one is refused). */
+  get nameHeldBy(): string | undefined {
+    return this.nodes.refusedBy;
+  }
+
   /** Whether this agent holds its node now (joined, its lease current). */
   get holdsNode(): boolean {
     return this.nodes.holdsNode;

@@ -74,6 +74,12 @@ export interface GroupSpec {
 export interface JobSpec {
   id: string;
   name: string;
+  /**
+   * `system`: one alloc of each group on every node that can run it (in a
+   * cluster, how node plugins are deployed; on one agent, count 1). Absent:
+   * a service job, placed `count` times.
+   */
+  type?: 'system';
   groups: GroupSpec[];
 }
 

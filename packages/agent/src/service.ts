@@ -6,6 +6,19 @@ import type { ExternalVolumeView, MountUsageView, NodeExpandOutcome, Page, Snaps
 import type { Alloc, DeploymentStatus, JobSpec, TaskState } from './model';
 import type { LogRange, LogSlice } from './log-slice';
 import type { JobPlan } from './deploy/job-plan';
+import type { Placement, Unplaced } from '@csiplug/cluster';
+
+/** A cluster job as the agent shows it: its record, where its slots are, what could not be placed. */
+export interface ClusterJobView {
+  type: 'service' | 'system';
+  version: number;
+  stopped: boolean;
+  placements: Array<Pick<Placement, 'slot' | 'group' | 'index' | 'node' | 'jobVersion'> & { movedFrom?: string }>;
+  pending: Unplaced[];
+  /** ms since the epoch: when this was read from etcd. */
+  readAt: number;
+}
+
 
 /** What `job plan` answers: the plan of a run, per group and alloc (deploy/job-plan.ts). */
 export type { AllocUpdate, GroupPlan, JobPlan, PlannedAlloc } from './deploy/job-plan';
@@ -101,6 +114,8 @@ export interface JobView {
   /** The current version's spec. */
   job: JobSpec;
   deployment?: DeploymentView;
+  /** In a cluster: where the job's slots are placed, and what no node could take (as last read from etcd). `allocs` are this node's. */
+  cluster?: ClusterJobView;
   allocs: {
     id: string;
     name: string;
@@ -167,8 +182,10 @@ export interface RunJobResult {
   version: number;
   /** The deployment that rolls the change out, when the run places or replaces allocs. */
   deploymentId?: string;
-  /** What the run set under way (the same plan `job plan` shows). */
+  /** What the run set under way (the same plan `job plan` shows). In a cluster, the job's version only: its allocs are the nodes'. */
   plan: JobPlan;
+  /** In a cluster: where the job's slots are placed, and what no node could take (and why). */
+  cluster?: ClusterJobView;
 }
 
 export interface AgentHealth {
@@ -252,7 +269,7 @@ export interface AgentService {
   /** Adds an existing volume (already on its plugin) to the catalog. */
   registerVolume(spec: VolumeSpec): Promise<VolumeView>;
   /** Creates the volume through its controller plugin's CreateVolume, then registers it. */
-  createVolume(spec: VolumeSpec): Promise<VolumeView>;
+  createVolume(spec: VolumeSpec, options?: { forwarded?: boolean }): Promise<VolumeView>;
   /** Removes a volume from the catalog; refuses while claimed unless `force`. */
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
   /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */

@@ -3,6 +3,9 @@
 import '@csiplug/core';
 export * from './claims';
 export * from './cluster-claimer';
+export * from './cluster-volumes';
 export * from './connect';
+export * from './jobs';
 export * from './node-registry';
 export * from './options';
+export * from './scheduler';

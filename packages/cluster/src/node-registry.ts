@@ -51,6 +51,8 @@ const ALIVE = 'alive/';
 
 /** Another live agent holds this node name (its lease is alive, with another instance id). */
 export class NodeNameInUseError extends CsiplugError {
+  /** An API's answer to a request this refused machine cannot serve (a conflict). */
+  readonly httpStatus = 409;
   constructor(name: string, holder: string) {
     super(
       'ENODE_NAME_IN_USE',
@@ -187,6 +189,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     }
     const previous = this.lease;
     this.lease = lease;
+    this.refusedBy = undefined;
     previous?.release();
     lease.on('lost', (err) => this.lost(lease, err));
     this.onRegistered?.();
@@ -212,12 +215,18 @@ export class EtcdNodeRegistry implements AsyncDisposable {
       } catch {
         instance = '';
       }
-      if (instance !== this.instanceId) throw new NodeNameInUseError(name, instance || 'unknown');
+      if (instance !== this.instanceId) {
+        this.refusedBy = instance || 'unknown';
+        throw new NodeNameInUseError(name, this.refusedBy);
+      }
       const taken = await this.conn.kv.if(key, 'Mod', '==', held.mod_revision).then(this.conn.kv.put(key).value(value).lease(id)).commit();
       if (taken.succeeded) return;
     }
     throw new Error(`the alive key of node "${name}" kept changing while this agent took it over; trying again`);
   }
+
+  /** The instance that held this node's name at the last attempt to register, when another live agent did (cleared once this one registers). */
+  refusedBy: string | undefined;
 
   /** Whether this agent holds its node now (a current lease): only then may it claim, release or sweep as that node. */
   get holdsNode(): boolean {

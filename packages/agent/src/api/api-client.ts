@@ -202,8 +202,8 @@ export class ApiClient {
   }
 
   /** Creates the volume through its plugin, then registers it. */
-  createVolume(spec: VolumeSpecDocument): Promise<VolumeView> {
-    return this.json('PUT', `/v1/volume/csi/${enc(spec.id)}/create`, { body: { Volume: spec } });
+  createVolume(spec: VolumeSpecDocument, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
+    return this.json('PUT', `/v1/volume/csi/${enc(spec.id)}/create${query({ forwarded: options.forwarded })}`, { body: { Volume: spec } });
   }
 
   async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {

@@ -548,7 +548,8 @@ export class HttpApi implements AsyncDisposable {
         if (spec.id !== ctx.params.id) {
           throw ApiError.badRequest(`the volume id in the path ("${ctx.params.id}") does not match the id in the body ("${spec.id}")`);
         }
-        return { body: redactSecrets(how === 'register' ? await s.registerVolume(spec) : await s.createVolume(spec)) };
+        // forwarded: another agent of the cluster routed the create here (its node has no healthy controller); it goes no further.
+        return { body: redactSecrets(how === 'register' ? await s.registerVolume(spec) : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') })) };
       };
     r.add('PUT', '/v1/volume/csi/:id', writeVolume('register'));
     r.add('POST', '/v1/volume/csi/:id', writeVolume('register'));

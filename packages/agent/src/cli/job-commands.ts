@@ -2,7 +2,7 @@
 import { ValidationError, formatDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '../deploy/job-plan';
 import type { JobSpec } from '../model';
-import type { AllocUpdate, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '../service';
+import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '../service';
 import { ValidationProblems, jobToDocument, parseJobspec } from '../spec';
 import { UsageError } from './args';
 import { Command, CommandContext, VERBOSE_FLAG, inputName } from './command';
@@ -106,7 +106,11 @@ function runLines(result: RunJobResult, verbose: boolean, monitoring: boolean): 
   const counts = updateCounts(planTotals(result.plan));
   const head = result.replaced ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}` : `==> Job "${result.jobId}" registered (version ${result.version})`;
   const lines = [head, ...result.allocIds.map((id) => `    Allocation "${id}" created`)];
-  if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
+  if (result.cluster) {
+    lines.push(...result.cluster.placements.map((p) => `    Slot "${p.slot}" placed on node ${p.node}`));
+    lines.push(...result.cluster.pending.map((u) => `    Slot "${u.slot}" pending: ${pendingWhy(u.reasons)}`));
+    if (result.cluster.placements.length + result.cluster.pending.length === 0) lines.push('    No node can run it now');
+  } else if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
   if (result.deploymentId) {
     const id = shortId(result.deploymentId, verbose);
     lines.push(monitoring ? `==> Monitoring deployment "${id}" (Ctrl-C stops watching; the job goes on)` : `    Deployment "${id}" is rolling it out: see 'csiplug job status ${result.jobId}'`);
@@ -325,9 +329,29 @@ const jobStatus: Command = {
           job.allocs.map((a) => [shortId(a.id, ctx.verbose), a.name, a.group, String(a.jobVersion), a.desiredStatus, a.clientStatus]),
         )
       : 'No allocations';
-    ctx.out(`${kv}${deployment}\n\nAllocations\n${allocs}`);
+    ctx.out(`${kv}${deployment}${job.cluster ? `\n\n${clusterLines(job.cluster)}` : ''}\n\n${job.cluster ? 'Allocations on this node' : 'Allocations'}\n${allocs}`);
     return 0;
   },
 };
+
+/** Where a cluster job's slots are placed, and what no node could take. */
+function clusterLines(c: ClusterJobView): string {
+  const head = formatKV([
+    ['Type', c.type],
+    ['Cluster Version', String(c.version)],
+    ['Stopped', String(c.stopped)],
+    ['Read', formatTime(c.readAt)],
+  ]);
+  const placed = c.placements.length
+    ? formatTable(['Slot', 'Node', 'Version', 'Moved From'], c.placements.map((p) => [p.slot, p.node, String(p.jobVersion), p.movedFrom ?? '']))
+    : 'No placements';
+  const pending = c.pending.length ? `\n\nPending (no node can take these now)\n${formatTable(['Slot', 'Why not'], c.pending.map((u) => [u.slot, pendingWhy(u.reasons)]))}` : '';
+  return `Cluster\n${head}\n\nPlacements\n${placed}${pending}`;
+}
+
+function pendingWhy(reasons: Record<string, string>): string {
+  const entries = Object.entries(reasons);
+  return entries.length ? entries.map(([node, why]) => `${node}: ${why}`).join('; ') : 'no node is ready';
+}
 
 export const JOB_COMMANDS: Command[] = [jobRun, jobPlan, jobStop, jobStatus, jobValidate];

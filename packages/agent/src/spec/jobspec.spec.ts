@@ -677,9 +677,9 @@ describe('every problem in one pass', () => {
   it.each<[string, Record<string, unknown>, string]>([
     ['datacenters', { job: { datacenters: ['dc1'] } }, 'job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it'],
     ['region', { job: { region: 'global' } }, 'job "web": region is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it'],
-    ['type system', { job: { type: 'system' } }, 'job "web": type "system" is not supported: csiplug runs on this one node, where a system job is a service job of count 1: set type = "service" (or leave type out)'],
+    ['a system job of count 2', { job: { type: 'system' }, group: { count: 2 } }, `${GROUP}: count is 2: a system job runs one alloc of each group on every node it can, so count must be 1 (or left out)`],
     ['type batch', { job: { type: 'batch' } }, 'job "web": type "batch" is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)'],
-    ['another type', { job: { type: 'daemon' } }, 'job "web": type "daemon" must be "service", the kind of job csiplug runs (or leave type out)'],
+    ['another type', { job: { type: 'daemon' } }, 'job "web": type "daemon" must be "service" or "system", the kinds of job csiplug runs (or leave type out: service)'],
     ['job constraint', { job: { constraint: { attribute: '${attr.kernel.name}', value: 'linux' } } }, 'job "web": constraint is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it'],
     ['job vault', { job: { vault: { policies: ['x'] } } }, 'job "web": vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it'],
     ['network', { group: { network: { port: { http: {} } } } }, `${GROUP}: network is not supported: csiplug assigns no ports or networks: a raw_exec task uses the host's network, an exec task the host's (config { network_mode = "host" }) or only a loopback of its own (network_mode = "none"); remove it`],

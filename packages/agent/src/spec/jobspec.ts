@@ -87,6 +87,8 @@ export interface GroupDocument {
 
 export interface JobBodyDocument {
   name?: string;
+  /** "service" (the default) or "system". */
+  type?: string;
   /** The default of every group's update block (a group's own fields win, one by one). */
   update?: UpdateDocument;
   group: Record<string, GroupDocument>;
@@ -188,7 +190,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
     volume: Object.fromEntries(g.volumes.map((v) => [v.name, volume(v)])),
     task: Object.fromEntries(g.tasks.map((t) => [t.name, task(t)])),
   });
-  return { job: { [job.id]: { name: job.name, group: Object.fromEntries(job.groups.map((g) => [g.name, group(g)])) } } };
+  return { job: { [job.id]: { name: job.name, ...(job.type === 'system' ? { type: 'system' } : {}), group: Object.fromEntries(job.groups.map((g) => [g.name, group(g)])) } } };
 }
 
 // ---------------------------------------------------------------------------
@@ -269,7 +271,6 @@ const NOMAD_DRIVERS = new Set(['docker', 'podman', 'containerd-driver', 'nspawn'
 
 /** Job types: csiplug's jobs are Nomad's service jobs; what it says instead of the others. */
 const JOB_TYPES: Readonly<Record<string, string>> = {
-  system: 'is not supported: csiplug runs on this one node, where a system job is a service job of count 1: set type = "service" (or leave type out)',
   batch: 'is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)',
   sysbatch: 'is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)',
 };
@@ -304,18 +305,20 @@ function readJob(top: Where, id: string, body: Body, at: readonly number[]): Job
   const r = new BlockReader(body, where, ['name', 'type', 'update', 'group'], JOB_UNSUPPORTED);
   const name = r.string('name', id);
   const type = r.string('type', 'service');
-  if (type !== 'service') r.report('type', `"${type}" ${JOB_TYPES[type] ?? 'must be "service", the kind of job csiplug runs (or leave type out)'}`);
+  if (type !== 'service' && type !== 'system') r.report('type', `"${type}" ${JOB_TYPES[type] ?? 'must be "service" or "system", the kinds of job csiplug runs (or leave type out: service)'}`);
   const update = readUpdate(r, where, DEFAULT_UPDATE);
-  const groups = present(r.labelled('group', 'group').map(([g, b, gat]) => where.guard(() => readGroup(where, g, b, update, gat), undefined)));
+  const groups = present(r.labelled('group', 'group').map(([g, b, gat]) => where.guard(() => readGroup(where, g, b, update, gat, type === 'system'), undefined)));
   if (r.labelCount('group') === 0) where.reportObject('needs at least one group', r.at('group'));
-  return { id, name, groups: groups.sort(byName) };
+  return { id, name, ...(type === 'system' ? { type: 'system' as const } : {}), groups: groups.sort(byName) };
 }
 
-function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStrategy, at: readonly number[]): GroupSpec {
+function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStrategy, at: readonly number[], system = false): GroupSpec {
   checkId(parent, name, 'group name', at);
   const where = parent.object(`group ${JSON.stringify(name)}`, at);
   const r = new BlockReader(body, where, ['count', 'restart', 'update', 'volume', 'task'], GROUP_UNSUPPORTED);
   const count = r.int('count', 1, 1);
+  // Nomad's rule: a system job runs one alloc of each group on every eligible node; the count is that one.
+  if (system && count !== 1) r.report('count', `is ${count}: a system job runs one alloc of each group on every node it can, so count must be 1 (or left out)`);
   const restart = readRestart(r, DEFAULT_RESTART);
   const update = readUpdate(r, where, jobUpdate);
   const volumeEntries = r.labelled('volume', 'volume');

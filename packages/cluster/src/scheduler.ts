@@ -1,0 +1,298 @@
+// The cluster's scheduler: a pure function from what etcd holds (jobs,
+// their placements, nodes, volumes, claims) to the placements to write.
+// Feasibility first, then spread:
+//   - a node is feasible for a group when it is ready, has every driver the
+//     group's tasks use, and for each CSI volume of the group: the volume is
+//     in the cluster's catalog, its plugin's node instance is healthy there,
+//     the node's topology is one the volume is accessible from, the node is
+//     under the plugin's max volumes, and a single-node access mode is not
+//     held (claimed or placed) on another node;
+//   - among feasible nodes, the one with the fewest of this job's placements
+//     wins, then the fewest placements overall, then the name.
+// `system` jobs get one placement per group on every ready feasible node;
+// `service` jobs get `count` placements per group. A service placement on a
+// node down for longer than the disconnect grace is placed again elsewhere;
+// a system placement stays where it is (it is that node's). Nothing here
+// talks to etcd: jobs.ts reads the inputs and commits the result with
+// compare-and-swap on the revisions it read.
+import type { ClusterClaim } from './claims';
+import type { ClusterNodeView } from './node-registry';
+
+export type ClusterJobType = 'service' | 'system';
+
+/** What the scheduler needs of one CSI volume request of a group. */
+export interface VolumeDemand {
+  volumeId: string;
+  accessMode: string;
+  readOnly: boolean;
+}
+
+/** What the scheduler needs of a group: how many, which drivers, which volumes. */
+export interface GroupDemand {
+  name: string;
+  count: number;
+  drivers: string[];
+  volumes: VolumeDemand[];
+}
+
+/** A volume as the cluster's catalog holds it (volumes.ts), what placement needs of it. */
+export interface SchedVolume {
+  id: string;
+  pluginId: string;
+  /** Where the volume may be used: a node matches when one segment set is wholly in its topology. Empty or absent: anywhere. */
+  accessibleTopology?: Array<Record<string, string>>;
+}
+
+/** One alloc's place: which job, group and index, on which node. */
+export interface Placement {
+  /** The alloc slot: `<group>/<index>` (service) or `<group>/@<node>` (system). */
+  slot: string;
+  jobId: string;
+  group: string;
+  /** The index in the group's count (service); 0 for system. */
+  index: number;
+  node: string;
+  /** The job version it was placed for. */
+  jobVersion: number;
+  /** ms since the epoch. */
+  placedAt: number;
+  /** The node it was placed on before, when it was moved off a node down past its grace. */
+  movedFrom?: string;
+}
+
+export interface SchedJob {
+  id: string;
+  type: ClusterJobType;
+  version: number;
+  stopped: boolean;
+  groups: GroupDemand[];
+}
+
+export interface SchedulerInput {
+  jobs: SchedJob[];
+  /** Every placement, of every job. */
+  placements: Placement[];
+  nodes: ClusterNodeView[];
+  /** When each down node was first seen down (ms since the epoch). */
+  downSince: Record<string, number>;
+  volumes: Record<string, SchedVolume>;
+  claims: Record<string, ClusterClaim[]>;
+  now: number;
+  disconnectGraceMs: number;
+}
+
+/** A slot no node can take now, and why not on each node. */
+export interface Unplaced {
+  jobId: string;
+  group: string;
+  slot: string;
+  /** Node name → why not there ("no ready node" when the map is empty). */
+  reasons: Record<string, string>;
+}
+
+export interface SchedulerResult {
+  /** Placements to write (new slots, and slots moved off a node down past its grace). */
+  put: Placement[];
+  /** Slots to delete (a stopped job, a smaller count, a removed group). */
+  remove: Placement[];
+  unplaced: Unplaced[];
+}
+
+export const slotOf = (group: string, index: number): string => `${group}/${index}`;
+export const systemSlotOf = (group: string, node: string): string => `${group}/@${node}`;
+
+/** Whether a node's topology segments hold one of the volume's segment sets (or the volume says nothing of topology). */
+export function topologyMatches(volume: SchedVolume, nodeTopology: Record<string, string> | undefined): boolean {
+  const wanted = volume.accessibleTopology ?? [];
+  if (wanted.length === 0) return true;
+  return wanted.some((segments) => Object.entries(segments).every(([k, v]) => nodeTopology?.[k] === v));
+}
+
+/** Whether the node has been down for longer than the grace (a service placement there is placed again). */
+export function pastGrace(node: string, input: Pick<SchedulerInput, 'nodes' | 'downSince' | 'now' | 'disconnectGraceMs'>): boolean {
+  const view = input.nodes.find((n) => n.name === node);
+  if (view?.status === 'ready') return false;
+  const since = input.downSince[node];
+  // A node never seen down (or no longer known at all) is given the grace from now on: its record tells nothing of when.
+  return since !== undefined && input.now - since >= input.disconnectGraceMs;
+}
+
+class Tally {
+  /** node → volumes in use there (claimed or placed), by plugin. */
+  private readonly volumesOn = new Map<string, Map<string, Set<string>>>();
+  /** volume → nodes holding it with a single-node mode. */
+  private readonly singleHolders = new Map<string, Set<string>>();
+  /** volume → the writers it has (claimed or placed), for the single-writer modes. */
+  private readonly writers = new Map<string, number>();
+  /** node → every placement there; job → node → count. */
+  private readonly total = new Map<string, number>();
+  private readonly perJob = new Map<string, Map<string, number>>();
+
+  constructor(private readonly volumes: Record<string, SchedVolume>) {}
+
+  useVolume(node: string, volumeId: string, accessMode: string, writes: boolean): void {
+    if (writes) this.writers.set(volumeId, (this.writers.get(volumeId) ?? 0) + 1);
+    const plugin = this.volumes[volumeId]?.pluginId ?? '';
+    const byPlugin = this.volumesOn.get(node) ?? new Map<string, Set<string>>();
+    const set = byPlugin.get(plugin) ?? new Set<string>();
+    set.add(volumeId);
+    byPlugin.set(plugin, set);
+    this.volumesOn.set(node, byPlugin);
+    if (accessMode.startsWith('single-node-')) {
+      const holders = this.singleHolders.get(volumeId) ?? new Set<string>();
+      holders.add(node);
+      this.singleHolders.set(volumeId, holders);
+    }
+  }
+
+  place(p: Placement): void {
+    this.total.set(p.node, (this.total.get(p.node) ?? 0) + 1);
+    const job = this.perJob.get(p.jobId) ?? new Map<string, number>();
+    job.set(p.node, (job.get(p.node) ?? 0) + 1);
+    this.perJob.set(p.jobId, job);
+  }
+
+  volumesOfPlugin(node: string, plugin: string): Set<string> {
+    return this.volumesOn.get(node)?.get(plugin) ?? new Set();
+  }
+
+  writersOf(volumeId: string): number {
+    return this.writers.get(volumeId) ?? 0;
+  }
+
+  holdersOf(volumeId: string): Set<string> {
+    return this.singleHolders.get(volumeId) ?? new Set();
+  }
+
+  count(jobId: string, node: string): number {
+    return this.perJob.get(jobId)?.get(node) ?? 0;
+  }
+
+  totalOn(node: string): number {
+    return this.total.get(node) ?? 0;
+  }
+}
+
+/** Why `node` cannot run `group`, or undefined when it can. */
+function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerInput, tally: Tally): string | undefined {
+  if (node.status !== 'ready') return 'the node is down';
+  const missing = group.drivers.filter((d) => !node.drivers.includes(d));
+  if (missing.length) return `no ${missing.join(', ')} driver on the node`;
+  for (const v of group.volumes) {
+    const volume = input.volumes[v.volumeId];
+    if (!volume) return `volume "${v.volumeId}" is not in the cluster's catalog`;
+    const plugin = node.plugins.find((p) => p.id === volume.pluginId && p.type === 'csi-node');
+    if (!plugin) return `no node plugin "${volume.pluginId}" on the node`;
+    if (!plugin.healthy) return `node plugin "${volume.pluginId}" is not healthy on the node`;
+    if (!topologyMatches(volume, plugin.topology)) return `volume "${v.volumeId}" is not accessible from the node's topology`;
+    const inUse = tally.volumesOfPlugin(node.name, volume.pluginId);
+    if (plugin.maxVolumes !== undefined && plugin.maxVolumes > 0 && !inUse.has(v.volumeId) && inUse.size >= plugin.maxVolumes) {
+      return `node plugin "${volume.pluginId}" is at its max of ${plugin.maxVolumes} volumes on the node`;
+    }
+    if (v.accessMode.startsWith('single-node-')) {
+      const elsewhere = [...tally.holdersOf(v.volumeId)].filter((n) => n !== node.name);
+      if (elsewhere.length) return `volume "${v.volumeId}" (${v.accessMode}) is in use on node ${elsewhere.join(', ')}`;
+    }
+    if (!v.readOnly && (v.accessMode === 'single-node-writer' || v.accessMode === 'multi-node-single-writer') && tally.writersOf(v.volumeId) > 0) {
+      return `volume "${v.volumeId}" (${v.accessMode}) has its one writer already`;
+    }
+  }
+  return undefined;
+}
+
+function pick(candidates: ClusterNodeView[], jobId: string, tally: Tally): ClusterNodeView | undefined {
+  return [...candidates].sort((a, b) => tally.count(jobId, a.name) - tally.count(jobId, b.name) || tally.totalOn(a.name) - tally.totalOn(b.name) || a.name.localeCompare(b.name))[0];
+}
+
+/**
+ * What to write so every job has its placements: new slots placed, slots of
+ * a service job on a node down past the grace moved, slots of stopped jobs
+ * and beyond a group's count removed. Deterministic for one input.
+ */
+export function schedule(input: SchedulerInput): SchedulerResult {
+  const tally = new Tally(input.volumes);
+  const jobs = new Map(input.jobs.map((j) => [j.id, j]));
+  const demandOf = (p: Placement) => jobs.get(p.jobId)?.groups.find((g) => g.name === p.group);
+  const put: Placement[] = [];
+  const remove: Placement[] = [];
+  const unplaced: Unplaced[] = [];
+  const kept = new Map<string, Placement>();
+  const moving: Placement[] = [];
+
+  // What stays: every placement of a live job within its group's count, unless its node is gone past the grace (service).
+  for (const p of input.placements) {
+    const job = jobs.get(p.jobId);
+    const group = demandOf(p);
+    const beyond = job?.type === 'service' ? p.index >= (group?.count ?? 0) : false;
+    // A slot of the other type (the job was submitted again as system after service, or back) is none of its slots now.
+    const otherType = job?.type === 'system' ? p.slot !== systemSlotOf(p.group, p.node) : p.slot !== slotOf(p.group, p.index);
+    if (!job || job.stopped || !group || beyond || otherType) {
+      remove.push(p);
+      continue;
+    }
+    if (job.type === 'service' && pastGrace(p.node, input)) {
+      moving.push(p);
+      continue;
+    }
+    kept.set(`${p.jobId}\u0000${p.slot}`, p);
+  }
+  // Claims count where they are held; kept placements count where they will be, unless their node claims the volume already
+  // (a claim names its alloc, not its slot: a node holding a claim on the volume is taken to be that placement's).
+  const claimedBy = (node: string, volumeId: string): boolean => (input.claims[volumeId] ?? []).some((c) => c.nodeId === node);
+  for (const [volumeId, claims] of Object.entries(input.claims)) for (const c of claims) tally.useVolume(c.nodeId, volumeId, c.accessMode, c.mode === 'write');
+  for (const p of kept.values()) {
+    tally.place(p);
+    // A claim it holds already counted it.
+    for (const v of demandOf(p)!.volumes) if (!claimedBy(p.node, v.volumeId)) tally.useVolume(p.node, v.volumeId, v.accessMode, !v.readOnly);
+  }
+
+  const place = (job: SchedJob, group: GroupDemand, slot: string, index: number, candidates: ClusterNodeView[], movedFrom?: string): void => {
+    const reasons: Record<string, string> = {};
+    const feasible: ClusterNodeView[] = [];
+    for (const n of candidates) {
+      const why = infeasible(n, group, input, tally);
+      if (why) reasons[n.name] = why;
+      else feasible.push(n);
+    }
+    const node = pick(feasible, job.id, tally);
+    if (!node) {
+      unplaced.push({ jobId: job.id, group: group.name, slot, reasons });
+      return;
+    }
+    const p: Placement = { slot, jobId: job.id, group: group.name, index, node: node.name, jobVersion: job.version, placedAt: input.now, ...(movedFrom ? { movedFrom } : {}) };
+    put.push(p);
+    tally.place(p);
+    for (const v of group.volumes) tally.useVolume(node.name, v.volumeId, v.accessMode, !v.readOnly);
+  };
+
+  const nodes = [...input.nodes].sort((a, b) => a.name.localeCompare(b.name));
+  for (const job of [...input.jobs].sort((a, b) => a.id.localeCompare(b.id))) {
+    if (job.stopped) continue;
+    for (const group of job.groups) {
+      if (job.type === 'system') {
+        for (const node of nodes) {
+          const slot = systemSlotOf(group.name, node.name);
+          const existing = kept.get(`${job.id}\u0000${slot}`);
+          if (existing) {
+            if (existing.jobVersion !== job.version) put.push({ ...existing, jobVersion: job.version });
+            continue;
+          }
+          // A system job runs where it can; a node that cannot take it is not a failure to report (Nomad's system scheduler).
+          if (node.status === 'ready' && !infeasible(node, group, input, tally)) place(job, group, slot, 0, [node]);
+        }
+        continue;
+      }
+      for (let index = 0; index < group.count; index++) {
+        const slot = slotOf(group.name, index);
+        const existing = kept.get(`${job.id}\u0000${slot}`);
+        if (existing) {
+          if (existing.jobVersion !== job.version) put.push({ ...existing, jobVersion: job.version });
+          continue;
+        }
+        const moved = moving.find((m) => m.jobId === job.id && m.slot === slot);
+        place(job, group, slot, index, nodes, moved?.node);
+      }
+    }
+  }
+  return { put, remove, unplaced };
+}
