@@ -600,19 +600,29 @@ export class Agent implements AgentService, AsyncDisposable {
 
   async runJob(job: JobSpec): Promise<RunJobResult> {
     this.checkOpen();
-    this.checkAllocLimit(job);
     if (this.clusterJobs) return this.runClusterJob(job);
     return this.runLocalJob(job);
   }
 
-  /** The job run here, by this agent's job updater (on its own, or this node's share of a cluster job). */
-  private runLocalJob(job: JobSpec): Promise<RunJobResult> {
+  /**
+   * The job run here, by this agent's job updater (on its own, or this
+   * node's share of a cluster job: the limit is on what this node runs).
+   */
+  private async runLocalJob(job: JobSpec): Promise<RunJobResult> {
     this.checkOpen();
+    this.checkAllocLimit(job);
     return this.updates.run(job, () => this.checkOpen());
   }
 
   /** Cluster mode: the job goes to etcd and is placed there; each node runs its share. */
   private async runClusterJob(job: JobSpec): Promise<RunJobResult> {
+    // Each node runs at most max_allocs_per_job of it: the cluster as a whole, that many per node it has.
+    const nodes = Math.max(1, this.membership!.lastSeenNodes?.nodes.length ?? 1);
+    const wanted = job.groups.reduce((n, g) => n + g.count, 0);
+    const limit = this.config.limits.maxAllocsPerJob * nodes;
+    if (wanted > limit) {
+      throw new ValidationError(`job "${job.id}" asks for ${wanted} allocs; the cluster's ${nodes} node(s) run at most ${this.config.limits.maxAllocsPerJob} each per job (limits { max_allocs_per_job }), ${limit} in all`, 'count');
+    }
     let submitted;
     try {
       submitted = await this.clusterJobs!.submit(job);

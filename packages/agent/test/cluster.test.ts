@@ -1,167 +1,204 @@
 // Cluster mode end to end: a real 3-member etcd cluster and 3 agents on this
-// machine (separate data dirs and node names), each running the hostpath
-// plugin. Every agent lists the three nodes ready; a volume claimed by a
-// workload on one node is refused on another with a message that names the
-// holder; kill -9 of the etcd leader kills no task and loses no claim; with
-// every etcd member down, tasks and mounts are untouched and `node status`
-// says etcd does not answer, and everything is back once etcd is.
+// machine (separate data dirs and node names). The hostpath plugin is one
+// system job, run once against one agent, and runs on every node; its
+// volumes live in one state dir the three share (network storage, as far
+// as the plugin can tell: one topology zone). Shown here:
+//   - every agent lists the three nodes ready; plugin status says 3/3;
+//   - a volume is created once and every node knows it; a service job run
+//     against any agent is placed on one node, and a second writer of its
+//     single-node-writer volume is pending, every node saying why not;
+//   - kill -9 of the etcd leader kills no task and loses no claim;
+//   - every etcd member down for 30 s: tasks and mounts untouched, a new job
+//     waits (pending) and is placed once etcd is back;
+//   - kill -9 of the agent running a service alloc, past disconnect_grace:
+//     the alloc runs on another node with its volume; the old node, when it
+//     returns, stops its copy, and the claim stays with the new one.
 import { EtcdVolumeClaims, connectEtcd } from '@csiplug/cluster';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { ApiError } from '../src/api';
+import { hostpathPluginJobHcl } from '../src/commands/specs';
+import type { JobView } from '../src/service';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import { AgentHarness, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
-jest.setTimeout(240_000);
+jest.setTimeout(480_000);
+
+const NAMES = ['n1', 'n2', 'n3'] as const;
+
+/** The hostpath plugin as a system job, its volumes in `stateDir` (shared by every node) and one topology zone. */
+function systemPluginJob(stateDir: string): string {
+  const hcl = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--topology', 'example.com/zone=z1'] })
+    .replace('"${CSIPLUG_PLUGIN_DATA_DIR}/state"', JSON.stringify(stateDir))
+    .replace('job "hostpath-plugin" {', 'job "hostpath-plugin" {\n  type = "system"');
+  if (!hcl.includes('type = "system"') || !hcl.includes(stateDir)) throw new Error('the plugin job template changed: this test must follow it');
+  return hcl;
+}
+
+const sleeper = (id: string) => `
+job "${id}" {
+  group "app" {
+    task "sleep" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}`;
+
+async function rejection(p: Promise<unknown>): Promise<ApiError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  if (!(e instanceof ApiError)) throw new Error(`expected an API error, got ${String(e)}`);
+  return e;
+}
+
+const running = (job: JobView | undefined) => job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');
 
 describe('three agents on one etcd cluster', () => {
   let etcd: EtcdTestCluster;
   const agents: AgentHarness[] = [];
+  let shared: string;
+  let conn: ReturnType<typeof connectEtcd>;
+  let claims: EtcdVolumeClaims;
+  const byName = (name: string) => agents[NAMES.indexOf(name as (typeof NAMES)[number])]!;
 
-  beforeAll(async () => {
-    etcd = await EtcdTestCluster.start(3);
-    const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
-    for (const name of ['n1', 'n2', 'n3']) {
-      agents.push(
-        new AgentHarness(`node_id = "${name}"
+  const config = (name: string, endpoints: string, nodeClass = 'storage') => `node_id = "${name}"
 claim_gc_interval = "1s"
 cluster {
   etcd {
     endpoints = [${endpoints}]
     prefix    = "e2e"
   }
-  node_class    = "storage"
-  heartbeat_ttl = "3s"
-}`),
-      );
-    }
+  node_class       = "${nodeClass}"
+  heartbeat_ttl    = "3s"
+  disconnect_grace = "6s"
+}`;
+
+  beforeAll(async () => {
+    etcd = await EtcdTestCluster.start(3);
+    shared = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-shared-'));
+    const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
+    for (const name of NAMES) agents.push(new AgentHarness(config(name, endpoints)));
     await Promise.all(agents.map((a) => a.start()));
-    const plugin = jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
-    await Promise.all(agents.map((a) => a.api.runJob(plugin).then(() => undefined)));
-    await Promise.all(agents.map((a) => pollUntil('hostpath healthy', async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 60_000)));
+    conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
+    claims = new EtcdVolumeClaims(conn);
+    // Once, against one agent: every node runs it.
+    await pollUntil('the plugin job accepted', async () => agents[0]!.api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined), 30_000);
+    await Promise.all(agents.map((a) => pollUntil('hostpath healthy on every node', async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 90_000)));
   });
 
   afterAll(async () => {
+    conn?.close();
     for (const a of agents) {
       const { leftMounts } = await a.cleanup();
       expect(leftMounts).toEqual([]);
     }
     await etcd?.stop();
+    if (shared) fs.rmSync(shared, { recursive: true, force: true });
   });
 
-  it('every agent lists the three nodes ready, each with its healthy plugin', async () => {
+  it('every agent lists the three nodes ready; the system job runs once on each; plugin status says 3/3', async () => {
     for (const [i, a] of agents.entries()) {
       const list = await pollUntil('three nodes ready with their plugin', async () => {
         const l = await a.api.listNodes();
         return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready' && n.plugins.some((p) => p.id === 'hostpath' && p.healthy)) ? l : undefined;
       }, 30_000);
       expect(list.cluster).toBe(true);
-      expect(list.nodes.map((n) => n.name)).toEqual(['n1', 'n2', 'n3']);
-      expect(list.nodes.filter((n) => n.self).map((n) => n.name)).toEqual([`n${i + 1}`]);
+      expect(list.nodes.map((n) => n.name)).toEqual([...NAMES]);
+      expect(list.nodes.filter((n) => n.self).map((n) => n.name)).toEqual([NAMES[i]]);
       expect(list.nodes[0]).toMatchObject({ nodeClass: 'storage', drivers: expect.arrayContaining(['raw_exec']) });
+      // The system job: one slot per node, and this node runs one alloc of it.
+      const job = await pollUntil('the plugin job\'s three placements seen', async () => {
+        const j = await a.api.getJob('hostpath-plugin');
+        return j.cluster?.placements.length === 3 ? j : undefined;
+      }, 30_000);
+      expect(job.cluster!.type).toBe('system');
+      expect(job.cluster!.placements.map((p) => [p.slot, p.node])).toEqual(NAMES.map((n) => [`plugin/@${n}`, n]));
+      expect(job.allocs.filter((x) => x.desiredStatus === 'run')).toHaveLength(1);
     }
-    // Plugin status across the cluster, from any agent: 3/3 nodes and controllers (a monolith is both), each node named.
     for (const a of agents) {
       const plugin = await pollUntil('hostpath 3/3 across the cluster', async () => {
         const p = await a.api.getPlugin('hostpath');
         const c = p.cluster;
         return c && c.nodesHealthy === 3 && c.nodesExpected === 3 && c.controllersHealthy === 3 && c.controllersExpected === 3 ? p : undefined;
       }, 30_000);
-      // One node instance and one controller instance on each node.
       expect(plugin.cluster!.instances).toHaveLength(6);
-      expect([...new Set(plugin.cluster!.instances.map((i) => i.node))]).toEqual(['n1', 'n2', 'n3']);
-      // Here, on this node: its own instance, 1/1, as on its own.
+      expect([...new Set(plugin.cluster!.instances.map((i) => i.node))]).toEqual([...NAMES]);
       expect(plugin.nodesHealthy).toBe(1);
     }
   });
 
-  it('a volume claimed by a workload on one node is refused on another, with the holder named; kill -9 of the etcd leader kills no task and loses no claim', async () => {
-    const [one, two] = agents as [AgentHarness, AgentHarness];
-    // Each node's catalog is its own for now (the cluster-wide catalog is still to come), so each creates the volume
-    // on its own hostpath plugin; the claim on the id is cluster-wide, and that is what this shows.
+  let writer: { node: string; allocId: string; pid: number };
+
+  it('a volume made once is known on every node; a service job run against any agent is placed; a second writer is pending with every node saying why; kill -9 of the etcd leader kills no task and loses no claim', async () => {
     const spec = volumeSpecToDocument(await parseVolumeSpec(volumeSpec('shared'), 'shared.hcl'));
-    await one.api.createVolume(spec);
-    await two.api.createVolume(spec);
-    const { allocIds: [mine] } = await one.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
-    await pollUntil('the workload on n1 running', async () => ((await one.api.getAlloc(mine!)).clientStatus === 'running' ? true : undefined), 60_000);
+    await agents[2]!.api.createVolume(spec);
+    for (const a of agents) await pollUntil('the volume known on every node', async () => a.api.getVolume('shared').catch(() => undefined), 30_000);
+    // Another node has it too now: creating it there again is Nomad's "exists already" (only a larger capacity would change it).
+    const again = await rejection(agents[0]!.api.createVolume(spec));
+    expect(again.status).toBe(409);
+    expect(again.message).toContain('volume "shared" exists with 10485760 bytes already');
 
-    const { allocIds: [theirs] } = await two.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-2', 'shared'), 'w2.hcl')));
-    const refused = await pollUntil('n2 told why it cannot claim', async () => {
-      const a = await two.api.getAlloc(theirs!);
-      return Object.values(a.tasks)
-        .flatMap((t) => t.events)
-        .find((e) => /is claimed on node n1 by alloc/.test(e.message));
-    }, 60_000);
-    expect(refused.message).toContain(`volume "shared" (single-node-writer) is claimed on node n1 by alloc ${mine}`);
-    expect((await two.api.getAlloc(theirs!)).clientStatus).not.toBe('running');
+    const run = await agents[1]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
+    expect(run.cluster!.placements).toHaveLength(1);
+    const node = run.cluster!.placements[0]!.node;
+    const holder = byName(node);
+    const alloc = await pollUntil('writer-1 running where it was placed', async () => running(await holder.api.getJob('writer-1').catch(() => undefined)), 60_000);
+    writer = { node, allocId: alloc.id, pid: holder.taskPid(alloc.id, 'writer') };
+    expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[alloc.id, node]]);
 
-    // The claim as etcd holds it, read by a client of our own.
-    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
-    try {
-      const claims = new EtcdVolumeClaims(conn);
-      expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[mine, 'n1']]);
-      const pid = one.taskPid(mine!, 'writer');
-      const leader = await etcd.leader();
-      await etcd.kill(leader, 'SIGKILL');
-      // Past the node leases' TTL and an election: nothing here was stopped for it.
-      await new Promise((r) => setTimeout(r, 3_000));
-      expect(isAlive(pid)).toBe(true);
-      const after = await pollUntil('the claim read after the leader died', async () => claims.claims('shared').catch(() => undefined), 30_000);
-      expect(after.map((c) => [c.allocId, c.nodeId])).toEqual([[mine, 'n1']]);
-      expect((await one.api.getAlloc(mine!)).clientStatus).toBe('running');
-      await etcd.restart(leader);
-    } finally {
-      conn.close();
-    }
-    await two.api.stopJob('writer-2');
-    await one.api.stopJob('writer-1');
-    const conn2 = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
-    try {
-      await pollUntil('the claim released in etcd', async () => ((await new EtcdVolumeClaims(conn2).claims('shared')).length === 0 ? true : undefined), 30_000);
-    } finally {
-      conn2.close();
-    }
+    await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-2', 'shared'), 'w2.hcl')));
+    const pending = await pollUntil('writer-2 pending, with a reason from every node', async () => {
+      const j = await agents[0]!.api.getJob('writer-2');
+      const p = j.cluster?.pending[0];
+      return p && Object.keys(p.reasons).length === 3 ? p : undefined;
+    }, 30_000);
+    expect(pending.reasons[node]).toBe('volume "shared" (single-node-writer) has its one writer already');
+    for (const other of NAMES.filter((n) => n !== node)) expect(pending.reasons[other]).toBe(`volume "shared" (single-node-writer) is in use on node ${node}`);
+    expect((await agents[0]!.api.getJob('writer-2')).cluster!.placements).toEqual([]);
+
+    const leader = await etcd.leader();
+    await etcd.kill(leader, 'SIGKILL');
+    // Past the node leases' TTL and an election: nothing here was stopped for it.
+    await new Promise((r) => setTimeout(r, 4_000));
+    expect(isAlive(writer.pid)).toBe(true);
+    const after = await pollUntil('the claim read after the leader died', async () => claims.claims('shared').catch(() => undefined), 30_000);
+    expect(after.map((c) => [c.allocId, c.nodeId])).toEqual([[alloc.id, node]]);
+    expect(running(await holder.api.getJob('writer-1'))?.id).toBe(alloc.id);
+    await etcd.restart(leader);
+    await agents[0]!.api.stopJob('writer-2');
   });
 
   it('the claim sweep releases in etcd the claims of this node that no alloc here holds, and no other node\'s', async () => {
-    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
-    try {
-      const claims = new EtcdVolumeClaims(conn);
-      const volume = { id: 'ghostly', capabilities: [{ accessMode: 'multi-node-multi-writer' as const, attachmentMode: 'file-system' as const }] };
-      const req = (allocId: string) => ({ volumeId: 'ghostly', allocId, accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', readOnly: false });
-      // A claim left in etcd for n3 by an alloc n3 does not have (a release that reached only its catalog), and one of a node no agent runs.
-      await claims.claim(volume, req('ghost-on-n3'), 'n3');
-      await claims.claim(volume, req('ghost-on-n9'), 'n9');
-      await pollUntil('n3\'s sweep released its ghost', async () => ((await claims.claims('ghostly')).some((c) => c.allocId === 'ghost-on-n3') ? undefined : true), 30_000);
-      expect((await claims.claims('ghostly')).map((c) => c.allocId)).toEqual(['ghost-on-n9']);
-    } finally {
-      conn.close();
-    }
+    const volume = { id: 'ghostly', capabilities: [{ accessMode: 'multi-node-multi-writer' as const, attachmentMode: 'file-system' as const }] };
+    const req = (allocId: string) => ({ volumeId: 'ghostly', allocId, accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', readOnly: false });
+    // A claim left in etcd for n3 by an alloc n3 does not have (a release that reached only its catalog), and one of a node no agent runs.
+    await claims.claim(volume, req('ghost-on-n3'), 'n3');
+    await claims.claim(volume, req('ghost-on-n9'), 'n9');
+    await pollUntil('n3\'s sweep released its ghost', async () => ((await claims.claims('ghostly')).some((c) => c.allocId === 'ghost-on-n3') ? undefined : true), 30_000);
+    expect((await claims.claims('ghostly')).map((c) => c.allocId)).toEqual(['ghost-on-n9']);
+    await claims.release('ghostly', 'ghost-on-n9');
   });
 
-  it('a second machine given a node name already in use is refused: it never claims, and n1 keeps its record', async () => {
+  it('a second machine given a node name already in use is refused: it changes nothing in the cluster, and n1 keeps its record', async () => {
     const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
-    const impostor = new AgentHarness(`node_id = "n1"
-cluster {
-  etcd {
-    endpoints = [${endpoints}]
-    prefix    = "e2e"
-  }
-  node_class    = "impostor"
-  heartbeat_ttl = "3s"
-}`);
+    const impostor = new AgentHarness(config('n1', endpoints, 'impostor'));
     try {
       await impostor.start();
       await pollUntil('the refusal in its log', async () => (/node name \\"n1\\" is in use by another live agent/.test(impostor.log) ? true : undefined), 30_000);
-      await impostor.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
-      await pollUntil('its plugin healthy', async () => ((await impostor.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 60_000);
-      await impostor.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('not-mine'), 'not-mine.hcl')));
-      const { allocIds: [alloc] } = await impostor.api.runJob(jobToDocument(await parseJobspec(workloadJob('impostor-work', 'not-mine'), 'iw.hcl')));
-      const waiting = await pollUntil('its claim told to wait', async () => {
-        const a = await impostor.api.getAlloc(alloc!);
-        return Object.values(a.tasks).flatMap((t) => t.events).find((e) => /does not hold node "n1" in the cluster yet/.test(e.message));
-      }, 60_000);
-      expect(waiting.message).toContain('the claim waits until it does');
-      // n1's record is the real agent's, not the refused machine's.
+      const refused = await rejection(impostor.api.runJob(jobToDocument(await parseJobspec(sleeper('impostor-work'), 'iw.hcl'))));
+      expect(refused.status).toBe(409);
+      expect(refused.message).toContain('node name "n1" is in use by another live agent');
+      expect((await agents[1]!.api.listJobs()).map((j) => j.id)).not.toContain('impostor-work');
+      // It runs none of n1's placements either: the system job is not run there.
+      expect((await impostor.api.listJobs()).flatMap((j) => j.allocs)).toEqual([]);
       const n1 = (await agents[1]!.api.listNodes()).nodes.find((n) => n.name === 'n1')!;
       expect(n1).toMatchObject({ status: 'ready', nodeClass: 'storage' });
     } finally {
@@ -169,40 +206,86 @@ cluster {
     }
   });
 
-  it('every etcd member down: tasks and mounts untouched, node status says etcd does not answer; back once etcd is', async () => {
-    const [one] = agents as [AgentHarness];
-    const { allocIds: [alloc] } = await one.api.runJob(jobToDocument(await parseJobspec(workloadJob('through', 'shared'), 'through.hcl')));
-    await pollUntil('the workload running', async () => ((await one.api.getAlloc(alloc!)).clientStatus === 'running' ? true : undefined), 60_000);
-    const pid = one.taskPid(alloc!, 'writer');
+  it('every etcd member down for 30 s: tasks and mounts untouched, a new job waits pending; after, it is placed and runs', async () => {
+    const holder = byName(writer.node);
     for (let i = 0; i < etcd.size; i++) await etcd.kill(i, 'SIGKILL');
-    const down = await one.api.listNodes().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(down).toBeInstanceOf(ApiError);
-    expect((down as ApiError).status).toBe(503);
-    expect((down as Error).message).toMatch(/the cluster's etcd did not answer .*tasks and mounts are untouched/);
-    await new Promise((r) => setTimeout(r, 5_000));
-    expect(isAlive(pid)).toBe(true);
-    expect((await one.api.getAlloc(alloc!)).clientStatus).toBe('running');
-    // Its volume is still mounted where the task sees it.
-    expect(mountsUnder(one.dataDir).some((m) => m.includes(alloc!))).toBe(true);
-    expect((await one.api.health()).ok).toBe(true);
-    // A job stopped meanwhile stops, and unmounts here; only the release in etcd waits (retried in the background).
-    await one.api.stopJob('through');
-    expect(isAlive(pid)).toBe(false);
-    expect(mountsUnder(one.dataDir).some((m) => m.includes(alloc!))).toBe(false);
+    const down = await rejection(holder.api.listNodes());
+    expect(down.status).toBe(503);
+    expect(down.message).toMatch(/the cluster's etcd did not answer .*tasks and mounts are untouched/);
+    // A job run meanwhile, against another agent: it waits there, pending, saying why.
+    const other = agents.find((a) => a !== holder)!;
+    const queued = await other.api.runJob(jobToDocument(await parseJobspec(sleeper('late'), 'late.hcl')));
+    expect(queued.cluster!.placements).toEqual([]);
+    expect(queued.cluster!.pending[0]!.reasons.etcd).toMatch(/^waiting on this agent for the cluster's etcd to answer/);
+    expect((await other.api.getJob('late')).status).toBe('pending');
+    await new Promise((r) => setTimeout(r, 30_000));
+    expect(isAlive(writer.pid)).toBe(true);
+    expect(running(await holder.api.getJob('writer-1'))?.id).toBe(writer.allocId);
+    expect(mountsUnder(holder.dataDir).some((m) => m.includes(writer.allocId))).toBe(true);
+    expect((await holder.api.health()).ok).toBe(true);
     await Promise.all(Array.from({ length: etcd.size }, (_, i) => etcd.restart(i)));
     await pollUntil('three nodes ready again', async () => {
-      const l = await one.api.listNodes().catch(() => undefined);
+      const l = await holder.api.listNodes().catch(() => undefined);
       return l && l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
     }, 60_000);
-    // Once etcd answers, the claim is released there too.
-    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
+    const placed = await pollUntil('the waiting job placed and running', async () => {
+      for (const a of agents) {
+        const alloc = running(await a.api.getJob('late').catch(() => undefined));
+        if (alloc) return alloc;
+      }
+      return undefined;
+    }, 60_000);
+    expect(placed.name).toContain('late');
+    // Nothing moved for the outage: the writer is where it was, its claim too.
+    expect(isAlive(writer.pid)).toBe(true);
+    expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[writer.allocId, writer.node]]);
+    await other.api.stopJob('late');
+  });
+
+  it('kill -9 of the agent running a service alloc, past disconnect_grace: the alloc runs on another node with its volume; the old node, back, stops its copy and the claim stays moved', async () => {
+    const old = byName(writer.node);
+    await old.kill('SIGKILL');
+    // Its task runs on (the agent is gone, not the node's processes); the cluster sees the node go down, then past the grace moves the slot.
+    const moved = await pollUntil('writer-1 running on another node', async () => {
+      for (const a of agents) {
+        if (a === old) continue;
+        const alloc = running(await a.api.getJob('writer-1').catch(() => undefined));
+        if (alloc) return { agent: a, alloc };
+      }
+      return undefined;
+    }, 90_000);
+    const newNode = NAMES[agents.indexOf(moved.agent)]!;
+    const job = await moved.agent.api.getJob('writer-1');
+    expect(job.cluster!.placements).toEqual([expect.objectContaining({ node: newNode, movedFrom: writer.node })]);
+    expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[moved.alloc.id, newNode]]);
+    // The volume is mounted for it there.
+    expect(mountsUnder(moved.agent.dataDir).some((m) => m.includes(moved.alloc.id))).toBe(true);
+
+    // The old node comes back: it stops its copy, and the claim never goes back to it.
+    const seen: string[] = [];
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const c = await claims.claims('shared').catch(() => undefined);
+        if (c) seen.push(...c.map((x) => `${x.allocId}@${x.nodeId}`));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
     try {
-      await pollUntil('the claim released in etcd after it came back', async () => ((await new EtcdVolumeClaims(conn).claims('shared')).some((c) => c.allocId === alloc) ? undefined : true), 60_000);
+      await old.start();
+      await pollUntil('the old copy stopped', async () => (!isAlive(writer.pid) ? true : undefined), 60_000);
+      await pollUntil('the old copy unmounted', async () => (mountsUnder(old.dataDir).some((m) => m.includes(writer.allocId)) ? undefined : true), 60_000);
+      const oldJob = await old.api.getJob('writer-1');
+      expect(oldJob.allocs.find((a) => a.id === writer.allocId)?.desiredStatus).toBe('stop');
+      expect(running(oldJob)).toBeUndefined();
     } finally {
-      conn.close();
+      watching = false;
+      await watcher;
     }
+    expect(seen.length).toBeGreaterThan(0);
+    expect([...new Set(seen)]).toEqual([`${moved.alloc.id}@${newNode}`]);
+    expect(running(await moved.agent.api.getJob('writer-1'))?.id).toBe(moved.alloc.id);
+    await agents[0]!.api.stopJob('writer-1');
+    await pollUntil('the claim released once the job stopped', async () => ((await claims.claims('shared')).length === 0 ? true : undefined), 60_000);
   });
 });
