@@ -507,9 +507,17 @@ export class Agent implements AgentService, AsyncDisposable {
         .filter(([, d]) => d.detected && d.healthy)
         .map(([name]) => name),
       plugins: node.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy, ...(p.topology ? { topology: p.topology } : {}), ...(typeof p.maxVolumes === 'number' ? { maxVolumes: p.maxVolumes } : {}) })),
-      address: `${this.config.tls ? 'https' : 'http'}://${this.config.bindAddr}:${this.config.port}`,
+      ...(this.advertisedAddress() ? { address: this.advertisedAddress() } : {}),
       version: AGENT_VERSION,
     };
+  }
+
+  /** Where other agents reach this one: `cluster { advertise }`, else the bind address unless it is a wildcard (0.0.0.0, ::), which names no host. */
+  private advertisedAddress(): string | undefined {
+    if (this.config.cluster?.advertise) return this.config.cluster.advertise;
+    const host = this.config.bindAddr;
+    if (host === '0.0.0.0' || host === '::' || host === '') return undefined;
+    return `${this.config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${this.config.port}`;
   }
 
   async listNodes(): Promise<NodeList> {

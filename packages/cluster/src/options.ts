@@ -27,6 +27,8 @@ export interface ClusterOptions {
   heartbeatTtlMs: number;
   /** How long a down node keeps its work before it is given to others (Nomad's max_client_disconnect), ms. */
   disconnectGraceMs: number;
+  /** This agent's API address as other agents reach it (scheme, host, port); absent: its bind address, unless that is a wildcard. */
+  advertise?: string;
 }
 
 export const DEFAULT_CLUSTER_TIMINGS = Object.freeze({

@@ -330,6 +330,15 @@ describe('the cluster block', () => {
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  node_name = "../x"\n}')).rejects.toThrow(/node_name/);
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    prefx = "a"\n  }\n}')).rejects.toThrow(/prefx/);
   });
+
+  it('advertise: the API address other agents reach, scheme, host and port only', async () => {
+    const withAdvertise = (a: string) => parse(`cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  advertise = "${a}"\n}`);
+    expect((await withAdvertise('http://10.0.0.5:4646/')).cluster!.advertise).toBe('http://10.0.0.5:4646');
+    expect((await withAdvertise('https://n1.example:4646')).cluster!.advertise).toBe('https://n1.example:4646');
+    for (const bad of ['10.0.0.5:4646', 'http://10.0.0.5', 'ftp://h:1', 'http://h:1/api', 'http://u:p@h:1']) {
+      await expect(withAdvertise(bad)).rejects.toThrow(/cluster\.advertise must be this agent's API address as other agents reach it/);
+    }
+  });
 });
 
 describe('devConfig', () => {

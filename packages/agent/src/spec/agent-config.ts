@@ -300,10 +300,10 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
 
 /**
  * `cluster { etcd { endpoints, prefix, dial_timeout, tls { ca, cert, key } },
- * node_name, node_class, meta, heartbeat_ttl, disconnect_grace }`.
+ * node_name, node_class, meta, heartbeat_ttl, disconnect_grace, advertise }`.
  */
 function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined {
-  const c = r.block('cluster', ['etcd', 'node_name', 'node_class', 'meta', 'heartbeat_ttl', 'disconnect_grace']);
+  const c = r.block('cluster', ['etcd', 'node_name', 'node_class', 'meta', 'heartbeat_ttl', 'disconnect_grace', 'advertise']);
   if (!c) return undefined;
   const e = c.block('etcd', ['endpoints', 'prefix', 'dial_timeout', 'tls']);
   if (!e) return c.fail('etcd', 'is required: cluster mode runs on etcd (etcd { endpoints = ["http://10.0.0.1:2379", …] })');
@@ -345,7 +345,20 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
   const heartbeatTtlMs = c.duration('heartbeat_ttl', DEFAULT_CLUSTER_TIMINGS.heartbeatTtlMs);
   if (heartbeatTtlMs < 1_000) c.fail('heartbeat_ttl', 'must be at least 1s (etcd counts a lease in whole seconds)');
   const disconnectGraceMs = c.duration('disconnect_grace', DEFAULT_CLUSTER_TIMINGS.disconnectGraceMs);
-  return { etcd: { endpoints, prefix, dialTimeoutMs, ...(tls ? { tls } : {}) }, nodeName, nodeClass, meta, heartbeatTtlMs, disconnectGraceMs };
+  // The address other agents reach this one's API at (a volume create routed to this node's controller).
+  const advertise = c.string('advertise');
+  if (advertise !== undefined) {
+    let u: URL | undefined;
+    try {
+      u = new URL(advertise);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || !u.port || (u.pathname !== '/' && u.pathname !== '') || u.search || u.username || u.password) {
+      c.fail('advertise', `must be this agent's API address as other agents reach it, like "http://10.0.0.5:4646" (scheme, host and port only; got "${advertise}")`);
+    }
+  }
+  return { etcd: { endpoints, prefix, dialTimeoutMs, ...(tls ? { tls } : {}) }, nodeName, nodeClass, meta, heartbeatTtlMs, disconnectGraceMs, ...(advertise ? { advertise: new URL(advertise).origin } : {}) };
 }
 
 /** `plugin "exec" { … }`; any other plugin name is an error that lists the known ones. */

@@ -355,6 +355,18 @@ describe('validateJob', () => {
     expect(doc.job.web!.group.app!.task.server!.kill_timeout).toBe('30s');
   });
 
+  it('reads type = "system" (one alloc per node, count 1) and keeps it through jobToDocument; a service job has no type', () => {
+    const doc = job() as { job: { web: Record<string, unknown> } };
+    doc.job.web.type = 'system';
+    const spec = validateJob(doc);
+    expect(spec.type).toBe('system');
+    expect(spec.groups[0]!.count).toBe(1);
+    expect(validateJob(jobToDocument(spec))).toEqual(spec);
+    expect(validateJob(job()).type).toBeUndefined();
+    (doc.job.web as { type: string }).type = 'service';
+    expect(validateJob(doc).type).toBeUndefined();
+  });
+
   it('round-trips fractional durations as numbers', () => {
     const spec = validateJob(job({ task: { kill_timeout: '1s500us' } }));
     expect(spec.groups[0]!.tasks[0]!.killTimeout).toBe(1000.5);
