@@ -18,7 +18,7 @@ import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { ClusterJobsUnavailableError, ClusterVolumeClaimer, isEtcdAway, type NodeInfo } from '@csiplug/cluster';
-import { ClusterJobs, QUEUED_REASON } from './cluster-jobs';
+import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
 import { ClusterMembership, clusterInstanceId } from './cluster-membership';
@@ -306,8 +306,11 @@ export class Agent implements AgentService, AsyncDisposable {
       // stops its copies — and only then are its claims asserted in etcd.
       membership?.join(
         () => joined.nodeInfo(),
-        () => void joined.clusterJobs!.kick().then(() => joined.assertClaimsInCluster()),
+        () => void joined.clusterJobs!.settleThen(() => joined.assertClaimsInCluster()),
       );
+      if (config.cluster && config.acl.token === undefined) {
+        log.warn('cluster mode without an ACL token: any job run through this agent\'s API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)');
+      }
       agent.clusterJobs?.start();
       return agent;
     } catch (err) {
@@ -509,6 +512,7 @@ export class Agent implements AgentService, AsyncDisposable {
       plugins: node.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy, ...(p.topology ? { topology: p.topology } : {}), ...(typeof p.maxVolumes === 'number' ? { maxVolumes: p.maxVolumes } : {}) })),
       ...(this.advertisedAddress() ? { address: this.advertisedAddress() } : {}),
       version: AGENT_VERSION,
+      maxAllocsPerJob: this.config.limits.maxAllocsPerJob,
     };
   }
 
@@ -594,7 +598,7 @@ export class Agent implements AgentService, AsyncDisposable {
     const queued = this.clusterJobs?.queued().find((j) => j.id === id);
     const seen = this.clusterJobs?.lastSeen()?.jobs.find((j) => j.record.id === id);
     if (queued) {
-      const view = { type: queued.type === 'system' ? ('system' as const) : ('service' as const), version: seen?.record.version ?? 0, stopped: false, placements: [], pending: [{ jobId: id, group: '*', slot: '*', reasons: { etcd: QUEUED_REASON } }], readAt: this.clock.now() };
+      const view = queuedView(queued.type === 'system' ? 'system' : 'service', seen?.record.version ?? 0, QUEUED_REASON, this.clock.now());
       return { ...(local ?? this.clusterOnlyView(id, queued, view.version, false)), cluster: view };
     }
     if (!seen) return local;
@@ -645,6 +649,9 @@ export class Agent implements AgentService, AsyncDisposable {
   }
 
   planJob(job: JobSpec): JobPlan {
+    if (this.clusterJobs) {
+      throw new CsiplugError('EUNSUPPORTED', `job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`);
+    }
     this.checkAllocLimit(job);
     return this.updates.plan(job);
   }
@@ -860,11 +867,8 @@ export class Agent implements AgentService, AsyncDisposable {
   async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
     this.checkOpen();
     if (!this.clusterJobs) return this.catalog.registerVolume(spec);
-    // In a cluster the id is the cluster's: refused at once when another node has it, added there once registered here.
-    await this.clusterCall(() => this.clusterJobs!.assertVolumeFree(spec.id));
-    const view = await this.catalog.registerVolume(spec);
-    await this.addToCluster(view, () => this.catalog.deregisterVolume(view.id));
-    return view;
+    // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.
+    return this.madeInCluster(spec, () => this.catalog.registerVolume(spec), () => this.catalog.deregisterVolume(spec.id));
   }
 
   async createVolume(spec: VolumeSpec, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
@@ -878,69 +882,101 @@ export class Agent implements AgentService, AsyncDisposable {
       }
       return this.expandVolume(existing, spec);
     }
-    // Waiting makes sense only for a plugin that is here or on its way: a
-    // name nothing registers nor runs is refused at once, not after the wait.
-    const pluginId = spec.pluginId;
+    const here = this.controlsHere(spec.pluginId);
+    if (this.clusterJobs) {
+      this.clusterJobs.assertMember();
+      // No controller of the plugin here: the create goes to a node whose controller is healthy (once: a forwarded create goes no further).
+      if (!here && !options.forwarded) return this.viaController(spec.pluginId, spec.id, 'create', (c) => c.createVolume(volumeSpecToDocument(spec), { forwarded: true }));
+    }
+    if (!here) {
+      const known = this.listPlugins().map((p) => p.id);
+      throw new NotFoundError(`no controller of plugin "${spec.pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`);
+    }
+    if (!this.clusterJobs) return this.catalog.createVolume(spec);
+    return this.madeInCluster(spec, () => this.catalog.createVolume(spec), () => this.catalog.deleteVolume(spec.id));
+  }
+
+  /**
+   * Whether this node has (or is starting) a controller of the plugin.
+   * Waiting makes sense only for a plugin that is here or on its way: a
+   * name nothing registers nor runs is refused at once, not after the wait.
+   */
+  private controlsHere(pluginId: string): boolean {
     const controls = (job: JobSpec, group?: string) =>
       job.groups.some((g) => (group === undefined || g.name === group) && g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'node'));
     const starting =
       this.updates.deploying().some((job) => controls(job)) ||
       [...this.runners.values()].some((r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && controls(r.alloc.job, r.alloc.group));
-    const here = starting || this.registry.get('csi-controller', pluginId) !== undefined;
-    if (this.clusterJobs) {
-      await this.clusterCall(() => this.clusterJobs!.assertVolumeFree(spec.id));
-      // No controller of the plugin here: the create goes to a node whose controller is healthy (once: a forwarded create goes no further).
-      if (!here && !options.forwarded) return this.createElsewhere(spec);
+    return starting || this.registry.get('csi-controller', pluginId) !== undefined;
+  }
+
+  /**
+   * Cluster mode: a volume made here (created through this node's
+   * controller, or registered) under an id reserved in etcd first — no
+   * other node makes one under it meanwhile — and then written there whole
+   * for every node. The make failing gives the id back. etcd away for the
+   * last write: the volume is here and the next pass writes it.
+   */
+  private async madeInCluster(spec: VolumeSpec, make: () => Promise<VolumeView>, undo: () => Promise<unknown>): Promise<VolumeView> {
+    const cluster = this.clusterJobs!;
+    await this.clusterCall(() => cluster.reserveVolume(spec));
+    let view: VolumeView;
+    try {
+      view = await make();
+    } catch (err) {
+      await cluster.cancelVolume(spec.id).catch((e: unknown) => this.logger.warn('could not give back the reservation of a volume id whose make failed; remove the key volumes/<id> in etcd', { volume_id: spec.id, error: e }));
+      throw err;
     }
-    if (!here) {
-      const known = this.listPlugins().map((p) => p.id);
-      throw new NotFoundError(`no controller of plugin "${pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`);
+    let kept: boolean;
+    try {
+      kept = await cluster.finishVolume(view);
+    } catch (err) {
+      this.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
+      return view;
     }
-    const view = await this.catalog.createVolume(spec);
-    if (this.clusterJobs) await this.addToCluster(view, () => this.catalog.deleteVolume(view.id));
+    if (!kept) {
+      // The reservation is gone (removed by hand): the volume is not the cluster's, and is not kept here either.
+      await undo().catch((e: unknown) => this.logger.error('a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
+      throw new ConflictError(`volume "${view.id}": its reservation in the cluster was removed while it was made; nothing was kept, try again`);
+    }
     return view;
   }
 
   /**
-   * Cluster mode: a create routed to another node whose controller of the
-   * plugin is healthy (as the nodes last said), with the agents' ACL token;
-   * the next one is tried when one cannot be reached or fails for want of its
-   * controller. A refusal of the volume itself is the answer.
+   * Cluster mode: a controller operation routed to another node whose
+   * controller of the plugin is healthy (as the nodes last said), with the
+   * agents' ACL token. The next node is tried only when one could not be
+   * reached before it began (refused connection, no controller there after
+   * all); a call that may have been delivered is not sent twice.
    */
-  private async createElsewhere(spec: VolumeSpec): Promise<VolumeView> {
+  private async viaController<T>(pluginId: string, volumeId: string, what: 'create' | 'delete', call: (client: ApiClient) => Promise<T>): Promise<T> {
     const self = this.membership!.nodeName;
     const nodes = (this.membership!.lastSeenNodes?.nodes ?? []).filter(
-      (n) => n.name !== self && n.status === 'ready' && n.address && n.plugins.some((p) => p.id === spec.pluginId && p.type === 'csi-controller' && p.healthy),
+      (n) => n.name !== self && n.status === 'ready' && n.address && n.plugins.some((p) => p.id === pluginId && p.type === 'csi-controller' && p.healthy),
     );
     if (nodes.length === 0) {
-      throw new NotFoundError(`no healthy controller of plugin "${spec.pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`);
+      throw new NotFoundError(`no healthy controller of plugin "${pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`);
     }
     const failures: string[] = [];
     for (const node of nodes) {
       const client = new ApiClient({ address: node.address!, ...(this.config.acl.token ? { token: this.config.acl.token } : {}), timeoutMs: 120_000 });
       try {
-        const view = await client.createVolume(volumeSpecToDocument(spec), { forwarded: true });
-        this.logger.info('volume created through another node\'s controller', { volume_id: spec.id, plugin_id: spec.pluginId, node: node.name });
-        return view;
+        const result = await call(client);
+        this.logger.info(`volume ${what} made through another node's controller`, { volume_id: volumeId, plugin_id: pluginId, node: node.name });
+        return result;
       } catch (err) {
-        // The node or its controller is away (no answer, 5xx, no controller there after all): the next one. Anything else is the answer.
-        const away = !(err instanceof ApiError) || err.status === 0 || err.status >= 500 || (err.status === 404 && /no (healthy )?controller/.test(err.message));
-        if (!away) throw err;
+        const refused = err instanceof ApiError && err.status === 0 && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(err.message);
+        const noController = err instanceof ApiError && err.status === 404 && /no (healthy )?controller/.test(err.message);
+        if (!refused && !noController) {
+          if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
+            throw new ClusterUnavailableError(`volume "${volumeId}": the ${what} was sent to node ${node.name}, whose answer did not come (${err.message}); it may be under way there: see csiplug volume status ${volumeId}`);
+          }
+          throw err;
+        }
         failures.push(`${node.name}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
-    throw new ClusterUnavailableError(`volume "${spec.id}": no node with a healthy controller of plugin "${spec.pluginId}" could create it (${failures.join('; ')})`);
-  }
-
-  /** Adds a volume made here to the cluster's catalog; when the cluster refuses it (the id taken meanwhile, etcd away), `undo` runs and the refusal is thrown. */
-  private async addToCluster(view: VolumeView, undo: () => Promise<unknown>): Promise<void> {
-    try {
-      await this.clusterJobs!.addVolume(view);
-    } catch (err) {
-      await undo().catch((e: unknown) => this.logger.error('a volume the cluster refused could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
-      if (err instanceof Error && isEtcdAway(err)) throw new ClusterUnavailableError(`volume "${view.id}": the cluster's etcd did not answer (${err.message}); nothing was kept, try again once it does`);
-      throw err;
-    }
+    throw new ClusterUnavailableError(`volume "${volumeId}": no node with a healthy controller of plugin "${pluginId}" could be reached (${failures.join('; ')})`);
   }
 
   /** An etcd call for the API: etcd away is a 503 that says so. */
@@ -949,27 +985,51 @@ export class Agent implements AgentService, AsyncDisposable {
       return await fn();
     } catch (err) {
       if (err instanceof Error && isEtcdAway(err)) throw new ClusterUnavailableError(`the cluster's etcd did not answer (${err.message}); nothing was changed, try again once it does`);
+      if (err instanceof ClusterJobsUnavailableError) throw new ClusterUnavailableError(err.message);
       throw err;
     }
   }
 
   async deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
     this.checkOpen();
+    await this.assertUnclaimedInCluster(id);
+    await this.catalog.deregisterVolume(id, options);
     await this.removeFromCluster(id);
-    return this.catalog.deregisterVolume(id, options);
   }
 
-  async deleteVolume(id: string): Promise<void> {
+  async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
     this.checkOpen();
+    await this.assertUnclaimedInCluster(id);
+    const pluginId = this.catalog.getVolume(id)?.pluginId;
+    // No controller here: deleted through a node that has one (which also removes it from the cluster).
+    if (this.clusterJobs && pluginId && !options.forwarded && !this.controlsHere(pluginId)) {
+      await this.viaController(pluginId, id, 'delete', (c) => c.deleteVolume(id, { forwarded: true }));
+      return;
+    }
+    await this.catalog.deleteVolume(id);
     await this.removeFromCluster(id);
-    return this.catalog.deleteVolume(id);
   }
 
-  /** Cluster mode: the volume leaves the cluster's catalog first, refused while any node holds a claim on it; each node deregisters its copy. */
+  /** Cluster mode: a volume claimed on any node is not deregistered or deleted (refused before anything is done). */
+  private async assertUnclaimedInCluster(id: string): Promise<void> {
+    if (!this.clusterJobs) return;
+    this.clusterJobs.assertMember();
+    const claims = await this.clusterCall(() => this.clusterJobs!.store.claims.claims(id));
+    if (claims.length > 0) {
+      throw new ConflictError(`volume "${id}" is claimed in the cluster (${claims.map((c) => `alloc ${c.allocId} on node ${c.nodeId}`).join(', ')}); stop the jobs using it first`);
+    }
+  }
+
+  /** Cluster mode: once gone here, the volume leaves the cluster's catalog too, and every node drops its copy. */
   private async removeFromCluster(id: string): Promise<void> {
     if (!this.clusterJobs) return;
-    const removed = await this.clusterCall(async () => (await this.clusterJobs!.store.volumes.get(id)) === undefined || this.clusterJobs!.store.volumes.remove(id));
-    if (!removed) throw new ConflictError(`volume "${id}" is claimed in the cluster (see csiplug volume status ${id} on the nodes that use it); stop the jobs using it first`);
+    let removed = false;
+    try {
+      removed = (await this.clusterJobs.store.volumes.get(id)) === undefined || (await this.clusterJobs.store.volumes.remove(id));
+    } catch (err) {
+      throw new ClusterUnavailableError(`volume "${id}" is gone from this node, but the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}): run the same command again once it does, so other nodes drop it too`);
+    }
+    if (!removed) throw new ConflictError(`volume "${id}" is gone from this node, but a claim on it was taken in the cluster meanwhile; its record stays there until that alloc lets go`);
   }
 
   /**

@@ -19,18 +19,21 @@
 // The cluster's volumes (volumes/<id> in etcd) are registered in this
 // node's catalog as they appear, and deregistered here once they are gone
 // from etcd and unclaimed here, so an alloc placed here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import type { VolumeCatalogService, VolumeSpec, VolumeView } from '@csiplug/volumes';
 import type { ClusterMembership } from './cluster-membership';
 import { sameJob } from './deploy/job-diff';
 import type { JobSpec } from './model';
+import { jobToDocument, validateJob } from './spec';
 import type { ClusterJobView } from './service';
 
 /** How often a pass runs when nothing in etcd changed (a node's death is noticed by time). */
 const PASS_INTERVAL_MS = 1_000;
 /** What a job submitted while etcd was away says until it is stored. */
 export const QUEUED_REASON = 'waiting on this agent for the cluster\'s etcd to answer; submitted once it does (an agent restart before then forgets it)';
+/** An API call (job run, job stop) waits at most this long for the pass it starts; the work goes on after. */
+const API_WAIT_MS = 30_000;
 /** Changes arriving together are handled in one pass. */
 const DEBOUNCE_MS = 50;
 
@@ -71,11 +74,11 @@ export class ClusterJobs {
   private timer: { dispose(): void } | undefined;
   private watches: Array<{ close(): Promise<void> }> = [];
   private debounce: { dispose(): void } | undefined;
-  private running: Promise<void> | undefined;
+  private running: Promise<boolean> | undefined;
   private again = false;
   private closed = false;
   /** What the last pass read: jobs, placements, pending, for views that answer at once. */
-  private seen: { jobs: ClusterJobRecord<JobSpec>[]; placements: Placement[]; pending: Map<string, Unplaced[]>; at: number } | undefined;
+  private seen: { jobs: ClusterJobRecord<JobSpec>[]; placements: Placement[]; pending: Map<string, PendingSlots[]>; at: number } | undefined;
   /** Volumes of the cluster this node registered (or found registered) in its catalog during this run. */
   private readonly mirrored = new Set<string>();
   /** Volumes whose registration here failed, with the reason last logged (said once per reason). */
@@ -114,69 +117,99 @@ export class ClusterJobs {
       .catch((err) => this.logger.debug('the etcd watch could not start; passes run on the timer', { error: errorMessage(err) }));
   }
 
-  /** A pass now (or right after the one under way); resolves when it is done. */
-  kick(): Promise<void> {
-    if (this.closed) return Promise.resolve();
+  /**
+   * A pass now (or right after the one under way). Resolves true when a
+   * whole pass ran after this call — etcd read and written, every run and
+   * stop here done — false when one failed (the timer's next pass tries again).
+   */
+  kick(): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
     if (this.running) {
       this.again = true;
       return this.running;
     }
     this.running = (async () => {
+      let ok = false;
       do {
         this.again = false;
-        await this.pass();
+        ok = await this.pass();
       } while (this.again && !this.closed);
+      return ok;
     })().finally(() => (this.running = undefined));
     return this.running;
+  }
+
+  /**
+   * On every (re)join of the node: passes until one is whole, so what runs
+   * here is what the cluster placed here — a node back after its work
+   * moved has stopped its copies — and only then `then` (the claims
+   * asserted in etcd). Gives up when disposed.
+   */
+  async settleThen(then: () => Promise<void>): Promise<void> {
+    for (let delay = 250; !this.closed; delay = Math.min(delay * 2, 5_000)) {
+      if (this.membership.holdsNode && (await this.kick())) {
+        await then();
+        return;
+      }
+      await this.clock.sleep(delay).catch(() => undefined);
+    }
   }
 
   async dispose(): Promise<void> {
     this.closed = true;
     this.timer?.dispose();
     this.debounce?.dispose();
-    await Promise.all(this.watches.map((w) => w.close()));
+    // A watch's cancel waits on etcd: never longer than a moment when it is away.
+    await Promise.race([Promise.all(this.watches.map((w) => w.close())), this.clock.sleep(1_000).catch(() => undefined)]);
     await this.running?.catch(() => undefined);
   }
 
   /**
    * Stores the job in etcd and places it; returns the record and this
    * pass's view of it. etcd away: the job waits here (`queued`) and is
-   * stored by the first pass that reaches etcd — the latest submit of an id
-   * wins; it waits in this agent's memory only, so an agent restart before
-   * etcd is back forgets it (the API says so).
+   * stored by the first pass that reaches etcd, unless the job was changed
+   * in etcd after it was queued; it waits in this agent's memory only, so
+   * an agent restart before etcd is back forgets it (the API says so).
    */
   async submit(job: JobSpec): Promise<{ record: ClusterJobRecord<JobSpec>; unchanged: boolean; view: ClusterJobView | undefined; queued?: boolean }> {
     this.assertMember();
+    const at = this.clock.now();
     let stored;
     try {
       stored = await this.storeJob(job);
     } catch (err) {
       if (!(err instanceof ClusterJobsUnavailableError)) throw err;
-      this.outbox.set(job.id, { kind: 'run', job });
+      this.outbox.set(job.id, { kind: 'run', job, at });
       this.logger.warn('etcd did not answer: the job waits on this agent and is submitted once etcd does', { job_id: job.id, error: errorMessage(err) });
-      const now = this.clock.now();
-      const record: ClusterJobRecord<JobSpec> = { id: job.id, type: job.type === 'system' ? 'system' : 'service', version: 0, stopped: false, submittedAt: now, groups: demandOf(job), spec: job };
-      return { record, unchanged: false, queued: true, view: { type: record.type, version: 0, stopped: false, placements: [], pending: [{ jobId: job.id, group: '*', slot: '*', reasons: { etcd: `${QUEUED_REASON} (${errorMessage(err)})` } }], readAt: now } };
+      const record: ClusterJobRecord<JobSpec> = { id: job.id, type: job.type === 'system' ? 'system' : 'service', version: 0, stopped: false, submittedAt: at, groups: demandOf(job), spec: job };
+      return { record, unchanged: false, queued: true, view: queuedView(record.type, 0, `${QUEUED_REASON} (${errorMessage(err)})`, at) };
     }
-    this.outbox.delete(job.id);
-    await this.kick();
+    // A newer op queued meanwhile (by another request) stands; this one's is done.
+    const waiting = this.outbox.get(job.id);
+    if (waiting && waiting.at <= at) this.outbox.delete(job.id);
+    await this.bounded(this.kick());
     return { ...stored, view: await this.view(job.id).catch(() => undefined) };
+  }
+
+  /** An API call waits for the pass it started at most this long: the work goes on after. */
+  private async bounded(p: Promise<unknown>): Promise<void> {
+    await Promise.race([p, this.clock.sleep(API_WAIT_MS).catch(() => undefined)]);
   }
 
   private storeJob(job: JobSpec) {
     return this.store.submit(job.id, job.type === 'system' ? 'system' : 'service', demandOf(job), job, this.clock.now());
   }
 
-  /** Jobs submitted while etcd was away, stored by the first pass that reaches it. */
-  private readonly outbox = new Map<string, { kind: 'run'; job: JobSpec } | { kind: 'stop'; purge: boolean }>();
+  /** Runs and stops made while etcd was away, stored by the first pass that reaches it. */
+  private readonly outbox = new Map<string, { kind: 'run'; job: JobSpec; at: number } | { kind: 'stop'; purge: boolean; at: number }>();
 
   /** The jobs waiting on this agent for etcd to be submitted. */
   queued(): JobSpec[] {
     return [...this.outbox.values()].flatMap((o) => (o.kind === 'run' ? [o.job] : []));
   }
 
-  /** A machine refused its node name (another live agent holds it) changes nothing in the cluster. */
-  private assertMember(): void {
+  /** A machine refused its node name (another live agent holds it) changes nothing in the cluster: no job, no volume. */
+  assertMember(): void {
     const holder = this.membership.nameHeldBy;
     if (holder !== undefined) {
       throw new NodeNameInUseError(this.node, holder);
@@ -186,20 +219,20 @@ export class ClusterJobs {
   /** Stops (or purges) the job cluster-wide; undefined: the cluster has no such job. */
   async stop(id: string, purge: boolean): Promise<ClusterJobRecord<JobSpec> | 'queued' | undefined> {
     this.assertMember();
-    // A stop overrides a submit still waiting for etcd.
-    const waiting = this.outbox.get(id);
-    this.outbox.delete(id);
+    const at = this.clock.now();
     let record;
     try {
-      record = await this.store.stop(id, purge, this.clock.now());
+      record = await this.store.stop(id, purge, at);
     } catch (err) {
       if (!(err instanceof ClusterJobsUnavailableError)) throw err;
-      // etcd away: the stop waits here (so the job is not placed again once etcd is back) and the job stops on this node now.
-      if (waiting?.kind !== 'run') this.outbox.set(id, { kind: 'stop', purge });
-      this.logger.warn('etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers', { job_id: id, error: errorMessage(err) });
+      // etcd away: the stop waits here, replacing a run queued before it (so the job is not placed again once etcd is back), and the job stops on this node now.
+      this.outbox.set(id, { kind: 'stop', purge, at });
+      this.logger.warn('etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers (if this agent still runs then)', { job_id: id, error: errorMessage(err) });
       return 'queued';
     }
-    if (record) await this.kick();
+    const waiting = this.outbox.get(id);
+    if (waiting && waiting.at <= at) this.outbox.delete(id);
+    if (record) await this.bounded(this.kick());
     return record;
   }
 
@@ -224,17 +257,34 @@ export class ClusterJobs {
     };
   }
 
-  private async pass(): Promise<void> {
-    // Only the agent holding its node schedules and runs that node's share (a refused second machine does neither).
-    if (!this.membership.holdsNode) return;
-    try {
-      for (const [id, op] of [...this.outbox]) {
-        if (op.kind === 'run') await this.storeJob(op.job);
-        else await this.store.stop(id, op.purge, this.clock.now());
-        // Submitted or stopped again meanwhile: that one stands.
-        if (this.outbox.get(id) === op) this.outbox.delete(id);
-        this.logger.info(`etcd answers again: a job ${op.kind === 'run' ? 'submitted' : 'stopped'} while it did not is ${op.kind === 'run' ? 'submitted' : 'stopped'} in the cluster`, { job_id: id });
+  /** Stores what waited for etcd; an op the cluster has a newer change of is dropped, one etcd refuses is dropped and said. */
+  private async flushOutbox(): Promise<void> {
+    for (const [id, op] of [...this.outbox]) {
+      try {
+        const current = (await this.store.status(id))?.record;
+        if (current && current.submittedAt > op.at) {
+          this.logger.warn(`a job ${op.kind === 'run' ? 'run' : 'stop'} made while etcd was away is dropped: the job was changed in the cluster after it`, { job_id: id });
+        } else if (op.kind === 'run') {
+          await this.storeJob(op.job);
+        } else {
+          await this.store.stop(id, op.purge, op.at);
+        }
+        this.logger.info(`etcd answers again: a job ${op.kind === 'run' ? 'run' : 'stop'} made while it did not is made in the cluster`, { job_id: id });
+      } catch (err) {
+        if (err instanceof ClusterJobsUnavailableError) throw err;
+        this.logger.error(`a job ${op.kind === 'run' ? 'run' : 'stop'} made while etcd was away cannot be made in the cluster; it is dropped`, { job_id: id, error: errorMessage(err) });
       }
+      // Made or dropped; one queued again meanwhile stands.
+      if (this.outbox.get(id) === op) this.outbox.delete(id);
+    }
+  }
+
+  /** One pass; true when it was whole (nothing failed). */
+  private async pass(): Promise<boolean> {
+    // Only the agent holding its node schedules and runs that node's share (a refused second machine does neither).
+    if (!this.membership.holdsNode) return false;
+    try {
+      await this.flushOutbox();
       const fresh = await this.membership.list();
       const result = await this.store.reconcile({
         nodes: fresh,
@@ -243,43 +293,91 @@ export class ClusterJobs {
         onNodeReleased: (node, volumes) => this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', { node, volumes }),
       });
       for (const p of result.put.filter((x) => x.movedFrom)) {
-        this.logger.info('an alloc slot moved off a node down past its disconnect grace', { job_id: p.jobId, slot: p.slot, from: p.movedFrom, to: p.node });
+        this.logger.info('an alloc slot moved off a node down past its disconnect grace, or off a node that cannot run its new version', { job_id: p.jobId, slot: p.slot, from: p.movedFrom, to: p.node });
       }
-      const [jobs, placements] = await Promise.all([this.store.jobs(), this.store.placements()]);
-      const pending = new Map<string, Unplaced[]>();
-      for (const u of result.unplaced) pending.set(u.jobId, [...(pending.get(u.jobId) ?? []), u]);
-      this.seen = { jobs, placements, pending, at: this.clock.now() };
-      await this.mirrorVolumes();
-      await this.project(jobs, placements);
+      const pending = new Map<string, PendingSlots[]>();
+      const byJob = new Map<string, Unplaced[]>();
+      for (const u of result.unplaced) byJob.set(u.jobId, [...(byJob.get(u.jobId) ?? []), u]);
+      for (const [id, us] of byJob) pending.set(id, summarisePending(us));
+      this.seen = { jobs: result.records, placements: result.placements, pending, at: this.clock.now() };
+      const mirrored = await this.mirrorVolumes();
+      const projected = await this.project(result.records, result.placements);
+      if (!projected || !mirrored) return false;
+      this.failing = false;
+      return true;
     } catch (err) {
-      this.logger.debug('a cluster pass failed; the next one tries again', { error: errorMessage(err) });
+      // Said once per run of failures (etcd away says so every pass otherwise), in full at debug level.
+      if (!this.failing) this.logger.warn('a cluster pass failed; passes go on every second and catch up', { error: errorMessage(err) });
+      this.failing = true;
+      this.logger.debug('a cluster pass failed', { error: errorMessage(err) });
+      return false;
     }
   }
 
-  /** Runs here what is placed here; stops here what is not (any more). */
-  private async project(jobs: ClusterJobRecord<JobSpec>[], placements: Placement[]): Promise<void> {
+  private failing = false;
+  /** The share of each job last run here (its projected spec, as JSON): run again only when it changes. */
+  private readonly applied = new Map<string, string>();
+  /** The last warning said per job, so a pass each second does not repeat it. */
+  private readonly warned = new Map<string, string>();
+
+  private warnOnce(jobId: string, message: string, fields: Record<string, unknown>): void {
+    const key = `${message}\u0000${JSON.stringify(fields)}`;
+    if (this.warned.get(jobId) === key) return;
+    this.warned.set(jobId, key);
+    this.logger.warn(message, { job_id: jobId, ...fields });
+  }
+
+  /**
+   * Runs here what is placed here; stops here what is not (any more).
+   * A share is run once per change of it: what the local job updater does
+   * with it then (a rollout that fails and reverts, a task that fails) is
+   * the node's, as on one agent, and is not undone by the next pass.
+   * True when every run and stop was made.
+   */
+  private async project(jobs: ClusterJobRecord<JobSpec>[], placements: Placement[]): Promise<boolean> {
     // Only the agent holding its node runs that node's placements (a refused second machine runs nothing).
-    if (!this.membership.holdsNode) return;
+    if (!this.membership.holdsNode) return false;
     const known = new Set(jobs.map((j) => j.id));
-    const runs: Array<{ record: ClusterJobRecord<JobSpec>; job: JobSpec }> = [];
+    const runs: Array<{ record: ClusterJobRecord<JobSpec>; job: JobSpec; key: string }> = [];
     const stops: ClusterJobRecord<JobSpec>[] = [];
+    let ok = true;
     for (const record of jobs) {
       const local = this.host.localJob(record.id);
-      const wanted = record.stopped || record.purged ? undefined : projectJob(record.spec, placements, this.node);
+      let wanted: JobSpec | undefined;
+      if (!record.stopped && !record.purged) {
+        try {
+          // The spec as a jobspec would give it: a record etcd holds is checked like any request before anything runs.
+          wanted = projectJob(validateJob(jobToDocument(record.spec)), placements, this.node);
+        } catch (err) {
+          this.warnOnce(record.id, 'the job\'s spec in etcd is not a valid job; nothing of it is run or stopped here until it is run again', { error: errorMessage(err) });
+          continue;
+        }
+      }
       if (wanted) {
+        const key = JSON.stringify(wanted);
+        if (this.applied.get(record.id) === key) continue;
         const count = wanted.groups.reduce((n, g) => n + g.count, 0);
-        if (!local || local.wanted !== count || !sameJob(local.job, wanted)) runs.push({ record, job: wanted });
-      } else if (local && (local.wanted > 0 || record.purged)) {
-        stops.push(record);
+        // After a restart: a share this node runs already, as it is, is taken as run.
+        if (!this.applied.has(record.id) && local && local.wanted === count && sameJob(local.job, wanted)) {
+          this.applied.set(record.id, key);
+          continue;
+        }
+        runs.push({ record, job: wanted, key });
+      } else {
+        this.applied.delete(record.id);
+        if (local && (local.wanted > 0 || record.purged)) stops.push(record);
       }
     }
     // Plugins start before the workloads that need them and stop after them, so a volume is unmounted while its plugin still runs.
     const isPlugin = (job: JobSpec) => job.groups.some((g) => g.tasks.some((t) => t.csiPlugin));
-    const run = async (r: { record: ClusterJobRecord<JobSpec>; job: JobSpec }) => {
+    const run = async (r: { record: ClusterJobRecord<JobSpec>; job: JobSpec; key: string }) => {
       try {
         await this.host.runLocal(r.job);
+        this.applied.set(r.record.id, r.key);
+        this.warned.delete(r.record.id);
       } catch (err) {
-        this.logger.warn('could not run here what the cluster placed here; the next pass tries again', { job_id: r.record.id, error: errorMessage(err) });
+        ok = false;
+        this.warnOnce(r.record.id, 'could not run here what the cluster placed here; the next pass tries again', { error: errorMessage(err) });
       }
     };
     const stop = async (record: ClusterJobRecord<JobSpec>) => {
@@ -287,7 +385,8 @@ export class ClusterJobs {
       try {
         await this.host.stopLocal(record.id, !!record.purged);
       } catch (err) {
-        this.logger.warn('could not stop here what the cluster no longer places here; the next pass tries again', { job_id: record.id, error: errorMessage(err) });
+        ok = false;
+        this.warnOnce(record.id, 'could not stop here what the cluster no longer places here; the next pass tries again', { error: errorMessage(err) });
       }
     };
     for (const r of runs.filter((x) => isPlugin(x.job))) await run(r);
@@ -299,17 +398,30 @@ export class ClusterJobs {
       this.strangers.add(id);
       this.logger.warn('a job runs here that the cluster does not know (run before this agent joined, or purged over a day ago); it is left as it is: stop it with csiplug job stop', { job_id: id });
     }
+    return ok;
   }
 
-  /** Registers here the cluster's volumes this catalog lacks; deregisters those gone from etcd that were mirrored and are unclaimed here. */
-  private async mirrorVolumes(): Promise<void> {
+  /**
+   * Registers here the cluster's volumes this catalog lacks; finishes a
+   * reservation this node made whose volume it has (its create was done,
+   * etcd was away for the last write); deregisters here the volumes gone
+   * from etcd that this run registered and that are unclaimed here.
+   * True when nothing failed for want of etcd.
+   */
+  private async mirrorVolumes(): Promise<boolean> {
     const records = await this.store.volumes.list();
     const ids = new Set(records.map((r) => r.id));
     for (const record of records) {
       const volume = record.volume as VolumeView;
       const local = this.host.catalog.getVolume(record.id);
+      if (record.state === 'creating') {
+        if (record.origin === this.node && local) await this.finishVolume(local).catch(() => undefined);
+        continue;
+      }
       if (local) {
-        this.mirrored.add(record.id);
+        // The same volume (its plugin and the plugin's id for it), or a volume of this node's own under the same id: never taken for the cluster's.
+        if (local.pluginId === record.pluginId && local.externalId === volume.externalId) this.mirrored.add(record.id);
+        else this.warnMirror(record.id, `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`);
         continue;
       }
       const spec: VolumeSpec = {
@@ -332,9 +444,7 @@ export class ClusterJobs {
         this.mirrorFailures.delete(record.id);
         this.logger.info('registered a volume of the cluster in this node\'s catalog', { volume_id: record.id, origin: record.origin });
       } catch (err) {
-        const why = errorMessage(err);
-        if (this.mirrorFailures.get(record.id) !== why) this.logger.warn('could not register a volume of the cluster here; allocs placed here cannot use it until it is', { volume_id: record.id, error: why });
-        this.mirrorFailures.set(record.id, why);
+        this.warnMirror(record.id, `could not register the cluster's volume here; allocs placed here cannot use it until it is: ${errorMessage(err)}`);
       }
     }
     for (const id of [...this.mirrored]) {
@@ -353,26 +463,56 @@ export class ClusterJobs {
         this.logger.debug('could not deregister here a volume the cluster no longer has; the next pass tries again', { volume_id: id, error: errorMessage(err) });
       }
     }
+    return true;
   }
 
-  /** Adds a volume this node created or registered to the cluster's catalog. */
-  async addVolume(volume: VolumeView): Promise<void> {
-    await this.store.volumes.add({
+  private warnMirror(id: string, why: string): void {
+    if (this.mirrorFailures.get(id) === why) return;
+    this.mirrorFailures.set(id, why);
+    this.logger.warn(why, { volume_id: id });
+  }
+
+  /**
+   * Reserves the volume's id in the cluster before this node's plugin makes
+   * it: no other node makes one under the same id meanwhile (a CSI create
+   * is idempotent by name, so a second maker would get the same volume and
+   * could not tell it from its own). Throws ClusterVolumeExistsError when
+   * the id is taken or reserved.
+   */
+  async reserveVolume(spec: VolumeSpec): Promise<void> {
+    this.assertMember();
+    await this.store.volumes.add({ id: spec.id, pluginId: spec.pluginId, origin: this.node, createdAt: this.clock.now(), state: 'creating', volume: { id: spec.id, pluginId: spec.pluginId } });
+  }
+
+  /** The reservation is given up (the create failed here). */
+  cancelVolume(id: string): Promise<void> {
+    return this.store.volumes.cancel(id, this.node);
+  }
+
+  /**
+   * The volume this node made replaces its reservation, with what other
+   * nodes need to use it — its secrets too: etcd holds them, as a Nomad
+   * server's state does (protect etcd: TLS, and no one else's access). The
+   * reservation gone (false): the volume is not the cluster's.
+   */
+  async finishVolume(volume: VolumeView): Promise<boolean> {
+    const done = await this.store.volumes.finish({
       id: volume.id,
       pluginId: volume.pluginId,
       ...(volume.accessibleTopology?.length ? { accessibleTopology: volume.accessibleTopology.map((t) => ({ ...t.segments })) } : {}),
+      capabilities: volume.capabilities.map((c) => ({ accessMode: c.accessMode, attachmentMode: c.attachmentMode })),
       origin: this.node,
       createdAt: this.clock.now(),
-      volume: { ...volume, claims: [], secrets: {} },
+      volume: { ...volume, claims: [] },
     });
-    this.mirrored.add(volume.id);
+    if (done) this.mirrored.add(volume.id);
+    return done;
   }
+}
 
-  /** Throws ClusterVolumeExistsError when the cluster has the id already. */
-  async assertVolumeFree(id: string): Promise<void> {
-    const existing = await this.store.volumes.get(id);
-    if (existing) throw new ClusterVolumeExistsError(id, existing.origin);
-  }
+/** The view of a job waiting on this agent for etcd. */
+export function queuedView(type: 'service' | 'system', version: number, why: string, at: number): ClusterJobView {
+  return { type, version, stopped: false, placements: [], pending: [{ group: '*', count: 0, slots: [], reasons: { etcd: why } }], readAt: at };
 }
 
 function viewOf(status: ClusterJobStatus<JobSpec>, readAt: number): ClusterJobView {

@@ -6,7 +6,7 @@ import type { ExternalVolumeView, MountUsageView, NodeExpandOutcome, Page, Snaps
 import type { Alloc, DeploymentStatus, JobSpec, TaskState } from './model';
 import type { LogRange, LogSlice } from './log-slice';
 import type { JobPlan } from './deploy/job-plan';
-import type { Placement, Unplaced } from '@csiplug/cluster';
+import type { PendingSlots, Placement } from '@csiplug/cluster';
 
 /** A cluster job as the agent shows it: its record, where its slots are, what could not be placed. */
 export interface ClusterJobView {
@@ -14,7 +14,8 @@ export interface ClusterJobView {
   version: number;
   stopped: boolean;
   placements: Array<Pick<Placement, 'slot' | 'group' | 'index' | 'node' | 'jobVersion'> & { movedFrom?: string }>;
-  pending: Unplaced[];
+  /** Slots no node can take now, grouped by their reasons. */
+  pending: PendingSlots[];
   /** ms since the epoch: when this was read from etcd. */
   readAt: number;
 }
@@ -273,7 +274,7 @@ export interface AgentService {
   /** Removes a volume from the catalog; refuses while claimed unless `force`. */
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
   /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */
-  deleteVolume(id: string): Promise<void>;
+  deleteVolume(id: string, options?: { forwarded?: boolean }): Promise<void>;
   /** NodeGetVolumeStats of each live mount of a volume, or of an alloc's volumes, on this node. */
   volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]>;
   /** CreateSnapshot of a volume (its controller must offer it). */

@@ -81,35 +81,40 @@ export class EtcdVolumeClaims {
     return this.update(volumeId, (claims) => claims.filter((c) => c.allocId !== allocId));
   }
 
-  /** Every volume's claims, cluster-wide. */
+  /**
+   * Every volume's claims, cluster-wide, in one read. A key whose claims
+   * cannot be read is listed in `unreadable` (its holders are unknown: no
+   * one may take it as free).
+   */
   async all(): Promise<Array<{ volumeId: string; claims: ClusterClaim[] }>> {
-    const keys = await etcdCall('*', () => this.conn.kv.getAll().prefix(CLAIMS).keys());
-    const out: Array<{ volumeId: string; claims: ClusterClaim[] }> = [];
-    for (const key of keys) {
-      const volumeId = key.slice(CLAIMS.length);
-      try {
-        out.push({ volumeId, claims: await this.claims(volumeId) });
-      } catch (err) {
-        // One record no one can read (or etcd flapping on one key) must not hide every other volume's claims.
-        if (!(err instanceof ClaimError) || err.retryable) throw err;
-      }
+    return (await this.allWithUnreadable()).volumes;
+  }
+
+  async allWithUnreadable(): Promise<{ volumes: Array<{ volumeId: string; claims: ClusterClaim[] }>; unreadable: string[] }> {
+    const res = await etcdCall('*', () => this.conn.kv.getAll().prefix(CLAIMS).exec());
+    const volumes: Array<{ volumeId: string; claims: ClusterClaim[] }> = [];
+    const unreadable: string[] = [];
+    for (const kv of res.kvs) {
+      const volumeId = kv.key.toString().slice(CLAIMS.length);
+      const claims = parseClaims(kv.value.toString());
+      if (claims) volumes.push({ volumeId, claims });
+      else unreadable.push(volumeId);
     }
-    return out;
+    return { volumes, unreadable };
   }
 
   /**
    * Releases every claim a node holds (a node gone for good); returns the
    * volumes touched. Each write also requires the node to have no live
-   * lease: a node that came back keeps what it holds.
+   * lease: a node that came back keeps what it holds. A volume whose claims
+   * cannot be read is left as it is (and the others released).
    */
   async releaseNode(nodeId: string): Promise<string[]> {
-    const all = await this.conn.kv.getAll().prefix(CLAIMS).keys();
+    const { volumes } = await this.allWithUnreadable();
     const touched: string[] = [];
-    for (const key of all) {
-      const volumeId = key.slice(CLAIMS.length);
-      const before = await this.claims(volumeId);
-      if (!before.some((c) => c.nodeId === nodeId)) continue;
-      const after = await this.update(volumeId, (claims) => claims.filter((c) => c.nodeId !== nodeId), ALIVE + nodeId);
+    for (const { volumeId, claims } of volumes) {
+      if (!claims.some((c) => c.nodeId === nodeId)) continue;
+      const after = await this.update(volumeId, (cs) => cs.filter((c) => c.nodeId !== nodeId), ALIVE + nodeId);
       if (!after.some((c) => c.nodeId === nodeId)) touched.push(volumeId);
     }
     return touched;
@@ -119,14 +124,10 @@ export class EtcdVolumeClaims {
     const res = await etcdCall(volumeId, () => this.conn.kv.get(CLAIMS + volumeId).exec());
     const kv = res.kvs[0];
     if (!kv) return { value: { claims: [] }, modRevision: undefined };
-    try {
-      const value = JSON.parse(kv.value.toString()) as ClaimsValue;
-      if (!Array.isArray(value.claims)) throw new Error('no claims list');
-      return { value, modRevision: kv.mod_revision };
-    } catch (err) {
-      // Never written over: a record no one can read is a fault to see, not a volume free to claim.
-      throw new ClaimError(`the claims of volume "${volumeId}" in etcd cannot be read (${(err as Error).message}); fix or delete the key ${CLAIMS}${volumeId}`, false);
-    }
+    const claims = parseClaims(kv.value.toString());
+    // Never written over: a record no one can read is a fault to see, not a volume free to claim.
+    if (!claims) throw new ClaimError(`the claims of volume "${volumeId}" in etcd cannot be read (not a list of claims with alloc, node and modes); fix or delete the key ${CLAIMS}${volumeId}`, false);
+    return { value: { claims }, modRevision: kv.mod_revision };
   }
 
   /** Read, change, and write only if no one wrote in between; reads again after a lost race. */
@@ -145,6 +146,21 @@ export class EtcdVolumeClaims {
     }
     throw new ClaimError(`volume "${volumeId}": its claims changed under ${CLAIM_CONFLICT_RETRIES} attempts in a row (other nodes claiming at once); try again`, true);
   }
+}
+
+/** A claims value as written by this module, or undefined when it is anything else (no claim of it is trusted then). */
+function parseClaims(text: string): ClusterClaim[] | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const claims = (value as { claims?: unknown } | null)?.claims;
+  if (!Array.isArray(claims)) return undefined;
+  const str = (x: unknown) => typeof x === 'string' && x.length > 0;
+  const ok = claims.every((c: Partial<ClusterClaim> | null) => c !== null && typeof c === 'object' && str(c.allocId) && str(c.nodeId) && (c.mode === 'read' || c.mode === 'write') && str(c.accessMode) && str(c.attachmentMode));
+  return ok ? (claims as ClusterClaim[]) : undefined;
 }
 
 /**

@@ -15,8 +15,16 @@ export interface ClusterVolumeRecord<V = unknown> {
   id: string;
   pluginId: string;
   accessibleTopology?: Array<Record<string, string>>;
+  /** The access and attachment modes it offers (for placement; the claim checks them again). */
+  capabilities?: Array<{ accessMode: string; attachmentMode: string }>;
   /** The node that created or registered it. */
   origin: string;
+  /**
+   * `creating`: the id is reserved by `origin` while its plugin makes the
+   * volume (no other node may make one under it; no node uses it yet).
+   * Absent: the volume is there.
+   */
+  state?: 'creating';
   /** ms since the epoch. */
   createdAt: number;
   /** The volume as its origin's catalog holds it (opaque here: the agent's volume view). */
@@ -37,41 +45,70 @@ export class EtcdClusterVolumes<V = unknown> {
     private readonly logger: Logger,
   ) {}
 
-  /** Adds the volume; throws ClusterVolumeExistsError when the id is taken. */
-  async add(record: ClusterVolumeRecord<V>): Promise<void> {
+  /** Adds the volume (or its reservation); throws ClusterVolumeExistsError when the id is taken. Returns the key's revision. */
+  async add(record: ClusterVolumeRecord<V>): Promise<string> {
     const key = VOLUMES + record.id;
     const res = await this.conn.kv.if(key, 'Create', '==', 0).then(this.conn.kv.put(key).value(JSON.stringify(record))).commit();
     if (!res.succeeded) throw new ClusterVolumeExistsError(record.id, (await this.get(record.id))?.origin ?? 'unknown');
+    return res.header.revision;
   }
 
-  /** Writes the volume's record again (its capacity grew); only over a record that exists. */
-  async update(record: ClusterVolumeRecord<V>): Promise<void> {
+  /** Replaces the reservation `origin` holds with the volume as made; false when the key is not that reservation any more. */
+  async finish(record: ClusterVolumeRecord<V>): Promise<boolean> {
     const key = VOLUMES + record.id;
-    await this.conn.kv.if(key, 'Create', '>', 0).then(this.conn.kv.put(key).value(JSON.stringify(record))).commit();
+    const kv = (await this.conn.kv.get(key).exec()).kvs[0];
+    const held = kv ? this.parse(key, kv.value.toString()) : undefined;
+    if (!kv || held?.state !== 'creating' || held.origin !== record.origin) return false;
+    const { state: _state, ...made } = record;
+    return (await this.conn.kv.if(key, 'Mod', '==', kv.mod_revision).then(this.conn.kv.put(key).value(JSON.stringify(made))).commit()).succeeded;
+  }
+
+  /** Gives up the reservation `origin` holds (its create failed); a volume that is there is never removed by this. */
+  async cancel(id: string, origin: string): Promise<void> {
+    const key = VOLUMES + id;
+    const kv = (await this.conn.kv.get(key).exec()).kvs[0];
+    const held = kv ? this.parse(key, kv.value.toString()) : undefined;
+    if (!kv || held?.state !== 'creating' || held.origin !== origin) return;
+    await this.conn.kv.if(key, 'Mod', '==', kv.mod_revision).then(this.conn.kv.delete().key(key)).commit();
   }
 
   async get(id: string): Promise<ClusterVolumeRecord<V> | undefined> {
     const text = await this.conn.kv.get(VOLUMES + id).string();
-    if (text === null) return undefined;
-    try {
-      return JSON.parse(text) as ClusterVolumeRecord<V>;
-    } catch (err) {
-      this.logger.warn('a volume record in etcd cannot be read; it is left out', { volume_id: id, error: errorMessage(err) });
-      return undefined;
-    }
+    return text === null ? undefined : this.parse(VOLUMES + id, text);
   }
 
   async list(): Promise<ClusterVolumeRecord<V>[]> {
     const all = await this.conn.kv.getAll().prefix(VOLUMES).strings();
-    const out: ClusterVolumeRecord<V>[] = [];
-    for (const [key, text] of Object.entries(all)) {
-      try {
-        out.push(JSON.parse(text) as ClusterVolumeRecord<V>);
-      } catch (err) {
-        this.logger.warn('a volume record in etcd cannot be read; it is left out', { key, error: errorMessage(err) });
-      }
+    return Object.entries(all)
+      .flatMap(([key, text]) => this.parse(key, text) ?? [])
+      .sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  /** A record as this module writes it (its id its key's), or undefined, logged. */
+  private parse(key: string, text: string): ClusterVolumeRecord<V> | undefined {
+    let r: Partial<ClusterVolumeRecord<V>> | null;
+    try {
+      r = JSON.parse(text) as Partial<ClusterVolumeRecord<V>> | null;
+    } catch (err) {
+      this.logger.warn('a volume record in etcd cannot be read; it is left out', { key, error: errorMessage(err) });
+      return undefined;
     }
-    return out.sort((a, b) => a.id.localeCompare(b.id));
+    const segmentsOk = (t: unknown) => t !== null && typeof t === 'object' && Object.values(t as object).every((v) => typeof v === 'string');
+    const ok =
+      r !== null &&
+      typeof r === 'object' &&
+      r.id === key.slice(VOLUMES.length) &&
+      typeof r.pluginId === 'string' &&
+      r.pluginId !== '' &&
+      typeof r.origin === 'string' &&
+      (r.state === undefined || r.state === 'creating') &&
+      (r.accessibleTopology === undefined || (Array.isArray(r.accessibleTopology) && r.accessibleTopology.every(segmentsOk))) &&
+      (r.capabilities === undefined || (Array.isArray(r.capabilities) && r.capabilities.every((c) => c !== null && typeof c === 'object' && typeof c.accessMode === 'string' && typeof c.attachmentMode === 'string')));
+    if (!ok) {
+      this.logger.warn('a volume record in etcd is not one csiplug wrote; it is left out', { key });
+      return undefined;
+    }
+    return r as ClusterVolumeRecord<V>;
   }
 
   /**

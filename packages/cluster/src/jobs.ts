@@ -6,15 +6,26 @@
 //   placements/<id>/<slot>    one alloc slot and the node it runs on
 //                             (scheduler.ts);
 //   down/<node>               when a node was first seen down (its alive key
-//                             gone): the disconnect grace counts from it;
+//                             gone), and whether its claims were released;
+//   grace/<node>              written with the down mark, on a lease as long
+//                             as the disconnect grace: etcd measures the
+//                             grace, so no two agents' clocks need agree;
+//   sched/epoch               bumped by every pass that writes placements and
+//                             compared by each: passes are serialised, so a
+//                             decision is never committed over another made
+//                             from the same reads;
 //   pending/<id>              the slots no node could take at the last pass,
 //                             and why (for `job status`).
 // A pass (`reconcile`) reads all of it, releases the claims of nodes down
 // past the grace (only while their lease is still gone), runs the scheduler
 // and commits what it decided in transactions that compare every revision
-// it read: the job's key, and each slot written or deleted. A pass that lost
-// a race writes nothing of that chunk and the next pass (any agent's) reads
-// again. Every agent runs passes; none needs to lead.
+// it read: the epoch, each job's key, each slot written or deleted, and the
+// alive keys it relied on (a node placed on is alive, a node moved off is
+// not). A pass that lost a race writes nothing more and the next pass (any
+// agent's) reads again. Every agent runs passes; none needs to lead.
+// Records are checked as they are read: one that is not what this module
+// writes is left out and logged (a job's slots are then left alone, a bad
+// slot is deleted), never allowed to stop every pass.
 import { CsiplugError, ValidationError, errorMessage, type Logger } from '@csiplug/core';
 import type { IKeyValue, Watcher } from 'etcd3';
 import { EtcdVolumeClaims, type ClusterClaim } from './claims';
@@ -26,11 +37,18 @@ import { schedule, type ClusterJobType, type GroupDemand, type Placement, type S
 const JOBS = 'jobs/';
 const PLACEMENTS = 'placements/';
 const DOWN = 'down/';
+const GRACE = 'grace/';
+const ALIVE = 'alive/';
 const PENDING = 'pending/';
+const EPOCH = 'sched/epoch';
+/** At most this many slots are named per pending reason (the rest are counted): a value etcd accepts whatever the count. */
+const PENDING_SLOTS_NAMED = 10;
+/** The most slots one group may ask for (a record asking more is not read). */
+export const MAX_GROUP_COUNT = 100_000;
 /** How long a purged job's tombstone is kept, so a node away meanwhile still purges its allocs. */
 const TOMBSTONE_MS = 24 * 3_600_000;
-/** etcd's default --max-txn-ops is 128; each write also carries a compare or two. */
-const OPS_PER_TXN = 60;
+/** etcd's default --max-txn-ops is 128, for compares and for writes: each write here carries up to three compares (its slot, its job, a node's alive key) plus the epoch's. */
+const OPS_PER_TXN = 40;
 
 export interface ClusterJobRecord<S = unknown> {
   id: string;
@@ -51,14 +69,40 @@ export interface JobSubmitResult<S> {
   unchanged: boolean;
 }
 
+/** Slots of one group no node can take now, for one set of reasons (as `job status` shows them). */
+export interface PendingSlots {
+  group: string;
+  /** How many slots. */
+  count: number;
+  /** The first few of them. */
+  slots: string[];
+  /** Node name → why not there ("etcd" when the job waits for etcd; empty when no node is ready). */
+  reasons: Record<string, string>;
+}
+
 export interface ClusterJobStatus<S = unknown> {
   record: ClusterJobRecord<S>;
   placements: Placement[];
-  pending: Unplaced[];
+  pending: PendingSlots[];
+}
+
+/** The unplaced slots of one job, grouped by group and reasons, a few named each. */
+export function summarisePending(unplaced: readonly Unplaced[]): PendingSlots[] {
+  const byKey = new Map<string, PendingSlots>();
+  for (const u of unplaced) {
+    const key = `${u.group}\u0000${JSON.stringify(Object.entries(u.reasons).sort())}`;
+    const entry = byKey.get(key) ?? { group: u.group, count: 0, slots: [], reasons: u.reasons };
+    entry.count++;
+    if (entry.slots.length < PENDING_SLOTS_NAMED) entry.slots.push(u.slot);
+    byKey.set(key, entry);
+  }
+  return [...byKey.values()];
 }
 
 /** etcd did not answer a job call: nothing was changed; try again. */
 export class ClusterJobsUnavailableError extends CsiplugError {
+  /** An API's answer: the service (etcd) is unavailable for now. */
+  readonly httpStatus = 503;
   constructor(what: string, cause: unknown) {
     super('ECLUSTER_UNAVAILABLE', `${what}: the cluster's etcd did not answer (${errorMessage(cause)}); nothing was changed, try again once it does`, { cause });
   }
@@ -72,9 +116,12 @@ export interface ReconcileOptions {
   onNodeReleased?: (node: string, volumes: string[]) => void;
 }
 
-export interface ReconcileResult extends SchedulerResult {
+export interface ReconcileResult<S = unknown> extends SchedulerResult {
   /** Chunks whose compare failed (another pass wrote first): the next pass reads again. */
   conflicts: number;
+  /** The job records the pass read (readable ones), and the placements as they are after its commits. */
+  records: ClusterJobRecord<S>[];
+  placements: Placement[];
 }
 
 function parse<T>(key: string, text: string, logger: Logger): T | undefined {
@@ -84,6 +131,47 @@ function parse<T>(key: string, text: string, logger: Logger): T | undefined {
     logger.warn('a record in etcd cannot be read; it is left out', { key, error: errorMessage(err) });
     return undefined;
   }
+}
+
+const isStr = (x: unknown): x is string => typeof x === 'string' && x.length > 0;
+const isCount = (x: unknown, max: number): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x <= max;
+
+/** Why a job record is not one this module wrote, or undefined when it is. */
+function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string): string | undefined {
+  if (r === null || typeof r !== 'object') return 'not an object';
+  if (r.id !== id) return `its id ${JSON.stringify(r.id)} is not its key's ("${id}")`;
+  if (r.type !== 'service' && r.type !== 'system') return `type ${JSON.stringify(r.type)} is not service or system`;
+  if (!isCount(r.version, Number.MAX_SAFE_INTEGER)) return 'version is not a whole number';
+  if (typeof r.stopped !== 'boolean') return 'stopped is not true or false';
+  if (!Array.isArray(r.groups)) return 'groups is not a list';
+  for (const g of r.groups as Array<Partial<GroupDemand> | null>) {
+    if (g === null || typeof g !== 'object' || !isStr(g.name)) return 'a group has no name';
+    if (!isCount(g.count, MAX_GROUP_COUNT)) return `group "${g.name}": count is not a whole number up to ${MAX_GROUP_COUNT}`;
+    if (!Array.isArray(g.drivers) || !g.drivers.every(isStr)) return `group "${g.name}": drivers is not a list of names`;
+    if (!Array.isArray(g.volumes) || !g.volumes.every((v) => v !== null && typeof v === 'object' && isStr(v.volumeId) && isStr(v.accessMode) && typeof v.readOnly === 'boolean')) {
+      return `group "${g.name}": volumes is not a list of volume requests`;
+    }
+  }
+  return undefined;
+}
+
+/** A placement as this module writes it, its job and slot taken from its key; undefined when the body does not agree. */
+function parsePlacement(key: string, text: string): Placement | undefined {
+  const rest = key.slice(PLACEMENTS.length);
+  const cut = rest.indexOf('/');
+  if (cut <= 0) return undefined;
+  const jobId = rest.slice(0, cut);
+  const slot = rest.slice(cut + 1);
+  let p: Partial<Placement> | null;
+  try {
+    p = JSON.parse(text) as Partial<Placement> | null;
+  } catch {
+    return undefined;
+  }
+  if (p === null || typeof p !== 'object' || p.jobId !== jobId || p.slot !== slot || !isStr(p.group) || !isStr(p.node) || !isCount(p.index, MAX_GROUP_COUNT)) return undefined;
+  if (!isCount(p.jobVersion, Number.MAX_SAFE_INTEGER) || typeof p.placedAt !== 'number' || (p.movedFrom !== undefined && !isStr(p.movedFrom))) return undefined;
+  if (slot !== `${p.group}/${p.index}` && slot !== `${p.group}/@${p.node}`) return undefined;
+  return p as Placement;
 }
 
 export class EtcdJobs<S = unknown> {
@@ -111,7 +199,20 @@ export class EtcdJobs<S = unknown> {
   private async readJob(id: string): Promise<{ record: ClusterJobRecord<S> | undefined; mod: string | undefined }> {
     const kv = (await this.conn.kv.get(JOBS + id).exec()).kvs[0];
     if (!kv) return { record: undefined, mod: undefined };
-    return { record: parse<ClusterJobRecord<S>>(JOBS + id, kv.value.toString(), this.logger), mod: kv.mod_revision };
+    return { record: this.jobRecord(kv), mod: kv.mod_revision };
+  }
+
+  /** A job record as read, or undefined (logged) when it is not one this module wrote. */
+  private jobRecord(kv: IKeyValue): ClusterJobRecord<S> | undefined {
+    const key = kv.key.toString();
+    const r = parse<Partial<ClusterJobRecord<S>> | null>(key, kv.value.toString(), this.logger);
+    if (r === undefined) return undefined;
+    const problem = jobRecordProblem(r, key.slice(JOBS.length));
+    if (problem) {
+      this.logger.warn('a job record in etcd is not one csiplug wrote; the job is left as it is (its slots untouched) until it is run again', { key, error: problem });
+      return undefined;
+    }
+    return r as ClusterJobRecord<S>;
   }
 
   /**
@@ -151,7 +252,7 @@ export class EtcdJobs<S = unknown> {
   /** Every job record, tombstones included. */
   async jobs(): Promise<ClusterJobRecord<S>[]> {
     const res = await this.call('jobs', () => this.conn.kv.getAll().prefix(JOBS).exec());
-    return res.kvs.flatMap((kv) => parse<ClusterJobRecord<S>>(kv.key.toString(), kv.value.toString(), this.logger) ?? []);
+    return res.kvs.flatMap((kv) => this.jobRecord(kv) ?? []);
   }
 
   async placements(): Promise<Placement[]> {
@@ -165,20 +266,31 @@ export class EtcdJobs<S = unknown> {
       if (!record || record.purged) return undefined;
       const placements = (await this.readPlacements(id)).map((p) => p.placement);
       const pendingText = await this.conn.kv.get(PENDING + id).string();
-      const pending = pendingText ? (parse<Unplaced[]>(PENDING + id, pendingText, this.logger) ?? []) : [];
+      const parsed = pendingText ? parse<PendingSlots[]>(PENDING + id, pendingText, this.logger) : undefined;
+      const pending = Array.isArray(parsed) ? parsed.filter((x) => x !== null && typeof x === 'object' && typeof x.reasons === 'object' && x.reasons !== null) : [];
       return { record, placements, pending };
     });
   }
 
   private async readPlacements(jobId?: string): Promise<Array<{ placement: Placement; mod: string }>> {
+    return (await this.readPlacementKvs(jobId)).good;
+  }
+
+  /** The placements, and the keys (with their revisions) whose bodies are not placements this module wrote. */
+  private async readPlacementKvs(jobId?: string): Promise<{ good: Array<{ placement: Placement; mod: string }>; bad: Array<{ key: string; mod: string }> }> {
     const res = await this.conn.kv
       .getAll()
       .prefix(PLACEMENTS + (jobId ? `${jobId}/` : ''))
       .exec();
-    return res.kvs.flatMap((kv: IKeyValue) => {
-      const p = parse<Placement>(kv.key.toString(), kv.value.toString(), this.logger);
-      return p ? [{ placement: p, mod: kv.mod_revision }] : [];
-    });
+    const good: Array<{ placement: Placement; mod: string }> = [];
+    const bad: Array<{ key: string; mod: string }> = [];
+    for (const kv of res.kvs) {
+      const key = kv.key.toString();
+      const p = parsePlacement(key, kv.value.toString());
+      if (p) good.push({ placement: p, mod: kv.mod_revision });
+      else bad.push({ key, mod: kv.mod_revision });
+    }
+    return { good, bad };
   }
 
   /** Calls `onChange` on every change to jobs or placements (the watch reconnects by itself). */
@@ -198,89 +310,162 @@ export class EtcdJobs<S = unknown> {
    * when etcd does not answer (nothing half-written: each chunk is one
    * transaction).
    */
-  reconcile(options: ReconcileOptions): Promise<ReconcileResult> {
+  reconcile(options: ReconcileOptions): Promise<ReconcileResult<S>> {
     return this.call('scheduling', () => this.pass(options));
   }
 
-  private async pass(options: ReconcileOptions): Promise<ReconcileResult> {
-    const { nodes, now, disconnectGraceMs } = options;
-    // When each down node was first seen down; a node that is back loses its mark.
-    const downRes = await this.conn.kv.getAll().prefix(DOWN).exec();
-    const downSince: Record<string, number> = {};
-    for (const kv of downRes.kvs) {
-      const name = kv.key.toString().slice(DOWN.length);
-      const v = parse<{ since: number }>(kv.key.toString(), kv.value.toString(), this.logger);
-      if (v) downSince[name] = v.since;
-    }
-    for (const n of nodes) {
-      if (n.status === 'down' && downSince[n.name] === undefined) {
-        await this.conn.kv.if(DOWN + n.name, 'Create', '==', 0).then(this.conn.kv.put(DOWN + n.name).value(JSON.stringify({ since: now }))).commit();
-        downSince[n.name] = (parse<{ since: number }>(DOWN + n.name, (await this.conn.kv.get(DOWN + n.name).string()) ?? '{}', this.logger)?.since ?? now);
-      } else if (n.status === 'ready' && downSince[n.name] !== undefined) {
-        await this.conn.kv.delete().key(DOWN + n.name);
-        delete downSince[n.name];
-      }
-    }
-    // A node down past its grace gives up its claims first (only while its lease is still gone), so its work can move.
-    for (const n of nodes) {
-      if (n.status !== 'down' || downSince[n.name] === undefined || now - downSince[n.name]! < disconnectGraceMs) continue;
-      const released = await this.claims.releaseNode(n.name);
-      if (released.length) options.onNodeReleased?.(n.name, released);
-    }
-
+  private async pass(options: ReconcileOptions): Promise<ReconcileResult<S>> {
+    const { now, disconnectGraceMs } = options;
+    const kv = this.conn.kv;
+    const epochMod = (await kv.get(EPOCH).exec()).kvs[0]?.mod_revision;
     // The records and the revisions the commit compares, from one read: read apart, a job changed in between would be
     // planned from its old record and committed against its new revision.
-    const jobKvs = (await this.conn.kv.getAll().prefix(JOBS).exec()).kvs;
-    const records = jobKvs.flatMap((kv) => parse<ClusterJobRecord<S>>(kv.key.toString(), kv.value.toString(), this.logger) ?? []);
-    const jobMods = new Map(jobKvs.map((kv) => [kv.key.toString().slice(JOBS.length), kv.mod_revision]));
-    const read = await this.readPlacements();
+    const jobKvs = (await kv.getAll().prefix(JOBS).exec()).kvs;
+    const records: ClusterJobRecord<S>[] = [];
+    const jobMods = new Map<string, string>();
+    const unreadableJobs = new Set<string>();
+    for (const j of jobKvs) {
+      const id = j.key.toString().slice(JOBS.length);
+      jobMods.set(id, j.mod_revision);
+      const r = this.jobRecord(j);
+      if (r) records.push(r);
+      else unreadableJobs.add(id);
+    }
+    const { good: readAll, bad } = await this.readPlacementKvs();
+    // A job whose record cannot be read keeps its slots as they are: nothing of it is planned.
+    const read = readAll.filter((p) => !unreadableJobs.has(p.placement.jobId));
+    for (const b of bad) this.logger.warn('a placement in etcd is not one csiplug wrote; it is deleted, and its slot placed again', { key: b.key });
+
+    // Nodes: as listed, plus any node a slot names that has no record (deleted, unreadable): down.
+    const nodes = [...options.nodes];
+    for (const { placement } of read) {
+      if (!nodes.some((n) => n.name === placement.node)) nodes.push({ name: placement.node, nodeClass: '', meta: {}, drivers: [], plugins: [], version: '', registeredAt: 0, updatedAt: 0, status: 'down' });
+    }
+
+    // Down marks, and the grace etcd measures: a mark is made only while the node's alive key is absent, and goes only while it is there.
+    const marks = new Map<string, { since: number; released: boolean; mod: string }>();
+    for (const d of (await kv.getAll().prefix(DOWN).exec()).kvs) {
+      const v = parse<{ since?: unknown; released?: unknown } | null>(d.key.toString(), d.value.toString(), this.logger);
+      marks.set(d.key.toString().slice(DOWN.length), { since: typeof v?.since === 'number' && Number.isFinite(v.since) ? v.since : now, released: v?.released === true, mod: d.mod_revision });
+    }
+    const graceRunning = new Set((await kv.getAll().prefix(GRACE).keys()).map((k) => k.slice(GRACE.length)));
+    const graceSeconds = Math.max(1, Math.ceil(disconnectGraceMs / 1000));
+    for (const n of nodes) {
+      if (n.status === 'down' && !marks.has(n.name)) {
+        const lease = kv.lease(graceSeconds, { autoKeepAlive: false });
+        const leaseId = await lease.grant();
+        const res = await kv
+          .if(ALIVE + n.name, 'Create', '==', 0)
+          .and(DOWN + n.name, 'Create', '==', 0)
+          .then(kv.put(DOWN + n.name).value(JSON.stringify({ since: now })), kv.put(GRACE + n.name).value(String(now)).lease(leaseId))
+          .commit();
+        lease.release(); // not kept alive: it runs out when the grace does
+        if (res.succeeded) {
+          marks.set(n.name, { since: now, released: false, mod: res.header.revision });
+          graceRunning.add(n.name);
+        }
+      } else if (n.status === 'ready' && marks.has(n.name)) {
+        await kv.if(ALIVE + n.name, 'Create', '>', 0).then(kv.delete().key(DOWN + n.name), kv.delete().key(GRACE + n.name)).commit();
+        marks.delete(n.name);
+      }
+    }
+    const expired = nodes.filter((n) => n.status === 'down' && marks.has(n.name) && !graceRunning.has(n.name)).map((n) => n.name);
+    // A node down past its grace gives up its claims first (only while its lease is still gone), once, so its work can move.
+    for (const name of expired) {
+      const mark = marks.get(name)!;
+      if (mark.released) continue;
+      const released = await this.claims.releaseNode(name);
+      if (released.length) options.onNodeReleased?.(name, released);
+      await kv.if(DOWN + name, 'Mod', '==', mark.mod).then(kv.put(DOWN + name).value(JSON.stringify({ since: mark.since, released: true }))).commit();
+    }
+
     const volumes = await this.volumes.list();
+    const { volumes: claimList, unreadable } = await this.claims.allWithUnreadable();
     const claims: Record<string, ClusterClaim[]> = {};
-    for (const { volumeId, claims: c } of await this.claims.all()) claims[volumeId] = c;
+    for (const { volumeId, claims: c } of claimList) claims[volumeId] = c;
     const schedVolumes: Record<string, SchedVolume> = {};
-    for (const v of volumes) schedVolumes[v.id] = { id: v.id, pluginId: v.pluginId, ...(v.accessibleTopology ? { accessibleTopology: v.accessibleTopology } : {}) };
+    // A volume still being made (its id reserved) is not there yet for any placement.
+    for (const v of volumes.filter((x) => x.state !== 'creating')) {
+      schedVolumes[v.id] = { id: v.id, pluginId: v.pluginId, ...(v.accessibleTopology ? { accessibleTopology: v.accessibleTopology } : {}), ...(v.capabilities ? { capabilities: v.capabilities } : {}) };
+    }
     const jobs: SchedJob[] = records.map((r) => ({ id: r.id, type: r.type, version: r.version, stopped: r.stopped || !!r.purged, groups: r.groups }));
-    const result = schedule({ jobs, placements: read.map((p) => p.placement), nodes, downSince, volumes: schedVolumes, claims, now, disconnectGraceMs });
+    const result = schedule({ jobs, placements: read.map((p) => p.placement), nodes, downSince: {}, volumes: schedVolumes, claims, now, disconnectGraceMs, expired, unreadableClaims: unreadable });
 
     const modOf = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.mod]));
-    type Write = { jobId: string; key: string; mod: string | undefined; value?: string };
+    const readyNodes = new Set(nodes.filter((n) => n.status === 'ready').map((n) => n.name));
+    type Write = { jobId: string; key: string; mod: string | undefined; value?: string; alive?: string; gone?: string };
     const writes: Write[] = [
+      ...bad.map((b) => ({ jobId: '', key: b.key.slice(PLACEMENTS.length), mod: b.mod })),
       ...result.remove.map((p) => ({ jobId: p.jobId, key: `${p.jobId}/${p.slot}`, mod: modOf.get(`${p.jobId}/${p.slot}`) })),
-      ...result.put.map((p) => ({ jobId: p.jobId, key: `${p.jobId}/${p.slot}`, mod: modOf.get(`${p.jobId}/${p.slot}`), value: JSON.stringify(p) })),
+      ...result.put.map((p) => {
+        const before = read.find((r) => r.placement.jobId === p.jobId && r.placement.slot === p.slot)?.placement;
+        const moved = before && before.node !== p.node ? before.node : undefined;
+        return {
+          jobId: p.jobId,
+          key: `${p.jobId}/${p.slot}`,
+          mod: modOf.get(`${p.jobId}/${p.slot}`),
+          value: JSON.stringify(p),
+          // Placed on a node that is alive at commit; moved off one that is still not (a node back meanwhile keeps its slot).
+          ...(readyNodes.has(p.node) ? { alive: p.node } : {}),
+          ...(moved && !readyNodes.has(moved) ? { gone: moved } : {}),
+        };
+      }),
     ];
     let conflicts = 0;
+    let epoch = epochMod;
+    const committed: Write[] = [];
     for (let i = 0; i < writes.length; i += OPS_PER_TXN) {
       const chunk = writes.slice(i, i + OPS_PER_TXN);
-      // Compare every revision the decision read: each slot's, and each job's (a job changed meanwhile is planned again).
-      let txn = this.conn.kv.if(PLACEMENTS + chunk[0]!.key, chunk[0]!.mod === undefined ? 'Create' : 'Mod', '==', chunk[0]!.mod ?? 0);
-      for (const w of chunk.slice(1)) txn = txn.and(PLACEMENTS + w.key, w.mod === undefined ? 'Create' : 'Mod', '==', w.mod ?? 0);
-      for (const jobId of new Set(chunk.map((w) => w.jobId))) {
+      // The epoch first: no other pass committed since this one read (or since its own last chunk).
+      let txn = epoch === undefined ? kv.if(EPOCH, 'Create', '==', 0) : kv.if(EPOCH, 'Mod', '==', epoch);
+      for (const w of chunk) txn = txn.and(PLACEMENTS + w.key, w.mod === undefined ? 'Create' : 'Mod', '==', w.mod ?? 0);
+      for (const jobId of new Set(chunk.map((w) => w.jobId).filter(Boolean))) {
         const mod = jobMods.get(jobId);
         txn = mod === undefined ? txn.and(JOBS + jobId, 'Create', '==', 0) : txn.and(JOBS + jobId, 'Mod', '==', mod);
       }
-      const ops = chunk.map((w) => (w.value === undefined ? this.conn.kv.delete().key(PLACEMENTS + w.key) : this.conn.kv.put(PLACEMENTS + w.key).value(w.value)));
-      const res = await txn.then(...ops).commit();
-      if (!res.succeeded) conflicts++;
+      for (const node of new Set(chunk.flatMap((w) => (w.alive ? [w.alive] : [])))) txn = txn.and(ALIVE + node, 'Create', '>', 0);
+      for (const node of new Set(chunk.flatMap((w) => (w.gone ? [w.gone] : [])))) txn = txn.and(ALIVE + node, 'Create', '==', 0);
+      const ops = chunk.map((w) => (w.value === undefined ? kv.delete().key(PLACEMENTS + w.key) : kv.put(PLACEMENTS + w.key).value(w.value)));
+      const res = await txn.then(kv.put(EPOCH).value(String(now)), ...ops).commit();
+      if (!res.succeeded) {
+        // The rest was planned on this chunk's being written: none of it is; the next pass reads again.
+        conflicts++;
+        break;
+      }
+      epoch = res.header.revision;
+      committed.push(...chunk);
     }
-    // What could not be placed, per job, for `job status`; written only when it changed.
-    const pendingByJob = new Map<string, Unplaced[]>();
-    for (const u of result.unplaced) pendingByJob.set(u.jobId, [...(pendingByJob.get(u.jobId) ?? []), u]);
-    const pendingNow = await this.conn.kv.getAll().prefix(PENDING).strings();
-    for (const r of records) {
-      const text = pendingByJob.has(r.id) ? JSON.stringify(pendingByJob.get(r.id)) : undefined;
-      const before = pendingNow[PENDING + r.id];
-      if (text === before) continue;
-      if (text === undefined) await this.conn.kv.delete().key(PENDING + r.id);
-      else await this.conn.kv.put(PENDING + r.id).value(text);
+    // The placements as they are now (as far as this pass wrote).
+    const after = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.placement]));
+    const putByKey = new Map(result.put.map((p) => [`${p.jobId}/${p.slot}`, p]));
+    for (const w of committed) {
+      if (w.value === undefined) after.delete(w.key);
+      else after.set(w.key, putByKey.get(w.key)!);
+    }
+    // What could not be placed, per job, for `job status`: written by a pass whose decisions all stood, and only when it changed.
+    if (conflicts === 0) {
+      const pendingByJob = new Map<string, Unplaced[]>();
+      for (const u of result.unplaced) pendingByJob.set(u.jobId, [...(pendingByJob.get(u.jobId) ?? []), u]);
+      const pendingNow = await kv.getAll().prefix(PENDING).strings();
+      const known = new Set(jobMods.keys());
+      for (const r of records) {
+        const text = pendingByJob.has(r.id) ? JSON.stringify(summarisePending(pendingByJob.get(r.id)!)) : undefined;
+        if (text === pendingNow[PENDING + r.id]) continue;
+        if (text === undefined) await kv.delete().key(PENDING + r.id);
+        else await kv.put(PENDING + r.id).value(text);
+      }
+      for (const key of Object.keys(pendingNow)) if (!known.has(key.slice(PENDING.length))) await kv.delete().key(key);
     }
     // A purged job's tombstone goes a day after the purge, once it has no placement left (a node away that long finds no record of
     // the job, and its agent warns of the allocs it still holds rather than guessing).
     for (const r of records) {
-      if (r.purged && now - r.submittedAt > TOMBSTONE_MS && !read.some((p) => p.placement.jobId === r.id) && !result.put.some((p) => p.jobId === r.id)) {
+      if (r.purged && now - r.submittedAt > TOMBSTONE_MS && ![...after.values()].some((p) => p.jobId === r.id)) {
         const mod = jobMods.get(r.id);
-        if (mod !== undefined) await this.conn.kv.if(JOBS + r.id, 'Mod', '==', mod).then(this.conn.kv.delete().key(JOBS + r.id)).commit();
+        if (mod !== undefined) await kv.if(JOBS + r.id, 'Mod', '==', mod).then(kv.delete().key(JOBS + r.id)).commit();
       }
     }
-    return { ...result, conflicts };
+    // Placements of jobs whose record cannot be read are as they were.
+    const placements = [...after.values(), ...readAll.filter((p) => unreadableJobs.has(p.placement.jobId)).map((p) => p.placement)];
+    return { ...result, conflicts, records, placements };
   }
 }

@@ -33,6 +33,8 @@ export interface NodeInfo {
   plugins: NodePluginInfo[];
   /** The agent's API address, for agent-to-agent calls. */
   address?: string;
+  /** The most allocs of one job the node runs (its limits { max_allocs_per_job }); absent: no limit known. */
+  maxAllocsPerJob?: number;
   version: string;
 }
 
@@ -66,6 +68,24 @@ interface AliveValue {
   /** The agent instance (kept in its data dir) that holds the node name. */
   instance: string;
   since: number;
+}
+
+/** A node record as written by a node registry, or why it is not one (its name must be its key's). */
+export function parseNodeRecord(text: string, name: string): NodeRecord | string {
+  let r: Partial<NodeRecord> | null;
+  try {
+    r = JSON.parse(text) as Partial<NodeRecord> | null;
+  } catch (err) {
+    return errorMessage(err);
+  }
+  if (r === null || typeof r !== 'object') return 'not an object';
+  if (r.name !== name) return `its name ${JSON.stringify(r.name)} is not its key's ("${name}")`;
+  if (!Array.isArray(r.drivers) || !r.drivers.every((d) => typeof d === 'string')) return 'drivers is not a list of names';
+  const pluginOk = (p: Partial<NodePluginInfo> | null) =>
+    p !== null && typeof p === 'object' && typeof p.id === 'string' && typeof p.type === 'string' && typeof p.healthy === 'boolean' && (p.maxVolumes === undefined || Number.isFinite(p.maxVolumes));
+  if (!Array.isArray(r.plugins) || !r.plugins.every(pluginOk)) return 'plugins is not a list of plugins';
+  if (r.maxAllocsPerJob !== undefined && !(Number.isInteger(r.maxAllocsPerJob) && r.maxAllocsPerJob > 0)) return 'maxAllocsPerJob is not a positive whole number';
+  return { nodeClass: '', meta: {}, version: '', registeredAt: 0, updatedAt: 0, ...r } as NodeRecord;
 }
 
 export class EtcdNodeRegistry implements AsyncDisposable {
@@ -114,12 +134,13 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     const up = new Set(alive.map((k) => k.slice(ALIVE.length)));
     const nodes: ClusterNodeView[] = [];
     for (const [key, text] of Object.entries(records)) {
-      try {
-        const record = JSON.parse(text) as NodeRecord;
-        nodes.push({ ...record, status: up.has(key.slice(NODES.length)) ? 'ready' : 'down' });
-      } catch (err) {
-        this.logger.warn('a node record in etcd cannot be read; it is left out', { key, error: errorMessage(err) });
+      const name = key.slice(NODES.length);
+      const record = parseNodeRecord(text, name);
+      if (typeof record === 'string') {
+        this.logger.warn('a node record in etcd cannot be read; it is left out', { key, error: record });
+        continue;
       }
+      nodes.push({ ...record, status: up.has(name) ? 'ready' : 'down' });
     }
     return nodes.sort((a, b) => a.name.localeCompare(b.name));
   }

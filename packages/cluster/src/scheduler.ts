@@ -15,6 +15,7 @@
 // a system placement stays where it is (it is that node's). Nothing here
 // talks to etcd: jobs.ts reads the inputs and commits the result with
 // compare-and-swap on the revisions it read.
+import { SINGLE_WRITER_ACCESS_MODES } from '@csiplug/volumes';
 import type { ClusterClaim } from './claims';
 import type { ClusterNodeView } from './node-registry';
 
@@ -24,6 +25,8 @@ export type ClusterJobType = 'service' | 'system';
 export interface VolumeDemand {
   volumeId: string;
   accessMode: string;
+  /** Absent in records written before it was: not checked. */
+  attachmentMode?: string;
   readOnly: boolean;
 }
 
@@ -41,6 +44,8 @@ export interface SchedVolume {
   pluginId: string;
   /** Where the volume may be used: a node matches when one segment set is wholly in its topology. Empty or absent: anywhere. */
   accessibleTopology?: Array<Record<string, string>>;
+  /** The access and attachment modes the volume offers; absent: not checked here (the claim checks them). */
+  capabilities?: Array<{ accessMode: string; attachmentMode: string }>;
 }
 
 /** One alloc's place: which job, group and index, on which node. */
@@ -79,6 +84,14 @@ export interface SchedulerInput {
   claims: Record<string, ClusterClaim[]>;
   now: number;
   disconnectGraceMs: number;
+  /**
+   * The down nodes whose grace has ended, as etcd measured it (jobs.ts: a
+   * key on a lease of the grace's length, gone when it ends). When given,
+   * it decides, and downSince/now/disconnectGraceMs do not.
+   */
+  expired?: readonly string[];
+  /** Volumes whose claims cannot be read: no placement may use them (their holders are unknown). */
+  unreadableClaims?: readonly string[];
 }
 
 /** A slot no node can take now, and why not on each node. */
@@ -109,9 +122,10 @@ export function topologyMatches(volume: SchedVolume, nodeTopology: Record<string
 }
 
 /** Whether the node has been down for longer than the grace (a service placement there is placed again). */
-export function pastGrace(node: string, input: Pick<SchedulerInput, 'nodes' | 'downSince' | 'now' | 'disconnectGraceMs'>): boolean {
+export function pastGrace(node: string, input: Pick<SchedulerInput, 'nodes' | 'downSince' | 'now' | 'disconnectGraceMs' | 'expired'>): boolean {
   const view = input.nodes.find((n) => n.name === node);
   if (view?.status === 'ready') return false;
+  if (input.expired) return input.expired.includes(node);
   const since = input.downSince[node];
   // A node never seen down (or no longer known at all) is given the grace from now on: its record tells nothing of when.
   return since !== undefined && input.now - since >= input.disconnectGraceMs;
@@ -173,9 +187,16 @@ class Tally {
   }
 }
 
-/** Why `node` cannot run `group`, or undefined when it can. */
-function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerInput, tally: Tally): string | undefined {
+/**
+ * Why `node` cannot run `group`, or undefined when it can. Without a tally,
+ * only what the node itself offers is checked (a slot kept there, whose own
+ * use of its volumes is in the tally already).
+ */
+function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerInput, tally: Tally | undefined, jobId?: string): string | undefined {
   if (node.status !== 'ready') return 'the node is down';
+  if (tally && jobId !== undefined && node.maxAllocsPerJob !== undefined && tally.count(jobId, node.name) >= node.maxAllocsPerJob) {
+    return `the node runs at most ${node.maxAllocsPerJob} allocs of a job (its limits { max_allocs_per_job })`;
+  }
   const missing = group.drivers.filter((d) => !node.drivers.includes(d));
   if (missing.length) return `no ${missing.join(', ')} driver on the node`;
   for (const v of group.volumes) {
@@ -185,6 +206,11 @@ function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerI
     if (!plugin) return `no node plugin "${volume.pluginId}" on the node`;
     if (!plugin.healthy) return `node plugin "${volume.pluginId}" is not healthy on the node`;
     if (!topologyMatches(volume, plugin.topology)) return `volume "${v.volumeId}" is not accessible from the node's topology`;
+    if (volume.capabilities && !volume.capabilities.some((c) => c.accessMode === v.accessMode && (v.attachmentMode === undefined || c.attachmentMode === v.attachmentMode))) {
+      return `volume "${v.volumeId}" offers no ${v.accessMode}${v.attachmentMode ? `/${v.attachmentMode}` : ''} capability`;
+    }
+    if (input.unreadableClaims?.includes(v.volumeId)) return `the claims of volume "${v.volumeId}" in etcd cannot be read`;
+    if (!tally) continue;
     const inUse = tally.volumesOfPlugin(node.name, volume.pluginId);
     if (plugin.maxVolumes !== undefined && plugin.maxVolumes > 0 && !inUse.has(v.volumeId) && inUse.size >= plugin.maxVolumes) {
       return `node plugin "${volume.pluginId}" is at its max of ${plugin.maxVolumes} volumes on the node`;
@@ -193,7 +219,7 @@ function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerI
       const elsewhere = [...tally.holdersOf(v.volumeId)].filter((n) => n !== node.name);
       if (elsewhere.length) return `volume "${v.volumeId}" (${v.accessMode}) is in use on node ${elsewhere.join(', ')}`;
     }
-    if (!v.readOnly && (v.accessMode === 'single-node-writer' || v.accessMode === 'multi-node-single-writer') && tally.writersOf(v.volumeId) > 0) {
+    if (!v.readOnly && SINGLE_WRITER_ACCESS_MODES.includes(v.accessMode) && tally.writersOf(v.volumeId) > 0) {
       return `volume "${v.volumeId}" (${v.accessMode}) has its one writer already`;
     }
   }
@@ -236,21 +262,21 @@ export function schedule(input: SchedulerInput): SchedulerResult {
     }
     kept.set(`${p.jobId}\u0000${p.slot}`, p);
   }
-  // Claims count where they are held; kept placements count where they will be, unless their node claims the volume already
-  // (a claim names its alloc, not its slot: a node holding a claim on the volume is taken to be that placement's).
-  const claimedBy = (node: string, volumeId: string): boolean => (input.claims[volumeId] ?? []).some((c) => c.nodeId === node);
+  // Claims count where they are held; kept placements count where they will be, unless their node holds a claim of the same
+  // kind on the volume already (a claim names its alloc, not its slot: such a claim is taken to be that placement's).
+  const claimedBy = (node: string, volumeId: string, writes: boolean): boolean => (input.claims[volumeId] ?? []).some((c) => c.nodeId === node && (c.mode === 'write') === writes);
   for (const [volumeId, claims] of Object.entries(input.claims)) for (const c of claims) tally.useVolume(c.nodeId, volumeId, c.accessMode, c.mode === 'write');
   for (const p of kept.values()) {
     tally.place(p);
     // A claim it holds already counted it.
-    for (const v of demandOf(p)!.volumes) if (!claimedBy(p.node, v.volumeId)) tally.useVolume(p.node, v.volumeId, v.accessMode, !v.readOnly);
+    for (const v of demandOf(p)!.volumes) if (!claimedBy(p.node, v.volumeId, !v.readOnly)) tally.useVolume(p.node, v.volumeId, v.accessMode, !v.readOnly);
   }
 
   const place = (job: SchedJob, group: GroupDemand, slot: string, index: number, candidates: ClusterNodeView[], movedFrom?: string): void => {
     const reasons: Record<string, string> = {};
     const feasible: ClusterNodeView[] = [];
     for (const n of candidates) {
-      const why = infeasible(n, group, input, tally);
+      const why = infeasible(n, group, input, tally, job.id);
       if (why) reasons[n.name] = why;
       else feasible.push(n);
     }
@@ -274,7 +300,10 @@ export function schedule(input: SchedulerInput): SchedulerResult {
           const slot = systemSlotOf(group.name, node.name);
           const existing = kept.get(`${job.id}\u0000${slot}`);
           if (existing) {
-            if (existing.jobVersion !== job.version) put.push({ ...existing, jobVersion: job.version });
+            if (existing.jobVersion === job.version) continue;
+            // A new version the node cannot run (a driver, a volume it lacks): the node's slot goes.
+            if (infeasible(node, group, input, undefined) && node.status === 'ready') remove.push(existing);
+            else put.push({ ...existing, jobVersion: job.version });
             continue;
           }
           // A system job runs where it can; a node that cannot take it is not a failure to report (Nomad's system scheduler).
@@ -286,7 +315,20 @@ export function schedule(input: SchedulerInput): SchedulerResult {
         const slot = slotOf(group.name, index);
         const existing = kept.get(`${job.id}\u0000${slot}`);
         if (existing) {
-          if (existing.jobVersion !== job.version) put.push({ ...existing, jobVersion: job.version });
+          if (existing.jobVersion === job.version) continue;
+          // A new version its node cannot run (a driver, a volume it lacks) is placed elsewhere; one it can stays, at the new version.
+          const node = nodes.find((n) => n.name === existing.node);
+          const why = node && node.status === 'ready' ? infeasible(node, group, input, undefined) : undefined;
+          if (!why) {
+            put.push({ ...existing, jobVersion: job.version });
+            continue;
+          }
+          place(job, group, slot, index, nodes.filter((n) => n.name !== existing.node), existing.node);
+          if (!put.some((p) => p.jobId === job.id && p.slot === slot)) {
+            // Nowhere else either: it stays where it is, at its version, and the new version is pending with why.
+            const last = unplaced[unplaced.length - 1];
+            if (last?.jobId === job.id && last.slot === slot) last.reasons[existing.node] = why;
+          }
           continue;
         }
         const moved = moving.find((m) => m.jobId === job.id && m.slot === slot);

@@ -243,8 +243,8 @@ export class ApiClient {
     await this.json('DELETE', `/v1/volumes/snapshot${query({ plugin_id: pluginId, snapshot_id: snapshotId })}`);
   }
 
-  async deleteVolume(id: string): Promise<void> {
-    await this.json('DELETE', `/v1/volume/csi/${enc(id)}/delete`);
+  async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
+    await this.json('DELETE', `/v1/volume/csi/${enc(id)}/delete${query({ forwarded: options.forwarded })}`);
   }
 
   // Events -------------------------------------------------------------------

@@ -605,9 +605,10 @@ export class HttpApi implements AsyncDisposable {
       await s.deleteSnapshot(pluginId, snapshotId);
       return { body: { Snapshots: [] } };
     });
-    r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params }) => {
+    r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query }) => {
       const volume = this.volume(params.id!);
-      await s.deleteVolume(volume.id);
+      // forwarded: another agent of the cluster routed the delete here (its node has no controller); it goes no further.
+      await s.deleteVolume(volume.id, { forwarded: boolParam(query, 'forwarded') });
       return { body: { id: volume.id } satisfies VolumeDeleted };
     });
 

@@ -108,7 +108,7 @@ function runLines(result: RunJobResult, verbose: boolean, monitoring: boolean): 
   const lines = [head, ...result.allocIds.map((id) => `    Allocation "${id}" created`)];
   if (result.cluster) {
     lines.push(...result.cluster.placements.map((p) => `    Slot "${p.slot}" placed on node ${p.node}`));
-    lines.push(...result.cluster.pending.map((u) => `    Slot "${u.slot}" pending: ${pendingWhy(u.reasons)}`));
+    lines.push(...result.cluster.pending.map((u) => `    ${pendingSlots(u)} pending: ${pendingWhy(u.reasons)}`));
     if (result.cluster.placements.length + result.cluster.pending.length === 0) lines.push('    No node can run it now');
   } else if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
   if (result.deploymentId) {
@@ -345,8 +345,14 @@ function clusterLines(c: ClusterJobView): string {
   const placed = c.placements.length
     ? formatTable(['Slot', 'Node', 'Version', 'Moved From'], c.placements.map((p) => [p.slot, p.node, String(p.jobVersion), p.movedFrom ?? '']))
     : 'No placements';
-  const pending = c.pending.length ? `\n\nPending (no node can take these now)\n${formatTable(['Slot', 'Why not'], c.pending.map((u) => [u.slot, pendingWhy(u.reasons)]))}` : '';
+  const pending = c.pending.length ? `\n\nPending (no node can take these now)\n${formatTable(['Slots', 'Why not'], c.pending.map((u) => [pendingSlots(u), pendingWhy(u.reasons)]))}` : '';
   return `Cluster\n${head}\n\nPlacements\n${placed}${pending}`;
+}
+
+function pendingSlots(p: ClusterJobView['pending'][number]): string {
+  if (p.count === 0) return 'The job';
+  const named = p.slots.map((x) => `"${x}"`).join(', ');
+  return p.count > p.slots.length ? `Slots ${named} and ${p.count - p.slots.length} more` : `Slot${p.count === 1 ? '' : 's'} ${named}`;
 }
 
 function pendingWhy(reasons: Record<string, string>): string {
