@@ -199,12 +199,12 @@ export class EtcdJobs<S = unknown> {
   private async readJob(id: string): Promise<{ record: ClusterJobRecord<S> | undefined; mod: string | undefined }> {
     const kv = (await this.conn.kv.get(JOBS + id).exec()).kvs[0];
     if (!kv) return { record: undefined, mod: undefined };
-    return { record: this.jobRecord(kv), mod: kv.mod_revision };
+    // The key as asked for: etcd3 hands back a single get's key with the namespace's prefix still on (a range's without).
+    return { record: this.jobRecord(JOBS + id, kv), mod: kv.mod_revision };
   }
 
-  /** A job record as read, or undefined (logged) when it is not one this module wrote. */
-  private jobRecord(kv: IKeyValue): ClusterJobRecord<S> | undefined {
-    const key = kv.key.toString();
+  /** A job record as read (its key without the namespace's prefix), or undefined (logged) when it is not one this module wrote. */
+  private jobRecord(key: string, kv: IKeyValue): ClusterJobRecord<S> | undefined {
     const r = parse<Partial<ClusterJobRecord<S>> | null>(key, kv.value.toString(), this.logger);
     if (r === undefined) return undefined;
     const problem = jobRecordProblem(r, key.slice(JOBS.length));
@@ -252,7 +252,7 @@ export class EtcdJobs<S = unknown> {
   /** Every job record, tombstones included. */
   async jobs(): Promise<ClusterJobRecord<S>[]> {
     const res = await this.call('jobs', () => this.conn.kv.getAll().prefix(JOBS).exec());
-    return res.kvs.flatMap((kv) => this.jobRecord(kv) ?? []);
+    return res.kvs.flatMap((kv) => this.jobRecord(kv.key.toString(), kv) ?? []);
   }
 
   async placements(): Promise<Placement[]> {
@@ -327,7 +327,7 @@ export class EtcdJobs<S = unknown> {
     for (const j of jobKvs) {
       const id = j.key.toString().slice(JOBS.length);
       jobMods.set(id, j.mod_revision);
-      const r = this.jobRecord(j);
+      const r = this.jobRecord(j.key.toString(), j);
       if (r) records.push(r);
       else unreadableJobs.add(id);
     }
