@@ -376,7 +376,13 @@ export class EtcdJobs<S = unknown> {
       if (mark.released) continue;
       const released = await this.claims.releaseNode(name);
       if (released.length) options.onNodeReleased?.(name, released);
-      await kv.if(DOWN + name, 'Mod', '==', mark.mod).then(kv.put(DOWN + name).value(JSON.stringify({ since: mark.since, released: true }))).commit();
+      // Marked released only while the node is still gone: back meanwhile, releaseNode changed nothing, and the mark must not
+      // say otherwise (the node going down again before a pass sees it ready would keep its claims for ever).
+      await kv
+        .if(DOWN + name, 'Mod', '==', mark.mod)
+        .and(ALIVE + name, 'Create', '==', 0)
+        .then(kv.put(DOWN + name).value(JSON.stringify({ since: mark.since, released: true })))
+        .commit();
     }
 
     const volumes = await this.volumes.list();
