@@ -400,8 +400,11 @@ export class EtcdJobs<S = unknown> {
     const modOf = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.mod]));
     const readyNodes = new Set(nodes.filter((n) => n.status === 'ready').map((n) => n.name));
     type Write = { jobId: string; key: string; mod: string | undefined; value?: string; alive?: string; gone?: string };
+    // A bad key whose slot is placed again is written over, on its revision: a transaction takes one op per key.
+    const badMods = new Map(bad.map((b) => [b.key.slice(PLACEMENTS.length), b.mod]));
+    const putKeys = new Set(result.put.map((p) => `${p.jobId}/${p.slot}`));
     const writes: Write[] = [
-      ...bad.map((b) => ({ jobId: '', key: b.key.slice(PLACEMENTS.length), mod: b.mod })),
+      ...[...badMods].filter(([key]) => !putKeys.has(key)).map(([key, mod]) => ({ jobId: '', key, mod })),
       ...result.remove.map((p) => ({ jobId: p.jobId, key: `${p.jobId}/${p.slot}`, mod: modOf.get(`${p.jobId}/${p.slot}`) })),
       ...result.put.map((p) => {
         const before = read.find((r) => r.placement.jobId === p.jobId && r.placement.slot === p.slot)?.placement;
@@ -409,7 +412,7 @@ export class EtcdJobs<S = unknown> {
         return {
           jobId: p.jobId,
           key: `${p.jobId}/${p.slot}`,
-          mod: modOf.get(`${p.jobId}/${p.slot}`),
+          mod: modOf.get(`${p.jobId}/${p.slot}`) ?? badMods.get(`${p.jobId}/${p.slot}`),
           value: JSON.stringify(p),
           // Placed on a node that is alive at commit; moved off one that is still not (a node back meanwhile keeps its slot).
           ...(readyNodes.has(p.node) ? { alive: p.node } : {}),
