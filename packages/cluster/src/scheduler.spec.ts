@@ -1,8 +1,10 @@
 // The scheduler as a pure function: which nodes may take a group (ready,
-// drivers, and each CSI volume's catalog entry, node plugin, topology, max
-// volumes and access mode), how service slots spread, what happens to slots
-// on a node down within and past the disconnect grace, and what a stopped
-// job, a smaller count or a new job version turns into.
+// the node's cap on a job's allocs, drivers, and each CSI volume's catalog
+// entry, node plugin, topology, capabilities, readable claims, max volumes
+// and access mode, writers counted by mode), how service slots spread, what
+// happens to slots on a node down within and past the disconnect grace (as
+// counted here, or as etcd measured it), and what a stopped job, a smaller
+// count or a new job version (one its node cannot run included) turns into.
 import type { ClusterClaim } from './claims';
 import type { ClusterNodeView, NodePluginInfo } from './node-registry';
 import { schedule, type GroupDemand, type Placement, type SchedJob, type SchedVolume, type SchedulerInput, type VolumeDemand } from './scheduler';
@@ -238,6 +240,82 @@ describe('schedule: CSI volumes', () => {
     expect(result.put.filter((p) => p.jobId === 'agent').map((p) => p.node)).toEqual(['n1', 'n2', 'n3']);
     expect(result.unplaced).toEqual([]);
   });
+
+  it('a reader claim on a node does not stand for a writer kept there: a second writer of a multi-node-single-writer volume is refused', () => {
+    const volumes = { data: volume('data') };
+    // n1 holds a reader's claim; the writer placed there has not claimed yet. Its place still counts as the one writer.
+    const claims = { data: [claim('r1', 'n1', 'multi-node-single-writer', 'read')] };
+    const jobs = [service('web', [group('web', 2, { volumes: [demand('data', 'multi-node-single-writer')] })])];
+    const result = schedule(input({ volumes, claims, jobs, placements: [placed('web', 'web/0', 'n1')] }));
+    expect(result.put).toEqual([]);
+    expect(result.unplaced).toEqual([
+      { jobId: 'web', group: 'web', slot: 'web/1', reasons: Object.fromEntries(['n1', 'n2', 'n3'].map((n) => [n, 'volume "data" (multi-node-single-writer) has its one writer already'])) },
+    ]);
+  });
+
+  it('single-node-single-writer is a single-writer mode: a second writer is refused, a reader joins on the writer\'s node', () => {
+    const volumes = { data: volume('data') };
+    const claims = { data: [claim('w1', 'n1', 'single-node-single-writer', 'write')] };
+    const writer = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-single-writer')] })])] }));
+    expect(writer.put).toEqual([]);
+    expect(writer.unplaced[0]?.reasons).toEqual({
+      n1: 'volume "data" (single-node-single-writer) has its one writer already',
+      n2: 'volume "data" (single-node-single-writer) is in use on node n1',
+      n3: 'volume "data" (single-node-single-writer) is in use on node n1',
+    });
+    const reader = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-single-writer', true)] })])] }));
+    expect(where(reader.put)).toEqual({ 'web:web/0': 'n1' });
+  });
+
+  it('a volume that does not offer the access mode (or the attachment mode) asked for is refused everywhere; one that says nothing of its modes is not checked here', () => {
+    const volumes = { data: volume('data', { capabilities: [{ accessMode: 'multi-node-reader-only', attachmentMode: 'file-system' }] }) };
+    const one = (d: VolumeDemand) => [service('web', [group('web', 1, { volumes: [d] })])];
+    const everywhere = (why: string) => ({ n1: why, n2: why, n3: why });
+
+    const writer = schedule(input({ volumes, jobs: one(demand('data', 'multi-node-multi-writer')) }));
+    expect(writer.unplaced[0]?.reasons).toEqual(everywhere('volume "data" offers no multi-node-multi-writer capability'));
+    const block = schedule(input({ volumes, jobs: one({ ...demand('data', 'multi-node-reader-only', true), attachmentMode: 'block' }) }));
+    expect(block.unplaced[0]?.reasons).toEqual(everywhere('volume "data" offers no multi-node-reader-only/block capability'));
+
+    expect(where(schedule(input({ volumes, jobs: one({ ...demand('data', 'multi-node-reader-only', true), attachmentMode: 'file-system' }) })).put)).toEqual({ 'web:web/0': 'n1' });
+    // A demand from before attachment modes were recorded: the access mode alone is checked.
+    expect(where(schedule(input({ volumes, jobs: one(demand('data', 'multi-node-reader-only', true)) })).put)).toEqual({ 'web:web/0': 'n1' });
+    expect(where(schedule(input({ volumes: { data: volume('data') }, jobs: one(demand('data', 'multi-node-multi-writer')) })).put)).toEqual({ 'web:web/0': 'n1' });
+  });
+
+  it('a volume whose claims cannot be read is refused everywhere (its holders are unknown); other volumes are not', () => {
+    const volumes = { data: volume('data'), logs: volume('logs') };
+    const jobs = [service('web', [group('web', 1, { volumes: [rw('data')] })]), service('ship', [group('ship', 1, { volumes: [rw('logs')] })])];
+    const result = schedule(input({ volumes, jobs, unreadableClaims: ['data'] }));
+    expect(where(result.put)).toEqual({ 'ship:ship/0': 'n1' });
+    const why = 'the claims of volume "data" in etcd cannot be read';
+    expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: why, n2: why, n3: why } }]);
+  });
+});
+
+describe('schedule: a node\'s cap on a job\'s allocs', () => {
+  it('counts the job\'s own slots on the node (kept ones too), not other jobs\'', () => {
+    const nodes = [node('n1', { maxAllocsPerJob: 1 }), node('n2', { maxAllocsPerJob: 1 }), node('n3')];
+    const placements = [placed('other', 'other/0', 'n2'), placed('other', 'other/1', 'n2'), placed('web', 'web/0', 'n1')];
+    const result = schedule(input({ nodes, placements, jobs: [service('other', [group('other', 2)]), service('web', [group('web', 4)])] }));
+    // n1 has its one (web/0); n2 takes one of web though it runs two of another job; the rest go to n3, which has no cap.
+    expect(where(result.put)).toEqual({ 'web:web/1': 'n3', 'web:web/2': 'n2', 'web:web/3': 'n3' });
+    expect(result.unplaced).toEqual([]);
+  });
+
+  it('leaves what no node may take any more pending, with the cap as the reason', () => {
+    const nodes = [node('n1', { maxAllocsPerJob: 2 }), node('n2', { maxAllocsPerJob: 1 })];
+    const result = schedule(input({ nodes, jobs: [service('web', [group('web', 4)])] }));
+    expect(perNode(result.put)).toEqual({ n1: 2, n2: 1 });
+    expect(result.unplaced).toEqual([
+      {
+        jobId: 'web',
+        group: 'web',
+        slot: 'web/3',
+        reasons: { n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })', n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })' },
+      },
+    ]);
+  });
 });
 
 describe('schedule: nodes down', () => {
@@ -260,6 +338,15 @@ describe('schedule: nodes down', () => {
   it('a node down with no record of since when stays until its grace is counted; a node ready again keeps its slots', () => {
     expect(schedule(input({ nodes: n1Down(), placements: spread(), jobs: [web] }))).toEqual({ put: [], remove: [], unplaced: [] });
     expect(schedule(input({ placements: spread(), jobs: [web], downSince: { n1: NOW - 10 * GRACE } }))).toEqual({ put: [], remove: [], unplaced: [] });
+  });
+
+  it('the grace etcd measured decides when given: a node it names has its slots moved, one it does not keeps them, whatever downSince says', () => {
+    const kept = schedule(input({ nodes: n1Down(), placements: spread(), jobs: [web], downSince: { n1: NOW - 10 * GRACE }, expired: [] }));
+    expect(kept).toEqual({ put: [], remove: [], unplaced: [] });
+    const moved = schedule(input({ nodes: n1Down(), placements: spread(), jobs: [web], expired: ['n1'] }));
+    expect(moved.put.map((p) => [p.slot, p.node, p.movedFrom])).toEqual([['web/0', 'n2', 'n1']]);
+    // A node ready in the view keeps its slots even if named (a view newer than the grace's end).
+    expect(schedule(input({ placements: spread(), jobs: [web], expired: ['n1'] }))).toEqual({ put: [], remove: [], unplaced: [] });
   });
 
   it('a slot that cannot move stays where it is and is reported unplaced', () => {
@@ -307,6 +394,31 @@ describe('schedule: job changes', () => {
       { ...placements[0], jobVersion: 1 },
       { ...placements[1], jobVersion: 1 },
     ]);
+  });
+
+  it('a kept service slot whose new version its node cannot run moves to a node that can, saying where it was', () => {
+    const nodes = [node('n1'), node('n2', { drivers: ['docker'] }), node('n3', { drivers: ['docker'] })];
+    const result = schedule(input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1, { drivers: ['docker'] })], 1)] }));
+    expect(result.put).toEqual([{ slot: 'web/0', jobId: 'web', group: 'web', index: 0, node: 'n2', jobVersion: 1, placedAt: NOW, movedFrom: 'n1' }]);
+    expect(result.remove).toEqual([]);
+    expect(result.unplaced).toEqual([]);
+  });
+
+  it('with no node that can run the new version, the slot stays at its old version and the new one is pending, its own node\'s reason with the rest', () => {
+    const nodes = [node('n1'), node('n2')];
+    const result = schedule(input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1, { drivers: ['docker'] })], 1)] }));
+    expect(result.put).toEqual([]);
+    expect(result.remove).toEqual([]);
+    expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: 'no docker driver on the node', n2: 'no docker driver on the node' } }]);
+  });
+
+  it('a kept system slot whose new version its node cannot run goes; the nodes that can run it keep theirs at the new version', () => {
+    const nodes = [node('n1', { drivers: ['docker'] }), node('n2'), node('n3')];
+    const placements = [placed('agent', 'agent/@n1', 'n1'), placed('agent', 'agent/@n2', 'n2')];
+    const result = schedule(input({ nodes, placements, jobs: [system('agent', [group('agent', 1, { drivers: ['docker'] })], 1)] }));
+    expect(result.put).toEqual([{ ...placements[0], jobVersion: 1 }]);
+    expect(result.remove).toEqual([placements[1]]);
+    expect(result.unplaced).toEqual([]);
   });
 
   it('a job submitted again as the other type keeps none of its old type\'s slots', () => {

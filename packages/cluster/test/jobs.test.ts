@@ -1,18 +1,20 @@
-// Jobs, placements and the cluster's volume catalog on a real etcd (one
-// member: these are about transactions, not about members failing): a job's
-// versions, stop and purge, scheduling passes over hand-made node views, two
-// passes from two connections racing without ever both committing, a node
-// down past its disconnect grace giving up its claims before its service
-// slot moves, a job too big for one transaction, and a volume that cannot be
-// added twice or removed while claimed.
-import { MemoryLogger } from '@csiplug/core';
+// Jobs and placements on a real etcd (one member: these are about
+// transactions and leases, not about members failing): a job's versions,
+// stop and purge; scheduling passes over hand-made node views whose ready
+// nodes hold real alive keys (a placement commits only on a node alive at
+// commit); passes serialised by the epoch, same views or different; the
+// disconnect grace measured by a lease in etcd, the claims of a node past it
+// released once, and a node back meanwhile keeping its slot even against a
+// stale view; records no one can read (a job, a slot, a node, claims) that
+// never stop a pass; a job too big for one transaction.
+import { MemoryLogger, RealClock } from '@csiplug/core';
 import type { VolumeCapability, VolumeClaimRequest } from '@csiplug/volumes';
-import { ClusterVolumeExistsError, EtcdClusterVolumes, type ClusterVolumeRecord } from '../src/cluster-volumes';
-import { EtcdVolumeClaims } from '../src/claims';
+import type { Namespace } from 'etcd3';
+import { type ClusterVolumeRecord } from '../src/cluster-volumes';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
-import { EtcdJobs, type ReconcileOptions } from '../src/jobs';
-import type { ClusterNodeView } from '../src/node-registry';
-import type { GroupDemand, Placement } from '../src/scheduler';
+import { EtcdJobs, type ReconcileOptions, type ReconcileResult } from '../src/jobs';
+import { EtcdNodeRegistry, type ClusterNodeView } from '../src/node-registry';
+import type { GroupDemand, Placement, VolumeDemand } from '../src/scheduler';
 import { EtcdTestCluster } from '../src/testing';
 
 jest.setTimeout(120_000);
@@ -38,12 +40,21 @@ const node = (name: string, over: Partial<ClusterNodeView> = {}): ClusterNodeVie
   ...over,
 });
 const three = (): ClusterNodeView[] => [node('n1'), node('n2'), node('n3')];
+const n1Down = (): ClusterNodeView[] => [node('n1', { status: 'down' }), node('n2'), node('n3')];
 const group = (name: string, count: number, over: Partial<GroupDemand> = {}): GroupDemand => ({ name, count, drivers: ['raw_exec'], volumes: [], ...over });
+const demand = (volumeId: string, accessMode: string, readOnly = false): VolumeDemand => ({ volumeId, accessMode, readOnly });
 const pass = (nodes: ClusterNodeView[], now: number, over: Partial<ReconcileOptions> = {}): ReconcileOptions => ({ nodes, now, disconnectGraceMs: GRACE, ...over });
 
 const caps = (accessMode: string): VolumeCapability[] => [{ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }];
 const request = (volumeId: string, allocId: string, accessMode: string, readOnly = false): VolumeClaimRequest => ({ volumeId, allocId, accessMode, attachmentMode: 'file-system', readOnly });
-const volumeRecord = (id: string, origin: string): ClusterVolumeRecord<{ externalId: string }> => ({ id, pluginId: 'hostpath', origin, createdAt: T0, volume: { externalId: `ext-${id}` } });
+const volumeRecord = (id: string, origin: string, over: Partial<ClusterVolumeRecord<{ externalId: string }>> = {}): ClusterVolumeRecord<{ externalId: string }> => ({
+  id,
+  pluginId: 'hostpath',
+  origin,
+  createdAt: T0,
+  volume: { externalId: `ext-${id}` },
+  ...over,
+});
 
 const perNode = (ps: Placement[]): Record<string, number> => ps.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.node]: (acc[p.node] ?? 0) + 1 }), {});
 const slots = (ps: Placement[], jobId: string): string[] =>
@@ -51,6 +62,53 @@ const slots = (ps: Placement[], jobId: string): string[] =>
     .filter((p) => p.jobId === jobId)
     .map((p) => p.slot)
     .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+const byKey = (ps: Placement[]): Placement[] => [...ps].sort((a, b) => `${a.jobId}/${a.slot}`.localeCompare(`${b.jobId}/${b.slot}`));
+const wrote = (r: ReconcileResult): boolean => r.put.length + r.remove.length > 0 && r.conflicts === 0;
+
+/** What a node registry's agents would hold: an alive key for each node the views say is ready, none for a down one. */
+async function aliveAs(conn: EtcdConnection, nodes: ClusterNodeView[]): Promise<void> {
+  for (const n of nodes) {
+    if (n.status === 'ready') await conn.kv.put(`alive/${n.name}`).value(JSON.stringify({ instance: `agent-${n.name}`, since: T0 }));
+    else await conn.kv.delete().key(`alive/${n.name}`);
+  }
+}
+
+/** Waits until etcd lets `key` go (the lease it is on ran out); polls, and names the key if it never goes. */
+async function untilGone(conn: EtcdConnection, key: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (await conn.kv.get(key).exists()) {
+    if (Date.now() > deadline) throw new Error(`${key} is still in etcd after ${timeoutMs} ms: the lease it is on never ran out`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * The connection, with every placement commit (a transaction that compares
+ * sched/epoch) held until `release` resolves, after telling `arrived`: two
+ * passes are stopped there until both have read everything they plan from.
+ */
+function holdCommits(conn: EtcdConnection, arrived: () => void, release: Promise<void>): EtcdConnection {
+  const kv = new Proxy(conn.kv, {
+    get(target, prop) {
+      if (prop !== 'if') {
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      }
+      return (...args: Parameters<Namespace['if']>) => {
+        const txn = target.if(...args);
+        if (String(args[0]) !== 'sched/epoch') return txn;
+        const commit = txn.commit.bind(txn);
+        txn.commit = async () => {
+          arrived();
+          await release;
+          return commit();
+        };
+        return txn;
+      };
+    },
+  });
+  return { ...conn, kv };
+}
 
 describe('jobs and placements in etcd', () => {
   let etcd: EtcdTestCluster;
@@ -63,11 +121,18 @@ describe('jobs and placements in etcd', () => {
     conns.push(c);
     return c;
   };
-  const fresh = (): { conn: EtcdConnection; prefix: string; jobs: EtcdJobs<Spec>; logger: MemoryLogger } => {
+  const fresh = () => {
     const prefix = `test-jobs-${++prefixes}/`;
     const conn = connect(prefix);
     const logger = new MemoryLogger();
-    return { conn, prefix, jobs: new EtcdJobs<Spec>(conn, logger, () => T0), logger };
+    const jobs = new EtcdJobs<Spec>(conn, logger, () => T0);
+    /** A pass over `nodes`, with etcd's alive keys made to agree with them first. */
+    const run = async (nodes: ClusterNodeView[], now: number, over: Partial<ReconcileOptions> = {}): Promise<ReconcileResult<Spec>> => {
+      await aliveAs(conn, nodes);
+      return jobs.reconcile(pass(nodes, now, over));
+    };
+    const raw = async (key: string) => (await conn.kv.get(key).exec()).kvs[0];
+    return { conn, prefix, jobs, logger, run, raw };
   };
 
   beforeAll(async () => {
@@ -104,9 +169,9 @@ describe('jobs and placements in etcd', () => {
   });
 
   it('a stopped job keeps its placements until the next pass, which removes every one', async () => {
-    const { jobs } = fresh();
+    const { jobs, run } = fresh();
     await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
-    const placed = await jobs.reconcile(pass(three(), T0));
+    const placed = await run(three(), T0);
     expect(placed.put.map((p) => [p.slot, p.node])).toEqual([
       ['web/0', 'n1'],
       ['web/1', 'n2'],
@@ -115,18 +180,20 @@ describe('jobs and placements in etcd', () => {
 
     await jobs.stop('web', false, T0 + 1_000);
     expect(await jobs.placements()).toHaveLength(2);
-    const stopped = await jobs.reconcile(pass(three(), T0 + 2_000));
+    const stopped = await run(three(), T0 + 2_000);
     expect(stopped.remove.map((p) => p.slot)).toEqual(['web/0', 'web/1']);
     expect(stopped.conflicts).toBe(0);
+    expect(stopped.placements).toEqual([]);
     expect(await jobs.placements()).toEqual([]);
     expect((await jobs.status('web'))?.record.stopped).toBe(true);
   });
 
   it('a purge leaves a tombstone, its placements go at the next pass, and the tombstone a day later', async () => {
-    const { jobs } = fresh();
+    const { jobs, run } = fresh();
     await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0);
     await jobs.submit('keep', 'service', [group('keep', 1)], { image: 'keep:1' }, T0);
-    await jobs.reconcile(pass(three(), T0));
+    await run(three(), T0);
+    expect(slots(await jobs.placements(), 'web')).toEqual(['web/0']);
     const purged = await jobs.stop('web', true, T0 + 1_000);
     expect(purged).toMatchObject({ id: 'web', stopped: true, purged: true });
     // Gone for `status`, still listed for the nodes that must purge their allocs.
@@ -134,21 +201,21 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.jobs()).find((j) => j.id === 'web')).toMatchObject({ purged: true });
     expect(await jobs.stop('web', true, T0 + 1_500)).toBeUndefined();
 
-    await jobs.reconcile(pass(three(), T0 + 2_000));
+    await run(three(), T0 + 2_000);
     expect((await jobs.placements()).map((p) => p.jobId)).toEqual(['keep']);
     expect((await jobs.jobs()).map((j) => j.id)).toEqual(['keep', 'web']);
-    await jobs.reconcile(pass(three(), T0 + 1_000 + 24 * 3_600_000 + 1));
+    await run(three(), T0 + 1_000 + 24 * 3_600_000 + 1);
     expect((await jobs.jobs()).map((j) => j.id)).toEqual(['keep']);
 
     // Submitted again after its purge: a new job, version 0.
     expect((await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0 + 2 * 24 * 3_600_000)).record.version).toBe(0);
   });
 
-  it('a pass over three ready nodes puts a system job on each and spreads a service job; the next pass writes nothing', async () => {
-    const { jobs } = fresh();
+  it('a pass over three ready nodes puts a system job on each and spreads a service job, and returns what it read and wrote; the next pass writes nothing', async () => {
+    const { jobs, run } = fresh();
     await jobs.submit('agent', 'system', [group('agent', 1)], { image: 'agent:1' }, T0);
     await jobs.submit('web', 'service', [group('web', 5)], { image: 'web:1' }, T0);
-    const first = await jobs.reconcile(pass(three(), T0));
+    const first = await run(three(), T0);
     expect(first.conflicts).toBe(0);
     expect(first.unplaced).toEqual([]);
 
@@ -160,36 +227,77 @@ describe('jobs and placements in etcd', () => {
     ]);
     expect(perNode(placements.filter((p) => p.jobId === 'web'))).toEqual({ n1: 2, n2: 2, n3: 1 });
     expect(placements.every((p) => p.jobVersion === 0 && p.placedAt === T0)).toBe(true);
+    // What the pass returns is what etcd holds after it.
+    expect(byKey(first.placements)).toEqual(byKey(placements));
+    expect(first.records.map((r) => [r.id, r.version])).toEqual([
+      ['agent', 0],
+      ['web', 0],
+    ]);
 
     const status = await jobs.status('web');
     expect(status?.placements.map((p) => p.slot).sort()).toEqual(['web/0', 'web/1', 'web/2', 'web/3', 'web/4']);
     expect(status?.pending).toEqual([]);
 
-    const second = await jobs.reconcile(pass(three(), T0 + 5_000));
-    expect(second).toEqual({ put: [], remove: [], unplaced: [], conflicts: 0 });
+    const second = await run(three(), T0 + 5_000);
+    expect(second).toMatchObject({ put: [], remove: [], unplaced: [], conflicts: 0 });
+    expect(byKey(second.placements)).toEqual(byKey(placements));
     expect(await jobs.placements()).toEqual(placements);
   });
 
-  it('status lists what no node can take and why, until a node that can joins', async () => {
-    const { jobs } = fresh();
-    await jobs.submit('vm', 'service', [group('vm', 1, { drivers: ['qemu'] })], { image: 'vm:1' }, T0);
+  it('status lists what no node can take and why, grouped by reasons, until a node that can joins', async () => {
+    const { jobs, run } = fresh();
+    await jobs.submit('vm', 'service', [group('vm', 2, { drivers: ['qemu'] })], { image: 'vm:1' }, T0);
     const nodes = [node('n1'), node('n2', { status: 'down' })];
-    await jobs.reconcile(pass(nodes, T0));
+    await run(nodes, T0);
     const stuck = await jobs.status('vm');
     expect(stuck?.placements).toEqual([]);
-    expect(stuck?.pending).toEqual([{ jobId: 'vm', group: 'vm', slot: 'vm/0', reasons: { n1: 'no qemu driver on the node', n2: 'the node is down' } }]);
+    expect(stuck?.pending).toEqual([{ group: 'vm', count: 2, slots: ['vm/0', 'vm/1'], reasons: { n1: 'no qemu driver on the node', n2: 'the node is down' } }]);
 
-    await jobs.reconcile(pass([...nodes, node('n3', { drivers: ['qemu'] })], T0 + 1_000));
+    await run([...nodes, node('n3', { drivers: ['qemu'] })], T0 + 1_000);
     const placed = await jobs.status('vm');
-    expect(placed?.placements.map((p) => [p.slot, p.node])).toEqual([['vm/0', 'n3']]);
+    expect(placed?.placements.map((p) => [p.slot, p.node])).toEqual([
+      ['vm/0', 'n3'],
+      ['vm/1', 'n3'],
+    ]);
     expect(placed?.pending).toEqual([]);
   });
 
+  it('a node placed on must be alive at commit: a view that calls a node ready without its alive key commits nothing', async () => {
+    const { conn, jobs, run } = fresh();
+    await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0);
+    await aliveAs(conn, [node('n2'), node('n3')]);
+    // n1 first by name, and ready by the view: but its lease is gone.
+    const stale = await jobs.reconcile(pass(three(), T0));
+    expect(stale.put.map((p) => p.node)).toEqual(['n1']);
+    expect(stale.conflicts).toBe(1);
+    expect(stale.placements).toEqual([]);
+    expect(await jobs.placements()).toEqual([]);
+
+    const fixed = await run(three(), T0 + 1_000);
+    expect(fixed.conflicts).toBe(0);
+    expect((await jobs.placements()).map((p) => p.node)).toEqual(['n1']);
+  });
+
+  it('the per-node cap on a job\'s allocs (max_allocs_per_job in the node\'s view) leaves the excess pending, with the reason', async () => {
+    const { jobs, run } = fresh();
+    await jobs.submit('web', 'service', [group('web', 5)], { image: 'web:1' }, T0);
+    const nodes = [node('n1', { maxAllocsPerJob: 2 }), node('n2', { maxAllocsPerJob: 1 })];
+    const result = await run(nodes, T0);
+    expect(perNode(await jobs.placements())).toEqual({ n1: 2, n2: 1 });
+    const capped = { n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })', n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })' };
+    expect(result.unplaced.map((u) => [u.slot, u.reasons])).toEqual([
+      ['web/3', capped],
+      ['web/4', capped],
+    ]);
+    expect((await jobs.status('web'))?.pending).toEqual([{ group: 'web', count: 2, slots: ['web/3', 'web/4'], reasons: capped }]);
+  });
+
   it('two passes from two connections at once: exactly one commits each round, and every job has exactly its slots (20 rounds)', async () => {
-    const { prefix, jobs: a } = fresh();
+    const { conn, prefix, jobs: a } = fresh();
     // The other agent: a client of its own on the same prefix.
     const b = new EtcdJobs<Spec>(connect(prefix), new MemoryLogger(), () => T0);
     const nodes = three();
+    await aliveAs(conn, nodes);
     const expected = new Map<string, { count: number; version: number }>();
     const submit = async (id: string, type: 'service' | 'system', count: number, image: string) => {
       const { record } = await a.submit(id, type, [group(id, count)], { image, count }, T0);
@@ -204,10 +312,10 @@ describe('jobs and placements in etcd', () => {
       else await submit('race', 'service', counts[(round >> 1) % counts.length]!, `race:${round}`);
 
       const results = await Promise.all([a.reconcile(pass(nodes, T0 + round)), b.reconcile(pass(nodes, T0 + round))]);
-      // Both read the same state and decide the same writes: one commits them, the other's compare fails or it finds
-      // nothing left to do. Two passes both committing writes would mean the compare-and-swap let a stale pass through.
-      const committed = results.filter((r) => r.put.length + r.remove.length > 0 && r.conflicts === 0);
-      expect(committed).toHaveLength(1);
+      // Both read the same state and decide the same writes: one commits them, the other's compare fails (at most one
+      // chunk tried) or it finds nothing left to do. Two passes both committing writes would mean a stale pass got through.
+      expect(results.filter(wrote)).toHaveLength(1);
+      for (const r of results) expect(r.conflicts).toBeLessThanOrEqual(1);
 
       const placements = await a.placements();
       for (const [id, { count, version }] of expected) {
@@ -219,143 +327,269 @@ describe('jobs and placements in etcd', () => {
     }
   });
 
-  it('a node down: the first pass marks it, a service slot there stays within the grace, and past it the node\'s claims are released before the slot moves', async () => {
-    const { conn, jobs } = fresh();
+  it('two passes held at their commit with different views of a node, writing different keys: the epoch lets exactly one through', async () => {
+    const { conn, prefix, jobs } = fresh();
+    await jobs.submit('vm', 'service', [group('vm', 1, { drivers: ['qemu'] })], { image: 'vm:1' }, T0);
+    await jobs.submit('box', 'service', [group('box', 1, { drivers: ['docker'] })], { image: 'box:1' }, T0);
+    await aliveAs(conn, [node('n1')]);
+    // n1's record changed between two agents' reads: one sees qemu there, the other docker. Each would place only its
+    // own job, on keys the other does not touch; only the epoch tells the two passes apart.
+    let arrivals = 0;
+    let open!: () => void;
+    const release = new Promise<void>((r) => (open = r));
+    const arrived = () => void (++arrivals === 2 && open());
+    const a = new EtcdJobs<Spec>(holdCommits(connect(prefix), arrived, release), new MemoryLogger(), () => T0);
+    const b = new EtcdJobs<Spec>(holdCommits(connect(prefix), arrived, release), new MemoryLogger(), () => T0);
+    const [ra, rb] = await Promise.all([a.reconcile(pass([node('n1', { drivers: ['qemu'] })], T0)), b.reconcile(pass([node('n1', { drivers: ['docker'] })], T0))]);
+    expect(ra.put.map((p) => p.jobId)).toEqual(['vm']);
+    expect(rb.put.map((p) => p.jobId)).toEqual(['box']);
+    expect([ra, rb].filter(wrote)).toHaveLength(1);
+    const [winner, loser] = wrote(ra) ? [ra, rb] : [rb, ra];
+    expect(loser.conflicts).toBe(1);
+    expect(loser.placements).toEqual([]);
+    expect(await jobs.placements()).toEqual(winner.put);
+    // The loser's view is the one that holds now: its next pass reads again and commits (the gate stays open).
+    const loserJobs = winner === ra ? b : a;
+    const loserView = winner === ra ? [node('n1', { drivers: ['docker'] })] : [node('n1', { drivers: ['qemu'] })];
+    const after = await loserJobs.reconcile(pass(loserView, T0 + 1_000));
+    expect(after.conflicts).toBe(0);
+    expect((await jobs.placements()).map((p) => p.jobId).sort()).toEqual(['box', 'vm']);
+    expect(await conn.kv.get('sched/epoch').string()).toBe(String(T0 + 1_000));
+  });
+
+  it('a node down: the first pass marks it and starts its grace on a lease in etcd; the slot moves only once the lease ran out, after the node\'s claims were released, once', async () => {
+    const { conn, jobs, run, raw } = fresh();
     await jobs.volumes.add(volumeRecord('data', 'n1'));
-    await jobs.submit('db', 'service', [group('db', 1, { volumes: [{ volumeId: 'data', accessMode: 'single-node-writer', readOnly: false }] })], { image: 'db:1' }, T0);
-    await jobs.reconcile(pass(three(), T0));
+    await jobs.volumes.add(volumeRecord('logs', 'n1'));
+    await jobs.submit('db', 'service', [group('db', 1, { volumes: [demand('data', 'single-node-writer')] })], { image: 'db:1' }, T0);
+    await run(three(), T0);
     expect((await jobs.placements()).map((p) => [p.slot, p.node])).toEqual([['db/0', 'n1']]);
-    // The alloc on n1 claimed the volume (n1 has no alive/ key here: its node view is all there is of it).
+    // The alloc on n1 claimed the volume.
     await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
 
     const released: Array<[string, string[]]> = [];
     const onNodeReleased = (n: string, volumes: string[]) => void released.push([n, volumes]);
-    const down = [node('n1', { status: 'down' }), node('n2'), node('n3')];
-    const marked = await jobs.reconcile(pass(down, T0 + 10_000, { onNodeReleased }));
-    expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 10_000 });
+    const marked = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased });
     expect(marked.put).toEqual([]);
-    expect((await jobs.claims.claims('data')).map((c) => c.nodeId)).toEqual(['n1']);
-
-    // Still within the grace, counted from the mark (not from this pass).
-    const within = await jobs.reconcile(pass(down, T0 + 10_000 + GRACE - 1, { onNodeReleased }));
-    expect(within.put).toEqual([]);
     expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 10_000 });
+    // The grace is a key on a lease of its length (in whole seconds): etcd, not any agent's clock, says when it ends.
+    const grace = await raw('grace/n1');
+    expect(grace).toBeDefined();
+    expect((await conn.client.leaseClient.leaseTimeToLive({ ID: grace!.lease })).grantedTTL).toBe('1');
+    expect((await jobs.claims.claims('data')).map((c) => c.nodeId)).toEqual(['n1']);
     expect(released).toEqual([]);
 
-    // Past it: n1's claim goes first, or n2 could not take a single-node-writer volume n1 still held.
-    const moved = await jobs.reconcile(pass(down, T0 + 10_000 + GRACE, { onNodeReleased }));
+    await untilGone(conn, 'grace/n1');
+    // Past it, whatever `now` says: n1's claim goes first, or n2 could not take a single-node-writer volume n1 still held.
+    const moved = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased });
     expect(released).toEqual([['n1', ['data']]]);
     expect(await jobs.claims.claims('data')).toEqual([]);
-    expect(moved.put).toEqual([expect.objectContaining({ slot: 'db/0', node: 'n2', movedFrom: 'n1', placedAt: T0 + 10_000 + GRACE })]);
+    expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 10_000, released: true });
+    expect(moved.put).toEqual([expect.objectContaining({ slot: 'db/0', node: 'n2', movedFrom: 'n1', placedAt: T0 + 10_000 })]);
     expect(moved.conflicts).toBe(0);
     expect((await jobs.placements()).map((p) => [p.slot, p.node, p.movedFrom])).toEqual([['db/0', 'n2', 'n1']]);
 
+    // Released once: the mark says so, and a later pass does not go through the claims again for n1.
+    await conn.kv.put('claims/logs').value(JSON.stringify({ claims: [{ allocId: 'late', nodeId: 'n1', mode: 'write', accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', since: T0 }] }));
+    await run(n1Down(), T0 + 20_000, { disconnectGraceMs: 1_000, onNodeReleased });
+    expect(released).toEqual([['n1', ['data']]]);
+    expect((await jobs.claims.claims('logs')).map((c) => c.allocId)).toEqual(['late']);
+
     // n1 back: its mark goes, and the slot stays where it moved.
-    await jobs.reconcile(pass(three(), T0 + 20 * GRACE));
+    await run(three(), T0 + 30_000);
     expect(await conn.kv.get('down/n1').string()).toBeNull();
     expect((await jobs.placements()).map((p) => p.node)).toEqual(['n2']);
   });
 
-  it('with no grace, the first pass over a down node moves its slot — but not while the node still has its alive key', async () => {
-    const { conn, jobs } = fresh();
-    await jobs.volumes.add(volumeRecord('data', 'n1'));
-    const volumes = [{ volumeId: 'data', accessMode: 'single-node-writer', readOnly: false }];
-    await jobs.submit('db', 'service', [group('db', 1, { volumes })], { image: 'db:1' }, T0);
-    await jobs.reconcile(pass(three(), T0));
-    await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
-    const down = [node('n1', { status: 'down' }), node('n2'), node('n3')];
-
-    // A stale view: n1's lease is alive again. Its claim is kept, so no other node may take the volume.
-    await conn.kv.put('alive/n1').value('{}');
-    const kept = await jobs.reconcile(pass(down, T0 + 1_000, { disconnectGraceMs: 0 }));
-    expect(kept.put).toEqual([]);
-    expect(kept.unplaced[0]?.reasons).toEqual({
-      n1: 'the node is down',
-      n2: 'volume "data" (single-node-writer) is in use on node n1',
-      n3: 'volume "data" (single-node-writer) is in use on node n1',
-    });
-    expect((await jobs.claims.claims('data')).map((c) => c.allocId)).toEqual(['db-alloc']);
+  it('within the grace etcd measures, a slot stays however late `now` says it is', async () => {
+    const { conn, jobs, run } = fresh();
+    await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0);
+    await run(three(), T0);
+    await run(n1Down(), T0 + 1_000);
+    expect(await conn.kv.get('grace/n1').exists()).toBe(true);
+    // This agent's clock is far ahead; the lease of the grace (60 s) is not near its end.
+    const late = await run(n1Down(), T0 + 100 * GRACE);
+    expect(late).toMatchObject({ put: [], remove: [], unplaced: [], conflicts: 0 });
     expect((await jobs.placements()).map((p) => p.node)).toEqual(['n1']);
+  });
 
-    await conn.kv.delete().key('alive/n1');
-    const moved = await jobs.reconcile(pass(down, T0 + 2_000, { disconnectGraceMs: 0 }));
+  it('a disconnect grace of 0 is still one second of etcd\'s; a view calling a node down while its alive key is there starts no grace at all', async () => {
+    const { conn, jobs, run } = fresh();
+    await jobs.volumes.add(volumeRecord('data', 'n1'));
+    await jobs.submit('db', 'service', [group('db', 1, { volumes: [demand('data', 'single-node-writer')] })], { image: 'db:1' }, T0);
+    await run(three(), T0);
+    await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
+
+    // A stale view: n1's alive key is there. No mark, no grace, its claim kept, its slot where it is.
+    await aliveAs(conn, three());
+    const stale = await jobs.reconcile(pass(n1Down(), T0 + 1_000, { disconnectGraceMs: 0 }));
+    expect(stale).toMatchObject({ put: [], remove: [], unplaced: [], conflicts: 0 });
+    expect(await conn.kv.get('down/n1').exists()).toBe(false);
+    expect(await conn.kv.get('grace/n1').exists()).toBe(false);
+    expect((await jobs.claims.claims('data')).map((c) => c.allocId)).toEqual(['db-alloc']);
+
+    // Gone for real: the first pass marks it and moves nothing; once the one-second lease ran out, the slot moves.
+    expect((await run(n1Down(), T0 + 2_000, { disconnectGraceMs: 0 })).put).toEqual([]);
+    await untilGone(conn, 'grace/n1');
+    const moved = await run(n1Down(), T0 + 3_000, { disconnectGraceMs: 0 });
     expect(moved.put.map((p) => [p.slot, p.node, p.movedFrom])).toEqual([['db/0', 'n2', 'n1']]);
     expect(await jobs.claims.claims('data')).toEqual([]);
     expect((await jobs.status('db'))?.pending).toEqual([]);
   });
 
+  it('a node back before its slot moved keeps it; a move planned from a stale view after it came back fails its compare and writes nothing', async () => {
+    const { conn, jobs, run, raw } = fresh();
+    await jobs.volumes.add(volumeRecord('shared', 'n1'));
+    await jobs.submit('web', 'service', [group('web', 1, { volumes: [demand('shared', 'multi-node-multi-writer')] })], { image: 'web:1' }, T0);
+    await run(three(), T0);
+    await jobs.claims.claim({ id: 'shared', capabilities: caps('multi-node-multi-writer') }, request('shared', 'web-alloc', 'multi-node-multi-writer'), 'n1');
+
+    // Down, then back within its grace: the mark and the grace go, the slot stays.
+    await run(n1Down(), T0 + 1_000, { disconnectGraceMs: 1_000 });
+    expect(await conn.kv.get('down/n1').exists()).toBe(true);
+    const back = await run(three(), T0 + 2_000, { disconnectGraceMs: 1_000 });
+    expect(back).toMatchObject({ put: [], remove: [], conflicts: 0 });
+    expect(await conn.kv.get('down/n1').exists()).toBe(false);
+    expect(await conn.kv.get('grace/n1').exists()).toBe(false);
+    expect((await jobs.placements()).map((p) => p.node)).toEqual(['n1']);
+
+    // Down again, past its grace; then back, while another agent still holds a view from before.
+    await run(n1Down(), T0 + 3_000, { disconnectGraceMs: 1_000 });
+    await untilGone(conn, 'grace/n1');
+    const stale = n1Down();
+    await conn.kv.put('alive/n1').value(JSON.stringify({ instance: 'agent-n1', since: T0 }));
+    const before = await raw('placements/web/web/0');
+    const released: string[] = [];
+    const result = await jobs.reconcile(pass(stale, T0 + 4_000, { disconnectGraceMs: 1_000, onNodeReleased: (n) => void released.push(n) }));
+    expect(result.put.map((p) => [p.slot, p.node, p.movedFrom])).toEqual([['web/0', 'n2', 'n1']]);
+    expect(result.conflicts).toBe(1);
+    expect(result.placements.map((p) => p.node)).toEqual(['n1']);
+    expect((await raw('placements/web/web/0'))?.mod_revision).toBe(before?.mod_revision);
+    // Its claims are its own still, and its mark does not say they were released.
+    expect(released).toEqual([]);
+    expect((await jobs.claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([['web-alloc', 'n1']]);
+    expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 3_000 });
+
+    // A pass that sees it ready clears the mark; nothing moves.
+    const fresh2 = await run(three(), T0 + 5_000, { disconnectGraceMs: 1_000 });
+    expect(fresh2).toMatchObject({ put: [], remove: [], conflicts: 0 });
+    expect(await conn.kv.get('down/n1').exists()).toBe(false);
+    expect((await jobs.placements()).map((p) => p.node)).toEqual(['n1']);
+  });
+
+  it('a job record no one can read (not JSON, the wrong shape, another id) does not stop the pass, and its slots are left as they are', async () => {
+    const { conn, jobs, run, raw, logger } = fresh();
+    await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
+    const slotOn = (jobId: string, n: string): Placement => ({ slot: `${jobId}/0`, jobId, group: jobId, index: 0, node: n, jobVersion: 0, placedAt: T0 });
+    await conn.kv.put('jobs/text').value('not json {');
+    await conn.kv.put('jobs/shape').value(JSON.stringify({ id: 'shape', type: 'batch', version: 0, stopped: false, submittedAt: T0, groups: [], spec: {} }));
+    await conn.kv.put('jobs/other').value(JSON.stringify({ id: 'someone-else', type: 'service', version: 0, stopped: false, submittedAt: T0, groups: [group('other', 1)], spec: {} }));
+    for (const id of ['text', 'shape', 'other']) await conn.kv.put(`placements/${id}/${id}/0`).value(JSON.stringify(slotOn(id, 'n3')));
+    const mods = await Promise.all(['text', 'shape', 'other'].map(async (id) => (await raw(`placements/${id}/${id}/0`))?.mod_revision));
+
+    const result = await run(three(), T0);
+    expect(result.conflicts).toBe(0);
+    expect(result.records.map((r) => r.id)).toEqual(['web']);
+    expect(slots(await jobs.placements(), 'web')).toEqual(['web/0', 'web/1']);
+    // Not removed as slots of an unknown job: untouched, and counted as they are.
+    expect(await Promise.all(['text', 'shape', 'other'].map(async (id) => (await raw(`placements/${id}/${id}/0`))?.mod_revision))).toEqual(mods);
+    expect(byKey(result.placements).map((p) => `${p.jobId}/${p.slot}`)).toEqual(['other/other/0', 'shape/shape/0', 'text/text/0', 'web/web/0', 'web/web/1']);
+    const warned = logger.records.filter((r) => r.level === 'warn').map((r) => r.fields['key']);
+    expect(warned).toEqual(expect.arrayContaining(['jobs/text', 'jobs/shape', 'jobs/other']));
+    expect(await jobs.status('other')).toBeUndefined();
+    expect((await jobs.jobs()).map((j) => j.id)).toEqual(['web']);
+  });
+
+  it('a placement no one can read is deleted and its slot placed again; one of a slot the job does not have is deleted', async () => {
+    const { conn, jobs, run, logger } = fresh();
+    await jobs.submit('web', 'service', [group('web', 3)], { image: 'web:1' }, T0);
+    await run(three(), T0);
+    expect(slots(await jobs.placements(), 'web')).toEqual(['web/0', 'web/1', 'web/2']);
+    await conn.kv.put('placements/web/web/0').value('garbage');
+    // A body that names another job than its key does.
+    await conn.kv.put('placements/web/web/1').value(JSON.stringify({ slot: 'web/1', jobId: 'db', group: 'web', index: 1, node: 'n2', jobVersion: 0, placedAt: T0 }));
+    await conn.kv.put('placements/web/web/7').value('{}');
+    await conn.kv.put('placements/loose').value('{}');
+
+    const result = await run(three(), T0 + 1_000);
+    expect(result.conflicts).toBe(0);
+    expect(result.put.map((p) => p.slot)).toEqual(['web/0', 'web/1']);
+    const after = await jobs.placements();
+    expect(slots(after, 'web')).toEqual(['web/0', 'web/1', 'web/2']);
+    expect(await conn.kv.getAll().prefix('placements/').keys()).toEqual(['placements/web/web/0', 'placements/web/web/1', 'placements/web/web/2']);
+    expect(byKey(result.placements)).toEqual(byKey(after));
+    const warned = logger.records.filter((r) => r.level === 'warn').map((r) => r.fields['key']);
+    expect(warned).toEqual(expect.arrayContaining(['placements/web/web/0', 'placements/web/web/1', 'placements/web/web/7', 'placements/loose']));
+    // And the next pass has nothing left to do.
+    expect(await run(three(), T0 + 2_000)).toMatchObject({ put: [], remove: [], unplaced: [], conflicts: 0 });
+  });
+
+  it('claims no one can read make their volume unplaceable, named in the reason; other volumes are placed', async () => {
+    const { conn, jobs, run } = fresh();
+    await jobs.volumes.add(volumeRecord('bad', 'n1'));
+    await jobs.volumes.add(volumeRecord('good', 'n1'));
+    await conn.kv.put('claims/bad').value(JSON.stringify({ claims: [{ allocId: 'a1', nodeId: 'n1' }] }));
+    await jobs.submit('x', 'service', [group('x', 1, { volumes: [demand('bad', 'multi-node-multi-writer')] })], { image: 'x:1' }, T0);
+    await jobs.submit('y', 'service', [group('y', 1, { volumes: [demand('good', 'multi-node-multi-writer')] })], { image: 'y:1' }, T0);
+    const result = await run(three(), T0);
+    expect(result.conflicts).toBe(0);
+    expect((await jobs.placements()).map((p) => p.jobId)).toEqual(['y']);
+    const why = 'the claims of volume "bad" in etcd cannot be read';
+    expect((await jobs.status('x'))?.pending).toEqual([{ group: 'x', count: 1, slots: ['x/0'], reasons: { n1: why, n2: why, n3: why } }]);
+  });
+
+  it('a node record whose name is not its key\'s is left out of the nodes, so no pass places on it', async () => {
+    const { conn, jobs, run, logger } = fresh();
+    const registry = new EtcdNodeRegistry(conn, 10_000, new RealClock(), logger, 'test-reader');
+    const record = (name: string) => {
+      const { status: _status, ...r } = node(name);
+      return JSON.stringify(r);
+    };
+    await conn.kv.put('nodes/n1').value(record('n1'));
+    await conn.kv.put('nodes/n2').value(record('n3'));
+    await conn.kv.put('nodes/n4').value('not json');
+    await aliveAs(conn, [node('n1'), node('n2'), node('n4')]);
+    const nodes = await registry.list();
+    expect(nodes.map((n) => [n.name, n.status])).toEqual([['n1', 'ready']]);
+    expect(logger.records.filter((r) => r.level === 'warn').map((r) => r.fields['key'])).toEqual(['nodes/n2', 'nodes/n4']);
+
+    await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
+    await run(nodes, T0);
+    expect(perNode(await jobs.placements())).toEqual({ n1: 2 });
+  });
+
+  it('a volume whose id is reserved while its plugin makes it is not placeable until it is made', async () => {
+    const { jobs, run } = fresh();
+    await jobs.volumes.add(volumeRecord('data', 'n1', { state: 'creating' }));
+    await jobs.submit('db', 'service', [group('db', 1, { volumes: [demand('data', 'multi-node-multi-writer')] })], { image: 'db:1' }, T0);
+    await run(three(), T0);
+    const why = 'volume "data" is not in the cluster\'s catalog';
+    expect((await jobs.status('db'))?.pending).toEqual([{ group: 'db', count: 1, slots: ['db/0'], reasons: { n1: why, n2: why, n3: why } }]);
+
+    expect(await jobs.volumes.finish(volumeRecord('data', 'n1'))).toBe(true);
+    await run(three(), T0 + 1_000);
+    expect((await jobs.placements()).map((p) => [p.slot, p.node])).toEqual([['db/0', 'n1']]);
+    expect((await jobs.status('db'))?.pending).toEqual([]);
+  });
+
   it('a job of more writes than one transaction holds is placed, and shrunk, in full', async () => {
-    const { jobs } = fresh();
+    const { jobs, run } = fresh();
     await jobs.submit('big', 'service', [group('big', 150)], { image: 'big:1' }, T0);
-    const placed = await jobs.reconcile(pass(three(), T0));
+    const placed = await run(three(), T0);
     expect(placed.put).toHaveLength(150);
     expect(placed.conflicts).toBe(0);
     const all = await jobs.placements();
     expect(all).toHaveLength(150);
     expect(perNode(all)).toEqual({ n1: 50, n2: 50, n3: 50 });
 
-    // 145 removes and 5 slots written again at the new version: three transactions again.
+    // 145 removes and 5 slots written again at the new version: several transactions again.
     await jobs.submit('big', 'service', [group('big', 5)], { image: 'big:2' }, T0 + 1_000);
-    const shrunk = await jobs.reconcile(pass(three(), T0 + 1_000));
+    const shrunk = await run(three(), T0 + 1_000);
     expect(shrunk.remove).toHaveLength(145);
     expect(shrunk.put).toHaveLength(5);
     expect(shrunk.conflicts).toBe(0);
     const left = await jobs.placements();
     expect(slots(left, 'big')).toEqual(['big/0', 'big/1', 'big/2', 'big/3', 'big/4']);
     expect(left.every((p) => p.jobVersion === 1)).toBe(true);
-  });
-});
-
-describe('the cluster volume catalog in etcd', () => {
-  let etcd: EtcdTestCluster;
-  let conn: EtcdConnection;
-  let volumes: EtcdClusterVolumes<{ externalId: string }>;
-  let claimsOf: EtcdVolumeClaims;
-
-  beforeAll(async () => {
-    etcd = await EtcdTestCluster.start(1);
-    conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'test-volumes/', dialTimeoutMs: 5_000 });
-    volumes = new EtcdClusterVolumes(conn, new MemoryLogger());
-    claimsOf = new EtcdVolumeClaims(conn);
-  });
-  afterAll(async () => {
-    conn?.close();
-    await etcd?.stop();
-  });
-
-  it('adds a volume once: a second add of the id, from any node, names the node that has it', async () => {
-    await volumes.add(volumeRecord('data', 'n1'));
-    expect(await volumes.get('data')).toEqual(volumeRecord('data', 'n1'));
-    const again = await volumes.add(volumeRecord('data', 'n2')).catch((e: unknown) => e);
-    expect(again).toBeInstanceOf(ClusterVolumeExistsError);
-    expect((again as Error).message).toBe('volume "data" exists in the cluster already (registered by node n1); pick another id, or deregister it first');
-    // The first one's record stands.
-    expect((await volumes.get('data'))?.origin).toBe('n1');
-    await volumes.add(volumeRecord('alpha', 'n3'));
-    expect((await volumes.list()).map((v) => v.id)).toEqual(['alpha', 'data']);
-  });
-
-  it('refuses to remove a volume while a claim on it is held anywhere; removes it once none is', async () => {
-    await volumes.add(volumeRecord('held', 'n1'));
-    await claimsOf.claim({ id: 'held', capabilities: caps('multi-node-multi-writer') }, request('held', 'a1', 'multi-node-multi-writer'), 'n2');
-    expect(await volumes.remove('held')).toBe(false);
-    expect(await volumes.get('held')).toBeDefined();
-
-    // Released: the claims key is still there, empty.
-    await claimsOf.release('held', 'a1');
-    expect(await conn.kv.get('claims/held').string()).toBe(JSON.stringify({ claims: [] }));
-    expect(await volumes.remove('held')).toBe(true);
-    expect(await volumes.get('held')).toBeUndefined();
-
-    // Never claimed: no claims key at all.
-    await volumes.add(volumeRecord('unused', 'n1'));
-    expect(await volumes.remove('unused')).toBe(true);
-    expect(await volumes.get('unused')).toBeUndefined();
-
-    // Claims no one can read are taken as held: never a volume removed under a claim.
-    await volumes.add(volumeRecord('unreadable', 'n1'));
-    await conn.kv.put('claims/unreadable').value('not json');
-    expect(await volumes.remove('unreadable')).toBe(false);
-    expect(await volumes.get('unreadable')).toBeDefined();
   });
 });
