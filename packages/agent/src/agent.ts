@@ -19,6 +19,7 @@ import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@c
 import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { ClusterJobsUnavailableError, ClusterVolumeClaimer, isEtcdAway, type NodeInfo } from '@csiplug/cluster';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
+import { ControllerRouter, answerRoutedCall, isRoutedController } from './cluster-controllers';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
 import { ClusterMembership, clusterInstanceId } from './cluster-membership';
@@ -54,6 +55,7 @@ import type {
   Page,
   PluginInstanceView,
   PluginView,
+  RoutedAnswer,
   RunJobResult,
   SnapshotView,
   VolumeDetachResult,
@@ -161,6 +163,8 @@ export class Agent implements AgentService, AsyncDisposable {
   private closed: Promise<void> | undefined;
   /** Cluster mode: the jobs in etcd and this node's share of their placements (cluster-jobs.ts). */
   private readonly clusterJobs: ClusterJobs | undefined;
+  /** Cluster mode: controller calls of plugins whose controller runs on other nodes (cluster-controllers.ts). */
+  private readonly controllers: ControllerRouter | undefined;
   /** Variables every task sees, on top of its own. */
   private readonly taskVariables: Record<string, string>;
 
@@ -224,6 +228,24 @@ export class Agent implements AgentService, AsyncDisposable {
           container.resolve<Logger>(ILogger).child({ component: 'cluster-jobs' }),
         )
       : undefined;
+    if (membership) {
+      this.controllers = new ControllerRouter({
+        dataDir: config.dataDir,
+        registry: this.registry,
+        membership,
+        token: () => this.config.acl.token,
+        clock: this.clock,
+        logger: container.resolve<Logger>(ILogger).child({ component: 'cluster-controllers' }),
+      });
+      // Which plugins need a routed controller here follows the registry (a node plugin or a controller coming or going).
+      // (The registry's emitter goes with its module, and this listener with it.)
+      this.registry.onDidChange(() => void this.controllers?.reconcile());
+    } else {
+      // Without a cluster, a routed controller a cluster-mode run of this data dir registered routes nowhere: it goes.
+      for (const p of this.registry.list('csi-controller')) {
+        for (const r of this.registry.registrations('csi-controller', p.name)) if (isRoutedController(r.allocId)) this.registry.deregister('csi-controller', p.name, r.allocId);
+      }
+    }
     addStateGauges(metrics, {
       service: this,
       registryEntries: () =>
@@ -312,6 +334,7 @@ export class Agent implements AgentService, AsyncDisposable {
         log.warn('cluster mode without an ACL token: any job run through this agent\'s API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)');
       }
       agent.clusterJobs?.start();
+      void agent.controllers?.reconcile();
       return agent;
     } catch (err) {
       // What boot began is left to the next agent, as on any shutdown: the
@@ -484,8 +507,10 @@ export class Agent implements AgentService, AsyncDisposable {
           : { detected: false, healthy: false, description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works' },
         raw_exec: { detected: true, healthy: true, description: 'host processes' },
       },
+      // A controller routed to another node is that node's, not this one's: never advertised (no call is routed twice).
       plugins: this.csi
         .plugins()
+        .filter((p) => !isRoutedController(p.allocId))
         .map((p) => ({
           id: p.name,
           type: p.type,
@@ -807,7 +832,7 @@ export class Agent implements AgentService, AsyncDisposable {
       info && { healthy: info.healthy, allocId: info.allocId, description: info.description, version: info.version, info: fingerprintFacts(info) };
     const controller = instances.find((p) => p.type === 'csi-controller');
     const node = instances.find((p) => p.type === 'csi-node');
-    const allocs = new Set([...this.registry.registrations('csi-controller', id), ...this.registry.registrations('csi-node', id)].map((r) => r.allocId));
+    const allocs = new Set([...this.registry.registrations('csi-controller', id), ...this.registry.registrations('csi-node', id)].map((r) => r.allocId).filter((a) => !isRoutedController(a)));
     const reg = nodeReg ?? controllerReg;
     return {
       id,
@@ -1008,6 +1033,13 @@ export class Agent implements AgentService, AsyncDisposable {
     }
     await this.catalog.deleteVolume(id);
     await this.removeFromCluster(id);
+  }
+
+  /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */
+  answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown): Promise<RoutedAnswer> {
+    this.checkOpen();
+    if (!this.membership) throw new NotFoundError('this agent is not in a cluster: no controller call is routed to it');
+    return answerRoutedCall(this.registry, plugin, service, rpc, request);
   }
 
   /** Cluster mode: a volume claimed on any node is not deregistered or deleted (refused before anything is done). */
@@ -1284,6 +1316,7 @@ export class Agent implements AgentService, AsyncDisposable {
       let failure: unknown;
       // No pass may run a job here or stop one while the agent shuts down.
       await this.clusterJobs?.dispose().catch(() => undefined);
+      await this.controllers?.dispose().catch(() => undefined);
       this.claimSweep?.dispose();
       await this.sweeping;
       // Rollouts first: cancelled when every task stops (nothing to resume), else left to the next agent.

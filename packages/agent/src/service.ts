@@ -20,6 +20,9 @@ export interface ClusterJobView {
   readAt: number;
 }
 
+/** What an agent answers a routed controller call with (cluster mode, agent to agent): the plugin's response, or its gRPC status. */
+export type RoutedAnswer = { response: unknown } | { error: { code: number; details: string } };
+
 
 /** What `job plan` answers: the plan of a run, per group and alloc (deploy/job-plan.ts). */
 export type { AllocUpdate, GroupPlan, JobPlan, PlannedAlloc } from './deploy/job-plan';
@@ -275,6 +278,8 @@ export interface AgentService {
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
   /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */
   deleteVolume(id: string, options?: { forwarded?: boolean }): Promise<void>;
+  /** Cluster mode, agent to agent: one CSI Identity or Controller call made on this node's own controller of the plugin. */
+  answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown): Promise<RoutedAnswer>;
   /** NodeGetVolumeStats of each live mount of a volume, or of an alloc's volumes, on this node. */
   volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]>;
   /** CreateSnapshot of a volume (its controller must offer it). */

@@ -8,7 +8,7 @@ import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
 import * as tls from 'tls';
-import type { AgentEvent, AgentHealth, AllocView, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeList, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AllocView, RoutedAnswer, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeList, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -241,6 +241,11 @@ export class ApiClient {
 
   async deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
     await this.json('DELETE', `/v1/volumes/snapshot${query({ plugin_id: pluginId, snapshot_id: snapshotId })}`);
+  }
+
+  /** Cluster mode, agent to agent: one CSI call made on the other node's own controller of the plugin (cluster-controllers.ts). */
+  routedCsiCall(plugin: string, service: 'identity' | 'controller', rpc: string, request: unknown): Promise<RoutedAnswer> {
+    return this.json('POST', `/v1/cluster/csi/${enc(plugin)}/${enc(service)}/${enc(rpc)}`, { body: { request } });
   }
 
   async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {

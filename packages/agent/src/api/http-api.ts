@@ -524,6 +524,12 @@ export class HttpApi implements AsyncDisposable {
 
     r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
     r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }));
+    // Cluster mode, agent to agent (cluster-controllers.ts): a CSI call made on this node's own controller of the plugin.
+    r.add('POST', '/v1/cluster/csi/:plugin/:service/:rpc', async (ctx) => {
+      const body = await ctx.json();
+      const request = (body as { request?: unknown } | null)?.request;
+      return { body: await s.answerRoutedCall(ctx.params.plugin!, ctx.params.service!, ctx.params.rpc!, request) };
+    });
     r.add('GET', '/v1/plugins', ({ query }) => {
       csiTypeParam(query);
       return { body: s.listPlugins() };

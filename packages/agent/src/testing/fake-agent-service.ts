@@ -15,7 +15,7 @@ import { NotFoundError } from '../agent';
 import { planJob, type JobPlan } from '../deploy/job-plan';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, JobView, MountUsageView, NodeList, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, RoutedAnswer, JobView, MountUsageView, NodeList, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
 import type { VolumeSpec } from '../spec';
 
 export interface FakeAgentServiceOptions {
@@ -291,6 +291,14 @@ export class FakeAgentService implements AgentService {
     this.volumes.delete(id);
     this.emit({ topic: 'Volume', type: 'VolumeDeleted', message: `volume ${id} deleted`, volumeId: id });
   }
+  /** A fake runs no plugin: a routed controller call is refused as by an agent whose node runs no controller of its own. */
+  async answerRoutedCall(plugin: string): Promise<RoutedAnswer> {
+    await this.gate;
+    this.failIfAsked();
+    this.calls.push(`answerRoutedCall ${plugin}`);
+    throw new CsiplugError('EPLUGIN_UNAVAILABLE', `no controller of plugin "${plugin}" runs on this node`);
+  }
+
 
   /** What the volume operations answer: set by a test; unset, each answers empty (or, for a snapshot, a made-up one). */
   readonly usage: MountUsageView[] = [];

@@ -1,0 +1,137 @@
+// Controller RPCs routed across the cluster, end to end: real etcd, three
+// agents sharing one ACL token, the hostpath plugin split as real CSI
+// drivers deploy — a node plugin on every node (a system job) and two
+// controllers (a service job of count 2, with ControllerPublish on) — all on
+// one state dir the nodes share. The node without a controller routes its
+// controller calls to one that has it, over HTTP with the token: its plugin
+// status shows a healthy controller, a volume created through it is made,
+// a workload placed there is published to it (ControllerPublishVolume on
+// another node's controller, naming this node); kill -9 of the agent whose
+// controller answered, and the next call goes to the other controller.
+import { EtcdTestCluster } from '@csiplug/cluster/testing';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { hostpathPluginJobHcl } from '../src/commands/specs';
+import type { JobView } from '../src/service';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { AgentHarness, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+
+jest.setTimeout(300_000);
+
+const TOKEN = 'cluster-routing-token-0123456789abcdef';
+const NAMES: readonly string[] = ['n1', 'n2', 'n3'];
+
+/** The hostpath plugin as `mode` (node or controller), on the shared state dir, as a job of the given type and count. */
+function pluginJob(stateDir: string, mode: 'node' | 'controller', jobId: string, type: 'system' | 'service', count: number): string {
+  const hcl = hostpathPluginJobHcl({ restartDelay: '100ms', jobId, extraArgs: ['--topology', 'example.com/zone=z1', ...(mode === 'controller' ? ['--controller-publish', 'true'] : [])] })
+    .replace('"${CSIPLUG_PLUGIN_DATA_DIR}/state"', JSON.stringify(stateDir))
+    .replace('"--mode", "monolith"', `"--mode", "${mode}"`)
+    .replace('type = "monolith"', `type = "${mode}"`)
+    .replace(`job "${jobId}" {`, `job "${jobId}" {\n  type = "${type}"`)
+    .replace('group "plugin" {', `group "plugin" {\n    count = ${count}`);
+  for (const part of [stateDir, `"--mode", "${mode}"`, `type = "${mode}"`, `type = "${type}"`, `count = ${count}`]) {
+    if (!hcl.includes(part)) throw new Error(`the plugin job template changed (no ${part}): this test must follow it`);
+  }
+  return hcl;
+}
+
+const running = (job: JobView | undefined) => job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');
+
+describe('controller calls routed to another node', () => {
+  let etcd: EtcdTestCluster;
+  const agents: AgentHarness[] = [];
+  let shared: string;
+
+  beforeAll(async () => {
+    etcd = await EtcdTestCluster.start(1);
+    shared = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-shared-'));
+    const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
+    for (const name of NAMES) {
+      agents.push(
+        new AgentHarness(`node_id = "${name}"
+acl {
+  token = "${TOKEN}"
+}
+cluster {
+  etcd {
+    endpoints = [${endpoints}]
+    prefix    = "routing"
+  }
+  heartbeat_ttl = "2s"
+}`),
+      );
+    }
+    await Promise.all(agents.map((a) => a.start(TOKEN)));
+    const [one] = agents as [AgentHarness];
+    await pollUntil('joined', async () => ((await one.api.listNodes().catch(() => undefined))?.nodes.length === 3 ? true : undefined), 30_000);
+    await one.api.runJob(jobToDocument(await parseJobspec(pluginJob(shared, 'node', 'hostpath-nodes', 'system', 1), 'nodes.hcl')));
+    await one.api.runJob(jobToDocument(await parseJobspec(pluginJob(shared, 'controller', 'hostpath-controllers', 'service', 2), 'controllers.hcl')));
+  });
+
+  afterAll(async () => {
+    for (const a of agents) {
+      const { leftMounts } = await a.cleanup();
+      expect(leftMounts).toEqual([]);
+    }
+    await etcd?.stop();
+    if (shared) fs.rmSync(shared, { recursive: true, force: true });
+  });
+
+  it('the node without a controller routes to one: its controller is healthy there, and never counted as a third', async () => {
+    const placed = await pollUntil('two controllers placed', async () => {
+      const j = await agents[0]!.api.getJob('hostpath-controllers');
+      return j.cluster?.placements.length === 2 ? j.cluster.placements : undefined;
+    }, 30_000);
+    const withController = new Set(placed.map((p) => p.node));
+    expect(withController.size).toBe(2);
+    const lone = NAMES.find((n) => !withController.has(n))!;
+    const agent = agents[NAMES.indexOf(lone)]!;
+    const plugin = await pollUntil('the routed controller healthy on the node without one', async () => {
+      const p = await agent.api.getPlugin('hostpath').catch(() => undefined);
+      return p?.controller?.healthy && p.nodesHealthy === 1 ? p : undefined;
+    }, 90_000);
+    expect(plugin.controller!.allocId).toBe('cluster-controller:hostpath');
+    // Fingerprinted through the route: the real controller's capabilities.
+    expect(plugin.controller!.info['Attach/Detach (ControllerPublish)']).toBe(true);
+    expect(plugin.allocs.some((a) => a.startsWith('cluster-controller:'))).toBe(false);
+    // Across the cluster: two controllers (the routed one is not a third), three node plugins.
+    const cluster = await pollUntil('2 controllers and 3 nodes across the cluster', async () => {
+      const c = (await agent.api.getPlugin('hostpath')).cluster;
+      return c && c.controllersHealthy === 2 && c.controllersExpected === 2 && c.nodesHealthy === 3 ? c : undefined;
+    }, 30_000);
+    expect(cluster.instances.filter((i) => i.type === 'csi-controller').map((i) => i.node).sort()).toEqual([...withController].sort());
+  });
+
+  it('a volume created through the node without a controller is made; a workload placed there is published to it by another node\'s controller; kill -9 of that agent and the next call goes to the other controller', async () => {
+    const controllers = (await agents[0]!.api.getJob('hostpath-controllers')).cluster!.placements.map((p) => p.node);
+    const lone = NAMES.find((n) => !controllers.includes(n))!;
+    const agent = agents[NAMES.indexOf(lone)]!;
+    await agent.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('routed'), 'routed.hcl')));
+    expect((await agent.api.getVolume('routed')).externalId).not.toBe('');
+
+    // The workload goes where there is least: the node without a controller (one alloc there, two elsewhere).
+    const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('routed-writer', 'routed'), 'w.hcl')));
+    expect(run.cluster!.placements.map((p) => p.node)).toEqual([lone]);
+    const alloc = await pollUntil('the workload running on the node without a controller', async () => running(await agent.api.getJob('routed-writer').catch(() => undefined)), 90_000);
+    // ControllerPublishVolume was made by a controller on another node, for this node.
+    const attachments = () => JSON.parse(fs.readFileSync(path.join(shared, 'attachments.json'), 'utf8')) as Record<string, unknown>;
+    expect(JSON.stringify(attachments())).toContain(lone);
+    const volume = await agent.api.getVolume('routed');
+    expect(volume.claims.map((c) => c.allocId)).toEqual([alloc.id]);
+
+    // The controller that answered is the first by name; its agent dies (its plugin process lives on, unreachable through it).
+    const first = [...controllers].sort()[0]!;
+    await agents[NAMES.indexOf(first)]!.kill('SIGKILL');
+    try {
+      // Unpublish on stop, and a new create: both through the other controller.
+      await agents[NAMES.indexOf(lone)]!.api.stopJob('routed-writer');
+      await pollUntil('the claim released (unpublished) after the job stopped', async () => ((await agent.api.getVolume('routed')).claims.length === 0 ? true : undefined), 60_000);
+      expect(JSON.stringify(attachments())).not.toContain(lone);
+      await agent.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('routed-2'), 'routed-2.hcl')));
+      expect((await agent.api.getVolume('routed-2')).pluginId).toBe('hostpath');
+    } finally {
+      await agents[NAMES.indexOf(first)]!.start(TOKEN);
+    }
+  });
+});
