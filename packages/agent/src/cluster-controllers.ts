@@ -18,10 +18,9 @@
 // only a controller of its own, and advertises only those), so a call
 // crosses at most one hop.
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
-import { CSIStatusError, GrpcInvoker, csiPackageDefinition, CSI_SERVICES, serveCsi, type CsiServer } from '@csiplug/csi';
+import { CSIStatusError, GrpcInvoker, GrpcStatus, csiPackageDefinition, CSI_SERVICES, serveCsi, type CsiServer } from '@csiplug/csi';
 import { PLUGIN_OPTION_PLUGIN_TYPE } from '@csiplug/csimanager';
 import type { PluginRegistry } from '@csiplug/registry';
-import * as grpc from '@grpc/grpc-js';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ApiClient } from './api/api-client';
@@ -177,7 +176,7 @@ export class ControllerRouter {
   private async route(plugin: string, service: RoutedService, rpc: string, request: unknown): Promise<unknown> {
     const targets = this.targets(plugin);
     if (targets.length === 0) {
-      throw new CSIStatusError(grpc.status.UNAVAILABLE, `no ready node of the cluster runs a healthy controller of plugin "${plugin}"`);
+      throw new CSIStatusError(GrpcStatus.UNAVAILABLE, `no ready node of the cluster runs a healthy controller of plugin "${plugin}"`);
     }
     const failures: string[] = [];
     for (const target of targets) {
@@ -195,7 +194,7 @@ export class ControllerRouter {
       if ('error' in answer) throw new CSIStatusError(answer.error.code, answer.error.details);
       return answer.response;
     }
-    throw new CSIStatusError(grpc.status.UNAVAILABLE, `no controller of plugin "${plugin}" could be reached (${failures.join('; ')})`);
+    throw new CSIStatusError(GrpcStatus.UNAVAILABLE, `no controller of plugin "${plugin}" could be reached (${failures.join('; ')})`);
   }
 
   /** Stops serving; the registrations stay for the next agent, which serves them again. */
