@@ -13,9 +13,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
-import type { JobView } from '../src/service';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import { AgentHarness, pollUntil, runningAlloc, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);
 
@@ -36,7 +35,7 @@ function pluginJob(stateDir: string, mode: 'node' | 'controller', jobId: string,
   return hcl;
 }
 
-const running = (job: JobView | undefined) => job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');
+const running = runningAlloc;
 
 describe('controller calls routed to another node', () => {
   let etcd: EtcdTestCluster;

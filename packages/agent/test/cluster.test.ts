@@ -20,9 +20,8 @@ import * as os from 'os';
 import * as path from 'path';
 import { ApiError } from '../src/api';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
-import type { JobView } from '../src/service';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import { AgentHarness, isAlive, mountsUnder, pollUntil, runningAlloc, sleeperHcl, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(480_000);
 
@@ -37,18 +36,6 @@ function systemPluginJob(stateDir: string): string {
   return hcl;
 }
 
-const sleeper = (id: string) => `
-job "${id}" {
-  group "app" {
-    task "sleep" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sleep"
-        args    = ["3600"]
-      }
-    }
-  }
-}`;
 
 async function rejection(p: Promise<unknown>): Promise<ApiError> {
   const e = await p.then(
@@ -59,7 +46,7 @@ async function rejection(p: Promise<unknown>): Promise<ApiError> {
   return e;
 }
 
-const running = (job: JobView | undefined) => job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');
+const running = runningAlloc;
 
 describe('three agents on one etcd cluster', () => {
   let etcd: EtcdTestCluster;
@@ -193,7 +180,7 @@ cluster {
     try {
       await impostor.start();
       await pollUntil('the refusal in its log', async () => (/node name \\"n1\\" is in use by another live agent/.test(impostor.log) ? true : undefined), 30_000);
-      const refused = await rejection(impostor.api.runJob(jobToDocument(await parseJobspec(sleeper('impostor-work'), 'iw.hcl'))));
+      const refused = await rejection(impostor.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('impostor-work'), 'iw.hcl'))));
       expect(refused.status).toBe(409);
       expect(refused.message).toContain('node name "n1" is in use by another live agent');
       expect((await agents[1]!.api.listJobs()).map((j) => j.id)).not.toContain('impostor-work');
@@ -214,7 +201,7 @@ cluster {
     expect(down.message).toMatch(/the cluster's etcd did not answer .*tasks and mounts are untouched/);
     // A job run meanwhile, against another agent: it waits there, pending, saying why.
     const other = agents.find((a) => a !== holder)!;
-    const queued = await other.api.runJob(jobToDocument(await parseJobspec(sleeper('late'), 'late.hcl')));
+    const queued = await other.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('late'), 'late.hcl')));
     expect(queued.cluster!.placements).toEqual([]);
     expect(queued.cluster!.pending[0]!.reasons.etcd).toMatch(/^waiting on this agent for the cluster's etcd to answer/);
     expect((await other.api.getJob('late')).status).toBe('pending');

@@ -12,26 +12,11 @@ import * as path from 'path';
 import { openClientState } from '@csiplug/state';
 import { ApiError } from '../src/api';
 import { jobToDocument, parseJobspec } from '../src/spec';
-import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil } from './support/agent-process';
+import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 
 jest.setTimeout(120_000);
 
 const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
-
-/** A job with one task and no volumes: all it needs of the data dir is its state and a task dir. */
-const sleeperHcl = (id: string) => `
-job "${id}" {
-  group "app" {
-    task "main" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sleep"
-        args    = ["3600"]
-      }
-      kill_timeout = "1s"
-    }
-  }
-}`;
 
 const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
 

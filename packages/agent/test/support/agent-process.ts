@@ -7,6 +7,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiClient } from '../../src/api';
+import type { JobView } from '../../src/service';
 import { freePort, isAlive, mountsUnder, pollUntil } from '../../src/commands/host';
 import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
 
@@ -148,3 +149,21 @@ export function workloadJob(id: string, volumeId: string): string {
 }
 
 export const volumeSpec = (id: string): string => volumeHcl(id);
+
+/** A job with one task and no volumes: all it needs of the data dir is its state and a task dir. */
+export const sleeperHcl = (id: string): string => `
+job "${id}" {
+  group "app" {
+    task "main" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+      kill_timeout = "1s"
+    }
+  }
+}`;
+
+/** The job's alloc that is wanted and running, if any. */
+export const runningAlloc = (job: JobView | undefined): JobView['allocs'][number] | undefined => job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');
