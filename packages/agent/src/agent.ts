@@ -223,6 +223,7 @@ export class Agent implements AgentService, AsyncDisposable {
             runLocal: (job) => this.runLocalJob(job),
             stopLocal: (id, purge) => (this.jobAllocs(id).length ? this.stopLocalJob(id, { purge }) : Promise.resolve()),
             catalog: this.catalog,
+            afterPass: () => void this.controllers?.reconcile(),
           },
           this.clock,
           container.resolve<Logger>(ILogger).child({ component: 'cluster-jobs' }),
@@ -233,6 +234,10 @@ export class Agent implements AgentService, AsyncDisposable {
         dataDir: config.dataDir,
         registry: this.registry,
         membership,
+        servingController: (plugin) => {
+          const info = this.csi.pluginInfo('csi-controller', plugin);
+          return info && { allocId: info.allocId, healthy: info.healthy };
+        },
         token: () => this.config.acl.token,
         clock: this.clock,
         logger: container.resolve<Logger>(ILogger).child({ component: 'cluster-controllers' }),
@@ -240,6 +245,8 @@ export class Agent implements AgentService, AsyncDisposable {
       // Which plugins need a routed controller here follows the registry (a node plugin or a controller coming or going).
       // (The registry's emitter goes with its module, and this listener with it.)
       this.registry.onDidChange(() => void this.controllers?.reconcile());
+      // A controller of its own taking over (healthy) ends the routing; the node records (read every pass) say where controllers are.
+      this.csi.onDidChangeHealth(() => void this.controllers?.reconcile());
     } else {
       // Without a cluster, a routed controller a cluster-mode run of this data dir registered routes nowhere: it goes.
       for (const p of this.registry.list('csi-controller')) {
@@ -342,6 +349,8 @@ export class Agent implements AgentService, AsyncDisposable {
       // short by the CSI manager's dispose must not fail a restoring alloc).
       // A rollout boot resumed stops first (detached: the next agent resumes it), so nothing it does runs over stopped modules.
       if (agent) await agent.updates.dispose({ stopTasks: false }).catch(() => undefined);
+      if (agent) await agent.clusterJobs?.dispose().catch(() => undefined);
+      if (agent) await agent.controllers?.dispose().catch(() => undefined);
       if (agent) for (const r of agent.runners.values()) r.detach();
       await modules.stop().catch(() => {
         // Each module that failed to stop was logged by the host, by name; the start's error is the one to report.
@@ -829,7 +838,14 @@ export class Agent implements AgentService, AsyncDisposable {
     // A plugin that runs only on other nodes is still the cluster's.
     if (!instances.length && !controllerReg && !nodeReg && !cluster?.instances.length) return undefined;
     const view = (info: PluginInfo | undefined): PluginInstanceView | undefined =>
-      info && { healthy: info.healthy, allocId: info.allocId, description: info.description, version: info.version, info: fingerprintFacts(info) };
+      info && {
+        healthy: info.healthy,
+        allocId: info.allocId,
+        description: info.description,
+        version: info.version,
+        info: fingerprintFacts(info),
+        ...(isRoutedController(info.allocId) ? { routed: this.controllers?.view(id) ?? {} } : {}),
+      };
     const controller = instances.find((p) => p.type === 'csi-controller');
     const node = instances.find((p) => p.type === 'csi-node');
     const allocs = new Set([...this.registry.registrations('csi-controller', id), ...this.registry.registrations('csi-node', id)].map((r) => r.allocId).filter((a) => !isRoutedController(a)));
@@ -1036,10 +1052,10 @@ export class Agent implements AgentService, AsyncDisposable {
   }
 
   /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */
-  answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown): Promise<RoutedAnswer> {
+  answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer> {
     this.checkOpen();
     if (!this.membership) throw new NotFoundError('this agent is not in a cluster: no controller call is routed to it');
-    return answerRoutedCall(this.registry, plugin, service, rpc, request);
+    return answerRoutedCall(this.registry, plugin, service, rpc, request, signal);
   }
 
   /** Cluster mode: a volume claimed on any node is not deregistered or deleted (refused before anything is done). */
@@ -1316,7 +1332,6 @@ export class Agent implements AgentService, AsyncDisposable {
       let failure: unknown;
       // No pass may run a job here or stop one while the agent shuts down.
       await this.clusterJobs?.dispose().catch(() => undefined);
-      await this.controllers?.dispose().catch(() => undefined);
       this.claimSweep?.dispose();
       await this.sweeping;
       // Rollouts first: cancelled when every task stops (nothing to resume), else left to the next agent.
@@ -1335,6 +1350,8 @@ export class Agent implements AgentService, AsyncDisposable {
       } else {
         for (const r of this.runners.values()) r.detach();
       }
+      // Routed controllers last of the agent's own parts: the workloads stopped above may have unpublished through them.
+      await this.controllers?.dispose().catch(() => undefined);
       this.events.stopRelaying();
       // The state is about to close: a scrape from here on reads no gauges rather than failing.
       this.metrics.retire();

@@ -47,6 +47,8 @@ export interface ClusterJobsHost {
   /** Stops the job here (and purges it). */
   stopLocal(id: string, purge: boolean): Promise<unknown>;
   catalog: VolumeCatalogService;
+  /** Told after each pass that read etcd (the routed controllers follow where the cluster's controllers are). */
+  afterPass?: () => void;
 }
 
 /** What the scheduler needs of a job: each group's count, drivers and volumes. */
@@ -300,6 +302,7 @@ export class ClusterJobs {
       for (const u of result.unplaced) byJob.set(u.jobId, [...(byJob.get(u.jobId) ?? []), u]);
       for (const [id, us] of byJob) pending.set(id, summarisePending(us));
       this.seen = { jobs: result.records, placements: result.placements, pending, at: this.clock.now() };
+      this.host.afterPass?.();
       const mirrored = await this.mirrorVolumes();
       const projected = await this.project(result.records, result.placements);
       if (!projected || !mirrored) return false;

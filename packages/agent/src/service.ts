@@ -139,6 +139,8 @@ export interface PluginInstanceView {
   version: string;
   /** What the fingerprint found (node id, topology, capabilities…), as name → value pairs. */
   info: Record<string, string | number | boolean>;
+  /** Cluster mode, a controller routed to other nodes (no controller of its own here): the node whose controller answered last, if one has. */
+  routed?: { node?: string };
 }
 
 export interface PluginView {
@@ -279,7 +281,7 @@ export interface AgentService {
   /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */
   deleteVolume(id: string, options?: { forwarded?: boolean }): Promise<void>;
   /** Cluster mode, agent to agent: one CSI Identity or Controller call made on this node's own controller of the plugin. */
-  answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown): Promise<RoutedAnswer>;
+  answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer>;
   /** NodeGetVolumeStats of each live mount of a volume, or of an alloc's volumes, on this node. */
   volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]>;
   /** CreateSnapshot of a volume (its controller must offer it). */

@@ -39,6 +39,18 @@ export class ClusterVolumeExistsError extends ValidationError {
   }
 }
 
+/** The volume a record carries names the record's id and plugin, and (once made) the plugin's id for it. */
+function volumeOk(r: Partial<ClusterVolumeRecord<unknown>>): boolean {
+  const v = r.volume as { id?: unknown; pluginId?: unknown; externalId?: unknown } | null | undefined;
+  if (v === null || typeof v !== 'object' || v.id !== r.id || v.pluginId !== r.pluginId) return false;
+  return r.state === 'creating' || (typeof v.externalId === 'string' && v.externalId !== '');
+}
+
+/** The plugin's id of the volume a record carries ('' while it is being made). */
+export function externalIdOf(record: ClusterVolumeRecord<unknown>): string {
+  return (record.volume as { externalId?: string }).externalId ?? '';
+}
+
 export class EtcdClusterVolumes<V = unknown> {
   constructor(
     private readonly conn: EtcdConnection,
@@ -63,6 +75,15 @@ export class EtcdClusterVolumes<V = unknown> {
     return (await this.conn.kv.if(key, 'Mod', '==', kv.mod_revision).then(this.conn.kv.put(key).value(JSON.stringify(made))).commit()).succeeded;
   }
 
+  /** Writes a made volume's record again (its capacity grew), over the record as it was read; false when it changed meanwhile or is not made. */
+  async replace(record: ClusterVolumeRecord<V>): Promise<boolean> {
+    const key = VOLUMES + record.id;
+    const kv = (await this.conn.kv.get(key).exec()).kvs[0];
+    const held = kv ? this.parse(key, kv.value.toString()) : undefined;
+    if (!kv || !held || held.state === 'creating') return false;
+    return (await this.conn.kv.if(key, 'Mod', '==', kv.mod_revision).then(this.conn.kv.put(key).value(JSON.stringify(record))).commit()).succeeded;
+  }
+
   /** Gives up the reservation `origin` holds (its create failed); a volume that is there is never removed by this. */
   async cancel(id: string, origin: string): Promise<void> {
     const key = VOLUMES + id;
@@ -84,13 +105,22 @@ export class EtcdClusterVolumes<V = unknown> {
       .sort((a, b) => a.id.localeCompare(b.id));
   }
 
-  /** A record as this module writes it (its id its key's), or undefined, logged. */
+  /** Each bad record said once (every pass reads every record). */
+  private readonly said = new Set<string>();
+  private warnOnce(key: string, message: string): void {
+    if (this.said.has(`${key}\u0000${message}`)) return;
+    if (this.said.size >= 10_000) this.said.clear();
+    this.said.add(`${key}\u0000${message}`);
+    this.logger.warn(message, { key });
+  }
+
+  /** A record as this module writes it (its id its key's), or undefined, logged once. */
   private parse(key: string, text: string): ClusterVolumeRecord<V> | undefined {
     let r: Partial<ClusterVolumeRecord<V>> | null;
     try {
       r = JSON.parse(text) as Partial<ClusterVolumeRecord<V>> | null;
     } catch (err) {
-      this.logger.warn('a volume record in etcd cannot be read; it is left out', { key, error: errorMessage(err) });
+      this.warnOnce(key, `a volume record in etcd cannot be read; it is left out: ${errorMessage(err)}`);
       return undefined;
     }
     const segmentsOk = (t: unknown) => t !== null && typeof t === 'object' && Object.values(t as object).every((v) => typeof v === 'string');
@@ -103,9 +133,10 @@ export class EtcdClusterVolumes<V = unknown> {
       typeof r.origin === 'string' &&
       (r.state === undefined || r.state === 'creating') &&
       (r.accessibleTopology === undefined || (Array.isArray(r.accessibleTopology) && r.accessibleTopology.every(segmentsOk))) &&
-      (r.capabilities === undefined || (Array.isArray(r.capabilities) && r.capabilities.every((c) => c !== null && typeof c === 'object' && typeof c.accessMode === 'string' && typeof c.attachmentMode === 'string')));
+      (r.capabilities === undefined || (Array.isArray(r.capabilities) && r.capabilities.every((c) => c !== null && typeof c === 'object' && typeof c.accessMode === 'string' && typeof c.attachmentMode === 'string'))) &&
+      volumeOk(r as Partial<ClusterVolumeRecord<V>>);
     if (!ok) {
-      this.logger.warn('a volume record in etcd is not one csiplug wrote; it is left out', { key });
+      this.warnOnce(key, 'a volume record in etcd is not one csiplug wrote; it is left out');
       return undefined;
     }
     return r as ClusterVolumeRecord<V>;
@@ -113,10 +144,17 @@ export class EtcdClusterVolumes<V = unknown> {
 
   /**
    * Removes the volume, only while no claim on it is held anywhere (a claims
-   * key that is absent, or as read and empty). False: it is claimed.
+   * key that is absent, or as read and empty) and only while it is the one
+   * `same` accepts (a node removes the cluster's record of the volume it
+   * had, never another one under the same id). False: it is claimed, or not
+   * that volume.
    */
-  async remove(id: string): Promise<boolean> {
+  async remove(id: string, same: (record: ClusterVolumeRecord<V>) => boolean = () => true): Promise<boolean> {
     for (let attempt = 0; attempt < 8; attempt++) {
+      const held = (await this.conn.kv.get(VOLUMES + id).exec()).kvs[0];
+      if (!held) return true;
+      const record = this.parse(VOLUMES + id, held.value.toString());
+      if (record && !same(record)) return false;
       const claims = (await this.conn.kv.get(CLAIMS + id).exec()).kvs[0];
       if (claims) {
         let held = true;
@@ -128,7 +166,7 @@ export class EtcdClusterVolumes<V = unknown> {
         if (held) return false;
       }
       const txn = claims ? this.conn.kv.if(CLAIMS + id, 'Mod', '==', claims.mod_revision) : this.conn.kv.if(CLAIMS + id, 'Create', '==', 0);
-      const res = await txn.then(this.conn.kv.delete().key(VOLUMES + id)).commit();
+      const res = await txn.and(VOLUMES + id, 'Mod', '==', held.mod_revision).then(this.conn.kv.delete().key(VOLUMES + id)).commit();
       if (res.succeeded) return true;
     }
     return false;

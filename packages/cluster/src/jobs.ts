@@ -26,7 +26,7 @@
 // Records are checked as they are read: one that is not what this module
 // writes is left out and logged (a job's slots are then left alone, a bad
 // slot is deleted), never allowed to stop every pass.
-import { CsiplugError, ValidationError, errorMessage, type Logger } from '@csiplug/core';
+import { CsiplugError, errorMessage, type Logger } from '@csiplug/core';
 import type { IKeyValue, Watcher } from 'etcd3';
 import { EtcdVolumeClaims, type ClusterClaim } from './claims';
 import { isEtcdAway, type EtcdConnection } from './connect';
@@ -124,11 +124,29 @@ export interface ReconcileResult<S = unknown> extends SchedulerResult {
   placements: Placement[];
 }
 
-function parse<T>(key: string, text: string, logger: Logger): T | undefined {
+/**
+ * A logger's warnings about bad records, each said once per record and
+ * problem (a pass reads every record each second: the same bad one would
+ * be said every second otherwise).
+ */
+class RecordWarnings {
+  private readonly said = new Set<string>();
+  constructor(private readonly logger: Logger) {}
+
+  warn(message: string, key: string, problem: string): void {
+    const id = `${key}\u0000${problem}`;
+    if (this.said.has(id)) return;
+    if (this.said.size >= 10_000) this.said.clear();
+    this.said.add(id);
+    this.logger.warn(message, { key, error: problem });
+  }
+}
+
+function parse<T>(key: string, text: string, warnings: RecordWarnings): T | undefined {
   try {
     return JSON.parse(text) as T;
   } catch (err) {
-    logger.warn('a record in etcd cannot be read; it is left out', { key, error: errorMessage(err) });
+    warnings.warn('a record in etcd cannot be read; it is left out', key, errorMessage(err));
     return undefined;
   }
 }
@@ -185,7 +203,10 @@ export class EtcdJobs<S = unknown> {
   ) {
     this.claims = new EtcdVolumeClaims(conn, now);
     this.volumes = new EtcdClusterVolumes(conn, logger);
+    this.warnings = new RecordWarnings(logger);
   }
+
+  private readonly warnings: RecordWarnings;
 
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
@@ -205,11 +226,11 @@ export class EtcdJobs<S = unknown> {
 
   /** A job record as read (its key without the namespace's prefix), or undefined (logged) when it is not one this module wrote. */
   private jobRecord(key: string, kv: IKeyValue): ClusterJobRecord<S> | undefined {
-    const r = parse<Partial<ClusterJobRecord<S>> | null>(key, kv.value.toString(), this.logger);
+    const r = parse<Partial<ClusterJobRecord<S>> | null>(key, kv.value.toString(), this.warnings);
     if (r === undefined) return undefined;
     const problem = jobRecordProblem(r, key.slice(JOBS.length));
     if (problem) {
-      this.logger.warn('a job record in etcd is not one csiplug wrote; the job is left as it is (its slots untouched) until it is run again', { key, error: problem });
+      this.warnings.warn('a job record in etcd is not one csiplug wrote; the job is left as it is (its slots untouched) until it is run again', key, problem);
       return undefined;
     }
     return r as ClusterJobRecord<S>;
@@ -231,7 +252,7 @@ export class EtcdJobs<S = unknown> {
         const res = await txn.then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
         if (res.succeeded) return { record, unchanged: false };
       }
-      throw new ValidationError(`job "${id}" kept changing while it was submitted (others submitting it at once); try again`);
+      throw new CsiplugError('ECONFLICT', `job "${id}" kept changing while it was submitted (others submitting it at once); try again`);
     });
   }
 
@@ -245,7 +266,7 @@ export class EtcdJobs<S = unknown> {
         const res = await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
         if (res.succeeded) return record;
       }
-      throw new ValidationError(`job "${id}" kept changing while it was stopped; try again`);
+      throw new CsiplugError('ECONFLICT', `job "${id}" kept changing while it was stopped; try again`);
     });
   }
 
@@ -266,7 +287,7 @@ export class EtcdJobs<S = unknown> {
       if (!record || record.purged) return undefined;
       const placements = (await this.readPlacements(id)).map((p) => p.placement);
       const pendingText = await this.conn.kv.get(PENDING + id).string();
-      const parsed = pendingText ? parse<PendingSlots[]>(PENDING + id, pendingText, this.logger) : undefined;
+      const parsed = pendingText ? parse<PendingSlots[]>(PENDING + id, pendingText, this.warnings) : undefined;
       const pending = Array.isArray(parsed) ? parsed.filter((x) => x !== null && typeof x === 'object' && typeof x.reasons === 'object' && x.reasons !== null) : [];
       return { record, placements, pending };
     });
@@ -345,7 +366,7 @@ export class EtcdJobs<S = unknown> {
     // Down marks, and the grace etcd measures: a mark is made only while the node's alive key is absent, and goes only while it is there.
     const marks = new Map<string, { since: number; released: boolean; mod: string }>();
     for (const d of (await kv.getAll().prefix(DOWN).exec()).kvs) {
-      const v = parse<{ since?: unknown; released?: unknown } | null>(d.key.toString(), d.value.toString(), this.logger);
+      const v = parse<{ since?: unknown; released?: unknown } | null>(d.key.toString(), d.value.toString(), this.warnings);
       marks.set(d.key.toString().slice(DOWN.length), { since: typeof v?.since === 'number' && Number.isFinite(v.since) ? v.since : now, released: v?.released === true, mod: d.mod_revision });
     }
     const graceRunning = new Set((await kv.getAll().prefix(GRACE).keys()).map((k) => k.slice(GRACE.length)));

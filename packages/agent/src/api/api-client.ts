@@ -244,8 +244,8 @@ export class ApiClient {
   }
 
   /** Cluster mode, agent to agent: one CSI call made on the other node's own controller of the plugin (cluster-controllers.ts). */
-  routedCsiCall(plugin: string, service: 'identity' | 'controller', rpc: string, request: unknown): Promise<RoutedAnswer> {
-    return this.json('POST', `/v1/cluster/csi/${enc(plugin)}/${enc(service)}/${enc(rpc)}`, { body: { request } });
+  routedCsiCall(plugin: string, service: 'identity' | 'controller', rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer> {
+    return this.json('POST', `/v1/cluster/csi/${enc(plugin)}/${enc(service)}/${enc(rpc)}`, { body: { request }, ...(signal ? { signal } : {}) });
   }
 
   async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
@@ -291,14 +291,14 @@ export class ApiClient {
 
   // -------------------------------------------------------------------------
 
-  private async json<T>(method: string, path: string, options: { body?: unknown } = {}): Promise<T> {
+  private async json<T>(method: string, path: string, options: { body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
     return (await this.call<T>(method, path, options)).body;
   }
 
-  /** One request and its whole JSON answer, within the timeout. */
-  private async call<T>(method: string, path: string, options: { body?: unknown; okStatuses?: number[] } = {}): Promise<{ status: number; body: T }> {
+  /** One request and its whole JSON answer, within the timeout (and until `signal` aborts). */
+  private async call<T>(method: string, path: string, options: { body?: unknown; okStatuses?: number[]; signal?: AbortSignal } = {}): Promise<{ status: number; body: T }> {
     const payload = options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : undefined;
-    const scope = new CallScope(this.clock, this.timeoutMs);
+    const scope = new CallScope(this.clock, this.timeoutMs, options.signal);
     try {
       const res = await this.open(method, path, scope, payload);
       const ok = options.okStatuses ?? [200];

@@ -528,7 +528,7 @@ export class HttpApi implements AsyncDisposable {
     r.add('POST', '/v1/cluster/csi/:plugin/:service/:rpc', async (ctx) => {
       const body = await ctx.json();
       const request = (body as { request?: unknown } | null)?.request;
-      return { body: await s.answerRoutedCall(ctx.params.plugin!, ctx.params.service!, ctx.params.rpc!, request) };
+      return { body: await s.answerRoutedCall(ctx.params.plugin!, ctx.params.service!, ctx.params.rpc!, request, ctx.signal) };
     });
     r.add('GET', '/v1/plugins', ({ query }) => {
       csiTypeParam(query);

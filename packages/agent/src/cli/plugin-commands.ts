@@ -8,7 +8,8 @@ function instance(title: string, inst: PluginInstanceView | undefined, verbose: 
   const info = Object.entries(inst.info ?? {}).map(([k, v]): [string, string] => [k, formatValue(v)]);
   return `${title}\n${formatKV([
     ['Healthy', String(inst.healthy)],
-    ['Alloc ID', shortId(inst.allocId, verbose)],
+    // A routed controller has no alloc here: it is another node's, reached through the cluster.
+    ...(inst.routed ? ([['Routed To', inst.routed.node ? `node ${inst.routed.node} (the last to answer)` : 'a node with a healthy controller (none asked yet)']] as [string, string][]) : [['Alloc ID', shortId(inst.allocId, verbose)] as [string, string]]),
     ['Description', orNone(inst.description)],
     ['Version', orNone(inst.version)],
     ...info,
