@@ -17,7 +17,7 @@ import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
-import { ClusterJobsUnavailableError, ClusterVolumeClaimer, isEtcdAway, type NodeInfo } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeClaimer, MAX_GROUP_COUNT, externalIdOf, isEtcdAway, type NodeInfo } from '@csiplug/cluster';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ControllerRouter, answerRoutedCall, isRoutedController } from './cluster-controllers';
 import { ApiClient } from './api/api-client';
@@ -286,10 +286,12 @@ export class Agent implements AgentService, AsyncDisposable {
     // Cluster mode: claims are taken cluster-wide in etcd first, then here (ClusterVolumeClaimer); bound before the
     // volumes module registers its default (the local catalog alone). The connection is made now; nothing waits for etcd.
     let membership: ClusterMembership | undefined;
+    // Set once the agent exists: whether it has settled this node since it last joined (cluster-jobs.ts).
+    let settled = (): boolean => false;
     if (config.cluster) {
       const cluster = config.cluster;
       bind(container, IVolumeClaimer, {
-        useFactory: (c) => new ClusterVolumeClaimer(() => c.resolve<VolumeCatalogService>(IVolumeCatalog), membership!.claims, cluster.nodeName, () => membership!.holdsNode),
+        useFactory: (c) => new ClusterVolumeClaimer(() => c.resolve<VolumeCatalogService>(IVolumeCatalog), membership!.claims, cluster.nodeName, () => membership!.holdsNode && settled()),
       });
     }
     const modules = new ModuleHost(container, agentModules(config, logger));
@@ -323,6 +325,8 @@ export class Agent implements AgentService, AsyncDisposable {
     let agent: Agent | undefined;
     try {
       agent = new Agent(config, container, modules, lock, metrics, membership);
+      const built = agent;
+      settled = () => built.clusterJobs?.settled ?? false;
       // Before boot: which allocs exist is fixed by the state once the modules
       // have started (boot only reads it), and nothing is restored, mounted or
       // resumed yet, so the cleanup never races a restore. Say what the state
@@ -641,7 +645,7 @@ export class Agent implements AgentService, AsyncDisposable {
 
   /** A cluster job with nothing of it on this node. */
   private clusterOnlyView(id: string, job: JobSpec, version: number, stopped: boolean): JobView {
-    return { id, name: job.name, status: stopped ? 'dead' : 'pending', version, job, allocs: [] };
+    return { id, name: typeof job?.name === 'string' ? job.name : id, status: stopped ? 'dead' : 'pending', version, job, allocs: [] };
   }
 
   async runJob(job: JobSpec): Promise<RunJobResult> {
@@ -663,6 +667,8 @@ export class Agent implements AgentService, AsyncDisposable {
   /** Cluster mode: the job goes to etcd and is placed there; each node runs its share. */
   private async runClusterJob(job: JobSpec): Promise<RunJobResult> {
     // Each node runs at most max_allocs_per_job of it: the cluster as a whole, that many per node it has.
+    const big = job.groups.find((g) => g.count > MAX_GROUP_COUNT);
+    if (big) throw new ValidationError(`job "${job.id}" group "${big.name}": count ${big.count} is more than a cluster job's group may ask for (${MAX_GROUP_COUNT})`, 'count');
     const nodes = Math.max(1, this.membership!.lastSeenNodes?.nodes.length ?? 1);
     const wanted = job.groups.reduce((n, g) => n + g.count, 0);
     const limit = this.config.limits.maxAllocsPerJob * nodes;
@@ -921,7 +927,12 @@ export class Agent implements AgentService, AsyncDisposable {
       if (spec.snapshotId !== undefined || spec.cloneId !== undefined) {
         throw new ValidationError(`volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`, spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id');
       }
-      return this.expandVolume(existing, spec);
+      if (!this.clusterJobs) return this.expandVolume(existing, spec);
+      const ours = await this.clusterVolumeIs(existing.id, existing);
+      const grown = await this.expandVolume(existing, spec);
+      // The cluster's record says the new capacity (a node registering it from now on sees it).
+      if (ours) await this.recordGrowth(grown);
+      return grown;
     }
     const here = this.controlsHere(spec.pluginId);
     if (this.clusterJobs) {
@@ -961,26 +972,34 @@ export class Agent implements AgentService, AsyncDisposable {
   private async madeInCluster(spec: VolumeSpec, make: () => Promise<VolumeView>, undo: () => Promise<unknown>): Promise<VolumeView> {
     const cluster = this.clusterJobs!;
     await this.clusterCall(() => cluster.reserveVolume(spec));
-    let view: VolumeView;
     try {
-      view = await make();
-    } catch (err) {
-      await cluster.cancelVolume(spec.id).catch((e: unknown) => this.logger.warn('could not give back the reservation of a volume id whose make failed; remove the key volumes/<id> in etcd', { volume_id: spec.id, error: e }));
-      throw err;
-    }
-    let kept: boolean;
-    try {
-      kept = await cluster.finishVolume(view);
-    } catch (err) {
-      this.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
+      let view: VolumeView;
+      try {
+        view = await make();
+      } catch (err) {
+        await cluster.cancelVolume(spec.id).catch((e: unknown) => this.logger.warn('could not give back the reservation of a volume id whose make failed; this agent\'s next pass does', { volume_id: spec.id, error: e }));
+        throw err;
+      }
+      let kept: boolean;
+      try {
+        kept = await cluster.finishVolume(view);
+      } catch (err) {
+        this.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
+        return view;
+      }
+      if (!kept) {
+        // Finished by a pass of this agent meanwhile (the same volume): made. Anything else: the reservation was removed by hand.
+        const now = await this.clusterCall(() => cluster.store.volumes.get(view.id));
+        const same = now && now.state === undefined && now.origin === this.membership!.nodeName && externalIdOf(now) === view.externalId;
+        if (!same) {
+          await undo().catch((e: unknown) => this.logger.error('a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
+          throw new ConflictError(`volume "${view.id}": its reservation in the cluster was removed while it was made; nothing was kept, try again`);
+        }
+      }
       return view;
+    } finally {
+      cluster.madeVolume(spec.id);
     }
-    if (!kept) {
-      // The reservation is gone (removed by hand): the volume is not the cluster's, and is not kept here either.
-      await undo().catch((e: unknown) => this.logger.error('a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
-      throw new ConflictError(`volume "${view.id}": its reservation in the cluster was removed while it was made; nothing was kept, try again`);
-    }
-    return view;
   }
 
   /**
@@ -1033,22 +1052,25 @@ export class Agent implements AgentService, AsyncDisposable {
 
   async deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
     this.checkOpen();
-    await this.assertUnclaimedInCluster(id);
+    const before = this.catalog.getVolume(id);
+    const ours = await this.clusterVolumeIs(id, before);
+    if (ours) await this.assertUnclaimedInCluster(id);
     await this.catalog.deregisterVolume(id, options);
-    await this.removeFromCluster(id);
+    if (ours) await this.removeFromCluster(id, before!);
   }
 
   async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
     this.checkOpen();
-    await this.assertUnclaimedInCluster(id);
-    const pluginId = this.catalog.getVolume(id)?.pluginId;
+    const before = this.catalog.getVolume(id);
+    const ours = await this.clusterVolumeIs(id, before);
+    if (ours) await this.assertUnclaimedInCluster(id);
     // No controller here: deleted through a node that has one (which also removes it from the cluster).
-    if (this.clusterJobs && pluginId && !options.forwarded && !this.controlsHere(pluginId)) {
-      await this.viaController(pluginId, id, 'delete', (c) => c.deleteVolume(id, { forwarded: true }));
+    if (ours && before && !options.forwarded && !this.controlsHere(before.pluginId)) {
+      await this.viaController(before.pluginId, id, 'delete', (c) => c.deleteVolume(id, { forwarded: true }));
       return;
     }
     await this.catalog.deleteVolume(id);
-    await this.removeFromCluster(id);
+    if (ours) await this.removeFromCluster(id, before!);
   }
 
   /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */
@@ -1056,6 +1078,29 @@ export class Agent implements AgentService, AsyncDisposable {
     this.checkOpen();
     if (!this.membership) throw new NotFoundError('this agent is not in a cluster: no controller call is routed to it');
     return answerRoutedCall(this.registry, plugin, service, rpc, request, signal);
+  }
+
+  private async recordGrowth(view: VolumeView): Promise<void> {
+    const volumes = this.clusterJobs!.store.volumes;
+    try {
+      const record = await volumes.get(view.id);
+      if (record && !(await volumes.replace({ ...record, volume: { ...view, claims: [] } }))) throw new Error('its record changed meanwhile');
+    } catch (err) {
+      this.logger.warn('the volume grew, but its record in the cluster could not say so; it still shows the old capacity', { volume_id: view.id, error: err });
+    }
+  }
+
+  /**
+   * Cluster mode: whether this node's volume `id` is the cluster's (the same
+   * plugin and external id as its record in etcd). A volume of the node's own
+   * under an id the cluster also has is the node's alone: changing it never
+   * touches the cluster's.
+   */
+  private async clusterVolumeIs(id: string, local: VolumeView | undefined): Promise<boolean> {
+    if (!this.clusterJobs || !local) return false;
+    this.clusterJobs.assertMember();
+    const record = await this.clusterCall(() => this.clusterJobs!.store.volumes.get(id));
+    return record !== undefined && record.state === undefined && record.pluginId === local.pluginId && externalIdOf(record) === local.externalId;
   }
 
   /** Cluster mode: a volume claimed on any node is not deregistered or deleted (refused before anything is done). */
@@ -1068,16 +1113,16 @@ export class Agent implements AgentService, AsyncDisposable {
     }
   }
 
-  /** Cluster mode: once gone here, the volume leaves the cluster's catalog too, and every node drops its copy. */
-  private async removeFromCluster(id: string): Promise<void> {
+  /** Cluster mode: once gone here, the volume leaves the cluster's catalog too (only the record of that volume), and every node drops its copy. */
+  private async removeFromCluster(id: string, was: VolumeView): Promise<void> {
     if (!this.clusterJobs) return;
     let removed = false;
     try {
-      removed = (await this.clusterJobs.store.volumes.get(id)) === undefined || (await this.clusterJobs.store.volumes.remove(id));
+      removed = await this.clusterJobs.store.volumes.remove(id, (r) => r.state === undefined && r.pluginId === was.pluginId && externalIdOf(r) === was.externalId);
     } catch (err) {
       throw new ClusterUnavailableError(`volume "${id}" is gone from this node, but the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}): run the same command again once it does, so other nodes drop it too`);
     }
-    if (!removed) throw new ConflictError(`volume "${id}" is gone from this node, but a claim on it was taken in the cluster meanwhile; its record stays there until that alloc lets go`);
+    if (!removed) throw new ConflictError(`volume "${id}" is gone from this node, but the cluster's record of it changed meanwhile (a claim taken, or another volume under the id); that record stays`);
   }
 
   /**
@@ -1272,6 +1317,8 @@ export class Agent implements AgentService, AsyncDisposable {
     if (!membership || this.closed) return;
     for (const volume of this.catalog.listVolumes()) {
       for (const c of volume.claims) {
+        // An alloc being stopped here (moved away, a smaller share) lets go of its claim: it is not claimed again in etcd.
+        if (this.runners.get(c.allocId)?.alloc.desiredStatus === 'stop') continue;
         const request = { volumeId: volume.id, allocId: c.allocId, readOnly: c.mode === 'read', accessMode: c.accessMode, attachmentMode: c.attachmentMode };
         // etcd away (just after joining, a flap): tried again with backoff; only a refusal is a conflict.
         for (let delay = 500; ; delay = Math.min(delay * 2, 10_000)) {

@@ -19,7 +19,7 @@
 // The cluster's volumes (volumes/<id> in etcd) are registered in this
 // node's catalog as they appear, and deregistered here once they are gone
 // from etcd and unclaimed here, so an alloc placed here finds its volume.
-import { ClusterJobsUnavailableError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterVolumeRecord, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import type { VolumeCatalogService, VolumeSpec, VolumeView } from '@csiplug/volumes';
 import type { ClusterMembership } from './cluster-membership';
@@ -130,14 +130,20 @@ export class ClusterJobs {
       this.again = true;
       return this.running;
     }
-    this.running = (async () => {
+    const run = async () => {
       let ok = false;
-      do {
-        this.again = false;
-        ok = await this.pass();
-      } while (this.again && !this.closed);
+      try {
+        do {
+          this.again = false;
+          ok = await this.pass();
+        } while (this.again && !this.closed);
+      } finally {
+        // Here, not in a later callback: a kick after the loop's last check starts a new pass, never gets this one's answer.
+        this.running = undefined;
+      }
       return ok;
-    })().finally(() => (this.running = undefined));
+    };
+    this.running = run();
     return this.running;
   }
 
@@ -148,14 +154,28 @@ export class ClusterJobs {
    * asserted in etcd). Gives up when disposed.
    */
   async settleThen(then: () => Promise<void>): Promise<void> {
+    this.settledSinceJoin = false;
     for (let delay = 250; !this.closed; delay = Math.min(delay * 2, 5_000)) {
       if (this.membership.holdsNode && (await this.kick())) {
+        // From now on this node's claims may go to etcd (ClusterVolumeClaimer asks): what runs here is what is placed here.
+        this.settledSinceJoin = true;
         await then();
         return;
       }
       await this.clock.sleep(delay).catch(() => undefined);
     }
   }
+
+  /**
+   * Whether a whole pass ran since the node last (re)joined: until then a
+   * claim of this node waits (an alloc restored here may have moved while
+   * the node was away, and must be stopped before it claims anything).
+   */
+  get settled(): boolean {
+    return this.settledSinceJoin;
+  }
+
+  private settledSinceJoin = false;
 
   async dispose(): Promise<void> {
     this.closed = true;
@@ -181,7 +201,7 @@ export class ClusterJobs {
       stored = await this.storeJob(job);
     } catch (err) {
       if (!(err instanceof ClusterJobsUnavailableError)) throw err;
-      this.outbox.set(job.id, { kind: 'run', job, at });
+      this.outbox.set(job.id, { kind: 'run', job, at, base: this.baseOf(job.id) });
       this.logger.warn('etcd did not answer: the job waits on this agent and is submitted once etcd does', { job_id: job.id, error: errorMessage(err) });
       const record: ClusterJobRecord<JobSpec> = { id: job.id, type: job.type === 'system' ? 'system' : 'service', version: 0, stopped: false, submittedAt: at, groups: demandOf(job), spec: job };
       return { record, unchanged: false, queued: true, view: queuedView(record.type, 0, `${QUEUED_REASON} (${errorMessage(err)})`, at) };
@@ -203,7 +223,12 @@ export class ClusterJobs {
   }
 
   /** Runs and stops made while etcd was away, stored by the first pass that reaches it. */
-  private readonly outbox = new Map<string, { kind: 'run'; job: JobSpec; at: number } | { kind: 'stop'; purge: boolean; at: number }>();
+  private readonly outbox = new Map<string, { kind: 'run'; job: JobSpec; at: number; base: number | undefined } | { kind: 'stop'; purge: boolean; at: number; base: number | undefined }>();
+
+  /** The job's record as this agent last read it (its submit time, as written in etcd): a queued op is made only over that record. */
+  private baseOf(id: string): number | undefined {
+    return this.seen?.jobs.find((j) => j.id === id)?.submittedAt;
+  }
 
   /** The jobs waiting on this agent for etcd to be submitted. */
   queued(): JobSpec[] {
@@ -228,7 +253,7 @@ export class ClusterJobs {
     } catch (err) {
       if (!(err instanceof ClusterJobsUnavailableError)) throw err;
       // etcd away: the stop waits here, replacing a run queued before it (so the job is not placed again once etcd is back), and the job stops on this node now.
-      this.outbox.set(id, { kind: 'stop', purge, at });
+      this.outbox.set(id, { kind: 'stop', purge, at, base: this.baseOf(id) });
       this.logger.warn('etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers (if this agent still runs then)', { job_id: id, error: errorMessage(err) });
       return 'queued';
     }
@@ -259,22 +284,27 @@ export class ClusterJobs {
     };
   }
 
-  /** Stores what waited for etcd; an op the cluster has a newer change of is dropped, one etcd refuses is dropped and said. */
+  /**
+   * Stores what waited for etcd. An op is dropped when the job's record is
+   * not the one this agent last read before it was queued (another agent
+   * changed the job meanwhile: that stands), or when etcd refuses it.
+   */
   private async flushOutbox(): Promise<void> {
     for (const [id, op] of [...this.outbox]) {
+      const what = op.kind === 'run' ? 'run' : 'stop';
       try {
         const current = (await this.store.status(id))?.record;
-        if (current && current.submittedAt > op.at) {
-          this.logger.warn(`a job ${op.kind === 'run' ? 'run' : 'stop'} made while etcd was away is dropped: the job was changed in the cluster after it`, { job_id: id });
+        if (current?.submittedAt !== op.base) {
+          this.logger.warn(`a job ${what} made while etcd was away is dropped: the job was changed in the cluster meanwhile`, { job_id: id });
         } else if (op.kind === 'run') {
           await this.storeJob(op.job);
-        } else {
-          await this.store.stop(id, op.purge, op.at);
+          this.logger.info('etcd answers again: a job run made while it did not is made in the cluster', { job_id: id });
+        } else if (await this.store.stop(id, op.purge, this.clock.now())) {
+          this.logger.info('etcd answers again: a job stop made while it did not is made in the cluster', { job_id: id });
         }
-        this.logger.info(`etcd answers again: a job ${op.kind === 'run' ? 'run' : 'stop'} made while it did not is made in the cluster`, { job_id: id });
       } catch (err) {
         if (err instanceof ClusterJobsUnavailableError) throw err;
-        this.logger.error(`a job ${op.kind === 'run' ? 'run' : 'stop'} made while etcd was away cannot be made in the cluster; it is dropped`, { job_id: id, error: errorMessage(err) });
+        this.logger.error(`a job ${what} made while etcd was away cannot be made in the cluster; it is dropped`, { job_id: id, error: errorMessage(err) });
       }
       // Made or dropped; one queued again meanwhile stands.
       if (this.outbox.get(id) === op) this.outbox.delete(id);
@@ -342,34 +372,38 @@ export class ClusterJobs {
     if (!this.membership.holdsNode) return false;
     const known = new Set(jobs.map((j) => j.id));
     const runs: Array<{ record: ClusterJobRecord<JobSpec>; job: JobSpec; key: string }> = [];
-    const stops: ClusterJobRecord<JobSpec>[] = [];
+    // Each stop with the spec this node runs (a record's own spec is not trusted to be one).
+    const stops: Array<{ record: ClusterJobRecord<JobSpec>; job: JobSpec }> = [];
+    // Whole when every stop was made: a share that fails to run here is the node's to say (and tried again), and never holds the claims back.
     let ok = true;
     for (const record of jobs) {
       const local = this.host.localJob(record.id);
-      let wanted: JobSpec | undefined;
-      if (!record.stopped && !record.purged) {
-        try {
-          // The spec as a jobspec would give it: a record etcd holds is checked like any request before anything runs.
-          wanted = projectJob(validateJob(jobToDocument(record.spec)), placements, this.node);
-        } catch (err) {
-          this.warnOnce(record.id, 'the job\'s spec in etcd is not a valid job; nothing of it is run or stopped here until it is run again', { error: errorMessage(err) });
-          continue;
-        }
-      }
-      if (wanted) {
-        const key = JSON.stringify(wanted);
-        if (this.applied.get(record.id) === key) continue;
-        const count = wanted.groups.reduce((n, g) => n + g.count, 0);
-        // After a restart: a share this node runs already, as it is, is taken as run.
-        if (!this.applied.has(record.id) && local && local.wanted === count && sameJob(local.job, wanted)) {
-          this.applied.set(record.id, key);
-          continue;
-        }
-        runs.push({ record, job: wanted, key });
-      } else {
+      const here = placements.filter((p) => p.jobId === record.id && p.node === this.node);
+      if (record.stopped || record.purged || here.length === 0) {
         this.applied.delete(record.id);
-        if (local && (local.wanted > 0 || record.purged)) stops.push(record);
+        if (local && (local.wanted > 0 || record.purged)) stops.push({ record, job: local.job });
+        continue;
       }
+      // A slot here kept at an older version (the scheduler found this node cannot run the new one): the node's share stays as it runs.
+      if (here.some((p) => p.jobVersion !== record.version) && local) continue;
+      let wanted: JobSpec | undefined;
+      try {
+        // The spec as a jobspec would give it: a record etcd holds is checked like any request before anything runs.
+        wanted = projectJob(validateJob(jobToDocument(record.spec)), placements, this.node);
+      } catch (err) {
+        this.warnOnce(record.id, 'the job\'s spec in etcd is not a valid job; what of it runs here is left as it is until it is run again', { error: errorMessage(err) });
+        continue;
+      }
+      if (!wanted) continue;
+      const key = JSON.stringify(wanted);
+      if (this.applied.get(record.id) === key) continue;
+      const count = wanted.groups.reduce((n, g) => n + g.count, 0);
+      // After a restart: a share this node runs already, as it is, is taken as run.
+      if (!this.applied.has(record.id) && local && local.wanted === count && sameJob(local.job, wanted)) {
+        this.applied.set(record.id, key);
+        continue;
+      }
+      runs.push({ record, job: wanted, key });
     }
     // Plugins start before the workloads that need them and stop after them, so a volume is unmounted while its plugin still runs.
     const isPlugin = (job: JobSpec) => job.groups.some((g) => g.tasks.some((t) => t.csiPlugin));
@@ -379,11 +413,10 @@ export class ClusterJobs {
         this.applied.set(r.record.id, r.key);
         this.warned.delete(r.record.id);
       } catch (err) {
-        ok = false;
         this.warnOnce(r.record.id, 'could not run here what the cluster placed here; the next pass tries again', { error: errorMessage(err) });
       }
     };
-    const stop = async (record: ClusterJobRecord<JobSpec>) => {
+    const stop = async ({ record }: { record: ClusterJobRecord<JobSpec> }) => {
       this.logger.info(record.stopped ? 'the job was stopped in the cluster; stopping it here' : 'nothing of this job is placed on this node any more; stopping it here', { job_id: record.id });
       try {
         await this.host.stopLocal(record.id, !!record.purged);
@@ -393,8 +426,8 @@ export class ClusterJobs {
       }
     };
     for (const r of runs.filter((x) => isPlugin(x.job))) await run(r);
-    await Promise.all(stops.filter((x) => !isPlugin(x.spec)).map(stop));
-    await Promise.all(stops.filter((x) => isPlugin(x.spec)).map(stop));
+    await Promise.all(stops.filter((x) => !isPlugin(x.job)).map(stop));
+    await Promise.all(stops.filter((x) => isPlugin(x.job)).map(stop));
     for (const r of runs.filter((x) => !isPlugin(x.job))) await run(r);
     for (const id of this.host.localJobIds()) {
       if (known.has(id) || this.strangers.has(id)) continue;
@@ -415,39 +448,10 @@ export class ClusterJobs {
     const records = await this.store.volumes.list();
     const ids = new Set(records.map((r) => r.id));
     for (const record of records) {
-      const volume = record.volume as VolumeView;
-      const local = this.host.catalog.getVolume(record.id);
-      if (record.state === 'creating') {
-        if (record.origin === this.node && local) await this.finishVolume(local).catch(() => undefined);
-        continue;
-      }
-      if (local) {
-        // The same volume (its plugin and the plugin's id for it), or a volume of this node's own under the same id: never taken for the cluster's.
-        if (local.pluginId === record.pluginId && local.externalId === volume.externalId) this.mirrored.add(record.id);
-        else this.warnMirror(record.id, `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`);
-        continue;
-      }
-      const spec: VolumeSpec = {
-        id: volume.id,
-        name: volume.name,
-        type: 'csi',
-        pluginId: volume.pluginId,
-        externalId: volume.externalId,
-        capabilities: volume.capabilities,
-        ...(volume.mountOptions ? { mountOptions: volume.mountOptions } : {}),
-        ...(volume.capacityBytes !== undefined ? { capacityMin: volume.capacityBytes } : {}),
-        parameters: volume.parameters ?? {},
-        secrets: volume.secrets ?? {},
-        context: volume.context ?? {},
-        ...(volume.accessibleTopology?.length ? { topologyRequest: { required: volume.accessibleTopology.map((t) => ({ segments: { ...t.segments } })) } } : {}),
-      };
       try {
-        await this.host.catalog.registerVolume(spec);
-        this.mirrored.add(record.id);
-        this.mirrorFailures.delete(record.id);
-        this.logger.info('registered a volume of the cluster in this node\'s catalog', { volume_id: record.id, origin: record.origin });
+        await this.mirrorOne(record);
       } catch (err) {
-        this.warnMirror(record.id, `could not register the cluster's volume here; allocs placed here cannot use it until it is: ${errorMessage(err)}`);
+        this.warnMirror(record.id, `could not bring the cluster's volume here: ${errorMessage(err)}`);
       }
     }
     for (const id of [...this.mirrored]) {
@@ -469,6 +473,49 @@ export class ClusterJobs {
     return true;
   }
 
+  /** One cluster volume brought into this node's catalog (or its reservation seen to). */
+  private async mirrorOne(record: ClusterVolumeRecord<unknown>): Promise<void> {
+    const volume = record.volume as VolumeView;
+    const local = this.host.catalog.getVolume(record.id);
+    if (record.state === 'creating') {
+      // Another node's reservation, or this node's make still under way (it finishes it itself): nothing to do here.
+      if (record.origin !== this.node || this.making.has(record.id)) return;
+      // This node's reservation, its make not under way (an agent killed in the middle, a finish or cancel etcd did not take):
+      // finished when the volume is here, given back when not (a backend volume made before the kill is not known here: the plugin's own list shows it).
+      if (local) await this.finishVolume(local).catch(() => undefined);
+      else await this.cancelVolume(record.id).catch(() => undefined);
+      return;
+    }
+    if (local) {
+      // The same volume (its plugin and the plugin's id for it), or a volume of this node's own under the same id: never taken for the cluster's.
+      if (local.pluginId === record.pluginId && local.externalId === volume.externalId) this.mirrored.add(record.id);
+      else this.warnMirror(record.id, `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`);
+      return;
+    }
+    const spec: VolumeSpec = {
+      id: volume.id,
+      name: volume.name,
+      type: 'csi',
+      pluginId: volume.pluginId,
+      externalId: volume.externalId,
+      capabilities: volume.capabilities,
+      ...(volume.mountOptions ? { mountOptions: volume.mountOptions } : {}),
+      ...(volume.capacityBytes !== undefined ? { capacityMin: volume.capacityBytes } : {}),
+      parameters: volume.parameters ?? {},
+      secrets: volume.secrets ?? {},
+      context: volume.context ?? {},
+      ...(volume.accessibleTopology?.length ? { topologyRequest: { required: volume.accessibleTopology.map((t) => ({ segments: { ...t.segments } })) } } : {}),
+    };
+    try {
+      await this.host.catalog.registerVolume(spec);
+      this.mirrored.add(record.id);
+      this.mirrorFailures.delete(record.id);
+      this.logger.info('registered a volume of the cluster in this node\'s catalog', { volume_id: record.id, origin: record.origin });
+    } catch (err) {
+      this.warnMirror(record.id, `could not register the cluster's volume here; allocs placed here cannot use it until it is: ${errorMessage(err)}`);
+    }
+  }
+
   private warnMirror(id: string, why: string): void {
     if (this.mirrorFailures.get(id) === why) return;
     this.mirrorFailures.set(id, why);
@@ -484,8 +531,26 @@ export class ClusterJobs {
    */
   async reserveVolume(spec: VolumeSpec): Promise<void> {
     this.assertMember();
-    await this.store.volumes.add({ id: spec.id, pluginId: spec.pluginId, origin: this.node, createdAt: this.clock.now(), state: 'creating', volume: { id: spec.id, pluginId: spec.pluginId } });
+    const reservation: ClusterVolumeRecord<unknown> = { id: spec.id, pluginId: spec.pluginId, origin: this.node, createdAt: this.clock.now(), state: 'creating', volume: { id: spec.id, pluginId: spec.pluginId } };
+    try {
+      await this.store.volumes.add(reservation);
+    } catch (err) {
+      // This node's own reservation whose make is not under way (an earlier try cut short): taken over (a CSI create is idempotent by name).
+      const held = err instanceof ClusterVolumeExistsError ? await this.store.volumes.get(spec.id) : undefined;
+      if (held?.state !== 'creating' || held.origin !== this.node || this.making.has(spec.id)) throw err;
+      await this.store.volumes.cancel(spec.id, this.node);
+      await this.store.volumes.add(reservation);
+    }
+    this.making.add(spec.id);
   }
+
+  /** The make under way here is over (made, or failed): a pass may see to its reservation again. */
+  madeVolume(id: string): void {
+    this.making.delete(id);
+  }
+
+  /** Volume ids whose make is under way on this agent (reserved here, not yet finished or given back). */
+  private readonly making = new Set<string>();
 
   /** The reservation is given up (the create failed here). */
   cancelVolume(id: string): Promise<void> {

@@ -7,7 +7,9 @@
 // status shows a healthy controller, a volume created through it is made,
 // a workload placed there is published to it (ControllerPublishVolume on
 // another node's controller, naming this node); kill -9 of the agent whose
-// controller answered, and the next call goes to the other controller.
+// controller answered — its node still listed ready, its lease not yet run
+// out — and the next call goes to the other controller. While no node has
+// a controller, none is routed (a node-only plugin claims without one).
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -57,7 +59,7 @@ cluster {
     endpoints = [${endpoints}]
     prefix    = "routing"
   }
-  heartbeat_ttl = "2s"
+  heartbeat_ttl = "15s"
 }`),
       );
     }
@@ -65,6 +67,15 @@ cluster {
     const [one] = agents as [AgentHarness];
     await pollUntil('joined', async () => ((await one.api.listNodes().catch(() => undefined))?.nodes.length === 3 ? true : undefined), 30_000);
     await one.api.runJob(jobToDocument(await parseJobspec(pluginJob(shared, 'node', 'hostpath-nodes', 'system', 1), 'nodes.hcl')));
+    // Node plugins only, so far: every node healthy, and no controller anywhere, so none routed either.
+    for (const a of agents) {
+      await pollUntil('the node plugin healthy, in every node record', async () => {
+        const p = await a.api.getPlugin('hostpath').catch(() => undefined);
+        return p?.nodesHealthy === 1 && p.cluster?.nodesHealthy === 3 ? true : undefined;
+      }, 90_000);
+    }
+    await new Promise((r) => setTimeout(r, 2_000));
+    for (const a of agents) expect((await a.api.getPlugin('hostpath')).controller).toBeUndefined();
     await one.api.runJob(jobToDocument(await parseJobspec(pluginJob(shared, 'controller', 'hostpath-controllers', 'service', 2), 'controllers.hcl')));
   });
 
@@ -119,18 +130,23 @@ cluster {
     const volume = await agent.api.getVolume('routed');
     expect(volume.claims.map((c) => c.allocId)).toEqual([alloc.id]);
 
-    // The controller that answered is the first by name; its agent dies (its plugin process lives on, unreachable through it).
-    const first = [...controllers].sort()[0]!;
-    await agents[NAMES.indexOf(first)]!.kill('SIGKILL');
+    // The node whose controller answered; its agent dies (its plugin process lives on, but no call reaches it through that agent).
+    const answered = (await agent.api.getPlugin('hostpath')).controller!.routed!.node!;
+    expect(controllers).toContain(answered);
+    const other = controllers.find((n) => n !== answered)!;
+    await agents[NAMES.indexOf(answered)]!.kill('SIGKILL');
     try {
+      // Its lease has not run out: every node still lists it ready, with its healthy controller; the call must go elsewhere all the same.
+      expect((await agent.api.listNodes()).nodes.find((n) => n.name === answered)?.status).toBe('ready');
       // Unpublish on stop, and a new create: both through the other controller.
-      await agents[NAMES.indexOf(lone)]!.api.stopJob('routed-writer');
+      await agent.api.stopJob('routed-writer');
       await pollUntil('the claim released (unpublished) after the job stopped', async () => ((await agent.api.getVolume('routed')).claims.length === 0 ? true : undefined), 60_000);
       expect(JSON.stringify(attachments())).not.toContain(lone);
+      expect((await agent.api.getPlugin('hostpath')).controller!.routed!.node).toBe(other);
       await agent.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('routed-2'), 'routed-2.hcl')));
       expect((await agent.api.getVolume('routed-2')).pluginId).toBe('hostpath');
     } finally {
-      await agents[NAMES.indexOf(first)]!.start(TOKEN);
+      await agents[NAMES.indexOf(answered)]!.start(TOKEN);
     }
   });
 });

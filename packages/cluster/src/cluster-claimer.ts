@@ -23,7 +23,12 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     private readonly local: () => LocalCatalog,
     private readonly claims: EtcdVolumeClaims,
     private readonly nodeId: string,
-    /** Whether this agent holds its node now (a current lease); an agent that does not may not claim as that node. */
+    /**
+     * Whether this agent may claim as its node now: it holds the node (a
+     * current lease) and, since it last joined, has made what runs here what
+     * the cluster placed here (an alloc that moved while it was away must not
+     * claim first).
+     */
     private readonly holdsNode: () => boolean = () => true,
   ) {}
 
@@ -42,7 +47,7 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     if (!this.holdsNode()) {
       // Not joined (etcd away since the start), or the node name is another live agent's: a claim as that node could share a single-node volume.
       throw new ClaimError(
-        `volume "${request.volumeId}": this agent does not hold node "${this.nodeId}" in the cluster yet (etcd away, or the node name is another live agent's); the claim waits until it does`,
+        `volume "${request.volumeId}": this agent does not hold node "${this.nodeId}" in the cluster yet (etcd away, the node name another live agent's, or just joined and still making what runs here what the cluster placed here); the claim waits until it does`,
         true,
         { code: 'ECLAIM_NODE_NOT_JOINED' },
       );
