@@ -395,7 +395,8 @@ export class ClusterJobs {
         continue;
       }
       if (!wanted) continue;
-      const key = JSON.stringify(wanted);
+      // A share is run once per change of it, and once per submit of the job (a run of the same file replaces what failed).
+      const key = `${record.submittedAt}\u0000${JSON.stringify(wanted)}`;
       if (this.applied.get(record.id) === key) continue;
       const count = wanted.groups.reduce((n, g) => n + g.count, 0);
       // After a restart: a share this node runs already, as it is, is taken as run.

@@ -246,11 +246,13 @@ export class EtcdJobs<S = unknown> {
       for (let attempt = 0; attempt < 8; attempt++) {
         const { record: old, mod } = await this.readJob(id);
         const live = old && !old.purged;
-        if (live && !old.stopped && old.type === type && JSON.stringify(old.spec) === JSON.stringify(spec)) return { record: old, unchanged: true };
-        const record: ClusterJobRecord<S> = { id, type, version: live ? old.version + 1 : 0, stopped: false, submittedAt: now, groups, spec };
+        const same = live && !old.stopped && old.type === type && JSON.stringify(old.spec) === JSON.stringify(spec);
+        // The same spec again is the same version, run again: its submit time changes, so every node runs its share again, and
+        // a node's updater replaces what failed there — as `job run` of an unchanged file does on one agent.
+        const record: ClusterJobRecord<S> = same ? { ...old, submittedAt: now } : { id, type, version: live ? old.version + 1 : 0, stopped: false, submittedAt: now, groups, spec };
         const txn = mod === undefined ? this.conn.kv.if(JOBS + id, 'Create', '==', 0) : this.conn.kv.if(JOBS + id, 'Mod', '==', mod);
         const res = await txn.then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
-        if (res.succeeded) return { record, unchanged: false };
+        if (res.succeeded) return { record, unchanged: !!same };
       }
       throw new CsiplugError('ECONFLICT', `job "${id}" kept changing while it was submitted (others submitting it at once); try again`);
     });

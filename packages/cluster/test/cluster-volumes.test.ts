@@ -13,16 +13,16 @@ jest.setTimeout(120_000);
 
 const T0 = 1_700_000_000_000;
 
-type Volume = { externalId: string };
+type Volume = { id: string; pluginId: string; externalId: string };
 const record = (id: string, origin: string, over: Partial<ClusterVolumeRecord<Volume>> = {}): ClusterVolumeRecord<Volume> => ({
   id,
   pluginId: 'hostpath',
   origin,
   createdAt: T0,
-  volume: { externalId: `ext-${id}` },
+  volume: { id, pluginId: 'hostpath', externalId: `ext-${id}` },
   ...over,
 });
-const reservation = (id: string, origin: string): ClusterVolumeRecord<Volume> => record(id, origin, { state: 'creating', volume: { externalId: '' } });
+const reservation = (id: string, origin: string): ClusterVolumeRecord<Volume> => record(id, origin, { state: 'creating', volume: { id, pluginId: 'hostpath', externalId: '' } });
 const caps = (accessMode: string): VolumeCapability[] => [{ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }];
 const request = (volumeId: string, allocId: string, accessMode: string): VolumeClaimRequest => ({ volumeId, allocId, accessMode, attachmentMode: 'file-system', readOnly: false });
 
