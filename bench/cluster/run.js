@@ -18,9 +18,11 @@
 // Prints p50/p99 of each claim and release (ms) beside issue 16's target
 // (claim through etcd p50 ≤ 5 ms on loopback).
 //
-// Not measured yet (issue 16 has them still to build): placement of 300
-// allocs across 3 nodes, and the time from a node's death to its allocs
-// running elsewhere.
+// Then, on the same etcd, placement.js's rows: a job of 300 allocs placed
+// and run across 3 real agents, and the time from kill -9 of an agent to its
+// allocs running elsewhere (with and without a CSI volume); its flags
+// (--count, --failover-count, --no-volume) work here too, and
+// --no-scheduling leaves those rows out. Its header has the figures.
 'use strict';
 require('reflect-metadata');
 const fs = require('node:fs');
@@ -38,6 +40,7 @@ const { EtcdTestCluster } = require('@csiplug/cluster/testing');
 const { checkVolumeSpec, parseVolumeSpec, volumeHcl } = require('@csiplug/agent');
 const { spawn } = require('node:child_process');
 const net = require('node:net');
+const { benchScheduling } = require('./placement');
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -80,8 +83,21 @@ async function startPlugin(dir) {
 
 async function main() {
   if (!fs.existsSync(HOSTPATH_CLI)) throw new Error('build first: npm run build');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-cluster-'));
   const etcd = await EtcdTestCluster.start(3);
+  try {
+    await claimRows(etcd);
+    if (process.argv.includes('--no-scheduling')) return;
+    const lines = await benchScheduling(etcd.endpoints, { onSignal: () => etcd.stop() });
+    console.log('');
+    for (const l of lines) console.log(l);
+  } finally {
+    await etcd.stop();
+  }
+}
+
+/** The claim rows: prints their table. */
+async function claimRows(etcd) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-cluster-'));
   const plugin = await startPlugin(dir);
   const c = root.createChildContainer();
   registerCore(c, { logger: new MemoryLogger() });
@@ -142,7 +158,6 @@ async function main() {
     registry.dispose();
     db.dispose();
     plugin.stop();
-    await etcd.stop();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
