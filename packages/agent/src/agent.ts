@@ -669,7 +669,9 @@ export class Agent implements AgentService, AsyncDisposable {
     // Each node runs at most max_allocs_per_job of it: the cluster as a whole, that many per node it has.
     const big = job.groups.find((g) => g.count > MAX_GROUP_COUNT);
     if (big) throw new ValidationError(`job "${job.id}" group "${big.name}": count ${big.count} is more than a cluster job's group may ask for (${MAX_GROUP_COUNT})`, 'count');
-    const nodes = Math.max(1, this.membership!.lastSeenNodes?.nodes.length ?? 1);
+    // The nodes as etcd has them now (the last read is up to seconds old: just after a start it may know only this node).
+    const known = await this.membership!.list().catch(() => this.membership!.lastSeenNodes?.nodes ?? []);
+    const nodes = Math.max(1, known.length);
     const wanted = job.groups.reduce((n, g) => n + g.count, 0);
     const limit = this.config.limits.maxAllocsPerJob * nodes;
     if (wanted > limit) {

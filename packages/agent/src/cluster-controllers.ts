@@ -154,12 +154,15 @@ export class ControllerRouter {
       return this.running;
     }
     const run = async () => {
-      do {
-        this.again = false;
-        await this.reconcileOnce();
-      } while (this.again && !this.closed);
-      // Cleared here, not in a later callback: a call arriving after the loop's last check starts a new run.
-      this.running = undefined;
+      try {
+        do {
+          this.again = false;
+          await this.reconcileOnce().catch((err: unknown) => this.deps.logger.warn('could not set up the routed controllers; trying again at the next change', { error: errorMessage(err) }));
+        } while (this.again && !this.closed);
+      } finally {
+        // Cleared here, not in a later callback: a call arriving after the loop's last check starts a new run.
+        this.running = undefined;
+      }
     };
     this.running = run();
     return this.running;

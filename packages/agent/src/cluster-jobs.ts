@@ -209,8 +209,19 @@ export class ClusterJobs {
     // A newer op queued meanwhile (by another request) stands; this one's is done.
     const waiting = this.outbox.get(job.id);
     if (waiting && waiting.at <= at) this.outbox.delete(job.id);
-    await this.bounded(this.kick());
+    // Placed before the answer (so it can say where); this node's share runs after, in the pass that follows.
+    await this.bounded(this.placeNow());
+    void this.kick();
     return { ...stored, view: await this.view(job.id).catch(() => undefined) };
+  }
+
+  /** One scheduling pass now (beside any pass under way: the epoch lets one of them commit); etcd away is said by the view after. */
+  private async placeNow(): Promise<void> {
+    try {
+      await this.store.reconcile({ nodes: await this.membership.list(), now: this.clock.now(), disconnectGraceMs: this.membership.options.disconnectGraceMs });
+    } catch (err) {
+      this.logger.debug('placing a job at once failed; the next pass places it', { error: errorMessage(err) });
+    }
   }
 
   /** An API call waits for the pass it started at most this long: the work goes on after. */
