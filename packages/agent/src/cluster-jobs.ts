@@ -2,23 +2,27 @@
 // stores the job in etcd and places its allocs there (@csiplug/cluster's
 // EtcdJobs and scheduler); each agent runs what is placed on its node.
 //
-// How a node runs its placements: for every cluster job, the job with each
-// group's count set to the number of that group's slots placed here is run
-// as a local job (the agent's own job updater, rollouts and all); a job with
-// nothing placed here any more — stopped, moved off this node while it was
-// away, purged — is stopped here (purged with it). The local allocs are
-// the node's: what is mounted and running here stays node-local state,
-// written by the local runners as on one agent.
+// How a node runs its placements: for every cluster job, the job (its spec
+// checked as a jobspec) with each group's count set to the number of that
+// group's slots placed here is run as a local job (the agent's own job
+// updater, rollouts and all), once per change of that share and once per
+// submit of the job; a job with nothing placed here any more — stopped,
+// moved off this node while it was away, purged — is stopped here (and
+// purged here when the cluster purged it). The local allocs are the node's:
+// what is mounted and running here stays node-local state, written by the
+// local runners as on one agent.
 //
-// When: after every scheduling pass, which runs on every change of jobs or
-// placements in etcd (a watch), on a timer (the watch may miss what
-// happened while etcd was away, and a node's death is noticed by time), and
-// on each (re)join of the node before its claims are asserted again — so a
+// When: a pass runs every second, on a change of jobs, placements or
+// volumes in etcd (a watch; nodes and claims are seen by the timer), and on
+// each (re)join of the node — until one is whole (every stop here made),
+// and only then may the node claim and are its claims asserted again — so a
 // node that returns after its work moved stops its copies first.
 //
 // The cluster's volumes (volumes/<id> in etcd) are registered in this
 // node's catalog as they appear, and deregistered here once they are gone
-// from etcd and unclaimed here, so an alloc placed here finds its volume.
+// from etcd and unclaimed here — those this agent saw in etcd during this
+// run (a volume removed while the agent was down stays), so an alloc placed
+// here finds its volume.
 import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterVolumeRecord, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import type { VolumeCatalogService, VolumeSpec, VolumeView } from '@csiplug/volumes';
@@ -32,7 +36,7 @@ import type { ClusterJobView } from './service';
 const PASS_INTERVAL_MS = 1_000;
 /** What a job submitted while etcd was away says until it is stored. */
 export const QUEUED_REASON = 'waiting on this agent for the cluster\'s etcd to answer; submitted once it does (an agent restart before then forgets it)';
-/** An API call (job run, job stop) waits at most this long for the pass it starts; the work goes on after. */
+/** An API call waits at most this long (job run: for the placement; job stop: for the pass that stops this node's share); the work goes on after. */
 const API_WAIT_MS = 30_000;
 /** Changes arriving together are handled in one pass. */
 const DEBOUNCE_MS = 50;
@@ -121,8 +125,9 @@ export class ClusterJobs {
 
   /**
    * A pass now (or right after the one under way). Resolves true when a
-   * whole pass ran after this call — etcd read and written, every run and
-   * stop here done — false when one failed (the timer's next pass tries again).
+   * whole pass ran after this call — etcd read and written, every stop here
+   * made (a share that failed to run is said and tried again, and does not
+   * count) — false when one failed (the timer's next pass tries again).
    */
   kick(): Promise<boolean> {
     if (this.closed) return Promise.resolve(false);
@@ -265,6 +270,8 @@ export class ClusterJobs {
       if (!(err instanceof ClusterJobsUnavailableError)) throw err;
       // etcd away: the stop waits here, replacing a run queued before it (so the job is not placed again once etcd is back), and the job stops on this node now.
       this.outbox.set(id, { kind: 'stop', purge, at, base: this.baseOf(id) });
+      // Stopped here now: should the stop be dropped (the job changed meanwhile), the next pass runs this node's share again.
+      this.applied.delete(id);
       this.logger.warn('etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers (if this agent still runs then)', { job_id: id, error: errorMessage(err) });
       return 'queued';
     }
@@ -305,7 +312,8 @@ export class ClusterJobs {
       const what = op.kind === 'run' ? 'run' : 'stop';
       try {
         const current = (await this.store.status(id))?.record;
-        if (current?.submittedAt !== op.base) {
+        // Unknown base (no pass had read etcd before it was queued): made, as the API said it would be.
+        if (op.base !== undefined && current?.submittedAt !== op.base) {
           this.logger.warn(`a job ${what} made while etcd was away is dropped: the job was changed in the cluster meanwhile`, { job_id: id });
         } else if (op.kind === 'run') {
           await this.storeJob(op.job);

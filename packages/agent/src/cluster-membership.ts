@@ -80,7 +80,8 @@ export class ClusterMembership implements AsyncDisposable {
    * Registers the node, trying again until etcd answers (and until the name
    * is free, when another live agent holds it); never throws. `then` runs
    * after every registration — the first and each after a lost lease — (the
-   * agent re-asserts its claims there).
+   * agent settles the node there: passes until one is whole, then its claims
+   * asserted in etcd).
    */
   join(info: () => NodeInfo, then?: () => void): void {
     this.onJoined = then;

@@ -9,7 +9,10 @@
 // may have attached (giving etcd back at once would let another node claim
 // a volume still attached here). A release goes here first, then in etcd;
 // an etcd that does not answer makes it retryable, and the reconciler tries
-// again (a local release of a claim that is gone is not an error).
+// again (a local release of a claim that is gone is not an error). A claim
+// waits (retryable) while the agent does not hold its node, and after each
+// (re)join until the agent has made what runs on the node what the cluster
+// placed there (an alloc that moved while the node was away claims nothing).
 import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '@csiplug/volumes';
 import type { EtcdVolumeClaims } from './claims';
 

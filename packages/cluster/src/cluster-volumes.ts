@@ -1,10 +1,13 @@
 // The cluster's volume catalog, in etcd: volumes/<id> holds a volume as the
-// node that created or registered it saw it (the plugin's external id, its
-// context and accessible topology), so every node can register it in its
-// own catalog and the scheduler knows where it may be used. A volume id is
-// created once (compare: the key does not exist); a delete requires that no
-// claim on it is held anywhere in the cluster (compare: claims/<id> absent
-// or empty, in the same transaction).
+// node that created or registered it saw it (the whole volume: the plugin's
+// external id, its context, secrets, capabilities and accessible topology),
+// so every node can register it in its own catalog and the scheduler knows
+// where it may be used. A volume id is reserved once (compare: the key does
+// not exist; `state: 'creating'`) before the plugin makes the volume, then
+// `finish`ed by the node that reserved it (or `cancel`led); a grown volume
+// `replace`s its record over the one read; a `remove` requires that no claim
+// on it is held anywhere in the cluster (compare: claims/<id> absent or
+// empty) and that the record is the one the caller had, in one transaction.
 import { ValidationError, type Logger, errorMessage } from '@csiplug/core';
 import type { EtcdConnection } from './connect';
 

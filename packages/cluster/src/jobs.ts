@@ -1,8 +1,10 @@
 // Jobs and their placements, in etcd:
-//   jobs/<id>                 the job: type, version, what each group needs
-//                             (for the scheduler) and the spec itself (opaque
-//                             here: the agent's JobSpec); `stopped` once
-//                             stopped, a tombstone once purged;
+//   jobs/<id>                 the job: type, version, when it was last
+//                             submitted or stopped (a submit of the same spec
+//                             keeps the version and changes only that), what
+//                             each group needs (for the scheduler) and the
+//                             spec itself (opaque here: the agent's JobSpec);
+//                             `stopped` once stopped, a tombstone once purged;
 //   placements/<id>/<slot>    one alloc slot and the node it runs on
 //                             (scheduler.ts);
 //   down/<node>               when a node was first seen down (its alive key
@@ -65,7 +67,7 @@ export interface ClusterJobRecord<S = unknown> {
 
 export interface JobSubmitResult<S> {
   record: ClusterJobRecord<S>;
-  /** The same spec was already the job's, running: nothing changed. */
+  /** The same spec was already the job's, running: the same version, with a new submit time (every node runs its share again). */
   unchanged: boolean;
 }
 

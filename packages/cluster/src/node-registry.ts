@@ -5,8 +5,9 @@
 //   alive/<name>   bound to the node's lease, which the agent keeps alive.
 // A node whose lease expired (its agent stopped renewing it for the TTL) has
 // no alive key: it is down. An agent that stops on purpose lets its lease
-// run out rather than revoking it: its tasks run on, and the next agent
-// renews the node before anyone counts it down. The alive key names the
+// run out rather than revoking it: its tasks run on, and an agent restarted
+// on the same data dir within the TTL takes the node over (a new lease)
+// before anyone counts it down. The alive key names the
 // agent instance holding it (an id kept in its data dir): a restarted agent
 // takes its node over; another machine with the same name is refused, since
 // single-node claims go by node name.
@@ -184,10 +185,10 @@ export class EtcdNodeRegistry implements AsyncDisposable {
   }
 
   /**
-   * One registration: the node record, then the alive key under a new lease
-   * — created only if no one holds it, or taken over if this instance held it
-   * (the lease of this agent's last run). The lease becomes this node's only
-   * once all of that is written; the previous one is released.
+   * One registration: the alive key under a new lease — created only if no
+   * one holds it, or taken over if this instance held it (the lease of this
+   * agent's last run) — then the node record. The lease becomes this node's
+   * only once all of that is written; the previous one is released.
    */
   private async register(): Promise<void> {
     if (this.disposed) throw new Error('the node registry is disposed');

@@ -1,20 +1,25 @@
 // The cluster's scheduler: a pure function from what etcd holds (jobs,
 // their placements, nodes, volumes, claims) to the placements to write.
 // Feasibility first, then spread:
-//   - a node is feasible for a group when it is ready, has every driver the
-//     group's tasks use, and for each CSI volume of the group: the volume is
-//     in the cluster's catalog, its plugin's node instance is healthy there,
-//     the node's topology is one the volume is accessible from, the node is
-//     under the plugin's max volumes, and a single-node access mode is not
-//     held (claimed or placed) on another node;
+//   - a node is feasible for a group when it is ready, runs fewer of the
+//     job's allocs than its max_allocs_per_job, has every driver the group's
+//     tasks use, and for each CSI volume of the group: the volume is in the
+//     cluster's catalog (made, not just reserved), its plugin's node
+//     instance is healthy there, the node's topology is one the volume is
+//     accessible from, the volume offers the requested access and
+//     attachment modes, its claims can be read, the node is under the
+//     plugin's max volumes, a single-node access mode is not held (claimed
+//     or placed) on another node, and a single-writer mode has no writer yet;
 //   - among feasible nodes, the one with the fewest of this job's placements
 //     wins, then the fewest placements overall, then the name.
 // `system` jobs get one placement per group on every ready feasible node;
 // `service` jobs get `count` placements per group. A service placement on a
 // node down for longer than the disconnect grace is placed again elsewhere;
-// a system placement stays where it is (it is that node's). Nothing here
-// talks to etcd: jobs.ts reads the inputs and commits the result with
-// compare-and-swap on the revisions it read.
+// a system placement stays where it is (it is that node's). A kept slot
+// whose new job version its node cannot run (a driver, a volume it lacks)
+// moves (service; or stays, pending, when no node can) or goes (system).
+// Nothing here talks to etcd: jobs.ts reads the inputs and commits the
+// result with compare-and-swap on the revisions it read.
 import { SINGLE_WRITER_ACCESS_MODES } from '@csiplug/volumes';
 import type { ClusterClaim } from './claims';
 import type { ClusterNodeView } from './node-registry';

@@ -102,6 +102,11 @@ function runLines(result: RunJobResult, verbose: boolean, monitoring: boolean): 
   if (result.unchanged && result.deploymentId) {
     return `==> Job "${result.jobId}" unchanged (version ${result.version}): deployment "${shortId(result.deploymentId, verbose)}" is rolling it out already and goes on`;
   }
+  if (result.unchanged && result.cluster) {
+    // In a cluster, the same file again is the same version run again: each node runs its share again (replacing what failed there).
+    const slots = result.cluster.placements.map((p) => `    Slot "${p.slot}" on node ${p.node}`);
+    return [`==> Job "${result.jobId}" unchanged (version ${result.version}): run again on every node it is placed on`, ...slots].join('\n');
+  }
   if (result.unchanged) return `==> Job "${result.jobId}" unchanged (version ${result.version}): nothing to do`;
   const counts = updateCounts(planTotals(result.plan));
   const head = result.replaced ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}` : `==> Job "${result.jobId}" registered (version ${result.version})`;
