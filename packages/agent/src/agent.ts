@@ -163,6 +163,8 @@ export class Agent implements AgentService, AsyncDisposable {
   private closed: Promise<void> | undefined;
   /** Cluster mode: the jobs in etcd and this node's share of their placements (cluster-jobs.ts). */
   private readonly clusterJobs: ClusterJobs | undefined;
+  /** Cluster mode: whether the rollouts the last agent left were resumed (after the node first settled). */
+  private resumed = false;
   /** Cluster mode: controller calls of plugins whose controller runs on other nodes (cluster-controllers.ts). */
   private readonly controllers: ControllerRouter | undefined;
   /** Variables every task sees, on top of its own. */
@@ -223,10 +225,11 @@ export class Agent implements AgentService, AsyncDisposable {
             runLocal: (job) => this.runLocalJob(job),
             stopLocal: (id, purge) => (this.jobAllocs(id).length ? this.stopLocalJob(id, { purge }) : Promise.resolve()),
             catalog: this.catalog,
-            afterPass: () => void this.controllers?.reconcile(),
+            afterPass: () => this.controllers?.reconcile() ?? Promise.resolve(),
           },
           this.clock,
           container.resolve<Logger>(ILogger).child({ component: 'cluster-jobs' }),
+          path.join(config.dataDir, 'cluster', 'applied.json'),
         )
       : undefined;
     if (membership) {
@@ -339,7 +342,14 @@ export class Agent implements AgentService, AsyncDisposable {
       // stops its copies — and only then are its claims asserted in etcd.
       membership?.join(
         () => joined.nodeInfo(),
-        () => void joined.clusterJobs!.settleThen(() => joined.assertClaimsInCluster()),
+        () =>
+          void joined.clusterJobs!.settleThen(async () => {
+            if (!joined.resumed) {
+              joined.resumed = true;
+              joined.updates.resume();
+            }
+            await joined.assertClaimsInCluster();
+          }),
       );
       if (config.cluster && config.acl.token === undefined) {
         log.warn('cluster mode without an ACL token: any job run through this agent\'s API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)');
@@ -404,8 +414,9 @@ export class Agent implements AgentService, AsyncDisposable {
         runner.closeFinishedUnmounts();
       }
     }
-    // A rollout the last agent was in the middle of goes on (deploy/job-updater.ts).
-    this.updates.resume();
+    // A rollout the last agent was in the middle of goes on (deploy/job-updater.ts) — in a cluster, only once the node has
+    // settled after joining: a job may have moved or changed meanwhile, and the new allocs' claims wait until then anyway.
+    if (!this.clusterJobs) this.updates.resume();
     // Claims of allocs this node no longer has (purged, or lost with a state the last agent could not save) are released on a timer (Nomad's claim GC).
     this.claimSweep = this.clock.setInterval(() => {
       if (this.sweeping) return;
@@ -1324,7 +1335,8 @@ export class Agent implements AgentService, AsyncDisposable {
         const request = { volumeId: volume.id, allocId: c.allocId, readOnly: c.mode === 'read', accessMode: c.accessMode, attachmentMode: c.attachmentMode };
         // etcd away (just after joining, a flap): tried again with backoff; only a refusal is a conflict.
         for (let delay = 500; ; delay = Math.min(delay * 2, 10_000)) {
-          if (this.closed || !membership.holdsNode) return;
+          // A later join (a lost lease) starts over: this one stops, and that one asserts once the node settled again.
+          if (this.closed || !membership.holdsNode || !this.clusterJobs?.settled) return;
           try {
             await membership.claims.claim(volume, request, membership.nodeName);
             // Released here while it was claimed there (a teardown finishing at the same time): given back in etcd too.

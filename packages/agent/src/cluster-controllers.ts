@@ -169,8 +169,10 @@ export class ControllerRouter {
   }
 
   /** The plugins this node routes controller calls for, as things are now. */
-  wantedPlugins(): Set<string> {
+  wantedPlugins(): Set<string> | undefined {
     const { registry, membership } = this.deps;
+    // Before the cluster's nodes were first read (just after a start, or etcd away since): nothing is known, nothing changes.
+    if (!membership.lastSeenNodes) return undefined;
     const self = membership.nodeName;
     const elsewhere = new Set<string>();
     for (const n of membership.lastSeenNodes?.nodes ?? []) {
@@ -192,6 +194,13 @@ export class ControllerRouter {
   private async reconcileOnce(): Promise<void> {
     const { registry, logger } = this.deps;
     const wanted = this.wantedPlugins();
+    if (!wanted) {
+      // Serve again what a restart left registered (its calls can go out once nodes are known), remove nothing.
+      for (const p of registry.list('csi-controller')) {
+        for (const r of registry.registrations('csi-controller', p.name)) if (isRoutedController(r.allocId)) await this.serve(p.name).catch(() => undefined);
+      }
+      return;
+    }
     for (const name of wanted) {
       if (this.closed) return;
       try {

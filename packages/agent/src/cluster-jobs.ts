@@ -25,6 +25,8 @@
 // here finds its volume.
 import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterVolumeRecord, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
+import * as fs from 'fs';
+import * as path from 'path';
 import type { VolumeCatalogService, VolumeSpec, VolumeView } from '@csiplug/volumes';
 import type { ClusterMembership } from './cluster-membership';
 import { sameJob } from './deploy/job-diff';
@@ -51,8 +53,8 @@ export interface ClusterJobsHost {
   /** Stops the job here (and purges it). */
   stopLocal(id: string, purge: boolean): Promise<unknown>;
   catalog: VolumeCatalogService;
-  /** Told after each pass that read etcd (the routed controllers follow where the cluster's controllers are). */
-  afterPass?: () => void;
+  /** Told after each pass that read etcd, before this node's share runs (the routed controllers follow where the cluster's controllers are). */
+  afterPass?: () => Promise<void>;
 }
 
 /** What the scheduler needs of a job: each group's count, drivers and volumes. */
@@ -97,8 +99,49 @@ export class ClusterJobs {
     private readonly host: ClusterJobsHost,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** Where the shares run here are remembered across restarts (`<data_dir>/cluster/applied.json`). */
+    private readonly appliedFile?: string,
   ) {
     this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now());
+    this.applied = this.readApplied();
+  }
+
+  /**
+   * The shares this node ran, as the last agent left them: a share it ran
+   * and its updater then changed (a failed version reverted here) is not run
+   * again after a restart. A file that cannot be read is started over (each
+   * share running as placed is then taken as run; one that differs runs once).
+   */
+  private readApplied(): Map<string, string> {
+    if (!this.appliedFile) return new Map();
+    try {
+      const value = JSON.parse(fs.readFileSync(this.appliedFile, 'utf8')) as unknown;
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not an object of job id → share');
+      return new Map(Object.entries(value as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === 'string'));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn('the record of the shares this node ran cannot be read; it is started over', { file: this.appliedFile, error: errorMessage(err) });
+      return new Map();
+    }
+  }
+
+  /** Written whole (temp file, rename) after every change; a failure is said and tried again with the next change. */
+  private saveApplied(): void {
+    if (!this.appliedFile) return;
+    try {
+      fs.mkdirSync(path.dirname(this.appliedFile), { recursive: true, mode: 0o700 });
+      const tmp = `${this.appliedFile}.tmp`;
+      fs.writeFileSync(tmp, JSON.stringify(Object.fromEntries(this.applied)), { mode: 0o600 });
+      fs.renameSync(tmp, this.appliedFile);
+    } catch (err) {
+      this.logger.warn('could not record the shares this node ran; an agent restart may run one again', { file: this.appliedFile, error: errorMessage(err) });
+    }
+  }
+
+  private setApplied(id: string, key: string | undefined): void {
+    if (key === undefined ? !this.applied.has(id) : this.applied.get(id) === key) return;
+    if (key === undefined) this.applied.delete(id);
+    else this.applied.set(id, key);
+    this.saveApplied();
   }
 
   private get node(): string {
@@ -271,7 +314,7 @@ export class ClusterJobs {
       // etcd away: the stop waits here, replacing a run queued before it (so the job is not placed again once etcd is back), and the job stops on this node now.
       this.outbox.set(id, { kind: 'stop', purge, at, base: this.baseOf(id) });
       // Stopped here now: should the stop be dropped (the job changed meanwhile), the next pass runs this node's share again.
-      this.applied.delete(id);
+      this.setApplied(id, undefined);
       this.logger.warn('etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers (if this agent still runs then)', { job_id: id, error: errorMessage(err) });
       return 'queued';
     }
@@ -351,7 +394,7 @@ export class ClusterJobs {
       for (const u of result.unplaced) byJob.set(u.jobId, [...(byJob.get(u.jobId) ?? []), u]);
       for (const [id, us] of byJob) pending.set(id, summarisePending(us));
       this.seen = { jobs: result.records, placements: result.placements, pending, at: this.clock.now() };
-      this.host.afterPass?.();
+      await this.host.afterPass?.();
       const mirrored = await this.mirrorVolumes();
       const projected = await this.project(result.records, result.placements);
       if (!projected || !mirrored) return false;
@@ -368,7 +411,7 @@ export class ClusterJobs {
 
   private failing = false;
   /** The share of each job last run here (its projected spec, as JSON): run again only when it changes. */
-  private readonly applied = new Map<string, string>();
+  private readonly applied: Map<string, string>;
   /** The last warning said per job, so a pass each second does not repeat it. */
   private readonly warned = new Map<string, string>();
 
@@ -399,7 +442,7 @@ export class ClusterJobs {
       const local = this.host.localJob(record.id);
       const here = placements.filter((p) => p.jobId === record.id && p.node === this.node);
       if (record.stopped || record.purged || here.length === 0) {
-        this.applied.delete(record.id);
+        this.setApplied(record.id, undefined);
         if (local && (local.wanted > 0 || record.purged)) stops.push({ record, job: local.job });
         continue;
       }
@@ -414,13 +457,15 @@ export class ClusterJobs {
         continue;
       }
       if (!wanted) continue;
-      // A share is run once per change of it, and once per submit of the job (a run of the same file replaces what failed).
-      const key = `${record.submittedAt}\u0000${JSON.stringify(wanted)}`;
+      // A share is run once per change of it, and once per submit of the job (a run of the same file replaces what failed): the
+      // record's version and submit time name the spec, the counts here the share (not the spec's JSON, which an agent upgrade
+      // could write differently and so run every share again).
+      const key = `${record.version}:${record.submittedAt}:${wanted.groups.map((g) => `${g.name}=${g.count}`).join(',')}`;
       if (this.applied.get(record.id) === key) continue;
       const count = wanted.groups.reduce((n, g) => n + g.count, 0);
       // After a restart: a share this node runs already, as it is, is taken as run.
       if (!this.applied.has(record.id) && local && local.wanted === count && sameJob(local.job, wanted)) {
-        this.applied.set(record.id, key);
+        this.setApplied(record.id, key);
         continue;
       }
       runs.push({ record, job: wanted, key });
@@ -430,7 +475,7 @@ export class ClusterJobs {
     const run = async (r: { record: ClusterJobRecord<JobSpec>; job: JobSpec; key: string }) => {
       try {
         await this.host.runLocal(r.job);
-        this.applied.set(r.record.id, r.key);
+        this.setApplied(r.record.id, r.key);
         this.warned.delete(r.record.id);
       } catch (err) {
         this.warnOnce(r.record.id, 'could not run here what the cluster placed here; the next pass tries again', { error: errorMessage(err) });

@@ -229,6 +229,22 @@ cluster {
     await other.api.stopJob('late');
   });
 
+  it('kill -9 of the agent running a service alloc, restarted before its disconnect_grace ran out: the same task, the same mount, the same claim; nothing moved', async () => {
+    const holder = byName(writer.node);
+    await holder.kill('SIGKILL');
+    await holder.start();
+    // Joined and settled again (a whole pass since the join): its node ready, the share taken as running, nothing replaced.
+    await pollUntil('the node ready again', async () => ((await holder.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === writer.node)?.status === 'ready' ? true : undefined), 30_000);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(isAlive(writer.pid)).toBe(true);
+    expect(holder.taskPid(writer.allocId, 'writer')).toBe(writer.pid);
+    const job = await holder.api.getJob('writer-1');
+    expect(job.allocs.filter((a) => a.desiredStatus === 'run').map((a) => a.id)).toEqual([writer.allocId]);
+    expect(job.cluster!.placements.map((p) => p.node)).toEqual([writer.node]);
+    expect(mountsUnder(holder.dataDir).some((m) => m.includes(writer.allocId))).toBe(true);
+    expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[writer.allocId, writer.node]]);
+  });
+
   it('kill -9 of the agent running a service alloc, past disconnect_grace: the alloc runs on another node with its volume; the old node, back, stops its copy and the claim stays moved', async () => {
     const old = byName(writer.node);
     await old.kill('SIGKILL');

@@ -421,6 +421,18 @@ describe('schedule: job changes', () => {
     expect(result.unplaced).toEqual([]);
   });
 
+  it('a kept slot is not moved for its node plugin\'s health alone (a restarted node says its restored plugins unhealthy until checked)', () => {
+    const vol = { v: volume('v') };
+    const nodes = [node('n1', { plugins: [plugin({ topology: { zone: 'n1' }, healthy: false })] }), node('n2'), node('n3')];
+    const job = service('web', [group('app', 1, { volumes: [demand('v', 'single-node-writer')] })], 1);
+    const r = schedule(input({ jobs: [job], nodes, volumes: vol, placements: [placed('web', 'app/0', 'n1')], claims: { v: [claim('a1', 'n1', 'single-node-writer', 'write')] } }));
+    expect(r.put).toEqual([placed('web', 'app/0', 'n1', { jobVersion: 1 })]);
+    expect(r.unplaced).toEqual([]);
+    // A new slot is still placed only where the plugin is healthy.
+    const fresh = schedule(input({ jobs: [service('api', [group('app', 1, { volumes: [demand('w', 'multi-node-multi-writer')] })])], nodes, volumes: { w: volume('w') } }));
+    expect(fresh.put.map((p) => p.node)).not.toContain('n1');
+  });
+
   it('a job submitted again as the other type keeps none of its old type\'s slots', () => {
     // system → service: the per-node slots go, the count is placed.
     const fromSystem = schedule(input({ placements: [placed('web', 'web/@n1', 'n1'), placed('web', 'web/@n2', 'n2'), placed('web', 'web/@n3', 'n3')], jobs: [service('web', [group('web', 1)], 1)] }));

@@ -198,6 +198,9 @@ class Tally {
  * use of its volumes is in the tally already).
  */
 function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerInput, tally: Tally | undefined, jobId?: string): string | undefined {
+  // Without a tally (a slot kept where it is, checked against a new version), a plugin's health is not a reason: a node's record
+  // says its restored plugins unhealthy until their first check after a restart, and moving a running alloc for that would stop it.
+  const keptSlot = tally === undefined;
   if (node.status !== 'ready') return 'the node is down';
   if (tally && jobId !== undefined && node.maxAllocsPerJob !== undefined && tally.count(jobId, node.name) >= node.maxAllocsPerJob) {
     return `the node runs at most ${node.maxAllocsPerJob} allocs of a job (its limits { max_allocs_per_job })`;
@@ -209,7 +212,7 @@ function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerI
     if (!volume) return `volume "${v.volumeId}" is not in the cluster's catalog`;
     const plugin = node.plugins.find((p) => p.id === volume.pluginId && p.type === 'csi-node');
     if (!plugin) return `no node plugin "${volume.pluginId}" on the node`;
-    if (!plugin.healthy) return `node plugin "${volume.pluginId}" is not healthy on the node`;
+    if (!plugin.healthy && !keptSlot) return `node plugin "${volume.pluginId}" is not healthy on the node`;
     if (!topologyMatches(volume, plugin.topology)) return `volume "${v.volumeId}" is not accessible from the node's topology`;
     if (volume.capabilities && !volume.capabilities.some((c) => c.accessMode === v.accessMode && (v.attachmentMode === undefined || c.attachmentMode === v.attachmentMode))) {
       return `volume "${v.volumeId}" offers no ${v.accessMode}${v.attachmentMode ? `/${v.attachmentMode}` : ''} capability`;
