@@ -59,6 +59,12 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     return local.claim(request, options);
   }
 
+  /** A stale mount comes back up only while a claim could be made: not before the node settled since its last join. */
+  remountRefusal(volumeId: string): string | undefined {
+    if (this.holdsNode()) return undefined;
+    return `volume "${volumeId}": this agent does not hold node "${this.nodeId}" in the cluster yet (or has just joined and is still making what runs here what the cluster placed here); a stale mount is brought back up once it does`;
+  }
+
   async release(volumeId: string, allocId: string, options?: { signal?: AbortSignal }): Promise<void> {
     await this.local().release(volumeId, allocId, options);
     await this.claims.release(volumeId, allocId);

@@ -107,4 +107,12 @@ describe('ClusterVolumeClaimer', () => {
     expect((err as Error).message).toBe('volume "nope" is not registered');
     expect(await claims.claims('nope')).toEqual([]);
   });
+
+  it('a stale mount may come back up only while the node may claim (held, and settled since it joined)', () => {
+    let may = false;
+    const claimer = new ClusterVolumeClaimer(() => new LocalStandIn(), claims, 'n1', () => may);
+    expect(claimer.remountRefusal('v')).toMatch(/^volume "v": this agent does not hold node "n1" in the cluster yet .*a stale mount is brought back up once it does$/);
+    may = true;
+    expect(claimer.remountRefusal('v')).toBeUndefined();
+  });
 });

@@ -38,6 +38,13 @@ export interface VolumeClaimer {
   claim(request: VolumeClaimRequest, options?: { signal?: AbortSignal }): Promise<VolumeClaimResult>;
   /** Releases the alloc's claim; releasing a claim that is gone is not an error. */
   release(volumeId: string, allocId: string, options?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Why this node may not mount a claimed volume again right now, or
+   * undefined when it may (absent: it always may). A stale mount is
+   * remounted only then: in a cluster, a node back after its work moved must
+   * not bring a volume back up for an alloc it is about to stop.
+   */
+  remountRefusal?(volumeId: string): string | undefined;
 }
 
 export class ClaimError extends CsiplugError {

@@ -249,6 +249,28 @@ describe('a stale mount', () => {
   });
 });
 
+describe('a stale mount the claimer says may not come back up yet (a cluster node not settled since it joined)', () => {
+  test('is not remounted — no call to the plugin — but reported with why, and remounted on the retry once it may', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls().length;
+    node.claimer.remountRefused = 'volume "vol1": this agent does not hold node "n1" in the cluster yet';
+    await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
+    expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remount-failed a1']);
+    expect(messageOf('remount-failed', 'a1')).toBe(
+      'volume "data" (vol1) is stale and could not be remounted: volume "vol1": this agent does not hold node "n1" in the cluster yet; trying again after a backoff and when plugin hostpath is next back',
+    );
+    expect(node.calls().slice(calls)).toEqual([]);
+
+    // Still stale when it may: the retry brings it back up through the plugin.
+    node.claimer.remountRefused = undefined;
+    await node.clock.advance(node.timeouts.unmountBackoff(1));
+    await node.settle();
+    expect(kinds().slice(3)).toEqual(['stale a1', 'remounted a1']);
+    expect(node.calls().slice(calls)).toEqual(['unpublish vol1 a1', 'stage vol1', 'publish vol1 a1']);
+  });
+});
+
 describe('probes that cannot start or wait for a slot say nothing of the mount (the agent\'s own limits are not a stale mount)', () => {
   const notStarted = (p: string) => new MountProbeNotStartedError(p, `could not stat ${p}: 4 probes in flight and 256 queued`);
 

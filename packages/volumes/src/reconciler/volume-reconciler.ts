@@ -848,6 +848,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const failed = new Map<string, unknown>();
     const done = new Set<string>();
     const extra = new Map<string, VolumeMountRecord>();
+    // Not now (a cluster node not settled since it joined): each is a failed remount, tried again after a backoff, saying why.
+    const refusal = this.claimer.remountRefusal?.(volumeId);
+    if (refusal !== undefined) return { done, failed: new Map(keys.map((k) => [k, new ClaimError(refusal, true)])) };
     const lookUp = async (key: string) => {
       // The volume's secrets and context, handed to stage and publish as on a first mount (a restored record has none in memory).
       if (this.volumes.has(key)) return;

@@ -30,9 +30,15 @@ export class FakeClaimer implements VolumeClaimer {
   refuseNext = 0;
   /** Releases that fail before one succeeds. */
   failReleases = 0;
+  /** While set, a stale mount may not be brought back up (remountRefusal answers it). */
+  remountRefused: string | undefined;
   /** The publish context a granted claim returns. */
   publishContext: Record<string, string> | undefined = { attached: 'yes' };
   private readonly hangs: Record<'claim' | 'release', Hang[]> = { claim: [], release: [] };
+
+  remountRefusal(): string | undefined {
+    return this.remountRefused;
+  }
 
   add(id: string, pluginId = 'hostpath'): void {
     this.volumes.set(id, { id, externalId: `ext-${id}`, pluginId });
