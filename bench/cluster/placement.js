@@ -65,6 +65,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('node:child_process');
 const {
   ApiClient,
@@ -123,21 +124,6 @@ function systemPluginJob(stateDir) {
   return hcl;
 }
 
-/** Pids of processes whose command line or working directory lies under `dir` (raw_exec tasks run in their task dir). */
-function processesUnder(dir) {
-  const pids = [];
-  for (const e of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
-    try {
-      const cwd = fs.readlinkSync(`/proc/${e}/cwd`);
-      const cmd = fs.readFileSync(`/proc/${e}/cmdline`, 'utf8');
-      if (cwd === dir || cwd.startsWith(dir + '/') || cmd.includes(dir)) pids.push(Number(e));
-    } catch {
-      // gone, or a kernel thread
-    }
-  }
-  return pids;
-}
 
 /** One agent process in cluster mode, on its own temp root (data dir, config, log). */
 class ClusterAgent {

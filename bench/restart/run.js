@@ -36,6 +36,7 @@ const fs = require('fs');
 const http = require('http');
 const os = require('os');
 const path = require('path');
+const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
 const {
@@ -96,21 +97,6 @@ function mountPoints() {
     .map((m) => m.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
 }
 
-/** Pids of processes whose command line or working directory lies under `dir` (tasks run in their task dir). */
-function processesUnder(dir) {
-  const pids = [];
-  for (const e of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
-    try {
-      const cwd = fs.readlinkSync(`/proc/${e}/cwd`);
-      const cmd = fs.readFileSync(`/proc/${e}/cmdline`, 'utf8');
-      if (cwd === dir || cwd.startsWith(dir + '/') || cmd.includes(dir)) pids.push(Number(e));
-    } catch {
-      // gone, or a kernel thread
-    }
-  }
-  return pids;
-}
 
 class Agent {
   constructor() {
