@@ -13,11 +13,11 @@
 // allocs stopped or detached), the modules in reverse, then the lock.
 import { bind, Clock, CsiplugError, IClock, ILogger, IMetrics, Logger, ModuleHost, PinoLogger, ShutdownError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
-import { CSI_CALL_SECONDS } from '@csiplug/csi';
+import { CSI_CALL_SECONDS, isNotFound, type CSIClient } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
 import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
-import { ClusterJobsUnavailableError, ClusterVolumeClaimer, MAX_GROUP_COUNT, externalIdOf, isEtcdAway, type NodeInfo } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeClaimer, MAX_GROUP_COUNT, externalIdOf, isEtcdAway, type ClusterClaim, type NodeInfo } from '@csiplug/cluster';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ControllerRouter, answerRoutedCall, isRoutedController } from './cluster-controllers';
 import { ApiClient } from './api/api-client';
@@ -226,6 +226,7 @@ export class Agent implements AgentService, AsyncDisposable {
             stopLocal: (id, purge) => (this.jobAllocs(id).length ? this.stopLocalJob(id, { purge }) : Promise.resolve()),
             catalog: this.catalog,
             afterPass: () => this.controllers?.reconcile() ?? Promise.resolve(),
+            unpublishFrom: (node, published) => this.unpublishFrom(node, published),
           },
           this.clock,
           container.resolve<Logger>(ILogger).child({ component: 'cluster-jobs' }),
@@ -1084,6 +1085,35 @@ export class Agent implements AgentService, AsyncDisposable {
     }
     await this.catalog.deleteVolume(id);
     if (ours) await this.removeFromCluster(id, before!);
+  }
+
+  /**
+   * Cluster mode: a node down past its grace is about to give up its
+   * claims; what was published to it (the controller-publish state in etcd)
+   * is unpublished through this node's controller of the plugin (its own or
+   * routed), so the volume can be published to the node it moves to. Best
+   * effort: what cannot be unpublished is said, and stays attached in the
+   * backend until that node comes back or an operator detaches it.
+   */
+  private async unpublishFrom(node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>): Promise<void> {
+    for (const { volumeId, claim } of published) {
+      const volume = this.catalog.getVolume(volumeId);
+      const target = claim.published!.csiNodeId;
+      if (!volume || !this.registry.get('csi-controller', volume.pluginId)) {
+        this.logger.warn('a volume published to a node down past its grace cannot be unpublished from here (no such volume, or no controller of its plugin here); it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
+        continue;
+      }
+      const client = this.registry.dispense<CSIClient>('csi-controller', volume.pluginId);
+      try {
+        await client.controllerUnpublishVolume({ volumeId: volume.externalId, nodeId: target, secrets: { ...volume.secrets } });
+        this.logger.info('unpublished a volume from a node down past its grace, before its claim is released', { node, volume_id: volumeId, alloc_id: claim.allocId, csi_node_id: target });
+      } catch (err) {
+        if (isNotFound(err)) continue;
+        this.logger.warn('could not unpublish a volume from a node down past its grace; its claim is released all the same, and the next publish may be refused until it is detached', { node, volume_id: volumeId, alloc_id: claim.allocId, error: err });
+      } finally {
+        client.dispose();
+      }
+    }
   }
 
   /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */

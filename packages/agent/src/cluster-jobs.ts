@@ -23,7 +23,7 @@
 // from etcd and unclaimed here — those this agent saw in etcd during this
 // run (a volume removed while the agent was down stays), so an alloc placed
 // here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterVolumeRecord, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -53,6 +53,8 @@ export interface ClusterJobsHost {
   /** Stops the job here (and purges it). */
   stopLocal(id: string, purge: boolean): Promise<unknown>;
   catalog: VolumeCatalogService;
+  /** A node down past its grace is about to give up its claims: unpublish from it what was published to it (cluster/jobs.ts beforeRelease). */
+  unpublishFrom?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<void>;
   /** Told after each pass that read etcd, before this node's share runs (the routed controllers follow where the cluster's controllers are). */
   afterPass?: () => Promise<void>;
 }
@@ -385,6 +387,7 @@ export class ClusterJobs {
         now: this.clock.now(),
         disconnectGraceMs: this.membership.options.disconnectGraceMs,
         onNodeReleased: (node, volumes) => this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', { node, volumes }),
+        ...(this.host.unpublishFrom ? { beforeRelease: this.host.unpublishFrom } : {}),
       });
       for (const p of result.put.filter((x) => x.movedFrom)) {
         this.logger.info('an alloc slot moved off a node down past its disconnect grace, or off a node that cannot run its new version', { job_id: p.jobId, slot: p.slot, from: p.movedFrom, to: p.node });

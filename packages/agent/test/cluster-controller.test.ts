@@ -10,13 +10,14 @@
 // controller answered — its node still listed ready, its lease not yet run
 // out — and the next call goes to the other controller. While no node has
 // a controller, none is routed (a node-only plugin claims without one).
+import { EtcdVolumeClaims, connectEtcd } from '@csiplug/cluster';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
-import { AgentHarness, pollUntil, runningAlloc, volumeSpec, workloadJob } from './support/agent-process';
+import { AgentHarness, isAlive, pollUntil, runningAlloc, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);
 
@@ -59,7 +60,8 @@ cluster {
     endpoints = [${endpoints}]
     prefix    = "routing"
   }
-  heartbeat_ttl = "15s"
+  heartbeat_ttl    = "15s"
+  disconnect_grace = "3s"
 }`),
       );
     }
@@ -129,6 +131,14 @@ cluster {
     expect(JSON.stringify(attachments())).toContain(lone);
     const volume = await agent.api.getVolume('routed');
     expect(volume.claims.map((c) => c.allocId)).toEqual([alloc.id]);
+    // The controller-publish state is the cluster's too: the claim in etcd says where the volume was published.
+    const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'routing/', dialTimeoutMs: 2_000 });
+    try {
+      const claim = await pollUntil('the publish recorded in etcd', async () => (await new EtcdVolumeClaims(conn).claims('routed')).find((c) => c.published), 30_000);
+      expect(claim).toMatchObject({ allocId: alloc.id, nodeId: lone, published: { csiNodeId: lone } });
+    } finally {
+      conn.close();
+    }
 
     // The node whose controller answered; its agent dies (its plugin process lives on, but no call reaches it through that agent).
     const answered = (await agent.api.getPlugin('hostpath')).controller!.routed!.node!;
@@ -147,6 +157,39 @@ cluster {
       expect((await agent.api.getVolume('routed-2')).pluginId).toBe('hostpath');
     } finally {
       await agents[NAMES.indexOf(answered)]!.start(TOKEN);
+    }
+  });
+
+  it('a node that dies with a volume published to it: past its grace another node\'s controller unpublishes it, then the claim goes and the alloc is published where it moves; back, the node stops its copy', async () => {
+    const controllers = (await agents[0]!.api.getJob('hostpath-controllers')).cluster!.placements.map((p) => p.node);
+    const lone = NAMES.find((n) => !controllers.includes(n))!;
+    const agent = agents[NAMES.indexOf(lone)]!;
+    const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('mover', 'routed'), 'mover.hcl')));
+    expect(run.cluster!.placements.map((p) => p.node)).toEqual([lone]);
+    const alloc = await pollUntil('the workload running on the node without a controller', async () => running(await agent.api.getJob('mover').catch(() => undefined)), 90_000);
+    const attachments = () => JSON.parse(fs.readFileSync(path.join(shared, 'attachments.json'), 'utf8')) as Record<string, string[]>;
+    const attachedTo = () => Object.values(attachments()).flat();
+    expect(attachedTo()).toContain(lone);
+    const pid = agent.taskPid(alloc.id, 'writer');
+
+    await agent.kill('SIGKILL');
+    const moved = await pollUntil('the alloc running where it moved', async () => {
+      for (const name of controllers) {
+        const a = running(await agents[NAMES.indexOf(name)]!.api.getJob('mover').catch(() => undefined));
+        if (a) return { node: name, alloc: a };
+      }
+      return undefined;
+    }, 120_000);
+    // Unpublished from the dead node before its claim went, and published to the node it moved to.
+    expect(attachedTo()).not.toContain(lone);
+    expect(attachedTo()).toContain(moved.node);
+    try {
+      await agent.start(TOKEN);
+      await pollUntil('the old copy stopped', async () => (!isAlive(pid) ? true : undefined), 60_000);
+      expect(running(await agent.api.getJob('mover'))).toBeUndefined();
+      expect(attachedTo()).not.toContain(lone);
+    } finally {
+      await agents[0]!.api.stopJob('mover');
     }
   });
 });

@@ -16,6 +16,13 @@ import { isEtcdAway, type EtcdConnection } from './connect';
 export interface ClusterClaim extends VolumeClaimView {
   /** The node the claiming alloc runs on. */
   nodeId: string;
+  /**
+   * The controller-publish state: the volume was published (ControllerPublishVolume)
+   * to this CSI node id for the claim, with this context. Any node with a
+   * controller of the plugin can unpublish it from there (a node that never
+   * comes back).
+   */
+  published?: { csiNodeId: string; context: Record<string, string> };
 }
 
 interface ClaimsValue {
@@ -74,6 +81,11 @@ export class EtcdVolumeClaims {
       const mine: ClusterClaim = { allocId: request.allocId, nodeId, mode: claimModeOf(request), accessMode: request.accessMode, attachmentMode: request.attachmentMode, since: this.now() };
       return [...claims.filter((c) => c.allocId !== request.allocId), mine];
     });
+  }
+
+  /** Records that the alloc's claim was published to `csiNodeId` (the controller-publish state); a claim that is gone is left gone. */
+  async markPublished(volumeId: string, allocId: string, published: NonNullable<ClusterClaim['published']>): Promise<void> {
+    await this.update(volumeId, (claims) => claims.map((c) => (c.allocId === allocId ? { ...c, published: { csiNodeId: published.csiNodeId, context: { ...published.context } } } : c)));
   }
 
   /** Releases the alloc's claim; a claim that is gone is not an error. */
@@ -159,7 +171,12 @@ function parseClaims(text: string): ClusterClaim[] | undefined {
   const claims = (value as { claims?: unknown } | null)?.claims;
   if (!Array.isArray(claims)) return undefined;
   const str = (x: unknown) => typeof x === 'string' && x.length > 0;
-  const ok = claims.every((c: Partial<ClusterClaim> | null) => c !== null && typeof c === 'object' && str(c.allocId) && str(c.nodeId) && (c.mode === 'read' || c.mode === 'write') && str(c.accessMode) && str(c.attachmentMode));
+  const publishedOk = (p: ClusterClaim['published'] | undefined) =>
+    p === undefined || (p !== null && typeof p === 'object' && str(p.csiNodeId) && p.context !== null && typeof p.context === 'object' && Object.values(p.context).every((v) => typeof v === 'string'));
+  const ok = claims.every(
+    (c: Partial<ClusterClaim> | null) =>
+      c !== null && typeof c === 'object' && str(c.allocId) && str(c.nodeId) && (c.mode === 'read' || c.mode === 'write') && str(c.accessMode) && str(c.attachmentMode) && publishedOk(c.published),
+  );
   return ok ? (claims as ClusterClaim[]) : undefined;
 }
 

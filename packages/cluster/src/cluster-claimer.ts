@@ -56,7 +56,14 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
       );
     }
     await this.claims.claim({ id: request.volumeId, capabilities: volume.capabilities }, request, this.nodeId);
-    return local.claim(request, options);
+    const result = await local.claim(request, options);
+    // The controller-publish state goes to etcd too: another node can unpublish it from here should this node never come back.
+    if (result.publishedTo !== undefined) {
+      await this.claims.markPublished(request.volumeId, request.allocId, { csiNodeId: result.publishedTo, context: result.publishContext ?? {} }).catch(() => {
+        // Best effort: the local catalog holds it all the same, and this node unpublishes it on release.
+      });
+    }
+    return result;
   }
 
   /** A stale mount comes back up only while a claim could be made: not before the node settled since its last join. */

@@ -116,6 +116,13 @@ export interface ReconcileOptions {
   disconnectGraceMs: number;
   /** Told of each node whose claims were released after its grace ended. */
   onNodeReleased?: (node: string, volumes: string[]) => void;
+  /**
+   * Before a node down past its grace gives up its claims: the claims it
+   * held that were published to it (ControllerPublishVolume), for the caller
+   * to unpublish through a controller of the plugin — the node may never
+   * come back to do it. Failures are the caller's to say; the release goes on.
+   */
+  beforeRelease?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<void>;
 }
 
 export interface ReconcileResult<S = unknown> extends SchedulerResult {
@@ -399,6 +406,10 @@ export class EtcdJobs<S = unknown> {
     for (const name of expired) {
       const mark = marks.get(name)!;
       if (mark.released) continue;
+      if (options.beforeRelease) {
+        const published = (await this.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+        if (published.length) await options.beforeRelease(name, published).catch(() => undefined);
+      }
       const released = await this.claims.releaseNode(name);
       if (released.length) options.onNodeReleased?.(name, released);
       // Marked released only while the node is still gone: back meanwhile, releaseNode changed nothing, and the mark must not

@@ -365,12 +365,19 @@ describe('jobs and placements in etcd', () => {
     await jobs.submit('db', 'service', [group('db', 1, { volumes: [demand('data', 'single-node-writer')] })], { image: 'db:1' }, T0);
     await run(three(), T0);
     expect((await jobs.placements()).map((p) => [p.slot, p.node])).toEqual([['db/0', 'n1']]);
-    // The alloc on n1 claimed the volume.
+    // The alloc on n1 claimed the volume, and its controller published it to n1 (the controller-publish state, in etcd too).
     await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
+    await jobs.claims.markPublished('data', 'db-alloc', { csiNodeId: 'csi-n1', context: { device: '/dev/x' } });
+    expect((await jobs.claims.claims('data'))[0]!.published).toEqual({ csiNodeId: 'csi-n1', context: { device: '/dev/x' } });
 
     const released: Array<[string, string[]]> = [];
     const onNodeReleased = (n: string, volumes: string[]) => void released.push([n, volumes]);
-    const marked = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased });
+    // Before its claims go: what was published to it, for a controller elsewhere to unpublish (the claim still held while asked).
+    const unpublish: Array<[string, string, string, number]> = [];
+    const beforeRelease = async (n: string, published: Array<{ volumeId: string; claim: { allocId: string; published?: { csiNodeId: string } } }>) => {
+      for (const p of published) unpublish.push([n, p.volumeId, p.claim.published!.csiNodeId, (await jobs.claims.claims(p.volumeId)).length]);
+    };
+    const marked = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased, beforeRelease });
     expect(marked.put).toEqual([]);
     expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 10_000 });
     // The grace is a key on a lease of its length (in whole seconds): etcd, not any agent's clock, says when it ends.
@@ -382,7 +389,9 @@ describe('jobs and placements in etcd', () => {
 
     await untilGone(conn, 'grace/n1');
     // Past it, whatever `now` says: n1's claim goes first, or n2 could not take a single-node-writer volume n1 still held.
-    const moved = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased });
+    expect(unpublish).toEqual([]);
+    const moved = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased, beforeRelease });
+    expect(unpublish).toEqual([['n1', 'data', 'csi-n1', 1]]);
     expect(released).toEqual([['n1', ['data']]]);
     expect(await jobs.claims.claims('data')).toEqual([]);
     expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 10_000, released: true });

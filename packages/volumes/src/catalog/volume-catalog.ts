@@ -861,7 +861,11 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   private claimResult(record: VolumeRecord, allocId: string): VolumeClaimResult {
     const result: VolumeClaimResult = { volume: toClaimable(record) };
-    if (record.controllerPublished?.[allocId] !== undefined) result.publishContext = { ...(record.publishContexts?.[allocId] ?? {}) };
+    const publishedTo = record.controllerPublished?.[allocId];
+    if (publishedTo !== undefined) {
+      result.publishContext = { ...(record.publishContexts?.[allocId] ?? {}) };
+      result.publishedTo = publishedTo;
+    }
     return result;
   }
 

@@ -29,6 +29,8 @@ export interface VolumeClaimResult {
   volume: ClaimableVolume;
   /** From ControllerPublishVolume, when the plugin has a controller that publishes. */
   publishContext?: Record<string, string>;
+  /** The CSI node id the controller published the volume to (set with publishContext). */
+  publishedTo?: string;
 }
 
 export interface VolumeClaimer {
