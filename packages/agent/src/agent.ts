@@ -295,7 +295,14 @@ export class Agent implements AgentService, AsyncDisposable {
     if (config.cluster) {
       const cluster = config.cluster;
       bind(container, IVolumeClaimer, {
-        useFactory: (c) => new ClusterVolumeClaimer(() => c.resolve<VolumeCatalogService>(IVolumeCatalog), membership!.claims, cluster.nodeName, () => membership!.holdsNode && settled()),
+        useFactory: (c) =>
+          new ClusterVolumeClaimer(
+            () => c.resolve<VolumeCatalogService>(IVolumeCatalog),
+            membership!.claims,
+            cluster.nodeName,
+            () => membership!.holdsNode && settled(),
+            (message, fields) => c.resolve<Logger>(ILogger).warn(message, fields),
+          ),
       });
     }
     const modules = new ModuleHost(container, agentModules(config, logger));
@@ -1095,12 +1102,23 @@ export class Agent implements AgentService, AsyncDisposable {
    * effort: what cannot be unpublished is said, and stays attached in the
    * backend until that node comes back or an operator detaches it.
    */
-  private async unpublishFrom(node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>): Promise<void> {
+  private async unpublishFrom(node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>): Promise<boolean> {
+    const membership = this.membership!;
     for (const { volumeId, claim } of published) {
+      // The node back meanwhile keeps what it holds: nothing is detached under it, and the release waits (it is refused anyway).
+      if (await membership.conn.kv.get(`alive/${node}`).exists()) return false;
       const volume = this.catalog.getVolume(volumeId);
       const target = claim.published!.csiNodeId;
-      if (!volume || !this.registry.get('csi-controller', volume.pluginId)) {
-        this.logger.warn('a volume published to a node down past its grace cannot be unpublished from here (no such volume, or no controller of its plugin here); it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
+      // Only the cluster's volume (never a node-local one under the same id).
+      if (!volume || !(await this.clusterVolumeIs(volumeId, volume).catch(() => false))) {
+        this.logger.warn('a volume published to a node down past its grace is not in this node\'s catalog as the cluster has it; it cannot be unpublished from here', { node, volume_id: volumeId, alloc_id: claim.allocId });
+        continue;
+      }
+      if (!this.registry.get('csi-controller', volume.pluginId)) {
+        // Another node with a controller of the plugin does it: the release waits for its pass.
+        const elsewhere = (membership.lastSeenNodes?.nodes ?? []).some((n) => n.name !== membership.nodeName && n.status === 'ready' && n.plugins.some((p) => p.id === volume.pluginId && p.type === 'csi-controller' && p.healthy));
+        if (elsewhere) return false;
+        this.logger.warn('a volume published to a node down past its grace cannot be unpublished: no node has a controller of its plugin; it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
         continue;
       }
       const client = this.registry.dispense<CSIClient>('csi-controller', volume.pluginId);
@@ -1114,6 +1132,7 @@ export class Agent implements AgentService, AsyncDisposable {
         client.dispose();
       }
     }
+    return true;
   }
 
   /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */

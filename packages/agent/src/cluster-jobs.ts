@@ -23,7 +23,7 @@
 // from etcd and unclaimed here — those this agent saw in etcd during this
 // run (a volume removed while the agent was down stays), so an alloc placed
 // here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -54,7 +54,7 @@ export interface ClusterJobsHost {
   stopLocal(id: string, purge: boolean): Promise<unknown>;
   catalog: VolumeCatalogService;
   /** A node down past its grace is about to give up its claims: unpublish from it what was published to it (cluster/jobs.ts beforeRelease). */
-  unpublishFrom?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<void>;
+  unpublishFrom?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>;
   /** Told after each pass that read etcd, before this node's share runs (the routed controllers follow where the cluster's controllers are). */
   afterPass?: () => Promise<void>;
 }
@@ -205,8 +205,10 @@ export class ClusterJobs {
    */
   async settleThen(then: () => Promise<void>): Promise<void> {
     this.settledSinceJoin = false;
-    for (let delay = 250; !this.closed; delay = Math.min(delay * 2, 5_000)) {
-      if (this.membership.holdsNode && (await this.kick())) {
+    // A later join starts its own: this one, from an earlier join, stops (it must not call a node settled from a pass before that join).
+    const join = ++this.joins;
+    for (let delay = 250; !this.closed && join === this.joins; delay = Math.min(delay * 2, 5_000)) {
+      if (this.membership.holdsNode && (await this.kick()) && join === this.joins) {
         // From now on this node's claims may go to etcd (ClusterVolumeClaimer asks): what runs here is what is placed here.
         this.settledSinceJoin = true;
         await then();
@@ -226,6 +228,7 @@ export class ClusterJobs {
   }
 
   private settledSinceJoin = false;
+  private joins = 0;
 
   async dispose(): Promise<void> {
     this.closed = true;
@@ -267,11 +270,28 @@ export class ClusterJobs {
 
   /** One scheduling pass now (beside any pass under way: the epoch lets one of them commit); etcd away is said by the view after. */
   private async placeNow(): Promise<void> {
-    try {
-      await this.store.reconcile({ nodes: await this.membership.list(), now: this.clock.now(), disconnectGraceMs: this.membership.options.disconnectGraceMs });
-    } catch (err) {
-      this.logger.debug('placing a job at once failed; the next pass places it', { error: errorMessage(err) });
+    if (!this.membership.holdsNode) return;
+    // Another pass committing first (the job's own write wakes every agent) is no failure: read again, a few times.
+    for (let attempt = 0; attempt < 4; attempt++) {
+      try {
+        const result = await this.store.reconcile(await this.reconcileOptions());
+        if (result.conflicts === 0) return;
+      } catch (err) {
+        this.logger.debug('placing a job at once failed; the next pass places it', { error: errorMessage(err) });
+        return;
+      }
     }
+  }
+
+  /** What every scheduling pass of this agent is given: the nodes as etcd has them now, and what a node down past its grace needs. */
+  private async reconcileOptions(): Promise<ReconcileOptions> {
+    return {
+      nodes: await this.membership.list(),
+      now: this.clock.now(),
+      disconnectGraceMs: this.membership.options.disconnectGraceMs,
+      onNodeReleased: (node, volumes) => this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', { node, volumes }),
+      ...(this.host.unpublishFrom ? { beforeRelease: this.host.unpublishFrom } : {}),
+    };
   }
 
   /** An API call waits for the pass it started at most this long: the work goes on after. */
@@ -381,14 +401,7 @@ export class ClusterJobs {
     if (!this.membership.holdsNode) return false;
     try {
       await this.flushOutbox();
-      const fresh = await this.membership.list();
-      const result = await this.store.reconcile({
-        nodes: fresh,
-        now: this.clock.now(),
-        disconnectGraceMs: this.membership.options.disconnectGraceMs,
-        onNodeReleased: (node, volumes) => this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', { node, volumes }),
-        ...(this.host.unpublishFrom ? { beforeRelease: this.host.unpublishFrom } : {}),
-      });
+      const result = await this.store.reconcile(await this.reconcileOptions());
       for (const p of result.put.filter((x) => x.movedFrom)) {
         this.logger.info('an alloc slot moved off a node down past its disconnect grace, or off a node that cannot run its new version', { job_id: p.jobId, slot: p.slot, from: p.movedFrom, to: p.node });
       }

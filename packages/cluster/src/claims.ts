@@ -78,7 +78,17 @@ export class EtcdVolumeClaims {
     if (request.volumeId !== volume.id) throw new ValidationError(`claim of volume "${request.volumeId}" checked against volume "${volume.id}"`);
     return this.update(volume.id, (claims) => {
       checkClusterClaim(volume, claims, request, nodeId);
-      const mine: ClusterClaim = { allocId: request.allocId, nodeId, mode: claimModeOf(request), accessMode: request.accessMode, attachmentMode: request.attachmentMode, since: this.now() };
+      // The same alloc on the same node again (a claim asserted after a restart): its controller-publish state and start stay.
+      const same = claims.find((c) => c.allocId === request.allocId && c.nodeId === nodeId);
+      const mine: ClusterClaim = {
+        allocId: request.allocId,
+        nodeId,
+        mode: claimModeOf(request),
+        accessMode: request.accessMode,
+        attachmentMode: request.attachmentMode,
+        since: same?.since ?? this.now(),
+        ...(same?.published ? { published: same.published } : {}),
+      };
       return [...claims.filter((c) => c.allocId !== request.allocId), mine];
     });
   }

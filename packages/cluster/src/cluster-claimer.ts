@@ -33,6 +33,8 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
      * claim first).
      */
     private readonly holdsNode: () => boolean = () => true,
+    /** Where what cannot be done and is not an error of the claim is said. */
+    private readonly warn?: (message: string, fields: Record<string, unknown>) => void,
   ) {}
 
   lookup(volumeId: string): Promise<ClaimableVolume> {
@@ -59,8 +61,9 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     const result = await local.claim(request, options);
     // The controller-publish state goes to etcd too: another node can unpublish it from here should this node never come back.
     if (result.publishedTo !== undefined) {
-      await this.claims.markPublished(request.volumeId, request.allocId, { csiNodeId: result.publishedTo, context: result.publishContext ?? {} }).catch(() => {
-        // Best effort: the local catalog holds it all the same, and this node unpublishes it on release.
+      await this.claims.markPublished(request.volumeId, request.allocId, { csiNodeId: result.publishedTo, context: result.publishContext ?? {} }).catch((err: unknown) => {
+        // The local catalog holds it all the same, and this node unpublishes it on release; only a node that never comes back needs it.
+        this.warn?.('the controller-publish state of a claim could not be written to etcd; should this node never come back, the volume stays published to it', { volume_id: request.volumeId, alloc_id: request.allocId, error: err instanceof Error ? err.message : String(err) });
       });
     }
     return result;

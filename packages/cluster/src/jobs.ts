@@ -122,7 +122,7 @@ export interface ReconcileOptions {
    * to unpublish through a controller of the plugin — the node may never
    * come back to do it. Failures are the caller's to say; the release goes on.
    */
-  beforeRelease?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<void>;
+  beforeRelease?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>;
 }
 
 export interface ReconcileResult<S = unknown> extends SchedulerResult {
@@ -408,7 +408,9 @@ export class EtcdJobs<S = unknown> {
       if (mark.released) continue;
       if (options.beforeRelease) {
         const published = (await this.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
-        if (published.length) await options.beforeRelease(name, published).catch(() => undefined);
+        // False: this agent cannot unpublish them (no controller here while another node has one, or the node is back): the release
+        // waits for a pass that can.
+        if (published.length && !(await options.beforeRelease(name, published).catch(() => true))) continue;
       }
       const released = await this.claims.releaseNode(name);
       if (released.length) options.onNodeReleased?.(name, released);

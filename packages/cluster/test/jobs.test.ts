@@ -369,6 +369,10 @@ describe('jobs and placements in etcd', () => {
     await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
     await jobs.claims.markPublished('data', 'db-alloc', { csiNodeId: 'csi-n1', context: { device: '/dev/x' } });
     expect((await jobs.claims.claims('data'))[0]!.published).toEqual({ csiNodeId: 'csi-n1', context: { device: '/dev/x' } });
+    // Claimed again by the same alloc on the same node (asserted after a restart): the publish state and start stay.
+    const before = (await jobs.claims.claims('data'))[0]!;
+    await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
+    expect((await jobs.claims.claims('data'))[0]).toEqual(before);
 
     const released: Array<[string, string[]]> = [];
     const onNodeReleased = (n: string, volumes: string[]) => void released.push([n, volumes]);
@@ -376,6 +380,7 @@ describe('jobs and placements in etcd', () => {
     const unpublish: Array<[string, string, string, number]> = [];
     const beforeRelease = async (n: string, published: Array<{ volumeId: string; claim: { allocId: string; published?: { csiNodeId: string } } }>) => {
       for (const p of published) unpublish.push([n, p.volumeId, p.claim.published!.csiNodeId, (await jobs.claims.claims(p.volumeId)).length]);
+      return true;
     };
     const marked = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased, beforeRelease });
     expect(marked.put).toEqual([]);
@@ -390,6 +395,12 @@ describe('jobs and placements in etcd', () => {
     await untilGone(conn, 'grace/n1');
     // Past it, whatever `now` says: n1's claim goes first, or n2 could not take a single-node-writer volume n1 still held.
     expect(unpublish).toEqual([]);
+    // An agent that cannot unpublish them (no controller of the plugin there, another node has one) leaves the release to one that can.
+    const cannot = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased, beforeRelease: async () => false });
+    expect(released).toEqual([]);
+    expect((await jobs.claims.claims('data')).map((c) => c.nodeId)).toEqual(['n1']);
+    expect(JSON.parse((await conn.kv.get('down/n1').string())!)).toEqual({ since: T0 + 10_000 });
+    expect(cannot.put).toEqual([]);
     const moved = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased, beforeRelease });
     expect(unpublish).toEqual([['n1', 'data', 'csi-n1', 1]]);
     expect(released).toEqual([['n1', ['data']]]);

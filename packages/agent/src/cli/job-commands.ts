@@ -114,7 +114,7 @@ function runLines(result: RunJobResult, verbose: boolean, monitoring: boolean): 
   if (result.cluster) {
     lines.push(...result.cluster.placements.map((p) => `    Slot "${p.slot}" placed on node ${p.node}`));
     lines.push(...result.cluster.pending.map((u) => `    ${pendingSlots(u)} pending: ${pendingWhy(u.reasons)}`));
-    if (result.cluster.placements.length + result.cluster.pending.length === 0) lines.push('    No node can run it now');
+    if (result.cluster.placements.length + result.cluster.pending.length === 0) lines.push(`    Not placed yet (a pass is under way): see 'csiplug job status ${result.jobId}'`);
   } else if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
   if (result.deploymentId) {
     const id = shortId(result.deploymentId, verbose);

@@ -443,6 +443,20 @@ describe('JobUpdater', () => {
       expect(next.view('work')!.deployment!.status).toBe('successful');
     });
 
+    it('a run made after the restart and before the resume (a cluster node\'s first pass) keeps its own rollout: nothing is resumed over it', async () => {
+      await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
+      await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '1' } } }), open);
+      await updater.dispose({ stopTasks: false });
+      const next = new JobUpdater(agent);
+      // The next agent runs a newer share first (its own deployment under way), then resumes what the last agent left.
+      const newer = await next.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '2' } } }), open);
+      agent.timeline.length = 0;
+      next.resume();
+      await settle(agent, 5_000);
+      expect(agent.eventTypes()).not.toContain('Deployment resumed');
+      expect(next.view('plug')!.deployment).toMatchObject({ id: newer.deploymentId, status: 'running' });
+    });
+
     it('a running deployment of a version the job has moved past is settled as cancelled, not resumed', async () => {
       const [old] = await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
       const result = await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '1' } } }), open);

@@ -145,6 +145,9 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
       void this.lock
         .run(jobId, async () => {
           if (this.closed) return;
+          // A run since boot (a cluster node's first pass, before the resume) has its own rollout: it is not resumed over it.
+          const now = latestDeployment(this.allocs(jobId));
+          if (this.active.has(jobId) || now?.id !== d.id || now.status !== 'running') return;
           const version = jobHistory(this.allocs(jobId))?.version;
           if (version !== d.jobVersion) {
             // Its end was never saved, and the job moved on since (a later in-place run): resuming would roll that back.
