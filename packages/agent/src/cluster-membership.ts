@@ -141,9 +141,11 @@ export class ClusterMembership implements AsyncDisposable {
       .finally(() => (this.reading = false));
   }
 
-  /** Every node of the cluster, ready or down. Throws when etcd does not answer. */
-  list(): Promise<ClusterNodeView[]> {
-    return this.nodes.list();
+  /** Every node of the cluster, ready or down (and the view that must answer at once is brought up to it). Throws when etcd does not answer. */
+  async list(): Promise<ClusterNodeView[]> {
+    const nodes = await this.nodes.list();
+    this.nodesSeen = { nodes, at: this.clock.now() };
+    return nodes;
   }
 
   /** Lets the lease run out (the next agent renews the node) and closes the connection; never waits on etcd. */

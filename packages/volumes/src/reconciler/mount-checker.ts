@@ -27,6 +27,7 @@
 import { Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
 import { MountProbeHungError, MountProbeNotStartedError, isMountPointRetrying, type CSIManager, type MountTable, type PluginReady, type PluginRetired } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
+import { ClaimError } from '../catalog/volume-claimer';
 import { remountIntentOf, stagingKey, stalePolicyOf, type StaleMountPolicy, type VolumeMountRecord } from './mount-record';
 import type { LiveMountEvent, LiveMountEventKind } from './reconciler-service';
 
@@ -319,7 +320,9 @@ export class MountChecker implements Disposable {
         const err = failed.get(key);
         // Looked at again on the retry, whatever generation the plugin is at.
         this.checkedAt.delete(key);
-        this.deps.log.error('a stale volume mount could not be remounted; trying again after a backoff and when its plugin is next back', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, error: errorMessage(err) });
+        // Not allowed yet (a cluster node not settled since it joined) is a wait, not a failure of the plugin.
+        const waiting = err instanceof ClaimError && err.retryable;
+        this.deps.log[waiting ? 'info' : 'error']('a stale volume mount could not be remounted; trying again after a backoff and when its plugin is next back', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, error: errorMessage(err) });
         this.report('remount-failed', r, `${label(r)} is stale and could not be remounted: ${errorMessage(err)}; trying again after a backoff and when plugin ${r.pluginId} is next back`);
       }
     }
