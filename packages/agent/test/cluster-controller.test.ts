@@ -161,11 +161,17 @@ cluster {
   });
 
   it('a node that dies with a volume published to it: past its grace another node\'s controller unpublishes it, then the claim goes and the alloc is published where it moves; back, the node stops its copy', async () => {
+    // Every agent back in the cluster (the last test restarted one): each has read the jobs in a pass of its own.
+    for (const a of agents) await pollUntil('the agent passing again', async () => ((await a.api.getJob('hostpath-controllers').catch(() => undefined))?.cluster?.placements.length === 2 ? true : undefined), 60_000);
     const controllers = (await agents[0]!.api.getJob('hostpath-controllers')).cluster!.placements.map((p) => p.node);
     const lone = NAMES.find((n) => !controllers.includes(n))!;
     const agent = agents[NAMES.indexOf(lone)]!;
-    const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('mover', 'routed'), 'mover.hcl')));
-    expect(run.cluster!.placements.map((p) => p.node)).toEqual([lone]);
+    await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('mover', 'routed'), 'mover.hcl')));
+    const placed = await pollUntil('the mover placed', async () => {
+      const nodes = (await agents[0]!.api.getJob('mover').catch(() => undefined))?.cluster?.placements.map((p) => p.node);
+      return nodes?.length ? nodes : undefined;
+    }, 30_000);
+    expect(placed).toEqual([lone]);
     const alloc = await pollUntil('the workload running on the node without a controller', async () => running(await agent.api.getJob('mover').catch(() => undefined)), 90_000);
     const attachments = () => JSON.parse(fs.readFileSync(path.join(shared, 'attachments.json'), 'utf8')) as Record<string, string[]>;
     const attachedTo = () => Object.values(attachments()).flat();

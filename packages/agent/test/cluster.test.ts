@@ -238,7 +238,11 @@ cluster {
     await new Promise((r) => setTimeout(r, 3_000));
     expect(isAlive(writer.pid)).toBe(true);
     expect(holder.taskPid(writer.allocId, 'writer')).toBe(writer.pid);
-    const job = await holder.api.getJob('writer-1');
+    // Its view of the cluster comes with its first pass after the restart.
+    const job = await pollUntil('the restarted agent passing again', async () => {
+      const j = await holder.api.getJob('writer-1');
+      return j.cluster ? j : undefined;
+    }, 30_000);
     expect(job.allocs.filter((a) => a.desiredStatus === 'run').map((a) => a.id)).toEqual([writer.allocId]);
     expect(job.cluster!.placements.map((p) => p.node)).toEqual([writer.node]);
     expect(mountsUnder(holder.dataDir).some((m) => m.includes(writer.allocId))).toBe(true);
