@@ -2,15 +2,14 @@
 // nodes racing for one single-node-writer volume never both win (200
 // rounds), the multi-node access modes across nodes, and claims intact when
 // an etcd member — the leader included — is killed with SIGKILL.
-import { ClaimError, type VolumeCapability, type VolumeClaimRequest } from '@csiplug/volumes';
+import { ClaimError } from '@csiplug/volumes';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
 import { EtcdVolumeClaims } from '../src/claims';
 import { EtcdTestCluster } from '../src/testing';
+import { caps, request } from './support/records';
 
 jest.setTimeout(120_000);
 
-const caps = (...modes: string[]): VolumeCapability[] => modes.map((accessMode) => ({ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }));
-const request = (volumeId: string, allocId: string, accessMode: string, readOnly = false): VolumeClaimRequest => ({ volumeId, allocId, accessMode, attachmentMode: 'file-system', readOnly });
 
 describe('cluster-wide claims in etcd', () => {
   let etcd: EtcdTestCluster;

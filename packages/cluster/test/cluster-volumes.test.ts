@@ -3,34 +3,22 @@
 // finished or cancelled only by the node that holds it, a volume removed only
 // while no claim on it is held, and records no one wrote left out.
 import { MemoryLogger } from '@csiplug/core';
-import type { VolumeCapability, VolumeClaimRequest } from '@csiplug/volumes';
 import { EtcdVolumeClaims } from '../src/claims';
 import { ClusterVolumeExistsError, EtcdClusterVolumes, type ClusterVolumeRecord } from '../src/cluster-volumes';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
 import { EtcdTestCluster } from '../src/testing';
+import { T0, caps, request, volumeRecord, type TestVolume } from './support/records';
 
 jest.setTimeout(120_000);
 
-const T0 = 1_700_000_000_000;
-
-type Volume = { id: string; pluginId: string; externalId: string };
-const record = (id: string, origin: string, over: Partial<ClusterVolumeRecord<Volume>> = {}): ClusterVolumeRecord<Volume> => ({
-  id,
-  pluginId: 'hostpath',
-  origin,
-  createdAt: T0,
-  volume: { id, pluginId: 'hostpath', externalId: `ext-${id}` },
-  ...over,
-});
-const reservation = (id: string, origin: string): ClusterVolumeRecord<Volume> => record(id, origin, { state: 'creating', volume: { id, pluginId: 'hostpath', externalId: '' } });
-const caps = (accessMode: string): VolumeCapability[] => [{ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }];
-const request = (volumeId: string, allocId: string, accessMode: string): VolumeClaimRequest => ({ volumeId, allocId, accessMode, attachmentMode: 'file-system', readOnly: false });
+const record = volumeRecord;
+const reservation = (id: string, origin: string): ClusterVolumeRecord<TestVolume> => record(id, origin, { state: 'creating', volume: { id, pluginId: 'hostpath', externalId: '' } });
 
 describe('the cluster volume catalog in etcd', () => {
   let etcd: EtcdTestCluster;
   let conn: EtcdConnection;
   let logger: MemoryLogger;
-  let volumes: EtcdClusterVolumes<Volume>;
+  let volumes: EtcdClusterVolumes<TestVolume>;
   let claimsOf: EtcdVolumeClaims;
 
   beforeAll(async () => {

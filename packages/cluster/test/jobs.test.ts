@@ -8,18 +8,16 @@
 // stale view; records no one can read (a job, a slot, a node, claims) that
 // never stop a pass; a job too big for one transaction.
 import { MemoryLogger, RealClock } from '@csiplug/core';
-import type { VolumeCapability, VolumeClaimRequest } from '@csiplug/volumes';
 import type { Namespace } from 'etcd3';
-import { type ClusterVolumeRecord } from '../src/cluster-volumes';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
 import { EtcdJobs, type ReconcileOptions, type ReconcileResult } from '../src/jobs';
 import { EtcdNodeRegistry, type ClusterNodeView } from '../src/node-registry';
 import type { GroupDemand, Placement, VolumeDemand } from '../src/scheduler';
 import { EtcdTestCluster } from '../src/testing';
+import { T0, caps, request, volumeRecord } from './support/records';
 
 jest.setTimeout(120_000);
 
-const T0 = 1_700_000_000_000;
 const GRACE = 60_000;
 
 interface Spec {
@@ -45,16 +43,6 @@ const group = (name: string, count: number, over: Partial<GroupDemand> = {}): Gr
 const demand = (volumeId: string, accessMode: string, readOnly = false): VolumeDemand => ({ volumeId, accessMode, readOnly });
 const pass = (nodes: ClusterNodeView[], now: number, over: Partial<ReconcileOptions> = {}): ReconcileOptions => ({ nodes, now, disconnectGraceMs: GRACE, ...over });
 
-const caps = (accessMode: string): VolumeCapability[] => [{ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }];
-const request = (volumeId: string, allocId: string, accessMode: string, readOnly = false): VolumeClaimRequest => ({ volumeId, allocId, accessMode, attachmentMode: 'file-system', readOnly });
-const volumeRecord = (id: string, origin: string, over: Partial<ClusterVolumeRecord<{ id: string; pluginId: string; externalId: string }>> = {}): ClusterVolumeRecord<{ id: string; pluginId: string; externalId: string }> => ({
-  id,
-  pluginId: 'hostpath',
-  origin,
-  createdAt: T0,
-  volume: { id, pluginId: 'hostpath', externalId: `ext-${id}` },
-  ...over,
-});
 
 const perNode = (ps: Placement[]): Record<string, number> => ps.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.node]: (acc[p.node] ?? 0) + 1 }), {});
 const slots = (ps: Placement[], jobId: string): string[] =>
