@@ -19,7 +19,7 @@ import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@c
 import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { ClusterJobsUnavailableError, ClusterVolumeClaimer, MAX_GROUP_COUNT, externalIdOf, isEtcdAway, type ClusterClaim, type NodeInfo } from '@csiplug/cluster';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
-import { ControllerRouter, answerRoutedCall, isRoutedController } from './cluster-controllers';
+import { ControllerRouter, answerRoutedCall, healthyControllerNodes, isRoutedController } from './cluster-controllers';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
 import { ClusterMembership, clusterInstanceId } from './cluster-membership';
@@ -1031,10 +1031,7 @@ export class Agent implements AgentService, AsyncDisposable {
    * all); a call that may have been delivered is not sent twice.
    */
   private async viaController<T>(pluginId: string, volumeId: string, what: 'create' | 'delete', call: (client: ApiClient) => Promise<T>): Promise<T> {
-    const self = this.membership!.nodeName;
-    const nodes = (this.membership!.lastSeenNodes?.nodes ?? []).filter(
-      (n) => n.name !== self && n.status === 'ready' && n.address && n.plugins.some((p) => p.id === pluginId && p.type === 'csi-controller' && p.healthy),
-    );
+    const nodes = healthyControllerNodes(this.membership!, pluginId).filter((n) => n.address);
     if (nodes.length === 0) {
       throw new NotFoundError(`no healthy controller of plugin "${pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`);
     }
@@ -1116,7 +1113,7 @@ export class Agent implements AgentService, AsyncDisposable {
       }
       if (!this.registry.get('csi-controller', volume.pluginId)) {
         // Another node with a controller of the plugin does it: the release waits for its pass.
-        const elsewhere = (membership.lastSeenNodes?.nodes ?? []).some((n) => n.name !== membership.nodeName && n.status === 'ready' && n.plugins.some((p) => p.id === volume.pluginId && p.type === 'csi-controller' && p.healthy));
+        const elsewhere = healthyControllerNodes(membership, volume.pluginId).length > 0;
         if (elsewhere) return false;
         this.logger.warn('a volume published to a node down past its grace cannot be unpublished: no node has a controller of its plugin; it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
         continue;

@@ -34,6 +34,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
+import type { ClusterNodeView } from '@csiplug/cluster';
 import type { ClusterMembership } from './cluster-membership';
 import type { RoutedAnswer } from './service';
 
@@ -41,6 +42,13 @@ export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';
 
 /** Whether a registration is a controller routed to another node (never advertised, never served onwards). */
 export const isRoutedController = (allocId: string): boolean => allocId.startsWith(ROUTED_CONTROLLER_PREFIX);
+
+/** The ready nodes other than `self` whose records say they run a healthy controller of the plugin (as the membership last read them). */
+export function healthyControllerNodes(membership: Pick<ClusterMembership, 'nodeName' | 'lastSeenNodes'>, plugin: string): ClusterNodeView[] {
+  return (membership.lastSeenNodes?.nodes ?? []).filter(
+    (n) => n.name !== membership.nodeName && n.status === 'ready' && n.plugins.some((p) => p.id === plugin && p.type === 'csi-controller' && p.healthy),
+  );
+}
 
 /** The CSI services a routed call may name. */
 export type RoutedService = 'identity' | 'controller';
@@ -256,12 +264,11 @@ export class ControllerRouter {
 
   /** The ready nodes, other than this one, that say they run a healthy controller of the plugin: the one that answered last first, unreachable ones last. */
   private targets(plugin: string): Array<{ name: string; address: string }> {
-    const self = this.deps.membership.nodeName;
     const now = this.deps.clock.now();
     const last = this.lastGood.get(plugin);
     const rank = (name: string) => ((this.unreachable.get(name) ?? 0) > now ? 2 : name === last ? 0 : 1);
-    return (this.deps.membership.lastSeenNodes?.nodes ?? [])
-      .filter((n) => n.name !== self && n.status === 'ready' && n.address && n.plugins.some((p) => p.id === plugin && p.type === 'csi-controller' && p.healthy))
+    return healthyControllerNodes(this.deps.membership, plugin)
+      .filter((n) => n.address)
       .map((n) => ({ name: n.name, address: n.address! }))
       .sort((a, b) => rank(a.name) - rank(b.name) || a.name.localeCompare(b.name));
   }
