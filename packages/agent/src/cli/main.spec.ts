@@ -595,7 +595,9 @@ describe('csiplug CLI', () => {
 
     /** An event of the alloc as a whole, which the agent records in each of its tasks. */
     const allocEvent = (a: AllocView, type: string, message: string, failed?: boolean) => {
-      for (const t of Object.values(a.tasks)) t.events.push({ type, message, time: Date.now(), ...(failed ? { failed } : {}) });
+      // One time for all its tasks, as the agent records it (the clock may tick between two tasks).
+      const time = Date.now();
+      for (const t of Object.values(a.tasks)) t.events.push({ type, message, time, ...(failed ? { failed } : {}) });
     };
     let pid = 100;
     /** Each task started, with its own pid (as the agent's events say). */

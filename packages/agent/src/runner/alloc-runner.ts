@@ -269,7 +269,6 @@ export class AllocRunner {
     };
   }
 
-  /** Adds an event to every task of the alloc: saved with the task's events, and told to the event stream. */
   /** The agent's config changed (a reload): each running task it would now refuse says so. */
   recheckRefusals(): void {
     for (const t of this.tasks.values()) t.recheckRefusal();
@@ -302,6 +301,7 @@ export class AllocRunner {
     }
   }
 
+  /** Adds an event to every task of the alloc (one time for all): saved with the task's events, and told to the event stream. */
   private taskEvent(event: TaskEvent): void {
     for (const t of this.tasks.values()) t.addEvent(event);
   }

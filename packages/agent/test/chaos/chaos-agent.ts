@@ -330,9 +330,10 @@ job "${PLUGIN_JOB_ID}" {
   }
 
   /**
-   * Stops every job — workloads first, then (after `beforePlugin`, e.g.
-   * deleting volumes, which needs the controller) the plugin — each stop
-   * bounded; returns what did not stop in time.
+   * Stops every job — workloads first, then (once the unmounts they left
+   * pending are done, and after `beforePlugin`, e.g. deleting volumes,
+   * which needs the controller) the plugin — each step bounded; returns
+   * what did not stop in time.
    */
   async stopAll(timeoutMs = 30_000, beforePlugin?: () => Promise<void>): Promise<string[]> {
     const api = new ApiClient({ address: this.api.address, timeoutMs });
@@ -346,9 +347,33 @@ job "${PLUGIN_JOB_ID}" {
       }
     };
     await Promise.all(jobs.filter((j) => j.id !== PLUGIN_JOB_ID).map((j) => stop(j.id)));
+    // A workload's stop returns with an unmount left pending when its plugin was briefly away (a fault just
+    // lifted): the reconciler finishes it in the background, through the plugin. Stopping the plugin first
+    // would leave it pending until a plugin comes back — what an operator checks `volume status` for.
+    await this.pendingUnmountsDone(api, timeoutMs).catch((err: Error) => late.push(err.message));
     await beforePlugin?.();
     await Promise.all(jobs.filter((j) => j.id === PLUGIN_JOB_ID).map((j) => stop(j.id)));
     return late;
+  }
+
+  /** Resolves once no volume on this node has an unmount pending (volume status); rejects after `timeoutMs` naming the ones left. */
+  private async pendingUnmountsDone(api: ApiClient, timeoutMs: number): Promise<void> {
+    let left: string[] = [];
+    await pollUntil(
+      'the unmounts the stopped workloads left pending to finish',
+      async () => {
+        left = [];
+        for (const v of await api.listVolumes()) {
+          const mounts = (await api.getVolume(v.id)).mounts ?? [];
+          for (const m of mounts) if (m.pendingUnmount) left.push(`${v.id} of alloc ${m.allocId} (${m.attempts} attempts${m.lastError ? `, last: ${m.lastError}` : ''})`);
+        }
+        return left.length === 0 ? true : undefined;
+      },
+      timeoutMs,
+      250,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}: still pending: ${left.join('; ')}`);
+    });
   }
 
   // ---- watching the agent --------------------------------------------------------
