@@ -42,6 +42,7 @@ import type { RolloutHost } from './deploy/rollout-host';
 import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import { IAllocStore, type AllocStore } from './runner/alloc-store';
 import { ITaskStateWriter, type TaskStateWriter } from './runner/task-state-writer';
+import { drainBeforePluginStop } from './runner/plugin-drain';
 import type {
   AgentEvent,
   AgentHealth,
@@ -490,6 +491,23 @@ export class Agent implements AgentService, AsyncDisposable {
       supervisors: this.supervisors,
       csiHooks: this.csiHooks,
       variables: this.taskVariables,
+      drainPlugins: (allocId, pluginIds, say, signal) =>
+        drainBeforePluginStop(
+          {
+            clock: this.clock,
+            records: () => this.volumeMounts.list(),
+            allocEnding: (id) => {
+              const r = this.runners.get(id)?.alloc;
+              return !!r && (r.desiredStatus === 'stop' || r.clientStatus === 'complete' || r.clientStatus === 'failed');
+            },
+            otherInstances: (pluginId, self) => this.registry.registrations('csi-node', pluginId).filter((r) => r.allocId !== self).length,
+            healthy: (pluginId) => this.csi.pluginInfo('csi-node', pluginId)?.healthy === true,
+          },
+          allocId,
+          pluginIds,
+          say,
+          signal,
+        ),
       onTaskEvent: (alloc: Alloc, task: string, event: TaskEvent) =>
         this.emit({ topic: 'Task', type: event.type, message: event.message, allocId: alloc.id, jobId: alloc.jobId, task, time: event.time }),
       onStatusChange: (alloc: Alloc) =>

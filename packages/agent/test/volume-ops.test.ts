@@ -89,6 +89,28 @@ describe('volume operations against the real hostpath plugin', () => {
     expect(leftMounts).toEqual([]);
   });
 
+  it('the plugin stopped while its workload is still stopping waits for the unmount (nomad#11614): nothing stays staged or claimed; said on the plugin alloc', async () => {
+    await startWithPlugin();
+    await create('drained');
+    // A workload that takes a while to stop (SIGTERM → 2 s of shutdown): its unmount comes after that.
+    const script = `trap 'kill $! 2>/dev/null; sleep 2; exit 0' TERM; echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt"; sleep 3600 & wait`;
+    const id = (await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('work-drained', 'drained', script), 'drained.hcl')))).allocIds[0]!;
+    await running(id);
+    const workloadStopped = h.api.stopJob('work-drained');
+    await pollUntil('the workload asked to stop', async () => ((await h.api.getAlloc(id)).desiredStatus === 'stop' ? true : undefined));
+    const plugin = (await h.api.listAllocs()).find((a) => a.jobId === 'hostpath-plugin')!;
+    await h.api.stopJob('hostpath-plugin');
+    await workloadStopped;
+    // The plugin went only after the workload's unmount: nothing of the volume is left, no unmount is pending.
+    const v = await h.api.getVolume('drained');
+    expect(v.claims).toEqual([]);
+    expect(v.mounts ?? []).toEqual([]);
+    expect(mountsUnder(path.join(h.dataDir, 'csi'))).toEqual([]);
+    const said = Object.values((await h.api.getAlloc(plugin.id)).tasks).flatMap((t) => t.events.map((e) => `${e.type}: ${e.message}`));
+    expect(said.find((e) => e.startsWith('Waiting for unmounts:'))).toMatch(/the plugin stops once the unmounts that need it are done \(up to 30s\): drained \(alloc [0-9a-f]{8}\)/);
+    expect(said.filter((e) => e.startsWith('Volumes left mounted'))).toEqual([]);
+  });
+
   it('expands a mounted volume online (controller, then node) while its workload runs; usage shows it in volume status and alloc status; a smaller size is refused', async () => {
     await startWithPlugin();
     await create('grow', 'capacity_min = "1MiB"');

@@ -70,6 +70,12 @@ export interface AllocRunnerDeps {
    * left pending is done. Without it, a pending unmount is never said done.
    */
   claimHeld?(volumeId: string, allocId: string): boolean;
+  /**
+   * Before the tasks of an alloc that serves node plugins stop: waits
+   * (bounded) for the unmounts on this node that still need those plugins
+   * (runner/plugin-drain.ts). Without it a plugin stops at once.
+   */
+  drainPlugins?(allocId: string, pluginIds: readonly string[], say: (event: TaskEvent) => void, signal: AbortSignal): Promise<void>;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
   variables: Record<string, string>;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
@@ -512,12 +518,22 @@ export class AllocRunner {
     this.stopping = (async () => {
       this.controller.abort();
       await this.running?.catch(() => undefined);
+      await this.drainPlugins();
       await Promise.all([...this.tasks.values()].map((t) => t.stop()));
       await this.postrun();
       this.recompute();
       if (this.alloc.clientStatus === 'pending' || this.alloc.clientStatus === 'running') this.setStatus('complete');
     })();
     return this.stopping;
+  }
+
+  /** The node plugins this alloc serves wait for the unmounts that still need them before its tasks stop. */
+  private async drainPlugins(): Promise<void> {
+    const pluginIds = [...new Set(this.group.tasks.filter((t) => t.csiPlugin && t.csiPlugin.type !== 'controller').map((t) => t.csiPlugin!.id))];
+    if (pluginIds.length === 0 || !this.deps.drainPlugins || this.detached) return;
+    await this.deps
+      .drainPlugins(this.alloc.id, pluginIds, (e) => this.taskEvent(e), this.teardownController.signal)
+      .catch((err) => this.log.warn('waiting for the unmounts that need the plugin failed; it stops now', { error: err }));
   }
 
   /** Agent shutdown: tasks keep running; nothing is unmounted. */
