@@ -155,6 +155,8 @@ export class Agent implements AgentService, AsyncDisposable {
   private readonly startedAt: number;
   /** The timer of the claim sweep (sweepClaims), from boot until dispose. */
   private claimSweep: { dispose(): void } | undefined;
+  /** Aborted when the agent starts going away with its tasks left running (a node plugin's stop ends its wait for unmounts). */
+  private readonly leaving = new AbortController();
   /** A sweep under way: the next round waits for it rather than running beside it. */
   private sweeping: Promise<unknown> | undefined;
   /** Whether isolated tasks may have the host's network: the API asks for a token (changes with a config reload). */
@@ -491,23 +493,31 @@ export class Agent implements AgentService, AsyncDisposable {
       supervisors: this.supervisors,
       csiHooks: this.csiHooks,
       variables: this.taskVariables,
-      drainPlugins: (allocId, pluginIds, say, signal) =>
+      drainPlugins: (allocId, plugins, say, signal) =>
         drainBeforePluginStop(
           {
             clock: this.clock,
             records: () => this.volumeMounts.list(),
-            allocEnding: (id) => {
-              const r = this.runners.get(id)?.alloc;
-              return !!r && (r.desiredStatus === 'stop' || r.clientStatus === 'complete' || r.clientStatus === 'failed');
+            allocEnding: (id) => this.runners.get(id)?.tearingDown === true,
+            // Another instance serves the unmounts only if it is not going too (a plugin job of two allocs stopped at once).
+            otherInstances: (pluginId, self) => this.registry.registrations('csi-node', pluginId).filter((r) => r.allocId !== self && this.runners.get(r.allocId)?.tearingDown !== true).length,
+            healthy: (pluginId) => {
+              const info = this.csi.pluginInfo('csi-node', pluginId);
+              if (!info) return false;
+              // Not judged yet (a restarted agent finishing a teardown, before the first fingerprint round ended).
+              if (!info.healthy && !info.fingerprinted && info.lastError === undefined) return undefined;
+              return info.healthy;
             },
-            otherInstances: (pluginId, self) => this.registry.registrations('csi-node', pluginId).filter((r) => r.allocId !== self).length,
-            healthy: (pluginId) => this.csi.pluginInfo('csi-node', pluginId)?.healthy === true,
+            retryNow: (pluginId) => this.volumeMounts.retryUnmountsNow(pluginId),
+            // The agent going away with its tasks left running ends the wait (a cluster pass stopping a plugin must not hold the shutdown).
+            leaving: () => this.leaving.signal.aborted,
           },
           allocId,
-          pluginIds,
+          plugins,
           say,
           signal,
         ),
+      leaving: () => this.leaving.signal.aborted,
       onTaskEvent: (alloc: Alloc, task: string, event: TaskEvent) =>
         this.emit({ topic: 'Task', type: event.type, message: event.message, allocId: alloc.id, jobId: alloc.jobId, task, time: event.time }),
       onStatusChange: (alloc: Alloc) =>
@@ -1454,6 +1464,7 @@ export class Agent implements AgentService, AsyncDisposable {
   dispose(options: { stopTasks?: boolean } = {}): Promise<void> {
     this.closed ??= (async () => {
       const stopTasks = options.stopTasks ?? this.config.stopTasksOnExit;
+      if (!stopTasks) this.leaving.abort(new ShutdownError('the agent is shutting down; its tasks keep running'));
       let failure: unknown;
       // No pass may run a job here or stop one while the agent shuts down.
       await this.clusterJobs?.dispose().catch(() => undefined);

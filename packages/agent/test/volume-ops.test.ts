@@ -92,8 +92,8 @@ describe('volume operations against the real hostpath plugin', () => {
   it('the plugin stopped while its workload is still stopping waits for the unmount (nomad#11614): nothing stays staged or claimed; said on the plugin alloc', async () => {
     await startWithPlugin();
     await create('drained');
-    // A workload that takes a while to stop (SIGTERM → 2 s of shutdown): its unmount comes after that.
-    const script = `trap 'kill $! 2>/dev/null; sleep 2; exit 0' TERM; echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt"; sleep 3600 & wait`;
+    // A workload that takes a while to stop (SIGTERM → 4 s of shutdown, under the 5 s kill_timeout): its unmount comes after that.
+    const script = `trap 'kill $! 2>/dev/null; sleep 4; exit 0' TERM; echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt"; sleep 3600 & wait`;
     const id = (await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('work-drained', 'drained', script), 'drained.hcl')))).allocIds[0]!;
     await running(id);
     const workloadStopped = h.api.stopJob('work-drained');

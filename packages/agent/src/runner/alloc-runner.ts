@@ -38,6 +38,7 @@ import { taskVariables } from '../spec/interpolate';
 import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
 import type { TaskStateWriter } from './task-state-writer';
+import type { DrainedPlugin } from './plugin-drain';
 import type { VolumeReconcilerService } from '@csiplug/volumes';
 
 export interface AllocRunnerDeps {
@@ -75,7 +76,9 @@ export interface AllocRunnerDeps {
    * (bounded) for the unmounts on this node that still need those plugins
    * (runner/plugin-drain.ts). Without it a plugin stops at once.
    */
-  drainPlugins?(allocId: string, pluginIds: readonly string[], say: (event: TaskEvent) => void, signal: AbortSignal): Promise<void>;
+  drainPlugins?(allocId: string, plugins: readonly DrainedPlugin[], say: (event: TaskEvent) => void, signal: AbortSignal): Promise<void>;
+  /** The agent is going away and leaves its tasks running: a stop whose plugin wait it cut short stops nothing (the next agent finishes it). */
+  leaving?(): boolean;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
   variables: Record<string, string>;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
@@ -518,7 +521,9 @@ export class AllocRunner {
     this.stopping = (async () => {
       this.controller.abort();
       await this.running?.catch(() => undefined);
-      await this.drainPlugins();
+      // The agent went away during a plugin's wait, its tasks left running: the saved stop is finished by the next agent,
+      // whose plugin wait sees the workloads' teardowns (a plugin killed now would leave their volumes staged).
+      if ((await this.drainPlugins()) && (this.detached || this.deps.leaving?.())) return;
       await Promise.all([...this.tasks.values()].map((t) => t.stop()));
       await this.postrun();
       this.recompute();
@@ -527,13 +532,22 @@ export class AllocRunner {
     return this.stopping;
   }
 
-  /** The node plugins this alloc serves wait for the unmounts that still need them before its tasks stop. */
-  private async drainPlugins(): Promise<void> {
-    const pluginIds = [...new Set(this.group.tasks.filter((t) => t.csiPlugin && t.csiPlugin.type !== 'controller').map((t) => t.csiPlugin!.id))];
-    if (pluginIds.length === 0 || !this.deps.drainPlugins || this.detached) return;
+  /** The node plugins this alloc serves wait for the unmounts that still need them before its tasks stop; says whether it serves any. */
+  private async drainPlugins(): Promise<boolean> {
+    const blocks = this.group.tasks.flatMap((t) => (t.csiPlugin ? [t.csiPlugin] : []));
+    // A plugin whose controller this alloc serves too (a monolith, or a controller task beside the node task): a claim's release may need it.
+    const plugins: DrainedPlugin[] = [...new Set(blocks.filter((b) => b.type !== 'controller').map((b) => b.id))].map((id) => ({ id, monolith: blocks.some((b) => b.id === id && b.type !== 'node') }));
+    if (plugins.length === 0 || !this.deps.drainPlugins) return false;
+    if (this.detached) return true;
     await this.deps
-      .drainPlugins(this.alloc.id, pluginIds, (e) => this.taskEvent(e), this.teardownController.signal)
+      .drainPlugins(this.alloc.id, plugins, (e) => this.taskEvent(e), this.teardownController.signal)
       .catch((err) => this.log.warn('waiting for the unmounts that need the plugin failed; it stops now', { error: err }));
+    return true;
+  }
+
+  /** Its teardown (a stop, or the postrun after its tasks ended) is under way: it unmounts its volumes. */
+  get tearingDown(): boolean {
+    return (this.stopping !== undefined || this.postrunning !== undefined) && !this.postrunFinished && !this.detached;
   }
 
   /** Agent shutdown: tasks keep running; nothing is unmounted. */

@@ -14,8 +14,10 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
   let records: VolumeMountRecord[];
   let ending: Set<string>;
   let others: number;
-  let healthy: boolean;
+  let healthy: boolean | undefined;
   let events: TaskEvent[];
+  let retried: string[];
+  let leaving: boolean;
 
   beforeEach(() => {
     clock = new FakeClock();
@@ -24,6 +26,8 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
     others = 0;
     healthy = true;
     events = [];
+    retried = [];
+    leaving = false;
   });
 
   const deps = (): PluginDrainDeps => ({
@@ -32,10 +36,12 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
     allocEnding: (id) => ending.has(id),
     otherInstances: () => others,
     healthy: () => healthy,
+    retryNow: (p) => retried.push(p),
+    leaving: () => leaving,
     limitMs: 10_000,
     pollMs: 100,
   });
-  const drain = (signal = new AbortController().signal) => drainBeforePluginStop(deps(), PLUGIN_ALLOC, ['hostpath'], (e) => events.push(e), signal);
+  const drain = (signal = new AbortController().signal, monolith = false) => drainBeforePluginStop(deps(), PLUGIN_ALLOC, [{ id: 'hostpath', monolith }], (e) => events.push(e), signal);
   /** Resolves to true once `p` settled, after `ms` of the fake clock. */
   const settledAfter = async (p: Promise<void>, ms: number) => {
     let done = false;
@@ -56,6 +62,42 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
     records = [];
     expect(await settledAfter(p, 200)).toBe(true);
     expect(events).toHaveLength(1);
+    // Each pending unmount is retried at once when first seen, not at its backoff.
+    expect(retried).toEqual(['hostpath', 'hostpath']);
+  });
+
+  it('waits for a plugin not judged yet (a restarted agent finishing a teardown), and stops waiting for an unmount that failed twice meanwhile', async () => {
+    healthy = undefined;
+    records = [record('a1', 'vol-a', 'unmounted')];
+    const p = drain();
+    expect(await settledAfter(p, 500)).toBe(false);
+    healthy = true;
+    records = [{ ...record('a1', 'vol-a', 'unmounted'), attempts: 1 }];
+    expect(await settledAfter(p, 500)).toBe(false);
+    records = [{ ...record('a1', 'vol-a', 'unmounted'), attempts: 2, lastError: 'rpc error: code = Internal desc = boom' }];
+    expect(await settledAfter(p, 200)).toBe(true);
+    expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_DRAINING, EVENT_PLUGIN_LEAVES_MOUNTS]);
+    expect(events[1]!.message).toMatch(/failed again while it waited \(rpc error: code = Internal desc = boom\): vol-a/);
+  });
+
+  it('waits for a claim left to release only when it serves the controller too (a monolith)', async () => {
+    const claimOnly = { ...record('a1', 'vol-a', 'unmounted'), staged: false, published: false };
+    records = [claimOnly];
+    await drain();
+    expect(events).toEqual([]);
+    const p = drain(undefined, true);
+    expect(await settledAfter(p, 500)).toBe(false);
+    records = [];
+    expect(await settledAfter(p, 200)).toBe(true);
+  });
+
+  it('looks again at the other instances: one registered while it waits serves the unmounts, and the stop goes on', async () => {
+    records = [record('a1', 'vol-a', 'unmounted')];
+    const p = drain();
+    expect(await settledAfter(p, 500)).toBe(false);
+    others = 1;
+    expect(await settledAfter(p, 200)).toBe(true);
+    expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_DRAINING]);
   });
 
   it('does not wait when another instance of the plugin serves (an upgrade), or when nothing needs it', async () => {
@@ -85,20 +127,29 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
     expect(events[1]!.message).toMatch(/not done within 10s/);
   });
 
-  it('does not wait for the live mounts of running allocs, but says they stay', async () => {
+  it('does not wait for the live mounts of allocs that are not ending, but says they stay', async () => {
     records = [record('a1', 'vol-a', 'mounted'), record(PLUGIN_ALLOC, 'vol-self', 'mounted')];
     await drain();
     expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_LEAVES_MOUNTS]);
-    expect(events[0]!.message).toMatch(/^1 volume\(s\) stay published through it for running allocs: vol-a \(alloc a1\)/);
+    expect(events[0]!.message).toMatch(/^1 volume\(s\) stay mounted through it for allocs that are not stopping: vol-a \(alloc a1\)/);
   });
 
-  it('ends at once when the agent goes away (its signal), saying nothing more', async () => {
+  it('ends at once when its runner is detached (its signal), saying nothing more', async () => {
     records = [record('a1', 'vol-a', 'unmounted')];
     const ac = new AbortController();
     const p = drain(ac.signal);
     await clock.advance(100);
     ac.abort(new Error('the agent is shutting down'));
     await p;
+    expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_DRAINING]);
+  });
+
+  it('ends at its next look when the agent goes away leaving its tasks running, saying nothing more', async () => {
+    records = [record('a1', 'vol-a', 'unmounted')];
+    const p = drain();
+    expect(await settledAfter(p, 100)).toBe(false);
+    leaving = true;
+    expect(await settledAfter(p, 100)).toBe(true);
     expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_DRAINING]);
   });
 });

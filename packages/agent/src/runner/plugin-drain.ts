@@ -7,12 +7,17 @@
 //
 // Before the tasks of an alloc that serves a node plugin are stopped, the
 // stop waits while some volume of that plugin on this node is being
-// unmounted (its record wants it unmounted, or its alloc is ending), as long
-// as the plugin is healthy (else waiting cannot help) and for at most a
-// bound. Not when another instance of the plugin is registered on the node
-// (an upgrade's new alloc serves the unmounts). A live mount of a running
-// alloc is not waited for — it is not going anywhere — but said: its unmount
-// waits for the plugin to run here again.
+// unmounted — its record wants it unmounted, or its alloc's teardown is
+// under way — and still needs the plugin (something staged or published;
+// for a monolith, a claim too: its release may unpublish through the same
+// alloc's controller). The pending ones are retried at once rather than at
+// their backoff. It waits as long as the plugin is healthy or not judged
+// yet (a restarted agent finishing a teardown), for at most a bound, and
+// gives up on an unmount that failed twice meanwhile. Not when another
+// instance of the plugin, not stopping itself, is registered on the node
+// (an upgrade's new alloc serves the unmounts). A live mount of an alloc
+// that is not ending is not waited for — it is not going anywhere — but
+// said: its unmount waits for the plugin to run here again.
 import { type Clock, errorMessage } from '@csiplug/core';
 import type { TaskEvent } from '@csiplug/hooks';
 import type { VolumeMountRecord } from '@csiplug/volumes';
@@ -21,22 +26,34 @@ import type { VolumeMountRecord } from '@csiplug/volumes';
 export const PLUGIN_DRAIN_LIMIT_MS = 30_000;
 /** How often the wait looks again (ms). */
 export const PLUGIN_DRAIN_POLL_MS = 250;
+/** An unmount that failed this many times during the wait, the plugin healthy, is not waited for any more. */
+const GIVE_UP_AFTER_FAILURES = 2;
 
 /** The plugin alloc waits for the unmounts that need its plugin. */
 export const EVENT_PLUGIN_DRAINING = 'Waiting for unmounts';
-/** It stops with unmounts still needing it (plugin unhealthy, the bound passed), or with live mounts through it. */
+/** It stops with unmounts still needing it (plugin unhealthy, failing, the bound passed), or with live mounts through it. */
 export const EVENT_PLUGIN_LEAVES_MOUNTS = 'Volumes left mounted';
+
+/** A node plugin an alloc serves; a monolith serves its controller too. */
+export interface DrainedPlugin {
+  id: string;
+  monolith: boolean;
+}
 
 export interface PluginDrainDeps {
   clock: Clock;
   /** Every volume record on this node (the volume reconciler's). */
   records(): readonly VolumeMountRecord[];
-  /** Whether the alloc is ending (stopped, or its tasks are done): its postrun unmounts its volumes. */
+  /** Whether the alloc's teardown (stop or postrun) is under way: it unmounts its volumes. */
   allocEnding(allocId: string): boolean;
-  /** Registered node instances of the plugin other than `allocId`'s. */
+  /** Registered node instances of the plugin other than `allocId`'s whose allocs are not ending. */
   otherInstances(pluginId: string, allocId: string): number;
-  /** Whether the node plugin is healthy now. */
-  healthy(pluginId: string): boolean;
+  /** Whether the node plugin is healthy now; undefined when it is not judged yet (no fingerprint round has ended). */
+  healthy(pluginId: string): boolean | undefined;
+  /** Retries the plugin's pending unmounts now rather than at their backoff. */
+  retryNow?(pluginId: string): void;
+  /** The agent is going away, leaving its tasks running: the wait ends at its next look, saying nothing more. */
+  leaving?(): boolean;
   limitMs?: number;
   pollMs?: number;
 }
@@ -46,27 +63,54 @@ function describe(records: readonly VolumeMountRecord[]): string {
   return `${shown.join(', ')}${records.length > shown.length ? ` and ${records.length - shown.length} more` : ''}`;
 }
 
+const keyOf = (r: VolumeMountRecord) => `${r.allocId}\0${r.name}`;
+
 /**
- * Waits, before alloc `allocId`'s tasks that serve node plugins `pluginIds`
+ * Waits, before alloc `allocId`'s tasks that serve node plugins `plugins`
  * are stopped, for the unmounts that need them; says on the alloc what it
- * waits for and what it leaves. Never throws: a stop always goes on.
+ * waits for and what it leaves. Never throws: a stop always goes on. An
+ * aborted `signal` (the runner detached) or `leaving` (the agent going
+ * away) ends the wait, saying nothing more.
  */
-export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: string, pluginIds: readonly string[], say: (event: TaskEvent) => void, signal: AbortSignal): Promise<void> {
-  const sole = pluginIds.filter((p) => deps.otherInstances(p, allocId) === 0);
-  if (sole.length === 0) return;
-  const mine = () => deps.records().filter((r) => r.allocId !== allocId && sole.includes(r.pluginId));
+export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: string, plugins: readonly DrainedPlugin[], say: (event: TaskEvent) => void, signal: AbortSignal): Promise<void> {
+  const monolith = new Set(plugins.filter((p) => p.monolith).map((p) => p.id));
+  /** The plugins only this alloc serves now. */
+  const sole = () => new Set(plugins.filter((p) => deps.otherInstances(p.id, allocId) === 0).map((p) => p.id));
+  const needsPlugin = (r: VolumeMountRecord) => r.staged || r.published || (r.claimed && monolith.has(r.pluginId));
   const unmounting = (r: VolumeMountRecord) => r.desired === 'unmounted' || deps.allocEnding(r.allocId);
   const limitMs = deps.limitMs ?? PLUGIN_DRAIN_LIMIT_MS;
   const started = deps.clock.now();
   const event = (type: string, message: string) => say({ type, message, time: deps.clock.now() });
+  /** Per record wanted unmounted: its failed attempts when the wait first saw it so. */
+  const seen = new Map<string, number>();
+  const failing: VolumeMountRecord[] = [];
   let waited = false;
+  let ids = sole();
   try {
     for (;;) {
-      const left = mine().filter(unmounting);
+      if (deps.leaving?.()) return;
+      ids = sole();
+      const left: VolumeMountRecord[] = [];
+      const prompt = new Set<string>();
+      for (const r of deps.records()) {
+        if (r.allocId === allocId || !ids.has(r.pluginId) || !unmounting(r) || !needsPlugin(r)) continue;
+        if (r.desired === 'unmounted') {
+          const first = seen.get(keyOf(r));
+          if (first === undefined) {
+            seen.set(keyOf(r), r.attempts);
+            prompt.add(r.pluginId);
+          } else if (r.attempts - first >= GIVE_UP_AFTER_FAILURES) {
+            if (!failing.some((f) => keyOf(f) === keyOf(r))) failing.push(r);
+            continue;
+          }
+        }
+        left.push(r);
+      }
+      for (const p of prompt) deps.retryNow?.(p);
       if (left.length === 0) break;
-      const helpful = left.filter((r) => deps.healthy(r.pluginId));
+      const worth = left.filter((r) => deps.healthy(r.pluginId) !== false);
       const why =
-        helpful.length === 0
+        worth.length === 0
           ? `node plugin ${[...new Set(left.map((r) => r.pluginId))].join(', ')} is not healthy`
           : deps.clock.now() - started >= limitMs
             ? `they were not done within ${Math.round(limitMs / 1000)}s`
@@ -86,8 +130,13 @@ export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: stri
     if (!signal.aborted) event(EVENT_PLUGIN_LEAVES_MOUNTS, `stopping without waiting for the unmounts that need it: ${errorMessage(err)}`);
     return;
   }
-  const live = mine().filter((r) => !unmounting(r));
+  const stillFailing = failing.filter((f) => deps.records().some((r) => keyOf(r) === keyOf(f) && needsPlugin(r)));
+  if (stillFailing.length) {
+    const last = stillFailing[0]!.lastError;
+    event(EVENT_PLUGIN_LEAVES_MOUNTS, `stopping with ${stillFailing.length} unmount(s) that failed again while it waited${last ? ` (${last})` : ''}: ${describe(stillFailing)}; they are retried once a node plugin of the same id runs on this node again`);
+  }
+  const live = deps.records().filter((r) => r.allocId !== allocId && ids.has(r.pluginId) && !unmounting(r) && needsPlugin(r));
   if (live.length) {
-    event(EVENT_PLUGIN_LEAVES_MOUNTS, `${live.length} volume(s) stay published through it for running allocs: ${describe(live)}; their unmount waits until a node plugin of the same id runs on this node again`);
+    event(EVENT_PLUGIN_LEAVES_MOUNTS, `${live.length} volume(s) stay mounted through it for allocs that are not stopping: ${describe(live)}; their unmount waits until a node plugin of the same id runs on this node again`);
   }
 }

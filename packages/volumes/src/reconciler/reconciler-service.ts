@@ -195,6 +195,8 @@ export interface VolumeReconcilerService extends Disposable {
   list(allocId?: string): VolumeMountRecord[];
   /** Unmounts not done yet. */
   pendingUnmounts(): VolumeMountRecord[];
+  /** Retries the pending unmounts through node plugin `pluginId` now rather than at their backoff (a plugin about to stop). */
+  retryUnmountsNow(pluginId: string): void;
   /** The live mounts (desired mounted and published, or mid-remount) with their last check result, for `volume status`. */
   mountChecks(allocId?: string): MountCheckView[];
   /**

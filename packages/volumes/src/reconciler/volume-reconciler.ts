@@ -953,6 +953,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
 
   // ---- helpers ------------------------------------------------------------------
 
+  retryUnmountsNow(pluginId: string): void {
+    for (const volumeId of this.volumesToUnmount(pluginId)) this.scheduleRetry(volumeId, 0);
+  }
+
   /** The volumes with records of (plugin) left to unmount. */
   private volumesToUnmount(pluginId?: string): string[] {
     const ids = new Set<string>();
