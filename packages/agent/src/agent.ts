@@ -796,6 +796,9 @@ export class Agent implements AgentService, AsyncDisposable {
   private async stopAllocs(id: string, options: { purge?: boolean }): Promise<JobView> {
     const runners = this.jobAllocs(id);
     await Promise.all(runners.map((r) => r.stop()));
+    // The agent went away while a plugin of the job waited for unmounts: its tasks run on and the saved stop is the
+    // next agent's to finish — nothing is purged (its record is how the next agent knows the tasks).
+    if (runners.some((r) => r.stopCutShort)) throw new AgentShuttingDownError();
     const view = this.jobView(id)!;
     if (options.purge) {
       for (const r of runners) {

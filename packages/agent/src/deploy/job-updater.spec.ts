@@ -443,6 +443,17 @@ describe('JobUpdater', () => {
       expect(next.view('work')!.deployment!.status).toBe('successful');
     });
 
+    it('a stop-before-start whose stop the agent going away cut short places nothing: the rollout detaches, its deployment left running for the next agent', async () => {
+      const [old] = await running(agent, updater, makeJob('work', { app: { volume: { source: 'v1' }, update: FAST } }));
+      old!.stopCutShort = true;
+      const result = await updater.run(makeJob('work', { app: { volume: { source: 'v1' }, update: FAST, env: { A: '1' } } }), open);
+      await settle(agent, 1_000);
+      expect(agent.timeline).toEqual(['stop work.app[0] v0']);
+      expect(agent.placed('work').filter((r) => r.alloc.jobVersion === 1)).toEqual([]);
+      expect(updater.view('work')!.deployment).toMatchObject({ id: result.deploymentId, status: 'running' });
+      expect(agent.eventTypes()).not.toContain('Deployment failed');
+    });
+
     it('a run made after the restart and before the resume (a cluster node\'s first pass) keeps its own rollout: nothing is resumed over it', async () => {
       await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
       await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '1' } } }), open);

@@ -19,6 +19,8 @@ export interface RolloutAlloc {
   taskStates(): Record<string, TaskState>;
   /** Whether anything of it may still be alive: a task not known dead, a mount still wanted. */
   readonly needsTeardown: boolean;
+  /** Its stop ended before stopping anything, the agent going away (AllocRunner.stopCutShort). */
+  readonly stopCutShort?: boolean;
 }
 
 export interface RolloutHost<R extends RolloutAlloc = RolloutAlloc> {

@@ -184,7 +184,10 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
     if (reason instanceof ShutdownError || reason instanceof RolloutDiscarded || !(await this.saved)) return { kind: 'detached' };
     if (!this.failure && !this.signal.aborted && this.heldOld.length) {
       // The new allocs serving the plugin are healthy: the old group's go now.
-      await this.stopAll(this.heldOld).catch((err: unknown) => this.host.logger.error('stopping the old allocs of a removed plugin group failed', { job_id: this.deployment.jobId, error: err }));
+      // Cut short by the agent going away (ShutdownError), the stop is the next agent's to finish: not a failure.
+      await this.stopAll(this.heldOld).catch((err: unknown) => {
+        if (!(err instanceof ShutdownError)) this.host.logger.error('stopping the old allocs of a removed plugin group failed', { job_id: this.deployment.jobId, error: err });
+      });
     }
     if (this.failure || reason instanceof RolloutCancelled) await this.giveWay();
     if (this.failure) return { kind: 'failed', ...this.failure };
@@ -289,6 +292,11 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
   private async stopAll(allocs: readonly RolloutAlloc[]): Promise<void> {
     await this.afterSave();
     await Promise.all(allocs.map((r) => r.stop()));
+    // The agent is going away and left a stop undone (a plugin waiting for unmounts): nothing may follow it; the next agent resumes.
+    if (allocs.some((r) => r.stopCutShort)) {
+      this.detach();
+      this.checkGoing();
+    }
   }
 
   /**

@@ -9,7 +9,7 @@ import * as os from 'os';
 import * as path from 'path';
 import type { Alloc, JobSpec } from '../model';
 import { statusForError } from '../api/api-error';
-import { AllocRunner, AllocStopNotSavedError, AllocsNotSavedError } from './alloc-runner';
+import { AllocRunner, AllocStopNotSavedError, AllocsNotSavedError, type AllocRunnerDeps } from './alloc-runner';
 import { StateAllocStore, type AllocRecord } from './alloc-store';
 import { TaskStateWriter } from './task-state-writer';
 import { defaultExecConfig } from '../spec/agent-config';
@@ -82,7 +82,7 @@ describe('AllocRunner', () => {
 
   const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
   // A runner reads its alloc's saved task states: what an earlier one asked for is written first, as an agent's stop does.
-  const runner = (a = alloc()) =>
+  const runner = (a = alloc(), extra: Partial<AllocRunnerDeps> = {}) =>
     writer.flush() ??
     new AllocRunner(a, {
       dataDir,
@@ -101,6 +101,7 @@ describe('AllocRunner', () => {
       variables: {},
       onTaskEvent: () => undefined,
       onStatusChange: () => undefined,
+      ...extra,
     });
 
   beforeEach(() => {
@@ -211,6 +212,72 @@ describe('AllocRunner', () => {
     expect(hook.calls).toEqual(['prerun', 'postrun start', 'postrun done']);
     expect(r.alloc.clientStatus).toBe('complete');
     expect(r.taskStates().server!.events.some((e) => e.type === 'Setup Failure')).toBe(false);
+  });
+
+  describe('a node plugin alloc waits for the unmounts that need it before its tasks stop', () => {
+    const pluginJob: JobSpec = {
+      ...job,
+      id: 'plug',
+      groups: [
+        {
+          ...job.groups[0]!,
+          volumes: [],
+          tasks: [
+            { ...job.groups[0]!.tasks[0]!, name: 'node', csiPlugin: { id: 'hostpath', type: 'node', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 } },
+            { ...job.groups[0]!.tasks[0]!, name: 'ctl', csiPlugin: { id: 'hostpath', type: 'controller', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 } },
+          ],
+        },
+      ],
+    };
+    const pluginAlloc = (): Alloc => ({ ...alloc(), id: 'p1', jobId: 'plug', name: 'plug.app[0]', job: pluginJob });
+    const supervisors = { create: () => ({ name: 'csi_plugin_supervisor' }) } as unknown as CSIPluginSupervisorFactory;
+
+    it('asks for the wait with the plugin (a controller beside the node task counts as its controller), then stops the tasks', async () => {
+      const asked: string[] = [];
+      const r = runner(pluginAlloc(), {
+        supervisors,
+        drainPlugins: async (allocId, plugins, say) => {
+          asked.push(`${allocId} ${JSON.stringify(plugins)} tasks stopped: ${driver.stops.length}`);
+          say({ type: 'Waiting for unmounts', message: 'vol-a', time: clock.now() });
+        },
+      });
+      await r.run('start');
+      await clock.advance(0);
+      expect(driver.started).toHaveLength(2);
+      await r.stop();
+      expect(asked).toEqual(['p1 [{"id":"hostpath","monolith":true}] tasks stopped: 0']);
+      expect(driver.stops).toHaveLength(2);
+      expect(r.stopCutShort).toBe(false);
+      expect(r.taskStates().node!.events.map((e) => e.type)).toContain('Waiting for unmounts');
+    });
+
+    it('the agent going away during the wait (tasks left running): the stop stops nothing, says it was cut short, and leaves the saved stop', async () => {
+      let leaving = false;
+      const r = runner(pluginAlloc(), {
+        supervisors,
+        drainPlugins: async () => {
+          leaving = true;
+        },
+        leaving: () => leaving,
+      });
+      await r.run('start');
+      await clock.advance(0);
+      await r.stop();
+      expect(r.stopCutShort).toBe(true);
+      expect(driver.stops).toEqual([]);
+      expect(r.alloc.clientStatus).toBe('running');
+      expect(store.getAllocation('p1')?.alloc.desiredStatus).toBe('stop');
+    });
+
+    it('a workload alloc asks for no wait', async () => {
+      let asked = 0;
+      const r = runner(alloc(), { drainPlugins: async () => void asked++ });
+      await r.run('start');
+      await clock.advance(0);
+      await r.stop();
+      expect(asked).toBe(0);
+      expect(r.stopCutShort).toBe(false);
+    });
   });
 
   it('stop waits for a teardown already under way after the tasks ended on their own', async () => {

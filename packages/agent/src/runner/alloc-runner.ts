@@ -143,6 +143,7 @@ export class AllocRunner {
   private postrunning: Promise<void> | undefined;
   /** This run's postrun has ended (its events are written). */
   private postrunFinished = false;
+  private cutShort = false;
   private setupFailed = false;
   private detached = false;
   /** Whether the state holds this alloc's desired stop (a stop then needs no strict save first). */
@@ -523,7 +524,10 @@ export class AllocRunner {
       await this.running?.catch(() => undefined);
       // The agent went away during a plugin's wait, its tasks left running: the saved stop is finished by the next agent,
       // whose plugin wait sees the workloads' teardowns (a plugin killed now would leave their volumes staged).
-      if ((await this.drainPlugins()) && (this.detached || this.deps.leaving?.())) return;
+      if ((await this.drainPlugins()) && (this.detached || this.deps.leaving?.())) {
+        this.cutShort = true;
+        return;
+      }
       await Promise.all([...this.tasks.values()].map((t) => t.stop()));
       await this.postrun();
       this.recompute();
@@ -543,6 +547,16 @@ export class AllocRunner {
       .drainPlugins(this.alloc.id, plugins, (e) => this.taskEvent(e), this.teardownController.signal)
       .catch((err) => this.log.warn('waiting for the unmounts that need the plugin failed; it stops now', { error: err }));
     return true;
+  }
+
+  /**
+   * Its stop ended before stopping anything: the agent went away while its
+   * plugin waited for unmounts (its tasks left running, the saved stop left
+   * to the next agent). Whoever awaited the stop must not act as if it were
+   * done (a purge, a rollout's next step).
+   */
+  get stopCutShort(): boolean {
+    return this.cutShort;
   }
 
   /** Its teardown (a stop, or the postrun after its tasks ended) is under way: it unmounts its volumes. */

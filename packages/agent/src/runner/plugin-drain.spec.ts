@@ -116,6 +116,18 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
     await drain();
     expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_LEAVES_MOUNTS]);
     expect(events[0]!.message).toMatch(/not healthy.*vol-a \(alloc a1\).*runs on this node again/);
+    // Not retried through a plugin that cannot serve it (that would only count a failure and lengthen its backoff).
+    expect(retried).toEqual([]);
+  });
+
+  it('gives up after one failure on an unmount that was already failing when first seen (its next retry is far off)', async () => {
+    records = [{ ...record('a1', 'vol-a', 'unmounted'), attempts: 6 }];
+    const p = drain();
+    expect(await settledAfter(p, 500)).toBe(false);
+    expect(retried).toEqual(['hostpath']);
+    records = [{ ...record('a1', 'vol-a', 'unmounted'), attempts: 7, lastError: 'busy' }];
+    expect(await settledAfter(p, 200)).toBe(true);
+    expect(events.map((e) => e.type)).toEqual([EVENT_PLUGIN_DRAINING, EVENT_PLUGIN_LEAVES_MOUNTS]);
   });
 
   it('stops waiting at its bound and says what was not done', async () => {

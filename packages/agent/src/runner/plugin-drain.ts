@@ -26,8 +26,13 @@ import type { VolumeMountRecord } from '@csiplug/volumes';
 export const PLUGIN_DRAIN_LIMIT_MS = 30_000;
 /** How often the wait looks again (ms). */
 export const PLUGIN_DRAIN_POLL_MS = 250;
-/** An unmount that failed this many times during the wait, the plugin healthy, is not waited for any more. */
-const GIVE_UP_AFTER_FAILURES = 2;
+/**
+ * An unmount that failed this many times during the wait, the plugin
+ * healthy, is not waited for any more: twice for one first seen fresh (its
+ * first retry comes within seconds), once for one already failing when first
+ * seen (its retry after that is far off on its backoff).
+ */
+const giveUpAfter = (attemptsWhenSeen: number) => (attemptsWhenSeen > 0 ? 1 : 2);
 
 /** The plugin alloc waits for the unmounts that need its plugin. */
 export const EVENT_PLUGIN_DRAINING = 'Waiting for unmounts';
@@ -98,8 +103,9 @@ export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: stri
           const first = seen.get(keyOf(r));
           if (first === undefined) {
             seen.set(keyOf(r), r.attempts);
-            prompt.add(r.pluginId);
-          } else if (r.attempts - first >= GIVE_UP_AFTER_FAILURES) {
+            // Retried now, through a plugin that can serve it (one that is not would only count a failure).
+            if (deps.healthy(r.pluginId) !== false) prompt.add(r.pluginId);
+          } else if (r.attempts - first >= giveUpAfter(first)) {
             if (!failing.some((f) => keyOf(f) === keyOf(r))) failing.push(r);
             continue;
           }

@@ -69,6 +69,8 @@ export class FakeAlloc implements RolloutAlloc {
   readonly mountedVolumes: Record<string, MountedVolume> = {};
   tasks: Record<string, TaskState>;
   stopGate: Promise<void> | undefined;
+  /** Its stop ends before stopping anything, as an agent going away while a plugin waits for unmounts leaves it. */
+  stopCutShort = false;
   private stopping: Promise<void> | undefined;
 
   constructor(
@@ -92,6 +94,7 @@ export class FakeAlloc implements RolloutAlloc {
       this.alloc.desiredStatus = 'stop';
       this.agent.timeline.push(`stop ${this.alloc.name} v${this.alloc.jobVersion ?? 0}`);
       await this.stopGate;
+      if (this.stopCutShort) return;
       for (const t of Object.values(this.tasks)) t.state = 'dead';
       if (this.alloc.clientStatus !== 'failed') this.alloc.clientStatus = 'complete';
       this.agent.timeline.push(`stopped ${this.alloc.name} v${this.alloc.jobVersion ?? 0}`);
