@@ -822,6 +822,8 @@ export class Agent implements AgentService, AsyncDisposable {
         this.removeAllocDir(r);
       }
     }
+    // A purged job's restart counts go with it: its series would otherwise be scraped for as long as the agent runs.
+    if (options.purge) await this.metrics.forgetSeries(TASK_RESTARTS_TOTAL, { job: id });
     this.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped${options.purge ? ' and purged' : ''}`, jobId: id });
     return view;
   }

@@ -1,5 +1,5 @@
 import { defineMetric } from '@csiplug/core';
-import { PromMetrics, addStateGauges, countEvents } from './metrics';
+import { PromMetrics, TASK_RESTARTS_TOTAL, addStateGauges, countEvents } from './metrics';
 import type { PluginView, VolumeView, AllocView } from './service';
 
 const CALLS = defineMetric({ name: 'csiplug_test_call_seconds', help: 'calls', kind: 'histogram', labels: ['rpc'], buckets: [0.1, 1] });
@@ -110,5 +110,25 @@ describe('PromMetrics', () => {
     const text = await m.prometheus();
     expect(line(text, 'csiplug_task_restarts_total{job="j",task="t"}')).toBe(1);
     expect(line(text, 'csiplug_events_total{topic="Task",type="Started"}')).toBe(1);
+  });
+
+  it('forgets the series of a purged job, and only those', async () => {
+    const m = new PromMetrics();
+    for (const [job, task] of [['j', 't'], ['j', 'u'], ['k', 't']]) countEvents(m, { index: 1, time: 0, topic: 'Task', type: 'Restarting', message: '', jobId: job, task });
+    expect(await m.forgetSeries(TASK_RESTARTS_TOTAL, { job: 'j' })).toBe(2);
+    const text = await m.prometheus();
+    expect(text).not.toContain('csiplug_task_restarts_total{job="j"');
+    expect(line(text, 'csiplug_task_restarts_total{job="k",task="t"}')).toBe(1);
+    expect(await m.forgetSeries(TASK_RESTARTS_TOTAL, { job: 'gone' })).toBe(0);
+  });
+
+  it('forgets a histogram series once, whatever its buckets', async () => {
+    const m = new PromMetrics();
+    m.observe(CALLS, 0.2, { rpc: 'a' });
+    m.observe(CALLS, 0.2, { rpc: 'b' });
+    expect(await m.forgetSeries(CALLS, { rpc: 'a' })).toBe(1);
+    const text = await m.prometheus();
+    expect(text).not.toMatch(/rpc="a"/);
+    expect(text).toMatch(/rpc="b"/);
   });
 });

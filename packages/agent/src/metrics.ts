@@ -111,6 +111,33 @@ export class PromMetrics implements Metrics {
     });
   }
 
+  /**
+   * Drops the series of counter or histogram `def` whose labels include
+   * `match` (a purged job's restarts, say): a series of something gone for
+   * good would otherwise be scraped, and held in memory, for as long as the
+   * agent runs. Returns how many series went.
+   */
+  async forgetSeries<L extends string>(def: MetricDef<L>, match: Partial<MetricLabels<L>>): Promise<number> {
+    const known = this.made.get(def.name);
+    if (!known) return 0;
+    const metric = known.metric;
+    const wanted = Object.entries(match as Record<string, string>);
+    const seen = new Set<string>();
+    let dropped = 0;
+    for (const value of (await metric.get()).values) {
+      const labels: Record<string, string> = {};
+      // A histogram lists each series once per bucket (with `le`) and for its sum and count: only the series' own labels count.
+      for (const name of def.labels) if (value.labels[name] !== undefined) labels[name] = String(value.labels[name]);
+      if (!wanted.every(([k, v]) => labels[k] === v)) continue;
+      const key = JSON.stringify(labels);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      metric.remove(labels);
+      dropped++;
+    }
+    return dropped;
+  }
+
   /** The agent is gone: the gauges read nothing from here on; what was recorded stays. */
   retire(): void {
     this.retired = true;

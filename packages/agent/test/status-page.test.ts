@@ -89,6 +89,10 @@ describe('metrics and the status page of a running agent', () => {
     } finally {
       await h.api.stopJob('flaky', { purge: true });
     }
+    // A purged job's restart series go with it (they were kept for as long as the agent ran).
+    const after = (await get(h.port, '/v1/metrics?format=prometheus', { 'X-Csiplug-Token': TOKEN })).body;
+    expect(sample(after, 'csiplug_task_restarts_total{job="flaky",task="exits"}')).toBeUndefined();
+    expect(sample(after, 'csiplug_events_total{topic="Task",type="Restarting"}')).toBe(2);
   });
 
   /** Everything the first test reads from /v1/metrics once the flaky job has failed. */

@@ -118,6 +118,12 @@ describe('HttpApi', () => {
       expect(r.status).toBe(404);
       expect(r.json.error).toBe('job "a/b" not found');
       expect((await raw(url, 'GET', '/v1/job/%E0%A4%A')).status).toBe(400);
+      // A control character is never part of an id: a bad request, not a missing job.
+      for (const bad of ['a%00b', 'a%0Ab', '%7F', 'a%1Bb']) {
+        const r = await raw(url, 'GET', `/v1/job/${bad}`);
+        expect(r.status).toBe(400);
+        expect(r.json.error).toMatch(/decodes to control characters/);
+      }
     });
 
     it('turns a failing service call into a 500 that names the failure', async () => {

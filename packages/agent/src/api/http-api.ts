@@ -54,7 +54,7 @@ import { isLoopbackAddress, publicBindProblem, validateJob, validateVolumeSpec }
 import { logLimit, readLogJson, sendLogBytes } from './alloc-logs';
 import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
 import { ConnectionGate, ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
-import { EVENT_HEARTBEAT_MS, EventStream, parseTopics } from './event-stream';
+import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from './event-stream';
 import { AllocLogs, TOKEN_HEADER, VolumeDeleted } from './protocol';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody, unwrapEnvelope } from './request-body';
 import { RequestGuard, printable } from './request-guard';
@@ -89,6 +89,8 @@ export interface HttpApiOptions {
   clock?: Clock;
   /** Default 10 s. */
   eventHeartbeatMs?: number;
+  /** What all event streams together may hold unread before the one holding the most is cut off. Default EVENT_STREAMS_MAX_BUFFER_TOTAL (16 MiB). */
+  eventStreamsMaxBuffered?: number;
   /** How long dispose() lets requests in progress finish before cutting them. Default 10 s. */
   closeGraceMs?: number;
   /** What /v1/metrics serves (the agent's PromMetrics); without it the path answers 404. */
@@ -134,6 +136,8 @@ const JSON_HEADERS = {
 export class HttpApi implements AsyncDisposable {
   private readonly router = new Router<Handler>();
   private readonly streams = new Set<EventStream>();
+  /** What every open event stream together may hold unread. */
+  private readonly eventBudget: EventStreamBudget;
   private tokenDigest: Buffer | undefined;
   private readonly maxBodyBytes: number;
   private readonly clock: Clock;
@@ -157,6 +161,7 @@ export class HttpApi implements AsyncDisposable {
     if (options.aclToken === '') throw new ValidationError('the ACL token may not be empty; leave it out to turn ACLs off', 'aclToken');
     this.tokenDigest = options.aclToken !== undefined ? digest(options.aclToken) : undefined;
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.eventBudget = new EventStreamBudget(options.eventStreamsMaxBuffered);
     this.clock = options.clock ?? new RealClock();
     this.logger = options.logger;
     this.limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.limits };
@@ -629,11 +634,18 @@ export class HttpApi implements AsyncDisposable {
     });
     r.add('GET', '/v1/event/stream', ({ res, query, signal }) => {
       const topics = parseTopics(query.getAll('topic'));
-      const stream = new EventStream(s, res, topics, this.clock, this.logger, this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS, signal);
+      const stream = new EventStream(s, res, topics, this.clock, this.logger, this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS, signal, this.eventBudget);
       this.streams.add(stream);
       void stream.done.then(() => this.streams.delete(stream));
       return undefined;
     });
+  }
+
+  /** What the open event streams hold unread now, in all (bounded by eventStreamsMaxBuffered plus one event). */
+  get eventStreamsBuffered(): number {
+    let total = 0;
+    for (const stream of this.streams) total += stream.buffered;
+    return total;
   }
 
   private job(id: string) {

@@ -121,9 +121,17 @@ describe('the request guard', () => {
       expect(r.json.error).toMatch(/the Host header "evil\.example:\d+" does not name this agent/);
     });
 
-    it('serves the bound address, localhost and a configured name, with or without the port', async () => {
-      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost', `CSIPLUG.example:${port}`]) {
+    it('serves the bound address and localhost on the bound port, and a configured name on any port', async () => {
+      for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `CSIPLUG.example:${port}`, 'csiplug.example', 'csiplug.example:8443']) {
         expect((await raw(url, 'GET', '/v1/jobs', { headers: { Host: host } })).status).toBe(200);
+      }
+    });
+
+    it('refuses its own names with another port: a page on another port of this machine is another origin', async () => {
+      for (const host of [`127.0.0.1:${port + 1}`, `localhost:${port === 80 ? 81 : 80}`, 'localhost', '127.0.0.1']) {
+        const r = await raw(url, 'GET', '/v1/jobs', { headers: { Host: host } });
+        expect(r.status).toBe(403);
+        expect(r.json.error).toMatch(new RegExp(`names port \\d+, but this agent listens on ${port}`));
       }
     });
 

@@ -7,8 +7,10 @@
 // A request passes only if:
 //   - its target is origin-form (`/v1/jobs`), not absolute-form
 //     (`http://x/v1/jobs`) or asterisk-form (`*`);
-//   - its Host names this agent: the bound address, `localhost`, one of the
-//     machine's own addresses when bound to a wildcard, or an allowed host;
+//   - its Host names this agent: the bound address, `localhost` or one of
+//     the machine's own addresses when bound to a wildcard, each with the
+//     bound port (a page served on another port of this machine is another
+//     origin), or an allowed host (a proxy's name: any port);
 //   - its Origin, when sent, is this agent's own origin (scheme, host, port)
 //     or an allowed origin;
 //   - its Sec-Fetch-Site, when sent, is not `cross-site`;
@@ -56,13 +58,21 @@ function localAddresses(): string[] {
 
 export class RequestGuard {
   private readonly hosts: Set<string>;
+  /** Names from http { allowed_hosts }: a proxy in front may use its own port. */
+  private readonly proxyHosts: Set<string>;
+  private readonly port: number;
+  /** The port a Host header without one means: the scheme's default. */
+  private readonly defaultPort: number;
   private readonly origins: Set<string>;
   private readonly extraOrigins: Set<string>;
   private readonly bindAddr: string;
 
   constructor(options: RequestGuardOptions) {
     this.bindAddr = normaliseHost(options.bindAddr);
-    this.hosts = new Set(['localhost', this.bindAddr, ...(options.allowedHosts ?? []).map(normaliseHost)]);
+    this.proxyHosts = new Set((options.allowedHosts ?? []).map(normaliseHost));
+    this.hosts = new Set(['localhost', this.bindAddr, ...this.proxyHosts]);
+    this.port = options.port;
+    this.defaultPort = options.tls ? 443 : 80;
     // A wildcard bind answers on every address of the machine: each is a name of this agent.
     if (isWildcard(this.bindAddr)) for (const a of localAddresses()) this.hosts.add(a);
     const scheme = options.tls ? 'https' : 'http';
@@ -93,6 +103,13 @@ export class RequestGuard {
       throw forbidden(
         `the Host header "${printable(hostHeader)}" does not name this agent (accepted: ${[...this.hosts].sort().join(', ')}); ` +
           'to reach it under another name, add the name to http { allowed_hosts } in the agent config',
+      );
+    }
+    const hostPort = host.port ?? this.defaultPort;
+    if (hostPort !== this.port && !this.proxyHosts.has(host.host)) {
+      throw forbidden(
+        `the Host header "${printable(hostHeader)}" names port ${hostPort}, but this agent listens on ${this.port}: ` +
+          `send the address you connected to (${host.host}:${this.port}); behind a proxy, add the proxy's name to http { allowed_hosts }`,
       );
     }
 

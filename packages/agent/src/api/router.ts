@@ -46,11 +46,18 @@ function split(path: string): string[] {
 }
 
 function decodeSegment(segment: string): string {
+  let decoded: string;
   try {
-    return decodeURIComponent(segment);
+    decoded = decodeURIComponent(segment);
   } catch {
     throw new ApiError(400, ApiErrorCode.Invalid, `the path segment "${segment}" is not valid percent-encoding`);
   }
+  // No id holds a control character (the specs refuse them): such a segment is a bad request, not an id to look up.
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(decoded)) {
+    throw new ApiError(400, ApiErrorCode.Invalid, `the path segment "${segment}" decodes to control characters, which no id may hold`);
+  }
+  return decoded;
 }
 
 function matchSegments(pattern: string[], path: string[]): RouteParams | undefined {
