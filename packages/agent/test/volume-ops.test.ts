@@ -111,6 +111,20 @@ describe('volume operations against the real hostpath plugin', () => {
     expect(said.filter((e) => e.startsWith('Volumes left mounted'))).toEqual([]);
   });
 
+  it('volume status answers at once with what it has when NodeGetVolumeStats hangs, and says the usage is late', async () => {
+    await startWithPlugin(['--hang-rpc', 'NodeGetVolumeStats']);
+    await create('late');
+    await running(await workload('late', 'late'));
+    // The plugin never answers: the read says so after its short wait instead of holding the caller for the CSI call limit.
+    const [first] = await h.api.volumeUsage('late');
+    expect(first).toMatchObject({ volumeId: 'late', late: true });
+    expect(first!.error).toMatch(/plugin "hostpath" has not answered NodeGetVolumeStats within 5s: the usage is late/);
+    expect(first!.usage).toBeUndefined();
+    // Asked again (the CLI this time) while the first call still hangs: the same answer, no call stacked on the plugin.
+    const out = await cli(['volume', 'status', 'late']);
+    expect(out).toMatch(/usage is late/);
+  });
+
   it('expands a mounted volume online (controller, then node) while its workload runs; usage shows it in volume status and alloc status; a smaller size is refused', async () => {
     await startWithPlugin();
     await create('grow', 'capacity_min = "1MiB"');

@@ -6,3 +6,4 @@ export * from './reconciler-service';
 export * from './register';
 export * from './tokens';
 export * from './volume-reconciler';
+export { USAGE_ANSWER_WITHIN_MS } from './usage-reader';

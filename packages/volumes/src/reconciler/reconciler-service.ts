@@ -174,8 +174,10 @@ export interface MountUsageView {
   pluginId: string;
   targetPath?: string;
   usage?: VolumeUsage;
-  /** Why it could not be read (the plugin away, no GET_VOLUME_STATS, a failed call). */
+  /** Why it could not be read (the plugin away, no GET_VOLUME_STATS, a failed call, a late answer). */
   error?: string;
+  /** NodeGetVolumeStats had not answered within the read's wait (USAGE_ANSWER_WITHIN_MS); the call goes on. */
+  late?: boolean;
 }
 
 export interface VolumeReconcilerService extends Disposable {

@@ -67,6 +67,7 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog
 import { IVolumeClaimer } from '../catalog/tokens';
 import { ReconcilerStoppedError, VolumeMountError } from './errors';
 import { MountChecker, type RemountOutcome } from './mount-checker';
+import { UsageReader } from './usage-reader';
 import { holdsAnything, mountKey, stagingKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
 import type { MountStore } from './mount-store';
 import type {
@@ -111,6 +112,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private readonly checker: MountChecker;
   /** The last live-mount finding per record key, in this run (for mountChecks). */
   private readonly lastChecks = new Map<string, LiveMountEvent>();
+  /** Status reads of usage: one call in flight per mount, an answer within its wait (late, when the plugin hangs). */
+  private readonly usageReader: UsageReader;
   private started = false;
   private stopped = false;
   /** Aborted by dispose(): ends the waits this reconciler makes on its own (an unmount's wait for its plugin). */
@@ -126,6 +129,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     @inject(ILogger) logger: Logger,
   ) {
     this.log = logger.child({ component: 'volume-reconciler' });
+    this.usageReader = new UsageReader(clock);
     this.checkEmitter = new Emitter({ onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { error: errorMessage(err) }) });
     this.onDidCheckMount = this.checkEmitter.event;
     this.checker = new MountChecker(
@@ -637,7 +641,15 @@ export class VolumeReconciler implements VolumeReconcilerService {
       live.map(async (r): Promise<MountUsageView> => {
         const base = { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}) };
         try {
-          const usage = await this.csi.volumeManager(r.pluginId).volumeUsage(ref(r, this.volumes.get(mountKey(r.allocId, r.name))), r.allocId, r.usage, { ...(r.targetPath !== undefined ? { hostPath: r.targetPath } : {}), signal: options.signal });
+          const key = mountKey(r.allocId, r.name);
+          // Shared by every read of this mount while it runs, so it is not the caller's to cancel: it runs to the CSI call limit.
+          const reading = await this.usageReader.read(key, () =>
+            this.csi.volumeManager(r.pluginId).volumeUsage(ref(r, this.volumes.get(key)), r.allocId, r.usage, { ...(r.targetPath !== undefined ? { hostPath: r.targetPath } : {}), signal: this.stopping.signal }),
+          );
+          if (reading.kind === 'late') {
+            return { ...base, late: true, error: `plugin "${r.pluginId}" has not answered NodeGetVolumeStats within ${formatDuration(reading.waitedMs)}: the usage is late (the call goes on; ask again later)` };
+          }
+          const usage = reading.usage;
           return usage ? { ...base, usage } : { ...base, error: `plugin "${r.pluginId}" does not report volume stats (no GET_VOLUME_STATS)` };
         } catch (err) {
           return { ...base, error: errorMessage(err) };
