@@ -90,7 +90,8 @@ export function httpApiOptions(config: AgentConfig, logger: Logger): HttpApiOpti
     aclToken: config.acl.token,
     insecureAllowPublic: config.acl.insecureAllowPublic,
     tls: config.tls,
-    allowedHosts: config.http.allowedHosts,
+    // Other agents name this one as `cluster { advertise }` says, on its port (a NAT in between may map another).
+    allowedHosts: [...config.http.allowedHosts, ...(config.cluster?.advertise ? [new URL(config.cluster.advertise).hostname] : [])],
     allowedOrigins: config.http.allowedOrigins,
     limits: { maxConnections: config.limits.httpMaxConns, maxConnectionsPerClient: config.limits.httpMaxConnsPerClient, idleTimeoutMs: config.limits.httpIdleTimeout },
     logger,

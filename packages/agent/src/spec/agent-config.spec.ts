@@ -1,5 +1,6 @@
-import { DEFAULT_TIMEOUTS, ValidationError } from '@csiplug/core';
+import { DEFAULT_TIMEOUTS, MemoryLogger, ValidationError } from '@csiplug/core';
 import * as os from 'os';
+import { httpApiOptions } from '../commands/agent-command';
 import { AgentConfig, DEFAULT_CHROOT_ENV, DEFAULT_PORT, defaultExecConfig, devConfig, parseAgentConfig } from './agent-config';
 
 async function errorOf(p: Promise<unknown>): Promise<ValidationError> {
@@ -338,6 +339,10 @@ describe('the cluster block', () => {
     for (const bad of ['10.0.0.5:4646', 'http://10.0.0.5', 'ftp://h:1', 'http://h:1/api', 'http://u:p@h:1']) {
       await expect(withAdvertise(bad)).rejects.toThrow(/cluster\.advertise must be this agent's API address as other agents reach it/);
     }
+    // Other agents name this one by its advertised host: the API takes that name, on whatever port a NAT maps.
+    const options = httpApiOptions(await withAdvertise('https://n1.example:4646'), new MemoryLogger());
+    expect(options.allowedHosts).toEqual(['n1.example']);
+    expect(httpApiOptions(await parse(''), new MemoryLogger()).allowedHosts).toEqual([]);
   });
 });
 
