@@ -15,6 +15,9 @@ export { freePort, isAlive, mountsUnder, pollUntil };
 
 export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cli', 'bin.js');
 
+/** The agent config lines that let it run raw_exec tasks (off by default, as in Nomad). */
+export const RAW_EXEC_ENABLED = 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';
+
 export class AgentHarness {
   readonly root: string;
   readonly dataDir: string;
@@ -30,7 +33,7 @@ export class AgentHarness {
   constructor(
     /** Config lines added to the file each start writes (change it between starts to restart with another config). */
     public extraConfig = '',
-    private readonly options: { nodeArgs?: string[]; fdLimit?: number } = {},
+    private readonly options: { nodeArgs?: string[]; fdLimit?: number; rawExec?: boolean } = {},
   ) {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
     this.dataDir = path.join(this.root, 'data');
@@ -44,7 +47,9 @@ export class AgentHarness {
   async start(token?: string): Promise<void> {
     if (!this.port) this.port = await freePort();
     // JSON log lines: the tests read them.
-    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${this.extraConfig}\n`);
+    // The tests' jobs are mostly raw_exec: enabled unless a test asks for the default (off).
+    const rawExec = this.options.rawExec === false ? '' : RAW_EXEC_ENABLED;
+    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${rawExec}${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
     const env = { ...process.env, ...this.env };
