@@ -6,7 +6,7 @@
 import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { AgentHarness, pollUntil } from './support/agent-process';
+import { AgentHarness, isAlive, pollUntil } from './support/agent-process';
 
 const NOBODY = 65534;
 
@@ -151,5 +151,45 @@ describe('root, against an agent whose config enables raw_exec', () => {
     expect(fs.existsSync(path.join(proofDir, 'steal.uid'))).toBe(false);
     const node = JSON.parse((await curlAs(0, h.port, 'GET', '/v1/node/self')).body);
     expect(node.drivers.raw_exec).toMatchObject({ detected: true, healthy: true });
+  });
+});
+
+describe('raw_exec turned off while a raw_exec task runs', () => {
+  let h: AgentHarness;
+
+  beforeAll(() => {
+    h = new AgentHarness();
+  });
+
+  afterAll(async () => {
+    await h.cleanup();
+  });
+
+  it('the task re-attached runs on with a Config Refused event, and is refused when it next starts', async () => {
+    await h.start();
+    const job = { Job: { job: { sleeper: { group: { g: { restart: [{ attempts: 1, delay: '1s', interval: '1h', mode: 'fail' }], task: { t: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['600'] } } } } } } } } };
+    const { allocIds } = await h.api.runJob(job as never);
+    const allocId = allocIds[0]!;
+    await pollUntil('the task running', async () => ((await h.api.getAlloc(allocId)).clientStatus === 'running' ? true : undefined), 30_000);
+    const pid = h.taskPid(allocId, 't');
+    await h.kill('SIGTERM');
+    h.rawExec = false;
+    await h.start();
+    const back = await pollUntil('the Config Refused event', async () => {
+      const a = await h.api.getAlloc(allocId);
+      return a.tasks.t?.events.some((e) => e.type === 'Config Refused') ? a : undefined;
+    }, 30_000);
+    expect(back.clientStatus).toBe('running');
+    expect(isAlive(pid)).toBe(true);
+    expect(back.tasks.t!.events.find((e) => e.type === 'Config Refused')!.message).toContain('will not start it again: driver = "raw_exec" runs the task as a host process');
+    // Its process ends: the restart is refused, with the reason, and nothing runs.
+    process.kill(pid, 'SIGKILL');
+    const failed = await pollUntil('the restart refused', async () => {
+      const a = await h.api.getAlloc(allocId);
+      return a.clientStatus === 'failed' ? a : undefined;
+    }, 30_000);
+    const setup = failed.tasks.t!.events.find((e) => e.type === 'Setup Failure');
+    expect(setup?.message).toContain('plugin "raw_exec" { config { enabled = true } }');
+    expect(failed.tasks.t!.events.filter((e) => e.type === 'Started')).toHaveLength(1);
   });
 });

@@ -537,7 +537,7 @@ describe('HttpApi', () => {
     /** An API whose connections are owned by `uid`, as /proc/net/tcp would say; counts the look-ups. */
     async function apiAs(uid: number | undefined, options: Parameters<typeof startApi>[1] = {}) {
       const asked: number[] = [];
-      const started = await startApi(fake, { peerUid: async (socket) => (asked.push(socket.remotePort!), uid), ...options });
+      const started = await startApi(fake, { peerUid: (socket) => (asked.push(socket.remotePort!), uid), ...options });
       return { ...started, asked };
     }
 
@@ -576,7 +576,11 @@ describe('HttpApi', () => {
     });
 
     it('a failed look-up serves nobody', async () => {
-      const { api: a, url: u, logger } = await startApi(fake, { peerUid: () => Promise.reject(new Error('EMFILE')) });
+      const { api: a, url: u, logger } = await startApi(fake, {
+        peerUid: () => {
+          throw new Error('EMFILE');
+        },
+      });
       try {
         expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(403);
         expect(logger.find('could not be looked up', 'warn')).toHaveLength(1);

@@ -103,7 +103,7 @@ export interface HttpApiOptions {
    * a local process); asked once per connection while there is no token.
    * Default: looked up in /proc/net/tcp and tcp6.
    */
-  peerUid?: (socket: net.Socket) => Promise<number | undefined>;
+  peerUid?: (socket: net.Socket) => number | undefined;
 }
 
 /** The figures /v1/metrics serves. */
@@ -161,7 +161,7 @@ export class HttpApi implements AsyncDisposable {
   /** The TCP socket under each connection HTTP sees (itself, or under its TLS), for the peer's uid. */
   private readonly rawSockets = new WeakMap<net.Socket, net.Socket>();
   /** The uid owning each connection's client socket, looked up once per connection. */
-  private readonly peerUids = new WeakMap<net.Socket, Promise<number | undefined>>();
+  private readonly peerUids = new WeakMap<net.Socket, number | undefined>();
 
   constructor(
     private readonly service: AgentService,
@@ -361,7 +361,7 @@ export class HttpApi implements AsyncDisposable {
         this.servePage(method, url.pathname, res);
         return;
       }
-      await this.checkToken(req);
+      this.checkToken(req);
       const match = this.router.match(method, url.pathname);
       if (match.kind === 'none') throw ApiError.notFound(`no such API path: ${method} ${url.pathname}`);
       if (match.kind === 'method') {
@@ -402,20 +402,21 @@ export class HttpApi implements AsyncDisposable {
     }
   }
 
-  private async checkToken(req: http.IncomingMessage): Promise<void> {
+  private checkToken(req: http.IncomingMessage): void {
     if (this.tokenDigest === undefined) {
       // No token to tell callers apart: only root on this machine, unless the operator said to serve anyone on a public address (INSECURE).
       if (this.options.insecureAllowPublic === true && !isLoopbackAddress(this.options.bindAddr)) return;
       const socket = this.rawSockets.get(req.socket) ?? req.socket;
-      let uid = this.peerUids.get(socket);
-      if (!uid) {
-        uid = (this.options.peerUid ?? connectionPeerUid)(socket).catch((err: unknown) => {
+      if (!this.peerUids.has(socket)) {
+        let uid: number | undefined;
+        try {
+          uid = (this.options.peerUid ?? connectionPeerUid)(socket);
+        } catch (err) {
           this.logger.warn('HTTP API: the owner of a connection could not be looked up; it is not served without a token', { err: errorMessage(err) });
-          return undefined;
-        });
+        }
         this.peerUids.set(socket, uid);
       }
-      assertTokenlessAccess(await uid);
+      assertTokenlessAccess(this.peerUids.get(socket));
       return;
     }
     // The agent's own header first; `Authorization: Bearer` too, which is what a Prometheus scrape job

@@ -111,11 +111,20 @@ export function clientSocketOwner(sockets: readonly ProcTcpSocket[], client: { a
  * The uid of the local process at the other end of `socket` (an accepted
  * connection), read from /proc/net/tcp and tcp6; undefined when the client
  * is not a socket of this machine's network namespace, or the files cannot
- * be read (then nobody is taken for root).
+ * be read (then nobody is taken for root). Read synchronously: the kernel
+ * writes the files out in memory, and a request's handling then goes on in
+ * the same order as with a token (its body timer set at once).
  */
-export async function connectionPeerUid(socket: net.Socket, readFile: (file: string) => Promise<string> = (f) => fs.promises.readFile(f, 'utf8')): Promise<number | undefined> {
+export function connectionPeerUid(socket: net.Socket, readFile: (file: string) => string = (f) => fs.readFileSync(f, 'utf8')): number | undefined {
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (remoteAddress === undefined || remotePort === undefined || localAddress === undefined || localPort === undefined) return undefined;
-  const texts = await Promise.all(PROC_NET_TCP_FILES.map((f) => readFile(f).catch(() => '')));
+  const texts = PROC_NET_TCP_FILES.map((f) => {
+    try {
+      return readFile(f);
+    } catch {
+      // tcp6 is absent on a kernel without IPv6; an unreadable file lists nobody.
+      return '';
+    }
+  });
   return clientSocketOwner(texts.flatMap((t) => parseProcNetTcp(t)), { address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
 }

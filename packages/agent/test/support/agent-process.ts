@@ -25,6 +25,8 @@ export class AgentHarness {
   port = 0;
   api!: ApiClient;
   proc: ChildProcess | undefined;
+  /** Whether each start's config enables raw_exec (the tests' jobs mostly use it; the agent's default is off). */
+  rawExec: boolean;
   /** Variables added to (or, when undefined, removed from) the agent's environment at each start, e.g. CSIPLUG_CRASH_AT. */
   env: Record<string, string | undefined> = {};
   private output = '';
@@ -38,6 +40,7 @@ export class AgentHarness {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
     this.dataDir = path.join(this.root, 'data');
     this.configFile = path.join(this.root, 'agent.hcl');
+    this.rawExec = options.rawExec !== false;
   }
 
   get log(): string {
@@ -47,8 +50,7 @@ export class AgentHarness {
   async start(token?: string): Promise<void> {
     if (!this.port) this.port = await freePort();
     // JSON log lines: the tests read them.
-    // The tests' jobs are mostly raw_exec: enabled unless a test asks for the default (off).
-    const rawExec = this.options.rawExec === false ? '' : RAW_EXEC_ENABLED;
+    const rawExec = this.rawExec ? RAW_EXEC_ENABLED : '';
     fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${rawExec}${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
