@@ -45,7 +45,7 @@ heartbeat {
 }
 
 # acl {
-#   token = "change-me"            # when set, API calls must carry it (X-Csiplug-Token)
+#   token = "change-me"            # when set, API calls must carry it (X-Csiplug-Token); without it, only root on this machine is served
 #   insecure_allow_public = false  # a non-loopback bind_addr needs a token and TLS unless this is true
 # }
 
@@ -53,6 +53,14 @@ heartbeat {
 #   cert_file = "/etc/csiplug/cert.pem"
 #   key_file  = "/etc/csiplug/key.pem"
 # }
+
+# raw_exec runs tasks as host processes with the agent's user (root). Off
+# unless enabled here, as in Nomad (-dev enables it); the example jobs use it.
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
 
 # Who may call the API besides this agent's own address (SECURITY.md):
 http {

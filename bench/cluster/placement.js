@@ -157,6 +157,11 @@ acl {
 limits {
   max_allocs_per_job = ${this.maxAllocsPerJob}
 }
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
 cluster {
   etcd {
     endpoints = [${this.endpoints.map((e) => JSON.stringify(e)).join(', ')}]

@@ -114,7 +114,8 @@ class Agent {
   async start(profile, watch) {
     this.port ??= await freePort();
     const cfg = path.join(this.root, 'agent.hcl');
-    fs.writeFileSync(cfg, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${profile ? 'info' : 'error'}"\n`);
+    // The plugin and workload jobs are raw_exec, which the agent runs only when its config enables it.
+    fs.writeFileSync(cfg, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${profile ? 'info' : 'error'}"\nplugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}` });
     const nodeArgs = profile ? ['--cpu-prof', `--cpu-prof-dir=${profile.dir}`, '--cpu-prof-interval', '250'] : [];
     const stderr = profile ? fs.openSync(profile.log, 'w') : 'ignore';

@@ -43,6 +43,7 @@ import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
 import { IAllocStore, type AllocStore } from './runner/alloc-store';
 import { ITaskStateWriter, type TaskStateWriter } from './runner/task-state-writer';
 import { drainBeforePluginStop } from './runner/plugin-drain';
+import { assertRawExecAllowed } from './runner/raw-exec-policy';
 import type {
   AgentEvent,
   AgentHealth,
@@ -486,6 +487,7 @@ export class Agent implements AgentService, AsyncDisposable {
       taskStates: this.taskStates,
       exec: this.config.exec,
       hostNetwork: () => this.hostNetworkAllowed,
+      rawExec: () => this.config.rawExec.enabled,
       claimHeld: (volumeId: string, allocId: string) => this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId) ?? false,
       volumes: this.volumeMounts,
       clock: this.clock,
@@ -565,7 +567,8 @@ export class Agent implements AgentService, AsyncDisposable {
         exec: runc
           ? { detected: true, healthy: true, description: `isolated tasks on runc (${runc})` }
           : { detected: false, healthy: false, description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works' },
-        raw_exec: { detected: true, healthy: true, description: 'host processes' },
+        // Nomad's raw_exec fingerprint when disabled: undetected, "disabled" (a cluster places no raw_exec task here).
+        raw_exec: this.config.rawExec.enabled ? { detected: true, healthy: true, description: 'host processes' } : { detected: false, healthy: false, description: 'disabled (plugin "raw_exec" { config { enabled = true } } enables it)' },
       },
       // A controller routed to another node is that node's, not this one's: never advertised (no call is routed twice).
       plugins: this.csi
@@ -708,6 +711,7 @@ export class Agent implements AgentService, AsyncDisposable {
   private async runLocalJob(job: JobSpec): Promise<RunJobResult> {
     this.checkOpen();
     this.checkAllocLimit(job);
+    assertRawExecAllowed(job, this.config.rawExec.enabled);
     return this.updates.run(job, () => this.checkOpen());
   }
 

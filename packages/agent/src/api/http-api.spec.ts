@@ -539,6 +539,98 @@ describe('HttpApi', () => {
     });
   });
 
+  describe('without a token: root on this machine only', () => {
+    /** An API whose connections are owned by `uid`, as /proc/net/tcp would say; counts the look-ups. */
+    async function apiAs(uid: number | undefined, options: Parameters<typeof startApi>[1] = {}) {
+      const asked: number[] = [];
+      const started = await startApi(fake, { peerUid: (socket) => (asked.push(socket.remotePort!), uid), ...options });
+      return { ...started, asked };
+    }
+
+    it('serves a connection of uid 0, looking its owner up once per connection', async () => {
+      const { api: a, url: u, asked } = await apiAs(0);
+      try {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        expect((await raw(u, 'GET', '/v1/jobs', { agent })).status).toBe(200);
+        expect((await raw(u, 'POST', '/v1/jobs', { agent, body: JSON.stringify(jobDoc()) })).status).toBe(200);
+        expect(asked).toHaveLength(1);
+        agent.destroy();
+      } finally {
+        await a.dispose();
+      }
+    });
+
+    it.each([
+      [65534, /this connection comes from uid 65534, not root/],
+      [undefined, /not a local process of this machine/],
+    ])('refuses uid %s with 403 on every path, saying what to do, and runs nothing', async (uid, who) => {
+      const { api: a, url: u } = await apiAs(uid);
+      try {
+        for (const [method, path] of [['GET', '/v1/agent/health'], ['GET', '/v1/volumes'], ['POST', '/v1/jobs'], ['GET', '/v1/event/stream']] as const) {
+          const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify(jobDoc()) } : {});
+          expect(r.status).toBe(403);
+          expect(r.json.code).toBe('EFORBIDDEN');
+          expect(r.json.error).toMatch(who);
+          expect(r.json.error).toContain('run the command as root, or set acl { token = "…" } in the agent config');
+        }
+        expect(fake.calls).toEqual([]);
+        // The status page's files hold no data: served to anyone, as with a token.
+        expect((await raw(u, 'GET', '/ui/')).status).toBe(200);
+      } finally {
+        await a.dispose();
+      }
+    });
+
+    it('a failed look-up serves nobody', async () => {
+      const { api: a, url: u, logger } = await startApi(fake, {
+        peerUid: () => {
+          throw new Error('EMFILE');
+        },
+      });
+      try {
+        expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(403);
+        expect(logger.find('could not be looked up', 'warn')).toHaveLength(1);
+      } finally {
+        await a.dispose();
+      }
+    });
+
+    it('with a token, the token decides, whoever connects; a public bind with insecure_allow_public serves anyone (INSECURE)', async () => {
+      const { api: a, url: u, asked } = await apiAs(65534, { aclToken: 's3cret' });
+      try {
+        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+        expect(asked).toEqual([]);
+      } finally {
+        await a.dispose();
+      }
+      const { api: b, url: v, asked: askedB } = await apiAs(65534, { bindAddr: '0.0.0.0', insecureAllowPublic: true, allowedHosts: ['127.0.0.1'] });
+      try {
+        expect((await raw(v.replace('0.0.0.0', '127.0.0.1'), 'GET', '/v1/jobs')).status).toBe(200);
+        expect(askedB).toEqual([]);
+      } finally {
+        await b.dispose();
+      }
+      // insecure_allow_public on a loopback address changes nothing: still root only.
+      const { api: c, url: w } = await apiAs(65534, { insecureAllowPublic: true });
+      try {
+        expect((await raw(w, 'GET', '/v1/jobs')).status).toBe(403);
+      } finally {
+        await c.dispose();
+      }
+    });
+
+    it('a token removed at a reload brings the root-only rule back', async () => {
+      const { api: a, url: u } = await apiAs(65534, { aclToken: 's3cret' });
+      try {
+        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+        a.setAclToken(undefined);
+        expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(403);
+      } finally {
+        await a.dispose();
+      }
+    });
+  });
+
   describe('metrics and the status page', () => {
     it('/v1/metrics answers 404 when the API was given no metrics source, and serves the source it was given, behind the token', async () => {
       expect((await raw(url, 'GET', '/v1/metrics')).status).toBe(404);

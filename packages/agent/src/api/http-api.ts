@@ -1,5 +1,6 @@
 // The agent's HTTP API: Nomad-shaped paths over the AgentService, JSON in
-// and out, an optional ACL token (X-Csiplug-Token or Authorization: Bearer, else 403), and the NDJSON
+// and out, an optional ACL token (X-Csiplug-Token or Authorization: Bearer, else 403; without
+// one, only root on this machine is served: root-only-access.ts), and the NDJSON
 // event stream. Every body is read and validated in full before the service
 // is called, so a refused request changes nothing. Errors are
 // `{ "error": message, "code": code }` with 400 (bad JSON, unknown fields,
@@ -58,6 +59,8 @@ import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from 
 import { AllocLogs, TOKEN_HEADER, VolumeDeleted } from './protocol';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody, unwrapEnvelope } from './request-body';
 import { RequestGuard, printable } from './request-guard';
+import { connectionPeerUid } from './proc-net-tcp';
+import { assertTokenlessAccess } from './root-only-access';
 import { RouteParams, Router } from './router';
 import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
 
@@ -97,6 +100,12 @@ export interface HttpApiOptions {
   metrics?: MetricsSource;
   /** The status page's files (/ui/); the package's own by default. */
   statusPage?: StatusPage;
+  /**
+   * The uid owning the client end of an accepted connection (undefined: not
+   * a local process); asked once per connection while there is no token.
+   * Default: looked up in /proc/net/tcp and tcp6.
+   */
+  peerUid?: (socket: net.Socket) => number | undefined;
 }
 
 /** The figures /v1/metrics serves. */
@@ -153,6 +162,10 @@ export class HttpApi implements AsyncDisposable {
   private closing: Promise<void> | undefined;
   private inflight = 0;
   private readonly page: StatusPage;
+  /** The TCP socket under each connection HTTP sees (itself, or under its TLS), for the peer's uid. */
+  private readonly rawSockets = new WeakMap<net.Socket, net.Socket>();
+  /** The uid owning each connection's client socket, looked up once per connection. */
+  private readonly peerUids = new WeakMap<net.Socket, number | undefined>();
 
   constructor(
     private readonly service: AgentService,
@@ -308,6 +321,7 @@ export class HttpApi implements AsyncDisposable {
       socket = secure;
     }
     if (this.gate.admit(socket, raw) === 'refused') return;
+    this.rawSockets.set(socket, raw);
     this.http.emit('connection', socket);
   }
 
@@ -394,7 +408,22 @@ export class HttpApi implements AsyncDisposable {
   }
 
   private checkToken(req: http.IncomingMessage): void {
-    if (this.tokenDigest === undefined) return;
+    if (this.tokenDigest === undefined) {
+      // No token to tell callers apart: only root on this machine, unless the operator said to serve anyone on a public address (INSECURE).
+      if (this.options.insecureAllowPublic === true && !isLoopbackAddress(this.options.bindAddr)) return;
+      const socket = this.rawSockets.get(req.socket) ?? req.socket;
+      if (!this.peerUids.has(socket)) {
+        let uid: number | undefined;
+        try {
+          uid = (this.options.peerUid ?? connectionPeerUid)(socket);
+        } catch (err) {
+          this.logger.warn('HTTP API: the owner of a connection could not be looked up; it is not served without a token', { err: errorMessage(err) });
+        }
+        this.peerUids.set(socket, uid);
+      }
+      assertTokenlessAccess(this.peerUids.get(socket));
+      return;
+    }
     // The agent's own header first; `Authorization: Bearer` too, which is what a Prometheus scrape job
     // (authorization { credentials }) can send. Neither can be set by a cross-site page without a preflight, which is never granted.
     const header = req.headers[TOKEN_HEADER.toLowerCase()];

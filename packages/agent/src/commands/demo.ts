@@ -43,7 +43,9 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   // Isolated on runc where it is installed (the plugin sees its own code besides the default chroot), host processes otherwise.
   const driver = findRunc() ? 'exec' : 'raw_exec';
   const chroot = driver === 'exec' ? hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ') : '';
-  fs.writeFileSync(configFile, `data_dir = "${dataDir}/data"\nport = ${port}\nlog_level = "warn"\n${chroot ? `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n` : ''}`);
+  // raw_exec is off unless the config enables it (as in Nomad): the demo enables it only when it needs it; its API serves only root anyway.
+  const plugins = driver === 'exec' ? (chroot ? `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n` : '') : 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';
+  fs.writeFileSync(configFile, `data_dir = "${dataDir}/data"\nport = ${port}\nlog_level = "warn"\n${plugins}`);
   const api = new ApiClient({ address: `http://127.0.0.1:${port}` });
   let agent: ChildProcess | undefined;
   let step = 0;

@@ -92,6 +92,7 @@ describe('AllocRunner', () => {
       taskStates: writer,
       exec: defaultExecConfig(),
       hostNetwork: () => hostNet,
+      rawExec: () => true,
       claimHeld: (volumeId: string, allocId: string) => claims.has(`${volumeId} ${allocId}`),
       clock,
       logger,

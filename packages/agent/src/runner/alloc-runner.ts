@@ -36,6 +36,7 @@ import type { Alloc, AllocClientStatus, GroupSpec, TaskSpec, TaskState } from '.
 import type { ExecDriverConfig } from '../spec/agent-config';
 import { taskVariables } from '../spec/interpolate';
 import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
+import { rawExecRefusal } from './raw-exec-policy';
 import { TASK_EVENT, TaskRunner } from './task-runner';
 import type { TaskStateWriter } from './task-state-writer';
 import type { DrainedPlugin } from './plugin-drain';
@@ -59,6 +60,8 @@ export interface AllocRunnerDeps {
    * processes as root. Asked at each start: a config reload changes it.
    */
   hostNetwork: () => boolean;
+  /** Whether a host-process (raw_exec) task may start: the agent config's plugin "raw_exec" { config { enabled } }. */
+  rawExec: () => boolean;
   clock: Clock;
   logger: Logger;
   supervisors: ICSIPluginSupervisorFactory;
@@ -366,7 +369,7 @@ export class AllocRunner {
       // An isolated task sees its dirs and volumes where they are mounted into it; a host process sees the host's paths.
       const isolation = task.isolated ? this.isolationOf(task, runner.taskDir, pluginDataDir) : undefined;
       if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
-      runner.setIsolation(isolation?.config, isolation?.refusal);
+      runner.setIsolation(isolation?.config, isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec));
       const nomadDirs = isolation ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR } : this.hostTaskDirs(runner.taskDir);
       runner.setVariables(
         taskVariables({

@@ -78,6 +78,12 @@ plugin "exec" {
   allow_caps       = ["chown", "CAP_SYS_ADMIN"]
   allow_privileged = false
 }
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
 `;
 
 const FULL: AgentConfig = {
@@ -112,6 +118,7 @@ const FULL: AgentConfig = {
   reconcileOrphans: true,
   claimGcInterval: 120_000,
   exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false },
+  rawExec: { enabled: true },
 };
 
 describe('parseAgentConfig', () => {
@@ -150,7 +157,7 @@ describe('parseAgentConfig', () => {
       tls: { cert_file: '/etc/csiplug/cert.pem', key_file: '/etc/csiplug/key.pem' },
       http: { allowed_hosts: ['csiplug.example', '10.0.0.7'], allowed_origins: ['https://ui.example:8443'] },
       limits: [{ http_max_conns: 64, http_max_conns_per_client: 8, http_idle_timeout: '10s', max_allocs_per_job: 50 }],
-      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false } },
+      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false }, raw_exec: [{ config: [{ enabled: true }] }] },
     };
     expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
   });
@@ -175,6 +182,7 @@ describe('parseAgentConfig', () => {
       reconcileOrphans: false,
       claimGcInterval: 300000,
       exec: defaultExecConfig(),
+      rawExec: { enabled: false },
     });
     expect(DEFAULT_PORT).toBe(4747);
   });
@@ -260,11 +268,24 @@ describe('parseAgentConfig', () => {
     ['zero connections', 'data_dir = "/d"\nlimits {\n http_max_conns = 0\n}\n', 'agent.hcl: limits.http_max_conns must be between 1 and 1000000 (got 0)'],
     ['a zero idle timeout', 'data_dir = "/d"\nlimits {\n http_idle_timeout = "0s"\n}\n', 'agent.hcl: limits.http_idle_timeout must be positive'],
     ['stop_tasks_on_exit as a string', 'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n', 'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")'],
-    ['a plugin block of an unknown driver', 'data_dir = "/d"\nplugin "docker" {\n}\n', 'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec"; raw_exec has no settings)'],
+    ['a plugin block of an unknown driver', 'data_dir = "/d"\nplugin "docker" {\n}\n', 'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec", "raw_exec")'],
+    ['raw_exec enabled outside its config block', 'data_dir = "/d"\nplugin "raw_exec" {\n  enabled = true\n}\n', 'agent.hcl: plugin "raw_exec".enabled is not supported: it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }'],
+    ['raw_exec enabled as a string', 'data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = "yes"\n  }\n}\n', 'agent.hcl: plugin "raw_exec".config.enabled must be true or false (got "yes")'],
     ['a relative chroot_env path', 'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n', 'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."'],
     ['an unknown capability', 'data_dir = "/d"\nplugin "exec" {\n  allow_caps = ["chown", "fly"]\n}\n', 'agent.hcl: plugin "exec".allow_caps[1] "fly" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")'],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
+  });
+
+  it('runs raw_exec tasks only when plugin "raw_exec" { config { enabled = true } } says so, as Nomad; -dev enables it, as Nomad\'s dev agent', async () => {
+    expect((await parseAgentConfig('data_dir = "/d"\n', 'a.hcl')).rawExec).toEqual({ enabled: false });
+    expect((await parseAgentConfig('data_dir = "/d"\nplugin "raw_exec" {\n}\n', 'a.hcl')).rawExec).toEqual({ enabled: false });
+    expect((await parseAgentConfig('data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = false\n  }\n}\n', 'a.hcl')).rawExec).toEqual({ enabled: false });
+    const both = await parseAgentConfig('data_dir = "/d"\nplugin "exec" {\n  allow_privileged = false\n}\nplugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n', 'a.hcl');
+    expect(both.rawExec).toEqual({ enabled: true });
+    expect(both.exec.allowPrivileged).toBe(false);
+    expect(devConfig().rawExec).toEqual({ enabled: true });
+    expect((await parseAgentConfig('log_level = "warn"\n', 'dev.hcl', { dev: true })).rawExec).toEqual({ enabled: true });
   });
 
   it('serves a public bind_addr with a token and TLS, or when the operator insists', async () => {

@@ -56,6 +56,12 @@ export interface AgentConfig {
   claimGcInterval: number;
   /** The `exec` driver (isolated tasks on runc): `plugin "exec" { … }`. */
   exec: ExecDriverConfig;
+  /**
+   * The `raw_exec` driver (host processes as the agent's user): `plugin
+   * "raw_exec" { config { enabled = true } }`, as Nomad's. Off unless the
+   * config enables it (on with -dev, as Nomad's dev mode has it).
+   */
+  rawExec: RawExecDriverConfig;
   /** Cluster mode on etcd (`cluster { … }`); absent: one node on its own, as always. */
   cluster?: ClusterOptions;
 }
@@ -68,6 +74,12 @@ export interface ExecDriverConfig {
   allowCaps: string[];
   /** Whether a task with a csi_plugin block may run privileged (every capability, the host's /dev); only such tasks ever are. */
   allowPrivileged: boolean;
+}
+
+/** `plugin "raw_exec" { config { enabled } }`, as Nomad's raw_exec driver plugin block. */
+export interface RawExecDriverConfig {
+  /** Whether jobs may run host processes here; without it a raw_exec task is refused. */
+  enabled: boolean;
 }
 
 /** Host dirs every isolated task sees read-only, where they exist (Nomad's default chroot_env, less what it copies for a full system). */
@@ -156,6 +168,8 @@ export function devConfig(): AgentConfig {
     reconcileOrphans: false,
     claimGcInterval: DEFAULT_CLAIM_GC_INTERVAL_MS,
     exec: defaultExecConfig(),
+    // Nomad's dev agent enables raw_exec too; the API still serves only root (or a token) on this machine.
+    rawExec: { enabled: true },
   };
 }
 
@@ -272,7 +286,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   const reconcileOrphans = r.bool('reconcile_orphans', false);
   const claimGcInterval = r.duration('claim_gc_interval', base?.claimGcInterval ?? DEFAULT_CLAIM_GC_INTERVAL_MS)!;
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
-  const exec = readExecPlugin(r);
+  const { exec, rawExec } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
   const cluster = readCluster(r, nodeId);
 
   return {
@@ -294,6 +308,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     reconcileOrphans,
     claimGcInterval,
     exec,
+    rawExec,
     ...(cluster ? { cluster } : {}),
   };
 }
@@ -361,28 +376,43 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
   return { etcd: { endpoints, prefix, dialTimeoutMs, ...(tls ? { tls } : {}) }, nodeName, nodeClass, meta, heartbeatTtlMs, disconnectGraceMs, ...(advertise ? { advertise: new URL(advertise).origin } : {}) };
 }
 
-/** `plugin "exec" { … }`; any other plugin name is an error that lists the known ones. */
-function readExecPlugin(r: BlockReader): ExecDriverConfig {
-  const config = defaultExecConfig();
+/**
+ * `plugin "exec" { … }` and `plugin "raw_exec" { config { enabled } }`; any
+ * other plugin name is an error that lists the known ones.
+ */
+function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig } {
+  const exec = defaultExecConfig();
+  const rawExec: RawExecDriverConfig = { enabled: rawExecDefault };
   for (const [name, body] of r.labelled('plugin', 'plugin')) {
-    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec"; raw_exec has no settings)');
-    const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged']);
-    for (const [dest, host] of Object.entries(b.stringMap('chroot_env'))) {
-      for (const [what, p] of [['its path in the task', dest], ['its host path', host]] as const) {
-        if (!path.isAbsolute(p) || p.split('/').includes('..')) b.fail('chroot_env', `"${dest}" = "${host}": ${what} must be an absolute path without ".."`);
-      }
-      config.chrootEnv[path.normalize(dest)] = path.normalize(host);
+    if (name === 'raw_exec') {
+      // Nomad's shape: the driver's settings sit in a config block.
+      const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['config'], { enabled: 'it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }' });
+      const c = b.block('config', ['enabled']);
+      rawExec.enabled = c?.bool('enabled', false) ?? false;
+      continue;
     }
-    if (b.has('allow_caps')) {
-      config.allowCaps = b.stringList('allow_caps').map((c, i) => {
-        try {
-          return capabilityName(c);
-        } catch {
-          return b.fail(`allow_caps[${i}]`, `"${c}" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")`);
-        }
-      });
-    }
-    config.allowPrivileged = b.bool('allow_privileged', true);
+    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec")');
+    readExecPlugin(new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged']), exec);
   }
-  return config;
+  return { exec, rawExec };
+}
+
+/** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged }`, into `config`. */
+function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
+  for (const [dest, host] of Object.entries(b.stringMap('chroot_env'))) {
+    for (const [what, p] of [['its path in the task', dest], ['its host path', host]] as const) {
+      if (!path.isAbsolute(p) || p.split('/').includes('..')) b.fail('chroot_env', `"${dest}" = "${host}": ${what} must be an absolute path without ".."`);
+    }
+    config.chrootEnv[path.normalize(dest)] = path.normalize(host);
+  }
+  if (b.has('allow_caps')) {
+    config.allowCaps = b.stringList('allow_caps').map((c, i) => {
+      try {
+        return capabilityName(c);
+      } catch {
+        return b.fail(`allow_caps[${i}]`, `"${c}" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")`);
+      }
+    });
+  }
+  config.allowPrivileged = b.bool('allow_privileged', true);
 }

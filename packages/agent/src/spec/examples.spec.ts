@@ -16,6 +16,8 @@ describe('examples', () => {
     expect(cfg.port).toBe(4747);
     expect(cfg.state.backend).toBe('sqlite');
     expect(cfg.heartbeat.strategy).toBe('backoff');
+    // The example jobs are raw_exec: the example config enables the driver (off by default).
+    expect(cfg.rawExec).toEqual({ enabled: true });
   });
 
   it('hostpath-plugin.nomad.hcl', async () => {

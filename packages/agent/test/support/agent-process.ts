@@ -15,6 +15,9 @@ export { freePort, isAlive, mountsUnder, pollUntil };
 
 export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cli', 'bin.js');
 
+/** The agent config lines that let it run raw_exec tasks (off by default, as in Nomad). */
+export const RAW_EXEC_ENABLED = 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';
+
 export class AgentHarness {
   readonly root: string;
   readonly dataDir: string;
@@ -22,6 +25,8 @@ export class AgentHarness {
   port = 0;
   api!: ApiClient;
   proc: ChildProcess | undefined;
+  /** Whether each start's config enables raw_exec (the tests' jobs mostly use it; the agent's default is off). */
+  rawExec: boolean;
   /** Variables added to (or, when undefined, removed from) the agent's environment at each start, e.g. CSIPLUG_CRASH_AT. */
   env: Record<string, string | undefined> = {};
   private output = '';
@@ -30,11 +35,12 @@ export class AgentHarness {
   constructor(
     /** Config lines added to the file each start writes (change it between starts to restart with another config). */
     public extraConfig = '',
-    private readonly options: { nodeArgs?: string[]; fdLimit?: number } = {},
+    private readonly options: { nodeArgs?: string[]; fdLimit?: number; rawExec?: boolean } = {},
   ) {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
     this.dataDir = path.join(this.root, 'data');
     this.configFile = path.join(this.root, 'agent.hcl');
+    this.rawExec = options.rawExec !== false;
   }
 
   get log(): string {
@@ -44,7 +50,8 @@ export class AgentHarness {
   async start(token?: string): Promise<void> {
     if (!this.port) this.port = await freePort();
     // JSON log lines: the tests read them.
-    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${this.extraConfig}\n`);
+    const rawExec = this.rawExec ? RAW_EXEC_ENABLED : '';
+    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${rawExec}${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
     const env = { ...process.env, ...this.env };
