@@ -4,8 +4,9 @@
 // creates and deletes volumes through the controller plugin, and grants
 // claims by access mode (claim-rules.ts), publishing through the controller
 // when it advertises PUBLISH_UNPUBLISH_VOLUME. Mutations of one volume run
-// one at a time; events fire after the volume's lock is released. Every spec
-// it is given goes through the bound IVolumeSpecValidator first.
+// one at a time (a snapshot in a lane of its own: volume-lanes.ts); events
+// fire after the lock is released. Every spec it is given goes through the
+// bound IVolumeSpecValidator first.
 import {
   Disposable,
   Emitter,
