@@ -23,11 +23,11 @@
 // from etcd and unclaimed here — those this agent saw in etcd during this
 // run (a volume removed while the agent was down stays), so an alloc placed
 // here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, NodeNameInUseError, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, externalIdOf, NodeNameInUseError, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
-import type { VolumeCatalogService, VolumeSpec, VolumeView } from '@csiplug/volumes';
+import { assertExternalIdFree, type VolumeCatalogService, type VolumeSpec, type VolumeView } from '@csiplug/volumes';
 import type { ClusterMembership } from './cluster-membership';
 import { sameJob } from './deploy/job-diff';
 import type { JobSpec } from './model';
@@ -608,10 +608,18 @@ export class ClusterJobs {
    * it: no other node makes one under the same id meanwhile (a CSI create
    * is idempotent by name, so a second maker would get the same volume and
    * could not tell it from its own). Throws ClusterVolumeExistsError when
-   * the id is taken or reserved.
+   * the id is taken or reserved, and VolumeExternalIdInUseError when a
+   * register names a plugin volume another cluster volume has (checked
+   * against the records read, not in the reservation's transaction: two
+   * nodes registering one at the same instant both pass here, and the
+   * second's is refused by each node's catalog when it mirrors it).
    */
   async reserveVolume(spec: VolumeSpec): Promise<void> {
     this.assertMember();
+    if (spec.externalId !== undefined) {
+      const made = (await this.store.volumes.list()).filter((r) => r.state === undefined).map((r) => ({ id: r.id, pluginId: r.pluginId, externalId: externalIdOf(r) }));
+      assertExternalIdFree(made, spec.id, spec.pluginId, spec.externalId);
+    }
     const reservation: ClusterVolumeRecord<unknown> = { id: spec.id, pluginId: spec.pluginId, origin: this.node, createdAt: this.clock.now(), state: 'creating', volume: { id: spec.id, pluginId: spec.pluginId } };
     try {
       await this.store.volumes.add(reservation);

@@ -132,6 +132,12 @@ cluster {
     const again = await rejection(agents[0]!.api.createVolume(spec));
     expect(again.status).toBe(409);
     expect(again.message).toContain('volume "shared" exists with 10485760 bytes already');
+    // Its plugin volume registered under another id, on another node: a 409 naming it; nothing is kept.
+    const { externalId } = await agents[1]!.api.getVolume('shared');
+    const twice = await rejection(agents[1]!.api.registerVolume(volumeSpecToDocument(await parseVolumeSpec(`${volumeSpec('shared-again')}\nexternal_id = "${externalId}"\n`, 'again.hcl'))));
+    expect(twice.status).toBe(409);
+    expect(twice.message).toBe(`volume "shared-again": plugin "hostpath" volume "${externalId}" is volume "shared" already; use volume "shared", or deregister it first`);
+    expect(await agents[1]!.api.getVolume('shared-again').then(() => 200, (e: { status: number }) => e.status)).toBe(404);
 
     const run = await agents[1]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
     expect(run.cluster!.placements).toHaveLength(1);

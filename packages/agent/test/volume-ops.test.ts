@@ -236,6 +236,53 @@ describe('volume operations against the real hostpath plugin', () => {
     await register('kept', `external_id = "${kept.externalId}"`);
   });
 
+  it('two volumes with one name get two storages: a write in one is not seen in the other, deleting the second keeps the first\'s data; a register of a used external id is a 409 naming the first', async () => {
+    await startWithPlugin();
+    const first = await create('first', 'name = "shared"');
+    const second = await create('second', 'name = "shared"');
+    expect(second.externalId).not.toBe(first.externalId);
+    const id = await workload('first', 'first', 'echo kept > "$CSIPLUG_VOLUME_DATA/mine.txt"');
+    await running(id);
+    expect(fs.readFileSync(path.join(backingDir(first.externalId), 'mine.txt'), 'utf8')).toBe('kept\n');
+    expect(fs.existsSync(path.join(backingDir(second.externalId), 'mine.txt'))).toBe(false);
+    await h.api.deleteVolume('second');
+    expect(fs.readFileSync(path.join(backingDir(first.externalId), 'mine.txt'), 'utf8')).toBe('kept\n');
+    expect(await h.api.getVolume('first')).toMatchObject({ externalId: first.externalId, schedulable: true });
+
+    // The first's plugin volume under another id: refused while claimed and after, naming the first; nothing stored.
+    const claimed = await refusal(register('again', `external_id = "${first.externalId}"`));
+    expect(claimed.status).toBe(409);
+    expect(claimed.message).toBe(`volume "again": plugin "hostpath" volume "${first.externalId}" is volume "first" already; use volume "first", or deregister it first`);
+    await h.api.stopJob('work-first');
+    const unclaimed = await refusal(register('again', `external_id = "${first.externalId}"`));
+    expect(unclaimed.status).toBe(409);
+    expect(unclaimed.message).toContain('is volume "first" already');
+    expect((await h.api.listVolumes()).map((v) => v.id)).toEqual(['first']);
+  });
+
+  it('job stop does not wait for a CreateSnapshot that hangs: the claim is released while the snapshot call is still held by the plugin', async () => {
+    await startWithPlugin(['--hang-rpc', 'CreateSnapshot']);
+    await create('snapped');
+    const id = await workload('snapped', 'snapped');
+    await running(id);
+    const plugin = (await h.api.listAllocs()).find((a) => a.jobId === 'hostpath-plugin')!;
+    let snapshotSettled = false;
+    const snapshot = h.api.createSnapshot('snapped', 'hung').then(
+      () => (snapshotSettled = true),
+      () => (snapshotSettled = true),
+    );
+    // The plugin holds the call (until the CSI call limit, 2 minutes by default)…
+    await pollUntil('the plugin holding CreateSnapshot', async () => {
+      const said = await Promise.all((['stdout', 'stderr'] as const).map((stream) => h.api.allocLogs(plugin.id, 'plugin', { stream, origin: 'end', offset: 64 * 1024 })));
+      return said.some((l) => l.data.includes('hanging on purpose') && l.data.includes('CreateSnapshot')) ? true : undefined;
+    });
+    // …and the workload's stop, which releases its claim, does not wait for it.
+    await h.api.stopJob('work-snapped');
+    expect((await h.api.getVolume('snapped')).claims).toEqual([]);
+    expect(snapshotSettled).toBe(false);
+    void snapshot;
+  });
+
   it('topology: a claim from a node outside the volume\'s topology is refused naming both; a topology request no node satisfies is refused at create', async () => {
     await startWithPlugin(['--topology', 'rack=r1']);
     const impossible = await refusal(create('far', 'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r9" }\n    }\n  }\n}'));

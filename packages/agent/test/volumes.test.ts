@@ -179,7 +179,7 @@ describeIfRoot('volume catalog with the hostpath plugin', () => {
     registerMonolith(agent.registry, socketPath);
     // The catalog waits for the controller itself.
     const view = await agent.catalog.createVolume(spec);
-    expect(view).toMatchObject({ id: 'data', pluginId: 'hostpath', capacityBytes: 1024 * 1024, context: { name: 'data' }, schedulable: true, claims: [] });
+    expect(view).toMatchObject({ id: 'data', pluginId: 'hostpath', capacityBytes: 1024 * 1024, context: { name: 'csiplug-data' }, schedulable: true, claims: [] });
     const volumeDir = path.join(stateDir, 'volumes', view.externalId);
     expect((await fs.stat(volumeDir)).isDirectory()).toBe(true);
     expect(agent.c.resolve<VolumeClaimer>(IVolumeClaimer)).toBe(agent.catalog);

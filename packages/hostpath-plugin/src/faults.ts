@@ -199,6 +199,8 @@ export function withFaults(handlers: CsiServerHandlers, source: FaultSource, opt
       throw csiStatus.unavailable(`${rpc}: the plugin crashed on purpose (fault switch)`);
     }
     if (faults.hangRpcs.includes(rpc)) {
+      // Said, so a test knows the call reached the plugin and is held here.
+      logger.warn('hanging on purpose until the caller gives up (fault switch)', { rpc });
       return new Promise((_resolve, reject) => {
         if (ctx.signal.aborted) reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`));
         ctx.signal.addEventListener('abort', () => reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`)), { once: true });

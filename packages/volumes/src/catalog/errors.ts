@@ -21,6 +21,21 @@ export class VolumeExistsError extends VolumeCatalogError {
   }
 }
 
+/** register/create of a volume whose plugin volume (plugin + external id) another catalog volume has already: two volumes on one storage would write into each other and delete each other's data. */
+export class VolumeExternalIdInUseError extends VolumeCatalogError {
+  constructor(
+    readonly volumeId: string,
+    readonly pluginId: string,
+    readonly externalId: string,
+    readonly holderId: string,
+  ) {
+    super(
+      'EVOLUME_EXTERNAL_ID_IN_USE',
+      `volume "${volumeId}": plugin "${pluginId}" volume "${externalId}" is volume "${holderId}" already; use volume "${holderId}", or deregister it first`,
+    );
+  }
+}
+
 /** deregister/delete of a volume that allocs still claim. */
 export class VolumeInUseError extends VolumeCatalogError {
   constructor(

@@ -13,9 +13,10 @@ import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
 import { DynamicPluginRegistry, IPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
 import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { container as rootContainer } from 'tsyringe';
-import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeSpecValidatorMissingError } from './errors';
+import { VolumeExistsError, VolumeExternalIdInUseError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeSpecValidatorMissingError } from './errors';
 import { registerVolumeCatalog } from './register';
 import { IVolumeCatalog, IVolumeClaimer, IVolumeSpecValidator } from './tokens';
+import { csiVolumeName } from './csi-volume-name';
 import { VolumeCatalog } from './volume-catalog';
 import type { VolumeCatalogEvent } from './volume-catalog-service';
 import { ClaimError, VolumeClaimRequest, VolumeClaimer } from './volume-claimer';
@@ -27,8 +28,8 @@ const PLUGIN = 'hp';
 
 /** Where plugin "hp" listens: its registrations' socket, and so the socket of every controller client the registry dispenses. */
 const SOCKET = '/fake/csi.sock';
-/** The id FakeCSIClient's CreateVolume gives a volume named "Data volume" (it answers fake-<name>). */
-const CREATED_ID = 'fake-Data volume';
+/** The id FakeCSIClient's CreateVolume gives volume "data" (it answers fake-<name>; the name sent is csiVolumeName("data")). */
+const CREATED_ID = 'fake-csiplug-data';
 
 /** Fields both instances of plugin "hp" share: its alloc, its socket, and a health verdict. */
 function instanceOf(healthy: boolean): Partial<PluginInfo> {
@@ -181,6 +182,14 @@ function req(allocId: string, over: Partial<VolumeClaimRequest> = {}): VolumeCla
   return { volumeId: 'data', allocId, readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system', ...over };
 }
 
+/** Whether `p` settles while the event loop turns over a few times (no timer: a call queued behind a lock that is never let go does not). */
+async function settles(p: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  p.then(() => (done = true), () => (done = true));
+  for (let i = 0; i < 50 && !done; i++) await new Promise((r) => setImmediate(r));
+  return done;
+}
+
 async function refused(p: Promise<unknown>): Promise<ClaimError> {
   try {
     await p;
@@ -245,6 +254,26 @@ describe('register and deregister', () => {
     expect(h.specCheck.seen.map((s) => (s as VolumeSpec | null)?.id)).toEqual(['data', 'data', 'data', 'v2', undefined, 'v3', '../etc', 'v4']);
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
     expect(h.controller.calls).toEqual([]);
+  });
+
+  test('refuses a second volume on a plugin volume another volume has (claimed or not) with a 409 naming it; another plugin\'s same id is another volume', async () => {
+    h.nodeOnlyPlugin();
+    await h.catalog.registerVolume(spec());
+    const second = h.catalog.registerVolume(spec({ id: 'second' }));
+    await expect(second).rejects.toBeInstanceOf(VolumeExternalIdInUseError);
+    await expect(h.catalog.registerVolume(spec({ id: 'second' }))).rejects.toThrow('volume "second": plugin "hp" volume "ext-data" is volume "data" already; use volume "data", or deregister it first');
+    await h.catalog.claim(req('a1'));
+    await expect(h.catalog.registerVolume(spec({ id: 'third' }))).rejects.toMatchObject({ code: 'EVOLUME_EXTERNAL_ID_IN_USE', holderId: 'data' });
+    expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
+    await expect(h.catalog.registerVolume(spec({ id: 'elsewhere', pluginId: 'other' }))).resolves.toMatchObject({ id: 'elsewhere', externalId: 'ext-data' });
+    // Two registers of one plugin volume at once (each waits for the plugin's check): one wins.
+    h.plugin();
+    const both = await Promise.allSettled([h.catalog.registerVolume(spec({ id: 'x', externalId: 'ext-x' })), h.catalog.registerVolume(spec({ id: 'y', externalId: 'ext-x' }))]);
+    expect(both.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect(h.catalog.listVolumes().filter((v) => v.externalId === 'ext-x')).toHaveLength(1);
+    // Once the first is gone, the plugin volume may be registered under another id.
+    await h.catalog.deregisterVolume('data', { force: true });
+    await expect(h.catalog.registerVolume(spec({ id: 'second' }))).resolves.toMatchObject({ id: 'second', externalId: 'ext-data' });
   });
 
   test('stores the spec the check answers with, not the one it was given', async () => {
@@ -571,7 +600,7 @@ describe('create and delete through the controller', () => {
     const view = await h.catalog.createVolume(createSpec({ capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }, { accessMode: 'multi-node-reader-only', attachmentMode: 'block-device' }] }));
     expect(h.requestsOf('CreateVolume')).toEqual([
       {
-        name: 'Data volume',
+        name: 'csiplug-data',
         capacityRange: { requiredBytes: 1024 * 1024, limitBytes: 2 * 1024 * 1024 },
         volumeCapabilities: [
           { mount: { fsType: '', mountFlags: [], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
@@ -582,7 +611,7 @@ describe('create and delete through the controller', () => {
       },
     ]);
     // The plugin's volume context is laid over the spec's: its "name" wins, the spec's "zone" stays.
-    expect(view).toMatchObject({ id: 'data', externalId: CREATED_ID, capacityBytes: 1024 * 1024, context: { name: 'Data volume', zone: 'a' }, schedulable: true });
+    expect(view).toMatchObject({ id: 'data', name: 'Data volume', externalId: CREATED_ID, capacityBytes: 1024 * 1024, context: { name: 'csiplug-data', zone: 'a' }, schedulable: true });
     expect(h.catalog.getVolume('data')).toEqual(view);
     expect(h.events).toEqual([{ volumeId: 'data', kind: 'created', message: expect.stringContaining(CREATED_ID) }]);
     expect(h.csi.waits).toEqual([{ type: 'csi-controller', name: 'hp', phase: 'prerun' }]);
@@ -616,15 +645,41 @@ describe('create and delete through the controller', () => {
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
   });
 
-  test('name defaults to the id; no capacity range when none is given', async () => {
+  test('the CSI name comes from the id, with or without a display name; no capacity range when none is given', async () => {
     h.plugin();
     const s = createSpec({ capacityMin: undefined, capacityMax: undefined });
     delete s.capacityMin;
     delete s.capacityMax;
     await h.catalog.createVolume({ ...s, name: '' });
-    const sent = h.requestsOf('CreateVolume')[0]!;
-    expect(sent.name).toBe('data');
-    expect(sent.capacityRange).toBeUndefined();
+    await h.catalog.createVolume({ ...s, id: 'Data.2', name: 'Data volume' });
+    const sent = h.requestsOf('CreateVolume');
+    expect(sent.map((r) => r.name)).toEqual(['csiplug-data', csiVolumeName('Data.2')]);
+    expect(sent[0]!.capacityRange).toBeUndefined();
+  });
+
+  test('two volumes with one display name get two CSI names, so two storages: deleting the second leaves the first', async () => {
+    h.plugin();
+    h.controller.volumes = new Set();
+    const first = await h.catalog.createVolume(createSpec({ id: 'first', name: 'shared' }));
+    const second = await h.catalog.createVolume(createSpec({ id: 'second', name: 'shared' }));
+    expect(h.requestsOf('CreateVolume').map((r) => r.name)).toEqual(['csiplug-first', 'csiplug-second']);
+    expect(first.externalId).not.toBe(second.externalId);
+    await h.catalog.deleteVolume('second');
+    expect(h.requestsOf('DeleteVolume')).toEqual([{ volumeId: second.externalId, secrets: { token: 's3cret' } }]);
+    expect(h.controller.hasVolume(first.externalId)).toBe(true);
+    expect(h.catalog.getVolume('first')).toMatchObject({ externalId: first.externalId });
+  });
+
+  test('a plugin that answers CreateVolume with a volume the catalog has under another id: refused with a 409 naming it, and that volume is not deleted', async () => {
+    h.plugin();
+    // A volume created before CSI names came from ids, whose name was "csiplug-data".
+    await h.catalog.registerVolume(spec({ id: 'old', externalId: CREATED_ID }));
+    const err = await h.catalog.createVolume(createSpec()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeExternalIdInUseError);
+    expect(err).toMatchObject({ code: 'EVOLUME_EXTERNAL_ID_IN_USE', holderId: 'old' });
+    expect((err as Error).message).toBe(`volume "data": plugin "hp" volume "${CREATED_ID}" is volume "old" already; use volume "old", or deregister it first`);
+    expect(h.requestsOf('DeleteVolume')).toEqual([]);
+    expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['old']);
   });
 
   test('DeleteVolume with the external id and secrets, then the volume is gone', async () => {
@@ -844,6 +899,36 @@ describe('snapshots and what the plugin holds', () => {
     expect(h.requestsOf('DeleteSnapshot')[0]).toMatchObject({ snapshotId: 'snap-nightly' });
   });
 
+  test('a CreateSnapshot that does not answer holds no claim or release of its volume; a delete waits for it, holding no claim meanwhile', async () => {
+    h.plugin({ publish: true });
+    h.facts({}, { supportsSnapshots: true });
+    await h.catalog.registerVolume(spec());
+    await h.catalog.claim(req('a1'));
+    h.controller.answers.set('CreateSnapshot', (r) => ({ snapshot: { snapshotId: `snap-${String(r.name)}`, sourceVolumeId: r.sourceVolumeId, sizeBytes: '1', readyToUse: true } }));
+    const hung = h.controller.gate('CreateSnapshot');
+    let snapshotDone = false;
+    const snapshot = h.catalog.createSnapshot('data', 'nightly').finally(() => (snapshotDone = true));
+    await hung.reached;
+    // The claim's release (job stop) and a new claim go through while the snapshot call hangs.
+    expect(await settles(h.catalog.release('data', 'a1'))).toBe(true);
+    expect(h.requestsOf('ControllerUnpublishVolume')).toHaveLength(1);
+    await h.catalog.claim(req('a2'));
+    await h.catalog.release('data', 'a2');
+    expect(snapshotDone).toBe(false);
+    // A delete would take the volume from under the snapshot: it waits for it, and a claim meanwhile is not held behind the delete.
+    let deleted = false;
+    const deleting = h.catalog.deleteVolume('data').then(() => (deleted = true));
+    await h.catalog.claim(req('a3'));
+    await h.catalog.release('data', 'a3');
+    expect(deleted).toBe(false);
+    expect(h.requestsOf('DeleteVolume')).toEqual([]);
+    hung.release();
+    await expect(snapshot).resolves.toMatchObject({ externalSourceVolumeId: 'ext-data' });
+    await deleting;
+    expect(h.requestsOf('DeleteVolume')).toHaveLength(1);
+    expect(h.catalog.getVolume('data')).toBeUndefined();
+  });
+
   test('a plugin without the capability, no controller, an unknown volume: each a clear error, nothing asked of the plugin', async () => {
     h.plugin();
     await h.catalog.registerVolume(spec());
@@ -864,8 +949,8 @@ describe('snapshots and what the plugin holds', () => {
     const v = await h.catalog.createVolume(spec({ externalId: undefined, id: 'restored', name: 'restored', snapshotId: 'snap-1', topologyRequest: { required: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] } }));
     expect(v.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
     expect(h.requestsOf('CreateVolume')[0]).toMatchObject({ volumeContentSource: { snapshot: { snapshotId: 'snap-1' } }, accessibilityRequirements: { requisite: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] } });
-    await h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', name: 'copy', cloneId: 'ext-restored' }));
-    expect(h.requestsOf('CreateVolume')[1]).toMatchObject({ volumeContentSource: { volume: { volumeId: 'ext-restored' } } });
+    await h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', name: 'copy', cloneId: 'ext-csiplug-restored' }));
+    expect(h.requestsOf('CreateVolume')[1]).toMatchObject({ volumeContentSource: { volume: { volumeId: 'ext-csiplug-restored' } } });
     await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'both', snapshotId: 's', cloneId: 'c' }))).rejects.toThrow('volume "both": snapshot_id and clone_id are two sources; give at most one');
   });
 

@@ -4,8 +4,9 @@
 // creates and deletes volumes through the controller plugin, and grants
 // claims by access mode (claim-rules.ts), publishing through the controller
 // when it advertises PUBLISH_UNPUBLISH_VOLUME. Mutations of one volume run
-// one at a time; events fire after the volume's lock is released. Every spec
-// it is given goes through the bound IVolumeSpecValidator first.
+// one at a time (a snapshot in a lane of its own: volume-lanes.ts); events
+// fire after the lock is released. Every spec it is given goes through the
+// bound IVolumeSpecValidator first.
 import {
   Disposable,
   Emitter,
@@ -20,35 +21,22 @@ import {
   errorMessage,
 } from '@csiplug/core';
 import { CSIClient, CSIError, CreateVolumeRequest, GrpcStatus, isNotFound } from '@csiplug/csi';
-import { ControllerPluginInfo, ICSIManager, KeyedMutex, volumeCapabilityFor } from '@csiplug/csimanager';
+import { ControllerPluginInfo, ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
 import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
+import { csiVolumeName } from './csi-volume-name';
 import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
+import { assertExternalIdFree } from './external-id-holder';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
 import { VolumeRecord, isVolumeRecord, toClaimable, toVolumeView } from './volume-record';
-import type { Topology, VolumeSpec, VolumeSpecValidator } from './volume-spec';
+import { formatTopology, topologiesOf, topologyContains } from './topology';
+import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
+import { VolumeLanes, type VolumeLane } from './volume-lanes';
 import type { VolumeClaimView, VolumeView } from './volume-view';
-
-/** `{a=1, b=2}`: a topology's segments for a message. */
-export function formatTopology(segments: Readonly<Record<string, string>>): string {
-  const entries = Object.entries(segments);
-  return entries.length ? `{${entries.map(([k, v]) => `${k}=${v}`).join(', ')}}` : '{}';
-}
-
-/** Whether a node with `node` segments lies in `topology`: every segment of the topology has the node's value. */
-export function topologyContains(topology: Topology, node: Readonly<Record<string, string>>): boolean {
-  return Object.entries(topology.segments).every(([k, v]) => node[k] === v);
-}
-
-/** The topologies a plugin answered (CreateVolume, ListVolumes), as the catalog keeps them; undefined for none. */
-function topologiesOf(list: readonly { segments?: Record<string, string> | null }[] | null | undefined): Topology[] | undefined {
-  const out = (list ?? []).map((t) => ({ segments: { ...(t.segments ?? {}) } })).filter((t) => Object.keys(t.segments).length > 0);
-  return out.length ? out : undefined;
-}
 
 /** A protobuf int64 (a decimal string or number) as a number; undefined when absent or not a count. */
 function int64(v: unknown): number | undefined {
@@ -82,7 +70,7 @@ interface Outcome<T> {
 @injectable()
 export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private readonly log: Logger;
-  private readonly mutex = new KeyedMutex();
+  private readonly lanes = new VolumeLanes();
   /** Per plugin, the volumes a claim is being granted for right now (counted against max_volumes_per_node until written). */
   private readonly placing = new Map<string, Set<string>>();
   private readonly changeEmitter: Emitter<VolumeCatalogEvent>;
@@ -145,6 +133,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return this.locked(checked.id, undefined, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
       await this.validateWithPlugin(checked, externalId);
+      assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), checked.id, checked.pluginId, externalId);
       const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
       const required = checked.topologyRequest?.required;
       if (required?.length) record.accessibleTopology = required.map((t) => ({ segments: { ...t.segments } }));
@@ -180,7 +169,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       }
 
       const request: CreateVolumeRequest = {
-        name: checked.name || checked.id,
+        // Derived from the id, never the display name two volumes may share: CSI makes it the idempotency key.
+        name: csiVolumeName(checked.id),
         volumeCapabilities: checked.capabilities.map((c) =>
           volumeCapabilityFor({ readOnly: false, accessMode: c.accessMode, attachmentMode: c.attachmentMode }, checked.mountOptions),
         ),
@@ -222,6 +212,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (Number.isFinite(capacity) && capacity > 0) record.capacityBytes = capacity;
       const reachable = topologiesOf(created.accessibleTopology);
       if (reachable) record.accessibleTopology = reachable;
+      // Another volume's storage (a name used by a volume created before names came from ids): refused, and not deleted — it is that volume's.
+      assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), record.id, record.pluginId, record.externalId);
       try {
         this.state.putVolume(record.id, record);
       } catch (err) {
@@ -260,7 +252,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   async deleteVolume(id: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     const { signal } = options;
-    await this.locked(id, signal, async () => {
+    await this.inLanes('both', id, signal, async () => {
       const record = this.read(id);
       if (!record) throw new VolumeNotFoundError(id);
       const holders = record.claims.map((c) => c.allocId);
@@ -559,7 +551,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   async expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options: { signal?: AbortSignal } = {}): Promise<VolumeExpansion> {
     const { signal } = options;
-    return this.locked(id, signal, async () => {
+    return this.inLanes('both', id, signal, async () => {
       const record = this.read(id);
       if (!record) throw new VolumeNotFoundError(id);
       const current = record.capacityBytes ?? record.capacityMin ?? 0;
@@ -623,7 +615,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     if (typeof snapshotName !== 'string' || snapshotName.trim() === '' || snapshotName.length > 128) {
       throw new ValidationError(`a snapshot name must be 1 to 128 characters, got ${JSON.stringify(name)}`, 'name');
     }
-    return this.locked(volumeId, signal, async () => {
+    return this.inLanes('snapshot', volumeId, signal, async () => {
       const record = this.read(volumeId);
       if (!record) throw new VolumeNotFoundError(volumeId);
       this.readyController(record.pluginId, `snapshot volume "${volumeId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT', volumeId);
@@ -853,8 +845,13 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   // ---- helpers ----------------------------------------------------------------------
 
   /** Runs `fn` under the volume's lock, then fires its event (outside the lock). */
-  private async locked<T>(volumeId: string, signal: AbortSignal | undefined, fn: () => Promise<Outcome<T>>): Promise<T> {
-    const outcome = await this.mutex.run(volumeId, fn, signal);
+  private locked<T>(volumeId: string, signal: AbortSignal | undefined, fn: () => Promise<Outcome<T>>): Promise<T> {
+    return this.inLanes('volume', volumeId, signal, fn);
+  }
+
+  /** Runs `fn` holding the volume's `lane` (volume-lanes.ts: a snapshot holds no claim or release), then fires its event (outside the lanes). */
+  private async inLanes<T>(lane: VolumeLane, volumeId: string, signal: AbortSignal | undefined, fn: () => Promise<Outcome<T>>): Promise<T> {
+    const outcome = await this.lanes.run(lane, volumeId, fn, signal);
     if (outcome.event) this.changeEmitter.fire(outcome.event);
     return outcome.value;
   }
