@@ -4,11 +4,15 @@
 // to (limits { max_allocs_per_job } times the nodes): each agent leaves it
 // out with one error naming its key and the limit, keeps answering its API,
 // keeps placing and running other jobs, and stops on SIGTERM by itself
-// (not by the shutdown limit giving up).
-import { connectEtcd } from '@csiplug/cluster';
+// (not by the shutdown limit giving up). And a purge decided by an agent
+// whose clock is two days behind (written here as that agent would write
+// it) is still honoured by a node that was away: the other agent's passes
+// keep its tombstone (etcd's lease of a day measures it, not a clock).
+import { EtcdJobs, connectEtcd } from '@csiplug/cluster';
+import { MemoryLogger } from '@csiplug/core';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
 import { jobToDocument, parseJobspec } from '../src/spec';
-import { AgentHarness, pollUntil, runningAlloc, sleeperHcl } from './support/agent-process';
+import { AgentHarness, isAlive, pollUntil, runningAlloc, sleeperHcl } from './support/agent-process';
 
 jest.setTimeout(300_000);
 
@@ -29,7 +33,7 @@ function errorsAbout(log: string, key: string): Array<{ msg: string; error?: str
   return out;
 }
 
-describe('a bad job record in etcd', () => {
+describe('job records read from etcd (two agents)', () => {
   let etcd: EtcdTestCluster;
   const agents: AgentHarness[] = [];
   let conn: ReturnType<typeof connectEtcd>;
@@ -93,5 +97,30 @@ cluster {
     expect(await exited).toBe(0);
     expect(agents[1]!.log).toContain('csiplug agent stopped');
     expect(agents[1]!.log).not.toContain('leaving now');
+  });
+
+  it('a purge decided by an agent whose clock is two days behind is kept by the passes of an agent with a right clock, and the node that was away purges its alloc when it comes back', async () => {
+    if (!agents[1]!.proc || agents[1]!.proc.exitCode !== null) await agents[1]!.start();
+    await Promise.all(agents.map((a) => pollUntil('both nodes ready', async () => ((await a.api.listNodes().catch(() => undefined))?.nodes.filter((n) => n.status === 'ready').length === 2 ? true : undefined), 60_000)));
+    const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('gone'), 'gone.hcl')));
+    const awayName = run.cluster!.placements[0]!.node;
+    const away = agents[NAMES.indexOf(awayName as (typeof NAMES)[number])]!;
+    const alloc = await pollUntil('the job running where it was placed', async () => runningAlloc(await away.api.getJob('gone').catch(() => undefined)), 60_000);
+    const pid = away.taskPid(alloc.id, 'main');
+
+    // The node goes away (its task runs on), and an agent two days behind purges the job.
+    await away.kill('SIGTERM');
+    const DAY = 24 * 3_600_000;
+    const skewed = new EtcdJobs(conn, new MemoryLogger(), () => Date.now() - 2 * DAY);
+    expect(await skewed.stop('gone', true, Date.now() - 2 * DAY)).toMatchObject({ purged: true });
+    // The other agent's passes remove the job's slot; the tombstone stays.
+    await pollUntil('the purged job\'s slot removed', async () => ((await conn.kv.getAll().prefix('placements/gone/').keys()).length === 0 ? true : undefined), 60_000);
+    expect(await conn.kv.get('jobs/gone').exists()).toBe(true);
+
+    // Back: it purges what it still ran of the job.
+    await away.start();
+    await pollUntil('the purged job\'s task stopped on the node that was away', async () => (isAlive(pid) ? undefined : true), 60_000);
+    await pollUntil('the purged job gone from the node that was away', async () => ((await away.api.getJob('gone').catch(() => undefined)) === undefined ? true : undefined), 60_000);
+    expect(away.log).not.toContain('a job runs here that the cluster does not know');
   });
 });

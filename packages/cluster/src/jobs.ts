@@ -4,7 +4,9 @@
 //                             keeps the version and changes only that), what
 //                             each group needs (for the scheduler) and the
 //                             spec itself (opaque here: the agent's JobSpec);
-//                             `stopped` once stopped, a tombstone once purged;
+//                             `stopped` once stopped, a tombstone once purged
+//                             (on an etcd lease of a day: etcd deletes it,
+//                             no agent's clock is compared with another's);
 //   placements/<id>/<slot>    one alloc slot and the node it runs on
 //                             (scheduler.ts);
 //   down/<node>               when a node was first seen down (its alive key
@@ -26,7 +28,8 @@
 // not). A pass that lost a race writes nothing more and the next pass (any
 // agent's) reads again. Every agent runs passes; none needs to lead.
 // Records are checked as they are read: one that is not what this module
-// writes is left out and logged (a job's slots are then left alone, a bad
+// writes, or a job over a submission's limits (record-limits.ts), is left
+// out and said once per revision (a job's slots are then left alone, a bad
 // slot is deleted), never allowed to stop every pass.
 import { CsiplugError, errorMessage, type Logger } from '@csiplug/core';
 import type { IKeyValue, Watcher } from 'etcd3';
