@@ -37,6 +37,8 @@ describe('job records read from etcd (two agents)', () => {
   let etcd: EtcdTestCluster;
   const agents: AgentHarness[] = [];
   let conn: ReturnType<typeof connectEtcd>;
+  /** Task processes a test saw: killed at the end if still there (a failed test may leave one whose agent is gone). */
+  const taskPids: number[] = [];
 
   const config = (name: string, endpoints: string) => `node_id = "${name}"
 limits {
@@ -63,6 +65,7 @@ cluster {
   afterAll(async () => {
     conn?.close();
     for (const a of agents) await a.cleanup();
+    for (const pid of taskPids) if (isAlive(pid)) process.kill(pid, 'SIGKILL');
     await etcd?.stop();
   });
 
@@ -107,6 +110,7 @@ cluster {
     const away = agents[NAMES.indexOf(awayName as (typeof NAMES)[number])]!;
     const alloc = await pollUntil('the job running where it was placed', async () => runningAlloc(await away.api.getJob('gone').catch(() => undefined)), 60_000);
     const pid = away.taskPid(alloc.id, 'main');
+    taskPids.push(pid);
 
     // The node goes away (its task runs on), and an agent two days behind purges the job.
     await away.kill('SIGTERM');
