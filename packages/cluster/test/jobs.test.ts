@@ -6,7 +6,10 @@
 // disconnect grace measured by a lease in etcd, the claims of a node past it
 // released once, and a node back meanwhile keeping its slot even against a
 // stale view; records no one can read (a job, a slot, a node, claims) that
-// never stop a pass; a job too big for one transaction.
+// never stop a pass; a job too big for one transaction; a job record over
+// a submission's limits, left out and said once per revision; a purge's
+// tombstone on an etcd lease, whatever the clocks of the agents say; a pass
+// of an agent shutting down stopping before it writes.
 import { MemoryLogger, RealClock } from '@csiplug/core';
 import type { Namespace } from 'etcd3';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
@@ -256,6 +259,16 @@ describe('jobs and placements in etcd', () => {
     await run(limited(), T0 + 5_000);
     await run(limited(), T0 + 6_000);
     expect(said()).toHaveLength(2);
+  });
+
+  it('a pass whose agent is shutting down (its signal aborted) stops before it writes; the next pass places', async () => {
+    const { jobs, run } = fresh();
+    await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
+    const stopping = new AbortController();
+    stopping.abort(new Error('the agent is shutting down'));
+    await expect(run(three(), T0, { signal: stopping.signal })).rejects.toThrow('the agent is shutting down');
+    expect(await jobs.placements()).toEqual([]);
+    expect(slots((await run(three(), T0 + 1_000)).placements, 'web')).toEqual(['web/0', 'web/1']);
   });
 
   it('a pass over three ready nodes puts a system job on each and spreads a service job, and returns what it read and wrote; the next pass writes nothing', async () => {
