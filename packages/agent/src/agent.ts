@@ -229,6 +229,7 @@ export class Agent implements AgentService, AsyncDisposable {
             runLocal: (job) => this.runLocalJob(job),
             stopLocal: (id, purge) => (this.jobAllocs(id).length ? this.stopLocalJob(id, { purge }) : Promise.resolve()),
             catalog: this.catalog,
+            maxAllocsPerJob: config.limits.maxAllocsPerJob,
             afterPass: () => this.controllers?.reconcile() ?? Promise.resolve(),
             unpublishFrom: (node, published) => this.unpublishFrom(node, published),
           },

@@ -57,6 +57,8 @@ export interface ClusterJobsHost {
   unpublishFrom?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>;
   /** Told after each pass that read etcd, before this node's share runs (the routed controllers follow where the cluster's controllers are). */
   afterPass?: () => Promise<void>;
+  /** This agent's limits { max_allocs_per_job }: a job record in etcd asking more of the cluster than its nodes' limits allow is left out. */
+  maxAllocsPerJob?: number;
 }
 
 /** What the scheduler needs of a job: each group's count, drivers and volumes. */
@@ -87,6 +89,8 @@ export class ClusterJobs {
   private running: Promise<boolean> | undefined;
   private again = false;
   private closed = false;
+  /** Aborted by dispose: a pass under way stops at its next step, so a shutdown never waits on a whole pass. */
+  private readonly stopping = new AbortController();
   /** What the last pass read: jobs, placements, pending, for views that answer at once. */
   private seen: { jobs: ClusterJobRecord<JobSpec>[]; placements: Placement[]; pending: Map<string, PendingSlots[]>; at: number } | undefined;
   /** Volumes of the cluster this node registered (or found registered) in its catalog during this run. */
@@ -232,6 +236,7 @@ export class ClusterJobs {
 
   async dispose(): Promise<void> {
     this.closed = true;
+    this.stopping.abort(new Error('the agent is shutting down'));
     this.timer?.dispose();
     this.debounce?.dispose();
     // A watch's cancel waits on etcd: never longer than a moment when it is away.
@@ -289,6 +294,8 @@ export class ClusterJobs {
       nodes: await this.membership.list(),
       now: this.clock.now(),
       disconnectGraceMs: this.membership.options.disconnectGraceMs,
+      ...(this.host.maxAllocsPerJob !== undefined ? { maxAllocsPerJob: this.host.maxAllocsPerJob } : {}),
+      signal: this.stopping.signal,
       onNodeReleased: (node, volumes) => this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', { node, volumes }),
       ...(this.host.unpublishFrom ? { beforeRelease: this.host.unpublishFrom } : {}),
     };
@@ -407,16 +414,24 @@ export class ClusterJobs {
       }
       const pending = new Map<string, PendingSlots[]>();
       const byJob = new Map<string, Unplaced[]>();
-      for (const u of result.unplaced) byJob.set(u.jobId, [...(byJob.get(u.jobId) ?? []), u]);
+      for (const u of result.unplaced) {
+        const list = byJob.get(u.jobId);
+        if (list) list.push(u);
+        else byJob.set(u.jobId, [u]);
+      }
       for (const [id, us] of byJob) pending.set(id, summarisePending(us));
       this.seen = { jobs: result.records, placements: result.placements, pending, at: this.clock.now() };
       await this.host.afterPass?.();
+      // The agent began shutting down meanwhile: nothing more runs or stops here.
+      if (this.closed) return false;
       const mirrored = await this.mirrorVolumes();
       const projected = await this.project(result.records, result.placements);
       if (!projected || !mirrored) return false;
       this.failing = false;
       return true;
     } catch (err) {
+      // Cut short by the shutdown: nothing failed.
+      if (this.closed) return false;
       // Said once per run of failures (etcd away says so every pass otherwise), in full at debug level.
       if (!this.failing) this.logger.warn('a cluster pass failed; passes go on every second and catch up', { error: errorMessage(err) });
       this.failing = true;

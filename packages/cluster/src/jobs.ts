@@ -4,7 +4,9 @@
 //                             keeps the version and changes only that), what
 //                             each group needs (for the scheduler) and the
 //                             spec itself (opaque here: the agent's JobSpec);
-//                             `stopped` once stopped, a tombstone once purged;
+//                             `stopped` once stopped, a tombstone once purged
+//                             (on an etcd lease of a day: etcd deletes it,
+//                             no agent's clock is compared with another's);
 //   placements/<id>/<slot>    one alloc slot and the node it runs on
 //                             (scheduler.ts);
 //   down/<node>               when a node was first seen down (its alive key
@@ -26,7 +28,8 @@
 // not). A pass that lost a race writes nothing more and the next pass (any
 // agent's) reads again. Every agent runs passes; none needs to lead.
 // Records are checked as they are read: one that is not what this module
-// writes is left out and logged (a job's slots are then left alone, a bad
+// writes, or a job over a submission's limits (record-limits.ts), is left
+// out and said once per revision (a job's slots are then left alone, a bad
 // slot is deleted), never allowed to stop every pass.
 import { CsiplugError, errorMessage, type Logger } from '@csiplug/core';
 import type { IKeyValue, Watcher } from 'etcd3';
@@ -34,6 +37,7 @@ import { EtcdVolumeClaims, type ClusterClaim } from './claims';
 import { isEtcdAway, type EtcdConnection } from './connect';
 import { EtcdClusterVolumes } from './cluster-volumes';
 import type { ClusterNodeView } from './node-registry';
+import { MAX_JOB_RECORD_BYTES, clusterAllocLimit } from './record-limits';
 import { schedule, type ClusterJobType, type GroupDemand, type Placement, type SchedJob, type SchedVolume, type SchedulerResult, type Unplaced } from './scheduler';
 
 const JOBS = 'jobs/';
@@ -47,8 +51,12 @@ const EPOCH = 'sched/epoch';
 const PENDING_SLOTS_NAMED = 10;
 /** The most slots one group may ask for (a record asking more is not read). */
 export const MAX_GROUP_COUNT = 100_000;
-/** How long a purged job's tombstone is kept, so a node away meanwhile still purges its allocs. */
-const TOMBSTONE_MS = 24 * 3_600_000;
+/**
+ * How long a purged job's tombstone is kept, so a node away meanwhile still
+ * purges its allocs: the tombstone is on an etcd lease this long, and etcd
+ * deletes it when the lease runs out — no agent's clock is read for it.
+ */
+export const TOMBSTONE_TTL_SECONDS = 24 * 3_600;
 /** etcd's default --max-txn-ops is 128, for compares and for writes: each write here carries up to three compares (its slot, its job, a node's alive key) plus the epoch's. */
 const OPS_PER_TXN = 40;
 
@@ -112,7 +120,12 @@ export class ClusterJobsUnavailableError extends CsiplugError {
 
 export interface ReconcileOptions {
   nodes: ClusterNodeView[];
+  /** This agent's clock: written into what it places (for people to read), never compared with a time another machine wrote. */
   now: number;
+  /** This agent's limits { max_allocs_per_job }: counts for a node whose record does not say its own (record-limits.ts). */
+  maxAllocsPerJob?: number;
+  /** Aborted: the pass stops at its next step (the agent is shutting down); what it committed stands, the rest is the next pass's. */
+  signal?: AbortSignal;
   disconnectGraceMs: number;
   /** Told of each node whose claims were released after its grace ended. */
   onNodeReleased?: (node: string, volumes: string[]) => void;
@@ -134,20 +147,20 @@ export interface ReconcileResult<S = unknown> extends SchedulerResult {
 }
 
 /**
- * A logger's warnings about bad records, each said once per record and
- * problem (a pass reads every record each second: the same bad one would
- * be said every second otherwise).
+ * A logger's words about bad records, each said once per record, revision
+ * and problem (a pass reads every record each second: the same bad one
+ * would be said every second otherwise; written again, it is said again).
  */
 class RecordWarnings {
   private readonly said = new Set<string>();
   constructor(private readonly logger: Logger) {}
 
-  warn(message: string, key: string, problem: string): void {
-    const id = `${key}\u0000${problem}`;
+  warn(message: string, key: string, problem: string, revision?: string, level: 'warn' | 'error' = 'warn'): void {
+    const id = `${key}\u0000${revision ?? ''}\u0000${problem}`;
     if (this.said.has(id)) return;
     if (this.said.size >= 10_000) this.said.clear();
     this.said.add(id);
-    this.logger.warn(message, { key, error: problem });
+    this.logger[level](message, { key, error: problem, ...(revision !== undefined ? { revision } : {}) });
   }
 }
 
@@ -163,8 +176,11 @@ function parse<T>(key: string, text: string, warnings: RecordWarnings): T | unde
 const isStr = (x: unknown): x is string => typeof x === 'string' && x.length > 0;
 const isCount = (x: unknown, max: number): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x <= max;
 
-/** Why a job record is not one this module wrote, or undefined when it is. */
-function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string): string | undefined {
+/**
+ * Why a job record is not one this module wrote, or undefined when it is.
+ * `maxAllocs`: the most allocs the job may ask of the cluster (record-limits.ts), when known.
+ */
+function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string, maxAllocs?: number): string | undefined {
   if (r === null || typeof r !== 'object') return 'not an object';
   if (r.id !== id) return `its id ${JSON.stringify(r.id)} is not its key's ("${id}")`;
   if (r.type !== 'service' && r.type !== 'system') return `type ${JSON.stringify(r.type)} is not service or system`;
@@ -178,6 +194,10 @@ function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string): stri
     if (!Array.isArray(g.volumes) || !g.volumes.every((v) => v !== null && typeof v === 'object' && isStr(v.volumeId) && isStr(v.accessMode) && typeof v.readOnly === 'boolean')) {
       return `group "${g.name}": volumes is not a list of volume requests`;
     }
+  }
+  const wanted = (r.groups as GroupDemand[]).reduce((n, g) => n + g.count, 0);
+  if (maxAllocs !== undefined && wanted > maxAllocs) {
+    return `it asks for ${wanted} allocs (${(r.groups as GroupDemand[]).map((g) => `${g.name}: ${g.count}`).join(', ')}); the cluster's nodes run at most ${maxAllocs} of a job in all (limits { max_allocs_per_job } times the nodes), and a job run asking more is refused`;
   }
   return undefined;
 }
@@ -209,6 +229,7 @@ export class EtcdJobs<S = unknown> {
     private readonly conn: EtcdConnection,
     private readonly logger: Logger,
     now: () => number = Date.now,
+    private readonly options: { tombstoneTtlSeconds?: number } = {},
   ) {
     this.claims = new EtcdVolumeClaims(conn, now);
     this.volumes = new EtcdClusterVolumes(conn, logger);
@@ -233,16 +254,26 @@ export class EtcdJobs<S = unknown> {
     return { record: this.jobRecord(JOBS + id, kv), mod: kv.mod_revision };
   }
 
-  /** A job record as read (its key without the namespace's prefix), or undefined (logged) when it is not one this module wrote. */
-  private jobRecord(key: string, kv: IKeyValue): ClusterJobRecord<S> | undefined {
-    const r = parse<Partial<ClusterJobRecord<S>> | null>(key, kv.value.toString(), this.warnings);
-    if (r === undefined) return undefined;
-    const problem = jobRecordProblem(r, key.slice(JOBS.length));
-    if (problem) {
-      this.warnings.warn('a job record in etcd is not one csiplug wrote; the job is left as it is (its slots untouched) until it is run again', key, problem);
+  /**
+   * A job record as read (its key without the namespace's prefix), or
+   * undefined (said once per revision) when it is not one this module wrote
+   * or asks for more than a submission may (`maxAllocs`, record-limits.ts).
+   */
+  private jobRecord(key: string, kv: IKeyValue, maxAllocs?: number): ClusterJobRecord<S> | undefined {
+    const skip = (problem: string) => {
+      this.warnings.warn('a job record in etcd is not one csiplug wrote or is over a limit; the job is left as it is (its slots untouched) until it is run again (csiplug job run)', key, problem, kv.mod_revision, 'error');
       return undefined;
+    };
+    // Measured before it is parsed: a record's size bounds what reading it costs.
+    if (kv.value.length > MAX_JOB_RECORD_BYTES) return skip(`it is ${kv.value.length} bytes, over the ${MAX_JOB_RECORD_BYTES} a job record may take`);
+    let r: Partial<ClusterJobRecord<S>> | null;
+    try {
+      r = JSON.parse(kv.value.toString()) as Partial<ClusterJobRecord<S>> | null;
+    } catch (err) {
+      return skip(`it is not JSON: ${errorMessage(err)}`);
     }
-    return r as ClusterJobRecord<S>;
+    const problem = jobRecordProblem(r, key.slice(JOBS.length), maxAllocs);
+    return problem ? skip(problem) : (r as ClusterJobRecord<S>);
   }
 
   /**
@@ -267,18 +298,37 @@ export class EtcdJobs<S = unknown> {
     });
   }
 
-  /** Stops the job (its placements go at the next pass); a purge leaves a tombstone so every node purges its allocs. Undefined: no such job. */
+  /**
+   * Stops the job (its placements go at the next pass); a purge leaves a
+   * tombstone, on a lease of a day, so every node purges its allocs.
+   * Undefined: no such job.
+   */
   stop(id: string, purge: boolean, now: number): Promise<ClusterJobRecord<S> | undefined> {
     return this.call(`job "${id}"`, async () => {
       for (let attempt = 0; attempt < 8; attempt++) {
         const { record: old, mod } = await this.readJob(id);
         if (!old || old.purged || mod === undefined) return undefined;
         const record: ClusterJobRecord<S> = { ...old, stopped: true, submittedAt: now, ...(purge ? { purged: true } : {}) };
-        const res = await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
+        const res = purge ? await this.putTombstone(id, record, mod) : await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
         if (res.succeeded) return record;
       }
       throw new CsiplugError('ECONFLICT', `job "${id}" kept changing while it was stopped; try again`);
     });
+  }
+
+  /**
+   * Writes a purged job's record on a new lease of the tombstone's length,
+   * if its key is still at `mod`. The lease is not kept alive: etcd deletes
+   * the tombstone when it runs out (a submit of the job meanwhile writes it
+   * without a lease, and it stays). Lost the race: the lease is given back.
+   */
+  private async putTombstone(id: string, record: ClusterJobRecord<S>, mod: string) {
+    const lease = this.conn.kv.lease(this.options.tombstoneTtlSeconds ?? TOMBSTONE_TTL_SECONDS, { autoKeepAlive: false });
+    const leaseId = await lease.grant();
+    const res = await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record)).lease(leaseId)).commit();
+    if (res.succeeded) lease.release();
+    else await lease.revoke().catch(() => undefined);
+    return res;
   }
 
   /** Every job record, tombstones included. */
@@ -347,8 +397,10 @@ export class EtcdJobs<S = unknown> {
   }
 
   private async pass(options: ReconcileOptions): Promise<ReconcileResult<S>> {
-    const { now, disconnectGraceMs } = options;
+    const { now, disconnectGraceMs, signal } = options;
     const kv = this.conn.kv;
+    // A record may ask no more than a submission could: at most each node's max_allocs_per_job of a job in all.
+    const maxAllocs = clusterAllocLimit(options.nodes, options.maxAllocsPerJob, MAX_GROUP_COUNT);
     const epochMod = (await kv.get(EPOCH).exec()).kvs[0]?.mod_revision;
     // The records and the revisions the commit compares, from one read: read apart, a job changed in between would be
     // planned from its old record and committed against its new revision.
@@ -356,13 +408,17 @@ export class EtcdJobs<S = unknown> {
     const records: ClusterJobRecord<S>[] = [];
     const jobMods = new Map<string, string>();
     const unreadableJobs = new Set<string>();
+    /** Tombstones written without a lease (by an older agent): put on one now. */
+    const leaselessTombstones: ClusterJobRecord<S>[] = [];
     for (const j of jobKvs) {
       const id = j.key.toString().slice(JOBS.length);
       jobMods.set(id, j.mod_revision);
-      const r = this.jobRecord(j.key.toString(), j);
+      const r = this.jobRecord(j.key.toString(), j, maxAllocs);
       if (r) records.push(r);
       else unreadableJobs.add(id);
+      if (r?.purged && j.lease === '0') leaselessTombstones.push(r);
     }
+    signal?.throwIfAborted();
     const { good: readAll, bad } = await this.readPlacementKvs();
     // A job whose record cannot be read keeps its slots as they are: nothing of it is planned.
     const read = readAll.filter((p) => !unreadableJobs.has(p.placement.jobId));
@@ -433,8 +489,10 @@ export class EtcdJobs<S = unknown> {
       schedVolumes[v.id] = { id: v.id, pluginId: v.pluginId, ...(v.accessibleTopology ? { accessibleTopology: v.accessibleTopology } : {}), ...(v.capabilities ? { capabilities: v.capabilities } : {}) };
     }
     const jobs: SchedJob[] = records.map((r) => ({ id: r.id, type: r.type, version: r.version, stopped: r.stopped || !!r.purged, groups: r.groups }));
+    signal?.throwIfAborted();
     const result = schedule({ jobs, placements: read.map((p) => p.placement), nodes, downSince: {}, volumes: schedVolumes, claims, now, disconnectGraceMs, expired, unreadableClaims: unreadable });
 
+    const readByKey = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.placement]));
     const modOf = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.mod]));
     const readyNodes = new Set(nodes.filter((n) => n.status === 'ready').map((n) => n.name));
     type Write = { jobId: string; key: string; mod: string | undefined; value?: string; alive?: string; gone?: string };
@@ -445,7 +503,7 @@ export class EtcdJobs<S = unknown> {
       ...[...badMods].filter(([key]) => !putKeys.has(key)).map(([key, mod]) => ({ jobId: '', key, mod })),
       ...result.remove.map((p) => ({ jobId: p.jobId, key: `${p.jobId}/${p.slot}`, mod: modOf.get(`${p.jobId}/${p.slot}`) })),
       ...result.put.map((p) => {
-        const before = read.find((r) => r.placement.jobId === p.jobId && r.placement.slot === p.slot)?.placement;
+        const before = readByKey.get(`${p.jobId}/${p.slot}`);
         const moved = before && before.node !== p.node ? before.node : undefined;
         return {
           jobId: p.jobId,
@@ -462,6 +520,8 @@ export class EtcdJobs<S = unknown> {
     let epoch = epochMod;
     const committed: Write[] = [];
     for (let i = 0; i < writes.length; i += OPS_PER_TXN) {
+      // Between transactions: an agent shutting down stops here (what was committed stands; the next pass reads it).
+      signal?.throwIfAborted();
       const chunk = writes.slice(i, i + OPS_PER_TXN);
       // The epoch first: no other pass committed since this one read (or since its own last chunk).
       let txn = epoch === undefined ? kv.if(EPOCH, 'Create', '==', 0) : kv.if(EPOCH, 'Mod', '==', epoch);
@@ -492,7 +552,11 @@ export class EtcdJobs<S = unknown> {
     // What could not be placed, per job, for `job status`: written by a pass whose decisions all stood, and only when it changed.
     if (conflicts === 0) {
       const pendingByJob = new Map<string, Unplaced[]>();
-      for (const u of result.unplaced) pendingByJob.set(u.jobId, [...(pendingByJob.get(u.jobId) ?? []), u]);
+      for (const u of result.unplaced) {
+        const list = pendingByJob.get(u.jobId);
+        if (list) list.push(u);
+        else pendingByJob.set(u.jobId, [u]);
+      }
       const pendingNow = await kv.getAll().prefix(PENDING).strings();
       const known = new Set(jobMods.keys());
       for (const r of records) {
@@ -503,13 +567,12 @@ export class EtcdJobs<S = unknown> {
       }
       for (const key of Object.keys(pendingNow)) if (!known.has(key.slice(PENDING.length))) await kv.delete().key(key);
     }
-    // A purged job's tombstone goes a day after the purge, once it has no placement left (a node away that long finds no record of
-    // the job, and its agent warns of the allocs it still holds rather than guessing).
-    for (const r of records) {
-      if (r.purged && now - r.submittedAt > TOMBSTONE_MS && ![...after.values()].some((p) => p.jobId === r.id)) {
-        const mod = jobMods.get(r.id);
-        if (mod !== undefined) await kv.if(JOBS + r.id, 'Mod', '==', mod).then(kv.delete().key(JOBS + r.id)).commit();
-      }
+    // A purged job's tombstone goes when its lease of a day runs out (etcd measures it: no two machines' clocks are compared; a node
+    // away that long finds no record of the job, and its agent warns of the allocs it still holds rather than guessing). One an
+    // older agent wrote without a lease is put on one now: it goes a day from now.
+    for (const r of leaselessTombstones) {
+      const mod = jobMods.get(r.id);
+      if (mod !== undefined) await this.putTombstone(r.id, r, mod);
     }
     // Placements of jobs whose record cannot be read are as they were.
     const placements = [...after.values(), ...readAll.filter((p) => unreadableJobs.has(p.placement.jobId)).map((p) => p.placement)];

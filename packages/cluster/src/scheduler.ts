@@ -251,7 +251,8 @@ export function schedule(input: SchedulerInput): SchedulerResult {
   const remove: Placement[] = [];
   const unplaced: Unplaced[] = [];
   const kept = new Map<string, Placement>();
-  const moving: Placement[] = [];
+  /** Slots moving off a node down past its grace, by job and slot (looked up once per slot: no scan per slot). */
+  const moving = new Map<string, Placement>();
 
   // What stays: every placement of a live job within its group's count, unless its node is gone past the grace (service).
   for (const p of input.placements) {
@@ -265,7 +266,7 @@ export function schedule(input: SchedulerInput): SchedulerResult {
       continue;
     }
     if (job.type === 'service' && pastGrace(p.node, input)) {
-      moving.push(p);
+      moving.set(`${p.jobId}\u0000${p.slot}`, p);
       continue;
     }
     kept.set(`${p.jobId}\u0000${p.slot}`, p);
@@ -280,6 +281,8 @@ export function schedule(input: SchedulerInput): SchedulerResult {
     for (const v of demandOf(p)!.volumes) if (!claimedBy(p.node, v.volumeId, !v.readOnly)) tally.useVolume(p.node, v.volumeId, v.accessMode, !v.readOnly);
   }
 
+  /** Slots `place` put somewhere this run. */
+  const placedNow = new Set<string>();
   const place = (job: SchedJob, group: GroupDemand, slot: string, index: number, candidates: ClusterNodeView[], movedFrom?: string): void => {
     const reasons: Record<string, string> = {};
     const feasible: ClusterNodeView[] = [];
@@ -295,6 +298,7 @@ export function schedule(input: SchedulerInput): SchedulerResult {
     }
     const p: Placement = { slot, jobId: job.id, group: group.name, index, node: node.name, jobVersion: job.version, placedAt: input.now, ...(movedFrom ? { movedFrom } : {}) };
     put.push(p);
+    placedNow.add(`${job.id}\u0000${slot}`);
     tally.place(p);
     for (const v of group.volumes) tally.useVolume(node.name, v.volumeId, v.accessMode, !v.readOnly);
   };
@@ -332,14 +336,14 @@ export function schedule(input: SchedulerInput): SchedulerResult {
             continue;
           }
           place(job, group, slot, index, nodes.filter((n) => n.name !== existing.node), existing.node);
-          if (!put.some((p) => p.jobId === job.id && p.slot === slot)) {
+          if (!placedNow.has(`${job.id}\u0000${slot}`)) {
             // Nowhere else either: it stays where it is, at its version, and the new version is pending with why.
             const last = unplaced[unplaced.length - 1];
             if (last?.jobId === job.id && last.slot === slot) last.reasons[existing.node] = why;
           }
           continue;
         }
-        const moved = moving.find((m) => m.jobId === job.id && m.slot === slot);
+        const moved = moving.get(`${job.id}\u0000${slot}`);
         place(job, group, slot, index, nodes, moved?.node);
       }
     }

@@ -6,7 +6,10 @@
 // disconnect grace measured by a lease in etcd, the claims of a node past it
 // released once, and a node back meanwhile keeping its slot even against a
 // stale view; records no one can read (a job, a slot, a node, claims) that
-// never stop a pass; a job too big for one transaction.
+// never stop a pass; a job too big for one transaction; a job record over
+// a submission's limits, left out and said once per revision; a purge's
+// tombstone on an etcd lease, whatever the clocks of the agents say; a pass
+// of an agent shutting down stopping before it writes.
 import { MemoryLogger, RealClock } from '@csiplug/core';
 import type { Namespace } from 'etcd3';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
@@ -109,11 +112,11 @@ describe('jobs and placements in etcd', () => {
     conns.push(c);
     return c;
   };
-  const fresh = () => {
+  const fresh = (options: { tombstoneTtlSeconds?: number } = {}) => {
     const prefix = `test-jobs-${++prefixes}/`;
     const conn = connect(prefix);
     const logger = new MemoryLogger();
-    const jobs = new EtcdJobs<Spec>(conn, logger, () => T0);
+    const jobs = new EtcdJobs<Spec>(conn, logger, () => T0, options);
     /** A pass over `nodes`, with etcd's alive keys made to agree with them first. */
     const run = async (nodes: ClusterNodeView[], now: number, over: Partial<ReconcileOptions> = {}): Promise<ReconcileResult<Spec>> => {
       await aliveAs(conn, nodes);
@@ -177,8 +180,9 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.status('web'))?.record.stopped).toBe(true);
   });
 
-  it('a purge leaves a tombstone, its placements go at the next pass, and the tombstone a day later', async () => {
-    const { jobs, run } = fresh();
+  it('a purge leaves a tombstone, its placements go at the next pass, and the tombstone when its lease runs out (whatever a pass\'s clock says)', async () => {
+    // The tombstone's lease as short as a test can wait for; in an agent it is a day.
+    const { conn, jobs, run } = fresh({ tombstoneTtlSeconds: 2 });
     await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0);
     await jobs.submit('keep', 'service', [group('keep', 1)], { image: 'keep:1' }, T0);
     await run(three(), T0);
@@ -193,11 +197,78 @@ describe('jobs and placements in etcd', () => {
     await run(three(), T0 + 2_000);
     expect((await jobs.placements()).map((p) => p.jobId)).toEqual(['keep']);
     expect((await jobs.jobs()).map((j) => j.id)).toEqual(['keep', 'web']);
+    // A pass whose clock says a day went by changes nothing: etcd measures the tombstone's day.
     await run(three(), T0 + 1_000 + 24 * 3_600_000 + 1);
+    expect((await jobs.jobs()).map((j) => j.id)).toEqual(['keep', 'web']);
+    await untilGone(conn, 'jobs/web');
     expect((await jobs.jobs()).map((j) => j.id)).toEqual(['keep']);
 
     // Submitted again after its purge: a new job, version 0.
     expect((await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0 + 2 * 24 * 3_600_000)).record.version).toBe(0);
+  });
+
+  it('a purge decided by an agent whose clock is two days behind is kept by a pass with a right clock, for a node back later to see, and a tombstone an older agent left without a lease is put on one', async () => {
+    const { conn, prefix, jobs: right, run } = fresh({ tombstoneTtlSeconds: 2 });
+    const DAY = 24 * 3_600_000;
+    const now = Date.now();
+    // Another agent on the same keys, its clock two days behind.
+    const skewed = new EtcdJobs<Spec>(connect(prefix), new MemoryLogger(), () => now - 2 * DAY, { tombstoneTtlSeconds: 2 });
+    await right.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, now);
+    await run(three(), now);
+    expect(await skewed.stop('web', true, now - 2 * DAY)).toMatchObject({ purged: true, submittedAt: now - 2 * DAY });
+
+    // The right agent's passes: the tombstone stays (its slot goes), as a node away would need it to.
+    await run(three(), now + 1_000);
+    await run(three(), now + 2_000);
+    expect(await right.placements()).toEqual([]);
+    expect((await right.jobs()).map((j) => [j.id, j.purged])).toEqual([['web', true]]);
+    // Gone only when etcd's lease on it runs out.
+    await untilGone(conn, 'jobs/web');
+
+    // A tombstone written without a lease (an agent before this one) goes on one at the next pass, and then when it runs out.
+    await conn.kv.put('jobs/old').value(JSON.stringify({ id: 'old', type: 'service', version: 0, stopped: true, purged: true, submittedAt: now - 3 * DAY, groups: [group('old', 1)], spec: { image: 'old:1' } }));
+    await run(three(), now + 3_000);
+    const rewritten = (await conn.kv.get('jobs/old').exec()).kvs[0];
+    expect(rewritten?.lease).not.toBe('0');
+    await untilGone(conn, 'jobs/old');
+  });
+
+  it('a 195-byte job record asking for 100000 allocs, put straight into etcd, is left out with one error naming its key and the limit; other jobs are placed; written again, it is said again', async () => {
+    const { conn, jobs, run, logger } = fresh();
+    const limited = (): ClusterNodeView[] => three().map((n) => ({ ...n, maxAllocsPerJob: 256 }));
+    const body = JSON.stringify({ id: 'big', type: 'service', version: 0, stopped: false, submittedAt: T0, groups: [{ name: 'g', count: 100_000, drivers: ['raw_exec'], volumes: [] }], spec: { pad: 'x'.repeat(17) } });
+    expect(Buffer.byteLength(body)).toBe(195);
+    await conn.kv.put('jobs/big').value(body);
+    await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
+
+    for (let i = 0; i < 3; i++) {
+      const result = await run(limited(), T0 + i * 1_000);
+      expect(result.conflicts).toBe(0);
+      expect(result.records.map((r) => r.id)).toEqual(['web']);
+      expect(result.unplaced).toEqual([]);
+    }
+    expect(slots(await jobs.placements(), 'web')).toEqual(['web/0', 'web/1']);
+    expect(await conn.kv.getAll().prefix('placements/big/').keys()).toEqual([]);
+    const said = () => logger.records.filter((r) => r.level === 'error' && r.fields['key'] === 'jobs/big');
+    expect(said()).toHaveLength(1);
+    expect(String(said()[0]!.fields['error'])).toContain('asks for 100000 allocs');
+    expect(String(said()[0]!.fields['error'])).toContain('at most 768 of a job in all');
+
+    // A new revision of the same bad record is said once more.
+    await conn.kv.put('jobs/big').value(body);
+    await run(limited(), T0 + 5_000);
+    await run(limited(), T0 + 6_000);
+    expect(said()).toHaveLength(2);
+  });
+
+  it('a pass whose agent is shutting down (its signal aborted) stops before it writes; the next pass places', async () => {
+    const { jobs, run } = fresh();
+    await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
+    const stopping = new AbortController();
+    stopping.abort(new Error('the agent is shutting down'));
+    await expect(run(three(), T0, { signal: stopping.signal })).rejects.toThrow('the agent is shutting down');
+    expect(await jobs.placements()).toEqual([]);
+    expect(slots((await run(three(), T0 + 1_000)).placements, 'web')).toEqual(['web/0', 'web/1']);
   });
 
   it('a pass over three ready nodes puts a system job on each and spreads a service job, and returns what it read and wrote; the next pass writes nothing', async () => {
@@ -270,10 +341,11 @@ describe('jobs and placements in etcd', () => {
   it('the per-node cap on a job\'s allocs (max_allocs_per_job in the node\'s view) leaves the excess pending, with the reason', async () => {
     const { jobs, run } = fresh();
     await jobs.submit('web', 'service', [group('web', 5)], { image: 'web:1' }, T0);
-    const nodes = [node('n1', { maxAllocsPerJob: 2 }), node('n2', { maxAllocsPerJob: 1 })];
+    // Three nodes known, the most generous running 2 of a job: a job run could have asked for 6 (record-limits.ts); n3 is down.
+    const nodes = [node('n1', { maxAllocsPerJob: 2 }), node('n2', { maxAllocsPerJob: 1 }), node('n3', { maxAllocsPerJob: 1, status: 'down' })];
     const result = await run(nodes, T0);
     expect(perNode(await jobs.placements())).toEqual({ n1: 2, n2: 1 });
-    const capped = { n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })', n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })' };
+    const capped = { n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })', n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })', n3: 'the node is down' };
     expect(result.unplaced.map((u) => [u.slot, u.reasons])).toEqual([
       ['web/3', capped],
       ['web/4', capped],
@@ -503,8 +575,8 @@ describe('jobs and placements in etcd', () => {
     // Not removed as slots of an unknown job: untouched, and counted as they are.
     expect(await Promise.all(['text', 'shape', 'other'].map(async (id) => (await raw(`placements/${id}/${id}/0`))?.mod_revision))).toEqual(mods);
     expect(byKey(result.placements).map((p) => `${p.jobId}/${p.slot}`)).toEqual(['other/other/0', 'shape/shape/0', 'text/text/0', 'web/web/0', 'web/web/1']);
-    const warned = logger.records.filter((r) => r.level === 'warn').map((r) => r.fields['key']);
-    expect(warned).toEqual(expect.arrayContaining(['jobs/text', 'jobs/shape', 'jobs/other']));
+    const said = logger.records.filter((r) => r.level === 'error').map((r) => r.fields['key']);
+    expect(said).toEqual(expect.arrayContaining(['jobs/text', 'jobs/shape', 'jobs/other']));
     expect(await jobs.status('other')).toBeUndefined();
     expect((await jobs.jobs()).map((j) => j.id)).toEqual(['web']);
   });
