@@ -77,6 +77,7 @@ plugin "exec" {
   chroot_env       = { "/opt/plugin" = "/srv/plugin-code" }
   allow_caps       = ["chown", "CAP_SYS_ADMIN"]
   allow_privileged = false
+  allowed_users    = ["nobody", "www-data"]
 }
 `;
 
@@ -111,7 +112,7 @@ const FULL: AgentConfig = {
   stopTasksOnExit: true,
   reconcileOrphans: true,
   claimGcInterval: 120_000,
-  exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false },
+  exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false, allowedUsers: ['nobody', 'www-data'] },
 };
 
 describe('parseAgentConfig', () => {
@@ -150,7 +151,7 @@ describe('parseAgentConfig', () => {
       tls: { cert_file: '/etc/csiplug/cert.pem', key_file: '/etc/csiplug/key.pem' },
       http: { allowed_hosts: ['csiplug.example', '10.0.0.7'], allowed_origins: ['https://ui.example:8443'] },
       limits: [{ http_max_conns: 64, http_max_conns_per_client: 8, http_idle_timeout: '10s', max_allocs_per_job: 50 }],
-      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false } },
+      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false, allowed_users: ['nobody', 'www-data'] } },
     };
     expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
   });
@@ -262,6 +263,7 @@ describe('parseAgentConfig', () => {
     ['stop_tasks_on_exit as a string', 'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n', 'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")'],
     ['a plugin block of an unknown driver', 'data_dir = "/d"\nplugin "docker" {\n}\n', 'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec"; raw_exec has no settings)'],
     ['a relative chroot_env path', 'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n', 'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."'],
+    ['a user that is no user name', 'data_dir = "/d"\nplugin "exec" {\n  allowed_users = ["root", "a b"]\n}\n', 'agent.hcl: plugin "exec".allowed_users[1] "a b" is not a user name (like "nobody" or "www-data") or uid'],
     ['an unknown capability', 'data_dir = "/d"\nplugin "exec" {\n  allow_caps = ["chown", "fly"]\n}\n', 'agent.hcl: plugin "exec".allow_caps[1] "fly" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")'],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
