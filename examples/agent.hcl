@@ -50,8 +50,8 @@ heartbeat {
 # }
 
 # tls {                            # serve the API over HTTPS (needed for a non-loopback bind_addr)
-#   cert_file = "/etc/csiplug/cert.pem"
-#   key_file  = "/etc/csiplug/key.pem"
+#   cert_file = "/var/lib/csiplug/tls/cert.pem"  # keys under the data dir (0700): no task or local user reads them
+#   key_file  = "/var/lib/csiplug/tls/key.pem"
 # }
 
 # raw_exec runs tasks as host processes with the agent's user (root). Off

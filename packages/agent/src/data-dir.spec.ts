@@ -40,17 +40,17 @@ describe('the data dir', () => {
     fs.rmSync(elsewhere, { recursive: true, force: true });
   });
 
-  test('a new data dir is created 0711', () => {
+  test('a new data dir is created 0700', () => {
     const umask = process.umask(0);
     try {
       expect(secureDataDir(dataDir, new MemoryLogger())).toEqual([]);
     } finally {
       process.umask(umask);
     }
-    expect(modeOf(dataDir)).toBe('0711');
+    expect(modeOf(dataDir)).toBe('0700');
   });
 
-  test('what an older release left readable is tightened: state 0600, agent dirs 0700, task paths 0711 — one line per path', () => {
+  test('what an older release left readable is tightened: state 0600, agent dirs 0700, alloc and task dirs 0700 (the shared dir of several users keeps 1777) — one line per path', () => {
     fs.mkdirSync(dataDir);
     fs.chmodSync(dataDir, 0o755);
     const files = ['state.db', 'state.db-wal', 'state.db-shm', 'state.db.backup', 'state.db.backup.tmp', 'agent.lock', 'agent.lock-wal'];
@@ -67,16 +67,19 @@ describe('the data dir', () => {
     ];
     // Already tighter than the rule: never loosened.
     make(dataDir, 'allocs/a2/', 0o700);
+    // The shared dir of an alloc whose isolated tasks run as several users: sticky, behind the 0700 alloc dir.
+    const sharedDir = make(dataDir, 'allocs/a2/alloc/', 0o1777);
+    fs.chmodSync(sharedDir, 0o1777);
 
     const logger = new MemoryLogger();
     const changes = secureDataDir(dataDir, logger.child({ component: 'agent' }));
 
     const want: Record<string, string> = {
-      '.': '0711',
+      '.': '0700',
       ...Object.fromEntries(files.map((f) => [f, '0600'])),
-      allocs: '0711',
-      'allocs/a1': '0711',
-      'allocs/a1/web': '0711',
+      allocs: '0700',
+      'allocs/a1': '0700',
+      'allocs/a1/web': '0700',
       'allocs/a1/web/.executor': '0700',
       plugins: '0700',
       'plugins/p1': '0700',
@@ -87,6 +90,7 @@ describe('the data dir', () => {
     for (const [rel, mode] of Object.entries(want)) expect([rel, modeOf(path.join(dataDir, rel))]).toEqual([rel, mode]);
     for (const p of untouched) expect([p, modeOf(p)]).toEqual([p, fs.lstatSync(p).isDirectory() ? '0755' : '0644']);
     expect(modeOf(path.join(dataDir, 'allocs/a2'))).toBe('0700');
+    expect(modeOf(sharedDir)).toBe('01777');
     // chmod only: every file still holds what it held.
     for (const f of files) expect(fs.readFileSync(path.join(dataDir, f), 'utf8')).toBe(`secret ${f}`);
 
@@ -94,22 +98,22 @@ describe('the data dir', () => {
     const lines = logger.find('tightened the mode').map((r) => r.fields);
     expect(lines).toHaveLength(Object.keys(want).length);
     expect(changes).toHaveLength(Object.keys(want).length);
-    expect(lines).toContainEqual({ component: 'agent', path: dataDir, from: '0755', to: '0711' });
+    expect(lines).toContainEqual({ component: 'agent', path: dataDir, from: '0755', to: '0700' });
     expect(lines).toContainEqual({ component: 'agent', path: path.join(dataDir, 'state.db'), from: '0644', to: '0600' });
     expect(lines).toContainEqual({ component: 'agent', path: path.join(dataDir, 'plugins'), from: '0755', to: '0700' });
-    expect(lines).toContainEqual({ component: 'agent', path: path.join(dataDir, 'allocs/a1/web'), from: '0755', to: '0711' });
+    expect(lines).toContainEqual({ component: 'agent', path: path.join(dataDir, 'allocs/a1/web'), from: '0755', to: '0700' });
 
     // Nothing left to do the next time.
     expect(secureDataDir(dataDir, logger)).toEqual([]);
   });
 
   test('a planted symlink below the top level is never followed: what it points at keeps its mode', () => {
-    fs.mkdirSync(dataDir, { mode: 0o711 });
+    fs.mkdirSync(dataDir, { mode: 0o700 });
     const outsideDir = make(elsewhere, 'shared/', 0o755);
-    make(dataDir, 'allocs/', 0o711);
+    make(dataDir, 'allocs/', 0o700);
     fs.symlinkSync(outsideDir, path.join(dataDir, 'allocs', 'a1'));
-    make(dataDir, 'allocs/a2/', 0o711);
-    make(dataDir, 'allocs/a2/web/', 0o711);
+    make(dataDir, 'allocs/a2/', 0o700);
+    make(dataDir, 'allocs/a2/web/', 0o700);
     fs.symlinkSync(outsideDir, path.join(dataDir, 'allocs/a2/web/.executor'));
     make(dataDir, 'csi/', 0o700);
     fs.symlinkSync(outsideDir, path.join(dataDir, 'csi', 'node'));
@@ -121,7 +125,7 @@ describe('the data dir', () => {
   });
 
   test.each(['state.db', 'agent.lock', 'plugins', 'allocs', 'csi'])('a symlink planted as %s is refused, and what it points at keeps its mode', (name) => {
-    fs.mkdirSync(dataDir, { mode: 0o711 });
+    fs.mkdirSync(dataDir, { mode: 0o700 });
     const outside = name.includes('.') ? make(elsewhere, 'passwd', 0o644) : make(elsewhere, 'shared/', 0o755);
     fs.symlinkSync(outside, path.join(dataDir, name));
     expect(() => secureDataDir(dataDir, new MemoryLogger())).toThrow(new RegExp(`${name.replace('.', '\\.')} is a symlink; the agent keeps its state`));
@@ -142,7 +146,7 @@ describe('the data dir', () => {
     fs.symlinkSync(real, dataDir);
     const logger = new MemoryLogger();
     secureDataDir(dataDir, logger);
-    expect(modeOf(real)).toBe('0711');
+    expect(modeOf(real)).toBe('0700');
     expect(modeOf(path.join(real, 'state.db'))).toBe('0600');
     expect(fs.lstatSync(dataDir).isSymbolicLink()).toBe(true);
   });

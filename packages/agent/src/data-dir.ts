@@ -1,28 +1,28 @@
 // The agent's data dir: who may enter which part of it, and the one lock that
 // keeps a second agent out of it. The agent runs as root and the data dir
-// holds volume secrets (state.db) and task records, so other users may at
-// most traverse the path down to a task's own dir: never list, read or write.
+// holds volume secrets (state.db) and task records, so no other user may
+// enter any of it.
 //
-//   <data_dir>/                        0711  tasks traverse it to reach their task dir
+//   <data_dir>/                        0700  the agent's alone
 //     agent.lock  (-wal -shm -journal) 0600  the data dir's lock
 //     state.db    (-wal -shm -journal, .backup, .backup.tmp)
 //                                      0600  the client state: volume secrets in clear
-//     allocs/                          0711  traversed by tasks …
-//       <alloc id>/                    0711  … (alloc runner) …
-//         <task>/                      0711  … to their own dir: cwd, logs, volume links
+//     allocs/                          0700  (alloc runner)
+//       <alloc id>/                    0700
+//         <task>/                      0700  logs, volume links
+//           local/ secrets/            0700  an isolated task's own dirs: owned by its user
 //           .executor/                 0700  the executor's records (the task's command and env)
+//         alloc/                       0700  the alloc's shared dir: owned by its isolated tasks' user (1777 for several)
 //     plugins/                         0700  plugin sockets: the agent and its plugins only
 //       <alloc id>/                    0700  (hooks)
 //     csi/                             0700  staging and publish dirs: the agent and plugins only
 //       <type>/ <type>/<plugin>/       0700  (hooks); below are volume mounts: never walked
 //
-// Why 0711 at all: tasks run as the agent's user today, but a task's own
-// processes may drop privileges (a server that setuids to an unprivileged
-// user once started) and still need their task dir; the execute bit alone
-// lets them through without listing alloc ids or reading anything. Their
-// volumes are reached under csi/, whose per-plugin dirs the hooks and the
-// CSI manager keep 0700, so nothing is gained by opening csi/ alone: if tasks
-// ever run as another user, that whole path opens in one change there.
+// Why nothing is 0711 any more: an isolated task (which runs as nobody, or
+// its jobspec's user) never walks these host paths — runc binds its dirs
+// into it as root — and a raw_exec task runs as the agent's user. A path
+// other users could walk would let them run a setuid file, or open a device
+// node, that a task planted in its dirs (issue 25, item 4).
 //
 // Tightening only clears bits (chmod, never a move or rewrite), never goes
 // through a symlink (entries are lstat-ed; state's tightenMode changes an
@@ -45,8 +45,10 @@ import {
 import * as fs from 'fs';
 import * as path from 'path';
 
-/** The data dir and the dirs tasks traverse (see the layout above). */
-export const TRAVERSE_DIR_MODE = 0o711;
+/** The data dir and the alloc and task dirs (see the layout above): no other user walks them. */
+export const TRAVERSE_DIR_MODE = 0o700;
+/** The alloc's shared dir at most (see the layout above). */
+const SHARED_ALLOC_DIR_MAX_MODE = 0o1777;
 /** Everything the agent keeps for itself. */
 export const AGENT_DIR_MODE = PRIVATE_DIR_MODE;
 export const AGENT_FILE_MODE = PRIVATE_FILE_MODE;
@@ -143,17 +145,16 @@ function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
 }
 
 /**
- * Creates the data dir (0711) if missing, refuses one another user controls
+ * Creates the data dir (0700) if missing, refuses one another user controls
  * (DataDirError), and tightens what an older release left looser: state and
- * lock files to 0600, agent-only dirs to 0700, the dirs tasks traverse to
- * 0711. Logs one line per path changed, with its old and new mode, and
+ * lock files to 0600, every dir down to the task dirs to 0700. Logs one line per path changed, with its old and new mode, and
  * returns the changes.
  */
 export function secureDataDir(dataDir: string, logger: Logger): ModeChange[] {
   return tightenDataDir(prepareDataDir(dataDir), logger);
 }
 
-/** Creates the data dir (0711) if missing and refuses one another user controls (DataDirError); returns its real path. Changes no mode. */
+/** Creates the data dir (0700) if missing and refuses one another user controls (DataDirError); returns its real path. Changes no mode. */
 export function prepareDataDir(dataDir: string): string {
   fs.mkdirSync(dataDir, { recursive: true, mode: TRAVERSE_DIR_MODE });
   return checkDataDir(dataDir).dir;
@@ -185,7 +186,8 @@ export function tightenDataDir(realDir: string, logger: Logger): ModeChange[] {
   for (const alloc of subdirs(allocs)) {
     dirs([alloc], TRAVERSE_DIR_MODE);
     for (const task of subdirs(alloc)) {
-      dirs([task], TRAVERSE_DIR_MODE);
+      // The shared dir of tasks of several users is 1777 (behind the 0700 alloc dir): kept so.
+      dirs([task], path.basename(task) === 'alloc' ? SHARED_ALLOC_DIR_MAX_MODE : TRAVERSE_DIR_MODE);
       dirs([path.join(task, EXECUTOR_DIR)], AGENT_DIR_MODE);
     }
   }

@@ -42,6 +42,8 @@ export interface TaskSpec {
   killSignal: NodeJS.Signals;
   /** ms before SIGKILL follows the kill signal (default 5 s). */
   killTimeout: number;
+  /** Nomad's task `user`: whom an isolated task runs as (absent: nobody; a CSI plugin: root). Exec only. */
+  user?: string;
   /** Nomad's resources block: cpu (MHz, as cgroup cpu shares) and memory (MiB, a hard limit); enforced for an isolated (exec) task only. */
   resources?: { cpu?: number; memoryMB?: number };
 }

@@ -103,6 +103,6 @@ describe('one agent per data dir, across processes', () => {
     await next.dispose({ stopTasks: true });
     expect(fs.lstatSync(path.join(h.dataDir, 'state.db')).mode & 0o777).toBe(0o600);
     expect(fs.lstatSync(path.join(h.dataDir, 'agent.lock')).mode & 0o777).toBe(0o600);
-    expect(fs.lstatSync(h.dataDir).mode & 0o777).toBe(0o711);
+    expect(fs.lstatSync(h.dataDir).mode & 0o777).toBe(0o700);
   });
 });

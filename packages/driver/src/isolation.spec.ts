@@ -25,6 +25,18 @@ describe('ociConfig', () => {
     expect((c['process'] as { env: string[] }).env).toEqual(['A=b']);
   });
 
+  it('runs the task as its user, as nobody without one, as root when privileged; its own dirs are nosuid,nodev, a volume nosuid only (it may be a block device)', () => {
+    const user = (c: Record<string, unknown>) => (c['process'] as { user: unknown }).user;
+    expect(user(ociConfig(task, base()))).toEqual({ uid: 65534, gid: 65534 });
+    expect(user(ociConfig(task, base({ privileged: true })))).toEqual({ uid: 0, gid: 0 });
+    expect(user(ociConfig(task, base({ user: { uid: 33, gid: 33, additionalGids: [44] } })))).toEqual({ uid: 33, gid: 33, additionalGids: [44] });
+    expect(() => ociConfig(task, base({ user: { uid: -1, gid: 0 } }))).toThrow('user: -1 is not a valid uid or gid');
+    const byDest = new Map(mounts(ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data' }] }))).map((m) => [m.destination, m]));
+    for (const d of ['/local', '/alloc', '/secrets']) expect(byDest.get(d)!.options).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
+    expect(byDest.get('/data')!.options).toContain('nosuid');
+    expect(byDest.get('/data')!.options).not.toContain('nodev');
+  });
+
   it('mounts parents before children, whoever asked for them: a volume at /opt does not hide a chroot dir at /opt/plugin', () => {
     const order = mounts(ociConfig(task, base({ chroot: { '/opt/plugin': '/usr' }, mounts: [{ source: '/x', destination: '/opt' }] }))).map((m) => m.destination);
     expect(order.indexOf('/opt')).toBeLessThan(order.indexOf('/opt/plugin'));

@@ -54,7 +54,20 @@ export interface IsolationConfig {
   resources?: { cpuShares?: number; memoryBytes?: number };
   /** `host`: the host's network (no network namespace of its own); `none` (the default): a network namespace with loopback only. */
   network?: 'host' | 'none';
+  /** Who the task runs as (the jobspec's `user`, resolved on the host); absent: nobody (65534), or root for a privileged task. */
+  user?: TaskUser;
 }
+
+/** A task's user as numbers: the kernel knows no names. */
+export interface TaskUser {
+  uid: number;
+  gid: number;
+  /** Supplementary groups. */
+  additionalGids?: readonly number[];
+}
+
+/** Nomad's exec driver runs a task with no `user` as nobody. */
+export const NOBODY: TaskUser = Object.freeze({ uid: 65534, gid: 65534 });
 
 /** Nomad's default capability set for isolated tasks (its exec driver's allow_caps default). */
 export const DEFAULT_TASK_CAPS: readonly string[] = [
@@ -179,9 +192,10 @@ function taskPath(p: string, what: string): string {
   return n;
 }
 
-function bindOptions(readOnly: boolean, propagation: MountPropagation): string[] {
+/** `nodev` where a task must not make or use device nodes (its own dirs); a volume may be a block device, so it gets nosuid only. */
+function bindOptions(readOnly: boolean, propagation: MountPropagation, nodev = false): string[] {
   const prop = propagation === 'bidirectional' ? 'rshared' : propagation === 'host-to-task' ? 'rslave' : 'rprivate';
-  return ['rbind', readOnly ? 'ro' : 'rw', 'nosuid', prop];
+  return ['rbind', readOnly ? 'ro' : 'rw', 'nosuid', ...(nodev ? ['nodev'] : []), prop];
 }
 
 export interface OciBundle {
@@ -224,7 +238,7 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     // A chroot dir that is not on this machine (/lib32 on a 64-bit-only host) is left out.
     if (!existsSync(h)) continue;
     claim(d, 'chroot_env');
-    mounts.push({ destination: d, type: 'bind', source: h, options: bindOptions(true, 'private') });
+    mounts.push({ destination: d, type: 'bind', source: h, options: bindOptions(true, 'private', true) });
   }
   const own: [string, string][] = [
     [TASK_LOCAL_DIR, iso.localDir],
@@ -233,7 +247,8 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   ];
   for (const [dest, host] of own) {
     claim(dest, 'task dirs');
-    mounts.push({ destination: dest, type: 'bind', source: taskPath(host, 'task dirs'), options: bindOptions(false, 'private') });
+    // A setuid file or device node planted here is inert inside (and the host dirs are the task user's alone, 0700).
+    mounts.push({ destination: dest, type: 'bind', source: taskPath(host, 'task dirs'), options: bindOptions(false, 'private', true) });
   }
   let shared = false;
   let slave = false;
@@ -266,7 +281,7 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     ociVersion: '1.0.2',
     process: {
       terminal: false,
-      user: { uid: 0, gid: 0 },
+      user: taskUser(iso),
       args: [...task.args],
       env: Object.entries(task.env).map(([k, v]) => `${k}=${v}`),
       cwd: TASK_LOCAL_DIR,
@@ -290,6 +305,15 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
           }),
     },
   };
+}
+
+/** The process user of the OCI config: a privileged plugin is root; any other task is its user, or nobody. */
+function taskUser(iso: IsolationConfig): Record<string, unknown> {
+  const user = iso.user ?? (iso.privileged ? { uid: 0, gid: 0 } : NOBODY);
+  for (const id of [user.uid, user.gid, ...(user.additionalGids ?? [])]) {
+    if (!Number.isInteger(id) || id < 0 || id > 0xfffffffe) throw new ValidationError(`user: ${id} is not a valid uid or gid`, 'user');
+  }
+  return { uid: user.uid, gid: user.gid, ...(user.additionalGids?.length ? { additionalGids: [...user.additionalGids] } : {}) };
 }
 
 /** Makes the bundle dir with its empty root and returns where config.json goes. */

@@ -4,7 +4,7 @@
 // SIGKILL leave no container behind, that a new driver (an agent restarted)
 // finds a live isolated task and stops it, and the error without runc.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MemoryLogger, RealClock } from '@csiplug/core';
@@ -42,7 +42,7 @@ describe('ExecDriver: isolated tasks on runc', () => {
   const containers = () =>
     (JSON.parse(execFileSync(RUNC, ['--root', runcRoot, 'list', '--format', 'json']).toString() || 'null') as { id: string }[] | null)?.map((c) => c.id) ?? [];
 
-  /** A task config with its dirs made: local, secrets, the alloc's shared dir. */
+  /** A task config with its dirs made: local, secrets, the alloc's shared dir. It runs as root unless `iso` says whom (the driver's own default, nobody, has its own test). */
   const task = (name: string, script: string, iso: Partial<IsolationConfig> = {}): DriverTaskConfig & { local: string } => {
     const taskDir = join(root, 'alloc-1', name);
     const local = join(taskDir, 'local');
@@ -54,7 +54,7 @@ describe('ExecDriver: isolated tasks on runc', () => {
       command: '/bin/sh',
       args: ['-c', script],
       env: { GREETING: 'hello' },
-      isolation: { chroot: { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' }, localDir: local, allocDir: join(root, 'alloc-1', 'alloc'), secretsDir: join(taskDir, 'secrets'), ...iso },
+      isolation: { chroot: { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' }, localDir: local, allocDir: join(root, 'alloc-1', 'alloc'), secretsDir: join(taskDir, 'secrets'), user: { uid: 0, gid: 0 }, ...iso },
       local,
     };
   };
@@ -104,6 +104,20 @@ describe('ExecDriver: isolated tasks on runc', () => {
     // The task dir itself (the executor's records) is not in the task.
     expect(read(join(cfg.local, 'out'))).not.toContain('.executor');
     await until('the container removed', () => containers().length === 0);
+  });
+
+  it('a task with no user runs as nobody; its own dirs are mounted nosuid and nodev', async () => {
+    const cfg = task('nobody', 'id -u > /alloc/uid; grep -E " /(alloc|local|secrets) " /proc/self/mountinfo > /alloc/mounts; exit 0', { user: undefined });
+    const shared = join(root, 'alloc-1', 'alloc');
+    chownSync(shared, 65534, 65534);
+    const d = driver();
+    const h = await d.start(cfg);
+    handles.push(h);
+    expect((await d.wait(h)).exitCode).toBe(0);
+    expect(read(join(shared, 'uid')).trim()).toBe('65534');
+    const mounts = read(join(shared, 'mounts')).trim().split('\n');
+    expect(mounts).toHaveLength(3);
+    for (const m of mounts) expect(m.split(' ')[5]!.split(',')).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
   });
 
   it('a read-only mount refuses writes (EROFS), a writable one takes them', async () => {

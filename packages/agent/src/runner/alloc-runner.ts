@@ -38,6 +38,7 @@ import { taskVariables } from '../spec/interpolate';
 import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
 import { rawExecRefusal } from './raw-exec-policy';
 import { TASK_EVENT, TaskRunner } from './task-runner';
+import { DEFAULT_TASK_USER, resolveTaskUser, userRefusal, type ResolvedTaskUser } from './task-user';
 import type { TaskStateWriter } from './task-state-writer';
 import type { DrainedPlugin } from './plugin-drain';
 import type { VolumeReconcilerService } from '@csiplug/volumes';
@@ -320,7 +321,8 @@ export class AllocRunner {
   }
 
   private async doRun(kind: RunKind): Promise<void> {
-    fs.mkdirSync(this.allocDir, { recursive: true, mode: 0o711 });
+    // 0700: a task never walks the host path to its dirs (runc binds them in as root), and no other user may reach what a task planted there.
+    fs.mkdirSync(this.allocDir, { recursive: true, mode: 0o700 });
     // A restored alloc is what the state holds: it is written again only when
     // something changed (a restore of a thousand allocs is not two thousand
     // durable writes of records as they stand).
@@ -362,12 +364,16 @@ export class AllocRunner {
   private prepareTasks(): void {
     const volumePaths: Record<string, string> = {};
     for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
+    const users = new Map(this.group.tasks.filter((t) => t.isolated).map((t) => [t.name, this.taskUserOf(t)] as const));
+    // The alloc's shared dir belongs to its isolated tasks' user; tasks of several users share it with the sticky bit (its host path is behind 0700 dirs).
+    const owners = new Set([...users.values()].flatMap((u) => ('user' in u ? [`${u.user.uid}:${u.user.gid}`] : [])));
+    const sharedOwner = owners.size === 1 ? [...users.values()].flatMap((u) => ('user' in u ? [u.user] : []))[0] : undefined;
     for (const task of this.group.tasks) {
       const runner = this.tasks.get(task.name)!;
-      fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o711 });
+      fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o700 });
       const pluginDataDir = task.csiPlugin ? this.pluginDataDir(task.csiPlugin.id) : undefined;
       // An isolated task sees its dirs and volumes where they are mounted into it; a host process sees the host's paths.
-      const isolation = task.isolated ? this.isolationOf(task, runner.taskDir, pluginDataDir) : undefined;
+      const isolation = task.isolated ? this.isolationOf(task, runner.taskDir, pluginDataDir, users.get(task.name)!, owners.size > 1 ? 'shared' : sharedOwner) : undefined;
       if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
       runner.setIsolation(isolation?.config, isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec));
       const nomadDirs = isolation ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR } : this.hostTaskDirs(runner.taskDir);
@@ -394,7 +400,7 @@ export class AllocRunner {
     const dirs = { local: path.join(taskDir, 'local'), alloc: path.join(this.allocDir, 'alloc'), secrets: path.join(taskDir, 'secrets') };
     try {
       fs.mkdirSync(dirs.local, { recursive: true, mode: 0o755 });
-      fs.mkdirSync(dirs.alloc, { recursive: true, mode: 0o711 });
+      fs.mkdirSync(dirs.alloc, { recursive: true, mode: 0o700 });
       fs.mkdirSync(dirs.secrets, { recursive: true, mode: 0o700 });
     } catch (err) {
       // A file of that name the task made itself (it works in its task dir): Nomad's dir variables are left out, the task is not failed for them.
@@ -420,24 +426,39 @@ export class AllocRunner {
    * own path; its capabilities as the agent allows. Also the volume paths as
    * the task sees them, for its variables.
    */
-  private isolationOf(task: TaskSpec, taskDir: string, pluginDataDir: string | undefined): { config: IsolationConfig; volumePaths: Record<string, string>; refusal: () => string | undefined } {
+  private isolationOf(
+    task: TaskSpec,
+    taskDir: string,
+    pluginDataDir: string | undefined,
+    taskUser: { user: ResolvedTaskUser } | { error: string },
+    sharedOwner: ResolvedTaskUser | 'shared' | undefined,
+  ): { config: IsolationConfig; volumePaths: Record<string, string>; refusal: () => string | undefined } {
     const exec = this.deps.exec;
     const local = path.join(taskDir, 'local');
     const secrets = path.join(taskDir, 'secrets');
     const shared = path.join(this.allocDir, 'alloc');
-    fs.mkdirSync(local, { recursive: true, mode: 0o755 });
+    // The task's own dirs are its user's alone (0700); the host paths above them are root's (0700).
+    fs.mkdirSync(local, { recursive: true, mode: 0o700 });
     fs.mkdirSync(secrets, { recursive: true, mode: 0o700 });
-    // 0711, as the data dir check keeps every dir of an alloc dir: its tasks run as root.
-    fs.mkdirSync(shared, { recursive: true, mode: 0o711 });
+    fs.mkdirSync(shared, { recursive: true, mode: 0o700 });
+    if ('user' in taskUser) {
+      for (const dir of [local, secrets]) ownDir(dir, taskUser.user, 0o700);
+      if (sharedOwner === 'shared') ownDir(shared, { uid: 0, gid: 0 }, 0o1777);
+      else if (sharedOwner) ownDir(shared, sharedOwner, 0o700);
+    }
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
     const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
     const network = task.config.networkMode ?? 'none';
     const refusal = () =>
-      notAllowed.length
+      'error' in taskUser
+        ? taskUser.error
+        : // A CSI plugin runs as root by default: naming root changes nothing.
+          userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec) ??
+      (notAllowed.length
         ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
         : network === 'host' && !this.deps.hostNetwork()
           ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
-          : undefined;
+          : undefined);
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
     for (const m of task.volumeMounts) {
@@ -462,10 +483,21 @@ export class AllocRunner {
         ...(task.resources ? { resources: { ...(task.resources.cpu !== undefined ? { cpuShares: task.resources.cpu } : {}), ...(task.resources.memoryMB !== undefined ? { memoryBytes: task.resources.memoryMB * 1024 * 1024 } : {}) } } : {}),
         // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
         ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
+        ...('user' in taskUser ? { user: { uid: taskUser.user.uid, gid: taskUser.user.gid, ...(taskUser.user.additionalGids ? { additionalGids: taskUser.user.additionalGids } : {}) } } : {}),
       },
       volumePaths,
       refusal,
     };
+  }
+
+  /** Whom an isolated task runs as: its `user`, else nobody (a CSI plugin: root); an error when the name is unknown here. */
+  private taskUserOf(task: TaskSpec): { user: ResolvedTaskUser } | { error: string } {
+    const name = task.user ?? (task.csiPlugin ? 'root' : DEFAULT_TASK_USER);
+    try {
+      return { user: resolveTaskUser(name) };
+    } catch (err) {
+      return { error: `task "${task.name}" cannot run as ${errorMessage(err)}: create the user, or name another in the task's user` };
+    }
   }
 
   /** A task's volume_mount: a link at <task dir>/<destination> to the published host path. */
@@ -646,4 +678,12 @@ export class AllocRunner {
       }, delay);
     }
   }
+}
+
+/** Gives `dir` (made by the agent, never a link: lstat-checked) to `owner` with `mode`. */
+function ownDir(dir: string, owner: { uid: number; gid: number }, mode: number): void {
+  const st = fs.lstatSync(dir);
+  if (!st.isDirectory()) throw new Error(`${dir} is not a directory; remove it and restart the alloc`);
+  if (st.uid !== owner.uid || st.gid !== owner.gid) fs.chownSync(dir, owner.uid, owner.gid);
+  if ((st.mode & 0o7777) !== mode) fs.chmodSync(dir, mode);
 }

@@ -77,6 +77,7 @@ plugin "exec" {
   chroot_env       = { "/opt/plugin" = "/srv/plugin-code" }
   allow_caps       = ["chown", "CAP_SYS_ADMIN"]
   allow_privileged = false
+  allowed_users    = ["nobody", "www-data"]
 }
 
 plugin "raw_exec" {
@@ -117,7 +118,7 @@ const FULL: AgentConfig = {
   stopTasksOnExit: true,
   reconcileOrphans: true,
   claimGcInterval: 120_000,
-  exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false },
+  exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false, allowedUsers: ['nobody', 'www-data'] },
   rawExec: { enabled: true },
 };
 
@@ -157,7 +158,7 @@ describe('parseAgentConfig', () => {
       tls: { cert_file: '/etc/csiplug/cert.pem', key_file: '/etc/csiplug/key.pem' },
       http: { allowed_hosts: ['csiplug.example', '10.0.0.7'], allowed_origins: ['https://ui.example:8443'] },
       limits: [{ http_max_conns: 64, http_max_conns_per_client: 8, http_idle_timeout: '10s', max_allocs_per_job: 50 }],
-      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false }, raw_exec: [{ config: [{ enabled: true }] }] },
+      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false, allowed_users: ['nobody', 'www-data'] }, raw_exec: [{ config: [{ enabled: true }] }] },
     };
     expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
   });
@@ -272,6 +273,7 @@ describe('parseAgentConfig', () => {
     ['raw_exec enabled outside its config block', 'data_dir = "/d"\nplugin "raw_exec" {\n  enabled = true\n}\n', 'agent.hcl: plugin "raw_exec".enabled is not supported: it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }'],
     ['raw_exec enabled as a string', 'data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = "yes"\n  }\n}\n', 'agent.hcl: plugin "raw_exec".config.enabled must be true or false (got "yes")'],
     ['a relative chroot_env path', 'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n', 'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."'],
+    ['a user that is no user name', 'data_dir = "/d"\nplugin "exec" {\n  allowed_users = ["root", "a b"]\n}\n', 'agent.hcl: plugin "exec".allowed_users[1] "a b" is not a user name (like "nobody" or "www-data") or uid'],
     ['an unknown capability', 'data_dir = "/d"\nplugin "exec" {\n  allow_caps = ["chown", "fly"]\n}\n', 'agent.hcl: plugin "exec".allow_caps[1] "fly" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")'],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);

@@ -66,7 +66,7 @@ export interface AgentConfig {
   cluster?: ClusterOptions;
 }
 
-/** `plugin "exec" { chroot_env, allow_caps, allow_privileged }`, as Nomad's exec driver plugin block. */
+/** `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, as Nomad's exec driver plugin block. */
 export interface ExecDriverConfig {
   /** Host dirs an isolated task sees read-only: path in the task → host path (the defaults plus what the config adds). */
   chrootEnv: Record<string, string>;
@@ -74,6 +74,13 @@ export interface ExecDriverConfig {
   allowCaps: string[];
   /** Whether a task with a csi_plugin block may run privileged (every capability, the host's /dev); only such tasks ever are. */
   allowPrivileged: boolean;
+  /**
+   * The users a task's `user` may name (csiplug's own setting; Nomad has a
+   * client-wide `user.denylist`, default root). Absent: any user of this
+   * host but root (uid 0), as Nomad's default denylist. A task without
+   * `user` runs as nobody, as in Nomad, whatever this says.
+   */
+  allowedUsers?: string[];
 }
 
 /** `plugin "raw_exec" { config { enabled } }`, as Nomad's raw_exec driver plugin block. */
@@ -82,10 +89,29 @@ export interface RawExecDriverConfig {
   enabled: boolean;
 }
 
-/** Host dirs every isolated task sees read-only, where they exist (Nomad's default chroot_env, less what it copies for a full system). */
+/**
+ * Host dirs every isolated task sees read-only, where they exist (Nomad's
+ * default chroot_env, less what it copies for a full system). Of /etc only
+ * what programs need to run, resolve names and users, and check
+ * certificates: never the whole of it (shadow, ssh host keys, TLS keys).
+ */
 export const DEFAULT_CHROOT_ENV: Readonly<Record<string, string>> = Object.freeze({
   '/bin': '/bin',
-  '/etc': '/etc',
+  '/etc/passwd': '/etc/passwd',
+  '/etc/group': '/etc/group',
+  '/etc/hosts': '/etc/hosts',
+  '/etc/resolv.conf': '/etc/resolv.conf',
+  '/etc/nsswitch.conf': '/etc/nsswitch.conf',
+  '/etc/localtime': '/etc/localtime',
+  '/etc/ld.so.cache': '/etc/ld.so.cache',
+  '/etc/ld.so.conf': '/etc/ld.so.conf',
+  '/etc/ld.so.conf.d': '/etc/ld.so.conf.d',
+  // Debian's alternatives: /usr/bin/awk and others are links through here.
+  '/etc/alternatives': '/etc/alternatives',
+  // Certificates only: /etc/ssl/private holds keys.
+  '/etc/ssl/certs': '/etc/ssl/certs',
+  '/etc/pki/tls/certs': '/etc/pki/tls/certs',
+  '/etc/pki/ca-trust': '/etc/pki/ca-trust',
   '/lib': '/lib',
   '/lib32': '/lib32',
   '/lib64': '/lib64',
@@ -392,12 +418,12 @@ function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: Exe
       continue;
     }
     if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec")');
-    readExecPlugin(new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged']), exec);
+    readExecPlugin(new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged', 'allowed_users']), exec);
   }
   return { exec, rawExec };
 }
 
-/** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged }`, into `config`. */
+/** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, into `config`. */
 function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
   for (const [dest, host] of Object.entries(b.stringMap('chroot_env'))) {
     for (const [what, p] of [['its path in the task', dest], ['its host path', host]] as const) {
@@ -415,4 +441,10 @@ function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
     });
   }
   config.allowPrivileged = b.bool('allow_privileged', true);
+  if (b.has('allowed_users')) {
+    config.allowedUsers = b.stringList('allowed_users').map((u, i) => {
+      if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(u)) return b.fail(`allowed_users[${i}]`, `"${u}" is not a user name (like "nobody" or "www-data") or uid`);
+      return u;
+    });
+  }
 }

@@ -344,6 +344,13 @@ describe('validateJob', () => {
     expect(validateJob(jobToDocument(job))).toEqual(job);
   });
 
+  it('reads an isolated task\'s user (Nomad\'s task user; absent: the agent runs it as nobody) and keeps it through jobToDocument', async () => {
+    const parsed = await parseJobspec('job "u" {\n group "g" {\n task "t" {\n driver = "exec"\n user = "www-data"\n config {\n command = "x"\n }\n }\n }\n}\n', 'u.hcl');
+    expect(parsed.groups[0]!.tasks[0]!.user).toBe('www-data');
+    expect(validateJob(jobToDocument(parsed))).toEqual(parsed);
+    expect(validateJob(job()).groups[0]!.tasks[0]!.user).toBeUndefined();
+  });
+
   it('accepts the document wrapped as { Job: … }', () => {
     expect(validateJob({ Job: FULL_JSON_NATURAL })).toEqual(EXPECTED);
   });
@@ -469,7 +476,9 @@ describe('validateJob', () => {
     ['an unknown config key', { config: { command: 'x', workdir: 'y' } }, `${TASK}: config.workdir is not a known field (known: command, args, cap_add, cap_drop, network_mode)`],
     ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
     ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
-    ['an unknown task field', { user: 'nobody' }, `${TASK}: user is not a known field (known: driver, config, env, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources)`],
+    ['an unknown task field', { group: 'x' }, `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources)`],
+    ['a user that is no user name', { user: 'a b' }, `${TASK}: user "a b" is not a user name (like "nobody" or "www-data") or uid`],
+    ['a user for a host process', { driver: 'raw_exec', user: 'nobody' }, `${TASK}: user is for driver = "exec" (an isolated task); a raw_exec task runs as the agent's own user`],
     ['an unknown resources field', { resources: { disk: 100 } }, `${TASK}: resources.disk is not a known field (known: cpu, memory)`],
     ['a memory limit too small to run anything', { resources: { memory: 1 } }, `${TASK}: resources.memory must be between 4 and 16777216 (got 1)`],
     ['an unknown kill signal', { kill_signal: 'SIGFOO' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`],

@@ -68,6 +68,7 @@ export interface TaskDocument {
   restart?: RestartDocument;
   kill_signal?: string;
   kill_timeout?: DurationValue;
+  user?: string;
 }
 
 export interface UpdateDocument {
@@ -174,6 +175,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
     restart: restart(t.restart),
     kill_signal: t.killSignal,
     kill_timeout: duration(t.killTimeout),
+    ...(t.user !== undefined ? { user: t.user } : {}),
     ...(t.resources ? { resources: { ...(t.resources.cpu !== undefined ? { cpu: t.resources.cpu } : {}), ...(t.resources.memoryMB !== undefined ? { memory: t.resources.memoryMB } : {}) } } : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
@@ -402,7 +404,7 @@ function readVolume(parent: Where, name: string, body: Body, at: readonly number
   return volume;
 }
 
-const TASK_FIELDS = ['driver', 'config', 'env', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources'];
+const TASK_FIELDS = ['driver', 'config', 'env', 'user', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources'];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
 /** The task's driver; undefined when it is missing or not one csiplug has (reported), so that no check that depends on it is made. */
@@ -488,6 +490,14 @@ function readTask(
 
   const restart = readRestart(r, groupRestart);
 
+  // Nomad's task user: whom an isolated task runs as (default nobody; the agent's plugin "exec" { allowed_users } decides).
+  let user: string | undefined;
+  if (r.has('user')) {
+    user = r.string('user', '');
+    if (hostProcess) r.report('user', 'is for driver = "exec" (an isolated task); a raw_exec task runs as the agent\'s own user');
+    else if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(user)) r.report('user', `"${user}" is not a user name (like "nobody" or "www-data") or uid`);
+  }
+
   const killSignal = r.string('kill_signal', DEFAULT_KILL_SIGNAL);
   if (!SIGNALS.has(killSignal)) r.report('kill_signal', `must be a signal name like SIGTERM or SIGINT (got "${killSignal}")`);
   const killTimeout = r.duration('kill_timeout', DEFAULT_KILL_TIMEOUT);
@@ -511,6 +521,7 @@ function readTask(
     volumeMounts,
     restart,
     killSignal: killSignal as NodeJS.Signals,
+    ...(user !== undefined && !hostProcess ? { user } : {}),
     ...(resources ? { resources } : {}),
     killTimeout,
   };
