@@ -178,7 +178,7 @@ export class ApiClient {
 
   /** `node purge`: a down node of the cluster gone for good. */
   purgeNode(name: string): Promise<NodePurgeResult> {
-    return this.json('PUT', `/v1/node/${encodeURIComponent(name)}/purge`);
+    return this.json('PUT', `/v1/node/${encodeURIComponent(name)}/purge`, { body: {} });
   }
 
   // Plugins ------------------------------------------------------------------
