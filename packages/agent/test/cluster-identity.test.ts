@@ -6,7 +6,9 @@
 // with a message naming A's identity and `node purge`, and A's claim in
 // etcd is untouched (before identities, B joined once A's lease ran out and
 // its claim sweep released A's claim). A comes back and rejoins under its
-// own name, its task, mount and claim as they were.
+// own name, its task, mount and claim as they were. Then `node purge`:
+// placements alone still hold a down name; purged, it is free for B, and A,
+// back, is the one refused.
 import { connectEtcd, EtcdVolumeClaims } from '@csiplug/cluster';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
 import * as fs from 'fs';
@@ -130,5 +132,33 @@ cluster {
     expect(purge.status).toBe(409);
     expect(purge.message).toContain(`node "n1" (identity ${identityA}) is ready`);
     expect((await rejection(a.api.purgeNode('n9'))).status).toBe(404);
+  });
+
+  it('once its workload stopped and it is down, its placements still hold the name; node purge frees it and the other machine joins; the first, back, is refused', async () => {
+    const endpoints = etcd.endpoints.map((e) => JSON.stringify(e)).join(', ');
+    await a.api.stopJob('writer', { purge: true });
+    await pollUntil("the writer's claim released", async () => ((await claims.claims('solo')).length === 0 ? true : undefined), 60_000);
+    const identityA = fs.readFileSync(path.join(a.dataDir, 'cluster-instance'), 'utf8').trim();
+    await a.kill('SIGKILL');
+    await pollUntil("A's lease run out", async () => ((await conn.kv.get('alive/n1').exists()) ? undefined : true), 30_000);
+
+    // No claim is left, but the plugin's system slot is still placed on n1: B is refused all the same.
+    b = new AgentHarness(config(endpoints));
+    await b.start();
+    const bAgent = b;
+    await pollUntil('B refused', async () => (bAgent.log.includes(`belongs to node identity ${identityA}`) ? true : undefined), 60_000);
+    expect(b.log).toContain('0 claim(s) and 1 placement(s)');
+    // The operator says A is gone for good: purged (from B's API, which reads etcd though B is not a member).
+    const purged = await b.api.purgeNode('n1');
+    expect(purged).toEqual({ name: 'n1', identity: identityA, releasedVolumes: [] });
+    const identityB = fs.readFileSync(path.join(b.dataDir, 'cluster-instance'), 'utf8').trim();
+    expect(identityB).not.toBe(identityA);
+    // B joins under the name on its next attempt.
+    await pollUntil('B holds n1', async () => ((await bAgent.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === 'n1' && n.status === 'ready' && n.self && n.identity === identityB) ? true : undefined), 60_000);
+
+    // A comes back: n1 is B's now, and A is refused (its lease-holder is alive).
+    await a.start();
+    await pollUntil('A refused', async () => (/node name \\"n1\\" is in use by another live agent/.test(a.log) ? true : undefined), 60_000);
+    expect((await a.api.listNodes()).nodes.find((n) => n.name === 'n1')).toMatchObject({ status: 'ready', identity: identityB, self: false });
   });
 });
