@@ -23,6 +23,7 @@ import { ControllerRouter, answerRoutedCall, healthyControllerNodes, isRoutedCon
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
 import { ClusterMembership, clusterInstanceId } from './cluster-membership';
+import { purgeClusterNode } from './cluster-node-purge';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
 import * as fs from 'fs';
@@ -53,6 +54,7 @@ import type {
   JobView,
   MountUsageView,
   NodeList,
+  NodePurgeResult,
   NodeView,
   Page,
   PluginInstanceView,
@@ -627,7 +629,7 @@ export class Agent implements AgentService, AsyncDisposable {
     const self = this.membership.nodeName;
     return {
       cluster: true,
-      nodes: nodes.map((n) => ({ name: n.name, status: n.status, nodeClass: n.nodeClass, drivers: n.drivers, plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), address: n.address, updatedAt: n.updatedAt, self: n.name === self })),
+      nodes: nodes.map((n) => ({ name: n.name, ...(n.identity ? { identity: n.identity } : {}), status: n.status, nodeClass: n.nodeClass, drivers: n.drivers, plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), address: n.address, updatedAt: n.updatedAt, self: n.name === self && n.identity === this.membership!.identity })),
     };
   }
 
@@ -1170,6 +1172,13 @@ export class Agent implements AgentService, AsyncDisposable {
     return true;
   }
 
+  /** `node purge`: a down node of the cluster gone for good (cluster-node-purge.ts). */
+  async purgeNode(name: string): Promise<NodePurgeResult> {
+    this.checkOpen();
+    if (!this.membership) throw new NotFoundError('this agent is not in a cluster: it is its only node, and a node is purged only from a cluster');
+    return this.clusterCall(() => purgeClusterNode(this.membership!, name, (node, published) => this.unpublishFrom(node, published)));
+  }
+
   /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */
   answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer> {
     this.checkOpen();
@@ -1387,7 +1396,8 @@ export class Agent implements AgentService, AsyncDisposable {
     const all = await this.membership!.claims.all();
     for (const { volumeId, claims } of all) {
       for (const claim of claims) {
-        if (claim.nodeId !== this.membership!.nodeName || this.closed) continue;
+        // Only this identity's: a claim of another machine under the same name (or of unknown identity, from before identities) is never released here.
+        if (claim.nodeId !== this.membership!.nodeName || claim.nodeIdentity !== this.membership!.identity || this.closed) continue;
         // Kept: a claim this node's catalog holds, or its reconciler has a record of (a claim in flight, a pending unmount), or of an alloc it could not restore.
         if (this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).some((r) => r.volumeId === volumeId)) continue;
         if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) continue;

@@ -23,7 +23,7 @@
 // from etcd and unclaimed here — those this agent saw in etcd during this
 // run (a volume removed while the agent was down stays), so an alloc placed
 // here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, externalIdOf, NodeNameInUseError, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, externalIdOf, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -325,10 +325,8 @@ export class ClusterJobs {
 
   /** A machine refused its node name (another live agent holds it) changes nothing in the cluster: no job, no volume. */
   assertMember(): void {
-    const holder = this.membership.nameHeldBy;
-    if (holder !== undefined) {
-      throw new NodeNameInUseError(this.node, holder);
-    }
+    const refusal = this.membership.refusal;
+    if (refusal !== undefined) throw refusal;
   }
 
   /** Stops (or purges) the job cluster-wide; undefined: the cluster has no such job. */

@@ -3,7 +3,7 @@
 // so an etcd that is away never holds the agent's start, its tasks or its
 // mounts), what it says of itself kept current as its plugins' health
 // changes, and the cluster's nodes for `node status`.
-import { EtcdNodeRegistry, EtcdVolumeClaims, NodeNameInUseError, connectEtcd, type ClusterNodeView, type ClusterOptions, type EtcdConnection, type NodeInfo } from '@csiplug/cluster';
+import { EtcdNodeRegistry, EtcdVolumeClaims, NodeNameHeldError, NodeNameInUseError, connectEtcd, type NodeRecord, type ClusterNodeView, type ClusterOptions, type EtcdConnection, type NodeInfo } from '@csiplug/cluster';
 import { Clock, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import { randomUUID } from 'crypto';
 import * as fs from 'fs';
@@ -15,7 +15,12 @@ const REFRESH_DELAY_MS = 1_000;
 /** How often the cluster's nodes are read for the views that must answer at once (plugin status across nodes). */
 const NODES_READ_INTERVAL_MS = 2_000;
 
-/** The file in the data dir that names this agent instance to the cluster (a restarted agent takes its node over). */
+/**
+ * The file in the data dir that names this agent instance to the cluster: the
+ * node's identity (node-identity.ts in @csiplug/cluster), in its record and on
+ * every claim it makes. A restarted agent takes its node over; another data
+ * dir under the same name is another node.
+ */
 export const CLUSTER_INSTANCE_FILE = 'cluster-instance';
 
 /** This data dir's instance id, made on first use (0600, like the rest of the data dir's files). */
@@ -49,13 +54,14 @@ export class ClusterMembership implements AsyncDisposable {
 
   constructor(
     readonly options: ClusterOptions,
-    instanceId: string,
+    /** This node's identity (clusterInstanceId). */
+    readonly identity: string,
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {
     this.conn = connectEtcd(options.etcd);
-    this.claims = new EtcdVolumeClaims(this.conn, () => clock.now());
-    this.nodes = new EtcdNodeRegistry(this.conn, options.heartbeatTtlMs, clock, logger, instanceId);
+    this.claims = new EtcdVolumeClaims(this.conn, () => clock.now(), identity);
+    this.nodes = new EtcdNodeRegistry(this.conn, options.heartbeatTtlMs, clock, logger, identity);
   }
 
   get nodeName(): string {
@@ -66,9 +72,14 @@ export class ClusterMembership implements AsyncDisposable {
     return this.stop.signal.aborted;
   }
 
-  /** The agent instance holding this node's name, when another live agent did at the last attempt to register (this one is refused). */
-  get nameHeldBy(): string | undefined {
-    return this.nodes.refusedBy;
+  /** Why this agent was refused its node name at the last attempt to join (another live agent holds it, or another identity's node still holds work under it). */
+  get refusal(): NodeNameInUseError | NodeNameHeldError | undefined {
+    return this.nodes.refusal;
+  }
+
+  /** `node purge`: the node's record removed, only while it is down; 'alive' when it is up. */
+  purgeRecord(name: string): Promise<NodeRecord | 'alive' | undefined> {
+    return this.nodes.purgeRecord(name);
   }
 
   /** Whether this agent holds its node now (joined, its lease current). */
@@ -102,7 +113,7 @@ export class ClusterMembership implements AsyncDisposable {
           return;
         } catch (err) {
           if (this.disposed) return;
-          if (err instanceof NodeNameInUseError) this.logger.error(err.message, { retry_ms: delay });
+          if (err instanceof NodeNameInUseError || err instanceof NodeNameHeldError) this.logger.error(err.message, { retry_ms: delay });
           else this.logger.warn('etcd did not answer; the node joins the cluster once it does (tasks and mounts here are untouched)', { error: errorMessage(err), retry_ms: delay });
           await this.clock.sleep(delay, this.stop.signal).catch(() => undefined);
         }

@@ -226,6 +226,8 @@ export interface NodeList {
   cluster: boolean;
   nodes: {
     name: string;
+    /** The node's identity (an id kept in its agent's data dir; absent on a record written before identities). */
+    identity?: string;
     status: 'ready' | 'down';
     nodeClass: string;
     drivers: string[];
@@ -239,12 +241,23 @@ export interface NodeList {
   }[];
 }
 
+/** What `node purge` did. */
+export interface NodePurgeResult {
+  name: string;
+  /** The identity the removed record named (absent: written before node identities). */
+  identity?: string;
+  /** The volumes whose claims of the node were released. */
+  releasedVolumes: string[];
+}
+
 export interface AgentService {
   health(): AgentHealth;
   /** This node: id, drivers, the plugins' fingerprinted facts (node id, topology, volume limit). */
   node(): NodeView;
   /** Every node: this one alone, or the cluster's (ClusterUnavailableError, a 503, while its etcd does not answer). */
   listNodes(): Promise<NodeList>;
+  /** `node purge`: a down node of the cluster gone for good — its claims released, its record removed (409 while it is live; 404 when unknown or not in a cluster). */
+  purgeNode(name: string): Promise<NodePurgeResult>;
 
   listJobs(): JobView[];
   getJob(id: string): JobView | undefined;

@@ -169,15 +169,21 @@ cluster {
     await agents[0]!.api.stopJob('writer-2');
   });
 
-  it('the claim sweep releases in etcd the claims of this node that no alloc here holds, and no other node\'s', async () => {
+  it('the claim sweep releases in etcd the claims of this node (its identity) that no alloc here holds, and no other node\'s or identity\'s', async () => {
     const volume = { id: 'ghostly', capabilities: [{ accessMode: 'multi-node-multi-writer' as const, attachmentMode: 'file-system' as const }] };
     const req = (allocId: string) => ({ volumeId: 'ghostly', allocId, accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', readOnly: false });
-    // A claim left in etcd for n3 by an alloc n3 does not have (a release that reached only its catalog), and one of a node no agent runs.
-    await claims.claim(volume, req('ghost-on-n3'), 'n3');
+    // n3's identity, as node status lists it: its claims carry it.
+    const n3 = (await agents[2]!.api.listNodes()).nodes.find((n) => n.name === 'n3')!;
+    expect(n3.identity).toMatch(/^[0-9a-f-]{36}$/);
+    // A claim left in etcd for n3 by an alloc n3 does not have (a release that reached only its catalog), one under n3's name by
+    // another machine (another identity), one from before identities (unknown), and one of a node no agent runs.
+    await new EtcdVolumeClaims(conn, Date.now, n3.identity).claim(volume, req('ghost-on-n3'), 'n3');
+    await new EtcdVolumeClaims(conn, Date.now, 'another-machine').claim(volume, req('other-machine-on-n3'), 'n3');
+    await claims.claim(volume, req('unknown-on-n3'), 'n3');
     await claims.claim(volume, req('ghost-on-n9'), 'n9');
     await pollUntil('n3\'s sweep released its ghost', async () => ((await claims.claims('ghostly')).some((c) => c.allocId === 'ghost-on-n3') ? undefined : true), 30_000);
-    expect((await claims.claims('ghostly')).map((c) => c.allocId)).toEqual(['ghost-on-n9']);
-    await claims.release('ghostly', 'ghost-on-n9');
+    expect((await claims.claims('ghostly')).map((c) => c.allocId)).toEqual(['other-machine-on-n3', 'unknown-on-n3', 'ghost-on-n9']);
+    for (const id of ['other-machine-on-n3', 'unknown-on-n3', 'ghost-on-n9']) await claims.release('ghostly', id);
   });
 
   it('a second machine given a node name already in use is refused: it changes nothing in the cluster, and n1 keeps its record', async () => {

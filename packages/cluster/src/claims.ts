@@ -14,8 +14,14 @@ import { ClaimError, checkClaim, claimModeOf, type VolumeCapability, type Volume
 import { isEtcdAway, type EtcdConnection } from './connect';
 
 export interface ClusterClaim extends VolumeClaimView {
-  /** The node the claiming alloc runs on. */
+  /** The node the claiming alloc runs on (its name). */
   nodeId: string;
+  /**
+   * The identity of that node (the id kept in its agent's data dir,
+   * node-identity.ts); absent on a claim written before identities: unknown,
+   * never taken for this node's.
+   */
+  nodeIdentity?: string;
   /**
    * The controller-publish state: the volume was published (ControllerPublishVolume)
    * to this CSI node id for the claim, with this context. Any node with a
@@ -37,17 +43,19 @@ const CLAIMS = 'claims/';
 const ALIVE = 'alive/';
 
 /** The node rule, after the local catalog's: a single-node mode is held by one node at a time. */
-export function checkClusterClaim(volume: { id: string; capabilities: readonly VolumeCapability[] }, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string): void {
+export function checkClusterClaim(volume: { id: string; capabilities: readonly VolumeCapability[] }, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string, nodeIdentity?: string): void {
   // What the request itself gets wrong first (a capability the volume lacks, a write on a read-only mode),
   // then the node rule (the clearer word when another node holds it), then the writer rules.
   checkClaim({ id: volume.id, capabilities: volume.capabilities, claims: [] }, request);
-  checkNode(volume.id, claims, request, nodeId);
+  checkNode(volume.id, claims, request, nodeId, nodeIdentity);
   checkClaim({ id: volume.id, capabilities: volume.capabilities, claims }, request);
 }
 
-function checkNode(volumeId: string, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string): void {
+function checkNode(volumeId: string, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string, nodeIdentity: string | undefined): void {
   if (!request.accessMode.startsWith('single-node-')) return;
-  const elsewhere = claims.filter((c) => c.allocId !== request.allocId && c.nodeId !== nodeId);
+  // The same name under another known identity is another machine (a name taken over after a purge): another node.
+  const otherMachine = (c: ClusterClaim) => nodeIdentity !== undefined && c.nodeIdentity !== undefined && c.nodeIdentity !== nodeIdentity;
+  const elsewhere = claims.filter((c) => c.allocId !== request.allocId && (c.nodeId !== nodeId || otherMachine(c)));
   if (elsewhere.length > 0) {
     const holders = [...new Set(elsewhere.map((c) => c.nodeId))].join(', ');
     throw new ClaimError(
@@ -62,6 +70,8 @@ export class EtcdVolumeClaims {
   constructor(
     private readonly conn: EtcdConnection,
     private readonly now: () => number = Date.now,
+    /** This agent's node identity, recorded on every claim it makes (absent: a reader, or a tool that claims for no node of its own). */
+    private readonly identity?: string,
   ) {}
 
   /** Every claim on the volume, cluster-wide. */
@@ -77,12 +87,13 @@ export class EtcdVolumeClaims {
   async claim(volume: { id: string; capabilities: readonly VolumeCapability[] }, request: VolumeClaimRequest, nodeId: string): Promise<ClusterClaim[]> {
     if (request.volumeId !== volume.id) throw new ValidationError(`claim of volume "${request.volumeId}" checked against volume "${volume.id}"`);
     return this.update(volume.id, (claims) => {
-      checkClusterClaim(volume, claims, request, nodeId);
+      checkClusterClaim(volume, claims, request, nodeId, this.identity);
       // The same alloc on the same node again (a claim asserted after a restart): its controller-publish state and start stay.
       const same = claims.find((c) => c.allocId === request.allocId && c.nodeId === nodeId);
       const mine: ClusterClaim = {
         allocId: request.allocId,
         nodeId,
+        ...(this.identity !== undefined ? { nodeIdentity: this.identity } : {}),
         mode: claimModeOf(request),
         accessMode: request.accessMode,
         attachmentMode: request.attachmentMode,
@@ -185,7 +196,7 @@ function parseClaims(text: string): ClusterClaim[] | undefined {
     p === undefined || (p !== null && typeof p === 'object' && str(p.csiNodeId) && p.context !== null && typeof p.context === 'object' && Object.values(p.context).every((v) => typeof v === 'string'));
   const ok = claims.every(
     (c: Partial<ClusterClaim> | null) =>
-      c !== null && typeof c === 'object' && str(c.allocId) && str(c.nodeId) && (c.mode === 'read' || c.mode === 'write') && str(c.accessMode) && str(c.attachmentMode) && publishedOk(c.published),
+      c !== null && typeof c === 'object' && str(c.allocId) && str(c.nodeId) && (c.nodeIdentity === undefined || str(c.nodeIdentity)) && (c.mode === 'read' || c.mode === 'write') && str(c.accessMode) && str(c.attachmentMode) && publishedOk(c.published),
   );
   return ok ? (claims as ClusterClaim[]) : undefined;
 }

@@ -6,6 +6,7 @@ export * from './cluster-claimer';
 export * from './cluster-volumes';
 export * from './connect';
 export * from './jobs';
+export * from './node-identity';
 export * from './node-registry';
 export * from './options';
 export * from './scheduler';

@@ -8,12 +8,16 @@
 // run out rather than revoking it: its tasks run on, and an agent restarted
 // on the same data dir within the TTL takes the node over (a new lease)
 // before anyone counts it down. The alive key names the
-// agent instance holding it (an id kept in its data dir): a restarted agent
-// takes its node over; another machine with the same name is refused, since
-// single-node claims go by node name.
+// agent instance holding it (an id kept in its data dir: the node's
+// identity, also written in its record): a restarted agent takes its node
+// over; another machine with the same name is refused while that agent is
+// alive, and after that while the record is another identity's and the name
+// still holds claims or placements (node-identity.ts), since single-node
+// claims go by node name.
 import { Clock, CsiplugError, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import type { Lease } from 'etcd3';
 import type { EtcdConnection } from './connect';
+import { NodeNameHeldError, decideNodeJoin } from './node-identity';
 
 export interface NodePluginInfo {
   id: string;
@@ -40,6 +44,8 @@ export interface NodeInfo {
 }
 
 export interface NodeRecord extends NodeInfo {
+  /** The node's identity: the id kept in the data dir of the agent that holds the name (absent in a record written before identities: unknown). */
+  identity?: string;
   /** ms since the epoch: first registered, and last written. */
   registeredAt: number;
   updatedAt: number;
@@ -51,6 +57,9 @@ export interface ClusterNodeView extends NodeRecord {
 
 const NODES = 'nodes/';
 const ALIVE = 'alive/';
+/** Keys of other modules read to decide a join: a name with claims or placements is not taken from another identity. */
+const CLAIMS = 'claims/';
+const PLACEMENTS = 'placements/';
 
 /** Another live agent holds this node name (its lease is alive, with another instance id). */
 export class NodeNameInUseError extends CsiplugError {
@@ -85,6 +94,7 @@ export function parseNodeRecord(text: string, name: string): NodeRecord | string
   const pluginOk = (p: Partial<NodePluginInfo> | null) =>
     p !== null && typeof p === 'object' && typeof p.id === 'string' && typeof p.type === 'string' && typeof p.healthy === 'boolean' && (p.maxVolumes === undefined || Number.isFinite(p.maxVolumes));
   if (!Array.isArray(r.plugins) || !r.plugins.every(pluginOk)) return 'plugins is not a list of plugins';
+  if (r.identity !== undefined && !(typeof r.identity === 'string' && r.identity.length > 0)) return 'identity is not an id';
   if (r.maxAllocsPerJob !== undefined && !(Number.isInteger(r.maxAllocsPerJob) && r.maxAllocsPerJob > 0)) return 'maxAllocsPerJob is not a positive whole number';
   return { nodeClass: '', meta: {}, version: '', registeredAt: 0, updatedAt: 0, ...r } as NodeRecord;
 }
@@ -150,6 +160,20 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     return (await this.list()).find((n) => n.name === name);
   }
 
+  /**
+   * `node purge`: removes the node's record, only while its alive key is
+   * absent (a live node is never purged). Returns the record removed, 'alive'
+   * when the node is up, undefined when the name has no record.
+   */
+  async purgeRecord(name: string): Promise<NodeRecord | 'alive' | undefined> {
+    const kv = (await this.conn.kv.get(NODES + name).exec()).kvs[0];
+    if (!kv) return undefined;
+    const res = await this.conn.kv.if(ALIVE + name, 'Create', '==', 0).and(NODES + name, 'Mod', '==', kv.mod_revision).then(this.conn.kv.delete().key(NODES + name)).commit();
+    if (!res.succeeded) return (await this.conn.kv.get(ALIVE + name).exists()) ? 'alive' : this.purgeRecord(name);
+    const record = parseNodeRecord(kv.value.toString(), name);
+    return typeof record === 'string' ? ({ name } as NodeRecord) : record;
+  }
+
   /** Stops renewing the lease: the node counts as down once its TTL runs out, unless the next agent renews it first. */
   async dispose(): Promise<void> {
     this.disposed = true;
@@ -180,7 +204,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
 
   private async write(): Promise<void> {
     const info = this.info!;
-    const record: NodeRecord = { ...info, registeredAt: this.registeredAt ?? this.clock.now(), updatedAt: this.clock.now() };
+    const record: NodeRecord = { ...info, identity: this.instanceId, registeredAt: this.registeredAt ?? this.clock.now(), updatedAt: this.clock.now() };
     await this.conn.kv.put(NODES + info.name).value(JSON.stringify(record));
   }
 
@@ -193,7 +217,9 @@ export class EtcdNodeRegistry implements AsyncDisposable {
   private async register(): Promise<void> {
     if (this.disposed) throw new Error('the node registry is disposed');
     const name = this.info!.name;
-    this.registeredAt ??= (await this.record(name))?.registeredAt ?? this.clock.now();
+    const before = await this.record(name);
+    // Another identity's record (a name taken over) is not this node's history.
+    this.registeredAt ??= (before?.identity === this.instanceId || before?.identity === undefined ? before?.registeredAt : undefined) ?? this.clock.now();
     const lease = this.conn.kv.lease(this.ttlSeconds, { autoKeepAlive: true });
     try {
       const id = await lease.grant();
@@ -211,44 +237,85 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     }
     const previous = this.lease;
     this.lease = lease;
-    this.refusedBy = undefined;
+    this.refusal = undefined;
     previous?.release();
     lease.on('lost', (err) => this.lost(lease, err));
     this.onRegistered?.();
   }
 
   /**
-   * The alive key, under lease `id`: created if no one holds it, or taken
-   * over — only as it was read, so a key another machine created meanwhile is
-   * never written over — if this instance held it (the lease of this agent's
-   * last run). Throws NodeNameInUseError when another live instance holds it.
+   * The alive key, under lease `id`, as decideNodeJoin says: created if no
+   * one holds it and the name is free for this identity — only while the
+   * node record is still the one read, so a record written meanwhile is
+   * decided on again — or taken over, only as it was read, if this instance
+   * held it (the lease of this agent's last run). Throws NodeNameInUseError
+   * when another live instance holds it, NodeNameHeldError when the record is
+   * another identity's and the name still holds claims or placements.
    */
   private async holdName(name: string, id: string): Promise<void> {
     const key = ALIVE + name;
     const value = JSON.stringify({ instance: this.instanceId, since: this.clock.now() } satisfies AliveValue);
     for (let attempt = 1; attempt <= 3; attempt++) {
-      const created = await this.conn.kv.if(key, 'Create', '==', 0).then(this.conn.kv.put(key).value(value).lease(id)).commit();
-      if (created.succeeded) return;
-      const held = (await this.conn.kv.get(key).exec()).kvs[0];
-      if (!held) continue; // it expired in between: create it
-      let instance = '';
-      try {
-        instance = (JSON.parse(held.value.toString()) as AliveValue).instance ?? '';
-      } catch {
-        instance = '';
+      const [aliveRes, recordRes] = await Promise.all([this.conn.kv.get(key).exec(), this.conn.kv.get(NODES + name).exec()]);
+      const held = aliveRes.kvs[0];
+      const recordKv = recordRes.kvs[0];
+      let aliveHolder: string | undefined;
+      if (held) {
+        try {
+          aliveHolder = (JSON.parse(held.value.toString()) as AliveValue).instance ?? '';
+        } catch {
+          aliveHolder = '';
+        }
       }
-      if (instance !== this.instanceId) {
-        this.refusedBy = instance || 'unknown';
-        throw new NodeNameInUseError(name, this.refusedBy);
+      const record = recordKv ? parseNodeRecord(recordKv.value.toString(), name) : undefined;
+      // A record no one can read names no identity: unknown, as one written before identities.
+      const recordView = record === undefined ? undefined : typeof record === 'string' ? {} : record.identity === undefined ? {} : { identity: record.identity };
+      const work = held ? { claims: 0, placements: 0 } : await this.workUnder(name);
+      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims: work.claims, placements: work.placements });
+      if (decision.kind === 'refuse-live') {
+        this.refusal = new NodeNameInUseError(name, decision.holder);
+        throw this.refusal;
       }
-      const taken = await this.conn.kv.if(key, 'Mod', '==', held.mod_revision).then(this.conn.kv.put(key).value(value).lease(id)).commit();
-      if (taken.succeeded) return;
+      if (decision.kind === 'refuse-held') {
+        this.refusal = new NodeNameHeldError(name, decision.holder, this.instanceId, decision.claims, decision.placements);
+        throw this.refusal;
+      }
+      const txn =
+        decision.kind === 'take-over'
+          ? this.conn.kv.if(key, 'Mod', '==', held!.mod_revision)
+          : this.conn.kv.if(key, 'Create', '==', 0).and(NODES + name, recordKv ? 'Mod' : 'Create', '==', recordKv ? recordKv.mod_revision : 0);
+      const done = await txn.then(this.conn.kv.put(key).value(value).lease(id)).commit();
+      if (done.succeeded) return;
     }
-    throw new Error(`the alive key of node "${name}" kept changing while this agent took it over; trying again`);
+    throw new Error(`the alive key or the record of node "${name}" kept changing while this agent joined under it; trying again`);
   }
 
-  /** The instance that held this node's name at the last attempt to register, when another live agent did (cleared once this one registers). */
-  refusedBy: string | undefined;
+  /** Claims under the name that are not this identity's (a key no one can read counts: its holders are unknown), and the slots placed on it. */
+  private async workUnder(name: string): Promise<{ claims: number; placements: number }> {
+    const [claimKvs, placementKvs] = await Promise.all([this.conn.kv.getAll().prefix(CLAIMS).strings(), this.conn.kv.getAll().prefix(PLACEMENTS).strings()]);
+    let claims = 0;
+    for (const text of Object.values(claimKvs)) {
+      try {
+        const list = (JSON.parse(text) as { claims?: unknown }).claims;
+        if (!Array.isArray(list)) throw new Error('not a list of claims');
+        claims += (list as Array<{ nodeId?: unknown; nodeIdentity?: unknown } | null>).filter((c) => c?.nodeId === name && c.nodeIdentity !== this.instanceId).length;
+      } catch {
+        claims += 1;
+      }
+    }
+    let placements = 0;
+    for (const text of Object.values(placementKvs)) {
+      try {
+        if ((JSON.parse(text) as { node?: unknown } | null)?.node === name) placements += 1;
+      } catch {
+        // Not one csiplug wrote: the jobs pass deletes it and places its slot again.
+      }
+    }
+    return { claims, placements };
+  }
+
+  /** Why the last attempt to register was refused (another live agent holds the name, or another identity's node still holds work under it); cleared once this one registers. */
+  refusal: NodeNameInUseError | NodeNameHeldError | undefined;
 
   /** Whether this agent holds its node now (a current lease): only then may it claim, release or sweep as that node. */
   get holdsNode(): boolean {
@@ -274,7 +341,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
         return;
       } catch (err) {
         if (this.disposed) return;
-        this.logger[err instanceof NodeNameInUseError ? 'error' : 'debug']('registering the node again failed; trying again', { error: errorMessage(err), delay_ms: delay });
+        this.logger[err instanceof NodeNameInUseError || err instanceof NodeNameHeldError ? 'error' : 'debug']('registering the node again failed; trying again', { error: errorMessage(err), delay_ms: delay });
         await this.clock.sleep(delay, this.stop.signal).catch(() => undefined);
       }
     }

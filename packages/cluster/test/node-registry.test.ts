@@ -4,6 +4,8 @@
 // first registered kept — and back after every etcd member was down.
 import { MemoryLogger, RealClock } from '@csiplug/core';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
+import { EtcdVolumeClaims } from '../src/claims';
+import { NodeNameHeldError } from '../src/node-identity';
 import { EtcdNodeRegistry, type NodeInfo } from '../src/node-registry';
 import { EtcdTestCluster } from '../src/testing';
 
@@ -116,6 +118,48 @@ describe('nodes in etcd', () => {
     await new Promise((r) => setTimeout(r, TTL_MS + 1_000));
     expect((await restarted.get('n9'))?.status).toBe('ready');
     await restarted.leave();
+  });
+
+  it('a down node whose record is another identity\'s, with a claim under its name: another machine is refused (naming that identity and node purge), the claim untouched; the node itself rejoins; once purged, the name is free', async () => {
+    const conn = connect();
+    const owner = registry(conn, 'identity-of-n7');
+    await owner.start(info('n7'));
+    expect(await owner.get('n7')).toMatchObject({ status: 'ready', identity: 'identity-of-n7' });
+    const claims = new EtcdVolumeClaims(conn, Date.now, 'identity-of-n7');
+    const volume = { id: 'vol-n7', capabilities: [{ accessMode: 'single-node-writer' as const, attachmentMode: 'file-system' as const }] };
+    await claims.claim(volume, { volumeId: 'vol-n7', allocId: 'alloc-on-n7', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }, 'n7');
+    // The owner's agent dies: its lease runs out, its record and claim stay.
+    await owner.dispose();
+    await until('n7 down', async () => ((await owner.get('n7'))?.status === 'down' ? true : undefined));
+
+    const clone = registry(connect(), 'identity-of-a-clone');
+    const refused = await clone.start({ ...info('n7'), nodeClass: 'clone' }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(NodeNameHeldError);
+    expect((refused as Error).message).toContain('node name "n7" belongs to node identity identity-of-n7, not to this agent (node identity identity-of-a-clone');
+    expect((refused as Error).message).toContain('csiplug node purge n7');
+    expect(clone.holdsNode).toBe(false);
+    expect(clone.refusal).toBe(refused);
+    expect(await clone.get('n7')).toMatchObject({ status: 'down', identity: 'identity-of-n7', nodeClass: 'storage' });
+    expect((await claims.claims('vol-n7')).map((c) => [c.allocId, c.nodeId, c.nodeIdentity])).toEqual([['alloc-on-n7', 'n7', 'identity-of-n7']]);
+
+    // The node itself (its data dir's identity) rejoins under its name.
+    const back = registry(connect(), 'identity-of-n7');
+    await back.start(info('n7'));
+    expect(await back.get('n7')).toMatchObject({ status: 'ready', identity: 'identity-of-n7' });
+    // Purge refuses a live node.
+    expect(await back.purgeRecord('n7')).toBe('alive');
+    await back.leave();
+    // Down and purged (its claims released first, as node purge does): the name is free for the other machine.
+    await claims.releaseNode('n7');
+    expect(await back.purgeRecord('n7')).toMatchObject({ name: 'n7', identity: 'identity-of-n7' });
+    expect(await back.get('n7')).toBeUndefined();
+    const clone2 = registry(connect(), 'identity-of-a-clone');
+    await clone2.start(info('n7'));
+    expect(await clone2.get('n7')).toMatchObject({ status: 'ready', identity: 'identity-of-a-clone' });
+    await clone2.leave();
   });
 
   it('a lease revoked under the agent (etcd lost it): the node registers again with a new lease', async () => {

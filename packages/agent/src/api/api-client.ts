@@ -8,7 +8,7 @@ import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
 import * as tls from 'tls';
-import type { AgentEvent, AgentHealth, AllocView, RoutedAnswer, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeList, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AllocView, RoutedAnswer, ExternalVolumeView, JobPlan, JobView, MountUsageView, NodeList, NodePurgeResult, NodeView, PluginView, RunJobResult, SnapshotView, VolumeDetachResult, VolumeView } from '../service';
 import type { JobDocument, VolumeSpecDocument } from '../spec';
 import { DEFAULT_PORT } from '../spec';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -174,6 +174,11 @@ export class ApiClient {
   /** This node, or every node of its cluster. */
   listNodes(): Promise<NodeList> {
     return this.json('GET', '/v1/nodes');
+  }
+
+  /** `node purge`: a down node of the cluster gone for good. */
+  purgeNode(name: string): Promise<NodePurgeResult> {
+    return this.json('PUT', `/v1/node/${encodeURIComponent(name)}/purge`, { body: {} });
   }
 
   // Plugins ------------------------------------------------------------------

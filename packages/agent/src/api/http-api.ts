@@ -10,6 +10,7 @@
 //   method  path                                   body                      answer
 //   GET     /v1/agent/health                                                 AgentHealth (503 when not ok)
 //   GET     /v1/node/self                                                    NodeView (this node: drivers, plugins' fingerprints)
+//   PUT     /v1/node/:name/purge                                             NodePurgeResult (cluster: a down node's claims released, its record removed)
 //   GET     /v1/nodes                                                        NodeList (this node, or every node of its cluster; 503 while etcd is away)
 //   GET     /v1/jobs                                                         JobView[]
 //   POST    /v1/jobs  (PUT too)                    { "Job": JobDocument }    RunJobResult
@@ -558,6 +559,10 @@ export class HttpApi implements AsyncDisposable {
 
     r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
     r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }));
+    // Nomad's PUT /v1/node/:node_id/purge (here by node name): a down node gone for good.
+    const purgeNode = async ({ params }: { params: Record<string, string | undefined> }) => ({ body: await s.purgeNode(params.name!) });
+    r.add('PUT', '/v1/node/:name/purge', purgeNode);
+    r.add('POST', '/v1/node/:name/purge', purgeNode);
     // Cluster mode, agent to agent (cluster-controllers.ts): a CSI call made on this node's own controller of the plugin.
     r.add('POST', '/v1/cluster/csi/:plugin/:service/:rpc', async (ctx) => {
       const body = await ctx.json();

@@ -832,6 +832,29 @@ describe('csiplug CLI', () => {
       expect(JSON.parse(r.stdout)).toMatchObject({ id: fake.nodeId, status: 'ready', drivers: { raw_exec: { detected: true } } });
     });
 
+    it('node status in a cluster lists each node with its ID (its identity: 8 characters, all with -verbose); node purge says what the agent refused', async () => {
+      const identity = '5653e025-d0e1-43a3-9b27-d7f2e08d5b97';
+      fake.listNodes = async () => ({
+        cluster: true,
+        nodes: [
+          { name: 'n1', identity, status: 'down', nodeClass: '', drivers: ['raw_exec'], plugins: [], self: false },
+          { name: 'n2', status: 'ready', nodeClass: '', drivers: ['raw_exec'], plugins: [], self: true },
+        ],
+      });
+      let r = await cli(['node', 'status']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^ID +Name +Class/);
+      expect(r.stdout).toMatch(/\n5653e025 +n1 +/);
+      expect(r.stdout).toMatch(/\n- +n2 \(this node\) +/);
+      expect((await cli(['node', 'status', '-verbose'])).stdout).toContain(`${identity}  n1`);
+      // The fake is one node on its own: no cluster to purge from (404, as the agent says it).
+      r = await cli(['node', 'purge', 'n1']);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain('this agent is not in a cluster');
+      expect(fake.calls).toContain('purgeNode n1');
+      expect((await cli(['node', 'purge'])).stderr).toMatch(/NODE/);
+    });
+
     it('alloc logs -n prints the last lines; -f follows what the task writes until the alloc ends', async () => {
       const id = fakeUuid(1);
       fake.logs.set(`${id}/main/stdout`, Array.from({ length: 2000 }, (_, i) => `line ${i}`).join('\n') + '\n');

@@ -1,7 +1,8 @@
 // `csiplug node status`: this node — its id, task drivers, and what its CSI
 // plugins' fingerprints found (node id, topology, volume limit) — or, for an
 // agent in a cluster, every node of it, ready or down (as Nomad lists them;
-// `-self` shows this one).
+// `-self` shows this one). `csiplug node purge NODE`: a down node of the
+// cluster gone for good (its claims released, its record removed).
 import { ApiError } from '../api/api-error';
 import type { NodeList, NodeView } from '../service';
 import { Command, VERBOSE_FLAG } from './command';
@@ -38,10 +39,17 @@ function describe(n: NodeView): string {
   return `${kv}\n\nDrivers\n${drivers}\n\nCSI Plugins\n${plugins}`;
 }
 
-function listNodes(list: NodeList): string {
+/** As Nomad lists node ids: the first 8 characters, the whole id with -verbose. */
+function shortId(id: string | undefined, verbose: boolean): string {
+  if (!id) return '-';
+  return verbose ? id : id.slice(0, 8);
+}
+
+function listNodes(list: NodeList, verbose: boolean): string {
   return formatTable(
-    ['Name', 'Class', 'Status', 'Drivers', 'Plugins (healthy/all)', 'Address', 'Updated'],
+    ['ID', 'Name', 'Class', 'Status', 'Drivers', 'Plugins (healthy/all)', 'Address', 'Updated'],
     list.nodes.map((n) => [
+      shortId(n.identity, verbose),
       n.self ? `${n.name} (this node)` : n.name,
       orNone(n.nodeClass),
       n.status,
@@ -59,7 +67,7 @@ const nodeStatus: Command = {
   synopsis: 'Show this node (its id, task drivers and CSI plugins), or every node of its cluster',
   help:
     "On its own, shows the agent's node: its id, status, task drivers (exec needs runc) and each CSI plugin instance with what its fingerprint found (node id, topology, max volumes). " +
-    'In cluster mode (config cluster { … }), lists every node of the cluster, ready or down (a node whose lease in etcd ran out is down); -self shows this node as above.',
+    'In cluster mode (config cluster { … }), lists every node of the cluster, ready or down (a node whose lease in etcd ran out is down), each with its ID: the identity kept in its agent\'s data dir (the first 8 characters; -verbose: all of it). -self shows this node as above.',
   minArgs: 0,
   maxArgs: 0,
   api: true,
@@ -75,7 +83,7 @@ const nodeStatus: Command = {
       });
       if (list?.cluster) {
         if (ctx.json) ctx.printJson(list);
-        else ctx.out(listNodes(list));
+        else ctx.out(listNodes(list, ctx.verbose));
         return 0;
       }
     }
@@ -86,4 +94,27 @@ const nodeStatus: Command = {
   },
 };
 
-export const NODE_COMMANDS: Command[] = [nodeStatus];
+const nodePurge: Command = {
+  name: 'node purge',
+  usageArgs: 'NODE',
+  synopsis: 'Remove a down node of the cluster for good',
+  help:
+    "Cluster mode: the node NODE (by name) is gone for good. What was published to it is unpublished (through a controller of the plugin), its claims are released, and its record is removed, so its name is free for another machine: " +
+    'a node name whose record belongs to another identity is refused while that node holds claims or placements. A ready node is never purged: stop its agent first. Its alloc slots move as for any down node.',
+  minArgs: 1,
+  maxArgs: 1,
+  api: true,
+  json: true,
+  async run(ctx) {
+    const result = await ctx.client().purgeNode(ctx.args[0]!);
+    if (ctx.json) {
+      ctx.printJson(result);
+      return 0;
+    }
+    const released = result.releasedVolumes.length ? `; claims released on ${result.releasedVolumes.join(', ')}` : '; it held no claims';
+    ctx.out(`==> Node "${result.name}" (identity ${result.identity ?? 'unknown'}) purged${released}`);
+    return 0;
+  },
+};
+
+export const NODE_COMMANDS: Command[] = [nodeStatus, nodePurge];

@@ -15,7 +15,7 @@ import { NotFoundError } from '../agent';
 import { planJob, type JobPlan } from '../deploy/job-plan';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '../model';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, RoutedAnswer, JobView, MountUsageView, NodeList, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
+import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, RoutedAnswer, JobView, MountUsageView, NodeList, NodePurgeResult, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
 import type { VolumeSpec } from '../spec';
 
 export interface FakeAgentServiceOptions {
@@ -131,6 +131,13 @@ export class FakeAgentService implements AgentService {
   async listNodes(): Promise<NodeList> {
     const n = this.node();
     return { cluster: false, nodes: [{ name: n.id, status: n.status, nodeClass: '', drivers: ['exec', 'raw_exec'], plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), self: true }] };
+  }
+
+  /** One node on its own has no cluster to purge a node from (as the agent answers). */
+  async purgeNode(name: string): Promise<NodePurgeResult> {
+    await this.gate;
+    this.calls.push(`purgeNode ${name}`);
+    throw new NotFoundError('this agent is not in a cluster: it is its only node, and a node is purged only from a cluster');
   }
 
   /** This node as the fake has it: both drivers there, a node instance per plugin with a node side. */

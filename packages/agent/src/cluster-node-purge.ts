@@ -1,0 +1,56 @@
+// `csiplug node purge NODE` (Nomad's `nomad node purge`): an operator says a
+// down node is gone for good. Its claims are released — what was published
+// to it unpublished first, through a controller of the plugin, as when its
+// disconnect grace ends — and its record removed, so its name is free for
+// another machine (node-identity.ts: a name whose record is another
+// identity's is refused while it holds claims or placements). A live node is
+// never purged: every step requires its alive key to be absent. Its slots
+// stay until the passes move them (a node with no record is down).
+import { CsiplugError } from '@csiplug/core';
+import type { ClusterClaim } from '@csiplug/cluster';
+import type { ClusterMembership } from './cluster-membership';
+import type { NodePurgeResult } from './service';
+
+
+/** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */
+export class NodePurgeError extends CsiplugError {
+  constructor(
+    message: string,
+    readonly httpStatus: 404 | 409,
+  ) {
+    super(httpStatus === 404 ? 'ENODE_NOT_FOUND' : 'ENODE_PURGE_REFUSED', message);
+  }
+}
+
+/**
+ * Purges the node `name`. `unpublishFrom` unpublishes what was published to
+ * it (false: this agent cannot, e.g. it has no controller of the plugin).
+ * Throws NodePurgeError; an etcd that does not answer throws its own error.
+ */
+export async function purgeClusterNode(
+  membership: ClusterMembership,
+  name: string,
+  unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
+): Promise<NodePurgeResult> {
+  const node = (await membership.list()).find((n) => n.name === name);
+  if (!node) throw new NodePurgeError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`, 404);
+  if (node.status === 'ready') {
+    throw new NodePurgeError(
+      `node "${name}" (identity ${node.identity ?? 'unknown'}) is ready: its agent holds it now, and a live node is never purged; stop that agent first (or give the other machine its own cluster.node_name)`,
+      409,
+    );
+  }
+  const published = (await membership.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+  if (published.length && !(await unpublishFrom(name, published))) {
+    throw new NodePurgeError(
+      `node "${name}": volumes published to it (${published.map((p) => p.volumeId).join(', ')}) could not be unpublished from this agent (no controller of their plugin here, or the node came back); ` +
+        'nothing was changed: run `node purge` against an agent with a controller of the plugin',
+      409,
+    );
+  }
+  // Each release requires the node's alive key to be absent: a node back meanwhile keeps what it holds.
+  const releasedVolumes = await membership.claims.releaseNode(name);
+  const removed = await membership.purgeRecord(name);
+  if (removed === 'alive') throw new NodePurgeError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`, 409);
+  return { name, ...(removed?.identity ? { identity: removed.identity } : {}), releasedVolumes };
+}
