@@ -18,6 +18,13 @@ const RESTARTS = 3;
 /** Task events of a live mount check that ends it: whatever the check found, it is over. */
 const CHECK_ENDS = ['Volume checked', 'Volume reported abnormal', 'Volume remounted', 'Volume remount failed', 'Volume remount refused, in use'];
 
+/** The hostpath plugin's --state-dir: its CSIPLUG_PLUGIN_DATA_DIR (plugin-data/<plugin id>) + /state. */
+function pluginStateDir(dataDir: string): string {
+  const dir = path.join(dataDir, 'plugin-data', 'hostpath', 'state');
+  if (!fs.existsSync(path.join(dir, 'volumes'))) throw new Error(`no hostpath plugin state at ${dir}: ${fs.readdirSync(path.join(dataDir, 'plugin-data')).join(', ')}`);
+  return dir;
+}
+
 describe('a plugin that reports a healthy mount abnormal', () => {
   let h: AgentHarness;
 
@@ -67,9 +74,11 @@ describe('a plugin that reports a healthy mount abnormal', () => {
       await moreWrites(100);
     }
 
-    // Every append the workload saw succeed is in the volume's file (read through the mount: what the volume holds).
+    // Every append the workload saw succeed is in the volume's file: read in the plugin's backing directory of the
+    // volume, not through the target (a write that landed under a lost mount point shows there, and is not on the volume).
     const seenNow = lines();
-    const onVolume = new Set(fs.readFileSync(path.join(target, 'appends.txt'), 'utf8').split('\n').filter(Boolean));
+    const backing = path.join(pluginStateDir(h.dataDir), 'volumes', (await h.api.getVolume('vol-0')).externalId, 'appends.txt');
+    const onVolume = new Set(fs.readFileSync(backing, 'utf8').split('\n').filter(Boolean));
     const failed = seenNow.filter((l) => l.startsWith('fail '));
     const lost = seenNow.filter((l) => l.startsWith('ok ') && !onVolume.has(l.slice(3)));
     expect({ failed, lost }).toEqual({ failed: [], lost: [] });
