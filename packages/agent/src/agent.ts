@@ -269,6 +269,7 @@ export class Agent implements AgentService, AsyncDisposable {
       registryEntries: () =>
         Object.fromEntries(['csi-controller', 'csi-node'].map((type) => [type, this.registry.list(type).reduce((n, p) => n + this.registry.registrations(type, p.name).length, 0)])),
       pendingUnmounts: () => this.volumeMounts.pendingUnmounts().length,
+      liveMounts: () => this.volumeMounts.mountChecks(),
     });
     // The stream's emitter is disposed with the agent module, and this listener with it.
     this.onEvent((e) => countEvents(metrics, e));

@@ -54,6 +54,11 @@ describe('PromMetrics', () => {
       },
       registryEntries: () => ({ 'csi-node': 1 }),
       pendingUnmounts: () => 2,
+      liveMounts: () => [
+        { pluginId: 'p', state: 'ok' },
+        { pluginId: 'p', state: 'abnormal' },
+        { pluginId: 'p', state: 'abnormal' },
+      ],
     });
     let text = await m.prometheus();
     expect(line(text, 'csiplug_volume_claims{plugin="p",mode="write"}')).toBe(1);
@@ -63,6 +68,8 @@ describe('PromMetrics', () => {
     expect(line(text, 'csiplug_allocs{status="failed"}')).toBe(1);
     expect(line(text, 'csiplug_unmounts_pending')).toBe(2);
     expect(line(text, 'csiplug_registry_entries{type="csi-node"}')).toBe(1);
+    expect(line(text, 'csiplug_live_mounts{plugin="p",state="abnormal"}')).toBe(2);
+    expect(line(text, 'csiplug_live_mounts{plugin="p",state="ok"}')).toBe(1);
     volumes = [];
     text = await m.prometheus();
     expect(line(text, 'csiplug_volume_claims{plugin="p",mode="write"}')).toBeUndefined();
@@ -82,6 +89,7 @@ describe('PromMetrics', () => {
       },
       registryEntries: () => ({}),
       pendingUnmounts: () => 0,
+      liveMounts: () => [],
     });
     let text = await m.prometheus();
     expect(line(text, 'csiplug_allocs{status="running"}')).toBe(1);

@@ -47,6 +47,8 @@ export interface MetricsState {
   registryEntries(): Record<string, number>;
   /** Volume mounts whose unmount is still to be done (retried, or waiting for the plugin). */
   pendingUnmounts(): number;
+  /** The live mounts, each with its plugin and the state of its last check (as `volume status` shows it). */
+  liveMounts(): Iterable<{ pluginId: string; state: string }>;
 }
 
 let processRegistry: Registry | undefined;
@@ -217,6 +219,10 @@ export function addStateGauges(metrics: PromMetrics, state: MetricsState): void 
   );
   metrics.gauge('csiplug_allocs', 'Allocations the agent knows, by client status', ['status'], () => countBy(state.service.listAllocs(), (a) => ({ status: a.clientStatus })));
   metrics.gauge('csiplug_unmounts_pending', 'Volume unmounts still to be done (being retried, or waiting for their plugin)', [], () => [[{}, state.pendingUnmounts()]]);
+  // abnormal: a plugin's word, reported and never acted on — this gauge is where an operator sees it across allocs.
+  metrics.gauge('csiplug_live_mounts', 'Live volume mounts, by plugin and their last check (ok, abnormal: the plugin reports the volume abnormal, stale, busy: stale but in use, remounting, plugin-away)', ['plugin', 'state'], () =>
+    countBy(state.liveMounts(), (m) => ({ plugin: m.pluginId, state: m.state })),
+  );
   // After the gauges: a scrape reads metrics in the order they were made, so this one counts the failures of the same scrape.
   metrics.declare(COLLECT_ERRORS_TOTAL);
 }

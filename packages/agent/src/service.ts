@@ -52,8 +52,8 @@ export interface VolumeMountView {
   targetPath?: string;
   /** Desired unmounted with something still held: retried in the background until done. */
   pendingUnmount: boolean;
-  /** A live mount's last check (plugin away, ok, stale, remounting) and what it found, when there was one. */
-  check?: { state: 'plugin-away' | 'ok' | 'stale' | 'remounting'; message?: string; time?: number };
+  /** A live mount's last check (plugin away, ok, abnormal: the plugin says so, stale, busy: stale but in use, remounting) and what it found, when there was one. */
+  check?: { state: 'plugin-away' | 'ok' | 'abnormal' | 'stale' | 'busy' | 'remounting'; message?: string; time?: number };
   /** Failed attempts since `desired` last changed, and the last error. */
   attempts: number;
   lastError?: string;

@@ -42,9 +42,11 @@ export const LIVE_MOUNT_EVENTS: Readonly<Record<LiveMountEventKind, string>> = O
   'plugin-away': 'Plugin away',
   'plugin-back': 'Plugin back',
   checked: 'Volume checked',
+  abnormal: 'Volume reported abnormal',
   stale: 'Volume stale',
   remounted: 'Volume remounted',
   'remount-failed': 'Volume remount failed',
+  'remount-busy': 'Volume remount refused, in use',
 });
 
 /** A volume of an alloc that could not be mounted (the reconciler's VolumeMountError). */

@@ -32,10 +32,11 @@ export interface VolumeRequest {
   readOnly: boolean;
   mountOptions?: { fsType?: string; mountFlags?: string[] };
   /**
-   * What to do when the mount is found stale (ENOTCONN, ESTALE, an abnormal
-   * volume condition) after its node plugin came back: `remount` (default)
-   * stages and publishes it again through the plugin; `restart` also
-   * restarts the alloc's tasks; `keep` only reports it.
+   * What to do when the mount is proven broken (a stat that hangs or answers
+   * ENOTCONN or ESTALE, no longer a mount point) after its node plugin came
+   * back: `remount` (default) stages and publishes it again through the
+   * plugin; `restart` also restarts the alloc's tasks; `keep` only reports
+   * it. A plugin's abnormal volume condition alone is only reported.
    */
   onStaleMount?: StaleMountPolicy;
 }

@@ -17,6 +17,7 @@ describe('parseConfig', () => {
       slowRpcs: [],
       slowMs: 0,
       crashOnRpcs: [],
+      abnormalRpcs: [],
       controllerPublish: false,
     });
   });
@@ -42,6 +43,7 @@ describe('parseConfig', () => {
       slowRpcs: [],
       slowMs: 0,
       crashOnRpcs: [],
+      abnormalRpcs: [],
       controllerPublish: false,
     });
   });
@@ -54,13 +56,14 @@ describe('parseConfig', () => {
       CSIPLUG_HOSTPATH_FAULT_FILE: '/run/faults.json',
       CSIPLUG_HOSTPATH_CONTROLLER_PUBLISH: 'true',
     };
-    const c = parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--slow-rpc', 'NodeStageVolume,CreateVolume', '--crash-on-rpc=NodeUnstageVolume', '--start-fault', 'no-socket'], env);
+    const c = parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--slow-rpc', 'NodeStageVolume,CreateVolume', '--crash-on-rpc=NodeUnstageVolume', '--start-fault', 'no-socket', '--abnormal-rpc', 'NodeGetVolumeStats'], env);
     expect(c.faults).toMatchObject({
       startFault: 'no-socket',
       garbageRpcs: ['NodePublishVolume'],
       slowRpcs: ['NodeStageVolume', 'CreateVolume'],
       slowMs: 700,
       crashOnRpcs: ['NodeUnstageVolume'],
+      abnormalRpcs: ['NodeGetVolumeStats'],
       faultFile: '/run/faults.json',
       controllerPublish: true,
     });

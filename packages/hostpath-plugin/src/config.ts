@@ -52,6 +52,7 @@ export const ENV = {
   slowRpc: 'CSIPLUG_HOSTPATH_SLOW_RPC',
   slowMs: 'CSIPLUG_HOSTPATH_SLOW_MS',
   crashOnRpc: 'CSIPLUG_HOSTPATH_CRASH_ON_RPC',
+  abnormalRpc: 'CSIPLUG_HOSTPATH_ABNORMAL_RPC',
   faultFile: 'CSIPLUG_HOSTPATH_FAULT_FILE',
   controllerPublish: 'CSIPLUG_HOSTPATH_CONTROLLER_PUBLISH',
 } as const;
@@ -75,6 +76,7 @@ fault switches, for tests:
   --slow-rpc A[,B]        these RPCs answer --slow-ms late (${ENV.slowRpc})
   --slow-ms N             how late, in ms (${ENV.slowMs})
   --crash-on-rpc A[,B]    die by SIGKILL when one of these RPCs is called (${ENV.crashOnRpc})
+  --abnormal-rpc A[,B]    these RPCs report the volume condition abnormal, healthy or not (${ENV.abnormalRpc})
   --fault-file PATH       JSON of the RPC faults, read again whenever it changes (${ENV.faultFile})
   --controller-publish B  true: offer ControllerPublishVolume too (${ENV.controllerPublish})`;
 
@@ -96,6 +98,7 @@ const FLAGS: Record<string, string> = {
   '--slow-rpc': 'slowRpc',
   '--slow-ms': 'slowMs',
   '--crash-on-rpc': 'crashOnRpc',
+  '--abnormal-rpc': 'abnormalRpc',
   '--fault-file': 'faultFile',
   '--controller-publish': 'controllerPublish',
 };
@@ -228,6 +231,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       slowRpcs,
       slowMs,
       crashOnRpcs: rpcList(pick('crashOnRpc'), '--crash-on-rpc'),
+      abnormalRpcs: rpcList(pick('abnormalRpc'), '--abnormal-rpc'),
       ...(pick('faultFile') ? { faultFile: pick('faultFile') } : {}),
       controllerPublish: bool(pick('controllerPublish'), '--controller-publish'),
     },

@@ -115,6 +115,14 @@ describe('withFaults', () => {
     expect(await statusOf(call(h, 'node', 'NodeStageVolume')({}, context('NodeStageVolume').ctx))).toBe(GrpcStatus.UNIMPLEMENTED);
   });
 
+  it('an abnormal RPC answers as usual, with the volume condition abnormal; the others are untouched', async () => {
+    const handlers = baseHandlers();
+    handlers.node!.NodeGetVolumeStats = () => ({ usage: [], volumeCondition: { abnormal: false, message: 'healthy' } });
+    const h = withFaults(handlers, new FaultSource(faults({ abnormalRpcs: ['NodeGetVolumeStats'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    expect(await call(h, 'node', 'NodeGetVolumeStats')({}, context('NodeGetVolumeStats').ctx)).toEqual({ usage: [], volumeCondition: { abnormal: true, message: expect.stringContaining('fault switch') } });
+    expect(await call(h, 'node', 'NodeGetInfo')({}, context('NodeGetInfo').ctx)).toEqual({ nodeId: 'n1', maxVolumesPerNode: '0' });
+  });
+
   it('a hung RPC answers only when the caller gives up; the others answer', async () => {
     const h = withFaults(baseHandlers(), new FaultSource(faults({ hangRpcs: ['NodeGetInfo'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
     const { ctx, abort } = context('NodeGetInfo');

@@ -8,7 +8,10 @@
 //   (a gRPC response whose message is not valid protobuf, sent as real HTTP/2
 //   frames by a small proxy in front of the gRPC server); answer only after a
 //   delay (the work is still done, after the caller may have given up); crash
-//   when called; crash after N calls of any RPC.
+//   when called; crash after N calls of any RPC; answer with the volume
+//   condition abnormal (NodeGetVolumeStats, ControllerGetVolume) while the
+//   volume is healthy, as a plugin that misjudges its mounts does
+//   (csi-driver-host-path looks only under kubelet's pod directories).
 // - A fault file (JSON: the RpcFaults fields, and `startFault`) whose RPC
 //   faults replace those given as flags whenever it changes, so a test can
 //   turn faults on and off in a running plugin; its start fault is read at
@@ -43,6 +46,8 @@ export interface RpcFaults {
   crashOnRpcs: string[];
   /** Serve this many calls (of any RPC), then die by SIGKILL on the next. 0 = never. */
   crashAfter: number;
+  /** Answer as usual, but with the volume condition abnormal (whatever it is). */
+  abnormalRpcs: string[];
 }
 
 /** What startPlugin throws after a crash on purpose when its `crash` hook (a test's) returns instead of killing the process. */
@@ -52,9 +57,9 @@ export class InjectedCrashError extends HostPathPluginError {
   }
 }
 
-export const NO_RPC_FAULTS: Readonly<RpcFaults> = Object.freeze({ hangRpcs: [], garbageRpcs: [], slowRpcs: [], slowMs: 0, crashOnRpcs: [], crashAfter: 0 });
+export const NO_RPC_FAULTS: Readonly<RpcFaults> = Object.freeze({ hangRpcs: [], garbageRpcs: [], slowRpcs: [], slowMs: 0, crashOnRpcs: [], crashAfter: 0, abnormalRpcs: [] });
 
-const LIST_FIELDS = ['hangRpcs', 'garbageRpcs', 'slowRpcs', 'crashOnRpcs'] as const;
+const LIST_FIELDS = ['hangRpcs', 'garbageRpcs', 'slowRpcs', 'crashOnRpcs', 'abnormalRpcs'] as const;
 const NUMBER_FIELDS = ['slowMs', 'crashAfter'] as const;
 /** The fault file's field read only at start. */
 const START_FIELD = 'startFault';
@@ -90,7 +95,7 @@ export function parseFaultFile(text: string, file: string): RpcFaults {
   const known: readonly string[] = [...LIST_FIELDS, ...NUMBER_FIELDS, START_FIELD];
   const unknown = Object.keys(doc).filter((k) => !known.includes(k));
   if (unknown.length) throw new ValidationError(`fault file ${file}: unknown field(s) ${unknown.join(', ')}; known: ${known.join(', ')}`, file);
-  const out: RpcFaults = { ...NO_RPC_FAULTS, hangRpcs: [], garbageRpcs: [], slowRpcs: [], crashOnRpcs: [] };
+  const out: RpcFaults = { ...NO_RPC_FAULTS, hangRpcs: [], garbageRpcs: [], slowRpcs: [], crashOnRpcs: [], abnormalRpcs: [] };
   const fields = doc as Record<string, unknown>;
   for (const key of LIST_FIELDS) {
     const v = fields[key];
@@ -212,7 +217,12 @@ export function withFaults(handlers: CsiServerHandlers, source: FaultSource, opt
       await new Promise((r) => setTimeout(r, faults.slowMs));
     }
     if (!handler) throw csiStatus.unimplemented(`${rpc} is not implemented by this plugin`);
-    return handler(req, ctx);
+    const answer = await handler(req, ctx);
+    if (faults.abnormalRpcs.includes(rpc) && typeof answer === 'object' && answer !== null) {
+      logger.warn('reporting the volume condition abnormal on purpose (fault switch)', { rpc });
+      return { ...answer, volumeCondition: { abnormal: true, message: 'The volume isn\'t mounted (fault switch: reported abnormal whatever its state)' } };
+    }
+    return answer;
   };
   const def = csiPackageDefinition();
   const out: Partial<Record<CsiServiceKey, Record<string, AnyHandler>>> = {};

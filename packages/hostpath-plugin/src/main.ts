@@ -35,11 +35,11 @@ function packageVersion(): string {
 }
 
 function rpcFaultsOf(f: FaultSwitches): RpcFaults {
-  return { hangRpcs: f.hangRpcs, garbageRpcs: f.garbageRpcs, slowRpcs: f.slowRpcs, slowMs: f.slowMs, crashOnRpcs: f.crashOnRpcs, crashAfter: f.crashAfter };
+  return { hangRpcs: f.hangRpcs, garbageRpcs: f.garbageRpcs, slowRpcs: f.slowRpcs, slowMs: f.slowMs, crashOnRpcs: f.crashOnRpcs, crashAfter: f.crashAfter, abnormalRpcs: f.abnormalRpcs };
 }
 
 function anyRpcFault(f: RpcFaults): boolean {
-  return f.hangRpcs.length + f.garbageRpcs.length + f.slowRpcs.length + f.crashOnRpcs.length > 0 || f.crashAfter > 0;
+  return f.hangRpcs.length + f.garbageRpcs.length + f.slowRpcs.length + f.crashOnRpcs.length + f.abnormalRpcs.length > 0 || f.crashAfter > 0;
 }
 
 export async function startPlugin(config: PluginConfig, options: StartOptions = {}): Promise<RunningPlugin> {

@@ -6,9 +6,10 @@
 //
 //   - plugin away → the volume's backing directory replaced → plugin back:
 //     the hostpath plugin's NodeGetVolumeStats reports the mounts abnormal
-//     (they still show the old directory), and the reconciler unstages,
-//     stages and publishes again, so the workload's path shows the new one;
-//     under `keep` it only reports;
+//     (they still show the old directory); the mounts answer every check of
+//     csiplug's own, so that is reported and nothing is unmounted, under
+//     `remount` and `keep` alike (a plugin's condition alone never takes a
+//     live mount down);
 //   - a plugin killed during NodePublishVolume and back within the prerun
 //     limit: the mount waits for it and publishes;
 //   - one that stays away past the limit (the fault the issue names: "the
@@ -87,9 +88,9 @@ describeIfRoot('the node plugin away under live mounts and mounts under way (rea
 
   const kinds = (a: TestAgent) => a.checks.map((e) => e.kind);
 
-  it('plugin away, backing directory replaced, plugin back: the stale mounts are unstaged, staged and published again, and the workload sees the new directory', async () => {
+  it.each(['remount', 'keep'] as const)('plugin away, backing directory replaced, plugin back: the plugin calls the mount abnormal; under "%s" that is reported, and the live mount is left as it is', async (policy) => {
     const { a, externalId } = await setUp();
-    const info = await a.reconciler.mount(request('alloc-a', 'vol'), { phase: 'prerun' });
+    const info = await a.reconciler.mount(request('alloc-a', 'vol', { onStaleMount: policy }), { phase: 'prerun' });
     await fs.writeFile(path.join(info.targetPath, 'old.txt'), 'written before the plugin went away');
     // Healthy to start with: the plugin's condition says the target shows its backing directory.
     const vm = a.manager.volumeManager('hostpath');
@@ -97,41 +98,22 @@ describeIfRoot('the node plugin away under live mounts and mounts under way (rea
 
     await crashPlugin(a);
     await replaceBackingDir(externalId);
-    expect(readdirSync(info.targetPath)).toEqual(['old.txt']);
     plugin = await startHostpath({ socketPath, stateDir });
 
-    await eventually('the stale mount to be remounted', () => kinds(a).includes('remounted'));
-    expect(kinds(a)).toEqual(['plugin-back', 'stale', 'remounted']);
-    expect(a.checks[1]!.message).toMatch(/is stale: plugin hostpath reports the volume abnormal at .*: .* no longer shows the backing directory/);
-    // The same target path now shows the new directory, through a new staging mount.
-    expect(readdirSync(info.targetPath)).toEqual(['new.txt']);
+    await eventually('the abnormal condition to be reported', () => kinds(a).includes('abnormal'));
+    expect(kinds(a)).toEqual(['plugin-back', 'abnormal']);
+    expect(a.checks[1]!.message).toMatch(/answers, but plugin hostpath reports the volume abnormal at .*: .* no longer shows the backing directory.*; kept as it is/);
+    expect(a.reconciler.mountChecks('alloc-a')[0]!.state).toBe('abnormal');
+    // Nothing was taken down: the workload's path still shows what it showed.
+    expect(readdirSync(info.targetPath)).toEqual(['old.txt']);
     expect(await Promise.all([mt.isMountPoint(info.targetPath), mt.isMountPoint(info.stagingPath!)])).toEqual([true, true]);
     expect(a.reconciler.list('alloc-a')[0]).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: info.targetPath, stagingPath: info.stagingPath });
-    expect(claimer.claims).toHaveLength(1);
-    expect(await vm.volumeCondition({ id: 'vol', externalId, pluginId: 'hostpath' }, 'alloc-a', usage, 'target')).toMatchObject({ abnormal: false });
+    expect(a.reconciler.list('alloc-a')[0]!.remounting).toBeUndefined();
+    expect(a.logger.find('a live volume mount is stale', 'warn')).toHaveLength(0);
 
     await a.reconciler.unmount('alloc-a');
     expect(mountsUnder(tmp)).toEqual([]);
     expect(claimer.releases).toEqual(['vol alloc-a']);
-  });
-
-  it('the same under on_stale_mount = "keep": reported, and the mount left as it is', async () => {
-    const { a, externalId } = await setUp();
-    const info = await a.reconciler.mount(request('alloc-a', 'vol', { onStaleMount: 'keep' }), { phase: 'prerun' });
-    await fs.writeFile(path.join(info.targetPath, 'old.txt'), 'written before the plugin went away');
-    await crashPlugin(a);
-    await replaceBackingDir(externalId);
-    plugin = await startHostpath({ socketPath, stateDir });
-
-    await eventually('the stale mount to be reported', () => kinds(a).includes('stale'));
-    await eventually('the plugin to be healthy', () => a.manager.pluginInfo('csi-node', 'hostpath')?.healthy === true);
-    expect(kinds(a)).toEqual(['plugin-back', 'stale']);
-    expect(a.checks[1]!.message).toMatch(/kept as it is \(on_stale_mount = "keep"\)/);
-    expect(readdirSync(info.targetPath)).toEqual(['old.txt']);
-    expect(a.logger.find('a live volume mount is stale', 'warn')).toHaveLength(1);
-
-    await a.reconciler.unmount('alloc-a');
-    expect(mountsUnder(tmp)).toEqual([]);
   });
 
   it('a plugin killed during NodePublishVolume and back within the prerun limit: the mount waits for it and publishes', async () => {

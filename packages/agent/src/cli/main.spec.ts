@@ -1038,11 +1038,14 @@ describe('csiplug CLI', () => {
       fake.volumes.get('vol1')!.mounts = [
         { allocId: fakeUuid(3), name: 'data', desired: 'unmounted', claimed: true, staged: true, published: false, pendingUnmount: true, attempts: 4, lastError: 'plugin hostpath not healthy', since: 0 },
         { allocId: fakeUuid(4), name: 'data', desired: 'mounted', claimed: true, staged: true, published: true, pendingUnmount: false, attempts: 0, since: 0, check: { state: 'stale', message: 'target answers ENOTCONN' } },
+        { allocId: fakeUuid(5), name: 'data', desired: 'mounted', claimed: true, staged: true, published: true, pendingUnmount: false, attempts: 0, since: 0, check: { state: 'abnormal', message: 'plugin hostpath reports the volume abnormal; kept as it is' } },
       ];
       fake.usage.push({ allocId: fakeUuid(4), name: 'data', volumeId: 'vol1', pluginId: 'hostpath', usage: { bytes: { total: 1 << 30, used: 1 << 20 }, condition: { abnormal: true, message: 'over quota' } } });
       r = await cli(['volume', 'status', 'vol1']);
       expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Check\\s+Used\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+<none>\\s+-\\s+4\\s+.+plugin hostpath not healthy\\n`));
       expect(r.stdout).toMatch(new RegExp(`${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+1MiB of 1GiB \\(0%\\); ABNORMAL: over quota\\s+0\\s+.+target answers ENOTCONN\\n`));
+      // A plugin's abnormal condition: its own check state, and what the plugin said.
+      expect(r.stdout).toMatch(new RegExp(`${fakeUuid(5).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+abnormal\\s+.+plugin hostpath reports the volume abnormal; kept as it is\\n`));
     });
 
     it('volume register refuses a bad spec locally', async () => {

@@ -149,7 +149,7 @@ function describe(v: VolumeView, verbose: boolean, usage: MountUsageView[] | Err
           m.desired === 'mounted' && m.published ? usageText(usage instanceof Error ? usage : usage.find((u) => u.allocId === m.allocId && u.name === m.name)) : '-',
           String(m.attempts),
           formatTime(m.since),
-          orNone(m.lastError ?? (m.check?.state === 'stale' || m.check?.state === 'plugin-away' ? m.check.message : undefined)),
+          orNone(m.lastError ?? (m.check !== undefined && m.check.state !== 'ok' && m.check.state !== 'remounting' ? m.check.message : undefined)),
         ]),
       )
     : 'No mounts on this node';

@@ -125,13 +125,13 @@ describe('a stale mount', () => {
     await node.reconciler.mount(req('a2', { onStaleMount: 'keep' }), PRERUN);
     const changes = node.changes().length;
     await crashAndRecover(() => {
-      node.mounts.failStat(targetOf('a1'), 'EIO');
-      node.mounts.failStat(stagingOf(), 'EIO');
+      node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+      node.mounts.failStat(stagingOf(), 'ENOTCONN');
     });
     // Publishing a1 again from the still-stale staging mount would mend nothing: no step, and no "remounted".
     expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'stale a1', 'stale a2']);
-    expect(messageOf('stale', 'a1')).toMatch(/not remounted: its staging mount .* is stale \(.*EIO.*\) and is kept for alloc a2 \(on_stale_mount = "keep"\), so it cannot be staged again/);
-    expect(messageOf('stale', 'a2')).toMatch(/its staging mount .* is stale: .*EIO.*; kept as it is \(on_stale_mount = "keep"\)/);
+    expect(messageOf('stale', 'a1')).toMatch(/not remounted: its staging mount .* is stale \(.*ENOTCONN.*\) and is kept for alloc a2 \(on_stale_mount = "keep"\), so it cannot be staged again/);
+    expect(messageOf('stale', 'a2')).toMatch(/its staging mount .* is stale: .*ENOTCONN.*; kept as it is \(on_stale_mount = "keep"\)/);
     expect(node.changes().slice(changes)).toEqual([]);
     expect(node.logger.find('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', 'warn')).toHaveLength(1);
   });
@@ -193,22 +193,77 @@ describe('a stale mount', () => {
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
   });
 
-  test('with GET_VOLUME_STATS, an abnormal volume condition is stale; an error reading it is only logged', async () => {
+  test('with GET_VOLUME_STATS, an abnormal condition of a mount that answers is reported, never remounted; an error reading it is only logged', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
     await node.reconciler.mount(req('a2', { volumeId: 'vol2', usage: { readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only' } }), PRERUN);
     node.vm.volumeStats = true;
-    node.vm.conditions.set(targetOf('a1'), { abnormal: true, message: 'the target no longer shows the backing directory', reported: true });
+    node.vm.conditions.set(targetOf('a1'), { abnormal: true, message: "The volume isn't mounted", reported: true });
     const a2Target = node.record('a2')!.targetPath!;
     node.vm.conditions.set(a2Target, new CSIError({ grpcCode: GrpcStatus.UNIMPLEMENTED, method: 'NodeGetVolumeStats', endpoint: 'fake', details: '' }));
+    const changes = node.changes().length;
+    const calls = node.calls().length;
     await crashAndRecover();
-    expect(messageOf('stale', 'a1')).toBe(`volume "data" (vol1) at ${targetOf('a1')} is stale: plugin hostpath reports the volume abnormal at ${targetOf('a1')}: the target no longer shows the backing directory; remounting it through plugin hostpath`);
+    expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'abnormal a1', 'checked a2']);
+    expect(messageOf('abnormal', 'a1')).toBe(
+      `volume "data" (vol1) at ${targetOf('a1')} answers, but plugin hostpath reports the volume abnormal at ${targetOf('a1')}: The volume isn't mounted; kept as it is (a plugin's condition alone never unmounts a live mount: if the volume is broken, restart the alloc)`,
+    );
     // The mount answers, so it is kept; its event says the plugin could not tell its condition, and why.
     expect(messageOf('checked', 'a2')).toMatch(new RegExp(`^volume "data" \\(vol2\\) at ${a2Target.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} answers; kept as it is \\(plugin hostpath could not tell its condition: .*UNIMPLEMENTED`));
-    expect(node.logger.find('could not read the volume condition; the mount itself answers, so it is not taken as stale', 'warn')).toHaveLength(1);
-    // The staging mount of the stale target was asked about too; it is well, so it stays.
-    expect(node.vm.conditionChecks).toEqual(['vol1 a1 target', 'vol2 a2 target', 'vol1 staging']);
-    expect(node.changes().slice(-2)).toEqual([unpublished('a1'), published('a1')]);
+    expect(node.logger.find('could not read the volume condition; the mount itself answers, so it is kept', 'warn')).toHaveLength(1);
+    expect(node.logger.find('a node plugin reports a live volume mount abnormal; it answers every check of its own, so it is kept as it is', 'warn')).toHaveLength(1);
+    expect(node.vm.conditionChecks).toEqual(['vol1 a1 target', 'vol2 a2 target']);
+    // Nothing came down: no unpublish, no unstage, no record changed, and volume status says what the plugin said.
+    expect(node.calls().slice(calls)).toEqual([]);
+    expect(node.changes().slice(changes)).toEqual([]);
+    expect(node.record('a1')).toMatchObject({ published: true, staged: true });
+    expect(node.record('a1')!.remounting).toBeUndefined();
+    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({ state: 'abnormal', message: expect.stringMatching(/reports the volume abnormal/) });
+    expect(node.reconciler.mountChecks('a2')[0]!.state).toBe('ok');
+    // Every time it comes back: reported again, still never remounted.
+    await crashAndRecover();
+    expect(kinds().filter((k) => k === 'abnormal a1')).toHaveLength(2);
+    expect(node.calls().slice(calls)).toEqual([]);
+  });
+
+  test('a stat that answers EIO or ENOENT proves nothing of the mount: a target still a mount point is kept; ENOENT of one no longer mounted is stale', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    await node.reconciler.mount(req('a3'), PRERUN);
+    const calls = node.calls().length;
+    await crashAndRecover(() => {
+      node.mounts.failStat(targetOf('a1'), 'EIO');
+      node.mounts.failStat(targetOf('a2'), 'ENOENT');
+      node.mounts.failStat(targetOf('a3'), 'ENOENT');
+      node.mounts.unmark(targetOf('a3'));
+    });
+    expect(kinds().slice(3)).toEqual(['checked a1', 'checked a2', 'stale a3', 'remounted a3']);
+    expect(messageOf('stale', 'a3')).toMatch(/is no longer a mount point; remounting/);
+    expect(node.calls().slice(calls)).toEqual(['unpublish vol1 a3', 'stage vol1', 'publish vol1 a3']);
+    expect(node.logger.find('could not stat a live mount for a reason that does not say it is dead; not taken as stale', 'warn')).toHaveLength(3);
+  });
+
+  test('a broken mount whose unpublish the plugin refuses as busy is reported and left as it is: not retried, not held "remounting", checked again when the plugin is back', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    const calls = node.calls().length;
+    node.vm.failNext('unpublish', { error: new Error('NodeUnpublishVolume: umount: /t: target is busy.') });
+    await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
+    expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remount-busy a1']);
+    expect(messageOf('remount-busy', 'a1')).toMatch(new RegExp(`is stale, but its target .* is in use \\(.*target is busy.*\\); left as it is, not forced`));
+    expect(node.calls().slice(calls)).toEqual(['unpublish vol1 a1']);
+    expect(node.record('a1')).toMatchObject({ published: true, staged: true });
+    expect(node.record('a1')!.remounting).toBeUndefined();
+    expect(node.reconciler.mountChecks('a1')[0]!.state).toBe('busy');
+    // No backoff retry: the backoff passes and nothing is asked of the plugin.
+    await node.clock.advance(node.timeouts.unmountBackoff(1) * 4);
+    await node.settle();
+    expect(node.calls().slice(calls)).toEqual(['unpublish vol1 a1']);
+    // The plugin back: looked at again; no longer busy, so remounted.
+    await crashAndRecover();
+    expect(kinds().slice(3)).toEqual(['plugin-back a1', 'stale a1', 'remounted a1']);
+    expect(node.reconciler.mountChecks('a1')[0]!.state).toBe('ok');
   });
 
   test('a mount its alloc unmounts while it is being remounted is left to that unmount: no remount, no failure reported', async () => {

@@ -13,21 +13,38 @@
 //     until a later probe answers, and one whose probe has not settled is
 //     not probed again); the targets are stat'ed all at once, STATS_AT_ONCE
 //     at a time (the table runs a turn's stats in one child process);
-//   - it is still a mount point;
-//   - when the plugin offers GET_VOLUME_STATS, NodeGetVolumeStats does not
-//     call it abnormal or NOT_FOUND (other errors are logged, not taken as
-//     stale: the mount itself answered), CONDITIONS_AT_ONCE calls at a time.
+//   - it is still a mount point.
 //
-// A stale mount is handled by its record's policy: `remount` (the reconciler
-// takes it down and up again through the current plugin, its staging mount
-// too when that is stale and no one else uses it), `restart` (remount, then
-// the alloc's tasks restart), `keep` (report only). Every finding is an event
-// (the csi hook turns it into a task event) and a log line. A remount that
-// fails is tried again after a backoff and when the plugin is next back.
+// Only those prove a mount broken: a stat that hangs or answers ENOTCONN or
+// ESTALE (the serving end is gone), or a path no longer mounted. EIO and
+// ENOENT prove nothing of the mount (a read error of one file, a path
+// removed under a mount still there: the mount table says which) and are
+// logged, not taken as stale. When the plugin offers GET_VOLUME_STATS, its
+// NodeGetVolumeStats condition of a mount that answers is asked too
+// (CONDITIONS_AT_ONCE calls at a time) and, when abnormal, reported (an
+// `abnormal` event, `volume status`, a metric) — never acted on: a plugin's
+// condition alone never unmounts a live mount under its workload, as in
+// Kubernetes and Nomad, which only report it. Plugins get it wrong:
+// csi-driver-host-path calls every mount outside kubelet's pod directories
+// abnormal ("The volume isn't mounted"), and a remount for that took a
+// healthy mount down under a writing workload, losing its writes.
+//
+// A mount proven broken is handled by its record's policy: `remount` (the
+// default: the mount is dead already, its workload's I/O fails until it is
+// mounted again, so the reconciler takes it down and up again through the
+// current plugin, its staging mount too when that is broken and no one else
+// uses it), `restart` (remount, then the alloc's tasks restart), `keep`
+// (report only). Every finding is an event (the csi hook turns it into a
+// task event) and a log line. A remount that fails is tried again after a
+// backoff and when the plugin is next back — except one whose unpublish the
+// plugin refused because the target is busy (a process still holds files on
+// it): that is reported (`remount-busy`) and left as it is, never forced,
+// until the plugin is next back or the agent restarts.
 import { Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
 import { MountProbeHungError, MountProbeNotStartedError, isMountPointRetrying, type CSIManager, type MountTable, type PluginReady, type PluginRetired } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
 import { ClaimError } from '../catalog/volume-claimer';
+import { RemountBusyError } from './errors';
 import { remountIntentOf, stagingKey, stalePolicyOf, type StaleMountPolicy, type VolumeMountRecord } from './mount-record';
 import type { LiveMountEvent, LiveMountEventKind } from './reconciler-service';
 
@@ -43,8 +60,13 @@ export const STATS_AT_ONCE = 256;
 /** NodeGetVolumeStats calls at once by one check. */
 export const CONDITIONS_AT_ONCE = 8;
 
-/** Errors of a stat that mean the mount is dead or gone. Others (an agent's own EMFILE, say) are logged, not taken as stale. */
-const STALE_STAT_CODES: ReadonlySet<string> = new Set(['ENOTCONN', 'ESTALE', 'EIO', 'ENOENT']);
+/**
+ * Errors of a stat that prove the mount dead: its serving end is gone. Others
+ * are logged, not taken as stale — EIO (one read failed; the mount may serve
+ * the next), ENOENT (the path is gone: the mount table says whether a mount
+ * is still there), an agent's own EMFILE.
+ */
+const STALE_STAT_CODES: ReadonlySet<string> = new Set(['ENOTCONN', 'ESTALE']);
 
 /** What the checker needs of the reconciler, which owns the records, the queue and the steps. */
 export interface MountCheckHost {
@@ -209,6 +231,8 @@ export class MountChecker implements Disposable {
     if (announce) for (const [, r] of records) this.report('plugin-back', r, `${announce}; checking ${label(r)} at ${r.targetPath ?? 'its target'}`);
 
     const problems = new Map<string, string>();
+    /** Mounts that answer, but that the plugin calls abnormal: what it says, for their event (reported, never acted on). */
+    const abnormal = new Map<string, string>();
     /** Mounts that answer, but whose condition the plugin could not tell: why, for their event. */
     const unread = new Map<string, string>();
     // Every target's stat and mount-table entry at once (the table stats a
@@ -224,21 +248,21 @@ export class MountChecker implements Disposable {
     const worker = async () => {
       while (next < answered.length && !this.stopped) {
         const [key, r] = answered[next++]!;
-        const problem = await this.probeCondition(r, 'target', (why) => unread.set(key, why));
-        if (problem) problems.set(key, problem);
+        const said = await this.probeCondition(r, (why) => unread.set(key, why));
+        if (said) abnormal.set(key, said);
       }
     };
     await Promise.all(Array.from({ length: Math.min(CONDITIONS_AT_ONCE, answered.length) }, worker));
     const byVolume = new Map<string, (readonly [string, VolumeMountRecord])[]>();
     for (const entry of records) byVolume.set(entry[1].volumeId, [...(byVolume.get(entry[1].volumeId) ?? []), entry]);
-    const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems, unread)));
+    const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems, abnormal, unread)));
     if (this.stopped) return;
     if (outcomes.some((failed) => failed)) this.scheduleRetry(pluginId);
     else this.retries.delete(pluginId);
   }
 
   /** Reports what was found of one volume's mounts and remounts the stale ones its policy allows; true when a remount failed. */
-  private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>, unread: ReadonlyMap<string, string>): Promise<boolean> {
+  private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>, abnormal: ReadonlyMap<string, string>, unread: ReadonlyMap<string, string>): Promise<boolean> {
     const toRemount = new Set<string>();
     const restage = new Set<string>();
     /** Stale keys that cannot be remounted now, with why. */
@@ -279,6 +303,12 @@ export class MountChecker implements Disposable {
     for (const [key, r] of group) {
       const problem = problems.get(key);
       if (problem === undefined) {
+        const said = abnormal.get(key);
+        if (said !== undefined) {
+          this.deps.log.warn('a node plugin reports a live volume mount abnormal; it answers every check of its own, so it is kept as it is', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, condition: said });
+          this.report('abnormal', r, `${label(r)} at ${r.targetPath} answers, but ${said}; kept as it is (a plugin's condition alone never unmounts a live mount: if the volume is broken, restart the alloc)`);
+          continue;
+        }
         const why = unread.get(key);
         this.report('checked', r, `${label(r)} at ${r.targetPath} answers; kept as it is${why !== undefined ? ` (plugin ${r.pluginId} could not tell its condition: ${why})` : ''}`);
         continue;
@@ -316,6 +346,11 @@ export class MountChecker implements Disposable {
         const along = outcome.extra?.has(key) ? ` (with the other users of its stale staging mount ${r.stagingPath ?? ''})` : '';
         this.report('remounted', r, `${label(r)} staged and published again at ${r.targetPath} through plugin ${r.pluginId}${along}${restart ? "; restarting the alloc's tasks so they see it" : ''}`, restart);
         this.host.remountReported(key);
+      } else if (failed.get(key) instanceof RemountBusyError) {
+        // Never forced: left as it is, and not tried again until the plugin is next back (its checkedAt stays).
+        const err = failed.get(key);
+        this.deps.log.warn('a broken volume mount is in use and was not remounted; it is left as it is', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, error: errorMessage(err) });
+        this.report('remount-busy', r, `${label(r)} is stale, but its target ${r.targetPath ?? ''} is in use (${errorMessage(err)}); left as it is, not forced: stop what holds it (or restart the alloc), it is checked again when plugin ${r.pluginId} is next back`);
       } else if (failed.has(key)) {
         const err = failed.get(key);
         // Looked at again on the retry, whatever generation the plugin is at.
@@ -326,7 +361,7 @@ export class MountChecker implements Disposable {
         this.report('remount-failed', r, `${label(r)} is stale and could not be remounted: ${errorMessage(err)}; trying again after a backoff and when plugin ${r.pluginId} is next back`);
       }
     }
-    return failed.size > 0;
+    return [...failed.values()].some((err) => !(err instanceof RemountBusyError));
   }
 
   /** Why the record's target is stale, or undefined when it answers. */
@@ -337,8 +372,9 @@ export class MountChecker implements Disposable {
     return this.probePath(r.targetPath, r);
   }
 
+  /** The staging mount by csiplug's own checks only (stat, mount table): the plugin's condition of it is not asked, it never unmounts anything. */
   private async probeStaging(r: VolumeMountRecord): Promise<string | undefined> {
-    return (await this.probePath(r.stagingPath!, r)) ?? (await this.probeCondition(r, 'staging'));
+    return this.probePath(r.stagingPath!, r);
   }
 
   /** A stat within the bound, then the mount table. */
@@ -418,16 +454,16 @@ export class MountChecker implements Disposable {
     }
   }
 
-  /** What NodeGetVolumeStats says, when the plugin offers it: a problem, or undefined. */
-  private async probeCondition(r: VolumeMountRecord, at: 'target' | 'staging', unread?: (why: string) => void): Promise<string | undefined> {
-    const where = at === 'target' ? r.targetPath : r.stagingPath;
+  /** What NodeGetVolumeStats says of the target, when the plugin offers it: the plugin's word that it is abnormal, or undefined. */
+  private async probeCondition(r: VolumeMountRecord, unread?: (why: string) => void): Promise<string | undefined> {
+    const where = r.targetPath;
     try {
       const vm = this.deps.csi.volumeManager(r.pluginId);
-      const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, at === 'target' ? r.allocId : '', r.usage, at, { signal: this.stop.signal, ...(where !== undefined ? { hostPath: where } : {}) });
+      const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, r.allocId, r.usage, 'target', { signal: this.stop.signal, ...(where !== undefined ? { hostPath: where } : {}) });
       if (condition?.abnormal) return `plugin ${r.pluginId} reports the volume abnormal at ${where}${condition.message ? `: ${condition.message}` : ''}`;
     } catch (err) {
       if (!this.stopped) {
-        this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });
+        this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is kept', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });
         unread?.(errorMessage(err));
       }
     }

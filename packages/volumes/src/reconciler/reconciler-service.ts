@@ -106,15 +106,19 @@ export interface UnmountOutcome {
 }
 
 /** What the reconciler found or did about a live mount after its node plugin came back (or after an agent restart). */
-export type LiveMountEventKind = 'plugin-away' | 'plugin-back' | 'checked' | 'stale' | 'remounted' | 'remount-failed';
+export type LiveMountEventKind = 'plugin-away' | 'plugin-back' | 'checked' | 'abnormal' | 'stale' | 'remounted' | 'remount-failed' | 'remount-busy';
 
 export interface LiveMountEvent {
   /**
    * `plugin-back`: the plugin serves again, the mount is being checked;
-   * `checked`: it answers, kept as it is; `stale`: it does not (the message
-   * says why and what is done about it); `remounted`: staged and published
-   * again through the plugin; `remount-failed`: that failed, and is tried
-   * again (after a backoff, and when the plugin is next back).
+   * `checked`: it answers, kept as it is; `abnormal`: it answers, but the
+   * plugin reports its condition abnormal (reported only, kept as it is);
+   * `stale`: it does not (the message says why and what is done about it);
+   * `remounted`: staged and published again through the plugin;
+   * `remount-failed`: that failed, and is tried again (after a backoff, and
+   * when the plugin is next back); `remount-busy`: its target is in use, so
+   * it was not unmounted, and is left as it is (checked again when the
+   * plugin is next back).
    */
   readonly kind: LiveMountEventKind;
   readonly allocId: string;
@@ -136,16 +140,22 @@ export interface LiveMountEvent {
 /**
  * A live mount's state as `volume status` shows it: `plugin-away` (kept
  * without its plugin; not checked since), `ok` (its last check found it
- * answering, or it was mounted in this run), `stale` (found stale, kept by
- * policy or not remountable now), `remounting` (a remount started and not
- * done: under way, failed and retried, or left by the last agent).
+ * answering, or it was mounted in this run), `abnormal` (it answers, but
+ * its plugin reports the volume abnormal: kept, reported only), `stale`
+ * (found stale, kept by policy or not remountable now), `busy` (found
+ * stale, but in use: not unmounted, left as it is), `remounting` (a remount
+ * started and not done: under way, failed and retried, or left by the last
+ * agent).
  */
+export type MountCheckState = 'plugin-away' | 'ok' | 'abnormal' | 'stale' | 'busy' | 'remounting';
+export const MOUNT_CHECK_STATES: readonly MountCheckState[] = ['plugin-away', 'ok', 'abnormal', 'stale', 'busy', 'remounting'];
+
 export interface MountCheckView {
   readonly allocId: string;
   readonly name: string;
   readonly volumeId: string;
   readonly pluginId: string;
-  readonly state: 'plugin-away' | 'ok' | 'stale' | 'remounting';
+  readonly state: MountCheckState;
   /** The last finding's sentence (absent when nothing was checked in this run). */
   readonly message?: string;
   /** When the last finding was made (ms since the epoch), if any. */

@@ -65,7 +65,7 @@ import { PluginTypeCSINode } from '@csiplug/registry';
 import { inject, injectable } from 'tsyringe';
 import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog/volume-claimer';
 import { IVolumeClaimer } from '../catalog/tokens';
-import { ReconcilerStoppedError, VolumeMountError } from './errors';
+import { ReconcilerStoppedError, RemountBusyError, VolumeMountError, isTargetBusy } from './errors';
 import { MountChecker, type RemountOutcome } from './mount-checker';
 import { UsageReader } from './usage-reader';
 import { holdsAnything, mountKey, stagingKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
@@ -270,7 +270,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
       .map((r) => {
         const last = this.lastChecks.get(mountKey(r.allocId, r.name));
         const state: MountCheckView['state'] =
-          r.remounting !== undefined ? 'remounting' : last?.kind === 'stale' ? 'stale' : this.pluginAway(r.pluginId) ? 'plugin-away' : 'ok';
+          r.remounting !== undefined ? 'remounting' : last?.kind === 'stale' ? 'stale' : last?.kind === 'remount-busy' ? 'busy' : this.pluginAway(r.pluginId) ? 'plugin-away' : last?.kind === 'abnormal' ? 'abnormal' : 'ok';
         return { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, state, ...(last ? { message: last.message, time: last.time } : {}) };
       });
   }
@@ -916,7 +916,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
           this.update(key, { published: false });
           crashPoint('reconciler.remount.unpublish.after-write');
         } catch (err) {
-          failed.set(key, err);
+          failed.set(key, isTargetBusy(err) ? new RemountBusyError(r.targetPath ?? key, err) : err);
+          // In use: nothing came down and nothing is forced; the intent goes (the mount is as it was), so it is not held "remounting".
+          if (isTargetBusy(err)) this.remountReported(key);
         }
       }
       const unstageFailed = new Map<string, unknown>();
@@ -924,6 +926,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
         const group = live().filter((k) => this.records.get(k)!.staged && stagingKey(this.records.get(k)!) === staging);
         const first = group[0];
         if (first === undefined) continue;
+        // A target on it in use is still mounted from it: not unstaged under it; the others are published again from it and reported failed.
+        const busy = [...inPlay].find((k) => failed.get(k) instanceof RemountBusyError && stagingKey(this.records.get(k)!) === staging);
+        if (busy !== undefined) unstageFailed.set(staging, new Error(`its staging mount was not staged again: ${errorMessage(failed.get(busy))}`));
+        if (busy !== undefined) continue;
         const r = this.records.get(first)!;
         try {
           await this.csi.volumeManager(r.pluginId).unstageVolume(ref(r, this.volumes.get(first)), r.usage);
