@@ -4,7 +4,7 @@
 // change event the agent turns into `Volume` lines of its event stream.
 import type { Event } from '@csiplug/core';
 import type { VolumeClaimer } from './volume-claimer';
-import type { VolumeOpView } from './volume-op-intent';
+import type { VolumeOp, VolumeOpView } from './volume-op-intent';
 import type { Topology, VolumeSpec } from './volume-spec';
 import type { VolumeView } from './volume-view';
 
@@ -30,6 +30,8 @@ export interface VolumeCatalogEvent {
   allocId?: string;
   /** A sentence for the event stream, e.g. `volume "data" claimed by alloc a1 (write, single-node-writer)`. */
   message: string;
+  /** Set when the event settles an operation a previous agent (or a lost answer) cut short: which volume of which plugin it was. */
+  resumed?: { op: VolumeOp; pluginId: string; externalId: string };
 }
 
 /** A snapshot as its plugin lists it (ListSnapshots, CreateSnapshot). */

@@ -185,7 +185,7 @@ export class VolumeOpResumer implements Disposable {
     const size = record.capacityBytes !== undefined ? `, ${record.capacityBytes} bytes` : '';
     return {
       value: undefined,
-      event: { volumeId: id, kind: 'created', message: `volume "${id}" created by plugin ${pluginId} (external id ${record.externalId}${size}): a create ${AFTER_RESTART}, finished` },
+      event: { volumeId: id, kind: 'created', message: `volume "${id}" created by plugin ${pluginId} (external id ${record.externalId}${size}): a create ${AFTER_RESTART}, finished`, resumed: { op: 'create', pluginId, externalId: record.externalId } },
     };
   }
 
@@ -227,7 +227,7 @@ export class VolumeOpResumer implements Disposable {
     const node = response.nodeExpansionRequired === true ? '; its node plugin expands it where it is next published' : '';
     return {
       value: undefined,
-      event: { volumeId: id, kind: 'expanded', message: `volume "${id}" expanded from ${intent.fromBytes} to ${capacityBytes} bytes by plugin ${pluginId}: an expand ${AFTER_RESTART}, finished${node}` },
+      event: { volumeId: id, kind: 'expanded', message: `volume "${id}" expanded from ${intent.fromBytes} to ${capacityBytes} bytes by plugin ${pluginId}: an expand ${AFTER_RESTART}, finished${node}`, resumed: { op: 'expand', pluginId, externalId: record.externalId } },
     };
   }
 
@@ -248,7 +248,7 @@ export class VolumeOpResumer implements Disposable {
     this.log.warn(`finished a volume delete ${AFTER_RESTART}: the volume is gone from the plugin and the catalog`, { volume_id: id, plugin_id: pluginId, external_id: intent.externalId });
     return {
       value: undefined,
-      event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${pluginId}: a delete ${AFTER_RESTART}, finished` },
+      event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${pluginId}: a delete ${AFTER_RESTART}, finished`, resumed: { op: 'delete', pluginId, externalId: intent.externalId } },
     };
   }
 
