@@ -105,7 +105,14 @@ export class VolumeOpResumer implements Disposable {
     const intent = this.intents.get(volumeId);
     if (!intent) return;
     if (!mayHaveHappened(err)) return this.drop(volumeId);
-    if (intent.op === 'create') this.intents.put({ ...intent, undo: true });
+    if (intent.op === 'create') {
+      try {
+        this.intents.put({ ...intent, undo: true });
+      } catch (err) {
+        // Left wanted: the next pass records the volume instead of deleting it — the catalog and the plugin agree either way.
+        this.log.warn('could not mark a failed create to be undone; if the plugin made the volume, it is recorded instead', { volume_id: volumeId, error: errorMessage(err) });
+      }
+    }
     this.log.warn(`the plugin may have carried out the volume ${intent.op} whose call failed; it is settled through the plugin next`, { volume_id: volumeId, plugin_id: pluginId, error: errorMessage(err) });
     void this.kick(pluginId);
   }
