@@ -84,6 +84,9 @@ export function projectJob(job: JobSpec, placements: readonly Placement[], node:
 export class ClusterJobs {
   readonly store: EtcdJobs<JobSpec>;
   private timer: { dispose(): void } | undefined;
+  /** Volumes whose delete, cut short by an agent restart, the catalog finished: still to be removed from etcd (so no pass registers them again). */
+  private readonly resumedDeletes = new Map<string, { pluginId: string; externalId: string }>();
+  private catalogEvents: { dispose(): void } | undefined;
   private watches: Array<{ close(): Promise<void> }> = [];
   private debounce: { dispose(): void } | undefined;
   private running: Promise<boolean> | undefined;
@@ -157,6 +160,11 @@ export class ClusterJobs {
   /** Starts the watches and the timer; passes run from then on. Never throws (etcd away: the timer's passes catch up). */
   start(): void {
     this.timer = this.clock.setInterval(() => this.kick(), PASS_INTERVAL_MS);
+    this.catalogEvents = this.host.catalog.onDidChange((e) => {
+      if (e.kind !== 'deleted' || e.resumed?.op !== 'delete') return;
+      this.resumedDeletes.set(e.volumeId, { pluginId: e.resumed.pluginId, externalId: e.resumed.externalId });
+      void this.kick();
+    });
     const onChange = () => {
       if (this.closed || this.debounce) return;
       this.debounce = this.clock.setTimeout(() => {
@@ -239,6 +247,7 @@ export class ClusterJobs {
     this.stopping.abort(new Error('the agent is shutting down'));
     this.timer?.dispose();
     this.debounce?.dispose();
+    this.catalogEvents?.dispose();
     // A watch's cancel waits on etcd: never longer than a moment when it is away.
     await Promise.race([Promise.all(this.watches.map((w) => w.close())), this.clock.sleep(1_000).catch(() => undefined)]);
     await this.running?.catch(() => undefined);
@@ -539,6 +548,11 @@ export class ClusterJobs {
    * True when nothing failed for want of etcd.
    */
   private async mirrorVolumes(): Promise<boolean> {
+    for (const [id, was] of [...this.resumedDeletes]) {
+      await this.store.volumes.remove(id, (r) => r.state === undefined && r.pluginId === was.pluginId && externalIdOf(r) === was.externalId);
+      this.resumedDeletes.delete(id);
+      this.logger.info('removed from the cluster a volume whose delete, cut short by an agent restart, this node finished', { volume_id: id });
+    }
     const records = await this.store.volumes.list();
     const ids = new Set(records.map((r) => r.id));
     for (const record of records) {
@@ -574,6 +588,9 @@ export class ClusterJobs {
     if (record.state === 'creating') {
       // Another node's reservation, or this node's make still under way (it finishes it itself): nothing to do here.
       if (record.origin !== this.node || this.making.has(record.id)) return;
+      // A create the last agent cut short, its intent still held: the catalog settles it first (records the volume or deletes it
+      // again on the plugin), and a next pass finishes or gives back the reservation by what it finds then.
+      if (this.host.catalog.interruptedOp?.(record.id)?.op === 'create') return;
       // This node's reservation, its make not under way (an agent killed in the middle, a finish or cancel etcd did not take):
       // finished when the volume is here, given back when not (a backend volume made before the kill is not known here: the plugin's own list shows it).
       if (local) await this.finishVolume(local).catch(() => undefined);
@@ -586,6 +603,8 @@ export class ClusterJobs {
       else this.warnMirror(record.id, `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`);
       return;
     }
+    // Deleted here after an agent restart cut its delete short: leaving etcd, not to be brought back.
+    if (this.resumedDeletes.has(record.id)) return;
     const spec: VolumeSpec = {
       id: volume.id,
       name: volume.name,

@@ -46,6 +46,12 @@
 //   catalog.claim.after-write          the claim record written
 //   catalog.release.after-controller-unpublish ControllerUnpublishVolume returned, the claim still written
 //   catalog.release.after-write        the released record written
+//   catalog.create.before-call         a create's intent written, CreateVolume not called yet
+//   catalog.create.after-call          CreateVolume returned, the volume not recorded
+//   catalog.expand.before-call         an expand's intent written, ControllerExpandVolume not called yet
+//   catalog.expand.after-call          ControllerExpandVolume returned, the new capacity not recorded
+//   catalog.delete.before-call         the volume marked deleting, DeleteVolume not called yet
+//   catalog.delete.after-call          DeleteVolume returned, the volume still recorded
 // the agent (packages/agent/src)
 //   agent.run-job.after-save           a job's new allocs saved, not started
 //   agent.plugin-update.after-new-healthy  a plugin job's new alloc healthy, the old one not stopped
@@ -91,6 +97,12 @@ export const CRASH_POINTS = Object.freeze({
   'catalog.claim.after-write': 'the claim written',
   'catalog.release.after-controller-unpublish': 'ControllerUnpublishVolume returned, the claim still written',
   'catalog.release.after-write': 'the released record written',
+  'catalog.create.before-call': "a create's intent written, CreateVolume not called",
+  'catalog.create.after-call': 'CreateVolume returned, the volume not recorded',
+  'catalog.expand.before-call': "an expand's intent written, ControllerExpandVolume not called",
+  'catalog.expand.after-call': 'ControllerExpandVolume returned, the new capacity not recorded',
+  'catalog.delete.before-call': 'the volume marked deleting, DeleteVolume not called',
+  'catalog.delete.after-call': 'DeleteVolume returned, the volume still recorded',
   'agent.run-job.after-save': "a job's new allocs saved, not started",
   'agent.plugin-update.after-new-healthy': "a plugin job's new alloc healthy, the old one not stopped",
   'alloc.postrun.before-unmount': "an alloc's tasks stopped, its volumes not unmounted",

@@ -241,6 +241,26 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.listVolumeMounts().failures.map((f) => f.key)).toEqual(['stray']);
   });
 
+  test('volume operation intents (csi/volume-ops): put, get, list in id order, delete; a corrupt one is reported, not dropped', () => {
+    expect(state.listVolumeOps()).toEqual({ records: [], failures: [] });
+    state.putVolumeOp('v2', { op: 'delete' });
+    state.putVolumeOp('v1', { op: 'create' });
+    expect(state.getVolumeOp('v1')).toEqual({ op: 'create' });
+    state.raw.update((tx) => tx.bucket('csi')!.bucket('volume-ops')!.put('v3', Buffer.from('{"op": tr')));
+    const { records, failures } = state.listVolumeOps();
+    expect(records).toEqual([
+      { key: 'v1', record: { op: 'create' } },
+      { key: 'v2', record: { op: 'delete' } },
+    ]);
+    expect(failures.map((f) => f.key)).toEqual(['v3']);
+    expect(logger.find('volume operation intent skipped').length).toBe(1);
+    state.deleteVolumeOp('v1');
+    state.deleteVolumeOp('v1');
+    expect(state.getVolumeOp('v1')).toBeUndefined();
+    // Mount records are another bucket.
+    expect(state.listVolumeMounts().records).toEqual([]);
+  });
+
   test('the legacy volume readers work for a one-time adoption, then clear', () => {
     const users: VolumeUsageRecord[] = [{ allocId: 'a1', usage }];
     state.putVolumeUsage('hostpath', 'vol1', users);

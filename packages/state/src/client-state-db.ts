@@ -410,16 +410,41 @@ export class BoltClientStateDB implements ClientStateDB {
   }
 
   listVolumeMounts<T = unknown>(): { records: { key: string; record: T }[]; failures: DecodeFailure[] } {
+    return this.listCsiRecords<T>(Layout.mounts, 'volume mount record');
+  }
+
+  putVolumeOp(volumeId: string, intent: unknown): void {
+    const value = encode(intent);
+    this.db.update((tx) => this.csiBucket(tx, Layout.volumeOps).put(volumeId, value));
+  }
+
+  getVolumeOp<T = unknown>(volumeId: string): T | undefined {
+    return this.db.view((tx) => {
+      const raw = tx.bucket(Layout.csi)?.bucket(Layout.volumeOps)?.get(volumeId);
+      return raw && decode<T>(raw, `${Layout.csi}/${Layout.volumeOps}/${volumeId}`);
+    });
+  }
+
+  deleteVolumeOp(volumeId: string): void {
+    this.db.update((tx) => tx.bucket(Layout.csi)?.bucket(Layout.volumeOps)?.delete(volumeId));
+  }
+
+  listVolumeOps<T = unknown>(): { records: { key: string; record: T }[]; failures: DecodeFailure[] } {
+    return this.listCsiRecords<T>(Layout.volumeOps, 'volume operation intent');
+  }
+
+  /** Every record of csi/<bucket>, in key order; one that cannot be decoded is a failure (logged), not dropped. */
+  private listCsiRecords<T>(bucket: string, what: string): { records: { key: string; record: T }[]; failures: DecodeFailure[] } {
     return this.db.view((tx) => {
       const records: { key: string; record: T }[] = [];
       const failures: DecodeFailure[] = [];
       tx.bucket(Layout.csi)
-        ?.bucket(Layout.mounts)
+        ?.bucket(bucket)
         ?.forEach((k, raw) => {
           const key = k.toString('utf8');
-          const where = `${Layout.csi}/${Layout.mounts}/${key}`;
+          const where = `${Layout.csi}/${bucket}/${key}`;
           if (raw === null) {
-            failures.push({ key, error: `${where} is a nested bucket, not a mount record` });
+            failures.push({ key, error: `${where} is a nested bucket, not a ${what}` });
             return;
           }
           try {
@@ -428,7 +453,7 @@ export class BoltClientStateDB implements ClientStateDB {
             failures.push({ key, error: (err as Error).message });
           }
         });
-      for (const f of failures) this.logger.warn('client state: volume mount record skipped', { key: f.key, error: f.error });
+      for (const f of failures) this.logger.warn(`client state: ${what} skipped`, { key: f.key, error: f.error });
       return { records, failures };
     });
   }

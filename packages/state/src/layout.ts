@@ -24,6 +24,8 @@ export const Layout = {
   pending: 'pending',
   /** csi/mounts: the volume reconciler's records (schema 2). */
   mounts: 'mounts',
+  /** csi/volume-ops: the volume catalog's create / expand / delete intents, one per volume, while the plugin call is under way. */
+  volumeOps: 'volume-ops',
   volumeCatalog: 'volumes',
 } as const;
 

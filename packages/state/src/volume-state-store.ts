@@ -2,6 +2,7 @@
 // shapes the volume code owns (@csiplug/volumes, once it lands):
 //   volumes/<id>         the local volume catalog
 //   csi/mounts/<key>     one record per mount, keyed as its owner chooses
+//   csi/volume-ops/<id>  a catalog operation (create, expand, delete) under way on a volume
 // and, until their owners have adopted them once and cleared them, the
 // legacy buckets the CSI manager and the hooks write today:
 //   csi/usage/<plugin>/<volume>, csi/pending/<id>, allocations/<id>/volumes.
@@ -25,6 +26,14 @@ export interface VolumeStateStore {
   deleteVolumeMount(key: string): void;
   /** Every mount record, in key order; those that cannot be read are in `failures` (and logged), not dropped. */
   listVolumeMounts<T = unknown>(): { records: { key: string; record: T }[]; failures: DecodeFailure[] };
+
+  /** csi/volume-ops/<volume id> — the intent of a catalog operation on the volume, written before its plugin call. */
+  putVolumeOp(volumeId: string, intent: unknown): void;
+  getVolumeOp<T = unknown>(volumeId: string): T | undefined;
+  /** Removing a key that is not there is not an error. */
+  deleteVolumeOp(volumeId: string): void;
+  /** Every intent, in volume id order; those that cannot be read are in `failures` (and logged), not dropped. */
+  listVolumeOps<T = unknown>(): { records: { key: string; record: T }[]; failures: DecodeFailure[] };
 
   /**
    * csi/usage/<plugin>/<volume>; an empty list removes the entry.

@@ -1,13 +1,13 @@
 // volumesModule: @csiplug/volumes as one Module — the local volume catalog
 // and the volume reconciler, registered together (registerVolumeCatalog,
-// registerVolumeReconciler). Start makes both and has the reconciler resume
-// the unmounts a previous agent left; stop disposes the reconciler (its
+// registerVolumeReconciler). Start makes both, has the catalog settle the
+// volume operations and the reconciler resume the unmounts a previous agent left; stop disposes the reconciler (its
 // retries end; the records stay for the next start), then the catalog.
 // IVolumeSpecValidator is not the module's to bind: whoever reads volume
 // specs (the agent) binds it before the module starts, which makes the
 // catalog — without one, start fails with VolumeSpecValidatorMissingError.
 import { isDisposable, type Module } from '@csiplug/core';
-import { IVolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './catalog';
+import { IVolumeCatalog, VolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './catalog';
 import { IVolumeReconciler, registerVolumeReconciler, type VolumeReconcilerService } from './reconciler';
 
 export const volumesModule: Module = {
@@ -18,7 +18,9 @@ export const volumesModule: Module = {
   },
   start: (container) => {
     // Made here, not on a first use during stop: stop disposes what start made.
-    container.resolve<VolumeCatalogService>(IVolumeCatalog);
+    const catalog = container.resolve<VolumeCatalogService>(IVolumeCatalog);
+    // The default catalog settles the creates, expands and deletes a previous agent cut short (a deployment's own has none).
+    if (catalog instanceof VolumeCatalog) catalog.resumeInterruptedOps();
     container.resolve<VolumeReconcilerService>(IVolumeReconciler).start();
   },
   stop: (container) => {

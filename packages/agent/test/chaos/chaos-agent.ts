@@ -12,10 +12,10 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { hostpathPluginCodeDirs, nodeBinary, workloadJobHcl } from '../../src/commands/specs';
+import { hostpathPluginCodeDirs, nodeBinary, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
 import { AgentHarness, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from '../support/agent-process';
 import { DEFAULT_RUNC_ROOT } from '@csiplug/driver';
-import { type LeakReport, attachmentsLeft, processesUnder, readStateLeftovers, totalLeaks } from './leaks';
+import { type LeakReport, attachmentsLeft, processesUnder, readStateLeftovers, totalLeaks, volumeMismatches } from './leaks';
 
 /** The plugin_wait_restore of the fault rounds: "plugin away" rounds keep the plugin away for 2–5 times this. */
 export const RESTORE_LIMIT_MS = 2_000;
@@ -86,6 +86,8 @@ export class ChaosAgent extends AgentHarness {
   readonly pluginState: string;
   /** Mounts this round made itself (a tmpfs data dir): not counted as leaks, taken down last. */
   readonly ownMounts: string[] = [];
+  /** Whether the leak count compares the catalog's volumes with the plugin's (off for a round that wipes the state on purpose). */
+  compareVolumes = true;
   /** Every event the agents of this round streamed (/v1/event/stream), from each start on. */
   readonly events: AgentEvent[] = [];
   private following: AbortController | undefined;
@@ -308,6 +310,11 @@ job "${PLUGIN_JOB_ID}" {
     await this.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec(id), `${id}.hcl`)));
   }
 
+  /** Grows volume `id` to `capacityMin` (e.g. "50MiB"): `volume create` again with a larger capacity, as in Nomad. */
+  async expandVolume(id: string, capacityMin: string): Promise<void> {
+    await this.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeHcl(id, PLUGIN_ID, capacityMin), `${id}.hcl`)));
+  }
+
   /** Runs workload job `work-<name>` on volume `volumeId`; its task writes its alloc id to owner.txt on the volume. */
   async runWorkload(name: string, volumeId: string): Promise<string> {
     const hcl = this.isolated ? workloadJobHcl(`work-${name}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec') : workloadJob(`work-${name}`, volumeId);
@@ -447,7 +454,7 @@ job "${PLUGIN_JOB_ID}" {
       const attachments = attachmentsLeft(this.pluginState);
       claims += attachments.length;
       details.push(...attachments.map((a) => `controller attachment ${a} left on the plugin`));
-      return { leaks: { mounts: mounts.length, processes: procs.length + containers.length, claims, allocs, records: 0 }, details };
+      return { leaks: { mounts: mounts.length, processes: procs.length + containers.length, claims, allocs, records: 0, volumes: 0 }, details };
     };
     const wasRunning = this.running;
     const deadline = Date.now() + settleMs;
@@ -461,6 +468,11 @@ job "${PLUGIN_JOB_ID}" {
     const left = readStateLeftovers(this.dataDir);
     report.leaks.records = left.records.length;
     report.details.push(...left.records);
+    if (this.compareVolumes) {
+      const mismatches = volumeMismatches(this.dataDir, this.pluginState, PLUGIN_ID);
+      report.leaks.volumes = mismatches.length;
+      report.details.push(...mismatches);
+    }
     if (!wasRunning) {
       report.leaks.claims += left.claims.length;
       report.details.push(...left.claims);

@@ -2,8 +2,10 @@
 // stopped: mounts under the round's dir, processes under it (executors,
 // tasks, plugins), claims the catalog still holds (and controller
 // attachments the plugin still records), allocs that never reached a
-// terminal state, and mount records in the client state that outlived what
-// they describe. The counts are read from the kernel (/proc), the agent's
+// terminal state, mount records in the client state that outlived what
+// they describe, and volumes the catalog and the plugin disagree on (one
+// side has it and the other not, or their capacities differ) or whose
+// create / expand / delete intent was never settled. The counts are read from the kernel (/proc), the agent's
 // API and — once the agent has exited — its state file (ChaosAgent.countLeaks).
 import { openClientState } from '@csiplug/state';
 import * as fs from 'fs';
@@ -15,12 +17,13 @@ export interface LeakCounts {
   claims: number;
   allocs: number;
   records: number;
+  volumes: number;
 }
 
-export const LEAK_KINDS: readonly (keyof LeakCounts)[] = ['mounts', 'processes', 'claims', 'allocs', 'records'];
+export const LEAK_KINDS: readonly (keyof LeakCounts)[] = ['mounts', 'processes', 'claims', 'allocs', 'records', 'volumes'];
 
 export function noLeaks(): LeakCounts {
-  return { mounts: 0, processes: 0, claims: 0, allocs: 0, records: 0 };
+  return { mounts: 0, processes: 0, claims: 0, allocs: 0, records: 0, volumes: 0 };
 }
 
 export function totalLeaks(l: LeakCounts): number {
@@ -122,4 +125,49 @@ export function readStateLeftovers(dataDir: string): { records: string[]; claims
 export interface LeakReport {
   leaks: LeakCounts;
   details: string[];
+}
+
+interface StoredCatalogVolume {
+  id: string;
+  pluginId: string;
+  externalId: string;
+  capacityBytes?: number;
+}
+
+interface StoredVolumeOp {
+  op: string;
+  volumeId: string;
+  pluginId: string;
+}
+
+/**
+ * Where the catalog (the client state, read once the agent is gone) and the
+ * hostpath plugin (its volumes.json) disagree about the volumes of
+ * `pluginId`: a volume only one side has, a capacity that differs, and an
+ * operation intent nobody settled. Each line starts with "volume mismatch".
+ */
+export function volumeMismatches(dataDir: string, pluginState: string, pluginId: string): string[] {
+  const file = path.join(dataDir, 'state.db');
+  if (!fs.existsSync(file)) return [];
+  const text = readText(path.join(pluginState, 'volumes.json'));
+  const onPlugin = new Map<string, { name: string; capacityBytes: string }>();
+  if (text) for (const v of (JSON.parse(text) as { volumes?: { id: string; name: string; capacityBytes: string }[] }).volumes ?? []) onPlugin.set(v.id, v);
+  const db = openClientState({ path: file });
+  try {
+    const out: string[] = [];
+    const catalogued = new Set<string>();
+    for (const v of db.listVolumes<StoredCatalogVolume>().filter((x) => x.pluginId === pluginId)) {
+      catalogued.add(v.externalId);
+      const there = onPlugin.get(v.externalId);
+      if (!there) out.push(`volume mismatch: ${v.id} is in the catalog (external id ${v.externalId}) but gone from the plugin`);
+      else if (v.capacityBytes !== undefined && String(v.capacityBytes) !== there.capacityBytes) out.push(`volume mismatch: ${v.id}: the catalog says ${v.capacityBytes} bytes, the plugin has ${there.capacityBytes}`);
+    }
+    for (const [id, v] of onPlugin) if (!catalogued.has(id)) out.push(`volume mismatch: the plugin has volume ${id} (name "${v.name}", ${v.capacityBytes} bytes) that the catalog does not know`);
+    const { records, failures } = db.listVolumeOps<StoredVolumeOp>();
+    for (const { record } of records) out.push(`volume mismatch: a ${record.op} of ${record.volumeId} on ${record.pluginId} was never settled (its intent is left)`);
+    for (const f of failures) out.push(`volume mismatch: unreadable operation intent ${f.key}`);
+    return out;
+  } finally {
+    db.dispose();
+  }
 }

@@ -11,6 +11,7 @@ export { formatTopology, topologyContains } from './topology';
 export * from './volume-catalog';
 export * from './volume-catalog-service';
 export * from './volume-claimer';
+export { isVolumeOpIntent, type VolumeOp, type VolumeOpIntent, type VolumeOpView } from './volume-op-intent';
 export type { VolumeRecord } from './volume-record';
 export * from './volume-spec';
 export * from './volume-view';

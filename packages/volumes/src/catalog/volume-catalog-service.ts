@@ -4,10 +4,24 @@
 // change event the agent turns into `Volume` lines of its event stream.
 import type { Event } from '@csiplug/core';
 import type { VolumeClaimer } from './volume-claimer';
+import type { VolumeOp, VolumeOpView } from './volume-op-intent';
 import type { Topology, VolumeSpec } from './volume-spec';
 import type { VolumeView } from './volume-view';
 
-export type VolumeCatalogEventKind = 'registered' | 'created' | 'deregistered' | 'deleted' | 'claimed' | 'released' | 'expanded' | 'snapshot-created' | 'snapshot-deleted';
+export type VolumeCatalogEventKind =
+  | 'registered'
+  | 'created'
+  | 'deregistered'
+  | 'deleted'
+  | 'claimed'
+  | 'released'
+  | 'expanded'
+  | 'snapshot-created'
+  | 'snapshot-deleted'
+  /** A volume the plugin made for a create cut short, deleted again (the create had failed for its caller, or the id is another volume's). */
+  | 'create-undone'
+  /** An operation cut short (create, expand, delete) that the plugin refused to finish: dropped, the message says what the catalog keeps. */
+  | 'resume-failed';
 
 export interface VolumeCatalogEvent {
   volumeId: string;
@@ -16,6 +30,8 @@ export interface VolumeCatalogEvent {
   allocId?: string;
   /** A sentence for the event stream, e.g. `volume "data" claimed by alloc a1 (write, single-node-writer)`. */
   message: string;
+  /** Set when the event settles an operation a previous agent (or a lost answer) cut short: which volume of which plugin it was. */
+  resumed?: { op: VolumeOp; pluginId: string; externalId: string };
 }
 
 /** A snapshot as its plugin lists it (ListSnapshots, CreateSnapshot). */
@@ -108,6 +124,13 @@ export interface VolumeCatalogService extends VolumeClaimer {
   listSnapshots(pluginId: string, request?: PageRequest & { sourceVolumeId?: string }): Promise<Page<SnapshotView>>;
   /** ListVolumes on `pluginId`'s controller, one page, marking the volumes the catalog has. */
   listExternalVolumes(pluginId: string, request?: PageRequest): Promise<Page<ExternalVolumeView>>;
+
+  /**
+   * The create, expand or delete of the volume that an agent restart (or a
+   * lost answer) cut short and that is not finished yet (volume-op-intent.ts);
+   * undefined when none. A catalog without intents need not implement it.
+   */
+  interruptedOp?(volumeId: string): VolumeOpView | undefined;
 
   readonly onDidChange: Event<VolumeCatalogEvent>;
 }

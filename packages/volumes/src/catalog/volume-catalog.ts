@@ -6,7 +6,9 @@
 // when it advertises PUBLISH_UNPUBLISH_VOLUME. Mutations of one volume run
 // one at a time (a snapshot in a lane of its own: volume-lanes.ts); events
 // fire after the lock is released. Every spec it is given goes through the
-// bound IVolumeSpecValidator first.
+// bound IVolumeSpecValidator first. Create, expand and delete write their
+// intent before the plugin call (volume-op-intent.ts); VolumeOpResumer
+// settles those an agent left.
 import {
   Disposable,
   Emitter,
@@ -20,7 +22,7 @@ import {
   crashPoint,
   errorMessage,
 } from '@csiplug/core';
-import { CSIClient, CSIError, CreateVolumeRequest, GrpcStatus, isNotFound } from '@csiplug/csi';
+import { CSIClient, CSIError, CreateVolumeRequest, isNotFound } from '@csiplug/csi';
 import { ControllerPluginInfo, ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
 import { IVolumeStateStore } from '@csiplug/state';
@@ -32,8 +34,11 @@ import { assertExternalIdFree } from './external-id-holder';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
-import { VolumeRecord, isVolumeRecord, toClaimable, toVolumeView } from './volume-record';
+import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
+import { VolumeOpResumer } from './volume-op-resumer';
+import { PERMANENT_CSI_CODES, checkWithPlugin } from './register-check';
 import { formatTopology, topologiesOf, topologyContains } from './topology';
+import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import { VolumeLanes, type VolumeLane } from './volume-lanes';
 import type { VolumeClaimView, VolumeView } from './volume-view';
@@ -51,17 +56,6 @@ function withoutKey(map: Record<string, string> | undefined, key: string): Recor
   return Object.keys(rest).length ? rest : undefined;
 }
 
-/** CSI codes after which retrying the same claim cannot help. */
-const PERMANENT_CSI_CODES: readonly number[] = Object.freeze([
-  GrpcStatus.INVALID_ARGUMENT,
-  GrpcStatus.NOT_FOUND,
-  GrpcStatus.ALREADY_EXISTS,
-  GrpcStatus.OUT_OF_RANGE,
-  GrpcStatus.UNIMPLEMENTED,
-  GrpcStatus.PERMISSION_DENIED,
-  GrpcStatus.UNAUTHENTICATED,
-]);
-
 interface Outcome<T> {
   value: T;
   event?: VolumeCatalogEvent;
@@ -75,6 +69,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private readonly placing = new Map<string, Set<string>>();
   private readonly changeEmitter: Emitter<VolumeCatalogEvent>;
   readonly onDidChange: Event<VolumeCatalogEvent>;
+  private readonly intents: VolumeOpIntents;
+  private readonly resumer: VolumeOpResumer;
 
   constructor(
     @inject(IVolumeStateStore) private readonly state: IVolumeStateStore,
@@ -89,10 +85,23 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       onListenerError: (err) => this.log.error('a volume catalog event listener threw; the other listeners still ran', { error: errorMessage(err) }),
     });
     this.onDidChange = this.changeEmitter.event;
+    this.intents = new VolumeOpIntents(state);
+    this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.withController(p, fn), now: () => clock.now() }, this.log);
   }
 
   dispose(): void {
+    this.resumer.dispose();
     this.changeEmitter.dispose();
+  }
+
+  /** Settles the creates, expands and deletes a previous agent cut short, each once its controller plugin is ready (volumesModule.start). */
+  resumeInterruptedOps(): void {
+    this.resumer.start();
+  }
+
+  interruptedOp(volumeId: string): VolumeOpView | undefined {
+    const intent = this.intents.get(volumeId);
+    return intent && { op: intent.op, since: intent.since };
   }
 
   // ---- reading ---------------------------------------------------------------
@@ -132,7 +141,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     }
     return this.locked(checked.id, undefined, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      await this.validateWithPlugin(checked, externalId);
+      await checkWithPlugin({ csi: this.csi, log: this.log, withController: (p, fn) => this.withController(p, fn) }, checked, externalId);
       assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), checked.id, checked.pluginId, externalId);
       const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
       const required = checked.topologyRequest?.required;
@@ -189,10 +198,14 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           preferred: (wanted.preferred ?? []).map((t) => ({ segments: { ...t.segments } })),
         };
       }
+      this.intents.put({ op: 'create', volumeId: checked.id, pluginId: checked.pluginId, spec: checked, request, since: this.clock.now() });
+      crashPoint('catalog.create.before-call');
       let created;
       try {
         created = (await this.withController(checked.pluginId, (c) => c.createVolume(request, { signal }))).volume;
+        crashPoint('catalog.create.after-call');
       } catch (err) {
+        this.resumer.settleFailed(checked.id, checked.pluginId, err);
         if (signal?.aborted) throw abortReason(signal);
         throw new VolumePluginError(checked.id, checked.pluginId, `could not create volume "${checked.id}" on plugin "${checked.pluginId}": ${errorMessage(err)}`, {
           cause: err,
@@ -201,29 +214,27 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (!created?.volumeId) {
         throw new VolumePluginError(checked.id, checked.pluginId, `plugin "${checked.pluginId}" answered CreateVolume for "${checked.id}" without a volume id; the plugin is broken`);
       }
-      const record: VolumeRecord = {
-        ...checked,
-        externalId: created.volumeId,
-        context: { ...checked.context, ...(created.volumeContext ?? {}) },
-        claims: [],
-        createdAt: this.clock.now(),
-      };
-      const capacity = Number(created.capacityBytes);
-      if (Number.isFinite(capacity) && capacity > 0) record.capacityBytes = capacity;
-      const reachable = topologiesOf(created.accessibleTopology);
-      if (reachable) record.accessibleTopology = reachable;
-      // Another volume's storage (a name used by a volume created before names came from ids): refused, and not deleted — it is that volume's.
-      assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), record.id, record.pluginId, record.externalId);
+      const record = recordOfCreated(checked, created, this.clock.now());
+      // Another volume's storage (a name used by a volume created before names came from ids): refused, and not deleted — it is that volume's
+      // (nor by the next agent: the intent goes, so nothing resumes it).
+      try {
+        assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), record.id, record.pluginId, record.externalId);
+      } catch (err) {
+        this.resumer.drop(record.id);
+        throw err;
+      }
       try {
         this.state.putVolume(record.id, record);
       } catch (err) {
-        // The volume exists on the plugin but not here: take it back rather than leak it.
+        // The volume exists on the plugin but not here: take it back rather than leak it (its intent, left, has the next agent record it otherwise).
         this.log.error('could not save a created volume; deleting it on the plugin again', { volume_id: record.id, external_id: record.externalId, error: errorMessage(err) });
-        await this.withController(checked.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets })).catch((undo: unknown) =>
-          this.log.error('could not delete the unsaved volume; delete it on the storage side', { volume_id: record.id, external_id: record.externalId, error: errorMessage(undo) }),
+        await this.withController(checked.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets })).then(
+          () => this.resumer.drop(record.id),
+          (undo: unknown) => this.log.error('could not delete the unsaved volume; delete it on the storage side', { volume_id: record.id, external_id: record.externalId, error: errorMessage(undo) }),
         );
         throw err;
       }
+      this.resumer.drop(record.id);
       this.log.info('volume created', { volume_id: record.id, plugin_id: record.pluginId, external_id: record.externalId, capacity_bytes: record.capacityBytes });
       const size = record.capacityBytes !== undefined ? `, ${record.capacityBytes} bytes` : '';
       return {
@@ -258,9 +269,14 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       const holders = record.claims.map((c) => c.allocId);
       if (holders.length > 0) throw new VolumeInUseError(id, holders, 'delete');
       await this.controllerFor(id, record.pluginId, 'delete', signal);
+      // From here the volume is deleting: not schedulable, no new claims, and a next agent finishes the delete.
+      this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
+      crashPoint('catalog.delete.before-call');
       try {
         await this.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
+        crashPoint('catalog.delete.after-call');
       } catch (err) {
+        if (!isNotFound(err)) this.resumer.settleFailed(id, record.pluginId, err);
         if (signal?.aborted) throw abortReason(signal);
         if (!isNotFound(err)) {
           throw new VolumePluginError(id, record.pluginId, `could not delete volume "${id}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, {
@@ -270,6 +286,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         this.log.info('volume was gone on the plugin already', { volume_id: id, external_id: record.externalId });
       }
       this.state.deleteVolume(id);
+      this.resumer.drop(id);
       this.log.info('volume deleted', { volume_id: id, plugin_id: record.pluginId, external_id: record.externalId });
       return { value: undefined, event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${record.pluginId}` } };
     });
@@ -283,6 +300,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return this.locked(request.volumeId, signal, async () => {
       const record = this.read(request.volumeId);
       if (!record) throw this.notRegistered(request.volumeId, request.allocId);
+      if (this.intents.get(record.id)?.op === 'delete') throw new ClaimError(`volume "${record.id}" is being deleted (its delete is finished once its controller plugin is ready); alloc ${request.allocId} cannot claim it`, false);
       const mode = claimModeOf(request);
       const own = record.claims.find((c) => c.allocId === request.allocId);
       const publishedTo = record.controllerPublished?.[request.allocId];
@@ -574,6 +592,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       let capacityBytes = want;
       let nodeExpansionRequired = true;
       if (controller?.supportsExpand) {
+        this.intents.put({ op: 'expand', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, fromBytes: current, toBytes: want, ...(capacity.capacityMax !== undefined ? { limitBytes: capacity.capacityMax } : {}), since: this.clock.now() });
+        crashPoint('catalog.expand.before-call');
         try {
           const response = await this.withController(record.pluginId, (c) =>
             c.controllerExpandVolume(
@@ -586,9 +606,11 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
               { signal },
             ),
           );
+          crashPoint('catalog.expand.after-call');
           capacityBytes = int64(response.capacityBytes) || want;
           nodeExpansionRequired = response.nodeExpansionRequired === true;
         } catch (err) {
+          this.resumer.settleFailed(id, record.pluginId, err);
           if (signal?.aborted) throw abortReason(signal);
           throw new VolumePluginError(id, record.pluginId, `could not expand volume "${id}" (external id ${record.externalId}) to ${want} bytes on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
         }
@@ -601,6 +623,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (capacity.capacityMin !== undefined) next.capacityMin = capacity.capacityMin;
       if (capacity.capacityMax !== undefined) next.capacityMax = capacity.capacityMax;
       this.state.putVolume(id, next);
+      this.resumer.drop(id);
       this.log.info('volume expanded', { volume_id: id, plugin_id: record.pluginId, from_bytes: current, to_bytes: capacityBytes, node_expansion_required: nodeExpansionRequired });
       return {
         value: { volume: this.view(next), capacityBytes, nodeExpansionRequired },
@@ -761,42 +784,6 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   }
 
   /**
-   * Register: when the plugin's controller is here and healthy, it must
-   * confirm the volume's capabilities (ValidateVolumeCapabilities); one that
-   * does not know the volume, or cannot serve it, refuses the register. A
-   * plugin not running yet cannot be asked: the volume is registered as given.
-   */
-  private async validateWithPlugin(spec: VolumeSpec, externalId: string): Promise<void> {
-    const info = this.csi.pluginInfo(PluginTypeCSIController, spec.pluginId);
-    if (!info?.controller || !info.healthy) return;
-    let response;
-    try {
-      response = await this.withController(spec.pluginId, (c) =>
-        c.validateVolumeCapabilities({
-          volumeId: externalId,
-          volumeCapabilities: spec.capabilities.map((c) => volumeCapabilityFor({ readOnly: false, accessMode: c.accessMode, attachmentMode: c.attachmentMode }, spec.mountOptions)),
-          volumeContext: { ...spec.context },
-          parameters: { ...spec.parameters },
-          secrets: { ...spec.secrets },
-        }),
-      );
-    } catch (err) {
-      if (isNotFound(err)) throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" has no volume with external_id "${externalId}" (ValidateVolumeCapabilities: NOT_FOUND)`, 'external_id');
-      // A plugin's own refusal of the request (INVALID_ARGUMENT for its context, FAILED_PRECONDITION…) refuses the register.
-      if (err instanceof CSIError && !err.local && PERMANENT_CSI_CODES.includes(err.grpcCode) && err.grpcCode !== GrpcStatus.UNIMPLEMENTED) {
-        throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" refused to check it: ${errorMessage(err)}`, 'external_id');
-      }
-      // The plugin could not answer (slow, restarting, UNIMPLEMENTED): that says nothing against the volume, which is registered as given.
-      this.log.warn('could not check a volume with its plugin before registering it; registered as given', { volume_id: spec.id, plugin_id: spec.pluginId, external_id: externalId, error: errorMessage(err) });
-      return;
-    }
-    if (!response.confirmed) {
-      const wanted = spec.capabilities.map((c) => `${c.accessMode}/${c.attachmentMode}`).join(', ');
-      throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" cannot serve it as asked (${wanted}): ${response.message || 'it confirmed none of the capabilities'}`, 'capability');
-    }
-  }
-
-  /**
    * Placement facts the node plugin reported, enforced at claim time: the
    * node must lie in one of the volume's accessible topologies, and hold
    * fewer volumes of the plugin than its max_volumes_per_node.
@@ -893,6 +880,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   /** Usable now: the node plugin is healthy, and so is its controller when the plugin has one. */
   private schedulable(record: VolumeRecord): boolean {
+    if (this.intents.get(record.id)?.op === 'delete') return false;
     const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
     if (!node?.healthy) return false;
     if (node.pluginCapabilities?.controllerService) return this.csi.pluginInfo(PluginTypeCSIController, record.pluginId)?.healthy === true;

@@ -2,7 +2,10 @@
 // its VolumeView without the read-time `schedulable` flag, plus which claims
 // the controller published and to which node (needed to unpublish them even
 // after the node plugin is gone).
+import type { CreateVolumeResponse } from '@csiplug/csi';
 import type { ClaimableVolume } from './volume-claimer';
+import { topologiesOf } from './topology';
+import type { VolumeSpec } from './volume-spec';
 import type { VolumeView } from './volume-view';
 
 export interface VolumeRecord extends Omit<VolumeView, 'schedulable'> {
@@ -55,4 +58,20 @@ export function toClaimable(record: VolumeRecord): ClaimableVolume {
     };
   }
   return out;
+}
+
+/** The record of a volume CreateVolume made from `spec` (`created` has its volume id; the caller checks that). */
+export function recordOfCreated(spec: VolumeSpec, created: NonNullable<CreateVolumeResponse['volume']>, now: number): VolumeRecord {
+  const record: VolumeRecord = {
+    ...spec,
+    externalId: created.volumeId,
+    context: { ...spec.context, ...(created.volumeContext ?? {}) },
+    claims: [],
+    createdAt: now,
+  };
+  const capacity = Number(created.capacityBytes);
+  if (Number.isFinite(capacity) && capacity > 0) record.capacityBytes = capacity;
+  const reachable = topologiesOf(created.accessibleTopology);
+  if (reachable) record.accessibleTopology = reachable;
+  return record;
 }

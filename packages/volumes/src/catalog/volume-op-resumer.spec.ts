@@ -1,0 +1,199 @@
+// The catalog's operation intents and their resumer, over the real in-memory
+// client state and registry with the fake controller client: a call held at
+// a gate stands for an agent killed while it was out (a new catalog over
+// the same state is the next agent); a failed answer for a lost one.
+import { DefaultTimeoutPolicy, MemoryLogger, ValidationError } from '@csiplug/core';
+import { FakeClock } from '@csiplug/core/testing';
+import { GrpcStatus } from '@csiplug/csi';
+import { FakeCSIClientFactory, csiError } from '@csiplug/csi/testing';
+import { PluginInfo } from '@csiplug/csimanager';
+import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
+import { DynamicPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
+import { ClientStateDB, openClientState } from '@csiplug/state';
+import { VolumeCatalog } from './volume-catalog';
+import type { VolumeCatalogEvent } from './volume-catalog-service';
+import { ClaimError } from './volume-claimer';
+import { isVolumeOpIntent, mayHaveHappened } from './volume-op-intent';
+import type { VolumeSpec } from './volume-spec';
+
+const PLUGIN = 'hp';
+const SOCKET = '/fake/csi.sock';
+
+function info(type: string, over: Partial<PluginInfo> = {}): PluginInfo {
+  const base = fakePluginInfo(type, PLUGIN);
+  return fakePluginInfo(type, PLUGIN, { allocId: 'plugin-alloc', socketPath: SOCKET, healthy: true, description: 'healthy', ...over, ...(type === 'csi-node' ? { pluginCapabilities: { ...base.pluginCapabilities!, controllerService: true } } : {}) });
+}
+
+class Harness {
+  readonly clock = new FakeClock();
+  readonly logger = new MemoryLogger();
+  readonly state: ClientStateDB = openClientState({ memory: true });
+  readonly csi = new FakeCSIManager({ clock: this.clock });
+  readonly controllers = new FakeCSIClientFactory();
+  readonly controller = this.controllers.behaviourOf(SOCKET);
+  readonly registry = new DynamicPluginRegistry(
+    new StateRegistryStore(this.state),
+    this.clock,
+    this.logger,
+    new DefaultTimeoutPolicy(),
+    new PluginDispenserTable({ 'csi-controller': (plugin) => this.controllers.createClient(plugin.socketPath) }),
+    {},
+  );
+  readonly events: VolumeCatalogEvent[] = [];
+  readonly catalogs: VolumeCatalog[] = [];
+
+  constructor() {
+    this.controller.volumes = new Set<string>();
+    for (const type of ['csi-node', 'csi-controller']) this.registry.register({ type, name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET, version: '1.0.0' });
+    this.csi.set(info('csi-node'));
+    this.csi.set(info('csi-controller'));
+  }
+
+  /** A catalog over the state (a new one is the next agent). */
+  build(): VolumeCatalog {
+    const catalog = new VolumeCatalog(this.state, this.csi, this.registry, this.clock, this.logger, (s) => structuredClone(s) as VolumeSpec);
+    catalog.onDidChange((e) => this.events.push(e));
+    this.catalogs.push(catalog);
+    return catalog;
+  }
+
+  /** Resolves with the next event of `kind` any catalog fires. */
+  next(kind: VolumeCatalogEvent['kind']): Promise<VolumeCatalogEvent> {
+    return new Promise((resolve) => {
+      for (const c of this.catalogs) {
+        const sub = c.onDidChange((e) => {
+          if (e.kind !== kind) return;
+          sub.dispose();
+          resolve(e);
+        });
+      }
+    });
+  }
+
+  dispose(): void {
+    for (const c of this.catalogs) c.dispose();
+    this.registry.dispose();
+    this.state.dispose();
+  }
+}
+
+function createSpec(over: Partial<VolumeSpec> = {}): VolumeSpec {
+  return { id: 'data', name: 'data', type: 'csi', pluginId: PLUGIN, capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }], capacityMin: 10 << 20, parameters: {}, secrets: {}, context: {}, ...over };
+}
+
+let h: Harness;
+beforeEach(() => {
+  h = new Harness();
+});
+afterEach(() => h.dispose());
+
+describe('volume operation intents', () => {
+  it('a create cut short while CreateVolume was out: the next agent creates it again under the same name, records it and says so', async () => {
+    const first = h.build();
+    const gate = h.controller.gate('CreateVolume');
+    const lost = first.createVolume(createSpec()).catch(() => undefined);
+    await gate.reached;
+    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'create', volumeId: 'data', request: { name: 'data' } });
+
+    const next = h.build();
+    expect(next.interruptedOp('data')).toEqual({ op: 'create', since: h.clock.now() });
+    const created = h.next('created');
+    next.resumeInterruptedOps();
+    const event = await created;
+    expect(event.message).toMatch(/volume "data" created by plugin hp \(external id fake-data, 10485760 bytes\): a create cut short .*, finished/);
+    expect(event.resumed).toEqual({ op: 'create', pluginId: PLUGIN, externalId: 'fake-data' });
+    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-data', capacityBytes: 10 << 20 });
+    expect(h.controller.callsOf('CreateVolume').map((c) => c.request.name)).toEqual(['data', 'data']);
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+    expect(h.logger.find('finished a volume create').length).toBe(1);
+    gate.release();
+    await lost;
+  });
+
+  it('a create whose answer was lost (DEADLINE_EXCEEDED) is undone: the caller gets the error, the volume the plugin may have made is deleted again', async () => {
+    const catalog = h.build();
+    h.controller.failNext('CreateVolume', csiError(GrpcStatus.DEADLINE_EXCEEDED, 'CreateVolume', 'no answer in time'));
+    const undone = h.next('create-undone');
+    await expect(catalog.createVolume(createSpec())).rejects.toThrow(/could not create volume "data" on plugin "hp"/);
+    const event = await undone;
+    expect(event.message).toMatch(/external id fake-data\) was deleted again: its create had failed as far as its caller knows/);
+    expect([...(h.controller.volumes as Set<string>)]).toEqual([]);
+    expect(h.controller.callsOf('DeleteVolume').map((c) => c.request.volumeId)).toEqual(['fake-data']);
+    expect(catalog.getVolume('data')).toBeUndefined();
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+  });
+
+  it('a create the plugin refused (INVALID_ARGUMENT) leaves no intent and nothing to undo', async () => {
+    const catalog = h.build();
+    h.controller.failNext('CreateVolume', csiError(GrpcStatus.INVALID_ARGUMENT, 'CreateVolume', 'bad parameter'));
+    await expect(catalog.createVolume(createSpec())).rejects.toThrow(/bad parameter/);
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+    expect(h.controller.callsOf('CreateVolume')).toHaveLength(1);
+  });
+
+  it('an expand cut short while ControllerExpandVolume was out: the next agent expands again and records the new capacity', async () => {
+    const first = h.build();
+    await first.createVolume(createSpec());
+    const controller = h.csi.pluginInfo('csi-controller', PLUGIN)!;
+    h.csi.set({ ...controller, controller: { ...controller.controller!, supportsExpand: true } });
+    const gate = h.controller.gate('ControllerExpandVolume');
+    const lost = first.expandVolume('data', { capacityMin: 50 << 20 }).catch(() => undefined);
+    await gate.reached;
+    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'expand', fromBytes: 10 << 20, toBytes: 50 << 20 });
+
+    const next = h.build();
+    const expanded = h.next('expanded');
+    next.resumeInterruptedOps();
+    expect((await expanded).message).toMatch(/expanded from 10485760 to 52428800 bytes by plugin hp: an expand cut short/);
+    expect(next.getVolume('data')).toMatchObject({ capacityBytes: 50 << 20, capacityMin: 50 << 20 });
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+    gate.release();
+    await lost;
+  });
+
+  it('a delete cut short: the volume is not schedulable and refuses claims; the next agent finishes the delete once its controller is ready', async () => {
+    const first = h.build();
+    await first.createVolume(createSpec());
+    const gate = h.controller.gate('DeleteVolume');
+    const lost = first.deleteVolume('data').catch(() => undefined);
+    await gate.reached;
+
+    const next = h.build();
+    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-data', schedulable: false });
+    const refused = await next.claim({ volumeId: 'data', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ClaimError);
+    expect((refused as ClaimError).message).toBe('volume "data" is being deleted (its delete is finished once its controller plugin is ready); alloc a1 cannot claim it');
+
+    // The controller away at start: the delete waits for it to be ready.
+    h.csi.remove('csi-controller', PLUGIN);
+    next.resumeInterruptedOps();
+    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'delete' });
+    const deleted = h.next('deleted');
+    h.csi.set(info('csi-controller'));
+    const event = await deleted;
+    expect(event).toMatchObject({ volumeId: 'data', resumed: { op: 'delete', pluginId: PLUGIN, externalId: 'fake-data' } });
+    expect(next.getVolume('data')).toBeUndefined();
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+    expect(h.logger.find('finished a volume delete').length).toBe(1);
+    gate.release();
+    await lost;
+  });
+
+  it('an intent this agent cannot read is reported and left alone', () => {
+    h.state.putVolumeOp('odd', { op: 'shrink', volumeId: 'odd', pluginId: PLUGIN, since: 1 });
+    const catalog = h.build();
+    catalog.resumeInterruptedOps();
+    expect(h.logger.find('a volume operation intent in the client state cannot be read').length).toBe(1);
+    expect(h.state.getVolumeOp('odd')).toBeDefined();
+    expect(catalog.interruptedOp('odd')).toBeUndefined();
+  });
+
+  it('tells a refusal from a call that may have been carried out', () => {
+    expect(mayHaveHappened(csiError(GrpcStatus.UNAVAILABLE, 'CreateVolume'))).toBe(true);
+    expect(mayHaveHappened(csiError(GrpcStatus.DEADLINE_EXCEEDED, 'CreateVolume'))).toBe(true);
+    expect(mayHaveHappened(csiError(GrpcStatus.FAILED_PRECONDITION, 'DeleteVolume'))).toBe(false);
+    expect(mayHaveHappened(new ValidationError('bad', 'x'))).toBe(true);
+    expect(isVolumeOpIntent({ op: 'delete', volumeId: 'v', pluginId: 'p', since: 1, externalId: 'e' })).toBe(true);
+    expect(isVolumeOpIntent({ op: 'expand', volumeId: 'v', pluginId: 'p', since: 1, externalId: 'e', fromBytes: 1 })).toBe(false);
+  });
+});
