@@ -93,19 +93,41 @@ describe('volume operation intents', () => {
     const gate = h.controller.gate('CreateVolume');
     const lost = first.createVolume(createSpec()).catch(() => undefined);
     await gate.reached;
-    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'create', volumeId: 'data', request: { name: 'data' } });
+    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'create', volumeId: 'data', request: { name: 'csiplug-data' } });
 
     const next = h.build();
     expect(next.interruptedOp('data')).toEqual({ op: 'create', since: h.clock.now() });
     const created = h.next('created');
     next.resumeInterruptedOps();
     const event = await created;
-    expect(event.message).toMatch(/volume "data" created by plugin hp \(external id fake-data, 10485760 bytes\): a create cut short .*, finished/);
-    expect(event.resumed).toEqual({ op: 'create', pluginId: PLUGIN, externalId: 'fake-data' });
-    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-data', capacityBytes: 10 << 20 });
-    expect(h.controller.callsOf('CreateVolume').map((c) => c.request.name)).toEqual(['data', 'data']);
+    expect(event.message).toMatch(/volume "data" created by plugin hp \(external id fake-csiplug-data, 10485760 bytes\): a create cut short .*, finished/);
+    expect(event.resumed).toEqual({ op: 'create', pluginId: PLUGIN, externalId: 'fake-csiplug-data' });
+    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-csiplug-data', capacityBytes: 10 << 20 });
+    expect(h.controller.callsOf('CreateVolume').map((c) => c.request.name)).toEqual(['csiplug-data', 'csiplug-data']);
     expect(h.state.getVolumeOp('data')).toBeUndefined();
     expect(h.logger.find('finished a volume create').length).toBe(1);
+    gate.release();
+    await lost;
+  });
+
+  it("a create cut short whose plugin answers with another catalog volume's storage: never deleted, never recorded twice; said", async () => {
+    const first = h.build();
+    // A volume registered before CSI names came from ids, whose storage the plugin knows by the name "data" now derives.
+    (h.controller.volumes as Set<string>).add('fake-csiplug-data');
+    await first.registerVolume(createSpec({ id: 'old', name: 'old', externalId: 'fake-csiplug-data' }));
+    const gate = h.controller.gate('CreateVolume');
+    const lost = first.createVolume(createSpec()).catch(() => undefined);
+    await gate.reached;
+
+    const next = h.build();
+    const failed = h.next('resume-failed');
+    next.resumeInterruptedOps();
+    expect((await failed).message).toMatch(/volume "data": plugin hp answered CreateVolume "csiplug-data" with volume fake-csiplug-data, which is volume "old" already/);
+    expect(h.controller.callsOf('DeleteVolume')).toEqual([]);
+    expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-csiplug-data']);
+    expect(next.getVolume('old')).toMatchObject({ externalId: 'fake-csiplug-data' });
+    expect(next.getVolume('data')).toBeUndefined();
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
     gate.release();
     await lost;
   });
@@ -116,9 +138,9 @@ describe('volume operation intents', () => {
     const undone = h.next('create-undone');
     await expect(catalog.createVolume(createSpec())).rejects.toThrow(/could not create volume "data" on plugin "hp"/);
     const event = await undone;
-    expect(event.message).toMatch(/external id fake-data\) was deleted again: its create had failed as far as its caller knows/);
+    expect(event.message).toMatch(/external id fake-csiplug-data\) was deleted again: its create had failed as far as its caller knows/);
     expect([...(h.controller.volumes as Set<string>)]).toEqual([]);
-    expect(h.controller.callsOf('DeleteVolume').map((c) => c.request.volumeId)).toEqual(['fake-data']);
+    expect(h.controller.callsOf('DeleteVolume').map((c) => c.request.volumeId)).toEqual(['fake-csiplug-data']);
     expect(catalog.getVolume('data')).toBeUndefined();
     expect(h.state.getVolumeOp('data')).toBeUndefined();
   });
@@ -159,7 +181,7 @@ describe('volume operation intents', () => {
     await gate.reached;
 
     const next = h.build();
-    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-data', schedulable: false });
+    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-csiplug-data', schedulable: false });
     const refused = await next.claim({ volumeId: 'data', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ClaimError);
     expect((refused as ClaimError).message).toBe('volume "data" is being deleted (its delete is finished once its controller plugin is ready); alloc a1 cannot claim it');
@@ -171,7 +193,7 @@ describe('volume operation intents', () => {
     const deleted = h.next('deleted');
     h.csi.set(info('csi-controller'));
     const event = await deleted;
-    expect(event).toMatchObject({ volumeId: 'data', resumed: { op: 'delete', pluginId: PLUGIN, externalId: 'fake-data' } });
+    expect(event).toMatchObject({ volumeId: 'data', resumed: { op: 'delete', pluginId: PLUGIN, externalId: 'fake-csiplug-data' } });
     expect(next.getVolume('data')).toBeUndefined();
     expect(h.state.getVolumeOp('data')).toBeUndefined();
     expect(h.logger.find('finished a volume delete').length).toBe(1);
