@@ -581,15 +581,22 @@ describe('HttpApi', () => {
       }
     });
 
-    it('a failed look-up serves nobody', async () => {
+    it('a failed look-up serves nobody: 503, asked again at the next request', async () => {
+      let fail = true;
       const { api: a, url: u, logger } = await startApi(fake, {
         peerUid: () => {
-          throw new Error('EMFILE');
+          if (fail) throw new Error('EMFILE: too many open files');
+          return 0;
         },
       });
       try {
-        expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(403);
+        const r = await raw(u, 'GET', '/v1/jobs');
+        expect(r.status).toBe(503);
+        expect(r.json).toEqual({ code: 'EPEER_UNKNOWN', error: 'the agent could not tell which user this connection comes from (EMFILE: too many open files), and without an ACL token it serves only root: retry, or set acl { token } and send it' });
         expect(logger.find('could not be looked up', 'warn')).toHaveLength(1);
+        expect(fake.calls).toEqual([]);
+        fail = false;
+        expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(200);
       } finally {
         await a.dispose();
       }

@@ -418,7 +418,9 @@ export class HttpApi implements AsyncDisposable {
         try {
           uid = (this.options.peerUid ?? connectionPeerUid)(socket);
         } catch (err) {
+          // Not remembered: the next request on this connection asks again (a file descriptor may be free by then).
           this.logger.warn('HTTP API: the owner of a connection could not be looked up; it is not served without a token', { err: errorMessage(err) });
+          throw new ApiError(503, 'EPEER_UNKNOWN', `the agent could not tell which user this connection comes from (${errorMessage(err)}), and without an ACL token it serves only root: retry, or set acl { token } and send it`);
         }
         this.peerUids.set(socket, uid);
       }

@@ -1,5 +1,6 @@
 // Reading /proc/net/tcp and tcp6: fixtures as the kernel prints them, and one
 // real connection looked up in this machine's own files.
+import * as fs from 'fs';
 import * as net from 'net';
 import { canonicalAddress, clientSocketOwner, connectionPeerUid, parseProcNetTcp } from './proc-net-tcp';
 
@@ -84,12 +85,19 @@ describe('connectionPeerUid', () => {
     try {
       const socket = await accepted;
       expect(connectionPeerUid(socket)).toBe(process.getuid!());
-      // Files that cannot be read name nobody.
-      expect(
+      // A file that cannot be read is an error, not an answer; a missing tcp6 (no IPv6) lists nobody.
+      const failing = Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+      expect(() =>
         connectionPeerUid(socket, () => {
-          throw new Error('EACCES');
+          throw failing;
         }),
-      ).toBeUndefined();
+      ).toThrow(failing);
+      const real = (f: string) => fs.readFileSync(f, 'utf8');
+      const noV6 = (f: string) => {
+        if (f.endsWith('tcp6')) throw Object.assign(new Error('ENOENT'), { code: 'ENOENT' });
+        return real(f);
+      };
+      expect(connectionPeerUid(socket, noV6)).toBe(process.getuid!());
       socket.destroy();
     } finally {
       client.destroy();

@@ -110,8 +110,10 @@ export function clientSocketOwner(sockets: readonly ProcTcpSocket[], client: { a
 /**
  * The uid of the local process at the other end of `socket` (an accepted
  * connection), read from /proc/net/tcp and tcp6; undefined when the client
- * is not a socket of this machine's network namespace, or the files cannot
- * be read (then nobody is taken for root). Read synchronously: the kernel
+ * is not a socket of this machine's network namespace. Throws when a file
+ * cannot be read (out of file descriptors, say): nobody is known then, and
+ * the caller says so rather than take anyone for root or for a stranger.
+ * Read synchronously: the kernel
  * writes the files out in memory, and a request's handling then goes on in
  * the same order as with a token (its body timer set at once).
  */
@@ -121,9 +123,10 @@ export function connectionPeerUid(socket: net.Socket, readFile: (file: string) =
   const texts = PROC_NET_TCP_FILES.map((f) => {
     try {
       return readFile(f);
-    } catch {
-      // tcp6 is absent on a kernel without IPv6; an unreadable file lists nobody.
-      return '';
+    } catch (err) {
+      // tcp6 is absent on a kernel without IPv6: it lists nobody.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return '';
+      throw err;
     }
   });
   return clientSocketOwner(texts.flatMap((t) => parseProcNetTcp(t)), { address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
