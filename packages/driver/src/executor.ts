@@ -9,7 +9,7 @@
 // It starts often and must start fast: node built-ins only (and the two
 // sibling files that use node built-ins only). No DI, no @csiplug imports.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, constants as fsConstants, fchmodSync, openSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fchmodSync, openSync, writeSync } from 'node:fs';
 import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, containerStateExists, readJsonFile, runcDeleteArgs, runcRunArgs, writeJsonAtomic } from './executor-protocol';
 import { processStartTime } from './proc';
 
@@ -18,7 +18,12 @@ const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT', 'SI
 
 function log(message: string): void {
   // stderr is the task's .executor/executor.log (the agent opens it for us).
-  process.stderr.write(`${new Date().toISOString()} executor[${process.pid}]: ${message}\n`);
+  // A line its disk has no room for is lost; it never ends the task's parent.
+  try {
+    writeSync(2, `${new Date().toISOString()} executor[${process.pid}]: ${message}\n`);
+  } catch {
+    // nowhere left to say it
+  }
 }
 
 function readSpec(specPath: string): ExecutorSpec {
