@@ -99,3 +99,44 @@ asRoot("the agent's log and data dir on a full filesystem", () => {
     expect(h.proc!.exitCode).toBeNull();
   });
 });
+
+asRoot("a task's output without a logs block: Nomad's default rotation (10 files of 10 MB)", () => {
+  let h: AgentHarness;
+  let mounted = false;
+
+  beforeAll(async () => {
+    // The data dir on a tmpfs larger than 10 × 10 MB and much smaller than what the task writes: unbounded logs would fill it.
+    h = new AgentHarness();
+    fs.mkdirSync(h.dataDir, { mode: 0o711 });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=160m,mode=0711', 'tmpfs', h.dataDir]);
+    mounted = true;
+    await h.start();
+  });
+
+  afterAll(async () => {
+    const { leftMounts } = await h.cleanup();
+    expect(leftMounts).toEqual(mounted ? [h.dataDir] : []);
+    expect(mountsUnder(h.root)).toEqual([]);
+  });
+
+  it('an isolated `yes` keeps stdout.log and stdout.log.1 … .9, 100 MiB at most, and the disk never fills', async () => {
+    const hcl = `job "chatty" {\n  group "app" {\n    task "yes" {\n      driver = "exec"\n      config {\n        command = "/usr/bin/yes"\n        args = ["csiplug"]\n      }\n      kill_timeout = "1s"\n    }\n  }\n}`;
+    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(hcl, 'chatty.hcl')));
+    const taskDir = path.join(h.dataDir, 'allocs', allocIds[0]!, 'yes');
+    const oldest = path.join(taskDir, 'stdout.log.9');
+    // Rotated past the oldest kept file: the first .9 was removed, so more than 10 × 10 MB went through.
+    const first = await pollUntil('stdout.log.9', () => (fs.existsSync(oldest) ? fs.statSync(oldest).ino : undefined));
+    await pollUntil('stdout.log.9 replaced', () => (fs.existsSync(oldest) && fs.statSync(oldest).ino !== first ? true : undefined));
+    // The agent answers meanwhile, and the task still runs.
+    expect((await h.api.health()).ok).toBe(true);
+    expect((await h.api.getAlloc(allocIds[0]!)).clientStatus).toBe('running');
+    await h.api.stopJob('chatty');
+    const logs = fs.readdirSync(taskDir).filter((f) => f.startsWith('stdout.log'));
+    expect(logs.sort()).toEqual(['stdout.log', ...Array.from({ length: 9 }, (_, i) => `stdout.log.${i + 1}`)].sort());
+    const total = logs.reduce((n, f) => n + fs.statSync(path.join(taskDir, f)).size, 0);
+    expect(total).toBeLessThanOrEqual(10 * 10 * 1024 * 1024);
+    for (const f of logs) expect(fs.statSync(path.join(taskDir, f)).size).toBeLessThanOrEqual(10 * 1024 * 1024);
+    // A rotated file is full: nothing of the output was lost at a rotation.
+    expect(fs.statSync(path.join(taskDir, 'stdout.log.1')).size).toBe(10 * 1024 * 1024);
+  });
+});
