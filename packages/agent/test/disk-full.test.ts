@@ -72,6 +72,8 @@ asRoot("the agent's log and data dir on a full filesystem", () => {
     const api = new ApiClient({ address: h.api.address, timeoutMs: 20_000 });
     for (let i = 0; i < 5; i++) expect((await api.health()).ok).toBe(true);
     expect((await api.listJobs()).map((j) => j.id)).toEqual(['kept']);
+    // Each read is a debug line the disk refuses: more than the last page of the log file holds (4 KiB).
+    for (let n = 0; n < 50; n++) await api.listJobs();
     const refused = await api.runJob(await sleeper('second')).then(
       () => undefined,
       (e: unknown) => e,
