@@ -8,18 +8,18 @@
 // rotated logs, normal service (a job run places and runs) with nothing
 // stored lost, the agent's dropped log lines said, and 0 leaks.
 //
-// scenarios.ts hands in its round helpers (this file imports only its types,
-// so the two never load each other).
+// scenarios.ts hands in its round helpers, so this file needs nothing of it
+// (the two never import each other).
 import * as fs from 'fs';
 import * as path from 'path';
 import { jobToDocument, parseJobspec } from '../../src/spec';
 import { ApiClient } from '../../src/api';
 import { pollUntil } from '../support/agent-process';
 import { type ChaosAgent, type ChaosAgentOptions, workloadUp } from './chaos-agent';
-import type { RoundOutcome, Scenario } from './scenarios';
 
-export interface RoundHelpers {
-  withAgent(label: string, options: ChaosAgentOptions, body: (a: ChaosAgent, problems: string[]) => Promise<void>, prepare?: (a: ChaosAgent) => void): Promise<RoundOutcome>;
+/** What scenarios.ts hands in; `Outcome` is its RoundOutcome. */
+export interface RoundHelpers<Outcome> {
+  withAgent(label: string, options: ChaosAgentOptions, body: (a: ChaosAgent, problems: string[]) => Promise<void>, prepare?: (a: ChaosAgent) => void): Promise<Outcome>;
   check(cond: boolean, problems: string[], message: string): boolean;
   fillUp(file: string): void;
   mountTmpfs(a: ChaosAgent, size: string): void;
@@ -51,7 +51,8 @@ function freeBytes(dir: string): number {
   return s.bavail * s.bsize;
 }
 
-export function fullLogsDiskScenario(h: RoundHelpers): Scenario {
+/** The round as a scenario of scenarios.ts (its Scenario shape). */
+export function fullLogsDiskScenario<Outcome>(h: RoundHelpers<Outcome>): { name: string; rounds: { ci: number; full: number }; labelOf(i: number): string; round(i: number): Promise<Outcome> } {
   const label = (i: number) => `disk full of logs (round ${i})`;
   return {
     name: 'storage: disk full of logs',
