@@ -2,7 +2,7 @@
 // them, the state of their tasks, and the deployments that roll a changed
 // job out. Plain JSON-able shapes: they are stored
 // in the client state and served by the HTTP API as they are.
-import type { RestartPolicy } from '@csiplug/driver';
+import type { RestartPolicy, TaskLogLimits } from '@csiplug/driver';
 import type { CSIPluginConfig, TaskEvent, VolumeRequest } from '@csiplug/hooks';
 
 // RestartPolicy is the restart tracker's (in @csiplug/driver); a task spec carries one.
@@ -44,6 +44,8 @@ export interface TaskSpec {
   killTimeout: number;
   /** Nomad's task `user`: whom an isolated task runs as (absent: nobody; a CSI plugin: root). Exec only. */
   user?: string;
+  /** Nomad's logs block: files kept of each stream and MB each; absent in records saved before rotation (read as Nomad's defaults, 10 × 10 MB). */
+  logs?: TaskLogLimits;
   /** Nomad's resources block: cpu (MHz, as cgroup cpu shares) and memory (MiB, a hard limit); enforced for an isolated (exec) task only. */
   resources?: { cpu?: number; memoryMB?: number };
 }

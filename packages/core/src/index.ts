@@ -12,6 +12,7 @@ export * from './event';
 export * from './heartbeat';
 export * from './ids';
 export * from './logger';
+export * from './log-sink';
 export * from './metrics';
 export * from './module';
 export * from './mountinfo';

@@ -3,6 +3,7 @@
 // pino's types are `export =`: this form keeps the published logger.d.ts
 // compiling in a project without esModuleInterop.
 import pino = require('pino');
+import { LogSink } from './log-sink';
 
 export type LogFields = Record<string, unknown>;
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
@@ -20,7 +21,7 @@ export interface Logger {
 export interface PinoLoggerOptions {
   level?: LogLevel | 'silent';
   name?: string;
-  /** Where lines go; defaults to stderr. */
+  /** Where lines go; defaults to stderr, through a LogSink (a line stderr refuses is dropped and counted, never retried). */
   destination?: pino.DestinationStream;
   /** `json` (default): one JSON object per line; `human`: `time LEVEL [component] message key=value…`, an error's stack only at debug. */
   format?: 'json' | 'human';
@@ -90,9 +91,14 @@ export class PinoLogger implements Logger {
     } else {
       const o = options as PinoLoggerOptions;
       const shared = threshold ?? { level: o.level ?? 'info' };
-      const out = o.destination ?? pino.destination(2);
       // For people: each JSON line pino makes is rewritten as one readable line (stacks only at debug and below).
-      const dest: pino.DestinationStream = o.format === 'human' ? { write: (line: string) => void out.write(humanLogLine(line, LEVEL_RANK[shared.level] <= LEVEL_RANK.debug)) } : out;
+      const forPeople = (line: string): string => humanLogLine(line, LEVEL_RANK[shared.level] <= LEVEL_RANK.debug);
+      // Not pino.destination: it retries a write the disk refuses every 100 ms for ever (a full disk wedged the agent).
+      const out = o.destination ?? new LogSink(2, (dropped, error) => {
+        const json = JSON.stringify({ level: 40, time: Date.now(), ...(o.format === 'human' ? {} : { name: o.name ?? 'csiplug' }), msg: `${dropped} log line(s) could not be written to stderr (${error}) and were dropped; logging works again`, dropped, error });
+        return o.format === 'human' ? forPeople(json) : `${json}\n`;
+      });
+      const dest: pino.DestinationStream = o.format === 'human' ? { write: (line: string) => void out.write(forPeople(line)) } : out;
       // pino itself passes everything; the shared threshold decides, so a level change reaches children made earlier.
       // For people, no pid, host or logger name of pino's own: a caller's `name` or `pid` field is shown as the caller meant it.
       this.log = o.format === 'human' ? pino({ level: 'trace', base: null }, dest) : pino({ level: 'trace', name: o.name ?? 'csiplug' }, dest);

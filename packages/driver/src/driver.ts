@@ -5,12 +5,13 @@
 import { isAbsolute } from 'node:path';
 import { ValidationError, type Disposable } from '@csiplug/core';
 import type { IsolationConfig } from './isolation';
+import type { TaskLogLimits } from './task-logs';
 
 /** What the driver needs to start one task. */
 export interface DriverTaskConfig {
   allocId: string;
   taskName: string;
-  /** The task's own dir: working dir, logs (stdout.log, stderr.log), driver files. */
+  /** The task's own dir: working dir, logs (stdout.log, stderr.log and their rotated .1 … .N), driver files. */
   taskDir: string;
   command: string;
   args: string[];
@@ -22,6 +23,8 @@ export interface DriverTaskConfig {
    * process in the task dir (`raw_exec`).
    */
   isolation?: IsolationConfig;
+  /** Nomad's logs block: how many files of how many MB of each stream are kept; absent: DEFAULT_TASK_LOGS (10 × 10 MB). */
+  logs?: TaskLogLimits;
 }
 
 /**

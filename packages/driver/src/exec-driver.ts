@@ -26,6 +26,7 @@ import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, ty
 import { ociConfig, prepareBundle, TASK_LOCAL_DIR, taskProcessArgs } from './isolation';
 import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
 import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
+import { taskLogSpec } from './task-logs';
 
 export type { ExecDriverOptions } from './tokens';
 
@@ -214,8 +215,7 @@ export class ExecDriver implements TaskDriver {
       args: config.args,
       env: runc ? {} : this.taskEnv(config.env),
       cwd: runc ? TASK_LOCAL_DIR : taskDir,
-      stdoutPath: join(taskDir, 'stdout.log'),
-      stderrPath: join(taskDir, 'stderr.log'),
+      ...taskLogSpec(taskDir, config.logs),
       pidPath: paths.pid,
       exitPath: paths.exit,
       ...(runc ? { runc } : {}),

@@ -7,6 +7,7 @@
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { rethrowReadError } from './proc';
+import type { TaskLogLimits } from './task-logs';
 
 /** The dir under a task dir that holds the executor's files. */
 export const EXECUTOR_DIR = '.executor';
@@ -22,6 +23,8 @@ export interface ExecutorSpec {
   /** Opened O_APPEND, so logs accumulate across restarts. */
   stdoutPath: string;
   stderrPath: string;
+  /** How the logs rotate (task-logs.ts); absent in specs of agents before rotation, whose tasks write the files themselves. */
+  logs?: TaskLogLimits;
   /** Where the executor writes its ExecutorPidRecord and ExecutorExitRecord. */
   pidPath: string;
   exitPath: string;

@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const EXECUTOR_FILES = ['executor.ts', 'executor-protocol.ts', 'proc.ts'];
+const EXECUTOR_FILES = ['executor.ts', 'executor-protocol.ts', 'proc.ts', 'rotating-log.ts', 'task-logs.ts'];
 
 function importsOf(file: string): string[] {
   const text = readFileSync(join(__dirname, file), 'utf8');

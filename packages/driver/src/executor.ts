@@ -1,7 +1,8 @@
 // The executor: a small process that is a task's parent so that the task
 // outlives the agent. Run as `node executor.js <spec-file>`, detached in its
 // own session by the agent. It starts the task in a new session and process
-// group with stdout/stderr appended to the task's log files, records the
+// group with stdout/stderr appended to the task's log files (rotated as the
+// spec's logs limits say: rotating-log.ts), records the
 // task's pid and start time (pid.json), waits for it, records how it ended
 // (exit.json), and exits. A restarted agent finds the task again through
 // these files and verifies it by pid and start time.
@@ -9,16 +10,39 @@
 // It starts often and must start fast: node built-ins only (and the two
 // sibling files that use node built-ins only). No DI, no @csiplug imports.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { closeSync, constants as fsConstants, fchmodSync, openSync } from 'node:fs';
+import { closeSync, writeSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, containerStateExists, readJsonFile, runcDeleteArgs, runcRunArgs, writeJsonAtomic } from './executor-protocol';
 import { processStartTime } from './proc';
+import { RotatingLog, openTaskLog } from './rotating-log';
 
 /** Signals that, sent to the executor, are passed on to the task: whoever kills the executor means the task. */
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT', 'SIGUSR2'];
 
 function log(message: string): void {
   // stderr is the task's .executor/executor.log (the agent opens it for us).
-  process.stderr.write(`${new Date().toISOString()} executor[${process.pid}]: ${message}\n`);
+  // A line its disk has no room for is lost; it never ends the task's parent.
+  try {
+    writeSync(2, `${new Date().toISOString()} executor[${process.pid}]: ${message}\n`);
+  } catch {
+    // nowhere left to say it
+  }
+}
+
+/** How long the executor waits, once its task has exited, for the last of its output (a process that left the task's group may hold the pipe open). */
+const LAST_OUTPUT_WAIT_MS = 2_000;
+
+/** Writes what `from` (the task's end of a pipe) yields to `to` until it ends. */
+function pump(from: Readable | null, to: RotatingLog): Promise<void> {
+  return new Promise((resolve) => {
+    if (!from) return resolve();
+    from.on('data', (chunk: Buffer) => to.write(chunk));
+    from.on('error', (e) => log(`reading the task's output: ${e.message}`));
+    from.on('close', () => {
+      to.close();
+      resolve();
+    });
+  });
 }
 
 function readSpec(specPath: string): ExecutorSpec {
@@ -28,6 +52,9 @@ function readSpec(specPath: string): ExecutorSpec {
   for (const key of strings) if (typeof spec[key] !== 'string' || !spec[key]) throw new Error(`spec file ${specPath}: "${key}" must be a non-empty string`);
   if (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== 'string')) throw new Error(`spec file ${specPath}: "args" must be an array of strings`);
   if (typeof spec.env !== 'object' || spec.env === null) throw new Error(`spec file ${specPath}: "env" must be an object`);
+  if (spec.logs !== undefined) {
+    for (const key of ['maxFiles', 'maxFileSizeMB'] as const) if (!Number.isInteger(spec.logs?.[key]) || spec.logs[key] < 1) throw new Error(`spec file ${specPath}: "logs.${key}" must be a whole number of at least 1`);
+  }
   if (spec.runc !== undefined) {
     for (const key of ['binary', 'root', 'id', 'bundle'] as const) if (typeof spec.runc?.[key] !== 'string' || !spec.runc[key]) throw new Error(`spec file ${specPath}: "runc.${key}" must be a non-empty string`);
   }
@@ -70,21 +97,20 @@ export function runExecutor(specPath: string): void {
   // secrets, and anyone who can list processes learns the alloc ids. Logs
   // an older executor made with a wider mode are tightened too.
   // Never through a symlink a task may have put in place of its log.
-  const openLog = (file: string): number => {
-    const fd = openSync(file, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o600);
-    try {
-      fchmodSync(fd, 0o600);
-    } catch (e) {
-      // A file system without modes still gets the task's output.
-      log(`cannot tighten ${file} to 0600: ${(e as Error).message}`);
-    }
-    return fd;
-  };
-  let out: number;
-  let err: number;
+  // With limits (every spec this agent writes), the task writes into pipes
+  // and this executor writes its logs, rotated; a spec of an older agent
+  // gives the task the files themselves.
+  let out: number | 'pipe';
+  let err: number | 'pipe';
+  let logs: { stdout: RotatingLog; stderr: RotatingLog } | undefined;
   try {
-    out = openLog(spec.stdoutPath);
-    err = openLog(spec.stderrPath);
+    if (spec.logs) {
+      logs = { stdout: new RotatingLog(spec.stdoutPath, spec.logs, log), stderr: new RotatingLog(spec.stderrPath, spec.logs, log) };
+      out = err = 'pipe';
+    } else {
+      out = openTaskLog(spec.stdoutPath, log);
+      err = openTaskLog(spec.stderrPath, log);
+    }
   } catch (e) {
     recordStartError(`cannot open the task's log: ${(e as Error).message}`);
     process.exit(1);
@@ -110,9 +136,11 @@ export function runExecutor(specPath: string): void {
     process.exit(1);
   } finally {
     // The task holds its own copies of the log fds.
-    closeSync(out);
-    closeSync(err);
+    if (typeof out === 'number') closeSync(out);
+    if (typeof err === 'number') closeSync(err);
   }
+  // Whatever the task writes is written to its logs as it comes (a full disk drops it: RotatingLog).
+  const drained = logs ? Promise.all([pump(child.stdout, logs.stdout), pump(child.stderr, logs.stderr)]) : Promise.resolve([]);
 
   const pid = child.pid;
   taskPid = pid;
@@ -156,11 +184,13 @@ export function runExecutor(specPath: string): void {
   }
 
   child.on('error', (e) => log(`task ${pid}: ${e.message}`));
-  child.on('exit', (exitCode, signal) => {
+  child.on('exit', async (exitCode, signal) => {
     // The leader is gone; what it left behind in its group goes with it, so
     // nothing outlives its task. The group id cannot have been reused yet:
     // the kernel keeps a pid number while a group of that id has members.
     signalGroup(pid, 'SIGKILL');
+    // Its last output is in the logs before its exit is recorded; a process that left the group and holds the pipe is not waited for long.
+    await Promise.race([drained, new Promise((resolve) => setTimeout(resolve, LAST_OUTPUT_WAIT_MS))]);
     // runc removes its container when the task ends; a runc that was killed
     // leaves the container (its own session) running: it goes now, cgroup and all.
     if (runc && containerStateExists(runc)) {

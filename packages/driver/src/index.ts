@@ -13,4 +13,5 @@ export { EXECUTOR_DIR, executorPaths, type ExecutorExitRecord, type ExecutorPath
 export * from './proc';
 export * from './register';
 export * from './restart-tracker';
+export * from './task-logs';
 export * from './tokens';

@@ -2,7 +2,7 @@
 // compiled executor (dist/executor.js: the test target builds it
 // first), stopped, recovered by a new driver as after an agent restart, and
 // found out when their handle or their executor is not what it should be.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { MemoryLogger, RealClock, ShutdownError, registerCore } from '@csiplug/core';
@@ -56,7 +56,7 @@ describe('ExecDriver with real processes', () => {
   beforeAll(() => {
     if (!existsSync(EXECUTOR)) throw new Error(`${EXECUTOR} is missing: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`);
     const built = statSync(EXECUTOR).mtimeMs;
-    for (const src of ['executor.ts', 'executor-protocol.ts', 'proc.ts']) {
+    for (const src of ['executor.ts', 'executor-protocol.ts', 'proc.ts', 'rotating-log.ts', 'task-logs.ts']) {
       if (statSync(resolve(__dirname, '../src', src)).mtimeMs > built + 1000) throw new Error(`${EXECUTOR} is older than src/${src}: rebuild @csiplug/driver (tsc -p tsconfig.lib.json)`);
     }
   });
@@ -268,6 +268,27 @@ describe('ExecDriver with real processes', () => {
     // The real task was never touched.
     expect(driver.isRunning(handle)).toBe(true);
     expect(logger.find('signalled task')).toHaveLength(0);
+  });
+
+  it("rotates a task's logs as its logs limits say (Nomad's max_files, max_file_size): a task writing without end keeps max_files files of max_file_size MB", async () => {
+    const driver = newDriver();
+    const taskDir = newTaskDir();
+    mkdirSync(taskDir, { recursive: true });
+    // As fast as it can, on both streams.
+    const handle = await driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/bin/sh', args: ['-c', 'yes out & exec yes err >&2'], env: {}, logs: { maxFiles: 3, maxFileSizeMB: 1 } });
+    handles.push(handle);
+    // Rotated past the oldest kept file more than once: the current file became .1 after .2 was there, so the first .2 was removed.
+    const firstOldest = await until('stdout.log.2', () => (existsSync(join(taskDir, 'stdout.log.2')) ? statSync(join(taskDir, 'stdout.log.2')).ino : undefined), 60_000);
+    await until('stdout.log.2 replaced', () => existsSync(join(taskDir, 'stdout.log.2')) && statSync(join(taskDir, 'stdout.log.2')).ino !== firstOldest, 60_000);
+    await until('stderr.log.2', () => existsSync(join(taskDir, 'stderr.log.2')), 60_000);
+    await driver.stop(handle, 'SIGKILL', 1_000);
+    await driver.wait(handle);
+    const logs = readdirSync(taskDir).filter((f) => /^std(out|err)\.log/.test(f)).sort();
+    expect(logs).toEqual(['stderr.log', 'stderr.log.1', 'stderr.log.2', 'stdout.log', 'stdout.log.1', 'stdout.log.2']);
+    for (const f of logs) expect(statSync(join(taskDir, f)).size).toBeLessThanOrEqual(1024 * 1024);
+    // A rotated file is full, and whole lines: nothing was lost between two files.
+    expect(statSync(join(taskDir, 'stdout.log.1')).size).toBe(1024 * 1024);
+    expect(readFileSync(join(taskDir, 'stdout.log.1'), 'utf8').split('\n').slice(0, -1).every((l) => l === 'out')).toBe(true);
   });
 
   it('keeps the task running when its executor is SIGKILLed, and still learns when it ends', async () => {

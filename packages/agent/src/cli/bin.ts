@@ -25,6 +25,12 @@ import { errorMessage } from '@csiplug/core';
 import { defaultHandlers } from './handlers';
 import { main } from './main';
 
+// A write to stdout or stderr that fails (their file's disk is full, a
+// closed pipe) loses that text, never the process: without a listener the
+// stream's 'error' would end the agent, tasks' parent and API with it. The
+// logger counts and says what it dropped (LogSink).
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+
 main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stdin: process.stdin }, defaultHandlers()).then(
   (code) => {
     process.exitCode = code;

@@ -506,6 +506,7 @@ export class TaskRunner {
       command: resolved.command,
       args: resolved.args,
       env,
+      ...(this.task.logs ? { logs: this.task.logs } : {}),
       ...(this.isolation ? { isolation: { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } } : {}),
     });
     this.handle = handle;

@@ -476,7 +476,7 @@ describe('validateJob', () => {
     ['an unknown config key', { config: { command: 'x', workdir: 'y' } }, `${TASK}: config.workdir is not a known field (known: command, args, cap_add, cap_drop, network_mode)`],
     ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
     ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
-    ['an unknown task field', { group: 'x' }, `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources)`],
+    ['an unknown task field', { group: 'x' }, `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs)`],
     ['a user that is no user name', { user: 'a b' }, `${TASK}: user "a b" is not a user name (like "nobody" or "www-data") or uid`],
     ['a user for a host process', { driver: 'raw_exec', user: 'nobody' }, `${TASK}: user is for driver = "exec" (an isolated task); a raw_exec task runs as the agent's own user`],
     ['an unknown resources field', { resources: { disk: 100 } }, `${TASK}: resources.disk is not a known field (known: cpu, memory)`],
@@ -491,6 +491,8 @@ describe('validateJob', () => {
     ['a negative kill timeout', { kill_timeout: -1 }, `${TASK}: kill_timeout: -1 is not a non-negative duration`],
     ['a kill timeout of the wrong type', { kill_timeout: true }, `${TASK}: kill_timeout must be a duration like "30s" (got true)`],
     ['a bad task restart', { restart: { attempts: 'two' } }, `${TASK}: restart.attempts must be a whole number (got "two")`],
+    ['a logs block keeping no file', { logs: { max_files: 0 } }, `${TASK}: logs.max_files must be between 1 and 1000 (got 0)`],
+    ['a logs block with a fractional size', { logs: { max_file_size: 1.5 } }, `${TASK}: logs.max_file_size must be a whole number (got 1.5)`],
     ['a volume_mount of an unknown volume', { volume_mount: { volume: 'logs', destination: 'l' } }, `${TASK}: volume_mount.volume names "logs", which is not a volume of the group (volumes: data)`],
     ['a volume_mount without volume', { volume_mount: { destination: 'l' } }, `${TASK}: volume_mount.volume is required`],
     ['a volume_mount without destination', { volume_mount: { volume: 'data' } }, `${TASK}: volume_mount.destination is required`],
@@ -516,6 +518,12 @@ describe('validateJob', () => {
   ])('rejects a task with %s', (_name, task, message) => {
     const err = errorOf(() => validateJob(job({ task })));
     expect(err.message).toBe(message);
+  });
+
+  it("reads Nomad's logs block (max_files, max_file_size in MB), a field left out at Nomad's default; without the block the spec says nothing (the driver keeps 10 × 10 MB)", () => {
+    expect(validateJob(job({ task: { logs: { max_files: 3 } } })).groups[0]!.tasks[0]!.logs).toEqual({ maxFiles: 3, maxFileSizeMB: 10 });
+    expect(validateJob(job({ task: { logs: { max_files: 2, max_file_size: 1 } } })).groups[0]!.tasks[0]!.logs).toEqual({ maxFiles: 2, maxFileSizeMB: 1 });
+    expect(validateJob(job({})).groups[0]!.tasks[0]!.logs).toBeUndefined();
   });
 
   it('names the field in ValidationError.field', () => {

@@ -3,7 +3,7 @@
 // (JobDocument) is the input everywhere: files, the HTTP API, the CLI.
 import { ValidationError, assertPathSafeId, formatDuration } from '@csiplug/core';
 import { parseCsiPluginConfig } from '@csiplug/hooks';
-import { capabilityName } from '@csiplug/driver';
+import { DEFAULT_TASK_LOGS, capabilityName } from '@csiplug/driver';
 import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from '../model';
@@ -69,6 +69,7 @@ export interface TaskDocument {
   kill_signal?: string;
   kill_timeout?: DurationValue;
   user?: string;
+  logs?: { max_files?: number; max_file_size?: number };
 }
 
 export interface UpdateDocument {
@@ -176,6 +177,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
     kill_signal: t.killSignal,
     kill_timeout: duration(t.killTimeout),
     ...(t.user !== undefined ? { user: t.user } : {}),
+    ...(t.logs ? { logs: { max_files: t.logs.maxFiles, max_file_size: t.logs.maxFileSizeMB } } : {}),
     ...(t.resources ? { resources: { ...(t.resources.cpu !== undefined ? { cpu: t.resources.cpu } : {}), ...(t.resources.memoryMB !== undefined ? { memory: t.resources.memoryMB } : {}) } } : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
@@ -404,7 +406,7 @@ function readVolume(parent: Where, name: string, body: Body, at: readonly number
   return volume;
 }
 
-const TASK_FIELDS = ['driver', 'config', 'env', 'user', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources'];
+const TASK_FIELDS = ['driver', 'config', 'env', 'user', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources', 'logs'];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
 /** The task's driver; undefined when it is missing or not one csiplug has (reported), so that no check that depends on it is made. */
@@ -511,6 +513,11 @@ function readTask(
     resources = { ...(cpu !== undefined ? { cpu } : {}), ...(memoryMB !== undefined ? { memoryMB } : {}) };
   }
 
+  // Nomad's logs: max_files of each stream kept, max_file_size MB each. Without the block the driver keeps Nomad's defaults (10 × 10 MB),
+  // and the spec says nothing: a job saved before rotation is not taken for a changed one.
+  const l = r.block('logs', ['max_files', 'max_file_size']);
+  const logs = l ? { maxFiles: l.int('max_files', DEFAULT_TASK_LOGS.maxFiles, 1, 1_000), maxFileSizeMB: l.int('max_file_size', DEFAULT_TASK_LOGS.maxFileSizeMB, 1, 1024 * 1024) } : undefined;
+
   return {
     name,
     driver: driver ?? 'exec',
@@ -524,6 +531,7 @@ function readTask(
     ...(user !== undefined && !hostProcess ? { user } : {}),
     ...(resources ? { resources } : {}),
     killTimeout,
+    ...(logs ? { logs } : {}),
   };
 }
 

@@ -49,6 +49,9 @@ export interface ChaosAgentOptions {
   extraConfig?: string;
   /** The plugin and the workloads isolated on runc (`driver = "exec"`); default ChaosAgent.isolatedByDefault. */
   isolated?: boolean;
+  /** The agent's stderr appended to this file (relative: to the round's dir), and its log level (AgentHarness). */
+  logFile?: string;
+  logLevel?: string;
 }
 
 export const PLUGIN_ID = 'hostpath';
@@ -93,7 +96,7 @@ export class ChaosAgent extends AgentHarness {
   private following: AbortController | undefined;
 
   constructor(options: ChaosAgentOptions = {}) {
-    super(`${chaosConfig(options.restoreLimitMs ?? RESTORE_LIMIT_MS)}\n${options.extraConfig ?? ''}`);
+    super(`${chaosConfig(options.restoreLimitMs ?? RESTORE_LIMIT_MS)}\n${options.extraConfig ?? ''}`, { ...(options.logFile ? { logFile: options.logFile } : {}), ...(options.logLevel ? { logLevel: options.logLevel } : {}) });
     this.isolated = options.isolated ?? ChaosAgent.isolatedByDefault;
     if (this.isolated) {
       // The isolated plugin sees its code and the fault file's dir (read-only, in the chroot), and keeps its state in its own data dir (mounted into it).

@@ -15,7 +15,8 @@
 //                     garbage, crash on an RPC, crash after N calls, slower than
 //                     csi_call) during prerun, restore and postrun: the agent
 //                     answers its health within a second, the events say why
-//   storage faults    the data dir on a full tmpfs; a corrupt or empty state file
+//   storage faults    the data dir on a full tmpfs; a disk full of a task's logs and
+//                     the agent's (full-logs-scenario.ts); a corrupt or empty state file
 //   plugin away       kill -9, the plugin kept away for 2–5 × plugin_wait_restore,
 //                     agent back: no workload stopped, no mount lost, files intact
 import { CRASH_POINTS, type CrashPointName, SeededRandom } from '@csiplug/core';
@@ -28,6 +29,7 @@ import { ApiClient } from '../../src/api';
 import { containersUnder, isAlive, mountsUnder, pollUntil } from '../support/agent-process';
 import { ChaosAgent, type ChaosAgentOptions, PLUGIN_ID, type PluginFaults, RESTORE_LIMIT_MS, describeEvents, sleep, workloadUp } from './chaos-agent';
 import { type LeakCounts, addLeaks, formatLeaks, noLeaks, processesUnder, totalLeaks } from './leaks';
+import { fullLogsDiskScenario } from './full-logs-scenario';
 
 export interface RoundOutcome {
   /** What the round did (the crash point, the fault and phase…). */
@@ -654,13 +656,18 @@ export const fullDiskScenario: Scenario = {
         await a.createVolume('vol-2').catch((err: Error) => problems.push(`volume create once space returned: ${err.message}`));
         check(fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first, problems, 'owner.txt of the first workload changed');
       },
-      (a) => {
-        fs.mkdirSync(a.dataDir, { recursive: true, mode: 0o700 });
-        execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m,mode=0700', 'tmpfs', a.dataDir]);
-        a.ownMounts.push(a.dataDir);
-      },
+      (a) => mountTmpfs(a, '24m'),
     ),
 };
+
+/** The round's data dir on a tmpfs of `size`, the round's own mount (not a leak; taken down last). */
+function mountTmpfs(a: ChaosAgent, size: string): void {
+  fs.mkdirSync(a.dataDir, { recursive: true, mode: 0o700 });
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'tmpfs', a.dataDir]);
+  a.ownMounts.push(a.dataDir);
+}
+
+export const fullLogsScenario = fullLogsDiskScenario({ withAgent, check, fillUp, mountTmpfs });
 
 /** The names of the volumes the hostpath plugin keeps (its volumes.json in the plugin state dir). */
 function pluginVolumeNames(a: ChaosAgent): string[] {
@@ -828,5 +835,5 @@ export const pluginAwayScenario: Scenario = {
 };
 
 /** Every scenario, in the table's order. */
-export const ALL_SCENARIOS: readonly Scenario[] = [crashPointScenario, randomKillScenario, pluginFaultScenarioFull, fullDiskScenario, corruptStateScenario, pluginAwayScenario];
+export const ALL_SCENARIOS: readonly Scenario[] = [crashPointScenario, randomKillScenario, pluginFaultScenarioFull, fullDiskScenario, fullLogsScenario, corruptStateScenario, pluginAwayScenario];
 

@@ -35,7 +35,8 @@ export class AgentHarness {
   constructor(
     /** Config lines added to the file each start writes (change it between starts to restart with another config). */
     public extraConfig = '',
-    private readonly options: { nodeArgs?: string[]; fdLimit?: number; rawExec?: boolean } = {},
+    /** logFile: the agent's stderr (its log) appended to this file (relative: to the harness's root), not a pipe; logLevel: instead of "warn". */
+    private readonly options: { nodeArgs?: string[]; fdLimit?: number; rawExec?: boolean; logFile?: string; logLevel?: string } = {},
   ) {
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-e2e-'));
     this.dataDir = path.join(this.root, 'data');
@@ -43,27 +44,40 @@ export class AgentHarness {
     this.rawExec = options.rawExec !== false;
   }
 
+  /** Where the agent's stderr goes, when not to a pipe. */
+  get logFile(): string | undefined {
+    return this.options.logFile === undefined ? undefined : path.resolve(this.root, this.options.logFile);
+  }
+
   get log(): string {
-    return this.output;
+    const file = this.logFile;
+    return file ? `${this.output}${fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : ''}` : this.output;
   }
 
   async start(token?: string): Promise<void> {
     if (!this.port) this.port = await freePort();
     // JSON log lines: the tests read them.
     const rawExec = this.rawExec ? RAW_EXEC_ENABLED : '';
-    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "warn"\nlog_json = true\n${rawExec}${this.extraConfig}\n`);
+    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${this.options.logLevel ?? 'warn'}"\nlog_json = true\n${rawExec}${this.extraConfig}\n`);
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
     const env = { ...process.env, ...this.env };
     for (const [k, v] of Object.entries(this.env)) if (v === undefined) delete env[k];
     // A lower open-file limit for this agent alone (its tasks inherit it too).
-    const proc =
-      this.options.fdLimit !== undefined
-        ? spawn('/bin/sh', ['-c', `ulimit -n ${this.options.fdLimit} && exec "$@"`, 'sh', ...argv], { stdio: ['ignore', 'pipe', 'pipe'], env })
-        : spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env });
+    const logFd = this.logFile ? fs.openSync(this.logFile, 'a') : undefined;
+    const stdio: ('ignore' | 'pipe' | number)[] = ['ignore', 'pipe', logFd ?? 'pipe'];
+    let proc: ChildProcess;
+    try {
+      proc =
+        this.options.fdLimit !== undefined
+          ? spawn('/bin/sh', ['-c', `ulimit -n ${this.options.fdLimit} && exec "$@"`, 'sh', ...argv], { stdio, env })
+          : spawn(argv[0]!, argv.slice(1), { stdio, env });
+    } finally {
+      if (logFd !== undefined) fs.closeSync(logFd);
+    }
     this.proc = proc;
     proc.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
-    proc.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+    proc.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
     // An agent that exits at start (a refused config or state) fails the start at once, not after the poll's limit.
     const outcome = await pollUntil('the agent API', async () => {
       if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
