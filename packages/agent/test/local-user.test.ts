@@ -92,9 +92,9 @@ describe('a local user who is not root, against the default config (no acl, raw_
     }
   });
 
-  it('cannot read the state file or list the data dir: root owns them, 0600 and 0711', async () => {
+  it('cannot read the state file or list the data dir: root owns them, 0600 and 0700', async () => {
     const dir = fs.statSync(h.dataDir);
-    expect({ uid: dir.uid, mode: (dir.mode & 0o777).toString(8) }).toEqual({ uid: 0, mode: '711' });
+    expect({ uid: dir.uid, mode: (dir.mode & 0o777).toString(8) }).toEqual({ uid: 0, mode: '700' });
     const db = fs.statSync(path.join(h.dataDir, 'state.db'));
     expect({ uid: db.uid, mode: (db.mode & 0o777).toString(8) }).toEqual({ uid: 0, mode: '600' });
     const cat = await runAs(NOBODY, '/bin/cat', [path.join(h.dataDir, 'state.db')]);
