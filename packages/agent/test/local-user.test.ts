@@ -84,6 +84,30 @@ describe('a local user who is not root, against the default config (no acl, raw_
     expect(await h.api.listJobs()).toEqual([]);
   });
 
+  it('is not taken for root by closing its socket right after the request', async () => {
+    // Connect, send the request, close at once (not waiting for the answer), 20 times. A closed socket whose FIN the
+    // agent's kernel acknowledged is listed in /proc/net/tcp as FIN_WAIT2 with uid 0 and inode 0 (older kernels show
+    // any orphaned socket as uid 0): it belongs to no process, and must not be taken for root's.
+    const body = JSON.stringify(stealJob('steal-closed', 'exec', h.dataDir, proofDir));
+    const request = `POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:${h.port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const script = `
+      const net = require('net');
+      const [port, request] = process.argv.slice(1);
+      (async () => {
+        for (let i = 0; i < 20; i++) {
+          await new Promise((resolve) => {
+            const s = net.connect(Number(port), '127.0.0.1', () => s.write(request, () => { s.destroy(); resolve(); }));
+            s.on('error', resolve);
+          });
+        }
+      })();`;
+    const r = await runAs(NOBODY, process.execPath, ['-e', script, String(h.port), request]);
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    // Root's own call comes after the agent has read those requests.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(await h.api.listJobs()).toEqual([]);
+  });
+
   it('cannot read a volume, the volume list, or any other path of the API', async () => {
     for (const p of ['/v1/volume/csi/vol-secret', '/v1/volumes', '/v1/jobs', '/v1/agent/health', '/v1/node/self']) {
       const r = await curlAs(NOBODY, h.port, 'GET', p);
@@ -92,9 +116,9 @@ describe('a local user who is not root, against the default config (no acl, raw_
     }
   });
 
-  it('cannot read the state file or list the data dir: root owns them, 0600 and 0711', async () => {
+  it('cannot read the state file or list the data dir: root owns them, 0600 and 0700', async () => {
     const dir = fs.statSync(h.dataDir);
-    expect({ uid: dir.uid, mode: (dir.mode & 0o777).toString(8) }).toEqual({ uid: 0, mode: '711' });
+    expect({ uid: dir.uid, mode: (dir.mode & 0o777).toString(8) }).toEqual({ uid: 0, mode: '700' });
     const db = fs.statSync(path.join(h.dataDir, 'state.db'));
     expect({ uid: db.uid, mode: (db.mode & 0o777).toString(8) }).toEqual({ uid: 0, mode: '600' });
     const cat = await runAs(NOBODY, '/bin/cat', [path.join(h.dataDir, 'state.db')]);

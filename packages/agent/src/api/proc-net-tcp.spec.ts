@@ -6,11 +6,16 @@ import { canonicalAddress, clientSocketOwner, connectionPeerUid, parseProcNetTcp
 
 // A listener on 127.0.0.1:4747 (0x128B), a client of uid 65534 on port 40000 (0x9C40) connected to it, the
 // server's end (uid 0), and a TIME_WAIT row (uid 0, as the kernel shows it) of an older connection from port 40001.
+// Port 40004 (0x9C44): a client that sent its request and closed its socket at once, its FIN acknowledged: the
+// kernel keeps it as FIN_WAIT2 (05) with uid 0 and inode 0. Port 40005 (0x9C45): the same closed socket before the
+// acknowledgement (FIN_WAIT1, 04), as kernels that show an orphaned socket's uid as 0 list it.
 const TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:128B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1594 1 0000000000000000 100 0 0 10 0
    1: 0100007F:9C40 0100007F:128B 01 00000000:00000000 00:00000000 00000000 65534        0 2001 1 0000000000000000 20 4 30 10 -1
    2: 0100007F:128B 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2002 1 0000000000000000 20 4 30 10 -1
    3: 0100007F:9C41 0100007F:128B 06 00000000:00000000 03:00001770 00000000     0        0 0 3 0000000000000000
+   4: 0100007F:9C44 0100007F:128B 05 00000000:00000000 03:00001755 00000000     0        0 0 3 0000000066e01879
+   5: 0100007F:9C45 0100007F:128B 04 00000001:00000000 01:00000014 00000000     0        0 0 2 0000000051720eed 20 0 0 11 -1
 `;
 
 // ::1 port 40002 (0x9C42, uid 1000) to [::1]:4747, and an IPv4 client on a dual-stack socket (::ffff:127.0.0.1) of uid 0.
@@ -22,8 +27,9 @@ const TCP6 = `  sl  local_address                         remote_address        
 describe('parseProcNetTcp', () => {
   it('reads addresses in the machine byte order, ports, state and uid', () => {
     const rows = parseProcNetTcp(TCP, true);
-    expect(rows).toHaveLength(4);
-    expect(rows[1]).toEqual({ local: { address: '127.0.0.1', port: 40000 }, remote: { address: '127.0.0.1', port: 4747 }, state: 1, uid: 65534 });
+    expect(rows).toHaveLength(6);
+    expect(rows[1]).toEqual({ local: { address: '127.0.0.1', port: 40000 }, remote: { address: '127.0.0.1', port: 4747 }, state: 1, uid: 65534, inode: 2001 });
+    expect(rows[4]).toMatchObject({ state: 5, uid: 0, inode: 0 });
     expect(rows[3]!.state).toBe(6);
     // On a big-endian machine the words are printed as they are on the wire.
     expect(parseProcNetTcp(TCP.replaceAll('0100007F', '7F000001'), false)[1]!.local.address).toBe('127.0.0.1');
@@ -68,10 +74,16 @@ describe('clientSocketOwner', () => {
     expect(clientSocketOwner(rows, { address: '127.0.0.1', port: 40001 }, server)).toBeUndefined();
   });
 
+  it('knows no owner for a socket no process holds any more (inode 0), though the kernel lists it as uid 0', () => {
+    // A local user sends a request and closes the socket before the agent reads it: that is not root.
+    expect(clientSocketOwner(rows, { address: '127.0.0.1', port: 40004 }, server)).toBeUndefined();
+    expect(clientSocketOwner(rows, { address: '127.0.0.1', port: 40005 }, server)).toBeUndefined();
+  });
+
   it('two rows for one connection: root only if both say root', () => {
-    const twice = [...rows, { local: { address: '127.0.0.1', port: 40000 }, remote: server, state: 1, uid: 0 }];
+    const twice = [...rows, { local: { address: '127.0.0.1', port: 40000 }, remote: server, state: 1, uid: 0, inode: 2003 }];
     expect(clientSocketOwner(twice, { address: '127.0.0.1', port: 40000 }, server)).toBe(65534);
-    const rootFirst = [{ local: { address: '127.0.0.1', port: 40000 }, remote: server, state: 1, uid: 0 }, ...rows];
+    const rootFirst = [{ local: { address: '127.0.0.1', port: 40000 }, remote: server, state: 1, uid: 0, inode: 2003 }, ...rows];
     expect(clientSocketOwner(rootFirst, { address: '127.0.0.1', port: 40000 }, server)).toBe(65534);
   });
 });

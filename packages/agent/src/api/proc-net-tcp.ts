@@ -14,6 +14,14 @@ export interface ProcTcpSocket {
   /** The kernel's TCP state number (1 ESTABLISHED … 6 TIME_WAIT … 10 LISTEN). */
   state: number;
   uid: number;
+  /**
+   * The socket's inode; 0 when no process holds the socket any more (it was
+   * closed and the kernel finishes the connection on its own: TIME_WAIT, a
+   * FIN_WAIT2 after close, any orphaned socket). The kernel shows such a
+   * socket with uid 0 (one kept as FIN_WAIT2 or TIME_WAIT on every kernel,
+   * any orphan on older ones), which is nobody's, not root's.
+   */
+  inode: number;
 }
 
 /** A socket in TIME_WAIT belongs to no process any more: the kernel shows it with uid 0. */
@@ -31,13 +39,14 @@ export function parseProcNetTcp(text: string, littleEndian = os.endianness() ===
   const rows: ProcTcpSocket[] = [];
   for (const line of text.split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
-    if (f.length < 8) continue;
+    if (f.length < 10) continue;
     const local = hexEndpoint(f[1]!, littleEndian);
     const remote = hexEndpoint(f[2]!, littleEndian);
     const state = parseInt(f[3]!, 16);
     const uid = Number(f[7]);
-    if (!local || !remote || !Number.isInteger(state) || !Number.isSafeInteger(uid) || uid < 0) continue;
-    rows.push({ local, remote, state, uid });
+    const inode = Number(f[9]);
+    if (!local || !remote || !Number.isInteger(state) || !Number.isSafeInteger(uid) || uid < 0 || !Number.isSafeInteger(inode) || inode < 0) continue;
+    rows.push({ local, remote, state, uid, inode });
   }
   return rows;
 }
@@ -93,14 +102,16 @@ export function canonicalAddress(ip: string): string {
  * The uid owning the client end of a connection whose client is `client`
  * and server `server`, among `sockets`; undefined when no such socket is
  * listed (the client is on another machine or in another network
- * namespace). Should two rows match, the answer is root only if both say so.
+ * namespace) or no process holds it any more (inode 0: a client that sent
+ * its request and closed its socket is listed with uid 0). Should two rows
+ * match, the answer is root only if both say so.
  */
 export function clientSocketOwner(sockets: readonly ProcTcpSocket[], client: { address: string; port: number }, server: { address: string; port: number }): number | undefined {
   const c = canonicalAddress(client.address);
   const s = canonicalAddress(server.address);
   let owner: number | undefined;
   for (const row of sockets) {
-    if (row.state === TCP_TIME_WAIT) continue;
+    if (row.state === TCP_TIME_WAIT || row.inode === 0) continue;
     if (row.local.port !== client.port || row.remote.port !== server.port || row.local.address !== c || row.remote.address !== s) continue;
     owner = owner === undefined || owner === 0 ? row.uid : owner;
   }
