@@ -219,3 +219,30 @@ describe('volume operation intents', () => {
     expect(isVolumeOpIntent({ op: 'expand', volumeId: 'v', pluginId: 'p', since: 1, externalId: 'e', fromBytes: 1 })).toBe(false);
   });
 });
+
+describe('what meets a pending intent', () => {
+  it('an expand of a volume whose delete is pending is refused: the delete intent stays, the volume stays unschedulable, and the delete is finished', async () => {
+    const first = h.build();
+    await first.createVolume(createSpec());
+    const controller = h.csi.pluginInfo('csi-controller', PLUGIN)!;
+    h.csi.set({ ...controller, controller: { ...controller.controller!, supportsExpand: true } });
+    // The last agent was killed after DeleteVolume went through and before the record was removed.
+    h.state.putVolumeOp('data', { op: 'delete', volumeId: 'data', pluginId: PLUGIN, externalId: 'fake-csiplug-data', since: h.clock.now() });
+    (h.controller.volumes as Set<string>).delete('fake-csiplug-data');
+
+    const next = h.build();
+    // The storage is gone: the plugin answers NOT_FOUND to an expand.
+    h.controller.failNext('ControllerExpandVolume', csiError(GrpcStatus.NOT_FOUND, 'ControllerExpandVolume', 'no such volume'));
+    const refused = await next.expandVolume('data', { capacityMin: 50 << 20 }).catch((e: unknown) => e);
+    // On the merged code the expand's intent replaced the delete's and its NOT_FOUND dropped it: a schedulable volume whose storage is gone.
+    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'delete' });
+    expect(next.getVolume('data')).toMatchObject({ schedulable: false });
+    expect((refused as Error).message).toBe('volume "data" is being deleted (its delete is finished once its controller plugin is ready); it cannot be expanded');
+    expect(h.controller.callsOf('ControllerExpandVolume')).toEqual([]);
+
+    const deleted = h.next('deleted');
+    next.resumeInterruptedOps();
+    await deleted;
+    expect(next.getVolume('data')).toBeUndefined();
+  });
+});
