@@ -251,6 +251,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       const holders = record.claims.map((c) => c.allocId);
       if (holders.length > 0 && !options.force) throw new VolumeInUseError(id, holders, 'deregister');
       this.state.deleteVolume(id);
+      this.resumer.forget(id);
       if (holders.length > 0) {
         this.log.warn('claimed volume deregistered by force; its claims are dropped without unpublishing', { volume_id: id, alloc_ids: holders });
       } else {

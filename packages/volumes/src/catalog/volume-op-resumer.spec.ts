@@ -245,4 +245,45 @@ describe('what meets a pending intent', () => {
     await deleted;
     expect(next.getVolume('data')).toBeUndefined();
   });
+
+  it('a delete cut short, then the volume deregistered and registered again on its storage: the storage and the record stay', async () => {
+    const first = h.build();
+    await first.createVolume(createSpec());
+    const gate = h.controller.gate('DeleteVolume');
+    const lost = first.deleteVolume('data').catch(() => undefined);
+    await gate.reached;
+
+    // The next agent, its controller not ready yet: the operator keeps the storage after all (deregister, register again).
+    const next = h.build();
+    h.csi.remove('csi-controller', PLUGIN);
+    next.resumeInterruptedOps();
+    await next.deregisterVolume('data');
+    await next.registerVolume(createSpec({ externalId: 'fake-csiplug-data' }));
+
+    h.csi.set(info('csi-controller'));
+    await new Promise((r) => setImmediate(r));
+    // The pass the controller's readiness started, over.
+    await (next as unknown as { resumer: { idle(): Promise<void> } }).resumer.idle();
+    expect(h.controller.callsOf('DeleteVolume').slice(1)).toEqual([]);
+    expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-csiplug-data']);
+    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-csiplug-data', schedulable: true });
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+    expect(h.logger.find("a deregistered volume's delete").length).toBe(1);
+    gate.release();
+    await lost;
+  });
+
+  it("a delete intent whose storage another catalog volume has now: never deleted; said, and dropped", async () => {
+    const catalog = h.build();
+    (h.controller.volumes as Set<string>).add('fake-old');
+    await catalog.registerVolume(createSpec({ id: 'kept', name: 'kept', externalId: 'fake-old' }));
+    // Left by an agent of old (its volume 'data' is gone from the catalog; 'kept' has the storage now).
+    h.state.putVolumeOp('data', { op: 'delete', volumeId: 'data', pluginId: PLUGIN, externalId: 'fake-old', since: h.clock.now() });
+    const settled = Promise.race([h.next('resume-failed'), h.next('deleted')]);
+    catalog.resumeInterruptedOps();
+    expect(await settled).toMatchObject({ kind: 'resume-failed', message: expect.stringMatching(/volume "data": .*fake-old.* is volume "kept"/) });
+    expect(h.controller.callsOf('DeleteVolume')).toEqual([]);
+    expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-old']);
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+  });
 });
