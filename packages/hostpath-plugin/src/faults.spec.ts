@@ -123,6 +123,17 @@ describe('withFaults', () => {
     expect(await call(h, 'node', 'NodeGetInfo')({}, context('NodeGetInfo').ctx)).toEqual({ nodeId: 'n1', maxVolumesPerNode: '0' });
   });
 
+  it("an abnormal ControllerGetVolume has the condition where CSI keeps it (status.volume_condition), the volume and its nodes as they are", async () => {
+    const handlers = baseHandlers();
+    const volume = { volumeId: 'v1', capacityBytes: '1' };
+    handlers.controller = { ControllerGetVolume: () => ({ volume, status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: false, message: 'healthy' } } }) } as never;
+    const h = withFaults(handlers, new FaultSource(faults({ abnormalRpcs: ['ControllerGetVolume'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    expect(await call(h, 'controller', 'ControllerGetVolume')({}, context('ControllerGetVolume').ctx)).toEqual({
+      volume,
+      status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: true, message: expect.stringContaining('fault switch') } },
+    });
+  });
+
   it('a hung RPC answers only when the caller gives up; the others answer', async () => {
     const h = withFaults(baseHandlers(), new FaultSource(faults({ hangRpcs: ['NodeGetInfo'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
     const { ctx, abort } = context('NodeGetInfo');

@@ -220,7 +220,10 @@ export function withFaults(handlers: CsiServerHandlers, source: FaultSource, opt
     const answer = await handler(req, ctx);
     if (faults.abnormalRpcs.includes(rpc) && typeof answer === 'object' && answer !== null) {
       logger.warn('reporting the volume condition abnormal on purpose (fault switch)', { rpc });
-      return { ...answer, volumeCondition: { abnormal: true, message: 'The volume isn\'t mounted (fault switch: reported abnormal whatever its state)' } };
+      const volumeCondition = { abnormal: true, message: 'The volume isn\'t mounted (fault switch: reported abnormal whatever its state)' };
+      // ControllerGetVolume keeps it in its status (a field at the top would not be sent: no such field in its response).
+      if (rpc === 'ControllerGetVolume') return { ...answer, status: { ...((answer as { status?: object }).status ?? {}), volumeCondition } };
+      return { ...answer, volumeCondition };
     }
     return answer;
   };

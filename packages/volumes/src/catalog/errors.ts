@@ -51,6 +51,16 @@ export class VolumeInUseError extends VolumeCatalogError {
   }
 }
 
+/** An expand of a volume whose delete is under way or was cut short (its intent stands): the delete is finished, never replaced. */
+export class VolumeBeingDeletedError extends VolumeCatalogError {
+  constructor(
+    readonly volumeId: string,
+    what: 'expand',
+  ) {
+    super('EVOLUME_BUSY', `volume "${volumeId}" is being deleted (its delete is finished once its controller plugin is ready); it cannot be ${what}ed`);
+  }
+}
+
 /** The volume's plugin cannot do what was asked (no controller, or a missing controller capability). */
 export class VolumePluginError extends VolumeCatalogError {
   constructor(

@@ -29,7 +29,7 @@ import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
 import { csiVolumeName } from './csi-volume-name';
-import { VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
+import { VolumeBeingDeletedError, VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
 import { assertExternalIdFree } from './external-id-holder';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
@@ -251,6 +251,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       const holders = record.claims.map((c) => c.allocId);
       if (holders.length > 0 && !options.force) throw new VolumeInUseError(id, holders, 'deregister');
       this.state.deleteVolume(id);
+      this.resumer.forget(id);
       if (holders.length > 0) {
         this.log.warn('claimed volume deregistered by force; its claims are dropped without unpublishing', { volume_id: id, alloc_ids: holders });
       } else {
@@ -572,6 +573,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return this.inLanes('both', id, signal, async () => {
       const record = this.read(id);
       if (!record) throw new VolumeNotFoundError(id);
+      if (this.intents.get(id)?.op === 'delete') throw new VolumeBeingDeletedError(id, 'expand');
       const current = record.capacityBytes ?? record.capacityMin ?? 0;
       // capacity_min is a floor: the volume grows only when it is above what the volume has (a plugin may have rounded up); capacity_max below it would shrink it.
       if (capacity.capacityMax !== undefined && capacity.capacityMax < current) {

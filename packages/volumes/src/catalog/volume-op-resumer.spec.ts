@@ -219,3 +219,71 @@ describe('volume operation intents', () => {
     expect(isVolumeOpIntent({ op: 'expand', volumeId: 'v', pluginId: 'p', since: 1, externalId: 'e', fromBytes: 1 })).toBe(false);
   });
 });
+
+describe('what meets a pending intent', () => {
+  it('an expand of a volume whose delete is pending is refused: the delete intent stays, the volume stays unschedulable, and the delete is finished', async () => {
+    const first = h.build();
+    await first.createVolume(createSpec());
+    const controller = h.csi.pluginInfo('csi-controller', PLUGIN)!;
+    h.csi.set({ ...controller, controller: { ...controller.controller!, supportsExpand: true } });
+    // The last agent was killed after DeleteVolume went through and before the record was removed.
+    h.state.putVolumeOp('data', { op: 'delete', volumeId: 'data', pluginId: PLUGIN, externalId: 'fake-csiplug-data', since: h.clock.now() });
+    (h.controller.volumes as Set<string>).delete('fake-csiplug-data');
+
+    const next = h.build();
+    // The storage is gone: the plugin answers NOT_FOUND to an expand.
+    h.controller.failNext('ControllerExpandVolume', csiError(GrpcStatus.NOT_FOUND, 'ControllerExpandVolume', 'no such volume'));
+    const refused = await next.expandVolume('data', { capacityMin: 50 << 20 }).catch((e: unknown) => e);
+    // On the merged code the expand's intent replaced the delete's and its NOT_FOUND dropped it: a schedulable volume whose storage is gone.
+    expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'delete' });
+    expect(next.getVolume('data')).toMatchObject({ schedulable: false });
+    expect((refused as Error).message).toBe('volume "data" is being deleted (its delete is finished once its controller plugin is ready); it cannot be expanded');
+    expect(h.controller.callsOf('ControllerExpandVolume')).toEqual([]);
+
+    const deleted = h.next('deleted');
+    next.resumeInterruptedOps();
+    await deleted;
+    expect(next.getVolume('data')).toBeUndefined();
+  });
+
+  it('a delete cut short, then the volume deregistered and registered again on its storage: the storage and the record stay', async () => {
+    const first = h.build();
+    await first.createVolume(createSpec());
+    const gate = h.controller.gate('DeleteVolume');
+    const lost = first.deleteVolume('data').catch(() => undefined);
+    await gate.reached;
+
+    // The next agent, its controller not ready yet: the operator keeps the storage after all (deregister, register again).
+    const next = h.build();
+    h.csi.remove('csi-controller', PLUGIN);
+    next.resumeInterruptedOps();
+    await next.deregisterVolume('data');
+    await next.registerVolume(createSpec({ externalId: 'fake-csiplug-data' }));
+
+    h.csi.set(info('csi-controller'));
+    await new Promise((r) => setImmediate(r));
+    // The pass the controller's readiness started, over.
+    await (next as unknown as { resumer: { idle(): Promise<void> } }).resumer.idle();
+    expect(h.controller.callsOf('DeleteVolume').slice(1)).toEqual([]);
+    expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-csiplug-data']);
+    expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-csiplug-data', schedulable: true });
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+    expect(h.logger.find("a deregistered volume's delete").length).toBe(1);
+    gate.release();
+    await lost;
+  });
+
+  it("a delete intent whose storage another catalog volume has now: never deleted; said, and dropped", async () => {
+    const catalog = h.build();
+    (h.controller.volumes as Set<string>).add('fake-old');
+    await catalog.registerVolume(createSpec({ id: 'kept', name: 'kept', externalId: 'fake-old' }));
+    // Left by an agent of old (its volume 'data' is gone from the catalog; 'kept' has the storage now).
+    h.state.putVolumeOp('data', { op: 'delete', volumeId: 'data', pluginId: PLUGIN, externalId: 'fake-old', since: h.clock.now() });
+    const settled = Promise.race([h.next('resume-failed'), h.next('deleted')]);
+    catalog.resumeInterruptedOps();
+    expect(await settled).toMatchObject({ kind: 'resume-failed', message: expect.stringMatching(/volume "data": .*fake-old.* is volume "kept"/) });
+    expect(h.controller.callsOf('DeleteVolume')).toEqual([]);
+    expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-old']);
+    expect(h.state.getVolumeOp('data')).toBeUndefined();
+  });
+});

@@ -96,6 +96,20 @@ export class VolumeOpResumer implements Disposable {
   }
 
   /**
+   * After a deregister: a delete, expand or create of the volume cut short is
+   * dropped with it, so no pass acts on storage the catalog forgot (kept by
+   * the deregister, maybe registered again since). A create whose caller was
+   * told it failed stays: its volume is taken back unless a catalog volume
+   * has it.
+   */
+  forget(volumeId: string): void {
+    const pending = this.intents.get(volumeId);
+    if (!pending || (pending.op === 'create' && pending.undo)) return;
+    this.drop(volumeId);
+    this.log.warn(`a deregistered volume's ${pending.op} ${AFTER_RESTART} is dropped with it: its storage is left as the plugin has it`, { volume_id: volumeId, plugin_id: pending.pluginId });
+  }
+
+  /**
    * After a failed create, expand or delete call (its caller is told it
    * failed): the intent is dropped when the plugin surely did nothing; else it
    * is kept — a create's marked `undo`, since its caller does not expect the
@@ -166,10 +180,7 @@ export class VolumeOpResumer implements Disposable {
     if (!created?.volumeId) throw new Error(`plugin "${pluginId}" answered CreateVolume "${intent.request.name}" for volume "${id}" without a volume id; the plugin is broken`);
     // The plugin answered with storage another catalog volume has (a volume created before CSI names came from ids,
     // whose name happens to be this one's): that volume's data — never deleted, never recorded under this id too.
-    const holder = this.state
-      .listVolumes<unknown>()
-      .filter(isVolumeRecord)
-      .find((v) => v.id !== id && v.pluginId === pluginId && v.externalId === created.volumeId);
+    const holder = this.holderOf(id, pluginId, created.volumeId);
     if (holder) {
       this.intents.delete(id);
       const why = `plugin ${pluginId} answered CreateVolume "${intent.request.name}" with volume ${created.volumeId}, which is volume "${holder.id}" already; it is left to that volume and nothing is recorded for "${id}"`;
@@ -254,6 +265,13 @@ export class VolumeOpResumer implements Disposable {
     const { volumeId: id, pluginId } = intent;
     const record = this.read(id);
     const ours = record !== undefined && record.externalId === intent.externalId;
+    // Its storage registered as another catalog volume since (deregistered, then registered again): that volume's data, never deleted.
+    const holder = this.holderOf(id, pluginId, intent.externalId);
+    if (holder) {
+      this.intents.delete(id);
+      this.log.error(`a volume delete ${AFTER_RESTART} names another volume's storage; it is not deleted`, { volume_id: id, plugin_id: pluginId, external_id: intent.externalId, holder: holder.id });
+      return { value: undefined, event: { volumeId: id, kind: 'resume-failed', message: `volume "${id}": its delete ${AFTER_RESTART} was dropped: plugin ${pluginId} volume ${intent.externalId} is volume "${holder.id}" now, and is left to it` } };
+    }
     try {
       await this.host.withController(pluginId, (c) => c.deleteVolume({ volumeId: intent.externalId, secrets: { ...(ours ? record.secrets : {}) } }));
     } catch (err) {
@@ -276,6 +294,14 @@ export class VolumeOpResumer implements Disposable {
     this.intents.delete(intent.volumeId);
     this.log.error(`could not finish a volume ${intent.op} ${AFTER_RESTART}; it is dropped`, { volume_id: intent.volumeId, plugin_id: intent.pluginId, reason: why });
     return { value: undefined, event: { volumeId: intent.volumeId, kind: 'resume-failed', message: `volume "${intent.volumeId}": a ${intent.op} ${AFTER_RESTART} could not be finished: ${why}` } };
+  }
+
+  /** The catalog volume other than `id` that has plugin `pluginId`'s volume `externalId`, if any. */
+  private holderOf(id: string, pluginId: string, externalId: string): VolumeRecord | undefined {
+    return this.state
+      .listVolumes<unknown>()
+      .filter(isVolumeRecord)
+      .find((v) => v.id !== id && v.pluginId === pluginId && v.externalId === externalId);
   }
 
   private read(id: string): VolumeRecord | undefined {
