@@ -270,8 +270,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
       const record = recordKv ? parseNodeRecord(recordKv.value.toString(), name) : undefined;
       // A record no one can read names no identity: unknown, as one written before identities.
       const recordView = record === undefined ? undefined : typeof record === 'string' ? {} : record.identity === undefined ? {} : { identity: record.identity };
-      const work = held ? { claims: 0, placements: 0 } : await this.workUnder(name);
-      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims: work.claims, placements: work.placements });
+      const work = held ? { claims: 0, unreadableClaims: 0, placements: 0 } : await this.workUnder(name);
+      // A claims key no one can read may hold the name's claims only if the name has a node (a record): one with none (never
+      // used, or purged) has nothing `node purge` could release, and one bad key anywhere would keep every new node out. Its
+      // volume is safe either way: no one can claim a volume whose claims cannot be read.
+      const foreignClaims = work.claims + (recordKv ? work.unreadableClaims : 0);
+      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims, placements: work.placements });
       if (decision.kind === 'refuse-live') {
         this.refusal = new NodeNameInUseError(name, decision.holder);
         throw this.refusal;
@@ -290,17 +294,18 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     throw new Error(`the alive key or the record of node "${name}" kept changing while this agent joined under it; trying again`);
   }
 
-  /** Claims under the name that are not this identity's (a key no one can read counts: its holders are unknown), and the slots placed on it. */
-  private async workUnder(name: string): Promise<{ claims: number; placements: number }> {
+  /** Claims under the name that are not this identity's, the claims keys no one can read (their holders are unknown), and the slots placed on it. */
+  private async workUnder(name: string): Promise<{ claims: number; unreadableClaims: number; placements: number }> {
     const [claimKvs, placementKvs] = await Promise.all([this.conn.kv.getAll().prefix(CLAIMS).strings(), this.conn.kv.getAll().prefix(PLACEMENTS).strings()]);
     let claims = 0;
+    let unreadableClaims = 0;
     for (const text of Object.values(claimKvs)) {
       try {
         const list = (JSON.parse(text) as { claims?: unknown }).claims;
         if (!Array.isArray(list)) throw new Error('not a list of claims');
         claims += (list as Array<{ nodeId?: unknown; nodeIdentity?: unknown } | null>).filter((c) => c?.nodeId === name && c.nodeIdentity !== this.instanceId).length;
       } catch {
-        claims += 1;
+        unreadableClaims += 1;
       }
     }
     let placements = 0;
@@ -311,7 +316,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
         // Not one csiplug wrote: the jobs pass deletes it and places its slot again.
       }
     }
-    return { claims, placements };
+    return { claims, unreadableClaims, placements };
   }
 
   /** Why the last attempt to register was refused (another live agent holds the name, or another identity's node still holds work under it); cleared once this one registers. */

@@ -162,6 +162,21 @@ describe('nodes in etcd', () => {
     await clone2.leave();
   });
 
+  it('a claims key no one can read does not keep a new node name (no record: nothing to purge) out of the cluster', async () => {
+    const c = connect();
+    // Some volume's claims, not a list of claims (written by hand, or by a broken writer): its holders are unknown.
+    await c.kv.put('claims/vol-corrupt').value('{"claims": "not a list"}');
+    try {
+      const fresh = registry(c, 'identity-of-n5');
+      // Refused before, naming an identity that does not exist and a `node purge n5` that answers 404 (n5 has no record).
+      await fresh.start(info('n5'));
+      expect(await fresh.get('n5')).toMatchObject({ status: 'ready', identity: 'identity-of-n5' });
+      await fresh.leave();
+    } finally {
+      await c.kv.delete().key('claims/vol-corrupt');
+    }
+  });
+
   it('a lease revoked under the agent (etcd lost it): the node registers again with a new lease', async () => {
     const c = connect();
     const node = registry(c, 'agent-on-n4');
