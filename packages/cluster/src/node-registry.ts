@@ -102,6 +102,8 @@ export function parseNodeRecord(text: string, name: string): NodeRecord | string
 export class EtcdNodeRegistry implements AsyncDisposable {
   /** The one lease this node is alive under; replaced only by register(). */
   private lease: Lease | undefined;
+  /** That lease's id (the alive key is on it while this agent holds the name). */
+  private leaseId: string | undefined;
   private info: NodeInfo | undefined;
   private registeredAt: number | undefined;
   private disposed = false;
@@ -133,10 +135,18 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     await this.register();
   }
 
-  /** Writes what the node says of itself again (its plugins' health changed). */
+  /**
+   * Writes what the node says of itself again (its plugins' health changed),
+   * only while the name's alive key is on this agent's lease: an agent whose
+   * name another machine holds now (its lease lost, perhaps not yet noticed)
+   * never writes over that node's record — its identity there would be taken
+   * for this one's at its next join. Not written then: its next registration
+   * writes what it says now.
+   */
   async update(info: NodeInfo): Promise<void> {
     this.info = info;
-    await this.write();
+    if (this.leaseId === undefined || !this.holdsNode) return;
+    await this.write(this.leaseId);
   }
 
   /** Every node the cluster has seen, ready or down, by name. */
@@ -202,10 +212,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     }
   }
 
-  private async write(): Promise<void> {
+  /** The node record, if the name's alive key is on lease `leaseId` (this agent's); false when it is not. */
+  private async write(leaseId: string): Promise<boolean> {
     const info = this.info!;
     const record: NodeRecord = { ...info, identity: this.instanceId, registeredAt: this.registeredAt ?? this.clock.now(), updatedAt: this.clock.now() };
-    await this.conn.kv.put(NODES + info.name).value(JSON.stringify(record));
+    const res = await this.conn.kv.if(ALIVE + info.name, 'Lease', '==', leaseId).then(this.conn.kv.put(NODES + info.name).value(JSON.stringify(record))).commit();
+    return res.succeeded;
   }
 
   /**
@@ -221,11 +233,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     // Another identity's record (a name taken over) is not this node's history.
     this.registeredAt ??= (before?.identity === this.instanceId || before?.identity === undefined ? before?.registeredAt : undefined) ?? this.clock.now();
     const lease = this.conn.kv.lease(this.ttlSeconds, { autoKeepAlive: true });
+    let id: string;
     try {
-      const id = await lease.grant();
+      id = await lease.grant();
       await this.holdName(name, id);
       // The record only once the name is this agent's: a refused machine never writes over the node it is not.
-      await this.write();
+      if (!(await this.write(id))) throw new Error(`the alive key of node "${name}" left this agent's lease while it joined; trying again`);
       if (lease.revoked()) throw new Error('the node lease was lost while the node registered');
     } catch (err) {
       lease.release();
@@ -237,6 +250,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     }
     const previous = this.lease;
     this.lease = lease;
+    this.leaseId = id;
     this.refusal = undefined;
     previous?.release();
     lease.on('lost', (err) => this.lost(lease, err));
