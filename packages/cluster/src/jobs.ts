@@ -196,7 +196,9 @@ function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string, maxAl
     }
   }
   const wanted = (r.groups as GroupDemand[]).reduce((n, g) => n + g.count, 0);
-  if (maxAllocs !== undefined && wanted > maxAllocs) {
+  // A stopped (or purged) job asks a pass only to remove its slots, whatever its counts: held to the limit, a job placed while
+  // the cluster was bigger (a node purged since, a limit lowered) could never be stopped.
+  if (maxAllocs !== undefined && !r.stopped && !r.purged && wanted > maxAllocs) {
     return `it asks for ${wanted} allocs (${(r.groups as GroupDemand[]).map((g) => `${g.name}: ${g.count}`).join(', ')}); the cluster's nodes run at most ${maxAllocs} of a job in all (limits { max_allocs_per_job } times the nodes), and a job run asking more is refused`;
   }
   return undefined;

@@ -102,6 +102,8 @@ export function parseNodeRecord(text: string, name: string): NodeRecord | string
 export class EtcdNodeRegistry implements AsyncDisposable {
   /** The one lease this node is alive under; replaced only by register(). */
   private lease: Lease | undefined;
+  /** That lease's id (the alive key is on it while this agent holds the name). */
+  private leaseId: string | undefined;
   private info: NodeInfo | undefined;
   private registeredAt: number | undefined;
   private disposed = false;
@@ -133,10 +135,18 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     await this.register();
   }
 
-  /** Writes what the node says of itself again (its plugins' health changed). */
+  /**
+   * Writes what the node says of itself again (its plugins' health changed),
+   * only while the name's alive key is on this agent's lease: an agent whose
+   * name another machine holds now (its lease lost, perhaps not yet noticed)
+   * never writes over that node's record — its identity there would be taken
+   * for this one's at its next join. Not written then: its next registration
+   * writes what it says now.
+   */
   async update(info: NodeInfo): Promise<void> {
     this.info = info;
-    await this.write();
+    if (this.leaseId === undefined || !this.holdsNode) return;
+    await this.write(this.leaseId);
   }
 
   /** Every node the cluster has seen, ready or down, by name. */
@@ -202,10 +212,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     }
   }
 
-  private async write(): Promise<void> {
+  /** The node record, if the name's alive key is on lease `leaseId` (this agent's); false when it is not. */
+  private async write(leaseId: string): Promise<boolean> {
     const info = this.info!;
     const record: NodeRecord = { ...info, identity: this.instanceId, registeredAt: this.registeredAt ?? this.clock.now(), updatedAt: this.clock.now() };
-    await this.conn.kv.put(NODES + info.name).value(JSON.stringify(record));
+    const res = await this.conn.kv.if(ALIVE + info.name, 'Lease', '==', leaseId).then(this.conn.kv.put(NODES + info.name).value(JSON.stringify(record))).commit();
+    return res.succeeded;
   }
 
   /**
@@ -221,11 +233,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     // Another identity's record (a name taken over) is not this node's history.
     this.registeredAt ??= (before?.identity === this.instanceId || before?.identity === undefined ? before?.registeredAt : undefined) ?? this.clock.now();
     const lease = this.conn.kv.lease(this.ttlSeconds, { autoKeepAlive: true });
+    let id: string;
     try {
-      const id = await lease.grant();
+      id = await lease.grant();
       await this.holdName(name, id);
       // The record only once the name is this agent's: a refused machine never writes over the node it is not.
-      await this.write();
+      if (!(await this.write(id))) throw new Error(`the alive key of node "${name}" left this agent's lease while it joined; trying again`);
       if (lease.revoked()) throw new Error('the node lease was lost while the node registered');
     } catch (err) {
       lease.release();
@@ -237,6 +250,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     }
     const previous = this.lease;
     this.lease = lease;
+    this.leaseId = id;
     this.refusal = undefined;
     previous?.release();
     lease.on('lost', (err) => this.lost(lease, err));
@@ -270,8 +284,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
       const record = recordKv ? parseNodeRecord(recordKv.value.toString(), name) : undefined;
       // A record no one can read names no identity: unknown, as one written before identities.
       const recordView = record === undefined ? undefined : typeof record === 'string' ? {} : record.identity === undefined ? {} : { identity: record.identity };
-      const work = held ? { claims: 0, placements: 0 } : await this.workUnder(name);
-      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims: work.claims, placements: work.placements });
+      const work = held ? { claims: 0, unreadableClaims: 0, placements: 0 } : await this.workUnder(name);
+      // A claims key no one can read may hold the name's claims only if the name has a node (a record): one with none (never
+      // used, or purged) has nothing `node purge` could release, and one bad key anywhere would keep every new node out. Its
+      // volume is safe either way: no one can claim a volume whose claims cannot be read.
+      const foreignClaims = work.claims + (recordKv ? work.unreadableClaims : 0);
+      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims, placements: work.placements });
       if (decision.kind === 'refuse-live') {
         this.refusal = new NodeNameInUseError(name, decision.holder);
         throw this.refusal;
@@ -290,17 +308,18 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     throw new Error(`the alive key or the record of node "${name}" kept changing while this agent joined under it; trying again`);
   }
 
-  /** Claims under the name that are not this identity's (a key no one can read counts: its holders are unknown), and the slots placed on it. */
-  private async workUnder(name: string): Promise<{ claims: number; placements: number }> {
+  /** Claims under the name that are not this identity's, the claims keys no one can read (their holders are unknown), and the slots placed on it. */
+  private async workUnder(name: string): Promise<{ claims: number; unreadableClaims: number; placements: number }> {
     const [claimKvs, placementKvs] = await Promise.all([this.conn.kv.getAll().prefix(CLAIMS).strings(), this.conn.kv.getAll().prefix(PLACEMENTS).strings()]);
     let claims = 0;
+    let unreadableClaims = 0;
     for (const text of Object.values(claimKvs)) {
       try {
         const list = (JSON.parse(text) as { claims?: unknown }).claims;
         if (!Array.isArray(list)) throw new Error('not a list of claims');
         claims += (list as Array<{ nodeId?: unknown; nodeIdentity?: unknown } | null>).filter((c) => c?.nodeId === name && c.nodeIdentity !== this.instanceId).length;
       } catch {
-        claims += 1;
+        unreadableClaims += 1;
       }
     }
     let placements = 0;
@@ -311,7 +330,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
         // Not one csiplug wrote: the jobs pass deletes it and places its slot again.
       }
     }
-    return { claims, placements };
+    return { claims, unreadableClaims, placements };
   }
 
   /** Why the last attempt to register was refused (another live agent holds the name, or another identity's node still holds work under it); cleared once this one registers. */

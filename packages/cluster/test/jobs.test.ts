@@ -261,6 +261,20 @@ describe('jobs and placements in etcd', () => {
     expect(said()).toHaveLength(2);
   });
 
+  it('a job placed while the cluster was bigger, over the limit once a node is gone, still stops: its slots go when it is stopped', async () => {
+    const { jobs, run } = fresh();
+    // Three nodes running 2 of a job each: 5 allocs is within what a job run lets through (6).
+    const limited = (names: string[]): ClusterNodeView[] => names.map((n) => node(n, { maxAllocsPerJob: 2 }));
+    await jobs.submit('web', 'service', [group('web', 5)], { image: 'web:1' }, T0);
+    await run(limited(['n1', 'n2', 'n3']), T0);
+    expect(slots(await jobs.placements(), 'web')).toHaveLength(5);
+    // n3's record is gone (node purge): two nodes, 4 allocs of a job at most; the running job is over the limit now.
+    await jobs.stop('web', false, T0 + 1_000);
+    await run(limited(['n1', 'n2']), T0 + 2_000);
+    // A stopped job asks nothing of a pass but its slots' removal: they go.
+    expect(slots(await jobs.placements(), 'web')).toEqual([]);
+  });
+
   it('a pass whose agent is shutting down (its signal aborted) stops before it writes; the next pass places', async () => {
     const { jobs, run } = fresh();
     await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);

@@ -162,6 +162,40 @@ describe('nodes in etcd', () => {
     await clone2.leave();
   });
 
+  it('a claims key no one can read does not keep a new node name (no record: nothing to purge) out of the cluster', async () => {
+    const c = connect();
+    // Some volume's claims, not a list of claims (written by hand, or by a broken writer): its holders are unknown.
+    await c.kv.put('claims/vol-corrupt').value('{"claims": "not a list"}');
+    try {
+      const fresh = registry(c, 'identity-of-n5');
+      // Refused before, naming an identity that does not exist and a `node purge n5` that answers 404 (n5 has no record).
+      await fresh.start(info('n5'));
+      expect(await fresh.get('n5')).toMatchObject({ status: 'ready', identity: 'identity-of-n5' });
+      await fresh.leave();
+    } finally {
+      await c.kv.delete().key('claims/vol-corrupt');
+    }
+  });
+
+  it('an agent whose name another machine holds now (its own lease lost, not yet noticed) never writes over that node\'s record', async () => {
+    const c = connect();
+    const first = registry(c, 'identity-of-first-n6');
+    await first.start(info('n6'));
+    // The first agent's alive key gone (its lease ran out in a partition), and another machine joined the name (nothing held under it).
+    await c.kv.delete().key('alive/n6');
+    const second = registry(connect(), 'identity-of-second-n6');
+    await second.start({ ...info('n6'), nodeClass: 'second' });
+    expect(await second.get('n6')).toMatchObject({ status: 'ready', identity: 'identity-of-second-n6', nodeClass: 'second' });
+    // The first agent's plugins' health changes: what it says of itself is not written over the node it no longer holds
+    // (on main its identity and address replaced the second's: that record would let it back in later as its own).
+    await first.update({ ...info('n6'), nodeClass: 'first' });
+    expect(await second.get('n6')).toMatchObject({ status: 'ready', identity: 'identity-of-second-n6', nodeClass: 'second' });
+    // The holder's own updates still go in.
+    await second.update({ ...info('n6'), nodeClass: 'second-updated' });
+    expect(await second.get('n6')).toMatchObject({ identity: 'identity-of-second-n6', nodeClass: 'second-updated' });
+    await second.leave();
+  });
+
   it('a lease revoked under the agent (etcd lost it): the node registers again with a new lease', async () => {
     const c = connect();
     const node = registry(c, 'agent-on-n4');
