@@ -226,12 +226,9 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       try {
         this.state.putVolume(record.id, record);
       } catch (err) {
-        // The volume exists on the plugin but not here: take it back rather than leak it (its intent, left, has the next agent record it otherwise).
-        this.log.error('could not save a created volume; deleting it on the plugin again', { volume_id: record.id, external_id: record.externalId, error: errorMessage(err) });
-        await this.withController(checked.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets })).then(
-          () => this.resumer.drop(record.id),
-          (undo: unknown) => this.log.error('could not delete the unsaved volume; delete it on the storage side', { volume_id: record.id, external_id: record.externalId, error: errorMessage(undo) }),
-        );
+        // The volume exists on the plugin but not here. Not deleted: its name comes from the id alone, so it may be storage a
+        // deregister kept on purpose; a create of the id again takes it up. Its intent, left, has the next agent record it.
+        this.log.error('could not save a created volume; it is left on the plugin (create it again to take it up)', { volume_id: record.id, external_id: record.externalId, error: errorMessage(err) });
         throw err;
       }
       this.resumer.drop(record.id);

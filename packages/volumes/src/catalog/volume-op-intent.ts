@@ -8,7 +8,9 @@
 //
 //   create  CreateVolume again under the same name (CSI: idempotent by name)
 //           and the volume recorded — or, for an intent marked `undo` (the
-//           caller was told the create failed), deleted on the plugin again;
+//           caller was told the create failed), left on the plugin and
+//           reported: never deleted, since a name that comes from the id
+//           alone may find storage a deregister kept on purpose;
 //   expand  ControllerExpandVolume to the same size again (idempotent) and
 //           the new capacity recorded;
 //   delete  the volume is not schedulable and refuses claims from the moment
@@ -31,7 +33,7 @@ export interface CreateIntent extends IntentBase {
   spec: VolumeSpec;
   /** The CreateVolume request as sent (its name makes the retry find the same volume). */
   request: CreateVolumeRequest;
-  /** The caller was told the create failed, but the plugin may have made it: the next pass deletes it (no orphan). */
+  /** The caller was told the create failed, but the plugin may have made it: the next pass leaves it on the plugin and says so (a create of the id again takes it up). */
   undo?: true;
 }
 

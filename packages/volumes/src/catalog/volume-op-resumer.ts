@@ -98,13 +98,11 @@ export class VolumeOpResumer implements Disposable {
   /**
    * After a deregister: a delete, expand or create of the volume cut short is
    * dropped with it, so no pass acts on storage the catalog forgot (kept by
-   * the deregister, maybe registered again since). A create whose caller was
-   * told it failed stays: its volume is taken back unless a catalog volume
-   * has it.
+   * the deregister, maybe registered again since).
    */
   forget(volumeId: string): void {
     const pending = this.intents.get(volumeId);
-    if (!pending || (pending.op === 'create' && pending.undo)) return;
+    if (!pending) return;
     this.drop(volumeId);
     this.log.warn(`a deregistered volume's ${pending.op} ${AFTER_RESTART} is dropped with it: its storage is left as the plugin has it`, { volume_id: volumeId, plugin_id: pending.pluginId });
   }
@@ -113,7 +111,8 @@ export class VolumeOpResumer implements Disposable {
    * After a failed create, expand or delete call (its caller is told it
    * failed): the intent is dropped when the plugin surely did nothing; else it
    * is kept — a create's marked `undo`, since its caller does not expect the
-   * volume — and resumed once the volume's lock is free.
+   * volume (it is then left on the plugin, reported, never deleted) — and
+   * resumed once the volume's lock is free.
    */
   settleFailed(volumeId: string, pluginId: string, err: unknown): void {
     const intent = this.intents.get(volumeId);
@@ -194,18 +193,20 @@ export class VolumeOpResumer implements Disposable {
       return { value: undefined };
     }
     if (intent.undo || existing) {
-      // Not wanted: its caller was told the create failed, or the id is another volume's now. Taken back, so the plugin keeps no orphan.
-      try {
-        await this.host.withController(pluginId, (c) => c.deleteVolume({ volumeId: created.volumeId, secrets: { ...intent.spec.secrets } }));
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-      }
+      // Not wanted: its caller was told the create failed, or the id is another volume's now. Left on the plugin, never deleted:
+      // the name comes from the id alone, so this may be storage a deregister kept on purpose (a create of the id again takes it up).
       this.intents.delete(id);
       const why = intent.undo ? 'its create had failed as far as its caller knows' : `the catalog's volume "${id}" is another one (external id ${existing!.externalId})`;
-      this.log.warn(`deleted on the plugin a volume whose create was ${AFTER_RESTART} and is not wanted`, { volume_id: id, plugin_id: pluginId, external_id: created.volumeId, reason: why });
+      this.log.warn(`left on the plugin a volume whose create was ${AFTER_RESTART} and is not recorded`, { volume_id: id, plugin_id: pluginId, external_id: created.volumeId, reason: why });
       return {
         value: undefined,
-        event: { volumeId: id, kind: 'create-undone', message: `volume "${id}": the volume plugin ${pluginId} made for a create ${AFTER_RESTART} (external id ${created.volumeId}) was deleted again: ${why}` },
+        event: {
+          volumeId: id,
+          kind: 'create-undone',
+          message:
+            `volume "${id}": plugin ${pluginId} has volume ${created.volumeId} (CSI name "${intent.request.name}") from a create ${AFTER_RESTART}; it is not recorded (${why}) and is left on the plugin, never deleted here: ` +
+            `create "${id}" again to take it up, or delete it on the storage side`,
+        },
       };
     }
     const record = recordOfCreated(intent.spec, created, this.host.now());
