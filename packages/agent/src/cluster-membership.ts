@@ -8,6 +8,7 @@ import { Clock, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core
 import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
+import { DataDirError } from './data-dir';
 
 /** How long a burst of health changes is gathered before the node record is written again. */
 const REFRESH_DELAY_MS = 1_000;
@@ -23,17 +24,45 @@ const NODES_READ_INTERVAL_MS = 2_000;
  */
 export const CLUSTER_INSTANCE_FILE = 'cluster-instance';
 
-/** This data dir's instance id, made on first use (0600, like the rest of the data dir's files). */
+/**
+ * This data dir's instance id, made on first use (0600, like the rest of the
+ * data dir's files). Written to a temp file, synced and renamed, so a crash
+ * never leaves a torn one; a file that is there but holds no id is an error
+ * that names it — minting a new id over it would make this machine another
+ * node, refused its own name while its old identity holds work.
+ */
 export function clusterInstanceId(dataDir: string): string {
   const file = path.join(dataDir, CLUSTER_INSTANCE_FILE);
+  let text: string | undefined;
   try {
-    const id = fs.readFileSync(file, 'utf8').trim();
-    if (/^[0-9a-f-]{36}$/.test(id)) return id;
-  } catch {
-    // none yet
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new DataDirError(`cannot read this node's identity in ${file}: ${errorMessage(err)}`, { cause: err });
+  }
+  if (text !== undefined) {
+    const id = text.trim();
+    if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) return id;
+    throw new DataDirError(
+      `${file} should hold this node's identity (a UUID) but holds ${JSON.stringify(text.slice(0, 80))}: restore it from a backup, ` +
+        'or remove it to join as a new node (the old identity keeps its name until `csiplug node purge NODE`)',
+    );
   }
   const id = randomUUID();
-  fs.writeFileSync(file, `${id}\n`, { mode: 0o600 });
+  const tmp = `${file}.tmp`;
+  const fd = fs.openSync(tmp, 'w', 0o600);
+  try {
+    fs.writeSync(fd, `${id}\n`);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, file);
+  const dir = fs.openSync(dataDir, 'r');
+  try {
+    fs.fsyncSync(dir);
+  } finally {
+    fs.closeSync(dir);
+  }
   return id;
 }
 
