@@ -22,7 +22,7 @@ import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ControllerRouter, answerRoutedCall, healthyControllerNodes, isRoutedController } from './cluster-controllers';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
-import { ClusterMembership, clusterInstanceId } from './cluster-membership';
+import { CLUSTER_INSTANCE_FILE, ClusterMembership, clusterInstanceId } from './cluster-membership';
 import { purgeClusterNode } from './cluster-node-purge';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
@@ -327,7 +327,9 @@ export class Agent implements AgentService, AsyncDisposable {
     const lock = lockDataDir(config.dataDir, log);
     if (config.cluster) {
       try {
-        membership = new ClusterMembership(config.cluster, clusterInstanceId(realDir), container.resolve<Clock>(IClock), container.resolve<Logger>(ILogger).child({ component: 'cluster' }));
+        // An id already in the data dir (not made now) may adopt a node record written before identities: its own, upgraded.
+        const idBefore = fs.existsSync(path.join(realDir, CLUSTER_INSTANCE_FILE));
+        membership = new ClusterMembership(config.cluster, clusterInstanceId(realDir), container.resolve<Clock>(IClock), container.resolve<Logger>(ILogger).child({ component: 'cluster' }), idBefore);
       } catch (err) {
         lock.close();
         throw err;
@@ -1398,7 +1400,7 @@ export class Agent implements AgentService, AsyncDisposable {
     for (const { volumeId, claims } of all) {
       for (const claim of claims) {
         // Only this identity's: a claim of another machine under the same name (or of unknown identity, from before identities) is never released here.
-        if (claim.nodeId !== this.membership!.nodeName || claim.nodeIdentity !== this.membership!.identity || this.closed) continue;
+        if (!this.membership!.ownsClaim(claim) || this.closed) continue;
         // Kept: a claim this node's catalog holds, or its reconciler has a record of (a claim in flight, a pending unmount), or of an alloc it could not restore.
         if (this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).some((r) => r.volumeId === volumeId)) continue;
         if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) continue;

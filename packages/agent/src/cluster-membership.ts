@@ -87,10 +87,18 @@ export class ClusterMembership implements AsyncDisposable {
     readonly identity: string,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** The identity was in the data dir before this start: a node record and claims written before identities may be this node's (decideNodeJoin). */
+    adoptsUnknown = false,
   ) {
     this.conn = connectEtcd(options.etcd);
     this.claims = new EtcdVolumeClaims(this.conn, () => clock.now(), identity);
-    this.nodes = new EtcdNodeRegistry(this.conn, options.heartbeatTtlMs, clock, logger, identity);
+    this.nodes = new EtcdNodeRegistry(this.conn, options.heartbeatTtlMs, clock, logger, identity, adoptsUnknown);
+  }
+
+  /** Whether a claim under this node's name is this node's: its identity, or none when this agent adopted a record written before identities. */
+  ownsClaim(claim: { nodeId: string; nodeIdentity?: string }): boolean {
+    if (claim.nodeId !== this.nodeName) return false;
+    return claim.nodeIdentity === this.identity || (claim.nodeIdentity === undefined && this.nodes.adoptedUnknown);
   }
 
   get nodeName(): string {

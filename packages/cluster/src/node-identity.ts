@@ -9,11 +9,14 @@
 // never takes over (and releases, or mounts) the work of the first.
 //
 // A record or claim written before identities existed has none: "unknown".
-// Unknown is treated as another identity (never as this one): safe, at the
-// cost that an agent upgraded while it was down past heartbeat_ttl, with
-// claims or placements under its name, is refused until `node purge` — an
-// agent restarted within heartbeat_ttl takes its node over by its alive key
-// (which has always named the same data-dir id) and stamps the record.
+// Unknown is another identity's — except to an agent whose identity was in
+// its data dir before this start (`adoptsUnknown`): the agents before
+// identities kept the same id there (their alive key named it), so a node
+// upgraded while it was down past heartbeat_ttl takes its own name back and
+// stamps its record. A machine new to the cluster (its id made at this
+// start: a fresh data dir) never adopts one: the case the identity is for.
+// An agent restarted within heartbeat_ttl takes its node over by its alive
+// key either way.
 import { CsiplugError } from '@csiplug/core';
 
 /** What etcd holds for the name when an agent asks to join under it. */
@@ -25,8 +28,12 @@ export interface NodeJoinFacts {
   aliveHolder: string | undefined;
   /** The node record under the name, if any; its identity undefined when written before identities. */
   record: { identity?: string } | undefined;
-  /** Claims under the name whose recorded identity is not the joiner's (unknown included). */
+  /** Claims under the name whose recorded identity is another's (not the joiner's, and known). */
   foreignClaims: number;
+  /** Claims under the name that name no identity (written before identities), or whose key no one can read. */
+  unknownClaims: number;
+  /** The joiner's identity was in its data dir before this start: a record and claims of unknown identity may be its own. */
+  adoptsUnknown: boolean;
   /** Alloc slots placed on the name. */
   placements: number;
 }
@@ -42,10 +49,15 @@ export type NodeJoinDecision =
 
 export function decideNodeJoin(f: NodeJoinFacts): NodeJoinDecision {
   if (f.aliveHolder !== undefined) return f.aliveHolder === f.identity ? { kind: 'take-over' } : { kind: 'refuse-live', holder: f.aliveHolder || 'unknown' };
-  if (f.record?.identity === f.identity) return { kind: 'join' };
+  // A record of unknown identity adopted by an agent whose id predates this start: its own, from before identities (its unknown claims too).
+  const adopts = f.adoptsUnknown && f.record !== undefined && f.record.identity === undefined;
+  if (f.record?.identity === f.identity || adopts) {
+    return f.foreignClaims > 0 && adopts ? { kind: 'refuse-held', holder: undefined, claims: f.foreignClaims, placements: 0 } : { kind: 'join' };
+  }
   // No record: placements name a node only through its record, but claims made under the name by another identity still stand.
   const placements = f.record ? f.placements : 0;
-  if (f.foreignClaims > 0 || placements > 0) return { kind: 'refuse-held', holder: f.record?.identity, claims: f.foreignClaims, placements };
+  const claims = f.foreignClaims + f.unknownClaims;
+  if (claims > 0 || placements > 0) return { kind: 'refuse-held', holder: f.record?.identity, claims, placements };
   return { kind: 'join' };
 }
 

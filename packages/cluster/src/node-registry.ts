@@ -118,7 +118,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     private readonly logger: Logger,
     /** This agent's instance id (kept in its data dir): a restarted agent takes its node over; another machine with the same name is refused. */
     private readonly instanceId: string,
+    /** The id was in the data dir before this start: a record and claims written before identities may be this node's own (decideNodeJoin). */
+    private readonly adoptsUnknown = false,
   ) {}
+
+  /** This agent joined under a record written before identities (adopted): claims naming no identity under its name are its own. */
+  adoptedUnknown = false;
 
   /** The lease's TTL in whole seconds, as etcd counts it. */
   get ttlSeconds(): number {
@@ -284,12 +289,12 @@ export class EtcdNodeRegistry implements AsyncDisposable {
       const record = recordKv ? parseNodeRecord(recordKv.value.toString(), name) : undefined;
       // A record no one can read names no identity: unknown, as one written before identities.
       const recordView = record === undefined ? undefined : typeof record === 'string' ? {} : record.identity === undefined ? {} : { identity: record.identity };
-      const work = held ? { claims: 0, unreadableClaims: 0, placements: 0 } : await this.workUnder(name);
+      const work = held ? { claims: 0, unknownClaims: 0, unreadableClaims: 0, placements: 0 } : await this.workUnder(name);
       // A claims key no one can read may hold the name's claims only if the name has a node (a record): one with none (never
       // used, or purged) has nothing `node purge` could release, and one bad key anywhere would keep every new node out. Its
       // volume is safe either way: no one can claim a volume whose claims cannot be read.
-      const foreignClaims = work.claims + (recordKv ? work.unreadableClaims : 0);
-      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims, placements: work.placements });
+      const unknownClaims = work.unknownClaims + (recordKv ? work.unreadableClaims : 0);
+      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims: work.claims, unknownClaims, adoptsUnknown: this.adoptsUnknown, placements: work.placements });
       if (decision.kind === 'refuse-live') {
         this.refusal = new NodeNameInUseError(name, decision.holder);
         throw this.refusal;
@@ -303,21 +308,32 @@ export class EtcdNodeRegistry implements AsyncDisposable {
           ? this.conn.kv.if(key, 'Mod', '==', held!.mod_revision)
           : this.conn.kv.if(key, 'Create', '==', 0).and(NODES + name, recordKv ? 'Mod' : 'Create', '==', recordKv ? recordKv.mod_revision : 0);
       const done = await txn.then(this.conn.kv.put(key).value(value).lease(id)).commit();
-      if (done.succeeded) return;
+      if (done.succeeded) {
+        if (decision.kind === 'join' && recordView !== undefined && recordView.identity === undefined && this.adoptsUnknown) {
+          this.adoptedUnknown = true;
+          this.logger.warn('joined under a node record written before node identities: taken as this agent\'s own (its id was in its data dir before this start); claims naming no identity under the name are its own', { node: name, identity: this.instanceId });
+        }
+        return;
+      }
     }
     throw new Error(`the alive key or the record of node "${name}" kept changing while this agent joined under it; trying again`);
   }
 
   /** Claims under the name that are not this identity's, the claims keys no one can read (their holders are unknown), and the slots placed on it. */
-  private async workUnder(name: string): Promise<{ claims: number; unreadableClaims: number; placements: number }> {
+  private async workUnder(name: string): Promise<{ claims: number; unknownClaims: number; unreadableClaims: number; placements: number }> {
     const [claimKvs, placementKvs] = await Promise.all([this.conn.kv.getAll().prefix(CLAIMS).strings(), this.conn.kv.getAll().prefix(PLACEMENTS).strings()]);
     let claims = 0;
+    let unknownClaims = 0;
     let unreadableClaims = 0;
     for (const text of Object.values(claimKvs)) {
       try {
         const list = (JSON.parse(text) as { claims?: unknown }).claims;
         if (!Array.isArray(list)) throw new Error('not a list of claims');
-        claims += (list as Array<{ nodeId?: unknown; nodeIdentity?: unknown } | null>).filter((c) => c?.nodeId === name && c.nodeIdentity !== this.instanceId).length;
+        for (const c of list as Array<{ nodeId?: unknown; nodeIdentity?: unknown } | null>) {
+          if (c?.nodeId !== name || c.nodeIdentity === this.instanceId) continue;
+          if (c.nodeIdentity === undefined) unknownClaims += 1;
+          else claims += 1;
+        }
       } catch {
         unreadableClaims += 1;
       }
@@ -330,7 +346,7 @@ export class EtcdNodeRegistry implements AsyncDisposable {
         // Not one csiplug wrote: the jobs pass deletes it and places its slot again.
       }
     }
-    return { claims, unreadableClaims, placements };
+    return { claims, unknownClaims, unreadableClaims, placements };
   }
 
   /** Why the last attempt to register was refused (another live agent holds the name, or another identity's node still holds work under it); cleared once this one registers. */

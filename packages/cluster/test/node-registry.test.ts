@@ -46,8 +46,8 @@ describe('nodes in etcd', () => {
     conns.push(c);
     return c;
   };
-  const registry = (c: EtcdConnection, instance = 'instance-a') => {
-    const r = new EtcdNodeRegistry(c, TTL_MS, new RealClock(), new MemoryLogger(), instance);
+  const registry = (c: EtcdConnection, instance = 'instance-a', adoptsUnknown = false) => {
+    const r = new EtcdNodeRegistry(c, TTL_MS, new RealClock(), new MemoryLogger(), instance, adoptsUnknown);
     registries.push(r);
     return r;
   };
@@ -160,6 +160,35 @@ describe('nodes in etcd', () => {
     await clone2.start(info('n7'));
     expect(await clone2.get('n7')).toMatchObject({ status: 'ready', identity: 'identity-of-a-clone' });
     await clone2.leave();
+  });
+
+  it('a node down past its TTL and upgraded to identities takes its record and claims from before identities back; a machine new to the cluster is refused them', async () => {
+    const c = connect();
+    // What an agent before node identities left: a record and a claim that name no identity, and no alive key (down).
+    await c.kv.put('nodes/n8').value(JSON.stringify({ ...info('n8'), registeredAt: 1, updatedAt: 1 }));
+    const legacyClaims = new EtcdVolumeClaims(c, Date.now);
+    const volume = { id: 'vol-n8', capabilities: [{ accessMode: 'single-node-writer' as const, attachmentMode: 'file-system' as const }] };
+    await legacyClaims.claim(volume, { volumeId: 'vol-n8', allocId: 'alloc-on-n8', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }, 'n8');
+
+    // A fresh data dir (its id made at this start) adopts nothing.
+    const fresh = registry(connect(), 'identity-made-now', false);
+    const refused = await fresh.start(info('n8')).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(NodeNameHeldError);
+    expect((refused as Error).message).toContain('unknown identity (its record was written before node identities)');
+    expect(fresh.adoptedUnknown).toBe(false);
+
+    // The upgraded node (its id was in its data dir before): its own record, stamped; the claim stands, now its own.
+    const upgraded = registry(connect(), 'identity-of-n8', true);
+    await upgraded.start(info('n8'));
+    expect(upgraded.adoptedUnknown).toBe(true);
+    expect(await upgraded.get('n8')).toMatchObject({ status: 'ready', identity: 'identity-of-n8' });
+    expect((await legacyClaims.claims('vol-n8')).map((x) => [x.allocId, x.nodeId])).toEqual([['alloc-on-n8', 'n8']]);
+    await upgraded.leave();
+    await legacyClaims.releaseNode('n8');
+    await upgraded.purgeRecord('n8');
   });
 
   it('a claims key no one can read does not keep a new node name (no record: nothing to purge) out of the cluster', async () => {
