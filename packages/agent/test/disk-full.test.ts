@@ -11,34 +11,13 @@ import * as path from 'path';
 import { ApiClient, ApiError } from '../src/api';
 import { jobToDocument, parseJobspec } from '../src/spec';
 import { AgentHarness, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
+import { fillUp } from './support/disk';
 
 jest.setTimeout(120_000);
 
 const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
 
 const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
-
-/** Writes `file` until the filesystem refuses (ENOSPC). */
-function fillUp(file: string): void {
-  const fd = fs.openSync(file, 'w');
-  const chunk = Buffer.alloc(64 * 1024, 0x5a);
-  try {
-    for (;;) fs.writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    fs.closeSync(fd);
-  }
-  // What a 64 KiB chunk could not fill.
-  const small = fs.openSync(file, 'a');
-  try {
-    for (;;) fs.writeSync(small, Buffer.alloc(512, 0x5a));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    fs.closeSync(small);
-  }
-}
 
 asRoot("the agent's log and data dir on a full filesystem", () => {
   let h: AgentHarness;

@@ -13,25 +13,13 @@ import { openClientState } from '@csiplug/state';
 import { ApiError } from '../src/api';
 import { jobToDocument, parseJobspec } from '../src/spec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
+import { fillUp } from './support/disk';
 
 jest.setTimeout(120_000);
 
 const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
 
 const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
-
-/** Writes `file` until the filesystem refuses (ENOSPC). */
-function fillUp(file: string): void {
-  const fd = fs.openSync(file, 'w');
-  const chunk = Buffer.alloc(64 * 1024, 0x5a);
-  try {
-    for (;;) fs.writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 /** Starts `csiplug agent` on a config that must be refused; resolves with its exit code and output once it has exited. */
 function refusedAgent(h: AgentHarness, config: string): Promise<{ code: number; stdout: string; stderr: string }> {

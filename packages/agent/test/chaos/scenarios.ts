@@ -27,6 +27,7 @@ import * as path from 'path';
 import type { AllocView } from '../../src/service';
 import { ApiClient } from '../../src/api';
 import { containersUnder, isAlive, mountsUnder, pollUntil } from '../support/agent-process';
+import { fillUp } from '../support/disk';
 import { ChaosAgent, type ChaosAgentOptions, PLUGIN_ID, type PluginFaults, RESTORE_LIMIT_MS, describeEvents, sleep, workloadUp } from './chaos-agent';
 import { type LeakCounts, addLeaks, formatLeaks, noLeaks, processesUnder, totalLeaks } from './leaks';
 import { fullLogsDiskScenario } from './full-logs-scenario';
@@ -679,25 +680,6 @@ function pluginVolumeNames(a: ChaosAgent): string[] {
   }
 }
 
-/** Fills the filesystem of `file` to the last block. */
-function fillUp(file: string): void {
-  const fd = fs.openSync(file, 'w');
-  try {
-    for (const size of [1 << 20, 1 << 12, 1 << 9]) {
-      const chunk = Buffer.alloc(size, 1);
-      for (;;) {
-        try {
-          fs.writeSync(fd, chunk);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code === 'ENOSPC') break;
-          throw err;
-        }
-      }
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 type Corruption = 'garbage' | 'damaged page' | 'empty';
 const CORRUPTIONS: readonly Corruption[] = ['garbage', 'damaged page', 'empty'];

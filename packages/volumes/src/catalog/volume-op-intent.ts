@@ -18,6 +18,7 @@
 //           and the record removed.
 import { CSIError, GrpcStatus, type CreateVolumeRequest } from '@csiplug/csi';
 import type { DecodeFailure, VolumeStateStore } from '@csiplug/state';
+import { PERMANENT_CSI_CODES } from './register-check';
 import type { VolumeSpec } from './volume-spec';
 
 interface IntentBase {
@@ -82,17 +83,7 @@ export function isVolumeOpIntent(v: unknown): v is VolumeOpIntent {
 }
 
 /** CSI codes that say the plugin did not do what was asked (its own refusal, before any work). */
-const REFUSED_CODES: readonly number[] = Object.freeze([
-  GrpcStatus.INVALID_ARGUMENT,
-  GrpcStatus.NOT_FOUND,
-  GrpcStatus.ALREADY_EXISTS,
-  GrpcStatus.OUT_OF_RANGE,
-  GrpcStatus.UNIMPLEMENTED,
-  GrpcStatus.PERMISSION_DENIED,
-  GrpcStatus.UNAUTHENTICATED,
-  GrpcStatus.FAILED_PRECONDITION,
-  GrpcStatus.RESOURCE_EXHAUSTED,
-]);
+const REFUSED_CODES: readonly number[] = Object.freeze([...PERMANENT_CSI_CODES, GrpcStatus.FAILED_PRECONDITION, GrpcStatus.RESOURCE_EXHAUSTED]);
 
 /**
  * Whether a failed call may still have done its work on the plugin's side:
