@@ -29,7 +29,7 @@ import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
 import { csiVolumeName } from './csi-volume-name';
-import { VolumeBeingDeletedError, VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
+import { VolumeBeingDeletedError, VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
 import { assertExternalIdFree } from './external-id-holder';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
@@ -37,17 +37,12 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeC
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
 import { PERMANENT_CSI_CODES, checkWithPlugin } from './register-check';
-import { formatTopology, topologiesOf, topologyContains } from './topology';
 import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
-import { VolumeLanes, type VolumeLane } from './volume-lanes';
+import { VolumeLanes, type VolumeLane, type LaneOutcome as Outcome } from './volume-lanes';
+import { ControllerHoldings, int64 } from './controller-holdings';
+import { VolumePlacement } from './volume-placement';
 import type { VolumeClaimView, VolumeView } from './volume-view';
-
-/** A protobuf int64 (a decimal string or number) as a number; undefined when absent or not a count. */
-function int64(v: unknown): number | undefined {
-  const n = typeof v === 'string' || typeof v === 'number' ? Number(v) : NaN;
-  return Number.isFinite(n) && n >= 0 ? n : undefined;
-}
 
 /** A copy of `map` without `key`; undefined when nothing is left. */
 function withoutKey(map: Record<string, string> | undefined, key: string): Record<string, string> | undefined {
@@ -56,17 +51,14 @@ function withoutKey(map: Record<string, string> | undefined, key: string): Recor
   return Object.keys(rest).length ? rest : undefined;
 }
 
-interface Outcome<T> {
-  value: T;
-  event?: VolumeCatalogEvent;
-}
-
 @injectable()
 export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private readonly log: Logger;
   private readonly lanes = new VolumeLanes();
-  /** Per plugin, the volumes a claim is being granted for right now (counted against max_volumes_per_node until written). */
-  private readonly placing = new Map<string, Set<string>>();
+  /** Topology and max_volumes_per_node, checked at claim time. */
+  private readonly placement: VolumePlacement;
+  /** A controller's snapshots and volumes, made and listed on request. */
+  private readonly holdings: ControllerHoldings;
   private readonly changeEmitter: Emitter<VolumeCatalogEvent>;
   readonly onDidChange: Event<VolumeCatalogEvent>;
   private readonly intents: VolumeOpIntents;
@@ -86,6 +78,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     });
     this.onDidChange = this.changeEmitter.event;
     this.intents = new VolumeOpIntents(state);
+    this.placement = new VolumePlacement(csi, state);
+    this.holdings = new ControllerHoldings(csi, state, clock, this.log, (id) => this.read(id), (p, fn) => this.withController(p, fn), (lane, id, signal, fn) => this.inLanes(lane, id, signal, fn));
     this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.withController(p, fn), now: () => clock.now() }, this.log);
   }
 
@@ -307,7 +301,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         return { value: this.claimResult(record, request.allocId) };
       }
       checkClaim(record, request);
-      const unreserve = this.checkPlacement(record, request.allocId);
+      const unreserve = this.placement.check(record, request.allocId);
       try {
 
       let published: { nodeId: string; context: Record<string, string> } | undefined;
@@ -632,144 +626,19 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   }
 
   async createSnapshot(volumeId: string, name?: string, options: { signal?: AbortSignal } = {}): Promise<SnapshotView> {
-    const { signal } = options;
-    const snapshotName = name ?? `${volumeId}-snapshot-${this.clock.now()}`;
-    if (typeof snapshotName !== 'string' || snapshotName.trim() === '' || snapshotName.length > 128) {
-      throw new ValidationError(`a snapshot name must be 1 to 128 characters, got ${JSON.stringify(name)}`, 'name');
-    }
-    return this.inLanes('snapshot', volumeId, signal, async () => {
-      const record = this.read(volumeId);
-      if (!record) throw new VolumeNotFoundError(volumeId);
-      this.readyController(record.pluginId, `snapshot volume "${volumeId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT', volumeId);
-      let snapshot;
-      try {
-        snapshot = (await this.withController(record.pluginId, (c) => c.createSnapshot({ sourceVolumeId: record.externalId, name: snapshotName, secrets: { ...record.secrets }, parameters: {} }, { signal }))).snapshot;
-      } catch (err) {
-        if (signal?.aborted) throw abortReason(signal);
-        throw new VolumePluginError(volumeId, record.pluginId, `could not snapshot volume "${volumeId}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
-      }
-      if (!snapshot?.snapshotId) throw new VolumePluginError(volumeId, record.pluginId, `plugin "${record.pluginId}" answered CreateSnapshot for volume "${volumeId}" without a snapshot id; the plugin is broken`);
-      const view = this.snapshotView(record.pluginId, snapshot);
-      this.log.info('snapshot created', { volume_id: volumeId, plugin_id: record.pluginId, snapshot_id: view.id, size_bytes: view.sizeBytes });
-      return { value: view, event: { volumeId, kind: 'snapshot-created', message: `snapshot "${view.id}" of volume "${volumeId}" created by plugin ${record.pluginId} (${view.sizeBytes} bytes)` } };
-    });
+    return this.holdings.createSnapshot(volumeId, name, options);
   }
 
   async deleteSnapshot(pluginId: string, snapshotId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
-    const { signal } = options;
-    if (typeof snapshotId !== 'string' || snapshotId === '') throw new ValidationError('a snapshot id is required', 'snapshot_id');
-    this.readyController(pluginId, `delete snapshot "${snapshotId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT');
-    try {
-      await this.withController(pluginId, (c) => c.deleteSnapshot({ snapshotId, secrets: {} }, { signal }));
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      // Gone already: deleted, as CSI says.
-      if (isNotFound(err)) return;
-      throw new VolumePluginError('', pluginId, `could not delete snapshot "${snapshotId}" on plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
-    }
-    this.log.info('snapshot deleted', { plugin_id: pluginId, snapshot_id: snapshotId });
+    return this.holdings.deleteSnapshot(pluginId, snapshotId, options);
   }
 
   async listSnapshots(pluginId: string, request: PageRequest & { sourceVolumeId?: string } = {}): Promise<Page<SnapshotView>> {
-    this.readyController(pluginId, 'list snapshots', 'capabilities.listSnapshots', 'LIST_SNAPSHOTS');
-    let sourceExternal: string | undefined;
-    if (request.sourceVolumeId !== undefined) {
-      const source = this.read(request.sourceVolumeId);
-      if (!source) throw new VolumeNotFoundError(request.sourceVolumeId);
-      sourceExternal = source.externalId;
-    }
-    let response;
-    try {
-      response = await this.withController(pluginId, (c) =>
-        c.listSnapshots({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '', sourceVolumeId: sourceExternal ?? '', snapshotId: '', secrets: {} }, { signal: request.signal }),
-      );
-    } catch (err) {
-      if (request.signal?.aborted) throw abortReason(request.signal);
-      throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
-    }
-    const ours = this.byExternalId(pluginId);
-    const items = (response.entries ?? []).flatMap((e) => (e.snapshot?.snapshotId ? [this.snapshotView(pluginId, e.snapshot, ours)] : []));
-    return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
+    return this.holdings.listSnapshots(pluginId, request);
   }
 
   async listExternalVolumes(pluginId: string, request: PageRequest = {}): Promise<Page<ExternalVolumeView>> {
-    this.readyController(pluginId, 'list its volumes', 'supportsListVolumes', 'LIST_VOLUMES');
-    let response;
-    try {
-      response = await this.withController(pluginId, (c) => c.listVolumes({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '' }, { signal: request.signal }));
-    } catch (err) {
-      if (request.signal?.aborted) throw abortReason(request.signal);
-      throw new VolumePluginError('', pluginId, `could not list the volumes of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
-    }
-    const ours = this.byExternalId(pluginId);
-    const items = (response.entries ?? []).flatMap((e): ExternalVolumeView[] => {
-      const v = e.volume;
-      if (!v?.volumeId) return [];
-      const capacity = int64(v.capacityBytes);
-      const reachable = topologiesOf(v.accessibleTopology);
-      const published = e.status?.publishedNodeIds ?? [];
-      const condition = e.status?.volumeCondition;
-      return [
-        {
-          pluginId,
-          externalId: v.volumeId,
-          ...(capacity ? { capacityBytes: capacity } : {}),
-          ...(reachable ? { accessibleTopology: reachable } : {}),
-          ...(published.length ? { publishedNodeIds: [...published] } : {}),
-          ...(condition ? { condition: { abnormal: condition.abnormal === true, message: condition.message ?? '' } } : {}),
-          ...(ours.has(v.volumeId) ? { volumeId: ours.get(v.volumeId)! } : {}),
-        },
-      ];
-    });
-    return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
-  }
-
-  /** A page size for a plugin list: a non-negative integer (0: the plugin's choice). */
-  private perPage(n: number | undefined): number {
-    if (n === undefined) return 0;
-    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new ValidationError(`per_page must be a whole number of 0 or more, got ${n}`, 'per_page');
-    return n;
-  }
-
-  /** The catalog's volumes of `pluginId` by their external id. */
-  private byExternalId(pluginId: string): Map<string, string> {
-    const out = new Map<string, string>();
-    for (const v of this.state.listVolumes<unknown>()) if (isVolumeRecord(v) && v.pluginId === pluginId) out.set(v.externalId, v.id);
-    return out;
-  }
-
-  private snapshotView(
-    pluginId: string,
-    s: { snapshotId?: string; sourceVolumeId?: string; sizeBytes?: unknown; creationTime?: { seconds?: unknown; nanos?: number } | null; readyToUse?: boolean },
-    catalogued: Map<string, string> = this.byExternalId(pluginId),
-  ): SnapshotView {
-    const seconds = int64(s.creationTime?.seconds);
-    const source = s.sourceVolumeId ?? '';
-    const ours = catalogued.get(source);
-    return {
-      pluginId,
-      id: s.snapshotId ?? '',
-      externalSourceVolumeId: source,
-      ...(ours !== undefined ? { sourceVolumeId: ours } : {}),
-      sizeBytes: int64(s.sizeBytes) ?? 0,
-      ...(seconds !== undefined ? { createTime: seconds * 1000 + Math.floor((s.creationTime?.nanos ?? 0) / 1e6) } : {}),
-      ready: s.readyToUse === true,
-    };
-  }
-
-  /**
-   * The plugin's controller, registered and healthy now, offering `capability`
-   * (a ControllerPluginInfo flag, or `capabilities.<name>`); a
-   * VolumePluginError that says which is missing otherwise. For the
-   * interactive volume commands: they do not wait for a controller.
-   */
-  private readyController(pluginId: string, what: string, flag: string, capability: string, volumeId = ''): ControllerPluginInfo {
-    const info = this.csi.pluginInfo(PluginTypeCSIController, pluginId);
-    if (!info?.controller) throw new VolumePluginNotFoundError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
-    if (!info.healthy) throw new VolumePluginUnavailableError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
-    const offered = flag.startsWith('capabilities.') ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)] : (info.controller as unknown as Record<string, boolean>)[flag];
-    if (!offered) throw new VolumeUnsupportedError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
-    return info.controller;
+    return this.holdings.listExternalVolumes(pluginId, request);
   }
 
   /** The controller of the volume's plugin when it has one (waited for, as for a claim); undefined for a node-only plugin. */
@@ -780,52 +649,6 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (signal?.aborted) throw abortReason(signal);
       throw new VolumePluginError(record.id, record.pluginId, `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`, { cause: err });
     }
-  }
-
-  /**
-   * Placement facts the node plugin reported, enforced at claim time: the
-   * node must lie in one of the volume's accessible topologies, and hold
-   * fewer volumes of the plugin than its max_volumes_per_node.
-   */
-  private checkPlacement(record: VolumeRecord, allocId: string): (() => void) | undefined {
-    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node;
-    if (!node) return undefined;
-    if (record.accessibleTopology?.length) {
-      const here = node.topology ?? {};
-      if (!record.accessibleTopology.some((t) => topologyContains(t, here))) {
-        throw new ClaimError(
-          `volume "${record.id}" is accessible from topology ${record.accessibleTopology.map((t) => formatTopology(t.segments)).join(' or ')} only; ` +
-            `node ${node.nodeId} of plugin "${record.pluginId}" has topology ${formatTopology(here)}: alloc ${allocId} cannot claim it here`,
-          false,
-        );
-      }
-    }
-    // A volume already claimed here is on the node already: another claim of it adds nothing.
-    if (Number.isFinite(node.maxVolumes) && node.maxVolumes > 0 && record.claims.length === 0) {
-      // Claims of other volumes under way (their locks are their own) count too: two at once must not both pass a limit.
-      const reserved = this.placing.get(record.pluginId) ?? new Set<string>();
-      const held = new Set([
-        ...this.state
-          .listVolumes<unknown>()
-          .filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0)
-          .map((v) => v.id),
-        ...[...reserved].filter((v) => v !== record.id),
-      ]).size;
-      if (held >= node.maxVolumes) {
-        // Retryable: a release elsewhere (an old alloc of a rolling update) frees the room.
-        throw new ClaimError(
-          `node ${node.nodeId} holds ${held} volume${held === 1 ? '' : 's'} of plugin "${record.pluginId}" and its limit (max_volumes_per_node) is ${node.maxVolumes}: alloc ${allocId} cannot claim volume "${record.id}" here`,
-          true,
-        );
-      }
-      reserved.add(record.id);
-      this.placing.set(record.pluginId, reserved);
-      return () => {
-        reserved.delete(record.id);
-        if (reserved.size === 0 && this.placing.get(record.pluginId) === reserved) this.placing.delete(record.pluginId);
-      };
-    }
-    return undefined;
   }
 
   // ---- helpers ----------------------------------------------------------------------

@@ -31,12 +31,16 @@
 //     after an agent restart) the live mounts published through it are
 //     checked, and stale ones remounted, restarted or reported, by policy
 //     (mount-checker.ts).
+//
+// Every record write goes through update(), here: the mount steps live in
+// this file, the unmount steps in unmount-steps.ts, the remount of stale
+// mounts in stale-remount.ts; the findings about live mounts are told by
+// live-mount-events.ts, and their usage read by mount-usage.ts.
 import {
   AbortError,
   Clock,
   Disposable,
   DisposableStore,
-  Emitter,
   Event,
   ILogger,
   IClock,
@@ -48,7 +52,6 @@ import {
   crashPoint,
   errorMessage,
   formatDuration,
-  toDisposable,
 } from '@csiplug/core';
 import {
   ICSIManager,
@@ -58,17 +61,16 @@ import {
   KeyedMutex,
   copyUsage,
   type CSIManager,
-  type CSIVolumeRef,
   type MountTable,
 } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
 import { inject, injectable } from 'tsyringe';
 import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog/volume-claimer';
 import { IVolumeClaimer } from '../catalog/tokens';
-import { ReconcilerStoppedError, RemountBusyError, VolumeMountError, isTargetBusy } from './errors';
-import { MountChecker, type RemountOutcome } from './mount-checker';
+import { ReconcilerStoppedError, VolumeMountError } from './errors';
+import { MountChecker } from './mount-checker';
 import { UsageReader } from './usage-reader';
-import { holdsAnything, mountKey, stagingKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
+import { holdsAnything, mountKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
 import type { MountStore } from './mount-store';
 import type {
   LiveMountEvent,
@@ -84,13 +86,14 @@ import type {
   VolumeReconcilerService,
 } from './reconciler-service';
 import { IMountStore } from './tokens';
+import { LiveMountEvents } from './live-mount-events';
+import { readMountUsage } from './mount-usage';
+import { remountStale, type RemountHost } from './stale-remount';
+import { runAttemptDown, unmountVolumes, type UnmountHost } from './unmount-steps';
+import { volumeRef as ref } from './volume-ref';
 
 /** How long a mount waits for its node plugin before it tells (MountOptions.onPluginWait). */
 export const PLUGIN_WAIT_NOTICE_MS = 1_000;
-
-function ref(record: VolumeMountRecord, volume?: ClaimableVolume): CSIVolumeRef {
-  return { ...(volume ?? {}), id: record.volumeId, externalId: record.externalId, pluginId: record.pluginId };
-}
 
 @injectable()
 export class VolumeReconciler implements VolumeReconcilerService {
@@ -105,19 +108,20 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /** Unmount attempts under way, by record key. */
   private readonly downs = new Map<string, Promise<UnmountOutcome | undefined>>();
   private readonly subscriptions = new DisposableStore();
-  private readonly checkEmitter: Emitter<LiveMountEvent>;
+  /** The live-mount findings, told to listeners (all, or per alloc) and kept for mountChecks. */
+  private readonly liveEvents: LiveMountEvents;
   readonly onDidCheckMount: Event<LiveMountEvent>;
-  /** Per alloc: the emitter of its mounts' checks, while it has listeners. */
-  private readonly checkEmittersByAlloc = new Map<string, Emitter<LiveMountEvent>>();
   private readonly checker: MountChecker;
-  /** The last live-mount finding per record key, in this run (for mountChecks). */
-  private readonly lastChecks = new Map<string, LiveMountEvent>();
   /** Status reads of usage: one call in flight per mount, an answer within its wait (late, when the plugin hangs). */
   private readonly usageReader: UsageReader;
   private started = false;
   private stopped = false;
   /** Aborted by dispose(): ends the waits this reconciler makes on its own (an unmount's wait for its plugin). */
   private readonly stopping = new AbortController();
+  /** What the unmount path (unmount-steps.ts) works on: this reconciler's records, queue and writes. */
+  private readonly unmountHost: UnmountHost;
+  /** What a remount of stale mounts (stale-remount.ts) works on. */
+  private readonly remountHost: RemountHost;
 
   constructor(
     @inject(ICSIManager) private readonly csi: CSIManager,
@@ -130,15 +134,45 @@ export class VolumeReconciler implements VolumeReconcilerService {
   ) {
     this.log = logger.child({ component: 'volume-reconciler' });
     this.usageReader = new UsageReader(clock);
-    this.checkEmitter = new Emitter({ onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { error: errorMessage(err) }) });
-    this.onDidCheckMount = this.checkEmitter.event;
+    this.liveEvents = new LiveMountEvents(this.log);
+    this.onDidCheckMount = this.liveEvents.onDidCheckMount;
+    this.unmountHost = {
+      records: this.records,
+      verified: this.verified,
+      volumes: this.volumes,
+      queue: this.queue,
+      csi,
+      claimer: this.claimer,
+      clock,
+      timeouts,
+      log: this.log,
+      stopping: this.stopping.signal,
+      stopped: () => this.stopped,
+      update: (key, change) => this.update(key, change),
+      forget: (key) => this.forget(key),
+      scheduleRetry: (volumeId, delayMs) => this.scheduleRetry(volumeId, delayMs),
+      attemptDown: (key) => this.attemptDown(key),
+      pluginAway: (pluginId) => this.pluginAway(pluginId),
+    };
+    this.remountHost = {
+      records: this.records,
+      volumes: this.volumes,
+      downs: this.downs,
+      queue: this.queue,
+      csi,
+      claimer: this.claimer,
+      stopped: () => this.stopped,
+      update: (key, change) => this.update(key, change),
+      nodeSteps: (key, signal) => this.nodeSteps(key, signal),
+      remountReported: (key) => this.remountReported(key),
+    };
     this.checker = new MountChecker(
       { csi, mountTable, clock, timeouts, log: this.log },
       {
         attached: (pluginId) => this.attached(pluginId).map(([k, r]) => [k, structuredClone(r)] as const),
-        remount: (volumeId, keys, restage) => this.remount(volumeId, keys, restage),
+        remount: (volumeId, keys, restage) => remountStale(this.remountHost, volumeId, keys, restage),
         remountReported: (key) => this.remountReported(key),
-        emit: (event) => this.emitCheck(event),
+        emit: (event) => this.liveEvents.emit(event),
       },
     );
   }
@@ -148,18 +182,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k));
   }
 
-  private emitCheck(event: LiveMountEvent): void {
-    this.lastChecks.set(mountKey(event.allocId, event.name), event);
-    this.checkEmitter.fire(event);
-    this.checkEmittersByAlloc.get(event.allocId)?.fire(event);
-  }
-
   /** Node plugin `pluginId` stopped serving: every live mount through it is told (it stays mounted, and is looked at when the plugin is back). */
   private reportPluginAway(pluginId: string, why: string): void {
     const live = this.attached(pluginId).filter(([, r]) => r.published && r.targetPath !== undefined);
     if (live.length) this.log.warn('a node plugin with live mounts stopped serving; the mounts stay, and are checked when it is back', { plugin_id: pluginId, mounts: live.length, why });
     for (const [, r] of live) {
-      this.emitCheck({
+      this.liveEvents.emit({
         kind: 'plugin-away',
         allocId: r.allocId,
         name: r.name,
@@ -174,22 +202,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
   }
 
   onDidCheckMountOf(allocId: string): Event<LiveMountEvent> {
-    return (listener, disposables) => {
-      if (this.stopped) return toDisposable(() => undefined);
-      let emitter = this.checkEmittersByAlloc.get(allocId);
-      if (!emitter) {
-        const made = new Emitter<LiveMountEvent>({
-          onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { alloc_id: allocId, error: errorMessage(err) }),
-          // The last listener gone: so is the alloc's emitter (a map of allocs that once listened would only grow).
-          onLastListenerRemove: () => {
-            if (this.checkEmittersByAlloc.get(allocId) === made) this.checkEmittersByAlloc.delete(allocId);
-          },
-        });
-        this.checkEmittersByAlloc.set(allocId, made);
-        emitter = made;
-      }
-      return emitter.event(listener, disposables);
-    };
+    return this.liveEvents.onDidCheckMountOf(allocId);
   }
 
   // ---- lifecycle ----------------------------------------------------------------
@@ -244,9 +257,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.stopping.abort(new ReconcilerStoppedError());
     this.subscriptions.dispose();
     this.checker.dispose();
-    this.checkEmitter.dispose();
-    for (const e of this.checkEmittersByAlloc.values()) e.dispose();
-    this.checkEmittersByAlloc.clear();
+    this.liveEvents.dispose();
     for (const t of this.retryTimers.values()) t.dispose();
     this.retryTimers.clear();
   }
@@ -268,7 +279,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return this.list(allocId)
       .filter((r) => r.desired === 'mounted' && (r.published || r.remounting !== undefined) && r.targetPath !== undefined)
       .map((r) => {
-        const last = this.lastChecks.get(mountKey(r.allocId, r.name));
+        const last = this.liveEvents.last(mountKey(r.allocId, r.name));
         const state: MountCheckView['state'] =
           r.remounting !== undefined ? 'remounting' : last?.kind === 'stale' ? 'stale' : last?.kind === 'remount-busy' ? 'busy' : this.pluginAway(r.pluginId) ? 'plugin-away' : last?.kind === 'abnormal' ? 'abnormal' : 'ok';
         return { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, state, ...(last ? { message: last.message, time: last.time } : {}) };
@@ -633,29 +644,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return out;
   }
 
-  async usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
-    const live = [...this.records.values()].filter(
-      (r) => r.desired === 'mounted' && r.published && (filter.allocId === undefined || r.allocId === filter.allocId) && (filter.volumeId === undefined || r.volumeId === filter.volumeId),
-    );
-    return Promise.all(
-      live.map(async (r): Promise<MountUsageView> => {
-        const base = { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}) };
-        try {
-          const key = mountKey(r.allocId, r.name);
-          // Shared by every read of this mount while it runs, so it is not the caller's to cancel: it runs to the CSI call limit.
-          const reading = await this.usageReader.read(key, () =>
-            this.csi.volumeManager(r.pluginId).volumeUsage(ref(r, this.volumes.get(key)), r.allocId, r.usage, { ...(r.targetPath !== undefined ? { hostPath: r.targetPath } : {}), signal: this.stopping.signal }),
-          );
-          if (reading.kind === 'late') {
-            return { ...base, late: true, error: `plugin "${r.pluginId}" has not answered NodeGetVolumeStats within ${formatDuration(reading.waitedMs)}: the usage is late (the call goes on; ask again later)` };
-          }
-          const usage = reading.usage;
-          return usage ? { ...base, usage } : { ...base, error: `plugin "${r.pluginId}" does not report volume stats (no GET_VOLUME_STATS)` };
-        } catch (err) {
-          return { ...base, error: errorMessage(err) };
-        }
-      }),
-    );
+  usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
+    return readMountUsage({ records: this.records, volumes: this.volumes, csi: this.csi, reader: this.usageReader, stopping: this.stopping.signal }, filter);
   }
 
   /** A mount that failed or was abandoned: want it unmounted, try that once now, keep retrying in the background. */
@@ -678,76 +668,15 @@ export class VolumeReconciler implements VolumeReconcilerService {
     }
   }
 
-  // ---- unmount ------------------------------------------------------------------
-
   /**
    * Wants the alloc's volumes (those named, or all) unmounted and makes one
-   * attempt at each, in parallel. Resolves with how each went; one that
-   * failed stays desired unmounted and is retried with the policy's backoff,
-   * and at once when its plugin turns healthy, until it is done.
+   * attempt at each, in parallel (unmount-steps.ts).
    */
-  async unmount(allocId: string, names?: readonly string[], options: UnmountOptions = {}): Promise<UnmountOutcome[]> {
-    const keys = [...this.records.values()].filter((r) => r.allocId === allocId && (names === undefined || names.includes(r.name))).map((r) => mountKey(r.allocId, r.name));
-    const outcomes = await Promise.all(
-      keys.map(async (key) => {
-        // From here on the mount may be half gone: a later mount checks the mount table again.
-        this.verified.delete(key);
-        const record = this.records.get(key)!;
-        if (record.desired === 'mounted') {
-          try {
-            crashPoint('reconciler.unmount.before-write');
-            this.update(key, { desired: 'unmounted', attempts: 0, lastError: undefined, since: this.clock.now() });
-            crashPoint('reconciler.unmount.after-write');
-          } catch (err) {
-            // Not written, but still wanted: unmounted in memory and retried (each retry writes the record again).
-            this.records.set(key, { ...record, desired: 'unmounted', attempts: 0, since: this.clock.now() });
-            this.log.error('could not record that a volume is to be unmounted; retrying in the background', { alloc_id: allocId, volume_id: record.volumeId, error: errorMessage(err) });
-            this.scheduleRetry(record.volumeId, this.timeouts.unmountBackoff(1));
-            return { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, error: err } satisfies UnmountOutcome;
-          }
-        }
-        const done: UnmountOutcome = { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId };
-        let pluginWait: UnmountOutcome['pluginWait'];
-        try {
-          pluginWait = await this.awaitPluginForUnmount(key, options.signal);
-        } catch (err) {
-          // Called off (the agent going away): still pending, for the retries or the next agent.
-          this.scheduleRetry(record.volumeId, this.timeouts.unmountBackoff(1));
-          return { ...done, error: err };
-        }
-        // No record left: a retry woken by the plugin's return finished it meanwhile.
-        const outcome = (await this.attemptDown(key)) ?? done;
-        return pluginWait ? { ...outcome, pluginWait } : outcome;
-      }),
-    );
-    return outcomes;
+  unmount(allocId: string, names?: readonly string[], options: UnmountOptions = {}): Promise<UnmountOutcome[]> {
+    return unmountVolumes(this.unmountHost, allocId, names, options);
   }
 
-  /**
-   * Before the first attempt at an unmount whose node plugin is not healthy
-   * (a plugin task restarting during a `job stop`): wait for it, woken by
-   * its return, up to the postrun limit. Past the limit the attempt is made
-   * anyway and, failing, left to the background retries. Undefined when
-   * there was nothing to wait for; rejects only when `signal` aborts (or the
-   * CSI manager shuts down).
-   */
-  private async awaitPluginForUnmount(key: string, signal: AbortSignal | undefined): Promise<UnmountOutcome['pluginWait']> {
-    const record = this.records.get(key);
-    if (!record || !(record.published || record.staged) || !this.pluginAway(record.pluginId)) return undefined;
-    const started = this.clock.now();
-    const limit = this.timeouts.pluginWait('postrun');
-    const fields = { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId };
-    this.log.info('the node plugin is not healthy; the unmount waits for it (postrun limit)', { ...fields, limit_ms: limit });
-    try {
-      // Ended by the caller's signal, and by this reconciler's dispose(): no CSI step after it is disposed.
-      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', { signal: signal ? AbortSignal.any([signal, this.stopping.signal]) : this.stopping.signal });
-      return { waitedMs: this.clock.now() - started, healthy: true };
-    } catch (err) {
-      if (signal?.aborted || this.stopped || err instanceof ShutdownError) throw err;
-      this.log.warn(`the node plugin was not healthy within ${formatDuration(limit)} (the postrun limit); unmounting anyway, retried in the background if it fails`, { ...fields, error: errorMessage(err) });
-      return { waitedMs: this.clock.now() - started, healthy: false };
-    }
-  }
+  // ---- unmount ------------------------------------------------------------------
 
   /**
    * One attempt at a record's unmount steps, under its volume's queue; a
@@ -757,205 +686,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private attemptDown(key: string): Promise<UnmountOutcome | undefined> {
     const running = this.downs.get(key);
     if (running) return running;
-    const attempt = this.runAttemptDown(key).finally(() => this.downs.delete(key));
+    const attempt = runAttemptDown(this.unmountHost, key).finally(() => this.downs.delete(key));
     this.downs.set(key, attempt);
     return attempt;
   }
 
-  private async runAttemptDown(key: string): Promise<UnmountOutcome | undefined> {
-    const first = this.records.get(key);
-    if (!first) return undefined;
-    const outcome: UnmountOutcome = { name: first.name, volumeId: first.volumeId, pluginId: first.pluginId };
-    try {
-      await this.queue.run(first.volumeId, () => this.bringDown(key));
-    } catch (err) {
-      outcome.error = err;
-      const record = this.records.get(key);
-      if (record && record.desired === 'unmounted') {
-        let next: VolumeMountRecord = { ...record, attempts: record.attempts + 1, lastError: errorMessage(err) };
-        try {
-          next = this.update(key, { attempts: next.attempts, lastError: next.lastError });
-        } catch (writeErr) {
-          // Counting the attempt is bookkeeping: a store that refuses it must not stop the retries
-          // (nor, from a retry timer, escape as an unhandled rejection).
-          this.records.set(key, next);
-          this.log.error('could not record a failed unmount attempt in the state; retrying anyway', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(writeErr) });
-        }
-        const overdue = this.clock.now() - record.since > this.timeouts.pluginWait('postrun');
-        const fields = { alloc_id: next.allocId, volume_id: next.volumeId, plugin_id: next.pluginId, attempts: next.attempts, error: errorMessage(err) };
-        if (overdue) this.log.error(`unmount still failing after ${formatDuration(this.timeouts.pluginWait('postrun'))}; still retrying`, fields);
-        else this.log.warn('unmount failed; retrying in the background', fields);
-        this.scheduleRetry(next.volumeId, this.timeouts.unmountBackoff(next.attempts));
-      }
-    }
-    return outcome;
-  }
-
-  /**
-   * The unmount steps of one record; runs under its volume's queue. Each
-   * step's result is written as soon as it returns; if the record is wanted
-   * mounted again meanwhile (an alloc restoring), the rest is left to its mount.
-   */
-  private async bringDown(key: string): Promise<void> {
-    const stillUnwanted = () => {
-      const r = this.records.get(key);
-      return r && r.desired === 'unmounted' ? r : undefined;
-    };
-    let record = stillUnwanted();
-    if (!record) return;
-    const volume = ref(record, this.volumes.get(key));
-    if (record.published) {
-      await this.csi.volumeManager(record.pluginId).unpublishVolume(volume, record.allocId, record.usage);
-      crashPoint('reconciler.unpublish.after-call');
-      this.update(key, { published: false, targetPath: undefined });
-      crashPoint('reconciler.unpublish.after-write');
-      record = stillUnwanted();
-      if (!record) return;
-    }
-    if (record.staged) {
-      // Only the last user of the staging path unstages; the others just stop counting.
-      const mine = stagingKey(record);
-      const others = [...this.records.entries()].filter(([k, r]) => k !== key && r.staged && stagingKey(r) === mine);
-      if (others.length === 0) await this.csi.volumeManager(record.pluginId).unstageVolume(volume, record.usage);
-      crashPoint('reconciler.unstage.after-call');
-      this.update(key, { staged: false, stagingPath: undefined });
-      crashPoint('reconciler.unstage.after-write');
-      record = stillUnwanted();
-      if (!record) return;
-    }
-    if (record.claimed) {
-      await this.claimer.release(record.volumeId, record.allocId);
-      crashPoint('reconciler.release.after-call');
-      this.update(key, { claimed: false, publishContext: undefined });
-      crashPoint('reconciler.release.after-write');
-      record = stillUnwanted();
-      if (!record) return;
-    }
-    crashPoint('reconciler.forget.before');
-    this.forget(key);
-    this.log.info('volume unmounted and released', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, attempts: record.attempts + 1 });
-  }
-
   // ---- live mounts found stale (MountChecker) ------------------------------------
-
-  /**
-   * Takes the stale mounts of `keys` (one volume) down and up again through
-   * the plugin's current instance, under the volume's queue, each record
-   * written step by step as a mount and an unmount write it. First the
-   * intent (`remounting`) is written to each record, so an agent killed
-   * mid-way leaves the next one a remount to finish. Then: unpublish each;
-   * unstage each staging mount named in `restage` — every other record
-   * wanted mounted on it comes down and up with it (its target is a bind
-   * mount of the stale staging mount), and one whose unmount holds it
-   * (under way or pending) keeps it: the keys on it are then left as they
-   * are and reported failed, to be tried again; then stage and publish each
-   * again at the same target. A record unmounted meanwhile is left to its
-   * unmount. Resolves with the keys mounted again and those that failed
-   * (with why), and the records taken along that were not in `keys`. The
-   * intent stays on a key mounted again until the checker has reported it
-   * (remountReported), so a kill before the report still restarts the
-   * tasks under `restart`.
-   */
-  private async remount(volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome> {
-    const failed = new Map<string, unknown>();
-    const done = new Set<string>();
-    const extra = new Map<string, VolumeMountRecord>();
-    // Not now (a cluster node not settled since it joined): each is a failed remount, tried again after a backoff, saying why.
-    const refusal = this.claimer.remountRefusal?.(volumeId);
-    if (refusal !== undefined) return { done, failed: new Map(keys.map((k) => [k, new ClaimError(refusal, true)])) };
-    const lookUp = async (key: string) => {
-      // The volume's secrets and context, handed to stage and publish as on a first mount (a restored record has none in memory).
-      if (this.volumes.has(key)) return;
-      try {
-        this.volumes.set(key, await this.claimer.lookup(volumeId));
-      } catch (err) {
-        failed.set(key, err);
-      }
-    };
-    for (const key of keys) await lookUp(key);
-    return this.queue.run(volumeId, async () => {
-      if (this.stopped) throw new ReconcilerStoppedError();
-      const inPlay = new Set(keys);
-      const held = new Map<string, string>();
-      for (const staging of restage) {
-        for (const [k, r] of this.records) {
-          if (inPlay.has(k) || !r.staged || stagingKey(r) !== staging) continue;
-          if (r.desired === 'mounted' && !this.downs.has(k)) {
-            inPlay.add(k);
-            extra.set(k, structuredClone(r));
-          } else {
-            held.set(staging, `the unmount of alloc ${r.allocId} still holds it`);
-          }
-        }
-      }
-      for (const key of extra.keys()) await lookUp(key);
-      for (const key of inPlay) {
-        const r = this.records.get(key);
-        const reason = r && held.get(stagingKey(r));
-        if (r && reason !== undefined && restage.has(stagingKey(r))) failed.set(key, new Error(`its staging mount ${r.stagingPath ?? ''} is stale and cannot be staged again now: ${reason}; tried again after a backoff`));
-      }
-      const live = () => [...inPlay].filter((k) => !failed.has(k) && this.records.get(k)?.desired === 'mounted' && !this.downs.has(k));
-      // The intent first: a next agent finishes what this one starts.
-      for (const key of live()) {
-        const r = this.records.get(key)!;
-        const intent = r.remounting === 'restart' || stalePolicyOf(r) === 'restart' ? 'restart' : 'remount';
-        try {
-          if (r.remounting !== intent) this.update(key, { remounting: intent });
-        } catch (err) {
-          failed.set(key, err);
-        }
-      }
-      crashPoint('reconciler.remount.intent.after-write');
-      for (const key of live()) {
-        const r = this.records.get(key)!;
-        if (!r.published) continue;
-        try {
-          await this.csi.volumeManager(r.pluginId).unpublishVolume(ref(r, this.volumes.get(key)), r.allocId, r.usage);
-          crashPoint('reconciler.remount.unpublish.after-call');
-          // The target path stays recorded: it is where the mount goes again (and what a next agent keeps meanwhile).
-          this.update(key, { published: false });
-          crashPoint('reconciler.remount.unpublish.after-write');
-        } catch (err) {
-          failed.set(key, isTargetBusy(err) ? new RemountBusyError(r.targetPath ?? key, err) : err);
-          // In use: nothing came down and nothing is forced; the intent goes (the mount is as it was), so it is not held "remounting".
-          if (isTargetBusy(err)) this.remountReported(key);
-        }
-      }
-      const unstageFailed = new Map<string, unknown>();
-      for (const staging of restage) {
-        const group = live().filter((k) => this.records.get(k)!.staged && stagingKey(this.records.get(k)!) === staging);
-        const first = group[0];
-        if (first === undefined) continue;
-        // A target on it in use is still mounted from it: not unstaged under it; the others are published again from it and reported failed.
-        const busy = [...inPlay].find((k) => failed.get(k) instanceof RemountBusyError && stagingKey(this.records.get(k)!) === staging);
-        if (busy !== undefined) unstageFailed.set(staging, new Error(`its staging mount was not staged again: ${errorMessage(failed.get(busy))}`));
-        if (busy !== undefined) continue;
-        const r = this.records.get(first)!;
-        try {
-          await this.csi.volumeManager(r.pluginId).unstageVolume(ref(r, this.volumes.get(first)), r.usage);
-          crashPoint('reconciler.remount.unstage.after-call');
-          for (const k of group) this.update(k, { staged: false, stagingPath: undefined });
-          crashPoint('reconciler.remount.unstage.after-write');
-        } catch (err) {
-          // Published again from the stale staging mount all the same (better than no mount at all), and reported as failed.
-          unstageFailed.set(staging, err);
-        }
-      }
-      for (const key of live()) {
-        try {
-          await this.nodeSteps(key, undefined);
-        } catch (err) {
-          // Unmounted meanwhile: its unmount's business, not a failure.
-          if (this.records.get(key)?.desired === 'mounted') failed.set(key, err);
-          continue;
-        }
-        const staging = unstageFailed.get(stagingKey(this.records.get(key)!));
-        if (staging !== undefined) failed.set(key, staging);
-        else done.add(key);
-      }
-      return { done, failed, extra };
-    });
-  }
 
   /** The checker reported a remount done: its intent is cleared. */
   private remountReported(key: string): void {
@@ -1030,7 +766,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.records.delete(key);
     this.verified.delete(key);
     this.volumes.delete(key);
-    this.lastChecks.delete(key);
+    this.liveEvents.forget(key);
     this.checker.forget(key);
   }
 
