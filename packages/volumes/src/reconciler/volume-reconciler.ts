@@ -32,10 +32,11 @@
 //     checked, and stale ones remounted, restarted or reported, by policy
 //     (mount-checker.ts).
 //
-// Every record write goes through update(), here: the mount steps live in
-// this file, the unmount steps in unmount-steps.ts, the remount of stale
-// mounts in stale-remount.ts; the findings about live mounts are told by
-// live-mount-events.ts, and their usage read by mount-usage.ts.
+// Every record write goes through update(), here. The mount steps live in
+// this file; the unmount steps in unmount-steps.ts, the remount of stale
+// mounts in stale-remount.ts, the node-side expansion in node-expansion.ts;
+// the findings about live mounts are told by live-mount-events.ts, and their
+// usage read by mount-usage.ts.
 import {
   AbortError,
   Clock,
@@ -87,6 +88,7 @@ import type {
 } from './reconciler-service';
 import { IMountStore } from './tokens';
 import { LiveMountEvents } from './live-mount-events';
+import { expandMountedVolume, expandOwed, type ExpansionHost } from './node-expansion';
 import { readMountUsage } from './mount-usage';
 import { remountStale, type RemountHost } from './stale-remount';
 import { runAttemptDown, unmountVolumes, type UnmountHost } from './unmount-steps';
@@ -122,6 +124,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private readonly unmountHost: UnmountHost;
   /** What a remount of stale mounts (stale-remount.ts) works on. */
   private readonly remountHost: RemountHost;
+  /** What a node-side expansion (node-expansion.ts) works on. */
+  private readonly expansionHost: ExpansionHost;
 
   constructor(
     @inject(ICSIManager) private readonly csi: CSIManager,
@@ -165,6 +169,15 @@ export class VolumeReconciler implements VolumeReconcilerService {
       update: (key, change) => this.update(key, change),
       nodeSteps: (key, signal) => this.nodeSteps(key, signal),
       remountReported: (key) => this.remountReported(key),
+    };
+    this.expansionHost = {
+      records: this.records,
+      volumes: this.volumes,
+      queue: this.queue,
+      csi,
+      log: this.log,
+      update: (key, change) => this.update(key, change),
+      wanted: (key) => this.wanted(key),
     };
     this.checker = new MountChecker(
       { csi, mountTable, clock, timeouts, log: this.log },
@@ -601,47 +614,13 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.checker.fresh(key, generation);
     if (record.expandTo !== undefined) {
       // Owed from an expansion: a failure keeps it owed (the next publish, or the next expansion, tries again) and never fails the mount it rides on.
-      await this.expandOwed(key, record.expandTo, signal).catch(() => undefined);
+      await expandOwed(this.expansionHost, key, record.expandTo, signal).catch(() => undefined);
     }
     return this.info(this.wanted(key), false);
   }
 
-  /** The node-side expansion a record owes, after its publish: cleared once the plugin answered; a failure keeps it owed and never fails the mount. */
-  private async expandOwed(key: string, capacityBytes: number, signal: AbortSignal | undefined): Promise<number | undefined> {
-    const record = this.wanted(key);
-    try {
-      const capacity = await this.csi.volumeManager(record.pluginId).expandVolume(ref(record, this.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
-      // Done (or no node-side expansion at all: nothing is owed either) — unless a larger one was asked meanwhile.
-      const now = this.records.get(key);
-      if (now && (now.expandTo ?? 0) <= capacityBytes) this.update(key, { expandTo: undefined });
-      return capacity;
-    } catch (err) {
-      this.log.warn('node-side expansion failed; it is made after the next publish', { alloc_id: record.allocId, volume_id: record.volumeId, capacity_bytes: capacityBytes, error: errorMessage(err) });
-      throw err;
-    }
-  }
-
-  async expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
-    const out: NodeExpandOutcome[] = [];
-    for (const key of [...this.records.keys()]) {
-      // Read again each round: an earlier round awaited, and the record may be gone or unwanted since.
-      const record = this.records.get(key);
-      if (!record || record.volumeId !== volumeId || record.desired !== 'mounted') continue;
-      // Owed from here on (a mount still on its way too: it expands after its publish); a failure, an offline-only plugin or a killed agent leaves it for the next publish.
-      this.update(key, { expandTo: Math.max(record.expandTo ?? 0, capacityBytes) });
-      if (!record.published) continue;
-      if (!options.online) {
-        out.push({ allocId: record.allocId, name: record.name, deferred: true });
-        continue;
-      }
-      try {
-        const capacity = await this.queue.run(volumeId, () => this.expandOwed(key, capacityBytes, options.signal), options.signal);
-        out.push({ allocId: record.allocId, name: record.name, ...(capacity !== undefined ? { capacityBytes: capacity } : { noNodeExpansion: true as const }) });
-      } catch (err) {
-        out.push({ allocId: record.allocId, name: record.name, error: errorMessage(err) });
-      }
-    }
-    return out;
+  expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
+    return expandMountedVolume(this.expansionHost, volumeId, capacityBytes, options);
   }
 
   usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
