@@ -16,15 +16,14 @@ import {
   IClock,
   ILogger,
   Logger,
-  TimeoutError,
   ValidationError,
   abortReason,
   crashPoint,
   errorMessage,
 } from '@csiplug/core';
-import { CSIClient, CSIError, CreateVolumeRequest, isNotFound } from '@csiplug/csi';
-import { ControllerPluginInfo, ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
-import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
+import { CreateVolumeRequest, isNotFound } from '@csiplug/csi';
+import { ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
+import { IPluginRegistry, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
 import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
@@ -36,12 +35,13 @@ import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalog
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
-import { PERMANENT_CSI_CODES, checkWithPlugin } from './register-check';
+import { checkWithPlugin } from './register-check';
 import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import { VolumeLanes, type VolumeLane, type LaneOutcome as Outcome } from './volume-lanes';
 import { ControllerHoldings, int64 } from './controller-holdings';
 import { VolumePlacement } from './volume-placement';
+import { ControllerCalls } from './controller-calls';
 import type { VolumeClaimView, VolumeView } from './volume-view';
 
 /** A copy of `map` without `key`; undefined when nothing is left. */
@@ -55,6 +55,8 @@ function withoutKey(map: Record<string, string> | undefined, key: string): Recor
 export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private readonly log: Logger;
   private readonly lanes = new VolumeLanes();
+  /** The calls to a volume's controller plugin (waits, publish, unpublish), with the catalog's errors. */
+  private readonly controllers: ControllerCalls;
   /** Topology and max_volumes_per_node, checked at claim time. */
   private readonly placement: VolumePlacement;
   /** A controller's snapshots and volumes, made and listed on request. */
@@ -67,7 +69,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   constructor(
     @inject(IVolumeStateStore) private readonly state: IVolumeStateStore,
     @inject(ICSIManager) private readonly csi: ICSIManager,
-    @inject(IPluginRegistry) private readonly registry: IPluginRegistry,
+    @inject(IPluginRegistry) registry: IPluginRegistry,
     @inject(IClock) private readonly clock: IClock,
     @inject(ILogger) logger: ILogger,
     @inject(IVolumeSpecValidator) private readonly validateSpec: VolumeSpecValidator,
@@ -78,9 +80,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     });
     this.onDidChange = this.changeEmitter.event;
     this.intents = new VolumeOpIntents(state);
+    this.controllers = new ControllerCalls(csi, registry, this.log);
     this.placement = new VolumePlacement(csi, state);
-    this.holdings = new ControllerHoldings(csi, state, clock, this.log, (id) => this.read(id), (p, fn) => this.withController(p, fn), (lane, id, signal, fn) => this.inLanes(lane, id, signal, fn));
-    this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.withController(p, fn), now: () => clock.now() }, this.log);
+    this.holdings = new ControllerHoldings(csi, state, clock, this.log, (id) => this.read(id), (p, fn) => this.controllers.withController(p, fn), (lane, id, signal, fn) => this.inLanes(lane, id, signal, fn));
+    this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.controllers.withController(p, fn), now: () => clock.now() }, this.log);
   }
 
   dispose(): void {
@@ -135,7 +138,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     }
     return this.locked(checked.id, undefined, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      await checkWithPlugin({ csi: this.csi, log: this.log, withController: (p, fn) => this.withController(p, fn) }, checked, externalId);
+      await checkWithPlugin({ csi: this.csi, log: this.log, withController: (p, fn) => this.controllers.withController(p, fn) }, checked, externalId);
       assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), checked.id, checked.pluginId, externalId);
       const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
       const required = checked.topologyRequest?.required;
@@ -163,7 +166,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     }
     return this.locked(checked.id, signal, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      const controller = await this.controllerFor(checked.id, checked.pluginId, 'create', signal);
+      const controller = await this.controllers.controllerFor(checked.id, checked.pluginId, 'create', signal);
       if (checked.snapshotId !== undefined && !controller.supportsSnapshots) {
         throw new VolumeUnsupportedError(checked.id, checked.pluginId, `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`);
       }
@@ -196,7 +199,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       crashPoint('catalog.create.before-call');
       let created;
       try {
-        created = (await this.withController(checked.pluginId, (c) => c.createVolume(request, { signal }))).volume;
+        created = (await this.controllers.withController(checked.pluginId, (c) => c.createVolume(request, { signal }))).volume;
         crashPoint('catalog.create.after-call');
       } catch (err) {
         this.resumer.settleFailed(checked.id, checked.pluginId, err);
@@ -260,12 +263,12 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (!record) throw new VolumeNotFoundError(id);
       const holders = record.claims.map((c) => c.allocId);
       if (holders.length > 0) throw new VolumeInUseError(id, holders, 'delete');
-      await this.controllerFor(id, record.pluginId, 'delete', signal);
+      await this.controllers.controllerFor(id, record.pluginId, 'delete', signal);
       // From here the volume is deleting: not schedulable, no new claims, and a next agent finishes the delete.
       this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
       crashPoint('catalog.delete.before-call');
       try {
-        await this.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
+        await this.controllers.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
         crashPoint('catalog.delete.after-call');
       } catch (err) {
         if (!isNotFound(err)) this.resumer.settleFailed(id, record.pluginId, err);
@@ -307,7 +310,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       let published: { nodeId: string; context: Record<string, string> } | undefined;
       let current = record;
       if (publishedTo === undefined) {
-        published = await this.controllerPublish(record, request, signal, (nodeId) => {
+        published = await this.controllers.controllerPublish(record, request, signal, (nodeId) => {
           // Recorded before the call goes out: a publish cut short (an abort, a
           // crash) may still have attached the volume, and release must then
           // unpublish it. A retried claim publishes again (it is idempotent).
@@ -335,7 +338,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       try {
         this.state.putVolume(next.id, next);
       } catch (err) {
-        if (published) await this.undoPublish(next, request.allocId, published.nodeId);
+        if (published) await this.controllers.undoPublish(next, request.allocId, published.nodeId);
         throw new ClaimError(`could not save the claim of volume "${next.id}" for alloc ${request.allocId}: ${errorMessage(err)}`, false, { cause: err });
       }
       crashPoint('catalog.claim.after-write');
@@ -369,7 +372,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       }
       // Unpublish first: until the controller lets go, the claim stands, so
       // nobody else is granted a volume still attached for this alloc.
-      if (nodeId !== undefined) await this.controllerUnpublish(record, allocId, nodeId, signal);
+      if (nodeId !== undefined) await this.controllers.controllerUnpublish(record, allocId, nodeId, signal);
       if (nodeId !== undefined) crashPoint('catalog.release.after-controller-unpublish');
       const next: VolumeRecord = { ...record, claims: record.claims.filter((c) => c.allocId !== allocId) };
       if (record.controllerPublished) {
@@ -413,150 +416,6 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return released;
   }
 
-  // ---- controller -----------------------------------------------------------------
-
-  /**
-   * Waits (prerun plugin wait) for the controller of `pluginId` and checks it
-   * can create and delete volumes.
-   */
-  private async controllerFor(volumeId: string, pluginId: string, what: 'create' | 'delete', signal?: AbortSignal): Promise<ControllerPluginInfo> {
-    let controller: ControllerPluginInfo | undefined;
-    try {
-      controller = (await this.csi.waitForPlugin(PluginTypeCSIController, pluginId, 'prerun', { signal })).controller;
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": controller plugin "${pluginId}" is not available (${errorMessage(err)})`, { cause: err });
-    }
-    if (!controller?.supportsCreateDelete) {
-      const instead =
-        what === 'create'
-          ? `create the volume on the storage side and register it with "csiplug volume register"`
-          : `delete the volume on the storage side, then "csiplug volume deregister ${volumeId}"`;
-      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": the controller of plugin "${pluginId}" does not offer CREATE_DELETE_VOLUME; ${instead}`);
-    }
-    return controller;
-  }
-
-  /** A client for the plugin's active controller registration, disposed after `fn`. */
-  private async withController<T>(pluginId: string, fn: (client: CSIClient) => Promise<T>): Promise<T> {
-    const client = this.registry.dispense<CSIClient>(PluginTypeCSIController, pluginId);
-    try {
-      return await fn(client);
-    } finally {
-      client.dispose();
-    }
-  }
-
-  /**
-   * The controller's info when the plugin has a controller (a controller
-   * instance exists, or the node plugin advertises CONTROLLER_SERVICE, in
-   * which case its controller is waited for); undefined for node-only plugins.
-   */
-  private async claimController(record: VolumeRecord, allocId: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    try {
-      return await this.controllerOf(record, signal);
-    } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`, signal);
-    }
-  }
-
-  /** The volume's controller: the one known now, else waited for (the prerun limit) when the node plugin says there is one; undefined for a node-only plugin. Throws the wait's error. */
-  private async controllerOf(record: VolumeRecord, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    const known = this.csi.pluginInfo(PluginTypeCSIController, record.pluginId);
-    if (known?.controller) return known.controller;
-    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
-    if (!known && node?.pluginCapabilities?.controllerService !== true) return undefined;
-    return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
-  }
-
-  /** ControllerPublishVolume when the plugin's controller advertises it; undefined when it does not. */
-  private async controllerPublish(
-    record: VolumeRecord,
-    request: VolumeClaimRequest,
-    signal: AbortSignal | undefined,
-    beforeCall: (nodeId: string) => void,
-  ): Promise<{ nodeId: string; context: Record<string, string> } | undefined> {
-    const controller = await this.claimController(record, request.allocId, signal);
-    if (!controller?.supportsAttachDetach) return undefined;
-    let nodeId: string | undefined;
-    try {
-      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node ?? (await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'prerun', { signal })).node;
-      nodeId = node?.nodeId;
-    } catch (err) {
-      throw this.claimFailure(err, `node plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${request.allocId}`, signal);
-    }
-    if (!nodeId) throw new ClaimError(`node plugin "${record.pluginId}" has not reported its node id yet; volume "${record.id}" cannot be published for alloc ${request.allocId}`, true);
-    const capability = volumeCapabilityFor(
-      { readOnly: request.readOnly, accessMode: request.accessMode, attachmentMode: request.attachmentMode },
-      record.mountOptions,
-    );
-    beforeCall(nodeId);
-    try {
-      const response = await this.withController(record.pluginId, (c) =>
-        c.controllerPublishVolume(
-          {
-            volumeId: record.externalId,
-            nodeId,
-            volumeCapability: capability,
-            readonly: request.readOnly,
-            secrets: { ...record.secrets },
-            volumeContext: { ...record.context },
-          },
-          { signal },
-        ),
-      );
-      return { nodeId, context: { ...(response.publishContext ?? {}) } };
-    } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" could not publish volume "${record.id}" to node ${nodeId} for alloc ${request.allocId}`, signal);
-    }
-  }
-
-  private async controllerUnpublish(record: VolumeRecord, allocId: string, nodeId: string, signal?: AbortSignal): Promise<void> {
-    if (!this.registry.get(PluginTypeCSIController, record.pluginId)) {
-      throw new VolumePluginError(
-        record.id,
-        record.pluginId,
-        `controller plugin "${record.pluginId}" is not running, so volume "${record.id}" stays published to node ${nodeId} for alloc ${allocId}; the release is retried once the plugin is back`,
-      );
-    }
-    try {
-      await this.withController(record.pluginId, (c) => c.controllerUnpublishVolume({ volumeId: record.externalId, nodeId, secrets: { ...record.secrets } }, { signal }));
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      if (!isNotFound(err)) {
-        throw new VolumePluginError(record.id, record.pluginId, `could not unpublish volume "${record.id}" from node ${nodeId} for alloc ${allocId}: ${errorMessage(err)}`, {
-          cause: err,
-        });
-      }
-      this.log.info('volume was unpublished on the plugin already', { volume_id: record.id, alloc_id: allocId, node_id: nodeId });
-    }
-  }
-
-  /** Best effort after a claim that published could not be saved. */
-  private async undoPublish(record: VolumeRecord, allocId: string, nodeId: string): Promise<void> {
-    try {
-      await this.controllerUnpublish(record, allocId, nodeId);
-    } catch (err) {
-      this.log.error('could not unpublish a volume whose claim was not saved; it stays attached to the node', {
-        volume_id: record.id,
-        alloc_id: allocId,
-        node_id: nodeId,
-        error: errorMessage(err),
-      });
-    }
-  }
-
-  /** A ClaimError for a failed wait or CSI call: retryable unless the plugin's answer rules it out. */
-  private claimFailure(err: unknown, what: string, signal?: AbortSignal): Error {
-    if (signal?.aborted) return abortReason(signal);
-    if (err instanceof ClaimError) return err;
-    let retryable = false;
-    if (err instanceof CSIError) retryable = !PERMANENT_CSI_CODES.includes(err.grpcCode);
-    // A wait ran out, or the plugin deregistered in between (restarting): it may be back soon.
-    else if (err instanceof TimeoutError || err instanceof PluginNotFoundError) retryable = true;
-    return new ClaimError(`${what}: ${errorMessage(err)}`, retryable, { cause: err });
-  }
-
   // ---- expansion, snapshots, what the plugin holds ------------------------------------
 
   async expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options: { signal?: AbortSignal } = {}): Promise<VolumeExpansion> {
@@ -581,14 +440,14 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (record.claims.length > 0 && node?.pluginCapabilities?.onlineExpansion !== true) {
         throw new VolumeInUseError(id, record.claims.map((c) => c.allocId), 'expand');
       }
-      const controller = await this.controllerIfAny(record, `expand volume "${id}"`, signal);
+      const controller = await this.controllers.controllerIfAny(record, `expand volume "${id}"`, signal);
       let capacityBytes = want;
       let nodeExpansionRequired = true;
       if (controller?.supportsExpand) {
         this.intents.put({ op: 'expand', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, fromBytes: current, toBytes: want, ...(capacity.capacityMax !== undefined ? { limitBytes: capacity.capacityMax } : {}), since: this.clock.now() });
         crashPoint('catalog.expand.before-call');
         try {
-          const response = await this.withController(record.pluginId, (c) =>
+          const response = await this.controllers.withController(record.pluginId, (c) =>
             c.controllerExpandVolume(
               {
                 volumeId: record.externalId,
@@ -639,16 +498,6 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   async listExternalVolumes(pluginId: string, request: PageRequest = {}): Promise<Page<ExternalVolumeView>> {
     return this.holdings.listExternalVolumes(pluginId, request);
-  }
-
-  /** The controller of the volume's plugin when it has one (waited for, as for a claim); undefined for a node-only plugin. */
-  private async controllerIfAny(record: VolumeRecord, what: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    try {
-      return await this.controllerOf(record, signal);
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      throw new VolumePluginError(record.id, record.pluginId, `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`, { cause: err });
-    }
   }
 
   // ---- helpers ----------------------------------------------------------------------

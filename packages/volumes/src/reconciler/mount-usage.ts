@@ -6,7 +6,7 @@ import { errorMessage, formatDuration } from '@csiplug/core';
 import type { CSIManager } from '@csiplug/csimanager';
 import type { ClaimableVolume } from '../catalog/volume-claimer';
 import { mountKey, type VolumeMountRecord } from './mount-record';
-import { volumeRef } from './volume-ref';
+import { volumeRef } from './record-views';
 import type { MountUsageView } from './reconciler-service';
 import type { UsageReader } from './usage-reader';
 

@@ -8,7 +8,7 @@ import type { CSIManager, KeyedMutex } from '@csiplug/csimanager';
 import type { ClaimableVolume } from '../catalog/volume-claimer';
 import type { VolumeMountRecord } from './mount-record';
 import type { NodeExpandOutcome } from './reconciler-service';
-import { volumeRef as ref } from './volume-ref';
+import { volumeRef as ref } from './record-views';
 
 /** What node-side expansion needs of the reconciler: its records, queue and writes. */
 export interface ExpansionHost {

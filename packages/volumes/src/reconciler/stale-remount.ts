@@ -9,7 +9,7 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog
 import { ReconcilerStoppedError, RemountBusyError, isTargetBusy } from './errors';
 import type { RemountOutcome } from './mount-checker';
 import { stagingKey, stalePolicyOf, type VolumeMountRecord } from './mount-record';
-import { volumeRef as ref } from './volume-ref';
+import { volumeRef as ref } from './record-views';
 import type { MountedVolumeInfo } from './reconciler-service';
 
 /** What a remount needs of the reconciler: its records and queue, and its one way to write a record. */

@@ -11,7 +11,7 @@ import { PluginTypeCSINode } from '@csiplug/registry';
 import type { ClaimableVolume, VolumeClaimer } from '../catalog/volume-claimer';
 import { mountKey, stagingKey, type VolumeMountRecord } from './mount-record';
 import type { UnmountOptions, UnmountOutcome } from './reconciler-service';
-import { volumeRef as ref } from './volume-ref';
+import { volumeRef as ref } from './record-views';
 
 /** What the unmount path needs of the reconciler: its records, queue and writes, and its retries. */
 export interface UnmountHost {
@@ -180,4 +180,11 @@ async function bringDown(host: UnmountHost, key: string): Promise<void> {
   crashPoint('reconciler.forget.before');
   host.forget(key);
   host.log.info('volume unmounted and released', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, attempts: record.attempts + 1 });
+}
+
+/** The volumes with records of (plugin) left to unmount. */
+export function volumesToUnmount(records: ReadonlyMap<string, VolumeMountRecord>, pluginId?: string): string[] {
+  const ids = new Set<string>();
+  for (const r of records.values()) if (r.desired === 'unmounted' && (pluginId === undefined || r.pluginId === pluginId)) ids.add(r.volumeId);
+  return [...ids];
 }

@@ -33,10 +33,11 @@
 //     (mount-checker.ts).
 //
 // Every record write goes through update(), here. The mount steps live in
-// this file; the unmount steps in unmount-steps.ts, the remount of stale
-// mounts in stale-remount.ts, the node-side expansion in node-expansion.ts;
-// the findings about live mounts are told by live-mount-events.ts, and their
-// usage read by mount-usage.ts.
+// this file (the check of a restored record in restored-mounts.ts, the waits
+// for a plugin away in mount-plugin-waits.ts); the unmount steps in
+// unmount-steps.ts, the remount of stale mounts in stale-remount.ts, the
+// node-side expansion in node-expansion.ts; the findings about live mounts
+// are told by live-mount-events.ts, and their usage read by mount-usage.ts.
 import {
   AbortError,
   Clock,
@@ -57,7 +58,6 @@ import {
 import {
   ICSIManager,
   IMountTable,
-  isMountPointRetrying,
   isPluginUnavailable,
   KeyedMutex,
   copyUsage,
@@ -78,7 +78,6 @@ import type {
   MountCheckView,
   MountedVolumeInfo,
   MountOptions,
-  MountRetry,
   MountUsageView,
   NodeExpandOutcome,
   UnmountOptions,
@@ -91,8 +90,11 @@ import { LiveMountEvents } from './live-mount-events';
 import { expandMountedVolume, expandOwed, type ExpansionHost } from './node-expansion';
 import { readMountUsage } from './mount-usage';
 import { remountStale, type RemountHost } from './stale-remount';
-import { runAttemptDown, unmountVolumes, type UnmountHost } from './unmount-steps';
-import { volumeRef as ref } from './volume-ref';
+import { runAttemptDown, unmountVolumes, volumesToUnmount, type UnmountHost } from './unmount-steps';
+import { checkOneNamePerVolume } from './one-name-per-volume';
+import { awaitPluginAgain, tellRetry } from './mount-plugin-waits';
+import { keepRemounting, stillMounted, type RestoreHost } from './restored-mounts';
+import { mountedInfo, volumeRef as ref } from './record-views';
 
 /** How long a mount waits for its node plugin before it tells (MountOptions.onPluginWait). */
 export const PLUGIN_WAIT_NOTICE_MS = 1_000;
@@ -124,6 +126,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private readonly unmountHost: UnmountHost;
   /** What a remount of stale mounts (stale-remount.ts) works on. */
   private readonly remountHost: RemountHost;
+  /** What the check of a restored record (restored-mounts.ts) works on. */
+  private readonly restoreHost: RestoreHost;
   /** What a node-side expansion (node-expansion.ts) works on. */
   private readonly expansionHost: ExpansionHost;
 
@@ -131,7 +135,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     @inject(ICSIManager) private readonly csi: CSIManager,
     @inject(IVolumeClaimer) private readonly claimer: VolumeClaimer,
     @inject(IMountStore) private readonly store: MountStore,
-    @inject(IMountTable) private readonly mountTable: MountTable,
+    @inject(IMountTable) mountTable: MountTable,
     @inject(IClock) private readonly clock: Clock,
     @inject(ITimeoutPolicy) private readonly timeouts: TimeoutPolicy,
     @inject(ILogger) logger: Logger,
@@ -169,6 +173,17 @@ export class VolumeReconciler implements VolumeReconcilerService {
       update: (key, change) => this.update(key, change),
       nodeSteps: (key, signal) => this.nodeSteps(key, signal),
       remountReported: (key) => this.remountReported(key),
+    };
+    this.restoreHost = {
+      verified: this.verified,
+      downs: this.downs,
+      mountTable,
+      clock,
+      log: this.log,
+      checker: { restored: (record) => this.checker.restored(record) },
+      stopped: () => this.stopped,
+      pluginAway: (pluginId) => this.pluginAway(pluginId),
+      wanted: (key) => this.wanted(key),
     };
     this.expansionHost = {
       records: this.records,
@@ -239,7 +254,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.subscriptions.add(
       this.csi.onDidBecomeReady((ready) => {
         if (ready.info.type !== PluginTypeCSINode) return;
-        for (const volumeId of this.volumesToUnmount(ready.info.name)) this.scheduleRetry(volumeId, 0);
+        for (const volumeId of volumesToUnmount(this.records, ready.info.name)) this.scheduleRetry(volumeId, 0);
         this.checker.pluginReady(ready);
       }),
     );
@@ -258,7 +273,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (retired.info.type === PluginTypeCSINode) this.checker.pluginRetired(retired);
       }),
     );
-    const toUnmount = this.volumesToUnmount();
+    const toUnmount = volumesToUnmount(this.records);
     const left = records.filter((r) => r.desired === 'unmounted').length;
     if (left) this.log.info('resuming unmounts left by the last agent', { count: left });
     for (const volumeId of toUnmount) this.scheduleRetry(volumeId, 0);
@@ -304,7 +319,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return this.list(allocId)
       // A record mid-remount (its intent written) is not mounted until the remount is done, whatever its flags say.
       .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined && r.remounting === undefined)
-      .map((r) => this.info(r, false, this.pluginAway(r.pluginId)));
+      .map((r) => mountedInfo(r, false, this.pluginAway(r.pluginId)));
   }
 
   private pluginAway(pluginId: string): boolean {
@@ -343,9 +358,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
       pluginId = record.pluginId;
       if (wantedBefore) {
         // A remount the last agent started: the alloc keeps running, the checker finishes it when the plugin serves (never the restore limit).
-        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key)) return this.keepRemounting(key);
+        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key)) return keepRemounting(this.restoreHost, key);
         // The mount table says whether the mount is live; no plugin is needed to see that.
-        const live = await this.stillMounted(key, signal, 'waiting for its plugin to mount it again');
+        const live = await stillMounted(this.restoreHost, key, signal, 'waiting for its plugin to mount it again');
         if (live) return live;
       }
       // Held to the phase's deadline overall: time spent looking the volume up or reading the mount table counts.
@@ -400,9 +415,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
         return changed;
       }
     }
-    this.checkOneNamePerVolume(key, request);
+    checkOneNamePerVolume(this.records, key, request);
     const volume = await this.claimer.lookup(request.volumeId);
-    this.checkOneNamePerVolume(key, request);
+    checkOneNamePerVolume(this.records, key, request);
     this.volumes.set(key, volume);
     const now = this.records.get(key);
     if (now) {
@@ -429,22 +444,6 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return record;
   }
 
-  /**
-   * One name per (alloc, volume): the catalog keeps one claim per alloc and
-   * volume, and two usages of one volume by one alloc share its target path,
-   * so undoing one name would take the other's mount and claim with it.
-   */
-  private checkOneNamePerVolume(key: string, request: VolumeMountRequest): void {
-    const existing = this.records.get(key);
-    if (existing && existing.volumeId !== request.volumeId) {
-      throw new ClaimError(`alloc ${request.allocId} already has volume "${existing.volumeId}" as "${request.name}"; it cannot also mount "${request.volumeId}" under that name`, false);
-    }
-    const other = [...this.records.entries()].find(([k, r]) => k !== key && r.allocId === request.allocId && r.volumeId === request.volumeId);
-    if (other) {
-      throw new ClaimError(`alloc ${request.allocId} already uses volume "${request.volumeId}" as "${other[1].name}"; a group may use a volume once (mount that one volume into several tasks instead)`, false);
-    }
-  }
-
   private async bringUpWithClaimRetry(key: string, options: MountOptions, deadline: number): Promise<MountedVolumeInfo> {
     const { signal, phase } = options;
     const started = this.clock.now();
@@ -459,7 +458,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
         const down = this.downs.get(key);
         if (down) await down;
         this.wanted(key);
-        const live = await this.stillMounted(key, signal);
+        const live = await stillMounted(this.restoreHost, key, signal);
         if (live) return live;
         // The claim (which may wait for the controller and publish through it)
         // runs outside the volume's queue: its intent is recorded first, and
@@ -474,7 +473,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
             throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
           }
           this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
-          if (!this.stopped && !signal?.aborted) this.tellRetry(options, record, 'claim', attempt, err, delay);
+          if (!this.stopped && !signal?.aborted) tellRetry(this.log, options, record, 'claim', attempt, err, delay);
           await this.clock.sleep(delay, signal);
           attempt++;
           continue;
@@ -482,91 +481,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
         // A claim's refusal is the catalog's answer; a node step's failure while the node plugin is away is not.
         if (err instanceof ClaimError || this.stopped || signal?.aborted || !(isPluginUnavailable(err) || this.pluginAway(record.pluginId))) throw err;
         const left = deadline - this.clock.now();
-        if (left > 0) this.tellRetry(options, record, 'plugin', pluginRetries + 1, err, this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)));
-        await this.awaitPluginAgain(record, err, ++pluginRetries, phase, deadline, signal);
+        if (left > 0) tellRetry(this.log, options, record, 'plugin', pluginRetries + 1, err, this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)));
+        await awaitPluginAgain(this.unmountHost, record, err, ++pluginRetries, phase, deadline, signal);
       }
     }
-  }
-
-  /** Tells whoever waits for the mount that it is held back (a listener's fault is logged, never the mount's). */
-  private tellRetry(options: MountOptions, record: VolumeMountRecord, reason: MountRetry['reason'], attempt: number, err: unknown, delayMs: number): void {
-    if (!options.onRetry) return;
-    try {
-      options.onRetry({ name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, reason, attempt, error: errorMessage(err), delayMs });
-    } catch (listenerErr) {
-      this.log.warn('a mount retry listener failed', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(listenerErr) });
-    }
-  }
-
-  /**
-   * The node plugin went away in the middle of a mount (crashed, restarting,
-   * being replaced): wait for it to be healthy again, within what is left of
-   * the phase's limit, so that the step is asked again rather than the mount
-   * failed. A plugin that still looks healthy (its crash not seen yet) is
-   * given a backoff first. Throws the step's error when no time is left.
-   */
-  private async awaitPluginAgain(record: VolumeMountRecord, err: unknown, retry: number, phase: MountOptions['phase'], deadline: number, signal: AbortSignal | undefined): Promise<void> {
-    const left = deadline - this.clock.now();
-    if (left <= 0) throw err;
-    this.log.warn('the node plugin went away during the mount; waiting for it to be healthy, then asking again', { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId, retry, left_ms: left, error: errorMessage(err) });
-    if (!this.pluginAway(record.pluginId)) {
-      await this.clock.sleep(Math.min(left, this.timeouts.unmountBackoff(retry)), signal);
-      // No step attempt past the deadline, however healthy the plugin looks now.
-      if (deadline - this.clock.now() <= 0) throw err;
-    }
-    await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
-  }
-
-  /**
-   * A record already published: mounted in this run (nothing to do), or from
-   * before a restart — then is the mount still there? A mount table that
-   * cannot be read just now is read again, never taken for "gone". Undefined
-   * when the steps must run — always while an unmount attempt is under way
-   * (it may take the target down after any check; the steps queue behind it).
-   * A restored live mount is checked by the MountChecker when its plugin
-   * serves. `whenGone` says what happens next when the mount is gone.
-   */
-  private async stillMounted(key: string, signal: AbortSignal | undefined, whenGone = 'mounting again'): Promise<MountedVolumeInfo | undefined> {
-    const record = this.wanted(key);
-    if (!record.published || record.targetPath === undefined || this.downs.has(key)) return undefined;
-    if (this.verified.has(key)) return this.info(record, false);
-    const target = record.targetPath;
-    let live: boolean;
-    try {
-      // The table never enters the target (its parent is resolved, the name looked up in mountinfo).
-      live = await isMountPointRetrying(this.mountTable, target, {
-        clock: this.clock,
-        signal,
-        onFault: (err, attempt, delayMs) =>
-          this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
-      });
-    } catch (err) {
-      if (signal?.aborted || this.stopped) throw err;
-      // A target that errors (ENOTCONN, ESTALE, EIO of a mount whose plugin died) is mounted, maybe stale:
-      // kept under its running tasks and left to the checker, never a failed restore.
-      this.log.warn('could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, error: errorMessage(err) });
-      live = true;
-    }
-    if (!live) {
-      this.log.warn(`volume mount gone after restore; ${whenGone}`, { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, plugin_id: record.pluginId });
-      return undefined;
-    }
-    this.verified.add(key);
-    const away = this.pluginAway(record.pluginId);
-    this.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, plugin_away: away });
-    const now = this.wanted(key);
-    this.checker.restored(now);
-    return this.info(now, true, away);
-  }
-
-  /** A restored record with a remount under way: kept as it is, and finished by the checker when its plugin serves. */
-  private keepRemounting(key: string): MountedVolumeInfo {
-    const record = this.wanted(key);
-    this.verified.add(key);
-    const away = this.pluginAway(record.pluginId);
-    this.log.warn('a remount of a stale volume mount did not finish before the last agent stopped; the alloc keeps running and the remount is finished when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target: record.targetPath, remounting: record.remounting, plugin_away: away });
-    this.checker.restored(record);
-    return this.info(record, true, away);
   }
 
   /** The claim step. The catalog grants the same claim again as it stands (a retried mount, a mount gone after a restart). */
@@ -616,7 +534,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
       // Owed from an expansion: a failure keeps it owed (the next publish, or the next expansion, tries again) and never fails the mount it rides on.
       await expandOwed(this.expansionHost, key, record.expandTo, signal).catch(() => undefined);
     }
-    return this.info(this.wanted(key), false);
+    return mountedInfo(this.wanted(key), false);
   }
 
   expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
@@ -687,14 +605,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
   // ---- helpers ------------------------------------------------------------------
 
   retryUnmountsNow(pluginId: string): void {
-    for (const volumeId of this.volumesToUnmount(pluginId)) this.scheduleRetry(volumeId, 0);
-  }
-
-  /** The volumes with records of (plugin) left to unmount. */
-  private volumesToUnmount(pluginId?: string): string[] {
-    const ids = new Set<string>();
-    for (const r of this.records.values()) if (r.desired === 'unmounted' && (pluginId === undefined || r.pluginId === pluginId)) ids.add(r.volumeId);
-    return [...ids];
+    for (const volumeId of volumesToUnmount(this.records, pluginId)) this.scheduleRetry(volumeId, 0);
   }
 
   private scheduleRetry(volumeId: string, delayMs: number): void {
@@ -747,19 +658,5 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.volumes.delete(key);
     this.liveEvents.forget(key);
     this.checker.forget(key);
-  }
-
-  private info(record: VolumeMountRecord, restored: boolean, pluginAway = false): MountedVolumeInfo {
-    const info: MountedVolumeInfo = {
-      name: record.name,
-      volumeId: record.volumeId,
-      pluginId: record.pluginId,
-      targetPath: record.targetPath!,
-      readOnly: record.usage.readOnly,
-      restored,
-      pluginAway,
-    };
-    if (record.stagingPath) info.stagingPath = record.stagingPath;
-    return info;
   }
 }
