@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Benchmark of the job diff behind `job run` and `job plan`
-// (packages/agent/src/deploy/job-diff.ts), run on purpose (never by the tests):
+// (packages/jobspec/src/job-diff.ts), run on purpose (never by the tests):
 //   node bench/deploy/run.js
 // Builds are needed first: npx nx build agent
 //

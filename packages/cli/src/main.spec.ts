@@ -12,7 +12,7 @@ import { FakeAgentService, fakeUuid } from '@csiplug/api/testing';
 import type { CliHandlers, CliIo } from './io';
 import { main } from './main';
 
-const EXAMPLES = path.resolve(__dirname, '../../../../examples');
+const EXAMPLES = path.resolve(__dirname, '../../../examples');
 
 interface Result {
   code: number;

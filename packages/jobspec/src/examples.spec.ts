@@ -6,7 +6,7 @@ import { interpolateTask, taskVariables } from './interpolate';
 import { parseJobspec } from './jobspec';
 import { parseVolumeSpec } from './volume-spec';
 
-const EXAMPLES = path.resolve(__dirname, '../../../../examples');
+const EXAMPLES = path.resolve(__dirname, '../../../examples');
 const read = (name: string): string => fs.readFileSync(path.join(EXAMPLES, name), 'utf8');
 
 describe('examples', () => {
