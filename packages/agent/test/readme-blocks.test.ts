@@ -39,7 +39,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { parseAgentConfig, parseJobspec, parseVolumeSpec } from '../src/spec';
+import { parseAgentConfig, parseJobspec, parseVolumeSpec } from '@csiplug/jobspec';
 import {
   REPO,
   brokenRelativeLinks,
