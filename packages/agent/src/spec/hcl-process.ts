@@ -104,7 +104,7 @@ class HclParserProcess {
     const child = spawn(process.execPath, ['--liftoff-only', '-e', PARSER_SOURCE], {
       stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       detached: true,
-      env: { CSIPLUG_HCL2JSON: require.resolve('@cdktf/hcl2json'), ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}) },
+      env: { CSIPLUG_HCL2JSON: require.resolve('@cdktn/hcl2json'), ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}) },
     });
     child.on('message', (a: Answer) => {
       const p = this.pending.get(a.id);
