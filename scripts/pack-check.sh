@@ -12,8 +12,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-# Every package, in dependency order; the one list both the packing and the checks below use.
-packages=(core state csi hostpath-plugin registry csimanager volumes driver hooks agent)
+# Every package: each dir under packages/ with a manifest, found (not listed, so a
+# new package is checked the day it is added); the one list both the packing
+# and the checks below use.
+mapfile -t packages < <(for manifest in packages/*/package.json; do basename "$(dirname "$manifest")"; done)
+if [ "${#packages[@]}" -eq 0 ]; then echo 'pack check: no package found under packages/' >&2; exit 1; fi
+for p in "${packages[@]}"; do
+  name=$(node -p "require('./packages/$p/package.json').name")
+  [ "$name" = "@csiplug/$p" ] || { echo "pack check: packages/$p is named $name, not @csiplug/$p: the checks below require each package by its dir's name" >&2; exit 1; }
+done
 work=$(mktemp -d /tmp/csiplug-pack-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tgz"
