@@ -22,4 +22,5 @@ export * from './register';
 export * from './timeout-policy';
 export * from './tokens';
 export * from './transient';
+export * from './vocabulary';
 export * from './wait';
