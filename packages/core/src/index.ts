@@ -23,4 +23,5 @@ export * from './timeout-policy';
 export * from './token-owners';
 export * from './tokens';
 export * from './transient';
+export * from './vocabulary';
 export * from './wait';
