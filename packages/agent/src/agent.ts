@@ -16,7 +16,7 @@ import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, mountsUnder, typ
 import { CSI_CALL_SECONDS, isNotFound, type CSIClient } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory, type TaskEvent } from '@csiplug/hooks';
-import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
+import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type VolumeClaimer, type MountCheckView, type VolumeReconcilerService } from '@csiplug/volumes';
 import { ClusterJobsUnavailableError, ClusterVolumeClaimer, MAX_GROUP_COUNT, externalIdOf, isEtcdAway, type ClusterClaim, type NodeInfo } from '@csiplug/cluster';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ControllerRouter, answerRoutedCall, healthyControllerNodes, isRoutedController } from './cluster-controllers';
@@ -188,6 +188,10 @@ export class Agent implements AgentService, AsyncDisposable {
   private readonly volumeMounts: VolumeReconcilerService;
   private readonly driver: TaskDriver;
   private readonly catalog: VolumeCatalogService;
+  /** The one way a claim is made or released (IVolumeClaimer: the catalog alone, or in a cluster the claimer of etcd then the catalog). */
+  private readonly claimer: VolumeClaimer;
+  /** Cluster mode: the same claimer, for what only a cluster's does (claims asserted after a join, etcd's own listed, a node's released). */
+  private readonly clusterClaimer: ClusterVolumeClaimer | undefined;
   private readonly supervisors: ICSIPluginSupervisorFactory;
   private readonly csiHooks: ICSIHookFactory;
 
@@ -213,6 +217,8 @@ export class Agent implements AgentService, AsyncDisposable {
     this.volumeMounts = container.resolve<VolumeReconcilerService>(IVolumeReconciler);
     this.driver = container.resolve<TaskDriver>(ITaskDriver);
     this.catalog = container.resolve<VolumeCatalogService>(IVolumeCatalog);
+    this.claimer = container.resolve<VolumeClaimer>(IVolumeClaimer);
+    this.clusterClaimer = membership && this.claimer instanceof ClusterVolumeClaimer ? this.claimer : undefined;
     this.supervisors = container.resolve<ICSIPluginSupervisorFactory>(ICSIPluginSupervisorFactory);
     this.csiHooks = container.resolve<ICSIHookFactory>(ICSIHookFactory);
     this.startedAt = this.clock.now();
@@ -302,15 +308,18 @@ export class Agent implements AgentService, AsyncDisposable {
     let settled = (): boolean => false;
     if (config.cluster) {
       const cluster = config.cluster;
+      // One instance, whoever resolves it (the reconciler, the csi hook, the agent's purge, detach and sweep).
+      let claimer: ClusterVolumeClaimer | undefined;
       bind(container, IVolumeClaimer, {
         useFactory: (c) =>
-          new ClusterVolumeClaimer(
+          (claimer ??= new ClusterVolumeClaimer(
             () => c.resolve<VolumeCatalogService>(IVolumeCatalog),
             membership!.claims,
             cluster.nodeName,
             () => membership!.holdsNode && settled(),
             (message, fields) => c.resolve<Logger>(ILogger).warn(message, fields),
-          ),
+            (claim) => membership!.ownsClaim(claim),
+          )),
       });
     }
     const modules = new ModuleHost(container, agentModules(config, logger));
@@ -818,14 +827,8 @@ export class Agent implements AgentService, AsyncDisposable {
         if (records.some((v) => v.desired === 'mounted')) {
           await this.volumeMounts.unmount(r.alloc.id).catch((err) => this.logger.warn('unmounting the volumes of a purged alloc failed; the volume reconciler retries', { alloc_id: r.alloc.id, error: err }));
         }
-        // A claim the volume reconciler holds a record of is released by it, in order.
-        if (records.length === 0) {
-          const released = await this.catalog.releaseAllocClaims(r.alloc.id).catch((err) => {
-            this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: r.alloc.id, error: err });
-            return [] as string[];
-          });
-          for (const volumeId of released) await this.releaseInCluster(volumeId, r.alloc.id);
-        }
+        // A claim the volume reconciler holds a record of is released by it, in order; any other through the claimer.
+        if (records.length === 0) await this.releaseClaimsOf(r.alloc.id);
         r.forgetSaves();
         this.allocStore.deleteAllocation(r.alloc.id);
         this.removeRunner(r);
@@ -1146,7 +1149,7 @@ export class Agent implements AgentService, AsyncDisposable {
     const membership = this.membership!;
     for (const { volumeId, claim } of published) {
       // The node back meanwhile keeps what it holds: nothing is detached under it, and the release waits (it is refused anyway).
-      if (await membership.conn.kv.get(`alive/${node}`).exists()) return false;
+      if (await membership.nodeAlive(node)) return false;
       const volume = this.catalog.getVolume(volumeId);
       const target = claim.published!.csiNodeId;
       // Only the cluster's volume (never a node-local one under the same id).
@@ -1179,7 +1182,7 @@ export class Agent implements AgentService, AsyncDisposable {
   async purgeNode(name: string): Promise<NodePurgeResult> {
     this.checkOpen();
     if (!this.membership) throw new NotFoundError('this agent is not in a cluster: it is its only node, and a node is purged only from a cluster');
-    return this.clusterCall(() => purgeClusterNode(this.membership!, name, (node, published) => this.unpublishFrom(node, published)));
+    return this.clusterCall(() => purgeClusterNode(this.membership!, this.clusterClaimer!, name, (node, published) => this.unpublishFrom(node, published)));
   }
 
   /** Cluster mode, agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */
@@ -1332,8 +1335,7 @@ export class Agent implements AgentService, AsyncDisposable {
         const left = this.mountsOfAlloc(volume.pluginId, claim.allocId, volume.id);
         if (left.length) throw new ConflictError(`volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
       }
-      if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) await this.catalog.release(volumeId, claim.allocId);
-      await this.releaseInCluster(volumeId, claim.allocId);
+      await this.releaseClaim(volumeId, claim.allocId);
       released.push(claim.allocId);
     }
     this.logger.info('volume detached', { volume_id: volumeId, node_id: nodeId, released });
@@ -1362,8 +1364,7 @@ export class Agent implements AgentService, AsyncDisposable {
           continue;
         }
         try {
-          await this.catalog.release(volume.id, claim.allocId);
-          await this.releaseInCluster(volume.id, claim.allocId);
+          await this.releaseClaim(volume.id, claim.allocId);
           released.push({ volumeId: volume.id, allocId: claim.allocId });
           this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volume.id}" by alloc ${claim.allocId} released by the claim sweep: this node has no such alloc`, volumeId: volume.id, allocId: claim.allocId });
         } catch (err) {
@@ -1382,10 +1383,27 @@ export class Agent implements AgentService, AsyncDisposable {
     return released;
   }
 
-  /** In cluster mode, the claim in etcd goes with the local one (a purge, a detach, the sweep); etcd away: the sweep tries again. */
-  private async releaseInCluster(volumeId: string, allocId: string): Promise<void> {
-    if (!this.membership) return;
-    await this.membership.claims.release(volumeId, allocId).catch((err: unknown) => this.logger.warn('the claim in etcd could not be released; the claim sweep tries again', { volume_id: volumeId, alloc_id: allocId, error: err }));
+  /**
+   * The alloc's claim of the volume released through the claimer (in a
+   * cluster: here, then in etcd). Released here but not in etcd (etcd away)
+   * is said and left to the claim sweep, which finds it in etcd; a release
+   * that failed here throws.
+   */
+  private async releaseClaim(volumeId: string, allocId: string): Promise<void> {
+    try {
+      await this.claimer.release(volumeId, allocId);
+    } catch (err) {
+      if (!this.clusterClaimer || this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId)) throw err;
+      this.logger.warn('the claim in etcd could not be released; the claim sweep tries again', { volume_id: volumeId, alloc_id: allocId, error: err });
+    }
+  }
+
+  /** Every claim (or controller publish) a purged alloc holds, released through the claimer; a failure is said, and the sweep tries again. */
+  private async releaseClaimsOf(allocId: string): Promise<void> {
+    const held = this.catalog.listVolumes().filter((v) => v.claims.some((c) => c.allocId === allocId) || v.publishContexts?.[allocId] !== undefined);
+    for (const volume of held) {
+      await this.releaseClaim(volume.id, allocId).catch((err: unknown) => this.logger.warn('releasing claims of a purged alloc failed', { alloc_id: allocId, volume_id: volume.id, error: err }));
+    }
   }
 
   /**
@@ -1396,21 +1414,19 @@ export class Agent implements AgentService, AsyncDisposable {
    */
   private async sweepClusterClaims(): Promise<{ volumeId: string; allocId: string }[]> {
     const released: { volumeId: string; allocId: string }[] = [];
-    const all = await this.membership!.claims.all();
-    for (const { volumeId, claims } of all) {
-      for (const claim of claims) {
-        // Only this identity's: a claim of another machine under the same name (or of unknown identity, from before identities) is never released here.
-        if (!this.membership!.ownsClaim(claim) || this.closed) continue;
-        // Kept: a claim this node's catalog holds, or its reconciler has a record of (a claim in flight, a pending unmount), or of an alloc it could not restore.
-        if (this.unrestored.has(claim.allocId) || this.volumeMounts.list(claim.allocId).some((r) => r.volumeId === volumeId)) continue;
-        if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === claim.allocId)) continue;
-        try {
-          await this.membership!.claims.release(volumeId, claim.allocId);
-          released.push({ volumeId, allocId: claim.allocId });
-          this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volumeId}" by alloc ${claim.allocId} released in the cluster by the claim sweep: this node holds no such claim`, volumeId, allocId: claim.allocId });
-        } catch (err) {
-          this.logger.warn('the claim sweep could not release a claim in etcd; it tries again on its next round', { volume_id: volumeId, alloc_id: claim.allocId, error: err });
-        }
+    // Only this identity's: a claim of another machine under the same name (or of unknown identity, from before identities) is never listed.
+    for (const { volumeId, allocId } of await this.clusterClaimer!.ownClaims()) {
+      if (this.closed) break;
+      // Kept: a claim this node's catalog holds, or its reconciler has a record of (a claim in flight, a pending unmount), or of an alloc it could not restore.
+      if (this.unrestored.has(allocId) || this.volumeMounts.list(allocId).some((r) => r.volumeId === volumeId)) continue;
+      if (this.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId)) continue;
+      try {
+        // Through the claimer: nothing here to release, then the claim in etcd.
+        await this.claimer.release(volumeId, allocId);
+        released.push({ volumeId, allocId });
+        this.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volumeId}" by alloc ${allocId} released in the cluster by the claim sweep: this node holds no such claim`, volumeId, allocId });
+      } catch (err) {
+        this.logger.warn('the claim sweep could not release a claim in etcd; it tries again on its next round', { volume_id: volumeId, alloc_id: allocId, error: err });
       }
     }
     return released;
@@ -1424,20 +1440,19 @@ export class Agent implements AgentService, AsyncDisposable {
    */
   async assertClaimsInCluster(): Promise<void> {
     const membership = this.membership;
-    if (!membership || this.closed) return;
+    const claimer = this.clusterClaimer;
+    if (!membership || !claimer || this.closed) return;
     for (const volume of this.catalog.listVolumes()) {
       for (const c of volume.claims) {
         // An alloc being stopped here (moved away, a smaller share) lets go of its claim: it is not claimed again in etcd.
         if (this.runners.get(c.allocId)?.alloc.desiredStatus === 'stop') continue;
-        const request = { volumeId: volume.id, allocId: c.allocId, readOnly: c.mode === 'read', accessMode: c.accessMode, attachmentMode: c.attachmentMode };
         // etcd away (just after joining, a flap): tried again with backoff; only a refusal is a conflict.
         for (let delay = 500; ; delay = Math.min(delay * 2, 10_000)) {
           // A later join (a lost lease) starts over: this one stops, and that one asserts once the node settled again.
           if (this.closed || !membership.holdsNode || !this.clusterJobs?.settled) return;
           try {
-            await membership.claims.claim(volume, request, membership.nodeName);
-            // Released here while it was claimed there (a teardown finishing at the same time): given back in etcd too.
-            if (!this.catalog.getVolume(volume.id)?.claims.some((x) => x.allocId === c.allocId)) await this.releaseInCluster(volume.id, c.allocId);
+            // Released here while it was claimed there (a teardown finishing at the same time): the claimer gives it back in etcd too.
+            await claimer.reassert(volume.id, c.allocId);
             break;
           } catch (err) {
             if (err instanceof ClaimError && err.code === 'ECLAIM_ETCD_UNAVAILABLE') {

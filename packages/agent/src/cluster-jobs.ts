@@ -111,7 +111,8 @@ export class ClusterJobs {
     /** Where the shares run here are remembered across restarts (`<data_dir>/cluster/applied.json`). */
     private readonly appliedFile?: string,
   ) {
-    this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now());
+    // The node's one claims handle: a pass releases a node's claims through the same one that writes this node's.
+    this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now(), { claims: membership.claims });
     this.applied = this.readApplied();
   }
 

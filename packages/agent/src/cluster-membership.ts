@@ -114,6 +114,11 @@ export class ClusterMembership implements AsyncDisposable {
     return this.nodes.refusal;
   }
 
+  /** Whether the node `name` holds a live lease now. Throws when etcd does not answer. */
+  nodeAlive(name: string): Promise<boolean> {
+    return this.nodes.isAlive(name);
+  }
+
   /** `node purge`: the node's record removed, only while it is down; 'alive' when it is up. */
   purgeRecord(name: string): Promise<NodeRecord | 'alive' | undefined> {
     return this.nodes.purgeRecord(name);

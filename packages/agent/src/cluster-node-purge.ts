@@ -7,7 +7,7 @@
 // never purged: every step requires its alive key to be absent. Its slots
 // stay until the passes move them (a node with no record is down).
 import { CsiplugError } from '@csiplug/core';
-import type { ClusterClaim } from '@csiplug/cluster';
+import type { ClusterClaim, ClusterVolumeClaimer } from '@csiplug/cluster';
 import type { ClusterMembership } from './cluster-membership';
 import type { NodePurgeResult } from './service';
 
@@ -29,6 +29,7 @@ export class NodePurgeError extends CsiplugError {
  */
 export async function purgeClusterNode(
   membership: ClusterMembership,
+  claimer: ClusterVolumeClaimer,
   name: string,
   unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
 ): Promise<NodePurgeResult> {
@@ -40,7 +41,7 @@ export async function purgeClusterNode(
       409,
     );
   }
-  const published = (await membership.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+  const published = await claimer.publishedTo(name);
   if (published.length && !(await unpublishFrom(name, published))) {
     throw new NodePurgeError(
       `node "${name}": volumes published to it (${published.map((p) => p.volumeId).join(', ')}) could not be unpublished from this agent (no controller of their plugin here, or the node came back); ` +
@@ -49,7 +50,7 @@ export async function purgeClusterNode(
     );
   }
   // Each release requires the node's alive key to be absent: a node back meanwhile keeps what it holds.
-  const releasedVolumes = await membership.claims.releaseNode(name);
+  const releasedVolumes = await claimer.releaseNode(name);
   const removed = await membership.purgeRecord(name);
   if (removed === 'alive') throw new NodePurgeError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`, 409);
   return { name, ...(removed?.identity ? { identity: removed.identity } : {}), releasedVolumes };
