@@ -320,3 +320,10 @@ export class ControllerRouter {
     this.servers.clear();
   }
 }
+
+/** Without a cluster: the routed controllers a cluster-mode run of this data dir registered route nowhere, and go. */
+export function dropRoutedControllers(registry: PluginRegistry): void {
+  for (const p of registry.list('csi-controller')) {
+    for (const r of registry.registrations('csi-controller', p.name)) if (isRoutedController(r.allocId)) registry.deregister('csi-controller', p.name, r.allocId);
+  }
+}
