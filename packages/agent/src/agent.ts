@@ -11,18 +11,16 @@
 // allocs wait for them (the `restore` limit), never failing because a plugin
 // came back a moment later. dispose() undoes it: the agent's own part (its
 // allocs stopped or detached), the modules in reverse, then the lock.
-import { bind, Clock, CsiplugError, IClock, ILogger, IMetrics, Logger, ModuleHost, PinoLogger, type AsyncDisposable } from '@csiplug/core';
+import { bind, Clock, IClock, ILogger, IMetrics, Logger, ModuleHost, PinoLogger, type AsyncDisposable } from '@csiplug/core';
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, type CSIManager } from '@csiplug/csimanager';
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory } from '@csiplug/hooks';
 import { IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type VolumeClaimer, type VolumeReconcilerService } from '@csiplug/volumes';
-import { ClusterVolumeClaimer } from '@csiplug/cluster';
+import { IClusterNode, type ClusterNode } from '@csiplug/cluster';
 import { dropRoutedControllers } from './cluster-controllers';
-import { CLUSTER_INSTANCE_FILE, ClusterMembership, clusterInstanceId } from './cluster-membership';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
-import * as fs from 'fs';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { IAgentEvents, type AgentEvents } from './agent-events';
@@ -67,7 +65,7 @@ interface Lifecycle {
 }
 
 /** The parts of the service facade over the started modules (and, in a cluster, cluster mode over them). */
-function composeParts(config: AgentConfig, container: DependencyContainer, metrics: PromMetrics, life: Lifecycle, membership: ClusterMembership | undefined): ServiceParts {
+function composeParts(config: AgentConfig, container: DependencyContainer, metrics: PromMetrics, life: Lifecycle): ServiceParts {
   const logger = container.resolve<Logger>(ILogger).child({ component: 'agent' });
   const events = container.resolve<AgentEvents>(IAgentEvents);
   const claimer = container.resolve<VolumeClaimer>(IVolumeClaimer);
@@ -107,17 +105,39 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     cluster: () => cluster,
   });
   const nodes = new NodeViews(ctx, () => cluster);
-  if (membership) {
-    if (!(claimer instanceof ClusterVolumeClaimer)) throw new CsiplugError('ECLUSTER_CLAIMER', 'cluster mode needs the cluster volume claimer bound to IVolumeClaimer; a deployment\'s own claimer cannot run a cluster node (remove its binding)');
-    cluster = new ClusterMode(ctx, membership, claimer, {
-      node: () => nodes.node(),
-      localJob: (id) => jobs.localJob(id),
-      localJobIds: () => ctx.allocs.jobIds(),
-      localJobView: (id) => jobs.localJobView(id),
-      runLocal: (job) => jobs.runLocal(job),
-      stopLocal: (id, options) => jobs.stopLocal(id, options),
-      resumeRollouts: () => jobs.jobUpdater.resume(),
-    }, container.resolve<Logger>(ILogger));
+  if (config.cluster) {
+    // The cluster module (@csiplug/cluster) made this node in its cluster when it started; cluster mode runs over it.
+    cluster = new ClusterMode(
+      {
+        settings: {
+          dataDir: config.dataDir,
+          bindAddr: config.bindAddr,
+          port: config.port,
+          tls: config.tls !== undefined,
+          maxAllocsPerJob: config.limits.maxAllocsPerJob,
+          aclToken: () => config.acl.token,
+        },
+        logger,
+        loggerFor: (component) => container.resolve<Logger>(ILogger).child({ component }),
+        clock,
+        registry: ctx.registry,
+        csiManager: ctx.csiManager,
+        catalog: ctx.catalog,
+        get closed() {
+          return ctx.closed;
+        },
+        emit: (e) => ctx.emit(e),
+        node: () => nodes.node(),
+        localJob: (id) => jobs.localJob(id),
+        localJobIds: () => ctx.allocs.jobIds(),
+        localJobView: (id) => jobs.localJobView(id),
+        runLocal: (job) => jobs.runLocal(job),
+        stopLocal: (id, options) => jobs.stopLocal(id, options),
+        resumeRollouts: () => jobs.jobUpdater.resume(),
+        allocStopping: (allocId) => ctx.allocs.get(allocId)?.alloc.desiredStatus === 'stop',
+      },
+      container.resolve<ClusterNode>(IClusterNode),
+    );
   } else {
     // Without a cluster, a routed controller a cluster-mode run of this data dir registered routes nowhere: it goes.
     dropRoutedControllers(ctx.registry);
@@ -141,9 +161,8 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     /** The agent's figures (/v1/metrics): what the packages record, gauges read from its state, the process's own. */
     readonly metrics: PromMetrics,
     private readonly life: Lifecycle,
-    membership: ClusterMembership | undefined,
   ) {
-    super(composeParts(config, container, metrics, life, membership));
+    super(composeParts(config, container, metrics, life));
     this.cluster = this.parts.cluster;
     this.logger = this.parts.ctx.logger;
     this.events = container.resolve<AgentEvents>(IAgentEvents);
@@ -176,30 +195,6 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
       metrics.declare(CSI_CALL_SECONDS, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS);
     }
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel, format: config.logJson ? 'json' : 'human' });
-    // Cluster mode: claims are taken cluster-wide in etcd first, then here (ClusterVolumeClaimer); bound before the
-    // volumes module registers its default (the local catalog alone). The connection is made once the data dir is
-    // locked (below), before the modules start; nothing waits for etcd.
-    const joining: { membership?: ClusterMembership; agent?: Agent } = {};
-    if (config.cluster) {
-      const { nodeName } = config.cluster;
-      // One instance, whoever resolves it (the reconciler, the csi hook, the agent's purge, detach and sweep).
-      let claimer: ClusterVolumeClaimer | undefined;
-      bind(container, IVolumeClaimer, {
-        useFactory: (c) => {
-          const { membership } = joining;
-          if (!membership) throw new CsiplugError('ECLUSTER_NOT_STARTED', `the volume claimer of cluster node "${nodeName}" was asked for before the agent connected to the cluster; resolve IVolumeClaimer only once the modules start`);
-          return (claimer ??= new ClusterVolumeClaimer(
-            () => c.resolve<VolumeCatalogService>(IVolumeCatalog),
-            membership.claims,
-            nodeName,
-            // Whether it has settled this node since it last joined (cluster-jobs.ts): false until the agent exists.
-            () => membership.holdsNode && (joining.agent?.cluster?.settled ?? false),
-            (message, fields) => c.resolve<Logger>(ILogger).warn(message, fields),
-            (claim) => membership.ownsClaim(claim),
-          ));
-        },
-      });
-    }
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
 
@@ -212,28 +207,16 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     const log = container.resolve<Logger>(ILogger).child({ component: 'agent' });
     const realDir = prepareDataDir(config.dataDir);
     const lock = lockDataDir(config.dataDir, log);
-    if (config.cluster) {
-      try {
-        // An id already in the data dir (not made now) may adopt a node record written before identities: its own, upgraded.
-        const idBefore = fs.existsSync(path.join(realDir, CLUSTER_INSTANCE_FILE));
-        joining.membership = new ClusterMembership(config.cluster, clusterInstanceId(realDir), container.resolve<Clock>(IClock), container.resolve<Logger>(ILogger).child({ component: 'cluster' }), idBefore);
-      } catch (err) {
-        lock.close();
-        throw err;
-      }
-    }
     try {
       tightenDataDir(realDir, log);
       await modules.start(); // a failed start stops what had started
     } catch (err) {
       lock.close();
-      await joining.membership?.dispose();
       throw err;
     }
     let agent: Agent | undefined;
     try {
-      agent = new Agent(config, container, modules, lock, metrics, { closing: undefined }, joining.membership);
-      joining.agent = agent;
+      agent = new Agent(config, container, modules, lock, metrics, { closing: undefined });
       // Before boot: which allocs exist is fixed by the state once the modules
       // have started (boot only reads it), and nothing is restored, mounted or
       // resumed yet, so the cleanup never races a restore. Say what the state
@@ -256,7 +239,6 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
         // Each module that failed to stop was logged by the host, by name; the start's error is the one to report.
       });
       lock.close();
-      await joining.membership?.dispose();
       throw err;
     }
   }
@@ -305,9 +287,8 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
       this.events.stopRelaying();
       // The state is about to close: a scrape from here on reads no gauges rather than failing.
       this.metrics.retire();
+      // (In a cluster, the cluster module's stop lets the node's lease run out; its claims in etcd stay, its mounts too.)
       await this.modules.stop().catch((err: unknown) => (failure ??= err));
-      // The node's lease runs out unless the next agent renews it first; its claims in etcd stay (its mounts do too).
-      await this.cluster?.leave().catch((err: unknown) => this.logger.warn('leaving the cluster connection failed', { error: err }));
       try {
         this.lock.close();
       } catch (err) {

@@ -34,8 +34,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
-import type { ClusterNodeView } from '@csiplug/cluster';
-import type { ClusterMembership } from './cluster-membership';
+import type { ClusterMembership, ClusterNodeView } from '@csiplug/cluster';
 import type { RoutedAnswer } from './service';
 
 export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';

@@ -23,12 +23,11 @@
 // from etcd and unclaimed here — those this agent saw in etcd during this
 // run (a volume removed while the agent was down stays), so an alloc placed
 // here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, externalIdOf, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, externalIdOf, summarisePending, type ClusterClaim, type ClusterMembership, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
 import { assertExternalIdFree, type VolumeCatalogService, type VolumeSpec, type VolumeView } from '@csiplug/volumes';
-import type { ClusterMembership } from './cluster-membership';
 import { sameJob } from './deploy/job-diff';
 import type { JobSpec } from './model';
 import { jobToDocument, validateJob } from './spec';

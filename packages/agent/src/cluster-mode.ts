@@ -6,82 +6,71 @@
 // each (re)join — through the cluster claimer, the one writer of its claims
 // there. What the rest of the agent asks of it are the parts of the views
 // (nodes, plugins, jobs) only a cluster has.
-import { ClusterJobsUnavailableError, MAX_GROUP_COUNT, type ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
-import { ValidationError, type Logger } from '@csiplug/core';
+import { ClusterJobsUnavailableError, MAX_GROUP_COUNT, type ClusterMembership, type ClusterNode, type ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
+import { ValidationError } from '@csiplug/core';
 import { ClaimError } from '@csiplug/volumes';
 import * as path from 'path';
-import type { AgentContext } from './agent-context';
+import type { ClusterAgent } from './cluster-agent';
 import { ClusterUnavailableError } from './agent-errors';
 import type { ClusterClaims } from './claim-sweep';
 import { ControllerRouter } from './cluster-controllers';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
-import type { ClusterMembership } from './cluster-membership';
 import { ClusterVolumeOps } from './cluster-volume-ops';
 import type { JobPlan } from './deploy/job-plan';
 import type { JobSpec } from './model';
 import type { ClusterPluginViews } from './plugin-views';
-import type { JobView, NodeList, NodeView, PluginInstanceView, PluginView, RunJobResult } from './service';
-
-/** What cluster mode asks of the rest of the agent: this node as it is, and its local jobs. */
-export interface ClusterModeHost {
-  node(): NodeView;
-  /** The local job as it runs now: its current spec and how many allocs want to run. */
-  localJob(id: string): { job: JobSpec; wanted: number } | undefined;
-  localJobIds(): string[];
-  /** The local job's view; undefined when nothing of it is here. */
-  localJobView(id: string): JobView | undefined;
-  /** Runs the job here (this node's share). */
-  runLocal(job: JobSpec): Promise<RunJobResult>;
-  /** Stops (and purges) the job here; only called when something of it is here. */
-  stopLocal(id: string, options: { purge?: boolean }): Promise<JobView>;
-  /** The rollouts the last agent left go on (once, after the node first settled). */
-  resumeRollouts(): void;
-}
+import type { JobView, NodeList, PluginInstanceView, PluginView, RunJobResult } from './service';
 
 export class ClusterMode implements ClusterPluginViews, ClusterClaims {
   readonly jobs: ClusterJobs;
   readonly controllers: ControllerRouter;
   readonly volumes: ClusterVolumeOps;
+  /** This node in the cluster (the cluster module's). */
+  readonly membership: ClusterMembership;
+  /** The node's IVolumeClaimer, the one writer of its claims in etcd. */
+  private readonly claimer: ClusterVolumeClaimer;
   /** Whether the rollouts the last agent left were resumed (after the node first settled). */
   private resumed = false;
 
   constructor(
-    private readonly ctx: AgentContext,
-    readonly membership: ClusterMembership,
-    private readonly claimer: ClusterVolumeClaimer,
-    private readonly host: ClusterModeHost,
-    logger: Logger,
+    private readonly agent: ClusterAgent,
+    node: ClusterNode,
   ) {
-    const { config, registry, csiManager, clock } = ctx;
+    const { settings, registry, csiManager, clock } = agent;
+    const membership = node.membership;
+    this.membership = membership;
+    this.claimer = node.claimer;
     this.jobs = new ClusterJobs(
       membership,
       {
-        localJob: (id) => host.localJob(id),
-        localJobIds: () => host.localJobIds(),
-        runLocal: (job) => host.runLocal(job),
-        stopLocal: (id, purge) => (host.localJobView(id) ? host.stopLocal(id, { purge }) : Promise.resolve()),
-        catalog: ctx.catalog,
-        maxAllocsPerJob: config.limits.maxAllocsPerJob,
+        localJob: (id) => agent.localJob(id),
+        localJobIds: () => agent.localJobIds(),
+        runLocal: (job) => agent.runLocal(job),
+        stopLocal: (id, purge) => (agent.localJobView(id) ? agent.stopLocal(id, { purge }) : Promise.resolve()),
+        catalog: agent.catalog,
+        maxAllocsPerJob: settings.maxAllocsPerJob,
         afterPass: () => this.controllers.reconcile(),
         unpublishFrom: (node, published) => this.volumes.unpublishFrom(node, published),
       },
       clock,
-      logger.child({ component: 'cluster-jobs' }),
-      path.join(config.dataDir, 'cluster', 'applied.json'),
+      agent.loggerFor('cluster-jobs'),
+      path.join(settings.dataDir, 'cluster', 'applied.json'),
     );
     this.controllers = new ControllerRouter({
-      dataDir: config.dataDir,
+      dataDir: settings.dataDir,
       registry,
       membership,
       servingController: (plugin) => {
         const info = csiManager.pluginInfo('csi-controller', plugin);
         return info && { allocId: info.allocId, healthy: info.healthy };
       },
-      token: () => config.acl.token,
+      token: () => settings.aclToken(),
       clock,
-      logger: logger.child({ component: 'cluster-controllers' }),
+      logger: agent.loggerFor('cluster-controllers'),
     });
-    this.volumes = new ClusterVolumeOps(ctx, membership, this.jobs, claimer);
+    this.volumes = new ClusterVolumeOps(agent, node, this.jobs);
+    // A claim of this node waits until it has settled since it last joined (ClusterVolumeClaimer asks).
+    node.settledBy(() => this.jobs.settled);
     // Which plugins need a routed controller here follows the registry (a node plugin or a controller coming or going).
     // (The registry's emitter goes with its module, and this listener with it.)
     registry.onDidChange(() => void this.controllers.reconcile());
@@ -116,13 +105,13 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
         void this.jobs.settleThen(async () => {
           if (!this.resumed) {
             this.resumed = true;
-            this.host.resumeRollouts();
+            this.agent.resumeRollouts();
           }
           await this.assertClaims();
         }),
     );
-    if (this.ctx.config.acl.token === undefined) {
-      this.ctx.logger.warn('cluster mode without an ACL token: any job run through this agent\'s API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)');
+    if (this.agent.settings.aclToken() === undefined) {
+      this.agent.logger.warn('cluster mode without an ACL token: any job run through this agent\'s API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)');
     }
     this.jobs.start();
     void this.controllers.reconcile();
@@ -138,18 +127,13 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     return this.controllers.dispose().catch(() => undefined);
   }
 
-  /** The node's lease runs out unless the next agent renews it first; its claims in etcd stay (its mounts do too). */
-  leave(): Promise<void> {
-    return this.membership.dispose();
-  }
-
   // ---- this node and the cluster's ----------------------------------------------
 
   /** What this node says of itself in its cluster. */
   nodeInfo(): NodeInfo {
-    const { config } = this.ctx;
+    const { settings } = this.agent;
     const options = this.membership.options;
-    const node = this.host.node();
+    const node = this.agent.node();
     const address = this.advertisedAddress();
     return {
       name: options.nodeName,
@@ -161,17 +145,17 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
       plugins: node.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy, ...(p.topology ? { topology: p.topology } : {}), ...(typeof p.maxVolumes === 'number' ? { maxVolumes: p.maxVolumes } : {}) })),
       ...(address ? { address } : {}),
       version: node.version,
-      maxAllocsPerJob: config.limits.maxAllocsPerJob,
+      maxAllocsPerJob: settings.maxAllocsPerJob,
     };
   }
 
   /** Where other agents reach this one: `cluster { advertise }`, else the bind address unless it is a wildcard (0.0.0.0, ::), which names no host. */
   private advertisedAddress(): string | undefined {
-    const { config } = this.ctx;
+    const { settings } = this.agent;
     if (this.membership.options.advertise) return this.membership.options.advertise;
-    const host = config.bindAddr;
+    const host = settings.bindAddr;
     if (host === '0.0.0.0' || host === '::' || host === '') return undefined;
-    return `${config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${config.port}`;
+    return `${settings.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${settings.port}`;
   }
 
   async listNodes(): Promise<NodeList> {
@@ -225,7 +209,7 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     const queued = this.jobs.queued().find((j) => j.id === id);
     const seen = this.jobs.lastSeen()?.jobs.find((j) => j.record.id === id);
     if (queued) {
-      const view = queuedView(queued.type === 'system' ? 'system' : 'service', seen?.record.version ?? 0, QUEUED_REASON, this.ctx.clock.now());
+      const view = queuedView(queued.type === 'system' ? 'system' : 'service', seen?.record.version ?? 0, QUEUED_REASON, this.agent.clock.now());
       return { ...(local ?? clusterOnlyView(id, queued, view.version, false)), cluster: view };
     }
     if (!seen) return local;
@@ -234,7 +218,7 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
 
   /** The job goes to etcd and is placed there; each node runs its share. */
   async runJob(job: JobSpec): Promise<RunJobResult> {
-    const { config } = this.ctx;
+    const { maxAllocsPerJob } = this.agent.settings;
     // Each node runs at most max_allocs_per_job of it: the cluster as a whole, that many per node it has.
     const big = job.groups.find((g) => g.count > MAX_GROUP_COUNT);
     if (big) throw new ValidationError(`job "${job.id}" group "${big.name}": count ${big.count} is more than a cluster job's group may ask for (${MAX_GROUP_COUNT})`, 'count');
@@ -242,9 +226,9 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     const known = await this.membership.list().catch(() => this.membership.lastSeenNodes?.nodes ?? []);
     const nodes = Math.max(1, known.length);
     const wanted = job.groups.reduce((n, g) => n + g.count, 0);
-    const limit = config.limits.maxAllocsPerJob * nodes;
+    const limit = maxAllocsPerJob * nodes;
     if (wanted > limit) {
-      throw new ValidationError(`job "${job.id}" asks for ${wanted} allocs; the cluster's ${nodes} node(s) run at most ${config.limits.maxAllocsPerJob} each per job (limits { max_allocs_per_job }), ${limit} in all`, 'count');
+      throw new ValidationError(`job "${job.id}" asks for ${wanted} allocs; the cluster's ${nodes} node(s) run at most ${maxAllocsPerJob} each per job (limits { max_allocs_per_job }), ${limit} in all`, 'count');
     }
     let submitted;
     try {
@@ -254,7 +238,7 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
       throw err;
     }
     const { record, unchanged, view } = submitted;
-    if (submitted.queued) this.ctx.emit({ topic: 'Job', type: 'Job queued', message: `job ${job.id}: the cluster's etcd did not answer; the job waits on this agent and is submitted once it does`, jobId: job.id });
+    if (submitted.queued) this.agent.emit({ topic: 'Job', type: 'Job queued', message: `job ${job.id}: the cluster's etcd did not answer; the job waits on this agent and is submitted once it does`, jobId: job.id });
     const plan: JobPlan = { jobId: job.id, changed: !unchanged, version: { ...(record.version > 0 || unchanged ? { from: unchanged ? record.version : record.version - 1 } : {}), to: record.version }, fields: [], groups: [] };
     return { jobId: job.id, allocIds: [], replaced: record.version > 0, unchanged, version: record.version, plan, ...(view ? { cluster: view } : {}) };
   }
@@ -270,13 +254,13 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     }
     // etcd away: stopped here now, in the cluster once etcd answers.
     if (record === 'queued') {
-      this.ctx.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped on this node; the cluster's etcd did not answer, and the stop is made there once it does`, jobId: id });
-      if (this.host.localJobView(id)) return this.host.stopLocal(id, options);
+      this.agent.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped on this node; the cluster's etcd did not answer, and the stop is made there once it does`, jobId: id });
+      if (this.agent.localJobView(id)) return this.agent.stopLocal(id, options);
       return clusterOnlyView(id, { id, name: id, groups: [] }, 0, true);
     }
     if (!record) return undefined;
-    this.ctx.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped in the cluster${options.purge ? ' and purged' : ''}`, jobId: id });
-    return this.host.localJobView(id) ?? clusterOnlyView(id, record.spec, record.version, true);
+    this.agent.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped in the cluster${options.purge ? ' and purged' : ''}`, jobId: id });
+    return this.agent.localJobView(id) ?? clusterOnlyView(id, record.spec, record.version, true);
   }
 
   // ---- claims (ClusterClaims) ---------------------------------------------------------
@@ -292,27 +276,27 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
    * silently: it is said loudly, and left for an operator.
    */
   async assertClaims(): Promise<void> {
-    const { ctx } = this;
-    if (ctx.closed) return;
-    for (const volume of ctx.catalog.listVolumes()) {
+    const { agent } = this;
+    if (agent.closed) return;
+    for (const volume of agent.catalog.listVolumes()) {
       for (const c of volume.claims) {
         // An alloc being stopped here (moved away, a smaller share) lets go of its claim: it is not claimed again in etcd.
-        if (ctx.allocs.get(c.allocId)?.alloc.desiredStatus === 'stop') continue;
+        if (agent.allocStopping(c.allocId)) continue;
         // etcd away (just after joining, a flap): tried again with backoff; only a refusal is a conflict.
         for (let delay = 500; ; delay = Math.min(delay * 2, 10_000)) {
           // A later join (a lost lease) starts over: this one stops, and that one asserts once the node settled again.
-          if (ctx.closed || !this.membership.holdsNode || !this.jobs.settled) return;
+          if (agent.closed || !this.membership.holdsNode || !this.jobs.settled) return;
           try {
             // Released here while it was claimed there (a teardown finishing at the same time): the claimer gives it back in etcd too.
             await this.claimer.reassert(volume.id, c.allocId);
             break;
           } catch (err) {
             if (err instanceof ClaimError && err.code === 'ECLAIM_ETCD_UNAVAILABLE') {
-              await ctx.clock.sleep(delay).catch(() => undefined);
+              await agent.clock.sleep(delay).catch(() => undefined);
               continue;
             }
-            ctx.logger.error('a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes', { volume_id: volume.id, alloc_id: c.allocId, error: err });
-            ctx.emit({ topic: 'Volume', type: 'Claim conflict', message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`, volumeId: volume.id, allocId: c.allocId });
+            agent.logger.error('a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes', { volume_id: volume.id, alloc_id: c.allocId, error: err });
+            agent.emit({ topic: 'Volume', type: 'Claim conflict', message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`, volumeId: volume.id, allocId: c.allocId });
             break;
           }
         }

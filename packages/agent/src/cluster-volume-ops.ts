@@ -5,17 +5,15 @@
 // cluster's catalog with it; what was published to a node down past its
 // grace (or purged) unpublished through a controller here; `node purge`; a
 // routed controller call answered on this node's own controller.
-import { ClusterJobsUnavailableError, externalIdOf, isEtcdAway, type ClusterClaim, type ClusterVolumeClaimer } from '@csiplug/cluster';
+import { ClusterJobsUnavailableError, externalIdOf, isEtcdAway, type ClusterClaim, type ClusterMembership, type ClusterNode } from '@csiplug/cluster';
 import { isNotFound, type CSIClient } from '@csiplug/csi';
 import type { VolumeView } from '@csiplug/volumes';
-import type { AgentContext } from './agent-context';
+import type { ClusterAgent } from './cluster-agent';
 import { ClusterUnavailableError, ConflictError, NotFoundError } from './agent-errors';
 import { ApiClient } from './api/api-client';
 import { ApiError } from './api/api-error';
 import { answerRoutedCall, healthyControllerNodes } from './cluster-controllers';
 import type { ClusterJobs } from './cluster-jobs';
-import type { ClusterMembership } from './cluster-membership';
-import { purgeClusterNode } from './cluster-node-purge';
 import type { NodePurgeResult, RoutedAnswer } from './service';
 import type { VolumeSpec } from './spec';
 
@@ -32,11 +30,14 @@ export async function clusterCall<T>(fn: () => Promise<T>): Promise<T> {
 
 export class ClusterVolumeOps {
   constructor(
-    private readonly ctx: AgentContext,
-    private readonly membership: ClusterMembership,
+    private readonly agent: ClusterAgent,
+    private readonly node: ClusterNode,
     private readonly jobs: ClusterJobs,
-    private readonly claimer: ClusterVolumeClaimer,
-  ) {}
+  ) {
+    this.membership = node.membership;
+  }
+
+  private readonly membership: ClusterMembership;
 
   /** A machine refused its node name changes nothing in the cluster. */
   assertMember(): void {
@@ -51,21 +52,21 @@ export class ClusterVolumeOps {
    * volume is here and the next pass writes it.
    */
   async made(spec: VolumeSpec, make: () => Promise<VolumeView>, undo: () => Promise<unknown>): Promise<VolumeView> {
-    const { jobs, ctx } = this;
+    const { jobs, agent } = this;
     await clusterCall(() => jobs.reserveVolume(spec));
     try {
       let view: VolumeView;
       try {
         view = await make();
       } catch (err) {
-        await jobs.cancelVolume(spec.id).catch((e: unknown) => ctx.logger.warn('could not give back the reservation of a volume id whose make failed; this agent\'s next pass does', { volume_id: spec.id, error: e }));
+        await jobs.cancelVolume(spec.id).catch((e: unknown) => agent.logger.warn('could not give back the reservation of a volume id whose make failed; this agent\'s next pass does', { volume_id: spec.id, error: e }));
         throw err;
       }
       let kept: boolean;
       try {
         kept = await jobs.finishVolume(view);
       } catch (err) {
-        ctx.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
+        agent.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
         return view;
       }
       if (!kept) {
@@ -73,7 +74,7 @@ export class ClusterVolumeOps {
         const now = await clusterCall(() => jobs.store.volumes.get(view.id));
         const same = now && now.state === undefined && now.origin === this.membership.nodeName && externalIdOf(now) === view.externalId;
         if (!same) {
-          await undo().catch((e: unknown) => ctx.logger.error('a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
+          await undo().catch((e: unknown) => agent.logger.error('a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
           throw new ConflictError(`volume "${view.id}": its reservation in the cluster was removed while it was made; nothing was kept, try again`);
         }
       }
@@ -96,14 +97,14 @@ export class ClusterVolumeOps {
       throw new NotFoundError(`no healthy controller of plugin "${pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`);
     }
     const failures: string[] = [];
-    const token = this.ctx.config.acl.token;
+    const token = this.agent.settings.aclToken();
     for (const node of nodes) {
       const address = node.address;
       if (address === undefined) continue;
       const client = new ApiClient({ address, ...(token ? { token } : {}), timeoutMs: 120_000 });
       try {
         const result = await call(client);
-        this.ctx.logger.info(`volume ${what} made through another node's controller`, { volume_id: volumeId, plugin_id: pluginId, node: node.name });
+        this.agent.logger.info(`volume ${what} made through another node's controller`, { volume_id: volumeId, plugin_id: pluginId, node: node.name });
         return result;
       } catch (err) {
         const refused = err instanceof ApiError && err.status === 0 && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(err.message);
@@ -127,7 +128,7 @@ export class ClusterVolumeOps {
       const record = await volumes.get(view.id);
       if (record && !(await volumes.replace({ ...record, volume: { ...view, claims: [] } }))) throw new Error('its record changed meanwhile');
     } catch (err) {
-      this.ctx.logger.warn('the volume grew, but its record in the cluster could not say so; it still shows the old capacity', { volume_id: view.id, error: err });
+      this.agent.logger.warn('the volume grew, but its record in the cluster could not say so; it still shows the old capacity', { volume_id: view.id, error: err });
     }
   }
 
@@ -173,31 +174,31 @@ export class ClusterVolumeOps {
    * that node comes back or an operator detaches it.
    */
   async unpublishFrom(node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>): Promise<boolean> {
-    const { ctx } = this;
+    const { agent } = this;
     for (const { volumeId, claim } of published) {
       // The node back meanwhile keeps what it holds: nothing is detached under it, and the release waits (it is refused anyway).
       if (await this.membership.nodeAlive(node)) return false;
-      const volume = ctx.catalog.getVolume(volumeId);
+      const volume = agent.catalog.getVolume(volumeId);
       const target = claim.published?.csiNodeId;
       // Only the cluster's volume (never a node-local one under the same id).
       if (!volume || target === undefined || !(await this.isClusters(volumeId, volume).catch(() => false))) {
-        ctx.logger.warn('a volume published to a node down past its grace is not in this node\'s catalog as the cluster has it; it cannot be unpublished from here', { node, volume_id: volumeId, alloc_id: claim.allocId });
+        agent.logger.warn('a volume published to a node down past its grace is not in this node\'s catalog as the cluster has it; it cannot be unpublished from here', { node, volume_id: volumeId, alloc_id: claim.allocId });
         continue;
       }
-      if (!ctx.registry.get('csi-controller', volume.pluginId)) {
+      if (!agent.registry.get('csi-controller', volume.pluginId)) {
         // Another node with a controller of the plugin does it: the release waits for its pass.
         const elsewhere = healthyControllerNodes(this.membership, volume.pluginId).length > 0;
         if (elsewhere) return false;
-        ctx.logger.warn('a volume published to a node down past its grace cannot be unpublished: no node has a controller of its plugin; it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
+        agent.logger.warn('a volume published to a node down past its grace cannot be unpublished: no node has a controller of its plugin; it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
         continue;
       }
-      const client = ctx.registry.dispense<CSIClient>('csi-controller', volume.pluginId);
+      const client = agent.registry.dispense<CSIClient>('csi-controller', volume.pluginId);
       try {
         await client.controllerUnpublishVolume({ volumeId: volume.externalId, nodeId: target, secrets: { ...volume.secrets } });
-        ctx.logger.info('unpublished a volume from a node down past its grace, before its claim is released', { node, volume_id: volumeId, alloc_id: claim.allocId, csi_node_id: target });
+        agent.logger.info('unpublished a volume from a node down past its grace, before its claim is released', { node, volume_id: volumeId, alloc_id: claim.allocId, csi_node_id: target });
       } catch (err) {
         if (isNotFound(err)) continue;
-        ctx.logger.warn('could not unpublish a volume from a node down past its grace; its claim is released all the same, and the next publish may be refused until it is detached', { node, volume_id: volumeId, alloc_id: claim.allocId, error: err });
+        agent.logger.warn('could not unpublish a volume from a node down past its grace; its claim is released all the same, and the next publish may be refused until it is detached', { node, volume_id: volumeId, alloc_id: claim.allocId, error: err });
       } finally {
         client.dispose();
       }
@@ -205,13 +206,13 @@ export class ClusterVolumeOps {
     return true;
   }
 
-  /** `node purge`: a down node of the cluster gone for good (cluster-node-purge.ts). */
+  /** `node purge`: a down node of the cluster gone for good (@csiplug/cluster's node-purge.ts). */
   purgeNode(name: string): Promise<NodePurgeResult> {
-    return clusterCall(() => purgeClusterNode(this.membership, this.claimer, name, (node, published) => this.unpublishFrom(node, published)));
+    return clusterCall(() => this.node.purge(name, (node, published) => this.unpublishFrom(node, published)));
   }
 
   /** Agent to agent: one CSI call made on this node's own controller of the plugin (never a routed one). */
   answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer> {
-    return answerRoutedCall(this.ctx.registry, plugin, service, rpc, request, signal);
+    return answerRoutedCall(this.agent.registry, plugin, service, rpc, request, signal);
   }
 }

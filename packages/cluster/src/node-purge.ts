@@ -7,9 +7,16 @@
 // never purged: every step requires its alive key to be absent. Its slots
 // stay until the passes move them (a node with no record is down).
 import { CsiplugError } from '@csiplug/core';
-import type { ClusterClaim, ClusterVolumeClaimer } from '@csiplug/cluster';
-import type { ClusterMembership } from './cluster-membership';
-import type { NodePurgeResult } from './service';
+import type { ClusterClaim } from './claims';
+import type { ClusterVolumeClaimer } from './cluster-claimer';
+import type { ClusterMembership } from './membership';
+
+/** What `node purge` did: the node's name, its identity (when its record named one), and the volumes whose claims it released. */
+export interface PurgedNode {
+  name: string;
+  identity?: string;
+  releasedVolumes: string[];
+}
 
 
 /** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */
@@ -32,7 +39,7 @@ export async function purgeClusterNode(
   claimer: ClusterVolumeClaimer,
   name: string,
   unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
-): Promise<NodePurgeResult> {
+): Promise<PurgedNode> {
   const node = (await membership.list()).find((n) => n.name === name);
   if (!node) throw new NodePurgeError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`, 404);
   if (node.status === 'ready') {
