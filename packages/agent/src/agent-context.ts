@@ -7,9 +7,9 @@ import type { Clock, Logger } from '@csiplug/core';
 import type { CSIManager } from '@csiplug/csimanager';
 import type { PluginRegistry } from '@csiplug/registry';
 import type { VolumeCatalogService, VolumeClaimer, VolumeReconcilerService } from '@csiplug/volumes';
-import type { AgentEventInput } from './agent-events';
+import type { AgentEventInput } from '@csiplug/api';
 import type { AllocTable } from './alloc-table';
-import type { AgentConfig } from './spec';
+import type { AgentConfig } from '@csiplug/jobspec';
 
 export interface AgentContext {
   readonly config: AgentConfig;

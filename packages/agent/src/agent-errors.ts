@@ -1,5 +1,6 @@
 // The errors the agent's service facade answers with, each with its HTTP
-// status (the API turns them into answers as they are).
+// status (the API turns them into answers as they are); NotFoundError is the
+// service interface's (@csiplug/api), re-exported here.
 import { CsiplugError, ShutdownError } from '@csiplug/core';
 
 /** The agent is shutting down and takes no new work (HTTP 503). */
@@ -26,10 +27,5 @@ export class ClusterUnavailableError extends CsiplugError {
   }
 }
 
-/** A job or alloc the agent does not know (HTTP 404). */
-export class NotFoundError extends CsiplugError {
-  readonly httpStatus = 404;
-  constructor(message: string) {
-    super('ENOT_FOUND', message);
-  }
-}
+// A job or alloc the agent does not know (HTTP 404) is the service interface's own error (the in-memory service throws it too).
+export { NotFoundError } from '@csiplug/api';

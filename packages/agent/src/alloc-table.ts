@@ -3,9 +3,9 @@
 // count as in use). The one place the service facade's parts look an alloc
 // up; the job updater (deploy/) is the one writer of what is in it.
 import * as path from 'path';
-import type { AllocView } from './service';
-import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
-import type { AllocRunner } from './runner/alloc-runner';
+import type { AllocView } from '@csiplug/api';
+import { openLogSlice, type LogRange, type LogSlice } from '@csiplug/api';
+import type { AllocRunner } from '@csiplug/runner';
 import { NotFoundError } from './agent-errors';
 
 export class AllocTable {

@@ -7,8 +7,8 @@ import type { Clock, Logger } from '@csiplug/core';
 import type { CSIManager } from '@csiplug/csimanager';
 import type { PluginRegistry } from '@csiplug/registry';
 import type { VolumeCatalogService } from '@csiplug/volumes';
-import type { JobSpec } from './model';
-import type { AgentEvent, JobView, NodeView, RunJobResult } from './service';
+import type { JobSpec } from '@csiplug/jobspec';
+import type { AgentEvent, JobView, NodeView, RunJobResult } from '@csiplug/api';
 
 /** The agent's settings cluster mode reads. */
 export interface ClusterAgentSettings {

@@ -32,10 +32,8 @@ import type { PluginRegistry } from '@csiplug/registry';
 import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ApiClient } from './api/api-client';
-import { ApiError } from './api/api-error';
+import { ApiClient, ApiError, type RoutedAnswer } from '@csiplug/api';
 import type { ClusterMembership, ClusterNodeView } from '@csiplug/cluster';
-import type { RoutedAnswer } from './service';
 
 export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';
 

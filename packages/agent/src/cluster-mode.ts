@@ -16,10 +16,10 @@ import type { ClusterClaims } from './claim-sweep';
 import { ControllerRouter } from './cluster-controllers';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ClusterVolumeOps } from './cluster-volume-ops';
-import type { JobPlan } from './deploy/job-plan';
-import type { JobSpec } from './model';
+import type { JobPlan } from '@csiplug/jobspec';
+import type { JobSpec } from '@csiplug/jobspec';
 import type { ClusterPluginViews } from './plugin-views';
-import type { JobView, NodeList, PluginInstanceView, PluginView, RunJobResult } from './service';
+import type { JobView, NodeList, PluginInstanceView, PluginView, RunJobResult } from '@csiplug/api';
 
 export class ClusterMode implements ClusterPluginViews, ClusterClaims {
   readonly jobs: ClusterJobs;

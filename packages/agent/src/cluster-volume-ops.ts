@@ -10,12 +10,12 @@ import { isNotFound, type CSIClient } from '@csiplug/csi';
 import type { VolumeView } from '@csiplug/volumes';
 import type { ClusterAgent } from './cluster-agent';
 import { ClusterUnavailableError, ConflictError, NotFoundError } from './agent-errors';
-import { ApiClient } from './api/api-client';
-import { ApiError } from './api/api-error';
+import { ApiClient } from '@csiplug/api';
+import { ApiError } from '@csiplug/api';
 import { answerRoutedCall, healthyControllerNodes } from './cluster-controllers';
 import type { ClusterJobs } from './cluster-jobs';
-import type { NodePurgeResult, RoutedAnswer } from './service';
-import type { VolumeSpec } from './spec';
+import type { NodePurgeResult, RoutedAnswer } from '@csiplug/api';
+import type { VolumeSpec } from '@csiplug/jobspec';
 
 /** An etcd call for the API: etcd away is a 503 that says so. */
 export async function clusterCall<T>(fn: () => Promise<T>): Promise<T> {

@@ -14,17 +14,17 @@ import type { AgentContext } from './agent-context';
 import { AgentShuttingDownError, NotFoundError } from './agent-errors';
 import type { ClaimSweep } from './claim-sweep';
 import type { ClusterMode } from './cluster-mode';
-import { JobUpdater } from './deploy/job-updater';
-import type { JobPlan } from './deploy/job-plan';
-import type { RolloutHost } from './deploy/rollout-host';
+import { JobUpdater } from '@csiplug/runner';
+import type { JobPlan } from '@csiplug/jobspec';
+import type { RolloutHost } from '@csiplug/runner';
 import { TASK_RESTARTS_TOTAL, type PromMetrics } from './metrics';
-import type { Alloc, JobSpec } from './model';
-import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
-import type { AllocStore } from './runner/alloc-store';
-import { drainBeforePluginStop } from './runner/plugin-drain';
-import { assertRawExecAllowed } from './runner/raw-exec-policy';
-import type { TaskStateWriter } from './runner/task-state-writer';
-import type { AgentEvent, JobView, RunJobResult } from './service';
+import type { Alloc, JobSpec } from '@csiplug/jobspec';
+import { AllocRunner, type AllocRunnerDeps } from '@csiplug/runner';
+import type { AllocStore } from '@csiplug/runner';
+import { drainBeforePluginStop } from '@csiplug/runner';
+import { assertRawExecAllowed } from '@csiplug/runner';
+import type { TaskStateWriter } from '@csiplug/runner';
+import type { AgentEvent, JobView, RunJobResult } from '@csiplug/api';
 
 /** What the job service uses besides the shared context. */
 export interface JobServiceDeps {

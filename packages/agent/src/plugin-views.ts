@@ -4,7 +4,7 @@
 import type { PluginInfo } from '@csiplug/csimanager';
 import type { AgentContext } from './agent-context';
 import { isRoutedController } from './cluster-controllers';
-import type { PluginInstanceView, PluginView } from './service';
+import type { PluginInstanceView, PluginView } from '@csiplug/api';
 
 /** What cluster mode adds to the plugin views. */
 export interface ClusterPluginViews {

@@ -10,10 +10,10 @@ import { NotFoundError } from './agent-errors';
 import type { AllocTable } from './alloc-table';
 import type { ClaimSweep, ReleasedClaim } from './claim-sweep';
 import type { ClusterMode } from './cluster-mode';
-import type { JobPlan } from './deploy/job-plan';
+import type { JobPlan } from '@csiplug/jobspec';
 import type { JobService } from './job-service';
-import type { LogRange, LogSlice } from './log-slice';
-import type { JobSpec } from './model';
+import type { LogRange, LogSlice } from '@csiplug/api';
+import type { JobSpec } from '@csiplug/jobspec';
 import type { NodeViews } from './node-views';
 import type { PluginViews } from './plugin-views';
 import type {
@@ -34,8 +34,8 @@ import type {
   SnapshotView,
   VolumeDetachResult,
   VolumeView,
-} from './service';
-import type { VolumeSpec } from './spec';
+} from '@csiplug/api';
+import type { VolumeSpec } from '@csiplug/jobspec';
 import type { VolumeService } from './volume-service';
 
 /** The parts the facade hands over to. */

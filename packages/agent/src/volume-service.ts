@@ -11,8 +11,8 @@ import { ConflictError, NotFoundError } from './agent-errors';
 import { mountsOfAlloc } from './alloc-mounts';
 import type { ClaimSweep } from './claim-sweep';
 import type { ClusterVolumeOps } from './cluster-volume-ops';
-import type { ExternalVolumeView, MountUsageView, Page, SnapshotView, VolumeDetachResult, VolumeMountView, VolumeView } from './service';
-import { volumeSpecToDocument, type VolumeSpec } from './spec';
+import type { ExternalVolumeView, MountUsageView, Page, SnapshotView, VolumeDetachResult, VolumeMountView, VolumeView } from '@csiplug/api';
+import { volumeSpecToDocument, type VolumeSpec } from '@csiplug/jobspec';
 
 export class VolumeService {
   constructor(

@@ -14,7 +14,7 @@ import * as os from 'os';
 import * as path from 'path';
 import type { DependencyContainer } from 'tsyringe';
 import { Agent } from '../src/agent';
-import { devConfig, parseJobspec } from '../src/spec';
+import { devConfig, parseJobspec } from '@csiplug/jobspec';
 
 jest.setTimeout(60_000);
 
