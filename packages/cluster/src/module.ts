@@ -7,7 +7,7 @@
 // (the agent has locked the data dir; nothing waits for etcd): before the
 // volumes module starts, whose reconciler may release a claim at once.
 // Stop lets the node's lease run out and closes the connection.
-import { bind, type Module } from '@csiplug/core';
+import { bind, declareTokenOwner, type Module } from '@csiplug/core';
 import { IVolumeClaimer } from '@csiplug/volumes';
 import { ClusterNode, type ClusterNodeConfig } from './cluster-node';
 import { IClusterNode } from './tokens';
@@ -22,3 +22,6 @@ export const clusterModule: Module<ClusterNodeConfig> = {
   start: (container) => container.resolve<ClusterNode>(IClusterNode).open(),
   stop: (container) => container.resolve<ClusterNode>(IClusterNode).close(),
 };
+
+// IVolumeClaimer stays the volumes module's to name: it binds the default every agent has.
+declareTokenOwner({ name: 'cluster', exportName: 'clusterModule', packageName: '@csiplug/cluster' }, [IClusterNode]);

@@ -20,6 +20,7 @@ export * from './random';
 export * from './records';
 export * from './register';
 export * from './timeout-policy';
+export * from './token-owners';
 export * from './tokens';
 export * from './transient';
 export * from './wait';

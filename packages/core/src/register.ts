@@ -10,6 +10,7 @@ import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, HeartbeatSettings } f
 import { Logger, PinoLogger } from './logger';
 import { Metrics, NullMetrics } from './metrics';
 import type { Module } from './module';
+import { declareTokenOwner } from './token-owners';
 import { MathRandom, Random } from './random';
 import { DefaultTimeoutPolicy, TimeoutSettings } from './timeout-policy';
 import { IClock, IHeartbeatStrategy, ILogger, IMetrics, IRandom, ITimeoutPolicy } from './tokens';
@@ -49,3 +50,5 @@ export const coreModule: Module<CoreOptions> = {
   name: 'core',
   register: (container, config) => registerCore(container, config),
 };
+
+declareTokenOwner({ name: 'core', exportName: 'coreModule', packageName: '@csiplug/core' }, [IClock, ILogger, IRandom, IMetrics, ITimeoutPolicy, IHeartbeatStrategy]);

@@ -4,7 +4,7 @@
 // csiModule is the same registration as a Module: the factory owns nothing
 // (each client belongs to whoever asked for it), so there is nothing to stop.
 import type { DependencyContainer } from 'tsyringe';
-import { Clock, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, Logger, Metrics, NullMetrics, Random, TimeoutPolicy, bindDefault, type Module } from '@csiplug/core';
+import { bindDefault, Clock, declareTokenOwner, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, Logger, Metrics, type Module, NullMetrics, Random, TimeoutPolicy } from '@csiplug/core';
 import { CSIClient, CSIClientOptions, GrpcCSIClient } from './client';
 import { RetryOptions } from './retry';
 import { CSIClientFactory, ICSIClientFactory } from './tokens';
@@ -52,3 +52,5 @@ export const csiModule: Module<CsiOptions> = {
   name: 'csi',
   register: (container, config) => registerCsi(container, config),
 };
+
+declareTokenOwner({ name: 'csi', exportName: 'csiModule', packageName: '@csiplug/csi' }, [ICSIClientFactory]);

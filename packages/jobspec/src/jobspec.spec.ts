@@ -230,7 +230,7 @@ describe('parseJobspec', () => {
   });
 
   it('parses the hcl2json form of the same job in a JSON file', async () => {
-    const { parse } = require('@cdktf/hcl2json') as { parse: (f: string, t: string) => Promise<unknown> };
+    const { parse } = require('@cdktn/hcl2json') as { parse: (f: string, t: string) => Promise<unknown> };
     const hcl2json = await parse('web.hcl', FULL_HCL);
     expect(await parseJobspec(JSON.stringify(hcl2json), 'web.json')).toEqual(EXPECTED);
   });
@@ -775,7 +775,7 @@ EOT
 `;
 
   it('keeps the order of the file for keys and labels, and every value as it was', async () => {
-    const { parse } = require('@cdktf/hcl2json') as { parse: (f: string, t: string) => Promise<Record<string, unknown>> };
+    const { parse } = require('@cdktn/hcl2json') as { parse: (f: string, t: string) => Promise<Record<string, unknown>> };
     const raw = await parse('x.hcl', HCL);
     const ordered = inSourceOrder(raw, HCL);
     expect(ordered).toEqual(raw);
