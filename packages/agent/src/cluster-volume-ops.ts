@@ -53,18 +53,18 @@ export class ClusterVolumeOps {
    */
   async made(spec: VolumeSpec, make: () => Promise<VolumeView>, undo: () => Promise<unknown>): Promise<VolumeView> {
     const { jobs, agent } = this;
-    await clusterCall(() => jobs.reserveVolume(spec));
+    await clusterCall(() => jobs.volumes.reserve(spec));
     try {
       let view: VolumeView;
       try {
         view = await make();
       } catch (err) {
-        await jobs.cancelVolume(spec.id).catch((e: unknown) => agent.logger.warn('could not give back the reservation of a volume id whose make failed; this agent\'s next pass does', { volume_id: spec.id, error: e }));
+        await jobs.volumes.cancel(spec.id).catch((e: unknown) => agent.logger.warn('could not give back the reservation of a volume id whose make failed; this agent\'s next pass does', { volume_id: spec.id, error: e }));
         throw err;
       }
       let kept: boolean;
       try {
-        kept = await jobs.finishVolume(view);
+        kept = await jobs.volumes.finish(view);
       } catch (err) {
         agent.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
         return view;
@@ -80,7 +80,7 @@ export class ClusterVolumeOps {
       }
       return view;
     } finally {
-      jobs.madeVolume(spec.id);
+      jobs.volumes.made(spec.id);
     }
   }
 
