@@ -7,9 +7,16 @@
 // never purged: every step requires its alive key to be absent. Its slots
 // stay until the passes move them (a node with no record is down).
 import { CsiplugError } from '@csiplug/core';
-import type { ClusterClaim } from '@csiplug/cluster';
-import type { ClusterMembership } from './cluster-membership';
-import type { NodePurgeResult } from '@csiplug/api';
+import type { ClusterClaim } from './claims';
+import type { ClusterVolumeClaimer } from './cluster-claimer';
+import type { ClusterMembership } from './membership';
+
+/** What `node purge` did: the node's name, its identity (when its record named one), and the volumes whose claims it released. */
+export interface PurgedNode {
+  name: string;
+  identity?: string;
+  releasedVolumes: string[];
+}
 
 
 /** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */
@@ -29,9 +36,10 @@ export class NodePurgeError extends CsiplugError {
  */
 export async function purgeClusterNode(
   membership: ClusterMembership,
+  claimer: ClusterVolumeClaimer,
   name: string,
   unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
-): Promise<NodePurgeResult> {
+): Promise<PurgedNode> {
   const node = (await membership.list()).find((n) => n.name === name);
   if (!node) throw new NodePurgeError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`, 404);
   if (node.status === 'ready') {
@@ -40,7 +48,7 @@ export async function purgeClusterNode(
       409,
     );
   }
-  const published = (await membership.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+  const published = await claimer.publishedTo(name);
   if (published.length && !(await unpublishFrom(name, published))) {
     throw new NodePurgeError(
       `node "${name}": volumes published to it (${published.map((p) => p.volumeId).join(', ')}) could not be unpublished from this agent (no controller of their plugin here, or the node came back); ` +
@@ -49,7 +57,7 @@ export async function purgeClusterNode(
     );
   }
   // Each release requires the node's alive key to be absent: a node back meanwhile keeps what it holds.
-  const releasedVolumes = await membership.claims.releaseNode(name);
+  const releasedVolumes = await claimer.releaseNode(name);
   const removed = await membership.purgeRecord(name);
   if (removed === 'alive') throw new NodePurgeError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`, 409);
   return { name, ...(removed?.identity ? { identity: removed.identity } : {}), releasedVolumes };
