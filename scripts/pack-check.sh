@@ -104,7 +104,12 @@ const fs = require('fs');
 const { DEFAULT_EXECUTOR_PATH } = require('@csiplug/driver');
 if (!fs.existsSync(DEFAULT_EXECUTOR_PATH)) throw new Error('the exec driver default executor ' + DEFAULT_EXECUTOR_PATH + ' is not in the package');
 if (typeof require('@csiplug/driver/testing').FakeDriver !== 'function') throw new Error('@csiplug/driver/testing has no FakeDriver');
-if (typeof require('@csiplug/agent/testing').FakeAgentService !== 'function') throw new Error('@csiplug/agent/testing has no FakeAgentService');
+// The in-memory AgentService moved with the HTTP API to @csiplug/api; the agent's testing entry keeps the real-agent helpers.
+if (typeof require('@csiplug/api/testing').FakeAgentService !== 'function') throw new Error('@csiplug/api/testing has no FakeAgentService');
+if (typeof require('@csiplug/agent/testing').freePort !== 'function') throw new Error('@csiplug/agent/testing has no freePort');
+// The status page ships with the API that serves it.
+const { STATUS_PAGE_DIR } = require('@csiplug/api');
+if (!fs.existsSync(require('path').join(STATUS_PAGE_DIR, 'index.html'))) throw new Error('@csiplug/api serves its status page from ' + STATUS_PAGE_DIR + ', which has no index.html');
 // Every declared testing entry loads without jest.
 for (const p of fs.readdirSync('node_modules/@csiplug')) {
   const manifest = require('@csiplug/' + p + '/package.json');
@@ -112,7 +117,11 @@ for (const p of fs.readdirSync('node_modules/@csiplug')) {
 }
 "
 ./node_modules/.bin/csiplug version
-./node_modules/.bin/csiplug --help | grep -q '^Usage: csiplug' || { echo 'pack check: csiplug --help printed no usage' >&2; exit 1; }
+help=$(./node_modules/.bin/csiplug --help)
+grep -q '^Usage: csiplug' <<<"$help" || { echo 'pack check: csiplug --help printed no usage' >&2; exit 1; }
+for command in agent alloc demo job node plugin version volume; do
+  grep -qE "^ +$command " <<<"$help" || { echo "pack check: csiplug --help lists no $command command" >&2; exit 1; }
+done
 ./node_modules/.bin/csiplug-hostpath --help | grep -q '^usage: csiplug-hostpath' || { echo 'pack check: csiplug-hostpath --help printed no usage' >&2; exit 1; }
 
 # The published types, as a TypeScript user of a Node project compiles them:
