@@ -61,10 +61,8 @@ const ALIVE = 'alive/';
 const CLAIMS = 'claims/';
 const PLACEMENTS = 'placements/';
 
-/** Another live agent holds this node name (its lease is alive, with another instance id). */
+/** Another live agent holds this node name (its lease is alive, with another instance id). The API answers 409 (code _IN_USE). */
 export class NodeNameInUseError extends CsiplugError {
-  /** An API's answer to a request this refused machine cannot serve (a conflict). */
-  readonly httpStatus = 409;
   constructor(name: string, holder: string) {
     super(
       'ENODE_NAME_IN_USE',

@@ -4,15 +4,15 @@
 // never past the deadline); input is checked before anything is sent; errors
 // become CSIError in one place.
 import {
-  Clock,
-  Disposable,
-  Logger,
-  Metrics,
+  type Clock,
+  type Disposable,
+  type Logger,
+  type Metrics,
   NullLogger,
   NullMetrics,
-  Random,
+  type Random,
   ShutdownError,
-  TimeoutPolicy,
+  type TimeoutPolicy,
   abortReason,
   defineMetric,
   errorMessage,
@@ -21,12 +21,12 @@ import {
 } from '@csiplug/core';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type * as grpc from '@grpc/grpc-js';
-import { NodeCapabilities, nodeCapabilitiesFrom, volumeCapabilityProblems } from './capabilities';
-import { CsiEndpoint, parseEndpoint } from './endpoint';
+import { type NodeCapabilities, nodeCapabilitiesFrom, volumeCapabilityProblems } from './capabilities';
+import { type CsiEndpoint, parseEndpoint } from './endpoint';
 import { CSIError } from './errors';
-import { CsiInvoker, GrpcInvoker, InvokeError } from './invoker';
+import { type CsiInvoker, GrpcInvoker, type InvokeError } from './invoker';
 import type { CsiServiceKey } from './proto';
-import { RetryOptions, backoffDelay, resolveRetryOptions } from './retry';
+import { type RetryOptions, backoffDelay, resolveRetryOptions } from './retry';
 import type * as T from './types';
 
 /** Per-call options. */

@@ -2,11 +2,11 @@ import { ShutdownError, ValidationError } from '@csiplug/core';
 import {
   DuplicateDispenserError,
   NoDispenserError,
-  PluginEvent,
+  type PluginEvent,
   PluginNotFoundError,
   PluginTypeCSIController,
   PluginTypeCSINode,
-  RegisteredPlugin,
+  type RegisteredPlugin,
   RegistryPersistError,
   UnknownPluginTypeError,
 } from '.';
