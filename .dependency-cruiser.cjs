@@ -29,7 +29,10 @@ const FLOORS = [
   /* 3 */ ['csimanager'],
   /* 4 */ ['volumes'],
   /* 5 */ ['hooks', 'cluster'],
-  /* 6 */ ['agent'],
+  /* 6 */ ['jobspec'],
+  /* 7 */ ['api'],
+  /* 8 */ ['runner', 'cli'],
+  /* 9 */ ['agent'],
 ];
 
 
@@ -179,6 +182,22 @@ module.exports = {
         'interface that lives beside it (or in a contract file the implementation imports) instead.',
       from: {},
       to: { circular: true },
+    },
+    {
+      name: 'cli-over-the-client-only',
+      severity: 'error',
+      comment:
+        'The CLI talks to an agent through the API client only: its shipped code may import @csiplug/api/client, ' +
+        '@csiplug/jobspec and @csiplug/core, never the HTTP server or another package, so every command but ' +
+        '`agent` and `demo` (added by the agent) runs without loading the agent.',
+      from: { path: '^packages/cli/src/', pathNot: TEST_FILES },
+      to: {
+        path: `^(?:packages/|(?:node_modules/)?${escapeRegExp(SCOPE)})(?!cli/)[^/]+`,
+        pathNot: [
+          `^(?:packages/|(?:node_modules/)?${escapeRegExp(SCOPE)})(?:core|jobspec)(?:/|$)`,
+          `^(?:packages/api/(?:src|dist)/(?:client|api-client|api-error|protocol|service|service-errors|log-slice)\\.(?:ts|js|d\\.ts)$|(?:node_modules/)?${escapeRegExp(SCOPE)}api/client$)`,
+        ],
+      },
     },
     ...declarationRules,
     {

@@ -10,7 +10,8 @@ const os = require('os');
 const path = require('path');
 const fs = require('fs');
 const { bind, DefaultTimeoutPolicy, ITimeoutPolicy, ILogger, MemoryLogger } = require('@csiplug/core');
-const { Agent, devConfig } = require('@csiplug/agent');
+const { Agent } = require('@csiplug/agent');
+const { devConfig } = require('@csiplug/jobspec');
 
 class BusyNodeTimeouts extends DefaultTimeoutPolicy {
   pluginWait(phase) {

@@ -18,8 +18,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const net = require('node:net');
 const { MemoryLogger } = require('../../packages/core/dist');
-const { HttpApi } = require('@csiplug/agent');
-const { FakeAgentService } = require('@csiplug/agent/testing');
+const { HttpApi } = require('@csiplug/api');
+const { FakeAgentService } = require('@csiplug/api/testing');
 
 const quick = process.argv.includes('--quick');
 const REQUESTS = quick ? 2_000 : 20_000;

@@ -67,22 +67,15 @@ const os = require('node:os');
 const path = require('node:path');
 const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('node:child_process');
-const {
-  ApiClient,
-  hostpathPluginJobHcl,
-  jobToDocument,
-  parseJobspec,
-  parseVolumeSpec,
-  volumeHcl,
-  volumeSpecToDocument,
-  workloadJobHcl,
-} = require('@csiplug/agent');
+const { ApiClient } = require('@csiplug/api/client');
+const { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
+const { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } = require('@csiplug/agent');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const { connectEtcd } = require('@csiplug/cluster');
 const { EtcdTestCluster } = require('@csiplug/cluster/testing');
 const { mountsUnder } = require('@csiplug/csimanager');
 
-const BIN = path.join(path.dirname(require.resolve('@csiplug/agent/package.json')), 'dist', 'cli', 'bin.js');
+const BIN = path.join(path.dirname(require.resolve('@csiplug/agent/package.json')), 'dist', 'bin.js');
 const NAMES = ['n1', 'n2', 'n3'];
 const PREFIX = 'bench-sched/';
 const HEARTBEAT_TTL_MS = 2_000;

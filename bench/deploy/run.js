@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Benchmark of the job diff behind `job run` and `job plan`
-// (packages/agent/src/deploy/job-diff.ts), run on purpose (never by the tests):
+// (packages/jobspec/src/job-diff.ts), run on purpose (never by the tests):
 //   node bench/deploy/run.js
 // Builds are needed first: npx nx build agent
 //
@@ -10,8 +10,8 @@
 // per added task, which stays flat when the diff is linear.
 'use strict';
 require('reflect-metadata');
-const { validateJob } = require('../../packages/agent/dist/spec/jobspec');
-const { diffGroup } = require('../../packages/agent/dist/deploy/job-diff');
+const { validateJob } = require('../../packages/jobspec/dist/jobspec');
+const { diffGroup } = require('../../packages/jobspec/dist/job-diff');
 
 const tasks = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`t${i}`, { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } }]));
 const before = validateJob({ job: { web: { group: { app: { task: tasks(1) } } } } });

@@ -8,7 +8,7 @@
 const fs = require('fs');
 const path = require('path');
 
-/** "packages/agent/dist/runner/x.js" → "agent"; node internals and dependencies by name. */
+/** "packages/runner/dist/x.js" → "runner"; node internals and dependencies by name. */
 function packageOf(url) {
   if (!url) return '(native / VM)';
   if (url.startsWith('node:')) return 'node core';

@@ -39,20 +39,13 @@ const path = require('path');
 const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
-const {
-  ApiClient,
-  hostpathPluginJobHcl,
-  jobToDocument,
-  parseJobspec,
-  parseVolumeSpec,
-  volumeHcl,
-  volumeSpecToDocument,
-  workloadJobHcl,
-} = require('@csiplug/agent');
+const { ApiClient } = require('@csiplug/api/client');
+const { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
+const { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } = require('@csiplug/agent');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const { summariseProfile, restoreSteps } = require('./profile');
 const until = (what, fn, timeoutMs = 300_000, every = 20) => pollUntil(what, fn, timeoutMs, every);
-const BIN = path.join(agentPkg, 'dist', 'cli', 'bin.js');
+const BIN = path.join(agentPkg, 'dist', 'bin.js');
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);

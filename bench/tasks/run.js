@@ -18,7 +18,8 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 const { ExecDriver, findRunc } = require('@csiplug/driver');
 const { RealClock, MemoryLogger } = require('@csiplug/core');
-const { ApiClient, jobToDocument, parseJobspec } = require('@csiplug/agent');
+const { ApiClient } = require('@csiplug/api/client');
+const { jobToDocument, parseJobspec } = require('@csiplug/jobspec');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const { Agent } = require('../restart/run');
 

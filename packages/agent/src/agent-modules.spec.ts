@@ -10,10 +10,10 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { container as rootContainer } from 'tsyringe';
-import { IAgentEvents, type AgentEvents } from './agent-events';
+import { IAgentEvents, type AgentEvents } from '@csiplug/api';
 import { agentModules } from './agent-modules';
-import type { AgentEvent } from './service';
-import { devConfig, type AgentConfig, type VolumeSpec } from './spec';
+import type { AgentEvent } from '@csiplug/api';
+import { devConfig, type AgentConfig, type VolumeSpec } from '@csiplug/jobspec';
 
 const spec: VolumeSpec = {
   id: 'data',

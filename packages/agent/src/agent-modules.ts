@@ -22,10 +22,10 @@ import { hooksModule } from '@csiplug/hooks';
 import { registryModule } from '@csiplug/registry';
 import { stateModule } from '@csiplug/state';
 import { IVolumeCatalog, IVolumeSpecValidator, volumesModule, type VolumeCatalogService } from '@csiplug/volumes';
-import { AgentEvents, IAgentEvents } from './agent-events';
-import { IAllocStore, registerAllocStore, type AllocStore } from './runner/alloc-store';
-import { ITaskStateWriter, TaskStateWriter } from './runner/task-state-writer';
-import { checkVolumeSpec, type AgentConfig } from './spec';
+import { AgentEvents, IAgentEvents } from '@csiplug/api';
+import { IAllocStore, registerAllocStore, type AllocStore } from '@csiplug/runner';
+import { ITaskStateWriter, TaskStateWriter } from '@csiplug/runner';
+import { checkVolumeSpec, type AgentConfig } from '@csiplug/jobspec';
 
 /**
  * What is the agent's own to register: its alloc store and the group write

@@ -20,8 +20,10 @@ import { ClaimError, IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type Vol
 import { ClusterJobsUnavailableError, ClusterVolumeClaimer, MAX_GROUP_COUNT, externalIdOf, isEtcdAway, type ClusterClaim, type NodeInfo } from '@csiplug/cluster';
 import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
 import { ControllerRouter, answerRoutedCall, healthyControllerNodes, isRoutedController } from './cluster-controllers';
-import { ApiClient } from './api/api-client';
-import { ApiError } from './api/api-error';
+import { ApiClient } from '@csiplug/api';
+import { ApiError, NotFoundError } from '@csiplug/api';
+// NotFoundError is the service interface's (the in-memory service throws it too); re-exported under its old name here.
+export { NotFoundError } from '@csiplug/api';
 import { CLUSTER_INSTANCE_FILE, ClusterMembership, clusterInstanceId } from './cluster-membership';
 import { purgeClusterNode } from './cluster-node-purge';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
@@ -30,21 +32,21 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
-import { IAgentEvents, type AgentEventInput, type AgentEvents } from './agent-events';
+import { IAgentEvents, type AgentEventInput, type AgentEvents } from '@csiplug/api';
 import { agentModules } from './agent-modules';
 import { EVENTS_TOTAL, PromMetrics, TASK_RESTARTS_TOTAL, addStateGauges, countEvents } from './metrics';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
-import { openLogSlice, type LogRange, type LogSlice } from './log-slice';
-import { checkOrphansAtStart } from './orphans';
-import type { Alloc, JobSpec } from './model';
-import { JobUpdater } from './deploy/job-updater';
-import type { JobPlan } from './deploy/job-plan';
-import type { RolloutHost } from './deploy/rollout-host';
-import { AllocRunner, type AllocRunnerDeps } from './runner/alloc-runner';
-import { IAllocStore, type AllocStore } from './runner/alloc-store';
-import { ITaskStateWriter, type TaskStateWriter } from './runner/task-state-writer';
-import { drainBeforePluginStop } from './runner/plugin-drain';
-import { assertRawExecAllowed } from './runner/raw-exec-policy';
+import { openLogSlice, type LogRange, type LogSlice } from '@csiplug/api';
+import { checkOrphansAtStart } from '@csiplug/runner';
+import type { Alloc, JobSpec } from '@csiplug/jobspec';
+import { JobUpdater } from '@csiplug/runner';
+import type { JobPlan } from '@csiplug/jobspec';
+import type { RolloutHost } from '@csiplug/runner';
+import { AllocRunner, type AllocRunnerDeps } from '@csiplug/runner';
+import { IAllocStore, type AllocStore } from '@csiplug/runner';
+import { ITaskStateWriter, type TaskStateWriter } from '@csiplug/runner';
+import { drainBeforePluginStop } from '@csiplug/runner';
+import { assertRawExecAllowed } from '@csiplug/runner';
 import type {
   AgentEvent,
   AgentHealth,
@@ -65,8 +67,8 @@ import type {
   VolumeDetachResult,
   VolumeMountView,
   VolumeView,
-} from './service';
-import { volumeSpecToDocument, type AgentConfig, type VolumeSpec } from './spec';
+} from '@csiplug/api';
+import { volumeSpecToDocument, type AgentConfig, type VolumeSpec } from '@csiplug/jobspec';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -97,14 +99,6 @@ export class ClusterUnavailableError extends CsiplugError {
   readonly httpStatus = 503;
   constructor(message: string) {
     super('ECLUSTER_UNAVAILABLE', message);
-  }
-}
-
-/** A job or alloc the agent does not know (HTTP 404). */
-export class NotFoundError extends CsiplugError {
-  readonly httpStatus = 404;
-  constructor(message: string) {
-    super('ENOT_FOUND', message);
   }
 }
 

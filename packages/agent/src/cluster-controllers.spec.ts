@@ -14,9 +14,9 @@ import { FakeRegistryStore } from '@csiplug/registry/testing';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ApiError, ApiErrorCode } from './api/api-error';
+import { ApiError, ApiErrorCode } from '@csiplug/api';
 import { ControllerRouter, ROUTED_CONTROLLER_PREFIX, RoutedControllerUnavailableError, answerRoutedCall, isRoutedController, rpcsOf, type RoutedCaller, type RoutedService } from './cluster-controllers';
-import type { RoutedAnswer } from './service';
+import type { RoutedAnswer } from '@csiplug/api';
 
 const PLUGIN = 'hp';
 const SELF = 'self';

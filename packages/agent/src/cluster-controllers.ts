@@ -32,11 +32,11 @@ import type { PluginRegistry } from '@csiplug/registry';
 import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ApiClient } from './api/api-client';
-import { ApiError } from './api/api-error';
+import { ApiClient } from '@csiplug/api';
+import { ApiError } from '@csiplug/api';
 import type { ClusterNodeView } from '@csiplug/cluster';
 import type { ClusterMembership } from './cluster-membership';
-import type { RoutedAnswer } from './service';
+import type { RoutedAnswer } from '@csiplug/api';
 
 export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';
 

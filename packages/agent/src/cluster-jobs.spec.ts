@@ -1,8 +1,8 @@
 // What the scheduler is told of a job, and the share of a cluster job a node runs.
 import type { Placement } from '@csiplug/cluster';
 import { demandOf, projectJob } from './cluster-jobs';
-import type { GroupSpec, JobSpec, TaskSpec } from './model';
-import { DEFAULT_RESTART, DEFAULT_UPDATE } from './spec';
+import type { GroupSpec, JobSpec, TaskSpec } from '@csiplug/jobspec';
+import { DEFAULT_RESTART, DEFAULT_UPDATE } from '@csiplug/jobspec';
 
 const task = (name: string, isolated: boolean): TaskSpec => ({
   name,

@@ -29,10 +29,10 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { assertExternalIdFree, type VolumeCatalogService, type VolumeSpec, type VolumeView } from '@csiplug/volumes';
 import type { ClusterMembership } from './cluster-membership';
-import { sameJob } from './deploy/job-diff';
-import type { JobSpec } from './model';
-import { jobToDocument, validateJob } from './spec';
-import type { ClusterJobView } from './service';
+import { sameJob } from '@csiplug/jobspec';
+import type { JobSpec } from '@csiplug/jobspec';
+import { jobToDocument, validateJob } from '@csiplug/jobspec';
+import type { ClusterJobView } from '@csiplug/api';
 
 /** How often a pass runs when nothing in etcd changed (a node's death is noticed by time). */
 const PASS_INTERVAL_MS = 1_000;

@@ -9,7 +9,7 @@
 import { CsiplugError } from '@csiplug/core';
 import type { ClusterClaim } from '@csiplug/cluster';
 import type { ClusterMembership } from './cluster-membership';
-import type { NodePurgeResult } from './service';
+import type { NodePurgeResult } from '@csiplug/api';
 
 
 /** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */

@@ -1,6 +1,6 @@
 import { defineMetric } from '@csiplug/core';
 import { PromMetrics, TASK_RESTARTS_TOTAL, addStateGauges, countEvents } from './metrics';
-import type { PluginView, VolumeView, AllocView } from './service';
+import type { PluginView, VolumeView, AllocView } from '@csiplug/api';
 
 const CALLS = defineMetric({ name: 'csiplug_test_call_seconds', help: 'calls', kind: 'histogram', labels: ['rpc'], buckets: [0.1, 1] });
 const THINGS = defineMetric({ name: 'csiplug_test_things_total', help: 'things', kind: 'counter', labels: ['kind'] });

@@ -14,7 +14,7 @@
 //     every agent in it (a test process starts many).
 import { defineMetric, type MetricDef, type MetricLabels, type Metrics } from '@csiplug/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
-import type { AgentEvent, AgentService } from './service';
+import type { AgentEvent, AgentService } from '@csiplug/api';
 
 /** Every task restart the agent made, by job and task (a `Restarting` event). */
 export const TASK_RESTARTS_TOTAL = defineMetric({

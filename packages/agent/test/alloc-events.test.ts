@@ -3,7 +3,7 @@
 // pending (a "Volume unmount pending" event with the cause); when the plugin
 // is back, the reconciler's background retry finishes it and the same alloc
 // says "Volume unmounted" — its record never ends on "pending" once done.
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(120_000);

@@ -6,7 +6,7 @@ import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
-import { jobToDocument, parseJobspec } from '../src/spec';
+import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, BIN, pollUntil } from './support/agent-process';
 
 jest.setTimeout(180_000);

@@ -14,9 +14,9 @@ import { EtcdTestCluster } from '@csiplug/cluster/testing';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ApiError } from '../src/api';
+import { ApiError } from '@csiplug/api';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, mountsUnder, pollUntil, runningAlloc, sleeperHcl, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);

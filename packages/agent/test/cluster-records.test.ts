@@ -11,7 +11,7 @@
 import { EtcdJobs, connectEtcd } from '@csiplug/cluster';
 import { MemoryLogger } from '@csiplug/core';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
-import { jobToDocument, parseJobspec } from '../src/spec';
+import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, pollUntil, runningAlloc, sleeperHcl } from './support/agent-process';
 
 jest.setTimeout(300_000);

@@ -10,7 +10,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
 import { Agent } from '../src/agent';
-import { checkVolumeSpec, devConfig } from '../src/spec';
+import { checkVolumeSpec, devConfig } from '@csiplug/jobspec';
 
 describe('composition by tokens', () => {
   let dataDir: string;

@@ -10,7 +10,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { Agent } from '../src/agent';
 import { DataDirInUseError } from '../src/data-dir';
-import { devConfig, type AgentConfig } from '../src/spec';
+import { devConfig, type AgentConfig } from '@csiplug/jobspec';
 import { AgentHarness, BIN, freePort } from './support/agent-process';
 
 type Backend = AgentConfig['state']['backend'];

@@ -8,8 +8,8 @@
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ApiClient, ApiError } from '../src/api';
-import { jobToDocument, parseJobspec } from '../src/spec';
+import { ApiClient, ApiError } from '@csiplug/api';
+import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { fillUp } from './support/disk';
 

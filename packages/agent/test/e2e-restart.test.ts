@@ -4,7 +4,7 @@
 // harmless; job stop unmounts and releases claims.
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, workloadJobHcl } from '../src/commands/specs';
 import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 

@@ -7,7 +7,7 @@ import * as http from 'http';
 import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
-import { ApiClient } from '../src/api';
+import { ApiClient } from '@csiplug/api';
 import { AgentHarness, BIN, freePort, mountsUnder } from './support/agent-process';
 
 jest.setTimeout(180_000);

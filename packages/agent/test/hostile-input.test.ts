@@ -6,9 +6,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { Agent } from '../src/agent';
-import { HttpApi } from '../src/api';
-import { devConfig } from '../src/spec';
-import { raw } from './support/http';
+import { HttpApi } from '@csiplug/api';
+import { devConfig } from '@csiplug/jobspec';
+import { raw } from '@csiplug/api/testing';
 
 function sleeper(id: string, count: number): string {
   return JSON.stringify({ Job: { job: { [id]: { group: { app: { count, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['300'] } } } } } } } } });

@@ -13,8 +13,8 @@ import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
-import type { AgentEvent, AllocView } from '../src/service';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import type { AgentEvent, AllocView } from '@csiplug/api';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 
 jest.setTimeout(300_000);

@@ -8,7 +8,7 @@
 // and the plugin's word was reported (task event, `volume status`).
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
 import { AgentHarness, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 

@@ -3,7 +3,7 @@
 // task's restart policy. With `restart { attempts = 1, mode = "fail" }` the
 // task is restarted exactly once, then it is dead and failed with an event
 // that says why, its alloc failed, and the job no longer says `running`.
-import { jobToDocument, parseJobspec } from '../src/spec';
+import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, pollUntil } from './support/agent-process';
 
 jest.setTimeout(120_000);

@@ -1,5 +1,6 @@
-// Every fenced code block in packages/*/README.md is tested, so the READMEs
-// cannot drift from the code. By the fence's language:
+// Every fenced code block in packages/*/README.md, in the root README.md and
+// ARCHITECTURE.md, and in docs/*.md is tested, so the pages cannot drift from
+// the code. By the fence's language:
 //
 // - ```ts: type-checked against the built packages (the repository's strict
 //   settings, with the published .d.ts files checked too and no
@@ -16,8 +17,10 @@
 //   its limit (30 s).
 // - ```js: run with node, the same way.
 // - ```sh: run only when marked `run` (fast, safe, no agent): bash -e in a
-//   temp dir holding a copy of examples/, `csiplug` and `csiplug-hostpath`
-//   on the PATH.
+//   temp dir holding a copy of examples/ (its files, and examples/ itself
+//   as in the repository's root), `csiplug` and `csiplug-hostpath`
+//   on the PATH and in its node_modules/.bin (so `npx csiplug` finds them,
+//   as in a project that installed them; npm is offline: never a registry).
 // - ```hcl / ```json: parsed by the agent's own parser, named in the
 //   marker: agent-config (read as with -dev, so data_dir may be left out),
 //   jobspec, volume-spec, or job-fragment (a block placed in a job with one
@@ -29,15 +32,17 @@
 // or `<!-- readme-test: typecheck (why it cannot run); given taskCtx -->`
 // for TypeScript that is only type-checked. Directives are separated by `;`.
 // An unmarked block this test cannot run, a skip without a reason, or a
-// marker without a block fails the first test.
+// marker without a block fails the first test. Every relative link on these
+// pages must lead to a file that exists.
 import { mountsUnder } from '@csiplug/csimanager';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { parseAgentConfig, parseJobspec, parseVolumeSpec } from '../src/spec';
+import { parseAgentConfig, parseJobspec, parseVolumeSpec } from '@csiplug/jobspec';
 import {
   REPO,
+  brokenRelativeLinks,
   checkGivens,
   compileBlocks,
   createVolume,
@@ -45,7 +50,7 @@ import {
   generateModule,
   GIVENS,
   packageBin,
-  packageReadmes,
+  testedMarkdown,
   planBlock,
   runProcess,
   startHostpathPlugin,
@@ -69,7 +74,7 @@ const RUN_LIMIT_MS = 30_000;
 const RUN_TEST_TIMEOUT_MS = RUN_LIMIT_MS + 45_000;
 const isRoot = process.getuid?.() === 0;
 
-const extracted = packageReadmes().map((file) => extractBlocks(file, fs.readFileSync(path.join(REPO, file), 'utf8')));
+const extracted = testedMarkdown().map((file) => extractBlocks(file, fs.readFileSync(path.join(REPO, file), 'utf8')));
 const planned = extracted.flatMap((e) => e.blocks).map((block) => ({ block, plan: planBlock(block) }));
 const ok = planned.filter((p): p is { block: Block; plan: Plan } => typeof p.plan !== 'string');
 const of = <K extends Plan['kind']>(kind: K) => ok.filter((p): p is { block: Block; plan: Extract<Plan, { kind: K }> } => p.plan.kind === kind);
@@ -121,6 +126,10 @@ describe('README code blocks', () => {
     expect(problems).toEqual([]);
   });
 
+  it('every relative link on these pages leads to a file that exists', () => {
+    expect(testedMarkdown().flatMap((file) => brokenRelativeLinks(file, fs.readFileSync(path.join(REPO, file), 'utf8')))).toEqual([]);
+  });
+
   it('the TypeScript blocks type-check against the built packages', () => {
     expect(compileErrors).toEqual([]);
   });
@@ -170,9 +179,9 @@ describe('README code blocks', () => {
 
   eachBlock(it, of('sh'), 'runs', RUN_TEST_TIMEOUT_MS, async (entry) => {
     await inBlockDir(async (dir) => {
-      const bin = path.join(dir, '.bin');
-      fs.mkdirSync(bin);
-      // The built CLIs, as `npm install` would put them on the PATH.
+      const bin = path.join(dir, 'node_modules', '.bin');
+      fs.mkdirSync(bin, { recursive: true });
+      // The built CLIs, where `npm install` would put them (npx looks there), and on the PATH.
       const bins = [
         ['csiplug', packageBin(path.resolve(__dirname, '..', 'package.json'), 'csiplug')],
         ['csiplug-hostpath', packageBin(require.resolve('@csiplug/hostpath-plugin/package.json'), 'csiplug-hostpath')],
@@ -180,11 +189,14 @@ describe('README code blocks', () => {
       for (const [name, script] of bins) {
         fs.writeFileSync(path.join(bin, name), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(script)} "$@"\n`, { mode: 0o755 });
       }
+      // The examples beside the block (as a package README names them) and under examples/ (as the root README does, run from the repository).
       fs.cpSync(path.join(REPO, 'examples'), dir, { recursive: true });
+      fs.cpSync(path.join(REPO, 'examples'), path.join(dir, 'examples'), { recursive: true });
       fs.writeFileSync(path.join(dir, '.block.sh'), entry.block.code);
       const result = await runProcess(['/bin/bash', '-e', '-o', 'pipefail', '.block.sh'], {
         cwd: dir,
-        env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` },
+        // Offline: an `npx` that does not find its command fails, never asks a registry for one.
+        env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}`, npm_config_offline: 'true', npm_config_yes: 'false' },
         timeoutMs: RUN_LIMIT_MS,
       });
       expectClean(entry.block, result);
@@ -403,6 +415,19 @@ describe('the README checker itself', () => {
     const messages = (failed as AggregateError).errors.map((e: Error) => e.message);
     expect(messages).toEqual(['the block failed', expect.stringContaining(`the block left mounts behind: ${path.join(dir, 'm')}`)]);
     expect(fs.existsSync(dir)).toBe(false);
+  });
+
+  it('finds a relative link whose file is missing, and only that', () => {
+    const markdown = [
+      '[here](ARCHITECTURE.md) [`there`](docs/nowhere.md#part) [web](https://example.com/x) [same](#top)',
+      '`[not a link](missing.md)`',
+      '```text',
+      '[in a block](missing.md)',
+      '```',
+      '[gone](packages/gone/README.md)',
+      '',
+    ].join('\n');
+    expect(brokenRelativeLinks('README.md', markdown)).toEqual(['README.md:1: docs/nowhere.md#part', 'README.md:6: packages/gone/README.md']);
   });
 
   it('maps a generated TypeScript line back to its README line', () => {

@@ -2,7 +2,7 @@
 // token, the timeouts — and says what changed and what waits for a restart;
 // a file that cannot be read changes nothing; the agent never stops for it.
 import * as fs from 'fs';
-import { ApiClient } from '../src/api';
+import { ApiClient } from '@csiplug/api';
 import { AgentHarness, isAlive, pollUntil } from './support/agent-process';
 
 jest.setTimeout(60_000);

@@ -8,7 +8,7 @@ import * as fs from 'fs';
 import * as http from 'http';
 import * as path from 'path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(180_000);

@@ -10,8 +10,8 @@ import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { openClientState } from '@csiplug/state';
-import { ApiError } from '../src/api';
-import { jobToDocument, parseJobspec } from '../src/spec';
+import { ApiError } from '@csiplug/api';
+import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { fillUp } from './support/disk';
 

@@ -11,7 +11,7 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { openClientState } from '@csiplug/state';
 import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../src/spec';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil } from './support/agent-process';
 
 jest.setTimeout(180_000);

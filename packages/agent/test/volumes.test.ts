@@ -32,7 +32,7 @@ import {
   type VolumeCatalogEvent,
   type VolumeSpec,
 } from '@csiplug/volumes';
-import { checkVolumeSpec } from '../src/spec';
+import { checkVolumeSpec } from '@csiplug/jobspec';
 
 const HOSTPATH_CLI = path.resolve(__dirname, '../../hostpath-plugin/dist/cli.js');
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;

@@ -14,7 +14,8 @@
 //
 // The points (CRASH_POINTS holds the same list; crashPoint() takes only these):
 //
-// the volume reconciler (packages/volumes/src/reconciler/volume-reconciler.ts)
+// the volume reconciler (packages/volumes/src/reconciler: volume-reconciler.ts; the unmount and
+// forget points in unmount-steps.ts, the remount points in stale-remount.ts)
 //   reconciler.want.after-write        a new record (desired mounted, nothing held) written
 //   reconciler.claim.before-write      before `claimed` is written
 //   reconciler.claim.after-write       `claimed` written, the claim not asked yet

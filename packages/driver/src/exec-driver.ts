@@ -12,27 +12,28 @@
 // descriptors, say, under a connection flood) says nothing about the task:
 // its state is "unknown" and is checked again on the next tick. Only an
 // exit record or a verified /proc check ends a task.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile as readFileAsync } from 'node:fs/promises';
-import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, checkInto, settleOnce, toDisposable, type Disposable, type WaitControl } from '@csiplug/core';
 import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
-import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, containerStateExists, executorPaths, readJsonFile, runcDeleteArgs, writeJsonAtomic } from './executor-protocol';
-import { ociConfig, prepareBundle, TASK_LOCAL_DIR, taskProcessArgs } from './isolation';
-import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess, readProcStat } from './proc';
+import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import { TASK_LOCAL_DIR } from './isolation';
+import { type ProcStat, isFinishedState, readProcStat } from './proc';
 import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
 import { taskLogSpec } from './task-logs';
+import { FaultLog, taskFields } from './fault-log';
+import { TaskProbe, type Probe } from './task-probe';
+import { DEFAULT_RUNC_ROOT, RuncContainers, findRunc } from './runc-containers';
 
 export type { ExecDriverOptions } from './tokens';
+// Exported from here as before: the driver's runc defaults and container naming.
+export { containerId, DEFAULT_RUNC_ROOT, findRunc } from './runc-containers';
 
-
-/** What one check of a task found; 'unknown' when a fault of the agent itself kept it from finding out. */
-type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult } | { state: 'unknown'; cause: unknown };
 
 interface WatchOptions {
   timeoutMs?: number;
@@ -60,70 +61,11 @@ const DEFAULTS = {
  */
 export const DEFAULT_EXECUTOR_PATH = join(__dirname, '..', 'dist', 'executor.js');
 
-/** Where runc's state of isolated tasks lives by default (tmpfs: containers do not outlive a reboot, nor does their state). */
-export const DEFAULT_RUNC_ROOT = '/run/csiplug/runc';
-
-/** The runc binary on this machine, or undefined. */
-export function findRunc(): string | undefined {
-  return ['/usr/sbin/runc', '/usr/bin/runc', '/sbin/runc', '/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'].find((p) => existsSync(p));
-}
-
-/** How long one runc call may take before it is given up. */
-const RUNC_CALL_LIMIT_MS = 10_000;
-
-/** The PATH an isolated task gets unless its env sets one. */
-const TASK_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-
 /** ms between checks for the previous run's executor to exit, which it does right after its exit record. */
 const EXITING_EXECUTOR_POLL = 25;
 
 /** How much of executor.log a start error quotes. */
 const LOG_TAIL_BYTES = 2_000;
-
-/** At most one warning per this many ms while a task cannot be checked, so an EMFILE storm does not flood the log. */
-const FAULT_LOG_INTERVAL = 30_000;
-
-/**
- * Logs the transient faults met while checking one task without flooding:
- * the first at once, then at most one line per FAULT_LOG_INTERVAL, and one
- * line when the checks work again.
- */
-class FaultLog {
-  private since: number | undefined;
-  private lastLine = 0;
-  private faults = 0;
-
-  constructor(
-    private readonly clock: IClock,
-    private readonly log: ILogger,
-    private readonly fields: Record<string, unknown>,
-  ) {}
-
-  fault(during: string, err: unknown): void {
-    const now = this.clock.now();
-    this.faults++;
-    if (this.since === undefined) this.since = now;
-    else if (now - this.lastLine < FAULT_LOG_INTERVAL) return;
-    this.lastLine = now;
-    this.log.warn('cannot check the task for a fault of the agent itself (not of the task); its state is unknown and is checked again', {
-      ...this.fields,
-      during,
-      faults: this.faults,
-      err: errorMessage(err),
-    });
-  }
-
-  recovered(): void {
-    if (this.since === undefined) return;
-    this.log.info('task checks work again after faults of the agent itself', { ...this.fields, faults: this.faults, unknownForMs: this.clock.now() - this.since });
-    this.since = undefined;
-    this.faults = 0;
-  }
-}
-
-function taskFields(handle: TaskHandle): Record<string, unknown> {
-  return { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
-}
 
 @injectable()
 export class ExecDriver implements TaskDriver {
@@ -137,17 +79,16 @@ export class ExecDriver implements TaskDriver {
   private readonly exitGrace: number;
   private readonly inheritEnv: boolean;
   private readonly readStat: (pid: number) => ProcStat | undefined;
-  private readonly readRecordFile: (file: string) => unknown;
-  private readonly runcPath: string | undefined;
-  private readonly runcRoot: string;
+  /** What the executor's records and /proc say of a task. */
+  private readonly tasks: TaskProbe;
   /** One shared wait per task run, keyed by taskDir, pid and start time, with the log of its faults (stop() shares both). */
   private readonly waits = new Map<string, { exit: Promise<ExitResult>; faults: FaultLog }>();
   /** isRunning() has no handle-long life to keep a FaultLog in: one for all its calls. */
   private readonly isRunningFaults: FaultLog;
   /** Waits in flight: dispose() ends them with a ShutdownError so nobody hangs. */
   private readonly pending = new Set<(err: Error) => void>();
-  /** Container removals under way, by runc root and id. */
-  private readonly removals = new Map<string, Promise<void>>();
+  /** This driver's runc containers (isolated tasks). */
+  private readonly containers: RuncContainers;
   private disposed = false;
 
   constructor(
@@ -163,9 +104,11 @@ export class ExecDriver implements TaskDriver {
     this.exitGrace = options?.exitGrace ?? DEFAULTS.exitGrace;
     this.inheritEnv = options?.inheritEnv ?? true;
     this.readStat = options?.procReader ?? readProcStat;
-    this.readRecordFile = options?.recordReader ?? readJsonFile;
-    this.runcPath = options?.runcPath ?? findRunc();
-    this.runcRoot = options?.runcRoot ?? DEFAULT_RUNC_ROOT;
+    this.tasks = new TaskProbe(clock, this.log, this.readStat, options?.recordReader ?? readJsonFile);
+    this.containers = new RuncContainers(options?.runcPath ?? findRunc(), options?.runcRoot ?? DEFAULT_RUNC_ROOT, this.log, {
+      isSame: (pid, startTime) => this.tasks.isSame(pid, startTime),
+      isLatestRun: (handle) => this.tasks.isLatestRun(handle),
+    });
     this.isRunningFaults = new FaultLog(clock, this.log, { call: 'isRunning' });
   }
 
@@ -183,9 +126,9 @@ export class ExecDriver implements TaskDriver {
     let previous: ExecutorPidRecord | undefined;
     let previousExecutorRuns = false;
     try {
-      previous = this.readRecord<ExecutorPidRecord>(paths.pid);
-      if (previous && this.isSame(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
-      previousExecutorRuns = previous !== undefined && this.isSame(previous.executorPid, previous.executorStartTime);
+      previous = this.tasks.readRecord<ExecutorPidRecord>(paths.pid);
+      if (previous && this.tasks.isSame(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
+      previousExecutorRuns = previous !== undefined && this.tasks.isSame(previous.executorPid, previous.executorStartTime);
     } catch (err) {
       // Unknown is not "nothing runs there": starting now could run the task twice.
       if (isTransientFsError(err)) throw new TaskStartError(allocId, taskName, `could not check for a previous run still in ${taskDir} (${errorMessage(err)}); retry later`, { cause: err });
@@ -195,7 +138,7 @@ export class ExecDriver implements TaskDriver {
       const last = previous;
       // The last run's executor is still recording its task's exit: let it
       // finish, or its late record would land on top of this run's.
-      await this.watchUntil(paths.dir, () => (this.isSameOrUnknown(last.executorPid, last.executorStartTime) ? undefined : true), {
+      await this.watchUntil(paths.dir, () => (this.tasks.isSameOrUnknown(last.executorPid, last.executorStartTime) ? undefined : true), {
         timeoutMs: this.exitGrace,
         // An exiting process makes no file event, and it exits within moments of its record.
         pollMs: EXITING_EXECUTOR_POLL,
@@ -206,7 +149,7 @@ export class ExecDriver implements TaskDriver {
     rmSync(paths.pid, { force: true });
     rmSync(paths.exit, { force: true });
 
-    const runc = config.isolation ? await this.prepareContainer(config, paths) : undefined;
+    const runc = config.isolation ? await this.containers.prepare(config, paths) : undefined;
     // The removal of an earlier container may have taken a while: no executor is spawned by a driver disposed meanwhile.
     this.assertOpen('start');
     const spec: ExecutorSpec = {
@@ -230,10 +173,10 @@ export class ExecDriver implements TaskDriver {
     let lastReadFailed = false;
     const check = (): ExecutorPidRecord | undefined => {
       try {
-        const pid = this.readRecord<ExecutorPidRecord>(paths.pid);
+        const pid = this.tasks.readRecord<ExecutorPidRecord>(paths.pid);
         lastReadFailed = false;
         if (pid) return pid;
-        const exit = this.readRecord<ExecutorExitRecord>(paths.exit);
+        const exit = this.tasks.readRecord<ExecutorExitRecord>(paths.exit);
         if (exit?.startError) throw new TaskStartError(allocId, taskName, exit.startError);
         startFaults.recovered();
       } catch (err) {
@@ -307,7 +250,7 @@ export class ExecDriver implements TaskDriver {
     this.assertOpen('adopt');
     let record: ExecutorPidRecord | undefined;
     try {
-      record = this.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
+      record = this.tasks.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
     } catch (err) {
       // "No record" would have the caller start the task again beside the one that may run.
       if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's record in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
@@ -317,7 +260,7 @@ export class ExecDriver implements TaskDriver {
     // The container of an isolated task is named in the spec its executor ran.
     let runc: RuncContainer | undefined;
     try {
-      runc = this.readRecord<ExecutorSpec>(executorPaths(task.taskDir).spec)?.runc;
+      runc = this.tasks.readRecord<ExecutorSpec>(executorPaths(task.taskDir).spec)?.runc;
     } catch (err) {
       if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's spec in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
       throw err;
@@ -341,11 +284,11 @@ export class ExecDriver implements TaskDriver {
     this.assertOpen('recover');
     validateHandle(handle);
     const faults = new FaultLog(this.clock, this.log, taskFields(handle));
-    let last = this.probeNeverThrows(handle);
+    let last = this.tasks.probeNeverThrows(handle);
     if (last.state === 'running') return { running: true };
     if (last.state === 'exited') {
       // Its container, if runc was killed while the agent was away and nothing removed it.
-      await this.removeContainer(handle);
+      await this.containers.remove(handle);
       return { running: false, exit: last.exit };
     }
     if (last.state === 'unknown') faults.fault('recover', last.cause);
@@ -355,7 +298,7 @@ export class ExecDriver implements TaskDriver {
       const found = await this.watchUntil(
         executorPaths(handle.taskDir).dir,
         (): RecoverResult | undefined => {
-          last = this.probeNeverThrows(handle);
+          last = this.tasks.probeNeverThrows(handle);
           if (last.state === 'unknown') {
             faults.fault('recover', last.cause);
             return undefined;
@@ -367,7 +310,7 @@ export class ExecDriver implements TaskDriver {
         },
         { timeoutMs: this.exitGrace, onTimeout: () => new TimeoutError('exit not recorded', this.exitGrace) },
       );
-      if (!found.running) await this.removeContainer(handle);
+      if (!found.running) await this.containers.remove(handle);
       return found;
     } catch (err) {
       if (!(err instanceof TimeoutError)) throw err;
@@ -395,8 +338,8 @@ export class ExecDriver implements TaskDriver {
     const faults = new FaultLog(this.clock, this.log, taskFields(handle));
     // A check that cannot tell goes on waiting: the next event or tick checks again.
     // runc is gone once the task has exited; its container may not be (runc and its executor both killed): it goes before the task counts as exited.
-    const exit = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.exitOf(handle, faults)).then(async (ended) => {
-      await this.removeContainer(handle);
+    const exit = this.watchUntil(executorPaths(handle.taskDir).dir, () => this.tasks.exitOf(handle, faults)).then(async (ended) => {
+      await this.containers.remove(handle);
       return ended;
     });
     const entry = { exit, faults };
@@ -416,7 +359,7 @@ export class ExecDriver implements TaskDriver {
 
     let first: Probe;
     try {
-      first = this.probe(handle);
+      first = this.tasks.probe(handle);
     } catch (err) {
       // A check that keeps failing (EACCES on a record, say) still says
       // nothing about the task: stop it like one that cannot be checked.
@@ -424,7 +367,7 @@ export class ExecDriver implements TaskDriver {
       first = { state: 'unknown', cause: err };
     }
     if (first.state === 'exited') {
-      await this.removeContainer(handle);
+      await this.containers.remove(handle);
       return first.exit;
     }
     // Running, exiting, or unknown: an unknown task is stopped like a running one.
@@ -482,7 +425,7 @@ export class ExecDriver implements TaskDriver {
       if (escalate || over) return;
       escalate = this.clock.setTimeout(() => {
         // Unknown counts as alive: the signal itself verifies the process before it is sent.
-        if (!this.isSameOrUnknown(handle.pid, handle.startTime)) return;
+        if (!this.tasks.isSameOrUnknown(handle.pid, handle.startTime)) return;
         this.log.warn('task outlived its kill timeout; sending SIGKILL', { ...taskFields(handle), signal, killTimeout });
         deliverFromTimer('SIGKILL');
       }, killTimeout);
@@ -517,7 +460,7 @@ export class ExecDriver implements TaskDriver {
   /** When it cannot be told just now (a fault of the agent itself), true: a task is never taken for gone on a guess. */
   isRunning(handle: TaskHandle): boolean {
     try {
-      const running = this.isSame(handle.pid, handle.startTime);
+      const running = this.tasks.isSame(handle.pid, handle.startTime);
       this.isRunningFaults.recovered();
       return running;
     } catch (err) {
@@ -528,19 +471,19 @@ export class ExecDriver implements TaskDriver {
   }
 
   async containerRuns(handle: TaskHandle): Promise<boolean> {
-    const c = this.ourContainer(handle, handle);
+    const c = this.containers.ours(handle, handle);
     if (!c) return false;
-    const r = await this.runc(['--root', c.root, 'state', c.id]);
+    const r = await this.containers.call(['--root', c.root, 'state', c.id]);
     if (r.ok) return ['running', 'created', 'paused'].includes(String((JSON.parse(r.stdout) as { status?: unknown }).status));
     if (/does not exist/.test(r.why)) return false;
     throw new Error(`runc state ${c.id}: ${r.why}`);
   }
 
   async taskMountInfo(handle: TaskHandle): Promise<string | undefined> {
-    const c = this.ourContainer(handle, handle);
+    const c = this.containers.ours(handle, handle);
     if (!c) return undefined;
     try {
-      const r = await this.runc(['--root', c.root, 'state', c.id]);
+      const r = await this.containers.call(['--root', c.root, 'state', c.id]);
       if (!r.ok) throw new Error(r.why);
       const pid = (JSON.parse(r.stdout) as { pid?: unknown }).pid;
       if (typeof pid !== 'number' || pid <= 1) return undefined;
@@ -561,119 +504,6 @@ export class ExecDriver implements TaskDriver {
   }
 
   // --- internals ---
-
-  /**
-   * Writes the bundle of an isolated task (config.json, an empty root) and
-   * removes a container a dead earlier run of the task left under its id.
-   * Throws a TaskStartError when runc is not on the machine.
-   */
-  private async prepareContainer(config: DriverTaskConfig, paths: ExecutorPaths): Promise<RuncContainer> {
-    const { allocId, taskName } = config;
-    if (!this.runcPath || !existsSync(this.runcPath)) {
-      throw new TaskStartError(allocId, taskName, `the exec driver runs tasks isolated on runc, which is not installed on this machine${this.runcPath ? ` (no ${this.runcPath})` : ''}: install the runc package (apt-get install runc), or use driver = "raw_exec" to run the task as a host process`);
-    }
-    const id = containerId(allocId, taskName);
-    const bundle = join(paths.dir, 'bundle');
-    const { configPath } = prepareBundle(bundle);
-    const env = { PATH: TASK_PATH, ...config.env };
-    let oci: Record<string, unknown>;
-    try {
-      oci = ociConfig({ hostname: taskName.slice(0, 63), args: taskProcessArgs(config.command, config.args, config.isolation!.chroot), env }, config.isolation!);
-    } catch (err) {
-      throw new TaskStartError(allocId, taskName, `cannot isolate the task: ${errorMessage(err)}`, { cause: err });
-    }
-    // Never through a link someone put in its place: removed, then created anew.
-    rmSync(configPath, { force: true });
-    writeFileSync(configPath, JSON.stringify(oci, null, 1), { mode: 0o600, flag: 'wx' });
-    mkdirSync(this.runcRoot, { recursive: true, mode: 0o700 });
-    const container: RuncContainer = { binary: this.runcPath, root: this.runcRoot, id, bundle };
-    // The earlier run is known dead (checked above): what is left of its container goes.
-    await this.removeContainer({ runc: container, taskName, allocId });
-    return container;
-  }
-
-  /**
-   * Whether a container a record names is one of this driver's: in its runc
-   * root, named as its tasks are. A record is a file on disk; a tampered one
-   * must not make the agent kill or delete another runtime's containers.
-   */
-  private ownsContainer(c: { root: string; id: string }, task?: { allocId: string; taskName: string }): boolean {
-    const ours = c.root === this.runcRoot && c.id.startsWith('csiplug-') && (!task || c.id === containerId(task.allocId, task.taskName));
-    if (!ours) this.log.warn('not touching a container a task record names: it is not one of this driver\'s', { root: c.root, container: c.id });
-    return ours;
-  }
-
-  /** The handle's container when it has one, runc is here and the container is one of ours (see ownsContainer). */
-  private ourContainer(handle: Pick<TaskHandle, 'runc'>, task?: { allocId: string; taskName: string }): { root: string; id: string } | undefined {
-    return handle.runc && this.runcPath && this.ownsContainer(handle.runc, task) ? handle.runc : undefined;
-  }
-
-  /**
-   * One runc call, bounded, in a child process: the agent's event loop never
-   * waits on runc (a container stuck in the kernel holds up only its own
-   * call). `why` says what went wrong when it did not succeed.
-   */
-  private runc(args: string[]): Promise<{ ok: true; stdout: string } | { ok: false; why: string }> {
-    return new Promise((resolve) => {
-      try {
-        execFile(this.runcPath!, args, { timeout: RUNC_CALL_LIMIT_MS, killSignal: 'SIGKILL', env: { PATH: TASK_PATH }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-          if (!err) resolve({ ok: true, stdout });
-          else if (err.killed) resolve({ ok: false, why: `runc ${args[2] ?? ''} took longer than ${formatDuration(RUNC_CALL_LIMIT_MS)}${String(stderr).trim() ? ` (${String(stderr).trim()})` : ''}` });
-          else resolve({ ok: false, why: String(stderr).trim() || err.message });
-        });
-      } catch (err) {
-        // A spawn that fails at once (ENOMEM, E2BIG) throws rather than calling back.
-        resolve({ ok: false, why: `runc could not be run: ${errorMessage(err)}` });
-      }
-    });
-  }
-
-  /** `runc kill` of the handle's container when runc (pid and start time) still runs it; false when that could not be done. */
-  private async killContainer(handle: TaskHandle, signal: NodeJS.Signals): Promise<boolean> {
-    const c = this.ourContainer(handle, handle);
-    if (!c || !this.isSame(handle.pid, handle.startTime)) return false;
-    const r = await this.runc(['--root', c.root, 'kill', c.id, signal]);
-    if (!r.ok) this.log.debug('runc kill failed; signalling runc instead', { ...taskFields(handle), signal, err: r.why });
-    return r.ok;
-  }
-
-  /**
-   * runc delete --force of the handle's container, if runc still keeps one:
-   * a no-op (and no runc call) when it is gone. One removal per container at
-   * a time: a second caller shares the one under way. Never throws.
-   */
-  private removeContainer(handle: Pick<TaskHandle, 'runc' | 'taskName' | 'allocId'> | TaskHandle): Promise<void> {
-    const c = this.ourContainer(handle);
-    if (!c || !containerStateExists(c)) return Promise.resolve();
-    // Every run of a task has the same container id: an old run's handle (a late stop, wait or recover) must never remove a newer run's container.
-    if ('pid' in handle && !this.isLatestRun(handle)) {
-      this.log.debug('not removing the container: the task dir records a newer run than this handle', { ...taskFields(handle), container: c.id });
-      return Promise.resolve();
-    }
-    const key = `${c.root}\0${c.id}`;
-    const under = this.removals.get(key);
-    if (under) return under;
-    const removal = this.runc(runcDeleteArgs(c)).then((r) => {
-      // "does not exist" is the usual answer to a race with runc's own cleanup: nothing was left.
-      if (!r.ok && !/does not exist/.test(r.why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: c.id, err: r.why });
-    });
-    this.removals.set(key, removal);
-    const forget = () => {
-      if (this.removals.get(key) === removal) this.removals.delete(key);
-    };
-    removal.then(forget, forget);
-    return removal;
-  }
-
-  /** Whether the executor's pid record in the handle's task dir still names the handle's run (false when it names another, is gone, or cannot be read). */
-  private isLatestRun(handle: TaskHandle): boolean {
-    try {
-      const record = this.readRecord<ExecutorPidRecord>(executorPaths(handle.taskDir).pid);
-      return record !== undefined && record.pid === handle.pid && record.startTime === handle.startTime;
-    } catch {
-      return false;
-    }
-  }
 
   private assertOpen(what: string): void {
     if (this.disposed) throw new ShutdownError(`exec driver: ${what}() after dispose()`);
@@ -755,91 +585,18 @@ export class ExecDriver implements TaskDriver {
       this.log.warn('could not kill an executor that did not start its task', { executorPid: executor.pid, err });
     }
     try {
-      const late = this.readRecord<ExecutorPidRecord>(paths.pid);
+      const late = this.tasks.readRecord<ExecutorPidRecord>(paths.pid);
       if (late) this.signalProcess(late.pid, late.startTime, 'SIGKILL', 'task');
     } catch (err) {
       this.log.error('could not kill a task whose start failed; it may be left running', { pidRecord: paths.pid, err: errorMessage(err) });
     }
     try {
-      const runc = this.readRecord<ExecutorSpec>(paths.spec)?.runc;
+      const runc = this.tasks.readRecord<ExecutorSpec>(paths.spec)?.runc;
       // Not awaited: start() fails now; the removal logs its own failure.
-      if (runc) void this.removeContainer({ runc, taskName: 'task', allocId: '' });
+      if (runc) void this.containers.remove({ runc, taskName: 'task', allocId: '' });
     } catch (err) {
       this.log.error('could not remove the container of a task whose start failed; it may be left running', { spec: paths.spec, err: errorMessage(err) });
     }
-  }
-
-  /** The exit of the handle's task once it has ended; undefined while it runs or cannot be checked. */
-  private exitOf(handle: TaskHandle, faults: FaultLog): ExitResult | undefined {
-    const probe = this.probe(handle);
-    if (probe.state === 'unknown') {
-      faults.fault('wait', probe.cause);
-      return undefined;
-    }
-    faults.recovered();
-    if (probe.state !== 'exited') return undefined;
-    return probe.exit;
-  }
-
-  /** Never throws for a transient fault of the agent itself: that is { state: 'unknown' }. */
-  private probe(handle: TaskHandle): Probe {
-    try {
-      return this.probeOrThrow(handle);
-    } catch (err) {
-      if (isTransientFsError(err)) return { state: 'unknown', cause: err };
-      throw err;
-    }
-  }
-
-  /**
-   * For restore: a check that fails for any reason (EACCES under an LSM, a
-   * malformed stat line) says nothing about the task, so it is "unknown"
-   * too — recover() then keeps the task and wait() learns the truth.
-   */
-  private probeNeverThrows(handle: TaskHandle): Probe {
-    try {
-      return this.probe(handle);
-    } catch (err) {
-      return { state: 'unknown', cause: err };
-    }
-  }
-
-  private probeOrThrow(handle: TaskHandle): Probe {
-    const paths = executorPaths(handle.taskDir);
-    const recorded = this.recordedExit(handle, paths);
-    if (recorded) return { state: 'exited', exit: recorded };
-    if (this.isSame(handle.pid, handle.startTime)) return { state: 'running' };
-    const executorAlive = this.isSame(handle.executorPid, handle.executorStartTime);
-    const pidRecord = this.readRecord<ExecutorPidRecord>(paths.pid);
-    const executorRunsIt = executorAlive && pidRecord?.pid === handle.pid && pidRecord.startTime === handle.startTime;
-    if (executorRunsIt) return { state: 'exiting' };
-    // The executor may have written the record and exited between our reads.
-    const late = this.recordedExit(handle, paths);
-    if (late) return { state: 'exited', exit: late };
-    return { state: 'exited', exit: this.unknownExit(handle, executorAlive) };
-  }
-
-  private recordedExit(handle: TaskHandle, paths: ExecutorPaths): ExitResult | undefined {
-    const record = this.readRecord<ExecutorExitRecord>(paths.exit);
-    if (!record || record.pid !== handle.pid || record.startTime !== handle.startTime) return undefined;
-    return { exitCode: record.exitCode, signal: record.signal, finishedAt: record.finishedAt };
-  }
-
-  /** The task ended with no executor to record it. */
-  private unknownExit(handle: TaskHandle, executorAlive: boolean): ExitResult {
-    const fields = { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, executorPid: handle.executorPid };
-    // A zombie nobody has reaped yet still holds its wait status.
-    const stat = this.readStat(handle.pid);
-    if (stat && stat.startTime === handle.startTime && isFinishedState(stat.state) && stat.exitStatus !== undefined) {
-      this.log.warn('task exited after its executor died; read its exit status from the unreaped process', fields);
-      return { ...decodeWaitStatus(stat.exitStatus), finishedAt: this.clock.now() };
-    }
-    const why = executorAlive
-      ? `its executor (pid ${handle.executorPid}) does not run it (the handle does not match the executor's record)`
-      : `its executor (pid ${handle.executorPid}) ended without recording how it exited`;
-    const error = `the exit status of task "${handle.taskName}" of alloc ${handle.allocId} is unknown: no process with pid ${handle.pid} and start time ${handle.startTime} is running and ${why}`;
-    this.log.warn('task exit status unknown', { ...fields, error });
-    return { exitCode: null, signal: null, finishedAt: this.clock.now(), error };
   }
 
   /** Sends `signal` to the handle's task (and its process group) if it still is that process. */
@@ -847,9 +604,9 @@ export class ExecDriver implements TaskDriver {
     // An isolated task's signal goes to its container through runc kill (the
     // task is pid 1 of its namespace); runc itself, which the handle names,
     // is checked first, so a container of a run that ended is never signalled.
-    const sent = handle.runc && signal !== 'SIGKILL' && (await this.killContainer(handle, signal)) ? true : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    const sent = handle.runc && signal !== 'SIGKILL' && (await this.containers.kill(handle, signal)) ? true : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
     // SIGKILL ends runc, which cannot pass it on: the container goes with runc delete (its executor does the same, if it lives).
-    if (sent && signal === 'SIGKILL') await this.removeContainer(handle);
+    if (sent && signal === 'SIGKILL') await this.containers.remove(handle);
     if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
     return sent;
   }
@@ -874,37 +631,6 @@ export class ExecDriver implements TaskDriver {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
       throw new TaskSignalError(taskName, pid, signal, err);
-    }
-  }
-
-  /** Whether `pid` is the live process that started at `startTime`; throws when that cannot be told just now. */
-  private isSame(pid: number, startTime: string): boolean {
-    return isSameProcess(pid, startTime, this.readStat);
-  }
-
-  /** Like isSame, but true when it cannot be told: for waits and timers that must not end on a guess. */
-  private isSameOrUnknown(pid: number, startTime: string): boolean {
-    try {
-      return this.isSame(pid, startTime);
-    } catch (err) {
-      this.log.debug('cannot check a process just now; taking it as alive', { targetPid: pid, err: errorMessage(err) });
-      return true;
-    }
-  }
-
-  /**
-   * The record in `file`, or undefined when there is none or it is damaged.
-   * Throws when it cannot be read for a transient fault of the agent itself:
-   * "no record" then would be a guess.
-   */
-  private readRecord<T>(file: string): T | undefined {
-    try {
-      return this.readRecordFile(file) as T | undefined;
-    } catch (err) {
-      if (isTransientFsError(err)) throw err;
-      // Records are written atomically, so this is damage, not a race.
-      this.log.warn('ignoring an unreadable executor record', { file, err: errorMessage(err) });
-      return undefined;
     }
   }
 
@@ -955,15 +681,6 @@ export class ExecDriver implements TaskDriver {
     this.pending.add(cancel);
     wait.own(toDisposable(() => this.pending.delete(cancel)));
   }
-}
-
-/** A runc container id for the task: runc takes [A-Za-z0-9_.+-] only, at most 1024 characters. */
-export function containerId(allocId: string, taskName: string): string {
-  // Every byte outside [A-Za-z0-9.-] (the "_" of the escape included) as _XX: one name, one id.
-  const escape = (s: string) => [...Buffer.from(s, 'utf8')].map((b) => (/[A-Za-z0-9.-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`)).join('');
-  const id = `csiplug-${escape(allocId)}-${escape(taskName)}`;
-  // runc keeps a dir per container: a name past a file name's 255 bytes is hashed.
-  return id.length <= 200 ? id : `csiplug-${escape(allocId)}-${createHash('sha256').update(taskName).digest('hex').slice(0, 32)}`;
 }
 
 function validateHandle(handle: TaskHandle): void {

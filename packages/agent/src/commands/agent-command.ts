@@ -8,8 +8,8 @@
 import { DefaultTimeoutPolicy, ILogger, ITimeoutPolicy, PinoLogger, errorMessage, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import { Agent } from '../agent';
-import { HttpApi, type HttpApiOptions } from '../api';
-import { devConfig, parseAgentConfig, type AgentConfig } from '../spec';
+import { HttpApi, type HttpApiOptions } from '@csiplug/api';
+import { devConfig, parseAgentConfig, type AgentConfig } from '@csiplug/jobspec';
 import { mountsUnder } from './host';
 
 export interface AgentCommandOptions {

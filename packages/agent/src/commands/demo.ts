@@ -10,8 +10,8 @@ import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ApiClient } from '../api';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../spec';
+import { ApiClient } from '@csiplug/api';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
 import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
@@ -32,7 +32,7 @@ export interface DemoOptions {
 export async function runDemo(options: DemoOptions, io: CommandIO): Promise<number> {
   const say = (line: string) => io.stdout.write(`${line}\n`);
   const stepTimeout = options.stepTimeout ?? 60_000;
-  const bin = options.bin ?? path.join(__dirname, '..', 'cli', 'bin.js');
+  const bin = options.bin ?? path.join(__dirname, '..', 'bin.js');
   if (process.getuid?.() !== 0) {
     io.stderr.write('Error: the demo bind-mounts volumes through the hostpath plugin and needs root\n');
     return 1;

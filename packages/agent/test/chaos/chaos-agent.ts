@@ -4,9 +4,9 @@
 // agent's responsiveness, and a cleanup that leaves nothing behind — every
 // process started under the round's temp dir is killed and every mount under
 // it is taken down, whatever state the round ended in.
-import type { AgentEvent, AgentHealth, AllocView } from '../../src/service';
-import { ApiClient } from '../../src/api';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '../../src/spec';
+import type { AgentEvent, AgentHealth, AllocView } from '@csiplug/api';
+import { ApiClient } from '@csiplug/api';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { RpcFaults, StartFault } from '@csiplug/hostpath-plugin';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';

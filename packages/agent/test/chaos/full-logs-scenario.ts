@@ -12,8 +12,8 @@
 // (the two never import each other).
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec } from '../../src/spec';
-import { ApiClient } from '../../src/api';
+import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { ApiClient } from '@csiplug/api';
 import { pollUntil } from '../support/agent-process';
 import { type ChaosAgent, type ChaosAgentOptions, workloadUp } from './chaos-agent';
 

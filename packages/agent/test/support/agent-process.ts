@@ -6,14 +6,14 @@ import { ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ApiClient } from '../../src/api';
-import type { JobView } from '../../src/service';
+import { ApiClient } from '@csiplug/api';
+import type { JobView } from '@csiplug/api';
 import { freePort, isAlive, mountsUnder, pollUntil } from '../../src/commands/host';
 import { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
 
 export { freePort, isAlive, mountsUnder, pollUntil };
 
-export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cli', 'bin.js');
+export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'bin.js');
 
 /** The agent config lines that let it run raw_exec tasks (off by default, as in Nomad). */
 export const RAW_EXEC_ENABLED = 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';

@@ -1,4 +1,4 @@
-// Finds the fenced code blocks of the packages' READMEs and says how each is
+// Finds the fenced code blocks of the READMEs and docs and says how each is
 // tested: a TypeScript block is type-checked against the built packages and
 // run, a shell block marked `run` is run, an HCL or JSON block is parsed by
 // the agent's own parsers, anything else must say why it is not run. The
@@ -61,6 +61,24 @@ export function packageReadmes(): string[] {
     .sort();
 }
 
+/** The repository's own pages: README.md and ARCHITECTURE.md at the root, then every docs/*.md, sorted. */
+export function repositoryDocs(): string[] {
+  const docs = path.join(REPO, 'docs');
+  const pages = fs.existsSync(docs)
+    ? fs
+        .readdirSync(docs)
+        .filter((name) => name.endsWith('.md'))
+        .map((name) => path.join('docs', name))
+        .sort()
+    : [];
+  return ['README.md', 'ARCHITECTURE.md', ...pages].filter((file) => fs.existsSync(path.join(REPO, file)));
+}
+
+/** Every markdown file whose blocks the README test holds to its rules: the repository's pages, then the packages' READMEs. */
+export function testedMarkdown(): string[] {
+  return [...repositoryDocs(), ...packageReadmes()];
+}
+
 /**
  * The fenced blocks of one markdown text (``` or ~~~, indented ones inside
  * list items too), and the problems found on the way: a marker that belongs
@@ -109,6 +127,33 @@ export function extractBlocks(file: string, text: string): { blocks: Block[]; pr
   }
   if (pendingMarker) problems.push(`${file}:${pendingMarker.line}: readme-test marker not followed by a code block`);
   return { blocks, problems };
+}
+
+/**
+ * The relative links of one markdown text (`[text](target)`, outside code
+ * blocks; a link's text may be inline code, inline code is never a link) whose target, read from the file's own dir and
+ * without its #fragment, does not exist: each as `file:line: target`.
+ * Links with a scheme (https:, mailto:) and same-page #fragments are not looked at.
+ */
+export function brokenRelativeLinks(file: string, text: string): string[] {
+  const broken: string[] = [];
+  let fence: string | undefined;
+  text.split('\n').forEach((line, i) => {
+    const open = /^\s*(`{3,}|~{3,})/.exec(line);
+    if (open) {
+      if (fence === undefined) fence = open[1]![0];
+      else if (open[1]![0] === fence && /^\s*(`{3,}|~{3,})\s*$/.test(line)) fence = undefined;
+      return;
+    }
+    if (fence !== undefined) return;
+    for (const m of line.replace(/`[^`]*`/g, '').matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
+      const target = m[1]!;
+      if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('#')) continue;
+      const resolved = path.resolve(REPO, path.dirname(file), decodeURIComponent(target.split('#')[0]!));
+      if (!fs.existsSync(resolved)) broken.push(`${file}:${i + 1}: ${target}`);
+    }
+  });
+  return broken;
 }
 
 interface Directives {

@@ -16,38 +16,33 @@ import {
   IClock,
   ILogger,
   Logger,
-  TimeoutError,
   ValidationError,
   abortReason,
   crashPoint,
   errorMessage,
 } from '@csiplug/core';
-import { CSIClient, CSIError, CreateVolumeRequest, isNotFound } from '@csiplug/csi';
-import { ControllerPluginInfo, ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
-import { IPluginRegistry, PluginNotFoundError, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
+import { CreateVolumeRequest, isNotFound } from '@csiplug/csi';
+import { ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
+import { IPluginRegistry, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
 import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
 import { csiVolumeName } from './csi-volume-name';
-import { VolumeBeingDeletedError, VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
+import { VolumeBeingDeletedError, VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
 import { assertExternalIdFree } from './external-id-holder';
 import { IVolumeSpecValidator } from './tokens';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
-import { PERMANENT_CSI_CODES, checkWithPlugin } from './register-check';
-import { formatTopology, topologiesOf, topologyContains } from './topology';
+import { checkWithPlugin } from './register-check';
 import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
-import { VolumeLanes, type VolumeLane } from './volume-lanes';
+import { VolumeLanes, type VolumeLane, type LaneOutcome as Outcome } from './volume-lanes';
+import { ControllerHoldings, int64 } from './controller-holdings';
+import { VolumePlacement } from './volume-placement';
+import { ControllerCalls } from './controller-calls';
 import type { VolumeClaimView, VolumeView } from './volume-view';
-
-/** A protobuf int64 (a decimal string or number) as a number; undefined when absent or not a count. */
-function int64(v: unknown): number | undefined {
-  const n = typeof v === 'string' || typeof v === 'number' ? Number(v) : NaN;
-  return Number.isFinite(n) && n >= 0 ? n : undefined;
-}
 
 /** A copy of `map` without `key`; undefined when nothing is left. */
 function withoutKey(map: Record<string, string> | undefined, key: string): Record<string, string> | undefined {
@@ -56,17 +51,16 @@ function withoutKey(map: Record<string, string> | undefined, key: string): Recor
   return Object.keys(rest).length ? rest : undefined;
 }
 
-interface Outcome<T> {
-  value: T;
-  event?: VolumeCatalogEvent;
-}
-
 @injectable()
 export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private readonly log: Logger;
   private readonly lanes = new VolumeLanes();
-  /** Per plugin, the volumes a claim is being granted for right now (counted against max_volumes_per_node until written). */
-  private readonly placing = new Map<string, Set<string>>();
+  /** The calls to a volume's controller plugin (waits, publish, unpublish), with the catalog's errors. */
+  private readonly controllers: ControllerCalls;
+  /** Topology and max_volumes_per_node, checked at claim time. */
+  private readonly placement: VolumePlacement;
+  /** A controller's snapshots and volumes, made and listed on request. */
+  private readonly holdings: ControllerHoldings;
   private readonly changeEmitter: Emitter<VolumeCatalogEvent>;
   readonly onDidChange: Event<VolumeCatalogEvent>;
   private readonly intents: VolumeOpIntents;
@@ -75,7 +69,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   constructor(
     @inject(IVolumeStateStore) private readonly state: IVolumeStateStore,
     @inject(ICSIManager) private readonly csi: ICSIManager,
-    @inject(IPluginRegistry) private readonly registry: IPluginRegistry,
+    @inject(IPluginRegistry) registry: IPluginRegistry,
     @inject(IClock) private readonly clock: IClock,
     @inject(ILogger) logger: ILogger,
     @inject(IVolumeSpecValidator) private readonly validateSpec: VolumeSpecValidator,
@@ -86,7 +80,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     });
     this.onDidChange = this.changeEmitter.event;
     this.intents = new VolumeOpIntents(state);
-    this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.withController(p, fn), now: () => clock.now() }, this.log);
+    this.controllers = new ControllerCalls(csi, registry, this.log);
+    this.placement = new VolumePlacement(csi, state);
+    this.holdings = new ControllerHoldings(csi, state, clock, this.log, (id) => this.read(id), (p, fn) => this.controllers.withController(p, fn), (lane, id, signal, fn) => this.inLanes(lane, id, signal, fn));
+    this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.controllers.withController(p, fn), now: () => clock.now() }, this.log);
   }
 
   dispose(): void {
@@ -141,7 +138,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     }
     return this.locked(checked.id, undefined, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      await checkWithPlugin({ csi: this.csi, log: this.log, withController: (p, fn) => this.withController(p, fn) }, checked, externalId);
+      await checkWithPlugin({ csi: this.csi, log: this.log, withController: (p, fn) => this.controllers.withController(p, fn) }, checked, externalId);
       assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), checked.id, checked.pluginId, externalId);
       const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
       const required = checked.topologyRequest?.required;
@@ -169,7 +166,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     }
     return this.locked(checked.id, signal, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      const controller = await this.controllerFor(checked.id, checked.pluginId, 'create', signal);
+      const controller = await this.controllers.controllerFor(checked.id, checked.pluginId, 'create', signal);
       if (checked.snapshotId !== undefined && !controller.supportsSnapshots) {
         throw new VolumeUnsupportedError(checked.id, checked.pluginId, `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`);
       }
@@ -202,7 +199,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       crashPoint('catalog.create.before-call');
       let created;
       try {
-        created = (await this.withController(checked.pluginId, (c) => c.createVolume(request, { signal }))).volume;
+        created = (await this.controllers.withController(checked.pluginId, (c) => c.createVolume(request, { signal }))).volume;
         crashPoint('catalog.create.after-call');
       } catch (err) {
         this.resumer.settleFailed(checked.id, checked.pluginId, err);
@@ -266,12 +263,12 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (!record) throw new VolumeNotFoundError(id);
       const holders = record.claims.map((c) => c.allocId);
       if (holders.length > 0) throw new VolumeInUseError(id, holders, 'delete');
-      await this.controllerFor(id, record.pluginId, 'delete', signal);
+      await this.controllers.controllerFor(id, record.pluginId, 'delete', signal);
       // From here the volume is deleting: not schedulable, no new claims, and a next agent finishes the delete.
       this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
       crashPoint('catalog.delete.before-call');
       try {
-        await this.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
+        await this.controllers.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
         crashPoint('catalog.delete.after-call');
       } catch (err) {
         if (!isNotFound(err)) this.resumer.settleFailed(id, record.pluginId, err);
@@ -307,13 +304,13 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         return { value: this.claimResult(record, request.allocId) };
       }
       checkClaim(record, request);
-      const unreserve = this.checkPlacement(record, request.allocId);
+      const unreserve = this.placement.check(record, request.allocId);
       try {
 
       let published: { nodeId: string; context: Record<string, string> } | undefined;
       let current = record;
       if (publishedTo === undefined) {
-        published = await this.controllerPublish(record, request, signal, (nodeId) => {
+        published = await this.controllers.controllerPublish(record, request, signal, (nodeId) => {
           // Recorded before the call goes out: a publish cut short (an abort, a
           // crash) may still have attached the volume, and release must then
           // unpublish it. A retried claim publishes again (it is idempotent).
@@ -341,7 +338,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       try {
         this.state.putVolume(next.id, next);
       } catch (err) {
-        if (published) await this.undoPublish(next, request.allocId, published.nodeId);
+        if (published) await this.controllers.undoPublish(next, request.allocId, published.nodeId);
         throw new ClaimError(`could not save the claim of volume "${next.id}" for alloc ${request.allocId}: ${errorMessage(err)}`, false, { cause: err });
       }
       crashPoint('catalog.claim.after-write');
@@ -375,7 +372,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       }
       // Unpublish first: until the controller lets go, the claim stands, so
       // nobody else is granted a volume still attached for this alloc.
-      if (nodeId !== undefined) await this.controllerUnpublish(record, allocId, nodeId, signal);
+      if (nodeId !== undefined) await this.controllers.controllerUnpublish(record, allocId, nodeId, signal);
       if (nodeId !== undefined) crashPoint('catalog.release.after-controller-unpublish');
       const next: VolumeRecord = { ...record, claims: record.claims.filter((c) => c.allocId !== allocId) };
       if (record.controllerPublished) {
@@ -419,150 +416,6 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     return released;
   }
 
-  // ---- controller -----------------------------------------------------------------
-
-  /**
-   * Waits (prerun plugin wait) for the controller of `pluginId` and checks it
-   * can create and delete volumes.
-   */
-  private async controllerFor(volumeId: string, pluginId: string, what: 'create' | 'delete', signal?: AbortSignal): Promise<ControllerPluginInfo> {
-    let controller: ControllerPluginInfo | undefined;
-    try {
-      controller = (await this.csi.waitForPlugin(PluginTypeCSIController, pluginId, 'prerun', { signal })).controller;
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": controller plugin "${pluginId}" is not available (${errorMessage(err)})`, { cause: err });
-    }
-    if (!controller?.supportsCreateDelete) {
-      const instead =
-        what === 'create'
-          ? `create the volume on the storage side and register it with "csiplug volume register"`
-          : `delete the volume on the storage side, then "csiplug volume deregister ${volumeId}"`;
-      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": the controller of plugin "${pluginId}" does not offer CREATE_DELETE_VOLUME; ${instead}`);
-    }
-    return controller;
-  }
-
-  /** A client for the plugin's active controller registration, disposed after `fn`. */
-  private async withController<T>(pluginId: string, fn: (client: CSIClient) => Promise<T>): Promise<T> {
-    const client = this.registry.dispense<CSIClient>(PluginTypeCSIController, pluginId);
-    try {
-      return await fn(client);
-    } finally {
-      client.dispose();
-    }
-  }
-
-  /**
-   * The controller's info when the plugin has a controller (a controller
-   * instance exists, or the node plugin advertises CONTROLLER_SERVICE, in
-   * which case its controller is waited for); undefined for node-only plugins.
-   */
-  private async claimController(record: VolumeRecord, allocId: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    try {
-      return await this.controllerOf(record, signal);
-    } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`, signal);
-    }
-  }
-
-  /** The volume's controller: the one known now, else waited for (the prerun limit) when the node plugin says there is one; undefined for a node-only plugin. Throws the wait's error. */
-  private async controllerOf(record: VolumeRecord, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    const known = this.csi.pluginInfo(PluginTypeCSIController, record.pluginId);
-    if (known?.controller) return known.controller;
-    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
-    if (!known && node?.pluginCapabilities?.controllerService !== true) return undefined;
-    return (await this.csi.waitForPlugin(PluginTypeCSIController, record.pluginId, 'prerun', { signal })).controller;
-  }
-
-  /** ControllerPublishVolume when the plugin's controller advertises it; undefined when it does not. */
-  private async controllerPublish(
-    record: VolumeRecord,
-    request: VolumeClaimRequest,
-    signal: AbortSignal | undefined,
-    beforeCall: (nodeId: string) => void,
-  ): Promise<{ nodeId: string; context: Record<string, string> } | undefined> {
-    const controller = await this.claimController(record, request.allocId, signal);
-    if (!controller?.supportsAttachDetach) return undefined;
-    let nodeId: string | undefined;
-    try {
-      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node ?? (await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'prerun', { signal })).node;
-      nodeId = node?.nodeId;
-    } catch (err) {
-      throw this.claimFailure(err, `node plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${request.allocId}`, signal);
-    }
-    if (!nodeId) throw new ClaimError(`node plugin "${record.pluginId}" has not reported its node id yet; volume "${record.id}" cannot be published for alloc ${request.allocId}`, true);
-    const capability = volumeCapabilityFor(
-      { readOnly: request.readOnly, accessMode: request.accessMode, attachmentMode: request.attachmentMode },
-      record.mountOptions,
-    );
-    beforeCall(nodeId);
-    try {
-      const response = await this.withController(record.pluginId, (c) =>
-        c.controllerPublishVolume(
-          {
-            volumeId: record.externalId,
-            nodeId,
-            volumeCapability: capability,
-            readonly: request.readOnly,
-            secrets: { ...record.secrets },
-            volumeContext: { ...record.context },
-          },
-          { signal },
-        ),
-      );
-      return { nodeId, context: { ...(response.publishContext ?? {}) } };
-    } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" could not publish volume "${record.id}" to node ${nodeId} for alloc ${request.allocId}`, signal);
-    }
-  }
-
-  private async controllerUnpublish(record: VolumeRecord, allocId: string, nodeId: string, signal?: AbortSignal): Promise<void> {
-    if (!this.registry.get(PluginTypeCSIController, record.pluginId)) {
-      throw new VolumePluginError(
-        record.id,
-        record.pluginId,
-        `controller plugin "${record.pluginId}" is not running, so volume "${record.id}" stays published to node ${nodeId} for alloc ${allocId}; the release is retried once the plugin is back`,
-      );
-    }
-    try {
-      await this.withController(record.pluginId, (c) => c.controllerUnpublishVolume({ volumeId: record.externalId, nodeId, secrets: { ...record.secrets } }, { signal }));
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      if (!isNotFound(err)) {
-        throw new VolumePluginError(record.id, record.pluginId, `could not unpublish volume "${record.id}" from node ${nodeId} for alloc ${allocId}: ${errorMessage(err)}`, {
-          cause: err,
-        });
-      }
-      this.log.info('volume was unpublished on the plugin already', { volume_id: record.id, alloc_id: allocId, node_id: nodeId });
-    }
-  }
-
-  /** Best effort after a claim that published could not be saved. */
-  private async undoPublish(record: VolumeRecord, allocId: string, nodeId: string): Promise<void> {
-    try {
-      await this.controllerUnpublish(record, allocId, nodeId);
-    } catch (err) {
-      this.log.error('could not unpublish a volume whose claim was not saved; it stays attached to the node', {
-        volume_id: record.id,
-        alloc_id: allocId,
-        node_id: nodeId,
-        error: errorMessage(err),
-      });
-    }
-  }
-
-  /** A ClaimError for a failed wait or CSI call: retryable unless the plugin's answer rules it out. */
-  private claimFailure(err: unknown, what: string, signal?: AbortSignal): Error {
-    if (signal?.aborted) return abortReason(signal);
-    if (err instanceof ClaimError) return err;
-    let retryable = false;
-    if (err instanceof CSIError) retryable = !PERMANENT_CSI_CODES.includes(err.grpcCode);
-    // A wait ran out, or the plugin deregistered in between (restarting): it may be back soon.
-    else if (err instanceof TimeoutError || err instanceof PluginNotFoundError) retryable = true;
-    return new ClaimError(`${what}: ${errorMessage(err)}`, retryable, { cause: err });
-  }
-
   // ---- expansion, snapshots, what the plugin holds ------------------------------------
 
   async expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options: { signal?: AbortSignal } = {}): Promise<VolumeExpansion> {
@@ -587,14 +440,14 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (record.claims.length > 0 && node?.pluginCapabilities?.onlineExpansion !== true) {
         throw new VolumeInUseError(id, record.claims.map((c) => c.allocId), 'expand');
       }
-      const controller = await this.controllerIfAny(record, `expand volume "${id}"`, signal);
+      const controller = await this.controllers.controllerIfAny(record, `expand volume "${id}"`, signal);
       let capacityBytes = want;
       let nodeExpansionRequired = true;
       if (controller?.supportsExpand) {
         this.intents.put({ op: 'expand', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, fromBytes: current, toBytes: want, ...(capacity.capacityMax !== undefined ? { limitBytes: capacity.capacityMax } : {}), since: this.clock.now() });
         crashPoint('catalog.expand.before-call');
         try {
-          const response = await this.withController(record.pluginId, (c) =>
+          const response = await this.controllers.withController(record.pluginId, (c) =>
             c.controllerExpandVolume(
               {
                 volumeId: record.externalId,
@@ -632,200 +485,19 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   }
 
   async createSnapshot(volumeId: string, name?: string, options: { signal?: AbortSignal } = {}): Promise<SnapshotView> {
-    const { signal } = options;
-    const snapshotName = name ?? `${volumeId}-snapshot-${this.clock.now()}`;
-    if (typeof snapshotName !== 'string' || snapshotName.trim() === '' || snapshotName.length > 128) {
-      throw new ValidationError(`a snapshot name must be 1 to 128 characters, got ${JSON.stringify(name)}`, 'name');
-    }
-    return this.inLanes('snapshot', volumeId, signal, async () => {
-      const record = this.read(volumeId);
-      if (!record) throw new VolumeNotFoundError(volumeId);
-      this.readyController(record.pluginId, `snapshot volume "${volumeId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT', volumeId);
-      let snapshot;
-      try {
-        snapshot = (await this.withController(record.pluginId, (c) => c.createSnapshot({ sourceVolumeId: record.externalId, name: snapshotName, secrets: { ...record.secrets }, parameters: {} }, { signal }))).snapshot;
-      } catch (err) {
-        if (signal?.aborted) throw abortReason(signal);
-        throw new VolumePluginError(volumeId, record.pluginId, `could not snapshot volume "${volumeId}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
-      }
-      if (!snapshot?.snapshotId) throw new VolumePluginError(volumeId, record.pluginId, `plugin "${record.pluginId}" answered CreateSnapshot for volume "${volumeId}" without a snapshot id; the plugin is broken`);
-      const view = this.snapshotView(record.pluginId, snapshot);
-      this.log.info('snapshot created', { volume_id: volumeId, plugin_id: record.pluginId, snapshot_id: view.id, size_bytes: view.sizeBytes });
-      return { value: view, event: { volumeId, kind: 'snapshot-created', message: `snapshot "${view.id}" of volume "${volumeId}" created by plugin ${record.pluginId} (${view.sizeBytes} bytes)` } };
-    });
+    return this.holdings.createSnapshot(volumeId, name, options);
   }
 
   async deleteSnapshot(pluginId: string, snapshotId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
-    const { signal } = options;
-    if (typeof snapshotId !== 'string' || snapshotId === '') throw new ValidationError('a snapshot id is required', 'snapshot_id');
-    this.readyController(pluginId, `delete snapshot "${snapshotId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT');
-    try {
-      await this.withController(pluginId, (c) => c.deleteSnapshot({ snapshotId, secrets: {} }, { signal }));
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      // Gone already: deleted, as CSI says.
-      if (isNotFound(err)) return;
-      throw new VolumePluginError('', pluginId, `could not delete snapshot "${snapshotId}" on plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
-    }
-    this.log.info('snapshot deleted', { plugin_id: pluginId, snapshot_id: snapshotId });
+    return this.holdings.deleteSnapshot(pluginId, snapshotId, options);
   }
 
   async listSnapshots(pluginId: string, request: PageRequest & { sourceVolumeId?: string } = {}): Promise<Page<SnapshotView>> {
-    this.readyController(pluginId, 'list snapshots', 'capabilities.listSnapshots', 'LIST_SNAPSHOTS');
-    let sourceExternal: string | undefined;
-    if (request.sourceVolumeId !== undefined) {
-      const source = this.read(request.sourceVolumeId);
-      if (!source) throw new VolumeNotFoundError(request.sourceVolumeId);
-      sourceExternal = source.externalId;
-    }
-    let response;
-    try {
-      response = await this.withController(pluginId, (c) =>
-        c.listSnapshots({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '', sourceVolumeId: sourceExternal ?? '', snapshotId: '', secrets: {} }, { signal: request.signal }),
-      );
-    } catch (err) {
-      if (request.signal?.aborted) throw abortReason(request.signal);
-      throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
-    }
-    const ours = this.byExternalId(pluginId);
-    const items = (response.entries ?? []).flatMap((e) => (e.snapshot?.snapshotId ? [this.snapshotView(pluginId, e.snapshot, ours)] : []));
-    return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
+    return this.holdings.listSnapshots(pluginId, request);
   }
 
   async listExternalVolumes(pluginId: string, request: PageRequest = {}): Promise<Page<ExternalVolumeView>> {
-    this.readyController(pluginId, 'list its volumes', 'supportsListVolumes', 'LIST_VOLUMES');
-    let response;
-    try {
-      response = await this.withController(pluginId, (c) => c.listVolumes({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '' }, { signal: request.signal }));
-    } catch (err) {
-      if (request.signal?.aborted) throw abortReason(request.signal);
-      throw new VolumePluginError('', pluginId, `could not list the volumes of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
-    }
-    const ours = this.byExternalId(pluginId);
-    const items = (response.entries ?? []).flatMap((e): ExternalVolumeView[] => {
-      const v = e.volume;
-      if (!v?.volumeId) return [];
-      const capacity = int64(v.capacityBytes);
-      const reachable = topologiesOf(v.accessibleTopology);
-      const published = e.status?.publishedNodeIds ?? [];
-      const condition = e.status?.volumeCondition;
-      return [
-        {
-          pluginId,
-          externalId: v.volumeId,
-          ...(capacity ? { capacityBytes: capacity } : {}),
-          ...(reachable ? { accessibleTopology: reachable } : {}),
-          ...(published.length ? { publishedNodeIds: [...published] } : {}),
-          ...(condition ? { condition: { abnormal: condition.abnormal === true, message: condition.message ?? '' } } : {}),
-          ...(ours.has(v.volumeId) ? { volumeId: ours.get(v.volumeId)! } : {}),
-        },
-      ];
-    });
-    return { items, ...(response.nextToken ? { nextToken: response.nextToken } : {}) };
-  }
-
-  /** A page size for a plugin list: a non-negative integer (0: the plugin's choice). */
-  private perPage(n: number | undefined): number {
-    if (n === undefined) return 0;
-    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new ValidationError(`per_page must be a whole number of 0 or more, got ${n}`, 'per_page');
-    return n;
-  }
-
-  /** The catalog's volumes of `pluginId` by their external id. */
-  private byExternalId(pluginId: string): Map<string, string> {
-    const out = new Map<string, string>();
-    for (const v of this.state.listVolumes<unknown>()) if (isVolumeRecord(v) && v.pluginId === pluginId) out.set(v.externalId, v.id);
-    return out;
-  }
-
-  private snapshotView(
-    pluginId: string,
-    s: { snapshotId?: string; sourceVolumeId?: string; sizeBytes?: unknown; creationTime?: { seconds?: unknown; nanos?: number } | null; readyToUse?: boolean },
-    catalogued: Map<string, string> = this.byExternalId(pluginId),
-  ): SnapshotView {
-    const seconds = int64(s.creationTime?.seconds);
-    const source = s.sourceVolumeId ?? '';
-    const ours = catalogued.get(source);
-    return {
-      pluginId,
-      id: s.snapshotId ?? '',
-      externalSourceVolumeId: source,
-      ...(ours !== undefined ? { sourceVolumeId: ours } : {}),
-      sizeBytes: int64(s.sizeBytes) ?? 0,
-      ...(seconds !== undefined ? { createTime: seconds * 1000 + Math.floor((s.creationTime?.nanos ?? 0) / 1e6) } : {}),
-      ready: s.readyToUse === true,
-    };
-  }
-
-  /**
-   * The plugin's controller, registered and healthy now, offering `capability`
-   * (a ControllerPluginInfo flag, or `capabilities.<name>`); a
-   * VolumePluginError that says which is missing otherwise. For the
-   * interactive volume commands: they do not wait for a controller.
-   */
-  private readyController(pluginId: string, what: string, flag: string, capability: string, volumeId = ''): ControllerPluginInfo {
-    const info = this.csi.pluginInfo(PluginTypeCSIController, pluginId);
-    if (!info?.controller) throw new VolumePluginNotFoundError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
-    if (!info.healthy) throw new VolumePluginUnavailableError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
-    const offered = flag.startsWith('capabilities.') ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)] : (info.controller as unknown as Record<string, boolean>)[flag];
-    if (!offered) throw new VolumeUnsupportedError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
-    return info.controller;
-  }
-
-  /** The controller of the volume's plugin when it has one (waited for, as for a claim); undefined for a node-only plugin. */
-  private async controllerIfAny(record: VolumeRecord, what: string, signal?: AbortSignal): Promise<ControllerPluginInfo | undefined> {
-    try {
-      return await this.controllerOf(record, signal);
-    } catch (err) {
-      if (signal?.aborted) throw abortReason(signal);
-      throw new VolumePluginError(record.id, record.pluginId, `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`, { cause: err });
-    }
-  }
-
-  /**
-   * Placement facts the node plugin reported, enforced at claim time: the
-   * node must lie in one of the volume's accessible topologies, and hold
-   * fewer volumes of the plugin than its max_volumes_per_node.
-   */
-  private checkPlacement(record: VolumeRecord, allocId: string): (() => void) | undefined {
-    const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node;
-    if (!node) return undefined;
-    if (record.accessibleTopology?.length) {
-      const here = node.topology ?? {};
-      if (!record.accessibleTopology.some((t) => topologyContains(t, here))) {
-        throw new ClaimError(
-          `volume "${record.id}" is accessible from topology ${record.accessibleTopology.map((t) => formatTopology(t.segments)).join(' or ')} only; ` +
-            `node ${node.nodeId} of plugin "${record.pluginId}" has topology ${formatTopology(here)}: alloc ${allocId} cannot claim it here`,
-          false,
-        );
-      }
-    }
-    // A volume already claimed here is on the node already: another claim of it adds nothing.
-    if (Number.isFinite(node.maxVolumes) && node.maxVolumes > 0 && record.claims.length === 0) {
-      // Claims of other volumes under way (their locks are their own) count too: two at once must not both pass a limit.
-      const reserved = this.placing.get(record.pluginId) ?? new Set<string>();
-      const held = new Set([
-        ...this.state
-          .listVolumes<unknown>()
-          .filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0)
-          .map((v) => v.id),
-        ...[...reserved].filter((v) => v !== record.id),
-      ]).size;
-      if (held >= node.maxVolumes) {
-        // Retryable: a release elsewhere (an old alloc of a rolling update) frees the room.
-        throw new ClaimError(
-          `node ${node.nodeId} holds ${held} volume${held === 1 ? '' : 's'} of plugin "${record.pluginId}" and its limit (max_volumes_per_node) is ${node.maxVolumes}: alloc ${allocId} cannot claim volume "${record.id}" here`,
-          true,
-        );
-      }
-      reserved.add(record.id);
-      this.placing.set(record.pluginId, reserved);
-      return () => {
-        reserved.delete(record.id);
-        if (reserved.size === 0 && this.placing.get(record.pluginId) === reserved) this.placing.delete(record.pluginId);
-      };
-    }
-    return undefined;
+    return this.holdings.listExternalVolumes(pluginId, request);
   }
 
   // ---- helpers ----------------------------------------------------------------------

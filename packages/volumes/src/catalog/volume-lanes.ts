@@ -8,6 +8,13 @@
 // not wait for each other. Order: the snapshot lane first, then the volume
 // lane, never the other way round, so the two cannot deadlock.
 import { KeyedMutex } from '@csiplug/csimanager';
+import type { VolumeCatalogEvent } from './volume-catalog-service';
+
+/** What an operation run in a lane returns: its value, and the event the catalog fires once the lanes are released. */
+export interface LaneOutcome<T> {
+  value: T;
+  event?: VolumeCatalogEvent;
+}
 
 /** Which lanes an operation holds. */
 export type VolumeLane = 'volume' | 'snapshot' | 'both';

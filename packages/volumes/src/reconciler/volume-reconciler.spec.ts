@@ -722,14 +722,15 @@ describe('plugin away', () => {
     await agent.mount(req('a2'), RESTORE);
     const heard: string[] = [];
     const sub = agent.onDidCheckMountOf('a1')((e) => heard.push(`${e.kind} ${e.allocId}`));
-    const internals = agent as unknown as { checkEmittersByAlloc: Map<string, unknown> };
-    expect([...internals.checkEmittersByAlloc.keys()]).toEqual(['a1']);
+    // The per-alloc emitters live in the reconciler's LiveMountEvents (live-mount-events.ts).
+    const internals = (agent as unknown as { liveEvents: { byAlloc: Map<string, unknown> } }).liveEvents;
+    expect([...internals.byAlloc.keys()]).toEqual(['a1']);
     node.csi.bringUp(PLUGIN);
     await node.settle();
     expect(node.checks.map((e) => `${e.kind} ${e.allocId}`).sort()).toEqual(['checked a1', 'checked a2', 'plugin-back a1', 'plugin-back a2']);
     expect(heard).toEqual(['plugin-back a1', 'checked a1']);
     sub.dispose();
-    expect(internals.checkEmittersByAlloc.size).toBe(0);
+    expect(internals.byAlloc.size).toBe(0);
     // Listening again after the last one left hears the next checks.
     const again: string[] = [];
     const sub2 = agent.onDidCheckMountOf('a1')((e) => again.push(e.kind));
@@ -739,10 +740,10 @@ describe('plugin away', () => {
     expect(again).toEqual(['plugin-away', 'plugin-back', 'checked']);
     // Disposed with a listener attached: the listener's own dispose after it is harmless, and a late subscribe holds nothing.
     agent.dispose();
-    expect(internals.checkEmittersByAlloc.size).toBe(0);
+    expect(internals.byAlloc.size).toBe(0);
     expect(() => sub2.dispose()).not.toThrow();
     agent.onDidCheckMountOf('a2')(() => undefined);
-    expect(internals.checkEmittersByAlloc.size).toBe(0);
+    expect(internals.byAlloc.size).toBe(0);
   });
 
   test('restore: a target whose mount check errors (ENOTCONN of a dead FUSE mount) is kept as mounted, maybe stale — never a failed restore — and checked when the plugin is back', async () => {

@@ -31,12 +31,18 @@
 //     after an agent restart) the live mounts published through it are
 //     checked, and stale ones remounted, restarted or reported, by policy
 //     (mount-checker.ts).
+//
+// Every record write goes through update(), here. The mount steps live in
+// this file (the check of a restored record in restored-mounts.ts, the waits
+// for a plugin away in mount-plugin-waits.ts); the unmount steps in
+// unmount-steps.ts, the remount of stale mounts in stale-remount.ts, the
+// node-side expansion in node-expansion.ts; the findings about live mounts
+// are told by live-mount-events.ts, and their usage read by mount-usage.ts.
 import {
   AbortError,
   Clock,
   Disposable,
   DisposableStore,
-  Emitter,
   Event,
   ILogger,
   IClock,
@@ -48,34 +54,30 @@ import {
   crashPoint,
   errorMessage,
   formatDuration,
-  toDisposable,
 } from '@csiplug/core';
 import {
   ICSIManager,
   IMountTable,
-  isMountPointRetrying,
   isPluginUnavailable,
   KeyedMutex,
   copyUsage,
   type CSIManager,
-  type CSIVolumeRef,
   type MountTable,
 } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
 import { inject, injectable } from 'tsyringe';
 import { ClaimError, type ClaimableVolume, type VolumeClaimer } from '../catalog/volume-claimer';
 import { IVolumeClaimer } from '../catalog/tokens';
-import { ReconcilerStoppedError, RemountBusyError, VolumeMountError, isTargetBusy } from './errors';
-import { MountChecker, type RemountOutcome } from './mount-checker';
+import { ReconcilerStoppedError, VolumeMountError } from './errors';
+import { MountChecker } from './mount-checker';
 import { UsageReader } from './usage-reader';
-import { holdsAnything, mountKey, stagingKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
+import { holdsAnything, mountKey, stalePolicyOf, unknownFieldValues, type VolumeMountRecord } from './mount-record';
 import type { MountStore } from './mount-store';
 import type {
   LiveMountEvent,
   MountCheckView,
   MountedVolumeInfo,
   MountOptions,
-  MountRetry,
   MountUsageView,
   NodeExpandOutcome,
   UnmountOptions,
@@ -84,13 +86,18 @@ import type {
   VolumeReconcilerService,
 } from './reconciler-service';
 import { IMountStore } from './tokens';
+import { LiveMountEvents } from './live-mount-events';
+import { expandMountedVolume, expandOwed, type ExpansionHost } from './node-expansion';
+import { readMountUsage } from './mount-usage';
+import { remountStale, type RemountHost } from './stale-remount';
+import { runAttemptDown, unmountVolumes, volumesToUnmount, type UnmountHost } from './unmount-steps';
+import { checkOneNamePerVolume } from './one-name-per-volume';
+import { awaitPluginAgain, tellRetry } from './mount-plugin-waits';
+import { keepRemounting, stillMounted, type RestoreHost } from './restored-mounts';
+import { mountedInfo, volumeRef as ref } from './record-views';
 
 /** How long a mount waits for its node plugin before it tells (MountOptions.onPluginWait). */
 export const PLUGIN_WAIT_NOTICE_MS = 1_000;
-
-function ref(record: VolumeMountRecord, volume?: ClaimableVolume): CSIVolumeRef {
-  return { ...(volume ?? {}), id: record.volumeId, externalId: record.externalId, pluginId: record.pluginId };
-}
 
 @injectable()
 export class VolumeReconciler implements VolumeReconcilerService {
@@ -105,40 +112,95 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /** Unmount attempts under way, by record key. */
   private readonly downs = new Map<string, Promise<UnmountOutcome | undefined>>();
   private readonly subscriptions = new DisposableStore();
-  private readonly checkEmitter: Emitter<LiveMountEvent>;
+  /** The live-mount findings, told to listeners (all, or per alloc) and kept for mountChecks. */
+  private readonly liveEvents: LiveMountEvents;
   readonly onDidCheckMount: Event<LiveMountEvent>;
-  /** Per alloc: the emitter of its mounts' checks, while it has listeners. */
-  private readonly checkEmittersByAlloc = new Map<string, Emitter<LiveMountEvent>>();
   private readonly checker: MountChecker;
-  /** The last live-mount finding per record key, in this run (for mountChecks). */
-  private readonly lastChecks = new Map<string, LiveMountEvent>();
   /** Status reads of usage: one call in flight per mount, an answer within its wait (late, when the plugin hangs). */
   private readonly usageReader: UsageReader;
   private started = false;
   private stopped = false;
   /** Aborted by dispose(): ends the waits this reconciler makes on its own (an unmount's wait for its plugin). */
   private readonly stopping = new AbortController();
+  /** What the unmount path (unmount-steps.ts) works on: this reconciler's records, queue and writes. */
+  private readonly unmountHost: UnmountHost;
+  /** What a remount of stale mounts (stale-remount.ts) works on. */
+  private readonly remountHost: RemountHost;
+  /** What the check of a restored record (restored-mounts.ts) works on. */
+  private readonly restoreHost: RestoreHost;
+  /** What a node-side expansion (node-expansion.ts) works on. */
+  private readonly expansionHost: ExpansionHost;
 
   constructor(
     @inject(ICSIManager) private readonly csi: CSIManager,
     @inject(IVolumeClaimer) private readonly claimer: VolumeClaimer,
     @inject(IMountStore) private readonly store: MountStore,
-    @inject(IMountTable) private readonly mountTable: MountTable,
+    @inject(IMountTable) mountTable: MountTable,
     @inject(IClock) private readonly clock: Clock,
     @inject(ITimeoutPolicy) private readonly timeouts: TimeoutPolicy,
     @inject(ILogger) logger: Logger,
   ) {
     this.log = logger.child({ component: 'volume-reconciler' });
     this.usageReader = new UsageReader(clock);
-    this.checkEmitter = new Emitter({ onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { error: errorMessage(err) }) });
-    this.onDidCheckMount = this.checkEmitter.event;
+    this.liveEvents = new LiveMountEvents(this.log);
+    this.onDidCheckMount = this.liveEvents.onDidCheckMount;
+    this.unmountHost = {
+      records: this.records,
+      verified: this.verified,
+      volumes: this.volumes,
+      queue: this.queue,
+      csi,
+      claimer: this.claimer,
+      clock,
+      timeouts,
+      log: this.log,
+      stopping: this.stopping.signal,
+      stopped: () => this.stopped,
+      update: (key, change) => this.update(key, change),
+      forget: (key) => this.forget(key),
+      scheduleRetry: (volumeId, delayMs) => this.scheduleRetry(volumeId, delayMs),
+      attemptDown: (key) => this.attemptDown(key),
+      pluginAway: (pluginId) => this.pluginAway(pluginId),
+    };
+    this.remountHost = {
+      records: this.records,
+      volumes: this.volumes,
+      downs: this.downs,
+      queue: this.queue,
+      csi,
+      claimer: this.claimer,
+      stopped: () => this.stopped,
+      update: (key, change) => this.update(key, change),
+      nodeSteps: (key, signal) => this.nodeSteps(key, signal),
+      remountReported: (key) => this.remountReported(key),
+    };
+    this.restoreHost = {
+      verified: this.verified,
+      downs: this.downs,
+      mountTable,
+      clock,
+      log: this.log,
+      checker: { restored: (record) => this.checker.restored(record) },
+      stopped: () => this.stopped,
+      pluginAway: (pluginId) => this.pluginAway(pluginId),
+      wanted: (key) => this.wanted(key),
+    };
+    this.expansionHost = {
+      records: this.records,
+      volumes: this.volumes,
+      queue: this.queue,
+      csi,
+      log: this.log,
+      update: (key, change) => this.update(key, change),
+      wanted: (key) => this.wanted(key),
+    };
     this.checker = new MountChecker(
       { csi, mountTable, clock, timeouts, log: this.log },
       {
         attached: (pluginId) => this.attached(pluginId).map(([k, r]) => [k, structuredClone(r)] as const),
-        remount: (volumeId, keys, restage) => this.remount(volumeId, keys, restage),
+        remount: (volumeId, keys, restage) => remountStale(this.remountHost, volumeId, keys, restage),
         remountReported: (key) => this.remountReported(key),
-        emit: (event) => this.emitCheck(event),
+        emit: (event) => this.liveEvents.emit(event),
       },
     );
   }
@@ -148,18 +210,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k));
   }
 
-  private emitCheck(event: LiveMountEvent): void {
-    this.lastChecks.set(mountKey(event.allocId, event.name), event);
-    this.checkEmitter.fire(event);
-    this.checkEmittersByAlloc.get(event.allocId)?.fire(event);
-  }
-
   /** Node plugin `pluginId` stopped serving: every live mount through it is told (it stays mounted, and is looked at when the plugin is back). */
   private reportPluginAway(pluginId: string, why: string): void {
     const live = this.attached(pluginId).filter(([, r]) => r.published && r.targetPath !== undefined);
     if (live.length) this.log.warn('a node plugin with live mounts stopped serving; the mounts stay, and are checked when it is back', { plugin_id: pluginId, mounts: live.length, why });
     for (const [, r] of live) {
-      this.emitCheck({
+      this.liveEvents.emit({
         kind: 'plugin-away',
         allocId: r.allocId,
         name: r.name,
@@ -174,22 +230,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
   }
 
   onDidCheckMountOf(allocId: string): Event<LiveMountEvent> {
-    return (listener, disposables) => {
-      if (this.stopped) return toDisposable(() => undefined);
-      let emitter = this.checkEmittersByAlloc.get(allocId);
-      if (!emitter) {
-        const made = new Emitter<LiveMountEvent>({
-          onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { alloc_id: allocId, error: errorMessage(err) }),
-          // The last listener gone: so is the alloc's emitter (a map of allocs that once listened would only grow).
-          onLastListenerRemove: () => {
-            if (this.checkEmittersByAlloc.get(allocId) === made) this.checkEmittersByAlloc.delete(allocId);
-          },
-        });
-        this.checkEmittersByAlloc.set(allocId, made);
-        emitter = made;
-      }
-      return emitter.event(listener, disposables);
-    };
+    return this.liveEvents.onDidCheckMountOf(allocId);
   }
 
   // ---- lifecycle ----------------------------------------------------------------
@@ -213,7 +254,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.subscriptions.add(
       this.csi.onDidBecomeReady((ready) => {
         if (ready.info.type !== PluginTypeCSINode) return;
-        for (const volumeId of this.volumesToUnmount(ready.info.name)) this.scheduleRetry(volumeId, 0);
+        for (const volumeId of volumesToUnmount(this.records, ready.info.name)) this.scheduleRetry(volumeId, 0);
         this.checker.pluginReady(ready);
       }),
     );
@@ -232,7 +273,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (retired.info.type === PluginTypeCSINode) this.checker.pluginRetired(retired);
       }),
     );
-    const toUnmount = this.volumesToUnmount();
+    const toUnmount = volumesToUnmount(this.records);
     const left = records.filter((r) => r.desired === 'unmounted').length;
     if (left) this.log.info('resuming unmounts left by the last agent', { count: left });
     for (const volumeId of toUnmount) this.scheduleRetry(volumeId, 0);
@@ -244,9 +285,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.stopping.abort(new ReconcilerStoppedError());
     this.subscriptions.dispose();
     this.checker.dispose();
-    this.checkEmitter.dispose();
-    for (const e of this.checkEmittersByAlloc.values()) e.dispose();
-    this.checkEmittersByAlloc.clear();
+    this.liveEvents.dispose();
     for (const t of this.retryTimers.values()) t.dispose();
     this.retryTimers.clear();
   }
@@ -268,7 +307,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return this.list(allocId)
       .filter((r) => r.desired === 'mounted' && (r.published || r.remounting !== undefined) && r.targetPath !== undefined)
       .map((r) => {
-        const last = this.lastChecks.get(mountKey(r.allocId, r.name));
+        const last = this.liveEvents.last(mountKey(r.allocId, r.name));
         const state: MountCheckView['state'] =
           r.remounting !== undefined ? 'remounting' : last?.kind === 'stale' ? 'stale' : last?.kind === 'remount-busy' ? 'busy' : this.pluginAway(r.pluginId) ? 'plugin-away' : last?.kind === 'abnormal' ? 'abnormal' : 'ok';
         return { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, state, ...(last ? { message: last.message, time: last.time } : {}) };
@@ -280,7 +319,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return this.list(allocId)
       // A record mid-remount (its intent written) is not mounted until the remount is done, whatever its flags say.
       .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined && r.remounting === undefined)
-      .map((r) => this.info(r, false, this.pluginAway(r.pluginId)));
+      .map((r) => mountedInfo(r, false, this.pluginAway(r.pluginId)));
   }
 
   private pluginAway(pluginId: string): boolean {
@@ -319,9 +358,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
       pluginId = record.pluginId;
       if (wantedBefore) {
         // A remount the last agent started: the alloc keeps running, the checker finishes it when the plugin serves (never the restore limit).
-        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key)) return this.keepRemounting(key);
+        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key)) return keepRemounting(this.restoreHost, key);
         // The mount table says whether the mount is live; no plugin is needed to see that.
-        const live = await this.stillMounted(key, signal, 'waiting for its plugin to mount it again');
+        const live = await stillMounted(this.restoreHost, key, signal, 'waiting for its plugin to mount it again');
         if (live) return live;
       }
       // Held to the phase's deadline overall: time spent looking the volume up or reading the mount table counts.
@@ -376,9 +415,9 @@ export class VolumeReconciler implements VolumeReconcilerService {
         return changed;
       }
     }
-    this.checkOneNamePerVolume(key, request);
+    checkOneNamePerVolume(this.records, key, request);
     const volume = await this.claimer.lookup(request.volumeId);
-    this.checkOneNamePerVolume(key, request);
+    checkOneNamePerVolume(this.records, key, request);
     this.volumes.set(key, volume);
     const now = this.records.get(key);
     if (now) {
@@ -405,22 +444,6 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return record;
   }
 
-  /**
-   * One name per (alloc, volume): the catalog keeps one claim per alloc and
-   * volume, and two usages of one volume by one alloc share its target path,
-   * so undoing one name would take the other's mount and claim with it.
-   */
-  private checkOneNamePerVolume(key: string, request: VolumeMountRequest): void {
-    const existing = this.records.get(key);
-    if (existing && existing.volumeId !== request.volumeId) {
-      throw new ClaimError(`alloc ${request.allocId} already has volume "${existing.volumeId}" as "${request.name}"; it cannot also mount "${request.volumeId}" under that name`, false);
-    }
-    const other = [...this.records.entries()].find(([k, r]) => k !== key && r.allocId === request.allocId && r.volumeId === request.volumeId);
-    if (other) {
-      throw new ClaimError(`alloc ${request.allocId} already uses volume "${request.volumeId}" as "${other[1].name}"; a group may use a volume once (mount that one volume into several tasks instead)`, false);
-    }
-  }
-
   private async bringUpWithClaimRetry(key: string, options: MountOptions, deadline: number): Promise<MountedVolumeInfo> {
     const { signal, phase } = options;
     const started = this.clock.now();
@@ -435,7 +458,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
         const down = this.downs.get(key);
         if (down) await down;
         this.wanted(key);
-        const live = await this.stillMounted(key, signal);
+        const live = await stillMounted(this.restoreHost, key, signal);
         if (live) return live;
         // The claim (which may wait for the controller and publish through it)
         // runs outside the volume's queue: its intent is recorded first, and
@@ -450,7 +473,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
             throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
           }
           this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
-          if (!this.stopped && !signal?.aborted) this.tellRetry(options, record, 'claim', attempt, err, delay);
+          if (!this.stopped && !signal?.aborted) tellRetry(this.log, options, record, 'claim', attempt, err, delay);
           await this.clock.sleep(delay, signal);
           attempt++;
           continue;
@@ -458,91 +481,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
         // A claim's refusal is the catalog's answer; a node step's failure while the node plugin is away is not.
         if (err instanceof ClaimError || this.stopped || signal?.aborted || !(isPluginUnavailable(err) || this.pluginAway(record.pluginId))) throw err;
         const left = deadline - this.clock.now();
-        if (left > 0) this.tellRetry(options, record, 'plugin', pluginRetries + 1, err, this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)));
-        await this.awaitPluginAgain(record, err, ++pluginRetries, phase, deadline, signal);
+        if (left > 0) tellRetry(this.log, options, record, 'plugin', pluginRetries + 1, err, this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)));
+        await awaitPluginAgain(this.unmountHost, record, err, ++pluginRetries, phase, deadline, signal);
       }
     }
-  }
-
-  /** Tells whoever waits for the mount that it is held back (a listener's fault is logged, never the mount's). */
-  private tellRetry(options: MountOptions, record: VolumeMountRecord, reason: MountRetry['reason'], attempt: number, err: unknown, delayMs: number): void {
-    if (!options.onRetry) return;
-    try {
-      options.onRetry({ name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, reason, attempt, error: errorMessage(err), delayMs });
-    } catch (listenerErr) {
-      this.log.warn('a mount retry listener failed', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(listenerErr) });
-    }
-  }
-
-  /**
-   * The node plugin went away in the middle of a mount (crashed, restarting,
-   * being replaced): wait for it to be healthy again, within what is left of
-   * the phase's limit, so that the step is asked again rather than the mount
-   * failed. A plugin that still looks healthy (its crash not seen yet) is
-   * given a backoff first. Throws the step's error when no time is left.
-   */
-  private async awaitPluginAgain(record: VolumeMountRecord, err: unknown, retry: number, phase: MountOptions['phase'], deadline: number, signal: AbortSignal | undefined): Promise<void> {
-    const left = deadline - this.clock.now();
-    if (left <= 0) throw err;
-    this.log.warn('the node plugin went away during the mount; waiting for it to be healthy, then asking again', { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId, retry, left_ms: left, error: errorMessage(err) });
-    if (!this.pluginAway(record.pluginId)) {
-      await this.clock.sleep(Math.min(left, this.timeouts.unmountBackoff(retry)), signal);
-      // No step attempt past the deadline, however healthy the plugin looks now.
-      if (deadline - this.clock.now() <= 0) throw err;
-    }
-    await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, phase, { signal, withinMs: Math.max(0, deadline - this.clock.now()) });
-  }
-
-  /**
-   * A record already published: mounted in this run (nothing to do), or from
-   * before a restart — then is the mount still there? A mount table that
-   * cannot be read just now is read again, never taken for "gone". Undefined
-   * when the steps must run — always while an unmount attempt is under way
-   * (it may take the target down after any check; the steps queue behind it).
-   * A restored live mount is checked by the MountChecker when its plugin
-   * serves. `whenGone` says what happens next when the mount is gone.
-   */
-  private async stillMounted(key: string, signal: AbortSignal | undefined, whenGone = 'mounting again'): Promise<MountedVolumeInfo | undefined> {
-    const record = this.wanted(key);
-    if (!record.published || record.targetPath === undefined || this.downs.has(key)) return undefined;
-    if (this.verified.has(key)) return this.info(record, false);
-    const target = record.targetPath;
-    let live: boolean;
-    try {
-      // The table never enters the target (its parent is resolved, the name looked up in mountinfo).
-      live = await isMountPointRetrying(this.mountTable, target, {
-        clock: this.clock,
-        signal,
-        onFault: (err, attempt, delayMs) =>
-          this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
-      });
-    } catch (err) {
-      if (signal?.aborted || this.stopped) throw err;
-      // A target that errors (ENOTCONN, ESTALE, EIO of a mount whose plugin died) is mounted, maybe stale:
-      // kept under its running tasks and left to the checker, never a failed restore.
-      this.log.warn('could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, error: errorMessage(err) });
-      live = true;
-    }
-    if (!live) {
-      this.log.warn(`volume mount gone after restore; ${whenGone}`, { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, plugin_id: record.pluginId });
-      return undefined;
-    }
-    this.verified.add(key);
-    const away = this.pluginAway(record.pluginId);
-    this.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, plugin_away: away });
-    const now = this.wanted(key);
-    this.checker.restored(now);
-    return this.info(now, true, away);
-  }
-
-  /** A restored record with a remount under way: kept as it is, and finished by the checker when its plugin serves. */
-  private keepRemounting(key: string): MountedVolumeInfo {
-    const record = this.wanted(key);
-    this.verified.add(key);
-    const away = this.pluginAway(record.pluginId);
-    this.log.warn('a remount of a stale volume mount did not finish before the last agent stopped; the alloc keeps running and the remount is finished when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target: record.targetPath, remounting: record.remounting, plugin_away: away });
-    this.checker.restored(record);
-    return this.info(record, true, away);
   }
 
   /** The claim step. The catalog grants the same claim again as it stands (a retried mount, a mount gone after a restart). */
@@ -590,72 +532,17 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.checker.fresh(key, generation);
     if (record.expandTo !== undefined) {
       // Owed from an expansion: a failure keeps it owed (the next publish, or the next expansion, tries again) and never fails the mount it rides on.
-      await this.expandOwed(key, record.expandTo, signal).catch(() => undefined);
+      await expandOwed(this.expansionHost, key, record.expandTo, signal).catch(() => undefined);
     }
-    return this.info(this.wanted(key), false);
+    return mountedInfo(this.wanted(key), false);
   }
 
-  /** The node-side expansion a record owes, after its publish: cleared once the plugin answered; a failure keeps it owed and never fails the mount. */
-  private async expandOwed(key: string, capacityBytes: number, signal: AbortSignal | undefined): Promise<number | undefined> {
-    const record = this.wanted(key);
-    try {
-      const capacity = await this.csi.volumeManager(record.pluginId).expandVolume(ref(record, this.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
-      // Done (or no node-side expansion at all: nothing is owed either) — unless a larger one was asked meanwhile.
-      const now = this.records.get(key);
-      if (now && (now.expandTo ?? 0) <= capacityBytes) this.update(key, { expandTo: undefined });
-      return capacity;
-    } catch (err) {
-      this.log.warn('node-side expansion failed; it is made after the next publish', { alloc_id: record.allocId, volume_id: record.volumeId, capacity_bytes: capacityBytes, error: errorMessage(err) });
-      throw err;
-    }
+  expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
+    return expandMountedVolume(this.expansionHost, volumeId, capacityBytes, options);
   }
 
-  async expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
-    const out: NodeExpandOutcome[] = [];
-    for (const key of [...this.records.keys()]) {
-      // Read again each round: an earlier round awaited, and the record may be gone or unwanted since.
-      const record = this.records.get(key);
-      if (!record || record.volumeId !== volumeId || record.desired !== 'mounted') continue;
-      // Owed from here on (a mount still on its way too: it expands after its publish); a failure, an offline-only plugin or a killed agent leaves it for the next publish.
-      this.update(key, { expandTo: Math.max(record.expandTo ?? 0, capacityBytes) });
-      if (!record.published) continue;
-      if (!options.online) {
-        out.push({ allocId: record.allocId, name: record.name, deferred: true });
-        continue;
-      }
-      try {
-        const capacity = await this.queue.run(volumeId, () => this.expandOwed(key, capacityBytes, options.signal), options.signal);
-        out.push({ allocId: record.allocId, name: record.name, ...(capacity !== undefined ? { capacityBytes: capacity } : { noNodeExpansion: true as const }) });
-      } catch (err) {
-        out.push({ allocId: record.allocId, name: record.name, error: errorMessage(err) });
-      }
-    }
-    return out;
-  }
-
-  async usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
-    const live = [...this.records.values()].filter(
-      (r) => r.desired === 'mounted' && r.published && (filter.allocId === undefined || r.allocId === filter.allocId) && (filter.volumeId === undefined || r.volumeId === filter.volumeId),
-    );
-    return Promise.all(
-      live.map(async (r): Promise<MountUsageView> => {
-        const base = { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}) };
-        try {
-          const key = mountKey(r.allocId, r.name);
-          // Shared by every read of this mount while it runs, so it is not the caller's to cancel: it runs to the CSI call limit.
-          const reading = await this.usageReader.read(key, () =>
-            this.csi.volumeManager(r.pluginId).volumeUsage(ref(r, this.volumes.get(key)), r.allocId, r.usage, { ...(r.targetPath !== undefined ? { hostPath: r.targetPath } : {}), signal: this.stopping.signal }),
-          );
-          if (reading.kind === 'late') {
-            return { ...base, late: true, error: `plugin "${r.pluginId}" has not answered NodeGetVolumeStats within ${formatDuration(reading.waitedMs)}: the usage is late (the call goes on; ask again later)` };
-          }
-          const usage = reading.usage;
-          return usage ? { ...base, usage } : { ...base, error: `plugin "${r.pluginId}" does not report volume stats (no GET_VOLUME_STATS)` };
-        } catch (err) {
-          return { ...base, error: errorMessage(err) };
-        }
-      }),
-    );
+  usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
+    return readMountUsage({ records: this.records, volumes: this.volumes, csi: this.csi, reader: this.usageReader, stopping: this.stopping.signal }, filter);
   }
 
   /** A mount that failed or was abandoned: want it unmounted, try that once now, keep retrying in the background. */
@@ -678,76 +565,15 @@ export class VolumeReconciler implements VolumeReconcilerService {
     }
   }
 
-  // ---- unmount ------------------------------------------------------------------
-
   /**
    * Wants the alloc's volumes (those named, or all) unmounted and makes one
-   * attempt at each, in parallel. Resolves with how each went; one that
-   * failed stays desired unmounted and is retried with the policy's backoff,
-   * and at once when its plugin turns healthy, until it is done.
+   * attempt at each, in parallel (unmount-steps.ts).
    */
-  async unmount(allocId: string, names?: readonly string[], options: UnmountOptions = {}): Promise<UnmountOutcome[]> {
-    const keys = [...this.records.values()].filter((r) => r.allocId === allocId && (names === undefined || names.includes(r.name))).map((r) => mountKey(r.allocId, r.name));
-    const outcomes = await Promise.all(
-      keys.map(async (key) => {
-        // From here on the mount may be half gone: a later mount checks the mount table again.
-        this.verified.delete(key);
-        const record = this.records.get(key)!;
-        if (record.desired === 'mounted') {
-          try {
-            crashPoint('reconciler.unmount.before-write');
-            this.update(key, { desired: 'unmounted', attempts: 0, lastError: undefined, since: this.clock.now() });
-            crashPoint('reconciler.unmount.after-write');
-          } catch (err) {
-            // Not written, but still wanted: unmounted in memory and retried (each retry writes the record again).
-            this.records.set(key, { ...record, desired: 'unmounted', attempts: 0, since: this.clock.now() });
-            this.log.error('could not record that a volume is to be unmounted; retrying in the background', { alloc_id: allocId, volume_id: record.volumeId, error: errorMessage(err) });
-            this.scheduleRetry(record.volumeId, this.timeouts.unmountBackoff(1));
-            return { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, error: err } satisfies UnmountOutcome;
-          }
-        }
-        const done: UnmountOutcome = { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId };
-        let pluginWait: UnmountOutcome['pluginWait'];
-        try {
-          pluginWait = await this.awaitPluginForUnmount(key, options.signal);
-        } catch (err) {
-          // Called off (the agent going away): still pending, for the retries or the next agent.
-          this.scheduleRetry(record.volumeId, this.timeouts.unmountBackoff(1));
-          return { ...done, error: err };
-        }
-        // No record left: a retry woken by the plugin's return finished it meanwhile.
-        const outcome = (await this.attemptDown(key)) ?? done;
-        return pluginWait ? { ...outcome, pluginWait } : outcome;
-      }),
-    );
-    return outcomes;
+  unmount(allocId: string, names?: readonly string[], options: UnmountOptions = {}): Promise<UnmountOutcome[]> {
+    return unmountVolumes(this.unmountHost, allocId, names, options);
   }
 
-  /**
-   * Before the first attempt at an unmount whose node plugin is not healthy
-   * (a plugin task restarting during a `job stop`): wait for it, woken by
-   * its return, up to the postrun limit. Past the limit the attempt is made
-   * anyway and, failing, left to the background retries. Undefined when
-   * there was nothing to wait for; rejects only when `signal` aborts (or the
-   * CSI manager shuts down).
-   */
-  private async awaitPluginForUnmount(key: string, signal: AbortSignal | undefined): Promise<UnmountOutcome['pluginWait']> {
-    const record = this.records.get(key);
-    if (!record || !(record.published || record.staged) || !this.pluginAway(record.pluginId)) return undefined;
-    const started = this.clock.now();
-    const limit = this.timeouts.pluginWait('postrun');
-    const fields = { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId };
-    this.log.info('the node plugin is not healthy; the unmount waits for it (postrun limit)', { ...fields, limit_ms: limit });
-    try {
-      // Ended by the caller's signal, and by this reconciler's dispose(): no CSI step after it is disposed.
-      await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', { signal: signal ? AbortSignal.any([signal, this.stopping.signal]) : this.stopping.signal });
-      return { waitedMs: this.clock.now() - started, healthy: true };
-    } catch (err) {
-      if (signal?.aborted || this.stopped || err instanceof ShutdownError) throw err;
-      this.log.warn(`the node plugin was not healthy within ${formatDuration(limit)} (the postrun limit); unmounting anyway, retried in the background if it fails`, { ...fields, error: errorMessage(err) });
-      return { waitedMs: this.clock.now() - started, healthy: false };
-    }
-  }
+  // ---- unmount ------------------------------------------------------------------
 
   /**
    * One attempt at a record's unmount steps, under its volume's queue; a
@@ -757,205 +583,12 @@ export class VolumeReconciler implements VolumeReconcilerService {
   private attemptDown(key: string): Promise<UnmountOutcome | undefined> {
     const running = this.downs.get(key);
     if (running) return running;
-    const attempt = this.runAttemptDown(key).finally(() => this.downs.delete(key));
+    const attempt = runAttemptDown(this.unmountHost, key).finally(() => this.downs.delete(key));
     this.downs.set(key, attempt);
     return attempt;
   }
 
-  private async runAttemptDown(key: string): Promise<UnmountOutcome | undefined> {
-    const first = this.records.get(key);
-    if (!first) return undefined;
-    const outcome: UnmountOutcome = { name: first.name, volumeId: first.volumeId, pluginId: first.pluginId };
-    try {
-      await this.queue.run(first.volumeId, () => this.bringDown(key));
-    } catch (err) {
-      outcome.error = err;
-      const record = this.records.get(key);
-      if (record && record.desired === 'unmounted') {
-        let next: VolumeMountRecord = { ...record, attempts: record.attempts + 1, lastError: errorMessage(err) };
-        try {
-          next = this.update(key, { attempts: next.attempts, lastError: next.lastError });
-        } catch (writeErr) {
-          // Counting the attempt is bookkeeping: a store that refuses it must not stop the retries
-          // (nor, from a retry timer, escape as an unhandled rejection).
-          this.records.set(key, next);
-          this.log.error('could not record a failed unmount attempt in the state; retrying anyway', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(writeErr) });
-        }
-        const overdue = this.clock.now() - record.since > this.timeouts.pluginWait('postrun');
-        const fields = { alloc_id: next.allocId, volume_id: next.volumeId, plugin_id: next.pluginId, attempts: next.attempts, error: errorMessage(err) };
-        if (overdue) this.log.error(`unmount still failing after ${formatDuration(this.timeouts.pluginWait('postrun'))}; still retrying`, fields);
-        else this.log.warn('unmount failed; retrying in the background', fields);
-        this.scheduleRetry(next.volumeId, this.timeouts.unmountBackoff(next.attempts));
-      }
-    }
-    return outcome;
-  }
-
-  /**
-   * The unmount steps of one record; runs under its volume's queue. Each
-   * step's result is written as soon as it returns; if the record is wanted
-   * mounted again meanwhile (an alloc restoring), the rest is left to its mount.
-   */
-  private async bringDown(key: string): Promise<void> {
-    const stillUnwanted = () => {
-      const r = this.records.get(key);
-      return r && r.desired === 'unmounted' ? r : undefined;
-    };
-    let record = stillUnwanted();
-    if (!record) return;
-    const volume = ref(record, this.volumes.get(key));
-    if (record.published) {
-      await this.csi.volumeManager(record.pluginId).unpublishVolume(volume, record.allocId, record.usage);
-      crashPoint('reconciler.unpublish.after-call');
-      this.update(key, { published: false, targetPath: undefined });
-      crashPoint('reconciler.unpublish.after-write');
-      record = stillUnwanted();
-      if (!record) return;
-    }
-    if (record.staged) {
-      // Only the last user of the staging path unstages; the others just stop counting.
-      const mine = stagingKey(record);
-      const others = [...this.records.entries()].filter(([k, r]) => k !== key && r.staged && stagingKey(r) === mine);
-      if (others.length === 0) await this.csi.volumeManager(record.pluginId).unstageVolume(volume, record.usage);
-      crashPoint('reconciler.unstage.after-call');
-      this.update(key, { staged: false, stagingPath: undefined });
-      crashPoint('reconciler.unstage.after-write');
-      record = stillUnwanted();
-      if (!record) return;
-    }
-    if (record.claimed) {
-      await this.claimer.release(record.volumeId, record.allocId);
-      crashPoint('reconciler.release.after-call');
-      this.update(key, { claimed: false, publishContext: undefined });
-      crashPoint('reconciler.release.after-write');
-      record = stillUnwanted();
-      if (!record) return;
-    }
-    crashPoint('reconciler.forget.before');
-    this.forget(key);
-    this.log.info('volume unmounted and released', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, attempts: record.attempts + 1 });
-  }
-
   // ---- live mounts found stale (MountChecker) ------------------------------------
-
-  /**
-   * Takes the stale mounts of `keys` (one volume) down and up again through
-   * the plugin's current instance, under the volume's queue, each record
-   * written step by step as a mount and an unmount write it. First the
-   * intent (`remounting`) is written to each record, so an agent killed
-   * mid-way leaves the next one a remount to finish. Then: unpublish each;
-   * unstage each staging mount named in `restage` — every other record
-   * wanted mounted on it comes down and up with it (its target is a bind
-   * mount of the stale staging mount), and one whose unmount holds it
-   * (under way or pending) keeps it: the keys on it are then left as they
-   * are and reported failed, to be tried again; then stage and publish each
-   * again at the same target. A record unmounted meanwhile is left to its
-   * unmount. Resolves with the keys mounted again and those that failed
-   * (with why), and the records taken along that were not in `keys`. The
-   * intent stays on a key mounted again until the checker has reported it
-   * (remountReported), so a kill before the report still restarts the
-   * tasks under `restart`.
-   */
-  private async remount(volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome> {
-    const failed = new Map<string, unknown>();
-    const done = new Set<string>();
-    const extra = new Map<string, VolumeMountRecord>();
-    // Not now (a cluster node not settled since it joined): each is a failed remount, tried again after a backoff, saying why.
-    const refusal = this.claimer.remountRefusal?.(volumeId);
-    if (refusal !== undefined) return { done, failed: new Map(keys.map((k) => [k, new ClaimError(refusal, true)])) };
-    const lookUp = async (key: string) => {
-      // The volume's secrets and context, handed to stage and publish as on a first mount (a restored record has none in memory).
-      if (this.volumes.has(key)) return;
-      try {
-        this.volumes.set(key, await this.claimer.lookup(volumeId));
-      } catch (err) {
-        failed.set(key, err);
-      }
-    };
-    for (const key of keys) await lookUp(key);
-    return this.queue.run(volumeId, async () => {
-      if (this.stopped) throw new ReconcilerStoppedError();
-      const inPlay = new Set(keys);
-      const held = new Map<string, string>();
-      for (const staging of restage) {
-        for (const [k, r] of this.records) {
-          if (inPlay.has(k) || !r.staged || stagingKey(r) !== staging) continue;
-          if (r.desired === 'mounted' && !this.downs.has(k)) {
-            inPlay.add(k);
-            extra.set(k, structuredClone(r));
-          } else {
-            held.set(staging, `the unmount of alloc ${r.allocId} still holds it`);
-          }
-        }
-      }
-      for (const key of extra.keys()) await lookUp(key);
-      for (const key of inPlay) {
-        const r = this.records.get(key);
-        const reason = r && held.get(stagingKey(r));
-        if (r && reason !== undefined && restage.has(stagingKey(r))) failed.set(key, new Error(`its staging mount ${r.stagingPath ?? ''} is stale and cannot be staged again now: ${reason}; tried again after a backoff`));
-      }
-      const live = () => [...inPlay].filter((k) => !failed.has(k) && this.records.get(k)?.desired === 'mounted' && !this.downs.has(k));
-      // The intent first: a next agent finishes what this one starts.
-      for (const key of live()) {
-        const r = this.records.get(key)!;
-        const intent = r.remounting === 'restart' || stalePolicyOf(r) === 'restart' ? 'restart' : 'remount';
-        try {
-          if (r.remounting !== intent) this.update(key, { remounting: intent });
-        } catch (err) {
-          failed.set(key, err);
-        }
-      }
-      crashPoint('reconciler.remount.intent.after-write');
-      for (const key of live()) {
-        const r = this.records.get(key)!;
-        if (!r.published) continue;
-        try {
-          await this.csi.volumeManager(r.pluginId).unpublishVolume(ref(r, this.volumes.get(key)), r.allocId, r.usage);
-          crashPoint('reconciler.remount.unpublish.after-call');
-          // The target path stays recorded: it is where the mount goes again (and what a next agent keeps meanwhile).
-          this.update(key, { published: false });
-          crashPoint('reconciler.remount.unpublish.after-write');
-        } catch (err) {
-          failed.set(key, isTargetBusy(err) ? new RemountBusyError(r.targetPath ?? key, err) : err);
-          // In use: nothing came down and nothing is forced; the intent goes (the mount is as it was), so it is not held "remounting".
-          if (isTargetBusy(err)) this.remountReported(key);
-        }
-      }
-      const unstageFailed = new Map<string, unknown>();
-      for (const staging of restage) {
-        const group = live().filter((k) => this.records.get(k)!.staged && stagingKey(this.records.get(k)!) === staging);
-        const first = group[0];
-        if (first === undefined) continue;
-        // A target on it in use is still mounted from it: not unstaged under it; the others are published again from it and reported failed.
-        const busy = [...inPlay].find((k) => failed.get(k) instanceof RemountBusyError && stagingKey(this.records.get(k)!) === staging);
-        if (busy !== undefined) unstageFailed.set(staging, new Error(`its staging mount was not staged again: ${errorMessage(failed.get(busy))}`));
-        if (busy !== undefined) continue;
-        const r = this.records.get(first)!;
-        try {
-          await this.csi.volumeManager(r.pluginId).unstageVolume(ref(r, this.volumes.get(first)), r.usage);
-          crashPoint('reconciler.remount.unstage.after-call');
-          for (const k of group) this.update(k, { staged: false, stagingPath: undefined });
-          crashPoint('reconciler.remount.unstage.after-write');
-        } catch (err) {
-          // Published again from the stale staging mount all the same (better than no mount at all), and reported as failed.
-          unstageFailed.set(staging, err);
-        }
-      }
-      for (const key of live()) {
-        try {
-          await this.nodeSteps(key, undefined);
-        } catch (err) {
-          // Unmounted meanwhile: its unmount's business, not a failure.
-          if (this.records.get(key)?.desired === 'mounted') failed.set(key, err);
-          continue;
-        }
-        const staging = unstageFailed.get(stagingKey(this.records.get(key)!));
-        if (staging !== undefined) failed.set(key, staging);
-        else done.add(key);
-      }
-      return { done, failed, extra };
-    });
-  }
 
   /** The checker reported a remount done: its intent is cleared. */
   private remountReported(key: string): void {
@@ -972,14 +605,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
   // ---- helpers ------------------------------------------------------------------
 
   retryUnmountsNow(pluginId: string): void {
-    for (const volumeId of this.volumesToUnmount(pluginId)) this.scheduleRetry(volumeId, 0);
-  }
-
-  /** The volumes with records of (plugin) left to unmount. */
-  private volumesToUnmount(pluginId?: string): string[] {
-    const ids = new Set<string>();
-    for (const r of this.records.values()) if (r.desired === 'unmounted' && (pluginId === undefined || r.pluginId === pluginId)) ids.add(r.volumeId);
-    return [...ids];
+    for (const volumeId of volumesToUnmount(this.records, pluginId)) this.scheduleRetry(volumeId, 0);
   }
 
   private scheduleRetry(volumeId: string, delayMs: number): void {
@@ -1030,21 +656,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     this.records.delete(key);
     this.verified.delete(key);
     this.volumes.delete(key);
-    this.lastChecks.delete(key);
+    this.liveEvents.forget(key);
     this.checker.forget(key);
-  }
-
-  private info(record: VolumeMountRecord, restored: boolean, pluginAway = false): MountedVolumeInfo {
-    const info: MountedVolumeInfo = {
-      name: record.name,
-      volumeId: record.volumeId,
-      pluginId: record.pluginId,
-      targetPath: record.targetPath!,
-      readOnly: record.usage.readOnly,
-      restored,
-      pluginAway,
-    };
-    if (record.stagingPath) info.stagingPath = record.stagingPath;
-    return info;
   }
 }

@@ -1,0 +1,791 @@
+// The HTTP API over a real server on 127.0.0.1:0 and an in-memory service.
+import { MemoryLogger } from '@csiplug/core';
+import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
+import * as http from 'http';
+import { ApiClient } from './api-client';
+import { ApiError } from './api-error';
+import { FakeAgentService } from './testing';
+import { HttpApi } from './http-api';
+import { StatusPage } from './status-page';
+import { jobDoc, raw, startApi, volumeDoc } from './testing';
+
+/** A GET whose path is sent exactly as written (no client-side resolution of dots). */
+function rawPath(base: string, path: string): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: hostname, port, path }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 10_000; i++) {
+    if (cond()) return;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+describe('HttpApi', () => {
+  let fake: FakeAgentService;
+  let api: HttpApi;
+  let url: string;
+  let client: ApiClient;
+
+  beforeEach(async () => {
+    fake = new FakeAgentService();
+    fake.addPlugin({ id: 'hostpath', node: { healthy: true, allocId: 'p1', description: 'node', version: '1.0.0', info: { nodeId: 'n1' } } });
+    ({ api, url } = await startApi(fake));
+    client = new ApiClient({ address: url });
+  });
+
+  afterEach(async () => {
+    await api.dispose();
+  });
+
+  describe('server', () => {
+    it('listens on a free port and says where', () => {
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(api.url).toBe(url);
+    });
+
+    it('dispose is idempotent and a disposed server refuses to listen again', async () => {
+      await api.dispose();
+      await api.dispose();
+      await expect(api.listen()).rejects.toThrow(/already listening \(or was closed\)/);
+      await expect(client.health()).rejects.toMatchObject({ status: 0, code: 'ECONNECT' });
+    });
+
+    it('dispose lets an in-flight request finish, then resolves', async () => {
+      await client.runJob(jobDoc() as any);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const stopJob = fake.stopJob.bind(fake);
+      fake.stopJob = async (id, options) => {
+        await gate;
+        return stopJob(id, options);
+      };
+      const stopping = client.stopJob('web');
+      await until(() => fake.calls.length === 1 && (api as unknown as { inflight: number }).inflight === 1, 'the request to arrive');
+      let closed = false;
+      const closing = api.dispose().then(() => (closed = true));
+      await flushMicrotasks();
+      expect(closed).toBe(false);
+      release();
+      expect((await stopping).status).toBe('dead');
+      await closing;
+      expect(closed).toBe(true);
+    });
+
+    it('refuses an empty ACL token', () => {
+      expect(() => new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, aclToken: '', logger: new MemoryLogger() })).toThrow(/may not be empty/);
+    });
+
+    it('reports a port in use', async () => {
+      const port = Number(new URL(url).port);
+      const other = new HttpApi(fake, { bindAddr: '127.0.0.1', port, logger: new MemoryLogger() });
+      await expect(other.listen()).rejects.toMatchObject({ code: 'ELISTEN' });
+      await other.dispose();
+    });
+  });
+
+  describe('routing', () => {
+    it('answers 404 with a JSON error for unknown paths', async () => {
+      const r = await raw(url, 'GET', '/v1/nope');
+      expect(r.status).toBe(404);
+      expect(r.headers['content-type']).toMatch(/application\/json/);
+      expect(r.json).toEqual({ error: 'no such API path: GET /v1/nope', code: 'ENOT_FOUND' });
+    });
+
+    it('answers 405 with Allow for a known path and the wrong method', async () => {
+      const r = await raw(url, 'PATCH', '/v1/jobs');
+      expect(r.status).toBe(405);
+      expect(r.headers.allow).toBe('GET, POST, PUT');
+      expect(r.json.code).toBe('EMETHOD_NOT_ALLOWED');
+      expect((await raw(url, 'POST', '/v1/allocations')).status).toBe(405);
+      expect((await raw(url, 'DELETE', '/v1/agent/health')).status).toBe(405);
+    });
+
+    it('tolerates a trailing slash and decodes ids segment by segment', async () => {
+      expect((await raw(url, 'GET', '/v1/jobs/')).status).toBe(200);
+      const r = await raw(url, 'GET', '/v1/job/a%2Fb');
+      expect(r.status).toBe(404);
+      expect(r.json.error).toBe('job "a/b" not found');
+      expect((await raw(url, 'GET', '/v1/job/%E0%A4%A')).status).toBe(400);
+      // A control character is never part of an id: a bad request, not a missing job.
+      for (const bad of ['a%00b', 'a%0Ab', '%7F', 'a%1Bb']) {
+        const r = await raw(url, 'GET', `/v1/job/${bad}`);
+        expect(r.status).toBe(400);
+        expect(r.json.error).toMatch(/decodes to control characters/);
+      }
+    });
+
+    it('turns a failing service call into a 500 that names the failure', async () => {
+      fake.nextError = new Error('disk on fire');
+      const r = await raw(url, 'GET', '/v1/jobs');
+      expect(r.status).toBe(500);
+      expect(r.json).toEqual({ error: 'disk on fire', code: 'EINTERNAL' });
+    });
+  });
+
+  describe('health', () => {
+    it('GET /v1/agent/health', async () => {
+      const h = await client.health();
+      expect(h).toMatchObject({ ok: true, nodeId: 'fake-node', plugins: { healthy: 1, total: 1 } });
+    });
+
+    it('answers 503 with the same body when unhealthy', async () => {
+      fake.healthy = false;
+      expect((await raw(url, 'GET', '/v1/agent/health')).status).toBe(503);
+      expect((await client.health()).ok).toBe(false);
+    });
+  });
+
+  describe('jobs', () => {
+    it('runs, lists, shows and stops a job', async () => {
+      await client.registerVolume(volumeDoc() as any);
+      const run = await client.runJob(jobDoc('web', 2) as any);
+      expect(run.jobId).toBe('web');
+      expect(run.allocIds).toHaveLength(2);
+      expect(run.replaced).toBe(false);
+
+      expect((await client.listJobs()).map((j) => j.id)).toEqual(['web']);
+      const job = await client.getJob('web');
+      expect(job.status).toBe('running');
+      expect(job.job.groups[0]!.tasks[0]!.config.command).toBe('/bin/sleep');
+      expect((await client.jobAllocations('web')).map((a) => a.id).sort()).toEqual([...run.allocIds].sort());
+
+      const stopped = await client.stopJob('web');
+      expect(stopped.status).toBe('dead');
+      expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web', 'stopJob web']);
+      await client.stopJob('web', { purge: true });
+      expect(fake.calls[3]).toBe('stopJob web purge');
+      await expect(client.getJob('web')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND', message: 'job "web" not found' });
+    });
+
+    it('accepts the bare document and PUT', async () => {
+      const r = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify(jobDoc('bare')) });
+      expect(r.status).toBe(200);
+      expect(r.json.jobId).toBe('bare');
+    });
+
+    it('answers 404 when stopping an unknown job, and 400 for a bad purge value', async () => {
+      await expect(client.stopJob('ghost')).rejects.toMatchObject({ status: 404 });
+      await client.runJob(jobDoc() as any);
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
+      expect(fake.calls).toEqual(['runJob web']);
+    });
+
+    it('refuses an invalid jobspec with 400 and runs nothing', async () => {
+      const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
+      expect(r.status).toBe(400);
+      expect(r.json.code).toBe('EINVALID');
+      expect(r.json.error).toMatch(/count/);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('refuses unknown fields with 400 naming them', async () => {
+      let r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(), Extra: 1 }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/"Extra"/);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ ...jobDoc(), priority: 50 }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/priority/);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { sprd: true })) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/sprd is not a known field/);
+      // A field Nomad has and csiplug does not: named, with what to do instead.
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { spread: true })) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/spread is not supported: .*remove it/);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('plans a run without doing it: POST /v1/job/:id/plan', async () => {
+      await client.registerVolume(volumeDoc() as any);
+      const fresh = await client.planJob(jobDoc('web', 2) as any);
+      expect(fresh).toMatchObject({ jobId: 'web', changed: true, version: { to: 0 }, groups: [{ name: 'app', change: 'added', updates: { create: 2 } }] });
+      await client.runJob(jobDoc('web', 2) as any);
+      expect(await client.planJob(jobDoc('web', 2) as any)).toMatchObject({ changed: false, version: { from: 0, to: 0 }, groups: [{ updates: { ignore: 2 } }] });
+      const smaller = await client.planJob(jobDoc('web', 1) as any);
+      expect(smaller).toMatchObject({ changed: true, version: { from: 0, to: 1 }, groups: [{ count: { from: 2, to: 1 }, updates: { destroy: 1, 'in-place': 1 } }] });
+      // Nomad's body shape, with "Diff", and PUT; nothing was run by any of these.
+      const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 2), Diff: true }) });
+      expect(r.status).toBe(200);
+      expect(r.json.changed).toBe(false);
+      expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web']);
+    });
+
+    it('refuses a plan whose path names another job, or a bad Diff, with 400', async () => {
+      let r = await raw(url, 'POST', '/v1/job/other/plan', { body: JSON.stringify({ Job: jobDoc('web') }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
+      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web'), Diff: 'yes' }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toBe('"Diff" must be true or false (got "yes")');
+      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/count/);
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('refuses bad JSON, an empty body and a non-object with 400', async () => {
+      for (const body of ['{"Job": ', '', '   ', '[1,2]', '"job"', 'null']) {
+        const r = await raw(url, 'POST', '/v1/jobs', { body });
+        expect(r.status).toBe(400);
+        expect(typeof r.json.error).toBe('string');
+      }
+      expect((await raw(url, 'POST', '/v1/jobs', { body: '{"Job": ' })).json.code).toBe('EBAD_JSON');
+      expect(fake.calls).toEqual([]);
+    });
+  });
+
+  describe('oversized bodies', () => {
+    let small: { api: HttpApi; url: string };
+    beforeEach(async () => {
+      small = await startApi(fake, { maxBodyBytes: 2048 });
+    });
+    afterEach(async () => {
+      await small.api.dispose();
+    });
+
+    const big = () => JSON.stringify(jobDoc('big', 1, { meta: 'x'.repeat(300_000) }));
+
+    it('refuses a body whose Content-Length is over the limit with 400', async () => {
+      const r = await raw(small.url, 'POST', '/v1/jobs', { body: big() });
+      expect(r.status).toBe(400);
+      expect(r.json).toEqual({ error: 'the request body is larger than the limit of 2048 bytes', code: 'EBODY_TOO_LARGE' });
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('refuses a chunked body that grows over the limit with 400', async () => {
+      const r = await raw(small.url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { context: { pad: 'y'.repeat(200_000) } })), chunked: true });
+      expect(r.status).toBe(400);
+      expect(r.json.code).toBe('EBODY_TOO_LARGE');
+      expect(fake.calls).toEqual([]);
+      expect(fake.volumes.size).toBe(0);
+    });
+
+    it('answers a 2 MiB body with 400 every time, over a kept-alive connection', async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        const body = JSON.stringify({ Job: { pad: 'x'.repeat(2 * 1024 * 1024) } });
+        for (let i = 0; i < 5; i++) {
+          const status = await new Promise<number>((resolve, reject) => {
+            const req = http.request(`${small.url}/v1/jobs`, { method: 'POST', agent, headers: { 'Content-Type': 'application/json' } }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode!));
+            });
+            req.on('error', reject);
+            req.end(body);
+          });
+          expect(status).toBe(400);
+        }
+      } finally {
+        agent.destroy();
+      }
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('still serves the next request', async () => {
+      await raw(small.url, 'POST', '/v1/jobs', { body: big() });
+      const r = await raw(small.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('ok')) });
+      expect(r.status).toBe(200);
+    });
+
+    it('the client reports the 400 too', async () => {
+      const c = new ApiClient({ address: small.url });
+      const err = await c.runJob(JSON.parse(big())).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ status: 400, code: 'EBODY_TOO_LARGE' });
+    });
+  });
+
+  describe('allocations', () => {
+    it('lists and shows allocs; 404 for unknown ones', async () => {
+      await client.registerVolume(volumeDoc() as any);
+      const run = await client.runJob(jobDoc() as any);
+      const allocs = await client.listAllocs();
+      expect(allocs.map((a) => a.id)).toEqual(run.allocIds);
+      const alloc = await client.getAlloc(run.allocIds[0]!);
+      expect(alloc.tasks.main!.state).toBe('running');
+      expect(alloc.volumes.data!.volumeId).toBe('vol1');
+      await expect(client.getAlloc('nope')).rejects.toMatchObject({ status: 404, message: 'alloc "nope" not found' });
+    });
+
+    it('serves task logs by stream and offset', async () => {
+      const { allocIds } = await client.runJob(jobDoc() as any);
+      const id = allocIds[0]!;
+      fake.logs.set(`${id}/main/stdout`, 'hello\nworld\n');
+      fake.logs.set(`${id}/main/stderr`, 'oops\n');
+      expect(await client.allocLogs(id, 'main')).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 0, nextOffset: 12, size: 12, data: 'hello\nworld\n' });
+      expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
+      expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
+      await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no task "other"') });
+      await expect(client.allocLogs('nope', 'main')).rejects.toMatchObject({ status: 404 });
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?stream=both`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=-1`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=abc`)).status).toBe(400);
+    });
+
+    it('reads a byte range from the start or back from the end, at most limit bytes (64 KiB by default)', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const log = Buffer.alloc(200 * 1024, 'x');
+      log.write('HEAD', 0);
+      log.write('TAIL', log.length - 4);
+      fake.logs.set(`${id}/main/stdout`, log);
+      const first = await client.allocLogs(id, 'main');
+      expect(first).toMatchObject({ offset: 0, nextOffset: 64 * 1024, size: log.length });
+      expect(first.data.length).toBe(64 * 1024);
+      expect(first.data.startsWith('HEAD')).toBe(true);
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 4 })).toMatchObject({ offset: log.length - 4, nextOffset: log.length, data: 'TAIL' });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 6, limit: 3 })).toMatchObject({ offset: log.length - 6, nextOffset: log.length - 3, data: 'xxT' });
+      expect(await client.allocLogs(id, 'main', { offset: 1, limit: 3 })).toMatchObject({ offset: 1, nextOffset: 4, data: 'EAD' });
+      // Past either end: an empty answer at the end, or everything from the start.
+      expect(await client.allocLogs(id, 'main', { offset: log.length + 10 })).toMatchObject({ offset: log.length, nextOffset: log.length, data: '' });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: log.length + 10, limit: 4 })).toMatchObject({ offset: 0, data: 'HEAD' });
+      expect((await client.allocLogs(id, 'main', { limit: 4 * 1024 * 1024 })).data.length).toBe(log.length);
+      expect(await client.allocLogs(id, 'main', { stream: 'stderr' })).toMatchObject({ offset: 0, nextOffset: 0, size: 0, data: '' });
+    });
+
+    it('refuses bad log parameters with a 400 that names them', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const logs = (q: string) => raw(url, 'GET', `/v1/allocation/${id}/logs/main?${q}`);
+      expect((await logs('origin=middle')).json.error).toBe('query parameter origin must be one of start, end (got "middle")');
+      expect((await logs('limit=lots')).json.error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
+      expect((await logs('limit=0')).json.error).toMatch(/limit must be at least 1 byte/);
+      expect((await logs('plain=maybe')).json.error).toBe('query parameter plain must be true or false (got "maybe")');
+      const tooMuch = await logs(`limit=${4 * 1024 * 1024 + 1}`);
+      expect(tooMuch.status).toBe(400);
+      expect(tooMuch.json.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
+      expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/nope?plain=true`)).status).toBe(404);
+    });
+
+    it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const bytes = Buffer.concat([Buffer.from('héllo ✓\n'), Buffer.from([0xff, 0x00, 0xc3])]);
+      fake.logs.set(`${id}/main/stdout`, bytes);
+      const r = await raw(url, 'GET', `/v1/allocation/${id}/logs/main?plain=true&origin=end&offset=5`);
+      expect(r.status).toBe(200);
+      expect(r.headers['content-type']).toBe('text/plain; charset=utf-8');
+      expect(r.headers['x-csiplug-log-offset']).toBe(String(bytes.length - 5));
+      expect(r.headers['x-csiplug-log-size']).toBe(String(bytes.length));
+      const got = await client.allocLogStream(id, 'main', { offset: 1, limit: 6 });
+      expect(got).toMatchObject({ offset: 1, size: bytes.length });
+      const chunks: Buffer[] = [];
+      for await (const c of got.stream) chunks.push(c as Buffer);
+      expect(Buffer.concat(chunks)).toEqual(bytes.subarray(1, 7));
+      const whole: Buffer[] = [];
+      for await (const c of (await client.allocLogStream(id, 'main')).stream) whole.push(c as Buffer);
+      expect(Buffer.concat(whole)).toEqual(bytes);
+      await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
+    });
+
+    it('in JSON, never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
+      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const text = 'aé€😀b✓\nüñí€ode 😀😀 end';
+      fake.logs.set(`${id}/main/stdout`, text);
+      const size = Buffer.byteLength(text);
+      for (const limit of [4, 5, 7]) {
+        let offset = 0;
+        let joined = '';
+        while (offset < size) {
+          const part = await client.allocLogs(id, 'main', { offset, limit });
+          expect(part.offset).toBe(offset);
+          expect(part.nextOffset).toBeGreaterThan(offset);
+          expect(part.nextOffset - part.offset).toBe(Buffer.byteLength(part.data));
+          joined += part.data;
+          offset = part.nextOffset;
+        }
+        expect(joined).toBe(text);
+      }
+      // '€' is bytes 3..5: a range starting inside it skips to the next whole character, and says so.
+      expect(await client.allocLogs(id, 'main', { offset: 4, limit: 6 })).toMatchObject({ offset: 6, nextOffset: 6 + 4, data: '😀' });
+      expect(await client.allocLogs(id, 'main', { offset: 4, limit: 5 })).toMatchObject({ offset: 6, nextOffset: 6, data: '' });
+      // A limit smaller than the character still moves on (the bytes show as U+FFFD).
+      expect(await client.allocLogs(id, 'main', { offset: 3, limit: 1 })).toMatchObject({ offset: 3, nextOffset: 4, data: '\ufffd' });
+      // At the end of the file, half a character is left for the next read: the task may be writing it.
+      fake.logs.set(`${id}/main/stdout`, Buffer.from([0x61, 0x62, 0xe2, 0x82]));
+      expect(await client.allocLogs(id, 'main')).toMatchObject({ offset: 0, nextOffset: 2, size: 4, data: 'ab' });
+      expect(await client.allocLogs(id, 'main', { offset: 2 })).toMatchObject({ offset: 2, nextOffset: 2, data: '' });
+    });
+  });
+
+  describe('plugins', () => {
+    it('lists and shows plugins', async () => {
+      expect((await client.listPlugins()).map((p) => p.id)).toEqual(['hostpath']);
+      const p = await client.getPlugin('hostpath');
+      expect(p.node?.info).toEqual({ nodeId: 'n1' });
+      await expect(client.getPlugin('nope')).rejects.toMatchObject({ status: 404, message: 'plugin "nope" not found' });
+      expect((await raw(url, 'GET', '/v1/plugins?type=host')).status).toBe(400);
+      expect((await raw(url, 'GET', '/v1/plugins')).status).toBe(200);
+    });
+  });
+
+  describe('volumes', () => {
+    it('registers, creates, lists, shows, deregisters and deletes', async () => {
+      const reg = await client.registerVolume(volumeDoc('vol1') as any);
+      expect(reg).toMatchObject({ id: 'vol1', externalId: 'ext-vol1', pluginId: 'hostpath', claims: [] });
+      const created = await client.createVolume({ id: 'vol2', type: 'csi', plugin_id: 'other', capability: { access_mode: 'single-node-writer', attachment_mode: 'file-system' }, capacity_min: '10MiB' } as any);
+      expect(created).toMatchObject({ id: 'vol2', externalId: 'ext-vol2', capacityBytes: 10 * 1024 * 1024 });
+      expect((await client.listVolumes()).map((v) => v.id)).toEqual(['vol1', 'vol2']);
+      expect((await client.listVolumes({ pluginId: 'other' })).map((v) => v.id)).toEqual(['vol2']);
+      expect((await client.getVolume('vol1')).externalId).toBe('ext-vol1');
+      await client.deregisterVolume('vol1');
+      await client.deleteVolume('vol2');
+      expect(fake.calls).toEqual(['registerVolume vol1', 'createVolume vol2', 'deregisterVolume vol1', 'deleteVolume vol2']);
+      await expect(client.getVolume('vol1')).rejects.toMatchObject({ status: 404 });
+      await expect(client.deregisterVolume('vol1')).rejects.toMatchObject({ status: 404 });
+      await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 404 });
+    });
+
+    it('answers 409 for a claimed volume unless forced, and for a duplicate', async () => {
+      await client.registerVolume(volumeDoc('vol1') as any);
+      await expect(client.registerVolume(volumeDoc('vol1') as any)).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
+      fake.claim('vol1', 'a1');
+      await expect(client.deregisterVolume('vol1')).rejects.toMatchObject({ status: 409, code: 'EVOLUME_IN_USE' });
+      await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 409 });
+      expect(fake.volumes.has('vol1')).toBe(true);
+      await client.deregisterVolume('vol1', { force: true });
+      expect(fake.calls).toEqual(['registerVolume vol1', 'deregisterVolume vol1 force']);
+    });
+
+    it('never sends secrets back', async () => {
+      const v = await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }) as any);
+      expect(v.secrets).toEqual({ password: '[REDACTED]' });
+      expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
+      expect((await client.getVolume('vol1')).secrets).toEqual({ password: '[REDACTED]' });
+      const r = await raw(url, 'GET', '/v1/volumes');
+      expect(r.text).not.toContain('hunter2');
+    });
+
+    it('accepts the bare spec and POST; refuses a path that does not match the body', async () => {
+      expect((await raw(url, 'POST', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1')) })).status).toBe(200);
+      const r = await raw(url, 'PUT', '/v1/volume/csi/other', { body: JSON.stringify({ Volume: volumeDoc('vol3') }) });
+      expect(r.status).toBe(400);
+      expect(r.json.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
+      expect(fake.calls).toEqual(['registerVolume vol1']);
+    });
+
+    it('refuses invalid specs and unknown fields with 400', async () => {
+      const cases = [
+        { Volume: volumeDoc('vol1'), Volumes: [] },
+        volumeDoc('vol1', { size: 1 }),
+        volumeDoc('vol1', { capability: [] }),
+        { Volume: { ...volumeDoc('vol1'), external_id: undefined } },
+      ];
+      for (const body of cases) {
+        const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) });
+        expect(r.status).toBe(400);
+      }
+      const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { size: 1 })) });
+      expect(r.json.error).toMatch(/size is not a known field/);
+      expect(fake.calls).toEqual([]);
+    });
+  });
+
+  describe('ACL', () => {
+    let secured: { api: HttpApi; url: string };
+    beforeEach(async () => {
+      secured = await startApi(fake, { aclToken: 's3cret' });
+    });
+    afterEach(async () => {
+      await secured.api.dispose();
+    });
+
+    it('answers 403 without a token, on every path', async () => {
+      for (const [method, path] of [
+        ['GET', '/v1/agent/health'],
+        ['GET', '/v1/jobs'],
+        ['GET', '/v1/nope'],
+        ['GET', '/v1/event/stream'],
+      ] as const) {
+        const r = await raw(secured.url, method, path);
+        expect(r.status).toBe(403);
+        expect(r.json.code).toBe('EFORBIDDEN');
+        expect(r.json.error).toMatch(/X-Csiplug-Token/);
+      }
+    });
+
+    it('answers 403 for a wrong token and changes nothing', async () => {
+      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Csiplug-Token': 's3cre' } });
+      expect(r.status).toBe(403);
+      expect(r.json.error).toBe('the ACL token in X-Csiplug-Token is not valid');
+      await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
+      expect(fake.calls).toEqual([]);
+    });
+
+    it('takes the token as Authorization: Bearer too (a Prometheus scrape job sends it so)', async () => {
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cret' } })).status).toBe(200);
+      const wrong = await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cre' } });
+      expect(wrong.status).toBe(403);
+      expect(wrong.json.error).toBe('the ACL token in Authorization is not valid');
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Basic czNjcmV0' } })).status).toBe(403);
+      // The agent's own header wins when both are sent.
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 'nope', authorization: 'Bearer s3cret' } })).status).toBe(403);
+    });
+
+    it('serves requests with the right token', async () => {
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+      const c = new ApiClient({ address: secured.url, token: 's3cret' });
+      expect((await c.runJob(jobDoc() as any)).jobId).toBe('web');
+    });
+  });
+
+  describe('without a token: root on this machine only', () => {
+    /** An API whose connections are owned by `uid`, as /proc/net/tcp would say; counts the look-ups. */
+    async function apiAs(uid: number | undefined, options: Parameters<typeof startApi>[1] = {}) {
+      const asked: number[] = [];
+      const started = await startApi(fake, { peerUid: (socket) => (asked.push(socket.remotePort!), uid), ...options });
+      return { ...started, asked };
+    }
+
+    it('serves a connection of uid 0, looking its owner up once per connection', async () => {
+      const { api: a, url: u, asked } = await apiAs(0);
+      try {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        expect((await raw(u, 'GET', '/v1/jobs', { agent })).status).toBe(200);
+        expect((await raw(u, 'POST', '/v1/jobs', { agent, body: JSON.stringify(jobDoc()) })).status).toBe(200);
+        expect(asked).toHaveLength(1);
+        agent.destroy();
+      } finally {
+        await a.dispose();
+      }
+    });
+
+    it.each([
+      [65534, /this connection comes from uid 65534, not root/],
+      [undefined, /not a local process of this machine/],
+    ])('refuses uid %s with 403 on every path, saying what to do, and runs nothing', async (uid, who) => {
+      const { api: a, url: u } = await apiAs(uid);
+      try {
+        for (const [method, path] of [['GET', '/v1/agent/health'], ['GET', '/v1/volumes'], ['POST', '/v1/jobs'], ['GET', '/v1/event/stream']] as const) {
+          const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify(jobDoc()) } : {});
+          expect(r.status).toBe(403);
+          expect(r.json.code).toBe('EFORBIDDEN');
+          expect(r.json.error).toMatch(who);
+          expect(r.json.error).toContain('run the command as root, or set acl { token = "…" } in the agent config');
+        }
+        expect(fake.calls).toEqual([]);
+        // The status page's files hold no data: served to anyone, as with a token.
+        expect((await raw(u, 'GET', '/ui/')).status).toBe(200);
+      } finally {
+        await a.dispose();
+      }
+    });
+
+    it('a failed look-up serves nobody: 503, asked again at the next request', async () => {
+      let fail = true;
+      const { api: a, url: u, logger } = await startApi(fake, {
+        peerUid: () => {
+          if (fail) throw new Error('EMFILE: too many open files');
+          return 0;
+        },
+      });
+      try {
+        const r = await raw(u, 'GET', '/v1/jobs');
+        expect(r.status).toBe(503);
+        expect(r.json).toEqual({ code: 'EPEER_UNKNOWN', error: 'the agent could not tell which user this connection comes from (EMFILE: too many open files), and without an ACL token it serves only root: retry, or set acl { token } and send it' });
+        expect(logger.find('could not be looked up', 'warn')).toHaveLength(1);
+        expect(fake.calls).toEqual([]);
+        fail = false;
+        expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(200);
+      } finally {
+        await a.dispose();
+      }
+    });
+
+    it('with a token, the token decides, whoever connects; a public bind with insecure_allow_public serves anyone (INSECURE)', async () => {
+      const { api: a, url: u, asked } = await apiAs(65534, { aclToken: 's3cret' });
+      try {
+        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+        expect(asked).toEqual([]);
+      } finally {
+        await a.dispose();
+      }
+      const { api: b, url: v, asked: askedB } = await apiAs(65534, { bindAddr: '0.0.0.0', insecureAllowPublic: true, allowedHosts: ['127.0.0.1'] });
+      try {
+        expect((await raw(v.replace('0.0.0.0', '127.0.0.1'), 'GET', '/v1/jobs')).status).toBe(200);
+        expect(askedB).toEqual([]);
+      } finally {
+        await b.dispose();
+      }
+      // insecure_allow_public on a loopback address changes nothing: still root only.
+      const { api: c, url: w } = await apiAs(65534, { insecureAllowPublic: true });
+      try {
+        expect((await raw(w, 'GET', '/v1/jobs')).status).toBe(403);
+      } finally {
+        await c.dispose();
+      }
+    });
+
+    it('a token removed at a reload brings the root-only rule back', async () => {
+      const { api: a, url: u } = await apiAs(65534, { aclToken: 's3cret' });
+      try {
+        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+        a.setAclToken(undefined);
+        expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(403);
+      } finally {
+        await a.dispose();
+      }
+    });
+  });
+
+  describe('metrics and the status page', () => {
+    it('/v1/metrics answers 404 when the API was given no metrics source, and serves the source it was given, behind the token', async () => {
+      expect((await raw(url, 'GET', '/v1/metrics')).status).toBe(404);
+      const source = { json: async () => [{ name: 'm', values: [] }], prometheus: async () => '# HELP m m\nm 1\n', contentType: 'text/plain; version=0.0.4; charset=utf-8' };
+      const secured = await startApi(fake, { aclToken: 's3cret', metrics: source });
+      try {
+        expect((await raw(secured.url, 'GET', '/v1/metrics')).status).toBe(403);
+        const headers = { 'X-Csiplug-Token': 's3cret' };
+        expect((await raw(secured.url, 'GET', '/v1/metrics', { headers })).json).toEqual([{ name: 'm', values: [] }]);
+        const text = await raw(secured.url, 'GET', '/v1/metrics?format=prometheus', { headers });
+        expect(text.status).toBe(200);
+        expect(text.text).toBe('# HELP m m\nm 1\n');
+        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json.error).toMatch(/format must be one of json, prometheus/);
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+
+    it('serves the page files without the token (they hold no data), GET and HEAD only, and nothing else under /ui/', async () => {
+      const secured = await startApi(fake, { aclToken: 's3cret' });
+      try {
+        const page = await raw(secured.url, 'GET', '/ui/');
+        expect(page.status).toBe(200);
+        expect(page.text).toContain('<title>csiplug status</title>');
+        expect((await raw(secured.url, 'GET', '/ui/app.js')).text).toContain('X-Csiplug-Token');
+        expect((await raw(secured.url, 'HEAD', '/ui/app.css')).status).toBe(200);
+        const moved = await raw(secured.url, 'GET', '/ui');
+        expect(moved.status).toBe(301);
+        expect(moved.headers.location).toBe('ui/');
+        // Sent as written (raw() would let the URL class resolve the dots first): none reaches a file, or data without the token.
+        for (const sneaky of ['/ui/../../package.json', '/ui/..%2f..%2fpackage.json', '/ui/%2e%2e/%2e%2e/package.json', '/ui//app.js', '/ui/__proto__']) {
+          const r = await rawPath(secured.url, sneaky);
+          expect(r.status).not.toBe(200);
+          expect(r.body).not.toContain('@csiplug');
+        }
+        expect((await raw(secured.url, 'GET', '/ui/index.htm')).status).toBe(404);
+        const post = await raw(secured.url, 'POST', '/ui/', { body: '{}' });
+        expect(post.status).toBe(405);
+        expect(post.headers.allow).toBe('GET, HEAD');
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+
+    it('an install without the page files answers 500 with no path of this machine in it', async () => {
+      const bare = await startApi(fake, { statusPage: new StatusPage('/nonexistent/csiplug-ui') });
+      try {
+        const r = await raw(bare.url, 'GET', '/ui/');
+        expect(r.status).toBe(500);
+        expect(r.json).toEqual({ error: 'the status page is not available: its files are missing from this install of @csiplug/api', code: 'ESTATUS_PAGE_MISSING' });
+      } finally {
+        await bare.api.dispose();
+      }
+    });
+  });
+
+  describe('event stream', () => {
+    it('delivers events as NDJSON, filtered by topic, and unsubscribes when the client leaves', async () => {
+      const ac = new AbortController();
+      const all = client.events({ signal: ac.signal });
+      const tasks = client.events({ topics: ['Task'], signal: ac.signal });
+      const firstAll = all.next();
+      const firstTask = tasks.next();
+      await until(() => fake.eventSubscribers === 2, 'both streams to subscribe');
+      fake.emit({ topic: 'Plugin', type: 'PluginHealthy', message: 'Plugin became healthy', pluginId: 'hostpath' });
+      fake.emit({ topic: 'Task', type: 'Started', message: 'Task started', allocId: 'a1', task: 'main' });
+      expect((await firstAll).value).toMatchObject({ index: 1, topic: 'Plugin', message: 'Plugin became healthy' });
+      expect((await firstTask).value).toMatchObject({ index: 2, topic: 'Task', task: 'main' });
+      expect((await all.next()).value).toMatchObject({ index: 2 });
+      ac.abort();
+      await all.return();
+      await tasks.return();
+      await until(() => fake.eventSubscribers === 0, 'the subscriptions to be disposed');
+    });
+
+    it('writes raw NDJSON lines and a {} heartbeat on the clock', async () => {
+      const clock = new FakeClock();
+      const hb = await startApi(fake, { clock });
+      try {
+        const lines: string[] = [];
+        let res!: http.IncomingMessage;
+        const req = http.get(`${hb.url}/v1/event/stream?topic=Volume:*`, (r) => {
+          res = r;
+          r.setEncoding('utf8');
+          let buf = '';
+          r.on('data', (c: string) => {
+            buf += c;
+            const parts = buf.split('\n');
+            buf = parts.pop()!;
+            lines.push(...parts);
+          });
+        });
+        await until(() => res !== undefined && fake.eventSubscribers === 1, 'the stream to open');
+        expect(res.headers['content-type']).toMatch(/application\/x-ndjson/);
+        fake.emit({ topic: 'Task', type: 'Started', message: 'filtered out' });
+        fake.emit({ topic: 'Volume', type: 'VolumeRegistered', message: 'volume v registered', volumeId: 'v' });
+        await until(() => lines.length === 1, 'the event line');
+        await clock.advance(10_000);
+        await until(() => lines.length === 2, 'the heartbeat');
+        expect(JSON.parse(lines[0]!)).toMatchObject({ topic: 'Volume', volumeId: 'v' });
+        expect(lines[1]).toBe('{}');
+        req.destroy();
+        await until(() => fake.eventSubscribers === 0, 'the subscription to go');
+        expect(clock.pendingTimers).toBe(0);
+      } finally {
+        await hb.api.dispose();
+      }
+    });
+
+    it('a changed ACL token ends the streams the old one let in; setting the same token again ends none', async () => {
+      const secured = await startApi(fake, { aclToken: 'first' });
+      try {
+        const ended: string[] = [];
+        const open = (token: string, name: string) =>
+          new Promise<void>((resolve) => {
+            http.get(`${secured.url}/v1/event/stream`, { headers: { 'X-Csiplug-Token': token } }, (r) => {
+              r.resume();
+              r.on('close', () => ended.push(name));
+              resolve();
+            });
+          });
+        await open('first', 'a');
+        await until(() => fake.eventSubscribers === 1, 'the stream to open');
+        secured.api.setAclToken('first');
+        await new Promise((r) => setTimeout(r, 50));
+        expect(ended).toEqual([]);
+        secured.api.setAclToken('second');
+        await until(() => ended.length === 1 && fake.eventSubscribers === 0, 'the stream to end');
+        expect((await raw(secured.url, 'GET', '/v1/event/stream', { headers: { 'X-Csiplug-Token': 'first' } })).status).toBe(403);
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+
+    it('refuses unknown topics', async () => {
+      const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
+      expect(r.status).toBe(400);
+      expect(r.json.error).toMatch(/unknown event topic "Bogus"/);
+    });
+
+    it('ends open streams when the server closes', async () => {
+      const events = client.events();
+      const next = events.next();
+      await until(() => fake.eventSubscribers === 1, 'the stream to open');
+      await api.dispose();
+      expect(await next).toEqual({ done: true, value: undefined });
+      expect(fake.eventSubscribers).toBe(0);
+      await flushMicrotasks();
+    });
+  });
+});

@@ -1,0 +1,79 @@
+// Helpers for tests of the HTTP API: documents, a request with nothing done
+// for us, and a server on 127.0.0.1:0 over any AgentService.
+import { MemoryLogger } from '@csiplug/core';
+import * as http from 'http';
+import type { AgentService } from '..';
+import { HttpApi, HttpApiOptions } from '..';
+
+export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    job: {
+      [id]: {
+        group: {
+          app: {
+            count,
+            volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
+            task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: [{ volume: 'data', destination: 'data' }] } },
+            ...extra,
+          },
+        },
+      },
+    },
+  };
+}
+
+export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, type: 'csi', plugin_id: 'hostpath', external_id: `ext-${id}`, capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }], ...extra };
+}
+
+interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: any;
+}
+
+/** A request with nothing done for us: any body, any headers. */
+export function raw(url: string, method: string, path: string, options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean; agent?: http.Agent } = {}): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const headers = { ...(options.headers ?? {}) };
+    // What the API's own client sends; a test that means otherwise says so in its headers.
+    const writes = options.body !== undefined || ['POST', 'PUT', 'PATCH'].includes(method);
+    if (writes && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['Content-Type'] = 'application/json';
+    if (options.body !== undefined && !options.chunked) headers['Content-Length'] = Buffer.byteLength(options.body);
+    const req = http.request(new URL(path, url), { method, headers, ...(options.agent ? { agent: options.agent } : {}) }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode!, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', (err) => {
+      // An early answer (oversized body) may be followed by a reset while we still write.
+      if (!(req as unknown as { res?: unknown }).res) reject(err);
+    });
+    if (options.body !== undefined && options.chunked) {
+      const buf = Buffer.from(options.body);
+      const step = 64 * 1024;
+      for (let i = 0; i < buf.length; i += step) req.write(buf.subarray(i, i + step));
+      req.end();
+    } else {
+      req.end(options.body);
+    }
+  });
+}
+
+export async function startApi(fake: AgentService, options: Partial<HttpApiOptions> = {}): Promise<{ api: HttpApi; url: string; logger: MemoryLogger }> {
+  const logger = new MemoryLogger();
+  const api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger, ...options });
+  const { address, port } = await api.listen();
+  return { api, url: `http://${address}:${port}`, logger };
+}
+

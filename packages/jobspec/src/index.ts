@@ -1,0 +1,16 @@
+// Public face of @csiplug/jobspec: the readers of text (jobspecs, agent
+// configs, volume specs, the `${VAR}` interpolation applied to task config
+// when a task starts), the job model, and the pure planning of a job change.
+export * from './agent-config';
+export * from './api-access';
+export { detectFormat, type DocumentFormat } from './document';
+export * from './interpolate';
+export * from './jobspec';
+export * from './modes';
+export * from './size';
+export * from './volume-spec';
+export * from './model';
+export * from './job-diff';
+export * from './job-history';
+export * from './job-plan';
+export * from './replacement-order';
