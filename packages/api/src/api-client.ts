@@ -3,7 +3,7 @@
 // talks to the agent only through this. It speaks http or https (verifying
 // the agent's certificate against the system's CAs or a given one), and
 // waits as long as a call takes unless given a timeout.
-import { Clock, Disposable, RealClock, ValidationError, formatDuration } from '@csiplug/core';
+import { type Clock, type Disposable, RealClock, ValidationError, formatDuration } from '@csiplug/core';
 import * as http from 'http';
 import * as https from 'https';
 import type { Readable } from 'stream';
@@ -12,7 +12,7 @@ import type { AgentEvent, AgentHealth, AllocView, RoutedAnswer, ExternalVolumeVi
 import type { JobDocument, VolumeSpecDocument } from '@csiplug/jobspec';
 import { DEFAULT_PORT } from '@csiplug/jobspec';
 import { ApiError, ApiErrorCode } from './api-error';
-import { AllocLogs, AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, TOKEN_HEADER } from './protocol';
+import { type AllocLogs, type AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, TOKEN_HEADER } from './protocol';
 
 export const DEFAULT_ADDRESS = `http://127.0.0.1:${DEFAULT_PORT}`;
 

@@ -6,7 +6,7 @@
 // tasks and mounts left running would be invisible to the next agent. An
 // explicit `stop_tasks_on_exit = false` with it is refused at load.
 import { DEFAULT_CLUSTER_TIMINGS, normaliseEndpoint, type ClusterOptions, type EtcdTls } from '@csiplug/cluster';
-import { DEFAULT_TIMEOUTS, HeartbeatSettings, LogLevel, TimeoutSettings, assertPathSafeId } from '@csiplug/core';
+import { DEFAULT_TIMEOUTS, type HeartbeatSettings, type LogLevel, type TimeoutSettings, assertPathSafeId } from '@csiplug/core';
 import { capabilityName, DEFAULT_TASK_CAPS } from '@csiplug/driver';
 import * as net from 'net';
 import * as os from 'os';
