@@ -11,7 +11,7 @@
 // allocs wait for them (the `restore` limit), never failing because a plugin
 // came back a moment later. dispose() undoes it: the agent's own part (its
 // allocs stopped or detached), the modules in reverse, then the lock.
-import { bind, Clock, CsiplugError, IClock, ILogger, IMetrics, Logger, ModuleHost, PinoLogger, ShutdownError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
+import { bind, type Clock, CsiplugError, IClock, ILogger, IMetrics, type Logger, ModuleHost, PinoLogger, ShutdownError, UnsupportedError, ValidationError, type AsyncDisposable, type Event } from '@csiplug/core';
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, mountsUnder, type CSIManager, type PluginInfo } from '@csiplug/csimanager';
 import { CSI_CALL_SECONDS, isNotFound, type CSIClient } from '@csiplug/csi';
 import { ITaskDriver, findRunc, type TaskDriver } from '@csiplug/driver';
@@ -78,9 +78,8 @@ export interface AgentOptions {
   logger?: Logger;
 }
 
-/** The agent is shutting down and takes no new work (HTTP 503). */
+/** The agent is shutting down and takes no new work (HTTP 503, by its code: statusForError). */
 export class AgentShuttingDownError extends ShutdownError {
-  readonly httpStatus = 503;
   constructor() {
     super('the agent is shutting down; retry against the next agent');
   }
@@ -88,7 +87,6 @@ export class AgentShuttingDownError extends ShutdownError {
 
 /** A request the state of things refuses now (a volume claimed by a running alloc…): HTTP 409. */
 export class ConflictError extends CsiplugError {
-  readonly httpStatus = 409;
   constructor(message: string) {
     super('ECONFLICT', message);
   }
@@ -96,7 +94,6 @@ export class ConflictError extends CsiplugError {
 
 /** The cluster's etcd does not answer (HTTP 503): what needs it waits; this node's tasks and mounts do not. */
 export class ClusterUnavailableError extends CsiplugError {
-  readonly httpStatus = 503;
   constructor(message: string) {
     super('ECLUSTER_UNAVAILABLE', message);
   }
@@ -743,7 +740,7 @@ export class Agent implements AgentService, AsyncDisposable {
 
   planJob(job: JobSpec): JobPlan {
     if (this.clusterJobs) {
-      throw new CsiplugError('EUNSUPPORTED', `job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`);
+      throw new UnsupportedError(`job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`);
     }
     this.checkAllocLimit(job);
     return this.updates.plan(job);

@@ -4,7 +4,7 @@
 // mounts), what it says of itself kept current as its plugins' health
 // changes, and the cluster's nodes for `node status`.
 import { EtcdNodeRegistry, EtcdVolumeClaims, NodeNameHeldError, NodeNameInUseError, connectEtcd, type NodeRecord, type ClusterNodeView, type ClusterOptions, type EtcdConnection, type NodeInfo } from '@csiplug/cluster';
-import { Clock, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
+import { type Clock, type Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';

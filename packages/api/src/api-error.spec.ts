@@ -52,6 +52,8 @@ describe('statusForError', () => {
     expect(statusForError(new ClusterVolumeExistsError('v1', 'n1'))).toBe(409);
     expect(statusForError(new NodeNameInUseError('n1', 'i-2'))).toBe(409);
     expect(statusForError(new NodeNameHeldError('n1', 'i-2', 'i-1', 1, 0))).toBe(409);
+    expect(statusForError(new CsiplugError('ENODE_NOT_FOUND', 'node purge: no such node'))).toBe(404);
+    expect(statusForError(new CsiplugError('ENODE_PURGE_REFUSED', 'node purge: the node is live'))).toBe(409);
     expect(statusForError(Object.assign(new Error('x'), { httpStatus: 418 }))).toBe(500);
   });
 

@@ -109,10 +109,8 @@ export function summarisePending(unplaced: readonly Unplaced[]): PendingSlots[] 
   return [...byKey.values()];
 }
 
-/** etcd did not answer a job call: nothing was changed; try again. */
+/** etcd did not answer a job call: nothing was changed; try again (the API answers 503 for its code). */
 export class ClusterJobsUnavailableError extends CsiplugError {
-  /** An API's answer: the service (etcd) is unavailable for now. */
-  readonly httpStatus = 503;
   constructor(what: string, cause: unknown) {
     super('ECLUSTER_UNAVAILABLE', `${what}: the cluster's etcd did not answer (${errorMessage(cause)}); nothing was changed, try again once it does`, { cause });
   }

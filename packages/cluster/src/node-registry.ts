@@ -14,7 +14,7 @@
 // alive, and after that while the record is another identity's and the name
 // still holds claims or placements (node-identity.ts), since single-node
 // claims go by node name.
-import { Clock, CsiplugError, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
+import { type Clock, CsiplugError, type Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import type { Lease } from 'etcd3';
 import type { EtcdConnection } from './connect';
 import { NodeNameHeldError, decideNodeJoin } from './node-identity';

@@ -73,6 +73,13 @@ export class ConflictError extends CsiplugError {
   }
 }
 
+/** What was asked is something this build or mode does not offer (yet): the caller's to change, not to retry. */
+export class UnsupportedError extends CsiplugError {
+  constructor(message: string) {
+    super('EUNSUPPORTED', message);
+  }
+}
+
 export function errorMessage(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
