@@ -24,15 +24,14 @@ const ROOT = path.resolve(process.env.CSIPLUG_LAYERING_ROOT || __dirname);
 // ---------------------------------------------------------------------------
 const FLOORS = [
   /* 0 */ ['core'],
-  /* 1 */ ['state', 'csi'],
+  /* 1 */ ['state', 'csi', 'jobspec'],
   /* 2 */ ['registry', 'driver', 'hostpath-plugin'],
   /* 3 */ ['csimanager'],
   /* 4 */ ['volumes'],
   /* 5 */ ['hooks', 'cluster'],
-  /* 6 */ ['jobspec'],
-  /* 7 */ ['api'],
-  /* 8 */ ['runner', 'cli'],
-  /* 9 */ ['agent'],
+  /* 6 */ ['api'],
+  /* 7 */ ['runner', 'cli'],
+  /* 8 */ ['agent'],
 ];
 
 

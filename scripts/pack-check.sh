@@ -12,8 +12,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-# Every package, in dependency order; the one list both the packing and the checks below use.
-packages=(core state csi hostpath-plugin registry csimanager volumes driver hooks cluster jobspec api runner cli agent)
+# Every package: each dir under packages/ with a manifest, found (not listed, so a
+# new package is checked the day it is added); the one list both the packing
+# and the checks below use.
+mapfile -t packages < <(for manifest in packages/*/package.json; do basename "$(dirname "$manifest")"; done)
+if [ "${#packages[@]}" -eq 0 ]; then echo 'pack check: no package found under packages/' >&2; exit 1; fi
+for p in "${packages[@]}"; do
+  name=$(node -p "require('./packages/$p/package.json').name")
+  [ "$name" = "@csiplug/$p" ] || { echo "pack check: packages/$p is named $name, not @csiplug/$p: the checks below require each package by its dir's name" >&2; exit 1; }
+done
 work=$(mktemp -d /tmp/csiplug-pack-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tgz"
@@ -97,7 +104,7 @@ const fs = require('fs');
 const { DEFAULT_EXECUTOR_PATH } = require('@csiplug/driver');
 if (!fs.existsSync(DEFAULT_EXECUTOR_PATH)) throw new Error('the exec driver default executor ' + DEFAULT_EXECUTOR_PATH + ' is not in the package');
 if (typeof require('@csiplug/driver/testing').FakeDriver !== 'function') throw new Error('@csiplug/driver/testing has no FakeDriver');
-if (typeof require('@csiplug/api/testing').FakeAgentService !== 'function') throw new Error('@csiplug/api/testing has no FakeAgentService');
+if (typeof require('@csiplug/agent/testing').FakeAgentService !== 'function') throw new Error('@csiplug/agent/testing has no FakeAgentService');
 // Every declared testing entry loads without jest.
 for (const p of fs.readdirSync('node_modules/@csiplug')) {
   const manifest = require('@csiplug/' + p + '/package.json');

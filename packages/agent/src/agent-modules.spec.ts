@@ -2,7 +2,7 @@
 // the order is the restart-survival order, registration opens nothing, start
 // opens the state and has the agent relay the services' events, and stop
 // (in reverse) disposes what the modules made.
-import { MemoryLogger, ModuleHost } from '@csiplug/core';
+import { MemoryLogger, MissingBindingError, ModuleHost, ModuleStartError } from '@csiplug/core';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
 import { IVolumeCatalog, type VolumeCatalogService } from '@csiplug/volumes';
@@ -59,5 +59,21 @@ describe('agentModules', () => {
     await host.stop();
     expect(registry.isDisposed).toBe(true);
     expect(() => state.getVolume('data')).toThrow(expect.objectContaining({ code: 'ErrDatabaseNotOpen' }));
+  });
+
+  it('a list without the state module fails its start naming the module to add, not with tsyringe\'s raw message', async () => {
+    const container = rootContainer.createChildContainer();
+    const modules = agentModules(config, new MemoryLogger()).filter((m) => m.name !== 'state');
+    const host = new ModuleHost(container, modules);
+    host.register();
+    const err = await host.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ModuleStartError);
+    expect((err as ModuleStartError).module).toBe('registry');
+    expect((err as ModuleStartError).cause).toBeInstanceOf(MissingBindingError);
+    expect((err as Error).message).toBe('module "registry" failed to start: IRegistryStateStore is bound by the state module: add stateModule (from @csiplug/state) before registryModule in the module list');
+    expect((err as Error).message).not.toMatch(/unregistered dependency token/);
   });
 });

@@ -14,7 +14,7 @@
 // agent always did. The agent's own module (its alloc store, the volume spec
 // check the catalog uses, its event stream) sits below the CSI manager so
 // that it listens before the manager starts.
-import { bind, bindDefault, coreModule, IClock, withConfig, type Clock, type ConfiguredModule, type Logger, type Module } from '@csiplug/core';
+import { bind, bindDefault, coreModule, declareTokenOwner, IClock, withConfig, type Clock, type ConfiguredModule, type Logger, type Module } from '@csiplug/core';
 import { csiModule } from '@csiplug/csi';
 import { csiManagerModule, ICSIManager, type CSIManager } from '@csiplug/csimanager';
 import { driverModule } from '@csiplug/driver';
@@ -55,6 +55,8 @@ export const agentModule: Module = {
     }
   },
 };
+
+declareTokenOwner({ name: 'agent', exportName: 'agentModule', packageName: '@csiplug/agent' }, [IAllocStore, ITaskStateWriter, IVolumeSpecValidator, IAgentEvents]);
 
 /** The agent's modules for `config`, in start order; `logger` is core's default logger. */
 export function agentModules(config: AgentConfig, logger: Logger): ConfiguredModule[] {

@@ -2,7 +2,7 @@
 // The `csiplug` executable: runs main() with this process's arguments and
 // streams, and the agent/demo handlers from handlers.ts.
 //
-// The HCL parser (@cdktf/hcl2json) is a Go program compiled to WebAssembly,
+// The HCL parser (@cdktn/hcl2json) is a Go program compiled to WebAssembly,
 // several MB of it, loaded to parse one config or jobspec. V8 compiles it
 // twice by default: at once with its baseline compiler (Liftoff), then all
 // over again with its optimizing one, in background threads that take the

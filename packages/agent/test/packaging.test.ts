@@ -36,6 +36,7 @@ interface Manifest {
   bin?: Record<string, string>;
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
   peerDependenciesMeta?: Record<string, { optional?: boolean }>;
 }
@@ -110,10 +111,16 @@ describe('package manifests', () => {
     const version = groupVersion();
     expect(version).toMatch(/^\d+\.\d+\.\d+$/);
     for (const m of MANIFESTS.values()) {
-      for (const [dep, range] of Object.entries({ ...m.dependencies, ...m.devDependencies })) {
+      for (const [dep, range] of Object.entries({ ...m.dependencies, ...m.optionalDependencies, ...m.devDependencies })) {
         if (dep.startsWith('@csiplug/')) expect(`${m.name} → ${dep}@${range}`).toBe(`${m.name} → ${dep}@${version}`);
       }
     }
+  });
+
+  it('the agent needs the hostpath plugin (a test plugin) only for its demo: an optional dependency, not a dependency', () => {
+    const agent = MANIFESTS.get('agent')!;
+    expect(agent.dependencies?.['@csiplug/hostpath-plugin']).toBeUndefined();
+    expect(agent.optionalDependencies?.['@csiplug/hostpath-plugin']).toBe(groupVersion());
   });
 
   it('CHANGELOG.md has an entry for that version', () => {

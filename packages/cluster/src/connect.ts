@@ -1,7 +1,7 @@
 // One etcd client per agent, scoped to the cluster's prefix: every key the
 // cluster pieces read or write lives under it, so two clusters can share an
 // etcd and a key can never be read outside its own cluster.
-import { ValidationError } from '@csiplug/core';
+import { ValidationError, normaliseEndpoint } from '@csiplug/core';
 import { BrokenCircuitError, ConstantBackoff, handleWhen, retry } from 'cockatiel';
 import { Etcd3, isRecoverableError, type Namespace } from 'etcd3';
 import * as fs from 'fs';
@@ -27,25 +27,9 @@ export function isEtcdAway(err: Error): boolean {
   return isRecoverableError(err) || err instanceof BrokenCircuitError || err.name === 'BrokenCircuitError';
 }
 
-/**
- * An endpoint as the client needs it: scheme, host and port, nothing else
- * (etcd3 hands `host:port/` to gRPC as it is, and a trailing slash breaks
- * every call). Throws ValidationError for anything else.
- */
-export function normaliseEndpoint(url: string): string {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new ValidationError(`"${url}" is not an etcd client URL like "http://10.0.0.1:2379"`, 'cluster.etcd.endpoints');
-  }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || !u.hostname || (u.pathname !== '/' && u.pathname !== '') || u.search || u.hash || u.username || u.password) {
-    throw new ValidationError(`"${url}" is not an etcd client URL like "http://10.0.0.1:2379" (scheme, host and port only)`, 'cluster.etcd.endpoints');
-  }
-  // No port named: etcd's client port (a URL's own default, 80 or 443, is never etcd's).
-  const port = u.port || '2379';
-  return `${u.protocol}//${u.hostname}:${port}`;
-}
+// An endpoint's one form is core's vocabulary (the agent config reader
+// refuses a bad one at load); re-exported here, where it was.
+export { normaliseEndpoint };
 
 export function connectEtcd(etcd: ClusterOptions['etcd']): EtcdConnection {
   if (etcd.endpoints.length === 0) throw new ValidationError('cluster.etcd.endpoints: at least one etcd endpoint is needed', 'cluster.etcd.endpoints');

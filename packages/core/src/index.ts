@@ -20,6 +20,8 @@ export * from './random';
 export * from './records';
 export * from './register';
 export * from './timeout-policy';
+export * from './token-owners';
 export * from './tokens';
 export * from './transient';
+export * from './vocabulary';
 export * from './wait';

@@ -3,6 +3,7 @@
 // pino's types are `export =`: this form keeps the published logger.d.ts
 // compiling in a project without esModuleInterop.
 import pino = require('pino');
+import * as os from 'os';
 import { LogSink } from './log-sink';
 
 export type LogFields = Record<string, unknown>;
@@ -70,24 +71,44 @@ export function humanLogLine(json: string, stacks: boolean): string {
   return `${time} ${level}${component} ${text}${fields.length ? `  ${fields.join(' ')}` : ''}\n`;
 }
 
-function normalise(fields?: LogFields): LogFields | undefined {
-  if (!fields) return undefined;
-  const out: LogFields = {};
-  for (const [k, v] of Object.entries(fields)) out[k] = v instanceof Error ? { message: v.message, code: (v as { code?: unknown }).code, stack: v.stack } : v;
+/** Keys pino writes on every line itself; a caller's field of the same name is written as `field.<key>`. */
+const PINO_OWN_KEYS: ReadonlySet<string> = new Set(['level', 'time', 'msg']);
+
+/**
+ * One line's fields: the logger's bindings, then the call's fields (a field
+ * wins over a binding of the same name, a child's binding over its
+ * parent's), errors made plain. One object, so each key is written once:
+ * pino writes a child's bindings and a call's fields side by side and
+ * repeats a key both hold (`component` of a child of a child, a caller's
+ * `name` beside the logger's).
+ */
+function lineFields(bindings: LogFields, fields?: LogFields): LogFields {
+  const out: LogFields = { ...bindings };
+  for (const [k, v] of Object.entries(fields ?? {})) out[k] = v instanceof Error ? { message: v.message, code: (v as { code?: unknown }).code, stack: v.stack } : v;
+  for (const k of PINO_OWN_KEYS) {
+    if (k in out) {
+      out[`field.${k}`] = out[k];
+      delete out[k];
+    }
+  }
   return out;
 }
 
 const LEVEL_RANK: Readonly<Record<LogLevel | 'silent', number>> = Object.freeze({ trace: 10, debug: 20, info: 30, warn: 40, error: 50, silent: Infinity });
 
 export class PinoLogger implements Logger {
+  /** The root pino logger, without bindings: this logger's own are merged into each line (see lineFields). */
   private readonly log: pino.Logger;
+  /** Fields on every line of this logger: pid, hostname and name for JSON lines, then each child's bindings. */
+  private readonly bindings: LogFields;
   /** The level, shared by this logger and every child made from it: setLevel on the root changes them all. */
   private readonly threshold: { level: LogLevel | 'silent' };
 
-  constructor(options: PinoLoggerOptions | pino.Logger = {}, threshold?: { level: LogLevel | 'silent' }) {
+  constructor(options: PinoLoggerOptions | pino.Logger = {}, threshold?: { level: LogLevel | 'silent' }, bindings: LogFields = {}) {
     if (typeof (options as pino.Logger).child === 'function') {
       this.log = options as pino.Logger;
       this.threshold = threshold ?? { level: 'trace' };
+      this.bindings = bindings;
     } else {
       const o = options as PinoLoggerOptions;
       const shared = threshold ?? { level: o.level ?? 'info' };
@@ -100,8 +121,10 @@ export class PinoLogger implements Logger {
       });
       const dest: pino.DestinationStream = o.format === 'human' ? { write: (line: string) => void out.write(forPeople(line)) } : out;
       // pino itself passes everything; the shared threshold decides, so a level change reaches children made earlier.
-      // For people, no pid, host or logger name of pino's own: a caller's `name` or `pid` field is shown as the caller meant it.
-      this.log = o.format === 'human' ? pino({ level: 'trace', base: null }, dest) : pino({ level: 'trace', name: o.name ?? 'csiplug' }, dest);
+      // No base of pino's: pid, host and logger name are bindings like any other (so a caller's `name` replaces the logger's, not repeats it).
+      // For people, none of them: a caller's `name` or `pid` field is shown as the caller meant it.
+      this.log = pino({ level: 'trace', base: null }, dest);
+      this.bindings = o.format === 'human' ? { ...bindings } : { pid: process.pid, hostname: os.hostname(), name: o.name ?? 'csiplug', ...bindings };
       this.threshold = shared;
     }
   }
@@ -122,22 +145,22 @@ export class PinoLogger implements Logger {
   }
 
   trace(msg: string, fields?: LogFields): void {
-    if (this.on('trace')) this.log.trace(normalise(fields) ?? {}, msg);
+    if (this.on('trace')) this.log.trace(lineFields(this.bindings, fields), msg);
   }
   debug(msg: string, fields?: LogFields): void {
-    if (this.on('debug')) this.log.debug(normalise(fields) ?? {}, msg);
+    if (this.on('debug')) this.log.debug(lineFields(this.bindings, fields), msg);
   }
   info(msg: string, fields?: LogFields): void {
-    if (this.on('info')) this.log.info(normalise(fields) ?? {}, msg);
+    if (this.on('info')) this.log.info(lineFields(this.bindings, fields), msg);
   }
   warn(msg: string, fields?: LogFields): void {
-    if (this.on('warn')) this.log.warn(normalise(fields) ?? {}, msg);
+    if (this.on('warn')) this.log.warn(lineFields(this.bindings, fields), msg);
   }
   error(msg: string, fields?: LogFields): void {
-    if (this.on('error')) this.log.error(normalise(fields) ?? {}, msg);
+    if (this.on('error')) this.log.error(lineFields(this.bindings, fields), msg);
   }
   child(bindings: LogFields): Logger {
-    return new PinoLogger(this.log.child(bindings), this.threshold);
+    return new PinoLogger(this.log, this.threshold, { ...this.bindings, ...bindings });
   }
 }
 

@@ -9,7 +9,9 @@
 // - register: the module's own error is rethrown as is (a bad config is the
 //   module's ValidationError; nothing has run yet, so nothing is undone).
 // - start: the modules already started are stopped, newest first, then a
-//   ModuleStartError naming the module is thrown, the original as its cause.
+//   ModuleStartError naming the module is thrown, the original as its cause
+//   (tsyringe's refusal of a token nobody bound becomes a MissingBindingError
+//   naming the module that binds it: see ./token-owners).
 //   A module whose own start throws cleans up what that start did.
 // - stop: every stop runs, even after one throws; each failure is logged with
 //   the module's name; then one failure is rethrown as a ModuleStopError, and
@@ -17,6 +19,7 @@
 import type { DependencyContainer } from 'tsyringe';
 import { CsiplugError, errorMessage } from './errors';
 import { PinoLogger, type Logger } from './logger';
+import { explainMissingBinding } from './token-owners';
 import { ILogger } from './tokens';
 
 export interface Module<Config = void> {
@@ -134,7 +137,8 @@ export class ModuleHost {
     for (const m of this.modules) {
       try {
         await m.start?.(this.container);
-      } catch (err) {
+      } catch (thrown) {
+        const err = explainMissingBinding(this.container, thrown, m.name) ?? thrown;
         this.log.error('a module failed to start; stopping the modules started before it', { module: m.name, error: err });
         this.phase = 'stopped';
         this.stopping = this.stopStarted().catch(() => {

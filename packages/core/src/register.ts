@@ -2,16 +2,17 @@
 // Math.random, the default timeout policy, a heartbeat strategy and
 // metrics that record nothing until an implementation is bound.
 // coreModule is the same registration as a Module (nothing to start or stop).
-import { type DependencyContainer } from 'tsyringe';
-import { type Clock, RealClock } from './clock';
+import { DependencyContainer } from 'tsyringe';
+import { Clock, RealClock } from './clock';
 import { bindDefault } from './di';
 import { ValidationError } from './errors';
-import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, type HeartbeatSettings } from './heartbeat';
-import { type Logger, PinoLogger } from './logger';
-import { type Metrics, NullMetrics } from './metrics';
+import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, HeartbeatSettings } from './heartbeat';
+import { Logger, PinoLogger } from './logger';
+import { Metrics, NullMetrics } from './metrics';
 import type { Module } from './module';
-import { MathRandom, type Random } from './random';
-import { DefaultTimeoutPolicy, type TimeoutSettings } from './timeout-policy';
+import { declareTokenOwner } from './token-owners';
+import { MathRandom, Random } from './random';
+import { DefaultTimeoutPolicy, TimeoutSettings } from './timeout-policy';
 import { IClock, IHeartbeatStrategy, ILogger, IMetrics, IRandom, ITimeoutPolicy } from './tokens';
 
 export type HeartbeatStrategyName = 'fixed' | 'backoff';
@@ -49,3 +50,5 @@ export const coreModule: Module<CoreOptions> = {
   name: 'core',
   register: (container, config) => registerCore(container, config),
 };
+
+declareTokenOwner({ name: 'core', exportName: 'coreModule', packageName: '@csiplug/core' }, [IClock, ILogger, IRandom, IMetrics, ITimeoutPolicy, IHeartbeatStrategy]);

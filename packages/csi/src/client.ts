@@ -2,42 +2,21 @@
 // deadline from the TimeoutPolicy (probe vs. other calls) and may carry an
 // AbortSignal; retries are explicit (codes, backoff with jitter, attempt cap,
 // never past the deadline); input is checked before anything is sent; errors
-// become CSIError in one place.
-import {
-  type Clock,
-  type Disposable,
-  type Logger,
-  type Metrics,
-  NullLogger,
-  NullMetrics,
-  type Random,
-  ShutdownError,
-  type TimeoutPolicy,
-  abortReason,
-  defineMetric,
-  errorMessage,
-  recordSafely,
-  secondsSince,
-} from '@csiplug/core';
+// become CSIError in one place (CsiUnaryCaller, unary-caller.ts, sends;
+// this file holds the typed surface and the request checks).
+import { Disposable, ShutdownError, abortReason } from '@csiplug/core';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type * as grpc from '@grpc/grpc-js';
-import { type NodeCapabilities, nodeCapabilitiesFrom, volumeCapabilityProblems } from './capabilities';
-import { type CsiEndpoint, parseEndpoint } from './endpoint';
+import { NodeCapabilities, nodeCapabilitiesFrom, volumeCapabilityProblems } from './capabilities';
+import { CsiEndpoint, parseEndpoint } from './endpoint';
 import { CSIError } from './errors';
-import { type CsiInvoker, GrpcInvoker, type InvokeError } from './invoker';
-import type { CsiServiceKey } from './proto';
-import { type RetryOptions, backoffDelay, resolveRetryOptions } from './retry';
+import { CsiInvoker, GrpcInvoker } from './invoker';
+import { RetryOptions, resolveRetryOptions } from './retry';
 import type * as T from './types';
+import { CsiUnaryCaller, type CSICallOptions, type CSIClientDeps, type CsiRpc } from './unary-caller';
 
-/** Per-call options. */
-export interface CSICallOptions {
-  /** Abandons the call (and any retry wait); the call rejects with the signal's reason (an AbortError by default). */
-  signal?: AbortSignal;
-  /** Overrides the TimeoutPolicy deadline for this call (ms, covering all attempts). */
-  timeoutMs?: number;
-  /** Overrides retry settings for this call (`{ maxAttempts: 1 }` disables retries). */
-  retry?: Partial<RetryOptions>;
-}
+export { CSI_CALL_SECONDS } from './unary-caller';
+export type { CSICallOptions, CSIClientDeps } from './unary-caller';
 
 export interface ProbeResult {
   /** False while the plugin reports it is still starting. An absent `ready` means ready. */
@@ -91,28 +70,7 @@ export interface CSIClient extends Disposable {
   dispose(): void;
 }
 
-export interface CSIClientDeps {
-  timeouts: TimeoutPolicy;
-  clock: Clock;
-  random: Random;
-  logger?: Logger;
-  /** Where each call's latency is recorded (CSI_CALL_SECONDS); nothing is recorded without it. */
-  metrics?: Metrics;
-}
 
-/**
- * Every call the client made, by RPC and the gRPC code it ended with (`OK`,
- * `UNAVAILABLE`, `DEADLINE_EXCEEDED`…): the whole call, retries included, as
- * its caller waited for it. A request the client refused before sending is
- * not a call and is not counted.
- */
-export const CSI_CALL_SECONDS = defineMetric({
-  name: 'csiplug_csi_call_seconds',
-  help: 'CSI calls to plugins: latency in seconds (retries included), by RPC and final gRPC code',
-  kind: 'histogram',
-  labels: ['rpc', 'code'],
-  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-});
 
 export interface CSIClientOptions {
   retry?: Partial<RetryOptions>;
@@ -157,10 +115,8 @@ function snake(camel: string): string {
   return camel.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
 }
 
-interface MethodSpec {
-  service: CsiServiceKey;
-  rpc: string;
-  probe?: boolean;
+/** One RPC and the checks its request must pass before it is sent. */
+interface MethodSpec extends CsiRpc {
   checks?: Check[];
 }
 
@@ -205,31 +161,23 @@ const M: Record<string, MethodSpec> = {
 
 const EMPTY = Object.freeze({});
 
-function isInvokeError(e: unknown): e is InvokeError {
-  return typeof e === 'object' && e !== null && typeof (e as InvokeError).code === 'number';
-}
-
 export class GrpcCSIClient implements CSIClient {
   readonly endpoint: string;
   private readonly parsed: CsiEndpoint;
   private readonly invoker: CsiInvoker;
-  private readonly retry: RetryOptions;
-  private readonly logger: Logger;
-  private readonly metrics: Metrics;
+  private readonly caller: CsiUnaryCaller;
   private disposed = false;
   private nodeCaps: NodeCapabilities | undefined;
 
   constructor(
     endpoint: string,
-    private readonly deps: CSIClientDeps,
+    deps: CSIClientDeps,
     private readonly options: CSIClientOptions = {},
   ) {
     this.parsed = parseEndpoint(endpoint);
     this.endpoint = endpoint;
-    this.retry = resolveRetryOptions(options.retry);
-    this.logger = (deps.logger ?? new NullLogger()).child({ component: 'csi-client', endpoint });
-    this.metrics = deps.metrics ?? new NullMetrics();
     this.invoker = options.invoker ?? new GrpcInvoker(this.parsed.target, options.channelOptions);
+    this.caller = new CsiUnaryCaller(endpoint, this.invoker, deps, resolveRetryOptions(options.retry));
   }
 
   get knownNodeCapabilities(): NodeCapabilities | undefined {
@@ -328,6 +276,7 @@ export class GrpcCSIClient implements CSIClient {
     this.invoker.dispose();
   }
 
+  /** Refuses what must not be sent (a disposed client, an aborted signal, a request that fails its checks), then hands the call to the caller. */
   private async call<R>(m: MethodSpec, request: object, o: CSICallOptions | undefined): Promise<R> {
     if (this.disposed) throw new ShutdownError(`CSI client for ${this.endpoint} is disposed; create a new one to call ${m.rpc}`);
     const signal = o?.signal;
@@ -340,54 +289,6 @@ export class GrpcCSIClient implements CSIClient {
         }
       }
     }
-    const started = this.deps.clock.now();
-    let code = 'OK';
-    try {
-      return await this.attempts<R>(m, request, o);
-    } catch (err) {
-      code = err instanceof CSIError ? err.codeName : signal?.aborted ? 'CANCELLED' : 'UNKNOWN';
-      throw err;
-    } finally {
-      recordSafely(() => this.metrics.observe(CSI_CALL_SECONDS, secondsSince(started, this.deps.clock.now()), { rpc: m.rpc, code }));
-    }
-  }
-
-  /** Sends the request, trying again on a retryable code while the call's budget lasts. */
-  private async attempts<R>(m: MethodSpec, request: object, o: CSICallOptions | undefined): Promise<R> {
-    const signal = o?.signal;
-    const { clock } = this.deps;
-    const timeoutMs = o?.timeoutMs ?? (m.probe ? this.deps.timeouts.probe() : this.deps.timeouts.csiCall());
-    const retry = o?.retry ? resolveRetryOptions(o.retry, this.retry) : this.retry;
-    const deadlineAt = clock.now() + timeoutMs;
-    for (let attempt = 1; ; attempt++) {
-      // The gRPC deadline is wall-clock; the budget is measured on the injected clock.
-      const remaining = deadlineAt - clock.now();
-      try {
-        return (await this.invoker.unary(m.service, m.rpc, request, new Date(Date.now() + Math.max(0, remaining)), signal)) as R;
-      } catch (err) {
-        if (signal?.aborted) throw abortReason(signal);
-        const error = this.toCSIError(m, err, attempt, timeoutMs);
-        if (attempt >= retry.maxAttempts || !retry.retryableCodes.includes(error.grpcCode)) throw error;
-        const delay = backoffDelay(attempt, retry, this.deps.random);
-        if (clock.now() + delay >= deadlineAt) throw error;
-        this.logger.debug('CSI call failed; retrying', { method: m.rpc, attempt, code: error.codeName, delayMs: delay });
-        await clock.sleep(delay, signal);
-      }
-    }
-  }
-
-  private toCSIError(m: MethodSpec, err: unknown, attempt: number, timeoutMs: number): CSIError {
-    if (isInvokeError(err)) {
-      return new CSIError({
-        grpcCode: err.code,
-        method: m.rpc,
-        endpoint: this.endpoint,
-        details: err.details ?? err.message ?? '',
-        attempts: attempt,
-        timeoutMs,
-        cause: err,
-      });
-    }
-    return new CSIError({ grpcCode: GrpcStatus.INTERNAL, method: m.rpc, endpoint: this.endpoint, details: errorMessage(err), attempts: attempt, timeoutMs, cause: err });
+    return this.caller.call<R>(m, request, o);
   }
 }

@@ -4,10 +4,10 @@
 // csiModule is the same registration as a Module: the factory owns nothing
 // (each client belongs to whoever asked for it), so there is nothing to stop.
 import type { DependencyContainer } from 'tsyringe';
-import { type Clock, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, type Logger, type Metrics, NullMetrics, type Random, type TimeoutPolicy, bindDefault, type Module } from '@csiplug/core';
-import { type CSIClient, type CSIClientOptions, GrpcCSIClient } from './client';
-import { type RetryOptions } from './retry';
-import { type CSIClientFactory, ICSIClientFactory } from './tokens';
+import { bindDefault, Clock, declareTokenOwner, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, Logger, Metrics, type Module, NullMetrics, Random, TimeoutPolicy } from '@csiplug/core';
+import { CSIClient, CSIClientOptions, GrpcCSIClient } from './client';
+import { RetryOptions } from './retry';
+import { CSIClientFactory, ICSIClientFactory } from './tokens';
 
 export interface CsiOptions {
   /** Retry settings applied to every client the factory makes. */
@@ -52,3 +52,5 @@ export const csiModule: Module<CsiOptions> = {
   name: 'csi',
   register: (container, config) => registerCsi(container, config),
 };
+
+declareTokenOwner({ name: 'csi', exportName: 'csiModule', packageName: '@csiplug/csi' }, [ICSIClientFactory]);

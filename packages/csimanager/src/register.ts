@@ -5,7 +5,7 @@
 // csi-node and csi-controller dispensers on the registry when it starts.
 // csiManagerModule is the same as a Module: its start starts the manager
 // (subscribe to the registry, resync), its stop disposes it.
-import { bindDefault, type Module } from '@csiplug/core';
+import { bindDefault, declareTokenOwner, type Module } from '@csiplug/core';
 import type { DependencyContainer } from 'tsyringe';
 import type { CSIManager } from './csi-manager';
 import { DefaultCSIManager } from './default-csi-manager';
@@ -32,3 +32,5 @@ export const csiManagerModule: Module<CsiManagerOptions> = {
   start: (container) => container.resolve<CSIManager>(ICSIManager).start(),
   stop: (container) => container.resolve<CSIManager>(ICSIManager).dispose(),
 };
+
+declareTokenOwner({ name: 'csimanager', exportName: 'csiManagerModule', packageName: '@csiplug/csimanager' }, [ICSIManagerConfig, IMountTable, ICSIManager]);

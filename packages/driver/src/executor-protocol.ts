@@ -3,11 +3,12 @@
 // records the executor writes. Files, not pipes, because either side may be
 // gone when the other reads them.
 //
-// The executor imports this file, so it must use node built-ins only.
+// The executor imports this file, so it must use node built-ins only (a
+// type-only import loads nothing).
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { rethrowReadError } from './proc';
-import type { TaskLogLimits } from './task-logs';
+import type { TaskLogLimits } from '@csiplug/core';
 
 /** The dir under a task dir that holds the executor's files. */
 export const EXECUTOR_DIR = '.executor';

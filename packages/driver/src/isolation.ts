@@ -19,7 +19,11 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
-import { ValidationError } from '@csiplug/core';
+import { ALL_CAPS, DEFAULT_TASK_CAPS, ValidationError, capabilityName } from '@csiplug/core';
+
+// The capability vocabulary lives in core (the jobspec reader checks cap_add and
+// cap_drop with it); re-exported here, where users of the driver name it.
+export { ALL_CAPS, DEFAULT_TASK_CAPS, capabilityName };
 
 /** How a bind mount's later mounts travel: Nomad's propagation_mode. */
 export type MountPropagation = 'private' | 'host-to-task' | 'bidirectional';
@@ -69,32 +73,6 @@ export interface TaskUser {
 /** Nomad's exec driver runs a task with no `user` as nobody. */
 export const NOBODY: TaskUser = Object.freeze({ uid: 65534, gid: 65534 });
 
-/** Nomad's default capability set for isolated tasks (its exec driver's allow_caps default). */
-export const DEFAULT_TASK_CAPS: readonly string[] = [
-  'CAP_AUDIT_WRITE',
-  'CAP_CHOWN',
-  'CAP_DAC_OVERRIDE',
-  'CAP_FOWNER',
-  'CAP_FSETID',
-  'CAP_KILL',
-  'CAP_MKNOD',
-  'CAP_NET_BIND_SERVICE',
-  'CAP_SETFCAP',
-  'CAP_SETGID',
-  'CAP_SETPCAP',
-  'CAP_SETUID',
-  'CAP_SYS_CHROOT',
-];
-
-/** Every capability runc 1.1 knows, for a privileged task. */
-export const ALL_CAPS: readonly string[] = [
-  'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_DAC_READ_SEARCH', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETPCAP',
-  'CAP_LINUX_IMMUTABLE', 'CAP_NET_BIND_SERVICE', 'CAP_NET_BROADCAST', 'CAP_NET_ADMIN', 'CAP_NET_RAW', 'CAP_IPC_LOCK', 'CAP_IPC_OWNER', 'CAP_SYS_MODULE',
-  'CAP_SYS_RAWIO', 'CAP_SYS_CHROOT', 'CAP_SYS_PTRACE', 'CAP_SYS_PACCT', 'CAP_SYS_ADMIN', 'CAP_SYS_BOOT', 'CAP_SYS_NICE', 'CAP_SYS_RESOURCE',
-  'CAP_SYS_TIME', 'CAP_SYS_TTY_CONFIG', 'CAP_MKNOD', 'CAP_LEASE', 'CAP_AUDIT_WRITE', 'CAP_AUDIT_CONTROL', 'CAP_SETFCAP', 'CAP_MAC_OVERRIDE',
-  'CAP_MAC_ADMIN', 'CAP_SYSLOG', 'CAP_WAKE_ALARM', 'CAP_BLOCK_SUSPEND', 'CAP_AUDIT_READ', 'CAP_PERFMON', 'CAP_BPF', 'CAP_CHECKPOINT_RESTORE',
-];
-
 /**
  * The capabilities this process may hand on (its bounding set, which the
  * kernel's own list bounds), in ALL_CAPS's order — ALL_CAPS is in the
@@ -111,14 +89,6 @@ export function grantableCaps(status = '/proc/self/status'): string[] {
   } catch {
     return [...ALL_CAPS];
   }
-}
-
-/** "sys_admin", "SYS_ADMIN" or "CAP_SYS_ADMIN" → "CAP_SYS_ADMIN"; throws for a name no kernel has. */
-export function capabilityName(name: string): string {
-  const upper = name.trim().toUpperCase();
-  const full = upper.startsWith('CAP_') ? upper : `CAP_${upper}`;
-  if (!ALL_CAPS.includes(full)) throw new ValidationError(`"${name}" is not a Linux capability`, 'cap');
-  return full;
 }
 
 /**

@@ -3,7 +3,7 @@
 // driver is first resolved. A deployment that binds its own ITaskDriver first
 // keeps it. driverModule is the same as a Module; its stop disposes the
 // driver (waits in flight end; the tasks keep running, for the next agent).
-import { bindDefault, type Module } from '@csiplug/core';
+import { bindDefault, declareTokenOwner, type Module } from '@csiplug/core';
 import type { DependencyContainer } from 'tsyringe';
 import type { TaskDriver } from './driver';
 import { ExecDriver } from './exec-driver';
@@ -20,3 +20,5 @@ export const driverModule: Module<ExecDriverOptions> = {
   register: (container, config) => registerExecDriver(container, config),
   stop: (container) => container.resolve<TaskDriver>(ITaskDriver).dispose(),
 };
+
+declareTokenOwner({ name: 'driver', exportName: 'driverModule', packageName: '@csiplug/driver' }, [IExecDriverOptions, ITaskDriver]);

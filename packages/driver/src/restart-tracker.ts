@@ -6,20 +6,12 @@
 // health check asks for (a plugin that never became healthy) counts the same
 // way, as Nomad counts a check_restart: it is a failure of the task. A task
 // stopped on purpose is never restarted. Time comes from the injected Clock.
-import { ValidationError, formatDuration, type Clock, type Random } from '@csiplug/core';
+import { ValidationError, formatDuration, type Clock, type Random, type RestartPolicy } from '@csiplug/core';
 import type { ExitResult } from './driver';
 
-/** A task's restart policy, as a jobspec's `restart` block gives it. */
-export interface RestartPolicy {
-  /** Restarts allowed within `interval` before `mode` applies. */
-  attempts: number;
-  /** ms */
-  interval: number;
-  /** ms to wait before each restart. */
-  delay: number;
-  /** `fail`: the task fails once attempts are used up; `delay`: wait out the interval, then try again. */
-  mode: 'fail' | 'delay';
-}
+// The policy's shape is core's (the jobspec reader fills it in); re-exported
+// here, where users of the tracker name it.
+export type { RestartPolicy };
 
 export type RestartDecision =
   /** Start the task again after `delay` ms. `attempt` counts restarts in the current window, from 1. */

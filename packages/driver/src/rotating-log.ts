@@ -1,12 +1,18 @@
 // One stream of a task's output as the executor writes it: appended to the
-// current file until it holds its size, then rotated (task-logs.ts names
+// current file until it holds its size, then rotated (rotatedLogPath names
 // the files). Writes never block on the disk and never throw: a chunk the disk refuses (ENOSPC) is dropped and
 // counted, and `say` is told once how much was lost when writes work again,
 // so a full disk never stops the task or its executor.
 //
-// The executor imports this file, so it must use node built-ins only.
+// The executor imports this file, so it must use node built-ins only (a
+// type-only import loads nothing).
 import { closeSync, constants as fsConstants, fchmodSync, fstatSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { rotatedLogPath, type TaskLogLimits } from './task-logs';
+import type { TaskLogLimits } from '@csiplug/core';
+
+/** The name of a stream's file `n` steps older than the current one (0: the current one). */
+export function rotatedLogPath(current: string, n: number): string {
+  return n === 0 ? current : `${current}.${n}`;
+}
 
 /** Opens a task's log for appending: mode 0600 (only the agent and root read a task's output), never through a symlink. */
 export function openTaskLog(file: string, say: (message: string) => void): number {

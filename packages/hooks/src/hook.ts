@@ -5,54 +5,15 @@
 // task kept running while the agent was away). Every call carries an
 // AbortSignal that fires when the runner gives up on the phase (task killed,
 // agent shutting down).
-import type { StaleMountPolicy } from '@csiplug/volumes';
+import type { CSIPluginConfig, TaskEvent, VolumeRequest } from '@csiplug/core';
 
-/** A task event, as Nomad shows them in `alloc status`. */
-export interface TaskEvent {
-  type: string;
-  message: string;
-  /** ms since the epoch. */
-  time: number;
-  /** The event means the task failed (a setup failure, not a health report). */
-  failed?: boolean;
-  details?: Record<string, string>;
-}
+// The shapes a jobspec gives the hooks (a task event, a group's volume
+// request, a task's csi_plugin block, the stale-mount policy) are core's
+// vocabulary, shared with the jobspec reader; re-exported here, where users
+// of the hooks name them.
+export type { CSIPluginConfig, StaleMountPolicy, TaskEvent, VolumeRequest } from '@csiplug/core';
 
 export type RunKind = 'start' | 'restore';
-
-/** A group's request for a CSI volume (`volume "name" { type = "csi" … }`). */
-export interface VolumeRequest {
-  /** The group's name for it; tasks refer to it in `volume_mount`. */
-  name: string;
-  type: 'csi';
-  /** The volume id in the volume catalog. */
-  source: string;
-  accessMode: string;
-  attachmentMode: string;
-  readOnly: boolean;
-  mountOptions?: { fsType?: string; mountFlags?: string[] };
-  /**
-   * What to do when the mount is proven broken (a stat that hangs or answers
-   * ENOTCONN or ESTALE, no longer a mount point) after its node plugin came
-   * back: `remount` (default) stages and publishes it again through the
-   * plugin; `restart` also restarts the alloc's tasks; `keep` only reports
-   * it. A plugin's abnormal volume condition alone is only reported.
-   */
-  onStaleMount?: StaleMountPolicy;
-}
-
-/** The volume reconciler's policy type (@csiplug/volumes), seen here as the csi hook passes it on. */
-export type { StaleMountPolicy } from '@csiplug/volumes';
-
-/** The `csi_plugin` block of a task, after validation (see csi-plugin-config.ts). */
-export interface CSIPluginConfig {
-  id: string;
-  type: 'node' | 'controller' | 'monolith';
-  mountDir: string;
-  stagePublishBaseDir: string;
-  /** ms */
-  healthTimeout: number;
-}
 
 export interface AllocInfo {
   id: string;

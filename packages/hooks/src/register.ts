@@ -3,7 +3,7 @@
 // hooksModule is the same registration as a Module: the factories own
 // nothing (each hook belongs to its task runner, which detaches or stops it),
 // so there is nothing to start or stop.
-import { bindDefault, type Module } from '@csiplug/core';
+import { bindDefault, declareTokenOwner, type Module } from '@csiplug/core';
 import type { DependencyContainer } from 'tsyringe';
 import { CSIHookFactory } from './csi-hook';
 import { CSIPluginSupervisorFactory } from './csi-plugin-supervisor-hook';
@@ -24,3 +24,5 @@ export const hooksModule: Module<HooksOptions> = {
   name: 'hooks',
   register: (container, config) => registerHooks(container, config),
 };
+
+declareTokenOwner({ name: 'hooks', exportName: 'hooksModule', packageName: '@csiplug/hooks' }, [IHooksConfig, ICSIPluginSupervisorFactory, ICSIHookFactory]);

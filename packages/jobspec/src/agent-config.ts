@@ -5,9 +5,7 @@
 // stops its tasks when it exits (stop_tasks_on_exit defaults to true there):
 // tasks and mounts left running would be invisible to the next agent. An
 // explicit `stop_tasks_on_exit = false` with it is refused at load.
-import { DEFAULT_CLUSTER_TIMINGS, normaliseEndpoint, type ClusterOptions, type EtcdTls } from '@csiplug/cluster';
-import { DEFAULT_TIMEOUTS, type HeartbeatSettings, type LogLevel, type TimeoutSettings, assertPathSafeId } from '@csiplug/core';
-import { capabilityName, DEFAULT_TASK_CAPS } from '@csiplug/driver';
+import { DEFAULT_CLUSTER_TIMINGS, DEFAULT_TIMEOUTS, DEFAULT_TASK_CAPS, type HeartbeatSettings, type LogLevel, type TimeoutSettings, assertPathSafeId, capabilityName, normaliseEndpoint, type ClusterOptions, type EtcdTls } from '@csiplug/core';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';

@@ -1,6 +1,6 @@
 // Reading spec documents (jobspecs, agent configs, volume specs) written in
 // HCL or JSON, and a small checked reader over their blocks. HCL goes
-// through @cdktf/hcl2json, which turns every block into an array of bodies
+// through @cdktn/hcl2json, which turns every block into an array of bodies
 // and every labelled block into `{ label: [body] }`; JSON may use that form
 // or the natural one (a block is an object, labels are keys). The reader
 // accepts both, so every parser above it sees one shape. A reader given a

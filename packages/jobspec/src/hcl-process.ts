@@ -1,5 +1,5 @@
 // HCL is parsed in a child process that ends once idle. The converter
-// (@cdktf/hcl2json) is HashiCorp's HCL parser compiled from Go to
+// (@cdktn/hcl2json) is HashiCorp's HCL parser compiled from Go to
 // WebAssembly: loading it costs ~35 MB that its Go runtime never gives back.
 // A worker thread is not enough: its isolate goes, but the allocator keeps
 // ~11 MB of what the thread used (measured on the agent's idle RSS). In a
@@ -104,7 +104,7 @@ class HclParserProcess {
     const child = spawn(process.execPath, ['--liftoff-only', '-e', PARSER_SOURCE], {
       stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       detached: true,
-      env: { CSIPLUG_HCL2JSON: require.resolve('@cdktf/hcl2json'), ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}) },
+      env: { CSIPLUG_HCL2JSON: require.resolve('@cdktn/hcl2json'), ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}) },
     });
     child.on('message', (a: Answer) => {
       const p = this.pending.get(a.id);

@@ -1,5 +1,5 @@
 import { ValidationError } from '@csiplug/core';
-import { parse as hcl2jsonParse } from '@cdktf/hcl2json';
+import { parse as hcl2jsonParse } from '@cdktn/hcl2json';
 import type { JobSpec } from './model';
 import { inSourceOrder } from './document';
 import { DEFAULT_RESTART, DEFAULT_UPDATE, ValidationProblems, jobToDocument, parseJobspec, validateJob } from './jobspec';

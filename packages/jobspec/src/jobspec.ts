@@ -1,13 +1,10 @@
 // Jobspecs: a Nomad subset in HCL, or the same shape in JSON, checked and
 // turned into the typed JobSpec with every default filled in. One JSON form
 // (JobDocument) is the input everywhere: files, the HTTP API, the CLI.
-import { ValidationError, assertPathSafeId, formatDuration } from '@csiplug/core';
-import { parseCsiPluginConfig } from '@csiplug/hooks';
-import { DEFAULT_TASK_LOGS, capabilityName } from '@csiplug/driver';
+import { DEFAULT_TASK_LOGS, STALE_MOUNT_POLICIES, ValidationError, assertPathSafeId, capabilityName, formatDuration, parseCsiPluginConfig, type StaleMountPolicy } from '@csiplug/core';
 import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from './model';
-import { STALE_MOUNT_POLICIES, type StaleMountPolicy } from '@csiplug/volumes';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
 import { BlockReader, type Body, Problems, Where, detectFormat, inSourceOrder, isBody, loadDocument, singleBody, withPrefix } from './document';
 

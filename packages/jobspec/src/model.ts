@@ -2,10 +2,10 @@
 // them, the state of their tasks, and the deployments that roll a changed
 // job out. Plain JSON-able shapes: they are stored
 // in the client state and served by the HTTP API as they are.
-import type { RestartPolicy, TaskLogLimits } from '@csiplug/driver';
-import type { CSIPluginConfig, TaskEvent, VolumeRequest } from '@csiplug/hooks';
+import type { CSIPluginConfig, RestartPolicy, TaskEvent, TaskLogLimits, VolumeRequest } from '@csiplug/core';
 
-// RestartPolicy is the restart tracker's (in @csiplug/driver); a task spec carries one.
+// Core's vocabulary, shared with the packages that act on a job (the restart
+// tracker, the hooks); the model carries them.
 export type { CSIPluginConfig, RestartPolicy, TaskEvent, VolumeRequest };
 
 export interface VolumeMount {

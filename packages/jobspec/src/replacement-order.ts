@@ -22,7 +22,7 @@
 //    copies of a workload on one node may share ports, files or locks the
 //    jobspec does not declare, and this agent has no canaries to prove a
 //    new version before the old one goes.
-import { SINGLE_WRITER_ACCESS_MODES } from '@csiplug/volumes';
+import { SINGLE_WRITER_ACCESS_MODES } from '@csiplug/core';
 import type { GroupSpec, VolumeRequest } from './model';
 
 export type ReplacementKind = 'create-before-destroy' | 'stop-before-start';

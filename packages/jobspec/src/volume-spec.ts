@@ -1,16 +1,16 @@
 // Volume specifications (`csiplug volume register|create FILE`), Nomad's
 // shape in HCL or JSON: top-level attributes plus capability, mount_options,
-// parameters, secrets and context blocks. The VolumeSpec type is the volume
-// catalog's (@csiplug/volumes); reading and checking specs is done here, and
+// parameters, secrets and context blocks. The VolumeSpec type is core's,
+// shared with the volume catalog; reading and checking specs is done here, and
 // checkVolumeSpec is what the agent binds as the catalog's
 // IVolumeSpecValidator.
 import { ValidationError, assertPathSafeId, errorMessage } from '@csiplug/core';
-import type { Topology, TopologyRequest, VolumeCapability, VolumeSpec } from '@csiplug/volumes';
+import type { Topology, TopologyRequest, VolumeCapability, VolumeSpec } from '@csiplug/core';
 import { BlockReader, Where, isBody, loadDocument, withPrefix } from './document';
 import { ACCESS_MODES, ATTACHMENT_MODES } from './modes';
 import { formatSize, parseSize } from './size';
 
-export type { VolumeCapability, VolumeSpec } from '@csiplug/volumes';
+export type { VolumeCapability, VolumeSpec } from '@csiplug/core';
 
 /** The JSON form of a volume spec: the file's attributes and blocks as keys. */
 export interface VolumeSpecDocument {

@@ -5,7 +5,7 @@
 // resolved. registryModule is the same as a Module: it makes the registry
 // (which restores the registrations a previous agent saved) when it starts,
 // and disposes it when it stops.
-import { bindDefault, type Module } from '@csiplug/core';
+import { bindDefault, declareTokenOwner, type Module } from '@csiplug/core';
 import { IRegistryStateStore } from '@csiplug/state';
 import type { DependencyContainer } from 'tsyringe';
 import { DynamicPluginRegistry } from './dynamic-plugin-registry';
@@ -37,3 +37,5 @@ export const registryModule: Module<RegistryOptions> = {
   },
   stop: (container) => container.resolve<PluginRegistry>(IPluginRegistry).dispose(),
 };
+
+declareTokenOwner({ name: 'registry', exportName: 'registryModule', packageName: '@csiplug/registry' }, [IPluginRegistryConfig, IPluginDispensers, IRegistryStore, IPluginRegistry]);

@@ -28,12 +28,13 @@
 // about the task (the agent itself may be out of file descriptors): it is
 // logged and tried again after a backoff, never read as the task's death,
 // which would release its volumes under a workload that still runs.
-import { type Clock, type Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError, type Disposable } from '@csiplug/core';
+import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError } from '@csiplug/core';
 import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type IsolationConfig, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskBindMount, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
-import type { TaskStateSave, TaskStateWriter } from './task-state-writer';
+import { TaskSaves } from './task-saves';
+import type { TaskStateWriter } from './task-state-writer';
 import { interpolateTask } from '@csiplug/jobspec';
 
 export const TASK_EVENT = {
@@ -89,12 +90,6 @@ export class TaskRunner {
   private loop: Promise<void> | undefined;
   /** Why the running process is being killed for a restart; `counted`: as a failure, by the restart policy. */
   private restartRequested: { reason: string; counted: boolean } | undefined;
-  /** The handle could not be saved (a full disk): persist() tries again. */
-  private handleUnsaved = false;
-  /** The retry of a save that failed, while one is pending; how many failed in a row; whether the record is gone (forgetSaves). */
-  private saveRetry: Disposable | undefined;
-  private saveFailures = 0;
-  private forgotten = false;
   /** Whether the loop waits on a process it started or re-attached to (a restart can reach it). */
   private attached = false;
   /** A restart (not counted) asked for before the task was attached: applied once it is. */
@@ -110,8 +105,8 @@ export class TaskRunner {
    */
   private isolationRefusal: () => string | undefined = () => undefined;
   private readonly log: Logger;
-  /** What the group write of task states (TaskStateWriter) asks of this runner. */
-  private readonly stateSave: TaskStateSave;
+  /** Where the task's handle and state are saved, and saved again after a failure (task-saves.ts). */
+  private readonly saves: TaskSaves;
 
   constructor(
     private readonly alloc: AllocInfo,
@@ -129,7 +124,7 @@ export class TaskRunner {
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
     this.handle = savedTask ? savedTask.handle : deps.allocStore.getTaskHandle(alloc.id, task.name);
     this.tracker = new RestartTracker(task.restart, deps.clock);
-    this.stateSave = { allocId: alloc.id, task: task.name, state: () => this.state, done: (ok, err) => this.stateSaved(ok, err) };
+    this.saves = new TaskSaves(alloc.id, task.name, () => this.state, () => this.handle, deps, this.log);
   }
 
   get name(): string {
@@ -206,8 +201,7 @@ export class TaskRunner {
   /** Agent shutdown: leave the process running; hooks release what they hold. */
   detach(): void {
     this.detached = true;
-    this.saveRetry?.dispose();
-    this.saveRetry = undefined;
+    this.saves.detach();
     this.stopController.abort(new ShutdownError('the agent is shutting down'));
     this.detachController.abort(new ShutdownError('the agent is shutting down'));
     for (const hook of this.hooks) {
@@ -253,7 +247,7 @@ export class TaskRunner {
         if (!adopted) return; // detached
         this.handle = adopted.value;
         if (this.handle) {
-          this.saveHandle(this.handle);
+          this.saves.saveHandle(this.handle);
           this.log.warn('adopted a task whose handle was never saved', { pid: this.handle.pid });
         }
       }
@@ -287,7 +281,7 @@ export class TaskRunner {
           if (newer && (newer.pid !== saved.pid || newer.startTime !== saved.startTime) && this.deps.driver.isRunning(newer)) {
             handle = newer;
             this.handle = newer;
-            this.saveHandle(newer);
+            this.saves.saveHandle(newer);
             this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', { old_pid: saved.pid, pid: newer.pid });
             await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
             this.setState(
@@ -442,7 +436,7 @@ export class TaskRunner {
   /** A task that runs although its start failed (TaskAlreadyRunningError): it becomes this run's. */
   private takeOver(handle: TaskHandle, ctx: TaskHookContext): TaskHandle {
     this.handle = handle;
-    this.saveHandle(handle);
+    this.saves.saveHandle(handle);
     this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined });
     this.event({ type: TASK_EVENT.started, message: `took over the running task (pid ${handle.pid}) whose start had failed` });
     this.log.warn('took over a running task whose start had failed', { pid: handle.pid });
@@ -510,7 +504,7 @@ export class TaskRunner {
       ...(this.isolation ? { isolation: { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } } : {}),
     });
     this.handle = handle;
-    this.saveHandle(handle);
+    this.saves.saveHandle(handle);
     this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: this.startedMessage(handle.pid) });
     if (this.stopping) {
       // stop() raced the start: it saw no running handle, so kill it here.
@@ -600,7 +594,7 @@ export class TaskRunner {
 
   private event(e: Omit<TaskEvent, 'time'> & { time?: number }): void {
     const event = this.record(e);
-    this.persist();
+    this.saves.persist();
     this.deps.onEvent(this.task.name, event);
   }
 
@@ -616,7 +610,7 @@ export class TaskRunner {
   private setState(patch: Partial<TaskState>, e?: Omit<TaskEvent, 'time'> & { time?: number }): void {
     Object.assign(this.state, patch);
     const event = e && this.record(e);
-    this.persist();
+    this.saves.persist();
     this.deps.onStateChange();
     if (event) this.deps.onEvent(this.task.name, event);
   }
@@ -625,53 +619,8 @@ export class TaskRunner {
     this.setState({ state: 'dead', failed });
   }
 
-  private persist(): void {
-    if (this.forgotten) return;
-    this.saveRetry?.dispose();
-    this.saveRetry = undefined;
-    if (this.handleUnsaved && this.handle) this.saveHandle(this.handle);
-    // The handle is written at once (a restore needs it); the state joins the next group write.
-    this.deps.taskStates.save(this.stateSave);
-  }
-
-  private stateSaved(ok: boolean, err: unknown): void {
-    if (this.forgotten) return;
-    if (ok) {
-      if (!this.handleUnsaved) this.saveFailures = 0;
-    } else {
-      this.saveFailures++;
-      this.log.error('could not save the task state; it is saved again on its next change or after a delay', { error: err });
-    }
-    if (this.saveFailures && !this.detached && !this.saveRetry) {
-      const delay = doublingBackoff(this.saveFailures, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
-      this.saveRetry = this.deps.clock.setTimeout(() => {
-        this.saveRetry = undefined;
-        if (!this.detached) this.persist();
-      }, delay);
-    }
-  }
-
   /** The task's record is deleted (a purge): no save that failed is made again, which would bring it back. */
   forgetSaves(): void {
-    this.forgotten = true;
-    this.deps.taskStates.cancel(this.alloc.id, this.task.name);
-    this.saveRetry?.dispose();
-    this.saveRetry = undefined;
-  }
-
-  /**
-   * Saves the handle of the process that runs now. A failure (a full disk)
-   * is logged and tried again on the next change: the task runs, and a
-   * restore finds it from the executor's record if it never gets saved.
-   */
-  private saveHandle(handle: TaskHandle): void {
-    try {
-      this.deps.allocStore.putTaskHandle(this.alloc.id, this.task.name, handle);
-      this.handleUnsaved = false;
-    } catch (err) {
-      this.handleUnsaved = true;
-      this.saveFailures++;
-      this.log.error('could not save the task handle; it is saved again on the next change (a restore finds the task from its executor meanwhile)', { pid: handle.pid, error: err });
-    }
+    this.saves.forget();
   }
 }

@@ -5,7 +5,7 @@
 // own binding included. stateModule is the same as a Module: the state is
 // opened when the module starts (the agent locks the data dir in between)
 // and disposed when it stops.
-import { bindDefault, IClock, ILogger, ValidationError } from '@csiplug/core';
+import { bindDefault, declareTokenOwner, IClock, ILogger, ValidationError } from '@csiplug/core';
 import type { Clock, Logger, Module } from '@csiplug/core';
 import * as path from 'path';
 import type { DependencyContainer } from 'tsyringe';
@@ -73,3 +73,5 @@ export const stateModule: Module<StateOptions> = {
   },
   stop: (container) => container.resolve<ClientStateDB>(IClientStateDB).dispose(),
 };
+
+declareTokenOwner({ name: 'state', exportName: 'stateModule', packageName: '@csiplug/state' }, [IClientStateDB, IRegistryStateStore, IAllocStateStore, IVolumeStateStore]);

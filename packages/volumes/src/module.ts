@@ -6,9 +6,9 @@
 // IVolumeSpecValidator is not the module's to bind: whoever reads volume
 // specs (the agent) binds it before the module starts, which makes the
 // catalog — without one, start fails with VolumeSpecValidatorMissingError.
-import { isDisposable, type Module } from '@csiplug/core';
-import { IVolumeCatalog, VolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './catalog';
-import { IVolumeReconciler, registerVolumeReconciler, type VolumeReconcilerService } from './reconciler';
+import { declareTokenOwner, isDisposable, type Module } from '@csiplug/core';
+import { IVolumeCatalog, IVolumeClaimer, VolumeCatalog, registerVolumeCatalog, type VolumeCatalogService } from './catalog';
+import { IMountStore, IVolumeReconciler, registerVolumeReconciler, type VolumeReconcilerService } from './reconciler';
 
 export const volumesModule: Module = {
   name: 'volumes',
@@ -30,3 +30,5 @@ export const volumesModule: Module = {
     if (isDisposable(catalog)) catalog.dispose();
   },
 };
+
+declareTokenOwner({ name: 'volumes', exportName: 'volumesModule', packageName: '@csiplug/volumes' }, [IVolumeCatalog, IVolumeClaimer, IMountStore, IVolumeReconciler]);

@@ -14,7 +14,7 @@ import { ApiClient } from '@csiplug/api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
-import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
+import { hostpathPluginCodeDirs, hostpathPluginDir, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
 
 
 export interface DemoOptions {
@@ -35,6 +35,13 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   const bin = options.bin ?? path.join(__dirname, '..', 'bin.js');
   if (process.getuid?.() !== 0) {
     io.stderr.write('Error: the demo bind-mounts volumes through the hostpath plugin and needs root\n');
+    return 1;
+  }
+  try {
+    // An optional dependency of the agent: said before anything starts, not as a plugin that never comes up.
+    hostpathPluginDir();
+  } catch (err) {
+    io.stderr.write(`Error: ${errorMessage(err)}\n`);
     return 1;
   }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-demo-'));

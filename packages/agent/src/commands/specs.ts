@@ -2,8 +2,31 @@
 // benchmarks run: the hostpath plugin as a monolith plugin job, a workload
 // with one CSI volume, and a volume on the hostpath plugin. HCL text, so
 // each run goes through the same parser a user's files do.
+import { CsiplugError } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
+
+/**
+ * The hostpath plugin's package is not installed: it is an optional
+ * dependency of the agent (a test plugin, not something an agent needs),
+ * and only the demo and the tests run it.
+ */
+export class HostpathPluginMissingError extends CsiplugError {
+  constructor(cause: unknown) {
+    super('EHOSTPATH_PLUGIN_NOT_FOUND', 'the hostpath plugin (package @csiplug/hostpath-plugin) is not installed, and the demo runs it as its CSI plugin: install @csiplug/hostpath-plugin (npm install @csiplug/hostpath-plugin) beside @csiplug/agent, or install the agent without --omit=optional', { cause });
+  }
+}
+
+/** The hostpath plugin's package dir, through symlinks; HostpathPluginMissingError when it is not installed. */
+export function hostpathPluginDir(): string {
+  let manifest: string;
+  try {
+    manifest = require.resolve('@csiplug/hostpath-plugin/package.json');
+  } catch (err) {
+    throw new HostpathPluginMissingError(err);
+  }
+  return fs.realpathSync(path.dirname(manifest));
+}
 
 /** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
 export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec'; node?: string; extraArgs?: readonly string[] } = {}): string {
@@ -87,9 +110,10 @@ capability {
  * plugin's package (its CLI) and the dir whose node_modules its imports
  * resolve from (a workspace root or an installed project), each resolved
  * through symlinks, nested ones dropped. For `plugin "exec" { chroot_env }`.
+ * HostpathPluginMissingError when the plugin is not installed.
  */
 export function hostpathPluginCodeDirs(): string[] {
-  const pkg = fs.realpathSync(path.dirname(require.resolve('@csiplug/hostpath-plugin/package.json')));
+  const pkg = hostpathPluginDir();
   const grpc = fs.realpathSync(require.resolve('@grpc/grpc-js/package.json', { paths: [pkg] }));
   // The outermost node_modules (a dependency nested below another's, or a pnpm store, lies inside it).
   const parts = grpc.split(path.sep);

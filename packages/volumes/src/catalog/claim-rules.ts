@@ -11,6 +11,7 @@
 // attachment mode as the claims it has (the plugin published it that way).
 // A refusal that goes away once another alloc lets go is retryable (the
 // holder may be stopping; Nomad retries too); one that no wait can fix is not.
+import { SINGLE_WRITER_ACCESS_MODES } from '@csiplug/core';
 import { ClaimError, type VolumeClaimRequest } from './volume-claimer';
 import type { VolumeCapability } from './volume-spec';
 import type { VolumeClaimView } from './volume-view';
@@ -19,8 +20,8 @@ export type ClaimMode = VolumeClaimView['mode'];
 
 /** Access modes under which a volume can only be read. */
 export const READ_ONLY_ACCESS_MODES: readonly string[] = Object.freeze(['single-node-reader-only', 'multi-node-reader-only']);
-/** Access modes that allow one writer at a time. */
-export const SINGLE_WRITER_ACCESS_MODES: readonly string[] = Object.freeze(['single-node-writer', 'single-node-single-writer', 'multi-node-single-writer']);
+/** Access modes that allow one writer at a time: core's vocabulary (the jobspec orders replacements by it), re-exported where it was. */
+export { SINGLE_WRITER_ACCESS_MODES };
 
 export function claimModeOf(request: Pick<VolumeClaimRequest, 'readOnly'>): ClaimMode {
   return request.readOnly ? 'read' : 'write';

@@ -8,18 +8,15 @@
 // harmless (every CSI node step and a release are idempotent); forgetting one
 // that did would leak a mount or a claim. A "pending unmount" is simply a
 // record that is desired unmounted and still has a flag set.
+import { STALE_MOUNT_POLICIES, type StaleMountPolicy } from '@csiplug/core';
 import type { UsageOptions } from '@csiplug/csimanager';
 import { usageToFS } from '@csiplug/csimanager';
 
 export type DesiredMountState = 'mounted' | 'unmounted';
 
-/**
- * What to do with a live mount found stale after its node plugin came back:
- * `remount` (stage and publish it again through the plugin), `restart`
- * (remount, then restart the alloc's tasks), `keep` (report it only).
- */
-export type StaleMountPolicy = 'remount' | 'restart' | 'keep';
-export const STALE_MOUNT_POLICIES: readonly StaleMountPolicy[] = ['remount', 'restart', 'keep'];
+// The stale-mount policy is core's vocabulary (the jobspec reader checks a
+// volume request's on_stale_mount by it); re-exported here, where it was.
+export { STALE_MOUNT_POLICIES, type StaleMountPolicy };
 
 /** A remount of a stale mount under way: `restart` when the alloc's tasks are to be restarted once it is done. */
 export type RemountIntent = 'remount' | 'restart';

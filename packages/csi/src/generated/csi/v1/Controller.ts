@@ -2,34 +2,34 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { ControllerExpandVolumeRequest as _csi_v1_ControllerExpandVolumeRequest, ControllerExpandVolumeRequest__Output as _csi_v1_ControllerExpandVolumeRequest__Output } from './ControllerExpandVolumeRequest';
-import type { ControllerExpandVolumeResponse as _csi_v1_ControllerExpandVolumeResponse, ControllerExpandVolumeResponse__Output as _csi_v1_ControllerExpandVolumeResponse__Output } from './ControllerExpandVolumeResponse';
-import type { ControllerGetCapabilitiesRequest as _csi_v1_ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesRequest__Output as _csi_v1_ControllerGetCapabilitiesRequest__Output } from './ControllerGetCapabilitiesRequest';
-import type { ControllerGetCapabilitiesResponse as _csi_v1_ControllerGetCapabilitiesResponse, ControllerGetCapabilitiesResponse__Output as _csi_v1_ControllerGetCapabilitiesResponse__Output } from './ControllerGetCapabilitiesResponse';
-import type { ControllerGetVolumeRequest as _csi_v1_ControllerGetVolumeRequest, ControllerGetVolumeRequest__Output as _csi_v1_ControllerGetVolumeRequest__Output } from './ControllerGetVolumeRequest';
-import type { ControllerGetVolumeResponse as _csi_v1_ControllerGetVolumeResponse, ControllerGetVolumeResponse__Output as _csi_v1_ControllerGetVolumeResponse__Output } from './ControllerGetVolumeResponse';
-import type { ControllerModifyVolumeRequest as _csi_v1_ControllerModifyVolumeRequest, ControllerModifyVolumeRequest__Output as _csi_v1_ControllerModifyVolumeRequest__Output } from './ControllerModifyVolumeRequest';
-import type { ControllerModifyVolumeResponse as _csi_v1_ControllerModifyVolumeResponse, ControllerModifyVolumeResponse__Output as _csi_v1_ControllerModifyVolumeResponse__Output } from './ControllerModifyVolumeResponse';
-import type { ControllerPublishVolumeRequest as _csi_v1_ControllerPublishVolumeRequest, ControllerPublishVolumeRequest__Output as _csi_v1_ControllerPublishVolumeRequest__Output } from './ControllerPublishVolumeRequest';
-import type { ControllerPublishVolumeResponse as _csi_v1_ControllerPublishVolumeResponse, ControllerPublishVolumeResponse__Output as _csi_v1_ControllerPublishVolumeResponse__Output } from './ControllerPublishVolumeResponse';
-import type { ControllerUnpublishVolumeRequest as _csi_v1_ControllerUnpublishVolumeRequest, ControllerUnpublishVolumeRequest__Output as _csi_v1_ControllerUnpublishVolumeRequest__Output } from './ControllerUnpublishVolumeRequest';
-import type { ControllerUnpublishVolumeResponse as _csi_v1_ControllerUnpublishVolumeResponse, ControllerUnpublishVolumeResponse__Output as _csi_v1_ControllerUnpublishVolumeResponse__Output } from './ControllerUnpublishVolumeResponse';
-import type { CreateSnapshotRequest as _csi_v1_CreateSnapshotRequest, CreateSnapshotRequest__Output as _csi_v1_CreateSnapshotRequest__Output } from './CreateSnapshotRequest';
-import type { CreateSnapshotResponse as _csi_v1_CreateSnapshotResponse, CreateSnapshotResponse__Output as _csi_v1_CreateSnapshotResponse__Output } from './CreateSnapshotResponse';
-import type { CreateVolumeRequest as _csi_v1_CreateVolumeRequest, CreateVolumeRequest__Output as _csi_v1_CreateVolumeRequest__Output } from './CreateVolumeRequest';
-import type { CreateVolumeResponse as _csi_v1_CreateVolumeResponse, CreateVolumeResponse__Output as _csi_v1_CreateVolumeResponse__Output } from './CreateVolumeResponse';
-import type { DeleteSnapshotRequest as _csi_v1_DeleteSnapshotRequest, DeleteSnapshotRequest__Output as _csi_v1_DeleteSnapshotRequest__Output } from './DeleteSnapshotRequest';
-import type { DeleteSnapshotResponse as _csi_v1_DeleteSnapshotResponse, DeleteSnapshotResponse__Output as _csi_v1_DeleteSnapshotResponse__Output } from './DeleteSnapshotResponse';
-import type { DeleteVolumeRequest as _csi_v1_DeleteVolumeRequest, DeleteVolumeRequest__Output as _csi_v1_DeleteVolumeRequest__Output } from './DeleteVolumeRequest';
-import type { DeleteVolumeResponse as _csi_v1_DeleteVolumeResponse, DeleteVolumeResponse__Output as _csi_v1_DeleteVolumeResponse__Output } from './DeleteVolumeResponse';
-import type { GetCapacityRequest as _csi_v1_GetCapacityRequest, GetCapacityRequest__Output as _csi_v1_GetCapacityRequest__Output } from './GetCapacityRequest';
-import type { GetCapacityResponse as _csi_v1_GetCapacityResponse, GetCapacityResponse__Output as _csi_v1_GetCapacityResponse__Output } from './GetCapacityResponse';
-import type { ListSnapshotsRequest as _csi_v1_ListSnapshotsRequest, ListSnapshotsRequest__Output as _csi_v1_ListSnapshotsRequest__Output } from './ListSnapshotsRequest';
-import type { ListSnapshotsResponse as _csi_v1_ListSnapshotsResponse, ListSnapshotsResponse__Output as _csi_v1_ListSnapshotsResponse__Output } from './ListSnapshotsResponse';
-import type { ListVolumesRequest as _csi_v1_ListVolumesRequest, ListVolumesRequest__Output as _csi_v1_ListVolumesRequest__Output } from './ListVolumesRequest';
-import type { ListVolumesResponse as _csi_v1_ListVolumesResponse, ListVolumesResponse__Output as _csi_v1_ListVolumesResponse__Output } from './ListVolumesResponse';
-import type { ValidateVolumeCapabilitiesRequest as _csi_v1_ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesRequest__Output as _csi_v1_ValidateVolumeCapabilitiesRequest__Output } from './ValidateVolumeCapabilitiesRequest';
-import type { ValidateVolumeCapabilitiesResponse as _csi_v1_ValidateVolumeCapabilitiesResponse, ValidateVolumeCapabilitiesResponse__Output as _csi_v1_ValidateVolumeCapabilitiesResponse__Output } from './ValidateVolumeCapabilitiesResponse';
+import type { ControllerExpandVolumeRequest as _csi_v1_ControllerExpandVolumeRequest, ControllerExpandVolumeRequest__Output as _csi_v1_ControllerExpandVolumeRequest__Output } from '../../csi/v1/ControllerExpandVolumeRequest';
+import type { ControllerExpandVolumeResponse as _csi_v1_ControllerExpandVolumeResponse, ControllerExpandVolumeResponse__Output as _csi_v1_ControllerExpandVolumeResponse__Output } from '../../csi/v1/ControllerExpandVolumeResponse';
+import type { ControllerGetCapabilitiesRequest as _csi_v1_ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesRequest__Output as _csi_v1_ControllerGetCapabilitiesRequest__Output } from '../../csi/v1/ControllerGetCapabilitiesRequest';
+import type { ControllerGetCapabilitiesResponse as _csi_v1_ControllerGetCapabilitiesResponse, ControllerGetCapabilitiesResponse__Output as _csi_v1_ControllerGetCapabilitiesResponse__Output } from '../../csi/v1/ControllerGetCapabilitiesResponse';
+import type { ControllerGetVolumeRequest as _csi_v1_ControllerGetVolumeRequest, ControllerGetVolumeRequest__Output as _csi_v1_ControllerGetVolumeRequest__Output } from '../../csi/v1/ControllerGetVolumeRequest';
+import type { ControllerGetVolumeResponse as _csi_v1_ControllerGetVolumeResponse, ControllerGetVolumeResponse__Output as _csi_v1_ControllerGetVolumeResponse__Output } from '../../csi/v1/ControllerGetVolumeResponse';
+import type { ControllerModifyVolumeRequest as _csi_v1_ControllerModifyVolumeRequest, ControllerModifyVolumeRequest__Output as _csi_v1_ControllerModifyVolumeRequest__Output } from '../../csi/v1/ControllerModifyVolumeRequest';
+import type { ControllerModifyVolumeResponse as _csi_v1_ControllerModifyVolumeResponse, ControllerModifyVolumeResponse__Output as _csi_v1_ControllerModifyVolumeResponse__Output } from '../../csi/v1/ControllerModifyVolumeResponse';
+import type { ControllerPublishVolumeRequest as _csi_v1_ControllerPublishVolumeRequest, ControllerPublishVolumeRequest__Output as _csi_v1_ControllerPublishVolumeRequest__Output } from '../../csi/v1/ControllerPublishVolumeRequest';
+import type { ControllerPublishVolumeResponse as _csi_v1_ControllerPublishVolumeResponse, ControllerPublishVolumeResponse__Output as _csi_v1_ControllerPublishVolumeResponse__Output } from '../../csi/v1/ControllerPublishVolumeResponse';
+import type { ControllerUnpublishVolumeRequest as _csi_v1_ControllerUnpublishVolumeRequest, ControllerUnpublishVolumeRequest__Output as _csi_v1_ControllerUnpublishVolumeRequest__Output } from '../../csi/v1/ControllerUnpublishVolumeRequest';
+import type { ControllerUnpublishVolumeResponse as _csi_v1_ControllerUnpublishVolumeResponse, ControllerUnpublishVolumeResponse__Output as _csi_v1_ControllerUnpublishVolumeResponse__Output } from '../../csi/v1/ControllerUnpublishVolumeResponse';
+import type { CreateSnapshotRequest as _csi_v1_CreateSnapshotRequest, CreateSnapshotRequest__Output as _csi_v1_CreateSnapshotRequest__Output } from '../../csi/v1/CreateSnapshotRequest';
+import type { CreateSnapshotResponse as _csi_v1_CreateSnapshotResponse, CreateSnapshotResponse__Output as _csi_v1_CreateSnapshotResponse__Output } from '../../csi/v1/CreateSnapshotResponse';
+import type { CreateVolumeRequest as _csi_v1_CreateVolumeRequest, CreateVolumeRequest__Output as _csi_v1_CreateVolumeRequest__Output } from '../../csi/v1/CreateVolumeRequest';
+import type { CreateVolumeResponse as _csi_v1_CreateVolumeResponse, CreateVolumeResponse__Output as _csi_v1_CreateVolumeResponse__Output } from '../../csi/v1/CreateVolumeResponse';
+import type { DeleteSnapshotRequest as _csi_v1_DeleteSnapshotRequest, DeleteSnapshotRequest__Output as _csi_v1_DeleteSnapshotRequest__Output } from '../../csi/v1/DeleteSnapshotRequest';
+import type { DeleteSnapshotResponse as _csi_v1_DeleteSnapshotResponse, DeleteSnapshotResponse__Output as _csi_v1_DeleteSnapshotResponse__Output } from '../../csi/v1/DeleteSnapshotResponse';
+import type { DeleteVolumeRequest as _csi_v1_DeleteVolumeRequest, DeleteVolumeRequest__Output as _csi_v1_DeleteVolumeRequest__Output } from '../../csi/v1/DeleteVolumeRequest';
+import type { DeleteVolumeResponse as _csi_v1_DeleteVolumeResponse, DeleteVolumeResponse__Output as _csi_v1_DeleteVolumeResponse__Output } from '../../csi/v1/DeleteVolumeResponse';
+import type { GetCapacityRequest as _csi_v1_GetCapacityRequest, GetCapacityRequest__Output as _csi_v1_GetCapacityRequest__Output } from '../../csi/v1/GetCapacityRequest';
+import type { GetCapacityResponse as _csi_v1_GetCapacityResponse, GetCapacityResponse__Output as _csi_v1_GetCapacityResponse__Output } from '../../csi/v1/GetCapacityResponse';
+import type { ListSnapshotsRequest as _csi_v1_ListSnapshotsRequest, ListSnapshotsRequest__Output as _csi_v1_ListSnapshotsRequest__Output } from '../../csi/v1/ListSnapshotsRequest';
+import type { ListSnapshotsResponse as _csi_v1_ListSnapshotsResponse, ListSnapshotsResponse__Output as _csi_v1_ListSnapshotsResponse__Output } from '../../csi/v1/ListSnapshotsResponse';
+import type { ListVolumesRequest as _csi_v1_ListVolumesRequest, ListVolumesRequest__Output as _csi_v1_ListVolumesRequest__Output } from '../../csi/v1/ListVolumesRequest';
+import type { ListVolumesResponse as _csi_v1_ListVolumesResponse, ListVolumesResponse__Output as _csi_v1_ListVolumesResponse__Output } from '../../csi/v1/ListVolumesResponse';
+import type { ValidateVolumeCapabilitiesRequest as _csi_v1_ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesRequest__Output as _csi_v1_ValidateVolumeCapabilitiesRequest__Output } from '../../csi/v1/ValidateVolumeCapabilitiesRequest';
+import type { ValidateVolumeCapabilitiesResponse as _csi_v1_ValidateVolumeCapabilitiesResponse, ValidateVolumeCapabilitiesResponse__Output as _csi_v1_ValidateVolumeCapabilitiesResponse__Output } from '../../csi/v1/ValidateVolumeCapabilitiesResponse';
 
 export interface ControllerClient extends grpc.Client {
   ControllerExpandVolume(argument: _csi_v1_ControllerExpandVolumeRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_csi_v1_ControllerExpandVolumeResponse__Output>): grpc.ClientUnaryCall;

@@ -1,7 +1,7 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { Volume as _csi_v1_Volume, Volume__Output as _csi_v1_Volume__Output } from './Volume';
-import type { VolumeCondition as _csi_v1_VolumeCondition, VolumeCondition__Output as _csi_v1_VolumeCondition__Output } from './VolumeCondition';
+import type { Volume as _csi_v1_Volume, Volume__Output as _csi_v1_Volume__Output } from '../../csi/v1/Volume';
+import type { VolumeCondition as _csi_v1_VolumeCondition, VolumeCondition__Output as _csi_v1_VolumeCondition__Output } from '../../csi/v1/VolumeCondition';
 
 export interface _csi_v1_ControllerGetVolumeResponse_VolumeStatus {
   'publishedNodeIds'?: (string)[];

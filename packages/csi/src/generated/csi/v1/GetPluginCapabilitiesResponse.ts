@@ -1,6 +1,6 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { PluginCapability as _csi_v1_PluginCapability, PluginCapability__Output as _csi_v1_PluginCapability__Output } from './PluginCapability';
+import type { PluginCapability as _csi_v1_PluginCapability, PluginCapability__Output as _csi_v1_PluginCapability__Output } from '../../csi/v1/PluginCapability';
 
 export interface GetPluginCapabilitiesResponse {
   'capabilities'?: (_csi_v1_PluginCapability)[];

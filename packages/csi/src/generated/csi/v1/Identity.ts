@@ -2,12 +2,12 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
-import type { GetPluginCapabilitiesRequest as _csi_v1_GetPluginCapabilitiesRequest, GetPluginCapabilitiesRequest__Output as _csi_v1_GetPluginCapabilitiesRequest__Output } from './GetPluginCapabilitiesRequest';
-import type { GetPluginCapabilitiesResponse as _csi_v1_GetPluginCapabilitiesResponse, GetPluginCapabilitiesResponse__Output as _csi_v1_GetPluginCapabilitiesResponse__Output } from './GetPluginCapabilitiesResponse';
-import type { GetPluginInfoRequest as _csi_v1_GetPluginInfoRequest, GetPluginInfoRequest__Output as _csi_v1_GetPluginInfoRequest__Output } from './GetPluginInfoRequest';
-import type { GetPluginInfoResponse as _csi_v1_GetPluginInfoResponse, GetPluginInfoResponse__Output as _csi_v1_GetPluginInfoResponse__Output } from './GetPluginInfoResponse';
-import type { ProbeRequest as _csi_v1_ProbeRequest, ProbeRequest__Output as _csi_v1_ProbeRequest__Output } from './ProbeRequest';
-import type { ProbeResponse as _csi_v1_ProbeResponse, ProbeResponse__Output as _csi_v1_ProbeResponse__Output } from './ProbeResponse';
+import type { GetPluginCapabilitiesRequest as _csi_v1_GetPluginCapabilitiesRequest, GetPluginCapabilitiesRequest__Output as _csi_v1_GetPluginCapabilitiesRequest__Output } from '../../csi/v1/GetPluginCapabilitiesRequest';
+import type { GetPluginCapabilitiesResponse as _csi_v1_GetPluginCapabilitiesResponse, GetPluginCapabilitiesResponse__Output as _csi_v1_GetPluginCapabilitiesResponse__Output } from '../../csi/v1/GetPluginCapabilitiesResponse';
+import type { GetPluginInfoRequest as _csi_v1_GetPluginInfoRequest, GetPluginInfoRequest__Output as _csi_v1_GetPluginInfoRequest__Output } from '../../csi/v1/GetPluginInfoRequest';
+import type { GetPluginInfoResponse as _csi_v1_GetPluginInfoResponse, GetPluginInfoResponse__Output as _csi_v1_GetPluginInfoResponse__Output } from '../../csi/v1/GetPluginInfoResponse';
+import type { ProbeRequest as _csi_v1_ProbeRequest, ProbeRequest__Output as _csi_v1_ProbeRequest__Output } from '../../csi/v1/ProbeRequest';
+import type { ProbeResponse as _csi_v1_ProbeResponse, ProbeResponse__Output as _csi_v1_ProbeResponse__Output } from '../../csi/v1/ProbeResponse';
 
 export interface IdentityClient extends grpc.Client {
   GetPluginCapabilities(argument: _csi_v1_GetPluginCapabilitiesRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_csi_v1_GetPluginCapabilitiesResponse__Output>): grpc.ClientUnaryCall;

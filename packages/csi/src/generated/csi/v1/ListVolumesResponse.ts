@@ -1,7 +1,7 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { VolumeCondition as _csi_v1_VolumeCondition, VolumeCondition__Output as _csi_v1_VolumeCondition__Output } from './VolumeCondition';
-import type { Volume as _csi_v1_Volume, Volume__Output as _csi_v1_Volume__Output } from './Volume';
+import type { VolumeCondition as _csi_v1_VolumeCondition, VolumeCondition__Output as _csi_v1_VolumeCondition__Output } from '../../csi/v1/VolumeCondition';
+import type { Volume as _csi_v1_Volume, Volume__Output as _csi_v1_Volume__Output } from '../../csi/v1/Volume';
 
 export interface _csi_v1_ListVolumesResponse_Entry {
   'volume'?: (_csi_v1_Volume | null);

@@ -1,6 +1,6 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { NodeServiceCapability as _csi_v1_NodeServiceCapability, NodeServiceCapability__Output as _csi_v1_NodeServiceCapability__Output } from './NodeServiceCapability';
+import type { NodeServiceCapability as _csi_v1_NodeServiceCapability, NodeServiceCapability__Output as _csi_v1_NodeServiceCapability__Output } from '../../csi/v1/NodeServiceCapability';
 
 export interface NodeGetCapabilitiesResponse {
   'capabilities'?: (_csi_v1_NodeServiceCapability)[];

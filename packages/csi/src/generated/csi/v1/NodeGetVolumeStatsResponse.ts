@@ -1,7 +1,7 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { VolumeUsage as _csi_v1_VolumeUsage, VolumeUsage__Output as _csi_v1_VolumeUsage__Output } from './VolumeUsage';
-import type { VolumeCondition as _csi_v1_VolumeCondition, VolumeCondition__Output as _csi_v1_VolumeCondition__Output } from './VolumeCondition';
+import type { VolumeUsage as _csi_v1_VolumeUsage, VolumeUsage__Output as _csi_v1_VolumeUsage__Output } from '../../csi/v1/VolumeUsage';
+import type { VolumeCondition as _csi_v1_VolumeCondition, VolumeCondition__Output as _csi_v1_VolumeCondition__Output } from '../../csi/v1/VolumeCondition';
 
 export interface NodeGetVolumeStatsResponse {
   'usage'?: (_csi_v1_VolumeUsage)[];

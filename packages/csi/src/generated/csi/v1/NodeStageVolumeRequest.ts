@@ -1,6 +1,6 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { VolumeCapability as _csi_v1_VolumeCapability, VolumeCapability__Output as _csi_v1_VolumeCapability__Output } from './VolumeCapability';
+import type { VolumeCapability as _csi_v1_VolumeCapability, VolumeCapability__Output as _csi_v1_VolumeCapability__Output } from '../../csi/v1/VolumeCapability';
 
 export interface NodeStageVolumeRequest {
   'volumeId'?: (string);

@@ -1,6 +1,6 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { Topology as _csi_v1_Topology, Topology__Output as _csi_v1_Topology__Output } from './Topology';
+import type { Topology as _csi_v1_Topology, Topology__Output as _csi_v1_Topology__Output } from '../../csi/v1/Topology';
 
 export interface TopologyRequirement {
   'requisite'?: (_csi_v1_Topology)[];

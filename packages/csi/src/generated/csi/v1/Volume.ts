@@ -1,7 +1,7 @@
 // Original file: ../../proto/csi/v1/csi.proto
 
-import type { VolumeContentSource as _csi_v1_VolumeContentSource, VolumeContentSource__Output as _csi_v1_VolumeContentSource__Output } from './VolumeContentSource';
-import type { Topology as _csi_v1_Topology, Topology__Output as _csi_v1_Topology__Output } from './Topology';
+import type { VolumeContentSource as _csi_v1_VolumeContentSource, VolumeContentSource__Output as _csi_v1_VolumeContentSource__Output } from '../../csi/v1/VolumeContentSource';
+import type { Topology as _csi_v1_Topology, Topology__Output as _csi_v1_Topology__Output } from '../../csi/v1/Topology';
 import type { Long } from '@grpc/proto-loader';
 
 export interface Volume {

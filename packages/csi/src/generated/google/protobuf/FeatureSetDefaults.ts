@@ -1,7 +1,7 @@
 // Original file: null
 
-import type { Edition as _google_protobuf_Edition, Edition__Output as _google_protobuf_Edition__Output } from './Edition';
-import type { FeatureSet as _google_protobuf_FeatureSet, FeatureSet__Output as _google_protobuf_FeatureSet__Output } from './FeatureSet';
+import type { Edition as _google_protobuf_Edition, Edition__Output as _google_protobuf_Edition__Output } from '../../google/protobuf/Edition';
+import type { FeatureSet as _google_protobuf_FeatureSet, FeatureSet__Output as _google_protobuf_FeatureSet__Output } from '../../google/protobuf/FeatureSet';
 
 export interface _google_protobuf_FeatureSetDefaults_FeatureSetEditionDefault {
   'edition'?: (_google_protobuf_Edition);

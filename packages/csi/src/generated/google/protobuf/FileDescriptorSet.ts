@@ -1,6 +1,6 @@
 // Original file: null
 
-import type { FileDescriptorProto as _google_protobuf_FileDescriptorProto, FileDescriptorProto__Output as _google_protobuf_FileDescriptorProto__Output } from './FileDescriptorProto';
+import type { FileDescriptorProto as _google_protobuf_FileDescriptorProto, FileDescriptorProto__Output as _google_protobuf_FileDescriptorProto__Output } from '../../google/protobuf/FileDescriptorProto';
 
 export interface FileDescriptorSet {
   'file'?: (_google_protobuf_FileDescriptorProto)[];

@@ -1,8 +1,21 @@
-// The `csi_plugin` block of a task: checked before the task starts, with the
-// offending field named in the error.
-import { ValidationError, assertPathSafeId, parseDuration } from '@csiplug/core';
+// The `csi_plugin` block of a task: its checked shape, and the check, with
+// the offending field named in the error. The jobspec reader runs the check
+// on every task that serves a CSI plugin; the plugin supervisor hook
+// (@csiplug/hooks) starts and watches the plugin by the checked shape.
 import * as path from 'path';
-import type { CSIPluginConfig } from './hook';
+import { assertPathSafeId } from '../ids';
+import { parseDuration } from '../duration';
+import { ValidationError } from '../errors';
+
+/** The `csi_plugin` block of a task, after validation (see parseCsiPluginConfig). */
+export interface CSIPluginConfig {
+  id: string;
+  type: 'node' | 'controller' | 'monolith';
+  mountDir: string;
+  stagePublishBaseDir: string;
+  /** ms */
+  healthTimeout: number;
+}
 
 export const CSI_PLUGIN_TYPES = ['node', 'controller', 'monolith'] as const;
 const KNOWN_KEYS = new Set(['id', 'type', 'mount_dir', 'stage_publish_base_dir', 'health_timeout']);

@@ -1,4 +1,4 @@
-import { ValidationError } from '@csiplug/core';
+import { ValidationError } from '../errors';
 import { parseCsiPluginConfig } from './csi-plugin-config';
 
 const where = 'job "j" group "g" task "plugin"';
