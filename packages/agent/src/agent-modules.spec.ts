@@ -5,7 +5,8 @@
 import { MemoryLogger, MissingBindingError, ModuleHost, ModuleStartError } from '@csiplug/core';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
-import { IVolumeCatalog, type VolumeCatalogService } from '@csiplug/volumes';
+import { IVolumeCatalog, IVolumeClaimer, type VolumeCatalogService } from '@csiplug/volumes';
+import { CLUSTER_INSTANCE_FILE, ClusterNodeNotOpenError, ClusterVolumeClaimer, IClusterNode, type ClusterNode } from '@csiplug/cluster';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -38,6 +39,29 @@ describe('agentModules', () => {
 
   it('lists the modules lowest layer first, the agent below the CSI manager it listens to', () => {
     expect(agentModules(config, new MemoryLogger()).map((m) => m.name)).toEqual(['core', 'state', 'csi', 'driver', 'registry', 'agent', 'csimanager', 'volumes', 'hooks']);
+  });
+
+  it('a cluster node adds the cluster module before the volumes: its claimer is the IVolumeClaimer, made once the module starts (the identity read)', async () => {
+    const cluster = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 }, nodeName: 'n1', nodeClass: '', meta: {}, heartbeatTtlMs: 10_000, disconnectGraceMs: 60_000 };
+    const modules = agentModules({ ...config, cluster }, new MemoryLogger());
+    expect(modules.map((m) => m.name)).toEqual(['core', 'state', 'csi', 'driver', 'registry', 'cluster', 'agent', 'csimanager', 'volumes', 'hooks']);
+    const container = rootContainer.createChildContainer();
+    const host = new ModuleHost(container, modules);
+    host.register();
+    // Before start: nothing read, nothing connected; the claimer says why it cannot be had yet.
+    expect(() => container.resolve<ClusterNode>(IClusterNode).claimer).toThrow(ClusterNodeNotOpenError);
+    expect(fs.readdirSync(dataDir)).toEqual([]);
+    await host.start();
+    try {
+      const node = container.resolve<ClusterNode>(IClusterNode);
+      expect(container.resolve(IVolumeClaimer)).toBe(node.claimer);
+      expect(node.claimer).toBeInstanceOf(ClusterVolumeClaimer);
+      expect(fs.readFileSync(path.join(dataDir, CLUSTER_INSTANCE_FILE), 'utf8').trim()).toBe(node.membership.identity);
+    } finally {
+      await host.stop();
+    }
+    // Stopped: the connection closed (no etcd was ever reached: nothing waited for it).
+    expect(container.resolve<ClusterNode>(IClusterNode).membership.disposed).toBe(true);
   });
 
   it('opens the state only on start, relays the services’ events while started, and releases it all on stop', async () => {

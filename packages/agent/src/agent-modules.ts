@@ -4,17 +4,20 @@
 // stateModule's start) and stops them in reverse. The order is the
 // restart-survival order of agent.ts:
 //
-//   start:  state opens → registry restores its plugins → the agent listens
-//           → CSI manager subscribes and resyncs → volume reconciler resumes
-//           the unmounts left to do
+//   start:  state opens → registry restores its plugins → (in a cluster: the
+//           node's identity read, etcd connected) → the agent listens → CSI
+//           manager subscribes and resyncs → volume reconciler resumes the
+//           unmounts left to do
 //   stop:   reconciler and catalog → CSI manager (closing every plugin
-//           client) → the agent's event stream → registry → driver → state
+//           client) → the agent's event stream → (the node's lease let go)
+//           → registry → driver → state
 //
 // The driver sits below the registry so that it is disposed after it, as the
 // agent always did. The agent's own module (its alloc store, the volume spec
 // check the catalog uses, its event stream) sits below the CSI manager so
 // that it listens before the manager starts.
 import { bind, bindDefault, coreModule, declareTokenOwner, IClock, withConfig, type Clock, type ConfiguredModule, type Logger, type Module } from '@csiplug/core';
+import { clusterModule } from '@csiplug/cluster';
 import { csiModule } from '@csiplug/csi';
 import { csiManagerModule, ICSIManager, type CSIManager } from '@csiplug/csimanager';
 import { driverModule } from '@csiplug/driver';
@@ -66,6 +69,8 @@ export function agentModules(config: AgentConfig, logger: Logger): ConfiguredMod
     withConfig(csiModule, {}),
     withConfig(driverModule, {}),
     withConfig(registryModule, {}),
+    // A cluster node (config `cluster { … }`): its claimer is bound before the volumes module's default, and it connects before the volumes start.
+    ...(config.cluster ? [withConfig(clusterModule, { options: config.cluster, dataDir: config.dataDir })] : []),
     agentModule,
     withConfig(csiManagerModule, { dataDir: config.dataDir }),
     volumesModule,

@@ -32,11 +32,8 @@ import type { PluginRegistry } from '@csiplug/registry';
 import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ApiClient } from '@csiplug/api';
-import { ApiError } from '@csiplug/api';
-import type { ClusterNodeView } from '@csiplug/cluster';
-import type { ClusterMembership } from './cluster-membership';
-import type { RoutedAnswer } from '@csiplug/api';
+import { ApiClient, ApiError, type RoutedAnswer } from '@csiplug/api';
+import type { ClusterMembership, ClusterNodeView } from '@csiplug/cluster';
 
 export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';
 
@@ -318,5 +315,12 @@ export class ControllerRouter {
     await this.running?.catch(() => undefined);
     await Promise.all([...this.servers.values()].map((s) => s.dispose().catch(() => undefined)));
     this.servers.clear();
+  }
+}
+
+/** Without a cluster: the routed controllers a cluster-mode run of this data dir registered route nowhere, and go. */
+export function dropRoutedControllers(registry: PluginRegistry): void {
+  for (const p of registry.list('csi-controller')) {
+    for (const r of registry.registrations('csi-controller', p.name)) if (isRoutedController(r.allocId)) registry.deregister('csi-controller', p.name, r.allocId);
   }
 }

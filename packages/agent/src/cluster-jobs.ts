@@ -18,21 +18,16 @@
 // and only then may the node claim and are its claims asserted again — so a
 // node that returns after its work moved stops its copies first.
 //
-// The cluster's volumes (volumes/<id> in etcd) are registered in this
-// node's catalog as they appear, and deregistered here once they are gone
-// from etcd and unclaimed here — those this agent saw in etcd during this
-// run (a volume removed while the agent was down stays), so an alloc placed
-// here finds its volume.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, EtcdJobs, externalIdOf, summarisePending, type ClusterClaim, type ClusterVolumeRecord, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+// Each pass also brings the cluster's volumes into this node's catalog
+// (cluster-volume-mirror.ts), so an alloc placed here finds its volume.
+import { ClusterJobsUnavailableError, EtcdJobs, summarisePending, type ClusterClaim, type ClusterMembership, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
-import { assertExternalIdFree, type VolumeCatalogService, type VolumeSpec, type VolumeView } from '@csiplug/volumes';
-import type { ClusterMembership } from './cluster-membership';
-import { sameJob } from '@csiplug/jobspec';
-import type { JobSpec } from '@csiplug/jobspec';
-import { jobToDocument, validateJob } from '@csiplug/jobspec';
+import type { VolumeCatalogService } from '@csiplug/volumes';
+import { jobToDocument, sameJob, validateJob, type JobSpec } from '@csiplug/jobspec';
 import type { ClusterJobView } from '@csiplug/api';
+import { ClusterVolumeMirror } from './cluster-volume-mirror';
 
 /** How often a pass runs when nothing in etcd changed (a node's death is noticed by time). */
 const PASS_INTERVAL_MS = 1_000;
@@ -83,9 +78,9 @@ export function projectJob(job: JobSpec, placements: readonly Placement[], node:
 
 export class ClusterJobs {
   readonly store: EtcdJobs<JobSpec>;
+  /** The cluster's volumes in this node's catalog, and the ids this node reserves to make one (cluster-volume-mirror.ts). */
+  readonly volumes: ClusterVolumeMirror;
   private timer: { dispose(): void } | undefined;
-  /** Volumes whose delete, cut short by an agent restart, the catalog finished: still to be removed from etcd (so no pass registers them again). */
-  private readonly resumedDeletes = new Map<string, { pluginId: string; externalId: string }>();
   private catalogEvents: { dispose(): void } | undefined;
   private watches: Array<{ close(): Promise<void> }> = [];
   private debounce: { dispose(): void } | undefined;
@@ -96,10 +91,6 @@ export class ClusterJobs {
   private readonly stopping = new AbortController();
   /** What the last pass read: jobs, placements, pending, for views that answer at once. */
   private seen: { jobs: ClusterJobRecord<JobSpec>[]; placements: Placement[]; pending: Map<string, PendingSlots[]>; at: number } | undefined;
-  /** Volumes of the cluster this node registered (or found registered) in its catalog during this run. */
-  private readonly mirrored = new Set<string>();
-  /** Volumes whose registration here failed, with the reason last logged (said once per reason). */
-  private readonly mirrorFailures = new Map<string, string>();
   /** Local jobs unknown to the cluster, warned of once. */
   private readonly strangers = new Set<string>();
 
@@ -111,8 +102,10 @@ export class ClusterJobs {
     /** Where the shares run here are remembered across restarts (`<data_dir>/cluster/applied.json`). */
     private readonly appliedFile?: string,
   ) {
-    this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now());
+    // The node's one claims handle: a pass releases a node's claims through the same one that writes this node's.
+    this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now(), { claims: membership.claims });
     this.applied = this.readApplied();
+    this.volumes = new ClusterVolumeMirror(this.store.volumes, host.catalog, () => membership.nodeName, () => this.assertMember(), clock, logger);
   }
 
   /**
@@ -163,7 +156,7 @@ export class ClusterJobs {
     this.timer = this.clock.setInterval(() => void this.kick(), PASS_INTERVAL_MS);
     this.catalogEvents = this.host.catalog.onDidChange((e) => {
       if (e.kind !== 'deleted' || e.resumed?.op !== 'delete') return;
-      this.resumedDeletes.set(e.volumeId, { pluginId: e.resumed.pluginId, externalId: e.resumed.externalId });
+      this.volumes.resumedDelete(e.volumeId, { pluginId: e.resumed.pluginId, externalId: e.resumed.externalId });
       void this.kick();
     });
     const onChange = () => {
@@ -432,7 +425,7 @@ export class ClusterJobs {
       await this.host.afterPass?.();
       // The agent began shutting down meanwhile: nothing more runs or stops here.
       if (this.closed) return false;
-      const mirrored = await this.mirrorVolumes();
+      const mirrored = await this.volumes.mirror();
       const projected = await this.project(result.records, result.placements);
       if (!projected || !mirrored) return false;
       this.failing = false;
@@ -539,164 +532,6 @@ export class ClusterJobs {
       this.logger.warn('a job runs here that the cluster does not know (run before this agent joined, or purged over a day ago); it is left as it is: stop it with csiplug job stop', { job_id: id });
     }
     return ok;
-  }
-
-  /**
-   * Registers here the cluster's volumes this catalog lacks; finishes a
-   * reservation this node made whose volume it has (its create was done,
-   * etcd was away for the last write); deregisters here the volumes gone
-   * from etcd that this run registered and that are unclaimed here.
-   * True when nothing failed for want of etcd.
-   */
-  private async mirrorVolumes(): Promise<boolean> {
-    for (const [id, was] of [...this.resumedDeletes]) {
-      await this.store.volumes.remove(id, (r) => r.state === undefined && r.pluginId === was.pluginId && externalIdOf(r) === was.externalId);
-      this.resumedDeletes.delete(id);
-      this.logger.info('removed from the cluster a volume whose delete, cut short by an agent restart, this node finished', { volume_id: id });
-    }
-    const records = await this.store.volumes.list();
-    const ids = new Set(records.map((r) => r.id));
-    for (const record of records) {
-      try {
-        await this.mirrorOne(record);
-      } catch (err) {
-        this.warnMirror(record.id, `could not bring the cluster's volume here: ${errorMessage(err)}`);
-      }
-    }
-    for (const id of [...this.mirrored]) {
-      if (ids.has(id)) continue;
-      const local = this.host.catalog.getVolume(id);
-      if (!local) {
-        this.mirrored.delete(id);
-        continue;
-      }
-      if (local.claims.length > 0) continue;
-      try {
-        await this.host.catalog.deregisterVolume(id);
-        this.mirrored.delete(id);
-        this.logger.info('deregistered here a volume the cluster no longer has', { volume_id: id });
-      } catch (err) {
-        this.logger.debug('could not deregister here a volume the cluster no longer has; the next pass tries again', { volume_id: id, error: errorMessage(err) });
-      }
-    }
-    return true;
-  }
-
-  /** One cluster volume brought into this node's catalog (or its reservation seen to). */
-  private async mirrorOne(record: ClusterVolumeRecord<unknown>): Promise<void> {
-    const volume = record.volume as VolumeView;
-    const local = this.host.catalog.getVolume(record.id);
-    if (record.state === 'creating') {
-      // Another node's reservation, or this node's make still under way (it finishes it itself): nothing to do here.
-      if (record.origin !== this.node || this.making.has(record.id)) return;
-      // A create the last agent cut short, its intent still held: the catalog settles it first (records the volume or deletes it
-      // again on the plugin), and a next pass finishes or gives back the reservation by what it finds then.
-      if (this.host.catalog.interruptedOp?.(record.id)?.op === 'create') return;
-      // This node's reservation, its make not under way (an agent killed in the middle, a finish or cancel etcd did not take):
-      // finished when the volume is here, given back when not (a backend volume made before the kill is not known here: the plugin's own list shows it).
-      if (local) await this.finishVolume(local).catch(() => undefined);
-      else await this.cancelVolume(record.id).catch(() => undefined);
-      return;
-    }
-    if (local) {
-      // The same volume (its plugin and the plugin's id for it), or a volume of this node's own under the same id: never taken for the cluster's.
-      if (local.pluginId === record.pluginId && local.externalId === volume.externalId) this.mirrored.add(record.id);
-      else this.warnMirror(record.id, `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`);
-      return;
-    }
-    // Deleted here after an agent restart cut its delete short: leaving etcd, not to be brought back.
-    if (this.resumedDeletes.has(record.id)) return;
-    const spec: VolumeSpec = {
-      id: volume.id,
-      name: volume.name,
-      type: 'csi',
-      pluginId: volume.pluginId,
-      externalId: volume.externalId,
-      capabilities: volume.capabilities,
-      ...(volume.mountOptions ? { mountOptions: volume.mountOptions } : {}),
-      ...(volume.capacityBytes !== undefined ? { capacityMin: volume.capacityBytes } : {}),
-      parameters: volume.parameters ?? {},
-      secrets: volume.secrets ?? {},
-      context: volume.context ?? {},
-      ...(volume.accessibleTopology?.length ? { topologyRequest: { required: volume.accessibleTopology.map((t) => ({ segments: { ...t.segments } })) } } : {}),
-    };
-    try {
-      await this.host.catalog.registerVolume(spec);
-      this.mirrored.add(record.id);
-      this.mirrorFailures.delete(record.id);
-      this.logger.info('registered a volume of the cluster in this node\'s catalog', { volume_id: record.id, origin: record.origin });
-    } catch (err) {
-      this.warnMirror(record.id, `could not register the cluster's volume here; allocs placed here cannot use it until it is: ${errorMessage(err)}`);
-    }
-  }
-
-  private warnMirror(id: string, why: string): void {
-    if (this.mirrorFailures.get(id) === why) return;
-    this.mirrorFailures.set(id, why);
-    this.logger.warn(why, { volume_id: id });
-  }
-
-  /**
-   * Reserves the volume's id in the cluster before this node's plugin makes
-   * it: no other node makes one under the same id meanwhile (a CSI create
-   * is idempotent by name, so a second maker would get the same volume and
-   * could not tell it from its own). Throws ClusterVolumeExistsError when
-   * the id is taken or reserved, and VolumeExternalIdInUseError when a
-   * register names a plugin volume another cluster volume has (checked
-   * against the records read, not in the reservation's transaction: two
-   * nodes registering one at the same instant both pass here, and the
-   * second's is refused by each node's catalog when it mirrors it).
-   */
-  async reserveVolume(spec: VolumeSpec): Promise<void> {
-    this.assertMember();
-    if (spec.externalId !== undefined) {
-      const made = (await this.store.volumes.list()).filter((r) => r.state === undefined).map((r) => ({ id: r.id, pluginId: r.pluginId, externalId: externalIdOf(r) }));
-      assertExternalIdFree(made, spec.id, spec.pluginId, spec.externalId);
-    }
-    const reservation: ClusterVolumeRecord<unknown> = { id: spec.id, pluginId: spec.pluginId, origin: this.node, createdAt: this.clock.now(), state: 'creating', volume: { id: spec.id, pluginId: spec.pluginId } };
-    try {
-      await this.store.volumes.add(reservation);
-    } catch (err) {
-      // This node's own reservation whose make is not under way (an earlier try cut short): taken over (a CSI create is idempotent by name).
-      const held = err instanceof ClusterVolumeExistsError ? await this.store.volumes.get(spec.id) : undefined;
-      if (held?.state !== 'creating' || held.origin !== this.node || this.making.has(spec.id)) throw err;
-      await this.store.volumes.cancel(spec.id, this.node);
-      await this.store.volumes.add(reservation);
-    }
-    this.making.add(spec.id);
-  }
-
-  /** The make under way here is over (made, or failed): a pass may see to its reservation again. */
-  madeVolume(id: string): void {
-    this.making.delete(id);
-  }
-
-  /** Volume ids whose make is under way on this agent (reserved here, not yet finished or given back). */
-  private readonly making = new Set<string>();
-
-  /** The reservation is given up (the create failed here). */
-  cancelVolume(id: string): Promise<void> {
-    return this.store.volumes.cancel(id, this.node);
-  }
-
-  /**
-   * The volume this node made replaces its reservation, with what other
-   * nodes need to use it — its secrets too: etcd holds them, as a Nomad
-   * server's state does (protect etcd: TLS, and no one else's access). The
-   * reservation gone (false): the volume is not the cluster's.
-   */
-  async finishVolume(volume: VolumeView): Promise<boolean> {
-    const done = await this.store.volumes.finish({
-      id: volume.id,
-      pluginId: volume.pluginId,
-      ...(volume.accessibleTopology?.length ? { accessibleTopology: volume.accessibleTopology.map((t) => ({ ...t.segments })) } : {}),
-      capabilities: volume.capabilities.map((c) => ({ accessMode: c.accessMode, attachmentMode: c.attachmentMode })),
-      origin: this.node,
-      createdAt: this.clock.now(),
-      volume: { ...volume, claims: [] },
-    });
-    if (done) this.mirrored.add(volume.id);
-    return done;
   }
 }
 

@@ -13,12 +13,19 @@
 // waits (retryable) while the agent does not hold its node, and after each
 // (re)join until the agent has made what runs on the node what the cluster
 // placed there (an alloc that moved while the node was away claims nothing).
-import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '@csiplug/volumes';
-import type { EtcdVolumeClaims } from './claims';
+//
+// It is the one writer of this node's claims in etcd: besides claim and
+// release (the volume reconciler's, and the agent's purge, detach and claim
+// sweep, all through IVolumeClaimer), a claim the catalog holds is asserted
+// here after each (re)join (reassert), the claims etcd holds under this
+// node's identity are listed for the sweep (ownClaims), and a node gone for
+// good gives up its claims here (releaseNode).
+import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimView, type VolumeClaimer } from '@csiplug/volumes';
+import type { ClusterClaim, EtcdVolumeClaims } from './claims';
 
-/** The local catalog as the cluster claimer uses it: its claimer, and a volume's capabilities. */
+/** The local catalog as the cluster claimer uses it: its claimer, and a volume's capabilities and claims. */
 export interface LocalCatalog extends VolumeClaimer {
-  getVolume(id: string): { capabilities: readonly VolumeCapability[] } | undefined;
+  getVolume(id: string): { capabilities: readonly VolumeCapability[]; claims: readonly VolumeClaimView[] } | undefined;
 }
 
 export class ClusterVolumeClaimer implements VolumeClaimer {
@@ -35,6 +42,12 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     private readonly holdsNode: () => boolean = () => true,
     /** Where what cannot be done and is not an error of the claim is said. */
     private readonly warn?: (message: string, fields: Record<string, unknown>) => void,
+    /**
+     * Whether a claim in etcd under this node's name is this agent's: its
+     * identity's (or one written before identities, when this agent adopted
+     * that node). Default: any claim under the node's name.
+     */
+    private readonly ownsClaim: (claim: ClusterClaim) => boolean = (claim) => claim.nodeId === nodeId,
   ) {}
 
   lookup(volumeId: string): Promise<ClaimableVolume> {
@@ -78,5 +91,41 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
   async release(volumeId: string, allocId: string, options?: { signal?: AbortSignal }): Promise<void> {
     await this.local().release(volumeId, allocId, options);
     await this.claims.release(volumeId, allocId);
+  }
+
+  /**
+   * Once the node is in the cluster again: a claim this node's catalog holds
+   * is claimed in etcd too (the same alloc again is granted as it stands);
+   * one the catalog let go of meanwhile (a teardown finishing at the same
+   * time) is given back there again. Throws ClaimError as claim does: a
+   * refusal (another node holds the volume), or ECLAIM_ETCD_UNAVAILABLE
+   * (try again).
+   */
+  async reassert(volumeId: string, allocId: string): Promise<void> {
+    const volume = this.local().getVolume(volumeId);
+    const held = volume?.claims.find((c) => c.allocId === allocId);
+    if (!volume || !held) return;
+    const request: VolumeClaimRequest = { volumeId, allocId, readOnly: held.mode === 'read', accessMode: held.accessMode, attachmentMode: held.attachmentMode };
+    await this.claims.claim({ id: volumeId, capabilities: volume.capabilities }, request, this.nodeId);
+    if (this.local().getVolume(volumeId)?.claims.some((c) => c.allocId === allocId)) return;
+    await this.claims.release(volumeId, allocId).catch((err: unknown) => {
+      this.warn?.('a claim released here while it was asserted in etcd could not be given back there; the claim sweep tries again', { volume_id: volumeId, alloc_id: allocId, error: err instanceof Error ? err.message : String(err) });
+    });
+  }
+
+  /** The claims etcd holds under this node's identity (for the claim sweep). Throws when etcd does not answer. */
+  async ownClaims(): Promise<Array<{ volumeId: string; allocId: string }>> {
+    const all = await this.claims.all();
+    return all.flatMap(({ volumeId, claims }) => claims.filter((c) => this.ownsClaim(c)).map((c) => ({ volumeId, allocId: c.allocId })));
+  }
+
+  /** The claims of node `name` that were published to it (ControllerPublishVolume), cluster-wide: what a purge of that node unpublishes first. */
+  async publishedTo(name: string): Promise<Array<{ volumeId: string; claim: ClusterClaim }>> {
+    return (await this.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+  }
+
+  /** `node purge`: every claim of node `name` (a node gone for good) released, only while it has no live lease; returns the volumes touched. */
+  releaseNode(name: string): Promise<string[]> {
+    return this.claims.releaseNode(name);
   }
 }

@@ -229,9 +229,17 @@ export class EtcdJobs<S = unknown> {
     private readonly conn: EtcdConnection,
     private readonly logger: Logger,
     now: () => number = Date.now,
-    private readonly options: { tombstoneTtlSeconds?: number } = {},
+    private readonly options: {
+      tombstoneTtlSeconds?: number;
+      /**
+       * The agent's one handle on the claims in etcd (its node's identity on
+       * every claim it writes): a pass releases a node's claims through it.
+       * Absent (tools, tests): a handle of no node's own.
+       */
+      claims?: EtcdVolumeClaims;
+    } = {},
   ) {
-    this.claims = new EtcdVolumeClaims(conn, now);
+    this.claims = options.claims ?? new EtcdVolumeClaims(conn, now);
     this.volumes = new EtcdClusterVolumes(conn, logger);
     this.warnings = new RecordWarnings(logger);
   }

@@ -169,6 +169,11 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     return nodes.sort((a, b) => a.name.localeCompare(b.name));
   }
 
+  /** Whether the node `name` holds a live lease now (its alive key is there). Throws when etcd does not answer. */
+  isAlive(name: string): Promise<boolean> {
+    return this.conn.kv.get(ALIVE + name).exists();
+  }
+
   async get(name: string): Promise<ClusterNodeView | undefined> {
     return (await this.list()).find((n) => n.name === name);
   }

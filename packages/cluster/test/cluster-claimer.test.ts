@@ -2,7 +2,7 @@
 // stand-in for the local catalog: the claim is taken in etcd first, and given
 // back when the local claim fails; a release goes here first, then in etcd;
 // a node's refusal comes before anything is asked of the local catalog.
-import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult } from '@csiplug/volumes';
+import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimView } from '@csiplug/volumes';
 import { EtcdVolumeClaims } from '../src/claims';
 import { ClusterVolumeClaimer, type LocalCatalog } from '../src/cluster-claimer';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
@@ -13,7 +13,7 @@ jest.setTimeout(60_000);
 class LocalStandIn implements LocalCatalog {
   calls: string[] = [];
   failNextClaim: Error | undefined;
-  readonly volumes = new Map<string, { capabilities: VolumeCapability[] }>([['v', { capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }] }]]);
+  readonly volumes = new Map<string, { capabilities: VolumeCapability[]; claims: VolumeClaimView[] }>([['v', { capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }], claims: [] }]]);
   getVolume(id: string) {
     return this.volumes.get(id);
   }
@@ -114,5 +114,33 @@ describe('ClusterVolumeClaimer', () => {
     expect(claimer.remountRefusal('v')).toMatch(/^volume "v": this agent does not hold node "n1" in the cluster yet .*a stale mount is brought back up once it does$/);
     may = true;
     expect(claimer.remountRefusal('v')).toBeUndefined();
+  });
+
+  it('reassert claims in etcd what the catalog holds, gives back one the catalog let go of meanwhile; ownClaims lists this identity\'s alone', async () => {
+    const local = new LocalStandIn();
+    const held = { allocId: 'r1', mode: 'write' as const, accessMode: 'single-node-writer', attachmentMode: 'file-system', since: 1 };
+    local.volumes.get('v')!.claims.push(held);
+    const mine = new EtcdVolumeClaims(conn, Date.now, 'id-n1');
+    const claimer = new ClusterVolumeClaimer(() => local, mine, 'n1', () => true, undefined, (c) => c.nodeId === 'n1' && c.nodeIdentity === 'id-n1');
+    await claimer.reassert('v', 'r1');
+    expect((await claims.claims('v')).map((c) => [c.allocId, c.nodeId, c.nodeIdentity])).toEqual([['r1', 'n1', 'id-n1']]);
+    // Nothing asked of the local catalog: the claim is asserted in etcd only.
+    expect(local.calls).toEqual([]);
+    // Another machine under the same name: its claim is not this agent's to sweep.
+    await new EtcdVolumeClaims(conn, Date.now, 'id-other').claim({ id: 'w', capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] }, { ...request('x1'), volumeId: 'w', accessMode: 'multi-node-multi-writer' }, 'n1');
+    expect(await claimer.ownClaims()).toEqual([{ volumeId: 'v', allocId: 'r1' }]);
+    // Released here while it was asserted there: given back in etcd too.
+    const claimEtcd = mine.claim.bind(mine);
+    mine.claim = async (...args) => {
+      const after = await claimEtcd(...args);
+      local.volumes.get('v')!.claims.length = 0;
+      return after;
+    };
+    await claimer.reassert('v', 'r1');
+    expect(await claims.claims('v')).toEqual([]);
+    // A claim the catalog does not hold is never written to etcd.
+    await claimer.reassert('v', 'r1');
+    expect(await claims.claims('v')).toEqual([]);
+    await claims.release('w', 'x1');
   });
 });

@@ -7,9 +7,16 @@
 // never purged: every step requires its alive key to be absent. Its slots
 // stay until the passes move them (a node with no record is down).
 import { CsiplugError } from '@csiplug/core';
-import type { ClusterClaim } from '@csiplug/cluster';
-import type { ClusterMembership } from './cluster-membership';
-import type { NodePurgeResult } from '@csiplug/api';
+import type { ClusterClaim } from './claims';
+import type { ClusterVolumeClaimer } from './cluster-claimer';
+import type { ClusterMembership } from './membership';
+
+/** What `node purge` did: the node's name, its identity (when its record named one), and the volumes whose claims it released. */
+export interface PurgedNode {
+  name: string;
+  identity?: string;
+  releasedVolumes: string[];
+}
 
 
 /** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */
@@ -36,9 +43,10 @@ export class NodePurgeRefusedError extends NodePurgeError {
  */
 export async function purgeClusterNode(
   membership: ClusterMembership,
+  claimer: ClusterVolumeClaimer,
   name: string,
   unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
-): Promise<NodePurgeResult> {
+): Promise<PurgedNode> {
   const node = (await membership.list()).find((n) => n.name === name);
   if (!node) throw new NodePurgeNotFoundError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`);
   if (node.status === 'ready') {
@@ -46,7 +54,7 @@ export async function purgeClusterNode(
       `node "${name}" (identity ${node.identity ?? 'unknown'}) is ready: its agent holds it now, and a live node is never purged; stop that agent first (or give the other machine its own cluster.node_name)`,
     );
   }
-  const published = (await membership.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+  const published = await claimer.publishedTo(name);
   if (published.length && !(await unpublishFrom(name, published))) {
     throw new NodePurgeRefusedError(
       `node "${name}": volumes published to it (${published.map((p) => p.volumeId).join(', ')}) could not be unpublished from this agent (no controller of their plugin here, or the node came back); ` +
@@ -54,7 +62,7 @@ export async function purgeClusterNode(
     );
   }
   // Each release requires the node's alive key to be absent: a node back meanwhile keeps what it holds.
-  const releasedVolumes = await membership.claims.releaseNode(name);
+  const releasedVolumes = await claimer.releaseNode(name);
   const removed = await membership.purgeRecord(name);
   if (removed === 'alive') throw new NodePurgeRefusedError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`);
   return { name, ...(removed?.identity ? { identity: removed.identity } : {}), releasedVolumes };

@@ -3,12 +3,23 @@
 // so an etcd that is away never holds the agent's start, its tasks or its
 // mounts), what it says of itself kept current as its plugins' health
 // changes, and the cluster's nodes for `node status`.
-import { EtcdNodeRegistry, EtcdVolumeClaims, NodeNameHeldError, NodeNameInUseError, connectEtcd, type NodeRecord, type ClusterNodeView, type ClusterOptions, type EtcdConnection, type NodeInfo } from '@csiplug/cluster';
-import { type Clock, type Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
+import { CsiplugError, errorMessage, type AsyncDisposable, type Clock, type Logger } from '@csiplug/core';
 import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { DataDirError } from './data-dir';
+import { EtcdVolumeClaims } from './claims';
+import { connectEtcd, type EtcdConnection } from './connect';
+import { NodeNameHeldError } from './node-identity';
+import { EtcdNodeRegistry, NodeNameInUseError, type ClusterNodeView, type NodeInfo, type NodeRecord } from './node-registry';
+import type { ClusterOptions } from './options';
+
+/** The node's identity file in the data dir cannot be read, or holds no identity: it is never replaced by a new one. */
+export class NodeIdentityFileError extends CsiplugError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    // The data dir's code: the file is one of the data dir's, and what to do is the same (fix or restore it).
+    super('EDATADIR', message, options);
+  }
+}
 
 /** How long a burst of health changes is gathered before the node record is written again. */
 const REFRESH_DELAY_MS = 1_000;
@@ -37,12 +48,12 @@ export function clusterInstanceId(dataDir: string): string {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new DataDirError(`cannot read this node's identity in ${file}: ${errorMessage(err)}`, { cause: err });
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new NodeIdentityFileError(`cannot read this node's identity in ${file}: ${errorMessage(err)}`, { cause: err });
   }
   if (text !== undefined) {
     const id = text.trim();
     if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) return id;
-    throw new DataDirError(
+    throw new NodeIdentityFileError(
       `${file} should hold this node's identity (a UUID) but holds ${JSON.stringify(text.slice(0, 80))}: restore it from a backup, ` +
         'or remove it to join as a new node (the old identity keeps its name until `csiplug node purge NODE`)',
     );
@@ -112,6 +123,11 @@ export class ClusterMembership implements AsyncDisposable {
   /** Why this agent was refused its node name at the last attempt to join (another live agent holds it, or another identity's node still holds work under it). */
   get refusal(): NodeNameInUseError | NodeNameHeldError | undefined {
     return this.nodes.refusal;
+  }
+
+  /** Whether the node `name` holds a live lease now. Throws when etcd does not answer. */
+  nodeAlive(name: string): Promise<boolean> {
+    return this.nodes.isAlive(name);
   }
 
   /** `node purge`: the node's record removed, only while it is down; 'alive' when it is up. */

@@ -3,7 +3,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { CLUSTER_INSTANCE_FILE, clusterInstanceId } from './cluster-membership';
+import { CLUSTER_INSTANCE_FILE, clusterInstanceId } from './membership';
 
 describe('clusterInstanceId', () => {
   let dir: string;

@@ -1,0 +1,78 @@
+// The node as the API shows it: the agent's health, this node (drivers,
+// plugins, allocs) and, in a cluster, every node of it (cluster mode's).
+import { findRunc } from '@csiplug/driver';
+import * as os from 'os';
+import type { AgentContext } from './agent-context';
+import { isRoutedController } from './cluster-controllers';
+import type { AgentHealth, NodeList, NodeView } from '@csiplug/api';
+
+export const AGENT_VERSION = '0.1.0';
+
+export class NodeViews {
+  constructor(
+    private readonly ctx: AgentContext,
+    /** Cluster mode, once made (undefined for an agent on its own): the cluster's nodes. */
+    private readonly cluster: () => { listNodes(): Promise<NodeList> } | undefined = () => undefined,
+  ) {}
+
+  health(): AgentHealth {
+    const counts = { running: 0, pending: 0, dead: 0 };
+    for (const r of this.ctx.allocs.all()) {
+      const s = r.alloc.clientStatus;
+      if (s === 'running') counts.running++;
+      else if (s === 'pending') counts.pending++;
+      else counts.dead++;
+    }
+    const plugins = this.ctx.csiManager.plugins();
+    return {
+      ok: !this.ctx.closed,
+      nodeId: this.ctx.config.nodeId,
+      dataDir: this.ctx.config.dataDir,
+      version: AGENT_VERSION,
+      startedAt: this.ctx.startedAt,
+      allocs: counts,
+      plugins: { healthy: plugins.filter((p) => p.healthy).length, total: plugins.length },
+    };
+  }
+
+  node(): NodeView {
+    const { config } = this.ctx;
+    const health = this.health();
+    const runc = findRunc();
+    return {
+      id: config.nodeId,
+      name: os.hostname(),
+      version: AGENT_VERSION,
+      dataDir: config.dataDir,
+      startedAt: this.ctx.startedAt,
+      status: this.ctx.closed ? 'down' : 'ready',
+      drivers: {
+        exec: runc
+          ? { detected: true, healthy: true, description: `isolated tasks on runc (${runc})` }
+          : { detected: false, healthy: false, description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works' },
+        // Nomad's raw_exec fingerprint when disabled: undetected, "disabled" (a cluster places no raw_exec task here).
+        raw_exec: config.rawExec.enabled ? { detected: true, healthy: true, description: 'host processes' } : { detected: false, healthy: false, description: 'disabled (plugin "raw_exec" { config { enabled = true } } enables it)' },
+      },
+      // A controller routed to another node is that node's, not this one's: never advertised (no call is routed twice).
+      plugins: this.ctx.csiManager
+        .plugins()
+        .filter((p) => !isRoutedController(p.allocId))
+        .map((p) => ({
+          id: p.name,
+          type: p.type,
+          healthy: p.healthy,
+          description: p.description,
+          ...(p.node ? { nodeId: p.node.nodeId, maxVolumes: Number.isFinite(p.node.maxVolumes) ? p.node.maxVolumes : ('unlimited' as const), ...(p.node.topology ? { topology: { ...p.node.topology } } : {}) } : {}),
+        }))
+        .sort((a, b) => a.id.localeCompare(b.id) || a.type.localeCompare(b.type)),
+      allocs: health.allocs,
+    };
+  }
+
+  async listNodes(): Promise<NodeList> {
+    const cluster = this.cluster();
+    if (cluster) return cluster.listNodes();
+    const n = this.node();
+    return { cluster: false, nodes: [{ name: n.id, status: n.status, nodeClass: '', drivers: Object.keys(n.drivers).filter((d) => n.drivers[d as keyof NodeView['drivers']].detected), plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), self: true }] };
+  }
+}

@@ -1,0 +1,227 @@
+// The volumes part of the agent's service facade: the catalog's volumes with
+// this node's mounts of each, register, create (or expand), deregister and
+// delete — in a cluster under the cluster's catalog too (cluster-volume-ops.ts)
+// — usage, snapshots, the plugin's own volumes, and detach, which releases
+// each claim through the claimer (claim-sweep.ts), never by hand.
+import { ValidationError } from '@csiplug/core';
+import type { PluginInfo } from '@csiplug/csimanager';
+import type { MountCheckView } from '@csiplug/volumes';
+import type { AgentContext } from './agent-context';
+import { ConflictError, NotFoundError } from './agent-errors';
+import { mountsOfAlloc } from './alloc-mounts';
+import type { ClaimSweep } from './claim-sweep';
+import type { ClusterVolumeOps } from './cluster-volume-ops';
+import type { ExternalVolumeView, MountUsageView, Page, SnapshotView, VolumeDetachResult, VolumeMountView, VolumeView } from '@csiplug/api';
+import { volumeSpecToDocument, type VolumeSpec } from '@csiplug/jobspec';
+
+export class VolumeService {
+  constructor(
+    private readonly ctx: AgentContext,
+    private readonly claimSweep: ClaimSweep,
+    /** Whether this node has (or is starting) a controller of the plugin (job-service.ts). */
+    private readonly controlsHere: (pluginId: string) => boolean,
+    /** Cluster mode's share of the volume operations, once made (undefined for an agent on its own). */
+    private readonly cluster: () => ClusterVolumeOps | undefined,
+    /** The plugins the agent knows (here and, in a cluster, on other nodes): named when a create finds no controller. */
+    private readonly knownPlugins: () => string[],
+  ) {}
+
+  listVolumes(): VolumeView[] {
+    return this.ctx.catalog.listVolumes();
+  }
+
+  getVolume(id: string): VolumeView | undefined {
+    const { catalog, reconciler } = this.ctx;
+    const volume = catalog.getVolume(id);
+    if (!volume) return undefined;
+    const checks = new Map(reconciler.mountChecks().map((c) => [`${c.allocId}/${c.name}`, c]));
+    const mounts: VolumeMountView[] = reconciler
+      .list()
+      .filter((r) => r.volumeId === id)
+      .map((r) => {
+        const check = checks.get(`${r.allocId}/${r.name}`);
+        return {
+          allocId: r.allocId,
+          name: r.name,
+          desired: r.desired,
+          claimed: r.claimed,
+          staged: r.staged,
+          published: r.published,
+          ...(r.targetPath !== undefined ? { targetPath: r.targetPath } : {}),
+          pendingUnmount: r.desired === 'unmounted',
+          attempts: r.attempts,
+          ...(r.lastError !== undefined ? { lastError: r.lastError } : {}),
+          since: r.since,
+          ...(check ? { check: checkOf(check) } : {}),
+        };
+      });
+    return { ...volume, mounts };
+  }
+
+  async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
+    this.ctx.checkOpen();
+    const { catalog } = this.ctx;
+    const cluster = this.cluster();
+    if (!cluster) return catalog.registerVolume(spec);
+    // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.
+    return cluster.made(spec, () => catalog.registerVolume(spec), () => catalog.deregisterVolume(spec.id));
+  }
+
+  async createVolume(spec: VolumeSpec, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
+    this.ctx.checkOpen();
+    const { catalog } = this.ctx;
+    const cluster = this.cluster();
+    // Nomad's `volume create` of a volume that exists with a larger capacity expands it.
+    const existing = catalog.getVolume(spec?.id);
+    if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) {
+      // Only the capacity of an existing volume changes this way: a content source would silently not be applied.
+      if (spec.snapshotId !== undefined || spec.cloneId !== undefined) {
+        throw new ValidationError(`volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`, spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id');
+      }
+      if (!cluster) return this.expandVolume(existing, spec);
+      const ours = await cluster.isClusters(existing.id, existing);
+      const grown = await this.expandVolume(existing, spec);
+      // The cluster's record says the new capacity (a node registering it from now on sees it).
+      if (ours) await cluster.recordGrowth(grown);
+      return grown;
+    }
+    const here = this.controlsHere(spec.pluginId);
+    if (cluster) {
+      cluster.assertMember();
+      // No controller of the plugin here: the create goes to a node whose controller is healthy (once: a forwarded create goes no further).
+      if (!here && !options.forwarded) return cluster.viaController(spec.pluginId, spec.id, 'create', (c) => c.createVolume(volumeSpecToDocument(spec), { forwarded: true }));
+    }
+    if (!here) {
+      const known = this.knownPlugins();
+      throw new NotFoundError(`no controller of plugin "${spec.pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`);
+    }
+    if (!cluster) return catalog.createVolume(spec);
+    return cluster.made(spec, () => catalog.createVolume(spec), () => catalog.deleteVolume(spec.id));
+  }
+
+  async deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
+    this.ctx.checkOpen();
+    const cluster = this.cluster();
+    const before = this.ctx.catalog.getVolume(id);
+    const ours = cluster !== undefined && before !== undefined && (await cluster.isClusters(id, before));
+    if (ours) await cluster.assertUnclaimed(id);
+    await this.ctx.catalog.deregisterVolume(id, options);
+    if (ours) await cluster.remove(id, before);
+  }
+
+  async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
+    this.ctx.checkOpen();
+    const cluster = this.cluster();
+    const before = this.ctx.catalog.getVolume(id);
+    const ours = cluster !== undefined && before !== undefined && (await cluster.isClusters(id, before));
+    if (ours) await cluster.assertUnclaimed(id);
+    // No controller here: deleted through a node that has one (which also removes it from the cluster).
+    if (ours && !options.forwarded && !this.controlsHere(before.pluginId)) {
+      await cluster.viaController(before.pluginId, id, 'delete', (c) => c.deleteVolume(id, { forwarded: true }));
+      return;
+    }
+    await this.ctx.catalog.deleteVolume(id);
+    if (ours) await cluster.remove(id, before);
+  }
+
+  volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]> {
+    this.ctx.checkOpen();
+    if (filter.volumeId !== undefined && !this.ctx.catalog.getVolume(filter.volumeId)) return Promise.reject(new NotFoundError(`volume "${filter.volumeId}" not found`));
+    return this.ctx.reconciler.usage(filter);
+  }
+
+  createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+    this.ctx.checkOpen();
+    return this.ctx.catalog.createSnapshot(volumeId, name);
+  }
+
+  deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
+    this.ctx.checkOpen();
+    return this.ctx.catalog.deleteSnapshot(pluginId, snapshotId);
+  }
+
+  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
+    this.ctx.checkOpen();
+    const pluginId = this.listingPlugin(options.pluginId, (c) => c.capabilities.listSnapshots, 'snapshots');
+    if (pluginId === undefined) return Promise.resolve({ items: [] });
+    return this.ctx.catalog.listSnapshots(pluginId, options);
+  }
+
+  listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
+    this.ctx.checkOpen();
+    const pluginId = this.listingPlugin(options.pluginId, (c) => c.supportsListVolumes, 'volumes');
+    if (pluginId === undefined) return Promise.resolve({ items: [] });
+    return this.ctx.catalog.listExternalVolumes(pluginId, options);
+  }
+
+  async detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult> {
+    this.ctx.checkOpen();
+    const { ctx } = this;
+    const volume = ctx.catalog.getVolume(volumeId);
+    if (!volume) throw new NotFoundError(`volume "${volumeId}" not found`);
+    const pluginNode = ctx.csiManager.pluginInfo('csi-node', volume.pluginId)?.node?.nodeId;
+    if (nodeId !== ctx.config.nodeId && nodeId !== pluginNode) {
+      throw new ValidationError(`node "${nodeId}" is not this node (${ctx.config.nodeId}${pluginNode && pluginNode !== ctx.config.nodeId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`, 'node');
+    }
+    const broken = volume.claims.filter((c) => ctx.allocs.unrestored.has(c.allocId)).map((c) => c.allocId);
+    if (broken.length) {
+      throw new ConflictError(`volume "${volumeId}" is claimed by alloc${broken.length > 1 ? 's' : ''} ${broken.join(', ')}, which this agent could not restore (its saved state could not be read or rebuilt; its tasks were left running): fix or remove that state and restart the agent before you detach the volume`);
+    }
+    const live = volume.claims.filter((c) => ctx.allocs.live(c.allocId)).map((c) => c.allocId);
+    if (live.length) {
+      throw new ConflictError(`volume "${volumeId}" is claimed by running alloc${live.length > 1 ? 's' : ''} ${live.join(', ')}; stop ${live.length > 1 ? 'them' : 'it'} (job stop) before you detach the volume`);
+    }
+    const released: string[] = [];
+    for (const claim of volume.claims) {
+      const names = ctx.reconciler.list(claim.allocId).filter((r) => r.volumeId === volumeId).map((r) => r.name);
+      // Unmounted here first (unpublish, unstage), which releases the claim; a claim with nothing mounted is released directly.
+      if (names.length) {
+        const outcomes = await ctx.reconciler.unmount(claim.allocId, names);
+        const failed = outcomes.find((o) => o.error !== undefined);
+        if (failed) throw new ConflictError(`volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
+      } else {
+        // No record of what was mounted for it: a mount left here is not this agent's to take down blindly.
+        const left = mountsOfAlloc(ctx.config.dataDir, volume.pluginId, claim.allocId, volume.id);
+        if (left.length) throw new ConflictError(`volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
+      }
+      await this.claimSweep.release(volumeId, claim.allocId);
+      released.push(claim.allocId);
+    }
+    ctx.logger.info('volume detached', { volume_id: volumeId, node_id: nodeId, released });
+    return { volumeId, nodeId, released };
+  }
+
+  /**
+   * Grows a volume (the controller side, then every live mount here): online
+   * when the node plugin expands ONLINE (the catalog refuses a claimed volume
+   * of any other), else owed and made when each mount is next published.
+   */
+  private async expandVolume(existing: VolumeView, spec: VolumeSpec): Promise<VolumeView> {
+    const { ctx } = this;
+    if (spec.pluginId !== existing.pluginId) {
+      throw new ValidationError(`volume "${existing.id}" exists on plugin "${existing.pluginId}"; a volume create of it on plugin "${spec.pluginId}" can neither expand nor move it`, 'plugin_id');
+    }
+    const grown = await ctx.catalog.expandVolume(existing.id, { ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}), ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}) });
+    if (!grown.nodeExpansionRequired) return this.getVolume(existing.id) ?? grown.volume;
+    // CSI: only a plugin that expands ONLINE is asked while the volume is published (the catalog refused the rest while claimed).
+    const online = ctx.csiManager.pluginInfo('csi-node', existing.pluginId)?.pluginCapabilities?.onlineExpansion === true;
+    const nodeExpansion = await ctx.reconciler.expandMounted(existing.id, grown.capacityBytes, { online });
+    for (const o of nodeExpansion) {
+      if (o.error !== undefined) ctx.logger.warn('a node-side expansion failed; it is made when the mount is next published', { volume_id: existing.id, alloc_id: o.allocId, error: o.error });
+    }
+    return { ...(this.getVolume(existing.id) ?? grown.volume), nodeExpansion };
+  }
+
+  /** The plugin a list goes to: the one named, or the only one whose controller offers it (undefined: none does). */
+  private listingPlugin(named: string | undefined, offers: (c: NonNullable<PluginInfo['controller']>) => boolean, what: string): string | undefined {
+    if (named !== undefined) return named;
+    const able = [...new Set(this.ctx.csiManager.plugins().filter((p) => p.type === 'csi-controller' && p.controller && offers(p.controller)).map((p) => p.name))].sort();
+    if (able.length > 1) throw new ValidationError(`more than one plugin lists its ${what} (${able.join(', ')}); name one with -plugin`, 'plugin_id');
+    return able[0];
+  }
+}
+
+/** A live mount's check as the volume view shows it. */
+function checkOf(c: MountCheckView): NonNullable<VolumeMountView['check']> {
+  return { state: c.state, ...(c.message !== undefined ? { message: c.message } : {}), ...(c.time !== undefined ? { time: c.time } : {}) };
+}
