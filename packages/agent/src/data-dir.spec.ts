@@ -8,9 +8,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { DataDirError, DataDirInUseError, dataDirLockPath, lockDataDir, secureDataDir } from './data-dir';
+import { requireRoot } from '@csiplug/core/testing';
 
 const modeOf = (p: string) => formatMode(fs.lstatSync(p).mode);
-const asRoot = process.getuid?.() === 0;
 const NOBODY = 65534;
 
 /** Makes `rel` under `root` (a dir when it ends in '/') with `mode`. */
@@ -171,7 +171,8 @@ describe('the data dir', () => {
     expect(modeOf(state)).toBe('0644');
   });
 
-  (asRoot ? test : test.skip)('a data dir, or a symlink to one, owned by another user is refused', () => {
+  test('a data dir, or a symlink to one, owned by another user is refused', () => {
+    requireRoot(); // chown to another user
     const theirs = make(elsewhere, 'theirs/', 0o711);
     fs.chownSync(theirs, NOBODY, NOBODY);
     expect(() => secureDataDir(theirs, new MemoryLogger())).toThrow(/owned by uid 65534, neither this agent's user \(uid 0\) nor root/);

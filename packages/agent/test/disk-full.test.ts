@@ -12,14 +12,15 @@ import { ApiClient, ApiError } from '@csiplug/api';
 import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { fillUp } from './support/disk';
+import { requireRoot } from '@csiplug/core/testing';
 
 jest.setTimeout(120_000);
 
-const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
+requireRoot();
 
 const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
 
-asRoot("the agent's log and data dir on a full filesystem", () => {
+describe("the agent's log and data dir on a full filesystem", () => {
   let h: AgentHarness;
   let disk: string;
   let mounted = false;
@@ -81,7 +82,7 @@ asRoot("the agent's log and data dir on a full filesystem", () => {
   });
 });
 
-asRoot("a task's output without a logs block: Nomad's default rotation (10 files of 10 MB)", () => {
+describe("a task's output without a logs block: Nomad's default rotation (10 files of 10 MB)", () => {
   let h: AgentHarness;
   let mounted = false;
 

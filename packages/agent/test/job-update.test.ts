@@ -16,10 +16,10 @@ import { promisify } from 'util';
 import type { AgentEvent, AllocView } from '@csiplug/api';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
+import { requireRoot } from '@csiplug/core/testing';
 
 jest.setTimeout(300_000);
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-const describeIfRoot = isRoot ? describe : describe.skip;
+requireRoot();
 const execFileP = promisify(execFile);
 
 interface PluginVersion {
@@ -112,7 +112,7 @@ async function cli(args: string[]): Promise<{ code: number; stdout: string; stde
   }
 }
 
-describeIfRoot('job updates with the real agent and the hostpath plugin', () => {
+describe('job updates with the real agent and the hostpath plugin', () => {
   let h: AgentHarness;
   let stateDir: string;
   let events: AgentEvent[];

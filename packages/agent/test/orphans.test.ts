@@ -12,10 +12,11 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import { requireRoot } from '@csiplug/core/testing';
 
 jest.setTimeout(180_000);
 
-const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
+requireRoot();
 
 /**
  * Whether `pid` is a running process. An executor whose agent died is
@@ -47,7 +48,7 @@ function messages(log: string): string[] {
   return out;
 }
 
-asRoot('orphans after a state file was lost', () => {
+describe('orphans after a state file was lost', () => {
   let h: AgentHarness;
   /** The agent this test starts itself, with -reconcile-orphans. */
   let reconciler: ChildProcess | undefined;

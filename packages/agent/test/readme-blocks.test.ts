@@ -61,6 +61,7 @@ import {
   type PluginProcess,
   type Preparation,
 } from './support/readme-blocks';
+import { requireRoot } from '@csiplug/core/testing';
 
 /** Each run's limit, at which its process group is killed; a block's own waits (the `signal` given) end sooner. */
 const RUN_LIMIT_MS = 30_000;
@@ -72,7 +73,6 @@ const RUN_LIMIT_MS = 30_000;
  * while those still run.
  */
 const RUN_TEST_TIMEOUT_MS = RUN_LIMIT_MS + 45_000;
-const isRoot = process.getuid?.() === 0;
 
 const extracted = testedMarkdown().map((file) => extractBlocks(file, fs.readFileSync(path.join(REPO, file), 'utf8')));
 const planned = extracted.flatMap((e) => e.blocks).map((block) => ({ block, plan: planBlock(block) }));
@@ -164,7 +164,10 @@ describe('README code blocks', () => {
   };
   eachBlock(it, runs.filter((p) => !needsRoot(p.plan.givens)), 'runs', RUN_TEST_TIMEOUT_MS, runTs);
   // The hostpath plugin bind-mounts: as root only.
-  eachBlock(isRoot ? it : it.skip, runs.filter((p) => needsRoot(p.plan.givens)), 'runs (with the hostpath plugin, as root)', RUN_TEST_TIMEOUT_MS, runTs);
+  eachBlock(it, runs.filter((p) => needsRoot(p.plan.givens)), 'runs (with the hostpath plugin, as root)', RUN_TEST_TIMEOUT_MS, (entry) => {
+    requireRoot();
+    return runTs(entry);
+  });
 
   eachBlock(it, of('js'), 'runs', RUN_TEST_TIMEOUT_MS, async (entry) => {
     await inBlockDir(async (dir) => {
@@ -400,7 +403,8 @@ describe('the README checker itself', () => {
     }
   });
 
-  (isRoot ? it : it.skip)('throws both the run\'s error and the cleanup\'s when both fail (as root: a mount left behind)', async () => {
+  it('throws both the run\'s error and the cleanup\'s when both fail (as root: a mount left behind)', async () => {
+    requireRoot();
     let dir = '';
     const failed = await inBlockDir(async (d) => {
       dir = d;

@@ -14,10 +14,9 @@ import { ApiError } from '@csiplug/api';
 import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { fillUp } from './support/disk';
+import { requireRoot } from '@csiplug/core/testing';
 
 jest.setTimeout(120_000);
-
-const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
 
 const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
 
@@ -36,7 +35,8 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
   });
 }
 
-asRoot('the data dir on a full filesystem', () => {
+describe('the data dir on a full filesystem', () => {
+  requireRoot(); // fails the file in a non-root run: tmpfs mounts
   let h: AgentHarness;
   let mounted = false;
   let filler: string;

@@ -33,10 +33,10 @@ import {
   type VolumeSpec,
 } from '@csiplug/volumes';
 import { checkVolumeSpec } from '@csiplug/jobspec';
+import { requireRoot } from '@csiplug/core/testing';
 
 const HOSTPATH_CLI = path.resolve(__dirname, '../../hostpath-plugin/dist/cli.js');
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-const describeIfRoot = isRoot ? describe : describe.skip;
+requireRoot();
 
 interface Plugin {
   child: ChildProcess;
@@ -130,7 +130,7 @@ async function startAgent(dataDir: string): Promise<Agent> {
   };
 }
 
-describeIfRoot('volume catalog with the hostpath plugin', () => {
+describe('volume catalog with the hostpath plugin', () => {
   let tmp: string;
   let dataDir: string;
   let stateDir: string;

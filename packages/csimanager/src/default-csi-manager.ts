@@ -95,6 +95,7 @@ export class DefaultCSIManager implements CSIManager {
   private readonly fingerprintEmitter: Emitter<PluginInstance>;
   private readonly readyEmitter: Emitter<PluginReady>;
   private readonly retiredEmitter: Emitter<PluginRetired>;
+  private readonly metrics: IMetrics;
   readonly onDidChangeHealth: Event<PluginHealthChange>;
   readonly onDidBecomeReady: Event<PluginReady>;
   readonly onDidRetireInstance: Event<PluginRetired>;
@@ -110,8 +111,10 @@ export class DefaultCSIManager implements CSIManager {
     @inject(IMountTable) private readonly mountTable: IMountTable,
     @inject(ICSIManagerConfig) private readonly config: ICSIManagerConfig,
     // Optional: a container an embedder built before metrics existed still resolves the manager.
-    @inject(IMetrics, { isOptional: true }) private readonly metrics: IMetrics = new NullMetrics(),
+    // No default value in the signature: StrykerJS drops the decorator of a parameter that has one (npm run mutation).
+    @inject(IMetrics, { isOptional: true }) metrics?: IMetrics,
   ) {
+    this.metrics = metrics ?? new NullMetrics();
     this.log = logger.child({ component: 'csi-manager' });
     const onListenerError = (err: unknown) => this.log.error('a CSI manager event listener threw; the other listeners still ran', { error: errorMessage(err) });
     this.healthEmitter = new Emitter({ onListenerError });

@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { mountPointsUnder, readMountInfoSync } from '@csiplug/core';
 import { ProcMountTable } from '../src';
 import { describeMountTableContract, FakeMountTable, type MountTableContractSubject } from '../src/testing';
+import { requireRoot } from '@csiplug/core/testing';
 
 describeMountTableContract('FakeMountTable', async () => {
   const table = new FakeMountTable();
@@ -21,8 +22,6 @@ describeMountTableContract('FakeMountTable', async () => {
     cleanup: async () => table.points.clear(),
   };
 });
-
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
 /** Unmounts everything at or below `dir`, newest first (lazily as a last resort), and says what it had to. */
 function unmountAllUnder(dir: string): string[] {
@@ -62,5 +61,7 @@ async function realTable(): Promise<MountTableContractSubject> {
   };
 }
 
-if (isRoot) describeMountTableContract('ProcMountTable with real bind mounts', realTable);
-else it.skip('ProcMountTable with real bind mounts: needs root to mount', () => undefined);
+describe('as root', () => {
+  beforeAll(requireRoot); // bind mounts
+  describeMountTableContract('ProcMountTable with real bind mounts', realTable);
+});

@@ -110,8 +110,12 @@ describe('csi_plugin_supervisor', () => {
   });
 
   it('a probe answering not-ready counts as unhealthy', async () => {
-    let calls = 0;
-    clients.probe = () => ({ ready: ++calls > 2 });
+    // What the registry held when each probe came in: nothing until a probe said ready.
+    const registeredAtProbe: boolean[] = [];
+    clients.probe = () => {
+      registeredAtProbe.push(registry.get('csi-controller', 'hostpath') !== undefined);
+      return { ready: registeredAtProbe.length > 2 };
+    };
     const h = hook(config({ type: 'controller' }));
     const ctx = taskContext();
     await h.prestart(ctx);
@@ -120,8 +124,27 @@ describe('csi_plugin_supervisor', () => {
     const post = h.poststart(ctx).then(() => (finished = true));
     await advanceUntil(() => finished, 1000, 1);
     await post;
-    expect(registry.get('csi-controller', 'hostpath')).toBeDefined();
+    expect(registeredAtProbe).toEqual([false, false, false]);
+    expect(registry.get('csi-controller', 'hostpath')).toMatchObject({ allocId: 'alloc-1' });
+    expect(ctx.events.map((e) => e.type)).toEqual([TASK_EVENT_PLUGIN_HEALTHY]);
     await h.stop(ctx);
+  });
+
+  it('a plugin that only ever answers not-ready is restarted by the health timeout, the reason naming it', async () => {
+    clients.probe = () => ({ ready: false });
+    const h = hook(config({ healthTimeout: 1_000 }));
+    const ctx = taskContext();
+    await h.prestart(ctx);
+    touchSocket();
+    let finished = false;
+    const post = h.poststart(ctx).then(() => (finished = true));
+    await advanceUntil(() => finished, 2_000, 50);
+    await post;
+    expect(ctx.events.map((e) => e.type)).toEqual([TASK_EVENT_PLUGIN_UNHEALTHY]);
+    expect(ctx.events[0]!.message).toMatch(/not healthy within 1s \(last: probe answered not ready\)/);
+    expect(ctx.restarts).toHaveLength(1);
+    expect(registry.list('csi-node')).toEqual([]);
+    expect(registry.list('csi-controller')).toEqual([]);
   });
 
   it('asks for a restart when the plugin is not healthy by the health timeout, and registers nothing', async () => {

@@ -34,9 +34,9 @@ import { AgentIncarnation } from './agent-incarnation';
 import { CountingClaimer } from './counting-claimer';
 import { forceUnmountUnder, mountIdsAt, mountsUnder } from './mounts';
 import { PluginProcess } from './plugin-process';
+import { requireRoot } from '@csiplug/core/testing';
 
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-const describeIfRoot = isRoot ? describe : describe.skip;
+requireRoot();
 
 const PLUGIN_ALLOC = 'plugin-alloc';
 const WORKLOAD_ALLOC = 'web-alloc';
@@ -81,7 +81,7 @@ async function eventually(what: string, check: () => boolean, ms = 15_000): Prom
   }
 }
 
-describeIfRoot('seed scenario: csi hooks across agent restarts with the real hostpath plugin', () => {
+describe('seed scenario: csi hooks across agent restarts with the real hostpath plugin', () => {
   jest.setTimeout(45_000);
 
   let tmp: string;

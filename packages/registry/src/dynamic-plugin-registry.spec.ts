@@ -4,6 +4,7 @@ import {
   NoDispenserError,
   type PluginEvent,
   PluginNotFoundError,
+  PluginRegistration,
   PluginTypeCSIController,
   PluginTypeCSINode,
   type RegisteredPlugin,
@@ -49,7 +50,10 @@ describe('DynamicPluginRegistry: types and validation', () => {
     ['alloc id with ..', { allocId: '..' }, 'alloc id ".." is not allowed'],
     ['alloc id with NUL', { allocId: 'a\0b' }, 'alloc id may not contain control characters (found U+0000 at position 1)'],
     ['non-string option', { options: { mounts: 3 as unknown as string } }, 'option "mounts" must be a string'],
-    ['non-string version', { version: 2 as unknown as string }, 'version must be a string'],
+    ['non-string version', { version: 2 as unknown as string }, 'plugin "my-plugin" of type csi-node (alloc alloc-0): version must be a string'],
+    ['socket path with NUL', { socketPath: '/run/a\0b.sock' }, 'plugin "my-plugin" of type csi-node (alloc alloc-0): socket path may not contain NUL'],
+    ['options list', { options: ['/m'] as unknown as Record<string, string> }, 'plugin "my-plugin" of type csi-node (alloc alloc-0): options must be an object of strings'],
+    ['options text', { options: 'mountPoint=/m' as unknown as Record<string, string> }, 'options must be an object of strings'],
   ])('rejects a registration without a valid %s', (_what, over, message) => {
     const { registry, store } = makeRegistry();
     let err: unknown;
@@ -62,6 +66,14 @@ describe('DynamicPluginRegistry: types and validation', () => {
     expect((err as Error).message).toContain(message);
     expect(store.puts).toBe(0);
     expect(registry.registrations('csi-node', 'my-plugin')).toEqual([]);
+  });
+
+  it('rejects a missing registration', () => {
+    const { registry, store } = makeRegistry();
+    for (const missing of [null, undefined, 'csi-node']) {
+      expect(() => registry.register(missing as unknown as PluginRegistration)).toThrow(new ValidationError('a plugin registration is required'));
+    }
+    expect(store.puts).toBe(0);
   });
 
   it('validates deregister arguments', () => {
@@ -114,6 +126,17 @@ describe('DynamicPluginRegistry: register and deregister', () => {
     expect(registry.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-1', 'alloc-0']);
     expect(events).toEqual([]);
     expect(store.puts).toBe(puts);
+  });
+
+  it('an alloc that registers again with only a new version is updated, stored and told', () => {
+    const { registry, store } = makeRegistry();
+    registry.register(plugin(0));
+    const events: PluginEvent[] = [];
+    registry.onDidChange(record(events));
+    registry.register(plugin(0, { version: 'v9' }));
+    expect(registry.get('csi-node', 'my-plugin')?.version).toBe('v9');
+    expect(events.map(brief)).toEqual(['registered csi-node/my-plugin@alloc-0 updated']);
+    expect(store.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.version)).toEqual(['v9']);
   });
 
   it('replaces the info of an alloc that registers again with a new socket, in place, and emits registered', () => {

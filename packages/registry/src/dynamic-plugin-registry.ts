@@ -90,11 +90,12 @@ export class DynamicPluginRegistry implements PluginRegistry {
     @inject(ILogger) logger: ILogger,
     @inject(ITimeoutPolicy) private readonly timeouts: ITimeoutPolicy,
     @inject(IPluginDispensers) private readonly dispensers: IPluginDispensers,
-    @inject(IPluginRegistryConfig) config: IPluginRegistryConfig = {},
+    // Optional without a default value: StrykerJS drops the decorator of a parameter that has one (npm run mutation).
+    @inject(IPluginRegistryConfig) config?: IPluginRegistryConfig,
   ) {
     this.log = logger.child({ component: 'plugin-registry' });
     const types = [...DEFAULT_PLUGIN_TYPES];
-    for (const t of config.extraTypes ?? []) {
+    for (const t of config?.extraTypes ?? []) {
       if (typeof t !== 'string' || t.length === 0 || t.includes('\0') || t.includes('/')) {
         throw new ValidationError(`plugin registry: extra type "${String(t)}" is not a valid type name`, 'types');
       }

@@ -268,9 +268,24 @@ describe.each(BACKENDS)('Tx conformance (%s)', (kind) => {
     const clock = new FakeClock();
     const db = h.open({ clock });
     db.update((tx) => tx.createBucket('w'));
-    const p = db.batch((tx) => tx.bucket('w')!.put('k', b('v')));
+    // What the DB holds once the batch's commit is done (read from its onCommit, while the DB is still open).
+    let atCommit: Buffer | undefined;
+    const p = db.batch((tx) => {
+      tx.bucket('w')!.put('k', b('v'));
+      tx.onCommit(() => (atCommit = db.view((t) => t.bucket('w')!.get('k'))));
+    });
     db.close();
     await expect(p).resolves.toBeUndefined();
+    expect(atCommit).toEqual(b('v'));
+    if (kind === 'sqlite') {
+      // On disk too: the file opened again holds the write.
+      const reopened = DB.open(db.path);
+      try {
+        reopened.view((tx) => expect(tx.bucket('w')!.get('k')).toEqual(b('v')));
+      } finally {
+        reopened.close();
+      }
+    }
   });
 
   test('onCommit handlers of batch callers run after the shared commit; a throwing handler fails only its caller', async () => {

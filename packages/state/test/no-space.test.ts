@@ -8,8 +8,9 @@ import * as path from 'path';
 import { openClientState } from '../src/client-state-db';
 import { ErrNoSpace } from '../src/errors';
 import { tempDir, thrown } from './support/backends';
+import { requireRoot } from '@csiplug/core/testing';
 
-const asRoot = process.getuid?.() === 0 ? describe : describe.skip;
+requireRoot();
 
 /** Writes `file` until the filesystem refuses (ENOSPC); returns the bytes written. */
 function fillUp(file: string): number {
@@ -26,7 +27,7 @@ function fillUp(file: string): number {
   return written;
 }
 
-asRoot('client state on a full filesystem', () => {
+describe('client state on a full filesystem', () => {
   let dir: string;
   let mounted = false;
 

@@ -10,16 +10,16 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ProcMountTable, type UsageOptions } from '@csiplug/csimanager';
+import { ProcMountTable, UsageOptions } from '@csiplug/csimanager';
 import type { VolumeMountRequest } from '../src';
 import { FakeClaimer } from '../src/testing';
 import { createVolume as createOn, registerMonolith as register, startAgent, type TestAgent as Agent } from './support/agent';
-import { type HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
+import { HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
+import { requireRoot } from '@csiplug/core/testing';
 
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-const describeIfRoot = isRoot ? describe : describe.skip;
+requireRoot();
 
-describeIfRoot('volume reconciler with the hostpath plugin (real mounts, real state file)', () => {
+describe('volume reconciler with the hostpath plugin (real mounts, real state file)', () => {
   let tmp: string;
   let dataDir: string;
   let plugin: HostpathProcess | undefined;

@@ -23,14 +23,14 @@ import { ProcMountTable, type UsageOptions } from '@csiplug/csimanager';
 import { VolumeMountError, type VolumeMountRequest } from '../src';
 import { FakeClaimer } from '../src/testing';
 import { createVolume, eventually, registerMonolith, startAgent, type TestAgent } from './support/agent';
-import { type HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
+import { HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
+import { requireRoot } from '@csiplug/core/testing';
 
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-const describeIfRoot = isRoot ? describe : describe.skip;
+requireRoot();
 
 jest.setTimeout(60_000);
 
-describeIfRoot('the node plugin away under live mounts and mounts under way (real plugin process, real mounts)', () => {
+describe('the node plugin away under live mounts and mounts under way (real plugin process, real mounts)', () => {
   let tmp: string;
   let dataDir: string;
   let stateDir: string;

@@ -792,16 +792,21 @@ describe('placement facts enforced at claim time', () => {
   test('max_volumes_per_node: a claim past the limit is refused with the count and the limit; a volume already held counts once', async () => {
     h.plugin();
     h.facts({ maxVolumes: 1 });
-    await h.catalog.registerVolume(spec());
-    await h.catalog.registerVolume(spec({ id: 'other', name: 'other', externalId: 'ext-other' }));
-    await h.catalog.claim(req('a1'));
-    // The same volume again for another alloc is not a second volume on the node.
-    await h.catalog.claim(req('a2', { readOnly: true, accessMode: 'single-node-reader-only' })).catch(() => undefined);
-    const err = await refused(h.catalog.claim(req('a3', { volumeId: 'other' })));
+    const multiWriter = [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] as const;
+    await h.catalog.registerVolume(spec({ capabilities: [...multiWriter] }));
+    await h.catalog.registerVolume(spec({ id: 'other', name: 'other', externalId: 'ext-other', capabilities: [...multiWriter] }));
+    await h.catalog.claim(req('a1', { accessMode: 'multi-node-multi-writer' }));
+    // The same volume again for another alloc is not a second volume on the node: granted at the limit.
+    await h.catalog.claim(req('a2', { accessMode: 'multi-node-multi-writer' }));
+    expect(h.catalog.getVolume('data')!.claims.map((c) => c.allocId)).toEqual(['a1', 'a2']);
+    const err = await refused(h.catalog.claim(req('a3', { volumeId: 'other', accessMode: 'multi-node-multi-writer' })));
     expect(err.message).toBe('node storage-node-1 holds 1 volume of plugin "hp" and its limit (max_volumes_per_node) is 1: alloc a3 cannot claim volume "other" here');
     await h.catalog.release('data', 'a1');
-    await h.catalog.release('data', 'a2').catch(() => undefined);
-    await h.catalog.claim(req('a3', { volumeId: 'other' }));
+    // a2 still holds the volume on the node.
+    await refused(h.catalog.claim(req('a3', { volumeId: 'other', accessMode: 'multi-node-multi-writer' })));
+    await h.catalog.release('data', 'a2');
+    await h.catalog.claim(req('a3', { volumeId: 'other', accessMode: 'multi-node-multi-writer' }));
+    expect(h.catalog.getVolume('other')!.claims.map((c) => c.allocId)).toEqual(['a3']);
   });
 });
 
