@@ -4,7 +4,7 @@ import {
   NoDispenserError,
   type PluginEvent,
   PluginNotFoundError,
-  PluginRegistration,
+  type PluginRegistration,
   PluginTypeCSIController,
   PluginTypeCSINode,
   type RegisteredPlugin,
