@@ -1,11 +1,10 @@
-// The errors the agent's service facade answers with, each with its HTTP
-// status (the API turns them into answers as they are); NotFoundError is the
+// The errors the agent's service facade answers with; the API's
+// statusForError gives each its HTTP status by its code; NotFoundError is the
 // service interface's (@csiplug/api), re-exported here.
 import { CsiplugError, ShutdownError } from '@csiplug/core';
 
 /** The agent is shutting down and takes no new work (HTTP 503). */
 export class AgentShuttingDownError extends ShutdownError {
-  readonly httpStatus = 503;
   constructor() {
     super('the agent is shutting down; retry against the next agent');
   }
@@ -13,7 +12,6 @@ export class AgentShuttingDownError extends ShutdownError {
 
 /** A request the state of things refuses now (a volume claimed by a running alloc…): HTTP 409. */
 export class ConflictError extends CsiplugError {
-  readonly httpStatus = 409;
   constructor(message: string) {
     super('ECONFLICT', message);
   }
@@ -21,7 +19,6 @@ export class ConflictError extends CsiplugError {
 
 /** The cluster's etcd does not answer (HTTP 503): what needs it waits; this node's tasks and mounts do not. */
 export class ClusterUnavailableError extends CsiplugError {
-  readonly httpStatus = 503;
   constructor(message: string) {
     super('ECLUSTER_UNAVAILABLE', message);
   }

@@ -11,7 +11,7 @@
 // allocs wait for them (the `restore` limit), never failing because a plugin
 // came back a moment later. dispose() undoes it: the agent's own part (its
 // allocs stopped or detached), the modules in reverse, then the lock.
-import { bind, Clock, IClock, ILogger, IMetrics, Logger, ModuleHost, PinoLogger, type AsyncDisposable } from '@csiplug/core';
+import { bind, type Clock, IClock, ILogger, IMetrics, type Logger, ModuleHost, PinoLogger, type AsyncDisposable } from '@csiplug/core';
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, type CSIManager } from '@csiplug/csimanager';
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';

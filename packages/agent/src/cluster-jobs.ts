@@ -152,7 +152,8 @@ export class ClusterJobs {
 
   /** Starts the watches and the timer; passes run from then on. Never throws (etcd away: the timer's passes catch up). */
   start(): void {
-    this.timer = this.clock.setInterval(() => this.kick(), PASS_INTERVAL_MS);
+    // Fire and forget, here and below: a pass catches and logs its own failure (pass() never rejects) and the next one catches up.
+    this.timer = this.clock.setInterval(() => void this.kick(), PASS_INTERVAL_MS);
     this.catalogEvents = this.host.catalog.onDidChange((e) => {
       if (e.kind !== 'deleted' || e.resumed?.op !== 'delete') return;
       this.volumes.resumedDelete(e.volumeId, { pluginId: e.resumed.pluginId, externalId: e.resumed.externalId });
@@ -162,7 +163,7 @@ export class ClusterJobs {
       if (this.closed || this.debounce) return;
       this.debounce = this.clock.setTimeout(() => {
         this.debounce = undefined;
-        this.kick();
+        void this.kick();
       }, DEBOUNCE_MS);
     };
     void Promise.all([this.store.watch(onChange), this.store.volumes.watch(onChange)])

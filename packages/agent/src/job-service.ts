@@ -5,7 +5,7 @@
 // through the claimer, claim-sweep.ts), and how every alloc runner is built.
 // In a cluster a run or a stop goes to the cluster (cluster-mode.ts) and
 // each node runs its share through runLocal and stopLocal.
-import { ValidationError, CsiplugError, ShutdownError, type Event } from '@csiplug/core';
+import { ValidationError, ShutdownError, UnsupportedError, type Event } from '@csiplug/core';
 import { mountsUnder } from '@csiplug/csimanager';
 import type { TaskDriver } from '@csiplug/driver';
 import type { ICSIHookFactory, ICSIPluginSupervisorFactory, TaskEvent } from '@csiplug/hooks';
@@ -81,7 +81,7 @@ export class JobService {
 
   planJob(job: JobSpec): JobPlan {
     if (this.deps.cluster()) {
-      throw new CsiplugError('EUNSUPPORTED', `job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`);
+      throw new UnsupportedError(`job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`);
     }
     this.checkAllocLimit(job);
     return this.jobUpdater.plan(job);

@@ -15,7 +15,7 @@
 // Slow by nature (a build, a publish, three installs, the demo): the limits
 // are generous and nothing asserts a duration.
 import { mountsUnder } from '@csiplug/csimanager';
-import { ChildProcess, execFileSync, spawn } from 'child_process';
+import { type ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as http from 'http';
 import * as os from 'os';

@@ -4,29 +4,29 @@
 // CSI manager → write → unmount → release (the claim survives the agent
 // being rebuilt over the same state file in between); delete → the
 // directory is gone. Every process, mount and temp dir is cleaned up.
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, promises as fs, readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { MemoryLogger, bind, mountPointsUnder, readMountInfoSync, registerCore } from '@csiplug/core';
 import { registerCsi } from '@csiplug/csi';
 import {
-  CSIManager,
+  type CSIManager,
   ICSIManager,
   PLUGIN_OPTION_PLUGIN_TYPE,
   PLUGIN_OPTION_STAGE_PUBLISH_BASE,
-  UsageOptions,
+  type UsageOptions,
   registerCsiManager,
 } from '@csiplug/csimanager';
-import { IPluginRegistry, PluginRegistry, registerRegistry } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
-import { DependencyContainer, container as root } from 'tsyringe';
+import { IPluginRegistry, type PluginRegistry, registerRegistry } from '@csiplug/registry';
+import { type ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
+import { type DependencyContainer, container as root } from 'tsyringe';
 import {
   ClaimError,
   IVolumeCatalog,
   IVolumeClaimer,
   IVolumeSpecValidator,
-  VolumeClaimer,
+  type VolumeClaimer,
   VolumeInUseError,
   registerVolumeCatalog,
   type VolumeCatalogEvent,

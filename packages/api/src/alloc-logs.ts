@@ -6,7 +6,7 @@ import type { ServerResponse } from 'http';
 import { pipeline } from 'stream/promises';
 import type { LogSlice } from './log-slice';
 import { ApiError } from './api-error';
-import { AllocLogs, DEFAULT_LOG_LIMIT, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, MAX_JSON_LOG_LIMIT } from './protocol';
+import { type AllocLogs, DEFAULT_LOG_LIMIT, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, MAX_JSON_LOG_LIMIT } from './protocol';
 
 /**
  * The `limit` to read with: the one asked for, else the JSON default

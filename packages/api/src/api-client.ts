@@ -12,7 +12,7 @@ import type * as http from 'http';
 import type { Readable } from 'stream';
 import { ApiError, ApiErrorCode } from './api-error';
 import { ClientErrorCode, enc, query } from './api-transport';
-import { AllocLogs, AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from './protocol';
+import { type AllocLogs, type AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from './protocol';
 import type { AgentEvent, AgentHealth, AllocView, JobPlan, JobView, NodeList, NodePurgeResult, NodeView, PluginView, RunJobResult } from './service';
 import { VolumeApiCalls } from './volume-api-calls';
 

@@ -1,9 +1,11 @@
 // Which status a service error becomes, including a plugin's own answer
 // wrapped by the catalog.
-import { CsiplugError, ValidationError } from '@csiplug/core';
+import { ClusterJobsUnavailableError, ClusterVolumeExistsError, NodeNameHeldError, NodeNameInUseError } from '@csiplug/cluster';
+import { ConflictError, CsiplugError, ShutdownError, ValidationError } from '@csiplug/core';
 import { CSIError } from '@csiplug/csi';
 import { VolumePluginError } from '@csiplug/volumes';
 import { ApiError, statusForError } from './api-error';
+import { NotFoundError } from './service-errors';
 
 function pluginSaid(grpcCode: number, local = false): VolumePluginError {
   const cause = new CSIError({ grpcCode, method: 'CreateVolume', endpoint: 'unix:///p/csi.sock', details: 'the plugin says so', local });
@@ -40,6 +42,19 @@ describe('statusForError', () => {
     expect(statusForError(new CsiplugError('EVOLUME_IN_USE', 'busy'))).toBe(409);
     expect(statusForError(new CsiplugError('EPLUGIN_NOT_FOUND', 'gone'))).toBe(404);
     expect(statusForError(new Error('boom'))).toBe(500);
+  });
+
+  it('gives the errors that once carried an httpStatus the same status, by their codes', () => {
+    expect(statusForError(new NotFoundError('job "j" not found'))).toBe(404);
+    expect(statusForError(new ConflictError('job "j" kept changing'))).toBe(409);
+    expect(statusForError(new ShutdownError('the agent is shutting down'))).toBe(503);
+    expect(statusForError(new ClusterJobsUnavailableError('job "j"', new Error('etcd away')))).toBe(503);
+    expect(statusForError(new ClusterVolumeExistsError('v1', 'n1'))).toBe(409);
+    expect(statusForError(new NodeNameInUseError('n1', 'i-2'))).toBe(409);
+    expect(statusForError(new NodeNameHeldError('n1', 'i-2', 'i-1', 1, 0))).toBe(409);
+    expect(statusForError(new CsiplugError('ENODE_NOT_FOUND', 'node purge: no such node'))).toBe(404);
+    expect(statusForError(new CsiplugError('ENODE_PURGE_REFUSED', 'node purge: the node is live'))).toBe(409);
+    expect(statusForError(Object.assign(new Error('x'), { httpStatus: 418 }))).toBe(500);
   });
 
   it('survives a cause cycle', () => {

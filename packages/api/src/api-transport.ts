@@ -3,7 +3,7 @@
 // system's CAs or a given one), the client's timeout, and every failure
 // turned into an ApiError that says what to do. The typed calls (ApiClient,
 // VolumeApiCalls) hold one and say only which route and which body.
-import { Clock, RealClock, formatDuration } from '@csiplug/core';
+import { type Clock, RealClock, formatDuration } from '@csiplug/core';
 import { DEFAULT_PORT } from '@csiplug/jobspec';
 import * as http from 'http';
 import * as https from 'https';

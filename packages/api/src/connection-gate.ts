@@ -9,7 +9,7 @@
 // there, so a monitor can tell "flooded" from "dead"; every other request
 // on them gets 503. A full reserve closes its oldest idle connection to
 // make room; when all of them are busy, a new connection is closed at once.
-import { Clock, Disposable, Logger } from '@csiplug/core';
+import { type Clock, type Disposable, type Logger } from '@csiplug/core';
 import type * as net from 'net';
 
 export interface ConnectionLimits {

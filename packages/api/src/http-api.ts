@@ -44,7 +44,7 @@
 //
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
-import { Clock, CsiplugError, Logger, RealClock, ValidationError, errorMessage, type AsyncDisposable } from '@csiplug/core';
+import { type Clock, CsiplugError, type Logger, RealClock, ValidationError, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import { createHash, timingSafeEqual } from 'crypto';
 import * as fs from 'fs';
 import * as http from 'http';
@@ -55,14 +55,14 @@ import type { AgentService, VolumeView } from './service';
 import { isLoopbackAddress, publicBindProblem, validateJob, validateVolumeSpec } from '@csiplug/jobspec';
 import { logLimit, readLogJson, sendLogBytes } from './alloc-logs';
 import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
-import { ConnectionGate, ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
+import { ConnectionGate, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
 import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from './event-stream';
-import { AllocLogs, TOKEN_HEADER, VolumeDeleted } from './protocol';
+import { type AllocLogs, TOKEN_HEADER, type VolumeDeleted } from './protocol';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody, unwrapEnvelope } from './request-body';
 import { RequestGuard, printable } from './request-guard';
 import { connectionPeerUid } from './proc-net-tcp';
 import { assertTokenlessAccess } from './root-only-access';
-import { RouteParams, Router } from './router';
+import { type RouteParams, Router } from './router';
 import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
 
 export interface HttpApiOptions {
@@ -131,6 +131,20 @@ interface RequestContext {
 }
 
 type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
+
+/** The HTTP API could not listen: it listens already, or its address is taken or not this machine's. */
+export class HttpApiListenError extends CsiplugError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ELISTEN', message, options);
+  }
+}
+
+/** The HTTP API refused to listen where anyone could reach it without a token or TLS. */
+export class HttpApiInsecureError extends CsiplugError {
+  constructor(message: string) {
+    super('EINSECURE', message);
+  }
+}
 
 /** How much of an oversized body is read (and dropped) before the connection is cut. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
@@ -217,16 +231,16 @@ export class HttpApi implements AsyncDisposable {
 
   /** Starts listening; resolves with the address and port actually bound. */
   listen(): Promise<{ address: string; port: number }> {
-    if (this.door || this.closing) return Promise.reject(new CsiplugError('ELISTEN', 'the HTTP API is already listening (or was closed); make a new HttpApi'));
+    if (this.door || this.closing) return Promise.reject(new HttpApiListenError('the HTTP API is already listening (or was closed); make a new HttpApi'));
     const { bindAddr, port } = this.options;
     const problem = publicBindProblem(bindAddr, { token: this.tokenDigest !== undefined, tls: this.secureContext !== undefined, insecureAllowPublic: this.options.insecureAllowPublic === true });
-    if (problem) return Promise.reject(new CsiplugError('EINSECURE', `the HTTP API will not listen: bind_addr ${problem}`));
+    if (problem) return Promise.reject(new HttpApiInsecureError(`the HTTP API will not listen: bind_addr ${problem}`));
     const door = net.createServer({ pauseOnConnect: false }, (socket) => this.admit(socket));
     this.door = door;
     return new Promise((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
         this.door = undefined;
-        reject(new CsiplugError('ELISTEN', `the HTTP API cannot listen on ${bindAddr}:${port}: ${err.message}; pick another bind_addr or port`, { cause: err }));
+        reject(new HttpApiListenError(`the HTTP API cannot listen on ${bindAddr}:${port}: ${err.message}; pick another bind_addr or port`, { cause: err }));
       };
       door.once('error', onError);
       door.listen(port, bindAddr, () => {

@@ -40,6 +40,13 @@ export function resolveLogRange(size: number, range: LogRange = {}): { start: nu
   return { start, length };
 }
 
+/** A task's log path holds something other than the file the agent wrote (a symlink, a FIFO…): it is not read. */
+export class LogNotFileError extends CsiplugError {
+  constructor(file: string, what: string) {
+    super('ELOG_NOT_FILE', `${file} ${what}; the agent reads only the logs it wrote`);
+  }
+}
+
 /** Opens `file` and returns the slice `range` of it; a missing file is an empty log. */
 export async function openLogSlice(file: string, range: LogRange = {}): Promise<LogSlice> {
   let handle: fs.promises.FileHandle;
@@ -48,12 +55,12 @@ export async function openLogSlice(file: string, range: LogRange = {}): Promise<
     handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return emptySlice(0, 0);
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new CsiplugError('ELOG_NOT_FILE', `${file} is a symlink; the agent reads only the logs it wrote`);
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new LogNotFileError(file, 'is a symlink');
     throw err;
   }
   try {
     const stat = await handle.stat();
-    if (!stat.isFile()) throw new CsiplugError('ELOG_NOT_FILE', `${file} is not a regular file; the agent reads only the logs it wrote`);
+    if (!stat.isFile()) throw new LogNotFileError(file, 'is not a regular file');
     const { size } = stat;
     const { start, length } = resolveLogRange(size, range);
     if (length === 0) {

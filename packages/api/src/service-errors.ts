@@ -3,9 +3,8 @@
 // turns them into the same HTTP status either way.
 import { CsiplugError } from '@csiplug/core';
 
-/** A job or alloc the agent does not know (HTTP 404). */
+/** A job or alloc the agent does not know (HTTP 404, by its code's shape: statusForError). */
 export class NotFoundError extends CsiplugError {
-  readonly httpStatus = 404;
   constructor(message: string) {
     super('ENOT_FOUND', message);
   }

@@ -6,7 +6,7 @@ import type { ApiClient } from '@csiplug/api/client';
 import { ApiError, MAX_JSON_LOG_LIMIT } from '@csiplug/api/client';
 import type { AllocView } from '@csiplug/api/client';
 import { UsageError } from './args';
-import { Command, isNotFound } from './command';
+import { type Command, isNotFound } from './command';
 import { formatKV, formatTable, formatTime, usageText } from './format';
 import type { CliOutput } from './io';
 

@@ -1,4 +1,4 @@
-import { FlagSpec, UsageError, formatFlags, parseArgs } from './args';
+import { type FlagSpec, UsageError, formatFlags, parseArgs } from './args';
 
 const specs: FlagSpec[] = [
   { name: 'json', kind: 'bool', help: 'json' },

@@ -5,7 +5,7 @@ import type { JobSpec } from '@csiplug/jobspec';
 import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '@csiplug/api/client';
 import { ValidationProblems, jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { UsageError } from './args';
-import { Command, CommandContext, VERBOSE_FLAG, inputName } from './command';
+import { type Command, type CommandContext, VERBOSE_FLAG, inputName } from './command';
 import { formatKV, formatTable, formatTime, shortId } from './format';
 import { defaultMonitorTimeout, monitorRun } from './job-monitor';
 

@@ -7,7 +7,7 @@
 // than following the event stream: a poll reads whole state, so nothing is
 // lost across a dropped connection or an agent restart, and an agent that
 // does not answer for a while is asked again before the watch gives up.
-import { Clock, CsiplugError, RealClock, errorMessage, formatDuration } from '@csiplug/core';
+import { type Clock, CsiplugError, RealClock, ValidationError, errorMessage, formatDuration } from '@csiplug/core';
 import { ApiError, ApiErrorCode, ClientErrorCode, type ApiClient } from '@csiplug/api/client';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { AllocView, DeploymentView, JobView, RunJobResult } from '@csiplug/api/client';
@@ -101,7 +101,7 @@ class RunMonitor {
 
   constructor(private readonly o: RunMonitorOptions) {
     this.clock = o.clock ?? new RealClock();
-    if (!o.result.deploymentId) throw new CsiplugError('EINVALID', `job "${o.result.jobId}": this run started no deployment; there is nothing to watch`);
+    if (!o.result.deploymentId) throw new ValidationError(`job "${o.result.jobId}": this run started no deployment; there is nothing to watch`);
     this.deploymentId = o.result.deploymentId;
     this.initial = new Set(o.result.allocIds);
   }

@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ALLOC_COMMANDS } from './alloc-commands';
 import { UsageError, formatFlags, parseArgs } from './args';
-import { Command, commandFlags, makeContext } from './command';
+import { type Command, commandFlags, makeContext } from './command';
 import { wrap } from './format';
 import type { CliHandlers, CliIo } from './io';
 import { JOB_COMMANDS, PLAN_EXIT } from './job-commands';

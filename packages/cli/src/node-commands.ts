@@ -5,7 +5,7 @@
 // cluster gone for good (its claims released, its record removed).
 import { ApiError } from '@csiplug/api/client';
 import type { NodeList, NodeView } from '@csiplug/api/client';
-import { Command, VERBOSE_FLAG } from './command';
+import { type Command, VERBOSE_FLAG } from './command';
 import { formatKV, formatTable, formatTime, orNone } from './format';
 
 function describe(n: NodeView): string {

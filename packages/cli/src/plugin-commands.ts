@@ -1,6 +1,6 @@
 // `csiplug plugin status [ID]`.
 import type { PluginInstanceView, PluginView } from '@csiplug/api/client';
-import { Command, VERBOSE_FLAG } from './command';
+import { type Command, VERBOSE_FLAG } from './command';
 import { formatKV, formatTable, formatTime, formatValue, orNone, shortId } from './format';
 
 function instance(title: string, inst: PluginInstanceView | undefined, verbose: boolean): string {

@@ -5,7 +5,7 @@ import * as path from 'path';
 import type { MountUsageView, SnapshotView, VolumeView } from '@csiplug/api/client';
 import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { UsageError } from './args';
-import { Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext } from './command';
+import { type Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext } from './command';
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };

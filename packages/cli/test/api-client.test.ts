@@ -8,7 +8,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as http from 'http';
 import * as https from 'https';
-import type { AddressInfo } from 'net';
+import type { AddressInfo, Socket } from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiClient, ClientErrorCode, HttpApi } from '@csiplug/api';
@@ -22,7 +22,7 @@ type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 /** A server on 127.0.0.1:0 that destroys every socket it saw when disposed (an unanswered request would hold the server's close() open). */
 async function serve(handler: Handler, tlsOptions?: { key: Buffer; cert: Buffer }): Promise<{ url: string; dispose(): Promise<void> }> {
   const server = tlsOptions ? https.createServer(tlsOptions, handler) : http.createServer(handler);
-  const sockets = new Set<import('net').Socket>();
+  const sockets = new Set<Socket>();
   server.on(tlsOptions ? 'secureConnection' : 'connection', (s) => sockets.add(s));
   server.on('connection', (s) => sockets.add(s));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

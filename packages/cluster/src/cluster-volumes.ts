@@ -8,7 +8,7 @@
 // `replace`s its record over the one read; a `remove` requires that no claim
 // on it is held anywhere in the cluster (compare: claims/<id> absent or
 // empty) and that the record is the one the caller had, in one transaction.
-import { ValidationError, type Logger, errorMessage } from '@csiplug/core';
+import { CsiplugError, type Logger, errorMessage } from '@csiplug/core';
 import type { EtcdConnection } from './connect';
 
 const VOLUMES = 'volumes/';
@@ -34,11 +34,10 @@ export interface ClusterVolumeRecord<V = unknown> {
   volume: V;
 }
 
-export class ClusterVolumeExistsError extends ValidationError {
-  /** An API's answer: a conflict with what exists. */
-  readonly httpStatus = 409;
+/** The volume's id is taken in the cluster: EVOLUME_EXISTS, the code of the same clash on one node (the API answers 409). */
+export class ClusterVolumeExistsError extends CsiplugError {
   constructor(id: string, origin: string) {
-    super(`volume "${id}" exists in the cluster already (registered by node ${origin}); pick another id, or deregister it first`, 'id');
+    super('EVOLUME_EXISTS', `volume "${id}" exists in the cluster already (registered by node ${origin}); pick another id, or deregister it first`);
   }
 }
 

@@ -31,7 +31,7 @@
 // writes, or a job over a submission's limits (record-limits.ts), is left
 // out and said once per revision (a job's slots are then left alone, a bad
 // slot is deleted), never allowed to stop every pass.
-import { CsiplugError, errorMessage, type Logger } from '@csiplug/core';
+import { ConflictError, CsiplugError, errorMessage, type Logger } from '@csiplug/core';
 import type { IKeyValue, Watcher } from 'etcd3';
 import { EtcdVolumeClaims, type ClusterClaim } from './claims';
 import { isEtcdAway, type EtcdConnection } from './connect';
@@ -109,10 +109,8 @@ export function summarisePending(unplaced: readonly Unplaced[]): PendingSlots[] 
   return [...byKey.values()];
 }
 
-/** etcd did not answer a job call: nothing was changed; try again. */
+/** etcd did not answer a job call: nothing was changed; try again (the API answers 503 for its code). */
 export class ClusterJobsUnavailableError extends CsiplugError {
-  /** An API's answer: the service (etcd) is unavailable for now. */
-  readonly httpStatus = 503;
   constructor(what: string, cause: unknown) {
     super('ECLUSTER_UNAVAILABLE', `${what}: the cluster's etcd did not answer (${errorMessage(cause)}); nothing was changed, try again once it does`, { cause });
   }
@@ -304,7 +302,7 @@ export class EtcdJobs<S = unknown> {
         const res = await txn.then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
         if (res.succeeded) return { record, unchanged: !!same };
       }
-      throw new CsiplugError('ECONFLICT', `job "${id}" kept changing while it was submitted (others submitting it at once); try again`);
+      throw new ConflictError(`job "${id}" kept changing while it was submitted (others submitting it at once); try again`);
     });
   }
 
@@ -322,7 +320,7 @@ export class EtcdJobs<S = unknown> {
         const res = purge ? await this.putTombstone(id, record, mod) : await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
         if (res.succeeded) return record;
       }
-      throw new CsiplugError('ECONFLICT', `job "${id}" kept changing while it was stopped; try again`);
+      throw new ConflictError(`job "${id}" kept changing while it was stopped; try again`);
     });
   }
 

@@ -60,7 +60,6 @@ describe('NodeNameHeldError', () => {
   it('says which identity holds the name, what it holds, and to run node purge', () => {
     const err = new NodeNameHeldError('n1', OTHER, ME, 1, 2);
     expect(err.code).toBe('ENODE_NAME_HELD');
-    expect(err.httpStatus).toBe(409);
     expect(err.message).toContain(`node name "n1" belongs to node identity ${OTHER}, not to this agent (node identity ${ME}`);
     expect(err.message).toContain('1 claim(s) and 2 placement(s)');
     expect(err.message).toContain('csiplug node purge n1');

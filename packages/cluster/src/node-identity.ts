@@ -61,10 +61,8 @@ export function decideNodeJoin(f: NodeJoinFacts): NodeJoinDecision {
   return { kind: 'join' };
 }
 
-/** The name's node record is another identity's, and its claims or placements stand: the name is not free until `node purge`. */
+/** The name's node record is another identity's, and its claims or placements stand: the name is not free until `node purge` (the API answers 409). */
 export class NodeNameHeldError extends CsiplugError {
-  /** An API's answer to a request this refused machine cannot serve (a conflict). */
-  readonly httpStatus = 409;
   constructor(
     readonly nodeName: string,
     /** The identity the record names; undefined when it was written before node identities. */

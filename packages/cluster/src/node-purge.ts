@@ -20,12 +20,19 @@ export interface PurgedNode {
 
 
 /** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */
-export class NodePurgeError extends CsiplugError {
-  constructor(
-    message: string,
-    readonly httpStatus: 404 | 409,
-  ) {
-    super(httpStatus === 404 ? 'ENODE_NOT_FOUND' : 'ENODE_PURGE_REFUSED', message);
+export class NodePurgeError extends CsiplugError {}
+
+/** No node of that name in the cluster (the API answers 404, by the code's shape). */
+export class NodePurgeNotFoundError extends NodePurgeError {
+  constructor(message: string) {
+    super('ENODE_NOT_FOUND', message);
+  }
+}
+
+/** The node is live, or came back, or what was published to it cannot be unpublished from here (the API answers 409). */
+export class NodePurgeRefusedError extends NodePurgeError {
+  constructor(message: string) {
+    super('ENODE_PURGE_REFUSED', message);
   }
 }
 
@@ -41,24 +48,22 @@ export async function purgeClusterNode(
   unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
 ): Promise<PurgedNode> {
   const node = (await membership.list()).find((n) => n.name === name);
-  if (!node) throw new NodePurgeError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`, 404);
+  if (!node) throw new NodePurgeNotFoundError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`);
   if (node.status === 'ready') {
-    throw new NodePurgeError(
+    throw new NodePurgeRefusedError(
       `node "${name}" (identity ${node.identity ?? 'unknown'}) is ready: its agent holds it now, and a live node is never purged; stop that agent first (or give the other machine its own cluster.node_name)`,
-      409,
     );
   }
   const published = await claimer.publishedTo(name);
   if (published.length && !(await unpublishFrom(name, published))) {
-    throw new NodePurgeError(
+    throw new NodePurgeRefusedError(
       `node "${name}": volumes published to it (${published.map((p) => p.volumeId).join(', ')}) could not be unpublished from this agent (no controller of their plugin here, or the node came back); ` +
         'nothing was changed: run `node purge` against an agent with a controller of the plugin',
-      409,
     );
   }
   // Each release requires the node's alive key to be absent: a node back meanwhile keeps what it holds.
   const releasedVolumes = await claimer.releaseNode(name);
   const removed = await membership.purgeRecord(name);
-  if (removed === 'alive') throw new NodePurgeError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`, 409);
+  if (removed === 'alive') throw new NodePurgeRefusedError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`);
   return { name, ...(removed?.identity ? { identity: removed.identity } : {}), releasedVolumes };
 }

@@ -14,7 +14,7 @@
 // alive, and after that while the record is another identity's and the name
 // still holds claims or placements (node-identity.ts), since single-node
 // claims go by node name.
-import { Clock, CsiplugError, Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
+import { type Clock, CsiplugError, type Logger, errorMessage, type AsyncDisposable } from '@csiplug/core';
 import type { Lease } from 'etcd3';
 import type { EtcdConnection } from './connect';
 import { NodeNameHeldError, decideNodeJoin } from './node-identity';
@@ -61,10 +61,8 @@ const ALIVE = 'alive/';
 const CLAIMS = 'claims/';
 const PLACEMENTS = 'placements/';
 
-/** Another live agent holds this node name (its lease is alive, with another instance id). */
+/** Another live agent holds this node name (its lease is alive, with another instance id). The API answers 409 (code _IN_USE). */
 export class NodeNameInUseError extends CsiplugError {
-  /** An API's answer to a request this refused machine cannot serve (a conflict). */
-  readonly httpStatus = 409;
   constructor(name: string, holder: string) {
     super(
       'ENODE_NAME_IN_USE',

@@ -1,7 +1,7 @@
 // Time comes from an injected Clock so tests drive it by hand. RealClock is
 // the wall clock; FakeClock (@csiplug/core/testing) fires timers only when a
 // test advances it.
-import { Disposable, toDisposable } from './disposable';
+import { type Disposable, toDisposable } from './disposable';
 import type { Clock } from './tokens';
 import { sleepOn } from './wait';
 

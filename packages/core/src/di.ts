@@ -1,10 +1,11 @@
 // Binding helpers over tsyringe. A token is bound once: `bind` twice is an
 // error, not a silent override. Registration functions use `bindDefault`,
 // which leaves a token alone when a deployment bound its own first.
-import { DependencyContainer, InjectionToken, Lifecycle } from 'tsyringe';
+import { type DependencyContainer, type InjectionToken, Lifecycle } from 'tsyringe';
 import { CsiplugError } from './errors';
 
-type Ctor<T> = new (...args: any[]) => T; // eslint-disable-line @typescript-eslint/no-explicit-any
+// any[], as tsyringe's own constructor<T>: a class whose constructor takes whatever it injects.
+type Ctor<T> = new (...args: any[]) => T;
 
 export type Provider<T> = { useValue: T } | { useClass: Ctor<T> } | { useFactory: (c: DependencyContainer) => T };
 

@@ -1,6 +1,7 @@
 import { AbortError, CsiplugError, ShutdownError, TimeoutError, ValidationError, errorMessage } from './errors';
 import { abortReason, raceAbort, throwIfAborted } from './abort';
 import { assertPathSafeId, isPathSafeId } from './ids';
+import { sameStringMap } from './records';
 
 describe('errors', () => {
   it('carry a stable code, their class name and a cause', () => {
@@ -60,7 +61,6 @@ describe('path-safe ids', () => {
 
 describe('sameStringMap', () => {
   it('compares by value in any key order', () => {
-    const { sameStringMap } = require('./records') as typeof import('./records');
     expect(sameStringMap({ a: '1', b: '2' }, { b: '2', a: '1' })).toBe(true);
     expect(sameStringMap({ a: '1' }, { a: '2' })).toBe(false);
     expect(sameStringMap({ a: '1' }, { a: '1', b: '2' })).toBe(false);

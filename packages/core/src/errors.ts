@@ -62,6 +62,24 @@ export class ValidationError extends CsiplugError {
   }
 }
 
+/**
+ * A change refused because the state it changes clashes with it, or kept
+ * changing under it (a compare-and-swap that lost every try). Says what, and
+ * whether trying again can succeed.
+ */
+export class ConflictError extends CsiplugError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ECONFLICT', message, options);
+  }
+}
+
+/** What was asked is something this build or mode does not offer (yet): the caller's to change, not to retry. */
+export class UnsupportedError extends CsiplugError {
+  constructor(message: string) {
+    super('EUNSUPPORTED', message);
+  }
+}
+
 export function errorMessage(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);

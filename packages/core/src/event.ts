@@ -1,7 +1,7 @@
 // Typed events: a private Emitter behind a public `readonly onDidX: Event<T>`.
 // Subscribing returns a Disposable. A listener that throws is reported and
 // does not stop the others; firing never holds a lock a listener might need.
-import { Disposable, DisposableStore, toDisposable } from './disposable';
+import { type Disposable, type DisposableStore, toDisposable } from './disposable';
 
 export type Listener<T> = (e: T) => void;
 
@@ -18,7 +18,6 @@ export interface EmitterOptions {
 }
 
 function defaultListenerError(err: unknown): void {
-  // eslint-disable-next-line no-console
   console.error('csiplug: an event listener threw:', err);
 }
 

@@ -2,7 +2,7 @@
 // is probed fast at first and then less often, until the health timeout;
 // once healthy it is probed and fingerprinted on a steady period.
 import { ValidationError } from './errors';
-import { MathRandom, Random } from './random';
+import { MathRandom, type Random } from './random';
 import { doublingBackoff } from './timeout-policy';
 
 export interface HeartbeatStrategy {

@@ -2,17 +2,17 @@
 // Math.random, the default timeout policy, a heartbeat strategy and
 // metrics that record nothing until an implementation is bound.
 // coreModule is the same registration as a Module (nothing to start or stop).
-import { DependencyContainer } from 'tsyringe';
-import { Clock, RealClock } from './clock';
+import { type DependencyContainer } from 'tsyringe';
+import { type Clock, RealClock } from './clock';
 import { bindDefault } from './di';
 import { ValidationError } from './errors';
-import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, HeartbeatSettings } from './heartbeat';
-import { Logger, PinoLogger } from './logger';
-import { Metrics, NullMetrics } from './metrics';
+import { BackoffHeartbeatStrategy, FixedHeartbeatStrategy, type HeartbeatSettings } from './heartbeat';
+import { type Logger, PinoLogger } from './logger';
+import { type Metrics, NullMetrics } from './metrics';
 import type { Module } from './module';
 import { declareTokenOwner } from './token-owners';
-import { MathRandom, Random } from './random';
-import { DefaultTimeoutPolicy, TimeoutSettings } from './timeout-policy';
+import { MathRandom, type Random } from './random';
+import { DefaultTimeoutPolicy, type TimeoutSettings } from './timeout-policy';
 import { IClock, IHeartbeatStrategy, ILogger, IMetrics, IRandom, ITimeoutPolicy } from './tokens';
 
 export type HeartbeatStrategyName = 'fixed' | 'backoff';

@@ -4,7 +4,7 @@
 import { FakeClock } from './testing/fake-clock';
 import { toDisposable } from './disposable';
 import { AbortError, ShutdownError, TimeoutError } from './errors';
-import { Settler, settleOnce, waitUntil } from './wait';
+import { type Settler, settleOnce, waitUntil } from './wait';
 
 /** An AbortSignal that counts its abort listeners, to prove a wait removed its own. */
 function countedSignal(): { controller: AbortController; listeners: () => number } {

@@ -6,7 +6,7 @@
 // timer or listener. `settleOnce` owns that bookkeeping; `waitUntil` builds
 // the common "until this check passes" wait on it.
 import { abortReason } from './abort';
-import { Disposable, DisposableStore, toDisposable } from './disposable';
+import { type Disposable, DisposableStore, toDisposable } from './disposable';
 import { TimeoutError } from './errors';
 import { formatDuration } from './duration';
 import type { Clock } from './tokens';

@@ -7,7 +7,7 @@ import type { GetPluginCapabilitiesResponse__Output } from './generated/csi/v1/G
 import type { NodeGetCapabilitiesResponse__Output } from './generated/csi/v1/NodeGetCapabilitiesResponse';
 import type { ValidateVolumeCapabilitiesResponse__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesResponse';
 import type { VolumeCapability, VolumeCapability__Output } from './generated/csi/v1/VolumeCapability';
-import { ACCESS_MODES, AccessMode } from './types';
+import { ACCESS_MODES, type AccessMode } from './types';
 
 export interface PluginCapabilities {
   /** CONTROLLER_SERVICE: the plugin serves the Controller RPCs. */
@@ -66,6 +66,10 @@ export function pluginCapabilitiesFrom(response: Pick<GetPluginCapabilitiesRespo
       case 'GROUP_CONTROLLER_SERVICE':
         caps.groupControllerService = true;
         break;
+      case 'UNKNOWN':
+      case undefined:
+        // A capability of no type (or of a kind this CSI version cannot name) grants nothing.
+        break;
     }
     switch (c.volumeExpansion?.type) {
       case 'ONLINE':
@@ -73,6 +77,9 @@ export function pluginCapabilitiesFrom(response: Pick<GetPluginCapabilitiesRespo
         break;
       case 'OFFLINE':
         caps.offlineExpansion = true;
+        break;
+      case 'UNKNOWN':
+      case undefined:
         break;
     }
   }

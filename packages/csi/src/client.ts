@@ -4,14 +4,14 @@
 // never past the deadline); input is checked before anything is sent; errors
 // become CSIError in one place (CsiUnaryCaller, unary-caller.ts, sends;
 // this file holds the typed surface and the request checks).
-import { Disposable, ShutdownError, abortReason } from '@csiplug/core';
+import { type Disposable, ShutdownError, abortReason } from '@csiplug/core';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type * as grpc from '@grpc/grpc-js';
-import { NodeCapabilities, nodeCapabilitiesFrom, volumeCapabilityProblems } from './capabilities';
-import { CsiEndpoint, parseEndpoint } from './endpoint';
+import { type NodeCapabilities, nodeCapabilitiesFrom, volumeCapabilityProblems } from './capabilities';
+import { type CsiEndpoint, parseEndpoint } from './endpoint';
 import { CSIError } from './errors';
-import { CsiInvoker, GrpcInvoker } from './invoker';
-import { RetryOptions, resolveRetryOptions } from './retry';
+import { type CsiInvoker, GrpcInvoker } from './invoker';
+import { type RetryOptions, resolveRetryOptions } from './retry';
 import type * as T from './types';
 import { CsiUnaryCaller, type CSICallOptions, type CSIClientDeps, type CsiRpc } from './unary-caller';
 

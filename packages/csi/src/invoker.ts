@@ -4,7 +4,7 @@
 import type { Disposable } from '@csiplug/core';
 import * as grpc from '@grpc/grpc-js';
 import type { MethodDefinition } from '@grpc/proto-loader';
-import { CsiServiceKey, csiMethodDefinition } from './proto';
+import { type CsiServiceKey, csiMethodDefinition } from './proto';
 
 /** What a failed call rejects with: a gRPC status code and its message. */
 export interface InvokeError {

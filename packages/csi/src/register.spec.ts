@@ -1,7 +1,7 @@
 import { container as root } from 'tsyringe';
 import { NullLogger, registerCore } from '@csiplug/core';
 import { registerCsi } from './register';
-import { CSIClientFactory, ICSIClientFactory } from './tokens';
+import { type CSIClientFactory, ICSIClientFactory } from './tokens';
 
 describe('registerCsi', () => {
   it('binds a factory that makes one client per endpoint', () => {

@@ -4,10 +4,10 @@
 // csiModule is the same registration as a Module: the factory owns nothing
 // (each client belongs to whoever asked for it), so there is nothing to stop.
 import type { DependencyContainer } from 'tsyringe';
-import { bindDefault, Clock, declareTokenOwner, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, Logger, Metrics, type Module, NullMetrics, Random, TimeoutPolicy } from '@csiplug/core';
-import { CSIClient, CSIClientOptions, GrpcCSIClient } from './client';
-import { RetryOptions } from './retry';
-import { CSIClientFactory, ICSIClientFactory } from './tokens';
+import { bindDefault, type Clock, declareTokenOwner, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, type Logger, type Metrics, type Module, NullMetrics, type Random, type TimeoutPolicy } from '@csiplug/core';
+import { type CSIClient, type CSIClientOptions, GrpcCSIClient } from './client';
+import { type RetryOptions } from './retry';
+import { type CSIClientFactory, ICSIClientFactory } from './tokens';
 
 export interface CsiOptions {
   /** Retry settings applied to every client the factory makes. */

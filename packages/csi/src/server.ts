@@ -7,13 +7,13 @@ import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { AsyncDisposable, CsiplugError, Logger, NullLogger, errorMessage } from '@csiplug/core';
+import { type AsyncDisposable, CsiplugError, type Logger, NullLogger, errorMessage } from '@csiplug/core';
 import { parseEndpoint } from './endpoint';
 import { CSIStatusError } from './errors';
 import type { ControllerHandlers } from './generated/csi/v1/Controller';
 import type { IdentityHandlers } from './generated/csi/v1/Identity';
 import type { NodeHandlers } from './generated/csi/v1/Node';
-import { CSI_SERVICES, CsiServiceKey, csiGrpcObject } from './proto';
+import { CSI_SERVICES, type CsiServiceKey, csiGrpcObject } from './proto';
 
 /** What a handler sees besides the request. */
 export interface CsiCallContext {

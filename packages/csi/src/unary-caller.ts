@@ -5,13 +5,13 @@
 // CSIError here, and the call's latency recorded by RPC and final code.
 // GrpcCSIClient owns one and keeps the typed surface and the request checks.
 import {
-  Clock,
-  Logger,
-  Metrics,
+  type Clock,
+  type Logger,
+  type Metrics,
   NullLogger,
   NullMetrics,
-  Random,
-  TimeoutPolicy,
+  type Random,
+  type TimeoutPolicy,
   abortReason,
   defineMetric,
   errorMessage,
@@ -22,7 +22,7 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { CSIError } from './errors';
 import type { CsiInvoker, InvokeError } from './invoker';
 import type { CsiServiceKey } from './proto';
-import { RetryOptions, backoffDelay, resolveRetryOptions } from './retry';
+import { type RetryOptions, backoffDelay, resolveRetryOptions } from './retry';
 
 /** Per-call options. */
 export interface CSICallOptions {

@@ -11,11 +11,10 @@ import * as grpc from '@grpc/grpc-js';
 import { AbortError, DefaultTimeoutPolicy, RealClock, SeededRandom } from '@csiplug/core';
 import {
   CSIError,
-  CsiServer,
-  CsiServerHandlers,
+  type CsiServer,
+  type CsiServerHandlers,
   EndpointInUseError,
   GrpcCSIClient,
-  GrpcStatus,
   csiStatus,
   isRetryable,
   serveCsi,

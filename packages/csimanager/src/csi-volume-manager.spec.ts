@@ -11,7 +11,7 @@ import { AbortError, ValidationError } from '@csiplug/core';
 import { GrpcStatus } from '@csiplug/csi';
 import { Harness, plugin } from '../test/harness';
 import { csiError, notFound } from '@csiplug/csi/testing';
-import { CSIVolumeRef, PluginInstanceNotFoundError, UsageOptions, VolumeManager, VolumeOperationError } from '.';
+import { type CSIVolumeRef, PluginInstanceNotFoundError, type UsageOptions, type VolumeManager, VolumeOperationError } from '.';
 
 const usage: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
 const vol: CSIVolumeRef = { id: 'vol-1', externalId: 'remote-1', pluginId: 'my-plugin', context: { a: 'b' }, secrets: { s: 't' } };

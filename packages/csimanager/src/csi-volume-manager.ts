@@ -7,7 +7,7 @@
 // (@csiplug/volumes), not this file's.
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { AbortError, Clock, Logger, Metrics, ValidationError, assertPathSafeId, errorMessage, recordSafely, secondsSince } from '@csiplug/core';
+import { AbortError, type Clock, type Logger, type Metrics, ValidationError, assertPathSafeId, errorMessage, recordSafely, secondsSince } from '@csiplug/core';
 import { CSIError, isNotFound } from '@csiplug/csi';
 import { VolumeOperationError, isPluginUnavailable } from './errors';
 import type { KeyedMutex } from './keyed-mutex';
@@ -16,9 +16,9 @@ import { type MountTable, isMountPointRetrying } from './mount-table';
 import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
-import { UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
+import { type UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
 import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions, VolumeUsage } from './volume-manager';
-import { VolumePaths, volumePaths } from './volume-paths';
+import { type VolumePaths, volumePaths } from './volume-paths';
 
 export interface VolumeManagerDeps {
   dataDir: string;

@@ -2,7 +2,7 @@
 // and a fake clock: instance lifecycle (incl. create-before-destroy on a
 // plugin upgrade), plugin waits, fingerprinting and health, DI binding.
 import { AbortError, ShutdownError, ValidationError } from '@csiplug/core';
-import type { PluginHealthChange, PluginInfo, PluginReady, PluginRetired, UsageOptions } from '.';
+import type { CSIManager, PluginHealthChange, PluginInfo, PluginReady, PluginRetired, UsageOptions } from '.';
 import { Harness, FINGERPRINT_PERIOD, plugin } from '../test/harness';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError, registerCsiManager, ICSIManager, IMountTable, ProcMountTable } from '.';
 import { csiError } from '@csiplug/csi/testing';
@@ -713,7 +713,7 @@ describe('registerCsiManager', () => {
       bindStateStores(c);
       registerCsiManager(c, { dataDir: h.dataDir });
       expect(c.resolve(IMountTable)).toBeInstanceOf(ProcMountTable);
-      const m = c.resolve<import('.').CSIManager>(ICSIManager);
+      const m = c.resolve<CSIManager>(ICSIManager);
       expect(c.resolve(ICSIManager)).toBe(m);
       h.registry.register(plugin(0));
       await m.start();

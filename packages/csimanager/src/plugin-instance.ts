@@ -4,20 +4,20 @@
 // probes and reads the node or controller capabilities. Each call is bounded
 // by the TimeoutPolicy. Health changes are reported to the owner.
 import {
-  Clock,
-  Disposable,
-  HeartbeatStrategy,
-  Logger,
+  type Clock,
+  type Disposable,
+  type HeartbeatStrategy,
+  type Logger,
   TimeoutError,
-  TimeoutPolicy,
+  type TimeoutPolicy,
   errorMessage,
   raceAbort,
 } from '@csiplug/core';
 import {
-  CSICallOptions,
-  CSIClient,
-  NodeCapabilities,
-  PluginCapabilities,
+  type CSICallOptions,
+  type CSIClient,
+  type NodeCapabilities,
+  type PluginCapabilities,
   controllerCapabilitiesFrom,
   nodeCapabilitiesFrom,
   pluginCapabilitiesFrom,

@@ -2,7 +2,7 @@
 // a path component ("ro-file-system-single-node-writer") and into the CSI
 // VolumeCapability the plugin is asked for.
 import { ValidationError } from '@csiplug/core';
-import { AccessMode, VolumeCapability, blockCapability, mountCapability } from '@csiplug/csi';
+import { type AccessMode, type VolumeCapability, blockCapability, mountCapability } from '@csiplug/csi';
 /** The usage of a volume by one alloc: read-only, attachment mode, access mode (Nomad names), mount options; compared by value. */
 export interface UsageOptions {
   readOnly: boolean;

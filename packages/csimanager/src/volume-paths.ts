@@ -5,8 +5,8 @@
 // they become path components.
 import * as path from 'node:path';
 import { assertPathSafeId } from '@csiplug/core';
-import { PER_ALLOC_DIR_NAME, PluginMountRoots, STAGING_DIR_NAME } from './plugin-options';
-import { UsageOptions, usageToFS } from './usage';
+import { PER_ALLOC_DIR_NAME, type PluginMountRoots, STAGING_DIR_NAME } from './plugin-options';
+import { type UsageOptions, usageToFS } from './usage';
 
 export interface VolumePaths {
   hostStagingPath: string;

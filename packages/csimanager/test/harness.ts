@@ -3,12 +3,12 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DefaultTimeoutPolicy, FixedHeartbeatStrategy, MemoryLogger, TimeoutSettings } from '@csiplug/core';
+import { DefaultTimeoutPolicy, FixedHeartbeatStrategy, MemoryLogger, type TimeoutSettings } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeCSIClientFactory } from '@csiplug/csi/testing';
-import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration, StateRegistryStore } from '@csiplug/registry';
-import { ClientStateDB, openClientState } from '@csiplug/state';
-import { DefaultCSIManager, NodeEvent, PluginHealthChange } from '../src';
+import { DynamicPluginRegistry, PluginDispenserTable, type PluginRegistration, StateRegistryStore } from '@csiplug/registry';
+import { type ClientStateDB, openClientState } from '@csiplug/state';
+import { DefaultCSIManager, type NodeEvent, type PluginHealthChange } from '../src';
 import { FakeMountTable } from '../src/testing';
 
 export const FINGERPRINT_PERIOD = 30_000;

@@ -184,27 +184,33 @@ export function runExecutor(specPath: string): void {
   }
 
   child.on('error', (e) => log(`task ${pid}: ${e.message}`));
-  child.on('exit', async (exitCode, signal) => {
-    // The leader is gone; what it left behind in its group goes with it, so
-    // nothing outlives its task. The group id cannot have been reused yet:
-    // the kernel keeps a pid number while a group of that id has members.
-    signalGroup(pid, 'SIGKILL');
-    // Its last output is in the logs before its exit is recorded; a process that left the group and holds the pipe is not waited for long.
-    await Promise.race([drained, new Promise((resolve) => setTimeout(resolve, LAST_OUTPUT_WAIT_MS))]);
-    // runc removes its container when the task ends; a runc that was killed
-    // leaves the container (its own session) running: it goes now, cgroup and all.
-    if (runc && containerStateExists(runc)) {
-      const deleted = spawnSync(runc.binary, runcDeleteArgs(runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
-      if (deleted.status !== 0) log(`runc delete of container ${runc.id} failed (${deleted.error?.message ?? `exit ${deleted.status}`}): ${deleted.stderr?.toString().trim() ?? ''}`);
-    }
-    const record: ExecutorExitRecord = { version: 1, pid, startTime, exitCode, signal, finishedAt: Date.now() };
-    try {
-      writeJsonAtomic(spec.exitPath, record);
-    } catch (e) {
-      log(`could not record the exit of task ${pid} (${JSON.stringify(record)}): ${(e as Error).message}`);
+  child.on('exit', (exitCode, signal) => {
+    // The executor's last act: whatever fails on the way out is logged and ends it with 1, never left unhandled.
+    (async () => {
+      // The leader is gone; what it left behind in its group goes with it, so
+      // nothing outlives its task. The group id cannot have been reused yet:
+      // the kernel keeps a pid number while a group of that id has members.
+      signalGroup(pid, 'SIGKILL');
+      // Its last output is in the logs before its exit is recorded; a process that left the group and holds the pipe is not waited for long.
+      await Promise.race([drained, new Promise((resolve) => setTimeout(resolve, LAST_OUTPUT_WAIT_MS))]);
+      // runc removes its container when the task ends; a runc that was killed
+      // leaves the container (its own session) running: it goes now, cgroup and all.
+      if (runc && containerStateExists(runc)) {
+        const deleted = spawnSync(runc.binary, runcDeleteArgs(runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
+        if (deleted.status !== 0) log(`runc delete of container ${runc.id} failed (${deleted.error?.message ?? `exit ${deleted.status}`}): ${deleted.stderr?.toString().trim() ?? ''}`);
+      }
+      const record: ExecutorExitRecord = { version: 1, pid, startTime, exitCode, signal, finishedAt: Date.now() };
+      try {
+        writeJsonAtomic(spec.exitPath, record);
+      } catch (e) {
+        log(`could not record the exit of task ${pid} (${JSON.stringify(record)}): ${(e as Error).message}`);
+        process.exit(1);
+      }
+      process.exit(0);
+    })().catch((e: unknown) => {
+      log(`could not finish task ${pid} after its exit: ${(e as Error).stack ?? String(e)}`);
       process.exit(1);
-    }
-    process.exit(0);
+    });
   });
 }
 

@@ -1,8 +1,8 @@
 import { BackoffHeartbeatStrategy, DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeCSIClientFactory } from '@csiplug/csi/testing';
-import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistry, StateRegistryStore, type RegistryStateRecord } from '@csiplug/registry';
-import { ClientStateDB, openClientState } from '@csiplug/state';
+import { DynamicPluginRegistry, PluginDispenserTable, type PluginRegistry, StateRegistryStore, type RegistryStateRecord } from '@csiplug/registry';
+import { type ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';

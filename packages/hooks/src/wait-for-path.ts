@@ -6,7 +6,7 @@
 // instances or file descriptors, say) says nothing about the file: the wait
 // goes on with a slow poll on the Clock instead of failing, which would have
 // the plugin's task restarted although it may be running fine.
-import { Clock, Logger, TimeoutError, errorMessage, formatDuration, toDisposable, waitUntil } from '@csiplug/core';
+import { type Clock, type Logger, TimeoutError, errorMessage, formatDuration, toDisposable, waitUntil } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
 

@@ -2,7 +2,7 @@
 // driver starts a plugin task: with the environment the supervisor hook's
 // prestart returned (CSI_ENDPOINT). Every process started here is tracked so
 // a test's afterEach can kill what a failed test left running.
-import { ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
 
 export const HOSTPATH_CLI = path.resolve(__dirname, '../../hostpath-plugin/dist/cli.js');

@@ -4,7 +4,7 @@
 // through its descriptor).
 // Every command runs with LC_ALL=C, so its messages read the same anywhere.
 import { execFile } from 'node:child_process';
-import { constants as fsConstants } from 'node:fs';
+import { type BigIntStats, constants as fsConstants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { DataCommandError } from './errors';
@@ -124,7 +124,7 @@ export async function bytesIn(dir: string, timeoutMs = USAGE_TIMEOUT_MS): Promis
       const here = `/proc/self/fd/${fh.fd}`;
       const names = await fs.readdir(here);
       // The entries' lstats a batch at a time: one at a time, a volume of many small files takes seconds.
-      const stats: (import('node:fs').BigIntStats | undefined)[] = [];
+      const stats: (BigIntStats | undefined)[] = [];
       for (let i = 0; i < names.length; i += LSTAT_BATCH) {
         if (Date.now() > deadline) throw new DataCommandError('walk', [dir], `counting the bytes of ${dir} took longer than ${timeoutMs} ms`);
         stats.push(

@@ -7,8 +7,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { MemoryLogger, ValidationError } from '@csiplug/core';
-import { CSIStatusError, CsiCallContext, CsiServerHandlers, GrpcStatus } from '@csiplug/csi';
-import { ATTACHED_TO_KEY, AttachmentStore, FaultSource, NO_RPC_FAULTS, RpcFaults, csiRpcNames, parseFaultFile, readStartFault, withControllerPublish, withFaults } from './faults';
+import { CSIStatusError, type CsiCallContext, type CsiServerHandlers, GrpcStatus } from '@csiplug/csi';
+import { ATTACHED_TO_KEY, AttachmentStore, FaultSource, NO_RPC_FAULTS, type RpcFaults, csiRpcNames, parseFaultFile, readStartFault, withControllerPublish, withFaults } from './faults';
 import { VolumeStore } from './volume-store';
 
 const faults = (f: Partial<RpcFaults>): RpcFaults => ({ ...NO_RPC_FAULTS, ...f });

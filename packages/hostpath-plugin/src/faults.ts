@@ -24,8 +24,8 @@ import * as fsp from 'node:fs/promises';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { Logger, ValidationError, errorMessage } from '@csiplug/core';
-import { CSI_SERVICES, CsiCallContext, CsiServerHandlers, CsiServiceKey, csiPackageDefinition, csiStatus, parseEndpoint, removeStaleSocket } from '@csiplug/csi';
+import { type Logger, ValidationError, errorMessage } from '@csiplug/core';
+import { CSI_SERVICES, type CsiCallContext, type CsiServerHandlers, type CsiServiceKey, csiPackageDefinition, csiStatus, parseEndpoint, removeStaleSocket } from '@csiplug/csi';
 import { HostPathPluginError } from './errors';
 import type { VolumeStore } from './volume-store';
 

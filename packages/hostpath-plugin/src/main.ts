@@ -4,11 +4,11 @@
 // the gRPC server when garbage may be asked for).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { AsyncDisposable, Logger, PinoLogger } from '@csiplug/core';
-import { CsiServer, parseEndpoint, serveCsi } from '@csiplug/csi';
+import { type AsyncDisposable, type Logger, PinoLogger } from '@csiplug/core';
+import { type CsiServer, parseEndpoint, serveCsi } from '@csiplug/csi';
 import type { FaultSwitches, PluginConfig } from './config';
 import { AttachmentStore, FaultSource, InjectedCrashError, type RpcFaults, readStartFault, serveGarbageProxy, serveNotGrpc, withControllerPublish, withFaults } from './faults';
-import { LinuxMounter, Mounter } from './mounter';
+import { LinuxMounter, type Mounter } from './mounter';
 import { HostPathPlugin } from './plugin';
 import { PublishedStore, VolumeStore } from './volume-store';
 

@@ -2,7 +2,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { MountCommandError } from './errors';
-import { MountInfo, readMountInfo } from './mountinfo';
+import { type MountInfo, readMountInfo } from './mountinfo';
 
 const run = promisify(execFile);
 

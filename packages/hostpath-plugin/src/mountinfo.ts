@@ -2,7 +2,7 @@
 // @csiplug/core's (one mountinfo reader for every package); this file keeps
 // the names the plugin and its users import, and the plugin's one query of
 // its own, mountsUnder's unmount order.
-import { MountInfoEntry, mountPointsUnder } from '@csiplug/core';
+import { type MountInfoEntry, mountPointsUnder } from '@csiplug/core';
 
 export { backingOf, parseMountInfo, readMountInfo, topMountAt } from '@csiplug/core';
 

@@ -9,15 +9,15 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { Logger, sameStringMap } from '@csiplug/core';
+import { type Logger, sameStringMap } from '@csiplug/core';
 import {
   ACCESS_MODES,
-  AccessMode,
-  CsiServerHandlers,
-  NodeServerHandlers,
-  ControllerServerHandlers,
-  IdentityServerHandlers,
-  VolumeCapability__Output,
+  type AccessMode,
+  type CsiServerHandlers,
+  type NodeServerHandlers,
+  type ControllerServerHandlers,
+  type IdentityServerHandlers,
+  type VolumeCapability__Output,
   accessTypeOf,
   csiStatus,
 } from '@csiplug/csi';
@@ -25,9 +25,9 @@ import { TOPOLOGY_KEY, type PluginConfig } from './config';
 import { archiveDir, bytesIn, copyDir, extractArchive } from './data';
 import { DataCommandError } from './errors';
 import type { AttachmentStore } from './faults';
-import { Mounter } from './mounter';
-import { MountInfo, backingOf, topMountAt } from './mountinfo';
-import { ContentSourceRecord, PublishedStore, SnapshotRecord, VolumeRecord, VolumeStore } from './volume-store';
+import { type Mounter } from './mounter';
+import { type MountInfo, backingOf, topMountAt } from './mountinfo';
+import { type ContentSourceRecord, type PublishedStore, type SnapshotRecord, type VolumeRecord, type VolumeStore } from './volume-store';
 
 export { TOPOLOGY_KEY };
 

@@ -5,7 +5,7 @@
 // turned on and off through the fault file, and controller publish.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CSIError, GrpcCSIClient, mountCapability } from '@csiplug/csi';
+import { CSIError, type GrpcCSIClient, mountCapability } from '@csiplug/csi';
 import { Harness } from './harness';
 
 jest.setTimeout(60_000);

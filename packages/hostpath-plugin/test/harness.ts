@@ -1,11 +1,11 @@
 // Test harness: spawns the built plugin (dist/cli.js) on a temp socket,
 // makes clients, and cleans up every process and mount it caused.
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DefaultTimeoutPolicy, RealClock, SeededRandom, readMountInfoSync } from '@csiplug/core';
-import { CsiServiceKey, GrpcCSIClient, GrpcInvoker, parseEndpoint } from '@csiplug/csi';
+import { type CsiServiceKey, GrpcCSIClient, GrpcInvoker, parseEndpoint } from '@csiplug/csi';
 import * as grpc from '@grpc/grpc-js';
 import { mountsUnder } from '../src/mountinfo';
 

@@ -1,9 +1,10 @@
 // The CSI client against the real hostpath plugin process over a unix
 // socket, with real bind mounts. Every test unmounts what it mounted and
 // stops what it started (Harness.cleanup).
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CSIError, GrpcCSIClient, blockCapability, checkConfirmedCapabilities, controllerCapabilitiesFrom, mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '@csiplug/csi';
+import { CSIError, type GrpcCSIClient, blockCapability, checkConfirmedCapabilities, controllerCapabilitiesFrom, mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '@csiplug/csi';
 import { Harness } from './harness';
 
 jest.setTimeout(60_000);
@@ -186,7 +187,7 @@ describe('hostpath plugin over a unix socket', () => {
 
   it('keeps volumes across a restart and removes its socket on SIGTERM', async () => {
     const { volume } = await client.createVolume({ name: 'keep', capacityRange: { requiredBytes: 4096 }, volumeCapabilities: [RW] });
-    const [first] = (h as unknown as { procs: Array<{ proc: import('node:child_process').ChildProcess; exited: Promise<{ code: number | null }> }> }).procs;
+    const [first] = (h as unknown as { procs: Array<{ proc: ChildProcess; exited: Promise<{ code: number | null }> }> }).procs;
     first.proc.kill('SIGTERM');
     expect((await first.exited).code).toBe(0);
     expect(fs.existsSync(h.sock)).toBe(false);

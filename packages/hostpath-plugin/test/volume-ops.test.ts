@@ -3,9 +3,10 @@
 // real bind mounts and real tar archives. Every test unmounts what it
 // mounted and stops what it started (Harness.cleanup).
 import { createHash, randomBytes } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CSIError, GrpcCSIClient, controllerCapabilitiesFrom, mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '@csiplug/csi';
+import { CSIError, type GrpcCSIClient, controllerCapabilitiesFrom, mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '@csiplug/csi';
 import { Harness } from './harness';
 
 jest.setTimeout(60_000);
@@ -279,7 +280,7 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     expect(fs.readFileSync(path.join(backing(fromB.volumeId), 'b.txt'), 'utf8')).toBe('volume b');
 
     // snapshots are kept across a restart
-    const [first] = (h as unknown as { procs: Array<{ proc: import('node:child_process').ChildProcess; exited: Promise<unknown> }> }).procs;
+    const [first] = (h as unknown as { procs: Array<{ proc: ChildProcess; exited: Promise<unknown> }> }).procs;
     first.proc.kill('SIGTERM');
     await first.exited;
     h.spawn();
@@ -339,7 +340,7 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     expect((await client.controllerGetVolume({ volumeId })).status).toEqual({ publishedNodeIds: ['node-1'], volumeCondition: expect.objectContaining({ abnormal: false }) });
 
     // persisted: a restarted plugin still knows
-    const [first] = (h as unknown as { procs: Array<{ proc: import('node:child_process').ChildProcess; exited: Promise<unknown> }> }).procs;
+    const [first] = (h as unknown as { procs: Array<{ proc: ChildProcess; exited: Promise<unknown> }> }).procs;
     first.proc.kill('SIGTERM');
     await first.exited;
     h.spawn();

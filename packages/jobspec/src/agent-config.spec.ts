@@ -1,6 +1,6 @@
 import { DEFAULT_TIMEOUTS, ValidationError } from '@csiplug/core';
 import * as os from 'os';
-import { AgentConfig, DEFAULT_CHROOT_ENV, DEFAULT_PORT, defaultExecConfig, devConfig, parseAgentConfig } from './agent-config';
+import { type AgentConfig, DEFAULT_CHROOT_ENV, DEFAULT_PORT, defaultExecConfig, devConfig, parseAgentConfig } from './agent-config';
 
 async function errorOf(p: Promise<unknown>): Promise<ValidationError> {
   try {

@@ -1,4 +1,5 @@
 import { ValidationError } from '@csiplug/core';
+import { parse as hcl2jsonParse } from '@cdktn/hcl2json';
 import type { JobSpec } from './model';
 import { inSourceOrder } from './document';
 import { DEFAULT_RESTART, DEFAULT_UPDATE, ValidationProblems, jobToDocument, parseJobspec, validateJob } from './jobspec';
@@ -230,8 +231,7 @@ describe('parseJobspec', () => {
   });
 
   it('parses the hcl2json form of the same job in a JSON file', async () => {
-    const { parse } = require('@cdktn/hcl2json') as { parse: (f: string, t: string) => Promise<unknown> };
-    const hcl2json = await parse('web.hcl', FULL_HCL);
+    const hcl2json = await hcl2jsonParse('web.hcl', FULL_HCL);
     expect(await parseJobspec(JSON.stringify(hcl2json), 'web.json')).toEqual(EXPECTED);
   });
 
@@ -775,8 +775,7 @@ EOT
 `;
 
   it('keeps the order of the file for keys and labels, and every value as it was', async () => {
-    const { parse } = require('@cdktn/hcl2json') as { parse: (f: string, t: string) => Promise<Record<string, unknown>> };
-    const raw = await parse('x.hcl', HCL);
+    const raw: Record<string, unknown> = await hcl2jsonParse('x.hcl', HCL);
     const ordered = inSourceOrder(raw, HCL);
     expect(ordered).toEqual(raw);
     const web = (ordered.job as Record<string, Record<string, unknown>[]>).web![0]!;

@@ -6,7 +6,7 @@ import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from './model';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
-import { BlockReader, Body, Problems, Where, detectFormat, inSourceOrder, isBody, loadDocument, singleBody, withPrefix } from './document';
+import { BlockReader, type Body, Problems, Where, detectFormat, inSourceOrder, isBody, loadDocument, singleBody, withPrefix } from './document';
 
 export { ValidationProblems } from './document';
 

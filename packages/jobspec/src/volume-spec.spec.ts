@@ -1,5 +1,5 @@
 import { ValidationError } from '@csiplug/core';
-import { VolumeSpec, checkVolumeSpec, parseVolumeSpec, validateVolumeSpec, volumeSpecToDocument } from './volume-spec';
+import { type VolumeSpec, checkVolumeSpec, parseVolumeSpec, validateVolumeSpec, volumeSpecToDocument } from './volume-spec';
 
 function errorOf(fn: () => unknown): ValidationError {
   try {

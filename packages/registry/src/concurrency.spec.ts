@@ -1,9 +1,9 @@
 // Thousands of random registry operations, interleaved with waiters (some
 // with deadlines, some aborted), subscribers coming and going, failed writes
 // and agent restarts, checked step by step against a plain model.
-import { Disposable, SeededRandom, ShutdownError } from '@csiplug/core';
+import { type Disposable, SeededRandom, ShutdownError } from '@csiplug/core';
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
-import { PluginEvent, PluginWaitTimeoutError, RegisteredPlugin, RegistryPersistError } from '.';
+import { type PluginEvent, PluginWaitTimeoutError, type RegisteredPlugin, RegistryPersistError } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry } from '../test/harness';
 

@@ -2,12 +2,12 @@ import { ShutdownError, ValidationError } from '@csiplug/core';
 import {
   DuplicateDispenserError,
   NoDispenserError,
-  PluginEvent,
+  type PluginEvent,
   PluginNotFoundError,
-  PluginRegistration,
+  type PluginRegistration,
   PluginTypeCSIController,
   PluginTypeCSINode,
-  RegisteredPlugin,
+  type RegisteredPlugin,
   RegistryPersistError,
   UnknownPluginTypeError,
 } from '.';

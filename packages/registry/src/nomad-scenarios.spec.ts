@@ -1,7 +1,7 @@
 // The scenarios of Nomad's client/dynamicplugins registry tests, including
 // the three it marks as failing (restore and replacement races), which this
 // registry gets right.
-import { PluginEvent, RegisteredPlugin } from '.';
+import { type PluginEvent, type RegisteredPlugin } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
 

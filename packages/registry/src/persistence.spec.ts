@@ -1,6 +1,6 @@
 import { MemoryLogger, DefaultTimeoutPolicy } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
-import { DynamicPluginRegistry, PluginDispenserTable, PluginEvent, RegistryRestoreError } from '.';
+import { DynamicPluginRegistry, PluginDispenserTable, type PluginEvent, RegistryRestoreError } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
 

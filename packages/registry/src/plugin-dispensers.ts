@@ -1,7 +1,7 @@
 // Dispensers turn a registration into a client for it. The registry owns no
 // transport: whoever talks to a plugin type (the CSI manager for csi-node and
 // csi-controller) registers a dispenser for that type.
-import { Disposable, toDisposable } from '@csiplug/core';
+import { type Disposable, toDisposable } from '@csiplug/core';
 import { DuplicateDispenserError } from './errors';
 import type { RegisteredPlugin } from './plugin-types';
 

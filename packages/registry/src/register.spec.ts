@@ -2,7 +2,7 @@ import { MemoryLogger, registerCore } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { IClientStateDB, bindStateStores, openClientState } from '@csiplug/state';
 import { container as root } from 'tsyringe';
-import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, PluginRegistry, StateRegistryStore, registerRegistry, registryModule } from '.';
+import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, type PluginRegistry, StateRegistryStore, registerRegistry, registryModule } from '.';
 import { FakeRegistryStore } from './testing';
 
 function setup() {

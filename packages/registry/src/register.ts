@@ -9,7 +9,7 @@ import { bindDefault, declareTokenOwner, type Module } from '@csiplug/core';
 import { IRegistryStateStore } from '@csiplug/state';
 import type { DependencyContainer } from 'tsyringe';
 import { DynamicPluginRegistry } from './dynamic-plugin-registry';
-import { PluginDispenser, PluginDispenserTable } from './plugin-dispensers';
+import { type PluginDispenser, PluginDispenserTable } from './plugin-dispensers';
 import type { PluginRegistry } from './plugin-registry';
 import { StateRegistryStore } from './state-registry-store';
 import { IPluginDispensers, IPluginRegistry, IPluginRegistryConfig, IRegistryStore } from './tokens';

@@ -1,6 +1,6 @@
 import { AbortError, ShutdownError, TimeoutError, ValidationError } from '@csiplug/core';
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
-import { PluginWaitTimeoutError, RegisteredPlugin, UnknownPluginTypeError } from '.';
+import { PluginWaitTimeoutError, type RegisteredPlugin, UnknownPluginTypeError } from '.';
 import { FakeRegistryStore } from './testing';
 import { makeRegistry, plugin } from '../test/harness';
 

@@ -1,8 +1,8 @@
 // Builds a registry over fakes: a FakeClock, a MemoryLogger, the default
 // timeout policy and a FakeRegistryStore.
-import { DefaultTimeoutPolicy, MemoryLogger, TimeoutSettings } from '@csiplug/core';
+import { DefaultTimeoutPolicy, MemoryLogger, type TimeoutSettings } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
-import { DynamicPluginRegistry, PluginDispenserTable, PluginRegistration } from '../src';
+import { DynamicPluginRegistry, PluginDispenserTable, type PluginRegistration } from '../src';
 import { FakeRegistryStore } from '../src/testing';
 
 export interface Harness {

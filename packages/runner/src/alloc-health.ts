@@ -19,7 +19,7 @@
 // The watch is driven by events — any task, alloc or plugin event of the
 // alloc — and by two timers (min_healthy_time once everything is up, and
 // the deadline), never by a poll.
-import { Clock, formatDuration, type Disposable, type Event } from '@csiplug/core';
+import { type Clock, formatDuration, type Disposable, type Event } from '@csiplug/core';
 import type { PluginInfo } from '@csiplug/csimanager';
 import { registryTypesFor } from '@csiplug/hooks';
 import type { Alloc, GroupSpec, TaskState, UpdateStrategy } from '@csiplug/jobspec';

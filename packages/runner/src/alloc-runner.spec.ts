@@ -3,7 +3,7 @@ import { CsiplugError, MemoryLogger, ShutdownError } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeDriver } from '@csiplug/driver/testing';
 import type { AllocHook, AllocHookContext, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
-import { ClientStateDB, openClientState } from '@csiplug/state';
+import { type ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';

@@ -14,12 +14,12 @@
 // would start the workload again. Later saves that fail (a full disk) are
 // logged and made again on the next change or by a retry timer (backoff up to
 // 30 s), whichever comes first: a terminal state has no next change.
-import { Clock, CsiplugError, Logger, ShutdownError, crashPoint, doublingBackoff, errorMessage, type Disposable } from '@csiplug/core';
+import { type Clock, CsiplugError, type Logger, ShutdownError, crashPoint, doublingBackoff, errorMessage, type Disposable } from '@csiplug/core';
 import {
   EVENT_VOLUME_UNMOUNTED,
   EVENT_VOLUME_UNMOUNT_PENDING,
-  ICSIHookFactory,
-  ICSIPluginSupervisorFactory,
+  type ICSIHookFactory,
+  type ICSIPluginSupervisorFactory,
   runAllocHooks,
   type AllocHook,
   type AllocHookContext,

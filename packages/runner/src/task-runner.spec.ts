@@ -3,7 +3,7 @@ import { FakeClock } from '@csiplug/core/testing';
 import { TaskAlreadyRunningError, TransientProbeError, type RecoverResult, type TaskHandle } from '@csiplug/driver';
 import { FakeDriver } from '@csiplug/driver/testing';
 import type { TaskEvent, TaskHook } from '@csiplug/hooks';
-import { ClientStateDB, openClientState } from '@csiplug/state';
+import { type ClientStateDB, openClientState } from '@csiplug/state';
 import type { TaskSpec } from '@csiplug/jobspec';
 import { StateAllocStore } from './alloc-store';
 import { TaskRunner } from './task-runner';

@@ -28,7 +28,7 @@
 // about the task (the agent itself may be out of file descriptors): it is
 // logged and tried again after a backoff, never read as the task's death,
 // which would release its volumes under a workload that still runs.
-import { Clock, Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError } from '@csiplug/core';
+import { type Clock, type Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError } from '@csiplug/core';
 import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type IsolationConfig, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { runTaskHooks, type AllocInfo, type RunKind, type TaskBindMount, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '@csiplug/jobspec';

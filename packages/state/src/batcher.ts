@@ -1,7 +1,7 @@
 // Coalesces concurrent db.batch() callers into groups: a group closes when
 // it holds `maxSize` callers or `maxDelay` ms after its first caller joined
 // (bbolt's MaxBatchSize / MaxBatchDelay), and is then handed to `run`.
-import { Clock, Disposable } from '@csiplug/core';
+import { type Clock, type Disposable } from '@csiplug/core';
 
 export interface BatchCall<T> {
   fn: T;

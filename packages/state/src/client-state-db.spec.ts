@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { ClientStateDB } from './client-state';
 import type { PendingUnmountRecord, VolumeMountStub, VolumeUsageRecord } from './legacy-volume-records';
-import { BoltClientStateDB, openClientState } from './client-state-db';
+import { type BoltClientStateDB, openClientState } from './client-state-db';
 import { DB } from './db';
 import { ErrCorrupt, ErrInvalid } from './errors';
 import { CLIENT_STATE_SCHEMA_VERSION } from './layout';

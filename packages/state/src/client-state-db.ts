@@ -8,7 +8,7 @@
 // says so (`foundEmpty`) and logs it, and the agent warns at start.
 // The state holds volume secrets in clear: the file, its SQLite side files
 // and the migration backup are 0600, a state dir created here is 0700.
-import { Clock, Logger, NullLogger, RealClock, ValidationError } from '@csiplug/core';
+import { type Clock, type Logger, NullLogger, RealClock, ValidationError } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
 import { BoltVolumeState } from './bolt-volume-state';
@@ -17,7 +17,7 @@ import { DB } from './db';
 import { ErrMigration, ErrSchemaVersion } from './errors';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { CLIENT_STATE_SCHEMA_VERSION, decode, encode, ensureLayout, Layout, readSchemaVersion, writeSchemaVersion } from './layout';
-import { CLIENT_STATE_MIGRATIONS, Migration, migrationPath } from './migrations';
+import { CLIENT_STATE_MIGRATIONS, type Migration, migrationPath } from './migrations';
 import { backupTempPath, sqliteFiles } from './sqlite-store';
 
 export interface ClientStateOptions {

@@ -1,13 +1,13 @@
 // DB: bbolt's DB on a pluggable store (SQLite file or memory). view/update
 // run a synchronous callback in one transaction; batch coalesces concurrent
 // writers into one commit, each caller isolated by a savepoint.
-import { Clock, Disposable, Logger, RealClock } from '@csiplug/core';
-import { BatchCall, Batcher } from './batcher';
+import { type Clock, type Disposable, type Logger, RealClock } from '@csiplug/core';
+import { type BatchCall, Batcher } from './batcher';
 import { BucketDirectory } from './bucket-directory';
 import { ErrBackupUnsupported, ErrDatabaseNotOpen, ErrDatabaseReadOnly, ErrTxAsync, ErrTxNested, ErrTxOpen } from './errors';
 import { MemoryStore } from './memory-store';
 import { SqliteStore } from './sqlite-store';
-import { Store } from './store';
+import { type Store } from './store';
 import { Tx } from './tx';
 
 export interface DBOptions {

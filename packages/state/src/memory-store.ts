@@ -2,7 +2,7 @@
 // and for `state { backend = "memory" }`. Writes are recorded in an undo log
 // so a rollback (or a batch caller's savepoint) puts everything back.
 import { ErrBucketNotFound } from './errors';
-import { RangeOp, ROOT_BUCKET, Store, StoreEntry } from './store';
+import { type RangeOp, ROOT_BUCKET, type Store, type StoreEntry } from './store';
 import { SortedMap } from './sorted-map';
 
 interface Slot {

@@ -12,7 +12,7 @@ import { backupPathFor, openClientState } from './client-state-db';
 import { DB } from './db';
 import { ErrMigration, ErrSchemaVersion } from './errors';
 import { CLIENT_STATE_SCHEMA_VERSION } from './layout';
-import { CLIENT_STATE_MIGRATIONS, Migration, migrateV0toV1, migrateV1toV2, migrationPath } from './migrations';
+import { CLIENT_STATE_MIGRATIONS, type Migration, migrateV0toV1, migrateV1toV2, migrationPath } from './migrations';
 import { tempDir, thrown } from '../test/support/backends';
 
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));

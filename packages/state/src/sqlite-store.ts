@@ -13,7 +13,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseNotFound, ErrDatabaseReadOnly, ErrInvalid, ErrNoSpace, ErrTimeout, StateError } from './errors';
 import { createPrivateFile, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
-import { RangeOp, ROOT_BUCKET, Store, StoreEntry } from './store';
+import { type RangeOp, ROOT_BUCKET, type Store, type StoreEntry } from './store';
 
 export interface SqliteStoreOptions {
   /** How long to wait for another holder to let go of the file, in ms; 0 fails at once. */

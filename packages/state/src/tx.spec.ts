@@ -2,7 +2,7 @@
 import { FakeClock } from '@csiplug/core/testing';
 import { Bucket } from './bucket';
 import { DB } from './db';
-import { Tx } from './tx';
+import { type Tx } from './tx';
 import { BACKENDS, thrown, useBackend } from '../test/support/backends';
 
 const b = (s: string) => Buffer.from(s);

@@ -14,10 +14,10 @@
 // position is a key, not a page slot, so deleting the current key and moving
 // on never skips the next one; forward and backward moves read a few rows
 // ahead, dropped as soon as the transaction writes.
-import { BucketDirectory } from './bucket-directory';
+import { type BucketDirectory } from './bucket-directory';
 import { ErrBucketExists, ErrBucketNameRequired, ErrBucketNotFound, ErrIncompatibleValue, ErrKeyRequired, ErrTxClosed, ErrTxNotWritable } from './errors';
-import { checkKeySize, describeKey, Key, toBytes, toValue } from './keys';
-import { RangeOp, ROOT_BUCKET, Store, StoreEntry } from './store';
+import { checkKeySize, describeKey, type Key, toBytes, toValue } from './keys';
+import { type RangeOp, ROOT_BUCKET, type Store, type StoreEntry } from './store';
 
 export class Tx {
   private closed = false;

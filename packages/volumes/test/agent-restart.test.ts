@@ -10,11 +10,11 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ProcMountTable, UsageOptions } from '@csiplug/csimanager';
+import { ProcMountTable, type UsageOptions } from '@csiplug/csimanager';
 import type { VolumeMountRequest } from '../src';
 import { FakeClaimer } from '../src/testing';
 import { createVolume as createOn, registerMonolith as register, startAgent, type TestAgent as Agent } from './support/agent';
-import { HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
+import { type HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
 import { requireRoot } from '@csiplug/core/testing';
 
 requireRoot();

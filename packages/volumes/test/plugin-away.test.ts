@@ -23,7 +23,7 @@ import { ProcMountTable, type UsageOptions } from '@csiplug/csimanager';
 import { VolumeMountError, type VolumeMountRequest } from '../src';
 import { FakeClaimer } from '../src/testing';
 import { createVolume, eventually, registerMonolith, startAgent, type TestAgent } from './support/agent';
-import { HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
+import { type HostpathProcess, mountsUnder, startHostpath, unmountAllUnder } from './support/hostpath';
 import { requireRoot } from '@csiplug/core/testing';
 
 requireRoot();

@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 
 const REPO_ROOT = join(__dirname, '..', '..', '..');
 const CONFIG = join(REPO_ROOT, '.dependency-cruiser.cjs');
@@ -60,7 +61,7 @@ function runLayering(root: string): CruiseOutcome {
   return {
     exitCode: human.status,
     // Colour codes off: under nx the report is coloured.
-    report: human.stdout.replace(/\x1b\[[0-9;]*m/g, ''),
+    report: stripVTControlCharacters(human.stdout),
     stderr: human.stderr + json.stderr,
     violations: result.summary.violations
       .filter((violation) => violation.rule.severity !== 'ignore')

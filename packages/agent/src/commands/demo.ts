@@ -6,7 +6,7 @@
 // long it took.
 import { errorMessage } from '@csiplug/core';
 import { executorPaths, findRunc, type ExecutorPidRecord } from '@csiplug/driver';
-import { ChildProcess, spawn } from 'child_process';
+import { type ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';

@@ -2,7 +2,7 @@
 // on a temp data dir, an API client for it, and checks on mounts and
 // processes. Everything a test starts is killed and unmounted by cleanup().
 import { DEFAULT_RUNC_ROOT, executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
-import { ChildProcess, execFileSync, spawn } from 'child_process';
+import { type ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';

@@ -6,7 +6,7 @@
 // writes is in that file's header.
 import { DefaultTimeoutPolicy, MathRandom, RealClock } from '@csiplug/core';
 import { GrpcCSIClient, mountCapability } from '@csiplug/csi';
-import { ChildProcess, spawn } from 'child_process';
+import { type ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import { connect } from 'net';
 import * as path from 'path';

@@ -7,11 +7,12 @@
 // makes the async calls wait, for tests of a slow agent. An unknown job or
 // alloc fails with the service interface's NotFoundError (the agent throws it too) (ENOT_FOUND), so a test
 // against the fake sees what a client of the agent sees.
-import { Clock, CsiplugError, Emitter, Event, ValidationError, toDisposable } from '@csiplug/core';
+import { type Clock, Emitter, type Event, ValidationError, toDisposable } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import type { MountedVolume } from '@csiplug/hooks';
 import { createHash } from 'crypto';
 import { NotFoundError } from '../service-errors';
+import { FakePluginUnavailableError, FakeVolumeExistsError, FakeVolumeInUseError, FakeVolumeNotFoundError } from './fake-errors';
 import { planJob, type JobPlan } from '@csiplug/jobspec';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '@csiplug/jobspec';
@@ -23,8 +24,7 @@ export interface FakeAgentServiceOptions {
   nodeId?: string;
 }
 
-/** The volume catalog's error codes, which the fake throws for volumes (see statusForError). */
-export const FakeCodes = Object.freeze({ VolumeExists: 'EVOLUME_EXISTS', VolumeInUse: 'EVOLUME_IN_USE', VolumeNotFound: 'EVOLUME_NOT_FOUND' });
+export { FakeCodes } from './fake-errors';
 
 export class FakeAgentService implements AgentService {
   readonly clock: Clock;
@@ -96,7 +96,7 @@ export class FakeAgentService implements AgentService {
   /** Claims a volume for an alloc, as a running workload would. */
   claim(volumeId: string, allocId: string, mode: 'read' | 'write' = 'write'): void {
     const v = this.volumes.get(volumeId);
-    if (!v) throw new CsiplugError(FakeCodes.VolumeNotFound, `volume "${volumeId}" not found`);
+    if (!v) throw new FakeVolumeNotFoundError(volumeId);
     const cap = v.capabilities[0]!;
     v.claims.push({ allocId, mode, accessMode: cap.accessMode, attachmentMode: cap.attachmentMode, since: this.clock.now() });
   }
@@ -282,7 +282,7 @@ export class FakeAgentService implements AgentService {
     this.failIfAsked();
     const v = this.volumeOrThrow(id);
     if (v.claims.length && !options.force) {
-      throw new CsiplugError(FakeCodes.VolumeInUse, `volume "${id}" is claimed by ${v.claims.length} alloc(s); stop them first or use -force`);
+      throw new FakeVolumeInUseError(id, v.claims.length, 'stop them first or use -force');
     }
     this.calls.push(`deregisterVolume ${id}${options.force ? ' force' : ''}`);
     this.volumes.delete(id);
@@ -293,7 +293,7 @@ export class FakeAgentService implements AgentService {
     await this.gate;
     this.failIfAsked();
     const v = this.volumeOrThrow(id);
-    if (v.claims.length) throw new CsiplugError(FakeCodes.VolumeInUse, `volume "${id}" is claimed by ${v.claims.length} alloc(s); stop them first`);
+    if (v.claims.length) throw new FakeVolumeInUseError(id, v.claims.length, 'stop them first');
     this.calls.push(`deleteVolume ${id}`);
     this.volumes.delete(id);
     this.emit({ topic: 'Volume', type: 'VolumeDeleted', message: `volume ${id} deleted`, volumeId: id });
@@ -303,7 +303,7 @@ export class FakeAgentService implements AgentService {
     await this.gate;
     this.failIfAsked();
     this.calls.push(`answerRoutedCall ${plugin}`);
-    throw new CsiplugError('EPLUGIN_UNAVAILABLE', `no controller of plugin "${plugin}" runs on this node`);
+    throw new FakePluginUnavailableError(plugin);
   }
 
 
@@ -366,7 +366,7 @@ export class FakeAgentService implements AgentService {
   // ---------------------------------------------------------------------------
 
   private addVolume(call: string, spec: VolumeSpec, externalId: string): VolumeView {
-    if (this.volumes.has(spec.id)) throw new CsiplugError(FakeCodes.VolumeExists, `volume "${spec.id}" already exists; deregister it first`);
+    if (this.volumes.has(spec.id)) throw new FakeVolumeExistsError(spec.id);
     this.calls.push(`${call} ${spec.id}`);
     const view: VolumeView = {
       ...spec,
@@ -383,7 +383,7 @@ export class FakeAgentService implements AgentService {
 
   private volumeOrThrow(id: string): VolumeView {
     const v = this.volumes.get(id);
-    if (!v) throw new CsiplugError(FakeCodes.VolumeNotFound, `volume "${id}" not found`);
+    if (!v) throw new FakeVolumeNotFoundError(id);
     return v;
   }
 

@@ -3,7 +3,7 @@
 import { MemoryLogger } from '@csiplug/core';
 import * as http from 'http';
 import type { AgentService } from '..';
-import { HttpApi, HttpApiOptions } from '..';
+import { HttpApi, type HttpApiOptions } from '..';
 
 export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {

@@ -2,7 +2,7 @@
 // anything that takes time from the injected Clock (rule: tests never sleep
 // to wait for a timer). Part of @csiplug/core/testing, not of the runtime.
 import type { Clock } from '../tokens';
-import { Disposable, toDisposable } from '../disposable';
+import { type Disposable, toDisposable } from '../disposable';
 import { sleepOn } from '../wait';
 
 interface FakeTimer {

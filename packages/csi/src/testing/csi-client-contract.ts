@@ -32,6 +32,7 @@ const CAP = mountCapability('SINGLE_NODE_WRITER');
  */
 export function describeCSIClientContract(name: string, make: () => Promise<CSIClientContractSubject>): void {
   // Jest's functions, loaded when the suite is described (not when the testing entry is imported: it loads outside jest too); @jest/globals is an optional peer dependency.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded lazily on purpose, as said above
   const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
   describe(`CSIClient contract: ${name}`, () => {
     let s: CSIClientContractSubject;

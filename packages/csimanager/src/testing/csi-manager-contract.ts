@@ -48,6 +48,7 @@ function track<T>(p: Promise<T>): { readonly state: 'pending' | 'resolved' | 're
 /** Registers the plugin-wait contract's tests under `describe(name)`; `make` runs before each test, the subject's cleanup after it. */
 export function describeCSIManagerPluginWaitContract(name: string, make: () => Promise<CSIManagerContractSubject>): void {
   // Jest's functions, loaded when the suite is described (not when the testing entry is imported: it loads outside jest too); @jest/globals is an optional peer dependency.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded lazily on purpose, as said above
   const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
   describe(`CSIManager plugin-wait contract: ${name}`, () => {
     let s: CSIManagerContractSubject;

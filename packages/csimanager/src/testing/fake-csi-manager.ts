@@ -8,12 +8,12 @@
 // reason, ShutdownError. Health and ready events fire as the real manager
 // fires them, a replaced instance (new alloc or socket) included.
 import {
-  Clock,
+  type Clock,
   DefaultTimeoutPolicy,
   Emitter,
-  PluginWaitPhase,
+  type PluginWaitPhase,
   ShutdownError,
-  TimeoutPolicy,
+  type TimeoutPolicy,
   settleOnce,
   toDisposable,
 } from '@csiplug/core';

@@ -23,6 +23,7 @@ export interface MountTableContractSubject {
 /** Registers the MountTable contract's tests under `describe(name)`; `make` runs before each test, the subject's cleanup after it. */
 export function describeMountTableContract(name: string, make: () => Promise<MountTableContractSubject>): void {
   // Jest's functions, loaded when the suite is described (not when the testing entry is imported: it loads outside jest too); @jest/globals is an optional peer dependency.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded lazily on purpose, as said above
   const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
   describe(`MountTable contract: ${name}`, () => {
     let s: MountTableContractSubject;

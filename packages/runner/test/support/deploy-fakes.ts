@@ -6,10 +6,9 @@ import { FakeClock } from '@csiplug/core/testing';
 import type { PluginInfo } from '@csiplug/csimanager';
 import type { MountedVolume } from '@csiplug/hooks';
 import type { AgentEventInput } from '@csiplug/api';
-import type { Alloc, JobSpec, TaskState } from '@csiplug/jobspec';
+import type { Alloc, TaskState } from '@csiplug/jobspec';
 import type { AgentEvent } from '@csiplug/api';
 import type { RolloutAlloc, RolloutHost } from '../../src';
-import { makeAlloc } from '@csiplug/jobspec/testing';
 export { allocId, makeAlloc, makeJob, type GroupOptions } from '@csiplug/jobspec/testing';
 export class FakeAlloc implements RolloutAlloc {
   readonly mountedVolumes: Record<string, MountedVolume> = {};

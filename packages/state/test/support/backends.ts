@@ -3,7 +3,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { DB, DBOptions } from '../../src/db';
+import { DB, type DBOptions } from '../../src/db';
 
 export type BackendKind = 'sqlite' | 'memory';
 export const BACKENDS: BackendKind[] = ['sqlite', 'memory'];

@@ -1,6 +1,6 @@
 // Spawning fixture scripts for the process tests, with line-wise stdout and
 // a registry so every child is killed at the end of a test.
-import { ChildProcess, spawn } from 'child_process';
+import { type ChildProcess, spawn } from 'child_process';
 import * as path from 'path';
 
 export const FIXTURES = path.join(__dirname, '..', 'fixtures');

@@ -1,9 +1,9 @@
 // The check of an existing volume against its plugin before the catalog
 // registers it (ValidateVolumeCapabilities), and the CSI codes that say a
 // plugin refused a request rather than failed to answer it.
-import { Logger, ValidationError, errorMessage } from '@csiplug/core';
-import { CSIClient, CSIError, GrpcStatus, isNotFound } from '@csiplug/csi';
-import { ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
+import { type Logger, ValidationError, errorMessage } from '@csiplug/core';
+import { type CSIClient, CSIError, GrpcStatus, isNotFound } from '@csiplug/csi';
+import { type ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
 import { PluginTypeCSIController } from '@csiplug/registry';
 import type { VolumeSpec } from './volume-spec';
 

@@ -4,14 +4,14 @@
 // the plugin's controller client (FakeCSIClient: calls recorded, answers
 // scripted), and a scripted spec check in place of the agent's (whose rules
 // the agent tests with its checkVolumeSpec).
-import { DefaultTimeoutPolicy, Disposable, MemoryLogger, ValidationError, bind, registerCore } from '@csiplug/core';
+import { DefaultTimeoutPolicy, type Disposable, MemoryLogger, ValidationError, bind, registerCore } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { GrpcStatus } from '@csiplug/csi';
 import { FakeCSIClientFactory, csiError } from '@csiplug/csi/testing';
-import { ICSIManager, PluginInfo } from '@csiplug/csimanager';
+import { ICSIManager, type PluginInfo } from '@csiplug/csimanager';
 import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
 import { DynamicPluginRegistry, IPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
+import { type ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { container as rootContainer } from 'tsyringe';
 import { VolumeExistsError, VolumeExternalIdInUseError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeSpecValidatorMissingError } from './errors';
 import { registerVolumeCatalog } from './register';
@@ -19,7 +19,7 @@ import { IVolumeCatalog, IVolumeClaimer, IVolumeSpecValidator } from './tokens';
 import { csiVolumeName } from './csi-volume-name';
 import { VolumeCatalog } from './volume-catalog';
 import type { VolumeCatalogEvent } from './volume-catalog-service';
-import { ClaimError, VolumeClaimRequest, VolumeClaimer } from './volume-claimer';
+import { ClaimError, type VolumeClaimRequest, type VolumeClaimer } from './volume-claimer';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 
 const PLUGIN = 'hp';

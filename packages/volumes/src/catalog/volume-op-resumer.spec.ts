@@ -6,10 +6,10 @@ import { DefaultTimeoutPolicy, MemoryLogger, ValidationError } from '@csiplug/co
 import { FakeClock } from '@csiplug/core/testing';
 import { GrpcStatus } from '@csiplug/csi';
 import { FakeCSIClientFactory, csiError } from '@csiplug/csi/testing';
-import { PluginInfo } from '@csiplug/csimanager';
+import { type PluginInfo } from '@csiplug/csimanager';
 import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
 import { DynamicPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
-import { ClientStateDB, openClientState } from '@csiplug/state';
+import { type ClientStateDB, openClientState } from '@csiplug/state';
 import { VolumeCatalog } from './volume-catalog';
 import type { VolumeCatalogEvent } from './volume-catalog-service';
 import { ClaimError } from './volume-claimer';

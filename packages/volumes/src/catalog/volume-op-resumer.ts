@@ -9,9 +9,9 @@
 // other; what it did is logged and fired as a catalog event (the agent's
 // `Volume` event stream). An intent whose call fails in a way that may pass
 // (the plugin away again) stays for the next ready plugin.
-import { Disposable, DisposableStore, Logger, errorMessage } from '@csiplug/core';
-import { CSIClient, isNotFound } from '@csiplug/csi';
-import { ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
+import { type Disposable, DisposableStore, type Logger, errorMessage } from '@csiplug/core';
+import { type CSIClient, isNotFound } from '@csiplug/csi';
+import { type ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
 import { PluginTypeCSIController } from '@csiplug/registry';
 import type { IVolumeStateStore } from '@csiplug/state';
 import type { VolumeCatalogEvent } from './volume-catalog-service';

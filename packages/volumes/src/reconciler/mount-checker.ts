@@ -40,7 +40,7 @@
 // plugin refused because the target is busy (a process still holds files on
 // it): that is reported (`remount-busy`) and left as it is, never forced,
 // until the plugin is next back or the agent restarts.
-import { Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
+import { type Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
 import { MountProbeHungError, MountProbeNotStartedError, isMountPointRetrying, type CSIManager, type MountTable, type PluginReady, type PluginRetired } from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
 import { ClaimError } from '../catalog/volume-claimer';

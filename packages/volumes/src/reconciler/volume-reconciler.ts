@@ -541,7 +541,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return expandMountedVolume(this.expansionHost, volumeId, capacityBytes, options);
   }
 
-  usage(filter: { allocId?: string; volumeId?: string }, options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
+  /** `_options.signal` is not taken: a mount's read is shared by every caller while it runs, so no one caller cancels it (it runs to the CSI call limit). */
+  usage(filter: { allocId?: string; volumeId?: string }, _options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
     return readMountUsage({ records: this.records, volumes: this.volumes, csi: this.csi, reader: this.usageReader, stopping: this.stopping.signal }, filter);
   }
 

@@ -5,12 +5,12 @@
 // half of an agent restart: nothing is unmounted, the records and the
 // registrations stay in the state file.
 import * as path from 'node:path';
-import { DependencyContainer, container as root } from 'tsyringe';
+import { type DependencyContainer, container as root } from 'tsyringe';
 import { MemoryLogger, registerCore, type TimeoutSettings } from '@csiplug/core';
-import { CSIClientFactory, ICSIClientFactory, mountCapability, registerCsi } from '@csiplug/csi';
-import { CSIManager, ICSIManager, NodeEvent, PLUGIN_OPTION_PLUGIN_TYPE, PLUGIN_OPTION_STAGE_PUBLISH_BASE, registerCsiManager } from '@csiplug/csimanager';
-import { IPluginRegistry, PluginRegistry, registerRegistry } from '@csiplug/registry';
-import { ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
+import { type CSIClientFactory, ICSIClientFactory, mountCapability, registerCsi } from '@csiplug/csi';
+import { type CSIManager, ICSIManager, type NodeEvent, PLUGIN_OPTION_PLUGIN_TYPE, PLUGIN_OPTION_STAGE_PUBLISH_BASE, registerCsiManager } from '@csiplug/csimanager';
+import { IPluginRegistry, type PluginRegistry, registerRegistry } from '@csiplug/registry';
+import { type ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { IVolumeClaimer, IVolumeReconciler, registerVolumeReconciler, type LiveMountEvent, type VolumeReconcilerService } from '../../src';
 import type { FakeClaimer } from '../../src/testing';
 

@@ -1,7 +1,7 @@
 // Runs the real hostpath plugin as a process for integration tests, and
 // cleans up whatever mounts a test left under its temp dir. (Moved here from
 // @csiplug/csimanager's tests with the agent-restart test that uses it.)
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
 import { connect } from 'node:net';
 import * as path from 'node:path';
