@@ -34,7 +34,6 @@ const FLOORS = [
   /* 8 */ ['agent'],
 ];
 
-
 // ---------------------------------------------------------------------------
 // Derived from the above and from the package manifests; no need to edit.
 // ---------------------------------------------------------------------------
@@ -146,7 +145,7 @@ module.exports = {
       name: 'no-deep-import',
       severity: 'error',
       comment:
-        "Another package is reached only through a declared entry point: `@csiplug/<name>` or one it exports, such as `@csiplug/<name>/testing`. " +
+        'Another package is reached only through a declared entry point: `@csiplug/<name>` or one it exports, such as `@csiplug/<name>/testing`. ' +
         'A path into its dist/ or src/ breaks when that package moves a file, and is not in the tarball npm publishes.',
       from: { path: '^packages/' },
       to: {
@@ -212,7 +211,7 @@ module.exports = {
       name: 'not-to-dev-dep',
       severity: 'error',
       comment:
-        'Shipped code must not import a devDependency (the package\'s or the root\'s): it is not installed with the ' +
+        "Shipped code must not import a devDependency (the package's or the root's): it is not installed with the " +
         'tarball. Declare it in dependencies, or move the import into test code. A peer dependency the workspace ' +
         'also installs as a devDependency (tsyringe) is fine: the user installs it beside the tarball.',
       from: PACKED_SOURCE,

@@ -8,15 +8,18 @@ import tseslint from 'typescript-eslint';
 const errorRules = [
   {
     selector: "NewExpression[callee.name='CsiplugError']",
-    message: 'No `new CsiplugError(code, …)` at a throw site: make (or reuse) a class that extends CsiplugError, as packages/core/src/errors.ts says.',
+    message:
+      'No `new CsiplugError(code, …)` at a throw site: make (or reuse) a class that extends CsiplugError, as packages/core/src/errors.ts says.',
   },
   {
     selector: "ClassBody > PropertyDefinition[key.name='httpStatus']",
-    message: "Errors do not know HTTP: give the error a code whose shape says its kind (_NOT_FOUND, _EXISTS, _CONFLICT…) and let the API's statusForError map it.",
+    message:
+      "Errors do not know HTTP: give the error a code whose shape says its kind (_NOT_FOUND, _EXISTS, _CONFLICT…) and let the API's statusForError map it.",
   },
   {
     selector: "ClassBody > MethodDefinition[kind='constructor'] TSParameterProperty > Identifier[name='httpStatus']",
-    message: "Errors do not know HTTP: give the error a code whose shape says its kind (_NOT_FOUND, _EXISTS, _CONFLICT…) and let the API's statusForError map it.",
+    message:
+      "Errors do not know HTTP: give the error a code whose shape says its kind (_NOT_FOUND, _EXISTS, _CONFLICT…) and let the API's statusForError map it.",
   },
 ];
 
@@ -40,7 +43,10 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true },
+      ],
       '@typescript-eslint/await-thenable': 'error',
       // The rules the tree's own eslint-disable comments name, so that those comments mean something.
       '@typescript-eslint/no-namespace': 'error',

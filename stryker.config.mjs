@@ -23,7 +23,9 @@ const TARGETS = {
 const name = process.env.MUTATION_TARGET;
 const target = TARGETS[name];
 if (!target) {
-  throw new Error(`MUTATION_TARGET "${name ?? ''}" is not a mutation target: use one of ${Object.keys(TARGETS).join(', ')} (npm run mutation -- <target>)`);
+  throw new Error(
+    `MUTATION_TARGET "${name ?? ''}" is not a mutation target: use one of ${Object.keys(TARGETS).join(', ')} (npm run mutation -- <target>)`,
+  );
 }
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
@@ -34,7 +36,10 @@ export default {
     projectType: 'custom',
     configFile: path.join(target.pkg, 'jest.config.js'),
     // Unit specs only: the package's test/ holds the real-process tests.
-    config: { testMatch: ['<rootDir>/src/**/*.spec.ts'], testPathIgnorePatterns: ['/node_modules/', ...(target.leaveOut ?? []).map((f) => `<rootDir>/${f}`)] },
+    config: {
+      testMatch: ['<rootDir>/src/**/*.spec.ts'],
+      testPathIgnorePatterns: ['/node_modules/', ...(target.leaveOut ?? []).map((f) => `<rootDir>/${f}`)],
+    },
     enableFindRelatedTests: false,
   },
   coverageAnalysis: 'perTest',
@@ -42,7 +47,17 @@ export default {
   concurrency: 2,
   timeoutMS: 10000,
   // The sandbox holds what jest needs: the root presets and the target package's sources.
-  ignorePatterns: ['/*', '!/jest.preset.js', '!/tsconfig.base.json', '!/tsconfig.jest.json', '!/package.json', '!/packages', '/packages/*', `!/${target.pkg}`, `/${target.pkg}/dist`],
+  ignorePatterns: [
+    '/*',
+    '!/jest.preset.js',
+    '!/tsconfig.base.json',
+    '!/tsconfig.jest.json',
+    '!/package.json',
+    '!/packages',
+    '/packages/*',
+    `!/${target.pkg}`,
+    `/${target.pkg}/dist`,
+  ],
   reporters: ['clear-text', 'progress', 'html', 'json'],
   htmlReporter: { fileName: `reports/mutation/${name}.html` },
   jsonReporter: { fileName: `reports/mutation/${name}.json` },

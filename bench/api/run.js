@@ -79,26 +79,31 @@ async function main() {
   const total = ms(t0, ns());
   agent.destroy();
   lat.sort((a, b) => a - b);
-  rows.push([`GET /v1/jobs, one kept-alive connection (${REQUESTS} requests)`, `p50 ${pct(lat, 50).toFixed(3)} ms, p99 ${pct(lat, 99).toFixed(3)} ms, ${Math.round(REQUESTS / (total / 1000))} req/s`]);
+  rows.push([
+    `GET /v1/jobs, one kept-alive connection (${REQUESTS} requests)`,
+    `p50 ${pct(lat, 50).toFixed(3)} ms, p99 ${pct(lat, 99).toFixed(3)} ms, ${Math.round(REQUESTS / (total / 1000))} req/s`,
+  ]);
 
   // An idle flood against the default caps.
   const fdsBefore = openFds();
   const sockets = [];
   let refused = 0;
   await Promise.all(
-    Array.from({ length: FLOOD }, () =>
-      new Promise((resolve) => {
-        const s = net.connect(port, '127.0.0.1');
-        s.on('error', () => undefined);
-        s.once('connect', () => {
-          sockets.push(s);
-          resolve();
-        });
-        s.once('close', () => {
-          refused++;
-          resolve();
-        });
-      }),
+    Array.from(
+      { length: FLOOD },
+      () =>
+        new Promise((resolve) => {
+          const s = net.connect(port, '127.0.0.1');
+          s.on('error', () => undefined);
+          s.once('connect', () => {
+            sockets.push(s);
+            resolve();
+          });
+          s.once('close', () => {
+            refused++;
+            resolve();
+          });
+        }),
     ),
   );
   await new Promise((r) => setTimeout(r, 500));
@@ -109,8 +114,14 @@ async function main() {
   for (let i = 0; i < 10; i++) checks.push(await healthOnFreshConnection(port));
   const ok = checks.filter((c) => c.status === 200);
   const okMs = ok.map((c) => c.ms).sort((a, b) => a - b);
-  rows.push([`idle flood of ${FLOOD} connections (default caps 256 + reserve 16)`, `API holds ${held}; ${refused} closed at the door; API-side descriptors +${apiFds}`]);
-  rows.push(['health check on a fresh connection during the flood', `${ok.length}/10 answered 200${ok.length ? `, p50 ${pct(okMs, 50).toFixed(2)} ms, max ${okMs.at(-1).toFixed(2)} ms` : ''}`]);
+  rows.push([
+    `idle flood of ${FLOOD} connections (default caps 256 + reserve 16)`,
+    `API holds ${held}; ${refused} closed at the door; API-side descriptors +${apiFds}`,
+  ]);
+  rows.push([
+    'health check on a fresh connection during the flood',
+    `${ok.length}/10 answered 200${ok.length ? `, p50 ${pct(okMs, 50).toFixed(2)} ms, max ${okMs.at(-1).toFixed(2)} ms` : ''}`,
+  ]);
   for (const s of sockets) s.destroy();
   await api.dispose();
 

@@ -19,7 +19,10 @@ const repo = path.resolve(__dirname, '..', '..');
 const tsconfigFile = path.join(repo, 'tsconfig.jest.json');
 const { options: compilerOptions } = ts.parseJsonConfigFileContent(ts.readConfigFile(tsconfigFile, ts.sys.readFile).config, ts.sys, repo);
 require.extensions['.ts'] = (module, filename) => {
-  const out = ts.transpileModule(fs.readFileSync(filename, 'utf8'), { compilerOptions: { ...compilerOptions, sourceMap: false, inlineSourceMap: true }, fileName: filename });
+  const out = ts.transpileModule(fs.readFileSync(filename, 'utf8'), {
+    compilerOptions: { ...compilerOptions, sourceMap: false, inlineSourceMap: true },
+    fileName: filename,
+  });
   module._compile(out.outputText, filename);
 };
 
@@ -31,7 +34,9 @@ const flag = (name) => process.argv.includes(`--${name}`);
 
 async function main() {
   if (process.getuid && process.getuid() !== 0) throw new Error('bench/chaos mounts and unmounts: run it as root');
-  const { ALL_SCENARIOS, pluginFaultScenarioCi, runScenario, formatTable, describeFailures } = require(path.join(repo, 'packages', 'agent', 'test', 'chaos', 'scenarios.ts'));
+  const { ALL_SCENARIOS, pluginFaultScenarioCi, runScenario, formatTable, describeFailures } = require(
+    path.join(repo, 'packages', 'agent', 'test', 'chaos', 'scenarios.ts'),
+  );
   const { ChaosAgent } = require(path.join(repo, 'packages', 'agent', 'test', 'chaos', 'chaos-agent.ts'));
   // Cut short: the rounds under way still leave nothing behind (their processes killed, their mounts taken down).
   for (const signal of ['SIGINT', 'SIGTERM']) {
@@ -43,7 +48,9 @@ async function main() {
   const ci = flag('ci');
   ChaosAgent.isolatedByDefault = flag('isolated');
   const wanted = (arg('scenario', '') || '').split(',').filter(Boolean);
-  const scenarios = ALL_SCENARIOS.map((s) => (ci && s.name === 'plugin faults' ? pluginFaultScenarioCi : s)).filter((s) => !wanted.length || wanted.some((w) => s.name.includes(w)));
+  const scenarios = ALL_SCENARIOS.map((s) => (ci && s.name === 'plugin faults' ? pluginFaultScenarioCi : s)).filter(
+    (s) => !wanted.length || wanted.some((w) => s.name.includes(w)),
+  );
   if (!scenarios.length) throw new Error(`no scenario matches ${wanted.join(', ')}; known: ${ALL_SCENARIOS.map((s) => s.name).join(', ')}`);
   const concurrency = Number(arg('concurrency', '2'));
   const quiet = flag('quiet');
@@ -55,11 +62,17 @@ async function main() {
     const indices = Array.from({ length: rounds }, (_, i) => i).filter((i) => !only.length || only.some((w) => s.labelOf(i).includes(w)));
     if (!indices.length) continue;
     process.stderr.write(`${s.name}: ${indices.length} rounds, ${concurrency} at a time\n`);
-    const r = await runScenario(s, rounds, { concurrency, indices, log: quiet ? undefined : (line) => process.stderr.write(`  ${line}\n`) });
+    const r = await runScenario(s, rounds, {
+      concurrency,
+      indices,
+      log: quiet ? undefined : (line) => process.stderr.write(`  ${line}\n`),
+    });
     results.push(r);
     if (r.failures.length) process.stderr.write(`${describeFailures(r)}\n`);
   }
-  process.stdout.write(`\n${ChaosAgent.isolatedByDefault ? 'plugin and workloads isolated on runc (exec)\n' : ''}${formatTable(results)}\n\n${((Date.now() - t0) / 1000).toFixed(0)} s in all\n`);
+  process.stdout.write(
+    `\n${ChaosAgent.isolatedByDefault ? 'plugin and workloads isolated on runc (exec)\n' : ''}${formatTable(results)}\n\n${((Date.now() - t0) / 1000).toFixed(0)} s in all\n`,
+  );
   const bad = results.some((r) => r.survived < r.rounds || Object.values(r.leaks).some((n) => n > 0));
   process.exitCode = bad ? 1 : 0;
 }

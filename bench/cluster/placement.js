@@ -113,10 +113,10 @@ function systemPluginJob(stateDir) {
   const hcl = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--topology', 'example.com/zone=z1'] })
     .replace('"${CSIPLUG_PLUGIN_DATA_DIR}/state"', JSON.stringify(stateDir))
     .replace('job "hostpath-plugin" {', 'job "hostpath-plugin" {\n  type = "system"');
-  if (!hcl.includes('type = "system"') || !hcl.includes(stateDir)) throw new Error('the hostpath plugin job template changed: bench/cluster/placement.js must follow it');
+  if (!hcl.includes('type = "system"') || !hcl.includes(stateDir))
+    throw new Error('the hostpath plugin job template changed: bench/cluster/placement.js must follow it');
   return hcl;
 }
-
 
 /** One agent process in cluster mode, on its own temp root (data dir, config, log). */
 class ClusterAgent {
@@ -171,11 +171,18 @@ cluster {
     const proc = spawn(process.execPath, [BIN, 'agent', '-config', cfg], { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.proc = proc;
-    const outcome = await pollUntil(`agent ${this.name}'s API`, async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
-      return (await this.api.health()).ok ? 'up' : undefined;
-    }, 30_000);
-    if (outcome === 'exited') throw new Error(`agent ${this.name} exited ${proc.exitCode ?? proc.signalCode} at start; its log: ${this.logFile}\n${this.logTail()}`);
+    const outcome = await pollUntil(
+      `agent ${this.name}'s API`,
+      async () => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
+        return (await this.api.health()).ok ? 'up' : undefined;
+      },
+      30_000,
+    );
+    if (outcome === 'exited')
+      throw new Error(
+        `agent ${this.name} exited ${proc.exitCode ?? proc.signalCode} at start; its log: ${this.logFile}\n${this.logTail()}`,
+      );
   }
 
   /** Each kind of warning or error in the agent's log (the message before its fields), with how often it came. */
@@ -254,17 +261,35 @@ async function watchPrefix(conn, prefix, onEvent) {
 
 /** The sum over `agents` of their running allocs of `jobId`, per node (an agent that does not answer counts 0). */
 async function runningPerNode(agents, jobId) {
-  const counts = await Promise.all(agents.map((a) => a.runningOf(jobId).then((x) => x.length, () => 0)));
+  const counts = await Promise.all(
+    agents.map((a) =>
+      a.runningOf(jobId).then(
+        (x) => x.length,
+        () => 0,
+      ),
+    ),
+  );
   return Object.fromEntries(agents.map((a, i) => [a.name, counts[i]]));
 }
 
 /** Stops (and purges) a job through `via` and waits until no agent in `agents` runs any alloc of it. */
 async function stopAndWait(via, agents, jobId, timeoutMs = 300_000) {
   await pollUntil(`job ${jobId} stopped`, () => via.api.stopJob(jobId, { purge: true }).then(() => true), 30_000, 500);
-  await pollUntil(`every alloc of ${jobId} stopped`, async () => {
-    const left = await Promise.all(agents.map((a) => a.api.listAllocs().then((l) => l.filter((x) => x.jobId === jobId && (x.clientStatus === 'running' || x.clientStatus === 'pending')).length)));
-    return left.every((n) => n === 0) ? true : undefined;
-  }, timeoutMs, 500);
+  await pollUntil(
+    `every alloc of ${jobId} stopped`,
+    async () => {
+      const left = await Promise.all(
+        agents.map((a) =>
+          a.api
+            .listAllocs()
+            .then((l) => l.filter((x) => x.jobId === jobId && (x.clientStatus === 'running' || x.clientStatus === 'pending')).length),
+        ),
+      );
+      return left.every((n) => n === 0) ? true : undefined;
+    },
+    timeoutMs,
+    500,
+  );
 }
 
 /** Row 1: a job of `count` sleep tasks run through n1, until placed (etcd) and running (the agents). */
@@ -300,17 +325,22 @@ async function placementRow(agents, conn, count, notes) {
     const shareOf = (a) => [...placed.values()].filter((n) => n === a.name).length;
     await Promise.all(
       agents.map((a) =>
-        pollUntil(`${a.name} running its share of ${id}`, async () => {
-          // A refused run: nothing will run; the error is thrown below.
-          if (callError) return -1;
-          const asked = now();
-          const n = (await a.runningOf(id)).length;
-          const t = now() - t0;
-          slowest[a.name] = Math.max(slowest[a.name] ?? 0, now() - asked);
-          if (n > 0) firstAt[a.name] ??= t;
-          // A node's share is known once every slot is written.
-          return tPlaced !== undefined && n >= shareOf(a) ? t : undefined;
-        }, 300_000, 200).then(
+        pollUntil(
+          `${a.name} running its share of ${id}`,
+          async () => {
+            // A refused run: nothing will run; the error is thrown below.
+            if (callError) return -1;
+            const asked = now();
+            const n = (await a.runningOf(id)).length;
+            const t = now() - t0;
+            slowest[a.name] = Math.max(slowest[a.name] ?? 0, now() - asked);
+            if (n > 0) firstAt[a.name] ??= t;
+            // A node's share is known once every slot is written.
+            return tPlaced !== undefined && n >= shareOf(a) ? t : undefined;
+          },
+          300_000,
+          200,
+        ).then(
           (t) => (fullAt[a.name] = t),
           (err) => notes.push(`placement: ${err.message}`),
         ),
@@ -323,7 +353,9 @@ async function placementRow(agents, conn, count, notes) {
     row.placedCount = placed.size;
     row.runningMs = ran;
     for (const a of agents) row.perNode[a.name] = { placed: shareOf(a), firstMs: firstAt[a.name], runningMs: fullAt[a.name] };
-    notes.push(`placement: the slowest GET /v1/job answer while the allocs started: ${agents.map((a) => `${a.name} ${secs(slowest[a.name])}`).join(', ')}`);
+    notes.push(
+      `placement: the slowest GET /v1/job answer while the allocs started: ${agents.map((a) => `${a.name} ${secs(slowest[a.name])}`).join(', ')}`,
+    );
     if (tPlaced === undefined) notes.push(`placement: only ${placed.size} of ${count} slots were written to etcd`);
     // Stopping them all, for the record (not a target).
     const s0 = now();
@@ -362,7 +394,12 @@ async function timeFailover(victim, conn, jobId, slots, runningOnOthers, notes, 
   try {
     t0 = now();
     await victim.kill('SIGKILL');
-    steps.runningMs = await pollUntil(`${label}: the slots of ${victim.name} running elsewhere`, async () => ((await runningOnOthers()) ? now() - t0 : undefined), 90_000, 100).catch((err) => {
+    steps.runningMs = await pollUntil(
+      `${label}: the slots of ${victim.name} running elsewhere`,
+      async () => ((await runningOnOthers()) ? now() - t0 : undefined),
+      90_000,
+      100,
+    ).catch((err) => {
       notes.push(`${label}: ${err.message}`);
       return undefined;
     });
@@ -376,15 +413,33 @@ async function timeFailover(victim, conn, jobId, slots, runningOnOthers, notes, 
 async function failoverRow(agents, conn, count, notes) {
   const id = 'bench-failover';
   await agents[0].api.runJob(jobToDocument(await parseJobspec(sleeperJob(id, count), 'bench-failover.hcl')));
-  await pollUntil(`${count} allocs of ${id} running`, async () => (Object.values(await runningPerNode(agents, id)).reduce((s, n) => s + n, 0) >= count ? true : undefined), 120_000, 200);
+  await pollUntil(
+    `${count} allocs of ${id} running`,
+    async () => (Object.values(await runningPerNode(agents, id)).reduce((s, n) => s + n, 0) >= count ? true : undefined),
+    120_000,
+    200,
+  );
   const victim = agents[2];
   const others = agents.filter((a) => a !== victim);
   const slots = (await placementsOf(conn, id)).filter((p) => p.node === victim.name).map((p) => p.slot);
-  const steps = await timeFailover(victim, conn, id, slots, async () => Object.values(await runningPerNode(others, id)).reduce((s, n) => s + n, 0) >= count, notes, 'failover');
+  const steps = await timeFailover(
+    victim,
+    conn,
+    id,
+    slots,
+    async () => Object.values(await runningPerNode(others, id)).reduce((s, n) => s + n, 0) >= count,
+    notes,
+    'failover',
+  );
   // Back: it stops its copies of what moved (its tasks ran on while it was away).
   const back0 = now();
   await victim.start();
-  await pollUntil(`${victim.name} back, its copies stopped`, async () => ((await victim.runningOf(id)).length === 0 ? true : undefined), 120_000, 200).catch((err) => notes.push(`failover: ${err.message}`));
+  await pollUntil(
+    `${victim.name} back, its copies stopped`,
+    async () => ((await victim.runningOf(id)).length === 0 ? true : undefined),
+    120_000,
+    200,
+  ).catch((err) => notes.push(`failover: ${err.message}`));
   const backMs = now() - back0;
   await stopAndWait(agents[0], agents, id);
   return { label: `${count} sleep allocs; ${victim.name} killed (${slots.length} of its slots)`, steps, backMs };
@@ -399,35 +454,78 @@ async function placementsOf(conn, jobId) {
 /** Row 3: one alloc with a single-node-writer CSI volume; its node is killed; until it runs elsewhere with the volume mounted. */
 async function volumeFailoverRow(agents, conn, shared, notes) {
   const pluginJob = 'hostpath-plugin';
-  await pollUntil('the plugin job accepted', async () => agents[0].api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined), 30_000, 500);
-  await Promise.all(agents.map((a) => pollUntil(`hostpath healthy on ${a.name}`, async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 90_000, 200)));
+  await pollUntil(
+    'the plugin job accepted',
+    async () => agents[0].api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined),
+    30_000,
+    500,
+  );
+  await Promise.all(
+    agents.map((a) =>
+      pollUntil(
+        `hostpath healthy on ${a.name}`,
+        async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
+        90_000,
+        200,
+      ),
+    ),
+  );
   // Every node's record says so too (the scheduler reads the records): the volume's node plugin healthy everywhere.
-  await pollUntil('hostpath 3/3 in the node records', async () => {
-    const l = await agents[0].api.listNodes();
-    return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready' && n.plugins.some((p) => p.id === 'hostpath' && p.healthy)) ? true : undefined;
-  }, 60_000, 200);
+  await pollUntil(
+    'hostpath 3/3 in the node records',
+    async () => {
+      const l = await agents[0].api.listNodes();
+      return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready' && n.plugins.some((p) => p.id === 'hostpath' && p.healthy))
+        ? true
+        : undefined;
+    },
+    60_000,
+    200,
+  );
   const spec = volumeSpecToDocument(await parseVolumeSpec(volumeHcl('bench-vol'), 'bench-vol.hcl'));
   await pollUntil('the volume created', () => agents[0].api.createVolume(spec).then(() => true), 60_000, 500);
-  for (const a of agents) await pollUntil(`the volume known on ${a.name}`, () => a.api.getVolume('bench-vol').then(() => true), 30_000, 200);
+  for (const a of agents)
+    await pollUntil(`the volume known on ${a.name}`, () => a.api.getVolume('bench-vol').then(() => true), 30_000, 200);
   const id = 'bench-writer';
-  const run = await agents[0].api.runJob(jobToDocument(await parseJobspec(workloadJobHcl(id, 'bench-vol', 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600'), 'bench-writer.hcl')));
-  const node = run.cluster?.placements[0]?.node ?? (await pollUntil('the writer placed', async () => (await placementsOf(conn, id))[0]?.node, 30_000, 200));
+  const run = await agents[0].api.runJob(
+    jobToDocument(
+      await parseJobspec(
+        workloadJobHcl(id, 'bench-vol', 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600'),
+        'bench-writer.hcl',
+      ),
+    ),
+  );
+  const node =
+    run.cluster?.placements[0]?.node ??
+    (await pollUntil('the writer placed', async () => (await placementsOf(conn, id))[0]?.node, 30_000, 200));
   const victim = agents.find((a) => a.name === node);
   const others = agents.filter((a) => a !== victim);
   const old = await pollUntil('the writer running', async () => (await victim.runningOf(id))[0], 60_000, 200);
   const slots = (await placementsOf(conn, id)).map((p) => p.slot);
-  const steps = await timeFailover(victim, conn, id, slots, async () => {
-    for (const a of others) {
-      const alloc = (await a.runningOf(id).catch(() => []))[0];
-      if (alloc && mountsUnder(a.dataDir).some((m) => m.includes(alloc.id))) return true;
-    }
-    return false;
-  }, notes, 'failover with a volume');
+  const steps = await timeFailover(
+    victim,
+    conn,
+    id,
+    slots,
+    async () => {
+      for (const a of others) {
+        const alloc = (await a.runningOf(id).catch(() => []))[0];
+        if (alloc && mountsUnder(a.dataDir).some((m) => m.includes(alloc.id))) return true;
+      }
+      return false;
+    },
+    notes,
+    'failover with a volume',
+  );
   const back0 = now();
   await victim.start();
-  await pollUntil(`${victim.name} back, its copy stopped and unmounted`, async () => ((await victim.runningOf(id)).length === 0 && !mountsUnder(victim.dataDir).some((m) => m.includes(old.id)) ? true : undefined), 120_000, 200).catch((err) =>
-    notes.push(`failover with a volume: ${err.message}`),
-  );
+  await pollUntil(
+    `${victim.name} back, its copy stopped and unmounted`,
+    async () =>
+      (await victim.runningOf(id)).length === 0 && !mountsUnder(victim.dataDir).some((m) => m.includes(old.id)) ? true : undefined,
+    120_000,
+    200,
+  ).catch((err) => notes.push(`failover with a volume: ${err.message}`));
   const backMs = now() - back0;
   // The workload first, so its volume is unmounted while the plugin still runs; then the plugin.
   await stopAndWait(others[0], agents, id);
@@ -446,7 +544,8 @@ async function benchScheduling(endpoints, options = {}) {
   const failoverCount = options.failoverCount ?? Number(arg('failover-count', '6'));
   const withVolume = options.volume ?? !process.argv.includes('--no-volume');
   if (!fs.existsSync(BIN)) throw new Error(`${BIN} is missing: build first (npm run build)`);
-  if (withVolume && process.getuid && process.getuid() !== 0) throw new Error('the volume failover row mounts: run as root, or pass --no-volume');
+  if (withVolume && process.getuid && process.getuid() !== 0)
+    throw new Error('the volume failover row mounts: run as root, or pass --no-volume');
   const notes = [];
   // One ACL token for all three, as a cluster runs (agents call each other with it).
   const token = crypto.randomBytes(16).toString('hex');
@@ -475,7 +574,10 @@ async function benchScheduling(endpoints, options = {}) {
       for (const a of agents) {
         for (const [kind, n] of a.warnings()) notes.push(`${a.name}'s log: ${n}× ${kind}`);
         const left = a.sweep();
-        if (left.procs || left.mounts) process.stderr.write(`bench/cluster: ${a.name} left ${left.procs} process(es) and ${left.mounts} mount(s) under ${a.root}; removed\n`);
+        if (left.procs || left.mounts)
+          process.stderr.write(
+            `bench/cluster: ${a.name} left ${left.procs} process(es) and ${left.mounts} mount(s) under ${a.root}; removed\n`,
+          );
       }
       for (const pid of processesUnder(shared)) {
         try {
@@ -491,10 +593,15 @@ async function benchScheduling(endpoints, options = {}) {
   const rows = {};
   try {
     await Promise.all(agents.map((a) => a.start()));
-    await pollUntil('three nodes ready', async () => {
-      const l = await agents[0].api.listNodes();
-      return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
-    }, 30_000, 200);
+    await pollUntil(
+      'three nodes ready',
+      async () => {
+        const l = await agents[0].api.listNodes();
+        return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
+      },
+      30_000,
+      200,
+    );
     rows.placement = await placementRow(agents, conn, count, notes);
     rows.failover = [await failoverRow(agents, conn, failoverCount, notes)];
     if (withVolume) rows.failover.push(await volumeFailoverRow(agents, conn, shared, notes));
@@ -513,25 +620,44 @@ function formatRows(rows, notes) {
   const out = [];
   const p = rows.placement;
   const rate = p.placedMs ? `${((p.count / p.placedMs) * 1000).toFixed(0)}/s` : '—';
-  const met = p.count >= TARGET_PLACEMENT_COUNT ? (p.placedMs !== undefined && p.placedMs <= TARGET_PLACEMENT_MS ? 'met' : 'NOT met') : `n/a (${p.count} < ${TARGET_PLACEMENT_COUNT})`;
+  const met =
+    p.count >= TARGET_PLACEMENT_COUNT
+      ? p.placedMs !== undefined && p.placedMs <= TARGET_PLACEMENT_MS
+        ? 'met'
+        : 'NOT met'
+      : `n/a (${p.count} < ${TARGET_PLACEMENT_COUNT})`;
   out.push(`placement — a service job of ${p.count} raw_exec sleep allocs, \`job run\` through n1; times from the call`);
   out.push('');
-  out.push('| all slots in etcd | placements/s | call answered (placements in its answer) | all allocs running | per node: placed: first / all running | stop of all (purge) | target: 300 placed ≤ 10 s |');
+  out.push(
+    '| all slots in etcd | placements/s | call answered (placements in its answer) | all allocs running | per node: placed: first / all running | stop of all (purge) | target: 300 placed ≤ 10 s |',
+  );
   out.push('|---:|---:|---:|---:|---|---:|---|');
-  const per = Object.entries(p.perNode).map(([n, x]) => `${n} ${x.placed}: ${secs(x.firstMs)} / ${secs(x.runningMs)}`).join('; ');
-  out.push(`| ${secs(p.placedMs)} | ${rate} | ${secs(p.callMs)} (${p.callPlacements ?? '—'}) | ${secs(p.runningMs)} | ${per} | ${secs(p.stopMs)} | ${met} |`);
+  const per = Object.entries(p.perNode)
+    .map(([n, x]) => `${n} ${x.placed}: ${secs(x.firstMs)} / ${secs(x.runningMs)}`)
+    .join('; ');
+  out.push(
+    `| ${secs(p.placedMs)} | ${rate} | ${secs(p.callMs)} (${p.callPlacements ?? '—'}) | ${secs(p.runningMs)} | ${per} | ${secs(p.stopMs)} | ${met} |`,
+  );
   out.push('');
-  out.push(`failover — kill -9 of one agent (heartbeat_ttl ${HEARTBEAT_TTL_MS / 1000} s, disconnect_grace ${DISCONNECT_GRACE_MS / 1000} s); times from the kill, each step read from etcd`);
+  out.push(
+    `failover — kill -9 of one agent (heartbeat_ttl ${HEARTBEAT_TTL_MS / 1000} s, disconnect_grace ${DISCONNECT_GRACE_MS / 1000} s); times from the kill, each step read from etcd`,
+  );
   out.push('');
-  out.push('| scenario | lease gone (alive key) | marked down (a pass) | slots moved (grace from the mark) | running elsewhere | target ≤ grace + 5 s | node back: its copies stopped |');
+  out.push(
+    '| scenario | lease gone (alive key) | marked down (a pass) | slots moved (grace from the mark) | running elsewhere | target ≤ grace + 5 s | node back: its copies stopped |',
+  );
   out.push('|---|---:|---:|---:|---:|---|---:|');
   for (const f of rows.failover) {
     const s = f.steps;
     const verdict = s.runningMs === undefined ? 'NOT met' : s.runningMs <= TARGET_FAILOVER_MS ? 'met' : 'NOT met';
-    out.push(`| ${f.label} | ${secs(s.leaseMs)} | ${secs(s.downMs)} | ${secs(s.movedMs)} | ${secs(s.runningMs)} | ≤ ${secs(TARGET_FAILOVER_MS)}: ${verdict} | ${secs(f.backMs)} |`);
+    out.push(
+      `| ${f.label} | ${secs(s.leaseMs)} | ${secs(s.downMs)} | ${secs(s.movedMs)} | ${secs(s.runningMs)} | ≤ ${secs(TARGET_FAILOVER_MS)}: ${verdict} | ${secs(f.backMs)} |`,
+    );
   }
   out.push('');
-  out.push(`lease gone: the node's lease ran out (heartbeat_ttl, less the time since its last keep-alive); marked down: the next pass of a live agent wrote down/<node>; moved: disconnect_grace counted from that mark, then a pass; running: the new nodes' agents ran the slots.`);
+  out.push(
+    `lease gone: the node's lease ran out (heartbeat_ttl, less the time since its last keep-alive); marked down: the next pass of a live agent wrote down/<node>; moved: disconnect_grace counted from that mark, then a pass; running: the new nodes' agents ran the slots.`,
+  );
   for (const n of notes) out.push(`note: ${n}`);
   return out;
 }

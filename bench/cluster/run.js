@@ -73,7 +73,23 @@ function accepts(socketPath) {
 
 async function startPlugin(dir) {
   const socketPath = path.join(dir, 'csi.sock');
-  const child = spawn(process.execPath, [HOSTPATH_CLI, '--endpoint', `unix://${socketPath}`, '--node-id', 'bench-node', '--state-dir', path.join(dir, 'plugin-state'), '--mode', 'monolith', '--log-level', 'warn'], { stdio: 'ignore' });
+  const child = spawn(
+    process.execPath,
+    [
+      HOSTPATH_CLI,
+      '--endpoint',
+      `unix://${socketPath}`,
+      '--node-id',
+      'bench-node',
+      '--state-dir',
+      path.join(dir, 'plugin-state'),
+      '--mode',
+      'monolith',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: 'ignore' },
+  );
   const deadline = Date.now() + 15_000;
   while (!(await accepts(socketPath))) {
     if (Date.now() > deadline) throw new Error('the hostpath plugin did not start');
@@ -116,14 +132,24 @@ async function claimRows(etcd) {
   const conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'bench/', dialTimeoutMs: 2_000 });
   try {
     await manager.start();
-    const options = { [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith', [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dir, 'csi', 'monolith', 'hostpath') };
-    for (const type of ['csi-controller', 'csi-node']) registry.register({ type, name: 'hostpath', version: '0.1.0', allocId: 'plugin-alloc', socketPath: plugin.socketPath, options });
+    const options = {
+      [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith',
+      [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dir, 'csi', 'monolith', 'hostpath'),
+    };
+    for (const type of ['csi-controller', 'csi-node'])
+      registry.register({ type, name: 'hostpath', version: '0.1.0', allocId: 'plugin-alloc', socketPath: plugin.socketPath, options });
     await manager.waitForPlugin('csi-controller', 'hostpath', 'prerun');
     await manager.waitForPlugin('csi-node', 'hostpath', 'prerun');
     for (const id of ['local', 'cluster']) await catalog.createVolume(await parseVolumeSpec(volumeHcl(id), `${id}.hcl`));
     const etcdClaims = new EtcdVolumeClaims(conn, () => Date.now());
     const clusterClaimer = new ClusterVolumeClaimer(() => catalog, etcdClaims, 'bench-node');
-    const request = (volumeId, allocId) => ({ volumeId, allocId, accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false });
+    const request = (volumeId, allocId) => ({
+      volumeId,
+      allocId,
+      accessMode: 'single-node-writer',
+      attachmentMode: 'file-system',
+      readOnly: false,
+    });
     const volumeFor = (id) => ({ id, capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }] });
 
     const rows = [];
@@ -141,18 +167,37 @@ async function claimRows(etcd) {
       }
       rows.push({ name, claims, releases });
     };
-    await run('local catalog (SQLite)', (a) => catalog.claim(request('local', a)), (a) => catalog.release('local', a));
-    await run('etcd alone (read + compare-and-swap)', (a) => etcdClaims.claim(volumeFor('etcd-only'), request('etcd-only', a), 'bench-node'), (a) => etcdClaims.release('etcd-only', a));
-    await run('cluster claimer (etcd, then the local catalog)', (a) => clusterClaimer.claim(request('cluster', a)), (a) => clusterClaimer.release('cluster', a));
+    await run(
+      'local catalog (SQLite)',
+      (a) => catalog.claim(request('local', a)),
+      (a) => catalog.release('local', a),
+    );
+    await run(
+      'etcd alone (read + compare-and-swap)',
+      (a) => etcdClaims.claim(volumeFor('etcd-only'), request('etcd-only', a), 'bench-node'),
+      (a) => etcdClaims.release('etcd-only', a),
+    );
+    await run(
+      'cluster claimer (etcd, then the local catalog)',
+      (a) => clusterClaimer.claim(request('cluster', a)),
+      (a) => clusterClaimer.release('cluster', a),
+    );
 
-    console.log(`cluster bench — ${os.cpus().length} CPUs, Node ${process.version}, etcd 3-member on loopback, ${CLAIMS} claims and releases per row (ms)`);
+    console.log(
+      `cluster bench — ${os.cpus().length} CPUs, Node ${process.version}, etcd 3-member on loopback, ${CLAIMS} claims and releases per row (ms)`,
+    );
     console.log('');
     console.log('| claim path | claim p50 | claim p99 | release p50 | release p99 |');
     console.log('|---|---:|---:|---:|---:|');
-    for (const r of rows) console.log(`| ${r.name} | ${pct(r.claims, 50).toFixed(2)} | ${pct(r.claims, 99).toFixed(2)} | ${pct(r.releases, 50).toFixed(2)} | ${pct(r.releases, 99).toFixed(2)} |`);
+    for (const r of rows)
+      console.log(
+        `| ${r.name} | ${pct(r.claims, 50).toFixed(2)} | ${pct(r.claims, 99).toFixed(2)} | ${pct(r.releases, 50).toFixed(2)} | ${pct(r.releases, 99).toFixed(2)} |`,
+      );
     const etcdRow = rows[1];
     console.log('');
-    console.log(`target: a claim through etcd p50 ≤ ${TARGET_CLAIM_P50_MS} ms on loopback — ${pct(etcdRow.claims, 50) <= TARGET_CLAIM_P50_MS ? 'met' : 'NOT met'} (${pct(etcdRow.claims, 50).toFixed(2)} ms)`);
+    console.log(
+      `target: a claim through etcd p50 ≤ ${TARGET_CLAIM_P50_MS} ms on loopback — ${pct(etcdRow.claims, 50) <= TARGET_CLAIM_P50_MS ? 'met' : 'NOT met'} (${pct(etcdRow.claims, 50).toFixed(2)} ms)`,
+    );
   } finally {
     conn.close();
     await manager.dispose().catch(() => undefined);

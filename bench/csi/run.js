@@ -30,12 +30,21 @@ function percentile(sorted, p) {
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-'));
   const sock = path.join(dir, 'csi.sock');
-  const plugin = spawn(process.execPath, [cli, '--endpoint', `unix://${sock}`, '--node-id', 'bench', '--state-dir', path.join(dir, 'state'), '--log-level', 'error'], { stdio: 'inherit' });
-  const ours = new GrpcCSIClient(`unix://${sock}`, { timeouts: new DefaultTimeoutPolicy(), clock: new RealClock(), random: new MathRandom() });
+  const plugin = spawn(
+    process.execPath,
+    [cli, '--endpoint', `unix://${sock}`, '--node-id', 'bench', '--state-dir', path.join(dir, 'state'), '--log-level', 'error'],
+    { stdio: 'inherit' },
+  );
+  const ours = new GrpcCSIClient(`unix://${sock}`, {
+    timeouts: new DefaultTimeoutPolicy(),
+    clock: new RealClock(),
+    random: new MathRandom(),
+  });
   const v1 = csiGrpcObject().csi.v1;
   const bareIdentity = new v1.Identity(`unix:${sock}`, grpc.credentials.createInsecure());
   const bareNode = new v1.Node(`unix:${sock}`, grpc.credentials.createInsecure());
-  const bareCall = (c, m, timeout) => new Promise((resolve, reject) => c[m]({}, { deadline: new Date(Date.now() + timeout) }, (e, r) => (e ? reject(e) : resolve(r))));
+  const bareCall = (c, m, timeout) =>
+    new Promise((resolve, reject) => c[m]({}, { deadline: new Date(Date.now() + timeout) }, (e, r) => (e ? reject(e) : resolve(r))));
 
   try {
     for (let i = 0; ; i++) {
@@ -60,7 +69,7 @@ async function main() {
     // interleave batches so drift (GC, CPU frequency) hits every cell alike
     const names = Object.keys(cells);
     for (let done = 0; done < CALLS; done += BATCH) {
-      const order = done / BATCH % 2 === 0 ? names : [...names].reverse();
+      const order = (done / BATCH) % 2 === 0 ? names : [...names].reverse();
       for (const name of order) {
         const fn = cells[name];
         const t0 = process.hrtime.bigint();
@@ -78,14 +87,18 @@ async function main() {
       const s = samples[name].sort((a, b) => a - b);
       stats[name] = { p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (Number(elapsed[name]) / 1e9) };
     }
-    console.log(`\n${CALLS} calls per cell, batches of ${BATCH}, interleaved; node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0].model.trim()})\n`);
+    console.log(
+      `\n${CALLS} calls per cell, batches of ${BATCH}, interleaved; node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0].model.trim()})\n`,
+    );
     console.log('| RPC | client | p50 (µs) | p99 (µs) | calls/s | overhead vs bare (p50 / throughput) |');
     console.log('|---|---|---:|---:|---:|---:|');
     for (const rpc of ['Probe', 'NodeGetInfo']) {
       const o = stats[`${rpc} / csiplug CSIClient`];
       const b = stats[`${rpc} / bare grpc-js`];
       rows.push(`| ${rpc} | bare grpc-js | ${b.p50.toFixed(0)} | ${b.p99.toFixed(0)} | ${b.rate.toFixed(0)} | 1.00× |`);
-      rows.push(`| ${rpc} | csiplug CSIClient | ${o.p50.toFixed(0)} | ${o.p99.toFixed(0)} | ${o.rate.toFixed(0)} | ${(o.p50 / b.p50).toFixed(2)}× / ${(b.rate / o.rate).toFixed(2)}× |`);
+      rows.push(
+        `| ${rpc} | csiplug CSIClient | ${o.p50.toFixed(0)} | ${o.p99.toFixed(0)} | ${o.rate.toFixed(0)} | ${(o.p50 / b.p50).toFixed(2)}× / ${(b.rate / o.rate).toFixed(2)}× |`,
+      );
     }
     console.log(rows.join('\n'));
   } finally {

@@ -73,7 +73,11 @@ process.on('SIGINT', () => process.exit(130));
 async function startPlugin() {
   fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
   const cli = path.join(__dirname, '../../packages/hostpath-plugin/dist/cli.js');
-  plugin = spawn(process.execPath, [cli, '--endpoint', `unix://${socketPath}`, '--node-id', 'bench-node', '--state-dir', path.join(tmp, 'hp'), '--log-level', 'warn'], { stdio: 'inherit' });
+  plugin = spawn(
+    process.execPath,
+    [cli, '--endpoint', `unix://${socketPath}`, '--node-id', 'bench-node', '--state-dir', path.join(tmp, 'hp'), '--log-level', 'warn'],
+    { stdio: 'inherit' },
+  );
   const deadline = Date.now() + 15_000;
   while (!fs.existsSync(socketPath)) {
     if (Date.now() > deadline || plugin.exitCode !== null) throw new Error('the hostpath plugin did not start');
@@ -123,7 +127,13 @@ async function main() {
   };
   const a = agent({ claimer });
   const base = path.join(dataDir, 'csi', 'node', 'bench');
-  a.registry.register({ type: 'csi-node', name: 'bench', allocId: 'bench-plugin', socketPath, options: { pluginType: 'node', stagePublishBaseDir: base } });
+  a.registry.register({
+    type: 'csi-node',
+    name: 'bench',
+    allocId: 'bench-plugin',
+    socketPath,
+    options: { pluginType: 'node', stagePublishBaseDir: base },
+  });
   await a.manager.start();
   await a.manager.waitForPlugin('csi-node', 'bench', 'prerun');
   const client = a.factory.createClient(socketPath);
@@ -155,14 +165,25 @@ async function main() {
         await fs.promises.mkdir(staging, { recursive: true, mode: 0o700 });
         await client.nodeStageVolume({ volumeId: v.externalId, stagingTargetPath: staging, volumeCapability: cap });
         await fs.promises.mkdir(allocDir, { recursive: true, mode: 0o700 });
-        await client.nodePublishVolume({ volumeId: v.externalId, stagingTargetPath: staging, targetPath: path.join(allocDir, 'rw-file-system-single-node-writer'), volumeCapability: cap });
+        await client.nodePublishVolume({
+          volumeId: v.externalId,
+          stagingTargetPath: staging,
+          targetPath: path.join(allocDir, 'rw-file-system-single-node-writer'),
+          volumeCapability: cap,
+        });
       }),
     );
     direct.push(ms(t0));
     await Promise.all(
       volumes.map(async (v) => {
-        await client.nodeUnpublishVolume({ volumeId: v.externalId, targetPath: path.join(droot, 'per-alloc', 'alloc-d', v.id, 'rw-file-system-single-node-writer') });
-        await client.nodeUnstageVolume({ volumeId: v.externalId, stagingTargetPath: path.join(droot, 'staging', v.id, 'rw-file-system-single-node-writer') });
+        await client.nodeUnpublishVolume({
+          volumeId: v.externalId,
+          targetPath: path.join(droot, 'per-alloc', 'alloc-d', v.id, 'rw-file-system-single-node-writer'),
+        });
+        await client.nodeUnstageVolume({
+          volumeId: v.externalId,
+          stagingTargetPath: path.join(droot, 'staging', v.id, 'rw-file-system-single-node-writer'),
+        });
       }),
     );
   };
@@ -204,7 +225,10 @@ async function main() {
   reconciled.length = 0;
   for (let round = 0; round < ROUNDS; round++) {
     for (let k = 0; k < sides.length; k++) await sides[(round + k) % sides.length](round);
-    if (process.env.BENCH_VERBOSE) console.error(`round ${round}: direct ${direct[round].toFixed(0)} ms, manager ${managed[round].toFixed(0)} ms, reconciler ${reconciled[round].toFixed(0)} ms`);
+    if (process.env.BENCH_VERBOSE)
+      console.error(
+        `round ${round}: direct ${direct[round].toFixed(0)} ms, manager ${managed[round].toFixed(0)} ms, reconciler ${reconciled[round].toFixed(0)} ms`,
+      );
   }
   client.dispose();
   const left = mountsUnder(tmp);
@@ -233,14 +257,24 @@ async function main() {
   console.log('');
   console.log('| measurement | wall time | rate | notes |');
   console.log('|---|---:|---:|---|');
-  console.log(`| ${VOLUMES} volumes mounted concurrently, direct CSI calls | ${d.toFixed(0)} ms | ${rate(d)} mounts/s | mkdir + NodeStageVolume + NodePublishVolume |`);
-  console.log(`| ${VOLUMES} volumes mounted concurrently, volume manager | ${m.toFixed(0)} ms | ${rate(m)} mounts/s | stage + publish steps, mount table checks (${median(tableReads)} reads of mountinfo), events |`);
-  console.log(`| ${VOLUMES} volumes mounted concurrently, volume reconciler | ${r.toFixed(0)} ms | ${rate(r)} mounts/s | + claim, each intent persisted (SQLite) before its step |`);
+  console.log(
+    `| ${VOLUMES} volumes mounted concurrently, direct CSI calls | ${d.toFixed(0)} ms | ${rate(d)} mounts/s | mkdir + NodeStageVolume + NodePublishVolume |`,
+  );
+  console.log(
+    `| ${VOLUMES} volumes mounted concurrently, volume manager | ${m.toFixed(0)} ms | ${rate(m)} mounts/s | stage + publish steps, mount table checks (${median(tableReads)} reads of mountinfo), events |`,
+  );
+  console.log(
+    `| ${VOLUMES} volumes mounted concurrently, volume reconciler | ${r.toFixed(0)} ms | ${rate(r)} mounts/s | + claim, each intent persisted (SQLite) before its step |`,
+  );
   const paired = median(managed.map((x, i) => x / direct[i]));
   console.log(`| manager / direct, ratio of medians | ${(m / d).toFixed(2)}× | | target ≤ 1.20× |`);
   console.log(`| manager / direct, median of per-round ratios | ${paired.toFixed(2)}× | | each round runs all three, order rotating |`);
-  console.log(`| reconciler / direct, ratio of medians | ${(r / d).toFixed(2)}× | | median of per-round ratios ${median(reconciled.map((x, i) => x / direct[i])).toFixed(2)}× |`);
-  console.log(`| fingerprint round, ${PLUGINS} node plugins | ${median(fp).toFixed(1)} ms | | Probe + NodeGetCapabilities each; ${healthy}/${PLUGINS} healthy |`);
+  console.log(
+    `| reconciler / direct, ratio of medians | ${(r / d).toFixed(2)}× | | median of per-round ratios ${median(reconciled.map((x, i) => x / direct[i])).toFixed(2)}× |`,
+  );
+  console.log(
+    `| fingerprint round, ${PLUGINS} node plugins | ${median(fp).toFixed(1)} ms | | Probe + NodeGetCapabilities each; ${healthy}/${PLUGINS} healthy |`,
+  );
 }
 
 main().then(

@@ -13,7 +13,13 @@ require('reflect-metadata');
 const { validateJob } = require('../../packages/jobspec/dist/jobspec');
 const { diffGroup } = require('../../packages/jobspec/dist/job-diff');
 
-const tasks = (n) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`t${i}`, { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } }]));
+const tasks = (n) =>
+  Object.fromEntries(
+    Array.from({ length: n }, (_, i) => [
+      `t${i}`,
+      { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } },
+    ]),
+  );
 const before = validateJob({ job: { web: { group: { app: { task: tasks(1) } } } } });
 
 function median(xs) {

@@ -23,7 +23,11 @@ function pct(sorted, p) {
 }
 
 async function waitReady(endpoint) {
-  const c = new GrpcCSIClient(endpoint, { timeouts: new core.DefaultTimeoutPolicy(), clock: new core.RealClock(), random: new core.MathRandom() });
+  const c = new GrpcCSIClient(endpoint, {
+    timeouts: new core.DefaultTimeoutPolicy(),
+    clock: new core.RealClock(),
+    random: new core.MathRandom(),
+  });
   try {
     for (let i = 0; i < 200; i++) {
       try {
@@ -52,7 +56,14 @@ async function once(strategy, pluginArgs, warm = false) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-hooks-'));
   const state = openClientState({ memory: true });
   const timeouts = new core.DefaultTimeoutPolicy();
-  const registry = new DynamicPluginRegistry(new StateRegistryStore(state), clock, new core.NullLogger(), timeouts, new PluginDispenserTable(), {});
+  const registry = new DynamicPluginRegistry(
+    new StateRegistryStore(state),
+    clock,
+    new core.NullLogger(),
+    timeouts,
+    new PluginDispenserTable(),
+    {},
+  );
   const random = new core.MathRandom();
   const clients = { createClient: (endpoint) => new GrpcCSIClient(endpoint, { timeouts, clock, random }) };
   const config = parseCsiPluginConfig({ id: 'hostpath', type: 'monolith' }, 'bench');
@@ -77,10 +88,14 @@ async function once(strategy, pluginArgs, warm = false) {
     if (e.plugin.type === 'csi-node' && registeredAt === undefined) registeredAt = performance.now();
   });
   const warmSocket = path.join(dataDir, 'warm.sock');
-  const proc = spawn(process.execPath, [CLI, '--node-id', 'n1', '--state-dir', path.join(dataDir, 'hp'), '--log-level', 'error', ...pluginArgs], {
-    env: { ...process.env, ...env, ...(warm ? { CSI_ENDPOINT: `unix://${warmSocket}` } : {}) },
-    stdio: 'ignore',
-  });
+  const proc = spawn(
+    process.execPath,
+    [CLI, '--node-id', 'n1', '--state-dir', path.join(dataDir, 'hp'), '--log-level', 'error', ...pluginArgs],
+    {
+      env: { ...process.env, ...env, ...(warm ? { CSI_ENDPOINT: `unix://${warmSocket}` } : {}) },
+      stdio: 'ignore',
+    },
+  );
   try {
     if (warm) await waitReady(`unix://${warmSocket}`);
     const post = hook.poststart(ctx);
@@ -112,10 +127,31 @@ async function series(label, makeStrategy, pluginArgs, n, warm = false) {
 
 (async () => {
   const rows = [
-    await series('backoff (default), warm plugin: supervisor latency alone', () => new core.BackoffHeartbeatStrategy(), [], iterations, true),
-    await series('backoff (default), fresh plugin process (includes its cold start)', () => new core.BackoffHeartbeatStrategy(), [], iterations),
-    await series('backoff (default), fresh plugin, probe not ready for 50 ms', () => new core.BackoffHeartbeatStrategy(), ['--probe-not-ready-ms', '50'], iterations),
-    await series('fixed 5 s (Nomad), fresh plugin, probe not ready for 50 ms', () => new core.FixedHeartbeatStrategy({ startupMax: 5000 }), ['--probe-not-ready-ms', '50'], Math.min(3, iterations)),
+    await series(
+      'backoff (default), warm plugin: supervisor latency alone',
+      () => new core.BackoffHeartbeatStrategy(),
+      [],
+      iterations,
+      true,
+    ),
+    await series(
+      'backoff (default), fresh plugin process (includes its cold start)',
+      () => new core.BackoffHeartbeatStrategy(),
+      [],
+      iterations,
+    ),
+    await series(
+      'backoff (default), fresh plugin, probe not ready for 50 ms',
+      () => new core.BackoffHeartbeatStrategy(),
+      ['--probe-not-ready-ms', '50'],
+      iterations,
+    ),
+    await series(
+      'fixed 5 s (Nomad), fresh plugin, probe not ready for 50 ms',
+      () => new core.FixedHeartbeatStrategy({ startupMax: 5000 }),
+      ['--probe-not-ready-ms', '50'],
+      Math.min(3, iterations),
+    ),
   ];
   console.log('| strategy and plugin | runs | socket → registered, p50 (ms) | p99 (ms) |');
   console.log('|---|---:|---:|---:|');

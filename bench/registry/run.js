@@ -33,7 +33,14 @@ function openState(file) {
 }
 
 function newRegistry(db) {
-  return new DynamicPluginRegistry(new StateRegistryStore(db), new RealClock(), new NullLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+  return new DynamicPluginRegistry(
+    new StateRegistryStore(db),
+    new RealClock(),
+    new NullLogger(),
+    new DefaultTimeoutPolicy(),
+    new PluginDispenserTable(),
+    {},
+  );
 }
 
 const ns = () => process.hrtime.bigint();
@@ -45,7 +52,14 @@ function pct(xs, p) {
 const fmtMs = (x) => (x < 0.1 ? `${(x * 1000).toFixed(1)} µs` : `${x.toFixed(2)} ms`);
 
 function reg(i, name = `plugin-${i}`, alloc = `alloc-${i}`) {
-  return { type: 'csi-node', name, version: '1.0.0', allocId: alloc, socketPath: `/var/lib/csiplug/plugins/${alloc}/csi.sock`, options: { mountPoint: '/csi' } };
+  return {
+    type: 'csi-node',
+    name,
+    version: '1.0.0',
+    allocId: alloc,
+    socketPath: `/var/lib/csiplug/plugins/${alloc}/csi.sock`,
+    options: { mountPoint: '/csi' },
+  };
 }
 
 async function benchWake(db) {
@@ -122,10 +136,18 @@ function benchRestore(db) {
     ['wake-up, `register()` returned → waiter continues, p99', fmtMs(pct(wake.afterReturn, 99)), ''],
     ['wake-up, `register()` called (incl. the write) → waiter continues, p50', fmtMs(pct(wake.fromCall, 50)), ''],
     ['wake-up, `register()` called (incl. the write) → waiter continues, p99', fmtMs(pct(wake.fromCall, 99)), ''],
-    [`registrations persisted / s, growing 0 → ${PERSIST_N.toLocaleString("en-US")} plugins`, Math.round(persist.grow).toLocaleString('en-US'), ''],
-    [`registrations persisted / s, updates with ${PERSIST_N.toLocaleString("en-US")} plugins present`, Math.round(persist.steady).toLocaleString('en-US'), ''],
-    [`restore of ${RESTORE_N.toLocaleString("en-US")} plugins, p50`, fmtMs(pct(restore, 50)), '≤ 50 ms'],
-    [`restore of ${RESTORE_N.toLocaleString("en-US")} plugins, max`, fmtMs(Math.max(...restore)), ''],
+    [
+      `registrations persisted / s, growing 0 → ${PERSIST_N.toLocaleString('en-US')} plugins`,
+      Math.round(persist.grow).toLocaleString('en-US'),
+      '',
+    ],
+    [
+      `registrations persisted / s, updates with ${PERSIST_N.toLocaleString('en-US')} plugins present`,
+      Math.round(persist.steady).toLocaleString('en-US'),
+      '',
+    ],
+    [`restore of ${RESTORE_N.toLocaleString('en-US')} plugins, p50`, fmtMs(pct(restore, 50)), '≤ 50 ms'],
+    [`restore of ${RESTORE_N.toLocaleString('en-US')} plugins, max`, fmtMs(Math.max(...restore)), ''],
   ];
   console.log(`node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} ×${os.cpus().length}, ${os.platform()}`);
   console.log(`store: ${wakeState.kind}; wake-up rounds: ${WAKE_ROUNDS}, restore rounds: ${RESTORE_ROUNDS}\n`);

@@ -112,7 +112,9 @@ function restoreSteps(logFile, spawnWall, windowMs) {
     s.count++;
     steps.set(key, s);
   }
-  const rows = [...steps.entries()].sort((a, b) => a[1].first - b[1].first).map(([k, s]) => `| ${k.replace(/\|/g, '\\|')} | ${s.count} | ${s.first} | ${s.last} |`);
+  const rows = [...steps.entries()]
+    .sort((a, b) => a[1].first - b[1].first)
+    .map(([k, s]) => `| ${k.replace(/\|/g, '\\|')} | ${s.count} | ${s.first} | ${s.last} |`);
   return ['| log line (component: message) | count | first (ms) | last (ms) |', '|---|---:|---:|---:|', ...rows].join('\n');
 }
 

@@ -54,7 +54,8 @@ const arg = (name, dflt) => {
 /** "1000x10" → { allocs: 1000, plugins: 10 }; "200" → one plugin. */
 const parseSize = (s) => {
   const m = /^(\d+)(?:x(\d+))?$/.exec(s.trim());
-  if (!m || Number(m[1]) < 1 || (m[2] !== undefined && Number(m[2]) < 1)) throw new Error(`--sizes: "${s}" is not ALLOCS or ALLOCSxPLUGINS (e.g. 1000x10)`);
+  if (!m || Number(m[1]) < 1 || (m[2] !== undefined && Number(m[2]) < 1))
+    throw new Error(`--sizes: "${s}" is not ALLOCS or ALLOCSxPLUGINS (e.g. 1000x10)`);
   return { allocs: Number(m[1]), plugins: Number(m[2] ?? 1) };
 };
 const SIZES = arg('sizes', '1x1,50x1,200x1,200x10,1000x10').split(',').map(parseSize);
@@ -74,7 +75,8 @@ const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) |
 
 const pluginIds = (plugins) => (plugins === 1 ? ['hostpath'] : Array.from({ length: plugins }, (_, k) => `hp-${k}`));
 const pluginJob = (id) => hostpathPluginJobHcl({ pluginId: id, jobId: `plugin-${id}` });
-const workloadJob = (i) => workloadJobHcl(`work-${i}`, `vol-${i}`, 'echo $CSIPLUG_ALLOC_ID > $CSIPLUG_VOLUME_DATA/owner.txt && exec sleep 3600');
+const workloadJob = (i) =>
+  workloadJobHcl(`work-${i}`, `vol-${i}`, 'echo $CSIPLUG_ALLOC_ID > $CSIPLUG_VOLUME_DATA/owner.txt && exec sleep 3600');
 const isWorkload = (x) => x.jobId.startsWith('work-');
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -89,7 +91,6 @@ function mountPoints() {
     .filter(Boolean)
     .map((m) => m.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
 }
-
 
 class Agent {
   constructor() {
@@ -108,7 +109,10 @@ class Agent {
     this.port ??= await freePort();
     const cfg = path.join(this.root, 'agent.hcl');
     // The plugin and workload jobs are raw_exec, which the agent runs only when its config enables it.
-    fs.writeFileSync(cfg, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${profile ? 'info' : 'error'}"\nplugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n`);
+    fs.writeFileSync(
+      cfg,
+      `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${profile ? 'info' : 'error'}"\nplugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n`,
+    );
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}` });
     const nodeArgs = profile ? ['--cpu-prof', `--cpu-prof-dir=${profile.dir}`, '--cpu-prof-interval', '250'] : [];
     const stderr = profile ? fs.openSync(profile.log, 'w') : 'ignore';
@@ -117,10 +121,15 @@ class Agent {
     this.proc = spawn(process.execPath, [...nodeArgs, this.bin, 'agent', '-config', cfg], { stdio: ['ignore', 'ignore', stderr] });
     if (typeof stderr === 'number') fs.closeSync(stderr);
     if (watch) await until('agent event stream', async () => ((await watch.connect(this.port)) ? true : undefined), 60_000, 2);
-    const health = await until('agent API', async () => {
-      const h = await this.api.health().catch(() => undefined);
-      return h?.ok ? h : undefined;
-    }, 60_000, 5);
+    const health = await until(
+      'agent API',
+      async () => {
+        const h = await this.api.health().catch(() => undefined);
+        return h?.ok ? h : undefined;
+      },
+      60_000,
+      5,
+    );
     return { t0, wall, apiMs: performance.now() - t0, startedAt: health.startedAt };
   }
   async kill(sig = 'SIGKILL') {
@@ -141,16 +150,27 @@ class Agent {
     try {
       const jobs = await this.api.listJobs();
       const stop = async (ids) => {
-        for (let i = 0; i < ids.length; i += BATCH) await Promise.all(ids.slice(i, i + BATCH).map((id) => this.api.stopJob(id).catch(() => undefined)));
+        for (let i = 0; i < ids.length; i += BATCH)
+          await Promise.all(ids.slice(i, i + BATCH).map((id) => this.api.stopJob(id).catch(() => undefined)));
       };
       await stop(jobs.filter((j) => j.id.startsWith('work-')).map((j) => j.id));
-      await until('workloads stopped', async () => ((await this.api.listAllocs()).filter(isWorkload).every((x) => x.clientStatus === 'complete' || x.clientStatus === 'failed') ? true : undefined), 300_000, 200).catch(() => undefined);
+      await until(
+        'workloads stopped',
+        async () =>
+          (await this.api.listAllocs()).filter(isWorkload).every((x) => x.clientStatus === 'complete' || x.clientStatus === 'failed')
+            ? true
+            : undefined,
+        300_000,
+        200,
+      ).catch(() => undefined);
       await stop(jobs.filter((j) => !j.id.startsWith('work-')).map((j) => j.id));
     } catch {
       // agent gone
     }
     await this.kill('SIGTERM');
-    const leakedMounts = mountPoints().filter((m) => m.startsWith(this.root + '/')).reverse();
+    const leakedMounts = mountPoints()
+      .filter((m) => m.startsWith(this.root + '/'))
+      .reverse();
     for (const m of leakedMounts) {
       try {
         execFileSync('umount', ['-l', m]);
@@ -161,7 +181,12 @@ class Agent {
     // Containers of isolated tasks whose bundle is under our root (the exec driver's default runc root).
     let leakedContainers = 0;
     try {
-      const list = JSON.parse(execFileSync('runc', ['--root', '/run/csiplug/runc', 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString() || 'null') ?? [];
+      const list =
+        JSON.parse(
+          execFileSync('runc', ['--root', '/run/csiplug/runc', 'list', '--format', 'json'], {
+            stdio: ['ignore', 'pipe', 'ignore'],
+          }).toString() || 'null',
+        ) ?? [];
       for (const c of list.filter((x) => x.bundle.startsWith(this.root + '/'))) {
         leakedContainers++;
         execFileSync('runc', ['--root', '/run/csiplug/runc', 'delete', '--force', c.id], { stdio: 'ignore' });
@@ -178,7 +203,10 @@ class Agent {
         // gone
       }
     }
-    if (leakedMounts.length || leakedProcs.length) console.error(`bench cleanup: ${leakedMounts.length} mounts and ${leakedProcs.length} processes were left under ${this.root}; removed`);
+    if (leakedMounts.length || leakedProcs.length)
+      console.error(
+        `bench cleanup: ${leakedMounts.length} mounts and ${leakedProcs.length} processes were left under ${this.root}; removed`,
+      );
     fs.rmSync(this.root, { recursive: true, force: true });
     return { leakedMounts: leakedMounts.length, leakedProcs: leakedProcs.length };
   }
@@ -188,7 +216,12 @@ class Agent {
 async function setUp(a, { allocs, plugins }) {
   const ids = pluginIds(plugins);
   await Promise.all(ids.map(async (id) => a.api.runJob(jobToDocument(await parseJobspec(pluginJob(id), 'p.hcl')))));
-  await until('plugins healthy', async () => ((await a.api.listPlugins()).filter((p) => ids.includes(p.id) && p.nodesHealthy === 1 && p.controllersHealthy === 1).length === ids.length ? true : undefined));
+  await until('plugins healthy', async () =>
+    (await a.api.listPlugins()).filter((p) => ids.includes(p.id) && p.nodesHealthy === 1 && p.controllersHealthy === 1).length ===
+    ids.length
+      ? true
+      : undefined,
+  );
   // A batch at a time, each running before the next: a thousand executors
   // spawned at once on two cores would overrun the driver's start timeout.
   for (let i = 0; i < allocs; i += BATCH) {
@@ -208,7 +241,12 @@ async function setUp(a, { allocs, plugins }) {
   // over (an alloc counts as healthy after min_healthy_time, 10 s by
   // default; a deployment cut short would be resumed by the next agent), and
   // the last starts have settled (executor records, the plugins' own writes).
-  await until('deployments finished', async () => ((await a.api.listJobs()).every((j) => j.deployment?.status !== 'running') ? true : undefined), 300_000, 500);
+  await until(
+    'deployments finished',
+    async () => ((await a.api.listJobs()).every((j) => j.deployment?.status !== 'running') ? true : undefined),
+    300_000,
+    500,
+  );
   await new Promise((r) => setTimeout(r, 1_000));
 }
 
@@ -315,25 +353,30 @@ async function restartRecovery(size, profile) {
     let lastProgress = performance.now();
     let seenCount = -1;
     const missing = () => ids.filter((id) => !watch.reattached.has(id) || !watch.checked.has(id));
-    await until('every alloc re-attached and its volume checked', async () => {
-      // Only once nothing new has come for a while, and less often after a
-      // look that found nothing: a look at alloc status (a megabyte of JSON
-      // at a thousand allocs) costs the agent CPU that would otherwise count
-      // against the restore it is measuring.
-      if (missing().length && watch.missed > 0 && performance.now() - lastLook > lookEvery && performance.now() - lastProgress > 1_000) {
-        lastLook = performance.now();
-        const before = missing().length;
-        for (const x of await a.api.listAllocs()) if (ids.includes(x.id)) watch.takeStatus(x, s.wall);
-        lookEvery = missing().length < before ? 1_000 : Math.min(lookEvery * 2, 30_000);
-      }
-      const left = missing().length;
-      if (left === 0) return true;
-      if (watch.reattached.size + watch.checked.size !== seenCount) {
-        seenCount = watch.reattached.size + watch.checked.size;
-        lastProgress = performance.now();
-      }
-      return ids.every((id) => watch.reattached.has(id)) && performance.now() - lastProgress > 120_000 ? true : undefined;
-    }, 600_000, 20);
+    await until(
+      'every alloc re-attached and its volume checked',
+      async () => {
+        // Only once nothing new has come for a while, and less often after a
+        // look that found nothing: a look at alloc status (a megabyte of JSON
+        // at a thousand allocs) costs the agent CPU that would otherwise count
+        // against the restore it is measuring.
+        if (missing().length && watch.missed > 0 && performance.now() - lastLook > lookEvery && performance.now() - lastProgress > 1_000) {
+          lastLook = performance.now();
+          const before = missing().length;
+          for (const x of await a.api.listAllocs()) if (ids.includes(x.id)) watch.takeStatus(x, s.wall);
+          lookEvery = missing().length < before ? 1_000 : Math.min(lookEvery * 2, 30_000);
+        }
+        const left = missing().length;
+        if (left === 0) return true;
+        if (watch.reattached.size + watch.checked.size !== seenCount) {
+          seenCount = watch.reattached.size + watch.checked.size;
+          lastProgress = performance.now();
+        }
+        return ids.every((id) => watch.reattached.has(id)) && performance.now() - lastProgress > 120_000 ? true : undefined;
+      },
+      600_000,
+      20,
+    );
     const seenMs = performance.now() - s.t0;
     // The agent's own CPU time up to here: on a busy machine the wall time
     // also counts the time the agent waited for a core; this does not.
@@ -389,7 +432,11 @@ async function idleCost(plugins, seconds) {
   try {
     await a.start();
     for (let i = 0; i < plugins; i += 10) {
-      await Promise.all(Array.from({ length: Math.min(10, plugins - i) }, async (_, k) => a.api.runJob(jobToDocument(await parseJobspec(pluginJob(`hp-${i + k}`), 'p.hcl')))));
+      await Promise.all(
+        Array.from({ length: Math.min(10, plugins - i) }, async (_, k) =>
+          a.api.runJob(jobToDocument(await parseJobspec(pluginJob(`hp-${i + k}`), 'p.hcl'))),
+        ),
+      );
     }
     await until('all plugins healthy', async () => {
       const ps = await a.api.listPlugins();
@@ -414,15 +461,21 @@ const fmt = (xs) => {
 
 /** The table of one bench run: each size's median and range, then the per-alloc costs. */
 function printTables(results) {
-  console.log(`restart bench — ${os.cpus().length} CPUs, Node ${process.version}, ${RUNS} run(s) per size: median (min–max), ms from the new agent's spawn`);
+  console.log(
+    `restart bench — ${os.cpus().length} CPUs, Node ${process.version}, ${RUNS} run(s) per size: median (min–max), ms from the new agent's spawn`,
+  );
   console.log('');
-  console.log('| workload allocs | plugins | modules started | API answers | first alloc re-attached | every alloc re-attached | **every volume checked** | agent CPU time by then | checks seen on the stream | tasks started again | volumes stale / mounted again |');
+  console.log(
+    '| workload allocs | plugins | modules started | API answers | first alloc re-attached | every alloc re-attached | **every volume checked** | agent CPU time by then | checks seen on the stream | tasks started again | volumes stale / mounted again |',
+  );
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const { size, rows } of results) {
     const col = (k) => fmt(rows.map((x) => x[k]));
     const sum = (k) => rows.reduce((s, x) => s + x[k], 0);
     const seen = `${sum('checkedSeen')} of ${size.allocs * rows.length}${sum('missedEvents') ? ` (${sum('missedEvents')} events sent before the bench subscribed)` : ''}`;
-    console.log(`| ${size.allocs} | ${size.plugins} | ${col('modulesMs')} | ${col('apiMs')} | ${col('firstMs')} | ${col('attachedMs')} | **${col('doneMs')}** | ${col('cpuMs')} | ${seen} | ${sum('started')} | ${sum('stale')} / ${sum('mounted') + sum('remounted')} |`);
+    console.log(
+      `| ${size.allocs} | ${size.plugins} | ${col('modulesMs')} | ${col('apiMs')} | ${col('firstMs')} | ${col('attachedMs')} | **${col('doneMs')}** | ${col('cpuMs')} | ${seen} | ${sum('started')} | ${sum('stale')} / ${sum('mounted') + sum('remounted')} |`,
+    );
   }
   // Per-alloc cost: what each alloc adds over the fixed cost of a start (the
   // 1-alloc size when it ran, else nothing), from the medians — for the whole
@@ -447,7 +500,8 @@ function printTables(results) {
     console.log('');
     console.log(`| workload allocs | plugins | ${steps.map(([, label]) => label).join(' | ')} |`);
     console.log(`|---:|---:|${steps.map(() => '---:').join('|')}|`);
-    for (const r of larger) console.log(`| ${r.size.allocs} | ${r.size.plugins} | ${steps.map(([key]) => perAlloc(r, key).toFixed(2)).join(' | ')} |`);
+    for (const r of larger)
+      console.log(`| ${r.size.allocs} | ${r.size.plugins} | ${steps.map(([key]) => perAlloc(r, key).toFixed(2)).join(' | ')} |`);
     for (const plugins of new Set(larger.map((r) => r.size.plugins))) {
       const same = larger.filter((r) => r.size.plugins === plugins).sort((x, y) => x.size.allocs - y.size.allocs);
       if (same.length < 2) continue;
@@ -455,7 +509,9 @@ function printTables(results) {
       const hi = same.at(-1);
       const ratios = steps.map(([key, label]) => `${label} ${(perAlloc(hi, key) / perAlloc(lo, key)).toFixed(2)}×`).join(', ');
       console.log('');
-      console.log(`per-alloc cost at ${hi.size.allocs} vs ${lo.size.allocs} allocs on ${plugins} plugin(s) (1× is linear, above it grows faster): ${ratios}`);
+      console.log(
+        `per-alloc cost at ${hi.size.allocs} vs ${lo.size.allocs} allocs on ${plugins} plugin(s) (1× is linear, above it grows faster): ${ratios}`,
+      );
     }
   }
 }
@@ -489,9 +545,15 @@ async function main() {
     fs.mkdirSync(PROFILE_DIR, { recursive: true });
     const log = path.join(PROFILE_DIR, 'agent.log');
     const row = await restartRecovery(PROFILE_SIZE, { dir: PROFILE_DIR, log });
-    const cpuprofile = fs.readdirSync(PROFILE_DIR).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(PROFILE_DIR, f)).sort((x, y) => fs.statSync(y).mtimeMs - fs.statSync(x).mtimeMs)[0];
+    const cpuprofile = fs
+      .readdirSync(PROFILE_DIR)
+      .filter((f) => f.endsWith('.cpuprofile'))
+      .map((f) => path.join(PROFILE_DIR, f))
+      .sort((x, y) => fs.statSync(y).mtimeMs - fs.statSync(x).mtimeMs)[0];
     console.log('');
-    console.log(`profiled cycle, ${row.allocs}x${row.plugins}: every alloc re-attached and its volume checked at ${row.doneMs.toFixed(0)} ms (under --cpu-prof and an info log, so slower than above)`);
+    console.log(
+      `profiled cycle, ${row.allocs}x${row.plugins}: every alloc re-attached and its volume checked at ${row.doneMs.toFixed(0)} ms (under --cpu-prof and an info log, so slower than above)`,
+    );
     console.log('');
     console.log(restoreSteps(log, row.profile.wall, row.doneMs));
     console.log('');
@@ -504,7 +566,9 @@ async function main() {
   const rows = [await idleCost(0, IDLE_SECONDS)];
   if (PLUGINS > 0) rows.push(await idleCost(PLUGINS, IDLE_SECONDS));
   console.log('');
-  console.log('| plugins heartbeating (default period) | window (s) | agent CPU (% of one core) | agent RSS (MB) | RSS target (MB) | met |');
+  console.log(
+    '| plugins heartbeating (default period) | window (s) | agent CPU (% of one core) | agent RSS (MB) | RSS target (MB) | met |',
+  );
   console.log('|---:|---:|---:|---:|---:|:---:|');
   for (const idle of rows) {
     const target = idle.plugins === 0 ? RSS_TARGET_IDLE_MB : idle.plugins <= 50 ? RSS_TARGET_50_PLUGINS_MB : undefined;

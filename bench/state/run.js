@@ -175,7 +175,14 @@ async function main() {
     '≤ 1.3× raw',
   ]);
   const s2 = single(true, 20000);
-  rows.push(['single-put commits/s (noSync)', fmt(s2.raw), fmt(s2.ours), fmt(s2.mem), `${(s2.raw / s2.ours).toFixed(2)}× raw's time`, '≤ 1.3× raw']);
+  rows.push([
+    'single-put commits/s (noSync)',
+    fmt(s2.raw),
+    fmt(s2.ours),
+    fmt(s2.mem),
+    `${(s2.raw / s2.ours).toFixed(2)}× raw's time`,
+    '≤ 1.3× raw',
+  ]);
 
   const total = 100_000;
   const wave = 1000;
@@ -206,12 +213,21 @@ async function main() {
     oraw.push(rawOpenRead(rawFile, n));
     oours.push(stateOpenRead(stateFile, n));
   }
-  rows.push(['open + read 10,000 keys', fmtMs(median(oraw)), fmtMs(median(oours)), '—', `${(median(oours) / median(oraw)).toFixed(2)}× raw's time`, '≤ 30 ms']);
+  rows.push([
+    'open + read 10,000 keys',
+    fmtMs(median(oraw)),
+    fmtMs(median(oours)),
+    '—',
+    `${(median(oours) / median(oraw)).toFixed(2)}× raw's time`,
+    '≤ 30 ms',
+  ]);
 
   const header = ['measurement', 'raw better-sqlite3', '@csiplug/state (SQLite)', '@csiplug/state (memory)', 'state vs raw', 'target'];
   const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
   console.log(lines.join('\n'));
-  console.log(`\nnode ${process.version}, better-sqlite3 ${require('better-sqlite3/package.json').version}, ${os.cpus().length} × ${os.cpus()[0].model.trim()}, median of ${ROUNDS} rounds`);
+  console.log(
+    `\nnode ${process.version}, better-sqlite3 ${require('better-sqlite3/package.json').version}, ${os.cpus().length} × ${os.cpus()[0].model.trim()}, median of ${ROUNDS} rounds`,
+  );
 }
 
 main()

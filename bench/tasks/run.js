@@ -49,7 +49,9 @@ async function startOne(d, root, name, isolated) {
     command: '/bin/sh',
     args: ['-c', `echo up > ${isolated ? '/local' : '.'}/up; exec sleep 3600`],
     env: {},
-    ...(isolated ? { isolation: { chroot: CHROOT, localDir: local, allocDir: path.join(root, 'alloc'), secretsDir: path.join(taskDir, 'secrets') } } : {}),
+    ...(isolated
+      ? { isolation: { chroot: CHROOT, localDir: local, allocDir: path.join(root, 'alloc'), secretsDir: path.join(taskDir, 'secrets') } }
+      : {}),
   });
   // A 1 ms timer, not a busy loop: fifty of those would take a core from the starts being measured.
   const deadline = Date.now() + 60_000;
@@ -85,7 +87,8 @@ async function startLatency(isolated) {
     // Nothing may outlive the bench: any container left in its runc root goes before the root does.
     const runcRoot = path.join(root, 'runc');
     if (fs.existsSync(runcRoot)) {
-      for (const c of JSON.parse(execFileSync(findRunc(), ['--root', runcRoot, 'list', '--format', 'json']).toString() || 'null') ?? []) execFileSync(findRunc(), ['--root', runcRoot, 'delete', '--force', c.id]);
+      for (const c of JSON.parse(execFileSync(findRunc(), ['--root', runcRoot, 'list', '--format', 'json']).toString() || 'null') ?? [])
+        execFileSync(findRunc(), ['--root', runcRoot, 'delete', '--force', c.id]);
     }
     d.dispose();
     fs.rmSync(root, { recursive: true, force: true });
@@ -112,17 +115,34 @@ async function reattach(driver) {
     await a.start();
     const ids = [];
     for (let i = 0; i < TASKS; i += 10) {
-      const batch = await Promise.all(Array.from({ length: Math.min(10, TASKS - i) }, async (_, k) => (await a.api.runJob(jobToDocument(await parseJobspec(sleeperJob(i + k, driver), 'j.hcl')))).allocIds[0]));
+      const batch = await Promise.all(
+        Array.from(
+          { length: Math.min(10, TASKS - i) },
+          async (_, k) => (await a.api.runJob(jobToDocument(await parseJobspec(sleeperJob(i + k, driver), 'j.hcl')))).allocIds[0],
+        ),
+      );
       ids.push(...batch);
     }
-    await pollUntil('every task running', async () => ((await a.api.listAllocs()).filter((x) => x.clientStatus === 'running').length === TASKS ? true : undefined), 120_000, 100);
+    await pollUntil(
+      'every task running',
+      async () => ((await a.api.listAllocs()).filter((x) => x.clientStatus === 'running').length === TASKS ? true : undefined),
+      120_000,
+      100,
+    );
     await a.kill('SIGKILL');
     const s = await a.start();
     const up = performance.now();
-    await pollUntil('every task re-attached', async () => {
-      const allocs = await a.api.listAllocs();
-      return allocs.filter((x) => x.tasks.t?.events.some((e) => e.type === 'Reattached' && e.time >= s.wall)).length === TASKS ? true : undefined;
-    }, 120_000, 10);
+    await pollUntil(
+      'every task re-attached',
+      async () => {
+        const allocs = await a.api.listAllocs();
+        return allocs.filter((x) => x.tasks.t?.events.some((e) => e.type === 'Reattached' && e.time >= s.wall)).length === TASKS
+          ? true
+          : undefined;
+      },
+      120_000,
+      10,
+    );
     return { apiMs: s.apiMs, afterApiMs: performance.now() - up };
   } finally {
     await a.cleanup();
@@ -138,12 +158,18 @@ async function main() {
     const re = await reattach(isolated ? 'exec' : 'raw_exec');
     rows.push({ driver: isolated ? 'exec (runc)' : 'raw_exec', ...lat, ...re });
   }
-  console.log(`bench/tasks — ${os.cpus().length} CPUs, Node ${process.version}, runc ${execFileSync(findRunc(), ['--version']).toString().split('\n')[0].replace('runc version ', '')}`);
+  console.log(
+    `bench/tasks — ${os.cpus().length} CPUs, Node ${process.version}, runc ${execFileSync(findRunc(), ['--version']).toString().split('\n')[0].replace('runc version ', '')}`,
+  );
   console.log('');
-  console.log(`| driver | start, one at a time: p50 / p99 (ms, ${STARTS} starts) | start, ${TASKS} at once: p50 / p99 (ms) | all ${TASKS} running (ms) | API up after kill -9 (ms) | every task re-attached after the API is up (ms) |`);
+  console.log(
+    `| driver | start, one at a time: p50 / p99 (ms, ${STARTS} starts) | start, ${TASKS} at once: p50 / p99 (ms) | all ${TASKS} running (ms) | API up after kill -9 (ms) | every task re-attached after the API is up (ms) |`,
+  );
   console.log('|---|---:|---:|---:|---:|---:|');
   for (const r of rows) {
-    console.log(`| ${r.driver} | ${pct(r.one, 50).toFixed(0)} / ${pct(r.one, 99).toFixed(0)} | ${pct(r.many, 50).toFixed(0)} / ${pct(r.many, 99).toFixed(0)} | ${r.all.toFixed(0)} | ${r.apiMs.toFixed(0)} | ${r.afterApiMs.toFixed(0)} |`);
+    console.log(
+      `| ${r.driver} | ${pct(r.one, 50).toFixed(0)} / ${pct(r.one, 99).toFixed(0)} | ${pct(r.many, 50).toFixed(0)} / ${pct(r.many, 99).toFixed(0)} | ${r.all.toFixed(0)} | ${r.apiMs.toFixed(0)} | ${r.afterApiMs.toFixed(0)} |`,
+    );
   }
 }
 

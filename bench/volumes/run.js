@@ -40,8 +40,16 @@ async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-bench-volumes-'));
   const sock = path.join(dir, 'csi.sock');
   const state = path.join(dir, 'state');
-  const plugin = spawn(process.execPath, [cli, '--endpoint', `unix://${sock}`, '--node-id', 'bench', '--state-dir', state, '--log-level', 'error'], { stdio: 'inherit' });
-  const client = new GrpcCSIClient(`unix://${sock}`, { timeouts: new DefaultTimeoutPolicy(), clock: new RealClock(), random: new MathRandom() });
+  const plugin = spawn(
+    process.execPath,
+    [cli, '--endpoint', `unix://${sock}`, '--node-id', 'bench', '--state-dir', state, '--log-level', 'error'],
+    { stdio: 'inherit' },
+  );
+  const client = new GrpcCSIClient(`unix://${sock}`, {
+    timeouts: new DefaultTimeoutPolicy(),
+    clock: new RealClock(),
+    random: new MathRandom(),
+  });
   const rows = [];
   try {
     for (let i = 0; ; i++) {
@@ -56,7 +64,8 @@ async function main() {
     let n = 0;
     for (const { files, mib } of sizes) {
       const capacity = Math.ceil(mib * 2) * MiB;
-      const src = (await client.createVolume({ name: `src-${++n}`, capacityRange: { requiredBytes: capacity }, volumeCapabilities: [RW] })).volume.volumeId;
+      const src = (await client.createVolume({ name: `src-${++n}`, capacityRange: { requiredBytes: capacity }, volumeCapabilities: [RW] }))
+        .volume.volumeId;
       const vdir = path.join(state, 'volumes', src);
       const per = Math.floor((mib * MiB) / files);
       const chunk = Buffer.alloc(per, 7);
@@ -68,9 +77,23 @@ async function main() {
       for (let r = 0; r < 3; r++) {
         const s = await timed(() => client.createSnapshot({ name: `snap-${n}-${r}`, sourceVolumeId: src }));
         snap.push(s.ms);
-        const rv = await timed(() => client.createVolume({ name: `restored-${n}-${r}`, capacityRange: { requiredBytes: capacity }, volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s.value.snapshot.snapshotId } } }));
+        const rv = await timed(() =>
+          client.createVolume({
+            name: `restored-${n}-${r}`,
+            capacityRange: { requiredBytes: capacity },
+            volumeCapabilities: [RW],
+            volumeContentSource: { snapshot: { snapshotId: s.value.snapshot.snapshotId } },
+          }),
+        );
         restore.push(rv.ms);
-        const cv = await timed(() => client.createVolume({ name: `clone-${n}-${r}`, capacityRange: { requiredBytes: capacity }, volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: src } } }));
+        const cv = await timed(() =>
+          client.createVolume({
+            name: `clone-${n}-${r}`,
+            capacityRange: { requiredBytes: capacity },
+            volumeCapabilities: [RW],
+            volumeContentSource: { volume: { volumeId: src } },
+          }),
+        );
         clone.push(cv.ms);
         for (const id of [rv.value.volume.volumeId, cv.value.volume.volumeId]) await client.deleteVolume({ volumeId: id });
         await client.deleteSnapshot({ snapshotId: s.value.snapshot.snapshotId });
@@ -87,8 +110,16 @@ async function main() {
   }
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   process.stdout.write(`bench/volumes — hostpath plugin, ${os.cpus().length} CPUs (${cpu}), Node ${process.version}\n\n`);
-  process.stdout.write('| volume | CreateSnapshot (ms) | restore: CreateVolume from it (ms) | clone: CreateVolume from the volume (ms) | NodeGetVolumeStats (ms) |\n|---|---:|---:|---:|---:|\n');
-  for (const r of rows) process.stdout.write(`| ${r[0]} | ${r.slice(1).map((x) => x.toFixed(1)).join(' | ')} |\n`);
+  process.stdout.write(
+    '| volume | CreateSnapshot (ms) | restore: CreateVolume from it (ms) | clone: CreateVolume from the volume (ms) | NodeGetVolumeStats (ms) |\n|---|---:|---:|---:|---:|\n',
+  );
+  for (const r of rows)
+    process.stdout.write(
+      `| ${r[0]} | ${r
+        .slice(1)
+        .map((x) => x.toFixed(1))
+        .join(' | ')} |\n`,
+    );
 }
 
 main().catch((err) => {

@@ -95,7 +95,11 @@ function classSizes(source) {
     if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) {
       let methods = 0;
       for (const member of node.members) {
-        const isMethodLike = ts.isMethodDeclaration(member) || ts.isGetAccessorDeclaration(member) || ts.isSetAccessorDeclaration(member) || ts.isConstructorDeclaration(member);
+        const isMethodLike =
+          ts.isMethodDeclaration(member) ||
+          ts.isGetAccessorDeclaration(member) ||
+          ts.isSetAccessorDeclaration(member) ||
+          ts.isConstructorDeclaration(member);
         if (!isMethodLike) continue;
         const isAbstract = (ts.getCombinedModifierFlags(member) & ts.ModifierFlags.Abstract) !== 0;
         if (member.body !== undefined || isAbstract) methods++;
@@ -118,12 +122,19 @@ function importsOf(source) {
     out.push({ specifier: literal.text, line: line + 1 });
   };
   const visit = (node) => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) add(node.moduleSpecifier);
-    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference) && ts.isStringLiteral(node.moduleReference.expression)) add(node.moduleReference.expression);
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier))
+      add(node.moduleSpecifier);
+    else if (
+      ts.isImportEqualsDeclaration(node) &&
+      ts.isExternalModuleReference(node.moduleReference) &&
+      ts.isStringLiteral(node.moduleReference.expression)
+    )
+      add(node.moduleReference.expression);
     else if (ts.isCallExpression(node) && node.arguments.length > 0 && ts.isStringLiteralLike(node.arguments[0])) {
       const callee = node.expression;
       if (callee.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(callee) && callee.text === 'require')) add(node.arguments[0]);
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) add(node.argument.literal);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal))
+      add(node.argument.literal);
     ts.forEachChild(node, visit);
   };
   visit(source);
@@ -163,34 +174,44 @@ function checkBounds(root, { longFileExceptions = LONG_FILE_EXCEPTIONS } = {}) {
 
     if (lines > FILE_LINE_LIMIT) {
       if (longFileExceptions.has(file)) notes.push(`${file} has ${lines} lines, allowed as a flat table (${longFileExceptions.get(file)})`);
-      else violations.push(`file too long: ${file} has ${lines} lines (limit ${FILE_LINE_LIMIT} per production file; split it where its ideas meet, or list a flat table by name in LONG_FILE_EXCEPTIONS)`);
+      else
+        violations.push(
+          `file too long: ${file} has ${lines} lines (limit ${FILE_LINE_LIMIT} per production file; split it where its ideas meet, or list a flat table by name in LONG_FILE_EXCEPTIONS)`,
+        );
     }
 
     const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
     for (const cls of classSizes(source)) {
       if (cls.methods > CLASS_METHOD_LIMIT) {
-        violations.push(`class too big: class ${cls.name} at ${file}:${cls.line} has ${cls.methods} methods (limit ${CLASS_METHOD_LIMIT}, counting methods, getters, setters and constructors)`);
+        violations.push(
+          `class too big: class ${cls.name} at ${file}:${cls.line} has ${cls.methods} methods (limit ${CLASS_METHOD_LIMIT}, counting methods, getters, setters and constructors)`,
+        );
       }
     }
 
     if (hasCli && packageOf(file) === CLI_PACKAGE) {
       for (const { specifier, line } of importsOf(source)) {
         if (!cliMayImport(file, specifier)) {
-          violations.push(`CLI import: ${file}:${line} imports "${specifier}" (the CLI may import only ${CLI_ALLOWED_IMPORTS.join(', ')} of our packages, and its own files)`);
+          violations.push(
+            `CLI import: ${file}:${line} imports "${specifier}" (the CLI may import only ${CLI_ALLOWED_IMPORTS.join(', ')} of our packages, and its own files)`,
+          );
         }
       }
     }
   }
 
   for (const file of longFileExceptions.keys()) {
-    if (!files.includes(file)) notes.push(`LONG_FILE_EXCEPTIONS names ${file}, which is not a production file of this tree: remove the entry`);
+    if (!files.includes(file))
+      notes.push(`LONG_FILE_EXCEPTIONS names ${file}, which is not a production file of this tree: remove the entry`);
   }
 
   const agentLines = linesByPackage.get(AGENT_PACKAGE) ?? 0;
   const share = total === 0 ? 0 : agentLines / total;
   const sharePct = `${(share * 100).toFixed(1)}%`;
   if (share > AGENT_SHARE_LIMIT) {
-    violations.push(`agent share: packages/${AGENT_PACKAGE} has ${agentLines} of ${total} production lines = ${sharePct} (limit ${AGENT_SHARE_LIMIT * 100}%; the agent is composition and the service facade, nothing else)`);
+    violations.push(
+      `agent share: packages/${AGENT_PACKAGE} has ${agentLines} of ${total} production lines = ${sharePct} (limit ${AGENT_SHARE_LIMIT * 100}%; the agent is composition and the service facade, nothing else)`,
+    );
   }
   return { violations, notes, summary: { files: files.length, productionLines: total, agentLines, agentShare: sharePct } };
 }
@@ -200,7 +221,9 @@ function main() {
   const { violations, notes, summary } = checkBounds(root);
   for (const note of notes) console.log(`bounds: note: ${note}`);
   for (const violation of violations) console.log(`bounds: ${violation}`);
-  console.log(`bounds: ${summary.files} production files, ${summary.productionLines} lines, agent ${summary.agentLines} (${summary.agentShare}); ${violations.length === 0 ? 'all bounds hold' : `${violations.length} violation${violations.length === 1 ? '' : 's'}`}`);
+  console.log(
+    `bounds: ${summary.files} production files, ${summary.productionLines} lines, agent ${summary.agentLines} (${summary.agentShare}); ${violations.length === 0 ? 'all bounds hold' : `${violations.length} violation${violations.length === 1 ? '' : 's'}`}`,
+  );
   process.exitCode = violations.length === 0 ? 0 : 1;
 }
 

@@ -9,7 +9,9 @@ const path = require('path');
 
 const program = path.join(__dirname, '..', 'dist', 'bin.js');
 if (!fs.existsSync(program)) {
-  process.stderr.write(`csiplug: ${program} does not exist: @csiplug/agent is not built yet; run \`npm run build\` at the repository root first\n`);
+  process.stderr.write(
+    `csiplug: ${program} does not exist: @csiplug/agent is not built yet; run \`npm run build\` at the repository root first\n`,
+  );
   process.exit(1);
 }
 require(program);

@@ -38,13 +38,41 @@ describe('agentModules', () => {
   afterEach(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
   it('lists the modules lowest layer first, the agent below the CSI manager it listens to', () => {
-    expect(agentModules(config, new MemoryLogger()).map((m) => m.name)).toEqual(['core', 'state', 'csi', 'driver', 'registry', 'agent', 'csimanager', 'volumes', 'hooks']);
+    expect(agentModules(config, new MemoryLogger()).map((m) => m.name)).toEqual([
+      'core',
+      'state',
+      'csi',
+      'driver',
+      'registry',
+      'agent',
+      'csimanager',
+      'volumes',
+      'hooks',
+    ]);
   });
 
   it('a cluster node adds the cluster module before the volumes: its claimer is the IVolumeClaimer, made once the module starts (the identity read)', async () => {
-    const cluster = { etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 }, nodeName: 'n1', nodeClass: '', meta: {}, heartbeatTtlMs: 10_000, disconnectGraceMs: 60_000 };
+    const cluster = {
+      etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 },
+      nodeName: 'n1',
+      nodeClass: '',
+      meta: {},
+      heartbeatTtlMs: 10_000,
+      disconnectGraceMs: 60_000,
+    };
     const modules = agentModules({ ...config, cluster }, new MemoryLogger());
-    expect(modules.map((m) => m.name)).toEqual(['core', 'state', 'csi', 'driver', 'registry', 'cluster', 'agent', 'csimanager', 'volumes', 'hooks']);
+    expect(modules.map((m) => m.name)).toEqual([
+      'core',
+      'state',
+      'csi',
+      'driver',
+      'registry',
+      'cluster',
+      'agent',
+      'csimanager',
+      'volumes',
+      'hooks',
+    ]);
     const container = rootContainer.createChildContainer();
     const host = new ModuleHost(container, modules);
     host.register();
@@ -85,7 +113,7 @@ describe('agentModules', () => {
     expect(() => state.getVolume('data')).toThrow(expect.objectContaining({ code: 'ErrDatabaseNotOpen' }));
   });
 
-  it('a list without the state module fails its start naming the module to add, not with tsyringe\'s raw message', async () => {
+  it("a list without the state module fails its start naming the module to add, not with tsyringe's raw message", async () => {
     const container = rootContainer.createChildContainer();
     const modules = agentModules(config, new MemoryLogger()).filter((m) => m.name !== 'state');
     const host = new ModuleHost(container, modules);
@@ -97,7 +125,9 @@ describe('agentModules', () => {
     expect(err).toBeInstanceOf(ModuleStartError);
     expect((err as ModuleStartError).module).toBe('registry');
     expect((err as ModuleStartError).cause).toBeInstanceOf(MissingBindingError);
-    expect((err as Error).message).toBe('module "registry" failed to start: IRegistryStateStore is bound by the state module: add stateModule (from @csiplug/state) before registryModule in the module list');
+    expect((err as Error).message).toBe(
+      'module "registry" failed to start: IRegistryStateStore is bound by the state module: add stateModule (from @csiplug/state) before registryModule in the module list',
+    );
     expect((err as Error).message).not.toMatch(/unregistered dependency token/);
   });
 });

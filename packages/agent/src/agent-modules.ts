@@ -16,7 +16,18 @@
 // agent always did. The agent's own module (its alloc store, the volume spec
 // check the catalog uses, its event stream) sits below the CSI manager so
 // that it listens before the manager starts.
-import { bind, bindDefault, coreModule, declareTokenOwner, IClock, withConfig, type Clock, type ConfiguredModule, type Logger, type Module } from '@csiplug/core';
+import {
+  bind,
+  bindDefault,
+  coreModule,
+  declareTokenOwner,
+  IClock,
+  withConfig,
+  type Clock,
+  type ConfiguredModule,
+  type Logger,
+  type Module,
+} from '@csiplug/core';
 import { clusterModule } from '@csiplug/cluster';
 import { csiModule } from '@csiplug/csi';
 import { csiManagerModule, ICSIManager, type CSIManager } from '@csiplug/csimanager';
@@ -48,7 +59,9 @@ export const agentModule: Module = {
     bind(container, IAgentEvents, { useFactory: (c) => new AgentEvents(c.resolve<Clock>(IClock)) });
   },
   start: (container) => {
-    container.resolve<AgentEvents>(IAgentEvents).relay(container.resolve<CSIManager>(ICSIManager), container.resolve<VolumeCatalogService>(IVolumeCatalog));
+    container
+      .resolve<AgentEvents>(IAgentEvents)
+      .relay(container.resolve<CSIManager>(ICSIManager), container.resolve<VolumeCatalogService>(IVolumeCatalog));
   },
   stop: (container) => {
     try {
@@ -59,12 +72,21 @@ export const agentModule: Module = {
   },
 };
 
-declareTokenOwner({ name: 'agent', exportName: 'agentModule', packageName: '@csiplug/agent' }, [IAllocStore, ITaskStateWriter, IVolumeSpecValidator, IAgentEvents]);
+declareTokenOwner({ name: 'agent', exportName: 'agentModule', packageName: '@csiplug/agent' }, [
+  IAllocStore,
+  ITaskStateWriter,
+  IVolumeSpecValidator,
+  IAgentEvents,
+]);
 
 /** The agent's modules for `config`, in start order; `logger` is core's default logger. */
 export function agentModules(config: AgentConfig, logger: Logger): ConfiguredModule[] {
   return [
-    withConfig(coreModule, { logger, timeouts: config.timeouts, heartbeat: { strategy: config.heartbeat.strategy, ...config.heartbeat.settings } }),
+    withConfig(coreModule, {
+      logger,
+      timeouts: config.timeouts,
+      heartbeat: { strategy: config.heartbeat.strategy, ...config.heartbeat.settings },
+    }),
     withConfig(stateModule, { backend: config.state.backend, dataDir: config.dataDir }),
     withConfig(csiModule, {}),
     withConfig(driverModule, {}),

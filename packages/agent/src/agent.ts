@@ -16,7 +16,14 @@ import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, type CSIManager 
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory } from '@csiplug/hooks';
-import { IVolumeCatalog, IVolumeClaimer, IVolumeReconciler, type VolumeCatalogService, type VolumeClaimer, type VolumeReconcilerService } from '@csiplug/volumes';
+import {
+  IVolumeCatalog,
+  IVolumeClaimer,
+  IVolumeReconciler,
+  type VolumeCatalogService,
+  type VolumeClaimer,
+  type VolumeReconcilerService,
+} from '@csiplug/volumes';
 import { IClusterNode, type ClusterNode } from '@csiplug/cluster';
 import { dropRoutedControllers } from './cluster-controllers';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
@@ -143,7 +150,13 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     dropRoutedControllers(ctx.registry);
   }
   const plugins = new PluginViews(ctx, cluster);
-  const volumes = new VolumeService(ctx, claimSweep, (pluginId) => jobs.controlsHere(pluginId), () => cluster?.volumes, () => plugins.listPlugins().map((p) => p.id));
+  const volumes = new VolumeService(
+    ctx,
+    claimSweep,
+    (pluginId) => jobs.controlsHere(pluginId),
+    () => cluster?.volumes,
+    () => plugins.listPlugins().map((p) => p.id),
+  );
   return { ctx, jobs, allocs: ctx.allocs, volumes, nodes, plugins, claimSweep, cluster, onEvent: events.onEvent };
 }
 
@@ -170,7 +183,12 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     addStateGauges(metrics, {
       service: this,
       registryEntries: () =>
-        Object.fromEntries(['csi-controller', 'csi-node'].map((type) => [type, registry.list(type).reduce((n, p) => n + registry.registrations(type, p.name).length, 0)])),
+        Object.fromEntries(
+          ['csi-controller', 'csi-node'].map((type) => [
+            type,
+            registry.list(type).reduce((n, p) => n + registry.registrations(type, p.name).length, 0),
+          ]),
+        ),
       pendingUnmounts: () => reconciler.pendingUnmounts().length,
       liveMounts: () => reconciler.mountChecks(),
     });
@@ -197,7 +215,6 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     const logger = options.logger ?? new PinoLogger({ level: config.logLevel, format: config.logJson ? 'json' : 'human' });
     const modules = new ModuleHost(container, agentModules(config, logger));
     modules.register();
-
 
     // Before anything is written in the data dir: refuse one another user
     // controls and tighten what an older release left open (data-dir.ts has
@@ -296,7 +313,9 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
         this.logger.error('closing the data dir lock failed; it is closed anyway', { error: err });
       }
       // Whatever the container made and the modules did not release (all idempotent).
-      await Promise.resolve(this.container.dispose()).catch((err: unknown) => this.logger.error('disposing the container failed', { error: err }));
+      await Promise.resolve(this.container.dispose()).catch((err: unknown) =>
+        this.logger.error('disposing the container failed', { error: err }),
+      );
       this.logger.info('agent stopped', { tasks_stopped: stopTasks });
       if (failure !== undefined) throw failure;
     })();

@@ -13,5 +13,7 @@ export function mountsOfAlloc(dataDir: string, pluginId: string, allocId: string
   } catch {
     // The mount table lists real paths; an unresolvable data dir has nothing mounted under it.
   }
-  return ['monolith', 'node', 'controller'].flatMap((type) => mountsUnder(path.join(root, 'csi', type, pluginId, 'per-alloc', allocId, volumeId)));
+  return ['monolith', 'node', 'controller'].flatMap((type) =>
+    mountsUnder(path.join(root, 'csi', type, pluginId, 'per-alloc', allocId, volumeId)),
+  );
 }

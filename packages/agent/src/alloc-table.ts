@@ -43,7 +43,9 @@ export class AllocTable {
 
   /** The job's allocs, oldest first. */
   ofJob(jobId: string): AllocRunner[] {
-    return [...(this.byJob.get(jobId) ?? [])].sort((a, b) => a.alloc.createdAt - b.alloc.createdAt || a.alloc.name.localeCompare(b.alloc.name));
+    return [...(this.byJob.get(jobId) ?? [])].sort(
+      (a, b) => a.alloc.createdAt - b.alloc.createdAt || a.alloc.name.localeCompare(b.alloc.name),
+    );
   }
 
   /** The jobs with an alloc here. */
@@ -75,7 +77,8 @@ export class AllocTable {
     const r = this.runners.get(allocId) ?? this.all().find((x) => x.alloc.id.startsWith(allocId) && allocId.length >= 8);
     if (!r) throw new NotFoundError(`alloc "${allocId}" not found`);
     const tasks = r.taskStates();
-    if (!Object.hasOwn(tasks, task)) throw new NotFoundError(`alloc ${r.alloc.id} has no task "${task}" (tasks: ${Object.keys(tasks).join(', ')})`);
+    if (!Object.hasOwn(tasks, task))
+      throw new NotFoundError(`alloc ${r.alloc.id} has no task "${task}" (tasks: ${Object.keys(tasks).join(', ')})`);
     // Only the range is read, as it is consumed: a log may be far larger than this process's heap.
     return openLogSlice(path.join(r.taskDir(task), `${stream}.log`), range);
   }

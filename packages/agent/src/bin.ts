@@ -31,7 +31,11 @@ import { main } from '@csiplug/cli';
 // logger counts and says what it dropped (LogSink).
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
 
-main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stdin: process.stdin }, defaultHandlers()).then(
+main(
+  process.argv.slice(2),
+  { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stdin: process.stdin },
+  defaultHandlers(),
+).then(
   (code) => {
     process.exitCode = code;
     leaveSoon();

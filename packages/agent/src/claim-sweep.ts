@@ -55,19 +55,33 @@ export class ClaimSweep {
       for (const claim of volume.claims) {
         if (ctx.closed) return released;
         // An alloc this node still has (a stopped one finishes its own teardown), could not restore, or still holds something for (a pending unmount) keeps its claim.
-        if (ctx.allocs.has(claim.allocId) || ctx.allocs.unrestored.has(claim.allocId) || ctx.reconciler.list(claim.allocId).length > 0) continue;
+        if (ctx.allocs.has(claim.allocId) || ctx.allocs.unrestored.has(claim.allocId) || ctx.reconciler.list(claim.allocId).length > 0)
+          continue;
         // Nor while anything is still mounted for it here (a record lost with its mount left): unpublishing the volume from under a mount would break CSI's order.
         const left = mountsOfAlloc(ctx.config.dataDir, volume.pluginId, claim.allocId, volume.id);
         if (left.length) {
-          ctx.logger.warn('the claim sweep keeps a claim of an alloc this node no longer has: its volume is still mounted here (volume detach unmounts it)', { volume_id: volume.id, alloc_id: claim.allocId, mounts: left });
+          ctx.logger.warn(
+            'the claim sweep keeps a claim of an alloc this node no longer has: its volume is still mounted here (volume detach unmounts it)',
+            { volume_id: volume.id, alloc_id: claim.allocId, mounts: left },
+          );
           continue;
         }
         try {
           await this.release(volume.id, claim.allocId);
           released.push({ volumeId: volume.id, allocId: claim.allocId });
-          ctx.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volume.id}" by alloc ${claim.allocId} released by the claim sweep: this node has no such alloc`, volumeId: volume.id, allocId: claim.allocId });
+          ctx.emit({
+            topic: 'Volume',
+            type: 'Claim released',
+            message: `claim of volume "${volume.id}" by alloc ${claim.allocId} released by the claim sweep: this node has no such alloc`,
+            volumeId: volume.id,
+            allocId: claim.allocId,
+          });
         } catch (err) {
-          ctx.logger.warn('the claim sweep could not release a claim; it tries again on its next round', { volume_id: volume.id, alloc_id: claim.allocId, error: err });
+          ctx.logger.warn('the claim sweep could not release a claim; it tries again on its next round', {
+            volume_id: volume.id,
+            alloc_id: claim.allocId,
+            error: err,
+          });
         }
       }
     }
@@ -93,15 +107,23 @@ export class ClaimSweep {
       await this.ctx.claimer.release(volumeId, allocId);
     } catch (err) {
       if (!this.cluster() || this.ctx.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId)) throw err;
-      this.ctx.logger.warn('the claim in etcd could not be released; the claim sweep tries again', { volume_id: volumeId, alloc_id: allocId, error: err });
+      this.ctx.logger.warn('the claim in etcd could not be released; the claim sweep tries again', {
+        volume_id: volumeId,
+        alloc_id: allocId,
+        error: err,
+      });
     }
   }
 
   /** Every claim (or controller publish) a purged alloc holds, released through the claimer; a failure is said, and the sweep tries again. */
   async releaseAllOf(allocId: string): Promise<void> {
-    const held = this.ctx.catalog.listVolumes().filter((v) => v.claims.some((c) => c.allocId === allocId) || v.publishContexts?.[allocId] !== undefined);
+    const held = this.ctx.catalog
+      .listVolumes()
+      .filter((v) => v.claims.some((c) => c.allocId === allocId) || v.publishContexts?.[allocId] !== undefined);
     for (const volume of held) {
-      await this.release(volume.id, allocId).catch((err: unknown) => this.ctx.logger.warn('releasing claims of a purged alloc failed', { alloc_id: allocId, volume_id: volume.id, error: err }));
+      await this.release(volume.id, allocId).catch((err: unknown) =>
+        this.ctx.logger.warn('releasing claims of a purged alloc failed', { alloc_id: allocId, volume_id: volume.id, error: err }),
+      );
     }
   }
 
@@ -124,9 +146,19 @@ export class ClaimSweep {
         // Through the claimer: nothing here to release, then the claim in etcd.
         await ctx.claimer.release(volumeId, allocId);
         released.push({ volumeId, allocId });
-        ctx.emit({ topic: 'Volume', type: 'Claim released', message: `claim of volume "${volumeId}" by alloc ${allocId} released in the cluster by the claim sweep: this node holds no such claim`, volumeId, allocId });
+        ctx.emit({
+          topic: 'Volume',
+          type: 'Claim released',
+          message: `claim of volume "${volumeId}" by alloc ${allocId} released in the cluster by the claim sweep: this node holds no such claim`,
+          volumeId,
+          allocId,
+        });
       } catch (err) {
-        ctx.logger.warn('the claim sweep could not release a claim in etcd; it tries again on its next round', { volume_id: volumeId, alloc_id: allocId, error: err });
+        ctx.logger.warn('the claim sweep could not release a claim in etcd; it tries again on its next round', {
+          volume_id: volumeId,
+          alloc_id: allocId,
+          error: err,
+        });
       }
     }
     return released;

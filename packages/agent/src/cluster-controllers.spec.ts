@@ -15,7 +15,16 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiError, ApiErrorCode } from '@csiplug/api';
-import { ControllerRouter, ROUTED_CONTROLLER_PREFIX, RoutedControllerUnavailableError, answerRoutedCall, isRoutedController, rpcsOf, type RoutedCaller, type RoutedService } from './cluster-controllers';
+import {
+  ControllerRouter,
+  ROUTED_CONTROLLER_PREFIX,
+  RoutedControllerUnavailableError,
+  answerRoutedCall,
+  isRoutedController,
+  rpcsOf,
+  type RoutedCaller,
+  type RoutedService,
+} from './cluster-controllers';
 import type { RoutedAnswer } from '@csiplug/api';
 
 const PLUGIN = 'hp';
@@ -42,9 +51,20 @@ const controllerOf = (id: string, healthy = true): NodePluginInfo => ({ id, type
 const nodePluginOf = (id: string): NodePluginInfo => ({ id, type: 'csi-node', healthy: true });
 
 // What the other agent's API client throws, as ApiClient words it.
-const refused = (name: string, code = 'ECONNREFUSED') => new ApiError(0, ApiErrorCode.Connect, `cannot reach the csiplug agent at http://${name}.cluster:4646: connect ${code} 10.0.0.9:4646; is it running? (set -address or CSIPLUG_ADDR)`);
-const notThere = (name: string) => new ApiError(503, 'EPLUGIN_UNAVAILABLE', `no controller of plugin "${PLUGIN}" runs on this node (${name})`);
-const timedOut = (name: string) => new ApiError(0, 'ETIMEOUT', `no answer from the agent at http://${name}.cluster:4646 within 2m (POST /v1/cluster/csi/hp/controller/CreateVolume); it may still be working on it, timed out`);
+const refused = (name: string, code = 'ECONNREFUSED') =>
+  new ApiError(
+    0,
+    ApiErrorCode.Connect,
+    `cannot reach the csiplug agent at http://${name}.cluster:4646: connect ${code} 10.0.0.9:4646; is it running? (set -address or CSIPLUG_ADDR)`,
+  );
+const notThere = (name: string) =>
+  new ApiError(503, 'EPLUGIN_UNAVAILABLE', `no controller of plugin "${PLUGIN}" runs on this node (${name})`);
+const timedOut = (name: string) =>
+  new ApiError(
+    0,
+    'ETIMEOUT',
+    `no answer from the agent at http://${name}.cluster:4646 within 2m (POST /v1/cluster/csi/hp/controller/CreateVolume); it may still be working on it, timed out`,
+  );
 
 interface SentCall {
   node: string;
@@ -72,7 +92,10 @@ class FakeCaller {
 
   /** From now on `name` answers with `behaviour` (an error is thrown). */
   on(name: string, behaviour: Behaviour | Error | RoutedAnswer): void {
-    this.behaviours.set(name, typeof behaviour === 'function' ? behaviour : () => (behaviour instanceof Error ? Promise.reject(behaviour) : behaviour));
+    this.behaviours.set(
+      name,
+      typeof behaviour === 'function' ? behaviour : () => (behaviour instanceof Error ? Promise.reject(behaviour) : behaviour),
+    );
   }
 
   /** The nodes asked, in order, since the last take. */
@@ -89,7 +112,10 @@ class Harness {
   readonly logger = new MemoryLogger();
   readonly store = new FakeRegistryStore();
   readonly caller = new FakeCaller();
-  readonly membership: { nodeName: string; lastSeenNodes: { nodes: ClusterNodeView[]; at: number } | undefined } = { nodeName: SELF, lastSeenNodes: undefined };
+  readonly membership: { nodeName: string; lastSeenNodes: { nodes: ClusterNodeView[]; at: number } | undefined } = {
+    nodeName: SELF,
+    lastSeenNodes: undefined,
+  };
   /** What the CSI manager says of each plugin's serving controller instance. */
   readonly serving = new Map<string, { allocId: string; healthy: boolean }>();
   token: string | undefined = 'agents-token';
@@ -103,10 +129,21 @@ class Harness {
 
   /** A node plugin of `name` registered here, as its plugin task would. */
   nodePluginHere(name = PLUGIN, allocId = 'alloc-node'): void {
-    this.registry.register({ type: 'csi-node', name, allocId, socketPath: path.join(this.dataDir, 'plugins', allocId, 'csi.sock'), version: '1.0.0' });
+    this.registry.register({
+      type: 'csi-node',
+      name,
+      allocId,
+      socketPath: path.join(this.dataDir, 'plugins', allocId, 'csi.sock'),
+      version: '1.0.0',
+    });
   }
 
-  route(rpc = 'CreateVolume', request: unknown = { name: 'vol-1' }, signal = new AbortController().signal, service: RoutedService = 'controller'): Promise<unknown> {
+  route(
+    rpc = 'CreateVolume',
+    request: unknown = { name: 'vol-1' },
+    signal = new AbortController().signal,
+    service: RoutedService = 'controller',
+  ): Promise<unknown> {
     return this.router.route(PLUGIN, service, rpc, request, signal);
   }
 
@@ -176,7 +213,9 @@ afterEach(async () => {
 describe('rpcsOf', () => {
   it('names the RPCs of each service from csi.proto', () => {
     expect(rpcsOf('identity')).toEqual(expect.arrayContaining(['GetPluginInfo', 'GetPluginCapabilities', 'Probe']));
-    expect(rpcsOf('controller')).toEqual(expect.arrayContaining(['CreateVolume', 'DeleteVolume', 'ControllerPublishVolume', 'ControllerExpandVolume', 'CreateSnapshot']));
+    expect(rpcsOf('controller')).toEqual(
+      expect.arrayContaining(['CreateVolume', 'DeleteVolume', 'ControllerPublishVolume', 'ControllerExpandVolume', 'CreateSnapshot']),
+    );
     expect(rpcsOf('controller')).not.toContain('NodeStageVolume');
   });
 });
@@ -200,16 +239,28 @@ describe('ControllerRouter.route', () => {
     expect(h.caller.take()).toEqual(['alpha', 'mid', 'zeta']);
     expect(err.grpcCode).toBe(GrpcStatus.UNAVAILABLE);
     expect(err.message).toContain(`no controller of plugin "${PLUGIN}" could be reached`);
-    for (const n of ['alpha', 'mid', 'zeta']) expect(err.message).toContain(`${n}: no controller of plugin "${PLUGIN}" runs on this node (${n})`);
+    for (const n of ['alpha', 'mid', 'zeta'])
+      expect(err.message).toContain(`${n}: no controller of plugin "${PLUGIN}" runs on this node (${n})`);
     expect(h.router.view(PLUGIN)).toEqual({});
   });
 
-  it('hands the request, the service, the rpc and the agents\' token to the caller, and gives back the response', async () => {
+  it("hands the request, the service, the rpc and the agents' token to the caller, and gives back the response", async () => {
     h.nodes(node('alpha'));
     h.caller.on('alpha', { response: { volume: { volumeId: 'ext-1', capacityBytes: '1024' } } });
 
-    await expect(h.route('CreateVolume', { name: 'vol-1', parameters: { k: 'v' } })).resolves.toEqual({ volume: { volumeId: 'ext-1', capacityBytes: '1024' } });
-    expect(h.caller.calls).toEqual([{ node: 'alpha', token: 'agents-token', plugin: PLUGIN, service: 'controller', rpc: 'CreateVolume', request: { name: 'vol-1', parameters: { k: 'v' } } }]);
+    await expect(h.route('CreateVolume', { name: 'vol-1', parameters: { k: 'v' } })).resolves.toEqual({
+      volume: { volumeId: 'ext-1', capacityBytes: '1024' },
+    });
+    expect(h.caller.calls).toEqual([
+      {
+        node: 'alpha',
+        token: 'agents-token',
+        plugin: PLUGIN,
+        service: 'controller',
+        rpc: 'CreateVolume',
+        request: { name: 'vol-1', parameters: { k: 'v' } },
+      },
+    ]);
 
     // The token is read at each call (a changed ACL token is used at once); none is none.
     h.caller.take();
@@ -248,13 +299,16 @@ describe('ControllerRouter.route', () => {
     expect(h.caller.take()).toEqual(['alpha']);
   });
 
-  it.each(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND'])('skips a node that cannot be reached (%s) to the next one', async (code) => {
-    h.nodes(node('alpha'), node('beta'));
-    h.caller.on('alpha', refused('alpha', code));
-    await expect(h.route()).resolves.toEqual({ answeredBy: 'beta' });
-    expect(h.caller.take()).toEqual(['alpha', 'beta']);
-    expect(h.router.view(PLUGIN)).toEqual({ node: 'beta' });
-  });
+  it.each(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND'])(
+    'skips a node that cannot be reached (%s) to the next one',
+    async (code) => {
+      h.nodes(node('alpha'), node('beta'));
+      h.caller.on('alpha', refused('alpha', code));
+      await expect(h.route()).resolves.toEqual({ answeredBy: 'beta' });
+      expect(h.caller.take()).toEqual(['alpha', 'beta']);
+      expect(h.router.view(PLUGIN)).toEqual({ node: 'beta' });
+    },
+  );
 
   it('tries a node that could not be reached last for 30 s, then in its place again', async () => {
     h.nodes(node('alpha'), node('beta'), node('gamma'));
@@ -296,7 +350,10 @@ describe('ControllerRouter.route', () => {
 
   it.each([
     ['a timeout', timedOut('alpha')],
-    ['a reset after sending', new ApiError(0, ApiErrorCode.Connect, 'cannot reach the csiplug agent at http://alpha.cluster:4646: socket hang up; is it running?')],
+    [
+      'a reset after sending',
+      new ApiError(0, ApiErrorCode.Connect, 'cannot reach the csiplug agent at http://alpha.cluster:4646: socket hang up; is it running?'),
+    ],
     ['a 500 of that agent', new ApiError(500, ApiErrorCode.Internal, 'the agent failed')],
     ['a 503 other than EPLUGIN_UNAVAILABLE', new ApiError(503, 'ESHUTDOWN', 'the agent is shutting down')],
     ['an error that is no ApiError', new Error('boom')],
@@ -325,7 +382,7 @@ describe('ControllerRouter.route', () => {
     expect(err.message).toBe('CreateVolume routed to node alpha was refused: refused by the agent');
   });
 
-  it('gives back the plugin\'s own status as a CSIStatusError, and the last node to answer stays', async () => {
+  it("gives back the plugin's own status as a CSIStatusError, and the last node to answer stays", async () => {
     h.nodes(node('alpha'), node('beta'));
     h.caller.on('alpha', notThere('alpha'));
     await h.route();
@@ -369,7 +426,12 @@ describe('ControllerRouter.route', () => {
       expect(err.message).toBe(`no ready node of the cluster runs a healthy controller of plugin "${PLUGIN}"`);
     };
     await expectNoTarget(); // no node records read yet
-    h.nodes(node(SELF), node('gone', { status: 'down' }), node('sick', { plugins: [controllerOf(PLUGIN, false)] }), node('node-only', { plugins: [nodePluginOf(PLUGIN)] }));
+    h.nodes(
+      node(SELF),
+      node('gone', { status: 'down' }),
+      node('sick', { plugins: [controllerOf(PLUGIN, false)] }),
+      node('node-only', { plugins: [nodePluginOf(PLUGIN)] }),
+    );
     await expectNoTarget();
     expect(h.caller.calls).toEqual([]);
   });
@@ -403,7 +465,11 @@ describe('ControllerRouter.route', () => {
 describe('ControllerRouter.wantedPlugins and reconcile', () => {
   it('routes nothing for a node plugin whose controller no node has', async () => {
     h.nodePluginHere();
-    h.nodes(node('alpha', { plugins: [nodePluginOf(PLUGIN)] }), node(SELF, { plugins: [nodePluginOf(PLUGIN), controllerOf(PLUGIN)] }), node('beta', { plugins: [controllerOf('other-plugin')] }));
+    h.nodes(
+      node('alpha', { plugins: [nodePluginOf(PLUGIN)] }),
+      node(SELF, { plugins: [nodePluginOf(PLUGIN), controllerOf(PLUGIN)] }),
+      node('beta', { plugins: [controllerOf('other-plugin')] }),
+    );
     expect(h.router.wantedPlugins()).toEqual(new Set());
     await h.router.reconcile();
     expect(h.registry.list('csi-controller')).toEqual([]);
@@ -417,7 +483,7 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
     expect(h.registry.list('csi-controller')).toEqual([]);
   });
 
-  it('serves a socket of fixed-length name and registers it as the plugin\'s controller while another node has one', async () => {
+  it("serves a socket of fixed-length name and registers it as the plugin's controller while another node has one", async () => {
     const long = 'p'.repeat(200);
     h.nodePluginHere();
     h.nodePluginHere(long, 'alloc-node-long');
@@ -433,11 +499,21 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
       expect(Buffer.byteLength(socketPath)).toBeLessThanOrEqual(107);
       expect(isSocket(socketPath)).toBe(true);
       const active = h.registry.get('csi-controller', name);
-      expect(active).toMatchObject({ type: 'csi-controller', name, allocId: ROUTED_CONTROLLER_PREFIX + name, socketPath, restored: false, options: { [PLUGIN_OPTION_PLUGIN_TYPE]: 'controller' } });
+      expect(active).toMatchObject({
+        type: 'csi-controller',
+        name,
+        allocId: ROUTED_CONTROLLER_PREFIX + name,
+        socketPath,
+        restored: false,
+        options: { [PLUGIN_OPTION_PLUGIN_TYPE]: 'controller' },
+      });
       expect(isRoutedController(active!.allocId)).toBe(true);
     }
     expect(h.router.socketPathOf(PLUGIN)).not.toBe(h.router.socketPathOf(long));
-    expect(h.logger.find('its controller calls are routed to a node that has one', 'info').map((r) => r.fields['plugin_id'])).toEqual([PLUGIN, long]);
+    expect(h.logger.find('its controller calls are routed to a node that has one', 'info').map((r) => r.fields['plugin_id'])).toEqual([
+      PLUGIN,
+      long,
+    ]);
 
     // Again, nothing changed: no new registration, no new line.
     const puts = h.store.puts;
@@ -451,13 +527,21 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
     h.nodes(node('alpha'));
     await h.router.reconcile();
     h.caller.on('alpha', (call) =>
-      call.rpc === 'GetPluginInfo' ? { response: { name: 'hp.csi.example', vendorVersion: '1.2.3', manifest: {} } } : { error: { code: GrpcStatus.NOT_FOUND, details: 'volume "ext-1" does not exist' } },
+      call.rpc === 'GetPluginInfo'
+        ? { response: { name: 'hp.csi.example', vendorVersion: '1.2.3', manifest: {} } }
+        : { error: { code: GrpcStatus.NOT_FOUND, details: 'volume "ext-1" does not exist' } },
     );
     const invoker = new GrpcInvoker(`unix://${h.router.socketPathOf(PLUGIN)}`);
     try {
       const deadline = () => new Date(Date.now() + 10_000);
-      await expect(invoker.unary('identity', 'GetPluginInfo', {}, deadline())).resolves.toEqual({ name: 'hp.csi.example', vendorVersion: '1.2.3', manifest: {} });
-      await expect(invoker.unary('controller', 'ControllerPublishVolume', { volumeId: 'ext-1', nodeId: SELF }, deadline())).rejects.toMatchObject({
+      await expect(invoker.unary('identity', 'GetPluginInfo', {}, deadline())).resolves.toEqual({
+        name: 'hp.csi.example',
+        vendorVersion: '1.2.3',
+        manifest: {},
+      });
+      await expect(
+        invoker.unary('controller', 'ControllerPublishVolume', { volumeId: 'ext-1', nodeId: SELF }, deadline()),
+      ).rejects.toMatchObject({
         code: GrpcStatus.NOT_FOUND,
         details: 'volume "ext-1" does not exist',
       });
@@ -479,7 +563,13 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
     expect(isSocket(socketPath)).toBe(true);
 
     // The own controller arrives; it is newest, so active, but still starting.
-    h.registry.register({ type: 'csi-controller', name: PLUGIN, allocId: 'alloc-ctl', socketPath: path.join(h.dir, 'ctl.sock'), version: '1.0.0' });
+    h.registry.register({
+      type: 'csi-controller',
+      name: PLUGIN,
+      allocId: 'alloc-ctl',
+      socketPath: path.join(h.dir, 'ctl.sock'),
+      version: '1.0.0',
+    });
     h.serving.set(PLUGIN, { allocId: 'alloc-ctl', healthy: false });
     await h.router.reconcile();
     expect(h.registry.registrations('csi-controller', PLUGIN).map((r) => r.allocId)).toEqual(['alloc-ctl', ROUTED]);
@@ -564,7 +654,7 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
     expect(h.logger.find('its controller calls are routed', 'info')).toHaveLength(1);
   });
 
-  it('never lets one plugin\'s failure hold the others, and tries it again at the next reconcile', async () => {
+  it("never lets one plugin's failure hold the others, and tries it again at the next reconcile", async () => {
     h.nodePluginHere('aa', 'alloc-node-aa');
     h.nodePluginHere('bb', 'alloc-node-bb');
     h.nodes(node('alpha', { plugins: [controllerOf('aa'), controllerOf('bb')] }));
@@ -576,7 +666,7 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
     await h.router.reconcile();
     expect(h.registry.get('csi-controller', 'aa')).toBeUndefined();
     expect(h.registry.get('csi-controller', 'bb')?.allocId).toBe(`${ROUTED_CONTROLLER_PREFIX}bb`);
-    const warned = h.logger.find('could not route the plugin\'s controller calls from this node', 'warn');
+    const warned = h.logger.find("could not route the plugin's controller calls from this node", 'warn');
     expect(warned).toHaveLength(1);
     expect(warned[0]!.fields).toMatchObject({ plugin_id: 'aa', error: expect.stringContaining(blocked) });
 
@@ -590,7 +680,13 @@ describe('ControllerRouter.wantedPlugins and reconcile', () => {
 describe('answerRoutedCall', () => {
   it.each([
     ['a service other than identity or controller', 'node', 'NodeStageVolume', {}, 'service must be identity or controller (got "node")'],
-    ['an RPC the service does not have', 'controller', 'NodeStageVolume', {}, '"NodeStageVolume" is not an RPC of the CSI controller service'],
+    [
+      'an RPC the service does not have',
+      'controller',
+      'NodeStageVolume',
+      {},
+      '"NodeStageVolume" is not an RPC of the CSI controller service',
+    ],
     ['a request that is null', 'controller', 'CreateVolume', null, 'request must be a JSON object'],
     ['a request that is an array', 'controller', 'CreateVolume', [], 'request must be a JSON object'],
     ['a request that is a string', 'controller', 'CreateVolume', 'vol', 'request must be a JSON object'],
@@ -606,10 +702,14 @@ describe('answerRoutedCall', () => {
     h.registry.register({ type: 'csi-controller', name: PLUGIN, allocId: ROUTED, socketPath: h.router.socketPathOf(PLUGIN), version: '' });
     const err = await answerRoutedCall(h.registry, PLUGIN, 'identity', 'GetPluginInfo', {}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RoutedControllerUnavailableError);
-    expect(err).toMatchObject({ status: 503, code: 'EPLUGIN_UNAVAILABLE', message: `no controller of plugin "${PLUGIN}" runs on this node` });
+    expect(err).toMatchObject({
+      status: 503,
+      code: 'EPLUGIN_UNAVAILABLE',
+      message: `no controller of plugin "${PLUGIN}" runs on this node`,
+    });
   });
 
-  it('makes the call on its own controller\'s socket and answers with the response or the plugin\'s status', async () => {
+  it("makes the call on its own controller's socket and answers with the response or the plugin's status", async () => {
     const socketPath = await h.servePlugin('own', {
       identity: { GetPluginInfo: () => ({ name: 'hp.csi.example', vendorVersion: '1.2.3', manifest: { node: 'beta' } }) },
       controller: {
@@ -626,15 +726,25 @@ describe('answerRoutedCall', () => {
     await expect(answerRoutedCall(h.registry, PLUGIN, 'identity', 'GetPluginInfo', {})).resolves.toEqual({
       response: { name: 'hp.csi.example', vendorVersion: '1.2.3', manifest: { node: 'beta' } },
     });
-    await expect(answerRoutedCall(h.registry, PLUGIN, 'controller', 'ControllerPublishVolume', { volumeId: 'ext-1', nodeId: 'n1' })).resolves.toEqual({
+    await expect(
+      answerRoutedCall(h.registry, PLUGIN, 'controller', 'ControllerPublishVolume', { volumeId: 'ext-1', nodeId: 'n1' }),
+    ).resolves.toEqual({
       error: { code: GrpcStatus.NOT_FOUND, details: 'volume "ext-1" does not exist' },
     });
     const unimplemented = await answerRoutedCall(h.registry, PLUGIN, 'controller', 'CreateVolume', { name: 'vol-1' });
-    expect(unimplemented).toEqual({ error: { code: GrpcStatus.UNIMPLEMENTED, details: expect.stringContaining('CreateVolume is not implemented') } });
+    expect(unimplemented).toEqual({
+      error: { code: GrpcStatus.UNIMPLEMENTED, details: expect.stringContaining('CreateVolume is not implemented') },
+    });
   });
 
-  it('is a 503 EPLUGIN_UNAVAILABLE when its controller\'s socket answers no one', async () => {
-    h.registry.register({ type: 'csi-controller', name: PLUGIN, allocId: 'alloc-ctl', socketPath: path.join(h.dir, 'nobody.sock'), version: '1.0.0' });
+  it("is a 503 EPLUGIN_UNAVAILABLE when its controller's socket answers no one", async () => {
+    h.registry.register({
+      type: 'csi-controller',
+      name: PLUGIN,
+      allocId: 'alloc-ctl',
+      socketPath: path.join(h.dir, 'nobody.sock'),
+      version: '1.0.0',
+    });
     const err = await answerRoutedCall(h.registry, PLUGIN, 'controller', 'CreateVolume', { name: 'vol-1' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RoutedControllerUnavailableError);
     expect(err).toMatchObject({ status: 503, code: 'EPLUGIN_UNAVAILABLE' });

@@ -26,7 +26,16 @@
 // arrives here takes over from the routed one once it serves (healthy), as
 // any plugin update does.
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
-import { CSIStatusError, GrpcInvoker, GrpcStatus, csiPackageDefinition, CSI_SERVICES, serveCsi, type CsiCallContext, type CsiServer } from '@csiplug/csi';
+import {
+  CSIStatusError,
+  GrpcInvoker,
+  GrpcStatus,
+  csiPackageDefinition,
+  CSI_SERVICES,
+  serveCsi,
+  type CsiCallContext,
+  type CsiServer,
+} from '@csiplug/csi';
 import { PLUGIN_OPTION_PLUGIN_TYPE } from '@csiplug/csimanager';
 import type { PluginRegistry } from '@csiplug/registry';
 import { createHash } from 'crypto';
@@ -41,9 +50,15 @@ export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';
 export const isRoutedController = (allocId: string): boolean => allocId.startsWith(ROUTED_CONTROLLER_PREFIX);
 
 /** The ready nodes other than `self` whose records say they run a healthy controller of the plugin (as the membership last read them). */
-export function healthyControllerNodes(membership: Pick<ClusterMembership, 'nodeName' | 'lastSeenNodes'>, plugin: string): ClusterNodeView[] {
+export function healthyControllerNodes(
+  membership: Pick<ClusterMembership, 'nodeName' | 'lastSeenNodes'>,
+  plugin: string,
+): ClusterNodeView[] {
   return (membership.lastSeenNodes?.nodes ?? []).filter(
-    (n) => n.name !== membership.nodeName && n.status === 'ready' && n.plugins.some((p) => p.id === plugin && p.type === 'csi-controller' && p.healthy),
+    (n) =>
+      n.name !== membership.nodeName &&
+      n.status === 'ready' &&
+      n.plugins.some((p) => p.id === plugin && p.type === 'csi-controller' && p.healthy),
   );
 }
 
@@ -75,12 +90,24 @@ export class RoutedControllerUnavailableError extends ApiError {
  * RoutedControllerUnavailableError (503) when this node runs no
  * controller of its own, or its controller cannot be reached.
  */
-export async function answerRoutedCall(registry: PluginRegistry, plugin: string, service: string, rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer> {
-  if (service !== 'identity' && service !== 'controller') throw ApiError.badRequest(`service must be identity or controller (got "${service}")`);
+export async function answerRoutedCall(
+  registry: PluginRegistry,
+  plugin: string,
+  service: string,
+  rpc: string,
+  request: unknown,
+  signal?: AbortSignal,
+): Promise<RoutedAnswer> {
+  if (service !== 'identity' && service !== 'controller')
+    throw ApiError.badRequest(`service must be identity or controller (got "${service}")`);
   if (!rpcsOf(service).includes(rpc)) throw ApiError.badRequest(`"${rpc}" is not an RPC of the CSI ${service} service`);
-  if (request === null || typeof request !== 'object' || Array.isArray(request)) throw ApiError.badRequest('request must be a JSON object (the CSI request message)');
+  if (request === null || typeof request !== 'object' || Array.isArray(request))
+    throw ApiError.badRequest('request must be a JSON object (the CSI request message)');
   const active = registry.get('csi-controller', plugin);
-  const own = active && !isRoutedController(active.allocId) ? active : registry.registrations('csi-controller', plugin).find((r) => !isRoutedController(r.allocId));
+  const own =
+    active && !isRoutedController(active.allocId)
+      ? active
+      : registry.registrations('csi-controller', plugin).find((r) => !isRoutedController(r.allocId));
   if (!own) throw new RoutedControllerUnavailableError(`no controller of plugin "${plugin}" runs on this node`);
   const invoker = new GrpcInvoker(`unix://${own.socketPath}`);
   try {
@@ -88,7 +115,10 @@ export async function answerRoutedCall(registry: PluginRegistry, plugin: string,
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     // The plugin not running (its socket answers no one): this node cannot make the call; another one may.
-    if (code === GrpcStatus.UNAVAILABLE) throw new RoutedControllerUnavailableError(`the controller of plugin "${plugin}" on this node is not answering: ${errorMessage(err)}`);
+    if (code === GrpcStatus.UNAVAILABLE)
+      throw new RoutedControllerUnavailableError(
+        `the controller of plugin "${plugin}" on this node is not answering: ${errorMessage(err)}`,
+      );
     if (typeof code === 'number') return { error: { code, details: (err as { details?: string }).details ?? errorMessage(err) } };
     throw err;
   } finally {
@@ -97,7 +127,15 @@ export async function answerRoutedCall(registry: PluginRegistry, plugin: string,
 }
 
 /** What the router needs to send a call (an ApiClient in the agent; a fake in unit specs). */
-export type RoutedCaller = (address: string, token: string | undefined, plugin: string, service: RoutedService, rpc: string, request: unknown, signal: AbortSignal) => Promise<RoutedAnswer>;
+export type RoutedCaller = (
+  address: string,
+  token: string | undefined,
+  plugin: string,
+  service: RoutedService,
+  rpc: string,
+  request: unknown,
+  signal: AbortSignal,
+) => Promise<RoutedAnswer>;
 
 const apiCaller: RoutedCaller = (address, token, plugin, service, rpc, request, signal) =>
   new ApiClient({ address, ...(token ? { token } : {}), timeoutMs: CALL_TIMEOUT_MS }).routedCsiCall(plugin, service, rpc, request, signal);
@@ -162,7 +200,9 @@ export class ControllerRouter {
       try {
         do {
           this.again = false;
-          await this.reconcileOnce().catch((err: unknown) => this.deps.logger.warn('could not set up the routed controllers; trying again at the next change', { error: errorMessage(err) }));
+          await this.reconcileOnce().catch((err: unknown) =>
+            this.deps.logger.warn('could not set up the routed controllers; trying again at the next change', { error: errorMessage(err) }),
+          );
         } while (this.again && !this.closed);
       } finally {
         // Cleared here, not in a later callback: a call arriving after the loop's last check starts a new run.
@@ -202,7 +242,8 @@ export class ControllerRouter {
     if (!wanted) {
       // Serve again what a restart left registered (its calls can go out once nodes are known), remove nothing.
       for (const p of registry.list('csi-controller')) {
-        for (const r of registry.registrations('csi-controller', p.name)) if (isRoutedController(r.allocId)) await this.serve(p.name).catch(() => undefined);
+        for (const r of registry.registrations('csi-controller', p.name))
+          if (isRoutedController(r.allocId)) await this.serve(p.name).catch(() => undefined);
       }
       return;
     }
@@ -211,7 +252,10 @@ export class ControllerRouter {
       try {
         await this.serve(name);
       } catch (err) {
-        logger.warn('could not route the plugin\'s controller calls from this node; trying again at the next change', { plugin_id: name, error: errorMessage(err) });
+        logger.warn("could not route the plugin's controller calls from this node; trying again at the next change", {
+          plugin_id: name,
+          error: errorMessage(err),
+        });
       }
     }
     // A routed controller no longer wanted (a controller of its own serves here now, no node plugin, no controller anywhere): it goes.
@@ -220,9 +264,12 @@ export class ControllerRouter {
         if (!isRoutedController(r.allocId) || wanted.has(p.name)) continue;
         try {
           registry.deregister('csi-controller', p.name, r.allocId);
-          logger.info('the plugin\'s controller calls are no longer routed from this node', { plugin_id: p.name });
+          logger.info("the plugin's controller calls are no longer routed from this node", { plugin_id: p.name });
         } catch (err) {
-          logger.warn('could not remove a routed controller; trying again at the next change', { plugin_id: p.name, error: errorMessage(err) });
+          logger.warn('could not remove a routed controller; trying again at the next change', {
+            plugin_id: p.name,
+            error: errorMessage(err),
+          });
         }
       }
     }
@@ -239,7 +286,11 @@ export class ControllerRouter {
     const socketPath = this.socketPathOf(name);
     if (!this.servers.has(name)) {
       fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
-      const server = await serveCsi(`unix://${socketPath}`, { identity: this.handlers(name, 'identity'), controller: this.handlers(name, 'controller') }, { logger });
+      const server = await serveCsi(
+        `unix://${socketPath}`,
+        { identity: this.handlers(name, 'identity'), controller: this.handlers(name, 'controller') },
+        { logger },
+      );
       if (this.closed) {
         await server.dispose();
         return;
@@ -249,14 +300,26 @@ export class ControllerRouter {
     const allocId = ROUTED_CONTROLLER_PREFIX + name;
     const current = registry.registrations('csi-controller', name).find((r) => r.allocId === allocId);
     if (!current || current.socketPath !== socketPath || current.restored) {
-      registry.register({ type: 'csi-controller', name, allocId, socketPath, version: '', options: { [PLUGIN_OPTION_PLUGIN_TYPE]: 'controller' } });
-      if (!current) logger.info('this node has no controller of the plugin: its controller calls are routed to a node that has one', { plugin_id: name });
+      registry.register({
+        type: 'csi-controller',
+        name,
+        allocId,
+        socketPath,
+        version: '',
+        options: { [PLUGIN_OPTION_PLUGIN_TYPE]: 'controller' },
+      });
+      if (!current)
+        logger.info('this node has no controller of the plugin: its controller calls are routed to a node that has one', {
+          plugin_id: name,
+        });
     }
   }
 
   /** Every RPC of the service, each sent to a node with a healthy controller of the plugin. */
   private handlers(plugin: string, service: RoutedService): Record<string, (request: unknown, ctx: CsiCallContext) => Promise<unknown>> {
-    return Object.fromEntries(rpcsOf(service).map((rpc) => [rpc, (request: unknown, ctx: CsiCallContext) => this.route(plugin, service, rpc, request, ctx.signal)]));
+    return Object.fromEntries(
+      rpcsOf(service).map((rpc) => [rpc, (request: unknown, ctx: CsiCallContext) => this.route(plugin, service, rpc, request, ctx.signal)]),
+    );
   }
 
   /** The ready nodes, other than this one, that say they run a healthy controller of the plugin: the one that answered last first, unreachable ones last. */
@@ -283,8 +346,12 @@ export class ControllerRouter {
       try {
         answer = await send(target.address, this.deps.token(), plugin, service, rpc, request, signal);
       } catch (err) {
-        if (signal.aborted) throw new CSIStatusError(GrpcStatus.CANCELLED, `${rpc}: the caller gave up while node ${target.name} was asked`);
-        const unreached = err instanceof ApiError && err.status === 0 && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|is not a URL|must use http/.test(err.message);
+        if (signal.aborted)
+          throw new CSIStatusError(GrpcStatus.CANCELLED, `${rpc}: the caller gave up while node ${target.name} was asked`);
+        const unreached =
+          err instanceof ApiError &&
+          err.status === 0 &&
+          /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|is not a URL|must use http/.test(err.message);
         const notThere = err instanceof ApiError && err.status === 503 && err.code === 'EPLUGIN_UNAVAILABLE';
         if (unreached) this.unreachable.set(target.name, this.deps.clock.now() + UNREACHABLE_COOLDOWN_MS);
         if (unreached || notThere) {
@@ -293,13 +360,23 @@ export class ControllerRouter {
           continue;
         }
         // It may have been made (a timeout, a reset after sending, an error of that agent's): not sent twice.
-        if (err instanceof ApiError && err.status >= 400 && err.status < 500) throw new CSIStatusError(GrpcStatus.INTERNAL, `${rpc} routed to node ${target.name} was refused: ${errorMessage(err)}`);
-        throw new CSIStatusError(GrpcStatus.UNAVAILABLE, `${rpc} routed to node ${target.name} got no answer (${errorMessage(err)}); it may have been made there`);
+        if (err instanceof ApiError && err.status >= 400 && err.status < 500)
+          throw new CSIStatusError(GrpcStatus.INTERNAL, `${rpc} routed to node ${target.name} was refused: ${errorMessage(err)}`);
+        throw new CSIStatusError(
+          GrpcStatus.UNAVAILABLE,
+          `${rpc} routed to node ${target.name} got no answer (${errorMessage(err)}); it may have been made there`,
+        );
       }
       if (answer !== null && typeof answer === 'object' && 'error' in answer && answer.error && typeof answer.error.code === 'number') {
         throw new CSIStatusError(answer.error.code, String(answer.error.details ?? ''));
       }
-      if (answer === null || typeof answer !== 'object' || !('response' in answer) || answer.response === null || typeof answer.response !== 'object') {
+      if (
+        answer === null ||
+        typeof answer !== 'object' ||
+        !('response' in answer) ||
+        answer.response === null ||
+        typeof answer.response !== 'object'
+      ) {
         throw new CSIStatusError(GrpcStatus.INTERNAL, `${rpc} routed to node ${target.name}: its answer is not a CSI response`);
       }
       this.lastGood.set(plugin, target.name);
@@ -321,6 +398,7 @@ export class ControllerRouter {
 /** Without a cluster: the routed controllers a cluster-mode run of this data dir registered route nowhere, and go. */
 export function dropRoutedControllers(registry: PluginRegistry): void {
   for (const p of registry.list('csi-controller')) {
-    for (const r of registry.registrations('csi-controller', p.name)) if (isRoutedController(r.allocId)) registry.deregister('csi-controller', p.name, r.allocId);
+    for (const r of registry.registrations('csi-controller', p.name))
+      if (isRoutedController(r.allocId)) registry.deregister('csi-controller', p.name, r.allocId);
   }
 }

@@ -20,7 +20,20 @@
 //
 // Each pass also brings the cluster's volumes into this node's catalog
 // (cluster-volume-mirror.ts), so an alloc placed here finds its volume.
-import { ClusterJobsUnavailableError, EtcdJobs, summarisePending, type ClusterClaim, type ClusterMembership, type ReconcileOptions, type ClusterJobRecord, type ClusterJobStatus, type GroupDemand, type PendingSlots, type Placement, type Unplaced } from '@csiplug/cluster';
+import {
+  ClusterJobsUnavailableError,
+  EtcdJobs,
+  summarisePending,
+  type ClusterClaim,
+  type ClusterMembership,
+  type ReconcileOptions,
+  type ClusterJobRecord,
+  type ClusterJobStatus,
+  type GroupDemand,
+  type PendingSlots,
+  type Placement,
+  type Unplaced,
+} from '@csiplug/cluster';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -32,7 +45,8 @@ import { ClusterVolumeMirror } from './cluster-volume-mirror';
 /** How often a pass runs when nothing in etcd changed (a node's death is noticed by time). */
 const PASS_INTERVAL_MS = 1_000;
 /** What a job submitted while etcd was away says until it is stored. */
-export const QUEUED_REASON = 'waiting on this agent for the cluster\'s etcd to answer; submitted once it does (an agent restart before then forgets it)';
+export const QUEUED_REASON =
+  "waiting on this agent for the cluster's etcd to answer; submitted once it does (an agent restart before then forgets it)";
 /** An API call waits at most this long (job run: for the placement; job stop: for the pass that stops this node's share); the work goes on after. */
 const API_WAIT_MS = 30_000;
 /** Changes arriving together are handled in one pass. */
@@ -90,7 +104,8 @@ export class ClusterJobs {
   /** Aborted by dispose: a pass under way stops at its next step, so a shutdown never waits on a whole pass. */
   private readonly stopping = new AbortController();
   /** What the last pass read: jobs, placements, pending, for views that answer at once. */
-  private seen: { jobs: ClusterJobRecord<JobSpec>[]; placements: Placement[]; pending: Map<string, PendingSlots[]>; at: number } | undefined;
+  private seen:
+    { jobs: ClusterJobRecord<JobSpec>[]; placements: Placement[]; pending: Map<string, PendingSlots[]>; at: number } | undefined;
   /** Local jobs unknown to the cluster, warned of once. */
   private readonly strangers = new Set<string>();
 
@@ -105,7 +120,14 @@ export class ClusterJobs {
     // The node's one claims handle: a pass releases a node's claims through the same one that writes this node's.
     this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now(), { claims: membership.claims });
     this.applied = this.readApplied();
-    this.volumes = new ClusterVolumeMirror(this.store.volumes, host.catalog, () => membership.nodeName, () => this.assertMember(), clock, logger);
+    this.volumes = new ClusterVolumeMirror(
+      this.store.volumes,
+      host.catalog,
+      () => membership.nodeName,
+      () => this.assertMember(),
+      clock,
+      logger,
+    );
   }
 
   /**
@@ -121,7 +143,11 @@ export class ClusterJobs {
       if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not an object of job id → share');
       return new Map(Object.entries(value as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === 'string'));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn('the record of the shares this node ran cannot be read; it is started over', { file: this.appliedFile, error: errorMessage(err) });
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.logger.warn('the record of the shares this node ran cannot be read; it is started over', {
+          file: this.appliedFile,
+          error: errorMessage(err),
+        });
       return new Map();
     }
   }
@@ -135,7 +161,10 @@ export class ClusterJobs {
       fs.writeFileSync(tmp, JSON.stringify(Object.fromEntries(this.applied)), { mode: 0o600 });
       fs.renameSync(tmp, this.appliedFile);
     } catch (err) {
-      this.logger.warn('could not record the shares this node ran; an agent restart may run one again', { file: this.appliedFile, error: errorMessage(err) });
+      this.logger.warn('could not record the shares this node ran; an agent restart may run one again', {
+        file: this.appliedFile,
+        error: errorMessage(err),
+      });
     }
   }
 
@@ -254,7 +283,9 @@ export class ClusterJobs {
    * in etcd after it was queued; it waits in this agent's memory only, so
    * an agent restart before etcd is back forgets it (the API says so).
    */
-  async submit(job: JobSpec): Promise<{ record: ClusterJobRecord<JobSpec>; unchanged: boolean; view: ClusterJobView | undefined; queued?: boolean }> {
+  async submit(
+    job: JobSpec,
+  ): Promise<{ record: ClusterJobRecord<JobSpec>; unchanged: boolean; view: ClusterJobView | undefined; queued?: boolean }> {
     this.assertMember();
     const at = this.clock.now();
     let stored;
@@ -263,8 +294,19 @@ export class ClusterJobs {
     } catch (err) {
       if (!(err instanceof ClusterJobsUnavailableError)) throw err;
       this.outbox.set(job.id, { kind: 'run', job, at, base: this.baseOf(job.id) });
-      this.logger.warn('etcd did not answer: the job waits on this agent and is submitted once etcd does', { job_id: job.id, error: errorMessage(err) });
-      const record: ClusterJobRecord<JobSpec> = { id: job.id, type: job.type === 'system' ? 'system' : 'service', version: 0, stopped: false, submittedAt: at, groups: demandOf(job), spec: job };
+      this.logger.warn('etcd did not answer: the job waits on this agent and is submitted once etcd does', {
+        job_id: job.id,
+        error: errorMessage(err),
+      });
+      const record: ClusterJobRecord<JobSpec> = {
+        id: job.id,
+        type: job.type === 'system' ? 'system' : 'service',
+        version: 0,
+        stopped: false,
+        submittedAt: at,
+        groups: demandOf(job),
+        spec: job,
+      };
       return { record, unchanged: false, queued: true, view: queuedView(record.type, 0, `${QUEUED_REASON} (${errorMessage(err)})`, at) };
     }
     // A newer op queued meanwhile (by another request) stands; this one's is done.
@@ -299,7 +341,11 @@ export class ClusterJobs {
       disconnectGraceMs: this.membership.options.disconnectGraceMs,
       ...(this.host.maxAllocsPerJob !== undefined ? { maxAllocsPerJob: this.host.maxAllocsPerJob } : {}),
       signal: this.stopping.signal,
-      onNodeReleased: (node, volumes) => this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', { node, volumes }),
+      onNodeReleased: (node, volumes) =>
+        this.logger.warn('a node down past its disconnect grace gave up its claims; its service allocs are placed elsewhere', {
+          node,
+          volumes,
+        }),
       ...(this.host.unpublishFrom ? { beforeRelease: this.host.unpublishFrom } : {}),
     };
   }
@@ -314,7 +360,11 @@ export class ClusterJobs {
   }
 
   /** Runs and stops made while etcd was away, stored by the first pass that reaches it. */
-  private readonly outbox = new Map<string, { kind: 'run'; job: JobSpec; at: number; base: number | undefined } | { kind: 'stop'; purge: boolean; at: number; base: number | undefined }>();
+  private readonly outbox = new Map<
+    string,
+    | { kind: 'run'; job: JobSpec; at: number; base: number | undefined }
+    | { kind: 'stop'; purge: boolean; at: number; base: number | undefined }
+  >();
 
   /** The job's record as this agent last read it (its submit time, as written in etcd): a queued op is made only over that record. */
   private baseOf(id: string): number | undefined {
@@ -345,7 +395,10 @@ export class ClusterJobs {
       this.outbox.set(id, { kind: 'stop', purge, at, base: this.baseOf(id) });
       // Stopped here now: should the stop be dropped (the job changed meanwhile), the next pass runs this node's share again.
       this.setApplied(id, undefined);
-      this.logger.warn('etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers (if this agent still runs then)', { job_id: id, error: errorMessage(err) });
+      this.logger.warn(
+        'etcd did not answer: the job is stopped on this node now, and in the cluster once etcd answers (if this agent still runs then)',
+        { job_id: id, error: errorMessage(err) },
+      );
       return 'queued';
     }
     const waiting = this.outbox.get(id);
@@ -370,7 +423,10 @@ export class ClusterJobs {
         .filter((r) => !r.purged)
         .map((record) => ({
           record,
-          view: viewOf({ record, placements: seen.placements.filter((p) => p.jobId === record.id), pending: seen.pending.get(record.id) ?? [] }, seen.at),
+          view: viewOf(
+            { record, placements: seen.placements.filter((p) => p.jobId === record.id), pending: seen.pending.get(record.id) ?? [] },
+            seen.at,
+          ),
         })),
     };
   }
@@ -387,7 +443,9 @@ export class ClusterJobs {
         const current = (await this.store.status(id))?.record;
         // Unknown base (no pass had read etcd before it was queued): made, as the API said it would be.
         if (op.base !== undefined && current?.submittedAt !== op.base) {
-          this.logger.warn(`a job ${what} made while etcd was away is dropped: the job was changed in the cluster meanwhile`, { job_id: id });
+          this.logger.warn(`a job ${what} made while etcd was away is dropped: the job was changed in the cluster meanwhile`, {
+            job_id: id,
+          });
         } else if (op.kind === 'run') {
           await this.storeJob(op.job);
           this.logger.info('etcd answers again: a job run made while it did not is made in the cluster', { job_id: id });
@@ -396,7 +454,10 @@ export class ClusterJobs {
         }
       } catch (err) {
         if (err instanceof ClusterJobsUnavailableError) throw err;
-        this.logger.error(`a job ${what} made while etcd was away cannot be made in the cluster; it is dropped`, { job_id: id, error: errorMessage(err) });
+        this.logger.error(`a job ${what} made while etcd was away cannot be made in the cluster; it is dropped`, {
+          job_id: id,
+          error: errorMessage(err),
+        });
       }
       // Made or dropped; one queued again meanwhile stands.
       if (this.outbox.get(id) === op) this.outbox.delete(id);
@@ -411,7 +472,12 @@ export class ClusterJobs {
       await this.flushOutbox();
       const result = await this.store.reconcile(await this.reconcileOptions());
       for (const p of result.put.filter((x) => x.movedFrom)) {
-        this.logger.info('an alloc slot moved off a node down past its disconnect grace, or off a node that cannot run its new version', { job_id: p.jobId, slot: p.slot, from: p.movedFrom, to: p.node });
+        this.logger.info('an alloc slot moved off a node down past its disconnect grace, or off a node that cannot run its new version', {
+          job_id: p.jobId,
+          slot: p.slot,
+          from: p.movedFrom,
+          to: p.node,
+        });
       }
       const pending = new Map<string, PendingSlots[]>();
       const byJob = new Map<string, Unplaced[]>();
@@ -485,7 +551,9 @@ export class ClusterJobs {
         // The spec as a jobspec would give it: a record etcd holds is checked like any request before anything runs.
         wanted = projectJob(validateJob(jobToDocument(record.spec)), placements, this.node);
       } catch (err) {
-        this.warnOnce(record.id, 'the job\'s spec in etcd is not a valid job; what of it runs here is left as it is until it is run again', { error: errorMessage(err) });
+        this.warnOnce(record.id, "the job's spec in etcd is not a valid job; what of it runs here is left as it is until it is run again", {
+          error: errorMessage(err),
+        });
         continue;
       }
       if (!wanted) continue;
@@ -510,16 +578,25 @@ export class ClusterJobs {
         this.setApplied(r.record.id, r.key);
         this.warned.delete(r.record.id);
       } catch (err) {
-        this.warnOnce(r.record.id, 'could not run here what the cluster placed here; the next pass tries again', { error: errorMessage(err) });
+        this.warnOnce(r.record.id, 'could not run here what the cluster placed here; the next pass tries again', {
+          error: errorMessage(err),
+        });
       }
     };
     const stop = async ({ record }: { record: ClusterJobRecord<JobSpec> }) => {
-      this.logger.info(record.stopped ? 'the job was stopped in the cluster; stopping it here' : 'nothing of this job is placed on this node any more; stopping it here', { job_id: record.id });
+      this.logger.info(
+        record.stopped
+          ? 'the job was stopped in the cluster; stopping it here'
+          : 'nothing of this job is placed on this node any more; stopping it here',
+        { job_id: record.id },
+      );
       try {
         await this.host.stopLocal(record.id, !!record.purged);
       } catch (err) {
         ok = false;
-        this.warnOnce(record.id, 'could not stop here what the cluster no longer places here; the next pass tries again', { error: errorMessage(err) });
+        this.warnOnce(record.id, 'could not stop here what the cluster no longer places here; the next pass tries again', {
+          error: errorMessage(err),
+        });
       }
     };
     for (const r of runs.filter((x) => isPlugin(x.job))) await run(r);
@@ -529,7 +606,10 @@ export class ClusterJobs {
     for (const id of this.host.localJobIds()) {
       if (known.has(id) || this.strangers.has(id)) continue;
       this.strangers.add(id);
-      this.logger.warn('a job runs here that the cluster does not know (run before this agent joined, or purged over a day ago); it is left as it is: stop it with csiplug job stop', { job_id: id });
+      this.logger.warn(
+        'a job runs here that the cluster does not know (run before this agent joined, or purged over a day ago); it is left as it is: stop it with csiplug job stop',
+        { job_id: id },
+      );
     }
     return ok;
   }
@@ -537,7 +617,14 @@ export class ClusterJobs {
 
 /** The view of a job waiting on this agent for etcd. */
 export function queuedView(type: 'service' | 'system', version: number, why: string, at: number): ClusterJobView {
-  return { type, version, stopped: false, placements: [], pending: [{ group: '*', count: 0, slots: [], reasons: { etcd: why } }], readAt: at };
+  return {
+    type,
+    version,
+    stopped: false,
+    placements: [],
+    pending: [{ group: '*', count: 0, slots: [], reasons: { etcd: why } }],
+    readAt: at,
+  };
 }
 
 function viewOf(status: ClusterJobStatus<JobSpec>, readAt: number): ClusterJobView {
@@ -546,7 +633,14 @@ function viewOf(status: ClusterJobStatus<JobSpec>, readAt: number): ClusterJobVi
     version: status.record.version,
     stopped: status.record.stopped,
     placements: status.placements
-      .map((p) => ({ slot: p.slot, group: p.group, index: p.index, node: p.node, jobVersion: p.jobVersion, ...(p.movedFrom ? { movedFrom: p.movedFrom } : {}) }))
+      .map((p) => ({
+        slot: p.slot,
+        group: p.group,
+        index: p.index,
+        node: p.node,
+        jobVersion: p.jobVersion,
+        ...(p.movedFrom ? { movedFrom: p.movedFrom } : {}),
+      }))
       .sort((a, b) => a.group.localeCompare(b.group) || a.index - b.index || a.node.localeCompare(b.node)),
     pending: status.pending,
     readAt,

@@ -6,7 +6,14 @@
 // each (re)join — through the cluster claimer, the one writer of its claims
 // there. What the rest of the agent asks of it are the parts of the views
 // (nodes, plugins, jobs) only a cluster has.
-import { ClusterJobsUnavailableError, MAX_GROUP_COUNT, type ClusterMembership, type ClusterNode, type ClusterVolumeClaimer, type NodeInfo } from '@csiplug/cluster';
+import {
+  ClusterJobsUnavailableError,
+  MAX_GROUP_COUNT,
+  type ClusterMembership,
+  type ClusterNode,
+  type ClusterVolumeClaimer,
+  type NodeInfo,
+} from '@csiplug/cluster';
 import { ValidationError } from '@csiplug/core';
 import { ClaimError } from '@csiplug/volumes';
 import * as path from 'path';
@@ -111,7 +118,9 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
         }),
     );
     if (this.agent.settings.aclToken() === undefined) {
-      this.agent.logger.warn('cluster mode without an ACL token: any job run through this agent\'s API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)');
+      this.agent.logger.warn(
+        "cluster mode without an ACL token: any job run through this agent's API runs on every node of the cluster; set acl { token } on every agent (the same token: agents call each other with it)",
+      );
     }
     this.jobs.start();
     void this.controllers.reconcile();
@@ -142,7 +151,13 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
       drivers: Object.entries(node.drivers)
         .filter(([, d]) => d.detected && d.healthy)
         .map(([name]) => name),
-      plugins: node.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy, ...(p.topology ? { topology: p.topology } : {}), ...(typeof p.maxVolumes === 'number' ? { maxVolumes: p.maxVolumes } : {}) })),
+      plugins: node.plugins.map((p) => ({
+        id: p.id,
+        type: p.type,
+        healthy: p.healthy,
+        ...(p.topology ? { topology: p.topology } : {}),
+        ...(typeof p.maxVolumes === 'number' ? { maxVolumes: p.maxVolumes } : {}),
+      })),
       ...(address ? { address } : {}),
       version: node.version,
       maxAllocsPerJob: settings.maxAllocsPerJob,
@@ -163,12 +178,24 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     try {
       nodes = await this.membership.list();
     } catch (err) {
-      throw new ClusterUnavailableError(`the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}); this node's tasks and mounts are untouched`);
+      throw new ClusterUnavailableError(
+        `the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}); this node's tasks and mounts are untouched`,
+      );
     }
     const { nodeName: self, identity } = this.membership;
     return {
       cluster: true,
-      nodes: nodes.map((n) => ({ name: n.name, ...(n.identity ? { identity: n.identity } : {}), status: n.status, nodeClass: n.nodeClass, drivers: n.drivers, plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), address: n.address, updatedAt: n.updatedAt, self: n.name === self && n.identity === identity })),
+      nodes: nodes.map((n) => ({
+        name: n.name,
+        ...(n.identity ? { identity: n.identity } : {}),
+        status: n.status,
+        nodeClass: n.nodeClass,
+        drivers: n.drivers,
+        plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })),
+        address: n.address,
+        updatedAt: n.updatedAt,
+        self: n.name === self && n.identity === identity,
+      })),
     };
   }
 
@@ -177,7 +204,11 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
   pluginView(id: string): PluginView['cluster'] {
     const seen = this.membership.lastSeenNodes;
     if (!seen) return undefined;
-    const instances = seen.nodes.flatMap((n) => n.plugins.filter((p) => p.id === id).map((p) => ({ node: n.name, type: p.type, healthy: p.healthy && n.status === 'ready', nodeStatus: n.status })));
+    const instances = seen.nodes.flatMap((n) =>
+      n.plugins
+        .filter((p) => p.id === id)
+        .map((p) => ({ node: n.name, type: p.type, healthy: p.healthy && n.status === 'ready', nodeStatus: n.status })),
+    );
     const count = (type: string, healthy: boolean) => instances.filter((i) => i.type === type && (!healthy || i.healthy)).length;
     return {
       controllersHealthy: count('csi-controller', true),
@@ -209,7 +240,12 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     const queued = this.jobs.queued().find((j) => j.id === id);
     const seen = this.jobs.lastSeen()?.jobs.find((j) => j.record.id === id);
     if (queued) {
-      const view = queuedView(queued.type === 'system' ? 'system' : 'service', seen?.record.version ?? 0, QUEUED_REASON, this.agent.clock.now());
+      const view = queuedView(
+        queued.type === 'system' ? 'system' : 'service',
+        seen?.record.version ?? 0,
+        QUEUED_REASON,
+        this.agent.clock.now(),
+      );
       return { ...(local ?? clusterOnlyView(id, queued, view.version, false)), cluster: view };
     }
     if (!seen) return local;
@@ -221,14 +257,21 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     const { maxAllocsPerJob } = this.agent.settings;
     // Each node runs at most max_allocs_per_job of it: the cluster as a whole, that many per node it has.
     const big = job.groups.find((g) => g.count > MAX_GROUP_COUNT);
-    if (big) throw new ValidationError(`job "${job.id}" group "${big.name}": count ${big.count} is more than a cluster job's group may ask for (${MAX_GROUP_COUNT})`, 'count');
+    if (big)
+      throw new ValidationError(
+        `job "${job.id}" group "${big.name}": count ${big.count} is more than a cluster job's group may ask for (${MAX_GROUP_COUNT})`,
+        'count',
+      );
     // The nodes as etcd has them now (the last read is up to seconds old: just after a start it may know only this node).
     const known = await this.membership.list().catch(() => this.membership.lastSeenNodes?.nodes ?? []);
     const nodes = Math.max(1, known.length);
     const wanted = job.groups.reduce((n, g) => n + g.count, 0);
     const limit = maxAllocsPerJob * nodes;
     if (wanted > limit) {
-      throw new ValidationError(`job "${job.id}" asks for ${wanted} allocs; the cluster's ${nodes} node(s) run at most ${maxAllocsPerJob} each per job (limits { max_allocs_per_job }), ${limit} in all`, 'count');
+      throw new ValidationError(
+        `job "${job.id}" asks for ${wanted} allocs; the cluster's ${nodes} node(s) run at most ${maxAllocsPerJob} each per job (limits { max_allocs_per_job }), ${limit} in all`,
+        'count',
+      );
     }
     let submitted;
     try {
@@ -238,9 +281,32 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
       throw err;
     }
     const { record, unchanged, view } = submitted;
-    if (submitted.queued) this.agent.emit({ topic: 'Job', type: 'Job queued', message: `job ${job.id}: the cluster's etcd did not answer; the job waits on this agent and is submitted once it does`, jobId: job.id });
-    const plan: JobPlan = { jobId: job.id, changed: !unchanged, version: { ...(record.version > 0 || unchanged ? { from: unchanged ? record.version : record.version - 1 } : {}), to: record.version }, fields: [], groups: [] };
-    return { jobId: job.id, allocIds: [], replaced: record.version > 0, unchanged, version: record.version, plan, ...(view ? { cluster: view } : {}) };
+    if (submitted.queued)
+      this.agent.emit({
+        topic: 'Job',
+        type: 'Job queued',
+        message: `job ${job.id}: the cluster's etcd did not answer; the job waits on this agent and is submitted once it does`,
+        jobId: job.id,
+      });
+    const plan: JobPlan = {
+      jobId: job.id,
+      changed: !unchanged,
+      version: {
+        ...(record.version > 0 || unchanged ? { from: unchanged ? record.version : record.version - 1 } : {}),
+        to: record.version,
+      },
+      fields: [],
+      groups: [],
+    };
+    return {
+      jobId: job.id,
+      allocIds: [],
+      replaced: record.version > 0,
+      unchanged,
+      version: record.version,
+      plan,
+      ...(view ? { cluster: view } : {}),
+    };
   }
 
   /** Stops (or purges) the job cluster-wide; undefined when the cluster does not know it (run here before this agent joined: stopped here, as on one agent). */
@@ -254,12 +320,22 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     }
     // etcd away: stopped here now, in the cluster once etcd answers.
     if (record === 'queued') {
-      this.agent.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped on this node; the cluster's etcd did not answer, and the stop is made there once it does`, jobId: id });
+      this.agent.emit({
+        topic: 'Job',
+        type: 'Job stopped',
+        message: `job ${id} stopped on this node; the cluster's etcd did not answer, and the stop is made there once it does`,
+        jobId: id,
+      });
       if (this.agent.localJobView(id)) return this.agent.stopLocal(id, options);
       return clusterOnlyView(id, { id, name: id, groups: [] }, 0, true);
     }
     if (!record) return undefined;
-    this.agent.emit({ topic: 'Job', type: 'Job stopped', message: `job ${id} stopped in the cluster${options.purge ? ' and purged' : ''}`, jobId: id });
+    this.agent.emit({
+      topic: 'Job',
+      type: 'Job stopped',
+      message: `job ${id} stopped in the cluster${options.purge ? ' and purged' : ''}`,
+      jobId: id,
+    });
     return this.agent.localJobView(id) ?? clusterOnlyView(id, record.spec, record.version, true);
   }
 
@@ -295,8 +371,17 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
               await agent.clock.sleep(delay).catch(() => undefined);
               continue;
             }
-            agent.logger.error('a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes', { volume_id: volume.id, alloc_id: c.allocId, error: err });
-            agent.emit({ topic: 'Volume', type: 'Claim conflict', message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`, volumeId: volume.id, allocId: c.allocId });
+            agent.logger.error(
+              'a claim this node holds could not be claimed in the cluster: another node holds the volume in etcd, or etcd refused; both may be using it — check both nodes',
+              { volume_id: volume.id, alloc_id: c.allocId, error: err },
+            );
+            agent.emit({
+              topic: 'Volume',
+              type: 'Claim conflict',
+              message: `claim of volume "${volume.id}" by alloc ${c.allocId} here is not held in the cluster: ${err instanceof Error ? err.message : String(err)}`,
+              volumeId: volume.id,
+              allocId: c.allocId,
+            });
             break;
           }
         }

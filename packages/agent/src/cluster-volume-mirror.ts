@@ -45,7 +45,9 @@ export class ClusterVolumeMirror {
     for (const [id, was] of [...this.resumedDeletes]) {
       await this.records.remove(id, (r) => r.state === undefined && r.pluginId === was.pluginId && externalIdOf(r) === was.externalId);
       this.resumedDeletes.delete(id);
-      this.logger.info('removed from the cluster a volume whose delete, cut short by an agent restart, this node finished', { volume_id: id });
+      this.logger.info('removed from the cluster a volume whose delete, cut short by an agent restart, this node finished', {
+        volume_id: id,
+      });
     }
     const records = await this.records.list();
     const ids = new Set(records.map((r) => r.id));
@@ -69,7 +71,10 @@ export class ClusterVolumeMirror {
         this.mirrored.delete(id);
         this.logger.info('deregistered here a volume the cluster no longer has', { volume_id: id });
       } catch (err) {
-        this.logger.debug('could not deregister here a volume the cluster no longer has; the next pass tries again', { volume_id: id, error: errorMessage(err) });
+        this.logger.debug('could not deregister here a volume the cluster no longer has; the next pass tries again', {
+          volume_id: id,
+          error: errorMessage(err),
+        });
       }
     }
     return true;
@@ -94,7 +99,11 @@ export class ClusterVolumeMirror {
     if (local) {
       // The same volume (its plugin and the plugin's id for it), or a volume of this node's own under the same id: never taken for the cluster's.
       if (local.pluginId === record.pluginId && local.externalId === volume.externalId) this.mirrored.add(record.id);
-      else this.warn(record.id, `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`);
+      else
+        this.warn(
+          record.id,
+          `this node's catalog has a volume "${record.id}" of its own (plugin ${local.pluginId}, external id ${local.externalId}); the cluster's (plugin ${record.pluginId}, external id ${volume.externalId}, from node ${record.origin}) cannot be used here until one is renamed`,
+        );
       return;
     }
     // Deleted here after an agent restart cut its delete short: leaving etcd, not to be brought back.
@@ -111,15 +120,20 @@ export class ClusterVolumeMirror {
       parameters: volume.parameters ?? {},
       secrets: volume.secrets ?? {},
       context: volume.context ?? {},
-      ...(volume.accessibleTopology?.length ? { topologyRequest: { required: volume.accessibleTopology.map((t) => ({ segments: { ...t.segments } })) } } : {}),
+      ...(volume.accessibleTopology?.length
+        ? { topologyRequest: { required: volume.accessibleTopology.map((t) => ({ segments: { ...t.segments } })) } }
+        : {}),
     };
     try {
       await this.catalog.registerVolume(spec);
       this.mirrored.add(record.id);
       this.mirrorFailures.delete(record.id);
-      this.logger.info('registered a volume of the cluster in this node\'s catalog', { volume_id: record.id, origin: record.origin });
+      this.logger.info("registered a volume of the cluster in this node's catalog", { volume_id: record.id, origin: record.origin });
     } catch (err) {
-      this.warn(record.id, `could not register the cluster's volume here; allocs placed here cannot use it until it is: ${errorMessage(err)}`);
+      this.warn(
+        record.id,
+        `could not register the cluster's volume here; allocs placed here cannot use it until it is: ${errorMessage(err)}`,
+      );
     }
   }
 
@@ -143,10 +157,19 @@ export class ClusterVolumeMirror {
   async reserve(spec: VolumeSpec): Promise<void> {
     this.assertMember();
     if (spec.externalId !== undefined) {
-      const made = (await this.records.list()).filter((r) => r.state === undefined).map((r) => ({ id: r.id, pluginId: r.pluginId, externalId: externalIdOf(r) }));
+      const made = (await this.records.list())
+        .filter((r) => r.state === undefined)
+        .map((r) => ({ id: r.id, pluginId: r.pluginId, externalId: externalIdOf(r) }));
       assertExternalIdFree(made, spec.id, spec.pluginId, spec.externalId);
     }
-    const reservation: ClusterVolumeRecord<unknown> = { id: spec.id, pluginId: spec.pluginId, origin: this.node(), createdAt: this.clock.now(), state: 'creating', volume: { id: spec.id, pluginId: spec.pluginId } };
+    const reservation: ClusterVolumeRecord<unknown> = {
+      id: spec.id,
+      pluginId: spec.pluginId,
+      origin: this.node(),
+      createdAt: this.clock.now(),
+      state: 'creating',
+      volume: { id: spec.id, pluginId: spec.pluginId },
+    };
     try {
       await this.records.add(reservation);
     } catch (err) {

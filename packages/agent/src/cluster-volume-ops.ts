@@ -5,7 +5,14 @@
 // cluster's catalog with it; what was published to a node down past its
 // grace (or purged) unpublished through a controller here; `node purge`; a
 // routed controller call answered on this node's own controller.
-import { ClusterJobsUnavailableError, externalIdOf, isEtcdAway, type ClusterClaim, type ClusterMembership, type ClusterNode } from '@csiplug/cluster';
+import {
+  ClusterJobsUnavailableError,
+  externalIdOf,
+  isEtcdAway,
+  type ClusterClaim,
+  type ClusterMembership,
+  type ClusterNode,
+} from '@csiplug/cluster';
 import { isNotFound, type CSIClient } from '@csiplug/csi';
 import type { VolumeView } from '@csiplug/volumes';
 import type { ClusterAgent } from './cluster-agent';
@@ -22,7 +29,8 @@ export async function clusterCall<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof Error && isEtcdAway(err)) throw new ClusterUnavailableError(`the cluster's etcd did not answer (${err.message}); nothing was changed, try again once it does`);
+    if (err instanceof Error && isEtcdAway(err))
+      throw new ClusterUnavailableError(`the cluster's etcd did not answer (${err.message}); nothing was changed, try again once it does`);
     if (err instanceof ClusterJobsUnavailableError) throw new ClusterUnavailableError(err.message);
     throw err;
   }
@@ -59,14 +67,22 @@ export class ClusterVolumeOps {
       try {
         view = await make();
       } catch (err) {
-        await jobs.volumes.cancel(spec.id).catch((e: unknown) => agent.logger.warn('could not give back the reservation of a volume id whose make failed; this agent\'s next pass does', { volume_id: spec.id, error: e }));
+        await jobs.volumes.cancel(spec.id).catch((e: unknown) =>
+          agent.logger.warn("could not give back the reservation of a volume id whose make failed; this agent's next pass does", {
+            volume_id: spec.id,
+            error: e,
+          }),
+        );
         throw err;
       }
       let kept: boolean;
       try {
         kept = await jobs.volumes.finish(view);
       } catch (err) {
-        agent.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', { volume_id: view.id, error: err });
+        agent.logger.warn('the volume is made here; etcd did not answer, and the cluster gets it at the next pass that reaches etcd', {
+          volume_id: view.id,
+          error: err,
+        });
         return view;
       }
       if (!kept) {
@@ -74,8 +90,15 @@ export class ClusterVolumeOps {
         const now = await clusterCall(() => jobs.store.volumes.get(view.id));
         const same = now && now.state === undefined && now.origin === this.membership.nodeName && externalIdOf(now) === view.externalId;
         if (!same) {
-          await undo().catch((e: unknown) => agent.logger.error('a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete', { volume_id: view.id, error: e }));
-          throw new ConflictError(`volume "${view.id}": its reservation in the cluster was removed while it was made; nothing was kept, try again`);
+          await undo().catch((e: unknown) =>
+            agent.logger.error(
+              'a volume whose reservation in the cluster was removed could not be removed here again; remove it with csiplug volume delete',
+              { volume_id: view.id, error: e },
+            ),
+          );
+          throw new ConflictError(
+            `volume "${view.id}": its reservation in the cluster was removed while it was made; nothing was kept, try again`,
+          );
         }
       }
       return view;
@@ -91,10 +114,17 @@ export class ClusterVolumeOps {
    * began (refused connection, no controller there after all); a call that
    * may have been delivered is not sent twice.
    */
-  async viaController<T>(pluginId: string, volumeId: string, what: 'create' | 'delete', call: (client: ApiClient) => Promise<T>): Promise<T> {
+  async viaController<T>(
+    pluginId: string,
+    volumeId: string,
+    what: 'create' | 'delete',
+    call: (client: ApiClient) => Promise<T>,
+  ): Promise<T> {
     const nodes = healthyControllerNodes(this.membership, pluginId).filter((n) => n.address);
     if (nodes.length === 0) {
-      throw new NotFoundError(`no healthy controller of plugin "${pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`);
+      throw new NotFoundError(
+        `no healthy controller of plugin "${pluginId}" on this node or any ready node of the cluster; run the plugin's controller or monolith job first, or check plugin_id`,
+      );
     }
     const failures: string[] = [];
     const token = this.agent.settings.aclToken();
@@ -104,21 +134,29 @@ export class ClusterVolumeOps {
       const client = new ApiClient({ address, ...(token ? { token } : {}), timeoutMs: 120_000 });
       try {
         const result = await call(client);
-        this.agent.logger.info(`volume ${what} made through another node's controller`, { volume_id: volumeId, plugin_id: pluginId, node: node.name });
+        this.agent.logger.info(`volume ${what} made through another node's controller`, {
+          volume_id: volumeId,
+          plugin_id: pluginId,
+          node: node.name,
+        });
         return result;
       } catch (err) {
         const refused = err instanceof ApiError && err.status === 0 && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(err.message);
         const noController = err instanceof ApiError && err.status === 404 && /no (healthy )?controller/.test(err.message);
         if (!refused && !noController) {
           if (err instanceof ApiError && (err.status === 0 || err.status >= 500)) {
-            throw new ClusterUnavailableError(`volume "${volumeId}": the ${what} was sent to node ${node.name}, whose answer did not come (${err.message}); it may be under way there: see csiplug volume status ${volumeId}`);
+            throw new ClusterUnavailableError(
+              `volume "${volumeId}": the ${what} was sent to node ${node.name}, whose answer did not come (${err.message}); it may be under way there: see csiplug volume status ${volumeId}`,
+            );
           }
           throw err;
         }
         failures.push(`${node.name}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
-    throw new ClusterUnavailableError(`volume "${volumeId}": no node with a healthy controller of plugin "${pluginId}" could be reached (${failures.join('; ')})`);
+    throw new ClusterUnavailableError(
+      `volume "${volumeId}": no node with a healthy controller of plugin "${pluginId}" could be reached (${failures.join('; ')})`,
+    );
   }
 
   /** The volume grew: the cluster's record says the new capacity (a node registering it from now on sees it). */
@@ -126,9 +164,13 @@ export class ClusterVolumeOps {
     const volumes = this.jobs.store.volumes;
     try {
       const record = await volumes.get(view.id);
-      if (record && !(await volumes.replace({ ...record, volume: { ...view, claims: [] } }))) throw new Error('its record changed meanwhile');
+      if (record && !(await volumes.replace({ ...record, volume: { ...view, claims: [] } })))
+        throw new Error('its record changed meanwhile');
     } catch (err) {
-      this.agent.logger.warn('the volume grew, but its record in the cluster could not say so; it still shows the old capacity', { volume_id: view.id, error: err });
+      this.agent.logger.warn('the volume grew, but its record in the cluster could not say so; it still shows the old capacity', {
+        volume_id: view.id,
+        error: err,
+      });
     }
   }
 
@@ -142,7 +184,9 @@ export class ClusterVolumeOps {
     if (!local) return false;
     this.jobs.assertMember();
     const record = await clusterCall(() => this.jobs.store.volumes.get(id));
-    return record !== undefined && record.state === undefined && record.pluginId === local.pluginId && externalIdOf(record) === local.externalId;
+    return (
+      record !== undefined && record.state === undefined && record.pluginId === local.pluginId && externalIdOf(record) === local.externalId
+    );
   }
 
   /** A volume claimed on any node is not deregistered or deleted (refused before anything is done). */
@@ -150,7 +194,9 @@ export class ClusterVolumeOps {
     this.jobs.assertMember();
     const claims = await clusterCall(() => this.jobs.store.claims.claims(id));
     if (claims.length > 0) {
-      throw new ConflictError(`volume "${id}" is claimed in the cluster (${claims.map((c) => `alloc ${c.allocId} on node ${c.nodeId}`).join(', ')}); stop the jobs using it first`);
+      throw new ConflictError(
+        `volume "${id}" is claimed in the cluster (${claims.map((c) => `alloc ${c.allocId} on node ${c.nodeId}`).join(', ')}); stop the jobs using it first`,
+      );
     }
   }
 
@@ -158,11 +204,19 @@ export class ClusterVolumeOps {
   async remove(id: string, was: VolumeView): Promise<void> {
     let removed = false;
     try {
-      removed = await this.jobs.store.volumes.remove(id, (r) => r.state === undefined && r.pluginId === was.pluginId && externalIdOf(r) === was.externalId);
+      removed = await this.jobs.store.volumes.remove(
+        id,
+        (r) => r.state === undefined && r.pluginId === was.pluginId && externalIdOf(r) === was.externalId,
+      );
     } catch (err) {
-      throw new ClusterUnavailableError(`volume "${id}" is gone from this node, but the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}): run the same command again once it does, so other nodes drop it too`);
+      throw new ClusterUnavailableError(
+        `volume "${id}" is gone from this node, but the cluster's etcd did not answer (${err instanceof Error ? err.message : String(err)}): run the same command again once it does, so other nodes drop it too`,
+      );
     }
-    if (!removed) throw new ConflictError(`volume "${id}" is gone from this node, but the cluster's record of it changed meanwhile (a claim taken, or another volume under the id); that record stays`);
+    if (!removed)
+      throw new ConflictError(
+        `volume "${id}" is gone from this node, but the cluster's record of it changed meanwhile (a claim taken, or another volume under the id); that record stays`,
+      );
   }
 
   /**
@@ -182,23 +236,37 @@ export class ClusterVolumeOps {
       const target = claim.published?.csiNodeId;
       // Only the cluster's volume (never a node-local one under the same id).
       if (!volume || target === undefined || !(await this.isClusters(volumeId, volume).catch(() => false))) {
-        agent.logger.warn('a volume published to a node down past its grace is not in this node\'s catalog as the cluster has it; it cannot be unpublished from here', { node, volume_id: volumeId, alloc_id: claim.allocId });
+        agent.logger.warn(
+          "a volume published to a node down past its grace is not in this node's catalog as the cluster has it; it cannot be unpublished from here",
+          { node, volume_id: volumeId, alloc_id: claim.allocId },
+        );
         continue;
       }
       if (!agent.registry.get('csi-controller', volume.pluginId)) {
         // Another node with a controller of the plugin does it: the release waits for its pass.
         const elsewhere = healthyControllerNodes(this.membership, volume.pluginId).length > 0;
         if (elsewhere) return false;
-        agent.logger.warn('a volume published to a node down past its grace cannot be unpublished: no node has a controller of its plugin; it stays attached to that node in the backend', { node, volume_id: volumeId, alloc_id: claim.allocId });
+        agent.logger.warn(
+          'a volume published to a node down past its grace cannot be unpublished: no node has a controller of its plugin; it stays attached to that node in the backend',
+          { node, volume_id: volumeId, alloc_id: claim.allocId },
+        );
         continue;
       }
       const client = agent.registry.dispense<CSIClient>('csi-controller', volume.pluginId);
       try {
         await client.controllerUnpublishVolume({ volumeId: volume.externalId, nodeId: target, secrets: { ...volume.secrets } });
-        agent.logger.info('unpublished a volume from a node down past its grace, before its claim is released', { node, volume_id: volumeId, alloc_id: claim.allocId, csi_node_id: target });
+        agent.logger.info('unpublished a volume from a node down past its grace, before its claim is released', {
+          node,
+          volume_id: volumeId,
+          alloc_id: claim.allocId,
+          csi_node_id: target,
+        });
       } catch (err) {
         if (isNotFound(err)) continue;
-        agent.logger.warn('could not unpublish a volume from a node down past its grace; its claim is released all the same, and the next publish may be refused until it is detached', { node, volume_id: volumeId, alloc_id: claim.allocId, error: err });
+        agent.logger.warn(
+          'could not unpublish a volume from a node down past its grace; its claim is released all the same, and the next publish may be refused until it is detached',
+          { node, volume_id: volumeId, alloc_id: claim.allocId, error: err },
+        );
       } finally {
         client.dispose();
       }

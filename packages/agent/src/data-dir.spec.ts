@@ -55,7 +55,17 @@ describe('the data dir', () => {
     fs.chmodSync(dataDir, 0o755);
     const files = ['state.db', 'state.db-wal', 'state.db-shm', 'state.db.backup', 'state.db.backup.tmp', 'agent.lock', 'agent.lock-wal'];
     for (const f of files) make(dataDir, f, 0o644, `secret ${f}`);
-    const dirs755 = ['allocs/', 'allocs/a1/', 'allocs/a1/web/', 'allocs/a1/web/.executor/', 'plugins/', 'plugins/p1/', 'csi/', 'csi/node/', 'csi/node/hostpath/'];
+    const dirs755 = [
+      'allocs/',
+      'allocs/a1/',
+      'allocs/a1/web/',
+      'allocs/a1/web/.executor/',
+      'plugins/',
+      'plugins/p1/',
+      'csi/',
+      'csi/node/',
+      'csi/node/hostpath/',
+    ];
     for (const d of dirs755) make(dataDir, d, 0o755);
     // Not the agent's to change: a task's own files, what lies below a plugin's dir (volume mounts), unknown entries.
     const untouched = [
@@ -124,18 +134,25 @@ describe('the data dir', () => {
     expect(logger.find('tightened the mode')).toEqual([]);
   });
 
-  test.each(['state.db', 'agent.lock', 'plugins', 'allocs', 'csi'])('a symlink planted as %s is refused, and what it points at keeps its mode', (name) => {
-    fs.mkdirSync(dataDir, { mode: 0o700 });
-    const outside = name.includes('.') ? make(elsewhere, 'passwd', 0o644) : make(elsewhere, 'shared/', 0o755);
-    fs.symlinkSync(outside, path.join(dataDir, name));
-    expect(() => secureDataDir(dataDir, new MemoryLogger())).toThrow(new RegExp(`${name.replace('.', '\\.')} is a symlink; the agent keeps its state`));
-    expect(modeOf(outside)).toBe(name.includes('.') ? '0644' : '0755');
-  });
+  test.each(['state.db', 'agent.lock', 'plugins', 'allocs', 'csi'])(
+    'a symlink planted as %s is refused, and what it points at keeps its mode',
+    (name) => {
+      fs.mkdirSync(dataDir, { mode: 0o700 });
+      const outside = name.includes('.') ? make(elsewhere, 'passwd', 0o644) : make(elsewhere, 'shared/', 0o755);
+      fs.symlinkSync(outside, path.join(dataDir, name));
+      expect(() => secureDataDir(dataDir, new MemoryLogger())).toThrow(
+        new RegExp(`${name.replace('.', '\\.')} is a symlink; the agent keeps its state`),
+      );
+      expect(modeOf(outside)).toBe(name.includes('.') ? '0644' : '0755');
+    },
+  );
 
   test('a data dir inside a dir others may rename things in is refused; a sticky one like /tmp is fine', () => {
     const open = make(elsewhere, 'open/', 0o777);
     fs.chmodSync(open, 0o777);
-    expect(() => secureDataDir(path.join(open, 'data'), new MemoryLogger())).toThrow(/lies inside .*open, writable by its group and every user without the sticky bit/);
+    expect(() => secureDataDir(path.join(open, 'data'), new MemoryLogger())).toThrow(
+      /lies inside .*open, writable by its group and every user without the sticky bit/,
+    );
     fs.chmodSync(open, 0o1777);
     expect(() => secureDataDir(path.join(open, 'data2'), new MemoryLogger())).not.toThrow();
   });

@@ -124,7 +124,9 @@ function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
   for (let parent = path.dirname(dir); ; parent = path.dirname(parent)) {
     const st = fs.statSync(parent);
     if (!trusted(st.uid)) {
-      throw new DataDirError(`data dir ${dir} lies inside ${parent}, owned by uid ${st.uid} (neither this agent's user nor root), who could move it aside and put another in its place; choose a data_dir under dirs root owns`);
+      throw new DataDirError(
+        `data dir ${dir} lies inside ${parent}, owned by uid ${st.uid} (neither this agent's user nor root), who could move it aside and put another in its place; choose a data_dir under dirs root owns`,
+      );
     }
     if (st.mode & 0o022 && !(st.mode & 0o1000)) {
       throw new DataDirError(
@@ -134,11 +136,17 @@ function checkDataDir(dataDir: string): { dir: string; stat: fs.Stats } {
     if (parent === path.dirname(parent)) break;
   }
   // The agent never reaches its state or its task, plugin and volume dirs through a symlink.
-  for (const entry of [stateFilePath(dir), dataDirLockPath(dir), ...['allocs', 'plugins', 'plugin-data', 'csi'].map((n) => path.join(dir, n))]) {
+  for (const entry of [
+    stateFilePath(dir),
+    dataDirLockPath(dir),
+    ...['allocs', 'plugins', 'plugin-data', 'csi'].map((n) => path.join(dir, n)),
+  ]) {
     const name = path.basename(entry);
     const st = fs.lstatSync(entry, { throwIfNoEntry: false });
     if (st?.isSymbolicLink()) {
-      throw new DataDirError(`${entry} is a symlink; the agent keeps its state and its task, plugin and volume dirs in the data dir itself. Move the real ${name} into ${dir}.`);
+      throw new DataDirError(
+        `${entry} is a symlink; the agent keeps its state and its task, plugin and volume dirs in the data dir itself. Move the real ${name} into ${dir}.`,
+      );
     }
   }
   return { dir, stat };
@@ -175,7 +183,13 @@ export function tightenDataDir(realDir: string, logger: Logger): ModeChange[] {
     const st = fs.lstatSync(p, { throwIfNoEntry: false });
     return !!st && st.isDirectory() && st.dev === root.dev;
   };
-  const subdirs = (parent: string) => (isOwnDir(parent) ? fs.readdirSync(parent).map((name) => path.join(parent, name)).filter(isOwnDir) : []);
+  const subdirs = (parent: string) =>
+    isOwnDir(parent)
+      ? fs
+          .readdirSync(parent)
+          .map((name) => path.join(parent, name))
+          .filter(isOwnDir)
+      : [];
   const dirs = (entries: string[], max: number) => tighten(entries.filter(isOwnDir), max, 'dir');
 
   dirs([dir], TRAVERSE_DIR_MODE);

@@ -4,7 +4,15 @@
 // @csiplug/core first: it loads the Reflect metadata API tsyringe needs (an empty project's require of this package just works).
 import '@csiplug/core';
 export * from './agent';
-export { runAgentCommand, startAgentWithApi, loadAgentConfig, httpApiOptions, SHUTDOWN_TIMEOUT_MS, type AgentCommandOptions, type CommandIO } from './commands/agent-command';
+export {
+  runAgentCommand,
+  startAgentWithApi,
+  loadAgentConfig,
+  httpApiOptions,
+  SHUTDOWN_TIMEOUT_MS,
+  type AgentCommandOptions,
+  type CommandIO,
+} from './commands/agent-command';
 export { DataDirError, DataDirInUseError, prepareDataDir, secureDataDir, tightenDataDir, lockDataDir } from './data-dir';
 export { runDemo, type DemoOptions } from './commands/demo';
 export { defaultHandlers } from './commands/handlers';

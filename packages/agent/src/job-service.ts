@@ -81,7 +81,9 @@ export class JobService {
 
   planJob(job: JobSpec): JobPlan {
     if (this.deps.cluster()) {
-      throw new UnsupportedError(`job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`);
+      throw new UnsupportedError(
+        `job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`,
+      );
     }
     this.checkAllocLimit(job);
     return this.jobUpdater.plan(job);
@@ -101,7 +103,9 @@ export class JobService {
     const written = this.jobUpdater.view(jobId);
     if (runners.length === 0 || !written) return undefined;
     const { version, job, deployment } = written;
-    const live = runners.filter((r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'));
+    const live = runners.filter(
+      (r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'),
+    );
     const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
     return {
       id: job.id,
@@ -177,7 +181,12 @@ export class JobService {
         // A volume still wanted mounted (its postrun could not even record the
         // unmount) is unmounted now: once the alloc is gone, nothing else would ask.
         if (records.some((v) => v.desired === 'mounted')) {
-          await ctx.reconciler.unmount(r.alloc.id).catch((err) => ctx.logger.warn('unmounting the volumes of a purged alloc failed; the volume reconciler retries', { alloc_id: r.alloc.id, error: err }));
+          await ctx.reconciler.unmount(r.alloc.id).catch((err) =>
+            ctx.logger.warn('unmounting the volumes of a purged alloc failed; the volume reconciler retries', {
+              alloc_id: r.alloc.id,
+              error: err,
+            }),
+          );
         }
         // A claim the volume reconciler holds a record of is released by it, in order; any other through the claimer.
         if (records.length === 0) await this.deps.claimSweep.releaseAllOf(r.alloc.id);
@@ -205,7 +214,11 @@ export class JobService {
       dir = fs.realpathSync(dir);
       const mounted = mountsUnder(dir);
       if (mounted.length) {
-        this.ctx.logger.warn('keeping the dir of a purged alloc: something is still mounted below it', { alloc_id: r.alloc.id, dir, mounts: mounted });
+        this.ctx.logger.warn('keeping the dir of a purged alloc: something is still mounted below it', {
+          alloc_id: r.alloc.id,
+          dir,
+          mounts: mounted,
+        });
         return;
       }
       fs.rmSync(dir, { recursive: true, force: true });
@@ -221,10 +234,21 @@ export class JobService {
    */
   controlsHere(pluginId: string): boolean {
     const controls = (job: JobSpec, group?: string) =>
-      job.groups.some((g) => (group === undefined || g.name === group) && g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'node'));
+      job.groups.some(
+        (g) =>
+          (group === undefined || g.name === group) && g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'node'),
+      );
     const starting =
       this.jobUpdater.deploying().some((job) => controls(job)) ||
-      this.ctx.allocs.all().some((r) => r.alloc.desiredStatus === 'run' && r.alloc.clientStatus !== 'complete' && r.alloc.clientStatus !== 'failed' && controls(r.alloc.job, r.alloc.group));
+      this.ctx.allocs
+        .all()
+        .some(
+          (r) =>
+            r.alloc.desiredStatus === 'run' &&
+            r.alloc.clientStatus !== 'complete' &&
+            r.alloc.clientStatus !== 'failed' &&
+            controls(r.alloc.job, r.alloc.group),
+        );
     return starting || this.ctx.registry.get('csi-controller', pluginId) !== undefined;
   }
 
@@ -251,7 +275,10 @@ export class JobService {
         // One alloc that cannot be rebuilt (a group its job lacks, a task state
         // that cannot be read) is left untouched — its tasks keep running —
         // and never stops the others from being restored.
-        ctx.logger.error('a saved alloc could not be restored; it is left as it is, its tasks untouched', { alloc_id: alloc.id, error: err });
+        ctx.logger.error('a saved alloc could not be restored; it is left as it is, its tasks untouched', {
+          alloc_id: alloc.id,
+          error: err,
+        });
         ctx.allocs.unrestored.add(alloc.id);
         continue;
       }
@@ -288,7 +315,10 @@ export class JobService {
     for (const r of this.ctx.allocs.all()) r.recheckRefusals();
     const { unrestored } = this.ctx.allocs;
     if (unrestored.size > 0) {
-      this.ctx.logger.warn('the API no longer asks for a token; allocs this agent could not restore run on unseen, and any of their isolated tasks on the host\'s network can reach it', { allocs: [...unrestored] });
+      this.ctx.logger.warn(
+        "the API no longer asks for a token; allocs this agent could not restore run on unseen, and any of their isolated tasks on the host's network can reach it",
+        { allocs: [...unrestored] },
+      );
     }
   }
 
@@ -298,7 +328,8 @@ export class JobService {
    * plugin must not hold the shutdown). First of the agent's shutdown.
    */
   leave(stopTasks: boolean): void {
-    if (!stopTasks && !this.leaving.signal.aborted) this.leaving.abort(new ShutdownError('the agent is shutting down; its tasks keep running'));
+    if (!stopTasks && !this.leaving.signal.aborted)
+      this.leaving.abort(new ShutdownError('the agent is shutting down; its tasks keep running'));
   }
 
   /**
@@ -344,7 +375,13 @@ export class JobService {
       launch: (runner) => {
         const alloc = runner.alloc;
         ctx.allocs.add(runner);
-        ctx.emit({ topic: 'Alloc', type: 'Alloc received', message: `alloc ${alloc.name} received (job version ${alloc.jobVersion ?? 0})`, allocId: alloc.id, jobId: alloc.jobId });
+        ctx.emit({
+          topic: 'Alloc',
+          type: 'Alloc received',
+          message: `alloc ${alloc.name} received (job version ${alloc.jobVersion ?? 0})`,
+          allocId: alloc.id,
+          jobId: alloc.jobId,
+        });
         void runner.run('start').catch((err) => ctx.logger.error('alloc failed to start', { alloc_id: alloc.id, error: err }));
       },
       plugins: () => ctx.csiManager.plugins(),
@@ -360,7 +397,10 @@ export class JobService {
     try {
       this.deps.allocStore.deleteAllocation(r.alloc.id);
     } catch (err) {
-      this.ctx.logger.warn('could not remove the record of an old stopped alloc; a later run tries again', { alloc_id: r.alloc.id, error: err });
+      this.ctx.logger.warn('could not remove the record of an old stopped alloc; a later run tries again', {
+        alloc_id: r.alloc.id,
+        error: err,
+      });
       return false;
     }
     r.forgetSaves();
@@ -395,7 +435,9 @@ export class JobService {
             records: () => reconciler.list(),
             allocEnding: (id) => allocs.get(id)?.tearingDown === true,
             // Another instance serves the unmounts only if it is not going too (a plugin job of two allocs stopped at once).
-            otherInstances: (pluginId, self) => registry.registrations('csi-node', pluginId).filter((r) => r.allocId !== self && allocs.get(r.allocId)?.tearingDown !== true).length,
+            otherInstances: (pluginId, self) =>
+              registry.registrations('csi-node', pluginId).filter((r) => r.allocId !== self && allocs.get(r.allocId)?.tearingDown !== true)
+                .length,
             healthy: (pluginId) => {
               const info = csiManager.pluginInfo('csi-node', pluginId);
               if (!info) return false;
@@ -413,8 +455,24 @@ export class JobService {
           signal,
         ),
       leaving: () => this.leaving.signal.aborted,
-      onTaskEvent: (alloc: Alloc, task: string, event: TaskEvent) => ctx.emit({ topic: 'Task', type: event.type, message: event.message, allocId: alloc.id, jobId: alloc.jobId, task, time: event.time }),
-      onStatusChange: (alloc: Alloc) => ctx.emit({ topic: 'Alloc', type: `Alloc ${alloc.clientStatus}`, message: `alloc ${alloc.name} is ${alloc.clientStatus}`, allocId: alloc.id, jobId: alloc.jobId }),
+      onTaskEvent: (alloc: Alloc, task: string, event: TaskEvent) =>
+        ctx.emit({
+          topic: 'Task',
+          type: event.type,
+          message: event.message,
+          allocId: alloc.id,
+          jobId: alloc.jobId,
+          task,
+          time: event.time,
+        }),
+      onStatusChange: (alloc: Alloc) =>
+        ctx.emit({
+          topic: 'Alloc',
+          type: `Alloc ${alloc.clientStatus}`,
+          message: `alloc ${alloc.name} is ${alloc.clientStatus}`,
+          allocId: alloc.id,
+          jobId: alloc.jobId,
+        }),
     };
   }
 }

@@ -44,8 +44,23 @@ describe('PromMetrics', () => {
 
   it('reads the state gauges when collected, so they follow the state', async () => {
     const m = new PromMetrics();
-    let volumes: Partial<VolumeView>[] = [{ id: 'v1', pluginId: 'p', claims: [{ allocId: 'a', mode: 'write', accessMode: 'single-node-writer', attachmentMode: 'file-system', since: 0 }] }];
-    const plugins: Partial<PluginView>[] = [{ id: 'p', controllersHealthy: 0, controllersExpected: 0, nodesHealthy: 1, nodesExpected: 1, node: { healthy: true, allocId: 'x', description: '', version: '', info: {} } }];
+    let volumes: Partial<VolumeView>[] = [
+      {
+        id: 'v1',
+        pluginId: 'p',
+        claims: [{ allocId: 'a', mode: 'write', accessMode: 'single-node-writer', attachmentMode: 'file-system', since: 0 }],
+      },
+    ];
+    const plugins: Partial<PluginView>[] = [
+      {
+        id: 'p',
+        controllersHealthy: 0,
+        controllersExpected: 0,
+        nodesHealthy: 1,
+        nodesExpected: 1,
+        node: { healthy: true, allocId: 'x', description: '', version: '', info: {} },
+      },
+    ];
     addStateGauges(m, {
       service: {
         listPlugins: () => plugins as PluginView[],
@@ -122,7 +137,12 @@ describe('PromMetrics', () => {
 
   it('forgets the series of a purged job, and only those', async () => {
     const m = new PromMetrics();
-    for (const [job, task] of [['j', 't'], ['j', 'u'], ['k', 't']]) countEvents(m, { index: 1, time: 0, topic: 'Task', type: 'Restarting', message: '', jobId: job, task });
+    for (const [job, task] of [
+      ['j', 't'],
+      ['j', 'u'],
+      ['k', 't'],
+    ])
+      countEvents(m, { index: 1, time: 0, topic: 'Task', type: 'Restarting', message: '', jobId: job, task });
     expect(await m.forgetSeries(TASK_RESTARTS_TOTAL, { job: 'j' })).toBe(2);
     const text = await m.prometheus();
     expect(text).not.toContain('csiplug_task_restarts_total{job="j"');

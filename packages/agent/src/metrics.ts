@@ -166,13 +166,20 @@ export class PromMetrics implements Metrics {
     if (known) {
       if (known.def !== def) {
         // Two packages declaring one name differently would make one of them record into the wrong shape.
-        const same = known.def.kind === def.kind && known.def.labels.join() === def.labels.join() && (known.def.buckets ?? []).join() === (def.buckets ?? []).join();
-        if (!same) throw new Error(`metric ${def.name} is declared twice, differently (${known.def.kind} [${known.def.labels.join(', ')}] and ${def.kind} [${def.labels.join(', ')}], or other buckets)`);
+        const same =
+          known.def.kind === def.kind &&
+          known.def.labels.join() === def.labels.join() &&
+          (known.def.buckets ?? []).join() === (def.buckets ?? []).join();
+        if (!same)
+          throw new Error(
+            `metric ${def.name} is declared twice, differently (${known.def.kind} [${known.def.labels.join(', ')}] and ${def.kind} [${def.labels.join(', ')}], or other buckets)`,
+          );
       }
       return known.metric;
     }
     const common = { name: def.name, help: def.help, labelNames: [...def.labels], registers: [this.registry] };
-    const metric = def.kind === 'counter' ? new Counter(common) : new Histogram({ ...common, buckets: [...(def.buckets ?? DEFAULT_BUCKETS)] });
+    const metric =
+      def.kind === 'counter' ? new Counter(common) : new Histogram({ ...common, buckets: [...(def.buckets ?? DEFAULT_BUCKETS)] });
     this.made.set(def.name, { def, metric });
     return metric;
   }
@@ -193,35 +200,57 @@ function countBy<T>(items: Iterable<T>, key: (item: T) => Record<string, string>
 
 /** The gauges read from the agent's state at collect time. */
 export function addStateGauges(metrics: PromMetrics, state: MetricsState): void {
-  metrics.gauge('csiplug_plugin_instances', 'CSI plugin instances the CSI manager tracks, by plugin, kind (controller, node) and health', ['plugin', 'kind', 'health'], function* () {
-    for (const p of state.service.listPlugins()) {
-      for (const kind of ['controller', 'node'] as const) {
-        const inst = p[kind];
-        if (inst) yield [{ plugin: p.id, kind, health: inst.healthy ? 'healthy' : 'unhealthy' }, 1];
+  metrics.gauge(
+    'csiplug_plugin_instances',
+    'CSI plugin instances the CSI manager tracks, by plugin, kind (controller, node) and health',
+    ['plugin', 'kind', 'health'],
+    function* () {
+      for (const p of state.service.listPlugins()) {
+        for (const kind of ['controller', 'node'] as const) {
+          const inst = p[kind];
+          if (inst) yield [{ plugin: p.id, kind, health: inst.healthy ? 'healthy' : 'unhealthy' }, 1];
+        }
       }
-    }
-  });
+    },
+  );
   metrics.gauge('csiplug_plugins', 'CSI plugins known to the agent, by whether every expected instance is healthy', ['healthy'], () => {
     const plugins = state.service.listPlugins();
-    const healthy = plugins.filter((p) => p.nodesHealthy + p.controllersHealthy === p.nodesExpected + p.controllersExpected && p.nodesExpected + p.controllersExpected > 0).length;
+    const healthy = plugins.filter(
+      (p) =>
+        p.nodesHealthy + p.controllersHealthy === p.nodesExpected + p.controllersExpected && p.nodesExpected + p.controllersExpected > 0,
+    ).length;
     return [
       [{ healthy: 'true' }, healthy],
       [{ healthy: 'false' }, plugins.length - healthy],
     ];
   });
-  metrics.gauge('csiplug_registry_entries', 'Registrations in the dynamic plugin registry (two while an upgrade overlaps), by plugin type', ['type'], () => Object.entries(state.registryEntries()).map(([type, n]) => [{ type }, n]));
-  metrics.gauge('csiplug_volumes', 'Volumes in the catalog, by plugin', ['plugin'], () => countBy(state.service.listVolumes(), (v) => ({ plugin: v.pluginId })));
+  metrics.gauge(
+    'csiplug_registry_entries',
+    'Registrations in the dynamic plugin registry (two while an upgrade overlaps), by plugin type',
+    ['type'],
+    () => Object.entries(state.registryEntries()).map(([type, n]) => [{ type }, n]),
+  );
+  metrics.gauge('csiplug_volumes', 'Volumes in the catalog, by plugin', ['plugin'], () =>
+    countBy(state.service.listVolumes(), (v) => ({ plugin: v.pluginId })),
+  );
   metrics.gauge('csiplug_volume_claims', 'Claims on volumes, by plugin and mode (read, write)', ['plugin', 'mode'], () =>
     countBy(
       state.service.listVolumes().flatMap((v) => v.claims.map((c) => ({ plugin: v.pluginId, mode: c.mode }))),
       (c) => c,
     ),
   );
-  metrics.gauge('csiplug_allocs', 'Allocations the agent knows, by client status', ['status'], () => countBy(state.service.listAllocs(), (a) => ({ status: a.clientStatus })));
-  metrics.gauge('csiplug_unmounts_pending', 'Volume unmounts still to be done (being retried, or waiting for their plugin)', [], () => [[{}, state.pendingUnmounts()]]);
+  metrics.gauge('csiplug_allocs', 'Allocations the agent knows, by client status', ['status'], () =>
+    countBy(state.service.listAllocs(), (a) => ({ status: a.clientStatus })),
+  );
+  metrics.gauge('csiplug_unmounts_pending', 'Volume unmounts still to be done (being retried, or waiting for their plugin)', [], () => [
+    [{}, state.pendingUnmounts()],
+  ]);
   // abnormal: a plugin's word, reported and never acted on — this gauge is where an operator sees it across allocs.
-  metrics.gauge('csiplug_live_mounts', 'Live volume mounts, by plugin and their last check (ok, abnormal: the plugin reports the volume abnormal, stale, busy: stale but in use, remounting, plugin-away)', ['plugin', 'state'], () =>
-    countBy(state.liveMounts(), (m) => ({ plugin: m.pluginId, state: m.state })),
+  metrics.gauge(
+    'csiplug_live_mounts',
+    'Live volume mounts, by plugin and their last check (ok, abnormal: the plugin reports the volume abnormal, stale, busy: stale but in use, remounting, plugin-away)',
+    ['plugin', 'state'],
+    () => countBy(state.liveMounts(), (m) => ({ plugin: m.pluginId, state: m.state })),
   );
   // After the gauges: a scrape reads metrics in the order they were made, so this one counts the failures of the same scrape.
   metrics.declare(COLLECT_ERRORS_TOTAL);

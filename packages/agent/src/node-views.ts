@@ -49,9 +49,15 @@ export class NodeViews {
       drivers: {
         exec: runc
           ? { detected: true, healthy: true, description: `isolated tasks on runc (${runc})` }
-          : { detected: false, healthy: false, description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works' },
+          : {
+              detected: false,
+              healthy: false,
+              description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works',
+            },
         // Nomad's raw_exec fingerprint when disabled: undetected, "disabled" (a cluster places no raw_exec task here).
-        raw_exec: config.rawExec.enabled ? { detected: true, healthy: true, description: 'host processes' } : { detected: false, healthy: false, description: 'disabled (plugin "raw_exec" { config { enabled = true } } enables it)' },
+        raw_exec: config.rawExec.enabled
+          ? { detected: true, healthy: true, description: 'host processes' }
+          : { detected: false, healthy: false, description: 'disabled (plugin "raw_exec" { config { enabled = true } } enables it)' },
       },
       // A controller routed to another node is that node's, not this one's: never advertised (no call is routed twice).
       plugins: this.ctx.csiManager
@@ -62,7 +68,13 @@ export class NodeViews {
           type: p.type,
           healthy: p.healthy,
           description: p.description,
-          ...(p.node ? { nodeId: p.node.nodeId, maxVolumes: Number.isFinite(p.node.maxVolumes) ? p.node.maxVolumes : ('unlimited' as const), ...(p.node.topology ? { topology: { ...p.node.topology } } : {}) } : {}),
+          ...(p.node
+            ? {
+                nodeId: p.node.nodeId,
+                maxVolumes: Number.isFinite(p.node.maxVolumes) ? p.node.maxVolumes : ('unlimited' as const),
+                ...(p.node.topology ? { topology: { ...p.node.topology } } : {}),
+              }
+            : {}),
         }))
         .sort((a, b) => a.id.localeCompare(b.id) || a.type.localeCompare(b.type)),
       allocs: health.allocs,
@@ -73,6 +85,18 @@ export class NodeViews {
     const cluster = this.cluster();
     if (cluster) return cluster.listNodes();
     const n = this.node();
-    return { cluster: false, nodes: [{ name: n.id, status: n.status, nodeClass: '', drivers: Object.keys(n.drivers).filter((d) => n.drivers[d as keyof NodeView['drivers']].detected), plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), self: true }] };
+    return {
+      cluster: false,
+      nodes: [
+        {
+          name: n.id,
+          status: n.status,
+          nodeClass: '',
+          drivers: Object.keys(n.drivers).filter((d) => n.drivers[d as keyof NodeView['drivers']].detected),
+          plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })),
+          self: true,
+        },
+      ],
+    };
   }
 }

@@ -23,7 +23,10 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
   if (info.node) {
     facts['Node ID'] = info.node.nodeId;
     facts['Max Volumes'] = Number.isFinite(info.node.maxVolumes) ? info.node.maxVolumes : 'unlimited';
-    if (info.node.topology) facts['Topology'] = Object.entries(info.node.topology).map(([k, v]) => `${k}=${v}`).join(', ');
+    if (info.node.topology)
+      facts['Topology'] = Object.entries(info.node.topology)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ');
     facts['Requires Staging'] = info.node.requiresStaging;
     facts['Volume Stats'] = info.node.supportsStats;
     facts['Volume Condition'] = info.node.supportsCondition;
@@ -43,7 +46,12 @@ function fingerprintFacts(info: PluginInfo): Record<string, string | number | bo
   if (info.pluginCapabilities) {
     facts['Accessibility Constraints'] = info.pluginCapabilities.accessibilityConstraints;
     if (info.pluginCapabilities.onlineExpansion || info.pluginCapabilities.offlineExpansion) {
-      facts['Volume Expansion'] = [info.pluginCapabilities.onlineExpansion && 'online', info.pluginCapabilities.offlineExpansion && 'offline'].filter(Boolean).join(', ');
+      facts['Volume Expansion'] = [
+        info.pluginCapabilities.onlineExpansion && 'online',
+        info.pluginCapabilities.offlineExpansion && 'offline',
+      ]
+        .filter(Boolean)
+        .join(', ');
     }
   }
   return facts;
@@ -82,7 +90,11 @@ export class PluginViews {
       };
     const controller = instances.find((p) => p.type === 'csi-controller');
     const node = instances.find((p) => p.type === 'csi-node');
-    const allocs = new Set([...registry.registrations('csi-controller', id), ...registry.registrations('csi-node', id)].map((r) => r.allocId).filter((a) => !isRoutedController(a)));
+    const allocs = new Set(
+      [...registry.registrations('csi-controller', id), ...registry.registrations('csi-node', id)]
+        .map((r) => r.allocId)
+        .filter((a) => !isRoutedController(a)),
+    );
     const reg = nodeReg ?? controllerReg;
     return {
       id,

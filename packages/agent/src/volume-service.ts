@@ -64,7 +64,11 @@ export class VolumeService {
     const cluster = this.cluster();
     if (!cluster) return catalog.registerVolume(spec);
     // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.
-    return cluster.made(spec, () => catalog.registerVolume(spec), () => catalog.deregisterVolume(spec.id));
+    return cluster.made(
+      spec,
+      () => catalog.registerVolume(spec),
+      () => catalog.deregisterVolume(spec.id),
+    );
   }
 
   async createVolume(spec: VolumeSpec, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
@@ -76,7 +80,10 @@ export class VolumeService {
     if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) {
       // Only the capacity of an existing volume changes this way: a content source would silently not be applied.
       if (spec.snapshotId !== undefined || spec.cloneId !== undefined) {
-        throw new ValidationError(`volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`, spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id');
+        throw new ValidationError(
+          `volume "${spec.id}" exists already: ${spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id'} is for a new volume (pick another id, or delete the volume first)`,
+          spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id',
+        );
       }
       if (!cluster) return this.expandVolume(existing, spec);
       const ours = await cluster.isClusters(existing.id, existing);
@@ -89,14 +96,23 @@ export class VolumeService {
     if (cluster) {
       cluster.assertMember();
       // No controller of the plugin here: the create goes to a node whose controller is healthy (once: a forwarded create goes no further).
-      if (!here && !options.forwarded) return cluster.viaController(spec.pluginId, spec.id, 'create', (c) => c.createVolume(volumeSpecToDocument(spec), { forwarded: true }));
+      if (!here && !options.forwarded)
+        return cluster.viaController(spec.pluginId, spec.id, 'create', (c) =>
+          c.createVolume(volumeSpecToDocument(spec), { forwarded: true }),
+        );
     }
     if (!here) {
       const known = this.knownPlugins();
-      throw new NotFoundError(`no controller of plugin "${spec.pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`);
+      throw new NotFoundError(
+        `no controller of plugin "${spec.pluginId}" is registered on this node and no job here runs one (plugins: ${known.join(', ') || 'none'}); run the plugin's controller or monolith job first, or check plugin_id`,
+      );
     }
     if (!cluster) return catalog.createVolume(spec);
-    return cluster.made(spec, () => catalog.createVolume(spec), () => catalog.deleteVolume(spec.id));
+    return cluster.made(
+      spec,
+      () => catalog.createVolume(spec),
+      () => catalog.deleteVolume(spec.id),
+    );
   }
 
   async deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
@@ -126,7 +142,8 @@ export class VolumeService {
 
   volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]> {
     this.ctx.checkOpen();
-    if (filter.volumeId !== undefined && !this.ctx.catalog.getVolume(filter.volumeId)) return Promise.reject(new NotFoundError(`volume "${filter.volumeId}" not found`));
+    if (filter.volumeId !== undefined && !this.ctx.catalog.getVolume(filter.volumeId))
+      return Promise.reject(new NotFoundError(`volume "${filter.volumeId}" not found`));
     return this.ctx.reconciler.usage(filter);
   }
 
@@ -161,28 +178,44 @@ export class VolumeService {
     if (!volume) throw new NotFoundError(`volume "${volumeId}" not found`);
     const pluginNode = ctx.csiManager.pluginInfo('csi-node', volume.pluginId)?.node?.nodeId;
     if (nodeId !== ctx.config.nodeId && nodeId !== pluginNode) {
-      throw new ValidationError(`node "${nodeId}" is not this node (${ctx.config.nodeId}${pluginNode && pluginNode !== ctx.config.nodeId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`, 'node');
+      throw new ValidationError(
+        `node "${nodeId}" is not this node (${ctx.config.nodeId}${pluginNode && pluginNode !== ctx.config.nodeId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`,
+        'node',
+      );
     }
     const broken = volume.claims.filter((c) => ctx.allocs.unrestored.has(c.allocId)).map((c) => c.allocId);
     if (broken.length) {
-      throw new ConflictError(`volume "${volumeId}" is claimed by alloc${broken.length > 1 ? 's' : ''} ${broken.join(', ')}, which this agent could not restore (its saved state could not be read or rebuilt; its tasks were left running): fix or remove that state and restart the agent before you detach the volume`);
+      throw new ConflictError(
+        `volume "${volumeId}" is claimed by alloc${broken.length > 1 ? 's' : ''} ${broken.join(', ')}, which this agent could not restore (its saved state could not be read or rebuilt; its tasks were left running): fix or remove that state and restart the agent before you detach the volume`,
+      );
     }
     const live = volume.claims.filter((c) => ctx.allocs.live(c.allocId)).map((c) => c.allocId);
     if (live.length) {
-      throw new ConflictError(`volume "${volumeId}" is claimed by running alloc${live.length > 1 ? 's' : ''} ${live.join(', ')}; stop ${live.length > 1 ? 'them' : 'it'} (job stop) before you detach the volume`);
+      throw new ConflictError(
+        `volume "${volumeId}" is claimed by running alloc${live.length > 1 ? 's' : ''} ${live.join(', ')}; stop ${live.length > 1 ? 'them' : 'it'} (job stop) before you detach the volume`,
+      );
     }
     const released: string[] = [];
     for (const claim of volume.claims) {
-      const names = ctx.reconciler.list(claim.allocId).filter((r) => r.volumeId === volumeId).map((r) => r.name);
+      const names = ctx.reconciler
+        .list(claim.allocId)
+        .filter((r) => r.volumeId === volumeId)
+        .map((r) => r.name);
       // Unmounted here first (unpublish, unstage), which releases the claim; a claim with nothing mounted is released directly.
       if (names.length) {
         const outcomes = await ctx.reconciler.unmount(claim.allocId, names);
         const failed = outcomes.find((o) => o.error !== undefined);
-        if (failed) throw new ConflictError(`volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
+        if (failed)
+          throw new ConflictError(
+            `volume "${volumeId}" could not be unmounted for alloc ${claim.allocId}: ${String(failed.error instanceof Error ? failed.error.message : failed.error)}; it is retried in the background (volume status shows it)${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`,
+          );
       } else {
         // No record of what was mounted for it: a mount left here is not this agent's to take down blindly.
         const left = mountsOfAlloc(ctx.config.dataDir, volume.pluginId, claim.allocId, volume.id);
-        if (left.length) throw new ConflictError(`volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`);
+        if (left.length)
+          throw new ConflictError(
+            `volume "${volumeId}" is still mounted for alloc ${claim.allocId} at ${left.join(', ')}, and no mount record says how: unmount it (or run the agent with -reconcile-orphans), then detach again${released.length ? `; claims released before it: ${released.join(', ')}` : ''}`,
+          );
       }
       await this.claimSweep.release(volumeId, claim.allocId);
       released.push(claim.allocId);
@@ -199,24 +232,47 @@ export class VolumeService {
   private async expandVolume(existing: VolumeView, spec: VolumeSpec): Promise<VolumeView> {
     const { ctx } = this;
     if (spec.pluginId !== existing.pluginId) {
-      throw new ValidationError(`volume "${existing.id}" exists on plugin "${existing.pluginId}"; a volume create of it on plugin "${spec.pluginId}" can neither expand nor move it`, 'plugin_id');
+      throw new ValidationError(
+        `volume "${existing.id}" exists on plugin "${existing.pluginId}"; a volume create of it on plugin "${spec.pluginId}" can neither expand nor move it`,
+        'plugin_id',
+      );
     }
-    const grown = await ctx.catalog.expandVolume(existing.id, { ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}), ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}) });
+    const grown = await ctx.catalog.expandVolume(existing.id, {
+      ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}),
+      ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}),
+    });
     if (!grown.nodeExpansionRequired) return this.getVolume(existing.id) ?? grown.volume;
     // CSI: only a plugin that expands ONLINE is asked while the volume is published (the catalog refused the rest while claimed).
     const online = ctx.csiManager.pluginInfo('csi-node', existing.pluginId)?.pluginCapabilities?.onlineExpansion === true;
     const nodeExpansion = await ctx.reconciler.expandMounted(existing.id, grown.capacityBytes, { online });
     for (const o of nodeExpansion) {
-      if (o.error !== undefined) ctx.logger.warn('a node-side expansion failed; it is made when the mount is next published', { volume_id: existing.id, alloc_id: o.allocId, error: o.error });
+      if (o.error !== undefined)
+        ctx.logger.warn('a node-side expansion failed; it is made when the mount is next published', {
+          volume_id: existing.id,
+          alloc_id: o.allocId,
+          error: o.error,
+        });
     }
     return { ...(this.getVolume(existing.id) ?? grown.volume), nodeExpansion };
   }
 
   /** The plugin a list goes to: the one named, or the only one whose controller offers it (undefined: none does). */
-  private listingPlugin(named: string | undefined, offers: (c: NonNullable<PluginInfo['controller']>) => boolean, what: string): string | undefined {
+  private listingPlugin(
+    named: string | undefined,
+    offers: (c: NonNullable<PluginInfo['controller']>) => boolean,
+    what: string,
+  ): string | undefined {
     if (named !== undefined) return named;
-    const able = [...new Set(this.ctx.csiManager.plugins().filter((p) => p.type === 'csi-controller' && p.controller && offers(p.controller)).map((p) => p.name))].sort();
-    if (able.length > 1) throw new ValidationError(`more than one plugin lists its ${what} (${able.join(', ')}); name one with -plugin`, 'plugin_id');
+    const able = [
+      ...new Set(
+        this.ctx.csiManager
+          .plugins()
+          .filter((p) => p.type === 'csi-controller' && p.controller && offers(p.controller))
+          .map((p) => p.name),
+      ),
+    ].sort();
+    if (able.length > 1)
+      throw new ValidationError(`more than one plugin lists its ${what} (${able.join(', ')}); name one with -plugin`, 'plugin_id');
     return able[0];
   }
 }

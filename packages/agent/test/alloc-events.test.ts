@@ -21,19 +21,32 @@ describe('an unmount left pending, then done in the background', () => {
 
   it('shows "Volume unmount pending" with its cause, then "Volume unmounted" on the same alloc once the plugin is back', async () => {
     const pluginJob = jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
-    const healthy = () => pollUntil('plugin hostpath healthy', async () => ((await h.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 60_000);
+    const healthy = () =>
+      pollUntil(
+        'plugin hostpath healthy',
+        async () => ((await h.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
+        60_000,
+      );
     await h.api.runJob(pluginJob);
     await healthy();
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-p'), 'vol-p.hcl')));
     const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('work', 'vol-p'), 'work.hcl')));
     const allocId = allocIds[0]!;
-    await pollUntil('the workload running', async () => ((await h.api.getAlloc(allocId)).clientStatus === 'running' ? true : undefined), 60_000);
+    await pollUntil(
+      'the workload running',
+      async () => ((await h.api.getAlloc(allocId)).clientStatus === 'running' ? true : undefined),
+      60_000,
+    );
 
     // The plugin goes away; then the workload stops: its unmount waits 1 s for the plugin (plugin_wait_postrun), then is left pending.
     await h.api.stopJob('hostpath-plugin');
     await h.api.stopJob('work');
     const events = async () => Object.values((await h.api.getAlloc(allocId)).tasks).flatMap((t) => t.events);
-    const pending = await pollUntil('the pending unmount event', async () => (await events()).find((e) => e.type === 'Volume unmount pending'), 30_000);
+    const pending = await pollUntil(
+      'the pending unmount event',
+      async () => (await events()).find((e) => e.type === 'Volume unmount pending'),
+      30_000,
+    );
     expect(pending.message).toMatch(/volume "data" \(vol-p\) on plugin hostpath could not be unmounted .*retrying in the background/);
     expect(pending.details).toEqual({ volume_id: 'vol-p' });
     expect((await h.api.getVolume('vol-p')).claims).toHaveLength(1);
@@ -42,11 +55,15 @@ describe('an unmount left pending, then done in the background', () => {
     // The plugin is back: the retry unmounts, releases the claim, and the alloc says so after its pending event.
     await h.api.runJob(pluginJob);
     await healthy();
-    const done = await pollUntil('the background unmount done', async () => {
-      const all = await events();
-      const last = [...all].reverse().find((e) => e.details?.volume_id === 'vol-p');
-      return last?.type === 'Volume unmounted' ? last : undefined;
-    }, 60_000);
+    const done = await pollUntil(
+      'the background unmount done',
+      async () => {
+        const all = await events();
+        const last = [...all].reverse().find((e) => e.details?.volume_id === 'vol-p');
+        return last?.type === 'Volume unmounted' ? last : undefined;
+      },
+      60_000,
+    );
     expect(done.message).toBe('volume vol-p unmounted later (a background retry, or a volume detach) and its claim released');
     expect((await h.api.getVolume('vol-p')).claims).toEqual([]);
     // Said once, on each task of the alloc (it has one).

@@ -68,7 +68,11 @@ describe('task logs larger than the agent’s heap', () => {
   it('serves ranges and a full stream of a 200 MB log in constant memory', async () => {
     const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(CHATTY_JOB, 'chatty.hcl')));
     const allocId = allocIds[0]!;
-    await pollUntil('the task’s first line', async () => ((await h.api.allocLogs(allocId, 'main')).data.includes('hello from the task') ? true : undefined), 30_000);
+    await pollUntil(
+      'the task’s first line',
+      async () => ((await h.api.allocLogs(allocId, 'main')).data.includes('hello from the task') ? true : undefined),
+      30_000,
+    );
     logFile = path.join(h.dataDir, 'allocs', allocId, 'main', 'stdout.log');
 
     // Grow it past the heap limit in 1 MiB writes, numbering the lines so every range is distinct.
@@ -116,7 +120,11 @@ describe('task logs larger than the agent’s heap', () => {
     expect(streamed).toBe(size);
 
     // The CLI prints exactly the bytes, and refuses more than the JSON limit with -json.
-    const cli = (args: string[]) => run(process.execPath, [BIN, 'alloc', 'logs', '-address', `http://127.0.0.1:${h.port}`, ...args, allocId, 'main'], { encoding: 'buffer', maxBuffer: 4 * MiB });
+    const cli = (args: string[]) =>
+      run(process.execPath, [BIN, 'alloc', 'logs', '-address', `http://127.0.0.1:${h.port}`, ...args, allocId, 'main'], {
+        encoding: 'buffer',
+        maxBuffer: 4 * MiB,
+      });
     expect((await cli(['-tail', '-offset', '10'])).stdout).toEqual(bytesAt(logFile, size - 10, 10));
     expect((await cli(['-offset', String(middle), '-limit', '1000'])).stdout).toEqual(bytesAt(logFile, middle, 1000));
     const refused = await cli(['-json', '-limit', String(8 * MiB)]).catch((err: { code?: number; stderr?: Buffer }) => err);

@@ -8,7 +8,15 @@
 // state as a previous agent would have left them.
 import { bind } from '@csiplug/core';
 import { IVolumeStateStore, type VolumeStateStore } from '@csiplug/state';
-import { IVolumeCatalog, IVolumeClaimer, type ClaimableVolume, type VolumeCatalogService, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '@csiplug/volumes';
+import {
+  IVolumeCatalog,
+  IVolumeClaimer,
+  type ClaimableVolume,
+  type VolumeCatalogService,
+  type VolumeClaimRequest,
+  type VolumeClaimResult,
+  type VolumeClaimer,
+} from '@csiplug/volumes';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -75,14 +83,33 @@ describe('every claim the agent releases goes through IVolumeClaimer', () => {
 
   /** A registered volume whose record holds a claim of each alloc, as an earlier agent left it. */
   const claimedVolume = async (id: string, allocIds: string[]) => {
-    await agent.registerVolume({ id, name: id, type: 'csi', pluginId: 'absent', externalId: `ext-${id}`, capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }], parameters: {}, secrets: {}, context: {} });
+    await agent.registerVolume({
+      id,
+      name: id,
+      type: 'csi',
+      pluginId: 'absent',
+      externalId: `ext-${id}`,
+      capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }],
+      parameters: {},
+      secrets: {},
+      context: {},
+    });
     const state = agent.container.resolve<VolumeStateStore>(IVolumeStateStore);
     const record = state.getVolume<{ claims: unknown[] }>(id)!;
-    state.putVolume(id, { ...record, claims: allocIds.map((allocId) => ({ allocId, mode: 'write', accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', since: 1 })) });
+    state.putVolume(id, {
+      ...record,
+      claims: allocIds.map((allocId) => ({
+        allocId,
+        mode: 'write',
+        accessMode: 'multi-node-multi-writer',
+        attachmentMode: 'file-system',
+        since: 1,
+      })),
+    });
     expect(agent.getVolume(id)?.claims.map((c) => c.allocId)).toEqual(allocIds);
   };
 
-  it('the claim sweep releases a gone alloc\'s claim through the claimer', async () => {
+  it("the claim sweep releases a gone alloc's claim through the claimer", async () => {
     await claimedVolume('swept', ['gone-alloc']);
     const released = await agent.sweepClaims();
     expect(released).toEqual([{ volumeId: 'swept', allocId: 'gone-alloc' }]);

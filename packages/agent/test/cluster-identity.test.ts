@@ -70,11 +70,23 @@ cluster {
     a = new AgentHarness(config(endpoints));
     await a.start();
     const plugin = hostpathPluginJobHcl({ restartDelay: '100ms' }).replace('"${CSIPLUG_PLUGIN_DATA_DIR}/state"', JSON.stringify(shared));
-    await pollUntil('the plugin job accepted', async () => a.api.runJob(jobToDocument(await parseJobspec(plugin, 'plugin.hcl'))).catch(() => undefined), 30_000);
-    await pollUntil('hostpath healthy', async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 90_000);
+    await pollUntil(
+      'the plugin job accepted',
+      async () => a.api.runJob(jobToDocument(await parseJobspec(plugin, 'plugin.hcl'))).catch(() => undefined),
+      30_000,
+    );
+    await pollUntil(
+      'hostpath healthy',
+      async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
+      90_000,
+    );
     await a.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('solo'), 'solo.hcl')));
     await a.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer', 'solo'), 'writer.hcl')));
-    const alloc = await pollUntil('the writer running on A', async () => runningAlloc(await a.api.getJob('writer').catch(() => undefined)), 60_000);
+    const alloc = await pollUntil(
+      'the writer running on A',
+      async () => runningAlloc(await a.api.getJob('writer').catch(() => undefined)),
+      60_000,
+    );
     const pid = a.taskPid(alloc.id, 'writer');
 
     // A's identity: the id kept in its data dir (its record and its claim carry it: checked once A is back).
@@ -93,10 +105,14 @@ cluster {
     const bAgent = b;
     const refusal = new RegExp(`node name \\\\"n1\\\\" belongs to node identity ${identityA}, not to this agent`, 'g');
     // Whichever comes first: the refusal, or (before identities) B holding n1 and its sweep releasing A's claim.
-    await pollUntil('B refused, or A\'s claim gone', async () => {
-      if (bAgent.log.match(refusal)) return true;
-      return (await claimsNow()).length === 0 ? true : undefined;
-    }, 60_000);
+    await pollUntil(
+      "B refused, or A's claim gone",
+      async () => {
+        if (bAgent.log.match(refusal)) return true;
+        return (await claimsNow()).length === 0 ? true : undefined;
+      },
+      60_000,
+    );
     expect(await claimsNow()).toEqual(claimOfA);
     expect(b.log).toMatch(refusal);
     expect(b.log).toContain('csiplug node purge n1');
@@ -119,8 +135,19 @@ cluster {
     // A comes back on its data dir: it rejoins under its own name; the same task, mount and claim.
     expect(isAlive(pid)).toBe(true);
     await a.start();
-    await pollUntil('n1 ready again, A itself', async () => ((await a.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === 'n1' && n.status === 'ready' && n.self) ? true : undefined), 60_000);
-    expect((await a.api.listNodes()).nodes.find((n) => n.name === 'n1')).toMatchObject({ identity: identityA, status: 'ready', self: true });
+    await pollUntil(
+      'n1 ready again, A itself',
+      async () =>
+        (await a.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === 'n1' && n.status === 'ready' && n.self)
+          ? true
+          : undefined,
+      60_000,
+    );
+    expect((await a.api.listNodes()).nodes.find((n) => n.name === 'n1')).toMatchObject({
+      identity: identityA,
+      status: 'ready',
+      self: true,
+    });
     expect(a.taskPid(alloc.id, 'writer')).toBe(pid);
     expect(isAlive(pid)).toBe(true);
     expect(mountsUnder(a.dataDir).some((m) => m.includes(alloc.id))).toBe(true);
@@ -154,11 +181,24 @@ cluster {
     const identityB = fs.readFileSync(path.join(b.dataDir, 'cluster-instance'), 'utf8').trim();
     expect(identityB).not.toBe(identityA);
     // B joins under the name on its next attempt.
-    await pollUntil('B holds n1', async () => ((await bAgent.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === 'n1' && n.status === 'ready' && n.self && n.identity === identityB) ? true : undefined), 60_000);
+    await pollUntil(
+      'B holds n1',
+      async () =>
+        (await bAgent.api.listNodes().catch(() => undefined))?.nodes.find(
+          (n) => n.name === 'n1' && n.status === 'ready' && n.self && n.identity === identityB,
+        )
+          ? true
+          : undefined,
+      60_000,
+    );
 
     // A comes back: n1 is B's now, and A is refused (its lease-holder is alive).
     await a.start();
     await pollUntil('A refused', async () => (/node name \\"n1\\" is in use by another live agent/.test(a.log) ? true : undefined), 60_000);
-    expect((await a.api.listNodes()).nodes.find((n) => n.name === 'n1')).toMatchObject({ status: 'ready', identity: identityB, self: false });
+    expect((await a.api.listNodes()).nodes.find((n) => n.name === 'n1')).toMatchObject({
+      status: 'ready',
+      identity: identityB,
+      self: false,
+    });
   });
 });

@@ -59,7 +59,16 @@ cluster {
     for (const name of NAMES) agents.push(new AgentHarness(config(name, endpoints)));
     await Promise.all(agents.map((a) => a.start()));
     conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
-    await Promise.all(agents.map((a) => pollUntil('both nodes ready', async () => ((await a.api.listNodes().catch(() => undefined))?.nodes.filter((n) => n.status === 'ready').length === 2 ? true : undefined), 60_000)));
+    await Promise.all(
+      agents.map((a) =>
+        pollUntil(
+          'both nodes ready',
+          async () =>
+            (await a.api.listNodes().catch(() => undefined))?.nodes.filter((n) => n.status === 'ready').length === 2 ? true : undefined,
+          60_000,
+        ),
+      ),
+    );
   });
 
   afterAll(async () => {
@@ -70,12 +79,25 @@ cluster {
   });
 
   it('a 195-byte record asking for 100000 allocs is left out with one error naming its key and the limit; the agents answer, place other jobs, and stop on SIGTERM', async () => {
-    const body = JSON.stringify({ id: 'big', type: 'service', version: 0, stopped: false, submittedAt: 0, groups: [{ name: 'g', count: 100_000, drivers: ['raw_exec'], volumes: [] }], spec: { pad: 'x'.repeat(29) } });
+    const body = JSON.stringify({
+      id: 'big',
+      type: 'service',
+      version: 0,
+      stopped: false,
+      submittedAt: 0,
+      groups: [{ name: 'g', count: 100_000, drivers: ['raw_exec'], volumes: [] }],
+      spec: { pad: 'x'.repeat(29) },
+    });
     expect(Buffer.byteLength(body)).toBe(195);
     await conn.kv.put('jobs/big').value(body);
 
     // Each agent says it once (its passes run every second: the same record, the same revision, is not said again).
-    for (const a of agents) await pollUntil('the record said to be over the limit', async () => (errorsAbout(a.log, 'jobs/big').length > 0 ? true : undefined), 60_000);
+    for (const a of agents)
+      await pollUntil(
+        'the record said to be over the limit',
+        async () => (errorsAbout(a.log, 'jobs/big').length > 0 ? true : undefined),
+        60_000,
+      );
     for (const a of agents) expect((await a.api.health()).ok).toBe(true);
 
     // Other jobs go on: placed, and run where placed.
@@ -83,7 +105,11 @@ cluster {
     expect(other.cluster?.placements).toHaveLength(1);
     const node = other.cluster!.placements[0]!.node;
     const runner = agents[NAMES.indexOf(node as (typeof NAMES)[number])]!;
-    await pollUntil('the other job running where it was placed', async () => runningAlloc(await runner.api.getJob('other').catch(() => undefined)), 60_000);
+    await pollUntil(
+      'the other job running where it was placed',
+      async () => runningAlloc(await runner.api.getJob('other').catch(() => undefined)),
+      60_000,
+    );
     for (const a of agents) {
       expect((await a.api.health()).ok).toBe(true);
       const said = errorsAbout(a.log, 'jobs/big');
@@ -104,11 +130,24 @@ cluster {
 
   it('a purge decided by an agent whose clock is two days behind is kept by the passes of an agent with a right clock, and the node that was away purges its alloc when it comes back', async () => {
     if (!agents[1]!.proc || agents[1]!.proc.exitCode !== null) await agents[1]!.start();
-    await Promise.all(agents.map((a) => pollUntil('both nodes ready', async () => ((await a.api.listNodes().catch(() => undefined))?.nodes.filter((n) => n.status === 'ready').length === 2 ? true : undefined), 60_000)));
+    await Promise.all(
+      agents.map((a) =>
+        pollUntil(
+          'both nodes ready',
+          async () =>
+            (await a.api.listNodes().catch(() => undefined))?.nodes.filter((n) => n.status === 'ready').length === 2 ? true : undefined,
+          60_000,
+        ),
+      ),
+    );
     const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('gone'), 'gone.hcl')));
     const awayName = run.cluster!.placements[0]!.node;
     const away = agents[NAMES.indexOf(awayName as (typeof NAMES)[number])]!;
-    const alloc = await pollUntil('the job running where it was placed', async () => runningAlloc(await away.api.getJob('gone').catch(() => undefined)), 60_000);
+    const alloc = await pollUntil(
+      'the job running where it was placed',
+      async () => runningAlloc(await away.api.getJob('gone').catch(() => undefined)),
+      60_000,
+    );
     const pid = away.taskPid(alloc.id, 'main');
     taskPids.push(pid);
 
@@ -118,13 +157,21 @@ cluster {
     const skewed = new EtcdJobs(conn, new MemoryLogger(), () => Date.now() - 2 * DAY);
     expect(await skewed.stop('gone', true, Date.now() - 2 * DAY)).toMatchObject({ purged: true });
     // The other agent's passes remove the job's slot; the tombstone stays.
-    await pollUntil('the purged job\'s slot removed', async () => ((await conn.kv.getAll().prefix('placements/gone/').keys()).length === 0 ? true : undefined), 60_000);
+    await pollUntil(
+      "the purged job's slot removed",
+      async () => ((await conn.kv.getAll().prefix('placements/gone/').keys()).length === 0 ? true : undefined),
+      60_000,
+    );
     expect(await conn.kv.get('jobs/gone').exists()).toBe(true);
 
     // Back: it purges what it still ran of the job.
     await away.start();
-    await pollUntil('the purged job\'s task stopped on the node that was away', async () => (isAlive(pid) ? undefined : true), 60_000);
-    await pollUntil('the purged job gone from the node that was away', async () => ((await away.api.getJob('gone').catch(() => undefined)) === undefined ? true : undefined), 60_000);
+    await pollUntil("the purged job's task stopped on the node that was away", async () => (isAlive(pid) ? undefined : true), 60_000);
+    await pollUntil(
+      'the purged job gone from the node that was away',
+      async () => ((await away.api.getJob('gone').catch(() => undefined)) === undefined ? true : undefined),
+      60_000,
+    );
     expect(away.log).not.toContain('a job runs here that the cluster does not know');
   });
 });

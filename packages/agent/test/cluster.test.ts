@@ -32,10 +32,10 @@ function systemPluginJob(stateDir: string): string {
   const hcl = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--topology', 'example.com/zone=z1'] })
     .replace('"${CSIPLUG_PLUGIN_DATA_DIR}/state"', JSON.stringify(stateDir))
     .replace('job "hostpath-plugin" {', 'job "hostpath-plugin" {\n  type = "system"');
-  if (!hcl.includes('type = "system"') || !hcl.includes(stateDir)) throw new Error('the plugin job template changed: this test must follow it');
+  if (!hcl.includes('type = "system"') || !hcl.includes(stateDir))
+    throw new Error('the plugin job template changed: this test must follow it');
   return hcl;
 }
-
 
 async function rejection(p: Promise<unknown>): Promise<ApiError> {
   const e = await p.then(
@@ -77,8 +77,20 @@ cluster {
     conn = connectEtcd({ endpoints: etcd.endpoints, prefix: 'e2e/', dialTimeoutMs: 2_000 });
     claims = new EtcdVolumeClaims(conn);
     // Once, against one agent: every node runs it.
-    await pollUntil('the plugin job accepted', async () => agents[0]!.api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined), 30_000);
-    await Promise.all(agents.map((a) => pollUntil('hostpath healthy on every node', async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 90_000)));
+    await pollUntil(
+      'the plugin job accepted',
+      async () => agents[0]!.api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined),
+      30_000,
+    );
+    await Promise.all(
+      agents.map((a) =>
+        pollUntil(
+          'hostpath healthy on every node',
+          async () => ((await a.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
+          90_000,
+        ),
+      ),
+    );
   });
 
   afterAll(async () => {
@@ -93,29 +105,46 @@ cluster {
 
   it('every agent lists the three nodes ready; the system job runs once on each; plugin status says 3/3', async () => {
     for (const [i, a] of agents.entries()) {
-      const list = await pollUntil('three nodes ready with their plugin', async () => {
-        const l = await a.api.listNodes();
-        return l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready' && n.plugins.some((p) => p.id === 'hostpath' && p.healthy)) ? l : undefined;
-      }, 30_000);
+      const list = await pollUntil(
+        'three nodes ready with their plugin',
+        async () => {
+          const l = await a.api.listNodes();
+          return l.nodes.length === 3 &&
+            l.nodes.every((n) => n.status === 'ready' && n.plugins.some((p) => p.id === 'hostpath' && p.healthy))
+            ? l
+            : undefined;
+        },
+        30_000,
+      );
       expect(list.cluster).toBe(true);
       expect(list.nodes.map((n) => n.name)).toEqual([...NAMES]);
       expect(list.nodes.filter((n) => n.self).map((n) => n.name)).toEqual([NAMES[i]]);
       expect(list.nodes[0]).toMatchObject({ nodeClass: 'storage', drivers: expect.arrayContaining(['raw_exec']) });
       // The system job: one slot per node, and this node runs one alloc of it.
-      const job = await pollUntil('the plugin job\'s three placements seen', async () => {
-        const j = await a.api.getJob('hostpath-plugin');
-        return j.cluster?.placements.length === 3 ? j : undefined;
-      }, 30_000);
+      const job = await pollUntil(
+        "the plugin job's three placements seen",
+        async () => {
+          const j = await a.api.getJob('hostpath-plugin');
+          return j.cluster?.placements.length === 3 ? j : undefined;
+        },
+        30_000,
+      );
       expect(job.cluster!.type).toBe('system');
       expect(job.cluster!.placements.map((p) => [p.slot, p.node])).toEqual(NAMES.map((n) => [`plugin/@${n}`, n]));
       expect(job.allocs.filter((x) => x.desiredStatus === 'run')).toHaveLength(1);
     }
     for (const a of agents) {
-      const plugin = await pollUntil('hostpath 3/3 across the cluster', async () => {
-        const p = await a.api.getPlugin('hostpath');
-        const c = p.cluster;
-        return c && c.nodesHealthy === 3 && c.nodesExpected === 3 && c.controllersHealthy === 3 && c.controllersExpected === 3 ? p : undefined;
-      }, 30_000);
+      const plugin = await pollUntil(
+        'hostpath 3/3 across the cluster',
+        async () => {
+          const p = await a.api.getPlugin('hostpath');
+          const c = p.cluster;
+          return c && c.nodesHealthy === 3 && c.nodesExpected === 3 && c.controllersHealthy === 3 && c.controllersExpected === 3
+            ? p
+            : undefined;
+        },
+        30_000,
+      );
       expect(plugin.cluster!.instances).toHaveLength(6);
       expect([...new Set(plugin.cluster!.instances.map((i) => i.node))]).toEqual([...NAMES]);
       expect(plugin.nodesHealthy).toBe(1);
@@ -127,34 +156,55 @@ cluster {
   it('a volume made once is known on every node; a service job run against any agent is placed; a second writer is pending with every node saying why; kill -9 of the etcd leader kills no task and loses no claim', async () => {
     const spec = volumeSpecToDocument(await parseVolumeSpec(volumeSpec('shared'), 'shared.hcl'));
     await agents[2]!.api.createVolume(spec);
-    for (const a of agents) await pollUntil('the volume known on every node', async () => a.api.getVolume('shared').catch(() => undefined), 30_000);
+    for (const a of agents)
+      await pollUntil('the volume known on every node', async () => a.api.getVolume('shared').catch(() => undefined), 30_000);
     // Another node has it too now: creating it there again is Nomad's "exists already" (only a larger capacity would change it).
     const again = await rejection(agents[0]!.api.createVolume(spec));
     expect(again.status).toBe(409);
     expect(again.message).toContain('volume "shared" exists with 10485760 bytes already');
     // Its plugin volume registered under another id, on another node: a 409 naming it; nothing is kept.
     const { externalId } = await agents[1]!.api.getVolume('shared');
-    const twice = await rejection(agents[1]!.api.registerVolume(volumeSpecToDocument(await parseVolumeSpec(`${volumeSpec('shared-again')}\nexternal_id = "${externalId}"\n`, 'again.hcl'))));
+    const twice = await rejection(
+      agents[1]!.api.registerVolume(
+        volumeSpecToDocument(await parseVolumeSpec(`${volumeSpec('shared-again')}\nexternal_id = "${externalId}"\n`, 'again.hcl')),
+      ),
+    );
     expect(twice.status).toBe(409);
-    expect(twice.message).toBe(`volume "shared-again": plugin "hostpath" volume "${externalId}" is volume "shared" already; use volume "shared", or deregister it first`);
-    expect(await agents[1]!.api.getVolume('shared-again').then(() => 200, (e: { status: number }) => e.status)).toBe(404);
+    expect(twice.message).toBe(
+      `volume "shared-again": plugin "hostpath" volume "${externalId}" is volume "shared" already; use volume "shared", or deregister it first`,
+    );
+    expect(
+      await agents[1]!.api.getVolume('shared-again').then(
+        () => 200,
+        (e: { status: number }) => e.status,
+      ),
+    ).toBe(404);
 
     const run = await agents[1]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
     expect(run.cluster!.placements).toHaveLength(1);
     const node = run.cluster!.placements[0]!.node;
     const holder = byName(node);
-    const alloc = await pollUntil('writer-1 running where it was placed', async () => running(await holder.api.getJob('writer-1').catch(() => undefined)), 60_000);
+    const alloc = await pollUntil(
+      'writer-1 running where it was placed',
+      async () => running(await holder.api.getJob('writer-1').catch(() => undefined)),
+      60_000,
+    );
     writer = { node, allocId: alloc.id, pid: holder.taskPid(alloc.id, 'writer') };
     expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[alloc.id, node]]);
 
     await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-2', 'shared'), 'w2.hcl')));
-    const pending = await pollUntil('writer-2 pending, with a reason from every node', async () => {
-      const j = await agents[0]!.api.getJob('writer-2');
-      const p = j.cluster?.pending[0];
-      return p && Object.keys(p.reasons).length === 3 ? p : undefined;
-    }, 30_000);
+    const pending = await pollUntil(
+      'writer-2 pending, with a reason from every node',
+      async () => {
+        const j = await agents[0]!.api.getJob('writer-2');
+        const p = j.cluster?.pending[0];
+        return p && Object.keys(p.reasons).length === 3 ? p : undefined;
+      },
+      30_000,
+    );
     expect(pending.reasons[node]).toBe('volume "shared" (single-node-writer) has its one writer already');
-    for (const other of NAMES.filter((n) => n !== node)) expect(pending.reasons[other]).toBe(`volume "shared" (single-node-writer) is in use on node ${node}`);
+    for (const other of NAMES.filter((n) => n !== node))
+      expect(pending.reasons[other]).toBe(`volume "shared" (single-node-writer) is in use on node ${node}`);
     expect((await agents[0]!.api.getJob('writer-2')).cluster!.placements).toEqual([]);
 
     const leader = await etcd.leader();
@@ -162,16 +212,29 @@ cluster {
     // Past the node leases' TTL and an election: nothing here was stopped for it.
     await new Promise((r) => setTimeout(r, 4_000));
     expect(isAlive(writer.pid)).toBe(true);
-    const after = await pollUntil('the claim read after the leader died', async () => claims.claims('shared').catch(() => undefined), 30_000);
+    const after = await pollUntil(
+      'the claim read after the leader died',
+      async () => claims.claims('shared').catch(() => undefined),
+      30_000,
+    );
     expect(after.map((c) => [c.allocId, c.nodeId])).toEqual([[alloc.id, node]]);
     expect(running(await holder.api.getJob('writer-1'))?.id).toBe(alloc.id);
     await etcd.restart(leader);
     await agents[0]!.api.stopJob('writer-2');
   });
 
-  it('the claim sweep releases in etcd the claims of this node (its identity) that no alloc here holds, and no other node\'s or identity\'s', async () => {
-    const volume = { id: 'ghostly', capabilities: [{ accessMode: 'multi-node-multi-writer' as const, attachmentMode: 'file-system' as const }] };
-    const req = (allocId: string) => ({ volumeId: 'ghostly', allocId, accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', readOnly: false });
+  it("the claim sweep releases in etcd the claims of this node (its identity) that no alloc here holds, and no other node's or identity's", async () => {
+    const volume = {
+      id: 'ghostly',
+      capabilities: [{ accessMode: 'multi-node-multi-writer' as const, attachmentMode: 'file-system' as const }],
+    };
+    const req = (allocId: string) => ({
+      volumeId: 'ghostly',
+      allocId,
+      accessMode: 'multi-node-multi-writer',
+      attachmentMode: 'file-system',
+      readOnly: false,
+    });
     // n3's identity, as node status lists it: its claims carry it.
     const n3 = (await agents[2]!.api.listNodes()).nodes.find((n) => n.name === 'n3')!;
     expect(n3.identity).toMatch(/^[0-9a-f-]{36}$/);
@@ -181,7 +244,11 @@ cluster {
     await new EtcdVolumeClaims(conn, Date.now, 'another-machine').claim(volume, req('other-machine-on-n3'), 'n3');
     await claims.claim(volume, req('unknown-on-n3'), 'n3');
     await claims.claim(volume, req('ghost-on-n9'), 'n9');
-    await pollUntil('n3\'s sweep released its ghost', async () => ((await claims.claims('ghostly')).some((c) => c.allocId === 'ghost-on-n3') ? undefined : true), 30_000);
+    await pollUntil(
+      "n3's sweep released its ghost",
+      async () => ((await claims.claims('ghostly')).some((c) => c.allocId === 'ghost-on-n3') ? undefined : true),
+      30_000,
+    );
     expect((await claims.claims('ghostly')).map((c) => c.allocId)).toEqual(['other-machine-on-n3', 'unknown-on-n3', 'ghost-on-n9']);
     for (const id of ['other-machine-on-n3', 'unknown-on-n3', 'ghost-on-n9']) await claims.release('ghostly', id);
   });
@@ -191,7 +258,11 @@ cluster {
     const impostor = new AgentHarness(config('n1', endpoints, 'impostor'));
     try {
       await impostor.start();
-      await pollUntil('the refusal in its log', async () => (/node name \\"n1\\" is in use by another live agent/.test(impostor.log) ? true : undefined), 30_000);
+      await pollUntil(
+        'the refusal in its log',
+        async () => (/node name \\"n1\\" is in use by another live agent/.test(impostor.log) ? true : undefined),
+        30_000,
+      );
       const refused = await rejection(impostor.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('impostor-work'), 'iw.hcl'))));
       expect(refused.status).toBe(409);
       expect(refused.message).toContain('node name "n1" is in use by another live agent');
@@ -223,17 +294,25 @@ cluster {
     expect(mountsUnder(holder.dataDir).some((m) => m.includes(writer.allocId))).toBe(true);
     expect((await holder.api.health()).ok).toBe(true);
     await Promise.all(Array.from({ length: etcd.size }, (_, i) => etcd.restart(i)));
-    await pollUntil('three nodes ready again', async () => {
-      const l = await holder.api.listNodes().catch(() => undefined);
-      return l && l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
-    }, 60_000);
-    const placed = await pollUntil('the waiting job placed and running', async () => {
-      for (const a of agents) {
-        const alloc = running(await a.api.getJob('late').catch(() => undefined));
-        if (alloc) return alloc;
-      }
-      return undefined;
-    }, 60_000);
+    await pollUntil(
+      'three nodes ready again',
+      async () => {
+        const l = await holder.api.listNodes().catch(() => undefined);
+        return l && l.nodes.length === 3 && l.nodes.every((n) => n.status === 'ready') ? true : undefined;
+      },
+      60_000,
+    );
+    const placed = await pollUntil(
+      'the waiting job placed and running',
+      async () => {
+        for (const a of agents) {
+          const alloc = running(await a.api.getJob('late').catch(() => undefined));
+          if (alloc) return alloc;
+        }
+        return undefined;
+      },
+      60_000,
+    );
     expect(placed.name).toContain('late');
     // Nothing moved for the outage: the writer is where it was, its claim too.
     expect(isAlive(writer.pid)).toBe(true);
@@ -246,15 +325,26 @@ cluster {
     await holder.kill('SIGKILL');
     await holder.start();
     // Joined and settled again (a whole pass since the join): its node ready, the share taken as running, nothing replaced.
-    await pollUntil('the node ready again', async () => ((await holder.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === writer.node)?.status === 'ready' ? true : undefined), 30_000);
+    await pollUntil(
+      'the node ready again',
+      async () =>
+        (await holder.api.listNodes().catch(() => undefined))?.nodes.find((n) => n.name === writer.node)?.status === 'ready'
+          ? true
+          : undefined,
+      30_000,
+    );
     await new Promise((r) => setTimeout(r, 3_000));
     expect(isAlive(writer.pid)).toBe(true);
     expect(holder.taskPid(writer.allocId, 'writer')).toBe(writer.pid);
     // Its view of the cluster comes with its first pass after the restart.
-    const job = await pollUntil('the restarted agent passing again', async () => {
-      const j = await holder.api.getJob('writer-1');
-      return j.cluster ? j : undefined;
-    }, 30_000);
+    const job = await pollUntil(
+      'the restarted agent passing again',
+      async () => {
+        const j = await holder.api.getJob('writer-1');
+        return j.cluster ? j : undefined;
+      },
+      30_000,
+    );
     expect(job.allocs.filter((a) => a.desiredStatus === 'run').map((a) => a.id)).toEqual([writer.allocId]);
     expect(job.cluster!.placements.map((p) => p.node)).toEqual([writer.node]);
     expect(mountsUnder(holder.dataDir).some((m) => m.includes(writer.allocId))).toBe(true);
@@ -265,14 +355,18 @@ cluster {
     const old = byName(writer.node);
     await old.kill('SIGKILL');
     // Its task runs on (the agent is gone, not the node's processes); the cluster sees the node go down, then past the grace moves the slot.
-    const moved = await pollUntil('writer-1 running on another node', async () => {
-      for (const a of agents) {
-        if (a === old) continue;
-        const alloc = running(await a.api.getJob('writer-1').catch(() => undefined));
-        if (alloc) return { agent: a, alloc };
-      }
-      return undefined;
-    }, 90_000);
+    const moved = await pollUntil(
+      'writer-1 running on another node',
+      async () => {
+        for (const a of agents) {
+          if (a === old) continue;
+          const alloc = running(await a.api.getJob('writer-1').catch(() => undefined));
+          if (alloc) return { agent: a, alloc };
+        }
+        return undefined;
+      },
+      90_000,
+    );
     const newNode = NAMES[agents.indexOf(moved.agent)]!;
     const job = await moved.agent.api.getJob('writer-1');
     expect(job.cluster!.placements).toEqual([expect.objectContaining({ node: newNode, movedFrom: writer.node })]);
@@ -293,7 +387,11 @@ cluster {
     try {
       await old.start();
       await pollUntil('the old copy stopped', async () => (!isAlive(writer.pid) ? true : undefined), 60_000);
-      await pollUntil('the old copy unmounted', async () => (mountsUnder(old.dataDir).some((m) => m.includes(writer.allocId)) ? undefined : true), 60_000);
+      await pollUntil(
+        'the old copy unmounted',
+        async () => (mountsUnder(old.dataDir).some((m) => m.includes(writer.allocId)) ? undefined : true),
+        60_000,
+      );
       const oldJob = await old.api.getJob('writer-1');
       expect(oldJob.allocs.find((a) => a.id === writer.allocId)?.desiredStatus).toBe('stop');
       expect(running(oldJob)).toBeUndefined();
@@ -305,6 +403,10 @@ cluster {
     expect([...new Set(seen)]).toEqual([`${moved.alloc.id}@${newNode}`]);
     expect(running(await moved.agent.api.getJob('writer-1'))?.id).toBe(moved.alloc.id);
     await agents[0]!.api.stopJob('writer-1');
-    await pollUntil('the claim released once the job stopped', async () => ((await claims.claims('shared')).length === 0 ? true : undefined), 60_000);
+    await pollUntil(
+      'the claim released once the job stopped',
+      async () => ((await claims.claims('shared')).length === 0 ? true : undefined),
+      60_000,
+    );
   });
 });

@@ -1,7 +1,16 @@
 // A deployment swaps an implementation by binding its own to a token before
 // the agent starts; the agent then uses it. Checked in-process and through
 // the runnable example in examples/embed-agent.js.
-import { DefaultTimeoutPolicy, DuplicateBindingError, ILogger, ITimeoutPolicy, MemoryLogger, ValidationError, bind, type TimeoutPolicy } from '@csiplug/core';
+import {
+  DefaultTimeoutPolicy,
+  DuplicateBindingError,
+  ILogger,
+  ITimeoutPolicy,
+  MemoryLogger,
+  ValidationError,
+  bind,
+  type TimeoutPolicy,
+} from '@csiplug/core';
 import { ICSIManager } from '@csiplug/csimanager';
 import { IVolumeCatalog, IVolumeClaimer, IVolumeSpecValidator, type VolumeSpec } from '@csiplug/volumes';
 import { execFile } from 'child_process';
@@ -42,7 +51,17 @@ describe('composition by tokens', () => {
       expect(agent.container.resolve(IVolumeClaimer)).toBe(agent.container.resolve(IVolumeCatalog));
       // …and checks specs with the agent's reader: a spec no file could have held is refused, nothing stored
       expect(agent.container.resolve(IVolumeSpecValidator)).toBe(checkVolumeSpec);
-      const bad = { id: 'v', name: 'v', type: 'csi', pluginId: 'hp', externalId: 'x', capabilities: [], parameters: {}, secrets: {}, context: {} } satisfies VolumeSpec;
+      const bad = {
+        id: 'v',
+        name: 'v',
+        type: 'csi',
+        pluginId: 'hp',
+        externalId: 'x',
+        capabilities: [],
+        parameters: {},
+        secrets: {},
+        context: {},
+      } satisfies VolumeSpec;
       await expect(agent.registerVolume(bad)).rejects.toBeInstanceOf(ValidationError);
       await expect(agent.registerVolume(bad)).rejects.toThrow(/capability is required/);
       expect(agent.listVolumes()).toEqual([]);

@@ -62,7 +62,11 @@ describe('one agent per data dir', () => {
   it('a failed start lets go of the lock', async () => {
     fs.writeFileSync(path.join(dataDir, 'state.db'), 'not a SQLite file');
     // The state module's start fails; the error names the module and carries the state's own.
-    await expect(Agent.start(config(dataDir, 'sqlite'), { logger: new MemoryLogger() })).rejects.toMatchObject({ code: 'EMODULE_START', module: 'state', cause: expect.objectContaining({ code: 'ErrInvalid' }) });
+    await expect(Agent.start(config(dataDir, 'sqlite'), { logger: new MemoryLogger() })).rejects.toMatchObject({
+      code: 'EMODULE_START',
+      module: 'state',
+      cause: expect.objectContaining({ code: 'ErrInvalid' }),
+    });
     const next = await Agent.start(config(dataDir, 'memory'), { logger: new MemoryLogger() });
     await next.dispose({ stopTasks: true });
   });
@@ -90,7 +94,9 @@ describe('one agent per data dir, across processes', () => {
     second.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise<number | null>((resolve) => second.on('exit', (c) => resolve(c)));
     expect(code).toBe(1);
-    expect(stderr).toContain(`Error starting agent: data dir ${h.dataDir} is in use: another csiplug agent holds its lock ${path.join(h.dataDir, 'agent.lock')}`);
+    expect(stderr).toContain(
+      `Error starting agent: data dir ${h.dataDir} is in use: another csiplug agent holds its lock ${path.join(h.dataDir, 'agent.lock')}`,
+    );
     // It never opened (or created) a state file beside the memory agent.
     expect(fs.existsSync(path.join(h.dataDir, 'state.db'))).toBe(false);
 

@@ -76,7 +76,9 @@ describe("the agent's log and data dir on a full filesystem", () => {
     expect(h.proc!.exitCode).toBeNull();
     expect((await h.api.getAlloc(allocIds[0]!)).clientStatus).toBe('running');
     const second = await h.api.runJob(await sleeper('second'));
-    await pollUntil('the second job running', async () => ((await h.api.getAlloc(second.allocIds[0]!)).clientStatus === 'running' ? true : undefined));
+    await pollUntil('the second job running', async () =>
+      (await h.api.getAlloc(second.allocIds[0]!)).clientStatus === 'running' ? true : undefined,
+    );
     expect((await h.api.listJobs()).map((j) => j.id).sort()).toEqual(['kept', 'second']);
     expect(h.proc!.exitCode).toBeNull();
   });

@@ -6,7 +6,16 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, workloadJobHcl } from '../src/commands/specs';
-import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
+import {
+  AgentHarness,
+  PLUGIN_JOB,
+  containersUnder,
+  isAlive,
+  mountsUnder,
+  pollUntil,
+  volumeSpec,
+  workloadJob,
+} from './support/agent-process';
 
 jest.setTimeout(300_000);
 
@@ -17,7 +26,10 @@ type Driver = 'raw_exec' | 'exec';
 
 /** The plugin and the workloads as host processes, or all isolated on runc (the plugin's code dirs added to the chroot). */
 const ISOLATED_PLUGIN_JOB = hostpathPluginJobHcl({ restartDelay: '100ms', driver: 'exec', node: nodeBinary() });
-const isolatedAgentConfig = (): string => `plugin "exec" {\n  chroot_env = { ${hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ')} }\n}\n`;
+const isolatedAgentConfig = (): string =>
+  `plugin "exec" {\n  chroot_env = { ${hostpathPluginCodeDirs()
+    .map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`)
+    .join(', ')} }\n}\n`;
 
 async function runPlugin(h: AgentHarness, driver: Driver = 'raw_exec'): Promise<void> {
   await h.api.runJob(jobToDocument(await parseJobspec(driver === 'exec' ? ISOLATED_PLUGIN_JOB : PLUGIN_JOB, 'plugin.hcl')));
@@ -30,7 +42,10 @@ async function runPlugin(h: AgentHarness, driver: Driver = 'raw_exec'): Promise<
 async function runWorkload(h: AgentHarness, i: number, driver: Driver = 'raw_exec'): Promise<string> {
   const volumeId = `vol-${i}`;
   await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec(volumeId), `${volumeId}.hcl`)));
-  const hcl = driver === 'exec' ? workloadJobHcl(`work-${i}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec') : workloadJob(`work-${i}`, volumeId);
+  const hcl =
+    driver === 'exec'
+      ? workloadJobHcl(`work-${i}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec')
+      : workloadJob(`work-${i}`, volumeId);
   const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(hcl, `work-${i}.hcl`)));
   return allocIds[0]!;
 }
@@ -51,54 +66,62 @@ describe('agent restart survival (kill -9)', () => {
   it.each<[Driver, string]>([
     ['raw_exec', 'host processes'],
     ['exec', 'all isolated on runc'],
-  ])(`${RESTARTS} restarts with ${WORKLOADS} workload allocs on one plugin (%s: %s): 0 tasks killed, 0 restarts, every volume mounted, every file intact`, async (driver) => {
-    if (driver === 'exec') h.extraConfig = isolatedAgentConfig();
-    await h.start();
-    await runPlugin(h, driver);
-    const allocIds = await Promise.all(Array.from({ length: WORKLOADS }, (_, i) => runWorkload(h, i, driver)));
-    const before = await pollUntil('every workload running with its file written', async () => {
-      const allocs = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
-      if (allocs.some((a) => a.clientStatus === 'failed')) throw new Error(`a workload failed: ${JSON.stringify(allocs.find((a) => a.clientStatus === 'failed'))}`);
-      const ready = allocs.every((a) => a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt')));
-      return ready ? allocs : undefined;
-    });
-    const pids = new Map(allocIds.map((id) => [id, h.taskPid(id, 'writer')]));
-    const paths = new Map(before.map((a) => [a.id, a.volumes.data!.hostPath]));
-    const pluginAlloc = (await h.api.getPlugin('hostpath')).allocs[0]!;
-    const pluginPid = h.taskPid(pluginAlloc, 'plugin');
-
-    for (let round = 1; round <= RESTARTS; round++) {
-      await h.kill('SIGKILL');
-      // while no agent runs, nothing is lost
-      for (const id of allocIds) expect(isAlive(pids.get(id)!)).toBe(true);
+  ])(
+    `${RESTARTS} restarts with ${WORKLOADS} workload allocs on one plugin (%s: %s): 0 tasks killed, 0 restarts, every volume mounted, every file intact`,
+    async (driver) => {
+      if (driver === 'exec') h.extraConfig = isolatedAgentConfig();
       await h.start();
-      const allocs = await pollUntil(`round ${round}: plugin back and every alloc running`, async () => {
-        const p = await h.api.getPlugin('hostpath').catch(() => undefined);
-        if (!p || p.nodesHealthy !== 1) return undefined;
-        const list = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
-        return list.every((a) => a.clientStatus === 'running' && a.tasks.writer?.state === 'running') ? list : undefined;
+      await runPlugin(h, driver);
+      const allocIds = await Promise.all(Array.from({ length: WORKLOADS }, (_, i) => runWorkload(h, i, driver)));
+      const before = await pollUntil('every workload running with its file written', async () => {
+        const allocs = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
+        if (allocs.some((a) => a.clientStatus === 'failed'))
+          throw new Error(`a workload failed: ${JSON.stringify(allocs.find((a) => a.clientStatus === 'failed'))}`);
+        const ready = allocs.every(
+          (a) => a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt')),
+        );
+        return ready ? allocs : undefined;
       });
-      for (const a of allocs) {
-        expect(a.tasks.writer!.restarts).toBe(0);
-        expect(a.tasks.writer!.events.filter((e) => e.type === 'Killed' || e.type === 'Terminated' || e.type === 'Setup Failure')).toEqual([]);
-        expect(isAlive(pids.get(a.id)!)).toBe(true);
-        expect(h.taskPid(a.id, 'writer')).toBe(pids.get(a.id));
-        expect(a.volumes.data!.hostPath).toBe(paths.get(a.id));
-        expect(mountsUnder(paths.get(a.id)!)).toEqual([paths.get(a.id)]);
-        expect(fs.readFileSync(path.join(paths.get(a.id)!, 'owner.txt'), 'utf8').trim()).toBe(a.id);
-      }
-      expect(h.taskPid(pluginAlloc, 'plugin')).toBe(pluginPid);
-      // Isolated: each task's container is still the one it ran in.
-      if (driver === 'exec') expect(containersUnder(h.root)).toHaveLength(WORKLOADS + 1);
-    }
+      const pids = new Map(allocIds.map((id) => [id, h.taskPid(id, 'writer')]));
+      const paths = new Map(before.map((a) => [a.id, a.volumes.data!.hostPath]));
+      const pluginAlloc = (await h.api.getPlugin('hostpath')).allocs[0]!;
+      const pluginPid = h.taskPid(pluginAlloc, 'plugin');
 
-    // job stop unmounts and releases the claims
-    await h.api.stopJob('work-0');
-    expect(mountsUnder(paths.get(allocIds[0]!)!)).toEqual([]);
-    expect((await h.api.getVolume('vol-0')).claims).toEqual([]);
-    expect(isAlive(pids.get(allocIds[0]!)!)).toBe(false);
-    if (driver === 'exec') expect(containersUnder(h.root)).toHaveLength(WORKLOADS);
-  });
+      for (let round = 1; round <= RESTARTS; round++) {
+        await h.kill('SIGKILL');
+        // while no agent runs, nothing is lost
+        for (const id of allocIds) expect(isAlive(pids.get(id)!)).toBe(true);
+        await h.start();
+        const allocs = await pollUntil(`round ${round}: plugin back and every alloc running`, async () => {
+          const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+          if (!p || p.nodesHealthy !== 1) return undefined;
+          const list = await Promise.all(allocIds.map((id) => h.api.getAlloc(id)));
+          return list.every((a) => a.clientStatus === 'running' && a.tasks.writer?.state === 'running') ? list : undefined;
+        });
+        for (const a of allocs) {
+          expect(a.tasks.writer!.restarts).toBe(0);
+          expect(
+            a.tasks.writer!.events.filter((e) => e.type === 'Killed' || e.type === 'Terminated' || e.type === 'Setup Failure'),
+          ).toEqual([]);
+          expect(isAlive(pids.get(a.id)!)).toBe(true);
+          expect(h.taskPid(a.id, 'writer')).toBe(pids.get(a.id));
+          expect(a.volumes.data!.hostPath).toBe(paths.get(a.id));
+          expect(mountsUnder(paths.get(a.id)!)).toEqual([paths.get(a.id)]);
+          expect(fs.readFileSync(path.join(paths.get(a.id)!, 'owner.txt'), 'utf8').trim()).toBe(a.id);
+        }
+        expect(h.taskPid(pluginAlloc, 'plugin')).toBe(pluginPid);
+        // Isolated: each task's container is still the one it ran in.
+        if (driver === 'exec') expect(containersUnder(h.root)).toHaveLength(WORKLOADS + 1);
+      }
+
+      // job stop unmounts and releases the claims
+      await h.api.stopJob('work-0');
+      expect(mountsUnder(paths.get(allocIds[0]!)!)).toEqual([]);
+      expect((await h.api.getVolume('vol-0')).claims).toEqual([]);
+      expect(isAlive(pids.get(allocIds[0]!)!)).toBe(false);
+      if (driver === 'exec') expect(containersUnder(h.root)).toHaveLength(WORKLOADS);
+    },
+  );
 
   it('a plugin that restarts under running workloads: workloads keep running and unmount cleanly through the new plugin', async () => {
     await h.start();

@@ -23,13 +23,21 @@ async function cli(args: string[], env: Record<string, string> = {}): Promise<{ 
   }
 }
 
-function post(port: number, urlPath: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+function post(
+  port: number,
+  urlPath: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: urlPath, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, path: urlPath, method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -99,7 +107,10 @@ describe('ACL and bad input against a running agent', () => {
 
   it('a bad jobspec is refused by the CLI with job, group, task and field named; nothing is run', async () => {
     const file = path.join(h.root, 'bad.hcl');
-    fs.writeFileSync(file, 'job "web" {\n  group "app" {\n    task "server" {\n      driver = "raw_exec"\n      config {\n        args = ["x"]\n      }\n    }\n  }\n}\n');
+    fs.writeFileSync(
+      file,
+      'job "web" {\n  group "app" {\n    task "server" {\n      driver = "raw_exec"\n      config {\n        args = ["x"]\n      }\n    }\n  }\n}\n',
+    );
     const r = await cli(['job', 'run', '-address', `http://127.0.0.1:${h.port}`, '-token', 's3cret-token', file]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/job "web" group "app" task "server".*config\.command/);
@@ -114,7 +125,12 @@ describe('ACL and bad input against a running agent', () => {
     const unknown = await post(h.port, '/v1/jobs', JSON.stringify({ Job: { job: { web: {} } }, Sneaky: true }), auth);
     expect(unknown.status).toBe(400);
     expect(unknown.body).toMatch(/Sneaky/);
-    const invalid = await post(h.port, '/v1/jobs', JSON.stringify({ Job: { job: { web: { group: { app: { task: { t: { driver: 'docker', config: { command: 'x' } } } } } } } } }), auth);
+    const invalid = await post(
+      h.port,
+      '/v1/jobs',
+      JSON.stringify({ Job: { job: { web: { group: { app: { task: { t: { driver: 'docker', config: { command: 'x' } } } } } } } } }),
+      auth,
+    );
     expect(invalid.status).toBe(400);
     expect(invalid.body).toMatch(/driver/);
     const huge = await post(h.port, '/v1/jobs', JSON.stringify({ Job: { pad: 'x'.repeat(2 * 1024 * 1024) } }), auth);

@@ -43,19 +43,21 @@ async function runPluginAndWorkload(h: AgentHarness): Promise<{ allocId: string;
 async function flood(port: number, n: number): Promise<Set<net.Socket>> {
   const open = new Set<net.Socket>();
   await Promise.all(
-    Array.from({ length: n }, () =>
-      new Promise<void>((resolve) => {
-        const s = net.connect(port, '127.0.0.1');
-        s.on('error', () => undefined);
-        s.once('connect', () => {
-          open.add(s);
-          resolve();
-        });
-        s.once('close', () => {
-          open.delete(s);
-          resolve();
-        });
-      }),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<void>((resolve) => {
+          const s = net.connect(port, '127.0.0.1');
+          s.on('error', () => undefined);
+          s.once('connect', () => {
+            open.add(s);
+            resolve();
+          });
+          s.once('close', () => {
+            open.delete(s);
+            resolve();
+          });
+        }),
     ),
   );
   return open;
@@ -94,14 +96,21 @@ describe('an idle-connection flood', () => {
   });
 
   it(`that exhausts the agent's ${FD_LIMIT} file descriptors kills no task, keeps mount and claim, and one SIGTERM stops the agent`, async () => {
-    h = new AgentHarness('limits {\n  http_max_conns = 100000\n  http_max_conns_per_client = 100000\n  http_idle_timeout = "10m"\n}\n', { fdLimit: FD_LIMIT });
+    h = new AgentHarness('limits {\n  http_max_conns = 100000\n  http_max_conns_per_client = 100000\n  http_idle_timeout = "10m"\n}\n', {
+      fdLimit: FD_LIMIT,
+    });
     await h.start();
     const { allocId, pid, hostPath } = await runPluginAndWorkload(h);
 
     sockets = await flood(h.port, FD_LIMIT * 2);
     // The agent is out of descriptors; its safety poll (5 s) and the plugin
     // probes run into EMFILE for a while.
-    await pollUntil('the agent to run into EMFILE', () => (/EMFILE|ENFILE|too many open files/i.test(h.log) ? true : undefined), 60_000, 200);
+    await pollUntil(
+      'the agent to run into EMFILE',
+      () => (/EMFILE|ENFILE|too many open files/i.test(h.log) ? true : undefined),
+      60_000,
+      200,
+    );
     await new Promise((r) => setTimeout(r, 12_000));
     expect(isAlive(pid)).toBe(true);
     expect(mountsUnder(hostPath)).toEqual([hostPath]);
@@ -112,7 +121,9 @@ describe('an idle-connection flood', () => {
     expect(alloc.clientStatus).toBe('running');
     expect(alloc.tasks.writer!.state).toBe('running');
     expect(alloc.tasks.writer!.restarts).toBe(0);
-    expect(alloc.tasks.writer!.events.filter((e) => ['Terminated', 'Killed', 'Setup Failure', 'Not Restarting'].includes(e.type))).toEqual([]);
+    expect(alloc.tasks.writer!.events.filter((e) => ['Terminated', 'Killed', 'Setup Failure', 'Not Restarting'].includes(e.type))).toEqual(
+      [],
+    );
     expect(alloc.volumes.data!.hostPath).toBe(hostPath);
     expect((await h.api.getVolume('vol-0')).claims.map((c) => c.allocId)).toEqual([allocId]);
     expect(isAlive(pid)).toBe(true);
@@ -151,7 +162,12 @@ describe('an idle-connection flood', () => {
     expect(during - before).toBeGreaterThanOrEqual(50);
     // While the flood still holds the cap, a health check gets through (the kernel's accept queue
     // may drop a first handshake under the flood; a monitor retries as this does).
-    await pollUntil('a health check answered during the flood', async () => ((await health(h.port)) === 200 ? true : undefined), 60_000, 100);
+    await pollUntil(
+      'a health check answered during the flood',
+      async () => ((await health(h.port)) === 200 ? true : undefined),
+      60_000,
+      100,
+    );
     expect(agentFds() - before).toBeGreaterThanOrEqual(50);
     expect(isAlive(pid)).toBe(true);
 

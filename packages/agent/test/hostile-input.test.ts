@@ -11,7 +11,13 @@ import { devConfig } from '@csiplug/jobspec';
 import { raw } from '@csiplug/api/testing';
 
 function sleeper(id: string, count: number): string {
-  return JSON.stringify({ Job: { job: { [id]: { group: { app: { count, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['300'] } } } } } } } } });
+  return JSON.stringify({
+    Job: {
+      job: {
+        [id]: { group: { app: { count, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['300'] } } } } } },
+      },
+    },
+  });
 }
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>): Promise<T> {
@@ -34,7 +40,13 @@ describe('hostile input against a real agent', () => {
     const base = devConfig();
     // A plugin wait of ten minutes: a create that waited for an unknown plugin would time the test out.
     agent = await Agent.start(
-      { ...base, dataDir, port: 0, limits: { ...base.limits, maxAllocsPerJob: 3 }, timeouts: { ...base.timeouts, pluginWaitPrerun: 600_000 } },
+      {
+        ...base,
+        dataDir,
+        port: 0,
+        limits: { ...base.limits, maxAllocsPerJob: 3 },
+        timeouts: { ...base.timeouts, pluginWaitPrerun: 600_000 },
+      },
       // Tasks run under @csiplug/driver's built executor, the driver's default even with the agent run from its sources.
       { logger: new MemoryLogger() },
     );
@@ -50,7 +62,12 @@ describe('hostile input against a real agent', () => {
   });
 
   it('answers a create naming an unknown plugin at once with 404, naming it', async () => {
-    const volume = { id: 'v1', type: 'csi', plugin_id: 'no-such-plugin', capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }] };
+    const volume = {
+      id: 'v1',
+      type: 'csi',
+      plugin_id: 'no-such-plugin',
+      capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
+    };
     const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volume: volume }) });
     expect(r.status).toBe(404);
     expect(r.json.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
@@ -60,7 +77,9 @@ describe('hostile input against a real agent', () => {
   it('refuses a job that asks for more allocs than the limit, and runs none of them', async () => {
     const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('many', 5) });
     expect(r.status).toBe(400);
-    expect(r.json.error).toMatch(/job "many" asks for 5 allocs \(app: 5\); this agent runs at most 3 per job \(limits \{ max_allocs_per_job \}\)/);
+    expect(r.json.error).toMatch(
+      /job "many" asks for 5 allocs \(app: 5\); this agent runs at most 3 per job \(limits \{ max_allocs_per_job \}\)/,
+    );
     expect(agent.listAllocs()).toHaveLength(0);
   });
 
@@ -68,7 +87,9 @@ describe('hostile input against a real agent', () => {
     const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('short', 2) });
     expect(r.status).toBe(200);
     const ids: string[] = r.json.allocIds;
-    await until(`both allocs running (${JSON.stringify(agent.listAllocs().map((a) => [a.clientStatus, a.tasks]))})`, async () => (agent.listAllocs().filter((a) => a.clientStatus === 'running').length === 2 ? true : undefined));
+    await until(`both allocs running (${JSON.stringify(agent.listAllocs().map((a) => [a.clientStatus, a.tasks]))})`, async () =>
+      agent.listAllocs().filter((a) => a.clientStatus === 'running').length === 2 ? true : undefined,
+    );
     const dirs = ids.map((id) => path.join(dataDir, 'allocs', id));
     for (const d of dirs) expect(fs.existsSync(d)).toBe(true);
     expect((await raw(url, 'DELETE', '/v1/job/short?purge=true')).status).toBe(200);

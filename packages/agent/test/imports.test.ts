@@ -14,7 +14,9 @@ const NAMES = fs.readdirSync(PACKAGES).filter((p) => fs.existsSync(path.join(PAC
 
 /** The package's entries (`.` and `./testing` when it has one), as built files. */
 function entries(name: string): string[] {
-  const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGES, name, 'package.json'), 'utf8')) as { exports?: Record<string, { default?: string } | string> };
+  const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGES, name, 'package.json'), 'utf8')) as {
+    exports?: Record<string, { default?: string } | string>;
+  };
   return Object.values(manifest.exports ?? {})
     .map((e) => (typeof e === 'string' ? e : e.default))
     .filter((e): e is string => typeof e === 'string' && e.endsWith('.js'))
@@ -28,9 +30,24 @@ describe('every package imports on its own', () => {
     const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-imports-'));
     try {
       for (const file of files) {
-        const cjs = await run(process.execPath, ['-e', `const m = require(${JSON.stringify(file)}); if (!Object.keys(m).length) throw new Error('exports nothing'); console.log('ok')`], { cwd });
+        const cjs = await run(
+          process.execPath,
+          [
+            '-e',
+            `const m = require(${JSON.stringify(file)}); if (!Object.keys(m).length) throw new Error('exports nothing'); console.log('ok')`,
+          ],
+          { cwd },
+        );
         expect(cjs.stdout.trim()).toBe('ok');
-        const esm = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(file)}); if (!Object.keys(m).length) throw new Error('exports nothing'); console.log('ok')`], { cwd });
+        const esm = await run(
+          process.execPath,
+          [
+            '--input-type=module',
+            '-e',
+            `const m = await import(${JSON.stringify(file)}); if (!Object.keys(m).length) throw new Error('exports nothing'); console.log('ok')`,
+          ],
+          { cwd },
+        );
         expect(esm.stdout.trim()).toBe('ok');
       }
     } finally {

@@ -81,7 +81,9 @@ describe('isolated (exec) workloads on runc', () => {
     const root = fs.readFileSync(path.join(local, 'root'), 'utf8').split('\n').filter(Boolean);
     for (const d of ['alloc', 'data', 'local', 'ro', 'secrets', 'tmp', 'usr']) expect(root).toContain(d);
     for (const d of ['root', 'home', 'work', 'var']) expect(root).not.toContain(d);
-    expect(alloc.tasks.writer!.events.map((e) => e.message)).toContainEqual(expect.stringMatching(/^task started isolated by the exec driver \(runc, pid \d+; own network \(loopback only\)\)$/));
+    expect(alloc.tasks.writer!.events.map((e) => e.message)).toContainEqual(
+      expect.stringMatching(/^task started isolated by the exec driver \(runc, pid \d+; own network \(loopback only\)\)$/),
+    );
     // An API with no token: the task gets a network of its own, so it cannot reach the API on 127.0.0.1.
     expect(fs.readFileSync(path.join(local, 'netns'), 'utf8').trim()).not.toBe(fs.readlinkSync('/proc/self/ns/net'));
     const container = containerId(id, 'writer');
@@ -109,7 +111,7 @@ describe('isolated (exec) workloads on runc', () => {
     expect(cgroupsOf(container)).toEqual([]);
   });
 
-  it('a network of its own by default; the host\'s network only when asked and the API asks for a token; a task on it runs on, with an event, when the token goes', async () => {
+  it("a network of its own by default; the host's network only when asked and the API asks for a token; a task on it runs on, with an event, when the token goes", async () => {
     const netJob = (jobId: string, mode: string) => `
 job "${jobId}" {
   group "app" {
@@ -129,7 +131,9 @@ job "${jobId}" {
       const file = path.join(h.dataDir, 'allocs', allocIds[0]!, 'probe', 'local', 'netns');
       const alloc = await pollUntil(`${jobId} settled`, async () => {
         const a = await h.api.getAlloc(allocIds[0]!);
-        return a.clientStatus === 'failed' || (a.clientStatus === 'running' && fs.existsSync(file) && fs.readFileSync(file, 'utf8')) ? a : undefined;
+        return a.clientStatus === 'failed' || (a.clientStatus === 'running' && fs.existsSync(file) && fs.readFileSync(file, 'utf8'))
+          ? a
+          : undefined;
       });
       return { alloc, netns: alloc.clientStatus === 'running' ? fs.readFileSync(file, 'utf8').trim() : undefined };
     };
@@ -146,7 +150,9 @@ job "${jobId}" {
     const refused = await probe('asks-host', 'host');
     expect(refused.alloc.clientStatus).toBe('failed');
     const events = refused.alloc.tasks.probe!.events;
-    expect(events.map((e) => e.message)).toContainEqual(expect.stringContaining('network_mode = "host" would let the task reach this agent\'s API, which asks for no token'));
+    expect(events.map((e) => e.message)).toContainEqual(
+      expect.stringContaining('network_mode = "host" would let the task reach this agent\'s API, which asks for no token'),
+    );
     expect(events.filter((e) => e.type === 'Driver Failure')).toEqual([]);
     expect(refused.alloc.tasks.probe!.restarts).toBe(0);
     await h.api.stopJob('plain');
@@ -188,25 +194,44 @@ job "${jobId}" {
     expect(back.clientStatus).toBe('running');
     expect(h.taskPid(shared.alloc.id, 'probe')).toBe(pid);
     expect(isAlive(pid)).toBe(true);
-    expect(back.tasks.probe!.events.find((e) => e.type === 'Config Refused')!.message).toMatch(/^runs on as it was started, but this agent now refuses its configuration and will not start it again: network_mode = "host"/);
+    expect(back.tasks.probe!.events.find((e) => e.type === 'Config Refused')!.message).toMatch(
+      /^runs on as it was started, but this agent now refuses its configuration and will not start it again: network_mode = "host"/,
+    );
     for (const job of ['plain-2', 'on-host']) await h.api.stopJob(job);
     await pollUntil('the probes stopped', async () => (containersUnder(h.root).length === 0 ? true : undefined));
   });
 
   it('an isolated hostpath plugin (socket at /csi, staging/publish base bidirectional) serves an isolated workload: what the plugin mounts inside its container is a mount on the host and in the workload', async () => {
     // The plugin is node code from this checkout: the task sees it (read-only) besides the default chroot, as the demo does.
-    const chroot = hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ');
+    const chroot = hostpathPluginCodeDirs()
+      .map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`)
+      .join(', ');
     h.extraConfig = `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`;
     await h.start();
     await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec', node: nodeBinary() }), 'plugin.hcl')));
-    const plugin = await pollUntil('the isolated plugin healthy', async () => {
-      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
-      return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
-    }, 60_000).catch((err) => {
+    const plugin = await pollUntil(
+      'the isolated plugin healthy',
+      async () => {
+        const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+        return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
+      },
+      60_000,
+    ).catch((err) => {
       // What went wrong, for the CI log: the plugin's output, its task events, the agent's log.
-      for (const f of execFileSync('find', [path.join(h.dataDir, 'allocs'), '-name', 'std*.log']).toString().split('\n').filter(Boolean)) console.log(f, fs.readFileSync(f, 'utf8').slice(-2000));
+      for (const f of execFileSync('find', [path.join(h.dataDir, 'allocs'), '-name', 'std*.log'])
+        .toString()
+        .split('\n')
+        .filter(Boolean))
+        console.log(f, fs.readFileSync(f, 'utf8').slice(-2000));
       return h.api.listAllocs().then((allocs) => {
-        console.log(JSON.stringify(allocs.map((a) => a.tasks), null, 1).slice(-4000), h.log.slice(-3000));
+        console.log(
+          JSON.stringify(
+            allocs.map((a) => a.tasks),
+            null,
+            1,
+          ).slice(-4000),
+          h.log.slice(-3000),
+        );
         throw err;
       });
     });
@@ -215,11 +240,17 @@ job "${jobId}" {
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-iso'), 'v.hcl')));
     const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
     const id = allocIds[0]!;
-    const alloc = await pollUntil('the isolated workload running with its file written', async () => {
-      const a = await h.api.getAlloc(id);
-      if (a.clientStatus === 'failed') throw new Error(`the workload failed: ${JSON.stringify(a.tasks)}`);
-      return a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt')) ? a : undefined;
-    }, 60_000);
+    const alloc = await pollUntil(
+      'the isolated workload running with its file written',
+      async () => {
+        const a = await h.api.getAlloc(id);
+        if (a.clientStatus === 'failed') throw new Error(`the workload failed: ${JSON.stringify(a.tasks)}`);
+        return a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt'))
+          ? a
+          : undefined;
+      },
+      60_000,
+    );
     const hostPath = alloc.volumes.data!.hostPath;
     // The plugin published it from inside its container; the mount is on the host (propagation, not a copy).
     expect(mountsUnder(hostPath)).toEqual([hostPath]);
@@ -236,18 +267,28 @@ job "${jobId}" {
     await h.kill('SIGKILL');
     expect([isAlive(pluginPid), isAlive(workloadPid)]).toEqual([true, true]);
     await h.start();
-    await pollUntil('both re-attached and the plugin healthy again', async () => {
-      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
-      const a = await h.api.getAlloc(id);
-      return p && p.nodesHealthy === 1 && a.clientStatus === 'running' && a.tasks.writer?.events.some((e) => e.type === 'Reattached') ? true : undefined;
-    }, 60_000);
+    await pollUntil(
+      'both re-attached and the plugin healthy again',
+      async () => {
+        const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+        const a = await h.api.getAlloc(id);
+        return p && p.nodesHealthy === 1 && a.clientStatus === 'running' && a.tasks.writer?.events.some((e) => e.type === 'Reattached')
+          ? true
+          : undefined;
+      },
+      60_000,
+    );
     expect([h.taskPid(pluginAlloc, 'plugin'), h.taskPid(id, 'writer')]).toEqual([pluginPid, workloadPid]);
     expect(mountsUnder(hostPath)).toEqual([hostPath]);
     expect(fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim()).toBe(id);
 
     // Stopping unmounts through the isolated plugin, and leaves no container and no cgroup of the workload.
     await h.api.stopJob('iso');
-    await pollUntil('the workload stopped and unmounted', async () => ((await h.api.getAlloc(id)).clientStatus === 'complete' && mountsUnder(hostPath).length === 0 ? true : undefined), 60_000);
+    await pollUntil(
+      'the workload stopped and unmounted',
+      async () => ((await h.api.getAlloc(id)).clientStatus === 'complete' && mountsUnder(hostPath).length === 0 ? true : undefined),
+      60_000,
+    );
     expect(containersUnder(h.root)).toEqual([containerId(pluginAlloc, 'plugin')]);
     expect(cgroupsOf(containerId(id, 'writer'))).toEqual([]);
     await h.api.stopJob('hostpath-plugin');
@@ -259,7 +300,9 @@ job "${jobId}" {
 /** The cgroup dirs (v1 or v2) named after a container, anywhere under /sys/fs/cgroup: runc's, left behind if any. */
 function cgroupsOf(container: string): string[] {
   try {
-    return execFileSync('find', ['/sys/fs/cgroup', '-maxdepth', '4', '-type', 'd', '-name', container], { stdio: ['ignore', 'pipe', 'ignore'] })
+    return execFileSync('find', ['/sys/fs/cgroup', '-maxdepth', '4', '-type', 'd', '-name', container], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
       .toString()
       .split('\n')
       .filter(Boolean);

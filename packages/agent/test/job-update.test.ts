@@ -191,7 +191,10 @@ describe('job updates with the real agent and the hostpath plugin', () => {
     const r = await cli(['job', 'plan', ...address(), pluginFile]);
     expect(r.code).toBe(0);
 
-    for (const [jobId, allocId, task, pid] of [['hostpath-plugin', pluginAlloc, 'plugin', pids[0]!], ['work', work.id, 'writer', pids[1]!]] as const) {
+    for (const [jobId, allocId, task, pid] of [
+      ['hostpath-plugin', pluginAlloc, 'plugin', pids[0]!],
+      ['work', work.id, 'writer', pids[1]!],
+    ] as const) {
       const job = await h.api.getJob(jobId);
       expect(job.version).toBe(0);
       expect(job.allocs.map((a) => `${a.id} ${a.desiredStatus} ${a.clientStatus}`)).toEqual([`${allocId} run running`]);
@@ -223,7 +226,11 @@ describe('job updates with the real agent and the hostpath plugin', () => {
       while (watching) {
         const p = await h.api.getPlugin('hostpath').catch(() => undefined);
         const oldAlive = isAlive(oldPid);
-        samples.push(p ? { allocs: p.allocs, nodes: p.nodesHealthy, controllers: p.controllersHealthy, oldAlive } : { allocs: [], nodes: 0, controllers: 0, oldAlive });
+        samples.push(
+          p
+            ? { allocs: p.allocs, nodes: p.nodesHealthy, controllers: p.controllersHealthy, oldAlive }
+            : { allocs: [], nodes: 0, controllers: 0, oldAlive },
+        );
         try {
           reads.push(fs.readFileSync(owners, 'utf8').includes(work.id));
         } catch {
@@ -296,14 +303,20 @@ describe('job updates with the real agent and the hostpath plugin', () => {
       const e = eventsOf('hostpath-plugin', 'Job reverted')[0];
       return e;
     });
-    expect(reverted.message).toMatch(/^job hostpath-plugin: version 1 did not become healthy \(alloc hostpath-plugin\.plugin\[0\] \(\w{8}\) is unhealthy: task "plugin" is dead \(failed\).*\); reverted to version 0, which runs again as version 2$/);
+    expect(reverted.message).toMatch(
+      /^job hostpath-plugin: version 1 did not become healthy \(alloc hostpath-plugin\.plugin\[0\] \(\w{8}\) is unhealthy: task "plugin" is dead \(failed\).*\); reverted to version 0, which runs again as version 2$/,
+    );
     const failed = eventsOf('hostpath-plugin', 'Deployment failed')[0]!;
     expect(failed.message).toMatch(/rolling back to job version 0$/);
 
     const job = await h.api.getJob('hostpath-plugin');
     expect(job.version).toBe(2);
     expect(job.job.groups[0]!.tasks[0]!.env.PLUGIN_BUILD).toBe('1');
-    expect(job.deployment).toMatchObject({ jobVersion: 1, status: 'failed', description: 'Failed due to unhealthy allocations - rolling back to job version 0' });
+    expect(job.deployment).toMatchObject({
+      jobVersion: 1,
+      status: 'failed',
+      description: 'Failed due to unhealthy allocations - rolling back to job version 0',
+    });
     expect(job.allocs.map((a) => `${a.id} ${a.jobVersion} ${a.desiredStatus} ${a.clientStatus}`).sort()).toEqual(
       [`${oldAlloc} 2 run running`, `${badAlloc} 1 stop failed`].sort(),
     );
@@ -315,7 +328,9 @@ describe('job updates with the real agent and the hostpath plugin', () => {
 
     const status = await cli(['job', 'status', ...address(), 'hostpath-plugin']);
     expect(status.stdout).toMatch(/Version += 2/);
-    expect(status.stdout).toMatch(/Latest Deployment\nID +=.*\nVersion += 1\nStatus += failed\nDescription += Failed due to unhealthy allocations - rolling back to job version 0/);
+    expect(status.stdout).toMatch(
+      /Latest Deployment\nID +=.*\nVersion += 1\nStatus += failed\nDescription += Failed due to unhealthy allocations - rolling back to job version 0/,
+    );
   });
 
   it('(d) a single-node-writer workload update: the old alloc is stopped and unmounted before the new one claims the volume', async () => {
@@ -327,7 +342,8 @@ describe('job updates with the real agent and the hostpath plugin', () => {
     const result = await runFile(write('work2.hcl', workloadHcl('vol-d', '2')));
     expect(result.plan.groups[0]!.order).toEqual({
       kind: 'stop-before-start',
-      reason: 'volume "data" (vol-d) is single-node-writer: one writer at a time, so the old alloc releases it before the new one claims it',
+      reason:
+        'volume "data" (vol-d) is single-node-writer: one writer at a time, so the old alloc releases it before the new one claims it',
     });
     expect(result.allocIds).toEqual([]); // nothing can start before the old alloc let go
     const fresh = await workloadRunning(path.join(h.root, 'work2.hcl'));
@@ -378,7 +394,9 @@ describe('job updates with the real agent and the hostpath plugin', () => {
     const oldAlloc = await pluginRunning(pluginFile);
     r = await cli(['job', 'plan', ...address(), pluginFile]);
     expect(r).toMatchObject({ code: 0, stderr: '' });
-    expect(r.stdout).toBe(`Job: "hostpath-plugin" (version 0)\nTask Group: "plugin" (1 ignore)\n\nNo changes: 'job run' would leave job "hostpath-plugin" as it is.\n`);
+    expect(r.stdout).toBe(
+      `Job: "hostpath-plugin" (version 0)\nTask Group: "plugin" (1 ignore)\n\nNo changes: 'job run' would leave job "hostpath-plugin" as it is.\n`,
+    );
 
     const changed = write('plugin2.hcl', pluginJobHcl(stateDir, { build: '2' }));
     r = await cli(['job', 'plan', ...address(), changed]);
@@ -390,10 +408,17 @@ describe('job updates with the real agent and the hostpath plugin', () => {
       '  +/- task "plugin" env.PLUGIN_BUILD: "1" => "2" (forces create/destroy update)',
       '  Order:  create before destroy: task "plugin" runs CSI plugin "hostpath": the new alloc registers healthy before the old one stops',
     ]);
-    expect(r.stdout).toContain(`create/destroy update  hostpath-plugin.plugin[0]  ${oldAlloc.slice(0, 8)} (version 0)  task "plugin" env.PLUGIN_BUILD: "1" => "2"`);
+    expect(r.stdout).toContain(
+      `create/destroy update  hostpath-plugin.plugin[0]  ${oldAlloc.slice(0, 8)} (version 0)  task "plugin" env.PLUGIN_BUILD: "1" => "2"`,
+    );
     const json = await cli(['job', 'plan', '-json', ...address(), changed]);
     expect(json.code).toBe(1);
-    expect(JSON.parse(json.stdout)).toMatchObject({ jobId: 'hostpath-plugin', changed: true, version: { from: 0, to: 1 }, groups: [{ updates: { 'create/destroy': 1 } }] });
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      jobId: 'hostpath-plugin',
+      changed: true,
+      version: { from: 0, to: 1 },
+      groups: [{ updates: { 'create/destroy': 1 } }],
+    });
     // Still nothing done: the same alloc, version 0.
     expect((await h.api.getJob('hostpath-plugin')).allocs.map((a) => `${a.id} ${a.jobVersion}`)).toEqual([`${oldAlloc} 0`]);
 
@@ -405,16 +430,24 @@ describe('job updates with the real agent and the hostpath plugin', () => {
     expect(r.code).toBe(255);
 
     // Only the update block changes: a new version, no alloc created, destroyed or replaced — exit 0, as Nomad's.
-    const inPlace = write('plugin-inplace.hcl', pluginJobHcl(stateDir, { build: '1' }).replace('min_healthy_time = "1s"', 'min_healthy_time = "2s"'));
+    const inPlace = write(
+      'plugin-inplace.hcl',
+      pluginJobHcl(stateDir, { build: '1' }).replace('min_healthy_time = "1s"', 'min_healthy_time = "2s"'),
+    );
     r = await cli(['job', 'plan', ...address(), inPlace]);
     expect(r.stdout).toContain('Task Group: "plugin" (1 in-place update)');
     expect(r).toMatchObject({ code: 0, stderr: '' });
 
     // More allocs than limits { max_allocs_per_job }: refused at once (a 400 naming the count), as job run is; no plan of a million allocs is made.
-    const huge = write('huge.hcl', pluginJobHcl(stateDir, { build: '1' }).replace('group "plugin" {', 'group "plugin" {\n    count = 1000000'));
+    const huge = write(
+      'huge.hcl',
+      pluginJobHcl(stateDir, { build: '1' }).replace('group "plugin" {', 'group "plugin" {\n    count = 1000000'),
+    );
     r = await cli(['job', 'plan', ...address(), huge]);
     expect(r.code).toBe(255);
     expect(r.stderr).toMatch(/asks for 1000000 allocs .*max_allocs_per_job/);
-    await expect(h.api.planJob(jobToDocument(await parseJobspec(fs.readFileSync(huge, 'utf8'), huge)))).rejects.toMatchObject({ status: 400 });
+    await expect(h.api.planJob(jobToDocument(await parseJobspec(fs.readFileSync(huge, 'utf8'), huge)))).rejects.toMatchObject({
+      status: 400,
+    });
   });
 });

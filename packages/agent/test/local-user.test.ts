@@ -45,7 +45,17 @@ function stealJob(id: string, driver: 'raw_exec' | 'exec', dataDir: string, proo
 }
 
 const SECRET = 'hunter2-local-user-test';
-const volume = (id: string) => ({ Volume: { id, name: id, type: 'csi', plugin_id: 'hostpath', external_id: `ext-${id}`, secrets: { password: SECRET }, capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }] } });
+const volume = (id: string) => ({
+  Volume: {
+    id,
+    name: id,
+    type: 'csi',
+    plugin_id: 'hostpath',
+    external_id: `ext-${id}`,
+    secrets: { password: SECRET },
+    capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
+  },
+});
 
 describe('a local user who is not root, against the default config (no acl, raw_exec not enabled)', () => {
   let h: AgentHarness;
@@ -167,10 +177,14 @@ describe('root, against an agent whose config enables raw_exec', () => {
     expect(refused.status).toBe(403);
     const r = await curlAs(0, h.port, 'POST', '/v1/jobs', stealJob('root-job', 'raw_exec', h.dataDir, proofDir));
     expect(r.status).toBe(200);
-    const uid = await pollUntil('the raw_exec task to write its uid', async () => {
-      const text = fs.existsSync(path.join(proofDir, 'root-job.uid')) ? fs.readFileSync(path.join(proofDir, 'root-job.uid'), 'utf8') : '';
-      return text.endsWith('\n') ? text.trim() : undefined;
-    }, 30_000);
+    const uid = await pollUntil(
+      'the raw_exec task to write its uid',
+      async () => {
+        const text = fs.existsSync(path.join(proofDir, 'root-job.uid')) ? fs.readFileSync(path.join(proofDir, 'root-job.uid'), 'utf8') : '';
+        return text.endsWith('\n') ? text.trim() : undefined;
+      },
+      30_000,
+    );
     expect(uid).toBe('0');
     expect(fs.existsSync(path.join(proofDir, 'steal.uid'))).toBe(false);
     const node = JSON.parse((await curlAs(0, h.port, 'GET', '/v1/node/self')).body);
@@ -191,27 +205,54 @@ describe('raw_exec turned off while a raw_exec task runs', () => {
 
   it('the task re-attached runs on with a Config Refused event, and is refused when it next starts', async () => {
     await h.start();
-    const job = { Job: { job: { sleeper: { group: { g: { restart: [{ attempts: 1, delay: '1s', interval: '1h', mode: 'fail' }], task: { t: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['600'] } } } } } } } } };
+    const job = {
+      Job: {
+        job: {
+          sleeper: {
+            group: {
+              g: {
+                restart: [{ attempts: 1, delay: '1s', interval: '1h', mode: 'fail' }],
+                task: { t: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['600'] } } },
+              },
+            },
+          },
+        },
+      },
+    };
     const { allocIds } = await h.api.runJob(job as never);
     const allocId = allocIds[0]!;
-    await pollUntil('the task running', async () => ((await h.api.getAlloc(allocId)).clientStatus === 'running' ? true : undefined), 30_000);
+    await pollUntil(
+      'the task running',
+      async () => ((await h.api.getAlloc(allocId)).clientStatus === 'running' ? true : undefined),
+      30_000,
+    );
     const pid = h.taskPid(allocId, 't');
     await h.kill('SIGTERM');
     h.rawExec = false;
     await h.start();
-    const back = await pollUntil('the Config Refused event', async () => {
-      const a = await h.api.getAlloc(allocId);
-      return a.tasks.t?.events.some((e) => e.type === 'Config Refused') ? a : undefined;
-    }, 30_000);
+    const back = await pollUntil(
+      'the Config Refused event',
+      async () => {
+        const a = await h.api.getAlloc(allocId);
+        return a.tasks.t?.events.some((e) => e.type === 'Config Refused') ? a : undefined;
+      },
+      30_000,
+    );
     expect(back.clientStatus).toBe('running');
     expect(isAlive(pid)).toBe(true);
-    expect(back.tasks.t!.events.find((e) => e.type === 'Config Refused')!.message).toContain('will not start it again: driver = "raw_exec" runs the task as a host process');
+    expect(back.tasks.t!.events.find((e) => e.type === 'Config Refused')!.message).toContain(
+      'will not start it again: driver = "raw_exec" runs the task as a host process',
+    );
     // Its process ends: the restart is refused, with the reason, and nothing runs.
     process.kill(pid, 'SIGKILL');
-    const failed = await pollUntil('the restart refused', async () => {
-      const a = await h.api.getAlloc(allocId);
-      return a.clientStatus === 'failed' ? a : undefined;
-    }, 30_000);
+    const failed = await pollUntil(
+      'the restart refused',
+      async () => {
+        const a = await h.api.getAlloc(allocId);
+        return a.clientStatus === 'failed' ? a : undefined;
+      },
+      30_000,
+    );
     const setup = failed.tasks.t!.events.find((e) => e.type === 'Setup Failure');
     expect(setup?.message).toContain('plugin "raw_exec" { config { enabled = true } }');
     expect(failed.tasks.t!.events.filter((e) => e.type === 'Started')).toHaveLength(1);

@@ -80,10 +80,13 @@ describe('orphans after a state file was lost', () => {
     const workAlloc = allocIds[0]!;
     const work = await pollUntil('the workload running with its volume', async () => {
       const a = await h.api.getAlloc(workAlloc);
-      return a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt')) ? a : undefined;
+      return a.clientStatus === 'running' && a.volumes.data && fs.existsSync(path.join(a.volumes.data.hostPath, 'owner.txt'))
+        ? a
+        : undefined;
     });
     const pluginAlloc = (await h.api.getPlugin('hostpath')).allocs[0]!;
-    const record = (alloc: string, task: string) => JSON.parse(fs.readFileSync(executorPaths(path.join(h.dataDir, 'allocs', alloc, task)).pid, 'utf8')) as ExecutorPidRecord;
+    const record = (alloc: string, task: string) =>
+      JSON.parse(fs.readFileSync(executorPaths(path.join(h.dataDir, 'allocs', alloc, task)).pid, 'utf8')) as ExecutorPidRecord;
     const tasks = [record(workAlloc, 'writer'), record(pluginAlloc, 'plugin')];
     const pids = tasks.flatMap((r) => [r.pid, r.executorPid]);
     const realDataDir = fs.realpathSync(h.dataDir);
@@ -100,20 +103,36 @@ describe('orphans after a state file was lost', () => {
     // A new agent: it starts empty, says so, and warns about each orphan; it changes nothing.
     await h.start();
     // As below: the log comes through a pipe, and may trail the API's first answer.
-    await pollUntil('the orphan summary in the agent\'s log', async () => (/ orphan\(s\) under .* are left as they are/.test(h.log) ? true : undefined), 15_000);
+    await pollUntil(
+      "the orphan summary in the agent's log",
+      async () => (/ orphan\(s\) under .* are left as they are/.test(h.log) ? true : undefined),
+      15_000,
+    );
     const warned = messages(h.log);
-    expect(warned).toContainEqual(expect.stringMatching(new RegExp(`^the state file was found empty: ${stateFile} was there but empty \\(0 bytes\\)`)));
+    expect(warned).toContainEqual(
+      expect.stringMatching(new RegExp(`^the state file was found empty: ${stateFile} was there but empty \\(0 bytes\\)`)),
+    );
     for (const alloc of [workAlloc, pluginAlloc]) {
-      expect(warned).toContain(`orphan alloc dir: ${path.join(realDataDir, 'allocs', alloc)} belongs to alloc ${alloc}, which the state does not know`);
+      expect(warned).toContain(
+        `orphan alloc dir: ${path.join(realDataDir, 'allocs', alloc)} belongs to alloc ${alloc}, which the state does not know`,
+      );
     }
     const taskDir = (alloc: string, task: string) => path.join(realDataDir, 'allocs', alloc, task);
-    for (const [alloc, task, r] of [[workAlloc, 'writer', tasks[0]!], [pluginAlloc, 'plugin', tasks[1]!]] as const) {
+    for (const [alloc, task, r] of [
+      [workAlloc, 'writer', tasks[0]!],
+      [pluginAlloc, 'plugin', tasks[1]!],
+    ] as const) {
       expect(warned).toContain(
         `orphan task: task "${task}" of alloc ${alloc} (${taskDir(alloc, task)}): pid ${r.pid} runs, its executor pid ${r.executorPid} runs; the state knows no alloc ${alloc}`,
       );
     }
-    for (const m of mounts) expect(warned).toContainEqual(expect.stringMatching(new RegExp(`^orphan mount: ${m.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is mounted for `)));
-    expect(warned).toContainEqual(expect.stringMatching(/ orphan\(s\) under .* are left as they are; run the agent with -reconcile-orphans/));
+    for (const m of mounts)
+      expect(warned).toContainEqual(
+        expect.stringMatching(new RegExp(`^orphan mount: ${m.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is mounted for `)),
+      );
+    expect(warned).toContainEqual(
+      expect.stringMatching(/ orphan\(s\) under .* are left as they are; run the agent with -reconcile-orphans/),
+    );
     expect(await h.api.listJobs()).toEqual([]);
     for (const pid of pids) expect(runs(pid)).toBe(true);
     expect(mountsUnder(realDataDir)).toEqual(mounts);
@@ -123,7 +142,9 @@ describe('orphans after a state file was lost', () => {
     // At log level info, to see that the cleanup ends before boot restores anything ("agent started").
     const infoConfig = path.join(h.root, 'agent-info.hcl');
     fs.writeFileSync(infoConfig, fs.readFileSync(h.configFile, 'utf8').replace('log_level = "warn"', 'log_level = "info"'));
-    reconciler = spawn(process.execPath, [BIN, 'agent', '-config', infoConfig, '-reconcile-orphans'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    reconciler = spawn(process.execPath, [BIN, 'agent', '-config', infoConfig, '-reconcile-orphans'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     reconciler.stdout!.on('data', (d: Buffer) => (reconcilerLog += d.toString()));
     reconciler.stderr!.on('data', (d: Buffer) => (reconcilerLog += d.toString()));
     await pollUntil('the reconciling agent serving', async () => {
@@ -131,9 +152,17 @@ describe('orphans after a state file was lost', () => {
       return (await h.api.health()).ok ? true : undefined;
     });
     // The log reaches us through a pipe: the line may come a moment after the API answers.
-    await pollUntil('the reconciliation in the agent\'s log', async () => (messages(reconcilerLog).includes('agent started') ? true : undefined), 15_000);
+    await pollUntil(
+      "the reconciliation in the agent's log",
+      async () => (messages(reconcilerLog).includes('agent started') ? true : undefined),
+      15_000,
+    );
     const done = messages(reconcilerLog);
-    expect(done).toContainEqual(expect.stringMatching(/^orphans reconciled: 2 task\(s\) stopped, \d+ mount\(s\) unmounted \(\d+ lazily\), \d+ dir\(s\) removed, 0 left$/));
+    expect(done).toContainEqual(
+      expect.stringMatching(
+        /^orphans reconciled: 2 task\(s\) stopped, \d+ mount\(s\) unmounted \(\d+ lazily\), \d+ dir\(s\) removed, 0 left$/,
+      ),
+    );
     const reconciledAt = done.findIndex((m) => m.startsWith('orphans reconciled: '));
     expect(done.indexOf('agent started')).toBeGreaterThan(reconciledAt);
     for (const pid of pids) expect(`pid ${pid} ${runs(pid) ? 'runs' : 'has ended'}`).toBe(`pid ${pid} has ended`);

@@ -55,7 +55,10 @@ const MANIFESTS = new Map(DIRS.map((d) => [d, manifest(path.join(PACKAGES, d))])
 const VERSIONS = new Set([...MANIFESTS.values()].map((m) => m.version));
 const VERSION = VERSIONS.size === 1 ? [...VERSIONS][0]! : undefined;
 function groupVersion(): string {
-  if (VERSION === undefined) throw new Error(`the packages have different versions (${[...MANIFESTS].map(([d, m]) => `${d} ${m.version}`).join(', ')}): one release group has one version`);
+  if (VERSION === undefined)
+    throw new Error(
+      `the packages have different versions (${[...MANIFESTS].map(([d, m]) => `${d} ${m.version}`).join(', ')}): one release group has one version`,
+    );
   return VERSION;
 }
 
@@ -66,19 +69,33 @@ function groupVersion(): string {
  */
 const GIT = ((): { ok: true } | { ok: false; reason: string } => {
   try {
-    const inside = execFileSync('git', ['rev-parse', '--is-inside-work-tree'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-    return inside === 'true' ? { ok: true } : { ok: false, reason: `${ROOT} is not a git work tree (git rev-parse --is-inside-work-tree says ${inside})` };
+    const inside = execFileSync('git', ['rev-parse', '--is-inside-work-tree'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).trim();
+    return inside === 'true'
+      ? { ok: true }
+      : { ok: false, reason: `${ROOT} is not a git work tree (git rev-parse --is-inside-work-tree says ${inside})` };
   } catch (err) {
     const e = err as { code?: string; stderr?: string; message?: string };
-    return { ok: false, reason: e.code === 'ENOENT' ? 'git is not installed' : `git cannot read ${ROOT}: ${(e.stderr || e.message || '').trim()}` };
+    return {
+      ok: false,
+      reason: e.code === 'ENOENT' ? 'git is not installed' : `git cannot read ${ROOT}: ${(e.stderr || e.message || '').trim()}`,
+    };
   }
 })();
-if (!GIT.ok) console.warn(`packaging.test.ts: skipping the git-based assertions (bins tracked by git; nothing staged, committed or tagged by a dry run): ${GIT.reason}`);
+if (!GIT.ok)
+  console.warn(
+    `packaging.test.ts: skipping the git-based assertions (bins tracked by git; nothing staged, committed or tagged by a dry run): ${GIT.reason}`,
+  );
 
 /** Every file below `dir`, relative to it. */
 function walk(dir: string, base = dir): string[] {
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name), base) : [path.relative(base, path.join(dir, e.name))]));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name), base) : [path.relative(base, path.join(dir, e.name))]));
 }
 
 /** The environment for a child command, without the variables of an nx task this test may run under. */
@@ -182,7 +199,7 @@ describe('@types/node', () => {
     return needs.get(dir)!;
   };
 
-  it.each(DIRS)('packages/%s: an optional peer exactly when its types (or a dependency\'s) use Node\'s', (dir) => {
+  it.each(DIRS)("packages/%s: an optional peer exactly when its types (or a dependency's) use Node's", (dir) => {
     const m = MANIFESTS.get(dir)!;
     if (needsNodeTypes(dir)) {
       expect(m.peerDependencies?.['@types/node']).toBeDefined();
@@ -200,7 +217,10 @@ describe('tarballs', () => {
   beforeAll(async () => {
     // One at a time: npm pack is cheap, the machine may be small.
     for (const dir of DIRS) {
-      const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: path.join(PACKAGES, dir), env: childEnv() });
+      const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+        cwd: path.join(PACKAGES, dir),
+        env: childEnv(),
+      });
       const [result] = JSON.parse(stdout) as [{ files: { path: string }[] }];
       packed.set(dir, new Set(result.files.map((f) => f.path)));
     }
@@ -280,8 +300,23 @@ describe('bins after npm ci', () => {
 
 describe('npm run release:dry-run', () => {
   /** What a release could write: every manifest, the lock file, the changelog, nx.json. */
-  const touchable = ['package.json', 'package-lock.json', 'nx.json', 'CHANGELOG.md', ...DIRS.map((d) => path.join('packages', d, 'package.json'))];
-  const hashes = () => Object.fromEntries(touchable.map((f) => [f, crypto.createHash('sha256').update(fs.readFileSync(path.join(ROOT, f))).digest('hex')]));
+  const touchable = [
+    'package.json',
+    'package-lock.json',
+    'nx.json',
+    'CHANGELOG.md',
+    ...DIRS.map((d) => path.join('packages', d, 'package.json')),
+  ];
+  const hashes = () =>
+    Object.fromEntries(
+      touchable.map((f) => [
+        f,
+        crypto
+          .createHash('sha256')
+          .update(fs.readFileSync(path.join(ROOT, f)))
+          .digest('hex'),
+      ]),
+    );
   // What git holds that a release would add to: the index (only the files a release
   // writes: other work may be staged meanwhile), the tags. Nothing without a work tree.
   const gitState = async () => {
@@ -294,7 +329,11 @@ describe('npm run release:dry-run', () => {
     const [major, minor, patch] = groupVersion().split('.').map(Number);
     const next = `${major}.${minor}.${patch! + 1}`;
     const before = { files: hashes(), git: await gitState() };
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'release:dry-run', '--', 'patch'], { cwd: ROOT, env: childEnv(), maxBuffer: 16 * 1024 * 1024 });
+    const { stdout, stderr } = await run('npm', ['run', '--silent', 'release:dry-run', '--', 'patch'], {
+      cwd: ROOT,
+      env: childEnv(),
+      maxBuffer: 16 * 1024 * 1024,
+    });
     const output = stdout + stderr;
     for (const dir of DIRS) expect(output).toContain(`New version ${next} written to manifest: packages/${dir}/package.json`);
     expect(output).toContain('The "dryRun" flag means no changes were made');

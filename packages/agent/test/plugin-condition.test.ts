@@ -16,12 +16,19 @@ jest.setTimeout(300_000);
 
 const RESTARTS = 3;
 /** Task events of a live mount check that ends it: whatever the check found, it is over. */
-const CHECK_ENDS = ['Volume checked', 'Volume reported abnormal', 'Volume remounted', 'Volume remount failed', 'Volume remount refused, in use'];
+const CHECK_ENDS = [
+  'Volume checked',
+  'Volume reported abnormal',
+  'Volume remounted',
+  'Volume remount failed',
+  'Volume remount refused, in use',
+];
 
 /** The hostpath plugin's --state-dir: its CSIPLUG_PLUGIN_DATA_DIR (plugin-data/<plugin id>) + /state. */
 function pluginStateDir(dataDir: string): string {
   const dir = path.join(dataDir, 'plugin-data', 'hostpath', 'state');
-  if (!fs.existsSync(path.join(dir, 'volumes'))) throw new Error(`no hostpath plugin state at ${dir}: ${fs.readdirSync(path.join(dataDir, 'plugin-data')).join(', ')}`);
+  if (!fs.existsSync(path.join(dir, 'volumes')))
+    throw new Error(`no hostpath plugin state at ${dir}: ${fs.readdirSync(path.join(dataDir, 'plugin-data')).join(', ')}`);
   return dir;
 }
 
@@ -39,7 +46,14 @@ describe('a plugin that reports a healthy mount abnormal', () => {
 
   it(`${RESTARTS} agent restarts under a workload appending every 5 ms: 0 writes failed, every write reported done is on the volume, the condition reported`, async () => {
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--abnormal-rpc', 'NodeGetVolumeStats'] }), 'plugin.hcl')));
+    await h.api.runJob(
+      jobToDocument(
+        await parseJobspec(
+          hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--abnormal-rpc', 'NodeGetVolumeStats'] }),
+          'plugin.hcl',
+        ),
+      ),
+    );
     await pollUntil('plugin hostpath healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 ? p : undefined;
@@ -70,7 +84,9 @@ describe('a plugin that reports a healthy mount abnormal', () => {
       await h.kill('SIGKILL');
       await h.start();
       // The restored mount is checked once the plugin serves; whatever the check does (a remount too) is over when it ends.
-      await pollUntil(`round ${round}: the live mount checked after the restart`, async () => ((await checkEnds()) > before ? true : undefined));
+      await pollUntil(`round ${round}: the live mount checked after the restart`, async () =>
+        (await checkEnds()) > before ? true : undefined,
+      );
       await moreWrites(100);
     }
 
@@ -88,7 +104,9 @@ describe('a plugin that reports a healthy mount abnormal', () => {
     // The plugin's word was reported: a task event each check, and `volume status`.
     const events = (await h.api.getAlloc(allocId)).tasks.writer!.events;
     expect(events.filter((e) => e.type === 'Volume reported abnormal')).toHaveLength(RESTARTS);
-    expect(events.filter((e) => e.type === 'Volume reported abnormal')[0]!.message).toMatch(/answers, but plugin hostpath reports the volume abnormal .*fault switch.*; kept as it is/);
+    expect(events.filter((e) => e.type === 'Volume reported abnormal')[0]!.message).toMatch(
+      /answers, but plugin hostpath reports the volume abnormal .*fault switch.*; kept as it is/,
+    );
     expect(events.filter((e) => /^Volume (stale|remounted|remount)/.test(e.type))).toEqual([]);
     const mount = (await h.api.getVolume('vol-0')).mounts?.find((m) => m.allocId === allocId);
     expect(mount?.check).toMatchObject({ state: 'abnormal', message: expect.stringMatching(/reports the volume abnormal/) });

@@ -49,12 +49,18 @@ describe('health-triggered restarts of a plugin task follow its restart policy',
   it('restart { attempts = 1, mode = "fail" }: exactly 1 restart, then dead and failed; the alloc failed, the job not running', async () => {
     const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(NEVER_HEALTHY, 'silent.hcl')));
     const allocId = allocIds[0]!;
-    const firstPid = await pollUntil('the plugin task running', () => (h.api.getAlloc(allocId).then((a) => (a.tasks.plugin?.state === 'running' ? h.taskPid(allocId, 'plugin') : undefined))));
+    const firstPid = await pollUntil('the plugin task running', () =>
+      h.api.getAlloc(allocId).then((a) => (a.tasks.plugin?.state === 'running' ? h.taskPid(allocId, 'plugin') : undefined)),
+    );
 
-    const alloc = await pollUntil('the alloc to fail', async () => {
-      const a = await h.api.getAlloc(allocId);
-      return a.clientStatus === 'failed' ? a : undefined;
-    }, 30_000);
+    const alloc = await pollUntil(
+      'the alloc to fail',
+      async () => {
+        const a = await h.api.getAlloc(allocId);
+        return a.clientStatus === 'failed' ? a : undefined;
+      },
+      30_000,
+    );
     const task = alloc.tasks.plugin!;
     expect(task).toMatchObject({ state: 'dead', failed: true, restarts: 1 });
     const types = task.events.map((e) => e.type);
@@ -62,7 +68,9 @@ describe('health-triggered restarts of a plugin task follow its restart policy',
     expect(types.filter((t) => t === 'Restart Signaled')).toHaveLength(2);
     const last = task.events.at(-1)!;
     expect(last.type).toBe('Not Restarting');
-    expect(last.message).toMatch(/^plugin silent did not become healthy within 1s: socket \S+csi\.sock did not appear within 1s; restart attempts exhausted \(1 in interval 10m, mode "fail"\)$/);
+    expect(last.message).toMatch(
+      /^plugin silent did not become healthy within 1s: socket \S+csi\.sock did not appear within 1s; restart attempts exhausted \(1 in interval 10m, mode "fail"\)$/,
+    );
 
     const job = await h.api.getJob('silent-plugin');
     expect(job.status).not.toBe('running');

@@ -22,13 +22,23 @@ import * as os from 'os';
 import * as path from 'path';
 import * as ts from 'typescript';
 import { freePort } from '../src/commands/host';
-import { extractBlocks, generateModule, planBlock, runProcess, startHostpathPlugin, type Block, type PluginProcess } from './support/readme-blocks';
+import {
+  extractBlocks,
+  generateModule,
+  planBlock,
+  runProcess,
+  startHostpathPlugin,
+  type Block,
+  type PluginProcess,
+} from './support/readme-blocks';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const PACKAGES = path.join(ROOT, 'packages');
 /** Every package, found as nx release finds them (`packages/*` with a manifest): the list grows as packages are added. */
 const DIRS = fs.readdirSync(PACKAGES).filter((d) => fs.existsSync(path.join(PACKAGES, d, 'package.json')));
-const MANIFESTS = new Map(DIRS.map((d) => [d, JSON.parse(fs.readFileSync(path.join(PACKAGES, d, 'package.json'), 'utf8')) as { name: string; version: string }]));
+const MANIFESTS = new Map(
+  DIRS.map((d) => [d, JSON.parse(fs.readFileSync(path.join(PACKAGES, d, 'package.json'), 'utf8')) as { name: string; version: string }]),
+);
 
 /** A step's limit, at which its process group is killed: a build and an install through a proxy are slow on a loaded 2-core machine. */
 const STEP_LIMIT_MS = 15 * 60_000;
@@ -52,8 +62,19 @@ const MOUNTS_BEFORE = new Set(mountsUnder(os.tmpdir()));
  * except the two the test decides.
  */
 function childEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('npm_') && !/^NPM_CONFIG_(USERCONFIG|REGISTRY)$/i.test(k) && !k.startsWith('NX_')));
-  return { ...env, npm_config_userconfig: NPMRC, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false', ...extra };
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([k]) => !k.startsWith('npm_') && !/^NPM_CONFIG_(USERCONFIG|REGISTRY)$/i.test(k) && !k.startsWith('NX_'),
+    ),
+  );
+  return {
+    ...env,
+    npm_config_userconfig: NPMRC,
+    npm_config_update_notifier: 'false',
+    npm_config_fund: 'false',
+    npm_config_audit: 'false',
+    ...extra,
+  };
 }
 
 /**
@@ -65,7 +86,11 @@ function childEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 function npmrcText(port: number): string {
   const own = (() => {
     try {
-      const file = execFileSync('npm', ['config', 'get', 'userconfig'], { cwd: WORK, encoding: 'utf8', env: childEnv({ npm_config_userconfig: undefined }) }).trim();
+      const file = execFileSync('npm', ['config', 'get', 'userconfig'], {
+        cwd: WORK,
+        encoding: 'utf8',
+        env: childEnv({ npm_config_userconfig: undefined }),
+      }).trim();
       return fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
     } catch {
       return '';
@@ -76,10 +101,17 @@ function npmrcText(port: number): string {
 }
 
 /** Runs a command to its end (killed at the step limit); throws with its output when it fails. */
-async function step(what: string, argv: readonly string[], cwd: string, env: NodeJS.ProcessEnv = childEnv()): Promise<{ stdout: string; stderr: string }> {
+async function step(
+  what: string,
+  argv: readonly string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv = childEnv(),
+): Promise<{ stdout: string; stderr: string }> {
   const r = await runProcess(argv, { cwd, env, timeoutMs: STEP_LIMIT_MS });
   if (r.code !== 0) {
-    throw new Error(`${what} (${argv.join(' ')}, in ${cwd}) ${r.timedOut ? `was killed at its limit of ${STEP_LIMIT_MS / 60_000} min` : `exited ${r.code ?? r.signal}`}:\n${r.stdout.slice(-12000)}\n${r.stderr.slice(-12000)}`);
+    throw new Error(
+      `${what} (${argv.join(' ')}, in ${cwd}) ${r.timedOut ? `was killed at its limit of ${STEP_LIMIT_MS / 60_000} min` : `exited ${r.code ?? r.signal}`}:\n${r.stdout.slice(-12000)}\n${r.stderr.slice(-12000)}`,
+    );
   }
   return r;
 }
@@ -107,7 +139,10 @@ function userProjectDir(): string {
   if (madeProject) return madeProject;
   const dir = path.join(WORK, 'user');
   fs.mkdirSync(dir);
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'csiplug-publish-user', version: '1.0.0', private: true }, null, 2));
+  fs.writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify({ name: 'csiplug-publish-user', version: '1.0.0', private: true }, null, 2),
+  );
   madeProject = dir;
   return dir;
 }
@@ -146,17 +181,22 @@ beforeAll(async () => {
   );
   fs.writeFileSync(NPMRC, npmrcText(port));
   // Its own process group, killed as a whole at the end.
-  registry = spawn(process.execPath, [require.resolve('verdaccio/bin/verdaccio'), '--config', path.join(WORK, 'verdaccio.yaml'), '--listen', `127.0.0.1:${port}`], {
-    cwd: WORK,
-    env: childEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
+  registry = spawn(
+    process.execPath,
+    [require.resolve('verdaccio/bin/verdaccio'), '--config', path.join(WORK, 'verdaccio.yaml'), '--listen', `127.0.0.1:${port}`],
+    {
+      cwd: WORK,
+      env: childEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    },
+  );
   registry.stdout!.on('data', (d: Buffer) => (registryLog += d.toString()));
   registry.stderr!.on('data', (d: Buffer) => (registryLog += d.toString()));
   const deadline = Date.now() + 120_000;
   for (;;) {
-    if (registry.exitCode !== null || registry.signalCode !== null) throw new Error(`verdaccio exited (${registry.exitCode ?? registry.signalCode}) before serving ${registryUrl}:\n${registryLog}`);
+    if (registry.exitCode !== null || registry.signalCode !== null)
+      throw new Error(`verdaccio exited (${registry.exitCode ?? registry.signalCode}) before serving ${registryUrl}:\n${registryLog}`);
     const ping = await get(`${registryUrl}-/ping`).catch(() => undefined);
     if (ping?.status === 200) break;
     if (Date.now() > deadline) throw new Error(`verdaccio did not answer ${registryUrl}-/ping within 120 s:\n${registryLog}`);
@@ -202,7 +242,12 @@ describe('a real publish to a private registry', () => {
     'nx release publish puts every package under packages/* on the registry, at its version',
     async () => {
       expect(DIRS.length).toBeGreaterThan(1);
-      await step('nx release publish', [process.execPath, require.resolve('nx/bin/nx'), 'release', 'publish', '--registry', registryUrl], ROOT, childEnv({ NX_DAEMON: 'false', NX_NO_CLOUD: 'true' }));
+      await step(
+        'nx release publish',
+        [process.execPath, require.resolve('nx/bin/nx'), 'release', 'publish', '--registry', registryUrl],
+        ROOT,
+        childEnv({ NX_DAEMON: 'false', NX_NO_CLOUD: 'true' }),
+      );
       const missing: string[] = [];
       for (const m of MANIFESTS.values()) {
         const r = await get(`${registryUrl}${m.name.replace('/', '%2f')}`);
@@ -230,7 +275,11 @@ describe('a real publish to a private registry', () => {
 
       const project = userProjectDir();
       // The README's line, and reflect-metadata, which its example imports first.
-      await step(`npm install ${install} reflect-metadata`, ['npm', 'install', '--registry', registryUrl, ...install.split(/\s+/), 'reflect-metadata'], project);
+      await step(
+        `npm install ${install} reflect-metadata`,
+        ['npm', 'install', '--registry', registryUrl, ...install.split(/\s+/), 'reflect-metadata'],
+        project,
+      );
       expect(fs.existsSync(path.join(project, 'node_modules', '@csiplug', 'registry', 'package.json'))).toBe(true);
       const modules = examples.map(({ block, plan }) => ({ block, plan, text: generateModule(block, plan.givens).text }));
       // The test harness's givens (a CSI client for makeCsiClient…) import packages a reader has from elsewhere: installed too.
@@ -240,7 +289,13 @@ describe('a real publish to a private registry', () => {
 
       for (const [i, { block, plan, text }] of modules.entries()) {
         const file = path.join(project, `readme-example-${i}.js`);
-        fs.writeFileSync(file, ts.transpileModule(text, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 }, fileName: 'block.ts' }).outputText);
+        fs.writeFileSync(
+          file,
+          ts.transpileModule(text, {
+            compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 },
+            fileName: 'block.ts',
+          }).outputText,
+        );
         await runExample(project, file, block, plan.givens, plan.prints);
       }
     },
@@ -251,15 +306,30 @@ describe('a real publish to a private registry', () => {
     '@csiplug/agent installs; without the optional hostpath plugin the demo says to install it; with it, npx csiplug demo runs to completion',
     async () => {
       const project = userProjectDir();
-      await step('npm install --omit=optional @csiplug/agent tsyringe', ['npm', 'install', '--registry', registryUrl, '--omit=optional', '@csiplug/agent', 'tsyringe'], project);
+      await step(
+        'npm install --omit=optional @csiplug/agent tsyringe',
+        ['npm', 'install', '--registry', registryUrl, '--omit=optional', '@csiplug/agent', 'tsyringe'],
+        project,
+      );
       expect(fs.existsSync(path.join(project, 'node_modules', '@csiplug', 'hostpath-plugin'))).toBe(false);
-      const without = await runProcess(['npx', '--no-install', 'csiplug', 'demo'], { cwd: project, env: childEnv(), timeoutMs: STEP_LIMIT_MS });
+      const without = await runProcess(['npx', '--no-install', 'csiplug', 'demo'], {
+        cwd: project,
+        env: childEnv(),
+        timeoutMs: STEP_LIMIT_MS,
+      });
       expect(without.code).toBe(1);
       expect(without.stderr).toContain('install @csiplug/hostpath-plugin');
 
-      await step('npm install @csiplug/hostpath-plugin', ['npm', 'install', '--registry', registryUrl, '@csiplug/hostpath-plugin'], project);
+      await step(
+        'npm install @csiplug/hostpath-plugin',
+        ['npm', 'install', '--registry', registryUrl, '@csiplug/hostpath-plugin'],
+        project,
+      );
       const r = await runProcess(['npx', '--no-install', 'csiplug', 'demo'], { cwd: project, env: childEnv(), timeoutMs: STEP_LIMIT_MS });
-      if (r.code !== 0) throw new Error(`npx csiplug demo ${r.timedOut ? 'was killed at its limit' : `exited ${r.code ?? r.signal}`}:\n${r.stdout}\n${r.stderr}`);
+      if (r.code !== 0)
+        throw new Error(
+          `npx csiplug demo ${r.timedOut ? 'was killed at its limit' : `exited ${r.code ?? r.signal}`}:\n${r.stdout}\n${r.stderr}`,
+        );
       expect(r.stdout).toMatch(/✓ workload process kept running/);
       expect(r.stdout).toMatch(/✓ volume still mounted/);
       expect(r.stdout).toMatch(/✓ file intact/);
@@ -272,21 +342,35 @@ describe('a real publish to a private registry', () => {
 });
 
 /** Runs one README example in `project` with the givens it names prepared (a real hostpath plugin for a socket), as readme-blocks.test.ts does. */
-async function runExample(project: string, file: string, block: Block, givenNames: readonly string[], prints: readonly string[]): Promise<void> {
+async function runExample(
+  project: string,
+  file: string,
+  block: Block,
+  givenNames: readonly string[],
+  prints: readonly string[],
+): Promise<void> {
   const givens: Record<string, string> = {};
   let plugin: PluginProcess | undefined;
   try {
     for (const name of ['dataDir', 'tmpDir'].filter((n) => givenNames.includes(n))) {
       givens[name] = fs.mkdtempSync(path.join(WORK, `${name}-`));
     }
-    if (givenNames.includes('externalId')) throw new Error(`${block.file}:${block.line}: this test prepares no volume (given externalId); extend it`);
+    if (givenNames.includes('externalId'))
+      throw new Error(`${block.file}:${block.line}: this test prepares no volume (given externalId); extend it`);
     if (givenNames.includes('socketPath') || givenNames.includes('endpoint')) {
       plugin = await startHostpathPlugin(fs.mkdtempSync(path.join(WORK, 'plugin-')));
       givens.socketPath = plugin.socketPath;
       givens.endpoint = `unix://${plugin.socketPath}`;
     }
-    const r = await runProcess([process.execPath, file], { cwd: project, env: { ...childEnv(), READMETEST_GIVENS: JSON.stringify(givens) }, timeoutMs: 120_000 });
-    if (r.code !== 0) throw new Error(`${block.file}:${block.line}: the example ${r.timedOut ? 'was killed at its limit' : `exited ${r.code ?? r.signal}`} in ${project}:\n${r.stdout}\n${r.stderr}`);
+    const r = await runProcess([process.execPath, file], {
+      cwd: project,
+      env: { ...childEnv(), READMETEST_GIVENS: JSON.stringify(givens) },
+      timeoutMs: 120_000,
+    });
+    if (r.code !== 0)
+      throw new Error(
+        `${block.file}:${block.line}: the example ${r.timedOut ? 'was killed at its limit' : `exited ${r.code ?? r.signal}`} in ${project}:\n${r.stdout}\n${r.stderr}`,
+      );
     for (const text of prints) expect(r.stdout).toContain(text);
   } finally {
     await plugin?.stop();

@@ -77,11 +77,18 @@ const RUN_TEST_TIMEOUT_MS = RUN_LIMIT_MS + 45_000;
 const extracted = testedMarkdown().map((file) => extractBlocks(file, fs.readFileSync(path.join(REPO, file), 'utf8')));
 const planned = extracted.flatMap((e) => e.blocks).map((block) => ({ block, plan: planBlock(block) }));
 const ok = planned.filter((p): p is { block: Block; plan: Plan } => typeof p.plan !== 'string');
-const of = <K extends Plan['kind']>(kind: K) => ok.filter((p): p is { block: Block; plan: Extract<Plan, { kind: K }> } => p.plan.kind === kind);
+const of = <K extends Plan['kind']>(kind: K) =>
+  ok.filter((p): p is { block: Block; plan: Extract<Plan, { kind: K }> } => p.plan.kind === kind);
 const tsBlocks = of('ts').filter((p) => checkGivens(p.plan) === undefined);
 
 /** `it.each` over `entries`, titled by README location, each with `timeoutMs` (jest's own when undefined); nothing when there are none (it.each refuses an empty table). */
-function eachBlock<T extends { block: Block }>(test: jest.It, entries: T[], title: string, timeoutMs: number | undefined, fn: (entry: T) => Promise<void>): void {
+function eachBlock<T extends { block: Block }>(
+  test: jest.It,
+  entries: T[],
+  title: string,
+  timeoutMs: number | undefined,
+  fn: (entry: T) => Promise<void>,
+): void {
   if (entries.length) test.each(entries.map((e) => [where(e.block), e] as [string, T]))(`%s ${title}`, (_, entry) => fn(entry), timeoutMs);
 }
 
@@ -154,7 +161,11 @@ describe('README code blocks', () => {
           givens.socketPath = plugin.socketPath;
           if (prepares.has('volume')) givens.externalId = await createVolume(plugin.socketPath, 'readme-vol');
         }
-        const result = await runProcess([process.execPath, file], { cwd: dir, env: { ...process.env, READMETEST_GIVENS: JSON.stringify(givens) }, timeoutMs: RUN_LIMIT_MS });
+        const result = await runProcess([process.execPath, file], {
+          cwd: dir,
+          env: { ...process.env, READMETEST_GIVENS: JSON.stringify(givens) },
+          timeoutMs: RUN_LIMIT_MS,
+        });
         expectClean(block, result);
         for (const text of plan.prints) expect(result.stdout).toContain(text);
       } finally {
@@ -162,12 +173,24 @@ describe('README code blocks', () => {
       }
     });
   };
-  eachBlock(it, runs.filter((p) => !needsRoot(p.plan.givens)), 'runs', RUN_TEST_TIMEOUT_MS, runTs);
+  eachBlock(
+    it,
+    runs.filter((p) => !needsRoot(p.plan.givens)),
+    'runs',
+    RUN_TEST_TIMEOUT_MS,
+    runTs,
+  );
   // The hostpath plugin bind-mounts: as root only.
-  eachBlock(it, runs.filter((p) => needsRoot(p.plan.givens)), 'runs (with the hostpath plugin, as root)', RUN_TEST_TIMEOUT_MS, (entry) => {
-    requireRoot();
-    return runTs(entry);
-  });
+  eachBlock(
+    it,
+    runs.filter((p) => needsRoot(p.plan.givens)),
+    'runs (with the hostpath plugin, as root)',
+    RUN_TEST_TIMEOUT_MS,
+    (entry) => {
+      requireRoot();
+      return runTs(entry);
+    },
+  );
 
   eachBlock(it, of('js'), 'runs', RUN_TEST_TIMEOUT_MS, async (entry) => {
     await inBlockDir(async (dir) => {
@@ -190,7 +213,9 @@ describe('README code blocks', () => {
         ['csiplug-hostpath', packageBin(require.resolve('@csiplug/hostpath-plugin/package.json'), 'csiplug-hostpath')],
       ];
       for (const [name, script] of bins) {
-        fs.writeFileSync(path.join(bin, name), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(script)} "$@"\n`, { mode: 0o755 });
+        fs.writeFileSync(path.join(bin, name), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(script)} "$@"\n`, {
+          mode: 0o755,
+        });
       }
       // The examples beside the block (as a package README names them) and under examples/ (as the root README does, run from the repository).
       fs.cpSync(path.join(REPO, 'examples'), dir, { recursive: true });
@@ -264,7 +289,10 @@ async function inBlockDir(body: (dir: string) => Promise<void>): Promise<void> {
   }
   if (failure && cleanupFailure) {
     const errors = [failure.error, cleanupFailure.error];
-    throw new AggregateError(errors, `the run failed, and so did its cleanup:\n${errors.map((e) => `- ${e instanceof Error ? e.message : String(e)}`).join('\n')}`);
+    throw new AggregateError(
+      errors,
+      `the run failed, and so did its cleanup:\n${errors.map((e) => `- ${e instanceof Error ? e.message : String(e)}`).join('\n')}`,
+    );
   }
   if (failure) throw failure.error;
   if (cleanupFailure) throw cleanupFailure.error;
@@ -304,7 +332,10 @@ function alive(pid: number): boolean {
 
 function expectClean(block: Block, result: Awaited<ReturnType<typeof runProcess>>): void {
   const output = `--- stdout\n${result.stdout}--- stderr\n${result.stderr}`;
-  if (result.timedOut) throw new Error(`${where(block)} did not end within ${RUN_LIMIT_MS / 1000} s (a wait that never ends, or a handle left open: a client or state not disposed)\n${output}`);
+  if (result.timedOut)
+    throw new Error(
+      `${where(block)} did not end within ${RUN_LIMIT_MS / 1000} s (a wait that never ends, or a handle left open: a client or state not disposed)\n${output}`,
+    );
   if (result.code !== 0) throw new Error(`${where(block)} exited with ${result.code ?? result.signal}\n${output}`);
 }
 
@@ -328,27 +359,48 @@ describe('the README checker itself', () => {
     expect(problemsOf('```\nout\n```\n')).toEqual([expect.stringContaining('names its language')]);
     expect(problemsOf('```yaml\na: 1\n```\n')).toEqual([expect.stringContaining('mark it <!-- readme-test: skip (why) -->')]);
     expect(problemsOf('<!-- readme-test: skip -->\n```sh\nls\n```\n')).toEqual([expect.stringContaining('"skip" needs a reason')]);
-    expect(problemsOf('<!-- readme-test: typecheck () -->\n```ts\nlet a = 1;\n```\n')).toEqual([expect.stringContaining('"typecheck" needs a reason')]);
-    expect(problemsOf('<!-- readme-test: frobnicate -->\n```ts\nlet a = 1;\n```\n')).toEqual([expect.stringContaining('unknown directive "frobnicate"')]);
-    expect(problemsOf('<!-- readme-test: run -->\n```hcl\nx = 1\n```\n')).toEqual([expect.stringContaining('an hcl block says what it is')]);
-    expect(problemsOf('<!-- readme-test: jobspec; run -->\n```hcl\nx = 1\n```\n')).toEqual([expect.stringContaining('run does not apply to a ```hcl block')]);
+    expect(problemsOf('<!-- readme-test: typecheck () -->\n```ts\nlet a = 1;\n```\n')).toEqual([
+      expect.stringContaining('"typecheck" needs a reason'),
+    ]);
+    expect(problemsOf('<!-- readme-test: frobnicate -->\n```ts\nlet a = 1;\n```\n')).toEqual([
+      expect.stringContaining('unknown directive "frobnicate"'),
+    ]);
+    expect(problemsOf('<!-- readme-test: run -->\n```hcl\nx = 1\n```\n')).toEqual([
+      expect.stringContaining('an hcl block says what it is'),
+    ]);
+    expect(problemsOf('<!-- readme-test: jobspec; run -->\n```hcl\nx = 1\n```\n')).toEqual([
+      expect.stringContaining('run does not apply to a ```hcl block'),
+    ]);
   });
 
   it('refuses a marker that belongs to no block, and a block never closed', () => {
-    expect(problemsOf('<!-- readme-test: skip (why) -->\nSome prose.\n\n```text\nx\n```\n')).toEqual(['README.md:1: readme-test marker not followed by a code block']);
-    expect(problemsOf('text\n<!-- readme-test: skip (why) -->\n')).toEqual(['README.md:2: readme-test marker not followed by a code block']);
-    expect(problemsOf('<!-- readme-test skip (why) -->\n```text\nx\n```\n')).toEqual([expect.stringContaining('README.md:1: malformed readme-test marker')]);
+    expect(problemsOf('<!-- readme-test: skip (why) -->\nSome prose.\n\n```text\nx\n```\n')).toEqual([
+      'README.md:1: readme-test marker not followed by a code block',
+    ]);
+    expect(problemsOf('text\n<!-- readme-test: skip (why) -->\n')).toEqual([
+      'README.md:2: readme-test marker not followed by a code block',
+    ]);
+    expect(problemsOf('<!-- readme-test skip (why) -->\n```text\nx\n```\n')).toEqual([
+      expect.stringContaining('README.md:1: malformed readme-test marker'),
+    ]);
     expect(problemsOf('```ts\nlet a = 1;\n')).toEqual(['README.md:1: code block never closed']);
   });
 
   it('refuses givens it does not know, and type-only givens in a block that runs', () => {
-    expect(problemsOf('<!-- readme-test: given nodeName -->\n```ts\nnodeName;\n```\n')).toEqual([expect.stringContaining('unknown given nodeName')]);
-    expect(problemsOf('<!-- readme-test: given taskCtx -->\n```ts\ntaskCtx;\n```\n')).toEqual([expect.stringContaining('given taskCtx has no value at run time')]);
+    expect(problemsOf('<!-- readme-test: given nodeName -->\n```ts\nnodeName;\n```\n')).toEqual([
+      expect.stringContaining('unknown given nodeName'),
+    ]);
+    expect(problemsOf('<!-- readme-test: given taskCtx -->\n```ts\ntaskCtx;\n```\n')).toEqual([
+      expect.stringContaining('given taskCtx has no value at run time'),
+    ]);
     expect(problemsOf('<!-- readme-test: typecheck (needs a task); given taskCtx -->\n```ts\ntaskCtx;\n```\n')).toEqual([]);
   });
 
   it('reads markers across blank lines and list indentation, with ; and quotes inside reasons and prints', () => {
-    const { blocks } = extractBlocks('README.md', '- item\n\n  <!-- readme-test: skip (a; b) -->\n\n  ```sh\n  csiplug agent\n    indented\n  ```\n<!-- readme-test: run; prints "say \\"hi\\"; bye" -->\n```sh\necho\n```\n');
+    const { blocks } = extractBlocks(
+      'README.md',
+      '- item\n\n  <!-- readme-test: skip (a; b) -->\n\n  ```sh\n  csiplug agent\n    indented\n  ```\n<!-- readme-test: run; prints "say \\"hi\\"; bye" -->\n```sh\necho\n```\n',
+    );
     expect(blocks.map((b) => [b.line, b.code])).toEqual([
       [5, 'csiplug agent\n  indented\n'],
       [10, 'echo\n'],
@@ -357,7 +409,7 @@ describe('the README checker itself', () => {
     expect(planBlock(blocks[1]!)).toEqual({ kind: 'sh', prints: ['say "hi"; bye'] });
   });
 
-  it('declares jest\'s globals only for a block marked as a jest test', () => {
+  it("declares jest's globals only for a block marked as a jest test", () => {
     const markdown = [
       '<!-- readme-test: typecheck (a jest test: src/x.spec.ts runs it) -->',
       '```ts',
@@ -382,13 +434,15 @@ describe('the README checker itself', () => {
         fs.writeFileSync(path.join(src, `b${i}.ts`), module.text);
         files.set(path.join(src, `b${i}.ts`), { block, module, jest: plans[i]!.jest });
       });
-      expect(compileBlocks(files, src, path.join(dir, 'out'))).toEqual([expect.stringMatching(/^README\.md:7 TS\d+: Cannot find name 'describe'/)]);
+      expect(compileBlocks(files, src, path.join(dir, 'out'))).toEqual([
+        expect.stringMatching(/^README\.md:7 TS\d+: Cannot find name 'describe'/),
+      ]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
 
-  it('kills a run\'s whole process group at its limit', async () => {
+  it("kills a run's whole process group at its limit", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-readme-check-'));
     try {
       // A child in the background that would outlive its shell, and a shell that never ends.
@@ -403,7 +457,7 @@ describe('the README checker itself', () => {
     }
   });
 
-  it('throws both the run\'s error and the cleanup\'s when both fail (as root: a mount left behind)', async () => {
+  it("throws both the run's error and the cleanup's when both fail (as root: a mount left behind)", async () => {
     requireRoot();
     let dir = '';
     const failed = await inBlockDir(async (d) => {
@@ -431,11 +485,20 @@ describe('the README checker itself', () => {
       '[gone](packages/gone/README.md)',
       '',
     ].join('\n');
-    expect(brokenRelativeLinks('README.md', markdown)).toEqual(['README.md:1: docs/nowhere.md#part', 'README.md:6: packages/gone/README.md']);
+    expect(brokenRelativeLinks('README.md', markdown)).toEqual([
+      'README.md:1: docs/nowhere.md#part',
+      'README.md:6: packages/gone/README.md',
+    ]);
   });
 
   it('maps a generated TypeScript line back to its README line', () => {
-    const block: Block = { file: 'README.md', line: 10, lang: 'ts', code: "import { bind } from '@csiplug/core';\n\nconst x: number = 'not a number';\nbind;\n", marker: 'given dataDir' };
+    const block: Block = {
+      file: 'README.md',
+      line: 10,
+      lang: 'ts',
+      code: "import { bind } from '@csiplug/core';\n\nconst x: number = 'not a number';\nbind;\n",
+      marker: 'given dataDir',
+    };
     const { text, lines } = generateModule(block, ['dataDir']);
     const generated = text.split('\n');
     expect(lines[generated.indexOf("import { bind } from '@csiplug/core';")]).toBe(11);

@@ -21,11 +21,16 @@ describe('SIGHUP reloads the config', () => {
     await h.start('first-token');
     const pid = h.proc!.pid!;
     const client = (token: string) => new ApiClient({ address: `http://127.0.0.1:${h.port}`, token });
-    const write = (body: string) => fs.writeFileSync(h.configFile, `data_dir = "${h.dataDir}"\nport = ${h.port}\nlog_json = true\n${body}\n`);
+    const write = (body: string) =>
+      fs.writeFileSync(h.configFile, `data_dir = "${h.dataDir}"\nport = ${h.port}\nlog_json = true\n${body}\n`);
     const reloaded = async (text: string) => {
       const from = h.log.length;
       process.kill(pid, 'SIGHUP');
-      return pollUntil(`"${text}" in the agent's log`, async () => (h.log.slice(from).includes(text) ? h.log.slice(from) : undefined), 15_000);
+      return pollUntil(
+        `"${text}" in the agent's log`,
+        async () => (h.log.slice(from).includes(text) ? h.log.slice(from) : undefined),
+        15_000,
+      );
     };
 
     write('log_level = "info"\nacl {\n  token = "second-token"\n}\ntimeouts {\n  csi_call = "45s"\n}\nreconcile_orphans = true');

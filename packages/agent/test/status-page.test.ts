@@ -37,7 +37,11 @@ job "flaky" {
   }
 }`;
 
-function get(port: number, urlPath: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function get(
+  port: number,
+  urlPath: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     http
       .get({ host: '127.0.0.1', port, path: urlPath, headers }, (res) => {
@@ -64,11 +68,19 @@ describe('metrics and the status page of a running agent', () => {
     h = new AgentHarness(`acl {\n  token = "${TOKEN}"\n}`);
     await h.start(TOKEN);
     await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
-    await pollUntil('plugin hostpath healthy', async () => ((await h.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined), 60_000);
+    await pollUntil(
+      'plugin hostpath healthy',
+      async () => ((await h.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
+      60_000,
+    );
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-ui'), 'vol-ui.hcl')));
     const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('workload', 'vol-ui'), 'workload.hcl')));
     workloadAlloc = allocIds[0]!;
-    await pollUntil('the workload running', async () => ((await h.api.getAlloc(workloadAlloc)).clientStatus === 'running' ? true : undefined), 60_000);
+    await pollUntil(
+      'the workload running',
+      async () => ((await h.api.getAlloc(workloadAlloc)).clientStatus === 'running' ? true : undefined),
+      60_000,
+    );
   });
 
   afterAll(async () => {
@@ -81,10 +93,14 @@ describe('metrics and the status page of a running agent', () => {
     await h.api.runJob(jobToDocument(await parseJobspec(FLAKY_JOB, 'flaky.hcl')));
     try {
       const [flaky] = (await h.api.getJob('flaky')).allocs;
-      await pollUntil('the flaky task restarted twice, then failed', async () => {
-        const a = await h.api.getAlloc(flaky!.id);
-        return a.tasks.exits?.restarts === 2 && a.clientStatus === 'failed' ? true : undefined;
-      }, 30_000);
+      await pollUntil(
+        'the flaky task restarted twice, then failed',
+        async () => {
+          const a = await h.api.getAlloc(flaky!.id);
+          return a.tasks.exits?.restarts === 2 && a.clientStatus === 'failed' ? true : undefined;
+        },
+        30_000,
+      );
       await checkMetrics();
     } finally {
       await h.api.stopJob('flaky', { purge: true });
@@ -129,7 +145,11 @@ describe('metrics and the status page of a running agent', () => {
     expect(text).toMatch(/^process_cpu_seconds_total \d/m);
 
     // The same figures as JSON (the default format).
-    const json = JSON.parse((await get(h.port, '/v1/metrics', { 'X-Csiplug-Token': TOKEN })).body) as { name: string; type: string; values: { labels: Record<string, string>; value: number }[] }[];
+    const json = JSON.parse((await get(h.port, '/v1/metrics', { 'X-Csiplug-Token': TOKEN })).body) as {
+      name: string;
+      type: string;
+      values: { labels: Record<string, string>; value: number }[];
+    }[];
     const claims = json.find((m) => m.name === 'csiplug_volume_claims');
     expect(claims).toMatchObject({ type: 'gauge', values: [{ labels: { plugin: 'hostpath', mode: 'write' }, value: 1 }] });
     expect(json.find((m) => m.name === 'csiplug_csi_call_seconds')?.type).toBe('histogram');
@@ -142,8 +162,13 @@ describe('metrics and the status page of a running agent', () => {
     const page = await get(h.port, '/ui/');
     expect(page.status).toBe(200);
     expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
-    expect(page.headers['content-security-policy']).toBe("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
-    for (const [file, type] of [['/ui/app.js', 'text/javascript; charset=utf-8'], ['/ui/app.css', 'text/css; charset=utf-8']]) {
+    expect(page.headers['content-security-policy']).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    );
+    for (const [file, type] of [
+      ['/ui/app.js', 'text/javascript; charset=utf-8'],
+      ['/ui/app.css', 'text/css; charset=utf-8'],
+    ]) {
       const r = await get(h.port, file!);
       expect(r.headers['content-type']).toBe(type);
       expect(r.headers['x-content-type-options']).toBe('nosniff');
@@ -170,10 +195,19 @@ describe('metrics and the status page of a running agent', () => {
     let page: Page;
 
     beforeAll(async () => {
-      if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`npm run setup-engines\` (npm test does) to install Debian's chromium`);
+      if (!fs.existsSync(CHROMIUM))
+        throw new Error(`${CHROMIUM} is missing: run \`npm run setup-engines\` (npm test does) to install Debian's chromium`);
       browser = await chromium.launch({
         executablePath: CHROMIUM,
-        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
       });
       page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     });
@@ -185,7 +219,14 @@ describe('metrics and the status page of a running agent', () => {
     it('asks for the token, then shows the plugin, the volume and the alloc, and updates when the alloc stops', async () => {
       // A name that is markup: the page must show it as text.
       const hostile = '<img src=x onerror="window.__pwned=1">';
-      await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-xss').replace('name         = "vol-xss"', `name = ${JSON.stringify(hostile)}`), 'vol-xss.hcl')));
+      await h.api.createVolume(
+        volumeSpecToDocument(
+          await parseVolumeSpec(
+            volumeSpec('vol-xss').replace('name         = "vol-xss"', `name = ${JSON.stringify(hostile)}`),
+            'vol-xss.hcl',
+          ),
+        ),
+      );
       const pageErrors: string[] = [];
       page.on('pageerror', (e) => pageErrors.push(e.message));
       // A content policy violation shows as a console error.
@@ -212,7 +253,10 @@ describe('metrics and the status page of a running agent', () => {
       expect(await xss.locator('td').nth(1).innerText()).toBe(hostile);
       expect(await page.locator('#volumes img').count()).toBe(0);
       expect(await page.evaluate(() => (globalThis as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
-      await page.locator('#volumes tbody tr', { hasText: 'vol-ui' }).filter({ hasText: `write by ${workloadAlloc.slice(0, 8)}` }).waitFor();
+      await page
+        .locator('#volumes tbody tr', { hasText: 'vol-ui' })
+        .filter({ hasText: `write by ${workloadAlloc.slice(0, 8)}` })
+        .waitFor();
       const allocRow = page.locator(`#allocs tbody tr[data-alloc="${workloadAlloc}"]`);
       await allocRow.filter({ hasText: 'running' }).waitFor();
       await allocRow.filter({ hasText: 'Started' }).waitFor();

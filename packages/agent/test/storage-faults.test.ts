@@ -65,7 +65,9 @@ describe('the data dir on a full filesystem', () => {
     // The operator's view: the CLI says why, and fails.
     const refused = await cli(['job', 'run', '-address', `http://127.0.0.1:${h.port}`, file]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/^Error: could not save alloc [0-9a-f-]{36} of job "sleeper": cannot write \S+\/state\.db: the filesystem it is on is full \(SQLITE_FULL: /);
+    expect(refused.stderr).toMatch(
+      /^Error: could not save alloc [0-9a-f-]{36} of job "sleeper": cannot write \S+\/state\.db: the filesystem it is on is full \(SQLITE_FULL: /,
+    );
     expect(refused.stderr).toContain('nothing of this request was started or stopped');
 
     // The API's: 507 Insufficient Storage with a code to switch on.
@@ -117,7 +119,9 @@ describe('the data dir on a full filesystem', () => {
     );
     expect(stopRefused).toBeInstanceOf(ApiError);
     expect((stopRefused as ApiError).status).toBe(507);
-    expect((stopRefused as ApiError).message).toMatch(/could not save the stop of alloc [0-9a-f-]{36} of job "sleeper": .*; the alloc was not stopped and runs on/);
+    expect((stopRefused as ApiError).message).toMatch(
+      /could not save the stop of alloc [0-9a-f-]{36} of job "sleeper": .*; the alloc was not stopped and runs on/,
+    );
     expect(isAlive(pid)).toBe(true);
     expect((await h.api.getAlloc(allocId)).desiredStatus).toBe('run');
     fs.rmSync(filler);
@@ -171,8 +175,12 @@ describe('the memory state backend', () => {
     h = new AgentHarness();
     const refused = await refusedAgent(h, 'state {\n  backend = "memory"\n}\nstop_tasks_on_exit = false\n');
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`Error starting agent: ${h.configFile}: stop_tasks_on_exit may not be false with state { backend = "memory" }`);
-    expect(refused.stderr).toContain('Use state { backend = "sqlite" } to keep tasks running across agent restarts, or stop_tasks_on_exit = true');
+    expect(refused.stderr).toContain(
+      `Error starting agent: ${h.configFile}: stop_tasks_on_exit may not be false with state { backend = "memory" }`,
+    );
+    expect(refused.stderr).toContain(
+      'Use state { backend = "sqlite" } to keep tasks running across agent restarts, or stop_tasks_on_exit = true',
+    );
     // Nothing was started on it: not even its data dir's lock.
     expect(fs.existsSync(path.join(h.dataDir, 'agent.lock'))).toBe(false);
   });

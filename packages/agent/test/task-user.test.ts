@@ -18,7 +18,10 @@ const NOBODY = 65534;
 
 /** Runs `argv` on the host as nobody (no groups): what another local user could do. */
 function asNobody(argv: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync('/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', ...argv], { encoding: 'utf8', timeout: 10_000 });
+  const r = spawnSync('/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', ...argv], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
 
@@ -81,7 +84,9 @@ describe('isolated tasks: their user and what they can leave on the host', () =>
       'for d in /alloc /local; do cp /usr/bin/id $d/id && chmod 4755 $d/id; mknod -m 666 $d/null c 1 3 2>> /local/mknod-err; done',
       'echo done > /local/done; exec sleep 3600',
     ].join('; ');
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('planter', 'vol-nobody', script, 'exec'), 'w.hcl')));
+    const { allocIds } = await h.api.runJob(
+      jobToDocument(await parseJobspec(workloadJobHcl('planter', 'vol-nobody', script, 'exec'), 'w.hcl')),
+    );
     const id = allocIds[0]!;
     const allocDir = path.join(h.dataDir, 'allocs', id);
     const local = path.join(allocDir, 'writer', 'local');
@@ -111,7 +116,14 @@ describe('isolated tasks: their user and what they can leave on the host', () =>
       expect(planted.uid === 0 && (planted.mode & 0o4000) !== 0).toBe(false);
     }
     // And another host user reaches none of it: every dir on the way is 0700.
-    for (const dir of [h.dataDir, path.join(h.dataDir, 'allocs'), allocDir, path.join(allocDir, 'writer'), path.join(allocDir, 'alloc'), local]) {
+    for (const dir of [
+      h.dataDir,
+      path.join(h.dataDir, 'allocs'),
+      allocDir,
+      path.join(allocDir, 'writer'),
+      path.join(allocDir, 'alloc'),
+      local,
+    ]) {
       expect({ dir, mode: (fs.statSync(dir).mode & 0o777).toString(8) }).toEqual({ dir, mode: '700' });
     }
     for (const dir of [path.join(allocDir, 'alloc'), local]) {
@@ -126,17 +138,24 @@ describe('isolated tasks: their user and what they can leave on the host', () =>
     await h.start();
     const refused = await runUntilDone(jobOf('as-root', 'id -u > /local/uid', 'root'));
     expect(refused.alloc.clientStatus).toBe('failed');
-    expect(refused.alloc.tasks.main!.events.map((e) => e.message)).toContainEqual(expect.stringContaining('user "root" is root, which this agent does not run isolated tasks as unless plugin "exec" { allowed_users } lists it'));
+    expect(refused.alloc.tasks.main!.events.map((e) => e.message)).toContainEqual(
+      expect.stringContaining(
+        'user "root" is root, which this agent does not run isolated tasks as unless plugin "exec" { allowed_users } lists it',
+      ),
+    );
     expect(fs.existsSync(path.join(refused.local, 'uid'))).toBe(false);
     // An unknown user is refused with its name.
     const unknown = await runUntilDone(jobOf('as-ghost', 'id -u > /local/uid', 'csiplug-no-such-user'));
     expect(unknown.alloc.clientStatus).toBe('failed');
-    expect(unknown.alloc.tasks.main!.events.map((e) => e.message)).toContainEqual(expect.stringContaining('user "csiplug-no-such-user" does not exist on this host'));
+    expect(unknown.alloc.tasks.main!.events.map((e) => e.message)).toContainEqual(
+      expect.stringContaining('user "csiplug-no-such-user" does not exist on this host'),
+    );
     await h.kill('SIGTERM');
 
     h.extraConfig = 'plugin "exec" {\n  allowed_users = ["root", "nobody"]\n}';
     await h.start();
-    const script = 'id -u > /local/uid; mknod -m 666 /alloc/null c 1 3 2> /local/mknod-err; { echo x > /alloc/null; } 2> /local/open-err; grep -E " /(alloc|local|secrets) " /proc/self/mountinfo > /local/mounts';
+    const script =
+      'id -u > /local/uid; mknod -m 666 /alloc/null c 1 3 2> /local/mknod-err; { echo x > /alloc/null; } 2> /local/open-err; grep -E " /(alloc|local|secrets) " /proc/self/mountinfo > /local/mounts';
     const root = await runUntilDone(jobOf('as-root-allowed', script, 'root'));
     expect(root.alloc.clientStatus).toBe('running');
     expect(fs.readFileSync(path.join(root.local, 'uid'), 'utf8').trim()).toBe('0');

@@ -44,18 +44,33 @@ describe('volume operations against the real hostpath plugin', () => {
       return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
     });
   };
-  const create = async (id: string, extra = '') => h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeFile(id, extra), `${id}.hcl`)));
-  const register = async (id: string, extra: string) => h.api.registerVolume(volumeSpecToDocument(await parseVolumeSpec(volumeFile(id, extra), `${id}.hcl`)));
+  const create = async (id: string, extra = '') =>
+    h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeFile(id, extra), `${id}.hcl`)));
+  const register = async (id: string, extra: string) =>
+    h.api.registerVolume(volumeSpecToDocument(await parseVolumeSpec(volumeFile(id, extra), `${id}.hcl`)));
   /** Runs a workload on the volume that writes its alloc id (and `script`), then sleeps; resolves with its alloc once it runs. */
   const workload = async (name: string, volumeId: string, script = '') => {
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl(`work-${name}`, volumeId, `${script}${script ? ' && ' : ''}echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600`), `${name}.hcl`)));
+    const { allocIds } = await h.api.runJob(
+      jobToDocument(
+        await parseJobspec(
+          workloadJobHcl(
+            `work-${name}`,
+            volumeId,
+            `${script}${script ? ' && ' : ''}echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600`,
+          ),
+          `${name}.hcl`,
+        ),
+      ),
+    );
     return allocIds[0]!;
   };
   const running = (id: string) =>
     pollUntil(`alloc ${id} running with its volume`, async () => {
       const a = await h.api.getAlloc(id);
       if (a.clientStatus === 'failed') throw new Error(`alloc ${id} failed: ${JSON.stringify(a.tasks)}`);
-      return a.clientStatus === 'running' && a.volumes['data'] && fs.existsSync(path.join(a.volumes['data'].hostPath, 'owner.txt')) ? a : undefined;
+      return a.clientStatus === 'running' && a.volumes['data'] && fs.existsSync(path.join(a.volumes['data'].hostPath, 'owner.txt'))
+        ? a
+        : undefined;
     });
   const failedWith = (id: string) =>
     pollUntil(`alloc ${id} failed`, async () => {
@@ -94,7 +109,8 @@ describe('volume operations against the real hostpath plugin', () => {
     await create('drained');
     // A workload that takes a while to stop (SIGTERM → 4 s of shutdown, under the 5 s kill_timeout): its unmount comes after that.
     const script = `trap 'kill $! 2>/dev/null; sleep 4; exit 0' TERM; echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt"; sleep 3600 & wait`;
-    const id = (await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('work-drained', 'drained', script), 'drained.hcl')))).allocIds[0]!;
+    const id = (await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('work-drained', 'drained', script), 'drained.hcl'))))
+      .allocIds[0]!;
     await running(id);
     const workloadStopped = h.api.stopJob('work-drained');
     await pollUntil('the workload asked to stop', async () => ((await h.api.getAlloc(id)).desiredStatus === 'stop' ? true : undefined));
@@ -107,7 +123,9 @@ describe('volume operations against the real hostpath plugin', () => {
     expect(v.mounts ?? []).toEqual([]);
     expect(mountsUnder(path.join(h.dataDir, 'csi'))).toEqual([]);
     const said = Object.values((await h.api.getAlloc(plugin.id)).tasks).flatMap((t) => t.events.map((e) => `${e.type}: ${e.message}`));
-    expect(said.find((e) => e.startsWith('Waiting for unmounts:'))).toMatch(/the plugin stops once the unmounts that need it are done \(up to 30s\): drained \(alloc [0-9a-f]{8}\)/);
+    expect(said.find((e) => e.startsWith('Waiting for unmounts:'))).toMatch(
+      /the plugin stops once the unmounts that need it are done \(up to 30s\): drained \(alloc [0-9a-f]{8}\)/,
+    );
     expect(said.filter((e) => e.startsWith('Volumes left mounted'))).toEqual([]);
   });
 
@@ -158,13 +176,22 @@ describe('volume operations against the real hostpath plugin', () => {
 
     // What people read: the CLI's volume status and alloc status show the usage.
     expect(await cli(['volume', 'status', 'grow'])).toMatch(/Capacity\s+= 3MiB[\s\S]*Used[\s\S]*of 3MiB \(\d+%\)/);
-    expect(await cli(['alloc', 'status', id])).toMatch(/CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+grow\s+hostpath\s+false\s+\S+ of 3MiB/);
+    expect(await cli(['alloc', 'status', id])).toMatch(
+      /CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+grow\s+hostpath\s+false\s+\S+ of 3MiB/,
+    );
     const plugin = await h.api.getPlugin('hostpath');
-    expect(plugin.controller!.info).toMatchObject({ Snapshots: true, 'List Snapshots': true, Clone: true, Expand: true, 'List Volumes Published Nodes': true, 'Volume Expansion': 'online' });
+    expect(plugin.controller!.info).toMatchObject({
+      Snapshots: true,
+      'List Snapshots': true,
+      Clone: true,
+      Expand: true,
+      'List Volumes Published Nodes': true,
+      'Volume Expansion': 'online',
+    });
     expect(plugin.node!.info).toMatchObject({ Expand: true, 'Volume Stats': true, 'Volume Condition': true });
   });
 
-  it('snapshot → volume from the snapshot → the same bytes; a clone too; snapshots and the plugin\'s volumes listed a page at a time; unknown ids refused with nothing changed', async () => {
+  it("snapshot → volume from the snapshot → the same bytes; a clone too; snapshots and the plugin's volumes listed a page at a time; unknown ids refused with nothing changed", async () => {
     await startWithPlugin();
     const source = await create('src', 'capacity_min = "1MiB"');
     const id = await workload('src', 'src', 'head -c 65536 /dev/urandom > "$CSIPLUG_VOLUME_DATA/random.bin"');
@@ -226,17 +253,22 @@ describe('volume operations against the real hostpath plugin', () => {
     const wrongMode = await refusal(
       h.api.registerVolume(
         volumeSpecToDocument(
-          await parseVolumeSpec(`id = "multi"\ntype = "csi"\nplugin_id = "hostpath"\nexternal_id = "${kept.externalId}"\ncapability {\n  access_mode = "multi-node-multi-writer"\n  attachment_mode = "file-system"\n}\n`, 'm.hcl'),
+          await parseVolumeSpec(
+            `id = "multi"\ntype = "csi"\nplugin_id = "hostpath"\nexternal_id = "${kept.externalId}"\ncapability {\n  access_mode = "multi-node-multi-writer"\n  attachment_mode = "file-system"\n}\n`,
+            'm.hcl',
+          ),
         ),
       ),
     );
     expect(wrongMode.status).toBe(400);
-    expect(wrongMode.message).toMatch(/volume "multi": plugin "hostpath" cannot serve it as asked \(multi-node-multi-writer\/file-system\): access mode MULTI_NODE_MULTI_WRITER is not supported/);
+    expect(wrongMode.message).toMatch(
+      /volume "multi": plugin "hostpath" cannot serve it as asked \(multi-node-multi-writer\/file-system\): access mode MULTI_NODE_MULTI_WRITER is not supported/,
+    );
     expect((await h.api.listVolumes()).map((v) => v.id)).toEqual([]);
     await register('kept', `external_id = "${kept.externalId}"`);
   });
 
-  it('two volumes with one name get two storages: a write in one is not seen in the other, deleting the second keeps the first\'s data; a register of a used external id is a 409 naming the first', async () => {
+  it("two volumes with one name get two storages: a write in one is not seen in the other, deleting the second keeps the first's data; a register of a used external id is a 409 naming the first", async () => {
     await startWithPlugin();
     const first = await create('first', 'name = "shared"');
     const second = await create('second', 'name = "shared"');
@@ -252,7 +284,9 @@ describe('volume operations against the real hostpath plugin', () => {
     // The first's plugin volume under another id: refused while claimed and after, naming the first; nothing stored.
     const claimed = await refusal(register('again', `external_id = "${first.externalId}"`));
     expect(claimed.status).toBe(409);
-    expect(claimed.message).toBe(`volume "again": plugin "hostpath" volume "${first.externalId}" is volume "first" already; use volume "first", or deregister it first`);
+    expect(claimed.message).toBe(
+      `volume "again": plugin "hostpath" volume "${first.externalId}" is volume "first" already; use volume "first", or deregister it first`,
+    );
     await h.api.stopJob('work-first');
     const unclaimed = await refusal(register('again', `external_id = "${first.externalId}"`));
     expect(unclaimed.status).toBe(409);
@@ -273,7 +307,9 @@ describe('volume operations against the real hostpath plugin', () => {
     );
     // The plugin holds the call (until the CSI call limit, 2 minutes by default)…
     await pollUntil('the plugin holding CreateSnapshot', async () => {
-      const said = await Promise.all((['stdout', 'stderr'] as const).map((stream) => h.api.allocLogs(plugin.id, 'plugin', { stream, origin: 'end', offset: 64 * 1024 })));
+      const said = await Promise.all(
+        (['stdout', 'stderr'] as const).map((stream) => h.api.allocLogs(plugin.id, 'plugin', { stream, origin: 'end', offset: 64 * 1024 })),
+      );
       return said.some((l) => l.data.includes('hanging on purpose') && l.data.includes('CreateSnapshot')) ? true : undefined;
     });
     // …and the workload's stop, which releases its claim, does not wait for it.
@@ -283,19 +319,29 @@ describe('volume operations against the real hostpath plugin', () => {
     void snapshot;
   });
 
-  it('topology: a claim from a node outside the volume\'s topology is refused naming both; a topology request no node satisfies is refused at create', async () => {
+  it("topology: a claim from a node outside the volume's topology is refused naming both; a topology request no node satisfies is refused at create", async () => {
     await startWithPlugin(['--topology', 'rack=r1']);
-    const impossible = await refusal(create('far', 'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r9" }\n    }\n  }\n}'));
+    const impossible = await refusal(
+      create('far', 'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r9" }\n    }\n  }\n}'),
+    );
     expect(impossible.status).toBe(409);
     expect(impossible.message).toMatch(/could not create volume "far" on plugin "hostpath".*RESOURCE_EXHAUSTED/);
-    const near = await create('near', 'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r1" }\n    }\n  }\n}');
+    const near = await create(
+      'near',
+      'topology_request {\n  required {\n    topology {\n      segments = { "rack" = "r1" }\n    }\n  }\n}',
+    );
     expect(near.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
     // Registered as reachable from rack r2 only: this node (rack r1) may not claim it.
     await h.api.deregisterVolume('near');
-    await register('elsewhere', `external_id = "${near.externalId}"\ntopology_request {\n  required {\n    topology {\n      segments = { "rack" = "r2" }\n    }\n  }\n}`);
+    await register(
+      'elsewhere',
+      `external_id = "${near.externalId}"\ntopology_request {\n  required {\n    topology {\n      segments = { "rack" = "r2" }\n    }\n  }\n}`,
+    );
     const id = await workload('elsewhere', 'elsewhere');
     const events = await failedWith(id);
-    expect(events.join('\n')).toMatch(/volume "elsewhere" is accessible from topology \{rack=r2\} only; node \S+ of plugin "hostpath" has topology \{rack=r1\}: alloc \S+ cannot claim it here/);
+    expect(events.join('\n')).toMatch(
+      /volume "elsewhere" is accessible from topology \{rack=r2\} only; node \S+ of plugin "hostpath" has topology \{rack=r1\}: alloc \S+ cannot claim it here/,
+    );
     expect((await h.api.getVolume('elsewhere')).claims).toEqual([]);
   });
 
@@ -303,7 +349,12 @@ describe('volume operations against the real hostpath plugin', () => {
     await startWithPlugin(['--max-volumes-per-node', '1', '--topology', 'rack=r1']);
     // node status shows what the fingerprint found.
     const node = await h.api.node();
-    expect(node.plugins.find((p) => p.type === 'csi-node')).toMatchObject({ id: 'hostpath', healthy: true, topology: { rack: 'r1' }, maxVolumes: 1 });
+    expect(node.plugins.find((p) => p.type === 'csi-node')).toMatchObject({
+      id: 'hostpath',
+      healthy: true,
+      topology: { rack: 'r1' },
+      maxVolumes: 1,
+    });
     expect(node.drivers.raw_exec.healthy).toBe(true);
     await create('one');
     await create('two');
@@ -313,7 +364,11 @@ describe('volume operations against the real hostpath plugin', () => {
     const said = await pollUntil('the second claim refused for the limit', async () => {
       const a = await h.api.getAlloc(second);
       const all = [...Object.values(a.tasks).flatMap((t) => t.events.map((e) => e.message)), h.log].join('\n');
-      return /node \S+ holds 1 volume of plugin "hostpath" and its limit \(max_volumes_per_node\) is 1: alloc \S+ cannot claim volume "two" here/.test(all) ? a : undefined;
+      return /node \S+ holds 1 volume of plugin "hostpath" and its limit \(max_volumes_per_node\) is 1: alloc \S+ cannot claim volume "two" here/.test(
+        all,
+      )
+        ? a
+        : undefined;
     });
     expect(said.clientStatus).toBe('pending');
     expect((await h.api.getVolume('two')).claims).toEqual([]);
@@ -323,7 +378,7 @@ describe('volume operations against the real hostpath plugin', () => {
     expect((await h.api.getVolume('two')).claims.map((c) => c.allocId)).toEqual([second]);
   });
 
-  it('detach unmounts and releases a volume whose alloc is gone; a running alloc\'s claim is refused; the claim sweep releases claims of allocs that are gone', async () => {
+  it("detach unmounts and releases a volume whose alloc is gone; a running alloc's claim is refused; the claim sweep releases claims of allocs that are gone", async () => {
     await startWithPlugin([], 'claim_gc_interval = "1s"');
     await create('det');
     await create('swept');
@@ -349,11 +404,16 @@ describe('volume operations against the real hostpath plugin', () => {
     } finally {
       state.dispose();
     }
-    for (const m of mountsUnder(path.join(h.dataDir, 'csi')).reverse()) if (m.includes(sweptId) || m.includes(`${path.sep}swept${path.sep}`)) await run('umount', [m]);
+    for (const m of mountsUnder(path.join(h.dataDir, 'csi')).reverse())
+      if (m.includes(sweptId) || m.includes(`${path.sep}swept${path.sep}`)) await run('umount', [m]);
     h.extraConfig = 'claim_gc_interval = "1s"\nreconcile_orphans = false';
     await h.start();
     // The sweep releases the claim with nothing left here to undo; the detached one keeps its claim for detach.
-    await pollUntil('the claim sweep released the claim of the gone alloc', async () => ((await h.api.getVolume('swept')).claims.length === 0 ? true : undefined), 20_000);
+    await pollUntil(
+      'the claim sweep released the claim of the gone alloc',
+      async () => ((await h.api.getVolume('swept')).claims.length === 0 ? true : undefined),
+      20_000,
+    );
     expect((await h.api.getVolume('det')).claims.map((c) => c.allocId)).toEqual([detId]);
     const result = await h.api.detachVolume('det', node);
     expect(result).toEqual({ volumeId: 'det', nodeId: node, released: [detId] });

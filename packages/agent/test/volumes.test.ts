@@ -47,7 +47,19 @@ async function startHostpath(socketPath: string, stateDir: string): Promise<Plug
   await fs.mkdir(path.dirname(socketPath), { recursive: true, mode: 0o700 });
   const child = spawn(
     process.execPath,
-    [HOSTPATH_CLI, '--endpoint', `unix://${socketPath}`, '--node-id', 'n1', '--state-dir', stateDir, '--mode', 'monolith', '--log-level', 'warn'],
+    [
+      HOSTPATH_CLI,
+      '--endpoint',
+      `unix://${socketPath}`,
+      '--node-id',
+      'n1',
+      '--state-dir',
+      stateDir,
+      '--mode',
+      'monolith',
+      '--log-level',
+      'warn',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';
@@ -100,7 +112,11 @@ interface Agent {
 
 async function startAgent(dataDir: string): Promise<Agent> {
   const c = root.createChildContainer();
-  registerCore(c, { logger: new MemoryLogger(), heartbeat: { strategy: 'fixed' }, timeouts: { pluginWaitPrerun: 20_000, pluginWaitRestore: 20_000 } });
+  registerCore(c, {
+    logger: new MemoryLogger(),
+    heartbeat: { strategy: 'fixed' },
+    timeouts: { pluginWaitPrerun: 20_000, pluginWaitRestore: 20_000 },
+  });
   const db = openClientState({ path: path.join(dataDir, 'state.db') });
   c.register(IClientStateDB, { useValue: db });
   bindStateStores(c); // the narrow store tokens, over the state bound above
@@ -155,8 +171,12 @@ describe('volume catalog with the hostpath plugin', () => {
   });
 
   function registerMonolith(registry: PluginRegistry, socketPath: string): void {
-    const options = { [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith', [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dataDir, 'csi', 'monolith', 'hostpath') };
-    for (const type of ['csi-controller', 'csi-node']) registry.register({ type, name: 'hostpath', version: '0.1.0', allocId: 'plugin-alloc', socketPath, options });
+    const options = {
+      [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith',
+      [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dataDir, 'csi', 'monolith', 'hostpath'),
+    };
+    for (const type of ['csi-controller', 'csi-node'])
+      registry.register({ type, name: 'hostpath', version: '0.1.0', allocId: 'plugin-alloc', socketPath, options });
   }
 
   const spec: VolumeSpec = {
@@ -179,14 +199,27 @@ describe('volume catalog with the hostpath plugin', () => {
     registerMonolith(agent.registry, socketPath);
     // The catalog waits for the controller itself.
     const view = await agent.catalog.createVolume(spec);
-    expect(view).toMatchObject({ id: 'data', pluginId: 'hostpath', capacityBytes: 1024 * 1024, context: { name: 'csiplug-data' }, schedulable: true, claims: [] });
+    expect(view).toMatchObject({
+      id: 'data',
+      pluginId: 'hostpath',
+      capacityBytes: 1024 * 1024,
+      context: { name: 'csiplug-data' },
+      schedulable: true,
+      claims: [],
+    });
     const volumeDir = path.join(stateDir, 'volumes', view.externalId);
     expect((await fs.stat(volumeDir)).isDirectory()).toBe(true);
     expect(agent.c.resolve<VolumeClaimer>(IVolumeClaimer)).toBe(agent.catalog);
 
     // Claim as the volume reconciler does, and mount through the CSI manager's node steps.
     const volume = await agent.catalog.lookup('data');
-    const claimed = await agent.catalog.claim({ volumeId: 'data', allocId: 'alloc-a', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' });
+    const claimed = await agent.catalog.claim({
+      volumeId: 'data',
+      allocId: 'alloc-a',
+      readOnly: false,
+      accessMode: 'single-node-writer',
+      attachmentMode: 'file-system',
+    });
     expect(claimed).toEqual({ volume }); // hostpath has no ControllerPublishVolume
     const vm = agent.manager.volumeManager('hostpath');
     expect(await vm.requiresStaging()).toBe(true);
@@ -195,7 +228,9 @@ describe('volume catalog with the hostpath plugin', () => {
     await fs.writeFile(path.join(mounted.targetPath, 'hello.txt'), 'from alloc-a');
     expect(readFileSync(path.join(volumeDir, 'hello.txt'), 'utf8')).toBe('from alloc-a');
 
-    const second = await agent.catalog.claim({ volumeId: 'data', allocId: 'alloc-b', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }).catch((e: unknown) => e);
+    const second = await agent.catalog
+      .claim({ volumeId: 'data', allocId: 'alloc-b', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' })
+      .catch((e: unknown) => e);
     expect(second).toBeInstanceOf(ClaimError);
     expect((second as ClaimError).retryable).toBe(true);
     await expect(agent.catalog.deleteVolume('data')).rejects.toBeInstanceOf(VolumeInUseError);

@@ -51,7 +51,17 @@ export class AgentEvents implements Disposable {
         }),
       ),
     );
-    this.relays.add(catalog.onDidChange((e) => this.emit({ topic: 'Volume', type: `Volume ${e.kind}`, message: e.message, volumeId: e.volumeId, ...(e.allocId ? { allocId: e.allocId } : {}) })));
+    this.relays.add(
+      catalog.onDidChange((e) =>
+        this.emit({
+          topic: 'Volume',
+          type: `Volume ${e.kind}`,
+          message: e.message,
+          volumeId: e.volumeId,
+          ...(e.allocId ? { allocId: e.allocId } : {}),
+        }),
+      ),
+    );
   }
 
   /** Stops relaying; the agent's own events still flow. */

@@ -37,7 +37,15 @@ export async function readLogJson(allocId: string, task: string, stream: AllocLo
   const cutByLimit = slice.start + got < slice.size;
   const { skip, keep } = utf8Window(bytes, slice.start > 0, cutByLimit);
   const offset = slice.start + skip;
-  return { allocId, task, stream, offset, nextOffset: offset + keep, size: slice.size, data: bytes.subarray(skip, skip + keep).toString('utf8') };
+  return {
+    allocId,
+    task,
+    stream,
+    offset,
+    nextOffset: offset + keep,
+    size: slice.size,
+    data: bytes.subarray(skip, skip + keep).toString('utf8'),
+  };
 }
 
 /**

@@ -13,7 +13,18 @@ import type { Readable } from 'stream';
 import { ApiError, ApiErrorCode } from './api-error';
 import { ClientErrorCode, enc, query } from './api-transport';
 import { type AllocLogs, type AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from './protocol';
-import type { AgentEvent, AgentHealth, AllocView, JobPlan, JobView, NodeList, NodePurgeResult, NodeView, PluginView, RunJobResult } from './service';
+import type {
+  AgentEvent,
+  AgentHealth,
+  AllocView,
+  JobPlan,
+  JobView,
+  NodeList,
+  NodePurgeResult,
+  NodeView,
+  PluginView,
+  RunJobResult,
+} from './service';
 import { VolumeApiCalls } from './volume-api-calls';
 
 export { ClientErrorCode, DEFAULT_ADDRESS, normaliseAddress, type ApiClientOptions } from './api-transport';
@@ -88,7 +99,11 @@ export class ApiClient extends VolumeApiCalls {
   /** A task's log as raw bytes, any amount, streamed as the agent reads the file (no `limit`: to its end). */
   async allocLogStream(id: string, task: string, options: AllocLogsQuery & { signal?: AbortSignal } = {}): Promise<AllocLogStream> {
     const res = await this.transport.stream('GET', logsPath(id, task, options, true), options.signal);
-    return { offset: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0), size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0), stream: res };
+    return {
+      offset: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0),
+      size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0),
+      stream: res,
+    };
   }
 
   /** This node: drivers, the plugins' fingerprinted facts. */

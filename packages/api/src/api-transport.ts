@@ -57,7 +57,11 @@ export function normaliseAddress(address: string): URL {
     throw new ApiError(0, ApiErrorCode.Invalid, `the agent address "${address}" is not a URL like http://127.0.0.1:${DEFAULT_PORT}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ApiError(0, ApiErrorCode.Invalid, `the agent address "${address}" must use http:// or https:// (https when the agent has a tls block)`);
+    throw new ApiError(
+      0,
+      ApiErrorCode.Invalid,
+      `the agent address "${address}" must use http:// or https:// (https when the agent has a tls block)`,
+    );
   }
   return url;
 }
@@ -77,7 +81,8 @@ export class ApiTransport {
     this.secure = this.base.protocol === 'https:';
     this.token = options.token || undefined;
     const timeoutMs = options.timeoutMs ?? 0;
-    if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new ApiError(0, ApiErrorCode.Invalid, `the client timeout must be 0 (none) or more milliseconds (got ${timeoutMs})`);
+    if (!Number.isFinite(timeoutMs) || timeoutMs < 0)
+      throw new ApiError(0, ApiErrorCode.Invalid, `the client timeout must be 0 (none) or more milliseconds (got ${timeoutMs})`);
     this.timeoutMs = timeoutMs;
     this.clock = options.clock ?? new RealClock();
     // An agent of our own: Node 20's global one gives every socket a 5 s idle
@@ -98,7 +103,11 @@ export class ApiTransport {
   }
 
   /** One request and its whole JSON answer, within the timeout (and until `signal` aborts). */
-  async call<T>(method: string, path: string, options: { body?: unknown; okStatuses?: number[]; signal?: AbortSignal } = {}): Promise<{ status: number; body: T }> {
+  async call<T>(
+    method: string,
+    path: string,
+    options: { body?: unknown; okStatuses?: number[]; signal?: AbortSignal } = {},
+  ): Promise<{ status: number; body: T }> {
     const payload = options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : undefined;
     const scope = new CallScope(this.clock, this.timeoutMs, options.signal);
     try {
@@ -111,7 +120,11 @@ export class ApiTransport {
       try {
         return { status: res.statusCode!, body: JSON.parse(text) as T };
       } catch {
-        throw new ApiError(res.statusCode ?? 0, ApiErrorCode.BadResponse, `${method} ${path}: the agent at ${this.address} answered with something that is not JSON`);
+        throw new ApiError(
+          res.statusCode ?? 0,
+          ApiErrorCode.BadResponse,
+          `${method} ${path}: the agent at ${this.address} answered with something that is not JSON`,
+        );
       }
     } finally {
       scope.dispose();
@@ -188,10 +201,19 @@ export class ApiTransport {
     }
     if (scope.aborted) return new ApiError(0, ClientErrorCode.Aborted, `${method} ${path} was aborted`, { cause: err });
     const tlsProblem = this.secure ? describeTlsFailure(e) : undefined;
-    if (tlsProblem) return new ApiError(0, ClientErrorCode.Tls, `TLS with the agent at ${this.address} failed: ${tlsProblem}`, { cause: err });
+    if (tlsProblem)
+      return new ApiError(0, ClientErrorCode.Tls, `TLS with the agent at ${this.address} failed: ${tlsProblem}`, { cause: err });
     // A plain-HTTP request to an https agent is cut off before any answer.
-    const httpsHint = !this.secure && (e.code === 'ECONNRESET' || e.code === 'EPIPE') ? '; if the agent serves https (a tls block), use an https:// address' : '';
-    return new ApiError(0, ApiErrorCode.Connect, `cannot reach the csiplug agent at ${this.address}: ${e.message}; is it running? (set -address or CSIPLUG_ADDR)${httpsHint}`, { cause: err });
+    const httpsHint =
+      !this.secure && (e.code === 'ECONNRESET' || e.code === 'EPIPE')
+        ? '; if the agent serves https (a tls block), use an https:// address'
+        : '';
+    return new ApiError(
+      0,
+      ApiErrorCode.Connect,
+      `cannot reach the csiplug agent at ${this.address}: ${e.message}; is it running? (set -address or CSIPLUG_ADDR)${httpsHint}`,
+      { cause: err },
+    );
   }
 }
 
@@ -215,7 +237,8 @@ function describeTlsFailure(err: NodeJS.ErrnoException): string | undefined {
 /** Refuses a CA option that holds no PEM certificate (Node would quietly trust nothing, and every call would fail later). */
 function checkPem(ca: string | Buffer): void {
   const text = typeof ca === 'string' ? ca : ca.toString('utf8');
-  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new ApiError(0, ApiErrorCode.Invalid, 'the CA certificate is not PEM (no "-----BEGIN CERTIFICATE-----" in it)');
+  if (!text.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ApiError(0, ApiErrorCode.Invalid, 'the CA certificate is not PEM (no "-----BEGIN CERTIFICATE-----" in it)');
   try {
     tls.createSecureContext({ ca });
   } catch (err) {

@@ -12,7 +12,11 @@ export class CallScope implements Disposable {
   private readonly detach: (() => void) | undefined;
   timedOut = false;
 
-  constructor(clock: Clock, timeoutMs: number, private readonly callerSignal?: AbortSignal) {
+  constructor(
+    clock: Clock,
+    timeoutMs: number,
+    private readonly callerSignal?: AbortSignal,
+  ) {
     if (timeoutMs > 0) {
       this.timer = clock.setTimeout(() => {
         this.timedOut = true;

@@ -52,7 +52,11 @@ describe('event streams: what clients leave unread is bounded in total', () => {
       // Never more than the total held at once, give or take the event being written.
       expect(most).toBeLessThanOrEqual(maxTotal + message.length + 1024);
       await until(() => fake.eventSubscribers === 1, 'the stalled streams to be cut off');
-      expect(logger.records.some((e) => e.msg.includes('event stream client is not reading') && String(e.fields?.reason ?? '').includes('in all'))).toBe(true);
+      expect(
+        logger.records.some(
+          (e) => e.msg.includes('event stream client is not reading') && String(e.fields?.reason ?? '').includes('in all'),
+        ),
+      ).toBe(true);
       // The reader's stream is the one left, and it still gets what comes next.
       const before = readerLines;
       fake.emit({ topic: 'Task', type: 'Started', message: 'after' });

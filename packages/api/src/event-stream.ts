@@ -58,7 +58,9 @@ export class EventStreamBudget {
       }
       if (!largest) return;
       this.remove(largest);
-      largest.cutOff(`the event streams of this agent hold ${this.total + most} bytes unread in all (at most ${this.maxTotal}); this one held the most (${most})`);
+      largest.cutOff(
+        `the event streams of this agent hold ${this.total + most} bytes unread in all (at most ${this.maxTotal}); this one held the most (${most})`,
+      );
     }
   }
 
@@ -78,7 +80,10 @@ export class EventStreamBudget {
  * form is accepted and means the whole topic). None means every topic.
  */
 export function parseTopics(values: string[]): Set<AgentEvent['topic']> | undefined {
-  const names = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  const names = values
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
   if (names.length === 0) return undefined;
   const topics = new Set<AgentEvent['topic']>();
   for (const raw of names) {

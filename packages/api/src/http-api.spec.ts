@@ -40,7 +40,10 @@ describe('HttpApi', () => {
 
   beforeEach(async () => {
     fake = new FakeAgentService();
-    fake.addPlugin({ id: 'hostpath', node: { healthy: true, allocId: 'p1', description: 'node', version: '1.0.0', info: { nodeId: 'n1' } } });
+    fake.addPlugin({
+      id: 'hostpath',
+      node: { healthy: true, allocId: 'p1', description: 'node', version: '1.0.0', info: { nodeId: 'n1' } },
+    });
     ({ api, url } = await startApi(fake));
     client = new ApiClient({ address: url });
   });
@@ -84,7 +87,9 @@ describe('HttpApi', () => {
     });
 
     it('refuses an empty ACL token', () => {
-      expect(() => new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, aclToken: '', logger: new MemoryLogger() })).toThrow(/may not be empty/);
+      expect(() => new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, aclToken: '', logger: new MemoryLogger() })).toThrow(
+        /may not be empty/,
+      );
     });
 
     it('reports a port in use', async () => {
@@ -210,11 +215,24 @@ describe('HttpApi', () => {
     it('plans a run without doing it: POST /v1/job/:id/plan', async () => {
       await client.registerVolume(volumeDoc() as any);
       const fresh = await client.planJob(jobDoc('web', 2) as any);
-      expect(fresh).toMatchObject({ jobId: 'web', changed: true, version: { to: 0 }, groups: [{ name: 'app', change: 'added', updates: { create: 2 } }] });
+      expect(fresh).toMatchObject({
+        jobId: 'web',
+        changed: true,
+        version: { to: 0 },
+        groups: [{ name: 'app', change: 'added', updates: { create: 2 } }],
+      });
       await client.runJob(jobDoc('web', 2) as any);
-      expect(await client.planJob(jobDoc('web', 2) as any)).toMatchObject({ changed: false, version: { from: 0, to: 0 }, groups: [{ updates: { ignore: 2 } }] });
+      expect(await client.planJob(jobDoc('web', 2) as any)).toMatchObject({
+        changed: false,
+        version: { from: 0, to: 0 },
+        groups: [{ updates: { ignore: 2 } }],
+      });
       const smaller = await client.planJob(jobDoc('web', 1) as any);
-      expect(smaller).toMatchObject({ changed: true, version: { from: 0, to: 1 }, groups: [{ count: { from: 2, to: 1 }, updates: { destroy: 1, 'in-place': 1 } }] });
+      expect(smaller).toMatchObject({
+        changed: true,
+        version: { from: 0, to: 1 },
+        groups: [{ count: { from: 2, to: 1 }, updates: { destroy: 1, 'in-place': 1 } }],
+      });
       // Nomad's body shape, with "Diff", and PUT; nothing was run by any of these.
       const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 2), Diff: true }) });
       expect(r.status).toBe(200);
@@ -265,7 +283,10 @@ describe('HttpApi', () => {
     });
 
     it('refuses a chunked body that grows over the limit with 400', async () => {
-      const r = await raw(small.url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { context: { pad: 'y'.repeat(200_000) } })), chunked: true });
+      const r = await raw(small.url, 'PUT', '/v1/volume/csi/vol1', {
+        body: JSON.stringify(volumeDoc('vol1', { context: { pad: 'y'.repeat(200_000) } })),
+        chunked: true,
+      });
       expect(r.status).toBe(400);
       expect(r.json.code).toBe('EBODY_TOO_LARGE');
       expect(fake.calls).toEqual([]);
@@ -278,10 +299,14 @@ describe('HttpApi', () => {
         const body = JSON.stringify({ Job: { pad: 'x'.repeat(2 * 1024 * 1024) } });
         for (let i = 0; i < 5; i++) {
           const status = await new Promise<number>((resolve, reject) => {
-            const req = http.request(`${small.url}/v1/jobs`, { method: 'POST', agent, headers: { 'Content-Type': 'application/json' } }, (res) => {
-              res.resume();
-              res.on('end', () => resolve(res.statusCode!));
-            });
+            const req = http.request(
+              `${small.url}/v1/jobs`,
+              { method: 'POST', agent, headers: { 'Content-Type': 'application/json' } },
+              (res) => {
+                res.resume();
+                res.on('end', () => resolve(res.statusCode!));
+              },
+            );
             req.on('error', reject);
             req.end(body);
           });
@@ -324,10 +349,21 @@ describe('HttpApi', () => {
       const id = allocIds[0]!;
       fake.logs.set(`${id}/main/stdout`, 'hello\nworld\n');
       fake.logs.set(`${id}/main/stderr`, 'oops\n');
-      expect(await client.allocLogs(id, 'main')).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 0, nextOffset: 12, size: 12, data: 'hello\nworld\n' });
+      expect(await client.allocLogs(id, 'main')).toEqual({
+        allocId: id,
+        task: 'main',
+        stream: 'stdout',
+        offset: 0,
+        nextOffset: 12,
+        size: 12,
+        data: 'hello\nworld\n',
+      });
       expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
       expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
-      await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({ status: 404, message: expect.stringContaining('no task "other"') });
+      await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({
+        status: 404,
+        message: expect.stringContaining('no task "other"'),
+      });
       await expect(client.allocLogs('nope', 'main')).rejects.toMatchObject({ status: 404 });
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?stream=both`)).status).toBe(400);
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=-1`)).status).toBe(400);
@@ -344,12 +380,27 @@ describe('HttpApi', () => {
       expect(first).toMatchObject({ offset: 0, nextOffset: 64 * 1024, size: log.length });
       expect(first.data.length).toBe(64 * 1024);
       expect(first.data.startsWith('HEAD')).toBe(true);
-      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 4 })).toMatchObject({ offset: log.length - 4, nextOffset: log.length, data: 'TAIL' });
-      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 6, limit: 3 })).toMatchObject({ offset: log.length - 6, nextOffset: log.length - 3, data: 'xxT' });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 4 })).toMatchObject({
+        offset: log.length - 4,
+        nextOffset: log.length,
+        data: 'TAIL',
+      });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: 6, limit: 3 })).toMatchObject({
+        offset: log.length - 6,
+        nextOffset: log.length - 3,
+        data: 'xxT',
+      });
       expect(await client.allocLogs(id, 'main', { offset: 1, limit: 3 })).toMatchObject({ offset: 1, nextOffset: 4, data: 'EAD' });
       // Past either end: an empty answer at the end, or everything from the start.
-      expect(await client.allocLogs(id, 'main', { offset: log.length + 10 })).toMatchObject({ offset: log.length, nextOffset: log.length, data: '' });
-      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: log.length + 10, limit: 4 })).toMatchObject({ offset: 0, data: 'HEAD' });
+      expect(await client.allocLogs(id, 'main', { offset: log.length + 10 })).toMatchObject({
+        offset: log.length,
+        nextOffset: log.length,
+        data: '',
+      });
+      expect(await client.allocLogs(id, 'main', { origin: 'end', offset: log.length + 10, limit: 4 })).toMatchObject({
+        offset: 0,
+        data: 'HEAD',
+      });
       expect((await client.allocLogs(id, 'main', { limit: 4 * 1024 * 1024 })).data.length).toBe(log.length);
       expect(await client.allocLogs(id, 'main', { stream: 'stderr' })).toMatchObject({ offset: 0, nextOffset: 0, size: 0, data: '' });
     });
@@ -433,7 +484,13 @@ describe('HttpApi', () => {
     it('registers, creates, lists, shows, deregisters and deletes', async () => {
       const reg = await client.registerVolume(volumeDoc('vol1') as any);
       expect(reg).toMatchObject({ id: 'vol1', externalId: 'ext-vol1', pluginId: 'hostpath', claims: [] });
-      const created = await client.createVolume({ id: 'vol2', type: 'csi', plugin_id: 'other', capability: { access_mode: 'single-node-writer', attachment_mode: 'file-system' }, capacity_min: '10MiB' } as any);
+      const created = await client.createVolume({
+        id: 'vol2',
+        type: 'csi',
+        plugin_id: 'other',
+        capability: { access_mode: 'single-node-writer', attachment_mode: 'file-system' },
+        capacity_min: '10MiB',
+      } as any);
       expect(created).toMatchObject({ id: 'vol2', externalId: 'ext-vol2', capacityBytes: 10 * 1024 * 1024 });
       expect((await client.listVolumes()).map((v) => v.id)).toEqual(['vol1', 'vol2']);
       expect((await client.listVolumes({ pluginId: 'other' })).map((v) => v.id)).toEqual(['vol2']);
@@ -529,7 +586,9 @@ describe('HttpApi', () => {
       expect(wrong.json.error).toBe('the ACL token in Authorization is not valid');
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Basic czNjcmV0' } })).status).toBe(403);
       // The agent's own header wins when both are sent.
-      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 'nope', authorization: 'Bearer s3cret' } })).status).toBe(403);
+      expect(
+        (await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 'nope', authorization: 'Bearer s3cret' } })).status,
+      ).toBe(403);
     });
 
     it('serves requests with the right token', async () => {
@@ -566,7 +625,12 @@ describe('HttpApi', () => {
     ])('refuses uid %s with 403 on every path, saying what to do, and runs nothing', async (uid, who) => {
       const { api: a, url: u } = await apiAs(uid);
       try {
-        for (const [method, path] of [['GET', '/v1/agent/health'], ['GET', '/v1/volumes'], ['POST', '/v1/jobs'], ['GET', '/v1/event/stream']] as const) {
+        for (const [method, path] of [
+          ['GET', '/v1/agent/health'],
+          ['GET', '/v1/volumes'],
+          ['POST', '/v1/jobs'],
+          ['GET', '/v1/event/stream'],
+        ] as const) {
           const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify(jobDoc()) } : {});
           expect(r.status).toBe(403);
           expect(r.json.code).toBe('EFORBIDDEN');
@@ -583,7 +647,11 @@ describe('HttpApi', () => {
 
     it('a failed look-up serves nobody: 503, asked again at the next request', async () => {
       let fail = true;
-      const { api: a, url: u, logger } = await startApi(fake, {
+      const {
+        api: a,
+        url: u,
+        logger,
+      } = await startApi(fake, {
         peerUid: () => {
           if (fail) throw new Error('EMFILE: too many open files');
           return 0;
@@ -592,7 +660,11 @@ describe('HttpApi', () => {
       try {
         const r = await raw(u, 'GET', '/v1/jobs');
         expect(r.status).toBe(503);
-        expect(r.json).toEqual({ code: 'EPEER_UNKNOWN', error: 'the agent could not tell which user this connection comes from (EMFILE: too many open files), and without an ACL token it serves only root: retry, or set acl { token } and send it' });
+        expect(r.json).toEqual({
+          code: 'EPEER_UNKNOWN',
+          error:
+            'the agent could not tell which user this connection comes from (EMFILE: too many open files), and without an ACL token it serves only root: retry, or set acl { token } and send it',
+        });
         expect(logger.find('could not be looked up', 'warn')).toHaveLength(1);
         expect(fake.calls).toEqual([]);
         fail = false;
@@ -610,7 +682,11 @@ describe('HttpApi', () => {
       } finally {
         await a.dispose();
       }
-      const { api: b, url: v, asked: askedB } = await apiAs(65534, { bindAddr: '0.0.0.0', insecureAllowPublic: true, allowedHosts: ['127.0.0.1'] });
+      const {
+        api: b,
+        url: v,
+        asked: askedB,
+      } = await apiAs(65534, { bindAddr: '0.0.0.0', insecureAllowPublic: true, allowedHosts: ['127.0.0.1'] });
       try {
         expect((await raw(v.replace('0.0.0.0', '127.0.0.1'), 'GET', '/v1/jobs')).status).toBe(200);
         expect(askedB).toEqual([]);
@@ -641,7 +717,11 @@ describe('HttpApi', () => {
   describe('metrics and the status page', () => {
     it('/v1/metrics answers 404 when the API was given no metrics source, and serves the source it was given, behind the token', async () => {
       expect((await raw(url, 'GET', '/v1/metrics')).status).toBe(404);
-      const source = { json: async () => [{ name: 'm', values: [] }], prometheus: async () => '# HELP m m\nm 1\n', contentType: 'text/plain; version=0.0.4; charset=utf-8' };
+      const source = {
+        json: async () => [{ name: 'm', values: [] }],
+        prometheus: async () => '# HELP m m\nm 1\n',
+        contentType: 'text/plain; version=0.0.4; charset=utf-8',
+      };
       const secured = await startApi(fake, { aclToken: 's3cret', metrics: source });
       try {
         expect((await raw(secured.url, 'GET', '/v1/metrics')).status).toBe(403);
@@ -650,7 +730,9 @@ describe('HttpApi', () => {
         const text = await raw(secured.url, 'GET', '/v1/metrics?format=prometheus', { headers });
         expect(text.status).toBe(200);
         expect(text.text).toBe('# HELP m m\nm 1\n');
-        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json.error).toMatch(/format must be one of json, prometheus/);
+        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json.error).toMatch(
+          /format must be one of json, prometheus/,
+        );
       } finally {
         await secured.api.dispose();
       }
@@ -668,7 +750,13 @@ describe('HttpApi', () => {
         expect(moved.status).toBe(301);
         expect(moved.headers.location).toBe('ui/');
         // Sent as written (raw() would let the URL class resolve the dots first): none reaches a file, or data without the token.
-        for (const sneaky of ['/ui/../../package.json', '/ui/..%2f..%2fpackage.json', '/ui/%2e%2e/%2e%2e/package.json', '/ui//app.js', '/ui/__proto__']) {
+        for (const sneaky of [
+          '/ui/../../package.json',
+          '/ui/..%2f..%2fpackage.json',
+          '/ui/%2e%2e/%2e%2e/package.json',
+          '/ui//app.js',
+          '/ui/__proto__',
+        ]) {
           const r = await rawPath(secured.url, sneaky);
           expect(r.status).not.toBe(200);
           expect(r.body).not.toContain('@csiplug');
@@ -687,7 +775,10 @@ describe('HttpApi', () => {
       try {
         const r = await raw(bare.url, 'GET', '/ui/');
         expect(r.status).toBe(500);
-        expect(r.json).toEqual({ error: 'the status page is not available: its files are missing from this install of @csiplug/api', code: 'ESTATUS_PAGE_MISSING' });
+        expect(r.json).toEqual({
+          error: 'the status page is not available: its files are missing from this install of @csiplug/api',
+          code: 'ESTATUS_PAGE_MISSING',
+        });
       } finally {
         await bare.api.dispose();
       }

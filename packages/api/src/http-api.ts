@@ -51,7 +51,7 @@ import * as http from 'http';
 import type { AddressInfo } from 'net';
 import * as net from 'net';
 import * as tls from 'tls';
-import type { AgentService, VolumeView } from './service';
+import type { AgentService } from './service';
 import { isLoopbackAddress, publicBindProblem, validateJob, validateVolumeSpec } from '@csiplug/jobspec';
 import { logLimit, readLogJson, sendLogBytes } from './alloc-logs';
 import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
@@ -64,57 +64,17 @@ import { connectionPeerUid } from './proc-net-tcp';
 import { assertTokenlessAccess } from './root-only-access';
 import { type RouteParams, Router } from './router';
 import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
-
-export interface HttpApiOptions {
-  /** An IP address; the agent's config defaults it to 127.0.0.1. */
-  bindAddr: string;
-  /** 0 picks a free port; listen() says which. */
-  port: number;
-  /** When set, every request must carry it in X-Csiplug-Token. */
-  aclToken?: string;
-  /**
-   * Serve a non-loopback address without a token or without TLS anyway
-   * (config `acl { insecure_allow_public = true }`). Off by default: such
-   * an API lets anyone who reaches it run processes as the agent's user.
-   */
-  insecureAllowPublic?: boolean;
-  /** Serve HTTPS with this certificate and key (PEM files). */
-  tls?: { certFile: string; keyFile: string };
-  /** Host names besides the bound address and localhost that requests may name. */
-  allowedHosts?: readonly string[];
-  /** Origins besides the agent's own whose pages may call the API. */
-  allowedOrigins?: readonly string[];
-  /** Connection caps and idle time; defaults in DEFAULT_CONNECTION_LIMITS. */
-  limits?: Partial<ConnectionLimits>;
-  /** Larger request bodies are refused with 400. Default 1 MiB. */
-  maxBodyBytes?: number;
-  logger: Logger;
-  /** Drives the event stream's heartbeat and the idle timers. Default: the wall clock. */
-  clock?: Clock;
-  /** Default 10 s. */
-  eventHeartbeatMs?: number;
-  /** What all event streams together may hold unread before the one holding the most is cut off. Default EVENT_STREAMS_MAX_BUFFER_TOTAL (16 MiB). */
-  eventStreamsMaxBuffered?: number;
-  /** How long dispose() lets requests in progress finish before cutting them. Default 10 s. */
-  closeGraceMs?: number;
-  /** What /v1/metrics serves (the agent's PromMetrics); without it the path answers 404. */
-  metrics?: MetricsSource;
-  /** The status page's files (/ui/); the package's own by default. */
-  statusPage?: StatusPage;
-  /**
-   * The uid owning the client end of an accepted connection (undefined: not
-   * a local process); asked once per connection while there is no token.
-   * Default: looked up in /proc/net/tcp and tcp6.
-   */
-  peerUid?: (socket: net.Socket) => number | undefined;
-}
-
-/** The figures /v1/metrics serves. */
-export interface MetricsSource {
-  json(): Promise<unknown>;
-  prometheus(): Promise<string>;
-  readonly contentType: string;
-}
+import type { HttpApiOptions } from './http-api-options';
+import {
+  MAX_SNAPSHOTS_PER_REQUEST,
+  boolParam,
+  csiTypeParam,
+  intParam,
+  isRecord,
+  oneOf,
+  redactSecrets,
+  withoutDiffFlag,
+} from './route-params';
 
 /** What a route handler answers: a JSON body, or nothing when it wrote the response itself. */
 type Reply = { status?: number; body: unknown } | undefined;
@@ -195,7 +155,8 @@ export class HttpApi implements AsyncDisposable {
     this.limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.limits };
     this.page = options.statusPage ?? new StatusPage();
     for (const [key, value] of Object.entries(this.limits)) {
-      if (!Number.isSafeInteger(value) || value < 1) throw new ValidationError(`limits.${key} must be a whole number of at least 1 (got ${value})`, `limits.${key}`);
+      if (!Number.isSafeInteger(value) || value < 1)
+        throw new ValidationError(`limits.${key} must be a whole number of at least 1 (got ${value})`, `limits.${key}`);
     }
     this.secureContext = options.tls ? loadSecureContext(options.tls) : undefined;
     this.http = http.createServer((req, res) => void this.handle(req, res));
@@ -206,8 +167,11 @@ export class HttpApi implements AsyncDisposable {
     this.http.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
       // Malformed HTTP: answer 400 when the socket still takes it, then close.
       // Not while an answer is going out on this connection: bytes of our own would corrupt it.
-      const answering = (socket as net.Socket & { _httpMessage?: unknown })._httpMessage !== undefined && (socket as net.Socket & { _httpMessage?: unknown })._httpMessage !== null;
-      if (socket.writable && !answering && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      const answering =
+        (socket as net.Socket & { _httpMessage?: unknown })._httpMessage !== undefined &&
+        (socket as net.Socket & { _httpMessage?: unknown })._httpMessage !== null;
+      if (socket.writable && !answering && err.code !== 'ECONNRESET')
+        socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       else socket.destroy();
     });
     this.addRoutes();
@@ -220,10 +184,15 @@ export class HttpApi implements AsyncDisposable {
    */
   setAclToken(token: string | undefined): void {
     if (token === '') throw new ValidationError('the ACL token may not be empty; leave it out to turn ACLs off', 'aclToken');
-    const problem = publicBindProblem(this.options.bindAddr, { token: token !== undefined, tls: this.secureContext !== undefined, insecureAllowPublic: this.options.insecureAllowPublic === true });
+    const problem = publicBindProblem(this.options.bindAddr, {
+      token: token !== undefined,
+      tls: this.secureContext !== undefined,
+      insecureAllowPublic: this.options.insecureAllowPublic === true,
+    });
     if (problem) throw new ValidationError(problem, 'acl');
     const next = token !== undefined ? digest(token) : undefined;
-    const changed = next === undefined || this.tokenDigest === undefined ? next !== this.tokenDigest : !timingSafeEqual(next, this.tokenDigest);
+    const changed =
+      next === undefined || this.tokenDigest === undefined ? next !== this.tokenDigest : !timingSafeEqual(next, this.tokenDigest);
     this.tokenDigest = next;
     // An event stream was let in by the token of its time: a changed token ends it, and its client connects again with the new one.
     if (changed) for (const stream of [...this.streams]) stream.dispose();
@@ -231,16 +200,25 @@ export class HttpApi implements AsyncDisposable {
 
   /** Starts listening; resolves with the address and port actually bound. */
   listen(): Promise<{ address: string; port: number }> {
-    if (this.door || this.closing) return Promise.reject(new HttpApiListenError('the HTTP API is already listening (or was closed); make a new HttpApi'));
+    if (this.door || this.closing)
+      return Promise.reject(new HttpApiListenError('the HTTP API is already listening (or was closed); make a new HttpApi'));
     const { bindAddr, port } = this.options;
-    const problem = publicBindProblem(bindAddr, { token: this.tokenDigest !== undefined, tls: this.secureContext !== undefined, insecureAllowPublic: this.options.insecureAllowPublic === true });
+    const problem = publicBindProblem(bindAddr, {
+      token: this.tokenDigest !== undefined,
+      tls: this.secureContext !== undefined,
+      insecureAllowPublic: this.options.insecureAllowPublic === true,
+    });
     if (problem) return Promise.reject(new HttpApiInsecureError(`the HTTP API will not listen: bind_addr ${problem}`));
     const door = net.createServer({ pauseOnConnect: false }, (socket) => this.admit(socket));
     this.door = door;
     return new Promise((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
         this.door = undefined;
-        reject(new HttpApiListenError(`the HTTP API cannot listen on ${bindAddr}:${port}: ${err.message}; pick another bind_addr or port`, { cause: err }));
+        reject(
+          new HttpApiListenError(`the HTTP API cannot listen on ${bindAddr}:${port}: ${err.message}; pick another bind_addr or port`, {
+            cause: err,
+          }),
+        );
       };
       door.once('error', onError);
       door.listen(port, bindAddr, () => {
@@ -262,7 +240,13 @@ export class HttpApi implements AsyncDisposable {
             { address: addr.address },
           );
         }
-        this.logger.info('HTTP API listening', { address: addr.address, port: addr.port, acl: this.tokenDigest !== undefined, tls: this.secureContext !== undefined, ...this.limits });
+        this.logger.info('HTTP API listening', {
+          address: addr.address,
+          port: addr.port,
+          acl: this.tokenDigest !== undefined,
+          tls: this.secureContext !== undefined,
+          ...this.limits,
+        });
         resolve({ address: addr.address, port: addr.port });
       });
     });
@@ -302,7 +286,10 @@ export class HttpApi implements AsyncDisposable {
       const grace = this.options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
       await new Promise<void>((resolve) => {
         const timer = this.clock.setTimeout(() => {
-          this.logger.warn('HTTP API closing: cutting requests still in progress after the grace period', { inflight: this.inflight, grace_ms: grace });
+          this.logger.warn('HTTP API closing: cutting requests still in progress after the grace period', {
+            inflight: this.inflight,
+            grace_ms: grace,
+          });
           resolve();
         }, grace);
         this.idleWaiter = () => {
@@ -374,7 +361,11 @@ export class HttpApi implements AsyncDisposable {
         // Past the connection cap: only the agent's own health answers, then the connection closes.
         res.shouldKeepAlive = false;
         if (!(method === 'GET' && url.pathname === '/v1/agent/health')) {
-          throw new ApiError(503, 'ETOO_MANY_CONNECTIONS', `the HTTP API holds its limit of ${this.limits.maxConnections} connections (${this.limits.maxConnectionsPerClient} per client); retry shortly`);
+          throw new ApiError(
+            503,
+            'ETOO_MANY_CONNECTIONS',
+            `the HTTP API holds its limit of ${this.limits.maxConnections} connections (${this.limits.maxConnectionsPerClient} per client); retry shortly`,
+          );
         }
       }
       if (this.page.owns(url.pathname)) {
@@ -386,7 +377,11 @@ export class HttpApi implements AsyncDisposable {
       if (match.kind === 'none') throw ApiError.notFound(`no such API path: ${method} ${url.pathname}`);
       if (match.kind === 'method') {
         res.setHeader('Allow', match.allowed.join(', '));
-        throw new ApiError(405, ApiErrorCode.MethodNotAllowed, `${method} is not allowed on ${url.pathname} (allowed: ${match.allowed.join(', ')})`);
+        throw new ApiError(
+          405,
+          ApiErrorCode.MethodNotAllowed,
+          `${method} is not allowed on ${url.pathname} (allowed: ${match.allowed.join(', ')})`,
+        );
       }
       let body: Promise<unknown> | undefined;
       const ctx: RequestContext = {
@@ -414,7 +409,10 @@ export class HttpApi implements AsyncDisposable {
   /** The body as JSON; a body still arriving after the idle timeout is cut off with its connection, so a trickle cannot hold one. */
   private async readJson(req: http.IncomingMessage): Promise<unknown> {
     const ms = this.limits.idleTimeoutMs;
-    const timer = this.clock.setTimeout(() => req.destroy(new ApiError(408, 'EBODY_TIMEOUT', `the request body did not arrive within ${ms} ms`)), ms);
+    const timer = this.clock.setTimeout(
+      () => req.destroy(new ApiError(408, 'EBODY_TIMEOUT', `the request body did not arrive within ${ms} ms`)),
+      ms,
+    );
     try {
       return parseJsonBody(await readBody(req, this.maxBodyBytes));
     } finally {
@@ -433,8 +431,14 @@ export class HttpApi implements AsyncDisposable {
           uid = (this.options.peerUid ?? connectionPeerUid)(socket);
         } catch (err) {
           // Not remembered: the next request on this connection asks again (a file descriptor may be free by then).
-          this.logger.warn('HTTP API: the owner of a connection could not be looked up; it is not served without a token', { err: errorMessage(err) });
-          throw new ApiError(503, 'EPEER_UNKNOWN', `the agent could not tell which user this connection comes from (${errorMessage(err)}), and without an ACL token it serves only root: retry, or set acl { token } and send it`);
+          this.logger.warn('HTTP API: the owner of a connection could not be looked up; it is not served without a token', {
+            err: errorMessage(err),
+          });
+          throw new ApiError(
+            503,
+            'EPEER_UNKNOWN',
+            `the agent could not tell which user this connection comes from (${errorMessage(err)}), and without an ACL token it serves only root: retry, or set acl { token } and send it`,
+          );
         }
         this.peerUids.set(socket, uid);
       }
@@ -448,7 +452,11 @@ export class HttpApi implements AsyncDisposable {
     const fromHeader = header !== undefined && header !== '';
     const given = fromHeader ? header : bearer;
     if (given === undefined) {
-      throw new ApiError(403, ApiErrorCode.Forbidden, `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header or as Authorization: Bearer (csiplug: -token or CSIPLUG_TOKEN)`);
+      throw new ApiError(
+        403,
+        ApiErrorCode.Forbidden,
+        `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header or as Authorization: Bearer (csiplug: -token or CSIPLUG_TOKEN)`,
+      );
     }
     // Hashing first gives equal lengths, so the comparison time says nothing about the token.
     if (typeof given !== 'string' || !timingSafeEqual(digest(given), this.tokenDigest)) {
@@ -468,7 +476,12 @@ export class HttpApi implements AsyncDisposable {
       res.end();
       return;
     }
-    if (!this.page.available) throw new ApiError(500, 'ESTATUS_PAGE_MISSING', 'the status page is not available: its files are missing from this install of @csiplug/api');
+    if (!this.page.available)
+      throw new ApiError(
+        500,
+        'ESTATUS_PAGE_MISSING',
+        'the status page is not available: its files are missing from this install of @csiplug/api',
+      );
     const file = this.page.file(pathname);
     if (!file) throw ApiError.notFound(`the status page has no file ${pathname}`);
     res.writeHead(200, { ...STATUS_PAGE_HEADERS, 'Content-Type': file.contentType, 'Content-Length': file.body.length });
@@ -530,7 +543,8 @@ export class HttpApi implements AsyncDisposable {
     r.add('PUT', '/v1/jobs', runJob);
     const planJob: Handler = async (ctx) => {
       const job = validateJob(unwrapEnvelope(withoutDiffFlag(await ctx.json()), 'Job'));
-      if (job.id !== ctx.params.id) throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
+      if (job.id !== ctx.params.id)
+        throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
       return { body: s.planJob(job) };
     };
     r.add('POST', '/v1/job/:id/plan', planJob);
@@ -558,8 +572,10 @@ export class HttpApi implements AsyncDisposable {
       const limit = logLimit(query.get('limit') ? intParam(query, 'limit', 0) : undefined, plain);
       const alloc = this.alloc(params.id!);
       const task = params.task!;
-      const known = Object.hasOwn(alloc.tasks, task) || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
-      if (!known) throw ApiError.notFound(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ') || 'none'})`);
+      const known =
+        Object.hasOwn(alloc.tasks, task) || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
+      if (!known)
+        throw ApiError.notFound(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ') || 'none'})`);
       const slice = await s.allocLogs(alloc.id, task, stream, { offset, origin, limit });
       if (!plain) return { body: (await readLogJson(alloc.id, task, stream, slice)) satisfies AllocLogs };
       try {
@@ -610,7 +626,13 @@ export class HttpApi implements AsyncDisposable {
           throw ApiError.badRequest(`the volume id in the path ("${ctx.params.id}") does not match the id in the body ("${spec.id}")`);
         }
         // forwarded: another agent of the cluster routed the create here (its node has no healthy controller); it goes no further.
-        return { body: redactSecrets(how === 'register' ? await s.registerVolume(spec) : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') })) };
+        return {
+          body: redactSecrets(
+            how === 'register'
+              ? await s.registerVolume(spec)
+              : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') }),
+          ),
+        };
       };
     r.add('PUT', '/v1/volume/csi/:id', writeVolume('register'));
     r.add('POST', '/v1/volume/csi/:id', writeVolume('register'));
@@ -627,7 +649,9 @@ export class HttpApi implements AsyncDisposable {
       if (!node) throw ApiError.badRequest('query parameter node is required: the node to detach the volume from');
       return { body: await s.detachVolume(this.volume(params.id!).id, node) };
     });
-    r.add('GET', '/v1/volume/csi/:id/usage', async ({ params }) => ({ body: await s.volumeUsage({ volumeId: this.volume(params.id!).id }) }));
+    r.add('GET', '/v1/volume/csi/:id/usage', async ({ params }) => ({
+      body: await s.volumeUsage({ volumeId: this.volume(params.id!).id }),
+    }));
     const pageOf = (query: URLSearchParams) => ({
       ...(query.get('plugin_id') ? { pluginId: query.get('plugin_id')! } : {}),
       ...(query.get('per_page') ? { perPage: intParam(query, 'per_page', 0) } : {}),
@@ -644,11 +668,14 @@ export class HttpApi implements AsyncDisposable {
     const createSnapshots: Handler = async (ctx) => {
       const body = await ctx.json();
       const list = isRecord(body) && Array.isArray(body['Snapshots']) ? (body['Snapshots'] as unknown[]) : [body];
-      if (list.length === 0) throw ApiError.badRequest('no snapshot to create: give { "Snapshots": [{ "SourceVolumeID": "…", "Name": "…" }] }');
+      if (list.length === 0)
+        throw ApiError.badRequest('no snapshot to create: give { "Snapshots": [{ "SourceVolumeID": "…", "Name": "…" }] }');
       // Each is a full copy of a volume on the plugin's side: a handful per request, all checked before any is taken.
-      if (list.length > MAX_SNAPSHOTS_PER_REQUEST) throw ApiError.badRequest(`at most ${MAX_SNAPSHOTS_PER_REQUEST} snapshots per request, got ${list.length}`);
+      if (list.length > MAX_SNAPSHOTS_PER_REQUEST)
+        throw ApiError.badRequest(`at most ${MAX_SNAPSHOTS_PER_REQUEST} snapshots per request, got ${list.length}`);
       const wanted = list.map((item, i) => {
-        if (!isRecord(item) || typeof item['SourceVolumeID'] !== 'string' || item['SourceVolumeID'] === '') throw ApiError.badRequest(`Snapshots[${i}].SourceVolumeID is required: the id of the volume to snapshot`);
+        if (!isRecord(item) || typeof item['SourceVolumeID'] !== 'string' || item['SourceVolumeID'] === '')
+          throw ApiError.badRequest(`Snapshots[${i}].SourceVolumeID is required: the id of the volume to snapshot`);
         const name = item['Name'];
         if (name !== undefined && typeof name !== 'string') throw ApiError.badRequest(`Snapshots[${i}].Name must be a string`);
         return { volumeId: this.volume(item['SourceVolumeID']).id, name: name || undefined };
@@ -678,13 +705,27 @@ export class HttpApi implements AsyncDisposable {
       if (!metrics) throw ApiError.notFound('this API serves no metrics (no metrics source was given)');
       if (oneOf(query, 'format', ['json', 'prometheus'], 'json') === 'json') return { body: await metrics.json() };
       const text = await metrics.prometheus();
-      res.writeHead(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(text) });
+      res.writeHead(200, {
+        'Content-Type': metrics.contentType,
+        'Cache-Control': 'no-store',
+        'X-Content-Type-Options': 'nosniff',
+        'Content-Length': Buffer.byteLength(text),
+      });
       res.end(text);
       return undefined;
     });
     r.add('GET', '/v1/event/stream', ({ res, query, signal }) => {
       const topics = parseTopics(query.getAll('topic'));
-      const stream = new EventStream(s, res, topics, this.clock, this.logger, this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS, signal, this.eventBudget);
+      const stream = new EventStream(
+        s,
+        res,
+        topics,
+        this.clock,
+        this.logger,
+        this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS,
+        signal,
+        this.eventBudget,
+      );
       this.streams.add(stream);
       void stream.done.then(() => this.streams.delete(stream));
       return undefined;
@@ -717,26 +758,6 @@ export class HttpApi implements AsyncDisposable {
   }
 }
 
-export const REDACTED = '[REDACTED]';
-
-/**
- * Nomad's plan request carries `"Diff": true` next to the job; a plan here
- * always has its diff, so the flag is accepted (a boolean) and dropped.
- */
-function withoutDiffFlag(body: unknown): unknown {
-  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('Diff' in body) || !('Job' in body)) return body;
-  const { Diff: diff, ...rest } = body as Record<string, unknown>;
-  if (typeof diff !== 'boolean') throw ApiError.badRequest(`"Diff" must be true or false (got ${JSON.stringify(diff)})`);
-  return rest;
-}
-
-/** A volume as the API shows it: secret values replaced, keys kept. */
-export function redactSecrets(volume: VolumeView): VolumeView {
-  const secrets = volume.secrets ?? {};
-  if (Object.keys(secrets).length === 0) return volume;
-  return { ...volume, secrets: Object.fromEntries(Object.keys(secrets).map((k) => [k, REDACTED])) };
-}
-
 function digest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
@@ -746,7 +767,10 @@ function loadSecureContext(files: { certFile: string; keyFile: string }): tls.Se
     try {
       return fs.readFileSync(file);
     } catch (err) {
-      throw new ValidationError(`cannot read the TLS ${what} ${file}: ${errorMessage(err)}`, `tls.${what === 'certificate' ? 'cert_file' : 'key_file'}`);
+      throw new ValidationError(
+        `cannot read the TLS ${what} ${file}: ${errorMessage(err)}`,
+        `tls.${what === 'certificate' ? 'cert_file' : 'key_file'}`,
+      );
     }
   };
   const cert = read(files.certFile, 'certificate');
@@ -754,42 +778,9 @@ function loadSecureContext(files: { certFile: string; keyFile: string }): tls.Se
   try {
     return tls.createSecureContext({ cert, key, minVersion: 'TLSv1.2' });
   } catch (err) {
-    throw new ValidationError(`the TLS certificate ${files.certFile} and key ${files.keyFile} do not make a usable pair: ${errorMessage(err)}`, 'tls');
+    throw new ValidationError(
+      `the TLS certificate ${files.certFile} and key ${files.keyFile} do not make a usable pair: ${errorMessage(err)}`,
+      'tls',
+    );
   }
-}
-
-
-/** `?x`, `?x=true|1` → true; `?x=false|0` or absent → false; anything else is a 400. */
-function boolParam(query: URLSearchParams, name: string): boolean {
-  const v = query.get(name);
-  if (v === null || v === 'false' || v === '0') return false;
-  if (v === '' || v === 'true' || v === '1') return true;
-  throw ApiError.badRequest(`query parameter ${name} must be true or false (got "${v}")`);
-}
-
-function intParam(query: URLSearchParams, name: string, dflt: number): number {
-  const v = query.get(name);
-  if (v === null || v === '') return dflt;
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v))) throw ApiError.badRequest(`query parameter ${name} must be a whole number of at least 0 (got "${v}")`);
-  return Number(v);
-}
-
-function oneOf<T extends string>(query: URLSearchParams, name: string, allowed: readonly T[], dflt: T): T {
-  const v = query.get(name);
-  if (v === null || v === '') return dflt;
-  if (!(allowed as readonly string[]).includes(v)) throw ApiError.badRequest(`query parameter ${name} must be one of ${allowed.join(', ')} (got "${v}")`);
-  return v as T;
-}
-
-/** Nomad's list endpoints take `?type=csi`; csi is the only type here. */
-function csiTypeParam(query: URLSearchParams): void {
-  const type = query.get('type');
-  if (type !== null && type !== '' && type !== 'csi') throw ApiError.badRequest(`query parameter type must be csi, the only plugin type (got "${type}")`);
-}
-
-/** Snapshots one PUT /v1/volumes/snapshot may ask for. */
-const MAX_SNAPSHOTS_PER_REQUEST = 16;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -28,7 +28,13 @@ describe('parseProcNetTcp', () => {
   it('reads addresses in the machine byte order, ports, state and uid', () => {
     const rows = parseProcNetTcp(TCP, true);
     expect(rows).toHaveLength(6);
-    expect(rows[1]).toEqual({ local: { address: '127.0.0.1', port: 40000 }, remote: { address: '127.0.0.1', port: 4747 }, state: 1, uid: 65534, inode: 2001 });
+    expect(rows[1]).toEqual({
+      local: { address: '127.0.0.1', port: 40000 },
+      remote: { address: '127.0.0.1', port: 4747 },
+      state: 1,
+      uid: 65534,
+      inode: 2001,
+    });
     expect(rows[4]).toMatchObject({ state: 5, uid: 0, inode: 0 });
     expect(rows[3]!.state).toBe(6);
     // On a big-endian machine the words are printed as they are on the wire.

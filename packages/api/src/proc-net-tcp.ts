@@ -45,7 +45,8 @@ export function parseProcNetTcp(text: string, littleEndian = os.endianness() ===
     const state = parseInt(f[3]!, 16);
     const uid = Number(f[7]);
     const inode = Number(f[9]);
-    if (!local || !remote || !Number.isInteger(state) || !Number.isSafeInteger(uid) || uid < 0 || !Number.isSafeInteger(inode) || inode < 0) continue;
+    if (!local || !remote || !Number.isInteger(state) || !Number.isSafeInteger(uid) || uid < 0 || !Number.isSafeInteger(inode) || inode < 0)
+      continue;
     rows.push({ local, remote, state, uid, inode });
   }
   return rows;
@@ -94,7 +95,8 @@ export function canonicalAddress(ip: string): string {
     words[7] = (b2 << 8) | b3;
   }
   // ::ffff:a.b.c.d is an IPv4 peer on a dual-stack socket.
-  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) return `${words[6]! >> 8}.${words[6]! & 0xff}.${words[7]! >> 8}.${words[7]! & 0xff}`;
+  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff)
+    return `${words[6]! >> 8}.${words[6]! & 0xff}.${words[7]! >> 8}.${words[7]! & 0xff}`;
   return words.map((w) => w.toString(16)).join(':');
 }
 
@@ -106,7 +108,11 @@ export function canonicalAddress(ip: string): string {
  * its request and closed its socket is listed with uid 0). Should two rows
  * match, the answer is root only if both say so.
  */
-export function clientSocketOwner(sockets: readonly ProcTcpSocket[], client: { address: string; port: number }, server: { address: string; port: number }): number | undefined {
+export function clientSocketOwner(
+  sockets: readonly ProcTcpSocket[],
+  client: { address: string; port: number },
+  server: { address: string; port: number },
+): number | undefined {
   const c = canonicalAddress(client.address);
   const s = canonicalAddress(server.address);
   let owner: number | undefined;
@@ -128,7 +134,10 @@ export function clientSocketOwner(sockets: readonly ProcTcpSocket[], client: { a
  * writes the files out in memory, and a request's handling then goes on in
  * the same order as with a token (its body timer set at once).
  */
-export function connectionPeerUid(socket: net.Socket, readFile: (file: string) => string = (f) => fs.readFileSync(f, 'utf8')): number | undefined {
+export function connectionPeerUid(
+  socket: net.Socket,
+  readFile: (file: string) => string = (f) => fs.readFileSync(f, 'utf8'),
+): number | undefined {
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (remoteAddress === undefined || remotePort === undefined || localAddress === undefined || localPort === undefined) return undefined;
   const texts = PROC_NET_TCP_FILES.map((f) => {
@@ -140,5 +149,9 @@ export function connectionPeerUid(socket: net.Socket, readFile: (file: string) =
       throw err;
     }
   });
-  return clientSocketOwner(texts.flatMap((t) => parseProcNetTcp(t)), { address: remoteAddress, port: remotePort }, { address: localAddress, port: localPort });
+  return clientSocketOwner(
+    texts.flatMap((t) => parseProcNetTcp(t)),
+    { address: remoteAddress, port: remotePort },
+    { address: localAddress, port: localPort },
+  );
 }

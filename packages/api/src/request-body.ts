@@ -82,7 +82,10 @@ export function parseJsonBody(body: Buffer, maxDepth: number = MAX_JSON_DEPTH): 
   const text = body.toString('utf8');
   if (text.trim() === '') throw ApiError.badRequest('the request body is empty; send a JSON document', ApiErrorCode.BadJson);
   if (jsonDepthExceeds(text, maxDepth)) {
-    throw ApiError.badRequest(`the request body nests objects and arrays more than ${maxDepth} deep; no csiplug document needs that`, ApiErrorCode.BadJson);
+    throw ApiError.badRequest(
+      `the request body nests objects and arrays more than ${maxDepth} deep; no csiplug document needs that`,
+      ApiErrorCode.BadJson,
+    );
   }
   try {
     return JSON.parse(text) as unknown;

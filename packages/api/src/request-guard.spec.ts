@@ -53,17 +53,23 @@ describe('the request guard', () => {
   const job = JSON.stringify({ Job: jobDoc('evil') });
 
   describe('cross-site request forgery', () => {
-    it.each(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'text/plain; charset=utf-8', 'application/json-patch+json'])(
-      'refuses a write sent as %s, with or without an Origin, and runs nothing',
-      async (type) => {
-        for (const origin of [undefined, 'http://evil.example']) {
-          const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { 'Content-Type': type, ...(origin ? { Origin: origin } : {}) } });
-          expect(r.status).toBe(403);
-          expect(r.json.code).toBe('EFORBIDDEN');
-        }
-        expect(fake.jobs.size).toBe(0);
-      },
-    );
+    it.each([
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'text/plain; charset=utf-8',
+      'application/json-patch+json',
+    ])('refuses a write sent as %s, with or without an Origin, and runs nothing', async (type) => {
+      for (const origin of [undefined, 'http://evil.example']) {
+        const r = await raw(url, 'POST', '/v1/jobs', {
+          body: job,
+          headers: { 'Content-Type': type, ...(origin ? { Origin: origin } : {}) },
+        });
+        expect(r.status).toBe(403);
+        expect(r.json.code).toBe('EFORBIDDEN');
+      }
+      expect(fake.jobs.size).toBe(0);
+    });
 
     it('refuses a write with no Content-Type at all', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { 'Content-Type': '' } });
@@ -74,7 +80,10 @@ describe('the request guard', () => {
 
     it('refuses a DELETE that carries a form body', async () => {
       await raw(url, 'POST', '/v1/jobs', { body: job });
-      const r = await raw(url, 'DELETE', '/v1/job/evil', { body: 'purge=true', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+      const r = await raw(url, 'DELETE', '/v1/job/evil', {
+        body: 'purge=true',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      });
       expect(r.status).toBe(403);
       expect(fake.jobs.get('evil')?.status).toBe('running');
     });
@@ -103,12 +112,17 @@ describe('the request guard', () => {
       const r = await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site' } });
       expect(r.status).toBe(403);
       expect(r.json.error).toMatch(/cross-site requests are refused/);
-      expect((await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site', Origin: 'https://ui.example:8443' } })).status).toBe(200);
-      for (const site of ['same-origin', 'none']) expect((await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': site } })).status).toBe(200);
+      expect(
+        (await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site', Origin: 'https://ui.example:8443' } })).status,
+      ).toBe(200);
+      for (const site of ['same-origin', 'none'])
+        expect((await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': site } })).status).toBe(200);
     });
 
     it('answers a CORS preflight without granting anything', async () => {
-      const r = await raw(url, 'OPTIONS', '/v1/jobs', { headers: { Origin: 'http://evil.example', 'Access-Control-Request-Method': 'POST' } });
+      const r = await raw(url, 'OPTIONS', '/v1/jobs', {
+        headers: { Origin: 'http://evil.example', 'Access-Control-Request-Method': 'POST' },
+      });
       expect(r.status).toBe(403);
       expect(Object.keys(r.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
     });
@@ -165,7 +179,10 @@ describe('the request guard', () => {
     it('refuses a foreign origin even with the right token, and a right request without a token is a 403 of its own', async () => {
       const secured = await startApi(fake, { aclToken: 'tok' });
       try {
-        const foreign = await raw(secured.url, 'POST', '/v1/jobs', { body: job, headers: { 'X-Csiplug-Token': 'tok', Origin: 'http://evil.example' } });
+        const foreign = await raw(secured.url, 'POST', '/v1/jobs', {
+          body: job,
+          headers: { 'X-Csiplug-Token': 'tok', Origin: 'http://evil.example' },
+        });
         expect(foreign.status).toBe(403);
         expect(foreign.json.error).toMatch(/Origin/);
         const noToken = await raw(secured.url, 'POST', '/v1/jobs', { body: job });
@@ -231,7 +248,10 @@ describe('connection limits', () => {
   }
 
   it('refuses a flood at the door, still answers health, and serves again once it drains', async () => {
-    const { api, url } = await startApi(fake, { clock, limits: { maxConnections: 4, maxConnectionsPerClient: 100, idleTimeoutMs: 60_000 } });
+    const { api, url } = await startApi(fake, {
+      clock,
+      limits: { maxConnections: 4, maxConnectionsPerClient: 100, idleTimeoutMs: 60_000 },
+    });
     try {
       const port = Number(new URL(url).port);
       await idle(port, 4);
@@ -356,7 +376,10 @@ describe('connection limits', () => {
   });
 
   it('caps connections per client address', async () => {
-    const { api, url } = await startApi(fake, { clock, limits: { maxConnections: 100, maxConnectionsPerClient: 2, idleTimeoutMs: 60_000 } });
+    const { api, url } = await startApi(fake, {
+      clock,
+      limits: { maxConnections: 100, maxConnectionsPerClient: 2, idleTimeoutMs: 60_000 },
+    });
     try {
       const port = Number(new URL(url).port);
       await idle(port, 2);
@@ -406,7 +429,23 @@ describe('who may listen where', () => {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-tls-'));
       execFileSync(
         'openssl',
-        ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-days', '1', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')],
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-subj',
+          '/CN=localhost',
+          '-addext',
+          'subjectAltName=DNS:localhost,IP:127.0.0.1',
+          '-days',
+          '1',
+          '-keyout',
+          path.join(dir, 'key.pem'),
+          '-out',
+          path.join(dir, 'cert.pem'),
+        ],
         { stdio: 'ignore' },
       );
     });
@@ -421,28 +460,44 @@ describe('who may listen where', () => {
         const ca = fs.readFileSync(tls.certFile);
         const get = (headers: Record<string, string>) =>
           new Promise<number>((resolve, reject) => {
-            https.get(`${api.url}/v1/agent/health`, { ca, headers }, (res) => {
-              res.resume();
-              resolve(res.statusCode!);
-            }).on('error', reject);
+            https
+              .get(`${api.url}/v1/agent/health`, { ca, headers }, (res) => {
+                res.resume();
+                resolve(res.statusCode!);
+              })
+              .on('error', reject);
           });
         expect(await get({})).toBe(200);
         expect(await get({ Origin: api.url! })).toBe(200);
         expect(await get({ Origin: api.url!.replace('https', 'http') })).toBe(403);
         // Plain HTTP on the TLS port gets nothing it can use.
-        expect(statusOf(await rawSocket(Number(new URL(api.url!).port), 'GET /v1/agent/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'))).toBe(0);
+        expect(statusOf(await rawSocket(Number(new URL(api.url!).port), 'GET /v1/agent/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'))).toBe(
+          0,
+        );
       } finally {
         await api.dispose();
       }
     });
 
     it('says which file is missing or unusable', () => {
-      expect(() => new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger(), tls: { certFile: path.join(dir, 'nope.pem'), keyFile: path.join(dir, 'key.pem') } })).toThrow(
-        /cannot read the TLS certificate .*nope\.pem/,
-      );
-      expect(() => new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger: new MemoryLogger(), tls: { certFile: path.join(dir, 'key.pem'), keyFile: path.join(dir, 'key.pem') } })).toThrow(
-        /do not make a usable pair/,
-      );
+      expect(
+        () =>
+          new HttpApi(fake, {
+            bindAddr: '127.0.0.1',
+            port: 0,
+            logger: new MemoryLogger(),
+            tls: { certFile: path.join(dir, 'nope.pem'), keyFile: path.join(dir, 'key.pem') },
+          }),
+      ).toThrow(/cannot read the TLS certificate .*nope\.pem/);
+      expect(
+        () =>
+          new HttpApi(fake, {
+            bindAddr: '127.0.0.1',
+            port: 0,
+            logger: new MemoryLogger(),
+            tls: { certFile: path.join(dir, 'key.pem'), keyFile: path.join(dir, 'key.pem') },
+          }),
+      ).toThrow(/do not make a usable pair/);
     });
   });
 });

@@ -86,7 +86,9 @@ export class RequestGuard {
   check(req: IncomingMessage): void {
     const target = req.url ?? '';
     if (!target.startsWith('/') || target.startsWith('//')) {
-      throw forbidden(`the request target must be a path like /v1/jobs (origin-form); "${printable(target)}" is refused (absolute and asterisk forms are not served)`);
+      throw forbidden(
+        `the request target must be a path like /v1/jobs (origin-form); "${printable(target)}" is refused (absolute and asterisk forms are not served)`,
+      );
     }
 
     // One of each: Node keeps the first of a repeated header, a proxy or a later check might read another.
@@ -128,7 +130,9 @@ export class RequestGuard {
     }
 
     const method = (req.method ?? 'GET').toUpperCase();
-    const hasBody = (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0') || req.headers['transfer-encoding'] !== undefined;
+    const hasBody =
+      (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0') ||
+      req.headers['transfer-encoding'] !== undefined;
     if (WRITE_METHODS.has(method) || hasBody) {
       const type = req.headers['content-type'];
       if (!isJsonType(type)) {

@@ -10,7 +10,9 @@ describe('tokenlessRefusal', () => {
         'run the command as root, or set acl { token = "…" } in the agent config and send it (csiplug: -token or CSIPLUG_TOKEN)',
     );
     expect(tokenlessRefusal(1)).toContain('uid 1, not root');
-    expect(tokenlessRefusal(undefined)).toContain('a client that is not a local process of this machine (another host or network namespace)');
+    expect(tokenlessRefusal(undefined)).toContain(
+      'a client that is not a local process of this machine (another host or network namespace)',
+    );
   });
 
   it('is a 403 for the API', () => {

@@ -16,7 +16,8 @@ export const ROOT_UID = 0;
  */
 export function tokenlessRefusal(uid: number | undefined): string | undefined {
   if (uid === ROOT_UID) return undefined;
-  const who = uid === undefined ? 'a client that is not a local process of this machine (another host or network namespace)' : `uid ${uid}, not root`;
+  const who =
+    uid === undefined ? 'a client that is not a local process of this machine (another host or network namespace)' : `uid ${uid}, not root`;
   return (
     `this agent's API has no ACL token, so it serves only root on this machine (it starts processes as root and holds volume secrets); this connection comes from ${who}: ` +
     'run the command as root, or set acl { token = "…" } in the agent config and send it (csiplug: -token or CSIPLUG_TOKEN)'

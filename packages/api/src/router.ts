@@ -11,10 +11,7 @@ interface Route<H> {
   handler: H;
 }
 
-export type RouteMatch<H> =
-  | { kind: 'found'; handler: H; params: RouteParams }
-  | { kind: 'method'; allowed: string[] }
-  | { kind: 'none' };
+export type RouteMatch<H> = { kind: 'found'; handler: H; params: RouteParams } | { kind: 'method'; allowed: string[] } | { kind: 'none' };
 
 export class Router<H> {
   private readonly routes: Route<H>[] = [];

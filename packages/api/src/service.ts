@@ -2,7 +2,15 @@
 // API, tests). The API layer only ever talks to this contract.
 import type { Event } from '@csiplug/core';
 import type { MountedVolume } from '@csiplug/hooks';
-import type { ExternalVolumeView, MountUsageView, NodeExpandOutcome, Page, SnapshotView, VolumeSpec, VolumeView as CatalogVolumeView } from '@csiplug/volumes';
+import type {
+  ExternalVolumeView,
+  MountUsageView,
+  NodeExpandOutcome,
+  Page,
+  SnapshotView,
+  VolumeSpec,
+  VolumeView as CatalogVolumeView,
+} from '@csiplug/volumes';
 import type { Alloc, DeploymentStatus, JobSpec, TaskState } from '@csiplug/jobspec';
 import type { LogRange, LogSlice } from './log-slice';
 import type { JobPlan } from '@csiplug/jobspec';
@@ -22,7 +30,6 @@ export interface ClusterJobView {
 
 /** What an agent answers a routed controller call with (cluster mode, agent to agent): the plugin's response, or its gRPC status. */
 export type RoutedAnswer = { response: unknown } | { error: { code: number; details: string } };
-
 
 /** What `job plan` answers: the plan of a run, per group and alloc (deploy/job-plan.ts). */
 export type { AllocUpdate, GroupPlan, JobPlan, PlannedAlloc } from '@csiplug/jobspec';
@@ -216,7 +223,15 @@ export interface NodeView {
   /** Task drivers and whether each can run tasks here (exec needs runc). */
   drivers: Record<'exec' | 'raw_exec', { detected: boolean; healthy: boolean; description: string }>;
   /** Each CSI plugin instance on this node, as fingerprinted. */
-  plugins: { id: string; type: string; healthy: boolean; description: string; nodeId?: string; topology?: Record<string, string>; maxVolumes?: number | 'unlimited' }[];
+  plugins: {
+    id: string;
+    type: string;
+    healthy: boolean;
+    description: string;
+    nodeId?: string;
+    topology?: Record<string, string>;
+    maxVolumes?: number | 'unlimited';
+  }[];
   allocs: { running: number; pending: number; dead: number };
 }
 

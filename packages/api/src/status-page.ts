@@ -25,7 +25,8 @@ const FILES: Readonly<Record<string, { file: string; contentType: string }>> = {
  * sends no referrer.
  */
 export const STATUS_PAGE_HEADERS: Readonly<Record<string, string>> = {
-  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'X-Frame-Options': 'DENY',
   'X-Content-Type-Options': 'nosniff',
   'Referrer-Policy': 'no-referrer',
@@ -43,7 +44,8 @@ export class StatusPage {
     // Read at once: a broken install is known at start, and a request never learns a path on this machine.
     try {
       const files = new Map<string, StaticFile>();
-      for (const { file, contentType } of Object.values(FILES)) if (!files.has(file)) files.set(file, { body: fs.readFileSync(path.join(dir, file)), contentType });
+      for (const { file, contentType } of Object.values(FILES))
+        if (!files.has(file)) files.set(file, { body: fs.readFileSync(path.join(dir, file)), contentType });
       this.files = files;
     } catch {
       this.files = undefined;

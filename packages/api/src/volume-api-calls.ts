@@ -29,7 +29,9 @@ export abstract class VolumeApiCalls {
 
   /** Creates the volume through its plugin, then registers it. */
   createVolume(spec: VolumeSpecDocument, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
-    return this.transport.json('PUT', `/v1/volume/csi/${enc(spec.id)}/create${query({ forwarded: options.forwarded })}`, { body: { Volume: spec } });
+    return this.transport.json('PUT', `/v1/volume/csi/${enc(spec.id)}/create${query({ forwarded: options.forwarded })}`, {
+      body: { Volume: spec },
+    });
   }
 
   async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {
@@ -52,16 +54,28 @@ export abstract class VolumeApiCalls {
   }
 
   /** The plugin's own volumes, one page (ListVolumes). */
-  listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string } = {}): Promise<{ Volumes: ExternalVolumeView[]; NextToken: string }> {
-    return this.transport.json('GET', `/v1/volumes/external${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`);
+  listExternalVolumes(
+    options: { pluginId?: string; perPage?: number; nextToken?: string } = {},
+  ): Promise<{ Volumes: ExternalVolumeView[]; NextToken: string }> {
+    return this.transport.json(
+      'GET',
+      `/v1/volumes/external${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`,
+    );
   }
 
-  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string } = {}): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
-    return this.transport.json('GET', `/v1/volumes/snapshot${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`);
+  listSnapshots(
+    options: { pluginId?: string; perPage?: number; nextToken?: string } = {},
+  ): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
+    return this.transport.json(
+      'GET',
+      `/v1/volumes/snapshot${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`,
+    );
   }
 
   async createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
-    const r = await this.transport.json<{ Snapshots: SnapshotView[] }>('PUT', '/v1/volumes/snapshot', { body: { Snapshots: [{ SourceVolumeID: volumeId, ...(name ? { Name: name } : {}) }] } });
+    const r = await this.transport.json<{ Snapshots: SnapshotView[] }>('PUT', '/v1/volumes/snapshot', {
+      body: { Snapshots: [{ SourceVolumeID: volumeId, ...(name ? { Name: name } : {}) }] },
+    });
     return r.Snapshots[0]!;
   }
 
@@ -70,8 +84,17 @@ export abstract class VolumeApiCalls {
   }
 
   /** Cluster mode, agent to agent: one CSI call made on the other node's own controller of the plugin (cluster-controllers.ts). */
-  routedCsiCall(plugin: string, service: 'identity' | 'controller', rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer> {
-    return this.transport.json('POST', `/v1/cluster/csi/${enc(plugin)}/${enc(service)}/${enc(rpc)}`, { body: { request }, ...(signal ? { signal } : {}) });
+  routedCsiCall(
+    plugin: string,
+    service: 'identity' | 'controller',
+    rpc: string,
+    request: unknown,
+    signal?: AbortSignal,
+  ): Promise<RoutedAnswer> {
+    return this.transport.json('POST', `/v1/cluster/csi/${enc(plugin)}/${enc(service)}/${enc(rpc)}`, {
+      body: { request },
+      ...(signal ? { signal } : {}),
+    });
   }
 
   async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {

@@ -150,12 +150,18 @@ function allocEvents(a) {
   for (const [task, state] of Object.entries(a.tasks || {})) for (const e of state.events || []) all.push({ task, ...e });
   all.sort((x, y) => x.time - y.time);
   const list = el('ul', { className: 'task-events' });
-  for (const e of all.slice(-MAX_TASK_EVENTS)) list.append(el('li', { title: e.message }, `${time(e.time)} ${e.task}: ${e.type}${e.message ? ` — ${e.message}` : ''}`));
+  for (const e of all.slice(-MAX_TASK_EVENTS))
+    list.append(el('li', { title: e.message }, `${time(e.time)} ${e.task}: ${e.type}${e.message ? ` — ${e.message}` : ''}`));
   return list;
 }
 
 async function refresh() {
-  const [node, plugins, volumes, allocs] = await Promise.all([getJson('/v1/node/self'), getJson('/v1/plugins'), getJson('/v1/volumes'), getJson('/v1/allocations')]);
+  const [node, plugins, volumes, allocs] = await Promise.all([
+    getJson('/v1/node/self'),
+    getJson('/v1/plugins'),
+    getJson('/v1/volumes'),
+    getJson('/v1/allocations'),
+  ]);
   void readUsage(volumes);
   $('node').textContent = `node ${node.name} (${node.id.slice(0, 8)}) · ${node.status} · version ${node.version}`;
   fillTable(

@@ -40,7 +40,12 @@ function describeTask(name: string, alloc: AllocView): string {
     ...(t.signal ? [['Signal', t.signal] as const] : []),
   ]);
   const recent = [...t.events].reverse().slice(0, RECENT_EVENTS);
-  const events = recent.length ? formatTable(['Time', 'Type', 'Description'], recent.map((e) => [formatTime(e.time), e.type, e.message])) : 'No events';
+  const events = recent.length
+    ? formatTable(
+        ['Time', 'Type', 'Description'],
+        recent.map((e) => [formatTime(e.time), e.type, e.message]),
+      )
+    : 'No events';
   return `Task "${name}" is "${t.state}"\n${kv}\n\nRecent Events:\n${events}`;
 }
 
@@ -60,7 +65,12 @@ const allocStatus: Command = {
       return 0;
     }
     // Each mounted volume's usage, as its node plugin reports it (NodeGetVolumeStats); a failure to read it is shown, not fatal.
-    const usage = Object.keys(alloc.volumes ?? {}).length ? await ctx.client().allocUsage(alloc.id).catch((err: Error) => err) : [];
+    const usage = Object.keys(alloc.volumes ?? {}).length
+      ? await ctx
+          .client()
+          .allocUsage(alloc.id)
+          .catch((err: Error) => err)
+      : [];
     const sections: string[] = [
       formatKV([
         ['ID', alloc.id],
@@ -77,7 +87,14 @@ const allocStatus: Command = {
       sections.push(
         `CSI Volumes:\n${formatTable(
           ['Name', 'Volume ID', 'Plugin ID', 'Read Only', 'Used', 'Host Path'],
-          volumes.map((v) => [v.name, v.volumeId, v.pluginId, String(v.readOnly), usageText(usage instanceof Error ? usage : usage.find((u) => u.name === v.name)), v.hostPath]),
+          volumes.map((v) => [
+            v.name,
+            v.volumeId,
+            v.pluginId,
+            String(v.readOnly),
+            usageText(usage instanceof Error ? usage : usage.find((u) => u.name === v.name)),
+            v.hostPath,
+          ]),
         )}`,
       );
     }
@@ -122,9 +139,20 @@ export const FOLLOW_POLL_MS = 250;
  * window from the end, twice as large each time, until it holds that many
  * line breaks or reaches the start.
  */
-async function lastLinesOffset(client: ApiClient, allocId: string, task: string, stream: 'stdout' | 'stderr', lines: number): Promise<number> {
+async function lastLinesOffset(
+  client: ApiClient,
+  allocId: string,
+  task: string,
+  stream: 'stdout' | 'stderr',
+  lines: number,
+): Promise<number> {
   for (let window = 4096; ; window *= 2) {
-    const part = await client.allocLogs(allocId, task, { stream, origin: 'end', offset: Math.min(window, MAX_JSON_LOG_LIMIT), limit: Math.min(window, MAX_JSON_LOG_LIMIT) });
+    const part = await client.allocLogs(allocId, task, {
+      stream,
+      origin: 'end',
+      offset: Math.min(window, MAX_JSON_LOG_LIMIT),
+      limit: Math.min(window, MAX_JSON_LOG_LIMIT),
+    });
     const text = Buffer.from(part.data, 'utf8');
     // A final line break ends the last line; it starts no new one.
     let end = text.length;
@@ -151,8 +179,18 @@ const allocLogs: Command = {
   json: true,
   flags: [
     { name: 'stderr', kind: 'bool', help: 'Print stderr instead of stdout.' },
-    { name: 'offset', kind: 'string', valueName: 'bytes', help: `Start this many bytes into the log, or with -tail this many bytes before its end. Default 0, or ${DEFAULT_TAIL_BYTES} with -tail.` },
-    { name: 'limit', kind: 'string', valueName: 'bytes', help: 'Print at most this many bytes. Default: to the end of the log (64 KiB with -json).' },
+    {
+      name: 'offset',
+      kind: 'string',
+      valueName: 'bytes',
+      help: `Start this many bytes into the log, or with -tail this many bytes before its end. Default 0, or ${DEFAULT_TAIL_BYTES} with -tail.`,
+    },
+    {
+      name: 'limit',
+      kind: 'string',
+      valueName: 'bytes',
+      help: 'Print at most this many bytes. Default: to the end of the log (64 KiB with -json).',
+    },
     { name: 'tail', kind: 'bool', help: 'Count -offset back from the end of the log.' },
     { name: 'n', kind: 'string', valueName: 'lines', help: 'Print only the last this many lines (as tail -n).' },
     { name: 'f', kind: 'bool', help: 'Follow: after what is there, print what the task writes, until the allocation ends (or Ctrl-C).' },
@@ -163,23 +201,30 @@ const allocLogs: Command = {
     const offset = bytesFlag(ctx.stringFlag('offset'), 'offset', 0) ?? (tail ? DEFAULT_TAIL_BYTES : 0);
     const limit = bytesFlag(ctx.stringFlag('limit'), 'limit', 1);
     if (ctx.json && limit !== undefined && limit > MAX_JSON_LOG_LIMIT) {
-      throw new UsageError(`-limit over ${MAX_JSON_LOG_LIMIT} bytes (${MAX_JSON_LOG_LIMIT / 1024 / 1024} MiB) cannot be used with -json; leave out -json to print any amount`);
+      throw new UsageError(
+        `-limit over ${MAX_JSON_LOG_LIMIT} bytes (${MAX_JSON_LOG_LIMIT / 1024 / 1024} MiB) cannot be used with -json; leave out -json to print any amount`,
+      );
     }
     const alloc = await resolveAlloc(client, ctx.args[0]!);
     let task = ctx.args[1];
     if (task === undefined) {
       const tasks = alloc.job.groups.find((g) => g.name === alloc.group)?.tasks.map((t) => t.name) ?? Object.keys(alloc.tasks);
-      if (tasks.length !== 1) throw new UsageError(`allocation ${alloc.id.slice(0, 8)} has ${tasks.length} tasks (${tasks.join(', ')}); name the TASK`);
+      if (tasks.length !== 1)
+        throw new UsageError(`allocation ${alloc.id.slice(0, 8)} has ${tasks.length} tasks (${tasks.join(', ')}); name the TASK`);
       task = tasks[0]!;
     }
     const stream = ctx.flag('stderr') ? ('stderr' as const) : ('stdout' as const);
     const follow = ctx.flag('f');
     const linesText = ctx.stringFlag('n');
-    if (linesText !== undefined && (!/^\d+$/.test(linesText) || Number(linesText) < 1)) throw new UsageError(`-n must be a whole number of lines of at least 1 (got "${linesText}")`);
-    if (ctx.json && (follow || linesText !== undefined)) throw new UsageError('-f and -n print the log as it is; they cannot be used with -json');
-    if (linesText !== undefined && (ctx.stringFlag('offset') !== undefined || tail)) throw new UsageError('-n picks where to start by itself; leave out -offset and -tail');
+    if (linesText !== undefined && (!/^\d+$/.test(linesText) || Number(linesText) < 1))
+      throw new UsageError(`-n must be a whole number of lines of at least 1 (got "${linesText}")`);
+    if (ctx.json && (follow || linesText !== undefined))
+      throw new UsageError('-f and -n print the log as it is; they cannot be used with -json');
+    if (linesText !== undefined && (ctx.stringFlag('offset') !== undefined || tail))
+      throw new UsageError('-n picks where to start by itself; leave out -offset and -tail');
     let query = { stream, offset, origin: tail ? ('end' as const) : ('start' as const), limit };
-    if (linesText !== undefined) query = { stream, offset: await lastLinesOffset(client, alloc.id, task, stream, Number(linesText)), origin: 'start', limit };
+    if (linesText !== undefined)
+      query = { stream, offset: await lastLinesOffset(client, alloc.id, task, stream, Number(linesText)), origin: 'start', limit };
     if (ctx.json) {
       ctx.printJson(await client.allocLogs(alloc.id, task, query));
       return 0;

@@ -59,6 +59,8 @@ describe('parseArgs', () => {
   });
 
   it('describes flags for help', () => {
-    expect(formatFlags(specs.slice(2))).toBe('  -address=<addr>\n    The address. Overrides the CSIPLUG_ADDR environment variable if set.\n    Default = http://x');
+    expect(formatFlags(specs.slice(2))).toBe(
+      '  -address=<addr>\n    The address. Overrides the CSIPLUG_ADDR environment variable if set.\n    Default = http://x',
+    );
   });
 });

@@ -19,7 +19,13 @@ export const ADDRESS_FLAG: FlagSpec = {
   dflt: DEFAULT_ADDRESS,
   help: "The agent's API, http:// or https://. NOMAD_ADDR is read when CSIPLUG_ADDR is not set (said on stderr).",
 };
-export const TOKEN_FLAG: FlagSpec = { name: 'token', kind: 'string', valueName: 'token', env: 'CSIPLUG_TOKEN', help: 'The ACL token, sent as X-Csiplug-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set and the address is NOMAD_ADDR.' };
+export const TOKEN_FLAG: FlagSpec = {
+  name: 'token',
+  kind: 'string',
+  valueName: 'token',
+  env: 'CSIPLUG_TOKEN',
+  help: 'The ACL token, sent as X-Csiplug-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set and the address is NOMAD_ADDR.',
+};
 export const TIMEOUT_FLAG: FlagSpec = {
   name: 'timeout',
   kind: 'string',
@@ -40,7 +46,7 @@ export const TLS_SKIP_VERIFY_FLAG: FlagSpec = {
   env: 'CSIPLUG_SKIP_VERIFY',
   help: "For an https:// address: do not verify the agent's certificate. INSECURE: whoever can intercept the connection can read the token and answer in the agent's name. Use -ca-cert instead.",
 };
-export const JSON_FLAG: FlagSpec = { name: 'json', kind: 'bool', help: 'Print the API\'s JSON instead of tables.' };
+export const JSON_FLAG: FlagSpec = { name: 'json', kind: 'bool', help: "Print the API's JSON instead of tables." };
 export const VERBOSE_FLAG: FlagSpec = { name: 'verbose', kind: 'bool', help: 'Show full ids.' };
 
 export interface CommandContext {
@@ -86,7 +92,11 @@ export interface Command {
 
 /** Every flag the command takes, in help order. */
 export function commandFlags(cmd: Command): FlagSpec[] {
-  return [...(cmd.api ? [ADDRESS_FLAG, TOKEN_FLAG, TIMEOUT_FLAG, CA_CERT_FLAG, TLS_SKIP_VERIFY_FLAG] : []), ...(cmd.json ? [JSON_FLAG] : []), ...(cmd.flags ?? [])];
+  return [
+    ...(cmd.api ? [ADDRESS_FLAG, TOKEN_FLAG, TIMEOUT_FLAG, CA_CERT_FLAG, TLS_SKIP_VERIFY_FLAG] : []),
+    ...(cmd.json ? [JSON_FLAG] : []),
+    ...(cmd.flags ?? []),
+  ];
 }
 
 export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): CommandContext {
@@ -144,7 +154,11 @@ function timeoutFlag(text: string | undefined): number | undefined {
 /** The CA file from -ca-cert, else CSIPLUG_CACERT, else NOMAD_CACERT, read now so a bad path is named before any call. */
 function caCertOption(io: CliIo, flag: string | undefined, envOf: (name: string) => string | undefined): { caCert?: Buffer } {
   const [from, file] =
-    flag !== undefined ? ['-ca-cert', flag] : envOf('CSIPLUG_CACERT') !== undefined ? ['CSIPLUG_CACERT', envOf('CSIPLUG_CACERT')!] : ['NOMAD_CACERT', envOf('NOMAD_CACERT')];
+    flag !== undefined
+      ? ['-ca-cert', flag]
+      : envOf('CSIPLUG_CACERT') !== undefined
+        ? ['CSIPLUG_CACERT', envOf('CSIPLUG_CACERT')!]
+        : ['NOMAD_CACERT', envOf('NOMAD_CACERT')];
   if (file === undefined) return {};
   try {
     return { caCert: fs.readFileSync(path.resolve(io.cwd ?? process.cwd(), file)) };

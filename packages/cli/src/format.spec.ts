@@ -2,13 +2,25 @@ import { formatKV, formatTable, formatTime, formatValue, orNone, shortId } from 
 
 describe('format', () => {
   it('aligns table columns two spaces apart without trailing blanks', () => {
-    expect(formatTable(['ID', 'Name', 'Status'], [['a', 'long-name', 'running'], ['bbbb', 'x', '']])).toBe(
-      ['ID    Name       Status', 'a     long-name  running', 'bbbb  x'].join('\n'),
-    );
+    expect(
+      formatTable(
+        ['ID', 'Name', 'Status'],
+        [
+          ['a', 'long-name', 'running'],
+          ['bbbb', 'x', ''],
+        ],
+      ),
+    ).toBe(['ID    Name       Status', 'a     long-name  running', 'bbbb  x'].join('\n'));
   });
 
   it('aligns key = value pairs', () => {
-    expect(formatKV([['ID', 'x'], ['Client Status', 'running'], ['Empty', '']])).toBe(['ID            = x', 'Client Status = running', 'Empty         ='].join('\n'));
+    expect(
+      formatKV([
+        ['ID', 'x'],
+        ['Client Status', 'running'],
+        ['Empty', ''],
+      ]),
+    ).toBe(['ID            = x', 'Client Status = running', 'Empty         ='].join('\n'));
   });
 
   it('formats times, ids and values', () => {

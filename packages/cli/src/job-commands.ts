@@ -48,17 +48,29 @@ function fieldLine(c: FieldChange, indent: string): string {
 function groupLines(g: GroupPlan, verbose: boolean): string[] {
   const counts = updateCounts(g.updates);
   const lines = [mark(g.change, `Task Group: "${g.name}"${counts ? ` (${counts})` : ''}`, '')];
-  if (g.count.from !== g.count.to && g.change !== 'added' && g.change !== 'removed') lines.push(mark('changed', `count: ${g.count.from} => ${g.count.to}`, '  '));
+  if (g.count.from !== g.count.to && g.change !== 'added' && g.change !== 'removed')
+    lines.push(mark('changed', `count: ${g.count.from} => ${g.count.to}`, '  '));
   for (const c of g.fields) lines.push(fieldLine(c, '  '));
   const acting = g.allocs.filter((a) => a.update !== 'ignore');
   if (g.order && g.updates['create/destroy'] > 0) lines.push(`  Order:  ${g.order.kind.replace(/-/g, ' ')}: ${g.order.reason}`);
   if (g.update && g.updates.create + g.updates['create/destroy'] > 0) {
     const u = g.update;
-    lines.push(`  Update: max_parallel = ${u.maxParallel}, min_healthy_time = ${formatDuration(u.minHealthyTime)}, healthy_deadline = ${formatDuration(u.healthyDeadline)}, auto_revert = ${u.autoRevert}`);
+    lines.push(
+      `  Update: max_parallel = ${u.maxParallel}, min_healthy_time = ${formatDuration(u.minHealthyTime)}, healthy_deadline = ${formatDuration(u.healthyDeadline)}, auto_revert = ${u.autoRevert}`,
+    );
   }
   if (acting.length) {
-    const rows = acting.map((a) => [UPDATE_NAMES[a.update], a.name, a.allocId ? `${shortId(a.allocId, verbose)} (version ${a.version})` : '-', a.reason]);
-    lines.push(...formatTable(['Update', 'Alloc', 'ID', 'Why'], rows).split('\n').map((l) => `    ${l}`));
+    const rows = acting.map((a) => [
+      UPDATE_NAMES[a.update],
+      a.name,
+      a.allocId ? `${shortId(a.allocId, verbose)} (version ${a.version})` : '-',
+      a.reason,
+    ]);
+    lines.push(
+      ...formatTable(['Update', 'Alloc', 'ID', 'Why'], rows)
+        .split('\n')
+        .map((l) => `    ${l}`),
+    );
   }
   return lines;
 }
@@ -76,8 +88,8 @@ export function formatPlan(plan: JobPlan, verbose = false): string {
     plan.underway
       ? `No changes: deployment "${shortId(plan.underway.deploymentId, verbose)}" of version ${plan.underway.jobVersion} is rolling this spec out already; 'job run' would leave it going.`
       : plan.changed
-      ? `Changes: ${updateCounts(planTotals(plan)) || 'no alloc changes'}${from !== to ? `; job version ${from ?? 'none'} => ${to}` : ''}. 'job run' would make them.`
-      : `No changes: 'job run' would leave job "${plan.jobId}" as it is.`,
+        ? `Changes: ${updateCounts(planTotals(plan)) || 'no alloc changes'}${from !== to ? `; job version ${from ?? 'none'} => ${to}` : ''}. 'job run' would make them.`
+        : `No changes: 'job run' would leave job "${plan.jobId}" as it is.`,
   );
   return lines.join('\n');
 }
@@ -105,20 +117,29 @@ function runLines(result: RunJobResult, verbose: boolean, monitoring: boolean): 
   if (result.unchanged && result.cluster) {
     // In a cluster, the same file again is the same version run again: each node runs its share again (replacing what failed there).
     const slots = result.cluster.placements.map((p) => `    Slot "${p.slot}" on node ${p.node}`);
-    return [`==> Job "${result.jobId}" unchanged (version ${result.version}): run again on every node it is placed on`, ...slots].join('\n');
+    return [`==> Job "${result.jobId}" unchanged (version ${result.version}): run again on every node it is placed on`, ...slots].join(
+      '\n',
+    );
   }
   if (result.unchanged) return `==> Job "${result.jobId}" unchanged (version ${result.version}): nothing to do`;
   const counts = updateCounts(planTotals(result.plan));
-  const head = result.replaced ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}` : `==> Job "${result.jobId}" registered (version ${result.version})`;
+  const head = result.replaced
+    ? `==> Job "${result.jobId}" updated to version ${result.version}: ${counts || 'no alloc changes'}`
+    : `==> Job "${result.jobId}" registered (version ${result.version})`;
   const lines = [head, ...result.allocIds.map((id) => `    Allocation "${id}" created`)];
   if (result.cluster) {
     lines.push(...result.cluster.placements.map((p) => `    Slot "${p.slot}" placed on node ${p.node}`));
     lines.push(...result.cluster.pending.map((u) => `    ${pendingSlots(u)} pending: ${pendingWhy(u.reasons)}`));
-    if (result.cluster.placements.length + result.cluster.pending.length === 0) lines.push(`    Not placed yet (a pass is under way): see 'csiplug job status ${result.jobId}'`);
+    if (result.cluster.placements.length + result.cluster.pending.length === 0)
+      lines.push(`    Not placed yet (a pass is under way): see 'csiplug job status ${result.jobId}'`);
   } else if (!result.replaced && result.allocIds.length === 0) lines.push('    No allocations created');
   if (result.deploymentId) {
     const id = shortId(result.deploymentId, verbose);
-    lines.push(monitoring ? `==> Monitoring deployment "${id}" (Ctrl-C stops watching; the job goes on)` : `    Deployment "${id}" is rolling it out: see 'csiplug job status ${result.jobId}'`);
+    lines.push(
+      monitoring
+        ? `==> Monitoring deployment "${id}" (Ctrl-C stops watching; the job goes on)`
+        : `    Deployment "${id}" is rolling it out: see 'csiplug job status ${result.jobId}'`,
+    );
   }
   return lines.join('\n');
 }
@@ -150,14 +171,14 @@ const jobRun: Command = {
   help:
     'Parses FILE (HCL, or JSON; "-" reads stdin) here, then submits the job to the agent. A new job starts its allocations. ' +
     'For a job that exists only what changed is done: nothing when the file is unchanged; a new count adds or stops allocations; ' +
-    'a change that needs new processes replaces allocations in a rolling deployment, as the group\'s update block says (see job plan). ' +
+    "a change that needs new processes replaces allocations in a rolling deployment, as the group's update block says (see job plan). " +
     'Then, as nomad job run does, it watches the deployment: each allocation it places, with every new task event once ' +
     '(received, waiting for a CSI plugin, plugin ready, volumes mounted, started, restarts and failures), status changes and health, ' +
     'until the deployment ends. Exits 0 when it succeeded; 2 when it failed (an allocation failed or stayed unhealthy past its ' +
     'healthy_deadline) or was cancelled or replaced by a newer run; 1 on an error (a bad file, an agent that cannot be reached: one that stops ' +
     'answering while watched is asked again for about half a minute first). An unchanged job, or one with only in-place updates or ' +
     'stopped allocations, starts no deployment: it returns at once with 0. The watch stops after -monitor-timeout, exiting 0: the ' +
-    'deployment goes on, and job status shows it; the default outlasts the deployment\'s own deadlines, so a script gets its verdict. ' +
+    "deployment goes on, and job status shows it; the default outlasts the deployment's own deadlines, so a script gets its verdict. " +
     'Ctrl-C stops watching, never the job. With -detach (or -json, which prints the submission result) it returns once the change is under way.',
   minArgs: 1,
   maxArgs: 1,
@@ -165,12 +186,16 @@ const jobRun: Command = {
   json: true,
   flags: [
     VERBOSE_FLAG,
-    { name: 'detach', kind: 'bool', help: 'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment.' },
+    {
+      name: 'detach',
+      kind: 'bool',
+      help: 'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment.',
+    },
     {
       name: 'monitor-timeout',
       kind: 'string',
       valueName: 'duration',
-      dflt: "the longest the deployment can take by its update blocks (healthy_deadline per round of max_parallel replacements), plus 1m",
+      dflt: 'the longest the deployment can take by its update blocks (healthy_deadline per round of max_parallel replacements), plus 1m',
       help: 'Stop watching after this long, e.g. 5m, and exit 0: the deployment goes on. 0 watches until it ends.',
     },
   ],
@@ -216,7 +241,7 @@ const jobPlan: Command = {
     'Parses FILE (HCL, or JSON; "-" reads stdin) here and asks the agent what running it would change, without changing anything: ' +
     'per group, the allocations it would create, destroy, replace (create/destroy update, and in which order) or update in place, ' +
     'and the fields that changed. Exits 1 when allocations would be created, destroyed or replaced; 0 when none would ' +
-    '(nothing changes, or only in-place updates: a new version recorded, no process touched), as Nomad\'s does; 255 on an error.',
+    "(nothing changes, or only in-place updates: a new version recorded, no process touched), as Nomad's does; 255 on an error.",
   minArgs: 1,
   maxArgs: 1,
   api: true,
@@ -273,7 +298,9 @@ const jobStop: Command = {
       ctx.printJson(job);
       return 0;
     }
-    ctx.out(`==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`);
+    ctx.out(
+      `==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`,
+    );
     return 0;
   },
 };
@@ -300,7 +327,13 @@ const jobStatus: Command = {
       const jobs = await client.listJobs();
       if (ctx.json) ctx.printJson(jobs);
       else if (jobs.length === 0) ctx.out('No jobs');
-      else ctx.out(formatTable(['ID', 'Name', 'Status', 'Groups', 'Running/Total'], jobs.map((j) => [j.id, j.name, j.status, String(j.job.groups.length), allocCounts(j)])));
+      else
+        ctx.out(
+          formatTable(
+            ['ID', 'Name', 'Status', 'Groups', 'Running/Total'],
+            jobs.map((j) => [j.id, j.name, j.status, String(j.job.groups.length), allocCounts(j)]),
+          ),
+        );
       return 0;
     }
     const job = await client.getJob(id);
@@ -334,7 +367,9 @@ const jobStatus: Command = {
           job.allocs.map((a) => [shortId(a.id, ctx.verbose), a.name, a.group, String(a.jobVersion), a.desiredStatus, a.clientStatus]),
         )
       : 'No allocations';
-    ctx.out(`${kv}${deployment}${job.cluster ? `\n\n${clusterLines(job.cluster)}` : ''}\n\n${job.cluster ? 'Allocations on this node' : 'Allocations'}\n${allocs}`);
+    ctx.out(
+      `${kv}${deployment}${job.cluster ? `\n\n${clusterLines(job.cluster)}` : ''}\n\n${job.cluster ? 'Allocations on this node' : 'Allocations'}\n${allocs}`,
+    );
     return 0;
   },
 };
@@ -348,9 +383,17 @@ function clusterLines(c: ClusterJobView): string {
     ['Read', formatTime(c.readAt)],
   ]);
   const placed = c.placements.length
-    ? formatTable(['Slot', 'Node', 'Version', 'Moved From'], c.placements.map((p) => [p.slot, p.node, String(p.jobVersion), p.movedFrom ?? '']))
+    ? formatTable(
+        ['Slot', 'Node', 'Version', 'Moved From'],
+        c.placements.map((p) => [p.slot, p.node, String(p.jobVersion), p.movedFrom ?? '']),
+      )
     : 'No placements';
-  const pending = c.pending.length ? `\n\nPending (no node can take these now)\n${formatTable(['Slots', 'Why not'], c.pending.map((u) => [pendingSlots(u), pendingWhy(u.reasons)]))}` : '';
+  const pending = c.pending.length
+    ? `\n\nPending (no node can take these now)\n${formatTable(
+        ['Slots', 'Why not'],
+        c.pending.map((u) => [pendingSlots(u), pendingWhy(u.reasons)]),
+      )}`
+    : '';
   return `Cluster\n${head}\n\nPlacements\n${placed}${pending}`;
 }
 

@@ -12,7 +12,11 @@ import { MONITOR_MARGIN_MS, MonitorLostError, defaultMonitorTimeout, monitorRun,
 
 const DEPLOYMENT = 'd0d0d0d0-1111-4222-8333-444455556666';
 const SPEC = validateJob({
-  job: { web: { group: { app: { count: 1, task: { main: { driver: 'raw_exec', config: { command: '/bin/false' }, restart: { attempts: 0 } } } } } } },
+  job: {
+    web: {
+      group: { app: { count: 1, task: { main: { driver: 'raw_exec', config: { command: '/bin/false' }, restart: { attempts: 0 } } } } },
+    },
+  },
 });
 
 describe('monitorRun', () => {
@@ -39,7 +43,15 @@ describe('monitorRun', () => {
   async function submit(): Promise<RunJobResult> {
     const result = await fake.runJob(SPEC);
     const now = Date.now();
-    fake.jobs.get('web')!.deployment = { id: DEPLOYMENT, jobVersion: 0, status: 'running', description: 'Deployment is running', createdAt: now, updatedAt: now, groups: [] };
+    fake.jobs.get('web')!.deployment = {
+      id: DEPLOYMENT,
+      jobVersion: 0,
+      status: 'running',
+      description: 'Deployment is running',
+      createdAt: now,
+      updatedAt: now,
+      groups: [],
+    };
     for (const id of result.allocIds) fake.allocs.get(id)!.deploymentId = DEPLOYMENT;
     return { ...result, deploymentId: DEPLOYMENT };
   }
@@ -61,12 +73,19 @@ describe('monitorRun', () => {
     alloc.clientStatus = 'failed';
     const main = alloc.tasks.main!;
     main.state = 'dead';
-    main.events.push({ type: 'Not Restarting', message: 'Exceeded allowed attempts 0 in interval 30m and mode is "fail"; task exited: exit code 1', time: Date.now(), failed: true });
+    main.events.push({
+      type: 'Not Restarting',
+      message: 'Exceeded allowed attempts 0 in interval 30m and mode is "fail"; task exited: exit code 1',
+      time: Date.now(),
+      failed: true,
+    });
     const verdict = await monitorRun(options(result, { failureGraceMs: 20 }));
     expect(verdict).toEqual({ kind: 'failed', reason: 'an allocation failed' });
     const short = fakeUuid(1).slice(0, 8);
     expect(out).toContain('==> An allocation of deployment "d0d0d0d0" failed');
-    expect(out).toContain(`    Allocation "${short}" (web.app[0]) failed: task "main": Not Restarting: Exceeded allowed attempts 0 in interval 30m and mode is "fail"; task exited: exit code 1`);
+    expect(out).toContain(
+      `    Allocation "${short}" (web.app[0]) failed: task "main": Not Restarting: Exceeded allowed attempts 0 in interval 30m and mode is "fail"; task exited: exit code 1`,
+    );
     expect(out.filter((l) => l.includes('status changed: "pending" -> "failed"'))).toHaveLength(1);
   });
 
@@ -75,8 +94,14 @@ describe('monitorRun', () => {
     const alloc = fake.allocs.get(fakeUuid(1))!;
     const reason = 'not healthy within healthy_deadline 20s (last: plugin "hostpath" (csi-node) is not healthy yet: probe failed)';
     alloc.deploymentStatus = { healthy: false, time: Date.now(), reason };
-    Object.assign(fake.jobs.get('web')!.deployment!, { status: 'failed', description: 'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here' });
-    expect(await monitorRun(options(result))).toEqual({ kind: 'failed', reason: 'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here' });
+    Object.assign(fake.jobs.get('web')!.deployment!, {
+      status: 'failed',
+      description: 'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here',
+    });
+    expect(await monitorRun(options(result))).toEqual({
+      kind: 'failed',
+      reason: 'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here',
+    });
     const short = fakeUuid(1).slice(0, 8);
     expect(out).toContain(`    Allocation "${short}" (web.app[0]) failed: ${reason}`);
     expect(out).toContain(`    See 'csiplug alloc status ${short}' and 'csiplug alloc logs -stderr ${short} main'`);
@@ -117,7 +142,11 @@ describe('defaultMonitorTimeout', () => {
       job: {
         web: {
           group: {
-            wide: { count: 3, update: { max_parallel: 2, healthy_deadline: '1m' }, task: { t: { driver: 'raw_exec', config: { command: 'x' } } } },
+            wide: {
+              count: 3,
+              update: { max_parallel: 2, healthy_deadline: '1m' },
+              task: { t: { driver: 'raw_exec', config: { command: 'x' } } },
+            },
             one: { count: 1, update: { healthy_deadline: '90s' }, task: { t: { driver: 'raw_exec', config: { command: 'x' } } } },
           },
         },

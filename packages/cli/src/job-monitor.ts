@@ -101,7 +101,8 @@ class RunMonitor {
 
   constructor(private readonly o: RunMonitorOptions) {
     this.clock = o.clock ?? new RealClock();
-    if (!o.result.deploymentId) throw new ValidationError(`job "${o.result.jobId}": this run started no deployment; there is nothing to watch`);
+    if (!o.result.deploymentId)
+      throw new ValidationError(`job "${o.result.jobId}": this run started no deployment; there is nothing to watch`);
     this.deploymentId = o.result.deploymentId;
     this.initial = new Set(o.result.allocIds);
   }
@@ -137,7 +138,10 @@ class RunMonitor {
             { cause: err },
           );
         }
-        if (misses === 0) this.o.note(`    (the agent at ${this.o.client.address} does not answer: ${errorMessage(err)}; asking again for up to ${formatDuration(delays.reduce((a, b) => a + b, 0))})`);
+        if (misses === 0)
+          this.o.note(
+            `    (the agent at ${this.o.client.address} does not answer: ${errorMessage(err)}; asking again for up to ${formatDuration(delays.reduce((a, b) => a + b, 0))})`,
+          );
         await this.clock.sleep(delays[misses++]!);
         continue;
       }
@@ -158,7 +162,9 @@ class RunMonitor {
 
   /** Prints what is new in this look, and returns the verdict once there is one. */
   private update(job: JobView, allocs: AllocView[]): MonitorVerdict | undefined {
-    const mine = allocs.filter((a) => a.deploymentId === this.deploymentId || this.initial.has(a.id)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+    const mine = allocs
+      .filter((a) => a.deploymentId === this.deploymentId || this.initial.has(a.id))
+      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
     const lines: Line[] = [];
     const now = this.clock.now();
     for (const a of mine) lines.push(...this.allocLines(a, now));
@@ -187,7 +193,9 @@ class RunMonitor {
     // The deployment fails at once with a failed allocation; if its verdict is slow to show, the watch ends on the failure alone.
     this.failedSince ??= now;
     if (now - this.failedSince < (this.o.failureGraceMs ?? MONITOR_FAILURE_GRACE_MS)) return undefined;
-    this.o.out(`==> ${failed.length === 1 ? 'An allocation' : `${failed.length} allocations`} of deployment "${this.short(this.deploymentId)}" failed`);
+    this.o.out(
+      `==> ${failed.length === 1 ? 'An allocation' : `${failed.length} allocations`} of deployment "${this.short(this.deploymentId)}" failed`,
+    );
     this.failures(mine);
     return { kind: 'failed', reason: 'an allocation failed' };
   }
@@ -255,7 +263,12 @@ class RunMonitor {
         ['Task Group', 'Desired', 'Placed', 'Healthy', 'Unhealthy'],
         d.groups.map((g) => [g.name, String(g.desired), String(g.placed), String(g.healthy), String(g.unhealthy)]),
       );
-      this.o.out(table.split('\n').map((l) => `    ${l}`).join('\n'));
+      this.o.out(
+        table
+          .split('\n')
+          .map((l) => `    ${l}`)
+          .join('\n'),
+      );
     }
     if (d.status === 'successful') return { kind: 'successful' };
     this.failures(mine);
@@ -268,13 +281,17 @@ class RunMonitor {
     for (const a of bad) {
       // The task event that says what failed names the cause; the health verdict's reason (a deadline passed) stands in when there is none.
       const event = lastFailure(a);
-      const why = event ? `task "${event.task}": ${event.event.type}: ${event.event.message}` : (a.deploymentStatus?.reason ?? `its status is ${a.clientStatus}`);
+      const why = event
+        ? `task "${event.task}": ${event.event.type}: ${event.event.message}`
+        : (a.deploymentStatus?.reason ?? `its status is ${a.clientStatus}`);
       this.o.out(`    Allocation "${this.short(a.id)}" (${a.name}) failed: ${why}`);
     }
     const first = bad[0];
     if (first) {
       const task = lastFailure(first)?.task ?? Object.keys(first.tasks).sort()[0];
-      this.o.out(`    See 'csiplug alloc status ${this.short(first.id)}'${task ? ` and 'csiplug alloc logs -stderr ${this.short(first.id)} ${task}'` : ''}`);
+      this.o.out(
+        `    See 'csiplug alloc status ${this.short(first.id)}'${task ? ` and 'csiplug alloc logs -stderr ${this.short(first.id)} ${task}'` : ''}`,
+      );
     }
   }
 }

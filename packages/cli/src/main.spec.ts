@@ -28,7 +28,11 @@ const JOB_JSON = {
           count: 2,
           volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
           task: {
-            main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: { volume: 'data', destination: 'data' } },
+            main: {
+              driver: 'raw_exec',
+              config: { command: '/bin/sleep', args: ['100'] },
+              volume_mount: { volume: 'data', destination: 'data' },
+            },
             side: { driver: 'raw_exec', config: { command: '/bin/true' } },
           },
         },
@@ -69,7 +73,10 @@ describe('csiplug CLI', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  async function cli(argv: string[], options: { env?: Record<string, string>; stdin?: string; handlers?: CliHandlers; noAddress?: boolean } = {}): Promise<Result> {
+  async function cli(
+    argv: string[],
+    options: { env?: Record<string, string>; stdin?: string; handlers?: CliHandlers; noAddress?: boolean } = {},
+  ): Promise<Result> {
     // Bytes, joined before decoding: a log streamed in chunks may split a character between two.
     const out: Buffer[] = [];
     let stderr = '';
@@ -205,11 +212,21 @@ describe('csiplug CLI', () => {
         expect((await cli(['plugin', 'status', '--token', 'tok'], { env: { CSIPLUG_ADDR: addr, CSIPLUG_TOKEN: 'bad' } })).code).toBe(0);
         // Nomad's variables when csiplug's are not set; csiplug's win when both are.
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).code).toBe(0);
-        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: 'http://127.0.0.1:1', CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'bad', CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
+        expect(
+          (
+            await cli(['plugin', 'status'], {
+              env: { NOMAD_ADDR: 'http://127.0.0.1:1', CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'bad', CSIPLUG_TOKEN: 'tok' },
+            })
+          ).code,
+        ).toBe(0);
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'bad' } })).stderr).toMatch(/not valid/);
         // A Nomad token never goes to an address that is not NOMAD_ADDR; using NOMAD_ADDR is said on stderr.
-        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toMatch(/requires an ACL token/);
-        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toContain(`(talking to NOMAD_ADDR=${addr}: CSIPLUG_ADDR is not set)`);
+        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toMatch(
+          /requires an ACL token/,
+        );
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toContain(
+          `(talking to NOMAD_ADDR=${addr}: CSIPLUG_ADDR is not set)`,
+        );
       } finally {
         await secured.dispose();
       }
@@ -234,7 +251,9 @@ describe('csiplug CLI', () => {
         const waiting = cli(['job', 'stop', 'web']);
         const cut = await cli(['job', 'stop', '-timeout', '50ms', 'web']);
         expect(cut.code).toBe(1);
-        expect(cut.stderr).toMatch(new RegExp(`^Error: no answer from the agent at ${url} within 50ms \\(DELETE /v1/job/web\\); it may still be working on it`));
+        expect(cut.stderr).toMatch(
+          new RegExp(`^Error: no answer from the agent at ${url} within 50ms \\(DELETE /v1/job/web\\); it may still be working on it`),
+        );
         release();
         expect((await waiting).stdout).toMatch(/Job "web" stopped/);
       } finally {
@@ -270,7 +289,9 @@ describe('csiplug CLI', () => {
       const r = await cli(['job', 'run', 'web.json']);
       expect(r.code).toBe(0);
       const ids = [fakeUuid(1), fakeUuid(2)];
-      expect(r.stdout).toBe(`==> Job "web" registered (version 0)\n    Allocation "${ids[0]}" created\n    Allocation "${ids[1]}" created\n`);
+      expect(r.stdout).toBe(
+        `==> Job "web" registered (version 0)\n    Allocation "${ids[0]}" created\n    Allocation "${ids[1]}" created\n`,
+      );
       expect(fake.jobs.get('web')!.job.groups[0]!.tasks.map((t) => t.name)).toEqual(['main', 'side']);
       // The same file again changes nothing: no alloc is made or stopped, the version stays.
       const again = await cli(['job', 'run', '-json', 'web.json']);
@@ -282,7 +303,13 @@ describe('csiplug CLI', () => {
       changed.job.web.group.app.task.main.config.args = ['200'];
       fs.writeFileSync(path.join(dir, 'web2.json'), JSON.stringify(changed));
       const third = await cli(['job', 'run', '-json', 'web2.json']);
-      expect(JSON.parse(third.stdout)).toMatchObject({ jobId: 'web', allocIds: [fakeUuid(3), fakeUuid(4)], replaced: true, unchanged: false, version: 1 });
+      expect(JSON.parse(third.stdout)).toMatchObject({
+        jobId: 'web',
+        allocIds: [fakeUuid(3), fakeUuid(4)],
+        replaced: true,
+        unchanged: false,
+        version: 1,
+      });
       expect([...fake.allocs.values()].map((a) => `${a.jobVersion} ${a.desiredStatus}`)).toEqual(['0 stop', '0 stop', '1 run', '1 run']);
     });
 
@@ -326,7 +353,11 @@ describe('csiplug CLI', () => {
         await cli(['job', 'run', 'web.json']);
         const r = await cli(['job', 'plan', 'web.json']);
         expect(r.code).toBe(0);
-        expect(r.stdout).toBe(['Job: "web" (version 0)', 'Task Group: "app" (2 ignore)', '', `No changes: 'job run' would leave job "web" as it is.`, ''].join('\n'));
+        expect(r.stdout).toBe(
+          ['Job: "web" (version 0)', 'Task Group: "app" (2 ignore)', '', `No changes: 'job run' would leave job "web" as it is.`, ''].join(
+            '\n',
+          ),
+        );
         expect(fake.calls).toEqual(['runJob web']);
       });
 
@@ -358,7 +389,12 @@ describe('csiplug CLI', () => {
         );
         const json = await cli(['job', 'plan', '-json', 'env.json']);
         expect(json.code).toBe(1);
-        expect(JSON.parse(json.stdout)).toMatchObject({ jobId: 'web', changed: true, version: { from: 0, to: 1 }, groups: [{ name: 'app', updates: { 'create/destroy': 2 }, order: { kind: 'stop-before-start' } }] });
+        expect(JSON.parse(json.stdout)).toMatchObject({
+          jobId: 'web',
+          changed: true,
+          version: { from: 0, to: 1 },
+          groups: [{ name: 'app', updates: { 'create/destroy': 2 }, order: { kind: 'stop-before-start' } }],
+        });
         expect(fake.calls).toEqual(['runJob web']);
       });
 
@@ -545,7 +581,10 @@ describe('csiplug CLI', () => {
     });
 
     it('a file with one problem fails as before: one Error line', async () => {
-      fs.writeFileSync(path.join(dir, 'one.json'), JSON.stringify({ job: { web: { group: { app: { ...JOB_JSON.job.web.group.app, count: 0 } } } } }));
+      fs.writeFileSync(
+        path.join(dir, 'one.json'),
+        JSON.stringify({ job: { web: { group: { app: { ...JOB_JSON.job.web.group.app, count: 0 } } } } }),
+      );
       const r = await cli(['job', 'validate', 'one.json']);
       expect(r).toEqual({ code: 1, stdout: '', stderr: 'Error: one.json: job "web" group "app": count must be at least 1 (got 0)\n' });
     });
@@ -581,14 +620,23 @@ describe('csiplug CLI', () => {
         for (const id of r.allocIds) {
           const a = fake.allocs.get(id)!;
           Object.assign(a, { deploymentId: DEPLOYMENT, clientStatus: 'pending', createdAt: now });
-          for (const t of Object.values(a.tasks)) Object.assign(t, { state: 'pending', startedAt: undefined, events: [{ type: 'Received', message: 'Task received by client', time: now }] });
+          for (const t of Object.values(a.tasks))
+            Object.assign(t, {
+              state: 'pending',
+              startedAt: undefined,
+              events: [{ type: 'Received', message: 'Task received by client', time: now }],
+            });
         }
         return { ...r, deploymentId: DEPLOYMENT };
       };
       const list = fake.listAllocs.bind(fake);
       fake.listAllocs = () => {
         const step = steps[looks++];
-        if (step) step([...fake.allocs.values()].filter((a) => a.deploymentId === DEPLOYMENT), fake.jobs.get('web')!);
+        if (step)
+          step(
+            [...fake.allocs.values()].filter((a) => a.deploymentId === DEPLOYMENT),
+            fake.jobs.get('web')!,
+          );
         return list();
       };
     });
@@ -602,7 +650,12 @@ describe('csiplug CLI', () => {
     let pid = 100;
     /** Each task started, with its own pid (as the agent's events say). */
     const start = (a: AllocView) => {
-      for (const t of Object.values(a.tasks)) Object.assign(t, { state: 'running', startedAt: Date.now(), events: [...t.events, { type: 'Started', message: `task started (pid ${++pid})`, time: Date.now() }] });
+      for (const t of Object.values(a.tasks))
+        Object.assign(t, {
+          state: 'running',
+          startedAt: Date.now(),
+          events: [...t.events, { type: 'Started', message: `task started (pid ${++pid})`, time: Date.now() }],
+        });
       a.clientStatus = 'running';
     };
     const settle = (job: JobView, status: 'successful' | 'failed', description: string, healthy: number, unhealthy: number) =>
@@ -613,7 +666,8 @@ describe('csiplug CLI', () => {
       const [a1, a2] = ids();
       steps = [
         () => undefined,
-        ([first]) => allocEvent(first!, 'Waiting for plugin', 'volume "data" (vol1) waits for its node plugin hostpath to be healthy (up to 5m)'),
+        ([first]) =>
+          allocEvent(first!, 'Waiting for plugin', 'volume "data" (vol1) waits for its node plugin hostpath to be healthy (up to 5m)'),
         ([first]) => {
           allocEvent(first!, 'Plugin ready', 'node plugin hostpath is healthy');
           allocEvent(first!, 'Volume mounted', 'volume "data" (vol1) mounted at /var/lib/csiplug/x');
@@ -634,7 +688,12 @@ describe('csiplug CLI', () => {
         expect(matching[0]).toMatch(/^ {4}\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: Allocation "/);
         return lines.indexOf(matching[0]!);
       };
-      expect(lines.slice(0, 4)).toEqual(['==> Job "web" registered (version 0)', `    Allocation "${fakeUuid(1)}" created`, `    Allocation "${fakeUuid(2)}" created`, '==> Monitoring deployment "d0d0d0d0" (Ctrl-C stops watching; the job goes on)']);
+      expect(lines.slice(0, 4)).toEqual([
+        '==> Job "web" registered (version 0)',
+        `    Allocation "${fakeUuid(1)}" created`,
+        `    Allocation "${fakeUuid(2)}" created`,
+        '==> Monitoring deployment "d0d0d0d0" (Ctrl-C stops watching; the job goes on)',
+      ]);
       // An event of the whole alloc is in each of its tasks, and seen at every look: printed once, without a task name.
       const order = [
         at(`Allocation "${a1}": Received: Task received by client`),
@@ -649,7 +708,9 @@ describe('csiplug CLI', () => {
       expect([...order].sort((x, y) => x - y)).toEqual(order);
       at(`Allocation "${a2}" task "main": Started: task started (pid`);
       at(`Allocation "${a2}" is healthy`);
-      expect(r.stdout).toMatch(/==> Deployment "d0d0d0d0" successful\n {4}Task Group  Desired  Placed  Healthy  Unhealthy\n {4}app {9}2 {8}2 {7}2 {8}0\n$/);
+      expect(r.stdout).toMatch(
+        /==> Deployment "d0d0d0d0" successful\n {4}Task Group  Desired  Placed  Healthy  Unhealthy\n {4}app {9}2 {8}2 {7}2 {8}0\n$/,
+      );
       // The verdict written at the sixth look is read at the next (the job before its allocations), and the watch ends there.
       expect(looks).toBe(7);
     });
@@ -661,18 +722,29 @@ describe('csiplug CLI', () => {
         (allocs) => allocs.forEach(start),
         ([first], job) => {
           const main = first!.tasks.main!;
-          main.events.push({ type: 'Terminated', message: 'task exited: exit code 1', time: Date.now() }, { type: 'Not Restarting', message: why, time: Date.now(), failed: true });
+          main.events.push(
+            { type: 'Terminated', message: 'task exited: exit code 1', time: Date.now() },
+            { type: 'Not Restarting', message: why, time: Date.now(), failed: true },
+          );
           Object.assign(main, { state: 'dead', failed: true, exitCode: 1 });
           first!.clientStatus = 'failed';
           first!.deploymentStatus = { healthy: false, time: Date.now(), reason: `task "main" is dead (failed): Not Restarting (${why})` };
-          settle(job, 'failed', 'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here and the old allocs still running are left running', 0, 1);
+          settle(
+            job,
+            'failed',
+            'Failed due to unhealthy allocations - auto_revert is off for group "app": the rollout stops here and the old allocs still running are left running',
+            0,
+            1,
+          );
         },
       ];
       const r = await cli(['job', 'run', 'web.json']);
       expect(r.code).toBe(2);
       expect(r.stdout).toContain(`Allocation "${a1}" task "main": Not Restarting: ${why}\n`);
       expect(r.stdout).toContain(`Allocation "${a1}" status changed: "running" -> "failed"\n`);
-      expect(r.stdout).toContain('==> Deployment "d0d0d0d0" failed: Failed due to unhealthy allocations - auto_revert is off for group "app"');
+      expect(r.stdout).toContain(
+        '==> Deployment "d0d0d0d0" failed: Failed due to unhealthy allocations - auto_revert is off for group "app"',
+      );
       expect(r.stdout).toContain(`    Allocation "${a1}" (web.app[0]) failed: task "main": Not Restarting: ${why}\n`);
       expect(r.stdout).toContain(`    See 'csiplug alloc status ${a1}' and 'csiplug alloc logs -stderr ${a1} main'\n`);
     });
@@ -699,7 +771,9 @@ describe('csiplug CLI', () => {
     it('-detach returns once the job is submitted; -json prints the submission; neither watches', async () => {
       const r = await cli(['job', 'run', '-detach', 'web.json']);
       expect(r.code).toBe(0);
-      expect(r.stdout).toBe(`==> Job "web" registered (version 0)\n    Allocation "${fakeUuid(1)}" created\n    Allocation "${fakeUuid(2)}" created\n    Deployment "d0d0d0d0" is rolling it out: see 'csiplug job status web'\n`);
+      expect(r.stdout).toBe(
+        `==> Job "web" registered (version 0)\n    Allocation "${fakeUuid(1)}" created\n    Allocation "${fakeUuid(2)}" created\n    Deployment "d0d0d0d0" is rolling it out: see 'csiplug job status web'\n`,
+      );
       await cli(['job', 'stop', '-purge', 'web']);
       const j = await cli(['job', 'run', '-json', 'web.json']);
       expect(j.code).toBe(0);
@@ -717,7 +791,9 @@ describe('csiplug CLI', () => {
     it('stops watching at -monitor-timeout, saying the deployment goes on, and exits 0', async () => {
       const r = await cli(['job', 'run', '-monitor-timeout', '1s', 'web.json']);
       expect(r.code).toBe(0);
-      expect(r.stdout).toMatch(/==> Stopped watching after 1s: deployment "d0d0d0d0" is still running and goes on\. Follow it with 'csiplug job status web'\n$/);
+      expect(r.stdout).toMatch(
+        /==> Stopped watching after 1s: deployment "d0d0d0d0" is still running and goes on\. Follow it with 'csiplug job status web'\n$/,
+      );
       expect(looks).toBeGreaterThan(0);
       const bad = await cli(['job', 'run', '-monitor-timeout', 'soon', 'web.json']);
       expect(bad.code).toBe(1);
@@ -758,7 +834,11 @@ describe('csiplug CLI', () => {
       };
       expect(await main(['job', 'run', 'web.json'], io)).toBe(0);
       await restarted;
-      expect(stderr).toMatch(new RegExp(`^ {4}\\(the agent at ${url} does not answer: cannot reach the csiplug agent at ${url}: .*; asking again for up to 30s\\)\\n {4}\\(the agent answers again\\)\\n$`));
+      expect(stderr).toMatch(
+        new RegExp(
+          `^ {4}\\(the agent at ${url} does not answer: cannot reach the csiplug agent at ${url}: .*; asking again for up to 30s\\)\\n {4}\\(the agent answers again\\)\\n$`,
+        ),
+      );
     });
   });
 
@@ -774,10 +854,14 @@ describe('csiplug CLI', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toContain(`ID             = ${id}\n`);
       expect(r.stdout).toContain('Client Status  = running\n');
-      expect(r.stdout).toMatch(/CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+vol1\s+hostpath\s+false\s+<none>\s+\/var\/lib/);
+      expect(r.stdout).toMatch(
+        /CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+vol1\s+hostpath\s+false\s+<none>\s+\/var\/lib/,
+      );
       expect(r.stdout).toContain('Task "main" is "running"');
       expect(r.stdout).toContain('Task "side" is "running"');
-      expect(r.stdout).toMatch(/Recent Events:\nTime\s+Type\s+Description\n2026-01-01T00:00:00Z\s+Started\s+Task started by client\n2026-01-01T00:00:00Z\s+Received/);
+      expect(r.stdout).toMatch(
+        /Recent Events:\nTime\s+Type\s+Description\n2026-01-01T00:00:00Z\s+Started\s+Task started by client\n2026-01-01T00:00:00Z\s+Received/,
+      );
       const j = await cli(['alloc', 'status', '-json', id]);
       expect(JSON.parse(j.stdout).id).toBe(id);
     });
@@ -789,7 +873,10 @@ describe('csiplug CLI', () => {
       // Enough allocs that two share a first hex digit.
       await cli(['job', 'run', 'web.json']);
       for (let i = 0; i < 8; i++) {
-        fs.writeFileSync(path.join(dir, `j${i}.json`), JSON.stringify({ job: { [`j${i}`]: JOB_JSON.job.web } }).replace(/"source":"vol1"/, '"source":"none"'));
+        fs.writeFileSync(
+          path.join(dir, `j${i}.json`),
+          JSON.stringify({ job: { [`j${i}`]: JOB_JSON.job.web } }).replace(/"source":"vol1"/, '"source":"none"'),
+        );
         await cli(['job', 'run', `j${i}.json`]);
       }
       const ids = [...fake.allocs.keys()];
@@ -807,7 +894,11 @@ describe('csiplug CLI', () => {
       expect((await cli(['alloc', 'logs', id, 'main', '-stderr'])).stdout).toBe('err line\n');
       expect((await cli(['alloc', 'logs', '--stderr', id.slice(0, 8), 'main'])).stdout).toBe('err line\n');
       expect((await cli(['alloc', 'logs', '-offset=4', id, 'main'])).stdout).toBe('line\n');
-      expect(JSON.parse((await cli(['alloc', 'logs', '-json', id, 'main'])).stdout)).toMatchObject({ task: 'main', stream: 'stdout', data: 'out line\n' });
+      expect(JSON.parse((await cli(['alloc', 'logs', '-json', id, 'main'])).stdout)).toMatchObject({
+        task: 'main',
+        stream: 'stdout',
+        data: 'out line\n',
+      });
     });
 
     it('alloc logs picks a byte range with -offset, -limit and -tail', async () => {
@@ -822,11 +913,13 @@ describe('csiplug CLI', () => {
       expect(json).toEqual({ allocId: id, task: 'main', stream: 'stdout', offset: 7, nextOffset: 10, size: 10, data: '789' });
     });
 
-    it('node status shows this node, its drivers and its plugins as fingerprinted; -json the API\'s NodeView', async () => {
+    it("node status shows this node, its drivers and its plugins as fingerprinted; -json the API's NodeView", async () => {
       let r = await cli(['node', 'status']);
       expect(r.code).toBe(0);
       expect(r.stdout).toMatch(/^ID +=/);
-      expect(r.stdout).toMatch(/Drivers\nDriver\s+Detected\s+Healthy\s+Description\nexec\s+true\s+true\s+isolated tasks on runc \(fake\)\nraw_exec\s+true\s+true\s+host processes/);
+      expect(r.stdout).toMatch(
+        /Drivers\nDriver\s+Detected\s+Healthy\s+Description\nexec\s+true\s+true\s+isolated tasks on runc \(fake\)\nraw_exec\s+true\s+true\s+host processes/,
+      );
       expect(r.stdout).toMatch(/CSI Plugins\n(Plugin ID[\s\S]*|No CSI plugins)/);
       r = await cli(['node', 'status', '-self', '-json']);
       expect(JSON.parse(r.stdout)).toMatchObject({ id: fake.nodeId, status: 'ready', drivers: { raw_exec: { detected: true } } });
@@ -880,7 +973,11 @@ describe('csiplug CLI', () => {
       const bytes = Buffer.concat([Buffer.from('héllo wörld ✓\n'), Buffer.from([0xff, 0xfe, 0x0a])]);
       fake.logs.set(`${id}/main/stdout`, bytes);
       const out: Buffer[] = [];
-      const io: CliIo = { stdout: { write: (c: string | Uint8Array) => out.push(Buffer.from(c)) }, stderr: { write: () => true }, env: { CSIPLUG_ADDR: url } };
+      const io: CliIo = {
+        stdout: { write: (c: string | Uint8Array) => out.push(Buffer.from(c)) },
+        stderr: { write: () => true },
+        env: { CSIPLUG_ADDR: url },
+      };
       expect(await main(['alloc', 'logs', id, 'main'], io)).toBe(0);
       expect(Buffer.concat(out)).toEqual(bytes);
       out.length = 0;
@@ -890,7 +987,9 @@ describe('csiplug CLI', () => {
 
     it('alloc logs refuses bad byte counts, and -json with a limit over its maximum', async () => {
       const id = fakeUuid(1);
-      expect((await cli(['alloc', 'logs', '-limit', '0', id, 'main'])).stderr).toMatch(/-limit must be a whole number of bytes of at least 1 \(got "0"\)/);
+      expect((await cli(['alloc', 'logs', '-limit', '0', id, 'main'])).stderr).toMatch(
+        /-limit must be a whole number of bytes of at least 1 \(got "0"\)/,
+      );
       expect((await cli(['alloc', 'logs', '-limit', '-5', id, 'main'])).stderr).toMatch(/-limit must be a whole number/);
       const big = await cli(['alloc', 'logs', '-json', '-limit', String(8 * 1024 * 1024), id, 'main']);
       expect(big.code).toBe(1);
@@ -917,7 +1016,13 @@ describe('csiplug CLI', () => {
         controllerRequired: true,
         controllersHealthy: 1,
         controllersExpected: 1,
-        node: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { 'Node ID': 'n1', 'Max Volumes': 'unlimited', Topology: 'zone=a' } },
+        node: {
+          healthy: true,
+          allocId: fakeUuid(9),
+          description: 'healthy',
+          version: '1.2.0',
+          info: { 'Node ID': 'n1', 'Max Volumes': 'unlimited', Topology: 'zone=a' },
+        },
         controller: { healthy: true, allocId: fakeUuid(9), description: 'healthy', version: '1.2.0', info: { supportsCreateDelete: true } },
         allocs: [fakeUuid(9)],
       });
@@ -960,7 +1065,9 @@ describe('csiplug CLI', () => {
       let r = await cli(['volume', 'register', 'vol.hcl']);
       expect(r).toEqual({ code: 0, stdout: 'Volume "vol1" registered (external id ext-1)\n', stderr: '' });
       r = await cli(['volume', 'status']);
-      expect(r.stdout).toBe('ID    Name  Plugin ID  Schedulable  Access Mode         Claims\nvol1  vol1  hostpath   true         single-node-writer  0\n');
+      expect(r.stdout).toBe(
+        'ID    Name  Plugin ID  Schedulable  Access Mode         Claims\nvol1  vol1  hostpath   true         single-node-writer  0\n',
+      );
       r = await cli(['volume', 'status', 'vol1']);
       expect(r.stdout).toContain('External ID   = ext-1\n');
       expect(r.stdout).toContain('Capabilities  = single-node-writer/file-system\n');
@@ -974,22 +1081,35 @@ describe('csiplug CLI', () => {
       await cli(['volume', 'register', 'vol.hcl']);
       let r = await cli(['volume', 'snapshot', 'create', 'vol1', 'nightly']);
       expect(r.code).toBe(0);
-      expect(r.stdout).toMatch(/^Snapshotted volume vol1 with snapshot ID snap-nightly\n\nSnapshot ID\s+Plugin ID\s+Source Volume\s+Size\s+Created\s+Ready\nsnap-nightly\s+hostpath\s+vol1\s+0B\s+\S+\s+true\n$/);
+      expect(r.stdout).toMatch(
+        /^Snapshotted volume vol1 with snapshot ID snap-nightly\n\nSnapshot ID\s+Plugin ID\s+Source Volume\s+Size\s+Created\s+Ready\nsnap-nightly\s+hostpath\s+vol1\s+0B\s+\S+\s+true\n$/,
+      );
       await cli(['volume', 'snapshot', 'create', 'vol1', 'weekly']);
       r = await cli(['volume', 'snapshot', 'list', '-per-page', '1']);
       expect(r.stdout).toMatch(/snap-nightly[\s\S]*Next page: -page-token 1\n$/);
       r = await cli(['volume', 'snapshot', 'list', '-json', '-per-page', '1', '-page-token', '1']);
       expect(JSON.parse(r.stdout)).toMatchObject({ Snapshots: [{ id: 'snap-weekly' }], NextToken: '' });
-      expect((await cli(['volume', 'snapshot', 'list', '-per-page', 'x'])).stderr).toMatch(/-per-page must be a whole number above 0, got "x"/);
+      expect((await cli(['volume', 'snapshot', 'list', '-per-page', 'x'])).stderr).toMatch(
+        /-per-page must be a whole number above 0, got "x"/,
+      );
       r = await cli(['volume', 'snapshot', 'delete', 'hostpath', 'snap-nightly']);
       expect(r.stdout).toBe('Deleted snapshot snap-nightly of plugin hostpath\n');
-      expect((await cli(['volume', 'snapshot', 'bogus'])).stderr).toMatch(/unknown command "volume snapshot bogus"[\s\S]*volume snapshot create/);
-      fake.externalVolumes.push({ pluginId: 'hostpath', externalId: 'ext-1', capacityBytes: 1 << 20, publishedNodeIds: ['n1'], volumeId: 'vol1' }, { pluginId: 'hostpath', externalId: 'ext-stray' });
+      expect((await cli(['volume', 'snapshot', 'bogus'])).stderr).toMatch(
+        /unknown command "volume snapshot bogus"[\s\S]*volume snapshot create/,
+      );
+      fake.externalVolumes.push(
+        { pluginId: 'hostpath', externalId: 'ext-1', capacityBytes: 1 << 20, publishedNodeIds: ['n1'], volumeId: 'vol1' },
+        { pluginId: 'hostpath', externalId: 'ext-stray' },
+      );
       r = await cli(['volume', 'status', '-type', 'csi', '-plugin', 'hostpath']);
-      expect(r.stdout).toMatch(/External ID\s+Plugin ID\s+Capacity\s+Published To\s+Condition\s+Registered As\next-1\s+hostpath\s+1MiB\s+n1\s+-\s+vol1\next-stray\s+hostpath\s+<none>\s+<none>\s+-\s+<none>\n/);
+      expect(r.stdout).toMatch(
+        /External ID\s+Plugin ID\s+Capacity\s+Published To\s+Condition\s+Registered As\next-1\s+hostpath\s+1MiB\s+n1\s+-\s+vol1\next-stray\s+hostpath\s+<none>\s+<none>\s+-\s+<none>\n/,
+      );
       r = await cli(['volume', 'detach', 'vol1', 'node-1']);
       expect(r.stdout).toBe('Volume "vol1" had no claim on node node-1: nothing to detach\n');
-      expect(fake.calls).toEqual(expect.arrayContaining(['createSnapshot vol1 nightly', 'deleteSnapshot hostpath snap-nightly', 'detachVolume vol1 node-1']));
+      expect(fake.calls).toEqual(
+        expect.arrayContaining(['createSnapshot vol1 nightly', 'deleteSnapshot hostpath snap-nightly', 'detachVolume vol1 node-1']),
+      );
     });
 
     it('volume init writes a commented example that volume create reads, and never overwrites', async () => {
@@ -998,7 +1118,12 @@ describe('csiplug CLI', () => {
       const file = path.join(dir, 'volume.hcl');
       expect(fs.readFileSync(file, 'utf8')).toContain('capacity_min = "1GiB"');
       const spec = await parseVolumeSpec(fs.readFileSync(file, 'utf8'), 'volume.hcl');
-      expect(spec).toMatchObject({ id: 'database', pluginId: 'hostpath', capacityMin: 1 << 30, capabilities: [{ accessMode: 'single-node-writer' }] });
+      expect(spec).toMatchObject({
+        id: 'database',
+        pluginId: 'hostpath',
+        capacityMin: 1 << 30,
+        capabilities: [{ accessMode: 'single-node-writer' }],
+      });
       r = await cli(['volume', 'init']);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/volume\.hcl exists already/);
@@ -1020,7 +1145,11 @@ describe('csiplug CLI', () => {
       await cli(['volume', 'register', 'vol.hcl']);
       await cli(['job', 'run', 'web.json']);
       const s = await cli(['volume', 'status', 'vol1']);
-      expect(s.stdout).toMatch(new RegExp(`Claims\\nAlloc ID\\s+Mode\\s+Access Mode\\s+Attachment Mode\\s+Since\\n${fakeUuid(1).slice(0, 8)}\\s+write\\s+single-node-writer`));
+      expect(s.stdout).toMatch(
+        new RegExp(
+          `Claims\\nAlloc ID\\s+Mode\\s+Access Mode\\s+Attachment Mode\\s+Since\\n${fakeUuid(1).slice(0, 8)}\\s+write\\s+single-node-writer`,
+        ),
+      );
       let r = await cli(['volume', 'deregister', 'vol1']);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/^Error: volume "vol1" is claimed/);
@@ -1036,16 +1165,67 @@ describe('csiplug CLI', () => {
       let r = await cli(['volume', 'status', 'vol1']);
       expect(r.stdout).toContain('Mounts\nNo mounts on this node\n');
       fake.volumes.get('vol1')!.mounts = [
-        { allocId: fakeUuid(3), name: 'data', desired: 'unmounted', claimed: true, staged: true, published: false, pendingUnmount: true, attempts: 4, lastError: 'plugin hostpath not healthy', since: 0 },
-        { allocId: fakeUuid(4), name: 'data', desired: 'mounted', claimed: true, staged: true, published: true, pendingUnmount: false, attempts: 0, since: 0, check: { state: 'stale', message: 'target answers ENOTCONN' } },
-        { allocId: fakeUuid(5), name: 'data', desired: 'mounted', claimed: true, staged: true, published: true, pendingUnmount: false, attempts: 0, since: 0, check: { state: 'abnormal', message: 'plugin hostpath reports the volume abnormal; kept as it is' } },
+        {
+          allocId: fakeUuid(3),
+          name: 'data',
+          desired: 'unmounted',
+          claimed: true,
+          staged: true,
+          published: false,
+          pendingUnmount: true,
+          attempts: 4,
+          lastError: 'plugin hostpath not healthy',
+          since: 0,
+        },
+        {
+          allocId: fakeUuid(4),
+          name: 'data',
+          desired: 'mounted',
+          claimed: true,
+          staged: true,
+          published: true,
+          pendingUnmount: false,
+          attempts: 0,
+          since: 0,
+          check: { state: 'stale', message: 'target answers ENOTCONN' },
+        },
+        {
+          allocId: fakeUuid(5),
+          name: 'data',
+          desired: 'mounted',
+          claimed: true,
+          staged: true,
+          published: true,
+          pendingUnmount: false,
+          attempts: 0,
+          since: 0,
+          check: { state: 'abnormal', message: 'plugin hostpath reports the volume abnormal; kept as it is' },
+        },
       ];
-      fake.usage.push({ allocId: fakeUuid(4), name: 'data', volumeId: 'vol1', pluginId: 'hostpath', usage: { bytes: { total: 1 << 30, used: 1 << 20 }, condition: { abnormal: true, message: 'over quota' } } });
+      fake.usage.push({
+        allocId: fakeUuid(4),
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: 'hostpath',
+        usage: { bytes: { total: 1 << 30, used: 1 << 20 }, condition: { abnormal: true, message: 'over quota' } },
+      });
       r = await cli(['volume', 'status', 'vol1']);
-      expect(r.stdout).toMatch(new RegExp(`Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Check\\s+Used\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+<none>\\s+-\\s+4\\s+.+plugin hostpath not healthy\\n`));
-      expect(r.stdout).toMatch(new RegExp(`${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+1MiB of 1GiB \\(0%\\); ABNORMAL: over quota\\s+0\\s+.+target answers ENOTCONN\\n`));
+      expect(r.stdout).toMatch(
+        new RegExp(
+          `Mounts\\nAlloc ID\\s+Name\\s+Desired\\s+Held\\s+Check\\s+Used\\s+Attempts\\s+Since\\s+Last Error\\n${fakeUuid(3).slice(0, 8)}\\s+data\\s+unmounted \\(pending\\)\\s+claimed,staged\\s+<none>\\s+-\\s+4\\s+.+plugin hostpath not healthy\\n`,
+        ),
+      );
+      expect(r.stdout).toMatch(
+        new RegExp(
+          `${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+1MiB of 1GiB \\(0%\\); ABNORMAL: over quota\\s+0\\s+.+target answers ENOTCONN\\n`,
+        ),
+      );
       // A plugin's abnormal condition: its own check state, and what the plugin said.
-      expect(r.stdout).toMatch(new RegExp(`${fakeUuid(5).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+abnormal\\s+.+plugin hostpath reports the volume abnormal; kept as it is\\n`));
+      expect(r.stdout).toMatch(
+        new RegExp(
+          `${fakeUuid(5).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+abnormal\\s+.+plugin hostpath reports the volume abnormal; kept as it is\\n`,
+        ),
+      );
     });
 
     it('volume register refuses a bad spec locally', async () => {

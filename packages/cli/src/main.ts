@@ -89,7 +89,9 @@ async function dispatch(argv: string[], io: CliIo, handlers: CliHandlers | undef
       if (!cmd) {
         const list = deeper.map((c) => `  ${c.name.padEnd(28)} ${c.synopsis}`).join('\n');
         const help = third !== undefined && HELP_WORDS.has(third);
-        (help ? io.stdout : io.stderr).write(`${help || third === undefined ? '' : `Error: unknown command "${first} ${sub} ${third}"\n\n`}Usage: csiplug ${first} ${sub} <command> [options] [args]\n\n${list}\n`);
+        (help ? io.stdout : io.stderr).write(
+          `${help || third === undefined ? '' : `Error: unknown command "${first} ${sub} ${third}"\n\n`}Usage: csiplug ${first} ${sub} <command> [options] [args]\n\n${list}\n`,
+        );
         return help ? 0 : 1;
       }
     }
@@ -114,7 +116,9 @@ async function runCommand(cmd: Command, argv: string[], io: CliIo): Promise<numb
     const n = parsed.positionals.length;
     if (n < cmd.minArgs || n > cmd.maxArgs) {
       const want = cmd.minArgs === cmd.maxArgs ? `${cmd.minArgs}` : `${cmd.minArgs} to ${cmd.maxArgs}`;
-      throw new UsageError(`this command takes ${want} argument${cmd.maxArgs === 1 ? '' : 's'} (${cmd.usageArgs}), got ${n}${n ? `: ${parsed.positionals.join(' ')}` : ''}`);
+      throw new UsageError(
+        `this command takes ${want} argument${cmd.maxArgs === 1 ? '' : 's'} (${cmd.usageArgs}), got ${n}${n ? `: ${parsed.positionals.join(' ')}` : ''}`,
+      );
     }
     return await cmd.run(makeContext(cmd, io, parsed));
   } catch (err) {

@@ -30,7 +30,12 @@ function describe(n: NodeView): string {
           p.type,
           String(p.healthy),
           orNone(p.nodeId),
-          orNone(p.topology && Object.entries(p.topology).map(([k, v]) => `${k}=${v}`).join(',')),
+          orNone(
+            p.topology &&
+              Object.entries(p.topology)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(','),
+          ),
           p.maxVolumes === undefined ? '-' : String(p.maxVolumes),
           p.description,
         ]),
@@ -67,12 +72,15 @@ const nodeStatus: Command = {
   synopsis: 'Show this node (its id, task drivers and CSI plugins), or every node of its cluster',
   help:
     "On its own, shows the agent's node: its id, status, task drivers (exec needs runc) and each CSI plugin instance with what its fingerprint found (node id, topology, max volumes). " +
-    'In cluster mode (config cluster { … }), lists every node of the cluster, ready or down (a node whose lease in etcd ran out is down), each with its ID: the identity kept in its agent\'s data dir (the first 8 characters; -verbose: all of it). -self shows this node as above.',
+    "In cluster mode (config cluster { … }), lists every node of the cluster, ready or down (a node whose lease in etcd ran out is down), each with its ID: the identity kept in its agent's data dir (the first 8 characters; -verbose: all of it). -self shows this node as above.",
   minArgs: 0,
   maxArgs: 0,
   api: true,
   json: true,
-  flags: [VERBOSE_FLAG, { name: 'self', kind: 'bool', help: 'This node, in detail (in a cluster; on its own that is what node status shows anyway).' }],
+  flags: [
+    VERBOSE_FLAG,
+    { name: 'self', kind: 'bool', help: 'This node, in detail (in a cluster; on its own that is what node status shows anyway).' },
+  ],
   async run(ctx) {
     const client = ctx.client();
     if (!ctx.flag('self')) {
@@ -99,7 +107,7 @@ const nodePurge: Command = {
   usageArgs: 'NODE',
   synopsis: 'Remove a down node of the cluster for good',
   help:
-    "Cluster mode: the node NODE (by name) is gone for good. What was published to it is unpublished (through a controller of the plugin), its claims are released, and its record is removed, so its name is free for another machine: " +
+    'Cluster mode: the node NODE (by name) is gone for good. What was published to it is unpublished (through a controller of the plugin), its claims are released, and its record is removed, so its name is free for another machine: ' +
     'a node name whose record belongs to another identity is refused while that node holds claims or placements. A ready node is never purged: stop its agent first. Its alloc slots move as for any down node.',
   minArgs: 1,
   maxArgs: 1,

@@ -9,7 +9,14 @@ function instance(title: string, inst: PluginInstanceView | undefined, verbose: 
   return `${title}\n${formatKV([
     ['Healthy', String(inst.healthy)],
     // A routed controller has no alloc here: it is another node's, reached through the cluster.
-    ...(inst.routed ? ([['Routed To', inst.routed.node ? `node ${inst.routed.node} (the last to answer)` : 'a node with a healthy controller (none asked yet)']] as [string, string][]) : [['Alloc ID', shortId(inst.allocId, verbose)] as [string, string]]),
+    ...(inst.routed
+      ? ([
+          [
+            'Routed To',
+            inst.routed.node ? `node ${inst.routed.node} (the last to answer)` : 'a node with a healthy controller (none asked yet)',
+          ],
+        ] as [string, string][])
+      : [['Alloc ID', shortId(inst.allocId, verbose)] as [string, string]]),
     ['Description', orNone(inst.description)],
     ['Version', orNone(inst.version)],
     ...info,
@@ -34,12 +41,28 @@ function describe(p: PluginView, verbose: boolean): string {
       `Cluster (nodes read ${formatTime(c.readAt)})\n${formatKV([
         ['Controllers Healthy', `${c.controllersHealthy}/${c.controllersExpected}`],
         ['Nodes Healthy', `${c.nodesHealthy}/${c.nodesExpected}`],
-      ])}\n\n${c.instances.length ? formatTable(['Node', 'Type', 'Healthy', 'Node Status'], c.instances.map((i) => [i.node, i.type, String(i.healthy), i.nodeStatus])) : 'No instances on any node'}`,
+      ])}\n\n${
+        c.instances.length
+          ? formatTable(
+              ['Node', 'Type', 'Healthy', 'Node Status'],
+              c.instances.map((i) => [i.node, i.type, String(i.healthy), i.nodeStatus]),
+            )
+          : 'No instances on any node'
+      }`,
     );
   }
   if (p.controller || p.controllerRequired || p.controllersExpected > 0) sections.push(instance('Controller', p.controller, verbose));
   sections.push(instance('Node', p.node, verbose));
-  sections.push(`Allocations\n${p.allocs.length ? formatTable(['ID'], p.allocs.map((a) => [shortId(a, verbose)])) : 'No allocations'}`);
+  sections.push(
+    `Allocations\n${
+      p.allocs.length
+        ? formatTable(
+            ['ID'],
+            p.allocs.map((a) => [shortId(a, verbose)]),
+          )
+        : 'No allocations'
+    }`,
+  );
   return sections.join('\n\n');
 }
 

@@ -9,16 +9,31 @@ import { type Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext 
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
-const PER_PAGE_FLAG = { name: 'per-page', kind: 'string' as const, valueName: 'n', help: 'At most this many per page (the plugin pages the list).' };
-const PAGE_TOKEN_FLAG = { name: 'page-token', kind: 'string' as const, valueName: 'token', help: 'Go on from this token (the last page printed it).' };
+const PER_PAGE_FLAG = {
+  name: 'per-page',
+  kind: 'string' as const,
+  valueName: 'n',
+  help: 'At most this many per page (the plugin pages the list).',
+};
+const PAGE_TOKEN_FLAG = {
+  name: 'page-token',
+  kind: 'string' as const,
+  valueName: 'token',
+  help: 'Go on from this token (the last page printed it).',
+};
 
 /** -plugin, -per-page and -page-token as the API's page options; a UsageError for a -per-page that is not a whole number above 0. */
 function pageFlags(ctx: CommandContext): { pluginId?: string; perPage?: number; nextToken?: string } {
   const plugin = ctx.stringFlag('plugin');
   const perPage = ctx.stringFlag('per-page');
   const token = ctx.stringFlag('page-token');
-  if (perPage !== undefined && (!/^\d+$/.test(perPage) || Number(perPage) === 0)) throw new UsageError(`-per-page must be a whole number above 0, got "${perPage}"`);
-  return { ...(plugin ? { pluginId: plugin } : {}), ...(perPage !== undefined ? { perPage: Number(perPage) } : {}), ...(token ? { nextToken: token } : {}) };
+  if (perPage !== undefined && (!/^\d+$/.test(perPage) || Number(perPage) === 0))
+    throw new UsageError(`-per-page must be a whole number above 0, got "${perPage}"`);
+  return {
+    ...(plugin ? { pluginId: plugin } : {}),
+    ...(perPage !== undefined ? { perPage: Number(perPage) } : {}),
+    ...(token ? { nextToken: token } : {}),
+  };
 }
 
 const volumeRegister: Command = {
@@ -44,7 +59,7 @@ const volumeCreate: Command = {
   name: 'volume create',
   usageArgs: 'FILE',
   synopsis: 'Create a volume through its plugin and register it',
-  help: "Parses the volume spec FILE (HCL or JSON; \"-\" reads stdin) here; the agent creates the volume with its plugin's CreateVolume, then registers it.",
+  help: 'Parses the volume spec FILE (HCL or JSON; "-" reads stdin) here; the agent creates the volume with its plugin\'s CreateVolume, then registers it.',
   minArgs: 1,
   maxArgs: 1,
   api: true,
@@ -65,7 +80,9 @@ const volumeCreate: Command = {
       const now = volume.capacityBytes !== undefined ? formatSize(volume.capacityBytes) : 'unknown';
       const lines = [`Volume "${volume.id}" expanded from ${was} to ${now}`];
       for (const o of volume.nodeExpansion ?? []) {
-        lines.push(`  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (made when next mounted, or by running this again): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : o.noNodeExpansion ? 'nothing to do on the node (its plugin has no node-side expansion)' : `expanded on the node to ${formatSize(o.capacityBytes ?? 0)}`}`);
+        lines.push(
+          `  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (made when next mounted, or by running this again): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : o.noNodeExpansion ? 'nothing to do on the node (its plugin has no node-side expansion)' : `expanded on the node to ${formatSize(o.capacityBytes ?? 0)}`}`,
+        );
       }
       ctx.out(lines.join('\n'));
       // A node expansion that failed is not done: say so in the exit code too.
@@ -118,7 +135,14 @@ function accessModes(v: VolumeView): string {
 
 function describe(v: VolumeView, verbose: boolean, usage: MountUsageView[] | Error = []): string {
   const capacity = v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>';
-  const mount = v.mountOptions ? [v.mountOptions.fsType && `fs_type: ${v.mountOptions.fsType}`, v.mountOptions.mountFlags?.length && `flags: ${v.mountOptions.mountFlags.join(',')}`].filter(Boolean).join(' ') : '';
+  const mount = v.mountOptions
+    ? [
+        v.mountOptions.fsType && `fs_type: ${v.mountOptions.fsType}`,
+        v.mountOptions.mountFlags?.length && `flags: ${v.mountOptions.mountFlags.join(',')}`,
+      ]
+        .filter(Boolean)
+        .join(' ')
+    : '';
   const kv = formatKV([
     ['ID', v.id],
     ['Name', v.name],
@@ -126,7 +150,18 @@ function describe(v: VolumeView, verbose: boolean, usage: MountUsageView[] | Err
     ['Plugin ID', v.pluginId],
     ['Schedulable', String(v.schedulable)],
     ['Capacity', capacity],
-    ['Topology', v.accessibleTopology?.length ? v.accessibleTopology.map((t) => Object.entries(t.segments).map(([k, val]) => `${k}=${val}`).join(',')).join(' or ') : '<any>'],
+    [
+      'Topology',
+      v.accessibleTopology?.length
+        ? v.accessibleTopology
+            .map((t) =>
+              Object.entries(t.segments)
+                .map(([k, val]) => `${k}=${val}`)
+                .join(','),
+            )
+            .join(' or ')
+        : '<any>',
+    ],
     ['Capabilities', v.capabilities.map((c) => `${c.accessMode}/${c.attachmentMode}`).join(', ')],
     ['Mount Options', orNone(mount)],
     ['Created', formatTime(v.createdAt)],
@@ -146,10 +181,15 @@ function describe(v: VolumeView, verbose: boolean, usage: MountUsageView[] | Err
           m.pendingUnmount ? 'unmounted (pending)' : m.desired,
           orNone([m.claimed && 'claimed', m.staged && 'staged', m.published && 'published'].filter(Boolean).join(',')),
           orNone(m.check?.state),
-          m.desired === 'mounted' && m.published ? usageText(usage instanceof Error ? usage : usage.find((u) => u.allocId === m.allocId && u.name === m.name)) : '-',
+          m.desired === 'mounted' && m.published
+            ? usageText(usage instanceof Error ? usage : usage.find((u) => u.allocId === m.allocId && u.name === m.name))
+            : '-',
           String(m.attempts),
           formatTime(m.since),
-          orNone(m.lastError ?? (m.check !== undefined && m.check.state !== 'ok' && m.check.state !== 'remounting' ? m.check.message : undefined)),
+          orNone(
+            m.lastError ??
+              (m.check !== undefined && m.check.state !== 'ok' && m.check.state !== 'remounting' ? m.check.message : undefined),
+          ),
         ]),
       )
     : 'No mounts on this node';
@@ -167,7 +207,13 @@ const volumeStatus: Command = {
   maxArgs: 1,
   api: true,
   json: true,
-  flags: [VERBOSE_FLAG, { name: 'type', kind: 'string', valueName: 'csi', help: "csi: the plugin's own volumes (ListVolumes)." }, PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG],
+  flags: [
+    VERBOSE_FLAG,
+    { name: 'type', kind: 'string', valueName: 'csi', help: "csi: the plugin's own volumes (ListVolumes)." },
+    PLUGIN_FLAG,
+    PER_PAGE_FLAG,
+    PAGE_TOKEN_FLAG,
+  ],
   async run(ctx) {
     const client = ctx.client();
     const id = ctx.args[0];
@@ -178,8 +224,18 @@ const volumeStatus: Command = {
       if (ctx.json) ctx.printJson(page);
       else if (page.Volumes.length === 0) ctx.out('No volumes on the plugin');
       else {
-        const rows = page.Volumes.map((v) => [v.externalId, v.pluginId, v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>', orNone(v.publishedNodeIds?.join(',')), v.condition ? (v.condition.abnormal ? `abnormal: ${v.condition.message}` : 'ok') : '-', orNone(v.volumeId)]);
-        ctx.out(formatTable(['External ID', 'Plugin ID', 'Capacity', 'Published To', 'Condition', 'Registered As'], rows) + (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''));
+        const rows = page.Volumes.map((v) => [
+          v.externalId,
+          v.pluginId,
+          v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>',
+          orNone(v.publishedNodeIds?.join(',')),
+          v.condition ? (v.condition.abnormal ? `abnormal: ${v.condition.message}` : 'ok') : '-',
+          orNone(v.volumeId),
+        ]);
+        ctx.out(
+          formatTable(['External ID', 'Plugin ID', 'Capacity', 'Published To', 'Condition', 'Registered As'], rows) +
+            (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''),
+        );
       }
       return 0;
     }
@@ -210,7 +266,7 @@ const volumeDetach: Command = {
   name: 'volume detach',
   usageArgs: 'VOLUME NODE',
   synopsis: 'Unpublish a volume from a node whose allocations are gone',
-  help: 'Unmounts the volume on NODE (this agent\'s node) for every allocation that claims it but is gone or stopped, and releases those claims (ControllerUnpublishVolume, when the plugin publishes). Refused while a running allocation claims it.',
+  help: "Unmounts the volume on NODE (this agent's node) for every allocation that claims it but is gone or stopped, and releases those claims (ControllerUnpublishVolume, when the plugin publishes). Refused while a running allocation claims it.",
   minArgs: 2,
   maxArgs: 2,
   api: true,
@@ -218,7 +274,12 @@ const volumeDetach: Command = {
   async run(ctx) {
     const result = await ctx.client().detachVolume(ctx.args[0]!, ctx.args[1]!);
     if (ctx.json) ctx.printJson(result);
-    else ctx.out(result.released.length ? `Volume "${result.volumeId}" detached from node ${result.nodeId} (claims of ${result.released.join(', ')} released)` : `Volume "${result.volumeId}" had no claim on node ${result.nodeId}: nothing to detach`);
+    else
+      ctx.out(
+        result.released.length
+          ? `Volume "${result.volumeId}" detached from node ${result.nodeId} (claims of ${result.released.join(', ')} released)`
+          : `Volume "${result.volumeId}" had no claim on node ${result.nodeId}: nothing to detach`,
+      );
     return 0;
   },
 };
@@ -283,7 +344,8 @@ const volumeInit: Command = {
     try {
       fs.writeFileSync(file, VOLUME_INIT_HCL, { flag: 'wx', mode: 0o644 });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new UsageError(`${file} exists already; give another FILE, or remove it first`);
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+        throw new UsageError(`${file} exists already; give another FILE, or remove it first`);
       throw err;
     }
     ctx.out(`Example volume specification written to ${file}`);
@@ -292,7 +354,14 @@ const volumeInit: Command = {
 };
 
 function describeSnapshot(s: SnapshotView): string[] {
-  return [s.id, s.pluginId, orNone(s.sourceVolumeId ?? s.externalSourceVolumeId), formatSize(s.sizeBytes), formatTime(s.createTime), String(s.ready)];
+  return [
+    s.id,
+    s.pluginId,
+    orNone(s.sourceVolumeId ?? s.externalSourceVolumeId),
+    formatSize(s.sizeBytes),
+    formatTime(s.createTime),
+    String(s.ready),
+  ];
 }
 
 const SNAPSHOT_HEADER = ['Snapshot ID', 'Plugin ID', 'Source Volume', 'Size', 'Created', 'Ready'];
@@ -309,7 +378,8 @@ const snapshotCreate: Command = {
   async run(ctx) {
     const snap = await ctx.client().createSnapshot(ctx.args[0]!, ctx.args[1]);
     if (ctx.json) ctx.printJson(snap);
-    else ctx.out(`Snapshotted volume ${ctx.args[0]} with snapshot ID ${snap.id}\n\n${formatTable(SNAPSHOT_HEADER, [describeSnapshot(snap)])}`);
+    else
+      ctx.out(`Snapshotted volume ${ctx.args[0]} with snapshot ID ${snap.id}\n\n${formatTable(SNAPSHOT_HEADER, [describeSnapshot(snap)])}`);
     return 0;
   },
 };
@@ -335,7 +405,7 @@ const snapshotList: Command = {
   name: 'volume snapshot list',
   usageArgs: '',
   synopsis: "List a plugin's snapshots",
-  help: "Lists the snapshots the plugin holds (ListSnapshots), a page at a time. -plugin is needed when more than one plugin lists snapshots.",
+  help: 'Lists the snapshots the plugin holds (ListSnapshots), a page at a time. -plugin is needed when more than one plugin lists snapshots.',
   minArgs: 0,
   maxArgs: 0,
   api: true,
@@ -345,9 +415,24 @@ const snapshotList: Command = {
     const page = await ctx.client().listSnapshots(pageFlags(ctx));
     if (ctx.json) ctx.printJson(page);
     else if (page.Snapshots.length === 0) ctx.out('No snapshots');
-    else ctx.out(formatTable(SNAPSHOT_HEADER, page.Snapshots.map(describeSnapshot)) + (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''));
+    else
+      ctx.out(
+        formatTable(SNAPSHOT_HEADER, page.Snapshots.map(describeSnapshot)) +
+          (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''),
+      );
     return 0;
   },
 };
 
-export const VOLUME_COMMANDS: Command[] = [volumeRegister, volumeCreate, volumeDeregister, volumeDelete, volumeStatus, volumeDetach, volumeInit, snapshotCreate, snapshotDelete, snapshotList];
+export const VOLUME_COMMANDS: Command[] = [
+  volumeRegister,
+  volumeCreate,
+  volumeDeregister,
+  volumeDelete,
+  volumeStatus,
+  volumeDetach,
+  volumeInit,
+  snapshotCreate,
+  snapshotDelete,
+  snapshotList,
+];

@@ -53,7 +53,11 @@ function arrivals(): { handler: (then: Handler) => Handler; next(): Promise<http
 async function cli(argv: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
-  const io: CliIo = { stdout: { write: (s: string | Uint8Array) => (stdout += s) }, stderr: { write: (s: string | Uint8Array) => (stderr += s) }, env };
+  const io: CliIo = {
+    stdout: { write: (s: string | Uint8Array) => (stdout += s) },
+    stderr: { write: (s: string | Uint8Array) => (stderr += s) },
+    env,
+  };
   const code = await main(argv, io);
   return { code, stdout, stderr };
 }
@@ -98,7 +102,10 @@ describe('ApiClient timeouts', () => {
     call.catch(() => undefined);
     await seen.next();
     await clock.advance(1500);
-    await expect(call).rejects.toMatchObject({ code: ClientErrorCode.Timeout, message: expect.stringMatching(/^no answer from the agent at http:\/\/127\.0\.0\.1:\d+ within 1s500ms/) });
+    await expect(call).rejects.toMatchObject({
+      code: ClientErrorCode.Timeout,
+      message: expect.stringMatching(/^no answer from the agent at http:\/\/127\.0\.0\.1:\d+ within 1s500ms/),
+    });
   });
 
   it('for a stream, counts only until it starts', async () => {
@@ -136,14 +143,17 @@ describe('ApiClient timeouts', () => {
     const { port } = await api.listen();
     disposers.push(() => api.dispose());
     const client = new ApiClient({ address: `http://127.0.0.1:${port}` });
-    await client.runJob({ job: { web: { group: { app: { task: { main: { driver: 'raw_exec', config: { command: '/bin/true' } } } } } } } } as never);
+    await client.runJob({
+      job: { web: { group: { app: { task: { main: { driver: 'raw_exec', config: { command: '/bin/true' } } } } } } },
+    } as never);
     let timer: NodeJS.Timeout | undefined;
     let answeredLate = false;
-    fake.gate = new Promise((resolve) =>
-      (timer = setTimeout(() => {
-        answeredLate = true;
-        resolve();
-      }, 6000)),
+    fake.gate = new Promise(
+      (resolve) =>
+        (timer = setTimeout(() => {
+          answeredLate = true;
+          resolve();
+        }, 6000)),
     );
     disposers.push(async () => clearTimeout(timer));
     const job = await client.stopJob('web');
@@ -184,9 +194,29 @@ describe('ApiClient over https', () => {
   function makeCert(name: string, san: string): { cert: Buffer; key: Buffer } {
     const keyFile = path.join(dir, `${name}.key`);
     const certFile = path.join(dir, `${name}.pem`);
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-subj', '/CN=localhost', '-addext', `subjectAltName=${san}`, '-days', '1'], {
-      stdio: 'ignore',
-    });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        keyFile,
+        '-out',
+        certFile,
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        `subjectAltName=${san}`,
+        '-days',
+        '1',
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
     return { cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) };
   }
 
@@ -214,7 +244,9 @@ describe('ApiClient over https', () => {
       `TLS with the agent at ${server.url} failed: the agent's certificate is not trusted: self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT); give the CA that signed it with -ca-cert FILE (or CSIPLUG_CACERT), or skip the check with -tls-skip-verify (insecure)`,
     );
     const wrongCa = await new ApiClient({ address: server.url, caCert: otherCert }).listJobs().catch((e: unknown) => e);
-    expect((wrongCa as Error).message).toMatch(/certificate is not trusted: .*\((DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)\)/);
+    expect((wrongCa as Error).message).toMatch(
+      /certificate is not trusted: .*\((DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN)\)/,
+    );
   });
 
   it('fails when the certificate is for another name', async () => {
@@ -222,7 +254,9 @@ describe('ApiClient over https', () => {
     try {
       const err = await new ApiClient({ address: elsewhere.url, caCert: otherCert }).listJobs().catch((e: unknown) => e);
       expect(err).toMatchObject({ code: ClientErrorCode.Tls });
-      expect((err as Error).message).toMatch(/not trusted: Hostname\/IP does not match certificate's altnames.*\(ERR_TLS_CERT_ALTNAME_INVALID\)/);
+      expect((err as Error).message).toMatch(
+        /not trusted: Hostname\/IP does not match certificate's altnames.*\(ERR_TLS_CERT_ALTNAME_INVALID\)/,
+      );
     } finally {
       await elsewhere.dispose();
     }
@@ -251,12 +285,17 @@ describe('ApiClient over https', () => {
     const plain = await serve(handler);
     try {
       const err = await new ApiClient({ address: plain.url.replace('http:', 'https:') }).listJobs().catch((e: unknown) => e);
-      expect(err).toMatchObject({ code: ClientErrorCode.Tls, message: expect.stringMatching(/does the agent serve https .*use an http:\/\/ address/) });
+      expect(err).toMatchObject({
+        code: ClientErrorCode.Tls,
+        message: expect.stringMatching(/does the agent serve https .*use an http:\/\/ address/),
+      });
     } finally {
       await plain.dispose();
     }
     const err = await new ApiClient({ address: server.url.replace('https:', 'http:') }).listJobs().catch((e: unknown) => e);
-    expect((err as Error).message).toMatch(/^cannot reach the csiplug agent at http:.*if the agent serves https \(a tls block\), use an https:\/\/ address$/);
+    expect((err as Error).message).toMatch(
+      /^cannot reach the csiplug agent at http:.*if the agent serves https \(a tls block\), use an https:\/\/ address$/,
+    );
   });
 
   it('the CLI takes -ca-cert, CSIPLUG_CACERT or NOMAD_CACERT, and -tls-skip-verify or CSIPLUG_SKIP_VERIFY', async () => {
@@ -264,7 +303,9 @@ describe('ApiClient over https', () => {
     const env = { CSIPLUG_ADDR: server.url };
     let r = await cli(['job', 'status'], env);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^Error: TLS with the agent at https:\/\/127\.0\.0\.1:\d+ failed: the agent's certificate is not trusted: self-signed certificate/);
+    expect(r.stderr).toMatch(
+      /^Error: TLS with the agent at https:\/\/127\.0\.0\.1:\d+ failed: the agent's certificate is not trusted: self-signed certificate/,
+    );
     expect(await cli(['job', 'status', '-ca-cert', caFile], env)).toEqual({ code: 0, stdout: 'No jobs\n', stderr: '' });
     expect((await cli(['job', 'status'], { ...env, CSIPLUG_CACERT: caFile })).code).toBe(0);
     expect((await cli(['job', 'status'], { ...env, NOMAD_CACERT: caFile })).code).toBe(0);

@@ -47,20 +47,32 @@ const HEAVY_PACKAGES = [
 const CLI_MAY_LOAD = ['@csiplug/cli', '@csiplug/api', '@csiplug/jobspec', '@csiplug/core'];
 
 /** The files of @csiplug/api's client entry (@csiplug/api/client); any other file of the api is its HTTP server's. */
-const API_CLIENT_FILES = ['client', 'api-client', 'api-error', 'protocol', 'service-errors', 'service', 'log-slice'].map((name) => `dist/${name}.js`);
+const API_CLIENT_FILES = ['client', 'api-client', 'api-error', 'protocol', 'service-errors', 'service', 'log-slice'].map(
+  (name) => `dist/${name}.js`,
+);
 
 const CLI_DIR = join(__dirname, '..');
 
 /** Refuses to measure a stale build: a src file newer than dist/index.js would make the answer about old code. */
 function assertBuilt(): void {
   const built = statSync(join(CLI_DIR, 'dist', 'index.js'), { throwIfNoEntry: false });
-  if (!built) throw new Error(`${CLI_DIR}/dist/index.js does not exist: build the cli first (npx tsc -p tsconfig.lib.json in packages/cli)`);
-  const newer = readdirSync(join(CLI_DIR, 'src')).filter((name) => name.endsWith('.ts') && !name.endsWith('.spec.ts') && statSync(join(CLI_DIR, 'src', name)).mtimeMs > built.mtimeMs);
-  if (newer.length > 0) throw new Error(`packages/cli/dist is older than src/${newer.join(', src/')}: build the cli first (npx tsc -p tsconfig.lib.json in packages/cli)`);
+  if (!built)
+    throw new Error(`${CLI_DIR}/dist/index.js does not exist: build the cli first (npx tsc -p tsconfig.lib.json in packages/cli)`);
+  const newer = readdirSync(join(CLI_DIR, 'src')).filter(
+    (name) => name.endsWith('.ts') && !name.endsWith('.spec.ts') && statSync(join(CLI_DIR, 'src', name)).mtimeMs > built.mtimeMs,
+  );
+  if (newer.length > 0)
+    throw new Error(
+      `packages/cli/dist is older than src/${newer.join(', src/')}: build the cli first (npx tsc -p tsconfig.lib.json in packages/cli)`,
+    );
 }
 
 function runProbe(): Probe {
-  const out = execFileSync(process.execPath, [join(__dirname, 'light-load-probe.cjs')], { cwd: CLI_DIR, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const out = execFileSync(process.execPath, [join(__dirname, 'light-load-probe.cjs')], {
+    cwd: CLI_DIR,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
   return JSON.parse(out) as Probe;
 }
 
@@ -97,7 +109,9 @@ describe('requiring @csiplug/cli', () => {
   });
 
   it('loads no @csiplug package but the api client, the jobspec and core', () => {
-    const others = [...new Set(probe.loaded.map((l) => l.package))].filter((name) => name.startsWith('@csiplug/') && !CLI_MAY_LOAD.includes(name));
+    const others = [...new Set(probe.loaded.map((l) => l.package))].filter(
+      (name) => name.startsWith('@csiplug/') && !CLI_MAY_LOAD.includes(name),
+    );
     expect(others.map((name) => chainTo(probe.loaded.find((l) => l.package === name)!.file))).toEqual([]);
   });
 

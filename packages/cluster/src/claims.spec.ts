@@ -6,8 +6,22 @@ import { ClaimError } from '@csiplug/volumes';
 import { checkClusterClaim, type ClusterClaim } from './claims';
 
 const volume = { id: 'v1', capabilities: [{ accessMode: 'single-node-writer' as const, attachmentMode: 'file-system' as const }] };
-const request = (allocId: string) => ({ volumeId: 'v1', allocId, accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: true });
-const held = (over: Partial<ClusterClaim>): ClusterClaim => ({ allocId: 'a1', nodeId: 'n1', mode: 'read', accessMode: 'single-node-writer', attachmentMode: 'file-system', since: 0, ...over });
+const request = (allocId: string) => ({
+  volumeId: 'v1',
+  allocId,
+  accessMode: 'single-node-writer',
+  attachmentMode: 'file-system',
+  readOnly: true,
+});
+const held = (over: Partial<ClusterClaim>): ClusterClaim => ({
+  allocId: 'a1',
+  nodeId: 'n1',
+  mode: 'read',
+  accessMode: 'single-node-writer',
+  attachmentMode: 'file-system',
+  since: 0,
+  ...over,
+});
 
 describe('checkClusterClaim, the node rule by identity', () => {
   it('refuses a single-node claim on the same name under another identity, naming the holder', () => {

@@ -10,7 +10,14 @@
 // access mode may be claimed only by allocs on the node that holds it now.
 // Multi-node modes may be claimed anywhere, within their writer rules.
 import { ValidationError } from '@csiplug/core';
-import { ClaimError, checkClaim, claimModeOf, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimView } from '@csiplug/volumes';
+import {
+  ClaimError,
+  checkClaim,
+  claimModeOf,
+  type VolumeCapability,
+  type VolumeClaimRequest,
+  type VolumeClaimView,
+} from '@csiplug/volumes';
 import { isEtcdAway, type EtcdConnection } from './connect';
 
 export interface ClusterClaim extends VolumeClaimView {
@@ -43,7 +50,13 @@ const CLAIMS = 'claims/';
 const ALIVE = 'alive/';
 
 /** The node rule, after the local catalog's: a single-node mode is held by one node at a time. */
-export function checkClusterClaim(volume: { id: string; capabilities: readonly VolumeCapability[] }, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string, nodeIdentity?: string): void {
+export function checkClusterClaim(
+  volume: { id: string; capabilities: readonly VolumeCapability[] },
+  claims: readonly ClusterClaim[],
+  request: VolumeClaimRequest,
+  nodeId: string,
+  nodeIdentity?: string,
+): void {
   // What the request itself gets wrong first (a capability the volume lacks, a write on a read-only mode),
   // then the node rule (the clearer word when another node holds it), then the writer rules.
   checkClaim({ id: volume.id, capabilities: volume.capabilities, claims: [] }, request);
@@ -51,7 +64,13 @@ export function checkClusterClaim(volume: { id: string; capabilities: readonly V
   checkClaim({ id: volume.id, capabilities: volume.capabilities, claims }, request);
 }
 
-function checkNode(volumeId: string, claims: readonly ClusterClaim[], request: VolumeClaimRequest, nodeId: string, nodeIdentity: string | undefined): void {
+function checkNode(
+  volumeId: string,
+  claims: readonly ClusterClaim[],
+  request: VolumeClaimRequest,
+  nodeId: string,
+  nodeIdentity: string | undefined,
+): void {
   if (!request.accessMode.startsWith('single-node-')) return;
   // The same name under another known identity is another machine (a name taken over after a purge): another node.
   const otherMachine = (c: ClusterClaim) => nodeIdentity !== undefined && c.nodeIdentity !== undefined && c.nodeIdentity !== nodeIdentity;
@@ -84,8 +103,13 @@ export class EtcdVolumeClaims {
    * ClaimError (retryable when a holder may let go) when the access mode
    * refuses it. Claiming again with the same alloc replaces its claim.
    */
-  async claim(volume: { id: string; capabilities: readonly VolumeCapability[] }, request: VolumeClaimRequest, nodeId: string): Promise<ClusterClaim[]> {
-    if (request.volumeId !== volume.id) throw new ValidationError(`claim of volume "${request.volumeId}" checked against volume "${volume.id}"`);
+  async claim(
+    volume: { id: string; capabilities: readonly VolumeCapability[] },
+    request: VolumeClaimRequest,
+    nodeId: string,
+  ): Promise<ClusterClaim[]> {
+    if (request.volumeId !== volume.id)
+      throw new ValidationError(`claim of volume "${request.volumeId}" checked against volume "${volume.id}"`);
     return this.update(volume.id, (claims) => {
       checkClusterClaim(volume, claims, request, nodeId, this.identity);
       // The same alloc on the same node again (a claim asserted after a restart): its controller-publish state and start stay.
@@ -106,7 +130,11 @@ export class EtcdVolumeClaims {
 
   /** Records that the alloc's claim was published to `csiNodeId` (the controller-publish state); a claim that is gone is left gone. */
   async markPublished(volumeId: string, allocId: string, published: NonNullable<ClusterClaim['published']>): Promise<void> {
-    await this.update(volumeId, (claims) => claims.map((c) => (c.allocId === allocId ? { ...c, published: { csiNodeId: published.csiNodeId, context: { ...published.context } } } : c)));
+    await this.update(volumeId, (claims) =>
+      claims.map((c) =>
+        c.allocId === allocId ? { ...c, published: { csiNodeId: published.csiNodeId, context: { ...published.context } } } : c,
+      ),
+    );
   }
 
   /** Releases the alloc's claim; a claim that is gone is not an error. */
@@ -159,7 +187,11 @@ export class EtcdVolumeClaims {
     if (!kv) return { value: { claims: [] }, modRevision: undefined };
     const claims = parseClaims(kv.value.toString());
     // Never written over: a record no one can read is a fault to see, not a volume free to claim.
-    if (!claims) throw new ClaimError(`the claims of volume "${volumeId}" in etcd cannot be read (not a list of claims with alloc, node and modes); fix or delete the key ${CLAIMS}${volumeId}`, false);
+    if (!claims)
+      throw new ClaimError(
+        `the claims of volume "${volumeId}" in etcd cannot be read (not a list of claims with alloc, node and modes); fix or delete the key ${CLAIMS}${volumeId}`,
+        false,
+      );
     return { value: { claims }, modRevision: kv.mod_revision };
   }
 
@@ -173,11 +205,16 @@ export class EtcdVolumeClaims {
       if (JSON.stringify(next) === JSON.stringify(value.claims)) return next;
       const txn = modRevision === undefined ? this.conn.kv.if(key, 'Create', '==', 0) : this.conn.kv.if(key, 'Mod', '==', modRevision);
       if (absentKey !== undefined) txn.and(absentKey, 'Create', '==', 0);
-      const res = await etcdCall(volumeId, () => txn.then(this.conn.kv.put(key).value(JSON.stringify({ claims: next } satisfies ClaimsValue))).commit());
+      const res = await etcdCall(volumeId, () =>
+        txn.then(this.conn.kv.put(key).value(JSON.stringify({ claims: next } satisfies ClaimsValue))).commit(),
+      );
       if (res.succeeded) return next;
       if (absentKey !== undefined && (await etcdCall(volumeId, () => this.conn.kv.get(absentKey).exists()))) return value.claims;
     }
-    throw new ClaimError(`volume "${volumeId}": its claims changed under ${CLAIM_CONFLICT_RETRIES} attempts in a row (other nodes claiming at once); try again`, true);
+    throw new ClaimError(
+      `volume "${volumeId}": its claims changed under ${CLAIM_CONFLICT_RETRIES} attempts in a row (other nodes claiming at once); try again`,
+      true,
+    );
   }
 }
 
@@ -193,10 +230,24 @@ function parseClaims(text: string): ClusterClaim[] | undefined {
   if (!Array.isArray(claims)) return undefined;
   const str = (x: unknown) => typeof x === 'string' && x.length > 0;
   const publishedOk = (p: ClusterClaim['published'] | undefined) =>
-    p === undefined || (p !== null && typeof p === 'object' && str(p.csiNodeId) && p.context !== null && typeof p.context === 'object' && Object.values(p.context).every((v) => typeof v === 'string'));
+    p === undefined ||
+    (p !== null &&
+      typeof p === 'object' &&
+      str(p.csiNodeId) &&
+      p.context !== null &&
+      typeof p.context === 'object' &&
+      Object.values(p.context).every((v) => typeof v === 'string'));
   const ok = claims.every(
     (c: Partial<ClusterClaim> | null) =>
-      c !== null && typeof c === 'object' && str(c.allocId) && str(c.nodeId) && (c.nodeIdentity === undefined || str(c.nodeIdentity)) && (c.mode === 'read' || c.mode === 'write') && str(c.accessMode) && str(c.attachmentMode) && publishedOk(c.published),
+      c !== null &&
+      typeof c === 'object' &&
+      str(c.allocId) &&
+      str(c.nodeId) &&
+      (c.nodeIdentity === undefined || str(c.nodeIdentity)) &&
+      (c.mode === 'read' || c.mode === 'write') &&
+      str(c.accessMode) &&
+      str(c.attachmentMode) &&
+      publishedOk(c.published),
   );
   return ok ? (claims as ClusterClaim[]) : undefined;
 }
@@ -214,8 +265,15 @@ async function etcdCall<T>(volumeId: string, call: () => Promise<T>): Promise<T>
     const e = err instanceof Error ? err : new Error(String(err));
     if (!isEtcdAway(e)) {
       // Not an outage (a refused certificate, a permission): waiting will not help; say what etcd said.
-      throw new ClaimError(`volume "${volumeId}": the cluster's etcd refused the claim's call: ${e.message}`, false, { cause: err, code: 'ECLAIM_ETCD_REFUSED' });
+      throw new ClaimError(`volume "${volumeId}": the cluster's etcd refused the claim's call: ${e.message}`, false, {
+        cause: err,
+        code: 'ECLAIM_ETCD_REFUSED',
+      });
     }
-    throw new ClaimError(`volume "${volumeId}": the cluster's etcd did not answer (${e.message}); the claim waits and is tried again`, true, { cause: err, code: 'ECLAIM_ETCD_UNAVAILABLE' });
+    throw new ClaimError(
+      `volume "${volumeId}": the cluster's etcd did not answer (${e.message}); the claim waits and is tried again`,
+      true,
+      { cause: err, code: 'ECLAIM_ETCD_UNAVAILABLE' },
+    );
   }
 }

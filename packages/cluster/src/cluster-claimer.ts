@@ -20,7 +20,15 @@
 // here after each (re)join (reassert), the claims etcd holds under this
 // node's identity are listed for the sweep (ownClaims), and a node gone for
 // good gives up its claims here (releaseNode).
-import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimView, type VolumeClaimer } from '@csiplug/volumes';
+import {
+  ClaimError,
+  type ClaimableVolume,
+  type VolumeCapability,
+  type VolumeClaimRequest,
+  type VolumeClaimResult,
+  type VolumeClaimView,
+  type VolumeClaimer,
+} from '@csiplug/volumes';
 import type { ClusterClaim, EtcdVolumeClaims } from './claims';
 
 /** The local catalog as the cluster claimer uses it: its claimer, and a volume's capabilities and claims. */
@@ -74,10 +82,15 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     const result = await local.claim(request, options);
     // The controller-publish state goes to etcd too: another node can unpublish it from here should this node never come back.
     if (result.publishedTo !== undefined) {
-      await this.claims.markPublished(request.volumeId, request.allocId, { csiNodeId: result.publishedTo, context: result.publishContext ?? {} }).catch((err: unknown) => {
-        // The local catalog holds it all the same, and this node unpublishes it on release; only a node that never comes back needs it.
-        this.warn?.('the controller-publish state of a claim could not be written to etcd; should this node never come back, the volume stays published to it', { volume_id: request.volumeId, alloc_id: request.allocId, error: err instanceof Error ? err.message : String(err) });
-      });
+      await this.claims
+        .markPublished(request.volumeId, request.allocId, { csiNodeId: result.publishedTo, context: result.publishContext ?? {} })
+        .catch((err: unknown) => {
+          // The local catalog holds it all the same, and this node unpublishes it on release; only a node that never comes back needs it.
+          this.warn?.(
+            'the controller-publish state of a claim could not be written to etcd; should this node never come back, the volume stays published to it',
+            { volume_id: request.volumeId, alloc_id: request.allocId, error: err instanceof Error ? err.message : String(err) },
+          );
+        });
     }
     return result;
   }
@@ -105,11 +118,26 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     const volume = this.local().getVolume(volumeId);
     const held = volume?.claims.find((c) => c.allocId === allocId);
     if (!volume || !held) return;
-    const request: VolumeClaimRequest = { volumeId, allocId, readOnly: held.mode === 'read', accessMode: held.accessMode, attachmentMode: held.attachmentMode };
+    const request: VolumeClaimRequest = {
+      volumeId,
+      allocId,
+      readOnly: held.mode === 'read',
+      accessMode: held.accessMode,
+      attachmentMode: held.attachmentMode,
+    };
     await this.claims.claim({ id: volumeId, capabilities: volume.capabilities }, request, this.nodeId);
-    if (this.local().getVolume(volumeId)?.claims.some((c) => c.allocId === allocId)) return;
+    if (
+      this.local()
+        .getVolume(volumeId)
+        ?.claims.some((c) => c.allocId === allocId)
+    )
+      return;
     await this.claims.release(volumeId, allocId).catch((err: unknown) => {
-      this.warn?.('a claim released here while it was asserted in etcd could not be given back there; the claim sweep tries again', { volume_id: volumeId, alloc_id: allocId, error: err instanceof Error ? err.message : String(err) });
+      this.warn?.('a claim released here while it was asserted in etcd could not be given back there; the claim sweep tries again', {
+        volume_id: volumeId,
+        alloc_id: allocId,
+        error: err instanceof Error ? err.message : String(err),
+      });
     });
   }
 
@@ -121,7 +149,9 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
 
   /** The claims of node `name` that were published to it (ControllerPublishVolume), cluster-wide: what a purge of that node unpublishes first. */
   async publishedTo(name: string): Promise<Array<{ volumeId: string; claim: ClusterClaim }>> {
-    return (await this.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+    return (await this.claims.all()).flatMap(({ volumeId, claims }) =>
+      claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })),
+    );
   }
 
   /** `node purge`: every claim of node `name` (a node gone for good) released, only while it has no live lease; returns the volumes touched. */

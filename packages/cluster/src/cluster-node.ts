@@ -48,7 +48,13 @@ export class ClusterNode {
     const dir = fs.realpathSync(dataDir);
     // An id already in the data dir (not made now) may adopt a node record written before identities: its own, upgraded.
     const idBefore = fs.existsSync(path.join(dir, CLUSTER_INSTANCE_FILE));
-    const membership = new ClusterMembership(options, clusterInstanceId(dir), this.container.resolve<Clock>(IClock), logger.child({ component: 'cluster' }), idBefore);
+    const membership = new ClusterMembership(
+      options,
+      clusterInstanceId(dir),
+      this.container.resolve<Clock>(IClock),
+      logger.child({ component: 'cluster' }),
+      idBefore,
+    );
     const claimer = new ClusterVolumeClaimer(
       () => this.container.resolve<LocalCatalog>(IVolumeCatalog),
       membership.claims,
@@ -76,14 +82,21 @@ export class ClusterNode {
   }
 
   /** `node purge`: the down node `name` gone for good (node-purge.ts). */
-  purge(name: string, unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>): Promise<PurgedNode> {
+  purge(
+    name: string,
+    unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
+  ): Promise<PurgedNode> {
     const { membership, claimer } = this.ready();
     return purgeClusterNode(membership, claimer, name, unpublishFrom);
   }
 
   /** Lets the lease run out and closes the connection; never waits on etcd. Idempotent. */
   async close(): Promise<void> {
-    await this.opened?.membership.dispose().catch((err: unknown) => this.container.resolve<Logger>(ILogger).warn('leaving the cluster connection failed', { error: errorMessage(err) }));
+    await this.opened?.membership
+      .dispose()
+      .catch((err: unknown) =>
+        this.container.resolve<Logger>(ILogger).warn('leaving the cluster connection failed', { error: errorMessage(err) }),
+      );
   }
 
   private ready(): { membership: ClusterMembership; claimer: ClusterVolumeClaimer } {

@@ -37,7 +37,10 @@ export interface ClusterVolumeRecord<V = unknown> {
 /** The volume's id is taken in the cluster: EVOLUME_EXISTS, the code of the same clash on one node (the API answers 409). */
 export class ClusterVolumeExistsError extends CsiplugError {
   constructor(id: string, origin: string) {
-    super('EVOLUME_EXISTS', `volume "${id}" exists in the cluster already (registered by node ${origin}); pick another id, or deregister it first`);
+    super(
+      'EVOLUME_EXISTS',
+      `volume "${id}" exists in the cluster already (registered by node ${origin}); pick another id, or deregister it first`,
+    );
   }
 }
 
@@ -62,7 +65,10 @@ export class EtcdClusterVolumes<V = unknown> {
   /** Adds the volume (or its reservation); throws ClusterVolumeExistsError when the id is taken. Returns the key's revision. */
   async add(record: ClusterVolumeRecord<V>): Promise<string> {
     const key = VOLUMES + record.id;
-    const res = await this.conn.kv.if(key, 'Create', '==', 0).then(this.conn.kv.put(key).value(JSON.stringify(record))).commit();
+    const res = await this.conn.kv
+      .if(key, 'Create', '==', 0)
+      .then(this.conn.kv.put(key).value(JSON.stringify(record)))
+      .commit();
     if (!res.succeeded) throw new ClusterVolumeExistsError(record.id, (await this.get(record.id))?.origin ?? 'unknown');
     return res.header.revision;
   }
@@ -74,7 +80,12 @@ export class EtcdClusterVolumes<V = unknown> {
     const held = kv ? this.parse(key, kv.value.toString()) : undefined;
     if (!kv || held?.state !== 'creating' || held.origin !== record.origin) return false;
     const { state: _state, ...made } = record;
-    return (await this.conn.kv.if(key, 'Mod', '==', kv.mod_revision).then(this.conn.kv.put(key).value(JSON.stringify(made))).commit()).succeeded;
+    return (
+      await this.conn.kv
+        .if(key, 'Mod', '==', kv.mod_revision)
+        .then(this.conn.kv.put(key).value(JSON.stringify(made)))
+        .commit()
+    ).succeeded;
   }
 
   /** Writes a made volume's record again (its capacity grew), over the record as it was read; false when it changed meanwhile or is not made. */
@@ -83,7 +94,12 @@ export class EtcdClusterVolumes<V = unknown> {
     const kv = (await this.conn.kv.get(key).exec()).kvs[0];
     const held = kv ? this.parse(key, kv.value.toString()) : undefined;
     if (!kv || !held || held.state === 'creating') return false;
-    return (await this.conn.kv.if(key, 'Mod', '==', kv.mod_revision).then(this.conn.kv.put(key).value(JSON.stringify(record))).commit()).succeeded;
+    return (
+      await this.conn.kv
+        .if(key, 'Mod', '==', kv.mod_revision)
+        .then(this.conn.kv.put(key).value(JSON.stringify(record)))
+        .commit()
+    ).succeeded;
   }
 
   /** Gives up the reservation `origin` holds (its create failed); a volume that is there is never removed by this. */
@@ -125,7 +141,8 @@ export class EtcdClusterVolumes<V = unknown> {
       this.warnOnce(key, `a volume record in etcd cannot be read; it is left out: ${errorMessage(err)}`);
       return undefined;
     }
-    const segmentsOk = (t: unknown) => t !== null && typeof t === 'object' && Object.values(t as object).every((v) => typeof v === 'string');
+    const segmentsOk = (t: unknown) =>
+      t !== null && typeof t === 'object' && Object.values(t as object).every((v) => typeof v === 'string');
     const ok =
       r !== null &&
       typeof r === 'object' &&
@@ -135,7 +152,11 @@ export class EtcdClusterVolumes<V = unknown> {
       typeof r.origin === 'string' &&
       (r.state === undefined || r.state === 'creating') &&
       (r.accessibleTopology === undefined || (Array.isArray(r.accessibleTopology) && r.accessibleTopology.every(segmentsOk))) &&
-      (r.capabilities === undefined || (Array.isArray(r.capabilities) && r.capabilities.every((c) => c !== null && typeof c === 'object' && typeof c.accessMode === 'string' && typeof c.attachmentMode === 'string'))) &&
+      (r.capabilities === undefined ||
+        (Array.isArray(r.capabilities) &&
+          r.capabilities.every(
+            (c) => c !== null && typeof c === 'object' && typeof c.accessMode === 'string' && typeof c.attachmentMode === 'string',
+          ))) &&
       volumeOk(r as Partial<ClusterVolumeRecord<V>>);
     if (!ok) {
       this.warnOnce(key, 'a volume record in etcd is not one csiplug wrote; it is left out');
@@ -168,7 +189,10 @@ export class EtcdClusterVolumes<V = unknown> {
         if (held) return false;
       }
       const txn = claims ? this.conn.kv.if(CLAIMS + id, 'Mod', '==', claims.mod_revision) : this.conn.kv.if(CLAIMS + id, 'Create', '==', 0);
-      const res = await txn.and(VOLUMES + id, 'Mod', '==', held.mod_revision).then(this.conn.kv.delete().key(VOLUMES + id)).commit();
+      const res = await txn
+        .and(VOLUMES + id, 'Mod', '==', held.mod_revision)
+        .then(this.conn.kv.delete().key(VOLUMES + id))
+        .commit();
       if (res.succeeded) return true;
     }
     return false;

@@ -32,10 +32,15 @@ export function isEtcdAway(err: Error): boolean {
 export { normaliseEndpoint };
 
 export function connectEtcd(etcd: ClusterOptions['etcd']): EtcdConnection {
-  if (etcd.endpoints.length === 0) throw new ValidationError('cluster.etcd.endpoints: at least one etcd endpoint is needed', 'cluster.etcd.endpoints');
+  if (etcd.endpoints.length === 0)
+    throw new ValidationError('cluster.etcd.endpoints: at least one etcd endpoint is needed', 'cluster.etcd.endpoints');
   const hosts = etcd.endpoints.map(normaliseEndpoint);
   const secure = hosts.filter((h) => h.startsWith('https:')).length;
-  if (secure !== 0 && secure !== hosts.length) throw new ValidationError('cluster.etcd.endpoints: every endpoint is http://, or every one https:// (etcd3 cannot mix them)', 'cluster.etcd.endpoints');
+  if (secure !== 0 && secure !== hosts.length)
+    throw new ValidationError(
+      'cluster.etcd.endpoints: every endpoint is http://, or every one https:// (etcd3 cannot mix them)',
+      'cluster.etcd.endpoints',
+    );
   if (secure > 0 && !etcd.tls) throw new ValidationError('cluster.etcd: https:// endpoints need tls { ca = … }', 'cluster.etcd.tls');
   const credentials = etcd.tls
     ? {

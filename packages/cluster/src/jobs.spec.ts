@@ -5,7 +5,12 @@
 import { summarisePending } from './jobs';
 import type { Unplaced } from './scheduler';
 
-const unplaced = (group: string, index: number, reasons: Record<string, string>): Unplaced => ({ jobId: 'web', group, slot: `${group}/${index}`, reasons });
+const unplaced = (group: string, index: number, reasons: Record<string, string>): Unplaced => ({
+  jobId: 'web',
+  group,
+  slot: `${group}/${index}`,
+  reasons,
+});
 
 describe('summarisePending', () => {
   it('is empty for nothing pending', () => {
@@ -15,11 +20,15 @@ describe('summarisePending', () => {
   it('puts the slots of one group with the same reasons together, whatever the order of the nodes', () => {
     const down = 'the node is down';
     const noDriver = 'no qemu driver on the node';
-    const result = summarisePending([unplaced('vm', 0, { n1: noDriver, n2: down }), unplaced('vm', 1, { n2: down, n1: noDriver }), unplaced('vm', 2, { n1: noDriver, n2: down })]);
+    const result = summarisePending([
+      unplaced('vm', 0, { n1: noDriver, n2: down }),
+      unplaced('vm', 1, { n2: down, n1: noDriver }),
+      unplaced('vm', 2, { n1: noDriver, n2: down }),
+    ]);
     expect(result).toEqual([{ group: 'vm', count: 3, slots: ['vm/0', 'vm/1', 'vm/2'], reasons: { n1: noDriver, n2: down } }]);
   });
 
-  it('keeps apart other groups with the same reasons, and one group\'s slots with other reasons, in the order first seen', () => {
+  it("keeps apart other groups with the same reasons, and one group's slots with other reasons, in the order first seen", () => {
     const full = 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })';
     const down = 'the node is down';
     const result = summarisePending([

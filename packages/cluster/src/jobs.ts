@@ -38,7 +38,16 @@ import { isEtcdAway, type EtcdConnection } from './connect';
 import { EtcdClusterVolumes } from './cluster-volumes';
 import type { ClusterNodeView } from './node-registry';
 import { MAX_JOB_RECORD_BYTES, clusterAllocLimit } from './record-limits';
-import { schedule, type ClusterJobType, type GroupDemand, type Placement, type SchedJob, type SchedVolume, type SchedulerResult, type Unplaced } from './scheduler';
+import {
+  schedule,
+  type ClusterJobType,
+  type GroupDemand,
+  type Placement,
+  type SchedJob,
+  type SchedVolume,
+  type SchedulerResult,
+  type Unplaced,
+} from './scheduler';
 
 const JOBS = 'jobs/';
 const PLACEMENTS = 'placements/';
@@ -112,7 +121,11 @@ export function summarisePending(unplaced: readonly Unplaced[]): PendingSlots[] 
 /** etcd did not answer a job call: nothing was changed; try again (the API answers 503 for its code). */
 export class ClusterJobsUnavailableError extends CsiplugError {
   constructor(what: string, cause: unknown) {
-    super('ECLUSTER_UNAVAILABLE', `${what}: the cluster's etcd did not answer (${errorMessage(cause)}); nothing was changed, try again once it does`, { cause });
+    super(
+      'ECLUSTER_UNAVAILABLE',
+      `${what}: the cluster's etcd did not answer (${errorMessage(cause)}); nothing was changed, try again once it does`,
+      { cause },
+    );
   }
 }
 
@@ -189,7 +202,12 @@ function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string, maxAl
     if (g === null || typeof g !== 'object' || !isStr(g.name)) return 'a group has no name';
     if (!isCount(g.count, MAX_GROUP_COUNT)) return `group "${g.name}": count is not a whole number up to ${MAX_GROUP_COUNT}`;
     if (!Array.isArray(g.drivers) || !g.drivers.every(isStr)) return `group "${g.name}": drivers is not a list of names`;
-    if (!Array.isArray(g.volumes) || !g.volumes.every((v) => v !== null && typeof v === 'object' && isStr(v.volumeId) && isStr(v.accessMode) && typeof v.readOnly === 'boolean')) {
+    if (
+      !Array.isArray(g.volumes) ||
+      !g.volumes.every(
+        (v) => v !== null && typeof v === 'object' && isStr(v.volumeId) && isStr(v.accessMode) && typeof v.readOnly === 'boolean',
+      )
+    ) {
       return `group "${g.name}": volumes is not a list of volume requests`;
     }
   }
@@ -215,8 +233,22 @@ function parsePlacement(key: string, text: string): Placement | undefined {
   } catch {
     return undefined;
   }
-  if (p === null || typeof p !== 'object' || p.jobId !== jobId || p.slot !== slot || !isStr(p.group) || !isStr(p.node) || !isCount(p.index, MAX_GROUP_COUNT)) return undefined;
-  if (!isCount(p.jobVersion, Number.MAX_SAFE_INTEGER) || typeof p.placedAt !== 'number' || (p.movedFrom !== undefined && !isStr(p.movedFrom))) return undefined;
+  if (
+    p === null ||
+    typeof p !== 'object' ||
+    p.jobId !== jobId ||
+    p.slot !== slot ||
+    !isStr(p.group) ||
+    !isStr(p.node) ||
+    !isCount(p.index, MAX_GROUP_COUNT)
+  )
+    return undefined;
+  if (
+    !isCount(p.jobVersion, Number.MAX_SAFE_INTEGER) ||
+    typeof p.placedAt !== 'number' ||
+    (p.movedFrom !== undefined && !isStr(p.movedFrom))
+  )
+    return undefined;
   if (slot !== `${p.group}/${p.index}` && slot !== `${p.group}/@${p.node}`) return undefined;
   return p as Placement;
 }
@@ -269,11 +301,18 @@ export class EtcdJobs<S = unknown> {
    */
   private jobRecord(key: string, kv: IKeyValue, maxAllocs?: number): ClusterJobRecord<S> | undefined {
     const skip = (problem: string) => {
-      this.warnings.warn('a job record in etcd is not one csiplug wrote or is over a limit; the job is left as it is (its slots untouched) until it is run again (csiplug job run)', key, problem, kv.mod_revision, 'error');
+      this.warnings.warn(
+        'a job record in etcd is not one csiplug wrote or is over a limit; the job is left as it is (its slots untouched) until it is run again (csiplug job run)',
+        key,
+        problem,
+        kv.mod_revision,
+        'error',
+      );
       return undefined;
     };
     // Measured before it is parsed: a record's size bounds what reading it costs.
-    if (kv.value.length > MAX_JOB_RECORD_BYTES) return skip(`it is ${kv.value.length} bytes, over the ${MAX_JOB_RECORD_BYTES} a job record may take`);
+    if (kv.value.length > MAX_JOB_RECORD_BYTES)
+      return skip(`it is ${kv.value.length} bytes, over the ${MAX_JOB_RECORD_BYTES} a job record may take`);
     let r: Partial<ClusterJobRecord<S>> | null;
     try {
       r = JSON.parse(kv.value.toString()) as Partial<ClusterJobRecord<S>> | null;
@@ -297,7 +336,9 @@ export class EtcdJobs<S = unknown> {
         const same = live && !old.stopped && old.type === type && JSON.stringify(old.spec) === JSON.stringify(spec);
         // The same spec again is the same version, run again: its submit time changes, so every node runs its share again, and
         // a node's updater replaces what failed there — as `job run` of an unchanged file does on one agent.
-        const record: ClusterJobRecord<S> = same ? { ...old, submittedAt: now } : { id, type, version: live ? old.version + 1 : 0, stopped: false, submittedAt: now, groups, spec };
+        const record: ClusterJobRecord<S> = same
+          ? { ...old, submittedAt: now }
+          : { id, type, version: live ? old.version + 1 : 0, stopped: false, submittedAt: now, groups, spec };
         const txn = mod === undefined ? this.conn.kv.if(JOBS + id, 'Create', '==', 0) : this.conn.kv.if(JOBS + id, 'Mod', '==', mod);
         const res = await txn.then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
         if (res.succeeded) return { record, unchanged: !!same };
@@ -317,7 +358,12 @@ export class EtcdJobs<S = unknown> {
         const { record: old, mod } = await this.readJob(id);
         if (!old || old.purged || mod === undefined) return undefined;
         const record: ClusterJobRecord<S> = { ...old, stopped: true, submittedAt: now, ...(purge ? { purged: true } : {}) };
-        const res = purge ? await this.putTombstone(id, record, mod) : await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record))).commit();
+        const res = purge
+          ? await this.putTombstone(id, record, mod)
+          : await this.conn.kv
+              .if(JOBS + id, 'Mod', '==', mod)
+              .then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record)))
+              .commit();
         if (res.succeeded) return record;
       }
       throw new ConflictError(`job "${id}" kept changing while it was stopped; try again`);
@@ -333,7 +379,15 @@ export class EtcdJobs<S = unknown> {
   private async putTombstone(id: string, record: ClusterJobRecord<S>, mod: string) {
     const lease = this.conn.kv.lease(this.options.tombstoneTtlSeconds ?? TOMBSTONE_TTL_SECONDS, { autoKeepAlive: false });
     const leaseId = await lease.grant();
-    const res = await this.conn.kv.if(JOBS + id, 'Mod', '==', mod).then(this.conn.kv.put(JOBS + id).value(JSON.stringify(record)).lease(leaseId)).commit();
+    const res = await this.conn.kv
+      .if(JOBS + id, 'Mod', '==', mod)
+      .then(
+        this.conn.kv
+          .put(JOBS + id)
+          .value(JSON.stringify(record))
+          .lease(leaseId),
+      )
+      .commit();
     if (res.succeeded) lease.release();
     else await lease.revoke().catch(() => undefined);
     return res;
@@ -357,7 +411,9 @@ export class EtcdJobs<S = unknown> {
       const placements = (await this.readPlacements(id)).map((p) => p.placement);
       const pendingText = await this.conn.kv.get(PENDING + id).string();
       const parsed = pendingText ? parse<PendingSlots[]>(PENDING + id, pendingText, this.warnings) : undefined;
-      const pending = Array.isArray(parsed) ? parsed.filter((x) => x !== null && typeof x === 'object' && typeof x.reasons === 'object' && x.reasons !== null) : [];
+      const pending = Array.isArray(parsed)
+        ? parsed.filter((x) => x !== null && typeof x === 'object' && typeof x.reasons === 'object' && x.reasons !== null)
+        : [];
       return { record, placements, pending };
     });
   }
@@ -367,7 +423,9 @@ export class EtcdJobs<S = unknown> {
   }
 
   /** The placements, and the keys (with their revisions) whose bodies are not placements this module wrote. */
-  private async readPlacementKvs(jobId?: string): Promise<{ good: Array<{ placement: Placement; mod: string }>; bad: Array<{ key: string; mod: string }> }> {
+  private async readPlacementKvs(
+    jobId?: string,
+  ): Promise<{ good: Array<{ placement: Placement; mod: string }>; bad: Array<{ key: string; mod: string }> }> {
     const res = await this.conn.kv
       .getAll()
       .prefix(PLACEMENTS + (jobId ? `${jobId}/` : ''))
@@ -430,19 +488,35 @@ export class EtcdJobs<S = unknown> {
     const { good: readAll, bad } = await this.readPlacementKvs();
     // A job whose record cannot be read keeps its slots as they are: nothing of it is planned.
     const read = readAll.filter((p) => !unreadableJobs.has(p.placement.jobId));
-    for (const b of bad) this.logger.warn('a placement in etcd is not one csiplug wrote; it is deleted, and its slot placed again', { key: b.key });
+    for (const b of bad)
+      this.logger.warn('a placement in etcd is not one csiplug wrote; it is deleted, and its slot placed again', { key: b.key });
 
     // Nodes: as listed, plus any node a slot names that has no record (deleted, unreadable): down.
     const nodes = [...options.nodes];
     for (const { placement } of read) {
-      if (!nodes.some((n) => n.name === placement.node)) nodes.push({ name: placement.node, nodeClass: '', meta: {}, drivers: [], plugins: [], version: '', registeredAt: 0, updatedAt: 0, status: 'down' });
+      if (!nodes.some((n) => n.name === placement.node))
+        nodes.push({
+          name: placement.node,
+          nodeClass: '',
+          meta: {},
+          drivers: [],
+          plugins: [],
+          version: '',
+          registeredAt: 0,
+          updatedAt: 0,
+          status: 'down',
+        });
     }
 
     // Down marks, and the grace etcd measures: a mark is made only while the node's alive key is absent, and goes only while it is there.
     const marks = new Map<string, { since: number; released: boolean; mod: string }>();
     for (const d of (await kv.getAll().prefix(DOWN).exec()).kvs) {
       const v = parse<{ since?: unknown; released?: unknown } | null>(d.key.toString(), d.value.toString(), this.warnings);
-      marks.set(d.key.toString().slice(DOWN.length), { since: typeof v?.since === 'number' && Number.isFinite(v.since) ? v.since : now, released: v?.released === true, mod: d.mod_revision });
+      marks.set(d.key.toString().slice(DOWN.length), {
+        since: typeof v?.since === 'number' && Number.isFinite(v.since) ? v.since : now,
+        released: v?.released === true,
+        mod: d.mod_revision,
+      });
     }
     const graceRunning = new Set((await kv.getAll().prefix(GRACE).keys()).map((k) => k.slice(GRACE.length)));
     const graceSeconds = Math.max(1, Math.ceil(disconnectGraceMs / 1000));
@@ -453,7 +527,13 @@ export class EtcdJobs<S = unknown> {
         const res = await kv
           .if(ALIVE + n.name, 'Create', '==', 0)
           .and(DOWN + n.name, 'Create', '==', 0)
-          .then(kv.put(DOWN + n.name).value(JSON.stringify({ since: now })), kv.put(GRACE + n.name).value(String(now)).lease(leaseId))
+          .then(
+            kv.put(DOWN + n.name).value(JSON.stringify({ since: now })),
+            kv
+              .put(GRACE + n.name)
+              .value(String(now))
+              .lease(leaseId),
+          )
           .commit();
         lease.release(); // not kept alive: it runs out when the grace does
         if (res.succeeded) {
@@ -461,7 +541,10 @@ export class EtcdJobs<S = unknown> {
           graceRunning.add(n.name);
         }
       } else if (n.status === 'ready' && marks.has(n.name)) {
-        await kv.if(ALIVE + n.name, 'Create', '>', 0).then(kv.delete().key(DOWN + n.name), kv.delete().key(GRACE + n.name)).commit();
+        await kv
+          .if(ALIVE + n.name, 'Create', '>', 0)
+          .then(kv.delete().key(DOWN + n.name), kv.delete().key(GRACE + n.name))
+          .commit();
         marks.delete(n.name);
       }
     }
@@ -471,7 +554,9 @@ export class EtcdJobs<S = unknown> {
       const mark = marks.get(name)!;
       if (mark.released) continue;
       if (options.beforeRelease) {
-        const published = (await this.claims.all()).flatMap(({ volumeId, claims }) => claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })));
+        const published = (await this.claims.all()).flatMap(({ volumeId, claims }) =>
+          claims.filter((c) => c.nodeId === name && c.published).map((claim) => ({ volumeId, claim })),
+        );
         // False: this agent cannot unpublish them (no controller here while another node has one, or the node is back): the release
         // waits for a pass that can.
         if (published.length && !(await options.beforeRelease(name, published).catch(() => true))) continue;
@@ -494,11 +579,33 @@ export class EtcdJobs<S = unknown> {
     const schedVolumes: Record<string, SchedVolume> = {};
     // A volume still being made (its id reserved) is not there yet for any placement.
     for (const v of volumes.filter((x) => x.state !== 'creating')) {
-      schedVolumes[v.id] = { id: v.id, pluginId: v.pluginId, ...(v.accessibleTopology ? { accessibleTopology: v.accessibleTopology } : {}), ...(v.capabilities ? { capabilities: v.capabilities } : {}) };
+      schedVolumes[v.id] = {
+        id: v.id,
+        pluginId: v.pluginId,
+        ...(v.accessibleTopology ? { accessibleTopology: v.accessibleTopology } : {}),
+        ...(v.capabilities ? { capabilities: v.capabilities } : {}),
+      };
     }
-    const jobs: SchedJob[] = records.map((r) => ({ id: r.id, type: r.type, version: r.version, stopped: r.stopped || !!r.purged, groups: r.groups }));
+    const jobs: SchedJob[] = records.map((r) => ({
+      id: r.id,
+      type: r.type,
+      version: r.version,
+      stopped: r.stopped || !!r.purged,
+      groups: r.groups,
+    }));
     signal?.throwIfAborted();
-    const result = schedule({ jobs, placements: read.map((p) => p.placement), nodes, downSince: {}, volumes: schedVolumes, claims, now, disconnectGraceMs, expired, unreadableClaims: unreadable });
+    const result = schedule({
+      jobs,
+      placements: read.map((p) => p.placement),
+      nodes,
+      downSince: {},
+      volumes: schedVolumes,
+      claims,
+      now,
+      disconnectGraceMs,
+      expired,
+      unreadableClaims: unreadable,
+    });
 
     const readByKey = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.placement]));
     const modOf = new Map(read.map((p) => [`${p.placement.jobId}/${p.placement.slot}`, p.mod]));
@@ -540,7 +647,9 @@ export class EtcdJobs<S = unknown> {
       }
       for (const node of new Set(chunk.flatMap((w) => (w.alive ? [w.alive] : [])))) txn = txn.and(ALIVE + node, 'Create', '>', 0);
       for (const node of new Set(chunk.flatMap((w) => (w.gone ? [w.gone] : [])))) txn = txn.and(ALIVE + node, 'Create', '==', 0);
-      const ops = chunk.map((w) => (w.value === undefined ? kv.delete().key(PLACEMENTS + w.key) : kv.put(PLACEMENTS + w.key).value(w.value)));
+      const ops = chunk.map((w) =>
+        w.value === undefined ? kv.delete().key(PLACEMENTS + w.key) : kv.put(PLACEMENTS + w.key).value(w.value),
+      );
       const res = await txn.then(kv.put(EPOCH).value(String(now)), ...ops).commit();
       if (!res.succeeded) {
         // The rest was planned on this chunk's being written: none of it is; the next pass reads again.

@@ -26,7 +26,11 @@ describe('clusterInstanceId', () => {
   ])('refuses a file that is %s, naming it, and leaves it as it is', (_what, content) => {
     const file = path.join(dir, CLUSTER_INSTANCE_FILE);
     fs.writeFileSync(file, content);
-    expect(() => clusterInstanceId(dir)).toThrow(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} should hold this node's identity .* restore it from a backup, or remove it to join as a new node`));
+    expect(() => clusterInstanceId(dir)).toThrow(
+      new RegExp(
+        `${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} should hold this node's identity .* restore it from a backup, or remove it to join as a new node`,
+      ),
+    );
     expect(fs.readFileSync(file, 'utf8')).toBe(content);
   });
 });

@@ -48,7 +48,8 @@ export function clusterInstanceId(dataDir: string): string {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new NodeIdentityFileError(`cannot read this node's identity in ${file}: ${errorMessage(err)}`, { cause: err });
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new NodeIdentityFileError(`cannot read this node's identity in ${file}: ${errorMessage(err)}`, { cause: err });
   }
   if (text !== undefined) {
     const id = text.trim();
@@ -167,7 +168,11 @@ export class ClusterMembership implements AsyncDisposable {
         } catch (err) {
           if (this.disposed) return;
           if (err instanceof NodeNameInUseError || err instanceof NodeNameHeldError) this.logger.error(err.message, { retry_ms: delay });
-          else this.logger.warn('etcd did not answer; the node joins the cluster once it does (tasks and mounts here are untouched)', { error: errorMessage(err), retry_ms: delay });
+          else
+            this.logger.warn('etcd did not answer; the node joins the cluster once it does (tasks and mounts here are untouched)', {
+              error: errorMessage(err),
+              retry_ms: delay,
+            });
           await this.clock.sleep(delay, this.stop.signal).catch(() => undefined);
         }
       }

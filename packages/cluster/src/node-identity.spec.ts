@@ -7,7 +7,17 @@ import { NodeNameHeldError, decideNodeJoin, type NodeJoinFacts } from './node-id
 const ME = '11111111-1111-4111-8111-111111111111';
 const OTHER = '22222222-2222-4222-8222-222222222222';
 
-const facts = (over: Partial<NodeJoinFacts> = {}): NodeJoinFacts => ({ name: 'n1', identity: ME, aliveHolder: undefined, record: undefined, foreignClaims: 0, unknownClaims: 0, adoptsUnknown: false, placements: 0, ...over });
+const facts = (over: Partial<NodeJoinFacts> = {}): NodeJoinFacts => ({
+  name: 'n1',
+  identity: ME,
+  aliveHolder: undefined,
+  record: undefined,
+  foreignClaims: 0,
+  unknownClaims: 0,
+  adoptsUnknown: false,
+  placements: 0,
+  ...over,
+});
 
 describe('decideNodeJoin', () => {
   it('joins a name no one has used', () => {
@@ -26,13 +36,28 @@ describe('decideNodeJoin', () => {
     expect(decideNodeJoin(facts({ record: { identity: ME }, foreignClaims: 2, placements: 4 }))).toEqual({ kind: 'join' });
   });
 
-  it("refuses a record of another identity while the name holds claims or placements, naming that identity", () => {
-    expect(decideNodeJoin(facts({ record: { identity: OTHER }, foreignClaims: 1 }))).toEqual({ kind: 'refuse-held', holder: OTHER, claims: 1, placements: 0 });
-    expect(decideNodeJoin(facts({ record: { identity: OTHER }, placements: 2 }))).toEqual({ kind: 'refuse-held', holder: OTHER, claims: 0, placements: 2 });
+  it('refuses a record of another identity while the name holds claims or placements, naming that identity', () => {
+    expect(decideNodeJoin(facts({ record: { identity: OTHER }, foreignClaims: 1 }))).toEqual({
+      kind: 'refuse-held',
+      holder: OTHER,
+      claims: 1,
+      placements: 0,
+    });
+    expect(decideNodeJoin(facts({ record: { identity: OTHER }, placements: 2 }))).toEqual({
+      kind: 'refuse-held',
+      holder: OTHER,
+      claims: 0,
+      placements: 2,
+    });
   });
 
   it('treats a record written before identities as another identity for an agent whose id was made at this start: refused while it holds work', () => {
-    expect(decideNodeJoin(facts({ record: {}, unknownClaims: 1, placements: 1 }))).toEqual({ kind: 'refuse-held', holder: undefined, claims: 1, placements: 1 });
+    expect(decideNodeJoin(facts({ record: {}, unknownClaims: 1, placements: 1 }))).toEqual({
+      kind: 'refuse-held',
+      holder: undefined,
+      claims: 1,
+      placements: 1,
+    });
     expect(decideNodeJoin(facts({ record: {} }))).toEqual({ kind: 'join' });
     // Claims of unknown identity with no record at all still keep a new machine out.
     expect(decideNodeJoin(facts({ unknownClaims: 2 }))).toEqual({ kind: 'refuse-held', holder: undefined, claims: 2, placements: 0 });
@@ -40,10 +65,25 @@ describe('decideNodeJoin', () => {
 
   it('adopts a record and claims written before identities when its id predates this start (an upgraded node down past its TTL), never over a known other identity', () => {
     expect(decideNodeJoin(facts({ adoptsUnknown: true, record: {}, unknownClaims: 3, placements: 2 }))).toEqual({ kind: 'join' });
-    expect(decideNodeJoin(facts({ adoptsUnknown: true, record: {}, foreignClaims: 1 }))).toEqual({ kind: 'refuse-held', holder: undefined, claims: 1, placements: 0 });
-    expect(decideNodeJoin(facts({ adoptsUnknown: true, record: { identity: OTHER }, unknownClaims: 1 }))).toEqual({ kind: 'refuse-held', holder: OTHER, claims: 1, placements: 0 });
+    expect(decideNodeJoin(facts({ adoptsUnknown: true, record: {}, foreignClaims: 1 }))).toEqual({
+      kind: 'refuse-held',
+      holder: undefined,
+      claims: 1,
+      placements: 0,
+    });
+    expect(decideNodeJoin(facts({ adoptsUnknown: true, record: { identity: OTHER }, unknownClaims: 1 }))).toEqual({
+      kind: 'refuse-held',
+      holder: OTHER,
+      claims: 1,
+      placements: 0,
+    });
     // No record: nothing to adopt; claims of unknown identity still stand.
-    expect(decideNodeJoin(facts({ adoptsUnknown: true, unknownClaims: 1 }))).toEqual({ kind: 'refuse-held', holder: undefined, claims: 1, placements: 0 });
+    expect(decideNodeJoin(facts({ adoptsUnknown: true, unknownClaims: 1 }))).toEqual({
+      kind: 'refuse-held',
+      holder: undefined,
+      claims: 1,
+      placements: 0,
+    });
   });
 
   it('takes a name over from another identity that holds nothing under it (its claims released, its slots moved, or purged)', () => {
@@ -63,6 +103,8 @@ describe('NodeNameHeldError', () => {
     expect(err.message).toContain(`node name "n1" belongs to node identity ${OTHER}, not to this agent (node identity ${ME}`);
     expect(err.message).toContain('1 claim(s) and 2 placement(s)');
     expect(err.message).toContain('csiplug node purge n1');
-    expect(new NodeNameHeldError('n1', undefined, ME, 1, 0).message).toContain('unknown identity (its record was written before node identities)');
+    expect(new NodeNameHeldError('n1', undefined, ME, 1, 0).message).toContain(
+      'unknown identity (its record was written before node identities)',
+    );
   });
 });

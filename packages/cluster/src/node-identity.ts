@@ -48,11 +48,14 @@ export type NodeJoinDecision =
   | { kind: 'refuse-held'; holder: string | undefined; claims: number; placements: number };
 
 export function decideNodeJoin(f: NodeJoinFacts): NodeJoinDecision {
-  if (f.aliveHolder !== undefined) return f.aliveHolder === f.identity ? { kind: 'take-over' } : { kind: 'refuse-live', holder: f.aliveHolder || 'unknown' };
+  if (f.aliveHolder !== undefined)
+    return f.aliveHolder === f.identity ? { kind: 'take-over' } : { kind: 'refuse-live', holder: f.aliveHolder || 'unknown' };
   // A record of unknown identity adopted by an agent whose id predates this start: its own, from before identities (its unknown claims too).
   const adopts = f.adoptsUnknown && f.record !== undefined && f.record.identity === undefined;
   if (f.record?.identity === f.identity || adopts) {
-    return f.foreignClaims > 0 && adopts ? { kind: 'refuse-held', holder: undefined, claims: f.foreignClaims, placements: 0 } : { kind: 'join' };
+    return f.foreignClaims > 0 && adopts
+      ? { kind: 'refuse-held', holder: undefined, claims: f.foreignClaims, placements: 0 }
+      : { kind: 'join' };
   }
   // No record: placements name a node only through its record, but claims made under the name by another identity still stand.
   const placements = f.record ? f.placements : 0;

@@ -18,7 +18,6 @@ export interface PurgedNode {
   releasedVolumes: string[];
 }
 
-
 /** `node purge` refused: the node is live, unknown, or what was published to it cannot be unpublished from this agent. */
 export class NodePurgeError extends CsiplugError {}
 
@@ -48,7 +47,10 @@ export async function purgeClusterNode(
   unpublishFrom: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>,
 ): Promise<PurgedNode> {
   const node = (await membership.list()).find((n) => n.name === name);
-  if (!node) throw new NodePurgeNotFoundError(`node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`);
+  if (!node)
+    throw new NodePurgeNotFoundError(
+      `node "${name}" is not in the cluster (no record under that name); \`csiplug node status\` lists the nodes`,
+    );
   if (node.status === 'ready') {
     throw new NodePurgeRefusedError(
       `node "${name}" (identity ${node.identity ?? 'unknown'}) is ready: its agent holds it now, and a live node is never purged; stop that agent first (or give the other machine its own cluster.node_name)`,
@@ -64,6 +66,9 @@ export async function purgeClusterNode(
   // Each release requires the node's alive key to be absent: a node back meanwhile keeps what it holds.
   const releasedVolumes = await claimer.releaseNode(name);
   const removed = await membership.purgeRecord(name);
-  if (removed === 'alive') throw new NodePurgeRefusedError(`node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`);
+  if (removed === 'alive')
+    throw new NodePurgeRefusedError(
+      `node "${name}" came back while it was purged: it keeps its record and its claims; stop its agent first`,
+    );
   return { name, ...(removed?.identity ? { identity: removed.identity } : {}), releasedVolumes };
 }

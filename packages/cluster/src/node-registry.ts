@@ -90,10 +90,16 @@ export function parseNodeRecord(text: string, name: string): NodeRecord | string
   if (r.name !== name) return `its name ${JSON.stringify(r.name)} is not its key's ("${name}")`;
   if (!Array.isArray(r.drivers) || !r.drivers.every((d) => typeof d === 'string')) return 'drivers is not a list of names';
   const pluginOk = (p: Partial<NodePluginInfo> | null) =>
-    p !== null && typeof p === 'object' && typeof p.id === 'string' && typeof p.type === 'string' && typeof p.healthy === 'boolean' && (p.maxVolumes === undefined || Number.isFinite(p.maxVolumes));
+    p !== null &&
+    typeof p === 'object' &&
+    typeof p.id === 'string' &&
+    typeof p.type === 'string' &&
+    typeof p.healthy === 'boolean' &&
+    (p.maxVolumes === undefined || Number.isFinite(p.maxVolumes));
   if (!Array.isArray(r.plugins) || !r.plugins.every(pluginOk)) return 'plugins is not a list of plugins';
   if (r.identity !== undefined && !(typeof r.identity === 'string' && r.identity.length > 0)) return 'identity is not an id';
-  if (r.maxAllocsPerJob !== undefined && !(Number.isInteger(r.maxAllocsPerJob) && r.maxAllocsPerJob > 0)) return 'maxAllocsPerJob is not a positive whole number';
+  if (r.maxAllocsPerJob !== undefined && !(Number.isInteger(r.maxAllocsPerJob) && r.maxAllocsPerJob > 0))
+    return 'maxAllocsPerJob is not a positive whole number';
   return { nodeClass: '', meta: {}, version: '', registeredAt: 0, updatedAt: 0, ...r } as NodeRecord;
 }
 
@@ -186,7 +192,11 @@ export class EtcdNodeRegistry implements AsyncDisposable {
   async purgeRecord(name: string): Promise<NodeRecord | 'alive' | undefined> {
     const kv = (await this.conn.kv.get(NODES + name).exec()).kvs[0];
     if (!kv) return undefined;
-    const res = await this.conn.kv.if(ALIVE + name, 'Create', '==', 0).and(NODES + name, 'Mod', '==', kv.mod_revision).then(this.conn.kv.delete().key(NODES + name)).commit();
+    const res = await this.conn.kv
+      .if(ALIVE + name, 'Create', '==', 0)
+      .and(NODES + name, 'Mod', '==', kv.mod_revision)
+      .then(this.conn.kv.delete().key(NODES + name))
+      .commit();
     if (!res.succeeded) return (await this.conn.kv.get(ALIVE + name).exists()) ? 'alive' : this.purgeRecord(name);
     const record = parseNodeRecord(kv.value.toString(), name);
     return typeof record === 'string' ? ({ name } as NodeRecord) : record;
@@ -223,8 +233,16 @@ export class EtcdNodeRegistry implements AsyncDisposable {
   /** The node record, if the name's alive key is on lease `leaseId` (this agent's); false when it is not. */
   private async write(leaseId: string): Promise<boolean> {
     const info = this.info!;
-    const record: NodeRecord = { ...info, identity: this.instanceId, registeredAt: this.registeredAt ?? this.clock.now(), updatedAt: this.clock.now() };
-    const res = await this.conn.kv.if(ALIVE + info.name, 'Lease', '==', leaseId).then(this.conn.kv.put(NODES + info.name).value(JSON.stringify(record))).commit();
+    const record: NodeRecord = {
+      ...info,
+      identity: this.instanceId,
+      registeredAt: this.registeredAt ?? this.clock.now(),
+      updatedAt: this.clock.now(),
+    };
+    const res = await this.conn.kv
+      .if(ALIVE + info.name, 'Lease', '==', leaseId)
+      .then(this.conn.kv.put(NODES + info.name).value(JSON.stringify(record)))
+      .commit();
     return res.succeeded;
   }
 
@@ -239,7 +257,8 @@ export class EtcdNodeRegistry implements AsyncDisposable {
     const name = this.info!.name;
     const before = await this.record(name);
     // Another identity's record (a name taken over) is not this node's history.
-    this.registeredAt ??= (before?.identity === this.instanceId || before?.identity === undefined ? before?.registeredAt : undefined) ?? this.clock.now();
+    this.registeredAt ??=
+      (before?.identity === this.instanceId || before?.identity === undefined ? before?.registeredAt : undefined) ?? this.clock.now();
     const lease = this.conn.kv.lease(this.ttlSeconds, { autoKeepAlive: true });
     let id: string;
     try {
@@ -291,13 +310,29 @@ export class EtcdNodeRegistry implements AsyncDisposable {
       }
       const record = recordKv ? parseNodeRecord(recordKv.value.toString(), name) : undefined;
       // A record no one can read names no identity: unknown, as one written before identities.
-      const recordView = record === undefined ? undefined : typeof record === 'string' ? {} : record.identity === undefined ? {} : { identity: record.identity };
+      const recordView =
+        record === undefined
+          ? undefined
+          : typeof record === 'string'
+            ? {}
+            : record.identity === undefined
+              ? {}
+              : { identity: record.identity };
       const work = held ? { claims: 0, unknownClaims: 0, unreadableClaims: 0, placements: 0 } : await this.workUnder(name);
       // A claims key no one can read may hold the name's claims only if the name has a node (a record): one with none (never
       // used, or purged) has nothing `node purge` could release, and one bad key anywhere would keep every new node out. Its
       // volume is safe either way: no one can claim a volume whose claims cannot be read.
       const unknownClaims = work.unknownClaims + (recordKv ? work.unreadableClaims : 0);
-      const decision = decideNodeJoin({ name, identity: this.instanceId, aliveHolder, record: recordView, foreignClaims: work.claims, unknownClaims, adoptsUnknown: this.adoptsUnknown, placements: work.placements });
+      const decision = decideNodeJoin({
+        name,
+        identity: this.instanceId,
+        aliveHolder,
+        record: recordView,
+        foreignClaims: work.claims,
+        unknownClaims,
+        adoptsUnknown: this.adoptsUnknown,
+        placements: work.placements,
+      });
       if (decision.kind === 'refuse-live') {
         this.refusal = new NodeNameInUseError(name, decision.holder);
         throw this.refusal;
@@ -309,12 +344,17 @@ export class EtcdNodeRegistry implements AsyncDisposable {
       const txn =
         decision.kind === 'take-over'
           ? this.conn.kv.if(key, 'Mod', '==', held!.mod_revision)
-          : this.conn.kv.if(key, 'Create', '==', 0).and(NODES + name, recordKv ? 'Mod' : 'Create', '==', recordKv ? recordKv.mod_revision : 0);
+          : this.conn.kv
+              .if(key, 'Create', '==', 0)
+              .and(NODES + name, recordKv ? 'Mod' : 'Create', '==', recordKv ? recordKv.mod_revision : 0);
       const done = await txn.then(this.conn.kv.put(key).value(value).lease(id)).commit();
       if (done.succeeded) {
         if (decision.kind === 'join' && recordView !== undefined && recordView.identity === undefined && this.adoptsUnknown) {
           this.adoptedUnknown = true;
-          this.logger.warn('joined under a node record written before node identities: taken as this agent\'s own (its id was in its data dir before this start); claims naming no identity under the name are its own', { node: name, identity: this.instanceId });
+          this.logger.warn(
+            "joined under a node record written before node identities: taken as this agent's own (its id was in its data dir before this start); claims naming no identity under the name are its own",
+            { node: name, identity: this.instanceId },
+          );
         }
         return;
       }
@@ -324,7 +364,10 @@ export class EtcdNodeRegistry implements AsyncDisposable {
 
   /** Claims under the name that are not this identity's, the claims keys no one can read (their holders are unknown), and the slots placed on it. */
   private async workUnder(name: string): Promise<{ claims: number; unknownClaims: number; unreadableClaims: number; placements: number }> {
-    const [claimKvs, placementKvs] = await Promise.all([this.conn.kv.getAll().prefix(CLAIMS).strings(), this.conn.kv.getAll().prefix(PLACEMENTS).strings()]);
+    const [claimKvs, placementKvs] = await Promise.all([
+      this.conn.kv.getAll().prefix(CLAIMS).strings(),
+      this.conn.kv.getAll().prefix(PLACEMENTS).strings(),
+    ]);
     let claims = 0;
     let unknownClaims = 0;
     let unreadableClaims = 0;
@@ -379,7 +422,10 @@ export class EtcdNodeRegistry implements AsyncDisposable {
         return;
       } catch (err) {
         if (this.disposed) return;
-        this.logger[err instanceof NodeNameInUseError || err instanceof NodeNameHeldError ? 'error' : 'debug']('registering the node again failed; trying again', { error: errorMessage(err), delay_ms: delay });
+        this.logger[err instanceof NodeNameInUseError || err instanceof NodeNameHeldError ? 'error' : 'debug'](
+          'registering the node again failed; trying again',
+          { error: errorMessage(err), delay_ms: delay },
+        );
         await this.clock.sleep(delay, this.stop.signal).catch(() => undefined);
       }
     }

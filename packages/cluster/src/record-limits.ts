@@ -22,7 +22,11 @@ export const MAX_JOB_RECORD_BYTES = 1_572_864;
  * agent) counts as `ownLimit` (the reading agent's own), or without one as
  * `perNodeCeiling` (a group's count cap).
  */
-export function clusterAllocLimit(nodes: readonly Pick<ClusterNodeView, 'maxAllocsPerJob'>[], ownLimit: number | undefined, perNodeCeiling: number): number {
+export function clusterAllocLimit(
+  nodes: readonly Pick<ClusterNodeView, 'maxAllocsPerJob'>[],
+  ownLimit: number | undefined,
+  perNodeCeiling: number,
+): number {
   const limits = nodes.map((n) => n.maxAllocsPerJob ?? ownLimit ?? perNodeCeiling);
   if (ownLimit !== undefined) limits.push(ownLimit);
   const most = limits.length ? Math.max(...limits) : perNodeCeiling;

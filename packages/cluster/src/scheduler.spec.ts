@@ -7,7 +7,15 @@
 // count or a new job version (one its node cannot run included) turns into.
 import type { ClusterClaim } from './claims';
 import type { ClusterNodeView, NodePluginInfo } from './node-registry';
-import { schedule, type GroupDemand, type Placement, type SchedJob, type SchedVolume, type SchedulerInput, type VolumeDemand } from './scheduler';
+import {
+  schedule,
+  type GroupDemand,
+  type Placement,
+  type SchedJob,
+  type SchedVolume,
+  type SchedulerInput,
+  type VolumeDemand,
+} from './scheduler';
 
 const NOW = 1_700_000_000_000;
 const GRACE = 60_000;
@@ -27,16 +35,38 @@ const node = (name: string, over: Partial<ClusterNodeView> = {}): ClusterNodeVie
   ...over,
 });
 
-const group = (name: string, count: number, over: Partial<GroupDemand> = {}): GroupDemand => ({ name, count, drivers: ['raw_exec'], volumes: [], ...over });
+const group = (name: string, count: number, over: Partial<GroupDemand> = {}): GroupDemand => ({
+  name,
+  count,
+  drivers: ['raw_exec'],
+  volumes: [],
+  ...over,
+});
 const service = (id: string, groups: GroupDemand[], version = 0): SchedJob => ({ id, type: 'service', version, stopped: false, groups });
 const system = (id: string, groups: GroupDemand[], version = 0): SchedJob => ({ id, type: 'system', version, stopped: false, groups });
 const demand = (volumeId: string, accessMode: string, readOnly = false): VolumeDemand => ({ volumeId, accessMode, readOnly });
 const volume = (id: string, over: Partial<SchedVolume> = {}): SchedVolume => ({ id, pluginId: 'hostpath', ...over });
-const claim = (allocId: string, nodeId: string, accessMode: string, mode: 'read' | 'write'): ClusterClaim => ({ allocId, nodeId, mode, accessMode, attachmentMode: 'file-system', since: NOW - 1_000 });
+const claim = (allocId: string, nodeId: string, accessMode: string, mode: 'read' | 'write'): ClusterClaim => ({
+  allocId,
+  nodeId,
+  mode,
+  accessMode,
+  attachmentMode: 'file-system',
+  since: NOW - 1_000,
+});
 
 const placed = (jobId: string, slot: string, nodeName: string, over: Partial<Placement> = {}): Placement => {
   const [groupName, rest] = slot.split('/') as [string, string];
-  return { slot, jobId, group: groupName, index: rest.startsWith('@') ? 0 : Number(rest), node: nodeName, jobVersion: 0, placedAt: NOW - 10_000, ...over };
+  return {
+    slot,
+    jobId,
+    group: groupName,
+    index: rest.startsWith('@') ? 0 : Number(rest),
+    node: nodeName,
+    jobVersion: 0,
+    placedAt: NOW - 10_000,
+    ...over,
+  };
 };
 
 const three = (): ClusterNodeView[] => [node('n1'), node('n2'), node('n3')];
@@ -47,11 +77,17 @@ function input(over: Partial<SchedulerInput>): SchedulerInput {
 
 /** slot → node, for comparing what was placed where. */
 const where = (ps: Placement[]): Record<string, string> => Object.fromEntries(ps.map((p) => [`${p.jobId}:${p.slot}`, p.node]));
-const perNode = (ps: Placement[]): Record<string, number> => ps.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.node]: (acc[p.node] ?? 0) + 1 }), {});
+const perNode = (ps: Placement[]): Record<string, number> =>
+  ps.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.node]: (acc[p.node] ?? 0) + 1 }), {});
 
 describe('schedule: system jobs', () => {
   it('places one slot on every ready node that has the drivers, none on a down node or one without the driver, and reports none of them', () => {
-    const nodes = [node('n1', { drivers: ['docker'] }), node('n2', { drivers: ['docker'], status: 'down' }), node('n3'), node('n4', { drivers: ['raw_exec', 'docker'] })];
+    const nodes = [
+      node('n1', { drivers: ['docker'] }),
+      node('n2', { drivers: ['docker'], status: 'down' }),
+      node('n3'),
+      node('n4', { drivers: ['raw_exec', 'docker'] }),
+    ];
     const result = schedule(input({ nodes, jobs: [system('agent', [group('agent', 1, { drivers: ['docker'] })], 2)] }));
     expect(result.put).toEqual([
       { slot: 'agent/@n1', jobId: 'agent', group: 'agent', index: 0, node: 'n1', jobVersion: 2, placedAt: NOW },
@@ -62,10 +98,12 @@ describe('schedule: system jobs', () => {
     expect(result.unplaced).toEqual([]);
   });
 
-  it('keeps a placement on a node down past the grace where it is (it is that node\'s), and writes nothing for it', () => {
+  it("keeps a placement on a node down past the grace where it is (it is that node's), and writes nothing for it", () => {
     const nodes = [node('n1'), node('n2', { status: 'down' })];
     const placements = [placed('agent', 'agent/@n1', 'n1'), placed('agent', 'agent/@n2', 'n2')];
-    const result = schedule(input({ nodes, placements, jobs: [system('agent', [group('agent', 1)])], downSince: { n2: NOW - 10 * GRACE } }));
+    const result = schedule(
+      input({ nodes, placements, jobs: [system('agent', [group('agent', 1)])], downSince: { n2: NOW - 10 * GRACE } }),
+    );
     expect(result).toEqual({ put: [], remove: [], unplaced: [] });
   });
 
@@ -91,20 +129,25 @@ describe('schedule: service jobs', () => {
     expect(result.put.map((p) => p.slot)).toEqual(['web/0', 'web/1', 'web/2', 'web/3', 'web/4']);
   });
 
-  it('spreads by the job\'s own placements first, then by every placement on the node', () => {
+  it("spreads by the job's own placements first, then by every placement on the node", () => {
     // n1 carries another job's two slots and n2 one: the new job starts on the emptiest node.
     const placements = [placed('other', 'other/0', 'n1'), placed('other', 'other/1', 'n2'), placed('other', 'other/2', 'n1')];
     const result = schedule(input({ placements, jobs: [service('other', [group('other', 3)]), service('web', [group('web', 4)])] }));
     expect(where(result.put)).toEqual({ 'web:web/0': 'n3', 'web:web/1': 'n2', 'web:web/2': 'n1', 'web:web/3': 'n3' });
   });
 
-  it('skips a node without the group\'s driver; when no node has it, each slot is unplaced with every node\'s reason', () => {
+  it("skips a node without the group's driver; when no node has it, each slot is unplaced with every node's reason", () => {
     const nodes = [node('n1'), node('n2', { drivers: ['docker'] }), node('n3', { drivers: ['docker', 'raw_exec'] })];
     const fits = schedule(input({ nodes, jobs: [service('web', [group('web', 2, { drivers: ['docker'] })])] }));
     expect(where(fits.put)).toEqual({ 'web:web/0': 'n2', 'web:web/1': 'n3' });
     expect(fits.unplaced).toEqual([]);
 
-    const none = schedule(input({ nodes: [node('n1'), node('n2', { status: 'down', drivers: ['docker'] })], jobs: [service('web', [group('web', 2, { drivers: ['docker', 'exec'] })])] }));
+    const none = schedule(
+      input({
+        nodes: [node('n1'), node('n2', { status: 'down', drivers: ['docker'] })],
+        jobs: [service('web', [group('web', 2, { drivers: ['docker', 'exec'] })])],
+      }),
+    );
     expect(none.put).toEqual([]);
     const reasons = { n1: 'no docker, exec driver on the node', n2: 'the node is down' };
     expect(none.unplaced).toEqual([
@@ -118,7 +161,7 @@ describe('schedule: service jobs', () => {
     expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: {} }]);
   });
 
-  it('a second pass over the first one\'s placements writes nothing', () => {
+  it("a second pass over the first one's placements writes nothing", () => {
     const jobs = [service('web', [group('web', 5), group('db', 1)]), system('agent', [group('agent', 1)])];
     const first = schedule(input({ jobs }));
     expect(first.put).toHaveLength(9);
@@ -129,14 +172,14 @@ describe('schedule: service jobs', () => {
 describe('schedule: CSI volumes', () => {
   const rw = (id = 'data') => demand(id, 'multi-node-multi-writer');
 
-  it('a volume missing from the cluster\'s catalog: unplaced, and every ready node says so', () => {
+  it("a volume missing from the cluster's catalog: unplaced, and every ready node says so", () => {
     const result = schedule(input({ jobs: [service('web', [group('web', 1, { volumes: [rw()] })])] }));
     expect(result.put).toEqual([]);
     const why = 'volume "data" is not in the cluster\'s catalog';
     expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: why, n2: why, n3: why } }]);
   });
 
-  it('needs the volume\'s node plugin there and healthy, and a topology the volume is accessible from', () => {
+  it("needs the volume's node plugin there and healthy, and a topology the volume is accessible from", () => {
     const nodes = [
       node('n1', { plugins: [plugin({ id: 'other' }), plugin({ type: 'csi-controller' })] }),
       node('n2', { plugins: [plugin({ healthy: false, topology: { zone: 'a' } })] }),
@@ -164,21 +207,32 @@ describe('schedule: CSI volumes', () => {
   });
 
   it('a volume with no accessible topology may be used anywhere', () => {
-    const result = schedule(input({ volumes: { data: volume('data', { accessibleTopology: [] }) }, jobs: [service('web', [group('web', 3, { volumes: [rw()] })])] }));
+    const result = schedule(
+      input({
+        volumes: { data: volume('data', { accessibleTopology: [] }) },
+        jobs: [service('web', [group('web', 3, { volumes: [rw()] })])],
+      }),
+    );
     expect(perNode(result.put)).toEqual({ n1: 1, n2: 1, n3: 1 });
   });
 
-  it('a node at its plugin\'s max volumes is refused, unless it holds this very volume already', () => {
+  it("a node at its plugin's max volumes is refused, unless it holds this very volume already", () => {
     const nodes = three().map((n) => ({ ...n, plugins: [plugin({ maxVolumes: 1 })] }));
     const volumes = { data: volume('data'), other: volume('other'), elsewhere: volume('elsewhere', { pluginId: 'nfs' }) };
     // n1 holds another hostpath volume; n2 holds this one; n3 holds a volume of another plugin, which does not count.
-    const claims = { other: [claim('a1', 'n1', 'multi-node-multi-writer', 'write')], data: [claim('a2', 'n2', 'multi-node-multi-writer', 'write')], elsewhere: [claim('a3', 'n3', 'single-node-writer', 'write')] };
+    const claims = {
+      other: [claim('a1', 'n1', 'multi-node-multi-writer', 'write')],
+      data: [claim('a2', 'n2', 'multi-node-multi-writer', 'write')],
+      elsewhere: [claim('a3', 'n3', 'single-node-writer', 'write')],
+    };
     const jobs = [service('web', [group('web', 4, { volumes: [rw()] })])];
     const result = schedule(input({ nodes, volumes, claims, jobs }));
     expect(perNode(result.put)).toEqual({ n2: 2, n3: 2 });
     expect(result.unplaced).toEqual([]);
 
-    const full = schedule(input({ nodes: nodes.slice(0, 1), volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [rw()] })])] }));
+    const full = schedule(
+      input({ nodes: nodes.slice(0, 1), volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [rw()] })])] }),
+    );
     expect(full.unplaced[0]?.reasons).toEqual({ n1: 'node plugin "hostpath" is at its max of 1 volumes on the node' });
   });
 
@@ -190,7 +244,14 @@ describe('schedule: CSI volumes', () => {
     expect(perNode(schedule(input({ volumes, claims, jobs })).put)).toEqual({ n1: 3 });
 
     const nodes = [node('n1', { drivers: ['docker'] }), node('n2'), node('n3')];
-    const result = schedule(input({ nodes, volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-reader-only', true)] })])] }));
+    const result = schedule(
+      input({
+        nodes,
+        volumes,
+        claims,
+        jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-reader-only', true)] })])],
+      }),
+    );
     expect(result.put).toEqual([]);
     expect(result.unplaced[0]?.reasons).toEqual({
       n1: 'no raw_exec driver on the node',
@@ -202,14 +263,18 @@ describe('schedule: CSI volumes', () => {
   it('a single-node volume placed in this pass holds its node for the next job too', () => {
     const volumes = { data: volume('data') };
     const ro = demand('data', 'single-node-reader-only', true);
-    const result = schedule(input({ volumes, jobs: [service('a', [group('a', 1, { volumes: [ro] })]), service('b', [group('b', 2, { volumes: [ro] })])] }));
+    const result = schedule(
+      input({ volumes, jobs: [service('a', [group('a', 1, { volumes: [ro] })]), service('b', [group('b', 2, { volumes: [ro] })])] }),
+    );
     expect(where(result.put)).toEqual({ 'a:a/0': 'n1', 'b:b/0': 'n1', 'b:b/1': 'n1' });
   });
 
   it('a single-node-writer volume with its writer already: a second writer is unplaced, everywhere', () => {
     const volumes = { data: volume('data') };
     const claims = { data: [claim('w1', 'n1', 'single-node-writer', 'write')] };
-    const result = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-writer')] })])] }));
+    const result = schedule(
+      input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-writer')] })])] }),
+    );
     expect(result.put).toEqual([]);
     expect(result.unplaced[0]?.reasons).toEqual({
       n1: 'volume "data" (single-node-writer) has its one writer already',
@@ -217,17 +282,25 @@ describe('schedule: CSI volumes', () => {
       n3: 'volume "data" (single-node-writer) is in use on node n1',
     });
     // A reader of it may join the writer on its node.
-    const reader = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-writer', true)] })])] }));
+    const reader = schedule(
+      input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-writer', true)] })])] }),
+    );
     expect(where(reader.put)).toEqual({ 'web:web/0': 'n1' });
   });
 
   it('a multi-node-single-writer volume takes one writer in the cluster, and readers anywhere', () => {
     const volumes = { data: volume('data') };
-    const writers = schedule(input({ volumes, jobs: [service('web', [group('web', 2, { volumes: [demand('data', 'multi-node-single-writer')] })])] }));
+    const writers = schedule(
+      input({ volumes, jobs: [service('web', [group('web', 2, { volumes: [demand('data', 'multi-node-single-writer')] })])] }),
+    );
     expect(where(writers.put)).toEqual({ 'web:web/0': 'n1' });
     expect(writers.unplaced.map((u) => u.slot)).toEqual(['web/1']);
-    expect(Object.values(writers.unplaced[0]!.reasons)).toEqual(Array(3).fill('volume "data" (multi-node-single-writer) has its one writer already'));
-    const readers = schedule(input({ volumes, jobs: [service('web', [group('web', 3, { volumes: [demand('data', 'multi-node-single-writer', true)] })])] }));
+    expect(Object.values(writers.unplaced[0]!.reasons)).toEqual(
+      Array(3).fill('volume "data" (multi-node-single-writer) has its one writer already'),
+    );
+    const readers = schedule(
+      input({ volumes, jobs: [service('web', [group('web', 3, { volumes: [demand('data', 'multi-node-single-writer', true)] })])] }),
+    );
     expect(perNode(readers.put)).toEqual({ n1: 1, n2: 1, n3: 1 });
   });
 
@@ -235,7 +308,13 @@ describe('schedule: CSI volumes', () => {
     const volumes = { data: volume('data') };
     const claims = { data: [claim('r1', 'n1', 'multi-node-reader-only', 'read'), claim('r2', 'n2', 'multi-node-reader-only', 'read')] };
     const ro = demand('data', 'multi-node-reader-only', true);
-    const result = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 3, { volumes: [ro] })]), system('agent', [group('agent', 1, { volumes: [ro] })])] }));
+    const result = schedule(
+      input({
+        volumes,
+        claims,
+        jobs: [service('web', [group('web', 3, { volumes: [ro] })]), system('agent', [group('agent', 1, { volumes: [ro] })])],
+      }),
+    );
     expect(perNode(result.put.filter((p) => p.jobId === 'web'))).toEqual({ n1: 1, n2: 1, n3: 1 });
     expect(result.put.filter((p) => p.jobId === 'agent').map((p) => p.node)).toEqual(['n1', 'n2', 'n3']);
     expect(result.unplaced).toEqual([]);
@@ -249,21 +328,36 @@ describe('schedule: CSI volumes', () => {
     const result = schedule(input({ volumes, claims, jobs, placements: [placed('web', 'web/0', 'n1')] }));
     expect(result.put).toEqual([]);
     expect(result.unplaced).toEqual([
-      { jobId: 'web', group: 'web', slot: 'web/1', reasons: Object.fromEntries(['n1', 'n2', 'n3'].map((n) => [n, 'volume "data" (multi-node-single-writer) has its one writer already'])) },
+      {
+        jobId: 'web',
+        group: 'web',
+        slot: 'web/1',
+        reasons: Object.fromEntries(
+          ['n1', 'n2', 'n3'].map((n) => [n, 'volume "data" (multi-node-single-writer) has its one writer already']),
+        ),
+      },
     ]);
   });
 
-  it('single-node-single-writer is a single-writer mode: a second writer is refused, a reader joins on the writer\'s node', () => {
+  it("single-node-single-writer is a single-writer mode: a second writer is refused, a reader joins on the writer's node", () => {
     const volumes = { data: volume('data') };
     const claims = { data: [claim('w1', 'n1', 'single-node-single-writer', 'write')] };
-    const writer = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-single-writer')] })])] }));
+    const writer = schedule(
+      input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-single-writer')] })])] }),
+    );
     expect(writer.put).toEqual([]);
     expect(writer.unplaced[0]?.reasons).toEqual({
       n1: 'volume "data" (single-node-single-writer) has its one writer already',
       n2: 'volume "data" (single-node-single-writer) is in use on node n1',
       n3: 'volume "data" (single-node-single-writer) is in use on node n1',
     });
-    const reader = schedule(input({ volumes, claims, jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-single-writer', true)] })])] }));
+    const reader = schedule(
+      input({
+        volumes,
+        claims,
+        jobs: [service('web', [group('web', 1, { volumes: [demand('data', 'single-node-single-writer', true)] })])],
+      }),
+    );
     expect(where(reader.put)).toEqual({ 'web:web/0': 'n1' });
   });
 
@@ -277,15 +371,26 @@ describe('schedule: CSI volumes', () => {
     const block = schedule(input({ volumes, jobs: one({ ...demand('data', 'multi-node-reader-only', true), attachmentMode: 'block' }) }));
     expect(block.unplaced[0]?.reasons).toEqual(everywhere('volume "data" offers no multi-node-reader-only/block capability'));
 
-    expect(where(schedule(input({ volumes, jobs: one({ ...demand('data', 'multi-node-reader-only', true), attachmentMode: 'file-system' }) })).put)).toEqual({ 'web:web/0': 'n1' });
+    expect(
+      where(
+        schedule(input({ volumes, jobs: one({ ...demand('data', 'multi-node-reader-only', true), attachmentMode: 'file-system' }) })).put,
+      ),
+    ).toEqual({ 'web:web/0': 'n1' });
     // A demand from before attachment modes were recorded: the access mode alone is checked.
-    expect(where(schedule(input({ volumes, jobs: one(demand('data', 'multi-node-reader-only', true)) })).put)).toEqual({ 'web:web/0': 'n1' });
-    expect(where(schedule(input({ volumes: { data: volume('data') }, jobs: one(demand('data', 'multi-node-multi-writer')) })).put)).toEqual({ 'web:web/0': 'n1' });
+    expect(where(schedule(input({ volumes, jobs: one(demand('data', 'multi-node-reader-only', true)) })).put)).toEqual({
+      'web:web/0': 'n1',
+    });
+    expect(where(schedule(input({ volumes: { data: volume('data') }, jobs: one(demand('data', 'multi-node-multi-writer')) })).put)).toEqual(
+      { 'web:web/0': 'n1' },
+    );
   });
 
   it('a volume whose claims cannot be read is refused everywhere (its holders are unknown); other volumes are not', () => {
     const volumes = { data: volume('data'), logs: volume('logs') };
-    const jobs = [service('web', [group('web', 1, { volumes: [rw('data')] })]), service('ship', [group('ship', 1, { volumes: [rw('logs')] })])];
+    const jobs = [
+      service('web', [group('web', 1, { volumes: [rw('data')] })]),
+      service('ship', [group('ship', 1, { volumes: [rw('logs')] })]),
+    ];
     const result = schedule(input({ volumes, jobs, unreadableClaims: ['data'] }));
     expect(where(result.put)).toEqual({ 'ship:ship/0': 'n1' });
     const why = 'the claims of volume "data" in etcd cannot be read';
@@ -293,8 +398,8 @@ describe('schedule: CSI volumes', () => {
   });
 });
 
-describe('schedule: a node\'s cap on a job\'s allocs', () => {
-  it('counts the job\'s own slots on the node (kept ones too), not other jobs\'', () => {
+describe("schedule: a node's cap on a job's allocs", () => {
+  it("counts the job's own slots on the node (kept ones too), not other jobs'", () => {
     const nodes = [node('n1', { maxAllocsPerJob: 1 }), node('n2', { maxAllocsPerJob: 1 }), node('n3')];
     const placements = [placed('other', 'other/0', 'n2'), placed('other', 'other/1', 'n2'), placed('web', 'web/0', 'n1')];
     const result = schedule(input({ nodes, placements, jobs: [service('other', [group('other', 2)]), service('web', [group('web', 4)])] }));
@@ -312,7 +417,10 @@ describe('schedule: a node\'s cap on a job\'s allocs', () => {
         jobId: 'web',
         group: 'web',
         slot: 'web/3',
-        reasons: { n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })', n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })' },
+        reasons: {
+          n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })',
+          n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })',
+        },
       },
     ]);
   });
@@ -325,7 +433,9 @@ describe('schedule: nodes down', () => {
 
   it('a service slot on a node down past the grace moves to another node, saying where it was', () => {
     const result = schedule(input({ nodes: n1Down(), placements: spread(), jobs: [web], downSince: { n1: NOW - GRACE } }));
-    expect(result.put).toEqual([{ slot: 'web/0', jobId: 'web', group: 'web', index: 0, node: 'n2', jobVersion: 0, placedAt: NOW, movedFrom: 'n1' }]);
+    expect(result.put).toEqual([
+      { slot: 'web/0', jobId: 'web', group: 'web', index: 0, node: 'n2', jobVersion: 0, placedAt: NOW, movedFrom: 'n1' },
+    ]);
     // Written over in place (the same slot key), not removed.
     expect(result.remove).toEqual([]);
   });
@@ -337,7 +447,11 @@ describe('schedule: nodes down', () => {
 
   it('a node down with no record of since when stays until its grace is counted; a node ready again keeps its slots', () => {
     expect(schedule(input({ nodes: n1Down(), placements: spread(), jobs: [web] }))).toEqual({ put: [], remove: [], unplaced: [] });
-    expect(schedule(input({ placements: spread(), jobs: [web], downSince: { n1: NOW - 10 * GRACE } }))).toEqual({ put: [], remove: [], unplaced: [] });
+    expect(schedule(input({ placements: spread(), jobs: [web], downSince: { n1: NOW - 10 * GRACE } }))).toEqual({
+      put: [],
+      remove: [],
+      unplaced: [],
+    });
   });
 
   it('the grace etcd measured decides when given: a node it names has its slots moved, one it does not keeps them, whatever downSince says', () => {
@@ -351,17 +465,29 @@ describe('schedule: nodes down', () => {
 
   it('a slot that cannot move stays where it is and is reported unplaced', () => {
     const nodes = [node('n1', { status: 'down' }), node('n2', { drivers: [] })];
-    const result = schedule(input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1)])], downSince: { n1: NOW - GRACE } }));
+    const result = schedule(
+      input({
+        nodes,
+        placements: [placed('web', 'web/0', 'n1')],
+        jobs: [service('web', [group('web', 1)])],
+        downSince: { n1: NOW - GRACE },
+      }),
+    );
     expect(result.put).toEqual([]);
     expect(result.remove).toEqual([]);
-    expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: 'the node is down', n2: 'no raw_exec driver on the node' } }]);
+    expect(result.unplaced).toEqual([
+      { jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: 'the node is down', n2: 'no raw_exec driver on the node' } },
+    ]);
   });
 });
 
 describe('schedule: job changes', () => {
   it('a stopped job has every slot removed, and nothing placed', () => {
     const placements = [placed('web', 'web/0', 'n1'), placed('web', 'web/1', 'n2'), placed('agent', 'agent/@n1', 'n1')];
-    const jobs = [{ ...service('web', [group('web', 2)]), stopped: true }, { ...system('agent', [group('agent', 1)]), stopped: true }];
+    const jobs = [
+      { ...service('web', [group('web', 2)]), stopped: true },
+      { ...system('agent', [group('agent', 1)]), stopped: true },
+    ];
     const result = schedule(input({ placements, jobs }));
     expect(result.remove).toEqual(placements);
     expect(result.put).toEqual([]);
@@ -383,7 +509,12 @@ describe('schedule: job changes', () => {
   });
 
   it('a new job version writes every kept slot again with it, where it is', () => {
-    const placements = [placed('web', 'web/0', 'n1'), placed('web', 'web/1', 'n2'), placed('web', 'web/2', 'n3'), placed('agent', 'agent/@n2', 'n2')];
+    const placements = [
+      placed('web', 'web/0', 'n1'),
+      placed('web', 'web/1', 'n2'),
+      placed('web', 'web/2', 'n3'),
+      placed('agent', 'agent/@n2', 'n2'),
+    ];
     const result = schedule(input({ placements, jobs: [service('web', [group('web', 2)], 1), system('agent', [group('agent', 1)], 4)] }));
     expect(result.remove.map((p) => p.slot)).toEqual(['web/2']);
     // Jobs in id order: agent's slots (new ones placed now, the kept one re-written), then web's.
@@ -398,18 +529,26 @@ describe('schedule: job changes', () => {
 
   it('a kept service slot whose new version its node cannot run moves to a node that can, saying where it was', () => {
     const nodes = [node('n1'), node('n2', { drivers: ['docker'] }), node('n3', { drivers: ['docker'] })];
-    const result = schedule(input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1, { drivers: ['docker'] })], 1)] }));
-    expect(result.put).toEqual([{ slot: 'web/0', jobId: 'web', group: 'web', index: 0, node: 'n2', jobVersion: 1, placedAt: NOW, movedFrom: 'n1' }]);
+    const result = schedule(
+      input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1, { drivers: ['docker'] })], 1)] }),
+    );
+    expect(result.put).toEqual([
+      { slot: 'web/0', jobId: 'web', group: 'web', index: 0, node: 'n2', jobVersion: 1, placedAt: NOW, movedFrom: 'n1' },
+    ]);
     expect(result.remove).toEqual([]);
     expect(result.unplaced).toEqual([]);
   });
 
-  it('with no node that can run the new version, the slot stays at its old version and the new one is pending, its own node\'s reason with the rest', () => {
+  it("with no node that can run the new version, the slot stays at its old version and the new one is pending, its own node's reason with the rest", () => {
     const nodes = [node('n1'), node('n2')];
-    const result = schedule(input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1, { drivers: ['docker'] })], 1)] }));
+    const result = schedule(
+      input({ nodes, placements: [placed('web', 'web/0', 'n1')], jobs: [service('web', [group('web', 1, { drivers: ['docker'] })], 1)] }),
+    );
     expect(result.put).toEqual([]);
     expect(result.remove).toEqual([]);
-    expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: 'no docker driver on the node', n2: 'no docker driver on the node' } }]);
+    expect(result.unplaced).toEqual([
+      { jobId: 'web', group: 'web', slot: 'web/0', reasons: { n1: 'no docker driver on the node', n2: 'no docker driver on the node' } },
+    ]);
   });
 
   it('a kept system slot whose new version its node cannot run goes; the nodes that can run it keep theirs at the new version', () => {
@@ -421,25 +560,46 @@ describe('schedule: job changes', () => {
     expect(result.unplaced).toEqual([]);
   });
 
-  it('a kept slot is not moved for its node plugin\'s health alone (a restarted node says its restored plugins unhealthy until checked)', () => {
+  it("a kept slot is not moved for its node plugin's health alone (a restarted node says its restored plugins unhealthy until checked)", () => {
     const vol = { v: volume('v') };
     const nodes = [node('n1', { plugins: [plugin({ topology: { zone: 'n1' }, healthy: false })] }), node('n2'), node('n3')];
     const job = service('web', [group('app', 1, { volumes: [demand('v', 'single-node-writer')] })], 1);
-    const r = schedule(input({ jobs: [job], nodes, volumes: vol, placements: [placed('web', 'app/0', 'n1')], claims: { v: [claim('a1', 'n1', 'single-node-writer', 'write')] } }));
+    const r = schedule(
+      input({
+        jobs: [job],
+        nodes,
+        volumes: vol,
+        placements: [placed('web', 'app/0', 'n1')],
+        claims: { v: [claim('a1', 'n1', 'single-node-writer', 'write')] },
+      }),
+    );
     expect(r.put).toEqual([placed('web', 'app/0', 'n1', { jobVersion: 1 })]);
     expect(r.unplaced).toEqual([]);
     // A new slot is still placed only where the plugin is healthy.
-    const fresh = schedule(input({ jobs: [service('api', [group('app', 1, { volumes: [demand('w', 'multi-node-multi-writer')] })])], nodes, volumes: { w: volume('w') } }));
+    const fresh = schedule(
+      input({
+        jobs: [service('api', [group('app', 1, { volumes: [demand('w', 'multi-node-multi-writer')] })])],
+        nodes,
+        volumes: { w: volume('w') },
+      }),
+    );
     expect(fresh.put.map((p) => p.node)).not.toContain('n1');
   });
 
-  it('a job submitted again as the other type keeps none of its old type\'s slots', () => {
+  it("a job submitted again as the other type keeps none of its old type's slots", () => {
     // system → service: the per-node slots go, the count is placed.
-    const fromSystem = schedule(input({ placements: [placed('web', 'web/@n1', 'n1'), placed('web', 'web/@n2', 'n2'), placed('web', 'web/@n3', 'n3')], jobs: [service('web', [group('web', 1)], 1)] }));
+    const fromSystem = schedule(
+      input({
+        placements: [placed('web', 'web/@n1', 'n1'), placed('web', 'web/@n2', 'n2'), placed('web', 'web/@n3', 'n3')],
+        jobs: [service('web', [group('web', 1)], 1)],
+      }),
+    );
     expect(fromSystem.remove.map((p) => p.slot)).toEqual(['web/@n1', 'web/@n2', 'web/@n3']);
     expect(fromSystem.put.map((p) => [p.slot, p.jobVersion])).toEqual([['web/0', 1]]);
     // service → system: the indexed slots go, every node gets its own.
-    const fromService = schedule(input({ placements: [placed('web', 'web/0', 'n1'), placed('web', 'web/1', 'n2')], jobs: [system('web', [group('web', 1)], 1)] }));
+    const fromService = schedule(
+      input({ placements: [placed('web', 'web/0', 'n1'), placed('web', 'web/1', 'n2')], jobs: [system('web', [group('web', 1)], 1)] }),
+    );
     expect(fromService.remove.map((p) => p.slot)).toEqual(['web/0', 'web/1']);
     expect(fromService.put.map((p) => p.slot)).toEqual(['web/@n1', 'web/@n2', 'web/@n3']);
   });
@@ -447,9 +607,17 @@ describe('schedule: job changes', () => {
 
 describe('schedule: determinism', () => {
   it('gives the same answer for the same input, whatever the order of its nodes, jobs and claims', () => {
-    const nodes = [node('n1'), node('n2', { status: 'down' }), node('n3', { drivers: ['raw_exec', 'docker'] }), node('n4', { plugins: [plugin({ maxVolumes: 1 })] })];
+    const nodes = [
+      node('n1'),
+      node('n2', { status: 'down' }),
+      node('n3', { drivers: ['raw_exec', 'docker'] }),
+      node('n4', { plugins: [plugin({ maxVolumes: 1 })] }),
+    ];
     const volumes = { data: volume('data'), logs: volume('logs') };
-    const claims = { data: [claim('x', 'n3', 'single-node-writer', 'write')], logs: [claim('y', 'n1', 'multi-node-multi-writer', 'write'), claim('z', 'n4', 'multi-node-multi-writer', 'write')] };
+    const claims = {
+      data: [claim('x', 'n3', 'single-node-writer', 'write')],
+      logs: [claim('y', 'n1', 'multi-node-multi-writer', 'write'), claim('z', 'n4', 'multi-node-multi-writer', 'write')],
+    };
     const jobs = [
       service('web', [group('web', 7), group('db', 2, { volumes: [demand('data', 'single-node-writer', true)] })], 3),
       system('agent', [group('agent', 1, { drivers: ['docker'] })]),
@@ -460,7 +628,12 @@ describe('schedule: determinism', () => {
     const base = input({ nodes, volumes, claims, jobs, placements, downSince: { n2: NOW - 2 * GRACE } });
     const first = schedule(base);
     expect(schedule(structuredClone(base))).toEqual(first);
-    const shuffled = schedule({ ...base, nodes: [...nodes].reverse(), jobs: [...jobs].reverse(), claims: { logs: [...claims.logs].reverse(), data: claims.data } });
+    const shuffled = schedule({
+      ...base,
+      nodes: [...nodes].reverse(),
+      jobs: [...jobs].reverse(),
+      claims: { logs: [...claims.logs].reverse(), data: claims.data },
+    });
     expect(shuffled).toEqual(first);
     // And it did decide something of every kind, so the comparison means something.
     expect(first.put.some((p) => p.movedFrom === 'n2')).toBe(true);

@@ -127,7 +127,10 @@ export function topologyMatches(volume: SchedVolume, nodeTopology: Record<string
 }
 
 /** Whether the node has been down for longer than the grace (a service placement there is placed again). */
-export function pastGrace(node: string, input: Pick<SchedulerInput, 'nodes' | 'downSince' | 'now' | 'disconnectGraceMs' | 'expired'>): boolean {
+export function pastGrace(
+  node: string,
+  input: Pick<SchedulerInput, 'nodes' | 'downSince' | 'now' | 'disconnectGraceMs' | 'expired'>,
+): boolean {
   const view = input.nodes.find((n) => n.name === node);
   if (view?.status === 'ready') return false;
   if (input.expired) return input.expired.includes(node);
@@ -197,7 +200,13 @@ class Tally {
  * only what the node itself offers is checked (a slot kept there, whose own
  * use of its volumes is in the tally already).
  */
-function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerInput, tally: Tally | undefined, jobId?: string): string | undefined {
+function infeasible(
+  node: ClusterNodeView,
+  group: GroupDemand,
+  input: SchedulerInput,
+  tally: Tally | undefined,
+  jobId?: string,
+): string | undefined {
   // Without a tally (a slot kept where it is, checked against a new version), a plugin's health is not a reason: a node's record
   // says its restored plugins unhealthy until their first check after a restart, and moving a running alloc for that would stop it.
   const keptSlot = tally === undefined;
@@ -214,7 +223,12 @@ function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerI
     if (!plugin) return `no node plugin "${volume.pluginId}" on the node`;
     if (!plugin.healthy && !keptSlot) return `node plugin "${volume.pluginId}" is not healthy on the node`;
     if (!topologyMatches(volume, plugin.topology)) return `volume "${v.volumeId}" is not accessible from the node's topology`;
-    if (volume.capabilities && !volume.capabilities.some((c) => c.accessMode === v.accessMode && (v.attachmentMode === undefined || c.attachmentMode === v.attachmentMode))) {
+    if (
+      volume.capabilities &&
+      !volume.capabilities.some(
+        (c) => c.accessMode === v.accessMode && (v.attachmentMode === undefined || c.attachmentMode === v.attachmentMode),
+      )
+    ) {
       return `volume "${v.volumeId}" offers no ${v.accessMode}${v.attachmentMode ? `/${v.attachmentMode}` : ''} capability`;
     }
     if (input.unreadableClaims?.includes(v.volumeId)) return `the claims of volume "${v.volumeId}" in etcd cannot be read`;
@@ -235,7 +249,12 @@ function infeasible(node: ClusterNodeView, group: GroupDemand, input: SchedulerI
 }
 
 function pick(candidates: ClusterNodeView[], jobId: string, tally: Tally): ClusterNodeView | undefined {
-  return [...candidates].sort((a, b) => tally.count(jobId, a.name) - tally.count(jobId, b.name) || tally.totalOn(a.name) - tally.totalOn(b.name) || a.name.localeCompare(b.name))[0];
+  return [...candidates].sort(
+    (a, b) =>
+      tally.count(jobId, a.name) - tally.count(jobId, b.name) ||
+      tally.totalOn(a.name) - tally.totalOn(b.name) ||
+      a.name.localeCompare(b.name),
+  )[0];
 }
 
 /**
@@ -273,17 +292,27 @@ export function schedule(input: SchedulerInput): SchedulerResult {
   }
   // Claims count where they are held; kept placements count where they will be, unless their node holds a claim of the same
   // kind on the volume already (a claim names its alloc, not its slot: such a claim is taken to be that placement's).
-  const claimedBy = (node: string, volumeId: string, writes: boolean): boolean => (input.claims[volumeId] ?? []).some((c) => c.nodeId === node && (c.mode === 'write') === writes);
-  for (const [volumeId, claims] of Object.entries(input.claims)) for (const c of claims) tally.useVolume(c.nodeId, volumeId, c.accessMode, c.mode === 'write');
+  const claimedBy = (node: string, volumeId: string, writes: boolean): boolean =>
+    (input.claims[volumeId] ?? []).some((c) => c.nodeId === node && (c.mode === 'write') === writes);
+  for (const [volumeId, claims] of Object.entries(input.claims))
+    for (const c of claims) tally.useVolume(c.nodeId, volumeId, c.accessMode, c.mode === 'write');
   for (const p of kept.values()) {
     tally.place(p);
     // A claim it holds already counted it.
-    for (const v of demandOf(p)!.volumes) if (!claimedBy(p.node, v.volumeId, !v.readOnly)) tally.useVolume(p.node, v.volumeId, v.accessMode, !v.readOnly);
+    for (const v of demandOf(p)!.volumes)
+      if (!claimedBy(p.node, v.volumeId, !v.readOnly)) tally.useVolume(p.node, v.volumeId, v.accessMode, !v.readOnly);
   }
 
   /** Slots `place` put somewhere this run. */
   const placedNow = new Set<string>();
-  const place = (job: SchedJob, group: GroupDemand, slot: string, index: number, candidates: ClusterNodeView[], movedFrom?: string): void => {
+  const place = (
+    job: SchedJob,
+    group: GroupDemand,
+    slot: string,
+    index: number,
+    candidates: ClusterNodeView[],
+    movedFrom?: string,
+  ): void => {
     const reasons: Record<string, string> = {};
     const feasible: ClusterNodeView[] = [];
     for (const n of candidates) {
@@ -296,7 +325,16 @@ export function schedule(input: SchedulerInput): SchedulerResult {
       unplaced.push({ jobId: job.id, group: group.name, slot, reasons });
       return;
     }
-    const p: Placement = { slot, jobId: job.id, group: group.name, index, node: node.name, jobVersion: job.version, placedAt: input.now, ...(movedFrom ? { movedFrom } : {}) };
+    const p: Placement = {
+      slot,
+      jobId: job.id,
+      group: group.name,
+      index,
+      node: node.name,
+      jobVersion: job.version,
+      placedAt: input.now,
+      ...(movedFrom ? { movedFrom } : {}),
+    };
     put.push(p);
     placedNow.add(`${job.id}\u0000${slot}`);
     tally.place(p);
@@ -335,7 +373,14 @@ export function schedule(input: SchedulerInput): SchedulerResult {
             put.push({ ...existing, jobVersion: job.version });
             continue;
           }
-          place(job, group, slot, index, nodes.filter((n) => n.name !== existing.node), existing.node);
+          place(
+            job,
+            group,
+            slot,
+            index,
+            nodes.filter((n) => n.name !== existing.node),
+            existing.node,
+          );
           if (!placedNow.has(`${job.id}\u0000${slot}`)) {
             // Nowhere else either: it stays where it is, at its version, and the new version is pending with why.
             const last = unplaced[unplaced.length - 1];

@@ -10,7 +10,6 @@ import { caps, request } from './support/records';
 
 jest.setTimeout(120_000);
 
-
 describe('cluster-wide claims in etcd', () => {
   let etcd: EtcdTestCluster;
   let a: EtcdConnection;
@@ -21,7 +20,11 @@ describe('cluster-wide claims in etcd', () => {
   beforeAll(async () => {
     etcd = await EtcdTestCluster.start(3);
     // Two agents: two clients of their own, as two machines would have.
-    const options = (i: number) => ({ endpoints: [etcd.endpoint(i), ...etcd.endpoints.filter((_, j) => j !== i)], prefix: 'test-claims/', dialTimeoutMs: 5_000 });
+    const options = (i: number) => ({
+      endpoints: [etcd.endpoint(i), ...etcd.endpoints.filter((_, j) => j !== i)],
+      prefix: 'test-claims/',
+      dialTimeoutMs: 5_000,
+    });
     a = connectEtcd(options(0));
     b = connectEtcd(options(1));
     onA = new EtcdVolumeClaims(a);
@@ -90,14 +93,20 @@ describe('cluster-wide claims in etcd', () => {
     const sw = { id: 'sw', capabilities: caps('multi-node-single-writer') };
     await onA.claim(sw, request('sw', 'w1', 'multi-node-single-writer'), 'n1');
     await onB.claim(sw, request('sw', 'r1', 'multi-node-single-writer', true), 'n2');
-    await expect(onB.claim(sw, request('sw', 'w2', 'multi-node-single-writer'), 'n2')).rejects.toThrow(/allows one writer at a time and alloc w1 holds the write claim/);
+    await expect(onB.claim(sw, request('sw', 'w2', 'multi-node-single-writer'), 'n2')).rejects.toThrow(
+      /allows one writer at a time and alloc w1 holds the write claim/,
+    );
 
     const mw = { id: 'mw', capabilities: caps('multi-node-multi-writer') };
-    await Promise.all([onA.claim(mw, request('mw', 'x1', 'multi-node-multi-writer'), 'n1'), onB.claim(mw, request('mw', 'x2', 'multi-node-multi-writer'), 'n2'), onA.claim(mw, request('mw', 'x3', 'multi-node-multi-writer'), 'n3')]);
+    await Promise.all([
+      onA.claim(mw, request('mw', 'x1', 'multi-node-multi-writer'), 'n1'),
+      onB.claim(mw, request('mw', 'x2', 'multi-node-multi-writer'), 'n2'),
+      onA.claim(mw, request('mw', 'x3', 'multi-node-multi-writer'), 'n3'),
+    ]);
     expect((await onB.claims('mw')).map((c) => c.allocId).sort()).toEqual(['x1', 'x2', 'x3']);
   });
 
-  it('a node gone for good has its claims released, and no one else\'s; a node alive again keeps its own', async () => {
+  it("a node gone for good has its claims released, and no one else's; a node alive again keeps its own", async () => {
     const alive = connectEtcd({ endpoints: etcd.endpoints, prefix: 'test-claims/', dialTimeoutMs: 5_000 });
     try {
       const mw0 = { id: 'kept', capabilities: caps('multi-node-multi-writer') };

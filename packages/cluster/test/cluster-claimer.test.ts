@@ -2,7 +2,14 @@
 // stand-in for the local catalog: the claim is taken in etcd first, and given
 // back when the local claim fails; a release goes here first, then in etcd;
 // a node's refusal comes before anything is asked of the local catalog.
-import { ClaimError, type ClaimableVolume, type VolumeCapability, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimView } from '@csiplug/volumes';
+import {
+  ClaimError,
+  type ClaimableVolume,
+  type VolumeCapability,
+  type VolumeClaimRequest,
+  type VolumeClaimResult,
+  type VolumeClaimView,
+} from '@csiplug/volumes';
 import { EtcdVolumeClaims } from '../src/claims';
 import { ClusterVolumeClaimer, type LocalCatalog } from '../src/cluster-claimer';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
@@ -13,7 +20,9 @@ jest.setTimeout(60_000);
 class LocalStandIn implements LocalCatalog {
   calls: string[] = [];
   failNextClaim: Error | undefined;
-  readonly volumes = new Map<string, { capabilities: VolumeCapability[]; claims: VolumeClaimView[] }>([['v', { capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }], claims: [] }]]);
+  readonly volumes = new Map<string, { capabilities: VolumeCapability[]; claims: VolumeClaimView[] }>([
+    ['v', { capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }], claims: [] }],
+  ]);
   getVolume(id: string) {
     return this.volumes.get(id);
   }
@@ -34,7 +43,13 @@ class LocalStandIn implements LocalCatalog {
   }
 }
 
-const request = (allocId: string): VolumeClaimRequest => ({ volumeId: 'v', allocId, accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false });
+const request = (allocId: string): VolumeClaimRequest => ({
+  volumeId: 'v',
+  allocId,
+  accessMode: 'single-node-writer',
+  attachmentMode: 'file-system',
+  readOnly: false,
+});
 
 describe('ClusterVolumeClaimer', () => {
   let etcd: EtcdTestCluster;
@@ -79,7 +94,9 @@ describe('ClusterVolumeClaimer', () => {
     await expect(claimer.claim(request('a3'))).rejects.toThrow(/ControllerPublishVolume failed/);
     // Held in etcd while this node may still have the volume attached: another node is refused.
     expect((await claims.claims('v')).map((c) => c.allocId)).toEqual(['a3']);
-    await expect(new ClusterVolumeClaimer(() => new LocalStandIn(), claims, 'n2').claim(request('a9'))).rejects.toThrow(/claimed on node n1/);
+    await expect(new ClusterVolumeClaimer(() => new LocalStandIn(), claims, 'n2').claim(request('a9'))).rejects.toThrow(
+      /claimed on node n1/,
+    );
     // The reconciler's undo: release, here then in etcd.
     await claimer.release('v', 'a3');
     expect(local.calls.at(-1)).toBe('release v a3');
@@ -99,9 +116,11 @@ describe('ClusterVolumeClaimer', () => {
     await claimer.release('v', 'a5');
   });
 
-  it('a volume this node does not know is the local catalog\'s refusal, not retryable', async () => {
+  it("a volume this node does not know is the local catalog's refusal, not retryable", async () => {
     const local = new LocalStandIn();
-    const err = await new ClusterVolumeClaimer(() => local, claims, 'n1').claim({ ...request('a4'), volumeId: 'nope' }).catch((e: unknown) => e);
+    const err = await new ClusterVolumeClaimer(() => local, claims, 'n1')
+      .claim({ ...request('a4'), volumeId: 'nope' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ClaimError);
     expect((err as ClaimError).retryable).toBe(false);
     expect((err as Error).message).toBe('volume "nope" is not registered');
@@ -110,24 +129,42 @@ describe('ClusterVolumeClaimer', () => {
 
   it('a stale mount may come back up only while the node may claim (held, and settled since it joined)', () => {
     let may = false;
-    const claimer = new ClusterVolumeClaimer(() => new LocalStandIn(), claims, 'n1', () => may);
-    expect(claimer.remountRefusal('v')).toMatch(/^volume "v": this agent does not hold node "n1" in the cluster yet .*a stale mount is brought back up once it does$/);
+    const claimer = new ClusterVolumeClaimer(
+      () => new LocalStandIn(),
+      claims,
+      'n1',
+      () => may,
+    );
+    expect(claimer.remountRefusal('v')).toMatch(
+      /^volume "v": this agent does not hold node "n1" in the cluster yet .*a stale mount is brought back up once it does$/,
+    );
     may = true;
     expect(claimer.remountRefusal('v')).toBeUndefined();
   });
 
-  it('reassert claims in etcd what the catalog holds, gives back one the catalog let go of meanwhile; ownClaims lists this identity\'s alone', async () => {
+  it("reassert claims in etcd what the catalog holds, gives back one the catalog let go of meanwhile; ownClaims lists this identity's alone", async () => {
     const local = new LocalStandIn();
     const held = { allocId: 'r1', mode: 'write' as const, accessMode: 'single-node-writer', attachmentMode: 'file-system', since: 1 };
     local.volumes.get('v')!.claims.push(held);
     const mine = new EtcdVolumeClaims(conn, Date.now, 'id-n1');
-    const claimer = new ClusterVolumeClaimer(() => local, mine, 'n1', () => true, undefined, (c) => c.nodeId === 'n1' && c.nodeIdentity === 'id-n1');
+    const claimer = new ClusterVolumeClaimer(
+      () => local,
+      mine,
+      'n1',
+      () => true,
+      undefined,
+      (c) => c.nodeId === 'n1' && c.nodeIdentity === 'id-n1',
+    );
     await claimer.reassert('v', 'r1');
     expect((await claims.claims('v')).map((c) => [c.allocId, c.nodeId, c.nodeIdentity])).toEqual([['r1', 'n1', 'id-n1']]);
     // Nothing asked of the local catalog: the claim is asserted in etcd only.
     expect(local.calls).toEqual([]);
     // Another machine under the same name: its claim is not this agent's to sweep.
-    await new EtcdVolumeClaims(conn, Date.now, 'id-other').claim({ id: 'w', capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] }, { ...request('x1'), volumeId: 'w', accessMode: 'multi-node-multi-writer' }, 'n1');
+    await new EtcdVolumeClaims(conn, Date.now, 'id-other').claim(
+      { id: 'w', capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] },
+      { ...request('x1'), volumeId: 'w', accessMode: 'multi-node-multi-writer' },
+      'n1',
+    );
     expect(await claimer.ownClaims()).toEqual([{ volumeId: 'v', allocId: 'r1' }]);
     // Released here while it was asserted there: given back in etcd too.
     const claimEtcd = mine.claim.bind(mine);

@@ -12,7 +12,8 @@ import { T0, caps, request, volumeRecord, type TestVolume } from './support/reco
 jest.setTimeout(120_000);
 
 const record = volumeRecord;
-const reservation = (id: string, origin: string): ClusterVolumeRecord<TestVolume> => record(id, origin, { state: 'creating', volume: { id, pluginId: 'hostpath', externalId: '' } });
+const reservation = (id: string, origin: string): ClusterVolumeRecord<TestVolume> =>
+  record(id, origin, { state: 'creating', volume: { id, pluginId: 'hostpath', externalId: '' } });
 
 describe('the cluster volume catalog in etcd', () => {
   let etcd: EtcdTestCluster;
@@ -39,7 +40,9 @@ describe('the cluster volume catalog in etcd', () => {
     expect(await volumes.get('data')).toEqual(record('data', 'n1'));
     const again = await volumes.add(record('data', 'n2')).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(ClusterVolumeExistsError);
-    expect((again as Error).message).toBe('volume "data" exists in the cluster already (registered by node n1); pick another id, or deregister it first');
+    expect((again as Error).message).toBe(
+      'volume "data" exists in the cluster already (registered by node n1); pick another id, or deregister it first',
+    );
     // The first one's record stands.
     expect((await volumes.get('data'))?.origin).toBe('n1');
     await volumes.add(record('alpha', 'n3'));
@@ -94,7 +97,11 @@ describe('the cluster volume catalog in etcd', () => {
 
   it('refuses to remove a volume while a claim on it is held anywhere; removes it once none is', async () => {
     await volumes.add(record('held', 'n1'));
-    await claimsOf.claim({ id: 'held', capabilities: caps('multi-node-multi-writer') }, request('held', 'a1', 'multi-node-multi-writer'), 'n2');
+    await claimsOf.claim(
+      { id: 'held', capabilities: caps('multi-node-multi-writer') },
+      request('held', 'a1', 'multi-node-multi-writer'),
+      'n2',
+    );
     expect(await volumes.remove('held')).toBe(false);
     expect(await volumes.get('held')).toBeDefined();
 
@@ -116,7 +123,7 @@ describe('the cluster volume catalog in etcd', () => {
     expect(await volumes.get('unreadable')).toBeDefined();
   });
 
-  it('a record no one wrote (not JSON, another id than its key\'s, no plugin, a state it cannot have) is left out and said', async () => {
+  it("a record no one wrote (not JSON, another id than its key's, no plugin, a state it cannot have) is left out and said", async () => {
     const before = (await volumes.list()).map((v) => v.id);
     await conn.kv.put('volumes/junk-text').value('not json');
     await conn.kv.put('volumes/junk-id').value(JSON.stringify(record('someone-else', 'n1')));

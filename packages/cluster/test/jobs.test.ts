@@ -42,12 +42,23 @@ const node = (name: string, over: Partial<ClusterNodeView> = {}): ClusterNodeVie
 });
 const three = (): ClusterNodeView[] => [node('n1'), node('n2'), node('n3')];
 const n1Down = (): ClusterNodeView[] => [node('n1', { status: 'down' }), node('n2'), node('n3')];
-const group = (name: string, count: number, over: Partial<GroupDemand> = {}): GroupDemand => ({ name, count, drivers: ['raw_exec'], volumes: [], ...over });
+const group = (name: string, count: number, over: Partial<GroupDemand> = {}): GroupDemand => ({
+  name,
+  count,
+  drivers: ['raw_exec'],
+  volumes: [],
+  ...over,
+});
 const demand = (volumeId: string, accessMode: string, readOnly = false): VolumeDemand => ({ volumeId, accessMode, readOnly });
-const pass = (nodes: ClusterNodeView[], now: number, over: Partial<ReconcileOptions> = {}): ReconcileOptions => ({ nodes, now, disconnectGraceMs: GRACE, ...over });
+const pass = (nodes: ClusterNodeView[], now: number, over: Partial<ReconcileOptions> = {}): ReconcileOptions => ({
+  nodes,
+  now,
+  disconnectGraceMs: GRACE,
+  ...over,
+});
 
-
-const perNode = (ps: Placement[]): Record<string, number> => ps.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.node]: (acc[p.node] ?? 0) + 1 }), {});
+const perNode = (ps: Placement[]): Record<string, number> =>
+  ps.reduce<Record<string, number>>((acc, p) => ({ ...acc, [p.node]: (acc[p.node] ?? 0) + 1 }), {});
 const slots = (ps: Placement[], jobId: string): string[] =>
   ps
     .filter((p) => p.jobId === jobId)
@@ -138,7 +149,15 @@ describe('jobs and placements in etcd', () => {
     const { jobs } = fresh();
     const first = await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
     expect(first.unchanged).toBe(false);
-    expect(first.record).toEqual({ id: 'web', type: 'service', version: 0, stopped: false, submittedAt: T0, groups: [group('web', 2)], spec: { image: 'web:1' } });
+    expect(first.record).toEqual({
+      id: 'web',
+      type: 'service',
+      version: 0,
+      stopped: false,
+      submittedAt: T0,
+      groups: [group('web', 2)],
+      spec: { image: 'web:1' },
+    });
 
     const same = await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0 + 1_000);
     expect(same.unchanged).toBe(true);
@@ -180,7 +199,7 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.status('web'))?.record.stopped).toBe(true);
   });
 
-  it('a purge leaves a tombstone, its placements go at the next pass, and the tombstone when its lease runs out (whatever a pass\'s clock says)', async () => {
+  it("a purge leaves a tombstone, its placements go at the next pass, and the tombstone when its lease runs out (whatever a pass's clock says)", async () => {
     // The tombstone's lease as short as a test can wait for; in an agent it is a day.
     const { conn, jobs, run } = fresh({ tombstoneTtlSeconds: 2 });
     await jobs.submit('web', 'service', [group('web', 1)], { image: 'web:1' }, T0);
@@ -226,7 +245,18 @@ describe('jobs and placements in etcd', () => {
     await untilGone(conn, 'jobs/web');
 
     // A tombstone written without a lease (an agent before this one) goes on one at the next pass, and then when it runs out.
-    await conn.kv.put('jobs/old').value(JSON.stringify({ id: 'old', type: 'service', version: 0, stopped: true, purged: true, submittedAt: now - 3 * DAY, groups: [group('old', 1)], spec: { image: 'old:1' } }));
+    await conn.kv.put('jobs/old').value(
+      JSON.stringify({
+        id: 'old',
+        type: 'service',
+        version: 0,
+        stopped: true,
+        purged: true,
+        submittedAt: now - 3 * DAY,
+        groups: [group('old', 1)],
+        spec: { image: 'old:1' },
+      }),
+    );
     await run(three(), now + 3_000);
     const rewritten = (await conn.kv.get('jobs/old').exec()).kvs[0];
     expect(rewritten?.lease).not.toBe('0');
@@ -236,7 +266,15 @@ describe('jobs and placements in etcd', () => {
   it('a 195-byte job record asking for 100000 allocs, put straight into etcd, is left out with one error naming its key and the limit; other jobs are placed; written again, it is said again', async () => {
     const { conn, jobs, run, logger } = fresh();
     const limited = (): ClusterNodeView[] => three().map((n) => ({ ...n, maxAllocsPerJob: 256 }));
-    const body = JSON.stringify({ id: 'big', type: 'service', version: 0, stopped: false, submittedAt: T0, groups: [{ name: 'g', count: 100_000, drivers: ['raw_exec'], volumes: [] }], spec: { pad: 'x'.repeat(17) } });
+    const body = JSON.stringify({
+      id: 'big',
+      type: 'service',
+      version: 0,
+      stopped: false,
+      submittedAt: T0,
+      groups: [{ name: 'g', count: 100_000, drivers: ['raw_exec'], volumes: [] }],
+      spec: { pad: 'x'.repeat(17) },
+    });
     expect(Buffer.byteLength(body)).toBe(195);
     await conn.kv.put('jobs/big').value(body);
     await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
@@ -325,7 +363,9 @@ describe('jobs and placements in etcd', () => {
     await run(nodes, T0);
     const stuck = await jobs.status('vm');
     expect(stuck?.placements).toEqual([]);
-    expect(stuck?.pending).toEqual([{ group: 'vm', count: 2, slots: ['vm/0', 'vm/1'], reasons: { n1: 'no qemu driver on the node', n2: 'the node is down' } }]);
+    expect(stuck?.pending).toEqual([
+      { group: 'vm', count: 2, slots: ['vm/0', 'vm/1'], reasons: { n1: 'no qemu driver on the node', n2: 'the node is down' } },
+    ]);
 
     await run([...nodes, node('n3', { drivers: ['qemu'] })], T0 + 1_000);
     const placed = await jobs.status('vm');
@@ -352,14 +392,22 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.placements()).map((p) => p.node)).toEqual(['n1']);
   });
 
-  it('the per-node cap on a job\'s allocs (max_allocs_per_job in the node\'s view) leaves the excess pending, with the reason', async () => {
+  it("the per-node cap on a job's allocs (max_allocs_per_job in the node's view) leaves the excess pending, with the reason", async () => {
     const { jobs, run } = fresh();
     await jobs.submit('web', 'service', [group('web', 5)], { image: 'web:1' }, T0);
     // Three nodes known, the most generous running 2 of a job: a job run could have asked for 6 (record-limits.ts); n3 is down.
-    const nodes = [node('n1', { maxAllocsPerJob: 2 }), node('n2', { maxAllocsPerJob: 1 }), node('n3', { maxAllocsPerJob: 1, status: 'down' })];
+    const nodes = [
+      node('n1', { maxAllocsPerJob: 2 }),
+      node('n2', { maxAllocsPerJob: 1 }),
+      node('n3', { maxAllocsPerJob: 1, status: 'down' }),
+    ];
     const result = await run(nodes, T0);
     expect(perNode(await jobs.placements())).toEqual({ n1: 2, n2: 1 });
-    const capped = { n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })', n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })', n3: 'the node is down' };
+    const capped = {
+      n1: 'the node runs at most 2 allocs of a job (its limits { max_allocs_per_job })',
+      n2: 'the node runs at most 1 allocs of a job (its limits { max_allocs_per_job })',
+      n3: 'the node is down',
+    };
     expect(result.unplaced.map((u) => [u.slot, u.reasons])).toEqual([
       ['web/3', capped],
       ['web/4', capped],
@@ -415,7 +463,10 @@ describe('jobs and placements in etcd', () => {
     const arrived = () => void (++arrivals === 2 && open());
     const a = new EtcdJobs<Spec>(holdCommits(connect(prefix), arrived, release), new MemoryLogger(), () => T0);
     const b = new EtcdJobs<Spec>(holdCommits(connect(prefix), arrived, release), new MemoryLogger(), () => T0);
-    const [ra, rb] = await Promise.all([a.reconcile(pass([node('n1', { drivers: ['qemu'] })], T0)), b.reconcile(pass([node('n1', { drivers: ['docker'] })], T0))]);
+    const [ra, rb] = await Promise.all([
+      a.reconcile(pass([node('n1', { drivers: ['qemu'] })], T0)),
+      b.reconcile(pass([node('n1', { drivers: ['docker'] })], T0)),
+    ]);
     expect(ra.put.map((p) => p.jobId)).toEqual(['vm']);
     expect(rb.put.map((p) => p.jobId)).toEqual(['box']);
     expect([ra, rb].filter(wrote)).toHaveLength(1);
@@ -432,7 +483,7 @@ describe('jobs and placements in etcd', () => {
     expect(await conn.kv.get('sched/epoch').string()).toBe(String(T0 + 1_000));
   });
 
-  it('a node down: the first pass marks it and starts its grace on a lease in etcd; the slot moves only once the lease ran out, after the node\'s claims were released, once', async () => {
+  it("a node down: the first pass marks it and starts its grace on a lease in etcd; the slot moves only once the lease ran out, after the node's claims were released, once", async () => {
     const { conn, jobs, run, raw } = fresh();
     await jobs.volumes.add(volumeRecord('data', 'n1'));
     await jobs.volumes.add(volumeRecord('logs', 'n1'));
@@ -440,20 +491,32 @@ describe('jobs and placements in etcd', () => {
     await run(three(), T0);
     expect((await jobs.placements()).map((p) => [p.slot, p.node])).toEqual([['db/0', 'n1']]);
     // The alloc on n1 claimed the volume, and its controller published it to n1 (the controller-publish state, in etcd too).
-    await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
+    await jobs.claims.claim(
+      { id: 'data', capabilities: caps('single-node-writer') },
+      request('data', 'db-alloc', 'single-node-writer'),
+      'n1',
+    );
     await jobs.claims.markPublished('data', 'db-alloc', { csiNodeId: 'csi-n1', context: { device: '/dev/x' } });
     expect((await jobs.claims.claims('data'))[0]!.published).toEqual({ csiNodeId: 'csi-n1', context: { device: '/dev/x' } });
     // Claimed again by the same alloc on the same node (asserted after a restart): the publish state and start stay.
     const before = (await jobs.claims.claims('data'))[0]!;
-    await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
+    await jobs.claims.claim(
+      { id: 'data', capabilities: caps('single-node-writer') },
+      request('data', 'db-alloc', 'single-node-writer'),
+      'n1',
+    );
     expect((await jobs.claims.claims('data'))[0]).toEqual(before);
 
     const released: Array<[string, string[]]> = [];
     const onNodeReleased = (n: string, volumes: string[]) => void released.push([n, volumes]);
     // Before its claims go: what was published to it, for a controller elsewhere to unpublish (the claim still held while asked).
     const unpublish: Array<[string, string, string, number]> = [];
-    const beforeRelease = async (n: string, published: Array<{ volumeId: string; claim: { allocId: string; published?: { csiNodeId: string } } }>) => {
-      for (const p of published) unpublish.push([n, p.volumeId, p.claim.published!.csiNodeId, (await jobs.claims.claims(p.volumeId)).length]);
+    const beforeRelease = async (
+      n: string,
+      published: Array<{ volumeId: string; claim: { allocId: string; published?: { csiNodeId: string } } }>,
+    ) => {
+      for (const p of published)
+        unpublish.push([n, p.volumeId, p.claim.published!.csiNodeId, (await jobs.claims.claims(p.volumeId)).length]);
       return true;
     };
     const marked = await run(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000, onNodeReleased, beforeRelease });
@@ -485,7 +548,20 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.placements()).map((p) => [p.slot, p.node, p.movedFrom])).toEqual([['db/0', 'n2', 'n1']]);
 
     // Released once: the mark says so, and a later pass does not go through the claims again for n1.
-    await conn.kv.put('claims/logs').value(JSON.stringify({ claims: [{ allocId: 'late', nodeId: 'n1', mode: 'write', accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system', since: T0 }] }));
+    await conn.kv.put('claims/logs').value(
+      JSON.stringify({
+        claims: [
+          {
+            allocId: 'late',
+            nodeId: 'n1',
+            mode: 'write',
+            accessMode: 'multi-node-multi-writer',
+            attachmentMode: 'file-system',
+            since: T0,
+          },
+        ],
+      }),
+    );
     await run(n1Down(), T0 + 20_000, { disconnectGraceMs: 1_000, onNodeReleased });
     expect(released).toEqual([['n1', ['data']]]);
     expect((await jobs.claims.claims('logs')).map((c) => c.allocId)).toEqual(['late']);
@@ -508,12 +584,16 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.placements()).map((p) => p.node)).toEqual(['n1']);
   });
 
-  it('a disconnect grace of 0 is still one second of etcd\'s; a view calling a node down while its alive key is there starts no grace at all', async () => {
+  it("a disconnect grace of 0 is still one second of etcd's; a view calling a node down while its alive key is there starts no grace at all", async () => {
     const { conn, jobs, run } = fresh();
     await jobs.volumes.add(volumeRecord('data', 'n1'));
     await jobs.submit('db', 'service', [group('db', 1, { volumes: [demand('data', 'single-node-writer')] })], { image: 'db:1' }, T0);
     await run(three(), T0);
-    await jobs.claims.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'db-alloc', 'single-node-writer'), 'n1');
+    await jobs.claims.claim(
+      { id: 'data', capabilities: caps('single-node-writer') },
+      request('data', 'db-alloc', 'single-node-writer'),
+      'n1',
+    );
 
     // A stale view: n1's alive key is there. No mark, no grace, its claim kept, its slot where it is.
     await aliveAs(conn, three());
@@ -535,9 +615,19 @@ describe('jobs and placements in etcd', () => {
   it('a node back before its slot moved keeps it; a move planned from a stale view after it came back fails its compare and writes nothing', async () => {
     const { conn, jobs, run, raw } = fresh();
     await jobs.volumes.add(volumeRecord('shared', 'n1'));
-    await jobs.submit('web', 'service', [group('web', 1, { volumes: [demand('shared', 'multi-node-multi-writer')] })], { image: 'web:1' }, T0);
+    await jobs.submit(
+      'web',
+      'service',
+      [group('web', 1, { volumes: [demand('shared', 'multi-node-multi-writer')] })],
+      { image: 'web:1' },
+      T0,
+    );
     await run(three(), T0);
-    await jobs.claims.claim({ id: 'shared', capabilities: caps('multi-node-multi-writer') }, request('shared', 'web-alloc', 'multi-node-multi-writer'), 'n1');
+    await jobs.claims.claim(
+      { id: 'shared', capabilities: caps('multi-node-multi-writer') },
+      request('shared', 'web-alloc', 'multi-node-multi-writer'),
+      'n1',
+    );
 
     // Down, then back within its grace: the mark and the grace go, the slot stays.
     await run(n1Down(), T0 + 1_000, { disconnectGraceMs: 1_000 });
@@ -555,7 +645,9 @@ describe('jobs and placements in etcd', () => {
     await conn.kv.put('alive/n1').value(JSON.stringify({ instance: 'agent-n1', since: T0 }));
     const before = await raw('placements/web/web/0');
     const released: string[] = [];
-    const result = await jobs.reconcile(pass(stale, T0 + 4_000, { disconnectGraceMs: 1_000, onNodeReleased: (n) => void released.push(n) }));
+    const result = await jobs.reconcile(
+      pass(stale, T0 + 4_000, { disconnectGraceMs: 1_000, onNodeReleased: (n) => void released.push(n) }),
+    );
     expect(result.put.map((p) => [p.slot, p.node, p.movedFrom])).toEqual([['web/0', 'n2', 'n1']]);
     expect(result.conflicts).toBe(1);
     expect(result.placements.map((p) => p.node)).toEqual(['n1']);
@@ -575,10 +667,30 @@ describe('jobs and placements in etcd', () => {
   it('a job record no one can read (not JSON, the wrong shape, another id) does not stop the pass, and its slots are left as they are', async () => {
     const { conn, jobs, run, raw, logger } = fresh();
     await jobs.submit('web', 'service', [group('web', 2)], { image: 'web:1' }, T0);
-    const slotOn = (jobId: string, n: string): Placement => ({ slot: `${jobId}/0`, jobId, group: jobId, index: 0, node: n, jobVersion: 0, placedAt: T0 });
+    const slotOn = (jobId: string, n: string): Placement => ({
+      slot: `${jobId}/0`,
+      jobId,
+      group: jobId,
+      index: 0,
+      node: n,
+      jobVersion: 0,
+      placedAt: T0,
+    });
     await conn.kv.put('jobs/text').value('not json {');
-    await conn.kv.put('jobs/shape').value(JSON.stringify({ id: 'shape', type: 'batch', version: 0, stopped: false, submittedAt: T0, groups: [], spec: {} }));
-    await conn.kv.put('jobs/other').value(JSON.stringify({ id: 'someone-else', type: 'service', version: 0, stopped: false, submittedAt: T0, groups: [group('other', 1)], spec: {} }));
+    await conn.kv
+      .put('jobs/shape')
+      .value(JSON.stringify({ id: 'shape', type: 'batch', version: 0, stopped: false, submittedAt: T0, groups: [], spec: {} }));
+    await conn.kv.put('jobs/other').value(
+      JSON.stringify({
+        id: 'someone-else',
+        type: 'service',
+        version: 0,
+        stopped: false,
+        submittedAt: T0,
+        groups: [group('other', 1)],
+        spec: {},
+      }),
+    );
     for (const id of ['text', 'shape', 'other']) await conn.kv.put(`placements/${id}/${id}/0`).value(JSON.stringify(slotOn(id, 'n3')));
     const mods = await Promise.all(['text', 'shape', 'other'].map(async (id) => (await raw(`placements/${id}/${id}/0`))?.mod_revision));
 
@@ -587,8 +699,16 @@ describe('jobs and placements in etcd', () => {
     expect(result.records.map((r) => r.id)).toEqual(['web']);
     expect(slots(await jobs.placements(), 'web')).toEqual(['web/0', 'web/1']);
     // Not removed as slots of an unknown job: untouched, and counted as they are.
-    expect(await Promise.all(['text', 'shape', 'other'].map(async (id) => (await raw(`placements/${id}/${id}/0`))?.mod_revision))).toEqual(mods);
-    expect(byKey(result.placements).map((p) => `${p.jobId}/${p.slot}`)).toEqual(['other/other/0', 'shape/shape/0', 'text/text/0', 'web/web/0', 'web/web/1']);
+    expect(await Promise.all(['text', 'shape', 'other'].map(async (id) => (await raw(`placements/${id}/${id}/0`))?.mod_revision))).toEqual(
+      mods,
+    );
+    expect(byKey(result.placements).map((p) => `${p.jobId}/${p.slot}`)).toEqual([
+      'other/other/0',
+      'shape/shape/0',
+      'text/text/0',
+      'web/web/0',
+      'web/web/1',
+    ]);
     const said = logger.records.filter((r) => r.level === 'error').map((r) => r.fields['key']);
     expect(said).toEqual(expect.arrayContaining(['jobs/text', 'jobs/shape', 'jobs/other']));
     expect(await jobs.status('other')).toBeUndefined();
@@ -602,7 +722,9 @@ describe('jobs and placements in etcd', () => {
     expect(slots(await jobs.placements(), 'web')).toEqual(['web/0', 'web/1', 'web/2']);
     await conn.kv.put('placements/web/web/0').value('garbage');
     // A body that names another job than its key does.
-    await conn.kv.put('placements/web/web/1').value(JSON.stringify({ slot: 'web/1', jobId: 'db', group: 'web', index: 1, node: 'n2', jobVersion: 0, placedAt: T0 }));
+    await conn.kv
+      .put('placements/web/web/1')
+      .value(JSON.stringify({ slot: 'web/1', jobId: 'db', group: 'web', index: 1, node: 'n2', jobVersion: 0, placedAt: T0 }));
     await conn.kv.put('placements/web/web/7').value('{}');
     await conn.kv.put('placements/loose').value('{}');
 
@@ -611,10 +733,16 @@ describe('jobs and placements in etcd', () => {
     expect(result.put.map((p) => p.slot)).toEqual(['web/0', 'web/1']);
     const after = await jobs.placements();
     expect(slots(after, 'web')).toEqual(['web/0', 'web/1', 'web/2']);
-    expect(await conn.kv.getAll().prefix('placements/').keys()).toEqual(['placements/web/web/0', 'placements/web/web/1', 'placements/web/web/2']);
+    expect(await conn.kv.getAll().prefix('placements/').keys()).toEqual([
+      'placements/web/web/0',
+      'placements/web/web/1',
+      'placements/web/web/2',
+    ]);
     expect(byKey(result.placements)).toEqual(byKey(after));
     const warned = logger.records.filter((r) => r.level === 'warn').map((r) => r.fields['key']);
-    expect(warned).toEqual(expect.arrayContaining(['placements/web/web/0', 'placements/web/web/1', 'placements/web/web/7', 'placements/loose']));
+    expect(warned).toEqual(
+      expect.arrayContaining(['placements/web/web/0', 'placements/web/web/1', 'placements/web/web/7', 'placements/loose']),
+    );
     // And the next pass has nothing left to do.
     expect(await run(three(), T0 + 2_000)).toMatchObject({ put: [], remove: [], unplaced: [], conflicts: 0 });
   });
@@ -633,7 +761,7 @@ describe('jobs and placements in etcd', () => {
     expect((await jobs.status('x'))?.pending).toEqual([{ group: 'x', count: 1, slots: ['x/0'], reasons: { n1: why, n2: why, n3: why } }]);
   });
 
-  it('a node record whose name is not its key\'s is left out of the nodes, so no pass places on it', async () => {
+  it("a node record whose name is not its key's is left out of the nodes, so no pass places on it", async () => {
     const { conn, jobs, run, logger } = fresh();
     const registry = new EtcdNodeRegistry(conn, 10_000, new RealClock(), logger, 'test-reader');
     const record = (name: string) => {
@@ -659,7 +787,9 @@ describe('jobs and placements in etcd', () => {
     await jobs.submit('db', 'service', [group('db', 1, { volumes: [demand('data', 'multi-node-multi-writer')] })], { image: 'db:1' }, T0);
     await run(three(), T0);
     const why = 'volume "data" is not in the cluster\'s catalog';
-    expect((await jobs.status('db'))?.pending).toEqual([{ group: 'db', count: 1, slots: ['db/0'], reasons: { n1: why, n2: why, n3: why } }]);
+    expect((await jobs.status('db'))?.pending).toEqual([
+      { group: 'db', count: 1, slots: ['db/0'], reasons: { n1: why, n2: why, n3: why } },
+    ]);
 
     expect(await jobs.volumes.finish(volumeRecord('data', 'n1'))).toBe(true);
     await run(three(), T0 + 1_000);

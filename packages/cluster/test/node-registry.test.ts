@@ -71,12 +71,15 @@ describe('nodes in etcd', () => {
       ['n1', 'ready'],
       ['n2', 'ready'],
     ]);
-    expect(both[0]).toMatchObject({ nodeClass: 'storage', meta: { rack: 'r1' }, drivers: ['raw_exec'], plugins: [{ id: 'hostpath', healthy: true, topology: { zone: 'n1' } }] });
+    expect(both[0]).toMatchObject({
+      nodeClass: 'storage',
+      meta: { rack: 'r1' },
+      drivers: ['raw_exec'],
+      plugins: [{ id: 'hostpath', healthy: true, topology: { zone: 'n1' } }],
+    });
     // Renewed past more than a TTL: still ready.
     await new Promise((r) => setTimeout(r, TTL_MS + 1_000));
     expect((await two.get('n1'))?.status).toBe('ready');
-
-
 
     // n1's agent goes away without a word (its lease no longer renewed): down after the TTL, still listed.
     const registeredAt = both[0]!.registeredAt;
@@ -102,11 +105,13 @@ describe('nodes in etcd', () => {
     expect((await two.get('n1'))?.status).toBe('down');
   });
 
-  it('a node name is one agent\'s: another machine is refused and writes nothing; the same agent instance takes its node over', async () => {
+  it("a node name is one agent's: another machine is refused and writes nothing; the same agent instance takes its node over", async () => {
     const first = registry(connect(), 'agent-on-n9');
     await first.start(info('n9'));
     const impostor = registry(connect(), 'another-machine');
-    await expect(impostor.start({ ...info('n9'), nodeClass: 'impostor', drivers: ['exec'] })).rejects.toThrow(/node name "n9" is in use by another live agent \(instance agent-on-n9\)/);
+    await expect(impostor.start({ ...info('n9'), nodeClass: 'impostor', drivers: ['exec'] })).rejects.toThrow(
+      /node name "n9" is in use by another live agent \(instance agent-on-n9\)/,
+    );
     expect(impostor.holdsNode).toBe(false);
     // Its record is untouched by the refused machine.
     expect(await first.get('n9')).toMatchObject({ status: 'ready', nodeClass: 'storage', drivers: ['raw_exec'] });
@@ -120,14 +125,18 @@ describe('nodes in etcd', () => {
     await restarted.leave();
   });
 
-  it('a down node whose record is another identity\'s, with a claim under its name: another machine is refused (naming that identity and node purge), the claim untouched; the node itself rejoins; once purged, the name is free', async () => {
+  it("a down node whose record is another identity's, with a claim under its name: another machine is refused (naming that identity and node purge), the claim untouched; the node itself rejoins; once purged, the name is free", async () => {
     const conn = connect();
     const owner = registry(conn, 'identity-of-n7');
     await owner.start(info('n7'));
     expect(await owner.get('n7')).toMatchObject({ status: 'ready', identity: 'identity-of-n7' });
     const claims = new EtcdVolumeClaims(conn, Date.now, 'identity-of-n7');
     const volume = { id: 'vol-n7', capabilities: [{ accessMode: 'single-node-writer' as const, attachmentMode: 'file-system' as const }] };
-    await claims.claim(volume, { volumeId: 'vol-n7', allocId: 'alloc-on-n7', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }, 'n7');
+    await claims.claim(
+      volume,
+      { volumeId: 'vol-n7', allocId: 'alloc-on-n7', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false },
+      'n7',
+    );
     // The owner's agent dies: its lease runs out, its record and claim stay.
     await owner.dispose();
     await until('n7 down', async () => ((await owner.get('n7'))?.status === 'down' ? true : undefined));
@@ -138,12 +147,16 @@ describe('nodes in etcd', () => {
       (err: unknown) => err,
     );
     expect(refused).toBeInstanceOf(NodeNameHeldError);
-    expect((refused as Error).message).toContain('node name "n7" belongs to node identity identity-of-n7, not to this agent (node identity identity-of-a-clone');
+    expect((refused as Error).message).toContain(
+      'node name "n7" belongs to node identity identity-of-n7, not to this agent (node identity identity-of-a-clone',
+    );
     expect((refused as Error).message).toContain('csiplug node purge n7');
     expect(clone.holdsNode).toBe(false);
     expect(clone.refusal).toBe(refused);
     expect(await clone.get('n7')).toMatchObject({ status: 'down', identity: 'identity-of-n7', nodeClass: 'storage' });
-    expect((await claims.claims('vol-n7')).map((c) => [c.allocId, c.nodeId, c.nodeIdentity])).toEqual([['alloc-on-n7', 'n7', 'identity-of-n7']]);
+    expect((await claims.claims('vol-n7')).map((c) => [c.allocId, c.nodeId, c.nodeIdentity])).toEqual([
+      ['alloc-on-n7', 'n7', 'identity-of-n7'],
+    ]);
 
     // The node itself (its data dir's identity) rejoins under its name.
     const back = registry(connect(), 'identity-of-n7');
@@ -168,7 +181,11 @@ describe('nodes in etcd', () => {
     await c.kv.put('nodes/n8').value(JSON.stringify({ ...info('n8'), registeredAt: 1, updatedAt: 1 }));
     const legacyClaims = new EtcdVolumeClaims(c, Date.now);
     const volume = { id: 'vol-n8', capabilities: [{ accessMode: 'single-node-writer' as const, attachmentMode: 'file-system' as const }] };
-    await legacyClaims.claim(volume, { volumeId: 'vol-n8', allocId: 'alloc-on-n8', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }, 'n8');
+    await legacyClaims.claim(
+      volume,
+      { volumeId: 'vol-n8', allocId: 'alloc-on-n8', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false },
+      'n8',
+    );
 
     // A fresh data dir (its id made at this start) adopts nothing.
     const fresh = registry(connect(), 'identity-made-now', false);
@@ -206,7 +223,7 @@ describe('nodes in etcd', () => {
     }
   });
 
-  it('an agent whose name another machine holds now (its own lease lost, not yet noticed) never writes over that node\'s record', async () => {
+  it("an agent whose name another machine holds now (its own lease lost, not yet noticed) never writes over that node's record", async () => {
     const c = connect();
     const first = registry(c, 'identity-of-first-n6');
     await first.start(info('n6'));

@@ -21,22 +21,25 @@ describe('parseCrashAt', () => {
     expect(parseCrashAt('')).toBeUndefined();
   });
 
-  it.each([['reconciler.claim.after-writ'], ['reconciler.claim.after-write:0'], ['reconciler.claim.after-write:x'], ['reconciler.claim.after-write:-1'], [':2']])(
-    'refuses %j, naming the variable',
-    (value) => {
-      const err = (() => {
-        try {
-          parseCrashAt(value);
-        } catch (e) {
-          return e;
-        }
-        return undefined;
-      })();
-      expect(err).toBeInstanceOf(CrashPointSpecError);
-      expect(err).toBeInstanceOf(ValidationError);
-      expect((err as Error).message).toContain(`CSIPLUG_CRASH_AT="${value}"`);
-    },
-  );
+  it.each([
+    ['reconciler.claim.after-writ'],
+    ['reconciler.claim.after-write:0'],
+    ['reconciler.claim.after-write:x'],
+    ['reconciler.claim.after-write:-1'],
+    [':2'],
+  ])('refuses %j, naming the variable', (value) => {
+    const err = (() => {
+      try {
+        parseCrashAt(value);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(err).toBeInstanceOf(CrashPointSpecError);
+    expect(err).toBeInstanceOf(ValidationError);
+    expect((err as Error).message).toContain(`CSIPLUG_CRASH_AT="${value}"`);
+  });
 });
 
 describe('crashPointFor', () => {
@@ -78,7 +81,9 @@ describe('crash points in a real process', () => {
     // This source, compiled alone into a temp dir, with the one module it imports.
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-crash-point-'));
     for (const file of ['crash-point.ts', 'errors.ts']) {
-      const out = ts.transpileModule(fs.readFileSync(path.join(__dirname, file), 'utf8'), { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } });
+      const out = ts.transpileModule(fs.readFileSync(path.join(__dirname, file), 'utf8'), {
+        compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 },
+      });
       fs.writeFileSync(path.join(dir, file.replace(/\.ts$/, '.js')), out.outputText);
     }
   });

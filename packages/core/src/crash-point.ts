@@ -135,9 +135,11 @@ export function parseCrashAt(value: string | undefined): CrashAt | undefined {
   if (colon >= 0) {
     const n = text.slice(colon + 1);
     count = /^\d+$/.test(n) ? Number(n) : NaN;
-    if (!Number.isSafeInteger(count) || count < 1) throw new CrashPointSpecError(value, `the count after ":" must be a whole number from 1, got "${n}"`);
+    if (!Number.isSafeInteger(count) || count < 1)
+      throw new CrashPointSpecError(value, `the count after ":" must be a whole number from 1, got "${n}"`);
   }
-  if (!Object.hasOwn(CRASH_POINTS, name)) throw new CrashPointSpecError(value, `no crash point is named "${name}"; known: ${Object.keys(CRASH_POINTS).join(', ')}`);
+  if (!Object.hasOwn(CRASH_POINTS, name))
+    throw new CrashPointSpecError(value, `no crash point is named "${name}"; known: ${Object.keys(CRASH_POINTS).join(', ')}`);
   return { point: name as CrashPointName, count };
 }
 

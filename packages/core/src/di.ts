@@ -11,7 +11,10 @@ export type Provider<T> = { useValue: T } | { useClass: Ctor<T> } | { useFactory
 
 export class DuplicateBindingError extends CsiplugError {
   constructor(token: InjectionToken<unknown>) {
-    super('EDUPLICATE_BINDING', `token ${String(token)} is bound already; bind each token once (a deployment binds its own before the registration functions run)`);
+    super(
+      'EDUPLICATE_BINDING',
+      `token ${String(token)} is bound already; bind each token once (a deployment binds its own before the registration functions run)`,
+    );
   }
 }
 

@@ -34,17 +34,27 @@ describe('Disposable', () => {
     const store = new DisposableStore();
     const after = jest.fn();
     store.add(toDisposable(after));
-    store.add(toDisposable(() => {
-      throw new Error('boom');
-    }));
+    store.add(
+      toDisposable(() => {
+        throw new Error('boom');
+      }),
+    );
     expect(() => store.dispose()).toThrow('boom');
     expect(after).toHaveBeenCalled();
   });
 
   it('two throwing items surface as one AggregateError', () => {
     const store = new DisposableStore();
-    store.add(toDisposable(() => { throw new Error('a'); }));
-    store.add(toDisposable(() => { throw new Error('b'); }));
+    store.add(
+      toDisposable(() => {
+        throw new Error('a');
+      }),
+    );
+    store.add(
+      toDisposable(() => {
+        throw new Error('b');
+      }),
+    );
     expect(() => store.clear()).toThrow(AggregateError);
     expect(store.isDisposed).toBe(false);
   });

@@ -16,7 +16,8 @@ export function parseDuration(input: string | number, where = 'duration'): numbe
   }
   const text = input.trim();
   if (text === '0') return 0;
-  if (text === '') throw new ValidationError(`${where}: empty duration; use a number with a unit, like "250ms", "30s", "1m" or "24h"`, where);
+  if (text === '')
+    throw new ValidationError(`${where}: empty duration; use a number with a unit, like "250ms", "30s", "1m" or "24h"`, where);
   let total = 0;
   PART.lastIndex = 0;
   let pos = 0;
@@ -24,7 +25,10 @@ export function parseDuration(input: string | number, where = 'duration'): numbe
     PART.lastIndex = pos;
     const m = PART.exec(text);
     if (!m) {
-      throw new ValidationError(`${where}: cannot parse duration "${input}"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`, where);
+      throw new ValidationError(
+        `${where}: cannot parse duration "${input}"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`,
+        where,
+      );
     }
     total += Number(m[1]) * UNITS[m[2]!]!;
     pos = PART.lastIndex;
@@ -38,7 +42,12 @@ export function formatDuration(ms: number): string {
   if (ms < 1000) return `${ms}ms`;
   const parts: string[] = [];
   let rest = Math.round(ms);
-  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000], ['ms', 1]] as const) {
+  for (const [unit, size] of [
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+    ['ms', 1],
+  ] as const) {
     const n = Math.floor(rest / size);
     if (n > 0) parts.push(`${n}${unit}`);
     rest -= n * size;

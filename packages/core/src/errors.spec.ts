@@ -50,10 +50,15 @@ describe('path-safe ids', () => {
     expect(isPathSafeId(id)).toBe(false);
     expect(() => assertPathSafeId(id, 'volume id')).toThrow(/volume id/);
   });
-  it.each(['a\nb', 'a\rb', 'job\u001b[2J', 'tab\there', 'del\u007f', 'c1\u0085', 'ls\u2028'])('rejects control characters in %p, saying which and where', (id) => {
-    expect(isPathSafeId(id)).toBe(false);
-    expect(() => assertPathSafeId(id, 'job id')).toThrow(/job id may not contain control characters \(found U\+[0-9A-F]{4} at position \d+\)/);
-  });
+  it.each(['a\nb', 'a\rb', 'job\u001b[2J', 'tab\there', 'del\u007f', 'c1\u0085', 'ls\u2028'])(
+    'rejects control characters in %p, saying which and where',
+    (id) => {
+      expect(isPathSafeId(id)).toBe(false);
+      expect(() => assertPathSafeId(id, 'job id')).toThrow(
+        /job id may not contain control characters \(found U\+[0-9A-F]{4} at position \d+\)/,
+      );
+    },
+  );
   it('accepts other unicode', () => {
     expect(isPathSafeId('données-ü-日本')).toBe(true);
   });

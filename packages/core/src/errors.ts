@@ -36,7 +36,11 @@ export class CsiplugError extends Error {
 
 /** A wait that ran out of time. Says what was waited for and how long. */
 export class TimeoutError extends CsiplugError {
-  constructor(message: string, readonly timeoutMs: number, options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly timeoutMs: number,
+    options?: { cause?: unknown },
+  ) {
     super('ETIMEOUT', message, options);
   }
 }
@@ -57,7 +61,10 @@ export class ShutdownError extends CsiplugError {
 
 /** Bad input: a config value, a jobspec field, an id. Names what and where. */
 export class ValidationError extends CsiplugError {
-  constructor(message: string, readonly field?: string) {
+  constructor(
+    message: string,
+    readonly field?: string,
+  ) {
     super('EINVALID', message);
   }
 }

@@ -37,7 +37,8 @@ export const DEFAULT_HEARTBEAT: Readonly<HeartbeatSettings> = Object.freeze({
 
 function checkSettings(s: HeartbeatSettings): HeartbeatSettings {
   for (const key of ['interval', 'fingerprintInterval', 'startupInitial', 'startupMax'] as const) {
-    if (!Number.isFinite(s[key]) || s[key] < 0) throw new ValidationError(`heartbeat.${key}: ${s[key]} is not a non-negative number of milliseconds`, key);
+    if (!Number.isFinite(s[key]) || s[key] < 0)
+      throw new ValidationError(`heartbeat.${key}: ${s[key]} is not a non-negative number of milliseconds`, key);
   }
   if (!(s.jitter >= 0 && s.jitter <= 1)) throw new ValidationError(`heartbeat.jitter: ${s.jitter} must be between 0 and 1`, 'jitter');
   return s;

@@ -13,7 +13,10 @@ export function assertPathSafeId(id: unknown, what: string): asserts id is strin
   const control = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.exec(id);
   if (control) {
     const code = control[0].charCodeAt(0).toString(16).padStart(4, '0');
-    throw new ValidationError(`${what} may not contain control characters (found U+${code.toUpperCase()} at position ${control.index})`, what);
+    throw new ValidationError(
+      `${what} may not contain control characters (found U+${code.toUpperCase()} at position ${control.index})`,
+      what,
+    );
   }
   if (id.includes('/') || id.includes('\0') || id === '.' || id === '..' || id.includes('..')) {
     throw new ValidationError(`${what} "${id.replace(/\0/g, '\\0')}" is not allowed: it may not contain "/", "..", or NUL`, what);

@@ -88,9 +88,15 @@ describe('loggers', () => {
     const root = new PinoLogger({ level: 'info', destination, format: 'human' });
     const log = root.child({ component: 'agent' });
     log.debug('not shown');
-    log.warn('plugin became unhealthy', { plugin: 'hostpath', why: 'probe failed twice', error: Object.assign(new Error('boom'), { code: 'EX' }) });
+    log.warn('plugin became unhealthy', {
+      plugin: 'hostpath',
+      why: 'probe failed twice',
+      error: Object.assign(new Error('boom'), { code: 'EX' }),
+    });
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN  \[agent\] plugin became unhealthy  plugin=hostpath why="probe failed twice" error="boom \(EX\)"\n$/);
+    expect(lines[0]).toMatch(
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN  \[agent\] plugin became unhealthy  plugin=hostpath why="probe failed twice" error="boom \(EX\)"\n$/,
+    );
     root.setLevel('debug');
     log.debug('now shown', { error: new Error('with stack') });
     expect(lines).toHaveLength(2);
@@ -121,7 +127,16 @@ describe('loggers', () => {
     expect(lines).toHaveLength(2);
     for (const line of lines) expect(duplicateKeys(line)).toEqual([]);
     // The nearest wins: a field over a child's binding, a child's binding over its parent's, a caller's name over the logger's.
-    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 30, msg: 'started', component: 'runner', name: 'hostpath', alloc: 'a2', 'field.msg': 'a field named msg', 'field.time': 7, 'field.level': 'x' });
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      level: 30,
+      msg: 'started',
+      component: 'runner',
+      name: 'hostpath',
+      alloc: 'a2',
+      'field.msg': 'a field named msg',
+      'field.time': 7,
+      'field.level': 'x',
+    });
     expect(JSON.parse(lines[1]!)).toMatchObject({ msg: 'plain', name: 'csiplug', pid: process.pid });
     expect(typeof JSON.parse(lines[0]!).time).toBe('number');
   });

@@ -28,7 +28,14 @@ export interface PinoLoggerOptions {
   format?: 'json' | 'human';
 }
 
-const LEVEL_NAMES: Readonly<Record<number, string>> = Object.freeze({ 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' });
+const LEVEL_NAMES: Readonly<Record<number, string>> = Object.freeze({
+  10: 'TRACE',
+  20: 'DEBUG',
+  30: 'INFO',
+  40: 'WARN',
+  50: 'ERROR',
+  60: 'FATAL',
+});
 /** Fields of a pino line that the human format shows in its own place, or not at all. */
 const HEADER_FIELDS = new Set(['level', 'time', 'msg', 'component']);
 
@@ -84,7 +91,8 @@ const PINO_OWN_KEYS: ReadonlySet<string> = new Set(['level', 'time', 'msg']);
  */
 function lineFields(bindings: LogFields, fields?: LogFields): LogFields {
   const out: LogFields = { ...bindings };
-  for (const [k, v] of Object.entries(fields ?? {})) out[k] = v instanceof Error ? { message: v.message, code: (v as { code?: unknown }).code, stack: v.stack } : v;
+  for (const [k, v] of Object.entries(fields ?? {}))
+    out[k] = v instanceof Error ? { message: v.message, code: (v as { code?: unknown }).code, stack: v.stack } : v;
   for (const k of PINO_OWN_KEYS) {
     if (k in out) {
       out[`field.${k}`] = out[k];
@@ -94,7 +102,14 @@ function lineFields(bindings: LogFields, fields?: LogFields): LogFields {
   return out;
 }
 
-const LEVEL_RANK: Readonly<Record<LogLevel | 'silent', number>> = Object.freeze({ trace: 10, debug: 20, info: 30, warn: 40, error: 50, silent: Infinity });
+const LEVEL_RANK: Readonly<Record<LogLevel | 'silent', number>> = Object.freeze({
+  trace: 10,
+  debug: 20,
+  info: 30,
+  warn: 40,
+  error: 50,
+  silent: Infinity,
+});
 
 export class PinoLogger implements Logger {
   /** The root pino logger, without bindings: this logger's own are merged into each line (see lineFields). */
@@ -115,16 +130,26 @@ export class PinoLogger implements Logger {
       // For people: each JSON line pino makes is rewritten as one readable line (stacks only at debug and below).
       const forPeople = (line: string): string => humanLogLine(line, LEVEL_RANK[shared.level] <= LEVEL_RANK.debug);
       // Not pino.destination: it retries a write the disk refuses every 100 ms for ever (a full disk wedged the agent).
-      const out = o.destination ?? new LogSink(2, (dropped, error) => {
-        const json = JSON.stringify({ level: 40, time: Date.now(), ...(o.format === 'human' ? {} : { name: o.name ?? 'csiplug' }), msg: `${dropped} log line(s) could not be written to stderr (${error}) and were dropped; logging works again`, dropped, error });
-        return o.format === 'human' ? forPeople(json) : `${json}\n`;
-      });
+      const out =
+        o.destination ??
+        new LogSink(2, (dropped, error) => {
+          const json = JSON.stringify({
+            level: 40,
+            time: Date.now(),
+            ...(o.format === 'human' ? {} : { name: o.name ?? 'csiplug' }),
+            msg: `${dropped} log line(s) could not be written to stderr (${error}) and were dropped; logging works again`,
+            dropped,
+            error,
+          });
+          return o.format === 'human' ? forPeople(json) : `${json}\n`;
+        });
       const dest: pino.DestinationStream = o.format === 'human' ? { write: (line: string) => void out.write(forPeople(line)) } : out;
       // pino itself passes everything; the shared threshold decides, so a level change reaches children made earlier.
       // No base of pino's: pid, host and logger name are bindings like any other (so a caller's `name` replaces the logger's, not repeats it).
       // For people, none of them: a caller's `name` or `pid` field is shown as the caller meant it.
       this.log = pino({ level: 'trace', base: null }, dest);
-      this.bindings = o.format === 'human' ? { ...bindings } : { pid: process.pid, hostname: os.hostname(), name: o.name ?? 'csiplug', ...bindings };
+      this.bindings =
+        o.format === 'human' ? { ...bindings } : { pid: process.pid, hostname: os.hostname(), name: o.name ?? 'csiplug', ...bindings };
       this.threshold = shared;
     }
   }

@@ -35,7 +35,9 @@ export interface Metrics {
 /** Declares a metric; a name that breaks Prometheus's rules is refused where it is declared. */
 export function defineMetric<L extends string>(def: MetricDef<L>): MetricDef<L> {
   if (!/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(def.name)) throw new Error(`metric name "${def.name}" is not a valid Prometheus name`);
-  for (const l of def.labels) if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(l) || l.startsWith('__')) throw new Error(`metric ${def.name}: label "${l}" is not a valid Prometheus label name`);
+  for (const l of def.labels)
+    if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(l) || l.startsWith('__'))
+      throw new Error(`metric ${def.name}: label "${l}" is not a valid Prometheus label name`);
   if (def.kind === 'counter' && !def.name.endsWith('_total')) throw new Error(`metric ${def.name}: a counter's name ends in _total`);
   return Object.freeze({ ...def, labels: Object.freeze([...def.labels]) });
 }

@@ -4,7 +4,15 @@ import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { ValidationError } from './errors';
 import { MemoryLogger } from './logger';
 import { ILogger } from './tokens';
-import { ModuleHost, ModuleHostStateError, ModuleStartError, ModuleStopError, withConfig, type ConfiguredModule, type Module } from './module';
+import {
+  ModuleHost,
+  ModuleHostStateError,
+  ModuleStartError,
+  ModuleStopError,
+  withConfig,
+  type ConfiguredModule,
+  type Module,
+} from './module';
 
 /** A module that records each of its steps in `calls` and fails the steps named in `fail`. */
 function recording(name: string, calls: string[], fail: { start?: boolean; stop?: boolean; asyncStart?: boolean } = {}): ConfiguredModule {
@@ -36,7 +44,11 @@ describe('ModuleHost', () => {
   });
 
   it('registers and starts forward, stops in reverse, and waits for each async start before the next', async () => {
-    const host = new ModuleHost(container, [recording('a', calls, { asyncStart: true }), recording('b', calls), recording('c', calls)], logger);
+    const host = new ModuleHost(
+      container,
+      [recording('a', calls, { asyncStart: true }), recording('b', calls), recording('c', calls)],
+      logger,
+    );
     expect(host.names).toEqual(['a', 'b', 'c']);
     host.register();
     expect(calls).toEqual(['register a', 'register b', 'register c']);
@@ -61,7 +73,11 @@ describe('ModuleHost', () => {
   });
 
   it('a module with neither start nor stop is only registered', async () => {
-    const host = new ModuleHost(container, [{ name: 'plain', register: () => void calls.push('register plain') }, recording('b', calls)], logger);
+    const host = new ModuleHost(
+      container,
+      [{ name: 'plain', register: () => void calls.push('register plain') }, recording('b', calls)],
+      logger,
+    );
     host.register();
     await host.start();
     await host.stop();
@@ -69,7 +85,11 @@ describe('ModuleHost', () => {
   });
 
   it('a failed start stops the modules started before it, newest first, and names the module', async () => {
-    const host = new ModuleHost(container, [recording('a', calls), recording('b', calls), recording('c', calls, { start: true }), recording('d', calls)], logger);
+    const host = new ModuleHost(
+      container,
+      [recording('a', calls), recording('b', calls), recording('c', calls, { start: true }), recording('d', calls)],
+      logger,
+    );
     host.register();
     const err: unknown = await host.start().then(
       () => undefined,
@@ -87,7 +107,11 @@ describe('ModuleHost', () => {
   });
 
   it('a stop that throws during a failed start is logged, and the start error is the one thrown', async () => {
-    const host = new ModuleHost(container, [recording('a', calls), recording('b', calls, { stop: true }), recording('c', calls, { start: true })], logger);
+    const host = new ModuleHost(
+      container,
+      [recording('a', calls), recording('b', calls, { stop: true }), recording('c', calls, { start: true })],
+      logger,
+    );
     host.register();
     await expect(host.start()).rejects.toMatchObject({ module: 'c' });
     expect(calls.filter((c) => c.startsWith('stop'))).toEqual(['stop b', 'stop a']);
@@ -109,7 +133,11 @@ describe('ModuleHost', () => {
   });
 
   it('several failed stops are thrown together, each named', async () => {
-    const host = new ModuleHost(container, [recording('a', calls, { stop: true }), recording('b', calls), recording('c', calls, { stop: true })], logger);
+    const host = new ModuleHost(
+      container,
+      [recording('a', calls, { stop: true }), recording('b', calls), recording('c', calls, { stop: true })],
+      logger,
+    );
     host.register();
     await host.start();
     const err = (await host.stop().catch((e: unknown) => e)) as AggregateError;
@@ -136,12 +164,18 @@ describe('ModuleHost', () => {
     host.register();
     await host.stop();
     expect(calls).toEqual(['register a']);
-    await expect(host.start()).rejects.toThrow('start() called with the modules stopped; the order is register(), start(), stop(), each once');
+    await expect(host.start()).rejects.toThrow(
+      'start() called with the modules stopped; the order is register(), start(), stop(), each once',
+    );
   });
 
   it('refuses steps out of order, and stop while starting', async () => {
     let release!: () => void;
-    const slow: ConfiguredModule = { name: 'slow', register: () => undefined, start: () => new Promise<void>((resolve) => (release = resolve)) };
+    const slow: ConfiguredModule = {
+      name: 'slow',
+      register: () => undefined,
+      start: () => new Promise<void>((resolve) => (release = resolve)),
+    };
     const host = new ModuleHost(container, [slow], logger);
     await expect(host.start()).rejects.toBeInstanceOf(ModuleHostStateError);
     host.register();
@@ -175,6 +209,8 @@ describe('ModuleHost', () => {
   });
 
   it('a module listed twice is refused', () => {
-    expect(() => new ModuleHost(container, [recording('a', calls), recording('a', calls)], logger)).toThrow('module "a" is in the list twice');
+    expect(() => new ModuleHost(container, [recording('a', calls), recording('a', calls)], logger)).toThrow(
+      'module "a" is in the list twice',
+    );
   });
 });

@@ -158,7 +158,8 @@ export class ModuleHost {
    * several: AggregateError of them). Idempotent; before start, a no-op.
    */
   stop(): Promise<void> {
-    if (this.phase === 'starting') return Promise.reject(new ModuleHostStateError('stop() while the modules are starting; wait for start() to settle first'));
+    if (this.phase === 'starting')
+      return Promise.reject(new ModuleHostStateError('stop() while the modules are starting; wait for start() to settle first'));
     this.phase = 'stopped';
     this.stopping ??= this.stopStarted();
     return this.stopping;
@@ -176,15 +177,21 @@ export class ModuleHost {
       }
     }
     if (errors.length === 1) throw errors[0];
-    if (errors.length > 1) throw new AggregateError(errors, `${errors.length} modules failed to stop: ${errors.map((e) => e.module).join(', ')}`);
+    if (errors.length > 1)
+      throw new AggregateError(errors, `${errors.length} modules failed to stop: ${errors.map((e) => e.module).join(', ')}`);
   }
 
   private get log(): Logger {
-    this.logger ??= this.container.isRegistered(ILogger, true) ? this.container.resolve<Logger>(ILogger).child({ component: 'modules' }) : new PinoLogger();
+    this.logger ??= this.container.isRegistered(ILogger, true)
+      ? this.container.resolve<Logger>(ILogger).child({ component: 'modules' })
+      : new PinoLogger();
     return this.logger;
   }
 
   private expect(phase: HostPhase, step: string): void {
-    if (this.phase !== phase) throw new ModuleHostStateError(`${step}() called with the modules ${PHASE_WORDS[this.phase]}; the order is register(), start(), stop(), each once`);
+    if (this.phase !== phase)
+      throw new ModuleHostStateError(
+        `${step}() called with the modules ${PHASE_WORDS[this.phase]}; the order is register(), start(), stop(), each once`,
+      );
   }
 }

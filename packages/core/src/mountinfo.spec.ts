@@ -33,7 +33,11 @@ describe('parseMountInfo', () => {
   });
 
   it('decodes octal escapes in mount points and roots', () => {
-    const text = ['22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw', '80 22 8:1 /data/v /var/lib/csi\\040dir/x rw,relatime shared:1 - ext4 /dev/sda1 rw', ''].join('\n');
+    const text = [
+      '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw',
+      '80 22 8:1 /data/v /var/lib/csi\\040dir/x rw,relatime shared:1 - ext4 /dev/sda1 rw',
+      '',
+    ].join('\n');
     expect(parseMountInfo(text).map((m) => m.mountPoint)).toEqual(['/', '/var/lib/csi dir/x']);
     expect(unescapeMountPath('/a\\011b\\134c\\012d')).toBe('/a\tb\\c\nd');
   });
@@ -45,7 +49,11 @@ describe('parseMountInfo', () => {
   });
 
   it('skips blank and truncated lines rather than invent a mount', () => {
-    expect(parseMountInfo(['', '   ', '22 1 8:1 / /', '23 1 8:1 / /x rw shared:1 -', '24 1 8:1 / /y rw - ext4 /dev/sda1 rw'].join('\n')).map((m) => m.mountPoint)).toEqual(['/y']);
+    expect(
+      parseMountInfo(['', '   ', '22 1 8:1 / /', '23 1 8:1 / /x rw shared:1 -', '24 1 8:1 / /y rw - ext4 /dev/sda1 rw'].join('\n')).map(
+        (m) => m.mountPoint,
+      ),
+    ).toEqual(['/y']);
   });
 });
 
@@ -64,7 +72,11 @@ describe('mountinfo queries', () => {
   });
 
   it('lists the mount points at or below a directory in mount order, not its siblings', () => {
-    expect(mountPointsUnder(mounts, '/tmp/csiplug-a')).toEqual(['/tmp/csiplug-a/staging/v1', '/tmp/csiplug-a/target one', '/tmp/csiplug-a/target one']);
+    expect(mountPointsUnder(mounts, '/tmp/csiplug-a')).toEqual([
+      '/tmp/csiplug-a/staging/v1',
+      '/tmp/csiplug-a/target one',
+      '/tmp/csiplug-a/target one',
+    ]);
     expect(mountPointsUnder(mounts, '/tmp/csiplug-a/')).toEqual(mountPointsUnder(mounts, '/tmp/csiplug-a'));
     expect(mountPointsUnder(mounts, '/tmp/csiplug')).toEqual([]);
     expect(mountPointsUnder(mounts, '/')).toHaveLength(5);

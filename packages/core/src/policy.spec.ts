@@ -85,6 +85,8 @@ describe('registerCore and binding', () => {
   });
 
   it('refuses an unknown heartbeat strategy at registration', () => {
-    expect(() => registerCore(root.createChildContainer(), { heartbeat: { strategy: 'wild' as never } })).toThrow(/unknown strategy "wild"/);
+    expect(() => registerCore(root.createChildContainer(), { heartbeat: { strategy: 'wild' as never } })).toThrow(
+      /unknown strategy "wild"/,
+    );
   });
 });

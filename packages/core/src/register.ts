@@ -51,4 +51,11 @@ export const coreModule: Module<CoreOptions> = {
   register: (container, config) => registerCore(container, config),
 };
 
-declareTokenOwner({ name: 'core', exportName: 'coreModule', packageName: '@csiplug/core' }, [IClock, ILogger, IRandom, IMetrics, ITimeoutPolicy, IHeartbeatStrategy]);
+declareTokenOwner({ name: 'core', exportName: 'coreModule', packageName: '@csiplug/core' }, [
+  IClock,
+  ILogger,
+  IRandom,
+  IMetrics,
+  ITimeoutPolicy,
+  IHeartbeatStrategy,
+]);

@@ -58,7 +58,9 @@ describe('a missing DI registration', () => {
     expect(err).toBeInstanceOf(ModuleStartError);
     const cause = (err as ModuleStartError).cause;
     expect(cause).toBeInstanceOf(MissingBindingError);
-    expect((cause as MissingBindingError).message).toBe('IStoreForTest is bound by the teststore module: add testStoreModule (from @csiplug/teststore) before testServiceModule in the module list');
+    expect((cause as MissingBindingError).message).toBe(
+      'IStoreForTest is bound by the teststore module: add testStoreModule (from @csiplug/teststore) before testServiceModule in the module list',
+    );
     expect((cause as MissingBindingError).code).toBe('EBINDING_NOT_FOUND');
     expect((err as Error).message).not.toContain('Attempted to resolve unregistered dependency token');
     // tsyringe's own words stay reachable, as the cause.

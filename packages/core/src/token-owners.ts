@@ -45,7 +45,10 @@ export class MissingBindingError extends CsiplugError {
     readonly requester: string | undefined,
     options?: { cause?: unknown },
   ) {
-    const before = requester === undefined ? 'to the module list' : `before ${MODULES.get(requester)?.exportName ?? `the ${requester} module`} in the module list`;
+    const before =
+      requester === undefined
+        ? 'to the module list'
+        : `before ${MODULES.get(requester)?.exportName ?? `the ${requester} module`} in the module list`;
     super(
       'EBINDING_NOT_FOUND',
       owner

@@ -15,7 +15,8 @@ describe('isTransientFsError', () => {
   });
 
   it('is false for errors about what was looked at, for non-errors, and for a cycle of causes', () => {
-    for (const err of [fault('ENOENT'), fault('EACCES'), fault('ESRCH'), new Error('x'), undefined, null, 'EMFILE', { code: 24 }]) expect(isTransientFsError(err)).toBe(false);
+    for (const err of [fault('ENOENT'), fault('EACCES'), fault('ESRCH'), new Error('x'), undefined, null, 'EMFILE', { code: 24 }])
+      expect(isTransientFsError(err)).toBe(false);
     const a: { code: string; cause?: unknown } = { code: 'EPERM' };
     a.cause = { code: 'EIO', cause: a };
     expect(isTransientFsError(a)).toBe(false);

@@ -61,7 +61,11 @@ describe('settleOnce', () => {
   });
 
   it('rejects with the deadline error when the deadline passes, and not a moment before', async () => {
-    const p = track(settleOnce<void>(() => undefined, { deadline: { clock, ms: 1_000, error: () => new TimeoutError(`waited ${clock.now()} ms`, 1_000) } }));
+    const p = track(
+      settleOnce<void>(() => undefined, {
+        deadline: { clock, ms: 1_000, error: () => new TimeoutError(`waited ${clock.now()} ms`, 1_000) },
+      }),
+    );
     await clock.advance(999);
     expect(p.state()).toBe('pending');
     await clock.advance(1);
@@ -82,7 +86,10 @@ describe('settleOnce', () => {
   it('clears the deadline timer and the abort listener when the body settles', async () => {
     const { controller, listeners } = countedSignal();
     let settler!: Settler<string>;
-    const p = settleOnce<string>((s) => (settler = s), { signal: controller.signal, deadline: { clock, ms: 5_000, error: () => new Error('late') } });
+    const p = settleOnce<string>((s) => (settler = s), {
+      signal: controller.signal,
+      deadline: { clock, ms: 5_000, error: () => new Error('late') },
+    });
     expect(clock.pendingTimers).toBe(1);
     expect(listeners()).toBe(1);
     settler.resolve('done');
@@ -93,7 +100,10 @@ describe('settleOnce', () => {
 
   it('rejects with the abort reason (an AbortError when the reason is not an Error) and clears the deadline', async () => {
     const { controller, listeners } = countedSignal();
-    const p = settleOnce<void>(() => undefined, { signal: controller.signal, deadline: { clock, ms: 5_000, error: () => new Error('late') } });
+    const p = settleOnce<void>(() => undefined, {
+      signal: controller.signal,
+      deadline: { clock, ms: 5_000, error: () => new Error('late') },
+    });
     controller.abort(new ShutdownError('agent stopping'));
     await expect(p).rejects.toBeInstanceOf(ShutdownError);
     expect(clock.pendingTimers).toBe(0);
@@ -109,7 +119,9 @@ describe('settleOnce', () => {
     const ac = new AbortController();
     ac.abort(new Error('gone'));
     const body = jest.fn();
-    await expect(settleOnce(body, { signal: ac.signal, deadline: { clock, ms: 10, error: () => new Error('late') } })).rejects.toThrow('gone');
+    await expect(settleOnce(body, { signal: ac.signal, deadline: { clock, ms: 10, error: () => new Error('late') } })).rejects.toThrow(
+      'gone',
+    );
     expect(body).not.toHaveBeenCalled();
     expect(clock.pendingTimers).toBe(0);
   });
@@ -225,7 +237,9 @@ describe('waitUntil', () => {
     expect((p.error() as Error).message).toBe('check broke');
     expect(clock.pendingTimers).toBe(0);
 
-    await expect(waitUntil(() => undefined, { clock, timeoutMs: 1_000, wakeOn: (_w, wait) => wait.reject(new Error('watch failed')) })).rejects.toThrow('watch failed');
+    await expect(
+      waitUntil(() => undefined, { clock, timeoutMs: 1_000, wakeOn: (_w, wait) => wait.reject(new Error('watch failed')) }),
+    ).rejects.toThrow('watch failed');
     expect(clock.pendingTimers).toBe(0);
   });
 

@@ -145,7 +145,9 @@ export function checkInto<T>(check: () => T | undefined, wait: Settler<T>): () =
 
 export function waitUntil<T>(check: () => T | undefined, options: WaitUntilOptions): Promise<T> {
   const { clock, timeoutMs } = options;
-  const timeoutError = options.timeoutError ?? (() => new TimeoutError(`${options.what ?? 'the condition'} did not happen within ${formatDuration(timeoutMs)}`, timeoutMs));
+  const timeoutError =
+    options.timeoutError ??
+    (() => new TimeoutError(`${options.what ?? 'the condition'} did not happen within ${formatDuration(timeoutMs)}`, timeoutMs));
   return settleOnce<T>(
     (wait) => {
       const run = checkInto(check, wait);

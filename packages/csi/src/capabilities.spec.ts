@@ -18,20 +18,39 @@ describe('capability flags', () => {
         { volumeExpansion: { type: 'ONLINE' }, type: 'volumeExpansion' },
       ],
     });
-    expect(caps).toEqual({ controllerService: true, accessibilityConstraints: true, groupControllerService: false, onlineExpansion: true, offlineExpansion: false });
+    expect(caps).toEqual({
+      controllerService: true,
+      accessibilityConstraints: true,
+      groupControllerService: false,
+      onlineExpansion: true,
+      offlineExpansion: false,
+    });
     expect(pluginCapabilitiesFrom(undefined).controllerService).toBe(false);
   });
 
   it('reads node capabilities', () => {
     const caps = nodeCapabilitiesFrom({
-      capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'SINGLE_NODE_MULTI_WRITER'].map((t) => ({ rpc: { type: t as never }, type: 'rpc' as const })),
+      capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'SINGLE_NODE_MULTI_WRITER'].map((t) => ({
+        rpc: { type: t as never },
+        type: 'rpc' as const,
+      })),
     });
-    expect(caps).toEqual({ stageUnstageVolume: true, getVolumeStats: true, expandVolume: true, volumeCondition: false, singleNodeMultiWriter: true, volumeMountGroup: false });
+    expect(caps).toEqual({
+      stageUnstageVolume: true,
+      getVolumeStats: true,
+      expandVolume: true,
+      volumeCondition: false,
+      singleNodeMultiWriter: true,
+      volumeMountGroup: false,
+    });
   });
 
   it('reads controller capabilities', () => {
     const caps = controllerCapabilitiesFrom({
-      capabilities: ['CREATE_DELETE_VOLUME', 'PUBLISH_UNPUBLISH_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY', 'MODIFY_VOLUME'].map((t) => ({ rpc: { type: t as never }, type: 'rpc' as const })),
+      capabilities: ['CREATE_DELETE_VOLUME', 'PUBLISH_UNPUBLISH_VOLUME', 'LIST_VOLUMES', 'GET_CAPACITY', 'MODIFY_VOLUME'].map((t) => ({
+        rpc: { type: t as never },
+        type: 'rpc' as const,
+      })),
     });
     expect(caps.createDeleteVolume && caps.publishUnpublishVolume && caps.listVolumes && caps.getCapacity && caps.modifyVolume).toBe(true);
     expect(caps.createDeleteSnapshot || caps.expandVolume).toBe(false);
@@ -46,7 +65,9 @@ describe('volume capability builders and checks', () => {
     });
     expect(blockCapability('MULTI_NODE_READER_ONLY')).toEqual({ block: {}, accessMode: { mode: 'MULTI_NODE_READER_ONLY' } });
     expect(volumeCapabilityProblems(mountCapability('SINGLE_NODE_WRITER'))).toEqual([]);
-    expect(volumeCapabilityProblems({ mount: {}, block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } })[0]).toMatch(/exactly one access type/);
+    expect(volumeCapabilityProblems({ mount: {}, block: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } })[0]).toMatch(
+      /exactly one access type/,
+    );
     expect(volumeCapabilityProblems({ mount: {}, accessMode: { mode: 'UNKNOWN' } })[0]).toMatch(/access_mode is required/);
   });
 
@@ -54,7 +75,10 @@ describe('volume capability builders and checks', () => {
 
   it('accepts a confirmation that echoes what was asked', () => {
     const want = [mountCapability('SINGLE_NODE_WRITER', { fsType: 'xfs', mountFlags: ['ro'] })];
-    const res = { confirmed: { volumeContext: {}, volumeCapabilities: want.map(asOutput), parameters: {}, mutableParameters: {} }, message: '' };
+    const res = {
+      confirmed: { volumeContext: {}, volumeCapabilities: want.map(asOutput), parameters: {}, mutableParameters: {} },
+      message: '',
+    };
     expect(checkConfirmedCapabilities(want, res)).toEqual({ ok: true });
   });
 
@@ -70,7 +94,10 @@ describe('volume capability builders and checks', () => {
     ['a different access type', blockCapability('SINGLE_NODE_WRITER')],
   ])('rejects a confirmation with %s', (_why, confirmed) => {
     const want = [mountCapability('SINGLE_NODE_WRITER', { fsType: 'xfs', mountFlags: ['ro'] })];
-    const res = { confirmed: { volumeContext: {}, volumeCapabilities: [asOutput(confirmed)], parameters: {}, mutableParameters: {} }, message: '' };
+    const res = {
+      confirmed: { volumeContext: {}, volumeCapabilities: [asOutput(confirmed)], parameters: {}, mutableParameters: {} },
+      message: '',
+    };
     expect(checkConfirmedCapabilities(want, res).ok).toBe(false);
   });
 });

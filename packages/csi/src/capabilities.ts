@@ -47,7 +47,9 @@ export interface ControllerCapabilities {
   modifyVolume: boolean;
 }
 
-export function pluginCapabilitiesFrom(response: Pick<GetPluginCapabilitiesResponse__Output, 'capabilities'> | null | undefined): PluginCapabilities {
+export function pluginCapabilitiesFrom(
+  response: Pick<GetPluginCapabilitiesResponse__Output, 'capabilities'> | null | undefined,
+): PluginCapabilities {
   const caps: PluginCapabilities = {
     controllerService: false,
     accessibilityConstraints: false,
@@ -95,7 +97,9 @@ const NODE_FLAGS: Record<string, keyof NodeCapabilities> = {
   VOLUME_MOUNT_GROUP: 'volumeMountGroup',
 };
 
-export function nodeCapabilitiesFrom(response: Pick<NodeGetCapabilitiesResponse__Output, 'capabilities'> | null | undefined): NodeCapabilities {
+export function nodeCapabilitiesFrom(
+  response: Pick<NodeGetCapabilitiesResponse__Output, 'capabilities'> | null | undefined,
+): NodeCapabilities {
   const caps: NodeCapabilities = {
     stageUnstageVolume: false,
     getVolumeStats: false,
@@ -128,7 +132,9 @@ const CONTROLLER_FLAGS: Record<string, keyof ControllerCapabilities> = {
   MODIFY_VOLUME: 'modifyVolume',
 };
 
-export function controllerCapabilitiesFrom(response: Pick<ControllerGetCapabilitiesResponse__Output, 'capabilities'> | null | undefined): ControllerCapabilities {
+export function controllerCapabilitiesFrom(
+  response: Pick<ControllerGetCapabilitiesResponse__Output, 'capabilities'> | null | undefined,
+): ControllerCapabilities {
   const caps: ControllerCapabilities = {
     createDeleteVolume: false,
     publishUnpublishVolume: false,
@@ -195,7 +201,8 @@ export function volumeCapabilityProblems(cap: VolumeCapability | null | undefine
   const problems: string[] = [];
   if (!accessTypeOf(cap)) problems.push(`${what} must set exactly one access type (mount or block)`);
   const mode = modeName(cap.accessMode?.mode);
-  if (!ACCESS_MODES.includes(mode as AccessMode)) problems.push(`${what}.access_mode is required (one of ${ACCESS_MODES.join(', ')}), got ${mode}`);
+  if (!ACCESS_MODES.includes(mode as AccessMode))
+    problems.push(`${what}.access_mode is required (one of ${ACCESS_MODES.join(', ')}), got ${mode}`);
   return problems;
 }
 
@@ -239,7 +246,10 @@ export function checkConfirmedCapabilities(
   }
   for (const want of requested) {
     if (!confirmed.volumeCapabilities.some((got) => matches(want, got))) {
-      return { ok: false, reason: `the plugin did not confirm capability ${describeCap(want)} as requested (mount flags and fs type included)` };
+      return {
+        ok: false,
+        reason: `the plugin did not confirm capability ${describeCap(want)} as requested (mount flags and fs type included)`,
+      };
     }
   }
   return { ok: true };

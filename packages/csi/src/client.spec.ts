@@ -1,4 +1,12 @@
-import { AbortError, DefaultTimeoutPolicy, SeededRandom, ShutdownError, type MetricDef, type MetricLabels, type Metrics } from '@csiplug/core';
+import {
+  AbortError,
+  DefaultTimeoutPolicy,
+  SeededRandom,
+  ShutdownError,
+  type MetricDef,
+  type MetricLabels,
+  type Metrics,
+} from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { CSI_CALL_SECONDS, GrpcCSIClient } from './client';
 import { mountCapability } from './capabilities';
@@ -36,12 +44,19 @@ const fail = (code: number, details = 'boom') => {
   throw Object.assign(new Error(details), { code, details });
 };
 
-function setup(respond?: (rpc: string, attempt: number, request: object) => unknown, opts: { probe?: number; csiCall?: number; retry?: object; requireStaging?: boolean } = {}) {
+function setup(
+  respond?: (rpc: string, attempt: number, request: object) => unknown,
+  opts: { probe?: number; csiCall?: number; retry?: object; requireStaging?: boolean } = {},
+) {
   const clock = new FakeClock();
   const invoker = new FakeInvoker(clock, respond);
   const client = new GrpcCSIClient(
     'unix:///run/plugins/a/csi.sock',
-    { timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 5_000, csiCall: opts.csiCall ?? 120_000 }), clock, random: new SeededRandom(7) },
+    {
+      timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 5_000, csiCall: opts.csiCall ?? 120_000 }),
+      clock,
+      random: new SeededRandom(7),
+    },
     { invoker, retry: opts.retry, requireStaging: opts.requireStaging },
   );
   return { clock, invoker, client };
@@ -178,8 +193,16 @@ describe('GrpcCSIClient input checks', () => {
     ['stage without staging path', (c) => c.nodeStageVolume({ volumeId: 'v', volumeCapability: CAP }), 'staging_target_path is required'],
     ['stage without capability', (c) => c.nodeStageVolume({ volumeId: 'v', stagingTargetPath: '/s' }), 'volume_capability is required'],
     ['publish without target', (c) => c.nodePublishVolume({ volumeId: 'v', volumeCapability: CAP }), 'target_path is required'],
-    ['publish with capability lacking access type', (c) => c.nodePublishVolume({ volumeId: 'v', targetPath: '/t', volumeCapability: { accessMode: { mode: 'SINGLE_NODE_WRITER' } } }), 'access type'],
-    ['publish with capability lacking mode', (c) => c.nodePublishVolume({ volumeId: 'v', targetPath: '/t', volumeCapability: { mount: {} } }), 'access_mode is required'],
+    [
+      'publish with capability lacking access type',
+      (c) => c.nodePublishVolume({ volumeId: 'v', targetPath: '/t', volumeCapability: { accessMode: { mode: 'SINGLE_NODE_WRITER' } } }),
+      'access type',
+    ],
+    [
+      'publish with capability lacking mode',
+      (c) => c.nodePublishVolume({ volumeId: 'v', targetPath: '/t', volumeCapability: { mount: {} } }),
+      'access_mode is required',
+    ],
     ['unpublish without target', (c) => c.nodeUnpublishVolume({ volumeId: 'v' }), 'target_path is required'],
     ['unstage without volume id', (c) => c.nodeUnstageVolume({ stagingTargetPath: '/s' }), 'volume_id is required'],
     ['create without capabilities', (c) => c.createVolume({ name: 'a', volumeCapabilities: [] }), 'at least one capability'],
@@ -201,7 +224,9 @@ describe('GrpcCSIClient input checks', () => {
   });
 
   it('requires a staging path once the plugin reported STAGE_UNSTAGE_VOLUME', async () => {
-    const { invoker, client } = setup((rpc) => (rpc === 'NodeGetCapabilities' ? { capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' }, type: 'rpc' }] } : {}));
+    const { invoker, client } = setup((rpc) =>
+      rpc === 'NodeGetCapabilities' ? { capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' }, type: 'rpc' }] } : {},
+    );
     const req = { volumeId: 'v', targetPath: '/t', volumeCapability: CAP };
     await client.nodePublishVolume(req); // capabilities unknown yet: sent
     await client.nodeGetCapabilities();
@@ -213,7 +238,9 @@ describe('GrpcCSIClient input checks', () => {
 
   it('requires a staging path when told so up front', async () => {
     const { client } = setup(undefined, { requireStaging: true });
-    await expect(client.nodePublishVolume({ volumeId: 'v', targetPath: '/t', volumeCapability: CAP })).rejects.toThrow(/staging_target_path/);
+    await expect(client.nodePublishVolume({ volumeId: 'v', targetPath: '/t', volumeCapability: CAP })).rejects.toThrow(
+      /staging_target_path/,
+    );
   });
 });
 
@@ -250,7 +277,11 @@ describe('GrpcCSIClient results and errors', () => {
     await client.getPluginInfo();
     await client.createVolume({ name: 'a', volumeCapabilities: [CAP] });
     await client.nodeGetInfo();
-    expect(invoker.calls.map((c) => `${c.service}/${c.rpc}`)).toEqual(['identity/GetPluginInfo', 'controller/CreateVolume', 'node/NodeGetInfo']);
+    expect(invoker.calls.map((c) => `${c.service}/${c.rpc}`)).toEqual([
+      'identity/GetPluginInfo',
+      'controller/CreateVolume',
+      'node/NodeGetInfo',
+    ]);
   });
 
   it('refuses calls after dispose and disposes the transport once', async () => {
@@ -283,7 +314,11 @@ describe('GrpcCSIClient metrics', () => {
       clock.advance(40).catch((err: unknown) => console.error('FakeClock.advance(40) failed under a fake CSI call', err));
       return respond(rpc, attempt);
     });
-    const client = new GrpcCSIClient('unix:///run/plugins/a/csi.sock', { timeouts: new DefaultTimeoutPolicy({}), clock, random: new SeededRandom(7), metrics }, { invoker, retry: { maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 100, jitter: 0 } });
+    const client = new GrpcCSIClient(
+      'unix:///run/plugins/a/csi.sock',
+      { timeouts: new DefaultTimeoutPolicy({}), clock, random: new SeededRandom(7), metrics },
+      { invoker, retry: { maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 100, jitter: 0 } },
+    );
     return { clock, metrics, client };
   }
 

@@ -48,8 +48,14 @@ export interface CSIClient extends Disposable {
   createVolume(request: T.CreateVolumeRequest, options?: CSICallOptions): Promise<T.CreateVolumeResponse>;
   deleteVolume(request: T.DeleteVolumeRequest, options?: CSICallOptions): Promise<T.DeleteVolumeResponse>;
   controllerPublishVolume(request: T.ControllerPublishVolumeRequest, options?: CSICallOptions): Promise<T.ControllerPublishVolumeResponse>;
-  controllerUnpublishVolume(request: T.ControllerUnpublishVolumeRequest, options?: CSICallOptions): Promise<T.ControllerUnpublishVolumeResponse>;
-  validateVolumeCapabilities(request: T.ValidateVolumeCapabilitiesRequest, options?: CSICallOptions): Promise<T.ValidateVolumeCapabilitiesResponse>;
+  controllerUnpublishVolume(
+    request: T.ControllerUnpublishVolumeRequest,
+    options?: CSICallOptions,
+  ): Promise<T.ControllerUnpublishVolumeResponse>;
+  validateVolumeCapabilities(
+    request: T.ValidateVolumeCapabilitiesRequest,
+    options?: CSICallOptions,
+  ): Promise<T.ValidateVolumeCapabilitiesResponse>;
   listVolumes(request?: T.ListVolumesRequest, options?: CSICallOptions): Promise<T.ListVolumesResponse>;
   getCapacity(request?: T.GetCapacityRequest, options?: CSICallOptions): Promise<T.GetCapacityResponse>;
   controllerExpandVolume(request: T.ControllerExpandVolumeRequest, options?: CSICallOptions): Promise<T.ControllerExpandVolumeResponse>;
@@ -69,8 +75,6 @@ export interface CSIClient extends Disposable {
   /** Releases the connection. Calls after dispose() fail with ShutdownError. Idempotent. */
   dispose(): void;
 }
-
-
 
 export interface CSIClientOptions {
   retry?: Partial<RetryOptions>;
@@ -126,7 +130,11 @@ const M: Record<string, MethodSpec> = {
   probe: { service: 'identity', rpc: 'Probe', probe: true },
   nodeGetInfo: { service: 'node', rpc: 'NodeGetInfo' },
   nodeGetCapabilities: { service: 'node', rpc: 'NodeGetCapabilities' },
-  nodeStageVolume: { service: 'node', rpc: 'NodeStageVolume', checks: [need('volumeId', 'stagingTargetPath'), capability('volumeCapability')] },
+  nodeStageVolume: {
+    service: 'node',
+    rpc: 'NodeStageVolume',
+    checks: [need('volumeId', 'stagingTargetPath'), capability('volumeCapability')],
+  },
   nodePublishVolume: {
     service: 'node',
     rpc: 'NodePublishVolume',
@@ -146,9 +154,17 @@ const M: Record<string, MethodSpec> = {
   controllerGetCapabilities: { service: 'controller', rpc: 'ControllerGetCapabilities' },
   createVolume: { service: 'controller', rpc: 'CreateVolume', checks: [need('name'), capabilities('volumeCapabilities')] },
   deleteVolume: { service: 'controller', rpc: 'DeleteVolume', checks: [need('volumeId')] },
-  controllerPublishVolume: { service: 'controller', rpc: 'ControllerPublishVolume', checks: [need('volumeId', 'nodeId'), capability('volumeCapability')] },
+  controllerPublishVolume: {
+    service: 'controller',
+    rpc: 'ControllerPublishVolume',
+    checks: [need('volumeId', 'nodeId'), capability('volumeCapability')],
+  },
   controllerUnpublishVolume: { service: 'controller', rpc: 'ControllerUnpublishVolume', checks: [need('volumeId')] },
-  validateVolumeCapabilities: { service: 'controller', rpc: 'ValidateVolumeCapabilities', checks: [need('volumeId'), capabilities('volumeCapabilities')] },
+  validateVolumeCapabilities: {
+    service: 'controller',
+    rpc: 'ValidateVolumeCapabilities',
+    checks: [need('volumeId'), capabilities('volumeCapabilities')],
+  },
   listVolumes: { service: 'controller', rpc: 'ListVolumes' },
   getCapacity: { service: 'controller', rpc: 'GetCapacity' },
   controllerExpandVolume: { service: 'controller', rpc: 'ControllerExpandVolume', checks: [need('volumeId', 'capacityRange')] },
@@ -285,7 +301,13 @@ export class GrpcCSIClient implements CSIClient {
       for (const check of m.checks) {
         const problem = check(request as Record<string, unknown>, this);
         if (problem) {
-          throw new CSIError({ grpcCode: GrpcStatus.INVALID_ARGUMENT, method: m.rpc, endpoint: this.endpoint, details: problem, local: true });
+          throw new CSIError({
+            grpcCode: GrpcStatus.INVALID_ARGUMENT,
+            method: m.rpc,
+            endpoint: this.endpoint,
+            details: problem,
+            local: true,
+          });
         }
       }
     }

@@ -20,7 +20,10 @@ export function parseEndpoint(endpoint: string): CsiEndpoint {
   if (endpoint.startsWith('unix://')) p = endpoint.slice('unix://'.length);
   else if (endpoint.startsWith('unix:')) p = endpoint.slice('unix:'.length);
   else if (endpoint.includes('://')) {
-    throw new ValidationError(`CSI endpoint "${endpoint}" is not a unix socket; CSI plugins listen on unix:///path sockets only`, 'endpoint');
+    throw new ValidationError(
+      `CSI endpoint "${endpoint}" is not a unix socket; CSI plugins listen on unix:///path sockets only`,
+      'endpoint',
+    );
   } else p = endpoint;
   if (!path.isAbsolute(p)) {
     throw new ValidationError(`CSI endpoint "${endpoint}" must name an absolute socket path (unix:///abs/path)`, 'endpoint');

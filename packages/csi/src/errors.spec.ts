@@ -14,7 +14,9 @@ describe('CSIError', () => {
   });
 
   it('says what failed, where, and what to do', () => {
-    expect(make(GrpcStatus.UNAVAILABLE, { attempts: 3 }).message).toMatch(/NodePublishVolume.*unix:\/\/\/p\/csi.sock.*not reachable.*after 3 attempts.*running/);
+    expect(make(GrpcStatus.UNAVAILABLE, { attempts: 3 }).message).toMatch(
+      /NodePublishVolume.*unix:\/\/\/p\/csi.sock.*not reachable.*after 3 attempts.*running/,
+    );
     expect(make(GrpcStatus.DEADLINE_EXCEEDED, { timeoutMs: 5000 }).message).toMatch(/no answer.*within 5000 ms.*hung/);
     expect(make(GrpcStatus.UNIMPLEMENTED).message).toMatch(/does not implement CSI NodePublishVolume/);
     expect(make(GrpcStatus.INVALID_ARGUMENT, { local: true, details: 'target_path is required' }).message).toBe(

@@ -143,7 +143,10 @@ export const csiStatus = {
  */
 export class CsiProtoMissingError extends CsiplugError {
   constructor(readonly searched: readonly string[]) {
-    super('ECSIPROTO_MISSING', `csi.proto not found; looked in ${searched.join(', ')}. Rebuild @csiplug/csi (its build copies the proto into dist/proto) or reinstall it.`);
+    super(
+      'ECSIPROTO_MISSING',
+      `csi.proto not found; looked in ${searched.join(', ')}. Rebuild @csiplug/csi (its build copies the proto into dist/proto) or reinstall it.`,
+    );
   }
 }
 

@@ -4,7 +4,22 @@
 // csiModule is the same registration as a Module: the factory owns nothing
 // (each client belongs to whoever asked for it), so there is nothing to stop.
 import type { DependencyContainer } from 'tsyringe';
-import { bindDefault, type Clock, declareTokenOwner, IClock, ILogger, IMetrics, IRandom, ITimeoutPolicy, type Logger, type Metrics, type Module, NullMetrics, type Random, type TimeoutPolicy } from '@csiplug/core';
+import {
+  bindDefault,
+  type Clock,
+  declareTokenOwner,
+  IClock,
+  ILogger,
+  IMetrics,
+  IRandom,
+  ITimeoutPolicy,
+  type Logger,
+  type Metrics,
+  type Module,
+  NullMetrics,
+  type Random,
+  type TimeoutPolicy,
+} from '@csiplug/core';
 import { type CSIClient, type CSIClientOptions, GrpcCSIClient } from './client';
 import { type RetryOptions } from './retry';
 import { type CSIClientFactory, ICSIClientFactory } from './tokens';

@@ -28,11 +28,16 @@ export const DEFAULT_RETRY_OPTIONS: Readonly<RetryOptions> = Object.freeze({
 });
 
 /** Merges overrides onto the defaults and checks the numbers. */
-export function resolveRetryOptions(overrides: Partial<RetryOptions> = {}, base: Readonly<RetryOptions> = DEFAULT_RETRY_OPTIONS): RetryOptions {
+export function resolveRetryOptions(
+  overrides: Partial<RetryOptions> = {},
+  base: Readonly<RetryOptions> = DEFAULT_RETRY_OPTIONS,
+): RetryOptions {
   const o: RetryOptions = { ...base, ...stripUndefined(overrides) };
-  if (!Number.isInteger(o.maxAttempts) || o.maxAttempts < 1) throw new ValidationError(`retry.maxAttempts must be an integer >= 1, got ${o.maxAttempts}`, 'maxAttempts');
+  if (!Number.isInteger(o.maxAttempts) || o.maxAttempts < 1)
+    throw new ValidationError(`retry.maxAttempts must be an integer >= 1, got ${o.maxAttempts}`, 'maxAttempts');
   if (!(o.baseDelayMs >= 0)) throw new ValidationError(`retry.baseDelayMs must be >= 0, got ${o.baseDelayMs}`, 'baseDelayMs');
-  if (!(o.maxDelayMs >= o.baseDelayMs)) throw new ValidationError(`retry.maxDelayMs must be >= baseDelayMs, got ${o.maxDelayMs}`, 'maxDelayMs');
+  if (!(o.maxDelayMs >= o.baseDelayMs))
+    throw new ValidationError(`retry.maxDelayMs must be >= baseDelayMs, got ${o.maxDelayMs}`, 'maxDelayMs');
   if (!(o.jitter >= 0 && o.jitter <= 1)) throw new ValidationError(`retry.jitter must be within 0..1, got ${o.jitter}`, 'jitter');
   return o;
 }

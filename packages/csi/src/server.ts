@@ -24,7 +24,8 @@ export interface CsiCallContext {
   metadata: grpc.Metadata;
 }
 
-type AsyncUnary<H> = H extends grpc.handleUnaryCall<infer Req, infer Res> ? (request: Req, ctx: CsiCallContext) => Promise<Res> | Res : never;
+type AsyncUnary<H> =
+  H extends grpc.handleUnaryCall<infer Req, infer Res> ? (request: Req, ctx: CsiCallContext) => Promise<Res> | Res : never;
 type AsyncHandlers<H> = { [K in keyof H]?: AsyncUnary<H[K]> };
 
 export type IdentityServerHandlers = AsyncHandlers<IdentityHandlers>;
@@ -54,7 +55,10 @@ export interface CsiServer extends AsyncDisposable {
 }
 
 export class EndpointInUseError extends CsiplugError {
-  constructor(readonly socketPath: string, reason: string) {
+  constructor(
+    readonly socketPath: string,
+    reason: string,
+  ) {
     super('EENDPOINT_IN_USE', `cannot listen on ${socketPath}: ${reason}`);
   }
 }
@@ -96,7 +100,8 @@ function wrapService(
   options: ServeCsiOptions,
   logger: Logger,
 ): grpc.UntypedServiceImplementation {
-  const def = (csiGrpcObject().csi.v1 as unknown as Record<string, grpc.ServiceClientConstructor>)[CSI_SERVICES[key].split('.').pop()!].service;
+  const def = (csiGrpcObject().csi.v1 as unknown as Record<string, grpc.ServiceClientConstructor>)[CSI_SERVICES[key].split('.').pop()!]
+    .service;
   const impl: grpc.UntypedServiceImplementation = {};
   for (const rpc of Object.keys(def)) {
     const handler = handlers?.[rpc];

@@ -10,17 +10,29 @@ export type { CreateVolumeRequest, CreateVolumeRequest__Output } from './generat
 export type { CreateVolumeResponse__Output as CreateVolumeResponse } from './generated/csi/v1/CreateVolumeResponse';
 export type { DeleteVolumeRequest, DeleteVolumeRequest__Output } from './generated/csi/v1/DeleteVolumeRequest';
 export type { DeleteVolumeResponse__Output as DeleteVolumeResponse } from './generated/csi/v1/DeleteVolumeResponse';
-export type { ControllerPublishVolumeRequest, ControllerPublishVolumeRequest__Output } from './generated/csi/v1/ControllerPublishVolumeRequest';
+export type {
+  ControllerPublishVolumeRequest,
+  ControllerPublishVolumeRequest__Output,
+} from './generated/csi/v1/ControllerPublishVolumeRequest';
 export type { ControllerPublishVolumeResponse__Output as ControllerPublishVolumeResponse } from './generated/csi/v1/ControllerPublishVolumeResponse';
-export type { ControllerUnpublishVolumeRequest, ControllerUnpublishVolumeRequest__Output } from './generated/csi/v1/ControllerUnpublishVolumeRequest';
+export type {
+  ControllerUnpublishVolumeRequest,
+  ControllerUnpublishVolumeRequest__Output,
+} from './generated/csi/v1/ControllerUnpublishVolumeRequest';
 export type { ControllerUnpublishVolumeResponse__Output as ControllerUnpublishVolumeResponse } from './generated/csi/v1/ControllerUnpublishVolumeResponse';
-export type { ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesRequest__Output } from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
+export type {
+  ValidateVolumeCapabilitiesRequest,
+  ValidateVolumeCapabilitiesRequest__Output,
+} from './generated/csi/v1/ValidateVolumeCapabilitiesRequest';
 export type { ValidateVolumeCapabilitiesResponse__Output as ValidateVolumeCapabilitiesResponse } from './generated/csi/v1/ValidateVolumeCapabilitiesResponse';
 export type { ListVolumesRequest, ListVolumesRequest__Output } from './generated/csi/v1/ListVolumesRequest';
 export type { ListVolumesResponse__Output as ListVolumesResponse } from './generated/csi/v1/ListVolumesResponse';
 export type { GetCapacityRequest, GetCapacityRequest__Output } from './generated/csi/v1/GetCapacityRequest';
 export type { GetCapacityResponse__Output as GetCapacityResponse } from './generated/csi/v1/GetCapacityResponse';
-export type { ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesRequest__Output } from './generated/csi/v1/ControllerGetCapabilitiesRequest';
+export type {
+  ControllerGetCapabilitiesRequest,
+  ControllerGetCapabilitiesRequest__Output,
+} from './generated/csi/v1/ControllerGetCapabilitiesRequest';
 export type { ControllerGetCapabilitiesResponse__Output as ControllerGetCapabilitiesResponse } from './generated/csi/v1/ControllerGetCapabilitiesResponse';
 export type { CreateSnapshotRequest, CreateSnapshotRequest__Output } from './generated/csi/v1/CreateSnapshotRequest';
 export type { CreateSnapshotResponse__Output as CreateSnapshotResponse } from './generated/csi/v1/CreateSnapshotResponse';
@@ -28,11 +40,17 @@ export type { DeleteSnapshotRequest, DeleteSnapshotRequest__Output } from './gen
 export type { DeleteSnapshotResponse__Output as DeleteSnapshotResponse } from './generated/csi/v1/DeleteSnapshotResponse';
 export type { ListSnapshotsRequest, ListSnapshotsRequest__Output } from './generated/csi/v1/ListSnapshotsRequest';
 export type { ListSnapshotsResponse__Output as ListSnapshotsResponse } from './generated/csi/v1/ListSnapshotsResponse';
-export type { ControllerExpandVolumeRequest, ControllerExpandVolumeRequest__Output } from './generated/csi/v1/ControllerExpandVolumeRequest';
+export type {
+  ControllerExpandVolumeRequest,
+  ControllerExpandVolumeRequest__Output,
+} from './generated/csi/v1/ControllerExpandVolumeRequest';
 export type { ControllerExpandVolumeResponse__Output as ControllerExpandVolumeResponse } from './generated/csi/v1/ControllerExpandVolumeResponse';
 export type { ControllerGetVolumeRequest, ControllerGetVolumeRequest__Output } from './generated/csi/v1/ControllerGetVolumeRequest';
 export type { ControllerGetVolumeResponse__Output as ControllerGetVolumeResponse } from './generated/csi/v1/ControllerGetVolumeResponse';
-export type { ControllerModifyVolumeRequest, ControllerModifyVolumeRequest__Output } from './generated/csi/v1/ControllerModifyVolumeRequest';
+export type {
+  ControllerModifyVolumeRequest,
+  ControllerModifyVolumeRequest__Output,
+} from './generated/csi/v1/ControllerModifyVolumeRequest';
 export type { ControllerModifyVolumeResponse__Output as ControllerModifyVolumeResponse } from './generated/csi/v1/ControllerModifyVolumeResponse';
 export type { NodeStageVolumeRequest, NodeStageVolumeRequest__Output } from './generated/csi/v1/NodeStageVolumeRequest';
 export type { NodeStageVolumeResponse__Output as NodeStageVolumeResponse } from './generated/csi/v1/NodeStageVolumeResponse';

@@ -133,6 +133,14 @@ export class CsiUnaryCaller {
         cause: err,
       });
     }
-    return new CSIError({ grpcCode: GrpcStatus.INTERNAL, method: m.rpc, endpoint: this.endpoint, details: errorMessage(err), attempts: attempt, timeoutMs, cause: err });
+    return new CSIError({
+      grpcCode: GrpcStatus.INTERNAL,
+      method: m.rpc,
+      endpoint: this.endpoint,
+      details: errorMessage(err),
+      attempts: attempt,
+      timeoutMs,
+      cause: err,
+    });
   }
 }

@@ -44,7 +44,11 @@ describe('CSIClient over a unix socket', () => {
   function client(opts: { probe?: number; csiCall?: number; retry?: object } = {}): GrpcCSIClient {
     const c = new GrpcCSIClient(
       `unix://${sock}`,
-      { timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 2_000, csiCall: opts.csiCall ?? 2_000 }), clock: new RealClock(), random: new SeededRandom(1) },
+      {
+        timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 2_000, csiCall: opts.csiCall ?? 2_000 }),
+        clock: new RealClock(),
+        random: new SeededRandom(1),
+      },
       { retry: { baseDelayMs: 5, maxDelayMs: 20, ...opts.retry } },
     );
     clients.push(c);
@@ -88,7 +92,9 @@ describe('CSIClient over a unix socket', () => {
     await servers.pop()!.dispose();
     fs.rmSync(sock, { force: true });
     await serve({ identity });
-    await expect(c.getPluginInfo({ retry: { maxAttempts: 50, baseDelayMs: 20, maxDelayMs: 100 } })).resolves.toMatchObject({ name: 'fake.csiplug.io' });
+    await expect(c.getPluginInfo({ retry: { maxAttempts: 50, baseDelayMs: 20, maxDelayMs: 100 } })).resolves.toMatchObject({
+      name: 'fake.csiplug.io',
+    });
   });
 
   it('gives a hung RPC DEADLINE_EXCEEDED and leaves the client usable', async () => {
@@ -115,7 +121,12 @@ describe('CSIClient over a unix socket', () => {
   });
 
   it('cancels a call in flight when the signal aborts', async () => {
-    await serve({ identity, node: { NodeGetInfo: (_r, ctx) => new Promise((_res, rej) => ctx.signal.addEventListener('abort', () => rej(csiStatus.aborted('gone')))) } });
+    await serve({
+      identity,
+      node: {
+        NodeGetInfo: (_r, ctx) => new Promise((_res, rej) => ctx.signal.addEventListener('abort', () => rej(csiStatus.aborted('gone')))),
+      },
+    });
     const c = client({ csiCall: 10_000 });
     const ac = new AbortController();
     const p = c.nodeGetInfo({ signal: ac.signal }).catch((e: unknown) => e);
@@ -198,7 +209,10 @@ describe('CSIClient over a unix socket', () => {
         responseDeserialize: (b: Buffer) => b,
       },
     };
-    server.addService(garbage, { Probe: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}), GetPluginInfo: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}) });
+    server.addService(garbage, {
+      Probe: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}),
+      GetPluginInfo: (_c: unknown, cb: grpc.sendUnaryData<object>) => cb(null, {}),
+    });
     await new Promise<void>((r, j) => server.bindAsync(`unix:${sock}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
     servers.push({ dispose: () => new Promise<void>((r) => server.tryShutdown(() => r())) });
     const c = client();
@@ -218,7 +232,9 @@ describe('CSIClient over a unix socket', () => {
         },
       },
     });
-    const err = (await client().getPluginCapabilities().catch((e: unknown) => e)) as CSIError;
+    const err = (await client()
+      .getPluginCapabilities()
+      .catch((e: unknown) => e)) as CSIError;
     expect(err.codeName).toBe('INTERNAL');
     expect(err.message).toContain('disk on fire');
   });
@@ -235,7 +251,10 @@ describe('serveCsi socket handling', () => {
     const sock = path.join(dir, 'nested', 'csi.sock');
     fs.mkdirSync(path.dirname(sock));
     // A socket file nobody listens on, as a crashed plugin leaves behind.
-    spawnSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+    spawnSync(process.execPath, [
+      '-e',
+      `require('net').createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, 'SIGKILL'))`,
+    ]);
     expect(fs.existsSync(sock)).toBe(true);
 
     const s = await serveCsi(sock, { identity });

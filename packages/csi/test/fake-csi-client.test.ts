@@ -70,7 +70,10 @@ describe('FakeCSIClient beyond the contract', () => {
 
     const ac = new AbortController();
     b.gate('NodePublishVolume');
-    const publishing = client.nodePublishVolume({ volumeId: 'v', stagingTargetPath: '/st/v', targetPath: '/t/v', volumeCapability: CAP }, { signal: ac.signal });
+    const publishing = client.nodePublishVolume(
+      { volumeId: 'v', stagingTargetPath: '/st/v', targetPath: '/t/v', volumeCapability: CAP },
+      { signal: ac.signal },
+    );
     ac.abort();
     await expect(publishing).rejects.toBeInstanceOf(AbortError);
     expect(factory.mounts.has('/t/v')).toBe(false);
@@ -104,7 +107,9 @@ describe('FakeCSIClient beyond the contract', () => {
     const { volume } = await client.createVolume({ name: 'data', volumeCapabilities: [CAP] });
     await client.nodeStageVolume({ volumeId: volume!.volumeId, stagingTargetPath: '/st/d', volumeCapability: CAP });
     await client.deleteVolume({ volumeId: volume!.volumeId });
-    await expect(client.nodeUnstageVolume({ volumeId: volume!.volumeId, stagingTargetPath: '/st/d' })).rejects.toMatchObject({ grpcCode: GrpcStatus.NOT_FOUND });
+    await expect(client.nodeUnstageVolume({ volumeId: volume!.volumeId, stagingTargetPath: '/st/d' })).rejects.toMatchObject({
+      grpcCode: GrpcStatus.NOT_FOUND,
+    });
     expect(factory.mounts.has('/st/d')).toBe(false);
   });
 

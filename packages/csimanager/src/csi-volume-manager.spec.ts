@@ -68,7 +68,12 @@ describe('volume manager (CSI node steps)', () => {
     expect(await vm.hasMount(targetOf('alloc-a'))).toBe(true);
     expect(await vm.hasMount(stagingOf())).toBe(true);
     expect(h.nodeEvents).toEqual([
-      { subsystem: 'Storage', message: 'Mount volume', details: { volume_id: 'vol-1', alloc_id: 'alloc-a', plugin_id: 'my-plugin', success: 'true' }, time: h.clock.now() },
+      {
+        subsystem: 'Storage',
+        message: 'Mount volume',
+        details: { volume_id: 'vol-1', alloc_id: 'alloc-a', plugin_id: 'my-plugin', success: 'true' },
+        time: h.clock.now(),
+      },
     ]);
     expect(vm.externalNodeId).toBe('node-1');
   });
@@ -92,7 +97,12 @@ describe('volume manager (CSI node steps)', () => {
     expect(h.mounts.points.size).toBe(0);
     await expect(fs.stat(path.join(root(), 'staging', 'vol-1'))).rejects.toMatchObject({ code: 'ENOENT' });
     await expect(fs.stat(path.join(root(), 'per-alloc', 'alloc-b'))).rejects.toMatchObject({ code: 'ENOENT' });
-    expect(events()).toEqual(['Mount volume:alloc-a:true', 'Mount volume:alloc-b:true', 'Unmount volume:alloc-a:true', 'Unmount volume:alloc-b:true']);
+    expect(events()).toEqual([
+      'Mount volume:alloc-a:true',
+      'Mount volume:alloc-b:true',
+      'Unmount volume:alloc-a:true',
+      'Unmount volume:alloc-b:true',
+    ]);
   });
 
   it('skips NodeStageVolume and NodePublishVolume when the path is a mount point already (also after an agent restart)', async () => {
@@ -114,7 +124,12 @@ describe('volume manager (CSI node steps)', () => {
     expect(await vm2.publishVolume(vol, 'alloc-a', usage)).toEqual(first);
     expect(calls('NodeStageVolume')).toHaveLength(1);
     expect(calls('NodePublishVolume')).toHaveLength(2);
-    expect(events()).toEqual(['Mount volume:alloc-a:true', 'Mount volume:alloc-a:true', 'Mount volume:alloc-b:true', 'Mount volume:alloc-a:true']);
+    expect(events()).toEqual([
+      'Mount volume:alloc-a:true',
+      'Mount volume:alloc-a:true',
+      'Mount volume:alloc-b:true',
+      'Mount volume:alloc-a:true',
+    ]);
   });
 
   it('does not stage for a plugin without STAGE_UNSTAGE_VOLUME', async () => {
@@ -142,10 +157,16 @@ describe('volume manager (CSI node steps)', () => {
     const ro: UsageOptions = { ...usage, readOnly: true };
     await vm.stageVolume(vol, usage);
     await vm.stageVolume(vol, ro);
-    expect(calls('NodeStageVolume').map((c) => path.basename(String(c.request.stagingTargetPath)))).toEqual(['rw-file-system-single-node-writer', 'ro-file-system-single-node-writer']);
+    expect(calls('NodeStageVolume').map((c) => path.basename(String(c.request.stagingTargetPath)))).toEqual([
+      'rw-file-system-single-node-writer',
+      'ro-file-system-single-node-writer',
+    ]);
     const roInfo = await vm.publishVolume(vol, 'alloc-b', ro);
     expect(roInfo.stagingPath).toBe(stagingOf('ro-file-system-single-node-writer'));
-    expect(calls('NodePublishVolume')[0]!.request).toMatchObject({ stagingTargetPath: stagingOf('ro-file-system-single-node-writer'), readonly: true });
+    expect(calls('NodePublishVolume')[0]!.request).toMatchObject({
+      stagingTargetPath: stagingOf('ro-file-system-single-node-writer'),
+      readonly: true,
+    });
     await vm.unstageVolume(vol, usage);
     expect(calls('NodeUnstageVolume').map((c) => c.request.stagingTargetPath)).toEqual([stagingOf()]);
     expect(await vm.hasMount(stagingOf('ro-file-system-single-node-writer'))).toBe(true);
@@ -193,9 +214,16 @@ describe('volume manager (CSI node steps)', () => {
     b().failNext('NodeStageVolume', csiError(GrpcStatus.DEADLINE_EXCEEDED, 'NodeStageVolume', 'too slow'));
     const stageErr = await vm.stageVolume(vol, usage).catch((e: unknown) => e);
     expect(stageErr).toBeInstanceOf(VolumeOperationError);
-    expect((stageErr as Error).message).toMatch(/mount of volume "vol-1" on plugin "my-plugin" failed at NodeStageVolume: .*DEADLINE_EXCEEDED/);
+    expect((stageErr as Error).message).toMatch(
+      /mount of volume "vol-1" on plugin "my-plugin" failed at NodeStageVolume: .*DEADLINE_EXCEEDED/,
+    );
     // A failed stage is a failed mount (no alloc: the staging is shared); a successful one shows in the publish event.
-    expect(h.nodeEvents).toEqual([expect.objectContaining({ message: 'Mount volume', details: expect.objectContaining({ volume_id: 'vol-1', alloc_id: '', success: 'false', error: (stageErr as Error).message }) })]);
+    expect(h.nodeEvents).toEqual([
+      expect.objectContaining({
+        message: 'Mount volume',
+        details: expect.objectContaining({ volume_id: 'vol-1', alloc_id: '', success: 'false', error: (stageErr as Error).message }),
+      }),
+    ]);
     h.nodeEvents.length = 0;
     await vm.stageVolume(vol, usage); // asked again, it stages
     expect(calls('NodeStageVolume')).toHaveLength(2);
@@ -203,8 +231,13 @@ describe('volume manager (CSI node steps)', () => {
     b().failNext('NodePublishVolume', csiError(GrpcStatus.INTERNAL, 'NodePublishVolume', 'disk on fire'));
     const err = await vm.publishVolume(vol, 'alloc-a', usage).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeOperationError);
-    expect((err as Error).message).toMatch(/mount of volume "vol-1" for alloc alloc-a on plugin "my-plugin" failed at NodePublishVolume: .*disk on fire/);
-    expect(h.nodeEvents[0]).toMatchObject({ message: 'Mount volume', details: { alloc_id: 'alloc-a', success: 'false', error: expect.stringContaining('disk on fire') } });
+    expect((err as Error).message).toMatch(
+      /mount of volume "vol-1" for alloc alloc-a on plugin "my-plugin" failed at NodePublishVolume: .*disk on fire/,
+    );
+    expect(h.nodeEvents[0]).toMatchObject({
+      message: 'Mount volume',
+      details: { alloc_id: 'alloc-a', success: 'false', error: expect.stringContaining('disk on fire') },
+    });
     // A step never undoes anything on its own: that is the reconciler's decision.
     expect(calls('NodeUnpublishVolume')).toHaveLength(0);
     expect(calls('NodeUnstageVolume')).toHaveLength(0);
@@ -213,7 +246,9 @@ describe('volume manager (CSI node steps)', () => {
   it('a failed unstage leaves nothing behind that stops the next one: asked again, it unstages', async () => {
     await vm.stageVolume(vol, usage);
     b().failNext('NodeUnstageVolume', csiError(GrpcStatus.UNAVAILABLE, 'NodeUnstageVolume', 'gone'));
-    await expect(vm.unstageVolume(vol, usage)).rejects.toThrow(/unmount of volume "vol-1" on plugin "my-plugin" failed at NodeUnstageVolume/);
+    await expect(vm.unstageVolume(vol, usage)).rejects.toThrow(
+      /unmount of volume "vol-1" on plugin "my-plugin" failed at NodeUnstageVolume/,
+    );
     await vm.unstageVolume(vol, usage);
     expect(calls('NodeUnstageVolume')).toHaveLength(2);
     expect(h.mounts.points.size).toBe(0);
@@ -225,7 +260,9 @@ describe('volume manager (CSI node steps)', () => {
     h.mounts.isMountPoint = async () => true; // the plugin answered OK but left the mount
     const err = await vm.unpublishVolume(vol, 'alloc-a', usage).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeOperationError);
-    expect((err as Error).message).toMatch(/unmount of volume "vol-1" for alloc alloc-a on plugin "my-plugin" failed at checking the target mount: .* is still a mount point after NodeUnpublishVolume/);
+    expect((err as Error).message).toMatch(
+      /unmount of volume "vol-1" for alloc alloc-a on plugin "my-plugin" failed at checking the target mount: .* is still a mount point after NodeUnpublishVolume/,
+    );
     expect(h.nodeEvents.at(-1)).toMatchObject({ message: 'Unmount volume', details: { success: 'false' } });
   });
 
@@ -319,7 +356,10 @@ describe('volume manager (CSI node steps)', () => {
   it('fails clearly when the plugin has no instance any more', async () => {
     h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
     await expect(vm.unpublishVolume(vol, 'alloc-a', usage)).rejects.toBeInstanceOf(PluginInstanceNotFoundError);
-    expect(h.nodeEvents[0]).toMatchObject({ message: 'Unmount volume', details: { success: 'false', error: expect.stringContaining('not found') } });
+    expect(h.nodeEvents[0]).toMatchObject({
+      message: 'Unmount volume',
+      details: { success: 'false', error: expect.stringContaining('not found') },
+    });
     await expect(vm.stageVolume(vol, usage)).rejects.toBeInstanceOf(PluginInstanceNotFoundError);
     await expect(vm.requiresStaging()).rejects.toBeInstanceOf(PluginInstanceNotFoundError);
     expect(() => h.manager.volumeManager('my-plugin')).toThrow(PluginInstanceNotFoundError);
@@ -384,11 +424,23 @@ describe('volume manager (CSI node steps)', () => {
     };
     await h.manager.fingerprintAll();
     expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: false, message: 'fine', reported: true });
-    expect(await vm.volumeCondition(vol, '', usage, 'staging')).toEqual({ abnormal: true, message: 'backing dir replaced', reported: true });
-    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: true, message: 'NodeGetVolumeStats: NOT_FOUND: no volume at that path', reported: true });
+    expect(await vm.volumeCondition(vol, '', usage, 'staging')).toEqual({
+      abnormal: true,
+      message: 'backing dir replaced',
+      reported: true,
+    });
+    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({
+      abnormal: true,
+      message: 'NodeGetVolumeStats: NOT_FOUND: no volume at that path',
+      reported: true,
+    });
     await expect(vm.volumeCondition(vol, 'alloc-a', usage, 'target')).rejects.toThrow(/UNIMPLEMENTED/);
     // A mount made under another mount dir (a plugin upgrade moved it): not asked about, no condition (never a NOT_FOUND read as stale).
-    expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target', { hostPath: '/old/mount/dir/per-alloc/alloc-a/vol-1/rw-file-system-single-node-writer' })).toBeUndefined();
+    expect(
+      await vm.volumeCondition(vol, 'alloc-a', usage, 'target', {
+        hostPath: '/old/mount/dir/per-alloc/alloc-a/vol-1/rw-file-system-single-node-writer',
+      }),
+    ).toBeUndefined();
     expect(asked.map((r) => [r.volumeId, r.volumePath, r.stagingTargetPath])).toEqual([
       ['remote-1', targetOf('alloc-a'), stagingOf()],
       ['remote-1', stagingOf(), stagingOf()],
@@ -396,7 +448,8 @@ describe('volume manager (CSI node steps)', () => {
       ['remote-1', targetOf('alloc-a'), stagingOf()],
     ]);
     // Without VOLUME_CONDITION an answer carries no condition.
-    client.nodeGetCapabilities = async () => ({ capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'].map((type) => ({ rpc: { type } })) }) as never;
+    client.nodeGetCapabilities = async () =>
+      ({ capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'].map((type) => ({ rpc: { type } })) }) as never;
     await h.manager.fingerprintAll();
     answers.push({ abnormal: true, message: 'ignored' });
     expect(await vm.volumeCondition(vol, 'alloc-a', usage, 'target')).toEqual({ abnormal: false, message: '', reported: false });
@@ -404,7 +457,9 @@ describe('volume manager (CSI node steps)', () => {
 
   it('uses the registration options for the mount roots', async () => {
     const base = path.join(h.dataDir, 'elsewhere');
-    h.registry.register(plugin(2, 'csi-node', { name: 'mono', options: { stagePublishBaseDir: base, containerMountPoint: '/csi', pluginType: 'monolith' } }));
+    h.registry.register(
+      plugin(2, 'csi-node', { name: 'mono', options: { stagePublishBaseDir: base, containerMountPoint: '/csi', pluginType: 'monolith' } }),
+    );
     await h.settle();
     const mvm = h.manager.volumeManager('mono');
     const monoVol = { id: 'v', pluginId: 'mono' };

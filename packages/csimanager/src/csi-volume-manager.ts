@@ -7,7 +7,17 @@
 // (@csiplug/volumes), not this file's.
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { AbortError, type Clock, type Logger, type Metrics, ValidationError, assertPathSafeId, errorMessage, recordSafely, secondsSince } from '@csiplug/core';
+import {
+  AbortError,
+  type Clock,
+  type Logger,
+  type Metrics,
+  ValidationError,
+  assertPathSafeId,
+  errorMessage,
+  recordSafely,
+  secondsSince,
+} from '@csiplug/core';
 import { CSIError, isNotFound } from '@csiplug/csi';
 import { VolumeOperationError, isPluginUnavailable } from './errors';
 import type { KeyedMutex } from './keyed-mutex';
@@ -17,7 +27,15 @@ import type { NodeEvent, NodeEventMessage } from './node-event';
 import type { PluginInstance } from './plugin-instance';
 import { PER_ALLOC_DIR_NAME, pluginMountRoots } from './plugin-options';
 import { type UsageOptions, assertUsage, volumeCapabilityFor } from './usage';
-import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions, VolumeUsage } from './volume-manager';
+import type {
+  CSIVolumeRef,
+  MountInfo,
+  VolumeCondition,
+  VolumeConditionOptions,
+  VolumeManager,
+  VolumeOperationOptions,
+  VolumeUsage,
+} from './volume-manager';
 import { type VolumePaths, volumePaths } from './volume-paths';
 
 export interface VolumeManagerDeps {
@@ -78,25 +96,35 @@ export class CSIVolumeManager implements VolumeManager {
     return (await this.deps.instance().nodeCapabilities(options.signal)).stageUnstageVolume;
   }
 
-  stageVolume(volume: CSIVolumeRef, usage: UsageOptions, publishContext: Record<string, string> = {}, options: VolumeOperationOptions = {}): Promise<void> {
-    return this.failureEvented('Mount volume', volume, () => this.step('stage', volume, '', usage, options, async (inst, paths, signal) => {
-      let step = 'checking the staging mount';
-      try {
-        // Checked before the dir is made: a path that does not exist yet is
-        // known not to be a mount without reading the mount table.
-        if (await this.isMountPoint(paths.hostStagingPath, volume.id, '', signal)) {
-          this.log.debug('volume already staged; reusing the staging mount', { volumeId: volume.id, stagingPath: paths.hostStagingPath });
-          return;
+  stageVolume(
+    volume: CSIVolumeRef,
+    usage: UsageOptions,
+    publishContext: Record<string, string> = {},
+    options: VolumeOperationOptions = {},
+  ): Promise<void> {
+    return this.failureEvented('Mount volume', volume, () =>
+      this.step('stage', volume, '', usage, options, async (inst, paths, signal) => {
+        let step = 'checking the staging mount';
+        try {
+          // Checked before the dir is made: a path that does not exist yet is
+          // known not to be a mount without reading the mount table.
+          if (await this.isMountPoint(paths.hostStagingPath, volume.id, '', signal)) {
+            this.log.debug('volume already staged; reusing the staging mount', { volumeId: volume.id, stagingPath: paths.hostStagingPath });
+            return;
+          }
+          step = 'creating the staging dir';
+          await fs.mkdir(paths.hostStagingPath, { recursive: true, mode: DIR_MODE });
+          step = 'NodeStageVolume';
+          await inst.client.nodeStageVolume(
+            { ...this.common(volume, usage, publishContext), stagingTargetPath: paths.pluginStagingPath },
+            { signal },
+          );
+          this.log.info('volume staged', { volumeId: volume.id, stagingPath: paths.hostStagingPath });
+        } catch (err) {
+          throw this.fail('mount', volume.id, '', step, err);
         }
-        step = 'creating the staging dir';
-        await fs.mkdir(paths.hostStagingPath, { recursive: true, mode: DIR_MODE });
-        step = 'NodeStageVolume';
-        await inst.client.nodeStageVolume({ ...this.common(volume, usage, publishContext), stagingTargetPath: paths.pluginStagingPath }, { signal });
-        this.log.info('volume staged', { volumeId: volume.id, stagingPath: paths.hostStagingPath });
-      } catch (err) {
-        throw this.fail('mount', volume.id, '', step, err);
-      }
-    }));
+      }),
+    );
   }
 
   async publishVolume(
@@ -115,7 +143,11 @@ export class CSIVolumeManager implements VolumeManager {
           await fs.mkdir(paths.hostAllocVolumeDir, { recursive: true, mode: DIR_MODE });
           step = 'checking the target mount';
           if (await this.isMountPoint(paths.hostTargetPath, volume.id, allocId, signal)) {
-            this.log.debug('volume already published for this alloc; reusing it', { volumeId: volume.id, allocId, targetPath: paths.hostTargetPath });
+            this.log.debug('volume already published for this alloc; reusing it', {
+              volumeId: volume.id,
+              allocId,
+              targetPath: paths.hostTargetPath,
+            });
           } else {
             step = 'NodePublishVolume';
             await inst.client.nodePublishVolume(
@@ -137,13 +169,21 @@ export class CSIVolumeManager implements VolumeManager {
     );
   }
 
-  unpublishVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
+  unpublishVolume(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options: VolumeOperationOptions = {},
+  ): Promise<void> {
     return this.evented('Unmount volume', volume, allocId, () =>
       this.step('unpublish', volume, allocId, usage, options, async (inst, paths, signal) => {
         let step = 'NodeUnpublishVolume';
         try {
           try {
-            await inst.client.nodeUnpublishVolume({ volumeId: volume.externalId || volume.id, targetPath: paths.pluginTargetPath }, { signal });
+            await inst.client.nodeUnpublishVolume(
+              { volumeId: volume.externalId || volume.id, targetPath: paths.pluginTargetPath },
+              { signal },
+            );
           } catch (err) {
             if (!isNotFound(err)) throw err;
             this.log.debug('NodeUnpublishVolume: plugin reports NOT_FOUND; counted as unpublished', { volumeId: volume.id, allocId });
@@ -163,25 +203,34 @@ export class CSIVolumeManager implements VolumeManager {
     );
   }
 
-  unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
-    return this.failureEvented('Unmount volume', volume, () => this.step('unstage', volume, '', usage, options, async (inst, paths, signal) => {
-      let step = 'NodeGetCapabilities';
-      try {
-        if (!(await inst.nodeCapabilities(signal)).stageUnstageVolume) return;
-        step = 'NodeUnstageVolume';
+  unstageVolume(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    usage: UsageOptions,
+    options: VolumeOperationOptions = {},
+  ): Promise<void> {
+    return this.failureEvented('Unmount volume', volume, () =>
+      this.step('unstage', volume, '', usage, options, async (inst, paths, signal) => {
+        let step = 'NodeGetCapabilities';
         try {
-          await inst.client.nodeUnstageVolume({ volumeId: volume.externalId || volume.id, stagingTargetPath: paths.pluginStagingPath }, { signal });
+          if (!(await inst.nodeCapabilities(signal)).stageUnstageVolume) return;
+          step = 'NodeUnstageVolume';
+          try {
+            await inst.client.nodeUnstageVolume(
+              { volumeId: volume.externalId || volume.id, stagingTargetPath: paths.pluginStagingPath },
+              { signal },
+            );
+          } catch (err) {
+            if (!isNotFound(err)) throw err;
+            this.log.debug('NodeUnstageVolume: plugin reports NOT_FOUND; counted as unstaged', { volumeId: volume.id });
+          }
+          await removeEmptyDir(paths.hostStagingPath);
+          await removeEmptyDir(path.dirname(paths.hostStagingPath));
+          this.log.info('volume unstaged', { volumeId: volume.id });
         } catch (err) {
-          if (!isNotFound(err)) throw err;
-          this.log.debug('NodeUnstageVolume: plugin reports NOT_FOUND; counted as unstaged', { volumeId: volume.id });
+          throw this.fail('unmount', volume.id, '', step, err);
         }
-        await removeEmptyDir(paths.hostStagingPath);
-        await removeEmptyDir(path.dirname(paths.hostStagingPath));
-        this.log.info('volume unstaged', { volumeId: volume.id });
-      } catch (err) {
-        throw this.fail('unmount', volume.id, '', step, err);
-      }
-    }));
+      }),
+    );
   }
 
   async volumeCondition(
@@ -197,11 +246,19 @@ export class CSIVolumeManager implements VolumeManager {
     if (!caps.getVolumeStats) return undefined;
     const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId || '_', usage);
     // Made under another mount dir (a plugin upgrade moved it): this instance does not know that path.
-    if (options.hostPath !== undefined && path.resolve(options.hostPath) !== (at === 'target' ? paths.hostTargetPath : paths.hostStagingPath)) return undefined;
+    if (
+      options.hostPath !== undefined &&
+      path.resolve(options.hostPath) !== (at === 'target' ? paths.hostTargetPath : paths.hostStagingPath)
+    )
+      return undefined;
     const staging = caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {};
     try {
       const res = await inst.client.nodeGetVolumeStats(
-        { volumeId: volume.externalId || volume.id, volumePath: at === 'target' ? paths.pluginTargetPath : paths.pluginStagingPath, ...staging },
+        {
+          volumeId: volume.externalId || volume.id,
+          volumePath: at === 'target' ? paths.pluginTargetPath : paths.pluginStagingPath,
+          ...staging,
+        },
         { signal: options.signal },
       );
       const condition = res.volumeCondition;
@@ -209,12 +266,22 @@ export class CSIVolumeManager implements VolumeManager {
       return { abnormal: condition.abnormal === true, message: condition.message ?? '', reported: true };
     } catch (err) {
       // The volume is not at that path, as far as the plugin knows: as bad as an abnormal condition.
-      if (isNotFound(err)) return { abnormal: true, message: `NodeGetVolumeStats: NOT_FOUND${err instanceof CSIError && err.details ? `: ${err.details}` : ''}`, reported: true };
+      if (isNotFound(err))
+        return {
+          abnormal: true,
+          message: `NodeGetVolumeStats: NOT_FOUND${err instanceof CSIError && err.details ? `: ${err.details}` : ''}`,
+          reported: true,
+        };
       throw err;
     }
   }
 
-  async volumeUsage(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeConditionOptions = {}): Promise<VolumeUsage | undefined> {
+  async volumeUsage(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options: VolumeConditionOptions = {},
+  ): Promise<VolumeUsage | undefined> {
     this.check(volume, allocId, usage, false);
     const inst = this.deps.instance();
     const caps = await inst.nodeCapabilities(options.signal);
@@ -222,21 +289,37 @@ export class CSIVolumeManager implements VolumeManager {
     const paths = volumePaths(pluginMountRoots(inst.registration, this.deps.dataDir), volume.id, allocId, usage);
     if (options.hostPath !== undefined && path.resolve(options.hostPath) !== paths.hostTargetPath) return undefined;
     const res = await inst.client.nodeGetVolumeStats(
-      { volumeId: volume.externalId || volume.id, volumePath: paths.pluginTargetPath, ...(caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {}) },
+      {
+        volumeId: volume.externalId || volume.id,
+        volumePath: paths.pluginTargetPath,
+        ...(caps.stageUnstageVolume ? { stagingTargetPath: paths.pluginStagingPath } : {}),
+      },
       { signal: options.signal },
     );
     const out: VolumeUsage = {};
     for (const u of res.usage ?? []) {
-      const part = { ...(count(u.total) !== undefined ? { total: count(u.total) } : {}), ...(count(u.used) !== undefined ? { used: count(u.used) } : {}), ...(count(u.available) !== undefined ? { available: count(u.available) } : {}) };
+      const part = {
+        ...(count(u.total) !== undefined ? { total: count(u.total) } : {}),
+        ...(count(u.used) !== undefined ? { used: count(u.used) } : {}),
+        ...(count(u.available) !== undefined ? { available: count(u.available) } : {}),
+      };
       if (String(u.unit) === 'BYTES') out.bytes = part;
       else if (String(u.unit) === 'INODES') out.inodes = part;
     }
-    if (caps.volumeCondition && res.volumeCondition) out.condition = { abnormal: res.volumeCondition.abnormal === true, message: res.volumeCondition.message ?? '' };
+    if (caps.volumeCondition && res.volumeCondition)
+      out.condition = { abnormal: res.volumeCondition.abnormal === true, message: res.volumeCondition.message ?? '' };
     return out;
   }
 
-  async expandVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, capacityBytes: number, options: VolumeOperationOptions = {}): Promise<number | undefined> {
-    if (!Number.isSafeInteger(capacityBytes) || capacityBytes <= 0) throw new ValidationError(`a capacity to expand to must be a whole number of bytes above 0, got ${capacityBytes}`, 'capacityBytes');
+  async expandVolume(
+    volume: CSIVolumeRef,
+    allocId: string,
+    usage: UsageOptions,
+    capacityBytes: number,
+    options: VolumeOperationOptions = {},
+  ): Promise<number | undefined> {
+    if (!Number.isSafeInteger(capacityBytes) || capacityBytes <= 0)
+      throw new ValidationError(`a capacity to expand to must be a whole number of bytes above 0, got ${capacityBytes}`, 'capacityBytes');
     return this.step('expand', volume, allocId, usage, options, async (inst, paths, signal) => {
       const caps = await inst.nodeCapabilities(signal);
       if (!caps.expandVolume) return undefined;
@@ -302,7 +385,13 @@ export class CSIVolumeManager implements VolumeManager {
       result = 'ok';
       return done;
     } finally {
-      recordSafely(() => this.deps.metrics?.observe(VOLUME_STEP_SECONDS, secondsSince(started, this.deps.clock.now()), { plugin: this.pluginId, step, result }));
+      recordSafely(() =>
+        this.deps.metrics?.observe(VOLUME_STEP_SECONDS, secondsSince(started, this.deps.clock.now()), {
+          plugin: this.pluginId,
+          step,
+          result,
+        }),
+      );
     }
   }
 
@@ -347,7 +436,10 @@ export class CSIVolumeManager implements VolumeManager {
     assertPathSafeId(volume.id, 'volume id');
     if (!noAlloc) assertPathSafeId(allocId, 'alloc id');
     if (volume.pluginId !== this.pluginId) {
-      throw new ValidationError(`volume "${volume.id}" belongs to plugin "${volume.pluginId}", not "${this.pluginId}"; use that plugin's volume manager`, 'pluginId');
+      throw new ValidationError(
+        `volume "${volume.id}" belongs to plugin "${volume.pluginId}", not "${this.pluginId}"; use that plugin's volume manager`,
+        'pluginId',
+      );
     }
     assertUsage(usage);
   }
@@ -359,9 +451,16 @@ export class CSIVolumeManager implements VolumeManager {
   private fail(op: 'mount' | 'unmount', volumeId: string, allocId: string, step: string, err: unknown): Error {
     if (isAbort(err) || err instanceof ValidationError) return err as Error;
     const forAlloc = allocId ? ` for alloc ${allocId}` : '';
-    return new VolumeOperationError(op, volumeId, allocId, this.pluginId, `${op} of volume "${volumeId}"${forAlloc} on plugin "${this.pluginId}" failed at ${step}: ${errorMessage(err)}`, {
-      cause: err,
-    });
+    return new VolumeOperationError(
+      op,
+      volumeId,
+      allocId,
+      this.pluginId,
+      `${op} of volume "${volumeId}"${forAlloc} on plugin "${this.pluginId}" failed at ${step}: ${errorMessage(err)}`,
+      {
+        cause: err,
+      },
+    );
   }
 
   /**
@@ -374,7 +473,14 @@ export class CSIVolumeManager implements VolumeManager {
       clock: this.deps.clock,
       signal,
       onFault: (err, attempt, delayMs) =>
-        this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { volumeId, allocId, target, attempt, delayMs, error: errorMessage(err) }),
+        this.log.warn('cannot read the mount table for a fault of the agent itself; checking again', {
+          volumeId,
+          allocId,
+          target,
+          attempt,
+          delayMs,
+          error: errorMessage(err),
+        }),
     });
   }
 

@@ -25,7 +25,15 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     await h.manager.start();
     await h.settle();
     const info = h.manager.pluginInfo('csi-controller', 'my-plugin');
-    expect(info).toMatchObject({ type: 'csi-controller', name: 'my-plugin', allocId: 'alloc-0', healthy: true, fingerprinted: true, description: 'healthy', deployment: 'controller' });
+    expect(info).toMatchObject({
+      type: 'csi-controller',
+      name: 'my-plugin',
+      allocId: 'alloc-0',
+      healthy: true,
+      fingerprinted: true,
+      description: 'healthy',
+      deployment: 'controller',
+    });
     expect(info?.controller).toMatchObject({ supportsAttachDetach: true, supportsCreateDelete: true, supportsExpand: false });
     expect(h.health.map((e) => [e.name, e.healthy, e.previous])).toEqual([['my-plugin', true, undefined]]);
   });
@@ -52,7 +60,11 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-1');
     h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
     await h.settle();
-    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', healthy: true });
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({
+      allocId: 'alloc-1',
+      socketPath: '/var/data/plugins/alloc-1/csi.sock',
+      healthy: true,
+    });
   });
 
   it('waitForPlugin fails after its phase deadline, naming type, name, phase and advice', async () => {
@@ -63,7 +75,9 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     await h.advance(1);
     await failed;
     const err = (await wait.catch((e: unknown) => e)) as CSIPluginWaitTimeoutError;
-    expect(err.message).toMatch(/timed out after 1m.*\(prerun limit\).*"my-plugin" of type csi-node to register; check the plugin task's logs/);
+    expect(err.message).toMatch(
+      /timed out after 1m.*\(prerun limit\).*"my-plugin" of type csi-node to register; check the plugin task's logs/,
+    );
     expect(err).toMatchObject({ pluginType: 'csi-node', pluginName: 'my-plugin', phase: 'prerun', stage: 'register', code: 'ETIMEOUT' });
   });
 
@@ -174,7 +188,11 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     await h.settle();
     h.registry.register(plugin(1));
     await h.settle();
-    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', healthy: true });
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toMatchObject({
+      allocId: 'alloc-1',
+      socketPath: '/var/data/plugins/alloc-1/csi.sock',
+      healthy: true,
+    });
     expect(h.factory.clientsOf('/var/data/plugins/alloc-0/csi.sock').every((c) => c.disposed)).toBe(true);
     expect(h.factory.clientsOf('/var/data/plugins/alloc-1/csi.sock').some((c) => !c.disposed)).toBe(true);
     // Deregistering the active alloc promotes alloc-0 again.
@@ -367,7 +385,11 @@ describe('CSI manager: plugin upgrades (create-before-destroy)', () => {
     expect(h.manager.incomingOf('csi-node', 'my-plugin')).toBeUndefined();
     expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: false, fingerprinted: false });
     expect(h.factory.clientsOf(plugin(0).socketPath).every((c) => c.disposed)).toBe(true);
-    expect(h.health.at(-1)).toMatchObject({ allocId: 'alloc-0', healthy: false, description: 'stopped: alloc alloc-0 deregistered; alloc alloc-1 serves now' });
+    expect(h.health.at(-1)).toMatchObject({
+      allocId: 'alloc-0',
+      healthy: false,
+      description: 'stopped: alloc alloc-0 deregistered; alloc alloc-1 serves now',
+    });
     let waited: PluginInfo | undefined;
     const wait = h.manager.waitForPlugin('csi-node', 'my-plugin', 'prerun').then((i) => (waited = i));
     await h.settle();
@@ -392,7 +414,11 @@ describe('CSI manager: plugin upgrades (create-before-destroy)', () => {
     await h.advance(FINGERPRINT_PERIOD);
     expect(b.callsOf('Probe')).toHaveLength(3); // its first round, then one per period (the resync adds none)
     expect(info()).toMatchObject({ allocId: 'alloc-0', healthy: true });
-    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.info()).toMatchObject({ allocId: 'alloc-1', healthy: false, lastError: expect.stringMatching(/connection refused/) });
+    expect(h.manager.incomingOf('csi-node', 'my-plugin')?.info()).toMatchObject({
+      allocId: 'alloc-1',
+      healthy: false,
+      lastError: expect.stringMatching(/connection refused/),
+    });
     const warnings = h.logger.find('a new registration of the plugin is not healthy yet', 'warn');
     expect(warnings).toHaveLength(1);
     expect(warnings[0]!.fields).toMatchObject({ allocId: 'alloc-1', serving: 'alloc-0' });
@@ -436,7 +462,13 @@ describe('CSI manager: plugin upgrades (create-before-destroy)', () => {
     expect(retired).toEqual([]);
     h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
     await h.settle();
-    expect(retired).toEqual([{ info: expect.objectContaining({ allocId: 'alloc-1', healthy: true }), retired: { allocId: 'alloc-0', socketPath: plugin(0).socketPath }, time: expect.any(Number) }]);
+    expect(retired).toEqual([
+      {
+        info: expect.objectContaining({ allocId: 'alloc-1', healthy: true }),
+        retired: { allocId: 'alloc-0', socketPath: plugin(0).socketPath },
+        time: expect.any(Number),
+      },
+    ]);
     expect(info()).toMatchObject({ allocId: 'alloc-1', healthy: true });
     // Another alloc going away is not the predecessor.
     h.registry.register(plugin(2));
@@ -600,7 +632,13 @@ describe('CSI manager: fingerprinting and health', () => {
     const count = (m: string) => b.callsOf(m).length;
     expect([count('Probe'), count('GetPluginCapabilities'), count('NodeGetCapabilities'), count('NodeGetInfo')]).toEqual([3, 1, 3, 1]);
     const info = h.manager.pluginInfo('csi-node', 'my-plugin')!;
-    expect(info.node).toMatchObject({ nodeId: 'node-1', maxVolumes: Infinity, topology: { zone: 'z1' }, requiresStaging: true, supportsStats: false });
+    expect(info.node).toMatchObject({
+      nodeId: 'node-1',
+      maxVolumes: Infinity,
+      topology: { zone: 'z1' },
+      requiresStaging: true,
+      supportsStats: false,
+    });
     expect(info.pluginCapabilities?.controllerService).toBe(true);
     expect(h.health).toHaveLength(1); // changes only
   });

@@ -60,7 +60,12 @@ function keyOf(type: string, name: string): string {
 
 /** Whether `inst` talks to registration `p` as it is now (same alloc, socket, version and options). */
 function talksTo(inst: PluginInstance, p: RegisteredPlugin): boolean {
-  return inst.allocId === p.allocId && inst.registration.socketPath === p.socketPath && inst.registration.version === p.version && sameStringMap(inst.registration.options, p.options);
+  return (
+    inst.allocId === p.allocId &&
+    inst.registration.socketPath === p.socketPath &&
+    inst.registration.version === p.version &&
+    sameStringMap(inst.registration.options, p.options)
+  );
 }
 
 @injectable()
@@ -116,7 +121,8 @@ export class DefaultCSIManager implements CSIManager {
   ) {
     this.metrics = metrics ?? new NullMetrics();
     this.log = logger.child({ component: 'csi-manager' });
-    const onListenerError = (err: unknown) => this.log.error('a CSI manager event listener threw; the other listeners still ran', { error: errorMessage(err) });
+    const onListenerError = (err: unknown) =>
+      this.log.error('a CSI manager event listener threw; the other listeners still ran', { error: errorMessage(err) });
     this.healthEmitter = new Emitter({ onListenerError });
     this.nodeEventEmitter = new Emitter({ onListenerError });
     this.fingerprintEmitter = new Emitter({ onListenerError });
@@ -236,15 +242,30 @@ export class DefaultCSIManager implements CSIManager {
     const limit = options.withinMs !== undefined ? Math.max(0, Math.min(phaseLimit, options.withinMs)) : phaseLimit;
     const started = this.clock.now();
     const waited = this.settleWait(type, name, phase, started, limit, options.signal);
-    const record = (result: string) => recordSafely(() => this.metrics.observe(PLUGIN_WAIT_SECONDS, secondsSince(started, this.clock.now()), { type, phase, result }));
+    const record = (result: string) =>
+      recordSafely(() => this.metrics.observe(PLUGIN_WAIT_SECONDS, secondsSince(started, this.clock.now()), { type, phase, result }));
     waited.then(
       () => record('ready'),
-      (err: unknown) => record(err instanceof CSIPluginWaitTimeoutError ? 'timeout' : err instanceof AbortError || (err instanceof Error && err.name === 'AbortError') ? 'aborted' : 'error'),
+      (err: unknown) =>
+        record(
+          err instanceof CSIPluginWaitTimeoutError
+            ? 'timeout'
+            : err instanceof AbortError || (err instanceof Error && err.name === 'AbortError')
+              ? 'aborted'
+              : 'error',
+        ),
     );
     return waited;
   }
 
-  private settleWait(type: string, name: string, phase: PluginWaitPhase, started: number, limit: number, signal: AbortSignal | undefined): Promise<PluginInfo> {
+  private settleWait(
+    type: string,
+    name: string,
+    phase: PluginWaitPhase,
+    started: number,
+    limit: number,
+    signal: AbortSignal | undefined,
+  ): Promise<PluginInfo> {
     // One wait over both stages (registered, then fingerprinted), so that
     // dispose() and the caller's signal end it in either: the registry
     // outlives the manager, and its wait alone would stay pending.
@@ -257,7 +278,12 @@ export class DefaultCSIManager implements CSIManager {
         wait.own(toDisposable(() => registryWait.abort()));
         this.registry.waitForPlugin(type, name, { timeout: limit, signal: registryWait.signal }).then(
           () => this.awaitFingerprint(wait, type, name, phase, started, limit),
-          (err: unknown) => wait.reject(err instanceof RegistryWaitTimeoutError ? new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register', { cause: err }) : err),
+          (err: unknown) =>
+            wait.reject(
+              err instanceof RegistryWaitTimeoutError
+                ? new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, 'register', { cause: err })
+                : err,
+            ),
         );
       },
       { signal },
@@ -269,7 +295,14 @@ export class DefaultCSIManager implements CSIManager {
    * (type, name) is healthy (a successful fingerprint, the last round
    * healthy); woken by fingerprints, bounded by what is left of the limit.
    */
-  private awaitFingerprint(wait: Settler<PluginInfo>, type: string, name: string, phase: PluginWaitPhase, started: number, limit: number): void {
+  private awaitFingerprint(
+    wait: Settler<PluginInfo>,
+    type: string,
+    name: string,
+    phase: PluginWaitPhase,
+    started: number,
+    limit: number,
+  ): void {
     if (wait.settled) return;
     const ready = () => {
       const inst = this.instances.get(keyOf(type, name));
@@ -291,7 +324,16 @@ export class DefaultCSIManager implements CSIManager {
           const inst = this.instances.get(keyOf(type, name));
           const last = inst?.info().lastError;
           const stage = inst?.hasFingerprinted ? 'healthy' : 'fingerprint';
-          wait.reject(new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, stage, last !== undefined ? { lastError: last } : {}));
+          wait.reject(
+            new CSIPluginWaitTimeoutError(
+              type,
+              name,
+              phase,
+              this.clock.now() - started,
+              stage,
+              last !== undefined ? { lastError: last } : {},
+            ),
+          );
         }, remaining),
       );
     }
@@ -317,7 +359,12 @@ export class DefaultCSIManager implements CSIManager {
       const predecessor = this.predecessors.get(inst);
       if (predecessor?.allocId === e.plugin.allocId) {
         this.predecessors.delete(inst);
-        this.log.info('the alloc a serving plugin instance replaced went away', { type: inst.type, name: inst.name, allocId: inst.allocId, retired: predecessor.allocId });
+        this.log.info('the alloc a serving plugin instance replaced went away', {
+          type: inst.type,
+          name: inst.name,
+          allocId: inst.allocId,
+          retired: predecessor.allocId,
+        });
         this.retiredEmitter.fire({ info: inst.info(), retired: predecessor, time: this.clock.now() });
       }
       return;
@@ -422,7 +469,14 @@ export class DefaultCSIManager implements CSIManager {
     if (predecessor) this.predecessors.set(inst, predecessor);
     this.lastStopped.delete(key);
     this.instances.set(key, inst);
-    this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, restored: p.restored, replaced: current?.allocId });
+    this.log.info('plugin instance started', {
+      type: p.type,
+      name: p.name,
+      allocId: p.allocId,
+      socketPath: p.socketPath,
+      restored: p.restored,
+      replaced: current?.allocId,
+    });
     inst.start();
   }
 
@@ -448,12 +502,22 @@ export class DefaultCSIManager implements CSIManager {
     const current = this.instances.get(key);
     if (!current || current.allocId !== p.allocId || talksTo(current, p)) return;
     const inst = this.makeInstance(p);
-    this.removeInstance(current, inst ? `alloc ${p.allocId} re-registered with new info` : `alloc ${p.allocId} re-registered, and its client could not be created`);
+    this.removeInstance(
+      current,
+      inst ? `alloc ${p.allocId} re-registered with new info` : `alloc ${p.allocId} re-registered, and its client could not be created`,
+    );
     if (!inst) return;
     this.predecessors.set(inst, { allocId: current.allocId, socketPath: current.registration.socketPath });
     this.lastStopped.delete(key);
     this.instances.set(key, inst);
-    this.log.info('plugin instance started', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, replaced: current.allocId, incoming: this.incoming.get(key)?.allocId });
+    this.log.info('plugin instance started', {
+      type: p.type,
+      name: p.name,
+      allocId: p.allocId,
+      socketPath: p.socketPath,
+      replaced: current.allocId,
+      incoming: this.incoming.get(key)?.allocId,
+    });
     inst.start();
   }
 
@@ -463,14 +527,25 @@ export class DefaultCSIManager implements CSIManager {
     try {
       deployment = pluginMountRoots(p, this.config.dataDir).deployment;
     } catch (err) {
-      this.log.error('plugin registration has unusable mount options; volumes cannot be mounted through it until it re-registers', { type: p.type, name: p.name, allocId: p.allocId, error: errorMessage(err) });
+      this.log.error('plugin registration has unusable mount options; volumes cannot be mounted through it until it re-registers', {
+        type: p.type,
+        name: p.name,
+        allocId: p.allocId,
+        error: errorMessage(err),
+      });
       deployment = p.type === PluginTypeCSIController ? 'controller' : 'node';
     }
     let client;
     try {
       client = this.clients.createClient(p.socketPath);
     } catch (err) {
-      this.log.error('could not create a CSI client for a registration; no instance for it', { type: p.type, name: p.name, allocId: p.allocId, socketPath: p.socketPath, error: errorMessage(err) });
+      this.log.error('could not create a CSI client for a registration; no instance for it', {
+        type: p.type,
+        name: p.name,
+        allocId: p.allocId,
+        socketPath: p.socketPath,
+        error: errorMessage(err),
+      });
       return undefined;
     }
     const inst: PluginInstance = new PluginInstance(p, deployment, client, {
@@ -520,7 +595,14 @@ export class DefaultCSIManager implements CSIManager {
       previous.stop(reason);
       this.log.info('plugin instance stopped', { type: previous.type, name: previous.name, allocId: previous.allocId, reason });
     }
-    this.log.info('plugin instance serves now', { type: next.type, name: next.name, allocId: next.allocId, socketPath: next.registration.socketPath, healthy: next.isHealthy, replaced: previous?.allocId });
+    this.log.info('plugin instance serves now', {
+      type: next.type,
+      name: next.name,
+      allocId: next.allocId,
+      socketPath: next.registration.socketPath,
+      healthy: next.isHealthy,
+      replaced: previous?.allocId,
+    });
     // Its first verdict as far as listeners know: they never heard the held ones.
     if (held?.change) this.healthEmitter.fire({ ...held.change, previous: undefined });
   }
@@ -535,13 +617,16 @@ export class DefaultCSIManager implements CSIManager {
     // Told once: an incoming instance's verdict changes only when it turns healthy, and then it serves.
     if (!change.healthy) {
       const serving = this.instances.get(keyOf(inst.type, inst.name));
-      this.log.warn('a new registration of the plugin is not healthy yet; the serving instance goes on serving until it is, or until one of them deregisters', {
-        type: inst.type,
-        name: inst.name,
-        allocId: inst.allocId,
-        serving: serving?.allocId,
-        description: change.description,
-      });
+      this.log.warn(
+        'a new registration of the plugin is not healthy yet; the serving instance goes on serving until it is, or until one of them deregisters',
+        {
+          type: inst.type,
+          name: inst.name,
+          allocId: inst.allocId,
+          serving: serving?.allocId,
+          description: change.description,
+        },
+      );
     }
   }
 
@@ -555,13 +640,22 @@ export class DefaultCSIManager implements CSIManager {
       try {
         this.registry.confirmAlive(inst.type, inst.name, inst.allocId);
       } catch (err) {
-        this.log.warn('could not confirm a restored plugin alive in the registry', { type: inst.type, name: inst.name, error: errorMessage(err) });
+        this.log.warn('could not confirm a restored plugin alive in the registry', {
+          type: inst.type,
+          name: inst.name,
+          error: errorMessage(err),
+        });
       }
     }
     this.fingerprintEmitter.fire(inst);
     if (first || recovered) {
       const replaced = this.predecessors.get(inst);
-      this.readyEmitter.fire({ info: inst.info(), cause: first ? 'started' : 'recovered', ...(replaced ? { replaced } : {}), time: this.clock.now() });
+      this.readyEmitter.fire({
+        info: inst.info(),
+        cause: first ? 'started' : 'recovered',
+        ...(replaced ? { replaced } : {}),
+        time: this.clock.now(),
+      });
     }
   }
 }

@@ -3,7 +3,18 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { FakeClock } from '@csiplug/core/testing';
 import { isTransientFsError } from './errors';
-import { MAX_PROBES_IN_FLIGHT, MAX_PROBES_QUEUED, MountProbeHungError, PROBE_BATCH_MAX, errnoName, MountProbeNotStartedError, ProcMountTable, isMountPointRetrying, parseMountInfo, type MountTable } from './mount-table';
+import {
+  MAX_PROBES_IN_FLIGHT,
+  MAX_PROBES_QUEUED,
+  MountProbeHungError,
+  PROBE_BATCH_MAX,
+  errnoName,
+  MountProbeNotStartedError,
+  ProcMountTable,
+  isMountPointRetrying,
+  parseMountInfo,
+  type MountTable,
+} from './mount-table';
 
 describe('mount table', () => {
   it('parses mountinfo, decoding octal escapes', () => {
@@ -83,7 +94,7 @@ describe('isMountPointRetrying', () => {
   });
 });
 
-describe('ProcMountTable never enters a mount on the agent\'s own threads', () => {
+describe("ProcMountTable never enters a mount on the agent's own threads", () => {
   let dir: string;
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'csiplug-mt-probe-'));
@@ -92,11 +103,13 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     await fs.rm(dir, { recursive: true, force: true });
   });
 
-  it('a stat answers while every thread of Node\'s pool is blocked (it runs in a child process)', async () => {
+  it("a stat answers while every thread of Node's pool is blocked (it runs in a child process)", async () => {
     const { spawn } = await import('node:child_process');
     // Four opens of FIFOs with no writer hold libuv's four pool threads, as four hung stats of a dead NFS mount would.
     const fifos = [1, 2, 3, 4].map((i) => path.join(dir, `fifo${i}`));
-    await new Promise<void>((resolve, reject) => spawn('mkfifo', fifos).once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`mkfifo exited ${code}`)))));
+    await new Promise<void>((resolve, reject) =>
+      spawn('mkfifo', fifos).once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`mkfifo exited ${code}`)))),
+    );
     const blocked = fifos.map((f) => fs.open(f, 'r').then((h) => h.close()));
     try {
       const answered = await Promise.race([
@@ -174,7 +187,8 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
 
   it('a batch stuck on one path past its limit: that path is hung (and not probed again while the child lives), the ones before it answered, the ones after it go to a new batch', async () => {
     // A batch child that answers as the real one does, but hangs on a path named "hang" (as a stat of a dead NFS mount would).
-    const script = 'echo start; i=0; for p do if [ "${p##*/}" = hang ]; then exec sleep 30; fi; if [ -e "$p" ]; then echo "$i ok"; else echo "$i err 2 ENOENT"; fi; i=$((i+1)); done';
+    const script =
+      'echo start; i=0; for p do if [ "${p##*/}" = hang ]; then exec sleep 30; fi; if [ -e "$p" ]; then echo "$i ok"; else echo "$i err 2 ENOENT"; fi; i=$((i+1)); done';
     const t = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', script, 'sh', ...paths]]);
     const hang = path.join(dir, 'hang');
     const started: string[] = [];
@@ -199,8 +213,18 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     expect(errnoName(0)).toBeUndefined();
     const stale = path.join(dir, 'stale');
     // As node reports a stat of a dead NFS mount: no code name, the number only.
-    const liar = new ProcMountTable(undefined, undefined, (paths) => ['sh', ['-c', 'echo start; echo "0 err 116 Unknown_system_error_-116"; echo "1 ok"', 'sh', ...paths]]);
-    const [a, b] = await Promise.all([stale, dir].map((p) => liar.stat(p).then(() => 'ok', (e: NodeJS.ErrnoException) => e.code)));
+    const liar = new ProcMountTable(undefined, undefined, (paths) => [
+      'sh',
+      ['-c', 'echo start; echo "0 err 116 Unknown_system_error_-116"; echo "1 ok"', 'sh', ...paths],
+    ]);
+    const [a, b] = await Promise.all(
+      [stale, dir].map((p) =>
+        liar.stat(p).then(
+          () => 'ok',
+          (e: NodeJS.ErrnoException) => e.code,
+        ),
+      ),
+    );
     expect([a, b]).toEqual(['ESTALE', 'ok']);
     const mute = new ProcMountTable(undefined, undefined, () => ['sh', ['-c', 'exec sleep 30']]);
     await expect(mute.stat(dir, { limitMs: 300 })).rejects.toBeInstanceOf(MountProbeNotStartedError);
@@ -209,9 +233,21 @@ describe('ProcMountTable never enters a mount on the agent\'s own threads', () =
     const marker = path.join(dir, 'died-once');
     const dying = new ProcMountTable(undefined, undefined, (paths) => [
       'sh',
-      ['-c', `if [ -e '${marker}' ]; then echo start; i=0; for p do if [ -e "$p" ]; then echo "$i ok"; else echo "$i err 2 ENOENT"; fi; i=$((i+1)); done; else : > '${marker}'; echo start; echo "0 ok"; kill -9 $$; fi`, 'sh', ...paths],
+      [
+        '-c',
+        `if [ -e '${marker}' ]; then echo start; i=0; for p do if [ -e "$p" ]; then echo "$i ok"; else echo "$i err 2 ENOENT"; fi; i=$((i+1)); done; else : > '${marker}'; echo start; echo "0 ok"; kill -9 $$; fi`,
+        'sh',
+        ...paths,
+      ],
     ]);
-    const answers = await Promise.all([dir, dir + '/', path.join(dir, 'nope'), path.join(dir, 'stale')].map((p) => dying.stat(p).then(() => 'ok', (e: NodeJS.ErrnoException) => e.code)));
+    const answers = await Promise.all(
+      [dir, dir + '/', path.join(dir, 'nope'), path.join(dir, 'stale')].map((p) =>
+        dying.stat(p).then(
+          () => 'ok',
+          (e: NodeJS.ErrnoException) => e.code,
+        ),
+      ),
+    );
     expect(answers).toEqual(['ok', 'ok', 'ENOENT', 'ENOENT']);
     expect(dying.batches).toBe(2);
     await waitFor(() => dying.probesInFlight === 0);

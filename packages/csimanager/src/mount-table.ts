@@ -86,7 +86,8 @@ const BATCH_SCRIPT =
   'const fs=require("fs");fs.writeSync(1,"start\\n");process.argv.slice(1).forEach((p,i)=>{let a="ok";try{fs.statSync(p)}catch(e){a="err "+Math.abs(Number(e.errno)||0)+" "+String(e.code||"UNKNOWN").replace(/\\s+/g,"_")}fs.writeSync(1,i+" "+a+"\\n")})';
 
 /** The single probe's node stand-in for stat(1): the errno number on stderr (see BATCH_SCRIPT). */
-const SINGLE_SCRIPT = 'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write("errno "+Math.abs(Number(e.errno)||0)+" "+String(e.code||"UNKNOWN").replace(/\\s+/g,"_"));process.exit(1)}';
+const SINGLE_SCRIPT =
+  'try{require("fs").statSync(process.argv[1])}catch(e){process.stderr.write("errno "+Math.abs(Number(e.errno)||0)+" "+String(e.code||"UNKNOWN").replace(/\\s+/g,"_"));process.exit(1)}';
 
 /** The name of an errno number (116 → ESTALE), from this system's table; undefined when unknown. */
 export function errnoName(n: number): string | undefined {
@@ -94,7 +95,6 @@ export function errnoName(n: number): string | undefined {
   for (const [name, value] of Object.entries(osConstants.errno)) if (value === n) return name;
   return undefined;
 }
-
 
 /** A stat probe of `path` started and did not answer within its limit (or an earlier probe of it still has not): the mount hangs. */
 export class MountProbeHungError extends Error {
@@ -182,7 +182,11 @@ export function mountsUnder(dir: string): string[] {
 
 /** The errno error of a failed stat of `p`, as the probes reject with it. */
 function statError(p: string, errno: string, detail: string, signal?: string | null): Error {
-  return Object.assign(new Error(`${errno}: stat '${p}' failed${signal ? ` (${signal})` : ''}: ${detail}`), { code: errno, syscall: 'stat', path: p });
+  return Object.assign(new Error(`${errno}: stat '${p}' failed${signal ? ` (${signal})` : ''}: ${detail}`), {
+    code: errno,
+    syscall: 'stat',
+    path: p,
+  });
 }
 
 /**
@@ -239,7 +243,11 @@ export class ProcMountTable implements MountTable {
   private async statAlone(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
     if (this.alive.has(p)) throw new MountProbeHungError(p, `an earlier stat of ${p} has not returned (the mount hangs)`);
     if (this.inFlight >= MAX_PROBES_IN_FLIGHT) {
-      if (this.queued.length >= MAX_PROBES_QUEUED) throw new MountProbeNotStartedError(p, `could not stat ${p}: ${MAX_PROBES_IN_FLIGHT} probes in flight and ${MAX_PROBES_QUEUED} queued`);
+      if (this.queued.length >= MAX_PROBES_QUEUED)
+        throw new MountProbeNotStartedError(
+          p,
+          `could not stat ${p}: ${MAX_PROBES_IN_FLIGHT} probes in flight and ${MAX_PROBES_QUEUED} queued`,
+        );
       await new Promise<void>((resolve) => this.queued.push(resolve));
       if (this.alive.has(p)) {
         this.release();
@@ -254,7 +262,9 @@ export class ProcMountTable implements MountTable {
   /** Joins the stats asked in this turn of the loop: one child process stats them all. */
   private statBatched(p: string, limitMs: number, onStarted: (() => void) | undefined): Promise<void> {
     if (this.batchNotStarted >= MAX_BATCHED_WAITING) {
-      return Promise.reject(new MountProbeNotStartedError(p, `could not stat ${p}: ${this.batchNotStarted} stats already wait for a probe to start`));
+      return Promise.reject(
+        new MountProbeNotStartedError(p, `could not stat ${p}: ${this.batchNotStarted} stats already wait for a probe to start`),
+      );
     }
     return new Promise<void>((resolve, reject) => this.enqueue([{ p, limitMs, onStarted, resolve, reject }]));
   }
@@ -310,7 +320,8 @@ export class ProcMountTable implements MountTable {
       child = spawn(command[0], [...command[1]], { stdio: ['ignore', 'pipe', 'ignore'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } });
     } catch (err) {
       this.release();
-      for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${(err as Error).message}`, { cause: err }));
+      for (const b of batch)
+        b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${(err as Error).message}`, { cause: err }));
       return;
     }
     this.batches++;
@@ -338,7 +349,8 @@ export class ProcMountTable implements MountTable {
         this.alive.set(p, (this.alive.get(p) ?? 0) + 1);
         hungPath = p;
         child.kill('SIGKILL');
-        for (const b of statsOf.get(p)!) b.reject(new MountProbeHungError(p, `${p} did not answer a stat within ${limitOf(p)} ms (the mount hangs)`));
+        for (const b of statsOf.get(p)!)
+          b.reject(new MountProbeHungError(p, `${p} did not answer a stat within ${limitOf(p)} ms (the mount hangs)`));
         const rest = paths.slice(answered + 1).flatMap((q) => statsOf.get(q)!);
         if (rest.length > 0) this.enqueue(rest);
       });
@@ -375,14 +387,16 @@ export class ProcMountTable implements MountTable {
         if (running) return;
         ended = true;
         child.kill('SIGKILL');
-        for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not stat ${b.p}: the stat helper did not start within ${limitOf(b.p)} ms`));
+        for (const b of batch)
+          b.reject(new MountProbeNotStartedError(b.p, `could not stat ${b.p}: the stat helper did not start within ${limitOf(b.p)} ms`));
       });
     });
     child.once('error', (err: NodeJS.ErrnoException) => {
       if (spawned || ended) return;
       ended = true;
       this.release();
-      for (const b of batch) b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${err.message}`, { cause: err }));
+      for (const b of batch)
+        b.reject(new MountProbeNotStartedError(b.p, `could not start a stat of ${b.p}: ${err.message}`, { cause: err }));
     });
     child.once('close', () => {
       if (!spawned) return;
@@ -446,8 +460,14 @@ export class ProcMountTable implements MountTable {
         child = custom
           ? spawn(custom[0], [...custom[1]], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
           : STAT_BINARY
-          ? spawn(STAT_BINARY, ['-L', '-c', '%i', '--', p], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } })
-          : spawn(process.execPath, ['-e', SINGLE_SCRIPT, p], { stdio: ['ignore', 'ignore', 'pipe'], env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' } });
+            ? spawn(STAT_BINARY, ['-L', '-c', '%i', '--', p], {
+                stdio: ['ignore', 'ignore', 'pipe'],
+                env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' },
+              })
+            : spawn(process.execPath, ['-e', SINGLE_SCRIPT, p], {
+                stdio: ['ignore', 'ignore', 'pipe'],
+                env: { LC_ALL: 'C', PATH: '/usr/bin:/bin' },
+              });
       } catch (err) {
         this.release();
         settle(new MountProbeNotStartedError(p, `could not start a stat of ${p}: ${(err as Error).message}`, { cause: err }));
@@ -493,7 +513,9 @@ export class ProcMountTable implements MountTable {
         gone();
         if (code === 0) return settle();
         const numbered = /^errno (\d+) (\S+)$/.exec(stderr.trim());
-        const found = numbered ? (errnoName(Number(numbered[1])) ?? (/^E[A-Z0-9]+$/.test(numbered[2]!) ? numbered[2] : undefined)) : STAT_MESSAGES.find(([text]) => stderr.includes(text))?.[1];
+        const found = numbered
+          ? (errnoName(Number(numbered[1])) ?? (/^E[A-Z0-9]+$/.test(numbered[2]!) ? numbered[2] : undefined))
+          : STAT_MESSAGES.find(([text]) => stderr.includes(text))?.[1];
         const errno = found ?? 'EUNKNOWN';
         settle(statError(p, errno, stderr.trim() || `exit ${code}`, sig));
       });

@@ -217,10 +217,14 @@ export class PluginInstance implements Disposable {
       const probe = await this.bounded('Probe', t.probe(), (o) => this.client.probe(o));
       if (!probe.ready) throw new FingerprintError(`plugin "${this.name}" reports it is not ready (Probe ready=false)`);
       if (!this.pluginCaps) {
-        this.pluginCaps = pluginCapabilitiesFrom(await this.bounded('GetPluginCapabilities', t.csiCall(), (o) => this.client.getPluginCapabilities(o)));
+        this.pluginCaps = pluginCapabilitiesFrom(
+          await this.bounded('GetPluginCapabilities', t.csiCall(), (o) => this.client.getPluginCapabilities(o)),
+        );
       }
       if (this.type === 'csi-controller') {
-        const c = controllerCapabilitiesFrom(await this.bounded('ControllerGetCapabilities', t.csiCall(), (o) => this.client.controllerGetCapabilities(o)));
+        const c = controllerCapabilitiesFrom(
+          await this.bounded('ControllerGetCapabilities', t.csiCall(), (o) => this.client.controllerGetCapabilities(o)),
+        );
         this.controllerInfo = Object.freeze({
           supportsAttachDetach: c.publishUnpublishVolume,
           supportsCreateDelete: c.createDeleteVolume,
@@ -235,10 +239,15 @@ export class PluginInstance implements Disposable {
         });
       } else {
         // A capabilities error ends the round here: node info waits for the next one.
-        this.nodeCaps = nodeCapabilitiesFrom(await this.bounded('NodeGetCapabilities', t.csiCall(), (o) => this.client.nodeGetCapabilities(o)));
+        this.nodeCaps = nodeCapabilitiesFrom(
+          await this.bounded('NodeGetCapabilities', t.csiCall(), (o) => this.client.nodeGetCapabilities(o)),
+        );
         if (!this.nodeIdentity) {
           const res = await this.bounded('NodeGetInfo', t.csiCall(), (o) => this.client.nodeGetInfo(o));
-          if (!res.nodeId) throw new FingerprintError(`plugin "${this.name}" returned an empty node id from NodeGetInfo; a node plugin must name its node`);
+          if (!res.nodeId)
+            throw new FingerprintError(
+              `plugin "${this.name}" returned an empty node id from NodeGetInfo; a node plugin must name its node`,
+            );
           const max = Number(res.maxVolumesPerNode ?? 0);
           const segments = res.accessibleTopology?.segments;
           this.nodeIdentity = Object.freeze({

@@ -38,7 +38,9 @@ export interface PluginMountRoots {
 
 function absolute(value: string, key: string, plugin: RegisteredPlugin): string {
   if (!path.isAbsolute(value) || value.includes('\0')) {
-    throw new PluginOptionsError(`plugin "${plugin.name}" (alloc ${plugin.allocId}): option ${key}="${value}" must be an absolute path; fix the plugin supervisor's registration`);
+    throw new PluginOptionsError(
+      `plugin "${plugin.name}" (alloc ${plugin.allocId}): option ${key}="${value}" must be an absolute path; fix the plugin supervisor's registration`,
+    );
   }
   return path.normalize(value);
 }
@@ -55,7 +57,8 @@ export function pluginMountRoots(plugin: RegisteredPlugin, dataDir: string): Plu
   }
   assertPathSafeId(plugin.name, 'plugin id');
   const base = o[PLUGIN_OPTION_STAGE_PUBLISH_BASE];
-  const hostRoot = base !== undefined ? absolute(base, PLUGIN_OPTION_STAGE_PUBLISH_BASE, plugin) : path.join(dataDir, 'csi', deployment, plugin.name);
+  const hostRoot =
+    base !== undefined ? absolute(base, PLUGIN_OPTION_STAGE_PUBLISH_BASE, plugin) : path.join(dataDir, 'csi', deployment, plugin.name);
   const cmp = o[PLUGIN_OPTION_CONTAINER_MOUNT_POINT];
   const pluginRoot = cmp !== undefined ? absolute(cmp, PLUGIN_OPTION_CONTAINER_MOUNT_POINT, plugin) : hostRoot;
   return { deployment, hostRoot, pluginRoot };

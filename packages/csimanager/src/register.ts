@@ -33,4 +33,8 @@ export const csiManagerModule: Module<CsiManagerOptions> = {
   stop: (container) => container.resolve<CSIManager>(ICSIManager).dispose(),
 };
 
-declareTokenOwner({ name: 'csimanager', exportName: 'csiManagerModule', packageName: '@csiplug/csimanager' }, [ICSIManagerConfig, IMountTable, ICSIManager]);
+declareTokenOwner({ name: 'csimanager', exportName: 'csiManagerModule', packageName: '@csiplug/csimanager' }, [
+  ICSIManagerConfig,
+  IMountTable,
+  ICSIManager,
+]);

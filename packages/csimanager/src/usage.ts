@@ -29,7 +29,10 @@ export const ACCESS_MODE_TO_CSI: Readonly<Record<string, AccessMode>> = Object.f
 export function accessModeToCSI(accessMode: string): AccessMode {
   const mode = Object.prototype.hasOwnProperty.call(ACCESS_MODE_TO_CSI, accessMode) ? ACCESS_MODE_TO_CSI[accessMode] : undefined;
   if (!mode) {
-    throw new ValidationError(`unknown volume access mode "${accessMode}"; known: ${Object.keys(ACCESS_MODE_TO_CSI).join(', ')}`, 'accessMode');
+    throw new ValidationError(
+      `unknown volume access mode "${accessMode}"; known: ${Object.keys(ACCESS_MODE_TO_CSI).join(', ')}`,
+      'accessMode',
+    );
   }
   return mode;
 }
@@ -39,12 +42,16 @@ export function assertUsage(usage: UsageOptions): void {
   if (typeof usage !== 'object' || usage === null) throw new ValidationError('volume usage is required', 'usage');
   if (typeof usage.readOnly !== 'boolean') throw new ValidationError('volume usage: readOnly must be a boolean', 'readOnly');
   if (!ATTACHMENT_MODES.includes(usage.attachmentMode as AttachmentMode)) {
-    throw new ValidationError(`unknown volume attachment mode "${String(usage.attachmentMode)}"; known: ${ATTACHMENT_MODES.join(', ')}`, 'attachmentMode');
+    throw new ValidationError(
+      `unknown volume attachment mode "${String(usage.attachmentMode)}"; known: ${ATTACHMENT_MODES.join(', ')}`,
+      'attachmentMode',
+    );
   }
   accessModeToCSI(usage.accessMode);
   const mo = usage.mountOptions;
   if (mo !== undefined) {
-    if (mo.fsType !== undefined && typeof mo.fsType !== 'string') throw new ValidationError('volume usage: mountOptions.fsType must be a string', 'fsType');
+    if (mo.fsType !== undefined && typeof mo.fsType !== 'string')
+      throw new ValidationError('volume usage: mountOptions.fsType must be a string', 'fsType');
     if (mo.mountFlags !== undefined && (!Array.isArray(mo.mountFlags) || mo.mountFlags.some((f) => typeof f !== 'string'))) {
       throw new ValidationError('volume usage: mountOptions.mountFlags must be a list of strings', 'mountFlags');
     }
@@ -90,7 +97,10 @@ export function copyUsage(usage: UsageOptions): UsageOptions {
  * The capability for a mount: the volume's own mount options, overridden by
  * the usage's (a non-empty fs type or flag list wins), as Nomad merges them.
  */
-export function volumeCapabilityFor(usage: UsageOptions, volumeMountOptions?: { fsType?: string; mountFlags?: string[] }): VolumeCapability {
+export function volumeCapabilityFor(
+  usage: UsageOptions,
+  volumeMountOptions?: { fsType?: string; mountFlags?: string[] },
+): VolumeCapability {
   assertUsage(usage);
   const mode = accessModeToCSI(usage.accessMode);
   if (usage.attachmentMode === 'block-device') return blockCapability(mode);

@@ -78,24 +78,44 @@ export interface VolumeManager {
    * NodeStageVolume at the staging path of (volume, usage), unless that path
    * is a mount point already. Emits no event; a failure is a VolumeOperationError naming the step.
    */
-  stageVolume(volume: CSIVolumeRef, usage: UsageOptions, publishContext?: Record<string, string>, options?: VolumeOperationOptions): Promise<void>;
+  stageVolume(
+    volume: CSIVolumeRef,
+    usage: UsageOptions,
+    publishContext?: Record<string, string>,
+    options?: VolumeOperationOptions,
+  ): Promise<void>;
 
   /**
    * NodePublishVolume at the alloc's target path (staged first by the
    * caller when the plugin stages), unless the target is a mount point
    * already. Emits a `Mount volume` node event.
    */
-  publishVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, publishContext?: Record<string, string>, options?: VolumeOperationOptions): Promise<MountInfo>;
+  publishVolume(
+    volume: CSIVolumeRef,
+    allocId: string,
+    usage: UsageOptions,
+    publishContext?: Record<string, string>,
+    options?: VolumeOperationOptions,
+  ): Promise<MountInfo>;
 
   /**
    * NodeUnpublishVolume (NOT_FOUND counts as done), then checks the target
    * is no longer a mount point and tidies the alloc's empty dirs. Emits an
    * `Unmount volume` node event.
    */
-  unpublishVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options?: VolumeOperationOptions): Promise<void>;
+  unpublishVolume(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options?: VolumeOperationOptions,
+  ): Promise<void>;
 
   /** NodeUnstageVolume of (volume, usage) (NOT_FOUND counts as done), when the plugin stages; tidies the empty staging dirs. */
-  unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options?: VolumeOperationOptions): Promise<void>;
+  unstageVolume(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    usage: UsageOptions,
+    options?: VolumeOperationOptions,
+  ): Promise<void>;
 
   /**
    * NodeGetVolumeStats of the volume at the alloc's target path (`at:
@@ -117,7 +137,12 @@ export interface VolumeManager {
    * Undefined when the plugin does not offer GET_VOLUME_STATS, or (`hostPath`)
    * puts the volume elsewhere now. Read-only: not queued.
    */
-  volumeUsage(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options?: VolumeConditionOptions): Promise<VolumeUsage | undefined>;
+  volumeUsage(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options?: VolumeConditionOptions,
+  ): Promise<VolumeUsage | undefined>;
 
   /**
    * NodeExpandVolume of the volume at the alloc's target path (online
@@ -125,7 +150,13 @@ export interface VolumeManager {
    * (or `capacityBytes` when it says none). Queued behind the volume's other
    * steps. Undefined when the plugin does not offer EXPAND_VOLUME on its node side.
    */
-  expandVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, capacityBytes: number, options?: VolumeOperationOptions): Promise<number | undefined>;
+  expandVolume(
+    volume: CSIVolumeRef,
+    allocId: string,
+    usage: UsageOptions,
+    capacityBytes: number,
+    options?: VolumeOperationOptions,
+  ): Promise<number | undefined>;
 
   /** Whether `targetPath` (a host path, e.g. MountInfo.targetPath) is a mount point now. */
   hasMount(targetPath: string): Promise<boolean>;

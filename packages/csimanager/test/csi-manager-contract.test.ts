@@ -24,7 +24,10 @@ describeCSIManagerPluginWaitContract('FakeCSIManager', async () => {
     },
     crash: async (type, name) => manager.crash(name, type),
     recover: async (type, name) => {
-      manager.bringUp(name, type, { allocId: manager.pluginInfo(type, name)!.allocId, socketPath: manager.pluginInfo(type, name)!.socketPath });
+      manager.bringUp(name, type, {
+        allocId: manager.pluginInfo(type, name)!.allocId,
+        socketPath: manager.pluginInfo(type, name)!.socketPath,
+      });
     },
     settle: () => clock.advance(0),
     cleanup: () => manager.dispose(),
@@ -46,7 +49,10 @@ describeCSIManagerPluginWaitContract('DefaultCSIManager', async () => {
     },
     // The plugin process dies (its socket refuses calls) while its registration stays; the manager's next round sees it.
     crash: async (type, name) => {
-      h.behaviour({ socketPath: h.manager.pluginInfo(type, name)!.socketPath }).failures.set('Probe', csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'));
+      h.behaviour({ socketPath: h.manager.pluginInfo(type, name)!.socketPath }).failures.set(
+        'Probe',
+        csiError(GrpcStatus.UNAVAILABLE, 'Probe', 'connection refused'),
+      );
       await h.manager.fingerprintAll();
       await h.settle();
     },

@@ -62,7 +62,11 @@ describe('FakeCSIManager', () => {
     const mounts = new FakeMountTable();
     const withMounts = new FakeCSIManager({ clock, mounts });
     withMounts.bringUp('hp');
-    const info = await withMounts.volumeManager('hp').publishVolume({ id: 'v1', pluginId: 'hp' }, 'alloc-1', { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' });
+    const info = await withMounts.volumeManager('hp').publishVolume({ id: 'v1', pluginId: 'hp' }, 'alloc-1', {
+      readOnly: false,
+      attachmentMode: 'file-system',
+      accessMode: 'single-node-writer',
+    });
     expect(mounts.has(info.targetPath)).toBe(true);
     await withMounts.dispose();
   });

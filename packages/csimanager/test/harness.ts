@@ -38,17 +38,18 @@ export class Harness {
   }
 
   private build(): void {
-    this.registry = new DynamicPluginRegistry(new StateRegistryStore(this.db), this.clock, this.logger, this.policy, new PluginDispenserTable(), {});
-    this.manager = new DefaultCSIManager(
-      this.registry,
-      this.factory,
+    this.registry = new DynamicPluginRegistry(
+      new StateRegistryStore(this.db),
       this.clock,
       this.logger,
       this.policy,
-      this.heartbeat,
-      this.mounts,
-      { dataDir: this.dataDir, resync: this.options.resync ?? true },
+      new PluginDispenserTable(),
+      {},
     );
+    this.manager = new DefaultCSIManager(this.registry, this.factory, this.clock, this.logger, this.policy, this.heartbeat, this.mounts, {
+      dataDir: this.dataDir,
+      resync: this.options.resync ?? true,
+    });
     this.manager.onDidChangeHealth((e) => this.health.push(e));
     this.manager.onNodeEvent((e) => this.nodeEvents.push(e));
   }

@@ -93,11 +93,15 @@ export interface TaskDriver extends Disposable {
 export function validateTaskConfig(config: DriverTaskConfig): void {
   if (!config.allocId) throw new ValidationError('task config needs an allocId', 'allocId');
   if (!config.taskName) throw new ValidationError(`task config of alloc ${config.allocId} needs a taskName`, 'taskName');
-  if (!config.taskDir || !isAbsolute(config.taskDir)) throw new ValidationError(`task "${config.taskName}": the task dir must be an absolute path, got "${config.taskDir}"`, 'taskDir');
-  if (typeof config.command !== 'string' || !config.command) throw new ValidationError(`task "${config.taskName}": config.command must be a non-empty string`, 'config.command');
-  if (!Array.isArray(config.args) || config.args.some((a) => typeof a !== 'string')) throw new ValidationError(`task "${config.taskName}": config.args must be a list of strings`, 'config.args');
+  if (!config.taskDir || !isAbsolute(config.taskDir))
+    throw new ValidationError(`task "${config.taskName}": the task dir must be an absolute path, got "${config.taskDir}"`, 'taskDir');
+  if (typeof config.command !== 'string' || !config.command)
+    throw new ValidationError(`task "${config.taskName}": config.command must be a non-empty string`, 'config.command');
+  if (!Array.isArray(config.args) || config.args.some((a) => typeof a !== 'string'))
+    throw new ValidationError(`task "${config.taskName}": config.args must be a list of strings`, 'config.args');
   for (const [k, v] of Object.entries(config.env ?? {})) {
     if (typeof v !== 'string') throw new ValidationError(`task "${config.taskName}": env ${k} must be a string`, 'env');
-    if (!k || k.includes('=') || k.includes('\0')) throw new ValidationError(`task "${config.taskName}": "${k}" is not a valid environment variable name`, 'env');
+    if (!k || k.includes('=') || k.includes('\0'))
+      throw new ValidationError(`task "${config.taskName}": "${k}" is not a valid environment variable name`, 'env');
   }
 }

@@ -23,7 +23,10 @@ export class TaskAlreadyRunningError extends DriverError {
     readonly taskName: string,
     readonly pid: number,
   ) {
-    super('ETASK_RUNNING', `task "${taskName}" of alloc ${allocId} is already running as pid ${pid}; stop it or recover its handle instead of starting it again`);
+    super(
+      'ETASK_RUNNING',
+      `task "${taskName}" of alloc ${allocId} is already running as pid ${pid}; stop it or recover its handle instead of starting it again`,
+    );
   }
 }
 
@@ -35,7 +38,11 @@ export class TaskSignalError extends DriverError {
     readonly signal: string,
     cause: unknown,
   ) {
-    super('ETASK_SIGNAL', `could not send ${signal} to task "${taskName}" (pid ${pid}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(
+      'ETASK_SIGNAL',
+      `could not send ${signal} to task "${taskName}" (pid ${pid}): ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
   }
 }
 
@@ -53,6 +60,10 @@ export class TransientProbeError extends DriverError {
     detail: string,
     cause: unknown,
   ) {
-    super('ETASK_PROBE_TRANSIENT', `could not tell whether task "${taskName}" of alloc ${allocId} is running: ${detail}; this is a fault of the agent, not of the task, and it will be checked again`, { cause });
+    super(
+      'ETASK_PROBE_TRANSIENT',
+      `could not tell whether task "${taskName}" of alloc ${allocId} is running: ${detail}; this is a fault of the agent, not of the task, and it will be checked again`,
+      { cause },
+    );
   }
 }

@@ -104,7 +104,13 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
   });
 
   function newDriver(options: ExecDriverOptions = {}): ExecDriver {
-    const driver = new ExecDriver(clock, logger, { pollInterval: 1_000, exitGrace: 5_000, procReader: readers.procReader, recordReader: readers.recordReader, ...options });
+    const driver = new ExecDriver(clock, logger, {
+      pollInterval: 1_000,
+      exitGrace: 5_000,
+      procReader: readers.procReader,
+      recordReader: readers.recordReader,
+      ...options,
+    });
     drivers.push(driver);
     return driver;
   }
@@ -120,7 +126,18 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
   /** A handle for a live process of ours that stands in for a task (this test process: never signalled here). */
   function selfHandle(taskDir: string): TaskHandle {
     const startTime = processStartTime(process.pid)!;
-    return { version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir, executorPid: process.pid, executorStartTime: startTime, pid: process.pid, startTime, startedAt: 0 };
+    return {
+      version: 1,
+      driver: 'exec',
+      allocId: 'a1',
+      taskName: 'web',
+      taskDir,
+      executorPid: process.pid,
+      executorStartTime: startTime,
+      pid: process.pid,
+      startTime,
+      startedAt: 0,
+    };
   }
 
   function recordExit(handle: TaskHandle, exitCode: number): void {
@@ -201,7 +218,14 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
   it('adopt() says "unknown", not "nothing was started here", when the record cannot be read', () => {
     const driver = newDriver();
     const handle = selfHandle(newTaskDir());
-    const record: ExecutorPidRecord = { version: 1, executorPid: handle.executorPid, executorStartTime: handle.executorStartTime, pid: handle.pid, startTime: handle.startTime, startedAt: 7 };
+    const record: ExecutorPidRecord = {
+      version: 1,
+      executorPid: handle.executorPid,
+      executorStartTime: handle.executorStartTime,
+      pid: handle.pid,
+      startTime: handle.startTime,
+      startedAt: 7,
+    };
     writeJsonAtomic(executorPaths(handle.taskDir).pid, record);
     const task = { allocId: 'a1', taskName: 'web', taskDir: handle.taskDir };
 
@@ -224,13 +248,30 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
     const taskDir = newTaskDir();
     // It says when its trap is in place: a SIGTERM before that would end it (a race under load).
     const ready = join(taskDir, 'trap-set');
-    const child = spawn('/bin/sh', ['-c', `trap "" TERM; : > "${ready}"; while :; do sleep 0.05; done`], { detached: true, stdio: 'ignore' });
+    const child = spawn('/bin/sh', ['-c', `trap "" TERM; : > "${ready}"; while :; do sleep 0.05; done`], {
+      detached: true,
+      stdio: 'ignore',
+    });
     children.push(child);
     const exited = new Promise<NodeJS.Signals | null>((r) => child.once('exit', (_code, signal) => r(signal)));
     const pid = child.pid!;
     const startTime = await until('the child to show in /proc', () => processStartTime(pid));
     await until('the child to set its trap', () => (existsSync(ready) ? true : undefined));
-    return { handle: { version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir, executorPid: pid, executorStartTime: startTime, pid, startTime, startedAt: 0 }, exited };
+    return {
+      handle: {
+        version: 1,
+        driver: 'exec',
+        allocId: 'a1',
+        taskName: 'web',
+        taskDir,
+        executorPid: pid,
+        executorStartTime: startTime,
+        pid,
+        startTime,
+        startedAt: 0,
+      },
+      exited,
+    };
   }
 
   const signalled = () => logger.find('signalled task').map((r) => r.fields['signal']);
@@ -299,7 +340,9 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
     };
     const driver = newDriver({ executorPath: EXECUTOR, startTimeout: 10_000, recordReader });
     const taskDir = newTaskDir();
-    const starting = track(driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/bin/sh', args: ['-c', 'sleep 30'], env: {} }));
+    const starting = track(
+      driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/bin/sh', args: ['-c', 'sleep 30'], env: {} }),
+    );
     const pidFile = executorPaths(taskDir).pid;
     await until('the executor to record the running task', () => existsSync(pidFile));
     const record = readJsonFile<ExecutorPidRecord>(pidFile)!;
@@ -311,7 +354,11 @@ describe('ExecDriver under faults of the agent itself (fake clock)', () => {
 
       faulty = false;
       await clock.advance(1_000);
-      await expect(starting.promise).resolves.toMatchObject({ pid: record.pid, startTime: record.startTime, executorPid: record.executorPid });
+      await expect(starting.promise).resolves.toMatchObject({
+        pid: record.pid,
+        startTime: record.startTime,
+        executorPid: record.executorPid,
+      });
     } finally {
       for (const pid of [record.pid, record.executorPid]) {
         try {
@@ -332,10 +379,12 @@ describe('ExecDriver under faults of the agent itself (real executor)', () => {
   let drivers: ExecDriver[];
 
   beforeAll(() => {
-    if (!existsSync(EXECUTOR)) throw new Error(`${EXECUTOR} is missing: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`);
+    if (!existsSync(EXECUTOR))
+      throw new Error(`${EXECUTOR} is missing: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`);
     const built = statSync(EXECUTOR).mtimeMs;
     for (const src of ['executor.ts', 'executor-protocol.ts', 'proc.ts']) {
-      if (statSync(join(__dirname, src)).mtimeMs > built + 1000) throw new Error(`${EXECUTOR} is older than src/${src}: rebuild @csiplug/driver (tsc -p tsconfig.lib.json)`);
+      if (statSync(join(__dirname, src)).mtimeMs > built + 1000)
+        throw new Error(`${EXECUTOR} is older than src/${src}: rebuild @csiplug/driver (tsc -p tsconfig.lib.json)`);
     }
   });
 
@@ -367,14 +416,29 @@ describe('ExecDriver under faults of the agent itself (real executor)', () => {
   });
 
   it('a task checked under EMFILE is still running, its wait does not end, and its real exit code comes once reads work', async () => {
-    const driver = new ExecDriver(new RealClock(), logger, { executorPath: EXECUTOR, pollInterval: 50, procReader: readers.procReader, recordReader: readers.recordReader });
+    const driver = new ExecDriver(new RealClock(), logger, {
+      executorPath: EXECUTOR,
+      pollInterval: 50,
+      procReader: readers.procReader,
+      recordReader: readers.recordReader,
+    });
     drivers.push(driver);
     const root = mkdtempSync(join(tmpdir(), 'csiplug-faults-'));
     roots.push(root);
     const taskDir = join(root, 'web');
-    const handle = await driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/bin/sh', args: ['-c', 'echo ready; while [ ! -f go ]; do sleep 0.05; done; exit 7'], env: {} });
+    const handle = await driver.start({
+      allocId: 'a1',
+      taskName: 'web',
+      taskDir,
+      command: '/bin/sh',
+      args: ['-c', 'echo ready; while [ ! -f go ]; do sleep 0.05; done; exit 7'],
+      env: {},
+    });
     handles.push(handle);
-    await until('ready', () => existsSync(join(taskDir, 'stdout.log')) && readFileSync(join(taskDir, 'stdout.log'), 'utf8').includes('ready'));
+    await until(
+      'ready',
+      () => existsSync(join(taskDir, 'stdout.log')) && readFileSync(join(taskDir, 'stdout.log'), 'utf8').includes('ready'),
+    );
 
     readers.faulty = true;
     const waiting = track(driver.wait(handle));

@@ -17,11 +17,34 @@ import { readFile as readFileAsync } from 'node:fs/promises';
 import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, rmSync, watch } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { IClock, ILogger, ShutdownError, TimeoutError, ValidationError, errorMessage, formatDuration, isTransientFsError, checkInto, settleOnce, toDisposable, type Disposable, type WaitControl } from '@csiplug/core';
+import {
+  IClock,
+  ILogger,
+  ShutdownError,
+  TimeoutError,
+  ValidationError,
+  errorMessage,
+  formatDuration,
+  isTransientFsError,
+  checkInto,
+  settleOnce,
+  toDisposable,
+  type Disposable,
+  type WaitControl,
+} from '@csiplug/core';
 import { inject, injectable } from 'tsyringe';
 import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from './driver';
 import { TaskAlreadyRunningError, TaskSignalError, TaskStartError, TransientProbeError } from './errors';
-import { type ExecutorExitRecord, type ExecutorPaths, type ExecutorPidRecord, type ExecutorSpec, type RuncContainer, executorPaths, readJsonFile, writeJsonAtomic } from './executor-protocol';
+import {
+  type ExecutorExitRecord,
+  type ExecutorPaths,
+  type ExecutorPidRecord,
+  type ExecutorSpec,
+  type RuncContainer,
+  executorPaths,
+  readJsonFile,
+  writeJsonAtomic,
+} from './executor-protocol';
 import { TASK_LOCAL_DIR } from './isolation';
 import { type ProcStat, isFinishedState, readProcStat } from './proc';
 import { IExecDriverOptions, type ExecDriverOptions } from './tokens';
@@ -33,7 +56,6 @@ import { DEFAULT_RUNC_ROOT, RuncContainers, findRunc } from './runc-containers';
 export type { ExecDriverOptions } from './tokens';
 // Exported from here as before: the driver's runc defaults and container naming.
 export { containerId, DEFAULT_RUNC_ROOT, findRunc } from './runc-containers';
-
 
 interface WatchOptions {
   timeoutMs?: number;
@@ -117,7 +139,11 @@ export class ExecDriver implements TaskDriver {
     validateTaskConfig(config);
     const { allocId, taskName, taskDir } = config;
     if (!existsSync(this.executorPath)) {
-      throw new TaskStartError(allocId, taskName, `the executor script ${this.executorPath} does not exist; build @csiplug/driver (tsc -p tsconfig.lib.json in packages/driver) or set ExecDriverOptions.executorPath`);
+      throw new TaskStartError(
+        allocId,
+        taskName,
+        `the executor script ${this.executorPath} does not exist; build @csiplug/driver (tsc -p tsconfig.lib.json in packages/driver) or set ExecDriverOptions.executorPath`,
+      );
     }
     const paths = executorPaths(taskDir);
     mkdirSync(taskDir, { recursive: true });
@@ -127,11 +153,18 @@ export class ExecDriver implements TaskDriver {
     let previousExecutorRuns = false;
     try {
       previous = this.tasks.readRecord<ExecutorPidRecord>(paths.pid);
-      if (previous && this.tasks.isSame(previous.pid, previous.startTime)) throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
+      if (previous && this.tasks.isSame(previous.pid, previous.startTime))
+        throw new TaskAlreadyRunningError(allocId, taskName, previous.pid);
       previousExecutorRuns = previous !== undefined && this.tasks.isSame(previous.executorPid, previous.executorStartTime);
     } catch (err) {
       // Unknown is not "nothing runs there": starting now could run the task twice.
-      if (isTransientFsError(err)) throw new TaskStartError(allocId, taskName, `could not check for a previous run still in ${taskDir} (${errorMessage(err)}); retry later`, { cause: err });
+      if (isTransientFsError(err))
+        throw new TaskStartError(
+          allocId,
+          taskName,
+          `could not check for a previous run still in ${taskDir} (${errorMessage(err)}); retry later`,
+          { cause: err },
+        );
       throw err;
     }
     if (previous && previousExecutorRuns) {
@@ -142,7 +175,12 @@ export class ExecDriver implements TaskDriver {
         timeoutMs: this.exitGrace,
         // An exiting process makes no file event, and it exits within moments of its record.
         pollMs: EXITING_EXECUTOR_POLL,
-        onTimeout: () => new TaskStartError(allocId, taskName, `the executor of the previous run (pid ${last.executorPid}) is still running (or could not be checked) although its task has exited; kill it or retry later`),
+        onTimeout: () =>
+          new TaskStartError(
+            allocId,
+            taskName,
+            `the executor of the previous run (pid ${last.executorPid}) is still running (or could not be checked) although its task has exited; kill it or retry later`,
+          ),
       });
     }
     // Records of an earlier run would be taken for this one's.
@@ -185,46 +223,58 @@ export class ExecDriver implements TaskDriver {
         lastReadFailed = true;
         startFaults.fault('start', err);
       }
-      if (executorEnd) throw new TaskStartError(allocId, taskName, `${executorEnd.message}${this.logTail(paths)}`, { cause: executorEnd.cause });
+      if (executorEnd)
+        throw new TaskStartError(allocId, taskName, `${executorEnd.message}${this.logTail(paths)}`, { cause: executorEnd.cause });
       return undefined;
     };
     try {
-      record = await this.watchUntil(
-        paths.dir,
-        check,
-        {
-          timeoutMs: this.startTimeout,
-          onTimeout: () => new TimeoutError(`the executor did not report task "${taskName}" of alloc ${allocId} running within ${formatDuration(this.startTimeout)}`, this.startTimeout),
-          triggers: (kick) => {
-            const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-              executorEnd ??= { message: `the executor exited (${code !== null ? `code ${code}` : signal}) before the task started` };
-              kick();
+      record = await this.watchUntil(paths.dir, check, {
+        timeoutMs: this.startTimeout,
+        onTimeout: () =>
+          new TimeoutError(
+            `the executor did not report task "${taskName}" of alloc ${allocId} running within ${formatDuration(this.startTimeout)}`,
+            this.startTimeout,
+          ),
+        triggers: (kick) => {
+          const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+            executorEnd ??= { message: `the executor exited (${code !== null ? `code ${code}` : signal}) before the task started` };
+            kick();
+          };
+          const onError = (err: Error) => {
+            // The cause tells the caller whether this was a fault of the agent itself (EMFILE, EAGAIN…).
+            executorEnd ??= {
+              message: `the executor could not be run (${this.nodePath} ${this.executorPath}): ${err.message}`,
+              cause: err,
             };
-            const onError = (err: Error) => {
-              // The cause tells the caller whether this was a fault of the agent itself (EMFILE, EAGAIN…).
-              executorEnd ??= { message: `the executor could not be run (${this.nodePath} ${this.executorPath}): ${err.message}`, cause: err };
-              kick();
-            };
-            executor.on('exit', onExit);
-            executor.on('error', onError);
-            return toDisposable(() => {
-              executor.off('exit', onExit);
-              executor.off('error', onError);
-            });
-          },
+            kick();
+          };
+          executor.on('exit', onExit);
+          executor.on('error', onError);
+          return toDisposable(() => {
+            executor.off('exit', onExit);
+            executor.off('error', onError);
+          });
         },
-      );
+      });
     } catch (err) {
       if (err instanceof TimeoutError && lastReadFailed) {
         // The deadline passed only because the agent could not read the
         // executor's records: the task may well run. Killing the executor
         // now would orphan it, so read on until the record says what runs.
-        record = await this.readPidRecordAfterFaults(executor, paths, () => ({ record: check(), readFailed: lastReadFailed }), err, allocId, taskName);
+        record = await this.readPidRecordAfterFaults(
+          executor,
+          paths,
+          () => ({ record: check(), readFailed: lastReadFailed }),
+          err,
+          allocId,
+          taskName,
+        );
       } else {
         // Nobody got a handle for what we may have started, so nobody could
         // ever recover or stop it: end it here.
         this.abandonStart(executor, paths);
-        if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+        if (err instanceof TimeoutError)
+          throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
         throw err;
       }
     }
@@ -242,7 +292,13 @@ export class ExecDriver implements TaskDriver {
       startedAt: this.clock.now(),
       ...(runc ? { runc: { root: runc.root, id: runc.id } } : {}),
     };
-    this.log.info('task started', { allocId, taskName, taskPid: handle.pid, executorPid: handle.executorPid, ...(runc ? { container: runc.id } : {}) });
+    this.log.info('task started', {
+      allocId,
+      taskName,
+      taskPid: handle.pid,
+      executorPid: handle.executorPid,
+      ...(runc ? { container: runc.id } : {}),
+    });
     return handle;
   }
 
@@ -253,7 +309,13 @@ export class ExecDriver implements TaskDriver {
       record = this.tasks.readRecord<ExecutorPidRecord>(executorPaths(task.taskDir).pid);
     } catch (err) {
       // "No record" would have the caller start the task again beside the one that may run.
-      if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's record in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
+      if (isTransientFsError(err))
+        throw new TransientProbeError(
+          task.allocId,
+          task.taskName,
+          `its executor's record in ${task.taskDir} could not be read (${errorMessage(err)})`,
+          err,
+        );
       throw err;
     }
     if (!record) return undefined;
@@ -262,7 +324,13 @@ export class ExecDriver implements TaskDriver {
     try {
       runc = this.tasks.readRecord<ExecutorSpec>(executorPaths(task.taskDir).spec)?.runc;
     } catch (err) {
-      if (isTransientFsError(err)) throw new TransientProbeError(task.allocId, task.taskName, `its executor's spec in ${task.taskDir} could not be read (${errorMessage(err)})`, err);
+      if (isTransientFsError(err))
+        throw new TransientProbeError(
+          task.allocId,
+          task.taskName,
+          `its executor's spec in ${task.taskDir} could not be read (${errorMessage(err)})`,
+          err,
+        );
       throw err;
     }
     return {
@@ -316,9 +384,15 @@ export class ExecDriver implements TaskDriver {
       if (!(err instanceof TimeoutError)) throw err;
       // Never "exited" on a guess: the task is kept and wait() learns the end.
       if (last.state === 'unknown') {
-        this.log.warn('could not tell whether the task still runs (a fault of the agent itself); treating it as running until it can be checked', { ...taskFields(handle), err: errorMessage(last.cause) });
+        this.log.warn(
+          'could not tell whether the task still runs (a fault of the agent itself); treating it as running until it can be checked',
+          { ...taskFields(handle), err: errorMessage(last.cause) },
+        );
       } else {
-        this.log.warn('task is gone but its executor has not recorded its exit yet; treating it as running until it does', taskFields(handle));
+        this.log.warn(
+          'task is gone but its executor has not recorded its exit yet; treating it as running until it does',
+          taskFields(handle),
+        );
       }
       return { running: true };
     }
@@ -355,7 +429,8 @@ export class ExecDriver implements TaskDriver {
     this.assertOpen('stop');
     validateHandle(handle);
     if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGTERM`, 'kill_signal');
-    if (!Number.isFinite(killTimeout) || killTimeout < 0) throw new ValidationError(`kill timeout must be a duration of 0 or more, got ${killTimeout}`, 'kill_timeout');
+    if (!Number.isFinite(killTimeout) || killTimeout < 0)
+      throw new ValidationError(`kill timeout must be a duration of 0 or more, got ${killTimeout}`, 'kill_timeout');
 
     let first: Probe;
     try {
@@ -500,7 +575,8 @@ export class ExecDriver implements TaskDriver {
     this.disposed = true;
     const cancels = [...this.pending];
     this.pending.clear();
-    for (const cancel of cancels) cancel(new ShutdownError('the exec driver was disposed (the agent is shutting down); its tasks keep running and can be recovered'));
+    for (const cancel of cancels)
+      cancel(new ShutdownError('the exec driver was disposed (the agent is shutting down); its tasks keep running and can be recovered'));
   }
 
   // --- internals ---
@@ -530,7 +606,9 @@ export class ExecDriver implements TaskDriver {
       });
       executor.unref();
       // Kept for good: an 'error' with no listener would crash the agent.
-      executor.on('error', (err) => this.log.warn('executor process error', { taskName: config.taskName, executorPid: executor.pid, err: errorMessage(err) }));
+      executor.on('error', (err) =>
+        this.log.warn('executor process error', { taskName: config.taskName, executorPid: executor.pid, err: errorMessage(err) }),
+      );
       return executor;
     } finally {
       closeSync(logFd);
@@ -553,7 +631,10 @@ export class ExecDriver implements TaskDriver {
     allocId: string,
     taskName: string,
   ): Promise<ExecutorPidRecord> {
-    this.log.warn('start timed out while the executor records could not be read (a fault of the agent itself); reading on instead of killing a task that may run', { allocId, taskName, executorPid: executor.pid });
+    this.log.warn(
+      'start timed out while the executor records could not be read (a fault of the agent itself); reading on instead of killing a task that may run',
+      { allocId, taskName, executorPid: executor.pid },
+    );
     try {
       return await this.watchUntil(paths.dir, () => {
         const { record, readFailed } = check();
@@ -564,7 +645,8 @@ export class ExecDriver implements TaskDriver {
     } catch (err) {
       if (err instanceof ShutdownError) throw err;
       this.abandonStart(executor, paths);
-      if (err instanceof TimeoutError) throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
+      if (err instanceof TimeoutError)
+        throw new TaskStartError(allocId, taskName, `${err.message}; it was killed${this.logTail(paths)}`, { cause: err });
       throw err;
     }
   }
@@ -595,7 +677,10 @@ export class ExecDriver implements TaskDriver {
       // Not awaited: start() fails now; the removal logs its own failure.
       if (runc) void this.containers.remove({ runc, taskName: 'task', allocId: '' });
     } catch (err) {
-      this.log.error('could not remove the container of a task whose start failed; it may be left running', { spec: paths.spec, err: errorMessage(err) });
+      this.log.error('could not remove the container of a task whose start failed; it may be left running', {
+        spec: paths.spec,
+        err: errorMessage(err),
+      });
     }
   }
 
@@ -604,7 +689,10 @@ export class ExecDriver implements TaskDriver {
     // An isolated task's signal goes to its container through runc kill (the
     // task is pid 1 of its namespace); runc itself, which the handle names,
     // is checked first, so a container of a run that ended is never signalled.
-    const sent = handle.runc && signal !== 'SIGKILL' && (await this.containers.kill(handle, signal)) ? true : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+    const sent =
+      handle.runc && signal !== 'SIGKILL' && (await this.containers.kill(handle, signal))
+        ? true
+        : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
     // SIGKILL ends runc, which cannot pass it on: the container goes with runc delete (its executor does the same, if it lives).
     if (sent && signal === 'SIGKILL') await this.containers.remove(handle);
     if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
@@ -650,7 +738,10 @@ export class ExecDriver implements TaskDriver {
    * when `check` throws, on timeout, or when the driver is disposed.
    */
   private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
-    if (this.disposed) return Promise.reject(new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'));
+    if (this.disposed)
+      return Promise.reject(
+        new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'),
+      );
     return settleOnce<T>((wait) => {
       const run = checkInto(check, wait);
       this.endOnDispose(wait);
@@ -667,7 +758,12 @@ export class ExecDriver implements TaskDriver {
       wait.own(this.clock.setInterval(run, options.pollMs ?? this.pollInterval));
       if (options.timeoutMs !== undefined) {
         const { timeoutMs, onTimeout } = options;
-        wait.own(this.clock.setTimeout(() => wait.reject(onTimeout?.() ?? new TimeoutError(`timed out after ${formatDuration(timeoutMs)}`, timeoutMs)), timeoutMs));
+        wait.own(
+          this.clock.setTimeout(
+            () => wait.reject(onTimeout?.() ?? new TimeoutError(`timed out after ${formatDuration(timeoutMs)}`, timeoutMs)),
+            timeoutMs,
+          ),
+        );
       }
       if (options.triggers) wait.own(options.triggers(run));
       // Subscribed first, checked second: nothing that happened before can be missed.
@@ -684,7 +780,10 @@ export class ExecDriver implements TaskDriver {
 }
 
 function validateHandle(handle: TaskHandle): void {
-  if (handle?.version !== 1 || handle.driver !== 'exec') throw new ValidationError(`not an exec driver handle (version ${String(handle?.version)}, driver ${String(handle?.driver)})`, 'handle');
-  if (!Number.isInteger(handle.pid) || handle.pid <= 1) throw new ValidationError(`task handle of "${handle.taskName}" has an invalid pid ${handle.pid}`, 'handle.pid');
-  if (!handle.taskDir || !isAbsolute(handle.taskDir)) throw new ValidationError(`task handle of "${handle.taskName}" has no absolute task dir`, 'handle.taskDir');
+  if (handle?.version !== 1 || handle.driver !== 'exec')
+    throw new ValidationError(`not an exec driver handle (version ${String(handle?.version)}, driver ${String(handle?.driver)})`, 'handle');
+  if (!Number.isInteger(handle.pid) || handle.pid <= 1)
+    throw new ValidationError(`task handle of "${handle.taskName}" has an invalid pid ${handle.pid}`, 'handle.pid');
+  if (!handle.taskDir || !isAbsolute(handle.taskDir))
+    throw new ValidationError(`task handle of "${handle.taskName}" has no absolute task dir`, 'handle.taskDir');
 }

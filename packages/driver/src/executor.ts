@@ -12,7 +12,16 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { closeSync, writeSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { type ExecutorExitRecord, type ExecutorPidRecord, type ExecutorSpec, containerStateExists, readJsonFile, runcDeleteArgs, runcRunArgs, writeJsonAtomic } from './executor-protocol';
+import {
+  type ExecutorExitRecord,
+  type ExecutorPidRecord,
+  type ExecutorSpec,
+  containerStateExists,
+  readJsonFile,
+  runcDeleteArgs,
+  runcRunArgs,
+  writeJsonAtomic,
+} from './executor-protocol';
 import { processStartTime } from './proc';
 import { RotatingLog, openTaskLog } from './rotating-log';
 
@@ -49,14 +58,20 @@ function readSpec(specPath: string): ExecutorSpec {
   const spec = readJsonFile<ExecutorSpec>(specPath);
   if (!spec) throw new Error(`spec file ${specPath} does not exist`);
   const strings: (keyof ExecutorSpec)[] = ['command', 'cwd', 'stdoutPath', 'stderrPath', 'pidPath', 'exitPath'];
-  for (const key of strings) if (typeof spec[key] !== 'string' || !spec[key]) throw new Error(`spec file ${specPath}: "${key}" must be a non-empty string`);
-  if (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== 'string')) throw new Error(`spec file ${specPath}: "args" must be an array of strings`);
+  for (const key of strings)
+    if (typeof spec[key] !== 'string' || !spec[key]) throw new Error(`spec file ${specPath}: "${key}" must be a non-empty string`);
+  if (!Array.isArray(spec.args) || spec.args.some((a) => typeof a !== 'string'))
+    throw new Error(`spec file ${specPath}: "args" must be an array of strings`);
   if (typeof spec.env !== 'object' || spec.env === null) throw new Error(`spec file ${specPath}: "env" must be an object`);
   if (spec.logs !== undefined) {
-    for (const key of ['maxFiles', 'maxFileSizeMB'] as const) if (!Number.isInteger(spec.logs?.[key]) || spec.logs[key] < 1) throw new Error(`spec file ${specPath}: "logs.${key}" must be a whole number of at least 1`);
+    for (const key of ['maxFiles', 'maxFileSizeMB'] as const)
+      if (!Number.isInteger(spec.logs?.[key]) || spec.logs[key] < 1)
+        throw new Error(`spec file ${specPath}: "logs.${key}" must be a whole number of at least 1`);
   }
   if (spec.runc !== undefined) {
-    for (const key of ['binary', 'root', 'id', 'bundle'] as const) if (typeof spec.runc?.[key] !== 'string' || !spec.runc[key]) throw new Error(`spec file ${specPath}: "runc.${key}" must be a non-empty string`);
+    for (const key of ['binary', 'root', 'id', 'bundle'] as const)
+      if (typeof spec.runc?.[key] !== 'string' || !spec.runc[key])
+        throw new Error(`spec file ${specPath}: "runc.${key}" must be a non-empty string`);
   }
   return spec;
 }
@@ -75,7 +90,15 @@ export function runExecutor(specPath: string): void {
   const spec = readSpec(specPath);
   const recordStartError = (message: string): void => {
     log(`could not start ${spec.command}: ${message}`);
-    const record: ExecutorExitRecord = { version: 1, pid: 0, startTime: '', exitCode: null, signal: null, finishedAt: Date.now(), startError: message };
+    const record: ExecutorExitRecord = {
+      version: 1,
+      pid: 0,
+      startTime: '',
+      exitCode: null,
+      signal: null,
+      finishedAt: Date.now(),
+      startError: message,
+    };
     writeJsonAtomic(spec.exitPath, record);
   };
 
@@ -196,8 +219,15 @@ export function runExecutor(specPath: string): void {
       // runc removes its container when the task ends; a runc that was killed
       // leaves the container (its own session) running: it goes now, cgroup and all.
       if (runc && containerStateExists(runc)) {
-        const deleted = spawnSync(runc.binary, runcDeleteArgs(runc), { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } });
-        if (deleted.status !== 0) log(`runc delete of container ${runc.id} failed (${deleted.error?.message ?? `exit ${deleted.status}`}): ${deleted.stderr?.toString().trim() ?? ''}`);
+        const deleted = spawnSync(runc.binary, runcDeleteArgs(runc), {
+          stdio: ['ignore', 'ignore', 'pipe'],
+          timeout: 10_000,
+          env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' },
+        });
+        if (deleted.status !== 0)
+          log(
+            `runc delete of container ${runc.id} failed (${deleted.error?.message ?? `exit ${deleted.status}`}): ${deleted.stderr?.toString().trim() ?? ''}`,
+          );
       }
       const record: ExecutorExitRecord = { version: 1, pid, startTime, exitCode, signal, finishedAt: Date.now() };
       try {

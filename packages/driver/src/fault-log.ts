@@ -39,7 +39,11 @@ export class FaultLog {
 
   recovered(): void {
     if (this.since === undefined) return;
-    this.log.info('task checks work again after faults of the agent itself', { ...this.fields, faults: this.faults, unknownForMs: this.clock.now() - this.since });
+    this.log.info('task checks work again after faults of the agent itself', {
+      ...this.fields,
+      faults: this.faults,
+      unknownForMs: this.clock.now() - this.since,
+    });
     this.since = undefined;
     this.faults = 0;
   }

@@ -3,11 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ALL_CAPS, DEFAULT_TASK_CAPS, capabilityName, grantableCaps, ociConfig, taskProcessArgs, type IsolationConfig } from './isolation';
 
-const base = (extra: Partial<IsolationConfig> = {}): IsolationConfig => ({ chroot: { '/usr': '/usr' }, localDir: '/d/local', allocDir: '/d/alloc', secretsDir: '/d/secrets', ...extra });
+const base = (extra: Partial<IsolationConfig> = {}): IsolationConfig => ({
+  chroot: { '/usr': '/usr' },
+  localDir: '/d/local',
+  allocDir: '/d/alloc',
+  secretsDir: '/d/secrets',
+  ...extra,
+});
 const task = { hostname: 't', args: ['/bin/true'], env: { A: 'b' } };
 type Mount = { destination: string; source: string; options?: string[] };
 const mounts = (c: Record<string, unknown>) => c['mounts'] as Mount[];
-const caps = (c: Record<string, unknown>) => ((c['process'] as { capabilities: { bounding: string[] } }).capabilities.bounding);
+const caps = (c: Record<string, unknown>) => (c['process'] as { capabilities: { bounding: string[] } }).capabilities.bounding;
 
 describe('ociConfig', () => {
   it('binds the chroot read-only and the task dirs read-write, in their own namespaces with the network too', () => {
@@ -18,9 +24,17 @@ describe('ociConfig', () => {
     const order = mounts(c).map((m) => m.destination);
     expect(order.indexOf('/tmp/code')).toBeGreaterThan(order.indexOf('/tmp'));
     expect(byDest.get('/local')).toMatchObject({ source: '/d/local', options: expect.arrayContaining(['rw']) });
-    expect(((c['linux'] as { namespaces: { type: string }[] }).namespaces).map((n) => n.type).sort()).toEqual(['ipc', 'mount', 'network', 'pid', 'uts']);
+    expect((c['linux'] as { namespaces: { type: string }[] }).namespaces.map((n) => n.type).sort()).toEqual([
+      'ipc',
+      'mount',
+      'network',
+      'pid',
+      'uts',
+    ]);
     // The host's network: no network namespace of its own.
-    expect(((ociConfig(task, base({ network: 'host' }))['linux'] as { namespaces: { type: string }[] }).namespaces).map((n) => n.type).sort()).toEqual(['ipc', 'mount', 'pid', 'uts']);
+    expect(
+      (ociConfig(task, base({ network: 'host' }))['linux'] as { namespaces: { type: string }[] }).namespaces.map((n) => n.type).sort(),
+    ).toEqual(['ipc', 'mount', 'pid', 'uts']);
     expect((c['root'] as { readonly: boolean }).readonly).toBe(true);
     expect((c['process'] as { env: string[] }).env).toEqual(['A=b']);
   });
@@ -29,27 +43,49 @@ describe('ociConfig', () => {
     const user = (c: Record<string, unknown>) => (c['process'] as { user: unknown }).user;
     expect(user(ociConfig(task, base()))).toEqual({ uid: 65534, gid: 65534 });
     expect(user(ociConfig(task, base({ privileged: true })))).toEqual({ uid: 0, gid: 0 });
-    expect(user(ociConfig(task, base({ user: { uid: 33, gid: 33, additionalGids: [44] } })))).toEqual({ uid: 33, gid: 33, additionalGids: [44] });
+    expect(user(ociConfig(task, base({ user: { uid: 33, gid: 33, additionalGids: [44] } })))).toEqual({
+      uid: 33,
+      gid: 33,
+      additionalGids: [44],
+    });
     expect(() => ociConfig(task, base({ user: { uid: -1, gid: 0 } }))).toThrow('user: -1 is not a valid uid or gid');
-    const byDest = new Map(mounts(ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data' }] }))).map((m) => [m.destination, m]));
+    const byDest = new Map(
+      mounts(ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data' }] }))).map((m) => [m.destination, m]),
+    );
     for (const d of ['/local', '/alloc', '/secrets']) expect(byDest.get(d)!.options).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
     expect(byDest.get('/data')!.options).toContain('nosuid');
     expect(byDest.get('/data')!.options).not.toContain('nodev');
   });
 
   it('mounts parents before children, whoever asked for them: a volume at /opt does not hide a chroot dir at /opt/plugin', () => {
-    const order = mounts(ociConfig(task, base({ chroot: { '/opt/plugin': '/usr' }, mounts: [{ source: '/x', destination: '/opt' }] }))).map((m) => m.destination);
+    const order = mounts(ociConfig(task, base({ chroot: { '/opt/plugin': '/usr' }, mounts: [{ source: '/x', destination: '/opt' }] }))).map(
+      (m) => m.destination,
+    );
     expect(order.indexOf('/opt')).toBeLessThan(order.indexOf('/opt/plugin'));
     expect(order.slice(0, 3)).toEqual(['/proc', '/sys', '/tmp']);
   });
 
   it("refuses a chroot or mount on the task's own dirs, a relative path, a way out with .., and one destination twice", () => {
     expect(() => ociConfig(task, base({ chroot: { '/local/x': '/usr' } }))).toThrow(/chroot_env: \/local\/x is the task's own/);
-    expect(() => ociConfig(task, base({ chroot: { 'usr': '/usr' } }))).toThrow(/not an absolute path/);
-    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/proc/sys' }] }))).toThrow(/mount destination \/proc\/sys is the task's own/);
+    expect(() => ociConfig(task, base({ chroot: { usr: '/usr' } }))).toThrow(/not an absolute path/);
+    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/proc/sys' }] }))).toThrow(
+      /mount destination \/proc\/sys is the task's own/,
+    );
     // .. is resolved first: no way round the check.
-    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data/../../proc/x' }] }))).toThrow(/mount destination \/proc\/x is the task's own/);
-    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data' }, { source: '/y', destination: '/data/' }] }))).toThrow(/mounted twice/);
+    expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/data/../../proc/x' }] }))).toThrow(
+      /mount destination \/proc\/x is the task's own/,
+    );
+    expect(() =>
+      ociConfig(
+        task,
+        base({
+          mounts: [
+            { source: '/x', destination: '/data' },
+            { source: '/y', destination: '/data/' },
+          ],
+        }),
+      ),
+    ).toThrow(/mounted twice/);
   });
 
   it('gives the default capabilities, with cap_add and less cap_drop; a privileged task every one it may grant, and the host /dev', () => {
@@ -68,12 +104,24 @@ describe('ociConfig', () => {
   });
 
   it('a bidirectional mount makes the task mount tree shared; host-to-task makes it a slave; resources become cgroup limits', () => {
-    const bi = ociConfig(task, base({ mounts: [{ source: '/x', destination: '/csi-base', propagation: 'bidirectional' }], resources: { cpuShares: 500, memoryBytes: 64 << 20 } }));
+    const bi = ociConfig(
+      task,
+      base({
+        mounts: [{ source: '/x', destination: '/csi-base', propagation: 'bidirectional' }],
+        resources: { cpuShares: 500, memoryBytes: 64 << 20 },
+      }),
+    );
     const linux = bi['linux'] as { rootfsPropagation: string; resources: unknown };
     expect(linux.rootfsPropagation).toBe('rshared');
     expect(mounts(bi).find((m) => m.destination === '/csi-base')!.options).toContain('rshared');
     expect(linux.resources).toMatchObject({ memory: { limit: 64 << 20 }, cpu: { shares: 500 } });
-    expect((ociConfig(task, base({ mounts: [{ source: '/x', destination: '/d', propagation: 'host-to-task' }] }))['linux'] as { rootfsPropagation: string }).rootfsPropagation).toBe('rslave');
+    expect(
+      (
+        ociConfig(task, base({ mounts: [{ source: '/x', destination: '/d', propagation: 'host-to-task' }] }))['linux'] as {
+          rootfsPropagation: string;
+        }
+      ).rootfsPropagation,
+    ).toBe('rslave');
   });
 });
 

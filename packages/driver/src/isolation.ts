@@ -156,7 +156,8 @@ const RESERVED = ['/', '/proc', '/dev', '/sys', '/tmp', TASK_LOCAL_DIR, TASK_ALL
 
 /** An absolute, normalised path with no `..` left in it; throws naming `what`. */
 function taskPath(p: string, what: string): string {
-  if (typeof p !== 'string' || !isAbsolute(p) || p.includes('\0')) throw new ValidationError(`${what}: "${p}" is not an absolute path`, what);
+  if (typeof p !== 'string' || !isAbsolute(p) || p.includes('\0'))
+    throw new ValidationError(`${what}: "${p}" is not an absolute path`, what);
   const n = normalize(p).replace(/\/+$/, '') || '/';
   if (n.split('/').includes('..')) throw new ValidationError(`${what}: "${p}" leaves its root`, what);
   return n;
@@ -178,7 +179,10 @@ export interface OciBundle {
  * The OCI runtime config of an isolated task: `args` run with `env` in
  * /local. Checks every path; throws a ValidationError naming what is wrong.
  */
-export function ociConfig(task: { hostname: string; args: readonly string[]; env: Readonly<Record<string, string>> }, iso: IsolationConfig): Record<string, unknown> {
+export function ociConfig(
+  task: { hostname: string; args: readonly string[]; env: Readonly<Record<string, string>> },
+  iso: IsolationConfig,
+): Record<string, unknown> {
   const mounts: Record<string, unknown>[] = [
     { destination: '/proc', type: 'proc', source: 'proc' },
     // A privileged plugin (block devices: loop, iSCSI, NVMe) writes to /sys; every other task reads it.
@@ -190,7 +194,12 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   } else {
     mounts.push(
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
-      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      {
+        destination: '/dev/pts',
+        type: 'devpts',
+        source: 'devpts',
+        options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'],
+      },
       { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
     );
@@ -204,7 +213,8 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     const d = taskPath(dest, 'chroot_env');
     const h = taskPath(host, 'chroot_env');
     // Below /tmp is fine (bound after the task's tmpfs, so seen on top of it); on or below the task's other own dirs is not.
-    if (RESERVED.some((r) => d === r || (r !== '/' && r !== '/tmp' && d.startsWith(`${r}/`)))) throw new ValidationError(`chroot_env: ${d} is the task's own (${RESERVED.filter((r) => r !== '/').join(', ')}, /)`, 'chroot_env');
+    if (RESERVED.some((r) => d === r || (r !== '/' && r !== '/tmp' && d.startsWith(`${r}/`))))
+      throw new ValidationError(`chroot_env: ${d} is the task's own (${RESERVED.filter((r) => r !== '/').join(', ')}, /)`, 'chroot_env');
     // A chroot dir that is not on this machine (/lib32 on a 64-bit-only host) is left out.
     if (!existsSync(h)) continue;
     claim(d, 'chroot_env');
@@ -224,21 +234,30 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   let slave = false;
   for (const m of iso.mounts ?? []) {
     const d = taskPath(m.destination, 'mount destination');
-    if (d === '/' || ['/proc', '/dev', '/sys'].some((r) => d === r || d.startsWith(`${r}/`))) throw new ValidationError(`mount destination ${d} is the task's own`, 'mount destination');
+    if (d === '/' || ['/proc', '/dev', '/sys'].some((r) => d === r || d.startsWith(`${r}/`)))
+      throw new ValidationError(`mount destination ${d} is the task's own`, 'mount destination');
     claim(d, 'mount destination');
     const propagation = m.propagation ?? 'private';
     if (propagation === 'bidirectional') shared = true;
     if (propagation === 'host-to-task') slave = true;
-    mounts.push({ destination: d, type: 'bind', source: taskPath(m.source, 'mount source'), options: bindOptions(m.readOnly === true, propagation) });
+    mounts.push({
+      destination: d,
+      type: 'bind',
+      source: taskPath(m.source, 'mount source'),
+      options: bindOptions(m.readOnly === true, propagation),
+    });
   }
   const caps = iso.privileged
     ? grantableCaps()
-    : [...new Set([...DEFAULT_TASK_CAPS, ...(iso.capAdd ?? []).map(capabilityName)])].filter((c) => !(iso.capDrop ?? []).map(capabilityName).includes(c));
+    : [...new Set([...DEFAULT_TASK_CAPS, ...(iso.capAdd ?? []).map(capabilityName)])].filter(
+        (c) => !(iso.capDrop ?? []).map(capabilityName).includes(c),
+      );
   const resources: Record<string, unknown> = {};
   // Swap counts against the limit (memsw), as Nomad sets it: a task cannot swap past its memory.
   // (Only where the kernel accounts swap: cgroup v2, or v1 with memsw; else runc could not apply it.)
   const swapAccounted = existsSync('/sys/fs/cgroup/cgroup.controllers') || existsSync('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes');
-  if (iso.resources?.memoryBytes) resources['memory'] = { limit: iso.resources.memoryBytes, ...(swapAccounted ? { swap: iso.resources.memoryBytes } : {}) };
+  if (iso.resources?.memoryBytes)
+    resources['memory'] = { limit: iso.resources.memoryBytes, ...(swapAccounted ? { swap: iso.resources.memoryBytes } : {}) };
   if (iso.resources?.cpuShares) resources['cpu'] = { shares: iso.resources.cpuShares };
   // A privileged plugin may open any device of the host's /dev (a block-device plugin attaches and formats disks);
   // any other task gets runc's default device rules (null, zero, full, random, urandom, tty, ptmx, pts).
@@ -246,7 +265,10 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
   // Parents before children, whoever asked for them (a volume at /opt must not hide a chroot dir at /opt/plugin); the system mounts stay first.
   const system = new Set(['/proc', '/sys', '/tmp', '/dev', '/dev/pts', '/dev/shm', '/dev/mqueue']);
   const depth = (m: Record<string, unknown>) => String(m['destination']).split('/').length;
-  const ordered = [...mounts.filter((m) => system.has(String(m['destination']))), ...mounts.filter((m) => !system.has(String(m['destination']))).sort((a, b) => depth(a) - depth(b))];
+  const ordered = [
+    ...mounts.filter((m) => system.has(String(m['destination']))),
+    ...mounts.filter((m) => !system.has(String(m['destination']))).sort((a, b) => depth(a) - depth(b)),
+  ];
   return {
     ociVersion: '1.0.2',
     process: {
@@ -263,14 +285,30 @@ export function ociConfig(task: { hostname: string; args: readonly string[]; env
     mounts: ordered,
     linux: {
       // Unless it shares the host's network, its own network namespace (loopback only): it never reaches the agent's API on the host's 127.0.0.1.
-      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, ...(iso.network === 'host' ? [] : [{ type: 'network' }])],
+      namespaces: [
+        { type: 'pid' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        ...(iso.network === 'host' ? [] : [{ type: 'network' }]),
+      ],
       // A bidirectional mount needs the task's mount tree to pass mounts back (shared from the root down); host-to-task needs it to take them in.
       rootfsPropagation: shared ? 'rshared' : slave ? 'rslave' : 'rprivate',
       ...(Object.keys(resources).length ? { resources } : {}),
       ...(iso.privileged
         ? {}
         : {
-            maskedPaths: ['/proc/acpi', '/proc/kcore', '/proc/keys', '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats', '/proc/sched_debug', '/proc/scsi', '/sys/firmware'],
+            maskedPaths: [
+              '/proc/acpi',
+              '/proc/kcore',
+              '/proc/keys',
+              '/proc/latency_stats',
+              '/proc/timer_list',
+              '/proc/timer_stats',
+              '/proc/sched_debug',
+              '/proc/scsi',
+              '/sys/firmware',
+            ],
             readonlyPaths: ['/proc/asound', '/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
           }),
     },

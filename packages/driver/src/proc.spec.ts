@@ -18,7 +18,16 @@ function withComm(comm: string, state = 'S', startTime = '4242', exitStatus = '0
 
 describe('parseProcStat', () => {
   it('reads the fields the driver needs from a real line', () => {
-    expect(parseProcStat(CAT)).toEqual({ pid: 14524, comm: 'cat', state: 'R', ppid: 14522, pgrp: 14522, session: 11651, startTime: '160373', exitStatus: 0 });
+    expect(parseProcStat(CAT)).toEqual({
+      pid: 14524,
+      comm: 'cat',
+      state: 'R',
+      ppid: 14522,
+      pgrp: 14522,
+      session: 11651,
+      startTime: '160373',
+      exitStatus: 0,
+    });
   });
 
   it.each([['a b'], ['x) S 1 2 3 (y'], ['))'], [') ('], ['(']])('is not fooled by the command name %j', (comm) => {
@@ -87,7 +96,9 @@ describe('readers in a process out of file descriptors', () => {
     for (const file of ['proc', 'executor-protocol']) {
       const built = join(DIST, `${file}.js`);
       if (!existsSync(built) || statSync(join(__dirname, `${file}.ts`)).mtimeMs > statSync(built).mtimeMs + 1000) {
-        throw new Error(`${built} is missing or older than src/${file}.ts: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`);
+        throw new Error(
+          `${built} is missing or older than src/${file}.ts: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`,
+        );
       }
     }
     const script = `

@@ -72,12 +72,17 @@ export interface ProcStat {
 export function parseProcStat(text: string): ProcStat {
   const open = text.indexOf('(');
   const close = text.lastIndexOf(')');
-  if (open < 0 || close < open) throw new Error(`malformed /proc stat line (no command name in parens): ${JSON.stringify(text.slice(0, 80))}`);
+  if (open < 0 || close < open)
+    throw new Error(`malformed /proc stat line (no command name in parens): ${JSON.stringify(text.slice(0, 80))}`);
   const pid = Number(text.slice(0, open).trim());
   const comm = text.slice(open + 1, close);
   // rest[0] is field 3; field n is rest[n - 3].
-  const rest = text.slice(close + 1).trim().split(/\s+/);
-  if (!Number.isInteger(pid) || rest.length < 20) throw new Error(`malformed /proc stat line (too few fields): ${JSON.stringify(text.slice(0, 80))}`);
+  const rest = text
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/);
+  if (!Number.isInteger(pid) || rest.length < 20)
+    throw new Error(`malformed /proc stat line (too few fields): ${JSON.stringify(text.slice(0, 80))}`);
   const field = (n: number): string | undefined => rest[n - 3];
   const exitField = field(52);
   return {

@@ -49,7 +49,12 @@ describe('RestartTracker', () => {
     const wait = t.onExit(failed);
     expect(wait).toMatchObject({ action: 'restart', delay: 8 * M, attempt: 3, reason: expect.stringContaining(RestartReason.delay) });
     await clock.advance(wait.action === 'restart' ? wait.delay : 0);
-    expect(t.onExit(failed)).toMatchObject({ action: 'restart', delay: 5 * S, attempt: 1, reason: expect.stringContaining(RestartReason.withinPolicy) });
+    expect(t.onExit(failed)).toMatchObject({
+      action: 'restart',
+      delay: 5 * S,
+      attempt: 1,
+      reason: expect.stringContaining(RestartReason.withinPolicy),
+    });
   });
 
   it('never restarts when the policy allows no attempts, whatever the mode', () => {
@@ -73,14 +78,19 @@ describe('RestartTracker', () => {
 
   it('counts start failures as attempts', () => {
     const { t } = tracker({ attempts: 1 });
-    expect(t.onStartFailure(new Error('spawn /nope ENOENT'))).toMatchObject({ action: 'restart', reason: expect.stringContaining('spawn /nope ENOENT') });
+    expect(t.onStartFailure(new Error('spawn /nope ENOENT'))).toMatchObject({
+      action: 'restart',
+      reason: expect.stringContaining('spawn /nope ENOENT'),
+    });
     expect(t.onStartFailure('again')).toMatchObject({ action: 'fail' });
   });
 
   it('says why in the reason: signal and unknown status', () => {
     const { t } = tracker({ attempts: 5 });
     expect(t.onExit({ exitCode: null, signal: 'SIGKILL', finishedAt: 0 }).reason).toContain('killed by SIGKILL');
-    expect(t.onExit({ exitCode: null, signal: null, finishedAt: 0, error: 'executor died' }).reason).toContain('status unknown: executor died');
+    expect(t.onExit({ exitCode: null, signal: null, finishedAt: 0, error: 'executor died' }).reason).toContain(
+      'status unknown: executor died',
+    );
   });
 
   it('adds at most 25 % jitter when given a random source', () => {
@@ -107,9 +117,17 @@ describe('RestartTracker', () => {
   it('counts a restart a health check asked for like a failed exit: the policy applies and the reason says why', async () => {
     const { t, clock } = tracker({ attempts: 1, interval: 10 * M, delay: 2 * S, mode: 'fail' });
     const why = 'plugin hostpath did not become healthy within 30s';
-    expect(t.onRestartRequested(why)).toEqual({ action: 'restart', delay: 2 * S, attempt: 1, reason: `${why}; ${RestartReason.withinPolicy}` });
+    expect(t.onRestartRequested(why)).toEqual({
+      action: 'restart',
+      delay: 2 * S,
+      attempt: 1,
+      reason: `${why}; ${RestartReason.withinPolicy}`,
+    });
     await clock.advance(2 * S);
-    expect(t.onRestartRequested(why)).toEqual({ action: 'fail', reason: `${why}; restart attempts exhausted (1 in interval 10m, mode "fail")` });
+    expect(t.onRestartRequested(why)).toEqual({
+      action: 'fail',
+      reason: `${why}; restart attempts exhausted (1 in interval 10m, mode "fail")`,
+    });
     // A requested restart and an exit share one count.
     const mixed = tracker({ attempts: 2, interval: 10 * M, delay: 0, mode: 'fail' }).t;
     mixed.onExit(failed);
@@ -120,7 +138,12 @@ describe('RestartTracker', () => {
   it('a requested restart in mode "delay" waits for the window to end once attempts are used up', () => {
     const { t } = tracker({ attempts: 1, interval: 10 * M, delay: 1 * S, mode: 'delay' });
     expect(t.onRestartRequested('unhealthy')).toMatchObject({ action: 'restart', delay: 1 * S });
-    expect(t.onRestartRequested('unhealthy')).toEqual({ action: 'restart', delay: 10 * M, attempt: 2, reason: `unhealthy; ${RestartReason.delay}` });
+    expect(t.onRestartRequested('unhealthy')).toEqual({
+      action: 'restart',
+      delay: 10 * M,
+      attempt: 2,
+      reason: `unhealthy; ${RestartReason.delay}`,
+    });
   });
 
   it('rejects invalid policies', () => {

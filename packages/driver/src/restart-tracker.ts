@@ -39,12 +39,15 @@ export function isSuccessfulExit(exit: ExitResult): boolean {
 export function validateRestartPolicy(policy: RestartPolicy): void {
   const checkMs = (name: 'interval' | 'delay') => {
     const v = policy[name];
-    if (!Number.isFinite(v) || v < 0) throw new ValidationError(`restart ${name} must be a duration of 0 or more, got ${v}`, `restart.${name}`);
+    if (!Number.isFinite(v) || v < 0)
+      throw new ValidationError(`restart ${name} must be a duration of 0 or more, got ${v}`, `restart.${name}`);
   };
-  if (!Number.isInteger(policy.attempts) || policy.attempts < 0) throw new ValidationError(`restart attempts must be a whole number of 0 or more, got ${policy.attempts}`, 'restart.attempts');
+  if (!Number.isInteger(policy.attempts) || policy.attempts < 0)
+    throw new ValidationError(`restart attempts must be a whole number of 0 or more, got ${policy.attempts}`, 'restart.attempts');
   checkMs('interval');
   checkMs('delay');
-  if (policy.mode !== 'fail' && policy.mode !== 'delay') throw new ValidationError(`restart mode must be "fail" or "delay", got "${String(policy.mode)}"`, 'restart.mode');
+  if (policy.mode !== 'fail' && policy.mode !== 'delay')
+    throw new ValidationError(`restart mode must be "fail" or "delay", got "${String(policy.mode)}"`, 'restart.mode');
 }
 
 export class RestartTracker {
@@ -108,7 +111,11 @@ export class RestartTracker {
   private decide(what: string, cause: 'exit' | 'requested' = 'exit'): RestartDecision {
     if (this.stoppingFlag) return { action: 'done', reason: RestartReason.stopped };
     const { attempts, interval, delay, mode } = this.policy;
-    if (attempts === 0) return { action: 'fail', reason: cause === 'requested' ? `${what}; ${RestartReason.noRestarts}` : `${RestartReason.noRestarts}; ${what}` };
+    if (attempts === 0)
+      return {
+        action: 'fail',
+        reason: cause === 'requested' ? `${what}; ${RestartReason.noRestarts}` : `${RestartReason.noRestarts}; ${what}`,
+      };
 
     const now = this.clock.now();
     // At the window's end (not only after it) a new one begins, so a `delay`
@@ -128,9 +135,19 @@ export class RestartTracker {
         return { action: 'fail', reason };
       }
       const untilWindowEnd = this.windowStart + interval - now;
-      return { action: 'restart', delay: untilWindowEnd, attempt: this.attempts, reason: cause === 'requested' ? `${what}; ${RestartReason.delay}` : `${RestartReason.delay}; ${what}` };
+      return {
+        action: 'restart',
+        delay: untilWindowEnd,
+        attempt: this.attempts,
+        reason: cause === 'requested' ? `${what}; ${RestartReason.delay}` : `${RestartReason.delay}; ${what}`,
+      };
     }
-    return { action: 'restart', delay: this.withJitter(delay), attempt: this.attempts, reason: cause === 'requested' ? `${what}; ${RestartReason.withinPolicy}` : `${RestartReason.withinPolicy}; ${what}` };
+    return {
+      action: 'restart',
+      delay: this.withJitter(delay),
+      attempt: this.attempts,
+      reason: cause === 'requested' ? `${what}; ${RestartReason.withinPolicy}` : `${RestartReason.withinPolicy}; ${what}`,
+    };
   }
 
   private withJitter(delay: number): number {

@@ -19,13 +19,18 @@ export const DEFAULT_RUNC_ROOT = '/run/csiplug/runc';
 
 /** The runc binary on this machine, or undefined. */
 export function findRunc(): string | undefined {
-  return ['/usr/sbin/runc', '/usr/bin/runc', '/sbin/runc', '/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'].find((p) => existsSync(p));
+  return ['/usr/sbin/runc', '/usr/bin/runc', '/sbin/runc', '/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc'].find((p) =>
+    existsSync(p),
+  );
 }
 
 /** A runc container id for the task: runc takes [A-Za-z0-9_.+-] only, at most 1024 characters. */
 export function containerId(allocId: string, taskName: string): string {
   // Every byte outside [A-Za-z0-9.-] (the "_" of the escape included) as _XX: one name, one id.
-  const escape = (s: string) => [...Buffer.from(s, 'utf8')].map((b) => (/[A-Za-z0-9.-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`)).join('');
+  const escape = (s: string) =>
+    [...Buffer.from(s, 'utf8')]
+      .map((b) => (/[A-Za-z0-9.-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`))
+      .join('');
   const id = `csiplug-${escape(allocId)}-${escape(taskName)}`;
   // runc keeps a dir per container: a name past a file name's 255 bytes is hashed.
   return id.length <= 200 ? id : `csiplug-${escape(allocId)}-${createHash('sha256').update(taskName).digest('hex').slice(0, 32)}`;
@@ -64,7 +69,11 @@ export class RuncContainers {
   async prepare(config: DriverTaskConfig, paths: ExecutorPaths): Promise<RuncContainer> {
     const { allocId, taskName } = config;
     if (!this.runcPath || !existsSync(this.runcPath)) {
-      throw new TaskStartError(allocId, taskName, `the exec driver runs tasks isolated on runc, which is not installed on this machine${this.runcPath ? ` (no ${this.runcPath})` : ''}: install the runc package (apt-get install runc), or use driver = "raw_exec" to run the task as a host process`);
+      throw new TaskStartError(
+        allocId,
+        taskName,
+        `the exec driver runs tasks isolated on runc, which is not installed on this machine${this.runcPath ? ` (no ${this.runcPath})` : ''}: install the runc package (apt-get install runc), or use driver = "raw_exec" to run the task as a host process`,
+      );
     }
     const id = containerId(allocId, taskName);
     const bundle = join(paths.dir, 'bundle');
@@ -72,7 +81,10 @@ export class RuncContainers {
     const env = { PATH: TASK_PATH, ...config.env };
     let oci: Record<string, unknown>;
     try {
-      oci = ociConfig({ hostname: taskName.slice(0, 63), args: taskProcessArgs(config.command, config.args, config.isolation!.chroot), env }, config.isolation!);
+      oci = ociConfig(
+        { hostname: taskName.slice(0, 63), args: taskProcessArgs(config.command, config.args, config.isolation!.chroot), env },
+        config.isolation!,
+      );
     } catch (err) {
       throw new TaskStartError(allocId, taskName, `cannot isolate the task: ${errorMessage(err)}`, { cause: err });
     }
@@ -93,7 +105,8 @@ export class RuncContainers {
    */
   private owns(c: { root: string; id: string }, task?: { allocId: string; taskName: string }): boolean {
     const ours = c.root === this.runcRoot && c.id.startsWith('csiplug-') && (!task || c.id === containerId(task.allocId, task.taskName));
-    if (!ours) this.log.warn('not touching a container a task record names: it is not one of this driver\'s', { root: c.root, container: c.id });
+    if (!ours)
+      this.log.warn("not touching a container a task record names: it is not one of this driver's", { root: c.root, container: c.id });
     return ours;
   }
 
@@ -110,11 +123,20 @@ export class RuncContainers {
   call(args: string[]): Promise<{ ok: true; stdout: string } | { ok: false; why: string }> {
     return new Promise((resolve) => {
       try {
-        execFile(this.runcPath!, args, { timeout: RUNC_CALL_LIMIT_MS, killSignal: 'SIGKILL', env: { PATH: TASK_PATH }, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-          if (!err) resolve({ ok: true, stdout });
-          else if (err.killed) resolve({ ok: false, why: `runc ${args[2] ?? ''} took longer than ${formatDuration(RUNC_CALL_LIMIT_MS)}${String(stderr).trim() ? ` (${String(stderr).trim()})` : ''}` });
-          else resolve({ ok: false, why: String(stderr).trim() || err.message });
-        });
+        execFile(
+          this.runcPath!,
+          args,
+          { timeout: RUNC_CALL_LIMIT_MS, killSignal: 'SIGKILL', env: { PATH: TASK_PATH }, maxBuffer: 1 << 20 },
+          (err, stdout, stderr) => {
+            if (!err) resolve({ ok: true, stdout });
+            else if (err.killed)
+              resolve({
+                ok: false,
+                why: `runc ${args[2] ?? ''} took longer than ${formatDuration(RUNC_CALL_LIMIT_MS)}${String(stderr).trim() ? ` (${String(stderr).trim()})` : ''}`,
+              });
+            else resolve({ ok: false, why: String(stderr).trim() || err.message });
+          },
+        );
       } catch (err) {
         // A spawn that fails at once (ENOMEM, E2BIG) throws rather than calling back.
         resolve({ ok: false, why: `runc could not be run: ${errorMessage(err)}` });
@@ -141,7 +163,10 @@ export class RuncContainers {
     if (!c || !containerStateExists(c)) return Promise.resolve();
     // Every run of a task has the same container id: an old run's handle (a late stop, wait or recover) must never remove a newer run's container.
     if ('pid' in handle && !this.checks.isLatestRun(handle)) {
-      this.log.debug('not removing the container: the task dir records a newer run than this handle', { ...taskFields(handle), container: c.id });
+      this.log.debug('not removing the container: the task dir records a newer run than this handle', {
+        ...taskFields(handle),
+        container: c.id,
+      });
       return Promise.resolve();
     }
     const key = `${c.root}\0${c.id}`;
@@ -149,7 +174,13 @@ export class RuncContainers {
     if (under) return under;
     const removal = this.call(runcDeleteArgs(c)).then((r) => {
       // "does not exist" is the usual answer to a race with runc's own cleanup: nothing was left.
-      if (!r.ok && !/does not exist/.test(r.why)) this.log.warn('could not remove the container of an isolated task', { allocId: handle.allocId, taskName: handle.taskName, container: c.id, err: r.why });
+      if (!r.ok && !/does not exist/.test(r.why))
+        this.log.warn('could not remove the container of an isolated task', {
+          allocId: handle.allocId,
+          taskName: handle.taskName,
+          container: c.id,
+          err: r.why,
+        });
     });
     this.removals.set(key, removal);
     const forget = () => {

@@ -14,6 +14,13 @@ export { DEFAULT_TASK_LOGS, type TaskLogLimits };
 export { rotatedLogPath } from './rotating-log';
 
 /** What the executor spec says of a task's logs: where they go, and how they rotate. */
-export function taskLogSpec(taskDir: string, limits: TaskLogLimits = DEFAULT_TASK_LOGS): { stdoutPath: string; stderrPath: string; logs: TaskLogLimits } {
-  return { stdoutPath: join(taskDir, 'stdout.log'), stderrPath: join(taskDir, 'stderr.log'), logs: { maxFiles: limits.maxFiles, maxFileSizeMB: limits.maxFileSizeMB } };
+export function taskLogSpec(
+  taskDir: string,
+  limits: TaskLogLimits = DEFAULT_TASK_LOGS,
+): { stdoutPath: string; stderrPath: string; logs: TaskLogLimits } {
+  return {
+    stdoutPath: join(taskDir, 'stdout.log'),
+    stderrPath: join(taskDir, 'stderr.log'),
+    logs: { maxFiles: limits.maxFiles, maxFileSizeMB: limits.maxFileSizeMB },
+  };
 }

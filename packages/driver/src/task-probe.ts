@@ -9,7 +9,8 @@ import type { FaultLog } from './fault-log';
 import { type ProcStat, decodeWaitStatus, isFinishedState, isSameProcess } from './proc';
 
 /** What one check of a task found; 'unknown' when a fault of the agent itself kept it from finding out. */
-export type Probe = { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult } | { state: 'unknown'; cause: unknown };
+export type Probe =
+  { state: 'running' } | { state: 'exiting' } | { state: 'exited'; exit: ExitResult } | { state: 'unknown'; cause: unknown };
 
 export class TaskProbe {
   constructor(

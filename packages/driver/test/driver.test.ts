@@ -54,10 +54,12 @@ describe('ExecDriver with real processes', () => {
   let drivers: ExecDriver[];
 
   beforeAll(() => {
-    if (!existsSync(EXECUTOR)) throw new Error(`${EXECUTOR} is missing: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`);
+    if (!existsSync(EXECUTOR))
+      throw new Error(`${EXECUTOR} is missing: build @csiplug/driver first (tsc -p tsconfig.lib.json; the test target does)`);
     const built = statSync(EXECUTOR).mtimeMs;
     for (const src of ['executor.ts', 'executor-protocol.ts', 'proc.ts', 'rotating-log.ts', 'task-logs.ts']) {
-      if (statSync(resolve(__dirname, '../src', src)).mtimeMs > built + 1000) throw new Error(`${EXECUTOR} is older than src/${src}: rebuild @csiplug/driver (tsc -p tsconfig.lib.json)`);
+      if (statSync(resolve(__dirname, '../src', src)).mtimeMs > built + 1000)
+        throw new Error(`${EXECUTOR} is older than src/${src}: rebuild @csiplug/driver (tsc -p tsconfig.lib.json)`);
     }
   });
 
@@ -91,7 +93,14 @@ describe('ExecDriver with real processes', () => {
 
   async function start(driver: ExecDriver, script: string, opts: { env?: Record<string, string>; taskDir?: string } = {}) {
     const taskDir = opts.taskDir ?? newTaskDir();
-    const handle = await driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/bin/sh', args: ['-c', script], env: opts.env ?? {} });
+    const handle = await driver.start({
+      allocId: 'a1',
+      taskName: 'web',
+      taskDir,
+      command: '/bin/sh',
+      args: ['-c', script],
+      env: opts.env ?? {},
+    });
     handles.push(handle);
     const stdout = () => readIfExists(join(taskDir, 'stdout.log'));
     return { handle, taskDir, stdout, stderr: () => readIfExists(join(taskDir, 'stderr.log')) };
@@ -99,7 +108,9 @@ describe('ExecDriver with real processes', () => {
 
   it('runs a task in its task dir with its env, logging stdout and stderr to files', async () => {
     const driver = newDriver();
-    const { handle, taskDir, stdout, stderr } = await start(driver, 'echo "hi $FOO"; pwd; echo oops >&2; echo ready; sleep 30', { env: { FOO: 'bar baz' } });
+    const { handle, taskDir, stdout, stderr } = await start(driver, 'echo "hi $FOO"; pwd; echo oops >&2; echo ready; sleep 30', {
+      env: { FOO: 'bar baz' },
+    });
 
     expect(handle).toMatchObject({ version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir });
     expect(handle.startTime).toMatch(/^\d+$/);
@@ -111,7 +122,11 @@ describe('ExecDriver with real processes', () => {
     expect(await driver.recover(handle)).toEqual({ running: true });
     // An agent that never saved the handle finds the same task from the executor's record.
     const other = newDriver();
-    expect(other.adopt({ allocId: 'a1', taskName: 'web', taskDir })).toMatchObject({ pid: handle.pid, startTime: handle.startTime, executorPid: handle.executorPid });
+    expect(other.adopt({ allocId: 'a1', taskName: 'web', taskDir })).toMatchObject({
+      pid: handle.pid,
+      startTime: handle.startTime,
+      executorPid: handle.executorPid,
+    });
     expect(other.adopt({ allocId: 'a1', taskName: 'web', taskDir: `${taskDir}-never-started` })).toBeUndefined();
     // The task leads its own session, apart from the agent and the executor.
     const stat = readProcStat(handle.pid)!;
@@ -275,20 +290,43 @@ describe('ExecDriver with real processes', () => {
     const taskDir = newTaskDir();
     mkdirSync(taskDir, { recursive: true });
     // As fast as it can, on both streams.
-    const handle = await driver.start({ allocId: 'a1', taskName: 'web', taskDir, command: '/bin/sh', args: ['-c', 'yes out & exec yes err >&2'], env: {}, logs: { maxFiles: 3, maxFileSizeMB: 1 } });
+    const handle = await driver.start({
+      allocId: 'a1',
+      taskName: 'web',
+      taskDir,
+      command: '/bin/sh',
+      args: ['-c', 'yes out & exec yes err >&2'],
+      env: {},
+      logs: { maxFiles: 3, maxFileSizeMB: 1 },
+    });
     handles.push(handle);
     // Rotated past the oldest kept file more than once: the current file became .1 after .2 was there, so the first .2 was removed.
-    const firstOldest = await until('stdout.log.2', () => (existsSync(join(taskDir, 'stdout.log.2')) ? statSync(join(taskDir, 'stdout.log.2')).ino : undefined), 60_000);
-    await until('stdout.log.2 replaced', () => existsSync(join(taskDir, 'stdout.log.2')) && statSync(join(taskDir, 'stdout.log.2')).ino !== firstOldest, 60_000);
+    const firstOldest = await until(
+      'stdout.log.2',
+      () => (existsSync(join(taskDir, 'stdout.log.2')) ? statSync(join(taskDir, 'stdout.log.2')).ino : undefined),
+      60_000,
+    );
+    await until(
+      'stdout.log.2 replaced',
+      () => existsSync(join(taskDir, 'stdout.log.2')) && statSync(join(taskDir, 'stdout.log.2')).ino !== firstOldest,
+      60_000,
+    );
     await until('stderr.log.2', () => existsSync(join(taskDir, 'stderr.log.2')), 60_000);
     await driver.stop(handle, 'SIGKILL', 1_000);
     await driver.wait(handle);
-    const logs = readdirSync(taskDir).filter((f) => /^std(out|err)\.log/.test(f)).sort();
+    const logs = readdirSync(taskDir)
+      .filter((f) => /^std(out|err)\.log/.test(f))
+      .sort();
     expect(logs).toEqual(['stderr.log', 'stderr.log.1', 'stderr.log.2', 'stdout.log', 'stdout.log.1', 'stdout.log.2']);
     for (const f of logs) expect(statSync(join(taskDir, f)).size).toBeLessThanOrEqual(1024 * 1024);
     // A rotated file is full, and whole lines: nothing was lost between two files.
     expect(statSync(join(taskDir, 'stdout.log.1')).size).toBe(1024 * 1024);
-    expect(readFileSync(join(taskDir, 'stdout.log.1'), 'utf8').split('\n').slice(0, -1).every((l) => l === 'out')).toBe(true);
+    expect(
+      readFileSync(join(taskDir, 'stdout.log.1'), 'utf8')
+        .split('\n')
+        .slice(0, -1)
+        .every((l) => l === 'out'),
+    ).toBe(true);
   });
 
   it('keeps the task running when its executor is SIGKILLed, and still learns when it ends', async () => {

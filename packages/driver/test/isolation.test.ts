@@ -40,7 +40,9 @@ describe('ExecDriver: isolated tasks on runc', () => {
     return d;
   };
   const containers = () =>
-    (JSON.parse(execFileSync(RUNC, ['--root', runcRoot, 'list', '--format', 'json']).toString() || 'null') as { id: string }[] | null)?.map((c) => c.id) ?? [];
+    (JSON.parse(execFileSync(RUNC, ['--root', runcRoot, 'list', '--format', 'json']).toString() || 'null') as { id: string }[] | null)?.map(
+      (c) => c.id,
+    ) ?? [];
 
   /** A task config with its dirs made: local, secrets, the alloc's shared dir. It runs as root unless `iso` says whom (the driver's own default, nobody, has its own test). */
   const task = (name: string, script: string, iso: Partial<IsolationConfig> = {}): DriverTaskConfig & { local: string } => {
@@ -54,7 +56,14 @@ describe('ExecDriver: isolated tasks on runc', () => {
       command: '/bin/sh',
       args: ['-c', script],
       env: { GREETING: 'hello' },
-      isolation: { chroot: { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' }, localDir: local, allocDir: join(root, 'alloc-1', 'alloc'), secretsDir: join(taskDir, 'secrets'), user: { uid: 0, gid: 0 }, ...iso },
+      isolation: {
+        chroot: { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' },
+        localDir: local,
+        allocDir: join(root, 'alloc-1', 'alloc'),
+        secretsDir: join(taskDir, 'secrets'),
+        user: { uid: 0, gid: 0 },
+        ...iso,
+      },
       local,
     };
   };
@@ -75,7 +84,10 @@ describe('ExecDriver: isolated tasks on runc', () => {
     handles = [];
   });
   afterEach(async () => {
-    for (const h of handles) await driver().stop(h, 'SIGKILL', 0).catch(() => undefined);
+    for (const h of handles)
+      await driver()
+        .stop(h, 'SIGKILL', 0)
+        .catch(() => undefined);
     for (const id of containers()) execFileSync(RUNC, ['--root', runcRoot, 'delete', '--force', id]);
     for (const d of drivers) d.dispose();
     rmSync(root, { recursive: true, force: true });
@@ -99,7 +111,11 @@ describe('ExecDriver: isolated tasks on runc', () => {
     expect(out).toContain('usr read-only');
     expect(existsSync('/usr/nope')).toBe(false);
     // Nothing of the host's root but what was mounted (and the task's own dirs).
-    expect(read(join(cfg.local, 'root')).split('\n').filter(Boolean).sort()).toEqual(['alloc', 'bin', 'dev', 'etc', 'lib', 'lib64', 'local', 'proc', 'secrets', 'sys', 'tmp', 'usr'].filter((d) => d !== 'lib64' || existsSync('/lib64')));
+    expect(read(join(cfg.local, 'root')).split('\n').filter(Boolean).sort()).toEqual(
+      ['alloc', 'bin', 'dev', 'etc', 'lib', 'lib64', 'local', 'proc', 'secrets', 'sys', 'tmp', 'usr'].filter(
+        (d) => d !== 'lib64' || existsSync('/lib64'),
+      ),
+    );
     expect(read(join(root, 'alloc-1', 'alloc', 'f'))).toBe('shared\n');
     // The task dir itself (the executor's records) is not in the task.
     expect(read(join(cfg.local, 'out'))).not.toContain('.executor');
@@ -107,7 +123,9 @@ describe('ExecDriver: isolated tasks on runc', () => {
   });
 
   it('a task with no user runs as nobody; its own dirs are mounted nosuid and nodev', async () => {
-    const cfg = task('nobody', 'id -u > /alloc/uid; grep -E " /(alloc|local|secrets) " /proc/self/mountinfo > /alloc/mounts; exit 0', { user: undefined });
+    const cfg = task('nobody', 'id -u > /alloc/uid; grep -E " /(alloc|local|secrets) " /proc/self/mountinfo > /alloc/mounts; exit 0', {
+      user: undefined,
+    });
     const shared = join(root, 'alloc-1', 'alloc');
     chownSync(shared, 65534, 65534);
     const d = driver();
@@ -142,7 +160,7 @@ describe('ExecDriver: isolated tasks on runc', () => {
     expect(read(join(rw, 'new'))).toBe('written\n');
   });
 
-  it('a privileged task (a block-device plugin) may open the host\'s devices and write to /sys; any other task gets neither', async () => {
+  it("a privileged task (a block-device plugin) may open the host's devices and write to /sys; any other task gets neither", async () => {
     // The host's loop-control device (the loop module; present on the machines this runs on).
     expect(existsSync('/dev/loop-control') ? 'present' : 'missing: modprobe loop').toBe('present');
     const sysMode = 'awk \'$5 == "/sys" { print $6 }\' /proc/self/mountinfo | cut -d, -f1 > /local/sys';

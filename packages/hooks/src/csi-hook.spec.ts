@@ -91,7 +91,14 @@ describe('csi hook', () => {
 
     await hook().postrun(ctx);
     // Nothing pending: the unmount is said done.
-    expect(ctx.events.slice(1)).toEqual([{ type: EVENT_VOLUME_UNMOUNTED, message: 'volume "data" (vol-1) unmounted and its claim released', time: 0, details: { volume_id: 'vol-1' } }]);
+    expect(ctx.events.slice(1)).toEqual([
+      {
+        type: EVENT_VOLUME_UNMOUNTED,
+        message: 'volume "data" (vol-1) unmounted and its claim released',
+        time: 0,
+        details: { volume_id: 'vol-1' },
+      },
+    ]);
     expect(await mounts.isMountPoint(TARGET)).toBe(false);
     expect(claimer.releases).toEqual(['vol-1 alloc-w']);
     expect(reconciler.list('alloc-w')).toEqual([]);
@@ -100,11 +107,28 @@ describe('csi hook', () => {
   it('passes the usage of the request (read-only, modes, mount options) to the reconciler', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');
-    const ctx = allocContext({ alloc: { volumes: [volume('data', 'vol-1', { readOnly: true, accessMode: 'multi-node-reader-only', mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] } })] } });
+    const ctx = allocContext({
+      alloc: {
+        volumes: [
+          volume('data', 'vol-1', {
+            readOnly: true,
+            accessMode: 'multi-node-reader-only',
+            mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] },
+          }),
+        ],
+      },
+    });
     const result = await hook().prerun(ctx);
     expect(result.volumes?.data?.readOnly).toBe(true);
-    expect(reconciler.list('alloc-w')[0]!.usage).toEqual({ readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only', mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] } });
-    expect(claimer.claims).toEqual([{ volumeId: 'vol-1', allocId: 'alloc-w', readOnly: true, accessMode: 'multi-node-reader-only', attachmentMode: 'file-system' }]);
+    expect(reconciler.list('alloc-w')[0]!.usage).toEqual({
+      readOnly: true,
+      attachmentMode: 'file-system',
+      accessMode: 'multi-node-reader-only',
+      mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] },
+    });
+    expect(claimer.claims).toEqual([
+      { volumeId: 'vol-1', allocId: 'alloc-w', readOnly: true, accessMode: 'multi-node-reader-only', attachmentMode: 'file-system' },
+    ]);
   });
 
   it('waits for a plugin that is not registered yet (the prerun limit)', async () => {
@@ -165,7 +189,11 @@ describe('csi hook', () => {
     const mounting = hook().prerun(ctx);
     await flushMicrotasks();
     expect(ctx.events).toEqual([
-      { type: EVENT_VOLUME_MOUNT_RETRYING, message: 'volume "data" (vol-1) could not be claimed yet, trying again in 1s (retry 1): volume vol-1 has no free write claim', time: 0 },
+      {
+        type: EVENT_VOLUME_MOUNT_RETRYING,
+        message: 'volume "data" (vol-1) could not be claimed yet, trying again in 1s (retry 1): volume vol-1 has no free write claim',
+        time: 0,
+      },
     ]);
     for (let i = 0; i < 10; i++) await clock.advance(60_000);
     await mounting;
@@ -240,8 +268,15 @@ describe('csi hook', () => {
     csi.bringUp('hostpath');
     await clock.advance(0);
     await flushMicrotasks(100);
-    expect(ctx.events.slice(1).map((e) => e.type)).toEqual([LIVE_MOUNT_EVENTS['plugin-away'], LIVE_MOUNT_EVENTS['plugin-back'], LIVE_MOUNT_EVENTS.stale, LIVE_MOUNT_EVENTS.remounted]);
-    expect(ctx.events.at(-2)!.message).toMatch(/is stale: .* does not answer a stat \(ENOTCONN\); remounting it through plugin hostpath, then restarting the alloc's tasks$/);
+    expect(ctx.events.slice(1).map((e) => e.type)).toEqual([
+      LIVE_MOUNT_EVENTS['plugin-away'],
+      LIVE_MOUNT_EVENTS['plugin-back'],
+      LIVE_MOUNT_EVENTS.stale,
+      LIVE_MOUNT_EVENTS.remounted,
+    ]);
+    expect(ctx.events.at(-2)!.message).toMatch(
+      /is stale: .* does not answer a stat \(ENOTCONN\); remounting it through plugin hostpath, then restarting the alloc's tasks$/,
+    );
     expect(ctx.restarts).toEqual(['volume "data" (vol-1) was stale and has been remounted (on_stale_mount = "restart")']);
     // The tasks restart anyway: no separate word of the remount.
     expect(ctx.remounted).toEqual([]);
@@ -267,7 +302,15 @@ describe('csi hook', () => {
         subscriptions++;
         return { dispose: () => void disposed++ };
       },
-      mount: async () => ({ name: 'data', volumeId: 'vol-1', pluginId: 'hostpath', targetPath: TARGET, readOnly: false, restored: true, pluginAway: false }),
+      mount: async () => ({
+        name: 'data',
+        volumeId: 'vol-1',
+        pluginId: 'hostpath',
+        targetPath: TARGET,
+        readOnly: false,
+        restored: true,
+        pluginAway: false,
+      }),
     } as unknown as VolumeReconciler;
     const ctx = allocContext({ kind: 'restore', alloc: { volumes: [volume('data', 'vol-1')] } });
     ctx.controller.abort(new ShutdownError('the agent is shutting down'));
@@ -329,10 +372,16 @@ describe('csi hook', () => {
     const err = (await p) as Error;
     expect(err).toBeInstanceOf(VolumeHookError);
     expect(err.cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
-    expect(err.message).toMatch(/^volume "data" \(vol-1\) on plugin hostpath: timed out after .* \(restore limit\) waiting for plugin "hostpath" of type csi-node .*; check the plugin task's logs$/);
+    expect(err.message).toMatch(
+      /^volume "data" \(vol-1\) on plugin hostpath: timed out after .* \(restore limit\) waiting for plugin "hostpath" of type csi-node .*; check the plugin task's logs$/,
+    );
     // It said it waited, with the limit, before it failed.
     expect(ctx.events).toEqual([
-      { type: EVENT_WAITING_FOR_PLUGIN, message: 'waiting for plugin hostpath (csi-node) to mount volume "data" (vol-1), limit 4m59s', time: 0 },
+      {
+        type: EVENT_WAITING_FOR_PLUGIN,
+        message: 'waiting for plugin hostpath (csi-node) to mount volume "data" (vol-1), limit 4m59s',
+        time: 0,
+      },
       { type: EVENT_VOLUME_MOUNT_FAILED, message: err.message, failed: true, time: 0 },
     ]);
     // Nothing half-mounted; what the record holds is left to the alloc's postrun.
@@ -357,7 +406,9 @@ describe('csi hook', () => {
     await p;
     expect(ctx.events.at(-1)).toMatchObject({
       type: EVENT_VOLUME_UNMOUNT_PENDING,
-      message: expect.stringMatching(/^volume "data" \(vol-1\) on plugin hostpath could not be unmounted \(plugin hostpath was not healthy after waiting 1m, the postrun limit\), retrying in the background: plugin "hostpath" of type csi-node not found/),
+      message: expect.stringMatching(
+        /^volume "data" \(vol-1\) on plugin hostpath could not be unmounted \(plugin hostpath was not healthy after waiting 1m, the postrun limit\), retrying in the background: plugin "hostpath" of type csi-node not found/,
+      ),
     });
     expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', attempts: 1 })]);
   });
@@ -376,7 +427,9 @@ describe('csi hook', () => {
       details: { volume_id: 'vol-1' },
     });
     expect(logger.find('unmount failed; the volume reconciler retries it in the background', 'warn')).toHaveLength(1);
-    expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', name: 'data', desired: 'unmounted', lastError: 'plugin busy' })]);
+    expect(reconciler.pendingUnmounts()).toEqual([
+      expect.objectContaining({ allocId: 'alloc-w', name: 'data', desired: 'unmounted', lastError: 'plugin busy' }),
+    ]);
     expect(claimer.releases).toEqual([]);
 
     await clock.advance(1_000); // the reconciler's first retry

@@ -23,7 +23,15 @@
 //          shows as a "Volume unmount pending" event.
 import { Disposable, ILogger, Logger, PluginWaitPhase, ShutdownError, errorMessage, formatDuration } from '@csiplug/core';
 import type { UsageOptions } from '@csiplug/csimanager';
-import { IVolumeReconciler, VolumeMountError, type LiveMountEventKind, type MountRetry, type PluginWaitNotice, type UnmountOutcome, type VolumeReconcilerService } from '@csiplug/volumes';
+import {
+  IVolumeReconciler,
+  VolumeMountError,
+  type LiveMountEventKind,
+  type MountRetry,
+  type PluginWaitNotice,
+  type UnmountOutcome,
+  type VolumeReconcilerService,
+} from '@csiplug/volumes';
 import { inject, injectable } from 'tsyringe';
 import type { AllocHook, AllocHookContext, AllocPrerunResult, MountedVolume, VolumeRequest } from './hook';
 import type { ICSIHookFactory } from './tokens';
@@ -61,8 +69,12 @@ export function usageOf(request: VolumeRequest): UsageOptions {
 
 /** Why a mount is held back, for its event. */
 function retryWhy(r: MountRetry): string {
-  const what = r.reason === 'claim' ? 'could not be claimed yet' : `could not be mounted: its node plugin ${r.pluginId} went away or did not answer`;
-  const when = r.reason === 'claim' ? `trying again in ${formatDuration(r.delayMs)}` : `trying again once the plugin is healthy (within ${formatDuration(r.delayMs)})`;
+  const what =
+    r.reason === 'claim' ? 'could not be claimed yet' : `could not be mounted: its node plugin ${r.pluginId} went away or did not answer`;
+  const when =
+    r.reason === 'claim'
+      ? `trying again in ${formatDuration(r.delayMs)}`
+      : `trying again once the plugin is healthy (within ${formatDuration(r.delayMs)})`;
   return `volume "${r.name}" (${r.volumeId}) ${what}, ${when} (retry ${r.attempt}): ${r.error}`;
 }
 
@@ -86,7 +98,10 @@ function retryEvents(ctx: AllocHookContext): (r: MountRetry) => void {
 
 /** Why an unmount is pending, for its event. */
 function pendingWhy(o: UnmountOutcome): string {
-  const away = o.pluginWait && !o.pluginWait.healthy ? ` (plugin ${o.pluginId} was not healthy after waiting ${formatDuration(o.pluginWait.waitedMs)}, the postrun limit)` : '';
+  const away =
+    o.pluginWait && !o.pluginWait.healthy
+      ? ` (plugin ${o.pluginId} was not healthy after waiting ${formatDuration(o.pluginWait.waitedMs)}, the postrun limit)`
+      : '';
   return `volume "${o.name}" (${o.volumeId}) on plugin ${o.pluginId} could not be unmounted${away}, retrying in the background: ${errorMessage(o.error)}`;
 }
 
@@ -109,18 +124,40 @@ export class CSIHook implements AllocHook {
     const volumes: Record<string, MountedVolume> = {};
     for (const request of requests) {
       try {
-        const mountRequest = { allocId: ctx.alloc.id, name: request.name, volumeId: request.source, usage: usageOf(request), ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}) };
+        const mountRequest = {
+          allocId: ctx.alloc.id,
+          name: request.name,
+          volumeId: request.source,
+          usage: usageOf(request),
+          ...(request.onStaleMount ? { onStaleMount: request.onStaleMount } : {}),
+        };
         const onRetry = retryEvents(ctx);
         // Why an alloc sits pending: the plugin it waits for, and the limit; then that it came.
         const onPluginWait = (w: PluginWaitNotice) =>
           ctx.emitEvent(
             w.state === 'waiting'
-              ? { type: EVENT_WAITING_FOR_PLUGIN, message: `waiting for plugin ${w.pluginId} (csi-node) to mount volume "${w.name}" (${w.volumeId}), limit ${formatDuration(w.limitMs)}` }
-              : { type: EVENT_PLUGIN_BACK_FOR_MOUNT, message: `plugin ${w.pluginId} is ready; mounting volume "${w.name}" (${w.volumeId})` },
+              ? {
+                  type: EVENT_WAITING_FOR_PLUGIN,
+                  message: `waiting for plugin ${w.pluginId} (csi-node) to mount volume "${w.name}" (${w.volumeId}), limit ${formatDuration(w.limitMs)}`,
+                }
+              : {
+                  type: EVENT_PLUGIN_BACK_FOR_MOUNT,
+                  message: `plugin ${w.pluginId} is ready; mounting volume "${w.name}" (${w.volumeId})`,
+                },
           );
         const info = await this.volumes.mount(mountRequest, { phase, signal: ctx.signal, onRetry, onPluginWait });
-        volumes[request.name] = { name: request.name, volumeId: info.volumeId, pluginId: info.pluginId, hostPath: info.targetPath, readOnly: request.readOnly };
-        if (!info.restored) ctx.emitEvent({ type: EVENT_VOLUME_MOUNTED, message: `volume "${request.name}" (${info.volumeId}) mounted at ${info.targetPath}` });
+        volumes[request.name] = {
+          name: request.name,
+          volumeId: info.volumeId,
+          pluginId: info.pluginId,
+          hostPath: info.targetPath,
+          readOnly: request.readOnly,
+        };
+        if (!info.restored)
+          ctx.emitEvent({
+            type: EVENT_VOLUME_MOUNTED,
+            message: `volume "${request.name}" (${info.volumeId}) mounted at ${info.targetPath}`,
+          });
         else if (info.pluginAway) {
           ctx.emitEvent({
             type: EVENT_VOLUME_KEPT_PLUGIN_AWAY,
@@ -141,10 +178,19 @@ export class CSIHook implements AllocHook {
     const outcomes = await this.volumes.unmount(ctx.alloc.id, undefined, { signal: ctx.signal });
     for (const o of outcomes) {
       if (o.error === undefined) {
-        ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume "${o.name}" (${o.volumeId}) unmounted and its claim released`, details: { volume_id: o.volumeId } });
+        ctx.emitEvent({
+          type: EVENT_VOLUME_UNMOUNTED,
+          message: `volume "${o.name}" (${o.volumeId}) unmounted and its claim released`,
+          details: { volume_id: o.volumeId },
+        });
         continue;
       }
-      this.logger.warn('unmount failed; the volume reconciler retries it in the background', { alloc_id: ctx.alloc.id, volume_id: o.volumeId, plugin_id: o.pluginId, error: errorMessage(o.error) });
+      this.logger.warn('unmount failed; the volume reconciler retries it in the background', {
+        alloc_id: ctx.alloc.id,
+        volume_id: o.volumeId,
+        plugin_id: o.pluginId,
+        error: errorMessage(o.error),
+      });
       // The volume's id in details: when a background retry finishes the unmount, the agent says so on this alloc (its "Volume unmounted").
       ctx.emitEvent({ type: EVENT_VOLUME_UNMOUNT_PENDING, message: pendingWhy(o), details: { volume_id: o.volumeId } });
     }
@@ -155,7 +201,8 @@ export class CSIHook implements AllocHook {
     if (this.listening) return;
     this.listening = this.volumes.onDidCheckMountOf(ctx.alloc.id)((e) => {
       ctx.emitEvent({ type: LIVE_MOUNT_EVENTS[e.kind], message: e.message, time: e.time });
-      if (e.restartTasks) ctx.restartTasks(`volume "${e.name}" (${e.volumeId}) was stale and has been remounted (on_stale_mount = "restart")`);
+      if (e.restartTasks)
+        ctx.restartTasks(`volume "${e.name}" (${e.volumeId}) was stale and has been remounted (on_stale_mount = "restart")`);
       else if (e.kind === 'remounted') ctx.volumeRemounted?.(e.name);
     });
     // The agent detaching (ShutdownError) ends it; a signal already aborted so is seen now, not never.

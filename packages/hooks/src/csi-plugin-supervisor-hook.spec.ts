@@ -1,7 +1,13 @@
 import { BackoffHeartbeatStrategy, DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeCSIClientFactory } from '@csiplug/csi/testing';
-import { DynamicPluginRegistry, PluginDispenserTable, type PluginRegistry, StateRegistryStore, type RegistryStateRecord } from '@csiplug/registry';
+import {
+  DynamicPluginRegistry,
+  PluginDispenserTable,
+  type PluginRegistry,
+  StateRegistryStore,
+  type RegistryStateRecord,
+} from '@csiplug/registry';
 import { type ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -32,7 +38,16 @@ describe('csi_plugin_supervisor', () => {
     new DynamicPluginRegistry(new StateRegistryStore(state), clock, logger, new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
 
   const hook = (c = config()) =>
-    new CSIPluginSupervisorHook(c, dataDir, registry, clients, clock, new BackoffHeartbeatStrategy({ jitter: 0 }), new DefaultTimeoutPolicy(), logger);
+    new CSIPluginSupervisorHook(
+      c,
+      dataDir,
+      registry,
+      clients,
+      clock,
+      new BackoffHeartbeatStrategy({ jitter: 0 }),
+      new DefaultTimeoutPolicy(),
+      logger,
+    );
 
   const touchSocket = (allocId = 'alloc-1') => fs.writeFileSync(pluginSocketPath(dataDir, allocId), '');
 
@@ -83,7 +98,11 @@ describe('csi_plugin_supervisor', () => {
     clients.behaviourOf(`unix://${pluginSocketPath(dataDir, 'alloc-1')}`).vendorVersion = '1.2.3';
     touchSocket();
     await post;
-    expect(registry.get('csi-node', 'hostpath')).toMatchObject({ allocId: 'alloc-1', version: '1.2.3', socketPath: pluginSocketPath(dataDir, 'alloc-1') });
+    expect(registry.get('csi-node', 'hostpath')).toMatchObject({
+      allocId: 'alloc-1',
+      version: '1.2.3',
+      socketPath: pluginSocketPath(dataDir, 'alloc-1'),
+    });
     expect(registry.get('csi-controller', 'hostpath')).toMatchObject({ allocId: 'alloc-1' });
     expect(ctx.events.map((e) => e.type)).toEqual([TASK_EVENT_PLUGIN_HEALTHY]);
     expect(ctx.restarts).toEqual([]);
@@ -174,7 +193,9 @@ describe('csi_plugin_supervisor', () => {
     expect(ctx.events[0]).toMatchObject({ type: TASK_EVENT_PLUGIN_UNHEALTHY });
     expect(ctx.events[0]!.message).toMatch(/csi\.sock did not appear within 5s/);
     // The reason leads the task's events, down to "restart attempts exhausted" when the policy gives up.
-    expect(ctx.restarts).toEqual([expect.stringMatching(/^plugin hostpath did not become healthy within 5s: socket \S+csi\.sock did not appear within 5s$/)]);
+    expect(ctx.restarts).toEqual([
+      expect.stringMatching(/^plugin hostpath did not become healthy within 5s: socket \S+csi\.sock did not appear within 5s$/),
+    ]);
     expect(clients.clients).toHaveLength(0);
   });
 

@@ -174,7 +174,11 @@ export class CSIPluginSupervisorHook implements TaskHook {
   private async checkPropagation(ctx: TaskHookContext): Promise<void> {
     const mountRoot = pluginMountRoot(this.dataDir, this.config);
     const inTask = await ctx.taskMountInfo?.();
-    if (inTask === undefined) throw new SharedMountError(mountRoot, 'the mount table of the plugin\'s container could not be read, so its propagation cannot be checked');
+    if (inTask === undefined)
+      throw new SharedMountError(
+        mountRoot,
+        "the mount table of the plugin's container could not be read, so its propagation cannot be checked",
+      );
     const problem = propagationProblem(fs.realpathSync(mountRoot), this.config.stagePublishBaseDir, inTask);
     if (problem) throw new SharedMountError(mountRoot, problem);
   }
@@ -193,10 +197,15 @@ export class CSIPluginSupervisorHook implements TaskHook {
     try {
       // Another isolated task of the plugin runs on it (an upgrade's new alloc, registered or not yet), or one an earlier agent started is registered.
       if (users && users.size > 0) return;
-      const others = registryTypesFor(this.config.type).some((type) => this.registry.registrations(type, this.config.id).some((r) => r.allocId !== ctx.alloc.id));
+      const others = registryTypesFor(this.config.type).some((type) =>
+        this.registry.registrations(type, this.config.id).some((r) => r.allocId !== ctx.alloc.id),
+      );
       if (!others) releaseSharedMount(mountRoot);
     } catch (err) {
-      this.logger.warn('could not release the shared mount of the plugin staging/publish base; it stays (harmless: made shared again by the next isolated plugin task)', { alloc_id: ctx.alloc.id, path: mountRoot, error: err });
+      this.logger.warn(
+        'could not release the shared mount of the plugin staging/publish base; it stays (harmless: made shared again by the next isolated plugin task)',
+        { alloc_id: ctx.alloc.id, path: mountRoot, error: err },
+      );
     }
   }
 
@@ -308,7 +317,11 @@ export class CSIPluginSupervisorHook implements TaskHook {
     this.registered = done;
   }
 
-  private async probeOnce(client: CSIClient, signal: AbortSignal, timeoutMs: number): Promise<{ healthy: true } | { healthy: false; problem: string }> {
+  private async probeOnce(
+    client: CSIClient,
+    signal: AbortSignal,
+    timeoutMs: number,
+  ): Promise<{ healthy: true } | { healthy: false; problem: string }> {
     try {
       const result = await client.probe({ signal, timeoutMs, retry: { maxAttempts: 1 } });
       return result.ready ? { healthy: true } : { healthy: false, problem: 'probe answered not ready' };
@@ -359,7 +372,10 @@ export class CSIPluginSupervisorHook implements TaskHook {
     try {
       entries = this.registry.allocPlugins(ctx.alloc.id).filter((p) => p.name === this.config.id);
     } catch (err) {
-      this.logger.warn('could not list the registrations of this alloc; deregistering what this task registered', { alloc_id: ctx.alloc.id, error: err });
+      this.logger.warn('could not list the registrations of this alloc; deregistering what this task registered', {
+        alloc_id: ctx.alloc.id,
+        error: err,
+      });
     }
     for (const entry of entries) this.deregisterOne({ type: entry.type, name: entry.name, allocId: entry.allocId });
     this.registered = [];

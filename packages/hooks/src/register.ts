@@ -25,4 +25,8 @@ export const hooksModule: Module<HooksOptions> = {
   register: (container, config) => registerHooks(container, config),
 };
 
-declareTokenOwner({ name: 'hooks', exportName: 'hooksModule', packageName: '@csiplug/hooks' }, [IHooksConfig, ICSIPluginSupervisorFactory, ICSIHookFactory]);
+declareTokenOwner({ name: 'hooks', exportName: 'hooksModule', packageName: '@csiplug/hooks' }, [
+  IHooksConfig,
+  ICSIPluginSupervisorFactory,
+  ICSIHookFactory,
+]);

@@ -14,7 +14,10 @@ export class SharedMountError extends CsiplugError {
     readonly dir: string,
     why: string,
   ) {
-    super('ESHARED_MOUNT', `${dir} must be a shared mount for an isolated plugin's bidirectional mounts (what the plugin mounts there must reach the host and the workloads): ${why}`);
+    super(
+      'ESHARED_MOUNT',
+      `${dir} must be a shared mount for an isolated plugin's bidirectional mounts (what the plugin mounts there must reach the host and the workloads): ${why}`,
+    );
   }
 }
 
@@ -37,7 +40,11 @@ export function ensureSharedMount(dir: string, read: () => readonly MountInfoEnt
   const real = fs.realpathSync(dir);
   const run = (args: string[]) => {
     try {
-      execFileSync('mount', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' } });
+      execFileSync('mount', args, {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        timeout: 10_000,
+        env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' },
+      });
     } catch (err) {
       const stderr = (err as { stderr?: Buffer }).stderr?.toString().trim();
       throw new SharedMountError(real, `mount ${args.join(' ')} failed: ${stderr || (err as Error).message}`);
@@ -46,8 +53,14 @@ export function ensureSharedMount(dir: string, read: () => readonly MountInfoEnt
   let entry = mountAt(real, read);
   if (!entry) {
     // A bind onto itself would hide what is mounted below it now (volumes a host-process plugin staged there).
-    const below = read().filter((m) => m.mountPoint.startsWith(`${real}/`)).map((m) => m.mountPoint);
-    if (below.length) throw new SharedMountError(real, `it is not a mount point yet and ${below.length} mount(s) lie below it (${below.slice(0, 3).join(', ')}${below.length > 3 ? ', …' : ''}); unmount them (stop the allocs that use them) first`);
+    const below = read()
+      .filter((m) => m.mountPoint.startsWith(`${real}/`))
+      .map((m) => m.mountPoint);
+    if (below.length)
+      throw new SharedMountError(
+        real,
+        `it is not a mount point yet and ${below.length} mount(s) lie below it (${below.slice(0, 3).join(', ')}${below.length > 3 ? ', …' : ''}); unmount them (stop the allocs that use them) first`,
+      );
     run(['--bind', real, real]);
     // Its own peer group, not the one of the mount it was bound from (a shared / would get every plugin mount twice).
     run(['--make-private', real]);
@@ -76,7 +89,11 @@ export function releaseSharedMount(dir: string, read: () => readonly MountInfoEn
   if (!topMountAt(mounts, real)) return false;
   if (mounts.some((m) => m.mountPoint.startsWith(`${real}/`))) return false;
   try {
-    execFileSync('umount', [real], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 10_000, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' } });
+    execFileSync('umount', [real], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: 10_000,
+      env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' },
+    });
   } catch (err) {
     const stderr = (err as { stderr?: Buffer }).stderr?.toString().trim();
     throw new SharedMountError(real, `umount failed: ${stderr || (err as Error).message}`);
@@ -91,14 +108,21 @@ export function releaseSharedMount(dir: string, read: () => readonly MountInfoEn
  * task sees, `taskMountInfo`: /proc/<pid>/mountinfo of a process in it)
  * must both be mount points with shared propagation.
  */
-export function propagationProblem(hostDir: string, taskDir: string, taskMountInfo: string, hostMounts: readonly MountInfoEntry[] = readMountInfoSync()): string | undefined {
+export function propagationProblem(
+  hostDir: string,
+  taskDir: string,
+  taskMountInfo: string,
+  hostMounts: readonly MountInfoEntry[] = readMountInfoSync(),
+): string | undefined {
   const host = topMountAt(hostMounts, hostDir);
   if (!host) return `on the host, ${hostDir} is not a mount point`;
   if (!isShared(host)) return `on the host, the mount at ${hostDir} has no shared propagation (${propagationOf(host)})`;
   const inTask = topMountAt(parseMountInfo(taskMountInfo), taskDir);
   if (!inTask) return `in the plugin's container, ${taskDir} is not a mount point`;
-  if (!isShared(inTask)) return `in the plugin's container, the mount at ${taskDir} has no shared propagation (${propagationOf(inTask)}): what the plugin mounts there stays in its container`;
+  if (!isShared(inTask))
+    return `in the plugin's container, the mount at ${taskDir} has no shared propagation (${propagationOf(inTask)}): what the plugin mounts there stays in its container`;
   return undefined;
 }
 
-const propagationOf = (m: Pick<MountInfoEntry, 'optionalFields'>): string => (m.optionalFields.length ? m.optionalFields.join(' ') : 'private');
+const propagationOf = (m: Pick<MountInfoEntry, 'optionalFields'>): string =>
+  m.optionalFields.length ? m.optionalFields.join(' ') : 'private';

@@ -38,7 +38,11 @@ export function waitForPath(file: string, options: WaitForPathOptions): Promise<
       const fallBackToPoll = (err: unknown) => {
         if (wait.settled || polling) return;
         polling = true;
-        options.logger?.warn('cannot watch for a file; polling for it instead', { file, poll_ms: WAIT_FOR_PATH_POLL_MS, error: errorMessage(err) });
+        options.logger?.warn('cannot watch for a file; polling for it instead', {
+          file,
+          poll_ms: WAIT_FOR_PATH_POLL_MS,
+          error: errorMessage(err),
+        });
         try {
           watcher?.close();
         } catch {

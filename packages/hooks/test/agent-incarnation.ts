@@ -11,7 +11,13 @@ import { registerCsi } from '@csiplug/csi';
 import { ICSIManager, registerCsiManager, type CSIManager } from '@csiplug/csimanager';
 import { IPluginRegistry, registerRegistry, type PluginEvent, type PluginRegistry } from '@csiplug/registry';
 import { IClientStateDB, openClientState, registerState, stateFilePath, type ClientStateDB } from '@csiplug/state';
-import { IVolumeClaimer, IVolumeReconciler, registerVolumeReconciler, type VolumeClaimer, type VolumeReconcilerService } from '@csiplug/volumes';
+import {
+  IVolumeClaimer,
+  IVolumeReconciler,
+  registerVolumeReconciler,
+  type VolumeClaimer,
+  type VolumeReconcilerService,
+} from '@csiplug/volumes';
 import { container as root, type DependencyContainer } from 'tsyringe';
 import {
   ICSIHookFactory,

@@ -22,8 +22,20 @@ export class PluginProcess {
 
   /** Starts `hostpath-plugin --mode monolith` with the task's env; does not wait for it to listen (the supervisor does). */
   static start(options: { env: Record<string, string>; stateDir: string; nodeId?: string }): PluginProcess {
-    const args = [HOSTPATH_CLI, '--node-id', options.nodeId ?? 'n1', '--state-dir', options.stateDir, '--mode', 'monolith', '--log-level', 'warn'];
-    return new PluginProcess(spawn(process.execPath, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'ignore', 'pipe'] }));
+    const args = [
+      HOSTPATH_CLI,
+      '--node-id',
+      options.nodeId ?? 'n1',
+      '--state-dir',
+      options.stateDir,
+      '--mode',
+      'monolith',
+      '--log-level',
+      'warn',
+    ];
+    return new PluginProcess(
+      spawn(process.execPath, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'ignore', 'pipe'] }),
+    );
   }
 
   get running(): boolean {

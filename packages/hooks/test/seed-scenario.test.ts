@@ -109,8 +109,16 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     expect({ forced, stuck }).toEqual({ forced: [], stuck: [] });
   });
 
-  async function startAgent(timeouts: Partial<TimeoutSettings> = {}, wrapState?: (db: ClientStateDB) => ClientStateDB): Promise<AgentIncarnation> {
-    const agent = await AgentIncarnation.start({ dataDir, claimer, timeouts: { ...TIMEOUTS, ...timeouts }, ...(wrapState ? { wrapState } : {}) });
+  async function startAgent(
+    timeouts: Partial<TimeoutSettings> = {},
+    wrapState?: (db: ClientStateDB) => ClientStateDB,
+  ): Promise<AgentIncarnation> {
+    const agent = await AgentIncarnation.start({
+      dataDir,
+      claimer,
+      timeouts: { ...TIMEOUTS, ...timeouts },
+      ...(wrapState ? { wrapState } : {}),
+    });
     agents.push(agent);
     return agent;
   }
@@ -208,7 +216,13 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     const prerun = b.csiHook().prerun(workload);
     expect(await settlesWithin(prerun, 5_000)).toBe(true);
     const result = await prerun;
-    expect(result.volumes?.data).toMatchObject({ name: 'data', volumeId: VOLUME_ID, pluginId: 'hostpath', hostPath: w.hostPath, readOnly: false });
+    expect(result.volumes?.data).toMatchObject({
+      name: 'data',
+      volumeId: VOLUME_ID,
+      pluginId: 'hostpath',
+      hostPath: w.hostPath,
+      readOnly: false,
+    });
     expect(workload.events.map((e) => e.type)).toEqual([EVENT_VOLUME_KEPT_PLUGIN_AWAY]);
     expect(workload.events[0]!.message).toContain('hostpath');
     expect(claimer.claims).toHaveLength(1); // only incarnation A's
@@ -220,12 +234,15 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     expect(plugin.endpoint).toBe(w.plugin.endpoint);
     // The same entries, confirmed — not new ones: by the re-registration (news, a `confirmed` event, which makes the CSI manager
     // fingerprint at once) or, when the manager's own fingerprint of the restored entry reached the plugin first, silently by it.
-    for (const type of [PluginTypeCSIController, PluginTypeCSINode]) expect(b.registry.get(type, 'hostpath')).toMatchObject({ allocId: PLUGIN_ALLOC, restored: false });
+    for (const type of [PluginTypeCSIController, PluginTypeCSINode])
+      expect(b.registry.get(type, 'hostpath')).toMatchObject({ allocId: PLUGIN_ALLOC, restored: false });
     const registered = b.registryEvents.flatMap((e) => (e.kind === 'registered' ? [e] : []));
     expect(registered.map((e) => e.reason)).toEqual(registered.map(() => 'confirmed'));
     expect(b.registryEvents.filter((e) => e.kind === 'deregistered')).toEqual([]);
     // Back: the live mount is checked through the plugin (its volume condition) and found sound.
-    await eventually('the live mount checked once the plugin is back', () => workload.events.some((e) => e.type === LIVE_MOUNT_EVENTS.checked));
+    await eventually('the live mount checked once the plugin is back', () =>
+      workload.events.some((e) => e.type === LIVE_MOUNT_EVENTS.checked),
+    );
     expect(workload.events.map((e) => e.type)).not.toContain(LIVE_MOUNT_EVENTS.stale);
     expect(mountIdsAt(w.hostPath)).toEqual(w.mountIds);
     fs.writeFileSync(path.join(w.hostPath, 'after.txt'), 'and after');
@@ -268,7 +285,12 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     expect((err as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
     // What the user reads in alloc status: it waited for the plugin, with the limit, then failed with why.
     expect(workload.events).toEqual([
-      expect.objectContaining({ type: EVENT_WAITING_FOR_PLUGIN, message: expect.stringMatching(/^waiting for plugin hostpath \(csi-node\) to mount volume "data" \(vol-data\), limit \d+(s|ms|s\d+ms)$/) }),
+      expect.objectContaining({
+        type: EVENT_WAITING_FOR_PLUGIN,
+        message: expect.stringMatching(
+          /^waiting for plugin hostpath \(csi-node\) to mount volume "data" \(vol-data\), limit \d+(s|ms|s\d+ms)$/,
+        ),
+      }),
       expect.objectContaining({ type: EVENT_VOLUME_MOUNT_FAILED, message, failed: true }),
     ]);
     // Nothing half-mounted and nothing torn down behind the alloc's back: the
@@ -276,7 +298,9 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     expect(mountIdsAt(w.hostPath)).toEqual([]);
     expect(claimer.claims).toHaveLength(1);
     expect(c.reconciler.pendingUnmounts()).toEqual([]);
-    expect(c.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', targetPath: w.hostPath })]);
+    expect(c.reconciler.list(WORKLOAD_ALLOC)).toEqual([
+      expect.objectContaining({ name: 'data', desired: 'mounted', targetPath: w.hostPath }),
+    ]);
 
     // The plugin comes back: the alloc's postrun unmounts what is left (the staging mount) through the real path.
     const plugin = await runPluginTask(c, 'restore');
@@ -300,7 +324,9 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     waiting.controller.abort();
     await expect(prerun).rejects.toBeInstanceOf(VolumeHookError);
     expect(b.reconciler.pendingUnmounts()).toEqual([]);
-    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([expect.objectContaining({ name: 'data', desired: 'mounted', targetPath: w.hostPath })]);
+    expect(b.reconciler.list(WORKLOAD_ALLOC)).toEqual([
+      expect.objectContaining({ name: 'data', desired: 'mounted', targetPath: w.hostPath }),
+    ]);
     const c = await restartAgent(b);
     expect(c.reconciler.pendingUnmounts()).toEqual([]);
 
@@ -324,7 +350,10 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     const plugin = await runPluginTask(a, 'start');
     expect(a.registry.list(PluginTypeCSIController).map((p) => p.allocId)).toEqual([PLUGIN_ALLOC]);
     expect(a.registry.list(PluginTypeCSINode).map((p) => p.allocId)).toEqual([PLUGIN_ALLOC]);
-    expect(Object.keys(a.state.getRegistryState<RegistryStateRecord>()?.plugins ?? {}).sort()).toEqual([PluginTypeCSIController, PluginTypeCSINode]);
+    expect(Object.keys(a.state.getRegistryState<RegistryStateRecord>()?.plugins ?? {}).sort()).toEqual([
+      PluginTypeCSIController,
+      PluginTypeCSINode,
+    ]);
     await a.csiManager.waitForPlugin(PluginTypeCSINode, 'hostpath', 'prerun');
     await a.csiManager.waitForPlugin(PluginTypeCSIController, 'hostpath', 'prerun');
 
@@ -333,7 +362,12 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     expect(a.registry.list(PluginTypeCSIController)).toEqual([]);
     expect(a.registry.list(PluginTypeCSINode)).toEqual([]);
     expect(a.state.getRegistryState<RegistryStateRecord>()?.plugins).toEqual({});
-    expect(a.registryEvents.filter((e) => e.kind === 'deregistered').map((e) => e.plugin.type).sort()).toEqual([PluginTypeCSIController, PluginTypeCSINode]);
+    expect(
+      a.registryEvents
+        .filter((e) => e.kind === 'deregistered')
+        .map((e) => e.plugin.type)
+        .sort(),
+    ).toEqual([PluginTypeCSIController, PluginTypeCSINode]);
     expect(fs.existsSync(pluginSocketDir(dataDir, PLUGIN_ALLOC))).toBe(false);
     expect(await plugin.proc.kill('SIGTERM')).toEqual({ code: 0, signal: null });
 
@@ -368,7 +402,10 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     expect(writes).toBe(3); // register controller, register node (fails), deregister controller
     expect(ctx.restarts).toHaveLength(1);
     expect(ctx.restarts[0]).toMatch(/plugin hostpath could not be registered: .*disk full \(injected\)/);
-    expect(ctx.events.at(-1)).toMatchObject({ type: TASK_EVENT_PLUGIN_UNHEALTHY, message: expect.stringContaining('failed to register plugin: hostpath') });
+    expect(ctx.events.at(-1)).toMatchObject({
+      type: TASK_EVENT_PLUGIN_UNHEALTHY,
+      message: expect.stringContaining('failed to register plugin: hostpath'),
+    });
     expect(hook.registrations).toEqual([]);
     expect(a.registry.list(PluginTypeCSIController)).toEqual([]);
     expect(a.registry.list(PluginTypeCSINode)).toEqual([]);
@@ -392,7 +429,15 @@ describe('seed scenario: csi hooks across agent restarts with the real hostpath 
     const workload = workloadContext('start');
     await a.csiHook().postrun(workload);
     expect(workload.events.map((e) => e.type)).toEqual([EVENT_VOLUME_UNMOUNT_PENDING]);
-    const pending = expect.objectContaining({ allocId: WORKLOAD_ALLOC, name: 'data', volumeId: VOLUME_ID, pluginId: 'hostpath', desired: 'unmounted', claimed: true, published: true });
+    const pending = expect.objectContaining({
+      allocId: WORKLOAD_ALLOC,
+      name: 'data',
+      volumeId: VOLUME_ID,
+      pluginId: 'hostpath',
+      desired: 'unmounted',
+      claimed: true,
+      published: true,
+    });
     expect(a.reconciler.pendingUnmounts()).toEqual([pending]);
     expect(a.state.listVolumeMounts().records.map((r) => r.record)).toEqual([pending]); // saved for the next agent
     expect(claimer.releases).toEqual([]);

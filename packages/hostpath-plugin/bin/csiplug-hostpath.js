@@ -10,7 +10,9 @@ const path = require('path');
 
 const program = path.join(__dirname, '..', 'dist', 'cli.js');
 if (!fs.existsSync(program)) {
-  process.stderr.write(`csiplug-hostpath: ${program} does not exist: @csiplug/hostpath-plugin is not built yet; run \`npm run build\` at the repository root first\n`);
+  process.stderr.write(
+    `csiplug-hostpath: ${program} does not exist: @csiplug/hostpath-plugin is not built yet; run \`npm run build\` at the repository root first\n`,
+  );
   process.exit(1);
 }
 require(program);

@@ -4,7 +4,13 @@ import { TOPOLOGY_KEY, parseConfig, parseTopology } from './config';
 describe('parseConfig', () => {
   it('reads flags, with defaults', () => {
     const c = parseConfig(['--endpoint', 'unix:///tmp/x.sock', '--node-id', 'n1', '--state-dir=/var/lib/hp'], {});
-    expect(c).toMatchObject({ endpoint: 'unix:///tmp/x.sock', nodeId: 'n1', stateDir: '/var/lib/hp', mode: 'monolith', name: 'hostpath.csiplug.io' });
+    expect(c).toMatchObject({
+      endpoint: 'unix:///tmp/x.sock',
+      nodeId: 'n1',
+      stateDir: '/var/lib/hp',
+      mode: 'monolith',
+      name: 'hostpath.csiplug.io',
+    });
     expect(c.topology).toEqual({ [TOPOLOGY_KEY]: 'n1' });
     expect(c.maxVolumesPerNode).toBe(0);
     expect(c.faults).toEqual({
@@ -56,7 +62,24 @@ describe('parseConfig', () => {
       CSIPLUG_HOSTPATH_FAULT_FILE: '/run/faults.json',
       CSIPLUG_HOSTPATH_CONTROLLER_PUBLISH: 'true',
     };
-    const c = parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--slow-rpc', 'NodeStageVolume,CreateVolume', '--crash-on-rpc=NodeUnstageVolume', '--start-fault', 'no-socket', '--abnormal-rpc', 'NodeGetVolumeStats'], env);
+    const c = parseConfig(
+      [
+        '--endpoint',
+        'unix:///x',
+        '--node-id',
+        'n1',
+        '--state-dir',
+        '/s',
+        '--slow-rpc',
+        'NodeStageVolume,CreateVolume',
+        '--crash-on-rpc=NodeUnstageVolume',
+        '--start-fault',
+        'no-socket',
+        '--abnormal-rpc',
+        'NodeGetVolumeStats',
+      ],
+      env,
+    );
     expect(c.faults).toMatchObject({
       startFault: 'no-socket',
       garbageRpcs: ['NodePublishVolume'],
@@ -76,7 +99,10 @@ describe('parseConfig', () => {
     const c = parseConfig([...base, '--topology', ' example.com/zone=z1 , example.com/Rack_2=r.7 ', '--max-volumes-per-node=30'], env);
     expect(c.topology).toEqual({ 'example.com/zone': 'z1', 'example.com/Rack_2': 'r.7' });
     expect(c.maxVolumesPerNode).toBe(30);
-    expect(parseConfig(base, { CSIPLUG_HOSTPATH_TOPOLOGY: '', CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: '' })).toMatchObject({ topology: { [TOPOLOGY_KEY]: 'n1' }, maxVolumesPerNode: 0 });
+    expect(parseConfig(base, { CSIPLUG_HOSTPATH_TOPOLOGY: '', CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: '' })).toMatchObject({
+      topology: { [TOPOLOGY_KEY]: 'n1' },
+      maxVolumesPerNode: 0,
+    });
     expect(parseTopology('zone=a,rack=b')).toEqual({ zone: 'a', rack: 'b' });
   });
 
@@ -104,8 +130,12 @@ describe('parseConfig', () => {
   });
 
   it.each(['-1', '1.5', 'x', '1e3', '99999999999999999999'])('refuses --max-volumes-per-node %j, naming the flag', (value) => {
-    expect(() => parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--max-volumes-per-node', value], {})).toThrow(/--max-volumes-per-node/);
-    expect(() => parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s'], { CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: value })).toThrow(ValidationError);
+    expect(() =>
+      parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s', '--max-volumes-per-node', value], {}),
+    ).toThrow(/--max-volumes-per-node/);
+    expect(() =>
+      parseConfig(['--endpoint', 'unix:///x', '--node-id', 'n1', '--state-dir', '/s'], { CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: value }),
+    ).toThrow(ValidationError);
   });
 
   it.each([

@@ -105,7 +105,8 @@ const FLAGS: Record<string, string> = {
 
 function startFault(v: string | undefined): StartFault {
   const f = (v || 'none') as StartFault;
-  if (!START_FAULTS.includes(f)) throw new ValidationError(`--start-fault must be one of ${START_FAULTS.join(', ')}, got "${v}"`, 'startFault');
+  if (!START_FAULTS.includes(f))
+    throw new ValidationError(`--start-fault must be one of ${START_FAULTS.join(', ')}, got "${v}"`, 'startFault');
   return f;
 }
 
@@ -146,21 +147,38 @@ export function parseTopology(v: string, flag = '--topology'): Record<string, st
     const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
     const name = slash >= 0 ? key.slice(slash + 1) : key;
     if (prefix !== undefined && (prefix.length === 0 || prefix.length > 63 || !prefix.split('.').every((l) => DNS_LABEL.test(l)))) {
-      throw new ValidationError(`${flag}: the prefix "${prefix}" of key "${key}" must be a lower-case DNS subdomain of 63 characters or less`, 'topology');
+      throw new ValidationError(
+        `${flag}: the prefix "${prefix}" of key "${key}" must be a lower-case DNS subdomain of 63 characters or less`,
+        'topology',
+      );
     }
     if (!TOPOLOGY_NAME.test(name)) {
-      throw new ValidationError(`${flag}: the name "${name}" of key "${key}" must be 1-63 characters, begin and end with a letter or digit, with - _ . letters or digits between`, 'topology');
+      throw new ValidationError(
+        `${flag}: the name "${name}" of key "${key}" must be 1-63 characters, begin and end with a letter or digit, with - _ . letters or digits between`,
+        'topology',
+      );
     }
     if (!TOPOLOGY_NAME.test(value)) {
-      throw new ValidationError(`${flag}: the value "${value}" of key "${key}" must be 1-63 characters, begin and end with a letter or digit, with - _ . letters or digits between`, 'topology');
+      throw new ValidationError(
+        `${flag}: the value "${value}" of key "${key}" must be 1-63 characters, begin and end with a letter or digit, with - _ . letters or digits between`,
+        'topology',
+      );
     }
     const folded = key.toLowerCase();
-    if (seen.has(folded)) throw new ValidationError(`${flag}: key "${key}" is given twice (keys are case-insensitive; first as "${seen.get(folded)}")`, 'topology');
+    if (seen.has(folded))
+      throw new ValidationError(
+        `${flag}: key "${key}" is given twice (keys are case-insensitive; first as "${seen.get(folded)}")`,
+        'topology',
+      );
     seen.set(folded, key);
     if (prefix !== undefined) prefixes.add(prefix);
     out[key] = value;
   }
-  if (prefixes.size > 1) throw new ValidationError(`${flag}: every key must have the same prefix, got ${[...prefixes].map((p) => `"${p}"`).join(', ')}`, 'topology');
+  if (prefixes.size > 1)
+    throw new ValidationError(
+      `${flag}: every key must have the same prefix, got ${[...prefixes].map((p) => `"${p}"`).join(', ')}`,
+      'topology',
+    );
   if (prefixes.size === 1 && Object.keys(out).some((k) => !k.includes('/'))) {
     throw new ValidationError(`${flag}: every key must have the same prefix "${[...prefixes][0]}/" (some have none)`, 'topology');
   }
@@ -170,7 +188,8 @@ export function parseTopology(v: string, flag = '--topology'): Record<string, st
 function maxVolumes(v: string | undefined): number {
   if (v === undefined || v === '') return 0;
   const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw new ValidationError(`--max-volumes-per-node must be a non-negative integer (0 = no limit), got "${v}"`, 'maxVolumesPerNode');
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n))
+    throw new ValidationError(`--max-volumes-per-node must be a non-negative integer (0 = no limit), got "${v}"`, 'maxVolumesPerNode');
   return n;
 }
 
@@ -204,12 +223,15 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   if (!stateDir) throw new ValidationError(`--state-dir is required\n${USAGE}`, 'stateDir');
   assertPathSafeId(nodeId, 'node id');
   const mode = (pick('mode') ?? 'monolith') as PluginMode;
-  if (!['monolith', 'node', 'controller'].includes(mode)) throw new ValidationError(`--mode must be monolith, node or controller, got "${mode}"`, 'mode');
+  if (!['monolith', 'node', 'controller'].includes(mode))
+    throw new ValidationError(`--mode must be monolith, node or controller, got "${mode}"`, 'mode');
   const logLevel = (pick('logLevel') ?? 'info') as PluginConfig['logLevel'];
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) throw new ValidationError(`--log-level: unknown level "${logLevel}"`, 'logLevel');
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'silent'].includes(logLevel))
+    throw new ValidationError(`--log-level: unknown level "${logLevel}"`, 'logLevel');
   const slowRpcs = rpcList(pick('slowRpc'), '--slow-rpc');
   const slowMs = nonNegativeInt(pick('slowMs'), 'slow time');
-  if (slowRpcs.length && slowMs === 0) throw new ValidationError(`--slow-rpc ${slowRpcs.join(',')} needs --slow-ms (how late, in ms)`, 'slowMs');
+  if (slowRpcs.length && slowMs === 0)
+    throw new ValidationError(`--slow-rpc ${slowRpcs.join(',')} needs --slow-ms (how late, in ms)`, 'slowMs');
   // An empty environment variable counts as unset; an empty flag is refused.
   const topologyText = given.topology ?? (env[ENV.topology] || undefined);
   return {

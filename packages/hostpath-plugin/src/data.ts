@@ -13,16 +13,31 @@ import { DataCommandError } from './errors';
 export const DATA_COMMAND_TIMEOUT_MS = 30 * 60_000;
 
 /** Runs `cmd`; resolves with its exit code when it is one of `okCodes`, else rejects with a DataCommandError. */
-function run(cmd: string, args: string[], timeoutMs: number, okCodes: readonly number[] = [0]): Promise<{ code: number; stderr: string; stdout?: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  timeoutMs: number,
+  okCodes: readonly number[] = [0],
+): Promise<{ code: number; stderr: string; stdout?: string }> {
   return new Promise((resolve, reject) => {
-    execFile(cmd, args, { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 4 << 20, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
-      const text = String(stderr ?? '').trim();
-      if (!err) return resolve({ code: 0, stderr: text, stdout: String(stdout ?? '') });
-      const e = err as NodeJS.ErrnoException & { code?: number | string; killed?: boolean; signal?: string };
-      if (typeof e.code === 'number' && okCodes.includes(e.code)) return resolve({ code: e.code, stderr: text });
-      const why = e.killed || e.signal ? `killed (${e.signal ?? 'SIGKILL'}) after the ${timeoutMs} ms timeout or by a signal` : typeof e.code === 'number' ? `exit code ${e.code}` : e.message;
-      reject(new DataCommandError(cmd, args, text ? `${why}: ${text}` : why, { cause: err }));
-    });
+    execFile(
+      cmd,
+      args,
+      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 4 << 20, env: { ...process.env, LC_ALL: 'C' } },
+      (err, stdout, stderr) => {
+        const text = String(stderr ?? '').trim();
+        if (!err) return resolve({ code: 0, stderr: text, stdout: String(stdout ?? '') });
+        const e = err as NodeJS.ErrnoException & { code?: number | string; killed?: boolean; signal?: string };
+        if (typeof e.code === 'number' && okCodes.includes(e.code)) return resolve({ code: e.code, stderr: text });
+        const why =
+          e.killed || e.signal
+            ? `killed (${e.signal ?? 'SIGKILL'}) after the ${timeoutMs} ms timeout or by a signal`
+            : typeof e.code === 'number'
+              ? `exit code ${e.code}`
+              : e.message;
+        reject(new DataCommandError(cmd, args, text ? `${why}: ${text}` : why, { cause: err }));
+      },
+    );
   });
 }
 
@@ -126,7 +141,8 @@ export async function bytesIn(dir: string, timeoutMs = USAGE_TIMEOUT_MS): Promis
       // The entries' lstats a batch at a time: one at a time, a volume of many small files takes seconds.
       const stats: (BigIntStats | undefined)[] = [];
       for (let i = 0; i < names.length; i += LSTAT_BATCH) {
-        if (Date.now() > deadline) throw new DataCommandError('walk', [dir], `counting the bytes of ${dir} took longer than ${timeoutMs} ms`);
+        if (Date.now() > deadline)
+          throw new DataCommandError('walk', [dir], `counting the bytes of ${dir} took longer than ${timeoutMs} ms`);
         stats.push(
           ...(await Promise.all(
             names.slice(i, i + LSTAT_BATCH).map((name) =>

@@ -8,7 +8,18 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { MemoryLogger, ValidationError } from '@csiplug/core';
 import { CSIStatusError, type CsiCallContext, type CsiServerHandlers, GrpcStatus } from '@csiplug/csi';
-import { ATTACHED_TO_KEY, AttachmentStore, FaultSource, NO_RPC_FAULTS, type RpcFaults, csiRpcNames, parseFaultFile, readStartFault, withControllerPublish, withFaults } from './faults';
+import {
+  ATTACHED_TO_KEY,
+  AttachmentStore,
+  FaultSource,
+  NO_RPC_FAULTS,
+  type RpcFaults,
+  csiRpcNames,
+  parseFaultFile,
+  readStartFault,
+  withControllerPublish,
+  withFaults,
+} from './faults';
 import { VolumeStore } from './volume-store';
 
 const faults = (f: Partial<RpcFaults>): RpcFaults => ({ ...NO_RPC_FAULTS, ...f });
@@ -34,15 +45,26 @@ const baseHandlers = (): CsiServerHandlers => ({
 });
 
 type Call = (req: unknown, ctx: CsiCallContext) => unknown;
-const call = (h: CsiServerHandlers, svc: 'identity' | 'node' | 'controller', rpc: string): Call => (h[svc] as unknown as Record<string, Call>)[rpc]!;
+const call = (h: CsiServerHandlers, svc: 'identity' | 'node' | 'controller', rpc: string): Call =>
+  (h[svc] as unknown as Record<string, Call>)[rpc]!;
 
 describe('parseFaultFile', () => {
   it('reads the fields it is given; the rest are off', () => {
-    expect(parseFaultFile('{"hangRpcs":["NodeStageVolume"],"slowRpcs":["Probe"],"slowMs":50}', 'f.json')).toEqual(faults({ hangRpcs: ['NodeStageVolume'], slowRpcs: ['Probe'], slowMs: 50 }));
+    expect(parseFaultFile('{"hangRpcs":["NodeStageVolume"],"slowRpcs":["Probe"],"slowMs":50}', 'f.json')).toEqual(
+      faults({ hangRpcs: ['NodeStageVolume'], slowRpcs: ['Probe'], slowMs: 50 }),
+    );
     expect(parseFaultFile('{}', 'f.json')).toEqual(NO_RPC_FAULTS);
   });
 
-  it.each([['not json'], ['[]'], ['{"hang":["Probe"]}'], ['{"hangRpcs":"Probe"}'], ['{"hangRpcs":["Probes"]}'], ['{"crashAfter":-1}'], ['{"slowMs":1.5}']])('refuses %s, naming the file', (text) => {
+  it.each([
+    ['not json'],
+    ['[]'],
+    ['{"hang":["Probe"]}'],
+    ['{"hangRpcs":"Probe"}'],
+    ['{"hangRpcs":["Probes"]}'],
+    ['{"crashAfter":-1}'],
+    ['{"slowMs":1.5}'],
+  ])('refuses %s, naming the file', (text) => {
     expect(() => parseFaultFile(text, '/run/f.json')).toThrow(ValidationError);
     expect(() => parseFaultFile(text, '/run/f.json')).toThrow(/\/run\/f\.json/);
   });
@@ -53,7 +75,9 @@ describe('parseFaultFile', () => {
   });
 
   it('knows the RPCs of all three services', () => {
-    expect(csiRpcNames()).toEqual(expect.arrayContaining(['Probe', 'CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume', 'NodeGetVolumeStats']));
+    expect(csiRpcNames()).toEqual(
+      expect.arrayContaining(['Probe', 'CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume', 'NodeGetVolumeStats']),
+    );
   });
 });
 
@@ -105,29 +129,49 @@ describe('readStartFault', () => {
 
 describe('withFaults', () => {
   it('passes calls through when no fault is in force', async () => {
-    const h = withFaults(baseHandlers(), new FaultSource(NO_RPC_FAULTS, undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    const h = withFaults(baseHandlers(), new FaultSource(NO_RPC_FAULTS, undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
     expect(await call(h, 'node', 'NodeGetInfo')({}, context('NodeGetInfo').ctx)).toEqual({ nodeId: 'n1', maxVolumesPerNode: '0' });
     expect(h.controller).toBeUndefined();
   });
 
   it('an RPC without a handler still answers UNIMPLEMENTED', async () => {
-    const h = withFaults(baseHandlers(), new FaultSource(NO_RPC_FAULTS, undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    const h = withFaults(baseHandlers(), new FaultSource(NO_RPC_FAULTS, undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
     expect(await statusOf(call(h, 'node', 'NodeStageVolume')({}, context('NodeStageVolume').ctx))).toBe(GrpcStatus.UNIMPLEMENTED);
   });
 
   it('an abnormal RPC answers as usual, with the volume condition abnormal; the others are untouched', async () => {
     const handlers = baseHandlers();
     handlers.node!.NodeGetVolumeStats = () => ({ usage: [], volumeCondition: { abnormal: false, message: 'healthy' } });
-    const h = withFaults(handlers, new FaultSource(faults({ abnormalRpcs: ['NodeGetVolumeStats'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
-    expect(await call(h, 'node', 'NodeGetVolumeStats')({}, context('NodeGetVolumeStats').ctx)).toEqual({ usage: [], volumeCondition: { abnormal: true, message: expect.stringContaining('fault switch') } });
+    const h = withFaults(handlers, new FaultSource(faults({ abnormalRpcs: ['NodeGetVolumeStats'] }), undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
+    expect(await call(h, 'node', 'NodeGetVolumeStats')({}, context('NodeGetVolumeStats').ctx)).toEqual({
+      usage: [],
+      volumeCondition: { abnormal: true, message: expect.stringContaining('fault switch') },
+    });
     expect(await call(h, 'node', 'NodeGetInfo')({}, context('NodeGetInfo').ctx)).toEqual({ nodeId: 'n1', maxVolumesPerNode: '0' });
   });
 
-  it("an abnormal ControllerGetVolume has the condition where CSI keeps it (status.volume_condition), the volume and its nodes as they are", async () => {
+  it('an abnormal ControllerGetVolume has the condition where CSI keeps it (status.volume_condition), the volume and its nodes as they are', async () => {
     const handlers = baseHandlers();
     const volume = { volumeId: 'v1', capacityBytes: '1' };
-    handlers.controller = { ControllerGetVolume: () => ({ volume, status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: false, message: 'healthy' } } }) } as never;
-    const h = withFaults(handlers, new FaultSource(faults({ abnormalRpcs: ['ControllerGetVolume'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    handlers.controller = {
+      ControllerGetVolume: () => ({
+        volume,
+        status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: false, message: 'healthy' } },
+      }),
+    } as never;
+    const h = withFaults(handlers, new FaultSource(faults({ abnormalRpcs: ['ControllerGetVolume'] }), undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
     expect(await call(h, 'controller', 'ControllerGetVolume')({}, context('ControllerGetVolume').ctx)).toEqual({
       volume,
       status: { publishedNodeIds: ['n1'], volumeCondition: { abnormal: true, message: expect.stringContaining('fault switch') } },
@@ -135,7 +179,10 @@ describe('withFaults', () => {
   });
 
   it('a hung RPC answers only when the caller gives up; the others answer', async () => {
-    const h = withFaults(baseHandlers(), new FaultSource(faults({ hangRpcs: ['NodeGetInfo'] }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    const h = withFaults(baseHandlers(), new FaultSource(faults({ hangRpcs: ['NodeGetInfo'] }), undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
     const { ctx, abort } = context('NodeGetInfo');
     let settled = false;
     const hung = Promise.resolve(call(h, 'node', 'NodeGetInfo')({}, ctx)).finally(() => (settled = true));
@@ -153,7 +200,10 @@ describe('withFaults', () => {
       done++;
       return { nodeId: 'n1', maxVolumesPerNode: '0' };
     };
-    const h = withFaults(handlers, new FaultSource(faults({ slowRpcs: ['NodeGetInfo'], slowMs: 120 }), undefined, new MemoryLogger()), { logger: new MemoryLogger(), crash: () => undefined });
+    const h = withFaults(handlers, new FaultSource(faults({ slowRpcs: ['NodeGetInfo'], slowMs: 120 }), undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
     const { ctx, abort } = context('NodeGetInfo');
     const started = Date.now();
     const answer = Promise.resolve(call(h, 'node', 'NodeGetInfo')({}, ctx));
@@ -166,14 +216,20 @@ describe('withFaults', () => {
   it('crashes when a named RPC is called, and after N calls of any', async () => {
     const crashes: string[] = [];
     const logger = new MemoryLogger();
-    const h = withFaults(baseHandlers(), new FaultSource(faults({ crashOnRpcs: ['NodeGetInfo'] }), undefined, logger), { logger, crash: () => crashes.push('crash') });
+    const h = withFaults(baseHandlers(), new FaultSource(faults({ crashOnRpcs: ['NodeGetInfo'] }), undefined, logger), {
+      logger,
+      crash: () => crashes.push('crash'),
+    });
     expect(await statusOf(call(h, 'identity', 'Probe')({}, context('Probe').ctx))).toBe('ok');
     expect(crashes).toEqual([]);
     expect(await statusOf(call(h, 'node', 'NodeGetInfo')({}, context('NodeGetInfo').ctx))).toBe(GrpcStatus.UNAVAILABLE);
     expect(crashes).toEqual(['crash']);
 
     const after: string[] = [];
-    const h2 = withFaults(baseHandlers(), new FaultSource(faults({ crashAfter: 2 }), undefined, logger), { logger, crash: () => after.push('crash') });
+    const h2 = withFaults(baseHandlers(), new FaultSource(faults({ crashAfter: 2 }), undefined, logger), {
+      logger,
+      crash: () => after.push('crash'),
+    });
     for (let i = 0; i < 2; i++) expect(await statusOf(call(h2, 'identity', 'Probe')({}, context('Probe').ctx))).toBe('ok');
     expect(after).toEqual([]);
     expect(await statusOf(call(h2, 'identity', 'GetPluginInfo')({}, context('GetPluginInfo').ctx))).toBe(GrpcStatus.UNAVAILABLE);
@@ -191,14 +247,19 @@ describe('withControllerPublish', () => {
     await store.init();
     await store.put({ id: 'v1', name: 'v1', capacityBytes: '0', parameters: {}, createdAt: new Date().toISOString() });
     const attachments = new AttachmentStore(dir);
-    const handlers: CsiServerHandlers = { ...baseHandlers(), controller: { ControllerGetCapabilities: () => ({ capabilities: [{ rpc: { type: 'CREATE_DELETE_VOLUME' } }] }) } };
+    const handlers: CsiServerHandlers = {
+      ...baseHandlers(),
+      controller: { ControllerGetCapabilities: () => ({ capabilities: [{ rpc: { type: 'CREATE_DELETE_VOLUME' } }] }) },
+    };
     const h = withControllerPublish(handlers, store, attachments);
     const ctx = context('x').ctx;
     const caps = (await call(h, 'controller', 'ControllerGetCapabilities')({}, ctx)) as { capabilities: { rpc: { type: string } }[] };
     expect(caps.capabilities.map((c) => c.rpc.type)).toEqual(['CREATE_DELETE_VOLUME', 'PUBLISH_UNPUBLISH_VOLUME']);
     const publish = call(h, 'controller', 'ControllerPublishVolume');
     const cap = { mount: {}, accessMode: { mode: 'SINGLE_NODE_WRITER' } };
-    expect(await publish({ volumeId: 'v1', nodeId: 'n1', volumeCapability: cap }, ctx)).toEqual({ publishContext: { [ATTACHED_TO_KEY]: 'n1' } });
+    expect(await publish({ volumeId: 'v1', nodeId: 'n1', volumeCapability: cap }, ctx)).toEqual({
+      publishContext: { [ATTACHED_TO_KEY]: 'n1' },
+    });
     await publish({ volumeId: 'v1', nodeId: 'n1', volumeCapability: cap }, ctx);
     expect(JSON.parse(fs.readFileSync(attachments.file, 'utf8'))).toEqual({ v1: ['n1'] });
     expect(await statusOf(publish({ volumeId: 'nope', nodeId: 'n1', volumeCapability: cap }, ctx))).toBe(GrpcStatus.NOT_FOUND);

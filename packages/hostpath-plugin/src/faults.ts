@@ -25,7 +25,16 @@ import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { type Logger, ValidationError, errorMessage } from '@csiplug/core';
-import { CSI_SERVICES, type CsiCallContext, type CsiServerHandlers, type CsiServiceKey, csiPackageDefinition, csiStatus, parseEndpoint, removeStaleSocket } from '@csiplug/csi';
+import {
+  CSI_SERVICES,
+  type CsiCallContext,
+  type CsiServerHandlers,
+  type CsiServiceKey,
+  csiPackageDefinition,
+  csiStatus,
+  parseEndpoint,
+  removeStaleSocket,
+} from '@csiplug/csi';
 import { HostPathPluginError } from './errors';
 import type { VolumeStore } from './volume-store';
 
@@ -57,7 +66,15 @@ export class InjectedCrashError extends HostPathPluginError {
   }
 }
 
-export const NO_RPC_FAULTS: Readonly<RpcFaults> = Object.freeze({ hangRpcs: [], garbageRpcs: [], slowRpcs: [], slowMs: 0, crashOnRpcs: [], crashAfter: 0, abnormalRpcs: [] });
+export const NO_RPC_FAULTS: Readonly<RpcFaults> = Object.freeze({
+  hangRpcs: [],
+  garbageRpcs: [],
+  slowRpcs: [],
+  slowMs: 0,
+  crashOnRpcs: [],
+  crashAfter: 0,
+  abnormalRpcs: [],
+});
 
 const LIST_FIELDS = ['hangRpcs', 'garbageRpcs', 'slowRpcs', 'crashOnRpcs', 'abnormalRpcs'] as const;
 const NUMBER_FIELDS = ['slowMs', 'crashAfter'] as const;
@@ -76,7 +93,8 @@ export function csiRpcNames(): string[] {
 export function checkRpcNames(names: readonly string[], what: string): void {
   const known = csiRpcNames();
   const bad = names.filter((n) => !known.includes(n));
-  if (bad.length) throw new ValidationError(`${what}: ${bad.map((b) => JSON.stringify(b)).join(', ')} is no CSI RPC; known: ${known.join(', ')}`, what);
+  if (bad.length)
+    throw new ValidationError(`${what}: ${bad.map((b) => JSON.stringify(b)).join(', ')} is no CSI RPC; known: ${known.join(', ')}`, what);
 }
 
 /**
@@ -91,27 +109,32 @@ export function parseFaultFile(text: string, file: string): RpcFaults {
   } catch (err) {
     throw new ValidationError(`fault file ${file}: not JSON: ${errorMessage(err)}`, file);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new ValidationError(`fault file ${file}: must hold a JSON object`, file);
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new ValidationError(`fault file ${file}: must hold a JSON object`, file);
   const known: readonly string[] = [...LIST_FIELDS, ...NUMBER_FIELDS, START_FIELD];
   const unknown = Object.keys(doc).filter((k) => !known.includes(k));
-  if (unknown.length) throw new ValidationError(`fault file ${file}: unknown field(s) ${unknown.join(', ')}; known: ${known.join(', ')}`, file);
+  if (unknown.length)
+    throw new ValidationError(`fault file ${file}: unknown field(s) ${unknown.join(', ')}; known: ${known.join(', ')}`, file);
   const out: RpcFaults = { ...NO_RPC_FAULTS, hangRpcs: [], garbageRpcs: [], slowRpcs: [], crashOnRpcs: [], abnormalRpcs: [] };
   const fields = doc as Record<string, unknown>;
   for (const key of LIST_FIELDS) {
     const v = fields[key];
     if (v === undefined) continue;
-    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new ValidationError(`fault file ${file}: ${key} must be a list of RPC names`, file);
+    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
+      throw new ValidationError(`fault file ${file}: ${key} must be a list of RPC names`, file);
     checkRpcNames(v as string[], `fault file ${file}: ${key}`);
     out[key] = [...(v as string[])];
   }
   for (const key of NUMBER_FIELDS) {
     const v = fields[key];
     if (v === undefined) continue;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new ValidationError(`fault file ${file}: ${key} must be a non-negative integer`, file);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0)
+      throw new ValidationError(`fault file ${file}: ${key} must be a non-negative integer`, file);
     out[key] = v;
   }
   const start = fields[START_FIELD];
-  if (start !== undefined && !START_FAULTS.includes(start as StartFault)) throw new ValidationError(`fault file ${file}: ${START_FIELD} must be one of ${START_FAULTS.join(', ')}`, file);
+  if (start !== undefined && !START_FAULTS.includes(start as StartFault))
+    throw new ValidationError(`fault file ${file}: ${START_FIELD} must be one of ${START_FAULTS.join(', ')}`, file);
   return out;
 }
 
@@ -195,38 +218,46 @@ type AnyHandler = (req: unknown, ctx: CsiCallContext) => unknown;
 export function withFaults(handlers: CsiServerHandlers, source: FaultSource, options: FaultOptions): CsiServerHandlers {
   const { logger, crash } = options;
   let calls = 0;
-  const wrap = (rpc: string, handler: AnyHandler | undefined): AnyHandler => async (req, ctx) => {
-    const faults = source.current();
-    calls++;
-    if ((faults.crashAfter > 0 && calls > faults.crashAfter) || faults.crashOnRpcs.includes(rpc)) {
-      logger.warn('crashing on purpose (fault switch)', { rpc, calls });
-      crash();
-      throw csiStatus.unavailable(`${rpc}: the plugin crashed on purpose (fault switch)`);
-    }
-    if (faults.hangRpcs.includes(rpc)) {
-      // Said, so a test knows the call reached the plugin and is held here.
-      logger.warn('hanging on purpose until the caller gives up (fault switch)', { rpc });
-      return new Promise((_resolve, reject) => {
-        if (ctx.signal.aborted) reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`));
-        ctx.signal.addEventListener('abort', () => reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`)), { once: true });
-      });
-    }
-    if (faults.slowRpcs.includes(rpc) && faults.slowMs > 0) {
-      logger.warn('answering late on purpose (fault switch)', { rpc, ms: faults.slowMs });
-      // Not cut short by the caller: a slow plugin does its work after the caller gave up.
-      await new Promise((r) => setTimeout(r, faults.slowMs));
-    }
-    if (!handler) throw csiStatus.unimplemented(`${rpc} is not implemented by this plugin`);
-    const answer = await handler(req, ctx);
-    if (faults.abnormalRpcs.includes(rpc) && typeof answer === 'object' && answer !== null) {
-      logger.warn('reporting the volume condition abnormal on purpose (fault switch)', { rpc });
-      const volumeCondition = { abnormal: true, message: 'The volume isn\'t mounted (fault switch: reported abnormal whatever its state)' };
-      // ControllerGetVolume keeps it in its status (a field at the top would not be sent: no such field in its response).
-      if (rpc === 'ControllerGetVolume') return { ...answer, status: { ...((answer as { status?: object }).status ?? {}), volumeCondition } };
-      return { ...answer, volumeCondition };
-    }
-    return answer;
-  };
+  const wrap =
+    (rpc: string, handler: AnyHandler | undefined): AnyHandler =>
+    async (req, ctx) => {
+      const faults = source.current();
+      calls++;
+      if ((faults.crashAfter > 0 && calls > faults.crashAfter) || faults.crashOnRpcs.includes(rpc)) {
+        logger.warn('crashing on purpose (fault switch)', { rpc, calls });
+        crash();
+        throw csiStatus.unavailable(`${rpc}: the plugin crashed on purpose (fault switch)`);
+      }
+      if (faults.hangRpcs.includes(rpc)) {
+        // Said, so a test knows the call reached the plugin and is held here.
+        logger.warn('hanging on purpose until the caller gives up (fault switch)', { rpc });
+        return new Promise((_resolve, reject) => {
+          if (ctx.signal.aborted) reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`));
+          ctx.signal.addEventListener('abort', () => reject(csiStatus.aborted(`${rpc} was hung on purpose (fault switch)`)), {
+            once: true,
+          });
+        });
+      }
+      if (faults.slowRpcs.includes(rpc) && faults.slowMs > 0) {
+        logger.warn('answering late on purpose (fault switch)', { rpc, ms: faults.slowMs });
+        // Not cut short by the caller: a slow plugin does its work after the caller gave up.
+        await new Promise((r) => setTimeout(r, faults.slowMs));
+      }
+      if (!handler) throw csiStatus.unimplemented(`${rpc} is not implemented by this plugin`);
+      const answer = await handler(req, ctx);
+      if (faults.abnormalRpcs.includes(rpc) && typeof answer === 'object' && answer !== null) {
+        logger.warn('reporting the volume condition abnormal on purpose (fault switch)', { rpc });
+        const volumeCondition = {
+          abnormal: true,
+          message: "The volume isn't mounted (fault switch: reported abnormal whatever its state)",
+        };
+        // ControllerGetVolume keeps it in its status (a field at the top would not be sent: no such field in its response).
+        if (rpc === 'ControllerGetVolume')
+          return { ...answer, status: { ...((answer as { status?: object }).status ?? {}), volumeCondition } };
+        return { ...answer, volumeCondition };
+      }
+      return answer;
+    };
   const def = csiPackageDefinition();
   const out: Partial<Record<CsiServiceKey, Record<string, AnyHandler>>> = {};
   for (const svc of Object.keys(CSI_SERVICES) as CsiServiceKey[]) {
@@ -390,7 +421,12 @@ function plainHeaders(headers: http2.IncomingHttpHeaders): http2.OutgoingHttpHea
  * picks, which are answered at once with status OK and GARBAGE_MESSAGE — a
  * well-formed gRPC response whose message the caller cannot decode.
  */
-export async function serveGarbageProxy(endpoint: string, innerSocketPath: string, garbage: (rpc: string) => boolean, logger: Logger): Promise<FaultyListener> {
+export async function serveGarbageProxy(
+  endpoint: string,
+  innerSocketPath: string,
+  garbage: (rpc: string) => boolean,
+  logger: Logger,
+): Promise<FaultyListener> {
   const socketPath = socketPathOf(endpoint);
   await fsp.mkdir(path.dirname(socketPath), { recursive: true, mode: 0o700 });
   await removeStaleSocket(socketPath);
@@ -411,7 +447,10 @@ export async function serveGarbageProxy(endpoint: string, innerSocketPath: strin
   });
   server.on('stream', (stream, headers) => {
     stream.on('error', () => undefined);
-    const rpc = String(headers[':path'] ?? '').split('/').pop() ?? '';
+    const rpc =
+      String(headers[':path'] ?? '')
+        .split('/')
+        .pop() ?? '';
     if (garbage(rpc)) {
       logger.warn('answering garbage on purpose (fault switch)', { rpc });
       stream.resume();
@@ -429,14 +468,25 @@ export async function serveGarbageProxy(endpoint: string, innerSocketPath: strin
     try {
       up = session().request({ ':method': 'POST', ':path': String(headers[':path']), ...plainHeaders(headers) });
     } catch (err) {
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': '14', 'grpc-message': `fault proxy: ${errorMessage(err)}` }, { endStream: true });
+      stream.respond(
+        {
+          ':status': 200,
+          'content-type': 'application/grpc+proto',
+          'grpc-status': '14',
+          'grpc-message': `fault proxy: ${errorMessage(err)}`,
+        },
+        { endStream: true },
+      );
       return;
     }
     let trailers: http2.OutgoingHttpHeaders = { 'grpc-status': '14', 'grpc-message': 'fault proxy: the inner gRPC server sent no status' };
     up.on('response', (h, flags) => {
       if (stream.destroyed) return;
       const endStream = (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0;
-      stream.respond({ ':status': Number(h[':status'] ?? 200), ...plainHeaders(h) }, endStream ? { endStream: true } : { waitForTrailers: true });
+      stream.respond(
+        { ':status': Number(h[':status'] ?? 200), ...plainHeaders(h) },
+        endStream ? { endStream: true } : { waitForTrailers: true },
+      );
       if (!endStream) stream.once('wantTrailers', () => stream.sendTrailers(trailers));
     });
     up.on('trailers', (t) => (trailers = plainHeaders(t)));
@@ -448,7 +498,16 @@ export async function serveGarbageProxy(endpoint: string, innerSocketPath: strin
     });
     up.on('error', (err) => {
       if (stream.destroyed) return;
-      if (!stream.headersSent) stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': '14', 'grpc-message': `fault proxy: ${errorMessage(err)}` }, { endStream: true });
+      if (!stream.headersSent)
+        stream.respond(
+          {
+            ':status': 200,
+            'content-type': 'application/grpc+proto',
+            'grpc-status': '14',
+            'grpc-message': `fault proxy: ${errorMessage(err)}`,
+          },
+          { endStream: true },
+        );
       else stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
     });
     stream.on('close', () => {

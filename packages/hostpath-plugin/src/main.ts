@@ -7,7 +7,17 @@ import * as path from 'node:path';
 import { type AsyncDisposable, type Logger, PinoLogger } from '@csiplug/core';
 import { type CsiServer, parseEndpoint, serveCsi } from '@csiplug/csi';
 import type { FaultSwitches, PluginConfig } from './config';
-import { AttachmentStore, FaultSource, InjectedCrashError, type RpcFaults, readStartFault, serveGarbageProxy, serveNotGrpc, withControllerPublish, withFaults } from './faults';
+import {
+  AttachmentStore,
+  FaultSource,
+  InjectedCrashError,
+  type RpcFaults,
+  readStartFault,
+  serveGarbageProxy,
+  serveNotGrpc,
+  withControllerPublish,
+  withFaults,
+} from './faults';
 import { LinuxMounter, type Mounter } from './mounter';
 import { HostPathPlugin } from './plugin';
 import { PublishedStore, VolumeStore } from './volume-store';
@@ -35,11 +45,21 @@ function packageVersion(): string {
 }
 
 function rpcFaultsOf(f: FaultSwitches): RpcFaults {
-  return { hangRpcs: f.hangRpcs, garbageRpcs: f.garbageRpcs, slowRpcs: f.slowRpcs, slowMs: f.slowMs, crashOnRpcs: f.crashOnRpcs, crashAfter: f.crashAfter, abnormalRpcs: f.abnormalRpcs };
+  return {
+    hangRpcs: f.hangRpcs,
+    garbageRpcs: f.garbageRpcs,
+    slowRpcs: f.slowRpcs,
+    slowMs: f.slowMs,
+    crashOnRpcs: f.crashOnRpcs,
+    crashAfter: f.crashAfter,
+    abnormalRpcs: f.abnormalRpcs,
+  };
 }
 
 function anyRpcFault(f: RpcFaults): boolean {
-  return f.hangRpcs.length + f.garbageRpcs.length + f.slowRpcs.length + f.crashOnRpcs.length + f.abnormalRpcs.length > 0 || f.crashAfter > 0;
+  return (
+    f.hangRpcs.length + f.garbageRpcs.length + f.slowRpcs.length + f.crashOnRpcs.length + f.abnormalRpcs.length > 0 || f.crashAfter > 0
+  );
 }
 
 export async function startPlugin(config: PluginConfig, options: StartOptions = {}): Promise<RunningPlugin> {
@@ -83,7 +103,16 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
   let readyAt = Number.POSITIVE_INFINITY;
   const published = new PublishedStore(store.stateDir, config.nodeId);
   const attachments = faults.controllerPublish ? new AttachmentStore(store.stateDir) : undefined;
-  const plugin = new HostPathPlugin({ config, store, published, attachments, mounter: options.mounter ?? new LinuxMounter(), logger, version: packageVersion(), readyAt: () => readyAt });
+  const plugin = new HostPathPlugin({
+    config,
+    store,
+    published,
+    attachments,
+    mounter: options.mounter ?? new LinuxMounter(),
+    logger,
+    version: packageVersion(),
+    readyAt: () => readyAt,
+  });
   let handlers = plugin.handlers();
   if (attachments) handlers = withControllerPublish(handlers, store, attachments);
   const source = new FaultSource(rpcFaultsOf(faults), faults.faultFile, logger);
@@ -97,12 +126,21 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
   // Garbage may be asked for: the gRPC server listens beside the endpoint, a proxy on it.
   const inner = `${parseEndpoint(config.endpoint).socketPath}.inner`;
   const server = await serveCsi(`unix://${inner}`, handlers, { logger });
-  const proxy = await serveGarbageProxy(config.endpoint, inner, (rpc) => source.current().garbageRpcs.includes(rpc), logger).catch(async (err: unknown) => {
-    await server.dispose();
-    throw err;
-  });
+  const proxy = await serveGarbageProxy(config.endpoint, inner, (rpc) => source.current().garbageRpcs.includes(rpc), logger).catch(
+    async (err: unknown) => {
+      await server.dispose();
+      throw err;
+    },
+  );
   readyAt = Date.now() + faults.probeNotReadyMs;
-  logger.info('listening (behind the fault proxy)', { endpoint: config.endpoint, inner, mode: config.mode, nodeId: config.nodeId, stateDir: store.stateDir, faults });
+  logger.info('listening (behind the fault proxy)', {
+    endpoint: config.endpoint,
+    inner,
+    mode: config.mode,
+    nodeId: config.nodeId,
+    stateDir: store.stateDir,
+    faults,
+  });
   return {
     server,
     dispose: async () => {

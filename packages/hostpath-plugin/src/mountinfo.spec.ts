@@ -14,12 +14,24 @@ describe('mountinfo', () => {
   const mounts = parseMountInfo(SAMPLE);
 
   it('parses full entries', () => {
-    expect(mounts[3]).toMatchObject({ id: 42, parentId: 40, device: '0:35', root: '/csiplug-a/state/volumes/v1', mountPoint: '/tmp/csiplug-a/target one', fsType: 'tmpfs', source: 'tmpfs' });
+    expect(mounts[3]).toMatchObject({
+      id: 42,
+      parentId: 40,
+      device: '0:35',
+      root: '/csiplug-a/state/volumes/v1',
+      mountPoint: '/tmp/csiplug-a/target one',
+      fsType: 'tmpfs',
+      source: 'tmpfs',
+    });
     expect(topMountAt(mounts, '/tmp/csiplug-a/target one')?.id).toBe(43);
     expect(backingOf(mounts, '/var/lib/x')).toEqual({ device: '8:1', root: '/var/lib/x' });
   });
 
   it('lists mounts under a directory newest first: the order to unmount them in', () => {
-    expect(mountsUnder(mounts, '/tmp/csiplug-a')).toEqual(['/tmp/csiplug-a/target one', '/tmp/csiplug-a/target one', '/tmp/csiplug-a/staging/v1']);
+    expect(mountsUnder(mounts, '/tmp/csiplug-a')).toEqual([
+      '/tmp/csiplug-a/target one',
+      '/tmp/csiplug-a/target one',
+      '/tmp/csiplug-a/staging/v1',
+    ]);
   });
 });

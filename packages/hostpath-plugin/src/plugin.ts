@@ -11,128 +11,35 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { type Logger, sameStringMap } from '@csiplug/core';
 import {
-  ACCESS_MODES,
-  type AccessMode,
   type CsiServerHandlers,
   type NodeServerHandlers,
   type ControllerServerHandlers,
   type IdentityServerHandlers,
-  type VolumeCapability__Output,
-  accessTypeOf,
   csiStatus,
 } from '@csiplug/csi';
 import { TOPOLOGY_KEY, type PluginConfig } from './config';
 import { archiveDir, bytesIn, copyDir, extractArchive } from './data';
-import { DataCommandError } from './errors';
 import type { AttachmentStore } from './faults';
 import { type Mounter } from './mounter';
-import { type MountInfo, backingOf, topMountAt } from './mountinfo';
+import { backingOf, topMountAt } from './mountinfo';
+import {
+  READ_ONLY_MODES,
+  requireField,
+  requireAbsolute,
+  unsupported,
+  capacityRange,
+  page,
+  byCreation,
+  showTopology,
+  contentSourceOf,
+  describeSource,
+  dataFailure,
+  refuseUnsupported,
+  sameBacking,
+} from './rpc-checks';
 import { type ContentSourceRecord, type PublishedStore, type SnapshotRecord, type VolumeRecord, type VolumeStore } from './volume-store';
 
 export { TOPOLOGY_KEY };
-
-/** Access modes a node-local directory can honour. */
-const SUPPORTED_MODES: readonly AccessMode[] = ['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY', 'SINGLE_NODE_SINGLE_WRITER', 'SINGLE_NODE_MULTI_WRITER'];
-const READ_ONLY_MODES: readonly string[] = ['SINGLE_NODE_READER_ONLY', 'MULTI_NODE_READER_ONLY'];
-/** Mount flags that make sense on a bind mount and are applied on remount. */
-const SUPPORTED_FLAGS: readonly string[] = ['ro', 'rw', 'noexec', 'nosuid', 'nodev', 'noatime', 'nodiratime', 'relatime'];
-
-type Cap = VolumeCapability__Output | null | undefined;
-
-function requireField(value: unknown, field: string, rpc: string): asserts value is string {
-  if (typeof value !== 'string' || value === '') throw csiStatus.invalidArgument(`${rpc}: ${field} is required`);
-}
-
-function requireAbsolute(p: string, field: string, rpc: string): string {
-  if (!path.isAbsolute(p)) throw csiStatus.invalidArgument(`${rpc}: ${field} must be an absolute path, got "${p}"`);
-  return path.normalize(p);
-}
-
-/** Why the plugin cannot serve `cap`; undefined when it can. Malformed capabilities are INVALID_ARGUMENT. */
-function unsupported(cap: Cap, rpc: string): string | undefined {
-  if (!cap) throw csiStatus.invalidArgument(`${rpc}: volume_capability is required`);
-  const type = accessTypeOf(cap);
-  if (!type) throw csiStatus.invalidArgument(`${rpc}: volume_capability must set exactly one access type (mount or block)`);
-  const mode = String(cap.accessMode?.mode ?? 'UNKNOWN');
-  if (!ACCESS_MODES.includes(mode as AccessMode)) throw csiStatus.invalidArgument(`${rpc}: volume_capability.access_mode is required`);
-  if (type === 'block') return 'block access is not supported: hostpath volumes are directories';
-  if (!SUPPORTED_MODES.includes(mode as AccessMode)) return `access mode ${mode} is not supported: hostpath volumes live on one node (supported: ${SUPPORTED_MODES.join(', ')})`;
-  if (cap.mount?.fsType) return `fs type "${cap.mount.fsType}" is not supported: hostpath volumes are bind mounts of directories (leave fs_type empty)`;
-  const bad = (cap.mount?.mountFlags ?? []).filter((f) => !SUPPORTED_FLAGS.includes(f));
-  if (bad.length) return `mount flags ${bad.join(', ')} are not supported (supported: ${SUPPORTED_FLAGS.join(', ')})`;
-  if (cap.mount?.volumeMountGroup) return 'volume_mount_group is not supported';
-  return undefined;
-}
-
-/** A capacity_range as bigints; negative values are INVALID_ARGUMENT, required above limit OUT_OF_RANGE. */
-function capacityRange(range: { requiredBytes?: string; limitBytes?: string } | null | undefined, rpc: string): { required: bigint; limit: bigint } {
-  const required = BigInt(range?.requiredBytes || '0');
-  const limit = BigInt(range?.limitBytes || '0');
-  if (required < 0n || limit < 0n) throw csiStatus.invalidArgument(`${rpc}: capacity_range values must not be negative`);
-  if (limit > 0n && required > limit) throw csiStatus.outOfRange(`${rpc}: required_bytes ${required} exceeds limit_bytes ${limit}`);
-  return { required, limit };
-}
-
-/** One page of `all` for a List* call: starting_token is the index to start at (an invalid one is ABORTED). */
-function page<T>(all: readonly T[], req: { maxEntries: number; startingToken: string }, rpc: string): { items: T[]; nextToken: string } {
-  let start = 0;
-  if (req.startingToken) {
-    start = /^\d+$/.test(req.startingToken) ? Number(req.startingToken) : -1;
-    if (!Number.isSafeInteger(start) || start < 0 || start > all.length) throw csiStatus.aborted(`${rpc}: starting_token "${req.startingToken}" is not valid; start again without one`);
-  }
-  if (req.maxEntries < 0) throw csiStatus.invalidArgument(`${rpc}: max_entries must not be negative`);
-  const end = req.maxEntries > 0 ? Math.min(all.length, start + req.maxEntries) : all.length;
-  return { items: all.slice(start, end), nextToken: end < all.length ? String(end) : '' };
-}
-
-function byCreation(a: { createdAt: string; id: string }, b: { createdAt: string; id: string }): number {
-  return a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id);
-}
-
-function showTopology(segments: Record<string, string> | null | undefined): string {
-  return `{${Object.entries(segments ?? {})
-    .map(([k, v]) => `${k}=${v}`)
-    .join(', ')}}`;
-}
-
-/** The content source of a CreateVolume request; a source without its id is INVALID_ARGUMENT. */
-function contentSourceOf(src: CreateVolumeContentSource, rpc: string): ContentSourceRecord | undefined {
-  if (!src) return undefined;
-  if (src.snapshot) {
-    if (!src.snapshot.snapshotId) throw csiStatus.invalidArgument(`${rpc}: volume_content_source.snapshot.snapshot_id is required`);
-    return { type: 'snapshot', id: src.snapshot.snapshotId };
-  }
-  if (src.volume) {
-    if (!src.volume.volumeId) throw csiStatus.invalidArgument(`${rpc}: volume_content_source.volume.volume_id is required`);
-    return { type: 'volume', id: src.volume.volumeId };
-  }
-  throw csiStatus.invalidArgument(`${rpc}: volume_content_source must name a snapshot or a volume`);
-}
-
-type CreateVolumeContentSource = { snapshot?: { snapshotId: string } | null; volume?: { volumeId: string } | null } | null | undefined;
-
-function describeSource(s: ContentSourceRecord | undefined): string {
-  return s ? `${s.type} "${s.id}"` : 'no content source';
-}
-
-/** A tar/cp failure as the status the caller gets: out of space is RESOURCE_EXHAUSTED, anything else INTERNAL. */
-function dataFailure(err: unknown, rpc: string, what: string): Error {
-  if (err instanceof DataCommandError) {
-    return err.noSpace ? csiStatus.resourceExhausted(`${rpc}: not enough space to ${what}: ${err.message}`) : csiStatus.internal(`${rpc}: cannot ${what}: ${err.message}`);
-  }
-  return err instanceof Error ? err : new Error(String(err));
-}
-
-/** An optional capability (the expand RPCs): INVALID_ARGUMENT when given and not one the plugin can serve. */
-function refuseUnsupported(cap: Cap, rpc: string): void {
-  if (!cap) return;
-  const why = unsupported(cap, rpc);
-  if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
-}
-
-function sameBacking(m: MountInfo | undefined, want: { device: string; root: string } | undefined): boolean {
-  return !!m && !!want && m.device === want.device && m.root === want.root;
-}
 
 export interface HostPathPluginDeps {
   config: PluginConfig;
@@ -170,7 +77,8 @@ export class HostPathPlugin {
    * ABORTED, as the spec allows.
    */
   private async exclusive<T>(key: string, rpc: string, fn: () => Promise<T>): Promise<T> {
-    if (this.busy.has(key) || this.readers.has(key)) throw csiStatus.aborted(`${rpc}: an operation on ${key} is already in progress; retry later`);
+    if (this.busy.has(key) || this.readers.has(key))
+      throw csiStatus.aborted(`${rpc}: an operation on ${key} is already in progress; retry later`);
     this.busy.add(key);
     try {
       return await fn();
@@ -224,8 +132,18 @@ export class HostPathPlugin {
   }
 
   private toVolume(v: VolumeRecord) {
-    const contentSource = v.contentSource ? (v.contentSource.type === 'snapshot' ? { snapshot: { snapshotId: v.contentSource.id } } : { volume: { volumeId: v.contentSource.id } }) : null;
-    return { volumeId: v.id, capacityBytes: v.capacityBytes, volumeContext: { name: v.name }, accessibleTopology: [v.topology ? { segments: { ...v.topology } } : this.topology()], contentSource };
+    const contentSource = v.contentSource
+      ? v.contentSource.type === 'snapshot'
+        ? { snapshot: { snapshotId: v.contentSource.id } }
+        : { volume: { volumeId: v.contentSource.id } }
+      : null;
+    return {
+      volumeId: v.id,
+      capacityBytes: v.capacityBytes,
+      volumeContext: { name: v.name },
+      accessibleTopology: [v.topology ? { segments: { ...v.topology } } : this.topology()],
+      contentSource,
+    };
   }
 
   private toSnapshot(s: SnapshotRecord) {
@@ -287,7 +205,13 @@ export class HostPathPlugin {
    * caller holds the source, so it is not deleted meanwhile). Its capacity
    * is what was asked for, at least what the source held.
    */
-  private async createVolume(name: string, required: bigint, limit: bigint, parameters: Record<string, string>, source: ContentSourceRecord | undefined) {
+  private async createVolume(
+    name: string,
+    required: bigint,
+    limit: bigint,
+    parameters: Record<string, string>,
+    source: ContentSourceRecord | undefined,
+  ) {
     const rpc = 'CreateVolume';
     const { store, logger } = this.deps;
     let sourceCapacity = 0n;
@@ -301,7 +225,9 @@ export class HostPathPlugin {
       sourceCapacity = BigInt(src.capacityBytes);
     }
     if (limit > 0n && sourceCapacity > limit) {
-      throw csiStatus.outOfRange(`${rpc}: limit_bytes ${limit} is smaller than the ${sourceCapacity} bytes of its source ${describeSource(source)}`);
+      throw csiStatus.outOfRange(
+        `${rpc}: limit_bytes ${limit} is smaller than the ${sourceCapacity} bytes of its source ${describeSource(source)}`,
+      );
     }
     const asked = required > 0n ? required : limit;
     const record: VolumeRecord = {
@@ -322,10 +248,10 @@ export class HostPathPlugin {
       try {
         if (source?.type === 'snapshot') {
           // A snapshot whose archive is gone (deleted by hand, a crash midway through its delete) is gone: NOT_FOUND, not INTERNAL.
-          if (!(await fs.stat(store.archiveOf(source.id)).catch(() => undefined))) throw csiStatus.notFound(`${rpc}: snapshot "${source.id}" has no archive any more`);
+          if (!(await fs.stat(store.archiveOf(source.id)).catch(() => undefined)))
+            throw csiStatus.notFound(`${rpc}: snapshot "${source.id}" has no archive any more`);
           await extractArchive(store.archiveOf(source.id), filling);
-        }
-        else if (source?.type === 'volume') {
+        } else if (source?.type === 'volume') {
           const warning = await copyDir(store.dirOf(source.id), filling);
           if (warning) logger.warn('clone of a volume in use: a file changed while it was copied', { volumeId: source.id, tar: warning });
         }
@@ -343,7 +269,12 @@ export class HostPathPlugin {
       await fs.rm(dir, { recursive: true, force: true });
       throw err;
     }
-    logger.info('created volume', { volumeId: record.id, name: record.name, capacityBytes: record.capacityBytes, contentSource: record.contentSource });
+    logger.info('created volume', {
+      volumeId: record.id,
+      name: record.name,
+      capacityBytes: record.capacityBytes,
+      contentSource: record.contentSource,
+    });
     return { volume: this.toVolume(record) };
   }
 
@@ -370,7 +301,12 @@ export class HostPathPlugin {
     } catch (err) {
       throw dataFailure(err, rpc, `archive volume "${v.id}"`);
     }
-    if (warning) logger.warn('snapshot of a volume in use: a file changed while it was archived', { volumeId: v.id, snapshotId: record.id, tar: warning });
+    if (warning)
+      logger.warn('snapshot of a volume in use: a file changed while it was archived', {
+        volumeId: v.id,
+        snapshotId: record.id,
+        tar: warning,
+      });
     try {
       // CSI's size_bytes: what a restore must get at least — the source's capacity (the archive holds headers too); the archive's size when there is none.
       record.sizeBytes = BigInt(v.capacityBytes) > 0n ? v.capacityBytes : String((await fs.stat(archive)).size);
@@ -407,7 +343,8 @@ export class HostPathPlugin {
       CreateVolume: (req) => {
         const rpc = 'CreateVolume';
         requireField(req.name, 'name', rpc);
-        if (!req.volumeCapabilities.length) throw csiStatus.invalidArgument(`${rpc}: volume_capabilities must list at least one capability`);
+        if (!req.volumeCapabilities.length)
+          throw csiStatus.invalidArgument(`${rpc}: volume_capabilities must list at least one capability`);
         for (const cap of req.volumeCapabilities) {
           const why = unsupported(cap, rpc);
           if (why) throw csiStatus.invalidArgument(`${rpc}: ${why}`);
@@ -427,16 +364,24 @@ export class HostPathPlugin {
             const cap = BigInt(existing.capacityBytes);
             const fits = cap >= required && (limit === 0n || cap <= limit);
             if (!fits || !sameStringMap(existing.parameters, req.parameters)) {
-              throw csiStatus.alreadyExists(`${rpc}: volume "${req.name}" exists (id ${existing.id}, ${cap} bytes) with a different capacity or parameters`);
+              throw csiStatus.alreadyExists(
+                `${rpc}: volume "${req.name}" exists (id ${existing.id}, ${cap} bytes) with a different capacity or parameters`,
+              );
             }
             if (existing.contentSource?.type !== source?.type || existing.contentSource?.id !== source?.id) {
-              throw csiStatus.alreadyExists(`${rpc}: volume "${req.name}" exists (id ${existing.id}) from ${describeSource(existing.contentSource)}, not from ${describeSource(source)}`);
+              throw csiStatus.alreadyExists(
+                `${rpc}: volume "${req.name}" exists (id ${existing.id}) from ${describeSource(existing.contentSource)}, not from ${describeSource(source)}`,
+              );
             }
             return { volume: this.toVolume(existing) };
           }
           // The source is held (read) from its lookup to the end of the copy: no delete in between.
           const holdSource = <T>(fn: () => Promise<T>): Promise<T> =>
-            source?.type === 'snapshot' ? this.shared(`snapshot ${source.id}`, rpc, fn) : source?.type === 'volume' ? this.shared(`data of volume ${source.id}`, rpc, fn) : fn();
+            source?.type === 'snapshot'
+              ? this.shared(`snapshot ${source.id}`, rpc, fn)
+              : source?.type === 'volume'
+                ? this.shared(`data of volume ${source.id}`, rpc, fn)
+                : fn();
           return holdSource(() => this.createVolume(req.name, required, limit, req.parameters ?? {}, source));
         });
       },
@@ -453,7 +398,10 @@ export class HostPathPlugin {
             const mounts = await this.deps.mounter.mounts();
             const backing = backingOf(mounts, dir);
             const users = mounts.filter((m) => sameBacking(m, backing) && m.mountPoint !== dir).map((m) => m.mountPoint);
-            if (users.length) throw csiStatus.failedPrecondition(`${rpc}: volume "${v.id}" is still mounted at ${users.join(', ')}; unpublish and unstage it first`);
+            if (users.length)
+              throw csiStatus.failedPrecondition(
+                `${rpc}: volume "${v.id}" is still mounted at ${users.join(', ')}; unpublish and unstage it first`,
+              );
             await fs.rm(dir, { recursive: true, force: true });
             await store.remove(v.id);
             logger.info('deleted volume', { volumeId: v.id, name: v.name });
@@ -465,13 +413,20 @@ export class HostPathPlugin {
       ValidateVolumeCapabilities: async (req) => {
         const rpc = 'ValidateVolumeCapabilities';
         requireField(req.volumeId, 'volume_id', rpc);
-        if (!req.volumeCapabilities.length) throw csiStatus.invalidArgument(`${rpc}: volume_capabilities must list at least one capability`);
+        if (!req.volumeCapabilities.length)
+          throw csiStatus.invalidArgument(`${rpc}: volume_capabilities must list at least one capability`);
         const v = await this.volume(req.volumeId, rpc);
         for (const cap of req.volumeCapabilities) {
           const why = unsupported(cap, rpc);
           if (why) return { message: why };
         }
-        return { confirmed: { volumeContext: req.volumeContext, volumeCapabilities: req.volumeCapabilities, parameters: { ...v.parameters, ...req.parameters } } };
+        return {
+          confirmed: {
+            volumeContext: req.volumeContext,
+            volumeCapabilities: req.volumeCapabilities,
+            parameters: { ...v.parameters, ...req.parameters },
+          },
+        };
       },
 
       ListVolumes: async (req) => {
@@ -524,7 +479,9 @@ export class HostPathPlugin {
           const existing = await store.snapshotByName(req.name);
           if (existing) {
             if (existing.sourceVolumeId !== req.sourceVolumeId) {
-              throw csiStatus.alreadyExists(`${rpc}: snapshot "${req.name}" exists (id ${existing.id}) of volume "${existing.sourceVolumeId}", not of "${req.sourceVolumeId}"`);
+              throw csiStatus.alreadyExists(
+                `${rpc}: snapshot "${req.name}" exists (id ${existing.id}) of volume "${existing.sourceVolumeId}", not of "${req.sourceVolumeId}"`,
+              );
             }
             return { snapshot: this.toSnapshot(existing) };
           }
@@ -564,10 +521,16 @@ export class HostPathPlugin {
     const { store, mounter, logger, config, published } = this.deps;
     return {
       NodeGetCapabilities: () => ({
-        capabilities: (['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER', 'EXPAND_VOLUME'] as const).map((type) => ({ rpc: { type } })),
+        capabilities: (
+          ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER', 'EXPAND_VOLUME'] as const
+        ).map((type) => ({ rpc: { type } })),
       }),
 
-      NodeGetInfo: () => ({ nodeId: config.nodeId, maxVolumesPerNode: String(config.maxVolumesPerNode), accessibleTopology: this.topology() }),
+      NodeGetInfo: () => ({
+        nodeId: config.nodeId,
+        maxVolumesPerNode: String(config.maxVolumesPerNode),
+        accessibleTopology: this.topology(),
+      }),
 
       NodeStageVolume: (req) => {
         const rpc = 'NodeStageVolume';
@@ -622,12 +585,18 @@ export class HostPathPlugin {
         requireField(req.volumeId, 'volume_id', rpc);
         requireField(req.targetPath, 'target_path', rpc);
         const target = requireAbsolute(req.targetPath, 'target_path', rpc);
-        if (!req.stagingTargetPath) throw csiStatus.failedPrecondition(`${rpc}: staging_target_path is required: this plugin has STAGE_UNSTAGE_VOLUME; call NodeStageVolume first`);
+        if (!req.stagingTargetPath)
+          throw csiStatus.failedPrecondition(
+            `${rpc}: staging_target_path is required: this plugin has STAGE_UNSTAGE_VOLUME; call NodeStageVolume first`,
+          );
         const staging = requireAbsolute(req.stagingTargetPath, 'staging_target_path', rpc);
         const why = unsupported(req.volumeCapability, rpc);
         if (why) throw csiStatus.failedPrecondition(`${rpc}: ${why}`);
         const flags = (req.volumeCapability?.mount?.mountFlags ?? []).filter((f) => f !== 'ro' && f !== 'rw');
-        const readonly = req.readonly || (req.volumeCapability?.mount?.mountFlags ?? []).includes('ro') || READ_ONLY_MODES.includes(String(req.volumeCapability?.accessMode?.mode));
+        const readonly =
+          req.readonly ||
+          (req.volumeCapability?.mount?.mountFlags ?? []).includes('ro') ||
+          READ_ONLY_MODES.includes(String(req.volumeCapability?.accessMode?.mode));
         return this.exclusive(req.volumeId, rpc, async () => {
           const v = await this.volume(req.volumeId, rpc);
           const mounts = await mounter.mounts();
@@ -642,7 +611,9 @@ export class HostPathPlugin {
               await published.add(v.id, target); // already published like this (recorded, should a crash have come between)
               return {};
             }
-            throw csiStatus.alreadyExists(`${rpc}: ${target} is already mounted ${sameBacking(current, want) ? `with readonly=${isRo}` : `from ${current.source}${current.root}`}; unpublish it first`);
+            throw csiStatus.alreadyExists(
+              `${rpc}: ${target} is already mounted ${sameBacking(current, want) ? `with readonly=${isRo}` : `from ${current.source}${current.root}`}; unpublish it first`,
+            );
           }
           await fs.mkdir(target, { recursive: true });
           await mounter.bind(staging, target);
@@ -731,7 +702,9 @@ export class HostPathPlugin {
           // A directory has nothing to resize: the quota the controller recorded is the capacity (0: none).
           const capacity = BigInt(v.capacityBytes);
           if (capacity > 0n && required > capacity) {
-            throw csiStatus.outOfRange(`${rpc}: required_bytes ${required} is more than the ${capacity} bytes volume "${v.id}" has; call ControllerExpandVolume first`);
+            throw csiStatus.outOfRange(
+              `${rpc}: required_bytes ${required} is more than the ${capacity} bytes volume "${v.id}" has; call ControllerExpandVolume first`,
+            );
           }
           logger.info('expanded volume on the node', { volumeId: v.id, volumePath, capacityBytes: v.capacityBytes });
           return { capacityBytes: v.capacityBytes };
@@ -743,10 +716,14 @@ export class HostPathPlugin {
   /** NOT_FOUND unless `p` exists and shows the volume's backing directory (a mount of it, or the directory itself). */
   private async mustShow(p: string, v: VolumeRecord, field: string, rpc: string): Promise<void> {
     const backing = this.deps.store.dirOf(v.id);
-    const [at, want] = await Promise.all([fs.stat(p, { bigint: true }).catch(() => undefined), fs.stat(backing, { bigint: true }).catch(() => undefined)]);
+    const [at, want] = await Promise.all([
+      fs.stat(p, { bigint: true }).catch(() => undefined),
+      fs.stat(backing, { bigint: true }).catch(() => undefined),
+    ]);
     if (!at) throw csiStatus.notFound(`${rpc}: ${field} ${p} does not exist`);
     if (!want) throw csiStatus.notFound(`${rpc}: the backing directory ${backing} of volume "${v.id}" is gone`);
-    if (at.dev !== want.dev || at.ino !== want.ino) throw csiStatus.notFound(`${rpc}: ${field} ${p} does not show volume "${v.id}" (not staged or published there)`);
+    if (at.dev !== want.dev || at.ino !== want.ino)
+      throw csiStatus.notFound(`${rpc}: ${field} ${p} does not show volume "${v.id}" (not staged or published there)`);
   }
 
   /** Unmounts whatever is stacked at `p`; a path that is not mounted is fine. */
@@ -767,9 +744,13 @@ export class HostPathPlugin {
  */
 async function conditionAt(p: string, backing: string): Promise<{ abnormal: boolean; message: string }> {
   const [at, want] = await Promise.all([fs.stat(p, { bigint: true }), fs.stat(backing, { bigint: true }).catch(() => undefined)]);
-  if (!want) return { abnormal: true, message: `the backing directory ${backing} of the volume is gone; ${p} shows what was mounted before` };
+  if (!want)
+    return { abnormal: true, message: `the backing directory ${backing} of the volume is gone; ${p} shows what was mounted before` };
   if (at.dev !== want.dev || at.ino !== want.ino) {
-    return { abnormal: true, message: `${p} no longer shows the backing directory ${backing} (device:inode ${at.dev}:${at.ino}, expected ${want.dev}:${want.ino}); unpublish (and unstage) it and mount it again` };
+    return {
+      abnormal: true,
+      message: `${p} no longer shows the backing directory ${backing} (device:inode ${at.dev}:${at.ino}, expected ${want.dev}:${want.ino}); unpublish (and unstage) it and mount it again`,
+    };
   }
   return { abnormal: false, message: `${p} shows the backing directory ${backing}` };
 }

@@ -27,7 +27,9 @@ describe('VolumeStore', () => {
     const ids = Array.from({ length: 30 }, (_, i) => `x${i}`);
     await Promise.all([
       ...ids.map((id) => store.put({ id, name: id, capacityBytes: '1', parameters: {}, createdAt: '' })),
-      ...ids.map((id) => store.putSnapshot({ id, name: id, sourceVolumeId: id, sourceCapacityBytes: '1', sizeBytes: '10', createdAt: '', readyToUse: true })),
+      ...ids.map((id) =>
+        store.putSnapshot({ id, name: id, sourceVolumeId: id, sourceCapacityBytes: '1', sizeBytes: '10', createdAt: '', readyToUse: true }),
+      ),
       ...ids.map((id) => store.update(id, (v) => ({ ...v, capacityBytes: '2' }))),
     ]);
     expect((await store.list()).map((v) => [v.id, v.capacityBytes]).sort()).toEqual(ids.map((id) => [id, '2']).sort());
@@ -41,7 +43,10 @@ describe('VolumeStore', () => {
   });
 
   it('reads a volume file without snapshots (as written before snapshots existed)', async () => {
-    fs.writeFileSync(path.join(dir, 'volumes.json'), JSON.stringify({ version: 1, volumes: [{ id: 'old', name: 'old', capacityBytes: '0', parameters: {}, createdAt: '' }] }));
+    fs.writeFileSync(
+      path.join(dir, 'volumes.json'),
+      JSON.stringify({ version: 1, volumes: [{ id: 'old', name: 'old', capacityBytes: '0', parameters: {}, createdAt: '' }] }),
+    );
     const store = new VolumeStore(dir);
     expect((await store.list()).map((v) => v.id)).toEqual(['old']);
     expect(await store.snapshots()).toEqual([]);
@@ -53,10 +58,20 @@ describe('VolumeStore', () => {
     expect(await n1.nodesByVolume()).toEqual(new Map());
     await Promise.all([n1.add('v1', '/t/a'), n1.add('v1', '/t/b'), n1.add('v2', '/t/c'), n2.add('v1', '/u/a'), n1.add('v1', '/t/a')]);
     expect(await n1.targets('v1')).toEqual(['/t/a', '/t/b']);
-    expect(await n1.nodesByVolume()).toEqual(new Map([['v1', ['n1', 'n2']], ['v2', ['n1']]]));
+    expect(await n1.nodesByVolume()).toEqual(
+      new Map([
+        ['v1', ['n1', 'n2']],
+        ['v2', ['n1']],
+      ]),
+    );
     await n1.remove('v1', '/t/a');
     await n1.remove('v1', '/t/zzz');
-    expect(await n1.nodesByVolume()).toEqual(new Map([['v1', ['n1', 'n2']], ['v2', ['n1']]]));
+    expect(await n1.nodesByVolume()).toEqual(
+      new Map([
+        ['v1', ['n1', 'n2']],
+        ['v2', ['n1']],
+      ]),
+    );
     await Promise.all([n1.remove('v1', '/t/b'), n2.remove('v1', '/u/a')]);
     expect(await n2.nodesByVolume()).toEqual(new Map([['v2', ['n1']]]));
     expect(fs.readdirSync(path.join(dir, 'published')).sort()).toEqual(['n1.json', 'n2.json']);

@@ -168,7 +168,8 @@ export class VolumeStore {
 
   private async write(contents: Contents): Promise<void> {
     const tmp = `${this.file}.${process.pid}.${++this.writes}.tmp`;
-    const body = JSON.stringify({ version: 1, volumes: contents.volumes, snapshots: contents.snapshots } satisfies StoreFile, null, 2) + '\n';
+    const body =
+      JSON.stringify({ version: 1, volumes: contents.volumes, snapshots: contents.snapshots } satisfies StoreFile, null, 2) + '\n';
     await writeAtomically(this.file, tmp, body);
   }
 }

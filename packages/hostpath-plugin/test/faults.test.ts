@@ -98,7 +98,15 @@ describe('hostpath plugin fault switches (real process)', () => {
     const staging = h.path('staging');
     fs.mkdirSync(staging);
     await client.nodeStageVolume({ volumeId, stagingTargetPath: staging, volumeCapability: RW });
-    const e = await failure(client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: h.path('target'), volumeCapability: RW, readonly: false }));
+    const e = await failure(
+      client.nodePublishVolume({
+        volumeId,
+        stagingTargetPath: staging,
+        targetPath: h.path('target'),
+        volumeCapability: RW,
+        readonly: false,
+      }),
+    );
     expect(e.codeName).toBe('UNAVAILABLE');
     expect((await p.exited).signal).toBe('SIGKILL');
     expect(h.mountsHere()).toEqual([staging]);

@@ -37,11 +37,23 @@ export class Harness {
   }
 
   spawn(args: string[] = [], env: Record<string, string> = {}, withEndpointFlag = true): PluginProcess {
-    const argv = [CLI, ...(withEndpointFlag ? ['--endpoint', this.endpoint] : []), '--node-id', 'node-1', '--state-dir', this.stateDir, '--log-level', 'warn', ...args];
+    const argv = [
+      CLI,
+      ...(withEndpointFlag ? ['--endpoint', this.endpoint] : []),
+      '--node-id',
+      'node-1',
+      '--state-dir',
+      this.stateDir,
+      '--log-level',
+      'warn',
+      ...args,
+    ];
     const proc = spawn(process.execPath, argv, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      proc.once('exit', (code, signal) => resolve({ code, signal })),
+    );
     const p = { proc, stderr: () => err, exited };
     this.procs.push(p);
     return p;
@@ -51,7 +63,11 @@ export class Harness {
   client(opts: { csiCall?: number; probe?: number; retry?: object; endpoint?: string } = {}): GrpcCSIClient {
     const c = new GrpcCSIClient(
       opts.endpoint ?? this.endpoint,
-      { timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 5_000, csiCall: opts.csiCall ?? 20_000 }), clock: new RealClock(), random: new SeededRandom(1) },
+      {
+        timeouts: new DefaultTimeoutPolicy({ probe: opts.probe ?? 5_000, csiCall: opts.csiCall ?? 20_000 }),
+        clock: new RealClock(),
+        random: new SeededRandom(1),
+      },
       { retry: { baseDelayMs: 10, maxDelayMs: 100, ...opts.retry } },
     );
     this.clients.push(c);
@@ -62,7 +78,10 @@ export class Harness {
   async waitReady(client: GrpcCSIClient, timeoutMs = 15_000): Promise<void> {
     const until = Date.now() + timeoutMs;
     for (;;) {
-      const res = await client.probe({ timeoutMs: Math.max(1, until - Date.now()), retry: { maxAttempts: 1_000, baseDelayMs: 20, maxDelayMs: 100 } });
+      const res = await client.probe({
+        timeoutMs: Math.max(1, until - Date.now()),
+        retry: { maxAttempts: 1_000, baseDelayMs: 20, maxDelayMs: 100 },
+      });
       if (res.ready) return;
       if (Date.now() > until) throw new Error('plugin never became ready');
       await new Promise((r) => setTimeout(r, 50));
@@ -74,7 +93,12 @@ export class Harness {
    * e.g. a CreateSnapshot without a name before it is sent): resolves with
    * the status code's name ("OK" and the response when it succeeds).
    */
-  async raw(service: CsiServiceKey, rpc: string, request: object, endpoint = this.endpoint): Promise<{ code: string; message: string; response?: unknown }> {
+  async raw(
+    service: CsiServiceKey,
+    rpc: string,
+    request: object,
+    endpoint = this.endpoint,
+  ): Promise<{ code: string; message: string; response?: unknown }> {
     const invoker = new GrpcInvoker(parseEndpoint(endpoint).target);
     try {
       const response = await invoker.unary(service, rpc, request, new Date(Date.now() + 20_000));

@@ -4,7 +4,16 @@
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CSIError, type GrpcCSIClient, blockCapability, checkConfirmedCapabilities, controllerCapabilitiesFrom, mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '@csiplug/csi';
+import {
+  CSIError,
+  type GrpcCSIClient,
+  blockCapability,
+  checkConfirmedCapabilities,
+  controllerCapabilitiesFrom,
+  mountCapability,
+  nodeCapabilitiesFrom,
+  pluginCapabilitiesFrom,
+} from '@csiplug/csi';
 import { Harness } from './harness';
 
 jest.setTimeout(60_000);
@@ -83,7 +92,9 @@ describe('hostpath plugin over a unix socket', () => {
     const a = await client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { tier: 'fast', zone: 'a' } });
     const b = await client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { zone: 'a', tier: 'fast' } });
     expect(b.volume!.volumeId).toBe(a.volume!.volumeId);
-    expect((await failure(client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { zone: 'b', tier: 'fast' } }))).codeName).toBe('ALREADY_EXISTS');
+    expect(
+      (await failure(client.createVolume({ name: 'p', volumeCapabilities: [RW], parameters: { zone: 'b', tier: 'fast' } }))).codeName,
+    ).toBe('ALREADY_EXISTS');
   });
 
   it('unpublish and unstage of a volume it no longer knows still clear the paths, then say NOT_FOUND', async () => {
@@ -113,7 +124,9 @@ describe('hostpath plugin over a unix socket', () => {
     await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: RW, readonly: true });
     expect(() => fs.writeFileSync(path.join(target, 'x'), 'x')).toThrow(/EROFS|read-only/);
     // same target, different readonly flag: ALREADY_EXISTS per spec
-    const e = await failure(client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: RW, readonly: false }));
+    const e = await failure(
+      client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: RW, readonly: false }),
+    );
     expect(e.codeName).toBe('ALREADY_EXISTS');
     await client.nodeUnpublishVolume({ volumeId, targetPath: target });
     await client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging });
@@ -122,10 +135,27 @@ describe('hostpath plugin over a unix socket', () => {
 
   it('reports identity, capabilities, node info with topology, capacity and paginated lists', async () => {
     expect(await client.getPluginInfo()).toMatchObject({ name: 'hostpath.csiplug.io', manifest: { mode: 'monolith' } });
-    expect(pluginCapabilitiesFrom(await client.getPluginCapabilities())).toMatchObject({ controllerService: true, accessibilityConstraints: true, onlineExpansion: true });
-    expect(nodeCapabilitiesFrom(await client.nodeGetCapabilities())).toMatchObject({ stageUnstageVolume: true, getVolumeStats: true, expandVolume: true });
-    expect(controllerCapabilitiesFrom(await client.controllerGetCapabilities())).toMatchObject({ createDeleteVolume: true, listVolumes: true, getCapacity: true, publishUnpublishVolume: false });
-    expect(await client.nodeGetInfo()).toEqual({ nodeId: 'node-1', maxVolumesPerNode: '0', accessibleTopology: { segments: { 'topology.hostpath.csiplug.io/node': 'node-1' } } });
+    expect(pluginCapabilitiesFrom(await client.getPluginCapabilities())).toMatchObject({
+      controllerService: true,
+      accessibilityConstraints: true,
+      onlineExpansion: true,
+    });
+    expect(nodeCapabilitiesFrom(await client.nodeGetCapabilities())).toMatchObject({
+      stageUnstageVolume: true,
+      getVolumeStats: true,
+      expandVolume: true,
+    });
+    expect(controllerCapabilitiesFrom(await client.controllerGetCapabilities())).toMatchObject({
+      createDeleteVolume: true,
+      listVolumes: true,
+      getCapacity: true,
+      publishUnpublishVolume: false,
+    });
+    expect(await client.nodeGetInfo()).toEqual({
+      nodeId: 'node-1',
+      maxVolumesPerNode: '0',
+      accessibleTopology: { segments: { 'topology.hostpath.csiplug.io/node': 'node-1' } },
+    });
     expect(BigInt((await client.getCapacity()).availableCapacity)).toBeGreaterThan(0n);
 
     for (const name of ['a', 'b', 'c']) await client.createVolume({ name, volumeCapabilities: [RW] });
@@ -145,7 +175,9 @@ describe('hostpath plugin over a unix socket', () => {
     const block = [blockCapability('SINGLE_NODE_WRITER')];
     const no = await client.validateVolumeCapabilities({ volumeId: volume!.volumeId, volumeCapabilities: block });
     expect(checkConfirmedCapabilities(block, no)).toEqual({ ok: false, reason: expect.stringContaining('block access is not supported') });
-    expect((await failure(client.validateVolumeCapabilities({ volumeId: 'missing', volumeCapabilities: want }))).codeName).toBe('NOT_FOUND');
+    expect((await failure(client.validateVolumeCapabilities({ volumeId: 'missing', volumeCapabilities: want }))).codeName).toBe(
+      'NOT_FOUND',
+    );
   });
 
   it('answers with honest status codes', async () => {
@@ -165,23 +197,46 @@ describe('hostpath plugin over a unix socket', () => {
     }
     const { volume } = await client.createVolume({ name: 'x', capacityRange: { requiredBytes: 100 }, volumeCapabilities: [RW] });
     const volumeId = volume!.volumeId;
-    expect((await failure(client.createVolume({ name: 'x', capacityRange: { requiredBytes: 5000 }, volumeCapabilities: [RW] }))).codeName).toBe('ALREADY_EXISTS');
-    expect((await failure(client.createVolume({ name: 'y', volumeCapabilities: [blockCapability('SINGLE_NODE_WRITER')] }))).codeName).toBe('INVALID_ARGUMENT');
-    expect((await failure(client.createVolume({ name: 'z', capacityRange: { requiredBytes: 10, limitBytes: 5 }, volumeCapabilities: [RW] }))).codeName).toBe('OUT_OF_RANGE');
-    expect((await failure(client.nodeStageVolume({ volumeId, stagingTargetPath: 'relative/path', volumeCapability: RW }))).codeName).toBe('INVALID_ARGUMENT');
-    expect((await failure(client.nodeStageVolume({ volumeId, stagingTargetPath: stagingPath, volumeCapability: blockCapability('SINGLE_NODE_WRITER') }))).codeName).toBe('FAILED_PRECONDITION');
+    expect(
+      (await failure(client.createVolume({ name: 'x', capacityRange: { requiredBytes: 5000 }, volumeCapabilities: [RW] }))).codeName,
+    ).toBe('ALREADY_EXISTS');
+    expect((await failure(client.createVolume({ name: 'y', volumeCapabilities: [blockCapability('SINGLE_NODE_WRITER')] }))).codeName).toBe(
+      'INVALID_ARGUMENT',
+    );
+    expect(
+      (await failure(client.createVolume({ name: 'z', capacityRange: { requiredBytes: 10, limitBytes: 5 }, volumeCapabilities: [RW] })))
+        .codeName,
+    ).toBe('OUT_OF_RANGE');
+    expect((await failure(client.nodeStageVolume({ volumeId, stagingTargetPath: 'relative/path', volumeCapability: RW }))).codeName).toBe(
+      'INVALID_ARGUMENT',
+    );
+    expect(
+      (
+        await failure(
+          client.nodeStageVolume({ volumeId, stagingTargetPath: stagingPath, volumeCapability: blockCapability('SINGLE_NODE_WRITER') }),
+        )
+      ).codeName,
+    ).toBe('FAILED_PRECONDITION');
     // the plugin needs staging; a client that has not read capabilities sends it, and the plugin refuses
     const e = await failure(client.nodePublishVolume({ volumeId, targetPath: h.path('t2'), volumeCapability: RW }));
     expect(e.codeName).toBe('FAILED_PRECONDITION');
     expect(e.local).toBe(false);
     // not staged at that path yet
-    expect((await failure(client.nodePublishVolume({ volumeId, stagingTargetPath: stagingPath, targetPath: h.path('t2'), volumeCapability: RW }))).codeName).toBe('FAILED_PRECONDITION');
+    expect(
+      (
+        await failure(
+          client.nodePublishVolume({ volumeId, stagingTargetPath: stagingPath, targetPath: h.path('t2'), volumeCapability: RW }),
+        )
+      ).codeName,
+    ).toBe('FAILED_PRECONDITION');
     // once the client knows, it refuses locally without touching the socket
     await client.nodeGetCapabilities();
     const local = await failure(client.nodePublishVolume({ volumeId, targetPath: h.path('t2'), volumeCapability: RW }));
     expect(local).toMatchObject({ codeName: 'INVALID_ARGUMENT', local: true });
     // an unadvertised controller RPC
-    expect((await failure(client.controllerPublishVolume({ volumeId, nodeId: 'node-1', volumeCapability: RW }))).isUnimplemented()).toBe(true);
+    expect((await failure(client.controllerPublishVolume({ volumeId, nodeId: 'node-1', volumeCapability: RW }))).isUnimplemented()).toBe(
+      true,
+    );
     expect(h.mountsHere()).toEqual([]);
   });
 
@@ -204,7 +259,7 @@ describe('hostpath plugin behind symlinks', () => {
     await h.cleanup();
   });
 
-  it('compares the kernel\'s paths: idempotent stage, and no delete of a volume still mounted', async () => {
+  it("compares the kernel's paths: idempotent stage, and no delete of a volume still mounted", async () => {
     h = new Harness();
     fs.mkdirSync(h.path('real-state'), { recursive: true });
     fs.symlinkSync(h.path('real-state'), h.path('state-link'));

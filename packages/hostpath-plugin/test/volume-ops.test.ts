@@ -6,7 +6,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CSIError, type GrpcCSIClient, controllerCapabilitiesFrom, mountCapability, nodeCapabilitiesFrom, pluginCapabilitiesFrom } from '@csiplug/csi';
+import {
+  CSIError,
+  type GrpcCSIClient,
+  controllerCapabilitiesFrom,
+  mountCapability,
+  nodeCapabilitiesFrom,
+  pluginCapabilitiesFrom,
+} from '@csiplug/csi';
 import { Harness } from './harness';
 
 jest.setTimeout(60_000);
@@ -36,7 +43,9 @@ function tree(dir: string): Record<string, string> {
       else if (st.isDirectory()) {
         out[r] = `dir ${mode}`;
         walk(p, r);
-      } else out[r] = `file ${mode} ${st.size} ${createHash('sha256').update(fs.readFileSync(p)).digest('hex')} ${Math.floor(st.mtimeMs / 1000)}`;
+      } else
+        out[r] =
+          `file ${mode} ${st.size} ${createHash('sha256').update(fs.readFileSync(p)).digest('hex')} ${Math.floor(st.mtimeMs / 1000)}`;
     }
   };
   walk(dir, '');
@@ -116,24 +125,47 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
         'VOLUME_CONDITION',
       ].sort(),
     );
-    expect(controllerCapabilitiesFrom(await client.controllerGetCapabilities())).toMatchObject({ publishUnpublishVolume: false, publishReadonly: false, modifyVolume: false });
+    expect(controllerCapabilitiesFrom(await client.controllerGetCapabilities())).toMatchObject({
+      publishUnpublishVolume: false,
+      publishReadonly: false,
+      modifyVolume: false,
+    });
     expect((await client.nodeGetCapabilities()).capabilities.map((c) => c.rpc?.type).sort()).toEqual(
       ['EXPAND_VOLUME', 'GET_VOLUME_STATS', 'SINGLE_NODE_MULTI_WRITER', 'STAGE_UNSTAGE_VOLUME', 'VOLUME_CONDITION'].sort(),
     );
   });
 
   it('expands a published volume on the controller and the node: stats show the new total, a smaller request changes nothing', async () => {
-    const volumeId = (await client.createVolume({ name: 'grow', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW] })).volume!.volumeId;
+    const volumeId = (await client.createVolume({ name: 'grow', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW] })).volume!
+      .volumeId;
     await client.nodeGetCapabilities();
     const at = await stageAndPublish(volumeId, 'grow');
     fs.writeFileSync(path.join(at.target, 'data'), randomBytes(1000));
 
-    expect(bytesOf(await client.nodeGetVolumeStats({ volumeId, volumePath: at.target }))).toEqual({ total: BigInt(MiB), used: 1000n, available: BigInt(MiB - 1000) });
+    expect(bytesOf(await client.nodeGetVolumeStats({ volumeId, volumePath: at.target }))).toEqual({
+      total: BigInt(MiB),
+      used: 1000n,
+      available: BigInt(MiB - 1000),
+    });
 
-    expect(await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 4 * MiB } })).toEqual({ capacityBytes: String(4 * MiB), nodeExpansionRequired: true });
+    expect(await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 4 * MiB } })).toEqual({
+      capacityBytes: String(4 * MiB),
+      nodeExpansionRequired: true,
+    });
     // idempotent
-    expect(await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 4 * MiB } })).toEqual({ capacityBytes: String(4 * MiB), nodeExpansionRequired: true });
-    expect(await client.nodeExpandVolume({ volumeId, volumePath: at.target, stagingTargetPath: at.staging, capacityRange: { requiredBytes: 4 * MiB }, volumeCapability: RW })).toEqual({
+    expect(await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 4 * MiB } })).toEqual({
+      capacityBytes: String(4 * MiB),
+      nodeExpansionRequired: true,
+    });
+    expect(
+      await client.nodeExpandVolume({
+        volumeId,
+        volumePath: at.target,
+        stagingTargetPath: at.staging,
+        capacityRange: { requiredBytes: 4 * MiB },
+        volumeCapability: RW,
+      }),
+    ).toEqual({
       capacityBytes: String(4 * MiB),
     });
     // the staging path shows the volume too
@@ -143,18 +175,25 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     expect(stats).toEqual({ total: BigInt(4 * MiB), used: 1000n, available: BigInt(4 * MiB - 1000) });
 
     // a shrink is no shrink: success at the current size
-    expect(await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 2 * MiB } })).toEqual({ capacityBytes: String(4 * MiB), nodeExpansionRequired: true });
+    expect(await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 2 * MiB } })).toEqual({
+      capacityBytes: String(4 * MiB),
+      nodeExpansionRequired: true,
+    });
     const listed = (await client.listVolumes()).entries.find((e) => e.volume!.volumeId === volumeId)!;
     expect(listed.volume!.capacityBytes).toBe(String(4 * MiB));
     expect((await client.controllerGetVolume({ volumeId })).volume!.capacityBytes).toBe(String(4 * MiB));
 
     // the node has nothing beyond what the controller recorded
-    expect((await failure(client.nodeExpandVolume({ volumeId, volumePath: at.target, capacityRange: { requiredBytes: 8 * MiB } }))).codeName).toBe('OUT_OF_RANGE');
+    expect(
+      (await failure(client.nodeExpandVolume({ volumeId, volumePath: at.target, capacityRange: { requiredBytes: 8 * MiB } }))).codeName,
+    ).toBe('OUT_OF_RANGE');
     // the node checks the paths it is given
     expect((await failure(client.nodeExpandVolume({ volumeId, volumePath: h.path('nowhere') }))).codeName).toBe('NOT_FOUND');
     fs.mkdirSync(h.path('elsewhere'));
     expect((await failure(client.nodeExpandVolume({ volumeId, volumePath: h.path('elsewhere') }))).codeName).toBe('NOT_FOUND');
-    expect((await failure(client.nodeExpandVolume({ volumeId, volumePath: at.target, stagingTargetPath: h.path('elsewhere') }))).codeName).toBe('NOT_FOUND');
+    expect(
+      (await failure(client.nodeExpandVolume({ volumeId, volumePath: at.target, stagingTargetPath: h.path('elsewhere') }))).codeName,
+    ).toBe('NOT_FOUND');
     expect((await failure(client.nodeExpandVolume({ volumeId: 'no-such-volume', volumePath: at.target }))).codeName).toBe('NOT_FOUND');
 
     expect(fs.readFileSync(path.join(backing(volumeId), 'data')).length).toBe(1000);
@@ -163,7 +202,8 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
   });
 
   it('measures the files against the capacity: over it, the volume condition is abnormal', async () => {
-    const volumeId = (await client.createVolume({ name: 'quota', capacityRange: { requiredBytes: 4096 }, volumeCapabilities: [RW] })).volume!.volumeId;
+    const volumeId = (await client.createVolume({ name: 'quota', capacityRange: { requiredBytes: 4096 }, volumeCapabilities: [RW] }))
+      .volume!.volumeId;
     await client.nodeGetCapabilities();
     const at = await stageAndPublish(volumeId, 'quota');
     fs.writeFileSync(path.join(at.target, 'small'), Buffer.alloc(3000, 1));
@@ -178,7 +218,10 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     fs.symlinkSync('sub/big', path.join(at.target, 'symlink-to-big')); // not followed
     stats = await client.nodeGetVolumeStats({ volumeId, volumePath: at.target });
     expect(bytesOf(stats)).toEqual({ total: 4096n, used: 8000n, available: 0n });
-    expect(stats.volumeCondition).toEqual({ abnormal: true, message: `volume "${volumeId}" uses 8000 bytes, over its capacity of 4096 bytes` });
+    expect(stats.volumeCondition).toEqual({
+      abnormal: true,
+      message: `volume "${volumeId}" uses 8000 bytes, over its capacity of 4096 bytes`,
+    });
 
     // expanded past what it holds: normal again
     await client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 10_000 } });
@@ -189,8 +232,10 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
   });
 
   it('snapshots: create (idempotent by name), list with pages and filters, restore the files as they were, delete idempotently', async () => {
-    const a = (await client.createVolume({ name: 'src-a', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW] })).volume!.volumeId;
-    const b = (await client.createVolume({ name: 'src-b', capacityRange: { requiredBytes: 2 * MiB }, volumeCapabilities: [RW] })).volume!.volumeId;
+    const a = (await client.createVolume({ name: 'src-a', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW] })).volume!
+      .volumeId;
+    const b = (await client.createVolume({ name: 'src-b', capacityRange: { requiredBytes: 2 * MiB }, volumeCapabilities: [RW] })).volume!
+      .volumeId;
     fill(backing(a));
     fs.writeFileSync(path.join(backing(b), 'b.txt'), 'volume b');
     const before = tree(backing(a));
@@ -233,36 +278,93 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     // filters
     expect((await client.listSnapshots({ snapshotId: s2.snapshotId })).entries.map((e) => e.snapshot!.snapshotId)).toEqual([s2.snapshotId]);
     expect((await client.listSnapshots({ snapshotId: 'no-such-snapshot' })).entries).toEqual([]);
-    expect((await client.listSnapshots({ sourceVolumeId: a })).entries.map((e) => e.snapshot!.snapshotId)).toEqual([s1.snapshotId, s2.snapshotId]);
+    expect((await client.listSnapshots({ sourceVolumeId: a })).entries.map((e) => e.snapshot!.snapshotId)).toEqual([
+      s1.snapshotId,
+      s2.snapshotId,
+    ]);
     expect((await client.listSnapshots({ sourceVolumeId: b })).entries.map((e) => e.snapshot!.snapshotId)).toEqual([s3.snapshotId]);
     expect((await client.listSnapshots({ sourceVolumeId: b, snapshotId: s1.snapshotId })).entries).toEqual([]);
     expect((await client.listSnapshots({ sourceVolumeId: 'no-such-volume' })).entries).toEqual([]);
     const byA = await client.listSnapshots({ sourceVolumeId: a, maxEntries: 1 });
     expect(byA.entries.map((e) => e.snapshot!.snapshotId)).toEqual([s1.snapshotId]);
-    expect((await client.listSnapshots({ sourceVolumeId: a, maxEntries: 1, startingToken: byA.nextToken })).entries.map((e) => e.snapshot!.snapshotId)).toEqual([s2.snapshotId]);
+    expect(
+      (await client.listSnapshots({ sourceVolumeId: a, maxEntries: 1, startingToken: byA.nextToken })).entries.map(
+        (e) => e.snapshot!.snapshotId,
+      ),
+    ).toEqual([s2.snapshotId]);
 
     // restore: a new volume with the files as they were at snap-1, at least the source's capacity
-    const restored = (await client.createVolume({ name: 'restored', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } } })).volume!;
+    const restored = (
+      await client.createVolume({
+        name: 'restored',
+        volumeCapabilities: [RW],
+        volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } },
+      })
+    ).volume!;
     expect(restored.capacityBytes).toBe(String(MiB));
     expect(restored.contentSource).toMatchObject({ snapshot: { snapshotId: s1.snapshotId } });
     expect(tree(backing(restored.volumeId))).toEqual(before);
     expect(tree(backing(a))).not.toEqual(before);
     expect(fs.statSync(backing(restored.volumeId)).mode & 0o777).toBe(0o777);
     // more than the source had is granted
-    const bigger = (await client.createVolume({ name: 'restored-bigger', capacityRange: { requiredBytes: 3 * MiB }, volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } } }))
-      .volume!;
+    const bigger = (
+      await client.createVolume({
+        name: 'restored-bigger',
+        capacityRange: { requiredBytes: 3 * MiB },
+        volumeCapabilities: [RW],
+        volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } },
+      })
+    ).volume!;
     expect(bigger.capacityBytes).toBe(String(3 * MiB));
     // idempotent by name and source
-    const again = (await client.createVolume({ name: 'restored', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } } })).volume!;
+    const again = (
+      await client.createVolume({
+        name: 'restored',
+        volumeCapabilities: [RW],
+        volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } },
+      })
+    ).volume!;
     expect(again.volumeId).toBe(restored.volumeId);
-    expect((await failure(client.createVolume({ name: 'restored', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s2.snapshotId } } }))).codeName).toBe('ALREADY_EXISTS');
+    expect(
+      (
+        await failure(
+          client.createVolume({
+            name: 'restored',
+            volumeCapabilities: [RW],
+            volumeContentSource: { snapshot: { snapshotId: s2.snapshotId } },
+          }),
+        )
+      ).codeName,
+    ).toBe('ALREADY_EXISTS');
     expect((await failure(client.createVolume({ name: 'restored', volumeCapabilities: [RW] }))).codeName).toBe('ALREADY_EXISTS');
-    expect((await failure(client.createVolume({ name: 'restored', volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: a } } }))).codeName).toBe('ALREADY_EXISTS');
+    expect(
+      (await failure(client.createVolume({ name: 'restored', volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: a } } })))
+        .codeName,
+    ).toBe('ALREADY_EXISTS');
     // a limit below the source's capacity cannot be met
     expect(
-      (await failure(client.createVolume({ name: 'too-small', capacityRange: { limitBytes: MiB / 2 }, volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } } }))).codeName,
+      (
+        await failure(
+          client.createVolume({
+            name: 'too-small',
+            capacityRange: { limitBytes: MiB / 2 },
+            volumeCapabilities: [RW],
+            volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } },
+          }),
+        )
+      ).codeName,
     ).toBe('OUT_OF_RANGE');
-    expect((await failure(client.createVolume({ name: 'from-nothing', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: 'no-such-snapshot' } } }))).codeName).toBe('NOT_FOUND');
+    expect(
+      (
+        await failure(
+          client.createVolume({
+            name: 'from-nothing',
+            volumeCapabilities: [RW],
+            volumeContentSource: { snapshot: { snapshotId: 'no-such-snapshot' } },
+          }),
+        )
+      ).codeName,
+    ).toBe('NOT_FOUND');
 
     // delete: archive and record go; again, and an unknown id, succeed
     await client.deleteSnapshot({ snapshotId: s1.snapshotId });
@@ -270,12 +372,24 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     await client.deleteSnapshot({ snapshotId: s1.snapshotId });
     await client.deleteSnapshot({ snapshotId: 'no-such-snapshot' });
     expect((await client.listSnapshots()).entries.map((e) => e.snapshot!.snapshotId)).toEqual([s2.snapshotId, s3.snapshotId]);
-    expect((await failure(client.createVolume({ name: 'late', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } } }))).codeName).toBe('NOT_FOUND');
+    expect(
+      (
+        await failure(
+          client.createVolume({ name: 'late', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s1.snapshotId } } }),
+        )
+      ).codeName,
+    ).toBe('NOT_FOUND');
     // the restored volume is its own
     expect(tree(backing(restored.volumeId))).toEqual(before);
     // the source volume can go while its snapshots stay; they restore still
     await client.deleteVolume({ volumeId: b });
-    const fromB = (await client.createVolume({ name: 'from-b', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: s3.snapshotId } } })).volume!;
+    const fromB = (
+      await client.createVolume({
+        name: 'from-b',
+        volumeCapabilities: [RW],
+        volumeContentSource: { snapshot: { snapshotId: s3.snapshotId } },
+      })
+    ).volume!;
     expect(fromB.capacityBytes).toBe(String(2 * MiB));
     expect(fs.readFileSync(path.join(backing(fromB.volumeId), 'b.txt'), 'utf8')).toBe('volume b');
 
@@ -294,7 +408,9 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     const snap = (await client.createSnapshot({ name: 'to-break', sourceVolumeId: a })).snapshot!;
     fs.writeFileSync(path.join(state, 'snapshots', `${snap.snapshotId}.tar`), randomBytes(10_000)); // not a tar archive any more
     const before = fs.readdirSync(path.join(state, 'volumes')).sort();
-    const e = await failure(client.createVolume({ name: 'broken', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: snap.snapshotId } } }));
+    const e = await failure(
+      client.createVolume({ name: 'broken', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: snap.snapshotId } } }),
+    );
     expect(e.codeName).toBe('INTERNAL');
     expect(e.message).toMatch(/restore snapshot/);
     expect(fs.readdirSync(path.join(state, 'volumes')).sort()).toEqual(before);
@@ -302,29 +418,69 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     // a good archive under the same name works afterwards
     await client.deleteSnapshot({ snapshotId: snap.snapshotId });
     const good = (await client.createSnapshot({ name: 'good', sourceVolumeId: a })).snapshot!;
-    const vol = (await client.createVolume({ name: 'broken', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: good.snapshotId } } })).volume!;
+    const vol = (
+      await client.createVolume({
+        name: 'broken',
+        volumeCapabilities: [RW],
+        volumeContentSource: { snapshot: { snapshotId: good.snapshotId } },
+      })
+    ).volume!;
     expect(tree(backing(vol.volumeId))).toEqual(tree(backing(a)));
   });
 
   it('clones a volume: the same files in a copy of its own, at least the source capacity', async () => {
-    const src = (await client.createVolume({ name: 'original', capacityRange: { requiredBytes: 2 * MiB }, volumeCapabilities: [RW] })).volume!.volumeId;
+    const src = (await client.createVolume({ name: 'original', capacityRange: { requiredBytes: 2 * MiB }, volumeCapabilities: [RW] }))
+      .volume!.volumeId;
     fill(backing(src));
-    const clone = (await client.createVolume({ name: 'copy', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: src } } })).volume!;
+    const clone = (
+      await client.createVolume({
+        name: 'copy',
+        capacityRange: { requiredBytes: MiB },
+        volumeCapabilities: [RW],
+        volumeContentSource: { volume: { volumeId: src } },
+      })
+    ).volume!;
     expect(clone.capacityBytes).toBe(String(2 * MiB));
     expect(clone.contentSource).toMatchObject({ volume: { volumeId: src } });
     expect(tree(backing(clone.volumeId))).toEqual(tree(backing(src)));
-    expect((await client.createVolume({ name: 'copy', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: src } } })).volume!.volumeId).toBe(
-      clone.volumeId,
-    );
+    expect(
+      (
+        await client.createVolume({
+          name: 'copy',
+          capacityRange: { requiredBytes: MiB },
+          volumeCapabilities: [RW],
+          volumeContentSource: { volume: { volumeId: src } },
+        })
+      ).volume!.volumeId,
+    ).toBe(clone.volumeId);
     fs.writeFileSync(path.join(backing(clone.volumeId), 'hello.txt'), 'only in the clone');
     expect(fs.readFileSync(path.join(backing(src), 'hello.txt'), 'utf8')).toBe('hello from the source volume\n');
     // listed with its source
     const listed = (await client.listVolumes()).entries.find((e) => e.volume!.volumeId === clone.volumeId)!;
     expect(listed.volume!.contentSource).toMatchObject({ volume: { volumeId: src } });
-    expect((await failure(client.createVolume({ name: 'copy-2', volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: 'no-such-volume' } } }))).codeName).toBe('NOT_FOUND');
-    expect((await failure(client.createVolume({ name: 'copy-3', capacityRange: { limitBytes: MiB }, volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: src } } }))).codeName).toBe(
-      'OUT_OF_RANGE',
-    );
+    expect(
+      (
+        await failure(
+          client.createVolume({
+            name: 'copy-2',
+            volumeCapabilities: [RW],
+            volumeContentSource: { volume: { volumeId: 'no-such-volume' } },
+          }),
+        )
+      ).codeName,
+    ).toBe('NOT_FOUND');
+    expect(
+      (
+        await failure(
+          client.createVolume({
+            name: 'copy-3',
+            capacityRange: { limitBytes: MiB },
+            volumeCapabilities: [RW],
+            volumeContentSource: { volume: { volumeId: src } },
+          }),
+        )
+      ).codeName,
+    ).toBe('OUT_OF_RANGE');
     expect(fs.readdirSync(path.join(state, 'volumes')).sort()).toEqual([src, clone.volumeId].sort());
   });
 
@@ -337,7 +493,10 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     const second = h.path('pods', 'second', 'vol');
     await client.nodePublishVolume({ volumeId, stagingTargetPath: at.staging, targetPath: second, volumeCapability: RW });
     expect((await status())!.publishedNodeIds).toEqual(['node-1']);
-    expect((await client.controllerGetVolume({ volumeId })).status).toEqual({ publishedNodeIds: ['node-1'], volumeCondition: expect.objectContaining({ abnormal: false }) });
+    expect((await client.controllerGetVolume({ volumeId })).status).toEqual({
+      publishedNodeIds: ['node-1'],
+      volumeCondition: expect.objectContaining({ abnormal: false }),
+    });
 
     // persisted: a restarted plugin still knows
     const [first] = (h as unknown as { procs: Array<{ proc: ChildProcess; exited: Promise<unknown> }> }).procs;
@@ -364,7 +523,8 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
   });
 
   it('answers bad input with the code the CSI spec names', async () => {
-    const volumeId = (await client.createVolume({ name: 'v', capacityRange: { requiredBytes: 1000 }, volumeCapabilities: [RW] })).volume!.volumeId;
+    const volumeId = (await client.createVolume({ name: 'v', capacityRange: { requiredBytes: 1000 }, volumeCapabilities: [RW] })).volume!
+      .volumeId;
     // past the client's own checks, straight to the plugin
     expect((await h.raw('controller', 'CreateSnapshot', { sourceVolumeId: volumeId })).code).toBe('INVALID_ARGUMENT');
     expect((await h.raw('controller', 'CreateSnapshot', { name: 's' })).code).toBe('INVALID_ARGUMENT');
@@ -373,19 +533,57 @@ describe('hostpath plugin: expansion, stats, snapshots, clones, published nodes'
     expect((await h.raw('controller', 'ControllerExpandVolume', { capacityRange: { requiredBytes: 5 } })).code).toBe('INVALID_ARGUMENT');
     expect((await h.raw('controller', 'ControllerGetVolume', {})).code).toBe('INVALID_ARGUMENT');
     expect((await h.raw('node', 'NodeExpandVolume', { volumeId })).code).toBe('INVALID_ARGUMENT');
-    expect((await h.raw('controller', 'CreateVolume', { name: 'empty-src', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: '' } } })).code).toBe('INVALID_ARGUMENT');
-    expect((await h.raw('controller', 'CreateVolume', { name: 'empty-src', volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: '' } } })).code).toBe('INVALID_ARGUMENT');
+    expect(
+      (
+        await h.raw('controller', 'CreateVolume', {
+          name: 'empty-src',
+          volumeCapabilities: [RW],
+          volumeContentSource: { snapshot: { snapshotId: '' } },
+        })
+      ).code,
+    ).toBe('INVALID_ARGUMENT');
+    expect(
+      (
+        await h.raw('controller', 'CreateVolume', {
+          name: 'empty-src',
+          volumeCapabilities: [RW],
+          volumeContentSource: { volume: { volumeId: '' } },
+        })
+      ).code,
+    ).toBe('INVALID_ARGUMENT');
     expect((await h.raw('controller', 'ListSnapshots', { maxEntries: -1 })).code).toBe('INVALID_ARGUMENT');
     // through the client
     expect((await failure(client.createSnapshot({ name: 's', sourceVolumeId: 'no-such-volume' }))).codeName).toBe('NOT_FOUND');
-    expect((await failure(client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 5000, limitBytes: 4000 } }))).codeName).toBe('OUT_OF_RANGE');
-    expect((await failure(client.controllerExpandVolume({ volumeId: 'no-such-volume', capacityRange: { requiredBytes: 5000 } }))).codeName).toBe('NOT_FOUND');
-    expect((await failure(client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: -1 } }))).codeName).toBe('INVALID_ARGUMENT');
+    expect(
+      (await failure(client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 5000, limitBytes: 4000 } }))).codeName,
+    ).toBe('OUT_OF_RANGE');
+    expect(
+      (await failure(client.controllerExpandVolume({ volumeId: 'no-such-volume', capacityRange: { requiredBytes: 5000 } }))).codeName,
+    ).toBe('NOT_FOUND');
+    expect((await failure(client.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: -1 } }))).codeName).toBe(
+      'INVALID_ARGUMENT',
+    );
     expect((await failure(client.controllerGetVolume({ volumeId: 'no-such-volume' }))).codeName).toBe('NOT_FOUND');
     expect((await failure(client.nodeExpandVolume({ volumeId: 'no-such-volume', volumePath: h.path() }))).codeName).toBe('NOT_FOUND');
     expect((await failure(client.nodeExpandVolume({ volumeId, volumePath: 'relative' }))).codeName).toBe('INVALID_ARGUMENT');
-    expect((await failure(client.createVolume({ name: 'w', volumeCapabilities: [RW], volumeContentSource: { snapshot: { snapshotId: 'no-such-snapshot' } } }))).codeName).toBe('NOT_FOUND');
-    expect((await failure(client.createVolume({ name: 'w', volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: 'no-such-volume' } } }))).codeName).toBe('NOT_FOUND');
+    expect(
+      (
+        await failure(
+          client.createVolume({
+            name: 'w',
+            volumeCapabilities: [RW],
+            volumeContentSource: { snapshot: { snapshotId: 'no-such-snapshot' } },
+          }),
+        )
+      ).codeName,
+    ).toBe('NOT_FOUND');
+    expect(
+      (
+        await failure(
+          client.createVolume({ name: 'w', volumeCapabilities: [RW], volumeContentSource: { volume: { volumeId: 'no-such-volume' } } }),
+        )
+      ).codeName,
+    ).toBe('NOT_FOUND');
     const s = (await client.createSnapshot({ name: 'once', sourceVolumeId: volumeId })).snapshot!;
     const other = (await client.createVolume({ name: 'other', volumeCapabilities: [RW] })).volume!.volumeId;
     expect((await failure(client.createSnapshot({ name: 'once', sourceVolumeId: other }))).codeName).toBe('ALREADY_EXISTS');
@@ -415,13 +613,27 @@ describe('hostpath plugin topology and split deployment', () => {
     const segments = { [ZONE]: 'z1', [RACK]: 'r7' };
     expect(await client.nodeGetInfo()).toEqual({ nodeId: 'node-1', maxVolumesPerNode: '12', accessibleTopology: { segments } });
 
-    const e = await failure(client.createVolume({ name: 'far', volumeCapabilities: [RW], accessibilityRequirements: { requisite: [{ segments: { [ZONE]: 'z2' } }] } }));
+    const e = await failure(
+      client.createVolume({
+        name: 'far',
+        volumeCapabilities: [RW],
+        accessibilityRequirements: { requisite: [{ segments: { [ZONE]: 'z2' } }] },
+      }),
+    );
     expect(e.codeName).toBe('RESOURCE_EXHAUSTED');
     expect(e.message).toContain(`${ZONE}=z2`);
     expect(e.message).toContain(`${ZONE}=z1, ${RACK}=r7`);
-    expect((await failure(client.createVolume({ name: 'far', volumeCapabilities: [RW], accessibilityRequirements: { requisite: [{ segments: { [ZONE]: 'z1', [RACK]: 'r8' } }] } }))).codeName).toBe(
-      'RESOURCE_EXHAUSTED',
-    );
+    expect(
+      (
+        await failure(
+          client.createVolume({
+            name: 'far',
+            volumeCapabilities: [RW],
+            accessibilityRequirements: { requisite: [{ segments: { [ZONE]: 'z1', [RACK]: 'r8' } }] },
+          }),
+        )
+      ).codeName,
+    ).toBe('RESOURCE_EXHAUSTED');
     expect((await client.listVolumes()).entries).toEqual([]);
 
     // one requisite segment that holds this node is enough; preferred ones elsewhere are only a preference
@@ -429,22 +641,37 @@ describe('hostpath plugin topology and split deployment', () => {
       await client.createVolume({
         name: 'near',
         volumeCapabilities: [RW],
-        accessibilityRequirements: { requisite: [{ segments: { [ZONE]: 'z2' } }, { segments: { [ZONE]: 'z1' } }], preferred: [{ segments: { [ZONE]: 'z2' } }] },
+        accessibilityRequirements: {
+          requisite: [{ segments: { [ZONE]: 'z2' } }, { segments: { [ZONE]: 'z1' } }],
+          preferred: [{ segments: { [ZONE]: 'z2' } }],
+        },
       })
     ).volume!;
     expect(near.accessibleTopology).toEqual([{ segments }]);
-    const anywhere = (await client.createVolume({ name: 'anywhere', volumeCapabilities: [RW], accessibilityRequirements: { preferred: [{ segments: { [ZONE]: 'z9' } }] } })).volume!;
+    const anywhere = (
+      await client.createVolume({
+        name: 'anywhere',
+        volumeCapabilities: [RW],
+        accessibilityRequirements: { preferred: [{ segments: { [ZONE]: 'z9' } }] },
+      })
+    ).volume!;
     expect(anywhere.accessibleTopology).toEqual([{ segments }]);
     expect((await client.listVolumes()).entries.map((x) => x.volume!.accessibleTopology)).toEqual([[{ segments }], [{ segments }]]);
     expect((await client.getCapacity({ accessibleTopology: { segments: { [ZONE]: 'z2' } } })).availableCapacity).toBe('0');
-    expect(BigInt((await client.getCapacity({ accessibleTopology: { segments: { [RACK]: 'r7' } } })).availableCapacity)).toBeGreaterThan(0n);
+    expect(BigInt((await client.getCapacity({ accessibleTopology: { segments: { [RACK]: 'r7' } } })).availableCapacity)).toBeGreaterThan(
+      0n,
+    );
   });
 
   it('reads the topology and the volume limit from the environment', async () => {
     h.spawn([], { CSIPLUG_HOSTPATH_TOPOLOGY: `${ZONE}=east`, CSIPLUG_HOSTPATH_MAX_VOLUMES_PER_NODE: '3' });
     const client = h.client();
     await h.waitReady(client);
-    expect(await client.nodeGetInfo()).toEqual({ nodeId: 'node-1', maxVolumesPerNode: '3', accessibleTopology: { segments: { [ZONE]: 'east' } } });
+    expect(await client.nodeGetInfo()).toEqual({
+      nodeId: 'node-1',
+      maxVolumesPerNode: '3',
+      accessibleTopology: { segments: { [ZONE]: 'east' } },
+    });
   });
 
   it('refuses a bad --topology at start, naming the flag', async () => {
@@ -466,11 +693,19 @@ describe('hostpath plugin topology and split deployment', () => {
     expect(pluginCapabilitiesFrom(await node.getPluginCapabilities())).toMatchObject({ controllerService: false, onlineExpansion: true });
     expect((await failure(node.controllerGetCapabilities())).codeName).toBe('UNIMPLEMENTED');
     expect(nodeCapabilitiesFrom(await node.nodeGetCapabilities())).toMatchObject({ expandVolume: true, stageUnstageVolume: true });
-    expect(pluginCapabilitiesFrom(await controller.getPluginCapabilities())).toMatchObject({ controllerService: true, onlineExpansion: true });
+    expect(pluginCapabilitiesFrom(await controller.getPluginCapabilities())).toMatchObject({
+      controllerService: true,
+      onlineExpansion: true,
+    });
     expect((await failure(controller.nodeGetCapabilities())).codeName).toBe('UNIMPLEMENTED');
-    expect(controllerCapabilitiesFrom(await controller.controllerGetCapabilities())).toMatchObject({ publishUnpublishVolume: true, listVolumesPublishedNodes: true, expandVolume: true });
+    expect(controllerCapabilitiesFrom(await controller.controllerGetCapabilities())).toMatchObject({
+      publishUnpublishVolume: true,
+      listVolumesPublishedNodes: true,
+      expandVolume: true,
+    });
 
-    const volumeId = (await controller.createVolume({ name: 'shared', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW] })).volume!.volumeId;
+    const volumeId = (await controller.createVolume({ name: 'shared', capacityRange: { requiredBytes: MiB }, volumeCapabilities: [RW] }))
+      .volume!.volumeId;
     await controller.controllerPublishVolume({ volumeId, nodeId: 'node-9', volumeCapability: RW });
     const published = async () => (await controller.listVolumes()).entries[0].status!.publishedNodeIds;
     expect(await published()).toEqual(['node-9']);
@@ -483,8 +718,12 @@ describe('hostpath plugin topology and split deployment', () => {
     expect(await published()).toEqual(['node-2', 'node-9']);
 
     // expansion across the two processes
-    expect((await controller.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 3 * MiB } })).capacityBytes).toBe(String(3 * MiB));
-    expect((await node.nodeExpandVolume({ volumeId, volumePath: target, capacityRange: { requiredBytes: 3 * MiB } })).capacityBytes).toBe(String(3 * MiB));
+    expect((await controller.controllerExpandVolume({ volumeId, capacityRange: { requiredBytes: 3 * MiB } })).capacityBytes).toBe(
+      String(3 * MiB),
+    );
+    expect((await node.nodeExpandVolume({ volumeId, volumePath: target, capacityRange: { requiredBytes: 3 * MiB } })).capacityBytes).toBe(
+      String(3 * MiB),
+    );
     expect(bytesOf(await node.nodeGetVolumeStats({ volumeId, volumePath: target })).total).toBe(BigInt(3 * MiB));
 
     await node.nodeUnpublishVolume({ volumeId, targetPath: target });

@@ -107,7 +107,10 @@ const FULL: AgentConfig = {
     unmountBackoffBase: 2_000,
     unmountBackoffMax: 120_000,
   },
-  heartbeat: { strategy: 'fixed', settings: { interval: 10_000, fingerprintInterval: 60_000, startupInitial: 10, startupMax: 2_000, jitter: 0.25 } },
+  heartbeat: {
+    strategy: 'fixed',
+    settings: { interval: 10_000, fingerprintInterval: 60_000, startupInitial: 10, startupMax: 2_000, jitter: 0.25 },
+  },
   acl: { token: 's3cret' },
   tls: { certFile: '/etc/csiplug/cert.pem', keyFile: '/etc/csiplug/key.pem' },
   http: { allowedHosts: ['csiplug.example', '10.0.0.7'], allowedOrigins: ['https://ui.example:8443'] },
@@ -117,7 +120,12 @@ const FULL: AgentConfig = {
   stopTasksOnExit: true,
   reconcileOrphans: true,
   claimGcInterval: 120_000,
-  exec: { chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' }, allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'], allowPrivileged: false, allowedUsers: ['nobody', 'www-data'] },
+  exec: {
+    chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' },
+    allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'],
+    allowPrivileged: false,
+    allowedUsers: ['nobody', 'www-data'],
+  },
   rawExec: { enabled: true },
 };
 
@@ -152,12 +160,22 @@ describe('parseAgentConfig', () => {
         unmount_backoff_base: '2s',
         unmount_backoff_max: '2m',
       },
-      heartbeat: [{ strategy: 'fixed', interval: '10s', fingerprint_interval: '1m', startup_initial: '10ms', startup_max: '2s', jitter: 0.25 }],
+      heartbeat: [
+        { strategy: 'fixed', interval: '10s', fingerprint_interval: '1m', startup_initial: '10ms', startup_max: '2s', jitter: 0.25 },
+      ],
       acl: { token: 's3cret' },
       tls: { cert_file: '/etc/csiplug/cert.pem', key_file: '/etc/csiplug/key.pem' },
       http: { allowed_hosts: ['csiplug.example', '10.0.0.7'], allowed_origins: ['https://ui.example:8443'] },
       limits: [{ http_max_conns: 64, http_max_conns_per_client: 8, http_idle_timeout: '10s', max_allocs_per_job: 50 }],
-      plugin: { exec: { chroot_env: { '/opt/plugin': '/srv/plugin-code' }, allow_caps: ['chown', 'CAP_SYS_ADMIN'], allow_privileged: false, allowed_users: ['nobody', 'www-data'] }, raw_exec: [{ config: [{ enabled: true }] }] },
+      plugin: {
+        exec: {
+          chroot_env: { '/opt/plugin': '/srv/plugin-code' },
+          allow_caps: ['chown', 'CAP_SYS_ADMIN'],
+          allow_privileged: false,
+          allowed_users: ['nobody', 'www-data'],
+        },
+        raw_exec: [{ config: [{ enabled: true }] }],
+      },
     };
     expect(await parseAgentConfig(JSON.stringify(natural), 'agent.json')).toEqual(FULL);
   });
@@ -207,9 +225,13 @@ describe('parseAgentConfig', () => {
 
   it('refuses stop_tasks_on_exit = false with the memory backend, naming both keys and what to use instead', async () => {
     for (const dev of [false, true]) {
-      const err = await errorOf(parseAgentConfig('data_dir = "/d"\nstop_tasks_on_exit = false\nstate {\n backend = "memory"\n}\n', 'agent.hcl', { dev }));
+      const err = await errorOf(
+        parseAgentConfig('data_dir = "/d"\nstop_tasks_on_exit = false\nstate {\n backend = "memory"\n}\n', 'agent.hcl', { dev }),
+      );
       expect(err.message).toMatch(/^agent\.hcl: stop_tasks_on_exit may not be false with state \{ backend = "memory" \}: /);
-      expect(err.message).toContain('Use state { backend = "sqlite" } to keep tasks running across agent restarts, or stop_tasks_on_exit = true');
+      expect(err.message).toContain(
+        'Use state { backend = "sqlite" } to keep tasks running across agent restarts, or stop_tasks_on_exit = true',
+      );
       expect(err.field).toBe('stop_tasks_on_exit');
     }
     // With sqlite it is the ordinary choice.
@@ -218,7 +240,9 @@ describe('parseAgentConfig', () => {
 
   it('reconcile_orphans is off unless set, and must be a bool', async () => {
     expect((await parseAgentConfig('data_dir = "/d"\nreconcile_orphans = true\n', 'agent.hcl')).reconcileOrphans).toBe(true);
-    expect((await errorOf(parseAgentConfig('data_dir = "/d"\nreconcile_orphans = "yes"\n', 'agent.hcl'))).message).toBe('agent.hcl: reconcile_orphans must be true or false (got "yes")');
+    expect((await errorOf(parseAgentConfig('data_dir = "/d"\nreconcile_orphans = "yes"\n', 'agent.hcl'))).message).toBe(
+      'agent.hcl: reconcile_orphans must be true or false (got "yes")',
+    );
   });
 
   it('keeps a partial timeouts block over the defaults', async () => {
@@ -229,28 +253,72 @@ describe('parseAgentConfig', () => {
   it.each<[string, string, string]>([
     ['no data_dir', 'port = 1\n', 'agent.hcl: data_dir is required (or run with -dev)'],
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
-    ['an unknown key', 'data_dir = "/d"\nclient {\n enabled = true\n}\n', 'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster)'],
-    ['a host name as bind_addr', 'data_dir = "/d"\nbind_addr = "localhost"\n', 'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")'],
+    [
+      'an unknown key',
+      'data_dir = "/d"\nclient {\n enabled = true\n}\n',
+      'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster)',
+    ],
+    [
+      'a host name as bind_addr',
+      'data_dir = "/d"\nbind_addr = "localhost"\n',
+      'agent.hcl: bind_addr must be an IP address like 127.0.0.1 (got "localhost")',
+    ],
     ['port out of range', 'data_dir = "/d"\nport = 70000\n', 'agent.hcl: port must be between 0 and 65535 (got 70000)'],
     ['port as a string', 'data_dir = "/d"\nport = "80"\n', 'agent.hcl: port must be a whole number (got "80")'],
-    ['a node_id with a slash', 'data_dir = "/d"\nnode_id = "a/b"\n', 'agent.hcl: node_id "a/b" is not allowed: it may not contain "/", "..", or NUL'],
-    ['a bad backend', 'data_dir = "/d"\nstate {\n backend = "bolt"\n}\n', 'agent.hcl: state.backend must be one of sqlite, memory (got "bolt")'],
+    [
+      'a node_id with a slash',
+      'data_dir = "/d"\nnode_id = "a/b"\n',
+      'agent.hcl: node_id "a/b" is not allowed: it may not contain "/", "..", or NUL',
+    ],
+    [
+      'a bad backend',
+      'data_dir = "/d"\nstate {\n backend = "bolt"\n}\n',
+      'agent.hcl: state.backend must be one of sqlite, memory (got "bolt")',
+    ],
     ['an unknown state key', 'data_dir = "/d"\nstate {\n path = "x"\n}\n', 'agent.hcl: state.path is not a known field (known: backend)'],
     [
       'a bad duration',
       'data_dir = "/d"\ntimeouts {\n probe = "5 seconds"\n}\n',
       'agent.hcl: timeouts.probe: cannot parse duration "5 seconds"; use a number with a unit, like "250ms", "30s", "1m" or "24h"',
     ],
-    ['an unknown timeout', 'data_dir = "/d"\ntimeouts {\n plugin_wait = "1m"\n}\n', 'agent.hcl: timeouts.plugin_wait is not a known field (known: plugin_wait_prerun, plugin_wait_restore, plugin_wait_postrun, registry_wait, plugin_health, probe, csi_call, claim_backoff_base, claim_backoff_max, claim_retry_limit, unmount_backoff_base, unmount_backoff_max)'],
-    ['claim backoff base over max', 'data_dir = "/d"\ntimeouts {\n claim_backoff_base = "2m"\n}\n', 'agent.hcl: timeouts.claim_backoff_base must not exceed claim_backoff_max'],
-    ['unmount backoff base over max', 'data_dir = "/d"\ntimeouts {\n unmount_backoff_max = "10ms"\n}\n', 'agent.hcl: timeouts.unmount_backoff_base must not exceed unmount_backoff_max'],
-    ['a bad strategy', 'data_dir = "/d"\nheartbeat {\n strategy = "random"\n}\n', 'agent.hcl: heartbeat.strategy must be one of fixed, backoff (got "random")'],
+    [
+      'an unknown timeout',
+      'data_dir = "/d"\ntimeouts {\n plugin_wait = "1m"\n}\n',
+      'agent.hcl: timeouts.plugin_wait is not a known field (known: plugin_wait_prerun, plugin_wait_restore, plugin_wait_postrun, registry_wait, plugin_health, probe, csi_call, claim_backoff_base, claim_backoff_max, claim_retry_limit, unmount_backoff_base, unmount_backoff_max)',
+    ],
+    [
+      'claim backoff base over max',
+      'data_dir = "/d"\ntimeouts {\n claim_backoff_base = "2m"\n}\n',
+      'agent.hcl: timeouts.claim_backoff_base must not exceed claim_backoff_max',
+    ],
+    [
+      'unmount backoff base over max',
+      'data_dir = "/d"\ntimeouts {\n unmount_backoff_max = "10ms"\n}\n',
+      'agent.hcl: timeouts.unmount_backoff_base must not exceed unmount_backoff_max',
+    ],
+    [
+      'a bad strategy',
+      'data_dir = "/d"\nheartbeat {\n strategy = "random"\n}\n',
+      'agent.hcl: heartbeat.strategy must be one of fixed, backoff (got "random")',
+    ],
     ['jitter over 1', 'data_dir = "/d"\nheartbeat {\n jitter = 2\n}\n', 'agent.hcl: heartbeat.jitter must be between 0 and 1 (got 2)'],
     ['a zero interval', 'data_dir = "/d"\nheartbeat {\n interval = "0s"\n}\n', 'agent.hcl: heartbeat.interval must be positive'],
-    ['startup_initial over startup_max', 'data_dir = "/d"\nheartbeat {\n startup_initial = "10s"\n startup_max = "1s"\n}\n', 'agent.hcl: heartbeat.startup_initial must not exceed startup_max'],
-    ['a bad heartbeat duration', 'data_dir = "/d"\nheartbeat {\n startup_max = "soon"\n}\n', 'agent.hcl: heartbeat.startup_max: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"'],
+    [
+      'startup_initial over startup_max',
+      'data_dir = "/d"\nheartbeat {\n startup_initial = "10s"\n startup_max = "1s"\n}\n',
+      'agent.hcl: heartbeat.startup_initial must not exceed startup_max',
+    ],
+    [
+      'a bad heartbeat duration',
+      'data_dir = "/d"\nheartbeat {\n startup_max = "soon"\n}\n',
+      'agent.hcl: heartbeat.startup_max: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"',
+    ],
     ['an empty token', 'data_dir = "/d"\nacl {\n token = ""\n}\n', 'agent.hcl: acl.token may not be empty; leave it out to turn ACLs off'],
-    ['a bad log level', 'data_dir = "/d"\nlog_level = "verbose"\n', 'agent.hcl: log_level must be one of trace, debug, info, warn, error (got "verbose")'],
+    [
+      'a bad log level',
+      'data_dir = "/d"\nlog_level = "verbose"\n',
+      'agent.hcl: log_level must be one of trace, debug, info, warn, error (got "verbose")',
+    ],
     [
       'a public bind_addr without a token or TLS',
       'data_dir = "/d"\nbind_addr = "0.0.0.0"\n',
@@ -261,19 +329,67 @@ describe('parseAgentConfig', () => {
       'data_dir = "/d"\nbind_addr = "10.1.2.3"\nacl {\n token = "t"\n}\n',
       "agent.hcl: bind_addr 10.1.2.3 is reachable from other machines, and the API starts processes as this agent's user: it needs TLS (tls { cert_file, key_file }); or bind to 127.0.0.1, or set acl { insecure_allow_public = true } to serve it anyway",
     ],
-    ['a relative cert_file', 'data_dir = "/d"\ntls {\n cert_file = "c.pem"\n key_file = "/k.pem"\n}\n', 'agent.hcl: tls.cert_file must be an absolute path (got "c.pem")'],
+    [
+      'a relative cert_file',
+      'data_dir = "/d"\ntls {\n cert_file = "c.pem"\n key_file = "/k.pem"\n}\n',
+      'agent.hcl: tls.cert_file must be an absolute path (got "c.pem")',
+    ],
     ['a tls block without key_file', 'data_dir = "/d"\ntls {\n cert_file = "/c.pem"\n}\n', 'agent.hcl: tls.key_file is required'],
-    ['an allowed host with a scheme', 'data_dir = "/d"\nhttp {\n allowed_hosts = ["http://x.example"]\n}\n', 'agent.hcl: http.allowed_hosts "http://x.example" is not a host name or IP address (no scheme, port or path: like "csiplug.example")'],
-    ['an allowed origin with a path', 'data_dir = "/d"\nhttp {\n allowed_origins = ["https://ui.example/"]\n}\n', 'agent.hcl: http.allowed_origins "https://ui.example/" is not an origin like "https://ui.example:8443" (scheme, host and port only, no trailing slash)'],
-    ['zero connections', 'data_dir = "/d"\nlimits {\n http_max_conns = 0\n}\n', 'agent.hcl: limits.http_max_conns must be between 1 and 1000000 (got 0)'],
-    ['a zero idle timeout', 'data_dir = "/d"\nlimits {\n http_idle_timeout = "0s"\n}\n', 'agent.hcl: limits.http_idle_timeout must be positive'],
-    ['stop_tasks_on_exit as a string', 'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n', 'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")'],
-    ['a plugin block of an unknown driver', 'data_dir = "/d"\nplugin "docker" {\n}\n', 'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec", "raw_exec")'],
-    ['raw_exec enabled outside its config block', 'data_dir = "/d"\nplugin "raw_exec" {\n  enabled = true\n}\n', 'agent.hcl: plugin "raw_exec".enabled is not supported: it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }'],
-    ['raw_exec enabled as a string', 'data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = "yes"\n  }\n}\n', 'agent.hcl: plugin "raw_exec".config.enabled must be true or false (got "yes")'],
-    ['a relative chroot_env path', 'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n', 'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."'],
-    ['a user that is no user name', 'data_dir = "/d"\nplugin "exec" {\n  allowed_users = ["root", "a b"]\n}\n', 'agent.hcl: plugin "exec".allowed_users[1] "a b" is not a user name (like "nobody" or "www-data") or uid'],
-    ['an unknown capability', 'data_dir = "/d"\nplugin "exec" {\n  allow_caps = ["chown", "fly"]\n}\n', 'agent.hcl: plugin "exec".allow_caps[1] "fly" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")'],
+    [
+      'an allowed host with a scheme',
+      'data_dir = "/d"\nhttp {\n allowed_hosts = ["http://x.example"]\n}\n',
+      'agent.hcl: http.allowed_hosts "http://x.example" is not a host name or IP address (no scheme, port or path: like "csiplug.example")',
+    ],
+    [
+      'an allowed origin with a path',
+      'data_dir = "/d"\nhttp {\n allowed_origins = ["https://ui.example/"]\n}\n',
+      'agent.hcl: http.allowed_origins "https://ui.example/" is not an origin like "https://ui.example:8443" (scheme, host and port only, no trailing slash)',
+    ],
+    [
+      'zero connections',
+      'data_dir = "/d"\nlimits {\n http_max_conns = 0\n}\n',
+      'agent.hcl: limits.http_max_conns must be between 1 and 1000000 (got 0)',
+    ],
+    [
+      'a zero idle timeout',
+      'data_dir = "/d"\nlimits {\n http_idle_timeout = "0s"\n}\n',
+      'agent.hcl: limits.http_idle_timeout must be positive',
+    ],
+    [
+      'stop_tasks_on_exit as a string',
+      'data_dir = "/d"\nstop_tasks_on_exit = "yes"\n',
+      'agent.hcl: stop_tasks_on_exit must be true or false (got "yes")',
+    ],
+    [
+      'a plugin block of an unknown driver',
+      'data_dir = "/d"\nplugin "docker" {\n}\n',
+      'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec", "raw_exec")',
+    ],
+    [
+      'raw_exec enabled outside its config block',
+      'data_dir = "/d"\nplugin "raw_exec" {\n  enabled = true\n}\n',
+      'agent.hcl: plugin "raw_exec".enabled is not supported: it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }',
+    ],
+    [
+      'raw_exec enabled as a string',
+      'data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = "yes"\n  }\n}\n',
+      'agent.hcl: plugin "raw_exec".config.enabled must be true or false (got "yes")',
+    ],
+    [
+      'a relative chroot_env path',
+      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n',
+      'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."',
+    ],
+    [
+      'a user that is no user name',
+      'data_dir = "/d"\nplugin "exec" {\n  allowed_users = ["root", "a b"]\n}\n',
+      'agent.hcl: plugin "exec".allowed_users[1] "a b" is not a user name (like "nobody" or "www-data") or uid',
+    ],
+    [
+      'an unknown capability',
+      'data_dir = "/d"\nplugin "exec" {\n  allow_caps = ["chown", "fly"]\n}\n',
+      'agent.hcl: plugin "exec".allow_caps[1] "fly" is not a Linux capability (like "sys_admin" or "CAP_SYS_ADMIN")',
+    ],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
   });
@@ -281,8 +397,13 @@ describe('parseAgentConfig', () => {
   it('runs raw_exec tasks only when plugin "raw_exec" { config { enabled = true } } says so, as Nomad; -dev enables it, as Nomad\'s dev agent', async () => {
     expect((await parseAgentConfig('data_dir = "/d"\n', 'a.hcl')).rawExec).toEqual({ enabled: false });
     expect((await parseAgentConfig('data_dir = "/d"\nplugin "raw_exec" {\n}\n', 'a.hcl')).rawExec).toEqual({ enabled: false });
-    expect((await parseAgentConfig('data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = false\n  }\n}\n', 'a.hcl')).rawExec).toEqual({ enabled: false });
-    const both = await parseAgentConfig('data_dir = "/d"\nplugin "exec" {\n  allow_privileged = false\n}\nplugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n', 'a.hcl');
+    expect(
+      (await parseAgentConfig('data_dir = "/d"\nplugin "raw_exec" {\n  config {\n    enabled = false\n  }\n}\n', 'a.hcl')).rawExec,
+    ).toEqual({ enabled: false });
+    const both = await parseAgentConfig(
+      'data_dir = "/d"\nplugin "exec" {\n  allow_privileged = false\n}\nplugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n',
+      'a.hcl',
+    );
     expect(both.rawExec).toEqual({ enabled: true });
     expect(both.exec.allowPrivileged).toBe(false);
     expect(devConfig().rawExec).toEqual({ enabled: true });
@@ -290,7 +411,10 @@ describe('parseAgentConfig', () => {
   });
 
   it('serves a public bind_addr with a token and TLS, or when the operator insists', async () => {
-    const secure = await parseAgentConfig('data_dir = "/d"\nbind_addr = "0.0.0.0"\nacl {\n token = "t"\n}\ntls {\n cert_file = "/c.pem"\n key_file = "/k.pem"\n}\n', 'a.hcl');
+    const secure = await parseAgentConfig(
+      'data_dir = "/d"\nbind_addr = "0.0.0.0"\nacl {\n token = "t"\n}\ntls {\n cert_file = "/c.pem"\n key_file = "/k.pem"\n}\n',
+      'a.hcl',
+    );
     expect(secure.bindAddr).toBe('0.0.0.0');
     const insecure = await parseAgentConfig('data_dir = "/d"\nbind_addr = "0.0.0.0"\nacl {\n insecure_allow_public = true\n}\n', 'a.hcl');
     expect(insecure.acl).toEqual({ insecureAllowPublic: true });
@@ -333,24 +457,51 @@ describe('the cluster block', () => {
   });
 
   it('TLS files: ca needed, cert and key together, absolute, https endpoints only', async () => {
-    const c = await parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/etc/etcd/ca.pem"\n      cert = "/etc/etcd/c.pem"\n      key = "/etc/etcd/k.pem"\n    }\n  }\n}');
+    const c = await parse(
+      'cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/etc/etcd/ca.pem"\n      cert = "/etc/etcd/c.pem"\n      key = "/etc/etcd/k.pem"\n    }\n  }\n}',
+    );
     expect(c.cluster!.etcd.tls).toEqual({ caFile: '/etc/etcd/ca.pem', certFile: '/etc/etcd/c.pem', keyFile: '/etc/etcd/k.pem' });
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/ca.pem"\n      cert = "/c.pem"\n    }\n  }\n}')).rejects.toThrow(/cluster\.etcd\.tls\.key is needed too: a client certificate and its key go together/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    tls {\n      ca = "/ca.pem"\n    }\n  }\n}')).rejects.toThrow(/endpoints must be https:\/\/ with tls/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n  }\n}')).rejects.toThrow(/tls is needed for https:\/\/ endpoints/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379", "http://f:2379"]\n  }\n}')).rejects.toThrow(/must be all http:\/\/ or all https:\/\//);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "ca.pem"\n    }\n  }\n}')).rejects.toThrow(/tls\.ca must be an absolute path/);
+    await expect(
+      parse(
+        'cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "/ca.pem"\n      cert = "/c.pem"\n    }\n  }\n}',
+      ),
+    ).rejects.toThrow(/cluster\.etcd\.tls\.key is needed too: a client certificate and its key go together/);
+    await expect(
+      parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    tls {\n      ca = "/ca.pem"\n    }\n  }\n}'),
+    ).rejects.toThrow(/endpoints must be https:\/\/ with tls/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n  }\n}')).rejects.toThrow(
+      /tls is needed for https:\/\/ endpoints/,
+    );
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379", "http://f:2379"]\n  }\n}')).rejects.toThrow(
+      /must be all http:\/\/ or all https:\/\//,
+    );
+    await expect(
+      parse('cluster {\n  etcd {\n    endpoints = ["https://e:2379"]\n    tls {\n      ca = "ca.pem"\n    }\n  }\n}'),
+    ).rejects.toThrow(/tls\.ca must be an absolute path/);
   });
 
   it('refuses what cannot work, naming the key', async () => {
     await expect(parse('cluster {\n  node_class = "x"\n}')).rejects.toThrow(/cluster\.etcd is required: cluster mode runs on etcd/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = []\n  }\n}')).rejects.toThrow(/cluster\.etcd\.endpoints needs at least one etcd client URL/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["10.0.0.1:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "10.0.0.1:2379" is not an etcd client URL/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://u:p@e:2379"]\n  }\n}')).rejects.toThrow(/endpoints\[0\] "http:\/\/u:p@e:2379" is not an etcd client URL/);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = []\n  }\n}')).rejects.toThrow(
+      /cluster\.etcd\.endpoints needs at least one etcd client URL/,
+    );
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["10.0.0.1:2379"]\n  }\n}')).rejects.toThrow(
+      /endpoints\[0\] "10.0.0.1:2379" is not an etcd client URL/,
+    );
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://u:p@e:2379"]\n  }\n}')).rejects.toThrow(
+      /endpoints\[0\] "http:\/\/u:p@e:2379" is not an etcd client URL/,
+    );
     // Written as the client needs it: no trailing slash, the scheme in lower case, etcd's port when none is named.
-    expect((await parse('cluster {\n  etcd {\n    endpoints = ["HTTP://E:2379/", "http://f"]\n  }\n}')).cluster!.etcd.endpoints).toEqual(['http://e:2379', 'http://f:2379']);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  heartbeat_ttl = "500ms"\n}')).rejects.toThrow(/cluster\.heartbeat_ttl must be at least 1s/);
-    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  node_name = "../x"\n}')).rejects.toThrow(/node_name/);
+    expect((await parse('cluster {\n  etcd {\n    endpoints = ["HTTP://E:2379/", "http://f"]\n  }\n}')).cluster!.etcd.endpoints).toEqual([
+      'http://e:2379',
+      'http://f:2379',
+    ]);
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  heartbeat_ttl = "500ms"\n}')).rejects.toThrow(
+      /cluster\.heartbeat_ttl must be at least 1s/,
+    );
+    await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  node_name = "../x"\n}')).rejects.toThrow(
+      /node_name/,
+    );
     await expect(parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n    prefx = "a"\n  }\n}')).rejects.toThrow(/prefx/);
   });
 

@@ -5,7 +5,19 @@
 // stops its tasks when it exits (stop_tasks_on_exit defaults to true there):
 // tasks and mounts left running would be invisible to the next agent. An
 // explicit `stop_tasks_on_exit = false` with it is refused at load.
-import { DEFAULT_CLUSTER_TIMINGS, DEFAULT_TIMEOUTS, DEFAULT_TASK_CAPS, type HeartbeatSettings, type LogLevel, type TimeoutSettings, assertPathSafeId, capabilityName, normaliseEndpoint, type ClusterOptions, type EtcdTls } from '@csiplug/core';
+import {
+  DEFAULT_CLUSTER_TIMINGS,
+  DEFAULT_TIMEOUTS,
+  DEFAULT_TASK_CAPS,
+  type HeartbeatSettings,
+  type LogLevel,
+  type TimeoutSettings,
+  assertPathSafeId,
+  capabilityName,
+  normaliseEndpoint,
+  type ClusterOptions,
+  type EtcdTls,
+} from '@csiplug/core';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
@@ -163,7 +175,26 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
-const TOP_KEYS = ['data_dir', 'bind_addr', 'port', 'node_id', 'state', 'timeouts', 'heartbeat', 'acl', 'tls', 'http', 'limits', 'log_level', 'log_json', 'stop_tasks_on_exit', 'reconcile_orphans', 'claim_gc_interval', 'plugin', 'cluster'];
+const TOP_KEYS = [
+  'data_dir',
+  'bind_addr',
+  'port',
+  'node_id',
+  'state',
+  'timeouts',
+  'heartbeat',
+  'acl',
+  'tls',
+  'http',
+  'limits',
+  'log_level',
+  'log_json',
+  'stop_tasks_on_exit',
+  'reconcile_orphans',
+  'claim_gc_interval',
+  'plugin',
+  'cluster',
+];
 
 /** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
 export const DEFAULT_CLAIM_GC_INTERVAL_MS = 5 * 60_000;
@@ -236,7 +267,9 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   withPrefix(where, () => assertPathSafeId(nodeId, 'node_id'));
 
   const s = r.block('state', ['backend']);
-  const state = { backend: s ? s.oneOf('backend', ['sqlite', 'memory'] as const, base?.state.backend ?? 'sqlite') : (base?.state.backend ?? 'sqlite') };
+  const state = {
+    backend: s ? s.oneOf('backend', ['sqlite', 'memory'] as const, base?.state.backend ?? 'sqlite') : (base?.state.backend ?? 'sqlite'),
+  };
 
   const timeouts: TimeoutSettings = { ...DEFAULT_TIMEOUTS };
   const t = r.block('timeouts', Object.keys(TIMEOUT_KEYS));
@@ -255,7 +288,8 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     const jitter = h.number('jitter', undefined, 0, 1);
     if (jitter !== undefined) heartbeat.settings.jitter = jitter;
     const { startupInitial, startupMax } = heartbeat.settings;
-    if (startupInitial !== undefined && startupMax !== undefined && startupInitial > startupMax) h.fail('startup_initial', 'must not exceed startup_max');
+    if (startupInitial !== undefined && startupMax !== undefined && startupInitial > startupMax)
+      h.fail('startup_initial', 'must not exceed startup_max');
     for (const key of ['interval', 'fingerprint_interval'] as const) {
       if (heartbeat.settings[HEARTBEAT_DURATIONS[key]!] === 0) h.fail(key, 'must be positive');
     }
@@ -272,15 +306,23 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   if (tb) {
     const certFile = tb.requiredString('cert_file');
     const keyFile = tb.requiredString('key_file');
-    for (const [key, file] of [['cert_file', certFile], ['key_file', keyFile]] as const) if (!path.isAbsolute(file)) tb.fail(key, `must be an absolute path (got "${file}")`);
+    for (const [key, file] of [
+      ['cert_file', certFile],
+      ['key_file', keyFile],
+    ] as const)
+      if (!path.isAbsolute(file)) tb.fail(key, `must be an absolute path (got "${file}")`);
     tlsFiles = { certFile, keyFile };
   }
 
   const hb = r.block('http', ['allowed_hosts', 'allowed_origins']);
   const allowedHosts = hb?.stringList('allowed_hosts') ?? [];
-  for (const h of allowedHosts) if (!validAllowedHost(h)) hb!.fail('allowed_hosts', `"${h}" is not a host name or IP address (no scheme, port or path: like "csiplug.example")`);
+  for (const h of allowedHosts)
+    if (!validAllowedHost(h))
+      hb!.fail('allowed_hosts', `"${h}" is not a host name or IP address (no scheme, port or path: like "csiplug.example")`);
   const allowedOrigins = hb?.stringList('allowed_origins') ?? [];
-  for (const o of allowedOrigins) if (!validAllowedOrigin(o)) hb!.fail('allowed_origins', `"${o}" is not an origin like "https://ui.example:8443" (scheme, host and port only, no trailing slash)`);
+  for (const o of allowedOrigins)
+    if (!validAllowedOrigin(o))
+      hb!.fail('allowed_origins', `"${o}" is not an origin like "https://ui.example:8443" (scheme, host and port only, no trailing slash)`);
 
   const limits: AgentLimits = { ...DEFAULT_LIMITS };
   const lb = r.block('limits', ['http_max_conns', 'http_max_conns_per_client', 'http_idle_timeout', 'max_allocs_per_job']);
@@ -357,9 +399,11 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
     }
   });
   const secure = endpoints.filter((u) => u.startsWith('https:')).length;
-  if (secure !== 0 && secure !== endpoints.length) e.fail('endpoints', 'must be all http:// or all https:// (the etcd client cannot mix them)');
+  if (secure !== 0 && secure !== endpoints.length)
+    e.fail('endpoints', 'must be all http:// or all https:// (the etcd client cannot mix them)');
   let prefix = e.string('prefix', DEFAULT_CLUSTER_TIMINGS.prefix);
-  if (prefix === '' || /[\0\s]/.test(prefix)) e.fail('prefix', `must be a non-empty key prefix without spaces, like "csiplug/" (got ${JSON.stringify(prefix)})`);
+  if (prefix === '' || /[\0\s]/.test(prefix))
+    e.fail('prefix', `must be a non-empty key prefix without spaces, like "csiplug/" (got ${JSON.stringify(prefix)})`);
   if (!prefix.endsWith('/')) prefix += '/';
   // How long one etcd call may take, connecting included (the client tries a failed call once more on another member).
   const dialTimeoutMs = e.duration('dial_timeout', DEFAULT_CLUSTER_TIMINGS.dialTimeoutMs);
@@ -370,8 +414,14 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
     const caFile = t.requiredString('ca');
     const certFile = t.string('cert');
     const keyFile = t.string('key');
-    if ((certFile === undefined) !== (keyFile === undefined)) t.fail(certFile === undefined ? 'cert' : 'key', 'is needed too: a client certificate and its key go together');
-    for (const [key, file] of [['ca', caFile], ['cert', certFile], ['key', keyFile]] as const) if (file !== undefined && !path.isAbsolute(file)) t.fail(key, `must be an absolute path (got "${file}")`);
+    if ((certFile === undefined) !== (keyFile === undefined))
+      t.fail(certFile === undefined ? 'cert' : 'key', 'is needed too: a client certificate and its key go together');
+    for (const [key, file] of [
+      ['ca', caFile],
+      ['cert', certFile],
+      ['key', keyFile],
+    ] as const)
+      if (file !== undefined && !path.isAbsolute(file)) t.fail(key, `must be an absolute path (got "${file}")`);
     tls = { caFile, ...(certFile ? { certFile } : {}), ...(keyFile ? { keyFile } : {}) };
     if (secure === 0) e.fail('endpoints', 'must be https:// with tls { … }');
   } else if (secure > 0) {
@@ -393,11 +443,30 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
     } catch {
       u = undefined;
     }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:') || !u.port || (u.pathname !== '/' && u.pathname !== '') || u.search || u.username || u.password) {
-      c.fail('advertise', `must be this agent's API address as other agents reach it, like "http://10.0.0.5:4646" (scheme, host and port only; got "${advertise}")`);
+    if (
+      !u ||
+      (u.protocol !== 'http:' && u.protocol !== 'https:') ||
+      !u.port ||
+      (u.pathname !== '/' && u.pathname !== '') ||
+      u.search ||
+      u.username ||
+      u.password
+    ) {
+      c.fail(
+        'advertise',
+        `must be this agent's API address as other agents reach it, like "http://10.0.0.5:4646" (scheme, host and port only; got "${advertise}")`,
+      );
     }
   }
-  return { etcd: { endpoints, prefix, dialTimeoutMs, ...(tls ? { tls } : {}) }, nodeName, nodeClass, meta, heartbeatTtlMs, disconnectGraceMs, ...(advertise ? { advertise: new URL(advertise).origin } : {}) };
+  return {
+    etcd: { endpoints, prefix, dialTimeoutMs, ...(tls ? { tls } : {}) },
+    nodeName,
+    nodeClass,
+    meta,
+    heartbeatTtlMs,
+    disconnectGraceMs,
+    ...(advertise ? { advertise: new URL(advertise).origin } : {}),
+  };
 }
 
 /**
@@ -410,13 +479,18 @@ function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: Exe
   for (const [name, body] of r.labelled('plugin', 'plugin')) {
     if (name === 'raw_exec') {
       // Nomad's shape: the driver's settings sit in a config block.
-      const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['config'], { enabled: 'it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }' });
+      const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['config'], {
+        enabled: 'it goes in a config block, as in Nomad: plugin "raw_exec" { config { enabled = true } }',
+      });
       const c = b.block('config', ['enabled']);
       rawExec.enabled = c?.bool('enabled', false) ?? false;
       continue;
     }
     if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec")');
-    readExecPlugin(new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged', 'allowed_users']), exec);
+    readExecPlugin(
+      new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged', 'allowed_users']),
+      exec,
+    );
   }
   return { exec, rawExec };
 }
@@ -424,8 +498,12 @@ function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: Exe
 /** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, into `config`. */
 function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
   for (const [dest, host] of Object.entries(b.stringMap('chroot_env'))) {
-    for (const [what, p] of [['its path in the task', dest], ['its host path', host]] as const) {
-      if (!path.isAbsolute(p) || p.split('/').includes('..')) b.fail('chroot_env', `"${dest}" = "${host}": ${what} must be an absolute path without ".."`);
+    for (const [what, p] of [
+      ['its path in the task', dest],
+      ['its host path', host],
+    ] as const) {
+      if (!path.isAbsolute(p) || p.split('/').includes('..'))
+        b.fail('chroot_env', `"${dest}" = "${host}": ${what} must be an absolute path without ".."`);
     }
     config.chrootEnv[path.normalize(dest)] = path.normalize(host);
   }
@@ -441,7 +519,8 @@ function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
   config.allowPrivileged = b.bool('allow_privileged', true);
   if (b.has('allowed_users')) {
     config.allowedUsers = b.stringList('allowed_users').map((u, i) => {
-      if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(u)) return b.fail(`allowed_users[${i}]`, `"${u}" is not a user name (like "nobody" or "www-data") or uid`);
+      if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(u))
+        return b.fail(`allowed_users[${i}]`, `"${u}" is not a user name (like "nobody" or "www-data") or uid`);
       return u;
     });
   }

@@ -14,8 +14,12 @@ export function isLoopbackAddress(address: string): boolean {
  * may: a non-loopback address needs an ACL token and TLS, unless the
  * operator said `insecure_allow_public`.
  */
-export function publicBindProblem(bindAddr: string, opts: { token: boolean; tls: boolean; insecureAllowPublic: boolean }): string | undefined {
-  if (net.isIP(bindAddr) === 0) return `${bindAddr} is not an IP address; bind to one (127.0.0.1 unless the API must be reachable from elsewhere)`;
+export function publicBindProblem(
+  bindAddr: string,
+  opts: { token: boolean; tls: boolean; insecureAllowPublic: boolean },
+): string | undefined {
+  if (net.isIP(bindAddr) === 0)
+    return `${bindAddr} is not an IP address; bind to one (127.0.0.1 unless the API must be reachable from elsewhere)`;
   if (isLoopbackAddress(bindAddr) || opts.insecureAllowPublic) return undefined;
   const missing = [!opts.token && 'an ACL token (acl { token })', !opts.tls && 'TLS (tls { cert_file, key_file })'].filter(Boolean);
   if (missing.length === 0) return undefined;
@@ -43,7 +47,11 @@ export function parseHostHeader(value: string): { host: string; port?: number } 
 /** Checks an allowed_hosts entry: a bare host name or IP, no scheme, port or path. */
 export function validAllowedHost(entry: string): boolean {
   const parsed = parseHostHeader(entry);
-  return parsed !== undefined && parsed.port === undefined && (net.isIP(parsed.host) !== 0 || /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(parsed.host));
+  return (
+    parsed !== undefined &&
+    parsed.port === undefined &&
+    (net.isIP(parsed.host) !== 0 || /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(parsed.host))
+  );
 }
 
 /** Checks an allowed_origins entry: exactly `scheme://host[:port]`, as a browser sends it. */

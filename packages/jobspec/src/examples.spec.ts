@@ -24,7 +24,13 @@ describe('examples', () => {
     const job = await parseJobspec(read('hostpath-plugin.nomad.hcl'), 'hostpath-plugin.nomad.hcl');
     const task = job.groups[0]!.tasks[0]!;
     expect(job.id).toBe('hostpath-plugin');
-    expect(task.csiPlugin).toEqual({ id: 'hostpath', type: 'monolith', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 });
+    expect(task.csiPlugin).toEqual({
+      id: 'hostpath',
+      type: 'monolith',
+      mountDir: '/csi',
+      stagePublishBaseDir: '/local/csi',
+      healthTimeout: 30_000,
+    });
     const vars = taskVariables({
       allocId: 'a1',
       allocIndex: 0,
@@ -38,7 +44,17 @@ describe('examples', () => {
     });
     expect(interpolateTask(task, vars)).toEqual({
       command: 'node',
-      args: ['/x/cli.js', '--endpoint', 'unix:///d/plugins/a1/csi.sock', '--node-id', 'node-1', '--state-dir', '/d/plugin-data/hostpath/state', '--mode', 'monolith'],
+      args: [
+        '/x/cli.js',
+        '--endpoint',
+        'unix:///d/plugins/a1/csi.sock',
+        '--node-id',
+        'node-1',
+        '--state-dir',
+        '/d/plugin-data/hostpath/state',
+        '--mode',
+        'monolith',
+      ],
       env: {},
     });
   });
@@ -58,6 +74,11 @@ describe('examples', () => {
   });
 
   it('covers every example file (embed-agent.js runs in test/composition.test.ts)', () => {
-    expect(fs.readdirSync(EXAMPLES).filter((f) => !f.endsWith('.md') && f !== 'embed-agent.js').sort()).toEqual(['agent.hcl', 'hostpath-plugin.nomad.hcl', 'volume.hcl', 'workload.json', 'workload.nomad.hcl']);
+    expect(
+      fs
+        .readdirSync(EXAMPLES)
+        .filter((f) => !f.endsWith('.md') && f !== 'embed-agent.js')
+        .sort(),
+    ).toEqual(['agent.hcl', 'hostpath-plugin.nomad.hcl', 'volume.hcl', 'workload.json', 'workload.nomad.hcl']);
   });
 });

@@ -89,7 +89,14 @@ class HclParserProcess {
       // Held while a parse is under way; an idle parser never holds this process.
       child.ref();
       child.channel?.ref();
-      const timer = setTimeout(() => this.failAll(child, `did not answer within ${HCL_PARSE_LIMIT_MS / 1000} s (parsing ${name}, ${text.length} characters); it was stopped`), HCL_PARSE_LIMIT_MS);
+      const timer = setTimeout(
+        () =>
+          this.failAll(
+            child,
+            `did not answer within ${HCL_PARSE_LIMIT_MS / 1000} s (parsing ${name}, ${text.length} characters); it was stopped`,
+          ),
+        HCL_PARSE_LIMIT_MS,
+      );
       this.pending.set(id, { resolve, reject, timer });
       child.send({ id, name, text }, (err) => {
         if (err) this.failAll(child, `could not be reached: ${err.message}`);

@@ -67,19 +67,42 @@ describe('taskVariables and interpolateTask', () => {
 
   it("gives Nomad's task dirs with Nomad's meanings when told them, so Nomad jobspecs port unchanged", () => {
     const base = { allocId: 'a2', allocIndex: 1, jobId: 'web', groupName: 'app', taskName: 'server', taskDir: '/local', nodeId: 'node-1' };
-    expect(taskVariables({ ...base, nomadDirs: { local: '/local', alloc: '/alloc', secrets: '/secrets' } })).toMatchObject({ NOMAD_TASK_DIR: '/local', NOMAD_ALLOC_DIR: '/alloc', NOMAD_SECRETS_DIR: '/secrets', NOMAD_ALLOC_INDEX: '1' });
-    expect(interpolate('${NOMAD_ALLOC_DIR}/shared', taskVariables({ ...base, nomadDirs: { local: '/d/a2/server/local', alloc: '/d/a2/alloc', secrets: '/d/a2/server/secrets' } }))).toBe('/d/a2/alloc/shared');
+    expect(taskVariables({ ...base, nomadDirs: { local: '/local', alloc: '/alloc', secrets: '/secrets' } })).toMatchObject({
+      NOMAD_TASK_DIR: '/local',
+      NOMAD_ALLOC_DIR: '/alloc',
+      NOMAD_SECRETS_DIR: '/secrets',
+      NOMAD_ALLOC_INDEX: '1',
+    });
+    expect(
+      interpolate(
+        '${NOMAD_ALLOC_DIR}/shared',
+        taskVariables({ ...base, nomadDirs: { local: '/d/a2/server/local', alloc: '/d/a2/alloc', secrets: '/d/a2/server/secrets' } }),
+      ),
+    ).toBe('/d/a2/alloc/shared');
   });
 
   it('gives a plugin task its plugin data dir, and only a plugin task', () => {
-    const base = { allocId: 'a2', allocIndex: 1, jobId: 'plugin', groupName: 'p', taskName: 'plugin', taskDir: '/data/allocs/a2/plugin', nodeId: 'node-1' };
-    expect(taskVariables({ ...base, pluginDataDir: '/data/plugin-data/hostpath' }).CSIPLUG_PLUGIN_DATA_DIR).toBe('/data/plugin-data/hostpath');
+    const base = {
+      allocId: 'a2',
+      allocIndex: 1,
+      jobId: 'plugin',
+      groupName: 'p',
+      taskName: 'plugin',
+      taskDir: '/data/allocs/a2/plugin',
+      nodeId: 'node-1',
+    };
+    expect(taskVariables({ ...base, pluginDataDir: '/data/plugin-data/hostpath' }).CSIPLUG_PLUGIN_DATA_DIR).toBe(
+      '/data/plugin-data/hostpath',
+    );
     expect(taskVariables(base)).not.toHaveProperty('CSIPLUG_PLUGIN_DATA_DIR');
   });
 
   it('interpolates env against the variables, then command and args against both', () => {
     const out = interpolateTask(
-      { config: { command: '${CSIPLUG_TASK_DIR}/bin', args: ['--port', '${PORT}', '--state', '${CSIPLUG_TASK_DIR}/state', '$${HOME}'] }, env: { PORT: '80${CSIPLUG_ALLOC_INDEX}', DATA: '${CSIPLUG_VOLUME_DATA}' } },
+      {
+        config: { command: '${CSIPLUG_TASK_DIR}/bin', args: ['--port', '${PORT}', '--state', '${CSIPLUG_TASK_DIR}/state', '$${HOME}'] },
+        env: { PORT: '80${CSIPLUG_ALLOC_INDEX}', DATA: '${CSIPLUG_VOLUME_DATA}' },
+      },
       vars,
     );
     expect(out).toEqual({

@@ -12,7 +12,13 @@ function diff(before: JobSpec, after: JobSpec) {
 
 describe('diffGroup', () => {
   it('names every added task once, however many (its cost per task is measured by bench/deploy/run.js)', () => {
-    const tasks = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`t${i}`, { driver: 'exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } }]));
+    const tasks = (n: number) =>
+      Object.fromEntries(
+        Array.from({ length: n }, (_, i) => [
+          `t${i}`,
+          { driver: 'exec', config: { command: '/bin/sleep', args: ['1000'] }, env: { N: String(i) } },
+        ]),
+      );
     const before = validateJob({ job: { web: { group: { app: { task: tasks(1) } } } } });
     const after = validateJob({ job: { web: { group: { app: { task: tasks(751) } } } } });
     const changes = diffGroup(after, group(before), group(after));
@@ -37,7 +43,11 @@ describe('diffGroup', () => {
       { field: 'task "main" env.B', kind: 'removed', old: '"2"', effect: 'destructive' },
       { field: 'task "main" env.C', kind: 'added', new: '"3"', effect: 'destructive' },
     ]);
-    expect(changes.map(describeChange)).toEqual(['task "main" env.A: "1" => "9"', 'task "main" env.B: removed (was "2")', 'task "main" env.C: added ("3")']);
+    expect(changes.map(describeChange)).toEqual([
+      'task "main" env.A: "1" => "9"',
+      'task "main" env.B: removed (was "2")',
+      'task "main" env.C: added ("3")',
+    ]);
     expect(isDestructive(changes)).toBe(true);
   });
 
@@ -51,7 +61,7 @@ describe('diffGroup', () => {
     expect(isDestructive(changes)).toBe(false);
   });
 
-  it("shows a group restart change in place for the group block, and destructive for the task that inherits it", () => {
+  it('shows a group restart change in place for the group block, and destructive for the task that inherits it', () => {
     const base = makeJob('web', { app: {} });
     const restart = makeJob('web', { app: { restart: { attempts: 7 } } });
     const changes = diff(base, restart);
@@ -113,7 +123,9 @@ describe('diffGroup', () => {
 describe('diffJobFields', () => {
   it('updates the job name in place', () => {
     const a = makeJob('web', { app: {} });
-    expect(diffJobFields(a, makeJob('web', { app: {} }, { name: 'Web' }))).toEqual([{ field: 'name', kind: 'changed', old: '"web"', new: '"Web"', effect: 'in-place' }]);
+    expect(diffJobFields(a, makeJob('web', { app: {} }, { name: 'Web' }))).toEqual([
+      { field: 'name', kind: 'changed', old: '"web"', new: '"Web"', effect: 'in-place' },
+    ]);
     expect(diffJobFields(a, a)).toEqual([]);
   });
 });

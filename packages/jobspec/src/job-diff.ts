@@ -111,7 +111,11 @@ function groupDocument(job: JobSpec, group: GroupSpec): GroupDocument {
  */
 export function diffGroup(job: JobSpec, before: GroupSpec, after: GroupSpec): FieldChange[] {
   const strip = (d: GroupDocument): GroupDocument => ({ ...d, count: undefined });
-  return compare(leaves(strip(groupDocument(job, before)), [], new Map()), leaves(strip(groupDocument(job, after)), [], new Map()), groupEffect);
+  return compare(
+    leaves(strip(groupDocument(job, before)), [], new Map()),
+    leaves(strip(groupDocument(job, after)), [], new Map()),
+    groupEffect,
+  );
 }
 
 /** What differs at the job level, groups left out (only `name`: an in-place change). */

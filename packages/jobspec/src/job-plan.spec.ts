@@ -70,7 +70,10 @@ describe('planJob', () => {
     const plan = planJob(makeJob('web', { app: { count: 2, env: { MODE: 'fast' } } }), allocs);
     expect(updates(plan)).toEqual(['create/destroy web.app[0]', 'create/destroy web.app[1]']);
     expect(plan.groups[0]!.allocs[0]).toMatchObject({ allocId: allocs[0]!.id, version: 0, reason: 'task "main" env.MODE: added ("fast")' });
-    expect(plan.groups[0]!.order).toEqual({ kind: 'stop-before-start', reason: "the old alloc stops before the new one starts (Nomad's order without canaries)" });
+    expect(plan.groups[0]!.order).toEqual({
+      kind: 'stop-before-start',
+      reason: "the old alloc stops before the new one starts (Nomad's order without canaries)",
+    });
   });
 
   it('updates in place for an update block change: a new version, no new process', () => {
@@ -95,11 +98,19 @@ describe('planJob', () => {
     const failed = makeAlloc(v0, 'app', 1, { clientStatus: 'failed' });
     const plan = planJob(v0, [makeAlloc(v0, 'app', 0), failed]);
     expect(plan).toMatchObject({ changed: true, version: { from: 0, to: 0 } });
-    expect(plan.groups[0]!.allocs[1]).toMatchObject({ update: 'create', index: 1, replaces: failed.id, reason: `replaces alloc ${failed.id.slice(0, 8)}, which is failed` });
+    expect(plan.groups[0]!.allocs[1]).toMatchObject({
+      update: 'create',
+      index: 1,
+      replaces: failed.id,
+      reason: `replaces alloc ${failed.id.slice(0, 8)}, which is failed`,
+    });
   });
 
   it('ignores stopped allocs, and runs a stopped job again at its version', () => {
-    const stopped = [makeAlloc(v0, 'app', 0, { desiredStatus: 'stop', clientStatus: 'complete' }), makeAlloc(v0, 'app', 1, { desiredStatus: 'stop', clientStatus: 'complete' })];
+    const stopped = [
+      makeAlloc(v0, 'app', 0, { desiredStatus: 'stop', clientStatus: 'complete' }),
+      makeAlloc(v0, 'app', 1, { desiredStatus: 'stop', clientStatus: 'complete' }),
+    ];
     const plan = planJob(v0, stopped);
     expect(plan.version).toEqual({ from: 0, to: 0 });
     expect(updates(plan)).toEqual(['create web.app[0]', 'create web.app[1]']);
@@ -126,7 +137,10 @@ describe('planJob', () => {
     expect(resumed.groups[0]!.allocs.map((a) => `${a.update} ${a.allocId}`)).toEqual([`ignore ${fresh.id}`, `destroy ${old.id}`]);
     expect(resumed.groups[0]!.allocs[1]).toMatchObject({ keeps: fresh.id });
     // Going back to version 0's spec: the old one needs nothing new.
-    expect(planJob(makeJob('web', { app: { count: 1 } }), [old, fresh]).groups[0]!.allocs.map((a) => `${a.update} ${a.allocId}`)).toEqual([`in-place ${old.id}`, `destroy ${fresh.id}`]);
+    expect(planJob(makeJob('web', { app: { count: 1 } }), [old, fresh]).groups[0]!.allocs.map((a) => `${a.update} ${a.allocId}`)).toEqual([
+      `in-place ${old.id}`,
+      `destroy ${fresh.id}`,
+    ]);
     // A third spec: both need replacing; the oldest is the one proven.
     const third = planJob(makeJob('web', { app: { env: { V: '3' } } }), [old, fresh]);
     expect(third.groups[0]!.allocs.map((a) => `${a.update} ${a.allocId}`)).toEqual([`create/destroy ${old.id}`, `destroy ${fresh.id}`]);

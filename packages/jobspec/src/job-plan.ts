@@ -150,7 +150,15 @@ function planGroup(
   const from = current?.group.count ?? 0;
   const to = target?.count ?? 0;
   const destroy = (a: Alloc, reason: string, keeps?: string) =>
-    planned.push({ update: 'destroy', index: a.index, name: a.name, allocId: a.id, version: versionOf(a), reason, ...(keeps ? { keeps } : {}) });
+    planned.push({
+      update: 'destroy',
+      index: a.index,
+      name: a.name,
+      allocId: a.id,
+      version: versionOf(a),
+      reason,
+      ...(keeps ? { keeps } : {}),
+    });
 
   if (!target) {
     for (const a of [...live].sort((x, y) => y.index - x.index)) destroy(a, `group "${name}" is no longer in the job`);
@@ -183,17 +191,31 @@ function planGroup(
       } else if (versionOf(keeper) === version) {
         planned.push({ ...base, update: 'ignore', reason: `runs version ${version} already` });
       } else {
-        const reason = changes.length ? summarizeChanges(changes) : `version ${versionOf(keeper)} => ${version}; nothing this group runs changed`;
+        const reason = changes.length
+          ? summarizeChanges(changes)
+          : `version ${versionOf(keeper)} => ${version}; nothing this group runs changed`;
         planned.push({ ...base, update: 'in-place', reason, ...own(changes) });
       }
-      for (const other of here.filter((a) => a !== keeper)) destroy(other, `a second alloc for index ${index}; alloc ${short(keeper.id)} stays`, keeper.id);
+      for (const other of here.filter((a) => a !== keeper))
+        destroy(other, `a second alloc for index ${index}; alloc ${short(keeper.id)} stays`, keeper.id);
     }
     for (const a of live.filter((x) => x.index >= target.count).sort((x, y) => y.index - x.index)) destroy(a, `count ${from} => ${to}`);
   }
 
-  const updates = Object.fromEntries(ALLOC_UPDATES.map((u) => [u, planned.filter((p) => p.update === u).length])) as Record<AllocUpdate, number>;
+  const updates = Object.fromEntries(ALLOC_UPDATES.map((u) => [u, planned.filter((p) => p.update === u).length])) as Record<
+    AllocUpdate,
+    number
+  >;
   const fields = current && target ? diffs(current.version, current.group, target) : [];
-  const change: GroupPlan['change'] = !current ? (target ? 'added' : 'removed') : !target ? 'removed' : fields.length || from !== to ? 'edited' : 'none';
+  const change: GroupPlan['change'] = !current
+    ? target
+      ? 'added'
+      : 'removed'
+    : !target
+      ? 'removed'
+      : fields.length || from !== to
+        ? 'edited'
+        : 'none';
   const replaced = planned.find((p) => p.update === 'create/destroy');
   const replacedFrom = replaced && groupOf(live.find((a) => a.id === replaced.allocId)!.job, name);
   return {
@@ -219,7 +241,13 @@ export function planJob(job: JobSpec, allocs: readonly Alloc[]): JobPlan {
   const current = history?.job;
   const fields = current ? diffJobFields(current, job) : [];
   const diffs = groupDiffs(job);
-  const names = [...new Set([...(current?.groups ?? []).map((g) => g.name), ...job.groups.map((g) => g.name), ...allocs.filter(isLive).map((a) => a.group)])].sort();
+  const names = [
+    ...new Set([
+      ...(current?.groups ?? []).map((g) => g.name),
+      ...job.groups.map((g) => g.name),
+      ...allocs.filter(isLive).map((a) => a.group),
+    ]),
+  ].sort();
   const specChanged =
     !history ||
     fields.length > 0 ||
@@ -232,7 +260,16 @@ export function planJob(job: JobSpec, allocs: readonly Alloc[]): JobPlan {
   const version = !history ? 0 : specChanged ? history.version + 1 : history.version;
   const groups = names.map((n) => {
     const before = current && groupOf(current, n);
-    return planGroup(job, n, groupOf(job, n), history && before ? { version: history.version, group: before } : undefined, allocs, version, !history, diffs);
+    return planGroup(
+      job,
+      n,
+      groupOf(job, n),
+      history && before ? { version: history.version, group: before } : undefined,
+      allocs,
+      version,
+      !history,
+      diffs,
+    );
   });
   const changed = specChanged || groups.some((g) => g.allocs.some((a) => a.update !== 'ignore'));
   return { jobId: job.id, changed, version: { ...(history ? { from: history.version } : {}), to: version }, fields, groups };
@@ -247,9 +284,31 @@ export function underwayPlan(job: JobSpec, allocs: readonly Alloc[], d: Deployme
   const reason = `deployment ${short(d.id)} of version ${d.jobVersion} is under way and goes on`;
   const groups = job.groups.map((g): GroupPlan => {
     const live = allocs.filter((a) => a.group === g.name && isLive(a)).sort((a, b) => a.index - b.index);
-    const planned = live.map((a): PlannedAlloc => ({ update: 'ignore', index: a.index, name: a.name, allocId: a.id, version: versionOf(a), reason }));
+    const planned = live.map((a): PlannedAlloc => ({
+      update: 'ignore',
+      index: a.index,
+      name: a.name,
+      allocId: a.id,
+      version: versionOf(a),
+      reason,
+    }));
     const updates = Object.fromEntries(ALLOC_UPDATES.map((u) => [u, u === 'ignore' ? planned.length : 0])) as Record<AllocUpdate, number>;
-    return { name: g.name, change: 'none', count: { from: g.count, to: g.count }, fields: [], updates, allocs: planned, update: g.update ?? DEFAULT_UPDATE };
+    return {
+      name: g.name,
+      change: 'none',
+      count: { from: g.count, to: g.count },
+      fields: [],
+      updates,
+      allocs: planned,
+      update: g.update ?? DEFAULT_UPDATE,
+    };
   });
-  return { jobId: job.id, changed: false, version: { from: d.jobVersion, to: d.jobVersion }, fields: [], groups, underway: { deploymentId: d.id, jobVersion: d.jobVersion } };
+  return {
+    jobId: job.id,
+    changed: false,
+    version: { from: d.jobVersion, to: d.jobVersion },
+    fields: [],
+    groups,
+    underway: { deploymentId: d.id, jobVersion: d.jobVersion },
+  };
 }

@@ -1,7 +1,7 @@
 import { ValidationError } from '@csiplug/core';
 import { parse as hcl2jsonParse } from '@cdktn/hcl2json';
 import type { JobSpec } from './model';
-import { inSourceOrder } from './document';
+import { inSourceOrder } from './hcl-source-order';
 import { DEFAULT_RESTART, DEFAULT_UPDATE, ValidationProblems, jobToDocument, parseJobspec, validateJob } from './jobspec';
 
 const FULL_HCL = `
@@ -180,8 +180,11 @@ const EXPECTED: JobSpec = {
 };
 
 /** A minimal valid job in the natural JSON form, with `patch` applied to its task/group/volume. */
-function job(patch: { group?: Record<string, unknown>; task?: Record<string, unknown>; volume?: Record<string, unknown> | null } = {}): unknown {
-  const volume = patch.volume === null ? undefined : { type: 'csi', source: 'vol-1', access_mode: 'single-node-writer', ...(patch.volume ?? {}) };
+function job(
+  patch: { group?: Record<string, unknown>; task?: Record<string, unknown>; volume?: Record<string, unknown> | null } = {},
+): unknown {
+  const volume =
+    patch.volume === null ? undefined : { type: 'csi', source: 'vol-1', access_mode: 'single-node-writer', ...(patch.volume ?? {}) };
   return {
     job: {
       web: {
@@ -239,7 +242,10 @@ describe('parseJobspec', () => {
     const json = JSON.stringify(job());
     expect((await parseJobspec(json, 'job')).id).toBe('web');
     expect((await parseJobspec(`  \n${json}`, 'job.txt')).id).toBe('web');
-    expect((await parseJobspec('job "a" {\n group "g" {\n task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n }\n}\n', 'a.nomad')).id).toBe('a');
+    expect(
+      (await parseJobspec('job "a" {\n group "g" {\n task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n }\n}\n', 'a.nomad'))
+        .id,
+    ).toBe('a');
     // A .hcl file is HCL even if it starts with "{".
     expect((await asyncErrorOf(parseJobspec(json, 'job.hcl'))).message).toMatch(/^job\.hcl: invalid HCL: /);
   });
@@ -251,7 +257,14 @@ describe('parseJobspec', () => {
     expect(group.count).toBe(1);
     expect(group.restart).toEqual(DEFAULT_RESTART);
     expect(group.restart).toEqual({ attempts: 2, interval: 1_800_000, delay: 15_000, mode: 'fail' });
-    expect(group.volumes[0]).toEqual({ name: 'data', type: 'csi', source: 'vol-1', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false });
+    expect(group.volumes[0]).toEqual({
+      name: 'data',
+      type: 'csi',
+      source: 'vol-1',
+      accessMode: 'single-node-writer',
+      attachmentMode: 'file-system',
+      readOnly: false,
+    });
     const task = group.tasks[0]!;
     expect(task).toEqual({
       name: 'server',
@@ -279,12 +292,19 @@ describe('parseJobspec', () => {
   });
 
   it('mounts read-only when the group volume is read-only, whatever the mount says', () => {
-    const spec = validateJob(job({ volume: { read_only: true }, task: { volume_mount: { volume: 'data', destination: 'd', read_only: false } } }));
+    const spec = validateJob(
+      job({ volume: { read_only: true }, task: { volume_mount: { volume: 'data', destination: 'd', read_only: false } } }),
+    );
     expect(spec.groups[0]!.tasks[0]!.volumeMounts[0]!.readOnly).toBe(true);
   });
 
   it('sorts groups, tasks and volumes by name (hcl2json sorts labels, so both forms agree)', async () => {
-    const text = ['b', 'a'].map((g) => `group "${g}" {\n task "z" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n task "y" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n}`).join('\n');
+    const text = ['b', 'a']
+      .map(
+        (g) =>
+          `group "${g}" {\n task "z" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n task "y" {\n driver = "exec"\n config {\n command = "x"\n }\n }\n}`,
+      )
+      .join('\n');
     const spec = await parseJobspec(`job "j" {\n${text}\n}\n`, 'j.hcl');
     expect(spec.groups.map((g) => g.name)).toEqual(['a', 'b']);
     expect(spec.groups[0]!.tasks.map((t) => t.name)).toEqual(['y', 'z']);
@@ -293,22 +313,35 @@ describe('parseJobspec', () => {
   it('keeps the order of volume_mount blocks', () => {
     const spec = validateJob(
       job({
-        group: { volume: { z: { type: 'csi', source: 'v1', access_mode: 'single-node-writer' }, a: { type: 'csi', source: 'v2', access_mode: 'single-node-writer' } } },
-        task: { volume_mount: [{ volume: 'z', destination: 'z' }, { volume: 'a', destination: 'a' }] },
+        group: {
+          volume: {
+            z: { type: 'csi', source: 'v1', access_mode: 'single-node-writer' },
+            a: { type: 'csi', source: 'v2', access_mode: 'single-node-writer' },
+          },
+        },
+        task: {
+          volume_mount: [
+            { volume: 'z', destination: 'z' },
+            { volume: 'a', destination: 'a' },
+          ],
+        },
       }),
     );
     expect(spec.groups[0]!.tasks[0]!.volumeMounts.map((m) => m.volume)).toEqual(['z', 'a']);
   });
 
   it('accepts env and config written as attributes in HCL', async () => {
-    const text = 'job "j" {\n group "g" {\n task "t" {\n driver = "exec"\n config = { command = "x", args = ["1"] }\n env = { A = "b" }\n }\n }\n}\n';
+    const text =
+      'job "j" {\n group "g" {\n task "t" {\n driver = "exec"\n config = { command = "x", args = ["1"] }\n env = { A = "b" }\n }\n }\n}\n';
     const task = (await parseJobspec(text, 'j.hcl')).groups[0]!.tasks[0]!;
     expect(task.config).toEqual({ command: 'x', args: ['1'] });
     expect(task.env).toEqual({ A: 'b' });
   });
 
   it('keeps an env key named __proto__ as plain data', () => {
-    const raw = JSON.parse('{"job":{"j":{"group":{"g":{"task":{"t":{"driver":"exec","config":{"command":"x"},"env":{"__proto__":"v"}}}}}}}}');
+    const raw = JSON.parse(
+      '{"job":{"j":{"group":{"g":{"task":{"t":{"driver":"exec","config":{"command":"x"},"env":{"__proto__":"v"}}}}}}}}',
+    );
     const env = validateJob(raw).groups[0]!.tasks[0]!.env;
     expect(Object.getPrototypeOf(env)).toBe(Object.prototype);
     expect(Object.prototype.hasOwnProperty.call(env, '__proto__')).toBe(true);
@@ -339,13 +372,19 @@ describe('parseJobspec', () => {
 
 describe('validateJob', () => {
   it('reads resources { cpu, memory } (MHz as cpu shares, MiB as a memory limit) and keeps them through jobToDocument', async () => {
-    const job = await parseJobspec('job "r" {\n group "g" {\n task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n resources {\n cpu = 500\n memory = 256\n }\n }\n }\n}\n', 'r.hcl');
+    const job = await parseJobspec(
+      'job "r" {\n group "g" {\n task "t" {\n driver = "exec"\n config {\n command = "x"\n }\n resources {\n cpu = 500\n memory = 256\n }\n }\n }\n}\n',
+      'r.hcl',
+    );
     expect(job.groups[0]!.tasks[0]!.resources).toEqual({ cpu: 500, memoryMB: 256 });
     expect(validateJob(jobToDocument(job))).toEqual(job);
   });
 
-  it('reads an isolated task\'s user (Nomad\'s task user; absent: the agent runs it as nobody) and keeps it through jobToDocument', async () => {
-    const parsed = await parseJobspec('job "u" {\n group "g" {\n task "t" {\n driver = "exec"\n user = "www-data"\n config {\n command = "x"\n }\n }\n }\n}\n', 'u.hcl');
+  it("reads an isolated task's user (Nomad's task user; absent: the agent runs it as nobody) and keeps it through jobToDocument", async () => {
+    const parsed = await parseJobspec(
+      'job "u" {\n group "g" {\n task "t" {\n driver = "exec"\n user = "www-data"\n config {\n command = "x"\n }\n }\n }\n}\n',
+      'u.hcl',
+    );
     expect(parsed.groups[0]!.tasks[0]!.user).toBe('www-data');
     expect(validateJob(jobToDocument(parsed))).toEqual(parsed);
     expect(validateJob(job()).groups[0]!.tasks[0]!.user).toBeUndefined();
@@ -383,15 +422,39 @@ describe('validateJob', () => {
   it.each<[string, unknown, string]>([
     ['not an object', 'job', 'a jobspec must be an object like { "job": { "<id>": { … } } }'],
     ['no job', {}, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 0)'],
-    ['two jobs', { job: { a: { group: {} }, b: { group: {} } } }, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 2)'],
-    ['an unknown top-level key', { job: {}, jobs: 1 }, 'a jobspec must hold exactly one job block, like job "<id>" { … } (found 0)\njobs is not a known field (known: job)'],
+    [
+      'two jobs',
+      { job: { a: { group: {} }, b: { group: {} } } },
+      'a jobspec must hold exactly one job block, like job "<id>" { … } (found 2)',
+    ],
+    [
+      'an unknown top-level key',
+      { job: {}, jobs: 1 },
+      'a jobspec must hold exactly one job block, like job "<id>" { … } (found 0)\njobs is not a known field (known: job)',
+    ],
     ['job not labelled', { job: [{ group: {} }] }, 'job must be labelled blocks, like job "name" { … } (got [{"group":{}}])'],
-    ['a job id with a slash', { job: { 'a/b': { group: {} } } }, 'job id "a/b" is not allowed: it may not contain "/", "..", or NUL\njob "a/b": needs at least one group'],
-    ['a job id with ..', { job: { '..': { group: {} } } }, 'job id ".." is not allowed: it may not contain "/", "..", or NUL\njob "..": needs at least one group'],
+    [
+      'a job id with a slash',
+      { job: { 'a/b': { group: {} } } },
+      'job id "a/b" is not allowed: it may not contain "/", "..", or NUL\njob "a/b": needs at least one group',
+    ],
+    [
+      'a job id with ..',
+      { job: { '..': { group: {} } } },
+      'job id ".." is not allowed: it may not contain "/", "..", or NUL\njob "..": needs at least one group',
+    ],
     ['a job without groups', { job: { web: {} } }, 'job "web": needs at least one group'],
-    ['an unknown job field', { job: { web: { flavour: 'x', group: {} } } }, 'job "web": flavour is not a known field (known: name, type, update, group)\njob "web": needs at least one group'],
+    [
+      'an unknown job field',
+      { job: { web: { flavour: 'x', group: {} } } },
+      'job "web": flavour is not a known field (known: name, type, update, group)\njob "web": needs at least one group',
+    ],
     ['a group without tasks', { job: { web: { group: { app: {} } } } }, `${GROUP}: needs at least one task`],
-    ['a group name with a slash', { job: { web: { group: { 'x/y': {} } } } }, 'job "web": group name "x/y" is not allowed: it may not contain "/", "..", or NUL\njob "web" group "x/y": needs at least one task'],
+    [
+      'a group name with a slash',
+      { job: { web: { group: { 'x/y': {} } } } },
+      'job "web": group name "x/y" is not allowed: it may not contain "/", "..", or NUL\njob "web" group "x/y": needs at least one task',
+    ],
     ['a group not a block', { job: { web: { group: { app: 3 } } } }, 'job "web": group "app" must be a block (got 3)'],
   ])('rejects %s', (_name, raw, message) => {
     expect(errorOf(() => validateJob(raw)).message).toBe(message);
@@ -418,11 +481,19 @@ describe('validateJob', () => {
     ['count 0', { count: 0 }, `${GROUP}: count must be at least 1 (got 0)`],
     ['count 1.5', { count: 1.5 }, `${GROUP}: count must be a whole number (got 1.5)`],
     ['count as a string', { count: '2' }, `${GROUP}: count must be a whole number (got "2")`],
-    ['an unknown group field', { networking: {} }, `${GROUP}: networking is not a known field (known: count, restart, update, volume, task)`],
+    [
+      'an unknown group field',
+      { networking: {} },
+      `${GROUP}: networking is not a known field (known: count, restart, update, volume, task)`,
+    ],
     ['a bad restart mode', { restart: { mode: 'retry' } }, `${GROUP}: restart.mode must be one of fail, delay (got "retry")`],
     ['negative restart attempts', { restart: { attempts: -1 } }, `${GROUP}: restart.attempts must be at least 0 (got -1)`],
     ['a zero restart interval', { restart: { interval: '0s' } }, `${GROUP}: restart.interval must be positive`],
-    ['an unknown restart field', { restart: { render_templates: true } }, `${GROUP}: restart.render_templates is not a known field (known: attempts, interval, delay, mode)`],
+    [
+      'an unknown restart field',
+      { restart: { render_templates: true } },
+      `${GROUP}: restart.render_templates is not a known field (known: attempts, interval, delay, mode)`,
+    ],
     ['restart given twice', { restart: [{}, {}] }, `${GROUP}: restart may be given once (got 2 blocks)`],
     [
       'a bad restart delay',
@@ -437,17 +508,53 @@ describe('validateJob', () => {
     ['type host', { type: 'host' }, `${VOLUME}: type must be one of csi (got "host")`],
     ['no type', { type: undefined }, `${VOLUME}: type is required (one of csi)`],
     ['no source', { source: undefined }, `${VOLUME}: source is required`],
-    ['a source with a slash', { source: 'a/b' }, `${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`],
-    ['no access_mode', { access_mode: undefined }, `${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`],
-    ['a bad access_mode', { access_mode: 'rw' }, `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`],
+    [
+      'a source with a slash',
+      { source: 'a/b' },
+      `${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`,
+    ],
+    [
+      'no access_mode',
+      { access_mode: undefined },
+      `${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`,
+    ],
+    [
+      'a bad access_mode',
+      { access_mode: 'rw' },
+      `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`,
+    ],
     ['a bad attachment_mode', { attachment_mode: 'fs' }, `${VOLUME}: attachment_mode must be one of file-system, block-device (got "fs")`],
     ['read_only as a string', { read_only: 'yes' }, `${VOLUME}: read_only must be true or false (got "yes")`],
-    ['a reader-only mode without read_only', { access_mode: 'single-node-reader-only' }, `${VOLUME}: read_only must be true for access_mode single-node-reader-only`],
-    ['mount_options on a block device', { attachment_mode: 'block-device', mount_options: { fs_type: 'ext4' } }, `${VOLUME}: mount_options cannot be set with attachment_mode block-device`],
-    ['an unknown mount option', { mount_options: { flags: [] } }, `${VOLUME}: mount_options.flags is not a known field (known: fs_type, mount_flags)`],
-    ['mount_flags not strings', { mount_options: { mount_flags: ['ro', 1] } }, `${VOLUME}: mount_options.mount_flags[1] must be a string (got 1)`],
-    ['an unknown volume field', { per_alloc: true }, `${VOLUME}: per_alloc is not a known field (known: type, source, access_mode, attachment_mode, read_only, mount_options, on_stale_mount)`],
-    ['a bad on_stale_mount', { on_stale_mount: 'ignore' }, `${VOLUME}: on_stale_mount must be one of remount, restart, keep (got "ignore")`],
+    [
+      'a reader-only mode without read_only',
+      { access_mode: 'single-node-reader-only' },
+      `${VOLUME}: read_only must be true for access_mode single-node-reader-only`,
+    ],
+    [
+      'mount_options on a block device',
+      { attachment_mode: 'block-device', mount_options: { fs_type: 'ext4' } },
+      `${VOLUME}: mount_options cannot be set with attachment_mode block-device`,
+    ],
+    [
+      'an unknown mount option',
+      { mount_options: { flags: [] } },
+      `${VOLUME}: mount_options.flags is not a known field (known: fs_type, mount_flags)`,
+    ],
+    [
+      'mount_flags not strings',
+      { mount_options: { mount_flags: ['ro', 1] } },
+      `${VOLUME}: mount_options.mount_flags[1] must be a string (got 1)`,
+    ],
+    [
+      'an unknown volume field',
+      { per_alloc: true },
+      `${VOLUME}: per_alloc is not a known field (known: type, source, access_mode, attachment_mode, read_only, mount_options, on_stale_mount)`,
+    ],
+    [
+      'a bad on_stale_mount',
+      { on_stale_mount: 'ignore' },
+      `${VOLUME}: on_stale_mount must be one of remount, restart, keep (got "ignore")`,
+    ],
   ])('rejects a volume with %s', (_name, volume, message) => {
     expect(errorOf(() => validateJob(job({ volume }))).message).toBe(message);
   });
@@ -473,16 +580,40 @@ describe('validateJob', () => {
     ['a numeric command', { config: { command: 7 } }, `${TASK}: config.command must be a string (got 7)`],
     ['args not a list', { config: { command: 'x', args: 'a b' } }, `${TASK}: config.args must be a list of strings (got "a b")`],
     ['a numeric arg', { config: { command: 'x', args: ['a', 2] } }, `${TASK}: config.args[1] must be a string (got 2)`],
-    ['an unknown config key', { config: { command: 'x', workdir: 'y' } }, `${TASK}: config.workdir is not a known field (known: command, args, cap_add, cap_drop, network_mode)`],
+    [
+      'an unknown config key',
+      { config: { command: 'x', workdir: 'y' } },
+      `${TASK}: config.workdir is not a known field (known: command, args, cap_add, cap_drop, network_mode)`,
+    ],
     ['a numeric env value', { env: { PORT: 80 } }, `${TASK}: env.PORT must be a string (got 80); quote it`],
     ['env not a block', { env: 'A=b' }, `${TASK}: env must be a block (got "A=b")`],
-    ['an unknown task field', { group: 'x' }, `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs)`],
+    [
+      'an unknown task field',
+      { group: 'x' },
+      `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs)`,
+    ],
     ['a user that is no user name', { user: 'a b' }, `${TASK}: user "a b" is not a user name (like "nobody" or "www-data") or uid`],
-    ['a user for a host process', { driver: 'raw_exec', user: 'nobody' }, `${TASK}: user is for driver = "exec" (an isolated task); a raw_exec task runs as the agent's own user`],
+    [
+      'a user for a host process',
+      { driver: 'raw_exec', user: 'nobody' },
+      `${TASK}: user is for driver = "exec" (an isolated task); a raw_exec task runs as the agent's own user`,
+    ],
     ['an unknown resources field', { resources: { disk: 100 } }, `${TASK}: resources.disk is not a known field (known: cpu, memory)`],
-    ['a memory limit too small to run anything', { resources: { memory: 1 } }, `${TASK}: resources.memory must be between 4 and 16777216 (got 1)`],
-    ['an unknown kill signal', { kill_signal: 'SIGFOO' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`],
-    ['a kill signal without SIG', { kill_signal: 'TERM' }, `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "TERM")`],
+    [
+      'a memory limit too small to run anything',
+      { resources: { memory: 1 } },
+      `${TASK}: resources.memory must be between 4 and 16777216 (got 1)`,
+    ],
+    [
+      'an unknown kill signal',
+      { kill_signal: 'SIGFOO' },
+      `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`,
+    ],
+    [
+      'a kill signal without SIG',
+      { kill_signal: 'TERM' },
+      `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "TERM")`,
+    ],
     [
       'a bad kill timeout',
       { kill_timeout: '5 seconds' },
@@ -492,29 +623,95 @@ describe('validateJob', () => {
     ['a kill timeout of the wrong type', { kill_timeout: true }, `${TASK}: kill_timeout must be a duration like "30s" (got true)`],
     ['a bad task restart', { restart: { attempts: 'two' } }, `${TASK}: restart.attempts must be a whole number (got "two")`],
     ['a logs block keeping no file', { logs: { max_files: 0 } }, `${TASK}: logs.max_files must be between 1 and 1000 (got 0)`],
-    ['a logs block with a fractional size', { logs: { max_file_size: 1.5 } }, `${TASK}: logs.max_file_size must be a whole number (got 1.5)`],
-    ['a volume_mount of an unknown volume', { volume_mount: { volume: 'logs', destination: 'l' } }, `${TASK}: volume_mount.volume names "logs", which is not a volume of the group (volumes: data)`],
+    [
+      'a logs block with a fractional size',
+      { logs: { max_file_size: 1.5 } },
+      `${TASK}: logs.max_file_size must be a whole number (got 1.5)`,
+    ],
+    [
+      'a volume_mount of an unknown volume',
+      { volume_mount: { volume: 'logs', destination: 'l' } },
+      `${TASK}: volume_mount.volume names "logs", which is not a volume of the group (volumes: data)`,
+    ],
     ['a volume_mount without volume', { volume_mount: { destination: 'l' } }, `${TASK}: volume_mount.volume is required`],
     ['a volume_mount without destination', { volume_mount: { volume: 'data' } }, `${TASK}: volume_mount.destination is required`],
-    ['a destination with ..', { volume_mount: { volume: 'data', destination: '../up' } }, `${TASK}: volume_mount.destination "../up" may not contain ".."`],
-    ['a destination of /', { volume_mount: { volume: 'data', destination: '/' } }, `${TASK}: volume_mount.destination "/" must name a path inside the task dir`],
+    [
+      'a destination with ..',
+      { volume_mount: { volume: 'data', destination: '../up' } },
+      `${TASK}: volume_mount.destination "../up" may not contain ".."`,
+    ],
+    [
+      'a destination of /',
+      { volume_mount: { volume: 'data', destination: '/' } },
+      `${TASK}: volume_mount.destination "/" must name a path inside the task dir`,
+    ],
     [
       'two mounts on one destination',
-      { volume_mount: [{ volume: 'data', destination: 'd' }, { volume: 'data', destination: './d/' }] },
+      {
+        volume_mount: [
+          { volume: 'data', destination: 'd' },
+          { volume: 'data', destination: './d/' },
+        ],
+      },
       `${TASK}: volume_mount[1].destination "d" is already used by another volume_mount of this task`,
     ],
-    ['an unknown volume_mount field', { volume_mount: [{ volume: 'data', destination: 'd', selinux_label: 'x' }] }, `${TASK}: volume_mount.selinux_label is not a known field (known: volume, destination, read_only, propagation_mode)`],
-    ['an unknown propagation_mode', { volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'x' }] }, `${TASK}: volume_mount.propagation_mode must be one of private, host-to-task, bidirectional (got "x")`],
-    ['propagation_mode for a raw_exec task', { driver: 'raw_exec', volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'host-to-task' }] }, `${TASK}: volume_mount.propagation_mode is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself`],
-    ['cap_add for a raw_exec task', { driver: 'raw_exec', config: { command: 'x', cap_add: ['net_admin'] } }, `${TASK}: config.cap_add is for driver = "exec" (an isolated task); a raw_exec task runs with the agent's own privileges`],
-    ['network_mode for a raw_exec task', { driver: 'raw_exec', config: { command: 'x', network_mode: 'host' } }, `${TASK}: config.network_mode is for driver = "exec" (an isolated task); a raw_exec task always uses the host's network`],
-    ['an unknown network_mode', { config: { command: 'x', network_mode: 'bridge' } }, `${TASK}: config.network_mode must be one of host, none (got "bridge")`],
-    ['an unknown capability', { config: { command: 'x', cap_drop: ['chown', 'teleport'] } }, `${TASK}: config.cap_drop[1] "teleport" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`],
+    [
+      'an unknown volume_mount field',
+      { volume_mount: [{ volume: 'data', destination: 'd', selinux_label: 'x' }] },
+      `${TASK}: volume_mount.selinux_label is not a known field (known: volume, destination, read_only, propagation_mode)`,
+    ],
+    [
+      'an unknown propagation_mode',
+      { volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'x' }] },
+      `${TASK}: volume_mount.propagation_mode must be one of private, host-to-task, bidirectional (got "x")`,
+    ],
+    [
+      'propagation_mode for a raw_exec task',
+      { driver: 'raw_exec', volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'host-to-task' }] },
+      `${TASK}: volume_mount.propagation_mode is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself`,
+    ],
+    [
+      'cap_add for a raw_exec task',
+      { driver: 'raw_exec', config: { command: 'x', cap_add: ['net_admin'] } },
+      `${TASK}: config.cap_add is for driver = "exec" (an isolated task); a raw_exec task runs with the agent's own privileges`,
+    ],
+    [
+      'network_mode for a raw_exec task',
+      { driver: 'raw_exec', config: { command: 'x', network_mode: 'host' } },
+      `${TASK}: config.network_mode is for driver = "exec" (an isolated task); a raw_exec task always uses the host's network`,
+    ],
+    [
+      'an unknown network_mode',
+      { config: { command: 'x', network_mode: 'bridge' } },
+      `${TASK}: config.network_mode must be one of host, none (got "bridge")`,
+    ],
+    [
+      'an unknown capability',
+      { config: { command: 'x', cap_drop: ['chown', 'teleport'] } },
+      `${TASK}: config.cap_drop[1] "teleport" is not a Linux capability (like "net_admin" or "CAP_NET_ADMIN")`,
+    ],
     ['a volume_mount not a block', { volume_mount: ['data'] }, `${TASK}: volume_mount must be a block (got "data")`],
-    ['a bad csi_plugin type', { csi_plugin: { id: 'p', type: 'both' } }, `${TASK}: csi_plugin.type must be one of node, controller, monolith (got "both")`],
+    [
+      'a bad csi_plugin type',
+      { csi_plugin: { id: 'p', type: 'both' } },
+      `${TASK}: csi_plugin.type must be one of node, controller, monolith (got "both")`,
+    ],
     ['a csi_plugin without id', { csi_plugin: { type: 'node' } }, `${TASK}: csi_plugin.id is required`],
-    ['an unknown csi_plugin field', { csi_plugin: { id: 'p', type: 'node', socket: 'x' } }, `${TASK}: csi_plugin.socket is not a known field (known: id, type, mount_dir, stage_publish_base_dir, health_timeout)`],
-    ['csi_plugin given twice', { csi_plugin: [{ id: 'p', type: 'node' }, { id: 'q', type: 'node' }] }, `${TASK}: csi_plugin may be given once (got 2 blocks)`],
+    [
+      'an unknown csi_plugin field',
+      { csi_plugin: { id: 'p', type: 'node', socket: 'x' } },
+      `${TASK}: csi_plugin.socket is not a known field (known: id, type, mount_dir, stage_publish_base_dir, health_timeout)`,
+    ],
+    [
+      'csi_plugin given twice',
+      {
+        csi_plugin: [
+          { id: 'p', type: 'node' },
+          { id: 'q', type: 'node' },
+        ],
+      },
+      `${TASK}: csi_plugin may be given once (got 2 blocks)`,
+    ],
   ])('rejects a task with %s', (_name, task, message) => {
     const err = errorOf(() => validateJob(job({ task })));
     expect(err.message).toBe(message);
@@ -522,14 +719,19 @@ describe('validateJob', () => {
 
   it("reads Nomad's logs block (max_files, max_file_size in MB), a field left out at Nomad's default; without the block the spec says nothing (the driver keeps 10 × 10 MB)", () => {
     expect(validateJob(job({ task: { logs: { max_files: 3 } } })).groups[0]!.tasks[0]!.logs).toEqual({ maxFiles: 3, maxFileSizeMB: 10 });
-    expect(validateJob(job({ task: { logs: { max_files: 2, max_file_size: 1 } } })).groups[0]!.tasks[0]!.logs).toEqual({ maxFiles: 2, maxFileSizeMB: 1 });
+    expect(validateJob(job({ task: { logs: { max_files: 2, max_file_size: 1 } } })).groups[0]!.tasks[0]!.logs).toEqual({
+      maxFiles: 2,
+      maxFileSizeMB: 1,
+    });
     expect(validateJob(job({})).groups[0]!.tasks[0]!.logs).toBeUndefined();
   });
 
   it('names the field in ValidationError.field', () => {
     expect(errorOf(() => validateJob(job({ task: { config: {} } }))).field).toBe('config.command');
     expect(errorOf(() => validateJob(job({ group: { count: 0 } }))).field).toBe('count');
-    expect(errorOf(() => validateJob(job({ task: { volume_mount: { volume: 'x', destination: 'd' } } }))).field).toBe('volume_mount.volume');
+    expect(errorOf(() => validateJob(job({ task: { volume_mount: { volume: 'x', destination: 'd' } } }))).field).toBe(
+      'volume_mount.volume',
+    );
   });
 
   it('rejects a task name that is not path-safe', () => {
@@ -556,7 +758,9 @@ describe('validateJob', () => {
     });
 
     it("takes the job's block as each group's default, field by field", () => {
-      const spec = validateJob(withUpdate({ max_parallel: 3, auto_revert: true, healthy_deadline: '2m' }, { min_healthy_time: '1s', max_parallel: 2 }));
+      const spec = validateJob(
+        withUpdate({ max_parallel: 3, auto_revert: true, healthy_deadline: '2m' }, { min_healthy_time: '1s', max_parallel: 2 }),
+      );
       expect(spec.groups[0]!.update).toEqual({ maxParallel: 2, minHealthyTime: 1_000, healthyDeadline: 120_000, autoRevert: true });
       expect(validateJob(withUpdate({ auto_revert: true }, undefined)).groups[0]!.update).toEqual({ ...DEFAULT_UPDATE, autoRevert: true });
     });
@@ -583,20 +787,35 @@ describe('validateJob', () => {
       const spec = await parseJobspec(hcl, 'web.hcl');
       expect(spec.groups[0]!.update).toEqual({ maxParallel: 2, minHealthyTime: 3_000, healthyDeadline: 30_000, autoRevert: true });
       const doc = jobToDocument(spec);
-      expect(doc.job.web!.group.app!.update).toEqual({ max_parallel: 2, min_healthy_time: '3s', healthy_deadline: '30s', auto_revert: true });
+      expect(doc.job.web!.group.app!.update).toEqual({
+        max_parallel: 2,
+        min_healthy_time: '3s',
+        healthy_deadline: '30s',
+        auto_revert: true,
+      });
       expect(validateJob(doc)).toEqual(spec);
     });
 
     it('writes the defaults for a group saved before update blocks existed', () => {
       const spec = validateJob(job());
       const { update: _dropped, ...old } = spec.groups[0]!;
-      expect(jobToDocument({ ...spec, groups: [old] }).job.web!.group.app!.update).toEqual({ max_parallel: 1, min_healthy_time: '10s', healthy_deadline: '5m', auto_revert: false });
+      expect(jobToDocument({ ...spec, groups: [old] }).job.web!.group.app!.update).toEqual({
+        max_parallel: 1,
+        min_healthy_time: '10s',
+        healthy_deadline: '5m',
+        auto_revert: false,
+      });
     });
 
     it.each<[string, Record<string, unknown> | undefined, Record<string, unknown> | undefined, string]>([
       ['max_parallel 0', undefined, { max_parallel: 0 }, `${GROUP} update: max_parallel must be at least 1 (got 0)`],
       ['max_parallel as a string', undefined, { max_parallel: '2' }, `${GROUP} update: max_parallel must be a whole number (got "2")`],
-      ['a bad min_healthy_time', undefined, { min_healthy_time: 'soon' }, `${GROUP} update: min_healthy_time: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`],
+      [
+        'a bad min_healthy_time',
+        undefined,
+        { min_healthy_time: 'soon' },
+        `${GROUP} update: min_healthy_time: cannot parse duration "soon"; use a number with a unit, like "250ms", "30s", "1m" or "24h"`,
+      ],
       ['a zero healthy_deadline', undefined, { healthy_deadline: '0s' }, `${GROUP} update: healthy_deadline must be positive (got 0s)`],
       [
         'a deadline no longer than min_healthy_time',
@@ -611,9 +830,19 @@ describe('validateJob', () => {
         `${GROUP} update: min_healthy_time leaves no time to become healthy: healthy_deadline (20s) must be longer than min_healthy_time (20s)`,
       ],
       ['auto_revert as a string', undefined, { auto_revert: 'yes' }, `${GROUP} update: auto_revert must be true or false (got "yes")`],
-      ['an unsupported field', undefined, { canary: 1 }, `${GROUP} update: canary is not a known field (known: max_parallel, min_healthy_time, healthy_deadline, auto_revert)`],
+      [
+        'an unsupported field',
+        undefined,
+        { canary: 1 },
+        `${GROUP} update: canary is not a known field (known: max_parallel, min_healthy_time, healthy_deadline, auto_revert)`,
+      ],
       ['a bad job-level block', { max_parallel: -1 }, undefined, 'job "web" update: max_parallel must be at least 1 (got -1)'],
-      ['update given twice', undefined, [{}, {}] as unknown as Record<string, unknown>, `${GROUP}: update may be given once (got 2 blocks)`],
+      [
+        'update given twice',
+        undefined,
+        [{}, {}] as unknown as Record<string, unknown>,
+        `${GROUP}: update may be given once (got 2 blocks)`,
+      ],
     ])('rejects %s', (_name, jobUpdate, groupUpdate, message) => {
       expect(errorOf(() => validateJob(withUpdate(jobUpdate, groupUpdate))).message).toBe(message);
     });
@@ -674,9 +903,20 @@ describe('every problem in one pass', () => {
     expect((err as ValidationProblems).problems.map((p) => p.message)).toEqual(lines);
     expect(err.field).toBe('datacenters');
     // The same document as JSON, its keys in another order: the problems follow that order.
-    const json = { job: { web: { group: { app: { task: { server: { kill_signal: 'SIGFOO', driver: 'exec', config: { command: 'x' } } }, count: 0 } }, datacenters: ['dc1'] } } };
+    const json = {
+      job: {
+        web: {
+          group: { app: { task: { server: { kill_signal: 'SIGFOO', driver: 'exec', config: { command: 'x' } } }, count: 0 } },
+          datacenters: ['dc1'],
+        },
+      },
+    };
     expect(errorOf(() => validateJob(json)).message).toBe(
-      [`${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`, `${GROUP}: count must be at least 1 (got 0)`, lines[0]!.replace('web.hcl: ', '')].join('\n'),
+      [
+        `${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`,
+        `${GROUP}: count must be at least 1 (got 0)`,
+        lines[0]!.replace('web.hcl: ', ''),
+      ].join('\n'),
     );
   });
 
@@ -688,44 +928,144 @@ describe('every problem in one pass', () => {
 
   it('does not report what follows from a problem already reported', () => {
     // A missing source is not also an unusable id; a broken volume is still a volume of the group; a group whose only task is broken still has a task.
-    expect(errorOf(() => validateJob(job({ volume: { source: undefined, access_mode: 'rw' }, task: { volume_mount: { volume: 'data', destination: 'd' } } }))).message).toBe(
-      [`${VOLUME}: source is required`, `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`].join('\n'),
+    expect(
+      errorOf(() =>
+        validateJob(
+          job({ volume: { source: undefined, access_mode: 'rw' }, task: { volume_mount: { volume: 'data', destination: 'd' } } }),
+        ),
+      ).message,
+    ).toBe(
+      [
+        `${VOLUME}: source is required`,
+        `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`,
+      ].join('\n'),
     );
     expect(errorOf(() => validateJob(job({ task: { config: 'x' } }))).message).toBe(`${TASK}: config must be a block (got "x")`);
-    expect(errorOf(() => validateJob(job({ group: { update: { healthy_deadline: '0s' } } }))).message).toBe(`${GROUP} update: healthy_deadline must be positive (got 0s)`);
+    expect(errorOf(() => validateJob(job({ group: { update: { healthy_deadline: '0s' } } }))).message).toBe(
+      `${GROUP} update: healthy_deadline must be positive (got 0s)`,
+    );
     // Driver-only checks wait for a driver: none is guessed.
-    expect(errorOf(() => validateJob(job({ task: { driver: 'docker', config: { command: 'x', cap_add: ['net_admin'] }, env: { 'A-B': 'x' } } }))).message).toMatch(/^[^\n]*driver "docker" is not supported[^\n]*$/);
+    expect(
+      errorOf(() => validateJob(job({ task: { driver: 'docker', config: { command: 'x', cap_add: ['net_admin'] }, env: { 'A-B': 'x' } } })))
+        .message,
+    ).toMatch(/^[^\n]*driver "docker" is not supported[^\n]*$/);
   });
 
   it('lists every bad item of a list or map, not just the first', () => {
-    expect(errorOf(() => validateJob(job({ task: { config: { command: 'x', args: [1, 'a', true] }, env: { A: 1, B: 'b', C: false } } }))).message).toBe(
-      [`${TASK}: config.args[0] must be a string (got 1)`, `${TASK}: config.args[2] must be a string (got true)`, `${TASK}: env.A must be a string (got 1); quote it`, `${TASK}: env.C must be a string (got false); quote it`].join('\n'),
+    expect(
+      errorOf(() => validateJob(job({ task: { config: { command: 'x', args: [1, 'a', true] }, env: { A: 1, B: 'b', C: false } } })))
+        .message,
+    ).toBe(
+      [
+        `${TASK}: config.args[0] must be a string (got 1)`,
+        `${TASK}: config.args[2] must be a string (got true)`,
+        `${TASK}: env.A must be a string (got 1); quote it`,
+        `${TASK}: env.C must be a string (got false); quote it`,
+      ].join('\n'),
     );
   });
 
   it.each<[string, Record<string, unknown>, string]>([
-    ['datacenters', { job: { datacenters: ['dc1'] } }, 'job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it'],
-    ['region', { job: { region: 'global' } }, 'job "web": region is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it'],
-    ['a system job of count 2', { job: { type: 'system' }, group: { count: 2 } }, `${GROUP}: count is 2: a system job runs one alloc of each group on every node it can, so count must be 1 (or left out)`],
-    ['type batch', { job: { type: 'batch' } }, 'job "web": type "batch" is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)'],
-    ['another type', { job: { type: 'daemon' } }, 'job "web": type "daemon" must be "service" or "system", the kinds of job csiplug runs (or leave type out: service)'],
-    ['job constraint', { job: { constraint: { attribute: '${attr.kernel.name}', value: 'linux' } } }, 'job "web": constraint is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it'],
-    ['job vault', { job: { vault: { policies: ['x'] } } }, 'job "web": vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it'],
-    ['network', { group: { network: { port: { http: {} } } } }, `${GROUP}: network is not supported: csiplug assigns no ports or networks: a raw_exec task uses the host's network, an exec task the host's (config { network_mode = "host" }) or only a loopback of its own (network_mode = "none"); remove it`],
-    ['a group service', { group: { service: { name: 'web' } } }, `${GROUP}: service is not supported: csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; remove it`],
-    ['affinity', { group: { affinity: { attribute: 'x' } } }, `${GROUP}: affinity is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it`],
-    ['spread', { group: { spread: { attribute: 'x' } } }, `${GROUP}: spread is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it`],
+    [
+      'datacenters',
+      { job: { datacenters: ['dc1'] } },
+      'job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+    ],
+    [
+      'region',
+      { job: { region: 'global' } },
+      'job "web": region is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+    ],
+    [
+      'a system job of count 2',
+      { job: { type: 'system' }, group: { count: 2 } },
+      `${GROUP}: count is 2: a system job runs one alloc of each group on every node it can, so count must be 1 (or left out)`,
+    ],
+    [
+      'type batch',
+      { job: { type: 'batch' } },
+      'job "web": type "batch" is not supported: csiplug runs service jobs only (long-running tasks, restarted when they exit; see the restart block)',
+    ],
+    [
+      'another type',
+      { job: { type: 'daemon' } },
+      'job "web": type "daemon" must be "service" or "system", the kinds of job csiplug runs (or leave type out: service)',
+    ],
+    [
+      'job constraint',
+      { job: { constraint: { attribute: '${attr.kernel.name}', value: 'linux' } } },
+      'job "web": constraint is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it',
+    ],
+    [
+      'job vault',
+      { job: { vault: { policies: ['x'] } } },
+      'job "web": vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it',
+    ],
+    [
+      'network',
+      { group: { network: { port: { http: {} } } } },
+      `${GROUP}: network is not supported: csiplug assigns no ports or networks: a raw_exec task uses the host's network, an exec task the host's (config { network_mode = "host" }) or only a loopback of its own (network_mode = "none"); remove it`,
+    ],
+    [
+      'a group service',
+      { group: { service: { name: 'web' } } },
+      `${GROUP}: service is not supported: csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; remove it`,
+    ],
+    [
+      'affinity',
+      { group: { affinity: { attribute: 'x' } } },
+      `${GROUP}: affinity is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it`,
+    ],
+    [
+      'spread',
+      { group: { spread: { attribute: 'x' } } },
+      `${GROUP}: spread is not supported: csiplug runs everything on this one node: there is no placement to constrain; remove it`,
+    ],
     ['group consul', { group: { consul: {} } }, `${GROUP}: consul is not supported: csiplug has no Consul integration; remove it`],
-    ['driver docker', { task: { driver: 'docker' } }, `${TASK}: driver "docker" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`],
-    ['driver podman', { task: { driver: 'podman' } }, `${TASK}: driver "podman" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`],
-    ['an image', { task: { config: { command: 'x', image: 'nginx' } } }, `${TASK}: config.image is not supported: csiplug runs commands, not images: use config { command = "…" args = […] }`],
-    ['artifact', { task: { artifact: { source: 'https://x' } } }, `${TASK}: artifact is not supported: csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; remove it`],
-    ['template', { task: { template: { data: 'x', destination: 'local/x' } } }, `${TASK}: template is not supported: csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; remove it`],
-    ['a task service', { task: { service: { name: 'web' } } }, `${TASK}: service is not supported: csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; remove it`],
-    ['task vault', { task: { vault: {} } }, `${TASK}: vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it`],
-    ['lifecycle', { task: { lifecycle: { hook: 'prestart' } } }, `${TASK}: lifecycle is not supported: the tasks of a group all start together: prestart, poststart and sidecar tasks are not supported; remove it`],
-  ])('says what to use instead of Nomad\'s %s', (_name, patch, message) => {
-    const raw = job({ group: patch.group as Record<string, unknown>, task: patch.task as Record<string, unknown> }) as { job: { web: Record<string, unknown> } };
+    [
+      'driver docker',
+      { task: { driver: 'docker' } },
+      `${TASK}: driver "docker" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`,
+    ],
+    [
+      'driver podman',
+      { task: { driver: 'podman' } },
+      `${TASK}: driver "podman" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`,
+    ],
+    [
+      'an image',
+      { task: { config: { command: 'x', image: 'nginx' } } },
+      `${TASK}: config.image is not supported: csiplug runs commands, not images: use config { command = "…" args = […] }`,
+    ],
+    [
+      'artifact',
+      { task: { artifact: { source: 'https://x' } } },
+      `${TASK}: artifact is not supported: csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; remove it`,
+    ],
+    [
+      'template',
+      { task: { template: { data: 'x', destination: 'local/x' } } },
+      `${TASK}: template is not supported: csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; remove it`,
+    ],
+    [
+      'a task service',
+      { task: { service: { name: 'web' } } },
+      `${TASK}: service is not supported: csiplug registers no services (no Consul or Nomad service discovery); a CSI plugin is registered by its task's csi_plugin block; remove it`,
+    ],
+    [
+      'task vault',
+      { task: { vault: {} } },
+      `${TASK}: vault is not supported: csiplug has no Vault integration: give the task its secrets in env, or let the command fetch them; remove it`,
+    ],
+    [
+      'lifecycle',
+      { task: { lifecycle: { hook: 'prestart' } } },
+      `${TASK}: lifecycle is not supported: the tasks of a group all start together: prestart, poststart and sidecar tasks are not supported; remove it`,
+    ],
+  ])("says what to use instead of Nomad's %s", (_name, patch, message) => {
+    const raw = job({ group: patch.group as Record<string, unknown>, task: patch.task as Record<string, unknown> }) as {
+      job: { web: Record<string, unknown> };
+    };
     Object.assign(raw.job.web, patch.job ?? {});
     expect(errorOf(() => validateJob(raw)).message).toBe(message);
   });
@@ -789,7 +1129,7 @@ EOT
     expect(Object.keys(z.config as object)).toEqual(['command', 'args']);
   });
 
-  it('leaves data it cannot follow in the converter\'s order', () => {
+  it("leaves data it cannot follow in the converter's order", () => {
     const data = { b: 1, a: 2 };
     expect(Object.keys(inSourceOrder(data, 'a = 2\nb = "unterminated\n'))).toEqual(['b', 'a']);
     expect(Object.keys(inSourceOrder(data, 'a = 2\n}\nb = 1\n'))).toEqual(['b', 'a']);

@@ -1,12 +1,22 @@
 // Jobspecs: a Nomad subset in HCL, or the same shape in JSON, checked and
 // turned into the typed JobSpec with every default filled in. One JSON form
 // (JobDocument) is the input everywhere: files, the HTTP API, the CLI.
-import { DEFAULT_TASK_LOGS, STALE_MOUNT_POLICIES, ValidationError, assertPathSafeId, capabilityName, formatDuration, parseCsiPluginConfig, type StaleMountPolicy } from '@csiplug/core';
+import {
+  DEFAULT_TASK_LOGS,
+  STALE_MOUNT_POLICIES,
+  ValidationError,
+  assertPathSafeId,
+  capabilityName,
+  formatDuration,
+  parseCsiPluginConfig,
+  type StaleMountPolicy,
+} from '@csiplug/core';
 import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from './model';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
-import { BlockReader, type Body, Problems, Where, detectFormat, inSourceOrder, isBody, loadDocument, singleBody, withPrefix } from './document';
+import { BlockReader, type Body, Problems, Where, detectFormat, isBody, loadDocument, singleBody, withPrefix } from './document';
+import { inSourceOrder } from './hcl-source-order';
 
 export { ValidationProblems } from './document';
 
@@ -14,7 +24,12 @@ export { ValidationProblems } from './document';
 export const DEFAULT_RESTART: Readonly<RestartPolicy> = Object.freeze({ attempts: 2, interval: 30 * 60_000, delay: 15_000, mode: 'fail' });
 export const DEFAULT_KILL_TIMEOUT = 5_000;
 /** Nomad's `update` defaults (its other fields — canary, stagger, progress_deadline… — are not supported). */
-export const DEFAULT_UPDATE: Readonly<UpdateStrategy> = Object.freeze({ maxParallel: 1, minHealthyTime: 10_000, healthyDeadline: 5 * 60_000, autoRevert: false });
+export const DEFAULT_UPDATE: Readonly<UpdateStrategy> = Object.freeze({
+  maxParallel: 1,
+  minHealthyTime: 10_000,
+  healthyDeadline: 5 * 60_000,
+  autoRevert: false,
+});
 export const DEFAULT_KILL_SIGNAL: NodeJS.Signals = 'SIGTERM';
 
 // ---------------------------------------------------------------------------
@@ -133,7 +148,12 @@ export function validateJob(raw: unknown): JobSpec {
 /** The canonical JSON form of a JobSpec: every field explicit. validateJob(jobToDocument(j)) deep-equals j. */
 export function jobToDocument(job: JobSpec): JobDocument {
   const duration = (ms: number): DurationValue => (Number.isInteger(ms) ? formatDuration(ms) : ms);
-  const restart = (r: RestartPolicy): RestartDocument => ({ attempts: r.attempts, interval: duration(r.interval), delay: duration(r.delay), mode: r.mode });
+  const restart = (r: RestartPolicy): RestartDocument => ({
+    attempts: r.attempts,
+    interval: duration(r.interval),
+    delay: duration(r.delay),
+    mode: r.mode,
+  });
   const plugin = (p: CSIPluginConfig): CsiPluginDocument => ({
     id: p.id,
     type: p.type,
@@ -169,13 +189,25 @@ export function jobToDocument(job: JobSpec): JobDocument {
     },
     env: { ...t.env },
     ...(t.csiPlugin ? { csi_plugin: plugin(t.csiPlugin) } : {}),
-    volume_mount: t.volumeMounts.map((m) => ({ volume: m.volume, destination: m.destination, read_only: m.readOnly, ...(m.propagation ? { propagation_mode: m.propagation } : {}) })),
+    volume_mount: t.volumeMounts.map((m) => ({
+      volume: m.volume,
+      destination: m.destination,
+      read_only: m.readOnly,
+      ...(m.propagation ? { propagation_mode: m.propagation } : {}),
+    })),
     restart: restart(t.restart),
     kill_signal: t.killSignal,
     kill_timeout: duration(t.killTimeout),
     ...(t.user !== undefined ? { user: t.user } : {}),
     ...(t.logs ? { logs: { max_files: t.logs.maxFiles, max_file_size: t.logs.maxFileSizeMB } } : {}),
-    ...(t.resources ? { resources: { ...(t.resources.cpu !== undefined ? { cpu: t.resources.cpu } : {}), ...(t.resources.memoryMB !== undefined ? { memory: t.resources.memoryMB } : {}) } } : {}),
+    ...(t.resources
+      ? {
+          resources: {
+            ...(t.resources.cpu !== undefined ? { cpu: t.resources.cpu } : {}),
+            ...(t.resources.memoryMB !== undefined ? { memory: t.resources.memoryMB } : {}),
+          },
+        }
+      : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
     max_parallel: u.maxParallel,
@@ -191,7 +223,15 @@ export function jobToDocument(job: JobSpec): JobDocument {
     volume: Object.fromEntries(g.volumes.map((v) => [v.name, volume(v)])),
     task: Object.fromEntries(g.tasks.map((t) => [t.name, task(t)])),
   });
-  return { job: { [job.id]: { name: job.name, ...(job.type === 'system' ? { type: 'system' } : {}), group: Object.fromEntries(job.groups.map((g) => [g.name, group(g)])) } } };
+  return {
+    job: {
+      [job.id]: {
+        name: job.name,
+        ...(job.type === 'system' ? { type: 'system' } : {}),
+        group: Object.fromEntries(job.groups.map((g) => [g.name, group(g)])),
+      },
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -257,7 +297,8 @@ const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
   meta: NO_META,
 };
 
-const RUNS_COMMANDS = 'csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }';
+const RUNS_COMMANDS =
+  'csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }';
 
 const CONFIG_UNSUPPORTED: Readonly<Record<string, string>> = {
   image: 'csiplug runs commands, not images: use config { command = "…" args = […] }',
@@ -306,9 +347,15 @@ function readJob(top: Where, id: string, body: Body, at: readonly number[]): Job
   const r = new BlockReader(body, where, ['name', 'type', 'update', 'group'], JOB_UNSUPPORTED);
   const name = r.string('name', id);
   const type = r.string('type', 'service');
-  if (type !== 'service' && type !== 'system') r.report('type', `"${type}" ${JOB_TYPES[type] ?? 'must be "service" or "system", the kinds of job csiplug runs (or leave type out: service)'}`);
+  if (type !== 'service' && type !== 'system')
+    r.report(
+      'type',
+      `"${type}" ${JOB_TYPES[type] ?? 'must be "service" or "system", the kinds of job csiplug runs (or leave type out: service)'}`,
+    );
   const update = readUpdate(r, where, DEFAULT_UPDATE);
-  const groups = present(r.labelled('group', 'group').map(([g, b, gat]) => where.guard(() => readGroup(where, g, b, update, gat, type === 'system'), undefined)));
+  const groups = present(
+    r.labelled('group', 'group').map(([g, b, gat]) => where.guard(() => readGroup(where, g, b, update, gat, type === 'system'), undefined)),
+  );
   if (r.labelCount('group') === 0) where.reportObject('needs at least one group', r.at('group'));
   return { id, name, ...(type === 'system' ? { type: 'system' as const } : {}), groups: groups.sort(byName) };
 }
@@ -319,7 +366,8 @@ function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStr
   const r = new BlockReader(body, where, ['count', 'restart', 'update', 'volume', 'task'], GROUP_UNSUPPORTED);
   const count = r.int('count', 1, 1);
   // Nomad's rule: a system job runs one alloc of each group on every eligible node; the count is that one.
-  if (system && count !== 1) r.report('count', `is ${count}: a system job runs one alloc of each group on every node it can, so count must be 1 (or left out)`);
+  if (system && count !== 1)
+    r.report('count', `is ${count}: a system job runs one alloc of each group on every node it can, so count must be 1 (or left out)`);
   const restart = readRestart(r, DEFAULT_RESTART);
   const update = readUpdate(r, where, jobUpdate);
   const volumeEntries = r.labelled('volume', 'volume');
@@ -327,7 +375,11 @@ function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStr
   const byVolume = new Map(volumes.map((v) => [v.name, v]));
   // A volume_mount of a volume that is there but has problems of its own is not one more problem.
   const volumeNames = new Set(volumeEntries.map(([v]) => v));
-  const tasks = present(r.labelled('task', 'task').map(([t, b, tat]) => where.guard(() => readTask(where, t, b, restart, byVolume, volumeNames, tat), undefined)));
+  const tasks = present(
+    r
+      .labelled('task', 'task')
+      .map(([t, b, tat]) => where.guard(() => readTask(where, t, b, restart, byVolume, volumeNames, tat), undefined)),
+  );
   if (r.labelCount('task') === 0) where.reportObject('needs at least one task', r.at('task'));
   return { name, count, tasks: tasks.sort(byName), volumes: volumes.sort(byName), restart, update };
 }
@@ -354,7 +406,10 @@ function readUpdate(parent: BlockReader, owner: Where, base: UpdateStrategy): Up
       if (healthyDeadline <= 0) r.report('healthy_deadline', `must be positive (got ${formatDuration(healthyDeadline)})`);
       if (healthyDeadline <= minHealthyTime && !r.failed('min_healthy_time')) {
         const which = r.has('healthy_deadline') ? 'healthy_deadline' : 'min_healthy_time';
-        r.report(which, `leaves no time to become healthy: healthy_deadline (${formatDuration(healthyDeadline)}) must be longer than min_healthy_time (${formatDuration(minHealthyTime)})`);
+        r.report(
+          which,
+          `leaves no time to become healthy: healthy_deadline (${formatDuration(healthyDeadline)}) must be longer than min_healthy_time (${formatDuration(minHealthyTime)})`,
+        );
       }
       return { maxParallel, minHealthyTime, healthyDeadline, autoRevert: r.bool('auto_revert', base.autoRevert) };
     },
@@ -378,7 +433,15 @@ function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {
 function readVolume(parent: Where, name: string, body: Body, at: readonly number[]): VolumeRequest {
   checkId(parent, name, 'volume name', at);
   const where = parent.object(`volume ${JSON.stringify(name)}`, at);
-  const r = new BlockReader(body, where, ['type', 'source', 'access_mode', 'attachment_mode', 'read_only', 'mount_options', 'on_stale_mount']);
+  const r = new BlockReader(body, where, [
+    'type',
+    'source',
+    'access_mode',
+    'attachment_mode',
+    'read_only',
+    'mount_options',
+    'on_stale_mount',
+  ]);
   const type = r.oneOf('type', ['csi'] as const);
   const source = r.requiredString('source');
   try {
@@ -403,7 +466,19 @@ function readVolume(parent: Where, name: string, body: Body, at: readonly number
   return volume;
 }
 
-const TASK_FIELDS = ['driver', 'config', 'env', 'user', 'csi_plugin', 'volume_mount', 'restart', 'kill_signal', 'kill_timeout', 'resources', 'logs'];
+const TASK_FIELDS = [
+  'driver',
+  'config',
+  'env',
+  'user',
+  'csi_plugin',
+  'volume_mount',
+  'restart',
+  'kill_signal',
+  'kill_timeout',
+  'resources',
+  'logs',
+];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
 /** The task's driver; undefined when it is missing or not one csiplug has (reported), so that no check that depends on it is made. */
@@ -444,7 +519,10 @@ function readTask(
   if (!r.has('config')) r.report('config', 'is required: config { command = "…" }');
   const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop', 'network_mode'], CONFIG_UNSUPPORTED);
   const config: TaskSpec['config'] = { command: c?.requiredString('command') ?? '', args: c?.stringList('args') ?? [] };
-  for (const [key, field] of [['cap_add', 'capAdd'], ['cap_drop', 'capDrop']] as const) {
+  for (const [key, field] of [
+    ['cap_add', 'capAdd'],
+    ['cap_drop', 'capDrop'],
+  ] as const) {
     if (!c?.has(key)) continue;
     if (hostProcess) {
       c.report(key, 'is for driver = "exec" (an isolated task); a raw_exec task runs with the agent\'s own privileges');
@@ -477,13 +555,28 @@ function readTask(
   let csiPlugin: CSIPluginConfig | undefined;
   if (r.has('csi_plugin')) {
     // The hook's parser names the task itself (its errors carry the prefix given), and stops at its block's first problem.
-    csiPlugin = where.guard(() => parseCsiPluginConfig(singleBody(r.raw('csi_plugin'), where, 'csi_plugin', r.at('csi_plugin')), where.prefix), undefined, r.at('csi_plugin'));
+    csiPlugin = where.guard(
+      () => parseCsiPluginConfig(singleBody(r.raw('csi_plugin'), where, 'csi_plugin', r.at('csi_plugin')), where.prefix),
+      undefined,
+      r.at('csi_plugin'),
+    );
   }
 
   const volumeMounts: VolumeMount[] = [];
   const destinations = new Set<string>();
   for (const { body: b, field, at: mat } of r.blockList('volume_mount')) {
-    const mount = where.guard(() => readVolumeMount(new BlockReader(b, where.block(field, mat), ['volume', 'destination', 'read_only', 'propagation_mode']), volumes, volumeNames, destinations, driver), undefined, mat);
+    const mount = where.guard(
+      () =>
+        readVolumeMount(
+          new BlockReader(b, where.block(field, mat), ['volume', 'destination', 'read_only', 'propagation_mode']),
+          volumes,
+          volumeNames,
+          destinations,
+          driver,
+        ),
+      undefined,
+      mat,
+    );
     if (mount) volumeMounts.push(mount);
   }
 
@@ -494,7 +587,8 @@ function readTask(
   if (r.has('user')) {
     user = r.string('user', '');
     if (hostProcess) r.report('user', 'is for driver = "exec" (an isolated task); a raw_exec task runs as the agent\'s own user');
-    else if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(user)) r.report('user', `"${user}" is not a user name (like "nobody" or "www-data") or uid`);
+    else if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(user))
+      r.report('user', `"${user}" is not a user name (like "nobody" or "www-data") or uid`);
   }
 
   const killSignal = r.string('kill_signal', DEFAULT_KILL_SIGNAL);
@@ -513,7 +607,12 @@ function readTask(
   // Nomad's logs: max_files of each stream kept, max_file_size MB each. Without the block the driver keeps Nomad's defaults (10 × 10 MB),
   // and the spec says nothing: a job saved before rotation is not taken for a changed one.
   const l = r.block('logs', ['max_files', 'max_file_size']);
-  const logs = l ? { maxFiles: l.int('max_files', DEFAULT_TASK_LOGS.maxFiles, 1, 1_000), maxFileSizeMB: l.int('max_file_size', DEFAULT_TASK_LOGS.maxFileSizeMB, 1, 1024 * 1024) } : undefined;
+  const logs = l
+    ? {
+        maxFiles: l.int('max_files', DEFAULT_TASK_LOGS.maxFiles, 1, 1_000),
+        maxFileSizeMB: l.int('max_file_size', DEFAULT_TASK_LOGS.maxFileSizeMB, 1, 1024 * 1024),
+      }
+    : undefined;
 
   return {
     name,
@@ -543,16 +642,23 @@ function readVolumeMount(
   const volume = volumes.get(volumeName);
   if (!volume && !volumeNames.has(volumeName)) {
     const known = [...volumeNames];
-    m.report('volume', `names "${volumeName}", which is not a volume of the group${known.length ? ` (volumes: ${known.join(', ')})` : ' (the group has no volume blocks)'}`);
+    m.report(
+      'volume',
+      `names "${volumeName}", which is not a volume of the group${known.length ? ` (volumes: ${known.join(', ')})` : ' (the group has no volume blocks)'}`,
+    );
   }
   const destination = readDestination(m);
   if (destinations.has(destination)) m.report('destination', `"${destination}" is already used by another volume_mount of this task`);
   destinations.add(destination);
   // A volume the group asks for read-only is mounted read-only whatever the mount says.
   const readOnly = m.bool('read_only', false) || (volume?.readOnly ?? false);
-  const propagation = m.has('propagation_mode') ? m.oneOf('propagation_mode', ['private', 'host-to-task', 'bidirectional'] as const) : undefined;
-  if (propagation !== undefined && driver === 'raw_exec') m.report('propagation_mode', 'is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself');
-  if (propagation === 'bidirectional' && readOnly) m.report('propagation_mode', '"bidirectional" needs a writable mount; the volume is read-only here');
+  const propagation = m.has('propagation_mode')
+    ? m.oneOf('propagation_mode', ['private', 'host-to-task', 'bidirectional'] as const)
+    : undefined;
+  if (propagation !== undefined && driver === 'raw_exec')
+    m.report('propagation_mode', 'is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself');
+  if (propagation === 'bidirectional' && readOnly)
+    m.report('propagation_mode', '"bidirectional" needs a writable mount; the volume is read-only here');
   return { volume: volumeName, destination, readOnly, ...(propagation !== undefined ? { propagation } : {}) };
 }
 

@@ -59,5 +59,5 @@ export function replacementOrder(before: GroupSpec, after: GroupSpec): Replaceme
       reason: `task "${plugin.name}" runs CSI plugin "${plugin.csiPlugin.id}": the new alloc registers healthy before the old one stops`,
     };
   }
-  return { kind: 'stop-before-start', reason: 'the old alloc stops before the new one starts (Nomad\'s order without canaries)' };
+  return { kind: 'stop-before-start', reason: "the old alloc stops before the new one starts (Nomad's order without canaries)" };
 }

@@ -31,13 +31,17 @@ const SIZE = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i;
 /** Parses a size into whole bytes (fractions round down). `where` names the setting in the error. */
 export function parseSize(input: string | number, where = 'size'): number {
   if (typeof input === 'number') {
-    if (!Number.isSafeInteger(input) || input < 0) throw new ValidationError(`${where}: ${input} is not a whole, non-negative number of bytes`, where);
+    if (!Number.isSafeInteger(input) || input < 0)
+      throw new ValidationError(`${where}: ${input} is not a whole, non-negative number of bytes`, where);
     return input;
   }
   const m = SIZE.exec(input.trim());
   const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
   if (!m || unit === undefined) {
-    throw new ValidationError(`${where}: cannot parse size "${input}"; use bytes or a number with a unit, like "512MiB", "10GiB" or "100MB"`, where);
+    throw new ValidationError(
+      `${where}: cannot parse size "${input}"; use bytes or a number with a unit, like "512MiB", "10GiB" or "100MB"`,
+      where,
+    );
   }
   const bytes = Math.floor(Number(m[1]) * unit);
   if (!Number.isSafeInteger(bytes)) throw new ValidationError(`${where}: size "${input}" is too large`, where);
@@ -46,7 +50,13 @@ export function parseSize(input: string | number, where = 'size'): number {
 
 /** Formats bytes with the largest binary unit that divides them: 10485760 → "10MiB". */
 export function formatSize(bytes: number): string {
-  for (const [unit, size] of [['PiB', 2 ** 50], ['TiB', 2 ** 40], ['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]] as const) {
+  for (const [unit, size] of [
+    ['PiB', 2 ** 50],
+    ['TiB', 2 ** 40],
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20],
+    ['KiB', 2 ** 10],
+  ] as const) {
     if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
   }
   return `${bytes}B`;

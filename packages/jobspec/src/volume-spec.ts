@@ -28,10 +28,29 @@ export interface VolumeSpecDocument {
   context?: Record<string, string>;
   snapshot_id?: string;
   clone_id?: string;
-  topology_request?: { required?: { topology: Array<{ segments: Record<string, string> }> }; preferred?: { topology: Array<{ segments: Record<string, string> }> } };
+  topology_request?: {
+    required?: { topology: Array<{ segments: Record<string, string> }> };
+    preferred?: { topology: Array<{ segments: Record<string, string> }> };
+  };
 }
 
-const FIELDS = ['id', 'name', 'type', 'plugin_id', 'external_id', 'capability', 'mount_options', 'capacity_min', 'capacity_max', 'parameters', 'secrets', 'context', 'snapshot_id', 'clone_id', 'topology_request'];
+const FIELDS = [
+  'id',
+  'name',
+  'type',
+  'plugin_id',
+  'external_id',
+  'capability',
+  'mount_options',
+  'capacity_min',
+  'capacity_max',
+  'parameters',
+  'secrets',
+  'context',
+  'snapshot_id',
+  'clone_id',
+  'topology_request',
+];
 
 /** `required { topology { segments = {…} } … }` (or `preferred`): the topologies, each with at least one segment. */
 function readTopologies(b: BlockReader): Topology[] {
@@ -74,9 +93,13 @@ export function validateVolumeSpec(raw: unknown): VolumeSpec {
 
   const capabilities = r.blocks('capability').map((body, i, all): VolumeCapability => {
     const c = new BlockReader(body, r.where.block(all.length > 1 ? `capability[${i}]` : 'capability'), ['access_mode', 'attachment_mode']);
-    return { accessMode: c.oneOf('access_mode', ACCESS_MODES), attachmentMode: c.oneOf('attachment_mode', ATTACHMENT_MODES, 'file-system') };
+    return {
+      accessMode: c.oneOf('access_mode', ACCESS_MODES),
+      attachmentMode: c.oneOf('attachment_mode', ATTACHMENT_MODES, 'file-system'),
+    };
   });
-  if (capabilities.length === 0) r.fail('capability', 'is required: give at least one capability { access_mode = "…", attachment_mode = "…" } block');
+  if (capabilities.length === 0)
+    r.fail('capability', 'is required: give at least one capability { access_mode = "…", attachment_mode = "…" } block');
 
   const spec: VolumeSpec = {
     id,
@@ -92,9 +115,13 @@ export function validateVolumeSpec(raw: unknown): VolumeSpec {
 
   const mo = r.block('mount_options', ['fs_type', 'mount_flags']);
   if (mo) {
-    if (!capabilities.some((c) => c.attachmentMode === 'file-system')) r.fail('mount_options', 'needs a capability with attachment_mode file-system');
+    if (!capabilities.some((c) => c.attachmentMode === 'file-system'))
+      r.fail('mount_options', 'needs a capability with attachment_mode file-system');
     const fsType = mo.string('fs_type');
-    spec.mountOptions = { ...(fsType !== undefined ? { fsType } : {}), ...(mo.has('mount_flags') ? { mountFlags: mo.stringList('mount_flags') } : {}) };
+    spec.mountOptions = {
+      ...(fsType !== undefined ? { fsType } : {}),
+      ...(mo.has('mount_flags') ? { mountFlags: mo.stringList('mount_flags') } : {}),
+    };
   }
 
   const size = (key: string): number | undefined => {
@@ -111,14 +138,18 @@ export function validateVolumeSpec(raw: unknown): VolumeSpec {
     r.fail('capacity_min', `(${formatSize(capacityMin)}) must not exceed capacity_max (${formatSize(capacityMax)})`);
   }
 
-  for (const [key, field] of [['snapshot_id', 'snapshotId'], ['clone_id', 'cloneId']] as const) {
+  for (const [key, field] of [
+    ['snapshot_id', 'snapshotId'],
+    ['clone_id', 'cloneId'],
+  ] as const) {
     const v = r.string(key);
     if (v === undefined) continue;
     if (v === '') r.fail(key, 'may not be empty; leave it out');
     if (externalId !== undefined) r.fail(key, 'is for creating a volume from a source; a volume with external_id is registered as it is');
     spec[field] = v;
   }
-  if (spec.snapshotId !== undefined && spec.cloneId !== undefined) r.fail('clone_id', 'and snapshot_id are two sources for the new volume; give at most one');
+  if (spec.snapshotId !== undefined && spec.cloneId !== undefined)
+    r.fail('clone_id', 'and snapshot_id are two sources for the new volume; give at most one');
 
   const tr = r.block('topology_request', ['required', 'preferred']);
   if (tr) {
@@ -177,8 +208,12 @@ export function volumeSpecToDocument(spec: VolumeSpec): VolumeSpecDocument {
     ...(spec.topologyRequest
       ? {
           topology_request: {
-            ...(spec.topologyRequest.required ? { required: { topology: spec.topologyRequest.required.map((t) => ({ segments: { ...t.segments } })) } } : {}),
-            ...(spec.topologyRequest.preferred ? { preferred: { topology: spec.topologyRequest.preferred.map((t) => ({ segments: { ...t.segments } })) } } : {}),
+            ...(spec.topologyRequest.required
+              ? { required: { topology: spec.topologyRequest.required.map((t) => ({ segments: { ...t.segments } })) } }
+              : {}),
+            ...(spec.topologyRequest.preferred
+              ? { preferred: { topology: spec.topologyRequest.preferred.map((t) => ({ segments: { ...t.segments } })) } }
+              : {}),
           },
         }
       : {}),

@@ -17,7 +17,11 @@ interface ModelEntry {
   restored: boolean;
 }
 
-type Outcome = { kind: 'resolved'; allocId: string; socketPath: string; restored: boolean } | { kind: 'timeout' } | { kind: 'aborted' } | { kind: 'shutdown' };
+type Outcome =
+  | { kind: 'resolved'; allocId: string; socketPath: string; restored: boolean }
+  | { kind: 'timeout' }
+  | { kind: 'aborted' }
+  | { kind: 'shutdown' };
 
 interface WaiterCase {
   id: number;
@@ -71,24 +75,29 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
     subscribers.push(s);
   };
   // A listener that always throws must not disturb anything.
-  const addThrower = () => h.registry.onDidRegister(() => {
-    throw new Error('bad listener');
-  });
+  const addThrower = () =>
+    h.registry.onDidRegister(() => {
+      throw new Error('bad listener');
+    });
   addThrower();
   // A listener that changes the registry from inside an event: every new
   // alloc of csi-controller/c is deregistered at once, so its `registered`
   // event is delivered after the entry is gone again (waiters must not wake).
   const EPHEMERAL = 'csi-controller/c';
-  const addReactor = () => h.registry.onDidRegister((e) => {
-    if (e.reason === 'new' && `${e.plugin.type}/${e.plugin.name}` === EPHEMERAL) h.registry.deregister(e.plugin.type, e.plugin.name, e.plugin.allocId);
-  });
+  const addReactor = () =>
+    h.registry.onDidRegister((e) => {
+      if (e.reason === 'new' && `${e.plugin.type}/${e.plugin.name}` === EPHEMERAL)
+        h.registry.deregister(e.plugin.type, e.plugin.name, e.plugin.allocId);
+    });
   addReactor();
 
   const check = () => {
     for (const type of TYPES) {
       for (const name of NAMES) {
         const key = `${type}/${name}`;
-        const got = h.registry.registrations(type, name).map((p) => ({ allocId: p.allocId, socketPath: p.socketPath, restored: p.restored }));
+        const got = h.registry
+          .registrations(type, name)
+          .map((p) => ({ allocId: p.allocId, socketPath: p.socketPath, restored: p.restored }));
         expect(got).toEqual(listOf(key));
       }
     }
@@ -224,7 +233,11 @@ async function runScenario(seed: number, steps: number): Promise<{ waiters: numb
       addThrower();
       addReactor();
       restarts++;
-      for (const [k, list] of model) model.set(k, list.map((e) => ({ ...e, restored: true })));
+      for (const [k, list] of model)
+        model.set(
+          k,
+          list.map((e) => ({ ...e, restored: true })),
+        );
     }
     check();
   }

@@ -50,9 +50,21 @@ describe('DynamicPluginRegistry: types and validation', () => {
     ['alloc id with ..', { allocId: '..' }, 'alloc id ".." is not allowed'],
     ['alloc id with NUL', { allocId: 'a\0b' }, 'alloc id may not contain control characters (found U+0000 at position 1)'],
     ['non-string option', { options: { mounts: 3 as unknown as string } }, 'option "mounts" must be a string'],
-    ['non-string version', { version: 2 as unknown as string }, 'plugin "my-plugin" of type csi-node (alloc alloc-0): version must be a string'],
-    ['socket path with NUL', { socketPath: '/run/a\0b.sock' }, 'plugin "my-plugin" of type csi-node (alloc alloc-0): socket path may not contain NUL'],
-    ['options list', { options: ['/m'] as unknown as Record<string, string> }, 'plugin "my-plugin" of type csi-node (alloc alloc-0): options must be an object of strings'],
+    [
+      'non-string version',
+      { version: 2 as unknown as string },
+      'plugin "my-plugin" of type csi-node (alloc alloc-0): version must be a string',
+    ],
+    [
+      'socket path with NUL',
+      { socketPath: '/run/a\0b.sock' },
+      'plugin "my-plugin" of type csi-node (alloc alloc-0): socket path may not contain NUL',
+    ],
+    [
+      'options list',
+      { options: ['/m'] as unknown as Record<string, string> },
+      'plugin "my-plugin" of type csi-node (alloc alloc-0): options must be an object of strings',
+    ],
     ['options text', { options: 'mountPoint=/m' as unknown as Record<string, string> }, 'options must be an object of strings'],
   ])('rejects a registration without a valid %s', (_what, over, message) => {
     const { registry, store } = makeRegistry();
@@ -71,7 +83,9 @@ describe('DynamicPluginRegistry: types and validation', () => {
   it('rejects a missing registration', () => {
     const { registry, store } = makeRegistry();
     for (const missing of [null, undefined, 'csi-node']) {
-      expect(() => registry.register(missing as unknown as PluginRegistration)).toThrow(new ValidationError('a plugin registration is required'));
+      expect(() => registry.register(missing as unknown as PluginRegistration)).toThrow(
+        new ValidationError('a plugin registration is required'),
+      );
     }
     expect(store.puts).toBe(0);
   });
@@ -89,7 +103,15 @@ describe('DynamicPluginRegistry: register and deregister', () => {
     const events: PluginEvent[] = [];
     registry.onDidChange(record(events));
     const got = registry.register(plugin(0, { options: { mountPoint: '/csi' } }));
-    expect(got).toEqual({ type: 'csi-node', name: 'my-plugin', version: 'v0', allocId: 'alloc-0', socketPath: '/var/data/plugins/alloc-0/csi.sock', options: { mountPoint: '/csi' }, restored: false });
+    expect(got).toEqual({
+      type: 'csi-node',
+      name: 'my-plugin',
+      version: 'v0',
+      allocId: 'alloc-0',
+      socketPath: '/var/data/plugins/alloc-0/csi.sock',
+      options: { mountPoint: '/csi' },
+      restored: false,
+    });
     expect(Object.isFrozen(got)).toBe(true);
     expect(Object.isFrozen(got.options)).toBe(true);
     expect(registry.get('csi-node', 'my-plugin')).toBe(got);
@@ -153,8 +175,14 @@ describe('DynamicPluginRegistry: register and deregister', () => {
     ]);
     registry.register(plugin(1, { options: { mountPoint: '/m' } }));
     expect(registry.get('csi-node', 'my-plugin')?.options).toEqual({ mountPoint: '/m' });
-    expect(events.map(brief)).toEqual(['registered csi-node/my-plugin@alloc-0 updated (inactive)', 'registered csi-node/my-plugin@alloc-1 updated']);
-    expect(store.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.socketPath)).toEqual(['/var/data/plugins/alloc-1/csi.sock', '/new/alloc-0.sock']);
+    expect(events.map(brief)).toEqual([
+      'registered csi-node/my-plugin@alloc-0 updated (inactive)',
+      'registered csi-node/my-plugin@alloc-1 updated',
+    ]);
+    expect(store.stored?.plugins['csi-node']?.['my-plugin']?.map((r) => r.socketPath)).toEqual([
+      '/var/data/plugins/alloc-1/csi.sock',
+      '/new/alloc-0.sock',
+    ]);
   });
 
   it('deregisters only an alloc it has: no event and no write for an unknown alloc', () => {
@@ -200,7 +228,12 @@ describe('DynamicPluginRegistry: register and deregister', () => {
     registry.register(plugin(1, { name: 'alpha', type: 'csi-controller' }));
     expect(registry.list('csi-node').map((p) => `${p.name}@${p.allocId}`)).toEqual(['alpha@alloc-2', 'zeta@alloc-0']);
     expect(registry.list('csi-controller').map((p) => `${p.name}@${p.allocId}`)).toEqual(['alpha@alloc-1']);
-    expect(registry.allocPlugins('alloc-1').map((p) => `${p.type}/${p.name}`).sort()).toEqual(['csi-controller/alpha', 'csi-node/alpha']);
+    expect(
+      registry
+        .allocPlugins('alloc-1')
+        .map((p) => `${p.type}/${p.name}`)
+        .sort(),
+    ).toEqual(['csi-controller/alpha', 'csi-node/alpha']);
     expect(registry.allocPlugins('alloc-9')).toEqual([]);
   });
 });
@@ -232,7 +265,9 @@ describe('DynamicPluginRegistry: dispensing', () => {
     }
     expect(err).toBeInstanceOf(PluginNotFoundError);
     expect(err).toMatchObject({ code: 'EPLUGIN_NOT_FOUND', pluginType: 'csi-node', pluginName: 'hostpath-plugin0' });
-    expect((err as Error).message).toBe('plugin "hostpath-plugin0" of type csi-node not found: it is not registered (yet); use waitForPlugin to wait for it');
+    expect((err as Error).message).toBe(
+      'plugin "hostpath-plugin0" of type csi-node not found: it is not registered (yet); use waitForPlugin to wait for it',
+    );
     expect(() => registry.dispense('nope', 'x')).toThrow(UnknownPluginTypeError);
   });
 
@@ -269,7 +304,11 @@ describe('DynamicPluginRegistry: events', () => {
 
     expect(reg).toEqual(['registered csi-node/my-plugin@alloc-0 new', 'registered csi-controller/my-plugin@alloc-0 new']);
     expect(dereg).toEqual(['deregistered csi-node/my-plugin@alloc-0 (was active)']);
-    expect(nodeOnly).toEqual(['registered csi-node/my-plugin@alloc-0 new', 'deregistered csi-node/my-plugin@alloc-0 (was active)', 'registered csi-node/my-plugin@alloc-1 new']);
+    expect(nodeOnly).toEqual([
+      'registered csi-node/my-plugin@alloc-0 new',
+      'deregistered csi-node/my-plugin@alloc-0 (was active)',
+      'registered csi-node/my-plugin@alloc-1 new',
+    ]);
     expect(controllerRegs).toEqual(['registered csi-controller/my-plugin@alloc-0 new']);
   });
 
@@ -413,7 +452,11 @@ describe('DynamicPluginRegistry: dispose', () => {
     registry.register(plugin(0));
     registry.register(plugin(1));
     registry.deregister('csi-node', 'my-plugin', 'alloc-1');
-    expect(seen).toEqual(['registered csi-node/my-plugin@alloc-0 new', 'registered csi-node/my-plugin@alloc-1 new', 'deregistered csi-node/my-plugin@alloc-1 (was active)']);
+    expect(seen).toEqual([
+      'registered csi-node/my-plugin@alloc-0 new',
+      'registered csi-node/my-plugin@alloc-1 new',
+      'deregistered csi-node/my-plugin@alloc-1 (was active)',
+    ]);
   });
 
   it('isDisposed turns true with dispose()', () => {

@@ -148,7 +148,14 @@ export class DynamicPluginRegistry implements PluginRegistry {
       // A new alloc for this plugin: it goes to the front and becomes active.
       const added = entry(record, false);
       this.commit(type, name, [added, ...list], `register ${type}/${name} for alloc ${allocId}`);
-      this.log.info('plugin registered', { type, name, allocId, socketPath: record.socketPath, version: record.version, previous: list[0]?.record.allocId });
+      this.log.info('plugin registered', {
+        type,
+        name,
+        allocId,
+        socketPath: record.socketPath,
+        version: record.version,
+        previous: list[0]?.record.allocId,
+      });
       this.emit({ kind: 'registered', plugin: added.view, active: true, reason: 'new' });
       return added.view;
     }
@@ -174,7 +181,14 @@ export class DynamicPluginRegistry implements PluginRegistry {
     const next = [...list];
     next[at] = updated;
     this.commit(type, name, next, `update ${type}/${name} for alloc ${allocId}`);
-    this.log.info('plugin re-registered with new info', { type, name, allocId, socketPath: record.socketPath, version: record.version, active: at === 0 });
+    this.log.info('plugin re-registered with new info', {
+      type,
+      name,
+      allocId,
+      socketPath: record.socketPath,
+      version: record.version,
+      active: at === 0,
+    });
     this.emit({ kind: 'registered', plugin: updated.view, active: at === 0, reason: 'updated' });
     return updated.view;
   }
@@ -273,7 +287,9 @@ export class DynamicPluginRegistry implements PluginRegistry {
     const { signal } = options;
     const timeout = options.timeout ?? this.timeouts.registryWait();
     if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout < 0) {
-      return Promise.reject(new ValidationError(`waitForPlugin: timeout ${String(timeout)} is not a non-negative number of milliseconds`, 'timeout'));
+      return Promise.reject(
+        new ValidationError(`waitForPlugin: timeout ${String(timeout)} is not a non-negative number of milliseconds`, 'timeout'),
+      );
     }
     if (this.shut) return Promise.reject(this.shutdownError(type, name));
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -313,7 +329,10 @@ export class DynamicPluginRegistry implements PluginRegistry {
           }),
         );
       },
-      { signal, deadline: { clock: this.clock, ms: timeout, error: () => new PluginWaitTimeoutError(type, name, this.clock.now() - started) } },
+      {
+        signal,
+        deadline: { clock: this.clock, ms: timeout, error: () => new PluginWaitTimeoutError(type, name, this.clock.now() - started) },
+      },
     );
   }
 
@@ -449,7 +468,10 @@ export class DynamicPluginRegistry implements PluginRegistry {
       if (!this.known.has(type)) {
         const n = Object.values(byName).reduce((s: number, l) => s + (Array.isArray(l) ? l.length : 0), 0);
         dropped += n;
-        this.log.warn('restore: dropping registrations of an unknown plugin type; they re-register if their plugin still runs and the type is configured', { type, registrations: n, knownTypes: this.types });
+        this.log.warn(
+          'restore: dropping registrations of an unknown plugin type; they re-register if their plugin still runs and the type is configured',
+          { type, registrations: n, knownTypes: this.types },
+        );
         continue;
       }
       for (const [name, records] of Object.entries(byName as Record<string, unknown>)) {
@@ -461,12 +483,19 @@ export class DynamicPluginRegistry implements PluginRegistry {
         for (const raw of records) {
           try {
             const record = toRecord(raw as PluginRegistration, this.known, this.types);
-            if (record.type !== type || record.name !== name) throw new Error(`stored under ${type}/${name} but names ${record.type}/${record.name}`);
-            if (entries.some((e) => e.record.allocId === record.allocId)) throw new Error(`alloc ${record.allocId} appears twice; keeping the newer entry`);
+            if (record.type !== type || record.name !== name)
+              throw new Error(`stored under ${type}/${name} but names ${record.type}/${record.name}`);
+            if (entries.some((e) => e.record.allocId === record.allocId))
+              throw new Error(`alloc ${record.allocId} appears twice; keeping the newer entry`);
             entries.push(entry(record, true));
           } catch (err) {
             dropped++;
-            this.log.error('restore: dropping an invalid registration', { type, name, allocId: (raw as { allocId?: unknown })?.allocId, error: errorMessage(err) });
+            this.log.error('restore: dropping an invalid registration', {
+              type,
+              name,
+              allocId: (raw as { allocId?: unknown })?.allocId,
+              error: errorMessage(err),
+            });
           }
         }
         if (entries.length === 0) continue;

@@ -11,7 +11,10 @@ export class UnknownPluginTypeError extends ValidationError {
     readonly pluginType: string,
     readonly knownTypes: readonly string[],
   ) {
-    super(`unknown plugin type "${pluginType}"; known types: ${knownTypes.join(', ')} (a deployment adds types with registerRegistry({ types }))`, 'type');
+    super(
+      `unknown plugin type "${pluginType}"; known types: ${knownTypes.join(', ')} (a deployment adds types with registerRegistry({ types }))`,
+      'type',
+    );
   }
 }
 
@@ -21,35 +24,52 @@ export class PluginNotFoundError extends RegistryError {
     readonly pluginType: string,
     readonly pluginName: string,
   ) {
-    super('EPLUGIN_NOT_FOUND', `plugin "${pluginName}" of type ${pluginType} not found: it is not registered (yet); use waitForPlugin to wait for it`);
+    super(
+      'EPLUGIN_NOT_FOUND',
+      `plugin "${pluginName}" of type ${pluginType} not found: it is not registered (yet); use waitForPlugin to wait for it`,
+    );
   }
 }
 
 /** dispense() for a type nobody bound a dispenser for. */
 export class NoDispenserError extends RegistryError {
   constructor(readonly pluginType: string) {
-    super('ENO_DISPENSER', `no plugin dispenser for type ${pluginType}; the component that talks to these plugins (the CSI manager for csi-*) binds one with registerDispenser or through IPluginDispensers`);
+    super(
+      'ENO_DISPENSER',
+      `no plugin dispenser for type ${pluginType}; the component that talks to these plugins (the CSI manager for csi-*) binds one with registerDispenser or through IPluginDispensers`,
+    );
   }
 }
 
 /** A second dispenser for a type that has one: binding twice is an error, not an override. */
 export class DuplicateDispenserError extends RegistryError {
   constructor(readonly pluginType: string) {
-    super('EDUPLICATE_DISPENSER', `a plugin dispenser for type ${pluginType} is registered already; dispose the first before registering another`);
+    super(
+      'EDUPLICATE_DISPENSER',
+      `a plugin dispenser for type ${pluginType} is registered already; dispose the first before registering another`,
+    );
   }
 }
 
 /** Writing the registry to the client state failed; the registry did not change. */
 export class RegistryPersistError extends RegistryError {
   constructor(what: string, cause: unknown) {
-    super('EREGISTRY_PERSIST', `could not persist the plugin registry (${what}): ${errorMessage(cause)}; the registry is unchanged and no event fired, retry the call`, { cause });
+    super(
+      'EREGISTRY_PERSIST',
+      `could not persist the plugin registry (${what}): ${errorMessage(cause)}; the registry is unchanged and no event fired, retry the call`,
+      { cause },
+    );
   }
 }
 
 /** Reading the registry back from the client state failed. */
 export class RegistryRestoreError extends RegistryError {
   constructor(cause: unknown) {
-    super('EREGISTRY_RESTORE', `could not restore the plugin registry from the client state: ${errorMessage(cause)}; fix or move the state DB and restart`, { cause });
+    super(
+      'EREGISTRY_RESTORE',
+      `could not restore the plugin registry from the client state: ${errorMessage(cause)}; fix or move the state DB and restart`,
+      { cause },
+    );
   }
 }
 

@@ -37,13 +37,20 @@ describe('Nomad registry scenarios', () => {
     expect(h.registry.dispense<RegisteredPlugin>('csi-node', 'my-plugin').allocId).toBe('alloc-1');
 
     const after = h.restart();
-    expect(after.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', restored: true });
+    expect(after.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({
+      allocId: 'alloc-1',
+      socketPath: '/var/data/plugins/alloc-1/csi.sock',
+      restored: true,
+    });
 
     // The allocs restore in the opposite order they were created.
     const events: PluginEvent[] = [];
     after.onDidChange((e) => events.push(e));
     after.register(plugin(0));
-    expect(after.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock' });
+    expect(after.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({
+      allocId: 'alloc-1',
+      socketPath: '/var/data/plugins/alloc-1/csi.sock',
+    });
     expect(after.registrations('csi-node', 'my-plugin').map((p) => [p.allocId, p.restored])).toEqual([
       ['alloc-1', true],
       ['alloc-0', false],
@@ -53,7 +60,9 @@ describe('Nomad registry scenarios', () => {
     after.register(plugin(1));
     expect(after.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-1', restored: false });
     // the active plugin is confirmed back: news for whoever waits on it
-    expect(events.map((e) => [e.kind, e.plugin.allocId, e.kind === 'registered' && e.reason])).toEqual([['registered', 'alloc-1', 'confirmed']]);
+    expect(events.map((e) => [e.kind, e.plugin.allocId, e.kind === 'registered' && e.reason])).toEqual([
+      ['registered', 'alloc-1', 'confirmed'],
+    ]);
   });
 
   it('replacement race on host restart: a replacement alloc-2 becomes active', () => {
@@ -68,7 +77,11 @@ describe('Nomad registry scenarios', () => {
     const events: PluginEvent[] = [];
     after.onDidChange((e) => events.push(e));
     after.register(plugin(2));
-    expect(after.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-2', socketPath: '/var/data/plugins/alloc-2/csi.sock', restored: false });
+    expect(after.dispense<RegisteredPlugin>('csi-node', 'my-plugin')).toMatchObject({
+      allocId: 'alloc-2',
+      socketPath: '/var/data/plugins/alloc-2/csi.sock',
+      restored: false,
+    });
     expect(events.map((e) => `${e.kind} ${e.plugin.allocId}`)).toEqual(['registered alloc-2']);
 
     // The dead allocs deregister as they are cleaned up; alloc-2 stays active.

@@ -15,12 +15,35 @@ describe('persistence and restore (fake registry store)', () => {
       plugins: {
         'csi-node': {
           'my-plugin': [
-            { type: 'csi-node', name: 'my-plugin', version: 'v1', allocId: 'alloc-1', socketPath: '/var/data/plugins/alloc-1/csi.sock', options: {} },
-            { type: 'csi-node', name: 'my-plugin', version: 'v0', allocId: 'alloc-0', socketPath: '/var/data/plugins/alloc-0/csi.sock', options: { mountPoint: '/csi' } },
+            {
+              type: 'csi-node',
+              name: 'my-plugin',
+              version: 'v1',
+              allocId: 'alloc-1',
+              socketPath: '/var/data/plugins/alloc-1/csi.sock',
+              options: {},
+            },
+            {
+              type: 'csi-node',
+              name: 'my-plugin',
+              version: 'v0',
+              allocId: 'alloc-0',
+              socketPath: '/var/data/plugins/alloc-0/csi.sock',
+              options: { mountPoint: '/csi' },
+            },
           ],
         },
         'csi-controller': {
-          ctl: [{ type: 'csi-controller', name: 'ctl', version: 'v0', allocId: 'alloc-0', socketPath: '/var/data/plugins/alloc-0/csi.sock', options: {} }],
+          ctl: [
+            {
+              type: 'csi-controller',
+              name: 'ctl',
+              version: 'v0',
+              allocId: 'alloc-0',
+              socketPath: '/var/data/plugins/alloc-0/csi.sock',
+              options: {},
+            },
+          ],
         },
       },
     });
@@ -43,7 +66,13 @@ describe('persistence and restore (fake registry store)', () => {
 
     const second = first.restart();
     expect(first.store.puts).toBe(puts);
-    expect(second.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual(['alloc-4', 'alloc-3', 'alloc-2', 'alloc-1', 'alloc-0']);
+    expect(second.registrations('csi-node', 'my-plugin').map((p) => p.allocId)).toEqual([
+      'alloc-4',
+      'alloc-3',
+      'alloc-2',
+      'alloc-1',
+      'alloc-0',
+    ]);
     expect(second.list('csi-node').map((p) => [p.name, p.allocId, p.restored])).toEqual([
       ['my-plugin', 'alloc-4', true],
       ['other', 'alloc-0', true],
@@ -78,7 +107,9 @@ describe('persistence and restore (fake registry store)', () => {
     second.onDidChange((e) => events.push(e));
     second.register(plugin(0, { socketPath: '/new.sock' }));
     expect(second.get('csi-node', 'my-plugin')).toMatchObject({ socketPath: '/new.sock', restored: false });
-    expect(events).toMatchObject([{ kind: 'registered', reason: 'updated', active: true, plugin: { socketPath: '/new.sock', restored: false } }]);
+    expect(events).toMatchObject([
+      { kind: 'registered', reason: 'updated', active: true, plugin: { socketPath: '/new.sock', restored: false } },
+    ]);
     expect(first.store.stored?.plugins['csi-node']?.['my-plugin']?.[0]?.socketPath).toBe('/new.sock');
   });
 
@@ -169,7 +200,9 @@ describe('persistence and restore (fake registry store)', () => {
   });
 
   it('restores a type a deployment added', () => {
-    const store = new FakeRegistryStore({ plugins: { gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] } } });
+    const store = new FakeRegistryStore({
+      plugins: { gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] } },
+    });
     const { registry } = makeRegistry({ store, extraTypes: ['gpu'] });
     expect(registry.get('gpu', 'g')).toMatchObject({ allocId: 'a', restored: true });
   });
@@ -178,9 +211,13 @@ describe('persistence and restore (fake registry store)', () => {
     const store = new FakeRegistryStore();
     store.failGet = new Error('database disk image is malformed');
     expect(() => makeRegistry({ store })).toThrow(RegistryRestoreError);
-    expect(() => makeRegistry({ store })).toThrow('could not restore the plugin registry from the client state: database disk image is malformed');
+    expect(() => makeRegistry({ store })).toThrow(
+      'could not restore the plugin registry from the client state: database disk image is malformed',
+    );
     store.failGet = undefined;
     store.json = JSON.stringify({ nope: true });
-    expect(() => new DynamicPluginRegistry(store, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable())).toThrow('has no "plugins" object');
+    expect(
+      () => new DynamicPluginRegistry(store, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable()),
+    ).toThrow('has no "plugins" object');
   });
 });

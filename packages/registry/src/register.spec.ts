@@ -2,7 +2,16 @@ import { MemoryLogger, registerCore } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { IClientStateDB, bindStateStores, openClientState } from '@csiplug/state';
 import { container as root } from 'tsyringe';
-import { DynamicPluginRegistry, IPluginDispensers, IPluginRegistry, IRegistryStore, type PluginRegistry, StateRegistryStore, registerRegistry, registryModule } from '.';
+import {
+  DynamicPluginRegistry,
+  IPluginDispensers,
+  IPluginRegistry,
+  IRegistryStore,
+  type PluginRegistry,
+  StateRegistryStore,
+  registerRegistry,
+  registryModule,
+} from '.';
 import { FakeRegistryStore } from './testing';
 
 function setup() {
@@ -50,7 +59,9 @@ describe('registerRegistry', () => {
       expect(c.resolve(IRegistryStore)).toBeInstanceOf(StateRegistryStore);
       const registry = c.resolve<PluginRegistry>(IPluginRegistry);
       registry.register({ type: 'csi-node', name: 'p', allocId: 'a', socketPath: '/s' });
-      expect(state.getRegistryState()).toEqual({ plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } } });
+      expect(state.getRegistryState()).toEqual({
+        plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } },
+      });
       registry.dispose();
     } finally {
       state.dispose();
@@ -80,7 +91,9 @@ describe('registryModule', () => {
     registerCore(c, { clock: new FakeClock(), logger: new MemoryLogger() });
     const state = openClientState({ memory: true });
     try {
-      state.putRegistryState({ plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } } });
+      state.putRegistryState({
+        plugins: { 'csi-node': { p: [{ type: 'csi-node', name: 'p', version: '', allocId: 'a', socketPath: '/s', options: {} }] } },
+      });
       c.register(IClientStateDB, { useValue: state });
       bindStateStores(c);
       registryModule.register(c, {});

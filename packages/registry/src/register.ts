@@ -24,7 +24,9 @@ export interface RegistryOptions {
 export function registerRegistry(container: DependencyContainer, options: RegistryOptions = {}): void {
   bindDefault(container, IPluginRegistryConfig, { useValue: Object.freeze({ extraTypes: Object.freeze([...(options.types ?? [])]) }) });
   bindDefault(container, IPluginDispensers, { useFactory: () => new PluginDispenserTable(options.dispensers) });
-  bindDefault(container, IRegistryStore, { useFactory: (c) => new StateRegistryStore(c.resolve<IRegistryStateStore>(IRegistryStateStore)) });
+  bindDefault(container, IRegistryStore, {
+    useFactory: (c) => new StateRegistryStore(c.resolve<IRegistryStateStore>(IRegistryStateStore)),
+  });
   bindDefault(container, IPluginRegistry, { useClass: DynamicPluginRegistry });
 }
 
@@ -38,4 +40,9 @@ export const registryModule: Module<RegistryOptions> = {
   stop: (container) => container.resolve<PluginRegistry>(IPluginRegistry).dispose(),
 };
 
-declareTokenOwner({ name: 'registry', exportName: 'registryModule', packageName: '@csiplug/registry' }, [IPluginRegistryConfig, IPluginDispensers, IRegistryStore, IPluginRegistry]);
+declareTokenOwner({ name: 'registry', exportName: 'registryModule', packageName: '@csiplug/registry' }, [
+  IPluginRegistryConfig,
+  IPluginDispensers,
+  IRegistryStore,
+  IPluginRegistry,
+]);

@@ -20,14 +20,16 @@ export function assertAllocId(allocId: unknown): asserts allocId is string {
 }
 
 function checkSocketPath(socketPath: unknown, where: string): string {
-  if (typeof socketPath !== 'string' || socketPath.length === 0) throw new ValidationError(`${where}: socket path is required`, 'socketPath');
+  if (typeof socketPath !== 'string' || socketPath.length === 0)
+    throw new ValidationError(`${where}: socket path is required`, 'socketPath');
   if (socketPath.includes('\0')) throw new ValidationError(`${where}: socket path may not contain NUL`, 'socketPath');
   return socketPath;
 }
 
 function checkOptions(options: unknown, where: string): Readonly<Record<string, string>> {
   if (options === undefined || options === null) return Object.freeze({});
-  if (typeof options !== 'object' || Array.isArray(options)) throw new ValidationError(`${where}: options must be an object of strings`, 'options');
+  if (typeof options !== 'object' || Array.isArray(options))
+    throw new ValidationError(`${where}: options must be an object of strings`, 'options');
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(options)) {
     if (typeof v !== 'string') throw new ValidationError(`${where}: option "${k}" must be a string, got ${typeof v}`, 'options');
@@ -37,13 +39,18 @@ function checkOptions(options: unknown, where: string): Readonly<Record<string, 
 }
 
 /** Validates `input` and returns it as a frozen record. */
-export function toRecord(input: PluginRegistration, known: ReadonlySet<string>, knownList: readonly string[]): Readonly<PluginRegistrationRecord> {
+export function toRecord(
+  input: PluginRegistration,
+  known: ReadonlySet<string>,
+  knownList: readonly string[],
+): Readonly<PluginRegistrationRecord> {
   if (typeof input !== 'object' || input === null) throw new ValidationError('a plugin registration is required');
   assertKnownType(input.type, known, knownList);
   assertPluginName(input.name);
   assertAllocId(input.allocId);
   const where = `plugin "${input.name}" of type ${input.type} (alloc ${input.allocId})`;
-  if (input.version !== undefined && typeof input.version !== 'string') throw new ValidationError(`${where}: version must be a string`, 'version');
+  if (input.version !== undefined && typeof input.version !== 'string')
+    throw new ValidationError(`${where}: version must be a string`, 'version');
   return Object.freeze({
     type: input.type,
     name: input.name,

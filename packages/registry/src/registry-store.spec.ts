@@ -63,6 +63,8 @@ describe.each(['sqlite', 'memory'] as const)('StateRegistryStore over the %s sta
   test('a malformed document names where it is stored', () => {
     state.putRegistryState({ nope: true });
     expect(() => new StateRegistryStore(state).getRegistryState()).toThrow(MalformedRegistryStateError);
-    expect(() => new StateRegistryStore(state).getRegistryState()).toThrow('the stored registry state in the client state (dynamicplugins/registry_state) has no "plugins" object');
+    expect(() => new StateRegistryStore(state).getRegistryState()).toThrow(
+      'the stored registry state in the client state (dynamicplugins/registry_state) has no "plugins" object',
+    );
   });
 });

@@ -47,7 +47,10 @@ export interface RegistryStore {
 /** What a store holds is not a registry document. */
 export class MalformedRegistryStateError extends RegistryError {
   constructor(readonly where: string) {
-    super('EREGISTRY_STATE_MALFORMED', `the stored registry state in ${where} has no "plugins" object; it was not written by this registry`);
+    super(
+      'EREGISTRY_STATE_MALFORMED',
+      `the stored registry state in ${where} has no "plugins" object; it was not written by this registry`,
+    );
   }
 }
 

@@ -169,7 +169,13 @@ describe('waitForPlugin', () => {
       expect(w.state).toBe('rejected');
       expect(w.error).toBeInstanceOf(PluginWaitTimeoutError);
       expect(w.error).toBeInstanceOf(TimeoutError);
-      expect(w.error).toMatchObject({ code: 'ETIMEOUT', pluginType: 'csi-node', pluginName: 'hostpath-plugin0', waitedMs: 90_000, timeoutMs: 90_000 });
+      expect(w.error).toMatchObject({
+        code: 'ETIMEOUT',
+        pluginType: 'csi-node',
+        pluginName: 'hostpath-plugin0',
+        waitedMs: 90_000,
+        timeoutMs: 90_000,
+      });
       expect((w.error as Error).message).toBe('timed out after 1m30s waiting for plugin "hostpath-plugin0" of type csi-node to register');
       // A late registration does not settle it again.
       registry.register(plugin(0, { name: 'hostpath-plugin0' }));

@@ -15,7 +15,9 @@ export interface Harness {
   restart(): DynamicPluginRegistry;
 }
 
-export function makeRegistry(opts: { store?: FakeRegistryStore; clock?: FakeClock; extraTypes?: string[]; timeouts?: Partial<TimeoutSettings> } = {}): Harness {
+export function makeRegistry(
+  opts: { store?: FakeRegistryStore; clock?: FakeClock; extraTypes?: string[]; timeouts?: Partial<TimeoutSettings> } = {},
+): Harness {
   const clock = opts.clock ?? new FakeClock();
   const logger = new MemoryLogger();
   const store = opts.store ?? new FakeRegistryStore();

@@ -28,7 +28,14 @@ describe('persistence over a SQLite state file', () => {
   function agentRun() {
     const s = openClientState({ path: file });
     opened.push(s);
-    const registry = new DynamicPluginRegistry(new StateRegistryStore(s), new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    const registry = new DynamicPluginRegistry(
+      new StateRegistryStore(s),
+      new FakeClock(),
+      new MemoryLogger(),
+      new DefaultTimeoutPolicy(),
+      new PluginDispenserTable(),
+      {},
+    );
     return {
       registry,
       stop() {
@@ -82,20 +89,36 @@ describe('persistence over a SQLite state file', () => {
     })();
     expect(err).toBeInstanceOf(RegistryRestoreError);
     expect(err.message).toContain('the stored registry state in the client state (dynamicplugins/registry_state) has no "plugins" object');
-    expect((err.cause as Error)).toBeInstanceOf(MalformedRegistryStateError);
+    expect(err.cause as Error).toBeInstanceOf(MalformedRegistryStateError);
   });
 
   it('a bare client state, passed where a store is asked for, persists and restores too, and a malformed document is still refused', () => {
     const s = openClientState({ path: file });
     opened.push(s);
-    const first = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    const first = new DynamicPluginRegistry(
+      s,
+      new FakeClock(),
+      new MemoryLogger(),
+      new DefaultTimeoutPolicy(),
+      new PluginDispenserTable(),
+      {},
+    );
     first.register(plugin(0));
     first.dispose();
-    const second = new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {});
+    const second = new DynamicPluginRegistry(
+      s,
+      new FakeClock(),
+      new MemoryLogger(),
+      new DefaultTimeoutPolicy(),
+      new PluginDispenserTable(),
+      {},
+    );
     expect(second.get('csi-node', 'my-plugin')).toMatchObject({ allocId: 'alloc-0', restored: true });
     second.dispose();
     s.putRegistryState({ plugins: null });
-    expect(() => new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {})).toThrow(
+    expect(
+      () => new DynamicPluginRegistry(s, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable(), {}),
+    ).toThrow(
       'could not restore the plugin registry from the client state: the stored registry state in the registry store has no "plugins" object',
     );
   });

@@ -21,7 +21,9 @@ describe('readAllocHealth', () => {
     expect(read().status).toBe('waiting');
     agent.pluginHealthy('hostpath', r.alloc.id);
     expect(read()).toMatchObject({ status: 'ready' });
-    agent.pluginInstances = agent.pluginInstances.map((p) => (p.type === 'csi-node' ? { ...p, healthy: false, description: 'probe failed' } : p));
+    agent.pluginInstances = agent.pluginInstances.map((p) =>
+      p.type === 'csi-node' ? { ...p, healthy: false, description: 'probe failed' } : p,
+    );
     expect(read()).toMatchObject({ status: 'waiting', reason: 'plugin "hostpath" (csi-node) is not healthy yet: probe failed' });
   });
 
@@ -29,7 +31,11 @@ describe('readAllocHealth', () => {
     const agent = new FakeAgent();
     const r = agent.add(makeAlloc(job, 'plugin', 0));
     r.fail();
-    expect(readAllocHealth(r.alloc, group, r.taskStates(), [])).toEqual({ status: 'failed', reason: 'task "main" is dead (failed): Not Restarting (exceeded allowed attempts)', restarts: 0 });
+    expect(readAllocHealth(r.alloc, group, r.taskStates(), [])).toEqual({
+      status: 'failed',
+      reason: 'task "main" is dead (failed): Not Restarting (exceeded allowed attempts)',
+      restarts: 0,
+    });
   });
 });
 
@@ -40,7 +46,14 @@ describe('watchAllocHealth', () => {
 
   function watch(agent: FakeAgent, r: ReturnType<FakeAgent['add']>, signal = new AbortController().signal) {
     let outcome: 'healthy' | Error | undefined;
-    watchAllocHealth({ alloc: r.alloc, strategy, clock: agent.clock, read: () => readAllocHealth(r.alloc, group, r.taskStates(), agent.plugins()), onChange: (l, d) => agent.onEvent((e) => e.allocId && l(e.allocId), d), signal }).then(
+    watchAllocHealth({
+      alloc: r.alloc,
+      strategy,
+      clock: agent.clock,
+      read: () => readAllocHealth(r.alloc, group, r.taskStates(), agent.plugins()),
+      onChange: (l, d) => agent.onEvent((e) => e.allocId && l(e.allocId), d),
+      signal,
+    }).then(
       () => (outcome = 'healthy'),
       (err: Error) => (outcome = err),
     );

@@ -52,13 +52,16 @@ export function readAllocHealth(
   };
   for (const task of group.tasks) {
     const state = tasks[task.name];
-    if (state?.state === 'dead') return { status: 'failed', reason: `task "${task.name}" is dead${state.failed ? ' (failed)' : ''}${lastEvent(state)}`, restarts };
+    if (state?.state === 'dead')
+      return { status: 'failed', reason: `task "${task.name}" is dead${state.failed ? ' (failed)' : ''}${lastEvent(state)}`, restarts };
   }
-  if (alloc.clientStatus === 'failed' || alloc.clientStatus === 'complete') return { status: 'failed', reason: `the alloc is ${alloc.clientStatus}`, restarts };
+  if (alloc.clientStatus === 'failed' || alloc.clientStatus === 'complete')
+    return { status: 'failed', reason: `the alloc is ${alloc.clientStatus}`, restarts };
   if (alloc.desiredStatus === 'stop') return { status: 'failed', reason: 'the alloc was stopped', restarts };
   for (const task of group.tasks) {
     const state = tasks[task.name];
-    if (state?.state !== 'running') return { status: 'waiting', reason: `task "${task.name}" is ${state?.state ?? 'not started'}`, restarts };
+    if (state?.state !== 'running')
+      return { status: 'waiting', reason: `task "${task.name}" is ${state?.state ?? 'not started'}`, restarts };
   }
   for (const task of group.tasks) {
     const plugin = task.csiPlugin;
@@ -71,7 +74,8 @@ export function readAllocHealth(
         if (own > 0) continue; // registered healthy by its supervisor; a newer alloc's registration is the active one
       }
       if (!instance) return { status: 'waiting', reason: `plugin "${plugin.id}" (${type}) is not registered by this alloc yet`, restarts };
-      if (!instance.healthy) return { status: 'waiting', reason: `plugin "${plugin.id}" (${type}) is not healthy yet: ${instance.description}`, restarts };
+      if (!instance.healthy)
+        return { status: 'waiting', reason: `plugin "${plugin.id}" (${type}) is not healthy yet: ${instance.description}`, restarts };
     }
   }
   return { status: 'ready', reason: 'every task runs and every plugin is healthy', restarts };
@@ -143,7 +147,14 @@ export function watchAllocHealth(options: HealthWatchOptions): Promise<void> {
     signal.addEventListener('abort', onAbort, { once: true });
     owned.push(
       clock.setTimeout(
-        () => finish(new UnhealthyAllocError(alloc.id, alloc.name, `not healthy within healthy_deadline ${formatDuration(strategy.healthyDeadline)} (last: ${last})`)),
+        () =>
+          finish(
+            new UnhealthyAllocError(
+              alloc.id,
+              alloc.name,
+              `not healthy within healthy_deadline ${formatDuration(strategy.healthyDeadline)} (last: ${last})`,
+            ),
+          ),
         strategy.healthyDeadline,
       ),
     );

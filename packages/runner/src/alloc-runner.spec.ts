@@ -46,7 +46,9 @@ const job: JobSpec = {
       name: 'app',
       count: 1,
       restart: { attempts: 0, interval: 60_000, delay: 0, mode: 'fail' },
-      volumes: [{ name: 'data', type: 'csi', source: 'v1', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }],
+      volumes: [
+        { name: 'data', type: 'csi', source: 'v1', accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false },
+      ],
       tasks: [
         {
           name: 'server',
@@ -80,7 +82,17 @@ describe('AllocRunner', () => {
   /** The claims the catalog still holds, as `volume alloc`. */
   let claims: Set<string>;
 
-  const alloc = (): Alloc => ({ id: 'a1', jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'pending', createdAt: 0 });
+  const alloc = (): Alloc => ({
+    id: 'a1',
+    jobId: 'web',
+    group: 'app',
+    index: 0,
+    name: 'web.app[0]',
+    job,
+    desiredStatus: 'run',
+    clientStatus: 'pending',
+    createdAt: 0,
+  });
   // A runner reads its alloc's saved task states: what an earlier one asked for is written first, as an agent's stop does.
   const runner = (a = alloc(), extra: Partial<AllocRunnerDeps> = {}) =>
     writer.flush() ??
@@ -148,12 +160,20 @@ describe('AllocRunner', () => {
     // Postrun leaves the unmount pending, as the csi hook says it.
     hook.postrun = async () => {
       hook.calls.push('postrun');
-      hook.lastContext!.emitEvent({ type: 'Volume unmount pending', message: 'volume "data" (v1) could not be unmounted', details: { volume_id: 'v1' } });
+      hook.lastContext!.emitEvent({
+        type: 'Volume unmount pending',
+        message: 'volume "data" (v1) could not be unmounted',
+        details: { volume_id: 'v1' },
+      });
       // A release arriving while postrun runs is left to postrun (it says what it did).
       r.closeFinishedUnmounts();
     };
     await r.stop();
-    const events = () => r.taskStates().server!.events.filter((e) => e.details?.volume_id === 'v1').map((e) => e.type);
+    const events = () =>
+      r
+        .taskStates()
+        .server!.events.filter((e) => e.details?.volume_id === 'v1')
+        .map((e) => e.type);
     expect(events()).toEqual(['Volume unmount pending']);
     // Still claimed: still pending.
     r.closeFinishedUnmounts();
@@ -173,7 +193,12 @@ describe('AllocRunner', () => {
       hook.lastContext!.emitEvent({ type: 'Volume unmount pending', message: 'pending', details: { volume_id: 'v1' } });
     };
     await r.stop();
-    expect(r.taskStates().server!.events.filter((e) => e.details?.volume_id === 'v1').map((e) => e.type)).toEqual(['Volume unmount pending', 'Volume unmounted']);
+    expect(
+      r
+        .taskStates()
+        .server!.events.filter((e) => e.details?.volume_id === 'v1')
+        .map((e) => e.type),
+    ).toEqual(['Volume unmount pending', 'Volume unmounted']);
   });
 
   it('an isolated task on the host network, running when the token goes, says so and is refused at its next start', async () => {
@@ -224,8 +249,16 @@ describe('AllocRunner', () => {
           ...job.groups[0]!,
           volumes: [],
           tasks: [
-            { ...job.groups[0]!.tasks[0]!, name: 'node', csiPlugin: { id: 'hostpath', type: 'node', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 } },
-            { ...job.groups[0]!.tasks[0]!, name: 'ctl', csiPlugin: { id: 'hostpath', type: 'controller', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 } },
+            {
+              ...job.groups[0]!.tasks[0]!,
+              name: 'node',
+              csiPlugin: { id: 'hostpath', type: 'node', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 },
+            },
+            {
+              ...job.groups[0]!.tasks[0]!,
+              name: 'ctl',
+              csiPlugin: { id: 'hostpath', type: 'controller', mountDir: '/csi', stagePublishBaseDir: '/local/csi', healthTimeout: 30_000 },
+            },
           ],
         },
       ],
@@ -301,7 +334,11 @@ describe('AllocRunner', () => {
 
   describe('saving a new alloc before it runs', () => {
     /** The error the state gives when its filesystem is full. */
-    const noSpace = () => new CsiplugError('ESTATE_NO_SPACE', 'cannot write /d/state.db: the filesystem it is on is full (SQLITE_FULL: database or disk is full)');
+    const noSpace = () =>
+      new CsiplugError(
+        'ESTATE_NO_SPACE',
+        'cannot write /d/state.db: the filesystem it is on is full (SQLITE_FULL: database or disk is full)',
+      );
     const saved = () => state.listAllocations<AllocRecord>().allocs.map((a) => `${a.allocId} ${a.alloc.alloc.desiredStatus}`);
 
     it('saves the new allocs and marks the ones they replace to stop, in one write', () => {
@@ -435,7 +472,8 @@ describe('AllocRunner', () => {
   });
 
   it("an alloc hook's event is saved with every task's events (alloc status shows it, a restart keeps it)", async () => {
-    hook.prerunResult = async () => hook.lastContext!.emitEvent({ type: 'Volume kept, plugin away', message: 'volume data stays mounted while plugin p is away' });
+    hook.prerunResult = async () =>
+      hook.lastContext!.emitEvent({ type: 'Volume kept, plugin away', message: 'volume data stays mounted while plugin p is away' });
     const r = runner();
     await r.run('start');
     await clock.advance(0);
@@ -443,7 +481,11 @@ describe('AllocRunner', () => {
     writer.flush();
     const events = (state.getTaskState('a1', 'server') as { events: { type: string }[] }).events.map((e) => e.type);
     expect(events).toContain('Volume kept, plugin away');
-    expect(runner().taskStates().server!.events.map((e) => e.type)).toContain('Volume kept, plugin away');
+    expect(
+      runner()
+        .taskStates()
+        .server!.events.map((e) => e.type),
+    ).toContain('Volume kept, plugin away');
   });
 
   it("a restart of the tasks asked during a restore's prerun waits until the task is re-attached, then restarts it once", async () => {
@@ -475,7 +517,13 @@ describe('AllocRunner', () => {
       config: { command: '/bin/sleep', args: ['100'] },
       volumeMounts: [{ volume, destination: '/data', readOnly: false, ...(propagation ? { propagation } : {}) }],
     });
-    const tasks = [task('private', true), task('explicit', true, 'private'), task('slave', true, 'host-to-task'), task('host', false), task('other', true, 'private', 'logs')];
+    const tasks = [
+      task('private', true),
+      task('explicit', true, 'private'),
+      task('slave', true, 'host-to-task'),
+      task('host', false),
+      task('other', true, 'private', 'logs'),
+    ];
     const a: Alloc = { ...alloc(), job: { ...job, groups: [{ ...job.groups[0]!, tasks }] } };
     const r = runner(a);
     await r.run('start');
@@ -483,7 +531,10 @@ describe('AllocRunner', () => {
     expect(driver.started.length).toBe(5);
     hook.lastContext!.volumeRemounted!('data');
     for (let i = 0; i < 5; i++) await clock.advance(0);
-    const restarted = Object.entries(r.taskStates()).filter(([, s]) => s.events.some((e) => /was remounted; an isolated task with propagation_mode = "private"/.test(e.message))).map(([n]) => n).sort();
+    const restarted = Object.entries(r.taskStates())
+      .filter(([, s]) => s.events.some((e) => /was remounted; an isolated task with propagation_mode = "private"/.test(e.message)))
+      .map(([n]) => n)
+      .sort();
     expect(restarted).toEqual(['explicit', 'private']);
     expect(driver.stops).toHaveLength(2);
     r.detach();

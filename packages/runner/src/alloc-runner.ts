@@ -14,7 +14,16 @@
 // would start the workload again. Later saves that fail (a full disk) are
 // logged and made again on the next change or by a retry timer (backoff up to
 // 30 s), whichever comes first: a terminal state has no next change.
-import { type Clock, CsiplugError, type Logger, ShutdownError, crashPoint, doublingBackoff, errorMessage, type Disposable } from '@csiplug/core';
+import {
+  type Clock,
+  CsiplugError,
+  type Logger,
+  ShutdownError,
+  crashPoint,
+  doublingBackoff,
+  errorMessage,
+  type Disposable,
+} from '@csiplug/core';
 import {
   EVENT_VOLUME_UNMOUNTED,
   EVENT_VOLUME_UNMOUNT_PENDING,
@@ -178,16 +187,23 @@ export class AllocRunner {
       const hooks: TaskHook[] = task.csiPlugin ? [deps.supervisors.create(task.csiPlugin)] : [];
       this.tasks.set(
         task.name,
-        new TaskRunner(this.info(), task, this.taskDir(task.name), hooks, {
-          driver: deps.driver,
-          allocStore: deps.allocStore,
-          taskStates: deps.taskStates,
-          clock: deps.clock,
-          logger: deps.logger,
-          variables: {},
-          onEvent: (name, event) => deps.onTaskEvent(this.alloc, name, event),
-          onStateChange: () => this.recompute(),
-        }, savedTasks && (Object.hasOwn(savedTasks, task.name) ? savedTasks[task.name] : {})),
+        new TaskRunner(
+          this.info(),
+          task,
+          this.taskDir(task.name),
+          hooks,
+          {
+            driver: deps.driver,
+            allocStore: deps.allocStore,
+            taskStates: deps.taskStates,
+            clock: deps.clock,
+            logger: deps.logger,
+            variables: {},
+            onEvent: (name, event) => deps.onTaskEvent(this.alloc, name, event),
+            onStateChange: () => this.recompute(),
+          },
+          savedTasks && (Object.hasOwn(savedTasks, task.name) ? savedTasks[task.name] : {}),
+        ),
       );
     }
   }
@@ -275,7 +291,11 @@ export class AllocRunner {
         if (this.detached || this.stopping) return;
         for (const task of this.group.tasks) {
           if (!task.isolated || !task.volumeMounts.some((m) => m.volume === name && (m.propagation ?? 'private') === 'private')) continue;
-          this.tasks.get(task.name)?.restart(`volume "${name}" was remounted; an isolated task with propagation_mode = "private" sees the new mount only after a restart`);
+          this.tasks
+            .get(task.name)
+            ?.restart(
+              `volume "${name}" was remounted; an isolated task with propagation_mode = "private" sees the new mount only after a restart`,
+            );
         }
       },
     };
@@ -309,7 +329,12 @@ export class AllocRunner {
     }
     for (const volumeId of open) {
       if (claimHeld(volumeId, this.alloc.id)) continue;
-      this.taskEvent({ type: EVENT_VOLUME_UNMOUNTED, message: `volume ${volumeId} unmounted later (a background retry, or a volume detach) and its claim released`, details: { volume_id: volumeId }, time: this.deps.clock.now() });
+      this.taskEvent({
+        type: EVENT_VOLUME_UNMOUNTED,
+        message: `volume ${volumeId} unmounted later (a background retry, or a volume detach) and its claim released`,
+        details: { volume_id: volumeId },
+        time: this.deps.clock.now(),
+      });
     }
   }
 
@@ -337,7 +362,12 @@ export class AllocRunner {
       if (this.detached || this.controller.signal.aborted) return;
 
       this.log.error('alloc setup failed', { error: err });
-      this.taskEvent({ type: TASK_EVENT.setupFailure, message: `failed to set up alloc: ${errorMessage(err)}`, failed: true, time: this.deps.clock.now() });
+      this.taskEvent({
+        type: TASK_EVENT.setupFailure,
+        message: `failed to set up alloc: ${errorMessage(err)}`,
+        failed: true,
+        time: this.deps.clock.now(),
+      });
       this.setupFailed = true;
       this.setStatus('failed');
       // A restore that failed may still have live tasks from before: stop
@@ -386,7 +416,10 @@ export class AllocRunner {
     if (this.stopping) return this.stopping;
     if (!this.stopSaved) {
       try {
-        this.deps.allocStore.putAllocation({ alloc: { ...this.alloc, desiredStatus: 'stop' }, volumes: this.volumes } satisfies AllocRecord);
+        this.deps.allocStore.putAllocation({
+          alloc: { ...this.alloc, desiredStatus: 'stop' },
+          volumes: this.volumes,
+        } satisfies AllocRecord);
       } catch (err) {
         this.log.error('could not save the stop of the alloc; it is not stopped and runs on', { error: err });
         return Promise.reject(new AllocStopNotSavedError(this.alloc.id, this.alloc.jobId, err));
@@ -415,7 +448,10 @@ export class AllocRunner {
   private async drainPlugins(): Promise<boolean> {
     const blocks = this.group.tasks.flatMap((t) => (t.csiPlugin ? [t.csiPlugin] : []));
     // A plugin whose controller this alloc serves too (a monolith, or a controller task beside the node task): a claim's release may need it.
-    const plugins: DrainedPlugin[] = [...new Set(blocks.filter((b) => b.type !== 'controller').map((b) => b.id))].map((id) => ({ id, monolith: blocks.some((b) => b.id === id && b.type !== 'node') }));
+    const plugins: DrainedPlugin[] = [...new Set(blocks.filter((b) => b.type !== 'controller').map((b) => b.id))].map((id) => ({
+      id,
+      monolith: blocks.some((b) => b.id === id && b.type !== 'node'),
+    }));
     if (plugins.length === 0 || !this.deps.drainPlugins) return false;
     if (this.detached) return true;
     await this.deps
@@ -498,7 +534,8 @@ export class AllocRunner {
     if (this.forgotten) return;
     this.cancelSaveRetry();
     // An alloc saved as over (or to stop) is never ahead of its tasks' states on disk.
-    if (this.alloc.desiredStatus === 'stop' || this.alloc.clientStatus === 'complete' || this.alloc.clientStatus === 'failed') this.deps.taskStates.flush();
+    if (this.alloc.desiredStatus === 'stop' || this.alloc.clientStatus === 'complete' || this.alloc.clientStatus === 'failed')
+      this.deps.taskStates.flush();
     try {
       this.deps.allocStore.putAllocation({ alloc: this.alloc, volumes: this.volumes } satisfies AllocRecord);
       if (this.alloc.desiredStatus === 'stop') this.stopSaved = true;
@@ -511,7 +548,11 @@ export class AllocRunner {
         return;
       }
       const delay = doublingBackoff(this.saveFailures, SAVE_RETRY_BASE, SAVE_RETRY_MAX);
-      this.log.error('could not save the alloc; it is saved again on its next change or after a delay', { attempt: this.saveFailures, delay_ms: delay, error: err });
+      this.log.error('could not save the alloc; it is saved again on its next change or after a delay', {
+        attempt: this.saveFailures,
+        delay_ms: delay,
+        error: err,
+      });
       this.saveRetry = this.deps.clock.setTimeout(() => {
         this.saveRetry = undefined;
         if (!this.detached) this.save();

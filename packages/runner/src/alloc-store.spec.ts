@@ -11,7 +11,17 @@ import type { Alloc, JobSpec, TaskState } from '@csiplug/jobspec';
 import { IAllocStore, MalformedAllocRecordError, registerAllocStore, StateAllocStore, type AllocStore } from './alloc-store';
 
 const job: JobSpec = { id: 'web', name: 'web', groups: [{ name: 'app', count: 1, volumes: [], tasks: [] }] } as unknown as JobSpec;
-const alloc = (id: string): Alloc => ({ id, jobId: 'web', group: 'app', index: 0, name: 'web.app[0]', job, desiredStatus: 'run', clientStatus: 'running', createdAt: 1 });
+const alloc = (id: string): Alloc => ({
+  id,
+  jobId: 'web',
+  group: 'app',
+  index: 0,
+  name: 'web.app[0]',
+  job,
+  desiredStatus: 'run',
+  clientStatus: 'running',
+  createdAt: 1,
+});
 
 describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) => {
   let dir: string;
@@ -41,14 +51,26 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
     const volumes = { data: { hostPath: '/csi/data', readOnly: false } } as never;
     store.putAllocation({ alloc: alloc('a1'), volumes });
     store.putAllocation({ alloc: alloc('a2'), volumes: {} });
-    const running: TaskState = { state: 'running', failed: false, restarts: 1, startedAt: 5, events: [{ type: 'Started', time: 5, message: '' }] as never };
+    const running: TaskState = {
+      state: 'running',
+      failed: false,
+      restarts: 1,
+      startedAt: 5,
+      events: [{ type: 'Started', time: 5, message: '' }] as never,
+    };
     store.putTaskState('a1', 'web', running);
     store.putTaskHandle('a1', 'web', { pid: 42 } as never);
     expect(store.getAllocation('a1')).toEqual({ alloc: alloc('a1'), volumes });
     expect(state.getAllocation('a1')).toEqual({ alloc: alloc('a1'), volumes });
     expect(store.getTaskState('a1', 'web')).toEqual(running);
     expect(store.getTaskHandle('a1', 'web')).toEqual({ pid: 42 });
-    expect(store.listAllocations()).toEqual({ records: [{ alloc: alloc('a1'), volumes }, { alloc: alloc('a2'), volumes: {} }], failures: [] });
+    expect(store.listAllocations()).toEqual({
+      records: [
+        { alloc: alloc('a1'), volumes },
+        { alloc: alloc('a2'), volumes: {} },
+      ],
+      failures: [],
+    });
 
     store.deleteTask('a1', 'web');
     expect(store.getTaskState('a1', 'web')).toBeUndefined();
@@ -107,7 +129,9 @@ describe.each(['sqlite', 'memory'] as const)('StateAllocStore (%s)', (backend) =
       'other-id': expect.stringContaining('it names alloc "someone-else"'),
     });
     expect(() => store.getAllocation('other-id')).toThrow(MalformedAllocRecordError);
-    expect(() => store.getAllocation('other-id')).toThrow('the saved record of alloc other-id (allocations/other-id/alloc) is not an alloc record');
+    expect(() => store.getAllocation('other-id')).toThrow(
+      'the saved record of alloc other-id (allocations/other-id/alloc) is not an alloc record',
+    );
     // Nothing is removed: the records stay for whoever looks into them.
     expect(state.getAllocation('no-alloc')).toEqual({ volumes: {} });
     // And the ids count them all, unreadable ones included: the orphan check never takes them for orphans.

@@ -59,7 +59,10 @@ export class MalformedAllocRecordError extends CsiplugError {
     readonly allocId: string,
     why: string,
   ) {
-    super('EALLOC_RECORD_MALFORMED', `the saved record of alloc ${allocId} (allocations/${allocId}/alloc) is not an alloc record: ${why}; it is left in the state file untouched`);
+    super(
+      'EALLOC_RECORD_MALFORMED',
+      `the saved record of alloc ${allocId} (allocations/${allocId}/alloc) is not an alloc record: ${why}; it is left in the state file untouched`,
+    );
   }
 }
 
@@ -75,14 +78,18 @@ function checkAllocRecord(value: unknown, allocId: string): AllocRecord {
   const { alloc, volumes } = value;
   if (!isObject(alloc)) throw new MalformedAllocRecordError(allocId, 'no "alloc" object');
   if (alloc['id'] !== allocId) throw new MalformedAllocRecordError(allocId, `it names alloc ${JSON.stringify(alloc['id'])}`);
-  if (typeof alloc['jobId'] !== 'string' || typeof alloc['group'] !== 'string') throw new MalformedAllocRecordError(allocId, 'no job id or group name');
+  if (typeof alloc['jobId'] !== 'string' || typeof alloc['group'] !== 'string')
+    throw new MalformedAllocRecordError(allocId, 'no job id or group name');
   if (!isObject(alloc['job']) || !Array.isArray(alloc['job']['groups'])) throw new MalformedAllocRecordError(allocId, 'no job with groups');
   if (volumes !== undefined && !isObject(volumes)) throw new MalformedAllocRecordError(allocId, '"volumes" is not an object');
   return { alloc: alloc as unknown as Alloc, volumes: (volumes ?? {}) as Record<string, MountedVolume> };
 }
 
 /** The alloc records that are alloc records; the others join the failures. */
-function checkRecords(read: { allocs: { allocId: string; alloc: unknown; tasks?: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] }): {
+function checkRecords(read: {
+  allocs: { allocId: string; alloc: unknown; tasks?: Record<string, SavedTaskRecord> }[];
+  failures: DecodeFailure[];
+}): {
   records: { record: AllocRecord; tasks: Record<string, SavedTask> }[];
   failures: DecodeFailure[];
 } {

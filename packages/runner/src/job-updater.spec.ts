@@ -54,11 +54,25 @@ describe('JobUpdater', () => {
     expect(agent.timeline).toEqual(['place web.app[0] v0', 'place web.app[1] v0']);
     // One write, before anything started: both new allocs.
     expect(agent.writes).toEqual([['web.app[0]', 'web.app[1]']]);
-    expect(updater.view('web')!.deployment).toMatchObject({ status: 'running', jobVersion: 0, groups: [{ name: 'app', desired: 2, placed: 2, healthy: 0 }] });
+    expect(updater.view('web')!.deployment).toMatchObject({
+      status: 'running',
+      jobVersion: 0,
+      groups: [{ name: 'app', desired: 2, placed: 2, healthy: 0 }],
+    });
     for (const r of agent.allocsOf('web')) r.run();
     await settle(agent, 1_000);
-    expect(updater.view('web')!.deployment).toMatchObject({ status: 'successful', description: 'Deployment completed successfully', groups: [{ placed: 2, healthy: 2, unhealthy: 0 }] });
-    expect(agent.eventTypes()).toEqual(['Deployment started', 'Job registered', 'Deployment alloc healthy', 'Deployment alloc healthy', 'Deployment successful']);
+    expect(updater.view('web')!.deployment).toMatchObject({
+      status: 'successful',
+      description: 'Deployment completed successfully',
+      groups: [{ placed: 2, healthy: 2, unhealthy: 0 }],
+    });
+    expect(agent.eventTypes()).toEqual([
+      'Deployment started',
+      'Job registered',
+      'Deployment alloc healthy',
+      'Deployment alloc healthy',
+      'Deployment successful',
+    ]);
   });
 
   it('leaves an unchanged job alone: no alloc touched, nothing written, the version kept', async () => {
@@ -109,10 +123,20 @@ describe('JobUpdater', () => {
 
   it('replaces at most max_parallel allocs at once, starting the next as one is healthy', async () => {
     await running(agent, updater, makeJob('web', { app: { count: 3, update: { ...FAST, max_parallel: 2 } } }));
-    await updater.run(makeJob('web', { app: { count: 3, update: { ...FAST, max_parallel: 2 } , env: { A: '1' } } }), open);
+    await updater.run(makeJob('web', { app: { count: 3, update: { ...FAST, max_parallel: 2 }, env: { A: '1' } } }), open);
     await settle(agent);
-    expect(agent.timeline).toEqual(['stop web.app[0] v0', 'stop web.app[1] v0', 'stopped web.app[0] v0', 'stopped web.app[1] v0', 'place web.app[0] v1', 'place web.app[1] v1']);
-    agent.placed('web').find((r) => r.alloc.index === 0 && r.alloc.jobVersion === 1)!.run();
+    expect(agent.timeline).toEqual([
+      'stop web.app[0] v0',
+      'stop web.app[1] v0',
+      'stopped web.app[0] v0',
+      'stopped web.app[1] v0',
+      'place web.app[0] v1',
+      'place web.app[1] v1',
+    ]);
+    agent
+      .placed('web')
+      .find((r) => r.alloc.index === 0 && r.alloc.jobVersion === 1)!
+      .run();
     await settle(agent, 1_000);
     expect(agent.timeline.slice(6)).toEqual(['stop web.app[2] v0', 'stopped web.app[2] v0', 'place web.app[2] v1']);
     for (const r of agent.placed('web').filter((x) => x.alloc.jobVersion === 1)) r.run();
@@ -134,12 +158,20 @@ describe('JobUpdater', () => {
     expect(fresh.alloc.deploymentStatus).toMatchObject({ healthy: false });
     expect(agent.timeline).toEqual(['place plug.plugin[0] v1', 'stop plug.plugin[0] v1', 'stopped plug.plugin[0] v1']);
     const failed = agent.events.find((e) => e.type === 'Deployment failed')!;
-    expect(failed.message).toMatch(/deployment \w{8} of version 1 failed: alloc plug.plugin\[0\] \(\w{8}\) is unhealthy: task "main" is dead \(failed\).*; rolling back to job version 0$/);
+    expect(failed.message).toMatch(
+      /deployment \w{8} of version 1 failed: alloc plug.plugin\[0\] \(\w{8}\) is unhealthy: task "main" is dead \(failed\).*; rolling back to job version 0$/,
+    );
     const reverted = agent.events.find((e) => e.type === 'Job reverted')!;
-    expect(reverted.message).toMatch(/^job plug: version 1 did not become healthy \(.*\); reverted to version 0, which runs again as version 2$/);
+    expect(reverted.message).toMatch(
+      /^job plug: version 1 did not become healthy \(.*\); reverted to version 0, which runs again as version 2$/,
+    );
     expect(updater.view('plug')).toMatchObject({ version: 2, job: v0 });
     // The failed deployment is the latest: the revert needed no alloc placed.
-    expect(updater.view('plug')!.deployment).toMatchObject({ jobVersion: 1, status: 'failed', description: 'Failed due to unhealthy allocations - rolling back to job version 0' });
+    expect(updater.view('plug')!.deployment).toMatchObject({
+      jobVersion: 1,
+      status: 'failed',
+      description: 'Failed due to unhealthy allocations - rolling back to job version 0',
+    });
   });
 
   it('reverts a deadline that passes: an alloc already replaced goes back too', async () => {
@@ -185,7 +217,12 @@ describe('JobUpdater', () => {
     const second = await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '2' } } }), open);
     expect(second.version).toBe(2);
     expect(agent.allocs.get(first.allocIds[0]!)!.alloc.desiredStatus).toBe('stop');
-    expect(agent.eventTypes().filter((t) => t.startsWith('Deployment'))).toEqual(['Deployment started', 'Deployment alloc stopped', 'Deployment cancelled', 'Deployment started']);
+    expect(agent.eventTypes().filter((t) => t.startsWith('Deployment'))).toEqual([
+      'Deployment started',
+      'Deployment alloc stopped',
+      'Deployment cancelled',
+      'Deployment started',
+    ]);
     expect(agent.live('plug')).toEqual(['plug.plugin[0] v0', 'plug.plugin[0] v2']);
   });
 
@@ -227,7 +264,9 @@ describe('JobUpdater', () => {
   it('refuses a stop-before-start run it cannot save: the old alloc is not stopped, nothing is placed', async () => {
     const [old] = await running(agent, updater, makeJob('work', { app: { volume: { source: 'v1' }, update: FAST } }));
     agent.failSave = new Error('no space left on device');
-    await expect(updater.run(makeJob('work', { app: { volume: { source: 'v1' }, update: FAST, env: { A: '1' } } }), open)).rejects.toThrow('no space left on device');
+    await expect(updater.run(makeJob('work', { app: { volume: { source: 'v1' }, update: FAST, env: { A: '1' } } }), open)).rejects.toThrow(
+      'no space left on device',
+    );
     await settle(agent, 60_000);
     expect(agent.timeline).toEqual([]);
     expect(old!.alloc.desiredStatus).toBe('run');
@@ -235,7 +274,7 @@ describe('JobUpdater', () => {
     expect(updater.view('work')).toMatchObject({ version: 0, deployment: { status: 'successful', jobVersion: 0 } });
   });
 
-  it('writes the stop of what a run destroys in the run\'s one write: a count decrease, a removed group', async () => {
+  it("writes the stop of what a run destroys in the run's one write: a count decrease, a removed group", async () => {
     const before = await running(agent, updater, makeJob('web', { app: { count: 3, update: FAST }, side: { update: FAST } }));
     const [, , third] = before.filter((r) => r.alloc.group === 'app').sort((a, b) => a.alloc.index - b.alloc.index);
     const side = before.find((r) => r.alloc.group === 'side')!;
@@ -270,7 +309,7 @@ describe('JobUpdater', () => {
     expect(agent.eventTypes()).not.toContain('Job reverted');
   });
 
-  it('a retry of the failing version while it gives way wins over its auto_revert: one rollout, the retry\'s', async () => {
+  it("a retry of the failing version while it gives way wins over its auto_revert: one rollout, the retry's", async () => {
     const update = { ...FAST, auto_revert: true, healthy_deadline: '20s' };
     await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update } }), 'hostpath');
     const v1 = () => makeJob('plug', { plugin: { plugin: 'hostpath', update, env: { X: '1' } } });
@@ -329,7 +368,7 @@ describe('JobUpdater', () => {
     expect(updater.view('plug')!.deployment).toMatchObject({ status: 'successful', groups: [{ healthy: 2 }] });
   });
 
-  it('renaming a plugin group is create-before-destroy: the old group stops once the new one\'s plugin is healthy', async () => {
+  it("renaming a plugin group is create-before-destroy: the old group stops once the new one's plugin is healthy", async () => {
     const [old] = await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
     const result = await updater.run(makeJob('plug', { node: { plugin: 'hostpath', update: FAST } }), open);
     const fresh = agent.allocs.get(result.allocIds[0]!)!;
@@ -363,19 +402,34 @@ describe('JobUpdater', () => {
     }
     expect(agent.live('web')).toEqual(['web.app[0] v8']);
     // The run of v8 kept the 5 newest versions it found (3..7, stopped) and placed v8; 0..2 went, each once its teardown was done.
-    expect(agent.allocsOf('web').map((r) => r.alloc.jobVersion).sort()).toEqual([3, 4, 5, 6, 7, 8]);
-    expect(agent.timeline.filter((t) => t.startsWith('forget')).sort()).toEqual(['forget web.app[0] v0', 'forget web.app[0] v1', 'forget web.app[0] v2']);
+    expect(
+      agent
+        .allocsOf('web')
+        .map((r) => r.alloc.jobVersion)
+        .sort(),
+    ).toEqual([3, 4, 5, 6, 7, 8]);
+    expect(agent.timeline.filter((t) => t.startsWith('forget')).sort()).toEqual([
+      'forget web.app[0] v0',
+      'forget web.app[0] v1',
+      'forget web.app[0] v2',
+    ]);
     expect(updater.view('web')).toMatchObject({ version: 8, deployment: { status: 'successful', jobVersion: 8 } });
   });
 
   it('never removes an old stopped alloc that may still hold something', async () => {
     const versions = Array.from({ length: 7 }, (_, v) => makeJob('web', { app: { update: FAST, env: { V: String(v) } } }));
     // v0's stop is under way (its task not known dead); v1..v5 are stopped and done; v6 runs.
-    const hanging = agent.add(makeAlloc(versions[0]!, 'app', 0, { jobVersion: 0, desiredStatus: 'stop', clientStatus: 'running', createdAt: 1 }));
-    const done = agent.add(makeAlloc(versions[1]!, 'app', 0, { jobVersion: 1, desiredStatus: 'stop', clientStatus: 'complete', createdAt: 2 }));
+    const hanging = agent.add(
+      makeAlloc(versions[0]!, 'app', 0, { jobVersion: 0, desiredStatus: 'stop', clientStatus: 'running', createdAt: 1 }),
+    );
+    const done = agent.add(
+      makeAlloc(versions[1]!, 'app', 0, { jobVersion: 1, desiredStatus: 'stop', clientStatus: 'complete', createdAt: 2 }),
+    );
     for (const t of Object.values(done.tasks)) t.state = 'dead';
     for (let v = 2; v <= 5; v++) {
-      const r = agent.add(makeAlloc(versions[v]!, 'app', 0, { jobVersion: v, desiredStatus: 'stop', clientStatus: 'complete', createdAt: v + 1 }));
+      const r = agent.add(
+        makeAlloc(versions[v]!, 'app', 0, { jobVersion: v, desiredStatus: 'stop', clientStatus: 'complete', createdAt: v + 1 }),
+      );
       for (const t of Object.values(r.tasks)) t.state = 'dead';
     }
     agent.add(makeAlloc(versions[6]!, 'app', 0, { jobVersion: 6, createdAt: 8 }));
@@ -420,9 +474,16 @@ describe('JobUpdater', () => {
       next.resume();
       await settle(agent);
       expect(agent.eventTypes()).toEqual(expect.arrayContaining(['Deployment resumed', 'Deployment failed', 'Job reverted']));
-      expect(agent.events.find((e) => e.type === 'Deployment failed')!.message).toMatch(/is unhealthy: it was failed before the agent restarted; rolling back to job version 0$/);
+      expect(agent.events.find((e) => e.type === 'Deployment failed')!.message).toMatch(
+        /is unhealthy: it was failed before the agent restarted; rolling back to job version 0$/,
+      );
       // Nothing new was placed for the dead alloc; the old plugin runs on, as version 2.
-      expect(agent.allocsOf('plug').filter((r) => r.alloc.jobVersion === 1).map((r) => r.alloc.id)).toEqual([result.allocIds[0]]);
+      expect(
+        agent
+          .allocsOf('plug')
+          .filter((r) => r.alloc.jobVersion === 1)
+          .map((r) => r.alloc.id),
+      ).toEqual([result.allocIds[0]]);
       expect(agent.allocsOf('plug')).toHaveLength(2);
       expect(old!.alloc).toMatchObject({ desiredStatus: 'run', jobVersion: 2 });
       expect(agent.live('plug')).toEqual(['plug.plugin[0] v2']);
@@ -454,7 +515,7 @@ describe('JobUpdater', () => {
       expect(agent.eventTypes()).not.toContain('Deployment failed');
     });
 
-    it('a run made after the restart and before the resume (a cluster node\'s first pass) keeps its own rollout: nothing is resumed over it', async () => {
+    it("a run made after the restart and before the resume (a cluster node's first pass) keeps its own rollout: nothing is resumed over it", async () => {
       await running(agent, updater, makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST } }), 'hostpath');
       await updater.run(makeJob('plug', { plugin: { plugin: 'hostpath', update: FAST, env: { X: '1' } } }), open);
       await updater.dispose({ stopTasks: false });
@@ -489,7 +550,10 @@ describe('JobUpdater', () => {
       await running(agent, updater, makeJob('web', { app: { update: FAST } }));
       await updater.run(makeJob('web', { app: { update: FAST, env: { A: '1' } } }), open);
       await updater.dispose({ stopTasks: true });
-      expect(updater.view('web')!.deployment).toMatchObject({ status: 'cancelled', description: 'Cancelled because the agent stopped every task on exit' });
+      expect(updater.view('web')!.deployment).toMatchObject({
+        status: 'cancelled',
+        description: 'Cancelled because the agent stopped every task on exit',
+      });
       const next = new JobUpdater(agent);
       next.resume();
       await settle(agent);

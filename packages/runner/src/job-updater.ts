@@ -105,7 +105,15 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           message: `job ${job.id}: the spec is version ${underway.jobVersion}'s, whose deployment ${short(underway.id)} is under way; it goes on`,
           jobId: job.id,
         });
-        return { jobId: job.id, allocIds: [], replaced: true, unchanged: true, version: underway.jobVersion, deploymentId: underway.id, plan: underwayPlan(job, this.allocs(job.id), underway) };
+        return {
+          jobId: job.id,
+          allocIds: [],
+          replaced: true,
+          unchanged: true,
+          version: underway.jobVersion,
+          deploymentId: underway.id,
+          plan: underwayPlan(job, this.allocs(job.id), underway),
+        };
       }
       this.bump(job.id);
       await this.cancel(job.id, 'Cancelled due to newer version of job');
@@ -151,7 +159,11 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           const version = jobHistory(this.allocs(jobId))?.version;
           if (version !== d.jobVersion) {
             // Its end was never saved, and the job moved on since (a later in-place run): resuming would roll that back.
-            this.settle(d, 'cancelled', `Cancelled: the job is at version ${version} now, made after this deployment of version ${d.jobVersion}`);
+            this.settle(
+              d,
+              'cancelled',
+              `Cancelled: the job is at version ${version} now, made after this deployment of version ${d.jobVersion}`,
+            );
             return;
           }
           this.host.emit({
@@ -162,7 +174,13 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           });
           this.carryOut(d.job, planJob(d.job, this.allocs(jobId)), d);
         })
-        .catch((err: unknown) => this.host.logger.error('resuming a deployment failed; the next agent tries again', { job_id: jobId, deployment_id: d.id, error: err }));
+        .catch((err: unknown) =>
+          this.host.logger.error('resuming a deployment failed; the next agent tries again', {
+            job_id: jobId,
+            deployment_id: d.id,
+            error: err,
+          }),
+        );
     }
   }
 
@@ -198,7 +216,12 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
     const allocs = this.allocs(job.id);
     const plan = planJob(job, allocs);
     if (!plan.changed) {
-      this.host.emit({ topic: 'Job', type: 'Job unchanged', message: `job ${job.id}: the spec is version ${plan.version.to}'s and every alloc runs it; nothing to do`, jobId: job.id });
+      this.host.emit({
+        topic: 'Job',
+        type: 'Job unchanged',
+        message: `job ${job.id}: the spec is version ${plan.version.to}'s and every alloc runs it; nothing to do`,
+        jobId: job.id,
+      });
       return { jobId: job.id, allocIds: [], replaced: true, unchanged: true, version: plan.version.to, plan };
     }
     let deployment: Deployment | undefined;
@@ -227,7 +250,12 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
         jobId: job.id,
       });
     }
-    this.host.emit({ topic: 'Job', type: allocs.length ? 'Job updated' : 'Job registered', message: `job ${job.id}: version ${plan.version.to}: ${summarizePlan(plan)}`, jobId: job.id });
+    this.host.emit({
+      topic: 'Job',
+      type: allocs.length ? 'Job updated' : 'Job registered',
+      message: `job ${job.id}: version ${plan.version.to}: ${summarizePlan(plan)}`,
+      jobId: job.id,
+    });
     return {
       jobId: job.id,
       allocIds: placed,
@@ -288,7 +316,11 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
         const keeper = p.keeps === undefined ? undefined : byId.get(p.keeps);
         if (keeper && deployment && awaitsVerdict(keeper.alloc, deployment)) continue; // the rollout stops it once the keeper is healthy
         const groupGone = !job.groups.some((x) => x.name === r.alloc.group);
-        if (groupGone && deployment && pluginIdsOf(r.alloc.job.groups.find((x) => x.name === r.alloc.group)).some((id) => pluginsAfter.has(id))) {
+        if (
+          groupGone &&
+          deployment &&
+          pluginIdsOf(r.alloc.job.groups.find((x) => x.name === r.alloc.group)).some((id) => pluginsAfter.has(id))
+        ) {
           heldForPlugin.push(r); // create-before-destroy across groups: it serves the plugin until the new allocs are healthy
           continue;
         }
@@ -311,7 +343,9 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
       rollout.launchInitial(initial);
     }
     for (const [r, why] of stopping) {
-      void r.stop().catch((err: unknown) => this.host.logger.error(`stopping an alloc (${why}) failed`, { alloc_id: r.alloc.id, error: err }));
+      void r
+        .stop()
+        .catch((err: unknown) => this.host.logger.error(`stopping an alloc (${why}) failed`, { alloc_id: r.alloc.id, error: err }));
     }
     this.collect(job.id);
     return rollout ? [...rollout.placed] : [];
@@ -326,14 +360,17 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
       if (kept.has(versionOf(r.alloc)) || r.alloc.desiredStatus !== 'stop' || r.needsTeardown) continue;
       if (this.host.forget(r)) removed++;
     }
-    if (removed) this.host.logger.info('removed stopped allocs of old job versions', { job_id: jobId, allocs: removed, versions_kept: KEPT_VERSIONS });
+    if (removed)
+      this.host.logger.info('removed stopped allocs of old job versions', { job_id: jobId, allocs: removed, versions_kept: KEPT_VERSIONS });
   }
 
   private track(rollout: Rollout<R>, deployment: Deployment): void {
     const generation = this.generations.get(deployment.jobId) ?? 0;
     const done = rollout.finished
       .then((outcome) => this.finish(deployment, outcome, generation))
-      .catch((err: unknown) => this.host.logger.error('a deployment ended with an error', { job_id: deployment.jobId, deployment_id: deployment.id, error: err }))
+      .catch((err: unknown) =>
+        this.host.logger.error('a deployment ended with an error', { job_id: deployment.jobId, deployment_id: deployment.id, error: err }),
+      )
       .finally(() => {
         if (this.active.get(deployment.jobId)?.rollout === rollout) this.active.delete(deployment.jobId);
       });
@@ -350,7 +387,12 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
     try {
       this.host.save(runners);
     } catch (err) {
-      this.host.logger.error('could not save the status of a deployment on the allocs of its job', { job_id: d.jobId, deployment_id: d.id, status, error: err });
+      this.host.logger.error('could not save the status of a deployment on the allocs of its job', {
+        job_id: d.jobId,
+        deployment_id: d.id,
+        status,
+        error: err,
+      });
     }
   }
 
@@ -361,11 +403,21 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
         return; // left running in the records: the next agent resumes it
       case 'successful':
         this.settle(d, 'successful', 'Deployment completed successfully');
-        this.host.emit({ topic: 'Job', type: 'Deployment successful', message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion} completed successfully`, jobId });
+        this.host.emit({
+          topic: 'Job',
+          type: 'Deployment successful',
+          message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion} completed successfully`,
+          jobId,
+        });
         return;
       case 'cancelled':
         this.settle(d, 'cancelled', outcome.reason);
-        this.host.emit({ topic: 'Job', type: 'Deployment cancelled', message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion}: ${outcome.reason}`, jobId });
+        this.host.emit({
+          topic: 'Job',
+          type: 'Deployment cancelled',
+          message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion}: ${outcome.reason}`,
+          jobId,
+        });
         return;
       case 'failed':
         break;
@@ -381,7 +433,12 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           ? 'there is no earlier stable version to revert to: the old allocs still running are left running'
           : `rolling back to job version ${revertTo.version}`;
     this.settle(d, 'failed', `Failed due to unhealthy allocations - ${why}`);
-    this.host.emit({ topic: 'Job', type: 'Deployment failed', message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion} failed: ${outcome.reason}; ${why}`, jobId });
+    this.host.emit({
+      topic: 'Job',
+      type: 'Deployment failed',
+      message: `job ${jobId}: deployment ${short(d.id)} of version ${d.jobVersion} failed: ${outcome.reason}; ${why}`,
+      jobId,
+    });
     if (!wantsRevert || d.revertOf !== undefined || !revertTo || this.closed) return;
     // Only what the failed deployment's own run left may be reverted: no run or
     // stop since it started (the generation), no other rollout going, and it
@@ -400,7 +457,11 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
       .run(jobId, async () => {
         const why = stale();
         if (why) {
-          this.host.logger.info(`not reverting a failed deployment: ${why}`, { job_id: jobId, deployment_id: d.id, failed_version: d.jobVersion });
+          this.host.logger.info(`not reverting a failed deployment: ${why}`, {
+            job_id: jobId,
+            deployment_id: d.id,
+            failed_version: d.jobVersion,
+          });
           return;
         }
         // A revert is a run: it counts as one, after cancelling whatever is still rolling out.
@@ -415,7 +476,9 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           jobId,
         });
       })
-      .catch((err: unknown) => this.host.logger.error('reverting a failed deployment failed', { job_id: jobId, deployment_id: d.id, error: errorMessage(err) }));
+      .catch((err: unknown) =>
+        this.host.logger.error('reverting a failed deployment failed', { job_id: jobId, deployment_id: d.id, error: errorMessage(err) }),
+      );
   }
 }
 
@@ -450,4 +513,3 @@ export function deploymentView(d: Deployment, allocs: readonly Alloc[]): Deploym
     }),
   };
 }
-

@@ -9,7 +9,19 @@ import type { ExitResult, TaskHandle } from '@csiplug/driver';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { classifyMount, deletedStateFinding, describeOrphan, findOrphans, knownState, mountIsKnown, mountsFromDir, reconcileOrphans, type KnownState, type Orphan, type OrphanCleanupDeps } from './orphans';
+import {
+  classifyMount,
+  deletedStateFinding,
+  describeOrphan,
+  findOrphans,
+  knownState,
+  mountIsKnown,
+  mountsFromDir,
+  reconcileOrphans,
+  type KnownState,
+  type Orphan,
+  type OrphanCleanupDeps,
+} from './orphans';
 import type { MountInfoEntry } from '@csiplug/core';
 
 /** A task handle as an executor would record it, in `taskDir`. */
@@ -32,7 +44,10 @@ describe('orphans', () => {
   let alive: Map<number, boolean>;
   let unreadable: Set<number>;
   let records: Map<string, TaskHandle>;
-  const known: KnownState = { allocs: new Set(['known-1']), volumes: [{ pluginId: 'hostpath', volumeId: 'vol-known', externalId: 'ext-known' }] };
+  const known: KnownState = {
+    allocs: new Set(['known-1']),
+    volumes: [{ pluginId: 'hostpath', volumeId: 'vol-known', externalId: 'ext-known' }],
+  };
 
   const mkdir = (...parts: string[]) => fs.mkdirSync(path.join(dd, ...parts), { recursive: true });
   /** A task dir with an executor record of `pid`. */
@@ -48,7 +63,8 @@ describe('orphans', () => {
     return (alive.get(pid) ?? false) && startTime === (startTimes.get(pid) ?? `${pid}`);
   };
   const staging = (volume: string) => path.join(dd, 'csi', 'monolith', 'hostpath', 'staging', volume, 'rw-file-system-single-node-writer');
-  const target = (allocId: string, volume: string) => path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', allocId, volume, 'rw-file-system-single-node-writer');
+  const target = (allocId: string, volume: string) =>
+    path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', allocId, volume, 'rw-file-system-single-node-writer');
   const scan = (mounts: string[]) =>
     findOrphans({
       dataDir: dd,
@@ -72,7 +88,16 @@ describe('orphans', () => {
       expect(classifyMount(dd, path.join(dd, 'allocs', 'a1', 'web', 'data'))).toEqual({ allocId: 'a1' });
       expect(classifyMount(dd, target('a1', 'v'))).toEqual({ allocId: 'a1' });
       expect(classifyMount(dd, staging('v'))).toEqual({ pluginId: 'hostpath', volumeId: 'v' });
-      for (const p of [dd, path.join(dd, 'allocs'), path.join(dd, 'csi'), path.join(dd, 'csi', 'monolith', 'hostpath'), path.join(dd, 'csi', 'monolith', 'hostpath', 'staging'), path.join(dd, 'plugins', 'a1'), path.join(dd, 'other'), '/mnt/elsewhere']) {
+      for (const p of [
+        dd,
+        path.join(dd, 'allocs'),
+        path.join(dd, 'csi'),
+        path.join(dd, 'csi', 'monolith', 'hostpath'),
+        path.join(dd, 'csi', 'monolith', 'hostpath', 'staging'),
+        path.join(dd, 'plugins', 'a1'),
+        path.join(dd, 'other'),
+        '/mnt/elsewhere',
+      ]) {
         expect(classifyMount(dd, p)).toBeUndefined();
       }
     });
@@ -106,8 +131,14 @@ describe('orphans', () => {
         path.join(dd, 'somewhere', 'else'),
       ]);
 
-      const tasks = orphans.filter((o) => o.kind === 'task').map((o) => o.kind === 'task' && `${o.allocId}/${o.taskName} task=${o.task} executor=${o.executor}`);
-      expect(tasks).toEqual(['lost-1/web task=true executor=true', 'lost-2/lingering task=false executor=true', 'lost-2/unknown task=unknown executor=unknown']);
+      const tasks = orphans
+        .filter((o) => o.kind === 'task')
+        .map((o) => o.kind === 'task' && `${o.allocId}/${o.taskName} task=${o.task} executor=${o.executor}`);
+      expect(tasks).toEqual([
+        'lost-1/web task=true executor=true',
+        'lost-2/lingering task=false executor=true',
+        'lost-2/unknown task=unknown executor=unknown',
+      ]);
       expect(orphans.filter((o) => o.kind === 'mount')).toEqual([
         { kind: 'mount', mountPoint: staging('vol-lost'), pluginId: 'hostpath', volumeId: 'vol-lost' },
         { kind: 'mount', mountPoint: target('lost-1', 'vol-lost'), allocId: 'lost-1' },
@@ -149,7 +180,14 @@ describe('orphans', () => {
       task('lost-ended', 'web', 400);
       const endedDir = path.join(dd, 'allocs', 'lost-ended', 'web');
       records.set(endedDir, { ...records.get(endedDir)!, runc: { root: '/run/csiplug/runc', id: 'csiplug-lost-ended-web' } });
-      const orphans = await findOrphans({ dataDir: dd, known, mounts: [], readTask: ({ taskDir: d }) => records.get(d), isSameProcess, containerRuns: async (h) => h.allocId === 'lost-iso' });
+      const orphans = await findOrphans({
+        dataDir: dd,
+        known,
+        mounts: [],
+        readTask: ({ taskDir: d }) => records.get(d),
+        isSameProcess,
+        containerRuns: async (h) => h.allocId === 'lost-iso',
+      });
       const tasks = orphans.filter((o) => o.kind === 'task');
       expect(tasks.map((o) => o.kind === 'task' && o.allocId)).toEqual(['lost-iso']);
       expect(describeOrphan(tasks[0]!)).toBe(
@@ -182,13 +220,22 @@ describe('orphans', () => {
       ]);
     });
 
-    it('the shared bind of a plugin\'s staging/publish base is an orphan when no alloc the state knows runs the plugin', async () => {
+    it("the shared bind of a plugin's staging/publish base is an orphan when no alloc the state knows runs the plugin", async () => {
       const root = path.join(dd, 'csi', 'monolith', 'hostpath');
-      const scanWith = (pluginRoots: Set<string>) => findOrphans({ dataDir: dd, known: { ...known, pluginRoots }, mounts: [{ mountPoint: root }], readTask: () => undefined, isSameProcess });
+      const scanWith = (pluginRoots: Set<string>) =>
+        findOrphans({
+          dataDir: dd,
+          known: { ...known, pluginRoots },
+          mounts: [{ mountPoint: root }],
+          readTask: () => undefined,
+          isSameProcess,
+        });
       expect(await scanWith(new Set(['monolith/hostpath']))).toEqual([]);
       const orphans = await scanWith(new Set(['node/other']));
       expect(orphans).toEqual([{ kind: 'mount', mountPoint: root, pluginId: 'hostpath' }]);
-      expect(describeOrphan(orphans[0]!)).toBe(`orphan mount: ${root} is mounted for the staging/publish base of plugin hostpath (its shared bind), which no alloc the state knows runs`);
+      expect(describeOrphan(orphans[0]!)).toBe(
+        `orphan mount: ${root} is mounted for the staging/publish base of plugin hostpath (its shared bind), which no alloc the state knows runs`,
+      );
     });
 
     it('takes a task whose record cannot be read for one that may run, says so, and the cleanup keeps its alloc dir', async () => {
@@ -241,14 +288,28 @@ describe('orphans', () => {
   describe('describeOrphan', () => {
     it('says in one line what and where', () => {
       const taskDir = path.join(dd, 'allocs', 'lost-1', 'web');
-      expect(describeOrphan({ kind: 'task', allocId: 'lost-1', taskName: 'web', taskDir, handle: handleIn('lost-1', 'web', taskDir, 200), task: true, executor: 'unknown' })).toBe(
+      expect(
+        describeOrphan({
+          kind: 'task',
+          allocId: 'lost-1',
+          taskName: 'web',
+          taskDir,
+          handle: handleIn('lost-1', 'web', taskDir, 200),
+          task: true,
+          executor: 'unknown',
+        }),
+      ).toBe(
         `orphan task: task "web" of alloc lost-1 (${taskDir}): pid 200 runs, its executor pid 1200 may run (it could not be checked); the state knows no alloc lost-1`,
       );
-      expect(describeOrphan({ kind: 'mount', mountPoint: '/d/csi/x', allocId: 'lost-1' })).toBe('orphan mount: /d/csi/x is mounted for alloc lost-1, which the state does not know');
+      expect(describeOrphan({ kind: 'mount', mountPoint: '/d/csi/x', allocId: 'lost-1' })).toBe(
+        'orphan mount: /d/csi/x is mounted for alloc lost-1, which the state does not know',
+      );
       expect(describeOrphan({ kind: 'mount', mountPoint: '/d/csi/s', pluginId: 'hostpath', volumeId: 'v' })).toBe(
         'orphan mount: /d/csi/s is mounted for volume v of plugin hostpath, which no mount record of the state names',
       );
-      expect(describeOrphan({ kind: 'dir', what: 'alloc dir', allocId: 'lost-1', path: '/d/allocs/lost-1' })).toBe('orphan alloc dir: /d/allocs/lost-1 belongs to alloc lost-1, which the state does not know');
+      expect(describeOrphan({ kind: 'dir', what: 'alloc dir', allocId: 'lost-1', path: '/d/allocs/lost-1' })).toBe(
+        'orphan alloc dir: /d/allocs/lost-1 belongs to alloc lost-1, which the state does not know',
+      );
     });
   });
 
@@ -314,7 +375,7 @@ describe('orphans', () => {
       knownNow = known;
     });
 
-    it('a plugin\'s orphan shared bind goes only with nothing below it, and never lazily', async () => {
+    it("a plugin's orphan shared bind goes only with nothing below it, and never lazily", async () => {
       const root = path.join(dd, 'csi', 'monolith', 'hostpath');
       const rootOrphan: Orphan = { kind: 'mount', mountPoint: root, pluginId: 'hostpath' };
       knownNow = { ...known, pluginRoots: new Set() };
@@ -349,7 +410,12 @@ describe('orphans', () => {
         { kind: 'mount', mountPoint: target('lost-1', 'vol-lost'), allocId: 'lost-1' },
         { kind: 'dir', what: 'alloc dir', allocId: 'lost-1', path: path.join(dd, 'allocs', 'lost-1') },
         { kind: 'dir', what: 'plugin socket dir', allocId: 'lost-1', path: path.join(dd, 'plugins', 'lost-1') },
-        { kind: 'dir', what: 'per-alloc mount dir', allocId: 'lost-1', path: path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', 'lost-1') },
+        {
+          kind: 'dir',
+          what: 'per-alloc mount dir',
+          allocId: 'lost-1',
+          path: path.join(dd, 'csi', 'monolith', 'hostpath', 'per-alloc', 'lost-1'),
+        },
       ];
       const report = await reconcileOrphans(orphans, deps());
       expect(calls).toEqual([
@@ -372,14 +438,20 @@ describe('orphans', () => {
       fs.mkdirSync(taskDir, { recursive: true });
       const handle = handleIn('lost-2', 'lingering', taskDir, 400);
       alive.set(1_400, true);
-      const report = await reconcileOrphans([{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }], deps());
+      const report = await reconcileOrphans(
+        [{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }],
+        deps(),
+      );
       expect(calls).toEqual(['kill 1400 SIGKILL']);
       expect(report.tasksStopped).toBe(1);
       // Its pid now names another process (another start time): it is not signalled.
       alive.set(1_400, true);
       startTimes.set(1_400, '987654');
       calls = [];
-      await reconcileOrphans([{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }], deps());
+      await reconcileOrphans(
+        [{ kind: 'task', allocId: 'lost-2', taskName: 'lingering', taskDir, handle, task: false, executor: true }],
+        deps(),
+      );
       expect(calls).toEqual([]);
     });
 
@@ -406,7 +478,12 @@ describe('orphans', () => {
         failing,
       );
       expect(report.tasksStopped).toBe(0);
-      expect(report.left.map((l) => `${describeOrphan(l.orphan).split(':')[0]} ${l.orphan.kind === 'task' ? l.orphan.allocId : l.orphan.kind === 'mount' ? path.relative(dd, l.orphan.mountPoint) : l.orphan.kind === 'dir' ? path.relative(dd, l.orphan.path) : l.orphan.taskDir}: ${l.why}`)).toEqual([
+      expect(
+        report.left.map(
+          (l) =>
+            `${describeOrphan(l.orphan).split(':')[0]} ${l.orphan.kind === 'task' ? l.orphan.allocId : l.orphan.kind === 'mount' ? path.relative(dd, l.orphan.mountPoint) : l.orphan.kind === 'dir' ? path.relative(dd, l.orphan.path) : l.orphan.taskDir}: ${l.why}`,
+        ),
+      ).toEqual([
         'orphan task lost-1: could not stop it: EPERM: operation not permitted',
         'orphan mount csi/monolith/hostpath/per-alloc/lost-1/vol-lost/rw-file-system-single-node-writer: a task of alloc lost-1 may still use it',
         `orphan mount allocs/lost-2/web/data: could not unmount it: umount: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')}: target is busy; nor lazily: umount: ${path.join(dd, 'allocs', 'lost-2', 'web', 'data')}: target is busy`,
@@ -422,9 +499,14 @@ describe('orphans', () => {
       mkdir('allocs', 'lost-3', 'plugin', 'state', 'vol-1');
       const real = fs.realpathSync(path.join(dd, 'allocs', 'lost-3'));
       sourceOf.set(real, '/var/lib/workload/data');
-      const report = await reconcileOrphans([{ kind: 'dir', what: 'alloc dir', allocId: 'lost-3', path: path.join(dd, 'allocs', 'lost-3') }], deps());
+      const report = await reconcileOrphans(
+        [{ kind: 'dir', what: 'alloc dir', allocId: 'lost-3', path: path.join(dd, 'allocs', 'lost-3') }],
+        deps(),
+      );
       expect(report.dirsRemoved).toBe(0);
-      expect(report.left.map((l) => l.why)).toEqual(['it is the source of a live mount: /var/lib/workload/data (its data is in use there)']);
+      expect(report.left.map((l) => l.why)).toEqual([
+        'it is the source of a live mount: /var/lib/workload/data (its data is in use there)',
+      ]);
       expect(fs.existsSync(path.join(dd, 'allocs', 'lost-3', 'plugin', 'state', 'vol-1'))).toBe(true);
     });
 
@@ -461,7 +543,10 @@ describe('orphans', () => {
       mkdir('elsewhere', 'precious');
       mkdir('allocs');
       fs.symlinkSync(path.join(dd, 'elsewhere'), path.join(dd, 'allocs', 'lost-4'));
-      const report = await reconcileOrphans([{ kind: 'dir', what: 'alloc dir', allocId: 'lost-4', path: path.join(dd, 'allocs', 'lost-4') }], deps());
+      const report = await reconcileOrphans(
+        [{ kind: 'dir', what: 'alloc dir', allocId: 'lost-4', path: path.join(dd, 'allocs', 'lost-4') }],
+        deps(),
+      );
       expect(report.dirsRemoved).toBe(0);
       expect(report.left.map((l) => l.why)).toEqual(['it is no longer a dir (a symlink): nothing is removed through it']);
       expect(fs.existsSync(path.join(dd, 'elsewhere', 'precious'))).toBe(true);
@@ -470,7 +555,10 @@ describe('orphans', () => {
     it('leaves a mount the state has come to know since the scan', async () => {
       table = [staging('vol-new')];
       knownNow = { allocs: new Set(), volumes: [{ pluginId: 'hostpath', volumeId: 'vol-new', externalId: 'e' }] };
-      const report = await reconcileOrphans([{ kind: 'mount', mountPoint: staging('vol-new'), pluginId: 'hostpath', volumeId: 'vol-new' }], deps());
+      const report = await reconcileOrphans(
+        [{ kind: 'mount', mountPoint: staging('vol-new'), pluginId: 'hostpath', volumeId: 'vol-new' }],
+        deps(),
+      );
       expect(calls).toEqual([]);
       expect(report).toEqual({ tasksStopped: 0, unmounted: 0, lazilyUnmounted: 0, dirsRemoved: 0, left: [] });
     });
@@ -489,9 +577,23 @@ describe('orphans', () => {
         getRegistryState: <T>() => ({ plugins: { node: { hostpath: [{ allocId: 'plugin-alloc', socketPath: '/x' }] } } }) as T,
         listVolumes: <T>() => [{ id: 'v1', claims: [{ allocId: 'claimer', accessMode: 'single-node-writer' }] }] as T[],
       };
-      const pluginAlloc = { alloc: { id: 'alloc-1', group: 'plugin', job: { groups: [{ name: 'plugin', tasks: [{ name: 'plugin', csiPlugin: { id: 'hostpath', type: 'monolith' } }] }] } } } as never;
-      const allocs = (failures: { key: string; error: string }[] = []) => ({ listAllocationIds: () => ['alloc-1'], listAllocations: () => ({ records: [pluginAlloc], failures }) });
-      const k = knownState(state, allocs(), { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never }, { pluginRoots: true });
+      const pluginAlloc = {
+        alloc: {
+          id: 'alloc-1',
+          group: 'plugin',
+          job: { groups: [{ name: 'plugin', tasks: [{ name: 'plugin', csiPlugin: { id: 'hostpath', type: 'monolith' } }] }] },
+        },
+      } as never;
+      const allocs = (failures: { key: string; error: string }[] = []) => ({
+        listAllocationIds: () => ['alloc-1'],
+        listAllocations: () => ({ records: [pluginAlloc], failures }),
+      });
+      const k = knownState(
+        state,
+        allocs(),
+        { list: () => [{ allocId: 'ok-1', name: 'data', pluginId: 'hostpath', volumeId: 'v', externalId: 'v' }] as never },
+        { pluginRoots: true },
+      );
       expect([...k.allocs].sort()).toEqual(['alloc-1', 'bad-shape', 'claimer', 'ok-1', 'plugin-alloc', 'undecodable']);
       expect(k.stagingUnknown).toBe(true);
       expect(mountIsKnown(dd, staging('vol-nobody-names'), k)).toBe(true);
@@ -504,17 +606,45 @@ describe('orphans', () => {
       const unread = knownState(state, allocs([{ key: 'x', error: 'bad' }]), { list: () => [] }, { pluginRoots: true });
       expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), unread)).toBe(true);
       // A record of the wrong shape may run any plugin too.
-      const odd = knownState(state, { listAllocationIds: () => [], listAllocations: () => ({ records: [{ alloc: { job: { groups: [null] } } } as never], failures: [] }) }, { list: () => [] }, { pluginRoots: true });
+      const odd = knownState(
+        state,
+        {
+          listAllocationIds: () => [],
+          listAllocations: () => ({ records: [{ alloc: { job: { groups: [null] } } } as never], failures: [] }),
+        },
+        { list: () => [] },
+        { pluginRoots: true },
+      );
       expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), odd)).toBe(true);
       // Not asked (no plugin bind under the data dir): no record is decoded, every bind counts as known.
-      const cheap = knownState(state, { listAllocationIds: () => [], listAllocations: () => { throw new Error('not to be read'); } }, { list: () => [] });
+      const cheap = knownState(
+        state,
+        {
+          listAllocationIds: () => [],
+          listAllocations: () => {
+            throw new Error('not to be read');
+          },
+        },
+        { list: () => [] },
+      );
       expect(mountIsKnown(dd, path.join(dd, 'csi', 'node', 'other'), cheap)).toBe(true);
     });
   });
 
   describe('mountsFromDir', () => {
     it('names the mounts elsewhere whose bind source lies in the dir, not the one the dir lives on nor mounts below it', () => {
-      const entry = (id: number, mountPoint: string, device: string, root: string): MountInfoEntry => ({ id, parentId: 1, device, root, mountPoint, options: [], optionalFields: [], fsType: 'ext4', source: '/dev/x', superOptions: [] });
+      const entry = (id: number, mountPoint: string, device: string, root: string): MountInfoEntry => ({
+        id,
+        parentId: 1,
+        device,
+        root,
+        mountPoint,
+        options: [],
+        optionalFields: [],
+        fsType: 'ext4',
+        source: '/dev/x',
+        superOptions: [],
+      });
       const table = [
         entry(1, '/', '8:1', '/'),
         entry(2, '/var/lib/csiplug', '8:2', '/'),
@@ -537,7 +667,9 @@ describe('orphans', () => {
       mkdir('allocs', 'a1');
       mkdir('allocs', 'a2');
       fs.writeFileSync(`${file}.backup`, '');
-      expect(deletedStateFinding(dd, file)).toBe(`the state file ${file} was not there (deleted?) while the data dir holds what an earlier agent left: allocs/ (2 entries), state.db.backup`);
+      expect(deletedStateFinding(dd, file)).toBe(
+        `the state file ${file} was not there (deleted?) while the data dir holds what an earlier agent left: allocs/ (2 entries), state.db.backup`,
+      );
     });
   });
 });

@@ -36,7 +36,16 @@
 // below it, never lazily. Other paths that are the data dir's own layout
 // (allocs/, csi/<type>/<plugin>/…) or that the layout does not explain are
 // never taken for orphans.
-import { TimeoutError, backingOf, errorMessage, formatDuration, mountPointsUnder, readMountInfoSync, type Logger, type MountInfoEntry } from '@csiplug/core';
+import {
+  TimeoutError,
+  backingOf,
+  errorMessage,
+  formatDuration,
+  mountPointsUnder,
+  readMountInfoSync,
+  type Logger,
+  type MountInfoEntry,
+} from '@csiplug/core';
 import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
 import { EXECUTOR_DIR, ITaskDriver, executorPaths, isSameProcess, type TaskDriver, type TaskHandle } from '@csiplug/driver';
 import { IVolumeReconciler, type VolumeReconcilerService } from '@csiplug/volumes';
@@ -66,7 +75,16 @@ export type Liveness = boolean | 'unknown';
 
 export type Orphan =
   /** A task (or its executor) still running for an alloc the state does not know. */
-  | { kind: 'task'; allocId: string; taskName: string; taskDir: string; handle: TaskHandle; task: Liveness; executor: Liveness; container?: true }
+  | {
+      kind: 'task';
+      allocId: string;
+      taskName: string;
+      taskDir: string;
+      handle: TaskHandle;
+      task: Liveness;
+      executor: Liveness;
+      container?: true;
+    }
   /** A task of an alloc the state does not know whose executor record cannot be read or is missing with no exit record: it may run, and nothing can stop it. */
   | { kind: 'unverified task'; allocId: string; taskName: string; taskDir: string; why: string }
   /** A mount under the data dir that belongs to no alloc or volume the state knows (or, with no volumeId, the shared bind of the staging/publish base of a plugin no alloc the state knows runs). */
@@ -116,7 +134,10 @@ function liveness(check: () => boolean): Liveness {
  * layout (ARCHITECTURE.md, "Other files"); undefined for the layout's own
  * dirs and for paths it does not explain.
  */
-export function classifyMount(dataDir: string, mountPoint: string): { allocId: string } | { pluginId: string; volumeId: string } | undefined {
+export function classifyMount(
+  dataDir: string,
+  mountPoint: string,
+): { allocId: string } | { pluginId: string; volumeId: string } | undefined {
   const rel = path.relative(dataDir, mountPoint);
   if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) return undefined;
   const parts = rel.split(path.sep);
@@ -184,7 +205,13 @@ export async function findOrphans(input: OrphanScanInput): Promise<Orphan[]> {
         handle = input.readTask({ allocId, taskName, taskDir });
       } catch (err) {
         input.onUnreadable?.(`the executor record in ${taskDir}`, err);
-        tasks.push({ kind: 'unverified task', allocId, taskName, taskDir, why: `its executor record could not be read (${errorMessage(err)})` });
+        tasks.push({
+          kind: 'unverified task',
+          allocId,
+          taskName,
+          taskDir,
+          why: `its executor record could not be read (${errorMessage(err)})`,
+        });
         continue;
       }
       if (!handle) {
@@ -199,19 +226,34 @@ export async function findOrphans(input: OrphanScanInput): Promise<Orphan[]> {
       // An isolated task's container outlives a killed runc and executor: it still runs, and is stopped as a task.
       const askContainer = task === false && executor === false && handle.runc !== undefined && input.containerRuns !== undefined;
       // A check that fails (runc hangs past its limit, answers garbage, or throws at once) is "unknown": the task is kept as one that may run.
-      const container: Liveness = askContainer ? await Promise.resolve(handle).then((h) => input.containerRuns!(h)).catch((): Liveness => 'unknown') : false;
+      const container: Liveness = askContainer
+        ? await Promise.resolve(handle)
+            .then((h) => input.containerRuns!(h))
+            .catch((): Liveness => 'unknown')
+        : false;
       if (task === false && executor === false && container === false) continue; // it ended: only its dir is left
-      tasks.push({ kind: 'task', allocId, taskName, taskDir, handle, task: task === false && container !== false ? container : task, executor, ...(container !== false ? { container: true } : {}) });
+      tasks.push({
+        kind: 'task',
+        allocId,
+        taskName,
+        taskDir,
+        handle,
+        task: task === false && container !== false ? container : task,
+        executor,
+        ...(container !== false ? { container: true } : {}),
+      });
     }
   }
 
   const pluginsDir = path.join(dataDir, 'plugins');
-  for (const allocId of subdirs(pluginsDir, unknown)) dirs.push({ kind: 'dir', what: 'plugin socket dir', allocId, path: path.join(pluginsDir, allocId) });
+  for (const allocId of subdirs(pluginsDir, unknown))
+    dirs.push({ kind: 'dir', what: 'plugin socket dir', allocId, path: path.join(pluginsDir, allocId) });
   const csiDir = path.join(dataDir, 'csi');
   for (const type of subdirs(csiDir)) {
     for (const plugin of subdirs(path.join(csiDir, type))) {
       const perAlloc = path.join(csiDir, type, plugin, 'per-alloc');
-      for (const allocId of subdirs(perAlloc, unknown)) dirs.push({ kind: 'dir', what: 'per-alloc mount dir', allocId, path: path.join(perAlloc, allocId) });
+      for (const allocId of subdirs(perAlloc, unknown))
+        dirs.push({ kind: 'dir', what: 'per-alloc mount dir', allocId, path: path.join(perAlloc, allocId) });
     }
   }
 
@@ -219,12 +261,17 @@ export async function findOrphans(input: OrphanScanInput): Promise<Orphan[]> {
   for (const { mountPoint } of input.mounts) {
     if (mountIsKnown(dataDir, mountPoint, known)) continue;
     const root = pluginRootOf(dataDir, mountPoint);
-    mounts.push({ kind: 'mount', mountPoint, ...(root !== undefined ? { pluginId: root.split('/')[1]! } : classifyMount(dataDir, mountPoint)!) });
+    mounts.push({
+      kind: 'mount',
+      mountPoint,
+      ...(root !== undefined ? { pluginId: root.split('/')[1]! } : classifyMount(dataDir, mountPoint)!),
+    });
   }
   return [...tasks, ...mounts, ...dirs];
 }
 
-const livenessText = (l: Liveness, what: string) => (l === 'unknown' ? `${what} may run (it could not be checked)` : l ? `${what} runs` : `${what} has ended`);
+const livenessText = (l: Liveness, what: string) =>
+  l === 'unknown' ? `${what} may run (it could not be checked)` : l ? `${what} runs` : `${what} has ended`;
 
 /** One line saying what the orphan is and where. */
 export function describeOrphan(o: Orphan): string {
@@ -259,9 +306,12 @@ const MOUNTS_LIMIT_MS = 120_000;
 /** `work`, or a TimeoutError after `ms` whether or not `work` ever settles. */
 function bounded<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new TimeoutError(`${what} did not finish within ${formatDuration(ms)}`, ms)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
+  return Promise.race([
+    work,
+    new Promise<never>(
+      (_, reject) => (timer = setTimeout(() => reject(new TimeoutError(`${what} did not finish within ${formatDuration(ms)}`, ms)), ms)),
+    ),
+  ]).finally(() => clearTimeout(timer));
 }
 
 export interface OrphanCleanupDeps {
@@ -315,7 +365,7 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
   for (const o of orphans) {
     if (o.kind !== 'unverified task') continue;
     stillRunning.add(o.allocId);
-    leave(o, 'it may run and cannot be stopped without its record; its alloc\'s dirs and mounts are kept');
+    leave(o, "it may run and cannot be stopped without its record; its alloc's dirs and mounts are kept");
   }
 
   await Promise.all(
@@ -328,9 +378,20 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
           let timer: NodeJS.Timeout | undefined;
           const exit = await Promise.race([
             deps.driver.stop(o.handle, deps.killSignal, deps.killTimeout),
-            new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new TimeoutError(`it did not exit within ${formatDuration(limit)} of ${deps.killSignal}, SIGKILL included`, limit)), limit))),
+            new Promise<never>(
+              (_, reject) =>
+                (timer = setTimeout(
+                  () =>
+                    reject(
+                      new TimeoutError(`it did not exit within ${formatDuration(limit)} of ${deps.killSignal}, SIGKILL included`, limit),
+                    ),
+                  limit,
+                )),
+            ),
           ]).finally(() => clearTimeout(timer));
-          log.warn(`stopped orphan task "${o.taskName}" of alloc ${o.allocId} (pid ${o.handle.pid}, ${o.taskDir}): ${exit.signal ? `signal ${exit.signal}` : exit.error ? exit.error : `exit code ${exit.exitCode}`}`);
+          log.warn(
+            `stopped orphan task "${o.taskName}" of alloc ${o.allocId} (pid ${o.handle.pid}, ${o.taskDir}): ${exit.signal ? `signal ${exit.signal}` : exit.error ? exit.error : `exit code ${exit.exitCode}`}`,
+          );
         }
         // Its executor records the exit and leaves at once; one that lingers is killed, verified by its start time.
         const executorGone = async () => {
@@ -341,7 +402,9 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
           return !deps.isSameProcess(o.handle.executorPid, o.handle.executorStartTime);
         };
         if (!(await executorGone())) {
-          log.warn(`killing the executor of orphan task "${o.taskName}" of alloc ${o.allocId} (pid ${o.handle.executorPid}): it outlived its task`);
+          log.warn(
+            `killing the executor of orphan task "${o.taskName}" of alloc ${o.allocId} (pid ${o.handle.executorPid}): it outlived its task`,
+          );
           deps.kill(o.handle.executorPid, 'SIGKILL');
           if (!(await executorGone())) throw new Error(`its executor (pid ${o.handle.executorPid}) is still running after SIGKILL`);
         }
@@ -378,7 +441,12 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
       // A plugin's shared bind goes only with nothing below it (a kept or known mount would go with it), and never lazily.
       const below = deps.mountsUnder(o.mountPoint).filter((m) => m !== o.mountPoint);
       if (below.length || stillRunning.size) {
-        leave(o, below.length ? `still mounted below it: ${below.slice(0, 3).join(', ')}${below.length > 3 ? ', …' : ''}` : 'a task that may still run could use it');
+        leave(
+          o,
+          below.length
+            ? `still mounted below it: ${below.slice(0, 3).join(', ')}${below.length > 3 ? ', …' : ''}`
+            : 'a task that may still run could use it',
+        );
         continue;
       }
     }
@@ -394,7 +462,9 @@ export async function reconcileOrphans(orphans: readonly Orphan[], deps: OrphanC
       try {
         await bounded(deps.unmount(o.mountPoint, { lazy: true }), unmountLimit, `umount -l ${o.mountPoint}`);
         report.lazilyUnmounted++;
-        log.warn(`unmounted orphan mount ${o.mountPoint} lazily (umount -l): a normal unmount failed (${errorMessage(err)}); the kernel frees it once nothing uses it`);
+        log.warn(
+          `unmounted orphan mount ${o.mountPoint} lazily (umount -l): a normal unmount failed (${errorMessage(err)}); the kernel frees it once nothing uses it`,
+        );
       } catch (lazyErr) {
         leave(o, `could not unmount it: ${errorMessage(err)}; nor lazily: ${errorMessage(lazyErr)}`);
       }
@@ -452,7 +522,9 @@ const isAtOrUnder = (p: string, dir: string) => p === dir || p.startsWith(dir.en
 export function mountsFromDir(table: readonly MountInfoEntry[], dir: string): string[] {
   const backing = backingOf(table, dir);
   if (!backing) return [];
-  return table.filter((m) => m.device === backing.device && isAtOrUnder(m.root, backing.root) && !isAtOrUnder(m.mountPoint, dir)).map((m) => m.mountPoint);
+  return table
+    .filter((m) => m.device === backing.device && isAtOrUnder(m.root, backing.root) && !isAtOrUnder(m.mountPoint, dir))
+    .map((m) => m.mountPoint);
 }
 
 /** Every string `allocId` field in a saved value (registry state, a volume's claims), whatever its shape. */
@@ -475,13 +547,17 @@ function allocIdsIn(value: unknown, out: Set<string>, depth = 0): void {
  * of them — when an alloc record cannot be read or has not the shape it
  * should: it may run any plugin.
  */
-function knownPluginRoots(state: Pick<ClientStateDB, 'getRegistryState'>, allocs: Pick<AllocStore, 'listAllocations'>): Set<string> | undefined {
+function knownPluginRoots(
+  state: Pick<ClientStateDB, 'getRegistryState'>,
+  allocs: Pick<AllocStore, 'listAllocations'>,
+): Set<string> | undefined {
   const roots = new Set<string>();
   const { records, failures } = allocs.listAllocations();
   if (failures.length) return undefined;
   try {
     for (const { alloc } of records) {
-      for (const group of alloc.job.groups) for (const task of group.tasks) if (task.csiPlugin) roots.add(`${task.csiPlugin.type}/${task.csiPlugin.id}`);
+      for (const group of alloc.job.groups)
+        for (const task of group.tasks) if (task.csiPlugin) roots.add(`${task.csiPlugin.type}/${task.csiPlugin.id}`);
     }
   } catch {
     return undefined;
@@ -519,10 +595,15 @@ export function knownState(
   let stagingUnknown = false;
   const { records, failures } = state.listVolumeMounts<unknown>();
   const readable = new Set(mountRecords.map((r) => `${r.allocId}\0${r.name}`));
-  const unreadableKeys = [...failures.map((f) => f.key), ...records.filter(({ record }) => {
-    const r = record as { allocId?: unknown; name?: unknown } | null;
-    return !(r && typeof r === 'object' && readable.has(`${String(r.allocId)}\0${String(r.name)}`));
-  }).map((r) => r.key)];
+  const unreadableKeys = [
+    ...failures.map((f) => f.key),
+    ...records
+      .filter(({ record }) => {
+        const r = record as { allocId?: unknown; name?: unknown } | null;
+        return !(r && typeof r === 'object' && readable.has(`${String(r.allocId)}\0${String(r.name)}`));
+      })
+      .map((r) => r.key),
+  ];
   for (const key of unreadableKeys) {
     // The key is the alloc id, then the volume name escaped (mountKey).
     const allocId = key.split('/')[0];
@@ -572,7 +653,10 @@ export interface OrphanCheckOptions {
  * (one line each), and with `reconcile` cleans them. Never throws: a check
  * that fails is logged and the agent runs on.
  */
-export async function checkOrphansAtStart(container: DependencyContainer, options: OrphanCheckOptions): Promise<{ orphans: Orphan[]; cleanup?: OrphanCleanupReport }> {
+export async function checkOrphansAtStart(
+  container: DependencyContainer,
+  options: OrphanCheckOptions,
+): Promise<{ orphans: Orphan[]; cleanup?: OrphanCleanupReport }> {
   const log = options.logger;
   try {
     const state = container.resolve<ClientStateDB>(IClientStateDB);

@@ -6,7 +6,20 @@ import { EVENT_PLUGIN_DRAINING, EVENT_PLUGIN_LEAVES_MOUNTS, type PluginDrainDeps
 const PLUGIN_ALLOC = 'p0000000-0000-4000-8000-000000000000';
 
 function record(allocId: string, volumeId: string, desired: 'mounted' | 'unmounted', pluginId = 'hostpath'): VolumeMountRecord {
-  return { allocId, name: 'data', volumeId, externalId: volumeId, pluginId, usage: { accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false }, desired, claimed: true, staged: true, published: desired === 'mounted', attempts: 0, since: 0 } as VolumeMountRecord;
+  return {
+    allocId,
+    name: 'data',
+    volumeId,
+    externalId: volumeId,
+    pluginId,
+    usage: { accessMode: 'single-node-writer', attachmentMode: 'file-system', readOnly: false },
+    desired,
+    claimed: true,
+    staged: true,
+    published: desired === 'mounted',
+    attempts: 0,
+    since: 0,
+  } as VolumeMountRecord;
 }
 
 describe('drainBeforePluginStop: a node plugin waits for the unmounts that need it', () => {
@@ -41,7 +54,8 @@ describe('drainBeforePluginStop: a node plugin waits for the unmounts that need 
     limitMs: 10_000,
     pollMs: 100,
   });
-  const drain = (signal = new AbortController().signal, monolith = false) => drainBeforePluginStop(deps(), PLUGIN_ALLOC, [{ id: 'hostpath', monolith }], (e) => events.push(e), signal);
+  const drain = (signal = new AbortController().signal, monolith = false) =>
+    drainBeforePluginStop(deps(), PLUGIN_ALLOC, [{ id: 'hostpath', monolith }], (e) => events.push(e), signal);
   /** Resolves to true once `p` settled, after `ms` of the fake clock. */
   const settledAfter = async (p: Promise<void>, ms: number) => {
     let done = false;

@@ -77,7 +77,13 @@ const keyOf = (r: VolumeMountRecord) => `${r.allocId}\0${r.name}`;
  * aborted `signal` (the runner detached) or `leaving` (the agent going
  * away) ends the wait, saying nothing more.
  */
-export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: string, plugins: readonly DrainedPlugin[], say: (event: TaskEvent) => void, signal: AbortSignal): Promise<void> {
+export async function drainBeforePluginStop(
+  deps: PluginDrainDeps,
+  allocId: string,
+  plugins: readonly DrainedPlugin[],
+  say: (event: TaskEvent) => void,
+  signal: AbortSignal,
+): Promise<void> {
   const monolith = new Set(plugins.filter((p) => p.monolith).map((p) => p.id));
   /** The plugins only this alloc serves now. */
   const sole = () => new Set(plugins.filter((p) => deps.otherInstances(p.id, allocId) === 0).map((p) => p.id));
@@ -122,12 +128,18 @@ export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: stri
             ? `they were not done within ${Math.round(limitMs / 1000)}s`
             : undefined;
       if (why) {
-        event(EVENT_PLUGIN_LEAVES_MOUNTS, `stopping with ${left.length} unmount(s) that need it not done (${why}): ${describe(left)}; they finish once a node plugin of the same id runs on this node again`);
+        event(
+          EVENT_PLUGIN_LEAVES_MOUNTS,
+          `stopping with ${left.length} unmount(s) that need it not done (${why}): ${describe(left)}; they finish once a node plugin of the same id runs on this node again`,
+        );
         break;
       }
       if (!waited) {
         waited = true;
-        event(EVENT_PLUGIN_DRAINING, `the plugin stops once the unmounts that need it are done (up to ${Math.round(limitMs / 1000)}s): ${describe(left)}`);
+        event(
+          EVENT_PLUGIN_DRAINING,
+          `the plugin stops once the unmounts that need it are done (up to ${Math.round(limitMs / 1000)}s): ${describe(left)}`,
+        );
       }
       await deps.clock.sleep(deps.pollMs ?? PLUGIN_DRAIN_POLL_MS, signal);
     }
@@ -139,10 +151,16 @@ export async function drainBeforePluginStop(deps: PluginDrainDeps, allocId: stri
   const stillFailing = failing.filter((f) => deps.records().some((r) => keyOf(r) === keyOf(f) && needsPlugin(r)));
   if (stillFailing.length) {
     const last = stillFailing[0]!.lastError;
-    event(EVENT_PLUGIN_LEAVES_MOUNTS, `stopping with ${stillFailing.length} unmount(s) that failed again while it waited${last ? ` (${last})` : ''}: ${describe(stillFailing)}; they are retried once a node plugin of the same id runs on this node again`);
+    event(
+      EVENT_PLUGIN_LEAVES_MOUNTS,
+      `stopping with ${stillFailing.length} unmount(s) that failed again while it waited${last ? ` (${last})` : ''}: ${describe(stillFailing)}; they are retried once a node plugin of the same id runs on this node again`,
+    );
   }
   const live = deps.records().filter((r) => r.allocId !== allocId && ids.has(r.pluginId) && !unmounting(r) && needsPlugin(r));
   if (live.length) {
-    event(EVENT_PLUGIN_LEAVES_MOUNTS, `${live.length} volume(s) stay mounted through it for allocs that are not stopping: ${describe(live)}; their unmount waits until a node plugin of the same id runs on this node again`);
+    event(
+      EVENT_PLUGIN_LEAVES_MOUNTS,
+      `${live.length} volume(s) stay mounted through it for allocs that are not stopping: ${describe(live)}; their unmount waits until a node plugin of the same id runs on this node again`,
+    );
   }
 }

@@ -4,7 +4,10 @@ import { parseJobspec } from '@csiplug/jobspec';
 import { RAW_EXEC_DISABLED, assertRawExecAllowed, rawExecRefusal } from './raw-exec-policy';
 
 const job = (driver: string) =>
-  parseJobspec(`job "j" {\n  group "g" {\n    task "isolated" {\n      driver = "exec"\n      config {\n        command = "/bin/true"\n      }\n    }\n    task "t" {\n      driver = "${driver}"\n      config {\n        command = "/bin/true"\n      }\n    }\n  }\n}\n`, 'j.hcl');
+  parseJobspec(
+    `job "j" {\n  group "g" {\n    task "isolated" {\n      driver = "exec"\n      config {\n        command = "/bin/true"\n      }\n    }\n    task "t" {\n      driver = "${driver}"\n      config {\n        command = "/bin/true"\n      }\n    }\n  }\n}\n`,
+    'j.hcl',
+  );
 
 describe('raw_exec policy', () => {
   it('refuses a job with a raw_exec task while disabled, naming it and saying how to enable the driver', async () => {

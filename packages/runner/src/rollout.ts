@@ -47,10 +47,7 @@ import { replacementOrder } from '@csiplug/jobspec';
 import type { RolloutAlloc, RolloutHost } from './rollout-host';
 
 export type RolloutOutcome =
-  | { kind: 'successful' }
-  | { kind: 'failed'; group: string; reason: string }
-  | { kind: 'cancelled'; reason: string }
-  | { kind: 'detached' };
+  { kind: 'successful' } | { kind: 'failed'; group: string; reason: string } | { kind: 'cancelled'; reason: string } | { kind: 'detached' };
 
 /** Why a rollout was told to stop short. */
 class RolloutCancelled extends Error {
@@ -186,7 +183,8 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
       // The new allocs serving the plugin are healthy: the old group's go now.
       // Cut short by the agent going away (ShutdownError), the stop is the next agent's to finish: not a failure.
       await this.stopAll(this.heldOld).catch((err: unknown) => {
-        if (!(err instanceof ShutdownError)) this.host.logger.error('stopping the old allocs of a removed plugin group failed', { job_id: this.deployment.jobId, error: err });
+        if (!(err instanceof ShutdownError))
+          this.host.logger.error('stopping the old allocs of a removed plugin group failed', { job_id: this.deployment.jobId, error: err });
       });
     }
     if (this.failure || reason instanceof RolloutCancelled) await this.giveWay();
@@ -199,7 +197,8 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
     if (this.signal.aborted && err === this.signal.reason) return; // ended by the cancel, detach or failure that aborted it
     if (this.failure) return;
     const reason = err instanceof UnhealthyAllocError ? err.message : `a step of the rollout failed: ${errorMessage(err)}`;
-    if (!(err instanceof UnhealthyAllocError)) this.host.logger.error('a rollout step failed; the deployment fails', { job_id: this.deployment.jobId, group: g.name, error: err });
+    if (!(err instanceof UnhealthyAllocError))
+      this.host.logger.error('a rollout step failed; the deployment fails', { job_id: this.deployment.jobId, group: g.name, error: err });
     this.failure = { group: g.name, reason };
     if (!this.signal.aborted) this.controller.abort(new RolloutCancelled(`failed: ${reason}`));
   }
@@ -226,14 +225,18 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
       else if (p.update === 'create/destroy') replacements.push(p);
       else if (p.update === 'ignore' && awaitsVerdict(allocs.get(p.allocId!)!.alloc, this.deployment)) replacements.push(p);
     }
-    await Promise.all([...creates, this.window(replacements, (target.update ?? DEFAULT_UPDATE).maxParallel, (p) => this.replace(target, p, allocs))]);
+    await Promise.all([
+      ...creates,
+      this.window(replacements, (target.update ?? DEFAULT_UPDATE).maxParallel, (p) => this.replace(target, p, allocs)),
+    ]);
   }
 
   /** The verdict on an alloc this deployment placed that was found unhealthy, or dead, before now; undefined otherwise. */
   private judgedUnhealthy(r: R): UnhealthyAllocError | undefined {
     const a = r.alloc;
     if (a.deploymentId !== this.deployment.id) return undefined;
-    if (a.deploymentStatus?.healthy === false) return new UnhealthyAllocError(a.id, a.name, a.deploymentStatus.reason ?? 'found unhealthy before the agent restarted');
+    if (a.deploymentStatus?.healthy === false)
+      return new UnhealthyAllocError(a.id, a.name, a.deploymentStatus.reason ?? 'found unhealthy before the agent restarted');
     if (a.desiredStatus === 'run' && (a.clientStatus === 'failed' || a.clientStatus === 'complete')) {
       return new UnhealthyAllocError(a.id, a.name, `it was ${a.clientStatus} before the agent restarted`);
     }
@@ -305,7 +308,9 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
    * not race their release. Undefined when there is none.
    */
   private teardownsAt(group: string, index: number): Promise<void> | undefined {
-    const pending = this.host.allocsOf(this.deployment.jobId).filter((r) => r.alloc.group === group && r.alloc.index === index && !isLive(r.alloc) && r.needsTeardown);
+    const pending = this.host
+      .allocsOf(this.deployment.jobId)
+      .filter((r) => r.alloc.group === group && r.alloc.index === index && !isLive(r.alloc) && r.needsTeardown);
     return pending.length ? this.stopAll(pending) : undefined;
   }
 
@@ -346,15 +351,26 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
         alloc,
         strategy,
         clock: this.host.clock,
-        read: () => readAllocHealth(alloc, target, r.taskStates(), this.host.plugins(), (type, name) => this.host.pluginRegistrations(type, name)),
+        read: () =>
+          readAllocHealth(alloc, target, r.taskStates(), this.host.plugins(), (type, name) => this.host.pluginRegistrations(type, name)),
         // A plugin event of another alloc (a newer registration) may change this one's reading too.
-        onChange: (listener, disposables) => this.host.onEvent((e) => (e.topic === 'Plugin' ? listener(alloc.id) : e.allocId !== undefined && listener(e.allocId)), disposables),
+        onChange: (listener, disposables) =>
+          this.host.onEvent(
+            (e) => (e.topic === 'Plugin' ? listener(alloc.id) : e.allocId !== undefined && listener(e.allocId)),
+            disposables,
+          ),
         signal: this.signal,
       });
     } catch (err) {
       if (err instanceof UnhealthyAllocError) {
         this.verdict(r, false, err.why);
-        this.host.emit({ topic: 'Job', type: 'Deployment alloc unhealthy', message: `deployment ${short(this.deployment.id)}: ${err.message}`, jobId: alloc.jobId, allocId: alloc.id });
+        this.host.emit({
+          topic: 'Job',
+          type: 'Deployment alloc unhealthy',
+          message: `deployment ${short(this.deployment.id)}: ${err.message}`,
+          jobId: alloc.jobId,
+          allocId: alloc.id,
+        });
       }
       throw err;
     }
@@ -388,7 +404,14 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
       const a = r.alloc;
       if (a.deploymentId !== this.deployment.id || a.deploymentStatus?.healthy || (!isLive(a) && !r.needsTeardown)) return false;
       if (this.heldOld.some((o) => isLive(o.alloc) && sharesPlugin(o.alloc, a))) return true;
-      return all.some((o) => o !== r && o.alloc.group === a.group && o.alloc.index === a.index && o.alloc.deploymentId !== this.deployment.id && isLive(o.alloc));
+      return all.some(
+        (o) =>
+          o !== r &&
+          o.alloc.group === a.group &&
+          o.alloc.index === a.index &&
+          o.alloc.deploymentId !== this.deployment.id &&
+          isLive(o.alloc),
+      );
     });
     for (const r of unproven) {
       this.host.emit({
@@ -400,7 +423,13 @@ export class Rollout<R extends RolloutAlloc = RolloutAlloc> {
       });
     }
     await Promise.all(
-      unproven.map((r) => r.stop().catch((err: unknown) => this.host.logger.error('stopping an unproven alloc of a failed deployment failed', { alloc_id: r.alloc.id, error: err }))),
+      unproven.map((r) =>
+        r
+          .stop()
+          .catch((err: unknown) =>
+            this.host.logger.error('stopping an unproven alloc of a failed deployment failed', { alloc_id: r.alloc.id, error: err }),
+          ),
+      ),
     );
   }
 }

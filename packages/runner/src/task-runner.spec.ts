@@ -103,7 +103,17 @@ describe('TaskRunner', () => {
     await done;
     expect(driver.started).toHaveLength(3);
     expect(r.state).toMatchObject({ state: 'dead', failed: true, restarts: 2 });
-    expect(events.map((e) => e.type)).toEqual(['Started', 'Terminated', 'Restarting', 'Started', 'Terminated', 'Restarting', 'Started', 'Terminated', 'Not Restarting']);
+    expect(events.map((e) => e.type)).toEqual([
+      'Started',
+      'Terminated',
+      'Restarting',
+      'Started',
+      'Terminated',
+      'Restarting',
+      'Started',
+      'Terminated',
+      'Not Restarting',
+    ]);
   });
 
   it('stop during the restart delay does not start it again', async () => {
@@ -144,14 +154,19 @@ describe('TaskRunner', () => {
   describe('restarts a hook asks for count against the restart policy', () => {
     /** A supervisor stand-in: hands the test its requestRestart each time the task starts. */
     const asking = () => {
-      const hook = { restart: undefined as ((why: string) => void) | undefined, poststart: async (ctx: { requestRestart(why: string): void }) => void (hook.restart = ctx.requestRestart) };
+      const hook = {
+        restart: undefined as ((why: string) => void) | undefined,
+        poststart: async (ctx: { requestRestart(why: string): void }) => void (hook.restart = ctx.requestRestart),
+      };
       return hook;
     };
     const why = 'plugin hostpath did not become healthy within 30s: socket did not appear';
 
     it('mode "fail": after the allowed attempts the task is dead and failed, and the event says why', async () => {
       const hook = asking();
-      const r = runner(spec({ restart: { attempts: 1, interval: 600_000, delay: 500, mode: 'fail' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      const r = runner(spec({ restart: { attempts: 1, interval: 600_000, delay: 500, mode: 'fail' } }), [
+        { name: 'supervisor', poststart: hook.poststart },
+      ]);
       const done = r.run('start');
       await clock.advance(0);
       hook.restart!(why);
@@ -167,12 +182,16 @@ describe('TaskRunner', () => {
       const last = events.at(-1)!;
       expect(last).toMatchObject({ type: 'Not Restarting', failed: true });
       expect(last.message).toBe(`${why}; restart attempts exhausted (1 in interval 10m, mode "fail")`);
-      expect(events.filter((e) => e.type === 'Restarting').map((e) => e.message)).toEqual([`${why}; Restart within policy; restarting in 500 ms`]);
+      expect(events.filter((e) => e.type === 'Restarting').map((e) => e.message)).toEqual([
+        `${why}; Restart within policy; restarting in 500 ms`,
+      ]);
     });
 
     it('mode "delay": once attempts are used up the next start waits for the interval to end', async () => {
       const hook = asking();
-      const r = runner(spec({ restart: { attempts: 1, interval: 60_000, delay: 1_000, mode: 'delay' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      const r = runner(spec({ restart: { attempts: 1, interval: 60_000, delay: 1_000, mode: 'delay' } }), [
+        { name: 'supervisor', poststart: hook.poststart },
+      ]);
       void r.run('start');
       await clock.advance(0);
       hook.restart!(why);
@@ -190,7 +209,9 @@ describe('TaskRunner', () => {
 
     it('a policy of no restarts fails the task at the first request', async () => {
       const hook = asking();
-      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 0, mode: 'fail' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 0, mode: 'fail' } }), [
+        { name: 'supervisor', poststart: hook.poststart },
+      ]);
       const done = r.run('start');
       await clock.advance(0);
       hook.restart!(why);
@@ -203,7 +224,9 @@ describe('TaskRunner', () => {
 
     it('a second request while the first is under way joins it: one kill, one attempt', async () => {
       const hook = asking();
-      const r = runner(spec({ restart: { attempts: 1, interval: 600_000, delay: 0, mode: 'fail' } }), [{ name: 'supervisor', poststart: hook.poststart }]);
+      const r = runner(spec({ restart: { attempts: 1, interval: 600_000, delay: 0, mode: 'fail' } }), [
+        { name: 'supervisor', poststart: hook.poststart },
+      ]);
       void r.run('start');
       await clock.advance(0);
       driver.stopExits = false; // the process takes its time to die
@@ -385,7 +408,7 @@ describe('TaskRunner', () => {
   });
 
   describe('a driver that cannot tell (the agent itself out of file descriptors)', () => {
-    it('a wait that fails with EMFILE is not the task\'s death: the runner waits again, and a later real exit is handled as usual', async () => {
+    it("a wait that fails with EMFILE is not the task's death: the runner waits again, and a later real exit is handled as usual", async () => {
       driver.waitFailures.push(emfile(), emfile());
       const r = runner();
       void r.run('start');
@@ -604,7 +627,9 @@ describe('TaskRunner', () => {
 
     it('a start that fails for a fault of the agent itself is retried with a backoff, without using up a restart attempt', async () => {
       const enomem = Object.assign(new Error('spawn ENOMEM'), { code: 'ENOMEM', errno: -12, syscall: 'spawn' });
-      const spawnError = Object.assign(new Error('could not start task "web": the executor could not be run: spawn EAGAIN'), { cause: Object.assign(new Error('spawn EAGAIN'), { code: 'EAGAIN' }) });
+      const spawnError = Object.assign(new Error('could not start task "web": the executor could not be run: spawn EAGAIN'), {
+        cause: Object.assign(new Error('spawn EAGAIN'), { code: 'EAGAIN' }),
+      });
       driver.startFailures.push(emfile(), enomem, spawnError);
       const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));
       void r.run('start');
@@ -628,7 +653,18 @@ describe('TaskRunner', () => {
     });
 
     it('a start refused because the task already runs takes the running task over instead of failing', async () => {
-      const running: TaskHandle = { version: 1, driver: 'exec', allocId: 'a1', taskName: 'web', taskDir: '/tmp/none/web', executorPid: 1500, executorStartTime: '1', pid: 500, startTime: '1', startedAt: 0 };
+      const running: TaskHandle = {
+        version: 1,
+        driver: 'exec',
+        allocId: 'a1',
+        taskName: 'web',
+        taskDir: '/tmp/none/web',
+        executorPid: 1500,
+        executorStartTime: '1',
+        pid: 500,
+        startTime: '1',
+        startedAt: 0,
+      };
       driver.startFailures.push(new TaskAlreadyRunningError('a1', 'web', 500));
       driver.adoptable = running;
       const r = runner(spec({ restart: { attempts: 0, interval: 60_000, delay: 1_000, mode: 'fail' } }));

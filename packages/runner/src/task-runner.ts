@@ -29,8 +29,23 @@
 // logged and tried again after a backoff, never read as the task's death,
 // which would release its volumes under a workload that still runs.
 import { type Clock, type Logger, ShutdownError, doublingBackoff, errorMessage, isTransientFsError } from '@csiplug/core';
-import { RestartTracker, TaskAlreadyRunningError, type ExitResult, type IsolationConfig, type TaskDriver, type TaskHandle } from '@csiplug/driver';
-import { runTaskHooks, type AllocInfo, type RunKind, type TaskBindMount, type TaskEvent, type TaskHook, type TaskHookContext } from '@csiplug/hooks';
+import {
+  RestartTracker,
+  TaskAlreadyRunningError,
+  type ExitResult,
+  type IsolationConfig,
+  type TaskDriver,
+  type TaskHandle,
+} from '@csiplug/driver';
+import {
+  runTaskHooks,
+  type AllocInfo,
+  type RunKind,
+  type TaskBindMount,
+  type TaskEvent,
+  type TaskHook,
+  type TaskHookContext,
+} from '@csiplug/hooks';
 import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
@@ -124,7 +139,14 @@ export class TaskRunner {
     this.state = saved ? { ...saved, events: [...saved.events] } : { state: 'pending', failed: false, restarts: 0, events: [] };
     this.handle = savedTask ? savedTask.handle : deps.allocStore.getTaskHandle(alloc.id, task.name);
     this.tracker = new RestartTracker(task.restart, deps.clock);
-    this.saves = new TaskSaves(alloc.id, task.name, () => this.state, () => this.handle, deps, this.log);
+    this.saves = new TaskSaves(
+      alloc.id,
+      task.name,
+      () => this.state,
+      () => this.handle,
+      deps,
+      this.log,
+    );
   }
 
   get name(): string {
@@ -188,7 +210,9 @@ export class TaskRunner {
     if (handle && this.state.state === 'running') {
       this.stopSentTo = handle;
       this.event({ type: TASK_EVENT.killing, message: `sent ${this.task.killSignal}, SIGKILL after ${this.task.killTimeout} ms` });
-      await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('stopping the task failed', { error: err }));
+      await this.deps.driver
+        .stop(handle, this.task.killSignal, this.task.killTimeout)
+        .catch((err) => this.log.error('stopping the task failed', { error: err }));
     }
     if (!this.loop) {
       // Never ran in this agent (e.g. restored as dead): the stop hooks still run.
@@ -216,7 +240,12 @@ export class TaskRunner {
   private context(kind: RunKind): TaskHookContext {
     return {
       alloc: this.alloc,
-      task: { name: this.task.name, env: { ...this.task.env }, ...(this.task.csiPlugin ? { csiPlugin: this.task.csiPlugin } : {}), ...(this.task.isolated ? { isolated: true } : {}) },
+      task: {
+        name: this.task.name,
+        env: { ...this.task.env },
+        ...(this.task.csiPlugin ? { csiPlugin: this.task.csiPlugin } : {}),
+        ...(this.task.isolated ? { isolated: true } : {}),
+      },
       kind,
       signal: this.stopController.signal,
       emitEvent: (e) => this.event(e),
@@ -243,7 +272,9 @@ export class TaskRunner {
         // its handle: the executor's own record finds it.
         // Not even a stop() ends this early: stop hooks must not release
         // the volumes of a task that may run; only finding out does.
-        const adopted = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
+        const adopted = await this.untilKnown('adopt', () =>
+          this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }),
+        );
         if (!adopted) return; // detached
         this.handle = adopted.value;
         if (this.handle) {
@@ -265,7 +296,9 @@ export class TaskRunner {
           handle = this.handle;
           // The process runs already: prestart only re-creates what the hooks
           // keep (dirs, env for later restarts); a failure must not kill it.
-          await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
+          await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) =>
+            this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }),
+          );
           this.setState({ state: 'running' }, { type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
           this.warnIfNowRefused();
           // A stop() during the hooks may have found the state not yet running and signalled nothing.
@@ -275,15 +308,22 @@ export class TaskRunner {
           // The saved handle may name an older run: the last agent can die
           // after the executor started a newer one and before saving its
           // handle. Then that run is the task, and the old exit is history.
-          const found = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
+          const found = await this.untilKnown('adopt', () =>
+            this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }),
+          );
           if (!found) return; // detached
           const newer = found.value;
           if (newer && (newer.pid !== saved.pid || newer.startTime !== saved.startTime) && this.deps.driver.isRunning(newer)) {
             handle = newer;
             this.handle = newer;
             this.saves.saveHandle(newer);
-            this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', { old_pid: saved.pid, pid: newer.pid });
-            await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) => this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }));
+            this.log.warn('the saved handle was an older run; re-attached to the newer run its executor recorded', {
+              old_pid: saved.pid,
+              pid: newer.pid,
+            });
+            await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) =>
+              this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }),
+            );
             this.setState(
               { state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined },
               { type: TASK_EVENT.reattached, message: `re-attached to pid ${newer.pid} (a newer run than the saved pid ${saved.pid})` },
@@ -309,7 +349,9 @@ export class TaskRunner {
             // Its last start ran it after all (the handle was lost to a
             // fault): take it over rather than count a failure and release
             // the volumes it runs on.
-            const adopted = await this.untilKnown('adopt', () => this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }));
+            const adopted = await this.untilKnown('adopt', () =>
+              this.deps.driver.adopt({ allocId: this.alloc.id, taskName: this.task.name, taskDir: this.taskDir }),
+            );
             if (!adopted) return; // detached
             if (adopted.value) handle = this.takeOver(adopted.value, ctx);
           }
@@ -319,8 +361,16 @@ export class TaskRunner {
             // the task: try again, without using up a restart attempt.
             localStartFaults++;
             const delay = doublingBackoff(localStartFaults, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
-            if (localStartFaults === 1) this.event({ type: TASK_EVENT.driverFailure, message: `start is retried: it failed for a fault of the agent itself, not of the task (${errorMessage(err)}); this does not count as a restart` });
-            this.log.warn('start failed for a fault of the agent itself; trying again', { attempt: localStartFaults, delay_ms: delay, error: err });
+            if (localStartFaults === 1)
+              this.event({
+                type: TASK_EVENT.driverFailure,
+                message: `start is retried: it failed for a fault of the agent itself, not of the task (${errorMessage(err)}); this does not count as a restart`,
+              });
+            this.log.warn('start failed for a fault of the agent itself; trying again', {
+              attempt: localStartFaults,
+              delay_ms: delay,
+              error: err,
+            });
             try {
               await this.deps.clock.sleep(delay, this.stopController.signal);
             } catch {
@@ -331,9 +381,13 @@ export class TaskRunner {
           if (!handle) {
             localStartFaults = 0;
             // A refusal has its Setup Failure event already; the driver was never asked.
-            if (!(err instanceof TaskRefusedError)) this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
+            if (!(err instanceof TaskRefusedError))
+              this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
             // A refused configuration fails at once: restarts would only repeat the refusal.
-            const decision = err instanceof TaskRefusedError ? { action: 'fail' as const, reason: `not restarting: this agent refuses the task's configuration` } : this.tracker.onStartFailure(err);
+            const decision =
+              err instanceof TaskRefusedError
+                ? { action: 'fail' as const, reason: `not restarting: this agent refuses the task's configuration` }
+                : this.tracker.onStartFailure(err);
             if (!(await this.afterDecision(decision))) break;
             runKind = 'start';
             continue;
@@ -394,7 +448,13 @@ export class TaskRunner {
       } catch (err) {
         if (this.detached || err instanceof ShutdownError) return 'shutdown';
         const delay = doublingBackoff(attempt, DRIVER_RETRY_BASE, DRIVER_RETRY_MAX);
-        this.log.warn('waiting for the task failed; it is not taken for dead, waiting again', { pid: handle.pid, attempt, delay_ms: delay, stopping: this.stopping, error: err });
+        this.log.warn('waiting for the task failed; it is not taken for dead, waiting again', {
+          pid: handle.pid,
+          attempt,
+          delay_ms: delay,
+          stopping: this.stopping,
+          error: err,
+        });
         // Stopping too waits for a real exit: the stop hooks must not release
         // what a task still holds while driver.stop is still at work. A stop()
         // during the backoff only cuts it short, to wait again at once.
@@ -449,7 +509,9 @@ export class TaskRunner {
   private stopInBackground(handle: TaskHandle): void {
     this.stopSentTo = handle;
     this.event({ type: TASK_EVENT.killing, message: `sent ${this.task.killSignal}, SIGKILL after ${this.task.killTimeout} ms` });
-    void this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch((err) => this.log.error('stopping the task failed', { error: err }));
+    void this.deps.driver
+      .stop(handle, this.task.killSignal, this.task.killTimeout)
+      .catch((err) => this.log.error('stopping the task failed', { error: err }));
   }
 
   /** Applies a restart decision; returns whether to go round again. */
@@ -505,7 +567,10 @@ export class TaskRunner {
     });
     this.handle = handle;
     this.saves.saveHandle(handle);
-    this.setState({ state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined }, { type: TASK_EVENT.started, message: this.startedMessage(handle.pid) });
+    this.setState(
+      { state: 'running', startedAt: handle.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined },
+      { type: TASK_EVENT.started, message: this.startedMessage(handle.pid) },
+    );
     if (this.stopping) {
       // stop() raced the start: it saw no running handle, so kill it here.
       await this.deps.driver.stop(handle, this.task.killSignal, this.task.killTimeout).catch(() => undefined);
@@ -532,7 +597,8 @@ export class TaskRunner {
   /** What the Started event says: the driver, and the resource limits applied (or that they are not). */
   private startedMessage(pid: number): string {
     const r = this.task.resources;
-    if (!this.isolation) return `task started by the raw_exec driver (pid ${pid})${r ? '; resources are not enforced for a host process' : ''}`;
+    if (!this.isolation)
+      return `task started by the raw_exec driver (pid ${pid})${r ? '; resources are not enforced for a host process' : ''}`;
     const limits = [
       r?.cpu !== undefined ? `cpu shares ${r.cpu}` : undefined,
       r?.memoryMB !== undefined ? `memory limit ${r.memoryMB} MiB` : undefined,

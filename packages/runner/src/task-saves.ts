@@ -67,7 +67,10 @@ export class TaskSaves {
     } catch (err) {
       this.handleUnsaved = true;
       this.saveFailures++;
-      this.log.error('could not save the task handle; it is saved again on the next change (a restore finds the task from its executor meanwhile)', { pid: handle.pid, error: err });
+      this.log.error(
+        'could not save the task handle; it is saved again on the next change (a restore finds the task from its executor meanwhile)',
+        { pid: handle.pid, error: err },
+      );
     }
   }
 

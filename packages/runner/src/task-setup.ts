@@ -52,10 +52,14 @@ export class TaskSetup {
       fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o700 });
       const pluginDataDir = task.csiPlugin ? this.pluginDataDir(task.csiPlugin.id) : undefined;
       // An isolated task sees its dirs and volumes where they are mounted into it; a host process sees the host's paths.
-      const isolation = task.isolated ? this.isolationOf(task, runner.taskDir, pluginDataDir, users.get(task.name)!, owners.size > 1 ? 'shared' : sharedOwner) : undefined;
+      const isolation = task.isolated
+        ? this.isolationOf(task, runner.taskDir, pluginDataDir, users.get(task.name)!, owners.size > 1 ? 'shared' : sharedOwner)
+        : undefined;
       if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
       runner.setIsolation(isolation?.config, isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec));
-      const nomadDirs = isolation ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR } : this.hostTaskDirs(runner.taskDir);
+      const nomadDirs = isolation
+        ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR }
+        : this.hostTaskDirs(runner.taskDir);
       runner.setVariables(
         taskVariables({
           allocId: this.alloc.id,
@@ -83,7 +87,10 @@ export class TaskSetup {
       fs.mkdirSync(dirs.secrets, { recursive: true, mode: 0o700 });
     } catch (err) {
       // A file of that name the task made itself (it works in its task dir): Nomad's dir variables are left out, the task is not failed for them.
-      this.log.warn("a host-process task's local, alloc or secrets dir could not be made; NOMAD_TASK_DIR, NOMAD_ALLOC_DIR and NOMAD_SECRETS_DIR are left out", { task_dir: taskDir, error: err });
+      this.log.warn(
+        "a host-process task's local, alloc or secrets dir could not be made; NOMAD_TASK_DIR, NOMAD_ALLOC_DIR and NOMAD_SECRETS_DIR are left out",
+        { task_dir: taskDir, error: err },
+      );
       return undefined;
     }
     return dirs;
@@ -132,19 +139,24 @@ export class TaskSetup {
       'error' in taskUser
         ? taskUser.error
         : // A CSI plugin runs as root by default: naming root changes nothing.
-          userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec) ??
-      (notAllowed.length
-        ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
-        : network === 'host' && !this.deps.hostNetwork()
-          ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
-          : undefined);
+          (userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec) ??
+          (notAllowed.length
+            ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
+            : network === 'host' && !this.deps.hostNetwork()
+              ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
+              : undefined));
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
     for (const m of task.volumeMounts) {
       const volume = this.volumes[m.volume];
       if (!volume) continue;
       const destination = path.posix.join('/', m.destination);
-      mounts.push({ source: volume.hostPath, destination, readOnly: m.readOnly || volume.readOnly, ...(m.propagation ? { propagation: m.propagation } : {}) });
+      mounts.push({
+        source: volume.hostPath,
+        destination,
+        readOnly: m.readOnly || volume.readOnly,
+        ...(m.propagation ? { propagation: m.propagation } : {}),
+      });
       // The group's volumes by name, where the task sees each: its first volume_mount of it (one it does not mount: not at all).
       volumePaths[m.volume] ??= destination;
     }
@@ -159,10 +171,25 @@ export class TaskSetup {
         ...(task.config.capAdd ? { capAdd: task.config.capAdd } : {}),
         ...(task.config.capDrop ? { capDrop: task.config.capDrop } : {}),
         network,
-        ...(task.resources ? { resources: { ...(task.resources.cpu !== undefined ? { cpuShares: task.resources.cpu } : {}), ...(task.resources.memoryMB !== undefined ? { memoryBytes: task.resources.memoryMB * 1024 * 1024 } : {}) } } : {}),
+        ...(task.resources
+          ? {
+              resources: {
+                ...(task.resources.cpu !== undefined ? { cpuShares: task.resources.cpu } : {}),
+                ...(task.resources.memoryMB !== undefined ? { memoryBytes: task.resources.memoryMB * 1024 * 1024 } : {}),
+              },
+            }
+          : {}),
         // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
         ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
-        ...('user' in taskUser ? { user: { uid: taskUser.user.uid, gid: taskUser.user.gid, ...(taskUser.user.additionalGids ? { additionalGids: taskUser.user.additionalGids } : {}) } } : {}),
+        ...('user' in taskUser
+          ? {
+              user: {
+                uid: taskUser.user.uid,
+                gid: taskUser.user.gid,
+                ...(taskUser.user.additionalGids ? { additionalGids: taskUser.user.additionalGids } : {}),
+              },
+            }
+          : {}),
       },
       volumePaths,
       refusal,

@@ -115,4 +115,5 @@ export const ITaskStateWriter: unique symbol = Symbol('ITaskStateWriter');
 
 const key = (allocId: string, task: string): string => `${allocId}\0${task}`;
 
-const isNoSpace = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'ESTATE_NO_SPACE';
+const isNoSpace = (err: unknown): boolean =>
+  typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'ESTATE_NO_SPACE';

@@ -10,7 +10,16 @@ describe('task users', () => {
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-users-'));
     db = { passwd: path.join(dir, 'passwd'), group: path.join(dir, 'group') };
-    fs.writeFileSync(db.passwd, ['root:x:0:0:root:/root:/bin/bash', '# a comment', 'www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin', 'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', ''].join('\n'));
+    fs.writeFileSync(
+      db.passwd,
+      [
+        'root:x:0:0:root:/root:/bin/bash',
+        '# a comment',
+        'www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin',
+        'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+        '',
+      ].join('\n'),
+    );
     fs.writeFileSync(db.group, ['root:x:0:', 'www-data:x:33:', 'disk:x:6:www-data', 'video:x:44:nobody,www-data', ''].join('\n'));
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -30,11 +39,15 @@ describe('task users', () => {
     const www = resolveTaskUser('www-data', db);
     expect(userRefusal(undefined, resolveTaskUser('nobody', db), exec)).toBeUndefined();
     expect(userRefusal('www-data', www, exec)).toBeUndefined();
-    expect(userRefusal('root', root, exec)).toMatch(/^user "root" is root, which this agent does not run isolated tasks as unless plugin "exec" \{ allowed_users \} lists it/);
+    expect(userRefusal('root', root, exec)).toMatch(
+      /^user "root" is root, which this agent does not run isolated tasks as unless plugin "exec" \{ allowed_users \} lists it/,
+    );
     expect(userRefusal('0', root, exec)).toMatch(/^user "0" is root/);
     const listed = { ...exec, allowedUsers: ['root', '33'] };
     expect(userRefusal('root', root, listed)).toBeUndefined();
     expect(userRefusal('www-data', www, listed)).toBeUndefined();
-    expect(userRefusal('nobody', resolveTaskUser('nobody', db), listed)).toBe('user "nobody" is not allowed on this agent (plugin "exec" { allowed_users = ["root", "33"] }): add it there, or leave user out to run the task as nobody');
+    expect(userRefusal('nobody', resolveTaskUser('nobody', db), listed)).toBe(
+      'user "nobody" is not allowed on this agent (plugin "exec" { allowed_users = ["root", "33"] }): add it there, or leave user out to run the task as nobody',
+    );
   });
 });

@@ -68,6 +68,7 @@ export function userRefusal(requested: string | undefined, resolved: ResolvedTas
     if (exec.allowedUsers.includes(resolved.name) || exec.allowedUsers.includes(String(resolved.uid))) return undefined;
     return `user "${requested}" is not allowed on this agent (plugin "exec" { allowed_users = [${exec.allowedUsers.map((u) => `"${u}"`).join(', ')}] }): add it there, or leave user out to run the task as ${DEFAULT_TASK_USER}`;
   }
-  if (resolved.uid === 0) return `user "${requested}" is root, which this agent does not run isolated tasks as unless plugin "exec" { allowed_users } lists it; leave user out to run the task as ${DEFAULT_TASK_USER}`;
+  if (resolved.uid === 0)
+    return `user "${requested}" is root, which this agent does not run isolated tasks as unless plugin "exec" { allowed_users } lists it; leave user out to run the task as ${DEFAULT_TASK_USER}`;
   return undefined;
 }

@@ -22,7 +22,10 @@ export interface AllocStateStore {
    * The same, read in one pass with every task's handle and state (what a
    * restore needs, without a read per task): `tasks` by task name.
    */
-  listAllocationsWithTasks<T = unknown>(): { allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] };
+  listAllocationsWithTasks<T = unknown>(): {
+    allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[];
+    failures: DecodeFailure[];
+  };
   /** The id of every alloc with a bucket, read from the keys alone (no record is decoded): one whose record cannot be read is listed too. */
   listAllocationIds(): string[];
   /** Removes the alloc's bucket as a whole: its record, its task sub-buckets and its volume mount stubs. */

@@ -28,12 +28,18 @@ export abstract class BoltAllocState extends BoltStateBuckets implements AllocSt
     return { allocs: allocs.map(({ allocId, alloc }) => ({ allocId, alloc })), failures };
   }
 
-  listAllocationsWithTasks<T = unknown>(): { allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] } {
+  listAllocationsWithTasks<T = unknown>(): {
+    allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[];
+    failures: DecodeFailure[];
+  } {
     return this.scanAllocations<T>(true);
   }
 
   /** Every alloc record in one read, with its tasks' handles and states when asked. */
-  private scanAllocations<T>(withTasks: boolean): { allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[]; failures: DecodeFailure[] } {
+  private scanAllocations<T>(withTasks: boolean): {
+    allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[];
+    failures: DecodeFailure[];
+  } {
     return this.db.view((tx) => {
       const allocs: { allocId: string; alloc: T; tasks: Record<string, SavedTaskRecord> }[] = [];
       const failures: DecodeFailure[] = [];
@@ -121,7 +127,10 @@ export abstract class BoltAllocState extends BoltStateBuckets implements AllocSt
   putTaskStates(entries: readonly { allocId: string; task: string; state: unknown }[]): void {
     const values = entries.map(({ allocId, task, state }) => ({ allocId, task, raw: encode(state) }));
     this.db.update((tx) => {
-      for (const { allocId, task, raw } of values) this.allocBucket(tx, allocId).createBucketIfNotExists(Layout.taskPrefix + task).put(Layout.taskState, raw);
+      for (const { allocId, task, raw } of values)
+        this.allocBucket(tx, allocId)
+          .createBucketIfNotExists(Layout.taskPrefix + task)
+          .put(Layout.taskState, raw);
     });
   }
 
@@ -138,12 +147,20 @@ export abstract class BoltAllocState extends BoltStateBuckets implements AllocSt
 
   private putTaskKey(allocId: string, task: string, key: string, value: unknown): void {
     const raw = encode(value);
-    this.db.update((tx) => this.allocBucket(tx, allocId).createBucketIfNotExists(Layout.taskPrefix + task).put(key, raw));
+    this.db.update((tx) =>
+      this.allocBucket(tx, allocId)
+        .createBucketIfNotExists(Layout.taskPrefix + task)
+        .put(key, raw),
+    );
   }
 
   private readTaskKey<T>(allocId: string, task: string, key: string): T | undefined {
     return this.db.view((tx) => {
-      const raw = tx.bucket(Layout.allocations)?.bucket(allocId)?.bucket(Layout.taskPrefix + task)?.get(key);
+      const raw = tx
+        .bucket(Layout.allocations)
+        ?.bucket(allocId)
+        ?.bucket(Layout.taskPrefix + task)
+        ?.get(key);
       return raw && decode<T>(raw, `${Layout.allocations}/${allocId}/${Layout.taskPrefix}${task}/${key}`);
     });
   }

@@ -18,7 +18,8 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
   let dir: string;
   let state: BoltClientStateDB;
   const logger = new MemoryLogger();
-  const open = (): BoltClientStateDB => (kind === 'memory' ? openClientState({ memory: true, logger }) : openClientState({ path: path.join(dir, 'state.db'), logger }));
+  const open = (): BoltClientStateDB =>
+    kind === 'memory' ? openClientState({ memory: true, logger }) : openClientState({ path: path.join(dir, 'state.db'), logger });
 
   beforeEach(() => {
     dir = tempDir();
@@ -52,7 +53,16 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     const reg = {
       plugins: {
         'csi-node': {
-          hostpath: [{ type: 'csi-node', name: 'hostpath', version: '1.0.0', allocId: 'a1', socketPath: '/x/csi.sock', options: { MountPoint: '/csi' } }],
+          hostpath: [
+            {
+              type: 'csi-node',
+              name: 'hostpath',
+              version: '1.0.0',
+              allocId: 'a1',
+              socketPath: '/x/csi.sock',
+              options: { MountPoint: '/csi' },
+            },
+          ],
         },
       },
     };
@@ -264,9 +274,19 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
   test('the legacy volume readers work for a one-time adoption, then clear', () => {
     const users: VolumeUsageRecord[] = [{ allocId: 'a1', usage }];
     state.putVolumeUsage('hostpath', 'vol1', users);
-    state.putPendingUnmount({ id: 'u1', allocId: 'a1', pluginId: 'hostpath', volumeId: 'vol1', usage, attempts: 1, since: 1 } satisfies PendingUnmountRecord);
+    state.putPendingUnmount({
+      id: 'u1',
+      allocId: 'a1',
+      pluginId: 'hostpath',
+      volumeId: 'vol1',
+      usage,
+      attempts: 1,
+      since: 1,
+    } satisfies PendingUnmountRecord);
     state.putAllocation('a1', { id: 'a1' });
-    state.putVolumeStubs('a1', { data: { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', targetPath: '/t', usage } satisfies VolumeMountStub });
+    state.putVolumeStubs('a1', {
+      data: { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', targetPath: '/t', usage } satisfies VolumeMountStub,
+    });
 
     // What an adopter reads, as plain JSON of its own choosing.
     const adopted = {
@@ -296,10 +316,12 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
     expect(state.listAllocations().allocs.map((a) => a.allocId)).toEqual(['a1', 'a2']);
     expect(state.listAllocationIds()).toEqual(['a1', 'a2']);
     // The second key is over the key limit: the write fails inside the transaction, and a3 goes with it.
-    const err = thrown(() => state.putAllocations([
-      { allocId: 'a3', alloc: { id: 'a3' } },
-      { allocId: 'x'.repeat(40_000), alloc: { id: 'big' } },
-    ]));
+    const err = thrown(() =>
+      state.putAllocations([
+        { allocId: 'a3', alloc: { id: 'a3' } },
+        { allocId: 'x'.repeat(40_000), alloc: { id: 'big' } },
+      ]),
+    );
     expect(err.code).toBe('ErrKeyTooLarge');
     expect(state.getAllocation('a3')).toBeUndefined();
     expect(state.listAllocations().allocs.map((a) => a.allocId)).toEqual(['a1', 'a2']);
@@ -311,7 +333,8 @@ describe.each(BACKENDS)('ClientStateDB (%s)', (kind) => {
   });
 
   test('a disposed store refuses work; disposing twice is harmless', () => {
-    const other: ClientStateDB = kind === 'memory' ? openClientState({ memory: true }) : openClientState({ path: path.join(dir, 'other.db') });
+    const other: ClientStateDB =
+      kind === 'memory' ? openClientState({ memory: true }) : openClientState({ path: path.join(dir, 'other.db') });
     other.dispose();
     other.dispose();
     expect(thrown(() => other.getRegistryState()).code).toBe('ErrDatabaseNotOpen');
@@ -382,7 +405,13 @@ describe('ClientStateDB on disk', () => {
     try {
       expect(b.foundEmpty).toEqual({ file, bytes: 0, why: `${file} was there but empty (0 bytes)` });
       expect(b.listAllocations().allocs).toEqual([]);
-      expect(logger.records).toContainEqual(expect.objectContaining({ level: 'warn', msg: expect.stringContaining('held no state'), fields: expect.objectContaining({ file, bytes: 0 }) }));
+      expect(logger.records).toContainEqual(
+        expect.objectContaining({
+          level: 'warn',
+          msg: expect.stringContaining('held no state'),
+          fields: expect.objectContaining({ file, bytes: 0 }),
+        }),
+      );
       // It is a working store from now on: what is written stays, and the next open finds it.
       b.putAllocation('a2', { id: 'a2' });
     } finally {

@@ -88,10 +88,13 @@ export function openClientState(options: ClientStateOptions): BoltClientStateDB 
             ? `${db.path} was there but empty (0 bytes)`
             : `${db.path} was there (${before.size} bytes) but held no client state (no schema, no records)`,
       };
-      logger.warn('the client state file held no state: starting with an empty state; whatever an earlier agent ran or mounted is not known to this one', {
-        file: db.path,
-        bytes: before.size,
-      });
+      logger.warn(
+        'the client state file held no state: starting with an empty state; whatever an earlier agent ran or mounted is not known to this one',
+        {
+          file: db.path,
+          bytes: before.size,
+        },
+      );
     }
     return new BoltClientStateDB(db, version, logger, foundEmpty, !options.memory && before === undefined);
   } catch (err) {
@@ -101,7 +104,14 @@ export function openClientState(options: ClientStateOptions): BoltClientStateDB 
 }
 
 /** Brings the store to `target`; `wasEmpty` when it held nothing at all (a new file, or one that lost its state). */
-function prepareSchema(db: DB, target: number, migrations: readonly Migration[], clock: Clock, logger: Logger, onDisk: boolean): { version: number; wasEmpty: boolean } {
+function prepareSchema(
+  db: DB,
+  target: number,
+  migrations: readonly Migration[],
+  clock: Clock,
+  logger: Logger,
+  onDisk: boolean,
+): { version: number; wasEmpty: boolean } {
   const found = db.view(readSchemaVersion);
   if (found === 'empty') {
     db.update((tx) => {

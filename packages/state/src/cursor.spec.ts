@@ -248,7 +248,17 @@ describe.each(BACKENDS)('Cursor conformance (%s)', (kind) => {
   });
 
   test('keys sort byte-wise: memcmp order, shorter first on a common prefix', () => {
-    const keys = [Buffer.from([0xff]), Buffer.from([0x00]), Buffer.from([0x00, 0x00]), Buffer.from([0x7f, 0x01]), Buffer.from([0x80]), b('a'), b('ab'), b('B'), Buffer.from([0x00, 0xff, 0x01])];
+    const keys = [
+      Buffer.from([0xff]),
+      Buffer.from([0x00]),
+      Buffer.from([0x00, 0x00]),
+      Buffer.from([0x7f, 0x01]),
+      Buffer.from([0x80]),
+      b('a'),
+      b('ab'),
+      b('B'),
+      Buffer.from([0x00, 0xff, 0x01]),
+    ];
     h.db.update((tx) => {
       const w = tx.createBucket('w');
       for (const k of keys) w.put(k, k);

@@ -35,7 +35,11 @@ export const DEFAULT_MAX_BATCH_SIZE = 1000;
 export const DEFAULT_MAX_BATCH_DELAY = 10;
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as PromiseLike<unknown>).then === 'function';
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as PromiseLike<unknown>).then === 'function'
+  );
 }
 
 /** The async callback is already reported as ErrTxAsync; its own later failure (usually ErrTxClosed) is that same mistake. */

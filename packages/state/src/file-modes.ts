@@ -56,7 +56,10 @@ export function tightenMode(entry: string, max: number, kind: EntryKind = 'file'
   try {
     const now = fs.fstatSync(fd);
     if (now.dev !== before.dev || now.ino !== before.ino) {
-      throw new StateError('EMODE', `${entry} was replaced while its mode was being tightened; check what else writes in its directory, then start again`);
+      throw new StateError(
+        'EMODE',
+        `${entry} was replaced while its mode was being tightened; check what else writes in its directory, then start again`,
+      );
     }
     fs.fchmodSync(fd, to);
   } finally {
@@ -72,7 +75,11 @@ export function tightenModes(entries: readonly string[], max: number, logger: Lo
     const change = tightenMode(entry, max, kind);
     if (!change) continue;
     changes.push(change);
-    logger?.warn('tightened the mode of a path other users could reach', { path: change.path, from: formatMode(change.from), to: formatMode(change.to) });
+    logger?.warn('tightened the mode of a path other users could reach', {
+      path: change.path,
+      from: formatMode(change.from),
+      to: formatMode(change.to),
+    });
   }
   return changes;
 }

@@ -22,7 +22,9 @@ export function checkKeySize(key: Buffer): void {
 
 export function toValue(value: Uint8Array): Buffer {
   if (!(value instanceof Uint8Array)) {
-    throw new TypeError(`a value must be a Uint8Array, got ${value === null ? 'null' : typeof value}; use createBucket for a nested bucket`);
+    throw new TypeError(
+      `a value must be a Uint8Array, got ${value === null ? 'null' : typeof value}; use createBucket for a nested bucket`,
+    );
   }
   if (value.byteLength > MAX_VALUE_SIZE) throw new ErrValueTooLarge(value.byteLength, MAX_VALUE_SIZE);
   return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);

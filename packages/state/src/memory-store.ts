@@ -155,7 +155,8 @@ export class MemoryStore implements Store {
     const seen = new Map<number, number>();
     for (const [id, b] of this.buckets) {
       for (const [key, slot] of b.entries.entries()) {
-        if ((slot.child === null) === (slot.value === null)) problems.push(`bucket ${id} key ${key.toString('hex')}: must hold a value or a bucket`);
+        if ((slot.child === null) === (slot.value === null))
+          problems.push(`bucket ${id} key ${key.toString('hex')}: must hold a value or a bucket`);
         if (slot.child !== null) {
           if (!this.buckets.has(slot.child)) problems.push(`bucket ${id} key ${key.toString('hex')}: links missing bucket ${slot.child}`);
           seen.set(slot.child, (seen.get(slot.child) ?? 0) + 1);

@@ -228,11 +228,19 @@ describe('client state migrations', () => {
   test('a schema-1 store whose csi/mounts a schema-1 build already wrote keeps its records', () => {
     writeV1(file);
     const db = DB.open(file);
-    db.update((tx) => tx.bucket('csi')!.createBucket('mounts').put('a1/data', json({ volumeId: 'vol1', targetPath: '/t' })));
+    db.update((tx) =>
+      tx
+        .bucket('csi')!
+        .createBucket('mounts')
+        .put('a1/data', json({ volumeId: 'vol1', targetPath: '/t' })),
+    );
     db.close();
     const state = openClientState({ path: file, schemaVersion: 2 });
     try {
-      expect(state.listVolumeMounts()).toEqual({ records: [{ key: 'a1/data', record: { volumeId: 'vol1', targetPath: '/t' } }], failures: [] });
+      expect(state.listVolumeMounts()).toEqual({
+        records: [{ key: 'a1/data', record: { volumeId: 'vol1', targetPath: '/t' } }],
+        failures: [],
+      });
       expect(state.listPendingUnmounts()).toEqual([V1.pending]);
     } finally {
       state.dispose();
@@ -321,7 +329,9 @@ describe('client state migrations', () => {
   });
 
   test('a gap in the registered steps is an error', () => {
-    expect(() => migrationPath(0, CURRENT + 1, CLIENT_STATE_MIGRATIONS)).toThrow(`no migration registered from client state schema ${CURRENT} to ${CURRENT + 1}`);
+    expect(() => migrationPath(0, CURRENT + 1, CLIENT_STATE_MIGRATIONS)).toThrow(
+      `no migration registered from client state schema ${CURRENT} to ${CURRENT + 1}`,
+    );
     expect(() => migrationPath(0, 2, [migrateV1toV2])).toThrow('no migration registered from client state schema 0 to 1');
     expect(() => migrationPath(0, 2, [migrateV0toV1])).toThrow('no migration registered from client state schema 1 to 2');
     expect(migrationPath(0, 1, CLIENT_STATE_MIGRATIONS)).toHaveLength(1);

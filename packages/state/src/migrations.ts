@@ -42,7 +42,9 @@ export const migrateV0toV1: Migration = {
           throw new StateError('EMIGRATE', `tasks/${name}: expected a value keyed "<alloc id>/<task>"`);
         }
         const record = decode<{ handle?: unknown; state?: unknown }>(v, `tasks/${name}`);
-        const task = allocs.createBucketIfNotExists(name.slice(0, slash)).createBucketIfNotExists(Layout.taskPrefix + name.slice(slash + 1));
+        const task = allocs
+          .createBucketIfNotExists(name.slice(0, slash))
+          .createBucketIfNotExists(Layout.taskPrefix + name.slice(slash + 1));
         if (record.handle !== undefined) task.put(Layout.taskHandle, encode(record.handle));
         if (record.state !== undefined) task.put(Layout.taskState, encode(record.state));
       });

@@ -74,4 +74,9 @@ export const stateModule: Module<StateOptions> = {
   stop: (container) => container.resolve<ClientStateDB>(IClientStateDB).dispose(),
 };
 
-declareTokenOwner({ name: 'state', exportName: 'stateModule', packageName: '@csiplug/state' }, [IClientStateDB, IRegistryStateStore, IAllocStateStore, IVolumeStateStore]);
+declareTokenOwner({ name: 'state', exportName: 'stateModule', packageName: '@csiplug/state' }, [
+  IClientStateDB,
+  IRegistryStateStore,
+  IAllocStateStore,
+  IVolumeStateStore,
+]);

@@ -11,7 +11,16 @@ import type { Logger } from '@csiplug/core';
 import Database from 'better-sqlite3';
 import * as fs from 'fs';
 import * as path from 'path';
-import { ErrBucketNotFound, ErrCorrupt, ErrDatabaseNotFound, ErrDatabaseReadOnly, ErrInvalid, ErrNoSpace, ErrTimeout, StateError } from './errors';
+import {
+  ErrBucketNotFound,
+  ErrCorrupt,
+  ErrDatabaseNotFound,
+  ErrDatabaseReadOnly,
+  ErrInvalid,
+  ErrNoSpace,
+  ErrTimeout,
+  StateError,
+} from './errors';
 import { createPrivateFile, PRIVATE_FILE_MODE, tightenModes } from './file-modes';
 import { type RangeOp, ROOT_BUCKET, type Store, type StoreEntry } from './store';
 
@@ -203,7 +212,9 @@ export class SqliteStore implements Store {
   }
 
   private static readFormat(conn: Database.Database, file: string): number {
-    const hasMeta = conn.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'buckets', 'kv')").get() as { n: number };
+    const hasMeta = conn
+      .prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'buckets', 'kv')")
+      .get() as { n: number };
     if (hasMeta.n !== 3) throw new ErrInvalid(file, 'a SQLite database that is not a csiplug state store');
     const rows = conn.prepare("SELECT name, value FROM meta WHERE name IN ('format', 'txid')").all() as { name: string; value: unknown }[];
     const meta = new Map(rows.map((r) => [r.name, r.value]));
@@ -387,14 +398,18 @@ export class SqliteStore implements Store {
     if (problems.length) return problems;
     const orphans = c.prepare('SELECT DISTINCT bucket FROM kv WHERE bucket NOT IN (SELECT id FROM buckets)').pluck().all() as number[];
     for (const id of orphans) problems.push(`keys of bucket ${id}, which does not exist`);
-    const dangling = c.prepare('SELECT bucket, hex(key) AS k, child FROM kv WHERE child IS NOT NULL AND child NOT IN (SELECT id FROM buckets)').all() as {
+    const dangling = c
+      .prepare('SELECT bucket, hex(key) AS k, child FROM kv WHERE child IS NOT NULL AND child NOT IN (SELECT id FROM buckets)')
+      .all() as {
       bucket: number;
       k: string;
       child: number;
     }[];
     for (const r of dangling) problems.push(`bucket ${r.bucket} key ${r.k}: links missing bucket ${r.child}`);
     const links = c
-      .prepare(`SELECT b.id AS id, count(k.child) AS n FROM buckets b LEFT JOIN kv k ON k.child = b.id WHERE b.id <> ${ROOT_BUCKET} GROUP BY b.id HAVING count(k.child) <> 1`)
+      .prepare(
+        `SELECT b.id AS id, count(k.child) AS n FROM buckets b LEFT JOIN kv k ON k.child = b.id WHERE b.id <> ${ROOT_BUCKET} GROUP BY b.id HAVING count(k.child) <> 1`,
+      )
       .all() as { id: number; n: number }[];
     for (const r of links) problems.push(`bucket ${r.id}: linked ${r.n} times (expected once)`);
     return problems;
@@ -410,7 +425,10 @@ export class SqliteStore implements Store {
     fs.rmSync(tmp, { force: true });
     try {
       if (!createPrivateFile(tmp)) {
-        throw new StateError('EBACKUP', `cannot back up to ${dest}: ${tmp} reappeared right after it was removed; is another process writing beside the store?`);
+        throw new StateError(
+          'EBACKUP',
+          `cannot back up to ${dest}: ${tmp} reappeared right after it was removed; is another process writing beside the store?`,
+        );
       }
       this.conn.prepare('VACUUM INTO ?').run(tmp);
       fsyncPath(tmp);

@@ -15,7 +15,15 @@
 // on never skips the next one; forward and backward moves read a few rows
 // ahead, dropped as soon as the transaction writes.
 import { type BucketDirectory } from './bucket-directory';
-import { ErrBucketExists, ErrBucketNameRequired, ErrBucketNotFound, ErrIncompatibleValue, ErrKeyRequired, ErrTxClosed, ErrTxNotWritable } from './errors';
+import {
+  ErrBucketExists,
+  ErrBucketNameRequired,
+  ErrBucketNotFound,
+  ErrIncompatibleValue,
+  ErrKeyRequired,
+  ErrTxClosed,
+  ErrTxNotWritable,
+} from './errors';
 import { checkKeySize, describeKey, type Key, toBytes, toValue } from './keys';
 import { type RangeOp, ROOT_BUCKET, type Store, type StoreEntry } from './store';
 
@@ -136,7 +144,8 @@ export class Bucket {
     const k = this.beginWrite(key, 'key');
     const v = toValue(value);
     this.assertAlive();
-    if (!this.store.put(this.id, k, v)) throw new ErrIncompatibleValue(`cannot put ${JSON.stringify(describeKey(k))}: the key names a nested bucket`);
+    if (!this.store.put(this.id, k, v))
+      throw new ErrIncompatibleValue(`cannot put ${JSON.stringify(describeKey(k))}: the key names a nested bucket`);
     this.transaction.version++;
   }
 
@@ -147,7 +156,8 @@ export class Bucket {
     const k = toBytes(key);
     const entry = this.store.get(this.id, k);
     if (!entry) return;
-    if (entry.child !== null) throw new ErrIncompatibleValue(`cannot delete ${JSON.stringify(describeKey(k))} as a key: it is a nested bucket (use deleteBucket)`);
+    if (entry.child !== null)
+      throw new ErrIncompatibleValue(`cannot delete ${JSON.stringify(describeKey(k))} as a key: it is a nested bucket (use deleteBucket)`);
     this.store.remove(this.id, k);
     this.transaction.version++;
   }
@@ -185,7 +195,8 @@ export class Bucket {
     }
     const entry = this.store.get(this.id, k);
     if (entry) {
-      if (entry.child === null) throw new ErrIncompatibleValue(`cannot create bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
+      if (entry.child === null)
+        throw new ErrIncompatibleValue(`cannot create bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
       if (!existingIsFine) throw new ErrBucketExists(describeKey(k));
       directory.remember(this.id, k, entry.child);
       return new Bucket(this.transaction, entry.child);
@@ -203,7 +214,8 @@ export class Bucket {
     const k = toBytes(name);
     const entry = this.store.get(this.id, k);
     if (!entry) throw new ErrBucketNotFound(describeKey(k));
-    if (entry.child === null) throw new ErrIncompatibleValue(`cannot delete bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
+    if (entry.child === null)
+      throw new ErrIncompatibleValue(`cannot delete bucket ${JSON.stringify(describeKey(k))}: the key holds a value`);
     this.dropTree(entry.child);
     this.store.remove(this.id, k);
     this.transaction.directory.invalidate();

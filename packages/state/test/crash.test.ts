@@ -44,7 +44,8 @@ describe('crash safety (SIGKILL during commits)', () => {
   let dir: string;
 
   beforeAll(() => {
-    if (!fs.existsSync(path.join(__dirname, '..', 'dist', 'index.js'))) throw new Error('build @csiplug/state first (tsc -p tsconfig.lib.json)');
+    if (!fs.existsSync(path.join(__dirname, '..', 'dist', 'index.js')))
+      throw new Error('build @csiplug/state first (tsc -p tsconfig.lib.json)');
   });
   beforeEach(() => {
     dir = tempDir('csiplug-crash-');

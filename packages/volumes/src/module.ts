@@ -31,4 +31,9 @@ export const volumesModule: Module = {
   },
 };
 
-declareTokenOwner({ name: 'volumes', exportName: 'volumesModule', packageName: '@csiplug/volumes' }, [IVolumeCatalog, IVolumeClaimer, IMountStore, IVolumeReconciler]);
+declareTokenOwner({ name: 'volumes', exportName: 'volumesModule', packageName: '@csiplug/volumes' }, [
+  IVolumeCatalog,
+  IVolumeClaimer,
+  IMountStore,
+  IVolumeReconciler,
+]);

@@ -47,7 +47,8 @@ describe('volume reconciler with the hostpath plugin (real mounts, real state fi
   const usage: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
   const request = (allocId: string, volumeId: string): VolumeMountRequest => ({ allocId, name: 'data', volumeId, usage });
 
-  const registerMonolith = (registry: Agent['registry'], allocId: string, socketPath: string) => register(registry, dataDir, allocId, socketPath);
+  const registerMonolith = (registry: Agent['registry'], allocId: string, socketPath: string) =>
+    register(registry, dataDir, allocId, socketPath);
   const createVolume = (a: Agent, socketPath: string, id: string) => createOn(a, claimer, socketPath, id);
 
   it('two allocs share a staged volume; after an agent restart only the last unmount unstages', async () => {
@@ -56,17 +57,30 @@ describe('volume reconciler with the hostpath plugin (real mounts, real state fi
     agent = await startAgent(dataDir, claimer);
     registerMonolith(agent.registry, 'plugin-alloc', socketPath);
     const info = await agent.manager.waitForPlugin('csi-node', 'hostpath', 'prerun');
-    expect(info).toMatchObject({ healthy: true, deployment: 'monolith', node: { nodeId: 'node-it', requiresStaging: true, maxVolumes: Infinity } });
+    expect(info).toMatchObject({
+      healthy: true,
+      deployment: 'monolith',
+      node: { nodeId: 'node-it', requiresStaging: true, maxVolumes: Infinity },
+    });
     expect((await agent.manager.waitForPlugin('csi-controller', 'hostpath', 'prerun')).controller?.supportsCreateDelete).toBe(true);
 
     const externalId = await createVolume(agent, socketPath, 'shared');
-    const [a, b] = await Promise.all([agent.reconciler.mount(request('alloc-a', 'shared'), { phase: 'prerun' }), agent.reconciler.mount(request('alloc-b', 'shared'), { phase: 'prerun' })]);
+    const [a, b] = await Promise.all([
+      agent.reconciler.mount(request('alloc-a', 'shared'), { phase: 'prerun' }),
+      agent.reconciler.mount(request('alloc-b', 'shared'), { phase: 'prerun' }),
+    ]);
     expect(a.stagingPath).toBe(path.join(dataDir, 'csi', 'monolith', 'hostpath', 'staging', 'shared', 'rw-file-system-single-node-writer'));
     expect(b.stagingPath).toBe(a.stagingPath);
-    expect(a.targetPath).toBe(path.join(dataDir, 'csi', 'monolith', 'hostpath', 'per-alloc', 'alloc-a', 'shared', 'rw-file-system-single-node-writer'));
+    expect(a.targetPath).toBe(
+      path.join(dataDir, 'csi', 'monolith', 'hostpath', 'per-alloc', 'alloc-a', 'shared', 'rw-file-system-single-node-writer'),
+    );
     expect([a.restored, b.restored]).toEqual([false, false]);
     const mt = new ProcMountTable();
-    expect(await Promise.all([mt.isMountPoint(a.stagingPath!), mt.isMountPoint(a.targetPath), mt.isMountPoint(b.targetPath)])).toEqual([true, true, true]);
+    expect(await Promise.all([mt.isMountPoint(a.stagingPath!), mt.isMountPoint(a.targetPath), mt.isMountPoint(b.targetPath)])).toEqual([
+      true,
+      true,
+      true,
+    ]);
     expect((await fs.stat(path.join(dataDir, 'csi', 'monolith', 'hostpath', 'per-alloc', 'alloc-a'))).mode & 0o777).toBe(0o700);
     // One volume behind both targets.
     await fs.writeFile(path.join(a.targetPath, 'hello.txt'), 'from alloc-a');
@@ -85,13 +99,34 @@ describe('volume reconciler with the hostpath plugin (real mounts, real state fi
     expect(
       agent.reconciler
         .list()
-        .map((r) => ({ allocId: r.allocId, volumeId: r.volumeId, externalId: r.externalId, desired: r.desired, claimed: r.claimed, staged: r.staged, published: r.published, stagingPath: r.stagingPath }))
+        .map((r) => ({
+          allocId: r.allocId,
+          volumeId: r.volumeId,
+          externalId: r.externalId,
+          desired: r.desired,
+          claimed: r.claimed,
+          staged: r.staged,
+          published: r.published,
+          stagingPath: r.stagingPath,
+        }))
         .sort((x, y) => (x.allocId < y.allocId ? -1 : 1)),
     ).toEqual(
-      ['alloc-a', 'alloc-b'].map((allocId) => ({ allocId, volumeId: 'shared', externalId, desired: 'mounted', claimed: true, staged: true, published: true, stagingPath: a.stagingPath })),
+      ['alloc-a', 'alloc-b'].map((allocId) => ({
+        allocId,
+        volumeId: 'shared',
+        externalId,
+        desired: 'mounted',
+        claimed: true,
+        staged: true,
+        published: true,
+        stagingPath: a.stagingPath,
+      })),
     );
     // The allocs' restore finds their mounts live: no claim, no stage, no publish.
-    const [a2, b2] = await Promise.all([agent.reconciler.mount(request('alloc-a', 'shared'), { phase: 'restore' }), agent.reconciler.mount(request('alloc-b', 'shared'), { phase: 'restore' })]);
+    const [a2, b2] = await Promise.all([
+      agent.reconciler.mount(request('alloc-a', 'shared'), { phase: 'restore' }),
+      agent.reconciler.mount(request('alloc-b', 'shared'), { phase: 'restore' }),
+    ]);
     expect([a2, b2]).toEqual([
       { ...a, restored: true, pluginAway: false },
       { ...b, restored: true, pluginAway: false },
@@ -101,7 +136,11 @@ describe('volume reconciler with the hostpath plugin (real mounts, real state fi
 
     const outA = await agent.reconciler.unmount('alloc-a');
     expect(outA).toEqual([{ name: 'data', volumeId: 'shared', pluginId: 'hostpath' }]);
-    expect(await Promise.all([mt.isMountPoint(a.stagingPath!), mt.isMountPoint(a.targetPath), mt.isMountPoint(b.targetPath)])).toEqual([true, false, true]);
+    expect(await Promise.all([mt.isMountPoint(a.stagingPath!), mt.isMountPoint(a.targetPath), mt.isMountPoint(b.targetPath)])).toEqual([
+      true,
+      false,
+      true,
+    ]);
     expect(await fs.readFile(path.join(b.targetPath, 'hello.txt'), 'utf8')).toBe('from alloc-a');
     expect(claimer.releases).toEqual(['shared alloc-a']);
 
@@ -112,7 +151,10 @@ describe('volume reconciler with the hostpath plugin (real mounts, real state fi
     // Every record is done and gone, from memory and from the state file.
     expect(agent.reconciler.list()).toEqual([]);
     expect(agent.db.listVolumeMounts()).toEqual({ records: [], failures: [] });
-    expect(agent.events.map((e) => `${e.message}:${e.details.alloc_id}:${e.details.success}`)).toEqual(['Unmount volume:alloc-a:true', 'Unmount volume:alloc-b:true']);
+    expect(agent.events.map((e) => `${e.message}:${e.details.alloc_id}:${e.details.success}`)).toEqual([
+      'Unmount volume:alloc-a:true',
+      'Unmount volume:alloc-b:true',
+    ]);
   });
 
   it('survives the plugin task restarting on a new socket between mount and unmount', async () => {

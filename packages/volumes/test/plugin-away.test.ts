@@ -61,12 +61,21 @@ describe('the node plugin away under live mounts and mounts under way (real plug
     expect(left).toEqual([]);
   });
 
-  const request = (allocId: string, volumeId: string, over: Partial<VolumeMountRequest> = {}): VolumeMountRequest => ({ allocId, name: 'data', volumeId, usage, ...over });
+  const request = (allocId: string, volumeId: string, over: Partial<VolumeMountRequest> = {}): VolumeMountRequest => ({
+    allocId,
+    name: 'data',
+    volumeId,
+    usage,
+    ...over,
+  });
 
   /** The plugin up, an agent whose instances fingerprint every 100 ms (so a crash and a return are seen on their own), one volume. */
   async function setUp(options: { args?: string[]; prerunMs?: number } = {}): Promise<{ a: TestAgent; externalId: string }> {
     plugin = await startHostpath({ socketPath, stateDir, args: options.args });
-    agent = await startAgent(dataDir, claimer, { fingerprintInterval: 100, timeouts: options.prerunMs ? { pluginWaitPrerun: options.prerunMs } : {} });
+    agent = await startAgent(dataDir, claimer, {
+      fingerprintInterval: 100,
+      timeouts: options.prerunMs ? { pluginWaitPrerun: options.prerunMs } : {},
+    });
     registerMonolith(agent.registry, dataDir, 'plugin-alloc', socketPath);
     await agent.manager.waitForPlugin('csi-node', 'hostpath', 'prerun');
     return { a: agent, externalId: await createVolume(agent, claimer, socketPath, 'vol') };
@@ -88,33 +97,48 @@ describe('the node plugin away under live mounts and mounts under way (real plug
 
   const kinds = (a: TestAgent) => a.checks.map((e) => e.kind);
 
-  it.each(['remount', 'keep'] as const)('plugin away, backing directory replaced, plugin back: the plugin calls the mount abnormal; under "%s" that is reported, and the live mount is left as it is', async (policy) => {
-    const { a, externalId } = await setUp();
-    const info = await a.reconciler.mount(request('alloc-a', 'vol', { onStaleMount: policy }), { phase: 'prerun' });
-    await fs.writeFile(path.join(info.targetPath, 'old.txt'), 'written before the plugin went away');
-    // Healthy to start with: the plugin's condition says the target shows its backing directory.
-    const vm = a.manager.volumeManager('hostpath');
-    expect(await vm.volumeCondition({ id: 'vol', externalId, pluginId: 'hostpath' }, 'alloc-a', usage, 'target')).toMatchObject({ abnormal: false, reported: true });
+  it.each(['remount', 'keep'] as const)(
+    'plugin away, backing directory replaced, plugin back: the plugin calls the mount abnormal; under "%s" that is reported, and the live mount is left as it is',
+    async (policy) => {
+      const { a, externalId } = await setUp();
+      const info = await a.reconciler.mount(request('alloc-a', 'vol', { onStaleMount: policy }), { phase: 'prerun' });
+      await fs.writeFile(path.join(info.targetPath, 'old.txt'), 'written before the plugin went away');
+      // Healthy to start with: the plugin's condition says the target shows its backing directory.
+      const vm = a.manager.volumeManager('hostpath');
+      expect(await vm.volumeCondition({ id: 'vol', externalId, pluginId: 'hostpath' }, 'alloc-a', usage, 'target')).toMatchObject({
+        abnormal: false,
+        reported: true,
+      });
 
-    await crashPlugin(a);
-    await replaceBackingDir(externalId);
-    plugin = await startHostpath({ socketPath, stateDir });
+      await crashPlugin(a);
+      await replaceBackingDir(externalId);
+      plugin = await startHostpath({ socketPath, stateDir });
 
-    await eventually('the abnormal condition to be reported', () => kinds(a).includes('abnormal'));
-    expect(kinds(a)).toEqual(['plugin-back', 'abnormal']);
-    expect(a.checks[1]!.message).toMatch(/answers, but plugin hostpath reports the volume abnormal at .*: .* no longer shows the backing directory.*; kept as it is/);
-    expect(a.reconciler.mountChecks('alloc-a')[0]!.state).toBe('abnormal');
-    // Nothing was taken down: the workload's path still shows what it showed.
-    expect(readdirSync(info.targetPath)).toEqual(['old.txt']);
-    expect(await Promise.all([mt.isMountPoint(info.targetPath), mt.isMountPoint(info.stagingPath!)])).toEqual([true, true]);
-    expect(a.reconciler.list('alloc-a')[0]).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: info.targetPath, stagingPath: info.stagingPath });
-    expect(a.reconciler.list('alloc-a')[0]!.remounting).toBeUndefined();
-    expect(a.logger.find('a live volume mount is stale', 'warn')).toHaveLength(0);
+      await eventually('the abnormal condition to be reported', () => kinds(a).includes('abnormal'));
+      expect(kinds(a)).toEqual(['plugin-back', 'abnormal']);
+      expect(a.checks[1]!.message).toMatch(
+        /answers, but plugin hostpath reports the volume abnormal at .*: .* no longer shows the backing directory.*; kept as it is/,
+      );
+      expect(a.reconciler.mountChecks('alloc-a')[0]!.state).toBe('abnormal');
+      // Nothing was taken down: the workload's path still shows what it showed.
+      expect(readdirSync(info.targetPath)).toEqual(['old.txt']);
+      expect(await Promise.all([mt.isMountPoint(info.targetPath), mt.isMountPoint(info.stagingPath!)])).toEqual([true, true]);
+      expect(a.reconciler.list('alloc-a')[0]).toMatchObject({
+        desired: 'mounted',
+        claimed: true,
+        staged: true,
+        published: true,
+        targetPath: info.targetPath,
+        stagingPath: info.stagingPath,
+      });
+      expect(a.reconciler.list('alloc-a')[0]!.remounting).toBeUndefined();
+      expect(a.logger.find('a live volume mount is stale', 'warn')).toHaveLength(0);
 
-    await a.reconciler.unmount('alloc-a');
-    expect(mountsUnder(tmp)).toEqual([]);
-    expect(claimer.releases).toEqual(['vol alloc-a']);
-  });
+      await a.reconciler.unmount('alloc-a');
+      expect(mountsUnder(tmp)).toEqual([]);
+      expect(claimer.releases).toEqual(['vol alloc-a']);
+    },
+  );
 
   it('a plugin killed during NodePublishVolume and back within the prerun limit: the mount waits for it and publishes', async () => {
     const { a } = await setUp({ args: ['--hang-rpc', 'NodePublishVolume'] });
@@ -125,7 +149,9 @@ describe('the node plugin away under live mounts and mounts under way (real plug
     const info = await mounting;
     expect(await Promise.all([mt.isMountPoint(info.targetPath), mt.isMountPoint(info.stagingPath!)])).toEqual([true, true]);
     expect(claimer.claims).toHaveLength(1);
-    expect(a.logger.find('the node plugin went away during the mount; waiting for it to be healthy, then asking again', 'warn').length).toBeGreaterThan(0);
+    expect(
+      a.logger.find('the node plugin went away during the mount; waiting for it to be healthy, then asking again', 'warn').length,
+    ).toBeGreaterThan(0);
     await a.reconciler.unmount('alloc-a');
     expect(mountsUnder(tmp)).toEqual([]);
   });
@@ -148,7 +174,9 @@ describe('the node plugin away under live mounts and mounts under way (real plug
     expect(err).toBeInstanceOf(VolumeMountError);
 
     // The failed mount is to be undone, and waits for the plugin: its staging mount and its claim are still held.
-    expect(a.reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-a', desired: 'unmounted', claimed: true, staged: true })]);
+    expect(a.reconciler.pendingUnmounts()).toEqual([
+      expect.objectContaining({ allocId: 'alloc-a', desired: 'unmounted', claimed: true, staged: true }),
+    ]);
     expect(await mt.isMountPoint(staging)).toBe(true);
     expect(claimer.releases).toEqual([]);
 

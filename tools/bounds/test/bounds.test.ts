@@ -105,10 +105,10 @@ function passingTree(overrides: Record<string, string> = {}, agentShare = 0.2, {
       "import { parseJobspec } from '@csiplug/jobspec';",
       "import type { Logger } from '@csiplug/core';",
       "import { printTable } from './output/table';",
-      "export { ApiClient, parseJobspec, printTable, readFileSync, type Logger };",
+      'export { ApiClient, parseJobspec, printTable, readFileSync, type Logger };',
       '',
     ].join('\n'),
-    'packages/cli/src/output/table.ts': "export function printTable(): void {}\n",
+    'packages/cli/src/output/table.ts': 'export function printTable(): void {}\n',
     // Not production: far past every bound, and must change nothing.
     'packages/core/src/huge.spec.ts': declarations(2000) + classWith('SpecHelper', 40),
     'packages/core/src/testing/fake.ts': declarations(2000) + classWith('FakeEverything', 40),
@@ -144,25 +144,35 @@ describe('the bounds check', () => {
 
   test('an 801-line production file fails, named with its line count and the limit', () => {
     const run = runBounds(writeTree(passingTree({ 'packages/core/src/long.ts': declarations(801) })));
-    expect(run.violations).toEqual([expect.stringMatching(/^bounds: file too long: packages\/core\/src\/long\.ts has 801 lines \(limit 800 per production file/)]);
+    expect(run.violations).toEqual([
+      expect.stringMatching(/^bounds: file too long: packages\/core\/src\/long\.ts has 801 lines \(limit 800 per production file/),
+    ]);
     expect(run.exitCode).toBe(1);
   });
 
   test('a class of 31 methods fails, named with where it is, its count and the limit', () => {
     const run = runBounds(writeTree(passingTree({ 'packages/core/src/widget.ts': classWith('Widget', 31) })));
-    expect(run.violations).toEqual([expect.stringMatching(/^bounds: class too big: class Widget at packages\/core\/src\/widget\.ts:1 has 31 methods \(limit 30, counting methods, getters, setters and constructors\)$/)]);
+    expect(run.violations).toEqual([
+      expect.stringMatching(
+        /^bounds: class too big: class Widget at packages\/core\/src\/widget\.ts:1 has 31 methods \(limit 30, counting methods, getters, setters and constructors\)$/,
+      ),
+    ]);
     expect(run.exitCode).toBe(1);
   });
 
   test('a class past the limit is found wherever it is declared: nested in a function, as a class expression', () => {
     const nested = `export function make() {\n  return class {\n${Array.from({ length: 31 }, (_, i) => `    m${i}() {}\n`).join('')}  };\n}\n`;
     const run = runBounds(writeTree(passingTree({ 'packages/core/src/nested.ts': nested })));
-    expect(run.violations).toEqual([expect.stringMatching(/^bounds: class too big: class \(anonymous class\) at packages\/core\/src\/nested\.ts:2 has 31 methods/)]);
+    expect(run.violations).toEqual([
+      expect.stringMatching(/^bounds: class too big: class \(anonymous class\) at packages\/core\/src\/nested\.ts:2 has 31 methods/),
+    ]);
   });
 
   test('an agent over 20% of the production lines fails, with its lines, the total and the limit', () => {
     const run = runBounds(writeTree(passingTree({}, 0.21)));
-    expect(run.violations).toEqual([expect.stringMatching(/^bounds: agent share: packages\/agent has \d+ of \d+ production lines = 21\.0% \(limit 20%/)]);
+    expect(run.violations).toEqual([
+      expect.stringMatching(/^bounds: agent share: packages\/agent has \d+ of \d+ production lines = 21\.0% \(limit 20%/),
+    ]);
     expect(run.exitCode).toBe(1);
   });
 
@@ -212,7 +222,12 @@ describe('the bounds check', () => {
       ),
     );
     // In file order, the agent's share last.
-    expect(run.violations.map((line) => line.split(':')[1]!.trim())).toEqual(['CLI import', 'file too long', 'class too big', 'agent share']);
+    expect(run.violations.map((line) => line.split(':')[1]!.trim())).toEqual([
+      'CLI import',
+      'file too long',
+      'class too big',
+      'agent share',
+    ]);
     expect(run.exitCode).toBe(1);
   });
 
@@ -229,7 +244,11 @@ describe('the bounds check', () => {
       'LONG_FILE_EXCEPTIONS names packages/core/src/gone.ts, which is not a production file of this tree: remove the entry',
     ]);
     // Excepted by exact path only: another long file is still a violation.
-    const other = writeTree(passingTree({ 'packages/core/src/long.ts': declarations(801), 'packages/core/src/long2.ts': declarations(801) }));
-    expect(bounds.checkBounds(other, { longFileExceptions: exceptions }).violations).toEqual([expect.stringMatching(/^file too long: packages\/core\/src\/long2\.ts has 801 lines/)]);
+    const other = writeTree(
+      passingTree({ 'packages/core/src/long.ts': declarations(801), 'packages/core/src/long2.ts': declarations(801) }),
+    );
+    expect(bounds.checkBounds(other, { longFileExceptions: exceptions }).violations).toEqual([
+      expect.stringMatching(/^file too long: packages\/core\/src\/long2\.ts has 801 lines/),
+    ]);
   });
 });

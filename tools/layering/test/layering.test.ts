@@ -135,7 +135,8 @@ describe('the layering check on a tree that breaks every rule', () => {
         }),
         'packages/state/src/index.ts': "export * from './db';\nexport * from './tokens';\n",
         'packages/state/src/db.ts': "import type { CSIClock } from '@csiplug/csi';\nexport interface DB { readonly clock: CSIClock }\n",
-        'packages/state/src/tokens.ts': "import type { StateStore } from './state-store';\nexport type IStateStore = StateStore;\nexport const IStateStore = Symbol('IStateStore');\n",
+        'packages/state/src/tokens.ts':
+          "import type { StateStore } from './state-store';\nexport type IStateStore = StateStore;\nexport const IStateStore = Symbol('IStateStore');\n",
         'packages/state/src/state-store.ts':
           "import { IStateStore } from './tokens';\nexport class StateStore { readonly token = IStateStore; }\n",
         'packages/state/src/testing/index.ts': "import type { DB } from '../db';\nexport const fakeDB = (): DB | undefined => undefined;\n",
@@ -155,8 +156,10 @@ describe('the layering check on a tree that breaks every rule', () => {
         'packages/agent/src/dev-only.ts': "import * as tool from 'root-dev-tool';\nexport const used = tool;\n",
         'packages/agent/src/missing.ts': "import { gone } from './gone';\nexport const used = gone;\n",
         // Test code may use testing entries and the root's devDependencies.
-        'packages/agent/src/index.spec.ts': "import { fakeDB } from '@csiplug/state/testing';\nimport * as tool from 'root-dev-tool';\nexport const used = [fakeDB, tool];\n",
-        'packages/agent/test/agent.test.ts': "import { Agent } from '../src/index';\nimport { fakeDB } from '@csiplug/state/testing';\nexport const used = [Agent, fakeDB];\n",
+        'packages/agent/src/index.spec.ts':
+          "import { fakeDB } from '@csiplug/state/testing';\nimport * as tool from 'root-dev-tool';\nexport const used = [fakeDB, tool];\n",
+        'packages/agent/test/agent.test.ts':
+          "import { Agent } from '../src/index';\nimport { fakeDB } from '@csiplug/state/testing';\nexport const used = [Agent, fakeDB];\n",
       },
       ['core', 'csi', 'state', 'agent'],
     );
@@ -224,57 +227,71 @@ describe('the layering check on a tree that breaks every rule', () => {
 });
 
 describe('the layering check on a clean tree', () => {
-  it('passes when every import goes down a floor, through an entry point, to a declared package', () => {
-    const root = writeTree(
-      {
+  it(
+    'passes when every import goes down a floor, through an entry point, to a declared package',
+    () => {
+      const root = writeTree(
+        {
+          'package.json': JSON.stringify({ name: 'fixture', private: true, workspaces: ['packages/*'] }),
+          'packages/core/package.json': manifest('core'),
+          'packages/core/src/index.ts': "export * from './tokens';\n",
+          // The fixed tokens shape: the interface lives beside its token, the implementation imports both.
+          'packages/core/src/tokens.ts': "export interface Clock { now(): number }\nexport const IClock = Symbol('IClock');\n",
+          'packages/core/src/system-clock.ts':
+            "import type { Clock } from './tokens';\nexport class SystemClock implements Clock { now(): number { return 0; } }\n",
+          'packages/hooks/package.json': manifest('hooks', { dependencies: { '@csiplug/core': '0.1.0' } }),
+          'packages/hooks/src/index.ts':
+            "import { IClock, type Clock } from '@csiplug/core';\nexport const hookClock: [symbol, Clock?] = [IClock];\n",
+        },
+        ['core', 'hooks'],
+      );
+      try {
+        const outcome = runLayering(root);
+        expect(outcome.stderr).toBe('');
+        expect(outcome.modules).toEqual(
+          expect.arrayContaining(['packages/core/src/tokens.ts', 'packages/core/src/system-clock.ts', 'packages/hooks/src/index.ts']),
+        );
+        expect(outcome.violations).toEqual([]);
+        expect(outcome.exitCode).toBe(0);
+      } finally {
+        rmSync(root, { recursive: true, force: true });
+      }
+    },
+    CRUISE_TIMEOUT_MS,
+  );
+
+  it(
+    'refuses a package that is on no floor',
+    () => {
+      const root = writeTree({
         'package.json': JSON.stringify({ name: 'fixture', private: true, workspaces: ['packages/*'] }),
         'packages/core/package.json': manifest('core'),
-        'packages/core/src/index.ts': "export * from './tokens';\n",
-        // The fixed tokens shape: the interface lives beside its token, the implementation imports both.
-        'packages/core/src/tokens.ts': "export interface Clock { now(): number }\nexport const IClock = Symbol('IClock');\n",
-        'packages/core/src/system-clock.ts': "import type { Clock } from './tokens';\nexport class SystemClock implements Clock { now(): number { return 0; } }\n",
-        'packages/hooks/package.json': manifest('hooks', { dependencies: { '@csiplug/core': '0.1.0' } }),
-        'packages/hooks/src/index.ts': "import { IClock, type Clock } from '@csiplug/core';\nexport const hookClock: [symbol, Clock?] = [IClock];\n",
-      },
-      ['core', 'hooks'],
-    );
-    try {
-      const outcome = runLayering(root);
-      expect(outcome.stderr).toBe('');
-      expect(outcome.modules).toEqual(
-        expect.arrayContaining(['packages/core/src/tokens.ts', 'packages/core/src/system-clock.ts', 'packages/hooks/src/index.ts']),
-      );
-      expect(outcome.violations).toEqual([]);
-      expect(outcome.exitCode).toBe(0);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
-  }, CRUISE_TIMEOUT_MS);
-
-  it('refuses a package that is on no floor', () => {
-    const root = writeTree({
-      'package.json': JSON.stringify({ name: 'fixture', private: true, workspaces: ['packages/*'] }),
-      'packages/core/package.json': manifest('core'),
-      'packages/core/src/index.ts': 'export const core = 1;\n',
-      'packages/newcomer/package.json': manifest('newcomer'),
-      'packages/newcomer/src/index.ts': 'export const newcomer = 1;\n',
-    });
-    try {
-      const outcome = runLayering(root);
-      expect(outcome.exitCode).not.toBe(0);
-      expect(outcome.stderr).toContain('packages/newcomer is on no floor');
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
-  }, CRUISE_TIMEOUT_MS);
+        'packages/core/src/index.ts': 'export const core = 1;\n',
+        'packages/newcomer/package.json': manifest('newcomer'),
+        'packages/newcomer/src/index.ts': 'export const newcomer = 1;\n',
+      });
+      try {
+        const outcome = runLayering(root);
+        expect(outcome.exitCode).not.toBe(0);
+        expect(outcome.stderr).toContain('packages/newcomer is on no floor');
+      } finally {
+        rmSync(root, { recursive: true, force: true });
+      }
+    },
+    CRUISE_TIMEOUT_MS,
+  );
 });
 
 describe('the layering check on this repository', () => {
-  it('finds no violation', () => {
-    const outcome = runLayering(REPO_ROOT);
-    expect(outcome.stderr).toBe('');
-    expect(outcome.modules).toEqual(expect.arrayContaining(['packages/core/src/index.ts', 'packages/agent/src/index.ts']));
-    expect(outcome.violations).toEqual([]);
-    expect(outcome.exitCode).toBe(0);
-  }, CRUISE_TIMEOUT_MS);
+  it(
+    'finds no violation',
+    () => {
+      const outcome = runLayering(REPO_ROOT);
+      expect(outcome.stderr).toBe('');
+      expect(outcome.modules).toEqual(expect.arrayContaining(['packages/core/src/index.ts', 'packages/agent/src/index.ts']));
+      expect(outcome.violations).toEqual([]);
+      expect(outcome.exitCode).toBe(0);
+    },
+    CRUISE_TIMEOUT_MS,
+  );
 });

@@ -8,7 +8,9 @@ describe('httpApiOptions', () => {
   const parse = (body: string) => parseAgentConfig(`data_dir = "/var/lib/csiplug"\nnode_id = "n1"\n${body}\n`, 'agent.hcl');
 
   it('other agents name this one by its advertised host: the API takes that name, on whatever port a NAT maps', async () => {
-    const advertised = await parse('cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  advertise = "https://n1.example:4646"\n}');
+    const advertised = await parse(
+      'cluster {\n  etcd {\n    endpoints = ["http://e:2379"]\n  }\n  advertise = "https://n1.example:4646"\n}',
+    );
     expect(httpApiOptions(advertised, new MemoryLogger()).allowedHosts).toEqual(['n1.example']);
     expect(httpApiOptions(await parse(''), new MemoryLogger()).allowedHosts).toEqual([]);
   });

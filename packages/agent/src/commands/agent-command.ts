@@ -93,7 +93,11 @@ export function httpApiOptions(config: AgentConfig, logger: Logger): HttpApiOpti
     // Other agents name this one as `cluster { advertise }` says, on its port (a NAT in between may map another).
     allowedHosts: [...config.http.allowedHosts, ...(config.cluster?.advertise ? [new URL(config.cluster.advertise).hostname] : [])],
     allowedOrigins: config.http.allowedOrigins,
-    limits: { maxConnections: config.limits.httpMaxConns, maxConnectionsPerClient: config.limits.httpMaxConnsPerClient, idleTimeoutMs: config.limits.httpIdleTimeout },
+    limits: {
+      maxConnections: config.limits.httpMaxConns,
+      maxConnectionsPerClient: config.limits.httpMaxConnsPerClient,
+      idleTimeoutMs: config.limits.httpIdleTimeout,
+    },
     logger,
   };
 }
@@ -109,7 +113,13 @@ const RELOADABLE = ['logLevel', 'acl', 'timeouts'] as const;
  * or a token the bind address cannot go without, changes nothing. Never
  * throws. Resolves with the config now in force.
  */
-export async function reloadAgentConfig(options: AgentCommandOptions, current: AgentConfig, agent: Agent, api: HttpApi, stopping: () => boolean = () => false): Promise<AgentConfig> {
+export async function reloadAgentConfig(
+  options: AgentCommandOptions,
+  current: AgentConfig,
+  agent: Agent,
+  api: HttpApi,
+  stopping: () => boolean = () => false,
+): Promise<AgentConfig> {
   // Resolved before any await: a shutdown meanwhile disposes the container.
   const root = agent.container.resolve<Logger>(ILogger);
   const policy = agent.container.resolve(ITimeoutPolicy);
@@ -122,7 +132,10 @@ export async function reloadAgentConfig(options: AgentCommandOptions, current: A
   try {
     next = await loadAgentConfig(options);
   } catch (err) {
-    log.error('SIGHUP: the config file could not be read again; nothing changed, the agent runs on as it was', { file: options.configFile, error: errorMessage(err) });
+    log.error('SIGHUP: the config file could not be read again; nothing changed, the agent runs on as it was', {
+      file: options.configFile,
+      error: errorMessage(err),
+    });
     return current;
   }
   // The agent began to stop while the file was read: nothing is applied to what is going away.
@@ -135,14 +148,16 @@ export async function reloadAgentConfig(options: AgentCommandOptions, current: A
       root.setLevel(next.logLevel);
       changed.push(`log_level ${current.logLevel} → ${next.logLevel}`);
       applied = { ...applied, logLevel: next.logLevel };
-    } else log.warn('SIGHUP: this agent\'s logger cannot change its level while running; log_level takes effect at the next start');
+    } else log.warn("SIGHUP: this agent's logger cannot change its level while running; log_level takes effect at the next start");
   }
   // The token reloads; insecure_allow_public waits for a restart (the API checked its bind with it).
   if (next.acl.token !== current.acl.token) {
     try {
       api.setAclToken(next.acl.token);
       agent.apiTokenChanged(next.acl.token !== undefined);
-      changed.push(next.acl.token === undefined ? 'acl token removed' : current.acl.token === undefined ? 'acl token set' : 'acl token changed');
+      changed.push(
+        next.acl.token === undefined ? 'acl token removed' : current.acl.token === undefined ? 'acl token set' : 'acl token changed',
+      );
       applied = { ...applied, acl: { ...current.acl, ...(next.acl.token !== undefined ? { token: next.acl.token } : {}) } };
       if (next.acl.token === undefined) delete (applied.acl as { token?: string }).token;
     } catch (err) {
@@ -152,14 +167,26 @@ export async function reloadAgentConfig(options: AgentCommandOptions, current: A
   if (!same(next.timeouts, current.timeouts)) {
     if (policy instanceof DefaultTimeoutPolicy) {
       policy.update(next.timeouts);
-      changed.push(`timeouts (${Object.keys(next.timeouts).filter((k) => !same((next.timeouts as unknown as Record<string, unknown>)[k], (current.timeouts as unknown as Record<string, unknown>)[k])).join(', ')})`);
+      changed.push(
+        `timeouts (${Object.keys(next.timeouts)
+          .filter(
+            (k) =>
+              !same((next.timeouts as unknown as Record<string, unknown>)[k], (current.timeouts as unknown as Record<string, unknown>)[k]),
+          )
+          .join(', ')})`,
+      );
       applied = { ...applied, timeouts: next.timeouts };
-    } else log.warn('SIGHUP: this agent\'s timeout policy cannot change while running; timeouts take effect at the next start');
+    } else log.warn("SIGHUP: this agent's timeout policy cannot change while running; timeouts take effect at the next start");
   }
-  const needRestart: string[] = (Object.keys(next) as (keyof AgentConfig)[]).filter((k) => !(RELOADABLE as readonly string[]).includes(k) && !same(next[k], current[k]));
+  const needRestart: string[] = (Object.keys(next) as (keyof AgentConfig)[]).filter(
+    (k) => !(RELOADABLE as readonly string[]).includes(k) && !same(next[k], current[k]),
+  );
   if (next.acl.insecureAllowPublic !== current.acl.insecureAllowPublic) needRestart.push('acl.insecureAllowPublic');
   if (needRestart.length) log.warn('SIGHUP: these settings changed and take effect at the next start', { settings: needRestart });
-  log.info(changed.length ? 'SIGHUP: config reloaded' : 'SIGHUP: config read again; nothing reloadable changed', { file: options.configFile, changed });
+  log.info(changed.length ? 'SIGHUP: config reloaded' : 'SIGHUP: config read again; nothing reloadable changed', {
+    file: options.configFile,
+    changed,
+  });
   return applied;
 }
 
@@ -168,7 +195,10 @@ export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: A
   const agent = await Agent.start(config);
   let api: HttpApi;
   try {
-    api = new HttpApi(agent, { ...httpApiOptions(config, agent.container.resolve<Logger>(ILogger).child({ component: 'http-api' })), metrics: agent.metrics });
+    api = new HttpApi(agent, {
+      ...httpApiOptions(config, agent.container.resolve<Logger>(ILogger).child({ component: 'http-api' })),
+      metrics: agent.metrics,
+    });
     await api.listen();
     return { agent, api, address: api.url! };
   } catch (err) {
@@ -178,7 +208,11 @@ export async function startAgentWithApi(config: AgentConfig): Promise<{ agent: A
 }
 
 /** Runs until a signal; returns the exit code. */
-export async function runAgentCommand(options: AgentCommandOptions, io: CommandIO, signals: NodeJS.EventEmitter = process): Promise<number> {
+export async function runAgentCommand(
+  options: AgentCommandOptions,
+  io: CommandIO,
+  signals: NodeJS.EventEmitter = process,
+): Promise<number> {
   // SIGHUP never ends the agent (Node's default for it would): taken from the start, ignored until the agent is up and once it is stopping.
   let onHup: () => void = () => undefined;
   const hup = () => onHup();
@@ -190,7 +224,12 @@ export async function runAgentCommand(options: AgentCommandOptions, io: CommandI
   }
 }
 
-async function runAgent(options: AgentCommandOptions, io: CommandIO, signals: NodeJS.EventEmitter, setHupHandler: (handler: () => void) => void): Promise<number> {
+async function runAgent(
+  options: AgentCommandOptions,
+  io: CommandIO,
+  signals: NodeJS.EventEmitter,
+  setHupHandler: (handler: () => void) => void,
+): Promise<number> {
   let config: AgentConfig;
   let started: Awaited<ReturnType<typeof startAgentWithApi>>;
   try {
@@ -201,7 +240,9 @@ async function runAgent(options: AgentCommandOptions, io: CommandIO, signals: No
     return 1;
   }
   const { agent, api, address } = started;
-  io.stdout.write(`==> csiplug agent started\n    API:      ${address}\n    Data dir: ${config.dataDir}\n    Node id:  ${config.nodeId}\n    State:    ${config.state.backend}\n`);
+  io.stdout.write(
+    `==> csiplug agent started\n    API:      ${address}\n    Data dir: ${config.dataDir}\n    Node id:  ${config.nodeId}\n    State:    ${config.state.backend}\n`,
+  );
   // SIGHUP: reload what can change while running — one reload at a time, and one more after it when another SIGHUP came meanwhile.
   let current = config;
   let reloading = false;
@@ -253,7 +294,12 @@ async function runAgent(options: AgentCommandOptions, io: CommandIO, signals: No
   clearTimeout(timer);
   again.cancel();
   if (outcome !== 'done') {
-    const why = outcome === 'failed' ? 'it failed' : outcome === 'timeout' ? `it did not finish within ${limitMs / 1000} s` : `caught ${outcome} again`;
+    const why =
+      outcome === 'failed'
+        ? 'it failed'
+        : outcome === 'timeout'
+          ? `it did not finish within ${limitMs / 1000} s`
+          : `caught ${outcome} again`;
     io.stderr.write(`==> leaving now: ${why}; running tasks are left for the next agent\n`);
     (options.forceExit ?? ((code: number) => process.exit(code)))(1);
     return 1;

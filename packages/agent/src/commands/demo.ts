@@ -16,7 +16,6 @@ import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
 import { hostpathPluginCodeDirs, hostpathPluginDir, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
 
-
 export interface DemoOptions {
   /** Keep the data dir afterwards (for a look around). */
   keep?: boolean;
@@ -25,9 +24,6 @@ export interface DemoOptions {
   /** Upper bound for each wait, ms. */
   stepTimeout?: number;
 }
-
-
-
 
 export async function runDemo(options: DemoOptions, io: CommandIO): Promise<number> {
   const say = (line: string) => io.stdout.write(`${line}\n`);
@@ -49,9 +45,19 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   const configFile = path.join(dataDir, 'agent.hcl');
   // Isolated on runc where it is installed (the plugin sees its own code besides the default chroot), host processes otherwise.
   const driver = findRunc() ? 'exec' : 'raw_exec';
-  const chroot = driver === 'exec' ? hostpathPluginCodeDirs().map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ') : '';
+  const chroot =
+    driver === 'exec'
+      ? hostpathPluginCodeDirs()
+          .map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`)
+          .join(', ')
+      : '';
   // raw_exec is off unless the config enables it (as in Nomad): the demo enables it only when it needs it; its API serves only root anyway.
-  const plugins = driver === 'exec' ? (chroot ? `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n` : '') : 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';
+  const plugins =
+    driver === 'exec'
+      ? chroot
+        ? `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`
+        : ''
+      : 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';
   fs.writeFileSync(configFile, `data_dir = "${dataDir}/data"\nport = ${port}\nlog_level = "warn"\n${plugins}`);
   const api = new ApiClient({ address: `http://127.0.0.1:${port}` });
   let agent: ChildProcess | undefined;
@@ -101,9 +107,16 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   let code = 0;
   try {
     say(`csiplug demo — data dir ${dataDir}, API http://127.0.0.1:${port}`);
-    say(driver === 'exec' ? '    tasks run isolated on runc (driver "exec")' : '    tasks run as host processes (driver "raw_exec"): runc is not installed (apt-get install runc for isolated tasks)');
+    say(
+      driver === 'exec'
+        ? '    tasks run isolated on runc (driver "exec")'
+        : '    tasks run as host processes (driver "raw_exec"): runc is not installed (apt-get install runc for isolated tasks)',
+    );
     await run('start the agent', startAgent);
-    const pluginJob = await parseJobspec(hostpathPluginJobHcl({ driver, ...(driver === 'exec' ? { node: nodeBinary() } : {}) }), 'hostpath-plugin.hcl');
+    const pluginJob = await parseJobspec(
+      hostpathPluginJobHcl({ driver, ...(driver === 'exec' ? { node: nodeBinary() } : {}) }),
+      'hostpath-plugin.hcl',
+    );
     await run('run the hostpath plugin as a monolith plugin job', () => api.runJob(jobToDocument(pluginJob)));
     const plugin = await run('wait for the plugin: socket, probe, registration, fingerprint', () =>
       until('plugin hostpath to be healthy', async () => {
@@ -111,10 +124,26 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
         return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
       }),
     );
-    await show('plugin status', `hostpath  provider ${plugin.provider}  controllers ${plugin.controllersHealthy}/${plugin.controllersExpected}  nodes ${plugin.nodesHealthy}/${plugin.nodesExpected}`);
-    const volume = await run('create volume vol-demo through CreateVolume', async () => api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeHcl('vol-demo'), 'volume.hcl'))));
-    await show('volume status', `${volume.id}  plugin ${volume.pluginId}  external id ${volume.externalId}  schedulable ${volume.schedulable}`);
-    const workloadJob = await parseJobspec(workloadJobHcl('workload', 'vol-demo', 'echo "written by $CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/hello.txt" && exec sleep 3600', driver), 'workload.hcl');
+    await show(
+      'plugin status',
+      `hostpath  provider ${plugin.provider}  controllers ${plugin.controllersHealthy}/${plugin.controllersExpected}  nodes ${plugin.nodesHealthy}/${plugin.nodesExpected}`,
+    );
+    const volume = await run('create volume vol-demo through CreateVolume', async () =>
+      api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeHcl('vol-demo'), 'volume.hcl'))),
+    );
+    await show(
+      'volume status',
+      `${volume.id}  plugin ${volume.pluginId}  external id ${volume.externalId}  schedulable ${volume.schedulable}`,
+    );
+    const workloadJob = await parseJobspec(
+      workloadJobHcl(
+        'workload',
+        'vol-demo',
+        'echo "written by $CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/hello.txt" && exec sleep 3600',
+        driver,
+      ),
+      'workload.hcl',
+    );
     const { allocIds } = await run('run a workload that writes into the volume', () => api.runJob(jobToDocument(workloadJob)));
     const allocId = allocIds[0]!;
     const before = await run('wait for the workload: claim, stage, publish, start', () =>
@@ -128,10 +157,15 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
     const hostPath = before.volumes.data!.hostPath;
     const content = fs.readFileSync(path.join(hostPath, 'hello.txt'), 'utf8');
     const taskPid = await run('find the workload process', async () => {
-      const record = JSON.parse(fs.readFileSync(executorPaths(path.join(dataDir, 'data', 'allocs', allocId, 'writer')).pid, 'utf8')) as ExecutorPidRecord;
+      const record = JSON.parse(
+        fs.readFileSync(executorPaths(path.join(dataDir, 'data', 'allocs', allocId, 'writer')).pid, 'utf8'),
+      ) as ExecutorPidRecord;
       return record.pid;
     });
-    await show('alloc status', `${before.name}  ${before.clientStatus}  task writer pid ${taskPid}  volume data at ${hostPath}\n    hello.txt: ${content.trim()}`);
+    await show(
+      'alloc status',
+      `${before.name}  ${before.clientStatus}  task writer pid ${taskPid}  volume data at ${hostPath}\n    hello.txt: ${content.trim()}`,
+    );
 
     await run('kill the agent with SIGKILL', () => stopAgent('SIGKILL'));
     say(`    workload pid ${taskPid} alive: ${isAlive(taskPid)}; volume mounted: ${mountsUnder(hostPath).length > 0}`);

@@ -9,7 +9,11 @@ const AGENT_FLAGS: FlagSpec[] = [
   { name: 'config', kind: 'string', valueName: 'FILE', help: 'agent config file (HCL or JSON)' },
   { name: 'dev', kind: 'bool', help: 'throwaway agent: temporary data dir, in-memory state, tasks stopped on exit' },
   { name: 'stop-tasks-on-exit', kind: 'bool', help: 'stop every task when the agent exits (default: they keep running)' },
-  { name: 'reconcile-orphans', kind: 'bool', help: 'at start, stop tasks, unmount mounts and remove alloc dirs that the state does not know (default: only warn about each)' },
+  {
+    name: 'reconcile-orphans',
+    kind: 'bool',
+    help: 'at start, stop tasks, unmount mounts and remove alloc dirs that the state does not know (default: only warn about each)',
+  },
   { name: 'data-dir', kind: 'string', valueName: 'DIR', help: 'overrides data_dir' },
   { name: 'port', kind: 'string', valueName: 'PORT', help: 'overrides port' },
   { name: 'log-level', kind: 'string', valueName: 'LEVEL', help: 'overrides log_level: trace, debug, info, warn or error' },

@@ -35,7 +35,12 @@ export function isAlive(pid: number): boolean {
  * rejects after `timeoutMs` naming `what` and the last error. For clients of
  * the agent (the demo, tests, benchmarks) that watch its API from outside.
  */
-export async function pollUntil<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000, everyMs = 50): Promise<T> {
+export async function pollUntil<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 60_000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -45,7 +50,8 @@ export async function pollUntil<T>(what: string, fn: () => Promise<T | undefined
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${errorMessage(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${errorMessage(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

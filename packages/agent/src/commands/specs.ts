@@ -13,7 +13,11 @@ import * as path from 'path';
  */
 export class HostpathPluginMissingError extends CsiplugError {
   constructor(cause: unknown) {
-    super('EHOSTPATH_PLUGIN_NOT_FOUND', 'the hostpath plugin (package @csiplug/hostpath-plugin) is not installed, and the demo runs it as its CSI plugin: install @csiplug/hostpath-plugin (npm install @csiplug/hostpath-plugin) beside @csiplug/agent, or install the agent without --omit=optional', { cause });
+    super(
+      'EHOSTPATH_PLUGIN_NOT_FOUND',
+      'the hostpath plugin (package @csiplug/hostpath-plugin) is not installed, and the demo runs it as its CSI plugin: install @csiplug/hostpath-plugin (npm install @csiplug/hostpath-plugin) beside @csiplug/agent, or install the agent without --omit=optional',
+      { cause },
+    );
   }
 }
 
@@ -29,7 +33,16 @@ export function hostpathPluginDir(): string {
 }
 
 /** The hostpath plugin (this repo's reference plugin) as a monolith plugin job. */
-export function hostpathPluginJobHcl(options: { pluginId?: string; jobId?: string; restartDelay?: string; driver?: 'exec' | 'raw_exec'; node?: string; extraArgs?: readonly string[] } = {}): string {
+export function hostpathPluginJobHcl(
+  options: {
+    pluginId?: string;
+    jobId?: string;
+    restartDelay?: string;
+    driver?: 'exec' | 'raw_exec';
+    node?: string;
+    extraArgs?: readonly string[];
+  } = {},
+): string {
   const pluginId = options.pluginId ?? 'hostpath';
   const restart = options.restartDelay
     ? `

@@ -96,7 +96,10 @@ export class ChaosAgent extends AgentHarness {
   private following: AbortController | undefined;
 
   constructor(options: ChaosAgentOptions = {}) {
-    super(`${chaosConfig(options.restoreLimitMs ?? RESTORE_LIMIT_MS)}\n${options.extraConfig ?? ''}`, { ...(options.logFile ? { logFile: options.logFile } : {}), ...(options.logLevel ? { logLevel: options.logLevel } : {}) });
+    super(`${chaosConfig(options.restoreLimitMs ?? RESTORE_LIMIT_MS)}\n${options.extraConfig ?? ''}`, {
+      ...(options.logFile ? { logFile: options.logFile } : {}),
+      ...(options.logLevel ? { logLevel: options.logLevel } : {}),
+    });
     this.isolated = options.isolated ?? ChaosAgent.isolatedByDefault;
     if (this.isolated) {
       // The isolated plugin sees its code and the fault file's dir (read-only, in the chroot), and keeps its state in its own data dir (mounted into it).
@@ -142,12 +145,18 @@ export class ChaosAgent extends AgentHarness {
    * stream is seen only by whoever followed it when the event fired — not
    * during an agent's boot — so what must last is asked of the task events.
    */
-  explains(alloc: AllocView, since: number, says: (message: string) => boolean, where: 'task events' | 'task events or stream' = 'task events or stream'): string | undefined {
+  explains(
+    alloc: AllocView,
+    since: number,
+    says: (message: string) => boolean,
+    where: 'task events' | 'task events or stream' = 'task events or stream',
+  ): string | undefined {
     for (const [task, state] of Object.entries(alloc.tasks)) {
       for (const e of state.events) if (e.time >= since && says(e.message)) return `task ${task}: [${e.type}] ${e.message}`;
     }
     if (where === 'task events') return undefined;
-    for (const e of this.events) if (e.time >= since && e.allocId === alloc.id && says(e.message)) return `stream ${e.topic}: [${e.type}] ${e.message}`;
+    for (const e of this.events)
+      if (e.time >= since && e.allocId === alloc.id && says(e.message)) return `stream ${e.topic}: [${e.type}] ${e.message}`;
     return undefined;
   }
 
@@ -237,7 +246,8 @@ job "${PLUGIN_JOB_ID}" {
     if (wait) {
       await this.waitPluginHealthy();
       // An isolated round really runs on runc: the plugin's container is there.
-      if (this.isolated && !containersUnder(this.root).length) throw new Error('the plugin is healthy but no runc container of this round runs: the round is not isolated');
+      if (this.isolated && !containersUnder(this.root).length)
+        throw new Error('the plugin is healthy but no runc container of this round runs: the round is not isolated');
     }
     return allocIds;
   }
@@ -320,7 +330,9 @@ job "${PLUGIN_JOB_ID}" {
 
   /** Runs workload job `work-<name>` on volume `volumeId`; its task writes its alloc id to owner.txt on the volume. */
   async runWorkload(name: string, volumeId: string): Promise<string> {
-    const hcl = this.isolated ? workloadJobHcl(`work-${name}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec') : workloadJob(`work-${name}`, volumeId);
+    const hcl = this.isolated
+      ? workloadJobHcl(`work-${name}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec')
+      : workloadJob(`work-${name}`, volumeId);
     const { allocIds } = await this.api.runJob(jobToDocument(await parseJobspec(hcl, `work-${name}.hcl`)));
     return allocIds[0]!;
   }
@@ -375,7 +387,9 @@ job "${PLUGIN_JOB_ID}" {
         left = [];
         for (const v of await api.listVolumes()) {
           const mounts = (await api.getVolume(v.id)).mounts ?? [];
-          for (const m of mounts) if (m.pendingUnmount) left.push(`${v.id} of alloc ${m.allocId} (${m.attempts} attempts${m.lastError ? `, last: ${m.lastError}` : ''})`);
+          for (const m of mounts)
+            if (m.pendingUnmount)
+              left.push(`${v.id} of alloc ${m.allocId} (${m.attempts} attempts${m.lastError ? `, last: ${m.lastError}` : ''})`);
         }
         return left.length === 0 ? true : undefined;
       },
@@ -393,7 +407,10 @@ job "${PLUGIN_JOB_ID}" {
    * resolves), each within `limitMs`; resolves with the answers that were
    * late or missing.
    */
-  async watchHealth(windowMs: number, options: { everyMs?: number; limitMs?: number; until?: Promise<unknown> } = {}): Promise<HealthWatch> {
+  async watchHealth(
+    windowMs: number,
+    options: { everyMs?: number; limitMs?: number; until?: Promise<unknown> } = {},
+  ): Promise<HealthWatch> {
     const everyMs = options.everyMs ?? 250;
     const limitMs = options.limitMs ?? 1_000;
     const client = new ApiClient({ address: this.api.address, timeoutMs: limitMs });
@@ -416,7 +433,10 @@ job "${PLUGIN_JOB_ID}" {
       const ms = Date.now() - t0;
       watch.asked++;
       watch.slowestMs = Math.max(watch.slowestMs, ms);
-      if (!answer || ms > limitMs) watch.late.push(`after ${ms} ms (load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores): ${answer ? 'answered late' : (error as Error)?.message}`);
+      if (!answer || ms > limitMs)
+        watch.late.push(
+          `after ${ms} ms (load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores): ${answer ? 'answered late' : (error as Error)?.message}`,
+        );
       await sleep(Math.max(0, everyMs - ms));
     }
     return watch;
@@ -457,7 +477,10 @@ job "${PLUGIN_JOB_ID}" {
       const attachments = attachmentsLeft(this.pluginState);
       claims += attachments.length;
       details.push(...attachments.map((a) => `controller attachment ${a} left on the plugin`));
-      return { leaks: { mounts: mounts.length, processes: procs.length + containers.length, claims, allocs, records: 0, volumes: 0 }, details };
+      return {
+        leaks: { mounts: mounts.length, processes: procs.length + containers.length, claims, allocs, records: 0, volumes: 0 },
+        details,
+      };
     };
     const wasRunning = this.running;
     const deadline = Date.now() + settleMs;
@@ -483,7 +506,10 @@ job "${PLUGIN_JOB_ID}" {
     const procs = processesUnder(this.root);
     const containers = containersUnder(this.root);
     if (procs.length + containers.length > report.leaks.processes) {
-      report.details.push(...procs.map((p) => `process ${p} after the agent stopped: ${commandLine(p)}`), ...containers.map((c) => `process: container ${c} after the agent stopped`));
+      report.details.push(
+        ...procs.map((p) => `process ${p} after the agent stopped: ${commandLine(p)}`),
+        ...containers.map((c) => `process: container ${c} after the agent stopped`),
+      );
       report.leaks.processes = procs.length + containers.length;
     }
     return report;
@@ -568,7 +594,13 @@ export class TerminalAllocError extends Error {
 /** Running, with its volume mounted and its file written. */
 export function workloadUp(a: AllocView): boolean {
   const v = a.volumes['data'];
-  return a.clientStatus === 'running' && a.tasks['writer']?.state === 'running' && !!v && mountsUnder(v.hostPath).includes(v.hostPath) && fs.existsSync(path.join(v.hostPath, 'owner.txt'));
+  return (
+    a.clientStatus === 'running' &&
+    a.tasks['writer']?.state === 'running' &&
+    !!v &&
+    mountsUnder(v.hostPath).includes(v.hostPath) &&
+    fs.existsSync(path.join(v.hostPath, 'owner.txt'))
+  );
 }
 
 /** The alloc's task events, one line, for failure messages. */

@@ -19,17 +19,29 @@ const mountRounds = ciRounds.filter((i) => !isVolumeOpRound(i));
 describe('chaos: crash points and kill -9', () => {
   it(`every crash point of job run, job stop, plugin update and remount once (${mountRounds.length} rounds): the agent dies there, the next one finishes or undoes the step, nothing leaks`, async () => {
     const r = await runScenario(crashPointScenario, crashPointScenario.rounds.ci, { concurrency: 3, indices: mountRounds });
-    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({
+      survived: r.rounds,
+      leaks: '0',
+      failures: '',
+    });
   });
 
   it(`a crash before and after CreateVolume, ControllerExpandVolume and DeleteVolume (${volumeOpRounds.length} rounds): the next agent settles the operation and says so; the catalog and the plugin agree`, async () => {
     expect(volumeOpRounds.length).toBe(6);
     const r = await runScenario(crashPointScenario, crashPointScenario.rounds.ci, { concurrency: 3, indices: volumeOpRounds });
-    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({
+      survived: r.rounds,
+      leaks: '0',
+      failures: '',
+    });
   });
 
   it(`kill -9 at random moments (${randomKillScenario.rounds.ci} rounds): nothing leaks`, async () => {
     const r = await runScenario(randomKillScenario, randomKillScenario.rounds.ci, { concurrency: 2 });
-    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({
+      survived: r.rounds,
+      leaks: '0',
+      failures: '',
+    });
   });
 });

@@ -19,7 +19,12 @@ import { type ChaosAgent, type ChaosAgentOptions, workloadUp } from './chaos-age
 
 /** What scenarios.ts hands in; `Outcome` is its RoundOutcome. */
 export interface RoundHelpers<Outcome> {
-  withAgent(label: string, options: ChaosAgentOptions, body: (a: ChaosAgent, problems: string[]) => Promise<void>, prepare?: (a: ChaosAgent) => void): Promise<Outcome>;
+  withAgent(
+    label: string,
+    options: ChaosAgentOptions,
+    body: (a: ChaosAgent, problems: string[]) => Promise<void>,
+    prepare?: (a: ChaosAgent) => void,
+  ): Promise<Outcome>;
   check(cond: boolean, problems: string[], message: string): boolean;
   fillUp(file: string): void;
   mountTmpfs(a: ChaosAgent, size: string): void;
@@ -52,7 +57,12 @@ function freeBytes(dir: string): number {
 }
 
 /** The round as a scenario of scenarios.ts (its Scenario shape). */
-export function fullLogsDiskScenario<Outcome>(h: RoundHelpers<Outcome>): { name: string; rounds: { ci: number; full: number }; labelOf(i: number): string; round(i: number): Promise<Outcome> } {
+export function fullLogsDiskScenario<Outcome>(h: RoundHelpers<Outcome>): {
+  name: string;
+  rounds: { ci: number; full: number };
+  labelOf(i: number): string;
+  round(i: number): Promise<Outcome>;
+} {
   const label = (i: number) => `disk full of logs (round ${i})`;
   return {
     name: 'storage: disk full of logs',
@@ -88,26 +98,57 @@ export function fullLogsDiskScenario<Outcome>(h: RoundHelpers<Outcome>): { name:
               (err: Error & { status?: number }) => err,
             );
             if (h.check(!!refused, problems, 'job run answered OK on a disk full of logs')) {
-              h.check(refused!.status === 507, problems, `job run on a disk full of logs answered ${refused!.status}, not 507: ${refused!.message}`);
-              h.check(/filesystem it is on is full/.test(refused!.message), problems, `the refusal does not say the disk is full: ${refused!.message}`);
+              h.check(
+                refused!.status === 507,
+                problems,
+                `job run on a disk full of logs answered ${refused!.status}, not 507: ${refused!.message}`,
+              );
+              h.check(
+                /filesystem it is on is full/.test(refused!.message),
+                problems,
+                `the refusal does not say the disk is full: ${refused!.message}`,
+              );
             }
-            h.check(JSON.stringify((await api.listJobs()).map((j) => j.id).sort()) === JSON.stringify(jobsBefore), problems, 'the refused job was half applied: it is listed');
-            h.check((await api.getVolume('vol-1')).claims.length === 0, problems, 'the refused job was half applied: its volume is claimed');
+            h.check(
+              JSON.stringify((await api.listJobs()).map((j) => j.id).sort()) === JSON.stringify(jobsBefore),
+              problems,
+              'the refused job was half applied: it is listed',
+            );
+            h.check(
+              (await api.getVolume('vol-1')).claims.length === 0,
+              problems,
+              'the refused job was half applied: its volume is claimed',
+            );
             h.check(workloadUp(await api.getAlloc(first)), problems, 'the running workload suffered from the disk full of logs');
             h.check(a.running && a.proc!.pid === agentPid, problems, 'the agent died on the disk full of logs');
           } finally {
             // The operator's way out: the filler and the task's older (rotated) logs go.
             fs.rmSync(filler, { force: true });
-            for (const f of fs.existsSync(taskDir) ? fs.readdirSync(taskDir) : []) if (/^std(out|err)\.log\.\d+$/.test(f)) fs.rmSync(path.join(taskDir, f), { force: true });
+            for (const f of fs.existsSync(taskDir) ? fs.readdirSync(taskDir) : [])
+              if (/^std(out|err)\.log\.\d+$/.test(f)) fs.rmSync(path.join(taskDir, f), { force: true });
           }
           // Space is back: normal service, nothing stored lost, the agent alive, its dropped lines said once.
-          const second = await a.runWorkload('1', 'vol-1').catch((err: Error) => (problems.push(`job run once space returned: ${err.message}`), undefined));
+          const second = await a
+            .runWorkload('1', 'vol-1')
+            .catch((err: Error) => (problems.push(`job run once space returned: ${err.message}`), undefined));
           if (second) await a.waitWorkloadsUp([second]).catch((err: Error) => problems.push(`once space returned: ${err.message}`));
-          h.check(fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first, problems, 'owner.txt of the first workload changed');
+          h.check(
+            fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first,
+            problems,
+            'owner.txt of the first workload changed',
+          );
           h.check(workloadUp(await a.api.getAlloc(first)), problems, 'the first workload is not running once space returned');
-          h.check((await a.api.listJobs()).some((j) => j.id === 'chatty'), problems, 'the chatty job was lost');
+          h.check(
+            (await a.api.listJobs()).some((j) => j.id === 'chatty'),
+            problems,
+            'the chatty job was lost',
+          );
           h.check(a.running && a.proc!.pid === agentPid, problems, 'the agent died once space returned');
-          const said = await pollUntil('the agent to say what it dropped', () => (/log line\(s\) could not be written/.test(a.log) ? true : undefined), 10_000).catch(() => false);
+          const said = await pollUntil(
+            'the agent to say what it dropped',
+            () => (/log line\(s\) could not be written/.test(a.log) ? true : undefined),
+            10_000,
+          ).catch(() => false);
           h.check(said === true, problems, 'the agent never said how many log lines it dropped');
         },
         (a) => h.mountTmpfs(a, DISK),

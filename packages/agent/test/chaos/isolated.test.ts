@@ -17,8 +17,15 @@ beforeAll(() => {
 const CI_SCENARIOS: readonly Scenario[] = ALL_SCENARIOS.map((s) => (s.name === 'plugin faults' ? pluginFaultScenarioCi : s));
 
 describe('chaos, isolated on runc: plugin and workloads with driver = "exec"', () => {
-  it.each(CI_SCENARIOS.map((s) => [s.name, s] as const))('%s: every CI round survives, nothing leaks (no mount, process, container, claim or record)', async (_name, scenario) => {
-    const r = await runScenario(scenario, scenario.rounds.ci, { concurrency: scenario.name === 'crash points' ? 3 : 2 });
-    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
-  });
+  it.each(CI_SCENARIOS.map((s) => [s.name, s] as const))(
+    '%s: every CI round survives, nothing leaks (no mount, process, container, claim or record)',
+    async (_name, scenario) => {
+      const r = await runScenario(scenario, scenario.rounds.ci, { concurrency: scenario.name === 'crash points' ? 3 : 2 });
+      expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({
+        survived: r.rounds,
+        leaks: '0',
+        failures: '',
+      });
+    },
+  );
 });

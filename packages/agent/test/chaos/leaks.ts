@@ -70,7 +70,13 @@ export function processesUnder(root: string, except: readonly number[] = []): nu
     const stat = readText(path.join(dir, 'stat'));
     // A zombie is dead already; its parent reaps it.
     if (/\) Z /.test(stat)) continue;
-    if (cwd === root || cwd.startsWith(`${root}/`) || readText(path.join(dir, 'cmdline')).includes(root) || readText(path.join(dir, 'environ')).includes(root)) pids.push(pid);
+    if (
+      cwd === root ||
+      cwd.startsWith(`${root}/`) ||
+      readText(path.join(dir, 'cmdline')).includes(root) ||
+      readText(path.join(dir, 'environ')).includes(root)
+    )
+      pids.push(pid);
   }
   return pids;
 }
@@ -107,7 +113,10 @@ export function readStateLeftovers(dataDir: string): { records: string[]; claims
   const db = openClientState({ path: file });
   try {
     const { records, failures } = db.listVolumeMounts<StoredMountRecord>();
-    const left = records.map(({ key, record: r }) => `record ${key}: desired ${r.desired}, claimed ${r.claimed}, staged ${r.staged}, published ${r.published}${r.targetPath ? ` at ${r.targetPath}` : ''}`);
+    const left = records.map(
+      ({ key, record: r }) =>
+        `record ${key}: desired ${r.desired}, claimed ${r.claimed}, staged ${r.staged}, published ${r.published}${r.targetPath ? ` at ${r.targetPath}` : ''}`,
+    );
     for (const f of failures) left.push(`unreadable record ${f.key}`);
     const claims = db
       .listVolumes<StoredVolume>()
@@ -151,7 +160,9 @@ export function volumeMismatches(dataDir: string, pluginState: string, pluginId:
   if (!fs.existsSync(file)) return [];
   const text = readText(path.join(pluginState, 'volumes.json'));
   const onPlugin = new Map<string, { name: string; capacityBytes: string }>();
-  if (text) for (const v of (JSON.parse(text) as { volumes?: { id: string; name: string; capacityBytes: string }[] }).volumes ?? []) onPlugin.set(v.id, v);
+  if (text)
+    for (const v of (JSON.parse(text) as { volumes?: { id: string; name: string; capacityBytes: string }[] }).volumes ?? [])
+      onPlugin.set(v.id, v);
   const db = openClientState({ path: file });
   try {
     const out: string[] = [];
@@ -160,11 +171,17 @@ export function volumeMismatches(dataDir: string, pluginState: string, pluginId:
       catalogued.add(v.externalId);
       const there = onPlugin.get(v.externalId);
       if (!there) out.push(`volume mismatch: ${v.id} is in the catalog (external id ${v.externalId}) but gone from the plugin`);
-      else if (v.capacityBytes !== undefined && String(v.capacityBytes) !== there.capacityBytes) out.push(`volume mismatch: ${v.id}: the catalog says ${v.capacityBytes} bytes, the plugin has ${there.capacityBytes}`);
+      else if (v.capacityBytes !== undefined && String(v.capacityBytes) !== there.capacityBytes)
+        out.push(`volume mismatch: ${v.id}: the catalog says ${v.capacityBytes} bytes, the plugin has ${there.capacityBytes}`);
     }
-    for (const [id, v] of onPlugin) if (!catalogued.has(id)) out.push(`volume mismatch: the plugin has volume ${id} (name "${v.name}", ${v.capacityBytes} bytes) that the catalog does not know`);
+    for (const [id, v] of onPlugin)
+      if (!catalogued.has(id))
+        out.push(
+          `volume mismatch: the plugin has volume ${id} (name "${v.name}", ${v.capacityBytes} bytes) that the catalog does not know`,
+        );
     const { records, failures } = db.listVolumeOps<StoredVolumeOp>();
-    for (const { record } of records) out.push(`volume mismatch: a ${record.op} of ${record.volumeId} on ${record.pluginId} was never settled (its intent is left)`);
+    for (const { record } of records)
+      out.push(`volume mismatch: a ${record.op} of ${record.volumeId} on ${record.pluginId} was never settled (its intent is left)`);
     for (const f of failures) out.push(`volume mismatch: unreadable operation intent ${f.key}`);
     return out;
   } finally {

@@ -12,7 +12,15 @@ import * as os from 'os';
 import * as path from 'path';
 import { isAlive, pollUntil } from '../support/agent-process';
 import { formatLeaks, noLeaks, processesUnder, readStateLeftovers } from './leaks';
-import { CI_FAULT_CASES, CRASH_POINT_ACTIONS, crashCase, crashPointScenario, faultCases, formatTable, pluginFaultScenarioCi } from './scenarios';
+import {
+  CI_FAULT_CASES,
+  CRASH_POINT_ACTIONS,
+  crashCase,
+  crashPointScenario,
+  faultCases,
+  formatTable,
+  pluginFaultScenarioCi,
+} from './scenarios';
 
 describe('the fault suite library', () => {
   it('the full crash-point run covers every point in four variants, ≥ 100 rounds', () => {
@@ -36,7 +44,16 @@ describe('the fault suite library', () => {
     const cases = faultCases();
     for (const phase of ['prerun', 'restore', 'postrun']) {
       const mine = cases.filter((c) => c.phase === phase);
-      for (const kind of ['no-socket', 'not-grpc', 'crash at start', 'hang ', 'garbage from ', 'slower than csi_call', 'crash on ', 'crash after 3 calls']) {
+      for (const kind of [
+        'no-socket',
+        'not-grpc',
+        'crash at start',
+        'hang ',
+        'garbage from ',
+        'slower than csi_call',
+        'crash on ',
+        'crash after 3 calls',
+      ]) {
         expect([phase, kind, mine.some((c) => c.label.includes(kind))]).toEqual([phase, kind, true]);
       }
     }
@@ -48,7 +65,12 @@ describe('the fault suite library', () => {
     leaks.mounts = 2;
     leaks.claims = 1;
     expect(formatLeaks(leaks)).toBe('mounts 2, claims 1');
-    expect(formatTable([{ name: 'crash points', rounds: 116, survived: 116, leaks: noLeaks(), failures: [] }, { name: 'plugin away', rounds: 20, survived: 19, leaks, failures: [] }])).toBe(
+    expect(
+      formatTable([
+        { name: 'crash points', rounds: 116, survived: 116, leaks: noLeaks(), failures: [] },
+        { name: 'plugin away', rounds: 20, survived: 19, leaks, failures: [] },
+      ]),
+    ).toBe(
       [
         '| scenario     | rounds | survived | leaks              |',
         '|--------------|-------:|---------:|--------------------|',
@@ -78,7 +100,11 @@ describe('the fault suite library', () => {
       } finally {
         for (const c of [...children, stranger]) c.kill('SIGKILL');
       }
-      await pollUntil('the children gone', () => (children.every((c) => !isAlive(c.pid!) || c.exitCode !== null || c.signalCode !== null) ? true : undefined), 5_000);
+      await pollUntil(
+        'the children gone',
+        () => (children.every((c) => !isAlive(c.pid!) || c.exitCode !== null || c.signalCode !== null) ? true : undefined),
+        5_000,
+      );
       await pollUntil('no process under the dir', () => (processesUnder(root).length === 0 ? true : undefined), 5_000);
     });
 

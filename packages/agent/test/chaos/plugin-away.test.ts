@@ -10,6 +10,10 @@ jest.setTimeout(600_000);
 describe('chaos: plugin away across an agent restart', () => {
   it(`${pluginAwayScenario.rounds.ci} rounds: 0 workloads stopped, 0 mounts lost, files intact, clean unmount once the plugin is back`, async () => {
     const r = await runScenario(pluginAwayScenario, pluginAwayScenario.rounds.ci, { concurrency: 2 });
-    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({
+      survived: r.rounds,
+      leaks: '0',
+      failures: '',
+    });
   });
 });

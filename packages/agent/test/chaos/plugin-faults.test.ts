@@ -12,6 +12,10 @@ jest.setTimeout(600_000);
 describe('chaos: plugin faults × phases', () => {
   it(`${CI_FAULT_CASES.join('; ')}: the agent stays responsive, the events say why, nothing leaks`, async () => {
     const r = await runScenario(pluginFaultScenarioCi, pluginFaultScenarioCi.rounds.ci, { concurrency: 2 });
-    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({ survived: r.rounds, leaks: '0', failures: '' });
+    expect({ survived: r.survived, leaks: formatLeaks(r.leaks), failures: describeFailures(r) }).toEqual({
+      survived: r.rounds,
+      leaks: '0',
+      failures: '',
+    });
   });
 });

@@ -28,7 +28,16 @@ import type { AllocView } from '@csiplug/api';
 import { ApiClient } from '@csiplug/api';
 import { containersUnder, isAlive, mountsUnder, pollUntil } from '../support/agent-process';
 import { fillUp } from '../support/disk';
-import { ChaosAgent, type ChaosAgentOptions, PLUGIN_ID, type PluginFaults, RESTORE_LIMIT_MS, describeEvents, sleep, workloadUp } from './chaos-agent';
+import {
+  ChaosAgent,
+  type ChaosAgentOptions,
+  PLUGIN_ID,
+  type PluginFaults,
+  RESTORE_LIMIT_MS,
+  describeEvents,
+  sleep,
+  workloadUp,
+} from './chaos-agent';
 import { type LeakCounts, addLeaks, formatLeaks, noLeaks, processesUnder, totalLeaks } from './leaks';
 import { fullLogsDiskScenario } from './full-logs-scenario';
 
@@ -61,7 +70,11 @@ export interface ScenarioResult {
 }
 
 /** Runs rounds 0..n-1 of a scenario (or the rounds `indices` names), `concurrency` at a time (each round has its own agent). */
-export async function runScenario(s: Scenario, rounds: number, options: { concurrency?: number; log?: (line: string) => void; indices?: readonly number[] } = {}): Promise<ScenarioResult> {
+export async function runScenario(
+  s: Scenario,
+  rounds: number,
+  options: { concurrency?: number; log?: (line: string) => void; indices?: readonly number[] } = {},
+): Promise<ScenarioResult> {
   const indices = options.indices ?? Array.from({ length: rounds }, (_, i) => i);
   const result: ScenarioResult = { name: s.name, rounds: indices.length, survived: 0, leaks: noLeaks(), failures: [] };
   let next = 0;
@@ -73,13 +86,20 @@ export async function runScenario(s: Scenario, rounds: number, options: { concur
       try {
         outcome = await s.round(i);
       } catch (err) {
-        outcome = { label: `round ${i}`, survived: false, leaks: noLeaks(), problems: [`the round itself failed: ${(err as Error).stack ?? String(err)}`] };
+        outcome = {
+          label: `round ${i}`,
+          survived: false,
+          leaks: noLeaks(),
+          problems: [`the round itself failed: ${(err as Error).stack ?? String(err)}`],
+        };
       }
       if (outcome.survived) result.survived++;
       addLeaks(result.leaks, outcome.leaks);
       if (!outcome.survived || totalLeaks(outcome.leaks) > 0) result.failures.push(outcome);
       const status = outcome.survived ? 'survived' : 'FAILED';
-      options.log?.(`${s.name} #${i} ${outcome.label}: ${status}, leaks ${formatLeaks(outcome.leaks)} (${((Date.now() - t0) / 1000).toFixed(1)} s)${outcome.problems.length ? `\n    ${outcome.problems.join('\n    ')}` : ''}`);
+      options.log?.(
+        `${s.name} #${i} ${outcome.label}: ${status}, leaks ${formatLeaks(outcome.leaks)} (${((Date.now() - t0) / 1000).toFixed(1)} s)${outcome.problems.length ? `\n    ${outcome.problems.join('\n    ')}` : ''}`,
+      );
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? 1, indices.length)) }, worker));
@@ -88,15 +108,25 @@ export async function runScenario(s: Scenario, rounds: number, options: { concur
 
 /** The one table: scenario, rounds, survived, leaks. */
 export function formatTable(results: readonly ScenarioResult[]): string {
-  const rows = [['scenario', 'rounds', 'survived', 'leaks'], ...results.map((r) => [r.name, String(r.rounds), String(r.survived), formatLeaks(r.leaks)])];
+  const rows = [
+    ['scenario', 'rounds', 'survived', 'leaks'],
+    ...results.map((r) => [r.name, String(r.rounds), String(r.survived), formatLeaks(r.leaks)]),
+  ];
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  const line = (r: string[]) => `| ${r.map((cell, c) => (c === 0 || c === 3 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join(' | ')} |`;
-  return [line(rows[0]!), `|${widths.map((w, c) => (c === 0 || c === 3 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`, ...rows.slice(1).map(line)].join('\n');
+  const line = (r: string[]) =>
+    `| ${r.map((cell, c) => (c === 0 || c === 3 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join(' | ')} |`;
+  return [
+    line(rows[0]!),
+    `|${widths.map((w, c) => (c === 0 || c === 3 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
+    ...rows.slice(1).map(line),
+  ].join('\n');
 }
 
 /** Problems of a result, one per line, for a test's failure message. */
 export function describeFailures(r: ScenarioResult): string {
-  return r.failures.map((f) => `${f.label}: ${f.survived ? 'survived' : 'FAILED'}, leaks ${formatLeaks(f.leaks)}\n  ${f.problems.join('\n  ')}`).join('\n');
+  return r.failures
+    .map((f) => `${f.label}: ${f.survived ? 'survived' : 'FAILED'}, leaks ${formatLeaks(f.leaks)}\n  ${f.problems.join('\n  ')}`)
+    .join('\n');
 }
 
 // ---- round plumbing -------------------------------------------------------------
@@ -105,7 +135,12 @@ export function describeFailures(r: ScenarioResult): string {
 const PATIENT_RESTORE_MS = 30_000;
 
 /** One round: its own agent, its problems, and — whatever happens — the leak count and a complete cleanup. */
-async function withAgent(label: string, options: ChaosAgentOptions, body: (a: ChaosAgent, problems: string[]) => Promise<void>, prepare?: (a: ChaosAgent) => void): Promise<RoundOutcome> {
+async function withAgent(
+  label: string,
+  options: ChaosAgentOptions,
+  body: (a: ChaosAgent, problems: string[]) => Promise<void>,
+  prepare?: (a: ChaosAgent) => void,
+): Promise<RoundOutcome> {
   const a = new ChaosAgent(options);
   const problems: string[] = [];
   let leaks = noLeaks();
@@ -137,7 +172,8 @@ async function withAgent(label: string, options: ChaosAgentOptions, body: (a: Ch
   return { label, survived, leaks, problems };
 }
 
-const LEAK_DETAIL = /^(mount |process |volume \S+: claim|alloc \S+ \(\S+\) still|controller attachment|record |unreadable record|claim of|controller publish|volume mismatch)/;
+const LEAK_DETAIL =
+  /^(mount |process |volume \S+: claim|alloc \S+ \(\S+\) still|controller attachment|record |unreadable record|claim of|controller publish|volume mismatch)/;
 function isLeakDetail(p: string): boolean {
   return LEAK_DETAIL.test(p);
 }
@@ -202,7 +238,8 @@ export function crashCase(i: number): CrashCase {
   // job run's save point is first reached by the plugin job's run.
   const base = point === 'agent.run-job.after-save' ? 2 : 1;
   // A volume operation's round creates its workloads' volumes first: the create it aims at is the next one.
-  const count = action === 'update' || action === 'expand' || action === 'delete' ? 1 : action === 'create' ? workloads + 1 : base + (workloads - 1);
+  const count =
+    action === 'update' || action === 'expand' || action === 'delete' ? 1 : action === 'create' ? workloads + 1 : base + (workloads - 1);
   return { point, count, action, workloads, controllerPublish };
 }
 
@@ -262,38 +299,58 @@ export const crashPointScenario: Scenario = {
       if (c.action === 'stop') {
         // The stops were asked for: the allocs end, their tasks do not come back.
         for (const b of before) {
-          const after = await pollUntil(`alloc ${b.name} terminal after the restart`, async () => {
-            const x = await a.api.getAlloc(b.id);
-            return x.clientStatus === 'complete' || x.clientStatus === 'failed' ? x : undefined;
-          }, 30_000).catch((err: Error) => (problems.push(err.message), undefined));
-          if (after) check(!isAlive(a.taskPid(b.id, 'writer')), problems, `alloc ${b.name}: its task is alive although the job was stopped`);
+          const after = await pollUntil(
+            `alloc ${b.name} terminal after the restart`,
+            async () => {
+              const x = await a.api.getAlloc(b.id);
+              return x.clientStatus === 'complete' || x.clientStatus === 'failed' ? x : undefined;
+            },
+            30_000,
+          ).catch((err: Error) => (problems.push(err.message), undefined));
+          if (after)
+            check(!isAlive(a.taskPid(b.id, 'writer')), problems, `alloc ${b.name}: its task is alive although the job was stopped`);
         }
       } else {
         // The workloads whose job was taken run with their volume; for an update, the very same tasks.
         const allocs = (await a.api.listAllocs()).filter((x) => x.jobId.startsWith('work-'));
-        if (c.action !== 'run') check(allocs.length === c.workloads, problems, `after the restart ${allocs.length} of ${c.workloads} workload allocs are known`);
-        const up = await a.waitWorkloadsUp(allocs.map((x) => x.id)).catch((err: Error) => (problems.push(`after the restart: ${err.message}`), undefined));
+        if (c.action !== 'run')
+          check(allocs.length === c.workloads, problems, `after the restart ${allocs.length} of ${c.workloads} workload allocs are known`);
+        const up = await a
+          .waitWorkloadsUp(allocs.map((x) => x.id))
+          .catch((err: Error) => (problems.push(`after the restart: ${err.message}`), undefined));
         for (const b of before) {
           const now = up?.find((x) => x.id === b.id);
           if (!now) continue;
           if (a.isolated && c.action === 'remount') {
             // Isolated, its bind of the old mount is private: it is restarted to see the new one (unless the remount finished
             // before the crash and its word was lost with the agent — then the bind it kept is the hostpath's own dir, which lives on).
-            await pollUntil(`alloc ${b.name} running again after a restart for its remount, if one was asked`, async () => {
-              const x = await a.api.getAlloc(b.id);
-              if (!x.tasks['writer']!.events.some((e) => /was remounted; an isolated task/.test(e.message))) return true;
-              let pid: number | undefined;
-              try {
-                pid = a.taskPid(b.id, 'writer');
-              } catch {
-                return undefined; // between its runs
-              }
-              return workloadUp(x) && pid !== pids.get(b.id) && isAlive(pid) ? true : undefined;
-            }, 20_000).catch((err: Error) => problems.push(err.message));
+            await pollUntil(
+              `alloc ${b.name} running again after a restart for its remount, if one was asked`,
+              async () => {
+                const x = await a.api.getAlloc(b.id);
+                if (!x.tasks['writer']!.events.some((e) => /was remounted; an isolated task/.test(e.message))) return true;
+                let pid: number | undefined;
+                try {
+                  pid = a.taskPid(b.id, 'writer');
+                } catch {
+                  return undefined; // between its runs
+                }
+                return workloadUp(x) && pid !== pids.get(b.id) && isAlive(pid) ? true : undefined;
+              },
+              20_000,
+            ).catch((err: Error) => problems.push(err.message));
           } else {
-            check(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `alloc ${b.name} was restarted (${c.action})`);
+            check(
+              now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id),
+              problems,
+              `alloc ${b.name} was restarted (${c.action})`,
+            );
           }
-          check(fs.readFileSync(path.join(now.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `alloc ${b.name}: owner.txt changed`);
+          check(
+            fs.readFileSync(path.join(now.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === b.id,
+            problems,
+            `alloc ${b.name}: owner.txt changed`,
+          );
         }
       }
     });
@@ -319,7 +376,13 @@ async function volumeOpRound(a: ChaosAgent, c: CrashCase, op: VolumeOpAction, pr
   const before = await a.waitWorkloadsUp(ids);
   const pids = new Map(ids.map((id) => [id, a.taskPid(id, 'writer')]));
   if (op !== 'create') await a.createVolume(OP_VOLUME);
-  const fired = settle<unknown>({ create: () => a.createVolume(OP_VOLUME), expand: () => a.expandVolume(OP_VOLUME, '50MiB'), delete: () => a.api.deleteVolume(OP_VOLUME) }[op]());
+  const fired = settle<unknown>(
+    {
+      create: () => a.createVolume(OP_VOLUME),
+      expand: () => a.expandVolume(OP_VOLUME, '50MiB'),
+      delete: () => a.api.deleteVolume(OP_VOLUME),
+    }[op](),
+  );
   const exit = await a.waitExit(30_000);
   await fired;
   if (!exit) {
@@ -343,11 +406,19 @@ async function volumeOpRound(a: ChaosAgent, c: CrashCase, op: VolumeOpAction, pr
   ).catch((err: Error) => (problems.push(`after the restart: ${err.message}`), undefined));
   if (settledOp) {
     const said = a.log.slice(logFrom);
-    check(new RegExp(`finished a volume ${op}|volume ${op} cut short by an agent restart or a lost answer was recorded already`).test(said), problems, `the next agent settled the ${op} of ${OP_VOLUME} without a word in its log: ${said.slice(-600)}`);
+    check(
+      new RegExp(`finished a volume ${op}|volume ${op} cut short by an agent restart or a lost answer was recorded already`).test(said),
+      problems,
+      `the next agent settled the ${op} of ${OP_VOLUME} without a word in its log: ${said.slice(-600)}`,
+    );
   }
   for (const b of before) {
     const now = await a.api.getAlloc(b.id);
-    check(workloadUp(now) && now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `workload ${b.name} did not keep running through the crash in a volume ${op}: ${describeEvents(now)}`);
+    check(
+      workloadUp(now) && now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id),
+      problems,
+      `workload ${b.name} did not keep running through the crash in a volume ${op}: ${describeEvents(now)}`,
+    );
   }
 }
 
@@ -367,7 +438,13 @@ function makeStale(a: ChaosAgent, alloc: AllocView): void {
 type KillMoment = 'job run' | 'job stop' | 'volume create' | 'volume delete' | 'plugin update';
 const KILL_MOMENTS: readonly KillMoment[] = ['job run', 'job stop', 'volume create', 'volume delete', 'plugin update'];
 /** How long after the request the kill may come (ms): about as long as each takes here. */
-const KILL_WINDOW_MS: Readonly<Record<KillMoment, number>> = { 'job run': 400, 'job stop': 400, 'volume create': 150, 'volume delete': 150, 'plugin update': 2_500 };
+const KILL_WINDOW_MS: Readonly<Record<KillMoment, number>> = {
+  'job run': 400,
+  'job stop': 400,
+  'volume create': 150,
+  'volume delete': 150,
+  'plugin update': 2_500,
+};
 
 function killMoment(i: number): { moment: KillMoment; delay: number; label: string } {
   const moment = KILL_MOMENTS[i % KILL_MOMENTS.length]!;
@@ -391,13 +468,15 @@ export const randomKillScenario: Scenario = {
         await a.waitWorkloadsUp(ids);
       }
       if (moment === 'volume delete') await a.createVolume('vol-del');
-      const fired = settle<unknown>({
-        'job run': () => a.runWorkload('0', 'vol-0'),
-        'job stop': () => a.api.stopJob('work-0'),
-        'volume create': () => a.createVolume('vol-new'),
-        'volume delete': () => a.api.deleteVolume('vol-del'),
-        'plugin update': () => a.runPlugin({ controllerPublish: i % 2 === 1, version: 2 }, false),
-      }[moment]());
+      const fired = settle<unknown>(
+        {
+          'job run': () => a.runWorkload('0', 'vol-0'),
+          'job stop': () => a.api.stopJob('work-0'),
+          'volume create': () => a.createVolume('vol-new'),
+          'volume delete': () => a.api.deleteVolume('vol-del'),
+          'plugin update': () => a.runPlugin({ controllerPublish: i % 2 === 1, version: 2 }, false),
+        }[moment](),
+      );
       await sleep(delay);
       await a.kill('SIGKILL');
       await fired;
@@ -406,17 +485,23 @@ export const randomKillScenario: Scenario = {
       // Whatever was taken settles: a running workload stays up, a stopped one ends.
       const work = (await a.api.listAllocs()).filter((x) => x.jobId.startsWith('work-'));
       for (const w of work) {
-        const settled = await pollUntil(`alloc ${w.name} settled after the restart`, async () => {
-          const x = await a.api.getAlloc(w.id);
-          if (x.desiredStatus === 'stop') return x.clientStatus === 'complete' || x.clientStatus === 'failed' ? x : undefined;
-          if (x.clientStatus === 'failed' || x.clientStatus === 'complete') return x;
-          return workloadUp(x) ? x : undefined;
-        }, 30_000).catch((err: Error) => (problems.push(err.message), undefined));
-        if (settled && settled.desiredStatus === 'run') check(settled.clientStatus === 'running', problems, `alloc ${settled.name} ended after the restart: ${describeEvents(settled)}`);
+        const settled = await pollUntil(
+          `alloc ${w.name} settled after the restart`,
+          async () => {
+            const x = await a.api.getAlloc(w.id);
+            if (x.desiredStatus === 'stop') return x.clientStatus === 'complete' || x.clientStatus === 'failed' ? x : undefined;
+            if (x.clientStatus === 'failed' || x.clientStatus === 'complete') return x;
+            return workloadUp(x) ? x : undefined;
+          },
+          30_000,
+        ).catch((err: Error) => (problems.push(err.message), undefined));
+        if (settled && settled.desiredStatus === 'run')
+          check(settled.clientStatus === 'running', problems, `alloc ${settled.name} ended after the restart: ${describeEvents(settled)}`);
       }
       // Stop everything, deleting every volume the catalog has before the plugin goes.
       const deleteVolumes = async () => {
-        for (const v of await a.api.listVolumes()) await a.api.deleteVolume(v.id).catch((err: Error) => problems.push(`deleting volume ${v.id} after the restart: ${err.message}`));
+        for (const v of await a.api.listVolumes())
+          await a.api.deleteVolume(v.id).catch((err: Error) => problems.push(`deleting volume ${v.id} after the restart: ${err.message}`));
       };
       for (const l of await a.stopAll(30_000, deleteVolumes)) problems.push(`stopping everything: ${l}`);
     });
@@ -439,7 +524,15 @@ export interface FaultCase {
 const SLOW_MS = 6_000;
 /** The RPCs each phase depends on. */
 const PHASE_RPCS: Readonly<Record<Phase, readonly string[]>> = {
-  prerun: ['Probe', 'GetPluginInfo', 'NodeGetInfo', 'NodeGetCapabilities', 'NodeStageVolume', 'NodePublishVolume', 'ControllerPublishVolume'],
+  prerun: [
+    'Probe',
+    'GetPluginInfo',
+    'NodeGetInfo',
+    'NodeGetCapabilities',
+    'NodeStageVolume',
+    'NodePublishVolume',
+    'ControllerPublishVolume',
+  ],
   restore: ['Probe', 'GetPluginInfo', 'NodeGetInfo', 'NodeGetCapabilities', 'NodeGetVolumeStats'],
   postrun: ['NodeUnpublishVolume', 'NodeUnstageVolume', 'ControllerUnpublishVolume'],
 };
@@ -448,7 +541,13 @@ const PHASE_RPCS: Readonly<Record<Phase, readonly string[]>> = {
 export function faultCases(): FaultCase[] {
   const cases: FaultCase[] = [];
   for (const phase of ['prerun', 'restore', 'postrun'] as const) {
-    for (const start of ['no-socket', 'not-grpc', 'crash'] as const) cases.push({ phase, label: `${phase}: ${start === 'crash' ? 'crash at start' : start}`, faults: { startFault: start }, atStart: true });
+    for (const start of ['no-socket', 'not-grpc', 'crash'] as const)
+      cases.push({
+        phase,
+        label: `${phase}: ${start === 'crash' ? 'crash at start' : start}`,
+        faults: { startFault: start },
+        atStart: true,
+      });
     for (const rpc of PHASE_RPCS[phase]) {
       cases.push({ phase, label: `${phase}: hang ${rpc}`, faults: { hangRpcs: [rpc] }, atStart: false });
       cases.push({ phase, label: `${phase}: garbage from ${rpc}`, faults: { garbageRpcs: [rpc] }, atStart: false });
@@ -482,10 +581,14 @@ async function liftFault(a: ChaosAgent, c: FaultCase): Promise<void> {
     const killed = a.killPlugin();
     // Restarted (a new process) before anyone asks whether the plugin is healthy: until the agent has seen the
     // kill it may still count the killed process healthy, and a job stopped then finds its plugin gone.
-    await pollUntil('the plugin restarted once the fault was lifted', () => {
-      const now = a.pluginPids();
-      return now.length >= Math.max(1, killed.length) && now.every((pid) => !killed.includes(pid)) ? true : undefined;
-    }, 30_000);
+    await pollUntil(
+      'the plugin restarted once the fault was lifted',
+      () => {
+        const now = a.pluginPids();
+        return now.length >= Math.max(1, killed.length) && now.every((pid) => !killed.includes(pid)) ? true : undefined;
+      },
+      30_000,
+    );
   }
 }
 
@@ -496,15 +599,27 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
     labelOf: (i) => cases[i % cases.length]!.label,
     round: (i) => {
       const c = cases[i % cases.length]!;
-      const controllerPublish = c.faults.hangRpcs?.[0]?.startsWith('Controller') || c.faults.garbageRpcs?.[0]?.startsWith('Controller') || c.faults.slowRpcs?.[0]?.startsWith('Controller') || c.faults.crashOnRpcs?.[0]?.startsWith('Controller') || false;
+      const controllerPublish =
+        c.faults.hangRpcs?.[0]?.startsWith('Controller') ||
+        c.faults.garbageRpcs?.[0]?.startsWith('Controller') ||
+        c.faults.slowRpcs?.[0]?.startsWith('Controller') ||
+        c.faults.crashOnRpcs?.[0]?.startsWith('Controller') ||
+        false;
       return withAgent(c.label, {}, async (a, problems) => {
         await a.start();
         await a.runPlugin({ controllerPublish });
         await a.createVolume('vol-0');
         // What an event must say to explain the fault: the volume or plugin, and what went wrong.
-        const faultWords = [...(c.faults.hangRpcs ?? []), ...(c.faults.garbageRpcs ?? []), ...(c.faults.slowRpcs ?? []), ...(c.faults.crashOnRpcs ?? [])];
-        const says = (what: RegExp) => (m: string) => (m.includes('vol-0') || m.includes(PLUGIN_ID)) && (what.test(m) || faultWords.some((w) => m.includes(w)));
-        const failureWords = /fail|timed out|time out|deadline|unavailable|not available|internal|not reachable|crash|away|unhealthy|error|refused|retry|waiting/i;
+        const faultWords = [
+          ...(c.faults.hangRpcs ?? []),
+          ...(c.faults.garbageRpcs ?? []),
+          ...(c.faults.slowRpcs ?? []),
+          ...(c.faults.crashOnRpcs ?? []),
+        ];
+        const says = (what: RegExp) => (m: string) =>
+          (m.includes('vol-0') || m.includes(PLUGIN_ID)) && (what.test(m) || faultWords.some((w) => m.includes(w)));
+        const failureWords =
+          /fail|timed out|time out|deadline|unavailable|not available|internal|not reachable|crash|away|unhealthy|error|refused|retry|waiting/i;
         const pendingWords = /unmount|unpublish|unstage|pending|retr|fail|timed out|away|unhealthy/i;
         if (c.phase === 'prerun') {
           await applyFault(a, c);
@@ -513,27 +628,44 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
           // Long enough for the plugin wait (6 s) to run out and for two calls to miss csi_call (3 s).
           const windowMs = 14_000;
           const settled = settle(
-            pollUntil('the workload to run or fail', async () => {
-              const x = await a.api.getAlloc(id);
-              return x.clientStatus === 'running' || x.clientStatus === 'failed' ? x : undefined;
-            }, windowMs, 200),
+            pollUntil(
+              'the workload to run or fail',
+              async () => {
+                const x = await a.api.getAlloc(id);
+                return x.clientStatus === 'running' || x.clientStatus === 'failed' ? x : undefined;
+              },
+              windowMs,
+              200,
+            ),
           );
           const watch = await a.watchHealth(windowMs, { until: settled });
-          check(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
+          check(
+            watch.late.length === 0,
+            problems,
+            `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`,
+          );
           await settled;
           // Running is fine; failed, or still waiting (a claim retried), must say why in its task events (alloc status).
           const alloc = await a.api.getAlloc(id);
           if (alloc.clientStatus !== 'running') {
-            check(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `the alloc is ${alloc.clientStatus} and no task event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+            check(
+              !!a.explains(alloc, since, says(failureWords), 'task events'),
+              problems,
+              `the alloc is ${alloc.clientStatus} and no task event says why: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`,
+            );
           }
           await liftFault(a, c);
           await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
           if (alloc.clientStatus === 'pending') {
             // What waited goes on once the plugin is fine.
-            await pollUntil('the waiting workload to run or fail once the fault is lifted', async () => {
-              const x = await a.api.getAlloc(id);
-              return x.clientStatus === 'running' || x.clientStatus === 'failed' ? x : undefined;
-            }, 20_000).catch((err: Error) => problems.push(err.message));
+            await pollUntil(
+              'the waiting workload to run or fail once the fault is lifted',
+              async () => {
+                const x = await a.api.getAlloc(id);
+                return x.clientStatus === 'running' || x.clientStatus === 'failed' ? x : undefined;
+              },
+              20_000,
+            ).catch((err: Error) => problems.push(err.message));
           }
           return;
         }
@@ -547,16 +679,35 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
           const since = Date.now();
           await a.start();
           const watch = await a.watchHealth(3 * RESTORE_LIMIT_MS + 2_000);
-          check(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
+          check(
+            watch.late.length === 0,
+            problems,
+            `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`,
+          );
           const alloc = await a.api.getAlloc(id);
-          check(isAlive(pid) && alloc.clientStatus === 'running', problems, `the live workload was stopped while the plugin was faulty: ${alloc.clientStatus}; ${describeEvents(alloc)}`);
+          check(
+            isAlive(pid) && alloc.clientStatus === 'running',
+            problems,
+            `the live workload was stopped while the plugin was faulty: ${alloc.clientStatus}; ${describeEvents(alloc)}`,
+          );
           check(mountsUnder(hostPath).includes(hostPath), problems, 'the live mount was taken down while the plugin was faulty');
           // "Marked plugin away with a task event": what a restore says must outlast the boot it happened in.
-          check(!!a.explains(alloc, since, says(failureWords), 'task events'), problems, `no task event of the alloc says the plugin is faulty or away: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`);
+          check(
+            !!a.explains(alloc, since, says(failureWords), 'task events'),
+            problems,
+            `no task event of the alloc says the plugin is faulty or away: task events: ${describeEvents(alloc)}; streamed: ${a.streamedFor(id, since)}`,
+          );
           await liftFault(a, c);
           await a.waitPluginHealthy().catch((err: Error) => problems.push(`after the fault was lifted: ${err.message}`));
-          const back = await a.waitWorkloadsUp([id]).catch((err: Error) => (problems.push(`after the fault was lifted: ${err.message}`), undefined));
-          if (back) check(a.taskPid(id, 'writer') === pid && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === id, problems, 'the workload was restarted or its file changed');
+          const back = await a
+            .waitWorkloadsUp([id])
+            .catch((err: Error) => (problems.push(`after the fault was lifted: ${err.message}`), undefined));
+          if (back)
+            check(
+              a.taskPid(id, 'writer') === pid && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === id,
+              problems,
+              'the workload was restarted or its file changed',
+            );
           return;
         }
         // postrun
@@ -564,13 +715,19 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
         const since = Date.now();
         const stopping = settle(new ApiClient({ address: a.api.address, timeoutMs: 60_000 }).stopJob('work-0'));
         const watch = await a.watchHealth(2 * 3_000 + 2_000);
-        check(watch.late.length === 0, problems, `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`);
+        check(
+          watch.late.length === 0,
+          problems,
+          `health answered late or not at all during the fault: ${watch.late.slice(0, 3).join('; ')}`,
+        );
         check(!isAlive(pid), problems, 'the workload task still runs after its job was stopped');
         const unmounted = !mountsUnder(hostPath).includes(hostPath);
         if (!unmounted) {
           // The unmount waits for the plugin: that must show, in an event or in `volume status`.
           const alloc = await a.api.getAlloc(id);
-          const volume = (await a.api.getVolume('vol-0')) as { mounts?: { allocId: string; pendingUnmount?: boolean; lastError?: string }[] };
+          const volume = (await a.api.getVolume('vol-0')) as {
+            mounts?: { allocId: string; pendingUnmount?: boolean; lastError?: string }[];
+          };
           const shown = volume.mounts?.find((m) => m.allocId === id && m.pendingUnmount);
           check(
             !!a.explains(alloc, since, says(pendingWords)) || !!shown,
@@ -583,10 +740,14 @@ export function pluginFaultScenario(cases: readonly FaultCase[], name = 'plugin 
         const stopped = await stopping;
         if (stopped.error) problems.push(`job stop: ${stopped.error.message}`);
         // The pending unmount finishes by itself once the plugin is back.
-        await pollUntil('the pending unmount to finish once the plugin is back', async () => {
-          const v = await a.api.getVolume('vol-0');
-          return !a.volumeMounts().length && v.claims.length === 0 ? true : undefined;
-        }, 20_000).catch((err: Error) => problems.push(err.message));
+        await pollUntil(
+          'the pending unmount to finish once the plugin is back',
+          async () => {
+            const v = await a.api.getVolume('vol-0');
+            return !a.volumeMounts().length && v.claims.length === 0 ? true : undefined;
+          },
+          20_000,
+        ).catch((err: Error) => problems.push(err.message));
       });
     },
   };
@@ -628,9 +789,17 @@ export const fullDiskScenario: Scenario = {
             (err: Error & { status?: number }) => err,
           );
           if (check(!!refused, problems, 'job run answered OK on a full data dir')) {
-            check(/space|ENOSPC|full|SQLITE_FULL/i.test(refused!.message), problems, `the refusal does not say the disk is full: ${refused!.message}`);
+            check(
+              /space|ENOSPC|full|SQLITE_FULL/i.test(refused!.message),
+              problems,
+              `the refusal does not say the disk is full: ${refused!.message}`,
+            );
           }
-          check(JSON.stringify((await a.api.listJobs()).map((j) => j.id).sort()) === JSON.stringify(jobsBefore), problems, 'the refused job was half applied: it is listed');
+          check(
+            JSON.stringify((await a.api.listJobs()).map((j) => j.id).sort()) === JSON.stringify(jobsBefore),
+            problems,
+            'the refused job was half applied: it is listed',
+          );
           check(!(await a.api.listAllocs()).some((x) => x.jobId === 'work-1'), problems, 'the refused job was half applied: it has allocs');
           check((await a.api.getVolume('vol-1')).claims.length === 0, problems, 'the refused job was half applied: its volume is claimed');
           const volumeRefused = await a.createVolume('vol-2').then(
@@ -638,24 +807,44 @@ export const fullDiskScenario: Scenario = {
             (err: Error) => err,
           );
           check(!!volumeRefused, problems, 'volume create answered OK on a full data dir');
-          check(!(await a.api.listVolumes()).some((v) => v.id === 'vol-2'), problems, 'the refused volume create was half applied: the catalog lists it');
+          check(
+            !(await a.api.listVolumes()).some((v) => v.id === 'vol-2'),
+            problems,
+            'the refused volume create was half applied: the catalog lists it',
+          );
           // Nor on the plugin: a volume it created but the catalog could not save is deleted again. (Isolated, the plugin keeps
           // its state in its data dir, on the full disk too, so its CreateVolume may itself fail: the same outcome, no rollback needed.)
-          await pollUntil('the unsaved volume deleted on the plugin again', () => (!pluginVolumeNames(a).includes('vol-2') ? true : undefined), 10_000).catch(() =>
-            problems.push(`the refused volume create was half applied: the plugin still has volume "vol-2" (${pluginVolumeNames(a).join(', ')})`),
+          await pollUntil(
+            'the unsaved volume deleted on the plugin again',
+            () => (!pluginVolumeNames(a).includes('vol-2') ? true : undefined),
+            10_000,
+          ).catch(() =>
+            problems.push(
+              `the refused volume create was half applied: the plugin still has volume "vol-2" (${pluginVolumeNames(a).join(', ')})`,
+            ),
           );
           const health = await a.watchHealth(1_000);
           check(health.late.length === 0, problems, `health did not answer on a full data dir: ${health.late.join('; ')}`);
           const still = await a.api.getAlloc(first);
-          check(workloadUp(still) && a.taskPid(first, 'writer') === a.taskPid(first, 'writer'), problems, 'the running workload suffered from the full disk');
+          check(
+            workloadUp(still) && a.taskPid(first, 'writer') === a.taskPid(first, 'writer'),
+            problems,
+            'the running workload suffered from the full disk',
+          );
         } finally {
           fs.rmSync(filler, { force: true });
         }
         // Space is back: normal service.
-        const second = await a.runWorkload('1', 'vol-1').catch((err: Error) => (problems.push(`job run once space returned: ${err.message}`), undefined));
+        const second = await a
+          .runWorkload('1', 'vol-1')
+          .catch((err: Error) => (problems.push(`job run once space returned: ${err.message}`), undefined));
         if (second) await a.waitWorkloadsUp([second]).catch((err: Error) => problems.push(`once space returned: ${err.message}`));
         await a.createVolume('vol-2').catch((err: Error) => problems.push(`volume create once space returned: ${err.message}`));
-        check(fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first, problems, 'owner.txt of the first workload changed');
+        check(
+          fs.readFileSync(path.join(up!.volumes['data']!.hostPath, 'owner.txt'), 'utf8').trim() === first,
+          problems,
+          'owner.txt of the first workload changed',
+        );
       },
       (a) => mountTmpfs(a, '24m'),
     ),
@@ -679,7 +868,6 @@ function pluginVolumeNames(a: ChaosAgent): string[] {
     return [];
   }
 }
-
 
 type Corruption = 'garbage' | 'damaged page' | 'empty';
 const CORRUPTIONS: readonly Corruption[] = ['garbage', 'damaged page', 'empty'];
@@ -727,14 +915,22 @@ export const corruptStateScenario: Scenario = {
         a.compareVolumes = false;
         // Starts empty, but says so and names the file; with reconcile_orphans the orphans it left are cleaned.
         await a.start();
-        check(a.log.slice(logFrom).includes(file), problems, `an empty state file was taken without a word naming it: ${a.log.slice(logFrom).slice(-500)}`);
+        check(
+          a.log.slice(logFrom).includes(file),
+          problems,
+          `an empty state file was taken without a word naming it: ${a.log.slice(logFrom).slice(-500)}`,
+        );
         await a.kill('SIGTERM');
         a.extraConfig += '\nreconcile_orphans = true\n';
         await a.start();
-        await pollUntil('the orphans (the workload, the plugin, their mounts) cleaned up', async () => {
-          const left = processesUnder(a.root, [a.proc!.pid!]);
-          return mountsUnder(a.dataDir).length === 0 && left.length === 0 && containersUnder(a.root).length === 0 ? true : undefined;
-        }, 20_000).catch((err: Error) => problems.push(`with reconcile_orphans = true: ${err.message}`));
+        await pollUntil(
+          'the orphans (the workload, the plugin, their mounts) cleaned up',
+          async () => {
+            const left = processesUnder(a.root, [a.proc!.pid!]);
+            return mountsUnder(a.dataDir).length === 0 && left.length === 0 && containersUnder(a.root).length === 0 ? true : undefined;
+          },
+          20_000,
+        ).catch((err: Error) => problems.push(`with reconcile_orphans = true: ${err.message}`));
         return;
       }
       logFrom = a.log.length;
@@ -743,7 +939,11 @@ export const corruptStateScenario: Scenario = {
         (err: Error) => err,
       );
       if (check(!!refused, problems, `the agent started on a ${kind} state file`)) {
-        check(a.log.slice(logFrom).includes(file), problems, `the refusal does not name the file ${file}: ${a.log.slice(logFrom).slice(-400)}`);
+        check(
+          a.log.slice(logFrom).includes(file),
+          problems,
+          `the refusal does not name the file ${file}: ${a.log.slice(logFrom).slice(-400)}`,
+        );
       } else {
         await a.kill('SIGKILL');
       }
@@ -789,15 +989,27 @@ export const pluginAwayScenario: Scenario = {
       a.killPlugin();
       await a.start();
       const watch = await a.watchHealth(factor * RESTORE_LIMIT_MS);
-      check(watch.late.length === 0, problems, `health answered late or not at all while the plugin was away: ${watch.late.slice(0, 3).join('; ')}`);
+      check(
+        watch.late.length === 0,
+        problems,
+        `health answered late or not at all while the plugin was away: ${watch.late.slice(0, 3).join('; ')}`,
+      );
       const plugin = await a.api.getPlugin(PLUGIN_ID).catch(() => undefined);
       check(!plugin || plugin.nodesHealthy === 0, problems, 'the plugin was not away (it answered healthy)');
       for (const b of before) {
         const now = await a.api.getAlloc(b.id);
         const hostPath = b.volumes['data']!.hostPath;
-        check(isAlive(pids.get(b.id)!) && now.clientStatus === 'running' && now.tasks['writer']!.state === 'running', problems, `workload ${b.name} was stopped while the plugin was away: ${now.clientStatus}; ${describeEvents(now)}`);
+        check(
+          isAlive(pids.get(b.id)!) && now.clientStatus === 'running' && now.tasks['writer']!.state === 'running',
+          problems,
+          `workload ${b.name} was stopped while the plugin was away: ${now.clientStatus}; ${describeEvents(now)}`,
+        );
         check(mountsUnder(hostPath).includes(hostPath), problems, `workload ${b.name}: its mount was lost while the plugin was away`);
-        check(fs.existsSync(path.join(hostPath, 'owner.txt')) && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === b.id, problems, `workload ${b.name}: owner.txt not intact`);
+        check(
+          fs.existsSync(path.join(hostPath, 'owner.txt')) && fs.readFileSync(path.join(hostPath, 'owner.txt'), 'utf8').trim() === b.id,
+          problems,
+          `workload ${b.name}: owner.txt not intact`,
+        );
       }
       // The plugin returns.
       a.setPluginFaults(undefined);
@@ -805,17 +1017,29 @@ export const pluginAwayScenario: Scenario = {
       await a.waitPluginHealthy().catch((err: Error) => problems.push(`the plugin did not come back: ${err.message}`));
       for (const b of before) {
         const now = await a.api.getAlloc(b.id);
-        check(now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id), problems, `workload ${b.name} was restarted`);
+        check(
+          now.tasks['writer']!.restarts === 0 && a.taskPid(b.id, 'writer') === pids.get(b.id),
+          problems,
+          `workload ${b.name} was restarted`,
+        );
       }
       for (const n of names) {
         await a.api.stopJob(`work-${n}`).catch((err: Error) => problems.push(`job stop work-${n}: ${err.message}`));
       }
       check(a.volumeMounts().length === 0, problems, `job stop left mounts: ${a.volumeMounts().join(', ')}`);
-      for (const n of names) check((await a.api.getVolume(`vol-${n}`)).claims.length === 0, problems, `vol-${n} still claimed after job stop`);
+      for (const n of names)
+        check((await a.api.getVolume(`vol-${n}`)).claims.length === 0, problems, `vol-${n} still claimed after job stop`);
     });
   },
 };
 
 /** Every scenario, in the table's order. */
-export const ALL_SCENARIOS: readonly Scenario[] = [crashPointScenario, randomKillScenario, pluginFaultScenarioFull, fullDiskScenario, fullLogsScenario, corruptStateScenario, pluginAwayScenario];
-
+export const ALL_SCENARIOS: readonly Scenario[] = [
+  crashPointScenario,
+  randomKillScenario,
+  pluginFaultScenarioFull,
+  fullDiskScenario,
+  fullLogsScenario,
+  corruptStateScenario,
+  pluginAwayScenario,
+];

@@ -58,7 +58,10 @@ export class AgentHarness {
     if (!this.port) this.port = await freePort();
     // JSON log lines: the tests read them.
     const rawExec = this.rawExec ? RAW_EXEC_ENABLED : '';
-    fs.writeFileSync(this.configFile, `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${this.options.logLevel ?? 'warn'}"\nlog_json = true\n${rawExec}${this.extraConfig}\n`);
+    fs.writeFileSync(
+      this.configFile,
+      `data_dir = "${this.dataDir}"\nport = ${this.port}\nlog_level = "${this.options.logLevel ?? 'warn'}"\nlog_json = true\n${rawExec}${this.extraConfig}\n`,
+    );
     this.api = new ApiClient({ address: `http://127.0.0.1:${this.port}`, token });
     const argv = [process.execPath, ...(this.options.nodeArgs ?? []), BIN, 'agent', '-config', this.configFile];
     const env = { ...process.env, ...this.env };
@@ -79,10 +82,14 @@ export class AgentHarness {
     proc.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     proc.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
     // An agent that exits at start (a refused config or state) fails the start at once, not after the poll's limit.
-    const outcome = await pollUntil('the agent API', async () => {
-      if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
-      return (await this.api.health()).ok ? 'up' : undefined;
-    }, 30_000);
+    const outcome = await pollUntil(
+      'the agent API',
+      async () => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
+        return (await this.api.health()).ok ? 'up' : undefined;
+      },
+      30_000,
+    );
     if (outcome === 'exited') throw new Error(`agent exited ${proc.exitCode ?? proc.signalCode}:\n${this.output}`);
   }
 
@@ -96,7 +103,9 @@ export class AgentHarness {
   }
 
   taskPid(allocId: string, task: string): number {
-    const record = JSON.parse(fs.readFileSync(executorPaths(path.join(this.dataDir, 'allocs', allocId, task)).pid, 'utf8')) as ExecutorPidRecord;
+    const record = JSON.parse(
+      fs.readFileSync(executorPaths(path.join(this.dataDir, 'allocs', allocId, task)).pid, 'utf8'),
+    ) as ExecutorPidRecord;
     return record.pid;
   }
 
@@ -153,10 +162,16 @@ export function containersUnder(dir: string): string[] {
   // runc list fails when a container it is reading goes away under it (another round deleting its own): that passes; only a list that keeps failing is an error.
   for (let attempt = 1; ; attempt++) {
     try {
-      list = JSON.parse(execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json'], { stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).toString() || 'null') as { id: string; bundle: string }[] | null;
+      list = JSON.parse(
+        execFileSync('runc', ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json'], {
+          stdio: ['ignore', 'pipe', 'ignore'],
+          timeout: 10_000,
+        }).toString() || 'null',
+      ) as { id: string; bundle: string }[] | null;
       break;
     } catch (err) {
-      if (attempt >= 5) throw new Error(`runc list failed ${attempt} times, so the containers under ${dir} cannot be told: ${(err as Error).message}`);
+      if (attempt >= 5)
+        throw new Error(`runc list failed ${attempt} times, so the containers under ${dir} cannot be told: ${(err as Error).message}`);
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100 * attempt);
     }
   }
@@ -187,4 +202,5 @@ job "${id}" {
 }`;
 
 /** The job's alloc that is wanted and running, if any. */
-export const runningAlloc = (job: JobView | undefined): JobView['allocs'][number] | undefined => job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');
+export const runningAlloc = (job: JobView | undefined): JobView['allocs'][number] | undefined =>
+  job?.allocs.find((a) => a.desiredStatus === 'run' && a.clientStatus === 'running');

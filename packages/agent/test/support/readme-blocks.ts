@@ -98,7 +98,8 @@ export function extractBlocks(file: string, text: string): { blocks: Block[]; pr
       pendingMarker = { text: marker[1]!.trim(), line: i + 1 };
       continue;
     }
-    if (trimmed.includes('readme-test')) problems.push(`${file}:${i + 1}: malformed readme-test marker (write <!-- readme-test: … --> alone on its line)`);
+    if (trimmed.includes('readme-test'))
+      problems.push(`${file}:${i + 1}: malformed readme-test marker (write <!-- readme-test: … --> alone on its line)`);
     const open = /^(\s*)(`{3,}|~{3,})\s*([^`\s]*)/.exec(raw);
     if (!open) {
       if (trimmed !== '' && pendingMarker) {
@@ -200,7 +201,12 @@ function parseDirectives(marker: string): Directives | string {
       if (!reason) return `"${m[1]}" needs a reason: ${m[1]} (why it cannot run)`;
       out[m[1] as 'skip' | 'typecheck'] = reason;
     } else if ((m = /^given\s+(.+)$/.exec(part))) {
-      out.givens.push(...m[1]!.split(',').map((g) => g.trim()).filter(Boolean));
+      out.givens.push(
+        ...m[1]!
+          .split(',')
+          .map((g) => g.trim())
+          .filter(Boolean),
+      );
     } else if ((m = /^prints\s+(".*")$/.exec(part))) {
       try {
         out.prints.push(JSON.parse(m[1]!) as string);
@@ -240,10 +246,13 @@ export function planBlock(block: Block): Plan | string {
   ];
   const extras = (allowed: string[]): string | undefined => {
     const misplaced = used.filter(([name, present]) => present && !allowed.includes(name)).map(([name]) => name);
-    return misplaced.length ? `${misplaced.join(', ')} does not apply to a \`\`\`${block.lang || '(no language)'} block${d.skip !== undefined ? ' marked skip' : ''}` : undefined;
+    return misplaced.length
+      ? `${misplaced.join(', ')} does not apply to a \`\`\`${block.lang || '(no language)'} block${d.skip !== undefined ? ' marked skip' : ''}`
+      : undefined;
   };
   if (d.skip !== undefined) return extras([]) ?? { kind: 'skip', reason: d.skip };
-  if (block.lang === '') return 'a code block names its language: ```text for output, a diagram or log lines; ```ts, ```sh, ```hcl … for code';
+  if (block.lang === '')
+    return 'a code block names its language: ```text for output, a diagram or log lines; ```ts, ```sh, ```hcl … for code';
   if (block.lang === 'text') return extras([]) ?? { kind: 'text' };
   if (TS_LANGS.includes(block.lang)) {
     return (
@@ -259,11 +268,13 @@ export function planBlock(block: Block): Plan | string {
   }
   if (JS_LANGS.includes(block.lang)) return extras(['prints']) ?? { kind: 'js', prints: d.prints };
   if (SH_LANGS.includes(block.lang)) {
-    if (!d.run) return 'a shell block is run only when marked: <!-- readme-test: run --> (fast, safe, no agent) or <!-- readme-test: skip (why) -->';
+    if (!d.run)
+      return 'a shell block is run only when marked: <!-- readme-test: run --> (fast, safe, no agent) or <!-- readme-test: skip (why) -->';
     return extras(['run', 'prints']) ?? { kind: 'sh', prints: d.prints };
   }
   if (SPEC_LANGS.includes(block.lang)) {
-    if (!d.spec) return `an ${block.lang} block says what it is, and is parsed as that: <!-- readme-test: ${SPEC_KINDS.join(' | ')} --> or <!-- readme-test: skip (why) -->`;
+    if (!d.spec)
+      return `an ${block.lang} block says what it is, and is parsed as that: <!-- readme-test: ${SPEC_KINDS.join(' | ')} --> or <!-- readme-test: skip (why) -->`;
     return extras(['a spec kind']) ?? { kind: 'spec', spec: d.spec };
   }
   return `a \`\`\`${block.lang} block cannot be run here: mark it <!-- readme-test: skip (why) -->`;
@@ -308,9 +319,21 @@ export const GIVENS: Readonly<Record<string, Given>> = {
     code: 'const makeCsiClient = (socket: string): $csi.CSIClient =>\n  new $csi.GrpcCSIClient(socket, { timeouts: new $core.DefaultTimeoutPolicy(), clock: new $core.RealClock(), random: new $core.MathRandom() });',
   },
   taskCtx: { imports: ["import type * as $hooks from '@csiplug/hooks';"], code: 'let taskCtx!: $hooks.TaskHookContext;', typeOnly: true },
-  allocCtx: { imports: ["import type * as $hooks from '@csiplug/hooks';"], code: 'let allocCtx!: $hooks.AllocHookContext;', typeOnly: true },
-  myVolumeCatalog: { imports: ["import type * as $volumes from '@csiplug/volumes';"], code: 'let myVolumeCatalog!: $volumes.VolumeClaimer;', typeOnly: true },
-  mySubject: { imports: ["import type * as $registryTesting from '@csiplug/registry/testing';"], code: 'let mySubject!: () => $registryTesting.RegistryStoreSubject;', typeOnly: true },
+  allocCtx: {
+    imports: ["import type * as $hooks from '@csiplug/hooks';"],
+    code: 'let allocCtx!: $hooks.AllocHookContext;',
+    typeOnly: true,
+  },
+  myVolumeCatalog: {
+    imports: ["import type * as $volumes from '@csiplug/volumes';"],
+    code: 'let myVolumeCatalog!: $volumes.VolumeClaimer;',
+    typeOnly: true,
+  },
+  mySubject: {
+    imports: ["import type * as $registryTesting from '@csiplug/registry/testing';"],
+    code: 'let mySubject!: () => $registryTesting.RegistryStoreSubject;',
+    typeOnly: true,
+  },
 };
 
 /** A problem with the givens a plan names, or undefined. */
@@ -318,7 +341,8 @@ export function checkGivens(plan: Extract<Plan, { kind: 'ts' }>): string | undef
   const unknown = plan.givens.filter((g) => !Object.prototype.hasOwnProperty.call(GIVENS, g));
   if (unknown.length) return `unknown given ${unknown.join(', ')} (known: ${Object.keys(GIVENS).join(', ')})`;
   const typeOnly = plan.givens.filter((g) => GIVENS[g]!.typeOnly);
-  if (plan.run && typeOnly.length) return `given ${typeOnly.join(', ')} has no value at run time: mark the block typecheck (why it cannot run)`;
+  if (plan.run && typeOnly.length)
+    return `given ${typeOnly.join(', ')} has no value at run time: mark the block typecheck (why it cannot run)`;
   return undefined;
 }
 
@@ -387,7 +411,8 @@ export function blockCompilerOptions(srcDir: string, outDir: string, jest: boole
   const base = ts.readConfigFile(path.join(REPO, 'tsconfig.base.json'), ts.sys.readFile);
   if (base.error) throw new Error(`tsconfig.base.json: ${ts.flattenDiagnosticMessageText(base.error.messageText, '\n')}`);
   const { options, errors } = ts.convertCompilerOptionsFromJson(base.config.compilerOptions, REPO);
-  if (errors.length) throw new Error(`tsconfig.base.json: ${errors.map((e) => ts.flattenDiagnosticMessageText(e.messageText, '\n')).join('; ')}`);
+  if (errors.length)
+    throw new Error(`tsconfig.base.json: ${errors.map((e) => ts.flattenDiagnosticMessageText(e.messageText, '\n')).join('; ')}`);
   return {
     ...options,
     module: ts.ModuleKind.CommonJS,
@@ -468,7 +493,10 @@ const CLOSE_GRACE_MS = 2_000;
  * Runs `argv` to its end, or SIGKILLs its process group at `timeoutMs` and
  * answers once the process has exited (its output as far as it came).
  */
-export function runProcess(argv: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<ProcessResult> {
+export function runProcess(
+  argv: readonly string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number },
+): Promise<ProcessResult> {
   return new Promise((resolve, reject) => {
     // Its own process group, so a block that started children cannot leave them behind at the limit.
     const child = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -540,7 +568,17 @@ export async function startHostpathPlugin(dir: string): Promise<PluginProcess> {
   const socketPath = path.join(dir, 'csi.sock');
   const child = spawn(
     process.execPath,
-    [hostpathCli(), '--endpoint', `unix://${socketPath}`, '--node-id', 'readme-node', '--state-dir', path.join(dir, 'state'), '--log-level', 'warn'],
+    [
+      hostpathCli(),
+      '--endpoint',
+      `unix://${socketPath}`,
+      '--node-id',
+      'readme-node',
+      '--state-dir',
+      path.join(dir, 'state'),
+      '--log-level',
+      'warn',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';
@@ -557,7 +595,8 @@ export async function startHostpathPlugin(dir: string): Promise<PluginProcess> {
   // A real process: poll its socket until it takes a connection, or it exits.
   const deadline = Date.now() + 15_000;
   while (!(await accepts(socketPath))) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the hostpath plugin exited (${child.exitCode ?? child.signalCode}) before serving ${socketPath}: ${stderr.trim()}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`the hostpath plugin exited (${child.exitCode ?? child.signalCode}) before serving ${socketPath}: ${stderr.trim()}`);
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`the hostpath plugin did not serve ${socketPath} within 15 s: ${stderr.trim()}`);
@@ -580,9 +619,17 @@ function accepts(socketPath: string): Promise<boolean> {
 
 /** Creates a volume on the plugin through its controller, as the catalog would; returns its id. */
 export async function createVolume(socketPath: string, name: string): Promise<string> {
-  const client = new GrpcCSIClient(`unix://${socketPath}`, { timeouts: new DefaultTimeoutPolicy(), clock: new RealClock(), random: new MathRandom() });
+  const client = new GrpcCSIClient(`unix://${socketPath}`, {
+    timeouts: new DefaultTimeoutPolicy(),
+    clock: new RealClock(),
+    random: new MathRandom(),
+  });
   try {
-    const { volume } = await client.createVolume({ name, capacityRange: { requiredBytes: 1024 * 1024 }, volumeCapabilities: [mountCapability('SINGLE_NODE_WRITER')] });
+    const { volume } = await client.createVolume({
+      name,
+      capacityRange: { requiredBytes: 1024 * 1024 },
+      volumeCapabilities: [mountCapability('SINGLE_NODE_WRITER')],
+    });
     if (!volume?.volumeId) throw new Error(`CreateVolume ${name} on ${socketPath} answered no volume id`);
     return volume.volumeId;
   } finally {

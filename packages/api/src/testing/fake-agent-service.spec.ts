@@ -7,10 +7,14 @@ import { validateJob } from '@csiplug/jobspec';
 import { FakeAgentService } from './fake-agent-service';
 
 const job = () =>
-  validateJob({ job: { web: { group: { app: { count: 1, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] } } } } } } } });
+  validateJob({
+    job: {
+      web: { group: { app: { count: 1, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] } } } } } },
+    },
+  });
 
 describe('FakeAgentService', () => {
-  it('stopping an unknown job throws the agent\'s NotFoundError', async () => {
+  it("stopping an unknown job throws the agent's NotFoundError", async () => {
     const fake = new FakeAgentService();
     const err = await fake.stopJob('ghost').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotFoundError);
@@ -18,7 +22,7 @@ describe('FakeAgentService', () => {
     expect(statusForError(err)).toBe(404);
   });
 
-  it('logs of an unknown alloc, or of a task the alloc does not have, throw the agent\'s NotFoundError', async () => {
+  it("logs of an unknown alloc, or of a task the alloc does not have, throw the agent's NotFoundError", async () => {
     const fake = new FakeAgentService();
     const { allocIds } = await fake.runJob(job());
     const id = allocIds[0]!;

@@ -16,7 +16,26 @@ import { FakePluginUnavailableError, FakeVolumeExistsError, FakeVolumeInUseError
 import { planJob, type JobPlan } from '@csiplug/jobspec';
 import { memoryLogSlice, type LogRange, type LogSlice } from '../log-slice';
 import type { JobSpec, TaskState } from '@csiplug/jobspec';
-import type { AgentEvent, AgentHealth, AgentService, AllocView, ExternalVolumeView, RoutedAnswer, JobView, MountUsageView, NodeList, NodePurgeResult, NodeView, Page, PluginView, RunJobResult, SnapshotView, VolumeClaimView, VolumeDetachResult, VolumeView } from '../service';
+import type {
+  AgentEvent,
+  AgentHealth,
+  AgentService,
+  AllocView,
+  ExternalVolumeView,
+  RoutedAnswer,
+  JobView,
+  MountUsageView,
+  NodeList,
+  NodePurgeResult,
+  NodeView,
+  Page,
+  PluginView,
+  RunJobResult,
+  SnapshotView,
+  VolumeClaimView,
+  VolumeDetachResult,
+  VolumeView,
+} from '../service';
 import type { VolumeSpec } from '@csiplug/jobspec';
 
 export interface FakeAgentServiceOptions {
@@ -130,7 +149,19 @@ export class FakeAgentService implements AgentService {
   /** The fake is one node on its own, never a cluster. */
   async listNodes(): Promise<NodeList> {
     const n = this.node();
-    return { cluster: false, nodes: [{ name: n.id, status: n.status, nodeClass: '', drivers: ['exec', 'raw_exec'], plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })), self: true }] };
+    return {
+      cluster: false,
+      nodes: [
+        {
+          name: n.id,
+          status: n.status,
+          nodeClass: '',
+          drivers: ['exec', 'raw_exec'],
+          plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })),
+          self: true,
+        },
+      ],
+    };
   }
 
   /** One node on its own has no cluster to purge a node from (as the agent answers). */
@@ -150,9 +181,24 @@ export class FakeAgentService implements AgentService {
       dataDir: h.dataDir,
       startedAt: h.startedAt,
       status: h.ok ? 'ready' : 'down',
-      drivers: { exec: { detected: true, healthy: true, description: 'isolated tasks on runc (fake)' }, raw_exec: { detected: true, healthy: true, description: 'host processes' } },
+      drivers: {
+        exec: { detected: true, healthy: true, description: 'isolated tasks on runc (fake)' },
+        raw_exec: { detected: true, healthy: true, description: 'host processes' },
+      },
       plugins: [...this.plugins.values()].flatMap((p) =>
-        p.node ? [{ id: p.id, type: 'csi-node', healthy: p.node.healthy, description: p.node.description, nodeId: String(p.node.info['Node ID'] ?? this.nodeId), maxVolumes: 'unlimited' as const, topology: { zone: 'z1' } }] : [],
+        p.node
+          ? [
+              {
+                id: p.id,
+                type: 'csi-node',
+                healthy: p.node.healthy,
+                description: p.node.description,
+                nodeId: String(p.node.info['Node ID'] ?? this.nodeId),
+                maxVolumes: 'unlimited' as const,
+                topology: { zone: 'z1' },
+              },
+            ]
+          : [],
       ),
       allocs: h.allocs,
     };
@@ -195,9 +241,17 @@ export class FakeAgentService implements AgentService {
         if (p.update !== 'create' && p.update !== 'create/destroy') continue;
         const alloc = this.makeAlloc(job, g.name, p.index, version);
         this.allocs.set(alloc.id, alloc);
-        view.allocs.push({ id: alloc.id, name: alloc.name, group: alloc.group, jobVersion: version, clientStatus: alloc.clientStatus, desiredStatus: alloc.desiredStatus });
+        view.allocs.push({
+          id: alloc.id,
+          name: alloc.name,
+          group: alloc.group,
+          jobVersion: version,
+          clientStatus: alloc.clientStatus,
+          desiredStatus: alloc.desiredStatus,
+        });
         allocIds.push(alloc.id);
-        for (const task of Object.keys(alloc.tasks)) this.emit({ topic: 'Task', type: 'Started', message: 'Task started by client', allocId: alloc.id, task, jobId: job.id });
+        for (const task of Object.keys(alloc.tasks))
+          this.emit({ topic: 'Task', type: 'Started', message: 'Task started by client', allocId: alloc.id, task, jobId: job.id });
       }
     }
     this.jobs.set(job.id, view);
@@ -240,7 +294,8 @@ export class FakeAgentService implements AgentService {
     this.failIfAsked();
     const alloc = this.allocs.get(allocId);
     if (!alloc) throw new NotFoundError(`alloc "${allocId}" not found`);
-    if (!Object.hasOwn(alloc.tasks, task)) throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
+    if (!Object.hasOwn(alloc.tasks, task))
+      throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
     return memoryLogSlice(Buffer.from(this.logs.get(`${allocId}/${task}/${stream}`) ?? ''), range);
   }
 
@@ -267,7 +322,11 @@ export class FakeAgentService implements AgentService {
   async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
     await this.gate;
     this.failIfAsked();
-    if (spec.externalId === undefined) throw new ValidationError(`volume "${spec.id}": external_id is required to register an existing volume; use create to make a new one`, 'external_id');
+    if (spec.externalId === undefined)
+      throw new ValidationError(
+        `volume "${spec.id}": external_id is required to register an existing volume; use create to make a new one`,
+        'external_id',
+      );
     return this.addVolume('registerVolume', spec, spec.externalId);
   }
 
@@ -306,7 +365,6 @@ export class FakeAgentService implements AgentService {
     throw new FakePluginUnavailableError(plugin);
   }
 
-
   /** What the volume operations answer: set by a test; unset, each answers empty (or, for a snapshot, a made-up one). */
   readonly usage: MountUsageView[] = [];
   readonly snapshots: SnapshotView[] = [];
@@ -316,7 +374,10 @@ export class FakeAgentService implements AgentService {
     await this.gate;
     this.failIfAsked();
     if (filter.volumeId !== undefined) this.volumeOrThrow(filter.volumeId);
-    return this.usage.filter((u) => (filter.volumeId === undefined || u.volumeId === filter.volumeId) && (filter.allocId === undefined || u.allocId === filter.allocId));
+    return this.usage.filter(
+      (u) =>
+        (filter.volumeId === undefined || u.volumeId === filter.volumeId) && (filter.allocId === undefined || u.allocId === filter.allocId),
+    );
   }
 
   async createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
@@ -324,7 +385,15 @@ export class FakeAgentService implements AgentService {
     this.failIfAsked();
     const v = this.volumeOrThrow(volumeId);
     this.calls.push(`createSnapshot ${volumeId} ${name ?? ''}`.trim());
-    const snap: SnapshotView = { pluginId: v.pluginId, id: `snap-${name ?? volumeId}`, externalSourceVolumeId: v.externalId, sourceVolumeId: volumeId, sizeBytes: 0, createTime: this.clock.now(), ready: true };
+    const snap: SnapshotView = {
+      pluginId: v.pluginId,
+      id: `snap-${name ?? volumeId}`,
+      externalSourceVolumeId: v.externalId,
+      sourceVolumeId: volumeId,
+      sizeBytes: 0,
+      createTime: this.clock.now(),
+      ready: true,
+    };
     this.snapshots.push(snap);
     return snap;
   }
@@ -340,13 +409,19 @@ export class FakeAgentService implements AgentService {
   async listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
     await this.gate;
     this.failIfAsked();
-    return page(this.snapshots.filter((s) => options.pluginId === undefined || s.pluginId === options.pluginId), options);
+    return page(
+      this.snapshots.filter((s) => options.pluginId === undefined || s.pluginId === options.pluginId),
+      options,
+    );
   }
 
   async listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
     await this.gate;
     this.failIfAsked();
-    return page(this.externalVolumes.filter((v) => options.pluginId === undefined || v.pluginId === options.pluginId), options);
+    return page(
+      this.externalVolumes.filter((v) => options.pluginId === undefined || v.pluginId === options.pluginId),
+      options,
+    );
   }
 
   async detachVolume(volumeId: string, nodeId: string): Promise<VolumeDetachResult> {
@@ -377,7 +452,13 @@ export class FakeAgentService implements AgentService {
       createdAt: this.clock.now(),
     };
     this.volumes.set(spec.id, view);
-    this.emit({ topic: 'Volume', type: 'VolumeRegistered', message: `volume ${spec.id} registered`, volumeId: spec.id, pluginId: spec.pluginId });
+    this.emit({
+      topic: 'Volume',
+      type: 'VolumeRegistered',
+      message: `volume ${spec.id} registered`,
+      volumeId: spec.id,
+      pluginId: spec.pluginId,
+    });
     return view;
   }
 
@@ -407,10 +488,36 @@ export class FakeAgentService implements AgentService {
     const volumes: Record<string, MountedVolume> = {};
     for (const v of group.volumes) {
       const cat = this.volumes.get(v.source);
-      volumes[v.name] = { name: v.name, volumeId: v.source, pluginId: cat?.pluginId ?? 'unknown', hostPath: `/var/lib/csiplug/csi/per-alloc/${id}/${v.source}/rw-file-system`, readOnly: v.readOnly };
-      if (cat) cat.claims.push({ allocId: id, mode: v.readOnly ? 'read' : 'write', accessMode: v.accessMode, attachmentMode: v.attachmentMode, since: now } satisfies VolumeClaimView);
+      volumes[v.name] = {
+        name: v.name,
+        volumeId: v.source,
+        pluginId: cat?.pluginId ?? 'unknown',
+        hostPath: `/var/lib/csiplug/csi/per-alloc/${id}/${v.source}/rw-file-system`,
+        readOnly: v.readOnly,
+      };
+      if (cat)
+        cat.claims.push({
+          allocId: id,
+          mode: v.readOnly ? 'read' : 'write',
+          accessMode: v.accessMode,
+          attachmentMode: v.attachmentMode,
+          since: now,
+        } satisfies VolumeClaimView);
     }
-    return { id, jobId: job.id, group: groupName, index, name: `${job.id}.${groupName}[${index}]`, job, jobVersion, desiredStatus: 'run', clientStatus: 'running', createdAt: now, tasks, volumes };
+    return {
+      id,
+      jobId: job.id,
+      group: groupName,
+      index,
+      name: `${job.id}.${groupName}[${index}]`,
+      job,
+      jobVersion,
+      desiredStatus: 'run',
+      clientStatus: 'running',
+      createdAt: now,
+      tasks,
+      volumes,
+    };
   }
 
   private stopAllocs(job: JobView): void {

@@ -4,7 +4,11 @@
 import { CsiplugError } from '@csiplug/core';
 
 /** The volume catalog's error codes, which the fake throws for volumes (see statusForError). */
-export const FakeCodes = Object.freeze({ VolumeExists: 'EVOLUME_EXISTS', VolumeInUse: 'EVOLUME_IN_USE', VolumeNotFound: 'EVOLUME_NOT_FOUND' });
+export const FakeCodes = Object.freeze({
+  VolumeExists: 'EVOLUME_EXISTS',
+  VolumeInUse: 'EVOLUME_IN_USE',
+  VolumeNotFound: 'EVOLUME_NOT_FOUND',
+});
 
 export class FakeVolumeNotFoundError extends CsiplugError {
   constructor(volumeId: string) {

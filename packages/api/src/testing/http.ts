@@ -13,7 +13,13 @@ export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {
           app: {
             count,
             volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
-            task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['100'] }, volume_mount: [{ volume: 'data', destination: 'data' }] } },
+            task: {
+              main: {
+                driver: 'raw_exec',
+                config: { command: '/bin/sleep', args: ['100'] },
+                volume_mount: [{ volume: 'data', destination: 'data' }],
+              },
+            },
             ...extra,
           },
         },
@@ -23,7 +29,14 @@ export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {
 }
 
 export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { id, type: 'csi', plugin_id: 'hostpath', external_id: `ext-${id}`, capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }], ...extra };
+  return {
+    id,
+    type: 'csi',
+    plugin_id: 'hostpath',
+    external_id: `ext-${id}`,
+    capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
+    ...extra,
+  };
 }
 
 interface RawResponse {
@@ -34,7 +47,12 @@ interface RawResponse {
 }
 
 /** A request with nothing done for us: any body, any headers. */
-export function raw(url: string, method: string, path: string, options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean; agent?: http.Agent } = {}): Promise<RawResponse> {
+export function raw(
+  url: string,
+  method: string,
+  path: string,
+  options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean; agent?: http.Agent } = {},
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const headers = { ...(options.headers ?? {}) };
     // What the API's own client sends; a test that means otherwise says so in its headers.
@@ -70,10 +88,12 @@ export function raw(url: string, method: string, path: string, options: { body?:
   });
 }
 
-export async function startApi(fake: AgentService, options: Partial<HttpApiOptions> = {}): Promise<{ api: HttpApi; url: string; logger: MemoryLogger }> {
+export async function startApi(
+  fake: AgentService,
+  options: Partial<HttpApiOptions> = {},
+): Promise<{ api: HttpApi; url: string; logger: MemoryLogger }> {
   const logger = new MemoryLogger();
   const api = new HttpApi(fake, { bindAddr: '127.0.0.1', port: 0, logger, ...options });
   const { address, port } = await api.listen();
   return { api, url: `http://${address}:${port}`, logger };
 }
-

@@ -53,14 +53,23 @@ export class EtcdTestCluster {
 
   /** Starts `size` members and resolves once the cluster answers with a leader. */
   static async start(size = 3): Promise<EtcdTestCluster> {
-    if (!fs.existsSync(ETCD_BINARY)) throw new Error(`${ETCD_BINARY} is missing: run \`npm run setup-engines\` (npm test does) to install Debian's etcd-server`);
+    if (!fs.existsSync(ETCD_BINARY))
+      throw new Error(`${ETCD_BINARY} is missing: run \`npm run setup-engines\` (npm test does) to install Debian's etcd-server`);
     // A free port is only free until someone takes it (another test's etcd, an outgoing connection): a member
     // that cannot bind exits, and the whole cluster is started again on new ports.
     for (let attempt = 1; ; attempt++) {
       const cluster = new EtcdTestCluster(fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-etcd-')));
       try {
         for (let i = 0; i < size; i++) {
-          cluster.members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dataDir: path.join(cluster.root, `m${i}`), proc: undefined, log: '', killed: false });
+          cluster.members.push({
+            name: `m${i}`,
+            clientPort: await freePort(),
+            peerPort: await freePort(),
+            dataDir: path.join(cluster.root, `m${i}`),
+            proc: undefined,
+            log: '',
+            killed: false,
+          });
         }
         for (let i = 0; i < size; i++) cluster.spawn(i, 'new');
         await cluster.waitHealthy(30_000, true);
@@ -120,11 +129,16 @@ export class EtcdTestCluster {
     for (;;) {
       const running = this.members.filter((m) => this.running(m));
       const dead = this.members.filter((m) => m.proc !== undefined && !m.killed && !this.running(m));
-      if (everyMember && dead.length > 0) throw new Error(`etcd member ${dead.map((m) => m.name).join(', ')} exited at start:\n${dead.map((m) => m.log.slice(-1500)).join('\n')}`);
+      if (everyMember && dead.length > 0)
+        throw new Error(
+          `etcd member ${dead.map((m) => m.name).join(', ')} exited at start:\n${dead.map((m) => m.log.slice(-1500)).join('\n')}`,
+        );
       const answers = await Promise.all(running.map((m) => get(`http://127.0.0.1:${m.clientPort}/health`, 1_000)));
       if (running.length > 0 && answers.every((a) => a?.status === 200 && /"health":\s*"true"/.test(a.body))) return;
       if (Date.now() > deadline) {
-        throw new Error(`etcd test cluster not healthy after ${timeoutMs} ms:\n${running.map((m) => `${m.name}: ${m.log.slice(-1500)}`).join('\n')}`);
+        throw new Error(
+          `etcd test cluster not healthy after ${timeoutMs} ms:\n${running.map((m) => `${m.name}: ${m.log.slice(-1500)}`).join('\n')}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -138,10 +152,20 @@ export class EtcdTestCluster {
   async leader(): Promise<number> {
     for (const m of this.members.filter((x) => this.running(x))) {
       try {
-        const res = await fetch(`http://127.0.0.1:${m.clientPort}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1_000) });
+        const res = await fetch(`http://127.0.0.1:${m.clientPort}/v3/maintenance/status`, {
+          method: 'POST',
+          body: '{}',
+          signal: AbortSignal.timeout(1_000),
+        });
         const status = (await res.json()) as { leader?: string; header?: { member_id?: string } };
         if (!status.leader) continue;
-        const members = (await (await fetch(`http://127.0.0.1:${m.clientPort}/v3/cluster/member/list`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1_000) })).json()) as { members: { ID: string; name: string }[] };
+        const members = (await (
+          await fetch(`http://127.0.0.1:${m.clientPort}/v3/cluster/member/list`, {
+            method: 'POST',
+            body: '{}',
+            signal: AbortSignal.timeout(1_000),
+          })
+        ).json()) as { members: { ID: string; name: string }[] };
         const name = members.members.find((x) => x.ID === status.leader)?.name;
         const i = this.members.findIndex((x) => x.name === name);
         if (i >= 0) return i;

@@ -10,12 +10,23 @@ export const T0 = 1_700_000_000_000;
 export type TestVolume = { id: string; pluginId: string; externalId: string };
 
 /** File-system capabilities, one per access mode. */
-export const caps = (...modes: string[]): VolumeCapability[] => modes.map((accessMode) => ({ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }));
+export const caps = (...modes: string[]): VolumeCapability[] =>
+  modes.map((accessMode) => ({ accessMode: accessMode as VolumeCapability['accessMode'], attachmentMode: 'file-system' }));
 
-export const request = (volumeId: string, allocId: string, accessMode: string, readOnly = false): VolumeClaimRequest => ({ volumeId, allocId, accessMode, attachmentMode: 'file-system', readOnly });
+export const request = (volumeId: string, allocId: string, accessMode: string, readOnly = false): VolumeClaimRequest => ({
+  volumeId,
+  allocId,
+  accessMode,
+  attachmentMode: 'file-system',
+  readOnly,
+});
 
 /** A made hostpath volume's record, added by `origin`. */
-export const volumeRecord = (id: string, origin: string, over: Partial<ClusterVolumeRecord<TestVolume>> = {}): ClusterVolumeRecord<TestVolume> => ({
+export const volumeRecord = (
+  id: string,
+  origin: string,
+  over: Partial<ClusterVolumeRecord<TestVolume>> = {},
+): ClusterVolumeRecord<TestVolume> => ({
   id,
   pluginId: 'hostpath',
   origin,

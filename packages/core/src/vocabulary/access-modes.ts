@@ -17,4 +17,8 @@ export type AccessMode = (typeof ACCESS_MODES)[number];
 export const READER_ONLY_ACCESS_MODES: readonly AccessMode[] = ['single-node-reader-only', 'multi-node-reader-only'];
 
 /** Access modes that allow one writer at a time. */
-export const SINGLE_WRITER_ACCESS_MODES: readonly string[] = Object.freeze(['single-node-writer', 'single-node-single-writer', 'multi-node-single-writer']);
+export const SINGLE_WRITER_ACCESS_MODES: readonly string[] = Object.freeze([
+  'single-node-writer',
+  'single-node-single-writer',
+  'multi-node-single-writer',
+]);

@@ -16,7 +16,10 @@ describe('parseCsiPluginConfig', () => {
 
   it('takes every field', () => {
     expect(
-      parseCsiPluginConfig({ id: 'p', type: 'node', mount_dir: '/plugin/', stage_publish_base_dir: '/srv/csi', health_timeout: '2m' }, where),
+      parseCsiPluginConfig(
+        { id: 'p', type: 'node', mount_dir: '/plugin/', stage_publish_base_dir: '/srv/csi', health_timeout: '2m' },
+        where,
+      ),
     ).toMatchObject({ mountDir: '/plugin', stagePublishBaseDir: '/srv/csi', healthTimeout: 120_000 });
   });
 
@@ -40,6 +43,8 @@ describe('parseCsiPluginConfig', () => {
   });
 
   it('accepts a base dir beside mount_dir that only shares a prefix', () => {
-    expect(parseCsiPluginConfig({ id: 'p', type: 'node', mount_dir: '/csi', stage_publish_base_dir: '/csi-stage' }, where).stagePublishBaseDir).toBe('/csi-stage');
+    expect(
+      parseCsiPluginConfig({ id: 'p', type: 'node', mount_dir: '/csi', stage_publish_base_dir: '/csi-stage' }, where).stagePublishBaseDir,
+    ).toBe('/csi-stage');
   });
 });

@@ -30,9 +30,11 @@ function fail(where: string, field: string, why: string): never {
  * health_timeout 30s. `where` names the task, e.g. `job "x" group "g" task "t"`.
  */
 export function parseCsiPluginConfig(raw: unknown, where: string, defaultHealthTimeout = 30_000): CSIPluginConfig {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ValidationError(`${where}: csi_plugin must be a block`, 'csi_plugin');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new ValidationError(`${where}: csi_plugin must be a block`, 'csi_plugin');
   const block = raw as Record<string, unknown>;
-  for (const key of Object.keys(block)) if (!KNOWN_KEYS.has(key)) fail(where, key, `is not a known field (known: ${[...KNOWN_KEYS].join(', ')})`);
+  for (const key of Object.keys(block))
+    if (!KNOWN_KEYS.has(key)) fail(where, key, `is not a known field (known: ${[...KNOWN_KEYS].join(', ')})`);
 
   const id = block.id;
   if (id === undefined || id === '') fail(where, 'id', 'is required');

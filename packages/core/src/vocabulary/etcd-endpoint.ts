@@ -15,8 +15,19 @@ export function normaliseEndpoint(url: string): string {
   } catch {
     throw new ValidationError(`"${url}" is not an etcd client URL like "http://10.0.0.1:2379"`, 'cluster.etcd.endpoints');
   }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || !u.hostname || (u.pathname !== '/' && u.pathname !== '') || u.search || u.hash || u.username || u.password) {
-    throw new ValidationError(`"${url}" is not an etcd client URL like "http://10.0.0.1:2379" (scheme, host and port only)`, 'cluster.etcd.endpoints');
+  if (
+    (u.protocol !== 'http:' && u.protocol !== 'https:') ||
+    !u.hostname ||
+    (u.pathname !== '/' && u.pathname !== '') ||
+    u.search ||
+    u.hash ||
+    u.username ||
+    u.password
+  ) {
+    throw new ValidationError(
+      `"${url}" is not an etcd client URL like "http://10.0.0.1:2379" (scheme, host and port only)`,
+      'cluster.etcd.endpoints',
+    );
   }
   // No port named: etcd's client port (a URL's own default, 80 or 443, is never etcd's).
   const port = u.port || '2379';

@@ -58,7 +58,8 @@ export function describeCSIClientContract(name: string, make: () => Promise<CSIC
     }
 
     const stage = (volumeId: string) => s.client.nodeStageVolume({ volumeId, stagingTargetPath: staging, volumeCapability: CAP });
-    const publish = (volumeId: string) => s.client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: CAP, readonly: false });
+    const publish = (volumeId: string) =>
+      s.client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: target, volumeCapability: CAP, readonly: false });
     const unpublish = (volumeId: string) => s.client.nodeUnpublishVolume({ volumeId, targetPath: target });
     const unstage = (volumeId: string) => s.client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging });
 

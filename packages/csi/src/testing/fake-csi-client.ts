@@ -151,10 +151,20 @@ export class FakeCSIClient implements CSIClient {
 
   getPluginInfo(o?: CSICallOptions) {
     const b = this.behaviour;
-    return this.call<T.GetPluginInfoResponse>('GetPluginInfo', {}, o, () => ({ name: b.name, vendorVersion: b.vendorVersion, manifest: {} }));
+    return this.call<T.GetPluginInfoResponse>('GetPluginInfo', {}, o, () => ({
+      name: b.name,
+      vendorVersion: b.vendorVersion,
+      manifest: {},
+    }));
   }
   getPluginCapabilities(o?: CSICallOptions) {
-    return this.call('GetPluginCapabilities', {}, o, () => ({ capabilities: this.behaviour.pluginCaps.map((t) => ({ service: { type: t } })) }) as unknown as T.GetPluginCapabilitiesResponse);
+    return this.call(
+      'GetPluginCapabilities',
+      {},
+      o,
+      () =>
+        ({ capabilities: this.behaviour.pluginCaps.map((t) => ({ service: { type: t } })) }) as unknown as T.GetPluginCapabilitiesResponse,
+    );
   }
   probe(o?: CSICallOptions): Promise<ProbeResult> {
     this.probes++;
@@ -168,10 +178,28 @@ export class FakeCSIClient implements CSIClient {
   }
   nodeGetInfo(o?: CSICallOptions) {
     const b = this.behaviour;
-    return this.call('NodeGetInfo', {}, o, () => ({ nodeId: b.nodeId, maxVolumesPerNode: String(b.maxVolumesPerNode), accessibleTopology: b.topology ? { segments: b.topology } : null }) as T.NodeGetInfoResponse);
+    return this.call(
+      'NodeGetInfo',
+      {},
+      o,
+      () =>
+        ({
+          nodeId: b.nodeId,
+          maxVolumesPerNode: String(b.maxVolumesPerNode),
+          accessibleTopology: b.topology ? { segments: b.topology } : null,
+        }) as T.NodeGetInfoResponse,
+    );
   }
   async nodeGetCapabilities(o?: CSICallOptions) {
-    const res = await this.call('NodeGetCapabilities', {}, o, () => ({ capabilities: this.behaviour.requiresStaging ? [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] : [] }) as unknown as T.NodeGetCapabilitiesResponse);
+    const res = await this.call(
+      'NodeGetCapabilities',
+      {},
+      o,
+      () =>
+        ({
+          capabilities: this.behaviour.requiresStaging ? [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] : [],
+        }) as unknown as T.NodeGetCapabilitiesResponse,
+    );
     this.nodeCaps = nodeCapabilitiesFrom(res);
     return res;
   }
@@ -211,7 +239,15 @@ export class FakeCSIClient implements CSIClient {
     return this.call<T.NodeExpandVolumeResponse>('NodeExpandVolume', r, o);
   }
   controllerGetCapabilities(o?: CSICallOptions) {
-    return this.call('ControllerGetCapabilities', {}, o, () => ({ capabilities: this.behaviour.controllerCaps.map((t) => ({ rpc: { type: t } })) }) as unknown as T.ControllerGetCapabilitiesResponse);
+    return this.call(
+      'ControllerGetCapabilities',
+      {},
+      o,
+      () =>
+        ({
+          capabilities: this.behaviour.controllerCaps.map((t) => ({ rpc: { type: t } })),
+        }) as unknown as T.ControllerGetCapabilitiesResponse,
+    );
   }
   createVolume(r: T.CreateVolumeRequest, o?: CSICallOptions) {
     return this.call<T.CreateVolumeResponse>('CreateVolume', r, o, () => {
@@ -221,7 +257,13 @@ export class FakeCSIClient implements CSIClient {
       if (b.volumes !== 'any') b.volumes.add(volumeId);
       const capacity = r.capacityRange?.requiredBytes ?? r.capacityRange?.limitBytes ?? 0;
       return {
-        volume: { volumeId, capacityBytes: String(capacity), volumeContext: { name: r.name ?? '' }, contentSource: null, accessibleTopology: b.topology ? [{ segments: b.topology }] : [] },
+        volume: {
+          volumeId,
+          capacityBytes: String(capacity),
+          volumeContext: { name: r.name ?? '' },
+          contentSource: null,
+          accessibleTopology: b.topology ? [{ segments: b.topology }] : [],
+        },
       };
     });
   }
@@ -245,7 +287,13 @@ export class FakeCSIClient implements CSIClient {
   validateVolumeCapabilities(r: T.ValidateVolumeCapabilitiesRequest, o?: CSICallOptions) {
     return this.call<T.ValidateVolumeCapabilitiesResponse>('ValidateVolumeCapabilities', r, o, () => {
       this.requireVolume('ValidateVolumeCapabilities', r.volumeId);
-      return { confirmed: { volumeCapabilities: r.volumeCapabilities ?? [], volumeContext: { ...(r.volumeContext ?? {}) }, parameters: { ...(r.parameters ?? {}) } } } as T.ValidateVolumeCapabilitiesResponse;
+      return {
+        confirmed: {
+          volumeCapabilities: r.volumeCapabilities ?? [],
+          volumeContext: { ...(r.volumeContext ?? {}) },
+          parameters: { ...(r.parameters ?? {}) },
+        },
+      } as T.ValidateVolumeCapabilitiesResponse;
     });
   }
   listVolumes(r: T.ListVolumesRequest = {}, o?: CSICallOptions) {

@@ -118,7 +118,9 @@ export function describeCSIManagerPluginWaitContract(name: string, make: () => P
       sub.dispose();
       expect(waiting.state).toBe('resolved');
       expect(waiting.value).toMatchObject({ healthy: true });
-      expect(ready).toEqual([expect.objectContaining({ cause: 'recovered', info: expect.objectContaining({ name: 'hp', healthy: true }) })]);
+      expect(ready).toEqual([
+        expect.objectContaining({ cause: 'recovered', info: expect.objectContaining({ name: 'hp', healthy: true }) }),
+      ]);
       expect(ready[0]!.replaced).toBeUndefined();
     });
 

@@ -18,7 +18,14 @@ import {
   toDisposable,
 } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
-import { controllerCapabilitiesFrom, nodeCapabilitiesFrom, pluginCapabilitiesFrom, type ControllerCapabilities, type NodeCapabilities, type PluginCapabilities } from '@csiplug/csi';
+import {
+  controllerCapabilitiesFrom,
+  nodeCapabilitiesFrom,
+  pluginCapabilitiesFrom,
+  type ControllerCapabilities,
+  type NodeCapabilities,
+  type PluginCapabilities,
+} from '@csiplug/csi';
 import type { CSIManager, CSIPluginType, WaitForCSIPluginOptions } from '../csi-manager';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '../errors';
 import type { NodeEvent } from '../node-event';
@@ -53,7 +60,17 @@ export function fakePluginInfo(type: CSIPluginType | string, name: string, over:
     updateTime: 0,
     pluginCapabilities: { ...NO_PLUGIN_CAPS, controllerService: true },
     ...(type === NODE
-      ? { node: { nodeId: `node-of-${name}`, maxVolumes: Infinity, requiresStaging: true, supportsStats: false, supportsExpand: false, supportsCondition: false, capabilities: NODE_CAPS } }
+      ? {
+          node: {
+            nodeId: `node-of-${name}`,
+            maxVolumes: Infinity,
+            requiresStaging: true,
+            supportsStats: false,
+            supportsExpand: false,
+            supportsCondition: false,
+            capabilities: NODE_CAPS,
+          },
+        }
       : {
           controller: {
             supportsAttachDetach: false,
@@ -146,7 +163,8 @@ export class FakeCSIManager implements CSIManager {
     const key = keyOf(info.type, info.name);
     const current = this.infos.get(key);
     const replacing = current !== undefined && (current.allocId !== info.allocId || current.socketPath !== info.socketPath);
-    if (replacing && current.healthy) this.fireHealth({ ...current, healthy: false, description: `stopped: replaced by alloc ${info.allocId}` }, true);
+    if (replacing && current.healthy)
+      this.fireHealth({ ...current, healthy: false, description: `stopped: replaced by alloc ${info.allocId}` }, true);
     const before = replacing ? undefined : current;
     this.infos.set(key, info);
     if (info.type === NODE) this.managerOf(info.name).down = false;
@@ -204,7 +222,13 @@ export class FakeCSIManager implements CSIManager {
   crash(name: string, type: CSIPluginType | string = NODE): void {
     const info = this.infos.get(keyOf(type, name));
     if (!info) return;
-    this.set({ ...info, healthy: false, description: 'fingerprint failed: UNAVAILABLE (injected)', lastError: 'UNAVAILABLE (injected)', updateTime: this.clock.now() });
+    this.set({
+      ...info,
+      healthy: false,
+      description: 'fingerprint failed: UNAVAILABLE (injected)',
+      lastError: 'UNAVAILABLE (injected)',
+      updateTime: this.clock.now(),
+    });
     if (type === NODE) this.managerOf(name).down = true;
   }
 
@@ -217,8 +241,14 @@ export class FakeCSIManager implements CSIManager {
     if (this.shut) throw new ShutdownError('the CSI manager is shut down; it cannot start again');
   }
 
-  waitForPlugin(type: CSIPluginType | string, name: string, phase: PluginWaitPhase, options: WaitForCSIPluginOptions = {}): Promise<PluginInfo> {
-    if (this.shut) return Promise.reject(new ShutdownError(`the CSI manager is shut down; cannot wait for plugin "${name}" of type ${type}`));
+  waitForPlugin(
+    type: CSIPluginType | string,
+    name: string,
+    phase: PluginWaitPhase,
+    options: WaitForCSIPluginOptions = {},
+  ): Promise<PluginInfo> {
+    if (this.shut)
+      return Promise.reject(new ShutdownError(`the CSI manager is shut down; cannot wait for plugin "${name}" of type ${type}`));
     this.waits.push({ type, name, phase });
     const phaseLimit = this.timeouts.pluginWait(phase);
     const limit = options.withinMs !== undefined ? Math.max(0, Math.min(phaseLimit, options.withinMs)) : phaseLimit;
@@ -237,7 +267,14 @@ export class FakeCSIManager implements CSIManager {
         deadline: {
           clock: this.clock,
           ms: limit,
-          error: () => new CSIPluginWaitTimeoutError(type, name, phase, this.clock.now() - started, this.infos.has(keyOf(type, name)) ? 'healthy' : 'register'),
+          error: () =>
+            new CSIPluginWaitTimeoutError(
+              type,
+              name,
+              phase,
+              this.clock.now() - started,
+              this.infos.has(keyOf(type, name)) ? 'healthy' : 'register',
+            ),
         },
       },
     );

@@ -37,7 +37,11 @@ export class FakeMountTable extends FakeMountPoints implements MountTable {
     this.reads++;
     const fault = this.checkFaults.get(normalizeMountPath(target));
     if (fault && 'hang' in fault) await fault.hang;
-    else if (fault) throw Object.assign(new Error(`${fault.code}: checking whether '${target}' is a mount point failed (injected)`), { code: fault.code, path: target });
+    else if (fault)
+      throw Object.assign(new Error(`${fault.code}: checking whether '${target}' is a mount point failed (injected)`), {
+        code: fault.code,
+        path: target,
+      });
     return this.has(target);
   }
 
@@ -63,7 +67,11 @@ export class FakeMountTable extends FakeMountPoints implements MountTable {
     const fault = this.statFaults.get(normalizeMountPath(target));
     if (!fault) return;
     if ('hang' in fault) return fault.hang;
-    throw Object.assign(new Error(`${fault.code}: stat '${target}' failed (injected)`), { code: fault.code, syscall: 'stat', path: target });
+    throw Object.assign(new Error(`${fault.code}: stat '${target}' failed (injected)`), {
+      code: fault.code,
+      syscall: 'stat',
+      path: target,
+    });
   }
 
   /** Every later stat of `p` fails with errno `code` (e.g. ENOTCONN, ESTALE, EIO, ENOENT), until cleared. */

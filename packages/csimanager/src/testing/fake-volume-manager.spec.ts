@@ -51,7 +51,11 @@ describe('FakeVolumeManager', () => {
     await vm.stageVolume(vol, ro);
     await vm.publishVolume(vol, 'a1', rw);
     await vm.publishVolume(vol, 'a1', rw);
-    expect(vm.changes).toEqual(['stage vol1 rw-file-system-single-node-writer', 'stage vol1 ro-file-system-multi-node-reader-only', 'publish vol1 a1 rw-file-system-single-node-writer']);
+    expect(vm.changes).toEqual([
+      'stage vol1 rw-file-system-single-node-writer',
+      'stage vol1 ro-file-system-multi-node-reader-only',
+      'publish vol1 a1 rw-file-system-single-node-writer',
+    ]);
     await vm.unpublishVolume(vol, 'a2', rw);
     mounts.unmark(`${ROOT}/staging/vol1/ro-file-system-multi-node-reader-only`);
     await vm.unstageVolume(vol, ro);
@@ -91,7 +95,9 @@ describe('FakeVolumeManager', () => {
     vm.failNext('stage', { after: true, error: new Error('NodeStageVolume: deadline exceeded') });
     const err = await vm.publishVolume(vol, 'a1', rw).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeOperationError);
-    expect((err as Error).message).toBe('mount of volume "vol1" for alloc a1 on plugin "hostpath" failed at NodePublishVolume: injected failure');
+    expect((err as Error).message).toBe(
+      'mount of volume "vol1" for alloc a1 on plugin "hostpath" failed at NodePublishVolume: injected failure',
+    );
     await expect(vm.publishVolume(vol, 'a1', rw)).rejects.toThrow(/injected failure/);
     expect(mounts.points.size).toBe(0);
     await expect(vm.stageVolume(vol, rw)).rejects.toThrow('NodeStageVolume: deadline exceeded');

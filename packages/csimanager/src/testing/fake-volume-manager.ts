@@ -15,7 +15,15 @@ import { normalizeMountPath } from '@csiplug/csi/testing';
 import { PluginInstanceNotFoundError, VolumeOperationError } from '../errors';
 import type { MountTable } from '../mount-table';
 import { type UsageOptions, usageToFS } from '../usage';
-import type { CSIVolumeRef, MountInfo, VolumeCondition, VolumeConditionOptions, VolumeManager, VolumeOperationOptions, VolumeUsage } from '../volume-manager';
+import type {
+  CSIVolumeRef,
+  MountInfo,
+  VolumeCondition,
+  VolumeConditionOptions,
+  VolumeManager,
+  VolumeOperationOptions,
+  VolumeUsage,
+} from '../volume-manager';
 import { volumePaths, type VolumePaths } from '../volume-paths';
 
 /** The four CSI node steps, by the name a call is recorded under. */
@@ -54,7 +62,8 @@ export interface FakeStepHang {
   release(): void;
 }
 
-type Injection = { kind: 'fail'; after: boolean; error?: Error } | { kind: 'hang'; after: boolean; reached: () => void; released: Promise<void> };
+type Injection =
+  { kind: 'fail'; after: boolean; error?: Error } | { kind: 'hang'; after: boolean; reached: () => void; released: Promise<void> };
 
 const RPC: Record<FakeVolumeStep, string> = {
   stage: 'NodeStageVolume',
@@ -97,7 +106,8 @@ export class FakeVolumeManager implements VolumeManager {
 
   /** The next call(s) of `step` fail. */
   failNext(step: FakeVolumeStep, options: FakeStepFailureOptions = {}): void {
-    for (let i = 0; i < (options.times ?? 1); i++) this.injections[step].push({ kind: 'fail', after: options.after ?? false, error: options.error });
+    for (let i = 0; i < (options.times ?? 1); i++)
+      this.injections[step].push({ kind: 'fail', after: options.after ?? false, error: options.error });
   }
 
   /** The next call of `step` hangs (before its work, or after it with `after`) until its signal aborts or the test releases it. */
@@ -112,7 +122,12 @@ export class FakeVolumeManager implements VolumeManager {
 
   /** Failures and hangs not used yet, per step. */
   pendingInjections(): Record<FakeVolumeStep, number> {
-    return { stage: this.injections.stage.length, publish: this.injections.publish.length, unpublish: this.injections.unpublish.length, unstage: this.injections.unstage.length };
+    return {
+      stage: this.injections.stage.length,
+      publish: this.injections.publish.length,
+      unpublish: this.injections.unpublish.length,
+      unstage: this.injections.unstage.length,
+    };
   }
 
   async requiresStaging(options: VolumeOperationOptions = {}): Promise<boolean> {
@@ -121,7 +136,12 @@ export class FakeVolumeManager implements VolumeManager {
     return this.staging;
   }
 
-  async stageVolume(volume: CSIVolumeRef, usage: UsageOptions, publishContext: Record<string, string> = {}, options: VolumeOperationOptions = {}): Promise<void> {
+  async stageVolume(
+    volume: CSIVolumeRef,
+    usage: UsageOptions,
+    publishContext: Record<string, string> = {},
+    options: VolumeOperationOptions = {},
+  ): Promise<void> {
     await this.step('stage', { step: 'stage', volume, allocId: '', usage, publishContext }, options, async (paths) => {
       if (await this.mounts.isMountPoint(paths.hostStagingPath)) return;
       this.mounts.mark(paths.hostStagingPath);
@@ -129,7 +149,13 @@ export class FakeVolumeManager implements VolumeManager {
     });
   }
 
-  async publishVolume(volume: CSIVolumeRef, allocId: string, usage: UsageOptions, publishContext: Record<string, string> = {}, options: VolumeOperationOptions = {}): Promise<MountInfo> {
+  async publishVolume(
+    volume: CSIVolumeRef,
+    allocId: string,
+    usage: UsageOptions,
+    publishContext: Record<string, string> = {},
+    options: VolumeOperationOptions = {},
+  ): Promise<MountInfo> {
     let info: MountInfo | undefined;
     await this.step('publish', { step: 'publish', volume, allocId, usage, publishContext }, options, async (paths) => {
       info = this.toMountInfo(paths);
@@ -140,7 +166,12 @@ export class FakeVolumeManager implements VolumeManager {
     return info!;
   }
 
-  async unpublishVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
+  async unpublishVolume(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options: VolumeOperationOptions = {},
+  ): Promise<void> {
     await this.step('unpublish', { step: 'unpublish', volume, allocId, usage }, options, async (paths) => {
       // A target that is not mounted counts as unpublished (the plugin's NOT_FOUND).
       if (!(await this.mounts.isMountPoint(paths.hostTargetPath))) return;
@@ -149,7 +180,11 @@ export class FakeVolumeManager implements VolumeManager {
     });
   }
 
-  async unstageVolume(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, usage: UsageOptions, options: VolumeOperationOptions = {}): Promise<void> {
+  async unstageVolume(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    usage: UsageOptions,
+    options: VolumeOperationOptions = {},
+  ): Promise<void> {
     await this.step('unstage', { step: 'unstage', volume, allocId: '', usage }, options, async (paths) => {
       // Like the real manager: a plugin that does not stage has nothing to unstage.
       if (!this.staging || !(await this.mounts.isMountPoint(paths.hostStagingPath))) return;
@@ -170,7 +205,11 @@ export class FakeVolumeManager implements VolumeManager {
     if (!this.volumeStats) return undefined;
     const paths = this.paths(volume.id, allocId || '_', usage);
     // As the real one: a path this plugin does not put the volume at is not asked about.
-    if (options.hostPath !== undefined && normalizeMountPath(options.hostPath) !== normalizeMountPath(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath)) return undefined;
+    if (
+      options.hostPath !== undefined &&
+      normalizeMountPath(options.hostPath) !== normalizeMountPath(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath)
+    )
+      return undefined;
     this.conditionChecks.push(at === 'target' ? `${volume.id} ${allocId} target` : `${volume.id} staging`);
     const answer = this.conditions.get(at === 'target' ? paths.hostTargetPath : paths.hostStagingPath);
     if (answer instanceof Error) throw answer;
@@ -183,16 +222,28 @@ export class FakeVolumeManager implements VolumeManager {
   nodeExpand = false;
   readonly expansions: string[] = [];
 
-  async volumeUsage(volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>, allocId: string, usage: UsageOptions, options: VolumeConditionOptions = {}): Promise<VolumeUsage | undefined> {
+  async volumeUsage(
+    volume: Pick<CSIVolumeRef, 'id' | 'externalId' | 'pluginId'>,
+    allocId: string,
+    usage: UsageOptions,
+    options: VolumeConditionOptions = {},
+  ): Promise<VolumeUsage | undefined> {
     this.assertUp();
     if (options.signal?.aborted) throw abortReason(options.signal);
     if (!this.volumeStats) return undefined;
     const paths = this.paths(volume.id, allocId, usage);
-    if (options.hostPath !== undefined && normalizeMountPath(options.hostPath) !== normalizeMountPath(paths.hostTargetPath)) return undefined;
+    if (options.hostPath !== undefined && normalizeMountPath(options.hostPath) !== normalizeMountPath(paths.hostTargetPath))
+      return undefined;
     return structuredClone(this.usage);
   }
 
-  async expandVolume(volume: CSIVolumeRef, allocId: string, _usage: UsageOptions, capacityBytes: number, options: VolumeOperationOptions = {}): Promise<number | undefined> {
+  async expandVolume(
+    volume: CSIVolumeRef,
+    allocId: string,
+    _usage: UsageOptions,
+    capacityBytes: number,
+    options: VolumeOperationOptions = {},
+  ): Promise<number | undefined> {
     this.assertUp();
     if (options.signal?.aborted) throw abortReason(options.signal);
     if (!this.nodeExpand) return undefined;
@@ -211,12 +262,20 @@ export class FakeVolumeManager implements VolumeManager {
 
   // ---- internals ------------------------------------------------------------
 
-  private async step(step: FakeVolumeStep, request: FakeVolumeRequest, options: VolumeOperationOptions, work: (paths: VolumePaths) => Promise<void>): Promise<void> {
+  private async step(
+    step: FakeVolumeStep,
+    request: FakeVolumeRequest,
+    options: VolumeOperationOptions,
+    work: (paths: VolumePaths) => Promise<void>,
+  ): Promise<void> {
     const { volume, allocId, usage } = request;
     this.calls.push(allocId ? `${step} ${volume.id} ${allocId}` : `${step} ${volume.id}`);
     this.requests.push(structuredClone(request));
     if (volume.pluginId !== this.pluginId) {
-      throw new ValidationError(`volume "${volume.id}" belongs to plugin "${volume.pluginId}", not "${this.pluginId}"; use that plugin's volume manager`, 'pluginId');
+      throw new ValidationError(
+        `volume "${volume.id}" belongs to plugin "${volume.pluginId}", not "${this.pluginId}"; use that plugin's volume manager`,
+        'pluginId',
+      );
     }
     const paths = this.paths(volume.id, allocId || '_', usage);
     this.assertUp();
@@ -227,13 +286,24 @@ export class FakeVolumeManager implements VolumeManager {
     if (injection?.after) await this.inject(injection, step, request, options.signal);
   }
 
-  private async inject(injection: Injection, step: FakeVolumeStep, request: FakeVolumeRequest, signal: AbortSignal | undefined): Promise<void> {
+  private async inject(
+    injection: Injection,
+    step: FakeVolumeStep,
+    request: FakeVolumeRequest,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     if (injection.kind === 'fail') {
       const op = step === 'stage' || step === 'publish' ? 'mount' : 'unmount';
       const forAlloc = request.allocId ? ` for alloc ${request.allocId}` : '';
       throw (
         injection.error ??
-        new VolumeOperationError(op, request.volume.id, request.allocId, this.pluginId, `${op} of volume "${request.volume.id}"${forAlloc} on plugin "${this.pluginId}" failed at ${RPC[step]}: injected failure`)
+        new VolumeOperationError(
+          op,
+          request.volume.id,
+          request.allocId,
+          this.pluginId,
+          `${op} of volume "${request.volume.id}"${forAlloc} on plugin "${this.pluginId}" failed at ${RPC[step]}: injected failure`,
+        )
       );
     }
     injection.reached();
@@ -252,6 +322,10 @@ export class FakeVolumeManager implements VolumeManager {
   }
 
   private toMountInfo(paths: VolumePaths): MountInfo {
-    return { source: paths.hostTargetPath, targetPath: paths.hostTargetPath, ...(this.staging ? { stagingPath: paths.hostStagingPath } : {}) };
+    return {
+      source: paths.hostTargetPath,
+      targetPath: paths.hostTargetPath,
+      ...(this.staging ? { stagingPath: paths.hostStagingPath } : {}),
+    };
   }
 }

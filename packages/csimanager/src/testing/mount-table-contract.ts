@@ -52,7 +52,8 @@ export function describeMountTableContract(name: string, make: () => Promise<Mou
       const target = `${s.dir}/spelled`;
       await s.mkdir(target);
       await s.mount(target);
-      for (const spelling of [`${target}/`, `${s.dir}/./spelled`, `${s.dir}//spelled`]) expect(await s.table.isMountPoint(spelling)).toBe(true);
+      for (const spelling of [`${target}/`, `${s.dir}/./spelled`, `${s.dir}//spelled`])
+        expect(await s.table.isMountPoint(spelling)).toBe(true);
     });
 
     it('a mount point does not make its parent or its subdirectories mount points', async () => {

@@ -36,7 +36,10 @@ const TASK_NAME = 'contract-task';
 /** ms a stop waits after SIGTERM before SIGKILL: far longer than a task that does not catch SIGTERM needs. */
 const KILL_TIMEOUT = 10_000;
 
-export function describeTaskDriverContract(name: string, makeSubject: () => TaskDriverContractSubject | Promise<TaskDriverContractSubject>): void {
+export function describeTaskDriverContract(
+  name: string,
+  makeSubject: () => TaskDriverContractSubject | Promise<TaskDriverContractSubject>,
+): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { afterEach, beforeEach, describe, expect, it } = require('@jest/globals') as typeof JestGlobals;
 
@@ -134,7 +137,13 @@ export function describeTaskDriverContract(name: string, makeSubject: () => Task
     it('adopt finds the task started in a task dir, and nothing in a dir where nothing was started', async () => {
       const handle = await start(subject.runsUntilSignalled());
       const adopted = driver.adopt({ allocId: ALLOC_ID, taskName: TASK_NAME, taskDir: handle.taskDir });
-      expect(adopted).toMatchObject({ allocId: ALLOC_ID, taskName: TASK_NAME, taskDir: handle.taskDir, pid: handle.pid, startTime: handle.startTime });
+      expect(adopted).toMatchObject({
+        allocId: ALLOC_ID,
+        taskName: TASK_NAME,
+        taskDir: handle.taskDir,
+        pid: handle.pid,
+        startTime: handle.startTime,
+      });
       expect(driver.adopt({ allocId: ALLOC_ID, taskName: TASK_NAME, taskDir: join(root, 'never-started') })).toBeUndefined();
     });
 

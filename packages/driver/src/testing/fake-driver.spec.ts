@@ -69,7 +69,18 @@ describe('FakeDriver', () => {
 
   it('adopts the handle set in adoptable as a running task it can wait for and stop', async () => {
     const driver = new FakeDriver();
-    const found = { version: 1 as const, driver: 'exec' as const, allocId: 'a1', taskName: 'web', taskDir: '/tmp/fake/web', executorPid: 1500, executorStartTime: '1', pid: 500, startTime: '1', startedAt: 0 };
+    const found = {
+      version: 1 as const,
+      driver: 'exec' as const,
+      allocId: 'a1',
+      taskName: 'web',
+      taskDir: '/tmp/fake/web',
+      executorPid: 1500,
+      executorStartTime: '1',
+      pid: 500,
+      startTime: '1',
+      startedAt: 0,
+    };
     expect(driver.isRunning(found)).toBe(false);
     driver.adoptable = found;
     expect(driver.adopt(config())).toBe(found);

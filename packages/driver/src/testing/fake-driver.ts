@@ -5,7 +5,14 @@
 // runner: a record of every call, failures to inject one call at a time, and
 // answers to impose on recover() and adopt().
 import { Emitter, ShutdownError, type Event } from '@csiplug/core';
-import { type DriverTaskConfig, type ExitResult, type RecoverResult, type TaskDriver, type TaskHandle, validateTaskConfig } from '../driver';
+import {
+  type DriverTaskConfig,
+  type ExitResult,
+  type RecoverResult,
+  type TaskDriver,
+  type TaskHandle,
+  validateTaskConfig,
+} from '../driver';
 
 /** What start() gave a test: the config it was started with and its handle. */
 export interface FakeTaskStart {
@@ -135,7 +142,9 @@ export class FakeDriver implements TaskDriver {
     const task = [...this.tasks.values()].find((t) => t.handle.pid === pid && t.exit === undefined);
     if (!task) {
       const running = [...this.tasks.values()].filter((t) => t.exit === undefined).map((t) => t.handle.pid);
-      throw new Error(`FakeDriver.exit: no running task has pid ${pid} (running: ${running.join(', ') || 'none'}); start or adopt it first`);
+      throw new Error(
+        `FakeDriver.exit: no running task has pid ${pid} (running: ${running.join(', ') || 'none'}); start or adopt it first`,
+      );
     }
     return this.end(task, { exitCode, signal, finishedAt: 0 });
   }

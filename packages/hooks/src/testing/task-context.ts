@@ -8,7 +8,9 @@ export interface RecordingTaskContext extends TaskHookContext {
   readonly controller: AbortController;
 }
 
-export function taskContext(options: { alloc?: Partial<AllocInfo>; task?: Partial<TaskInfo>; kind?: RunKind; now?: () => number } = {}): RecordingTaskContext {
+export function taskContext(
+  options: { alloc?: Partial<AllocInfo>; task?: Partial<TaskInfo>; kind?: RunKind; now?: () => number } = {},
+): RecordingTaskContext {
   const events: TaskEvent[] = [];
   const restarts: string[] = [];
   const controller = new AbortController();

@@ -19,7 +19,18 @@ export function makeJob(id: string, groups: Record<string, GroupOptions>, extra:
     count: o.count ?? 1,
     ...(o.update ? { update: o.update } : {}),
     ...(o.restart ? { restart: o.restart } : {}),
-    ...(o.volume ? { volume: { data: { type: 'csi', source: o.volume.source, access_mode: o.volume.accessMode ?? 'single-node-writer', read_only: o.volume.readOnly ?? false } } } : {}),
+    ...(o.volume
+      ? {
+          volume: {
+            data: {
+              type: 'csi',
+              source: o.volume.source,
+              access_mode: o.volume.accessMode ?? 'single-node-writer',
+              read_only: o.volume.readOnly ?? false,
+            },
+          },
+        }
+      : {}),
     task: {
       main: {
         driver: 'raw_exec',

@@ -5,7 +5,12 @@
 // registry-store.spec.ts runs it against FakeRegistryStore and against
 // StateRegistryStore over a SQLite file and over the in-memory state.
 import * as assert from 'node:assert/strict';
-import { MalformedRegistryStateError, type PluginRegistrationRecord, type RegistryStateRecord, type RegistryStore } from '../registry-store';
+import {
+  MalformedRegistryStateError,
+  type PluginRegistrationRecord,
+  type RegistryStateRecord,
+  type RegistryStore,
+} from '../registry-store';
 
 /** A store under test, with ways to reach beneath it. */
 export interface RegistryStoreSubject {
@@ -38,7 +43,12 @@ function sampleDocument(): RegistryStateRecord {
     hostpath: [registration('csi-node', 'hostpath', 'alloc-2', { MountPoint: '/csi' }), registration('csi-node', 'hostpath', 'alloc-1')],
   };
   // An own "__proto__" key, as the registry's prototype-free objects make it.
-  Object.defineProperty(nodes, '__proto__', { value: [registration('csi-node', '__proto__', 'alloc-3')], enumerable: true, writable: true, configurable: true });
+  Object.defineProperty(nodes, '__proto__', {
+    value: [registration('csi-node', '__proto__', 'alloc-3')],
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
   return { plugins: { 'csi-node': nodes, 'csi-controller': { hostpath: [registration('csi-controller', 'hostpath', 'alloc-2')] } } };
 }
 
@@ -96,7 +106,10 @@ export const REGISTRY_STORE_CONFORMANCE: readonly RegistryStoreConformanceCase[]
         plant(document);
         assert.throws(
           () => store.getRegistryState(),
-          (err: unknown) => err instanceof MalformedRegistryStateError && err.code === 'EREGISTRY_STATE_MALFORMED' && /has no "plugins" object/.test(err.message),
+          (err: unknown) =>
+            err instanceof MalformedRegistryStateError &&
+            err.code === 'EREGISTRY_STATE_MALFORMED' &&
+            /has no "plugins" object/.test(err.message),
           `document ${JSON.stringify(document)}`,
         );
       }

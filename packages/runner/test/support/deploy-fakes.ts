@@ -23,7 +23,9 @@ export class FakeAlloc implements RolloutAlloc {
     private readonly agent: FakeAgent,
   ) {
     const state = alloc.clientStatus === 'running' ? 'running' : 'pending';
-    this.tasks = Object.fromEntries(alloc.job.groups.find((g) => g.name === alloc.group)!.tasks.map((t) => [t.name, { state, failed: false, restarts: 0, events: [] }]));
+    this.tasks = Object.fromEntries(
+      alloc.job.groups.find((g) => g.name === alloc.group)!.tasks.map((t) => [t.name, { state, failed: false, restarts: 0, events: [] }]),
+    );
   }
 
   get needsTeardown(): boolean {
@@ -56,7 +58,12 @@ export class FakeAlloc implements RolloutAlloc {
 
   /** Its task dies for good. */
   fail(): void {
-    for (const t of Object.values(this.tasks)) Object.assign(t, { state: 'dead', failed: true, events: [{ type: 'Not Restarting', message: 'exceeded allowed attempts', time: 0 }] });
+    for (const t of Object.values(this.tasks))
+      Object.assign(t, {
+        state: 'dead',
+        failed: true,
+        events: [{ type: 'Not Restarting', message: 'exceeded allowed attempts', time: 0 }],
+      });
     this.alloc.clientStatus = 'failed';
     this.agent.fire(this.alloc.id, 'Not Restarting');
   }
@@ -152,12 +159,34 @@ export class FakeAgent implements RolloutHost<FakeAlloc> {
    * any other alloc's.
    */
   pluginHealthy(name: string, allocId: string): void {
-    this.registrations.set(name, [{ allocId, restored: false }, ...(this.registrations.get(name) ?? []).filter((e) => e.allocId !== allocId)]);
+    this.registrations.set(name, [
+      { allocId, restored: false },
+      ...(this.registrations.get(name) ?? []).filter((e) => e.allocId !== allocId),
+    ]);
     this.pluginInstances = this.pluginInstances.filter((p) => p.name !== name);
     for (const type of ['csi-controller', 'csi-node']) {
-      this.pluginInstances.push({ type, name, allocId, socketPath: '/s', version: '1', deployment: 'monolith', healthy: true, fingerprinted: true, description: 'healthy', updateTime: 0 } as PluginInfo);
+      this.pluginInstances.push({
+        type,
+        name,
+        allocId,
+        socketPath: '/s',
+        version: '1',
+        deployment: 'monolith',
+        healthy: true,
+        fingerprinted: true,
+        description: 'healthy',
+        updateTime: 0,
+      } as PluginInfo);
     }
-    this.emitter.fire({ index: ++this.index, time: this.clock.now(), topic: 'Plugin', type: 'Plugin healthy', message: name, allocId, pluginId: name });
+    this.emitter.fire({
+      index: ++this.index,
+      time: this.clock.now(),
+      topic: 'Plugin',
+      type: 'Plugin healthy',
+      message: name,
+      allocId,
+      pluginId: name,
+    });
   }
 
   /** The live allocs of a job, as `name vN`. */

@@ -55,7 +55,10 @@ export function startFixture(script: string, args: string[]): Child {
       const seen = lines.find(test);
       if (seen !== undefined) return Promise.resolve(seen);
       return new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no matching line from ${script} within ${timeoutMs} ms; stderr: ${err}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`no matching line from ${script} within ${timeoutMs} ms; stderr: ${err}`)),
+          timeoutMs,
+        );
         waiters.push({
           test,
           resolve: (l) => {

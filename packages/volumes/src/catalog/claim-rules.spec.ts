@@ -38,22 +38,25 @@ describe('checkClaim', () => {
     expect(block.message).toContain('"block-device"');
   });
 
-  test.each(['single-node-writer', 'single-node-single-writer', 'multi-node-single-writer'] as const)('%s: one writer at a time; readers alongside', (mode) => {
-    const vol = volume([mode as AccessMode]);
-    expect(() => checkClaim(vol, request('a1', mode, false))).not.toThrow();
-    vol.claims.push(held('a1', mode, 'write'));
-    const err = refusal(() => checkClaim(vol, request('a2', mode, false)));
-    expect(err.retryable).toBe(true);
-    expect(err.code).toBe('ECLAIM_RETRYABLE');
-    expect(err.message).toContain('a1');
-    expect(err.message).toContain('a2');
-    expect(() => checkClaim(vol, request('a3', mode, true))).not.toThrow();
-    vol.claims.push(held('a3', mode, 'read'), held('a4', mode, 'read'));
-    expect(() => checkClaim(vol, request('a5', mode, true))).not.toThrow();
-    // Once the writer is gone, another may write even with readers around.
-    vol.claims.shift();
-    expect(() => checkClaim(vol, request('a2', mode, false))).not.toThrow();
-  });
+  test.each(['single-node-writer', 'single-node-single-writer', 'multi-node-single-writer'] as const)(
+    '%s: one writer at a time; readers alongside',
+    (mode) => {
+      const vol = volume([mode as AccessMode]);
+      expect(() => checkClaim(vol, request('a1', mode, false))).not.toThrow();
+      vol.claims.push(held('a1', mode, 'write'));
+      const err = refusal(() => checkClaim(vol, request('a2', mode, false)));
+      expect(err.retryable).toBe(true);
+      expect(err.code).toBe('ECLAIM_RETRYABLE');
+      expect(err.message).toContain('a1');
+      expect(err.message).toContain('a2');
+      expect(() => checkClaim(vol, request('a3', mode, true))).not.toThrow();
+      vol.claims.push(held('a3', mode, 'read'), held('a4', mode, 'read'));
+      expect(() => checkClaim(vol, request('a5', mode, true))).not.toThrow();
+      // Once the writer is gone, another may write even with readers around.
+      vol.claims.shift();
+      expect(() => checkClaim(vol, request('a2', mode, false))).not.toThrow();
+    },
+  );
 
   test.each(['single-node-reader-only', 'multi-node-reader-only'] as const)('%s: read claims only, as many as wanted', (mode) => {
     const vol = volume([mode], [held('a1', mode, 'read'), held('a2', mode, 'read')]);

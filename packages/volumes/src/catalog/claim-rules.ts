@@ -40,7 +40,10 @@ function allocs(claims: readonly VolumeClaimView[]): string {
  * volume's current claims; the requesting alloc's own is ignored, so a
  * re-claim is judged like a first claim).
  */
-export function checkClaim(volume: { id: string; capabilities: readonly VolumeCapability[]; claims: readonly VolumeClaimView[] }, request: VolumeClaimRequest): void {
+export function checkClaim(
+  volume: { id: string; capabilities: readonly VolumeCapability[]; claims: readonly VolumeClaimView[] },
+  request: VolumeClaimRequest,
+): void {
   const { id } = volume;
   const offered = volume.capabilities.some((c) => c.accessMode === request.accessMode && c.attachmentMode === request.attachmentMode);
   if (!offered) {

@@ -31,14 +31,23 @@ export class ControllerCalls {
       controller = (await this.csi.waitForPlugin(PluginTypeCSIController, pluginId, 'prerun', { signal })).controller;
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
-      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": controller plugin "${pluginId}" is not available (${errorMessage(err)})`, { cause: err });
+      throw new VolumePluginError(
+        volumeId,
+        pluginId,
+        `cannot ${what} volume "${volumeId}": controller plugin "${pluginId}" is not available (${errorMessage(err)})`,
+        { cause: err },
+      );
     }
     if (!controller?.supportsCreateDelete) {
       const instead =
         what === 'create'
           ? `create the volume on the storage side and register it with "csiplug volume register"`
           : `delete the volume on the storage side, then "csiplug volume deregister ${volumeId}"`;
-      throw new VolumePluginError(volumeId, pluginId, `cannot ${what} volume "${volumeId}": the controller of plugin "${pluginId}" does not offer CREATE_DELETE_VOLUME; ${instead}`);
+      throw new VolumePluginError(
+        volumeId,
+        pluginId,
+        `cannot ${what} volume "${volumeId}": the controller of plugin "${pluginId}" does not offer CREATE_DELETE_VOLUME; ${instead}`,
+      );
     }
     return controller;
   }
@@ -62,7 +71,11 @@ export class ControllerCalls {
     try {
       return await this.controllerOf(record, signal);
     } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`, signal);
+      throw this.claimFailure(
+        err,
+        `controller plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${allocId}`,
+        signal,
+      );
     }
   }
 
@@ -86,12 +99,22 @@ export class ControllerCalls {
     if (!controller?.supportsAttachDetach) return undefined;
     let nodeId: string | undefined;
     try {
-      const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node ?? (await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'prerun', { signal })).node;
+      const node =
+        this.csi.pluginInfo(PluginTypeCSINode, record.pluginId)?.node ??
+        (await this.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'prerun', { signal })).node;
       nodeId = node?.nodeId;
     } catch (err) {
-      throw this.claimFailure(err, `node plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${request.allocId}`, signal);
+      throw this.claimFailure(
+        err,
+        `node plugin "${record.pluginId}" of volume "${record.id}" is not available for alloc ${request.allocId}`,
+        signal,
+      );
     }
-    if (!nodeId) throw new ClaimError(`node plugin "${record.pluginId}" has not reported its node id yet; volume "${record.id}" cannot be published for alloc ${request.allocId}`, true);
+    if (!nodeId)
+      throw new ClaimError(
+        `node plugin "${record.pluginId}" has not reported its node id yet; volume "${record.id}" cannot be published for alloc ${request.allocId}`,
+        true,
+      );
     const capability = volumeCapabilityFor(
       { readOnly: request.readOnly, accessMode: request.accessMode, attachmentMode: request.attachmentMode },
       record.mountOptions,
@@ -113,7 +136,11 @@ export class ControllerCalls {
       );
       return { nodeId, context: { ...(response.publishContext ?? {}) } };
     } catch (err) {
-      throw this.claimFailure(err, `controller plugin "${record.pluginId}" could not publish volume "${record.id}" to node ${nodeId} for alloc ${request.allocId}`, signal);
+      throw this.claimFailure(
+        err,
+        `controller plugin "${record.pluginId}" could not publish volume "${record.id}" to node ${nodeId} for alloc ${request.allocId}`,
+        signal,
+      );
     }
   }
 
@@ -126,13 +153,20 @@ export class ControllerCalls {
       );
     }
     try {
-      await this.withController(record.pluginId, (c) => c.controllerUnpublishVolume({ volumeId: record.externalId, nodeId, secrets: { ...record.secrets } }, { signal }));
+      await this.withController(record.pluginId, (c) =>
+        c.controllerUnpublishVolume({ volumeId: record.externalId, nodeId, secrets: { ...record.secrets } }, { signal }),
+      );
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
       if (!isNotFound(err)) {
-        throw new VolumePluginError(record.id, record.pluginId, `could not unpublish volume "${record.id}" from node ${nodeId} for alloc ${allocId}: ${errorMessage(err)}`, {
-          cause: err,
-        });
+        throw new VolumePluginError(
+          record.id,
+          record.pluginId,
+          `could not unpublish volume "${record.id}" from node ${nodeId} for alloc ${allocId}: ${errorMessage(err)}`,
+          {
+            cause: err,
+          },
+        );
       }
       this.log.info('volume was unpublished on the plugin already', { volume_id: record.id, alloc_id: allocId, node_id: nodeId });
     }
@@ -169,7 +203,12 @@ export class ControllerCalls {
       return await this.controllerOf(record, signal);
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
-      throw new VolumePluginError(record.id, record.pluginId, `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`, { cause: err });
+      throw new VolumePluginError(
+        record.id,
+        record.pluginId,
+        `cannot ${what}: controller plugin "${record.pluginId}" is not available (${errorMessage(err)})`,
+        { cause: err },
+      );
     }
   }
 }

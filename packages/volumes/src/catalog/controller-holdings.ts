@@ -8,7 +8,13 @@ import { isNotFound, type CSIClient } from '@csiplug/csi';
 import type { ControllerPluginInfo, ICSIManager } from '@csiplug/csimanager';
 import { PluginTypeCSIController } from '@csiplug/registry';
 import type { IVolumeStateStore } from '@csiplug/state';
-import { VolumeNotFoundError, VolumePluginError, VolumePluginNotFoundError, VolumePluginUnavailableError, VolumeUnsupportedError } from './errors';
+import {
+  VolumeNotFoundError,
+  VolumePluginError,
+  VolumePluginNotFoundError,
+  VolumePluginUnavailableError,
+  VolumeUnsupportedError,
+} from './errors';
 import { topologiesOf } from './topology';
 import type { ExternalVolumeView, Page, PageRequest, SnapshotView } from './volume-catalog-service';
 import type { LaneOutcome, VolumeLane } from './volume-lanes';
@@ -31,7 +37,12 @@ export class ControllerHoldings {
     /** A client for the plugin's active controller registration, disposed after `fn`. */
     private readonly withController: <T>(pluginId: string, fn: (client: CSIClient) => Promise<T>) => Promise<T>,
     /** Runs `fn` holding the volume's lane, then fires its event. */
-    private readonly inLanes: <T>(lane: VolumeLane, volumeId: string, signal: AbortSignal | undefined, fn: () => Promise<LaneOutcome<T>>) => Promise<T>,
+    private readonly inLanes: <T>(
+      lane: VolumeLane,
+      volumeId: string,
+      signal: AbortSignal | undefined,
+      fn: () => Promise<LaneOutcome<T>>,
+    ) => Promise<T>,
   ) {}
 
   async createSnapshot(volumeId: string, name?: string, options: { signal?: AbortSignal } = {}): Promise<SnapshotView> {
@@ -46,15 +57,44 @@ export class ControllerHoldings {
       this.readyController(record.pluginId, `snapshot volume "${volumeId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT', volumeId);
       let snapshot;
       try {
-        snapshot = (await this.withController(record.pluginId, (c) => c.createSnapshot({ sourceVolumeId: record.externalId, name: snapshotName, secrets: { ...record.secrets }, parameters: {} }, { signal }))).snapshot;
+        snapshot = (
+          await this.withController(record.pluginId, (c) =>
+            c.createSnapshot(
+              { sourceVolumeId: record.externalId, name: snapshotName, secrets: { ...record.secrets }, parameters: {} },
+              { signal },
+            ),
+          )
+        ).snapshot;
       } catch (err) {
         if (signal?.aborted) throw abortReason(signal);
-        throw new VolumePluginError(volumeId, record.pluginId, `could not snapshot volume "${volumeId}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
+        throw new VolumePluginError(
+          volumeId,
+          record.pluginId,
+          `could not snapshot volume "${volumeId}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`,
+          { cause: err },
+        );
       }
-      if (!snapshot?.snapshotId) throw new VolumePluginError(volumeId, record.pluginId, `plugin "${record.pluginId}" answered CreateSnapshot for volume "${volumeId}" without a snapshot id; the plugin is broken`);
+      if (!snapshot?.snapshotId)
+        throw new VolumePluginError(
+          volumeId,
+          record.pluginId,
+          `plugin "${record.pluginId}" answered CreateSnapshot for volume "${volumeId}" without a snapshot id; the plugin is broken`,
+        );
       const view = this.snapshotView(record.pluginId, snapshot);
-      this.log.info('snapshot created', { volume_id: volumeId, plugin_id: record.pluginId, snapshot_id: view.id, size_bytes: view.sizeBytes });
-      return { value: view, event: { volumeId, kind: 'snapshot-created', message: `snapshot "${view.id}" of volume "${volumeId}" created by plugin ${record.pluginId} (${view.sizeBytes} bytes)` } };
+      this.log.info('snapshot created', {
+        volume_id: volumeId,
+        plugin_id: record.pluginId,
+        snapshot_id: view.id,
+        size_bytes: view.sizeBytes,
+      });
+      return {
+        value: view,
+        event: {
+          volumeId,
+          kind: 'snapshot-created',
+          message: `snapshot "${view.id}" of volume "${volumeId}" created by plugin ${record.pluginId} (${view.sizeBytes} bytes)`,
+        },
+      };
     });
   }
 
@@ -68,7 +108,9 @@ export class ControllerHoldings {
       if (signal?.aborted) throw abortReason(signal);
       // Gone already: deleted, as CSI says.
       if (isNotFound(err)) return;
-      throw new VolumePluginError('', pluginId, `could not delete snapshot "${snapshotId}" on plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
+      throw new VolumePluginError('', pluginId, `could not delete snapshot "${snapshotId}" on plugin "${pluginId}": ${errorMessage(err)}`, {
+        cause: err,
+      });
     }
     this.log.info('snapshot deleted', { plugin_id: pluginId, snapshot_id: snapshotId });
   }
@@ -84,11 +126,22 @@ export class ControllerHoldings {
     let response;
     try {
       response = await this.withController(pluginId, (c) =>
-        c.listSnapshots({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '', sourceVolumeId: sourceExternal ?? '', snapshotId: '', secrets: {} }, { signal: request.signal }),
+        c.listSnapshots(
+          {
+            maxEntries: this.perPage(request.perPage),
+            startingToken: request.nextToken ?? '',
+            sourceVolumeId: sourceExternal ?? '',
+            snapshotId: '',
+            secrets: {},
+          },
+          { signal: request.signal },
+        ),
       );
     } catch (err) {
       if (request.signal?.aborted) throw abortReason(request.signal);
-      throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
+      throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, {
+        cause: err,
+      });
     }
     const ours = this.byExternalId(pluginId);
     const items = (response.entries ?? []).flatMap((e) => (e.snapshot?.snapshotId ? [this.snapshotView(pluginId, e.snapshot, ours)] : []));
@@ -99,7 +152,9 @@ export class ControllerHoldings {
     this.readyController(pluginId, 'list its volumes', 'supportsListVolumes', 'LIST_VOLUMES');
     let response;
     try {
-      response = await this.withController(pluginId, (c) => c.listVolumes({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '' }, { signal: request.signal }));
+      response = await this.withController(pluginId, (c) =>
+        c.listVolumes({ maxEntries: this.perPage(request.perPage), startingToken: request.nextToken ?? '' }, { signal: request.signal }),
+      );
     } catch (err) {
       if (request.signal?.aborted) throw abortReason(request.signal);
       throw new VolumePluginError('', pluginId, `could not list the volumes of plugin "${pluginId}": ${errorMessage(err)}`, { cause: err });
@@ -130,7 +185,8 @@ export class ControllerHoldings {
   /** A page size for a plugin list: a non-negative integer (0: the plugin's choice). */
   private perPage(n: number | undefined): number {
     if (n === undefined) return 0;
-    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new ValidationError(`per_page must be a whole number of 0 or more, got ${n}`, 'per_page');
+    if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1)
+      throw new ValidationError(`per_page must be a whole number of 0 or more, got ${n}`, 'per_page');
     return n;
   }
 
@@ -143,7 +199,13 @@ export class ControllerHoldings {
 
   private snapshotView(
     pluginId: string,
-    s: { snapshotId?: string; sourceVolumeId?: string; sizeBytes?: unknown; creationTime?: { seconds?: unknown; nanos?: number } | null; readyToUse?: boolean },
+    s: {
+      snapshotId?: string;
+      sourceVolumeId?: string;
+      sizeBytes?: unknown;
+      creationTime?: { seconds?: unknown; nanos?: number } | null;
+      readyToUse?: boolean;
+    },
     catalogued: Map<string, string> = this.byExternalId(pluginId),
   ): SnapshotView {
     const seconds = int64(s.creationTime?.seconds);
@@ -168,10 +230,27 @@ export class ControllerHoldings {
    */
   private readyController(pluginId: string, what: string, flag: string, capability: string, volumeId = ''): ControllerPluginInfo {
     const info = this.csi.pluginInfo(PluginTypeCSIController, pluginId);
-    if (!info?.controller) throw new VolumePluginNotFoundError(volumeId, pluginId, `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`);
-    if (!info.healthy) throw new VolumePluginUnavailableError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`);
-    const offered = flag.startsWith('capabilities.') ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)] : (info.controller as unknown as Record<string, boolean>)[flag];
-    if (!offered) throw new VolumeUnsupportedError(volumeId, pluginId, `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`);
+    if (!info?.controller)
+      throw new VolumePluginNotFoundError(
+        volumeId,
+        pluginId,
+        `cannot ${what}: no controller of plugin "${pluginId}" is registered on this node (run the plugin's controller or monolith job)`,
+      );
+    if (!info.healthy)
+      throw new VolumePluginUnavailableError(
+        volumeId,
+        pluginId,
+        `cannot ${what}: the controller of plugin "${pluginId}" is not healthy (${info.description})`,
+      );
+    const offered = flag.startsWith('capabilities.')
+      ? (info.controller.capabilities as unknown as Record<string, boolean>)[flag.slice('capabilities.'.length)]
+      : (info.controller as unknown as Record<string, boolean>)[flag];
+    if (!offered)
+      throw new VolumeUnsupportedError(
+        volumeId,
+        pluginId,
+        `cannot ${what}: the controller of plugin "${pluginId}" does not offer ${capability}`,
+      );
     return info.controller;
   }
 }

@@ -19,7 +19,22 @@ describe('csiVolumeName', () => {
   });
 
   test('the same id is always the same name; different ids are different names, within a DNS label', () => {
-    const ids = ['data', 'Data', 'DATA', 'data-', '-data', 'd', 'd.', 'd_', 'x'.repeat(255), 'x'.repeat(254), 'vol 1', 'vol-1', 'h-0123', 'Vol@1'];
+    const ids = [
+      'data',
+      'Data',
+      'DATA',
+      'data-',
+      '-data',
+      'd',
+      'd.',
+      'd_',
+      'x'.repeat(255),
+      'x'.repeat(254),
+      'vol 1',
+      'vol-1',
+      'h-0123',
+      'Vol@1',
+    ];
     const names = ids.map(csiVolumeName);
     expect(ids.map(csiVolumeName)).toEqual(names);
     expect(new Set(names).size).toBe(ids.length);

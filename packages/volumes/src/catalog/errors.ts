@@ -57,7 +57,10 @@ export class VolumeBeingDeletedError extends VolumeCatalogError {
     readonly volumeId: string,
     what: 'expand',
   ) {
-    super('EVOLUME_BUSY', `volume "${volumeId}" is being deleted (its delete is finished once its controller plugin is ready); it cannot be ${what}ed`);
+    super(
+      'EVOLUME_BUSY',
+      `volume "${volumeId}" is being deleted (its delete is finished once its controller plugin is ready); it cannot be ${what}ed`,
+    );
   }
 }
 
@@ -79,7 +82,10 @@ export class VolumeUnchangedError extends VolumeCatalogError {
     readonly volumeId: string,
     capacityBytes: number,
   ) {
-    super('EVOLUME_EXISTS', `volume "${volumeId}" exists with ${capacityBytes} bytes already: nothing to change (a capacity_min above that expands it)`);
+    super(
+      'EVOLUME_EXISTS',
+      `volume "${volumeId}" exists with ${capacityBytes} bytes already: nothing to change (a capacity_min above that expands it)`,
+    );
   }
 }
 
@@ -104,7 +110,7 @@ export class VolumeSpecValidatorMissingError extends CsiplugError {
     super(
       'EVOLUME_NO_VALIDATOR',
       'the volume catalog (IVolumeCatalog, IVolumeClaimer) needs a volume spec check: bind IVolumeSpecValidator ' +
-        '(@csiplug/volumes; (spec: unknown) => VolumeSpec, throwing ValidationError) before resolving it (the agent binds checkVolumeSpec, its volume spec reader\'s check)',
+        "(@csiplug/volumes; (spec: unknown) => VolumeSpec, throwing ValidationError) before resolving it (the agent binds checkVolumeSpec, its volume spec reader's check)",
     );
   }
 }

@@ -15,6 +15,7 @@ export interface ExternalIdHolder {
 /** Throws VolumeExternalIdInUseError naming the first volume of `volumes` other than `volumeId` on plugin `pluginId` volume `externalId`. */
 export function assertExternalIdFree(volumes: Iterable<ExternalIdHolder>, volumeId: string, pluginId: string, externalId: string): void {
   for (const v of volumes) {
-    if (v.id !== volumeId && v.pluginId === pluginId && v.externalId === externalId) throw new VolumeExternalIdInUseError(volumeId, pluginId, externalId, v.id);
+    if (v.id !== volumeId && v.pluginId === pluginId && v.externalId === externalId)
+      throw new VolumeExternalIdInUseError(volumeId, pluginId, externalId, v.id);
   }
 }

@@ -39,24 +39,38 @@ export async function checkWithPlugin(deps: RegisterCheckDeps, spec: VolumeSpec,
     response = await deps.withController(spec.pluginId, (c) =>
       c.validateVolumeCapabilities({
         volumeId: externalId,
-        volumeCapabilities: spec.capabilities.map((c) => volumeCapabilityFor({ readOnly: false, accessMode: c.accessMode, attachmentMode: c.attachmentMode }, spec.mountOptions)),
+        volumeCapabilities: spec.capabilities.map((c) =>
+          volumeCapabilityFor({ readOnly: false, accessMode: c.accessMode, attachmentMode: c.attachmentMode }, spec.mountOptions),
+        ),
         volumeContext: { ...spec.context },
         parameters: { ...spec.parameters },
         secrets: { ...spec.secrets },
       }),
     );
   } catch (err) {
-    if (isNotFound(err)) throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" has no volume with external_id "${externalId}" (ValidateVolumeCapabilities: NOT_FOUND)`, 'external_id');
+    if (isNotFound(err))
+      throw new ValidationError(
+        `volume "${spec.id}": plugin "${spec.pluginId}" has no volume with external_id "${externalId}" (ValidateVolumeCapabilities: NOT_FOUND)`,
+        'external_id',
+      );
     // A plugin's own refusal of the request (INVALID_ARGUMENT for its context, FAILED_PRECONDITION…) refuses the register.
     if (err instanceof CSIError && !err.local && PERMANENT_CSI_CODES.includes(err.grpcCode) && err.grpcCode !== GrpcStatus.UNIMPLEMENTED) {
       throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" refused to check it: ${errorMessage(err)}`, 'external_id');
     }
     // The plugin could not answer (slow, restarting, UNIMPLEMENTED): that says nothing against the volume, which is registered as given.
-    deps.log.warn('could not check a volume with its plugin before registering it; registered as given', { volume_id: spec.id, plugin_id: spec.pluginId, external_id: externalId, error: errorMessage(err) });
+    deps.log.warn('could not check a volume with its plugin before registering it; registered as given', {
+      volume_id: spec.id,
+      plugin_id: spec.pluginId,
+      external_id: externalId,
+      error: errorMessage(err),
+    });
     return;
   }
   if (!response.confirmed) {
     const wanted = spec.capabilities.map((c) => `${c.accessMode}/${c.attachmentMode}`).join(', ');
-    throw new ValidationError(`volume "${spec.id}": plugin "${spec.pluginId}" cannot serve it as asked (${wanted}): ${response.message || 'it confirmed none of the capabilities'}`, 'capability');
+    throw new ValidationError(
+      `volume "${spec.id}": plugin "${spec.pluginId}" cannot serve it as asked (${wanted}): ${response.message || 'it confirmed none of the capabilities'}`,
+      'capability',
+    );
   }
 }

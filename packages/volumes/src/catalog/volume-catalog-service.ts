@@ -115,7 +115,11 @@ export interface VolumeCatalogService extends VolumeClaimer {
    * EXPAND_VOLUME, else only the node side (when the node plugin offers it).
    * A smaller capacity is a ValidationError; the same one, VolumeExistsError.
    */
-  expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options?: { signal?: AbortSignal }): Promise<VolumeExpansion>;
+  expandVolume(
+    id: string,
+    capacity: { capacityMin?: number; capacityMax?: number },
+    options?: { signal?: AbortSignal },
+  ): Promise<VolumeExpansion>;
   /** CreateSnapshot of a catalogued volume (its controller must offer CREATE_DELETE_SNAPSHOT); `name` defaults to `<id>-snapshot-<time>`. */
   createSnapshot(volumeId: string, name?: string, options?: { signal?: AbortSignal }): Promise<SnapshotView>;
   /** DeleteSnapshot on `pluginId`'s controller (an unknown id is gone already, per CSI). */

@@ -13,7 +13,14 @@ import { FakeCSIManager, fakePluginInfo } from '@csiplug/csimanager/testing';
 import { DynamicPluginRegistry, IPluginRegistry, PluginDispenserTable, StateRegistryStore } from '@csiplug/registry';
 import { type ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { container as rootContainer } from 'tsyringe';
-import { VolumeExistsError, VolumeExternalIdInUseError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeSpecValidatorMissingError } from './errors';
+import {
+  VolumeExistsError,
+  VolumeExternalIdInUseError,
+  VolumeInUseError,
+  VolumeNotFoundError,
+  VolumePluginError,
+  VolumeSpecValidatorMissingError,
+} from './errors';
 import { registerVolumeCatalog } from './register';
 import { IVolumeCatalog, IVolumeClaimer, IVolumeSpecValidator } from './tokens';
 import { csiVolumeName } from './csi-volume-name';
@@ -146,7 +153,15 @@ class Harness implements Disposable {
     const n = this.csi.pluginInfo('csi-node', PLUGIN)!;
     this.csi.set({ ...n, node: { ...n.node!, ...node } });
     const c = this.csi.pluginInfo('csi-controller', PLUGIN);
-    if (c) this.csi.set({ ...c, controller: { ...c.controller!, ...controller, capabilities: { ...c.controller!.capabilities, ...(controller.capabilities ?? {}) } } });
+    if (c)
+      this.csi.set({
+        ...c,
+        controller: {
+          ...c.controller!,
+          ...controller,
+          capabilities: { ...c.controller!.capabilities, ...(controller.capabilities ?? {}) },
+        },
+      });
   }
 
   /** A node-only plugin: no controller at all. */
@@ -185,7 +200,10 @@ function req(allocId: string, over: Partial<VolumeClaimRequest> = {}): VolumeCla
 /** Whether `p` settles while the event loop turns over a few times (no timer: a call queued behind a lock that is never let go does not). */
 async function settles(p: Promise<unknown>): Promise<boolean> {
   let done = false;
-  p.then(() => (done = true), () => (done = true));
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
   for (let i = 0; i < 50 && !done; i++) await new Promise((r) => setImmediate(r));
   return done;
 }
@@ -211,7 +229,14 @@ afterEach(() => h.dispose());
 describe('register and deregister', () => {
   test('registers before the plugin runs; schedulable follows the plugin health at read time', async () => {
     const view = await h.catalog.registerVolume(spec({ mountOptions: { mountFlags: ['noatime'] } }));
-    expect(view).toMatchObject({ id: 'data', externalId: 'ext-data', pluginId: PLUGIN, schedulable: false, claims: [], createdAt: h.clock.now() });
+    expect(view).toMatchObject({
+      id: 'data',
+      externalId: 'ext-data',
+      pluginId: PLUGIN,
+      schedulable: false,
+      claims: [],
+      createdAt: h.clock.now(),
+    });
     expect(view).not.toHaveProperty('controllerPublished');
     expect(h.events).toEqual([{ volumeId: 'data', kind: 'registered', message: expect.stringContaining('ext-data') }]);
     expect(h.state.getVolume<{ id: string }>('data')?.id).toBe('data');
@@ -251,24 +276,44 @@ describe('register and deregister', () => {
     const toCreate = spec({ id: 'v4' });
     delete toCreate.externalId;
     await expect(h.catalog.createVolume(toCreate)).rejects.toThrow('volume "v4": capability is required');
-    expect(h.specCheck.seen.map((s) => (s as VolumeSpec | null)?.id)).toEqual(['data', 'data', 'data', 'v2', undefined, 'v3', '../etc', 'v4']);
+    expect(h.specCheck.seen.map((s) => (s as VolumeSpec | null)?.id)).toEqual([
+      'data',
+      'data',
+      'data',
+      'v2',
+      undefined,
+      'v3',
+      '../etc',
+      'v4',
+    ]);
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
     expect(h.controller.calls).toEqual([]);
   });
 
-  test('refuses a second volume on a plugin volume another volume has (claimed or not) with a 409 naming it; another plugin\'s same id is another volume', async () => {
+  test("refuses a second volume on a plugin volume another volume has (claimed or not) with a 409 naming it; another plugin's same id is another volume", async () => {
     h.nodeOnlyPlugin();
     await h.catalog.registerVolume(spec());
     const second = h.catalog.registerVolume(spec({ id: 'second' }));
     await expect(second).rejects.toBeInstanceOf(VolumeExternalIdInUseError);
-    await expect(h.catalog.registerVolume(spec({ id: 'second' }))).rejects.toThrow('volume "second": plugin "hp" volume "ext-data" is volume "data" already; use volume "data", or deregister it first');
+    await expect(h.catalog.registerVolume(spec({ id: 'second' }))).rejects.toThrow(
+      'volume "second": plugin "hp" volume "ext-data" is volume "data" already; use volume "data", or deregister it first',
+    );
     await h.catalog.claim(req('a1'));
-    await expect(h.catalog.registerVolume(spec({ id: 'third' }))).rejects.toMatchObject({ code: 'EVOLUME_EXTERNAL_ID_IN_USE', holderId: 'data' });
+    await expect(h.catalog.registerVolume(spec({ id: 'third' }))).rejects.toMatchObject({
+      code: 'EVOLUME_EXTERNAL_ID_IN_USE',
+      holderId: 'data',
+    });
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
-    await expect(h.catalog.registerVolume(spec({ id: 'elsewhere', pluginId: 'other' }))).resolves.toMatchObject({ id: 'elsewhere', externalId: 'ext-data' });
+    await expect(h.catalog.registerVolume(spec({ id: 'elsewhere', pluginId: 'other' }))).resolves.toMatchObject({
+      id: 'elsewhere',
+      externalId: 'ext-data',
+    });
     // Two registers of one plugin volume at once (each waits for the plugin's check): one wins.
     h.plugin();
-    const both = await Promise.allSettled([h.catalog.registerVolume(spec({ id: 'x', externalId: 'ext-x' })), h.catalog.registerVolume(spec({ id: 'y', externalId: 'ext-x' }))]);
+    const both = await Promise.allSettled([
+      h.catalog.registerVolume(spec({ id: 'x', externalId: 'ext-x' })),
+      h.catalog.registerVolume(spec({ id: 'y', externalId: 'ext-x' })),
+    ]);
     expect(both.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
     expect(h.catalog.listVolumes().filter((v) => v.externalId === 'ext-x')).toHaveLength(1);
     // Once the first is gone, the plugin volume may be registered under another id.
@@ -324,7 +369,9 @@ describe('register and deregister', () => {
     h.state.putVolume('junk', { id: 'junk' });
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
     expect(h.catalog.getVolume('junk')).toBeUndefined();
-    expect(h.logger.find('volume record in the client state is malformed; ignoring it (register the volume again to replace it)').length).toBeGreaterThan(0);
+    expect(
+      h.logger.find('volume record in the client state is malformed; ignoring it (register the volume again to replace it)').length,
+    ).toBeGreaterThan(0);
   });
 });
 
@@ -333,7 +380,14 @@ describe('register and deregister', () => {
 describe('claims', () => {
   beforeEach(async () => {
     h.nodeOnlyPlugin();
-    await h.catalog.registerVolume(spec({ capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }, { accessMode: 'single-node-reader-only', attachmentMode: 'file-system' }] }));
+    await h.catalog.registerVolume(
+      spec({
+        capabilities: [
+          { accessMode: 'single-node-writer', attachmentMode: 'file-system' },
+          { accessMode: 'single-node-reader-only', attachmentMode: 'file-system' },
+        ],
+      }),
+    );
     h.events.length = 0;
   });
 
@@ -382,11 +436,15 @@ describe('claims', () => {
     const since = h.catalog.getVolume('data')!.claims[0]!.since;
     await h.clock.advance(5_000);
     await h.catalog.claim(req('a1'));
-    expect(h.catalog.getVolume('data')!.claims).toEqual([{ allocId: 'a1', mode: 'write', accessMode: 'single-node-writer', attachmentMode: 'file-system', since }]);
+    expect(h.catalog.getVolume('data')!.claims).toEqual([
+      { allocId: 'a1', mode: 'write', accessMode: 'single-node-writer', attachmentMode: 'file-system', since },
+    ]);
     expect(h.events.filter((e) => e.kind === 'claimed')).toHaveLength(1);
     // The same alloc changing its mind keeps its place in time.
     await h.catalog.claim(req('a1', { readOnly: true }));
-    expect(h.catalog.getVolume('data')!.claims).toEqual([{ allocId: 'a1', mode: 'read', accessMode: 'single-node-writer', attachmentMode: 'file-system', since }]);
+    expect(h.catalog.getVolume('data')!.claims).toEqual([
+      { allocId: 'a1', mode: 'read', accessMode: 'single-node-writer', attachmentMode: 'file-system', since },
+    ]);
   });
 
   test('claims are written through and survive a new catalog over the same state', async () => {
@@ -436,7 +494,13 @@ describe('claims', () => {
   });
 
   test('releaseAllocClaims drops every claim of a gone alloc', async () => {
-    await h.catalog.registerVolume(spec({ id: 'logs', externalId: 'ext-logs', capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }] }));
+    await h.catalog.registerVolume(
+      spec({
+        id: 'logs',
+        externalId: 'ext-logs',
+        capabilities: [{ accessMode: 'multi-node-multi-writer', attachmentMode: 'file-system' }],
+      }),
+    );
     await h.catalog.claim(req('a1'));
     await h.catalog.claim(req('a1', { volumeId: 'logs', accessMode: 'multi-node-multi-writer' }));
     await h.catalog.claim(req('a2', { volumeId: 'logs', accessMode: 'multi-node-multi-writer' }));
@@ -476,7 +540,7 @@ describe('controller publish and unpublish', () => {
     expect(h.csi.waits).toEqual([]);
   });
 
-  test('publishes to the node plugin\'s node id, returns and persists the publish context, unpublishes on release', async () => {
+  test("publishes to the node plugin's node id, returns and persists the publish context, unpublishes on release", async () => {
     h.plugin({ publish: true });
     await h.catalog.registerVolume(spec({ mountOptions: { mountFlags: ['noatime'] } }));
     const result = await h.catalog.claim(req('a1', { readOnly: true }));
@@ -485,7 +549,10 @@ describe('controller publish and unpublish', () => {
       {
         volumeId: 'ext-data',
         nodeId: 'storage-node-1',
-        volumeCapability: { mount: { fsType: '', mountFlags: ['noatime'], volumeMountGroup: '' }, accessMode: { mode: 'SINGLE_NODE_WRITER' } },
+        volumeCapability: {
+          mount: { fsType: '', mountFlags: ['noatime'], volumeMountGroup: '' },
+          accessMode: { mode: 'SINGLE_NODE_WRITER' },
+        },
         readonly: true,
         secrets: { token: 's3cret' },
         volumeContext: { zone: 'a' },
@@ -502,7 +569,9 @@ describe('controller publish and unpublish', () => {
     // The node plugin gone: release still unpublishes from the node it published to.
     h.csi.remove('csi-node', PLUGIN);
     await catalog.release('data', 'a1');
-    expect(h.requestsOf('ControllerUnpublishVolume')).toEqual([{ volumeId: 'ext-data', nodeId: 'storage-node-1', secrets: { token: 's3cret' } }]);
+    expect(h.requestsOf('ControllerUnpublishVolume')).toEqual([
+      { volumeId: 'ext-data', nodeId: 'storage-node-1', secrets: { token: 's3cret' } },
+    ]);
     expect(catalog.getVolume('data')?.publishContexts).toBeUndefined();
     expect(catalog.getVolume('data')?.claims).toEqual([]);
     expect(h.controllers.clients.length).toBeGreaterThan(0);
@@ -575,7 +644,9 @@ describe('controller publish and unpublish', () => {
 
     h.controller.failures.set('ControllerUnpublishVolume', csiError(GrpcStatus.INTERNAL, 'ControllerUnpublishVolume'));
     await expect(h.catalog.release('data', 'a2')).rejects.toBeInstanceOf(VolumePluginError);
-    await expect(h.catalog.release('data', 'a2')).rejects.toThrow(/could not unpublish volume "data" from node storage-node-1 for alloc a2/);
+    await expect(h.catalog.release('data', 'a2')).rejects.toThrow(
+      /could not unpublish volume "data" from node storage-node-1 for alloc a2/,
+    );
     expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a2', 'a3']);
 
     h.controller.failures.clear();
@@ -590,14 +661,28 @@ describe('controller publish and unpublish', () => {
 
 describe('create and delete through the controller', () => {
   const createSpec = (over: Partial<VolumeSpec> = {}): VolumeSpec => {
-    const s = spec({ name: 'Data volume', capacityMin: 1024 * 1024, capacityMax: 2 * 1024 * 1024, parameters: { tier: 'fast' }, context: { name: 'mine', zone: 'a' }, ...over });
+    const s = spec({
+      name: 'Data volume',
+      capacityMin: 1024 * 1024,
+      capacityMax: 2 * 1024 * 1024,
+      parameters: { tier: 'fast' },
+      context: { name: 'mine', zone: 'a' },
+      ...over,
+    });
     delete s.externalId;
     return s;
   };
 
-  test('CreateVolume with the spec; the plugin\'s id, capacity and context are stored', async () => {
+  test("CreateVolume with the spec; the plugin's id, capacity and context are stored", async () => {
     h.plugin();
-    const view = await h.catalog.createVolume(createSpec({ capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }, { accessMode: 'multi-node-reader-only', attachmentMode: 'block-device' }] }));
+    const view = await h.catalog.createVolume(
+      createSpec({
+        capabilities: [
+          { accessMode: 'single-node-writer', attachmentMode: 'file-system' },
+          { accessMode: 'multi-node-reader-only', attachmentMode: 'block-device' },
+        ],
+      }),
+    );
     expect(h.requestsOf('CreateVolume')).toEqual([
       {
         name: 'csiplug-data',
@@ -611,7 +696,14 @@ describe('create and delete through the controller', () => {
       },
     ]);
     // The plugin's volume context is laid over the spec's: its "name" wins, the spec's "zone" stays.
-    expect(view).toMatchObject({ id: 'data', name: 'Data volume', externalId: CREATED_ID, capacityBytes: 1024 * 1024, context: { name: 'csiplug-data', zone: 'a' }, schedulable: true });
+    expect(view).toMatchObject({
+      id: 'data',
+      name: 'Data volume',
+      externalId: CREATED_ID,
+      capacityBytes: 1024 * 1024,
+      context: { name: 'csiplug-data', zone: 'a' },
+      schedulable: true,
+    });
     expect(h.catalog.getVolume('data')).toEqual(view);
     expect(h.events).toEqual([{ volumeId: 'data', kind: 'created', message: expect.stringContaining(CREATED_ID) }]);
     expect(h.csi.waits).toEqual([{ type: 'csi-controller', name: 'hp', phase: 'prerun' }]);
@@ -632,7 +724,9 @@ describe('create and delete through the controller', () => {
     await expect(h.catalog.createVolume(createSpec())).rejects.toThrow(/controller plugin "hp" is not available/);
 
     h.plugin({ createDelete: false });
-    await expect(h.catalog.createVolume(createSpec())).rejects.toThrow(/does not offer CREATE_DELETE_VOLUME; create the volume on the storage side/);
+    await expect(h.catalog.createVolume(createSpec())).rejects.toThrow(
+      /does not offer CREATE_DELETE_VOLUME; create the volume on the storage side/,
+    );
     await expect(h.catalog.createVolume(spec())).rejects.toThrow(/external_id names an existing volume/);
 
     h.plugin();
@@ -640,7 +734,9 @@ describe('create and delete through the controller', () => {
     await expect(h.catalog.createVolume(createSpec())).rejects.toBeInstanceOf(VolumeExistsError);
 
     h.controller.failures.set('CreateVolume', csiError(GrpcStatus.RESOURCE_EXHAUSTED, 'CreateVolume', 'disk full'));
-    await expect(h.catalog.createVolume(createSpec({ id: 'other' }))).rejects.toThrow(/could not create volume "other" on plugin "hp".*disk full/);
+    await expect(h.catalog.createVolume(createSpec({ id: 'other' }))).rejects.toThrow(
+      /could not create volume "other" on plugin "hp".*disk full/,
+    );
     expect(h.requestsOf('CreateVolume')).toHaveLength(1);
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
   });
@@ -677,7 +773,9 @@ describe('create and delete through the controller', () => {
     const err = await h.catalog.createVolume(createSpec()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeExternalIdInUseError);
     expect(err).toMatchObject({ code: 'EVOLUME_EXTERNAL_ID_IN_USE', holderId: 'old' });
-    expect((err as Error).message).toBe(`volume "data": plugin "hp" volume "${CREATED_ID}" is volume "old" already; use volume "old", or deregister it first`);
+    expect((err as Error).message).toBe(
+      `volume "data": plugin "hp" volume "${CREATED_ID}" is volume "old" already; use volume "old", or deregister it first`,
+    );
     expect(h.requestsOf('DeleteVolume')).toEqual([]);
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['old']);
   });
@@ -712,7 +810,9 @@ describe('create and delete through the controller', () => {
   test('delete needs a controller that can delete', async () => {
     h.plugin({ createDelete: false });
     await h.catalog.registerVolume(spec());
-    await expect(h.catalog.deleteVolume('data')).rejects.toThrow(/does not offer CREATE_DELETE_VOLUME; delete the volume on the storage side, then "csiplug volume deregister data"/);
+    await expect(h.catalog.deleteVolume('data')).rejects.toThrow(
+      /does not offer CREATE_DELETE_VOLUME; delete the volume on the storage side, then "csiplug volume deregister data"/,
+    );
     expect(h.catalog.getVolume('data')).toBeDefined();
   });
 });
@@ -771,18 +871,19 @@ describe('registerVolumeCatalog', () => {
   });
 });
 
-
 // ---- placement, validation, expansion, snapshots, listing ---------------------------------
 
 describe('placement facts enforced at claim time', () => {
-  test('a node outside the volume\'s topology is refused, naming both; inside it, the claim is granted', async () => {
+  test("a node outside the volume's topology is refused, naming both; inside it, the claim is granted", async () => {
     h.plugin();
     h.facts({ topology: { rack: 'r2', zone: 'z1' } });
     await h.catalog.registerVolume(spec({ topologyRequest: { required: [{ segments: { rack: 'r1' } }] } }));
     expect(h.catalog.getVolume('data')!.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
     const err = await refused(h.catalog.claim(req('a1')));
     expect(err.retryable).toBe(false);
-    expect(err.message).toBe('volume "data" is accessible from topology {rack=r1} only; node storage-node-1 of plugin "hp" has topology {rack=r2, zone=z1}: alloc a1 cannot claim it here');
+    expect(err.message).toBe(
+      'volume "data" is accessible from topology {rack=r1} only; node storage-node-1 of plugin "hp" has topology {rack=r2, zone=z1}: alloc a1 cannot claim it here',
+    );
     expect(h.catalog.getVolume('data')!.claims).toEqual([]);
     h.facts({ topology: { rack: 'r1', zone: 'z1' } });
     await h.catalog.claim(req('a1'));
@@ -800,7 +901,9 @@ describe('placement facts enforced at claim time', () => {
     await h.catalog.claim(req('a2', { accessMode: 'multi-node-multi-writer' }));
     expect(h.catalog.getVolume('data')!.claims.map((c) => c.allocId)).toEqual(['a1', 'a2']);
     const err = await refused(h.catalog.claim(req('a3', { volumeId: 'other', accessMode: 'multi-node-multi-writer' })));
-    expect(err.message).toBe('node storage-node-1 holds 1 volume of plugin "hp" and its limit (max_volumes_per_node) is 1: alloc a3 cannot claim volume "other" here');
+    expect(err.message).toBe(
+      'node storage-node-1 holds 1 volume of plugin "hp" and its limit (max_volumes_per_node) is 1: alloc a3 cannot claim volume "other" here',
+    );
     await h.catalog.release('data', 'a1');
     // a2 still holds the volume on the node.
     await refused(h.catalog.claim(req('a3', { volumeId: 'other', accessMode: 'multi-node-multi-writer' })));
@@ -814,10 +917,14 @@ describe('register checks the volume with the plugin', () => {
   test('ValidateVolumeCapabilities: a refusal or an unknown external id refuses the register and stores nothing', async () => {
     h.plugin();
     h.controller.answers.set('ValidateVolumeCapabilities', () => ({ message: 'block access is not supported' }));
-    await expect(h.catalog.registerVolume(spec())).rejects.toThrow('volume "data": plugin "hp" cannot serve it as asked (single-node-writer/file-system): block access is not supported');
+    await expect(h.catalog.registerVolume(spec())).rejects.toThrow(
+      'volume "data": plugin "hp" cannot serve it as asked (single-node-writer/file-system): block access is not supported',
+    );
     h.controller.answers.delete('ValidateVolumeCapabilities');
     h.controller.volumes = new Set(['ext-other']);
-    await expect(h.catalog.registerVolume(spec())).rejects.toThrow('volume "data": plugin "hp" has no volume with external_id "ext-data" (ValidateVolumeCapabilities: NOT_FOUND)');
+    await expect(h.catalog.registerVolume(spec())).rejects.toThrow(
+      'volume "data": plugin "hp" has no volume with external_id "ext-data" (ValidateVolumeCapabilities: NOT_FOUND)',
+    );
     expect(h.catalog.listVolumes()).toEqual([]);
     h.controller.volumes.add('ext-data');
     await h.catalog.registerVolume(spec());
@@ -826,8 +933,13 @@ describe('register checks the volume with the plugin', () => {
 
   test('a plugin that refuses the check refuses the register; one that cannot answer now does not block it', async () => {
     h.plugin();
-    h.controller.failNext('ValidateVolumeCapabilities', csiError(GrpcStatus.INVALID_ARGUMENT, 'ValidateVolumeCapabilities', 'volume_context key "zone" is not known'));
-    await expect(h.catalog.registerVolume(spec())).rejects.toThrow(/volume "data": plugin "hp" refused to check it: .*volume_context key "zone" is not known/);
+    h.controller.failNext(
+      'ValidateVolumeCapabilities',
+      csiError(GrpcStatus.INVALID_ARGUMENT, 'ValidateVolumeCapabilities', 'volume_context key "zone" is not known'),
+    );
+    await expect(h.catalog.registerVolume(spec())).rejects.toThrow(
+      /volume "data": plugin "hp" refused to check it: .*volume_context key "zone" is not known/,
+    );
     expect(h.catalog.listVolumes()).toEqual([]);
     h.controller.failNext('ValidateVolumeCapabilities', csiError(GrpcStatus.UNAVAILABLE, 'ValidateVolumeCapabilities', 'restarting'));
     await h.catalog.registerVolume(spec());
@@ -844,12 +956,23 @@ describe('expansion', () => {
     h.plugin();
     h.facts({}, { supportsExpand: true });
     await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
-    h.controller.answers.set('ControllerExpandVolume', (r) => ({ capacityBytes: String((r.capacityRange as { requiredBytes: number }).requiredBytes), nodeExpansionRequired: true }));
+    h.controller.answers.set('ControllerExpandVolume', (r) => ({
+      capacityBytes: String((r.capacityRange as { requiredBytes: number }).requiredBytes),
+      nodeExpansionRequired: true,
+    }));
     const grown = await h.catalog.expandVolume('data', { capacityMin: 5000 });
     expect(grown).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: true, volume: { capacityBytes: 5000, capacityMin: 5000 } });
-    expect(h.requestsOf('ControllerExpandVolume')[0]).toMatchObject({ volumeId: 'ext-data', capacityRange: { requiredBytes: 5000, limitBytes: 0 } });
-    expect(h.events.at(-1)).toMatchObject({ kind: 'expanded', message: 'volume "data" expanded from 1000 to 5000 bytes by plugin hp; its node plugin expands it where it is mounted' });
-    await expect(h.catalog.expandVolume('data', { capacityMax: 4000 })).rejects.toThrow('volume "data" has 5000 bytes; capacity_max 4000 would shrink it: volumes only grow (create a new, smaller volume and copy the data)');
+    expect(h.requestsOf('ControllerExpandVolume')[0]).toMatchObject({
+      volumeId: 'ext-data',
+      capacityRange: { requiredBytes: 5000, limitBytes: 0 },
+    });
+    expect(h.events.at(-1)).toMatchObject({
+      kind: 'expanded',
+      message: 'volume "data" expanded from 1000 to 5000 bytes by plugin hp; its node plugin expands it where it is mounted',
+    });
+    await expect(h.catalog.expandVolume('data', { capacityMax: 4000 })).rejects.toThrow(
+      'volume "data" has 5000 bytes; capacity_max 4000 would shrink it: volumes only grow (create a new, smaller volume and copy the data)',
+    );
     // capacity_min is a floor: at or below the capacity nothing grows, but a node-side expansion still owed is asked for again.
     expect(await h.catalog.expandVolume('data', { capacityMin: 4000 })).toMatchObject({ capacityBytes: 5000, nodeExpansionRequired: true });
     expect(h.requestsOf('ControllerExpandVolume')).toHaveLength(1);
@@ -863,22 +986,33 @@ describe('expansion', () => {
     h.facts({}, { supportsExpand: true });
     await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
     h.controller.answers.set('ControllerExpandVolume', () => ({ capacityBytes: '2000', nodeExpansionRequired: false }));
-    await expect(h.catalog.expandVolume('data', { capacityMin: 1000 })).rejects.toThrow('volume "data" exists with 1000 bytes already: nothing to change (a capacity_min above that expands it)');
+    await expect(h.catalog.expandVolume('data', { capacityMin: 1000 })).rejects.toThrow(
+      'volume "data" exists with 1000 bytes already: nothing to change (a capacity_min above that expands it)',
+    );
     await h.catalog.claim(req('a1'));
-    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow('volume "data" is claimed by alloc a1; stop it before you expand the volume');
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow(
+      'volume "data" is claimed by alloc a1; stop it before you expand the volume',
+    );
     expect(h.requestsOf('ControllerExpandVolume')).toEqual([]);
     const n = h.csi.pluginInfo('csi-node', PLUGIN)!;
     h.csi.set({ ...n, pluginCapabilities: { ...n.pluginCapabilities!, onlineExpansion: true } });
-    expect(await h.catalog.expandVolume('data', { capacityMin: 2000 })).toMatchObject({ capacityBytes: 2000, nodeExpansionRequired: false });
+    expect(await h.catalog.expandVolume('data', { capacityMin: 2000 })).toMatchObject({
+      capacityBytes: 2000,
+      nodeExpansionRequired: false,
+    });
   });
 
   test('a plugin that expands on neither side is refused with what is missing; a plugin failure keeps the old capacity', async () => {
     h.plugin();
     await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
-    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow('cannot expand volume "data": plugin "hp" offers EXPAND_VOLUME on neither its controller nor its node side');
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow(
+      'cannot expand volume "data": plugin "hp" offers EXPAND_VOLUME on neither its controller nor its node side',
+    );
     h.facts({}, { supportsExpand: true });
     h.controller.failures.set('ControllerExpandVolume', csiError(GrpcStatus.OUT_OF_RANGE, 'ControllerExpandVolume', 'too big'));
-    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow(/could not expand volume "data" \(external id ext-data\) to 2000 bytes on plugin "hp": .*too big/);
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toThrow(
+      /could not expand volume "data" \(external id ext-data\) to 2000 bytes on plugin "hp": .*too big/,
+    );
     expect(h.catalog.getVolume('data')!.capacityMin).toBe(1000);
     await expect(h.catalog.expandVolume('nope', { capacityMin: 2000 })).rejects.toBeInstanceOf(VolumeNotFoundError);
   });
@@ -889,11 +1023,31 @@ describe('snapshots and what the plugin holds', () => {
     h.plugin();
     h.facts({}, { supportsSnapshots: true, supportsListVolumes: true, capabilities: { listSnapshots: true } as never });
     await h.catalog.registerVolume(spec());
-    h.controller.answers.set('CreateSnapshot', (r) => ({ snapshot: { snapshotId: `snap-${String(r.name)}`, sourceVolumeId: r.sourceVolumeId, sizeBytes: '42', creationTime: { seconds: '1700000000', nanos: 5e8 }, readyToUse: true } }));
+    h.controller.answers.set('CreateSnapshot', (r) => ({
+      snapshot: {
+        snapshotId: `snap-${String(r.name)}`,
+        sourceVolumeId: r.sourceVolumeId,
+        sizeBytes: '42',
+        creationTime: { seconds: '1700000000', nanos: 5e8 },
+        readyToUse: true,
+      },
+    }));
     const snap = await h.catalog.createSnapshot('data', 'nightly');
-    expect(snap).toEqual({ pluginId: PLUGIN, id: 'snap-nightly', externalSourceVolumeId: 'ext-data', sourceVolumeId: 'data', sizeBytes: 42, createTime: 1700000000500, ready: true });
+    expect(snap).toEqual({
+      pluginId: PLUGIN,
+      id: 'snap-nightly',
+      externalSourceVolumeId: 'ext-data',
+      sourceVolumeId: 'data',
+      sizeBytes: 42,
+      createTime: 1700000000500,
+      ready: true,
+    });
     expect(h.events.at(-1)).toMatchObject({ volumeId: 'data', kind: 'snapshot-created' });
-    h.controller.answers.set('ListSnapshots', (r) => (r.startingToken ? { entries: [{ snapshot: { snapshotId: 's2', sourceVolumeId: 'ext-gone', sizeBytes: '1', readyToUse: false } }], nextToken: '' } : { entries: [{ snapshot: { snapshotId: 's1', sourceVolumeId: 'ext-data', sizeBytes: '7', readyToUse: true } }], nextToken: '1' }));
+    h.controller.answers.set('ListSnapshots', (r) =>
+      r.startingToken
+        ? { entries: [{ snapshot: { snapshotId: 's2', sourceVolumeId: 'ext-gone', sizeBytes: '1', readyToUse: false } }], nextToken: '' }
+        : { entries: [{ snapshot: { snapshotId: 's1', sourceVolumeId: 'ext-data', sizeBytes: '7', readyToUse: true } }], nextToken: '1' },
+    );
     const first = await h.catalog.listSnapshots(PLUGIN, { perPage: 1 });
     expect(first).toEqual({ items: [expect.objectContaining({ id: 's1', sourceVolumeId: 'data' })], nextToken: '1' });
     const second = await h.catalog.listSnapshots(PLUGIN, { perPage: 1, nextToken: first.nextToken });
@@ -909,7 +1063,9 @@ describe('snapshots and what the plugin holds', () => {
     h.facts({}, { supportsSnapshots: true });
     await h.catalog.registerVolume(spec());
     await h.catalog.claim(req('a1'));
-    h.controller.answers.set('CreateSnapshot', (r) => ({ snapshot: { snapshotId: `snap-${String(r.name)}`, sourceVolumeId: r.sourceVolumeId, sizeBytes: '1', readyToUse: true } }));
+    h.controller.answers.set('CreateSnapshot', (r) => ({
+      snapshot: { snapshotId: `snap-${String(r.name)}`, sourceVolumeId: r.sourceVolumeId, sizeBytes: '1', readyToUse: true },
+    }));
     const hung = h.controller.gate('CreateSnapshot');
     let snapshotDone = false;
     const snapshot = h.catalog.createSnapshot('data', 'nightly').finally(() => (snapshotDone = true));
@@ -937,12 +1093,22 @@ describe('snapshots and what the plugin holds', () => {
   test('a plugin without the capability, no controller, an unknown volume: each a clear error, nothing asked of the plugin', async () => {
     h.plugin();
     await h.catalog.registerVolume(spec());
-    await expect(h.catalog.createSnapshot('data', 'x')).rejects.toThrow('cannot snapshot volume "data": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT');
-    await expect(h.catalog.listSnapshots(PLUGIN)).rejects.toThrow('cannot list snapshots: the controller of plugin "hp" does not offer LIST_SNAPSHOTS');
+    await expect(h.catalog.createSnapshot('data', 'x')).rejects.toThrow(
+      'cannot snapshot volume "data": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT',
+    );
+    await expect(h.catalog.listSnapshots(PLUGIN)).rejects.toThrow(
+      'cannot list snapshots: the controller of plugin "hp" does not offer LIST_SNAPSHOTS',
+    );
     await expect(h.catalog.createSnapshot('nope', 'x')).rejects.toBeInstanceOf(VolumeNotFoundError);
-    await expect(h.catalog.listExternalVolumes('other-plugin')).rejects.toThrow('cannot list its volumes: no controller of plugin "other-plugin" is registered on this node');
-    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'restored', snapshotId: 'snap-1' }))).rejects.toThrow('cannot restore snapshot "snap-1" into volume "restored": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT');
-    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', cloneId: 'ext-data' }))).rejects.toThrow('cannot clone volume "ext-data" into volume "copy": the controller of plugin "hp" does not offer CLONE_VOLUME');
+    await expect(h.catalog.listExternalVolumes('other-plugin')).rejects.toThrow(
+      'cannot list its volumes: no controller of plugin "other-plugin" is registered on this node',
+    );
+    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'restored', snapshotId: 'snap-1' }))).rejects.toThrow(
+      'cannot restore snapshot "snap-1" into volume "restored": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT',
+    );
+    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', cloneId: 'ext-data' }))).rejects.toThrow(
+      'cannot clone volume "ext-data" into volume "copy": the controller of plugin "hp" does not offer CLONE_VOLUME',
+    );
     expect(h.controller.calls.map((c) => c.method)).toEqual(['ValidateVolumeCapabilities']);
   });
 
@@ -950,13 +1116,28 @@ describe('snapshots and what the plugin holds', () => {
     h.plugin();
     h.facts({}, { supportsSnapshots: true, supportsClone: true });
     h.controller.volumes = new Set();
-    h.controller.answers.set('CreateVolume', (r) => ({ volume: { volumeId: `ext-${String(r.name)}`, capacityBytes: '10', accessibleTopology: [{ segments: { rack: 'r1' } }] } }));
-    const v = await h.catalog.createVolume(spec({ externalId: undefined, id: 'restored', name: 'restored', snapshotId: 'snap-1', topologyRequest: { required: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] } }));
+    h.controller.answers.set('CreateVolume', (r) => ({
+      volume: { volumeId: `ext-${String(r.name)}`, capacityBytes: '10', accessibleTopology: [{ segments: { rack: 'r1' } }] },
+    }));
+    const v = await h.catalog.createVolume(
+      spec({
+        externalId: undefined,
+        id: 'restored',
+        name: 'restored',
+        snapshotId: 'snap-1',
+        topologyRequest: { required: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] },
+      }),
+    );
     expect(v.accessibleTopology).toEqual([{ segments: { rack: 'r1' } }]);
-    expect(h.requestsOf('CreateVolume')[0]).toMatchObject({ volumeContentSource: { snapshot: { snapshotId: 'snap-1' } }, accessibilityRequirements: { requisite: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] } });
+    expect(h.requestsOf('CreateVolume')[0]).toMatchObject({
+      volumeContentSource: { snapshot: { snapshotId: 'snap-1' } },
+      accessibilityRequirements: { requisite: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r1' } }] },
+    });
     await h.catalog.createVolume(spec({ externalId: undefined, id: 'copy', name: 'copy', cloneId: 'ext-csiplug-restored' }));
     expect(h.requestsOf('CreateVolume')[1]).toMatchObject({ volumeContentSource: { volume: { volumeId: 'ext-csiplug-restored' } } });
-    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'both', snapshotId: 's', cloneId: 'c' }))).rejects.toThrow('volume "both": snapshot_id and clone_id are two sources; give at most one');
+    await expect(h.catalog.createVolume(spec({ externalId: undefined, id: 'both', snapshotId: 's', cloneId: 'c' }))).rejects.toThrow(
+      'volume "both": snapshot_id and clone_id are two sources; give at most one',
+    );
   });
 
   test('listExternalVolumes: one page, marking the volumes the catalog has', async () => {
@@ -965,7 +1146,10 @@ describe('snapshots and what the plugin holds', () => {
     await h.catalog.registerVolume(spec());
     h.controller.answers.set('ListVolumes', () => ({
       entries: [
-        { volume: { volumeId: 'ext-data', capacityBytes: '100' }, status: { publishedNodeIds: ['storage-node-1'], volumeCondition: { abnormal: false, message: 'fine' } } },
+        {
+          volume: { volumeId: 'ext-data', capacityBytes: '100' },
+          status: { publishedNodeIds: ['storage-node-1'], volumeCondition: { abnormal: false, message: 'fine' } },
+        },
         { volume: { volumeId: 'ext-stray', capacityBytes: '0', accessibleTopology: [{ segments: { rack: 'r1' } }] }, status: null },
       ],
       nextToken: '2',
@@ -973,12 +1157,21 @@ describe('snapshots and what the plugin holds', () => {
     const page = await h.catalog.listExternalVolumes(PLUGIN, { perPage: 2 });
     expect(page).toEqual({
       items: [
-        { pluginId: PLUGIN, externalId: 'ext-data', capacityBytes: 100, publishedNodeIds: ['storage-node-1'], condition: { abnormal: false, message: 'fine' }, volumeId: 'data' },
+        {
+          pluginId: PLUGIN,
+          externalId: 'ext-data',
+          capacityBytes: 100,
+          publishedNodeIds: ['storage-node-1'],
+          condition: { abnormal: false, message: 'fine' },
+          volumeId: 'data',
+        },
         { pluginId: PLUGIN, externalId: 'ext-stray', accessibleTopology: [{ segments: { rack: 'r1' } }] },
       ],
       nextToken: '2',
     });
     expect(h.requestsOf('ListVolumes')[0]).toMatchObject({ maxEntries: 2, startingToken: '' });
-    await expect(h.catalog.listExternalVolumes(PLUGIN, { perPage: -1 })).rejects.toThrow('per_page must be a whole number of 0 or more, got -1');
+    await expect(h.catalog.listExternalVolumes(PLUGIN, { perPage: -1 })).rejects.toThrow(
+      'per_page must be a whole number of 0 or more, got -1',
+    );
   });
 });

@@ -9,18 +9,7 @@
 // bound IVolumeSpecValidator first. Create, expand and delete write their
 // intent before the plugin call (volume-op-intent.ts); VolumeOpResumer
 // settles those an agent left.
-import {
-  Disposable,
-  Emitter,
-  Event,
-  IClock,
-  ILogger,
-  Logger,
-  ValidationError,
-  abortReason,
-  crashPoint,
-  errorMessage,
-} from '@csiplug/core';
+import { Disposable, Emitter, Event, IClock, ILogger, Logger, ValidationError, abortReason, crashPoint, errorMessage } from '@csiplug/core';
 import { CreateVolumeRequest, isNotFound } from '@csiplug/csi';
 import { ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
 import { IPluginRegistry, PluginTypeCSIController, PluginTypeCSINode } from '@csiplug/registry';
@@ -28,10 +17,26 @@ import { IVolumeStateStore } from '@csiplug/state';
 import { inject, injectable } from 'tsyringe';
 import { checkClaim, claimModeOf } from './claim-rules';
 import { csiVolumeName } from './csi-volume-name';
-import { VolumeBeingDeletedError, VolumeExistsError, VolumeInUseError, VolumeNotFoundError, VolumePluginError, VolumeUnchangedError, VolumeUnsupportedError } from './errors';
+import {
+  VolumeBeingDeletedError,
+  VolumeExistsError,
+  VolumeInUseError,
+  VolumeNotFoundError,
+  VolumePluginError,
+  VolumeUnchangedError,
+  VolumeUnsupportedError,
+} from './errors';
 import { assertExternalIdFree } from './external-id-holder';
 import { IVolumeSpecValidator } from './tokens';
-import type { ExternalVolumeView, Page, PageRequest, SnapshotView, VolumeCatalogEvent, VolumeCatalogService, VolumeExpansion } from './volume-catalog-service';
+import type {
+  ExternalVolumeView,
+  Page,
+  PageRequest,
+  SnapshotView,
+  VolumeCatalogEvent,
+  VolumeCatalogService,
+  VolumeExpansion,
+} from './volume-catalog-service';
 import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult } from './volume-claimer';
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
@@ -76,14 +81,33 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   ) {
     this.log = logger.child({ component: 'volume-catalog' });
     this.changeEmitter = new Emitter({
-      onListenerError: (err) => this.log.error('a volume catalog event listener threw; the other listeners still ran', { error: errorMessage(err) }),
+      onListenerError: (err) =>
+        this.log.error('a volume catalog event listener threw; the other listeners still ran', { error: errorMessage(err) }),
     });
     this.onDidChange = this.changeEmitter.event;
     this.intents = new VolumeOpIntents(state);
     this.controllers = new ControllerCalls(csi, registry, this.log);
     this.placement = new VolumePlacement(csi, state);
-    this.holdings = new ControllerHoldings(csi, state, clock, this.log, (id) => this.read(id), (p, fn) => this.controllers.withController(p, fn), (lane, id, signal, fn) => this.inLanes(lane, id, signal, fn));
-    this.resumer = new VolumeOpResumer(this.intents, state, csi, { locked: (id, fn) => this.inLanes('both', id, undefined, fn), withController: (p, fn) => this.controllers.withController(p, fn), now: () => clock.now() }, this.log);
+    this.holdings = new ControllerHoldings(
+      csi,
+      state,
+      clock,
+      this.log,
+      (id) => this.read(id),
+      (p, fn) => this.controllers.withController(p, fn),
+      (lane, id, signal, fn) => this.inLanes(lane, id, signal, fn),
+    );
+    this.resumer = new VolumeOpResumer(
+      this.intents,
+      state,
+      csi,
+      {
+        locked: (id, fn) => this.inLanes('both', id, undefined, fn),
+        withController: (p, fn) => this.controllers.withController(p, fn),
+        now: () => clock.now(),
+      },
+      this.log,
+    );
   }
 
   dispose(): void {
@@ -133,12 +157,23 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       );
     }
     const externalId = checked.externalId;
-    for (const [field, value] of [['snapshot_id', checked.snapshotId], ['clone_id', checked.cloneId]] as const) {
-      if (value !== undefined) throw new ValidationError(`volume "${checked.id}": ${field} is for "csiplug volume create" (a new volume from a source); an existing volume is registered by its external_id`, field);
+    for (const [field, value] of [
+      ['snapshot_id', checked.snapshotId],
+      ['clone_id', checked.cloneId],
+    ] as const) {
+      if (value !== undefined)
+        throw new ValidationError(
+          `volume "${checked.id}": ${field} is for "csiplug volume create" (a new volume from a source); an existing volume is registered by its external_id`,
+          field,
+        );
     }
     return this.locked(checked.id, undefined, async () => {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
-      await checkWithPlugin({ csi: this.csi, log: this.log, withController: (p, fn) => this.controllers.withController(p, fn) }, checked, externalId);
+      await checkWithPlugin(
+        { csi: this.csi, log: this.log, withController: (p, fn) => this.controllers.withController(p, fn) },
+        checked,
+        externalId,
+      );
       assertExternalIdFree(this.state.listVolumes<unknown>().filter(isVolumeRecord), checked.id, checked.pluginId, externalId);
       const record: VolumeRecord = { ...checked, externalId, claims: [], createdAt: this.clock.now() };
       const required = checked.topologyRequest?.required;
@@ -147,7 +182,11 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       this.log.info('volume registered', { volume_id: record.id, plugin_id: record.pluginId, external_id: externalId });
       return {
         value: this.view(record),
-        event: { volumeId: record.id, kind: 'registered', message: `volume "${record.id}" registered (plugin ${record.pluginId}, external id ${externalId})` },
+        event: {
+          volumeId: record.id,
+          kind: 'registered',
+          message: `volume "${record.id}" registered (plugin ${record.pluginId}, external id ${externalId})`,
+        },
       };
     });
   }
@@ -168,10 +207,18 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
       const controller = await this.controllers.controllerFor(checked.id, checked.pluginId, 'create', signal);
       if (checked.snapshotId !== undefined && !controller.supportsSnapshots) {
-        throw new VolumeUnsupportedError(checked.id, checked.pluginId, `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`);
+        throw new VolumeUnsupportedError(
+          checked.id,
+          checked.pluginId,
+          `cannot restore snapshot "${checked.snapshotId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CREATE_DELETE_SNAPSHOT`,
+        );
       }
       if (checked.cloneId !== undefined && !controller.supportsClone) {
-        throw new VolumeUnsupportedError(checked.id, checked.pluginId, `cannot clone volume "${checked.cloneId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CLONE_VOLUME`);
+        throw new VolumeUnsupportedError(
+          checked.id,
+          checked.pluginId,
+          `cannot clone volume "${checked.cloneId}" into volume "${checked.id}": the controller of plugin "${checked.pluginId}" does not offer CLONE_VOLUME`,
+        );
       }
 
       const request: CreateVolumeRequest = {
@@ -204,12 +251,21 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       } catch (err) {
         this.resumer.settleFailed(checked.id, checked.pluginId, err);
         if (signal?.aborted) throw abortReason(signal);
-        throw new VolumePluginError(checked.id, checked.pluginId, `could not create volume "${checked.id}" on plugin "${checked.pluginId}": ${errorMessage(err)}`, {
-          cause: err,
-        });
+        throw new VolumePluginError(
+          checked.id,
+          checked.pluginId,
+          `could not create volume "${checked.id}" on plugin "${checked.pluginId}": ${errorMessage(err)}`,
+          {
+            cause: err,
+          },
+        );
       }
       if (!created?.volumeId) {
-        throw new VolumePluginError(checked.id, checked.pluginId, `plugin "${checked.pluginId}" answered CreateVolume for "${checked.id}" without a volume id; the plugin is broken`);
+        throw new VolumePluginError(
+          checked.id,
+          checked.pluginId,
+          `plugin "${checked.pluginId}" answered CreateVolume for "${checked.id}" without a volume id; the plugin is broken`,
+        );
       }
       const record = recordOfCreated(checked, created, this.clock.now());
       // Another volume's storage (a name used by a volume created before names came from ids): refused, and not deleted — it is that volume's
@@ -225,15 +281,28 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       } catch (err) {
         // The volume exists on the plugin but not here. Not deleted: its name comes from the id alone, so it may be storage a
         // deregister kept on purpose; a create of the id again takes it up. Its intent, left, has the next agent record it.
-        this.log.error('could not save a created volume; it is left on the plugin (create it again to take it up)', { volume_id: record.id, external_id: record.externalId, error: errorMessage(err) });
+        this.log.error('could not save a created volume; it is left on the plugin (create it again to take it up)', {
+          volume_id: record.id,
+          external_id: record.externalId,
+          error: errorMessage(err),
+        });
         throw err;
       }
       this.resumer.drop(record.id);
-      this.log.info('volume created', { volume_id: record.id, plugin_id: record.pluginId, external_id: record.externalId, capacity_bytes: record.capacityBytes });
+      this.log.info('volume created', {
+        volume_id: record.id,
+        plugin_id: record.pluginId,
+        external_id: record.externalId,
+        capacity_bytes: record.capacityBytes,
+      });
       const size = record.capacityBytes !== undefined ? `, ${record.capacityBytes} bytes` : '';
       return {
         value: this.view(record),
-        event: { volumeId: record.id, kind: 'created', message: `volume "${record.id}" created by plugin ${record.pluginId} (external id ${record.externalId}${size})` },
+        event: {
+          volumeId: record.id,
+          kind: 'created',
+          message: `volume "${record.id}" created by plugin ${record.pluginId} (external id ${record.externalId}${size})`,
+        },
       };
     });
   }
@@ -247,7 +316,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       this.state.deleteVolume(id);
       this.resumer.forget(id);
       if (holders.length > 0) {
-        this.log.warn('claimed volume deregistered by force; its claims are dropped without unpublishing', { volume_id: id, alloc_ids: holders });
+        this.log.warn('claimed volume deregistered by force; its claims are dropped without unpublishing', {
+          volume_id: id,
+          alloc_ids: holders,
+        });
       } else {
         this.log.info('volume deregistered', { volume_id: id });
       }
@@ -268,22 +340,32 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
       crashPoint('catalog.delete.before-call');
       try {
-        await this.controllers.withController(record.pluginId, (c) => c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }));
+        await this.controllers.withController(record.pluginId, (c) =>
+          c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }),
+        );
         crashPoint('catalog.delete.after-call');
       } catch (err) {
         if (!isNotFound(err)) this.resumer.settleFailed(id, record.pluginId, err);
         if (signal?.aborted) throw abortReason(signal);
         if (!isNotFound(err)) {
-          throw new VolumePluginError(id, record.pluginId, `could not delete volume "${id}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`, {
-            cause: err,
-          });
+          throw new VolumePluginError(
+            id,
+            record.pluginId,
+            `could not delete volume "${id}" (external id ${record.externalId}) on plugin "${record.pluginId}": ${errorMessage(err)}`,
+            {
+              cause: err,
+            },
+          );
         }
         this.log.info('volume was gone on the plugin already', { volume_id: id, external_id: record.externalId });
       }
       this.state.deleteVolume(id);
       this.resumer.drop(id);
       this.log.info('volume deleted', { volume_id: id, plugin_id: record.pluginId, external_id: record.externalId });
-      return { value: undefined, event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${record.pluginId}` } };
+      return {
+        value: undefined,
+        event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${record.pluginId}` },
+      };
     });
   }
 
@@ -291,11 +373,16 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   async claim(request: VolumeClaimRequest, options: { signal?: AbortSignal } = {}): Promise<VolumeClaimResult> {
     const { signal } = options;
-    if (typeof request.allocId !== 'string' || request.allocId === '') throw new ClaimError(`a claim of volume "${request.volumeId}" needs an alloc id`, false);
+    if (typeof request.allocId !== 'string' || request.allocId === '')
+      throw new ClaimError(`a claim of volume "${request.volumeId}" needs an alloc id`, false);
     return this.locked(request.volumeId, signal, async () => {
       const record = this.read(request.volumeId);
       if (!record) throw this.notRegistered(request.volumeId, request.allocId);
-      if (this.intents.get(record.id)?.op === 'delete') throw new ClaimError(`volume "${record.id}" is being deleted (its delete is finished once its controller plugin is ready); alloc ${request.allocId} cannot claim it`, false);
+      if (this.intents.get(record.id)?.op === 'delete')
+        throw new ClaimError(
+          `volume "${record.id}" is being deleted (its delete is finished once its controller plugin is ready); alloc ${request.allocId} cannot claim it`,
+          false,
+        );
       const mode = claimModeOf(request);
       const own = record.claims.find((c) => c.allocId === request.allocId);
       const publishedTo = record.controllerPublished?.[request.allocId];
@@ -306,53 +393,62 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       checkClaim(record, request);
       const unreserve = this.placement.check(record, request.allocId);
       try {
+        let published: { nodeId: string; context: Record<string, string> } | undefined;
+        let current = record;
+        if (publishedTo === undefined) {
+          published = await this.controllers.controllerPublish(record, request, signal, (nodeId) => {
+            // Recorded before the call goes out: a publish cut short (an abort, a
+            // crash) may still have attached the volume, and release must then
+            // unpublish it. A retried claim publishes again (it is idempotent).
+            current = { ...record, publishing: { ...record.publishing, [request.allocId]: nodeId } };
+            this.state.putVolume(current.id, current);
+            crashPoint('catalog.claim.after-publishing-write');
+          });
+        }
 
-      let published: { nodeId: string; context: Record<string, string> } | undefined;
-      let current = record;
-      if (publishedTo === undefined) {
-        published = await this.controllers.controllerPublish(record, request, signal, (nodeId) => {
-          // Recorded before the call goes out: a publish cut short (an abort, a
-          // crash) may still have attached the volume, and release must then
-          // unpublish it. A retried claim publishes again (it is idempotent).
-          current = { ...record, publishing: { ...record.publishing, [request.allocId]: nodeId } };
-          this.state.putVolume(current.id, current);
-          crashPoint('catalog.claim.after-publishing-write');
-        });
-      }
-
-      if (published) crashPoint('catalog.claim.after-controller-publish');
-      const claim: VolumeClaimView = {
-        allocId: request.allocId,
-        mode,
-        accessMode: request.accessMode,
-        attachmentMode: request.attachmentMode,
-        since: own?.since ?? this.clock.now(),
-      };
-      const next: VolumeRecord = { ...current, claims: [...current.claims.filter((c) => c.allocId !== request.allocId), claim] };
-      if (published) {
-        next.controllerPublished = { ...current.controllerPublished, [request.allocId]: published.nodeId };
-        next.publishContexts = { ...current.publishContexts, [request.allocId]: published.context };
-        next.publishing = withoutKey(current.publishing, request.allocId);
-        if (next.publishing === undefined) delete next.publishing;
-      }
-      try {
-        this.state.putVolume(next.id, next);
-      } catch (err) {
-        if (published) await this.controllers.undoPublish(next, request.allocId, published.nodeId);
-        throw new ClaimError(`could not save the claim of volume "${next.id}" for alloc ${request.allocId}: ${errorMessage(err)}`, false, { cause: err });
-      }
-      crashPoint('catalog.claim.after-write');
-      this.log.info('volume claimed', { volume_id: next.id, alloc_id: request.allocId, mode, access_mode: request.accessMode, published_to: published?.nodeId });
-      const where = published ? `; published to node ${published.nodeId}` : '';
-      return {
-        value: this.claimResult(next, request.allocId),
-        event: {
-          volumeId: next.id,
-          kind: 'claimed',
+        if (published) crashPoint('catalog.claim.after-controller-publish');
+        const claim: VolumeClaimView = {
           allocId: request.allocId,
-          message: `volume "${next.id}" claimed by alloc ${request.allocId} (${mode}, ${request.accessMode}/${request.attachmentMode})${where}`,
-        },
-      };
+          mode,
+          accessMode: request.accessMode,
+          attachmentMode: request.attachmentMode,
+          since: own?.since ?? this.clock.now(),
+        };
+        const next: VolumeRecord = { ...current, claims: [...current.claims.filter((c) => c.allocId !== request.allocId), claim] };
+        if (published) {
+          next.controllerPublished = { ...current.controllerPublished, [request.allocId]: published.nodeId };
+          next.publishContexts = { ...current.publishContexts, [request.allocId]: published.context };
+          next.publishing = withoutKey(current.publishing, request.allocId);
+          if (next.publishing === undefined) delete next.publishing;
+        }
+        try {
+          this.state.putVolume(next.id, next);
+        } catch (err) {
+          if (published) await this.controllers.undoPublish(next, request.allocId, published.nodeId);
+          throw new ClaimError(
+            `could not save the claim of volume "${next.id}" for alloc ${request.allocId}: ${errorMessage(err)}`,
+            false,
+            { cause: err },
+          );
+        }
+        crashPoint('catalog.claim.after-write');
+        this.log.info('volume claimed', {
+          volume_id: next.id,
+          alloc_id: request.allocId,
+          mode,
+          access_mode: request.accessMode,
+          published_to: published?.nodeId,
+        });
+        const where = published ? `; published to node ${published.nodeId}` : '';
+        return {
+          value: this.claimResult(next, request.allocId),
+          event: {
+            volumeId: next.id,
+            kind: 'claimed',
+            allocId: request.allocId,
+            message: `volume "${next.id}" claimed by alloc ${request.allocId} (${mode}, ${request.accessMode}/${request.attachmentMode})${where}`,
+          },
+        };
       } finally {
         unreserve?.();
       }
@@ -391,7 +487,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       crashPoint('catalog.release.after-write');
       this.log.info('volume claim released', { volume_id: volumeId, alloc_id: allocId, unpublished_from: nodeId });
       const where = nodeId !== undefined ? `; unpublished from node ${nodeId}` : '';
-      return { value: undefined, event: { volumeId, kind: 'released', allocId, message: `volume "${volumeId}" released by alloc ${allocId}${where}` } };
+      return {
+        value: undefined,
+        event: { volumeId, kind: 'released', allocId, message: `volume "${volumeId}" released by alloc ${allocId}${where}` },
+      };
     });
   }
 
@@ -399,7 +498,12 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     const held = this.state
       .listVolumes<unknown>()
       .filter((r): r is VolumeRecord => this.checkRecord(r))
-      .filter((r) => r.claims.some((c) => c.allocId === allocId) || r.controllerPublished?.[allocId] !== undefined || r.publishing?.[allocId] !== undefined)
+      .filter(
+        (r) =>
+          r.claims.some((c) => c.allocId === allocId) ||
+          r.controllerPublished?.[allocId] !== undefined ||
+          r.publishing?.[allocId] !== undefined,
+      )
       .map((r) => r.id);
     const released: string[] = [];
     let firstError: unknown;
@@ -418,7 +522,11 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   // ---- expansion, snapshots, what the plugin holds ------------------------------------
 
-  async expandVolume(id: string, capacity: { capacityMin?: number; capacityMax?: number }, options: { signal?: AbortSignal } = {}): Promise<VolumeExpansion> {
+  async expandVolume(
+    id: string,
+    capacity: { capacityMin?: number; capacityMax?: number },
+    options: { signal?: AbortSignal } = {},
+  ): Promise<VolumeExpansion> {
     const { signal } = options;
     return this.inLanes('both', id, signal, async () => {
       const record = this.read(id);
@@ -427,24 +535,41 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       const current = record.capacityBytes ?? record.capacityMin ?? 0;
       // capacity_min is a floor: the volume grows only when it is above what the volume has (a plugin may have rounded up); capacity_max below it would shrink it.
       if (capacity.capacityMax !== undefined && capacity.capacityMax < current) {
-        throw new ValidationError(`volume "${id}" has ${current} bytes; capacity_max ${capacity.capacityMax} would shrink it: volumes only grow (create a new, smaller volume and copy the data)`, 'capacity_max');
+        throw new ValidationError(
+          `volume "${id}" has ${current} bytes; capacity_max ${capacity.capacityMax} would shrink it: volumes only grow (create a new, smaller volume and copy the data)`,
+          'capacity_max',
+        );
       }
       const want = capacity.capacityMin;
       if (want === undefined || want <= current) {
         // A node-side expansion still owed (a mount whose expansion failed, an agent killed midway) is driven again; else nothing changes.
-        if (record.nodeExpandTo !== undefined) return { value: { volume: this.view(record), capacityBytes: current, nodeExpansionRequired: true } };
+        if (record.nodeExpandTo !== undefined)
+          return { value: { volume: this.view(record), capacityBytes: current, nodeExpansionRequired: true } };
         throw new VolumeUnchangedError(id, current);
       }
       const node = this.csi.pluginInfo(PluginTypeCSINode, record.pluginId);
       // CSI: a plugin that does not expand ONLINE may only be asked with the volume unpublished everywhere.
       if (record.claims.length > 0 && node?.pluginCapabilities?.onlineExpansion !== true) {
-        throw new VolumeInUseError(id, record.claims.map((c) => c.allocId), 'expand');
+        throw new VolumeInUseError(
+          id,
+          record.claims.map((c) => c.allocId),
+          'expand',
+        );
       }
       const controller = await this.controllers.controllerIfAny(record, `expand volume "${id}"`, signal);
       let capacityBytes = want;
       let nodeExpansionRequired = true;
       if (controller?.supportsExpand) {
-        this.intents.put({ op: 'expand', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, fromBytes: current, toBytes: want, ...(capacity.capacityMax !== undefined ? { limitBytes: capacity.capacityMax } : {}), since: this.clock.now() });
+        this.intents.put({
+          op: 'expand',
+          volumeId: id,
+          pluginId: record.pluginId,
+          externalId: record.externalId,
+          fromBytes: current,
+          toBytes: want,
+          ...(capacity.capacityMax !== undefined ? { limitBytes: capacity.capacityMax } : {}),
+          since: this.clock.now(),
+        });
         crashPoint('catalog.expand.before-call');
         try {
           const response = await this.controllers.withController(record.pluginId, (c) =>
@@ -453,7 +578,9 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
                 volumeId: record.externalId,
                 capacityRange: { requiredBytes: want, limitBytes: capacity.capacityMax ?? 0 },
                 secrets: { ...record.secrets },
-                ...(record.capabilities[0] ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) } : {}),
+                ...(record.capabilities[0]
+                  ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) }
+                  : {}),
               },
               { signal },
             ),
@@ -464,10 +591,19 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         } catch (err) {
           this.resumer.settleFailed(id, record.pluginId, err);
           if (signal?.aborted) throw abortReason(signal);
-          throw new VolumePluginError(id, record.pluginId, `could not expand volume "${id}" (external id ${record.externalId}) to ${want} bytes on plugin "${record.pluginId}": ${errorMessage(err)}`, { cause: err });
+          throw new VolumePluginError(
+            id,
+            record.pluginId,
+            `could not expand volume "${id}" (external id ${record.externalId}) to ${want} bytes on plugin "${record.pluginId}": ${errorMessage(err)}`,
+            { cause: err },
+          );
         }
       } else if (!node?.node?.supportsExpand) {
-        throw new VolumeUnsupportedError(id, record.pluginId, `cannot expand volume "${id}": plugin "${record.pluginId}" offers EXPAND_VOLUME on neither its controller nor its node side`);
+        throw new VolumeUnsupportedError(
+          id,
+          record.pluginId,
+          `cannot expand volume "${id}": plugin "${record.pluginId}" offers EXPAND_VOLUME on neither its controller nor its node side`,
+        );
       }
       const next: VolumeRecord = { ...record, capacityBytes };
       if (nodeExpansionRequired) next.nodeExpandTo = capacityBytes;
@@ -476,10 +612,20 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       if (capacity.capacityMax !== undefined) next.capacityMax = capacity.capacityMax;
       this.state.putVolume(id, next);
       this.resumer.drop(id);
-      this.log.info('volume expanded', { volume_id: id, plugin_id: record.pluginId, from_bytes: current, to_bytes: capacityBytes, node_expansion_required: nodeExpansionRequired });
+      this.log.info('volume expanded', {
+        volume_id: id,
+        plugin_id: record.pluginId,
+        from_bytes: current,
+        to_bytes: capacityBytes,
+        node_expansion_required: nodeExpansionRequired,
+      });
       return {
         value: { volume: this.view(next), capacityBytes, nodeExpansionRequired },
-        event: { volumeId: id, kind: 'expanded', message: `volume "${id}" expanded from ${current} to ${capacityBytes} bytes by plugin ${record.pluginId}${nodeExpansionRequired ? '; its node plugin expands it where it is mounted' : ''}` },
+        event: {
+          volumeId: id,
+          kind: 'expanded',
+          message: `volume "${id}" expanded from ${current} to ${capacityBytes} bytes by plugin ${record.pluginId}${nodeExpansionRequired ? '; its node plugin expands it where it is mounted' : ''}`,
+        },
       };
     });
   }
@@ -541,7 +687,9 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   private checkRecord(raw: unknown): raw is VolumeRecord {
     if (isVolumeRecord(raw)) return true;
     const id = typeof raw === 'object' && raw !== null ? (raw as { id?: unknown }).id : undefined;
-    this.log.error('volume record in the client state is malformed; ignoring it (register the volume again to replace it)', { volume_id: id });
+    this.log.error('volume record in the client state is malformed; ignoring it (register the volume again to replace it)', {
+      volume_id: id,
+    });
     return false;
   }
 

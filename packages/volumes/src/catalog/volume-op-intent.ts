@@ -74,7 +74,12 @@ export function isVolumeOpIntent(v: unknown): v is VolumeOpIntent {
     case 'create':
       return isObject(v.spec) && isObject(v.request) && typeof v.request.name === 'string';
     case 'expand':
-      return typeof v.externalId === 'string' && typeof v.fromBytes === 'number' && typeof v.toBytes === 'number' && (v.limitBytes === undefined || typeof v.limitBytes === 'number');
+      return (
+        typeof v.externalId === 'string' &&
+        typeof v.fromBytes === 'number' &&
+        typeof v.toBytes === 'number' &&
+        (v.limitBytes === undefined || typeof v.limitBytes === 'number')
+      );
     case 'delete':
       return typeof v.externalId === 'string';
     default:
@@ -83,7 +88,11 @@ export function isVolumeOpIntent(v: unknown): v is VolumeOpIntent {
 }
 
 /** CSI codes that say the plugin did not do what was asked (its own refusal, before any work). */
-const REFUSED_CODES: readonly number[] = Object.freeze([...PERMANENT_CSI_CODES, GrpcStatus.FAILED_PRECONDITION, GrpcStatus.RESOURCE_EXHAUSTED]);
+const REFUSED_CODES: readonly number[] = Object.freeze([
+  ...PERMANENT_CSI_CODES,
+  GrpcStatus.FAILED_PRECONDITION,
+  GrpcStatus.RESOURCE_EXHAUSTED,
+]);
 
 /**
  * Whether a failed call may still have done its work on the plugin's side:

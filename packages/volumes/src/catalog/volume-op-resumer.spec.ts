@@ -21,7 +21,14 @@ const SOCKET = '/fake/csi.sock';
 
 function info(type: string, over: Partial<PluginInfo> = {}): PluginInfo {
   const base = fakePluginInfo(type, PLUGIN);
-  return fakePluginInfo(type, PLUGIN, { allocId: 'plugin-alloc', socketPath: SOCKET, healthy: true, description: 'healthy', ...over, ...(type === 'csi-node' ? { pluginCapabilities: { ...base.pluginCapabilities!, controllerService: true } } : {}) });
+  return fakePluginInfo(type, PLUGIN, {
+    allocId: 'plugin-alloc',
+    socketPath: SOCKET,
+    healthy: true,
+    description: 'healthy',
+    ...over,
+    ...(type === 'csi-node' ? { pluginCapabilities: { ...base.pluginCapabilities!, controllerService: true } } : {}),
+  });
 }
 
 class Harness {
@@ -44,14 +51,22 @@ class Harness {
 
   constructor() {
     this.controller.volumes = new Set<string>();
-    for (const type of ['csi-node', 'csi-controller']) this.registry.register({ type, name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET, version: '1.0.0' });
+    for (const type of ['csi-node', 'csi-controller'])
+      this.registry.register({ type, name: PLUGIN, allocId: 'plugin-alloc', socketPath: SOCKET, version: '1.0.0' });
     this.csi.set(info('csi-node'));
     this.csi.set(info('csi-controller'));
   }
 
   /** A catalog over the state (a new one is the next agent). */
   build(): VolumeCatalog {
-    const catalog = new VolumeCatalog(this.state, this.csi, this.registry, this.clock, this.logger, (s) => structuredClone(s) as VolumeSpec);
+    const catalog = new VolumeCatalog(
+      this.state,
+      this.csi,
+      this.registry,
+      this.clock,
+      this.logger,
+      (s) => structuredClone(s) as VolumeSpec,
+    );
     catalog.onDidChange((e) => this.events.push(e));
     this.catalogs.push(catalog);
     return catalog;
@@ -78,7 +93,18 @@ class Harness {
 }
 
 function createSpec(over: Partial<VolumeSpec> = {}): VolumeSpec {
-  return { id: 'data', name: 'data', type: 'csi', pluginId: PLUGIN, capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }], capacityMin: 10 << 20, parameters: {}, secrets: {}, context: {}, ...over };
+  return {
+    id: 'data',
+    name: 'data',
+    type: 'csi',
+    pluginId: PLUGIN,
+    capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }],
+    capacityMin: 10 << 20,
+    parameters: {},
+    secrets: {},
+    context: {},
+    ...over,
+  };
 }
 
 let h: Harness;
@@ -100,7 +126,9 @@ describe('volume operation intents', () => {
     const created = h.next('created');
     next.resumeInterruptedOps();
     const event = await created;
-    expect(event.message).toMatch(/volume "data" created by plugin hp \(external id fake-csiplug-data, 10485760 bytes\): a create cut short .*, finished/);
+    expect(event.message).toMatch(
+      /volume "data" created by plugin hp \(external id fake-csiplug-data, 10485760 bytes\): a create cut short .*, finished/,
+    );
     expect(event.resumed).toEqual({ op: 'create', pluginId: PLUGIN, externalId: 'fake-csiplug-data' });
     expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-csiplug-data', capacityBytes: 10 << 20 });
     expect(h.controller.callsOf('CreateVolume').map((c) => c.request.name)).toEqual(['csiplug-data', 'csiplug-data']);
@@ -122,7 +150,9 @@ describe('volume operation intents', () => {
     const next = h.build();
     const failed = h.next('resume-failed');
     next.resumeInterruptedOps();
-    expect((await failed).message).toMatch(/volume "data": plugin hp answered CreateVolume "csiplug-data" with volume fake-csiplug-data, which is volume "old" already/);
+    expect((await failed).message).toMatch(
+      /volume "data": plugin hp answered CreateVolume "csiplug-data" with volume fake-csiplug-data, which is volume "old" already/,
+    );
     expect(h.controller.callsOf('DeleteVolume')).toEqual([]);
     expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-csiplug-data']);
     expect(next.getVolume('old')).toMatchObject({ externalId: 'fake-csiplug-data' });
@@ -138,7 +168,9 @@ describe('volume operation intents', () => {
     const undone = h.next('create-undone');
     await expect(catalog.createVolume(createSpec())).rejects.toThrow(/could not create volume "data" on plugin "hp"/);
     const event = await undone;
-    expect(event.message).toMatch(/plugin hp has volume fake-csiplug-data \(CSI name "csiplug-data"\) from a create .*; it is not recorded \(its create had failed as far as its caller knows\) and is left on the plugin, never deleted here/);
+    expect(event.message).toMatch(
+      /plugin hp has volume fake-csiplug-data \(CSI name "csiplug-data"\) from a create .*; it is not recorded \(its create had failed as far as its caller knows\) and is left on the plugin, never deleted here/,
+    );
     // The name comes from the id alone: this could be storage a deregister kept on purpose, so it is never deleted.
     expect(h.controller.callsOf('DeleteVolume')).toEqual([]);
     expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-csiplug-data']);
@@ -185,9 +217,13 @@ describe('volume operation intents', () => {
 
     const next = h.build();
     expect(next.getVolume('data')).toMatchObject({ externalId: 'fake-csiplug-data', schedulable: false });
-    const refused = await next.claim({ volumeId: 'data', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }).catch((e: unknown) => e);
+    const refused = await next
+      .claim({ volumeId: 'data', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ClaimError);
-    expect((refused as ClaimError).message).toBe('volume "data" is being deleted (its delete is finished once its controller plugin is ready); alloc a1 cannot claim it');
+    expect((refused as ClaimError).message).toBe(
+      'volume "data" is being deleted (its delete is finished once its controller plugin is ready); alloc a1 cannot claim it',
+    );
 
     // The controller away at start: the delete waits for it to be ready.
     h.csi.remove('csi-controller', PLUGIN);
@@ -230,7 +266,13 @@ describe('what meets a pending intent', () => {
     const controller = h.csi.pluginInfo('csi-controller', PLUGIN)!;
     h.csi.set({ ...controller, controller: { ...controller.controller!, supportsExpand: true } });
     // The last agent was killed after DeleteVolume went through and before the record was removed.
-    h.state.putVolumeOp('data', { op: 'delete', volumeId: 'data', pluginId: PLUGIN, externalId: 'fake-csiplug-data', since: h.clock.now() });
+    h.state.putVolumeOp('data', {
+      op: 'delete',
+      volumeId: 'data',
+      pluginId: PLUGIN,
+      externalId: 'fake-csiplug-data',
+      since: h.clock.now(),
+    });
     (h.controller.volumes as Set<string>).delete('fake-csiplug-data');
 
     const next = h.build();
@@ -240,7 +282,9 @@ describe('what meets a pending intent', () => {
     // On the merged code the expand's intent replaced the delete's and its NOT_FOUND dropped it: a schedulable volume whose storage is gone.
     expect(h.state.getVolumeOp('data')).toMatchObject({ op: 'delete' });
     expect(next.getVolume('data')).toMatchObject({ schedulable: false });
-    expect((refused as Error).message).toBe('volume "data" is being deleted (its delete is finished once its controller plugin is ready); it cannot be expanded');
+    expect((refused as Error).message).toBe(
+      'volume "data" is being deleted (its delete is finished once its controller plugin is ready); it cannot be expanded',
+    );
     expect(h.controller.callsOf('ControllerExpandVolume')).toEqual([]);
 
     const deleted = h.next('deleted');
@@ -276,7 +320,7 @@ describe('what meets a pending intent', () => {
     await lost;
   });
 
-  it("a delete intent whose storage another catalog volume has now: never deleted; said, and dropped", async () => {
+  it('a delete intent whose storage another catalog volume has now: never deleted; said, and dropped', async () => {
     const catalog = h.build();
     (h.controller.volumes as Set<string>).add('fake-old');
     await catalog.registerVolume(createSpec({ id: 'kept', name: 'kept', externalId: 'fake-old' }));
@@ -284,7 +328,10 @@ describe('what meets a pending intent', () => {
     h.state.putVolumeOp('data', { op: 'delete', volumeId: 'data', pluginId: PLUGIN, externalId: 'fake-old', since: h.clock.now() });
     const settled = Promise.race([h.next('resume-failed'), h.next('deleted')]);
     catalog.resumeInterruptedOps();
-    expect(await settled).toMatchObject({ kind: 'resume-failed', message: expect.stringMatching(/volume "data": .*fake-old.* is volume "kept"/) });
+    expect(await settled).toMatchObject({
+      kind: 'resume-failed',
+      message: expect.stringMatching(/volume "data": .*fake-old.* is volume "kept"/),
+    });
     expect(h.controller.callsOf('DeleteVolume')).toEqual([]);
     expect([...(h.controller.volumes as Set<string>)]).toEqual(['fake-old']);
     expect(h.state.getVolumeOp('data')).toBeUndefined();

@@ -15,7 +15,14 @@ import { type ICSIManager, volumeCapabilityFor } from '@csiplug/csimanager';
 import { PluginTypeCSIController } from '@csiplug/registry';
 import type { IVolumeStateStore } from '@csiplug/state';
 import type { VolumeCatalogEvent } from './volume-catalog-service';
-import { mayHaveHappened, type CreateIntent, type DeleteIntent, type ExpandIntent, type VolumeOpIntent, type VolumeOpIntents } from './volume-op-intent';
+import {
+  mayHaveHappened,
+  type CreateIntent,
+  type DeleteIntent,
+  type ExpandIntent,
+  type VolumeOpIntent,
+  type VolumeOpIntents,
+} from './volume-op-intent';
 import { isVolumeRecord, recordOfCreated, type VolumeRecord } from './volume-record';
 
 /** What the resumer needs of the catalog: its per-volume lock (which fires the event after) and its controller clients. */
@@ -53,11 +60,16 @@ export class VolumeOpResumer implements Disposable {
   start(): void {
     const { intents, failures } = this.intents.list();
     for (const f of failures) {
-      this.log.error('a volume operation intent in the client state cannot be read; it is left as it is: check the volume with "csiplug volume status" and its plugin, then remove the intent', { key: f.key, error: f.error });
+      this.log.error(
+        'a volume operation intent in the client state cannot be read; it is left as it is: check the volume with "csiplug volume status" and its plugin, then remove the intent',
+        { key: f.key, error: f.error },
+      );
     }
     if (intents.length > 0) {
       this.log.warn('volume operations cut short by the previous agent: each is finished or undone once its controller plugin is ready', {
-        operations: intents.map((i) => `${i.op}${i.op === 'create' && i.undo ? ' (undo)' : ''} of volume ${i.volumeId} on plugin ${i.pluginId}`),
+        operations: intents.map(
+          (i) => `${i.op}${i.op === 'create' && i.undo ? ' (undo)' : ''} of volume ${i.volumeId} on plugin ${i.pluginId}`,
+        ),
       });
     }
     this.subscriptions.add(
@@ -91,7 +103,10 @@ export class VolumeOpResumer implements Disposable {
     try {
       this.intents.delete(volumeId);
     } catch (err) {
-      this.log.warn('could not remove the intent of a finished volume operation; the next pass finds it done', { volume_id: volumeId, error: errorMessage(err) });
+      this.log.warn('could not remove the intent of a finished volume operation; the next pass finds it done', {
+        volume_id: volumeId,
+        error: errorMessage(err),
+      });
     }
   }
 
@@ -104,7 +119,10 @@ export class VolumeOpResumer implements Disposable {
     const pending = this.intents.get(volumeId);
     if (!pending) return;
     this.drop(volumeId);
-    this.log.warn(`a deregistered volume's ${pending.op} ${AFTER_RESTART} is dropped with it: its storage is left as the plugin has it`, { volume_id: volumeId, plugin_id: pending.pluginId });
+    this.log.warn(`a deregistered volume's ${pending.op} ${AFTER_RESTART} is dropped with it: its storage is left as the plugin has it`, {
+      volume_id: volumeId,
+      plugin_id: pending.pluginId,
+    });
   }
 
   /**
@@ -123,10 +141,17 @@ export class VolumeOpResumer implements Disposable {
         this.intents.put({ ...intent, undo: true });
       } catch (err) {
         // Left wanted: the next pass records the volume instead of deleting it — the catalog and the plugin agree either way.
-        this.log.warn('could not mark a failed create to be undone; if the plugin made the volume, it is recorded instead', { volume_id: volumeId, error: errorMessage(err) });
+        this.log.warn('could not mark a failed create to be undone; if the plugin made the volume, it is recorded instead', {
+          volume_id: volumeId,
+          error: errorMessage(err),
+        });
       }
     }
-    this.log.warn(`the plugin may have carried out the volume ${intent.op} whose call failed; it is settled through the plugin next`, { volume_id: volumeId, plugin_id: pluginId, error: errorMessage(err) });
+    this.log.warn(`the plugin may have carried out the volume ${intent.op} whose call failed; it is settled through the plugin next`, {
+      volume_id: volumeId,
+      plugin_id: pluginId,
+      error: errorMessage(err),
+    });
     void this.kick(pluginId);
   }
 
@@ -143,11 +168,14 @@ export class VolumeOpResumer implements Disposable {
       try {
         await this.host.locked(intent.volumeId, () => this.resume(intent));
       } catch (err) {
-        this.log.warn(`could not finish a volume ${intent.op} ${AFTER_RESTART}; it is tried again when the controller of plugin ${pluginId} is next ready`, {
-          volume_id: intent.volumeId,
-          plugin_id: pluginId,
-          error: errorMessage(err),
-        });
+        this.log.warn(
+          `could not finish a volume ${intent.op} ${AFTER_RESTART}; it is tried again when the controller of plugin ${pluginId} is next ready`,
+          {
+            volume_id: intent.volumeId,
+            plugin_id: pluginId,
+            error: errorMessage(err),
+          },
+        );
       }
     }
   }
@@ -174,30 +202,52 @@ export class VolumeOpResumer implements Disposable {
       created = (await this.host.withController(pluginId, (c) => c.createVolume(intent.request))).volume;
     } catch (err) {
       if (mayHaveHappened(err)) throw err;
-      return this.abandon(intent, `plugin ${pluginId} refused CreateVolume "${intent.request.name}" again (${errorMessage(err)}); nothing was made and nothing is recorded`);
+      return this.abandon(
+        intent,
+        `plugin ${pluginId} refused CreateVolume "${intent.request.name}" again (${errorMessage(err)}); nothing was made and nothing is recorded`,
+      );
     }
-    if (!created?.volumeId) throw new Error(`plugin "${pluginId}" answered CreateVolume "${intent.request.name}" for volume "${id}" without a volume id; the plugin is broken`);
+    if (!created?.volumeId)
+      throw new Error(
+        `plugin "${pluginId}" answered CreateVolume "${intent.request.name}" for volume "${id}" without a volume id; the plugin is broken`,
+      );
     // The plugin answered with storage another catalog volume has (a volume created before CSI names came from ids,
     // whose name happens to be this one's): that volume's data — never deleted, never recorded under this id too.
     const holder = this.holderOf(id, pluginId, created.volumeId);
     if (holder) {
       this.intents.delete(id);
       const why = `plugin ${pluginId} answered CreateVolume "${intent.request.name}" with volume ${created.volumeId}, which is volume "${holder.id}" already; it is left to that volume and nothing is recorded for "${id}"`;
-      this.log.error(`a volume create ${AFTER_RESTART} found another volume's storage`, { volume_id: id, plugin_id: pluginId, external_id: created.volumeId, holder: holder.id });
+      this.log.error(`a volume create ${AFTER_RESTART} found another volume's storage`, {
+        volume_id: id,
+        plugin_id: pluginId,
+        external_id: created.volumeId,
+        holder: holder.id,
+      });
       return { value: undefined, event: { volumeId: id, kind: 'resume-failed', message: `volume "${id}": ${why}` } };
     }
     const existing = this.read(id);
     if (existing && existing.pluginId === pluginId && existing.externalId === created.volumeId) {
       this.intents.delete(id);
-      this.log.info(`a volume create ${AFTER_RESTART} was recorded already; nothing to do`, { volume_id: id, plugin_id: pluginId, external_id: created.volumeId });
+      this.log.info(`a volume create ${AFTER_RESTART} was recorded already; nothing to do`, {
+        volume_id: id,
+        plugin_id: pluginId,
+        external_id: created.volumeId,
+      });
       return { value: undefined };
     }
     if (intent.undo || existing) {
       // Not wanted: its caller was told the create failed, or the id is another volume's now. Left on the plugin, never deleted:
       // the name comes from the id alone, so this may be storage a deregister kept on purpose (a create of the id again takes it up).
       this.intents.delete(id);
-      const why = intent.undo ? 'its create had failed as far as its caller knows' : `the catalog's volume "${id}" is another one (external id ${existing!.externalId})`;
-      this.log.warn(`left on the plugin a volume whose create was ${AFTER_RESTART} and is not recorded`, { volume_id: id, plugin_id: pluginId, external_id: created.volumeId, reason: why });
+      const why = intent.undo
+        ? 'its create had failed as far as its caller knows'
+        : `the catalog's volume "${id}" is another one (external id ${existing!.externalId})`;
+      this.log.warn(`left on the plugin a volume whose create was ${AFTER_RESTART} and is not recorded`, {
+        volume_id: id,
+        plugin_id: pluginId,
+        external_id: created.volumeId,
+        reason: why,
+      });
       return {
         value: undefined,
         event: {
@@ -212,11 +262,21 @@ export class VolumeOpResumer implements Disposable {
     const record = recordOfCreated(intent.spec, created, this.host.now());
     this.state.putVolume(id, record);
     this.intents.delete(id);
-    this.log.warn(`finished a volume create ${AFTER_RESTART}: the volume is recorded`, { volume_id: id, plugin_id: pluginId, external_id: record.externalId, capacity_bytes: record.capacityBytes });
+    this.log.warn(`finished a volume create ${AFTER_RESTART}: the volume is recorded`, {
+      volume_id: id,
+      plugin_id: pluginId,
+      external_id: record.externalId,
+      capacity_bytes: record.capacityBytes,
+    });
     const size = record.capacityBytes !== undefined ? `, ${record.capacityBytes} bytes` : '';
     return {
       value: undefined,
-      event: { volumeId: id, kind: 'created', message: `volume "${id}" created by plugin ${pluginId} (external id ${record.externalId}${size}): a create ${AFTER_RESTART}, finished`, resumed: { op: 'create', pluginId, externalId: record.externalId } },
+      event: {
+        volumeId: id,
+        kind: 'created',
+        message: `volume "${id}" created by plugin ${pluginId} (external id ${record.externalId}${size}): a create ${AFTER_RESTART}, finished`,
+        resumed: { op: 'create', pluginId, externalId: record.externalId },
+      },
     };
   }
 
@@ -225,12 +285,18 @@ export class VolumeOpResumer implements Disposable {
     const record = this.read(id);
     if (!record || record.externalId !== intent.externalId) {
       this.intents.delete(id);
-      this.log.info(`a volume expand ${AFTER_RESTART} has nothing left to finish: the volume is gone from the catalog or is another one`, { volume_id: id, plugin_id: pluginId });
+      this.log.info(`a volume expand ${AFTER_RESTART} has nothing left to finish: the volume is gone from the catalog or is another one`, {
+        volume_id: id,
+        plugin_id: pluginId,
+      });
       return { value: undefined };
     }
     if ((record.capacityBytes ?? 0) >= intent.toBytes) {
       this.intents.delete(id);
-      this.log.info(`a volume expand ${AFTER_RESTART} was recorded already; nothing to do`, { volume_id: id, capacity_bytes: record.capacityBytes });
+      this.log.info(`a volume expand ${AFTER_RESTART} was recorded already; nothing to do`, {
+        volume_id: id,
+        capacity_bytes: record.capacityBytes,
+      });
       return { value: undefined };
     }
     let response;
@@ -240,12 +306,17 @@ export class VolumeOpResumer implements Disposable {
           volumeId: record.externalId,
           capacityRange: { requiredBytes: intent.toBytes, limitBytes: intent.limitBytes ?? 0 },
           secrets: { ...record.secrets },
-          ...(record.capabilities[0] ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) } : {}),
+          ...(record.capabilities[0]
+            ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) }
+            : {}),
         }),
       );
     } catch (err) {
       if (mayHaveHappened(err)) throw err;
-      return this.abandon(intent, `plugin ${pluginId} refused ControllerExpandVolume to ${intent.toBytes} bytes (${errorMessage(err)}); the catalog keeps ${record.capacityBytes ?? intent.fromBytes} bytes`);
+      return this.abandon(
+        intent,
+        `plugin ${pluginId} refused ControllerExpandVolume to ${intent.toBytes} bytes (${errorMessage(err)}); the catalog keeps ${record.capacityBytes ?? intent.fromBytes} bytes`,
+      );
     }
     const capacityBytes = int64(response.capacityBytes) || intent.toBytes;
     const next: VolumeRecord = { ...record, capacityBytes, capacityMin: intent.toBytes };
@@ -254,11 +325,21 @@ export class VolumeOpResumer implements Disposable {
     else delete next.nodeExpandTo;
     this.state.putVolume(id, next);
     this.intents.delete(id);
-    this.log.warn(`finished a volume expand ${AFTER_RESTART}: the new capacity is recorded`, { volume_id: id, plugin_id: pluginId, from_bytes: intent.fromBytes, to_bytes: capacityBytes });
+    this.log.warn(`finished a volume expand ${AFTER_RESTART}: the new capacity is recorded`, {
+      volume_id: id,
+      plugin_id: pluginId,
+      from_bytes: intent.fromBytes,
+      to_bytes: capacityBytes,
+    });
     const node = response.nodeExpansionRequired === true ? '; its node plugin expands it where it is next published' : '';
     return {
       value: undefined,
-      event: { volumeId: id, kind: 'expanded', message: `volume "${id}" expanded from ${intent.fromBytes} to ${capacityBytes} bytes by plugin ${pluginId}: an expand ${AFTER_RESTART}, finished${node}`, resumed: { op: 'expand', pluginId, externalId: record.externalId } },
+      event: {
+        volumeId: id,
+        kind: 'expanded',
+        message: `volume "${id}" expanded from ${intent.fromBytes} to ${capacityBytes} bytes by plugin ${pluginId}: an expand ${AFTER_RESTART}, finished${node}`,
+        resumed: { op: 'expand', pluginId, externalId: record.externalId },
+      },
     };
   }
 
@@ -270,31 +351,68 @@ export class VolumeOpResumer implements Disposable {
     const holder = this.holderOf(id, pluginId, intent.externalId);
     if (holder) {
       this.intents.delete(id);
-      this.log.error(`a volume delete ${AFTER_RESTART} names another volume's storage; it is not deleted`, { volume_id: id, plugin_id: pluginId, external_id: intent.externalId, holder: holder.id });
-      return { value: undefined, event: { volumeId: id, kind: 'resume-failed', message: `volume "${id}": its delete ${AFTER_RESTART} was dropped: plugin ${pluginId} volume ${intent.externalId} is volume "${holder.id}" now, and is left to it` } };
+      this.log.error(`a volume delete ${AFTER_RESTART} names another volume's storage; it is not deleted`, {
+        volume_id: id,
+        plugin_id: pluginId,
+        external_id: intent.externalId,
+        holder: holder.id,
+      });
+      return {
+        value: undefined,
+        event: {
+          volumeId: id,
+          kind: 'resume-failed',
+          message: `volume "${id}": its delete ${AFTER_RESTART} was dropped: plugin ${pluginId} volume ${intent.externalId} is volume "${holder.id}" now, and is left to it`,
+        },
+      };
     }
     try {
-      await this.host.withController(pluginId, (c) => c.deleteVolume({ volumeId: intent.externalId, secrets: { ...(ours ? record.secrets : {}) } }));
+      await this.host.withController(pluginId, (c) =>
+        c.deleteVolume({ volumeId: intent.externalId, secrets: { ...(ours ? record.secrets : {}) } }),
+      );
     } catch (err) {
       if (!isNotFound(err)) {
         if (mayHaveHappened(err)) throw err;
-        return this.abandon(intent, `plugin ${pluginId} refused DeleteVolume of external id ${intent.externalId} (${errorMessage(err)}); the volume stays registered and can be claimed again: delete it again once the cause is fixed`);
+        return this.abandon(
+          intent,
+          `plugin ${pluginId} refused DeleteVolume of external id ${intent.externalId} (${errorMessage(err)}); the volume stays registered and can be claimed again: delete it again once the cause is fixed`,
+        );
       }
     }
     if (ours) this.state.deleteVolume(id);
     this.intents.delete(id);
-    this.log.warn(`finished a volume delete ${AFTER_RESTART}: the volume is gone from the plugin and the catalog`, { volume_id: id, plugin_id: pluginId, external_id: intent.externalId });
+    this.log.warn(`finished a volume delete ${AFTER_RESTART}: the volume is gone from the plugin and the catalog`, {
+      volume_id: id,
+      plugin_id: pluginId,
+      external_id: intent.externalId,
+    });
     return {
       value: undefined,
-      event: { volumeId: id, kind: 'deleted', message: `volume "${id}" deleted through plugin ${pluginId}: a delete ${AFTER_RESTART}, finished`, resumed: { op: 'delete', pluginId, externalId: intent.externalId } },
+      event: {
+        volumeId: id,
+        kind: 'deleted',
+        message: `volume "${id}" deleted through plugin ${pluginId}: a delete ${AFTER_RESTART}, finished`,
+        resumed: { op: 'delete', pluginId, externalId: intent.externalId },
+      },
     };
   }
 
   /** Drops an intent the plugin refused to carry out: said in the log and as an event. */
   private abandon(intent: VolumeOpIntent, why: string): Settled {
     this.intents.delete(intent.volumeId);
-    this.log.error(`could not finish a volume ${intent.op} ${AFTER_RESTART}; it is dropped`, { volume_id: intent.volumeId, plugin_id: intent.pluginId, reason: why });
-    return { value: undefined, event: { volumeId: intent.volumeId, kind: 'resume-failed', message: `volume "${intent.volumeId}": a ${intent.op} ${AFTER_RESTART} could not be finished: ${why}` } };
+    this.log.error(`could not finish a volume ${intent.op} ${AFTER_RESTART}; it is dropped`, {
+      volume_id: intent.volumeId,
+      plugin_id: intent.pluginId,
+      reason: why,
+    });
+    return {
+      value: undefined,
+      event: {
+        volumeId: intent.volumeId,
+        kind: 'resume-failed',
+        message: `volume "${intent.volumeId}": a ${intent.op} ${AFTER_RESTART} could not be finished: ${why}`,
+      },
+    };
   }
 
   /** The catalog volume other than `id` that has plugin `pluginId`'s volume `externalId`, if any. */

@@ -44,7 +44,9 @@ export class VolumePlacement {
       const held = new Set([
         ...this.state
           .listVolumes<unknown>()
-          .filter((v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0)
+          .filter(
+            (v): v is VolumeRecord => isVolumeRecord(v) && v.pluginId === record.pluginId && v.id !== record.id && v.claims.length > 0,
+          )
           .map((v) => v.id),
         ...[...reserved].filter((v) => v !== record.id),
       ]).size;

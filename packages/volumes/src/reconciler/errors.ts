@@ -40,6 +40,10 @@ export class RemountBusyError extends CsiplugError {
     readonly target: string,
     cause: unknown,
   ) {
-    super('EREMOUNT_BUSY', `${target} is in use, so it was not unmounted for a remount: ${errorMessage(cause)}; stop what holds it, or restart the alloc`, { cause });
+    super(
+      'EREMOUNT_BUSY',
+      `${target} is in use, so it was not unmounted for a remount: ${errorMessage(cause)}; stop what holds it, or restart the alloc`,
+      { cause },
+    );
   }
 }

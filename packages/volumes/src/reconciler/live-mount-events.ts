@@ -17,7 +17,9 @@ export class LiveMountEvents {
   private disposed = false;
 
   constructor(private readonly log: Logger) {
-    this.all = new Emitter({ onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { error: errorMessage(err) }) });
+    this.all = new Emitter({
+      onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { error: errorMessage(err) }),
+    });
     this.onDidCheckMount = this.all.event;
   }
 
@@ -43,7 +45,8 @@ export class LiveMountEvents {
       let emitter = this.byAlloc.get(allocId);
       if (!emitter) {
         const made = new Emitter<LiveMountEvent>({
-          onListenerError: (err) => this.log.error('a listener of live mount checks threw; the others still ran', { alloc_id: allocId, error: errorMessage(err) }),
+          onListenerError: (err) =>
+            this.log.error('a listener of live mount checks threw; the others still ran', { alloc_id: allocId, error: errorMessage(err) }),
           // The last listener gone: so is the alloc's emitter (a map of allocs that once listened would only grow).
           onLastListenerRemove: () => {
             if (this.byAlloc.get(allocId) === made) this.byAlloc.delete(allocId);

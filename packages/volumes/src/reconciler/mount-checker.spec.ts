@@ -6,7 +6,19 @@
 // and each stale-mount policy (remount, restart, keep) does what it says —
 // and says so, in one event per finding.
 import { CSIError, GrpcStatus } from '@csiplug/csi';
-import { PLUGIN, PRERUN, RESTORE, TestNode, published, req, staged, stagingOf, targetOf, unpublished, unstaged } from '../../test/support/reconciler-node';
+import {
+  PLUGIN,
+  PRERUN,
+  RESTORE,
+  TestNode,
+  published,
+  req,
+  staged,
+  stagingOf,
+  targetOf,
+  unpublished,
+  unstaged,
+} from '../../test/support/reconciler-node';
 import { MountProbeHungError, MountProbeNotStartedError } from '@csiplug/csimanager';
 import { MOUNT_STAT_LIMIT_MS, RETIRED_CHECK_GRACE_MS, STATS_AT_ONCE } from './mount-checker';
 
@@ -33,9 +45,19 @@ describe('a plugin that comes back has its live mounts checked', () => {
     const calls = node.calls();
     await crashAndRecover();
     expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'checked a1', 'checked a2']);
-    expect(messageOf('plugin-back', 'a1')).toBe(`plugin hostpath is back (healthy again, alloc alloc-hostpath); checking volume "data" (vol1) at ${targetOf('a1')}`);
+    expect(messageOf('plugin-back', 'a1')).toBe(
+      `plugin hostpath is back (healthy again, alloc alloc-hostpath); checking volume "data" (vol1) at ${targetOf('a1')}`,
+    );
     expect(messageOf('checked', 'a2')).toBe(`volume "data" (vol1) at ${targetOf('a2')} answers; kept as it is`);
-    expect(node.checks[0]).toMatchObject({ allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), policy: 'remount', time: node.clock.now() });
+    expect(node.checks[0]).toMatchObject({
+      allocId: 'a1',
+      name: 'data',
+      volumeId: 'vol1',
+      pluginId: PLUGIN,
+      targetPath: targetOf('a1'),
+      policy: 'remount',
+      time: node.clock.now(),
+    });
     expect(node.mounts.statted).toEqual([targetOf('a1'), targetOf('a2')]);
     expect(node.calls()).toEqual(calls);
   });
@@ -46,7 +68,9 @@ describe('a plugin that comes back has its live mounts checked', () => {
     node.csi.bringUp(PLUGIN, 'csi-node', { allocId: 'plugin-v2', socketPath: '/fake/plugins/plugin-v2/csi.sock' });
     await node.settle();
     expect(kinds()).toEqual(['plugin-back a1', 'checked a1']);
-    expect(messageOf('plugin-back', 'a1')).toMatch(/^plugin hostpath is back \(a new instance, alloc plugin-v2, replacing alloc alloc-hostpath\)/);
+    expect(messageOf('plugin-back', 'a1')).toMatch(
+      /^plugin hostpath is back \(a new instance, alloc plugin-v2, replacing alloc alloc-hostpath\)/,
+    );
   });
 
   test('mounts not attached to a live alloc in this run (not yet restored after an agent restart) and mounts being unmounted are not checked', async () => {
@@ -85,19 +109,37 @@ describe('a stale mount', () => {
     await publish.reached;
     // Unpublished and recorded so; the publish asked for again, recorded before it went out. The intent and
     // the target path stay recorded until the remount is reported (a next agent finishes it there).
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, remounting: 'remount', targetPath: targetOf('a1') });
+    expect(node.record('a1')).toMatchObject({
+      desired: 'mounted',
+      claimed: true,
+      staged: true,
+      published: true,
+      remounting: 'remount',
+      targetPath: targetOf('a1'),
+    });
     expect(node.reconciler.mounted('a1')).toEqual([]);
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1']);
-    expect(messageOf('stale', 'a1')).toBe(`volume "data" (vol1) at ${targetOf('a1')} is stale: ${targetOf('a1')} does not answer a stat (ENOTCONN); remounting it through plugin hostpath`);
+    expect(messageOf('stale', 'a1')).toBe(
+      `volume "data" (vol1) at ${targetOf('a1')} is stale: ${targetOf('a1')} does not answer a stat (ENOTCONN); remounting it through plugin hostpath`,
+    );
     publish.release();
     await node.settle();
 
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remounted a1']);
-    expect(messageOf('remounted', 'a1')).toBe(`volume "data" (vol1) staged and published again at ${targetOf('a1')} through plugin hostpath`);
+    expect(messageOf('remounted', 'a1')).toBe(
+      `volume "data" (vol1) staged and published again at ${targetOf('a1')} through plugin hostpath`,
+    );
     expect(node.checks.at(-1)!.restartTasks).toBeUndefined();
     expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1', 'stage vol1', 'publish vol1 a1']);
     expect(node.changes().slice(changes)).toEqual([unpublished('a1'), published('a1')]);
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1'), stagingPath: stagingOf() });
+    expect(node.record('a1')).toMatchObject({
+      desired: 'mounted',
+      claimed: true,
+      staged: true,
+      published: true,
+      targetPath: targetOf('a1'),
+      stagingPath: stagingOf(),
+    });
     expect(node.claimer.claims).toHaveLength(1);
     expect(node.claimer.releases).toEqual([]);
     expect(node.logger.find('a live volume mount is stale', 'warn')).toHaveLength(1);
@@ -114,8 +156,17 @@ describe('a stale mount', () => {
     });
     expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'stale a1', 'stale a2', 'remounted a1', 'remounted a2']);
     // a2's own target answered; its staging mount did not.
-    expect(messageOf('stale', 'a2')).toBe(`volume "data" (vol1) at ${targetOf('a2')} is stale: its staging mount ${stagingOf()} is stale: ${stagingOf()} does not answer a stat (ESTALE); remounting it through plugin hostpath`);
-    expect(node.changes().slice(changes)).toEqual([unpublished('a1'), unpublished('a2'), unstaged(), staged(), published('a1'), published('a2')]);
+    expect(messageOf('stale', 'a2')).toBe(
+      `volume "data" (vol1) at ${targetOf('a2')} is stale: its staging mount ${stagingOf()} is stale: ${stagingOf()} does not answer a stat (ESTALE); remounting it through plugin hostpath`,
+    );
+    expect(node.changes().slice(changes)).toEqual([
+      unpublished('a1'),
+      unpublished('a2'),
+      unstaged(),
+      staged(),
+      published('a1'),
+      published('a2'),
+    ]);
     expect(node.mounted()).toEqual([targetOf('a1'), targetOf('a2'), stagingOf()].sort());
   });
 
@@ -130,10 +181,14 @@ describe('a stale mount', () => {
     });
     // Publishing a1 again from the still-stale staging mount would mend nothing: no step, and no "remounted".
     expect(kinds()).toEqual(['plugin-back a1', 'plugin-back a2', 'stale a1', 'stale a2']);
-    expect(messageOf('stale', 'a1')).toMatch(/not remounted: its staging mount .* is stale \(.*ENOTCONN.*\) and is kept for alloc a2 \(on_stale_mount = "keep"\), so it cannot be staged again/);
+    expect(messageOf('stale', 'a1')).toMatch(
+      /not remounted: its staging mount .* is stale \(.*ENOTCONN.*\) and is kept for alloc a2 \(on_stale_mount = "keep"\), so it cannot be staged again/,
+    );
     expect(messageOf('stale', 'a2')).toMatch(/its staging mount .* is stale: .*ENOTCONN.*; kept as it is \(on_stale_mount = "keep"\)/);
     expect(node.changes().slice(changes)).toEqual([]);
-    expect(node.logger.find('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', 'warn')).toHaveLength(1);
+    expect(
+      node.logger.find('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', 'warn'),
+    ).toHaveLength(1);
   });
 
   test('policy "restart": remounted, and the event asks for the alloc\'s tasks to restart', async () => {
@@ -153,12 +208,14 @@ describe('a stale mount', () => {
     const calls = node.calls();
     await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1']);
-    expect(messageOf('stale', 'a1')).toMatch(/is stale: .* \(ENOTCONN\); kept as it is \(on_stale_mount = "keep"\): its tasks see a broken path until the alloc is restarted$/);
+    expect(messageOf('stale', 'a1')).toMatch(
+      /is stale: .* \(ENOTCONN\); kept as it is \(on_stale_mount = "keep"\): its tasks see a broken path until the alloc is restarted$/,
+    );
     expect(node.calls()).toEqual(calls);
     expect(node.logger.find('a live volume mount is stale', 'warn')[0]!.fields).toMatchObject({ alloc_id: 'a1', policy: 'keep' });
   });
 
-  test('a stat that hangs is stale after MOUNT_STAT_LIMIT_MS; while it still hangs the path is not stat\'ed again', async () => {
+  test("a stat that hangs is stale after MOUNT_STAT_LIMIT_MS; while it still hangs the path is not stat'ed again", async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
     const release = node.mounts.hangStat(targetOf('a1'));
@@ -169,7 +226,9 @@ describe('a stale mount', () => {
     expect(kinds()).toEqual(['plugin-back a1']);
     await node.clock.advance(1);
     await node.settle();
-    expect(messageOf('stale', 'a1')).toBe(`volume "data" (vol1) at ${targetOf('a1')} is stale: ${targetOf('a1')} did not answer a stat within 5s (the mount hangs); kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted`);
+    expect(messageOf('stale', 'a1')).toBe(
+      `volume "data" (vol1) at ${targetOf('a1')} is stale: ${targetOf('a1')} did not answer a stat within 5s (the mount hangs); kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted`,
+    );
 
     // The plugin comes back again: the first stat still hangs, so no second one is made (the staging path is stat'ed, as the target is stale).
     const stats = node.mounts.statted.length;
@@ -196,11 +255,17 @@ describe('a stale mount', () => {
   test('with GET_VOLUME_STATS, an abnormal condition of a mount that answers is reported, never remounted; an error reading it is only logged', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
-    await node.reconciler.mount(req('a2', { volumeId: 'vol2', usage: { readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only' } }), PRERUN);
+    await node.reconciler.mount(
+      req('a2', { volumeId: 'vol2', usage: { readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only' } }),
+      PRERUN,
+    );
     node.vm.volumeStats = true;
     node.vm.conditions.set(targetOf('a1'), { abnormal: true, message: "The volume isn't mounted", reported: true });
     const a2Target = node.record('a2')!.targetPath!;
-    node.vm.conditions.set(a2Target, new CSIError({ grpcCode: GrpcStatus.UNIMPLEMENTED, method: 'NodeGetVolumeStats', endpoint: 'fake', details: '' }));
+    node.vm.conditions.set(
+      a2Target,
+      new CSIError({ grpcCode: GrpcStatus.UNIMPLEMENTED, method: 'NodeGetVolumeStats', endpoint: 'fake', details: '' }),
+    );
     const changes = node.changes().length;
     const calls = node.calls().length;
     await crashAndRecover();
@@ -209,16 +274,28 @@ describe('a stale mount', () => {
       `volume "data" (vol1) at ${targetOf('a1')} answers, but plugin hostpath reports the volume abnormal at ${targetOf('a1')}: The volume isn't mounted; kept as it is (a plugin's condition alone never unmounts a live mount: if the volume is broken, restart the alloc)`,
     );
     // The mount answers, so it is kept; its event says the plugin could not tell its condition, and why.
-    expect(messageOf('checked', 'a2')).toMatch(new RegExp(`^volume "data" \\(vol2\\) at ${a2Target.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} answers; kept as it is \\(plugin hostpath could not tell its condition: .*UNIMPLEMENTED`));
+    expect(messageOf('checked', 'a2')).toMatch(
+      new RegExp(
+        `^volume "data" \\(vol2\\) at ${a2Target.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} answers; kept as it is \\(plugin hostpath could not tell its condition: .*UNIMPLEMENTED`,
+      ),
+    );
     expect(node.logger.find('could not read the volume condition; the mount itself answers, so it is kept', 'warn')).toHaveLength(1);
-    expect(node.logger.find('a node plugin reports a live volume mount abnormal; it answers every check of its own, so it is kept as it is', 'warn')).toHaveLength(1);
+    expect(
+      node.logger.find(
+        'a node plugin reports a live volume mount abnormal; it answers every check of its own, so it is kept as it is',
+        'warn',
+      ),
+    ).toHaveLength(1);
     expect(node.vm.conditionChecks).toEqual(['vol1 a1 target', 'vol2 a2 target']);
     // Nothing came down: no unpublish, no unstage, no record changed, and volume status says what the plugin said.
     expect(node.calls().slice(calls)).toEqual([]);
     expect(node.changes().slice(changes)).toEqual([]);
     expect(node.record('a1')).toMatchObject({ published: true, staged: true });
     expect(node.record('a1')!.remounting).toBeUndefined();
-    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({ state: 'abnormal', message: expect.stringMatching(/reports the volume abnormal/) });
+    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({
+      state: 'abnormal',
+      message: expect.stringMatching(/reports the volume abnormal/),
+    });
     expect(node.reconciler.mountChecks('a2')[0]!.state).toBe('ok');
     // Every time it comes back: reported again, still never remounted.
     await crashAndRecover();
@@ -241,7 +318,9 @@ describe('a stale mount', () => {
     expect(kinds().slice(3)).toEqual(['checked a1', 'checked a2', 'stale a3', 'remounted a3']);
     expect(messageOf('stale', 'a3')).toMatch(/is no longer a mount point; remounting/);
     expect(node.calls().slice(calls)).toEqual(['unpublish vol1 a3', 'stage vol1', 'publish vol1 a3']);
-    expect(node.logger.find('could not stat a live mount for a reason that does not say it is dead; not taken as stale', 'warn')).toHaveLength(3);
+    expect(
+      node.logger.find('could not stat a live mount for a reason that does not say it is dead; not taken as stale', 'warn'),
+    ).toHaveLength(3);
   });
 
   test('a broken mount whose unpublish the plugin refuses as busy is reported and left as it is: not retried, not held "remounting", checked again when the plugin is back', async () => {
@@ -251,7 +330,9 @@ describe('a stale mount', () => {
     node.vm.failNext('unpublish', { error: new Error('NodeUnpublishVolume: umount: /t: target is busy.') });
     await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remount-busy a1']);
-    expect(messageOf('remount-busy', 'a1')).toMatch(new RegExp(`is stale, but its target .* is in use \\(.*target is busy.*\\); left as it is, not forced`));
+    expect(messageOf('remount-busy', 'a1')).toMatch(
+      new RegExp(`is stale, but its target .* is in use \\(.*target is busy.*\\); left as it is, not forced`),
+    );
     expect(node.calls().slice(calls)).toEqual(['unpublish vol1 a1']);
     expect(node.record('a1')).toMatchObject({ published: true, staged: true });
     expect(node.record('a1')!.remounting).toBeUndefined();
@@ -289,7 +370,9 @@ describe('a stale mount', () => {
     node.vm.failNext('publish', { error: new Error('NodePublishVolume: device busy') });
     await crashAndRecover(() => node.mounts.failStat(targetOf('a1'), 'ENOTCONN'));
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remount-failed a1']);
-    expect(messageOf('remount-failed', 'a1')).toBe('volume "data" (vol1) is stale and could not be remounted: NodePublishVolume: device busy; trying again after a backoff and when plugin hostpath is next back');
+    expect(messageOf('remount-failed', 'a1')).toBe(
+      'volume "data" (vol1) is stale and could not be remounted: NodePublishVolume: device busy; trying again after a backoff and when plugin hostpath is next back',
+    );
     expect(node.record('a1')).toMatchObject({ desired: 'mounted', published: true, remounting: 'remount' });
     expect(node.reconciler.mounted('a1')).toEqual([]);
 
@@ -326,7 +409,7 @@ describe('a stale mount the claimer says may not come back up yet (a cluster nod
   });
 });
 
-describe('probes that cannot start or wait for a slot say nothing of the mount (the agent\'s own limits are not a stale mount)', () => {
+describe("probes that cannot start or wait for a slot say nothing of the mount (the agent's own limits are not a stale mount)", () => {
   const notStarted = (p: string) => new MountProbeNotStartedError(p, `could not stat ${p}: 4 probes in flight and 256 queued`);
 
   test('a probe that could not start is not stale: the mount is kept, with a warning', async () => {
@@ -339,10 +422,12 @@ describe('probes that cannot start or wait for a slot say nothing of the mount (
     await crashAndRecover();
     expect(kinds()).toEqual(['plugin-back a1', 'checked a1']);
     expect(node.calls()).toEqual(calls);
-    expect(node.logger.find('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', 'warn')).toHaveLength(1);
+    expect(
+      node.logger.find('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', 'warn'),
+    ).toHaveLength(1);
   });
 
-  test('time spent queued for a probe slot does not count: the limit runs from the probe\'s start', async () => {
+  test("time spent queued for a probe slot does not count: the limit runs from the probe's start", async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
     let start!: () => void;
@@ -439,7 +524,14 @@ describe('a remount never passes off a stale staging mount as mended (M1)', () =
     await node.settle();
     expect(kinds()).toEqual(['plugin-back a1', 'stale a1', 'remounted a1', 'remounted a3']);
     expect(messageOf('remounted', 'a3')).toMatch(/with the other users of its stale staging mount/);
-    expect(node.changes().slice(changes)).toEqual([unpublished('a1'), unpublished('a3'), unstaged(), staged(), published('a1'), published('a3')]);
+    expect(node.changes().slice(changes)).toEqual([
+      unpublished('a1'),
+      unpublished('a3'),
+      unstaged(),
+      staged(),
+      published('a1'),
+      published('a3'),
+    ]);
     release();
   });
 });
@@ -499,7 +591,7 @@ describe('an agent killed mid-remount leaves the next one the remount to finish 
   });
 });
 
-describe('a plugin that bounces during a mount\'s steps has the mount looked at again (M3)', () => {
+describe("a plugin that bounces during a mount's steps has the mount looked at again (M3)", () => {
   test('a remount whose publish straddles a second bounce is checked by the follow-up run', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1', { onStaleMount: 'keep' }), PRERUN);
@@ -523,7 +615,10 @@ describe('a record with a value this agent does not know (L4)', () => {
     await node.reconciler.mount(req('a1'), PRERUN);
     node.store.put({ ...node.record('a1')!, onStaleMount: 'migrate' as never });
     const agent = node.restart();
-    expect(node.logger.find('a volume mount record holds values this agent does not know (from a newer agent?); read with defaults', 'warn')[0]!.fields).toMatchObject({ alloc_id: 'a1', fields: 'onStaleMount "migrate" (read as "remount")' });
+    expect(
+      node.logger.find('a volume mount record holds values this agent does not know (from a newer agent?); read with defaults', 'warn')[0]!
+        .fields,
+    ).toMatchObject({ alloc_id: 'a1', fields: 'onStaleMount "migrate" (read as "remount")' });
     expect(agent.list('a1')).toHaveLength(1);
     const info = await agent.mount(req('a1'), RESTORE);
     expect(info).toMatchObject({ restored: true });
@@ -569,7 +664,10 @@ describe('the last check result of each live mount, for volume status (M4)', () 
     node.csi.bringUp(PLUGIN);
     await node.settle();
     expect(states()).toEqual(['a1 stale', 'a2 remounting']);
-    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({ message: expect.stringMatching(/is stale: .*ENOTCONN/), time: node.clock.now() });
+    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({
+      message: expect.stringMatching(/is stale: .*ENOTCONN/),
+      time: node.clock.now(),
+    });
     node.mounts.clearStat(targetOf('a1'));
     node.mounts.clearStat(targetOf('a2'));
     await node.clock.advance(node.timeouts.unmountBackoff(1));

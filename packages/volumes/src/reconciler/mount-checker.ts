@@ -41,7 +41,15 @@
 // it): that is reported (`remount-busy`) and left as it is, never forced,
 // until the plugin is next back or the agent restarts.
 import { type Disposable, errorMessage, formatDuration, type Clock, type Logger, type TimeoutPolicy } from '@csiplug/core';
-import { MountProbeHungError, MountProbeNotStartedError, isMountPointRetrying, type CSIManager, type MountTable, type PluginReady, type PluginRetired } from '@csiplug/csimanager';
+import {
+  MountProbeHungError,
+  MountProbeNotStartedError,
+  isMountPointRetrying,
+  type CSIManager,
+  type MountTable,
+  type PluginReady,
+  type PluginRetired,
+} from '@csiplug/csimanager';
 import { PluginTypeCSINode } from '@csiplug/registry';
 import { ClaimError } from '../catalog/volume-claimer';
 import { RemountBusyError } from './errors';
@@ -133,7 +141,11 @@ export class MountChecker implements Disposable {
     const id = e.info.name;
     this.generation.set(id, this.gen(id) + 1);
     this.retries.get(id)?.timer?.dispose();
-    const why = e.replaced ? `a new instance, alloc ${e.info.allocId}, replacing alloc ${e.replaced.allocId}` : e.cause === 'recovered' ? `healthy again, alloc ${e.info.allocId}` : `alloc ${e.info.allocId}`;
+    const why = e.replaced
+      ? `a new instance, alloc ${e.info.allocId}, replacing alloc ${e.replaced.allocId}`
+      : e.cause === 'recovered'
+        ? `healthy again, alloc ${e.info.allocId}`
+        : `alloc ${e.info.allocId}`;
     void this.check(id, `plugin ${id} is back (${why})`);
   }
 
@@ -152,7 +164,10 @@ export class MountChecker implements Disposable {
         this.retiredTimers.delete(id);
         if (this.stopped) return;
         this.generation.set(id, this.gen(id) + 1);
-        void this.check(id, `plugin ${id}: alloc ${e.retired.allocId}, which alloc ${e.info.allocId} replaced, went away (what it served may be stale)`);
+        void this.check(
+          id,
+          `plugin ${id}: alloc ${e.retired.allocId}, which alloc ${e.info.allocId} replaced, went away (what it served may be stale)`,
+        );
       }, RETIRED_CHECK_GRACE_MS),
     );
   }
@@ -211,7 +226,12 @@ export class MountChecker implements Disposable {
       return running;
     }
     const run = this.run(pluginId, announce)
-      .catch((err: unknown) => this.deps.log.error('checking the live mounts of a plugin failed; they are checked again when it is next back', { plugin_id: pluginId, error: errorMessage(err) }))
+      .catch((err: unknown) =>
+        this.deps.log.error('checking the live mounts of a plugin failed; they are checked again when it is next back', {
+          plugin_id: pluginId,
+          error: errorMessage(err),
+        }),
+      )
       .finally(() => {
         this.running.delete(pluginId);
         if (!this.again.has(pluginId)) return;
@@ -228,7 +248,8 @@ export class MountChecker implements Disposable {
     const records = this.host.attached(pluginId).filter(([key]) => this.checkedAt.get(key) !== gen);
     if (records.length === 0) return;
     for (const [key] of records) this.checkedAt.set(key, gen);
-    if (announce) for (const [, r] of records) this.report('plugin-back', r, `${announce}; checking ${label(r)} at ${r.targetPath ?? 'its target'}`);
+    if (announce)
+      for (const [, r] of records) this.report('plugin-back', r, `${announce}; checking ${label(r)} at ${r.targetPath ?? 'its target'}`);
 
     const problems = new Map<string, string>();
     /** Mounts that answer, but that the plugin calls abnormal: what it says, for their event (reported, never acted on). */
@@ -255,14 +276,22 @@ export class MountChecker implements Disposable {
     await Promise.all(Array.from({ length: Math.min(CONDITIONS_AT_ONCE, answered.length) }, worker));
     const byVolume = new Map<string, (readonly [string, VolumeMountRecord])[]>();
     for (const entry of records) byVolume.set(entry[1].volumeId, [...(byVolume.get(entry[1].volumeId) ?? []), entry]);
-    const outcomes = await Promise.all([...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems, abnormal, unread)));
+    const outcomes = await Promise.all(
+      [...byVolume].map(([volumeId, group]) => this.handleVolume(volumeId, group, problems, abnormal, unread)),
+    );
     if (this.stopped) return;
     if (outcomes.some((failed) => failed)) this.scheduleRetry(pluginId);
     else this.retries.delete(pluginId);
   }
 
   /** Reports what was found of one volume's mounts and remounts the stale ones its policy allows; true when a remount failed. */
-  private async handleVolume(volumeId: string, group: (readonly [string, VolumeMountRecord])[], problems: Map<string, string>, abnormal: ReadonlyMap<string, string>, unread: ReadonlyMap<string, string>): Promise<boolean> {
+  private async handleVolume(
+    volumeId: string,
+    group: (readonly [string, VolumeMountRecord])[],
+    problems: Map<string, string>,
+    abnormal: ReadonlyMap<string, string>,
+    unread: ReadonlyMap<string, string>,
+  ): Promise<boolean> {
     const toRemount = new Set<string>();
     const restage = new Set<string>();
     /** Stale keys that cannot be remounted now, with why. */
@@ -286,13 +315,21 @@ export class MountChecker implements Disposable {
         } else {
           // Publishing again from a stale staging mount mends nothing: the others are reported stale, not remounted.
           const keptFor = keepers.map(([, r]) => r.allocId);
-          this.deps.log.warn('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', { volume_id: volumeId, staging_path: first.stagingPath, problem: stagingProblem, kept_for: keptFor });
+          this.deps.log.warn('a staging mount is stale, but is kept for an alloc whose policy is "keep"; its other users stay stale', {
+            volume_id: volumeId,
+            staging_path: first.stagingPath,
+            problem: stagingProblem,
+            kept_for: keptFor,
+          });
           for (const [key, r] of users) {
             if (policyOf(r) === 'keep') {
               if (!problems.has(key)) problems.set(key, `its staging mount ${first.stagingPath} is stale: ${stagingProblem}`);
               continue;
             }
-            blocked.set(key, `its staging mount ${first.stagingPath} is stale (${stagingProblem}) and is kept for alloc ${keptFor.join(', ')} (on_stale_mount = "keep"), so it cannot be staged again`);
+            blocked.set(
+              key,
+              `its staging mount ${first.stagingPath} is stale (${stagingProblem}) and is kept for alloc ${keptFor.join(', ')} (on_stale_mount = "keep"), so it cannot be staged again`,
+            );
             if (!problems.has(key)) problems.set(key, `its staging mount ${first.stagingPath} is stale: ${stagingProblem}`);
           }
           continue;
@@ -305,12 +342,23 @@ export class MountChecker implements Disposable {
       if (problem === undefined) {
         const said = abnormal.get(key);
         if (said !== undefined) {
-          this.deps.log.warn('a node plugin reports a live volume mount abnormal; it answers every check of its own, so it is kept as it is', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, condition: said });
-          this.report('abnormal', r, `${label(r)} at ${r.targetPath} answers, but ${said}; kept as it is (a plugin's condition alone never unmounts a live mount: if the volume is broken, restart the alloc)`);
+          this.deps.log.warn(
+            'a node plugin reports a live volume mount abnormal; it answers every check of its own, so it is kept as it is',
+            { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, condition: said },
+          );
+          this.report(
+            'abnormal',
+            r,
+            `${label(r)} at ${r.targetPath} answers, but ${said}; kept as it is (a plugin's condition alone never unmounts a live mount: if the volume is broken, restart the alloc)`,
+          );
           continue;
         }
         const why = unread.get(key);
-        this.report('checked', r, `${label(r)} at ${r.targetPath} answers; kept as it is${why !== undefined ? ` (plugin ${r.pluginId} could not tell its condition: ${why})` : ''}`);
+        this.report(
+          'checked',
+          r,
+          `${label(r)} at ${r.targetPath} answers; kept as it is${why !== undefined ? ` (plugin ${r.pluginId} could not tell its condition: ${why})` : ''}`,
+        );
         continue;
       }
       const why = blocked.get(key);
@@ -320,7 +368,15 @@ export class MountChecker implements Disposable {
           : !toRemount.has(key)
             ? 'kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted'
             : `remounting it through plugin ${r.pluginId}${restartsTasks(r) ? ", then restarting the alloc's tasks" : ''}`;
-      this.deps.log.warn('a live volume mount is stale', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, problem, policy: policyOf(r) });
+      this.deps.log.warn('a live volume mount is stale', {
+        alloc_id: r.allocId,
+        volume: r.name,
+        volume_id: r.volumeId,
+        plugin_id: r.pluginId,
+        target: r.targetPath,
+        problem,
+        policy: policyOf(r),
+      });
       this.report('stale', r, `${label(r)} at ${r.targetPath ?? 'its target'} is stale: ${problem}; ${action}`);
     }
     if (toRemount.size === 0 || this.stopped) return false;
@@ -341,24 +397,53 @@ export class MountChecker implements Disposable {
           this.hanging.delete(p);
           this.hung.delete(p);
         }
-        this.deps.log.info('a stale volume mount was remounted', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath });
+        this.deps.log.info('a stale volume mount was remounted', {
+          alloc_id: r.allocId,
+          volume: r.name,
+          volume_id: r.volumeId,
+          plugin_id: r.pluginId,
+          target: r.targetPath,
+        });
         const restart = restartsTasks(r);
         const along = outcome.extra?.has(key) ? ` (with the other users of its stale staging mount ${r.stagingPath ?? ''})` : '';
-        this.report('remounted', r, `${label(r)} staged and published again at ${r.targetPath} through plugin ${r.pluginId}${along}${restart ? "; restarting the alloc's tasks so they see it" : ''}`, restart);
+        this.report(
+          'remounted',
+          r,
+          `${label(r)} staged and published again at ${r.targetPath} through plugin ${r.pluginId}${along}${restart ? "; restarting the alloc's tasks so they see it" : ''}`,
+          restart,
+        );
         this.host.remountReported(key);
       } else if (failed.get(key) instanceof RemountBusyError) {
         // Never forced: left as it is, and not tried again until the plugin is next back (its checkedAt stays).
         const err = failed.get(key);
-        this.deps.log.warn('a broken volume mount is in use and was not remounted; it is left as it is', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, target: r.targetPath, error: errorMessage(err) });
-        this.report('remount-busy', r, `${label(r)} is stale, but its target ${r.targetPath ?? ''} is in use (${errorMessage(err)}); left as it is, not forced: stop what holds it (or restart the alloc), it is checked again when plugin ${r.pluginId} is next back`);
+        this.deps.log.warn('a broken volume mount is in use and was not remounted; it is left as it is', {
+          alloc_id: r.allocId,
+          volume: r.name,
+          volume_id: r.volumeId,
+          plugin_id: r.pluginId,
+          target: r.targetPath,
+          error: errorMessage(err),
+        });
+        this.report(
+          'remount-busy',
+          r,
+          `${label(r)} is stale, but its target ${r.targetPath ?? ''} is in use (${errorMessage(err)}); left as it is, not forced: stop what holds it (or restart the alloc), it is checked again when plugin ${r.pluginId} is next back`,
+        );
       } else if (failed.has(key)) {
         const err = failed.get(key);
         // Looked at again on the retry, whatever generation the plugin is at.
         this.checkedAt.delete(key);
         // Not allowed yet (a cluster node not settled since it joined) is a wait, not a failure of the plugin.
         const waiting = err instanceof ClaimError && err.retryable;
-        this.deps.log[waiting ? 'info' : 'error']('a stale volume mount could not be remounted; trying again after a backoff and when its plugin is next back', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, error: errorMessage(err) });
-        this.report('remount-failed', r, `${label(r)} is stale and could not be remounted: ${errorMessage(err)}; trying again after a backoff and when plugin ${r.pluginId} is next back`);
+        this.deps.log[waiting ? 'info' : 'error'](
+          'a stale volume mount could not be remounted; trying again after a backoff and when its plugin is next back',
+          { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, plugin_id: r.pluginId, error: errorMessage(err) },
+        );
+        this.report(
+          'remount-failed',
+          r,
+          `${label(r)} is stale and could not be remounted: ${errorMessage(err)}; trying again after a backoff and when plugin ${r.pluginId} is next back`,
+        );
       }
     }
     return [...failed.values()].some((err) => !(err instanceof RemountBusyError));
@@ -385,11 +470,23 @@ export class MountChecker implements Disposable {
       const mounted = await isMountPointRetrying(this.deps.mountTable, p, {
         clock: this.deps.clock,
         signal: this.stop.signal,
-        onFault: (err, attempt, delayMs) => this.deps.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { target: p, attempt, delay_ms: delayMs, error: errorMessage(err) }),
+        onFault: (err, attempt, delayMs) =>
+          this.deps.log.warn('cannot read the mount table for a fault of the agent itself; checking again', {
+            target: p,
+            attempt,
+            delay_ms: delayMs,
+            error: errorMessage(err),
+          }),
       });
       return mounted ? undefined : `${p} is no longer a mount point`;
     } catch (err) {
-      if (!this.stopped) this.deps.log.warn('could not read the mount table to check a live mount; not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+      if (!this.stopped)
+        this.deps.log.warn('could not read the mount table to check a live mount; not taken as stale', {
+          alloc_id: r.allocId,
+          volume_id: r.volumeId,
+          target: p,
+          error: errorMessage(err),
+        });
       return undefined;
     }
   }
@@ -418,7 +515,10 @@ export class MountChecker implements Disposable {
           // Started again (a batched stat the table asks again on its own): the limit counts from the new start.
           timer?.dispose();
           // At the limit, one more turn of the loop first: an answer that came while the agent was busy past the limit is heard before the mount is called hung.
-          timer = this.deps.clock.setTimeout(() => (timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), 0)), MOUNT_STAT_LIMIT_MS);
+          timer = this.deps.clock.setTimeout(
+            () => (timer = this.deps.clock.setTimeout(() => hungAnswer(hungMessage), 0)),
+            MOUNT_STAT_LIMIT_MS,
+          );
         },
       })
       .then(
@@ -430,7 +530,12 @@ export class MountChecker implements Disposable {
         (err: unknown) => {
           this.hanging.delete(p);
           if (err instanceof MountProbeNotStartedError) {
-            this.deps.log.warn('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+            this.deps.log.warn('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', {
+              alloc_id: r.allocId,
+              volume_id: r.volumeId,
+              target: p,
+              error: errorMessage(err),
+            });
             return this.hung.has(p) ? `an earlier stat of ${p} hung and no later one has answered` : undefined;
           }
           if (err instanceof MountProbeHungError) {
@@ -440,7 +545,12 @@ export class MountChecker implements Disposable {
           this.hung.delete(p);
           const code = (err as NodeJS.ErrnoException).code;
           if (code !== undefined && STALE_STAT_CODES.has(code)) return `${p} does not answer a stat (${code})`;
-          this.deps.log.warn('could not stat a live mount for a reason that does not say it is dead; not taken as stale', { alloc_id: r.allocId, volume_id: r.volumeId, target: p, error: errorMessage(err) });
+          this.deps.log.warn('could not stat a live mount for a reason that does not say it is dead; not taken as stale', {
+            alloc_id: r.allocId,
+            volume_id: r.volumeId,
+            target: p,
+            error: errorMessage(err),
+          });
           return undefined;
         },
       );
@@ -459,11 +569,24 @@ export class MountChecker implements Disposable {
     const where = r.targetPath;
     try {
       const vm = this.deps.csi.volumeManager(r.pluginId);
-      const condition = await vm.volumeCondition({ id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId }, r.allocId, r.usage, 'target', { signal: this.stop.signal, ...(where !== undefined ? { hostPath: where } : {}) });
-      if (condition?.abnormal) return `plugin ${r.pluginId} reports the volume abnormal at ${where}${condition.message ? `: ${condition.message}` : ''}`;
+      const condition = await vm.volumeCondition(
+        { id: r.volumeId, externalId: r.externalId, pluginId: r.pluginId },
+        r.allocId,
+        r.usage,
+        'target',
+        { signal: this.stop.signal, ...(where !== undefined ? { hostPath: where } : {}) },
+      );
+      if (condition?.abnormal)
+        return `plugin ${r.pluginId} reports the volume abnormal at ${where}${condition.message ? `: ${condition.message}` : ''}`;
     } catch (err) {
       if (!this.stopped) {
-        this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is kept', { alloc_id: r.allocId, volume_id: r.volumeId, plugin_id: r.pluginId, path: where, error: errorMessage(err) });
+        this.deps.log.warn('could not read the volume condition; the mount itself answers, so it is kept', {
+          alloc_id: r.allocId,
+          volume_id: r.volumeId,
+          plugin_id: r.pluginId,
+          path: where,
+          error: errorMessage(err),
+        });
         unread?.(errorMessage(err));
       }
     }

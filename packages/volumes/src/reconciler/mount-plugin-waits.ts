@@ -18,10 +18,26 @@ export interface PluginWaitHost {
 }
 
 /** Tells whoever waits for the mount that it is held back (a listener's fault is logged, never the mount's). */
-export function tellRetry(log: Logger, options: MountOptions, record: VolumeMountRecord, reason: MountRetry['reason'], attempt: number, err: unknown, delayMs: number): void {
+export function tellRetry(
+  log: Logger,
+  options: MountOptions,
+  record: VolumeMountRecord,
+  reason: MountRetry['reason'],
+  attempt: number,
+  err: unknown,
+  delayMs: number,
+): void {
   if (!options.onRetry) return;
   try {
-    options.onRetry({ name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, reason, attempt, error: errorMessage(err), delayMs });
+    options.onRetry({
+      name: record.name,
+      volumeId: record.volumeId,
+      pluginId: record.pluginId,
+      reason,
+      attempt,
+      error: errorMessage(err),
+      delayMs,
+    });
   } catch (listenerErr) {
     log.warn('a mount retry listener failed', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(listenerErr) });
   }
@@ -34,10 +50,25 @@ export function tellRetry(log: Logger, options: MountOptions, record: VolumeMoun
  * failed. A plugin that still looks healthy (its crash not seen yet) is
  * given a backoff first. Throws the step's error when no time is left.
  */
-export async function awaitPluginAgain(host: PluginWaitHost, record: VolumeMountRecord, err: unknown, retry: number, phase: MountOptions['phase'], deadline: number, signal: AbortSignal | undefined): Promise<void> {
+export async function awaitPluginAgain(
+  host: PluginWaitHost,
+  record: VolumeMountRecord,
+  err: unknown,
+  retry: number,
+  phase: MountOptions['phase'],
+  deadline: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const left = deadline - host.clock.now();
   if (left <= 0) throw err;
-  host.log.warn('the node plugin went away during the mount; waiting for it to be healthy, then asking again', { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId, retry, left_ms: left, error: errorMessage(err) });
+  host.log.warn('the node plugin went away during the mount; waiting for it to be healthy, then asking again', {
+    alloc_id: record.allocId,
+    volume_id: record.volumeId,
+    plugin_id: record.pluginId,
+    retry,
+    left_ms: left,
+    error: errorMessage(err),
+  });
   if (!host.pluginAway(record.pluginId)) {
     await host.clock.sleep(Math.min(left, host.timeouts.unmountBackoff(retry)), signal);
     // No step attempt past the deadline, however healthy the plugin looks now.

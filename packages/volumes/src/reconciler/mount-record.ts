@@ -42,8 +42,10 @@ export function remountIntentOf(record: Pick<VolumeMountRecord, 'remounting'>): 
 /** Optional fields holding a value this agent does not know (read as a default, see stalePolicyOf), for a warning. */
 export function unknownFieldValues(record: VolumeMountRecord): string[] {
   const found: string[] = [];
-  if (record.onStaleMount !== undefined && !STALE_MOUNT_POLICIES.includes(record.onStaleMount)) found.push(`onStaleMount "${String(record.onStaleMount)}" (read as "remount")`);
-  if (record.remounting !== undefined && !REMOUNT_INTENTS.includes(record.remounting)) found.push(`remounting "${String(record.remounting)}" (read as "remount")`);
+  if (record.onStaleMount !== undefined && !STALE_MOUNT_POLICIES.includes(record.onStaleMount))
+    found.push(`onStaleMount "${String(record.onStaleMount)}" (read as "remount")`);
+  if (record.remounting !== undefined && !REMOUNT_INTENTS.includes(record.remounting))
+    found.push(`remounting "${String(record.remounting)}" (read as "remount")`);
   return found;
 }
 

@@ -12,7 +12,9 @@ import { StateMountStore } from './mount-store';
 
 /** Puts bytes that are not JSON under csi/mounts/<key>, as a torn write would leave them. */
 function plantUndecodable(db: BoltClientStateDB, key: string): void {
-  db.raw.update((tx) => tx.createBucketIfNotExists('csi').createBucketIfNotExists('mounts').put(key, Buffer.from('{"allocId":"alloc-2","name":"bro')));
+  db.raw.update((tx) =>
+    tx.createBucketIfNotExists('csi').createBucketIfNotExists('mounts').put(key, Buffer.from('{"allocId":"alloc-2","name":"bro')),
+  );
 }
 
 describeMountStoreContract('FakeMountStore', () => {

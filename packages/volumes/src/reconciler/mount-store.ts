@@ -112,62 +112,77 @@ export function adoptLegacyVolumeState(legacy: LegacyVolumeState, store: MountSt
       try {
         fn(item);
       } catch (err) {
-        log.error(`a legacy ${what} entry could not be adopted; left in the state untouched`, { entry: JSON.stringify(item)?.slice(0, 200), error: errorMessage(err) });
+        log.error(`a legacy ${what} entry could not be adopted; left in the state untouched`, {
+          entry: JSON.stringify(item)?.slice(0, 200),
+          error: errorMessage(err),
+        });
       }
     }
   };
-  each('volume usage', () => legacy.listVolumeUsage(), (entry) => {
-    for (const u of entry.users) staged.add(`${entry.pluginId}\0${entry.volumeId}\0${u.allocId}`);
-  });
-  each('mount stubs', () => legacy.listAllocations().allocs, ({ allocId }) => {
-    const stubs = legacy.getVolumeStubs(allocId);
-    if (!stubs || Object.keys(stubs).length === 0) return;
-    const records: VolumeMountRecord[] = [];
-    for (const stub of Object.values(stubs)) {
+  each(
+    'volume usage',
+    () => legacy.listVolumeUsage(),
+    (entry) => {
+      for (const u of entry.users) staged.add(`${entry.pluginId}\0${entry.volumeId}\0${u.allocId}`);
+    },
+  );
+  each(
+    'mount stubs',
+    () => legacy.listAllocations().allocs,
+    ({ allocId }) => {
+      const stubs = legacy.getVolumeStubs(allocId);
+      if (!stubs || Object.keys(stubs).length === 0) return;
+      const records: VolumeMountRecord[] = [];
+      for (const stub of Object.values(stubs)) {
+        const record: VolumeMountRecord = {
+          allocId,
+          name: stub.name,
+          volumeId: stub.volumeId,
+          externalId: stub.externalId ?? stub.volumeId,
+          pluginId: stub.pluginId,
+          usage: copyUsage(stub.usage),
+          desired: 'mounted',
+          claimed: true,
+          staged: stub.stagingPath !== undefined || staged.has(`${stub.pluginId}\0${stub.volumeId}\0${allocId}`),
+          published: true,
+          targetPath: stub.targetPath,
+          attempts: 0,
+          since: now,
+        };
+        if (stub.stagingPath) record.stagingPath = stub.stagingPath;
+        if (stub.publishContext) record.publishContext = { ...stub.publishContext };
+        if (!isVolumeMountRecord(record)) throw new Error(`mount stub "${String(stub.name)}" of alloc ${allocId} is malformed`);
+        records.push(record);
+      }
+      for (const record of records) adopted.set(mountKey(allocId, record.name), record);
+      cleared.allocs.push(allocId);
+    },
+  );
+  each(
+    'pending unmount',
+    () => legacy.listPendingUnmounts(),
+    (p) => {
+      const name = p.volumeName ?? p.volumeId;
       const record: VolumeMountRecord = {
-        allocId,
-        name: stub.name,
-        volumeId: stub.volumeId,
-        externalId: stub.externalId ?? stub.volumeId,
-        pluginId: stub.pluginId,
-        usage: copyUsage(stub.usage),
-        desired: 'mounted',
+        allocId: p.allocId,
+        name,
+        volumeId: p.volumeId,
+        externalId: p.externalId ?? p.volumeId,
+        pluginId: p.pluginId,
+        usage: copyUsage(p.usage),
+        desired: 'unmounted',
         claimed: true,
-        staged: stub.stagingPath !== undefined || staged.has(`${stub.pluginId}\0${stub.volumeId}\0${allocId}`),
+        staged: true,
         published: true,
-        targetPath: stub.targetPath,
-        attempts: 0,
-        since: now,
+        attempts: typeof p.attempts === 'number' ? p.attempts : 0,
+        since: typeof p.since === 'number' ? p.since : now,
       };
-      if (stub.stagingPath) record.stagingPath = stub.stagingPath;
-      if (stub.publishContext) record.publishContext = { ...stub.publishContext };
-      if (!isVolumeMountRecord(record)) throw new Error(`mount stub "${String(stub.name)}" of alloc ${allocId} is malformed`);
-      records.push(record);
-    }
-    for (const record of records) adopted.set(mountKey(allocId, record.name), record);
-    cleared.allocs.push(allocId);
-  });
-  each('pending unmount', () => legacy.listPendingUnmounts(), (p) => {
-    const name = p.volumeName ?? p.volumeId;
-    const record: VolumeMountRecord = {
-      allocId: p.allocId,
-      name,
-      volumeId: p.volumeId,
-      externalId: p.externalId ?? p.volumeId,
-      pluginId: p.pluginId,
-      usage: copyUsage(p.usage),
-      desired: 'unmounted',
-      claimed: true,
-      staged: true,
-      published: true,
-      attempts: typeof p.attempts === 'number' ? p.attempts : 0,
-      since: typeof p.since === 'number' ? p.since : now,
-    };
-    if (p.lastError) record.lastError = String(p.lastError);
-    if (!isVolumeMountRecord(record)) throw new Error(`pending unmount ${String(p.id)} is malformed`);
-    adopted.set(mountKey(p.allocId, name), record);
-    cleared.pending.push(p.id);
-  });
+      if (p.lastError) record.lastError = String(p.lastError);
+      if (!isVolumeMountRecord(record)) throw new Error(`pending unmount ${String(p.id)} is malformed`);
+      adopted.set(mountKey(p.allocId, name), record);
+      cleared.pending.push(p.id);
+    },
+  );
   if (adopted.size === 0 && staged.size === 0) return 0;
   // A record the store has already is newer than the legacy entry (adopted
   // on an earlier start whose clearing failed): it is kept, never overwritten.
@@ -182,7 +197,11 @@ export function adoptLegacyVolumeState(legacy: LegacyVolumeState, store: MountSt
   for (const key of staged) {
     const [pluginId, volumeId, allocId] = key.split('\0') as [string, string, string];
     const owned = [...adopted.values()].some((r) => r.allocId === allocId && r.volumeId === volumeId && r.pluginId === pluginId);
-    if (!owned) log.warn('dropping a staging user left by an older agent without a mount stub (its mount was under way; the alloc mounts again on restore)', { alloc_id: allocId, volume_id: volumeId, plugin_id: pluginId });
+    if (!owned)
+      log.warn(
+        'dropping a staging user left by an older agent without a mount stub (its mount was under way; the alloc mounts again on restore)',
+        { alloc_id: allocId, volume_id: volumeId, plugin_id: pluginId },
+      );
   }
   try {
     for (const allocId of cleared.allocs) legacy.putVolumeStubs(allocId, {});

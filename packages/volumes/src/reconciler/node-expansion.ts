@@ -24,22 +24,39 @@ export interface ExpansionHost {
 }
 
 /** The node-side expansion a record owes, after its publish: cleared once the plugin answered; a failure keeps it owed and never fails the mount. */
-export async function expandOwed(host: ExpansionHost, key: string, capacityBytes: number, signal: AbortSignal | undefined): Promise<number | undefined> {
+export async function expandOwed(
+  host: ExpansionHost,
+  key: string,
+  capacityBytes: number,
+  signal: AbortSignal | undefined,
+): Promise<number | undefined> {
   const record = host.wanted(key);
   try {
-    const capacity = await host.csi.volumeManager(record.pluginId).expandVolume(ref(record, host.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
+    const capacity = await host.csi
+      .volumeManager(record.pluginId)
+      .expandVolume(ref(record, host.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
     // Done (or no node-side expansion at all: nothing is owed either) — unless a larger one was asked meanwhile.
     const now = host.records.get(key);
     if (now && (now.expandTo ?? 0) <= capacityBytes) host.update(key, { expandTo: undefined });
     return capacity;
   } catch (err) {
-    host.log.warn('node-side expansion failed; it is made after the next publish', { alloc_id: record.allocId, volume_id: record.volumeId, capacity_bytes: capacityBytes, error: errorMessage(err) });
+    host.log.warn('node-side expansion failed; it is made after the next publish', {
+      alloc_id: record.allocId,
+      volume_id: record.volumeId,
+      capacity_bytes: capacityBytes,
+      error: errorMessage(err),
+    });
     throw err;
   }
 }
 
 /** Owes the expansion to every record of the volume wanted mounted, and makes it now on those published (when the plugin expands online). */
-export async function expandMountedVolume(host: ExpansionHost, volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
+export async function expandMountedVolume(
+  host: ExpansionHost,
+  volumeId: string,
+  capacityBytes: number,
+  options: { online: boolean; signal?: AbortSignal },
+): Promise<NodeExpandOutcome[]> {
   const out: NodeExpandOutcome[] = [];
   for (const key of [...host.records.keys()]) {
     // Read again each round: an earlier round awaited, and the record may be gone or unwanted since.
@@ -54,7 +71,11 @@ export async function expandMountedVolume(host: ExpansionHost, volumeId: string,
     }
     try {
       const capacity = await host.queue.run(volumeId, () => expandOwed(host, key, capacityBytes, options.signal), options.signal);
-      out.push({ allocId: record.allocId, name: record.name, ...(capacity !== undefined ? { capacityBytes: capacity } : { noNodeExpansion: true as const }) });
+      out.push({
+        allocId: record.allocId,
+        name: record.name,
+        ...(capacity !== undefined ? { capacityBytes: capacity } : { noNodeExpansion: true as const }),
+      });
     } catch (err) {
       out.push({ allocId: record.allocId, name: record.name, error: errorMessage(err) });
     }

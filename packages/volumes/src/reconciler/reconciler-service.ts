@@ -106,7 +106,8 @@ export interface UnmountOutcome {
 }
 
 /** What the reconciler found or did about a live mount after its node plugin came back (or after an agent restart). */
-export type LiveMountEventKind = 'plugin-away' | 'plugin-back' | 'checked' | 'abnormal' | 'stale' | 'remounted' | 'remount-failed' | 'remount-busy';
+export type LiveMountEventKind =
+  'plugin-away' | 'plugin-back' | 'checked' | 'abnormal' | 'stale' | 'remounted' | 'remount-failed' | 'remount-busy';
 
 export interface LiveMountEvent {
   /**

@@ -32,7 +32,12 @@ export function registerVolumeReconciler(container: DependencyContainer): void {
       const volumes = c.resolve<VolumeStateStore>(IVolumeStateStore);
       const store = new StateMountStore(volumes);
       const logger = c.resolve<Logger>(ILogger).child({ component: 'volume-reconciler' });
-      adoptLegacyVolumeState(legacyOf(c.resolve<AllocStateStore>(IAllocStateStore), volumes), store, c.resolve<Clock>(IClock).now(), logger);
+      adoptLegacyVolumeState(
+        legacyOf(c.resolve<AllocStateStore>(IAllocStateStore), volumes),
+        store,
+        c.resolve<Clock>(IClock).now(),
+        logger,
+      );
       return store;
     },
   });

@@ -36,7 +36,12 @@ export interface RestoreHost {
  * A restored live mount is checked by the MountChecker when its plugin
  * serves. `whenGone` says what happens next when the mount is gone.
  */
-export async function stillMounted(host: RestoreHost, key: string, signal: AbortSignal | undefined, whenGone = 'mounting again'): Promise<MountedVolumeInfo | undefined> {
+export async function stillMounted(
+  host: RestoreHost,
+  key: string,
+  signal: AbortSignal | undefined,
+  whenGone = 'mounting again',
+): Promise<MountedVolumeInfo | undefined> {
   const record = host.wanted(key);
   if (!record.published || record.targetPath === undefined || host.downs.has(key)) return undefined;
   if (host.verified.has(key)) return mountedInfo(record, false);
@@ -48,22 +53,43 @@ export async function stillMounted(host: RestoreHost, key: string, signal: Abort
       clock: host.clock,
       signal,
       onFault: (err, attempt, delayMs) =>
-        host.log.warn('cannot read the mount table for a fault of the agent itself; checking again', { alloc_id: record.allocId, volume_id: record.volumeId, target, attempt, delay_ms: delayMs, error: errorMessage(err) }),
+        host.log.warn('cannot read the mount table for a fault of the agent itself; checking again', {
+          alloc_id: record.allocId,
+          volume_id: record.volumeId,
+          target,
+          attempt,
+          delay_ms: delayMs,
+          error: errorMessage(err),
+        }),
     });
   } catch (err) {
     if (signal?.aborted || host.stopped()) throw err;
     // A target that errors (ENOTCONN, ESTALE, EIO of a mount whose plugin died) is mounted, maybe stale:
     // kept under its running tasks and left to the checker, never a failed restore.
-    host.log.warn('could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, error: errorMessage(err) });
+    host.log.warn(
+      'could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves',
+      { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, error: errorMessage(err) },
+    );
     live = true;
   }
   if (!live) {
-    host.log.warn(`volume mount gone after restore; ${whenGone}`, { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, plugin_id: record.pluginId });
+    host.log.warn(`volume mount gone after restore; ${whenGone}`, {
+      alloc_id: record.allocId,
+      volume: record.name,
+      volume_id: record.volumeId,
+      plugin_id: record.pluginId,
+    });
     return undefined;
   }
   host.verified.add(key);
   const away = host.pluginAway(record.pluginId);
-  host.log.info('volume still mounted after restore', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target, plugin_away: away });
+  host.log.info('volume still mounted after restore', {
+    alloc_id: record.allocId,
+    volume: record.name,
+    volume_id: record.volumeId,
+    target,
+    plugin_away: away,
+  });
   const now = host.wanted(key);
   host.checker.restored(now);
   return mountedInfo(now, true, away);
@@ -74,7 +100,17 @@ export function keepRemounting(host: RestoreHost, key: string): MountedVolumeInf
   const record = host.wanted(key);
   host.verified.add(key);
   const away = host.pluginAway(record.pluginId);
-  host.log.warn('a remount of a stale volume mount did not finish before the last agent stopped; the alloc keeps running and the remount is finished when its plugin serves', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, target: record.targetPath, remounting: record.remounting, plugin_away: away });
+  host.log.warn(
+    'a remount of a stale volume mount did not finish before the last agent stopped; the alloc keeps running and the remount is finished when its plugin serves',
+    {
+      alloc_id: record.allocId,
+      volume: record.name,
+      volume_id: record.volumeId,
+      target: record.targetPath,
+      remounting: record.remounting,
+      plugin_away: away,
+    },
+  );
   host.checker.restored(record);
   return mountedInfo(record, true, away);
 }

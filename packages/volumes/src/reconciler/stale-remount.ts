@@ -49,7 +49,12 @@ export interface RemountHost {
  * (remountReported), so a kill before the report still restarts the
  * tasks under `restart`.
  */
-export async function remountStale(host: RemountHost, volumeId: string, keys: readonly string[], restage: ReadonlySet<string>): Promise<RemountOutcome> {
+export async function remountStale(
+  host: RemountHost,
+  volumeId: string,
+  keys: readonly string[],
+  restage: ReadonlySet<string>,
+): Promise<RemountOutcome> {
   const failed = new Map<string, unknown>();
   const done = new Set<string>();
   const extra = new Map<string, VolumeMountRecord>();
@@ -85,7 +90,13 @@ export async function remountStale(host: RemountHost, volumeId: string, keys: re
     for (const key of inPlay) {
       const r = host.records.get(key);
       const reason = r && held.get(stagingKey(r));
-      if (r && reason !== undefined && restage.has(stagingKey(r))) failed.set(key, new Error(`its staging mount ${r.stagingPath ?? ''} is stale and cannot be staged again now: ${reason}; tried again after a backoff`));
+      if (r && reason !== undefined && restage.has(stagingKey(r)))
+        failed.set(
+          key,
+          new Error(
+            `its staging mount ${r.stagingPath ?? ''} is stale and cannot be staged again now: ${reason}; tried again after a backoff`,
+          ),
+        );
     }
     const live = () => [...inPlay].filter((k) => !failed.has(k) && host.records.get(k)?.desired === 'mounted' && !host.downs.has(k));
     // The intent first: a next agent finishes what this one starts.
@@ -121,7 +132,8 @@ export async function remountStale(host: RemountHost, volumeId: string, keys: re
       if (first === undefined) continue;
       // A target on it in use is still mounted from it: not unstaged under it; the others are published again from it and reported failed.
       const busy = [...inPlay].find((k) => failed.get(k) instanceof RemountBusyError && stagingKey(host.records.get(k)!) === staging);
-      if (busy !== undefined) unstageFailed.set(staging, new Error(`its staging mount was not staged again: ${errorMessage(failed.get(busy))}`));
+      if (busy !== undefined)
+        unstageFailed.set(staging, new Error(`its staging mount was not staged again: ${errorMessage(failed.get(busy))}`));
       if (busy !== undefined) continue;
       const r = host.records.get(first)!;
       try {

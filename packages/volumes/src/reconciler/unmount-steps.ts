@@ -45,8 +45,15 @@ export interface UnmountHost {
  * failed stays desired unmounted and is retried with the policy's backoff,
  * and at once when its plugin turns healthy, until it is done.
  */
-export async function unmountVolumes(host: UnmountHost, allocId: string, names: readonly string[] | undefined, options: UnmountOptions): Promise<UnmountOutcome[]> {
-  const keys = [...host.records.values()].filter((r) => r.allocId === allocId && (names === undefined || names.includes(r.name))).map((r) => mountKey(r.allocId, r.name));
+export async function unmountVolumes(
+  host: UnmountHost,
+  allocId: string,
+  names: readonly string[] | undefined,
+  options: UnmountOptions,
+): Promise<UnmountOutcome[]> {
+  const keys = [...host.records.values()]
+    .filter((r) => r.allocId === allocId && (names === undefined || names.includes(r.name)))
+    .map((r) => mountKey(r.allocId, r.name));
   const outcomes = await Promise.all(
     keys.map(async (key) => {
       // From here on the mount may be half gone: a later mount checks the mount table again.
@@ -60,7 +67,11 @@ export async function unmountVolumes(host: UnmountHost, allocId: string, names: 
         } catch (err) {
           // Not written, but still wanted: unmounted in memory and retried (each retry writes the record again).
           host.records.set(key, { ...record, desired: 'unmounted', attempts: 0, since: host.clock.now() });
-          host.log.error('could not record that a volume is to be unmounted; retrying in the background', { alloc_id: allocId, volume_id: record.volumeId, error: errorMessage(err) });
+          host.log.error('could not record that a volume is to be unmounted; retrying in the background', {
+            alloc_id: allocId,
+            volume_id: record.volumeId,
+            error: errorMessage(err),
+          });
           host.scheduleRetry(record.volumeId, host.timeouts.unmountBackoff(1));
           return { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId, error: err } satisfies UnmountOutcome;
         }
@@ -90,7 +101,11 @@ export async function unmountVolumes(host: UnmountHost, allocId: string, names: 
  * there was nothing to wait for; rejects only when `signal` aborts (or the
  * CSI manager shuts down).
  */
-export async function awaitPluginForUnmount(host: UnmountHost, key: string, signal: AbortSignal | undefined): Promise<UnmountOutcome['pluginWait']> {
+export async function awaitPluginForUnmount(
+  host: UnmountHost,
+  key: string,
+  signal: AbortSignal | undefined,
+): Promise<UnmountOutcome['pluginWait']> {
   const record = host.records.get(key);
   if (!record || !(record.published || record.staged) || !host.pluginAway(record.pluginId)) return undefined;
   const started = host.clock.now();
@@ -99,11 +114,16 @@ export async function awaitPluginForUnmount(host: UnmountHost, key: string, sign
   host.log.info('the node plugin is not healthy; the unmount waits for it (postrun limit)', { ...fields, limit_ms: limit });
   try {
     // Ended by the caller's signal, and by this reconciler's dispose(): no CSI step after it is disposed.
-    await host.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', { signal: signal ? AbortSignal.any([signal, host.stopping]) : host.stopping });
+    await host.csi.waitForPlugin(PluginTypeCSINode, record.pluginId, 'postrun', {
+      signal: signal ? AbortSignal.any([signal, host.stopping]) : host.stopping,
+    });
     return { waitedMs: host.clock.now() - started, healthy: true };
   } catch (err) {
     if (signal?.aborted || host.stopped() || err instanceof ShutdownError) throw err;
-    host.log.warn(`the node plugin was not healthy within ${formatDuration(limit)} (the postrun limit); unmounting anyway, retried in the background if it fails`, { ...fields, error: errorMessage(err) });
+    host.log.warn(
+      `the node plugin was not healthy within ${formatDuration(limit)} (the postrun limit); unmounting anyway, retried in the background if it fails`,
+      { ...fields, error: errorMessage(err) },
+    );
     return { waitedMs: host.clock.now() - started, healthy: false };
   }
 }
@@ -125,11 +145,22 @@ export async function runAttemptDown(host: UnmountHost, key: string): Promise<Un
         // Counting the attempt is bookkeeping: a store that refuses it must not stop the retries
         // (nor, from a retry timer, escape as an unhandled rejection).
         host.records.set(key, next);
-        host.log.error('could not record a failed unmount attempt in the state; retrying anyway', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(writeErr) });
+        host.log.error('could not record a failed unmount attempt in the state; retrying anyway', {
+          alloc_id: record.allocId,
+          volume_id: record.volumeId,
+          error: errorMessage(writeErr),
+        });
       }
       const overdue = host.clock.now() - record.since > host.timeouts.pluginWait('postrun');
-      const fields = { alloc_id: next.allocId, volume_id: next.volumeId, plugin_id: next.pluginId, attempts: next.attempts, error: errorMessage(err) };
-      if (overdue) host.log.error(`unmount still failing after ${formatDuration(host.timeouts.pluginWait('postrun'))}; still retrying`, fields);
+      const fields = {
+        alloc_id: next.allocId,
+        volume_id: next.volumeId,
+        plugin_id: next.pluginId,
+        attempts: next.attempts,
+        error: errorMessage(err),
+      };
+      if (overdue)
+        host.log.error(`unmount still failing after ${formatDuration(host.timeouts.pluginWait('postrun'))}; still retrying`, fields);
       else host.log.warn('unmount failed; retrying in the background', fields);
       host.scheduleRetry(next.volumeId, host.timeouts.unmountBackoff(next.attempts));
     }
@@ -179,12 +210,18 @@ async function bringDown(host: UnmountHost, key: string): Promise<void> {
   }
   crashPoint('reconciler.forget.before');
   host.forget(key);
-  host.log.info('volume unmounted and released', { alloc_id: record.allocId, volume: record.name, volume_id: record.volumeId, attempts: record.attempts + 1 });
+  host.log.info('volume unmounted and released', {
+    alloc_id: record.allocId,
+    volume: record.name,
+    volume_id: record.volumeId,
+    attempts: record.attempts + 1,
+  });
 }
 
 /** The volumes with records of (plugin) left to unmount. */
 export function volumesToUnmount(records: ReadonlyMap<string, VolumeMountRecord>, pluginId?: string): string[] {
   const ids = new Set<string>();
-  for (const r of records.values()) if (r.desired === 'unmounted' && (pluginId === undefined || r.pluginId === pluginId)) ids.add(r.volumeId);
+  for (const r of records.values())
+    if (r.desired === 'unmounted' && (pluginId === undefined || r.pluginId === pluginId)) ids.add(r.volumeId);
   return [...ids];
 }

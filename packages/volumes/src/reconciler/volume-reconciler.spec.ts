@@ -10,7 +10,22 @@ import { ShutdownError } from '@csiplug/core';
 import { flushMicrotasks } from '@csiplug/core/testing';
 import { CSIError, GrpcStatus } from '@csiplug/csi';
 import { CSIPluginWaitTimeoutError, PluginInstanceNotFoundError } from '@csiplug/csimanager';
-import { PLUGIN, PRERUN, RESTORE, RO, RW, TestNode, published, req, staged, stagingOf, targetOf, track, unpublished, unstaged } from '../../test/support/reconciler-node';
+import {
+  PLUGIN,
+  PRERUN,
+  RESTORE,
+  RO,
+  RW,
+  TestNode,
+  published,
+  req,
+  staged,
+  stagingOf,
+  targetOf,
+  track,
+  unpublished,
+  unstaged,
+} from '../../test/support/reconciler-node';
 import { ClaimError } from '../catalog/volume-claimer';
 import { ReconcilerStoppedError, VolumeMountError } from './errors';
 import type { MountRetry } from './reconciler-service';
@@ -32,7 +47,13 @@ describe('mount', () => {
     expect(node.calls()).toEqual([]);
     claim.release();
     await stage.reached;
-    expect(node.record('a1')).toMatchObject({ claimed: true, publishContext: { attached: 'yes' }, externalId: 'ext-vol1', staged: true, published: false });
+    expect(node.record('a1')).toMatchObject({
+      claimed: true,
+      publishContext: { attached: 'yes' },
+      externalId: 'ext-vol1',
+      staged: true,
+      published: false,
+    });
     expect(node.calls()).toEqual(['stage vol1']);
     stage.release();
     await publish.reached;
@@ -42,7 +63,16 @@ describe('mount', () => {
     publish.release();
 
     const info = await mounting;
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
+    expect(info).toEqual({
+      name: 'data',
+      volumeId: 'vol1',
+      pluginId: PLUGIN,
+      targetPath: targetOf('a1'),
+      stagingPath: stagingOf(),
+      readOnly: false,
+      restored: false,
+      pluginAway: false,
+    });
     expect(node.record('a1')).toEqual({
       allocId: 'a1',
       name: 'data',
@@ -60,7 +90,9 @@ describe('mount', () => {
       attempts: 0,
       since: node.clock.now(),
     });
-    expect(claimer.claims).toEqual([{ volumeId: 'vol1', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' }]);
+    expect(claimer.claims).toEqual([
+      { volumeId: 'vol1', allocId: 'a1', readOnly: false, accessMode: 'single-node-writer', attachmentMode: 'file-system' },
+    ]);
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
     // The plugin is asked with its own id for the volume and the controller's publish context.
     expect(vm.requests.map((r) => [r.volume.externalId, r.publishContext])).toEqual([
@@ -105,7 +137,9 @@ describe('mount', () => {
     expect(prerun.settled).toBe(false);
     await node.clock.advance(1);
     expect(prerun.error).toBeInstanceOf(VolumeMountError);
-    expect((prerun.error as Error).message).toMatch(/^volume "data" \(vol1\) on plugin hostpath: timed out after 1m \(prerun limit\) waiting for plugin "hostpath" of type csi-node/);
+    expect((prerun.error as Error).message).toMatch(
+      /^volume "data" \(vol1\) on plugin hostpath: timed out after 1m \(prerun limit\) waiting for plugin "hostpath" of type csi-node/,
+    );
     expect((prerun.error as Error).cause).toBeInstanceOf(CSIPluginWaitTimeoutError);
 
     const restore = track(node.reconciler.mount(req('a2'), RESTORE));
@@ -130,7 +164,9 @@ describe('mount', () => {
     const err = await node.reconciler.mount(req('a1', { volumeId: 'nope' }), PRERUN).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeMountError);
     expect(err).toMatchObject({ code: 'EVOLUME_MOUNT', volumeName: 'data', volumeId: 'nope' });
-    expect((err as Error).message).toBe('volume "data" (nope): volume "nope" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")');
+    expect((err as Error).message).toBe(
+      'volume "data" (nope): volume "nope" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")',
+    );
     expect(node.csi.waits).toEqual([]);
     expect(node.store.writes).toEqual([]);
   });
@@ -143,7 +179,11 @@ describe('mount', () => {
     const cause = (err as VolumeMountError).cause;
     expect(cause).toBeInstanceOf(ReconcilerStoppedError);
     expect(cause).toBeInstanceOf(ShutdownError);
-    expect(cause).toMatchObject({ code: 'ESHUTDOWN', name: 'ReconcilerStoppedError', message: 'the volume reconciler is stopped; the agent is shutting down' });
+    expect(cause).toMatchObject({
+      code: 'ESHUTDOWN',
+      name: 'ReconcilerStoppedError',
+      message: 'the volume reconciler is stopped; the agent is shutting down',
+    });
     expect(node.csi.waits).toEqual([]);
     expect(node.store.writes).toEqual([]);
   });
@@ -188,11 +228,33 @@ describe('plugin absence', () => {
     expect(node.record('a1')).toMatchObject({ desired: 'unmounted', attempts: 0 });
     await node.clock.advance(1);
     const outcomes = await unmounting.promise;
-    expect(outcomes).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.any(PluginInstanceNotFoundError), pluginWait: { waitedMs: 30_000, healthy: false } }]);
-    expect(node.logger.find('the node plugin was not healthy within 30s (the postrun limit); unmounting anyway, retried in the background if it fails', 'warn')).toHaveLength(1);
+    expect(outcomes).toEqual([
+      {
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        error: expect.any(PluginInstanceNotFoundError),
+        pluginWait: { waitedMs: 30_000, healthy: false },
+      },
+    ]);
+    expect(
+      node.logger.find(
+        'the node plugin was not healthy within 30s (the postrun limit); unmounting anyway, retried in the background if it fails',
+        'warn',
+      ),
+    ).toHaveLength(1);
     const pending = () => reconciler.pendingUnmounts();
     expect(pending()).toEqual([
-      expect.objectContaining({ allocId: 'a1', name: 'data', desired: 'unmounted', claimed: true, staged: true, published: true, attempts: 1, lastError: expect.stringContaining('plugin "hostpath" of type csi-node not found') }),
+      expect.objectContaining({
+        allocId: 'a1',
+        name: 'data',
+        desired: 'unmounted',
+        claimed: true,
+        staged: true,
+        published: true,
+        attempts: 1,
+        lastError: expect.stringContaining('plugin "hostpath" of type csi-node not found'),
+      }),
     ]);
     expect(node.record('a1')).toEqual(pending()[0]);
     expect(reconciler.mounted('a1')).toEqual([]);
@@ -260,9 +322,24 @@ describe('abort', () => {
       releases: [],
     },
     { during: 'the claim', hold: (n) => () => n.claimer.hangNext('claim').reached, calls: [], releases: ['vol1 a1'] },
-    { during: 'the claim, once the catalog granted it', hold: (n) => () => n.claimer.hangNext('claim', { after: true }).reached, calls: [], releases: ['vol1 a1'] },
-    { during: 'a hanging stage', hold: (n) => () => n.vm.hangNext('stage').reached, calls: ['stage vol1', 'unstage vol1'], releases: ['vol1 a1'] },
-    { during: 'a stage that mounted and did not answer', hold: (n) => () => n.vm.hangNext('stage', { after: true }).reached, calls: ['stage vol1', 'unstage vol1'], releases: ['vol1 a1'] },
+    {
+      during: 'the claim, once the catalog granted it',
+      hold: (n) => () => n.claimer.hangNext('claim', { after: true }).reached,
+      calls: [],
+      releases: ['vol1 a1'],
+    },
+    {
+      during: 'a hanging stage',
+      hold: (n) => () => n.vm.hangNext('stage').reached,
+      calls: ['stage vol1', 'unstage vol1'],
+      releases: ['vol1 a1'],
+    },
+    {
+      during: 'a stage that mounted and did not answer',
+      hold: (n) => () => n.vm.hangNext('stage', { after: true }).reached,
+      calls: ['stage vol1', 'unstage vol1'],
+      releases: ['vol1 a1'],
+    },
     {
       during: 'a hanging publish',
       hold: (n) => () => n.vm.hangNext('publish').reached,
@@ -277,25 +354,28 @@ describe('abort', () => {
     },
   ];
 
-  test.each(cases.map((c) => [c.during, c] as const))('aborted during %s: mount rejects with the reason, naming volume and plugin, and leaves nothing behind', async (_, c) => {
-    node = new TestNode({ pluginUp: c.pluginUp ?? true });
-    const reached = c.hold(node);
-    const ac = new AbortController();
-    const mounting = node.reconciler.mount(req('a1'), { phase: 'prerun', signal: ac.signal });
-    await reached();
-    ac.abort(reason);
-    const err = await mounting.catch((e: unknown) => e);
-    // Reported at once; the undo runs in the background (it may queue behind another alloc's step).
-    await node.settle();
-    expect(err).toBeInstanceOf(VolumeMountError);
-    expect((err as Error).cause).toBe(reason);
-    expect((err as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a1 was stopped');
-    expect(node.calls()).toEqual(c.calls);
-    expect(node.claimer.releases).toEqual(c.releases);
-    expect(node.store.list().records).toEqual([]);
-    expect(node.reconciler.list()).toEqual([]);
-    expect(node.mounted()).toEqual([]);
-  });
+  test.each(cases.map((c) => [c.during, c] as const))(
+    'aborted during %s: mount rejects with the reason, naming volume and plugin, and leaves nothing behind',
+    async (_, c) => {
+      node = new TestNode({ pluginUp: c.pluginUp ?? true });
+      const reached = c.hold(node);
+      const ac = new AbortController();
+      const mounting = node.reconciler.mount(req('a1'), { phase: 'prerun', signal: ac.signal });
+      await reached();
+      ac.abort(reason);
+      const err = await mounting.catch((e: unknown) => e);
+      // Reported at once; the undo runs in the background (it may queue behind another alloc's step).
+      await node.settle();
+      expect(err).toBeInstanceOf(VolumeMountError);
+      expect((err as Error).cause).toBe(reason);
+      expect((err as Error).message).toBe('volume "data" (vol1) on plugin hostpath: alloc a1 was stopped');
+      expect(node.calls()).toEqual(c.calls);
+      expect(node.claimer.releases).toEqual(c.releases);
+      expect(node.store.list().records).toEqual([]);
+      expect(node.reconciler.list()).toEqual([]);
+      expect(node.mounted()).toEqual([]);
+    },
+  );
 
   test("aborted while queued behind another alloc's hanging mount of the same volume: rejects at once, having done nothing", async () => {
     node = new TestNode();
@@ -449,56 +529,78 @@ describe('the agent dies between two steps; a new one takes over the same record
     },
   ];
 
-  test.each(mountCrashes.map((c) => [c.at, c] as const))('mount, crash %s: the restore ends mounted, asking only what is left', async (_, c) => {
-    node = new TestNode({ pluginUp: c.pluginUp ?? true });
-    await c.crash(node);
-    const desiredBefore = node.record('a1')!.desired;
-    expect(desiredBefore).toBe('mounted');
-    const calls = node.calls().length;
-    const changes = node.changes().length;
-    const claims = node.claimer.claims.length;
-    const releases = node.claimer.releases.length;
+  test.each(mountCrashes.map((c) => [c.at, c] as const))(
+    'mount, crash %s: the restore ends mounted, asking only what is left',
+    async (_, c) => {
+      node = new TestNode({ pluginUp: c.pluginUp ?? true });
+      await c.crash(node);
+      const desiredBefore = node.record('a1')!.desired;
+      expect(desiredBefore).toBe('mounted');
+      const calls = node.calls().length;
+      const changes = node.changes().length;
+      const claims = node.claimer.claims.length;
+      const releases = node.claimer.releases.length;
 
-    const agent = node.restart();
-    await node.settle();
-    // start() leaves a record desired mounted to its alloc's restore.
-    expect(node.calls()).toHaveLength(calls);
-    if (!(c.pluginUp ?? true)) node.csi.bringUp(PLUGIN);
-    const info = await agent.mount(req('a1'), RESTORE);
+      const agent = node.restart();
+      await node.settle();
+      // start() leaves a record desired mounted to its alloc's restore.
+      expect(node.calls()).toHaveLength(calls);
+      if (!(c.pluginUp ?? true)) node.csi.bringUp(PLUGIN);
+      const info = await agent.mount(req('a1'), RESTORE);
 
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: c.restored, pluginAway: false });
-    expect(node.calls().slice(calls)).toEqual(c.calls);
-    expect(node.changes().slice(changes)).toEqual(c.changes);
-    expect(node.claimer.claims.length - claims).toBe(c.claims);
-    expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
-    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1'), stagingPath: stagingOf() });
-    // A live mount is kept without a plugin wait; one to mount (again) waits with the restore limit.
-    if (c.restored) expect(node.csi.waits.filter((w) => w.phase === 'restore')).toEqual([]);
-    else expect(node.csi.waits.at(-1)).toEqual({ type: 'csi-node', name: PLUGIN, phase: 'restore' });
+      expect(info).toEqual({
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        targetPath: targetOf('a1'),
+        stagingPath: stagingOf(),
+        readOnly: false,
+        restored: c.restored,
+        pluginAway: false,
+      });
+      expect(node.calls().slice(calls)).toEqual(c.calls);
+      expect(node.changes().slice(changes)).toEqual(c.changes);
+      expect(node.claimer.claims.length - claims).toBe(c.claims);
+      expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
+      expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+      expect(node.record('a1')).toMatchObject({
+        desired: 'mounted',
+        claimed: true,
+        staged: true,
+        published: true,
+        targetPath: targetOf('a1'),
+        stagingPath: stagingOf(),
+      });
+      // A live mount is kept without a plugin wait; one to mount (again) waits with the restore limit.
+      if (c.restored) expect(node.csi.waits.filter((w) => w.phase === 'restore')).toEqual([]);
+      else expect(node.csi.waits.at(-1)).toEqual({ type: 'csi-node', name: PLUGIN, phase: 'restore' });
 
-    // And it comes down cleanly from there.
-    expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
-    expect(node.mounted()).toEqual([]);
-    expect(node.store.list().records).toEqual([]);
-    expect(node.claimer.releases.slice(releases)).toEqual(['vol1 a1']);
-  });
+      // And it comes down cleanly from there.
+      expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+      expect(node.mounted()).toEqual([]);
+      expect(node.store.list().records).toEqual([]);
+      expect(node.claimer.releases.slice(releases)).toEqual(['vol1 a1']);
+    },
+  );
 
-  test.each(mountCrashes.map((c) => [c.at, c] as const))('mount, crash %s: the alloc unmounting without a restore undoes all that may have been done', async (_, c) => {
-    // The alloc was stopped while the agent was down: its postrun unmounts from the records alone.
-    node = new TestNode({ pluginUp: c.pluginUp ?? true });
-    await c.crash(node);
-    const calls = node.calls().length;
-    const releases = node.claimer.releases.length;
-    const agent = node.restart();
-    node.csi.bringUp(PLUGIN);
-    expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
-    expect(node.calls().slice(calls)).toEqual(c.undo);
-    expect(node.claimer.releases.slice(releases)).toEqual(c.released ? ['vol1 a1'] : []);
-    expect(node.mounted()).toEqual([]);
-    expect(node.store.list()).toEqual({ records: [], failures: [] });
-    expect(agent.pendingUnmounts()).toEqual([]);
-  });
+  test.each(mountCrashes.map((c) => [c.at, c] as const))(
+    'mount, crash %s: the alloc unmounting without a restore undoes all that may have been done',
+    async (_, c) => {
+      // The alloc was stopped while the agent was down: its postrun unmounts from the records alone.
+      node = new TestNode({ pluginUp: c.pluginUp ?? true });
+      await c.crash(node);
+      const calls = node.calls().length;
+      const releases = node.claimer.releases.length;
+      const agent = node.restart();
+      node.csi.bringUp(PLUGIN);
+      expect(await agent.unmount('a1')).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+      expect(node.calls().slice(calls)).toEqual(c.undo);
+      expect(node.claimer.releases.slice(releases)).toEqual(c.released ? ['vol1 a1'] : []);
+      expect(node.mounted()).toEqual([]);
+      expect(node.store.list()).toEqual({ records: [], failures: [] });
+      expect(agent.pendingUnmounts()).toEqual([]);
+    },
+  );
 
   const unmountCrashes: (CrashCase & { pluginDown?: boolean })[] = [
     {
@@ -591,35 +693,38 @@ describe('the agent dies between two steps; a new one takes over the same record
     },
   ];
 
-  test.each(unmountCrashes.map((c) => [c.at, c] as const))('unmount, crash %s: start() alone finishes it, asking only what is left', async (_, c) => {
-    node = new TestNode();
-    await node.reconciler.mount(req('a1'), PRERUN);
-    await c.crash(node);
-    expect(node.record('a1')!.desired).toBe('unmounted');
-    const calls = node.calls().length;
-    const changes = node.changes().length;
-    const claims = node.claimer.claims.length;
-    const releases = node.claimer.releases.length;
+  test.each(unmountCrashes.map((c) => [c.at, c] as const))(
+    'unmount, crash %s: start() alone finishes it, asking only what is left',
+    async (_, c) => {
+      node = new TestNode();
+      await node.reconciler.mount(req('a1'), PRERUN);
+      await c.crash(node);
+      expect(node.record('a1')!.desired).toBe('unmounted');
+      const calls = node.calls().length;
+      const changes = node.changes().length;
+      const claims = node.claimer.claims.length;
+      const releases = node.claimer.releases.length;
 
-    const agent = node.restart();
-    if (c.pluginDown) {
-      // Still down: the resumed attempt fails and waits; the plugin's return retries it at once.
+      const agent = node.restart();
+      if (c.pluginDown) {
+        // Still down: the resumed attempt fails and waits; the plugin's return retries it at once.
+        await node.settle();
+        expect(agent.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'a1', attempts: 2 })]);
+        node.csi.bringUp(PLUGIN);
+      }
       await node.settle();
-      expect(agent.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'a1', attempts: 2 })]);
-      node.csi.bringUp(PLUGIN);
-    }
-    await node.settle();
 
-    expect(agent.pendingUnmounts()).toEqual([]);
-    expect(agent.list()).toEqual([]);
-    expect(node.store.list()).toEqual({ records: [], failures: [] });
-    expect(node.mounted()).toEqual([]);
-    expect(node.calls().slice(calls)).toEqual(c.calls);
-    expect(node.changes().slice(changes)).toEqual(c.changes);
-    expect(node.claimer.claims.length - claims).toBe(c.claims);
-    expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
-    expect(node.logger.find('resuming unmounts left by the last agent', 'info')).toHaveLength(1);
-  });
+      expect(agent.pendingUnmounts()).toEqual([]);
+      expect(agent.list()).toEqual([]);
+      expect(node.store.list()).toEqual({ records: [], failures: [] });
+      expect(node.mounted()).toEqual([]);
+      expect(node.calls().slice(calls)).toEqual(c.calls);
+      expect(node.changes().slice(changes)).toEqual(c.changes);
+      expect(node.claimer.claims.length - claims).toBe(c.claims);
+      expect(node.claimer.releases.slice(releases)).toEqual(c.releases);
+      expect(node.logger.find('resuming unmounts left by the last agent', 'info')).toHaveLength(1);
+    },
+  );
 });
 
 describe('restart with a live mount', () => {
@@ -629,14 +734,22 @@ describe('restart with a live mount', () => {
     await node.reconciler.mount(req('a1', { name: 'logs', volumeId: 'vol2', usage: RO }), PRERUN);
     const calls = node.calls();
     const agent = node.restart();
-    const restored = await Promise.all([agent.mount(req('a1'), RESTORE), agent.mount(req('a1', { name: 'logs', volumeId: 'vol2', usage: RO }), RESTORE)]);
+    const restored = await Promise.all([
+      agent.mount(req('a1'), RESTORE),
+      agent.mount(req('a1', { name: 'logs', volumeId: 'vol2', usage: RO }), RESTORE),
+    ]);
     expect(restored.map((i) => [i.name, i.restored, i.targetPath])).toEqual([
       ['data', true, targetOf('a1')],
       ['logs', true, targetOf('a1', RO, 'vol2')],
     ]);
     expect(node.calls()).toEqual(calls);
     expect(node.claimer.claims).toHaveLength(2);
-    expect(agent.mounted('a1').map((i) => i.name).sort()).toEqual(['data', 'logs']);
+    expect(
+      agent
+        .mounted('a1')
+        .map((i) => i.name)
+        .sort(),
+    ).toEqual(['data', 'logs']);
     expect(node.logger.find('volume still mounted after restore')).toHaveLength(2);
     // Asked again in the same agent, it is known mounted: not "restored" a second time.
     expect((await agent.mount(req('a1'), RESTORE)).restored).toBe(false);
@@ -672,7 +785,16 @@ describe('plugin away', () => {
     const waits = node.csi.waits.length;
 
     const info = await agent.mount(req('a1'), RESTORE);
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: true, pluginAway: true });
+    expect(info).toEqual({
+      name: 'data',
+      volumeId: 'vol1',
+      pluginId: PLUGIN,
+      targetPath: targetOf('a1'),
+      stagingPath: stagingOf(),
+      readOnly: false,
+      restored: true,
+      pluginAway: true,
+    });
     expect(node.csi.waits.length).toBe(waits);
     expect(agent.mounted('a1')).toEqual([{ ...info, restored: false }]);
 
@@ -699,7 +821,11 @@ describe('plugin away', () => {
     node.csi.crash(PLUGIN);
     await node.settle();
     expect(node.aways.map((e) => `${e.kind} ${e.allocId}`).sort()).toEqual(['plugin-away a1', 'plugin-away a2']);
-    expect(node.aways[0]!.message).toMatch(new RegExp(`^plugin ${PLUGIN} is away \\(fingerprint failed: UNAVAILABLE \\(injected\\)\\); volume "data" \\(vol1\\) stays mounted at .+, and is checked when the plugin is back$`));
+    expect(node.aways[0]!.message).toMatch(
+      new RegExp(
+        `^plugin ${PLUGIN} is away \\(fingerprint failed: UNAVAILABLE \\(injected\\)\\); volume "data" \\(vol1\\) stays mounted at .+, and is checked when the plugin is back$`,
+      ),
+    );
     // Still away: nothing more is said, nothing is undone.
     node.csi.crash(PLUGIN);
     await node.settle();
@@ -727,7 +853,12 @@ describe('plugin away', () => {
     expect([...internals.byAlloc.keys()]).toEqual(['a1']);
     node.csi.bringUp(PLUGIN);
     await node.settle();
-    expect(node.checks.map((e) => `${e.kind} ${e.allocId}`).sort()).toEqual(['checked a1', 'checked a2', 'plugin-back a1', 'plugin-back a2']);
+    expect(node.checks.map((e) => `${e.kind} ${e.allocId}`).sort()).toEqual([
+      'checked a1',
+      'checked a2',
+      'plugin-back a1',
+      'plugin-back a2',
+    ]);
     expect(heard).toEqual(['plugin-back a1', 'checked a1']);
     sub.dispose();
     expect(internals.byAlloc.size).toBe(0);
@@ -756,7 +887,12 @@ describe('plugin away', () => {
     node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
     const info = await agent.mount(req('a1'), RESTORE);
     expect(info).toMatchObject({ restored: true, pluginAway: true, targetPath: targetOf('a1') });
-    expect(node.logger.find('could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves', 'warn')).toHaveLength(1);
+    expect(
+      node.logger.find(
+        'could not tell whether a restored volume mount is still in place; kept as mounted (maybe stale) and checked when its plugin serves',
+        'warn',
+      ),
+    ).toHaveLength(1);
     await node.clock.advance(2 * node.timeouts.pluginWait('restore'));
     await node.settle();
     expect(node.calls()).toEqual(calls);
@@ -800,8 +936,12 @@ describe('plugin away', () => {
     publish.release();
     await node.settle();
     expect(mounting.settled).toBe(false);
-    expect(node.logger.find('the node plugin went away during the mount; waiting for it to be healthy, then asking again', 'warn')).toHaveLength(1);
-    expect(retries).toEqual([expect.objectContaining({ name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'plugin', attempt: 1 })]);
+    expect(
+      node.logger.find('the node plugin went away during the mount; waiting for it to be healthy, then asking again', 'warn'),
+    ).toHaveLength(1);
+    expect(retries).toEqual([
+      expect.objectContaining({ name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'plugin', attempt: 1 }),
+    ]);
     await node.clock.advance(30_000);
     expect(mounting.settled).toBe(false);
     node.csi.bringUp(PLUGIN);
@@ -815,7 +955,9 @@ describe('plugin away', () => {
 
   test('mid-mount: a step the plugin does not answer (UNAVAILABLE) while it still looks healthy is asked again after a backoff', async () => {
     node = new TestNode();
-    node.vm.failNext('stage', { error: new CSIError({ grpcCode: GrpcStatus.UNAVAILABLE, method: 'NodeStageVolume', endpoint: 'fake', details: 'connection refused' }) });
+    node.vm.failNext('stage', {
+      error: new CSIError({ grpcCode: GrpcStatus.UNAVAILABLE, method: 'NodeStageVolume', endpoint: 'fake', details: 'connection refused' }),
+    });
     const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
     await node.settle();
     expect(mounting.settled).toBe(false);
@@ -839,7 +981,9 @@ describe('plugin away', () => {
     // The staging mount is still there, and so is the claim: the undo is pending, not forgotten.
     expect(node.mounted()).toEqual([stagingOf()]);
     expect(node.claimer.releases).toEqual([]);
-    expect(node.reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'a1', desired: 'unmounted', claimed: true, staged: true, published: true, attempts: 1 })]);
+    expect(node.reconciler.pendingUnmounts()).toEqual([
+      expect.objectContaining({ allocId: 'a1', desired: 'unmounted', claimed: true, staged: true, published: true, attempts: 1 }),
+    ]);
     expect(node.logger.find('could not undo a failed mount; retrying in the background', 'error')).toHaveLength(1);
 
     node.csi.bringUp(PLUGIN);
@@ -860,7 +1004,9 @@ describe('plugin away', () => {
     expect(unmounting.settled).toBe(false);
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
     node.csi.bringUp(PLUGIN);
-    expect(await unmounting.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, pluginWait: { waitedMs: 10_000, healthy: true } }]);
+    expect(await unmounting.promise).toEqual([
+      { name: 'data', volumeId: 'vol1', pluginId: PLUGIN, pluginWait: { waitedMs: 10_000, healthy: true } },
+    ]);
     expect(node.calls().slice(2)).toEqual(['unpublish vol1 a1', 'unstage vol1']);
     expect(node.reconciler.pendingUnmounts()).toEqual([]);
     expect(node.claimer.releases).toEqual(['vol1 a1']);
@@ -869,7 +1015,14 @@ describe('plugin away', () => {
   test('an unmount attempt cut short by a plugin crash-restart (UNAVAILABLE) is retried at once when the plugin is healthy again, not after its backoff', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
-    node.vm.failNext('unpublish', { error: new CSIError({ grpcCode: GrpcStatus.UNAVAILABLE, method: 'NodeUnpublishVolume', endpoint: 'fake', details: 'connection refused' }) });
+    node.vm.failNext('unpublish', {
+      error: new CSIError({
+        grpcCode: GrpcStatus.UNAVAILABLE,
+        method: 'NodeUnpublishVolume',
+        endpoint: 'fake',
+        details: 'connection refused',
+      }),
+    });
     const [outcome] = await node.reconciler.unmount('a1');
     expect((outcome!.error as Error).message).toMatch(/UNAVAILABLE/);
     // The crash is seen (the plugin unhealthy), then the plugin is back well before the 1s backoff ends.
@@ -1060,8 +1213,24 @@ describe('claims refused for now', () => {
     expect(node.logger.find('volume claim refused for now; retrying', 'info').map((r) => r.fields.delay_ms)).toEqual([1_000, 2_000]);
     // Whoever waits for the mount hears of each retry, with why and how long until the next try.
     expect(retries).toEqual([
-      { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'claim', attempt: 1, error: 'volume vol1 has no free write claim', delayMs: 1_000 },
-      { name: 'data', volumeId: 'vol1', pluginId: 'hostpath', reason: 'claim', attempt: 2, error: 'volume vol1 has no free write claim', delayMs: 2_000 },
+      {
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: 'hostpath',
+        reason: 'claim',
+        attempt: 1,
+        error: 'volume vol1 has no free write claim',
+        delayMs: 1_000,
+      },
+      {
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: 'hostpath',
+        reason: 'claim',
+        attempt: 2,
+        error: 'volume vol1 has no free write claim',
+        delayMs: 2_000,
+      },
     ]);
   });
 
@@ -1073,7 +1242,9 @@ describe('claims refused for now', () => {
     await node.clock.advance(1_000);
     await node.settle();
     expect(mounting.error).toBeInstanceOf(VolumeMountError);
-    expect((mounting.error as Error).message).toBe('volume "data" (vol1) on plugin hostpath: claim not granted within 2s500ms (2 attempts): volume vol1 has no free write claim');
+    expect((mounting.error as Error).message).toBe(
+      'volume "data" (vol1) on plugin hostpath: claim not granted within 2s500ms (2 attempts): volume vol1 has no free write claim',
+    );
     expect(node.claimer.claims).toHaveLength(2);
     // The claim was asked for, so it is released; nothing else was done.
     expect(node.claimer.releases).toEqual(['vol1 a1']);
@@ -1226,7 +1397,16 @@ describe('review fixes', () => {
     expect(node.claimer.claims).toHaveLength(2);
     await node.clock.advance(1_000);
     const info = await mounting.promise;
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
+    expect(info).toEqual({
+      name: 'data',
+      volumeId: 'vol1',
+      pluginId: PLUGIN,
+      targetPath: targetOf('a1'),
+      stagingPath: stagingOf(),
+      readOnly: false,
+      restored: false,
+      pluginAway: false,
+    });
     expect(node.claimer.claims).toHaveLength(3);
     expect(node.calls().slice(calls)).toEqual(['stage vol1', 'publish vol1 a1']);
     expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
@@ -1238,29 +1418,48 @@ describe('review fixes', () => {
   test.each([
     ['the unpublish has unmounted and not answered yet', { after: true }],
     ['the unpublish has not unmounted yet', { after: false }],
-  ] as const)('mounted again while its unmount is under way (%s): the unmount stops after that step, and the mount ends mounted', async (_, hangOptions) => {
-    node = new TestNode();
-    await node.reconciler.mount(req('a1'), PRERUN);
-    const unpublish = node.vm.hangNext('unpublish', hangOptions);
-    const unmounting = track(node.reconciler.unmount('a1'));
-    await unpublish.reached;
-    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
-    await node.settle();
-    unpublish.release();
-    await node.settle();
+  ] as const)(
+    'mounted again while its unmount is under way (%s): the unmount stops after that step, and the mount ends mounted',
+    async (_, hangOptions) => {
+      node = new TestNode();
+      await node.reconciler.mount(req('a1'), PRERUN);
+      const unpublish = node.vm.hangNext('unpublish', hangOptions);
+      const unmounting = track(node.reconciler.unmount('a1'));
+      await unpublish.reached;
+      const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+      await node.settle();
+      unpublish.release();
+      await node.settle();
 
-    expect(await unmounting.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
-    const info = await mounting.promise;
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
-    // No unstage, no release, no forgetting: the mount took over from the unpublish.
-    expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'stage vol1', 'publish vol1 a1']);
-    expect(node.changes()).toEqual([staged(), published('a1'), unpublished('a1'), published('a1')]);
-    expect(node.claimer.releases).toEqual([]);
-    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1'), stagingPath: stagingOf() });
-    expect(node.reconciler.mounted('a1')).toEqual([info]);
-    expect(node.reconciler.pendingUnmounts()).toEqual([]);
-  });
+      expect(await unmounting.promise).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+      const info = await mounting.promise;
+      expect(info).toEqual({
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        targetPath: targetOf('a1'),
+        stagingPath: stagingOf(),
+        readOnly: false,
+        restored: false,
+        pluginAway: false,
+      });
+      // No unstage, no release, no forgetting: the mount took over from the unpublish.
+      expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1', 'unpublish vol1 a1', 'stage vol1', 'publish vol1 a1']);
+      expect(node.changes()).toEqual([staged(), published('a1'), unpublished('a1'), published('a1')]);
+      expect(node.claimer.releases).toEqual([]);
+      expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+      expect(node.record('a1')).toMatchObject({
+        desired: 'mounted',
+        claimed: true,
+        staged: true,
+        published: true,
+        targetPath: targetOf('a1'),
+        stagingPath: stagingOf(),
+      });
+      expect(node.reconciler.mounted('a1')).toEqual([info]);
+      expect(node.reconciler.pendingUnmounts()).toEqual([]);
+    },
+  );
 
   test('the same volume under a second name in one alloc is refused, naming the first, and the first mount is left alone', async () => {
     node = new TestNode();
@@ -1270,7 +1469,9 @@ describe('review fixes', () => {
     const err = await node.reconciler.mount(req('a1', { name: 'again' }), PRERUN).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeMountError);
     expect((err as VolumeMountError).cause).toBeInstanceOf(ClaimError);
-    expect((err as Error).message).toBe('volume "again" (vol1): alloc a1 already uses volume "vol1" as "data"; a group may use a volume once (mount that one volume into several tasks instead)');
+    expect((err as Error).message).toBe(
+      'volume "again" (vol1): alloc a1 already uses volume "vol1" as "data"; a group may use a volume once (mount that one volume into several tasks instead)',
+    );
     expect(node.store.snapshot()).toEqual(before);
     expect(node.store.writes).toHaveLength(writes);
     expect(node.calls()).toEqual(['stage vol1', 'publish vol1 a1']);
@@ -1282,47 +1483,84 @@ describe('review fixes', () => {
 
   test('... and when both names are asked at once, the one asked second is refused and the first mounts', async () => {
     node = new TestNode();
-    const [one, two] = await Promise.allSettled([node.reconciler.mount(req('a1'), PRERUN), node.reconciler.mount(req('a1', { name: 'again' }), PRERUN)]);
+    const [one, two] = await Promise.allSettled([
+      node.reconciler.mount(req('a1'), PRERUN),
+      node.reconciler.mount(req('a1', { name: 'again' }), PRERUN),
+    ]);
     expect(one).toMatchObject({ status: 'fulfilled', value: { name: 'data', targetPath: targetOf('a1') } });
-    expect(two).toMatchObject({ status: 'rejected', reason: { message: 'volume "again" (vol1): alloc a1 already uses volume "vol1" as "data"; a group may use a volume once (mount that one volume into several tasks instead)' } });
+    expect(two).toMatchObject({
+      status: 'rejected',
+      reason: {
+        message:
+          'volume "again" (vol1): alloc a1 already uses volume "vol1" as "data"; a group may use a volume once (mount that one volume into several tasks instead)',
+      },
+    });
     expect(node.reconciler.list().map((r) => r.name)).toEqual(['data']);
     expect(node.claimer.claims).toHaveLength(1);
     expect(node.claimer.releases).toEqual([]);
   });
 
   test.each([
-    ['a hanging stage', (n: TestNode) => n.vm.hangNext('stage').reached, { claimed: true, staged: true, published: false }, [staged(), published('a1')]],
-    ['a hanging publish', (n: TestNode) => n.vm.hangNext('publish').reached, { claimed: true, staged: true, published: true }, [published('a1')]],
-  ] as const)('a mount aborted during %s because the agent is detaching (a ShutdownError) keeps its record and undoes nothing; the next agent finishes it on restore', async (_, hold, flags, restoreChanges) => {
-    node = new TestNode();
-    const reached = hold(node);
-    const ac = new AbortController();
-    const mounting = node.reconciler.mount(req('a1'), { phase: 'prerun', signal: ac.signal });
-    await reached;
-    const reason = new ShutdownError('the agent is detaching');
-    ac.abort(reason);
-    const err = await mounting.catch((e: unknown) => e);
-    await node.settle();
-    expect(err).toBeInstanceOf(VolumeMountError);
-    expect((err as Error).cause).toBe(reason);
-    const calls = node.calls();
-    expect(calls.some((c) => c.startsWith('unpublish') || c.startsWith('unstage'))).toBe(false);
-    expect(node.claimer.releases).toEqual([]);
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', attempts: 0, ...flags });
-    expect(node.record('a1')!.lastError).toBeUndefined();
-    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+    [
+      'a hanging stage',
+      (n: TestNode) => n.vm.hangNext('stage').reached,
+      { claimed: true, staged: true, published: false },
+      [staged(), published('a1')],
+    ],
+    [
+      'a hanging publish',
+      (n: TestNode) => n.vm.hangNext('publish').reached,
+      { claimed: true, staged: true, published: true },
+      [published('a1')],
+    ],
+  ] as const)(
+    'a mount aborted during %s because the agent is detaching (a ShutdownError) keeps its record and undoes nothing; the next agent finishes it on restore',
+    async (_, hold, flags, restoreChanges) => {
+      node = new TestNode();
+      const reached = hold(node);
+      const ac = new AbortController();
+      const mounting = node.reconciler.mount(req('a1'), { phase: 'prerun', signal: ac.signal });
+      await reached;
+      const reason = new ShutdownError('the agent is detaching');
+      ac.abort(reason);
+      const err = await mounting.catch((e: unknown) => e);
+      await node.settle();
+      expect(err).toBeInstanceOf(VolumeMountError);
+      expect((err as Error).cause).toBe(reason);
+      const calls = node.calls();
+      expect(calls.some((c) => c.startsWith('unpublish') || c.startsWith('unstage'))).toBe(false);
+      expect(node.claimer.releases).toEqual([]);
+      expect(node.record('a1')).toMatchObject({ desired: 'mounted', attempts: 0, ...flags });
+      expect(node.record('a1')!.lastError).toBeUndefined();
+      expect(node.reconciler.pendingUnmounts()).toEqual([]);
 
-    const changes = node.changes().length;
-    const agent = node.restart();
-    await node.settle();
-    expect(node.calls()).toEqual(calls);
-    const info = await agent.mount(req('a1'), RESTORE);
-    expect(info).toEqual({ name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), stagingPath: stagingOf(), readOnly: false, restored: false, pluginAway: false });
-    expect(node.changes().slice(changes)).toEqual(restoreChanges);
-    expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
-    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true, published: true, targetPath: targetOf('a1') });
-    expect(node.claimer.releases).toEqual([]);
-  });
+      const changes = node.changes().length;
+      const agent = node.restart();
+      await node.settle();
+      expect(node.calls()).toEqual(calls);
+      const info = await agent.mount(req('a1'), RESTORE);
+      expect(info).toEqual({
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        targetPath: targetOf('a1'),
+        stagingPath: stagingOf(),
+        readOnly: false,
+        restored: false,
+        pluginAway: false,
+      });
+      expect(node.changes().slice(changes)).toEqual(restoreChanges);
+      expect(node.mounted()).toEqual([targetOf('a1'), stagingOf()].sort());
+      expect(node.record('a1')).toMatchObject({
+        desired: 'mounted',
+        claimed: true,
+        staged: true,
+        published: true,
+        targetPath: targetOf('a1'),
+      });
+      expect(node.claimer.releases).toEqual([]);
+    },
+  );
 
   test('an unmount whose store refuses the write of one of two records: both are attempted, the refused one reports the error, and after the backoff both are gone', async () => {
     node = new TestNode();
@@ -1331,7 +1569,12 @@ describe('review fixes', () => {
     node.store.failWrites = 1;
     const outcomes = await node.reconciler.unmount('a1');
     expect(outcomes).toEqual([
-      { name: 'data', volumeId: 'vol1', pluginId: PLUGIN, error: expect.objectContaining({ message: 'fake mount store: write refused (put a1/data)' }) },
+      {
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        error: expect.objectContaining({ message: 'fake mount store: write refused (put a1/data)' }),
+      },
       { name: 'logs', volumeId: 'vol2', pluginId: PLUGIN },
     ]);
     // logs came down at once; data waits for its retry, still mounted.
@@ -1421,7 +1664,7 @@ describe('limits and dispose (L1, L2)', () => {
     expect(r.error).toBeInstanceOf(VolumeMountError);
   });
 
-  test('dispose() ends an unmount\'s wait for its plugin: no CSI step after the reconciler is disposed', async () => {
+  test("dispose() ends an unmount's wait for its plugin: no CSI step after the reconciler is disposed", async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
     node.csi.crash(PLUGIN);
@@ -1437,7 +1680,6 @@ describe('limits and dispose (L1, L2)', () => {
     expect(node.record('a1')).toMatchObject({ desired: 'unmounted', published: true });
   });
 });
-
 
 describe('node-side expansion and usage', () => {
   test('online: NodeExpandVolume for every live mount of the volume, nothing owed after; offline: owed, and made after the next publish', async () => {
@@ -1466,10 +1708,26 @@ describe('node-side expansion and usage', () => {
     const { reconciler, vm } = node;
     await reconciler.mount(req('a1'), PRERUN);
     expect(await reconciler.usage({ allocId: 'a1' })).toEqual([
-      { allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), error: `plugin "${PLUGIN}" does not report volume stats (no GET_VOLUME_STATS)` },
+      {
+        allocId: 'a1',
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        targetPath: targetOf('a1'),
+        error: `plugin "${PLUGIN}" does not report volume stats (no GET_VOLUME_STATS)`,
+      },
     ]);
     vm.volumeStats = true;
-    expect(await reconciler.usage({ volumeId: 'vol1' })).toEqual([{ allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: PLUGIN, targetPath: targetOf('a1'), usage: { bytes: { total: 1000, used: 10, available: 990 } } }]);
+    expect(await reconciler.usage({ volumeId: 'vol1' })).toEqual([
+      {
+        allocId: 'a1',
+        name: 'data',
+        volumeId: 'vol1',
+        pluginId: PLUGIN,
+        targetPath: targetOf('a1'),
+        usage: { bytes: { total: 1000, used: 10, available: 990 } },
+      },
+    ]);
     expect(await reconciler.usage({ volumeId: 'nope' })).toEqual([]);
   });
 });

@@ -207,13 +207,20 @@ export class VolumeReconciler implements VolumeReconcilerService {
 
   /** The records of node plugin `pluginId` that are live mounts of this run: wanted mounted, verified, no unmount under way. */
   private attached(pluginId: string): [string, VolumeMountRecord][] {
-    return [...this.records.entries()].filter(([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k));
+    return [...this.records.entries()].filter(
+      ([k, r]) => r.pluginId === pluginId && r.desired === 'mounted' && this.verified.has(k) && !this.downs.has(k),
+    );
   }
 
   /** Node plugin `pluginId` stopped serving: every live mount through it is told (it stays mounted, and is looked at when the plugin is back). */
   private reportPluginAway(pluginId: string, why: string): void {
     const live = this.attached(pluginId).filter(([, r]) => r.published && r.targetPath !== undefined);
-    if (live.length) this.log.warn('a node plugin with live mounts stopped serving; the mounts stay, and are checked when it is back', { plugin_id: pluginId, mounts: live.length, why });
+    if (live.length)
+      this.log.warn('a node plugin with live mounts stopped serving; the mounts stay, and are checked when it is back', {
+        plugin_id: pluginId,
+        mounts: live.length,
+        why,
+      });
     for (const [, r] of live) {
       this.liveEvents.emit({
         kind: 'plugin-away',
@@ -245,11 +252,18 @@ export class VolumeReconciler implements VolumeReconcilerService {
     if (this.started || this.stopped) return;
     this.started = true;
     const { records, failures } = this.store.list();
-    for (const f of failures) this.log.error('a volume mount record could not be read; it is left in the state untouched', { key: f.key, error: f.error });
+    for (const f of failures)
+      this.log.error('a volume mount record could not be read; it is left in the state untouched', { key: f.key, error: f.error });
     for (const r of records) {
       this.records.set(mountKey(r.allocId, r.name), r);
       const unknown = unknownFieldValues(r);
-      if (unknown.length) this.log.warn('a volume mount record holds values this agent does not know (from a newer agent?); read with defaults', { alloc_id: r.allocId, volume: r.name, volume_id: r.volumeId, fields: unknown.join(', ') });
+      if (unknown.length)
+        this.log.warn('a volume mount record holds values this agent does not know (from a newer agent?); read with defaults', {
+          alloc_id: r.allocId,
+          volume: r.name,
+          volume_id: r.volumeId,
+          fields: unknown.join(', '),
+        });
     }
     this.subscriptions.add(
       this.csi.onDidBecomeReady((ready) => {
@@ -264,7 +278,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (change.info.type !== PluginTypeCSINode || change.healthy || change.previous !== true) return;
         // The old instance of an upgrade going away: the plugin still serves through the new one.
         if (this.csi.pluginInfo(PluginTypeCSINode, change.name)?.healthy === true) return;
-        this.reportPluginAway(change.name, `${change.description}${change.lastError && !change.description.includes(change.lastError) ? `: ${change.lastError}` : ''}`);
+        this.reportPluginAway(
+          change.name,
+          `${change.description}${change.lastError && !change.description.includes(change.lastError) ? `: ${change.lastError}` : ''}`,
+        );
       }),
     );
     this.subscriptions.add(
@@ -309,17 +326,36 @@ export class VolumeReconciler implements VolumeReconcilerService {
       .map((r) => {
         const last = this.liveEvents.last(mountKey(r.allocId, r.name));
         const state: MountCheckView['state'] =
-          r.remounting !== undefined ? 'remounting' : last?.kind === 'stale' ? 'stale' : last?.kind === 'remount-busy' ? 'busy' : this.pluginAway(r.pluginId) ? 'plugin-away' : last?.kind === 'abnormal' ? 'abnormal' : 'ok';
-        return { allocId: r.allocId, name: r.name, volumeId: r.volumeId, pluginId: r.pluginId, state, ...(last ? { message: last.message, time: last.time } : {}) };
+          r.remounting !== undefined
+            ? 'remounting'
+            : last?.kind === 'stale'
+              ? 'stale'
+              : last?.kind === 'remount-busy'
+                ? 'busy'
+                : this.pluginAway(r.pluginId)
+                  ? 'plugin-away'
+                  : last?.kind === 'abnormal'
+                    ? 'abnormal'
+                    : 'ok';
+        return {
+          allocId: r.allocId,
+          name: r.name,
+          volumeId: r.volumeId,
+          pluginId: r.pluginId,
+          state,
+          ...(last ? { message: last.message, time: last.time } : {}),
+        };
       });
   }
 
   /** The volumes an alloc has mounted, by the group's volume name. */
   mounted(allocId: string): MountedVolumeInfo[] {
-    return this.list(allocId)
-      // A record mid-remount (its intent written) is not mounted until the remount is done, whatever its flags say.
-      .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined && r.remounting === undefined)
-      .map((r) => mountedInfo(r, false, this.pluginAway(r.pluginId)));
+    return (
+      this.list(allocId)
+        // A record mid-remount (its intent written) is not mounted until the remount is done, whatever its flags say.
+        .filter((r) => r.desired === 'mounted' && r.published && r.targetPath !== undefined && r.remounting === undefined)
+        .map((r) => mountedInfo(r, false, this.pluginAway(r.pluginId)))
+    );
   }
 
   private pluginAway(pluginId: string): boolean {
@@ -358,7 +394,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
       pluginId = record.pluginId;
       if (wantedBefore) {
         // A remount the last agent started: the alloc keeps running, the checker finishes it when the plugin serves (never the restore limit).
-        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key)) return keepRemounting(this.restoreHost, key);
+        if (record.remounting !== undefined && record.targetPath !== undefined && !this.downs.has(key))
+          return keepRemounting(this.restoreHost, key);
         // The mount table says whether the mount is live; no plugin is needed to see that.
         const live = await stillMounted(this.restoreHost, key, signal, 'waiting for its plugin to mount it again');
         if (live) return live;
@@ -408,7 +445,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
       try {
         return this.update(key, { onStaleMount: request.onStaleMount });
       } catch (err) {
-        this.log.warn('could not record a changed stale-mount policy; it holds until the agent restarts', { alloc_id: request.allocId, volume_id: request.volumeId, error: errorMessage(err) });
+        this.log.warn('could not record a changed stale-mount policy; it holds until the agent restarts', {
+          alloc_id: request.allocId,
+          volume_id: request.volumeId,
+          error: errorMessage(err),
+        });
         const changed: VolumeMountRecord = { ...existing, onStaleMount: request.onStaleMount };
         if (changed.onStaleMount === undefined) delete changed.onStaleMount;
         this.records.set(key, changed);
@@ -422,7 +463,13 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const now = this.records.get(key);
     if (now) {
       // Asked again while its unmount is still pending: mount it again from where it is.
-      return this.update(key, { desired: 'mounted', attempts: 0, lastError: undefined, since: this.clock.now(), onStaleMount: request.onStaleMount });
+      return this.update(key, {
+        desired: 'mounted',
+        attempts: 0,
+        lastError: undefined,
+        since: this.clock.now(),
+        onStaleMount: request.onStaleMount,
+      });
     }
     const record: VolumeMountRecord = {
       allocId: request.allocId,
@@ -450,7 +497,7 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const limit = this.timeouts.claimRetryLimit();
     let claimed = false;
     let pluginRetries = 0;
-    for (let attempt = 1; ; ) {
+    for (let attempt = 1; ;) {
       const record = this.wanted(key);
       try {
         // An unmount of this record still under way (asked for again meanwhile)
@@ -470,18 +517,36 @@ export class VolumeReconciler implements VolumeReconcilerService {
         if (err instanceof ClaimError && err.retryable) {
           const delay = this.timeouts.claimBackoff(attempt);
           if (this.clock.now() - started + delay > limit) {
-            throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, { cause: err });
+            throw new ClaimError(`claim not granted within ${formatDuration(limit)} (${attempt} attempts): ${err.message}`, false, {
+              cause: err,
+            });
           }
-          this.log.info('volume claim refused for now; retrying', { alloc_id: record.allocId, volume_id: record.volumeId, attempt, delay_ms: delay, error: err });
+          this.log.info('volume claim refused for now; retrying', {
+            alloc_id: record.allocId,
+            volume_id: record.volumeId,
+            attempt,
+            delay_ms: delay,
+            error: err,
+          });
           if (!this.stopped && !signal?.aborted) tellRetry(this.log, options, record, 'claim', attempt, err, delay);
           await this.clock.sleep(delay, signal);
           attempt++;
           continue;
         }
         // A claim's refusal is the catalog's answer; a node step's failure while the node plugin is away is not.
-        if (err instanceof ClaimError || this.stopped || signal?.aborted || !(isPluginUnavailable(err) || this.pluginAway(record.pluginId))) throw err;
+        if (err instanceof ClaimError || this.stopped || signal?.aborted || !(isPluginUnavailable(err) || this.pluginAway(record.pluginId)))
+          throw err;
         const left = deadline - this.clock.now();
-        if (left > 0) tellRetry(this.log, options, record, 'plugin', pluginRetries + 1, err, this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)));
+        if (left > 0)
+          tellRetry(
+            this.log,
+            options,
+            record,
+            'plugin',
+            pluginRetries + 1,
+            err,
+            this.pluginAway(record.pluginId) ? left : Math.min(left, this.timeouts.unmountBackoff(pluginRetries + 1)),
+          );
         await awaitPluginAgain(this.unmountHost, record, err, ++pluginRetries, phase, deadline, signal);
       }
     }
@@ -494,14 +559,24 @@ export class VolumeReconciler implements VolumeReconcilerService {
     const record = this.update(key, { claimed: true });
     crashPoint('reconciler.claim.after-write');
     const claim = await this.claimer.claim(
-      { volumeId: record.volumeId, allocId: record.allocId, readOnly: record.usage.readOnly, accessMode: record.usage.accessMode, attachmentMode: record.usage.attachmentMode },
+      {
+        volumeId: record.volumeId,
+        allocId: record.allocId,
+        readOnly: record.usage.readOnly,
+        accessMode: record.usage.accessMode,
+        attachmentMode: record.usage.attachmentMode,
+      },
       { signal },
     );
     this.volumes.set(key, claim.volume);
     crashPoint('reconciler.claim.after-call');
     // A volume expanded with node_expansion_required is expanded on the node after this mount's publish.
     const owed = Math.max(this.mustHave(key).expandTo ?? 0, claim.volume.nodeExpandTo ?? 0) || undefined;
-    this.update(key, { publishContext: claim.publishContext, externalId: claim.volume.externalId || claim.volume.id, ...(owed !== undefined ? { expandTo: owed } : {}) });
+    this.update(key, {
+      publishContext: claim.publishContext,
+      externalId: claim.volume.externalId || claim.volume.id,
+      ...(owed !== undefined ? { expandTo: owed } : {}),
+    });
   }
 
   /** Stage (when the plugin stages) and publish; runs under the volume's queue. */
@@ -543,7 +618,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
 
   /** `_options.signal` is not taken: a mount's read is shared by every caller while it runs, so no one caller cancels it (it runs to the CSI call limit). */
   usage(filter: { allocId?: string; volumeId?: string }, _options: { signal?: AbortSignal } = {}): Promise<MountUsageView[]> {
-    return readMountUsage({ records: this.records, volumes: this.volumes, csi: this.csi, reader: this.usageReader, stopping: this.stopping.signal }, filter);
+    return readMountUsage(
+      { records: this.records, volumes: this.volumes, csi: this.csi, reader: this.usageReader, stopping: this.stopping.signal },
+      filter,
+    );
   }
 
   /** A mount that failed or was abandoned: want it unmounted, try that once now, keep retrying in the background. */
@@ -554,15 +632,24 @@ export class VolumeReconciler implements VolumeReconcilerService {
     try {
       // Nothing done, nothing to undo: forgotten now, not queued behind another alloc's step on the volume.
       if (!holdsAnything(record)) return this.forget(key);
-      if (record.desired === 'mounted') this.update(key, { desired: 'unmounted', attempts: 0, lastError: errorMessage(cause), since: this.clock.now() });
+      if (record.desired === 'mounted')
+        this.update(key, { desired: 'unmounted', attempts: 0, lastError: errorMessage(cause), since: this.clock.now() });
     } catch (err) {
       // The mount still fails with its own cause; the record keeps what was done, for the alloc's unmount to undo.
-      this.log.error('could not record that a failed mount is to be undone; it is undone when its alloc unmounts', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(err) });
+      this.log.error('could not record that a failed mount is to be undone; it is undone when its alloc unmounts', {
+        alloc_id: record.allocId,
+        volume_id: record.volumeId,
+        error: errorMessage(err),
+      });
       return;
     }
     const outcome = await this.attemptDown(key);
     if (outcome?.error !== undefined) {
-      this.log.error('could not undo a failed mount; retrying in the background', { alloc_id: record.allocId, volume_id: record.volumeId, error: errorMessage(outcome.error) });
+      this.log.error('could not undo a failed mount; retrying in the background', {
+        alloc_id: record.allocId,
+        volume_id: record.volumeId,
+        error: errorMessage(outcome.error),
+      });
     }
   }
 
@@ -599,7 +686,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
       this.update(key, { remounting: undefined });
     } catch (err) {
       // Left set: a next agent remounts it again (and restarts under `restart`) — more than needed, never less.
-      this.log.error('could not clear a finished remount from its record; a next agent does it again', { alloc_id: r.allocId, volume_id: r.volumeId, error: errorMessage(err) });
+      this.log.error('could not clear a finished remount from its record; a next agent does it again', {
+        alloc_id: r.allocId,
+        volume_id: r.volumeId,
+        error: errorMessage(err),
+      });
     }
   }
 
@@ -632,7 +723,8 @@ export class VolumeReconciler implements VolumeReconcilerService {
   /** The record, still wanted mounted; an AbortError when its alloc asked for it to be unmounted meanwhile. */
   private wanted(key: string): VolumeMountRecord {
     const record = this.mustHave(key);
-    if (record.desired !== 'mounted') throw new AbortError(`volume "${record.name}" of alloc ${record.allocId} was unmounted while it was being mounted`);
+    if (record.desired !== 'mounted')
+      throw new AbortError(`volume "${record.name}" of alloc ${record.allocId} was unmounted while it was being mounted`);
     return record;
   }
 

@@ -4,7 +4,13 @@
 // the catalog carried out whose answer never came back) — until its signal
 // aborts or the test lets it go.
 import { settleOnce } from '@csiplug/core';
-import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeClaimResult, type VolumeClaimer } from '../catalog/volume-claimer';
+import {
+  ClaimError,
+  type ClaimableVolume,
+  type VolumeClaimRequest,
+  type VolumeClaimResult,
+  type VolumeClaimer,
+} from '../catalog/volume-claimer';
 
 /** A call made to hang: the test waits for it, then lets it go (or aborts its signal). */
 export interface FakeClaimHang {
@@ -56,7 +62,11 @@ export class FakeClaimer implements VolumeClaimer {
 
   async lookup(volumeId: string): Promise<ClaimableVolume> {
     const v = this.volumes.get(volumeId);
-    if (!v) throw new ClaimError(`volume "${volumeId}" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")`, false);
+    if (!v)
+      throw new ClaimError(
+        `volume "${volumeId}" is not registered; register it ("csiplug volume register FILE") or create it ("csiplug volume create FILE")`,
+        false,
+      );
     return v;
   }
 

@@ -21,7 +21,8 @@ export class FakeMountStore implements MountStore {
     const failures: MountStoreFailure[] = [];
     for (const [key, entry] of [...this.data.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       if ('undecodable' in entry) failures.push({ key, error: entry.undecodable });
-      else if (!isVolumeMountRecord(entry.value)) failures.push({ key, error: 'not a volume mount record (a field is missing or has the wrong type)' });
+      else if (!isVolumeMountRecord(entry.value))
+        failures.push({ key, error: 'not a volume mount record (a field is missing or has the wrong type)' });
       else records.push(structuredClone(entry.value));
     }
     return { records, failures };

@@ -33,7 +33,12 @@ export function fullMountRecord(allocId: string, name: string, change: Partial<V
     volumeId: 'vol1',
     externalId: 'ext-vol1',
     pluginId: 'hostpath',
-    usage: { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer', mountOptions: { fsType: 'ext4', mountFlags: ['noatime', 'nodev'] } },
+    usage: {
+      readOnly: false,
+      attachmentMode: 'file-system',
+      accessMode: 'single-node-writer',
+      mountOptions: { fsType: 'ext4', mountFlags: ['noatime', 'nodev'] },
+    },
     desired: 'mounted',
     claimed: true,
     publishContext: { attached: 'yes', device: '/dev/xvdf' },
@@ -121,10 +126,18 @@ export function describeMountStoreContract(name: string, make: () => MountStoreC
       store.put(fullMountRecord('alloc-1', 'logs'));
       store.put(fullMountRecord('alloc-2', 'data'));
       // The replacement drops optional fields the old record had: the stored record is exactly the new one.
-      const replacement = bareMountRecord('alloc-1', 'data', { desired: 'unmounted', attempts: 3, lastError: 'NodeUnpublishVolume: plugin not found' });
+      const replacement = bareMountRecord('alloc-1', 'data', {
+        desired: 'unmounted',
+        attempts: 3,
+        lastError: 'NodeUnpublishVolume: plugin not found',
+      });
       store.put(replacement);
       expect(byKey(store.list().records)).toEqual([replacement, fullMountRecord('alloc-1', 'logs'), fullMountRecord('alloc-2', 'data')]);
-      expect(byKey(subject.reopen().list().records)).toEqual([replacement, fullMountRecord('alloc-1', 'logs'), fullMountRecord('alloc-2', 'data')]);
+      expect(byKey(subject.reopen().list().records)).toEqual([
+        replacement,
+        fullMountRecord('alloc-1', 'logs'),
+        fullMountRecord('alloc-2', 'data'),
+      ]);
     });
 
     test('delete removes the record of (alloc, name) only; deleting one that is not there is not an error', () => {
@@ -158,7 +171,10 @@ export function describeMountStoreContract(name: string, make: () => MountStoreC
       }
       store.delete('alloc-1', 'a/b');
       store.delete('x/y', 'z');
-      const left = subject.reopen().list().records.map((r) => [r.allocId, r.name]);
+      const left = subject
+        .reopen()
+        .list()
+        .records.map((r) => [r.allocId, r.name]);
       expect(left.sort()).toEqual(keys.filter(([a, n]) => !(a === 'alloc-1' && n === 'a/b') && !(a === 'x/y' && n === 'z')).sort());
     });
 

@@ -8,7 +8,14 @@ import * as path from 'node:path';
 import { type DependencyContainer, container as root } from 'tsyringe';
 import { MemoryLogger, registerCore, type TimeoutSettings } from '@csiplug/core';
 import { type CSIClientFactory, ICSIClientFactory, mountCapability, registerCsi } from '@csiplug/csi';
-import { type CSIManager, ICSIManager, type NodeEvent, PLUGIN_OPTION_PLUGIN_TYPE, PLUGIN_OPTION_STAGE_PUBLISH_BASE, registerCsiManager } from '@csiplug/csimanager';
+import {
+  type CSIManager,
+  ICSIManager,
+  type NodeEvent,
+  PLUGIN_OPTION_PLUGIN_TYPE,
+  PLUGIN_OPTION_STAGE_PUBLISH_BASE,
+  registerCsiManager,
+} from '@csiplug/csimanager';
 import { IPluginRegistry, type PluginRegistry, registerRegistry } from '@csiplug/registry';
 import { type ClientStateDB, IClientStateDB, openClientState, bindStateStores } from '@csiplug/state';
 import { IVolumeClaimer, IVolumeReconciler, registerVolumeReconciler, type LiveMountEvent, type VolumeReconcilerService } from '../../src';
@@ -83,8 +90,12 @@ export async function startAgent(dataDir: string, claimer: FakeClaimer, options:
 
 /** Registers the hostpath plugin of `allocId` as a monolith (csi-controller and csi-node), as its supervisor hook would. */
 export function registerMonolith(registry: PluginRegistry, dataDir: string, allocId: string, socketPath: string): void {
-  const options = { [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith', [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dataDir, 'csi', 'monolith', 'hostpath') };
-  for (const type of ['csi-controller', 'csi-node']) registry.register({ type, name: 'hostpath', version: '0.1.0', allocId, socketPath, options });
+  const options = {
+    [PLUGIN_OPTION_PLUGIN_TYPE]: 'monolith',
+    [PLUGIN_OPTION_STAGE_PUBLISH_BASE]: path.join(dataDir, 'csi', 'monolith', 'hostpath'),
+  };
+  for (const type of ['csi-controller', 'csi-node'])
+    registry.register({ type, name: 'hostpath', version: '0.1.0', allocId, socketPath, options });
 }
 
 /** Creates volume `id` on the plugin and puts it in the claimer's catalog; resolves with the plugin's id for it. */

@@ -18,12 +18,32 @@ export interface HostpathProcess {
 }
 
 /** Starts the plugin; `args` adds flags (e.g. the fault switches: `--hang-rpc NodePublishVolume`). */
-export async function startHostpath(opts: { socketPath: string; stateDir: string; nodeId?: string; mode?: string; args?: string[] }): Promise<HostpathProcess> {
-  if (!existsSync(HOSTPATH_CLI)) throw new Error(`the hostpath plugin is not built (${HOSTPATH_CLI} is missing); build packages/hostpath-plugin first`);
+export async function startHostpath(opts: {
+  socketPath: string;
+  stateDir: string;
+  nodeId?: string;
+  mode?: string;
+  args?: string[];
+}): Promise<HostpathProcess> {
+  if (!existsSync(HOSTPATH_CLI))
+    throw new Error(`the hostpath plugin is not built (${HOSTPATH_CLI} is missing); build packages/hostpath-plugin first`);
   await fs.mkdir(path.dirname(opts.socketPath), { recursive: true, mode: 0o700 });
   const child = spawn(
     process.execPath,
-    [HOSTPATH_CLI, '--endpoint', `unix://${opts.socketPath}`, '--node-id', opts.nodeId ?? 'node-it', '--state-dir', opts.stateDir, '--mode', opts.mode ?? 'monolith', '--log-level', 'warn', ...(opts.args ?? [])],
+    [
+      HOSTPATH_CLI,
+      '--endpoint',
+      `unix://${opts.socketPath}`,
+      '--node-id',
+      opts.nodeId ?? 'node-it',
+      '--state-dir',
+      opts.stateDir,
+      '--mode',
+      opts.mode ?? 'monolith',
+      '--log-level',
+      'warn',
+      ...(opts.args ?? []),
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';

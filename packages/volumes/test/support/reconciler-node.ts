@@ -34,8 +34,15 @@ export const TIMEOUTS: Partial<TimeoutSettings> = {
 };
 
 export const stagingOf = (usage: UsageOptions = RW, volumeId = 'vol1') => `${ROOT}/staging/${volumeId}/${usageToFS(usage)}`;
-export const targetOf = (allocId: string, usage: UsageOptions = RW, volumeId = 'vol1') => `${ROOT}/per-alloc/${allocId}/${volumeId}/${usageToFS(usage)}`;
-export const req = (allocId: string, over: Partial<VolumeMountRequest> = {}): VolumeMountRequest => ({ allocId, name: 'data', volumeId: 'vol1', usage: RW, ...over });
+export const targetOf = (allocId: string, usage: UsageOptions = RW, volumeId = 'vol1') =>
+  `${ROOT}/per-alloc/${allocId}/${volumeId}/${usageToFS(usage)}`;
+export const req = (allocId: string, over: Partial<VolumeMountRequest> = {}): VolumeMountRequest => ({
+  allocId,
+  name: 'data',
+  volumeId: 'vol1',
+  usage: RW,
+  ...over,
+});
 
 /** What a step changed on the node, as FakeVolumeManager.changes lists it. */
 export const staged = (usage: UsageOptions = RW) => `stage vol1 ${usageToFS(usage)}`;
@@ -139,4 +146,3 @@ export class TestNode {
     return agent;
   }
 }
-

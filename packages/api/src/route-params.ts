@@ -1,0 +1,64 @@
+// The route table's small helpers: query parameters read and checked the
+// way every route reads them (a bad one is a 400 naming it), a volume's
+// secrets redacted for display, Nomad's plan flag dropped. Split from
+// http-api.ts, which serves the routes.
+import { ApiError } from './api-error';
+import type { VolumeView } from './service';
+
+export const REDACTED = '[REDACTED]';
+
+/**
+ * Nomad's plan request carries `"Diff": true` next to the job; a plan here
+ * always has its diff, so the flag is accepted (a boolean) and dropped.
+ */
+export function withoutDiffFlag(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('Diff' in body) || !('Job' in body)) return body;
+  const { Diff: diff, ...rest } = body as Record<string, unknown>;
+  if (typeof diff !== 'boolean') throw ApiError.badRequest(`"Diff" must be true or false (got ${JSON.stringify(diff)})`);
+  return rest;
+}
+
+/** A volume as the API shows it: secret values replaced, keys kept. */
+export function redactSecrets(volume: VolumeView): VolumeView {
+  const secrets = volume.secrets ?? {};
+  if (Object.keys(secrets).length === 0) return volume;
+  return { ...volume, secrets: Object.fromEntries(Object.keys(secrets).map((k) => [k, REDACTED])) };
+}
+
+/** `?x`, `?x=true|1` → true; `?x=false|0` or absent → false; anything else is a 400. */
+export function boolParam(query: URLSearchParams, name: string): boolean {
+  const v = query.get(name);
+  if (v === null || v === 'false' || v === '0') return false;
+  if (v === '' || v === 'true' || v === '1') return true;
+  throw ApiError.badRequest(`query parameter ${name} must be true or false (got "${v}")`);
+}
+
+export function intParam(query: URLSearchParams, name: string, dflt: number): number {
+  const v = query.get(name);
+  if (v === null || v === '') return dflt;
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)))
+    throw ApiError.badRequest(`query parameter ${name} must be a whole number of at least 0 (got "${v}")`);
+  return Number(v);
+}
+
+export function oneOf<T extends string>(query: URLSearchParams, name: string, allowed: readonly T[], dflt: T): T {
+  const v = query.get(name);
+  if (v === null || v === '') return dflt;
+  if (!(allowed as readonly string[]).includes(v))
+    throw ApiError.badRequest(`query parameter ${name} must be one of ${allowed.join(', ')} (got "${v}")`);
+  return v as T;
+}
+
+/** Nomad's list endpoints take `?type=csi`; csi is the only type here. */
+export function csiTypeParam(query: URLSearchParams): void {
+  const type = query.get('type');
+  if (type !== null && type !== '' && type !== 'csi')
+    throw ApiError.badRequest(`query parameter type must be csi, the only plugin type (got "${type}")`);
+}
+
+/** Snapshots one PUT /v1/volumes/snapshot may ask for. */
+export const MAX_SNAPSHOTS_PER_REQUEST = 16;
+
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
