@@ -117,12 +117,10 @@ export class ClaimSweep {
 
   /** Every claim (or controller publish) a purged alloc holds, released through the claimer; a failure is said, and the sweep tries again. */
   async releaseAllOf(allocId: string): Promise<void> {
-    const held = this.ctx.catalog
-      .listVolumes()
-      .filter((v) => v.claims.some((c) => c.allocId === allocId) || v.publishContexts?.[allocId] !== undefined);
-    for (const volume of held) {
-      await this.release(volume.id, allocId).catch((err: unknown) =>
-        this.ctx.logger.warn('releasing claims of a purged alloc failed', { alloc_id: allocId, volume_id: volume.id, error: err }),
+    // Asked of the catalog, not read off the volume views: a publish cut short holds the volume too, and only the record shows it.
+    for (const volumeId of this.ctx.catalog.volumesHeldBy(allocId)) {
+      await this.release(volumeId, allocId).catch((err: unknown) =>
+        this.ctx.logger.warn('releasing claims of a purged alloc failed', { alloc_id: allocId, volume_id: volumeId, error: err }),
       );
     }
   }

@@ -135,4 +135,15 @@ describe('every claim the agent releases goes through IVolumeClaimer', () => {
     expect(agent.getVolume('purged')?.claims.map((c) => c.allocId)).toEqual(['someone-else']);
     expect(agent.getJob('sleeper')).toBeUndefined();
   });
+
+  it('a job purge also releases a volume its alloc holds only by a publish cut short', async () => {
+    const { allocIds } = await agent.runJob(await parseJobspec(SLEEPER, 'sleeper.hcl'));
+    const allocId = allocIds[0]!;
+    await claimedVolume('cut-short', []);
+    // A ControllerPublish under way when the last agent died: no claim yet, the volume view shows nothing of it.
+    const state = agent.container.resolve<VolumeStateStore>(IVolumeStateStore);
+    state.putVolume('cut-short', { ...state.getVolume<object>('cut-short')!, publishing: { [allocId]: agent.config.nodeId } });
+    await agent.stopJob('sleeper', { purge: true });
+    expect(spy.releases).toEqual([`cut-short/${allocId}`]);
+  });
 });

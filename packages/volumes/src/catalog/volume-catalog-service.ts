@@ -110,6 +110,13 @@ export interface VolumeCatalogService extends VolumeClaimer {
    */
   releaseAllocClaims(allocId: string, options?: { signal?: AbortSignal }): Promise<string[]>;
   /**
+   * The volumes `allocId` holds anything on: a claim, a controller publish,
+   * or a publish under way or cut short (which a release unpublishes). The
+   * volume view shows only claims, so whoever releases a gone alloc's
+   * volumes one by one asks here.
+   */
+  volumesHeldBy(allocId: string): string[];
+  /**
    * Grows a volume to `capacity` (Nomad: `volume create` again with a larger
    * capacity): ControllerExpandVolume when the controller offers
    * EXPAND_VOLUME, else only the node side (when the node plugin offers it).

@@ -494,8 +494,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     });
   }
 
-  async releaseAllocClaims(allocId: string, options: { signal?: AbortSignal } = {}): Promise<string[]> {
-    const held = this.state
+  volumesHeldBy(allocId: string): string[] {
+    return this.state
       .listVolumes<unknown>()
       .filter((r): r is VolumeRecord => this.checkRecord(r))
       .filter(
@@ -505,6 +505,10 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           r.publishing?.[allocId] !== undefined,
       )
       .map((r) => r.id);
+  }
+
+  async releaseAllocClaims(allocId: string, options: { signal?: AbortSignal } = {}): Promise<string[]> {
+    const held = this.volumesHeldBy(allocId);
     const released: string[] = [];
     let firstError: unknown;
     for (const id of held) {
