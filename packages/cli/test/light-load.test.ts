@@ -47,9 +47,18 @@ const HEAVY_PACKAGES = [
 const CLI_MAY_LOAD = ['@csiplug/cli', '@csiplug/api', '@csiplug/jobspec', '@csiplug/core'];
 
 /** The files of @csiplug/api's client entry (@csiplug/api/client); any other file of the api is its HTTP server's. */
-const API_CLIENT_FILES = ['client', 'api-client', 'api-error', 'protocol', 'service-errors', 'service', 'log-slice'].map(
-  (name) => `dist/${name}.js`,
-);
+const API_CLIENT_FILES = [
+  'client',
+  'api-client',
+  'api-transport',
+  'call-scope',
+  'volume-api-calls',
+  'api-error',
+  'protocol',
+  'service-errors',
+  'service',
+  'log-slice',
+].map((name) => `dist/${name}.js`);
 
 const CLI_DIR = join(__dirname, '..');
 
