@@ -28,9 +28,9 @@ const FLOORS = [
   /* 2 */ ['registry', 'driver', 'hostpath-plugin'],
   /* 3 */ ['csimanager'],
   /* 4 */ ['volumes'],
-  /* 5 */ ['hooks', 'cluster'],
+  /* 5 */ ['hooks'],
   /* 6 */ ['api'],
-  /* 7 */ ['runner', 'cli'],
+  /* 7 */ ['runner', 'cli', 'cluster'],
   /* 8 */ ['agent'],
 ];
 

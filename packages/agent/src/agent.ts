@@ -24,8 +24,7 @@ import {
   type VolumeClaimer,
   type VolumeReconcilerService,
 } from '@csiplug/volumes';
-import { IClusterNode, type ClusterNode } from '@csiplug/cluster';
-import { dropRoutedControllers } from './cluster-controllers';
+import { IClusterAgent, IClusterMode, dropRoutedControllers, type ClusterAgent, type ClusterMode } from '@csiplug/cluster';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import type { DB } from '@csiplug/state';
 import * as path from 'path';
@@ -42,7 +41,6 @@ import type { AgentContext } from './agent-context';
 import { AgentShuttingDownError } from './agent-errors';
 import { AllocTable } from './alloc-table';
 import { ClaimSweep } from './claim-sweep';
-import { ClusterMode } from './cluster-mode';
 import { JobService } from './job-service';
 import { NodeViews } from './node-views';
 import { PluginViews } from './plugin-views';
@@ -113,38 +111,38 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
   });
   const nodes = new NodeViews(ctx, () => cluster);
   if (config.cluster) {
-    // The cluster module (@csiplug/cluster) made this node in its cluster when it started; cluster mode runs over it.
-    cluster = new ClusterMode(
-      {
-        settings: {
-          dataDir: config.dataDir,
-          bindAddr: config.bindAddr,
-          port: config.port,
-          tls: config.tls !== undefined,
-          maxAllocsPerJob: config.limits.maxAllocsPerJob,
-          aclToken: () => config.acl.token,
-        },
-        logger,
-        loggerFor: (component) => container.resolve<Logger>(ILogger).child({ component }),
-        clock,
-        registry: ctx.registry,
-        csiManager: ctx.csiManager,
-        catalog: ctx.catalog,
-        get closed() {
-          return ctx.closed;
-        },
-        emit: (e) => ctx.emit(e),
-        node: () => nodes.node(),
-        localJob: (id) => jobs.localJob(id),
-        localJobIds: () => ctx.allocs.jobIds(),
-        localJobView: (id) => jobs.localJobView(id),
-        runLocal: (job) => jobs.runLocal(job),
-        stopLocal: (id, options) => jobs.stopLocal(id, options),
-        resumeRollouts: () => jobs.jobUpdater.resume(),
-        allocStopping: (allocId) => ctx.allocs.get(allocId)?.alloc.desiredStatus === 'stop',
+    // Cluster mode is the cluster module's (@csiplug/cluster), over the node it made when it started: what it uses of
+    // this agent is bound here, then the module makes it on this first resolve.
+    const agent: ClusterAgent = {
+      settings: {
+        dataDir: config.dataDir,
+        bindAddr: config.bindAddr,
+        port: config.port,
+        tls: config.tls !== undefined,
+        maxAllocsPerJob: config.limits.maxAllocsPerJob,
+        aclToken: () => config.acl.token,
       },
-      container.resolve<ClusterNode>(IClusterNode),
-    );
+      logger,
+      loggerFor: (component) => container.resolve<Logger>(ILogger).child({ component }),
+      clock,
+      registry: ctx.registry,
+      csiManager: ctx.csiManager,
+      catalog: ctx.catalog,
+      get closed() {
+        return ctx.closed;
+      },
+      emit: (e) => ctx.emit(e),
+      node: () => nodes.node(),
+      localJob: (id) => jobs.localJob(id),
+      localJobIds: () => ctx.allocs.jobIds(),
+      localJobView: (id) => jobs.localJobView(id),
+      runLocal: (job) => jobs.runLocal(job),
+      stopLocal: (id, options) => jobs.stopLocal(id, options),
+      resumeRollouts: () => jobs.jobUpdater.resume(),
+      allocStopping: (allocId) => ctx.allocs.get(allocId)?.alloc.desiredStatus === 'stop',
+    };
+    bind(container, IClusterAgent, { useValue: agent });
+    cluster = container.resolve<ClusterMode>(IClusterMode);
   } else {
     // Without a cluster, a routed controller a cluster-mode run of this data dir registered routes nowhere: it goes.
     dropRoutedControllers(ctx.registry);

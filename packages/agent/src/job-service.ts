@@ -13,7 +13,7 @@ import * as fs from 'fs';
 import type { AgentContext } from './agent-context';
 import { AgentShuttingDownError, NotFoundError } from './agent-errors';
 import type { ClaimSweep } from './claim-sweep';
-import type { ClusterMode } from './cluster-mode';
+import type { ClusterMode } from '@csiplug/cluster';
 import { JobUpdater } from '@csiplug/runner';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { RolloutHost } from '@csiplug/runner';

@@ -3,7 +3,7 @@
 import { findRunc } from '@csiplug/driver';
 import * as os from 'os';
 import type { AgentContext } from './agent-context';
-import { isRoutedController } from './cluster-controllers';
+import { isRoutedController } from '@csiplug/cluster';
 import type { AgentHealth, NodeList, NodeView } from '@csiplug/api';
 
 export const AGENT_VERSION = '0.1.0';

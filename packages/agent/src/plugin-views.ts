@@ -3,7 +3,7 @@
 // instances across the cluster's nodes (cluster mode's part).
 import type { PluginInfo } from '@csiplug/csimanager';
 import type { AgentContext } from './agent-context';
-import { isRoutedController } from './cluster-controllers';
+import { isRoutedController } from '@csiplug/cluster';
 import type { PluginInstanceView, PluginView } from '@csiplug/api';
 
 /** What cluster mode adds to the plugin views. */

@@ -9,7 +9,7 @@ import type { AgentContext } from './agent-context';
 import { NotFoundError } from './agent-errors';
 import type { AllocTable } from './alloc-table';
 import type { ClaimSweep, ReleasedClaim } from './claim-sweep';
-import type { ClusterMode } from './cluster-mode';
+import type { ClusterMode } from '@csiplug/cluster';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { JobService } from './job-service';
 import type { LogRange, LogSlice } from '@csiplug/api';

@@ -7,10 +7,11 @@ import { ValidationError } from '@csiplug/core';
 import type { PluginInfo } from '@csiplug/csimanager';
 import type { MountCheckView } from '@csiplug/volumes';
 import type { AgentContext } from './agent-context';
-import { ConflictError, NotFoundError } from './agent-errors';
+import { ConflictError } from '@csiplug/core';
+import { NotFoundError } from './agent-errors';
 import { mountsOfAlloc } from './alloc-mounts';
 import type { ClaimSweep } from './claim-sweep';
-import type { ClusterVolumeOps } from './cluster-volume-ops';
+import type { ClusterVolumeOps } from '@csiplug/cluster';
 import type { ExternalVolumeView, MountUsageView, Page, SnapshotView, VolumeDetachResult, VolumeMountView, VolumeView } from '@csiplug/api';
 import { volumeSpecToDocument, type VolumeSpec } from '@csiplug/jobspec';
 

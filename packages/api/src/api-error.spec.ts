@@ -1,6 +1,5 @@
 // Which status a service error becomes, including a plugin's own answer
 // wrapped by the catalog.
-import { ClusterJobsUnavailableError, ClusterVolumeExistsError, NodeNameHeldError, NodeNameInUseError } from '@csiplug/cluster';
 import { ConflictError, CsiplugError, ShutdownError, ValidationError } from '@csiplug/core';
 import { CSIError } from '@csiplug/csi';
 import { VolumePluginError } from '@csiplug/volumes';
@@ -44,14 +43,12 @@ describe('statusForError', () => {
     expect(statusForError(new Error('boom'))).toBe(500);
   });
 
+  // The cluster's own errors (ClusterJobsUnavailableError, ClusterVolumeExistsError, NodeNameInUseError…) are checked in
+  // @csiplug/cluster (cluster-error-status.spec.ts): the cluster sits above the API.
   it('gives the errors that once carried an httpStatus the same status, by their codes', () => {
     expect(statusForError(new NotFoundError('job "j" not found'))).toBe(404);
     expect(statusForError(new ConflictError('job "j" kept changing'))).toBe(409);
     expect(statusForError(new ShutdownError('the agent is shutting down'))).toBe(503);
-    expect(statusForError(new ClusterJobsUnavailableError('job "j"', new Error('etcd away')))).toBe(503);
-    expect(statusForError(new ClusterVolumeExistsError('v1', 'n1'))).toBe(409);
-    expect(statusForError(new NodeNameInUseError('n1', 'i-2'))).toBe(409);
-    expect(statusForError(new NodeNameHeldError('n1', 'i-2', 'i-1', 1, 0))).toBe(409);
     expect(statusForError(new CsiplugError('ENODE_NOT_FOUND', 'node purge: no such node'))).toBe(404);
     expect(statusForError(new CsiplugError('ENODE_PURGE_REFUSED', 'node purge: the node is live'))).toBe(409);
     expect(statusForError(Object.assign(new Error('x'), { httpStatus: 418 }))).toBe(500);

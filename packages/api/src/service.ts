@@ -14,16 +14,40 @@ import type {
 import type { Alloc, DeploymentStatus, JobSpec, TaskState } from '@csiplug/jobspec';
 import type { LogRange, LogSlice } from './log-slice';
 import type { JobPlan } from '@csiplug/jobspec';
-import type { PendingSlots, Placement } from '@csiplug/cluster';
+
+/** One alloc slot of a cluster job and the node it is placed on (the API's own shape of @csiplug/cluster's Placement). */
+export interface ClusterPlacementView {
+  /** The alloc slot: `<group>/<index>` (service) or `<group>/@<node>` (system). */
+  slot: string;
+  group: string;
+  /** The index in the group's count (service); 0 for system. */
+  index: number;
+  node: string;
+  /** The job version it was placed for. */
+  jobVersion: number;
+  /** The node it was placed on before, when it was moved off a node down past its grace. */
+  movedFrom?: string;
+}
+
+/** Slots of a group no node can take now, and why (the API's own shape of @csiplug/cluster's PendingSlots). */
+export interface ClusterPendingView {
+  group: string;
+  /** How many slots. */
+  count: number;
+  /** The first few of them. */
+  slots: string[];
+  /** Node name → why not there ("etcd" when the job waits for etcd; empty when no node is ready). */
+  reasons: Record<string, string>;
+}
 
 /** A cluster job as the agent shows it: its record, where its slots are, what could not be placed. */
 export interface ClusterJobView {
   type: 'service' | 'system';
   version: number;
   stopped: boolean;
-  placements: Array<Pick<Placement, 'slot' | 'group' | 'index' | 'node' | 'jobVersion'> & { movedFrom?: string }>;
+  placements: ClusterPlacementView[];
   /** Slots no node can take now, grouped by their reasons. */
-  pending: PendingSlots[];
+  pending: ClusterPendingView[];
   /** ms since the epoch: when this was read from etcd. */
   readAt: number;
 }

@@ -19,7 +19,8 @@
 // sweep, all through IVolumeClaimer), a claim the catalog holds is asserted
 // here after each (re)join (reassert), the claims etcd holds under this
 // node's identity are listed for the sweep (ownClaims), and a node gone for
-// good gives up its claims here (releaseNode).
+// good (node purge) or down past its grace (a pass, jobs.ts) gives up its
+// claims here (releaseNode).
 import {
   ClaimError,
   type ClaimableVolume,
@@ -154,7 +155,7 @@ export class ClusterVolumeClaimer implements VolumeClaimer {
     );
   }
 
-  /** `node purge`: every claim of node `name` (a node gone for good) released, only while it has no live lease; returns the volumes touched. */
+  /** Every claim of node `name` (gone for good: `node purge`; down past its grace: a pass) released, only while it has no live lease; returns the volumes touched. */
   releaseNode(name: string): Promise<string[]> {
     return this.claims.releaseNode(name);
   }

@@ -16,3 +16,9 @@ export * from './membership';
 export * from './module';
 export * from './node-purge';
 export * from './tokens';
+// Cluster mode over the node: the agent resolves it (IClusterMode) after binding IClusterAgent.
+export { ClusterMode } from './mode/cluster-mode';
+export type { ClusterAgent, ClusterAgentSettings } from './mode/cluster-agent';
+export { ClusterUnavailableError } from './mode/cluster-mode-errors';
+export type { ClusterVolumeOps } from './mode/cluster-volume-ops';
+export { ROUTED_CONTROLLER_PREFIX, dropRoutedControllers, isRoutedController } from './routed-controllers/cluster-controllers';

@@ -269,6 +269,13 @@ export class EtcdJobs<S = unknown> {
        * Absent (tools, tests): a handle of no node's own.
        */
       claims?: EtcdVolumeClaims;
+      /**
+       * How a pass releases the claims of a node down past its grace: in an
+       * agent, through its ClusterVolumeClaimer (the one writer of claims in
+       * etcd; it releases another node's claims on that node's missing
+       * lease, as a purge does). Absent (tools, tests): the claims handle.
+       */
+      releaseNode?: (name: string) => Promise<string[]>;
     } = {},
   ) {
     this.claims = options.claims ?? new EtcdVolumeClaims(conn, now);
@@ -561,7 +568,7 @@ export class EtcdJobs<S = unknown> {
         // waits for a pass that can.
         if (published.length && !(await options.beforeRelease(name, published).catch(() => true))) continue;
       }
-      const released = await this.claims.releaseNode(name);
+      const released = await (this.options.releaseNode ?? ((n: string) => this.claims.releaseNode(n)))(name);
       if (released.length) options.onNodeReleased?.(name, released);
       // Marked released only while the node is still gone: back meanwhile, releaseNode changed nothing, and the mark must not
       // say otherwise (the node going down again before a pass sees it ready would keep its claims for ever).

@@ -12,6 +12,8 @@
 // of an agent shutting down stopping before it writes.
 import { MemoryLogger, RealClock } from '@csiplug/core';
 import type { Namespace } from 'etcd3';
+import { EtcdVolumeClaims } from '../src/claims';
+import { ClusterVolumeClaimer } from '../src/cluster-claimer';
 import { connectEtcd, type EtcdConnection } from '../src/connect';
 import { EtcdJobs, type ReconcileOptions, type ReconcileResult } from '../src/jobs';
 import { EtcdNodeRegistry, type ClusterNodeView } from '../src/node-registry';
@@ -570,6 +572,33 @@ describe('jobs and placements in etcd', () => {
     await run(three(), T0 + 30_000);
     expect(await conn.kv.get('down/n1').string()).toBeNull();
     expect((await jobs.placements()).map((p) => p.node)).toEqual(['n2']);
+  });
+
+  it("a node's pass releases another node's claims past its grace through the releaseNode it was given (its ClusterVolumeClaimer, the one writer), not by the claims handle alone", async () => {
+    const conn = connect(`test-jobs-${++prefixes}/`);
+    // n2's agent: its one claims handle, and its claimer over it (releaseNode never asks the local catalog).
+    const handle = new EtcdVolumeClaims(conn, () => T0);
+    const claimer = new ClusterVolumeClaimer(
+      () => {
+        throw new Error('releaseNode asked the local catalog');
+      },
+      handle,
+      'n2',
+    );
+    const viaClaimer = jest.spyOn(claimer, 'releaseNode');
+    const byHandle = jest.spyOn(handle, 'releaseNode');
+    const jobs = new EtcdJobs<Spec>(conn, new MemoryLogger(), () => T0, { claims: handle, releaseNode: (n) => claimer.releaseNode(n) });
+    await jobs.volumes.add(volumeRecord('data', 'n1'));
+    await handle.claim({ id: 'data', capabilities: caps('single-node-writer') }, request('data', 'n1-alloc', 'single-node-writer'), 'n1');
+    await aliveAs(conn, n1Down());
+    await jobs.reconcile(pass(n1Down(), T0, { disconnectGraceMs: 1_000 }));
+    expect(viaClaimer).not.toHaveBeenCalled();
+    await untilGone(conn, 'grace/n1');
+    await jobs.reconcile(pass(n1Down(), T0 + 10_000, { disconnectGraceMs: 1_000 }));
+    expect(viaClaimer.mock.calls).toEqual([['n1']]);
+    // The handle wrote the release once: the claimer's own call, nothing beside it.
+    expect(byHandle.mock.calls).toEqual([['n1']]);
+    expect(await handle.claims('data')).toEqual([]);
   });
 
   it('within the grace etcd measures, a slot stays however late `now` says it is', async () => {

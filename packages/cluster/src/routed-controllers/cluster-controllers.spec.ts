@@ -4,7 +4,7 @@
 // registration; and answerRoutedCall on this node's own controller. The
 // HTTP hop to another agent and the node records are fakes; the registry,
 // the unix sockets and the plugins' gRPC servers are real.
-import type { ClusterNodeView, NodePluginInfo } from '@csiplug/cluster';
+import type { ClusterNodeView, NodePluginInfo } from '../node-registry';
 import { DefaultTimeoutPolicy, MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { CSIStatusError, GrpcInvoker, GrpcStatus, serveCsi, type CsiServer, type CsiServerHandlers } from '@csiplug/csi';

@@ -42,7 +42,8 @@ import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ApiClient, ApiError, type RoutedAnswer } from '@csiplug/api';
-import type { ClusterMembership, ClusterNodeView } from '@csiplug/cluster';
+import type { ClusterMembership } from '../membership';
+import type { ClusterNodeView } from '../node-registry';
 
 export const ROUTED_CONTROLLER_PREFIX = 'cluster-controller:';
 

@@ -1,5 +1,5 @@
 // What the scheduler is told of a job, and the share of a cluster job a node runs.
-import type { Placement } from '@csiplug/cluster';
+import type { Placement } from '../scheduler';
 import { demandOf, projectJob } from './cluster-jobs';
 import type { GroupSpec, JobSpec, TaskSpec } from '@csiplug/jobspec';
 import { DEFAULT_RESTART, DEFAULT_UPDATE } from '@csiplug/jobspec';

@@ -20,20 +20,18 @@
 //
 // Each pass also brings the cluster's volumes into this node's catalog
 // (cluster-volume-mirror.ts), so an alloc placed here finds its volume.
+import type { ClusterClaim } from '../claims';
 import {
   ClusterJobsUnavailableError,
   EtcdJobs,
   summarisePending,
-  type ClusterClaim,
-  type ClusterMembership,
-  type ReconcileOptions,
   type ClusterJobRecord,
   type ClusterJobStatus,
-  type GroupDemand,
   type PendingSlots,
-  type Placement,
-  type Unplaced,
-} from '@csiplug/cluster';
+  type ReconcileOptions,
+} from '../jobs';
+import type { ClusterMembership } from '../membership';
+import type { GroupDemand, Placement, Unplaced } from '../scheduler';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -64,6 +62,8 @@ export interface ClusterJobsHost {
   catalog: VolumeCatalogService;
   /** A node down past its grace is about to give up its claims: unpublish from it what was published to it (cluster/jobs.ts beforeRelease). */
   unpublishFrom?: (node: string, published: Array<{ volumeId: string; claim: ClusterClaim }>) => Promise<boolean>;
+  /** Releases the claims of a node down past its grace (the node's ClusterVolumeClaimer: the one writer of claims in etcd). */
+  releaseNode?: (name: string) => Promise<string[]>;
   /** Told after each pass that read etcd, before this node's share runs (the routed controllers follow where the cluster's controllers are). */
   afterPass?: () => Promise<void>;
   /** This agent's limits { max_allocs_per_job }: a job record in etcd asking more of the cluster than its nodes' limits allow is left out. */
@@ -117,8 +117,11 @@ export class ClusterJobs {
     /** Where the shares run here are remembered across restarts (`<data_dir>/cluster/applied.json`). */
     private readonly appliedFile?: string,
   ) {
-    // The node's one claims handle: a pass releases a node's claims through the same one that writes this node's.
-    this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now(), { claims: membership.claims });
+    // The node's one claims handle, for what a pass reads; a down node's claims it releases through the node's claimer (releaseNode).
+    this.store = new EtcdJobs<JobSpec>(membership.conn, logger, () => clock.now(), {
+      claims: membership.claims,
+      ...(host.releaseNode ? { releaseNode: host.releaseNode } : {}),
+    });
     this.applied = this.readApplied();
     this.volumes = new ClusterVolumeMirror(
       this.store.volumes,

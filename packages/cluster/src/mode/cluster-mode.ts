@@ -1,34 +1,29 @@
-// Cluster mode (config `cluster { … }`) as one object the agent holds only
-// when it is in a cluster: this node in the cluster (membership), the
-// cluster's jobs and this node's share of them (cluster-jobs.ts), routed
-// controllers (cluster-controllers.ts), its share of the volume operations
-// (cluster-volume-ops.ts), and the claims this node asserts in etcd after
+// Cluster mode (config `cluster { … }`) as one object, made by the cluster
+// module (IClusterMode) only when the agent is in a cluster: this node in the
+// cluster (membership), the cluster's jobs and this node's share of them
+// (node-share/cluster-jobs.ts), routed controllers
+// (routed-controllers/cluster-controllers.ts), its share of the volume
+// operations (cluster-volume-ops.ts), and the claims this node asserts in etcd after
 // each (re)join — through the cluster claimer, the one writer of its claims
 // there. What the rest of the agent asks of it are the parts of the views
 // (nodes, plugins, jobs) only a cluster has.
-import {
-  ClusterJobsUnavailableError,
-  MAX_GROUP_COUNT,
-  type ClusterMembership,
-  type ClusterNode,
-  type ClusterVolumeClaimer,
-  type NodeInfo,
-} from '@csiplug/cluster';
 import { ValidationError } from '@csiplug/core';
 import { ClaimError } from '@csiplug/volumes';
 import * as path from 'path';
-import type { ClusterAgent } from './cluster-agent';
-import { ClusterUnavailableError } from './agent-errors';
-import type { ClusterClaims } from './claim-sweep';
-import { ControllerRouter } from './cluster-controllers';
-import { ClusterJobs, QUEUED_REASON, queuedView } from './cluster-jobs';
-import { ClusterVolumeOps } from './cluster-volume-ops';
-import type { JobPlan } from '@csiplug/jobspec';
-import type { JobSpec } from '@csiplug/jobspec';
-import type { ClusterPluginViews } from './plugin-views';
+import type { JobPlan, JobSpec } from '@csiplug/jobspec';
 import type { JobView, NodeList, PluginInstanceView, PluginView, RunJobResult } from '@csiplug/api';
+import type { ClusterVolumeClaimer } from '../cluster-claimer';
+import type { ClusterNode } from '../cluster-node';
+import { ClusterJobsUnavailableError, MAX_GROUP_COUNT } from '../jobs';
+import type { ClusterMembership } from '../membership';
+import type { NodeInfo } from '../node-registry';
+import { ClusterJobs, QUEUED_REASON, queuedView } from '../node-share/cluster-jobs';
+import { ControllerRouter } from '../routed-controllers/cluster-controllers';
+import type { ClusterAgent } from './cluster-agent';
+import { ClusterUnavailableError } from './cluster-mode-errors';
+import { ClusterVolumeOps } from './cluster-volume-ops';
 
-export class ClusterMode implements ClusterPluginViews, ClusterClaims {
+export class ClusterMode {
   readonly jobs: ClusterJobs;
   readonly controllers: ControllerRouter;
   readonly volumes: ClusterVolumeOps;
@@ -58,6 +53,7 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
         maxAllocsPerJob: settings.maxAllocsPerJob,
         afterPass: () => this.controllers.reconcile(),
         unpublishFrom: (node, published) => this.volumes.unpublishFrom(node, published),
+        releaseNode: (name) => this.claimer.releaseNode(name),
       },
       clock,
       agent.loggerFor('cluster-jobs'),
@@ -126,15 +122,20 @@ export class ClusterMode implements ClusterPluginViews, ClusterClaims {
     void this.controllers.reconcile();
   }
 
-  /** No pass may run a job here or stop one from now on (first of the agent's shutdown). */
+  /** No pass may run a job here or stop one from now on (first of the agent's shutdown). Idempotent: the cluster module's stop calls it too. */
   stopPasses(): Promise<void> {
-    return this.jobs.dispose().catch(() => undefined);
+    this.passesStopped ??= this.jobs.dispose().catch(() => undefined);
+    return this.passesStopped;
   }
 
-  /** The routed controllers go (after the workloads that may unpublish through them stopped). */
+  /** The routed controllers go (after the workloads that may unpublish through them stopped). Idempotent, as stopPasses. */
   stopControllers(): Promise<void> {
-    return this.controllers.dispose().catch(() => undefined);
+    this.controllersStopped ??= this.controllers.dispose().catch(() => undefined);
+    return this.controllersStopped;
   }
+
+  private passesStopped: Promise<void> | undefined;
+  private controllersStopped: Promise<void> | undefined;
 
   // ---- this node and the cluster's ----------------------------------------------
 

@@ -5,24 +5,21 @@
 // cluster's catalog with it; what was published to a node down past its
 // grace (or purged) unpublished through a controller here; `node purge`; a
 // routed controller call answered on this node's own controller.
-import {
-  ClusterJobsUnavailableError,
-  externalIdOf,
-  isEtcdAway,
-  type ClusterClaim,
-  type ClusterMembership,
-  type ClusterNode,
-} from '@csiplug/cluster';
+import { ConflictError } from '@csiplug/core';
 import { isNotFound, type CSIClient } from '@csiplug/csi';
 import type { VolumeView } from '@csiplug/volumes';
-import type { ClusterAgent } from './cluster-agent';
-import { ClusterUnavailableError, ConflictError, NotFoundError } from './agent-errors';
-import { ApiClient } from '@csiplug/api';
-import { ApiError } from '@csiplug/api';
-import { answerRoutedCall, healthyControllerNodes } from './cluster-controllers';
-import type { ClusterJobs } from './cluster-jobs';
-import type { NodePurgeResult, RoutedAnswer } from '@csiplug/api';
+import { ApiClient, ApiError, NotFoundError, type NodePurgeResult, type RoutedAnswer } from '@csiplug/api';
 import type { VolumeSpec } from '@csiplug/jobspec';
+import type { ClusterClaim } from '../claims';
+import type { ClusterNode } from '../cluster-node';
+import { externalIdOf } from '../cluster-volumes';
+import { isEtcdAway } from '../connect';
+import { ClusterJobsUnavailableError } from '../jobs';
+import type { ClusterMembership } from '../membership';
+import type { ClusterJobs } from '../node-share/cluster-jobs';
+import { answerRoutedCall, healthyControllerNodes } from '../routed-controllers/cluster-controllers';
+import type { ClusterAgent } from './cluster-agent';
+import { ClusterUnavailableError } from './cluster-mode-errors';
 
 /** An etcd call for the API: etcd away is a 503 that says so. */
 export async function clusterCall<T>(fn: () => Promise<T>): Promise<T> {

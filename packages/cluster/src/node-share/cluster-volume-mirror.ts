@@ -6,7 +6,7 @@
 // this node reserves in etcd before its plugin makes a volume under one
 // (a CSI create is idempotent by name: a second maker could not tell the
 // volume from its own), finished or given back by it or by a later pass.
-import { ClusterVolumeExistsError, externalIdOf, type ClusterVolumeRecord, type EtcdClusterVolumes } from '@csiplug/cluster';
+import { ClusterVolumeExistsError, externalIdOf, type ClusterVolumeRecord, type EtcdClusterVolumes } from '../cluster-volumes';
 import { errorMessage, type Clock, type Logger } from '@csiplug/core';
 import { assertExternalIdFree, type VolumeCatalogService, type VolumeSpec, type VolumeView } from '@csiplug/volumes';
 
