@@ -3,7 +3,7 @@
 // deploy/), the allocs the last agent left restored at boot, a purge that
 // takes an alloc's record, runner and dir with it (its claims released
 // through the claimer, claim-sweep.ts), and how every alloc runner is built.
-// In a cluster a run or a stop goes to the cluster (cluster-mode.ts) and
+// In a cluster a run or a stop goes to the cluster (@csiplug/cluster's ClusterMode) and
 // each node runs its share through runLocal and stopLocal.
 import { ValidationError, ShutdownError, UnsupportedError, type Event } from '@csiplug/core';
 import { mountsUnder } from '@csiplug/csimanager';

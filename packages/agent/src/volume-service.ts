@@ -1,6 +1,6 @@
 // The volumes part of the agent's service facade: the catalog's volumes with
 // this node's mounts of each, register, create (or expand), deregister and
-// delete — in a cluster under the cluster's catalog too (cluster-volume-ops.ts)
+// delete — in a cluster under the cluster's catalog too (@csiplug/cluster's ClusterVolumeOps)
 // — usage, snapshots, the plugin's own volumes, and detach, which releases
 // each claim through the claimer (claim-sweep.ts), never by hand.
 import { ValidationError } from '@csiplug/core';

@@ -595,7 +595,7 @@ export class HttpApi implements AsyncDisposable {
     const purgeNode = async ({ params }: { params: Record<string, string | undefined> }) => ({ body: await s.purgeNode(params.name!) });
     r.add('PUT', '/v1/node/:name/purge', purgeNode);
     r.add('POST', '/v1/node/:name/purge', purgeNode);
-    // Cluster mode, agent to agent (cluster-controllers.ts): a CSI call made on this node's own controller of the plugin.
+    // Cluster mode, agent to agent (@csiplug/cluster's routed controllers): a CSI call made on this node's own controller of the plugin.
     r.add('POST', '/v1/cluster/csi/:plugin/:service/:rpc', async (ctx) => {
       const body = await ctx.json();
       const request = (body as { request?: unknown } | null)?.request;

@@ -83,7 +83,7 @@ export abstract class VolumeApiCalls {
     await this.transport.json('DELETE', `/v1/volumes/snapshot${query({ plugin_id: pluginId, snapshot_id: snapshotId })}`);
   }
 
-  /** Cluster mode, agent to agent: one CSI call made on the other node's own controller of the plugin (cluster-controllers.ts). */
+  /** Cluster mode, agent to agent: one CSI call made on the other node's own controller of the plugin (@csiplug/cluster's routed controllers). */
   routedCsiCall(
     plugin: string,
     service: 'identity' | 'controller',

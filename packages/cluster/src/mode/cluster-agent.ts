@@ -2,7 +2,8 @@
 // agent it runs in, and nothing else of it: a few settings, the node's
 // plugin registry, CSI manager and volume catalog, the agent's clock, log
 // and event stream, this node as the API shows it, and its local jobs —
-// the share of each cluster job this node runs goes through them.
+// the share of each cluster job this node runs goes through them. The agent
+// binds it to IClusterAgent: the cluster package never imports the agent.
 import type { Clock, Logger } from '@csiplug/core';
 import type { CSIManager } from '@csiplug/csimanager';
 import type { PluginRegistry } from '@csiplug/registry';
