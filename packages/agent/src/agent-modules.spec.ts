@@ -2,11 +2,32 @@
 // the order is the restart-survival order, registration opens nothing, start
 // opens the state and has the agent relay the services' events, and stop
 // (in reverse) disposes what the modules made.
-import { MemoryLogger, MissingBindingError, ModuleHost, ModuleStartError } from '@csiplug/core';
+import {
+  bind,
+  IClock,
+  ILogger,
+  MemoryLogger,
+  MissingBindingError,
+  ModuleHost,
+  ModuleStartError,
+  type Clock,
+  type Logger,
+} from '@csiplug/core';
+import { ICSIManager, type CSIManager } from '@csiplug/csimanager';
 import { IPluginRegistry, type PluginRegistry } from '@csiplug/registry';
 import { IClientStateDB, type ClientStateDB } from '@csiplug/state';
 import { IVolumeCatalog, IVolumeClaimer, type VolumeCatalogService } from '@csiplug/volumes';
-import { CLUSTER_INSTANCE_FILE, ClusterNodeNotOpenError, ClusterVolumeClaimer, IClusterNode, type ClusterNode } from '@csiplug/cluster';
+import {
+  CLUSTER_INSTANCE_FILE,
+  ClusterNodeNotOpenError,
+  ClusterVolumeClaimer,
+  IClusterAgent,
+  IClusterMode,
+  IClusterNode,
+  type ClusterAgent,
+  type ClusterMode,
+  type ClusterNode,
+} from '@csiplug/cluster';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -90,6 +111,61 @@ describe('agentModules', () => {
     }
     // Stopped: the connection closed (no etcd was ever reached: nothing waited for it).
     expect(container.resolve<ClusterNode>(IClusterNode).membership.disposed).toBe(true);
+  });
+
+  it("cluster mode is the cluster module's: made on resolve over what the agent bound to IClusterAgent, and the module's stop stops its passes and routed controllers when the agent did not, once", async () => {
+    const cluster = {
+      etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 },
+      nodeName: 'n1',
+      nodeClass: '',
+      meta: {},
+      heartbeatTtlMs: 10_000,
+      disconnectGraceMs: 60_000,
+    };
+    const container = rootContainer.createChildContainer();
+    const host = new ModuleHost(container, agentModules({ ...config, cluster }, new MemoryLogger()));
+    host.register();
+    await host.start();
+    let mode: ClusterMode;
+    try {
+      const logger = container.resolve<Logger>(ILogger);
+      const agent: ClusterAgent = {
+        settings: { dataDir, bindAddr: '127.0.0.1', port: 0, tls: false, maxAllocsPerJob: 10, aclToken: () => undefined },
+        logger,
+        loggerFor: (component) => logger.child({ component }),
+        clock: container.resolve<Clock>(IClock),
+        registry: container.resolve<PluginRegistry>(IPluginRegistry),
+        csiManager: container.resolve<CSIManager>(ICSIManager),
+        catalog: container.resolve<VolumeCatalogService>(IVolumeCatalog),
+        closed: false,
+        emit: () => undefined,
+        node: () => {
+          throw new Error('not asked before cluster mode starts');
+        },
+        localJob: () => undefined,
+        localJobIds: () => [],
+        localJobView: () => undefined,
+        runLocal: () => Promise.reject(new Error('no job runs here')),
+        stopLocal: () => Promise.reject(new Error('no job runs here')),
+        resumeRollouts: () => undefined,
+        allocStopping: () => false,
+      };
+      bind(container, IClusterAgent, { useValue: agent });
+      mode = container.resolve<ClusterMode>(IClusterMode);
+      expect(container.resolve(IClusterMode)).toBe(mode);
+      expect(mode.membership).toBe(container.resolve<ClusterNode>(IClusterNode).membership);
+    } finally {
+      const passes = jest.spyOn(mode!.jobs, 'dispose');
+      const controllers = jest.spyOn(mode!.controllers, 'dispose');
+      await host.stop();
+      expect(passes).toHaveBeenCalledTimes(1);
+      expect(controllers).toHaveBeenCalledTimes(1);
+      // Stopped already: the agent's own calls (or a second stop) do nothing more.
+      await mode!.stopPasses();
+      await mode!.stopControllers();
+      expect(passes).toHaveBeenCalledTimes(1);
+      expect(controllers).toHaveBeenCalledTimes(1);
+    }
   });
 
   it('opens the state only on start, relays the services’ events while started, and releases it all on stop', async () => {
