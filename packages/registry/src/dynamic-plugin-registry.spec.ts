@@ -34,11 +34,27 @@ describe('DynamicPluginRegistry: types and validation', () => {
     expect(() => registry.eventsOf('csi')).toThrow(UnknownPluginTypeError);
   });
 
-  it('accepts the types a deployment adds', () => {
-    const { registry } = makeRegistry({ extraTypes: ['device'] });
+  it('accepts the types a deployment adds, each once', () => {
+    const { registry } = makeRegistry({ extraTypes: ['device', 'csi-node', 'device'] });
     expect(registry.types).toEqual(['csi-controller', 'csi-node', 'device']);
     registry.register(plugin(0, { type: 'device' }));
     expect(registry.get('device', 'my-plugin')?.allocId).toBe('alloc-0');
+  });
+
+  it.each([
+    ['empty', ''],
+    ['with a slash', 'gpu/a'],
+    ['with NUL', 'gpu\0a'],
+    ['not a string', 7],
+  ])('refuses to start with an extra type that is %s, naming it', (_what, bad) => {
+    let err: unknown;
+    try {
+      makeRegistry({ extraTypes: [bad as string] });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ValidationError);
+    expect(err).toMatchObject({ field: 'types', message: `plugin registry: extra type "${String(bad)}" is not a valid type name` });
   });
 
   it.each([
@@ -236,6 +252,43 @@ describe('DynamicPluginRegistry: register and deregister', () => {
     ).toEqual(['csi-controller/alpha', 'csi-node/alpha']);
     expect(registry.allocPlugins('alloc-9')).toEqual([]);
   });
+
+  it('removing the last alloc of one plugin leaves the other plugins of its type', () => {
+    const { registry } = makeRegistry();
+    registry.register(plugin(0, { name: 'a' }));
+    registry.register(plugin(1, { name: 'b' }));
+    registry.deregister('csi-node', 'a', 'alloc-0');
+    expect(registry.list('csi-node').map((p) => `${p.name}@${p.allocId}`)).toEqual(['b@alloc-1']);
+    expect(registry.get('csi-node', 'b')?.allocId).toBe('alloc-1');
+    registry.register(plugin(2, { name: 'a' }));
+    expect(registry.list('csi-node').map((p) => `${p.name}@${p.allocId}`)).toEqual(['a@alloc-2', 'b@alloc-1']);
+  });
+
+  it('logs each new registration as the core README shows it: "plugin registered", component plugin-registry', () => {
+    const { registry, logger } = makeRegistry();
+    registry.register(plugin(0));
+    registry.register(plugin(1));
+    expect(logger.find('plugin registered', 'info').map((r) => r.fields)).toEqual([
+      {
+        component: 'plugin-registry',
+        type: 'csi-node',
+        name: 'my-plugin',
+        allocId: 'alloc-0',
+        socketPath: '/var/data/plugins/alloc-0/csi.sock',
+        version: 'v0',
+        previous: undefined,
+      },
+      {
+        component: 'plugin-registry',
+        type: 'csi-node',
+        name: 'my-plugin',
+        allocId: 'alloc-1',
+        socketPath: '/var/data/plugins/alloc-1/csi.sock',
+        version: 'v1',
+        previous: 'alloc-0',
+      },
+    ]);
+  });
 });
 
 describe('DynamicPluginRegistry: dispensing', () => {
@@ -290,9 +343,11 @@ describe('DynamicPluginRegistry: events', () => {
     const dereg: string[] = [];
     const nodeOnly: string[] = [];
     const controllerRegs: string[] = [];
+    const nodeDeregs: string[] = [];
     const s1 = registry.onDidRegister((e) => reg.push(brief(e)));
     registry.onDidDeregister((e) => dereg.push(brief(e)));
     registry.eventsOf('csi-node').onDidChange((e) => nodeOnly.push(brief(e)));
+    registry.eventsOf('csi-node').onDidDeregister((e) => nodeDeregs.push(brief(e)));
     registry.eventsOf('csi-controller').onDidRegister((e) => controllerRegs.push(brief(e)));
     registry.eventsOf('csi-controller').onDidDeregister((e) => controllerRegs.push(`unexpected ${brief(e)}`));
 
@@ -310,6 +365,7 @@ describe('DynamicPluginRegistry: events', () => {
       'registered csi-node/my-plugin@alloc-1 new',
     ]);
     expect(controllerRegs).toEqual(['registered csi-controller/my-plugin@alloc-0 new']);
+    expect(nodeDeregs).toEqual(['deregistered csi-node/my-plugin@alloc-0 (was active)']);
   });
 
   it('logs a listener that throws; the other listeners and the registry carry on', () => {
@@ -327,6 +383,24 @@ describe('DynamicPluginRegistry: events', () => {
     expect(lines).toHaveLength(2);
     expect(lines[0]!.fields).toMatchObject({ event: 'registered', type: 'csi-node', name: 'my-plugin', allocId: 'alloc-0' });
     expect((lines[0]!.fields['error'] as Error).message).toBe('listener bug');
+  });
+
+  it('logs a deregistered or change listener that throws, naming the event; the registry carries on', () => {
+    const { registry, logger } = makeRegistry();
+    registry.onDidDeregister(() => {
+      throw new Error('deregistered listener bug');
+    });
+    registry.onDidChange((e) => {
+      if (e.kind === 'deregistered') throw new Error('change listener bug');
+    });
+    registry.register(plugin(0));
+    expect(registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toBe(true);
+    expect(registry.get('csi-node', 'my-plugin')).toBeUndefined();
+    const lines = logger.find('event listener threw', 'error');
+    expect(lines.map((l) => [(l.fields['error'] as Error).message, l.fields['event'], l.fields['allocId']])).toEqual([
+      ['deregistered listener bug', 'deregistered', 'alloc-0'],
+      ['change listener bug', 'deregistered', 'alloc-0'],
+    ]);
   });
 
   it('fires after the change is persisted and visible', () => {
@@ -404,10 +478,14 @@ describe('DynamicPluginRegistry: a failed write', () => {
     expect(logger.find('could not persist', 'error')).toHaveLength(1);
 
     store.failNextPut = new Error('disk full');
-    expect(() => registry.register(plugin(0, { socketPath: '/other' }))).toThrow(RegistryPersistError);
+    expect(() => registry.register(plugin(0, { socketPath: '/other' }))).toThrow(
+      new RegistryPersistError('update csi-node/my-plugin for alloc alloc-0', new Error('disk full')),
+    );
     expect(registry.get('csi-node', 'my-plugin')?.socketPath).toBe('/var/data/plugins/alloc-0/csi.sock');
     store.failNextPut = new Error('disk full');
-    expect(() => registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toThrow(RegistryPersistError);
+    expect(() => registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toThrow(
+      new RegistryPersistError('deregister csi-node/my-plugin for alloc alloc-0', new Error('disk full')),
+    );
     expect(registry.get('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
     expect(events).toEqual([]);
 
@@ -432,7 +510,9 @@ describe('DynamicPluginRegistry: dispose', () => {
     expect(registry.isDisposed).toBe(true);
     expect(() => registry.register(plugin(1))).toThrow(ShutdownError);
     expect(() => registry.register(plugin(1))).toThrow('the plugin registry is shut down; cannot register a plugin');
-    expect(() => registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toThrow(ShutdownError);
+    expect(() => registry.deregister('csi-node', 'my-plugin', 'alloc-0')).toThrow(
+      new ShutdownError('the plugin registry is shut down; cannot deregister a plugin'),
+    );
     await expect(registry.waitForPlugin('csi-node', 'my-plugin')).rejects.toBeInstanceOf(ShutdownError);
     expect(registry.get('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
     expect(events).toEqual([]);

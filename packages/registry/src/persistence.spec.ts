@@ -176,7 +176,9 @@ describe('persistence and restore (fake registry store)', () => {
       'alloc b appears twice; keeping the newer entry',
       'stored under csi-node/good but names csi-node/elsewhere',
     ]);
-    expect(logger.find('malformed registration list', 'error')).toHaveLength(1);
+    expect(logger.find('malformed registration list', 'error').map((r) => r.fields)).toEqual([
+      { component: 'plugin-registry', type: 'csi-node', name: 'broken' },
+    ]);
     expect(logger.find('unknown plugin type', 'warn')[0]?.fields).toMatchObject({ type: 'gpu', registrations: 1 });
 
     // The next change writes only what was kept.
@@ -199,6 +201,53 @@ describe('persistence and restore (fake registry store)', () => {
     expect(logger.find('malformed plugin type entry', 'error').map((r) => r.fields['type'])).toEqual(['csi-controller']);
   });
 
+  it('drops a null type entry, a null registration, one stored under another type and a list with nothing usable; says how many', () => {
+    const record = (type: string, name: string, allocId: string) => ({
+      type,
+      name,
+      version: '1',
+      allocId,
+      socketPath: `/${allocId}`,
+      options: {},
+    });
+    const store = new FakeRegistryStore();
+    store.json = JSON.stringify({
+      plugins: {
+        'csi-controller': null,
+        'csi-node': { ok: [null, record('csi-controller', 'ok', 'x')], gone: [record('csi-node', 'gone', '..')] },
+        gpu: { g: [record('gpu', 'g', 'a'), record('gpu', 'g', 'b')] },
+      },
+    });
+    const { registry, logger } = makeRegistry({ store });
+    expect(registry.list('csi-node')).toEqual([]);
+    expect(registry.list('csi-controller')).toEqual([]);
+    expect(logger.find('malformed plugin type entry', 'error').map((r) => r.fields['type'])).toEqual(['csi-controller']);
+    expect(
+      logger.find('dropping an invalid registration', 'error').map((r) => [r.fields['name'], r.fields['allocId'], r.fields['error']]),
+    ).toEqual([
+      ['ok', undefined, 'a plugin registration is required'],
+      ['ok', 'x', 'stored under csi-node/ok but names csi-controller/ok'],
+      ['gone', '..', 'alloc id ".." is not allowed: it may not contain "/", "..", or NUL'],
+    ]);
+    // Every registration it could not keep is counted, the unknown type's two included.
+    expect(logger.find('plugin registry restored', 'info').map((r) => r.fields)).toEqual([
+      { component: 'plugin-registry', registrations: 0, dropped: 5 },
+    ]);
+
+    // Nothing dropped is written back, not even an empty list.
+    registry.register({ type: 'csi-node', name: 'ok', allocId: 'z', socketPath: '/z' });
+    expect(store.stored).toEqual({ plugins: { 'csi-node': { ok: [expect.objectContaining({ allocId: 'z' })] } } });
+  });
+
+  it('says nothing of a restore when the stored registry is empty', () => {
+    const h = makeRegistry();
+    h.registry.register(plugin(0));
+    h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
+    expect(h.store.stored).toEqual({ plugins: {} });
+    h.restart();
+    expect(h.logger.find('plugin registry restored')).toEqual([]);
+  });
+
   it('restores a type a deployment added', () => {
     const store = new FakeRegistryStore({
       plugins: { gpu: { g: [{ type: 'gpu', name: 'g', version: '', allocId: 'a', socketPath: '/g', options: {} }] } },
@@ -219,5 +268,15 @@ describe('persistence and restore (fake registry store)', () => {
     expect(
       () => new DynamicPluginRegistry(store, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable()),
     ).toThrow('has no "plugins" object');
+
+    // A store that does not check what it reads (a bare client state fits the
+    // store's type) gets the same refusal from the registry's own check.
+    const unchecked = { getRegistryState: () => ({ nope: true }) as never, putRegistryState: () => undefined };
+    expect(
+      () =>
+        new DynamicPluginRegistry(unchecked, new FakeClock(), new MemoryLogger(), new DefaultTimeoutPolicy(), new PluginDispenserTable()),
+    ).toThrow(
+      'could not restore the plugin registry from the client state: the stored registry state in the registry store has no "plugins" object',
+    );
   });
 });

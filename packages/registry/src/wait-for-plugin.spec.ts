@@ -223,8 +223,14 @@ describe('waitForPlugin', () => {
 
     it('rejects a bad timeout, type or name', async () => {
       const { registry } = makeRegistry();
-      await expect(registry.waitForPlugin('csi-node', 'p', { timeout: -1 })).rejects.toBeInstanceOf(ValidationError);
-      await expect(registry.waitForPlugin('csi-node', 'p', { timeout: NaN })).rejects.toBeInstanceOf(ValidationError);
+      for (const timeout of [-1, NaN, '5s' as unknown as number]) {
+        const err: unknown = await registry.waitForPlugin('csi-node', 'p', { timeout }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(ValidationError);
+        expect(err).toMatchObject({
+          field: 'timeout',
+          message: `waitForPlugin: timeout ${String(timeout)} is not a non-negative number of milliseconds`,
+        });
+      }
       await expect(registry.waitForPlugin('csi', 'p')).rejects.toBeInstanceOf(UnknownPluginTypeError);
       await expect(registry.waitForPlugin('csi-node', '../x')).rejects.toBeInstanceOf(ValidationError);
     });
@@ -254,6 +260,28 @@ describe('waitForPlugin', () => {
       ac.abort();
       await expect(p).rejects.toBeInstanceOf(AbortError);
       await expect(registry.waitForPlugin('csi-node', 'my-plugin', { signal: ac.signal })).rejects.toBeInstanceOf(AbortError);
+    });
+
+    it('rejects for an aborted signal even when the plugin is there: the caller gave up', async () => {
+      const { registry } = makeRegistry();
+      registry.register(plugin(0));
+      const reason = new Error('alloc stopped');
+      await expect(registry.waitForPlugin('csi-node', 'my-plugin', { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    });
+
+    it('an aborted wait leaves the other waits for the same plugin waiting, and woken by its registration', async () => {
+      const { registry } = makeRegistry();
+      const ac = new AbortController();
+      const first = track(registry.waitForPlugin('csi-node', 'my-plugin'));
+      const aborted = track(registry.waitForPlugin('csi-node', 'my-plugin', { signal: ac.signal }));
+      const last = track(registry.waitForPlugin('csi-node', 'my-plugin'));
+      ac.abort();
+      await flushMicrotasks();
+      expect([first.state, aborted.state, last.state]).toEqual(['pending', 'rejected', 'pending']);
+      registry.register(plugin(0));
+      await flushMicrotasks();
+      expect([first.state, last.state]).toEqual(['resolved', 'resolved']);
+      expect(last.value?.allocId).toBe('alloc-0');
     });
 
     it('removes its abort listener once it settles', async () => {
