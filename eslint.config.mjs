@@ -48,6 +48,7 @@ export default tseslint.config(
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true },
       ],
       '@typescript-eslint/await-thenable': 'error',
+      '@typescript-eslint/no-explicit-any': 'error',
       // The rules the tree's own eslint-disable comments name, so that those comments mean something.
       '@typescript-eslint/no-namespace': 'error',
       '@typescript-eslint/no-require-imports': ['error', { allowAsImport: true }],

@@ -70,14 +70,14 @@ describe('hostile input against a real agent', () => {
     };
     const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volume: volume }) });
     expect(r.status).toBe(404);
-    expect(r.json.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
+    expect(r.json?.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
     expect((await raw(url, 'GET', '/v1/volume/csi/v1')).status).toBe(404);
   });
 
   it('refuses a job that asks for more allocs than the limit, and runs none of them', async () => {
     const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('many', 5) });
     expect(r.status).toBe(400);
-    expect(r.json.error).toMatch(
+    expect(r.json?.error).toMatch(
       /job "many" asks for 5 allocs \(app: 5\); this agent runs at most 3 per job \(limits \{ max_allocs_per_job \}\)/,
     );
     expect(agent.listAllocs()).toHaveLength(0);
@@ -86,11 +86,12 @@ describe('hostile input against a real agent', () => {
   it('purge removes the alloc dirs it leaves behind', async () => {
     const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('short', 2) });
     expect(r.status).toBe(200);
-    const ids: string[] = r.json.allocIds;
+    const ids: unknown = r.json?.allocIds;
+    if (!Array.isArray(ids)) throw new Error(`POST /v1/jobs answered without allocIds: ${r.text}`);
     await until(`both allocs running (${JSON.stringify(agent.listAllocs().map((a) => [a.clientStatus, a.tasks]))})`, async () =>
       agent.listAllocs().filter((a) => a.clientStatus === 'running').length === 2 ? true : undefined,
     );
-    const dirs = ids.map((id) => path.join(dataDir, 'allocs', id));
+    const dirs = ids.map((id) => path.join(dataDir, 'allocs', String(id)));
     for (const d of dirs) expect(fs.existsSync(d)).toBe(true);
     expect((await raw(url, 'DELETE', '/v1/job/short?purge=true')).status).toBe(200);
     for (const d of dirs) expect(fs.existsSync(d)).toBe(false);

@@ -66,7 +66,7 @@ describe('HttpApi', () => {
     });
 
     it('dispose lets an in-flight request finish, then resolves', async () => {
-      await client.runJob(jobDoc() as any);
+      await client.runJob(jobDoc());
       let release!: () => void;
       const gate = new Promise<void>((r) => (release = r));
       const stopJob = fake.stopJob.bind(fake);
@@ -112,7 +112,7 @@ describe('HttpApi', () => {
       const r = await raw(url, 'PATCH', '/v1/jobs');
       expect(r.status).toBe(405);
       expect(r.headers.allow).toBe('GET, POST, PUT');
-      expect(r.json.code).toBe('EMETHOD_NOT_ALLOWED');
+      expect(r.json?.code).toBe('EMETHOD_NOT_ALLOWED');
       expect((await raw(url, 'POST', '/v1/allocations')).status).toBe(405);
       expect((await raw(url, 'DELETE', '/v1/agent/health')).status).toBe(405);
     });
@@ -121,13 +121,13 @@ describe('HttpApi', () => {
       expect((await raw(url, 'GET', '/v1/jobs/')).status).toBe(200);
       const r = await raw(url, 'GET', '/v1/job/a%2Fb');
       expect(r.status).toBe(404);
-      expect(r.json.error).toBe('job "a/b" not found');
+      expect(r.json?.error).toBe('job "a/b" not found');
       expect((await raw(url, 'GET', '/v1/job/%E0%A4%A')).status).toBe(400);
       // A control character is never part of an id: a bad request, not a missing job.
       for (const bad of ['a%00b', 'a%0Ab', '%7F', 'a%1Bb']) {
         const r = await raw(url, 'GET', `/v1/job/${bad}`);
         expect(r.status).toBe(400);
-        expect(r.json.error).toMatch(/decodes to control characters/);
+        expect(r.json?.error).toMatch(/decodes to control characters/);
       }
     });
 
@@ -154,8 +154,8 @@ describe('HttpApi', () => {
 
   describe('jobs', () => {
     it('runs, lists, shows and stops a job', async () => {
-      await client.registerVolume(volumeDoc() as any);
-      const run = await client.runJob(jobDoc('web', 2) as any);
+      await client.registerVolume(volumeDoc());
+      const run = await client.runJob(jobDoc('web', 2));
       expect(run.jobId).toBe('web');
       expect(run.allocIds).toHaveLength(2);
       expect(run.replaced).toBe(false);
@@ -177,12 +177,12 @@ describe('HttpApi', () => {
     it('accepts the bare document and PUT', async () => {
       const r = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify(jobDoc('bare')) });
       expect(r.status).toBe(200);
-      expect(r.json.jobId).toBe('bare');
+      expect(r.json?.jobId).toBe('bare');
     });
 
     it('answers 404 when stopping an unknown job, and 400 for a bad purge value', async () => {
       await expect(client.stopJob('ghost')).rejects.toMatchObject({ status: 404 });
-      await client.runJob(jobDoc() as any);
+      await client.runJob(jobDoc());
       expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
       expect(fake.calls).toEqual(['runJob web']);
     });
@@ -190,44 +190,44 @@ describe('HttpApi', () => {
     it('refuses an invalid jobspec with 400 and runs nothing', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
       expect(r.status).toBe(400);
-      expect(r.json.code).toBe('EINVALID');
-      expect(r.json.error).toMatch(/count/);
+      expect(r.json?.code).toBe('EINVALID');
+      expect(r.json?.error).toMatch(/count/);
       expect(fake.calls).toEqual([]);
     });
 
     it('refuses unknown fields with 400 naming them', async () => {
       let r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(), Extra: 1 }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/"Extra"/);
+      expect(r.json?.error).toMatch(/"Extra"/);
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ ...jobDoc(), priority: 50 }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/priority/);
+      expect(r.json?.error).toMatch(/priority/);
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { sprd: true })) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/sprd is not a known field/);
+      expect(r.json?.error).toMatch(/sprd is not a known field/);
       // A field Nomad has and csiplug does not: named, with what to do instead.
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { spread: true })) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/spread is not supported: .*remove it/);
+      expect(r.json?.error).toMatch(/spread is not supported: .*remove it/);
       expect(fake.calls).toEqual([]);
     });
 
     it('plans a run without doing it: POST /v1/job/:id/plan', async () => {
-      await client.registerVolume(volumeDoc() as any);
-      const fresh = await client.planJob(jobDoc('web', 2) as any);
+      await client.registerVolume(volumeDoc());
+      const fresh = await client.planJob(jobDoc('web', 2));
       expect(fresh).toMatchObject({
         jobId: 'web',
         changed: true,
         version: { to: 0 },
         groups: [{ name: 'app', change: 'added', updates: { create: 2 } }],
       });
-      await client.runJob(jobDoc('web', 2) as any);
-      expect(await client.planJob(jobDoc('web', 2) as any)).toMatchObject({
+      await client.runJob(jobDoc('web', 2));
+      expect(await client.planJob(jobDoc('web', 2))).toMatchObject({
         changed: false,
         version: { from: 0, to: 0 },
         groups: [{ updates: { ignore: 2 } }],
       });
-      const smaller = await client.planJob(jobDoc('web', 1) as any);
+      const smaller = await client.planJob(jobDoc('web', 1));
       expect(smaller).toMatchObject({
         changed: true,
         version: { from: 0, to: 1 },
@@ -236,20 +236,20 @@ describe('HttpApi', () => {
       // Nomad's body shape, with "Diff", and PUT; nothing was run by any of these.
       const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 2), Diff: true }) });
       expect(r.status).toBe(200);
-      expect(r.json.changed).toBe(false);
+      expect(r.json?.changed).toBe(false);
       expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web']);
     });
 
     it('refuses a plan whose path names another job, or a bad Diff, with 400', async () => {
       let r = await raw(url, 'POST', '/v1/job/other/plan', { body: JSON.stringify({ Job: jobDoc('web') }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
+      expect(r.json?.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
       r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web'), Diff: 'yes' }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toBe('"Diff" must be true or false (got "yes")');
+      expect(r.json?.error).toBe('"Diff" must be true or false (got "yes")');
       r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/count/);
+      expect(r.json?.error).toMatch(/count/);
       expect(fake.calls).toEqual([]);
     });
 
@@ -257,9 +257,9 @@ describe('HttpApi', () => {
       for (const body of ['{"Job": ', '', '   ', '[1,2]', '"job"', 'null']) {
         const r = await raw(url, 'POST', '/v1/jobs', { body });
         expect(r.status).toBe(400);
-        expect(typeof r.json.error).toBe('string');
+        expect(typeof r.json?.error).toBe('string');
       }
-      expect((await raw(url, 'POST', '/v1/jobs', { body: '{"Job": ' })).json.code).toBe('EBAD_JSON');
+      expect((await raw(url, 'POST', '/v1/jobs', { body: '{"Job": ' })).json?.code).toBe('EBAD_JSON');
       expect(fake.calls).toEqual([]);
     });
   });
@@ -288,7 +288,7 @@ describe('HttpApi', () => {
         chunked: true,
       });
       expect(r.status).toBe(400);
-      expect(r.json.code).toBe('EBODY_TOO_LARGE');
+      expect(r.json?.code).toBe('EBODY_TOO_LARGE');
       expect(fake.calls).toEqual([]);
       expect(fake.volumes.size).toBe(0);
     });
@@ -334,8 +334,8 @@ describe('HttpApi', () => {
 
   describe('allocations', () => {
     it('lists and shows allocs; 404 for unknown ones', async () => {
-      await client.registerVolume(volumeDoc() as any);
-      const run = await client.runJob(jobDoc() as any);
+      await client.registerVolume(volumeDoc());
+      const run = await client.runJob(jobDoc());
       const allocs = await client.listAllocs();
       expect(allocs.map((a) => a.id)).toEqual(run.allocIds);
       const alloc = await client.getAlloc(run.allocIds[0]!);
@@ -345,7 +345,7 @@ describe('HttpApi', () => {
     });
 
     it('serves task logs by stream and offset', async () => {
-      const { allocIds } = await client.runJob(jobDoc() as any);
+      const { allocIds } = await client.runJob(jobDoc());
       const id = allocIds[0]!;
       fake.logs.set(`${id}/main/stdout`, 'hello\nworld\n');
       fake.logs.set(`${id}/main/stderr`, 'oops\n');
@@ -371,7 +371,7 @@ describe('HttpApi', () => {
     });
 
     it('reads a byte range from the start or back from the end, at most limit bytes (64 KiB by default)', async () => {
-      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const id = (await client.runJob(jobDoc())).allocIds[0]!;
       const log = Buffer.alloc(200 * 1024, 'x');
       log.write('HEAD', 0);
       log.write('TAIL', log.length - 4);
@@ -406,21 +406,21 @@ describe('HttpApi', () => {
     });
 
     it('refuses bad log parameters with a 400 that names them', async () => {
-      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const id = (await client.runJob(jobDoc())).allocIds[0]!;
       const logs = (q: string) => raw(url, 'GET', `/v1/allocation/${id}/logs/main?${q}`);
-      expect((await logs('origin=middle')).json.error).toBe('query parameter origin must be one of start, end (got "middle")');
-      expect((await logs('limit=lots')).json.error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
-      expect((await logs('limit=0')).json.error).toMatch(/limit must be at least 1 byte/);
-      expect((await logs('plain=maybe')).json.error).toBe('query parameter plain must be true or false (got "maybe")');
+      expect((await logs('origin=middle')).json?.error).toBe('query parameter origin must be one of start, end (got "middle")');
+      expect((await logs('limit=lots')).json?.error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
+      expect((await logs('limit=0')).json?.error).toMatch(/limit must be at least 1 byte/);
+      expect((await logs('plain=maybe')).json?.error).toBe('query parameter plain must be true or false (got "maybe")');
       const tooMuch = await logs(`limit=${4 * 1024 * 1024 + 1}`);
       expect(tooMuch.status).toBe(400);
-      expect(tooMuch.json.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
+      expect(tooMuch.json?.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/nope?plain=true`)).status).toBe(404);
     });
 
     it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
-      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const id = (await client.runJob(jobDoc())).allocIds[0]!;
       const bytes = Buffer.concat([Buffer.from('héllo ✓\n'), Buffer.from([0xff, 0x00, 0xc3])]);
       fake.logs.set(`${id}/main/stdout`, bytes);
       const r = await raw(url, 'GET', `/v1/allocation/${id}/logs/main?plain=true&origin=end&offset=5`);
@@ -440,7 +440,7 @@ describe('HttpApi', () => {
     });
 
     it('in JSON, never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
-      const id = (await client.runJob(jobDoc() as any)).allocIds[0]!;
+      const id = (await client.runJob(jobDoc())).allocIds[0]!;
       const text = 'aé€😀b✓\nüñí€ode 😀😀 end';
       fake.logs.set(`${id}/main/stdout`, text);
       const size = Buffer.byteLength(text);
@@ -482,7 +482,7 @@ describe('HttpApi', () => {
 
   describe('volumes', () => {
     it('registers, creates, lists, shows, deregisters and deletes', async () => {
-      const reg = await client.registerVolume(volumeDoc('vol1') as any);
+      const reg = await client.registerVolume(volumeDoc('vol1'));
       expect(reg).toMatchObject({ id: 'vol1', externalId: 'ext-vol1', pluginId: 'hostpath', claims: [] });
       const created = await client.createVolume({
         id: 'vol2',
@@ -490,7 +490,7 @@ describe('HttpApi', () => {
         plugin_id: 'other',
         capability: { access_mode: 'single-node-writer', attachment_mode: 'file-system' },
         capacity_min: '10MiB',
-      } as any);
+      });
       expect(created).toMatchObject({ id: 'vol2', externalId: 'ext-vol2', capacityBytes: 10 * 1024 * 1024 });
       expect((await client.listVolumes()).map((v) => v.id)).toEqual(['vol1', 'vol2']);
       expect((await client.listVolumes({ pluginId: 'other' })).map((v) => v.id)).toEqual(['vol2']);
@@ -504,8 +504,8 @@ describe('HttpApi', () => {
     });
 
     it('answers 409 for a claimed volume unless forced, and for a duplicate', async () => {
-      await client.registerVolume(volumeDoc('vol1') as any);
-      await expect(client.registerVolume(volumeDoc('vol1') as any)).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
+      await client.registerVolume(volumeDoc('vol1'));
+      await expect(client.registerVolume(volumeDoc('vol1'))).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
       fake.claim('vol1', 'a1');
       await expect(client.deregisterVolume('vol1')).rejects.toMatchObject({ status: 409, code: 'EVOLUME_IN_USE' });
       await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 409 });
@@ -515,7 +515,7 @@ describe('HttpApi', () => {
     });
 
     it('never sends secrets back', async () => {
-      const v = await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }) as any);
+      const v = await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }));
       expect(v.secrets).toEqual({ password: '[REDACTED]' });
       expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
       expect((await client.getVolume('vol1')).secrets).toEqual({ password: '[REDACTED]' });
@@ -527,7 +527,7 @@ describe('HttpApi', () => {
       expect((await raw(url, 'POST', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1')) })).status).toBe(200);
       const r = await raw(url, 'PUT', '/v1/volume/csi/other', { body: JSON.stringify({ Volume: volumeDoc('vol3') }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
+      expect(r.json?.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
       expect(fake.calls).toEqual(['registerVolume vol1']);
     });
 
@@ -543,7 +543,7 @@ describe('HttpApi', () => {
         expect(r.status).toBe(400);
       }
       const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { size: 1 })) });
-      expect(r.json.error).toMatch(/size is not a known field/);
+      expect(r.json?.error).toMatch(/size is not a known field/);
       expect(fake.calls).toEqual([]);
     });
   });
@@ -566,15 +566,15 @@ describe('HttpApi', () => {
       ] as const) {
         const r = await raw(secured.url, method, path);
         expect(r.status).toBe(403);
-        expect(r.json.code).toBe('EFORBIDDEN');
-        expect(r.json.error).toMatch(/X-Csiplug-Token/);
+        expect(r.json?.code).toBe('EFORBIDDEN');
+        expect(r.json?.error).toMatch(/X-Csiplug-Token/);
       }
     });
 
     it('answers 403 for a wrong token and changes nothing', async () => {
       const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Csiplug-Token': 's3cre' } });
       expect(r.status).toBe(403);
-      expect(r.json.error).toBe('the ACL token in X-Csiplug-Token is not valid');
+      expect(r.json?.error).toBe('the ACL token in X-Csiplug-Token is not valid');
       await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
       expect(fake.calls).toEqual([]);
     });
@@ -583,7 +583,7 @@ describe('HttpApi', () => {
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cret' } })).status).toBe(200);
       const wrong = await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cre' } });
       expect(wrong.status).toBe(403);
-      expect(wrong.json.error).toBe('the ACL token in Authorization is not valid');
+      expect(wrong.json?.error).toBe('the ACL token in Authorization is not valid');
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Basic czNjcmV0' } })).status).toBe(403);
       // The agent's own header wins when both are sent.
       expect(
@@ -594,7 +594,7 @@ describe('HttpApi', () => {
     it('serves requests with the right token', async () => {
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
       const c = new ApiClient({ address: secured.url, token: 's3cret' });
-      expect((await c.runJob(jobDoc() as any)).jobId).toBe('web');
+      expect((await c.runJob(jobDoc())).jobId).toBe('web');
     });
   });
 
@@ -633,9 +633,9 @@ describe('HttpApi', () => {
         ] as const) {
           const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify(jobDoc()) } : {});
           expect(r.status).toBe(403);
-          expect(r.json.code).toBe('EFORBIDDEN');
-          expect(r.json.error).toMatch(who);
-          expect(r.json.error).toContain('run the command as root, or set acl { token = "…" } in the agent config');
+          expect(r.json?.code).toBe('EFORBIDDEN');
+          expect(r.json?.error).toMatch(who);
+          expect(r.json?.error).toContain('run the command as root, or set acl { token = "…" } in the agent config');
         }
         expect(fake.calls).toEqual([]);
         // The status page's files hold no data: served to anyone, as with a token.
@@ -730,7 +730,7 @@ describe('HttpApi', () => {
         const text = await raw(secured.url, 'GET', '/v1/metrics?format=prometheus', { headers });
         expect(text.status).toBe(200);
         expect(text.text).toBe('# HELP m m\nm 1\n');
-        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json.error).toMatch(
+        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json?.error).toMatch(
           /format must be one of json, prometheus/,
         );
       } finally {
@@ -866,7 +866,7 @@ describe('HttpApi', () => {
     it('refuses unknown topics', async () => {
       const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/unknown event topic "Bogus"/);
+      expect(r.json?.error).toMatch(/unknown event topic "Bogus"/);
     });
 
     it('ends open streams when the server closes', async () => {

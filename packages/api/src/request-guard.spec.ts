@@ -66,7 +66,7 @@ describe('the request guard', () => {
           headers: { 'Content-Type': type, ...(origin ? { Origin: origin } : {}) },
         });
         expect(r.status).toBe(403);
-        expect(r.json.code).toBe('EFORBIDDEN');
+        expect(r.json?.code).toBe('EFORBIDDEN');
       }
       expect(fake.jobs.size).toBe(0);
     });
@@ -74,7 +74,7 @@ describe('the request guard', () => {
     it('refuses a write with no Content-Type at all', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { 'Content-Type': '' } });
       expect(r.status).toBe(403);
-      expect(r.json.error).toMatch(/Content-Type: application\/json \(got none\)/);
+      expect(r.json?.error).toMatch(/Content-Type: application\/json \(got none\)/);
       expect(fake.jobs.size).toBe(0);
     });
 
@@ -91,7 +91,7 @@ describe('the request guard', () => {
     it('refuses a JSON write from a foreign origin, naming it', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { Origin: 'http://evil.example' } });
       expect(r.status).toBe(403);
-      expect(r.json.error).toMatch(/Origin "http:\/\/evil\.example" is not this agent's own origin/);
+      expect(r.json?.error).toMatch(/Origin "http:\/\/evil\.example" is not this agent's own origin/);
       expect(fake.jobs.size).toBe(0);
     });
 
@@ -111,7 +111,7 @@ describe('the request guard', () => {
     it('refuses Sec-Fetch-Site: cross-site, and serves same-origin and none', async () => {
       const r = await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site' } });
       expect(r.status).toBe(403);
-      expect(r.json.error).toMatch(/cross-site requests are refused/);
+      expect(r.json?.error).toMatch(/cross-site requests are refused/);
       expect(
         (await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site', Origin: 'https://ui.example:8443' } })).status,
       ).toBe(200);
@@ -132,7 +132,7 @@ describe('the request guard', () => {
     it('refuses a foreign Host header', async () => {
       const r = await raw(url, 'GET', '/v1/jobs', { headers: { Host: `evil.example:${port}` } });
       expect(r.status).toBe(403);
-      expect(r.json.error).toMatch(/the Host header "evil\.example:\d+" does not name this agent/);
+      expect(r.json?.error).toMatch(/the Host header "evil\.example:\d+" does not name this agent/);
     });
 
     it('serves the bound address and localhost on the bound port, and a configured name on any port', async () => {
@@ -145,7 +145,7 @@ describe('the request guard', () => {
       for (const host of [`127.0.0.1:${port + 1}`, `localhost:${port === 80 ? 81 : 80}`, 'localhost', '127.0.0.1']) {
         const r = await raw(url, 'GET', '/v1/jobs', { headers: { Host: host } });
         expect(r.status).toBe(403);
-        expect(r.json.error).toMatch(new RegExp(`names port \\d+, but this agent listens on ${port}`));
+        expect(r.json?.error).toMatch(new RegExp(`names port \\d+, but this agent listens on ${port}`));
       }
     });
 
@@ -184,9 +184,9 @@ describe('the request guard', () => {
           headers: { 'X-Csiplug-Token': 'tok', Origin: 'http://evil.example' },
         });
         expect(foreign.status).toBe(403);
-        expect(foreign.json.error).toMatch(/Origin/);
+        expect(foreign.json?.error).toMatch(/Origin/);
         const noToken = await raw(secured.url, 'POST', '/v1/jobs', { body: job });
-        expect(noToken.json.error).toMatch(/requires an ACL token/);
+        expect(noToken.json?.error).toMatch(/requires an ACL token/);
         expect(fake.jobs.size).toBe(0);
       } finally {
         await secured.api.dispose();
@@ -200,20 +200,20 @@ describe('the request guard', () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: deep });
       expect(r.status).toBe(400);
       expect(r.json).toMatchObject({ code: 'EBAD_JSON' });
-      expect(r.json.error).toMatch(/nests objects and arrays more than 64 deep/);
+      expect(r.json?.error).toMatch(/nests objects and arrays more than 64 deep/);
       expect((await raw(url, 'GET', '/v1/agent/health')).status).toBe(200);
     });
 
     it('does not count brackets inside strings', async () => {
-      const doc = jobDoc('brackets') as { job: Record<string, { group: { app: { task: { main: { config: { args: string[] } } } } } }> };
-      doc.job['brackets']!.group.app.task.main.config.args = ['['.repeat(500) + '\\"{{{'];
+      const doc = jobDoc('brackets');
+      doc.job['brackets']!.group['app']!.task['main']!.config.args = ['['.repeat(500) + '\\"{{{'];
       expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: doc }) })).status).toBe(200);
     });
 
     it.each(['a\nb', 'evil\r\nInjected: 1', 'esc\u001b[2J', 'del\u007f'])('refuses a job id with control characters (%j)', async (id) => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(id) }) });
       expect(r.status).toBe(400);
-      expect(r.json.error).toMatch(/may not contain control characters/);
+      expect(r.json?.error).toMatch(/may not contain control characters/);
       expect(fake.jobs.size).toBe(0);
     });
   });

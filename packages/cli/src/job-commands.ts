@@ -8,6 +8,7 @@ import { UsageError } from './args';
 import { type Command, type CommandContext, VERBOSE_FLAG, inputName } from './command';
 import { formatKV, formatTable, formatTime, shortId } from './format';
 import { defaultMonitorTimeout, monitorRun } from './job-monitor';
+import { printList } from './print-list';
 
 /** What Nomad's plan output calls each kind of alloc update. */
 const UPDATE_NAMES: Readonly<Record<AllocUpdate, string>> = {
@@ -325,15 +326,13 @@ const jobStatus: Command = {
     const id = ctx.args[0];
     if (id === undefined) {
       const jobs = await client.listJobs();
-      if (ctx.json) ctx.printJson(jobs);
-      else if (jobs.length === 0) ctx.out('No jobs');
-      else
-        ctx.out(
-          formatTable(
-            ['ID', 'Name', 'Status', 'Groups', 'Running/Total'],
-            jobs.map((j) => [j.id, j.name, j.status, String(j.job.groups.length), allocCounts(j)]),
-          ),
-        );
+      printList(ctx, {
+        answer: jobs,
+        items: jobs,
+        empty: 'No jobs',
+        header: ['ID', 'Name', 'Status', 'Groups', 'Running/Total'],
+        row: (j) => [j.id, j.name, j.status, String(j.job.groups.length), allocCounts(j)],
+      });
       return 0;
     }
     const job = await client.getJob(id);

@@ -2,6 +2,7 @@
 import type { PluginInstanceView, PluginView } from '@csiplug/api/client';
 import { type Command, VERBOSE_FLAG } from './command';
 import { formatKV, formatTable, formatTime, formatValue, orNone, shortId } from './format';
+import { printList } from './print-list';
 
 function instance(title: string, inst: PluginInstanceView | undefined, verbose: boolean): string {
   if (!inst) return `${title}\nNone`;
@@ -83,20 +84,17 @@ const pluginStatus: Command = {
     const id = ctx.args[0];
     if (id === undefined) {
       const plugins = await client.listPlugins();
-      if (ctx.json) ctx.printJson(plugins);
-      else if (plugins.length === 0) ctx.out('No CSI plugins');
-      else {
-        ctx.out(
-          formatTable(
-            ['ID', 'Provider', 'Controllers Healthy/Expected', 'Nodes Healthy/Expected'],
-            // In a cluster, the counts are the cluster's (every node's record); on its own, this node's.
-            plugins.map((p) => {
-              const n = p.cluster ?? p;
-              return [p.id, orNone(p.provider), `${n.controllersHealthy}/${n.controllersExpected}`, `${n.nodesHealthy}/${n.nodesExpected}`];
-            }),
-          ),
-        );
-      }
+      printList(ctx, {
+        answer: plugins,
+        items: plugins,
+        empty: 'No CSI plugins',
+        header: ['ID', 'Provider', 'Controllers Healthy/Expected', 'Nodes Healthy/Expected'],
+        // In a cluster, the counts are the cluster's (every node's record); on its own, this node's.
+        row: (p) => {
+          const n = p.cluster ?? p;
+          return [p.id, orNone(p.provider), `${n.controllersHealthy}/${n.controllersExpected}`, `${n.nodesHealthy}/${n.nodesExpected}`];
+        },
+      });
       return 0;
     }
     const plugin = await client.getPlugin(id);

@@ -7,6 +7,7 @@ import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobs
 import { UsageError } from './args';
 import { type Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext } from './command';
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
+import { printList } from './print-list';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
 const PER_PAGE_FLAG = {
@@ -221,36 +222,32 @@ const volumeStatus: Command = {
     if (type !== undefined && type !== 'csi') throw new UsageError(`-type must be csi, the only volume type, got "${type}"`);
     if (type === 'csi' && id === undefined) {
       const page = await client.listExternalVolumes(pageFlags(ctx));
-      if (ctx.json) ctx.printJson(page);
-      else if (page.Volumes.length === 0) ctx.out('No volumes on the plugin');
-      else {
-        const rows = page.Volumes.map((v) => [
+      printList(ctx, {
+        answer: page,
+        items: page.Volumes,
+        empty: 'No volumes on the plugin',
+        header: ['External ID', 'Plugin ID', 'Capacity', 'Published To', 'Condition', 'Registered As'],
+        row: (v) => [
           v.externalId,
           v.pluginId,
           v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>',
           orNone(v.publishedNodeIds?.join(',')),
           v.condition ? (v.condition.abnormal ? `abnormal: ${v.condition.message}` : 'ok') : '-',
           orNone(v.volumeId),
-        ]);
-        ctx.out(
-          formatTable(['External ID', 'Plugin ID', 'Capacity', 'Published To', 'Condition', 'Registered As'], rows) +
-            (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''),
-        );
-      }
+        ],
+        nextPageToken: page.NextToken,
+      });
       return 0;
     }
     if (id === undefined) {
       const volumes = await client.listVolumes();
-      if (ctx.json) ctx.printJson(volumes);
-      else if (volumes.length === 0) ctx.out('No CSI volumes');
-      else {
-        ctx.out(
-          formatTable(
-            ['ID', 'Name', 'Plugin ID', 'Schedulable', 'Access Mode', 'Claims'],
-            volumes.map((v) => [v.id, v.name, v.pluginId, String(v.schedulable), accessModes(v), String(v.claims.length)]),
-          ),
-        );
-      }
+      printList(ctx, {
+        answer: volumes,
+        items: volumes,
+        empty: 'No CSI volumes',
+        header: ['ID', 'Name', 'Plugin ID', 'Schedulable', 'Access Mode', 'Claims'],
+        row: (v) => [v.id, v.name, v.pluginId, String(v.schedulable), accessModes(v), String(v.claims.length)],
+      });
       return 0;
     }
     const volume = await client.getVolume(id);
@@ -413,13 +410,14 @@ const snapshotList: Command = {
   flags: [PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG],
   async run(ctx) {
     const page = await ctx.client().listSnapshots(pageFlags(ctx));
-    if (ctx.json) ctx.printJson(page);
-    else if (page.Snapshots.length === 0) ctx.out('No snapshots');
-    else
-      ctx.out(
-        formatTable(SNAPSHOT_HEADER, page.Snapshots.map(describeSnapshot)) +
-          (page.NextToken ? `\n\nNext page: -page-token ${page.NextToken}` : ''),
-      );
+    printList(ctx, {
+      answer: page,
+      items: page.Snapshots,
+      empty: 'No snapshots',
+      header: SNAPSHOT_HEADER,
+      row: describeSnapshot,
+      nextPageToken: page.NextToken,
+    });
     return 0;
   },
 };

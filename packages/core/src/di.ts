@@ -1,11 +1,11 @@
 // Binding helpers over tsyringe. A token is bound once: `bind` twice is an
 // error, not a silent override. Registration functions use `bindDefault`,
 // which leaves a token alone when a deployment bound its own first.
-import { type DependencyContainer, type InjectionToken, Lifecycle } from 'tsyringe';
+import { type ClassProvider, type DependencyContainer, type InjectionToken, Lifecycle } from 'tsyringe';
 import { CsiplugError } from './errors';
 
-// any[], as tsyringe's own constructor<T>: a class whose constructor takes whatever it injects.
-type Ctor<T> = new (...args: any[]) => T;
+// tsyringe's own type for a class it builds (or a delay() of one): a constructor taking whatever it injects.
+type Ctor<T> = ClassProvider<T>['useClass'];
 
 export type Provider<T> = { useValue: T } | { useClass: Ctor<T> } | { useFactory: (c: DependencyContainer) => T };
 

@@ -1,49 +1,52 @@
 // Helpers for tests of the HTTP API: documents, a request with nothing done
 // for us, and a server on 127.0.0.1:0 over any AgentService.
 import { MemoryLogger } from '@csiplug/core';
+import type { GroupDocument, JobDocument, VolumeSpecDocument } from '@csiplug/jobspec';
 import * as http from 'http';
 import type { AgentService } from '..';
 import { HttpApi, type HttpApiOptions } from '..';
 
-export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    job: {
-      [id]: {
-        group: {
-          app: {
-            count,
-            volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
-            task: {
-              main: {
-                driver: 'raw_exec',
-                config: { command: '/bin/sleep', args: ['100'] },
-                volume_mount: [{ volume: 'data', destination: 'data' }],
-              },
-            },
-            ...extra,
-          },
-        },
+/**
+ * A jobspec the API accepts: job `id`, one group `app` of `count` claiming vol1.
+ * `extra` joins the group's fields, unknown ones included (a test of the API's
+ * refusals sends them); the type says what the document is without them.
+ */
+export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): JobDocument {
+  const group: GroupDocument = {
+    count,
+    volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
+    task: {
+      main: {
+        driver: 'raw_exec',
+        config: { command: '/bin/sleep', args: ['100'] },
+        volume_mount: [{ volume: 'data', destination: 'data' }],
       },
     },
   };
+  return { job: { [id]: { group: { app: { ...group, ...extra } } } } };
 }
 
-export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
+/** A volume spec the API accepts, registered by the hostpath plugin; `extra` joins (or replaces) its fields, as jobDoc's does. */
+export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): VolumeSpecDocument {
+  const spec: VolumeSpecDocument = {
     id,
     type: 'csi',
     plugin_id: 'hostpath',
     external_id: `ext-${id}`,
     capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
-    ...extra,
   };
+  return { ...spec, ...extra };
 }
+
+/** A JSON object (or array) the API answered, its fields unchecked: a test asserts what it reads. */
+export type JsonAnswer = { readonly [field: string]: unknown };
 
 interface RawResponse {
   status: number;
   headers: http.IncomingHttpHeaders;
   text: string;
-  json: any;
+  /** The body as JSON when it is an object or array (every answer of the API's); undefined when it is not JSON. */
+  json: JsonAnswer | undefined;
 }
 
 /** A request with nothing done for us: any body, any headers. */
@@ -64,9 +67,10 @@ export function raw(
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
+        let json: JsonAnswer | undefined;
         try {
-          json = JSON.parse(text);
+          const parsed: unknown = JSON.parse(text);
+          json = typeof parsed === 'object' && parsed !== null ? (parsed as JsonAnswer) : undefined;
         } catch {
           json = undefined;
         }

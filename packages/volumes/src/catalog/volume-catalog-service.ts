@@ -105,15 +105,11 @@ export interface VolumeCatalogService extends VolumeClaimer {
   /** DeleteVolume through the controller (NOT_FOUND counts as deleted), then deregisters; VolumeInUseError while claimed. */
   deleteVolume(id: string, options?: { signal?: AbortSignal }): Promise<void>;
   /**
-   * Releases every claim `allocId` holds (for an alloc that is gone without
-   * its csi hook's postrun, e.g. purged). Returns the volume ids released.
-   */
-  releaseAllocClaims(allocId: string, options?: { signal?: AbortSignal }): Promise<string[]>;
-  /**
    * The volumes `allocId` holds anything on: a claim, a controller publish,
    * or a publish under way or cut short (which a release unpublishes). The
    * volume view shows only claims, so whoever releases a gone alloc's
-   * volumes one by one asks here.
+   * volumes (an alloc purged without its csi hook's postrun) asks here, then
+   * releases each through the IVolumeClaimer — in a cluster, in etcd too.
    */
   volumesHeldBy(allocId: string): string[];
   /**

@@ -493,7 +493,7 @@ describe('claims', () => {
     expect(h.catalog.getVolume('data')?.claims.map((c) => c.allocId)).toEqual(['a1']);
   });
 
-  test('releaseAllocClaims drops every claim of a gone alloc', async () => {
+  test("volumesHeldBy names the volumes a gone alloc holds; releasing each drops its claims, no other alloc's", async () => {
     await h.catalog.registerVolume(
       spec({
         id: 'logs',
@@ -504,9 +504,14 @@ describe('claims', () => {
     await h.catalog.claim(req('a1'));
     await h.catalog.claim(req('a1', { volumeId: 'logs', accessMode: 'multi-node-multi-writer' }));
     await h.catalog.claim(req('a2', { volumeId: 'logs', accessMode: 'multi-node-multi-writer' }));
-    await expect(h.catalog.releaseAllocClaims('a1')).resolves.toEqual(['data', 'logs']);
+    expect(h.catalog.volumesHeldBy('a1')).toEqual(['data', 'logs']);
+    expect(h.catalog.volumesHeldBy('a2')).toEqual(['logs']);
+    expect(h.catalog.volumesHeldBy('a3')).toEqual([]);
+    // What the agent's claim sweep does for a purged alloc (ClaimSweep.releaseAllOf, through the claimer).
+    for (const id of h.catalog.volumesHeldBy('a1')) await h.catalog.release(id, 'a1');
     expect(h.catalog.getVolume('data')?.claims).toEqual([]);
     expect(h.catalog.getVolume('logs')?.claims.map((c) => c.allocId)).toEqual(['a2']);
+    expect(h.catalog.volumesHeldBy('a1')).toEqual([]);
   });
 
   test('a listener that throws does not break the catalog', async () => {

@@ -507,23 +507,6 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       .map((r) => r.id);
   }
 
-  async releaseAllocClaims(allocId: string, options: { signal?: AbortSignal } = {}): Promise<string[]> {
-    const held = this.volumesHeldBy(allocId);
-    const released: string[] = [];
-    let firstError: unknown;
-    for (const id of held) {
-      try {
-        await this.release(id, allocId, options);
-        released.push(id);
-      } catch (err) {
-        this.log.warn('could not release a claim of a gone alloc', { volume_id: id, alloc_id: allocId, error: errorMessage(err) });
-        firstError ??= err;
-      }
-    }
-    if (firstError !== undefined) throw firstError;
-    return released;
-  }
-
   // ---- expansion, snapshots, what the plugin holds ------------------------------------
 
   async expandVolume(
