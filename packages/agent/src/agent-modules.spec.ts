@@ -49,6 +49,18 @@ const spec: VolumeSpec = {
   context: {},
 };
 
+/** A cluster block whose etcd is never reached (nothing listens on port 1): the modules start without it. */
+function clusterSettings() {
+  return {
+    etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 },
+    nodeName: 'n1',
+    nodeClass: '',
+    meta: {},
+    heartbeatTtlMs: 10_000,
+    disconnectGraceMs: 60_000,
+  };
+}
+
 describe('agentModules', () => {
   let dataDir: string;
   let config: AgentConfig;
@@ -73,14 +85,7 @@ describe('agentModules', () => {
   });
 
   it('a cluster node adds the cluster module before the volumes: its claimer is the IVolumeClaimer, made once the module starts (the identity read)', async () => {
-    const cluster = {
-      etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 },
-      nodeName: 'n1',
-      nodeClass: '',
-      meta: {},
-      heartbeatTtlMs: 10_000,
-      disconnectGraceMs: 60_000,
-    };
+    const cluster = clusterSettings();
     const modules = agentModules({ ...config, cluster }, new MemoryLogger());
     expect(modules.map((m) => m.name)).toEqual([
       'core',
@@ -114,14 +119,7 @@ describe('agentModules', () => {
   });
 
   it("cluster mode is the cluster module's: made on resolve over what the agent bound to IClusterAgent, and the module's stop stops its passes and routed controllers when the agent did not, once", async () => {
-    const cluster = {
-      etcd: { endpoints: ['http://127.0.0.1:1'], prefix: 'modules-spec/', dialTimeoutMs: 200 },
-      nodeName: 'n1',
-      nodeClass: '',
-      meta: {},
-      heartbeatTtlMs: 10_000,
-      disconnectGraceMs: 60_000,
-    };
+    const cluster = clusterSettings();
     const container = rootContainer.createChildContainer();
     const host = new ModuleHost(container, agentModules({ ...config, cluster }, new MemoryLogger()));
     host.register();
