@@ -12,10 +12,17 @@
 // grpc, better-sqlite3…), so this test needs the network, root and runc, as
 // `npm test` has them. Every process it starts runs in its own process group
 // and is killed at the end; every mount left under its dirs is unmounted.
-// Slow by nature (a build, a publish, three installs, the demo): the limits
-// are generous and nothing asserts a duration.
+// Everything it makes is under its own work dir — the demo's data dir too
+// (TMPDIR) — so its cleanup touches nothing of another test's, whatever runs
+// beside it. It publishes what the build made (npm test builds first) and
+// never rebuilds: other test files read the packages' dist/ meanwhile.
+// Slow by nature (a publish, three installs, the demo): the limits are
+// generous and nothing asserts a duration.
 import { mountsUnder } from '@csiplug/csimanager';
+import { DEFAULT_RUNC_ROOT, findRunc } from '@csiplug/driver';
+import { pluginSocketPath } from '@csiplug/hooks';
 import { type ChildProcess, execFileSync, spawn } from 'child_process';
+import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as http from 'http';
 import * as os from 'os';
@@ -50,8 +57,26 @@ const NPMRC = path.join(WORK, 'npmrc');
 let registryUrl = '';
 let registry: ChildProcess | undefined;
 let registryLog = '';
-/** Mounts under the temp dir before the test: the demo's data dirs live there, and what it leaves is unmounted at the end. */
-const MOUNTS_BEFORE = new Set(mountsUnder(os.tmpdir()));
+
+/** A unix socket's path has room for 107 bytes (sun_path, its NUL aside). */
+const SOCKET_PATH_MAX = 107;
+
+/**
+ * The demo's TMPDIR: the work dir itself, so its data dir (mkdtemp
+ * `csiplug-demo-XXXXXX` there, commands/demo.ts), its mounts and its
+ * executors are this test's alone. Checked against the longest socket the
+ * demo makes, a plugin's (`<data dir>/data/plugins/<alloc id>/csi.sock`):
+ * a temp dir too deep for it fails here, saying so, not as a plugin that
+ * never comes up.
+ */
+function demoTmpDir(): string {
+  const longest = pluginSocketPath(path.join(WORK, 'csiplug-demo-XXXXXX', 'data'), randomUUID());
+  if (Buffer.byteLength(longest) > SOCKET_PATH_MAX)
+    throw new Error(
+      `the demo's plugin socket under this test's work dir would be ${Buffer.byteLength(longest)} bytes (${longest}), over the ${SOCKET_PATH_MAX} a unix socket path may have: set TMPDIR to a shorter dir (${WORK} is under it)`,
+    );
+  return WORK;
+}
 
 /**
  * The environment for npm, npx and nx: without the variables npm sets for
@@ -223,9 +248,11 @@ afterAll(async () => {
     await exited;
     clearTimeout(late);
   }
-  // A demo or plugin that failed half way may leave mounts: under the test's dir, or a demo data dir in the temp dir.
-  const left = [...mountsUnder(WORK), ...mountsUnder(os.tmpdir()).filter((m) => !MOUNTS_BEFORE.has(m) && m.includes('csiplug-demo-'))];
-  for (const m of [...new Set(left)].sort((a, b) => b.length - a.length)) {
+  // A demo killed at its limit leaves its tasks' executors (detached, their own sessions) and what they run: found by this work dir.
+  problems.push(...killLeftProcesses());
+  // A demo or plugin that failed half way may leave mounts: all under the work dir (the demo's data dir is there).
+  const left = mountsUnder(WORK);
+  for (const m of [...left].sort((a, b) => b.length - a.length)) {
     try {
       execFileSync('umount', ['-l', m], { stdio: 'pipe' });
     } catch (err) {
@@ -242,9 +269,15 @@ describe('a real publish to a private registry', () => {
     'nx release publish puts every package under packages/* on the registry, at its version',
     async () => {
       expect(DIRS.length).toBeGreaterThan(1);
+      const stale = staleBuilds();
+      if (stale.length)
+        throw new Error(
+          `built output older than its source, which this test would publish: ${stale.join('; ')}. Build first (npm test does; or NX_DAEMON=false npx nx run-many -t build): the test never rebuilds, other test files read dist/ meanwhile`,
+        );
+      // What the build made, as it is: without the build target nx release publish depends on (nx.json), which would rewrite dist/.
       await step(
         'nx release publish',
-        [process.execPath, require.resolve('nx/bin/nx'), 'release', 'publish', '--registry', registryUrl],
+        [process.execPath, require.resolve('nx/bin/nx'), 'release', 'publish', '--registry', registryUrl, '--excludeTaskDependencies'],
         ROOT,
         childEnv({ NX_DAEMON: 'false', NX_NO_CLOUD: 'true' }),
       );
@@ -312,9 +345,10 @@ describe('a real publish to a private registry', () => {
         project,
       );
       expect(fs.existsSync(path.join(project, 'node_modules', '@csiplug', 'hostpath-plugin'))).toBe(false);
+      const demoEnv = childEnv({ TMPDIR: demoTmpDir() });
       const without = await runProcess(['npx', '--no-install', 'csiplug', 'demo'], {
         cwd: project,
-        env: childEnv(),
+        env: demoEnv,
         timeoutMs: STEP_LIMIT_MS,
       });
       expect(without.code).toBe(1);
@@ -325,7 +359,7 @@ describe('a real publish to a private registry', () => {
         ['npm', 'install', '--registry', registryUrl, '@csiplug/hostpath-plugin'],
         project,
       );
-      const r = await runProcess(['npx', '--no-install', 'csiplug', 'demo'], { cwd: project, env: childEnv(), timeoutMs: STEP_LIMIT_MS });
+      const r = await runProcess(['npx', '--no-install', 'csiplug', 'demo'], { cwd: project, env: demoEnv, timeoutMs: STEP_LIMIT_MS });
       if (r.code !== 0)
         throw new Error(
           `npx csiplug demo ${r.timedOut ? 'was killed at its limit' : `exited ${r.code ?? r.signal}`}:\n${r.stdout}\n${r.stderr}`,
@@ -375,4 +409,79 @@ async function runExample(
   } finally {
     await plugin?.stop();
   }
+}
+
+/** Every file under `dir` (none when it is not there). */
+function filesUnder(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((f) => path.join(dir, f))
+    .filter((f) => fs.statSync(f).isFile());
+}
+
+/**
+ * The packages whose dist/ is missing or older than a production source of
+ * theirs (src/ without specs, tsconfig.lib.json): what publishing without a
+ * build would ship stale. dist/ is written whole by each build (rm -rf, then
+ * tsc) or by nx's cache, so its oldest file is when it was made.
+ */
+function staleBuilds(): string[] {
+  const stale: string[] = [];
+  for (const dir of DIRS) {
+    const root = path.join(PACKAGES, dir);
+    const built = filesUnder(path.join(root, 'dist')).map((f) => fs.statSync(f).mtimeMs);
+    if (built.length === 0) {
+      stale.push(`packages/${dir} has no dist/`);
+      continue;
+    }
+    const madeAt = Math.min(...built);
+    const sources = [...filesUnder(path.join(root, 'src')).filter((f) => !f.endsWith('.spec.ts')), path.join(root, 'tsconfig.lib.json')];
+    const newer = sources.filter((f) => fs.existsSync(f) && fs.statSync(f).mtimeMs > madeAt);
+    if (newer.length) stale.push(`packages/${dir}/dist is older than ${newer.map((f) => path.relative(ROOT, f)).join(', ')}`);
+  }
+  return stale;
+}
+
+/**
+ * Kills what a demo cut short left running from this run: processes whose
+ * command line or working dir is under the work dir (the executors: `node
+ * executor.js <task dir>/…/spec.json`, detached; host-process tasks, which
+ * run in their task dir), then runc containers whose bundle is there (the
+ * isolated tasks). Returns what could not be done.
+ */
+function killLeftProcesses(): string[] {
+  const problems: string[] = [];
+  const under = (p: string) => p === WORK || p.startsWith(`${WORK}/`);
+  for (const entry of fs.readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+      if (!argv.some(under) && !under(cwd)) continue;
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone meanwhile, or a kernel thread with nothing to read
+    }
+  }
+  const runc = findRunc();
+  if (!runc) return problems;
+  let containers: Array<{ id: string; bundle: string }> = [];
+  try {
+    const listed = execFileSync(runc, ['--root', DEFAULT_RUNC_ROOT, 'list', '--format', 'json'], { encoding: 'utf8', stdio: 'pipe' });
+    containers = (JSON.parse(listed || 'null') as Array<{ id: string; bundle: string }> | null) ?? [];
+  } catch (err) {
+    // No runc root yet: no container was ever made here.
+    if (fs.existsSync(DEFAULT_RUNC_ROOT))
+      problems.push(`runc list: ${(err as { stderr?: Buffer }).stderr?.toString().trim() || String(err)}`);
+  }
+  for (const c of containers.filter((x) => under(x.bundle))) {
+    try {
+      execFileSync(runc, ['--root', DEFAULT_RUNC_ROOT, 'delete', '--force', c.id], { stdio: 'pipe' });
+    } catch (err) {
+      problems.push(`runc delete --force ${c.id}: ${(err as { stderr?: Buffer }).stderr?.toString().trim() || String(err)}`);
+    }
+  }
+  return problems;
 }
