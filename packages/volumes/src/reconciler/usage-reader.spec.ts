@@ -1,5 +1,6 @@
 // UsageReader on a fake clock: an answer within the wait, "late" after it
-// while the call goes on, one call in flight per mount, failures passed on.
+// while the call goes on (its own answer or failure then heard quietly), one
+// call in flight per mount, failures passed on.
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import type { VolumeUsage } from '@csiplug/csimanager';
 import { UsageReader } from './usage-reader';
@@ -63,5 +64,43 @@ describe('UsageReader', () => {
     hung.reject(new Error('deadline exceeded'));
     await flushMicrotasks();
     expect(reader.pending).toBe(0);
+  });
+});
+
+describe('UsageReader after a late answer', () => {
+  it('a call that answers or fails after the read said late is heard quietly: no unhandled rejection, nothing left in flight', async () => {
+    const clock = new FakeClock();
+    const reader = new UsageReader(clock, 5_000);
+    const answers = deferred<VolumeUsage | undefined>();
+    const failure = deferred<VolumeUsage | undefined>();
+    const one = reader.read('a/one', () => answers.promise);
+    const two = reader.read('a/two', () => failure.promise);
+    await clock.advance(5_000);
+    await expect(one).resolves.toEqual({ kind: 'late', waitedMs: 5_000 });
+    await expect(two).resolves.toEqual({ kind: 'late', waitedMs: 5_000 });
+    // Jest fails the test on an unhandled rejection (an agent would crash on one).
+    answers.resolve(USAGE);
+    failure.reject(new Error('deadline exceeded'));
+    await flushMicrotasks();
+    expect(clock.pendingTimers).toBe(0);
+    expect(reader.pending).toBe(0);
+  });
+
+  it('waits as long as it was told: late only once its own wait has passed', async () => {
+    const clock = new FakeClock();
+    const reader = new UsageReader(clock, 1_000);
+    const hung = deferred<VolumeUsage | undefined>();
+    let settled = false;
+    const reading = reader
+      .read('a/data', () => hung.promise)
+      .then((r) => {
+        settled = true;
+        return r;
+      });
+    await clock.advance(999);
+    expect(settled).toBe(false);
+    await clock.advance(1);
+    await expect(reading).resolves.toEqual({ kind: 'late', waitedMs: 1_000 });
+    hung.resolve(undefined);
   });
 });
