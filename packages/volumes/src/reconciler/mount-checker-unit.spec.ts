@@ -4,8 +4,12 @@
 // records with no target or not published, a record not staged, a remount
 // that took other users of a stale staging mount along, an abnormal or
 // unreadable condition, a stale finding's log line — and how "keep" and a
-// remount already under way decide who comes down with a stale staging mount.
+// remount already under way decide who comes down with a stale staging mount;
+// what a stat's errors say (and undo of an earlier hang), staging mounts told
+// apart by usage, a remount intent of "restart", and a retry dropped on dispose.
+import { MountProbeHungError, MountProbeNotStartedError } from '@csiplug/csimanager';
 import { Harness, PLUGIN, STAGING, keyOf, record, targetOf } from '../../test/support/mount-checker-host';
+import { MOUNT_STAT_LIMIT_MS } from './mount-checker';
 
 let h: Harness;
 beforeEach(() => (h = new Harness()));
@@ -213,5 +217,96 @@ describe('"keep" and a remount already under way', () => {
     expect(h.message('stale', 'a1')).toBe(
       'volume "data" (vol1) at /mnt/target/a1 is stale: /mnt/target/a1 does not answer a stat (ENOTCONN); kept as it is (on_stale_mount = "keep"): its tasks see a broken path until the alloc is restarted',
     );
+  });
+});
+
+describe('what a stat says', () => {
+  test('an error that does not prove the mount dead is logged with the mount, and clears a hang seen before', async () => {
+    h.add(record('a1', { onStaleMount: 'keep' }));
+    h.mounts.stat = async (p) => {
+      throw new MountProbeHungError(p, `${p} did not answer a stat within 5000 ms (the mount hangs)`);
+    };
+    h.ready();
+    await h.settle();
+    expect(h.kinds()).toEqual(['plugin-back a1', 'stale a1']);
+    // EIO answers: the hang is over, and EIO says nothing of the mount.
+    h.mounts.stat = async (p) => {
+      throw Object.assign(new Error(`EIO: stat '${p}' failed`), { code: 'EIO' });
+    };
+    h.ready();
+    await h.settle();
+    expect(h.kinds().slice(2)).toEqual(['plugin-back a1', 'checked a1']);
+    expect(
+      h.log.find('could not stat a live mount for a reason that does not say it is dead; not taken as stale', 'warn')[0]!.fields,
+    ).toEqual({ alloc_id: 'a1', volume_id: 'vol1', target: targetOf('a1'), error: `EIO: stat '${targetOf('a1')}' failed` });
+    // A probe that cannot start now finds no earlier hang to repeat.
+    h.mounts.stat = async (p) => {
+      throw new MountProbeNotStartedError(p, 'probe slots full');
+    };
+    h.ready();
+    await h.settle();
+    expect(h.kinds().slice(4)).toEqual(['plugin-back a1', 'checked a1']);
+    expect(
+      h.log.find('could not start a stat of a live mount; nothing is known of it, so it is not taken as stale', 'warn')[0]!.fields,
+    ).toEqual({ alloc_id: 'a1', volume_id: 'vol1', target: targetOf('a1'), error: 'probe slots full' });
+  });
+
+  test("a stale staging mount whose stat hung is stat'ed afresh once it was staged again", async () => {
+    h.add(record('a1'));
+    h.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    const release = h.mounts.hangStat(STAGING);
+    h.ready();
+    await h.settle();
+    await h.clock.advance(MOUNT_STAT_LIMIT_MS);
+    await h.settle();
+    expect(h.message('stale', 'a1')).toMatch(/^volume "data" \(vol1\) at \/mnt\/target\/a1 is stale: \/mnt\/target\/a1 does not answer/);
+    expect(h.remounts).toEqual([`vol1 ${keyOf('a1')} restage=vol1`]);
+    // Stale again (the old stat of the staging path still hangs): the new staging mount is stat'ed, not taken as hanging.
+    h.mounts.clearStat(STAGING);
+    const stats = h.mounts.statted.length;
+    h.ready();
+    await h.settle();
+    expect(h.mounts.statted.slice(stats)).toEqual([targetOf('a1'), STAGING]);
+    expect(h.remounts).toEqual([`vol1 ${keyOf('a1')} restage=vol1`, `vol1 ${keyOf('a1')} restage=`]);
+    release();
+  });
+
+  test('staging mounts are told apart by usage: a stale one brings down only its own users', async () => {
+    const RO = { readOnly: true, attachmentMode: 'file-system', accessMode: 'multi-node-reader-only' } as const;
+    h.add(record('a1'), record('a2', { usage: RO, stagingPath: '/mnt/staging/vol1-ro' }));
+    h.mounts.failStat(targetOf('a1'), 'ESTALE');
+    h.mounts.failStat(STAGING, 'ESTALE');
+    h.ready();
+    await h.settle();
+    expect(h.kinds().slice(2)).toEqual(['stale a1', 'checked a2', 'remounted a1']);
+    expect(h.remounts).toEqual([`vol1 ${keyOf('a1')} restage=vol1`]);
+  });
+});
+
+describe('a remount intent from an earlier agent', () => {
+  test('"restart" restarts the tasks though the policy is "remount"', async () => {
+    h.add(record('a1', { remounting: 'restart' }));
+    h.ready();
+    await h.settle();
+    expect(h.message('stale', 'a1')).toBe(
+      `volume "data" (vol1) at ${targetOf('a1')} is stale: a remount of it was started and did not finish; remounting it through plugin fuse, then restarting the alloc's tasks`,
+    );
+    expect(h.events.at(-1)).toMatchObject({ kind: 'remounted', policy: 'remount', restartTasks: true });
+    expect(h.message('remounted', 'a1')).toBe(
+      `volume "data" (vol1) staged and published again at ${targetOf('a1')} through plugin fuse; restarting the alloc's tasks so they see it`,
+    );
+  });
+});
+
+describe('dispose', () => {
+  test('with a retry due, the retry is dropped', async () => {
+    h.add(record('a1'));
+    h.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    h.remount = async (_v, keys) => ({ done: new Set(), failed: new Map(keys.map((k) => [k, new Error('device busy')])) });
+    h.ready();
+    await h.settle();
+    expect(h.clock.pendingTimers).toBe(1);
+    h.checker.dispose();
+    expect(h.clock.pendingTimers).toBe(0);
   });
 });
