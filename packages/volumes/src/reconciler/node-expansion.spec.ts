@@ -23,6 +23,8 @@ const record = (allocId: string, over: Partial<VolumeMountRecord> = {}): VolumeM
   claimed: true,
   staged: true,
   published: true,
+  attempts: 0,
+  since: 0,
   targetPath: `/t/${allocId}`,
   ...over,
 });

@@ -27,6 +27,8 @@ export const record = (allocId: string, over: Partial<VolumeMountRecord> = {}): 
   claimed: true,
   staged: true,
   published: true,
+  attempts: 0,
+  since: 0,
   targetPath: targetOf(allocId),
   stagingPath: STAGING,
   ...over,
