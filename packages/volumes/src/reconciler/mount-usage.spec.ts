@@ -106,6 +106,7 @@ describe('readMountUsage', () => {
     expect(view).toEqual({ allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: 'hostpath', usage: USAGE });
     expect(view).not.toHaveProperty('targetPath');
     expect(host.calls[0]!.options).toEqual({ signal: host.stopping });
+    expect(host.calls[0]!.options).not.toHaveProperty('hostPath');
   });
 
   test('a plugin without stats says so', async () => {
