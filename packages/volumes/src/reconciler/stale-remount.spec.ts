@@ -259,6 +259,13 @@ describe('remountStale', () => {
     expect(host.records.get(key('a1'))).toEqual(rec('a1'));
   });
 
+  test('a target in use of a record that has lost its target path is named by its key', async () => {
+    const host = new Host(rec('a1', { targetPath: undefined }));
+    host.vm.failNext('unpublish', { error: new Error('EBUSY') });
+    const outcome = await remountStale(host, 'vol1', [key('a1')], new Set());
+    expect(outcome.failed.get(key('a1'))).toMatchObject({ target: key('a1') });
+  });
+
   test('an unpublish that fails otherwise is reported as it is; the intent stays (for a next try)', async () => {
     const host = new Host(rec('a1'));
     host.vm.failNext('unpublish');

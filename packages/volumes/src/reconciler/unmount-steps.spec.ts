@@ -362,6 +362,8 @@ describe('unmountVolumes', () => {
     await host.clock.advance(7_000);
     const outcomes = await unmountVolumes(host, 'a1', ['data'], {});
     expect(outcomes).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    // No plugin wait to speak of: none is said.
+    expect(outcomes[0]).not.toHaveProperty('pluginWait');
     expect(host.events[0]).toBe('write a1/data {"desired":"unmounted","attempts":0,"since":7000}');
     expect(host.events[1]).toBe('unpublishVolume vol1 a1');
     expect(host.records.has(key('a1'))).toBe(false);
