@@ -273,3 +273,48 @@ describe('reads', () => {
     expect([...MOUNT_CHECK_STATES].sort()).toEqual(['abnormal', 'busy', 'ok', 'plugin-away', 'remounting', 'stale']);
   });
 });
+
+describe('a finished remount', () => {
+  /** A restored mount found stale (ENOTCONN) while its plugin was away, remounted once the plugin is back. */
+  async function staleRestored(): Promise<void> {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.csi.bringDown(PLUGIN);
+    const agent = node.restart();
+    node.mounts.failMountCheck(targetOf('a1'), 'ENOTCONN');
+    node.mounts.failStat(targetOf('a1'), 'ENOTCONN');
+    await agent.mount(req('a1'), RESTORE);
+    node.mounts.clearMountCheck(targetOf('a1'));
+  }
+
+  test('its intent is cleared from the record once it is reported', async () => {
+    await staleRestored();
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.checks.map((e) => e.kind)).toEqual(['plugin-back', 'stale', 'remounted']);
+    expect(node.record('a1')).not.toHaveProperty('remounting');
+    expect(node.reconciler.mounted('a1').map((m) => m.targetPath)).toEqual([targetOf('a1')]);
+  });
+
+  test('a store refusing to clear its intent: logged, and the intent left for a next agent (more remounting than needed, never less)', async () => {
+    await staleRestored();
+    const put = node.store.put.bind(node.store);
+    let refused = 0;
+    node.store.put = (record) => {
+      if (record.remounting === undefined && node.record('a1')?.remounting !== undefined && refused === 0) {
+        refused++;
+        throw new Error('fake mount store: write refused (put a1/data)');
+      }
+      put(record);
+    };
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(refused).toBe(1);
+    expect(node.checks.map((e) => e.kind)).toEqual(['plugin-back', 'stale', 'remounted']);
+    const said = node.logger.find('could not clear a finished remount from its record; a next agent does it again', 'error');
+    expect(said.map((l) => l.fields)).toEqual([
+      expect.objectContaining({ alloc_id: 'a1', volume_id: 'vol1', error: 'fake mount store: write refused (put a1/data)' }),
+    ]);
+    expect(node.record('a1')!.remounting).toBeDefined();
+  });
+});
