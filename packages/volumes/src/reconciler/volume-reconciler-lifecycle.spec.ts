@@ -6,7 +6,7 @@
 // pendingUnmounts, mounted, mountChecks) show. Same test node as
 // volume-reconciler.spec.ts: the real reconciler over fakes.
 import { PluginTypeCSIController } from '@csiplug/registry';
-import { PLUGIN, PRERUN, RESTORE, TestNode, req, stagingOf, targetOf } from '../../test/support/reconciler-node';
+import { PLUGIN, PRERUN, RESTORE, TestNode, req, stagingOf, targetOf, track } from '../../test/support/reconciler-node';
 import { VolumeReconciler } from './volume-reconciler';
 import { MOUNT_CHECK_STATES } from './reconciler-service';
 
@@ -155,6 +155,25 @@ describe('plugin events', () => {
     expect(node.csi.healthChanges.some((c) => c.healthy === false)).toBe(true);
     expect(node.aways).toEqual([]);
     expect(node.reconciler.mountChecks('a1')[0]!.state).toBe('ok');
+  });
+
+  test("a plugin away is told only of live mounts through it: not a pending unmount, not one being unmounted, not another plugin's", async () => {
+    node = new TestNode();
+    node.claimer.add('vol9', 'other-plugin');
+    node.csi.bringUp('other-plugin');
+    await pendingUnmount(node);
+    await node.reconciler.mount(req('a2'), PRERUN);
+    await node.reconciler.mount(req('a3'), PRERUN);
+    await node.reconciler.mount(req('a4', { volumeId: 'vol9' }), PRERUN);
+    const unpublish = node.vm.hangNext('unpublish');
+    const unmounting = track(node.reconciler.unmount('a3'));
+    await unpublish.reached;
+    node.csi.crash(PLUGIN);
+    await node.settle();
+    expect(node.aways.map((e) => `${e.allocId} ${e.volumeId}`)).toEqual(['a2 vol1']);
+    unpublish.release();
+    await node.settle();
+    expect(unmounting.settled).toBe(true);
   });
 
   test('a plugin away with no live mount through it says nothing', async () => {

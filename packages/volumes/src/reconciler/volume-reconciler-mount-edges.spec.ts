@@ -222,6 +222,32 @@ describe('a mount whose record changes under it', () => {
   });
 });
 
+describe('a failed mount undone', () => {
+  test("its undo failing too is logged with the alloc, volume and the undo's error; the mount fails with its own cause", async () => {
+    node = new TestNode();
+    node.vm.failNext('publish', { error: new Error('publish broke') });
+    node.vm.failNext('unstage', { error: new Error('unstage broke') });
+    const err = await node.reconciler.mount(req('a1'), PRERUN).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeMountError);
+    expect((err as VolumeMountError).message).toBe('volume "data" (vol1) on plugin hostpath: publish broke');
+    expect(node.logger.find('could not undo a failed mount; retrying in the background', 'error').map((l) => l.fields)).toEqual([
+      expect.objectContaining({ alloc_id: 'a1', volume_id: 'vol1', error: expect.stringContaining('unstage broke') }),
+    ]);
+    expect(node.reconciler.pendingUnmounts()).toEqual([
+      expect.objectContaining({ allocId: 'a1', desired: 'unmounted', staged: true, published: false }),
+    ]);
+  });
+
+  test('an undo that succeeds logs nothing, and the record is gone before the mount rejects', async () => {
+    node = new TestNode();
+    node.vm.failNext('publish', { error: new Error('publish broke') });
+    await expect(node.reconciler.mount(req('a1'), PRERUN)).rejects.toThrow('publish broke');
+    expect(node.logger.find('could not undo a failed mount')).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+    expect(node.claimer.releases).toEqual(['vol1 a1']);
+  });
+});
+
 describe("what the catalog's answer leaves in the record", () => {
   test('a volume without an external id of its own is asked of the plugin by its id', async () => {
     node = new TestNode();
