@@ -202,6 +202,49 @@ describe('a mount whose record changes under it', () => {
     expect(node.mounted()).toEqual([]);
   });
 
+  test('unmounted while its stage is out: the publish is never asked, and the unmount unstages', async () => {
+    node = new TestNode();
+    const stage = node.vm.hangNext('stage');
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await stage.reached;
+    const unmounting = track(node.reconciler.unmount('a1'));
+    await node.settle();
+    stage.release();
+    await node.settle();
+    expect(((mounting.error as VolumeMountError).cause as Error).message).toBe(
+      'volume "data" of alloc a1 was unmounted while it was being mounted',
+    );
+    expect(unmounting.value).toEqual([{ name: 'data', volumeId: 'vol1', pluginId: PLUGIN }]);
+    expect(node.calls()).toEqual(['stage vol1', 'unstage vol1']);
+    expect(node.mounted()).toEqual([]);
+    expect(node.store.list().records).toEqual([]);
+  });
+
+  test('disposed while it waits for its plugin: the plugin back, nothing is claimed and the mount fails with ReconcilerStoppedError', async () => {
+    node = new TestNode({ pluginUp: false });
+    const mounting = track(node.reconciler.mount(req('a1'), PRERUN));
+    await node.settle();
+    node.reconciler.dispose();
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect((mounting.error as VolumeMountError).cause).toBeInstanceOf(ReconcilerStoppedError);
+    expect(node.claimer.claims).toEqual([]);
+    expect(node.calls()).toEqual([]);
+  });
+
+  test('forgotten and mounted again: its last finding is gone with it (ok, no message)', async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    node.csi.crash(PLUGIN);
+    node.csi.bringUp(PLUGIN);
+    await node.settle();
+    expect(node.reconciler.mountChecks('a1')[0]).toMatchObject({ state: 'ok', message: expect.any(String) });
+    await node.reconciler.unmount('a1');
+    expect(node.record('a1')).toBeUndefined();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    expect(node.reconciler.mountChecks('a1')).toEqual([{ allocId: 'a1', name: 'data', volumeId: 'vol1', pluginId: PLUGIN, state: 'ok' }]);
+  });
+
   test("asked again while its unmount is pending: wanted mounted again, the unmount's attempts and error cleared, since now, the new policy kept", async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
@@ -275,6 +318,16 @@ describe("what the catalog's answer leaves in the record", () => {
     await node.reconciler.mount(req('a2', { volumeId: 'vol2' }), PRERUN);
     expect(node.vm.expansions).toEqual(['vol2 a2 7000']);
     expect(node.record('a2')).not.toHaveProperty('expandTo');
+  });
+
+  test('an owed expansion that fails never fails the mount: still owed, and warned of', async () => {
+    node = new TestNode();
+    node.claimer.volumes.set('vol2', { id: 'vol2', externalId: 'ext-vol2', pluginId: PLUGIN, nodeExpandTo: 7_000 });
+    node.vm.expandVolume = () => Promise.reject(new Error('resize2fs failed'));
+    const info = await node.reconciler.mount(req('a2', { volumeId: 'vol2' }), PRERUN);
+    expect(info).toMatchObject({ volumeId: 'vol2', targetPath: targetOf('a2', undefined, 'vol2') });
+    expect(node.record('a2')).toMatchObject({ published: true, expandTo: 7_000 });
+    expect(node.logger.find('node-side expansion failed; it is made after the next publish', 'warn')).toHaveLength(1);
   });
 
   test("the larger of the record's owed expansion and the catalog's is made", async () => {
