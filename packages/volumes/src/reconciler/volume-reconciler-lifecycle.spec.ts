@@ -199,6 +199,43 @@ describe('retries and dispose', () => {
     expect(node.mounted()).toEqual([]);
   });
 
+  test('a retry asked now replaces the one pending: the old backoff does not fire an extra attempt', async () => {
+    node = new TestNode();
+    await pendingUnmount(node);
+    node.vm.failNext('unpublish');
+    node.reconciler.retryUnmountsNow(PLUGIN);
+    await node.settle();
+    expect(unpublishes(node)).toBe(2);
+    // The first backoff (1s) was replaced; the next is the second one's (2s).
+    await node.clock.advance(node.timeouts.unmountBackoff(2) - 1);
+    await node.settle();
+    expect(unpublishes(node)).toBe(2);
+    expect(node.reconciler.pendingUnmounts()).toHaveLength(1);
+    await node.clock.advance(1);
+    await node.settle();
+    expect(unpublishes(node)).toBe(3);
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+  });
+
+  test("a volume's retry timer retries only that volume's pending unmounts", async () => {
+    node = new TestNode();
+    await node.reconciler.mount(req('a1'), PRERUN);
+    await node.reconciler.mount(req('a3', { volumeId: 'vol2' }), PRERUN);
+    node.vm.failNext('unpublish');
+    await node.reconciler.unmount('a1');
+    await node.clock.advance(500);
+    node.vm.failNext('unpublish');
+    await node.reconciler.unmount('a3');
+    const tries = (alloc: string, vol: string) => node.calls().filter((c) => c === `unpublish ${vol} ${alloc}`).length;
+    await node.clock.advance(500);
+    await node.settle();
+    expect([tries('a1', 'vol1'), tries('a3', 'vol2')]).toEqual([2, 1]);
+    await node.clock.advance(500);
+    await node.settle();
+    expect([tries('a1', 'vol1'), tries('a3', 'vol2')]).toEqual([2, 2]);
+    expect(node.reconciler.pendingUnmounts()).toEqual([]);
+  });
+
   test('a retry timer left when dispose() is called never runs', async () => {
     node = new TestNode();
     await pendingUnmount(node);
