@@ -281,6 +281,22 @@ describe('a failed mount undone', () => {
     ]);
   });
 
+  test("the write that would start the undo refused: logged with the alloc, volume and the write's error; the record keeps what was done", async () => {
+    node = new TestNode();
+    const stage = node.vm.hangNext('stage', { after: true });
+    const mounting = node.reconciler.mount(req('a1'), PRERUN);
+    await stage.reached;
+    node.store.failWrites = 2;
+    stage.release();
+    await expect(mounting).rejects.toBeInstanceOf(VolumeMountError);
+    expect(
+      node.logger
+        .find('could not record that a failed mount is to be undone; it is undone when its alloc unmounts', 'error')
+        .map((l) => l.fields),
+    ).toEqual([expect.objectContaining({ alloc_id: 'a1', volume_id: 'vol1', error: 'fake mount store: write refused (put a1/data)' })]);
+    expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true });
+  });
+
   test('an undo that succeeds logs nothing, and the record is gone before the mount rejects', async () => {
     node = new TestNode();
     node.vm.failNext('publish', { error: new Error('publish broke') });
