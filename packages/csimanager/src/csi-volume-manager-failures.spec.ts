@@ -147,4 +147,38 @@ describe('volume manager: how node steps fail', () => {
     }
     expect(h.nodeEvents.map((e) => e.details.volume_id)).toEqual(['undefined', 'undefined', 'undefined']);
   });
+
+  it('a mount table read failing for a fault of the agent is logged with the volume, alloc, path, attempt and backoff', async () => {
+    await vm.stageVolume(vol, usage);
+    const real = h.mounts.isMountPoint.bind(h.mounts);
+    let faults = 1;
+    h.mounts.isMountPoint = async (target: string) => {
+      if (faults-- > 0) throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+      return real(target);
+    };
+    const warned = () => h.logger.find('cannot read the mount table for a fault of the agent itself; checking again', 'warn');
+    const publishing = vm.publishVolume(vol, 'alloc-a', usage);
+    // The alloc dir is made on the real filesystem first: wait for the fault before moving time.
+    for (let i = 0; i < 100 && warned().length === 0; i++) await h.settle();
+    await h.advance(1_000);
+    await publishing;
+    expect(warned().map((r) => r.fields)).toEqual([
+      expect.objectContaining({
+        volumeId: 'vol-1',
+        allocId: 'alloc-a',
+        target: targetOf('alloc-a'),
+        attempt: 1,
+        delayMs: expect.any(Number),
+        error: 'EMFILE: too many open files',
+      }),
+    ]);
+  });
+
+  it('node events are frozen: one listener cannot change what the next one reads', async () => {
+    await vm.stageVolume(vol, usage);
+    await vm.publishVolume(vol, 'alloc-a', usage);
+    const event = h.nodeEvents[0]!;
+    expect(Object.isFrozen(event)).toBe(true);
+    expect(Object.isFrozen(event.details)).toBe(true);
+  });
 });
