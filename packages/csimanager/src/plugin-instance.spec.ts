@@ -95,6 +95,13 @@ describe('PluginInstance', () => {
       capabilities: expect.objectContaining({ stageUnstageVolume: true, getVolumeStats: true, expandVolume: true, volumeCondition: true }),
     });
     expect(info.controller).toBeUndefined();
+    // A snapshot shared by every listener: none of its parts can be changed.
+    expect([info, info.pluginCapabilities, info.node, info.node!.capabilities].map((o) => Object.isFrozen(o))).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
     expect(s.health).toEqual([
       {
         type: 'csi-node',
@@ -168,6 +175,7 @@ describe('PluginInstance', () => {
       supportsCondition: false,
       capabilities: expect.objectContaining({ publishUnpublishVolume: true, expandVolume: true }),
     });
+    expect([Object.isFrozen(info.controller), Object.isFrozen(info.controller!.capabilities)]).toEqual([true, true]);
     expect(s.health.map((c) => c.healthy)).toEqual([true]);
   });
 
@@ -357,6 +365,7 @@ describe('PluginInstance', () => {
     expect(s.health).toEqual([]);
     expect(s.rounds).toEqual([]);
     expect(s.inst.info()).toMatchObject({ fingerprinted: false, description: 'not fingerprinted yet' });
+    expect(s.clock.pendingTimers).toBe(0); // no next round scheduled
   });
 
   it('a round that returns after its stop reports nothing either', async () => {
