@@ -181,4 +181,74 @@ describe('volume manager: how node steps fail', () => {
     expect(Object.isFrozen(event)).toBe(true);
     expect(Object.isFrozen(event.details)).toBe(true);
   });
+
+  it('each step logs what it did, naming the plugin, the volume, the alloc and the path', async () => {
+    const fields = (msg: string) => h.logger.find(msg).map((r) => r.fields);
+    const who = { component: 'csi-volume-manager', pluginId: 'my-plugin', volumeId: 'vol-1' };
+    await vm.stageVolume(vol, usage);
+    await vm.stageVolume(vol, usage);
+    await vm.publishVolume(vol, 'alloc-a', usage);
+    await vm.publishVolume(vol, 'alloc-a', usage);
+    await vm.unpublishVolume(vol, 'alloc-a', usage);
+    b().failNext('NodeUnpublishVolume', csiError(GrpcStatus.NOT_FOUND, 'NodeUnpublishVolume'));
+    await vm.unpublishVolume(vol, 'alloc-a', usage);
+    await vm.unstageVolume(vol, usage);
+    b().failNext('NodeUnstageVolume', csiError(GrpcStatus.NOT_FOUND, 'NodeUnstageVolume'));
+    await vm.unstageVolume(vol, usage);
+    expect(fields('volume staged')).toEqual([expect.objectContaining({ ...who, stagingPath: stagingOf() })]);
+    expect(fields('volume already staged; reusing the staging mount')).toEqual([
+      expect.objectContaining({ ...who, stagingPath: stagingOf() }),
+    ]);
+    expect(fields('volume published')).toEqual([expect.objectContaining({ ...who, allocId: 'alloc-a', targetPath: targetOf('alloc-a') })]);
+    expect(fields('volume already published for this alloc; reusing it')).toEqual([
+      expect.objectContaining({ ...who, allocId: 'alloc-a', targetPath: targetOf('alloc-a') }),
+    ]);
+    expect(fields('volume unpublished')).toEqual([
+      expect.objectContaining({ ...who, allocId: 'alloc-a' }),
+      expect.objectContaining({ ...who, allocId: 'alloc-a' }),
+    ]);
+    expect(fields('NodeUnpublishVolume: plugin reports NOT_FOUND; counted as unpublished')).toEqual([
+      expect.objectContaining({ ...who, allocId: 'alloc-a' }),
+    ]);
+    expect(fields('volume unstaged')).toEqual([expect.objectContaining(who), expect.objectContaining(who)]);
+    expect(fields('NodeUnstageVolume: plugin reports NOT_FOUND; counted as unstaged')).toEqual([expect.objectContaining(who)]);
+  });
+
+  it('a staging check failing for a fault of the agent is logged without an alloc (the staging is shared)', async () => {
+    const real = h.mounts.isMountPoint.bind(h.mounts);
+    let faults = 1;
+    h.mounts.isMountPoint = async (target: string) => {
+      if (faults-- > 0) throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+      return real(target);
+    };
+    const warned = () => h.logger.find('cannot read the mount table for a fault of the agent itself; checking again', 'warn');
+    const staging = vm.stageVolume(vol, usage);
+    for (let i = 0; i < 100 && warned().length === 0; i++) await h.settle();
+    await h.advance(1_000);
+    await staging;
+    expect(warned().map((r) => r.fields)).toEqual([expect.objectContaining({ volumeId: 'vol-1', allocId: '', target: stagingOf() })]);
+  });
+
+  it('mountInfoFor a plugin whose node info is not known yet names no staging path', async () => {
+    const flat = plugin(1, 'csi-node', { name: 'blank' });
+    h.behaviour(flat).nodeId = ''; // NodeGetInfo keeps failing: no node info
+    h.registry.register(flat);
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'blank')?.node).toBeUndefined();
+    const info = h.manager.volumeManager('blank').mountInfoFor('v', 'alloc-a', usage);
+    expect(info.stagingPath).toBeUndefined();
+    expect(info.targetPath).toBe(
+      path.join(h.dataDir, 'csi', 'node', 'blank', 'per-alloc', 'alloc-a', 'v', 'rw-file-system-single-node-writer'),
+    );
+  });
+
+  it('a refused argument is a ValidationError naming its field', async () => {
+    expect(await failure(vm.stageVolume({ ...vol, pluginId: 'other' }, usage))).toMatchObject({
+      name: 'ValidationError',
+      field: 'pluginId',
+    });
+    expect(await failure(vm.stageVolume({ ...vol, id: '' }, usage))).toMatchObject({ field: 'volume id' });
+    expect(await failure(vm.publishVolume(vol, 'a/b', usage))).toMatchObject({ field: 'alloc id' });
+    expect(await failure(vm.unpublishVolume(vol, '', usage))).toMatchObject({ field: 'alloc id' });
+  });
 });

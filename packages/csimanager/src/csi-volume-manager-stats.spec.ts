@@ -5,7 +5,7 @@
 // the duration each step records (VOLUME_STEP_SECONDS), over the real CSI
 // manager with a fake CSI client, mount table and clock (test/harness.ts).
 import * as path from 'node:path';
-import { type MetricDef, type MetricLabels, type Metrics, ValidationError } from '@csiplug/core';
+import { AbortError, type MetricDef, type MetricLabels, type Metrics, ValidationError } from '@csiplug/core';
 import { GrpcStatus } from '@csiplug/csi';
 import { csiError, notFound } from '@csiplug/csi/testing';
 import { Harness, plugin } from '../test/harness';
@@ -263,6 +263,8 @@ describe('volume manager: stats, expansion and step durations', () => {
 
     it('a step refused for its arguments records nothing; one that finds no plugin instance records an error', async () => {
       await expect(vm.stageVolume({ ...vol, pluginId: 'other' }, usage)).rejects.toBeInstanceOf(ValidationError);
+      await expect(vm.publishVolume(vol, 'a/b', usage)).rejects.toBeInstanceOf(ValidationError);
+      await expect(vm.unpublishVolume(vol, '', usage)).rejects.toBeInstanceOf(ValidationError);
       expect(metrics.observed).toEqual([]);
       h.registry.deregister('csi-node', 'my-plugin', 'alloc-0');
       await expect(vm.stageVolume(vol, usage)).rejects.toThrow(/not found/);
@@ -276,5 +278,24 @@ describe('volume manager: stats, expansion and step durations', () => {
       await vm.stageVolume(vol, usage);
       expect(await vm.publishVolume(vol, 'alloc-a', usage)).toMatchObject({ targetPath: targetOf('alloc-a') });
     });
+  });
+
+  it("hands the caller's signal to NodeGetVolumeStats and NodeExpandVolume", async () => {
+    await offer('GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION');
+    for (const [method, call] of [
+      ['NodeGetVolumeStats', (signal: AbortSignal) => vm.volumeCondition(vol, 'alloc-a', usage, 'target', { signal })],
+      ['NodeGetVolumeStats', (signal: AbortSignal) => vm.volumeUsage(vol, 'alloc-a', usage, { signal })],
+      ['NodeExpandVolume', (signal: AbortSignal) => vm.expandVolume(vol, 'alloc-a', usage, 4096, { signal })],
+    ] as const) {
+      const gate = b().gate(method);
+      const ac = new AbortController();
+      const asked = call(ac.signal).catch((e: unknown) => e);
+      await gate.reached;
+      ac.abort();
+      expect(await asked).toBeInstanceOf(AbortError);
+      gate.release();
+    }
+    expect(calls('NodeGetVolumeStats')).toHaveLength(2);
+    expect(calls('NodeExpandVolume')).toHaveLength(1);
   });
 });
