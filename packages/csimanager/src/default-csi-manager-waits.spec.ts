@@ -193,7 +193,7 @@ describe('CSI manager: lifecycle edges', () => {
     await h.manager.start();
     const list = h.registry.list.bind(h.registry);
     let fail = true;
-    h.registry.list = (type?: string) => {
+    h.registry.list = (type: string) => {
       if (fail) throw new Error('state DB locked');
       return list(type);
     };

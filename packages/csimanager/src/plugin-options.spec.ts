@@ -44,6 +44,7 @@ describe('pluginMountRoots', () => {
       } catch (e) {
         return e;
       }
+      return undefined;
     })();
     expect(err).toBeInstanceOf(PluginOptionsError);
     expect((err as Error).message).toBe('plugin "nfs" (alloc alloc-1): option pluginType="edge" is not one of node, controller, monolith');
