@@ -78,7 +78,7 @@ describe('volume manager: stats, expansion and step durations', () => {
         ],
         volumeCondition: { abnormal: true, message: 'disk gone' },
       });
-      expect(await vm.volumeUsage(vol, 'alloc-a', usage)).toEqual({
+      expect(await vm.volumeUsage(vol, 'alloc-a', usage)).toStrictEqual({
         bytes: { total: 1000, used: 0, available: 1000 },
         inodes: { total: 64 },
         condition: { abnormal: true, message: 'disk gone' },
@@ -91,7 +91,7 @@ describe('volume manager: stats, expansion and step durations', () => {
     it('leaves out what the plugin does not offer or answer: staging path, condition, a unit without counts', async () => {
       await offer('GET_VOLUME_STATS');
       stats({ usage: [{ unit: 'BYTES', total: 'many' }], volumeCondition: { abnormal: true, message: 'ignored' } });
-      expect(await vm.volumeUsage({ id: 'vol-1', pluginId: 'my-plugin' }, 'alloc-a', usage)).toEqual({ bytes: {} });
+      expect(await vm.volumeUsage({ id: 'vol-1', pluginId: 'my-plugin' }, 'alloc-a', usage)).toStrictEqual({ bytes: {} });
       expect(calls('NodeGetVolumeStats').map((c) => c.request)).toEqual([{ volumeId: 'vol-1', volumePath: targetOf('alloc-a') }]);
 
       await offer('GET_VOLUME_STATS', 'VOLUME_CONDITION');
