@@ -3,7 +3,7 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { DefaultTimeoutPolicy, FixedHeartbeatStrategy, MemoryLogger, type TimeoutSettings } from '@csiplug/core';
+import { DefaultTimeoutPolicy, FixedHeartbeatStrategy, MemoryLogger, type Metrics, type TimeoutSettings } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeCSIClientFactory } from '@csiplug/csi/testing';
 import { DynamicPluginRegistry, PluginDispenserTable, type PluginRegistration, StateRegistryStore } from '@csiplug/registry';
@@ -16,6 +16,8 @@ export const FINGERPRINT_PERIOD = 30_000;
 export interface HarnessOptions {
   resync?: boolean;
   timeouts?: Partial<TimeoutSettings>;
+  /** Where the manager records its figures; none (NullMetrics) when absent. */
+  metrics?: Metrics;
 }
 
 export class Harness {
@@ -46,10 +48,17 @@ export class Harness {
       new PluginDispenserTable(),
       {},
     );
-    this.manager = new DefaultCSIManager(this.registry, this.factory, this.clock, this.logger, this.policy, this.heartbeat, this.mounts, {
-      dataDir: this.dataDir,
-      resync: this.options.resync ?? true,
-    });
+    this.manager = new DefaultCSIManager(
+      this.registry,
+      this.factory,
+      this.clock,
+      this.logger,
+      this.policy,
+      this.heartbeat,
+      this.mounts,
+      { dataDir: this.dataDir, resync: this.options.resync ?? true },
+      this.options.metrics,
+    );
     this.manager.onDidChangeHealth((e) => this.health.push(e));
     this.manager.onNodeEvent((e) => this.nodeEvents.push(e));
   }
