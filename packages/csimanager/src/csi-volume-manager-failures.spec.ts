@@ -26,6 +26,22 @@ describe('volume manager: how node steps fail', () => {
   const calls = (m: string) => b().callsOf(m);
   const failure = (p: Promise<unknown>) => p.then(() => undefined).catch((e: unknown) => e as Error);
 
+  /** The next mount check throws EMFILE (a fault of the agent); resolves once it has thrown. */
+  const failMountCheckOnce = (): Promise<void> => {
+    const real = h.mounts.isMountPoint.bind(h.mounts);
+    let thrown!: () => void;
+    const faulted = new Promise<void>((resolve) => (thrown = resolve));
+    let faults = 1;
+    h.mounts.isMountPoint = async (target: string) => {
+      if (faults-- > 0) {
+        thrown();
+        throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+      }
+      return real(target);
+    };
+    return faulted;
+  };
+
   beforeEach(async () => {
     h = new Harness();
     h.registry.register(reg);
@@ -81,6 +97,7 @@ describe('volume manager: how node steps fail', () => {
       /^unmount of volume "vol-1" for alloc alloc-a on plugin "my-plugin" failed at NodeUnpublishVolume: .*busy/,
     );
     expect((await fs.stat(path.join(root(), 'per-alloc', 'alloc-a'))).isDirectory()).toBe(true);
+    expect(await h.mounts.isMountPoint(targetOf('alloc-a'))).toBe(true); // the live mount is left alone
     expect(h.nodeEvents.at(-1)).toMatchObject({
       message: 'Unmount volume',
       details: { alloc_id: 'alloc-a', success: 'false', error: err!.message },
@@ -150,15 +167,12 @@ describe('volume manager: how node steps fail', () => {
 
   it('a mount table read failing for a fault of the agent is logged with the volume, alloc, path, attempt and backoff', async () => {
     await vm.stageVolume(vol, usage);
-    const real = h.mounts.isMountPoint.bind(h.mounts);
-    let faults = 1;
-    h.mounts.isMountPoint = async (target: string) => {
-      if (faults-- > 0) throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
-      return real(target);
-    };
+    const faulted = failMountCheckOnce();
     const warned = () => h.logger.find('cannot read the mount table for a fault of the agent itself; checking again', 'warn');
     const publishing = vm.publishVolume(vol, 'alloc-a', usage);
-    // The alloc dir is made on the real filesystem first: wait for the fault before moving time.
+    // The alloc dir is made on the real filesystem first: wait for the fault
+    // itself (however slow the disk), then for its warning, before moving time.
+    await faulted;
     for (let i = 0; i < 100 && warned().length === 0; i++) await h.settle();
     await h.advance(1_000);
     await publishing;
@@ -215,14 +229,10 @@ describe('volume manager: how node steps fail', () => {
   });
 
   it('a staging check failing for a fault of the agent is logged without an alloc (the staging is shared)', async () => {
-    const real = h.mounts.isMountPoint.bind(h.mounts);
-    let faults = 1;
-    h.mounts.isMountPoint = async (target: string) => {
-      if (faults-- > 0) throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
-      return real(target);
-    };
+    const faulted = failMountCheckOnce();
     const warned = () => h.logger.find('cannot read the mount table for a fault of the agent itself; checking again', 'warn');
     const staging = vm.stageVolume(vol, usage);
+    await faulted;
     for (let i = 0; i < 100 && warned().length === 0; i++) await h.settle();
     await h.advance(1_000);
     await staging;

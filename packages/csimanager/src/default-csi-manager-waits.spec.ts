@@ -205,6 +205,8 @@ describe('CSI manager: lifecycle edges', () => {
     // A registration the manager missed (its event lost) is picked up by the next resync.
     h.manager['onRegistryEvent'] = () => undefined;
     h.registry.register(plugin(0));
+    await h.settle();
+    expect(h.manager.pluginInfo('csi-node', 'my-plugin')).toBeUndefined(); // the event really was missed
     await h.advance(FINGERPRINT_PERIOD);
     expect(h.manager.pluginInfo('csi-node', 'my-plugin')?.allocId).toBe('alloc-0');
   });

@@ -368,7 +368,7 @@ describe('PluginInstance', () => {
     expect(s.clock.pendingTimers).toBe(0); // no next round scheduled
   });
 
-  it('a round that returns after its stop reports nothing either', async () => {
+  it('a round stopped as soon as it starts reports nothing', async () => {
     const s = setup();
     s.inst.start();
     s.inst.stop('replaced');

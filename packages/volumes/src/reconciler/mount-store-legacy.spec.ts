@@ -132,7 +132,7 @@ describe('adoptLegacyVolumeState', () => {
     ]);
   });
 
-  test('the usage copied, so the record does not share it with the legacy entry', () => {
+  test('the usage is carried over whole: fs type and mount flags', () => {
     const usage = { ...RW, mountOptions: { fsType: 'ext4', mountFlags: ['noatime'] } };
     const s = stub({ usage, stagingPath: '/s', publishContext: { a: 'b' } });
     legacy.stubs.set('a1', { data: s });

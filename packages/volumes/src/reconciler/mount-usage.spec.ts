@@ -11,27 +11,12 @@ import type { ClaimableVolume } from '../catalog/volume-claimer';
 import { mountKey, type VolumeMountRecord } from './mount-record';
 import { readMountUsage, type MountUsageHost } from './mount-usage';
 import { UsageReader } from './usage-reader';
+import { RW, mountedRecord } from '../../test/support/mount-records';
 
-const RW: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
 const USAGE: VolumeUsage = { bytes: { total: 1000, used: 10, available: 990 } };
 const WAIT_MS = 5_000;
 
-const record = (allocId: string, over: Partial<VolumeMountRecord> = {}): VolumeMountRecord => ({
-  allocId,
-  name: 'data',
-  volumeId: 'vol1',
-  externalId: 'ext-vol1',
-  pluginId: 'hostpath',
-  usage: RW,
-  desired: 'mounted',
-  claimed: true,
-  staged: true,
-  published: true,
-  attempts: 0,
-  since: 0,
-  targetPath: `/t/${allocId}`,
-  ...over,
-});
+const record = mountedRecord;
 
 interface UsageCall {
   pluginId: string;

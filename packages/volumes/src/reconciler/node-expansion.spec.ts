@@ -9,25 +9,9 @@ import { KeyedMutex, type CSIManager, type CSIVolumeRef, type UsageOptions } fro
 import type { ClaimableVolume } from '../catalog/volume-claimer';
 import { mountKey, type VolumeMountRecord } from './mount-record';
 import { expandMountedVolume, expandOwed, type ExpansionHost } from './node-expansion';
+import { RW, mountedRecord } from '../../test/support/mount-records';
 
-const RW: UsageOptions = { readOnly: false, attachmentMode: 'file-system', accessMode: 'single-node-writer' };
-
-const record = (allocId: string, over: Partial<VolumeMountRecord> = {}): VolumeMountRecord => ({
-  allocId,
-  name: 'data',
-  volumeId: 'vol1',
-  externalId: 'ext-vol1',
-  pluginId: 'hostpath',
-  usage: RW,
-  desired: 'mounted',
-  claimed: true,
-  staged: true,
-  published: true,
-  attempts: 0,
-  since: 0,
-  targetPath: `/t/${allocId}`,
-  ...over,
-});
+const record = mountedRecord;
 
 interface ExpandCall {
   pluginId: string;

@@ -34,7 +34,7 @@ describe('start', () => {
     expect(node.aways.map((e) => `${e.kind} ${e.allocId}`)).toEqual(['plugin-away a1']);
   });
 
-  test('start() after dispose() reads nothing back and listens to nothing', async () => {
+  test('start() after dispose() reads nothing back', async () => {
     node = new TestNode();
     await node.reconciler.mount(req('a1'), PRERUN);
     const late = new VolumeReconciler(node.csi, node.claimer, node.store, node.mounts, node.clock, node.timeouts, node.logger);

@@ -295,6 +295,10 @@ describe('a failed mount undone', () => {
         .map((l) => l.fields),
     ).toEqual([expect.objectContaining({ alloc_id: 'a1', volume_id: 'vol1', error: 'fake mount store: write refused (put a1/data)' })]);
     expect(node.record('a1')).toMatchObject({ desired: 'mounted', claimed: true, staged: true });
+    // Nothing is undone that the store does not know is being undone: the
+    // staging mount stays, and no unstage was asked.
+    expect(node.calls()).toEqual(['stage vol1']);
+    expect(node.mounted()).toEqual([expect.stringContaining('vol1')]);
   });
 
   test('an undo that succeeds logs nothing, and the record is gone before the mount rejects', async () => {
