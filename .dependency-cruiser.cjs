@@ -24,7 +24,7 @@ const ROOT = path.resolve(process.env.CSIPLUG_LAYERING_ROOT || __dirname);
 // ---------------------------------------------------------------------------
 const FLOORS = [
   /* 0 */ ['core'],
-  /* 1 */ ['state', 'csi', 'jobspec'],
+  /* 1 */ ['state', 'csi', 'jobspec', 'images'],
   /* 2 */ ['registry', 'driver', 'hostpath-plugin'],
   /* 3 */ ['csimanager'],
   /* 4 */ ['volumes'],
