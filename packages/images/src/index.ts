@@ -4,4 +4,14 @@
 // has it) and gives each task a root filesystem on top of them. Depends on
 // core only; the runner asks it for a task's root before the driver starts
 // the task on runc.
-export {};
+export * from './unpack/errors';
+export * from './unpack/tar-reader';
+export * from './unpack/secure-join';
+export * from './unpack/layer-stream';
+export * from './unpack/apply-layer';
+export * from './rootfs/chain-id';
+export * from './rootfs/layer-store';
+export * from './rootfs/task-rootfs';
+export { isMountPoint } from './rootfs/overlay';
+export * from './image-config';
+export * from './image-user';
