@@ -216,7 +216,12 @@ class LayerApplier {
   }
 
   private async linkTarget(entry: TarEntry): Promise<string> {
-    const targetRel = cleanEntryPath(entry.linkname);
+    let targetRel: string;
+    try {
+      targetRel = cleanEntryPath(entry.linkname);
+    } catch {
+      throw new UnsafeEntryError(entry.name, `its hard link target "${entry.linkname}" climbs above the layer root with ".."`);
+    }
     if (targetRel === '') throw new UnsafeEntryError(entry.name, 'a hard link to the layer root');
     const target = await resolveInRoot(this.root, targetRel, { followFinal: false, entryName: entry.name });
     this.assertWithin(entry, target);
