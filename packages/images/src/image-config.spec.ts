@@ -2,7 +2,13 @@
 import { ImageProcessError } from './unpack/errors';
 import { DEFAULT_PATH_ENV, mergeEnv, resolveArgv, resolveImageProcess, resolveWorkingDir } from './image-config';
 
-const IMAGE = { Entrypoint: ['/bin/plugin'], Cmd: ['--endpoint', 'unix:///csi/csi.sock'], Env: ['PATH=/opt/bin:/bin', 'LEVEL=info'], WorkingDir: '/work', User: '' };
+const IMAGE = {
+  Entrypoint: ['/bin/plugin'],
+  Cmd: ['--endpoint', 'unix:///csi/csi.sock'],
+  Env: ['PATH=/opt/bin:/bin', 'LEVEL=info'],
+  WorkingDir: '/work',
+  User: '',
+};
 
 describe('resolveArgv', () => {
   it('is the image Entrypoint + Cmd when the task sets nothing', () => {
@@ -40,7 +46,12 @@ describe('resolveArgv', () => {
 
 describe('mergeEnv', () => {
   it('puts the task env first and adds image variables the task did not set', () => {
-    expect(mergeEnv(['PATH=/opt/bin', 'LEVEL=info', 'FLAG', 'LEVEL=dup'], { LEVEL: 'debug', NOMAD_TASK_NAME: 't' })).toEqual(['LEVEL=debug', 'NOMAD_TASK_NAME=t', 'PATH=/opt/bin', 'FLAG']);
+    expect(mergeEnv(['PATH=/opt/bin', 'LEVEL=info', 'FLAG', 'LEVEL=dup'], { LEVEL: 'debug', NOMAD_TASK_NAME: 't' })).toEqual([
+      'LEVEL=debug',
+      'NOMAD_TASK_NAME=t',
+      'PATH=/opt/bin',
+      'FLAG',
+    ]);
   });
 });
 

@@ -20,7 +20,7 @@
 // when neither sets it (CreateDaemonEnvironment) and runc sets HOME from
 // the user's passwd entry when the env has none; both done here.
 import { ImageProcessError } from './unpack/errors';
-import { ImageUser, resolveImageUser } from './image-user';
+import { type ImageUser, resolveImageUser } from './image-user';
 
 /** The runtime part of an OCI image config ("config" in the config blob), as the image gives it. */
 export interface ImageRuntimeConfig {
@@ -57,9 +57,14 @@ export const DEFAULT_PATH_ENV = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/b
 /** Nomad's validateCommand: a command that is empty or padded with white space is refused. */
 function validateCommand(command: string): void {
   const trimmed = command.trim();
-  if (!trimmed) throw new ImageProcessError(`task config command is empty ("${command}"); give the program to run, or leave command out to use the image's`);
+  if (!trimmed)
+    throw new ImageProcessError(
+      `task config command is empty ("${command}"); give the program to run, or leave command out to use the image's`,
+    );
   if (trimmed.length !== command.length) {
-    throw new ImageProcessError(`task config command "${command}" has white space around it; give the program alone in command and its arguments in args`);
+    throw new ImageProcessError(
+      `task config command "${command}" has white space around it; give the program alone in command and its arguments in args`,
+    );
   }
 }
 
@@ -83,7 +88,9 @@ export function resolveArgv(image: ImageRuntimeConfig, task: TaskProcessConfig):
   }
   const argv = [...entrypoint, ...cmd];
   if (!argv.length) {
-    throw new ImageProcessError('no command to run: the image has no Entrypoint or Cmd and the task sets none; set command (and args) in the task config');
+    throw new ImageProcessError(
+      'no command to run: the image has no Entrypoint or Cmd and the task sets none; set command (and args) in the task config',
+    );
   }
   return argv;
 }
@@ -111,7 +118,9 @@ export function mergeEnv(imageEnv: readonly string[] | null | undefined, taskEnv
 export function resolveWorkingDir(image: ImageRuntimeConfig, task: TaskProcessConfig): string {
   const dir = task.work_dir || image.WorkingDir || '/';
   if (!dir.startsWith('/')) {
-    throw new ImageProcessError(`working dir "${dir}" (from ${task.work_dir ? "the task's work_dir" : "the image's WorkingDir"}) is not an absolute path; give an absolute work_dir`);
+    throw new ImageProcessError(
+      `working dir "${dir}" (from ${task.work_dir ? "the task's work_dir" : "the image's WorkingDir"}) is not an absolute path; give an absolute work_dir`,
+    );
   }
   return dir;
 }
@@ -121,7 +130,11 @@ export function resolveWorkingDir(image: ImageRuntimeConfig, task: TaskProcessCo
  * are the texts of the IMAGE's /etc/passwd and /etc/group (undefined when
  * the image has none), never the host's.
  */
-export function resolveImageProcess(image: ImageRuntimeConfig, task: TaskProcessConfig, files: { passwd?: string; group?: string }): ImageProcess {
+export function resolveImageProcess(
+  image: ImageRuntimeConfig,
+  task: TaskProcessConfig,
+  files: { passwd?: string; group?: string },
+): ImageProcess {
   const argv = resolveArgv(image, task);
   const cwd = resolveWorkingDir(image, task);
   const user = resolveImageUser(task.user || image.User || '', files.passwd, files.group);

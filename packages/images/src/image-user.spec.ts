@@ -5,7 +5,13 @@ import * as path from 'node:path';
 import { ImageUserError } from './unpack/errors';
 import { parsePasswd, readImageUserFiles, resolveImageUser } from './image-user';
 
-const PASSWD = ['root:x:0:0:root:/root:/bin/sh', 'daemon:x:1:1::/usr/sbin:/usr/sbin/nologin', 'csi:x:1000:1000::/home/csi:/bin/sh', 'broken line', 'nohome:x:1001:1001:::/bin/sh'].join('\n');
+const PASSWD = [
+  'root:x:0:0:root:/root:/bin/sh',
+  'daemon:x:1:1::/usr/sbin:/usr/sbin/nologin',
+  'csi:x:1000:1000::/home/csi:/bin/sh',
+  'broken line',
+  'nohome:x:1001:1001:::/bin/sh',
+].join('\n');
 const GROUP = ['root:x:0:', 'disk:x:6:csi', 'csi:x:1000:', 'storage:x:2000:csi,daemon'].join('\n');
 
 describe('resolveImageUser', () => {
@@ -14,7 +20,13 @@ describe('resolveImageUser', () => {
   });
 
   it('finds a name, its primary gid, home and supplementary groups', () => {
-    expect(resolveImageUser('csi', PASSWD, GROUP)).toEqual({ uid: 1000, gid: 1000, additionalGids: [6, 2000], home: '/home/csi', name: 'csi' });
+    expect(resolveImageUser('csi', PASSWD, GROUP)).toEqual({
+      uid: 1000,
+      gid: 1000,
+      additionalGids: [6, 2000],
+      home: '/home/csi',
+      name: 'csi',
+    });
   });
 
   it('finds a uid by number and takes an explicit group by name or number, without supplementary groups', () => {

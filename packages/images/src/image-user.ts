@@ -108,7 +108,9 @@ export function resolveImageUser(spec: string, passwd: string | undefined, group
     else if (group === undefined) throw new ImageUserError(spec, `the image has no /etc/group to find group "${groupArg}" in`);
     else throw new ImageUserError(spec, `no group "${groupArg}" in the image's /etc/group`);
   } else if (name !== undefined) {
-    additionalGids = [...new Set(groups.filter((g) => g.members.includes(name!)).map((g) => g.gid))].filter((g) => g !== gid).sort((a, b) => a - b);
+    additionalGids = [...new Set(groups.filter((g) => g.members.includes(name!)).map((g) => g.gid))]
+      .filter((g) => g !== gid)
+      .sort((a, b) => a - b);
   }
   return { uid, gid, additionalGids, home, ...(name !== undefined ? { name } : {}) };
 }
@@ -122,7 +124,8 @@ export async function readImageUserFiles(rootfs: string): Promise<{ passwd?: str
       try {
         const st = await handle.stat();
         if (!st.isFile()) return undefined;
-        if (st.size > 16 * 1024 * 1024) throw new ImageUserError(rel, `the image's /${rel} is ${st.size} bytes, too large to be a user database`);
+        if (st.size > 16 * 1024 * 1024)
+          throw new ImageUserError(rel, `the image's /${rel} is ${st.size} bytes, too large to be a user database`);
         return await handle.readFile('utf8');
       } finally {
         await handle.close();

@@ -3,14 +3,24 @@
 // allowed, gzip / zstd / plain layers, a GNU tar layer, and a diff id that
 // does not match.
 import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, writeFileSync, symlinkSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  writeFileSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { MemoryLogger } from '@csiplug/core';
-import { applyLayer, ApplyLayerResult, LayerBlob } from '../src';
-import { TestTarEntry } from '../src/testing';
+import { applyLayer, type ApplyLayerResult, type LayerBlob } from '../src';
+import { type TestTarEntry } from '../src/testing';
 import { unmountAndRemove } from './support/cleanup';
-import { Compression, writeLayer } from './support/layers';
+import { type Compression, writeLayer } from './support/layers';
 
 let work: string;
 let root: string;
@@ -36,7 +46,7 @@ function apply(blob: LayerBlob, extra: { allowDevices?: boolean; logger?: Memory
 
 function hostUntouched(): void {
   expect(readFileSync(path.join(work, 'host/etc/passwd'), 'utf8')).toBe('host-secret\n');
-  expect(require('node:fs').readdirSync(path.join(work, 'host/etc'))).toEqual(['passwd']);
+  expect(readdirSync(path.join(work, 'host/etc'))).toEqual(['passwd']);
 }
 
 describe('hostile layers', () => {
@@ -54,7 +64,13 @@ describe('hostile layers', () => {
 
   it('writes a -> / as it is, and a later a/etc/passwd lands inside the root', async () => {
     // The decoy host's path relative to the root, as an absolute link would name it on the host.
-    await apply(layer([{ name: 'a', type: 'symlink', linkname: '/' }, { name: 'etc/', type: 'directory' }, { name: 'a/etc/passwd', body: 'image passwd' }]));
+    await apply(
+      layer([
+        { name: 'a', type: 'symlink', linkname: '/' },
+        { name: 'etc/', type: 'directory' },
+        { name: 'a/etc/passwd', body: 'image passwd' },
+      ]),
+    );
     expect(readlinkSync(path.join(root, 'a'))).toBe('/');
     expect(readFileSync(path.join(root, 'etc/passwd'), 'utf8')).toBe('image passwd');
     hostUntouched();
@@ -84,9 +100,14 @@ describe('hostile layers', () => {
   it('refuses a hard link to outside the root and one to a path not in the layers', async () => {
     await expect(apply(layer([{ name: 'hl', type: 'hardlink', linkname: '../host/etc/passwd' }]))).rejects.toThrow(/"hl".*climbs above/);
     // Through a symlink the target resolves inside the root, where nothing is: refused, not linked to the host file.
-    await expect(apply(layer([{ name: 'out', type: 'symlink', linkname: '/../host' }, { name: 'hl2', type: 'hardlink', linkname: 'out/etc/passwd' }]))).rejects.toThrow(
-      /"hl2".*not in this layer/,
-    );
+    await expect(
+      apply(
+        layer([
+          { name: 'out', type: 'symlink', linkname: '/../host' },
+          { name: 'hl2', type: 'hardlink', linkname: 'out/etc/passwd' },
+        ]),
+      ),
+    ).rejects.toThrow(/"hl2".*not in this layer/);
     expect(existsSync(path.join(root, 'hl'))).toBe(false);
     expect(existsSync(path.join(root, 'hl2'))).toBe(false);
     hostUntouched();
@@ -94,9 +115,15 @@ describe('hostile layers', () => {
 
   it('refuses a whiteout that climbs out and a symlink loop', async () => {
     await expect(apply(layer([{ name: '../.wh.host' }]))).rejects.toThrow(/climbs above/);
-    await expect(apply(layer([{ name: 'l1', type: 'symlink', linkname: 'l2' }, { name: 'l2', type: 'symlink', linkname: 'l1' }, { name: 'l1/x', body: '' }]))).rejects.toThrow(
-      /"l1\/x".*loop/,
-    );
+    await expect(
+      apply(
+        layer([
+          { name: 'l1', type: 'symlink', linkname: 'l2' },
+          { name: 'l2', type: 'symlink', linkname: 'l1' },
+          { name: 'l1/x', body: '' },
+        ]),
+      ),
+    ).rejects.toThrow(/"l1\/x".*loop/);
     expect(existsSync(path.join(work, 'host'))).toBe(true);
     hostUntouched();
   });
@@ -115,7 +142,12 @@ describe('metadata', () => {
       ]),
     );
     const su = lstatSync(path.join(root, 'bin/su'));
-    expect({ mode: su.mode & 0o7777, uid: su.uid, gid: su.gid, mtime: su.mtimeMs / 1000 }).toEqual({ mode: 0o4755, uid: 1000, gid: 1001, mtime: 1_400_000_000 });
+    expect({ mode: su.mode & 0o7777, uid: su.uid, gid: su.gid, mtime: su.mtimeMs / 1000 }).toEqual({
+      mode: 0o4755,
+      uid: 1000,
+      gid: 1001,
+      mtime: 1_400_000_000,
+    });
     expect(lstatSync(path.join(root, 'bin/sg')).mode & 0o7777).toBe(0o2711);
     expect(lstatSync(path.join(root, 'tmp')).mode & 0o7777).toBe(0o1777);
     expect(lstatSync(path.join(root, 'bin')).mtimeMs / 1000).toBe(1_500_000_000);
@@ -147,7 +179,11 @@ describe('metadata', () => {
   });
 
   it('notes xattrs it cannot set instead of failing', async () => {
-    const result = await applyLayer({ root, layer: layer([{ name: 'f', body: 'x', pax: { 'SCHILY.xattr.user.k': 'v' } }]), setfattrBin: path.join(work, 'no-setfattr') });
+    const result = await applyLayer({
+      root,
+      layer: layer([{ name: 'f', body: 'x', pax: { 'SCHILY.xattr.user.k': 'v' } }]),
+      setfattrBin: path.join(work, 'no-setfattr'),
+    });
     expect(result.skipped).toEqual([{ name: 'f', reason: expect.stringContaining('xattrs user.k not set') }]);
     expect(readFileSync(path.join(root, 'f'), 'utf8')).toBe('x');
   });
@@ -163,7 +199,11 @@ describe('compression and digests', () => {
   it('fails on a diff id that does not match the uncompressed bytes', async () => {
     const blob = layer([{ name: 'f', body: 'content' }]);
     const wrong = `sha256:${'0'.repeat(64)}`;
-    await expect(apply({ ...blob, diffId: wrong })).rejects.toMatchObject({ code: 'ELAYER_DIFF_ID_MISMATCH', expected: wrong, actual: blob.diffId });
+    await expect(apply({ ...blob, diffId: wrong })).rejects.toMatchObject({
+      code: 'ELAYER_DIFF_ID_MISMATCH',
+      expected: wrong,
+      actual: blob.diffId,
+    });
   });
 
   it('counts padding after the end marker in the diff id, as the registry digests it', async () => {

@@ -3,13 +3,13 @@
 // appears under its chain id; reopening the store unmounts what the child
 // left mounted, removes its temp dir, and a new unpack completes.
 // Needs the package built first (nx run images:build): the child runs dist/.
-import { ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { chainIds, digestHex, LayerStore, LayerStoreMode } from '../src';
-import { TestTarEntry } from '../src/testing';
+import { chainIds, digestHex, LayerStore, type LayerStoreMode } from '../src';
+import { type TestTarEntry } from '../src/testing';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 import { writeLayer } from './support/layers';
 
@@ -55,8 +55,16 @@ function filesIn(dir: string): number {
 describe.each<LayerStoreMode>(['overlay', 'copy'])('kill -9 mid-unpack, %s mode', (mode) => {
   it('leaves no half layer, and the reopened store cleans up and unpacks', async () => {
     const blobs = path.join(work, 'blobs');
-    require('node:fs').mkdirSync(blobs);
-    const base = writeLayer(blobs, 'base', [{ name: 'etc/', type: 'directory' }, { name: 'etc/os-release', body: 'ID=test\n' }], 'gzip');
+    mkdirSync(blobs);
+    const base = writeLayer(
+      blobs,
+      'base',
+      [
+        { name: 'etc/', type: 'directory' },
+        { name: 'etc/os-release', body: 'ID=test\n' },
+      ],
+      'gzip',
+    );
     const bigEntries: TestTarEntry[] = [{ name: 'big/', type: 'directory' }];
     for (let i = 0; i < BIG_FILES; i++) bigEntries.push({ name: `big/f${i}`, body: randomBytes(4096) });
     const big = writeLayer(blobs, 'big', bigEntries, 'gzip');
@@ -67,11 +75,15 @@ describe.each<LayerStoreMode>(['overlay', 'copy'])('kill -9 mid-unpack, %s mode'
     child = spawn(process.execPath, [CHILD, storeDir, mode, JSON.stringify([base, big])], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exit = new Promise<NodeJS.Signals | number | null>((resolve) => child!.on('exit', (code, signal) => ((exited = true), resolve(signal ?? code))));
+    const exit = new Promise<NodeJS.Signals | number | null>((resolve) =>
+      child!.on('exit', (code, signal) => ((exited = true), resolve(signal ?? code))),
+    );
 
     const tmp = path.join(storeDir, 'tmp');
     const bigDirFor = (d: string) => (mode === 'overlay' ? path.join(tmp, d, 'mnt', 'big') : path.join(tmp, d, 'fs', 'big'));
-    const unpackingBig = () => filesIn(tmp) > 0 && readdirSync(tmp).some((d) => d.startsWith(`unpack-${digestHex(bigChain!).slice(0, 12)}`) && filesIn(bigDirFor(d)) >= 50);
+    const unpackingBig = () =>
+      filesIn(tmp) > 0 &&
+      readdirSync(tmp).some((d) => d.startsWith(`unpack-${digestHex(bigChain!).slice(0, 12)}`) && filesIn(bigDirFor(d)) >= 50);
     await until(unpackingBig, 'it was halfway through the big layer', () => exited).catch((err: Error) => {
       throw new Error(`${err.message}; stderr: ${stderr}`);
     });

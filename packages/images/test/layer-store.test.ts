@@ -7,8 +7,18 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { chainIds, digestHex, isMounted, LayerBlob, LayerStore, LayerStoreMode, prepareRootfs, releaseRootfs, UnpackedImage } from '../src';
-import { TestTarEntry } from '../src/testing';
+import {
+  chainIds,
+  digestHex,
+  isMounted,
+  type LayerBlob,
+  LayerStore,
+  type LayerStoreMode,
+  prepareRootfs,
+  releaseRootfs,
+  type UnpackedImage,
+} from '../src';
+import { type TestTarEntry } from '../src/testing';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 import { snapshotTree, writeLayer } from './support/layers';
 
@@ -73,7 +83,21 @@ function threeLayers(): LayerBlob[] {
   ];
 }
 
-const EXPECTED_NAMES = ['bin', 'bin/tool', 'del', 'del/g', 'etc', 'etc/b2', 'etc/c', 'etc/hl', 'keep', 'keep/y', 'newdir', 'opq', 'opq/new1'];
+const EXPECTED_NAMES = [
+  'bin',
+  'bin/tool',
+  'del',
+  'del/g',
+  'etc',
+  'etc/b2',
+  'etc/c',
+  'etc/hl',
+  'keep',
+  'keep/y',
+  'newdir',
+  'opq',
+  'opq/new1',
+];
 
 describe.each(MODES)('%s mode', (mode) => {
   let store: LayerStore;
@@ -178,7 +202,10 @@ describe('both modes', () => {
   it('keeps device nodes of a privileged unpack out of the chain unprivileged images use', async () => {
     const store = await LayerStore.open({ storeDir: path.join(work, 'dev-store'), mode: 'overlay' });
     const base = layer([{ name: 'etc/', type: 'directory' }]);
-    const devs = layer([{ name: 'dev/', type: 'directory' }, { name: 'dev/zero', type: 'char', devmajor: 1, devminor: 5 }]);
+    const devs = layer([
+      { name: 'dev/', type: 'directory' },
+      { name: 'dev/zero', type: 'char', devmajor: 1, devminor: 5 },
+    ]);
     const top = layer([{ name: 'app', body: 'app' }]);
     const plain = await store.unpackImage([base, devs, top]);
     const privileged = await store.unpackImage([base, devs, top], { allowDevices: true });

@@ -12,7 +12,9 @@ const SHA256_DIGEST = /^sha256:[0-9a-f]{64}$/;
 /** Throws unless `digest` is "sha256:<64 lowercase hex>": a chain id becomes a directory name. */
 export function assertSha256Digest(digest: string, what: string): void {
   if (!SHA256_DIGEST.test(digest)) {
-    throw new LayerStoreError(`${what} "${digest}" is not a sha256 digest ("sha256:" and 64 lowercase hex digits); only sha256 diff ids are supported`);
+    throw new LayerStoreError(
+      `${what} "${digest}" is not a sha256 digest ("sha256:" and 64 lowercase hex digits); only sha256 diff ids are supported`,
+    );
   }
 }
 
@@ -21,7 +23,13 @@ export function chainIds(diffIds: readonly string[]): string[] {
   const out: string[] = [];
   for (const [i, diffId] of diffIds.entries()) {
     assertSha256Digest(diffId, `diff id of layer ${i}`);
-    out.push(i === 0 ? diffId : `sha256:${createHash('sha256').update(`${out[i - 1]} ${diffId}`).digest('hex')}`);
+    out.push(
+      i === 0
+        ? diffId
+        : `sha256:${createHash('sha256')
+            .update(`${out[i - 1]} ${diffId}`)
+            .digest('hex')}`,
+    );
   }
   return out;
 }

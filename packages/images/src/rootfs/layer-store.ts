@@ -22,8 +22,8 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { Logger, NullLogger, errorMessage } from '@csiplug/core';
-import { applyLayer, ApplyLayerResult, LayerBlob } from '../unpack/apply-layer';
+import { type Logger, NullLogger, errorMessage } from '@csiplug/core';
+import { applyLayer, type ApplyLayerResult, type LayerBlob } from '../unpack/apply-layer';
 import { LayerStoreError } from '../unpack/errors';
 import { chainIds, digestHex } from './chain-id';
 import { mountOverlay, overlayWorksIn, unmount, unmountAllUnder } from './overlay';
@@ -97,7 +97,8 @@ export class LayerStore {
     await fsp.mkdir(layersDir, { recursive: true });
     await fsp.mkdir(tmpDir, { recursive: true });
 
-    for (const p of await unmountAllUnder(storeDir)) logger.warn('unmounted a mount a killed unpack left in the image store', { mountPoint: p });
+    for (const p of await unmountAllUnder(storeDir))
+      logger.warn('unmounted a mount a killed unpack left in the image store', { mountPoint: p });
     for (const name of await fsp.readdir(tmpDir)) {
       logger.info('removing an unfinished unpack from the image store', { dir: path.join(tmpDir, name) });
       await removeTree(path.join(tmpDir, name));
@@ -108,18 +109,26 @@ export class LayerStore {
     try {
       stored = (JSON.parse(await fsp.readFile(recordPath, 'utf8')) as { mode: LayerStoreMode }).mode;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new LayerStoreError(`image store record ${recordPath} is unreadable: ${errorMessage(err)}; remove the store dir ${storeDir} to start it afresh`, err);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw new LayerStoreError(
+          `image store record ${recordPath} is unreadable: ${errorMessage(err)}; remove the store dir ${storeDir} to start it afresh`,
+          err,
+        );
     }
     const asked = options.mode ?? 'auto';
     if (stored && asked !== 'auto' && asked !== stored) {
-      throw new LayerStoreError(`image store ${storeDir} holds ${stored}-mode layers, but ${asked} mode was asked for; remove the store dir to change its mode, or open it in ${stored} mode`);
+      throw new LayerStoreError(
+        `image store ${storeDir} holds ${stored}-mode layers, but ${asked} mode was asked for; remove the store dir to change its mode, or open it in ${stored} mode`,
+      );
     }
     let mode: LayerStoreMode = stored ?? (asked === 'auto' ? 'copy' : asked);
     if (mode === 'overlay' || (!stored && asked === 'auto')) {
       const probe = await overlayWorksIn(tmpDir);
       if (probe.ok) mode = stored ?? (asked === 'auto' ? 'overlay' : asked);
       else if (mode === 'overlay') {
-        throw new LayerStoreError(`image store ${storeDir} needs overlayfs (${stored ? 'its layers were made in overlay mode' : 'overlay mode was asked for'}), but it does not work here: ${probe.reason}`);
+        throw new LayerStoreError(
+          `image store ${storeDir} needs overlayfs (${stored ? 'its layers were made in overlay mode' : 'overlay mode was asked for'}), but it does not work here: ${probe.reason}`,
+        );
       } else logger.info('overlayfs unavailable for the image store; layers are full copies', { reason: probe.reason });
     }
     if (!stored) await fsp.writeFile(recordPath, JSON.stringify({ mode }));
@@ -163,11 +172,20 @@ export class LayerStore {
       return JSON.parse(await fsp.readFile(path.join(chainDir, 'layer.json'), 'utf8')) as LayerRecord;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new LayerStoreError(`layer record in ${chainDir} is unreadable: ${errorMessage(err)}; remove ${chainDir} and unpack again`, err);
+      throw new LayerStoreError(
+        `layer record in ${chainDir} is unreadable: ${errorMessage(err)}; remove ${chainDir} and unpack again`,
+        err,
+      );
     }
   }
 
-  private async ensureChain(chainId: string, layer: LayerBlob, parents: readonly UnpackedLayer[], allowDevices: boolean, parentUsesDevices: boolean): Promise<UnpackedLayer> {
+  private async ensureChain(
+    chainId: string,
+    layer: LayerBlob,
+    parents: readonly UnpackedLayer[],
+    allowDevices: boolean,
+    parentUsesDevices: boolean,
+  ): Promise<UnpackedLayer> {
     const plainDir = this.chainDir(chainId);
     const devicesDir = this.chainDir(chainId, true);
     if (!parentUsesDevices) {
@@ -186,7 +204,13 @@ export class LayerStore {
     return running;
   }
 
-  private async unpackChain(chainId: string, layer: LayerBlob, parents: readonly UnpackedLayer[], allowDevices: boolean, parentUsesDevices: boolean): Promise<UnpackedLayer> {
+  private async unpackChain(
+    chainId: string,
+    layer: LayerBlob,
+    parents: readonly UnpackedLayer[],
+    allowDevices: boolean,
+    parentUsesDevices: boolean,
+  ): Promise<UnpackedLayer> {
     const work = path.join(this.tmpDir, `unpack-${digestHex(chainId).slice(0, 12)}-${randomBytes(6).toString('hex')}`);
     const fsDir = path.join(work, 'fs');
     const parent = parents[parents.length - 1];
@@ -237,8 +261,12 @@ export class LayerStore {
       this.logger.info('image layer unpacked', { chainId, entries: result.entries, bytes: result.bytes, skipped: result.skipped.length });
       return { chainId, diffId: layer.diffId, dir: path.join(finalDir, 'fs') };
     } catch (err) {
-      await unmountAllUnder(work).catch((e: unknown) => this.logger.error('could not unmount a failed unpack', { dir: work, error: errorMessage(e) }));
-      await removeTree(work).catch((e: unknown) => this.logger.error('could not remove a failed unpack; the store removes it when next opened', { dir: work, error: errorMessage(e) }));
+      await unmountAllUnder(work).catch((e: unknown) =>
+        this.logger.error('could not unmount a failed unpack', { dir: work, error: errorMessage(e) }),
+      );
+      await removeTree(work).catch((e: unknown) =>
+        this.logger.error('could not remove a failed unpack; the store removes it when next opened', { dir: work, error: errorMessage(e) }),
+      );
       throw err;
     }
   }

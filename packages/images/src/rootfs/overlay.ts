@@ -23,7 +23,11 @@ export interface OverlayDirs {
 
 /** Characters overlayfs's option parser treats as separators or escapes. */
 function assertPlainPath(p: string): void {
-  if (/[:,\\\n]/.test(p)) throw new RootfsMountError(p, 'path holds ":", ",", "\\" or a newline, which overlayfs cannot take in its options; use a data dir without them');
+  if (/[:,\\\n]/.test(p))
+    throw new RootfsMountError(
+      p,
+      'path holds ":", ",", "\\" or a newline, which overlayfs cannot take in its options; use a data dir without them',
+    );
 }
 
 /** Mounts an overlay; the lower dirs top first. */
@@ -32,7 +36,10 @@ export async function mountOverlay(dirs: OverlayDirs): Promise<void> {
   for (const p of [...dirs.lower, dirs.upper, dirs.work, dirs.target]) assertPlainPath(p);
   const data = `lowerdir=${dirs.lower.join(':')},upperdir=${dirs.upper},workdir=${dirs.work}`;
   if (data.length > MAX_MOUNT_DATA) {
-    throw new RootfsMountError(dirs.target, `the overlay options are ${data.length} bytes for ${dirs.lower.length} layers, over the kernel's ${MAX_MOUNT_DATA}; use a shorter data dir path or the copy mode`);
+    throw new RootfsMountError(
+      dirs.target,
+      `the overlay options are ${data.length} bytes for ${dirs.lower.length} layers, over the kernel's ${MAX_MOUNT_DATA}; use a shorter data dir path or the copy mode`,
+    );
   }
   try {
     await runTool(MOUNT_BIN, ['-t', 'overlay', 'overlay', '-o', data, dirs.target]);
@@ -85,7 +92,12 @@ async function filesystemsListOverlay(): Promise<boolean> {
 export async function overlayWorksIn(scratchDir: string): Promise<{ ok: boolean; reason?: string }> {
   const listed = await filesystemsListOverlay();
   const probe = await fsp.mkdtemp(path.join(scratchDir, 'overlay-probe-'));
-  const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((d) => path.join(probe, d)) as [string, string, string, string];
+  const [lower, upper, work, merged] = ['lower', 'upper', 'work', 'merged'].map((d) => path.join(probe, d)) as [
+    string,
+    string,
+    string,
+    string,
+  ];
   try {
     for (const d of [lower, upper, work, merged]) await fsp.mkdir(d);
     await fsp.writeFile(path.join(lower, 'f'), 'x');

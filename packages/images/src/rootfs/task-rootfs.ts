@@ -8,7 +8,7 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { RootfsMountError } from '../unpack/errors';
-import { UnpackedImage } from './layer-store';
+import { type UnpackedImage } from './layer-store';
 import { isMountPoint, mountOverlay, unmountAllUnder } from './overlay';
 import { copyTree, removeTree } from './tree';
 

@@ -17,6 +17,10 @@ export async function copyTree(src: string, dst: string): Promise<void> {
 /** Removes `dir` and everything below it; throws, removing nothing, while anything is mounted there. */
 export async function removeTree(dir: string): Promise<void> {
   const mounted = await mountsUnder(dir);
-  if (mounted.length) throw new RootfsMountError(mounted[0]!, `refusing to remove ${dir} while ${mounted.length} mount(s) remain below it; unmount them first`);
+  if (mounted.length)
+    throw new RootfsMountError(
+      mounted[0]!,
+      `refusing to remove ${dir} while ${mounted.length} mount(s) remain below it; unmount them first`,
+    );
   await fsp.rm(dir, { recursive: true, force: true });
 }

@@ -116,7 +116,23 @@ export function tarEntryBytes(e: TestTarEntry): Buffer {
     ] as const) {
       if (!tooLong(value)) continue;
       const data = Buffer.from(`${value}\0`);
-      parts.push(header({ name: '././@LongLink', mode: 0, uid: 0, gid: 0, size: data.length, mtime: 0, typeflag: flag, linkname: '', uname: '', gname: '', devmajor: 0, devminor: 0 }), pad(data));
+      parts.push(
+        header({
+          name: '././@LongLink',
+          mode: 0,
+          uid: 0,
+          gid: 0,
+          size: data.length,
+          mtime: 0,
+          typeflag: flag,
+          linkname: '',
+          uname: '',
+          gname: '',
+          devmajor: 0,
+          devminor: 0,
+        }),
+        pad(data),
+      );
     }
     name = e.name.slice(0, 99);
     link = linkname.slice(0, 99);
@@ -127,8 +143,28 @@ export function tarEntryBytes(e: TestTarEntry): Buffer {
     if (pax.linkpath !== undefined) link = '';
   }
   if (Object.keys(pax).length) {
-    const data = Buffer.from(Object.entries(pax).map(([k, v]) => paxRecord(k, v)).join(''));
-    parts.push(header({ name: 'PaxHeader', mode: 0o644, uid: 0, gid: 0, size: data.length, mtime: 0, typeflag: 'x', linkname: '', uname: '', gname: '', devmajor: 0, devminor: 0 }), pad(data));
+    const data = Buffer.from(
+      Object.entries(pax)
+        .map(([k, v]) => paxRecord(k, v))
+        .join(''),
+    );
+    parts.push(
+      header({
+        name: 'PaxHeader',
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        size: data.length,
+        mtime: 0,
+        typeflag: 'x',
+        linkname: '',
+        uname: '',
+        gname: '',
+        devmajor: 0,
+        devminor: 0,
+      }),
+      pad(data),
+    );
   }
   parts.push(
     header({

@@ -21,12 +21,12 @@
 // diff id; on any error the caller throws the directory away.
 import { constants as fsc, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { Logger, NullLogger } from '@csiplug/core';
+import { type Logger, NullLogger } from '@csiplug/core';
 import { DiffIdMismatchError, LayerWriteError, UnpackError, UnsafeEntryError } from './errors';
 import { MKNOD_BIN, SETFATTR_BIN, runTool, toolExists } from './host-tools';
 import { openLayer, ZSTD_BIN } from './layer-stream';
 import { cleanEntryPath, isWithin, resolveInRoot } from './secure-join';
-import { readTar, TarEntry, TarReaderOptions } from './tar-reader';
+import { readTar, type TarEntry, type TarReaderOptions } from './tar-reader';
 
 /** A layer blob on disk and the digest of its uncompressed tar. */
 export interface LayerBlob {
@@ -164,7 +164,8 @@ class LayerApplier {
       case 'hardlink': {
         const target = await this.linkTarget(entry);
         const st = await lstatOrUndefined(target);
-        if (!st) throw new UnsafeEntryError(entry.name, `its hard link target "${entry.linkname}" is not in this layer or the layers below`);
+        if (!st)
+          throw new UnsafeEntryError(entry.name, `its hard link target "${entry.linkname}" is not in this layer or the layers below`);
         if (st.isDirectory()) throw new UnsafeEntryError(entry.name, `its hard link target "${entry.linkname}" is a directory`);
         await this.guard(entry, hostPath, () => fsp.link(target, hostPath));
         this.unpacked.add(rel);
@@ -175,7 +176,10 @@ class LayerApplier {
       case 'fifo':
         this.devices++;
         if (!this.options.allowDevices) {
-          this.skip(entry, `${entry.type === 'fifo' ? 'fifo' : 'device node'} not made: device nodes and fifos are only made for privileged plugins`);
+          this.skip(
+            entry,
+            `${entry.type === 'fifo' ? 'fifo' : 'device node'} not made: device nodes and fifos are only made for privileged plugins`,
+          );
           return;
         }
         await this.mknod(entry, hostPath);
@@ -264,7 +268,9 @@ class LayerApplier {
   }
 
   private async writeFile(entry: TarEntry, hostPath: string): Promise<void> {
-    const handle = await this.guard(entry, hostPath, () => fsp.open(hostPath, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600));
+    const handle = await this.guard(entry, hostPath, () =>
+      fsp.open(hostPath, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600),
+    );
     try {
       for await (const chunk of entry.body) {
         let off = 0;
@@ -281,7 +287,9 @@ class LayerApplier {
 
   private async mknod(entry: TarEntry, hostPath: string): Promise<void> {
     const args =
-      entry.type === 'fifo' ? ['-m', '0600', hostPath, 'p'] : ['-m', '0600', hostPath, entry.type === 'char' ? 'c' : 'b', String(entry.devmajor), String(entry.devminor)];
+      entry.type === 'fifo'
+        ? ['-m', '0600', hostPath, 'p']
+        : ['-m', '0600', hostPath, entry.type === 'char' ? 'c' : 'b', String(entry.devmajor), String(entry.devminor)];
     await this.guard(entry, hostPath, () => runTool(this.options.mknodBin ?? MKNOD_BIN, args));
   }
 
@@ -299,7 +307,10 @@ class LayerApplier {
         this.xattrNoteLogged = true;
         this.logger.debug('layer xattrs skipped: setfattr(1) is not installed (Debian package attr)', { layer: this.options.layer.diffId });
       }
-      this.skipped.push({ name: entry.name, reason: `xattrs ${[...entry.xattrs.keys()].join(', ')} not set: setfattr(1) is not installed` });
+      this.skipped.push({
+        name: entry.name,
+        reason: `xattrs ${[...entry.xattrs.keys()].join(', ')} not set: setfattr(1) is not installed`,
+      });
       return;
     }
     for (const [key, value] of entry.xattrs) {

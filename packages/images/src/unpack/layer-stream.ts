@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants as fsc, promises as fsp } from 'node:fs';
-import { Readable } from 'node:stream';
+import { type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { LayerCompressionError } from './errors';
 
@@ -59,7 +59,10 @@ export interface OpenedLayer {
 /** Opens `blobPath` (a layer of `mediaType`) for reading as an uncompressed tar. */
 export async function openLayer(blobPath: string, mediaType: string, zstdBin = ZSTD_BIN): Promise<OpenedLayer> {
   if (!LAYER_MEDIA_TYPES.includes(mediaType)) {
-    throw new LayerCompressionError(blobPath, `media type "${mediaType}" is not an image layer this agent unpacks (known: ${LAYER_MEDIA_TYPES.join(', ')})`);
+    throw new LayerCompressionError(
+      blobPath,
+      `media type "${mediaType}" is not an image layer this agent unpacks (known: ${LAYER_MEDIA_TYPES.join(', ')})`,
+    );
   }
   const handle = await fsp.open(blobPath, fsc.O_RDONLY | fsc.O_NOFOLLOW);
   let compression: LayerCompression;

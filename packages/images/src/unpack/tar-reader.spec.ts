@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { buildTar, tarEntryBytes } from '../testing/tar-writer';
 import { TarFormatError } from './errors';
-import { readTar, TarEntry } from './tar-reader';
+import { readTar, type TarEntry } from './tar-reader';
 
 interface Read extends Omit<TarEntry, 'body'> {
   text: string;
@@ -57,7 +57,16 @@ describe('readTar', () => {
         ['dev/null', 'char'],
         ['run/fifo', 'fifo'],
       ]);
-      expect(entries[1]).toMatchObject({ text: 'localhost\n', mode: 0o4755, uid: 1000, gid: 100, mtime: 1_600_000_000, uname: 'bob', gname: 'users', size: 10 });
+      expect(entries[1]).toMatchObject({
+        text: 'localhost\n',
+        mode: 0o4755,
+        uid: 1000,
+        gid: 100,
+        mtime: 1_600_000_000,
+        uname: 'bob',
+        gname: 'users',
+        size: 10,
+      });
       expect(entries[2]!.linkname).toBe('../hosts');
       expect(entries[4]).toMatchObject({ devmajor: 1, devminor: 3 });
     }
@@ -81,7 +90,18 @@ describe('readTar', () => {
   it('takes long names, link names, ids, times and xattrs from pax headers', async () => {
     const long = `${'d'.repeat(120)}/${'f'.repeat(150)}`;
     const tar = buildTar([
-      { name: long, type: 'symlink', linkname: `/${'t'.repeat(200)}`, pax: { uid: '3000000', gid: '4000000', mtime: '1700000000.25', 'SCHILY.xattr.user.note': 'hi', 'SCHILY.xattr.security.capability': '\u0001' } },
+      {
+        name: long,
+        type: 'symlink',
+        linkname: `/${'t'.repeat(200)}`,
+        pax: {
+          uid: '3000000',
+          gid: '4000000',
+          mtime: '1700000000.25',
+          'SCHILY.xattr.user.note': 'hi',
+          'SCHILY.xattr.security.capability': '\u0001',
+        },
+      },
     ]);
     const [e] = await readAll(tar);
     expect(e).toMatchObject({ name: long, linkname: `/${'t'.repeat(200)}`, uid: 3_000_000, gid: 4_000_000, mtime: 1_700_000_000.25 });

@@ -203,7 +203,8 @@ function paxOverrides(records: Map<string, Buffer>, entryName: string, offset: n
   const o: PaxOverrides = { xattrs: new Map() };
   const int = (key: string, v: Buffer): number => {
     const t = v.toString('latin1');
-    if (!/^[0-9]+$/.test(t) || !Number.isSafeInteger(Number(t))) throw new TarFormatError(entryName, offset, `pax ${key}="${t}" is not a valid number`);
+    if (!/^[0-9]+$/.test(t) || !Number.isSafeInteger(Number(t)))
+      throw new TarFormatError(entryName, offset, `pax ${key}="${t}" is not a valid number`);
     return Number(t);
   };
   for (const [key, value] of records) {
@@ -249,7 +250,10 @@ function paxOverrides(records: Map<string, Buffer>, entryName: string, offset: n
  * the stream drains the rest itself. Throws TarFormatError for anything
  * malformed; the caller must read or drop each body before the next entry.
  */
-export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | string>, options: TarReaderOptions = {}): AsyncGenerator<TarEntry> {
+export async function* readTar(
+  source: AsyncIterable<Buffer | Uint8Array | string>,
+  options: TarReaderOptions = {},
+): AsyncGenerator<TarEntry> {
   const maxEntry = options.maxEntryBytes ?? DEFAULT_MAX_ENTRY_BYTES;
   const maxMeta = options.maxMetaBytes ?? DEFAULT_MAX_META_BYTES;
   const src = new ByteSource(source);
@@ -262,26 +266,31 @@ export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | strin
   const readMeta = async (size: number, name: string, offset: number): Promise<Buffer> => {
     if (size > maxMeta) throw new TarFormatError(name, offset, `a metadata record of ${size} bytes is absurd (limit ${maxMeta})`);
     const data = await src.read(size);
-    if (data.length < size) throw new TarFormatError(name, offset, `archive truncated inside a metadata record (${data.length} of ${size} bytes)`);
+    if (data.length < size)
+      throw new TarFormatError(name, offset, `archive truncated inside a metadata record (${data.length} of ${size} bytes)`);
     await skipPadding(size, name, offset);
     return data;
   };
   const skipPadding = async (size: number, name: string, offset: number): Promise<void> => {
     const pad = (BLOCK_SIZE - (size % BLOCK_SIZE)) % BLOCK_SIZE;
-    if (pad && (await src.read(pad)).length < pad) throw new TarFormatError(name, offset, 'archive truncated in the padding after the entry');
+    if (pad && (await src.read(pad)).length < pad)
+      throw new TarFormatError(name, offset, 'archive truncated in the padding after the entry');
   };
 
   for (;;) {
     const offset = src.position;
     const block = await src.read(BLOCK_SIZE);
     if (block.length === 0) {
-      if (local || longName !== undefined || longLink !== undefined) throw new TarFormatError(lastName, offset, 'archive ends after an extended header, without its entry');
+      if (local || longName !== undefined || longLink !== undefined)
+        throw new TarFormatError(lastName, offset, 'archive ends after an extended header, without its entry');
       // No end-of-archive marker at all: a tar cut exactly at an entry boundary. Refused, as a truncated archive.
       throw new TarFormatError(lastName, offset, 'archive truncated: it ends without the end-of-archive marker');
     }
-    if (block.length < BLOCK_SIZE) throw new TarFormatError(lastName, offset, `archive truncated inside a header (${block.length} of ${BLOCK_SIZE} bytes)`);
+    if (block.length < BLOCK_SIZE)
+      throw new TarFormatError(lastName, offset, `archive truncated inside a header (${block.length} of ${BLOCK_SIZE} bytes)`);
     if (isZeroBlock(block)) {
-      if (local || longName !== undefined || longLink !== undefined) throw new TarFormatError(lastName, offset, 'end-of-archive marker right after an extended header');
+      if (local || longName !== undefined || longLink !== undefined)
+        throw new TarFormatError(lastName, offset, 'end-of-archive marker right after an extended header');
       return;
     }
 
@@ -322,7 +331,11 @@ export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | strin
     name = local?.path ?? longName ?? global.path ?? name;
     lastName = name || '(unnamed)';
     if (!type) {
-      throw new TarFormatError(lastName, offset, `entry type "${typeflag === '\0' ? 'NUL' : typeflag}" is not supported in image layers (GNU sparse, multi-volume and vendor types are refused)`);
+      throw new TarFormatError(
+        lastName,
+        offset,
+        `entry type "${typeflag === '\0' ? 'NUL' : typeflag}" is not supported in image layers (GNU sparse, multi-volume and vendor types are refused)`,
+      );
     }
     if (!name) throw new TarFormatError(lastName, offset, 'entry has an empty name');
 
@@ -349,7 +362,8 @@ export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | strin
         got += chunk.length;
         yield chunk;
       }
-      if (got < bodySize) throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${got} of ${bodySize} bytes)`);
+      if (got < bodySize)
+        throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${got} of ${bodySize} bytes)`);
     };
     const entry: TarEntry = {
       name,
@@ -376,7 +390,8 @@ export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | strin
       consumed = true;
       let got = 0;
       for await (const chunk of src.chunks(bodySize)) got += chunk.length;
-      if (got < bodySize) throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${got} of ${bodySize} bytes)`);
+      if (got < bodySize)
+        throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${got} of ${bodySize} bytes)`);
     }
     await skipPadding(bodySize, entryName, offset);
   }

@@ -7,7 +7,7 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync, writeFileSync } fro
 import * as path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type { LayerBlob } from '../../src';
-import { buildTar, TestTarEntry } from '../../src/testing';
+import { buildTar, type TestTarEntry } from '../../src/testing';
 
 export type Compression = 'none' | 'gzip' | 'zstd';
 
@@ -24,7 +24,12 @@ export function sha256(data: Buffer): string {
 /** Writes a layer blob for `tar` (entries or raw tar bytes) into `dir` and returns it with its true diff id. */
 export function writeLayer(dir: string, name: string, tar: readonly TestTarEntry[] | Buffer, compression: Compression = 'gzip'): LayerBlob {
   const raw = Buffer.isBuffer(tar) ? tar : buildTar(tar);
-  const blob = compression === 'gzip' ? gzipSync(raw) : compression === 'zstd' ? execFileSync('/usr/bin/zstd', ['-q', '-c', '-'], { input: raw, maxBuffer: 1 << 30 }) : raw;
+  const blob =
+    compression === 'gzip'
+      ? gzipSync(raw)
+      : compression === 'zstd'
+        ? execFileSync('/usr/bin/zstd', ['-q', '-c', '-'], { input: raw, maxBuffer: 1 << 30 })
+        : raw;
   const blobPath = path.join(dir, `${name}.blob`);
   writeFileSync(blobPath, blob);
   return { blobPath, mediaType: MEDIA_TYPES[compression], diffId: sha256(raw) };
@@ -48,7 +53,8 @@ export function snapshotTree(root: string): string[] {
         walk(r);
       } else if (st.isSymbolicLink()) out.push(`${head} -> ${readlinkSync(p)}`);
       else if (st.isFile()) out.push(`${head} file ${sha256(readFileSync(p)).slice(7, 19)} mtime=${Math.floor(st.mtimeMs / 1000)}`);
-      else out.push(`${head} ${st.isCharacterDevice() ? 'char' : st.isBlockDevice() ? 'block' : st.isFIFO() ? 'fifo' : 'other'} ${st.rdev}`);
+      else
+        out.push(`${head} ${st.isCharacterDevice() ? 'char' : st.isBlockDevice() ? 'block' : st.isFIFO() ? 'fifo' : 'other'} ${st.rdev}`);
     }
   };
   walk('');
