@@ -178,6 +178,11 @@ describe('metadata', () => {
     expect(lstatSync(path.join(root, 'dev/fifo')).isFIFO()).toBe(true);
   });
 
+  it("refuses overlayfs's own xattrs from a layer", async () => {
+    const result = await apply(layer([{ name: 'd/', type: 'directory', pax: { 'SCHILY.xattr.trusted.overlay.opaque': 'y' } }]));
+    expect(result.skipped).toEqual([{ name: 'd/', reason: expect.stringContaining('trusted.overlay.opaque refused') }]);
+  });
+
   it('notes xattrs it cannot set instead of failing', async () => {
     const result = await applyLayer({
       root,

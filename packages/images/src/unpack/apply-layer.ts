@@ -69,6 +69,7 @@ export interface ApplyLayerResult {
 const WHITEOUT_PREFIX = '.wh.';
 const WHITEOUT_META_PREFIX = '.wh..wh.';
 const WHITEOUT_OPAQUE = '.wh..wh..opq';
+const OVERLAY_XATTR_PREFIX = 'trusted.overlay.';
 
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException).code;
@@ -302,6 +303,12 @@ class LayerApplier {
   }
 
   private async setXattrs(entry: TarEntry, hostPath: string): Promise<void> {
+    // overlayfs's own attributes (opaque, redirect, metacopy…) in a layer dir would steer the kernel when the dir is a lower layer: never taken from an image.
+    const overlayKeys = [...entry.xattrs.keys()].filter((k) => k.startsWith(OVERLAY_XATTR_PREFIX));
+    if (overlayKeys.length)
+      this.skip(entry, `xattrs ${overlayKeys.join(', ')} refused: overlayfs's own attributes never come from an image`);
+    const xattrs = [...entry.xattrs].filter(([k]) => !k.startsWith(OVERLAY_XATTR_PREFIX));
+    if (!xattrs.length) return;
     if (!this.setfattr) {
       if (!this.xattrNoteLogged) {
         this.xattrNoteLogged = true;
@@ -313,7 +320,7 @@ class LayerApplier {
       });
       return;
     }
-    for (const [key, value] of entry.xattrs) {
+    for (const [key, value] of xattrs) {
       try {
         await runTool(this.setfattr, ['-h', '-n', key, '-v', `0x${value.toString('hex')}`, hostPath]);
       } catch (err) {
