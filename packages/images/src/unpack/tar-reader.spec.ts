@@ -87,6 +87,23 @@ describe('readTar', () => {
     expect(second).toBe('second');
   });
 
+  it('skips the rest of a body the caller stopped reading part way', async () => {
+    const tar = buildTar([
+      { name: 'a', body: 'x'.repeat(5000) },
+      { name: 'b', body: 'after' },
+    ]);
+    const seen: string[] = [];
+    for await (const e of readTar(chunked(tar, 700))) {
+      if (e.name === 'a') {
+        for await (const c of e.body) {
+          expect(c.length).toBeGreaterThan(0);
+          break;
+        }
+      } else for await (const c of e.body) seen.push(c.toString());
+    }
+    expect(seen.join('')).toBe('after');
+  });
+
   it('takes long names, link names, ids, times and xattrs from pax headers', async () => {
     const long = `${'d'.repeat(120)}/${'f'.repeat(150)}`;
     const tar = buildTar([

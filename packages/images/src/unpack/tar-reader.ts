@@ -354,16 +354,17 @@ export async function* readTar(
     const xattrs = new Map([...global.xattrs, ...(local?.xattrs ?? [])]);
     const entryName = lastName;
     let consumed = false;
+    /** Body bytes handed to the caller so far: whatever it leaves unread is skipped before the next header. */
+    let bodyRead = 0;
     const body = async function* (): AsyncGenerator<Buffer> {
       if (consumed) throw new TarFormatError(entryName, offset, 'body read twice');
       consumed = true;
-      let got = 0;
-      for await (const chunk of src.chunks(bodySize)) {
-        got += chunk.length;
+      for await (const chunk of src.chunks(bodySize - bodyRead)) {
+        bodyRead += chunk.length;
         yield chunk;
       }
-      if (got < bodySize)
-        throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${got} of ${bodySize} bytes)`);
+      if (bodyRead < bodySize)
+        throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${bodyRead} of ${bodySize} bytes)`);
     };
     const entry: TarEntry = {
       name,
@@ -386,12 +387,15 @@ export async function* readTar(
     longName = undefined;
     longLink = undefined;
     yield entry;
-    if (!consumed) {
+    // Skip what the caller did not read (all of it, or the rest after it stopped early).
+    const left = bodySize - bodyRead;
+    if (left > 0) {
       consumed = true;
       let got = 0;
-      for await (const chunk of src.chunks(bodySize)) got += chunk.length;
-      if (got < bodySize)
-        throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${got} of ${bodySize} bytes)`);
+      for await (const chunk of src.chunks(left)) got += chunk.length;
+      bodyRead += got;
+      if (got < left)
+        throw new TarFormatError(entryName, offset, `archive truncated inside the entry's body (${bodyRead} of ${bodySize} bytes)`);
     }
     await skipPadding(bodySize, entryName, offset);
   }
