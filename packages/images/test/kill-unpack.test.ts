@@ -5,10 +5,10 @@
 // Needs the package built first (nx run images:build): the child runs dist/.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { chainIds, digestHex, LayerStore, type LayerStoreMode } from '../src';
+import { chainIds, digestHex, isMounted, LayerStore, type LayerStoreMode, prepareRootfs, releaseRootfs } from '../src';
 import { type TestTarEntry } from '../src/testing';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 import { writeLayer } from './support/layers';
@@ -101,5 +101,39 @@ describe.each<LayerStoreMode>(['overlay', 'copy'])('kill -9 mid-unpack, %s mode'
     const image = await store.unpackImage([base, big]);
     expect(readdirSync(path.join(image.layers[1]!.dir, 'big'))).toHaveLength(BIG_FILES);
     expect(await store.list()).toHaveLength(2);
+  }, 180_000); // thousands of files through an overlay on a shared 2-core machine: a generous limit, not a figure
+});
+
+describe('kill -9 of the process that prepared a task root', () => {
+  it('leaves the overlay mounted with the task on it; preparing again finds it, releasing removes it', async () => {
+    const blobs = path.join(work, 'blobs');
+    mkdirSync(blobs);
+    const base = writeLayer(
+      blobs,
+      'base',
+      [
+        { name: 'etc/', type: 'directory' },
+        { name: 'etc/os-release', body: 'ID=test\n' },
+      ],
+      'gzip',
+    );
+    const storeDir = path.join(work, 'store');
+    const taskDir = path.join(work, 'task');
+    child = spawn(process.execPath, [CHILD, storeDir, 'overlay', JSON.stringify([base]), taskDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const signal = await new Promise<NodeJS.Signals | number | null>((resolve) => child!.on('exit', (code, sig) => resolve(sig ?? code)));
+    expect({ signal, stderr }).toEqual({ signal: 'SIGKILL', stderr: '' });
+
+    expect(await isMounted(taskDir)).toBe(true);
+    const store = await LayerStore.open({ storeDir, mode: 'overlay' }); // the store's own cleanup leaves task roots alone
+    expect(await isMounted(taskDir)).toBe(true);
+    const image = await store.unpackImage([base]);
+    const again = await prepareRootfs({ image, dir: taskDir });
+    expect(mountsUnderSync(taskDir)).toEqual([again.rootfs]);
+    expect(readFileSync(path.join(again.rootfs, 'etc/os-release'), 'utf8')).toBe('ID=test\n');
+    await releaseRootfs(taskDir);
+    expect(await isMounted(taskDir)).toBe(false);
+    expect(existsSync(again.rootfs)).toBe(false);
   });
 });

@@ -71,6 +71,8 @@ function threeLayers(): LayerBlob[] {
     layer([
       { name: 'etc/.wh.b' },
       { name: 'etc/b2', body: 'b2' },
+      // A hard link to a file of a lower layer: through an overlay mount the kernel copies it up first.
+      { name: 'bin/tool-link', type: 'hardlink', linkname: 'bin/tool' },
       { name: 'del/', type: 'directory' },
       { name: 'del/g', body: 'g2' },
       { name: '.wh.sym' },
@@ -86,6 +88,7 @@ function threeLayers(): LayerBlob[] {
 const EXPECTED_NAMES = [
   'bin',
   'bin/tool',
+  'bin/tool-link',
   'del',
   'del/g',
   'etc',
@@ -115,6 +118,7 @@ describe.each(MODES)('%s mode', (mode) => {
     expect(tree).toContain(`opq 750 0:0 dir`);
     expect(tree).toContain(`newdir 2775 0:50 dir`);
     expect(tree.find((l) => l.startsWith('bin/tool '))).toMatch(/^bin\/tool 4755 1000:1000 file/);
+    expect(lstatSync(path.join(rootfs, 'bin/tool-link')).ino).toBe(lstatSync(path.join(rootfs, 'bin/tool')).ino);
     if (mode === 'overlay') {
       // The kernel made the deletions: whiteouts (char 0/0) in layer 1's own dir, which holds only its diff.
       const l1 = image.layers[1]!.dir;

@@ -1,13 +1,19 @@
-// A child process for the kill -9 test: opens a layer store from the BUILT
+// A child process for the kill -9 tests: opens a layer store from the BUILT
 // package (dist) and unpacks the image whose layers are given as JSON, so
-// the test can SIGKILL it mid-unpack. Plain JS: it runs under node, not jest.
+// the test can SIGKILL it mid-unpack; given a task dir, it also prepares the
+// task's root there and then SIGKILLs itself, as an agent killed while its
+// task runs. Plain JS: it runs under node, not jest.
 'use strict';
-const { LayerStore } = require('../../dist');
+const { LayerStore, prepareRootfs } = require('../../dist');
 
 async function main() {
-  const [storeDir, mode, layersJson] = process.argv.slice(2);
+  const [storeDir, mode, layersJson, taskDir] = process.argv.slice(2);
   const store = await LayerStore.open({ storeDir, mode });
-  await store.unpackImage(JSON.parse(layersJson));
+  const image = await store.unpackImage(JSON.parse(layersJson));
+  if (taskDir) {
+    await prepareRootfs({ image, dir: taskDir });
+    process.kill(process.pid, 'SIGKILL');
+  }
   process.stdout.write('done\n');
 }
 
