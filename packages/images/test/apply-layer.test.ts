@@ -89,6 +89,21 @@ describe('hostile layers', () => {
     hostUntouched();
   });
 
+  it('re-resolves a parent that a later entry of the same layer turns into a symlink to the host', async () => {
+    const hostEtc = path.join(work, 'host/etc');
+    await apply(
+      layer([
+        { name: 'x/', type: 'directory' },
+        { name: 'x/a', body: 'first' },
+        // The dir x, already used as a parent, becomes a link whose target is the host's path: the kernel would follow it.
+        { name: 'x', type: 'symlink', linkname: hostEtc },
+        { name: 'x/passwd', body: 'pwned' },
+      ]),
+    );
+    expect(readFileSync(path.join(root, hostEtc, 'passwd'), 'utf8')).toBe('pwned');
+    hostUntouched();
+  });
+
   it('replaces a symlink at an entry path instead of writing through it', async () => {
     symlinkSync(path.join(work, 'host/etc/passwd'), path.join(root, 'victim'));
     await apply(layer([{ name: 'victim', body: 'replaced' }]));

@@ -114,6 +114,8 @@ class LayerApplier {
   /** Root-relative paths this layer wrote: an opaque whiteout keeps them. */
   private readonly unpacked = new Set<string>();
   private readonly dirTimes: { hostPath: string; mtime: number }[] = [];
+  /** Parent dirs already resolved and made in this layer, by root-relative path (see parentDir). */
+  private readonly parents = new Map<string, string>();
   private readonly setfattr: string | undefined;
   private xattrNoteLogged = false;
 
@@ -134,20 +136,21 @@ class LayerApplier {
     }
     const base = path.posix.basename(rel);
     const parentRel = path.posix.dirname(rel) === '.' ? '' : path.posix.dirname(rel);
-    const parentHost = await resolveInRoot(this.root, parentRel, { followFinal: true, entryName: entry.name });
-    this.assertWithin(entry, parentHost);
-
     if (base.startsWith(WHITEOUT_PREFIX)) {
+      const parentHost = await resolveInRoot(this.root, parentRel, { followFinal: true, entryName: entry.name });
+      this.assertWithin(entry, parentHost);
+      this.parents.clear();
       await this.whiteout(entry, base, parentRel, parentHost);
       return;
     }
-    await this.guard(entry, parentHost, () => fsp.mkdir(parentHost, { recursive: true, mode: 0o755 }));
+    const parentHost = await this.parentDir(entry, parentRel);
     const hostPath = path.join(parentHost, base);
     this.assertWithin(entry, hostPath);
 
     const existing = await lstatOrUndefined(hostPath);
     if (existing && !(existing.isDirectory() && entry.type === 'directory')) {
       if (entry.type === 'hardlink' && (await this.linkTarget(entry)) === hostPath) return; // a link to itself: nothing to do
+      this.parents.clear();
       await this.guard(entry, hostPath, () => fsp.rm(hostPath, { recursive: true, force: true }));
     }
 
@@ -160,6 +163,7 @@ class LayerApplier {
         break;
       case 'symlink':
         if (!entry.linkname) throw new UnsafeEntryError(entry.name, 'a symlink with an empty target');
+        this.parents.clear();
         await this.guard(entry, hostPath, () => fsp.symlink(entry.linkname, hostPath));
         break;
       case 'hardlink': {
@@ -199,6 +203,22 @@ class LayerApplier {
         if (errno(err) !== 'ENOENT') throw new LayerWriteError('(directory times)', hostPath, err);
       }
     }
+  }
+
+  /**
+   * The host dir of an entry's parent, resolved inside the root and made
+   * when missing. Remembered for the next entries of the same dir: a made
+   * parent is a real directory, so only a removal or a new symlink can
+   * change what any remembered path resolves to, and both forget them all.
+   */
+  private async parentDir(entry: TarEntry, parentRel: string): Promise<string> {
+    const known = this.parents.get(parentRel);
+    if (known !== undefined) return known;
+    const parentHost = await resolveInRoot(this.root, parentRel, { followFinal: true, entryName: entry.name });
+    this.assertWithin(entry, parentHost);
+    await this.guard(entry, parentHost, () => fsp.mkdir(parentHost, { recursive: true, mode: 0o755 }));
+    this.parents.set(parentRel, parentHost);
+    return parentHost;
   }
 
   private assertWithin(entry: TarEntry, hostPath: string): void {
