@@ -79,7 +79,7 @@ describe.each<LayerStoreMode>(['overlay', 'copy'])('kill -9 mid-unpack, %s mode'
       child!.on('exit', (code, signal) => ((exited = true), resolve(signal ?? code))),
     );
 
-    const tmp = path.join(storeDir, 'tmp');
+    const tmp = path.join(storeDir, 'unpack-tmp');
     const bigDirFor = (d: string) => (mode === 'overlay' ? path.join(tmp, d, 'mnt', 'big') : path.join(tmp, d, 'fs', 'big'));
     const unpackingBig = () =>
       filesIn(tmp) > 0 &&

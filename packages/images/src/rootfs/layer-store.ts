@@ -9,10 +9,11 @@
 // (no overlayfs, or forced): each chain's dir is a full copy of its parent
 // with the layer applied.
 //
-// Crash safety: everything is made under <storeDir>/tmp and renamed into
+// Crash safety: everything is made under <storeDir>/unpack-tmp (its own
+// name: the blob store's partial downloads live elsewhere) and renamed into
 // <storeDir>/layers only when complete, so after kill -9 a chain id names a
 // whole layer or nothing. Opening the store unmounts what a killed unpack
-// left mounted under the store dir and removes its temp dirs. The store only
+// left mounted in unpack-tmp and removes its temp dirs. The store only
 // ever mounts inside its tmp dir; task roots live in the task's own dir.
 //
 // Devices: an unprivileged unpack skips device nodes and fifos. A layer that
@@ -68,6 +69,8 @@ interface LayerRecord {
 
 const STORE_RECORD = 'layer-store.json';
 const DEVICES_SUFFIX = '.devices';
+/** Where unpacks are made before they are renamed into layers/; emptied on open. */
+const UNPACK_TMP = 'unpack-tmp';
 
 export class LayerStore {
   readonly layersDir: string;
@@ -82,7 +85,7 @@ export class LayerStore {
     private readonly options: LayerStoreOptions,
   ) {
     this.layersDir = path.join(storeDir, 'layers');
-    this.tmpDir = path.join(storeDir, 'tmp');
+    this.tmpDir = path.join(storeDir, UNPACK_TMP);
     this.logger = options.logger ?? new NullLogger();
   }
 
@@ -93,11 +96,12 @@ export class LayerStore {
     await fsp.mkdir(storeDir, { recursive: true, mode: 0o700 });
     await fsp.chmod(storeDir, 0o700);
     const layersDir = path.join(storeDir, 'layers');
-    const tmpDir = path.join(storeDir, 'tmp');
+    const tmpDir = path.join(storeDir, UNPACK_TMP);
     await fsp.mkdir(layersDir, { recursive: true });
     await fsp.mkdir(tmpDir, { recursive: true });
 
-    for (const p of await unmountAllUnder(storeDir))
+    // Only unpack-tmp: the store mounts nowhere else, and whatever else lives in the store dir is not ours to unmount.
+    for (const p of await unmountAllUnder(tmpDir))
       logger.warn('unmounted a mount a killed unpack left in the image store', { mountPoint: p });
     for (const name of await fsp.readdir(tmpDir)) {
       logger.info('removing an unfinished unpack from the image store', { dir: path.join(tmpDir, name) });
