@@ -19,6 +19,7 @@ import {
   type UnpackedImage,
 } from '../src';
 import { type TestTarEntry } from '../src/testing';
+import { MemoryLogger } from '@csiplug/core';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 import { snapshotTree, writeLayer } from './support/layers';
 
@@ -195,6 +196,16 @@ describe('both modes', () => {
     }
     expect(trees[0]).toEqual(trees[1]);
     expect(trees[0]!.map((l) => l.split(' ')[0])).toEqual(EXPECTED_NAMES);
+  });
+
+  it('unpacks each chain once when two images ask at the same time', async () => {
+    const logger = new MemoryLogger();
+    const store = await LayerStore.open({ storeDir: path.join(work, 'concurrent'), logger });
+    const layers = threeLayers();
+    const [x, y] = await Promise.all([store.unpackImage(layers), store.unpackImage(layers)]);
+    expect(x.layers.map((l) => l.dir)).toEqual(y.layers.map((l) => l.dir));
+    expect(logger.records.filter((r) => r.msg === 'unpacking image layer')).toHaveLength(3);
+    expect(readdirSync(store.tmpDir)).toEqual([]);
   });
 
   it('a store keeps its mode and refuses another', async () => {
