@@ -112,6 +112,23 @@ describe('hostile layers', () => {
     hostUntouched();
   });
 
+  it('sets a dir time inside the root, never through a parent a later entry turned into a host symlink', async () => {
+    const decoyVictim = path.join(work, 'host/victim');
+    mkdirSync(decoyVictim);
+    const decoyMtime = lstatSync(decoyVictim).mtimeMs;
+    await apply(
+      layer([
+        { name: 'd/', type: 'directory' },
+        { name: 'd/victim/', type: 'directory', mtime: 12345 },
+        { name: 'd', type: 'symlink', linkname: path.join(work, 'host') },
+      ]),
+    );
+    expect(readlinkSync(path.join(root, 'd'))).toBe(path.join(work, 'host'));
+    expect(lstatSync(decoyVictim).mtimeMs).toBe(decoyMtime);
+    expect(lstatSync(decoyVictim).mtimeMs).not.toBe(12345 * 1000);
+    hostUntouched();
+  });
+
   it('refuses a hard link to outside the root and one to a path not in the layers', async () => {
     await expect(apply(layer([{ name: 'hl', type: 'hardlink', linkname: '../host/etc/passwd' }]))).rejects.toThrow(/"hl".*climbs above/);
     // Through a symlink the target resolves inside the root, where nothing is: refused, not linked to the host file.

@@ -113,7 +113,8 @@ class LayerApplier {
   private readonly logger: Logger;
   /** Root-relative paths this layer wrote: an opaque whiteout keeps them. */
   private readonly unpacked = new Set<string>();
-  private readonly dirTimes: { hostPath: string; mtime: number }[] = [];
+  /** Dir mtimes by cleaned root-relative path, re-resolved inside the root at the end (a later entry may turn a parent into a symlink). */
+  private readonly dirTimes: { rel: string; mtime: number }[] = [];
   /** Parent dirs already resolved and made in this layer, by root-relative path (see parentDir). */
   private readonly parents = new Map<string, string>();
   private readonly setfattr: string | undefined;
@@ -131,7 +132,7 @@ class LayerApplier {
     if (rel === '') {
       // "./": the root itself. Only its metadata can change; it cannot be replaced.
       if (entry.type !== 'directory') throw new UnsafeEntryError(entry.name, `a ${entry.type} cannot replace the layer root`);
-      await this.setMetadata(entry, this.root);
+      await this.setMetadata(entry, this.root, '');
       return;
     }
     const base = path.posix.basename(rel);
@@ -191,13 +192,19 @@ class LayerApplier {
         break;
     }
     this.unpacked.add(rel);
-    await this.setMetadata(entry, hostPath);
+    await this.setMetadata(entry, hostPath, rel);
   }
 
   /** Directory mtimes, set last and deepest first, once nothing below them changes. */
   async finishDirectoryTimes(): Promise<void> {
-    for (const { hostPath, mtime } of this.dirTimes.reverse()) {
+    // As containerd does: the path is resolved again inside the root, never followed out of it, and skipped when no longer a dir.
+    for (const { rel, mtime } of this.dirTimes.reverse()) {
+      let hostPath = this.root;
       try {
+        hostPath = await resolveInRoot(this.root, rel, { followFinal: false });
+        if (!isWithin(this.root, hostPath)) continue;
+        const st = await fsp.lstat(hostPath);
+        if (!st.isDirectory()) continue;
         await fsp.lutimes(hostPath, mtime, mtime);
       } catch (err) {
         if (errno(err) !== 'ENOENT') throw new LayerWriteError('(directory times)', hostPath, err);
@@ -314,11 +321,11 @@ class LayerApplier {
     await this.guard(entry, hostPath, () => runTool(this.options.mknodBin ?? MKNOD_BIN, args));
   }
 
-  private async setMetadata(entry: TarEntry, hostPath: string): Promise<void> {
+  private async setMetadata(entry: TarEntry, hostPath: string, rel: string): Promise<void> {
     await this.guard(entry, hostPath, () => fsp.lchown(hostPath, entry.uid, entry.gid));
     if (entry.xattrs.size) await this.setXattrs(entry, hostPath);
     if (entry.type !== 'symlink') await this.guard(entry, hostPath, () => fsp.chmod(hostPath, entry.mode));
-    if (entry.type === 'directory') this.dirTimes.push({ hostPath, mtime: entry.mtime });
+    if (entry.type === 'directory') this.dirTimes.push({ rel, mtime: entry.mtime });
     else await this.guard(entry, hostPath, () => fsp.lutimes(hostPath, entry.mtime, entry.mtime));
   }
 
