@@ -112,6 +112,18 @@ describe('hostile layers', () => {
     hostUntouched();
   });
 
+  it('unpacks top-level names starting with ".." (..data, ..2024_01) inside the root', async () => {
+    await apply(
+      layer([
+        { name: '..2024_01/', type: 'directory' },
+        { name: '..2024_01/key', body: 'v' },
+        { name: '..data', type: 'symlink', linkname: '..2024_01' },
+      ]),
+    );
+    expect(readFileSync(path.join(root, '..data/key'), 'utf8')).toBe('v');
+    hostUntouched();
+  });
+
   it('sets a dir time inside the root, never through a parent a later entry turned into a host symlink', async () => {
     const decoyVictim = path.join(work, 'host/victim');
     mkdirSync(decoyVictim);

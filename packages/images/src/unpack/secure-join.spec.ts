@@ -68,5 +68,8 @@ describe('resolveInRoot', () => {
     expect(isWithin('/r', '/r/a')).toBe(true);
     expect(isWithin('/r', '/ra')).toBe(false);
     expect(isWithin('/r', '/')).toBe(false);
+    expect(isWithin('/r', '/r/..data')).toBe(true);
+    expect(isWithin('/r', '/r/..2024_01/x')).toBe(true);
+    expect(isWithin('/r', '/..r')).toBe(false);
   });
 });

@@ -80,5 +80,6 @@ export async function resolveInRoot(root: string, relPath: string, options: { fo
 /** Whether `p` (a normalised absolute path) is `root` or below it. */
 export function isWithin(root: string, p: string): boolean {
   const rel = path.relative(root, p);
-  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+  // Not startsWith('..'): a top-level name like "..data" (Kubernetes' atomic writer) is inside.
+  return !(rel === '..' || rel.startsWith('../') || path.isAbsolute(rel));
 }
