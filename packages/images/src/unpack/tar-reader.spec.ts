@@ -126,21 +126,33 @@ describe('readTar', () => {
     expect([...e!.xattrs.keys()]).toEqual(['user.note', 'security.capability']);
   });
 
-  it('applies a global pax header to every later entry, a local one to the next only', async () => {
-    const global = tarEntryBytes({ name: 'g', pax: { uid: '77' } });
-    // Turn the first header (the 'x' header our writer made) into a 'g' header, checksum fixed.
+  it('ignores a pax global header (path, size, uid) as containerd and moby do; a local one covers the next entry only', async () => {
+    const global = tarEntryBytes({ name: 'g', pax: { uid: '77', path: 'renamed', size: '3' } });
+    // Turn the first header (the 'x' header our writer made) into a 'g' header, checksum fixed; the 'g' entry itself stays.
     global[156] = 'g'.charCodeAt(0);
     global.write('        ', 148, 'latin1');
     let sum = 0;
     for (let i = 0; i < 512; i++) sum += global[i]!;
     global.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
-    const tar = Buffer.concat([global, buildTar([{ name: 'b', pax: { gid: '5' } }, { name: 'c' }])]);
+    const tar = Buffer.concat([global, buildTar([{ name: 'b', pax: { gid: '5' }, body: 'hello' }, { name: 'c' }])]);
     const entries = await readAll(tar);
-    expect(entries.map((e) => [e.name, e.uid, e.gid])).toEqual([
-      ['g', 77, 0],
-      ['b', 77, 5],
-      ['c', 77, 0],
+    expect(entries.map((e) => [e.name, e.uid, e.gid, e.size])).toEqual([
+      ['PaxHeaders/g', 0, 0, 0], // the header's own name, not the global path
+      ['b', 0, 5, 5],
+      ['c', 0, 0, 0],
     ]);
+  });
+
+  it('refuses more than 64 xattrs or 64 KiB of xattrs on one entry', async () => {
+    const many: Record<string, string> = {};
+    for (let i = 0; i < 65; i++) many[`SCHILY.xattr.user.k${i}`] = 'v';
+    await expect(readAll(buildTar([{ name: 'many', pax: many }]))).rejects.toThrow(/65 xattrs on one entry \(limit 64\)/);
+    const big = { 'SCHILY.xattr.user.a': 'x'.repeat(40000), 'SCHILY.xattr.user.b': 'y'.repeat(40000) };
+    await expect(readAll(buildTar([{ name: 'big', pax: big }]))).rejects.toThrow(/bytes of xattrs on one entry \(limit 65536\)/);
+    const ok: Record<string, string> = {};
+    for (let i = 0; i < 64; i++) ok[`SCHILY.xattr.user.k${i}`] = 'v';
+    const [e] = await readAll(buildTar([{ name: 'ok', pax: ok }]));
+    expect(e!.xattrs.size).toBe(64);
   });
 
   it('takes long names and link names from GNU L and K records', async () => {

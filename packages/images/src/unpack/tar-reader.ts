@@ -1,6 +1,7 @@
 // A strict, streaming tar reader of our own for image layers: ustar headers,
 // pax extended headers (path, linkpath, size, uid, gid, mtime, uname, gname,
-// SCHILY.xattr.*; global headers too) and GNU long names and long link names
+// SCHILY.xattr.*; global headers are read past and ignored, as containerd and
+// moby do, so a layer unpacks here as in Docker) and GNU long names and long link names
 // ('L' / 'K'). Layers are hostile input, so anything odd is an error naming
 // the entry: a header checksum that does not add up, an archive that ends
 // inside an entry, a size that is not a number or absurdly large, an entry
@@ -47,6 +48,9 @@ export interface TarReaderOptions {
 
 const DEFAULT_MAX_ENTRY_BYTES = 64 * 1024 ** 3;
 const DEFAULT_MAX_META_BYTES = 1024 * 1024;
+/** At most this many xattrs on one entry, and this many bytes of xattr names and values in all: beyond is a hostile layer. */
+export const MAX_XATTRS_PER_ENTRY = 64;
+export const MAX_XATTR_BYTES_PER_ENTRY = 64 * 1024;
 
 /** Pulls exact byte counts out of an async stream of chunks. */
 class ByteSource {
@@ -186,7 +190,7 @@ const TYPES: Record<string, TarEntryType> = {
   '6': 'fifo',
 };
 
-/** Overrides a pax header (extended or global) gives the entries it covers. */
+/** Overrides a pax extended header gives the entries it covers. */
 interface PaxOverrides {
   path?: string;
   linkpath?: string;
@@ -241,6 +245,12 @@ function paxOverrides(records: Map<string, Buffer>, entryName: string, offset: n
       // Other records (atime, ctime, comment, GNU.sparse…) do not change how a layer unpacks.
     }
   }
+  if (o.xattrs.size > MAX_XATTRS_PER_ENTRY)
+    throw new TarFormatError(entryName, offset, `${o.xattrs.size} xattrs on one entry (limit ${MAX_XATTRS_PER_ENTRY})`);
+  let xattrBytes = 0;
+  for (const [k, v] of o.xattrs) xattrBytes += Buffer.byteLength(k) + v.length;
+  if (xattrBytes > MAX_XATTR_BYTES_PER_ENTRY)
+    throw new TarFormatError(entryName, offset, `${xattrBytes} bytes of xattrs on one entry (limit ${MAX_XATTR_BYTES_PER_ENTRY})`);
   return o;
 }
 
@@ -257,7 +267,6 @@ export async function* readTar(
   const maxEntry = options.maxEntryBytes ?? DEFAULT_MAX_ENTRY_BYTES;
   const maxMeta = options.maxMetaBytes ?? DEFAULT_MAX_META_BYTES;
   const src = new ByteSource(source);
-  let global: PaxOverrides = { xattrs: new Map() };
   let local: PaxOverrides | undefined;
   let longName: string | undefined;
   let longLink: string | undefined;
@@ -306,11 +315,14 @@ export async function* readTar(
     const declaredSize = parseNumericField(block, 124, 12);
     if (declaredSize === undefined) throw new TarFormatError(headerName, offset, 'size field is not a number');
 
-    if (typeflag === 'x' || typeflag === 'g') {
+    if (typeflag === 'g') {
+      // A pax global header is read past and ignored, as containerd and moby do: one diff id unpacks the same everywhere.
+      await readMeta(declaredSize, headerName, offset);
+      continue;
+    }
+    if (typeflag === 'x') {
       const records = parsePaxRecords(await readMeta(declaredSize, headerName, offset), headerName, offset);
-      const o = paxOverrides(records, headerName, offset);
-      if (typeflag === 'g') global = { ...global, ...o, xattrs: new Map([...global.xattrs, ...o.xattrs]) };
-      else local = o;
+      local = paxOverrides(records, headerName, offset);
       continue;
     }
     if (typeflag === 'L' || typeflag === 'K') {
@@ -328,7 +340,7 @@ export async function* readTar(
       const prefix = cString(block, 345, 155);
       if (prefix) name = `${prefix}/${rawName}`;
     }
-    name = local?.path ?? longName ?? global.path ?? name;
+    name = local?.path ?? longName ?? name;
     lastName = name || '(unnamed)';
     if (!type) {
       throw new TarFormatError(
@@ -344,14 +356,14 @@ export async function* readTar(
       if (v === undefined) throw new TarFormatError(lastName, offset, `${what} field is not a number`);
       return v;
     };
-    const size = local?.size ?? global.size ?? declaredSize;
+    const size = local?.size ?? declaredSize;
     if (size > maxEntry || !Number.isSafeInteger(size)) {
       throw new TarFormatError(lastName, offset, `declared size ${size} bytes is absurd (limit ${maxEntry})`);
     }
     // Only regular files carry a body: links, dirs, devices and fifos are header-only whatever their size field says (as Go's archive/tar reads them).
     const bodySize = type === 'file' ? size : 0;
 
-    const xattrs = new Map([...global.xattrs, ...(local?.xattrs ?? [])]);
+    const xattrs = new Map(local?.xattrs ?? []);
     const entryName = lastName;
     let consumed = false;
     /** Body bytes handed to the caller so far: whatever it leaves unread is skipped before the next header. */
@@ -370,13 +382,13 @@ export async function* readTar(
       name,
       type,
       mode: num(100, 8, 'mode') & 0o7777,
-      uid: local?.uid ?? global.uid ?? num(108, 8, 'uid'),
-      gid: local?.gid ?? global.gid ?? num(116, 8, 'gid'),
-      uname: local?.uname ?? global.uname ?? (isUstar || magic === 'ustar ' ? cString(block, 265, 32) : ''),
-      gname: local?.gname ?? global.gname ?? (isUstar || magic === 'ustar ' ? cString(block, 297, 32) : ''),
-      mtime: local?.mtime ?? global.mtime ?? num(136, 12, 'mtime'),
+      uid: local?.uid ?? num(108, 8, 'uid'),
+      gid: local?.gid ?? num(116, 8, 'gid'),
+      uname: local?.uname ?? (isUstar || magic === 'ustar ' ? cString(block, 265, 32) : ''),
+      gname: local?.gname ?? (isUstar || magic === 'ustar ' ? cString(block, 297, 32) : ''),
+      mtime: local?.mtime ?? num(136, 12, 'mtime'),
       size: bodySize,
-      linkname: local?.linkpath ?? longLink ?? global.linkpath ?? cString(block, 157, 100),
+      linkname: local?.linkpath ?? longLink ?? cString(block, 157, 100),
       devmajor: type === 'char' || type === 'block' ? num(329, 8, 'devmajor') : 0,
       devminor: type === 'char' || type === 'block' ? num(337, 8, 'devminor') : 0,
       xattrs,
