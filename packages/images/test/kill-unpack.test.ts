@@ -12,6 +12,7 @@ import { chainIds, digestHex, isMounted, LayerStore, type LayerStoreMode, prepar
 import { type TestTarEntry } from '../src/testing';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 import { writeLayer } from './support/layers';
+import { processStartTime } from '../src/rootfs/tmp-owner';
 
 const DIST = path.resolve(__dirname, '..', 'dist', 'index.js');
 const CHILD = path.join(__dirname, 'support', 'unpack-child.js');
@@ -79,7 +80,8 @@ describe.each<LayerStoreMode>(['overlay', 'copy'])('kill -9 mid-unpack, %s mode'
       child!.on('exit', (code, signal) => ((exited = true), resolve(signal ?? code))),
     );
 
-    const tmp = path.join(storeDir, 'unpack-tmp');
+    // The child unpacks in its own subdir of unpack-tmp, named by its pid and start time.
+    const tmp = path.join(storeDir, 'unpack-tmp', `p${child.pid!}-${processStartTime(child.pid!)!}`);
     const bigDirFor = (d: string) => (mode === 'overlay' ? path.join(tmp, d, 'mnt', 'big') : path.join(tmp, d, 'fs', 'big'));
     const unpackingBig = () =>
       filesIn(tmp) > 0 &&
@@ -96,6 +98,7 @@ describe.each<LayerStoreMode>(['overlay', 'copy'])('kill -9 mid-unpack, %s mode'
     expect(existsSync(path.join(storeDir, 'layers', digestHex(bigChain!)))).toBe(false);
 
     const store = await LayerStore.open({ storeDir, mode });
+    expect(existsSync(tmp)).toBe(false);
     expect(readdirSync(store.tmpDir)).toEqual([]);
     expect(mountsUnderSync(storeDir)).toEqual([]);
     const image = await store.unpackImage([base, big]);

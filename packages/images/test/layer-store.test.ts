@@ -3,8 +3,8 @@
 // in both modes; a diff id mismatch leaves nothing; two images sharing a
 // base store it once (bytes shown); a task's writes reach neither the
 // shared layers nor another task's root.
-import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import {
@@ -22,6 +22,7 @@ import { type TestTarEntry } from '../src/testing';
 import { MemoryLogger } from '@csiplug/core';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 import { snapshotTree, writeLayer } from './support/layers';
+import { processStartTime } from '../src/rootfs/tmp-owner';
 
 const MODES: LayerStoreMode[] = ['overlay', 'copy'];
 
@@ -185,6 +186,32 @@ describe.each(MODES)('%s mode', (mode) => {
 });
 
 describe('both modes', () => {
+  let sleeper: ChildProcess | undefined;
+  afterEach(() => {
+    sleeper?.kill('SIGKILL');
+    sleeper = undefined;
+  });
+
+  it("opening the store removes a dead process's unpack-tmp subdir and leaves a live process's alone", async () => {
+    const storeDir = path.join(work, 'store');
+    sleeper = spawn('/usr/bin/sleep', ['600'], { stdio: 'ignore' });
+    const livePid = sleeper.pid!;
+    const live = path.join(storeDir, 'unpack-tmp', `p${livePid}-${processStartTime(livePid)!}`, 'unpack-abc');
+    // A dead owner: the same live pid with another start time (a reused pid), and a pid that does not exist.
+    const reused = path.join(storeDir, 'unpack-tmp', `p${livePid}-1`, 'unpack-def');
+    const gone = path.join(storeDir, 'unpack-tmp', 'p4194305-7', 'unpack-ghi');
+    for (const d of [live, reused, gone]) {
+      mkdirSync(d, { recursive: true });
+      writeFileSync(path.join(d, 'f'), 'half');
+    }
+    const store = await LayerStore.open({ storeDir, mode: 'copy' });
+    expect(readFileSync(path.join(live, 'f'), 'utf8')).toBe('half');
+    expect(existsSync(path.dirname(reused))).toBe(false);
+    expect(existsSync(path.dirname(gone))).toBe(false);
+    expect(path.dirname(store.tmpDir)).toBe(path.join(storeDir, 'unpack-tmp'));
+    expect(path.basename(store.tmpDir)).toBe(`p${process.pid}-${processStartTime(process.pid)!}`);
+  });
+
   it('show the same tree for the same image', async () => {
     const layers = threeLayers();
     const trees: string[][] = [];

@@ -12,14 +12,21 @@
 // Crash safety: everything is made under <storeDir>/unpack-tmp (its own
 // name: the blob store's partial downloads live elsewhere) and renamed into
 // <storeDir>/layers only when complete, so after kill -9 a chain id names a
-// whole layer or nothing. Opening the store unmounts what a killed unpack
-// left mounted in unpack-tmp and removes its temp dirs. The store only
-// ever mounts inside its tmp dir; task roots live in the task's own dir.
+// whole layer or nothing. Each process unpacks in its own subdir of
+// unpack-tmp named by its pid and start time (tmp-owner.ts); opening the
+// store unmounts and removes only the subdirs of processes no longer
+// running, so it never destroys another live process's unpack. The store
+// only ever mounts inside unpack-tmp; task roots live in the task's own dir.
+// Before a chain dir is renamed into layers/ its filesystem is synced
+// (`sync -f`, one syncfs(2) instead of an fsync per file, which would be slow
+// for layers of thousands of files), and layers/ is fsynced after the
+// rename, so a host crash cannot leave a trusted chain of empty files.
 //
 // Devices: an unprivileged unpack skips device nodes and fifos. A layer that
 // has none unpacks identically either way and is shared; a layer that has
 // some, unpacked for a privileged plugin, goes to <hex>.devices, and so do
 // the chains above it, so an unprivileged task never sees them.
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
@@ -28,6 +35,7 @@ import { applyLayer, type ApplyLayerResult, type LayerBlob } from '../unpack/app
 import { LayerStoreError } from '../unpack/errors';
 import { chainIds, digestHex } from './chain-id';
 import { mountOverlay, overlayWorksIn, unmount, unmountAllUnder } from './overlay';
+import { ownerIsAlive, ownTmpDirName } from './tmp-owner';
 import { copyTree, removeTree } from './tree';
 
 export type LayerStoreMode = 'overlay' | 'copy';
@@ -69,7 +77,7 @@ interface LayerRecord {
 
 const STORE_RECORD = 'layer-store.json';
 const DEVICES_SUFFIX = '.devices';
-/** Where unpacks are made before they are renamed into layers/; emptied on open. */
+/** Where unpacks are made before they are renamed into layers/, in one subdir per process; dead processes' subdirs are removed on open. */
 const UNPACK_TMP = 'unpack-tmp';
 
 export class LayerStore {
@@ -85,7 +93,7 @@ export class LayerStore {
     private readonly options: LayerStoreOptions,
   ) {
     this.layersDir = path.join(storeDir, 'layers');
-    this.tmpDir = path.join(storeDir, UNPACK_TMP);
+    this.tmpDir = path.join(storeDir, UNPACK_TMP, ownTmpDirName());
     this.logger = options.logger ?? new NullLogger();
   }
 
@@ -96,16 +104,19 @@ export class LayerStore {
     await fsp.mkdir(storeDir, { recursive: true, mode: 0o700 });
     await fsp.chmod(storeDir, 0o700);
     const layersDir = path.join(storeDir, 'layers');
-    const tmpDir = path.join(storeDir, UNPACK_TMP);
+    const tmpRoot = path.join(storeDir, UNPACK_TMP);
+    const tmpDir = path.join(tmpRoot, ownTmpDirName());
     await fsp.mkdir(layersDir, { recursive: true });
     await fsp.mkdir(tmpDir, { recursive: true });
 
-    // Only unpack-tmp: the store mounts nowhere else, and whatever else lives in the store dir is not ours to unmount.
-    for (const p of await unmountAllUnder(tmpDir))
-      logger.warn('unmounted a mount a killed unpack left in the image store', { mountPoint: p });
-    for (const name of await fsp.readdir(tmpDir)) {
-      logger.info('removing an unfinished unpack from the image store', { dir: path.join(tmpDir, name) });
-      await removeTree(path.join(tmpDir, name));
+    // Only in unpack-tmp (the store mounts nowhere else), and only what a process no longer running left: a live one's unpack is its own.
+    for (const name of await fsp.readdir(tmpRoot)) {
+      if (ownerIsAlive(name)) continue;
+      const dead = path.join(tmpRoot, name);
+      for (const p of await unmountAllUnder(dead))
+        logger.warn('unmounted a mount a killed unpack left in the image store', { mountPoint: p });
+      logger.info('removing an unfinished unpack from the image store', { dir: dead });
+      await removeTree(dead);
     }
 
     const recordPath = path.join(storeDir, STORE_RECORD);
@@ -252,10 +263,14 @@ export class LayerStore {
         entries: result.entries,
         bytes: result.bytes,
       };
-      await fsp.writeFile(path.join(work, 'layer.json'), JSON.stringify(record));
+      await writeFileSynced(path.join(work, 'layer.json'), JSON.stringify(record));
+      // One syncfs(2) of the store's filesystem rather than an fsync per file (slow for thousands of files): every file is on disk before the rename makes the chain trusted.
+      await syncFilesystem(work);
+      await fsyncDir(work);
       const finalDir = this.chainDir(chainId, devicesVariant);
       try {
         await fsp.rename(work, finalDir);
+        await fsyncDir(this.layersDir);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         if (code !== 'EEXIST' && code !== 'ENOTEMPTY') throw err;
@@ -286,4 +301,36 @@ export class LayerStore {
       ...(this.options.mknodBin ? { mknodBin: this.options.mknodBin } : {}),
     });
   }
+}
+
+/** Writes a file and fsyncs it. */
+async function writeFileSynced(file: string, data: string): Promise<void> {
+  const handle = await fsp.open(file, 'w', 0o644);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** fsyncs a directory, so the names in it (a rename into it) are on disk. */
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await fsp.open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** syncfs(2) of the filesystem holding `dir`, through `sync -f` (coreutils): Node has no syncfs. */
+function syncFilesystem(dir: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('/usr/bin/sync', ['-f', dir], (err, _stdout, stderr) =>
+      err
+        ? reject(new LayerStoreError(`could not sync the image store's filesystem at ${dir}: ${stderr.trim() || errorMessage(err)}`, err))
+        : resolve(),
+    );
+  });
 }
