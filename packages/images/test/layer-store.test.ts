@@ -4,7 +4,7 @@
 // base store it once (bytes shown); a task's writes reach neither the
 // shared layers nor another task's root.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, symlinkSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import {
@@ -190,6 +190,30 @@ describe('both modes', () => {
   afterEach(() => {
     sleeper?.kill('SIGKILL');
     sleeper = undefined;
+  });
+
+  it('finds its mounts when the store dir and the task dir are reached through symlinks', async () => {
+    mkdirSync(path.join(work, 'real'));
+    symlinkSync(path.join(work, 'real'), path.join(work, 'via'));
+    const storeDir = path.join(work, 'via', 'store');
+    // A dead process's unpack left a mount behind.
+    const deadMount = path.join(work, 'real', 'store', 'unpack-tmp', 'p4194305-7', 'mnt');
+    mkdirSync(deadMount, { recursive: true });
+    execFileSync('/usr/bin/mount', ['-t', 'tmpfs', 'tmpfs', deadMount]);
+    const store = await LayerStore.open({ storeDir, mode: 'overlay' });
+    expect(mountsUnderSync(path.join(work, 'real'))).toEqual([]);
+    expect(existsSync(path.dirname(deadMount))).toBe(false);
+
+    const image = await store.unpackImage([layer([{ name: 'f', body: 'x' }])]);
+    const taskDir = path.join(work, 'via', 'task');
+    const first = await prepareRootfs({ image, dir: taskDir });
+    expect(await isMounted(taskDir)).toBe(true);
+    await prepareRootfs({ image, dir: taskDir }); // found mounted: not mounted again on top
+    expect(mountsUnderSync(path.join(work, 'real'))).toHaveLength(1);
+    expect(readFileSync(path.join(first.rootfs, 'f'), 'utf8')).toBe('x');
+    await releaseRootfs(taskDir);
+    expect(mountsUnderSync(path.join(work, 'real'))).toEqual([]);
+    expect(existsSync(path.join(work, 'real', 'task', 'rootfs'))).toBe(false);
   });
 
   it("opening the store removes a dead process's unpack-tmp subdir and leaves a live process's alone", async () => {

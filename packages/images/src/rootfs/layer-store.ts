@@ -99,9 +99,10 @@ export class LayerStore {
 
   /** Opens (or makes) the store: cleans what a killed unpack left, settles the mode. */
   static async open(options: LayerStoreOptions): Promise<LayerStore> {
-    const storeDir = path.resolve(options.storeDir);
     const logger = options.logger ?? new NullLogger();
-    await fsp.mkdir(storeDir, { recursive: true, mode: 0o700 });
+    await fsp.mkdir(options.storeDir, { recursive: true, mode: 0o700 });
+    // Resolved once: the kernel's mount table names real paths, and a store dir reached through a symlink must still find its mounts.
+    const storeDir = await fsp.realpath(options.storeDir);
     await fsp.chmod(storeDir, 0o700);
     const layersDir = path.join(storeDir, 'layers');
     const tmpRoot = path.join(storeDir, UNPACK_TMP);

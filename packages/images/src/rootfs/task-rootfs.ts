@@ -31,11 +31,12 @@ const PARTIAL = 'rootfs.partial';
 
 /** Makes (or finds, when already made) `<dir>/rootfs` for a task. */
 export async function prepareRootfs(options: PrepareRootfsOptions): Promise<PreparedRootfs> {
-  const dir = path.resolve(options.dir);
-  const rootfs = path.join(dir, ROOTFS);
   const { image } = options;
-  if (!image.layers.length) throw new RootfsMountError(rootfs, 'the image has no layers');
-  await fsp.mkdir(dir, { recursive: true, mode: 0o711 });
+  if (!image.layers.length) throw new RootfsMountError(path.join(path.resolve(options.dir), ROOTFS), 'the image has no layers');
+  await fsp.mkdir(options.dir, { recursive: true, mode: 0o711 });
+  // Resolved, since the kernel's mount table names the real path: a dir reached through a symlink would never match it.
+  const dir = await realDir(options.dir);
+  const rootfs = path.join(dir, ROOTFS);
   if (image.mode === 'overlay') {
     if (await isMountPoint(rootfs)) return { rootfs, mode: image.mode };
     for (const d of [ROOTFS, UPPER, WORK]) await fsp.mkdir(path.join(dir, d), { recursive: true });
@@ -62,12 +63,22 @@ export async function prepareRootfs(options: PrepareRootfsOptions): Promise<Prep
 
 /** Whether the task's root is mounted (overlay mode): after an agent's kill -9 it still is, with the task on it. */
 export async function isMounted(dir: string): Promise<boolean> {
-  return isMountPoint(path.join(path.resolve(dir), ROOTFS));
+  return isMountPoint(path.join(await realDir(dir), ROOTFS));
 }
 
 /** Unmounts the task's root (and anything mounted below it) and removes it with the task's writable layer. */
 export async function releaseRootfs(dir: string): Promise<void> {
-  const abs = path.resolve(dir);
+  const abs = await realDir(dir);
   await unmountAllUnder(path.join(abs, ROOTFS));
   for (const d of [ROOTFS, PARTIAL, UPPER, WORK]) await removeTree(path.join(abs, d));
+}
+
+/** The real path of a dir (symlinks resolved, as the mount table names it), or the absolute path when it does not exist. */
+async function realDir(dir: string): Promise<string> {
+  try {
+    return await fsp.realpath(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return path.resolve(dir);
+    throw err;
+  }
 }
