@@ -1,7 +1,13 @@
-// @csiplug/images: OCI images for tasks. Pulls images over the OCI
-// distribution API into a content-addressed store in the agent's data dir,
-// unpacks their layers safely (each layer once, shared by every image that
-// has it) and gives each task a root filesystem on top of them. Depends on
-// core only; the runner asks it for a task's root before the driver starts
-// the task on runc.
-export {};
+// Public face of @csiplug/images.
+export * from './digest';
+export * from './errors';
+export * from './manifest';
+export * from './media-types';
+export * from './platform';
+export * from './puller';
+export * from './reference';
+export { parseWwwAuthenticate, resolveCredentials, type AuthChallenge, type AuthConfig, type Credentials } from './distribution/auth';
+export { DEFAULT_RETRY, type RetryPolicy } from './distribution/retry';
+export { DEFAULT_CERTS_DIR } from './distribution/trust';
+export { BlobStore } from './store/blob-store';
+export { IMAGE_INDEX_FILE, ImageIndex, type ImageRecord } from './store/image-index';
