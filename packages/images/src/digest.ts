@@ -58,6 +58,7 @@ export function digestOf(bytes: Uint8Array, algorithm: DigestAlgorithm = 'sha256
 export class DigestVerifier {
   private readonly hash: Hash;
   private received = 0;
+  private computed: string | undefined;
 
   constructor(
     readonly expected: Digest,
@@ -87,7 +88,8 @@ export class DigestVerifier {
     if (this.received !== this.expectedSize) {
       throw new DigestMismatchError(`size of ${this.what}`, `${this.expectedSize} bytes`, `${this.received} bytes`);
     }
-    const got = `${this.expected.algorithm}:${this.hash.digest('hex')}`;
+    this.computed ??= `${this.expected.algorithm}:${this.hash.digest('hex')}`;
+    const got = this.computed;
     if (got !== this.expected.value) throw new DigestMismatchError(`digest of ${this.what}`, this.expected.value, got);
   }
 }
