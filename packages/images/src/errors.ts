@@ -175,7 +175,9 @@ export class ImageStoreError extends ImageError {
     action: string,
     cause: unknown,
   ) {
-    super('EIMAGE_STORE', `image store: could not ${action} ${path}: ${errorMessage(cause)}; check the data dir's permissions and disk`, { cause });
+    super('EIMAGE_STORE', `image store: could not ${action} ${path}: ${errorMessage(cause)}; check the data dir's permissions and disk`, {
+      cause,
+    });
   }
 }
 

@@ -59,7 +59,8 @@ function parseJson(bytes: Uint8Array, source: string, what: string): Json {
   } catch (err) {
     throw new RegistryProtocolError(source, `${what} is not JSON (${(err as Error).message})`);
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new RegistryProtocolError(source, `${what} is not a JSON object`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new RegistryProtocolError(source, `${what} is not a JSON object`);
   return value as Json;
 }
 
@@ -73,7 +74,8 @@ function descriptor(value: unknown, source: string, what: string): Descriptor {
   } catch (err) {
     throw new RegistryProtocolError(source, `${what}: ${(err as Error).message}`);
   }
-  if (typeof d.size !== 'number' || !Number.isSafeInteger(d.size) || d.size < 0) throw new RegistryProtocolError(source, `${what} has no valid size`);
+  if (typeof d.size !== 'number' || !Number.isSafeInteger(d.size) || d.size < 0)
+    throw new RegistryProtocolError(source, `${what} has no valid size`);
   const out: { -readonly [K in keyof Descriptor]: Descriptor[K] } = { mediaType: d.mediaType, digest: d.digest, size: d.size };
   if (d.platform !== undefined && d.platform !== null && typeof d.platform === 'object') {
     const p = d.platform as Json;
@@ -94,7 +96,8 @@ function stringRecord(value: unknown): Record<string, string> {
 
 function stringArray(value: unknown, source: string, what: string): string[] | undefined {
   if (value === undefined || value === null) return undefined;
-  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) throw new RegistryProtocolError(source, `${what} is not a list of strings`);
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string'))
+    throw new RegistryProtocolError(source, `${what} is not a list of strings`);
   return value as string[];
 }
 
@@ -112,10 +115,14 @@ export function parseManifestOrIndex(
   if (doc.schemaVersion === 1) manifestKind('application/vnd.docker.distribution.manifest.v1+json', what);
   const mediaType = typeof doc.mediaType === 'string' ? doc.mediaType : inferMediaType(doc, contentType);
   const kind = manifestKind(mediaType, what);
-  if (doc.schemaVersion !== 2) throw new RegistryProtocolError(source, `${what} has schemaVersion ${JSON.stringify(doc.schemaVersion)}, expected 2`);
+  if (doc.schemaVersion !== 2)
+    throw new RegistryProtocolError(source, `${what} has schemaVersion ${JSON.stringify(doc.schemaVersion)}, expected 2`);
   if (kind === 'index') {
     if (!Array.isArray(doc.manifests)) throw new RegistryProtocolError(source, `${what} (an index) has no manifests list`);
-    return { kind, index: { mediaType: mediaType!, manifests: doc.manifests.map((m, i) => descriptor(m, source, `${what} manifests[${i}]`)) } };
+    return {
+      kind,
+      index: { mediaType: mediaType!, manifests: doc.manifests.map((m, i) => descriptor(m, source, `${what} manifests[${i}]`)) },
+    };
   }
   const config = descriptor(doc.config, source, `${what} config`);
   checkConfigMediaType(config.mediaType, what);

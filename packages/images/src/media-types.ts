@@ -24,7 +24,9 @@ export const MediaType = {
 } as const;
 
 /** What the client sends in Accept for a manifest: every kind it can use, indexes first. */
-export const MANIFEST_ACCEPT = [MediaType.OciIndex, MediaType.DockerManifestList, MediaType.OciManifest, MediaType.DockerManifest].join(', ');
+export const MANIFEST_ACCEPT = [MediaType.OciIndex, MediaType.DockerManifestList, MediaType.OciManifest, MediaType.DockerManifest].join(
+  ', ',
+);
 
 export type ManifestKind = 'index' | 'manifest';
 export type LayerCompression = 'gzip' | 'zstd' | 'none';

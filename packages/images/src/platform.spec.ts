@@ -38,7 +38,9 @@ describe('selectPlatformManifest', () => {
 
   it('matches arm64 without a variant to a v8 node, and falls back to an older arm variant', () => {
     expect(selectPlatformManifest([d(7, 'arm64')], platformFor('arm64'), 'r').digest).toBe(d(7, 'arm64').digest);
-    expect(selectPlatformManifest([d(3, 'arm', 'v6'), d(8, 'arm', 'v5')], platformFor('arm', { armVersion: 7 }), 'r').digest).toBe(d(3, 'arm').digest);
+    expect(selectPlatformManifest([d(3, 'arm', 'v6'), d(8, 'arm', 'v5')], platformFor('arm', { armVersion: 7 }), 'r').digest).toBe(
+      d(3, 'arm').digest,
+    );
   });
 
   it('never takes another os, and says what there is when nothing fits', () => {

@@ -58,7 +58,13 @@ export interface PullOptions {
 }
 
 export type PullEvent =
-  | { readonly kind: 'downloading'; readonly reference: string; readonly downloadedBytes: number; readonly totalBytes: number; readonly message: string }
+  | {
+      readonly kind: 'downloading';
+      readonly reference: string;
+      readonly downloadedBytes: number;
+      readonly totalBytes: number;
+      readonly message: string;
+    }
   | { readonly kind: 'pulled'; readonly reference: string; readonly digest: string; readonly fromStore: boolean; readonly message: string };
 
 export interface PulledImage {
@@ -102,7 +108,8 @@ export class ImagePuller implements Disposable {
       http,
       retry: options.retry ?? DEFAULT_RETRY,
       ...(options.dockerConfigPath !== undefined ? { dockerConfigPath: options.dockerConfigPath } : {}),
-      onRetry: (what, err, attempt, delayMs) => logger.warn('retrying a registry request', { what, attempt, delayMs, error: errorMessage(err) }),
+      onRetry: (what, err, attempt, delayMs) =>
+        logger.warn('retrying a registry request', { what, attempt, delayMs, error: errorMessage(err) }),
     });
   }
 
@@ -120,7 +127,10 @@ export class ImagePuller implements Disposable {
     const parsed = parseImageReference(reference);
     if (parsed.kind !== 'registry') {
       return Promise.reject(
-        new UnsupportedImageError(`image ${reference}`, `loading ${parsed.kind} files is not done by the registry puller; use the archive loader`),
+        new UnsupportedImageError(
+          `image ${reference}`,
+          `loading ${parsed.kind} files is not done by the registry puller; use the archive loader`,
+        ),
       );
     }
     const key = parsed.canonical;
@@ -172,17 +182,31 @@ export class ImagePuller implements Disposable {
     });
   }
 
-  private async pullOnce(ref: RegistryReference, options: PullOptions, signal: AbortSignal, emit: (e: PullEvent) => void): Promise<PulledImage> {
+  private async pullOnce(
+    ref: RegistryReference,
+    options: PullOptions,
+    signal: AbortSignal,
+    emit: (e: PullEvent) => void,
+  ): Promise<PulledImage> {
     const present = await this.presentLocally(ref, options.forcePull === true);
     if (present) {
-      emit({ kind: 'pulled', reference: ref.canonical, digest: present.repoDigest, fromStore: true, message: `Image ${ref.canonical} is present, digest ${present.repoDigest}` });
+      emit({
+        kind: 'pulled',
+        reference: ref.canonical,
+        digest: present.repoDigest,
+        fromStore: true,
+        message: `Image ${ref.canonical} is present, digest ${present.repoDigest}`,
+      });
       return present;
     }
     const timeoutMs = options.pullTimeoutMs ?? this.options.pullTimeoutMs ?? DEFAULT_IMAGE_PULL_TIMEOUT_MS;
     const overall = new AbortController();
     const onOuterAbort = () => overall.abort(abortReason(signal));
     signal.addEventListener('abort', onOuterAbort, { once: true });
-    const timer = this.clock.setTimeout(() => overall.abort(new ImagePullTimeoutError(ref.registry, `image ${ref.canonical}`, timeoutMs, 'overall')), timeoutMs);
+    const timer = this.clock.setTimeout(
+      () => overall.abort(new ImagePullTimeoutError(ref.registry, `image ${ref.canonical}`, timeoutMs, 'overall')),
+      timeoutMs,
+    );
     const ctx: PullContext = {
       signal: overall.signal,
       activityTimeoutMs: this.options.activityTimeoutMs ?? DEFAULT_PULL_ACTIVITY_TIMEOUT_MS,
@@ -210,7 +234,11 @@ export class ImagePuller implements Disposable {
     for (const digest of [record.manifestDigest, record.configDigest, ...record.layers.map((l) => l.digest)]) {
       if (!(await this.blobs.has(digest))) return undefined;
     }
-    const config = parseImageConfig(await this.blobs.read(record.configDigest), this.blobs.dir, `image config ${record.configDigest} in the store`);
+    const config = parseImageConfig(
+      await this.blobs.read(record.configDigest),
+      this.blobs.dir,
+      `image config ${record.configDigest} in the store`,
+    );
     return {
       reference,
       repoDigest: record.repoDigest,
@@ -234,10 +262,19 @@ export class ImagePuller implements Disposable {
       const chosen: Descriptor = selectPlatformManifest(parsed.index.manifests, this.platform, ref.canonical);
       const platformManifest = await this.client.getManifest(ref, chosen.digest, ctx);
       if (platformManifest.bytes.length !== chosen.size) {
-        throw new RegistryProtocolError(ref.registry, `manifest ${chosen.digest} is ${platformManifest.bytes.length} bytes, the index says ${chosen.size}`);
+        throw new RegistryProtocolError(
+          ref.registry,
+          `manifest ${chosen.digest} is ${platformManifest.bytes.length} bytes, the index says ${chosen.size}`,
+        );
       }
-      parsed = parseManifestOrIndex(platformManifest.bytes, platformManifest.contentType, ref.registry, `manifest ${chosen.digest} of ${ref.canonical}`);
-      if (parsed.kind !== 'manifest') throw new RegistryProtocolError(ref.registry, `index entry ${chosen.digest} of ${ref.canonical} is an index again`);
+      parsed = parseManifestOrIndex(
+        platformManifest.bytes,
+        platformManifest.contentType,
+        ref.registry,
+        `manifest ${chosen.digest} of ${ref.canonical}`,
+      );
+      if (parsed.kind !== 'manifest')
+        throw new RegistryProtocolError(ref.registry, `index entry ${chosen.digest} of ${ref.canonical} is an index again`);
       manifestBytes = platformManifest.bytes;
       manifestDigest = platformManifest.digest;
     }
@@ -245,9 +282,16 @@ export class ImagePuller implements Disposable {
     await this.blobs.putBytes(manifestDigest, manifestBytes);
 
     if (!(await this.blobs.has(manifest.config.digest))) await this.download(ref, manifest.config, ctx);
-    const config = parseImageConfig(await this.blobs.read(manifest.config.digest), ref.registry, `image config ${manifest.config.digest} of ${ref.canonical}`);
+    const config = parseImageConfig(
+      await this.blobs.read(manifest.config.digest),
+      ref.registry,
+      `image config ${manifest.config.digest} of ${ref.canonical}`,
+    );
     if (config.diffIds.length !== manifest.layers.length) {
-      throw new RegistryProtocolError(ref.registry, `image ${ref.canonical}: the config lists ${config.diffIds.length} diff_ids for ${manifest.layers.length} layers`);
+      throw new RegistryProtocolError(
+        ref.registry,
+        `image ${ref.canonical}: the config lists ${config.diffIds.length} diff_ids for ${manifest.layers.length} layers`,
+      );
     }
 
     await this.downloadLayers(ref, manifest.layers, ctx, emit);
@@ -262,7 +306,13 @@ export class ImagePuller implements Disposable {
       pulledAt: this.clock.now(),
     };
     await this.index.put(record);
-    emit({ kind: 'pulled', reference: ref.canonical, digest: top.digest, fromStore: false, message: `Pulled image ${ref.canonical}, digest ${top.digest}` });
+    emit({
+      kind: 'pulled',
+      reference: ref.canonical,
+      digest: top.digest,
+      fromStore: false,
+      message: `Pulled image ${ref.canonical}, digest ${top.digest}`,
+    });
     return {
       reference: ref.canonical,
       repoDigest: top.digest,
@@ -275,7 +325,12 @@ export class ImagePuller implements Disposable {
     };
   }
 
-  private async downloadLayers(ref: RegistryReference, layers: readonly LayerDescriptor[], ctx: PullContext, emit: (e: PullEvent) => void): Promise<void> {
+  private async downloadLayers(
+    ref: RegistryReference,
+    layers: readonly LayerDescriptor[],
+    ctx: PullContext,
+    emit: (e: PullEvent) => void,
+  ): Promise<void> {
     const unique = [...new Map(layers.map((l) => [l.digest, l])).values()];
     const totalBytes = unique.reduce((n, l) => n + l.size, 0);
     const missing: LayerDescriptor[] = [];

@@ -66,12 +66,23 @@ describe('parseRegistryReference: hostile or broken input', () => {
 
 describe('parseImageReference: offline archives', () => {
   it('recognises oci-archive and docker-archive with an absolute path', () => {
-    expect(parseImageReference('oci-archive:/srv/img.tar')).toEqual({ kind: 'oci-archive', path: '/srv/img.tar', canonical: 'oci-archive:/srv/img.tar' });
-    expect(parseImageReference('docker-archive:/srv/img.tar:app:v1')).toMatchObject({ kind: 'docker-archive', path: '/srv/img.tar', inner: 'app:v1' });
+    expect(parseImageReference('oci-archive:/srv/img.tar')).toEqual({
+      kind: 'oci-archive',
+      path: '/srv/img.tar',
+      canonical: 'oci-archive:/srv/img.tar',
+    });
+    expect(parseImageReference('docker-archive:/srv/img.tar:app:v1')).toMatchObject({
+      kind: 'docker-archive',
+      path: '/srv/img.tar',
+      inner: 'app:v1',
+    });
     expect(parseImageReference('busybox').kind).toBe('registry');
   });
 
-  it.each(['oci-archive:img.tar', 'oci-archive:', 'docker-archive:/a/../etc/x.tar', 'oci-archive:/a\u0000b', 'oci-archive:/a.tar:'])('refuses %j', (input) => {
-    expect(() => parseImageReference(input)).toThrow(ImageReferenceError);
-  });
+  it.each(['oci-archive:img.tar', 'oci-archive:', 'docker-archive:/a/../etc/x.tar', 'oci-archive:/a\u0000b', 'oci-archive:/a.tar:'])(
+    'refuses %j',
+    (input) => {
+      expect(() => parseImageReference(input)).toThrow(ImageReferenceError);
+    },
+  );
 });

@@ -91,7 +91,10 @@ export function parseRegistryReference(input: string): RegistryReference {
     tag = nameAndTag.slice(lastColon + 1);
     nameAndTag = nameAndTag.slice(0, lastColon);
     if (!TAG.test(tag)) {
-      throw new ImageReferenceError(input, `tag ${JSON.stringify(tag)} is not valid (letters, digits, "_", "." and "-", not starting with "." or "-", at most 128)`);
+      throw new ImageReferenceError(
+        input,
+        `tag ${JSON.stringify(tag)} is not valid (letters, digits, "_", "." and "-", not starting with "." or "-", at most 128)`,
+      );
     }
   }
   if (nameAndTag.length === 0) throw new ImageReferenceError(input, 'the repository name is empty');
@@ -109,7 +112,8 @@ export function parseRegistryReference(input: string): RegistryReference {
     }
   }
   const name = `${registry}/${repository}`;
-  if (name.length > MAX_NAME_LENGTH) throw new ImageReferenceError(input, `the repository name is longer than ${MAX_NAME_LENGTH} characters`);
+  if (name.length > MAX_NAME_LENGTH)
+    throw new ImageReferenceError(input, `the repository name is longer than ${MAX_NAME_LENGTH} characters`);
 
   const effectiveTag = tag ?? (digest === undefined ? 'latest' : undefined);
   const canonical = `${name}${effectiveTag !== undefined ? `:${effectiveTag}` : ''}${digest !== undefined ? `@${digest}` : ''}`;
@@ -165,6 +169,7 @@ function parseArchive(input: string, kind: ArchiveReference['kind']): ArchiveRef
   if (!path.startsWith('/')) throw new ImageReferenceError(input, `${kind} takes an absolute path, e.g. ${kind}:/srv/images/plugin.tar`);
   if (path.split('/').includes('..')) throw new ImageReferenceError(input, 'the archive path must not contain ".." segments');
   if (path.length > MAX_PATH_LENGTH) throw new ImageReferenceError(input, `the archive path is longer than ${MAX_PATH_LENGTH} characters`);
-  if (inner !== undefined && inner.length === 0) throw new ImageReferenceError(input, 'nothing after the ":" that follows the archive path');
+  if (inner !== undefined && inner.length === 0)
+    throw new ImageReferenceError(input, 'nothing after the ":" that follows the archive path');
   return { kind, path, ...(inner !== undefined ? { inner } : {}), canonical: input };
 }

@@ -6,8 +6,16 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DigestMismatchError, ImageNotFoundError, ImagePuller, ImagePullTimeoutError, RegistryAuthError, RegistryTlsError, type ImagePullerOptions } from '../src';
-import { TestRegistry, buildTestImage, buildTestImageIndex, freePort } from '../src/testing';
+import {
+  DigestMismatchError,
+  ImageNotFoundError,
+  ImagePuller,
+  ImagePullTimeoutError,
+  RegistryAuthError,
+  RegistryTlsError,
+  type ImagePullerOptions,
+} from '../src';
+import { TestRegistry, buildTestImage, buildTestImageIndex, freePort, type AccessLogEntry } from '../src/testing';
 
 jest.setTimeout(120_000);
 
@@ -18,13 +26,18 @@ let layout: string;
 const pullers: ImagePuller[] = [];
 
 async function openPuller(extra: Partial<ImagePullerOptions> = {}, name = randomBytes(4).toString('hex')): Promise<ImagePuller> {
-  const puller = await ImagePuller.open({ storeDir: join(work, `store-${name}`), certsDir: registry.certsDir, retry: { attempts: 2, baseDelayMs: 50, maxDelayMs: 50 }, ...extra });
+  const puller = await ImagePuller.open({
+    storeDir: join(work, `store-${name}`),
+    certsDir: registry.certsDir,
+    retry: { attempts: 2, baseDelayMs: 50, maxDelayMs: 50 },
+    ...extra,
+  });
   pullers.push(puller);
   return puller;
 }
 const auth = () => ({ username: registry.username, password: registry.password });
 
-async function requestsDuring(fn: () => Promise<unknown>): Promise<{ method: string; path: string }[]> {
+async function requestsDuring(fn: () => Promise<unknown>): Promise<AccessLogEntry[]> {
   await registry.syncAccessLog();
   const before = registry.accessLog(UA).length;
   await fn();
@@ -75,9 +88,15 @@ it('pulls a multi-layer image with every blob verified in the store, and does no
   expect(image.fromStore).toBe(false);
   expect(image.layers).toHaveLength(3);
   expect(image.diffIds).toHaveLength(3);
-  expect(image.config).toMatchObject({ entrypoint: ['/usr/bin/two'], cmd: ['--serve'], workingDir: '/srv', labels: { 'org.example': 'yes' } });
+  expect(image.config).toMatchObject({
+    entrypoint: ['/usr/bin/two'],
+    cmd: ['--serve'],
+    workingDir: '/srv',
+    labels: { 'org.example': 'yes' },
+  });
   expect(image.config.env).toContain('MODE=test');
-  for (const d of [image.manifestDigest, image.configDigest, ...image.layers.map((l) => l.digest)]) expect(await puller.blobs.has(d)).toBe(true);
+  for (const d of [image.manifestDigest, image.configDigest, ...image.layers.map((l) => l.digest)])
+    expect(await puller.blobs.has(d)).toBe(true);
   expect(events.some((m) => /^Downloading image .*team\/app:1.0: [\d.]+ of [\d.]+ MB$/.test(m))).toBe(true);
   expect(events.at(-1)).toBe(`Pulled image ${registry.host}/team/app:1.0, digest ${image.repoDigest}`);
 
@@ -112,7 +131,9 @@ it("takes this node's platform from an image index", async () => {
   const image = await puller.pull(`${registry.host}/team/multiarch:2`, { auth: auth() });
   expect(image.config.architecture).toBe('arm64');
   expect(image.repoDigest).not.toBe(image.manifestDigest);
-  const amd = await (await openPuller({ platform: { os: 'linux', architecture: 'amd64' } })).pull(`${registry.host}/team/multiarch:2`, { auth: auth() });
+  const amd = await (
+    await openPuller({ platform: { os: 'linux', architecture: 'amd64' } })
+  ).pull(`${registry.host}/team/multiarch:2`, { auth: auth() });
   expect(amd.config.architecture).toBe('amd64');
 });
 
@@ -131,7 +152,10 @@ it('names the registry on a wrong password, and repo:tag on a missing tag', asyn
 
 it('reads credentials from a docker config.json', async () => {
   const config = join(work, 'docker-config.json');
-  await writeFile(config, JSON.stringify({ auths: { [registry.host]: { auth: Buffer.from(`${registry.username}:${registry.password}`).toString('base64') } } }));
+  await writeFile(
+    config,
+    JSON.stringify({ auths: { [registry.host]: { auth: Buffer.from(`${registry.username}:${registry.password}`).toString('base64') } } }),
+  );
   const puller = await openPuller({ dockerConfigPath: config });
   expect((await puller.pull(`${registry.host}/team/app:1.0`)).layers).toHaveLength(3);
 });
@@ -141,7 +165,9 @@ it('fails a blob altered in the registry with a digest mismatch, leaving no blob
   const built = await buildTestImage(l2, 'c', { layers: [{ files: { 'data/blob': randomBytes(100_000) } }] });
   await registry.push({ layoutDir: l2, tag: built.tag }, 'team/corrupt:1');
   const probe = await openPuller();
-  const manifest = JSON.parse((await import('node:fs')).readFileSync(join(l2, 'blobs', 'sha256', built.manifestDigest.slice(7)), 'utf8')) as { layers: { digest: string; size: number }[] };
+  const manifest = JSON.parse(
+    (await import('node:fs')).readFileSync(join(l2, 'blobs', 'sha256', built.manifestDigest.slice(7)), 'utf8'),
+  ) as { layers: { digest: string; size: number }[] };
   probe.dispose();
   const layer = manifest.layers[0]!;
   await writeFile(registry.blobDataPath(layer.digest), randomBytes(layer.size));

@@ -6,8 +6,15 @@ import { basicAuthorization, parseWwwAuthenticate, resolveCredentials } from './
 
 describe('parseWwwAuthenticate', () => {
   it('reads a Docker Hub bearer challenge', () => {
-    expect(parseWwwAuthenticate('Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/busybox:pull"')).toEqual([
-      { scheme: 'bearer', params: { realm: 'https://auth.docker.io/token', service: 'registry.docker.io', scope: 'repository:library/busybox:pull' } },
+    expect(
+      parseWwwAuthenticate(
+        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/busybox:pull"',
+      ),
+    ).toEqual([
+      {
+        scheme: 'bearer',
+        params: { realm: 'https://auth.docker.io/token', service: 'registry.docker.io', scope: 'repository:library/busybox:pull' },
+      },
     ]);
   });
 
@@ -42,12 +49,19 @@ describe('resolveCredentials', () => {
 
   it("takes the task's auth block first", () => {
     const file = config({ auths: { 'r.io': { auth: Buffer.from('cfg:pw').toString('base64') } } });
-    expect(resolveCredentials('r.io', { username: 'job', password: 'x' }, file)).toEqual({ username: 'job', password: 'x', source: "the task's auth block" });
+    expect(resolveCredentials('r.io', { username: 'job', password: 'x' }, file)).toEqual({
+      username: 'job',
+      password: 'x',
+      source: "the task's auth block",
+    });
   });
 
   it('skips a task auth block for another server_address', () => {
     const file = config({ auths: { 'https://r.io': { username: 'cfg', password: 'pw' } } });
-    expect(resolveCredentials('r.io', { username: 'job', password: 'x', server_address: 'other.io' }, file)).toMatchObject({ username: 'cfg', password: 'pw' });
+    expect(resolveCredentials('r.io', { username: 'job', password: 'x', server_address: 'other.io' }, file)).toMatchObject({
+      username: 'cfg',
+      password: 'pw',
+    });
   });
 
   it('reads auths.<host>.auth (base64) and Docker Hub under its v1 key', () => {

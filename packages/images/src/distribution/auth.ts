@@ -104,7 +104,11 @@ function sameRegistry(address: string, registry: string): boolean {
  * (and names this registry or none), else the docker config file's entry,
  * else none (anonymous).
  */
-export function resolveCredentials(registry: string, auth: AuthConfig | undefined, dockerConfigPath: string | undefined): Credentials | undefined {
+export function resolveCredentials(
+  registry: string,
+  auth: AuthConfig | undefined,
+  dockerConfigPath: string | undefined,
+): Credentials | undefined {
   if (auth?.username !== undefined && auth.username !== '') {
     if (auth.server_address === undefined || auth.server_address === '' || sameRegistry(auth.server_address, registry)) {
       return { username: auth.username, password: auth.password ?? '', source: "the task's auth block" };
@@ -126,7 +130,10 @@ export function credentialsFromDockerConfig(registry: string, file: string): Cre
   try {
     doc = JSON.parse(text);
   } catch (err) {
-    throw new CredentialsConfigError(file, `is not JSON (${(err as Error).message}); fix it or point the agent's plugin "docker" auth { config } elsewhere`);
+    throw new CredentialsConfigError(
+      file,
+      `is not JSON (${(err as Error).message}); fix it or point the agent's plugin "docker" auth { config } elsewhere`,
+    );
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new CredentialsConfigError(file, 'is not a JSON object');
   const config = doc as { auths?: unknown; credHelpers?: unknown; credsStore?: unknown };
@@ -146,7 +153,8 @@ export function credentialsFromDockerConfig(registry: string, file: string): Cre
       return { username: e.username, password: typeof e.password === 'string' ? e.password : '', source: where };
     }
   }
-  const helpers = config.credHelpers !== null && typeof config.credHelpers === 'object' ? (config.credHelpers as Record<string, unknown>) : {};
+  const helpers =
+    config.credHelpers !== null && typeof config.credHelpers === 'object' ? (config.credHelpers as Record<string, unknown>) : {};
   const helperKey = Object.keys(helpers).find((k) => sameRegistry(k, registry));
   const helper = helperKey !== undefined ? helpers[helperKey] : config.credsStore;
   if (typeof helper === 'string' && helper !== '') {

@@ -10,8 +10,15 @@ import { DigestMismatchError, ImageNotFoundError, RegistryAuthError, RegistryPro
 import type { Descriptor } from '../manifest';
 import { MANIFEST_ACCEPT } from '../media-types';
 import { registryApiHost, type RegistryReference } from '../reference';
-import { basicAuthorization, parseWwwAuthenticate, resolveCredentials, type AuthChallenge, type AuthConfig, type Credentials } from './auth';
-import { RegistryHttp, type HttpResponse } from './http';
+import {
+  basicAuthorization,
+  parseWwwAuthenticate,
+  resolveCredentials,
+  type AuthChallenge,
+  type AuthConfig,
+  type Credentials,
+} from './auth';
+import { type RegistryHttp, type HttpResponse } from './http';
 import { withRetries, type RetryPolicy } from './retry';
 
 /** Manifests larger than this are refused (containerd's limit). */
@@ -72,7 +79,8 @@ export class RegistryClient implements Disposable {
         } else {
           digest = digestOf(bytes);
           const claimed = headerValue(res.headers['docker-content-digest']);
-          if (claimed?.startsWith('sha256:') && claimed !== digest) throw new DigestMismatchError(`digest of ${what} (Docker-Content-Digest)`, claimed, digest);
+          if (claimed?.startsWith('sha256:') && claimed !== digest)
+            throw new DigestMismatchError(`digest of ${what} (Docker-Content-Digest)`, claimed, digest);
         }
         return { bytes, ...(contentType !== undefined ? { contentType } : {}), digest };
       },
@@ -85,7 +93,12 @@ export class RegistryClient implements Disposable {
    * blob store does). A failure inside `consume` that may pass (a reset
    * connection) retries the whole blob; others fail the fetch.
    */
-  async fetchBlob(ref: RegistryReference, desc: Descriptor, ctx: PullContext, consume: (chunks: AsyncIterable<Buffer>) => Promise<void>): Promise<void> {
+  async fetchBlob(
+    ref: RegistryReference,
+    desc: Descriptor,
+    ctx: PullContext,
+    consume: (chunks: AsyncIterable<Buffer>) => Promise<void>,
+  ): Promise<void> {
     const what = `blob ${desc.digest} of ${ref.registry}/${ref.repository}`;
     await withRetries(
       this.options.retry,
@@ -100,13 +113,19 @@ export class RegistryClient implements Disposable {
   }
 
   /** GET with auth and redirects; a non-2xx is turned into the matching error. */
-  private async get(ref: RegistryReference, path: string, headers: Record<string, string>, ctx: PullContext, what: string): Promise<HttpResponse> {
+  private async get(
+    ref: RegistryReference,
+    path: string,
+    headers: Record<string, string>,
+    ctx: PullContext,
+    what: string,
+  ): Promise<HttpResponse> {
     const http = this.options.http;
     const origin = http.url(ref.registry, registryApiHost(ref.registry), path);
     const scopeKey = `${ref.registry}/${ref.repository}`;
     let url = origin;
     let triedFreshAuth = false;
-    for (let redirects = 0; ; ) {
+    for (let redirects = 0; ;) {
       const sameOrigin = url.origin === origin.origin;
       const cached = sameOrigin ? this.cachedAuth(scopeKey) : undefined;
       const res = await http.request({
@@ -137,7 +156,11 @@ export class RegistryClient implements Disposable {
         continue;
       }
       if (status === 403) {
-        throw new RegistryAuthError(ref.registry, cached?.source ?? 'none (anonymous)', `403 Forbidden for ${what}: these credentials may not pull from ${ref.repository}`);
+        throw new RegistryAuthError(
+          ref.registry,
+          cached?.source ?? 'none (anonymous)',
+          `403 Forbidden for ${what}: these credentials may not pull from ${ref.repository}`,
+        );
       }
       if (status === 404) throw new ImageNotFoundError(ref.registry, what);
       if (status === 429 || status >= 500) throw new RegistryUnreachableError(ref.registry, `HTTP ${status} for ${what}`);
@@ -184,7 +207,8 @@ export class RegistryClient implements Disposable {
     } catch {
       throw new RegistryProtocolError(ref.registry, `the Bearer realm ${JSON.stringify(challenge.params.realm)} is not a URL`);
     }
-    if (realm.protocol !== 'https:' && realm.protocol !== 'http:') throw new RegistryProtocolError(ref.registry, `the Bearer realm ${realm.href} is not http(s)`);
+    if (realm.protocol !== 'https:' && realm.protocol !== 'http:')
+      throw new RegistryProtocolError(ref.registry, `the Bearer realm ${realm.href} is not http(s)`);
     if (challenge.params.service) realm.searchParams.set('service', challenge.params.service);
     realm.searchParams.set('scope', challenge.params.scope ?? `repository:${ref.repository}:pull`);
     if (creds) realm.searchParams.set('account', creds.username);
@@ -199,7 +223,11 @@ export class RegistryClient implements Disposable {
     });
     if (res.status === 401 || res.status === 403) {
       res.discard();
-      throw new RegistryAuthError(ref.registry, source, `the token service ${realm.origin}${realm.pathname} answered ${res.status} for ${what}`);
+      throw new RegistryAuthError(
+        ref.registry,
+        source,
+        `the token service ${realm.origin}${realm.pathname} answered ${res.status} for ${what}`,
+      );
     }
     if (res.status === 429 || res.status >= 500) {
       res.discard();
@@ -215,7 +243,8 @@ export class RegistryClient implements Disposable {
     } catch {
       throw new RegistryProtocolError(ref.registry, `the token service ${realm.origin}${realm.pathname} did not answer JSON`);
     }
-    const token = typeof body.token === 'string' && body.token ? body.token : typeof body.access_token === 'string' ? body.access_token : '';
+    const token =
+      typeof body.token === 'string' && body.token ? body.token : typeof body.access_token === 'string' ? body.access_token : '';
     if (!token) throw new RegistryProtocolError(ref.registry, `the token service ${realm.origin}${realm.pathname} answered no token`);
     // Docker's default lifetime is 60s; renew a little early.
     const lifetimeS = typeof body.expires_in === 'number' && body.expires_in > 0 ? body.expires_in : 60;

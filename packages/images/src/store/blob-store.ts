@@ -93,9 +93,13 @@ export class BlobStore {
 
   /** Stores bytes held in memory, verified against `digest`. */
   async putBytes(digest: string, bytes: Uint8Array): Promise<string> {
-    return this.write(digest, bytes.length, (async function* () {
-      yield Buffer.from(bytes);
-    })());
+    return this.write(
+      digest,
+      bytes.length,
+      (async function* () {
+        yield Buffer.from(bytes);
+      })(),
+    );
   }
 
   /**

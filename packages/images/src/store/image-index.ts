@@ -123,7 +123,8 @@ function parseIndexFile(file: string, text: string): Map<string, ImageRecord> {
   }
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new ImageIndexCorruptError(file, 'not a JSON object');
   const { version, images } = doc as Partial<IndexFile>;
-  if (version !== VERSION) throw new ImageIndexCorruptError(file, `version ${JSON.stringify(version)}, this csiplug reads version ${VERSION}`);
+  if (version !== VERSION)
+    throw new ImageIndexCorruptError(file, `version ${JSON.stringify(version)}, this csiplug reads version ${VERSION}`);
   if (images === null || typeof images !== 'object' || Array.isArray(images)) throw new ImageIndexCorruptError(file, 'no "images" object');
   const out = new Map<string, ImageRecord>();
   for (const [reference, record] of Object.entries(images)) {
@@ -141,7 +142,15 @@ function parseIndexFile(file: string, text: string): Map<string, ImageRecord> {
       typeof r.manifestMediaType === 'string' &&
       typeof r.pulledAt === 'number' &&
       Array.isArray(r.layers) &&
-      r.layers.every((l) => l !== null && typeof l === 'object' && typeof l.digest === 'string' && isDigest(l.digest) && typeof l.size === 'number' && typeof l.mediaType === 'string');
+      r.layers.every(
+        (l) =>
+          l !== null &&
+          typeof l === 'object' &&
+          typeof l.digest === 'string' &&
+          isDigest(l.digest) &&
+          typeof l.size === 'number' &&
+          typeof l.mediaType === 'string',
+      );
     if (!ok) throw new ImageIndexCorruptError(file, `the entry for ${JSON.stringify(reference)} is malformed`);
     out.set(reference, r as ImageRecord);
   }

@@ -57,7 +57,8 @@ export async function buildTestImage(layoutDir: string, tag: string, spec: TestI
       const root = join(scratch, `layer-${i}`);
       await mkdir(root, { recursive: true });
       for (const [path, content] of Object.entries(layer.files)) {
-        if (path.startsWith('/') || path.split('/').includes('..')) throw new Error(`test image file path ${path} must be relative and inside the image`);
+        if (path.startsWith('/') || path.split('/').includes('..'))
+          throw new Error(`test image file path ${path} must be relative and inside the image`);
         await mkdir(dirname(join(root, path)), { recursive: true });
         await writeFile(join(root, path), content);
       }
@@ -98,7 +99,12 @@ export async function buildTestImageIndex(
   await writeFile(join(layoutDir, 'blobs', 'sha256', hex), bytes);
   const index = await readLayoutIndex(layoutDir);
   index.manifests = index.manifests.filter((m) => m.annotations?.[REF_NAME] !== tag);
-  index.manifests.push({ mediaType: 'application/vnd.oci.image.index.v1+json', digest: `sha256:${hex}`, size: bytes.length, annotations: { [REF_NAME]: tag } });
+  index.manifests.push({
+    mediaType: 'application/vnd.oci.image.index.v1+json',
+    digest: `sha256:${hex}`,
+    size: bytes.length,
+    annotations: { [REF_NAME]: tag },
+  });
   await writeFile(join(layoutDir, 'index.json'), JSON.stringify(index));
   return { layoutDir, tag, manifestDigest: `sha256:${hex}` };
 }

@@ -32,7 +32,8 @@ export interface AccessLogEntry {
 }
 
 /** A source skopeo can copy from: a tag in an OCI layout, or an archive file. */
-export type PushSource = { readonly layoutDir: string; readonly tag: string } | { readonly archive: string; readonly format: 'oci-archive' | 'docker-archive' };
+export type PushSource =
+  { readonly layoutDir: string; readonly tag: string } | { readonly archive: string; readonly format: 'oci-archive' | 'docker-archive' };
 
 export class TestRegistry {
   private readonly output: string[] = [];
@@ -71,12 +72,11 @@ export class TestRegistry {
       await mkdir(join(certsDir, host), { recursive: true });
       await writeFile(join(certsDir, host, 'ca.crt'), readFileSync(join(tlsDir, 'ca.crt')));
       const hash = (
-        await run('/usr/bin/python3', [
-          '-W',
-          'ignore',
-          '-c',
-          'import crypt,sys; print(crypt.crypt(sys.stdin.read(), crypt.mksalt(crypt.METHOD_BLOWFISH)))',
-        ], { input: password })
+        await run(
+          '/usr/bin/python3',
+          ['-W', 'ignore', '-c', 'import crypt,sys; print(crypt.crypt(sys.stdin.read(), crypt.mksalt(crypt.METHOD_BLOWFISH)))'],
+          { input: password },
+        )
       ).trim();
       await writeFile(join(dir, 'htpasswd'), `${username}:${hash}\n`);
       const storageDir = join(dir, 'storage');
@@ -147,7 +147,8 @@ export class TestRegistry {
     await this.get(marker, 'csiplug-test-marker');
     const deadline = Date.now() + timeoutMs;
     while (!this.accessLog('csiplug-test-marker').some((e) => e.path === marker)) {
-      if (Date.now() > deadline) throw new Error(`the registry's access log never showed ${marker}; output:\n${this.output.slice(-20).join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`the registry's access log never showed ${marker}; output:\n${this.output.slice(-20).join('\n')}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -231,12 +232,45 @@ function registryConfig(o: { host: string; storageDir: string; tlsDir: string; h
 /** A throwaway CA and a server certificate for 127.0.0.1/localhost signed by it. */
 export async function makeCertificates(dir: string): Promise<void> {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  await run(OPENSSL, ['req', '-x509', ...ec, '-keyout', join(dir, 'ca.key'), '-out', join(dir, 'ca.crt'), '-days', '2', '-subj', '/CN=csiplug test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  await run(OPENSSL, [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    join(dir, 'ca.key'),
+    '-out',
+    join(dir, 'ca.crt'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=csiplug test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
   await run(OPENSSL, ['req', ...ec, '-keyout', join(dir, 'server.key'), '-out', join(dir, 'server.csr'), '-subj', '/CN=127.0.0.1']);
-  await writeFile(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
-  await run(OPENSSL, ['x509', '-req', '-in', join(dir, 'server.csr'), '-CA', join(dir, 'ca.crt'), '-CAkey', join(dir, 'ca.key'), '-CAcreateserial',
-    '-out', join(dir, 'server.crt'), '-days', '2', '-extfile', join(dir, 'server.ext')]);
+  await writeFile(
+    join(dir, 'server.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n',
+  );
+  await run(OPENSSL, [
+    'x509',
+    '-req',
+    '-in',
+    join(dir, 'server.csr'),
+    '-CA',
+    join(dir, 'ca.crt'),
+    '-CAkey',
+    join(dir, 'ca.key'),
+    '-CAcreateserial',
+    '-out',
+    join(dir, 'server.crt'),
+    '-days',
+    '2',
+    '-extfile',
+    join(dir, 'server.ext'),
+  ]);
 }
 
 /** A TCP port free on 127.0.0.1 right now. */
