@@ -1,3 +1,7 @@
 // @csiplug/images/testing: helpers for tests in this package and above it:
-// a tiny tar writer that builds layer archives (and broken ones) in memory.
+// a real registry (docker-registry over TLS with basic auth, images pushed
+// with skopeo), test images built with umoci, and a tiny tar writer that
+// builds layer archives (and broken ones) in memory.
 export * from './tar-writer';
+export * from './image-builder';
+export * from './registry-server';
