@@ -16,24 +16,10 @@ import { createHash } from 'node:crypto';
 import { constants as fsc, promises as fsp } from 'node:fs';
 import { type Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { layerCompression, type LayerCompression } from '../media-types';
 import { LayerCompressionError } from './errors';
 
-/** Media types of image layers this package unpacks. */
-export const LAYER_MEDIA_TYPES: readonly string[] = [
-  'application/vnd.oci.image.layer.v1.tar',
-  'application/vnd.oci.image.layer.v1.tar+gzip',
-  'application/vnd.oci.image.layer.v1.tar+zstd',
-  'application/vnd.oci.image.layer.nondistributable.v1.tar',
-  'application/vnd.oci.image.layer.nondistributable.v1.tar+gzip',
-  'application/vnd.oci.image.layer.nondistributable.v1.tar+zstd',
-  'application/vnd.docker.image.rootfs.diff.tar',
-  'application/vnd.docker.image.rootfs.diff.tar.gzip',
-  'application/vnd.docker.image.rootfs.foreign.diff.tar.gzip',
-];
-
 export const ZSTD_BIN = '/usr/bin/zstd';
-
-export type LayerCompression = 'none' | 'gzip' | 'zstd';
 
 /** The compression the blob's first bytes show (gzip 1f 8b, zstd 28 b5 2f fd). */
 export function detectCompression(head: Buffer): LayerCompression {
@@ -58,11 +44,11 @@ export interface OpenedLayer {
 
 /** Opens `blobPath` (a layer of `mediaType`) for reading as an uncompressed tar. */
 export async function openLayer(blobPath: string, mediaType: string, zstdBin = ZSTD_BIN): Promise<OpenedLayer> {
-  if (!LAYER_MEDIA_TYPES.includes(mediaType)) {
-    throw new LayerCompressionError(
-      blobPath,
-      `media type "${mediaType}" is not an image layer this agent unpacks (known: ${LAYER_MEDIA_TYPES.join(', ')})`,
-    );
+  // The media type must be a layer this agent takes (foreign layers and unknown types are refused, naming the blob); the first bytes choose the decompressor, as Docker does.
+  try {
+    layerCompression(mediaType, blobPath);
+  } catch (err) {
+    throw new LayerCompressionError(blobPath, 'its media type is not an image layer this agent unpacks', err);
   }
   const handle = await fsp.open(blobPath, fsc.O_RDONLY | fsc.O_NOFOLLOW);
   let compression: LayerCompression;
