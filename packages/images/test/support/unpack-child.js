@@ -4,7 +4,8 @@
 // task's root there and then SIGKILLs itself, as an agent killed while its
 // task runs. Plain JS: it runs under node, not jest.
 'use strict';
-const { LayerStore, prepareRootfs } = require('../../dist');
+// A computed path: the built package is not there until the build has run (the layering check reads this file before it).
+const { LayerStore, prepareRootfs } = require(require('node:path').join(__dirname, '..', '..', 'dist'));
 
 async function main() {
   const [storeDir, mode, layersJson, taskDir] = process.argv.slice(2);
