@@ -72,6 +72,8 @@ export interface AgentConfig {
    * config enables it (on with -dev, as Nomad's dev mode has it).
    */
   rawExec: RawExecDriverConfig;
+  /** The image drivers (`docker`, `podman`: OCI images on runc): `plugin "docker" { config { … } }`, as Nomad's docker plugin block; absent: the defaults (DEFAULT_IMAGE_DRIVER). */
+  docker?: ImageDriverConfig;
   /** Cluster mode on etcd (`cluster { … }`); absent: one node on its own, as always. */
   cluster?: ClusterOptions;
 }
@@ -92,6 +94,34 @@ export interface ExecDriverConfig {
    */
   allowedUsers?: string[];
 }
+
+/** `plugin "docker" { config { … } }` (and `plugin "podman"`, the same settings), as Nomad's docker driver plugin block. */
+export interface ImageDriverConfig {
+  /** `allow_privileged`: whether a csi_plugin task's `privileged = true` is honoured (default false, as Nomad). */
+  allowPrivileged: boolean;
+  /** `allow_caps`: capabilities a task's cap_add may ask for (full names, CAP_…); default Nomad's docker list. */
+  allowCaps: string[];
+  /** `auth { config }`: path of a docker config.json whose `auths` give registry credentials. */
+  authConfig?: string;
+  /** `volumes { enabled }`: whether `volumes`/bind `mount`s with host paths are allowed (default false, as Nomad). */
+  volumesEnabled: boolean;
+  /** `allowed_host_paths`: the host paths (and what is under them) a bind may name when volumes are enabled; empty: none but relative (task dir) paths. */
+  allowedHostPaths: string[];
+  /** `pull_activity_timeout` in ms: a pull with no progress for this long fails (default 2m, at least 1m as Nomad). */
+  pullActivityTimeout: number;
+  /** `gc { image, image_delay }`: remove an image no task uses after image_delay ms (default true, 3m). */
+  gc: { image: boolean; imageDelay: number };
+}
+
+/** The docker/podman driver's settings when the config has no plugin "docker" block. */
+export const DEFAULT_IMAGE_DRIVER: Readonly<ImageDriverConfig> = Object.freeze({
+  allowPrivileged: false,
+  allowCaps: [...DEFAULT_TASK_CAPS],
+  volumesEnabled: false,
+  allowedHostPaths: [],
+  pullActivityTimeout: 2 * 60_000,
+  gc: Object.freeze({ image: true, imageDelay: 3 * 60_000 }),
+}) as ImageDriverConfig;
 
 /** `plugin "raw_exec" { config { enabled } }`, as Nomad's raw_exec driver plugin block. */
 export interface RawExecDriverConfig {

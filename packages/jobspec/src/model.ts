@@ -20,8 +20,14 @@ export interface VolumeMount {
 
 export interface TaskSpec {
   name: string;
-  /** As the jobspec says; records saved before isolation say `exec` for what is now `raw_exec` (see `isolated`). */
-  driver: 'exec' | 'raw_exec';
+  /**
+   * As the jobspec says; records saved before isolation say `exec` for what
+   * is now `raw_exec` (see `isolated`). `docker` and `podman` (Nomad's names)
+   * run `image` isolated on runc, as `exec` runs a command.
+   */
+  driver: 'exec' | 'raw_exec' | 'docker' | 'podman';
+  /** The OCI image a `docker`/`podman` task runs, and the rest of that driver's config; absent for exec and raw_exec. */
+  image?: TaskImage;
   /**
    * Whether the task runs isolated on runc (driver `exec`). Absent in records
    * saved before isolation existed, whose tasks were all host processes:
@@ -48,6 +54,50 @@ export interface TaskSpec {
   logs?: TaskLogLimits;
   /** Nomad's resources block: cpu (MHz, as cgroup cpu shares) and memory (MiB, a hard limit); enforced for an isolated (exec) task only. */
   resources?: { cpu?: number; memoryMB?: number };
+}
+
+/**
+ * What a `docker` or `podman` task runs: Nomad's docker task config, the
+ * subset csiplug runs on runc. `config.command` and `config.args` of the
+ * task are the driver's `command` and `args` (command empty: the image's),
+ * `config.capAdd`/`capDrop`/`networkMode` as for exec.
+ */
+export interface TaskImage {
+  /** `image` as written: a registry reference (`[host[:port]/]repo[:tag][@digest]`), or `oci-archive:/path.tar[:tag]` / `docker-archive:/path.tar`. */
+  ref: string;
+  /** Nomad's `entrypoint`: replaces the image's Entrypoint (and, as Docker does, drops its Cmd). */
+  entrypoint?: string[];
+  /** Nomad's `work_dir`: the working dir in the image (absolute); absent: the image's WorkingDir, else `/`. */
+  workDir?: string;
+  /** `force_pull`: ask the registry even when the tag is present. */
+  forcePull: boolean;
+  /** `image_pull_timeout` in ms (Nomad's default 5m). */
+  pullTimeout: number;
+  /** `auth { username password server_address }`: used before the agent's docker config file. */
+  auth?: { username?: string; password?: string; serverAddress?: string };
+  /** `labels`: kept and shown, as Nomad sets them on the container. */
+  labels?: Record<string, string>;
+  /** `ipc_mode = "host"` / `pid_mode = "host"`: the host's namespace instead of the task's own. */
+  ipcHost?: boolean;
+  pidHost?: boolean;
+  /** `privileged = true`: only a csi_plugin task, and only where the agent's plugin "docker" { config { allow_privileged } }. */
+  privileged?: boolean;
+  /** `mount { … }` blocks then `volumes = ["host:container[:ro]"]` entries, in the order written. */
+  mounts: TaskImageMount[];
+}
+
+/** One of a docker task's `mount` blocks or `volumes` entries. */
+export interface TaskImageMount {
+  type: 'bind' | 'tmpfs';
+  /** A bind's host path: absolute, or relative to the task dir (as Nomad's docker driver reads a relative `volumes` source). */
+  source?: string;
+  /** Where the task sees it (absolute in the image). */
+  target: string;
+  readOnly: boolean;
+  /** A bind's `bind_options { propagation }`, Docker's names (default rprivate). */
+  propagation?: 'rprivate' | 'private' | 'rshared' | 'shared' | 'rslave' | 'slave';
+  /** A tmpfs's `tmpfs_options { size }`, bytes. */
+  tmpfsSize?: number;
 }
 
 /**
