@@ -362,8 +362,8 @@ describe('parseAgentConfig', () => {
     ],
     [
       'a plugin block of an unknown driver',
-      'data_dir = "/d"\nplugin "docker" {\n}\n',
-      'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec", "raw_exec")',
+      'data_dir = "/d"\nplugin "java" {\n}\n',
+      'agent.hcl: plugin "java" is not a task driver of this agent (known: "exec", "raw_exec", "docker", "podman")',
     ],
     [
       'raw_exec enabled outside its config block',

@@ -23,6 +23,9 @@ import * as os from 'os';
 import * as path from 'path';
 import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
+import { type ImageDriverConfig, readImageDriverPlugin, sameImageDriverConfig } from './image-driver-config';
+
+export { DEFAULT_IMAGE_DRIVER, MIN_PULL_ACTIVITY_TIMEOUT, type ImageDriverConfig } from './image-driver-config';
 
 export const DEFAULT_BIND_ADDR = '127.0.0.1';
 /** Not Nomad's 4646, so both can run on one machine. */
@@ -94,34 +97,6 @@ export interface ExecDriverConfig {
    */
   allowedUsers?: string[];
 }
-
-/** `plugin "docker" { config { … } }` (and `plugin "podman"`, the same settings), as Nomad's docker driver plugin block. */
-export interface ImageDriverConfig {
-  /** `allow_privileged`: whether a csi_plugin task's `privileged = true` is honoured (default false, as Nomad). */
-  allowPrivileged: boolean;
-  /** `allow_caps`: capabilities a task's cap_add may ask for (full names, CAP_…); default Nomad's docker list. */
-  allowCaps: string[];
-  /** `auth { config }`: path of a docker config.json whose `auths` give registry credentials. */
-  authConfig?: string;
-  /** `volumes { enabled }`: whether `volumes`/bind `mount`s with host paths are allowed (default false, as Nomad). */
-  volumesEnabled: boolean;
-  /** `allowed_host_paths`: the host paths (and what is under them) a bind may name when volumes are enabled; empty: none but relative (task dir) paths. */
-  allowedHostPaths: string[];
-  /** `pull_activity_timeout` in ms: a pull with no progress for this long fails (default 2m, at least 1m as Nomad). */
-  pullActivityTimeout: number;
-  /** `gc { image, image_delay }`: remove an image no task uses after image_delay ms (default true, 3m). */
-  gc: { image: boolean; imageDelay: number };
-}
-
-/** The docker/podman driver's settings when the config has no plugin "docker" block. */
-export const DEFAULT_IMAGE_DRIVER: Readonly<ImageDriverConfig> = Object.freeze({
-  allowPrivileged: false,
-  allowCaps: [...DEFAULT_TASK_CAPS],
-  volumesEnabled: false,
-  allowedHostPaths: [],
-  pullActivityTimeout: 2 * 60_000,
-  gc: Object.freeze({ image: true, imageDelay: 3 * 60_000 }),
-}) as ImageDriverConfig;
 
 /** `plugin "raw_exec" { config { enabled } }`, as Nomad's raw_exec driver plugin block. */
 export interface RawExecDriverConfig {
@@ -382,7 +357,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   const reconcileOrphans = r.bool('reconcile_orphans', false);
   const claimGcInterval = r.duration('claim_gc_interval', base?.claimGcInterval ?? DEFAULT_CLAIM_GC_INTERVAL_MS)!;
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
-  const { exec, rawExec } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
+  const { exec, rawExec, docker } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
   const cluster = readCluster(r, nodeId);
 
   return {
@@ -405,6 +380,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     claimGcInterval,
     exec,
     rawExec,
+    ...(docker ? { docker } : {}),
     ...(cluster ? { cluster } : {}),
   };
 }
@@ -500,13 +476,33 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
 }
 
 /**
- * `plugin "exec" { … }` and `plugin "raw_exec" { config { enabled } }`; any
- * other plugin name is an error that lists the known ones.
+ * `plugin "exec" { … }`, `plugin "raw_exec" { config { enabled } }` and
+ * `plugin "docker"` / `plugin "podman"` (image-driver-config.ts; both given,
+ * they must agree); any other plugin name is an error that lists the known ones.
  */
-function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig } {
+function readDriverPlugins(
+  r: BlockReader,
+  rawExecDefault: boolean,
+): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig; docker?: ImageDriverConfig } {
   const exec = defaultExecConfig();
   const rawExec: RawExecDriverConfig = { enabled: rawExecDefault };
+  const images: [string, ImageDriverConfig][] = [];
   for (const [name, body] of r.labelled('plugin', 'plugin')) {
+    if (name === 'docker' || name === 'podman') {
+      const where = r.where.block(`plugin "${name}"`);
+      const inConfig = `it goes in a config block, as in Nomad: plugin "${name}" { config { … } }`;
+      const b = new BlockReader(body, where, ['config'], {
+        allow_privileged: inConfig,
+        allow_caps: inConfig,
+        auth: inConfig,
+        volumes: inConfig,
+        allowed_host_paths: inConfig,
+        pull_activity_timeout: inConfig,
+        gc: inConfig,
+      });
+      images.push([name, readImageDriverPlugin(b, name)]);
+      continue;
+    }
     if (name === 'raw_exec') {
       // Nomad's shape: the driver's settings sit in a config block.
       const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['config'], {
@@ -516,13 +512,19 @@ function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: Exe
       rawExec.enabled = c?.bool('enabled', false) ?? false;
       continue;
     }
-    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec")');
+    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec", "docker", "podman")');
     readExecPlugin(
       new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged', 'allowed_users']),
       exec,
     );
   }
-  return { exec, rawExec };
+  const [first, second] = images;
+  if (first && second && !sameImageDriverConfig(first[1], second[1]))
+    r.fail(
+      `plugin "${second[0]}"`,
+      `says otherwise than plugin "${first[0]}": csiplug runs both drivers alike, with one set of settings; make the two config blocks the same, or keep only one`,
+    );
+  return { exec, rawExec, ...(first ? { docker: first[1] } : {}) };
 }
 
 /** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, into `config`. */
