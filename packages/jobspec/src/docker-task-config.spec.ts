@@ -1,4 +1,5 @@
 import { ValidationError } from '@csiplug/core';
+import { describeChange, diffGroup, isDestructive } from './job-diff';
 import type { TaskSpec } from './model';
 import {
   DEFAULT_RESTART,
@@ -528,5 +529,13 @@ describe('a docker task through jobToDocument (job history, diffs)', () => {
     );
     expect(spec.groups[0]!.tasks[0]!.image!.pullTimeout).toBe(1500);
     expect(validateJob(JSON.parse(JSON.stringify(jobToDocument(spec))))).toEqual(spec);
+  });
+
+  it('names a new image tag as a destructive change of the task (an upgrade of the plugin)', () => {
+    const before = validateJob(dockerJob({ image: 'quay.io/cephcsi/cephcsi:v3.9.0' }));
+    const after = validateJob(dockerJob({ image: 'quay.io/cephcsi/cephcsi:v3.10.0' }));
+    const changes = diffGroup(after, before.groups[0]!, after.groups[0]!);
+    expect(changes.map(describeChange)).toEqual([expect.stringContaining('config.image')]);
+    expect(isDestructive(changes)).toBe(true);
   });
 });
