@@ -23,6 +23,8 @@ import * as os from 'os';
 import * as path from 'path';
 import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
+import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
+import { NODE_CONFIG_KEYS, readNodeConfig, type NodeConfig } from './node-config';
 
 export const DEFAULT_BIND_ADDR = '127.0.0.1';
 /** Not Nomad's 4646, so both can run on one machine. */
@@ -76,6 +78,8 @@ export interface AgentConfig {
   docker?: ImageDriverConfig;
   /** Cluster mode on etcd (`cluster { … }`); absent: one node on its own, as always. */
   cluster?: ClusterOptions;
+  /** The node as Nomad's agent config says it: `name`, `datacenter`, `region`, `client { node_class meta network_interface }` (node-config.ts). */
+  node: NodeConfig;
 }
 
 /** `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, as Nomad's exec driver plugin block. */
@@ -224,6 +228,7 @@ const TOP_KEYS = [
   'claim_gc_interval',
   'plugin',
   'cluster',
+  ...NODE_CONFIG_KEYS,
 ];
 
 /** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
@@ -255,6 +260,7 @@ export function devConfig(): AgentConfig {
     exec: defaultExecConfig(),
     // Nomad's dev agent enables raw_exec too; the API still serves only root (or a token) on this machine.
     rawExec: { enabled: true },
+    node: { name: os.hostname(), datacenter: DEFAULT_DATACENTER, region: DEFAULT_REGION, nodeClass: '', meta: {} },
   };
 }
 
@@ -384,6 +390,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
   const { exec, rawExec } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
   const cluster = readCluster(r, nodeId);
+  const node = readNodeConfig(r, os.hostname(), cluster);
 
   return {
     dev,
@@ -406,6 +413,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     exec,
     rawExec,
     ...(cluster ? { cluster } : {}),
+    node,
   };
 }
 
