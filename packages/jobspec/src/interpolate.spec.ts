@@ -169,7 +169,16 @@ describe('taskVariables and interpolateTask', () => {
       { env: { X: '${meta.rack}' } },
       /^env\.X: \$\{meta\.rack\} has no value on this node: add rack to the agent's client \{ meta \}/,
     ],
-    ['an unknown name in the command', { command: '${attr.cpu.arch}/x' }, /^config\.command: \$\{attr\.cpu\.arch\} has no value here/],
+    [
+      'an attribute the node could not tell',
+      { command: '${attr.cpu.arch}/x' },
+      /^config\.command: \$\{attr\.cpu\.arch\} has no value on this node: its fingerprint could not tell it on this machine$/,
+    ],
+    [
+      'no address without a default route',
+      { args: ['${attr.unique.network.ip-address}'] },
+      /^config\.args\[0\]: \$\{attr\.unique\.network\.ip-address\} has no value on this node: it has no default route; name the interface in the agent's client \{ network_interface \}$/,
+    ],
   ])('refuses %s, naming the field and the name, never passing it on', (_what, fields, message) => {
     const task = { config: { command: fields.command ?? 'x', args: fields.args ?? [] }, env: fields.env ?? {} };
     expect(() => interpolateTask(task, vars)).toThrow(InterpolationError);

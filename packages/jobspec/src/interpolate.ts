@@ -140,14 +140,20 @@ export class InterpolationError extends ValidationError {
     readonly where: string,
     readonly variable: string,
   ) {
-    super(
-      variable.startsWith('meta.')
-        ? `${where}: \${${variable}} has no value on this node: add ${variable.slice('meta.'.length)} to the agent's client { meta }, or change the job`
-        : `${where}: \${${variable}} has no value here (csiplug does not set it for this task on this node); write $\${${variable}} for a literal \${${variable}}, or $${variable} to let a shell read it from the environment`,
-      where,
-    );
+    super(`${where}: \${${variable}} ${missingWhy(variable)}`, where);
     this.name = 'InterpolationError';
   }
+}
+
+/** Why a name has no value, and what to do. */
+function missingWhy(variable: string): string {
+  if (variable.startsWith('meta.'))
+    return `has no value on this node: add ${variable.slice('meta.'.length)} to the agent's client { meta }, or change the job`;
+  if (variable === 'attr.unique.network.ip-address')
+    return "has no value on this node: it has no default route; name the interface in the agent's client { network_interface }";
+  if (variable.startsWith('attr.') || variable.startsWith('node.'))
+    return 'has no value on this node: its fingerprint could not tell it on this machine';
+  return `has no value here (csiplug does not set it for this task on this node); write $\${${variable}} for a literal \${${variable}}, or $${variable} to let a shell read it from the environment`;
 }
 
 /** As interpolate, but an unknown `${NAME}` throws an InterpolationError naming `where` (the field) and the name. */
