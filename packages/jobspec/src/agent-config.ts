@@ -412,7 +412,8 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     claimGcInterval,
     exec,
     rawExec,
-    ...(cluster ? { cluster } : {}),
+    // The cluster's node record says what the node's interpolation says: client {} and cluster {} merged.
+    ...(cluster ? { cluster: { ...cluster, nodeClass: node.nodeClass, meta: { ...node.meta } } } : {}),
     node,
   };
 }

@@ -28,6 +28,8 @@ describe("the node's part of the agent config (name, datacenter, region, client 
       `client {\n  meta {\n    zone = "a"\n  }\n}\n${CLUSTER('  node_name = "cn1"\n  node_class = "fast"\n  meta = { rack = "r7" }')}`,
     );
     expect(c.node).toEqual({ name: 'cn1', datacenter: 'dc1', region: 'global', nodeClass: 'fast', meta: { rack: 'r7', zone: 'a' } });
+    // …and the cluster's node record says the same.
+    expect(c.cluster).toMatchObject({ nodeName: 'cn1', nodeClass: 'fast', meta: { rack: 'r7', zone: 'a' } });
     // The top-level name wins over the cluster's node_name (which stays the node's id in the cluster).
     expect((await parse(`name = "shown"\n${CLUSTER('  node_name = "cn1"')}`)).node.name).toBe('shown');
   });

@@ -4,8 +4,9 @@
 // `${meta.…}` (node-attributes.ts); NOMAD_DC and NOMAD_REGION come from them.
 // In a cluster, `cluster { node_name node_class meta }` says the same of the
 // node: its node_name is the node's name unless `name` is set, its class
-// and meta count when client {} does not say otherwise (a meta key given
-// different values by the two is an error).
+// and meta count with client {}'s (a class or meta key given different
+// values by the two is an error), and the cluster's node record gets the
+// merged class and meta (agent-config.ts), so both views say the same.
 import { type ClusterOptions } from '@csiplug/core';
 import type { BlockReader } from './document';
 import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';

@@ -39,6 +39,7 @@ describe('resolveTaskPath', () => {
     ['x/${meta.up}', HOST, /resolves to "x\/\.\.\/\.\.", which leaves the task's dirs: a value with "\.\." or NUL cannot be a path here/],
     ['x/${meta.up}', ISOLATED, /which leaves the task's dirs/],
     ['${NOMAD_ALLOC_DIR}', HOST, /resolves to "\/d\/allocs\/a1\/alloc", the task's own dir itself: name a dir inside it/],
+    ['${NOMAD_ALLOC_DIR}/', ISOLATED, /resolves to "\/alloc", the task's own dir itself: name a dir inside it/],
     [
       '${meta.none}/x',
       HOST,

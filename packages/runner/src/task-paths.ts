@@ -12,6 +12,7 @@
 //   there) stays that path, as Nomad's ClientPath keeps it, but only inside
 //   the task's dir or the alloc's shared dir: a variable that takes it
 //   anywhere else is refused, as is a value with a ".." in it.
+import { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR } from '@csiplug/driver';
 import { interpolateStrict } from '@csiplug/jobspec';
 import * as path from 'path';
 
@@ -43,8 +44,10 @@ export function resolveTaskPath(raw: string, field: string, vars: Readonly<Recor
     return { error: `${leaves}: a value with ".." or NUL cannot be a path here` };
   if (view.isolated) {
     const inRoot = path.posix.join('/', value);
-    if (inRoot === '/') return { error: `${field}: "${raw}" resolves to the task's root "/": name a dir inside it` };
-    return { path: inRoot.replace(/\/$/, '') };
+    const dest = inRoot.replace(/\/$/, '');
+    if (dest === '' || [TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR].includes(dest))
+      return { error: `${field}: "${raw}" resolves to "${dest || '/'}", the task's own dir itself: name a dir inside it` };
+    return { path: dest };
   }
   const fromVariable = raw.trimStart().startsWith('${') && path.isAbsolute(value);
   if (fromVariable) {
