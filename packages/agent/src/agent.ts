@@ -33,7 +33,7 @@ import { IAgentEvents, type AgentEvents } from '@csiplug/api';
 import { agentModules } from './agent-modules';
 import { EVENTS_TOTAL, PromMetrics, TASK_RESTARTS_TOTAL, addStateGauges, countEvents } from './metrics';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
-import { checkOrphansAtStart } from '@csiplug/runner';
+import { checkOrphansAtStart, fingerprintNode } from '@csiplug/runner';
 import { IAllocStore, type AllocStore } from '@csiplug/runner';
 import { ITaskStateWriter, type TaskStateWriter } from '@csiplug/runner';
 import type { AgentConfig } from '@csiplug/jobspec';
@@ -107,6 +107,8 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     onEvent: events.onEvent,
     claimSweep,
     taskVariables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {},
+    // Read once at start, as Nomad's static fingerprints are; a config reload that changes the node's part needs a restart.
+    node: fingerprintNode({ id: config.nodeId, ...config.node }),
     cluster: () => cluster,
   });
   const nodes = new NodeViews(ctx, () => cluster);

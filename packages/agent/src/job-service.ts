@@ -18,7 +18,7 @@ import { JobUpdater } from '@csiplug/runner';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { RolloutHost } from '@csiplug/runner';
 import { TASK_RESTARTS_TOTAL, type PromMetrics } from './metrics';
-import type { Alloc, JobSpec } from '@csiplug/jobspec';
+import type { Alloc, JobSpec, NodeAttributes } from '@csiplug/jobspec';
 import { AllocRunner, type AllocRunnerDeps } from '@csiplug/runner';
 import type { AllocStore } from '@csiplug/runner';
 import { drainBeforePluginStop } from '@csiplug/runner';
@@ -38,6 +38,8 @@ export interface JobServiceDeps {
   claimSweep: ClaimSweep;
   /** Variables every task sees, on top of its own. */
   taskVariables: Record<string, string>;
+  /** This node for `${attr.…}`, `${node.…}`, `${meta.…}` (the runner's fingerprint of it). */
+  node: NodeAttributes;
   /** Cluster mode, once made (undefined for an agent on its own). */
   cluster: () => ClusterMode | undefined;
 }
@@ -428,6 +430,7 @@ export class JobService {
       supervisors: deps.supervisors,
       csiHooks: deps.csiHooks,
       variables: deps.taskVariables,
+      node: deps.node,
       drainPlugins: (allocId, plugins, say, signal) =>
         drainBeforePluginStop(
           {

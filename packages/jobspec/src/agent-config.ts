@@ -24,6 +24,8 @@ import * as path from 'path';
 import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
 import { type ImageDriverConfig, readImageDriverPlugin, sameImageDriverConfig } from './image-driver-config';
+import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
+import { NODE_CONFIG_KEYS, readNodeConfig, type NodeConfig } from './node-config';
 
 export { DEFAULT_IMAGE_DRIVER, MIN_PULL_ACTIVITY_TIMEOUT, type ImageDriverConfig } from './image-driver-config';
 
@@ -79,6 +81,8 @@ export interface AgentConfig {
   docker?: ImageDriverConfig;
   /** Cluster mode on etcd (`cluster { … }`); absent: one node on its own, as always. */
   cluster?: ClusterOptions;
+  /** The node as Nomad's agent config says it: `name`, `datacenter`, `region`, `client { node_class meta network_interface }` (node-config.ts). */
+  node: NodeConfig;
 }
 
 /** `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, as Nomad's exec driver plugin block. */
@@ -199,6 +203,7 @@ const TOP_KEYS = [
   'claim_gc_interval',
   'plugin',
   'cluster',
+  ...NODE_CONFIG_KEYS,
 ];
 
 /** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
@@ -230,6 +235,7 @@ export function devConfig(): AgentConfig {
     exec: defaultExecConfig(),
     // Nomad's dev agent enables raw_exec too; the API still serves only root (or a token) on this machine.
     rawExec: { enabled: true },
+    node: { name: os.hostname(), datacenter: DEFAULT_DATACENTER, region: DEFAULT_REGION, nodeClass: '', meta: {} },
   };
 }
 
@@ -359,6 +365,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
   const { exec, rawExec, docker } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
   const cluster = readCluster(r, nodeId);
+  const node = readNodeConfig(r, os.hostname(), cluster);
 
   return {
     dev,
@@ -381,7 +388,9 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     exec,
     rawExec,
     ...(docker ? { docker } : {}),
-    ...(cluster ? { cluster } : {}),
+    // The cluster's node record says what the node's interpolation says: client {} and cluster {} merged.
+    ...(cluster ? { cluster: { ...cluster, nodeClass: node.nodeClass, meta: { ...node.meta } } } : {}),
+    node,
   };
 }
 

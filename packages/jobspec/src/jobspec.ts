@@ -18,6 +18,7 @@ import { type ImageTaskConfigDocument, imageTaskConfigToDocument, isImageDriver,
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
 import { BlockReader, type Body, Problems, Where, detectFormat, isBody, loadDocument, singleBody, withPrefix } from './document';
 import { inSourceOrder } from './hcl-source-order';
+import { checkTaskInterpolation } from './interpolation-check';
 
 export { ValidationProblems } from './document';
 
@@ -633,6 +634,13 @@ function readTask(
         maxFileSizeMB: l.int('max_file_size', DEFAULT_TASK_LOGS.maxFileSizeMB, 1, 1024 * 1024),
       }
     : undefined;
+
+  // Every ${…} name has a value when the task starts (interpolation-check.ts): none is passed on literally.
+  for (const p of checkTaskInterpolation(
+    { config, env, volumeMounts, isolated, ...(csiPlugin ? { csiPlugin } : {}), ...(imageTask ? { image: imageTask.image } : {}) },
+    [...volumeNames],
+  ))
+    where.report(p.field, p.message, r.at(p.key));
 
   return {
     name,

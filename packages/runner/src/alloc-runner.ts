@@ -42,7 +42,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { TaskDriver } from '@csiplug/driver';
 import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '@csiplug/jobspec';
-import type { ExecDriverConfig } from '@csiplug/jobspec';
+import type { ExecDriverConfig, NodeAttributes } from '@csiplug/jobspec';
 import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
 import { TaskSetup } from './task-setup';
@@ -92,6 +92,8 @@ export interface AllocRunnerDeps {
   leaving?(): boolean;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
   variables: Record<string, string>;
+  /** This node for interpolation (`${attr.…}`, `${node.…}`, `${meta.…}`, NOMAD_DC/REGION): the agent's fingerprint. */
+  node?: NodeAttributes;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
   onStatusChange(alloc: Alloc): void;
 }

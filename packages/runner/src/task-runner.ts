@@ -50,7 +50,7 @@ import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
 import type { TaskStateWriter } from './task-state-writer';
-import { interpolateTask } from '@csiplug/jobspec';
+import { interpolateTask, type InterpolatedTask } from '@csiplug/jobspec';
 
 export const TASK_EVENT = {
   received: 'Received',
@@ -112,6 +112,8 @@ export class TaskRunner {
   /** The handle stop() sent the kill signal to, if it could. */
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
+  /** The node's `attr.…`, `node.…` and `meta.…` values: for interpolation only, never in the task's env. */
+  private nodeValues: Record<string, string> = {};
   private isolation: IsolationConfig | undefined;
   /**
    * Why the agent will not start this isolated task as it is asked (a
@@ -154,8 +156,9 @@ export class TaskRunner {
   }
 
   /** The variables of the next start, once the alloc knows them (volume paths come from its setup). */
-  setVariables(variables: Record<string, string>): void {
+  setVariables(variables: Record<string, string>, nodeValues: Record<string, string> = {}): void {
     this.variables = { ...variables };
+    this.nodeValues = { ...nodeValues };
   }
 
   /** What an isolated task sees besides what its hooks mount (its root, dirs, volumes), once the alloc knows it; undefined for a host process. */
@@ -551,7 +554,14 @@ export class TaskRunner {
     }
     if (this.stopping || this.detached) return undefined;
     const vars = { ...this.variables, ...hookEnv };
-    const resolved = interpolateTask(this.task, vars);
+    let resolved: InterpolatedTask;
+    try {
+      resolved = interpolateTask(this.task, vars, this.nodeValues);
+    } catch (err) {
+      // A name with no value here (a meta key this node lacks): refused, never passed on as written.
+      this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
+      throw new TaskRefusedError(`task "${this.task.name}": ${errorMessage(err)}`);
+    }
     const env = { ...vars, ...resolved.env };
     // A new process runs on what the alloc has now: a restart asked for the old one is moot.
     this.pendingRestart = undefined;

@@ -1,16 +1,18 @@
 // TaskSetup: an alloc's tasks made ready to start once its prerun has
 // mounted the volumes — each task's dirs (0700, owned by an isolated task's
-// user), its Nomad variables, a host-process task's links to its
+// user), its Nomad variables and the node's values, its volume_mount
+// destinations resolved (task-paths.ts), a host-process task's links to its
 // volume_mounts, and what an isolated task sees (chroot, binds, capabilities,
 // user) with what this agent refuses of it. AllocRunner makes one per run.
 import { errorMessage, type Logger } from '@csiplug/core';
 import { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR, type IsolationConfig, type TaskMount } from '@csiplug/driver';
 import type { MountedVolume } from '@csiplug/hooks';
-import type { Alloc, ExecDriverConfig, GroupSpec, TaskSpec } from '@csiplug/jobspec';
-import { taskVariables } from '@csiplug/jobspec';
+import type { Alloc, ExecDriverConfig, GroupSpec, NodeAttributes, TaskSpec, TaskVarsInput } from '@csiplug/jobspec';
+import { nodeValues, taskVariables } from '@csiplug/jobspec';
 import * as fs from 'fs';
 import * as path from 'path';
 import { rawExecRefusal } from './raw-exec-policy';
+import { resolveTaskPath } from './task-paths';
 import type { TaskRunner } from './task-runner';
 import { DEFAULT_TASK_USER, resolveTaskUser, userRefusal, type ResolvedTaskUser } from './task-user';
 
@@ -22,6 +24,8 @@ export interface TaskSetupDeps {
   hostNetwork: () => boolean;
   rawExec: () => boolean;
   variables: Record<string, string>;
+  /** This node for `${attr.…}`, `${node.…}`, `${meta.…}` and NOMAD_DC/NOMAD_REGION (node-fingerprint.ts); absent: none of those resolve. */
+  node?: NodeAttributes;
 }
 
 export class TaskSetup {
@@ -52,30 +56,59 @@ export class TaskSetup {
       fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o700 });
       const pluginDataDir = task.csiPlugin ? this.pluginDataDir(task.csiPlugin.id) : undefined;
       // An isolated task sees its dirs and volumes where they are mounted into it; a host process sees the host's paths.
-      const isolation = task.isolated
-        ? this.isolationOf(task, runner.taskDir, pluginDataDir, users.get(task.name)!, owners.size > 1 ? 'shared' : sharedOwner)
-        : undefined;
-      if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
-      runner.setIsolation(isolation?.config, isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec));
-      const nomadDirs = isolation
+      const nomadDirs = task.isolated
         ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR }
         : this.hostTaskDirs(runner.taskDir);
-      runner.setVariables(
-        taskVariables({
-          allocId: this.alloc.id,
-          allocIndex: this.alloc.index,
-          jobId: this.alloc.jobId,
-          groupName: this.alloc.group,
-          taskName: task.name,
-          taskDir: isolation ? TASK_LOCAL_DIR : runner.taskDir,
-          nodeId: this.deps.nodeId,
-          ...(nomadDirs ? { nomadDirs } : {}),
-          ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
-          volumes: isolation ? isolation.volumePaths : volumePaths,
-          extra: this.deps.variables,
-        }),
-      );
+      const input: TaskVarsInput = {
+        allocId: this.alloc.id,
+        allocIndex: this.alloc.index,
+        jobId: this.alloc.jobId,
+        groupName: this.alloc.group,
+        taskName: task.name,
+        taskDir: task.isolated ? TASK_LOCAL_DIR : runner.taskDir,
+        nodeId: this.deps.nodeId,
+        ...(nomadDirs ? { nomadDirs } : {}),
+        ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
+        ...(this.deps.node ? { node: this.deps.node } : {}),
+        extra: this.deps.variables,
+      };
+      const node = this.deps.node ? nodeValues(this.deps.node) : {};
+      // Destinations are resolved before any bind or link is made: none is ever made at a path with "${" in it.
+      const destinations = this.destinationsOf(task, runner.taskDir, { ...taskVariables(input), ...node });
+      const isolation = task.isolated
+        ? this.isolationOf(
+            task,
+            runner.taskDir,
+            pluginDataDir,
+            users.get(task.name)!,
+            owners.size > 1 ? 'shared' : sharedOwner,
+            destinations.paths,
+          )
+        : undefined;
+      if (!isolation) this.linkVolumeMounts(task, destinations.paths);
+      const refusal = isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec);
+      runner.setIsolation(isolation?.config, () => destinations.error ?? refusal());
+      runner.setVariables(taskVariables({ ...input, volumes: isolation ? isolation.volumePaths : volumePaths }), node);
     }
+  }
+
+  /** Each volume_mount's destination resolved (undefined: refused, and `error` says why; the task is refused when it starts). */
+  private destinationsOf(
+    task: TaskSpec,
+    taskDir: string,
+    vars: Readonly<Record<string, string>>,
+  ): { paths: (string | undefined)[]; error?: string } {
+    const view = task.isolated
+      ? { isolated: true as const }
+      : { isolated: false as const, taskDir, sharedDir: path.join(this.allocDir, 'alloc') };
+    const errors: string[] = [];
+    const paths = task.volumeMounts.map((m, i) => {
+      const field = task.volumeMounts.length > 1 ? `volume_mount[${i}].destination` : 'volume_mount.destination';
+      const resolved = resolveTaskPath(m.destination, field, vars, view);
+      if ('error' in resolved) errors.push(resolved.error);
+      return 'path' in resolved ? resolved.path : undefined;
+    });
+    return errors.length ? { paths, error: errors.join('; ') } : { paths };
   }
 
   /** A host-process task's Nomad dirs (<task dir>/local, <alloc dir>/alloc, <task dir>/secrets 0700), made now. */
@@ -118,6 +151,7 @@ export class TaskSetup {
     pluginDataDir: string | undefined,
     taskUser: { user: ResolvedTaskUser } | { error: string },
     sharedOwner: ResolvedTaskUser | 'shared' | undefined,
+    destinations: readonly (string | undefined)[],
   ): { config: IsolationConfig; volumePaths: Record<string, string>; refusal: () => string | undefined } {
     const exec = this.deps.exec;
     const local = path.join(taskDir, 'local');
@@ -147,10 +181,10 @@ export class TaskSetup {
               : undefined));
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
-    for (const m of task.volumeMounts) {
+    for (const [i, m] of task.volumeMounts.entries()) {
       const volume = this.volumes[m.volume];
-      if (!volume) continue;
-      const destination = path.posix.join('/', m.destination);
+      const destination = destinations[i];
+      if (!volume || destination === undefined) continue;
       mounts.push({
         source: volume.hostPath,
         destination,
@@ -206,13 +240,12 @@ export class TaskSetup {
     }
   }
 
-  /** A task's volume_mount: a link at <task dir>/<destination> to the published host path. */
-  private linkVolumeMounts(taskName: string, taskDir: string): void {
-    const task = this.group.tasks.find((t) => t.name === taskName)!;
-    for (const mount of task.volumeMounts) {
+  /** A host-process task's volume_mounts: a link at each resolved destination (under its task dir or the alloc's shared dir) to the published host path. */
+  private linkVolumeMounts(task: TaskSpec, destinations: readonly (string | undefined)[]): void {
+    for (const [i, mount] of task.volumeMounts.entries()) {
       const volume = this.volumes[mount.volume];
-      if (!volume) continue;
-      const link = path.join(taskDir, mount.destination.replace(/^\/+/, ''));
+      const link = destinations[i];
+      if (!volume || link === undefined) continue;
       fs.mkdirSync(path.dirname(link), { recursive: true });
       try {
         if (fs.readlinkSync(link) === volume.hostPath) continue;
