@@ -15,6 +15,7 @@ import { bind, type Clock, IClock, ILogger, IMetrics, type Logger, ModuleHost, P
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, type CSIManager } from '@csiplug/csimanager';
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
+import { ITaskImages, type TaskImagesService } from '@csiplug/images';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory } from '@csiplug/hooks';
 import {
   IVolumeCatalog,
@@ -107,6 +108,7 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     onEvent: events.onEvent,
     claimSweep,
     taskVariables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {},
+    images: container.resolve<TaskImagesService>(ITaskImages),
     cluster: () => cluster,
   });
   const nodes = new NodeViews(ctx, () => cluster);

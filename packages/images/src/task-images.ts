@@ -82,6 +82,8 @@ export interface TaskImagesService {
   prepare(request: PrepareTaskImageRequest): Promise<PreparedTaskImage>;
   /** Unmounts and removes the task's root (its writable layer too); the image stays in the store until GC. */
   release(taskDir: string): Promise<void>;
+  /** A root a restored task runs on (prepared by an earlier agent): its image counts as in use. */
+  adopt(taskDir: string): Promise<void>;
 }
 
 /** The image config as Docker names its runtime fields: what resolveImageProcess reads. */

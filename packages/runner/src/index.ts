@@ -12,3 +12,5 @@ export * from './rollout';
 export * from './task-runner';
 export * from './task-state-writer';
 export * from './task-user';
+export * from './image-policy';
+export * from './task-image';
