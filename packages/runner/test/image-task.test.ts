@@ -10,8 +10,10 @@
 // dropped; the next ones made afresh over the same data dir and state, as a
 // restarted agent makes them) re-attaches to the same pid, and a restart of
 // the task then takes its mounted root again with no manifest request even
-// for :latest. Every container and mount is gone at the end.
-import { execFileSync } from 'node:child_process';
+// for :latest; the same with the agent's parts in a child process that is
+// killed -9 (test/support/image-agent-child.js, on the built packages).
+// Every container and mount is gone at the end.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -286,4 +288,97 @@ it('runs the task on its image, re-attaches after the agent goes away, restarts 
   expect(mountsUnder(work)).toEqual([]);
   second.leave();
   state.dispose();
+});
+
+/** The agent's parts in a child process (test/support/image-agent-child.js): its task events, one JSON line each. */
+class AgentChild {
+  readonly events: { task: string; type: string; message: string; pid?: number }[] = [];
+  private readonly child: ChildProcess;
+  private readonly exited: Promise<void>;
+  private stderr = '';
+
+  constructor(mode: 'start' | 'restore', config: unknown) {
+    this.child = spawn(process.execPath, [CHILD, mode, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let buffered = '';
+    this.child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        this.events.push(JSON.parse(buffered.slice(0, nl)) as AgentChild['events'][number]);
+        buffered = buffered.slice(nl + 1);
+      }
+    });
+    this.child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
+    this.exited = new Promise((resolve) => this.child.once('exit', () => resolve()));
+  }
+
+  /** The first event of `type` from the `from`th on. */
+  waitFor(type: string, from = 0): Promise<AgentChild['events'][number]> {
+    return until(`a ${type} event from the agent child (stderr: ${this.stderr})`, () =>
+      this.events.slice(from).find((e) => e.type === type),
+    );
+  }
+
+  async kill9(): Promise<void> {
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+const CHILD = path.join(__dirname, 'support', 'image-agent-child.js');
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+it('kill -9 of the agent: the next one re-attaches to the same pid, and a restart of the task takes its mounted root with no manifest request', async () => {
+  if (!fs.existsSync(path.join(__dirname, '..', 'dist', 'index.js'))) throw new Error('build the packages first: nx run runner:build');
+  const alloc = allocOf(jobOf('killed', image('team/app:latest'), 1));
+  const config = {
+    dataDir: path.join(work, 'killed-data'),
+    runcRoot,
+    certsDir: registry.certsDir,
+    statePath: path.join(work, 'killed-state.db'),
+    alloc,
+  };
+  const children: AgentChild[] = [];
+  try {
+    const first = new AgentChild('start', config);
+    children.push(first);
+    const started = await first.waitFor('Started');
+    expect(first.events.find((e) => e.type === 'Pulled')!.message).toMatch(/^Pulled image .*team\/app:latest, digest sha256:/);
+    await first.kill9();
+    expect(isAlive(started.pid!)).toBe(true);
+
+    await registry.syncAccessLog();
+    const before = registry.accessLog(UA).length;
+    const second = new AgentChild('restore', config);
+    children.push(second);
+    const reattached = await second.waitFor('Reattached');
+    expect(reattached.pid).toBe(started.pid);
+    expect(reattached.message).toBe(`re-attached to pid ${started.pid}`);
+    // The task dies: its restart runs on the root it had (still mounted), without asking the registry about :latest.
+    const seen = second.events.length;
+    execFileSync(RUNC!, ['--root', runcRoot, 'kill', containerId(alloc.id, 'main'), 'KILL']);
+    const restarted = await second.waitFor('Started', seen);
+    expect(restarted.pid).not.toBe(started.pid);
+    expect(second.events.slice(seen).find((e) => e.type === 'Pulled')!.message).toMatch(
+      /^Image .*team\/app:latest is present, digest sha256:/,
+    );
+    await registry.syncAccessLog();
+    expect(registry.accessLog(UA).slice(before)).toEqual([]);
+    expect(fs.readFileSync(path.join(config.dataDir, 'allocs', alloc.id, 'main', 'local', 'root'), 'utf8').trim()).toBe('image');
+  } finally {
+    for (const c of children) await c.kill9();
+    if (containers().includes(containerId(alloc.id, 'main')))
+      execFileSync(RUNC!, ['--root', runcRoot, 'delete', '--force', containerId(alloc.id, 'main')]);
+  }
+  // The alloc goes: its task's root is released by an image service that never saw it prepared (the agent that did was killed).
+  const images = new TaskImages({ dataDir: config.dataDir, docker: { pullActivityTimeout: 60_000, gc: { image: false, imageDelay: 0 } } });
+  await images.release(path.join(config.dataDir, 'allocs', alloc.id, 'main', 'image'));
+  images.dispose();
+  expect(mountsUnder(config.dataDir)).toEqual([]);
 });
