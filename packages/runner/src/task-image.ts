@@ -32,7 +32,8 @@ export class TaskImageSetupError extends Error {}
 export interface ImageStartRequest {
   task: TaskSpec;
   taskDir: string;
-  images: TaskImagesService;
+  /** The agent's image service; absent: the task cannot start (said as a Setup Failure). */
+  images: TaskImagesService | undefined;
   /** The task's command, args and env after interpolation. */
   command: string;
   args: string[];
@@ -54,9 +55,13 @@ export interface ImageStart {
 export async function prepareImageStart(req: ImageStartRequest): Promise<ImageStart> {
   const image = req.task.image!;
   const fail = (message: string, cause?: unknown): never => {
-    req.say({ type: 'Setup Failure', message, failed: true });
+    // A pull ended by the task's own stop is no failure of the task.
+    if (!req.signal?.aborted) req.say({ type: 'Setup Failure', message, failed: true });
     throw new TaskImageSetupError(`task "${req.task.name}": ${message}`, { cause });
   };
+  const images = req.images;
+  if (!images)
+    return fail(`the task runs image ${image.ref}, but this agent has no image service (the images module is not in its module list)`);
   let lastDownload = '';
   const onEvent = (e: PullEvent) => {
     if (e.kind === 'downloading') {
@@ -70,7 +75,7 @@ export async function prepareImageStart(req: ImageStartRequest): Promise<ImageSt
   };
   let prepared: Awaited<ReturnType<TaskImagesService['prepare']>>;
   try {
-    prepared = await req.images.prepare({
+    prepared = await images.prepare({
       taskDir: imageDirOf(req.taskDir),
       ref: image.ref,
       ...(image.auth ? { auth: image.auth } : {}),

@@ -564,7 +564,6 @@ export class TaskRunner {
     };
     // An image task runs on its image's root, with the process the image and the task give (task-image.ts).
     if (this.task.image && launch.isolation) {
-      if (!this.deps.images) throw new TaskImageSetupError(`task "${this.task.name}" runs an image, but this agent has no image service`);
       const say = (e: Omit<TaskEvent, 'time'>) => this.event(e);
       launch = await prepareImageStart({
         ...launch,
@@ -573,6 +572,8 @@ export class TaskRunner {
         taskDir: this.taskDir,
         images: this.deps.images,
         say,
+        // A stop ends a pull under way (the pull is shared: it stops only when no other task waits on it).
+        signal: this.stopController.signal,
       });
       if (this.stopping || this.detached) return undefined;
     }
