@@ -136,7 +136,8 @@ describe('ociConfig', () => {
 
 describe('ociConfig of an image task', () => {
   const image = (extra: Partial<IsolationConfig> = {}) => base({ image: { rootfs: '/d/image/rootfs', cwd: '/srv/app' }, ...extra });
-  const namespaces = (c: Record<string, unknown>) => (c['linux'] as { namespaces: { type: string }[] }).namespaces.map((n) => n.type).sort();
+  const namespaces = (c: Record<string, unknown>) =>
+    (c['linux'] as { namespaces: { type: string }[] }).namespaces.map((n) => n.type).sort();
 
   it("runs on the image's writable root in its working dir, with no chroot_env and no /tmp of its own, and its own dirs bound as for exec", () => {
     const c = ociConfig(task, image({ chroot: { '/usr': '/usr', '/bin': '/bin' } }));
@@ -152,7 +153,9 @@ describe('ociConfig of an image task', () => {
     expect(e['root']).toEqual({ path: 'rootfs', readonly: true });
     expect((e['process'] as { cwd: string }).cwd).toBe('/local');
     expect(mounts(e).map((m) => m.destination)).toContain('/tmp');
-    expect(() => ociConfig(task, image({ image: { rootfs: 'rel/rootfs', cwd: '/' } }))).toThrow(/image root: "rel\/rootfs" is not an absolute path/);
+    expect(() => ociConfig(task, image({ image: { rootfs: 'rel/rootfs', cwd: '/' } }))).toThrow(
+      /image root: "rel\/rootfs" is not an absolute path/,
+    );
   });
 
   it("binds the host's resolv.conf and hosts read-only on the host's network only; pid_mode/ipc_mode host drop those namespaces", () => {

@@ -240,7 +240,9 @@ export function ociConfig(
     if (taken.has(dest)) throw new ValidationError(`${what}: ${dest} is mounted twice`, what);
     taken.add(dest);
   };
-  const image = iso.image ? { rootfs: taskPath(iso.image.rootfs, 'image root'), cwd: taskPath(iso.image.cwd, 'image work_dir') } : undefined;
+  const image = iso.image
+    ? { rootfs: taskPath(iso.image.rootfs, 'image root'), cwd: taskPath(iso.image.cwd, 'image work_dir') }
+    : undefined;
   for (const [dest, host] of image ? [] : Object.entries(iso.chroot).sort(([a], [b]) => a.localeCompare(b))) {
     const d = taskPath(dest, 'chroot_env');
     const h = taskPath(host, 'chroot_env');

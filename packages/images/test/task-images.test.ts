@@ -150,6 +150,14 @@ it('removes an image no task used for gc.imageDelay, keeping the layer another i
   expect(puller.index.get(`${registry.host}/team/two:1`)).toBeDefined();
   await svc.release(two);
 
+  // A service that never saw a root prepared (an agent restarted, its task not yet restored) still keeps the layers a mounted root stands on.
+  const running = join(work, 'd-alloc', 'running');
+  await svc.prepare({ taskDir: running, ref: `${registry.host}/team/two:1`, auth: auth() });
+  const unaware = open('d', new FakeClock());
+  expect(await unaware.removeImage(`${registry.host}/team/two:1`)).toBe(false);
+  expect((await unaware.open()).puller.index.get(`${registry.host}/team/two:1`)).toBeDefined();
+  await svc.release(running);
+
   const keepClock = new FakeClock();
   const keep = open('e', keepClock, { gc: { image: false, imageDelay: 1_000 } });
   await keep.prepare({ taskDir: join(work, 'e-alloc', 'one'), ref: `${registry.host}/team/one:1`, auth: auth() });

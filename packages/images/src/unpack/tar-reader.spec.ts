@@ -176,7 +176,7 @@ describe('readTar', () => {
     expect(err.message).toContain('truncated');
   });
 
-  it('refuses an archive cut inside a header or a padding; one ending cleanly at an entry boundary ends there, as Go\'s archive/tar reads it', async () => {
+  it("refuses an archive cut inside a header or a padding; one ending cleanly at an entry boundary ends there, as Go's archive/tar reads it", async () => {
     const tar = buildTar([{ name: 'a', body: 'x' }, { name: 'b' }], { endMarker: false });
     expect((await failure(tar.subarray(0, 1024 + 100))).message).toContain('truncated inside a header');
     expect((await failure(tar.subarray(0, 512 + 100))).message).toContain('truncated in the padding');
