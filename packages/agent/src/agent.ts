@@ -15,6 +15,7 @@ import { bind, type Clock, IClock, ILogger, IMetrics, type Logger, ModuleHost, P
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, type CSIManager } from '@csiplug/csimanager';
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
+import { ITaskImages, type TaskImagesService } from '@csiplug/images';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory } from '@csiplug/hooks';
 import {
   IVolumeCatalog,
@@ -109,6 +110,7 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     taskVariables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {},
     // Read once at start, as Nomad's static fingerprints are; a config reload that changes the node's part needs a restart.
     node: fingerprintNode({ id: config.nodeId, ...config.node }),
+    images: container.resolve<TaskImagesService>(ITaskImages),
     cluster: () => cluster,
   });
   const nodes = new NodeViews(ctx, () => cluster);

@@ -19,6 +19,8 @@ import type { JobPlan } from '@csiplug/jobspec';
 import type { RolloutHost } from '@csiplug/runner';
 import { TASK_RESTARTS_TOTAL, type PromMetrics } from './metrics';
 import type { Alloc, JobSpec, NodeAttributes } from '@csiplug/jobspec';
+import { DEFAULT_IMAGE_DRIVER } from '@csiplug/jobspec';
+import type { TaskImagesService } from '@csiplug/images';
 import { AllocRunner, type AllocRunnerDeps } from '@csiplug/runner';
 import type { AllocStore } from '@csiplug/runner';
 import { drainBeforePluginStop } from '@csiplug/runner';
@@ -40,6 +42,8 @@ export interface JobServiceDeps {
   taskVariables: Record<string, string>;
   /** This node for `${attr.…}`, `${node.…}`, `${meta.…}` (the runner's fingerprint of it). */
   node: NodeAttributes;
+  /** The image service (imagesModule): the roots of docker/podman tasks. */
+  images?: TaskImagesService;
   /** Cluster mode, once made (undefined for an agent on its own). */
   cluster: () => ClusterMode | undefined;
 }
@@ -210,6 +214,13 @@ export class JobService {
    * live mount.
    */
   private removeAllocDir(r: AllocRunner): void {
+    // An image task's root is mounted in its task dir: unmounted first (its image stays for image GC), then the dir goes.
+    if (r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.image)))
+      void r.releaseTaskImages().then(() => this.removeAllocDirNow(r));
+    else this.removeAllocDirNow(r);
+  }
+
+  private removeAllocDirNow(r: AllocRunner): void {
     let dir = r.allocDir;
     try {
       // mountinfo names real paths; the data dir may be reached through a symlink.
@@ -421,6 +432,8 @@ export class JobService {
       allocStore: deps.allocStore,
       taskStates: deps.taskStates,
       exec: config.exec,
+      docker: config.docker ?? DEFAULT_IMAGE_DRIVER,
+      ...(deps.images ? { images: deps.images } : {}),
       hostNetwork: () => this.hostNetworkAllowed,
       rawExec: () => config.rawExec.enabled,
       claimHeld: (volumeId: string, allocId: string) => ctx.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId) ?? false,

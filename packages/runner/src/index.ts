@@ -15,3 +15,5 @@ export * from './task-paths';
 export * from './task-runner';
 export * from './task-state-writer';
 export * from './task-user';
+export * from './image-policy';
+export * from './task-image';

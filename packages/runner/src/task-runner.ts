@@ -49,6 +49,8 @@ import {
 import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
+import { TaskImageSetupError, prepareImageStart } from './task-image';
+import type { TaskImagesService } from '@csiplug/images';
 import type { TaskStateWriter } from './task-state-writer';
 import { interpolateTask, type InterpolatedTask } from '@csiplug/jobspec';
 
@@ -88,6 +90,8 @@ export interface TaskRunnerDeps {
   onEvent(task: string, event: TaskEvent): void;
   /** Told whenever the task's state changes (the alloc recomputes its status). */
   onStateChange(): void;
+  /** The agent's image service: an image task's root (driver docker/podman). Without it an image task fails to start. */
+  images?: TaskImagesService;
 }
 
 /** This agent refuses the task's configuration (a capability, or the host's network, it may not have): no restart would help. */
@@ -384,7 +388,7 @@ export class TaskRunner {
           if (!handle) {
             localStartFaults = 0;
             // A refusal has its Setup Failure event already; the driver was never asked.
-            if (!(err instanceof TaskRefusedError))
+            if (!(err instanceof TaskRefusedError) && !(err instanceof TaskImageSetupError))
               this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
             // A refused configuration fails at once: restarts would only repeat the refusal.
             const decision =
@@ -562,18 +566,38 @@ export class TaskRunner {
       this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
       throw new TaskRefusedError(`task "${this.task.name}": ${errorMessage(err)}`);
     }
-    const env = { ...vars, ...resolved.env };
+    let launch: { command: string; args: string[]; env: Record<string, string>; isolation: IsolationConfig | undefined } = {
+      command: resolved.command,
+      args: resolved.args,
+      env: { ...vars, ...resolved.env },
+      isolation: this.isolation ? { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } : undefined,
+    };
+    // An image task runs on its image's root, with the process the image and the task give (task-image.ts).
+    if (this.task.image && launch.isolation) {
+      const say = (e: Omit<TaskEvent, 'time'>) => this.event(e);
+      launch = await prepareImageStart({
+        ...launch,
+        isolation: launch.isolation,
+        task: this.task,
+        taskDir: this.taskDir,
+        images: this.deps.images,
+        say,
+        // A stop ends a pull under way (the pull is shared: it stops only when no other task waits on it).
+        signal: this.stopController.signal,
+      });
+      if (this.stopping || this.detached) return undefined;
+    }
     // A new process runs on what the alloc has now: a restart asked for the old one is moot.
     this.pendingRestart = undefined;
     const handle = await this.deps.driver.start({
       allocId: this.alloc.id,
       taskName: this.task.name,
       taskDir: this.taskDir,
-      command: resolved.command,
-      args: resolved.args,
-      env,
+      command: launch.command,
+      args: launch.args,
+      env: launch.env,
       ...(this.task.logs ? { logs: this.task.logs } : {}),
-      ...(this.isolation ? { isolation: { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } } : {}),
+      ...(launch.isolation ? { isolation: launch.isolation } : {}),
     });
     this.handle = handle;
     this.saves.saveHandle(handle);
@@ -615,7 +639,8 @@ export class TaskRunner {
       this.isolation.privileged ? 'privileged' : undefined,
       this.isolation.network === 'host' ? "the host's network" : 'own network (loopback only)',
     ].filter(Boolean);
-    return `task started isolated by the exec driver (runc, pid ${pid}${limits.length ? `; ${limits.join(', ')}` : ''})`;
+    const driver = this.task.image ? `${this.task.driver} driver (image ${this.task.image.ref}, runc` : 'exec driver (runc';
+    return `task started isolated by the ${driver}, pid ${pid}${limits.length ? `; ${limits.join(', ')}` : ''})`;
   }
 
   private poststart(ctx: TaskHookContext): void {

@@ -7,8 +7,9 @@
 import { errorMessage, type Logger } from '@csiplug/core';
 import { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR, type IsolationConfig, type TaskMount } from '@csiplug/driver';
 import type { MountedVolume } from '@csiplug/hooks';
-import type { Alloc, ExecDriverConfig, GroupSpec, NodeAttributes, TaskSpec, TaskVarsInput } from '@csiplug/jobspec';
-import { nodeValues, taskVariables } from '@csiplug/jobspec';
+import type { Alloc, ExecDriverConfig, GroupSpec, ImageDriverConfig, NodeAttributes, TaskSpec, TaskVarsInput } from '@csiplug/jobspec';
+import { DEFAULT_IMAGE_DRIVER, nodeValues, taskVariables } from '@csiplug/jobspec';
+import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal } from './image-policy';
 import * as fs from 'fs';
 import * as path from 'path';
 import { rawExecRefusal } from './raw-exec-policy';
@@ -21,6 +22,8 @@ export interface TaskSetupDeps {
   dataDir: string;
   nodeId: string;
   exec: ExecDriverConfig;
+  /** plugin "docker" { config { … } }: what image tasks may have; DEFAULT_IMAGE_DRIVER when absent. */
+  docker?: ImageDriverConfig;
   hostNetwork: () => boolean;
   rawExec: () => boolean;
   variables: Record<string, string>;
@@ -47,7 +50,8 @@ export class TaskSetup {
   prepare(runners: ReadonlyMap<string, TaskRunner>): void {
     const volumePaths: Record<string, string> = {};
     for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
-    const users = new Map(this.group.tasks.filter((t) => t.isolated).map((t) => [t.name, this.taskUserOf(t)] as const));
+    // An image task's user is the image's (its /etc/passwd, read at start: task-image.ts), never looked up on the host.
+    const users = new Map(this.group.tasks.filter((t) => t.isolated && !t.image).map((t) => [t.name, this.taskUserOf(t)] as const));
     // The alloc's shared dir belongs to its isolated tasks' user; tasks of several users share it with the sticky bit (its host path is behind 0700 dirs).
     const owners = new Set([...users.values()].flatMap((u) => ('user' in u ? [`${u.user.uid}:${u.user.gid}`] : [])));
     const sharedOwner = owners.size === 1 ? [...users.values()].flatMap((u) => ('user' in u ? [u.user] : []))[0] : undefined;
@@ -80,7 +84,7 @@ export class TaskSetup {
             task,
             runner.taskDir,
             pluginDataDir,
-            users.get(task.name)!,
+            users.get(task.name) ?? IMAGE_USER,
             owners.size > 1 ? 'shared' : sharedOwner,
             destinations.paths,
           )
@@ -167,18 +171,25 @@ export class TaskSetup {
       else if (sharedOwner) ownDir(shared, sharedOwner, 0o700);
     }
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
-    const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
+    const notAllowed = task.image ? [] : (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
     const network = task.config.networkMode ?? 'none';
+    const docker = this.deps.docker ?? DEFAULT_IMAGE_DRIVER;
+    const image = task.image ? imageMountsOf(task.image.mounts, taskDir, docker, (p) => fs.realpathSync(p)) : undefined;
+    const imageRefusal = task.image ? (image!.refusal ?? imagePrivilegeRefusal(task, docker)) : undefined;
     const refusal = () =>
       'error' in taskUser
         ? taskUser.error
-        : // A CSI plugin runs as root by default: naming root changes nothing.
-          (userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec) ??
-          (notAllowed.length
-            ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
-            : network === 'host' && !this.deps.hostNetwork()
-              ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
-              : undefined));
+        : imageRefusal !== undefined
+          ? imageRefusal
+          : // A CSI plugin runs as root by default: naming root changes nothing.
+            ((taskUser === IMAGE_USER
+              ? undefined
+              : userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec)) ??
+            (notAllowed.length
+              ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
+              : network === 'host' && !this.deps.hostNetwork()
+                ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
+                : undefined));
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
     for (const [i, m] of task.volumeMounts.entries()) {
@@ -195,9 +206,13 @@ export class TaskSetup {
       volumePaths[m.volume] ??= destination;
     }
     if (pluginDataDir !== undefined) mounts.push({ source: pluginDataDir, destination: pluginDataDir });
+    if (image) mounts.push(...image.mounts);
     return {
       config: {
-        chroot: exec.chrootEnv,
+        // An image task's root is its image (given at start, task-image.ts), with no chroot_env.
+        chroot: task.image ? {} : exec.chrootEnv,
+        ...(task.image?.pidHost ? { pidHost: true } : {}),
+        ...(task.image?.ipcHost ? { ipcHost: true } : {}),
         allocDir: shared,
         secretsDir: secrets,
         localDir: local,
@@ -214,8 +229,8 @@ export class TaskSetup {
             }
           : {}),
         // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
-        ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
-        ...('user' in taskUser
+        ...((task.image ? imagePrivileged(task, docker) : task.csiPlugin && exec.allowPrivileged) ? { privileged: true } : {}),
+        ...('user' in taskUser && taskUser !== IMAGE_USER
           ? {
               user: {
                 uid: taskUser.user.uid,
@@ -257,6 +272,9 @@ export class TaskSetup {
     }
   }
 }
+
+/** An image task's user until its image gives one at start: root owns its dirs meanwhile, and no host user is looked up or refused. */
+const IMAGE_USER: { user: ResolvedTaskUser } = Object.freeze({ user: Object.freeze({ uid: 0, gid: 0, name: 'root' }) });
 
 /** Gives `dir` (made by the agent, never a link: lstat-checked) to `owner` with `mode`. */
 function ownDir(dir: string, owner: { uid: number; gid: number }, mode: number): void {

@@ -5,3 +5,4 @@
 export * from './tar-writer';
 export * from './image-builder';
 export * from './registry-server';
+export * from './host-binaries';
