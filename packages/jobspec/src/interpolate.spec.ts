@@ -185,3 +185,26 @@ describe('taskVariables and interpolateTask', () => {
     expect(() => interpolateTask(task, vars)).toThrow(message);
   });
 });
+
+describe('interpolateTask of an image task', () => {
+  const image = { ref: 'r/p:1', forcePull: false, pullTimeout: 1, mounts: [] };
+
+  it('interpolates the entrypoint and work_dir as it does command and args (the task env included)', () => {
+    const out = interpolateTask(
+      {
+        config: { command: '', args: [] },
+        env: { MODE: 'node' },
+        image: { ...image, entrypoint: ['/bin/p', '--${MODE}'], workDir: '/w/${NOMAD_TASK_NAME}' },
+      },
+      { NOMAD_TASK_NAME: 't' },
+    );
+    expect(out.entrypoint).toEqual(['/bin/p', '--node']);
+    expect(out.workDir).toBe('/w/t');
+  });
+
+  it('refuses a name with no value in them, naming the field', () => {
+    expect(() => interpolateTask({ config: { command: '', args: [] }, env: {}, image: { ...image, workDir: '/${nope}' } }, {})).toThrow(
+      /config\.work_dir: \$\{nope\}/,
+    );
+  });
+});

@@ -169,6 +169,9 @@ export function interpolateStrict(text: string, vars: Readonly<Record<string, st
 export interface InterpolatedTask {
   command: string;
   args: string[];
+  /** An image task's `entrypoint` and `work_dir`, interpolated as command and args are (absent: the task has none). */
+  entrypoint?: string[];
+  workDir?: string;
   /** The task's own env block, interpolated (not merged with `vars`). */
   env: Record<string, string>;
 }
@@ -181,7 +184,7 @@ export interface InterpolatedTask {
  * with no value throws an InterpolationError naming the field.
  */
 export function interpolateTask(
-  task: Pick<TaskSpec, 'config' | 'env'>,
+  task: Pick<TaskSpec, 'config' | 'env' | 'image'>,
   vars: Readonly<Record<string, string>>,
   nodeValues: Readonly<Record<string, string>> = {},
 ): InterpolatedTask {
@@ -192,5 +195,9 @@ export function interpolateTask(
     command: interpolateStrict(task.config.command, all, 'config.command'),
     args: task.config.args.map((a, i) => interpolateStrict(a, all, `config.args[${i}]`)),
     env,
+    ...(task.image?.entrypoint
+      ? { entrypoint: task.image.entrypoint.map((a, i) => interpolateStrict(a, all, `config.entrypoint[${i}]`)) }
+      : {}),
+    ...(task.image?.workDir !== undefined ? { workDir: interpolateStrict(task.image.workDir, all, 'config.work_dir') } : {}),
   };
 }

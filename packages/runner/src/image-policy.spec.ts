@@ -1,5 +1,5 @@
 import { DEFAULT_IMAGE_DRIVER, type TaskImageMount, type TaskSpec } from '@csiplug/jobspec';
-import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal } from './image-policy';
+import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal, resolveImageMountPaths } from './image-policy';
 
 // A host where /data/real is a dir, /data/link leads to /etc, and the task dir holds cfg/.
 const fsLinks: Record<string, string> = {
@@ -80,5 +80,21 @@ describe('image privileges', () => {
     const t = (capAdd: string[]) => ({ image: {}, config: { command: '', args: [], capAdd } }) as unknown as TaskSpec;
     expect(imagePrivilegeRefusal(t(['chown', 'CAP_KILL']), DEFAULT_IMAGE_DRIVER)).toBeUndefined();
     expect(imagePrivilegeRefusal(t(['sys_admin']), DEFAULT_IMAGE_DRIVER)).toMatch(/cap_add asks for sys_admin.*allow_caps/);
+  });
+});
+
+describe('resolveImageMountPaths', () => {
+  const bind = (source: string, target: string): TaskImageMount => ({ type: 'bind', source, target, readOnly: false });
+
+  it('resolves the path variables in source and target before any path is made', () => {
+    const vars = { NOMAD_ALLOC_DIR: '/alloc', 'node.unique.name': 'n1' };
+    expect(resolveImageMountPaths([bind('local/${node.unique.name}', '${NOMAD_ALLOC_DIR}/data')], vars)).toEqual({
+      mounts: [bind('local/n1', '/alloc/data')],
+    });
+  });
+
+  it('refuses a name with no value, naming the mount field and the name', () => {
+    const out = resolveImageMountPaths([bind('a', '/x'), bind('b', '/data/${meta.rack}')], {});
+    expect(out).toEqual({ error: expect.stringMatching(/^config\.mount\[1\]\.target: \$\{meta\.rack\} has no value on this node/) });
   });
 });

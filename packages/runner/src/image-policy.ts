@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { capabilityName } from '@csiplug/core';
 import type { MountPropagation, TaskMount } from '@csiplug/driver';
 import type { ImageDriverConfig, TaskImageMount, TaskSpec } from '@csiplug/jobspec';
+import { interpolateStrict } from '@csiplug/jobspec';
 
 /** Docker's propagation names → the driver's (Nomad's propagation_mode). */
 const PROPAGATION: Readonly<Record<NonNullable<TaskImageMount['propagation']>, MountPropagation>> = {
@@ -20,6 +21,28 @@ const PROPAGATION: Readonly<Record<NonNullable<TaskImageMount['propagation']>, M
   rshared: 'bidirectional',
   shared: 'bidirectional',
 };
+
+/**
+ * The mounts' `${…}` names resolved in their source and target (the path
+ * variables: ids, dirs, the node's names); a name with no value is an
+ * error naming the mount's field, never a path made as written.
+ */
+export function resolveImageMountPaths(
+  mounts: readonly TaskImageMount[],
+  vars: Readonly<Record<string, string>>,
+): { mounts: TaskImageMount[] } | { error: string } {
+  try {
+    return {
+      mounts: mounts.map((m, i) => ({
+        ...m,
+        target: interpolateStrict(m.target, vars, `config.mount[${i}].target`),
+        ...(m.source !== undefined ? { source: interpolateStrict(m.source, vars, `config.mount[${i}].source`) } : {}),
+      })),
+    };
+  } catch (err) {
+    return { error: err instanceof Error ? err.message : String(err) };
+  }
+}
 
 export interface ImageMountsResult {
   mounts: TaskMount[];

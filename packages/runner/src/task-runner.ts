@@ -578,7 +578,15 @@ export class TaskRunner {
       launch = await prepareImageStart({
         ...launch,
         isolation: launch.isolation,
-        task: this.task,
+        // The image's entrypoint and work_dir as interpolated, like command and args.
+        task: {
+          ...this.task,
+          image: {
+            ...this.task.image,
+            ...(resolved.entrypoint ? { entrypoint: resolved.entrypoint } : {}),
+            ...(resolved.workDir !== undefined ? { workDir: resolved.workDir } : {}),
+          },
+        },
         taskDir: this.taskDir,
         images: this.deps.images,
         say,

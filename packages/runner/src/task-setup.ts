@@ -9,7 +9,7 @@ import { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR, type IsolationConfig,
 import type { MountedVolume } from '@csiplug/hooks';
 import type { Alloc, ExecDriverConfig, GroupSpec, ImageDriverConfig, NodeAttributes, TaskSpec, TaskVarsInput } from '@csiplug/jobspec';
 import { DEFAULT_IMAGE_DRIVER, nodeValues, taskVariables } from '@csiplug/jobspec';
-import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal } from './image-policy';
+import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal, resolveImageMountPaths } from './image-policy';
 import * as fs from 'fs';
 import * as path from 'path';
 import { rawExecRefusal } from './raw-exec-policy';
@@ -78,7 +78,8 @@ export class TaskSetup {
       };
       const node = this.deps.node ? nodeValues(this.deps.node) : {};
       // Destinations are resolved before any bind or link is made: none is ever made at a path with "${" in it.
-      const destinations = this.destinationsOf(task, runner.taskDir, { ...taskVariables(input), ...node });
+      const pathVars = { ...taskVariables(input), ...node };
+      const destinations = this.destinationsOf(task, runner.taskDir, pathVars);
       const isolation = task.isolated
         ? this.isolationOf(
             task,
@@ -87,6 +88,7 @@ export class TaskSetup {
             users.get(task.name) ?? IMAGE_USER,
             owners.size > 1 ? 'shared' : sharedOwner,
             destinations.paths,
+            pathVars,
           )
         : undefined;
       if (!isolation) this.linkVolumeMounts(task, destinations.paths);
@@ -156,6 +158,7 @@ export class TaskSetup {
     taskUser: { user: ResolvedTaskUser } | { error: string },
     sharedOwner: ResolvedTaskUser | 'shared' | undefined,
     destinations: readonly (string | undefined)[],
+    pathVars: Readonly<Record<string, string>>,
   ): { config: IsolationConfig; volumePaths: Record<string, string>; refusal: () => string | undefined } {
     const exec = this.deps.exec;
     const local = path.join(taskDir, 'local');
@@ -174,7 +177,13 @@ export class TaskSetup {
     const notAllowed = task.image ? [] : (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
     const network = task.config.networkMode ?? 'none';
     const docker = this.deps.docker ?? DEFAULT_IMAGE_DRIVER;
-    const image = task.image ? imageMountsOf(task.image.mounts, taskDir, docker, (p) => fs.realpathSync(p)) : undefined;
+    // Mount paths are resolved (strictly: a name with no value is a refusal) before the policy looks at them.
+    const resolvedMounts = task.image ? resolveImageMountPaths(task.image.mounts, pathVars) : undefined;
+    const image = resolvedMounts
+      ? 'error' in resolvedMounts
+        ? { mounts: [], refusal: resolvedMounts.error }
+        : imageMountsOf(resolvedMounts.mounts, taskDir, docker, (p) => fs.realpathSync(p))
+      : undefined;
     const imageRefusal = task.image ? (image!.refusal ?? imagePrivilegeRefusal(task, docker)) : undefined;
     const refusal = () =>
       'error' in taskUser
