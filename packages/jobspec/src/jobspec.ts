@@ -17,6 +17,7 @@ import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, Upda
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
 import { BlockReader, type Body, Problems, Where, detectFormat, isBody, loadDocument, singleBody, withPrefix } from './document';
 import { inSourceOrder } from './hcl-source-order';
+import { readTemplates, templateToDocument, type TemplateDocument } from './template-spec';
 
 export { ValidationProblems } from './document';
 
@@ -82,6 +83,7 @@ export interface TaskDocument {
   kill_timeout?: DurationValue;
   user?: string;
   logs?: { max_files?: number; max_file_size?: number };
+  template?: TemplateDocument[];
 }
 
 export interface UpdateDocument {
@@ -208,6 +210,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
           },
         }
       : {}),
+    ...(t.templates?.length ? { template: t.templates.map(templateToDocument) } : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
     max_parallel: u.maxParallel,
@@ -287,7 +290,6 @@ const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
 
 const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
   artifact: `csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; ${REMOVE}`,
-  template: `csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; ${REMOVE}`,
   service: NO_SERVICE,
   constraint: PLACEMENT,
   affinity: PLACEMENT,
@@ -478,6 +480,7 @@ const TASK_FIELDS = [
   'kill_timeout',
   'resources',
   'logs',
+  'template',
 ];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
@@ -614,6 +617,8 @@ function readTask(
       }
     : undefined;
 
+  const templates = readTemplates(r, where, driver);
+
   return {
     name,
     driver: driver ?? 'exec',
@@ -628,6 +633,7 @@ function readTask(
     ...(resources ? { resources } : {}),
     killTimeout,
     ...(logs ? { logs } : {}),
+    ...(templates.length ? { templates } : {}),
   };
 }
 
