@@ -19,6 +19,12 @@
 // and applied once the runner waits on the process again, never to a saved
 // handle it has not yet re-attached to, and dropped when a new process starts.
 //
+// Templates (task-templates.ts) are rendered before each start, after the
+// prestart hooks; a failure is the start's (a Setup Failure, then the
+// restart policy). On a reload of the agent's config the alloc runner asks
+// `templates.reload()`, which re-renders and applies change_mode through the
+// means given here (an uncounted restart, a signal through the driver).
+//
 // What cannot be saved (a full disk) is logged, never thrown at the task: the
 // handle and state are written again on the next change or by a retry timer
 // (backoff up to 30 s; a dead task has no next change), and a handle that
@@ -50,6 +56,7 @@ import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
 import type { TaskStateWriter } from './task-state-writer';
+import { TaskTemplates, TemplateRenderError, templateTarget } from './task-templates';
 import { interpolateTask } from '@csiplug/jobspec';
 
 export const TASK_EVENT = {
@@ -88,6 +95,8 @@ export interface TaskRunnerDeps {
   onEvent(task: string, event: TaskEvent): void;
   /** Told whenever the task's state changes (the alloc recomputes its status). */
   onStateChange(): void;
+  /** Where in its splay a template change applies, in [0, 1) (default Math.random). */
+  random?: () => number;
 }
 
 /** This agent refuses the task's configuration (a capability, or the host's network, it may not have): no restart would help. */
@@ -122,6 +131,13 @@ export class TaskRunner {
   private readonly log: Logger;
   /** Where the task's handle and state are saved, and saved again after a failure (task-saves.ts). */
   private readonly saves: TaskSaves;
+  /**
+   * The task's template blocks (undefined: it has none). `templates.reload()`
+   * renders them again on a reload of the agent's config and applies their
+   * change_mode to the task, if it runs.
+   */
+  readonly templates: { reload(): Promise<void> } | undefined;
+  private readonly templateFiles: TaskTemplates | undefined;
 
   constructor(
     private readonly alloc: AllocInfo,
@@ -147,6 +163,30 @@ export class TaskRunner {
       deps,
       this.log,
     );
+    const files = task.templates?.length ? new TaskTemplates(task.templates, this.log) : undefined;
+    this.templateFiles = files;
+    this.templates = files && {
+      reload: () => {
+        if (this.state.state !== 'running' || this.stopping || this.detached) return Promise.resolve();
+        return files.reload(
+          {
+            restart: (reason) => this.restart(reason),
+            signal: async (signal) => {
+              if (!this.handle || !this.deps.driver.signalTask) throw new Error(`the ${this.deps.driver.name} driver cannot signal a task`);
+              await this.deps.driver.signalTask(this.handle, signal);
+            },
+            event: (e) => this.event(e),
+            sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
+            random: deps.random ?? Math.random,
+          },
+          // A task re-attached after an agent restart was not started by this runner: its env is made again (without its hooks').
+          () => ({
+            env: { ...this.variables, ...interpolateTask(this.task, this.variables).env },
+            target: templateTarget(taskDir, this.isolation),
+          }),
+        );
+      },
+    };
   }
 
   get name(): string {
@@ -380,8 +420,8 @@ export class TaskRunner {
           }
           if (!handle) {
             localStartFaults = 0;
-            // A refusal has its Setup Failure event already; the driver was never asked.
-            if (!(err instanceof TaskRefusedError))
+            // A refusal or a template has its Setup Failure event already; the driver was never asked.
+            if (!(err instanceof TaskRefusedError) && !(err instanceof TemplateRenderError))
               this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
             // A refused configuration fails at once: restarts would only repeat the refusal.
             const decision =
@@ -551,8 +591,22 @@ export class TaskRunner {
     }
     if (this.stopping || this.detached) return undefined;
     const vars = { ...this.variables, ...hookEnv };
-    const resolved = interpolateTask(this.task, vars);
-    const env = { ...vars, ...resolved.env };
+    let resolved = interpolateTask(this.task, vars);
+    let env = { ...vars, ...resolved.env };
+    if (this.templateFiles) {
+      let templateEnv: Record<string, string>;
+      try {
+        templateEnv = this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation));
+      } catch (err) {
+        this.event({ type: TASK_EVENT.setupFailure, message: `Template failed: ${errorMessage(err)}`, failed: true });
+        throw err;
+      }
+      // An env template's variables win over the task's env block (as Nomad's), and its command and args see them.
+      if (Object.keys(templateEnv).length) {
+        env = { ...env, ...templateEnv };
+        resolved = { ...interpolateTask({ config: this.task.config, env: {} }, env), env: resolved.env };
+      }
+    }
     // A new process runs on what the alloc has now: a restart asked for the old one is moot.
     this.pendingRestart = undefined;
     const handle = await this.deps.driver.start({
