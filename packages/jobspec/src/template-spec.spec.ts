@@ -2,6 +2,7 @@
 // when the jobspec is read (the template parsed, its destination kept in
 // the task's dirs), and the trip through jobToDocument.
 import { ValidationError } from '@csiplug/core';
+import { diffGroup, isDestructive } from './job-diff';
 import { jobToDocument, parseJobspec, validateJob } from './jobspec';
 import type { TaskSpec } from './model';
 
@@ -250,5 +251,13 @@ EOT
       `${TASK}: template[0].data is not a template csiplug renders: template "/abs" line 1, column 4: function "key" reads Consul, which csiplug does not use; put the value in the task's env and read it with {{ env "NAME" }}`,
       `${TASK}: template[1].perms "rw" is not an octal file mode like "0644" or "0600"`,
     ]);
+  });
+
+  it("a changed template is a change of its task that needs a new alloc (as Nomad's tasksUpdated)", () => {
+    const before = validateJob(job({ data: 'v1', destination: 'local/x' }));
+    const after = validateJob(job({ data: 'v2', destination: 'local/x' }));
+    const changes = diffGroup(after, before.groups[0]!, after.groups[0]!);
+    expect(changes.map((c) => c.field)).toEqual(['task "server" template']);
+    expect(isDestructive(changes)).toBe(true);
   });
 });
