@@ -257,7 +257,7 @@ describe('Go templates: ${…} of the task variables', () => {
   it('a name the task does not have is an error naming it, never passed through', () => {
     const err = renderError('ok\nx=${NOMAD_NOPE} y=${ALSO_NOPE}', { vars });
     expect(err.message).toMatch(
-      /^template "local\/t" line 1, column 1: \$\{NOMAD_NOPE\} is not a variable of this task \(nor \$\{ALSO_NOPE\}\)/,
+      /^template "local\/t" line 2, column 3: \$\{NOMAD_NOPE\} is not a variable of this task \(nor \$\{ALSO_NOPE\}\)/,
     );
   });
 

@@ -462,7 +462,7 @@ class Renderer {
 
   private walk(nodes: Node[], dot: TemplateValue): void {
     for (const node of nodes) {
-      if (node.kind === 'text') this.emit(this.interpolated(node.text, node.pos), node.pos);
+      if (node.kind === 'text') this.emit(this.interpolated(node.text, node.pos, true), node.pos);
       else if (node.kind === 'action') {
         const value = this.pipe(node.pipe, dot);
         if (!node.pipe.decl) this.emit(formatValue(value), node.pos);
@@ -569,15 +569,15 @@ class Renderer {
   }
 
   /** `${NAME}` of the task's variables replaced (when the context has them); an unknown name is an error. */
-  private interpolated(text: string, pos: number): string {
+  private interpolated(text: string, pos: number, textPos = false): string {
     const vars = this.ctx.vars;
     if (!vars || !text.includes('${')) return text;
-    const unknown = [...text.matchAll(/\$\$\{|\$\{([^}]*)\}/g)]
-      .map((m) => m[1]?.trim())
-      .filter((name): name is string => name !== undefined && !Object.hasOwn(vars, name));
+    const matches = [...text.matchAll(/\$\$\{|\$\{([^}]*)\}/g)].filter((m) => m[1] !== undefined && !Object.hasOwn(vars, m[1].trim()));
+    const unknown = matches.map((m) => m[1]!.trim());
     if (unknown.length)
       this.fail(
-        pos,
+        // Where the first unknown name is (a string literal's own position is its opening quote).
+        textPos ? pos + matches[0]!.index : pos,
         `\${${unknown[0]}} is not a variable of this task${
           unknown.length > 1
             ? ` (nor ${unknown

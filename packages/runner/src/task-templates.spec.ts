@@ -78,6 +78,13 @@ describe('TaskTemplates', () => {
     expect(read('local/app.conf')).toBe('v=1 ${NOT_REPLACED} {{ kept }}');
   });
 
+  it("a host process's source may be any file the agent reads, through a link too", () => {
+    fs.writeFileSync(path.join(outside, 'real.tpl'), 'via {{ "link" }}');
+    fs.symlinkSync(path.join(outside, 'real.tpl'), path.join(outside, 'link.tpl'));
+    new TaskTemplates([template({ source: path.join(outside, 'link.tpl') })], log).renderForStart({}, host);
+    expect(read('local/app.conf')).toBe('via link');
+  });
+
   it("owns the file as the template says, else as the isolated task's user, and new dirs as that user", () => {
     const isolated = templateTarget(taskDir, { allocDir: path.join(allocDir, 'alloc'), user: { uid: 65534, gid: 65534 } } as never);
     const t = new TaskTemplates(
@@ -113,7 +120,7 @@ describe('TaskTemplates', () => {
 
   it('a render error names the template and its line', () => {
     expect(renderError([template({ data: 'a\n${NOPE}' })]).message).toMatch(
-      /^template "local\/app.conf": line 1, column 1: \$\{NOPE\} is not a variable of this task/,
+      /^template "local\/app.conf": line 2, column 1: \$\{NOPE\} is not a variable of this task/,
     );
     expect(renderError([template({ source: 'local/missing.tpl' })]).message).toMatch(
       /^template "local\/app.conf": source "local\/missing.tpl" .* is not a regular file/,

@@ -226,33 +226,31 @@ function asRenderError(t: TaskTemplate, err: unknown): TemplateRenderError {
   return Object.assign(wrapped, { cause: err }, typeof code === 'string' ? { code } : {});
 }
 
-/** Reads a template's source file: relative to the task dir; for an isolated task, only inside its alloc dir and through no symlink. */
+/**
+ * Reads a template's source file, relative to the task dir. A host
+ * process's may be any file the agent can read (links followed, as its task
+ * could read it too); an isolated task's only one inside its alloc dir,
+ * reached through no symlink.
+ */
 function readSource(t: TaskTemplate, target: TemplateTarget): string {
   const file = path.resolve(target.taskDir, t.source!);
-  let dir = path.dirname(file);
-  let rel = '.';
-  if (target.sandbox !== undefined) {
-    const inside = path.relative(target.sandbox, file);
-    if (inside === '' || inside.startsWith('..') || path.isAbsolute(inside))
-      throw new TemplateRenderError(
-        t.destination,
-        `source "${t.source}" is outside the task's alloc dir (${target.sandbox}): an isolated task's template reads only files in its alloc dir (Nomad's file sandbox); put the file there, or give the template as data`,
-      );
-    dir = target.sandbox;
-    rel = path.dirname(inside);
-  }
-  const dirFd = openDirBeneath(t.destination, dir, rel, undefined, false);
-  try {
-    const read = readRegularFile(dirFd, path.basename(file));
-    if (!read)
-      throw new TemplateRenderError(
-        t.destination,
-        `source "${t.source}" (${file}) is not a regular file that can be read, or it is a symlink`,
-      );
+  const notReadable = `source "${t.source}" (${file}) is not a regular file that can be read`;
+  if (target.sandbox === undefined) {
+    const read = readRegularFile(fs.openSync(path.dirname(file), O_RDONLY | O_DIRECTORY), path.basename(file), true, true);
+    if (!read) throw new TemplateRenderError(t.destination, notReadable);
     return read.content;
-  } finally {
-    fs.closeSync(dirFd);
   }
+  const inside = path.relative(target.sandbox, file);
+  if (inside === '' || inside.startsWith('..') || path.isAbsolute(inside))
+    throw new TemplateRenderError(
+      t.destination,
+      `source "${t.source}" is outside the task's alloc dir (${target.sandbox}): an isolated task's template reads only files in its alloc dir (Nomad's file sandbox); put the file there, or give the template as data`,
+    );
+  const dirFd = openDirBeneath(t.destination, target.sandbox, path.dirname(inside), undefined, false);
+  const read = readRegularFile(dirFd, path.basename(file), true);
+  if (!read)
+    throw new TemplateRenderError(t.destination, `${notReadable}, or it is a symlink (an isolated task's template reads through none)`);
+  return read.content;
 }
 
 /**
@@ -299,13 +297,24 @@ function openDirBeneath(
   }
 }
 
-/** The file `name` in the dir `dirFd` if it is a regular file (not a link, FIFO or dir) no bigger than a template may be. */
-function readRegularFile(dirFd: number, name: string): { content: string; mode: number; uid: number; gid: number } | undefined {
+/**
+ * The file `name` in the dir `dirFd` if it is a regular file (not a FIFO or
+ * dir, nor a link unless `follow`) no bigger than a template may be.
+ * `closeDir`: the dir's fd is closed here too.
+ */
+function readRegularFile(
+  dirFd: number,
+  name: string,
+  closeDir = false,
+  follow = false,
+): { content: string; mode: number; uid: number; gid: number } | undefined {
   let fd: number;
   try {
-    fd = fs.openSync(`/proc/self/fd/${dirFd}/${name}`, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    fd = fs.openSync(`/proc/self/fd/${dirFd}/${name}`, O_RDONLY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
   } catch {
     return undefined;
+  } finally {
+    if (closeDir) fs.closeSync(dirFd);
   }
   try {
     const st = fs.fstatSync(fd);
