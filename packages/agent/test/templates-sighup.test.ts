@@ -1,7 +1,9 @@
 // A job's template blocks in a real agent: rendered into the task dir before
 // the task starts (an env template reaching the task's environment), and
 // rendered again on a SIGHUP of the agent, when a changed file restarts the
-// task (change_mode "restart") with a "Restart Signaled" event as Nomad's.
+// task (change_mode "restart") with a "Restart Signaled" event as Nomad's;
+// an isolated task (runc) sees its files at /local and /secrets, owned by
+// its user, and a change_signal reaches it inside its container.
 import * as fs from 'fs';
 import * as path from 'path';
 import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
@@ -15,7 +17,9 @@ describe('templates in a running agent', () => {
     h = new AgentHarness('', { logLevel: 'info' });
   });
   afterEach(async () => {
-    await h.cleanup();
+    const { leftMounts, leftContainers } = await h.cleanup();
+    expect(leftMounts).toEqual([]);
+    expect(leftContainers).toEqual([]);
   });
 
   it('renders before the start, and on SIGHUP re-renders a changed source and restarts the task', async () => {
@@ -76,5 +80,68 @@ job "tpl" {
     const task = (await h.api.getAlloc(alloc.id)).tasks.main!;
     expect(task.events.find((e) => e.type === 'Restart Signaled')?.message).toBe('Template with change_mode restart re-rendered');
     expect(task.failed).toBe(false);
+  });
+
+  it('an isolated task reads its files where it sees them, as its user, and a changed signal template signals it in its container', async () => {
+    await h.start();
+    const hcl = `
+job "iso-tpl" {
+  group "app" {
+    restart {
+      attempts = 10
+      delay    = "200ms"
+    }
+    task "main" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "trap 'cat /local/app.conf > /local/after-hup' HUP; cat /local/app.conf > /local/seen; id -u > /local/uid; echo \\"$TOKEN\\" > /local/token; while true; do sleep 0.1; done"]
+      }
+      kill_timeout = "1s"
+      template {
+        data        = "TOKEN={{ env \\"NOMAD_TASK_NAME\\" }}-secret\\n"
+        destination = "\${NOMAD_SECRETS_DIR}/token.env"
+        env         = true
+        perms       = "0600"
+      }
+      template {
+        source        = "local/app.tpl"
+        destination   = "local/app.conf"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        splay         = "0s"
+      }
+    }
+  }
+}`;
+    const spec = await parseJobspec(hcl, 'iso.hcl');
+    await h.api.runJob(jobToDocument(spec));
+    const alloc = await pollUntil(
+      'the alloc to be placed',
+      async () => (await h.api.getJob('iso-tpl')).allocs.find((a) => a.desiredStatus === 'run'),
+      30_000,
+    );
+    const taskDir = path.join(h.dataDir, 'allocs', alloc.id, 'main');
+    const local = path.join(taskDir, 'local');
+    // The source is in the task's own dir (Nomad's file sandbox): until it is there a start fails, and the restart policy tries again.
+    await pollUntil('the task dir', async () => (fs.existsSync(local) ? true : undefined), 30_000);
+    fs.writeFileSync(path.join(local, 'app.tpl'), 'v1 {{ "x" | toUpper }}\n');
+    await pollUntil('the task to read its file', async () => (fs.existsSync(path.join(local, 'token')) ? true : undefined), 60_000);
+    expect(fs.readFileSync(path.join(local, 'seen'), 'utf8')).toBe('v1 X\n');
+    expect(fs.readFileSync(path.join(local, 'token'), 'utf8')).toBe('main-secret\n');
+    const uid = Number(fs.readFileSync(path.join(local, 'uid'), 'utf8'));
+    expect(uid).not.toBe(0);
+    expect(fs.statSync(path.join(local, 'app.conf')).uid).toBe(uid);
+    const secret = fs.statSync(path.join(taskDir, 'secrets', 'token.env'));
+    expect([secret.uid, secret.mode & 0o777]).toEqual([uid, 0o600]);
+    const pid = h.taskPid(alloc.id, 'main');
+
+    fs.writeFileSync(path.join(local, 'app.tpl'), 'v2\n');
+    process.kill(h.proc!.pid!, 'SIGHUP');
+    await pollUntil('the task to handle the signal', async () => (fs.existsSync(path.join(local, 'after-hup')) ? true : undefined), 30_000);
+    expect(fs.readFileSync(path.join(local, 'after-hup'), 'utf8')).toBe('v2\n');
+    expect(h.taskPid(alloc.id, 'main')).toBe(pid);
+    const events = (await h.api.getAlloc(alloc.id)).tasks.main!.events;
+    expect(events.find((e) => e.type === 'Signaling')?.message).toBe('Template re-rendered; sent SIGHUP');
   });
 });
