@@ -273,6 +273,11 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs, restoring });
   }
 
+  /** A SIGHUP: every running task's templates rendered again, a changed file's change_mode applied. */
+  reloadTemplates(): Promise<void> {
+    return this.parts.jobs.reloadTemplates();
+  }
+
   /**
    * The API's token changed (a config reload): tasks started from now on may
    * have the host's network only while there is one. Tasks already running

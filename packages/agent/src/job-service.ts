@@ -314,11 +314,17 @@ export class JobService {
     return { allocs: allocs.length, restoring };
   }
 
+  /** A SIGHUP: every running task's templates rendered again (AllocRunner.reloadTemplates). */
+  reloadTemplates(): Promise<void> {
+    return Promise.all(this.ctx.allocs.all().map((r) => r.reloadTemplates())).then(() => undefined);
+  }
+
   /**
    * The API's token changed (a config reload): tasks started from now on may
    * have the host's network only while there is one. Tasks already running
    * keep what they have (a re-attach says so, see TaskRunner).
    */
+
   apiTokenChanged(hasToken: boolean): void {
     const was = this.hostNetworkAllowed;
     this.hostNetworkAllowed = hasToken;

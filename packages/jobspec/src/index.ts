@@ -17,3 +17,13 @@ export * from './job-diff';
 export * from './job-history';
 export * from './job-plan';
 export * from './replacement-order';
+export { DEFAULT_TEMPLATE, type TemplateDocument } from './template-spec';
+export {
+  GO_TEMPLATE_LIMITS,
+  GoTemplateError,
+  parseGoTemplate,
+  type GoTemplate,
+  type GoTemplateOptions,
+  type RenderContext,
+  type TemplateValue,
+} from './go-template';

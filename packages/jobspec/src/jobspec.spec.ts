@@ -590,7 +590,7 @@ describe('validateJob', () => {
     [
       'an unknown task field',
       { group: 'x' },
-      `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs)`,
+      `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs, template)`,
     ],
     ['a user that is no user name', { user: 'a b' }, `${TASK}: user "a b" is not a user name (like "nobody" or "www-data") or uid`],
     [
@@ -1036,11 +1036,6 @@ describe('every problem in one pass', () => {
       'artifact',
       { task: { artifact: { source: 'https://x' } } },
       `${TASK}: artifact is not supported: csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; remove it`,
-    ],
-    [
-      'template',
-      { task: { template: { data: 'x', destination: 'local/x' } } },
-      `${TASK}: template is not supported: csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; remove it`,
     ],
     [
       'a task service',

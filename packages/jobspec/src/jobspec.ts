@@ -19,6 +19,7 @@ import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './mode
 import { BlockReader, type Body, Problems, Where, detectFormat, isBody, loadDocument, singleBody, withPrefix } from './document';
 import { inSourceOrder } from './hcl-source-order';
 import { checkTaskInterpolation } from './interpolation-check';
+import { readTemplates, templateToDocument, type TemplateDocument } from './template-spec';
 
 export { ValidationProblems } from './document';
 
@@ -85,6 +86,7 @@ export interface TaskDocument {
   kill_timeout?: DurationValue;
   user?: string;
   logs?: { max_files?: number; max_file_size?: number };
+  template?: TemplateDocument[];
 }
 
 export interface UpdateDocument {
@@ -213,6 +215,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
           },
         }
       : {}),
+    ...(t.templates?.length ? { template: t.templates.map(templateToDocument) } : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
     max_parallel: u.maxParallel,
@@ -292,7 +295,6 @@ const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
 
 const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
   artifact: `csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; ${REMOVE}`,
-  template: `csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; ${REMOVE}`,
   service: NO_SERVICE,
   constraint: PLACEMENT,
   affinity: PLACEMENT,
@@ -487,6 +489,7 @@ const TASK_FIELDS = [
   'kill_timeout',
   'resources',
   'logs',
+  'template',
 ];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
@@ -641,6 +644,7 @@ function readTask(
     [...volumeNames],
   ))
     where.report(p.field, p.message, r.at(p.key));
+  const templates = readTemplates(r, where, driver);
 
   return {
     name,
@@ -657,6 +661,7 @@ function readTask(
     ...(resources ? { resources } : {}),
     killTimeout,
     ...(logs ? { logs } : {}),
+    ...(templates.length ? { templates } : {}),
   };
 }
 

@@ -310,6 +310,15 @@ export class AllocRunner {
     };
   }
 
+  /**
+   * The agent reloaded its config (SIGHUP): each running task's templates are
+   * rendered again, and a file that changed gets its change_mode. Resolves
+   * when every task's is done; never rejects.
+   */
+  async reloadTemplates(): Promise<void> {
+    await Promise.all([...this.tasks.values()].map((t) => t.templates?.reload() ?? Promise.resolve()));
+  }
+
   /** The agent's config changed (a reload): each running task it would now refuse says so. */
   recheckRefusals(): void {
     for (const t of this.tasks.values()) t.recheckRefusal();
