@@ -54,6 +54,8 @@ export class NodeViews {
               healthy: false,
               description: 'runc is not installed (apt-get install runc): exec tasks fail to start; raw_exec works',
             },
+        // OCI images on the same runc, pulled into this agent's image store (Nomad's names: jobs written for docker run unchanged).
+        ...imageDrivers(runc),
         // Nomad's raw_exec fingerprint when disabled: undetected, "disabled" (a cluster places no raw_exec task here).
         raw_exec: config.rawExec.enabled
           ? { detected: true, healthy: true, description: 'host processes' }
@@ -99,4 +101,12 @@ export class NodeViews {
       ],
     };
   }
+}
+
+/** The docker and podman drivers: OCI images on runc, so detected exactly where exec is. */
+function imageDrivers(runc: string | undefined): Pick<NodeView['drivers'], 'docker' | 'podman'> {
+  const view = runc
+    ? { detected: true, healthy: true, description: `OCI images isolated on runc (${runc}), no Docker daemon` }
+    : { detected: false, healthy: false, description: 'runc is not installed (apt-get install runc): image tasks fail to start' };
+  return { docker: { ...view }, podman: { ...view } };
 }

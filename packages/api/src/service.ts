@@ -244,8 +244,8 @@ export interface NodeView {
   dataDir: string;
   startedAt: number;
   status: 'ready' | 'down';
-  /** Task drivers and whether each can run tasks here (exec needs runc). */
-  drivers: Record<'exec' | 'raw_exec', { detected: boolean; healthy: boolean; description: string }>;
+  /** Task drivers and whether each can run tasks here (exec, docker and podman need runc). */
+  drivers: Record<'exec' | 'raw_exec' | 'docker' | 'podman', { detected: boolean; healthy: boolean; description: string }>;
   /** Each CSI plugin instance on this node, as fingerprinted. */
   plugins: {
     id: string;

@@ -71,7 +71,7 @@ const nodeStatus: Command = {
   usageArgs: '',
   synopsis: 'Show this node (its id, task drivers and CSI plugins), or every node of its cluster',
   help:
-    "On its own, shows the agent's node: its id, status, task drivers (exec needs runc) and each CSI plugin instance with what its fingerprint found (node id, topology, max volumes). " +
+    "On its own, shows the agent's node: its id, status, task drivers (exec, docker and podman need runc) and each CSI plugin instance with what its fingerprint found (node id, topology, max volumes). " +
     "In cluster mode (config cluster { … }), lists every node of the cluster, ready or down (a node whose lease in etcd ran out is down), each with its ID: the identity kept in its agent's data dir (the first 8 characters; -verbose: all of it). -self shows this node as above.",
   minArgs: 0,
   maxArgs: 0,

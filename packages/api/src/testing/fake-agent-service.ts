@@ -184,6 +184,8 @@ export class FakeAgentService implements AgentService {
       drivers: {
         exec: { detected: true, healthy: true, description: 'isolated tasks on runc (fake)' },
         raw_exec: { detected: true, healthy: true, description: 'host processes' },
+        docker: { detected: true, healthy: true, description: 'OCI images isolated on runc (fake)' },
+        podman: { detected: true, healthy: true, description: 'OCI images isolated on runc (fake)' },
       },
       plugins: [...this.plugins.values()].flatMap((p) =>
         p.node

@@ -68,6 +68,22 @@ describe('demandOf', () => {
     ]);
     expect(demandOf({ ...job, type: 'system' }).map((g) => g.count)).toEqual([1, 1]);
   });
+
+  it('asks for the image driver a docker or podman task names (a node with only exec does not take it)', () => {
+    const image = { ref: 'r/p:1', forcePull: false, pullTimeout: 1, mounts: [] };
+    const job: JobSpec = {
+      id: 'img',
+      name: 'img',
+      groups: [
+        group('g', 1, [
+          { ...task('d', true), driver: 'docker', image },
+          { ...task('p', true), driver: 'podman', image },
+          task('e', true),
+        ]),
+      ],
+    };
+    expect(demandOf(job)[0]!.drivers).toEqual(['docker', 'exec', 'podman']);
+  });
 });
 
 describe('projectJob', () => {

@@ -75,7 +75,8 @@ export function demandOf(job: JobSpec): GroupDemand[] {
   return job.groups.map((g) => ({
     name: g.name,
     count: job.type === 'system' ? 1 : g.count,
-    drivers: [...new Set(g.tasks.map((t) => (t.isolated ? 'exec' : 'raw_exec')))].sort(),
+    // An image task needs a node with its image driver (an agent from before images has none: it gets no such task).
+    drivers: [...new Set(g.tasks.map((t) => (t.image ? t.driver : t.isolated ? 'exec' : 'raw_exec')))].sort(),
     volumes: g.volumes.map((v) => ({ volumeId: v.source, accessMode: v.accessMode, readOnly: v.readOnly })),
   }));
 }
