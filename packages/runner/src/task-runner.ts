@@ -56,7 +56,7 @@ import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
 import type { TaskStateWriter } from './task-state-writer';
-import { TaskTemplates, TemplateRenderError, templateTarget } from './task-templates';
+import { TaskTemplates, TemplateRenderError, signalThrough, templateTarget } from './task-templates';
 import { interpolateTask } from '@csiplug/jobspec';
 
 export const TASK_EVENT = {
@@ -173,10 +173,7 @@ export class TaskRunner {
         return files.reload(
           {
             restart: (reason) => this.restart(reason),
-            signal: async (signal) => {
-              if (!this.handle || !this.deps.driver.signalTask) throw new Error(`the ${this.deps.driver.name} driver cannot signal a task`);
-              await this.deps.driver.signalTask(this.handle, signal);
-            },
+            signal: signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
             sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
             random: deps.random ?? Math.random,
