@@ -56,7 +56,7 @@ import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
 import type { TaskStateWriter } from './task-state-writer';
-import { TaskTemplates, TemplateRenderError, signalThrough, templateTarget } from './task-templates';
+import { TaskTemplates, TemplateRenderError, templateTarget } from './task-templates';
 import { interpolateTask } from '@csiplug/jobspec';
 
 export const TASK_EVENT = {
@@ -173,7 +173,7 @@ export class TaskRunner {
         return files.reload(
           {
             restart: (reason) => this.restart(reason),
-            signal: signalThrough(this.deps.driver, () => this.handle),
+            signal: TaskTemplates.signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
             sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
             random: deps.random ?? Math.random,

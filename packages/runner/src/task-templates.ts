@@ -54,15 +54,6 @@ export function templateTarget(taskDir: string, isolation: IsolationConfig | und
   };
 }
 
-/** A change_signal sent through the task's driver to its running process (`handle()`: the one it runs now). */
-export function signalThrough(driver: TaskDriver, handle: () => TaskHandle | undefined): (signal: NodeJS.Signals) => Promise<void> {
-  return async (signal) => {
-    const running = handle();
-    if (!running || !driver.signalTask) throw new Error(`the ${driver.name} driver cannot signal the task`);
-    await driver.signalTask(running, signal);
-  };
-}
-
 /** A template that could not be rendered or written: names its destination and says why. */
 export class TemplateRenderError extends Error {
   constructor(
@@ -88,6 +79,15 @@ export interface TemplateChangeActions {
 }
 
 export class TaskTemplates {
+  /** A change_signal sent through the task's driver to its running process (`handle()`: the one it runs now). */
+  static signalThrough(driver: TaskDriver, handle: () => TaskHandle | undefined): (signal: NodeJS.Signals) => Promise<void> {
+    return async (signal) => {
+      const running = handle();
+      if (!running || !driver.signalTask) throw new Error(`the ${driver.name} driver cannot signal the task`);
+      await driver.signalTask(running, signal);
+    };
+  }
+
   /** Inline templates, parsed once (a source file is parsed at each render: it may change). */
   private readonly parsed = new Map<TaskTemplate, GoTemplate>();
   /** The env and target of the last start, which a reload renders with. */
