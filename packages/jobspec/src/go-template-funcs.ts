@@ -5,6 +5,9 @@
 // replaceAll base64Encode base64Decode toJSON toYAML`. Also how a value
 // prints (Go's %v) and what counts as true in an `if`.
 
+/** Items a list made by split may have (hostile input: a huge string split into a huge list). */
+export const MAX_LIST_ITEMS = 100_000;
+
 /** A value in a template: what literals, env and the functions make. */
 export type TemplateValue = string | number | boolean | null | TemplateValue[] | { [key: string]: TemplateValue };
 
@@ -79,7 +82,10 @@ export const FUNCTIONS: Readonly<Record<string, TemplateFunction>> = Object.free
       const text = str(s!, 'the string to split').trim();
       if (text === '') return [];
       const by = str(sep!, 'the separator');
-      return by === '' ? Array.from(text) : text.split(by);
+      const items =
+        by === '' ? Array.from(text.slice(0, 2 * (MAX_LIST_ITEMS + 1))).slice(0, MAX_LIST_ITEMS + 1) : text.split(by, MAX_LIST_ITEMS + 1);
+      if (items.length > MAX_LIST_ITEMS) throw new GoTemplateValueError(`makes a list of over ${MAX_LIST_ITEMS} items`);
+      return items;
     },
   },
   join: {

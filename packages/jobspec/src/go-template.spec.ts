@@ -297,6 +297,20 @@ describe('Go templates: hostile input', () => {
     );
   });
 
+  it('refuses to split a string into more items than a list may have', () => {
+    expect(renderError('{{ split "," (env "L") }}', { env: { L: ','.repeat(GO_TEMPLATE_LIMITS.maxListItems) } }).reason).toBe(
+      `split: makes a list of over ${GO_TEMPLATE_LIMITS.maxListItems} items`,
+    );
+    expect(render('{{ split "," (env "L") | join "" }}', { env: { L: ','.repeat(GO_TEMPLATE_LIMITS.maxListItems - 1) } })).toBe('');
+  });
+
+  it('stops a value that grows past the limit in a variable, never output', () => {
+    const t = '{{ $x := "ab" }}{{ range split "," (env "L") }}{{ $x = printf "%s%s" $x $x }}{{ end }}done';
+    expect(renderError(t, { env: { L: ','.repeat(60) } }).reason).toBe(
+      `printf made a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`,
+    );
+  });
+
   it('refuses template text over the size limit', () => {
     expect(parseError('x'.repeat(GO_TEMPLATE_LIMITS.maxTemplateChars + 1)).reason).toMatch(/characters; at most/);
   });

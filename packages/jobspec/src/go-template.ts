@@ -23,13 +23,15 @@
 // render, and output size (GO_TEMPLATE_LIMITS).
 import { interpolate } from './interpolate';
 import { lex, type Fail, type Token } from './go-template-lex';
-import { FUNCTIONS, GoTemplateValueError, formatValue, isTrue, type TemplateValue } from './go-template-funcs';
+import { FUNCTIONS, GoTemplateValueError, MAX_LIST_ITEMS, formatValue, isTrue, type TemplateValue } from './go-template-funcs';
 
 export { type TemplateValue } from './go-template-funcs';
 
 export const GO_TEMPLATE_LIMITS = Object.freeze({
   /** Control structures and parentheses nested in one another. */
   maxDepth: 64,
+  /** Items a list (split's) may have. */
+  maxListItems: MAX_LIST_ITEMS,
   /** Items all `range` actions of one render go over together. */
   maxRangeItems: 100_000,
   /** Characters one render may produce. */
@@ -540,7 +542,11 @@ class Renderer {
     const lazy = args.map((a) => () => this.operand(a, dot));
     for (const p of piped) lazy.push(() => p);
     try {
-      return fn.call(lazy, this.ctx);
+      const value = fn.call(lazy, this.ctx);
+      // A value kept in a variable is never output: it is held to the output's limit too (a string doubled in a range…).
+      if (typeof value === 'string' && value.length > GO_TEMPLATE_LIMITS.maxOutputChars)
+        this.fail(head.pos, `${head.name} made a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`);
+      return value;
     } catch (err) {
       if (err instanceof GoTemplateValueError) return this.fail(head.pos, `${head.name}: ${err.message}`);
       throw err;

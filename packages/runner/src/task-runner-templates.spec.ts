@@ -7,7 +7,7 @@ import { MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import type { DriverTaskConfig, TaskHandle } from '@csiplug/driver';
 import { FakeDriver } from '@csiplug/driver/testing';
-import type { TaskEvent } from '@csiplug/hooks';
+import type { TaskEvent, TaskHook } from '@csiplug/hooks';
 import { DEFAULT_TEMPLATE, type TaskSpec, type TaskTemplate } from '@csiplug/jobspec';
 import { type ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
@@ -68,8 +68,9 @@ describe('TaskRunner with templates', () => {
     fs.rmSync(root, { recursive: true, force: true });
   });
 
-  const runner = (task: TaskSpec) =>
-    new TaskRunner({ id: 'a1', jobId: 'j', group: 'g', volumes: [] }, task, taskDir, [], {
+  const runner = (task: TaskSpec, hooks: TaskHook[] = []) =>
+    writer.flush() ??
+    new TaskRunner({ id: 'a1', jobId: 'j', group: 'g', volumes: [] }, task, taskDir, hooks, {
       driver,
       allocStore: new StateAllocStore(state),
       taskStates: writer,
@@ -170,5 +171,25 @@ describe('TaskRunner with templates', () => {
 
   it('a task without templates has no templates to reload', () => {
     expect(runner(spec([], { templates: undefined })).templates).toBeUndefined();
+  });
+
+  it("a task re-attached after an agent restart re-renders with its hooks' env from the restore", async () => {
+    const hook: TaskHook = { name: 'endpoint', prestart: async () => ({ env: { CSI_ENDPOINT: 'unix:///csi/csi.sock' } }) };
+    const task = spec([template({ data: 'endpoint=${CSI_ENDPOINT} v={{ env "V" }}' })], { env: { V: '1' } });
+    const first = runner(task, [hook]);
+    void first.run('start');
+    await clock.advance(0);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'app.conf'), 'utf8')).toBe('endpoint=unix:///csi/csi.sock v=1');
+    first.detach(); // the agent goes away; the task runs on
+    fs.writeFileSync(path.join(taskDir, 'local', 'app.conf'), 'changed by hand');
+    const r = runner(task, [hook]);
+    void r.run('restore');
+    await clock.advance(0);
+    expect(r.state.state).toBe('running');
+    await r.templates!.reload();
+    await clock.advance(0);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'app.conf'), 'utf8')).toBe('endpoint=unix:///csi/csi.sock v=1');
+    expect(events.find((e) => e.type === 'Restart Signaled')?.message).toBe(TEMPLATE_RESTART_REASON);
+    await r.stop();
   });
 });

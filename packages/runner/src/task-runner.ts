@@ -144,6 +144,8 @@ export class TaskRunner {
    */
   readonly templates: { reload(): Promise<void> } | undefined;
   private readonly templateFiles: TaskTemplates | undefined;
+  /** What the prestart hooks gave a task re-attached after an agent restart (its templates' env on a reload). */
+  private restoredHookEnv: Record<string, string> = {};
 
   constructor(
     private readonly alloc: AllocInfo,
@@ -177,19 +179,16 @@ export class TaskRunner {
         return files.reload(
           {
             restart: (reason) => this.restart(reason),
-            signal: async (signal) => {
-              if (!this.handle || !this.deps.driver.signalTask) throw new Error(`the ${this.deps.driver.name} driver cannot signal a task`);
-              await this.deps.driver.signalTask(this.handle, signal);
-            },
+            signal: TaskTemplates.signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
             sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
             random: deps.random ?? Math.random,
           },
-          // A task re-attached after an agent restart was not started by this runner: its env is made again (without its hooks').
-          () => ({
-            env: { ...this.variables, ...interpolateTask(this.task, this.variables).env },
-            target: templateTarget(taskDir, this.isolation),
-          }),
+          // A task re-attached after an agent restart was not started by this runner: its env is made again (its hooks' from the restore).
+          () => {
+            const vars = { ...this.variables, ...this.restoredHookEnv };
+            return { env: { ...vars, ...interpolateTask(this.task, vars).env }, target: templateTarget(taskDir, this.isolation) };
+          },
         );
       },
     };
@@ -343,8 +342,9 @@ export class TaskRunner {
           handle = this.handle;
           // The process runs already: prestart only re-creates what the hooks
           // keep (dirs, env for later restarts); a failure must not kill it.
-          await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) =>
-            this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }),
+          this.restoredHookEnv = await runTaskHooks(this.hooks, 'prestart', ctx).then(
+            (r) => r.env ?? {},
+            (err) => (this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }), {}),
           );
           this.setState({ state: 'running' }, { type: TASK_EVENT.reattached, message: `re-attached to pid ${handle.pid}` });
           this.warnIfNowRefused();
@@ -368,8 +368,9 @@ export class TaskRunner {
               old_pid: saved.pid,
               pid: newer.pid,
             });
-            await runTaskHooks(this.hooks, 'prestart', ctx).catch((err) =>
-              this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }),
+            this.restoredHookEnv = await runTaskHooks(this.hooks, 'prestart', ctx).then(
+              (r) => r.env ?? {},
+              (err) => (this.log.warn('prestart hooks failed on restore; the task keeps running', { error: err }), {}),
             );
             this.setState(
               { state: 'running', startedAt: newer.startedAt, finishedAt: undefined, exitCode: undefined, signal: undefined },

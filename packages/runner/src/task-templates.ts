@@ -13,7 +13,7 @@
 // than writing through it). A source file an isolated task's template reads
 // must be in its alloc dir (Nomad's file sandbox), reached the same way.
 import { errorMessage, type Logger } from '@csiplug/core';
-import type { IsolationConfig } from '@csiplug/driver';
+import type { IsolationConfig, TaskDriver, TaskHandle } from '@csiplug/driver';
 import { GO_TEMPLATE_LIMITS, GoTemplateError, parseGoTemplate, type GoTemplate, type TaskTemplate } from '@csiplug/jobspec';
 import { randomBytes } from 'crypto';
 import * as fs from 'fs';
@@ -79,6 +79,15 @@ export interface TemplateChangeActions {
 }
 
 export class TaskTemplates {
+  /** A change_signal sent through the task's driver to its running process (`handle()`: the one it runs now). */
+  static signalThrough(driver: TaskDriver, handle: () => TaskHandle | undefined): (signal: NodeJS.Signals) => Promise<void> {
+    return async (signal) => {
+      const running = handle();
+      if (!running || !driver.signalTask) throw new Error(`the ${driver.name} driver cannot signal the task`);
+      await driver.signalTask(running, signal);
+    };
+  }
+
   /** Inline templates, parsed once (a source file is parsed at each render: it may change). */
   private readonly parsed = new Map<TaskTemplate, GoTemplate>();
   /** The env and target of the last start, which a reload renders with. */
