@@ -175,7 +175,7 @@ describe('TaskRunner with templates', () => {
 
   it("a task re-attached after an agent restart re-renders with its hooks' env from the restore", async () => {
     const hook: TaskHook = { name: 'endpoint', prestart: async () => ({ env: { CSI_ENDPOINT: 'unix:///csi/csi.sock' } }) };
-    const task = spec([template({ data: 'endpoint=${CSI_ENDPOINT} v={{ env "V" }}' })], { env: { V: '1' } });
+    const task = spec([template({ data: 'endpoint=${CSI_ENDPOINT} v={{ env "V" }}' })], { env: { PORT: '80', V: '1' } });
     const first = runner(task, [hook]);
     void first.run('start');
     await clock.advance(0);

@@ -187,7 +187,8 @@ export class TaskRunner {
           // A task re-attached after an agent restart was not started by this runner: its env is made again (its hooks' from the restore).
           () => {
             const vars = { ...this.variables, ...this.restoredHookEnv };
-            return { env: { ...vars, ...interpolateTask(this.task, vars).env }, target: templateTarget(taskDir, this.isolation) };
+            const own = interpolateTask({ config: { command: '', args: [] }, env: this.task.env }, vars, this.nodeValues).env;
+            return { env: { ...vars, ...own }, target: templateTarget(taskDir, this.isolation) };
           },
         );
       },
@@ -599,36 +600,26 @@ export class TaskRunner {
     }
     if (this.stopping || this.detached) return undefined;
     const vars = { ...this.variables, ...hookEnv };
-    let resolved: InterpolatedTask;
-    try {
-      resolved = interpolateTask(this.task, vars, this.nodeValues);
-    } catch (err) {
-      // A name with no value here (a meta key this node lacks): refused, never passed on as written.
-      this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
-      throw new TaskRefusedError(`task "${this.task.name}": ${errorMessage(err)}`);
-    }
-    let env = { ...vars, ...resolved.env };
-    if (this.templateFiles) {
-      let templateEnv: Record<string, string>;
+    // The env block first, then the templates (an env template wins over the env block, as Nomad's), then command, args and the image's fields against both.
+    const strict = (fields: Pick<TaskSpec, 'config' | 'env' | 'image'>, against: Record<string, string>): InterpolatedTask => {
       try {
-        templateEnv = this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation));
+        return interpolateTask(fields, against, this.nodeValues);
+      } catch (err) {
+        // A name with no value here (a meta key this node lacks): refused, never passed on as written.
+        this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
+        throw new TaskRefusedError(`task "${this.task.name}": ${errorMessage(err)}`);
+      }
+    };
+    let env = { ...vars, ...strict({ config: { command: '', args: [] }, env: this.task.env }, vars).env };
+    if (this.templateFiles) {
+      try {
+        env = { ...env, ...this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation)) };
       } catch (err) {
         this.event({ type: TASK_EVENT.setupFailure, message: `Template failed: ${errorMessage(err)}`, failed: true });
         throw err;
       }
-      // An env template's variables win over the task's env block (as Nomad's), and its command and args see them.
-      if (Object.keys(templateEnv).length) {
-        env = { ...env, ...templateEnv };
-        resolved = {
-          ...interpolateTask(
-            { config: this.task.config, env: {}, ...(this.task.image ? { image: this.task.image } : {}) },
-            env,
-            this.nodeValues,
-          ),
-          env: resolved.env,
-        };
-      }
     }
+    const resolved = strict({ config: this.task.config, env: {}, ...(this.task.image ? { image: this.task.image } : {}) }, env);
     let launch: { command: string; args: string[]; env: Record<string, string>; isolation: IsolationConfig | undefined } = {
       command: resolved.command,
       args: resolved.args,
