@@ -169,6 +169,19 @@ describe('TaskRunner with templates', () => {
     await r.stop();
   });
 
+  it('a name only an env template gives reaches command and args (the env block does not have it)', async () => {
+    const r = runner(
+      spec([template({ data: 'LISTEN=9090\n', destination: 'secrets/app.env', env: true })], {
+        config: { command: '/bin/app', args: ['--listen', '${LISTEN}'] },
+      }),
+    );
+    void r.run('start');
+    await clock.advance(0);
+    expect(driver.started[0]).toMatchObject({ command: '/bin/app', args: ['--listen', '9090'] });
+    expect(driver.started[0]!.env).toMatchObject({ LISTEN: '9090' });
+    await r.stop();
+  });
+
   it('a task without templates has no templates to reload', () => {
     expect(runner(spec([], { templates: undefined })).templates).toBeUndefined();
   });
