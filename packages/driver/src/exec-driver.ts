@@ -536,7 +536,8 @@ export class ExecDriver implements TaskDriver {
     this.assertOpen('signalTask');
     validateHandle(handle);
     if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGHUP`, 'change_signal');
-    if (!(await this.signal(handle, signal)))
+    // change_signal: the task's own process only, as Nomad's executor sends it (its children are not the task's to signal).
+    if (!(await this.signal(handle, signal, true)))
       throw new TaskSignalError(handle.taskName, handle.pid, signal, new Error('it is not running'));
   }
 
@@ -692,15 +693,15 @@ export class ExecDriver implements TaskDriver {
     }
   }
 
-  /** Sends `signal` to the handle's task (and its process group) if it still is that process. */
-  private async signal(handle: TaskHandle, signal: NodeJS.Signals): Promise<boolean> {
+  /** Sends `signal` to the handle's task (and its process group, unless `processOnly`) if it still is that process. */
+  private async signal(handle: TaskHandle, signal: NodeJS.Signals, processOnly = false): Promise<boolean> {
     // An isolated task's signal goes to its container through runc kill (the
     // task is pid 1 of its namespace); runc itself, which the handle names,
     // is checked first, so a container of a run that ended is never signalled.
     const sent =
       handle.runc && signal !== 'SIGKILL' && (await this.containers.kill(handle, signal))
         ? true
-        : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName);
+        : this.signalProcess(handle.pid, handle.startTime, signal, handle.taskName, processOnly);
     // SIGKILL ends runc, which cannot pass it on: the container goes with runc delete (its executor does the same, if it lives).
     if (sent && signal === 'SIGKILL') await this.containers.remove(handle);
     if (sent) this.log.info('signalled task', { allocId: handle.allocId, taskName: handle.taskName, taskPid: handle.pid, signal });
@@ -712,15 +713,15 @@ export class ExecDriver implements TaskDriver {
    * `startTime`; false when it is not (or is gone). Throws the read's error
    * when that cannot be verified just now: an unverified pid is never signalled.
    */
-  private signalProcess(pid: number, startTime: string, signal: NodeJS.Signals, taskName: string): boolean {
+  private signalProcess(pid: number, startTime: string, signal: NodeJS.Signals, taskName: string, processOnly = false): boolean {
     const stat = this.readStat(pid);
     if (!stat || !startTime || stat.startTime !== startTime || isFinishedState(stat.state)) {
       this.log.debug('not signalling: no live process with this pid and start time', { targetPid: pid, startTime, signal });
       return false;
     }
     // The executor makes the task lead its own group; signal the group so
-    // the task's children stop with it. If the task left its group, signal it alone.
-    const target = stat.pgrp === pid ? -pid : pid;
+    // the task's children stop with it. If the task left its group, or `processOnly`, signal it alone.
+    const target = !processOnly && stat.pgrp === pid ? -pid : pid;
     try {
       process.kill(target, signal);
       return true;

@@ -44,6 +44,13 @@ function killIfSame(pid: number, startTime: string): void {
   }
 }
 
+/** The signals pending for `pid` (its own and its thread group's), as a bit mask: bit n-1 is signal n. */
+function pendingOf(pid: number): bigint {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const mask = (field: string) => BigInt(`0x${new RegExp(`^${field}:\\s*([0-9a-f]+)$`, 'm').exec(status)![1]}`);
+  return mask('SigPnd') | mask('ShdPnd');
+}
+
 /** A task that runs until `go` appears in its task dir, then exits with `code`. */
 const untilGo = (code: number) => `echo ready; while [ ! -f go ]; do sleep 0.05; done; exit ${code}`;
 
@@ -145,6 +152,26 @@ describe('ExecDriver with real processes', () => {
     expect(await driver.wait(handle)).toMatchObject({ exitCode: 0 });
     await expect(driver.signalTask(handle, 'SIGHUP')).rejects.toThrow(/not running/);
     await expect(driver.signalTask(handle, 'SIGNOPE' as NodeJS.Signals)).rejects.toThrow(/unknown signal "SIGNOPE"/);
+  });
+
+  it("signalTask (change_signal) reaches the task's own process only, not a child that does not handle the signal", async () => {
+    const driver = newDriver();
+    const { handle, stdout } = await start(
+      driver,
+      'sleep 30 & echo "child $!"; trap "echo got-hup" HUP; echo ready; while [ ! -f go ]; do sleep 0.05; done',
+    );
+    const childPid = Number(await until('the child pid', () => /child (\d+)/.exec(stdout())?.[1]));
+    await until(
+      'ready and the child to be sleep',
+      () => stdout().includes('ready') && readIfExists(`/proc/${childPid}/comm`) === 'sleep\n',
+    );
+    const childStart = readProcStat(childPid)!.startTime;
+    await driver.signalTask(handle, 'SIGHUP');
+    await until('the task to report the signal', () => stdout().includes('got-hup'));
+    // A SIGHUP sent to the child would be pending (or have ended it) by now: kill(2) delivers before it returns.
+    expect(isSameProcess(childPid, childStart)).toBe(true);
+    expect(pendingOf(childPid) & ((1n << 0n) | (1n << 8n))).toBe(0n);
+    expect(driver.isRunning(handle)).toBe(true);
   });
 
   it('stops a task with its kill signal, its children with it, and the executor exits', async () => {

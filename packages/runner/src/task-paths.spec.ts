@@ -9,7 +9,12 @@ const vars = {
   'meta.up': '../..',
   'meta.abs': '/etc',
 };
-const hostVars = { ...vars, NOMAD_ALLOC_DIR: '/d/allocs/a1/alloc', NOMAD_TASK_DIR: '/d/allocs/a1/web/local' };
+const hostVars = {
+  ...vars,
+  NOMAD_ALLOC_DIR: '/d/allocs/a1/alloc',
+  NOMAD_TASK_DIR: '/d/allocs/a1/web/local',
+  NOMAD_SECRETS_DIR: '/d/allocs/a1/web/secrets',
+};
 const F = 'volume_mount.destination';
 
 describe('resolveTaskPath', () => {
@@ -39,6 +44,14 @@ describe('resolveTaskPath', () => {
     ['x/${meta.up}', HOST, /resolves to "x\/\.\.\/\.\.", which leaves the task's dirs: a value with "\.\." or NUL cannot be a path here/],
     ['x/${meta.up}', ISOLATED, /which leaves the task's dirs/],
     ['${NOMAD_ALLOC_DIR}', HOST, /resolves to "\/d\/allocs\/a1\/alloc", the task's own dir itself: name a dir inside it/],
+    [
+      '${NOMAD_TASK_DIR}',
+      HOST,
+      /^volume_mount\.destination: "\$\{NOMAD_TASK_DIR\}" resolves to "\/d\/allocs\/a1\/web\/local", the task's own dir itself/,
+    ],
+    ['${NOMAD_SECRETS_DIR}/', HOST, /resolves to "\/d\/allocs\/a1\/web\/secrets", the task's own dir itself: name a dir inside it/],
+    ['local', HOST, /^volume_mount\.destination: "local" resolves to "\/d\/allocs\/a1\/web\/local", the task's own dir itself/],
+    ['/secrets/', HOST, /resolves to "\/d\/allocs\/a1\/web\/secrets", the task's own dir itself/],
     ['${NOMAD_ALLOC_DIR}/', ISOLATED, /resolves to "\/alloc", the task's own dir itself: name a dir inside it/],
     [
       '${meta.none}/x',

@@ -49,6 +49,11 @@ export function resolveTaskPath(raw: string, field: string, vars: Readonly<Recor
       return { error: `${field}: "${raw}" resolves to "${dest || '/'}", the task's own dir itself: name a dir inside it` };
     return { path: dest };
   }
+  // The dirs the agent makes itself (a link cannot replace one): refused as they are, not only inside the isolated root.
+  const ownDir = (host: string): ResolvedPath | undefined =>
+    [view.taskDir, view.sharedDir, path.join(view.taskDir, 'local'), path.join(view.taskDir, 'secrets')].includes(host)
+      ? { error: `${field}: "${raw}" resolves to "${host}", the task's own dir itself: name a dir inside it` }
+      : undefined;
   const fromVariable = raw.trimStart().startsWith('${') && path.isAbsolute(value);
   if (fromVariable) {
     const host = path.normalize(value).replace(/\/$/, '');
@@ -56,12 +61,10 @@ export function resolveTaskPath(raw: string, field: string, vars: Readonly<Recor
       return {
         error: `${leaves} (${view.taskDir} and ${view.sharedDir}): start it with \${NOMAD_TASK_DIR}, \${NOMAD_ALLOC_DIR} or \${NOMAD_SECRETS_DIR}, or write a path relative to the task dir`,
       };
-    if (host === view.taskDir || host === view.sharedDir)
-      return { error: `${field}: "${raw}" resolves to "${host}", the task's own dir itself: name a dir inside it` };
-    return { path: host };
+    return ownDir(host) ?? { path: host };
   }
-  const underTask = path.join(view.taskDir, value.replace(/^\/+/, ''));
+  const underTask = path.join(view.taskDir, value.replace(/^\/+/, '')).replace(/\/$/, '');
   if (underTask === view.taskDir || !within(view.taskDir, underTask))
     return { error: `${field}: "${raw}" resolves to "${value}", which names no path inside the task dir` };
-  return { path: underTask };
+  return ownDir(underTask) ?? { path: underTask };
 }

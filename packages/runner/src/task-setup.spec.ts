@@ -171,6 +171,59 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
     r.detach();
   });
 
+  it("a host process's link under a symlink planted in the shared dir is refused at start, naming it; nothing is made outside", async () => {
+    const outside = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-outside-'));
+    try {
+      // What an isolated task of the alloc can do in its /alloc: plant alloc/data -> outside.
+      fs.mkdirSync(path.join(allocDir(), 'alloc'), { recursive: true });
+      fs.symlinkSync(outside, path.join(allocDir(), 'alloc', 'data'));
+      const r = await start([
+        task({
+          name: 'raw',
+          driver: 'raw_exec',
+          isolated: false,
+          volumeMounts: [{ volume: 'data', destination: '${NOMAD_ALLOC_DIR}/data/newlink', readOnly: false }],
+        }),
+        task({ name: 'other', driver: 'raw_exec', isolated: false }),
+      ]);
+      expect(fs.readdirSync(outside)).toEqual([]);
+      expect(driver.started.map((c) => c.taskName)).toEqual(['other']);
+      expect(events.filter((e) => e.type === 'Setup Failure')).toEqual([
+        {
+          task: 'raw',
+          type: 'Setup Failure',
+          message: `volume_mount.destination: "\${NOMAD_ALLOC_DIR}/data/newlink" (${path.join(allocDir(), 'alloc', 'data', 'newlink')}): no link to volume "data" made: ${path.join(allocDir(), 'alloc', 'data')} is a symlink or not a dir; the agent makes links only through real dirs: remove it, or name another destination`,
+        },
+      ]);
+      r.detach();
+    } finally {
+      fs.rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it("a host process's ${NOMAD_TASK_DIR} or ${NOMAD_SECRETS_DIR} itself, or a file where the link goes, fails that task only, naming the field", async () => {
+    fs.mkdirSync(path.join(allocDir(), 'file'), { recursive: true });
+    fs.writeFileSync(path.join(allocDir(), 'file', 'conf'), 'mine');
+    const hostTask = (name: string, destination: string) =>
+      task({ name, driver: 'raw_exec', isolated: false, volumeMounts: [{ volume: 'data', destination, readOnly: false }] });
+    const r = await start([
+      hostTask('local', '${NOMAD_TASK_DIR}'),
+      hostTask('secrets', '${NOMAD_SECRETS_DIR}/'),
+      hostTask('file', 'conf'),
+      hostTask('fine', '${NOMAD_TASK_DIR}/data'),
+    ]);
+    expect(driver.started.map((c) => c.taskName)).toEqual(['fine']);
+    expect(fs.readlinkSync(path.join(allocDir(), 'fine', 'local', 'data'))).toBe(published);
+    expect(fs.readFileSync(path.join(allocDir(), 'file', 'conf'), 'utf8')).toBe('mine');
+    const failures = Object.fromEntries(events.filter((e) => e.type === 'Setup Failure').map((e) => [e.task, e.message]));
+    expect(failures).toEqual({
+      local: `volume_mount.destination: "\${NOMAD_TASK_DIR}" resolves to "${path.join(allocDir(), 'local', 'local')}", the task's own dir itself: name a dir inside it`,
+      secrets: `volume_mount.destination: "\${NOMAD_SECRETS_DIR}/" resolves to "${path.join(allocDir(), 'secrets', 'secrets')}", the task's own dir itself: name a dir inside it`,
+      file: `volume_mount.destination: "conf" (${path.join(allocDir(), 'file', 'conf')}): no link to volume "data" made: ${path.join(allocDir(), 'file', 'conf')} is there already and is not a symlink: remove it, or name another path`,
+    });
+    r.detach();
+  });
+
   it('a destination a variable takes out of the task dirs is refused at start, naming it; nothing is linked there', async () => {
     const outside = path.join(dataDir, 'outside');
     const r = await start(

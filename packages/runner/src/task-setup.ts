@@ -12,6 +12,7 @@ import { DEFAULT_IMAGE_DRIVER, nodeValues, taskVariables } from '@csiplug/jobspe
 import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal, resolveImageMountPaths } from './image-policy';
 import * as fs from 'fs';
 import * as path from 'path';
+import { linkBeneath } from './beneath';
 import { rawExecRefusal } from './raw-exec-policy';
 import { resolveTaskPath } from './task-paths';
 import type { TaskRunner } from './task-runner';
@@ -91,9 +92,9 @@ export class TaskSetup {
             pathVars,
           )
         : undefined;
-      if (!isolation) this.linkVolumeMounts(task, destinations.paths);
+      const linkError = isolation ? undefined : this.linkVolumeMounts(task, runner.taskDir, destinations.paths);
       const refusal = isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec);
-      runner.setIsolation(isolation?.config, () => destinations.error ?? refusal());
+      runner.setIsolation(isolation?.config, () => destinations.error ?? linkError ?? refusal());
       runner.setVariables(taskVariables({ ...input, volumes: isolation ? isolation.volumePaths : volumePaths }), node);
     }
   }
@@ -264,21 +265,32 @@ export class TaskSetup {
     }
   }
 
-  /** A host-process task's volume_mounts: a link at each resolved destination (under its task dir or the alloc's shared dir) to the published host path. */
-  private linkVolumeMounts(task: TaskSpec, destinations: readonly (string | undefined)[]): void {
+  /**
+   * A host-process task's volume_mounts: a link at each resolved destination
+   * (under its task dir or the alloc's shared dir, which isolated tasks write
+   * to) to the published host path, made through no symlink (beneath.ts).
+   * Returns why one could not be made (the task is refused when it starts).
+   */
+  private linkVolumeMounts(task: TaskSpec, taskDir: string, destinations: readonly (string | undefined)[]): string | undefined {
+    const shared = path.join(this.allocDir, 'alloc');
+    const errors: string[] = [];
     for (const [i, mount] of task.volumeMounts.entries()) {
       const volume = this.volumes[mount.volume];
       const link = destinations[i];
       if (!volume || link === undefined) continue;
-      fs.mkdirSync(path.dirname(link), { recursive: true });
+      const base = link.startsWith(shared + path.sep) ? shared : taskDir;
       try {
-        if (fs.readlinkSync(link) === volume.hostPath) continue;
-        fs.unlinkSync(link);
-      } catch {
-        // not there yet
+        linkBeneath(base, path.relative(base, link), volume.hostPath, (problem, kind) =>
+          Error(
+            kind === 'link' ? `${problem}; the agent makes links only through real dirs: remove it, or name another destination` : problem,
+          ),
+        );
+      } catch (err) {
+        const field = task.volumeMounts.length > 1 ? `volume_mount[${i}].destination` : 'volume_mount.destination';
+        errors.push(`${field}: "${mount.destination}" (${link}): no link to volume "${mount.volume}" made: ${errorMessage(err)}`);
       }
-      fs.symlinkSync(volume.hostPath, link);
     }
+    return errors.length ? errors.join('; ') : undefined;
   }
 }
 

@@ -6,8 +6,8 @@
 //
 // Files are written as the agent, root, into dirs a task can write to: a
 // task may have planted symlinks there. So every dir on the way is opened
-// one component at a time through the one before it (/proc/self/fd/N/name,
-// as openat would), never following a symlink; the file is written to a
+// one component at a time through the one before it, never following a
+// symlink (beneath.ts); the file is written to a
 // temporary name in its dir (O_EXCL, O_NOFOLLOW), its mode and owner set,
 // fsynced, and renamed over the destination (which replaces a link rather
 // than writing through it). A source file an isolated task's template reads
@@ -16,6 +16,7 @@ import { errorMessage, type Logger } from '@csiplug/core';
 import type { IsolationConfig, TaskDriver, TaskHandle } from '@csiplug/driver';
 import { GO_TEMPLATE_LIMITS, GoTemplateError, parseGoTemplate, type GoTemplate, type TaskTemplate } from '@csiplug/jobspec';
 import { randomBytes } from 'crypto';
+import { openDirBeneath, type BeneathRefusal } from './beneath';
 import * as fs from 'fs';
 import * as path from 'path';
 
@@ -207,7 +208,7 @@ export class TaskTemplates {
     const mode = parseInt(t.perms, 8);
     const uid = t.uid ?? target.owner?.uid;
     const gid = t.gid ?? target.owner?.gid;
-    const dirFd = openDirBeneath(t.destination, base, path.posix.dirname(rel), target.owner);
+    const dirFd = openDirBeneath(base, path.posix.dirname(rel), refuseFor(t.destination), target.owner);
     try {
       const name = path.posix.basename(rel);
       const now = readRegularFile(dirFd, name);
@@ -225,6 +226,15 @@ export class TaskTemplates {
       fs.closeSync(dirFd);
     }
   }
+}
+
+/** A path on the way to a template's file refused (beneath.ts), as a TemplateRenderError naming its destination. */
+function refuseFor(destination: string): BeneathRefusal {
+  return (problem, kind) =>
+    new TemplateRenderError(
+      destination,
+      kind === 'link' ? `${problem}; the agent writes templates only through real dirs: remove it` : problem,
+    );
 }
 
 /** `err` as a TemplateRenderError naming `t` (its errno code kept: a fault of the agent itself, EMFILE say, is retried uncounted). */
@@ -255,55 +265,11 @@ function readSource(t: TaskTemplate, target: TemplateTarget): string {
       t.destination,
       `source "${t.source}" is outside the task's alloc dir (${target.sandbox}): an isolated task's template reads only files in its alloc dir (Nomad's file sandbox); put the file there, or give the template as data`,
     );
-  const dirFd = openDirBeneath(t.destination, target.sandbox, path.dirname(inside), undefined, false);
+  const dirFd = openDirBeneath(target.sandbox, path.dirname(inside), refuseFor(t.destination), undefined, false);
   const read = readRegularFile(dirFd, path.basename(file), true);
   if (!read)
     throw new TemplateRenderError(t.destination, `${notReadable}, or it is a symlink (an isolated task's template reads through none)`);
   return read.content;
-}
-
-/**
- * Opens `rel` under `base` one dir at a time, each through the one before
- * it and never through a symlink; makes a missing dir (0755, owned by
- * `owner`) when `make`. Returns the last dir's fd, which the caller closes.
- */
-function openDirBeneath(
-  destination: string,
-  base: string,
-  rel: string,
-  owner: { uid: number; gid: number } | undefined,
-  make = true,
-): number {
-  let fd = fs.openSync(base, O_RDONLY | O_DIRECTORY);
-  try {
-    let walked = base;
-    for (const part of rel.split('/').filter((p) => p !== '' && p !== '.')) {
-      if (part === '..') throw new TemplateRenderError(destination, `"${rel}" climbs out of ${base}`);
-      walked = path.join(walked, part);
-      const at = `/proc/self/fd/${fd}/${part}`;
-      let next: number;
-      try {
-        next = fs.openSync(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'ELOOP' || code === 'ENOTDIR')
-          throw new TemplateRenderError(
-            destination,
-            `${walked} is a symlink or not a dir; the agent writes templates only through real dirs: remove it`,
-          );
-        if (code !== 'ENOENT' || !make) throw err;
-        fs.mkdirSync(at, { mode: 0o755 });
-        next = fs.openSync(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-        if (owner) fs.fchownSync(next, owner.uid, owner.gid);
-      }
-      fs.closeSync(fd);
-      fd = next;
-    }
-    return fd;
-  } catch (err) {
-    fs.closeSync(fd);
-    throw err;
-  }
 }
 
 /**
