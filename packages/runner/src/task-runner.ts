@@ -175,9 +175,12 @@ export class TaskRunner {
     this.templateFiles = files;
     this.templates = files && {
       reload: () => {
-        if (this.state.state !== 'running' || this.stopping || this.detached) return Promise.resolve();
+        const handle = this.handle; // a reload acts only on the run it was asked for (checked again when it acts)
+        const live = () => this.state.state === 'running' && !this.stopping && !this.detached && this.handle === handle;
+        if (!live()) return Promise.resolve();
         return files.reload(
           {
+            live,
             restart: (reason) => this.restart(reason),
             signal: TaskTemplates.signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
@@ -187,7 +190,8 @@ export class TaskRunner {
           // A task re-attached after an agent restart was not started by this runner: its env is made again (its hooks' from the restore).
           () => {
             const vars = { ...this.variables, ...this.restoredHookEnv };
-            return { env: { ...vars, ...interpolateTask(this.task, vars).env }, target: templateTarget(taskDir, this.isolation) };
+            const env = { ...vars, ...interpolateTask(this.task, vars, this.nodeValues).env };
+            return { env, nodeValues: this.nodeValues, target: templateTarget(taskDir, this.isolation) };
           },
         );
       },
@@ -611,7 +615,7 @@ export class TaskRunner {
     if (this.templateFiles) {
       let templateEnv: Record<string, string>;
       try {
-        templateEnv = this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation));
+        templateEnv = this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation), this.nodeValues);
       } catch (err) {
         this.event({ type: TASK_EVENT.setupFailure, message: `Template failed: ${errorMessage(err)}`, failed: true });
         throw err;
@@ -619,14 +623,7 @@ export class TaskRunner {
       // An env template's variables win over the task's env block (as Nomad's), and its command and args see them.
       if (Object.keys(templateEnv).length) {
         env = { ...env, ...templateEnv };
-        resolved = {
-          ...interpolateTask(
-            { config: this.task.config, env: {}, ...(this.task.image ? { image: this.task.image } : {}) },
-            env,
-            this.nodeValues,
-          ),
-          env: resolved.env,
-        };
+        resolved = { ...interpolateTask({ ...this.task, env: {} }, env, this.nodeValues), env: resolved.env };
       }
     }
     let launch: { command: string; args: string[]; env: Record<string, string>; isolation: IsolationConfig | undefined } = {
