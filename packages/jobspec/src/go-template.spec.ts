@@ -345,6 +345,13 @@ describe('Go templates: hostile input', () => {
     );
   });
 
+  it('stops a render whose functions make too much in all, each value under the limit (many big values kept at once)', () => {
+    const t = Array.from({ length: 20 }, (_, i) => `{{ $v${i} := printf "%s" (env "BIG") }}`).join('');
+    expect(renderError(t, { env: { BIG: 'x'.repeat(8 * 1024 * 1024) } }).reason).toBe(
+      `the render's functions make over ${GO_TEMPLATE_LIMITS.maxMadeChars} characters in all; make the template do less`,
+    );
+  });
+
   it('stops a render over its step budget, naming the template, even when it outputs nothing', () => {
     const t = `{{ range split "," (env "L") }}${'{{ $y := 1 }}'.repeat(200)}{{ end }}`;
     const err = renderError(t, { env: { L: ','.repeat(50_000) } });

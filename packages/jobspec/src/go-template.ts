@@ -48,6 +48,8 @@ export const GO_TEMPLATE_LIMITS = Object.freeze({
   maxOutputChars: MAX_VALUE_CHARS,
   /** Nodes, commands and operands one render may evaluate (a nest of ranges is work without output). */
   maxSteps: 10_000_000,
+  /** Characters of all the strings functions make in one render, kept or not (many big values held in variables at once). */
+  maxMadeChars: 8 * MAX_VALUE_CHARS,
   /** Characters of template text. */
   maxTemplateChars: 4 * 1024 * 1024,
 });
@@ -498,6 +500,7 @@ class Renderer {
   private size = 0;
   private rangeItems = 0;
   private steps = 0;
+  private made = 0;
   /** Variables, innermost last; a structure's are dropped at its end. */
   private readonly vars: { name: string; value: TemplateValue }[] = [{ name: '$', value: null }];
 
@@ -609,6 +612,11 @@ class Renderer {
       // A value kept in a variable is never output: it is held to the output's limit too (a string doubled in a range…).
       if (typeof value === 'string' && value.length > GO_TEMPLATE_LIMITS.maxOutputChars)
         this.fail(head.pos, `${head.name} made a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`);
+      if (typeof value === 'string' && (this.made += value.length) > GO_TEMPLATE_LIMITS.maxMadeChars)
+        this.fail(
+          head.pos,
+          `the render's functions make over ${GO_TEMPLATE_LIMITS.maxMadeChars} characters in all; make the template do less`,
+        );
       return value;
     } catch (err) {
       if (err instanceof GoTemplateValueError) return this.fail(head.pos, `${head.name}: ${err.message}`);
