@@ -4,9 +4,23 @@
 // not`, consul-template's `env split join trimSpace toUpper toLower
 // replaceAll base64Encode base64Decode toJSON toYAML`. Also how a value
 // prints (Go's %v) and what counts as true in an `if`.
+//
+// Hostile input: a function that makes a string works out (or bounds) its
+// length first and refuses one over MAX_VALUE_CHARS before building it, so
+// that no doubling, joining or replacing ever asks the engine for a string
+// it cannot make (a RangeError, or a fatal "invalid size" that kills the
+// process).
 
 /** Items a list made by split may have (hostile input: a huge string split into a huge list). */
 export const MAX_LIST_ITEMS = 100_000;
+
+/** Characters a value a function makes may have (the render's output limit too). */
+export const MAX_VALUE_CHARS = 16 * 1024 * 1024;
+
+/** Refuses, before it is built, a value of `chars` characters over MAX_VALUE_CHARS. */
+function fits(chars: number): void {
+  if (chars > MAX_VALUE_CHARS) throw new GoTemplateValueError(`would make a value of over ${MAX_VALUE_CHARS} characters`);
+}
 
 /** A value in a template: what literals, env and the functions make. */
 export type TemplateValue = string | number | boolean | null | TemplateValue[] | { [key: string]: TemplateValue };
@@ -93,7 +107,10 @@ export const FUNCTIONS: Readonly<Record<string, TemplateFunction>> = Object.free
     max: 2,
     call: (args) => {
       const [sep, list] = all(args);
-      return strings(list!, 'the list to join').join(str(sep!, 'the separator'));
+      const items = strings(list!, 'the list to join');
+      const by = str(sep!, 'the separator');
+      fits(items.reduce((n, item) => n + item.length, 0) + by.length * Math.max(0, items.length - 1));
+      return items.join(by);
     },
   },
   trimSpace: unary((s) => s.trim()),
@@ -103,11 +120,26 @@ export const FUNCTIONS: Readonly<Record<string, TemplateFunction>> = Object.free
     min: 3,
     max: 3,
     call: (args) => {
-      const [from, to, s] = all(args).map((v, i) => str(v, ['the text to replace', 'the replacement', 'the string'][i]!));
-      return s!.split(from!).join(to!);
+      const [from, to, s] = all(args).map((v, i) => str(v, ['the text to replace', 'the replacement', 'the string'][i]!)) as [
+        string,
+        string,
+        string,
+      ];
+      // Go's strings.ReplaceAll: an empty `from` matches before each character (code point) and at the end.
+      if (from === '') {
+        fits(s.length + to.length * (codePoints(s) + 1));
+        return s.replace(/(?:)/gu, () => to);
+      }
+      let count = 0;
+      for (let i = s.indexOf(from); i >= 0; i = s.indexOf(from, i + from.length)) count++;
+      fits(s.length + count * (to.length - from.length));
+      return s.split(from).join(to);
     },
   },
-  base64Encode: unary((s) => Buffer.from(s, 'utf8').toString('base64')),
+  base64Encode: unary((s) => {
+    fits(Math.ceil(Buffer.byteLength(s, 'utf8') / 3) * 4);
+    return Buffer.from(s, 'utf8').toString('base64');
+  }),
   base64Decode: unary((s) => {
     const clean = s.replace(/[\r\n]/g, '');
     if (clean.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(clean))
@@ -120,8 +152,24 @@ export const FUNCTIONS: Readonly<Record<string, TemplateFunction>> = Object.free
       throw new GoTemplateValueError('the decoded bytes are not UTF-8 text; csiplug templates render text');
     return text;
   }),
-  toJSON: { min: 1, max: 1, call: ([v]) => toJSON(v!()) },
-  toYAML: { min: 1, max: 1, call: ([v]) => toYAML(v!(), 0).replace(/\n$/, '') },
+  toJSON: {
+    min: 1,
+    max: 1,
+    call: ([a]) => {
+      const v = a!();
+      fits(encodedBound(v, 0));
+      return toJSON(v);
+    },
+  },
+  toYAML: {
+    min: 1,
+    max: 1,
+    call: ([a]) => {
+      const v = a!();
+      fits(encodedBound(v, 0));
+      return toYAML(v, 0).replace(/\n$/, '');
+    },
+  },
   printf: {
     min: 1,
     max: Infinity,
@@ -170,6 +218,34 @@ export const FUNCTIONS: Readonly<Record<string, TemplateFunction>> = Object.free
   },
   not: { min: 1, max: 1, call: ([a]) => !isTrue(a!()) },
 } satisfies Record<string, TemplateFunction>);
+
+/** Code points of `s` (a surrogate pair is one). */
+function codePoints(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c < 0xdc00 && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d < 0xe000) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+/**
+ * At least the length of `v` as toJSON or toYAML writes it: a string 6
+ * characters for each of its own at most (\u00XX), quoted; a number's
+ * longest form; each item or key its indent, dash or colon, and line.
+ */
+function encodedBound(v: TemplateValue, depth: number): number {
+  const line = 2 * depth + 8;
+  if (v === null || typeof v === 'boolean') return line;
+  if (typeof v === 'number') return line + 32;
+  if (typeof v === 'string') return line + 6 * v.length + 2;
+  if (Array.isArray(v)) return v.reduce<number>((n, item) => n + encodedBound(item, depth + 1), line);
+  return Object.keys(v).reduce((n, k) => n + 6 * k.length + encodedBound(v[k]!, depth + 1), line);
+}
 
 /** Go's truth: false, 0, nil, "" and an empty list or map are false. */
 export function isTrue(v: TemplateValue): boolean {
@@ -226,6 +302,7 @@ export function goQuote(s: string): string {
       '\\': '\\\\',
       '"': '\\"',
     };
+    if (out.length > MAX_VALUE_CHARS) fits(out.length);
     if (named[ch]) out += named[ch];
     else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
     else if ((c >= 0x80 && c < 0xa0) || c === 0xfffd) out += `\\u${c.toString(16).padStart(4, '0')}`;
@@ -253,17 +330,21 @@ export function sprintf(format: string, args: TemplateValue[]): string {
         return typeof v === 'number' && Number.isInteger(v) ? String(v) : bad(verb, v);
     }
   };
+  // Each piece counted as it is made: the whole is refused before it is built when it would be over the limit.
+  let size = format.length;
   let out = format.replace(/%(.?)/gs, (_m, verb: string) => {
     if (verb === '%') return '%';
     if (!'sdvq'.includes(verb) || verb === '') return `%!${verb || '(NOVERB)'}`;
     if (next >= args.length) return `%!${verb}(MISSING)`;
-    return one(verb, args[next++]!);
+    const piece = one(verb, args[next++]!);
+    fits((size += piece.length));
+    return piece;
   });
-  if (next < args.length)
-    out += `%!(EXTRA ${args
-      .slice(next)
-      .map((v) => (v === null ? '<nil>' : `${goType(v)}=${formatValue(v)}`))
-      .join(', ')})`;
+  if (next < args.length) {
+    const extra = args.slice(next).map((v) => (v === null ? '<nil>' : `${goType(v)}=${formatValue(v)}`));
+    fits(size + extra.reduce((n, e) => n + e.length + 2, 0));
+    out += `%!(EXTRA ${extra.join(', ')})`;
+  }
   return out;
 }
 

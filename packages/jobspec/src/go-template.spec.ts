@@ -307,7 +307,57 @@ describe('Go templates: hostile input', () => {
   it('stops a value that grows past the limit in a variable, never output', () => {
     const t = '{{ $x := "ab" }}{{ range split "," (env "L") }}{{ $x = printf "%s%s" $x $x }}{{ end }}done';
     expect(renderError(t, { env: { L: ','.repeat(60) } }).reason).toBe(
-      `printf made a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`,
+      `printf: would make a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`,
+    );
+  });
+
+  it("a string doubled 24 times, then split, is a template error, not the engine's fatal size error", () => {
+    const t = `{{ $x := "aaaaaaaaaaaaaaaa" }}${'{{ $x = printf "%s%s" $x $x }}'.repeat(24)}{{ range split "a" $x }}{{ end }}`;
+    const err = renderError(t);
+    expect(err.template).toBe('"local/t"');
+    expect(err.reason).toBe(`printf: would make a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`);
+  });
+
+  it('replaceAll that would grow past the limit is refused before the string is made (no RangeError)', () => {
+    const t = `{{ $x := "aaaaaaaaaaaaaaaa" }}${'{{ $x = replaceAll "" $x $x }}'.repeat(3)}{{ $x }}`;
+    expect(renderError(t).reason).toBe(`replaceAll: would make a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`);
+    // Go's strings.ReplaceAll: an empty old string matches before each character and at the end.
+    expect(render('{{ replaceAll "" "-" "aé" }}|{{ replaceAll "" "-" "" }}')).toBe('-a-é-|-');
+  });
+
+  it.each<[string, string, Record<string, string>]>([
+    ['join', '{{ join (env "BIG") (split "," (env "L")) }}', { BIG: 'x'.repeat(1024 * 1024), L: ','.repeat(20) }],
+    ['base64Encode', '{{ base64Encode (env "BIG") }}', { BIG: 'x'.repeat(13 * 1024 * 1024) }],
+    ['toJSON', '{{ toJSON (env "BIG") }}', { BIG: '<'.repeat(3 * 1024 * 1024) }],
+    ['toYAML', '{{ toYAML (split "," (env "L")) }}', { L: `${'\u0001'.repeat(3 * 1024 * 1024)},x` }],
+    ['printf', `{{ printf "${'%s'.repeat(20)}" ${'(env "BIG") '.repeat(20)}}}`, { BIG: 'x'.repeat(1024 * 1024) }],
+    ['printf (extra arguments)', `{{ printf "" ${'(env "BIG") '.repeat(20)}}}`, { BIG: 'x'.repeat(1024 * 1024) }],
+  ])('%s refuses a value over the limit before making it', (fn, t, env) => {
+    expect(renderError(t, { env }).reason).toBe(
+      `${fn.split(' ')[0]}: would make a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`,
+    );
+  });
+
+  it('${…} that would make a text over the limit is refused before it is made', () => {
+    const vars = { BIG: 'x'.repeat(1024 * 1024) };
+    expect(renderError('${BIG}'.repeat(20), { vars }).reason).toBe(
+      `\${…} would make a text of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`,
+    );
+  });
+
+  it('stops a render whose functions make too much in all, each value under the limit (many big values kept at once)', () => {
+    const t = Array.from({ length: 20 }, (_, i) => `{{ $v${i} := printf "%s" (env "BIG") }}`).join('');
+    expect(renderError(t, { env: { BIG: 'x'.repeat(8 * 1024 * 1024) } }).reason).toBe(
+      `the render's functions make over ${GO_TEMPLATE_LIMITS.maxMadeChars} characters in all; make the template do less`,
+    );
+  });
+
+  it('stops a render over its step budget, naming the template, even when it outputs nothing', () => {
+    const t = `{{ range split "," (env "L") }}${'{{ $y := 1 }}'.repeat(200)}{{ end }}`;
+    const err = renderError(t, { env: { L: ','.repeat(50_000) } });
+    expect(err.template).toBe('"local/t"');
+    expect(err.reason).toBe(
+      `the render takes over ${GO_TEMPLATE_LIMITS.maxSteps} steps; make the template do less (fewer or smaller ranges)`,
     );
   });
 

@@ -20,10 +20,20 @@
 // template, so a variable cannot inject an action.
 //
 // Limits against hostile input: nesting depth, items ranged over in one
-// render, and output size (GO_TEMPLATE_LIMITS).
+// render, steps (nodes, commands and operands evaluated) in one render, the
+// size of the output and of every value made on the way, refused before it
+// is built (GO_TEMPLATE_LIMITS).
 import { interpolate } from './interpolate';
 import { lex, type Fail, type Token } from './go-template-lex';
-import { FUNCTIONS, GoTemplateValueError, MAX_LIST_ITEMS, formatValue, isTrue, type TemplateValue } from './go-template-funcs';
+import {
+  FUNCTIONS,
+  GoTemplateValueError,
+  MAX_LIST_ITEMS,
+  MAX_VALUE_CHARS,
+  formatValue,
+  isTrue,
+  type TemplateValue,
+} from './go-template-funcs';
 
 export { type TemplateValue } from './go-template-funcs';
 
@@ -34,8 +44,12 @@ export const GO_TEMPLATE_LIMITS = Object.freeze({
   maxListItems: MAX_LIST_ITEMS,
   /** Items all `range` actions of one render go over together. */
   maxRangeItems: 100_000,
-  /** Characters one render may produce. */
-  maxOutputChars: 16 * 1024 * 1024,
+  /** Characters one render may produce, and any value made on the way. */
+  maxOutputChars: MAX_VALUE_CHARS,
+  /** Nodes, commands and operands one render may evaluate (a nest of ranges is work without output). */
+  maxSteps: 10_000_000,
+  /** Characters of all the strings functions make in one render, kept or not (many big values held in variables at once). */
+  maxMadeChars: 8 * MAX_VALUE_CHARS,
   /** Characters of template text. */
   maxTemplateChars: 4 * 1024 * 1024,
 });
@@ -99,8 +113,17 @@ interface ControlNode {
 
 type Node = { kind: 'text'; text: string; pos: number } | { kind: 'action'; pipe: Pipeline; pos: number } | ControlNode;
 
+/** A `${…}` a render replaces: its name (undefined: a `${` never closed, left as written) and where it is (1-based). */
+export interface InterpolationSite {
+  name: string | undefined;
+  line: number;
+  column: number;
+}
+
 export interface GoTemplate {
   readonly name: string;
+  /** The `${…}` in its text and string literals, which a render with `vars` replaces (`$${` escapes not among them). */
+  readonly interpolations: readonly InterpolationSite[];
   /** Renders with `ctx`; throws a GoTemplateError naming the line at fault. */
   render(ctx: RenderContext): string;
 }
@@ -130,8 +153,41 @@ export function parseGoTemplate(text: string, options: GoTemplateOptions): GoTem
   const nodes = new Parser(tokens, fail).parseAll();
   return {
     name: options.name,
+    interpolations: interpolationSites(nodes, where),
     render: (ctx) => new Renderer(ctx, fail).run(nodes),
   };
+}
+
+/** The `${…}` of text nodes and string literals (a literal's at its opening quote, as a render's error has it). */
+function interpolationSites(nodes: Node[], where: (pos: number) => [number, number]): InterpolationSite[] {
+  const sites: InterpolationSite[] = [];
+  const scan = (text: string, at: (index: number) => number) => {
+    if (!text.includes('${')) return;
+    for (const m of text.matchAll(/\$\$\{|\$\{([^}]*)(\})?/g)) {
+      if (m[0] === '$${') continue;
+      const [line, column] = where(at(m.index));
+      sites.push({ name: m[2] === undefined ? undefined : m[1]!.trim(), line, column });
+    }
+  };
+  const pipe = (p: Pipeline): void => {
+    for (const op of p.commands.flatMap((c) => c.operands))
+      if (op.kind === 'value' && op.interpolate && typeof op.value === 'string') scan(op.value, () => op.pos);
+      else if (op.kind === 'pipe') pipe(op.pipe);
+  };
+  const walk = (list: Node[]): void => {
+    for (const node of list) {
+      if (node.kind === 'text') scan(node.text, (i) => node.pos + i);
+      else {
+        pipe(node.pipe);
+        if (node.kind !== 'action') {
+          walk(node.body);
+          if (node.otherwise) walk(node.otherwise);
+        }
+      }
+    }
+  };
+  walk(nodes);
+  return sites;
 }
 
 function lineStarts(text: string): number[] {
@@ -443,6 +499,8 @@ class Renderer {
   private out: string[] = [];
   private size = 0;
   private rangeItems = 0;
+  private steps = 0;
+  private made = 0;
   /** Variables, innermost last; a structure's are dropped at its end. */
   private readonly vars: { name: string; value: TemplateValue }[] = [{ name: '$', value: null }];
 
@@ -462,8 +520,15 @@ class Renderer {
     this.out.push(s);
   }
 
+  /** One more node, command or operand evaluated: a render over its budget fails where it is. */
+  private step(pos: number): void {
+    if (++this.steps > GO_TEMPLATE_LIMITS.maxSteps)
+      this.fail(pos, `the render takes over ${GO_TEMPLATE_LIMITS.maxSteps} steps; make the template do less (fewer or smaller ranges)`);
+  }
+
   private walk(nodes: Node[], dot: TemplateValue): void {
     for (const node of nodes) {
+      this.step(node.pos);
       if (node.kind === 'text') this.emit(this.interpolated(node.text, node.pos, true), node.pos);
       else if (node.kind === 'action') {
         const value = this.pipe(node.pipe, dot);
@@ -536,6 +601,7 @@ class Renderer {
 
   private command(cmd: Command, dot: TemplateValue, piped: TemplateValue[]): TemplateValue {
     const head = cmd.operands[0]!;
+    this.step(cmd.pos);
     if (head.kind !== 'func') return this.operand(head, dot);
     const fn = FUNCTIONS[head.name]!;
     const args = cmd.operands.slice(1);
@@ -546,6 +612,11 @@ class Renderer {
       // A value kept in a variable is never output: it is held to the output's limit too (a string doubled in a range…).
       if (typeof value === 'string' && value.length > GO_TEMPLATE_LIMITS.maxOutputChars)
         this.fail(head.pos, `${head.name} made a value of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`);
+      if (typeof value === 'string' && (this.made += value.length) > GO_TEMPLATE_LIMITS.maxMadeChars)
+        this.fail(
+          head.pos,
+          `the render's functions make over ${GO_TEMPLATE_LIMITS.maxMadeChars} characters in all; make the template do less`,
+        );
       return value;
     } catch (err) {
       if (err instanceof GoTemplateValueError) return this.fail(head.pos, `${head.name}: ${err.message}`);
@@ -554,6 +625,7 @@ class Renderer {
   }
 
   private operand(op: Operand, dot: TemplateValue): TemplateValue {
+    this.step(op.pos);
     switch (op.kind) {
       case 'value':
         return op.interpolate && typeof op.value === 'string' ? this.interpolated(op.value, op.pos) : op.value;
@@ -593,6 +665,11 @@ class Renderer {
             : ''
         }; write $\${…} for a literal \${…}, or use a variable the task has (NOMAD_*, CSIPLUG_*, its env)`,
       );
+    // Its length worked out first: a long value put in many times is refused before it is built.
+    let size = text.length;
+    for (const m of text.matchAll(/\$\$\{|\$\{([^}]*)\}/g)) size += m[1] === undefined ? -1 : vars[m[1].trim()]!.length - m[0].length;
+    if (size > GO_TEMPLATE_LIMITS.maxOutputChars)
+      this.fail(pos, `\${…} would make a text of over ${GO_TEMPLATE_LIMITS.maxOutputChars} characters`);
     return interpolate(text, vars);
   }
 }

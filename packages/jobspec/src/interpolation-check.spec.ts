@@ -82,6 +82,16 @@ describe('checkTaskInterpolation, through validateJob', () => {
     ],
     ['an escape and a shell variable', { config: { command: '/bin/sh', args: ['-c', 'echo $${HOME} $HOME'] } }],
     [
+      "a template's data with task variables, its env names, the node's names, escapes and comments",
+      {
+        env: { PORT: '80' },
+        template: {
+          data: 'a=${NOMAD_ALLOC_ID} p=${PORT} h=${attr.unique.hostname} m=${meta.any}\n{{ printf "%s" "${node.unique.name}" }} $${LITERAL} {{/* ${NOT_RENDERED} */}}',
+          destination: 'local/app.conf',
+        },
+      },
+    ],
+    [
       'Nomad dirs and node names in a destination',
       {
         volume_mount: [
@@ -99,6 +109,26 @@ describe('checkTaskInterpolation, through validateJob', () => {
       'an unknown variable in args',
       { config: { command: '/bin/x', args: ['a', '${PORT}'] } },
       `${TASK}: config.args[1] uses \${PORT}: csiplug has no value for it here`,
+    ],
+    [
+      "an unknown variable in a template's text, with its line and column",
+      { template: { data: 'a=1\nb=${PORT}\n', destination: 'local/app.conf' } },
+      `${TASK}: template.data uses \${PORT} at line 2, column 3: csiplug has no value for it here`,
+    ],
+    [
+      "an unknown variable in a template's string literal, at the literal",
+      {
+        template: [
+          { data: 'x', destination: 'local/a' },
+          { data: '{{ env "A" }} {{ printf "%s" "-${node.pool}" }}', destination: 'local/b' },
+        ],
+      },
+      `${TASK}: template[1].data uses \${node.pool} at line 1, column 30: node.pool is not a node field`,
+    ],
+    [
+      "an unclosed ${ in a template's text",
+      { template: { data: 'ok\n  ${OPEN', destination: 'local/app.conf' } },
+      `${TASK}: template.data has a "\${" with no closing "}" at line 2, column 3: write "$\${" for a literal "\${"`,
     ],
     [
       'an unknown variable in the command',

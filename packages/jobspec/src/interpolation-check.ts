@@ -10,6 +10,10 @@
 //   `attr.*`, `node.*` and `meta.*` (node-attributes.ts);
 // - config command and args (and an image's fields): those and the task's
 //   own env names;
+// - a template's `data` (its text and string literals, where a render
+//   replaces them; line and column said): the same as command and args. Its
+//   destination may start with NOMAD_TASK_DIR, NOMAD_SECRETS_DIR or
+//   NOMAD_ALLOC_DIR only, and its source takes none (template-spec.ts);
 // - paths (volume_mount destination, an image mount's target and source):
 //   only what is known before the task's volumes are bound and its hooks run
 //   — the NOMAD_* and CSIPLUG_* ids and dirs, and the node's names.
@@ -19,6 +23,7 @@
 // naming the key (interpolate.ts). csi_plugin's mount_dir and
 // stage_publish_base_dir are not interpolated (nor are they in Nomad): a
 // `${` there is refused.
+import { GoTemplateError, parseGoTemplate, type GoTemplate } from './go-template';
 import { NOMAD_TASK_VARS, TASK_VARS, volumeEnvName } from './interpolate';
 import type { TaskSpec } from './model';
 import { NODE_ATTRIBUTES, NODE_FIELDS, nodeNameProblem } from './node-attributes';
@@ -64,7 +69,7 @@ export function interpolationNames(text: string): { names: string[]; unclosed: b
  * `groupVolumes`: the names of the group's volumes.
  */
 export function checkTaskInterpolation(
-  task: Pick<TaskSpec, 'config' | 'env' | 'volumeMounts' | 'csiPlugin' | 'isolated' | 'image'>,
+  task: Pick<TaskSpec, 'config' | 'env' | 'volumeMounts' | 'csiPlugin' | 'isolated' | 'image' | 'templates'>,
   groupVolumes: readonly string[],
 ): InterpolationProblem[] {
   const problems: InterpolationProblem[] = [];
@@ -103,6 +108,20 @@ export function checkTaskInterpolation(
       check('config', `config.mount[${i}].source`, m.source, pathVars, 'path');
     });
   }
+  task.templates?.forEach((t, i) => {
+    const template = t.data !== undefined && parsedOrUndefined(t.data, t);
+    if (!template) return; // a source file is not interpolated; a template that does not parse is refused by template-spec.ts
+    const field = `${task.templates!.length > 1 ? `template[${i}]` : 'template'}.data`;
+    for (const site of template.interpolations) {
+      const at = `line ${site.line}, column ${site.column}`;
+      if (site.name === undefined)
+        problems.push({ key: 'template', field, message: `has a "\${" with no closing "}" at ${at}: write "$\${" for a literal "\${"` });
+      else {
+        const problem = nameProblem(site.name, withEnv, 'template');
+        if (problem !== undefined) problems.push({ key: 'template', field, message: `uses \${${site.name}} at ${at}: ${problem}` });
+      }
+    }
+  });
   if (task.csiPlugin) {
     for (const [field, value] of [
       ['csi_plugin.mount_dir', task.csiPlugin.mountDir],
@@ -119,7 +138,20 @@ export function checkTaskInterpolation(
   return problems;
 }
 
-type Scope = 'env' | 'config' | 'path';
+type Scope = 'env' | 'config' | 'path' | 'template';
+
+/** `data` parsed as the template's delimiters say; undefined when it does not parse. */
+function parsedOrUndefined(
+  data: string,
+  t: { destination: string; leftDelimiter: string; rightDelimiter: string },
+): GoTemplate | undefined {
+  try {
+    return parseGoTemplate(data, { name: JSON.stringify(t.destination), leftDelimiter: t.leftDelimiter, rightDelimiter: t.rightDelimiter });
+  } catch (err) {
+    if (err instanceof GoTemplateError) return undefined;
+    throw err;
+  }
+}
 
 /** Why `name` has no value where it is used; undefined when it has one. */
 function nameProblem(name: string, known: ReadonlySet<string>, scope: Scope): string | undefined {
@@ -133,7 +165,9 @@ function nameProblem(name: string, known: ReadonlySet<string>, scope: Scope): st
         "and the node's names only"
       : scope === 'env'
         ? "an env value may use the task variables and the node's names (not the task's other env entries)"
-        : "command and args may use the task variables, the node's names and the task's env names";
+        : scope === 'template'
+          ? "a template may use the task variables, the node's names and the task's env names"
+          : "command and args may use the task variables, the node's names and the task's env names";
   const nomad = name.startsWith('NOMAD_')
     ? ` (csiplug sets ${Object.values(NOMAD_TASK_VARS).join(', ')})`
     : name.startsWith('CSIPLUG_VOLUME_')

@@ -638,13 +638,21 @@ function readTask(
       }
     : undefined;
 
+  const templates = readTemplates(r, where, driver);
   // Every ${…} name has a value when the task starts (interpolation-check.ts): none is passed on literally.
   for (const p of checkTaskInterpolation(
-    { config, env, volumeMounts, isolated, ...(csiPlugin ? { csiPlugin } : {}), ...(imageTask ? { image: imageTask.image } : {}) },
+    {
+      config,
+      env,
+      volumeMounts,
+      isolated,
+      templates,
+      ...(csiPlugin ? { csiPlugin } : {}),
+      ...(imageTask ? { image: imageTask.image } : {}),
+    },
     [...volumeNames],
   ))
     where.report(p.field, p.message, r.at(p.key));
-  const templates = readTemplates(r, where, driver);
 
   return {
     name,

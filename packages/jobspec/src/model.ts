@@ -64,9 +64,9 @@ export interface TaskSpec {
  * on a SIGHUP of the agent, when change_mode says what a changed file does.
  */
 export interface TaskTemplate {
-  /** `data`: the template itself (exactly one of data and source). `${…}` of the task's variables is replaced in it first. */
+  /** `data`: the template itself (exactly one of data and source). `${…}` of the task's variables and the node's values is replaced in it first. */
   data?: string;
-  /** `source`: a file on this node holding the template, absolute or relative to the task dir; read at each render. */
+  /** `source`: a file on this node holding the template, relative to the task dir (absolute too for raw_exec; an isolated task's stays in its task dir); read at each render. */
   source?: string;
   /** `destination`: where the file is written, relative to the task dir (`local/…`, `secrets/…`, `alloc/…` the alloc's shared dir). Never `..`. */
   destination: string;
@@ -79,7 +79,7 @@ export interface TaskTemplate {
   env: boolean;
   /** `change_mode`: what a re-render that changed the file does to the running task. */
   changeMode: 'restart' | 'signal' | 'noop';
-  /** `change_signal`: sent with change_mode "signal" (upper case, like SIGHUP). */
+  /** `change_signal`: sent with change_mode "signal" (upper case; SIGHUP when not given, as Nomad). */
   changeSignal?: NodeJS.Signals;
   /** `left_delimiter`/`right_delimiter` (Nomad's defaults "{{" and "}}"). */
   leftDelimiter: string;

@@ -33,7 +33,7 @@ describe('template blocks', () => {
 job "web" {
   group "app" {
     task "server" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/app"
       }
@@ -51,8 +51,7 @@ EOT
         perms           = "0600"
         uid             = 1000
         gid             = 1001
-        change_mode     = "signal"
-        change_signal   = "sighup"
+        change_mode     = "noop"
         left_delimiter  = "[["
         right_delimiter = "]]"
         splay           = "10s"
@@ -83,8 +82,7 @@ EOT
         uid: 1000,
         gid: 1001,
         env: true,
-        changeMode: 'signal',
-        changeSignal: 'SIGHUP',
+        changeMode: 'noop',
         leftDelimiter: '[[',
         rightDelimiter: ']]',
         splay: 10_000,
@@ -158,9 +156,29 @@ EOT
     ],
     ['a negative uid', { data: 'x', destination: 'local/x', uid: -1 }, `${TASK}: template.uid must be between 0 and 4294967294 (got -1)`],
     [
-      'signal without change_signal',
-      { data: 'x', destination: 'local/x', change_mode: 'signal' },
-      `${TASK}: template.change_signal is required with change_mode = "signal": name the signal to send, like SIGHUP`,
+      'signals with an env template (as Nomad does)',
+      { data: 'A=1', destination: 'secrets/x.env', env: true, change_mode: 'signal', change_signal: 'SIGUSR1' },
+      `${TASK}: template.change_mode cannot use signals with env var templates (env = true), as in Nomad: new variables reach the task only when it starts again; use change_mode = "restart" (or "noop")`,
+    ],
+    [
+      'perms with a setuid bit',
+      { data: 'x', destination: 'local/x', perms: '4755' },
+      `${TASK}: template.perms "4755" has a setuid, setgid or sticky bit, which a template file does not get (nor in Nomad); give the permission bits only, like "0755"`,
+    ],
+    [
+      'once (a Nomad field csiplug does not do)',
+      { data: 'x', destination: 'local/x', once: true },
+      `${TASK}: template.once is not supported: csiplug renders a template at every start of the task and on a SIGHUP of the agent; it has no render-once mode. Remove it (with change_mode = "noop" a new render never signals or restarts the task)`,
+    ],
+    [
+      "an isolated task's absolute source",
+      { source: '/etc/passwd', destination: 'local/x' },
+      `${TASK}: template.source "/etc/passwd" is outside what an isolated (exec) task's template may read: its own task dir, given relative to it (like "local/app.tpl", or "alloc/app.tpl" for the alloc's shared dir); put the file there (an artifact does), or give the template as data`,
+    ],
+    [
+      "an isolated task's source in a sibling task's dir",
+      { source: 'local/../../db/secrets/token', destination: 'local/x' },
+      `${TASK}: template.source "local/../../db/secrets/token" is outside what an isolated (exec) task's template may read: its own task dir, given relative to it (like "local/app.tpl", or "alloc/app.tpl" for the alloc's shared dir); put the file there (an artifact does), or give the template as data`,
     ],
     [
       'a signal that is not one',
@@ -214,6 +232,26 @@ EOT
     ],
   ])('refuses %s', (_what, template, message) => {
     expect(problems(job(template))).toEqual([message]);
+  });
+
+  it('change_mode = "signal" without change_signal sends SIGHUP (Nomad\'s default)', () => {
+    expect(taskOf(job({ data: 'x', destination: 'local/x', change_mode: 'signal' })).templates![0]).toMatchObject({
+      changeMode: 'signal',
+      changeSignal: 'SIGHUP',
+    });
+  });
+
+  it("a source in the task's own dirs is one an isolated task's template may read; a host process's may be anywhere", () => {
+    expect(taskOf(job({ source: 'local/in.tpl', destination: 'local/x' })).templates![0]!.source).toBe('local/in.tpl');
+    expect(
+      taskOf(job({ source: 'alloc/in.tpl', destination: 'local/x' }, { driver: 'docker', config: { image: 'busybox' } })),
+    ).toBeDefined();
+    expect(problems(job({ source: '../x.tpl', destination: 'local/x' }, { driver: 'podman', config: { image: 'busybox' } }))).toHaveLength(
+      1,
+    );
+    expect(taskOf(job({ source: '/etc/app.tpl', destination: 'local/x' }, { driver: 'raw_exec' })).templates![0]!.source).toBe(
+      '/etc/app.tpl',
+    );
   });
 
   it('parses the template with its own delimiters', () => {

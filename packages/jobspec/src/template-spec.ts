@@ -57,6 +57,9 @@ const TEMPLATE_UNSUPPORTED: Readonly<Record<string, string>> = {
   change_script: 'csiplug runs no scripts on a change: use change_mode = "signal" (the task reloads itself) or "restart"; remove it',
   wait: 'csiplug renders when the task starts and on a SIGHUP of the agent, never on a Consul or Vault change, so there is nothing to wait for; remove it',
   vault_grace: 'csiplug does not use Vault; remove it',
+  once:
+    'csiplug renders a template at every start of the task and on a SIGHUP of the agent; it has no render-once mode. ' +
+    'Remove it (with change_mode = "noop" a new render never signals or restarts the task)',
 };
 
 /** Nomad's `${NOMAD_*_DIR}` at the start of a destination, as the task dir's own names. */
@@ -103,10 +106,26 @@ function readTemplate(m: BlockReader, driver: TaskSpec['driver'] | undefined, de
     else if (source.includes('\0')) m.report('source', 'may not contain NUL');
     else if (source.includes('${'))
       m.report('source', `"${source}" may not use \${…}: give the path as it is (absolute, or relative to the task dir)`);
+    else if (driver !== undefined && driver !== 'raw_exec') {
+      // An isolated task's template reads only its own task dir and the alloc's shared alloc/ (task-templates.ts).
+      const normal = path.posix.normalize(source);
+      if (normal.startsWith('/') || normal === '..' || normal.startsWith('../'))
+        m.report(
+          'source',
+          `"${source}" is outside what an isolated (${driver}) task's template may read: its own task dir, given relative to it ` +
+            `(like "local/app.tpl", or "alloc/app.tpl" for the alloc's shared dir); put the file there (an artifact does), or give the template as data`,
+        );
+    }
   }
 
   const perms = m.string('perms', DEFAULT_TEMPLATE.perms);
   if (!/^[0-7]{1,4}$/.test(perms)) m.report('perms', `"${perms}" is not an octal file mode like "0644" or "0600"`);
+  // Nomad reads perms into an os.FileMode, which has no setuid, setgid or sticky bit: refused rather than dropped unsaid.
+  else if (parseInt(perms, 8) & 0o7000)
+    m.report(
+      'perms',
+      `"${perms}" has a setuid, setgid or sticky bit, which a template file does not get (nor in Nomad); give the permission bits only, like "0755"`,
+    );
   const uid = m.has('uid') ? m.int('uid', 0, 0, 0xfffffffe) : undefined;
   const gid = m.has('gid') ? m.int('gid', 0, 0, 0xfffffffe) : undefined;
   const env = m.bool('env', DEFAULT_TEMPLATE.env);
@@ -125,8 +144,13 @@ function readTemplate(m: BlockReader, driver: TaskSpec['driver'] | undefined, de
     const name = upper.startsWith('SIG') ? upper : `SIG${upper}`;
     if (!SIGNALS.has(name)) m.report('change_signal', `"${raw}" is not a signal; name one like SIGHUP or SIGUSR1`);
     else changeSignal = name as NodeJS.Signals;
-  } else if (changeMode === 'signal')
-    m.report('change_signal', 'is required with change_mode = "signal": name the signal to send, like SIGHUP');
+  } else if (changeMode === 'signal') changeSignal = 'SIGHUP'; // Nomad's default (api.Template.Canonicalize)
+  if (env && changeMode === 'signal')
+    m.report(
+      'change_mode',
+      'cannot use signals with env var templates (env = true), as in Nomad: new variables reach the task only when it starts again; ' +
+        'use change_mode = "restart" (or "noop")',
+    );
 
   const leftDelimiter = m.string('left_delimiter', DEFAULT_TEMPLATE.leftDelimiter);
   const rightDelimiter = m.string('right_delimiter', DEFAULT_TEMPLATE.rightDelimiter);

@@ -68,7 +68,7 @@ describe('TaskRunner with templates', () => {
     fs.rmSync(root, { recursive: true, force: true });
   });
 
-  const runner = (task: TaskSpec, hooks: TaskHook[] = []) =>
+  const runner = (task: TaskSpec, hooks: TaskHook[] = [], random = () => 0) =>
     writer.flush() ??
     new TaskRunner({ id: 'a1', jobId: 'j', group: 'g', volumes: [] }, task, taskDir, hooks, {
       driver,
@@ -79,7 +79,7 @@ describe('TaskRunner with templates', () => {
       variables: { NOMAD_ALLOC_ID: 'a1' },
       onEvent: (_t, e) => events.push(e),
       onStateChange: () => undefined,
-      random: () => 0,
+      random,
     });
   const source = (text: string) => fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), text);
   const types = () => events.map((e) => e.type);
@@ -179,6 +179,74 @@ describe('TaskRunner with templates', () => {
     await clock.advance(0);
     expect(driver.started[0]).toMatchObject({ command: '/bin/app', args: ['--listen', '9090'] });
     expect(driver.started[0]!.env).toMatchObject({ LISTEN: '9090' });
+    await r.stop();
+  });
+
+  it("renders with the node's values, in ${…} and in env lookups, at the start and on a reload, never in the task's env", async () => {
+    source('v1 {{ env "node.unique.name" }} {{ env "attr.unique.hostname" }}');
+    const r = runner(
+      spec([
+        template({ data: 'host=${attr.unique.hostname} dc={{ env "node.datacenter" }} m=${meta.rack}' }),
+        template({ source: 'local/in.tpl', destination: 'local/b.conf' }),
+      ]),
+    );
+    const nodeValues = { 'attr.unique.hostname': 'h1', 'node.unique.name': 'n1', 'node.datacenter': 'dc1', 'meta.rack': 'r7' };
+    r.setVariables({ NOMAD_ALLOC_ID: 'a1' }, nodeValues);
+    void r.run('start');
+    await clock.advance(0);
+    expect(types()).toEqual(['Started']);
+    expect(driver.seen).toEqual(['host=h1 dc=dc1 m=r7']);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'b.conf'), 'utf8')).toBe('v1 n1 h1');
+    for (const name of Object.keys(nodeValues)) expect(driver.started[0]!.env).not.toHaveProperty([name]);
+    source('v2 {{ env "node.unique.name" }}');
+    await r.templates!.reload();
+    await clock.advance(0);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'b.conf'), 'utf8')).toBe('v2 n1');
+    expect(types()).not.toContain('Template Failed');
+    await r.stop();
+  });
+
+  it('a reload queued behind another does nothing to a task that restarted meanwhile, nor does one whose splay outlived its run', async () => {
+    source('v1');
+    const r = runner(
+      spec([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGUSR1', splay: 10_000 })]),
+      [],
+      () => 0.5, // each change applies 5 s after its render
+    );
+    void r.run('start');
+    await clock.advance(0);
+    source('v2');
+    const first = r.templates!.reload(); // renders v2, then waits its splay
+    const queued = r.templates!.reload(); // asked for the same run, waits behind the first
+    await clock.advance(0);
+    driver.exit(100, 1); // the run both were asked for ends; the policy starts another after 1 s
+    await clock.advance(1_000);
+    expect(driver.started).toHaveLength(2);
+    source('v3');
+    await clock.advance(4_000); // the first's splay ends
+    await clock.advance(10_000);
+    await Promise.all([first, queued]);
+    expect(driver.signals).toEqual([]);
+    expect(driver.stops).toEqual([]);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'app.conf'), 'utf8')).toBe('v2');
+    await r.stop();
+  });
+
+  it("a task re-attached after an agent restart re-renders with the node's values too", async () => {
+    const task = spec([template({ data: 'host=${attr.unique.hostname}' })]);
+    const first = runner(task);
+    first.setVariables({ NOMAD_ALLOC_ID: 'a1' }, { 'attr.unique.hostname': 'h1' });
+    void first.run('start');
+    await clock.advance(0);
+    first.detach();
+    fs.writeFileSync(path.join(taskDir, 'local', 'app.conf'), 'changed by hand');
+    const r = runner(task);
+    r.setVariables({ NOMAD_ALLOC_ID: 'a1' }, { 'attr.unique.hostname': 'h1' });
+    void r.run('restore');
+    await clock.advance(0);
+    await r.templates!.reload();
+    await clock.advance(0);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'app.conf'), 'utf8')).toBe('host=h1');
     await r.stop();
   });
 

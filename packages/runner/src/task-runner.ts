@@ -175,9 +175,12 @@ export class TaskRunner {
     this.templateFiles = files;
     this.templates = files && {
       reload: () => {
-        if (this.state.state !== 'running' || this.stopping || this.detached) return Promise.resolve();
+        const handle = this.handle; // a reload acts only on the run it was asked for (checked again when it acts)
+        const live = () => this.state.state === 'running' && !this.stopping && !this.detached && this.handle === handle;
+        if (!live()) return Promise.resolve();
         return files.reload(
           {
+            live,
             restart: (reason) => this.restart(reason),
             signal: TaskTemplates.signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
@@ -188,7 +191,7 @@ export class TaskRunner {
           () => {
             const vars = { ...this.variables, ...this.restoredHookEnv };
             const own = interpolateTask({ config: { command: '', args: [] }, env: this.task.env }, vars, this.nodeValues).env;
-            return { env: { ...vars, ...own }, target: templateTarget(taskDir, this.isolation) };
+            return { env: { ...vars, ...own }, nodeValues: this.nodeValues, target: templateTarget(taskDir, this.isolation) };
           },
         );
       },
@@ -613,7 +616,7 @@ export class TaskRunner {
     let env = { ...vars, ...strict({ config: { command: '', args: [] }, env: this.task.env }, vars).env };
     if (this.templateFiles) {
       try {
-        env = { ...env, ...this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation)) };
+        env = { ...env, ...this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation), this.nodeValues) };
       } catch (err) {
         this.event({ type: TASK_EVENT.setupFailure, message: `Template failed: ${errorMessage(err)}`, failed: true });
         throw err;

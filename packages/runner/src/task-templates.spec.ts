@@ -161,12 +161,22 @@ describe('TaskTemplates', () => {
       expect(read('local/app.conf')).toBe('rendered');
     });
 
-    it("an isolated task's source must be in its alloc dir and reached through no symlink", () => {
+    it("an isolated task's source must be in its own task dir (alloc/ there the shared dir) and reached through no symlink", () => {
       const isolated = templateTarget(taskDir, { allocDir: path.join(allocDir, 'alloc') } as never);
       fs.writeFileSync(path.join(outside, 'secret.tpl'), 'secret');
       expect(renderError([template({ source: path.join(outside, 'secret.tpl') })], {}, isolated).message).toMatch(
-        /source ".*secret.tpl" is outside the task's alloc dir .*Nomad's file sandbox/,
+        /source ".*secret.tpl" is outside the task's own dir .*Nomad's file sandbox/,
       );
+      // A sibling task's secrets, in the same alloc dir, are not its to read.
+      fs.mkdirSync(path.join(allocDir, 'db', 'secrets'), { recursive: true });
+      fs.writeFileSync(path.join(allocDir, 'db', 'secrets', 'token'), 'db-token');
+      expect(renderError([template({ source: '../db/secrets/token' })], {}, isolated).message).toMatch(
+        /source "..\/db\/secrets\/token" is outside the task's own dir/,
+      );
+      // alloc/ is the alloc's shared dir, as the task sees it.
+      fs.writeFileSync(path.join(allocDir, 'alloc', 'shared.tpl'), 'shared');
+      new TaskTemplates([template({ source: 'alloc/shared.tpl', destination: 'local/shared' })], log).renderForStart({}, isolated);
+      expect(read('local/shared')).toBe('shared');
       fs.symlinkSync(path.join(outside, 'secret.tpl'), path.join(taskDir, 'local', 'link.tpl'));
       expect(renderError([template({ source: 'local/link.tpl' })], {}, isolated).message).toMatch(
         /is not a regular file that can be read, or it is a symlink/,
@@ -191,6 +201,7 @@ describe('TaskTemplates', () => {
       event: (e) => void calls.push(`event ${e.type}: ${e.message}`),
       sleep: async (ms) => void sleeps.push(ms),
       random: () => 0.5,
+      live: () => true,
     });
     const noFallback = () => {
       throw new Error('the last start is known');
@@ -269,9 +280,36 @@ describe('TaskTemplates', () => {
     it('a task this runner did not start (re-attached) renders with the env it is given', async () => {
       fs.writeFileSync(path.join(taskDir, 'local', 'app.conf'), 'old');
       const t = new TaskTemplates([template({ data: 'v={{ env "V" }}' })], log);
-      await t.reload(actions(), () => ({ env: { V: 'now' }, target: host }));
+      await t.reload(actions(), () => ({ env: { V: 'now' }, nodeValues: {}, target: host }));
       expect(read('local/app.conf')).toBe('v=now');
       expect(calls).toEqual([`restart: ${TEMPLATE_RESTART_REASON}`]);
+    });
+
+    it('a task no longer live (stopped or restarted) before the render or after the splay gets nothing', async () => {
+      fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v1');
+      const t = new TaskTemplates([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGHUP', splay: 1_000 })], log);
+      t.renderForStart({}, host);
+      fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v2');
+      await t.reload({ ...actions(), live: () => false }, noFallback);
+      expect(read('local/app.conf')).toBe('v1'); // not rendered: its next start renders
+      let live = true;
+      await t.reload({ ...actions(), live: () => live, sleep: async () => void (live = false) }, noFallback);
+      expect(read('local/app.conf')).toBe('v2');
+      expect(calls).toEqual([]);
+    });
+
+    it("renders with the node's values in ${…} and env lookups (a node value wins), on a start and a reload", async () => {
+      fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), '{{ env "node.unique.name" }}');
+      const t = new TaskTemplates(
+        [template({ data: '${attr.unique.hostname} {{ env "meta.rack" }}' }), template({ source: 'local/in.tpl', destination: 'local/b' })],
+        log,
+      );
+      expect(t.renderForStart({ A: '1' }, host, { 'attr.unique.hostname': 'h1', 'meta.rack': 'r1', 'node.unique.name': 'n1' })).toEqual({});
+      expect(read('local/app.conf')).toBe('h1 r1');
+      expect(read('local/b')).toBe('n1');
+      fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v2 {{ env "node.unique.name" }}');
+      await t.reload(actions(), noFallback);
+      expect(read('local/b')).toBe('v2 n1');
     });
 
     it('a signal that cannot be sent is a failed event', async () => {

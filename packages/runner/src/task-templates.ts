@@ -11,7 +11,9 @@
 // temporary name in its dir (O_EXCL, O_NOFOLLOW), its mode and owner set,
 // fsynced, and renamed over the destination (which replaces a link rather
 // than writing through it). A source file an isolated task's template reads
-// must be in its alloc dir (Nomad's file sandbox), reached the same way.
+// must be in its own task dir (Nomad's file sandbox), alloc/ there being the
+// alloc's shared dir as the task sees it, reached the same way: never a
+// sibling task's dir (its secrets/) nor what the agent keeps in the alloc dir.
 import { errorMessage, type Logger } from '@csiplug/core';
 import type { IsolationConfig, TaskDriver, TaskHandle } from '@csiplug/driver';
 import { GO_TEMPLATE_LIMITS, GoTemplateError, parseGoTemplate, type GoTemplate, type TaskTemplate } from '@csiplug/jobspec';
@@ -40,18 +42,20 @@ export interface TemplateTarget {
   sharedDir: string;
   /** Owner of what is written when the template names no uid/gid: an isolated task's user (absent: the agent). */
   owner?: { uid: number; gid: number };
-  /** The dir a source file must be in (an isolated task's alloc dir); absent: any path (a host process). */
-  sandbox?: string;
+  /**
+   * An isolated task's: a source file must be in its task dir, or under
+   * alloc/ there (read from `sharedDir`); absent: any path (a host process).
+   */
+  sandboxed?: true;
 }
 
 /** The target of a task in `taskDir` (`<alloc dir>/<task>`), isolated as `isolation` says (undefined: a host process). */
 export function templateTarget(taskDir: string, isolation: IsolationConfig | undefined): TemplateTarget {
-  const allocDir = path.dirname(taskDir);
   return {
     taskDir,
-    sharedDir: isolation?.allocDir ?? path.join(allocDir, 'alloc'),
+    sharedDir: isolation?.allocDir ?? path.join(path.dirname(taskDir), 'alloc'),
     ...(isolation?.user ? { owner: { uid: isolation.user.uid, gid: isolation.user.gid } } : {}),
-    ...(isolation ? { sandbox: allocDir } : {}),
+    ...(isolation ? { sandboxed: true as const } : {}),
   };
 }
 
@@ -77,6 +81,26 @@ export interface TemplateChangeActions {
   sleep(ms: number): Promise<void>;
   /** In [0, 1): where in the splay the change applies. */
   random(): number;
+  /**
+   * Whether the task still runs as it did when the reload was asked for
+   * (running, not stopping, the same handle): a reload queued behind
+   * another's splay checks it again before rendering and after its own
+   * splay, and does nothing to a task that stopped or restarted meanwhile.
+   */
+  live(): boolean;
+}
+
+/** What a task's templates render with: its environment, the node's values, and where they go. */
+export interface TemplateRenderInput {
+  /** The task's environment (its variables and env block). */
+  env: Record<string, string>;
+  /**
+   * The node's `attr.*`, `node.*` and `meta.*` (jobspec's nodeValues()):
+   * seen by `${…}` and `{{ env "…" }}` as Nomad's TaskEnv.All() has them
+   * (a node value wins), never put in the task's process environment.
+   */
+  nodeValues: Record<string, string>;
+  target: TemplateTarget;
 }
 
 export class TaskTemplates {
@@ -91,8 +115,8 @@ export class TaskTemplates {
 
   /** Inline templates, parsed once (a source file is parsed at each render: it may change). */
   private readonly parsed = new Map<TaskTemplate, GoTemplate>();
-  /** The env and target of the last start, which a reload renders with. */
-  private last: { env: Record<string, string>; target: TemplateTarget } | undefined;
+  /** What the last start rendered with, which a reload renders with too. */
+  private last: TemplateRenderInput | undefined;
   private reloading: Promise<void> = Promise.resolve();
 
   constructor(
@@ -102,16 +126,22 @@ export class TaskTemplates {
 
   /**
    * Before a start: every template rendered with the task's environment
-   * (`env`, also its `${…}` variables) and written where its file differs.
+   * (`env`) and the node's values (`nodeValues`), both its `${…}` variables
+   * and its `env` lookups, and written where its file differs.
    * Returns the variables of its `env = true` templates (a later template
    * wins). Throws a TemplateRenderError naming the template at fault.
    */
-  renderForStart(env: Readonly<Record<string, string>>, target: TemplateTarget): Record<string, string> {
-    this.last = { env: { ...env }, target };
+  renderForStart(
+    env: Readonly<Record<string, string>>,
+    target: TemplateTarget,
+    nodeValues: Readonly<Record<string, string>> = {},
+  ): Record<string, string> {
+    this.last = { env: { ...env }, nodeValues: { ...nodeValues }, target };
+    const seen = templateEnv(this.last);
     const vars: Record<string, string> = {};
     for (const t of this.templates) {
       try {
-        const text = this.render(t, env, target);
+        const text = this.render(t, seen, target);
         this.write(t, text, target);
         if (t.env) Object.assign(vars, parseEnvFile(text, t.destination));
       } catch (err) {
@@ -125,23 +155,24 @@ export class TaskTemplates {
    * The agent reloaded its config: each template rendered again (with the
    * env of the last start, or `fallback` for a task re-attached after an
    * agent restart), the files that changed written, and their change_mode
-   * applied. One reload at a time; never throws.
+   * applied, unless the task is no longer `actions.live()`. One reload at a
+   * time; never throws.
    */
-  reload(actions: TemplateChangeActions, fallback: () => { env: Record<string, string>; target: TemplateTarget }): Promise<void> {
+  reload(actions: TemplateChangeActions, fallback: () => TemplateRenderInput): Promise<void> {
     const run = this.reloading.then(() => this.reloadNow(actions, fallback));
     this.reloading = run.catch(() => undefined);
     return this.reloading;
   }
 
-  private async reloadNow(
-    actions: TemplateChangeActions,
-    fallback: () => { env: Record<string, string>; target: TemplateTarget },
-  ): Promise<void> {
-    const { env, target } = (this.last ??= fallback());
+  private async reloadNow(actions: TemplateChangeActions, fallback: () => TemplateRenderInput): Promise<void> {
+    // Queued behind another reload, the task may have stopped or restarted (with its own fresh render) meanwhile.
+    if (!actions.live()) return;
+    const input = (this.last ??= fallback());
+    const seen = templateEnv(input);
     const changed: TaskTemplate[] = [];
     for (const t of this.templates) {
       try {
-        if (this.write(t, this.render(t, env, target), target)) changed.push(t);
+        if (this.write(t, this.render(t, seen, input.target), input.target)) changed.push(t);
       } catch (caught) {
         const err = asRenderError(t, caught);
         const message = `${errorMessage(err)}; not re-rendered, the task runs on with the file it has`;
@@ -159,6 +190,10 @@ export class TaskTemplates {
       } catch {
         return; // the task is stopping
       }
+    }
+    if (!actions.live()) {
+      this.log.info('templates changed, but the task stopped or restarted during the splay: no change_mode applied');
+      return;
     }
     if (acting.some((t) => t.changeMode === 'restart')) {
       actions.restart(TEMPLATE_RESTART_REASON);
@@ -237,6 +272,11 @@ function refuseFor(destination: string): BeneathRefusal {
     );
 }
 
+/** What `{{ env "…" }}` and `${…}` see: the task's env and the node's values (a node value wins, as in Nomad's TaskEnv.All()). */
+function templateEnv(input: TemplateRenderInput): Record<string, string> {
+  return { ...input.env, ...input.nodeValues };
+}
+
 /** `err` as a TemplateRenderError naming `t` (its errno code kept: a fault of the agent itself, EMFILE say, is retried uncounted). */
 function asRenderError(t: TaskTemplate, err: unknown): TemplateRenderError {
   if (err instanceof TemplateRenderError) return err;
@@ -248,25 +288,28 @@ function asRenderError(t: TaskTemplate, err: unknown): TemplateRenderError {
 /**
  * Reads a template's source file, relative to the task dir. A host
  * process's may be any file the agent can read (links followed, as its task
- * could read it too); an isolated task's only one inside its alloc dir,
- * reached through no symlink.
+ * could read it too); an isolated task's only one inside its own task dir
+ * (alloc/… being the alloc's shared dir), reached through no symlink.
  */
 function readSource(t: TaskTemplate, target: TemplateTarget): string {
   const file = path.resolve(target.taskDir, t.source!);
   const notReadable = `source "${t.source}" (${file}) is not a regular file that can be read`;
-  if (target.sandbox === undefined) {
+  if (!target.sandboxed) {
     const read = readRegularFile(fs.openSync(path.dirname(file), O_RDONLY | O_DIRECTORY), path.basename(file), true, true);
     if (!read) throw new TemplateRenderError(t.destination, notReadable);
     return read.content;
   }
-  const inside = path.relative(target.sandbox, file);
-  if (inside === '' || inside.startsWith('..') || path.isAbsolute(inside))
+  const inside = path.relative(target.taskDir, file);
+  if (inside === '' || inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
     throw new TemplateRenderError(
       t.destination,
-      `source "${t.source}" is outside the task's alloc dir (${target.sandbox}): an isolated task's template reads only files in its alloc dir (Nomad's file sandbox); put the file there, or give the template as data`,
+      `source "${t.source}" is outside the task's own dir (${target.taskDir}): an isolated task's template reads only files in its task dir ` +
+        `(Nomad's file sandbox), like local/app.tpl, or alloc/app.tpl for the alloc's shared dir; put the file there, or give the template as data`,
     );
-  const dirFd = openDirBeneath(target.sandbox, path.dirname(inside), refuseFor(t.destination), undefined, false);
-  const read = readRegularFile(dirFd, path.basename(file), true);
+  const [base, rel] =
+    inside === 'alloc' || inside.startsWith('alloc/') ? [target.sharedDir, path.relative('alloc', inside)] : [target.taskDir, inside];
+  const dirFd = openDirBeneath(base, path.dirname(rel), refuseFor(t.destination), undefined, false);
+  const read = readRegularFile(dirFd, path.basename(rel), true);
   if (!read)
     throw new TemplateRenderError(t.destination, `${notReadable}, or it is a symlink (an isolated task's template reads through none)`);
   return read.content;
