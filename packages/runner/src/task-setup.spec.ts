@@ -82,7 +82,7 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
     clientStatus: 'pending',
     createdAt: 0,
   });
-  const start = async (tasks: TaskSpec[], node: NodeAttributes = NODE): Promise<AllocRunner> => {
+  const start = async (tasks: TaskSpec[], node: NodeAttributes = NODE, how: 'start' | 'restore' = 'start'): Promise<AllocRunner> => {
     const r = new AllocRunner(allocOf(tasks), {
       dataDir,
       nodeId: 'n1',
@@ -103,7 +103,7 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
       onTaskEvent: (_a, name, e) => events.push({ task: name, type: e.type, message: e.message }),
       onStatusChange: () => undefined,
     });
-    await r.run('start');
+    await r.run(how);
     for (let i = 0; i < 5; i++) await clock.advance(0);
     return r;
   };
@@ -207,6 +207,49 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
     );
     expect(fs.existsSync(outside)).toBe(false);
     expect(walk(allocDir()).filter((p) => p.includes('${'))).toEqual([]);
+    r.detach();
+  });
+
+  const imageTask = (over: Partial<TaskSpec> = {}): TaskSpec =>
+    task({
+      name: 'app',
+      driver: 'docker',
+      config: { command: '', args: [] },
+      image: { ref: 'r/app:1', forcePull: false, pullTimeout: 1_000, mounts: [] },
+      ...over,
+    });
+
+  it("an image task's local/ and secrets/ stay its image user's when the agent restores the alloc; the shared /alloc is open to it (1777)", async () => {
+    (await start([imageTask()])).detach();
+    const taskDir = path.join(allocDir(), 'app');
+    // Its start gave them to the image's user (task-image.ts); the task runs on while the agent restarts.
+    for (const d of ['local', 'secrets']) fs.chownSync(path.join(taskDir, d), 1234, 1235);
+    (await start([imageTask()], NODE, 'restore')).detach();
+    for (const d of ['local', 'secrets']) expect(fs.statSync(path.join(taskDir, d))).toMatchObject({ uid: 1234, gid: 1235 });
+    expect(fs.statSync(path.join(allocDir(), 'alloc')).mode & 0o7777).toBe(0o1777);
+  });
+
+  it("refuses an image task's bind of its task dir or the agent's files in it, before anything starts", async () => {
+    const r = await start([
+      imageTask({
+        image: {
+          ref: 'r/app:1',
+          forcePull: false,
+          pullTimeout: 1_000,
+          mounts: [{ type: 'bind', source: '.', target: '/x', readOnly: false }],
+        },
+      }),
+    ]);
+    expect(events.filter((e) => e.type === 'Setup Failure')).toEqual([
+      {
+        task: 'app',
+        type: 'Setup Failure',
+        message: expect.stringMatching(
+          /^the bind mount of \. at \/x is not the task's own: .*under local\/, secrets\/ or the alloc's \.\.\/alloc\//,
+        ),
+      },
+    ]);
+    expect(driver.started).toHaveLength(0);
     r.detach();
   });
 });
