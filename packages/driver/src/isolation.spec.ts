@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   ALL_CAPS,
@@ -178,6 +178,23 @@ describe('ociConfig of an image task', () => {
     expect(() => ociConfig(task, image({ mounts: [{ type: 'tmpfs', source: '', destination: '/s', tmpfsSize: -1 }] }))).toThrow(
       /tmpfs mount at \/s: size -1 is not a positive number of bytes/,
     );
+  });
+
+  it('as Docker: cap_drop ALL leaves only what cap_add adds back', () => {
+    expect(caps(ociConfig(task, image({ capDrop: ['ALL'], capAdd: ['chown'] })))).toEqual(['CAP_CHOWN']);
+    expect(caps(ociConfig(task, image({ capDrop: ['all'] })))).toEqual([]);
+  });
+
+  it('as Docker: no_new_privs is off for an image task (an exec task keeps it)', () => {
+    const process = (c: Record<string, unknown>) => c['process'] as { noNewPrivileges: boolean };
+    expect(process(ociConfig(task, image())).noNewPrivileges).toBe(false);
+    expect(process(ociConfig(task, base())).noNewPrivileges).toBe(true);
+  });
+
+  it("as Docker: on the host's network an image task's hostname is the host's; on its own, the task's name", () => {
+    expect(ociConfig(task, image({ network: 'host' }))['hostname']).toBe(hostname());
+    expect(ociConfig(task, image())['hostname']).toBe('t');
+    expect(ociConfig(task, base({ network: 'host' }))['hostname']).toBe('t');
   });
 
   it('runs the process as pid 1 as Docker does, with no init of ours (the image may have no shell)', () => {

@@ -19,13 +19,16 @@
 // pid 1 as Docker runs it (no init of ours: the image may have no shell), the
 // host's /etc/resolv.conf and /etc/hosts read-only when it shares the host's
 // network (as Docker binds them), the host's pid or ipc namespace when asked
-// (pid_mode/ipc_mode = "host"), and tmpfs mounts of its own.
+// (pid_mode/ipc_mode = "host"), and tmpfs mounts of its own; as Docker,
+// no_new_privs is off, cap_drop "ALL" leaves only cap_add, and on the host's
+// network its hostname is the host's.
 //
 // The executor runs `runc run` as the task, in the foreground, so runc is
 // the process the driver watches (pid and start time, as for any task) and
 // it passes signals on to the container and exits with the task's status.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { isAbsolute, join, normalize } from 'node:path';
 import { ALL_CAPS, DEFAULT_TASK_CAPS, ValidationError, capabilityName } from '@csiplug/core';
 
@@ -296,11 +299,12 @@ export function ociConfig(
       options: bindOptions(m.readOnly === true, propagation),
     });
   }
+  // cap_drop "ALL" (Docker's) drops every default, and cap_add adds back; otherwise cap_drop takes from defaults and cap_add.
+  const dropAll = (iso.capDrop ?? []).some((c) => c.trim().toUpperCase() === 'ALL');
+  const dropped = dropAll ? [] : (iso.capDrop ?? []).map(capabilityName);
   const caps = iso.privileged
     ? grantableCaps()
-    : [...new Set([...DEFAULT_TASK_CAPS, ...(iso.capAdd ?? []).map(capabilityName)])].filter(
-        (c) => !(iso.capDrop ?? []).map(capabilityName).includes(c),
-      );
+    : [...new Set([...(dropAll ? [] : DEFAULT_TASK_CAPS), ...(iso.capAdd ?? []).map(capabilityName)])].filter((c) => !dropped.includes(c));
   const resources: Record<string, unknown> = {};
   // Swap counts against the limit (memsw), as Nomad sets it: a task cannot swap past its memory.
   // (Only where the kernel accounts swap: cgroup v2, or v1 with memsw; else runc could not apply it.)
@@ -327,11 +331,13 @@ export function ociConfig(
       env: Object.entries(task.env).map(([k, v]) => `${k}=${v}`),
       cwd: image ? image.cwd : TASK_LOCAL_DIR,
       capabilities: { bounding: caps, effective: caps, permitted: caps },
-      noNewPrivileges: !iso.privileged,
+      // Docker leaves no_new_privs off (a setuid binary in an image works as it does under Docker); an exec task keeps it.
+      noNewPrivileges: !iso.privileged && !image,
     },
     // An image task writes to its own upper layer of the image (the shared layers never see it), as a Docker container does.
     root: image ? { path: image.rootfs, readonly: false } : { path: 'rootfs', readonly: true },
-    hostname: task.hostname,
+    // On the host's network an image task has the host's name, as under Docker; otherwise its own (the task's name).
+    hostname: image && iso.network === 'host' ? hostname() : task.hostname,
     mounts: ordered,
     linux: {
       // Unless it shares the host's network, its own network namespace (loopback only): it never reaches the agent's API on the host's 127.0.0.1.

@@ -97,6 +97,9 @@ job "csi-hostpath" {
 
 const TASK = 'job "web" group "app" task "server"';
 
+/** A csi_plugin block: what a task needs for the host's pid or ipc namespace. */
+const PLUGIN = { csi_plugin: { id: 'ceph', type: 'node', mount_dir: '/csi' } };
+
 /** A one-task job whose task is a docker task with `config`, `task` merged over it. */
 function dockerJob(config: Record<string, unknown>, task: Record<string, unknown> = {}): unknown {
   return { job: { web: { group: { app: { task: { server: { driver: 'docker', config, ...task } } } } } } };
@@ -157,19 +160,22 @@ describe("a docker task (Nomad's docker driver config, run on runc)", () => {
 
   it('reads the rest of the subset: command, entrypoint, work_dir, ipc/pid host, auth, force_pull, image_pull_timeout, cap_drop', () => {
     const task = taskOf(
-      dockerJob({
-        image: 'quay.io/cephcsi/cephcsi:v3.9.0',
-        command: '/usr/local/bin/cephcsi',
-        args: ['--type=rbd'],
-        entrypoint: ['/bin/tini', '--'],
-        work_dir: '/srv//app/',
-        ipc_mode: 'host',
-        pid_mode: 'host',
-        cap_drop: ['NET_RAW'],
-        auth: { username: 'robot', password: 's3cret', server_address: 'quay.io' },
-        force_pull: true,
-        image_pull_timeout: '10m',
-      }),
+      dockerJob(
+        {
+          image: 'quay.io/cephcsi/cephcsi:v3.9.0',
+          command: '/usr/local/bin/cephcsi',
+          args: ['--type=rbd'],
+          entrypoint: ['/bin/tini', '--'],
+          work_dir: '/srv//app/',
+          ipc_mode: 'host',
+          pid_mode: 'host',
+          cap_drop: ['NET_RAW'],
+          auth: { username: 'robot', password: 's3cret', server_address: 'quay.io' },
+          force_pull: true,
+          image_pull_timeout: '10m',
+        },
+        PLUGIN,
+      ),
     );
     expect(task.config).toEqual({ command: '/usr/local/bin/cephcsi', args: ['--type=rbd'], capDrop: ['CAP_NET_RAW'] });
     expect(task.image).toEqual({
@@ -194,13 +200,24 @@ describe("a docker task (Nomad's docker driver config, run on runc)", () => {
     expect(task.image).toEqual({ ref: 'busybox', forcePull: false, pullTimeout: 300_000, mounts: [] });
   });
 
-  it.each([
-    'oci-archive:/srv/images/hostpath.tar',
-    'oci-archive:/srv/images/hostpath.tar:v1',
-    'docker-archive:/srv/images/plugin.tar',
-    `registry.example.com:5000/team/app@sha256:${'a'.repeat(64)}`,
-  ])('takes image = %j', (ref) => {
+  it('takes image = a registry reference by digest', () => {
+    const ref = `registry.example.com:5000/team/app@sha256:${'a'.repeat(64)}`;
     expect(taskOf(dockerJob({ image: ref })).image!.ref).toBe(ref);
+  });
+
+  it.each(['oci-archive:/srv/images/hostpath.tar', 'oci-archive:/srv/images/hostpath.tar:v1', 'docker-archive:/srv/images/plugin.tar'])(
+    'refuses image = %j: no archive loader yet, so it would fail at every start; says how to push it to a registry',
+    (ref) => {
+      expect(messagesOf(errorOf(() => validateJob(dockerJob({ image: ref }))))).toEqual([
+        `${TASK}: config.image names an archive (${JSON.stringify(ref)}), and loading images from archives is not built yet: push the archive to a registry, e.g. skopeo copy ${ref} docker://registry.example.com/team/app:tag, and name that image here`,
+      ]);
+    },
+  );
+
+  it('takes cap_drop = ["all"] (Docker\'s: every capability dropped, cap_add adds back) and a bind of the alloc\'s ../alloc/', () => {
+    const task = taskOf(dockerJob({ image: 'busybox', cap_drop: ['all'], cap_add: ['chown'], volumes: ['../alloc/data:/data'] }));
+    expect(task.config).toEqual({ command: '', args: [], capAdd: ['CAP_CHOWN'], capDrop: ['ALL'] });
+    expect(task.image!.mounts).toEqual([{ type: 'bind', source: '../alloc/data', target: '/data', readOnly: false }]);
   });
 
   it('checks the env names, user and volume_mount of an image task as of an exec task', () => {
@@ -288,11 +305,24 @@ describe('what a docker task may not say', () => {
       {},
       `${TASK}: config.cap_add[0] "teleport" is not a Linux capability`,
     ],
+    ['cap_add ALL', { image: 'busybox', cap_add: ['ALL'] }, {}, `${TASK}: config.cap_add[0] "ALL" is not taken here: name each capability`],
     [
-      'cap_drop ALL',
-      { image: 'busybox', cap_drop: ['ALL'] },
+      'pid_mode host without csi_plugin',
+      { image: 'busybox', pid_mode: 'host' },
       {},
-      `${TASK}: config.cap_drop[0] "ALL" is not taken here: name each capability`,
+      `${TASK}: config.pid_mode = "host" is only for a CSI plugin task (one with a csi_plugin block), on an agent that allows privileged tasks: it gives the task the host's processes, this agent among them; remove it`,
+    ],
+    [
+      'ipc_mode host without csi_plugin',
+      { image: 'busybox', ipc_mode: 'host' },
+      {},
+      `${TASK}: config.ipc_mode = "host" is only for a CSI plugin task`,
+    ],
+    [
+      'a bind climbing past the alloc dir',
+      { image: 'busybox', volumes: ['../alloc/../../etc:/x'] },
+      {},
+      `${TASK}: config.volumes[0] "../alloc/../../etc" may not contain ".." (but as "../alloc/…", the alloc's shared dir)`,
     ],
     [
       'a mount without type',
@@ -448,7 +478,7 @@ describe('what a docker task may not say', () => {
     ['interactive', true, 'no terminal'],
     ['tty', true, 'no terminal'],
     ['healthchecks', { disable: true }, 'no Docker health checks'],
-    ['load', 'image.tar', 'image = "docker-archive:/path/image.tar"'],
+    ['load', 'image.tar', 'push the archive to a registry (skopeo copy docker-archive:/path/image.tar docker://'],
     ['auth_soft_fail', true, 'fails the task'],
     ['volume_driver', 'pxd', 'no Docker volumes'],
     ['container_exists_attempts', 5, 'no Docker containers'],
@@ -524,7 +554,7 @@ describe('a docker task through jobToDocument (job history, diffs)', () => {
           image_pull_timeout: 1500,
           labels: {},
         },
-        { driver: 'podman', user: 'ceph', logs: { max_files: 3 } },
+        { driver: 'podman', user: 'ceph', logs: { max_files: 3 }, ...PLUGIN },
       ),
     );
     expect(spec.groups[0]!.tasks[0]!.image!.pullTimeout).toBe(1500);

@@ -10,7 +10,8 @@
 // absent, the image's), `args` its arguments, `entrypoint` replaces the
 // image's, a `mount` without `type` is a Docker volume ("volume", Nomad's
 // default — refused), `volumes` entries are "host:container[:ro|:rw]" with a
-// relative host path under the task dir. `${…}` in args and paths is left as
+// relative host path under the task dir (or "../alloc/…", the alloc's shared
+// dir, as Nomad allows). `${…}` in args and paths is left as
 // written for the task start to resolve.
 import { ImageReferenceError, capabilityName, formatDuration, parseImageReference } from '@csiplug/core';
 import * as path from 'path';
@@ -128,7 +129,7 @@ const CONFIG_UNSUPPORTED: Readonly<Record<string, string>> = {
   interactive: NO_TERMINAL,
   tty: NO_TERMINAL,
   healthchecks: `csiplug runs no Docker health checks (a CSI plugin's health is its probe); ${REMOVE}`,
-  load: 'name the archive in image instead: image = "docker-archive:/path/image.tar" (or "oci-archive:/path/image.tar"), an absolute path on this node',
+  load: 'loading images from archives is not built yet: push the archive to a registry (skopeo copy docker-archive:/path/image.tar docker://registry.example.com/team/app:tag) and name that image in image',
   auth_soft_fail: `a pull that the registry refuses fails the task; ${REMOVE} (or remove the auth block to pull anonymously)`,
   volume_driver: NO_DOCKER_VOLUMES,
   container_exists_attempts: `${RUNC} and creates no Docker containers; ${REMOVE}`,
@@ -188,8 +189,15 @@ export function readImageTaskConfig(r: BlockReader, driver: ImageDriver): { conf
     ['pid_mode', 'pidHost'],
   ] as const) {
     if (!c.has(key)) continue;
-    if (c.raw(key) === 'host') image[field] = true;
-    else c.report(key, `may only be "host" (got ${JSON.stringify(c.raw(key))}); leave it out for the task's own namespace`);
+    if (c.raw(key) !== 'host')
+      c.report(key, `may only be "host" (got ${JSON.stringify(c.raw(key))}); leave it out for the task's own namespace`);
+    // Root in the host's pid namespace can signal the agent, in its ipc namespace reach root's shared memory: as privileged, a CSI plugin's only.
+    else if (r.has('csi_plugin')) image[field] = true;
+    else
+      c.report(
+        key,
+        `= "host" is only for a CSI plugin task (one with a csi_plugin block), on an agent that allows privileged tasks: it gives the task the host's ${key === 'pid_mode' ? 'processes, this agent among them' : 'shared memory and message queues'}; remove it`,
+      );
   }
 
   image.mounts = readMounts(c);
@@ -214,7 +222,7 @@ export function readImageTaskConfig(r: BlockReader, driver: ImageDriver): { conf
   return { config, image };
 }
 
-/** `image`: a reference Docker would take, or an archive on this node; checked with the parser the pull uses. */
+/** `image`: a reference Docker would take, checked with the parser the pull uses; an archive parses but is refused (no loader yet). */
 function readImageRef(c: BlockReader): string {
   const ref = c.requiredString('image');
   if (ref === '') return ref;
@@ -226,20 +234,26 @@ function readImageRef(c: BlockReader): string {
     return ref;
   }
   try {
-    parseImageReference(ref);
+    if (parseImageReference(ref).kind !== 'registry') {
+      c.report(
+        'image',
+        `names an archive (${JSON.stringify(ref)}), and loading images from archives is not built yet: push the archive to a registry, e.g. skopeo copy ${ref} docker://registry.example.com/team/app:tag, and name that image here`,
+      );
+    }
   } catch (err) {
     if (!(err instanceof ImageReferenceError)) throw err;
     c.report(
       'image',
-      `${JSON.stringify(ref)} is not an image reference: ${err.reason}; write it as Docker does, like "busybox:1.36", "quay.io/cephcsi/cephcsi:v3.9.0", "registry.example.com:5000/team/app@sha256:<64 hex>", or an archive on this node: "oci-archive:/path/image.tar[:tag]", "docker-archive:/path/image.tar"`,
+      `${JSON.stringify(ref)} is not an image reference: ${err.reason}; write it as Docker does, like "busybox:1.36", "quay.io/cephcsi/cephcsi:v3.9.0", "registry.example.com:5000/team/app@sha256:<64 hex>", or "registry.example.com:5000/team/app@sha256:<64 hex>"`,
     );
   }
   return ref;
 }
 
-/** cap_add / cap_drop: each a Linux capability, in its one spelling (CAP_…), as for an exec task. */
+/** cap_add / cap_drop: each a Linux capability, in its one spelling (CAP_…), as for an exec task; cap_drop may be "all" (Docker's: cap_add then adds back). */
 function readCapabilities(c: BlockReader, key: 'cap_add' | 'cap_drop'): string[] {
   return c.stringList(key).flatMap((cap, i) => {
+    if (key === 'cap_drop' && cap.trim().toUpperCase() === 'ALL') return ['ALL'];
     try {
       return [capabilityName(cap)];
     } catch {
@@ -341,11 +355,14 @@ function readTarget(r: BlockReader, key: string, raw: string): string {
   return normalisePath(raw);
 }
 
-/** A bind's host path: absolute, or relative to the task dir (as Nomad reads it); never climbing with "..". */
+/** A bind's host path: absolute, or relative to the task dir (as Nomad reads it); climbing with ".." only to the alloc's shared ../alloc. */
 function readSource(r: BlockReader, key: string, raw: string): string {
   if (raw === '') return raw;
+  const parts = raw.split('/');
+  const sharedAllocDir = parts[0] === '..' && parts[1] === 'alloc' && !parts.slice(2).includes('..');
   if (raw.includes('\0')) r.report(key, 'may not contain NUL');
-  else if (raw.split('/').includes('..')) r.report(key, `${JSON.stringify(raw)} may not contain ".."; name the host path itself`);
+  else if (parts.includes('..') && !sharedAllocDir)
+    r.report(key, `${JSON.stringify(raw)} may not contain ".." (but as "../alloc/…", the alloc's shared dir); name the host path itself`);
   return normalisePath(raw);
 }
 

@@ -97,7 +97,7 @@ export interface TaskTemplate {
  * `config.capAdd`/`capDrop`/`networkMode` as for exec.
  */
 export interface TaskImage {
-  /** `image` as written: a registry reference (`[host[:port]/]repo[:tag][@digest]`), or `oci-archive:/path.tar[:tag]` / `docker-archive:/path.tar`. */
+  /** `image` as written: a registry reference (`[host[:port]/]repo[:tag][@digest]`); archives (`oci-archive:`, `docker-archive:`) are refused at validate until a loader exists. */
   ref: string;
   /** Nomad's `entrypoint`: replaces the image's Entrypoint (and, as Docker does, drops its Cmd). */
   entrypoint?: string[];
@@ -111,7 +111,7 @@ export interface TaskImage {
   auth?: { username?: string; password?: string; serverAddress?: string };
   /** `labels`: kept and shown, as Nomad sets them on the container. */
   labels?: Record<string, string>;
-  /** `ipc_mode = "host"` / `pid_mode = "host"`: the host's namespace instead of the task's own. */
+  /** `ipc_mode = "host"` / `pid_mode = "host"`: the host's namespace instead of the task's own (a csi_plugin task only, where allow_privileged). */
   ipcHost?: boolean;
   pidHost?: boolean;
   /** `privileged = true`: only a csi_plugin task, and only where the agent's plugin "docker" { config { allow_privileged } }. */

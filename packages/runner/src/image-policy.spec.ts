@@ -1,20 +1,10 @@
 import { DEFAULT_IMAGE_DRIVER, type TaskImageMount, type TaskSpec } from '@csiplug/jobspec';
-import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal, resolveImageMountPaths } from './image-policy';
+import type { TaskMount } from '@csiplug/driver';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { checkImageBindSources, imageMountsOf, imagePrivileged, imagePrivilegeRefusal, resolveImageMountPaths } from './image-policy';
 
-// A host where /data/real is a dir, /data/link leads to /etc, and the task dir holds cfg/.
-const fsLinks: Record<string, string> = {
-  '/t/task': '/t/task',
-  '/t/task/cfg': '/t/task/cfg',
-  '/t/task/out': '/etc',
-  '/data': '/data',
-  '/data/real': '/data/real',
-  '/data/link': '/etc',
-};
-const realpath = (p: string) => {
-  const r = fsLinks[p];
-  if (r === undefined) throw Object.assign(new Error(`ENOENT ${p}`), { code: 'ENOENT' });
-  return r;
-};
 const bind = (source: string, target = '/m', extra: Partial<TaskImageMount> = {}): TaskImageMount => ({
   type: 'bind',
   source,
@@ -23,40 +13,120 @@ const bind = (source: string, target = '/m', extra: Partial<TaskImageMount> = {}
   ...extra,
 });
 const enabled = { volumesEnabled: true, allowedHostPaths: ['/data'] };
+const dirs = { taskDir: '/a/task', sharedDir: '/a/alloc' };
 
-describe('imageMountsOf', () => {
-  it("binds a relative source under the task dir, with its propagation in the driver's terms, and a tmpfs with its size", () => {
+describe('imageMountsOf: the binds judged as written', () => {
+  it("binds local/, secrets/ and the alloc's ../alloc/ (checked again at start), with propagation in the driver's terms, and a tmpfs", () => {
     const r = imageMountsOf(
       [
-        bind('cfg', '/etc/app', { readOnly: true, propagation: 'rshared' }),
+        bind('local/cfg', '/etc/app', { readOnly: true, propagation: 'rshared' }),
+        bind('secrets', '/s'),
+        bind('../alloc/data', '/d'),
         { type: 'tmpfs', target: '/scratch', readOnly: false, tmpfsSize: 4096 },
       ],
-      '/t/task',
+      dirs,
       DEFAULT_IMAGE_DRIVER,
-      realpath,
     );
     expect(r.refusal).toBeUndefined();
     expect(r.mounts).toEqual([
-      { source: '/t/task/cfg', destination: '/etc/app', readOnly: true, propagation: 'bidirectional' },
+      {
+        source: '/a/task/local/cfg',
+        destination: '/etc/app',
+        readOnly: true,
+        propagation: 'bidirectional',
+        imageBind: { written: 'local/cfg', within: '/a' },
+      },
+      { source: '/a/task/secrets', destination: '/s', readOnly: false, imageBind: { written: 'secrets', within: '/a' } },
+      { source: '/a/alloc/data', destination: '/d', readOnly: false, imageBind: { written: '../alloc/data', within: '/a' } },
       { type: 'tmpfs', source: '', destination: '/scratch', readOnly: false, tmpfsSize: 4096 },
     ]);
   });
 
-  it('refuses a host path unless volumes are enabled and its real path is within allowed_host_paths', () => {
-    expect(imageMountsOf([bind('/data/real')], '/t/task', DEFAULT_IMAGE_DRIVER, realpath).refusal).toMatch(
+  it("refuses the task dir itself, the agent's .executor/ and image/ in it, another task's dir, and anything else relative", () => {
+    for (const source of ['.', '.executor', '.executor/pid.json', 'image/upper', 'cfg', '../other/local', '../alloc-x', '../../etc'])
+      expect(imageMountsOf([bind(source)], dirs, enabled).refusal).toBe(
+        `the bind mount of ${source} at /m is not the task's own: a source relative to the task dir must be under local/, secrets/ or the alloc's ../alloc/ (the task dir itself and the agent's .executor/ and image/ are not the task's to write); put the files under local/ and mount that`,
+      );
+  });
+
+  it('refuses a host path unless volumes are enabled; allowed_host_paths is for the start to check', () => {
+    expect(imageMountsOf([bind('/data/real')], dirs, DEFAULT_IMAGE_DRIVER).refusal).toMatch(
       /bind mount of \/data\/real at \/m is a host path outside the task dir.*volumes \{ enabled = true \}/,
     );
-    expect(imageMountsOf([bind('/data/real')], '/t/task', enabled, realpath)).toEqual({
-      mounts: [{ source: '/data/real', destination: '/m', readOnly: false }],
+    // An absolute path into the task dir is a host path too: it does not get round volumes { enabled }.
+    expect(imageMountsOf([bind('/a/task/local')], dirs, DEFAULT_IMAGE_DRIVER).refusal).toMatch(/is a host path outside the task dir/);
+    expect(imageMountsOf([bind('/data/real')], dirs, enabled)).toEqual({
+      mounts: [{ source: '/data/real', destination: '/m', readOnly: false, imageBind: { written: '/data/real', allowed: ['/data'] } }],
     });
-    // A link inside an allowed path that leads out of it is judged by where it leads.
-    expect(imageMountsOf([bind('/data/link')], '/t/task', enabled, realpath).refusal).toMatch(
-      /\/data\/link \(really \/etc\) at \/m is not within this agent's allowed_host_paths \(\/data\)/,
-    );
-    // So is a relative one that climbs or links out of the task dir.
-    expect(imageMountsOf([bind('../../data/real')], '/t/task', DEFAULT_IMAGE_DRIVER, realpath).refusal).toMatch(/outside the task dir/);
-    expect(imageMountsOf([bind('out')], '/t/task', DEFAULT_IMAGE_DRIVER, realpath).refusal).toMatch(/outside the task dir/);
-    expect(imageMountsOf([bind('/nope')], '/t/task', enabled, realpath).refusal).toMatch(/its source \/nope does not exist on this node/);
+  });
+});
+
+describe('checkImageBindSources: each bind as it is at the start', () => {
+  let root: string;
+  let allocDir: string;
+  let local: string;
+  let data: string;
+  const checked = (source: string, extra: Partial<TaskMount> = {}) =>
+    checkImageBindSources([
+      { source: '/v', destination: '/volume' },
+      ...imageMountsOf(
+        [bind(source)],
+        { taskDir: path.join(allocDir, 'task'), sharedDir: path.join(allocDir, 'alloc') },
+        {
+          volumesEnabled: true,
+          allowedHostPaths: [data],
+        },
+      ).mounts.map((m) => ({ ...m, ...extra })),
+    ]);
+
+  beforeEach(() => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-image-binds-'));
+    allocDir = path.join(root, 'alloc-1');
+    local = path.join(allocDir, 'task', 'local');
+    data = path.join(root, 'data');
+    for (const d of [local, path.join(allocDir, 'alloc'), path.join(data, 'real')]) fs.mkdirSync(d, { recursive: true });
+  });
+  afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  it('passes a source that is there (a file a template rendered) to the driver as a plain bind; other mounts as they are', () => {
+    fs.writeFileSync(path.join(local, 'app.conf'), 'x');
+    expect(checked('local/app.conf', { readOnly: true })).toEqual({
+      mounts: [
+        { source: '/v', destination: '/volume' },
+        { source: path.join(local, 'app.conf'), destination: '/m', readOnly: true },
+      ],
+    });
+  });
+
+  it('says a missing source is missing, naming the mount and its source', () => {
+    expect(checked('local/app.conf')).toEqual({
+      error: `the bind mount of local/app.conf at /m: its source ${path.join(local, 'app.conf')} does not exist; create it in the task (a template's destination, a prestart task) before the task starts`,
+    });
+  });
+
+  it('refuses a link the task made in its own dirs since the last start, wherever it is in the path', () => {
+    fs.mkdirSync(path.join(local, 'data'));
+    expect(checked('local/data/x')).toMatchObject({ error: expect.stringMatching(/does not exist/) });
+    fs.rmdirSync(path.join(local, 'data'));
+    fs.symlinkSync('/', path.join(local, 'data'));
+    expect(checked('local/data')).toEqual({
+      error: `the bind mount of local/data at /m: ${path.join(local, 'data')} is a symbolic link, and a bind follows links out of the task's dirs: replace the link with the dir or file itself`,
+    });
+    expect(checked('local/data/etc')).toMatchObject({ error: expect.stringMatching(/local\/data is a symbolic link/) });
+  });
+
+  it('takes a host path by its real path now, within allowed_host_paths', () => {
+    fs.symlinkSync('/etc', path.join(data, 'link'));
+    expect(checked(path.join(data, 'real'))).toEqual({
+      mounts: [
+        { source: '/v', destination: '/volume' },
+        { source: fs.realpathSync(path.join(data, 'real')), destination: '/m', readOnly: false },
+      ],
+    });
+    expect(checked(path.join(data, 'link'))).toEqual({
+      error: expect.stringMatching(/\/data\/link at \/m \(really \/etc\) is not within this agent's allowed_host_paths/),
+    });
+    expect(checked(path.join(data, 'nope'))).toEqual({ error: expect.stringMatching(/data\/nope does not exist on this node/) });
   });
 });
 
@@ -74,6 +144,21 @@ describe('image privileges', () => {
     expect(imagePrivilegeRefusal(task(), allow)).toMatch(/for csi_plugin tasks only/);
     expect(imagePrivilegeRefusal(task(plugin), DEFAULT_IMAGE_DRIVER)).toMatch(/allow_privileged = true/);
     expect(imagePrivilegeRefusal(task(plugin), allow)).toBeUndefined();
+  });
+
+  it('gives the host pid or ipc namespace only to a csi_plugin task, where allow_privileged', () => {
+    const allow = { ...DEFAULT_IMAGE_DRIVER, allowPrivileged: true };
+    for (const [field, image] of [
+      ['pid_mode', { pidHost: true }],
+      ['ipc_mode', { ipcHost: true }],
+    ] as const) {
+      const t = (extra: Partial<TaskSpec> = {}) => ({ image, config: { command: '', args: [] }, ...extra }) as unknown as TaskSpec;
+      expect(imagePrivilegeRefusal(t(), allow)).toMatch(new RegExp(`^${field} = "host" is for csi_plugin tasks only`));
+      expect(imagePrivilegeRefusal(t(plugin), DEFAULT_IMAGE_DRIVER)).toMatch(
+        new RegExp(`^${field} = "host" needs .*allow_privileged = true`),
+      );
+      expect(imagePrivilegeRefusal(t(plugin), allow)).toBeUndefined();
+    }
   });
 
   it('takes cap_add within allow_caps, whatever case or prefix', () => {

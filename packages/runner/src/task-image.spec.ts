@@ -2,7 +2,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { ImageNotFoundError, type PrepareTaskImageRequest, type PreparedTaskImage, type TaskImagesService } from '@csiplug/images';
-import type { TaskSpec } from '@csiplug/jobspec';
+import type { IsolationConfig } from '@csiplug/driver';
+import { DEFAULT_IMAGE_DRIVER, type TaskSpec } from '@csiplug/jobspec';
+import { imageMountsOf } from './image-policy';
 import { TaskImageSetupError, imageDirOf, prepareImageStart } from './task-image';
 
 /** An image service over a root made by hand: what prepare was asked, and the events it sends. */
@@ -62,7 +64,11 @@ describe('prepareImageStart', () => {
       volumeMounts: [],
       ...extra,
     }) as TaskSpec;
-  const start = (t: TaskSpec, images: TaskImagesService, extra: { command?: string; args?: string[]; env?: Record<string, string> } = {}) =>
+  const start = (
+    t: TaskSpec,
+    images: TaskImagesService,
+    extra: { command?: string; args?: string[]; env?: Record<string, string>; mounts?: IsolationConfig['mounts'] } = {},
+  ) =>
     prepareImageStart({
       task: t,
       taskDir,
@@ -75,6 +81,7 @@ describe('prepareImageStart', () => {
         localDir: path.join(taskDir, 'local'),
         allocDir: path.join(dir, 'alloc'),
         secretsDir: path.join(taskDir, 'secrets'),
+        ...(extra.mounts ? { mounts: extra.mounts } : {}),
       },
       say: (e) => said.push(e),
     });
@@ -134,5 +141,28 @@ describe('prepareImageStart', () => {
     await expect(start(task(), new FakeImages(rootfs, { ...config, entrypoint: undefined, cmd: undefined }))).rejects.toThrow(
       /image r\/app:1: no command to run: the image has no Entrypoint or Cmd/,
     );
+  });
+
+  it('checks each bind at every start: a source rendered since setup binds, one the task swapped for a link fails the start', async () => {
+    const images = new FakeImages(rootfs, config);
+    const binds = imageMountsOf(
+      [{ type: 'bind', source: 'local/data', target: '/data', readOnly: false }],
+      { taskDir, sharedDir: path.join(dir, 'alloc') },
+      DEFAULT_IMAGE_DRIVER,
+    );
+    expect(binds.refusal).toBeUndefined();
+    // Not there yet (a template renders it before the start): a Setup Failure naming the mount, so the restart policy applies.
+    await expect(start(task(), images, { mounts: binds.mounts })).rejects.toThrow(
+      /the bind mount of local\/data at \/data: its source .*local\/data does not exist/,
+    );
+    expect(said.at(-1)).toMatchObject({ type: 'Setup Failure', failed: true });
+    fs.mkdirSync(path.join(taskDir, 'local/data'));
+    const s = await start(task(), images, { mounts: binds.mounts });
+    expect(s.isolation.mounts).toEqual([{ source: path.join(taskDir, 'local/data'), destination: '/data', readOnly: false }]);
+    // Between starts the task (it owns local/) makes local/data a link to the host's root: the next start refuses it.
+    fs.rmdirSync(path.join(taskDir, 'local/data'));
+    fs.symlinkSync('/', path.join(taskDir, 'local/data'));
+    await expect(start(task(), images, { mounts: binds.mounts })).rejects.toThrow(/local\/data is a symbolic link/);
+    expect(said.at(-1)).toMatchObject({ type: 'Setup Failure', failed: true });
   });
 });

@@ -7,7 +7,9 @@
 // task's, its WorkingDir unless work_dir, and the user from the IMAGE's
 // /etc/passwd (the task's `user`, else the image's User; a csi_plugin task
 // is root unless it names a user). A failed pull or a process the image
-// cannot give fails the start as a setup failure: the caller's restart
+// cannot give — or a bind source that is missing or has a link in its path
+// (image-policy.ts checks each one here, after the templates rendered) —
+// fails the start as a setup failure: the caller's restart
 // policy applies.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -15,6 +17,7 @@ import { errorMessage } from '@csiplug/core';
 import type { IsolationConfig } from '@csiplug/driver';
 import { readImageUserFiles, resolveImageProcess, runtimeConfigOf, type PullEvent, type TaskImagesService } from '@csiplug/images';
 import type { TaskSpec } from '@csiplug/jobspec';
+import { checkImageBindSources } from './image-policy';
 
 export const IMAGE_EVENT = {
   downloading: 'Downloading Image',
@@ -113,6 +116,9 @@ export async function prepareImageStart(req: ImageStartRequest): Promise<ImageSt
     return fail(
       `image ${prepared.reference} has no Entrypoint or Cmd and the task gives no command: set config { command = "…" } or entrypoint`,
     );
+  // Each bind's source as it is now, after the templates rendered (a link the task made since the last start is refused).
+  const binds = checkImageBindSources(req.isolation.mounts ?? []);
+  if ('error' in binds) return fail(binds.error);
   // The task's own dirs are its user's (the image's user is known only now).
   for (const dir of [req.isolation.localDir, req.isolation.secretsDir]) ownDir(dir, proc.user);
   const env: Record<string, string> = {};
@@ -126,6 +132,7 @@ export async function prepareImageStart(req: ImageStartRequest): Promise<ImageSt
     env,
     isolation: {
       ...req.isolation,
+      mounts: binds.mounts,
       image: { rootfs: prepared.rootfs, cwd: proc.cwd },
       user: {
         uid: proc.user.uid,

@@ -2,6 +2,7 @@ import { MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { FakeDriver } from '@csiplug/driver/testing';
 import type { AllocHook, CSIHookFactory, CSIPluginSupervisorFactory } from '@csiplug/hooks';
+import type { TaskImagesService } from '@csiplug/images';
 import { defaultExecConfig, type Alloc, type NodeAttributes, type TaskSpec } from '@csiplug/jobspec';
 import { type ClientStateDB, openClientState } from '@csiplug/state';
 import * as fs from 'fs';
@@ -82,7 +83,12 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
     clientStatus: 'pending',
     createdAt: 0,
   });
-  const start = async (tasks: TaskSpec[], node: NodeAttributes = NODE): Promise<AllocRunner> => {
+  const start = async (
+    tasks: TaskSpec[],
+    node: NodeAttributes = NODE,
+    how: 'start' | 'restore' = 'start',
+    images?: TaskImagesService,
+  ): Promise<AllocRunner> => {
     const r = new AllocRunner(allocOf(tasks), {
       dataDir,
       nodeId: 'n1',
@@ -100,10 +106,11 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
       volumes: { list: () => [] },
       variables: {},
       node,
+      ...(images ? { images } : {}),
       onTaskEvent: (_a, name, e) => events.push({ task: name, type: e.type, message: e.message }),
       onStatusChange: () => undefined,
     });
-    await r.run('start');
+    await r.run(how);
     for (let i = 0; i < 5; i++) await clock.advance(0);
     return r;
   };
@@ -260,6 +267,104 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
     );
     expect(fs.existsSync(outside)).toBe(false);
     expect(walk(allocDir()).filter((p) => p.includes('${'))).toEqual([]);
+    r.detach();
+  });
+
+  const imageTask = (over: Partial<TaskSpec> = {}): TaskSpec =>
+    task({
+      name: 'app',
+      driver: 'docker',
+      config: { command: '', args: [] },
+      image: { ref: 'r/app:1', forcePull: false, pullTimeout: 1_000, mounts: [] },
+      ...over,
+    });
+
+  it("an image task's local/ and secrets/ stay its image user's when the agent restores the alloc; the shared /alloc is open to it (1777)", async () => {
+    (await start([imageTask()])).detach();
+    const taskDir = path.join(allocDir(), 'app');
+    // Its start gave them to the image's user (task-image.ts); the task runs on while the agent restarts.
+    for (const d of ['local', 'secrets']) fs.chownSync(path.join(taskDir, d), 1234, 1235);
+    (await start([imageTask()], NODE, 'restore')).detach();
+    for (const d of ['local', 'secrets']) expect(fs.statSync(path.join(taskDir, d))).toMatchObject({ uid: 1234, gid: 1235 });
+    expect(fs.statSync(path.join(allocDir(), 'alloc')).mode & 0o7777).toBe(0o1777);
+  });
+
+  it("refuses an image task's bind of its task dir or the agent's files in it, before anything starts", async () => {
+    const r = await start([
+      imageTask({
+        image: {
+          ref: 'r/app:1',
+          forcePull: false,
+          pullTimeout: 1_000,
+          mounts: [{ type: 'bind', source: '.', target: '/x', readOnly: false }],
+        },
+      }),
+    ]);
+    expect(events.filter((e) => e.type === 'Setup Failure')).toEqual([
+      {
+        task: 'app',
+        type: 'Setup Failure',
+        message: expect.stringMatching(
+          /^the bind mount of \. at \/x is not the task's own: .*under local\/, secrets\/ or the alloc's \.\.\/alloc\//,
+        ),
+      },
+    ]);
+    expect(driver.started).toHaveLength(0);
+    r.detach();
+  });
+
+  it('binds the file a template renders into local/ on a fresh alloc: the source is looked for at start, after the render', async () => {
+    const rootfs = path.join(dataDir, 'rootfs');
+    fs.mkdirSync(path.join(rootfs, 'etc'), { recursive: true });
+    fs.writeFileSync(path.join(rootfs, 'etc/passwd'), 'root:x:0:0::/root:/bin/sh\n');
+    const images: TaskImagesService = {
+      prepare: async () => ({
+        rootfs,
+        config: { entrypoint: ['/bin/app'], labels: {}, diffIds: [] },
+        digest: 'sha256:abc',
+        reference: 'r/app:1',
+        reused: false,
+      }),
+      release: async () => undefined,
+      adopt: async () => undefined,
+    };
+    const r = await start(
+      [
+        imageTask({
+          image: {
+            ref: 'r/app:1',
+            forcePull: false,
+            pullTimeout: 1_000,
+            mounts: [{ type: 'bind', source: 'local/app.conf', target: '/etc/app.conf', readOnly: true }],
+          },
+          templates: [
+            {
+              data: 'level = debug',
+              destination: 'local/app.conf',
+              perms: '0644',
+              env: false,
+              changeMode: 'noop',
+              leftDelimiter: '{{',
+              rightDelimiter: '}}',
+              splay: 0,
+              errorOnMissingKey: false,
+            },
+          ],
+        }),
+      ],
+      NODE,
+      'start',
+      images,
+    );
+    // The image's /etc/passwd is read from disk: let real I/O finish, not only the fake clock.
+    for (let i = 0; i < 200 && driver.started.length === 0 && events.every((e) => e.type !== 'Setup Failure'); i++) {
+      await new Promise((done) => setImmediate(done));
+      await clock.advance(0);
+    }
+    expect(events.filter((e) => e.type === 'Setup Failure')).toEqual([]);
+    const conf = path.join(allocDir(), 'app', 'local', 'app.conf');
+    expect(driver.started[0]!.isolation!.mounts).toContainEqual({ source: conf, destination: '/etc/app.conf', readOnly: true });
+    expect(fs.readFileSync(conf, 'utf8')).toBe('level = debug');
     r.detach();
   });
 });

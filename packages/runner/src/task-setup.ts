@@ -87,7 +87,8 @@ export class TaskSetup {
             runner.taskDir,
             pluginDataDir,
             users.get(task.name) ?? IMAGE_USER,
-            owners.size > 1 ? 'shared' : sharedOwner,
+            // An image task's user is known only at its start: the shared dir is everyone's (sticky) in an alloc that has one.
+            owners.size > 1 || this.group.tasks.some((t) => t.image) ? 'shared' : sharedOwner,
             destinations.paths,
             pathVars,
           )
@@ -170,7 +171,8 @@ export class TaskSetup {
     fs.mkdirSync(secrets, { recursive: true, mode: 0o700 });
     fs.mkdirSync(shared, { recursive: true, mode: 0o700 });
     if ('user' in taskUser) {
-      for (const dir of [local, secrets]) ownDir(dir, taskUser.user, 0o700);
+      // An image task's dirs are its image user's, given at its start (task-image.ts): a restore must not take them from a running task.
+      if (!task.image) for (const dir of [local, secrets]) ownDir(dir, taskUser.user, 0o700);
       if (sharedOwner === 'shared') ownDir(shared, { uid: 0, gid: 0 }, 0o1777);
       else if (sharedOwner) ownDir(shared, sharedOwner, 0o700);
     }
@@ -183,7 +185,7 @@ export class TaskSetup {
     const image = resolvedMounts
       ? 'error' in resolvedMounts
         ? { mounts: [], refusal: resolvedMounts.error }
-        : imageMountsOf(resolvedMounts.mounts, taskDir, docker, (p) => fs.realpathSync(p))
+        : imageMountsOf(resolvedMounts.mounts, { taskDir, sharedDir: shared }, docker)
       : undefined;
     const imageRefusal = task.image ? (image!.refusal ?? imagePrivilegeRefusal(task, docker)) : undefined;
     const refusal = () =>
