@@ -180,7 +180,8 @@ export class TaskImages implements TaskImagesService, Disposable {
     const { puller, layers } = await this.open();
     const dir = path.resolve(request.taskDir);
     return this.storeLock.withShared(async () => {
-      if (this.disposed) throw new ImageError('EIMAGE_STORE', `the image service is stopped; task root ${request.taskDir} was not prepared`);
+      if (this.disposed)
+        throw new ImageError('EIMAGE_STORE', `the image service is stopped; task root ${request.taskDir} was not prepared`);
       const reused = await this.reuse(dir, layers.mode, puller, request);
       if (reused) return reused;
       try {
@@ -266,7 +267,11 @@ export class TaskImages implements TaskImagesService, Disposable {
     if (!existsSync(path.join(dir, ROOT_RECORD))) return; // no root made yet: nothing in use
     const read = await readRootRecord(dir);
     if ('record' in read) this.use(dir, read.record);
-    else this.logger.warn('the record of a task root is unreadable; its image is guarded from GC by its mount only', { dir, problem: read.problem });
+    else
+      this.logger.warn('the record of a task root is unreadable; its image is guarded from GC by its mount only', {
+        dir,
+        problem: read.problem,
+      });
   }
 
   async release(taskDir: string): Promise<void> {

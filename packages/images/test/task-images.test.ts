@@ -171,7 +171,7 @@ it('removes an image no task used for gc.imageDelay, keeping the layer another i
   expect((await keep.open()).puller.index.get(`${registry.host}/team/one:1`)).toBeDefined();
 });
 
-it("takes a mounted root again with the image it was made from, not the one its moving tag names now, and asks the registry nothing", async () => {
+it('takes a mounted root again with the image it was made from, not the one its moving tag names now, and asks the registry nothing', async () => {
   const layout = join(work, 'layout-moving');
   await buildTestImage(layout, 'v1', { layers: [{ files: { 'srv/version': 'v1' } }], entrypoint: ['/srv/v1'], env: ['VERSION=1'] });
   await buildTestImage(layout, 'v2', { layers: [{ files: { 'srv/version': 'v2' } }], entrypoint: ['/srv/v2'], env: ['VERSION=2'] });
