@@ -10,7 +10,16 @@ import { mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeClock } from '@csiplug/core/testing';
-import { RegistryAuthError, TaskImages, chainIds, digestHex, isMounted, type PreparedTaskImage, type PullEvent } from '../src';
+import {
+  RegistryAuthError,
+  TaskImages,
+  TaskRootImageLostError,
+  chainIds,
+  digestHex,
+  isMounted,
+  type PreparedTaskImage,
+  type PullEvent,
+} from '../src';
 import { TestRegistry, buildTestImage, type AccessLogEntry } from '../src/testing';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 
@@ -41,7 +50,11 @@ afterAll(async () => {
   }
 });
 
-function open(name: string, clock: FakeClock, extra: { gc?: { image: boolean; imageDelay: number }; authConfig?: string } = {}) {
+function open(
+  name: string,
+  clock: FakeClock,
+  extra: { gc?: { image: boolean; imageDelay: number }; authConfig?: string; layerMode?: 'overlay' | 'copy' } = {},
+) {
   const svc = new TaskImages({
     dataDir: join(work, name),
     docker: {
@@ -51,6 +64,7 @@ function open(name: string, clock: FakeClock, extra: { gc?: { image: boolean; im
     },
     clock,
     certsDir: registry.certsDir,
+    ...(extra.layerMode ? { layerMode: extra.layerMode } : {}),
   });
   services.push(svc);
   return svc;
@@ -266,4 +280,43 @@ it('lets no prepare mount a root over an image GC is removing: the prepare waits
   expect(await readFile(join(root.rootfs, 'etc/base'), 'utf8')).toBe('base');
   expect(puller.index.get(ref)).toBeDefined();
   await svc.release(second);
+});
+
+it('takes a copy-mode root again (it is not a mount) with the image it was made from, asking the registry nothing', async () => {
+  const layout = join(work, 'layout-moving-copy');
+  await buildTestImage(layout, 'v1', { layers: [{ files: { 'srv/version': 'c1' } }], entrypoint: ['/srv/c1'] });
+  await buildTestImage(layout, 'v2', { layers: [{ files: { 'srv/version': 'c2' } }], entrypoint: ['/srv/c2'] });
+  const ref = `${registry.host}/team/moving-copy:latest`;
+  await registry.push({ layoutDir: layout, tag: 'v1' }, 'team/moving-copy:latest');
+  const svc = open('moving-copy', new FakeClock(), { layerMode: 'copy' });
+  const dir = join(work, 'moving-copy-alloc', 'a');
+  const first = await svc.prepare({ taskDir: dir, ref, auth: auth() });
+  expect(first.reused).toBe(false);
+  await registry.push({ layoutDir: layout, tag: 'v2' }, 'team/moving-copy:latest');
+  const requests = await requestsDuring(async () => {
+    const again = await open('moving-copy', new FakeClock(), { layerMode: 'copy' }).prepare({ taskDir: dir, ref, auth: auth() });
+    expect(again).toMatchObject({ reused: true, digest: first.digest });
+    expect(again.config.entrypoint).toEqual(['/srv/c1']);
+    expect(await readFile(join(again.rootfs, 'srv/version'), 'utf8')).toBe('c1');
+  });
+  expect(requests).toEqual([]);
+  await svc.release(dir);
+});
+
+it('fails clearly on a mounted root whose image the store lost, and leaves the root and its files alone', async () => {
+  const svc = open('lost', new FakeClock());
+  const ref = `${registry.host}/team/one:1`;
+  const dir = join(work, 'lost-alloc', 'a');
+  const root = await svc.prepare({ taskDir: dir, ref, auth: auth() });
+  await writeFile(join(root.rootfs, 'srv/one'), 'written by the task');
+  const { puller } = await svc.open();
+  const image = (await puller.lookup(ref))!;
+  await puller.blobs.remove(image.configDigest);
+  await puller.index.delete(ref);
+  await expect(open('lost', new FakeClock()).prepare({ taskDir: dir, ref, auth: auth() })).rejects.toThrow(
+    expect.objectContaining({ name: TaskRootImageLostError.name, message: expect.stringMatching(/stop the alloc and start it again/) }),
+  );
+  expect(await isMounted(dir)).toBe(true);
+  expect(await readFile(join(root.rootfs, 'srv/one'), 'utf8')).toBe('written by the task');
+  await svc.release(dir);
 });
