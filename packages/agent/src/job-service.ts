@@ -196,6 +196,9 @@ export class JobService {
         }
         // A claim the volume reconciler holds a record of is released by it, in order; any other through the claimer.
         if (records.length === 0) await this.deps.claimSweep.releaseAllOf(r.alloc.id);
+        // An image task's root is released (unmounted, its writable layer removed; the image stays for image GC)
+        // before the record goes: an agent killed in between finds the record and releases the root itself.
+        if (hasImageTask(r)) await r.releaseTaskImages();
         r.forgetSaves();
         this.deps.allocStore.deleteAllocation(r.alloc.id);
         ctx.allocs.remove(r);
@@ -214,13 +217,6 @@ export class JobService {
    * live mount.
    */
   private removeAllocDir(r: AllocRunner): void {
-    // An image task's root is mounted in its task dir: unmounted first (its image stays for image GC), then the dir goes.
-    if (r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.image)))
-      void r.releaseTaskImages().then(() => this.removeAllocDirNow(r));
-    else this.removeAllocDirNow(r);
-  }
-
-  private removeAllocDirNow(r: AllocRunner): void {
     let dir = r.allocDir;
     try {
       // mountinfo names real paths; the data dir may be reached through a symlink.
@@ -497,4 +493,9 @@ export class JobService {
         }),
     };
   }
+}
+
+/** Whether the alloc's group has an image task (whose root, mounted in its task dir, is released before the alloc goes). */
+function hasImageTask(r: AllocRunner): boolean {
+  return r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.image));
 }

@@ -181,3 +181,21 @@ export class CredentialsConfigError extends ImageError {
     super('EIMAGE_CREDENTIALS_CONFIG', `docker config ${file}: ${reason}`);
   }
 }
+
+/**
+ * A task root is there (mounted, or copied in copy mode) but the image it was
+ * made from cannot be read from the store any more: its record is gone or
+ * unreadable, or the store lost its config. The root is left alone (a task
+ * may run on it); only a new start of the alloc makes it anew.
+ */
+export class TaskRootImageLostError extends ImageError {
+  constructor(
+    readonly rootfs: string,
+    detail: string,
+  ) {
+    super(
+      'EIMAGE_ROOT_LOST',
+      `task root ${rootfs} is in place, but ${detail}, so the image it stands on is unknown; the root was left as it is (a task may run on it). The store lost the image this root stands on: stop the alloc and start it again`,
+    );
+  }
+}

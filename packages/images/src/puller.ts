@@ -162,6 +162,12 @@ export class ImagePuller implements Disposable {
     return record ? this.fromStore(record, parsed.canonical) : undefined;
   }
 
+  /** An image's config by its digest, from the blob store only (whatever its tags name now); undefined when the blob is gone. */
+  async configByDigest(configDigest: string): Promise<ImageConfig | undefined> {
+    if (!(await this.blobs.has(configDigest))) return undefined;
+    return parseImageConfig(await this.blobs.read(configDigest), this.blobs.dir, `image config ${configDigest} in the store`);
+  }
+
   private join(shared: SharedPull, options: PullOptions): Promise<PulledImage> {
     const { onProgress, signal } = options;
     if (onProgress) shared.listeners.add(onProgress);

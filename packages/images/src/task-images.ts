@@ -7,20 +7,26 @@
 // other image shares), never while a task root is mounted on it.
 //
 // A task root outlives the agent (the task runs on it after kill -9): a
-// prepare that finds the root mounted takes it as it is, with the image from
-// the store, and asks the registry nothing.
-import { promises as fsp } from 'node:fs';
+// prepare that finds the root in place (mounted; in copy mode, its copy made)
+// takes it as it is, with the image its record (image.json beside it) names
+// by digest — never by tag, which may name another image by now — and asks
+// the registry nothing. An image is "used" by its manifest digest, whatever
+// reference a task named it by. Prepares hold the store lock shared from
+// their first look at the store to the mount; GC holds it alone from its
+// checks to its last delete (store-lock.ts).
+import { existsSync, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { type Clock, type Disposable, type Logger, NullLogger, RealClock, errorMessage, readMountInfo } from '@csiplug/core';
 import type { AuthConfig } from './distribution/auth';
-import { ImageError } from './errors';
+import { ImageError, TaskRootImageLostError } from './errors';
+import { isDigest } from './digest';
 import type { ImageRuntimeConfig } from './image-config';
 import type { ImageConfig } from './manifest';
 import { ImagePuller, type PullEvent, type PulledImage } from './puller';
-import { parseImageReference } from './reference';
 import { chainIds, digestHex } from './rootfs/chain-id';
 import { LayerStore, type LayerStoreMode } from './rootfs/layer-store';
 import { isMounted, prepareRootfs, releaseRootfs } from './rootfs/task-rootfs';
+import { StoreLock } from './store-lock';
 import { removeTree } from './rootfs/tree';
 
 /**
@@ -73,7 +79,7 @@ export interface PreparedTaskImage {
   readonly digest: string;
   /** The canonical reference. */
   readonly reference: string;
-  /** True when the root was mounted already (a task re-started, or an agent restarted after kill -9): nothing was pulled. */
+  /** True when the root was in place already (a task re-started, or an agent restarted after kill -9): nothing was pulled, and the image is the one the root was made from. */
   readonly reused: boolean;
 }
 
@@ -101,7 +107,30 @@ export function runtimeConfigOf(config: ImageConfig): ImageRuntimeConfig {
 const ROOT_RECORD = 'image.json';
 
 interface RootRecord {
+  /** The canonical reference the task named the image by. */
   readonly reference: string;
+  /** The digest the reference resolved to in the registry then (what the Pulled event shows). */
+  readonly repoDigest: string;
+  /** The image the root stands on: its use, its GC and a later prepare go by these, never by the tag. */
+  readonly manifestDigest: string;
+  readonly configDigest: string;
+}
+
+/** The root's record, or why there is none to go by. */
+async function readRootRecord(dir: string): Promise<{ record: RootRecord } | { problem: string }> {
+  const file = path.join(dir, ROOT_RECORD);
+  let parsed: Partial<RootRecord> | null;
+  try {
+    parsed = JSON.parse(await fsp.readFile(file, 'utf8')) as Partial<RootRecord> | null;
+  } catch (err) {
+    return { problem: `its record ${file} cannot be read (${errorMessage(err)})` };
+  }
+  const ok =
+    parsed !== null &&
+    typeof parsed === 'object' &&
+    typeof parsed.reference === 'string' &&
+    [parsed.repoDigest, parsed.manifestDigest, parsed.configDigest].every((d) => typeof d === 'string' && isDigest(d));
+  return ok ? { record: parsed as RootRecord } : { problem: `its record ${file} does not name the image's digests` };
 }
 
 export class TaskImages implements TaskImagesService, Disposable {
@@ -109,10 +138,12 @@ export class TaskImages implements TaskImagesService, Disposable {
   private readonly clock: Clock;
   private readonly logger: Logger;
   private opened: Promise<{ puller: ImagePuller; layers: LayerStore }> | undefined;
-  /** The task roots this agent prepared or found, by their dir: the canonical reference of each. */
-  private readonly users = new Map<string, string>();
-  /** GC timers of images no task uses, by canonical reference. */
+  /** The task roots this agent prepared or found, by their dir: the record of each (its image by digest). */
+  private readonly users = new Map<string, RootRecord>();
+  /** GC timers of images no task uses, by manifest digest. */
   private readonly gcTimers = new Map<string, Disposable>();
+  /** Prepares share it; GC holds it alone. */
+  readonly storeLock = new StoreLock();
   private disposed = false;
 
   constructor(private readonly options: TaskImagesOptions) {
@@ -147,59 +178,83 @@ export class TaskImages implements TaskImagesService, Disposable {
   async prepare(request: PrepareTaskImageRequest): Promise<PreparedTaskImage> {
     if (this.disposed) throw new ImageError('EIMAGE_STORE', `the image service is stopped; task root ${request.taskDir} was not prepared`);
     const { puller, layers } = await this.open();
-    const parsed = parseImageReference(request.ref);
-    const canonical = parsed.kind === 'registry' ? parsed.canonical : request.ref;
     const dir = path.resolve(request.taskDir);
-    this.use(dir, canonical);
-    try {
-      if (await isMounted(dir)) {
-        const image = await puller.lookup(request.ref);
-        if (image) {
-          const rootfs = path.join(await fsp.realpath(dir), 'rootfs');
-          request.onEvent?.({
-            kind: 'pulled',
-            reference: image.reference,
-            digest: image.repoDigest,
-            fromStore: true,
-            message: `Image ${image.reference} is present, digest ${image.repoDigest}`,
-          });
-          return { rootfs, config: image.config, digest: image.repoDigest, reference: image.reference, reused: true };
-        }
-        // The root is there but its image is not in the store (the store was removed by hand): made anew below.
-        this.logger.warn('a task root is mounted but its image is not in the store; the root is made again from a fresh pull', {
-          dir,
-          image: canonical,
+    return this.storeLock.withShared(async () => {
+      if (this.disposed)
+        throw new ImageError('EIMAGE_STORE', `the image service is stopped; task root ${request.taskDir} was not prepared`);
+      const reused = await this.reuse(dir, layers.mode, puller, request);
+      if (reused) return reused;
+      try {
+        const auth: AuthConfig | undefined = request.auth
+          ? {
+              ...(request.auth.username !== undefined ? { username: request.auth.username } : {}),
+              ...(request.auth.password !== undefined ? { password: request.auth.password } : {}),
+              ...(request.auth.serverAddress !== undefined ? { server_address: request.auth.serverAddress } : {}),
+            }
+          : undefined;
+        const image: PulledImage = await puller.pull(request.ref, {
+          ...(auth ? { auth } : {}),
+          ...(request.forcePull ? { forcePull: true } : {}),
+          ...(request.pullTimeout !== undefined ? { pullTimeoutMs: request.pullTimeout } : {}),
+          ...(request.onEvent ? { onProgress: request.onEvent } : {}),
+          ...(request.signal ? { signal: request.signal } : {}),
         });
-        await releaseRootfs(dir);
+        const unpacked = await layers.unpackImage(
+          image.layers.map((l, i) => ({ blobPath: puller.blobs.path(l.digest), mediaType: l.mediaType, diffId: image.diffIds[i]! })),
+          { allowDevices: request.allowDevices === true },
+        );
+        const record: RootRecord = {
+          reference: image.reference,
+          repoDigest: image.repoDigest,
+          manifestDigest: image.manifestDigest,
+          configDigest: image.configDigest,
+        };
+        await fsp.mkdir(dir, { recursive: true, mode: 0o711 });
+        // Written before the root is made: a root in place always has its record.
+        await fsp.writeFile(path.join(dir, ROOT_RECORD), JSON.stringify(record));
+        const { rootfs } = await prepareRootfs({ image: unpacked, dir });
+        this.use(dir, record);
+        return { rootfs, config: image.config, digest: image.repoDigest, reference: image.reference, reused: false };
+      } catch (err) {
+        // A root that was never made holds no image: its GC clock starts.
+        if (!(await rootInPlace(dir, layers.mode).catch(() => false))) this.unuse(dir);
+        throw err;
       }
-      const auth: AuthConfig | undefined = request.auth
-        ? {
-            ...(request.auth.username !== undefined ? { username: request.auth.username } : {}),
-            ...(request.auth.password !== undefined ? { password: request.auth.password } : {}),
-            ...(request.auth.serverAddress !== undefined ? { server_address: request.auth.serverAddress } : {}),
-          }
-        : undefined;
-      const image: PulledImage = await puller.pull(request.ref, {
-        ...(auth ? { auth } : {}),
-        ...(request.forcePull ? { forcePull: true } : {}),
-        ...(request.pullTimeout !== undefined ? { pullTimeoutMs: request.pullTimeout } : {}),
-        ...(request.onEvent ? { onProgress: request.onEvent } : {}),
-        ...(request.signal ? { signal: request.signal } : {}),
-      });
-      const unpacked = await layers.unpackImage(
-        image.layers.map((l, i) => ({ blobPath: puller.blobs.path(l.digest), mediaType: l.mediaType, diffId: image.diffIds[i]! })),
-        { allowDevices: request.allowDevices === true },
+    });
+  }
+
+  /**
+   * The root as it is when it is in place (mounted; in copy mode, its copy
+   * made), with the image its record names by digest, from the store only.
+   * A root in place whose image cannot be read is never made anew here: a
+   * task may run on it.
+   */
+  private async reuse(
+    dir: string,
+    mode: LayerStoreMode,
+    puller: ImagePuller,
+    request: PrepareTaskImageRequest,
+  ): Promise<PreparedTaskImage | undefined> {
+    if (!(await rootInPlace(dir, mode))) return undefined;
+    const rootfs = path.join(await fsp.realpath(dir), 'rootfs');
+    const read = await readRootRecord(dir);
+    if ('problem' in read) throw new TaskRootImageLostError(rootfs, read.problem);
+    const { record } = read;
+    const config = await puller.configByDigest(record.configDigest);
+    if (!config)
+      throw new TaskRootImageLostError(
+        rootfs,
+        `the config ${record.configDigest} of its image ${record.reference} (manifest ${record.manifestDigest}) is not in the store ${this.storeDir}`,
       );
-      await fsp.mkdir(dir, { recursive: true, mode: 0o711 });
-      await fsp.writeFile(path.join(dir, ROOT_RECORD), JSON.stringify({ reference: image.reference } satisfies RootRecord));
-      const { rootfs } = await prepareRootfs({ image: unpacked, dir });
-      this.use(dir, image.reference);
-      return { rootfs, config: image.config, digest: image.repoDigest, reference: image.reference, reused: false };
-    } catch (err) {
-      // A root that was never made holds no image: its GC clock starts.
-      if (!(await isMounted(dir).catch(() => false))) this.unuse(dir);
-      throw err;
-    }
+    this.use(dir, record);
+    request.onEvent?.({
+      kind: 'pulled',
+      reference: record.reference,
+      digest: record.repoDigest,
+      fromStore: true,
+      message: `Image ${record.reference} is present, digest ${record.repoDigest}`,
+    });
+    return { rootfs, config, digest: record.repoDigest, reference: record.reference, reused: true };
   }
 
   /**
@@ -209,16 +264,14 @@ export class TaskImages implements TaskImagesService, Disposable {
    */
   async adopt(taskDir: string): Promise<void> {
     const dir = path.resolve(taskDir);
-    try {
-      const record = JSON.parse(await fsp.readFile(path.join(dir, ROOT_RECORD), 'utf8')) as RootRecord;
-      if (typeof record.reference === 'string') this.use(dir, record.reference);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-        this.logger.warn('the record of a task root is unreadable; its image is guarded from GC by its mount only', {
-          dir,
-          error: errorMessage(err),
-        });
-    }
+    if (!existsSync(path.join(dir, ROOT_RECORD))) return; // no root made yet: nothing in use
+    const read = await readRootRecord(dir);
+    if ('record' in read) this.use(dir, read.record);
+    else
+      this.logger.warn('the record of a task root is unreadable; its image is guarded from GC by its mount only', {
+        dir,
+        problem: read.problem,
+      });
   }
 
   async release(taskDir: string): Promise<void> {
@@ -228,9 +281,9 @@ export class TaskImages implements TaskImagesService, Disposable {
     this.unuse(dir);
   }
 
-  /** The canonical references some task root uses now. */
+  /** The manifest digests of the images some task root uses now. */
   inUse(): string[] {
-    return [...new Set(this.users.values())].sort();
+    return [...new Set([...this.users.values()].map((r) => r.manifestDigest))].sort();
   }
 
   dispose(): void {
@@ -240,46 +293,73 @@ export class TaskImages implements TaskImagesService, Disposable {
     void this.opened?.then(({ puller }) => puller.dispose()).catch(() => undefined);
   }
 
-  private use(dir: string, reference: string): void {
+  private use(dir: string, record: RootRecord): void {
     const before = this.users.get(dir);
-    this.users.set(dir, reference);
-    this.gcTimers.get(reference)?.dispose();
-    this.gcTimers.delete(reference);
-    if (before !== undefined && before !== reference) this.scheduleGcIfUnused(before);
+    this.users.set(dir, record);
+    this.gcTimers.get(record.manifestDigest)?.dispose();
+    this.gcTimers.delete(record.manifestDigest);
+    if (before !== undefined && before.manifestDigest !== record.manifestDigest) this.scheduleGcIfUnused(before.manifestDigest);
   }
 
   private unuse(dir: string): void {
-    const reference = this.users.get(dir);
-    if (reference === undefined) return;
+    const record = this.users.get(dir);
+    if (record === undefined) return;
     this.users.delete(dir);
-    this.scheduleGcIfUnused(reference);
+    this.scheduleGcIfUnused(record.manifestDigest);
   }
 
-  private scheduleGcIfUnused(reference: string): void {
+  private isUsed(manifestDigest: string): boolean {
+    return [...this.users.values()].some((r) => r.manifestDigest === manifestDigest);
+  }
+
+  private scheduleGcIfUnused(manifestDigest: string): void {
     const { gc } = this.options.docker;
-    if (!gc.image || this.disposed || [...this.users.values()].includes(reference) || this.gcTimers.has(reference)) return;
+    if (!gc.image || this.disposed || this.isUsed(manifestDigest) || this.gcTimers.has(manifestDigest)) return;
     const timer = this.clock.setTimeout(() => {
-      this.gcTimers.delete(reference);
-      this.removeImage(reference).catch((err) =>
+      this.gcTimers.delete(manifestDigest);
+      this.collect(manifestDigest).catch((err) =>
         this.logger.warn('image GC could not remove an unused image; it stays in the store until a later GC', {
-          image: reference,
+          image: manifestDigest,
           error: errorMessage(err),
         }),
       );
     }, gc.imageDelay);
-    this.gcTimers.set(reference, timer);
+    this.gcTimers.set(manifestDigest, timer);
+  }
+
+  /** GC of one image: every reference the store holds it under; an image a mount kept is tried again after the delay. */
+  private async collect(manifestDigest: string): Promise<void> {
+    const { puller } = await this.open();
+    let kept = false;
+    for (const r of puller.index.list().filter((x) => x.manifestDigest === manifestDigest)) {
+      if (!(await this.removeImage(r.reference))) kept = true;
+    }
+    if (kept && !this.isUsed(manifestDigest) && !this.disposed) {
+      this.logger.info('image GC kept an image no task of this agent uses; it tries again after the delay', {
+        image: manifestDigest,
+        delay_ms: this.options.docker.gc.imageDelay,
+      });
+      this.scheduleGcIfUnused(manifestDigest);
+    }
   }
 
   /**
    * Removes an image no task uses: its index entry, its blobs no other image
-   * lists, its layer chains no other image has — but never a chain a mounted
-   * overlay still stands on (a task this agent does not know of yet).
+   * (nor a root this agent knows) lists, its layer chains no other image
+   * has — but nothing while a mounted overlay stands on any chain of it (a
+   * task this agent does not know of yet). Holds the store lock alone: no
+   * prepare looks at the store between the checks and the deletes.
    */
-  async removeImage(reference: string): Promise<boolean> {
-    if (this.disposed || [...this.users.values()].includes(reference)) return false;
+  removeImage(reference: string): Promise<boolean> {
+    return this.storeLock.withExclusive(() => this.removeImageLocked(reference));
+  }
+
+  private async removeImageLocked(reference: string): Promise<boolean> {
+    if (this.disposed) return false;
     const { puller, layers } = await this.open();
     const record = puller.index.get(reference);
     if (!record) return false;
+    if (this.isUsed(record.manifestDigest)) return false;
     const image = await puller.lookup(reference);
     const others = puller.index.list().filter((r) => r.reference !== reference);
     const otherChains = new Set<string>();
@@ -290,18 +370,27 @@ export class TaskImages implements TaskImagesService, Disposable {
       const oi = await puller.lookup(o.reference).catch(() => undefined);
       for (const c of oi ? chainIds(oi.diffIds) : []) otherChains.add(digestHex(c));
     }
+    // A root this agent knows may stand on an image its tag no longer names (the index forgot it): its blobs stay.
+    for (const u of this.users.values()) otherBlobs.add(u.manifestDigest).add(u.configDigest).add(u.repoDigest);
     const chains = image ? chainIds(image.diffIds).map(digestHex) : [];
     // A chain dir an overlay mount stands on (as a lower dir) is in use, whoever made the mount.
-    const lowers = (await readMountInfo())
+    const lowerLists = (await readMountInfo())
       .filter((m) => m.fsType === 'overlay')
-      .flatMap((m) => m.superOptions.filter((o) => o.startsWith('lowerdir=')).flatMap((o) => o.slice('lowerdir='.length).split(':')));
-    const own = chains.filter((hex) => !otherChains.has(hex));
-    const mounted = (hex: string) =>
-      lowers.some((l) => l === path.join(layers.layersDir, hex, 'fs') || l.startsWith(`${path.join(layers.layersDir, hex)}.`));
-    if (own.some(mounted)) {
+      .map((m) => m.superOptions.filter((o) => o.startsWith('lowerdir=')).flatMap((o) => o.slice('lowerdir='.length).split(':')));
+    const isChainDir = (l: string, hex: string) =>
+      l === path.join(layers.layersDir, hex, 'fs') || l.startsWith(`${path.join(layers.layersDir, hex)}.`);
+    const own = chains.filter((c) => !otherChains.has(c));
+    const ownMounted = own.some((hex) => lowerLists.some((lowers) => lowers.some((l) => isChainDir(l, hex))));
+    // A root made from this very image has its top chain as its first lower dir (a chain id names every layer
+    // below it): that root must find the image in the store when its task starts again, even when every chain is shared.
+    const top = chains.at(-1);
+    const rootOnImage = top !== undefined && lowerLists.some((lowers) => lowers[0] !== undefined && isChainDir(lowers[0], top));
+    if (ownMounted || rootOnImage) {
       this.logger.info('image GC keeps an image a mounted task root stands on', { image: reference });
       return false;
     }
+    // Checked again just before deleting: a root adopted while this GC awaited (adopt takes no lock) is a use too.
+    if (this.isUsed(record.manifestDigest)) return false;
     await puller.index.delete(reference);
     for (const digest of [record.manifestDigest, record.configDigest, record.repoDigest, ...record.layers.map((l) => l.digest)]) {
       if (!otherBlobs.has(digest)) await puller.blobs.remove(digest);
@@ -312,4 +401,10 @@ export class TaskImages implements TaskImagesService, Disposable {
     this.logger.info('image GC removed an image no task used', { image: reference, delay_ms: this.options.docker.gc.imageDelay });
     return true;
   }
+}
+
+/** Whether the task's root is in place: mounted (overlay mode) or its copy made (copy mode: a copy is renamed into place only when whole). */
+async function rootInPlace(dir: string, mode: LayerStoreMode): Promise<boolean> {
+  if (mode === 'overlay') return isMounted(dir);
+  return existsSync(path.join(dir, 'rootfs'));
 }

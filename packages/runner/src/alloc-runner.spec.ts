@@ -226,6 +226,25 @@ describe('AllocRunner', () => {
     await r.stop();
   });
 
+  it('keeps the image task roots of an alloc while a task of it runs, and says so (a purge releases them only once every task is dead)', async () => {
+    const released: string[] = [];
+    const images = {
+      prepare: async () => Promise.reject(new Error('not asked in this test')),
+      release: async (dir: string) => void released.push(dir),
+      adopt: async () => undefined,
+    };
+    const r = runner(alloc(), { images });
+    await r.run('start');
+    await clock.advance(0);
+    expect(driver.started).toHaveLength(1);
+    await r.releaseTaskImages();
+    expect(released).toEqual([]);
+    expect(logger.records.find((e) => e.level === 'warn' && e.msg.startsWith('the image task roots of the alloc are kept'))).toMatchObject({
+      fields: expect.objectContaining({ tasks: ['server'] }),
+    });
+    await r.stop();
+  });
+
   it('a stop during setup is a stop, not a setup failure, and still tears down', async () => {
     let release!: () => void;
     hook.prerunResult = () => new Promise<void>((r) => (release = r));

@@ -418,7 +418,14 @@ export class AllocRunner {
    * never while a task runs on one. The images stay for image GC.
    */
   async releaseTaskImages(): Promise<void> {
-    if (!this.deps.images || [...this.tasks.values()].some((t) => !t.isDead)) return;
+    if (!this.deps.images) return;
+    const running = [...this.tasks.entries()].filter(([, t]) => !t.isDead).map(([name]) => name);
+    if (running.length) {
+      this.log.warn('the image task roots of the alloc are kept: a task of it is not dead (its root stays until the alloc is collected)', {
+        tasks: running,
+      });
+      return;
+    }
     for (const task of this.group.tasks) {
       if (!task.image) continue;
       await this.deps.images
