@@ -36,7 +36,7 @@ export async function sharedLibraries(program: string): Promise<string[]> {
   return parseLdd(program, stdout);
 }
 
-/** The library paths in `ldd` output (one per line: `name => /path (addr)` or `/path (addr)`). */
+/** The library paths in `ldd` output (one per line: `name => /path (addr)`, `/path (addr)` or `/path => /path (addr)`). */
 export function parseLdd(program: string, output: string): string[] {
   const libs: string[] = [];
   for (const raw of output.split('\n')) {
@@ -45,9 +45,12 @@ export function parseLdd(program: string, output: string): string[] {
     if (/=> not found/.test(line))
       throw new ImageBuildError(`ldd ${program}: ${line}; install the library on this machine before building the image`);
     if (line === 'statically linked') continue;
-    const m = /(?:=>\s*)?(\/\S+)\s+\(0x[0-9a-f]+\)$/.exec(line);
-    if (!m) throw new ImageBuildError(`ldd ${program}: cannot read the line ${JSON.stringify(line)}`);
-    libs.push(m[1]!);
+    const m = /^(\S+)(?:\s+=>\s+(\/\S+))?\s+\(0x[0-9a-f]+\)$/.exec(line);
+    if (!m || (m[2] === undefined && !m[1]!.startsWith('/')))
+      throw new ImageBuildError(`ldd ${program}: cannot read the line ${JSON.stringify(line)}`);
+    // The loader may be listed as `/lib64/ld-linux-x86-64.so.2 => /usr/lib64/…`: the program names the first path, so both go in.
+    if (m[1]!.startsWith('/')) libs.push(m[1]!);
+    if (m[2] !== undefined && m[2] !== m[1]) libs.push(m[2]);
   }
   return libs;
 }

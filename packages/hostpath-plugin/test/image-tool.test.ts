@@ -25,6 +25,17 @@ describe('parseLdd', () => {
     ]);
   });
 
+  it('keeps both paths of a loader listed as `/path => /path`: the program names the first', () => {
+    expect(parseLdd('/x', '\t/lib64/ld-linux-x86-64.so.2 => /usr/lib64/ld-linux-x86-64.so.2 (0x00007f)\n')).toEqual([
+      '/lib64/ld-linux-x86-64.so.2',
+      '/usr/lib64/ld-linux-x86-64.so.2',
+    ]);
+  });
+
+  it('refuses a line it cannot read rather than leave a library out', () => {
+    expect(() => parseLdd('/x', '\tlibfoo.so.1 => (0x00007f)\n')).toThrow(/cannot read the line/);
+  });
+
   it('refuses a library ldd cannot find, naming it', () => {
     expect(() => parseLdd('/usr/bin/x', '\tlibgone.so.1 => not found\n')).toThrow(/libgone\.so\.1 => not found; install the library/);
   });
