@@ -17,9 +17,17 @@
 import { promises as fs } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { buildImageLayout, collectLayoutGarbage, tagImageLayout } from '@csiplug/images/testing';
+import {
+  buildImageLayout,
+  clampTimes,
+  collectLayoutGarbage,
+  copyHostPath,
+  copyProgram,
+  sharedLibraries,
+  tagImageLayout,
+  whichProgram,
+} from '@csiplug/images/testing';
 import { ImageBuildError } from './errors';
-import { clampTimes, copyHostPath, copyProgram, sharedLibraries, whichProgram } from './host-files';
 import { copyClosure, productionClosure, readManifest } from './package-closure';
 
 export const PLUGIN_PACKAGE = '@csiplug/hostpath-plugin';

@@ -5,9 +5,9 @@ import * as path from 'node:path';
 import { findRepoRoot } from '../image/build-image';
 import { describeImage, epochFromEnv, parseImageArgs } from '../image/cli';
 import { ImageBuildError } from '../image/errors';
-import { parseLdd } from '../image/host-files';
 import { isDevFile, isDevTopLevelEntry, productionClosure } from '../image/package-closure';
 import { skopeoCopyArgs } from '../image/push-image';
+import { parseLdd } from '@csiplug/images/testing';
 
 describe('parseLdd', () => {
   it('lists each library and the loader, not the vDSO', () => {
