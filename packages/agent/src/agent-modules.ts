@@ -10,7 +10,7 @@
 //           unmounts left to do
 //   stop:   reconciler and catalog → CSI manager (closing every plugin
 //           client) → the agent's event stream → (the node's lease let go)
-//           → registry → driver → state
+//           → registry → images (GC timers end; task roots stay mounted) → driver → state
 //
 // The driver sits below the registry so that it is disposed after it, as the
 // agent always did. The agent's own module (its alloc store, the volume spec
@@ -33,13 +33,14 @@ import { csiModule } from '@csiplug/csi';
 import { csiManagerModule, ICSIManager, type CSIManager } from '@csiplug/csimanager';
 import { driverModule } from '@csiplug/driver';
 import { hooksModule } from '@csiplug/hooks';
+import { imagesModule } from '@csiplug/images';
 import { registryModule } from '@csiplug/registry';
 import { stateModule } from '@csiplug/state';
 import { IVolumeCatalog, IVolumeSpecValidator, volumesModule, type VolumeCatalogService } from '@csiplug/volumes';
 import { AgentEvents, IAgentEvents } from '@csiplug/api';
 import { IAllocStore, registerAllocStore, type AllocStore } from '@csiplug/runner';
 import { ITaskStateWriter, TaskStateWriter } from '@csiplug/runner';
-import { checkVolumeSpec, type AgentConfig } from '@csiplug/jobspec';
+import { DEFAULT_IMAGE_DRIVER, checkVolumeSpec, type AgentConfig } from '@csiplug/jobspec';
 
 /**
  * What is the agent's own to register: its alloc store and the group write
@@ -90,6 +91,8 @@ export function agentModules(config: AgentConfig, logger: Logger): ConfiguredMod
     withConfig(stateModule, { backend: config.state.backend, dataDir: config.dataDir }),
     withConfig(csiModule, {}),
     withConfig(driverModule, {}),
+    // The image store (<dataDir>/images) opens after the data dir is locked, before any task starts; it stops after the tasks' runners.
+    withConfig(imagesModule, { dataDir: config.dataDir, docker: config.docker ?? DEFAULT_IMAGE_DRIVER }),
     withConfig(registryModule, {}),
     // A cluster node (config `cluster { … }`): its claimer is bound before the volumes module's default, and it connects before the volumes start.
     ...(config.cluster ? [withConfig(clusterModule, { options: config.cluster, dataDir: config.dataDir })] : []),

@@ -15,6 +15,7 @@ import { bind, type Clock, IClock, ILogger, IMetrics, type Logger, ModuleHost, P
 import { ICSIManager, PLUGIN_WAIT_SECONDS, VOLUME_STEP_SECONDS, type CSIManager } from '@csiplug/csimanager';
 import { CSI_CALL_SECONDS } from '@csiplug/csi';
 import { ITaskDriver, type TaskDriver } from '@csiplug/driver';
+import { ITaskImages, type TaskImagesService } from '@csiplug/images';
 import { ICSIHookFactory, ICSIPluginSupervisorFactory } from '@csiplug/hooks';
 import {
   IVolumeCatalog,
@@ -33,7 +34,7 @@ import { IAgentEvents, type AgentEvents } from '@csiplug/api';
 import { agentModules } from './agent-modules';
 import { EVENTS_TOTAL, PromMetrics, TASK_RESTARTS_TOTAL, addStateGauges, countEvents } from './metrics';
 import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
-import { checkOrphansAtStart } from '@csiplug/runner';
+import { checkOrphansAtStart, fingerprintNode } from '@csiplug/runner';
 import { IAllocStore, type AllocStore } from '@csiplug/runner';
 import { ITaskStateWriter, type TaskStateWriter } from '@csiplug/runner';
 import type { AgentConfig } from '@csiplug/jobspec';
@@ -107,6 +108,9 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     onEvent: events.onEvent,
     claimSweep,
     taskVariables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {},
+    // Read once at start, as Nomad's static fingerprints are; a config reload that changes the node's part needs a restart.
+    node: fingerprintNode({ id: config.nodeId, ...config.node }),
+    images: container.resolve<TaskImagesService>(ITaskImages),
     cluster: () => cluster,
   });
   const nodes = new NodeViews(ctx, () => cluster);
@@ -267,6 +271,11 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     // Claims of allocs this node no longer has (purged, or lost with a state the last agent could not save) are released on a timer (Nomad's claim GC).
     this.parts.claimSweep.start();
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs, restoring });
+  }
+
+  /** A SIGHUP: every running task's templates rendered again, a changed file's change_mode applied. */
+  reloadTemplates(): Promise<void> {
+    return this.parts.jobs.reloadTemplates();
   }
 
   /**

@@ -18,7 +18,9 @@ import { JobUpdater } from '@csiplug/runner';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { RolloutHost } from '@csiplug/runner';
 import { TASK_RESTARTS_TOTAL, type PromMetrics } from './metrics';
-import type { Alloc, JobSpec } from '@csiplug/jobspec';
+import type { Alloc, JobSpec, NodeAttributes } from '@csiplug/jobspec';
+import { DEFAULT_IMAGE_DRIVER } from '@csiplug/jobspec';
+import type { TaskImagesService } from '@csiplug/images';
 import { AllocRunner, type AllocRunnerDeps } from '@csiplug/runner';
 import type { AllocStore } from '@csiplug/runner';
 import { drainBeforePluginStop } from '@csiplug/runner';
@@ -38,6 +40,10 @@ export interface JobServiceDeps {
   claimSweep: ClaimSweep;
   /** Variables every task sees, on top of its own. */
   taskVariables: Record<string, string>;
+  /** This node for `${attr.…}`, `${node.…}`, `${meta.…}` (the runner's fingerprint of it). */
+  node: NodeAttributes;
+  /** The image service (imagesModule): the roots of docker/podman tasks. */
+  images?: TaskImagesService;
   /** Cluster mode, once made (undefined for an agent on its own). */
   cluster: () => ClusterMode | undefined;
 }
@@ -208,6 +214,13 @@ export class JobService {
    * live mount.
    */
   private removeAllocDir(r: AllocRunner): void {
+    // An image task's root is mounted in its task dir: unmounted first (its image stays for image GC), then the dir goes.
+    if (r.alloc.job.groups.some((g) => g.name === r.alloc.group && g.tasks.some((t) => t.image)))
+      void r.releaseTaskImages().then(() => this.removeAllocDirNow(r));
+    else this.removeAllocDirNow(r);
+  }
+
+  private removeAllocDirNow(r: AllocRunner): void {
     let dir = r.allocDir;
     try {
       // mountinfo names real paths; the data dir may be reached through a symlink.
@@ -301,11 +314,17 @@ export class JobService {
     return { allocs: allocs.length, restoring };
   }
 
+  /** A SIGHUP: every running task's templates rendered again (AllocRunner.reloadTemplates). */
+  reloadTemplates(): Promise<void> {
+    return Promise.all(this.ctx.allocs.all().map((r) => r.reloadTemplates())).then(() => undefined);
+  }
+
   /**
    * The API's token changed (a config reload): tasks started from now on may
    * have the host's network only while there is one. Tasks already running
    * keep what they have (a re-attach says so, see TaskRunner).
    */
+
   apiTokenChanged(hasToken: boolean): void {
     const was = this.hostNetworkAllowed;
     this.hostNetworkAllowed = hasToken;
@@ -419,6 +438,8 @@ export class JobService {
       allocStore: deps.allocStore,
       taskStates: deps.taskStates,
       exec: config.exec,
+      docker: config.docker ?? DEFAULT_IMAGE_DRIVER,
+      ...(deps.images ? { images: deps.images } : {}),
       hostNetwork: () => this.hostNetworkAllowed,
       rawExec: () => config.rawExec.enabled,
       claimHeld: (volumeId: string, allocId: string) => ctx.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId) ?? false,
@@ -428,6 +449,7 @@ export class JobService {
       supervisors: deps.supervisors,
       csiHooks: deps.csiHooks,
       variables: deps.taskVariables,
+      node: deps.node,
       drainPlugins: (allocId, plugins, say, signal) =>
         drainBeforePluginStop(
           {

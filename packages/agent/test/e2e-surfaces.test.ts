@@ -128,7 +128,7 @@ describe('ACL and bad input against a running agent', () => {
     const invalid = await post(
       h.port,
       '/v1/jobs',
-      JSON.stringify({ Job: { job: { web: { group: { app: { task: { t: { driver: 'docker', config: { command: 'x' } } } } } } } } }),
+      JSON.stringify({ Job: { job: { web: { group: { app: { task: { t: { driver: 'java', config: { command: 'x' } } } } } } } } }),
       auth,
     );
     expect(invalid.status).toBe(400);

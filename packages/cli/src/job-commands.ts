@@ -266,7 +266,7 @@ const jobValidate: Command = {
   help:
     'Parses and checks FILE (HCL or JSON; "-" reads stdin) here, without talking to the agent, and reports every problem it finds ' +
     'in one pass: one "Error:" line each on stderr, in the order the file has them, each naming its job, group, task and field. ' +
-    'A field Nomad has but csiplug does not (datacenters, a docker driver and its image, network, service, constraint, artifact, ' +
+    "A field Nomad has but csiplug does not (datacenters, network, service, constraint, artifact, a docker task's ports, " +
     'template, vault, consul…) is named with what to do instead. Exits 0 when the file is valid, 1 when it is not. ' +
     'job run and job plan check the file the same way before they send it.',
   minArgs: 1,

@@ -545,6 +545,7 @@ describe('csiplug CLI', () => {
 
       config {
         image = "nginx:1.25"
+        ports = ["http"]
       }
 
       kill_signal = "SIGFOO"
@@ -555,9 +556,7 @@ describe('csiplug CLI', () => {
     const PROBLEMS = [
       'Error: bad.hcl: job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
       'Error: bad.hcl: job "web" group "app": count must be at least 1 (got 0)',
-      'Error: bad.hcl: job "web" group "app" task "server": driver "docker" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }',
-      'Error: bad.hcl: job "web" group "app" task "server": config.image is not supported: csiplug runs commands, not images: use config { command = "…" args = […] }',
-      'Error: bad.hcl: job "web" group "app" task "server": config.command is required',
+      'Error: bad.hcl: job "web" group "app" task "server": config.ports is not supported: csiplug runs images on runc itself, with no Docker daemon: there are no port mappings or container networks; use network_mode = "host" (the host\'s network) and let the program listen on its port; remove it',
       'Error: bad.hcl: job "web" group "app" task "server": kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")',
     ];
 

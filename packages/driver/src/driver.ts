@@ -77,6 +77,8 @@ export interface TaskDriver extends Disposable {
   wait(handle: TaskHandle): Promise<ExitResult>;
   /** Sends `signal`, then SIGKILL after `killTimeout` ms if it is still running; resolves when it has exited. */
   stop(handle: TaskHandle, signal: NodeJS.Signals, killTimeout: number): Promise<ExitResult>;
+  /** Sends `signal` to the running task and nothing more (a template's change_signal); rejects when it is not running. */
+  signalTask?(handle: TaskHandle, signal: NodeJS.Signals): Promise<void>;
   /** Whether the handle's process is alive and is the same process (pid and start time). */
   isRunning(handle: TaskHandle): boolean;
   /** Whether an isolated task's container still exists and runs (it may outlive a killed runc and executor); false for a host process. Throws when it cannot be told. */

@@ -532,6 +532,14 @@ export class ExecDriver implements TaskDriver {
     }
   }
 
+  async signalTask(handle: TaskHandle, signal: NodeJS.Signals): Promise<void> {
+    this.assertOpen('signalTask');
+    validateHandle(handle);
+    if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGHUP`, 'change_signal');
+    if (!(await this.signal(handle, signal)))
+      throw new TaskSignalError(handle.taskName, handle.pid, signal, new Error('it is not running'));
+  }
+
   /** When it cannot be told just now (a fault of the agent itself), true: a task is never taken for gone on a guess. */
   isRunning(handle: TaskHandle): boolean {
     try {

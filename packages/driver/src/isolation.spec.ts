@@ -1,7 +1,16 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ALL_CAPS, DEFAULT_TASK_CAPS, capabilityName, grantableCaps, ociConfig, taskProcessArgs, type IsolationConfig } from './isolation';
+import {
+  ALL_CAPS,
+  DEFAULT_TASK_CAPS,
+  capabilityName,
+  grantableCaps,
+  isolatedProcessArgs,
+  ociConfig,
+  taskProcessArgs,
+  type IsolationConfig,
+} from './isolation';
 
 const base = (extra: Partial<IsolationConfig> = {}): IsolationConfig => ({
   chroot: { '/usr': '/usr' },
@@ -122,6 +131,58 @@ describe('ociConfig', () => {
         }
       ).rootfsPropagation,
     ).toBe('rslave');
+  });
+});
+
+describe('ociConfig of an image task', () => {
+  const image = (extra: Partial<IsolationConfig> = {}) => base({ image: { rootfs: '/d/image/rootfs', cwd: '/srv/app' }, ...extra });
+  const namespaces = (c: Record<string, unknown>) =>
+    (c['linux'] as { namespaces: { type: string }[] }).namespaces.map((n) => n.type).sort();
+
+  it("runs on the image's writable root in its working dir, with no chroot_env and no /tmp of its own, and its own dirs bound as for exec", () => {
+    const c = ociConfig(task, image({ chroot: { '/usr': '/usr', '/bin': '/bin' } }));
+    expect(c['root']).toEqual({ path: '/d/image/rootfs', readonly: false });
+    expect((c['process'] as { cwd: string }).cwd).toBe('/srv/app');
+    const dests = mounts(c).map((m) => m.destination);
+    expect(dests).not.toContain('/usr');
+    expect(dests).not.toContain('/bin');
+    expect(dests).not.toContain('/tmp');
+    expect(dests).toEqual(expect.arrayContaining(['/proc', '/dev', '/local', '/alloc', '/secrets']));
+    // An exec task keeps its read-only empty root, /local as its cwd and its /tmp.
+    const e = ociConfig(task, base());
+    expect(e['root']).toEqual({ path: 'rootfs', readonly: true });
+    expect((e['process'] as { cwd: string }).cwd).toBe('/local');
+    expect(mounts(e).map((m) => m.destination)).toContain('/tmp');
+    expect(() => ociConfig(task, image({ image: { rootfs: 'rel/rootfs', cwd: '/' } }))).toThrow(
+      /image root: "rel\/rootfs" is not an absolute path/,
+    );
+  });
+
+  it("binds the host's resolv.conf and hosts read-only on the host's network only; pid_mode/ipc_mode host drop those namespaces", () => {
+    const host = mounts(ociConfig(task, image({ network: 'host' })));
+    for (const f of ['/etc/resolv.conf', '/etc/hosts'])
+      expect(host.find((m) => m.destination === f)).toMatchObject({ source: f, options: expect.arrayContaining(['ro']) });
+    expect(mounts(ociConfig(task, image())).map((m) => m.destination)).not.toContain('/etc/hosts');
+    // An exec task's root has the chroot's /etc, not the host's files one by one.
+    expect(mounts(ociConfig(task, base({ network: 'host' }))).map((m) => m.destination)).not.toContain('/etc/hosts');
+    expect(namespaces(ociConfig(task, image({ pidHost: true, ipcHost: true })))).toEqual(['mount', 'network', 'uts']);
+    expect(namespaces(ociConfig(task, image({ pidHost: true })))).toEqual(['ipc', 'mount', 'network', 'uts']);
+  });
+
+  it('mounts a tmpfs where asked, with its size, and refuses a size that is not a positive number of bytes', () => {
+    const c = ociConfig(task, image({ mounts: [{ type: 'tmpfs', source: '', destination: '/scratch', tmpfsSize: 1 << 20 }] }));
+    expect(mounts(c).find((m) => m.destination === '/scratch')).toMatchObject({
+      type: 'tmpfs',
+      options: expect.arrayContaining(['rw', 'nosuid', 'nodev', `size=${1 << 20}`]),
+    });
+    expect(() => ociConfig(task, image({ mounts: [{ type: 'tmpfs', source: '', destination: '/s', tmpfsSize: -1 }] }))).toThrow(
+      /tmpfs mount at \/s: size -1 is not a positive number of bytes/,
+    );
+  });
+
+  it('runs the process as pid 1 as Docker does, with no init of ours (the image may have no shell)', () => {
+    expect(isolatedProcessArgs('/app', ['a'], image({ chroot: { '/bin': '/bin' } }))).toEqual(['/app', 'a']);
+    expect(isolatedProcessArgs('/app', ['a'], base({ chroot: { '/bin': '/bin' } })).slice(3)).toEqual(['csiplug-init', '/app', 'a']);
   });
 });
 

@@ -13,6 +13,14 @@
 // it) gets every capability, the host's /dev with every device, and a
 // writable /sys.
 //
+// An image task (driver docker/podman) gets the image's root filesystem
+// instead: the task's own writable overlay of the image (made by
+// @csiplug/images), no chroot_env, the image's working dir, the process as
+// pid 1 as Docker runs it (no init of ours: the image may have no shell), the
+// host's /etc/resolv.conf and /etc/hosts read-only when it shares the host's
+// network (as Docker binds them), the host's pid or ipc namespace when asked
+// (pid_mode/ipc_mode = "host"), and tmpfs mounts of its own.
+//
 // The executor runs `runc run` as the task, in the foreground, so runc is
 // the process the driver watches (pid and start time, as for any task) and
 // it passes signals on to the container and exits with the task's status.
@@ -29,18 +37,35 @@ export { ALL_CAPS, DEFAULT_TASK_CAPS, capabilityName };
 export type MountPropagation = 'private' | 'host-to-task' | 'bidirectional';
 
 export interface TaskMount {
-  /** The host path. */
+  /** `bind` (the default) of `source`, or a fresh `tmpfs` (no source; `size` bytes when given). */
+  type?: 'bind' | 'tmpfs';
+  /** The host path of a bind; ignored for a tmpfs. */
   source: string;
   /** Where the task sees it (absolute). */
   destination: string;
   readOnly?: boolean;
   /** Default "private". */
   propagation?: MountPropagation;
+  /** A tmpfs's size limit in bytes (no limit: the kernel's default, half the memory). */
+  tmpfsSize?: number;
+}
+
+/** The root of an image task: its own writable overlay of the image, and the working dir the image config resolves to. */
+export interface ImageRoot {
+  /** Absolute host path of the task's root filesystem (already mounted, writable). */
+  rootfs: string;
+  /** The process's working dir inside it (absolute). */
+  cwd: string;
 }
 
 export interface IsolationConfig {
-  /** Host dirs mounted read-only into the task's root: path in the task → host path. */
+  /** Host dirs mounted read-only into the task's root: path in the task → host path. Unused with `image`. */
   chroot: Readonly<Record<string, string>>;
+  /** An image task's root (driver docker/podman): the image instead of the empty root and chroot_env. */
+  image?: ImageRoot;
+  /** pid_mode = "host" / ipc_mode = "host": the host's pid or ipc namespace instead of the task's own. */
+  pidHost?: boolean;
+  ipcHost?: boolean;
   /** The task's own dir as the task sees it, at /local (not the task dir itself: that holds the executor's records). */
   localDir: string;
   /** The alloc's shared dir, at /alloc. */
@@ -135,7 +160,12 @@ function envCanResetSignals(): boolean {
   return envResetsSignals;
 }
 
-/** The process args of an isolated task: its command under the init when the root has a /bin/sh. */
+/** The process args of an isolated task: an image task's as they are (pid 1, as Docker runs it); otherwise under the init when the chroot has a /bin/sh. */
+export function isolatedProcessArgs(command: string, args: readonly string[], iso: IsolationConfig): string[] {
+  return iso.image ? [command, ...args] : taskProcessArgs(command, args, iso.chroot);
+}
+
+/** The process args of an exec task: its command under the init when the root has a /bin/sh. */
 export function taskProcessArgs(command: string, args: readonly string[], chroot: Readonly<Record<string, string>>): string[] {
   const bin = chroot['/bin'];
   const hasShell = bin !== undefined && existsSync(join(bin, 'sh'));
@@ -187,7 +217,8 @@ export function ociConfig(
     { destination: '/proc', type: 'proc', source: 'proc' },
     // A privileged plugin (block devices: loop, iSCSI, NVMe) writes to /sys; every other task reads it.
     { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', iso.privileged ? 'rw' : 'ro'] },
-    { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] },
+    // An exec task's root is read-only and gets a /tmp of its own; an image's /tmp is the image's, on the task's writable layer, as Docker leaves it.
+    ...(iso.image ? [] : [{ destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777'] }]),
   ];
   if (iso.privileged) {
     mounts.push({ destination: '/dev', type: 'bind', source: '/dev', options: ['rbind', 'rw', 'nosuid', 'rslave'] });
@@ -209,7 +240,10 @@ export function ociConfig(
     if (taken.has(dest)) throw new ValidationError(`${what}: ${dest} is mounted twice`, what);
     taken.add(dest);
   };
-  for (const [dest, host] of Object.entries(iso.chroot).sort(([a], [b]) => a.localeCompare(b))) {
+  const image = iso.image
+    ? { rootfs: taskPath(iso.image.rootfs, 'image root'), cwd: taskPath(iso.image.cwd, 'image work_dir') }
+    : undefined;
+  for (const [dest, host] of image ? [] : Object.entries(iso.chroot).sort(([a], [b]) => a.localeCompare(b))) {
     const d = taskPath(dest, 'chroot_env');
     const h = taskPath(host, 'chroot_env');
     // Below /tmp is fine (bound after the task's tmpfs, so seen on top of it); on or below the task's other own dirs is not.
@@ -230,6 +264,14 @@ export function ociConfig(
     // A setuid file or device node planted here is inert inside (and the host dirs are the task user's alone, 0700).
     mounts.push({ destination: dest, type: 'bind', source: taskPath(host, 'task dirs'), options: bindOptions(false, 'private', true) });
   }
+  // On the host's network an image task resolves names as the host does: Docker binds these two files in, read-only.
+  if (image && iso.network === 'host') {
+    for (const f of ['/etc/resolv.conf', '/etc/hosts']) {
+      if (!existsSync(f)) continue;
+      claim(f, 'host network files');
+      mounts.push({ destination: f, type: 'bind', source: f, options: bindOptions(true, 'private', true) });
+    }
+  }
   let shared = false;
   let slave = false;
   for (const m of iso.mounts ?? []) {
@@ -237,6 +279,13 @@ export function ociConfig(
     if (d === '/' || ['/proc', '/dev', '/sys'].some((r) => d === r || d.startsWith(`${r}/`)))
       throw new ValidationError(`mount destination ${d} is the task's own`, 'mount destination');
     claim(d, 'mount destination');
+    if (m.type === 'tmpfs') {
+      if (m.tmpfsSize !== undefined && (!Number.isInteger(m.tmpfsSize) || m.tmpfsSize <= 0))
+        throw new ValidationError(`tmpfs mount at ${d}: size ${m.tmpfsSize} is not a positive number of bytes`, 'mount');
+      const options = ['nosuid', 'nodev', m.readOnly ? 'ro' : 'rw', 'mode=1777', ...(m.tmpfsSize ? [`size=${m.tmpfsSize}`] : [])];
+      mounts.push({ destination: d, type: 'tmpfs', source: 'tmpfs', options });
+      continue;
+    }
     const propagation = m.propagation ?? 'private';
     if (propagation === 'bidirectional') shared = true;
     if (propagation === 'host-to-task') slave = true;
@@ -276,18 +325,19 @@ export function ociConfig(
       user: taskUser(iso),
       args: [...task.args],
       env: Object.entries(task.env).map(([k, v]) => `${k}=${v}`),
-      cwd: TASK_LOCAL_DIR,
+      cwd: image ? image.cwd : TASK_LOCAL_DIR,
       capabilities: { bounding: caps, effective: caps, permitted: caps },
       noNewPrivileges: !iso.privileged,
     },
-    root: { path: 'rootfs', readonly: true },
+    // An image task writes to its own upper layer of the image (the shared layers never see it), as a Docker container does.
+    root: image ? { path: image.rootfs, readonly: false } : { path: 'rootfs', readonly: true },
     hostname: task.hostname,
     mounts: ordered,
     linux: {
       // Unless it shares the host's network, its own network namespace (loopback only): it never reaches the agent's API on the host's 127.0.0.1.
       namespaces: [
-        { type: 'pid' },
-        { type: 'ipc' },
+        ...(iso.pidHost ? [] : [{ type: 'pid' }]),
+        ...(iso.ipcHost ? [] : [{ type: 'ipc' }]),
         { type: 'uts' },
         { type: 'mount' },
         ...(iso.network === 'host' ? [] : [{ type: 'network' }]),

@@ -12,7 +12,7 @@ import type { DriverTaskConfig, TaskHandle } from './driver';
 import { TaskStartError } from './errors';
 import { type ExecutorPaths, type RuncContainer, containerStateExists, runcDeleteArgs } from './executor-protocol';
 import { taskFields } from './fault-log';
-import { ociConfig, prepareBundle, taskProcessArgs } from './isolation';
+import { isolatedProcessArgs, ociConfig, prepareBundle } from './isolation';
 
 /** Where runc's state of isolated tasks lives by default (tmpfs: containers do not outlive a reboot, nor does their state). */
 export const DEFAULT_RUNC_ROOT = '/run/csiplug/runc';
@@ -82,7 +82,7 @@ export class RuncContainers {
     let oci: Record<string, unknown>;
     try {
       oci = ociConfig(
-        { hostname: taskName.slice(0, 63), args: taskProcessArgs(config.command, config.args, config.isolation!.chroot), env },
+        { hostname: taskName.slice(0, 63), args: isolatedProcessArgs(config.command, config.args, config.isolation!), env },
         config.isolation!,
       );
     } catch (err) {

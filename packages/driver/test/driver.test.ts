@@ -134,6 +134,19 @@ describe('ExecDriver with real processes', () => {
     expect(stat.ppid).toBe(handle.executorPid);
   });
 
+  it('signalTask sends a signal the task handles and leaves it running; a task that has exited is not signalled', async () => {
+    const driver = newDriver();
+    const { handle, stdout } = await start(driver, 'trap "echo got-hup" HUP; echo ready; while [ ! -f go ]; do sleep 0.05; done');
+    await until('the task to print ready', () => stdout().includes('ready'));
+    await driver.signalTask(handle, 'SIGHUP');
+    await until('the task to report the signal', () => stdout().includes('got-hup'));
+    expect(driver.isRunning(handle)).toBe(true);
+    writeFileSync(join(handle.taskDir, 'go'), '');
+    expect(await driver.wait(handle)).toMatchObject({ exitCode: 0 });
+    await expect(driver.signalTask(handle, 'SIGHUP')).rejects.toThrow(/not running/);
+    await expect(driver.signalTask(handle, 'SIGNOPE' as NodeJS.Signals)).rejects.toThrow(/unknown signal "SIGNOPE"/);
+  });
+
   it('stops a task with its kill signal, its children with it, and the executor exits', async () => {
     const driver = newDriver();
     const { handle, stdout } = await start(driver, 'sleep 30 & echo "child $!"; echo ready; wait');

@@ -1,48 +1,12 @@
 // Content digests as the OCI image spec writes them (`sha256:<hex>`,
-// `sha512:<hex>`): strict parsing, and a verifier fed chunk by chunk while
-// content streams, which checks both the digest and the exact size.
+// `sha512:<hex>`): the strict parsing (core's, shared with the jobspec's
+// image check) and a verifier fed chunk by chunk while content streams,
+// which checks both the digest and the exact size.
+import { type Digest, type DigestAlgorithm } from '@csiplug/core';
 import { createHash, type Hash } from 'node:crypto';
-import { DigestFormatError, DigestMismatchError } from './errors';
+import { DigestMismatchError } from './errors';
 
-export type DigestAlgorithm = 'sha256' | 'sha512';
-
-const HEX_LENGTH: Record<DigestAlgorithm, number> = { sha256: 64, sha512: 128 };
-
-export interface Digest {
-  readonly algorithm: DigestAlgorithm;
-  /** Lowercase hex, the exact length of the algorithm. */
-  readonly hex: string;
-  /** `algorithm:hex`. */
-  readonly value: string;
-}
-
-/** Parses `sha256:<64 hex>` / `sha512:<128 hex>`; anything else throws DigestFormatError. */
-export function parseDigest(input: string): Digest {
-  if (typeof input !== 'string') throw new DigestFormatError(String(input), 'not a string');
-  if (input.length > 7 + 128 + 1) throw new DigestFormatError(input, 'too long');
-  const colon = input.indexOf(':');
-  if (colon < 0) throw new DigestFormatError(input, 'no "algorithm:" prefix');
-  const algorithm = input.slice(0, colon);
-  const hex = input.slice(colon + 1);
-  if (algorithm !== 'sha256' && algorithm !== 'sha512') {
-    throw new DigestFormatError(input, `algorithm ${JSON.stringify(algorithm)} is not supported (sha256 or sha512)`);
-  }
-  if (hex.length !== HEX_LENGTH[algorithm]) {
-    throw new DigestFormatError(input, `${algorithm} takes ${HEX_LENGTH[algorithm]} hex digits, got ${hex.length}`);
-  }
-  if (!/^[0-9a-f]+$/.test(hex)) throw new DigestFormatError(input, 'the hex part must be lowercase hex digits only');
-  return { algorithm, hex, value: `${algorithm}:${hex}` };
-}
-
-/** True when `input` parses as a digest. */
-export function isDigest(input: string): boolean {
-  try {
-    parseDigest(input);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { isDigest, parseDigest, type Digest, type DigestAlgorithm } from '@csiplug/core';
 
 /** The sha256 digest of bytes held in memory (manifests, configs). */
 export function digestOf(bytes: Uint8Array, algorithm: DigestAlgorithm = 'sha256'): string {

@@ -5,31 +5,9 @@ import { CsiplugError, errorMessage, formatDuration } from '@csiplug/core';
 
 export class ImageError extends CsiplugError {}
 
-/** An image reference that is not one (bad charset, too long, empty part). */
-export class ImageReferenceError extends ImageError {
-  constructor(
-    readonly reference: string,
-    reason: string,
-  ) {
-    super(
-      'EIMAGE_REFERENCE_INVALID',
-      `invalid image reference ${JSON.stringify(reference.length > 300 ? `${reference.slice(0, 300)}…` : reference)}: ${reason}; write it as Docker does, e.g. "busybox:1.36", "registry.example.com:5000/team/app@sha256:<64 hex>" or "oci-archive:/path/image.tar"`,
-    );
-  }
-}
-
-/** A digest string that is not `<algorithm>:<hex>` of a supported algorithm. */
-export class DigestFormatError extends ImageError {
-  constructor(
-    readonly digest: string,
-    reason: string,
-  ) {
-    super(
-      'EIMAGE_DIGEST_INVALID',
-      `invalid digest ${JSON.stringify(digest.length > 200 ? `${digest.slice(0, 200)}…` : digest)}: ${reason}; a digest is sha256:<64 lowercase hex> or sha512:<128 lowercase hex>`,
-    );
-  }
-}
+// A reference or digest that does not parse: thrown by core's pure parsers
+// (the jobspec checks a task's image with them), named here as before.
+export { DigestFormatError, ImageReferenceError } from '@csiplug/core';
 
 /** Content whose digest or size is not the one it was asked for by. */
 export class DigestMismatchError extends ImageError {

@@ -27,3 +27,5 @@ export { DEFAULT_RETRY, type RetryPolicy } from './distribution/retry';
 export { DEFAULT_CERTS_DIR } from './distribution/trust';
 export { BlobStore } from './store/blob-store';
 export { IMAGE_INDEX_FILE, ImageIndex, type ImageRecord } from './store/image-index';
+export * from './task-images';
+export * from './module';

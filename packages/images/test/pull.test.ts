@@ -150,6 +150,16 @@ it('names the registry on a wrong password, and repo:tag on a missing tag', asyn
   await expect(missing).rejects.toThrow(`${registry.host}/team/app:nope`);
 });
 
+it("does not lend one pull's credentials to another: a wrong password after a good one gets the registry's 401", async () => {
+  const puller = await openPuller();
+  await puller.pull(`${registry.host}/team/app:latest`, { auth: auth() });
+  // latest is asked for again (a manifest request): with the wrong password, as if no pull had gone before.
+  const wrong = puller.pull(`${registry.host}/team/app:latest`, { auth: { username: registry.username, password: 'wrong' } });
+  await expect(wrong).rejects.toBeInstanceOf(RegistryAuthError);
+  await expect(puller.pull(`${registry.host}/team/app:latest`)).rejects.toThrow(/none \(anonymous\)/);
+  expect((await puller.pull(`${registry.host}/team/app:latest`, { auth: auth() })).reference).toBe(`${registry.host}/team/app:latest`);
+});
+
 it('reads credentials from a docker config.json', async () => {
   const config = join(work, 'docker-config.json');
   await writeFile(

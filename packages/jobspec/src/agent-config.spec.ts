@@ -17,7 +17,20 @@ data_dir  = "/var/lib/csiplug/"
 bind_addr = "::1"
 port      = 0
 node_id   = "node-7"
+name       = "storage-7"
+datacenter = "eu-west"
+region     = "eu"
 log_level = "debug"
+
+client {
+  enabled    = true
+  node_class = "storage"
+  meta {
+    rack = "r12"
+    pool = "rbd"
+  }
+  network_interface = "eth1"
+}
 log_json = true
 stop_tasks_on_exit = true
 reconcile_orphans = true
@@ -127,6 +140,14 @@ const FULL: AgentConfig = {
     allowedUsers: ['nobody', 'www-data'],
   },
   rawExec: { enabled: true },
+  node: {
+    name: 'storage-7',
+    datacenter: 'eu-west',
+    region: 'eu',
+    nodeClass: 'storage',
+    meta: { rack: 'r12', pool: 'rbd' },
+    networkInterface: 'eth1',
+  },
 };
 
 describe('parseAgentConfig', () => {
@@ -140,6 +161,10 @@ describe('parseAgentConfig', () => {
       bind_addr: '::1',
       port: 0,
       node_id: 'node-7',
+      name: 'storage-7',
+      datacenter: 'eu-west',
+      region: 'eu',
+      client: [{ enabled: true, node_class: 'storage', meta: [{ rack: 'r12', pool: 'rbd' }], network_interface: 'eth1' }],
       log_level: 'debug',
       log_json: true,
       stop_tasks_on_exit: true,
@@ -201,6 +226,7 @@ describe('parseAgentConfig', () => {
       claimGcInterval: 300000,
       exec: defaultExecConfig(),
       rawExec: { enabled: false },
+      node: { name: os.hostname(), datacenter: 'dc1', region: 'global', nodeClass: '', meta: {} },
     });
     expect(DEFAULT_PORT).toBe(4747);
   });
@@ -255,8 +281,8 @@ describe('parseAgentConfig', () => {
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
     [
       'an unknown key',
-      'data_dir = "/d"\nclient {\n enabled = true\n}\n',
-      'agent.hcl: client is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster)',
+      'data_dir = "/d"\nserver {\n enabled = true\n}\n',
+      'agent.hcl: server is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster, name, datacenter, region, client)',
     ],
     [
       'a host name as bind_addr',
@@ -362,8 +388,8 @@ describe('parseAgentConfig', () => {
     ],
     [
       'a plugin block of an unknown driver',
-      'data_dir = "/d"\nplugin "docker" {\n}\n',
-      'agent.hcl: plugin "docker" is not a task driver of this agent (known: "exec", "raw_exec")',
+      'data_dir = "/d"\nplugin "java" {\n}\n',
+      'agent.hcl: plugin "java" is not a task driver of this agent (known: "exec", "raw_exec", "docker", "podman")',
     ],
     [
       'raw_exec enabled outside its config block',

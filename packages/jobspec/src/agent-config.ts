@@ -23,6 +23,11 @@ import * as os from 'os';
 import * as path from 'path';
 import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
+import { type ImageDriverConfig, readImageDriverPlugin, sameImageDriverConfig } from './image-driver-config';
+import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
+import { NODE_CONFIG_KEYS, readNodeConfig, type NodeConfig } from './node-config';
+
+export { DEFAULT_IMAGE_DRIVER, MIN_PULL_ACTIVITY_TIMEOUT, type ImageDriverConfig } from './image-driver-config';
 
 export const DEFAULT_BIND_ADDR = '127.0.0.1';
 /** Not Nomad's 4646, so both can run on one machine. */
@@ -76,6 +81,8 @@ export interface AgentConfig {
   docker?: ImageDriverConfig;
   /** Cluster mode on etcd (`cluster { … }`); absent: one node on its own, as always. */
   cluster?: ClusterOptions;
+  /** The node as Nomad's agent config says it: `name`, `datacenter`, `region`, `client { node_class meta network_interface }` (node-config.ts). */
+  node: NodeConfig;
 }
 
 /** `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, as Nomad's exec driver plugin block. */
@@ -94,34 +101,6 @@ export interface ExecDriverConfig {
    */
   allowedUsers?: string[];
 }
-
-/** `plugin "docker" { config { … } }` (and `plugin "podman"`, the same settings), as Nomad's docker driver plugin block. */
-export interface ImageDriverConfig {
-  /** `allow_privileged`: whether a csi_plugin task's `privileged = true` is honoured (default false, as Nomad). */
-  allowPrivileged: boolean;
-  /** `allow_caps`: capabilities a task's cap_add may ask for (full names, CAP_…); default Nomad's docker list. */
-  allowCaps: string[];
-  /** `auth { config }`: path of a docker config.json whose `auths` give registry credentials. */
-  authConfig?: string;
-  /** `volumes { enabled }`: whether `volumes`/bind `mount`s with host paths are allowed (default false, as Nomad). */
-  volumesEnabled: boolean;
-  /** `allowed_host_paths`: the host paths (and what is under them) a bind may name when volumes are enabled; empty: none but relative (task dir) paths. */
-  allowedHostPaths: string[];
-  /** `pull_activity_timeout` in ms: a pull with no progress for this long fails (default 2m, at least 1m as Nomad). */
-  pullActivityTimeout: number;
-  /** `gc { image, image_delay }`: remove an image no task uses after image_delay ms (default true, 3m). */
-  gc: { image: boolean; imageDelay: number };
-}
-
-/** The docker/podman driver's settings when the config has no plugin "docker" block. */
-export const DEFAULT_IMAGE_DRIVER: Readonly<ImageDriverConfig> = Object.freeze({
-  allowPrivileged: false,
-  allowCaps: [...DEFAULT_TASK_CAPS],
-  volumesEnabled: false,
-  allowedHostPaths: [],
-  pullActivityTimeout: 2 * 60_000,
-  gc: Object.freeze({ image: true, imageDelay: 3 * 60_000 }),
-}) as ImageDriverConfig;
 
 /** `plugin "raw_exec" { config { enabled } }`, as Nomad's raw_exec driver plugin block. */
 export interface RawExecDriverConfig {
@@ -224,6 +203,7 @@ const TOP_KEYS = [
   'claim_gc_interval',
   'plugin',
   'cluster',
+  ...NODE_CONFIG_KEYS,
 ];
 
 /** How often claims of allocs this node no longer has are released (Nomad's volume claim GC), by default. */
@@ -255,6 +235,7 @@ export function devConfig(): AgentConfig {
     exec: defaultExecConfig(),
     // Nomad's dev agent enables raw_exec too; the API still serves only root (or a token) on this machine.
     rawExec: { enabled: true },
+    node: { name: os.hostname(), datacenter: DEFAULT_DATACENTER, region: DEFAULT_REGION, nodeClass: '', meta: {} },
   };
 }
 
@@ -382,8 +363,9 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   const reconcileOrphans = r.bool('reconcile_orphans', false);
   const claimGcInterval = r.duration('claim_gc_interval', base?.claimGcInterval ?? DEFAULT_CLAIM_GC_INTERVAL_MS)!;
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
-  const { exec, rawExec } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
+  const { exec, rawExec, docker } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
   const cluster = readCluster(r, nodeId);
+  const node = readNodeConfig(r, os.hostname(), cluster);
 
   return {
     dev,
@@ -405,7 +387,10 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     claimGcInterval,
     exec,
     rawExec,
-    ...(cluster ? { cluster } : {}),
+    ...(docker ? { docker } : {}),
+    // The cluster's node record says what the node's interpolation says: client {} and cluster {} merged.
+    ...(cluster ? { cluster: { ...cluster, nodeClass: node.nodeClass, meta: { ...node.meta } } } : {}),
+    node,
   };
 }
 
@@ -500,13 +485,33 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
 }
 
 /**
- * `plugin "exec" { … }` and `plugin "raw_exec" { config { enabled } }`; any
- * other plugin name is an error that lists the known ones.
+ * `plugin "exec" { … }`, `plugin "raw_exec" { config { enabled } }` and
+ * `plugin "docker"` / `plugin "podman"` (image-driver-config.ts; both given,
+ * they must agree); any other plugin name is an error that lists the known ones.
  */
-function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig } {
+function readDriverPlugins(
+  r: BlockReader,
+  rawExecDefault: boolean,
+): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig; docker?: ImageDriverConfig } {
   const exec = defaultExecConfig();
   const rawExec: RawExecDriverConfig = { enabled: rawExecDefault };
+  const images: [string, ImageDriverConfig][] = [];
   for (const [name, body] of r.labelled('plugin', 'plugin')) {
+    if (name === 'docker' || name === 'podman') {
+      const where = r.where.block(`plugin "${name}"`);
+      const inConfig = `it goes in a config block, as in Nomad: plugin "${name}" { config { … } }`;
+      const b = new BlockReader(body, where, ['config'], {
+        allow_privileged: inConfig,
+        allow_caps: inConfig,
+        auth: inConfig,
+        volumes: inConfig,
+        allowed_host_paths: inConfig,
+        pull_activity_timeout: inConfig,
+        gc: inConfig,
+      });
+      images.push([name, readImageDriverPlugin(b, name)]);
+      continue;
+    }
     if (name === 'raw_exec') {
       // Nomad's shape: the driver's settings sit in a config block.
       const b = new BlockReader(body, r.where.block(`plugin "${name}"`), ['config'], {
@@ -516,13 +521,19 @@ function readDriverPlugins(r: BlockReader, rawExecDefault: boolean): { exec: Exe
       rawExec.enabled = c?.bool('enabled', false) ?? false;
       continue;
     }
-    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec")');
+    if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec", "docker", "podman")');
     readExecPlugin(
       new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged', 'allowed_users']),
       exec,
     );
   }
-  return { exec, rawExec };
+  const [first, second] = images;
+  if (first && second && !sameImageDriverConfig(first[1], second[1]))
+    r.fail(
+      `plugin "${second[0]}"`,
+      `says otherwise than plugin "${first[0]}": csiplug runs both drivers alike, with one set of settings; make the two config blocks the same, or keep only one`,
+    );
+  return { exec, rawExec, ...(first ? { docker: first[1] } : {}) };
 }
 
 /** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, into `config`. */

@@ -5,6 +5,9 @@ export * from './agent-config';
 export * from './api-access';
 export { detectFormat, type DocumentFormat } from './document';
 export * from './interpolate';
+export * from './interpolation-check';
+export * from './node-attributes';
+export * from './node-config';
 export * from './jobspec';
 export * from './modes';
 export * from './size';
@@ -14,3 +17,13 @@ export * from './job-diff';
 export * from './job-history';
 export * from './job-plan';
 export * from './replacement-order';
+export { DEFAULT_TEMPLATE, type TemplateDocument } from './template-spec';
+export {
+  GO_TEMPLATE_LIMITS,
+  GoTemplateError,
+  parseGoTemplate,
+  type GoTemplate,
+  type GoTemplateOptions,
+  type RenderContext,
+  type TemplateValue,
+} from './go-template';

@@ -5,12 +5,18 @@
 // Rules, kept small on purpose:
 // - `${NAME}` is replaced by the variable's value; NAME is everything up to
 //   the next `}`, trimmed. Values are inserted as they are, never re-scanned.
-// - An unknown `${NAME}` stays in the text untouched (as in Nomad), so a
-//   shell in the task can still expand it.
+// - interpolate(): an unknown `${NAME}` stays in the text untouched (as
+//   Nomad's own replace does). A task's fields go through interpolateTask
+//   and interpolateStrict instead, where an unknown name is an error naming
+//   the field and the name: a jobspec's names are checked at validate
+//   (interpolation-check.ts), so what is left is a value this node lacks (a
+//   `${meta.<key>}` its agent has no meta for). Never passed on literally.
 // - `$${` is an escape for a literal `${` (HCL's escape; hcl2json keeps it
 //   as written, so HCL and JSON jobspecs behave alike).
 // - Nothing else is special: no `%{…}` directives, no functions.
+import { ValidationError } from '@csiplug/core';
 import type { TaskSpec } from './model';
+import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
 
 /** The variables the agent defines for every task (and what it puts in the task's environment). */
 export const TASK_VARS = Object.freeze({
@@ -40,7 +46,15 @@ export const TASK_VARS = Object.freeze({
  */
 export const NOMAD_TASK_VARS = Object.freeze({
   allocId: 'NOMAD_ALLOC_ID',
+  /** The alloc id's first 8 characters. */
+  shortAllocId: 'NOMAD_SHORT_ALLOC_ID',
+  /** `<job>.<group>[<index>]`. */
+  allocName: 'NOMAD_ALLOC_NAME',
   allocIndex: 'NOMAD_ALLOC_INDEX',
+  /** Always "default": csiplug has no namespaces. */
+  namespace: 'NOMAD_NAMESPACE',
+  region: 'NOMAD_REGION',
+  datacenter: 'NOMAD_DC',
   jobId: 'NOMAD_JOB_ID',
   jobName: 'NOMAD_JOB_NAME',
   groupName: 'NOMAD_GROUP_NAME',
@@ -69,6 +83,8 @@ export interface TaskVarsInput {
   nomadDirs?: { local: string; alloc: string; secrets: string };
   /** Group volume name → the path the task uses for it. */
   volumes?: Readonly<Record<string, string>>;
+  /** The node's datacenter and region (NOMAD_DC, NOMAD_REGION); absent: Nomad's defaults, dc1 and global. */
+  node?: { datacenter: string; region: string };
   /** More variables (e.g. CSI_ENDPOINT from a hook, CSIPLUG_HOSTPATH_CLI); they win over the above. */
   extra?: Readonly<Record<string, string>>;
 }
@@ -87,7 +103,12 @@ export function taskVariables(input: TaskVarsInput): Record<string, string> {
   if (input.pluginDataDir !== undefined) vars[TASK_VARS.pluginDataDir] = input.pluginDataDir;
   Object.assign(vars, {
     [NOMAD_TASK_VARS.allocId]: input.allocId,
+    [NOMAD_TASK_VARS.shortAllocId]: input.allocId.slice(0, 8),
+    [NOMAD_TASK_VARS.allocName]: `${input.jobId}.${input.groupName}[${input.allocIndex}]`,
     [NOMAD_TASK_VARS.allocIndex]: String(input.allocIndex),
+    [NOMAD_TASK_VARS.namespace]: 'default',
+    [NOMAD_TASK_VARS.region]: input.node?.region ?? DEFAULT_REGION,
+    [NOMAD_TASK_VARS.datacenter]: input.node?.datacenter ?? DEFAULT_DATACENTER,
     [NOMAD_TASK_VARS.jobId]: input.jobId,
     [NOMAD_TASK_VARS.jobName]: input.jobId,
     [NOMAD_TASK_VARS.groupName]: input.groupName,
@@ -113,9 +134,44 @@ export function interpolate(text: string, vars: Readonly<Record<string, string>>
   });
 }
 
+/** A `${NAME}` with no value where it is used: the field, the name, and what to do. */
+export class InterpolationError extends ValidationError {
+  constructor(
+    readonly where: string,
+    readonly variable: string,
+  ) {
+    super(`${where}: \${${variable}} ${missingWhy(variable)}`, where);
+    this.name = 'InterpolationError';
+  }
+}
+
+/** Why a name has no value, and what to do. */
+function missingWhy(variable: string): string {
+  if (variable.startsWith('meta.'))
+    return `has no value on this node: add ${variable.slice('meta.'.length)} to the agent's client { meta }, or change the job`;
+  if (variable === 'attr.unique.network.ip-address')
+    return "has no value on this node: it has no default route; name the interface in the agent's client { network_interface }";
+  if (variable.startsWith('attr.') || variable.startsWith('node.'))
+    return 'has no value on this node: its fingerprint could not tell it on this machine';
+  return `has no value here (csiplug does not set it for this task on this node); write $\${${variable}} for a literal \${${variable}}, or $${variable} to let a shell read it from the environment`;
+}
+
+/** As interpolate, but an unknown `${NAME}` throws an InterpolationError naming `where` (the field) and the name. */
+export function interpolateStrict(text: string, vars: Readonly<Record<string, string>>, where: string): string {
+  return text.replace(PATTERN, (_match: string, name: string | undefined) => {
+    if (name === undefined) return '${';
+    const key = name.trim();
+    if (!Object.prototype.hasOwnProperty.call(vars, key)) throw new InterpolationError(where, key);
+    return vars[key]!;
+  });
+}
+
 export interface InterpolatedTask {
   command: string;
   args: string[];
+  /** An image task's `entrypoint` and `work_dir`, interpolated as command and args are (absent: the task has none). */
+  entrypoint?: string[];
+  workDir?: string;
   /** The task's own env block, interpolated (not merged with `vars`). */
   env: Record<string, string>;
 }
@@ -123,9 +179,25 @@ export interface InterpolatedTask {
 /**
  * Interpolates a task's env block against `vars`, then its command and args
  * against `vars` plus that env (so `args = ["${PORT}"]` can use `env { PORT = … }`).
+ * `nodeValues` (nodeValues() of node-attributes.ts: `attr.…`, `node.…`,
+ * `meta.…`) are for interpolation only, never part of an environment. A name
+ * with no value throws an InterpolationError naming the field.
  */
-export function interpolateTask(task: Pick<TaskSpec, 'config' | 'env'>, vars: Readonly<Record<string, string>>): InterpolatedTask {
-  const env = Object.fromEntries(Object.entries(task.env).map(([k, v]) => [k, interpolate(v, vars)]));
-  const all = { ...vars, ...env };
-  return { command: interpolate(task.config.command, all), args: task.config.args.map((a) => interpolate(a, all)), env };
+export function interpolateTask(
+  task: Pick<TaskSpec, 'config' | 'env' | 'image'>,
+  vars: Readonly<Record<string, string>>,
+  nodeValues: Readonly<Record<string, string>> = {},
+): InterpolatedTask {
+  const base = { ...vars, ...nodeValues };
+  const env = Object.fromEntries(Object.entries(task.env).map(([k, v]) => [k, interpolateStrict(v, base, `env.${k}`)]));
+  const all = { ...base, ...env };
+  return {
+    command: interpolateStrict(task.config.command, all, 'config.command'),
+    args: task.config.args.map((a, i) => interpolateStrict(a, all, `config.args[${i}]`)),
+    env,
+    ...(task.image?.entrypoint
+      ? { entrypoint: task.image.entrypoint.map((a, i) => interpolateStrict(a, all, `config.entrypoint[${i}]`)) }
+      : {}),
+    ...(task.image?.workDir !== undefined ? { workDir: interpolateStrict(task.image.workDir, all, 'config.work_dir') } : {}),
+  };
 }

@@ -5,7 +5,7 @@
 //
 // What forces a destructive (create/destroy) update, after Nomad's
 // tasksUpdated: a task added or removed, or any field of a task — driver,
-// config (command, args), env, csi_plugin, volume_mount — and any change to
+// config (command, args), env, csi_plugin, volume_mount, template — and any change to
 // the group's volumes. Unlike Nomad, a task's restart, kill_signal and
 // kill_timeout are destructive too: Nomad's client hands the new job to the
 // running task runner, ours reads them when the runner is made, so only a

@@ -572,8 +572,8 @@ describe('validateJob', () => {
   });
 
   it.each<[string, Record<string, unknown>, string]>([
-    ['no driver', { driver: undefined }, `${TASK}: driver is required (exec or raw_exec)`],
-    ['driver fortran', { driver: 'fortran' }, `${TASK}: driver must be one of exec, raw_exec (got "fortran")`],
+    ['no driver', { driver: undefined }, `${TASK}: driver is required (exec, raw_exec, docker or podman)`],
+    ['driver fortran', { driver: 'fortran' }, `${TASK}: driver must be one of exec, raw_exec, docker, podman (got "fortran")`],
     ['no config', { config: undefined }, `${TASK}: config is required: config { command = "…" }`],
     ['no command', { config: { args: ['x'] } }, `${TASK}: config.command is required`],
     ['an empty command', { config: { command: '' } }, `${TASK}: config.command is required`],
@@ -590,13 +590,13 @@ describe('validateJob', () => {
     [
       'an unknown task field',
       { group: 'x' },
-      `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs)`,
+      `${TASK}: group is not a known field (known: driver, config, env, user, csi_plugin, volume_mount, restart, kill_signal, kill_timeout, resources, logs, template)`,
     ],
     ['a user that is no user name', { user: 'a b' }, `${TASK}: user "a b" is not a user name (like "nobody" or "www-data") or uid`],
     [
       'a user for a host process',
       { driver: 'raw_exec', user: 'nobody' },
-      `${TASK}: user is for driver = "exec" (an isolated task); a raw_exec task runs as the agent's own user`,
+      `${TASK}: user is for driver = "exec", "docker" or "podman" (an isolated task); a raw_exec task runs as the agent's own user`,
     ],
     ['an unknown resources field', { resources: { disk: 100 } }, `${TASK}: resources.disk is not a known field (known: cpu, memory)`],
     [
@@ -668,17 +668,17 @@ describe('validateJob', () => {
     [
       'propagation_mode for a raw_exec task',
       { driver: 'raw_exec', volume_mount: [{ volume: 'data', destination: 'd', propagation_mode: 'host-to-task' }] },
-      `${TASK}: volume_mount.propagation_mode is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself`,
+      `${TASK}: volume_mount.propagation_mode is for driver = "exec", "docker" or "podman" (a bind mount into an isolated task); a raw_exec task sees the host path itself`,
     ],
     [
       'cap_add for a raw_exec task',
       { driver: 'raw_exec', config: { command: 'x', cap_add: ['net_admin'] } },
-      `${TASK}: config.cap_add is for driver = "exec" (an isolated task); a raw_exec task runs with the agent's own privileges`,
+      `${TASK}: config.cap_add is for driver = "exec", "docker" or "podman" (an isolated task); a raw_exec task runs with the agent's own privileges`,
     ],
     [
       'network_mode for a raw_exec task',
       { driver: 'raw_exec', config: { command: 'x', network_mode: 'host' } },
-      `${TASK}: config.network_mode is for driver = "exec" (an isolated task); a raw_exec task always uses the host's network`,
+      `${TASK}: config.network_mode is for driver = "exec", "docker" or "podman" (an isolated task); a raw_exec task always uses the host's network`,
     ],
     [
       'an unknown network_mode',
@@ -894,7 +894,7 @@ describe('every problem in one pass', () => {
       `web.hcl: ${GROUP}: count must be at least 1 (got 0)`,
       `web.hcl: ${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`,
       `web.hcl: ${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`,
-      `web.hcl: ${TASK}: env "B-1" is not a name an isolated (exec) task can be given: letters, digits and _, not starting with a digit`,
+      `web.hcl: ${TASK}: env "B-1" is not a name an isolated (exec, docker or podman) task can be given: letters, digits and _, not starting with a digit`,
       `web.hcl: ${TASK}: env.A must be a string (got 1); quote it`,
       `web.hcl: ${TASK}: volume_mount.destination "../up" may not contain ".."`,
       `web.hcl: ${TASK}: kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")`,
@@ -946,9 +946,9 @@ describe('every problem in one pass', () => {
     );
     // Driver-only checks wait for a driver: none is guessed.
     expect(
-      errorOf(() => validateJob(job({ task: { driver: 'docker', config: { command: 'x', cap_add: ['net_admin'] }, env: { 'A-B': 'x' } } })))
+      errorOf(() => validateJob(job({ task: { driver: 'java', config: { command: 'x', cap_add: ['net_admin'] }, env: { 'A-B': 'x' } } })))
         .message,
-    ).toMatch(/^[^\n]*driver "docker" is not supported[^\n]*$/);
+    ).toMatch(/^[^\n]*driver "java" is not supported[^\n]*$/);
   });
 
   it('lists every bad item of a list or map, not just the first', () => {
@@ -1023,29 +1023,19 @@ describe('every problem in one pass', () => {
     ],
     ['group consul', { group: { consul: {} } }, `${GROUP}: consul is not supported: csiplug has no Consul integration; remove it`],
     [
-      'driver docker',
-      { task: { driver: 'docker' } },
-      `${TASK}: driver "docker" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`,
+      'driver java',
+      { task: { driver: 'java' } },
+      `${TASK}: driver "java" is not supported: csiplug runs driver = "exec" (a process isolated on runc), "raw_exec" (a host process), and "docker" or "podman" (an OCI image on runc)`,
     ],
     [
-      'driver podman',
-      { task: { driver: 'podman' } },
-      `${TASK}: driver "podman" is not supported: csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }`,
-    ],
-    [
-      'an image',
+      'an image for an exec task',
       { task: { config: { command: 'x', image: 'nginx' } } },
-      `${TASK}: config.image is not supported: csiplug runs commands, not images: use config { command = "…" args = […] }`,
+      `${TASK}: config.image is not supported: images run with driver = "docker" (or "podman"); an exec or raw_exec task runs config { command = "…" args = […] } from this node`,
     ],
     [
       'artifact',
       { task: { artifact: { source: 'https://x' } } },
       `${TASK}: artifact is not supported: csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; remove it`,
-    ],
-    [
-      'template',
-      { task: { template: { data: 'x', destination: 'local/x' } } },
-      `${TASK}: template is not supported: csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; remove it`,
     ],
     [
       'a task service',

@@ -14,9 +14,12 @@ import {
 import * as os from 'os';
 import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from './model';
+import { type ImageTaskConfigDocument, imageTaskConfigToDocument, isImageDriver, readImageTaskConfig } from './docker-task-config';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
 import { BlockReader, type Body, Problems, Where, detectFormat, isBody, loadDocument, singleBody, withPrefix } from './document';
 import { inSourceOrder } from './hcl-source-order';
+import { checkTaskInterpolation } from './interpolation-check';
+import { readTemplates, templateToDocument, type TemplateDocument } from './template-spec';
 
 export { ValidationProblems } from './document';
 
@@ -72,8 +75,9 @@ export interface CsiPluginDocument {
 }
 
 export interface TaskDocument {
-  driver: 'exec' | 'raw_exec';
-  config: { command: string; args?: string[] };
+  driver: 'exec' | 'raw_exec' | 'docker' | 'podman';
+  /** exec and raw_exec: a command; docker and podman: an image (docker-task-config.ts). */
+  config: { command: string; args?: string[] } | ImageTaskConfigDocument;
   env?: Record<string, string>;
   csi_plugin?: CsiPluginDocument;
   volume_mount?: VolumeMountDocument[] | VolumeMountDocument;
@@ -82,6 +86,7 @@ export interface TaskDocument {
   kill_timeout?: DurationValue;
   user?: string;
   logs?: { max_files?: number; max_file_size?: number };
+  template?: TemplateDocument[];
 }
 
 export interface UpdateDocument {
@@ -179,14 +184,16 @@ export function jobToDocument(job: JobSpec): JobDocument {
   });
   const task = (t: TaskSpec): TaskDocument => ({
     // A record from before isolation (no `isolated`) ran as a host process: that is raw_exec now.
-    driver: t.isolated ? 'exec' : 'raw_exec',
-    config: {
-      command: t.config.command,
-      args: [...t.config.args],
-      ...(t.config.capAdd ? { cap_add: [...t.config.capAdd] } : {}),
-      ...(t.config.capDrop ? { cap_drop: [...t.config.capDrop] } : {}),
-      ...(t.config.networkMode ? { network_mode: t.config.networkMode } : {}),
-    },
+    driver: isImageDriver(t.driver) ? t.driver : t.isolated ? 'exec' : 'raw_exec',
+    config: isImageDriver(t.driver)
+      ? imageTaskConfigToDocument(t)
+      : {
+          command: t.config.command,
+          args: [...t.config.args],
+          ...(t.config.capAdd ? { cap_add: [...t.config.capAdd] } : {}),
+          ...(t.config.capDrop ? { cap_drop: [...t.config.capDrop] } : {}),
+          ...(t.config.networkMode ? { network_mode: t.config.networkMode } : {}),
+        },
     env: { ...t.env },
     ...(t.csiPlugin ? { csi_plugin: plugin(t.csiPlugin) } : {}),
     volume_mount: t.volumeMounts.map((m) => ({
@@ -208,6 +215,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
           },
         }
       : {}),
+    ...(t.templates?.length ? { template: t.templates.map(templateToDocument) } : {}),
   });
   const update = (u: UpdateStrategy): UpdateDocument => ({
     max_parallel: u.maxParallel,
@@ -287,7 +295,6 @@ const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
 
 const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
   artifact: `csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; ${REMOVE}`,
-  template: `csiplug renders no templates: write the file before running the job (or let the command write it) and pass values in env; ${REMOVE}`,
   service: NO_SERVICE,
   constraint: PLACEMENT,
   affinity: PLACEMENT,
@@ -297,19 +304,23 @@ const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
   meta: NO_META,
 };
 
-const RUNS_COMMANDS =
-  'csiplug runs commands, not images: use driver = "exec" (a process isolated on runc) or "raw_exec" (a host process) with config { command = "…" args = […] }';
+const DRIVERS_HERE =
+  'csiplug runs driver = "exec" (a process isolated on runc), "raw_exec" (a host process), and "docker" or "podman" (an OCI image on runc)';
 
+/** An exec or raw_exec task's config: a command. */
 const CONFIG_UNSUPPORTED: Readonly<Record<string, string>> = {
-  image: 'csiplug runs commands, not images: use config { command = "…" args = […] }',
-  entrypoint: 'use command (and args)',
+  image:
+    'images run with driver = "docker" (or "podman"); an exec or raw_exec task runs config { command = "…" args = […] } from this node',
+  entrypoint: 'an entrypoint is for an image (driver = "docker" or "podman"); here use command (and args)',
+  privileged:
+    'an exec task with a csi_plugin block already runs privileged where the agent\'s plugin "exec" { allow_privileged } allows it (privileged = true is how the docker driver says so); remove it',
   ports: NO_NETWORK,
   port_map: NO_NETWORK,
   volumes: `mount a CSI volume with the group's volume block and the task's volume_mount; ${REMOVE}`,
 };
 
-/** Nomad's drivers that run images or other runtimes; any other unknown driver gets the plain list. */
-const NOMAD_DRIVERS = new Set(['docker', 'podman', 'containerd-driver', 'nspawn', 'java', 'qemu', 'exec2', 'lxc', 'rkt']);
+/** Nomad's drivers csiplug does not have; any other unknown driver gets the plain list. */
+const NOMAD_DRIVERS = new Set(['containerd-driver', 'nspawn', 'java', 'qemu', 'exec2', 'lxc', 'rkt']);
 
 /** Job types: csiplug's jobs are Nomad's service jobs; what it says instead of the others. */
 const JOB_TYPES: Readonly<Record<string, string>> = {
@@ -478,21 +489,22 @@ const TASK_FIELDS = [
   'kill_timeout',
   'resources',
   'logs',
+  'template',
 ];
 const SIGNALS = new Set(Object.keys(os.constants.signals));
 
 /** The task's driver; undefined when it is missing or not one csiplug has (reported), so that no check that depends on it is made. */
 function readDriver(r: BlockReader): TaskSpec['driver'] | undefined {
   if (!r.has('driver')) {
-    r.report('driver', 'is required (exec or raw_exec)');
+    r.report('driver', 'is required (exec, raw_exec, docker or podman)');
     return undefined;
   }
   const driver = r.raw('driver');
   if (typeof driver === 'string' && NOMAD_DRIVERS.has(driver)) {
-    r.report('driver', `"${driver}" is not supported: ${RUNS_COMMANDS}`);
+    r.report('driver', `"${driver}" is not supported: ${DRIVERS_HERE}`);
     return undefined;
   }
-  const read = r.oneOf('driver', ['exec', 'raw_exec'] as const);
+  const read = r.oneOf('driver', ['exec', 'raw_exec', 'docker', 'podman'] as const);
   return r.failed('driver') ? undefined : read;
 }
 
@@ -513,19 +525,26 @@ function readTask(
 
   const driver = readDriver(r);
   // Checks that depend on the driver are made only when it is known: with none, "exec only" would be a guess.
-  const isolated = driver === 'exec';
+  const imageTask = isImageDriver(driver) ? readImageTaskConfig(r, driver) : undefined;
+  const isolated = driver === 'exec' || imageTask !== undefined;
   const hostProcess = driver === 'raw_exec';
 
-  if (!r.has('config')) r.report('config', 'is required: config { command = "…" }');
-  const c = r.block('config', ['command', 'args', 'cap_add', 'cap_drop', 'network_mode'], CONFIG_UNSUPPORTED);
-  const config: TaskSpec['config'] = { command: c?.requiredString('command') ?? '', args: c?.stringList('args') ?? [] };
+  if (!imageTask && !r.has('config')) r.report('config', 'is required: config { command = "…" }');
+  const c = imageTask ? undefined : r.block('config', ['command', 'args', 'cap_add', 'cap_drop', 'network_mode'], CONFIG_UNSUPPORTED);
+  const config: TaskSpec['config'] = imageTask?.config ?? {
+    command: c?.requiredString('command') ?? '',
+    args: c?.stringList('args') ?? [],
+  };
   for (const [key, field] of [
     ['cap_add', 'capAdd'],
     ['cap_drop', 'capDrop'],
   ] as const) {
     if (!c?.has(key)) continue;
     if (hostProcess) {
-      c.report(key, 'is for driver = "exec" (an isolated task); a raw_exec task runs with the agent\'s own privileges');
+      c.report(
+        key,
+        'is for driver = "exec", "docker" or "podman" (an isolated task); a raw_exec task runs with the agent\'s own privileges',
+      );
       continue;
     }
     config[field] = c.stringList(key).flatMap((cap, i) => {
@@ -539,7 +558,11 @@ function readTask(
   }
 
   if (c?.has('network_mode')) {
-    if (hostProcess) c.report('network_mode', 'is for driver = "exec" (an isolated task); a raw_exec task always uses the host\'s network');
+    if (hostProcess)
+      c.report(
+        'network_mode',
+        'is for driver = "exec", "docker" or "podman" (an isolated task); a raw_exec task always uses the host\'s network',
+      );
     else config.networkMode = c.oneOf('network_mode', ['host', 'none'] as const);
   }
 
@@ -547,7 +570,7 @@ function readTask(
   // An isolated task starts under a shell init, which passes on only names a shell takes.
   if (isolated) {
     const bad = Object.keys(env).filter((k) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(k));
-    const what = 'an isolated (exec) task can be given: letters, digits and _, not starting with a digit';
+    const what = 'an isolated (exec, docker or podman) task can be given: letters, digits and _, not starting with a digit';
     if (bad.length === 1) r.report('env', `"${bad[0]}" is not a name ${what}`);
     if (bad.length > 1) r.report('env', `${bad.map((k) => `"${k}"`).join(', ')} are not names ${what}`);
   }
@@ -586,7 +609,8 @@ function readTask(
   let user: string | undefined;
   if (r.has('user')) {
     user = r.string('user', '');
-    if (hostProcess) r.report('user', 'is for driver = "exec" (an isolated task); a raw_exec task runs as the agent\'s own user');
+    if (hostProcess)
+      r.report('user', 'is for driver = "exec", "docker" or "podman" (an isolated task); a raw_exec task runs as the agent\'s own user');
     else if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/.test(user))
       r.report('user', `"${user}" is not a user name (like "nobody" or "www-data") or uid`);
   }
@@ -614,11 +638,20 @@ function readTask(
       }
     : undefined;
 
+  // Every ${…} name has a value when the task starts (interpolation-check.ts): none is passed on literally.
+  for (const p of checkTaskInterpolation(
+    { config, env, volumeMounts, isolated, ...(csiPlugin ? { csiPlugin } : {}), ...(imageTask ? { image: imageTask.image } : {}) },
+    [...volumeNames],
+  ))
+    where.report(p.field, p.message, r.at(p.key));
+  const templates = readTemplates(r, where, driver);
+
   return {
     name,
     driver: driver ?? 'exec',
     isolated,
     config,
+    ...(imageTask ? { image: imageTask.image } : {}),
     env,
     ...(csiPlugin ? { csiPlugin } : {}),
     volumeMounts,
@@ -628,6 +661,7 @@ function readTask(
     ...(resources ? { resources } : {}),
     killTimeout,
     ...(logs ? { logs } : {}),
+    ...(templates.length ? { templates } : {}),
   };
 }
 
@@ -656,7 +690,10 @@ function readVolumeMount(
     ? m.oneOf('propagation_mode', ['private', 'host-to-task', 'bidirectional'] as const)
     : undefined;
   if (propagation !== undefined && driver === 'raw_exec')
-    m.report('propagation_mode', 'is for driver = "exec" (a bind mount into an isolated task); a raw_exec task sees the host path itself');
+    m.report(
+      'propagation_mode',
+      'is for driver = "exec", "docker" or "podman" (a bind mount into an isolated task); a raw_exec task sees the host path itself',
+    );
   if (propagation === 'bidirectional' && readOnly)
     m.report('propagation_mode', '"bidirectional" needs a writable mount; the volume is read-only here');
   return { volume: volumeName, destination, readOnly, ...(propagation !== undefined ? { propagation } : {}) };

@@ -54,6 +54,40 @@ export interface TaskSpec {
   logs?: TaskLogLimits;
   /** Nomad's resources block: cpu (MHz, as cgroup cpu shares) and memory (MiB, a hard limit); enforced for an isolated (exec) task only. */
   resources?: { cpu?: number; memoryMB?: number };
+  /** Nomad's template blocks: files rendered into the task's dirs before it starts (absent: none). */
+  templates?: TaskTemplate[];
+}
+
+/**
+ * One `template` block, with Nomad's names and defaults: rendered (the
+ * Go-template subset of go-template.ts) before the task starts, and again
+ * on a SIGHUP of the agent, when change_mode says what a changed file does.
+ */
+export interface TaskTemplate {
+  /** `data`: the template itself (exactly one of data and source). `${…}` of the task's variables is replaced in it first. */
+  data?: string;
+  /** `source`: a file on this node holding the template, absolute or relative to the task dir; read at each render. */
+  source?: string;
+  /** `destination`: where the file is written, relative to the task dir (`local/…`, `secrets/…`, `alloc/…` the alloc's shared dir). Never `..`. */
+  destination: string;
+  /** `perms`: the file's mode, octal as written ("0644", Nomad's default). */
+  perms: string;
+  /** `uid`/`gid`: the file's owner (absent: an isolated task's user, as its dirs; else the agent's). */
+  uid?: number;
+  gid?: number;
+  /** `env`: the rendered file is KEY=VALUE lines added to the task's environment (over its env block, as Nomad). */
+  env: boolean;
+  /** `change_mode`: what a re-render that changed the file does to the running task. */
+  changeMode: 'restart' | 'signal' | 'noop';
+  /** `change_signal`: sent with change_mode "signal" (upper case, like SIGHUP). */
+  changeSignal?: NodeJS.Signals;
+  /** `left_delimiter`/`right_delimiter` (Nomad's defaults "{{" and "}}"). */
+  leftDelimiter: string;
+  rightDelimiter: string;
+  /** `splay` in ms: the most a change waits (a random part of it) before its change_mode applies (Nomad's default 5 s). */
+  splay: number;
+  /** `error_on_missing_key`: kept as Nomad's; csiplug's templates read no maps by key, so nothing is ever missing. */
+  errorOnMissingKey: boolean;
 }
 
 /**

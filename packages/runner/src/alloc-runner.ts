@@ -42,7 +42,9 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { TaskDriver } from '@csiplug/driver';
 import type { Alloc, AllocClientStatus, GroupSpec, TaskState } from '@csiplug/jobspec';
-import type { ExecDriverConfig } from '@csiplug/jobspec';
+import type { ExecDriverConfig, ImageDriverConfig, NodeAttributes } from '@csiplug/jobspec';
+import type { TaskImagesService } from '@csiplug/images';
+import { imageDirOf } from './task-image';
 import type { AllocRecord, AllocStore, SavedTask } from './alloc-store';
 import { TASK_EVENT, TaskRunner } from './task-runner';
 import { TaskSetup } from './task-setup';
@@ -92,6 +94,12 @@ export interface AllocRunnerDeps {
   leaving?(): boolean;
   /** Extra variables every task sees (e.g. CSIPLUG_HOSTPATH_CLI). */
   variables: Record<string, string>;
+  /** This node for interpolation (`${attr.…}`, `${node.…}`, `${meta.…}`, NOMAD_DC/REGION): the agent's fingerprint. */
+  node?: NodeAttributes;
+  /** The agent's image service: the roots of image tasks (driver docker/podman). */
+  images?: TaskImagesService;
+  /** plugin "docker" { config { … } }: what image tasks may have (DEFAULT_IMAGE_DRIVER when absent). */
+  docker?: ImageDriverConfig;
   onTaskEvent(alloc: Alloc, task: string, event: TaskEvent): void;
   onStatusChange(alloc: Alloc): void;
 }
@@ -201,6 +209,7 @@ export class AllocRunner {
             variables: {},
             onEvent: (name, event) => deps.onTaskEvent(this.alloc, name, event),
             onStateChange: () => this.recompute(),
+            ...(deps.images ? { images: deps.images } : {}),
           },
           savedTasks && (Object.hasOwn(savedTasks, task.name) ? savedTasks[task.name] : {}),
         ),
@@ -301,6 +310,15 @@ export class AllocRunner {
     };
   }
 
+  /**
+   * The agent reloaded its config (SIGHUP): each running task's templates are
+   * rendered again, and a file that changed gets its change_mode. Resolves
+   * when every task's is done; never rejects.
+   */
+  async reloadTemplates(): Promise<void> {
+    await Promise.all([...this.tasks.values()].map((t) => t.templates?.reload() ?? Promise.resolve()));
+  }
+
   /** The agent's config changed (a reload): each running task it would now refuse says so. */
   recheckRefusals(): void {
     for (const t of this.tasks.values()) t.recheckRefusal();
@@ -386,6 +404,27 @@ export class AllocRunner {
   /** Each task's dirs, variables and what it sees, from the volumes the prerun mounted (task-setup.ts). */
   private prepareTasks(): void {
     new TaskSetup(this.alloc, this.group, this.allocDir, this.volumes, this.deps, this.log).prepare(this.tasks);
+    // A restored image task may run on a root an earlier agent made: its image is in use (image GC leaves it).
+    for (const task of this.group.tasks)
+      if (task.image && this.deps.images)
+        this.deps.images
+          .adopt(imageDirOf(this.taskDir(task.name)))
+          .catch((err) => this.log.warn("could not read an image task's root record", { task: task.name, error: err }));
+  }
+
+  /**
+   * Unmounts and removes the roots of the alloc's image tasks (their
+   * writable layers): when the alloc goes for good (purged or collected),
+   * never while a task runs on one. The images stay for image GC.
+   */
+  async releaseTaskImages(): Promise<void> {
+    if (!this.deps.images || [...this.tasks.values()].some((t) => !t.isDead)) return;
+    for (const task of this.group.tasks) {
+      if (!task.image) continue;
+      await this.deps.images
+        .release(imageDirOf(this.taskDir(task.name)))
+        .catch((err) => this.log.warn("could not release an image task's root; its alloc dir is kept", { task: task.name, error: err }));
+    }
   }
 
   private recompute(): void {

@@ -87,6 +87,32 @@ describe('TaskRunner', () => {
     expect(state.getTaskState<{ state: string }>('a1', 'web')?.state).toBe('dead');
   });
 
+  it("resolves the node's values in config and env, and keeps them out of the task's environment", async () => {
+    const r = runner(
+      spec({
+        config: { command: '/bin/${APP}', args: ['--node', '${node.unique.name}', '--arch=${attr.cpu.arch}'] },
+        env: { APP: 'server', RACK: '${meta.rack}' },
+      }),
+    );
+    r.setVariables({ CSIPLUG_ALLOC_ID: 'a1' }, { 'node.unique.name': 'n7', 'attr.cpu.arch': 'arm64', 'meta.rack': 'r2' });
+    const done = r.run('start');
+    await clock.advance(0);
+    expect(driver.started[0]).toMatchObject({ command: '/bin/server', args: ['--node', 'n7', '--arch=arm64'] });
+    expect(driver.started[0]!.env).toEqual({ CSIPLUG_ALLOC_ID: 'a1', APP: 'server', RACK: 'r2' });
+    await r.stop();
+    await done;
+  });
+
+  it('a name with no value on this node (a meta key its agent lacks) fails the task at start, naming it; never started, not restarted', async () => {
+    const r = runner(spec({ env: { APP: 'server', RACK: '${meta.rack}' } }));
+    await r.run('start');
+    expect(driver.started).toHaveLength(0);
+    expect(r.state).toMatchObject({ state: 'dead', failed: true });
+    expect(events.find((e) => e.type === 'Setup Failure')?.message).toBe(
+      "env.RACK: ${meta.rack} has no value on this node: add rack to the agent's client { meta }, or change the job",
+    );
+  });
+
   it('restarts by policy after the delay, then fails once attempts are used up', async () => {
     const r = runner();
     const done = r.run('start');
@@ -308,7 +334,7 @@ describe('TaskRunner', () => {
       taskStates: writer,
       clock,
       logger,
-      variables: {},
+      variables: { CSIPLUG_ALLOC_ID: 'a1' },
       onEvent: (_t, e) => events.push(e),
       onStateChange: () => undefined,
     });

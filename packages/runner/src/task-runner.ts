@@ -19,6 +19,12 @@
 // and applied once the runner waits on the process again, never to a saved
 // handle it has not yet re-attached to, and dropped when a new process starts.
 //
+// Templates (task-templates.ts) are rendered before each start, after the
+// prestart hooks; a failure is the start's (a Setup Failure, then the
+// restart policy). On a reload of the agent's config the alloc runner asks
+// `templates.reload()`, which re-renders and applies change_mode through the
+// means given here (an uncounted restart, a signal through the driver).
+//
 // What cannot be saved (a full disk) is logged, never thrown at the task: the
 // handle and state are written again on the next change or by a retry timer
 // (backoff up to 30 s; a dead task has no next change), and a handle that
@@ -49,8 +55,11 @@ import {
 import type { TaskSpec, TaskState } from '@csiplug/jobspec';
 import type { AllocStore, SavedTask } from './alloc-store';
 import { TaskSaves } from './task-saves';
+import { TaskImageSetupError, prepareImageStart } from './task-image';
+import type { TaskImagesService } from '@csiplug/images';
 import type { TaskStateWriter } from './task-state-writer';
-import { interpolateTask } from '@csiplug/jobspec';
+import { interpolateTask, type InterpolatedTask } from '@csiplug/jobspec';
+import { TaskTemplates, TemplateRenderError, templateTarget } from './task-templates';
 
 export const TASK_EVENT = {
   received: 'Received',
@@ -88,6 +97,10 @@ export interface TaskRunnerDeps {
   onEvent(task: string, event: TaskEvent): void;
   /** Told whenever the task's state changes (the alloc recomputes its status). */
   onStateChange(): void;
+  /** The agent's image service: an image task's root (driver docker/podman). Without it an image task fails to start. */
+  images?: TaskImagesService;
+  /** Where in its splay a template change applies, in [0, 1) (default Math.random). */
+  random?: () => number;
 }
 
 /** This agent refuses the task's configuration (a capability, or the host's network, it may not have): no restart would help. */
@@ -112,6 +125,8 @@ export class TaskRunner {
   /** The handle stop() sent the kill signal to, if it could. */
   private stopSentTo: TaskHandle | undefined;
   private variables: Record<string, string>;
+  /** The node's `attr.…`, `node.…` and `meta.…` values: for interpolation only, never in the task's env. */
+  private nodeValues: Record<string, string> = {};
   private isolation: IsolationConfig | undefined;
   /**
    * Why the agent will not start this isolated task as it is asked (a
@@ -122,6 +137,13 @@ export class TaskRunner {
   private readonly log: Logger;
   /** Where the task's handle and state are saved, and saved again after a failure (task-saves.ts). */
   private readonly saves: TaskSaves;
+  /**
+   * The task's template blocks (undefined: it has none). `templates.reload()`
+   * renders them again on a reload of the agent's config and applies their
+   * change_mode to the task, if it runs.
+   */
+  readonly templates: { reload(): Promise<void> } | undefined;
+  private readonly templateFiles: TaskTemplates | undefined;
 
   constructor(
     private readonly alloc: AllocInfo,
@@ -147,6 +169,30 @@ export class TaskRunner {
       deps,
       this.log,
     );
+    const files = task.templates?.length ? new TaskTemplates(task.templates, this.log) : undefined;
+    this.templateFiles = files;
+    this.templates = files && {
+      reload: () => {
+        if (this.state.state !== 'running' || this.stopping || this.detached) return Promise.resolve();
+        return files.reload(
+          {
+            restart: (reason) => this.restart(reason),
+            signal: async (signal) => {
+              if (!this.handle || !this.deps.driver.signalTask) throw new Error(`the ${this.deps.driver.name} driver cannot signal a task`);
+              await this.deps.driver.signalTask(this.handle, signal);
+            },
+            event: (e) => this.event(e),
+            sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
+            random: deps.random ?? Math.random,
+          },
+          // A task re-attached after an agent restart was not started by this runner: its env is made again (without its hooks').
+          () => ({
+            env: { ...this.variables, ...interpolateTask(this.task, this.variables).env },
+            target: templateTarget(taskDir, this.isolation),
+          }),
+        );
+      },
+    };
   }
 
   get name(): string {
@@ -154,8 +200,9 @@ export class TaskRunner {
   }
 
   /** The variables of the next start, once the alloc knows them (volume paths come from its setup). */
-  setVariables(variables: Record<string, string>): void {
+  setVariables(variables: Record<string, string>, nodeValues: Record<string, string> = {}): void {
     this.variables = { ...variables };
+    this.nodeValues = { ...nodeValues };
   }
 
   /** What an isolated task sees besides what its hooks mount (its root, dirs, volumes), once the alloc knows it; undefined for a host process. */
@@ -380,8 +427,8 @@ export class TaskRunner {
           }
           if (!handle) {
             localStartFaults = 0;
-            // A refusal has its Setup Failure event already; the driver was never asked.
-            if (!(err instanceof TaskRefusedError))
+            // A refusal, an image or a template has its Setup Failure event already; the driver was never asked.
+            if (!(err instanceof TaskRefusedError) && !(err instanceof TaskImageSetupError) && !(err instanceof TemplateRenderError))
               this.event({ type: TASK_EVENT.driverFailure, message: errorMessage(err), failed: true });
             // A refused configuration fails at once: restarts would only repeat the refusal.
             const decision =
@@ -551,19 +598,76 @@ export class TaskRunner {
     }
     if (this.stopping || this.detached) return undefined;
     const vars = { ...this.variables, ...hookEnv };
-    const resolved = interpolateTask(this.task, vars);
-    const env = { ...vars, ...resolved.env };
+    let resolved: InterpolatedTask;
+    try {
+      resolved = interpolateTask(this.task, vars, this.nodeValues);
+    } catch (err) {
+      // A name with no value here (a meta key this node lacks): refused, never passed on as written.
+      this.event({ type: TASK_EVENT.setupFailure, message: errorMessage(err), failed: true });
+      throw new TaskRefusedError(`task "${this.task.name}": ${errorMessage(err)}`);
+    }
+    let env = { ...vars, ...resolved.env };
+    if (this.templateFiles) {
+      let templateEnv: Record<string, string>;
+      try {
+        templateEnv = this.templateFiles.renderForStart(env, templateTarget(this.taskDir, this.isolation));
+      } catch (err) {
+        this.event({ type: TASK_EVENT.setupFailure, message: `Template failed: ${errorMessage(err)}`, failed: true });
+        throw err;
+      }
+      // An env template's variables win over the task's env block (as Nomad's), and its command and args see them.
+      if (Object.keys(templateEnv).length) {
+        env = { ...env, ...templateEnv };
+        resolved = {
+          ...interpolateTask(
+            { config: this.task.config, env: {}, ...(this.task.image ? { image: this.task.image } : {}) },
+            env,
+            this.nodeValues,
+          ),
+          env: resolved.env,
+        };
+      }
+    }
+    let launch: { command: string; args: string[]; env: Record<string, string>; isolation: IsolationConfig | undefined } = {
+      command: resolved.command,
+      args: resolved.args,
+      env,
+      isolation: this.isolation ? { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } : undefined,
+    };
+    // An image task runs on its image's root, with the process the image and the task give (task-image.ts).
+    if (this.task.image && launch.isolation) {
+      const say = (e: Omit<TaskEvent, 'time'>) => this.event(e);
+      launch = await prepareImageStart({
+        ...launch,
+        isolation: launch.isolation,
+        // The image's entrypoint and work_dir as interpolated, like command and args.
+        task: {
+          ...this.task,
+          image: {
+            ...this.task.image,
+            ...(resolved.entrypoint ? { entrypoint: resolved.entrypoint } : {}),
+            ...(resolved.workDir !== undefined ? { workDir: resolved.workDir } : {}),
+          },
+        },
+        taskDir: this.taskDir,
+        images: this.deps.images,
+        say,
+        // A stop ends a pull under way (the pull is shared: it stops only when no other task waits on it).
+        signal: this.stopController.signal,
+      });
+      if (this.stopping || this.detached) return undefined;
+    }
     // A new process runs on what the alloc has now: a restart asked for the old one is moot.
     this.pendingRestart = undefined;
     const handle = await this.deps.driver.start({
       allocId: this.alloc.id,
       taskName: this.task.name,
       taskDir: this.taskDir,
-      command: resolved.command,
-      args: resolved.args,
-      env,
+      command: launch.command,
+      args: launch.args,
+      env: launch.env,
       ...(this.task.logs ? { logs: this.task.logs } : {}),
-      ...(this.isolation ? { isolation: { ...this.isolation, mounts: [...(this.isolation.mounts ?? []), ...hookMounts] } } : {}),
+      ...(launch.isolation ? { isolation: launch.isolation } : {}),
     });
     this.handle = handle;
     this.saves.saveHandle(handle);
@@ -605,7 +709,8 @@ export class TaskRunner {
       this.isolation.privileged ? 'privileged' : undefined,
       this.isolation.network === 'host' ? "the host's network" : 'own network (loopback only)',
     ].filter(Boolean);
-    return `task started isolated by the exec driver (runc, pid ${pid}${limits.length ? `; ${limits.join(', ')}` : ''})`;
+    const driver = this.task.image ? `${this.task.driver} driver (image ${this.task.image.ref}, runc` : 'exec driver (runc';
+    return `task started isolated by the ${driver}, pid ${pid}${limits.length ? `; ${limits.join(', ')}` : ''})`;
   }
 
   private poststart(ctx: TaskHookContext): void {

@@ -1,16 +1,19 @@
 // TaskSetup: an alloc's tasks made ready to start once its prerun has
 // mounted the volumes — each task's dirs (0700, owned by an isolated task's
-// user), its Nomad variables, a host-process task's links to its
+// user), its Nomad variables and the node's values, its volume_mount
+// destinations resolved (task-paths.ts), a host-process task's links to its
 // volume_mounts, and what an isolated task sees (chroot, binds, capabilities,
 // user) with what this agent refuses of it. AllocRunner makes one per run.
 import { errorMessage, type Logger } from '@csiplug/core';
 import { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR, type IsolationConfig, type TaskMount } from '@csiplug/driver';
 import type { MountedVolume } from '@csiplug/hooks';
-import type { Alloc, ExecDriverConfig, GroupSpec, TaskSpec } from '@csiplug/jobspec';
-import { taskVariables } from '@csiplug/jobspec';
+import type { Alloc, ExecDriverConfig, GroupSpec, ImageDriverConfig, NodeAttributes, TaskSpec, TaskVarsInput } from '@csiplug/jobspec';
+import { DEFAULT_IMAGE_DRIVER, nodeValues, taskVariables } from '@csiplug/jobspec';
+import { imageMountsOf, imagePrivileged, imagePrivilegeRefusal, resolveImageMountPaths } from './image-policy';
 import * as fs from 'fs';
 import * as path from 'path';
 import { rawExecRefusal } from './raw-exec-policy';
+import { resolveTaskPath } from './task-paths';
 import type { TaskRunner } from './task-runner';
 import { DEFAULT_TASK_USER, resolveTaskUser, userRefusal, type ResolvedTaskUser } from './task-user';
 
@@ -19,9 +22,13 @@ export interface TaskSetupDeps {
   dataDir: string;
   nodeId: string;
   exec: ExecDriverConfig;
+  /** plugin "docker" { config { … } }: what image tasks may have; DEFAULT_IMAGE_DRIVER when absent. */
+  docker?: ImageDriverConfig;
   hostNetwork: () => boolean;
   rawExec: () => boolean;
   variables: Record<string, string>;
+  /** This node for `${attr.…}`, `${node.…}`, `${meta.…}` and NOMAD_DC/NOMAD_REGION (node-fingerprint.ts); absent: none of those resolve. */
+  node?: NodeAttributes;
 }
 
 export class TaskSetup {
@@ -43,7 +50,8 @@ export class TaskSetup {
   prepare(runners: ReadonlyMap<string, TaskRunner>): void {
     const volumePaths: Record<string, string> = {};
     for (const [name, v] of Object.entries(this.volumes)) volumePaths[name] = v.hostPath;
-    const users = new Map(this.group.tasks.filter((t) => t.isolated).map((t) => [t.name, this.taskUserOf(t)] as const));
+    // An image task's user is the image's (its /etc/passwd, read at start: task-image.ts), never looked up on the host.
+    const users = new Map(this.group.tasks.filter((t) => t.isolated && !t.image).map((t) => [t.name, this.taskUserOf(t)] as const));
     // The alloc's shared dir belongs to its isolated tasks' user; tasks of several users share it with the sticky bit (its host path is behind 0700 dirs).
     const owners = new Set([...users.values()].flatMap((u) => ('user' in u ? [`${u.user.uid}:${u.user.gid}`] : [])));
     const sharedOwner = owners.size === 1 ? [...users.values()].flatMap((u) => ('user' in u ? [u.user] : []))[0] : undefined;
@@ -52,30 +60,61 @@ export class TaskSetup {
       fs.mkdirSync(runner.taskDir, { recursive: true, mode: 0o700 });
       const pluginDataDir = task.csiPlugin ? this.pluginDataDir(task.csiPlugin.id) : undefined;
       // An isolated task sees its dirs and volumes where they are mounted into it; a host process sees the host's paths.
-      const isolation = task.isolated
-        ? this.isolationOf(task, runner.taskDir, pluginDataDir, users.get(task.name)!, owners.size > 1 ? 'shared' : sharedOwner)
-        : undefined;
-      if (!isolation) this.linkVolumeMounts(task.name, runner.taskDir);
-      runner.setIsolation(isolation?.config, isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec));
-      const nomadDirs = isolation
+      const nomadDirs = task.isolated
         ? { local: TASK_LOCAL_DIR, alloc: TASK_ALLOC_DIR, secrets: TASK_SECRETS_DIR }
         : this.hostTaskDirs(runner.taskDir);
-      runner.setVariables(
-        taskVariables({
-          allocId: this.alloc.id,
-          allocIndex: this.alloc.index,
-          jobId: this.alloc.jobId,
-          groupName: this.alloc.group,
-          taskName: task.name,
-          taskDir: isolation ? TASK_LOCAL_DIR : runner.taskDir,
-          nodeId: this.deps.nodeId,
-          ...(nomadDirs ? { nomadDirs } : {}),
-          ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
-          volumes: isolation ? isolation.volumePaths : volumePaths,
-          extra: this.deps.variables,
-        }),
-      );
+      const input: TaskVarsInput = {
+        allocId: this.alloc.id,
+        allocIndex: this.alloc.index,
+        jobId: this.alloc.jobId,
+        groupName: this.alloc.group,
+        taskName: task.name,
+        taskDir: task.isolated ? TASK_LOCAL_DIR : runner.taskDir,
+        nodeId: this.deps.nodeId,
+        ...(nomadDirs ? { nomadDirs } : {}),
+        ...(pluginDataDir !== undefined ? { pluginDataDir } : {}),
+        ...(this.deps.node ? { node: this.deps.node } : {}),
+        extra: this.deps.variables,
+      };
+      const node = this.deps.node ? nodeValues(this.deps.node) : {};
+      // Destinations are resolved before any bind or link is made: none is ever made at a path with "${" in it.
+      const pathVars = { ...taskVariables(input), ...node };
+      const destinations = this.destinationsOf(task, runner.taskDir, pathVars);
+      const isolation = task.isolated
+        ? this.isolationOf(
+            task,
+            runner.taskDir,
+            pluginDataDir,
+            users.get(task.name) ?? IMAGE_USER,
+            owners.size > 1 ? 'shared' : sharedOwner,
+            destinations.paths,
+            pathVars,
+          )
+        : undefined;
+      if (!isolation) this.linkVolumeMounts(task, destinations.paths);
+      const refusal = isolation?.refusal ?? rawExecRefusal(false, this.deps.rawExec);
+      runner.setIsolation(isolation?.config, () => destinations.error ?? refusal());
+      runner.setVariables(taskVariables({ ...input, volumes: isolation ? isolation.volumePaths : volumePaths }), node);
     }
+  }
+
+  /** Each volume_mount's destination resolved (undefined: refused, and `error` says why; the task is refused when it starts). */
+  private destinationsOf(
+    task: TaskSpec,
+    taskDir: string,
+    vars: Readonly<Record<string, string>>,
+  ): { paths: (string | undefined)[]; error?: string } {
+    const view = task.isolated
+      ? { isolated: true as const }
+      : { isolated: false as const, taskDir, sharedDir: path.join(this.allocDir, 'alloc') };
+    const errors: string[] = [];
+    const paths = task.volumeMounts.map((m, i) => {
+      const field = task.volumeMounts.length > 1 ? `volume_mount[${i}].destination` : 'volume_mount.destination';
+      const resolved = resolveTaskPath(m.destination, field, vars, view);
+      if ('error' in resolved) errors.push(resolved.error);
+      return 'path' in resolved ? resolved.path : undefined;
+    });
+    return errors.length ? { paths, error: errors.join('; ') } : { paths };
   }
 
   /** A host-process task's Nomad dirs (<task dir>/local, <alloc dir>/alloc, <task dir>/secrets 0700), made now. */
@@ -118,6 +157,8 @@ export class TaskSetup {
     pluginDataDir: string | undefined,
     taskUser: { user: ResolvedTaskUser } | { error: string },
     sharedOwner: ResolvedTaskUser | 'shared' | undefined,
+    destinations: readonly (string | undefined)[],
+    pathVars: Readonly<Record<string, string>>,
   ): { config: IsolationConfig; volumePaths: Record<string, string>; refusal: () => string | undefined } {
     const exec = this.deps.exec;
     const local = path.join(taskDir, 'local');
@@ -133,24 +174,37 @@ export class TaskSetup {
       else if (sharedOwner) ownDir(shared, sharedOwner, 0o700);
     }
     // Refused when the task next starts, not now: a restore never stops a live task for a setting changed since it started.
-    const notAllowed = (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
+    const notAllowed = task.image ? [] : (task.config.capAdd ?? []).filter((c) => !exec.allowCaps.includes(c));
     const network = task.config.networkMode ?? 'none';
+    const docker = this.deps.docker ?? DEFAULT_IMAGE_DRIVER;
+    // Mount paths are resolved (strictly: a name with no value is a refusal) before the policy looks at them.
+    const resolvedMounts = task.image ? resolveImageMountPaths(task.image.mounts, pathVars) : undefined;
+    const image = resolvedMounts
+      ? 'error' in resolvedMounts
+        ? { mounts: [], refusal: resolvedMounts.error }
+        : imageMountsOf(resolvedMounts.mounts, taskDir, docker, (p) => fs.realpathSync(p))
+      : undefined;
+    const imageRefusal = task.image ? (image!.refusal ?? imagePrivilegeRefusal(task, docker)) : undefined;
     const refusal = () =>
       'error' in taskUser
         ? taskUser.error
-        : // A CSI plugin runs as root by default: naming root changes nothing.
-          (userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec) ??
-          (notAllowed.length
-            ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
-            : network === 'host' && !this.deps.hostNetwork()
-              ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
-              : undefined));
+        : imageRefusal !== undefined
+          ? imageRefusal
+          : // A CSI plugin runs as root by default: naming root changes nothing.
+            ((taskUser === IMAGE_USER
+              ? undefined
+              : userRefusal(task.csiPlugin && taskUser.user.uid === 0 ? undefined : task.user, taskUser.user, this.deps.exec)) ??
+            (notAllowed.length
+              ? `cap_add asks for ${notAllowed.join(', ')}, which this agent does not allow (plugin "exec" { allow_caps }: ${exec.allowCaps.join(', ')})`
+              : network === 'host' && !this.deps.hostNetwork()
+                ? 'network_mode = "host" would let the task reach this agent\'s API, which asks for no token and starts processes as root: set acl { token } in the agent config, or use network_mode = "none"'
+                : undefined));
     const mounts: TaskMount[] = [];
     const volumePaths: Record<string, string> = {};
-    for (const m of task.volumeMounts) {
+    for (const [i, m] of task.volumeMounts.entries()) {
       const volume = this.volumes[m.volume];
-      if (!volume) continue;
-      const destination = path.posix.join('/', m.destination);
+      const destination = destinations[i];
+      if (!volume || destination === undefined) continue;
       mounts.push({
         source: volume.hostPath,
         destination,
@@ -161,9 +215,13 @@ export class TaskSetup {
       volumePaths[m.volume] ??= destination;
     }
     if (pluginDataDir !== undefined) mounts.push({ source: pluginDataDir, destination: pluginDataDir });
+    if (image) mounts.push(...image.mounts);
     return {
       config: {
-        chroot: exec.chrootEnv,
+        // An image task's root is its image (given at start, task-image.ts), with no chroot_env.
+        chroot: task.image ? {} : exec.chrootEnv,
+        ...(task.image?.pidHost ? { pidHost: true } : {}),
+        ...(task.image?.ipcHost ? { ipcHost: true } : {}),
         allocDir: shared,
         secretsDir: secrets,
         localDir: local,
@@ -180,8 +238,8 @@ export class TaskSetup {
             }
           : {}),
         // Only a CSI plugin is ever privileged, and only when the agent allows it (nomad#9258).
-        ...(task.csiPlugin && exec.allowPrivileged ? { privileged: true } : {}),
-        ...('user' in taskUser
+        ...((task.image ? imagePrivileged(task, docker) : task.csiPlugin && exec.allowPrivileged) ? { privileged: true } : {}),
+        ...('user' in taskUser && taskUser !== IMAGE_USER
           ? {
               user: {
                 uid: taskUser.user.uid,
@@ -206,13 +264,12 @@ export class TaskSetup {
     }
   }
 
-  /** A task's volume_mount: a link at <task dir>/<destination> to the published host path. */
-  private linkVolumeMounts(taskName: string, taskDir: string): void {
-    const task = this.group.tasks.find((t) => t.name === taskName)!;
-    for (const mount of task.volumeMounts) {
+  /** A host-process task's volume_mounts: a link at each resolved destination (under its task dir or the alloc's shared dir) to the published host path. */
+  private linkVolumeMounts(task: TaskSpec, destinations: readonly (string | undefined)[]): void {
+    for (const [i, mount] of task.volumeMounts.entries()) {
       const volume = this.volumes[mount.volume];
-      if (!volume) continue;
-      const link = path.join(taskDir, mount.destination.replace(/^\/+/, ''));
+      const link = destinations[i];
+      if (!volume || link === undefined) continue;
       fs.mkdirSync(path.dirname(link), { recursive: true });
       try {
         if (fs.readlinkSync(link) === volume.hostPath) continue;
@@ -224,6 +281,9 @@ export class TaskSetup {
     }
   }
 }
+
+/** An image task's user until its image gives one at start: root owns its dirs meanwhile, and no host user is looked up or refused. */
+const IMAGE_USER: { user: ResolvedTaskUser } = Object.freeze({ user: Object.freeze({ uid: 0, gid: 0, name: 'root' }) });
 
 /** Gives `dir` (made by the agent, never a link: lstat-checked) to `owner` with `mode`. */
 function ownDir(dir: string, owner: { uid: number; gid: number }, mode: number): void {

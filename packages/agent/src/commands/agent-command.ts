@@ -4,7 +4,8 @@
 // -reconcile-orphans cleans up at start what the state does not know
 // (orphans.ts); without it the agent only warns about each. SIGHUP reads the
 // config file again and applies its reloadable parts (log level, ACL token,
-// timeouts), logging what changed; it never stops the agent.
+// timeouts), logging what changed, and renders the running tasks' templates
+// again; it never stops the agent.
 import { DefaultTimeoutPolicy, ILogger, ITimeoutPolicy, PinoLogger, errorMessage, type Logger } from '@csiplug/core';
 import * as fs from 'fs';
 import { Agent } from '../agent';
@@ -111,7 +112,8 @@ const RELOADABLE = ['logLevel', 'acl', 'timeouts'] as const;
  * isolated tasks may have the host's network), the timeouts — then logs what
  * changed and what needs a restart. A file that cannot be read or checked,
  * or a token the bind address cannot go without, changes nothing. Never
- * throws. Resolves with the config now in force.
+ * throws. Resolves with the config now in force. Every SIGHUP also renders
+ * the running tasks' templates again (TaskRunner.templates), in the background.
  */
 export async function reloadAgentConfig(
   options: AgentCommandOptions,
@@ -124,6 +126,9 @@ export async function reloadAgentConfig(
   const root = agent.container.resolve<Logger>(ILogger);
   const policy = agent.container.resolve(ITimeoutPolicy);
   const log = root.child({ component: 'agent' });
+  // Templates are rendered again on every SIGHUP, config file or not (a source file may have changed); a failure is the task's event.
+  if (!stopping())
+    void agent.reloadTemplates().catch((err: unknown) => log.error('SIGHUP: re-rendering templates failed', { error: errorMessage(err) }));
   if (!options.configFile) {
     log.warn('SIGHUP: the agent has no config file to read again (it started with -dev); nothing changed');
     return current;

@@ -10,6 +10,8 @@ export * from './capabilities';
 export * from './cluster-options';
 export * from './csi-plugin-config';
 export * from './etcd-endpoint';
+export * from './image-digest';
+export * from './image-reference';
 export * from './restart-policy';
 export * from './stale-mount-policy';
 export * from './task-event';

@@ -33,6 +33,16 @@ describe('FakeDriver', () => {
     expect(driver.isRunning(second)).toBe(true);
   });
 
+  it('records a signal sent to a running task, which keeps running; a task that is not running cannot be signalled', async () => {
+    const driver = new FakeDriver();
+    const handle = await driver.start(config());
+    await driver.signalTask(handle, 'SIGHUP');
+    expect(driver.signals).toEqual(['100 SIGHUP']);
+    expect(driver.isRunning(handle)).toBe(true);
+    driver.exit(100, 0);
+    await expect(driver.signalTask(handle, 'SIGHUP')).rejects.toThrow(/not running/);
+  });
+
   it('fails the next calls with the injected errors, one per call, then works again', async () => {
     const driver = new FakeDriver();
     driver.startFailures.push(emfile());

@@ -40,6 +40,8 @@ export class FakeDriver implements TaskDriver {
   readonly started: DriverTaskConfig[] = [];
   /** Every stop() call, as `<pid> <signal>`. */
   readonly stops: string[] = [];
+  /** Every signalTask() call, as `<pid> <signal>`. */
+  readonly signals: string[] = [];
   /** How many times wait() and adopt() were called. */
   waits = 0;
   adopts = 0;
@@ -130,6 +132,12 @@ export class FakeDriver implements TaskDriver {
     if (!task) return unknownExit(handle);
     if (!task.exit && this.stopExits) this.end(task, { exitCode: null, signal, finishedAt: 0 });
     return this.exitOf(task);
+  }
+
+  async signalTask(handle: TaskHandle, signal: NodeJS.Signals): Promise<void> {
+    this.assertOpen('signalTask');
+    if (!this.isRunning(handle)) throw new Error(`FakeDriver.signalTask: task pid ${handle.pid} is not running`);
+    this.signals.push(`${handle.pid} ${signal}`);
   }
 
   isRunning(handle: TaskHandle): boolean {

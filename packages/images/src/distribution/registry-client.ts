@@ -1,9 +1,10 @@
 // A client for the OCI distribution API, the pull half: fetch a manifest
 // (by tag or digest, verified) and stream a blob to a consumer. It answers
 // the registry's 401 challenges (Bearer token flow with `token` or
-// `access_token`, or Basic), keeps tokens per repository until they expire,
+// `access_token`, or Basic), keeps tokens per repository and credentials until they expire,
 // follows blob redirects (dropping credentials off-origin), maps statuses to
 // the package's errors and retries what may pass.
+import { createHash } from 'node:crypto';
 import { type Clock, type Disposable } from '@csiplug/core';
 import { digestOf, parseDigest } from '../digest';
 import { DigestMismatchError, ImageNotFoundError, RegistryAuthError, RegistryProtocolError, RegistryUnreachableError } from '../errors';
@@ -122,7 +123,7 @@ export class RegistryClient implements Disposable {
   ): Promise<HttpResponse> {
     const http = this.options.http;
     const origin = http.url(ref.registry, registryApiHost(ref.registry), path);
-    const scopeKey = `${ref.registry}/${ref.repository}`;
+    const scopeKey = this.authKey(ref, ctx);
     let url = origin;
     let triedFreshAuth = false;
     for (let redirects = 0; ;) {
@@ -168,6 +169,23 @@ export class RegistryClient implements Disposable {
     }
   }
 
+  /**
+   * A cached token or Basic header answers for the credentials that got it,
+   * never for a pull with other ones: a task with a wrong password must get
+   * the registry's 401, not another task's token for the same repository.
+   */
+  private authKey(ref: RegistryReference, ctx: PullContext): string {
+    let identity: string;
+    try {
+      const creds = resolveCredentials(ref.registry, ctx.auth, this.options.dockerConfigPath);
+      identity = creds ? createHash('sha256').update(`${creds.source}\0${creds.username}\0${creds.password}`).digest('hex') : 'anonymous';
+    } catch {
+      // A docker config this client cannot read: authenticate() says why when the registry asks.
+      identity = 'unresolved';
+    }
+    return `${ref.registry}/${ref.repository} ${identity}`;
+  }
+
   private cachedAuth(key: string): CachedAuth | undefined {
     const hit = this.authCache.get(key);
     if (hit && hit.expiresAt > this.options.clock.now()) return hit;
@@ -179,7 +197,7 @@ export class RegistryClient implements Disposable {
     const challenges = parseWwwAuthenticate(headerValue(res.headers['www-authenticate']) ?? '');
     const creds = resolveCredentials(ref.registry, ctx.auth, this.options.dockerConfigPath);
     const source = creds?.source ?? 'none (anonymous)';
-    const key = `${ref.registry}/${ref.repository}`;
+    const key = this.authKey(ref, ctx);
     const bearer = challenges.find((c) => c.scheme === 'bearer' && c.params.realm);
     if (bearer) {
       const token = await this.fetchToken(ref, bearer, creds, ctx, what);

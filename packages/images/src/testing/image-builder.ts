@@ -7,7 +7,7 @@
 // `npm run image:hostpath`) gives staged directories (buildImageLayout).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { run } from './run';
@@ -18,6 +18,8 @@ const REF_NAME = 'org.opencontainers.image.ref.name';
 export interface TestImageLayer {
   /** Path inside the image (relative, e.g. "etc/app.conf") → content. */
   readonly files: Readonly<Record<string, string | Uint8Array>>;
+  /** Modes of some of the files (e.g. 0o755 for a program); 0644 otherwise. */
+  readonly modes?: Readonly<Record<string, number>>;
 }
 
 /** A staged directory inserted at / as one layer, owners, modes, times and symlinks as they are. */
@@ -74,7 +76,8 @@ export async function buildTestImage(layoutDir: string, tag: string, spec: TestI
         if (path.startsWith('/') || path.split('/').includes('..'))
           throw new Error(`test image file path ${path} must be relative and inside the image`);
         await mkdir(dirname(join(root, path)), { recursive: true });
-        await writeFile(join(root, path), content);
+        await writeFile(join(root, path), content, { mode: layer.modes?.[path] ?? 0o644 });
+        if (layer.modes?.[path] !== undefined) await chmod(join(root, path), layer.modes[path]!);
       }
       layers.push({ dir: root, createdBy: `test layer ${i}` });
     }

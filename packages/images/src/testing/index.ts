@@ -7,3 +7,4 @@ export * from './tar-writer';
 export * from './image-builder';
 export * from './host-files';
 export * from './registry-server';
+export * from './host-binaries';
