@@ -59,25 +59,14 @@ describe('examples', () => {
     });
   });
 
-  // Until the docker reader (branch i27-docker-spec) is merged, the parser refuses this job, and for
-  // nothing but the docker subset; once merged, it parses, and the second half holds. Then drop the first.
   it('hostpath-plugin-image.nomad.hcl', async () => {
-    const parsed = await parseJobspec(read('hostpath-plugin-image.nomad.hcl'), 'hostpath-plugin-image.nomad.hcl').catch(
-      (err: Error) => err,
-    );
-    if (parsed instanceof Error) {
-      const problems = parsed.message.split('\n').map((line) => line.replace(/^.*task "plugin": /, ''));
-      expect(problems.map((p) => p.replace(/[:(].*$/, '').trim())).toEqual([
-        'driver "docker" is not supported',
-        'config.image is not supported',
-        'config.privileged is not a known field',
-        'config.command is required',
-      ]);
-      return;
-    }
+    const parsed = await parseJobspec(read('hostpath-plugin-image.nomad.hcl'), 'hostpath-plugin-image.nomad.hcl');
     const task = parsed.groups[0]!.tasks[0]!;
     expect(parsed.id).toBe('hostpath-plugin-image');
     expect(task.driver).toBe('docker');
+    expect(task.isolated).toBe(true);
+    // No command: the image's entrypoint runs, with these args.
+    expect(task.config.command).toBe('');
     expect(task.image).toMatchObject({ ref: 'registry.example.com:5000/csiplug/hostpath-plugin:0.1.0', privileged: true });
     expect(task.csiPlugin).toMatchObject({ id: 'hostpath', type: 'monolith', mountDir: '/csi', healthTimeout: 30_000 });
     expect(task.config.args).toEqual([
