@@ -167,6 +167,11 @@ async function checkOut(out: string): Promise<void> {
   });
   if (names.length > 0 && !names.includes('oci-layout'))
     throw new ImageBuildError(`${out} exists and is not an OCI layout (no oci-layout file); give --out an empty or new directory`);
+  // umoci init makes the layout's directory itself and refuses one that exists, even empty.
+  if (names.length === 0)
+    await fs.rmdir(out).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw new ImageBuildError(`cannot use the empty directory ${out}: ${err.message}`, { cause: err });
+    });
 }
 
 export async function buildHostpathImage(options: HostpathImageOptions): Promise<BuiltImage> {

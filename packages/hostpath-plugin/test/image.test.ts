@@ -105,6 +105,8 @@ it('is two layers, node with its libraries then the plugin, and the same inputs 
   expect(image.tags).toEqual([VERSION, 'latest']);
   expect(image.entrypoint).toEqual([process.execPath, '/opt/csiplug/node_modules/@csiplug/hostpath-plugin/bin/csiplug-hostpath.js']);
   expect(image.layers).toHaveLength(2);
+  // An empty directory is a fine --out (umoci init refuses one that exists: the build makes it anew).
+  fs.mkdirSync(path.join(work, 'layout-again'));
   const again = await buildHostpathImage({
     out: path.join(work, 'layout-again'),
     repoRoot: await findRepoRoot(__dirname),
