@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { clampTimes } from './host-files';
 import { run } from './run';
 
 const UMOCI = '/usr/bin/umoci';
@@ -79,6 +80,8 @@ export async function buildTestImage(layoutDir: string, tag: string, spec: TestI
         await writeFile(join(root, path), content, { mode: layer.modes?.[path] ?? 0o644 });
         if (layer.modes?.[path] !== undefined) await chmod(join(root, path), layer.modes[path]!);
       }
+      // Content, not the moment it was written, makes the layer: two images given one layer share it (same digest).
+      await clampTimes(root, spec.created !== undefined ? Math.floor(Date.parse(spec.created) / 1000) : 0);
       layers.push({ dir: root, createdBy: `test layer ${i}` });
     }
     return await buildImageLayout(layoutDir, tag, layers, spec);
