@@ -28,7 +28,7 @@ export default tseslint.config(
     ignores: ['**/node_modules/**', '**/dist/**', '**/coverage/**', 'packages/csi/src/generated/**', '**/*.js', '**/*.cjs', '**/*.mjs'],
   },
   {
-    files: ['packages/*/src/**/*.ts', 'packages/*/test/**/*.ts', 'tools/*/test/**/*.ts'],
+    files: ['packages/*/src/**/*.ts', 'packages/*/test/**/*.ts', 'packages/*/image/**/*.ts', 'tools/*/test/**/*.ts'],
     languageOptions: {
       parser: tseslint.parser,
       parserOptions: {

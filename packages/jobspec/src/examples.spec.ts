@@ -59,6 +59,28 @@ describe('examples', () => {
     });
   });
 
+  it('hostpath-plugin-image.nomad.hcl', async () => {
+    const parsed = await parseJobspec(read('hostpath-plugin-image.nomad.hcl'), 'hostpath-plugin-image.nomad.hcl');
+    const task = parsed.groups[0]!.tasks[0]!;
+    expect(parsed.id).toBe('hostpath-plugin-image');
+    expect(task.driver).toBe('docker');
+    expect(task.isolated).toBe(true);
+    // No command: the image's entrypoint runs, with these args.
+    expect(task.config.command).toBe('');
+    expect(task.image).toMatchObject({ ref: 'registry.example.com:5000/csiplug/hostpath-plugin:0.1.0', privileged: true });
+    expect(task.csiPlugin).toMatchObject({ id: 'hostpath', type: 'monolith', mountDir: '/csi', healthTimeout: 30_000 });
+    expect(task.config.args).toEqual([
+      '--endpoint',
+      '${CSI_ENDPOINT}',
+      '--node-id',
+      '${CSIPLUG_NODE_ID}',
+      '--state-dir',
+      '${CSIPLUG_PLUGIN_DATA_DIR}/state',
+      '--mode',
+      'monolith',
+    ]);
+  });
+
   it('workload.nomad.hcl and workload.json parse to the same job', async () => {
     const hcl = await parseJobspec(read('workload.nomad.hcl'), 'workload.nomad.hcl');
     const json = await parseJobspec(read('workload.json'), 'workload.json');
@@ -79,6 +101,13 @@ describe('examples', () => {
         .readdirSync(EXAMPLES)
         .filter((f) => !f.endsWith('.md') && f !== 'embed-agent.js')
         .sort(),
-    ).toEqual(['agent.hcl', 'hostpath-plugin.nomad.hcl', 'volume.hcl', 'workload.json', 'workload.nomad.hcl']);
+    ).toEqual([
+      'agent.hcl',
+      'hostpath-plugin-image.nomad.hcl',
+      'hostpath-plugin.nomad.hcl',
+      'volume.hcl',
+      'workload.json',
+      'workload.nomad.hcl',
+    ]);
   });
 });

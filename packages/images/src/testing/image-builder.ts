@@ -1,13 +1,16 @@
-// Builds OCI image layouts for tests without Docker, with Debian's umoci:
+// Builds OCI image layouts without Docker, with Debian's umoci:
 // `umoci init --layout`, `umoci new`, one `umoci insert` per layer and
 // `umoci config` for Entrypoint/Cmd/Env/WorkingDir/User/Labels/platform. An
 // image index over several tags (a multi-platform image) is written beside
-// them by hand, as `docker buildx` would push one.
+// them by hand, as `docker buildx` would push one. Tests give layers as files
+// in memory (buildTestImage); a real image build (the hostpath plugin's,
+// `npm run image:hostpath`) gives staged directories (buildImageLayout).
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { clampTimes } from './host-files';
 import { run } from './run';
 
 const UMOCI = '/usr/bin/umoci';
@@ -20,8 +23,15 @@ export interface TestImageLayer {
   readonly modes?: Readonly<Record<string, number>>;
 }
 
-export interface TestImageSpec {
-  readonly layers: readonly TestImageLayer[];
+/** A staged directory inserted at / as one layer, owners, modes, times and symlinks as they are. */
+export interface ImageLayoutLayer {
+  readonly dir: string;
+  /** The layer's history entry (`created_by`). */
+  readonly createdBy: string;
+}
+
+/** The image config umoci writes. */
+export interface ImageLayoutConfig {
   readonly entrypoint?: readonly string[];
   readonly cmd?: readonly string[];
   readonly env?: readonly string[];
@@ -31,6 +41,16 @@ export interface TestImageSpec {
   /** GOARCH; umoci's default (the build machine's) when not given. */
   readonly architecture?: string;
   readonly os?: string;
+  /**
+   * RFC 3339 time for the config's `created` and every history entry; now
+   * when not given. A fixed one makes the config (and so the manifest)
+   * digest depend only on the content.
+   */
+  readonly created?: string;
+}
+
+export interface TestImageSpec extends ImageLayoutConfig {
+  readonly layers: readonly TestImageLayer[];
 }
 
 export interface TestImage {
@@ -47,14 +67,9 @@ interface LayoutIndex {
 
 /** Builds `tag` in the OCI layout `layoutDir` (created when missing) with the given layers and config. */
 export async function buildTestImage(layoutDir: string, tag: string, spec: TestImageSpec): Promise<TestImage> {
-  if (!existsSync(join(layoutDir, 'index.json'))) {
-    await mkdir(dirname(layoutDir), { recursive: true });
-    await run(UMOCI, ['init', '--layout', layoutDir]);
-  }
-  const image = `${layoutDir}:${tag}`;
-  await run(UMOCI, ['new', '--image', image]);
   const scratch = await mkdtemp(join(tmpdir(), 'images-layer-'));
   try {
+    const layers: ImageLayoutLayer[] = [];
     for (const [i, layer] of spec.layers.entries()) {
       const root = join(scratch, `layer-${i}`);
       await mkdir(root, { recursive: true });
@@ -65,22 +80,59 @@ export async function buildTestImage(layoutDir: string, tag: string, spec: TestI
         await writeFile(join(root, path), content, { mode: layer.modes?.[path] ?? 0o644 });
         if (layer.modes?.[path] !== undefined) await chmod(join(root, path), layer.modes[path]!);
       }
-      await run(UMOCI, ['insert', '--image', image, '--history.created_by', `test layer ${i}`, root, '/']);
+      // Content, not the moment it was written, makes the layer: two images given one layer share it (same digest).
+      await clampTimes(root, spec.created !== undefined ? Math.floor(Date.parse(spec.created) / 1000) : 0);
+      layers.push({ dir: root, createdBy: `test layer ${i}` });
     }
+    return await buildImageLayout(layoutDir, tag, layers, spec);
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
-  const args = ['config', '--image', image];
-  for (const e of spec.entrypoint ?? []) args.push('--config.entrypoint', e);
-  for (const c of spec.cmd ?? []) args.push('--config.cmd', c);
-  for (const e of spec.env ?? []) args.push('--config.env', e);
-  for (const [k, v] of Object.entries(spec.labels ?? {})) args.push('--config.label', `${k}=${v}`);
-  if (spec.workingDir !== undefined) args.push('--config.workingdir', spec.workingDir);
-  if (spec.user !== undefined) args.push('--config.user', spec.user);
-  if (spec.architecture !== undefined) args.push('--architecture', spec.architecture);
-  if (spec.os !== undefined) args.push('--os', spec.os);
+}
+
+/**
+ * Builds `tag` in the OCI layout `layoutDir` (created when missing; a tag
+ * already there is replaced) from staged directories, one layer each, in
+ * order, and the image config.
+ */
+export async function buildImageLayout(
+  layoutDir: string,
+  tag: string,
+  layers: readonly ImageLayoutLayer[],
+  config: ImageLayoutConfig,
+): Promise<TestImage> {
+  if (!existsSync(join(layoutDir, 'index.json'))) {
+    await mkdir(dirname(layoutDir), { recursive: true });
+    await run(UMOCI, ['init', '--layout', layoutDir]);
+  }
+  const image = `${layoutDir}:${tag}`;
+  const created = config.created !== undefined ? ['--history.created', config.created] : [];
+  await run(UMOCI, ['new', '--image', image]);
+  for (const layer of layers)
+    await run(UMOCI, ['insert', '--image', image, '--history.created_by', layer.createdBy, ...created, layer.dir, '/']);
+  const args = ['config', '--image', image, ...created];
+  if (config.created !== undefined) args.push('--created', config.created);
+  for (const e of config.entrypoint ?? []) args.push('--config.entrypoint', e);
+  for (const c of config.cmd ?? []) args.push('--config.cmd', c);
+  for (const e of config.env ?? []) args.push('--config.env', e);
+  for (const [k, v] of Object.entries(config.labels ?? {})) args.push('--config.label', `${k}=${v}`);
+  if (config.workingDir !== undefined) args.push('--config.workingdir', config.workingDir);
+  if (config.user !== undefined) args.push('--config.user', config.user);
+  if (config.architecture !== undefined) args.push('--architecture', config.architecture);
+  if (config.os !== undefined) args.push('--os', config.os);
   await run(UMOCI, args);
   return { layoutDir, tag, manifestDigest: (await findTag(layoutDir, tag)).digest };
+}
+
+/** Adds `newTag` for the image `tag` names in the layout (`umoci tag`). */
+export async function tagImageLayout(layoutDir: string, tag: string, newTag: string): Promise<TestImage> {
+  await run(UMOCI, ['tag', '--image', `${layoutDir}:${tag}`, newTag]);
+  return { layoutDir, tag: newTag, manifestDigest: (await findTag(layoutDir, newTag)).digest };
+}
+
+/** Removes the blobs no tag of the layout reaches any more (`umoci gc`), after a rebuild replaced a tag. */
+export async function collectLayoutGarbage(layoutDir: string): Promise<void> {
+  await run(UMOCI, ['gc', '--layout', layoutDir]);
 }
 
 /**
