@@ -75,11 +75,7 @@ describe('demandOf', () => {
       id: 'img',
       name: 'img',
       groups: [
-        group('g', 1, [
-          { ...task('d', true), driver: 'docker', image },
-          { ...task('p', true), driver: 'podman', image },
-          task('e', true),
-        ]),
+        group('g', 1, [{ ...task('d', true), driver: 'docker', image }, { ...task('p', true), driver: 'podman', image }, task('e', true)]),
       ],
     };
     expect(demandOf(job)[0]!.drivers).toEqual(['docker', 'exec', 'podman']);
