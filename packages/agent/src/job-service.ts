@@ -55,6 +55,8 @@ export class JobService {
   private hostNetworkAllowed: boolean;
   /** Aborted when the agent starts going away with its tasks left running (a node plugin's stop ends its wait for unmounts). */
   private readonly leaving = new AbortController();
+  /** Old stopped allocs being retired (their image roots released first): not forgotten twice. */
+  private readonly retiring = new Set<AllocRunner>();
 
   constructor(
     private readonly ctx: AgentContext,
@@ -196,13 +198,7 @@ export class JobService {
         }
         // A claim the volume reconciler holds a record of is released by it, in order; any other through the claimer.
         if (records.length === 0) await this.deps.claimSweep.releaseAllOf(r.alloc.id);
-        // An image task's root is released (unmounted, its writable layer removed; the image stays for image GC)
-        // before the record goes: an agent killed in between finds the record and releases the root itself.
-        if (hasImageTask(r)) await r.releaseTaskImages();
-        r.forgetSaves();
-        this.deps.allocStore.deleteAllocation(r.alloc.id);
-        ctx.allocs.remove(r);
-        this.removeAllocDir(r);
+        await this.retire(r);
       }
       // A purged job's restart counts go with it: its series would otherwise be scraped for as long as the agent runs.
       await this.deps.metrics.forgetSeries(TASK_RESTARTS_TOTAL, { job: id });
@@ -406,22 +402,36 @@ export class JobService {
     };
   }
 
-  /** A stopped alloc of an old job version that holds nothing (no task that may live, no volume record) goes for good: record, runner, alloc dir. */
+  /**
+   * A stopped alloc of an old job version that holds nothing (no task that
+   * may live, no volume record) goes for good, as a purged one does
+   * (retire); true when it is on its way.
+   */
   private forgetOldAlloc(r: AllocRunner): boolean {
     if (r.alloc.desiredStatus !== 'stop' || r.needsTeardown || this.ctx.reconciler.list(r.alloc.id).length > 0) return false;
-    try {
-      this.deps.allocStore.deleteAllocation(r.alloc.id);
-    } catch (err) {
-      this.ctx.logger.warn('could not remove the record of an old stopped alloc; a later run tries again', {
-        alloc_id: r.alloc.id,
-        error: err,
-      });
-      return false;
-    }
+    if (this.retiring.has(r)) return false;
+    this.retiring.add(r);
+    void this.retire(r)
+      .catch((err) =>
+        this.ctx.logger.warn('could not remove an old stopped alloc; a later run tries again', { alloc_id: r.alloc.id, error: err }),
+      )
+      .finally(() => this.retiring.delete(r));
+    return true;
+  }
+
+  /**
+   * An alloc that goes for good (purged, or stopped in an old version): its
+   * image tasks' roots released (unmounted, writable layers removed; the
+   * images stay for image GC), then its record, saves, runner and dir — the
+   * record last but the dir, so an agent killed in between finds the record
+   * and releases the roots itself. Throws when the record cannot be removed.
+   */
+  private async retire(r: AllocRunner): Promise<void> {
+    if (hasImageTask(r)) await r.releaseTaskImages();
+    this.deps.allocStore.deleteAllocation(r.alloc.id);
     r.forgetSaves();
     this.ctx.allocs.remove(r);
     this.removeAllocDir(r);
-    return true;
   }
 
   private runnerDeps(): AllocRunnerDeps {

@@ -49,6 +49,12 @@ describe('imageMountsOf: the binds judged as written', () => {
       );
   });
 
+  it('binds a name that starts with two dots (local/..data, as Kubernetes writes config dirs): only ".." itself climbs', () => {
+    expect(imageMountsOf([bind('local/..data', '/etc/app')], dirs, DEFAULT_IMAGE_DRIVER)).toMatchObject({
+      mounts: [{ source: '/a/task/local/..data', destination: '/etc/app' }],
+    });
+  });
+
   it('refuses a host path unless volumes are enabled; allowed_host_paths is for the start to check', () => {
     expect(imageMountsOf([bind('/data/real')], dirs, DEFAULT_IMAGE_DRIVER).refusal).toMatch(
       /bind mount of \/data\/real at \/m is a host path outside the task dir.*volumes \{ enabled = true \}/,

@@ -71,7 +71,8 @@ export function isImageBindMount(m: TaskMount): m is ImageBindMount {
 /** Whether `p` is `dir` or below it (both absolute, resolved). */
 function isUnder(p: string, dir: string): boolean {
   const rel = path.relative(dir, p);
-  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+  // `..data` is a name below dir (Kubernetes' config dirs have such names); only `..` itself climbs.
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
 }
 
 /**
