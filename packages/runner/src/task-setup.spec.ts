@@ -320,7 +320,7 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
     const images: TaskImagesService = {
       prepare: async () => ({
         rootfs,
-        config: { entrypoint: ['/bin/app'], labels: {}, diffIds: [] },
+        config: { entrypoint: ['/bin/app'], env: [], labels: {}, diffIds: [] },
         digest: 'sha256:abc',
         reference: 'r/app:1',
         reused: false,
