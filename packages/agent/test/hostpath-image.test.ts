@@ -7,23 +7,20 @@
 // bidirectional staging/publish base those mounts are the host's, so a
 // workload writes into the volume and the file lands in the plugin's store.
 // A stop with purge leaves no container and no mount; the registry's CA, put where
-// Docker's trust reads it (/etc/docker/certs.d/<host:port>), is removed.
+// Docker's trust reads it (/etc/docker/certs.d/<host:port>), is removed
+// (support/image-registry.ts).
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { containerId } from '@csiplug/driver';
-import { TestRegistry } from '@csiplug/images/testing';
 import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { workloadJobHcl } from '../src/commands/specs';
 import { AgentHarness, containersUnder, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
+import { TrustedRegistry } from './support/image-registry';
 
 jest.setTimeout(300_000);
 
-const REPO = path.resolve(__dirname, '..', '..', '..');
-const IMAGE_TOOL = path.join(REPO, 'packages', 'hostpath-plugin', 'image');
-const DOCKER_CERTS = '/etc/docker/certs.d';
-
-const pluginJob = (image: string, username: string, password: string): string => `
+const pluginJob = (image: string, authHcl: string): string => `
 job "hostpath-image-plugin" {
   group "plugin" {
     task "plugin" {
@@ -33,10 +30,7 @@ job "hostpath-image-plugin" {
         privileged = true
         args = ["--endpoint", "\${CSI_ENDPOINT}", "--node-id", "\${CSIPLUG_NODE_ID}",
                 "--state-dir", "\${CSIPLUG_PLUGIN_DATA_DIR}/state", "--mode", "monolith", "--log-level", "warn"]
-        auth {
-          username = "${username}"
-          password = "${password}"
-        }
+        ${authHcl}
       }
       csi_plugin {
         id   = "hostpath"
@@ -47,44 +41,15 @@ job "hostpath-image-plugin" {
   }
 }`;
 
-let registry: TestRegistry;
+let registry: TrustedRegistry;
 let image: string;
-let trustDir: string;
-let layout: string;
 
 beforeAll(async () => {
-  registry = await TestRegistry.start();
-  trustDir = path.join(DOCKER_CERTS, registry.host);
-  fs.mkdirSync(trustDir, { recursive: true });
-  fs.copyFileSync(registry.caCertPath, path.join(trustDir, 'ca.crt'));
-  layout = fs.mkdtempSync(path.join(registry.dir, 'layout-'));
-  const version = (
-    JSON.parse(fs.readFileSync(path.join(REPO, 'packages', 'hostpath-plugin', 'package.json'), 'utf8')) as { version: string }
-  ).version;
-  image = `${registry.host}/csiplug/hostpath-plugin:${version}`;
-  // What `npm run image:hostpath -- --push …` runs after building the packages (the test target built them).
-  execFileSync(path.join(REPO, 'node_modules', '.bin', 'tsc'), ['-p', path.join(IMAGE_TOOL, 'tsconfig.json')], { stdio: 'pipe' });
-  const out = execFileSync(
-    process.execPath,
-    [
-      path.join(IMAGE_TOOL, 'dist', 'cli.js'),
-      '--out',
-      layout,
-      '--push',
-      image,
-      '--dest-cert-dir',
-      trustDir,
-      '--dest-creds',
-      `${registry.username}:${registry.password}`,
-    ],
-    { encoding: 'utf8' },
-  );
-  expect(out).toContain(`pushed:   docker://${image}`);
+  registry = await TrustedRegistry.start();
+  image = registry.pushHostpathImage();
 });
 
 afterAll(async () => {
-  // Only this registry's dir: other tests may trust their registries in certs.d meanwhile.
-  if (trustDir) fs.rmSync(trustDir, { recursive: true, force: true });
   await registry?.stop();
 });
 
@@ -103,7 +68,7 @@ describe('the hostpath plugin from its image (driver docker) through the agent',
 
   it('pulls it, serves as a monolith plugin, and its mounts (bidirectional) carry a workload write into its store', async () => {
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob(image, registry.username, registry.password), 'plugin.hcl')));
+    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob(image, registry.authHcl), 'plugin.hcl')));
     const plugin = await pollUntil(
       'the plugin from its image healthy',
       async () => {

@@ -6,32 +6,22 @@
 // overlay mounted under a forgotten alloc or pin its image against image GC.
 import * as fs from 'fs';
 import * as path from 'path';
-import { TestRegistry, buildTestImage, hostBinariesLayer } from '@csiplug/images/testing';
 import { KEPT_VERSIONS } from '@csiplug/runner';
 import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, mountsUnder, pollUntil } from './support/agent-process';
+import { TrustedRegistry } from './support/image-registry';
 
 jest.setTimeout(300_000);
 
-const DOCKER_CERTS = '/etc/docker/certs.d';
-
-let registry: TestRegistry;
-let trustDir: string;
+let registry: TrustedRegistry;
 let image: string;
 
 beforeAll(async () => {
-  registry = await TestRegistry.start();
-  trustDir = path.join(DOCKER_CERTS, registry.host);
-  fs.mkdirSync(trustDir, { recursive: true });
-  fs.copyFileSync(registry.caCertPath, path.join(trustDir, 'ca.crt'));
-  const layout = path.join(fs.mkdtempSync(path.join(registry.dir, 'layout-')), 'oci');
-  await buildTestImage(layout, 'app', { layers: [await hostBinariesLayer(['/bin/sh', '/bin/sleep'])], entrypoint: ['/bin/sleep'] });
-  image = `${registry.host}/team/sleeper:1`;
-  await registry.push({ layoutDir: layout, tag: 'app' }, 'team/sleeper:1');
+  registry = await TrustedRegistry.start();
+  image = await registry.pushBinariesImage('team/sleeper:1', ['/bin/sh', '/bin/sleep'], ['/bin/sleep']);
 });
 
 afterAll(async () => {
-  if (trustDir) fs.rmSync(trustDir, { recursive: true, force: true });
   await registry?.stop();
 });
 
@@ -46,10 +36,7 @@ job "sleeper" {
       config {
         image = "${image}"
         args  = ["3600"]
-        auth {
-          username = "${registry.username}"
-          password = "${registry.password}"
-        }
+        ${registry.authHcl}
       }
       env {
         VERSION = "${version}"
