@@ -35,15 +35,9 @@ async function openPuller(extra: Partial<ImagePullerOptions> = {}, name = random
   pullers.push(puller);
   return puller;
 }
-const auth = () => ({ username: registry.username, password: registry.password });
+const auth = () => registry.credentials;
 
-async function requestsDuring(fn: () => Promise<unknown>): Promise<AccessLogEntry[]> {
-  await registry.syncAccessLog();
-  const before = registry.accessLog(UA).length;
-  await fn();
-  await registry.syncAccessLog();
-  return registry.accessLog(UA).slice(before);
-}
+const requestsDuring = (fn: () => Promise<unknown>): Promise<AccessLogEntry[]> => registry.requestsDuring(fn, UA);
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'images-pull-test-'));

@@ -70,15 +70,9 @@ function open(
   return svc;
 }
 
-const auth = () => ({ username: registry.username, password: registry.password });
+const auth = () => registry.credentials;
 
-async function requestsDuring(fn: () => Promise<unknown>): Promise<AccessLogEntry[]> {
-  await registry.syncAccessLog();
-  const before = registry.accessLog(UA).length;
-  await fn();
-  await registry.syncAccessLog();
-  return registry.accessLog(UA).slice(before);
-}
+const requestsDuring = (fn: () => Promise<unknown>): Promise<AccessLogEntry[]> => registry.requestsDuring(fn, UA);
 
 async function until(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
   for (let i = 0; i < 200; i++) {

@@ -126,6 +126,20 @@ export class TestRegistry {
     return join(this.storageDir, 'docker', 'registry', 'v2', 'blobs', 'sha256', hex.slice(0, 2), hex, 'data');
   }
 
+  /** The basic-auth credentials a client presents to this registry. */
+  get credentials(): { username: string; password: string } {
+    return { username: this.username, password: this.password };
+  }
+
+  /** The requests `userAgent` made (all clients' when absent) while `fn` ran, from the access log. */
+  async requestsDuring(fn: () => Promise<unknown>, userAgent?: string): Promise<AccessLogEntry[]> {
+    await this.syncAccessLog();
+    const before = this.accessLog(userAgent).length;
+    await fn();
+    await this.syncAccessLog();
+    return this.accessLog(userAgent).slice(before);
+  }
+
   /** The access log so far, parsed; `userAgent` narrows it to one client. */
   accessLog(userAgent?: string): AccessLogEntry[] {
     const out: AccessLogEntry[] = [];
