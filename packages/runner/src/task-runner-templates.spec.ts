@@ -2,7 +2,8 @@
 // files are there before the driver starts the task, an env template's
 // variables reach the task over its env block, a template that does not
 // render fails the start as a setup failure under the restart policy, and a
-// reload (the agent's SIGHUP) applies change_mode to the running task.
+// reload (the agent's SIGHUP) applies change_mode to the running task, or
+// kills it and fails it when a template fails or a signal cannot be sent.
 import { MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import type { DriverTaskConfig, TaskHandle } from '@csiplug/driver';
@@ -154,6 +155,39 @@ describe('TaskRunner with templates', () => {
     await r.stop();
   });
 
+  it('on a reload, a template that no longer renders kills the task and fails it, with restart attempts left (as Nomad)', async () => {
+    source('v1');
+    const r = runner(spec([template({ source: 'local/in.tpl' })]));
+    void r.run('start');
+    await clock.advance(0);
+    source('{{ key "db" }}');
+    await r.templates!.reload();
+    await clock.advance(0);
+    await clock.advance(60_000);
+    expect(driver.seen).toEqual(['v1']); // never started again
+    expect(r.state).toMatchObject({ state: 'dead', failed: true, restarts: 0 });
+    const killing = events.find((e) => e.type === 'Killing');
+    expect(killing).toMatchObject({ failed: true });
+    expect(killing?.message).toMatch(/^Template failed: template "local\/app.conf": line 1, column 4: function "key" reads Consul/);
+    expect(events.at(-1)).toMatchObject({ type: 'Not Restarting', failed: true });
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'app.conf'), 'utf8')).toBe('v1');
+  });
+
+  it('on a reload, a change_signal the driver cannot send kills the task and fails it (as Nomad)', async () => {
+    source('v1');
+    const r = runner(spec([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGUSR1' })]));
+    void r.run('start');
+    await clock.advance(0);
+    driver.signalTask = async () => Promise.reject(new Error('no such process'));
+    source('v2');
+    await r.templates!.reload();
+    await clock.advance(0);
+    await clock.advance(60_000);
+    expect(driver.seen).toEqual(['v1']);
+    expect(r.state).toMatchObject({ state: 'dead', failed: true });
+    expect(events.find((e) => e.type === 'Killing')?.message).toBe('Template failed to send signals [SIGUSR1]: no such process');
+  });
+
   it('a reload while the task is not running renders nothing: its next start does', async () => {
     source('v1');
     const r = runner(spec([template({ source: 'local/in.tpl' })]));
@@ -202,7 +236,7 @@ describe('TaskRunner with templates', () => {
     await r.templates!.reload();
     await clock.advance(0);
     expect(fs.readFileSync(path.join(taskDir, 'local', 'b.conf'), 'utf8')).toBe('v2 n1');
-    expect(types()).not.toContain('Template Failed');
+    expect(types()).not.toContain('Killing');
     await r.stop();
   });
 

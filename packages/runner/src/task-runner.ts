@@ -117,7 +117,7 @@ export class TaskRunner {
   private readonly detachController = new AbortController();
   private loop: Promise<void> | undefined;
   /** Why the running process is being killed for a restart; `counted`: as a failure, by the restart policy. */
-  private restartRequested: { reason: string; counted: boolean } | undefined;
+  private restartRequested: { reason: string; counted: boolean; fails?: boolean } | undefined;
   /** Whether the loop waits on a process it started or re-attached to (a restart can reach it). */
   private attached = false;
   /** A restart (not counted) asked for before the task was attached: applied once it is. */
@@ -182,6 +182,7 @@ export class TaskRunner {
           {
             live,
             restart: (reason) => this.restart(reason),
+            fail: (reason) => void this.restartFor(reason, true, true),
             signal: TaskTemplates.signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
             sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
@@ -468,6 +469,10 @@ export class TaskRunner {
 
       const requested = this.restartRequested;
       this.restartRequested = undefined;
+      if (requested?.fails) {
+        this.setState({ failed: true }, { type: TASK_EVENT.notRestarting, message: `not restarting: ${requested.reason}`, failed: true });
+        break;
+      }
       if (requested && !requested.counted) {
         this.event({ type: TASK_EVENT.restarting, message: `restart requested: ${requested.reason}` });
         this.setState({ restarts: this.state.restarts + 1 });
@@ -738,19 +743,20 @@ export class TaskRunner {
 
   /**
    * A hook asked for a restart: kill the process; the loop starts it again
-   * (`counted`: as the restart policy decides for a failed exit). Only a
-   * running task is restarted, and a request while one is under way joins it.
+   * (`counted`: as the restart policy decides for a failed exit; `fails`:
+   * never, the task fails). Only a running task is restarted, and a request
+   * while one is under way joins it (the one that fails, then the counted one, wins).
    */
-  private async restartFor(reason: string, counted: boolean): Promise<void> {
+  private async restartFor(reason: string, counted: boolean, fails = false): Promise<void> {
     if (this.stopping || this.detached || !this.handle || this.state.state !== 'running') return;
+    const rank = (r: { counted: boolean; fails?: boolean }) => (r.fails ? 2 : r.counted ? 1 : 0);
+    const request = { reason, counted, fails };
     if (this.restartRequested) {
-      // One kill serves both; a request the policy counts wins over one it does not.
-      if (counted && !this.restartRequested.counted) this.restartRequested = { reason, counted };
+      if (rank(request) > rank(this.restartRequested)) this.restartRequested = request; // one kill serves both
       return;
     }
-    const request = { reason, counted };
     this.restartRequested = request;
-    this.event({ type: TASK_EVENT.restartRequested, message: reason });
+    this.event({ type: fails ? TASK_EVENT.killing : TASK_EVENT.restartRequested, message: reason, ...(fails ? { failed: true } : {}) });
     await this.deps.driver.stop(this.handle, this.task.killSignal, this.task.killTimeout).catch((err) => {
       // Nothing was killed: the request is not under way, so a later one must kill again (and the task's next exit is not this restart).
       if (this.restartRequested === request) this.restartRequested = undefined;

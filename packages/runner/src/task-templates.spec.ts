@@ -197,6 +197,7 @@ describe('TaskTemplates', () => {
     let sleeps: number[];
     const actions = (): TemplateChangeActions => ({
       restart: (reason) => void calls.push(`restart: ${reason}`),
+      fail: (reason) => void calls.push(`fail: ${reason}`),
       signal: async (signal) => void calls.push(`signal ${signal}`),
       event: (e) => void calls.push(`event ${e.type}: ${e.message}`),
       sleep: async (ms) => void sleeps.push(ms),
@@ -265,14 +266,14 @@ describe('TaskTemplates', () => {
       expect(read('local/app.conf')).toBe('v2');
     });
 
-    it('a template that no longer renders is an event; the task runs on with the file it has', async () => {
+    it('a template that no longer renders kills the task and fails it (as Nomad), leaving the file it had', async () => {
       fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v1');
       const t = new TaskTemplates([template({ source: 'local/in.tpl' })], log);
       t.renderForStart({}, host);
       fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), '{{ key "x" }}');
       await t.reload(actions(), noFallback);
       expect(calls).toEqual([
-        `event ${TEMPLATE_EVENT.failed}: template "local/app.conf": line 1, column 4: function "key" reads Consul, which csiplug does not use; put the value in the task's env and read it with {{ env "NAME" }}; not re-rendered, the task runs on with the file it has`,
+        `fail: Template failed: template "local/app.conf": line 1, column 4: function "key" reads Consul, which csiplug does not use; put the value in the task's env and read it with {{ env "NAME" }}`,
       ]);
       expect(read('local/app.conf')).toBe('v1');
     });
@@ -312,13 +313,25 @@ describe('TaskTemplates', () => {
       expect(read('local/b')).toBe('v2 n1');
     });
 
-    it('a signal that cannot be sent is a failed event', async () => {
+    it('a signal that cannot be sent kills the task and fails it (as Nomad), after the signals that could be sent', async () => {
       fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v1');
-      const t = new TaskTemplates([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGHUP' })], log);
+      const t = new TaskTemplates(
+        [
+          template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGHUP' }),
+          template({ source: 'local/in.tpl', destination: 'local/b', changeMode: 'signal', changeSignal: 'SIGUSR1' }),
+        ],
+        log,
+      );
       t.renderForStart({}, host);
       fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v2');
-      await t.reload({ ...actions(), signal: async () => Promise.reject(new Error('the task is not running')) }, noFallback);
-      expect(calls).toEqual([`event ${TEMPLATE_EVENT.signaling}: Template failed to send signal SIGHUP: the task is not running`]);
+      const signal = async (s: NodeJS.Signals) =>
+        s === 'SIGHUP' ? Promise.reject(new Error('the task is not running')) : void calls.push(`signal ${s}`);
+      await t.reload({ ...actions(), signal }, noFallback);
+      expect(calls).toEqual([
+        'signal SIGUSR1',
+        `event ${TEMPLATE_EVENT.signaling}: Template re-rendered; sent SIGUSR1`,
+        'fail: Template failed to send signals [SIGHUP SIGUSR1]: the task is not running',
+      ]);
     });
   });
 });

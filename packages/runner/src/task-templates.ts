@@ -27,8 +27,6 @@ const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK
 /** Events as Nomad's template manager gives them (with the runner's "Restart Signaled" for a restart). */
 export const TEMPLATE_EVENT = {
   signaling: 'Signaling',
-  /** A re-render on a reload that failed: the task runs on with the file it has. */
-  failed: 'Template Failed',
 } as const;
 
 /** What Nomad's template manager says when a restart template changed. */
@@ -76,6 +74,12 @@ export interface TemplateChangeActions {
   restart(reason: string): void;
   /** Send a signal to the running task through its driver. */
   signal(signal: NodeJS.Signals): Promise<void>;
+  /**
+   * Kill the task and fail it, never restarted: Nomad's template manager
+   * does so (Lifecycle.Kill with SetFailsTask) when a template fails or a
+   * change_signal cannot be sent once the task runs. `reason` is the event.
+   */
+  fail(reason: string): void;
   event(e: { type: string; message: string; failed?: boolean }): void;
   /** Wait `ms` (the splay), on the runner's clock; rejects when the task stops meanwhile. */
   sleep(ms: number): Promise<void>;
@@ -174,10 +178,10 @@ export class TaskTemplates {
       try {
         if (this.write(t, this.render(t, seen, input.target), input.target)) changed.push(t);
       } catch (caught) {
-        const err = asRenderError(t, caught);
-        const message = `${errorMessage(err)}; not re-rendered, the task runs on with the file it has`;
-        this.log.warn(message, { destination: t.destination });
-        actions.event({ type: TEMPLATE_EVENT.failed, message });
+        const reason = `Template failed: ${errorMessage(asRenderError(t, caught))}`;
+        this.log.error('a template failed on a reload: the task is killed and fails, as Nomad does', { reason });
+        actions.fail(reason);
+        return;
       }
     }
     const acting = changed.filter((t) => t.changeMode !== 'noop');
@@ -199,19 +203,19 @@ export class TaskTemplates {
       actions.restart(TEMPLATE_RESTART_REASON);
       return;
     }
-    for (const signal of new Set(acting.map((t) => t.changeSignal!))) {
+    const signals = [...new Set(acting.map((t) => t.changeSignal!))];
+    const unsent: string[] = [];
+    for (const signal of signals) {
       try {
         await actions.signal(signal);
         actions.event({ type: TEMPLATE_EVENT.signaling, message: `Template re-rendered; sent ${signal}` });
       } catch (err) {
         this.log.error('a template changed, but its change_signal could not be sent', { signal, error: err });
-        actions.event({
-          type: TEMPLATE_EVENT.signaling,
-          message: `Template failed to send signal ${signal}: ${errorMessage(err)}`,
-          failed: true,
-        });
+        unsent.push(errorMessage(err));
       }
     }
+    // As Nomad: a signal that could not be sent kills the task and fails it.
+    if (unsent.length) actions.fail(`Template failed to send signals [${signals.join(' ')}]: ${unsent.join('; ')}`);
   }
 
   private render(t: TaskTemplate, env: Readonly<Record<string, string>>, target: TemplateTarget): string {
