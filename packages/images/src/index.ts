@@ -21,6 +21,8 @@ export * from './manifest';
 export * from './media-types';
 export * from './platform';
 export * from './puller';
+export { ArchiveLoader, type ArchiveLoadEvent, type ArchiveLoadOptions, type ArchiveLoaderOptions } from './archive/archive-loader';
+export * from './archive/archive-errors';
 export * from './reference';
 export { parseWwwAuthenticate, resolveCredentials, type AuthChallenge, type AuthConfig, type Credentials } from './distribution/auth';
 export { DEFAULT_RETRY, type RetryPolicy } from './distribution/retry';
