@@ -174,6 +174,28 @@ it('shares the layers of an archive with the same image pulled from a registry: 
   }
 });
 
+it('loads a docker-archive whose layers are gzipped (newer Docker): the uncompressed digest checked against diff_ids', async () => {
+  const entries = await entriesOf(dockerArchive);
+  const manifest = JSON.parse(entries.find((e) => e.name === 'manifest.json')!.body!.toString());
+  const layers = manifest[0].Layers as string[];
+  const gz = (await import('node:zlib')).gzipSync;
+  const file = await writeArchive('gzipped.tar', [
+    ...entries
+      .filter((e) => e.name !== 'manifest.json')
+      .map((e) => (layers.includes(e.name) ? { ...e, name: `${e.name}.gz`, body: gz(e.body as Buffer) } : e)),
+    { name: 'manifest.json', body: JSON.stringify([{ ...manifest[0], Layers: layers.map((l) => `${l}.gz`) }]) },
+  ]);
+  const svc = open('store-gz');
+  const root = await svc.prepare({ taskDir: join(work, 'gz-alloc', 'image'), ref: `docker-archive:${file}:team/app:v1` });
+  expect(await readFile(join(root.rootfs, 'srv/app'), 'utf8')).toBe('app');
+  const { puller } = await svc.open();
+  expect(puller.index.get(`docker-archive:${file}:team/app:v1`)!.layers.map((l) => l.mediaType)).toEqual([
+    'application/vnd.oci.image.layer.v1.tar+gzip',
+    'application/vnd.oci.image.layer.v1.tar+gzip',
+  ]);
+  await svc.release(join(work, 'gz-alloc', 'image'));
+});
+
 describe('a corrupt or hostile archive fails naming the file and what is wrong, and leaves nothing in the store', () => {
   const layerName = async () => {
     const index = JSON.parse((await entriesOf(ociArchive)).find((e) => e.name === 'index.json')!.body!.toString());
@@ -241,7 +263,7 @@ describe('a corrupt or hostile archive fails naming the file and what is wrong, 
     await expectRefused(`oci-archive:${file}:v3`, ImageArchiveReferenceError, /holds no image named "v3" .*it holds "v1", "v2"/);
   });
 
-  it('an entry climbing out with "..", a layer that is a link out of the archive, a docker layer altered, a missing file', async () => {
+  it('an entry climbing out with "..", a layer that is a link out of the archive, a docker layer altered, a huge declared size, a missing file', async () => {
     const entries = await entriesOf(dockerArchive);
     const climbing = await writeArchive('climb.tar', [...entries, { name: '../../etc/evil', body: 'x' }]);
     await expectRefused(`docker-archive:${climbing}`, ImageArchiveError, /\.\.\/\.\.\/etc\/evil: a name with a "\.\." segment/);
