@@ -263,7 +263,7 @@ describe('a corrupt or hostile archive fails naming the file and what is wrong, 
     await expectRefused(`oci-archive:${file}:v3`, ImageArchiveReferenceError, /holds no image named "v3" .*it holds "v1", "v2"/);
   });
 
-  it('an entry climbing out with "..", a layer that is a link out of the archive, a docker layer altered, a huge declared size, a missing file', async () => {
+  it('an entry climbing out with "..", a layer that is a link out of the archive, a docker layer altered, a file twice, a huge declared size, a missing file', async () => {
     const entries = await entriesOf(dockerArchive);
     const climbing = await writeArchive('climb.tar', [...entries, { name: '../../etc/evil', body: 'x' }]);
     await expectRefused(`docker-archive:${climbing}`, ImageArchiveError, /\.\.\/\.\.\/etc\/evil: a name with a "\.\." segment/);
@@ -294,6 +294,17 @@ describe('a corrupt or hostile archive fails naming the file and what is wrong, 
       `docker-archive:${altered}`,
       ImageArchiveError,
       new RegExp(`${top}: layer 1 hashes to sha256:\\w+ uncompressed, but the config's rootfs.diff_ids\\[1\\] says`),
+    );
+
+    const twice = await writeArchive('twice.tar', [...entries, entries.find((e) => e.name === 'manifest.json')!]);
+    await expectRefused(`docker-archive:${twice}`, ImageArchiveError, /manifest\.json: appears twice in the archive/);
+
+    // 8 GiB declared in a file of a few KiB: refused at its header, nothing read past it.
+    const huge = await writeArchive('huge.tar', [{ name: 'manifest.json', body: '[]', declaredSize: 8 * 1024 ** 3 - 1 }]);
+    await expectRefused(
+      `docker-archive:${huge}`,
+      ImageArchiveError,
+      /huge\.tar: manifest\.json: the archive is not a well-formed tar at byte 0: declared size 8589934591 bytes is absurd \(limit \d+\)/,
     );
 
     await expectRefused(

@@ -83,9 +83,14 @@ export class ArchiveFile {
     }
   }
 
-  /** The archive's bytes from the start (a new stream each call). */
-  bytes(): AsyncIterable<Buffer> {
-    return this.handle.createReadStream({ start: 0, autoClose: false, highWaterMark: 1 << 20 });
+  /** Runs `read` over the archive's bytes from the start (a new stream each call, destroyed after: a read may stop early). */
+  async read<T>(read: (bytes: AsyncIterable<Buffer>) => Promise<T>): Promise<T> {
+    const stream = this.handle.createReadStream({ start: 0, autoClose: false, highWaterMark: 1 << 20 });
+    try {
+      return await read(stream);
+    } finally {
+      stream.destroy();
+    }
   }
 
   async close(): Promise<void> {
@@ -117,36 +122,41 @@ export class ArchiveCatalog {
     const kept = new Map<string, Buffer>();
     let keptBytes = 0;
     try {
-      for await (const entry of readTar(file.bytes(), { maxEntryBytes: file.stats.size })) {
-        signal?.throwIfAborted();
-        const name = memberName(archive, entry.name);
-        if (name === '') continue;
-        if (members.has(name)) throw new ImageArchiveError(archive, name, 'appears twice in the archive; which one is meant is unclear');
-        if (members.size >= MAX_ENTRIES)
-          throw new ImageArchiveError(archive, name, `more than ${MAX_ENTRIES} entries; no image archive has so many`);
-        if (entry.type !== 'file' && entry.type !== 'directory' && entry.type !== 'symlink' && entry.type !== 'hardlink')
-          throw new ImageArchiveError(archive, name, `a ${entry.type} entry; an image archive holds files, directories and links only`);
-        if (entry.type !== 'file') {
-          members.set(name, { name, type: entry.type, size: 0, linkname: entry.linkname });
-          continue;
+      await file.read(async (bytes) => {
+        for await (const entry of readTar(bytes, { maxEntryBytes: file.stats.size })) {
+          signal?.throwIfAborted();
+          const name = memberName(archive, entry.name);
+          if (name === '') continue;
+          const before = members.get(name);
+          // A directory listed twice is harmless; a file or link twice leaves unclear which one is meant.
+          if (before && (before.type !== 'directory' || entry.type !== 'directory'))
+            throw new ImageArchiveError(archive, name, 'appears twice in the archive; which one is meant is unclear');
+          if (members.size >= MAX_ENTRIES)
+            throw new ImageArchiveError(archive, name, `more than ${MAX_ENTRIES} entries; no image archive has so many`);
+          if (entry.type !== 'file' && entry.type !== 'directory' && entry.type !== 'symlink' && entry.type !== 'hardlink')
+            throw new ImageArchiveError(archive, name, `a ${entry.type} entry; an image archive holds files, directories and links only`);
+          if (entry.type !== 'file') {
+            members.set(name, { name, type: entry.type, size: 0, linkname: entry.linkname });
+            continue;
+          }
+          const keep = entry.size <= MAX_ARCHIVE_DOCUMENT_BYTES && keptBytes + entry.size <= MAX_KEPT_BYTES;
+          const hashed = await hashBody(entry.body, keep, options.gunzipDigests === true);
+          if (keep) {
+            kept.set(name, hashed.bytes!);
+            keptBytes += entry.size;
+          }
+          members.set(name, {
+            name,
+            type: 'file',
+            size: entry.size,
+            linkname: '',
+            digest: hashed.digest,
+            compression: hashed.compression,
+            ...(hashed.gunzippedDigest !== undefined ? { gunzippedDigest: hashed.gunzippedDigest } : {}),
+            ...(hashed.gunzipError !== undefined ? { gunzipError: hashed.gunzipError } : {}),
+          });
         }
-        const keep = entry.size <= MAX_ARCHIVE_DOCUMENT_BYTES && keptBytes + entry.size <= MAX_KEPT_BYTES;
-        const hashed = await hashBody(entry.body, keep, options.gunzipDigests === true);
-        if (keep) {
-          kept.set(name, hashed.bytes!);
-          keptBytes += entry.size;
-        }
-        members.set(name, {
-          name,
-          type: 'file',
-          size: entry.size,
-          linkname: '',
-          digest: hashed.digest,
-          compression: hashed.compression,
-          ...(hashed.gunzippedDigest !== undefined ? { gunzippedDigest: hashed.gunzippedDigest } : {}),
-          ...(hashed.gunzipError !== undefined ? { gunzipError: hashed.gunzipError } : {}),
-        });
-      }
+      });
     } catch (err) {
       throw asArchiveError(archive, err);
     }
@@ -213,18 +223,21 @@ export async function copyMembers(
   }
   if (left.size === 0) return;
   try {
-    for await (const entry of readTar(file.bytes(), { maxEntryBytes: file.stats.size })) {
-      signal?.throwIfAborted();
-      const name = memberName(file.archivePath, entry.name);
-      const blob = left.get(name);
-      if (!blob || entry.type !== 'file') continue;
-      await blobs.write(blob.digest, blob.size, entry.body);
-      left.delete(name);
-      if (left.size === 0) return;
-    }
+    await file.read(async (bytes) => {
+      for await (const entry of readTar(bytes, { maxEntryBytes: file.stats.size })) {
+        signal?.throwIfAborted();
+        const name = memberName(file.archivePath, entry.name);
+        const blob = left.get(name);
+        if (!blob || entry.type !== 'file') continue;
+        await blobs.write(blob.digest, blob.size, entry.body);
+        left.delete(name);
+        if (left.size === 0) return;
+      }
+    });
   } catch (err) {
     throw asArchiveError(file.archivePath, err);
   }
+  if (left.size === 0) return;
   const [missing] = left.keys();
   throw new ImageArchiveError(
     file.archivePath,

@@ -16,7 +16,7 @@ export class ImageArchiveUnreadableError extends ImageError {
   ) {
     super(
       'EIMAGE_ARCHIVE_UNREADABLE',
-      `image archive ${archive} ${detail}; the archive is read on this node at the task's start: put it there (readable by the agent), e.g. skopeo copy … oci-archive:${archive}, or fix config.image`,
+      `image archive ${archive} ${detail}; the archive is read on this node at the task's start: put it there, readable by the agent (written by skopeo copy or docker save), or fix the path in config.image`,
       options,
     );
   }

@@ -6,7 +6,10 @@
 // and collects it as a pulled image. The archive is read with the
 // package's tar reader and never extracted by path (archive-catalog.ts);
 // every check runs on the first read, before anything is stored, so a
-// hostile or corrupt archive stores nothing.
+// hostile or corrupt archive stores nothing. A load that fails later (the
+// file changed between the reads, a full disk) leaves only whole, verified
+// blobs, as a pull cut short does (the next load uses them), and no index
+// entry names a blob that is not there.
 //
 // The archive is read at every load: the file is the truth (Nomad's docker
 // driver loads its `load` archive at every start too), and blobs the store
