@@ -1,5 +1,6 @@
 // @csiplug/images: OCI images for tasks. Pulls images over the OCI
-// distribution API into a content-addressed store in the agent's data dir,
+// distribution API (or loads them from oci-archive/docker-archive files on
+// the node) into a content-addressed store in the agent's data dir,
 // unpacks their layers safely (each layer once, shared by every image that
 // has it) and gives each task a root filesystem on top of them. Depends on
 // core only; the runner asks it for a task's root before the driver starts

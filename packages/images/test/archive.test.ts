@@ -108,6 +108,16 @@ it('makes a task root from an oci-archive and from a docker-archive, says "Loadi
   const record = JSON.parse(await readFile(join(work, 'a-alloc', 'oci', 'image.json'), 'utf8'));
   expect(record).toMatchObject({ reference: `oci-archive:${ociArchive}:v1`, manifestDigest: image.manifestDigest });
 
+  // The root in place (a task restarted, an agent restarted after kill -9): taken as it is, said as a load, the archive not read.
+  const reusedEvents: ImageEvent[] = [];
+  const reused = await svc.prepare({
+    taskDir: join(work, 'a-alloc', 'oci'),
+    ref: `oci-archive:${ociArchive}:v1`,
+    onEvent: (e) => reusedEvents.push(e),
+  });
+  expect(reused.reused).toBe(true);
+  expect(reusedEvents).toEqual([expect.objectContaining({ kind: 'loaded', digest: image.manifestDigest, fromStore: true })]);
+
   const dockerRoot = await svc.prepare({ taskDir: join(work, 'a-alloc', 'docker'), ref: `docker-archive:${dockerArchive}:team/app:v1` });
   expect(await readFile(join(dockerRoot.rootfs, 'srv/app'), 'utf8')).toBe('app');
   expect(dockerRoot.config.workingDir).toBe('/srv');
