@@ -11,8 +11,16 @@ import { mkdtemp, readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeClock } from '@csiplug/core/testing';
-import { ImageArchiveError, ImageArchiveReferenceError, ImageArchiveUnreadableError, TaskImages, readTar, type ImageEvent } from '../src';
-import { TestRegistry, buildTar, buildTestImage, type TestImage, type TestTarEntry } from '../src/testing';
+import {
+  ImageArchiveError,
+  ImageArchiveReferenceError,
+  ImageArchiveUnreadableError,
+  TaskImages,
+  nodePlatform,
+  readTar,
+  type ImageEvent,
+} from '../src';
+import { TestRegistry, buildTar, buildTestImage, buildTestImageIndex, type TestImage, type TestTarEntry } from '../src/testing';
 import { run } from '../src/testing/run';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
 
@@ -204,6 +212,31 @@ it('loads a docker-archive whose layers are gzipped (newer Docker): the uncompre
     'application/vnd.oci.image.layer.v1.tar+gzip',
   ]);
   await svc.release(join(work, 'gz-alloc', 'image'));
+});
+
+it("goes from an oci-archive's image index to this node's platform, as a pull does", async () => {
+  const layout = join(work, 'multi-layout');
+  const mine = nodePlatform();
+  const other = mine.architecture === 'amd64' ? 'arm64' : 'amd64';
+  const here = await buildTestImage(layout, 'here', {
+    layers: [{ files: { 'etc/arch': mine.architecture } }],
+    architecture: mine.architecture,
+  });
+  await buildTestImage(layout, 'there', { layers: [{ files: { 'etc/arch': other } }], architecture: other });
+  const index = await buildTestImageIndex(layout, 'multi', [
+    { tag: 'there', platform: { os: 'linux', architecture: other } },
+    { tag: 'here', platform: { ...mine } },
+  ]);
+  const file = join(work, 'multi.tar');
+  await run(SKOPEO, ['--insecure-policy', 'copy', '--all', '--quiet', `oci:${layout}:multi`, `oci-archive:${file}:multi`]);
+  const svc = open('store-multi');
+  const root = await svc.prepare({ taskDir: join(work, 'multi-alloc', 'image'), ref: `oci-archive:${file}` });
+  expect(await readFile(join(root.rootfs, 'etc/arch'), 'utf8')).toBe(mine.architecture);
+  // The reference resolved to the index (the repo digest), the root stands on this platform's manifest.
+  expect(root.digest).toBe(index.manifestDigest);
+  const { puller } = await svc.open();
+  expect(puller.index.get(`oci-archive:${file}`)).toMatchObject({ repoDigest: index.manifestDigest, manifestDigest: here.manifestDigest });
+  await svc.release(join(work, 'multi-alloc', 'image'));
 });
 
 describe('a corrupt or hostile archive fails naming the file and what is wrong, and leaves nothing in the store', () => {
