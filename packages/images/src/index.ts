@@ -1,5 +1,6 @@
 // @csiplug/images: OCI images for tasks. Pulls images over the OCI
-// distribution API into a content-addressed store in the agent's data dir,
+// distribution API (or loads them from oci-archive/docker-archive files on
+// the node) into a content-addressed store in the agent's data dir,
 // unpacks their layers safely (each layer once, shared by every image that
 // has it) and gives each task a root filesystem on top of them. Depends on
 // core only; the runner asks it for a task's root before the driver starts
@@ -21,6 +22,8 @@ export * from './manifest';
 export * from './media-types';
 export * from './platform';
 export * from './puller';
+export { ArchiveLoader, type ArchiveLoadEvent, type ArchiveLoadOptions, type ArchiveLoaderOptions } from './archive/archive-loader';
+export * from './archive/archive-errors';
 export * from './reference';
 export { parseWwwAuthenticate, resolveCredentials, type AuthChallenge, type AuthConfig, type Credentials } from './distribution/auth';
 export { DEFAULT_RETRY, type RetryPolicy } from './distribution/retry';

@@ -157,8 +157,9 @@ export class ImagePuller implements Disposable {
   /** The image a reference was pulled as, from the store only (no network). */
   async lookup(reference: string): Promise<PulledImage | undefined> {
     const parsed = parseImageReference(reference);
-    if (parsed.kind !== 'registry') return undefined;
-    const record = parsed.digest !== undefined ? this.index.findByDigest(parsed.digest) : this.index.get(parsed.canonical);
+    // An archive's image is kept under its archive reference (archive-loader.ts).
+    const record =
+      parsed.kind === 'registry' && parsed.digest !== undefined ? this.index.findByDigest(parsed.digest) : this.index.get(parsed.canonical);
     return record ? this.fromStore(record, parsed.canonical) : undefined;
   }
 

@@ -22,7 +22,9 @@ import { ImageError, TaskRootImageLostError } from './errors';
 import { isDigest } from './digest';
 import type { ImageRuntimeConfig } from './image-config';
 import type { ImageConfig } from './manifest';
+import { ArchiveLoader, type ArchiveLoadEvent } from './archive/archive-loader';
 import { ImagePuller, type PullEvent, type PulledImage } from './puller';
+import { parseImageReference } from './reference';
 import { chainIds, digestHex } from './rootfs/chain-id';
 import { LayerStore, type LayerStoreMode } from './rootfs/layer-store';
 import { isMounted, prepareRootfs, releaseRootfs } from './rootfs/task-rootfs';
@@ -67,9 +69,12 @@ export interface PrepareTaskImageRequest {
   readonly pullTimeout?: number;
   /** Device nodes of the image's layers made (a privileged plugin only). */
   readonly allowDevices?: boolean;
-  readonly onEvent?: (event: PullEvent) => void;
+  readonly onEvent?: (event: ImageEvent) => void;
   readonly signal?: AbortSignal;
 }
+
+/** What a prepare reports: a pull's progress and end, or an archive's load (oci-archive:, docker-archive:). */
+export type ImageEvent = PullEvent | ArchiveLoadEvent;
 
 export interface PreparedTaskImage {
   /** The task's root filesystem (mounted, writable: the task's own layer over the image). */
@@ -137,7 +142,7 @@ export class TaskImages implements TaskImagesService, Disposable {
   readonly storeDir: string;
   private readonly clock: Clock;
   private readonly logger: Logger;
-  private opened: Promise<{ puller: ImagePuller; layers: LayerStore }> | undefined;
+  private opened: Promise<{ puller: ImagePuller; loader: ArchiveLoader; layers: LayerStore }> | undefined;
   /** The task roots this agent prepared or found, by their dir: the record of each (its image by digest). */
   private readonly users = new Map<string, RootRecord>();
   /** GC timers of images no task uses, by manifest digest. */
@@ -153,7 +158,7 @@ export class TaskImages implements TaskImagesService, Disposable {
   }
 
   /** Opens the store (cleaning what a killed pull or unpack left); idempotent. */
-  open(): Promise<{ puller: ImagePuller; layers: LayerStore }> {
+  open(): Promise<{ puller: ImagePuller; loader: ArchiveLoader; layers: LayerStore }> {
     this.opened ??= (async () => {
       await fsp.mkdir(this.storeDir, { recursive: true, mode: 0o700 });
       await fsp.chmod(this.storeDir, 0o700);
@@ -170,14 +175,16 @@ export class TaskImages implements TaskImagesService, Disposable {
         logger: this.logger,
         ...(this.options.layerMode ? { mode: this.options.layerMode } : {}),
       });
-      return { puller, layers };
+      // An archive's image goes into the puller's store and index: past the fetch, it is a pulled image.
+      const loader = new ArchiveLoader(puller.blobs, puller.index, { clock: this.clock, logger: this.logger });
+      return { puller, loader, layers };
     })();
     return this.opened;
   }
 
   async prepare(request: PrepareTaskImageRequest): Promise<PreparedTaskImage> {
     if (this.disposed) throw new ImageError('EIMAGE_STORE', `the image service is stopped; task root ${request.taskDir} was not prepared`);
-    const { puller, layers } = await this.open();
+    const { puller, loader, layers } = await this.open();
     const dir = path.resolve(request.taskDir);
     return this.storeLock.withShared(async () => {
       if (this.disposed)
@@ -192,13 +199,20 @@ export class TaskImages implements TaskImagesService, Disposable {
               ...(request.auth.serverAddress !== undefined ? { server_address: request.auth.serverAddress } : {}),
             }
           : undefined;
-        const image: PulledImage = await puller.pull(request.ref, {
-          ...(auth ? { auth } : {}),
-          ...(request.forcePull ? { forcePull: true } : {}),
-          ...(request.pullTimeout !== undefined ? { pullTimeoutMs: request.pullTimeout } : {}),
-          ...(request.onEvent ? { onProgress: request.onEvent } : {}),
-          ...(request.signal ? { signal: request.signal } : {}),
-        });
+        // An archive replaces only the registry fetch (force_pull and image_pull_timeout are a registry's: archive-loader.ts).
+        const image: PulledImage =
+          parseImageReference(request.ref).kind === 'registry'
+            ? await puller.pull(request.ref, {
+                ...(auth ? { auth } : {}),
+                ...(request.forcePull ? { forcePull: true } : {}),
+                ...(request.pullTimeout !== undefined ? { pullTimeoutMs: request.pullTimeout } : {}),
+                ...(request.onEvent ? { onProgress: request.onEvent } : {}),
+                ...(request.signal ? { signal: request.signal } : {}),
+              })
+            : await loader.load(request.ref, {
+                ...(request.onEvent ? { onProgress: request.onEvent } : {}),
+                ...(request.signal ? { signal: request.signal } : {}),
+              });
         const unpacked = await layers.unpackImage(
           image.layers.map((l, i) => ({ blobPath: puller.blobs.path(l.digest), mediaType: l.mediaType, diffId: image.diffIds[i]! })),
           { allowDevices: request.allowDevices === true },
@@ -248,7 +262,7 @@ export class TaskImages implements TaskImagesService, Disposable {
       );
     this.use(dir, record);
     request.onEvent?.({
-      kind: 'pulled',
+      kind: parseImageReference(record.reference).kind === 'registry' ? 'pulled' : 'loaded',
       reference: record.reference,
       digest: record.repoDigest,
       fromStore: true,

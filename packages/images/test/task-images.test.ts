@@ -18,7 +18,7 @@ import {
   digestHex,
   isMounted,
   type PreparedTaskImage,
-  type PullEvent,
+  type ImageEvent,
 } from '../src';
 import { TestRegistry, buildTestImage, type AccessLogEntry } from '../src/testing';
 import { mountsUnderSync, unmountAndRemove } from './support/cleanup';
@@ -84,7 +84,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>): Pro
 
 it("makes a task's root from the image, keeps its writes out of the shared layers, and takes a mounted root again without asking the registry", async () => {
   const svc = open('a', new FakeClock());
-  const events: PullEvent[] = [];
+  const events: ImageEvent[] = [];
   const taskDir = join(work, 'a-alloc', 'task', 'image');
   const first = await requestsDuring(async () => {
     const root = await svc.prepare({ taskDir, ref: `${registry.host}/team/one:1`, auth: auth(), onEvent: (e) => events.push(e) });
@@ -197,7 +197,7 @@ it('takes a mounted root again with the image it was made from, not the one its 
 
   // Task A restarts (and, after kill -9, a new agent prepares it): its root, its image's config and digest, no request.
   for (const svcAgain of [svc, open('moving', new FakeClock())]) {
-    const events: PullEvent[] = [];
+    const events: ImageEvent[] = [];
     const requests = await requestsDuring(async () => {
       const again = await svcAgain.prepare({ taskDir: dirA, ref, auth: auth(), onEvent: (e) => events.push(e) });
       expect(again).toMatchObject({ reused: true, digest: a.digest });

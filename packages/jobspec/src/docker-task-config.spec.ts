@@ -205,14 +205,13 @@ describe("a docker task (Nomad's docker driver config, run on runc)", () => {
     expect(taskOf(dockerJob({ image: ref })).image!.ref).toBe(ref);
   });
 
-  it.each(['oci-archive:/srv/images/hostpath.tar', 'oci-archive:/srv/images/hostpath.tar:v1', 'docker-archive:/srv/images/plugin.tar'])(
-    'refuses image = %j: no archive loader yet, so it would fail at every start; says how to push it to a registry',
-    (ref) => {
-      expect(messagesOf(errorOf(() => validateJob(dockerJob({ image: ref }))))).toEqual([
-        `${TASK}: config.image names an archive (${JSON.stringify(ref)}), and loading images from archives is not built yet: push the archive to a registry, e.g. skopeo copy ${ref} docker://registry.example.com/team/app:tag, and name that image here`,
-      ]);
-    },
-  );
+  it.each([
+    'oci-archive:/srv/images/hostpath.tar',
+    'oci-archive:/srv/images/hostpath.tar:v1',
+    'docker-archive:/srv/images/plugin.tar:team/plugin:1',
+  ])('takes image = %j: an archive on the node, loaded without a registry', (ref) => {
+    expect(taskOf(dockerJob({ image: ref })).image!.ref).toBe(ref);
+  });
 
   it('takes cap_drop = ["all"] (Docker\'s: every capability dropped, cap_add adds back) and a bind of the alloc\'s ../alloc/', () => {
     const task = taskOf(dockerJob({ image: 'busybox', cap_drop: ['all'], cap_add: ['chown'], volumes: ['../alloc/data:/data'] }));
@@ -478,7 +477,7 @@ describe('what a docker task may not say', () => {
     ['interactive', true, 'no terminal'],
     ['tty', true, 'no terminal'],
     ['healthchecks', { disable: true }, 'no Docker health checks'],
-    ['load', 'image.tar', 'push the archive to a registry (skopeo copy docker-archive:/path/image.tar docker://'],
+    ['load', 'image.tar', 'image = "docker-archive:/path/image.tar"'],
     ['auth_soft_fail', true, 'fails the task'],
     ['volume_driver', 'pxd', 'no Docker volumes'],
     ['container_exists_attempts', 5, 'no Docker containers'],

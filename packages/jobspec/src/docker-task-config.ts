@@ -129,7 +129,7 @@ const CONFIG_UNSUPPORTED: Readonly<Record<string, string>> = {
   interactive: NO_TERMINAL,
   tty: NO_TERMINAL,
   healthchecks: `csiplug runs no Docker health checks (a CSI plugin's health is its probe); ${REMOVE}`,
-  load: 'loading images from archives is not built yet: push the archive to a registry (skopeo copy docker-archive:/path/image.tar docker://registry.example.com/team/app:tag) and name that image in image',
+  load: 'csiplug names an archive in image itself, by its absolute path on the node, as skopeo does: image = "docker-archive:/path/image.tar" (docker save output) or "oci-archive:/path/image.tar"; remove load',
   auth_soft_fail: `a pull that the registry refuses fails the task; ${REMOVE} (or remove the auth block to pull anonymously)`,
   volume_driver: NO_DOCKER_VOLUMES,
   container_exists_attempts: `${RUNC} and creates no Docker containers; ${REMOVE}`,
@@ -222,7 +222,12 @@ export function readImageTaskConfig(r: BlockReader, driver: ImageDriver): { conf
   return { config, image };
 }
 
-/** `image`: a reference Docker would take, checked with the parser the pull uses; an archive parses but is refused (no loader yet). */
+/**
+ * `image`: a reference Docker would take, or an archive on the node
+ * (`oci-archive:/abs/path.tar[:ref]`, `docker-archive:/abs/path.tar[:name:tag]`,
+ * skopeo's transports), checked with the parser the pull and the load use.
+ * Whether the archive is there is known only on the node, at the task's start.
+ */
 function readImageRef(c: BlockReader): string {
   const ref = c.requiredString('image');
   if (ref === '') return ref;
@@ -234,17 +239,12 @@ function readImageRef(c: BlockReader): string {
     return ref;
   }
   try {
-    if (parseImageReference(ref).kind !== 'registry') {
-      c.report(
-        'image',
-        `names an archive (${JSON.stringify(ref)}), and loading images from archives is not built yet: push the archive to a registry, e.g. skopeo copy ${ref} docker://registry.example.com/team/app:tag, and name that image here`,
-      );
-    }
+    parseImageReference(ref);
   } catch (err) {
     if (!(err instanceof ImageReferenceError)) throw err;
     c.report(
       'image',
-      `${JSON.stringify(ref)} is not an image reference: ${err.reason}; write it as Docker does, like "busybox:1.36", "quay.io/cephcsi/cephcsi:v3.9.0", "registry.example.com:5000/team/app@sha256:<64 hex>", or "registry.example.com:5000/team/app@sha256:<64 hex>"`,
+      `${JSON.stringify(ref)} is not an image reference: ${err.reason}; write it as Docker does, like "busybox:1.36", "quay.io/cephcsi/cephcsi:v3.9.0", "registry.example.com:5000/team/app@sha256:<64 hex>", or an archive on the node, like "oci-archive:/srv/images/app.tar"`,
     );
   }
   return ref;

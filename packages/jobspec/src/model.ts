@@ -97,7 +97,7 @@ export interface TaskTemplate {
  * `config.capAdd`/`capDrop`/`networkMode` as for exec.
  */
 export interface TaskImage {
-  /** `image` as written: a registry reference (`[host[:port]/]repo[:tag][@digest]`); archives (`oci-archive:`, `docker-archive:`) are refused at validate until a loader exists. */
+  /** `image` as written: a registry reference (`[host[:port]/]repo[:tag][@digest]`); or an archive on the node (`oci-archive:/abs/path.tar[:ref]`, `docker-archive:/abs/path.tar[:name:tag]`), loaded without a registry. */
   ref: string;
   /** Nomad's `entrypoint`: replaces the image's Entrypoint (and, as Docker does, drops its Cmd). */
   entrypoint?: string[];

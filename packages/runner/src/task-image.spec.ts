@@ -118,6 +118,31 @@ describe('prepareImageStart', () => {
     expect(said.at(-1)!.message).toBe('Pulled image r/app:1, digest sha256:abc');
   });
 
+  it('says an archive\'s load as "Loading Image" (with its path) and "Loaded" (with its digest), never as a pull', async () => {
+    const archive = '/srv/images/app.tar';
+    const ref = `oci-archive:${archive}:v1`;
+    const images: TaskImagesService = {
+      prepare: async (request) => {
+        request.onEvent?.({ kind: 'loading', reference: ref, path: archive, message: `Loading image from ${archive}` });
+        request.onEvent?.({
+          kind: 'loaded',
+          reference: ref,
+          digest: 'sha256:abc',
+          fromStore: false,
+          message: `Loaded image ${ref}, digest sha256:abc`,
+        });
+        return { rootfs, config, digest: 'sha256:abc', reference: ref, reused: false };
+      },
+      release: async () => undefined,
+      adopt: async () => undefined,
+    };
+    await start(task({ image: { ref, forcePull: false, pullTimeout: 1_000, mounts: [] } } as Partial<TaskSpec>), images);
+    expect(said).toEqual([
+      { type: 'Loading Image', message: `Loading image from ${archive}`, details: { image: ref, path: archive } },
+      { type: 'Loaded', message: `Loaded image ${ref}, digest sha256:abc`, details: { image: ref, digest: 'sha256:abc' } },
+    ]);
+  });
+
   it("takes the task's user over the image's, a csi_plugin task as root, and the task's entrypoint and work_dir", async () => {
     const images = new FakeImages(rootfs, config);
     expect((await start(task({ user: 'root' }), images)).isolation.user).toEqual({ uid: 0, gid: 0 });

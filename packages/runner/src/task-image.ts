@@ -1,7 +1,9 @@
 // An image task's start (driver docker/podman), between its prestart hooks
 // and the driver: the task's root from the agent's image service (pulled
 // when the store lacks it, with "Downloading Image" events the puller
-// throttles and a "Pulled" event with the digest), then the process as
+// throttles and a "Pulled" event with the digest; an oci-archive: or
+// docker-archive: image is read from this node's disk instead, said as
+// "Loading Image" and "Loaded" with the digest), then the process as
 // Docker would run it on that image — Entrypoint/Cmd replaced by the task's
 // entrypoint/command/args by Nomad's rules, the image's Env under the
 // task's, its WorkingDir unless work_dir, and the user from the IMAGE's
@@ -15,13 +17,16 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { errorMessage } from '@csiplug/core';
 import type { IsolationConfig } from '@csiplug/driver';
-import { readImageUserFiles, resolveImageProcess, runtimeConfigOf, type PullEvent, type TaskImagesService } from '@csiplug/images';
+import { readImageUserFiles, resolveImageProcess, runtimeConfigOf, type ImageEvent, type TaskImagesService } from '@csiplug/images';
 import type { TaskSpec } from '@csiplug/jobspec';
 import { checkImageBindSources } from './image-policy';
 
 export const IMAGE_EVENT = {
   downloading: 'Downloading Image',
   pulled: 'Pulled',
+  /** An archive (oci-archive:, docker-archive:) read from this node's disk instead of a pull. */
+  loading: 'Loading Image',
+  loaded: 'Loaded',
 } as const;
 
 /** Where a task's root goes: <task dir>/image (rootfs/, upper/, work/ and the image record). */
@@ -66,14 +71,16 @@ export async function prepareImageStart(req: ImageStartRequest): Promise<ImageSt
   if (!images)
     return fail(`the task runs image ${image.ref}, but this agent has no image service (the images module is not in its module list)`);
   let lastDownload = '';
-  const onEvent = (e: PullEvent) => {
+  const onEvent = (e: ImageEvent) => {
     if (e.kind === 'downloading') {
       // The puller throttles these already; the same figure twice says nothing new.
       if (e.message === lastDownload) return;
       lastDownload = e.message;
       req.say({ type: IMAGE_EVENT.downloading, message: e.message });
+    } else if (e.kind === 'loading') {
+      req.say({ type: IMAGE_EVENT.loading, message: e.message, details: { image: e.reference, path: e.path } });
     } else {
-      req.say({ type: IMAGE_EVENT.pulled, message: e.message, details: { image: e.reference, digest: e.digest } });
+      req.say({ type: IMAGE_EVENT[e.kind], message: e.message, details: { image: e.reference, digest: e.digest } });
     }
   };
   let prepared: Awaited<ReturnType<TaskImagesService['prepare']>>;
