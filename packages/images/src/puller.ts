@@ -4,8 +4,10 @@
 // `latest` is not asked for again (no request at all) unless forcePull; a
 // digest reference already present never goes to the network; pulls of one
 // reference running at once share one pull; blobs in the store are never
-// fetched again. Progress comes as throttled "Downloading image …" events
-// and a final "pulled" event with the digest.
+// fetched again; a layer that fails stops the others, and the pull fails
+// once they have settled (no temp file outlives it). Progress comes as
+// throttled "Downloading image …" events and a final "pulled" event with
+// the digest.
 import { type Clock, type Disposable, type Logger, NullLogger, RealClock, abortReason, errorMessage, raceAbort } from '@csiplug/core';
 import { RegistryClient, type PullContext } from './distribution/registry-client';
 import type { AuthConfig } from './distribution/auth';
@@ -364,19 +366,38 @@ export class ImagePuller implements Disposable {
     };
     if (missing.length === 0) return;
     report(true);
+    // One layer failing fails the pull: the other downloads are stopped, and the pull fails only once
+    // they have settled (their temp files removed), so nothing goes on writing into the store after it.
+    const stopOnFirstFailure = new AbortController();
+    const onPullAbort = () => stopOnFirstFailure.abort(ctx.signal?.reason);
+    if (ctx.signal?.aborted) onPullAbort();
+    ctx.signal?.addEventListener('abort', onPullAbort, { once: true });
+    const layersCtx: PullContext = { ...ctx, signal: stopOnFirstFailure.signal };
     const queue = [...missing];
+    let failure: { error: unknown } | undefined;
     const worker = async () => {
-      for (let layer = queue.shift(); layer; layer = queue.shift()) {
+      for (let layer = queue.shift(); layer && !failure; layer = queue.shift()) {
         const current = layer;
-        await this.download(ref, current, ctx, (n) => {
-          inFlight.set(current.digest, n);
-          report(false);
-        });
+        try {
+          await this.download(ref, current, layersCtx, (n) => {
+            inFlight.set(current.digest, n);
+            report(false);
+          });
+        } catch (error) {
+          failure ??= { error };
+          stopOnFirstFailure.abort(failure.error);
+          return;
+        }
         inFlight.delete(current.digest);
         doneBytes += current.size;
       }
     };
-    await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, missing.length) }, worker));
+    try {
+      await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, missing.length) }, worker));
+    } finally {
+      ctx.signal?.removeEventListener('abort', onPullAbort);
+    }
+    if (failure) throw failure.error;
     report(true);
   }
 
