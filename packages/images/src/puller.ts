@@ -4,8 +4,11 @@
 // `latest` is not asked for again (no request at all) unless forcePull; a
 // digest reference already present never goes to the network; pulls of one
 // reference running at once share one pull; blobs in the store are never
-// fetched again. Progress comes as throttled "Downloading image …" events
-// and a final "pulled" event with the digest.
+// fetched again; a layer that fails stops the others, and a pull that fails
+// (a layer's error, image_pull_timeout) does so once its downloads have
+// settled: no temp file outlives it. Progress comes as
+// throttled "Downloading image …" events and a final "pulled" event with
+// the digest.
 import { type Clock, type Disposable, type Logger, NullLogger, RealClock, abortReason, errorMessage, raceAbort } from '@csiplug/core';
 import { RegistryClient, type PullContext } from './distribution/registry-client';
 import type { AuthConfig } from './distribution/auth';
@@ -24,6 +27,8 @@ export const DEFAULT_IMAGE_PULL_TIMEOUT_MS = 5 * 60_000;
 export const DEFAULT_PULL_ACTIVITY_TIMEOUT_MS = 2 * 60_000;
 const DEFAULT_PROGRESS_INTERVAL_MS = 2_000;
 const DOWNLOAD_CONCURRENCY = 3;
+/** How long a stopped pull waits for its downloads to remove their temp files before it fails anyway. */
+const STOPPED_PULL_SETTLE_MS = 10_000;
 
 export interface ImagePullerOptions {
   /** The store's directory (created 0700), e.g. <data_dir>/images. */
@@ -219,12 +224,31 @@ export class ImagePuller implements Disposable {
       activityTimeoutMs: this.options.activityTimeoutMs ?? DEFAULT_PULL_ACTIVITY_TIMEOUT_MS,
       ...(options.auth ? { auth: options.auth } : {}),
     };
+    const fetching = this.fetch(ref, ctx, emit);
     try {
-      return await raceAbort(this.fetch(ref, ctx, emit), overall.signal);
+      return await raceAbort(fetching, overall.signal);
+    } catch (err) {
+      // Stopped (image_pull_timeout, or no caller waits any more): the downloads stop on the signal, and the
+      // pull fails once they have removed their temp files — never waiting past STOPPED_PULL_SETTLE_MS on a step
+      // that ignores the signal (a hung disk), so the timeout still ends the pull.
+      if (overall.signal.aborted) await this.settledWithin(fetching, STOPPED_PULL_SETTLE_MS);
+      throw err;
     } finally {
       timer.dispose();
       signal.removeEventListener('abort', onOuterAbort);
     }
+  }
+
+  /** Resolves once `work` has settled, or after `ms` on this puller's clock, whichever comes first. */
+  private settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.clock.setTimeout(resolve, ms);
+      const done = () => {
+        timer.dispose();
+        resolve();
+      };
+      work.then(done, done);
+    });
   }
 
   /** The stored image, when the rules allow using it without asking the registry. */
@@ -365,19 +389,38 @@ export class ImagePuller implements Disposable {
     };
     if (missing.length === 0) return;
     report(true);
+    // One layer failing fails the pull: the other downloads are stopped, and the pull fails only once
+    // they have settled (their temp files removed), so nothing goes on writing into the store after it.
+    const stopOnFirstFailure = new AbortController();
+    const onPullAbort = () => stopOnFirstFailure.abort(ctx.signal?.reason);
+    if (ctx.signal?.aborted) onPullAbort();
+    ctx.signal?.addEventListener('abort', onPullAbort, { once: true });
+    const layersCtx: PullContext = { ...ctx, signal: stopOnFirstFailure.signal };
     const queue = [...missing];
+    let failure: { error: unknown } | undefined;
     const worker = async () => {
-      for (let layer = queue.shift(); layer; layer = queue.shift()) {
+      for (let layer = queue.shift(); layer && !failure; layer = queue.shift()) {
         const current = layer;
-        await this.download(ref, current, ctx, (n) => {
-          inFlight.set(current.digest, n);
-          report(false);
-        });
+        try {
+          await this.download(ref, current, layersCtx, (n) => {
+            inFlight.set(current.digest, n);
+            report(false);
+          });
+        } catch (error) {
+          failure ??= { error };
+          stopOnFirstFailure.abort(failure.error);
+          return;
+        }
         inFlight.delete(current.digest);
         doneBytes += current.size;
       }
     };
-    await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, missing.length) }, worker));
+    try {
+      await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, missing.length) }, worker));
+    } finally {
+      ctx.signal?.removeEventListener('abort', onPullAbort);
+    }
+    if (failure) throw failure.error;
     report(true);
   }
 
