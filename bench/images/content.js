@@ -6,7 +6,13 @@
 // zeros, as ELF files: compresses ~2x). Sizes, names and kinds come from a
 // seeded generator, so a layer of the same seed and budget is the same layer
 // (same digest: two images given it share it); random bytes come from it too.
+// buildImages makes the bench's two images in an OCI layout with umoci.
 'use strict';
+const fs = require('fs');
+const path = require('path');
+const { buildTestImage, hostBinariesLayer } = require('@csiplug/images/testing');
+
+const CREATED = '2026-01-01T00:00:00Z';
 
 /** mulberry32: a small seeded generator, enough for sizes, names and filler bytes. */
 function seeded(seed) {
@@ -112,4 +118,43 @@ function layerFiles(seed, prefix, budget) {
   return { files, bytes, count, kinds };
 }
 
-module.exports = { layerFiles };
+/** The bench's images: `app` (5 layers, `megabytes` in all) and `other` (app's first 4 layers and one of its own). */
+async function buildImages(layoutDir, megabytes) {
+  const perLayer = Math.floor((megabytes * 1e6) / 5);
+  const bins = await hostBinariesLayer(['/bin/sh', '/bin/sleep']);
+  const binBytes = Object.values(bins.files).reduce((n, b) => n + b.length, 0);
+  const layers = [];
+  const stats = { files: 0, bytes: 0, text: 0, random: 0, binary: 0 };
+  for (let i = 0; i < 6; i++) {
+    const budget = i === 5 ? Math.floor(perLayer / 2) : i === 0 ? perLayer - binBytes : perLayer;
+    const c = layerFiles(1000 + i, `opt/bench/layer${i}`, budget);
+    const files = { ...c.files };
+    const modes = {};
+    if (i === 0) {
+      Object.assign(files, bins.files, { 'etc/passwd': 'root:x:0:0:root:/root:/bin/sh\n', 'etc/group': 'root:x:0:\n' });
+      Object.assign(modes, bins.modes);
+    }
+    layers.push({ files, modes });
+    if (i < 5) {
+      stats.files += c.count + (i === 0 ? Object.keys(bins.files).length + 2 : 0);
+      stats.bytes += c.bytes + (i === 0 ? binBytes : 0);
+      stats.text += c.kinds.text;
+      stats.random += c.kinds.random;
+      stats.binary += c.kinds.binary;
+    }
+  }
+  await buildTestImage(layoutDir, 'app', { layers: layers.slice(0, 5), created: CREATED });
+  await buildTestImage(layoutDir, 'other', { layers: [...layers.slice(0, 4), layers[5]], created: CREATED });
+  return stats;
+}
+
+/** Layer digests and sizes of a tag in the OCI layout. */
+function layoutLayers(layoutDir, tag) {
+  const index = JSON.parse(fs.readFileSync(path.join(layoutDir, 'index.json'), 'utf8'));
+  const desc = index.manifests.find((m) => m.annotations?.['org.opencontainers.image.ref.name'] === tag);
+  const blob = (d) => path.join(layoutDir, 'blobs', 'sha256', d.replace('sha256:', ''));
+  const manifest = JSON.parse(fs.readFileSync(blob(desc.digest), 'utf8'));
+  return manifest.layers.map((l) => ({ digest: l.digest, size: l.size }));
+}
+
+module.exports = { layerFiles, buildImages, layoutLayers };

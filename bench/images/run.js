@@ -29,11 +29,11 @@ const { promisify } = require('util');
 const { NullLogger, RealClock, mountPointsUnder, readMountInfoSync } = require('@csiplug/core');
 const { ExecDriver, NOBODY, findRunc } = require('@csiplug/driver');
 const { TaskImages, chainIds } = require('@csiplug/images');
-const { TestRegistry, buildTestImage, hostBinariesLayer } = require('@csiplug/images/testing');
+const { TestRegistry } = require('@csiplug/images/testing');
 const { parseJobspec } = require('@csiplug/jobspec');
 const { prepareImageStart } = require('@csiplug/runner');
 const { processesUnder } = require('../processes');
-const { layerFiles } = require('./content');
+const { buildImages, layoutLayers } = require('./content');
 
 const run = promisify(execFile);
 const arg = (name, dflt) => {
@@ -45,7 +45,6 @@ const STARTS = arg('starts', 20);
 const TASKS = arg('tasks', 20);
 const MB = arg('mb', 200);
 const UA = 'csiplug-images';
-const CREATED = '2026-01-01T00:00:00Z';
 const CHROOT = { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' };
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -178,45 +177,6 @@ async function releaseRoot(imageDir) {
   await svc?.release(imageDir);
 }
 
-/** The bench's images: `app` (5 layers, ~MB MB) and `other` (app's first 4 layers and one of its own). */
-async function buildImages(layoutDir) {
-  const perLayer = Math.floor((MB * 1e6) / 5);
-  const bins = await hostBinariesLayer(['/bin/sh', '/bin/sleep']);
-  const binBytes = Object.values(bins.files).reduce((n, b) => n + b.length, 0);
-  const layers = [];
-  const stats = { files: 0, bytes: 0, text: 0, random: 0, binary: 0 };
-  for (let i = 0; i < 6; i++) {
-    const budget = i === 5 ? Math.floor(perLayer / 2) : i === 0 ? perLayer - binBytes : perLayer;
-    const c = layerFiles(1000 + i, `opt/bench/layer${i}`, budget);
-    const files = { ...c.files };
-    const modes = {};
-    if (i === 0) {
-      Object.assign(files, bins.files, { 'etc/passwd': 'root:x:0:0:root:/root:/bin/sh\n', 'etc/group': 'root:x:0:\n' });
-      Object.assign(modes, bins.modes);
-    }
-    layers.push({ files, modes });
-    if (i < 5) {
-      stats.files += c.count + (i === 0 ? Object.keys(bins.files).length + 2 : 0);
-      stats.bytes += c.bytes + (i === 0 ? binBytes : 0);
-      stats.text += c.kinds.text;
-      stats.random += c.kinds.random;
-      stats.binary += c.kinds.binary;
-    }
-  }
-  await buildTestImage(layoutDir, 'app', { layers: layers.slice(0, 5), created: CREATED });
-  await buildTestImage(layoutDir, 'other', { layers: [...layers.slice(0, 4), layers[5]], created: CREATED });
-  return stats;
-}
-
-/** Layer digests and sizes of a tag in the OCI layout. */
-function layoutLayers(layoutDir, tag) {
-  const index = JSON.parse(fs.readFileSync(path.join(layoutDir, 'index.json'), 'utf8'));
-  const desc = index.manifests.find((m) => m.annotations?.['org.opencontainers.image.ref.name'] === tag);
-  const blob = (d) => path.join(layoutDir, 'blobs', 'sha256', d.replace('sha256:', ''));
-  const manifest = JSON.parse(fs.readFileSync(blob(desc.digest), 'utf8'));
-  return manifest.layers.map((l) => ({ digest: l.digest, size: l.size }));
-}
-
 async function oursPullUnpack(ref, round) {
   const dataDir = path.join(made.root, `ours-${round}`);
   const svc = openImages(dataDir);
@@ -283,7 +243,7 @@ async function main() {
 
   const layout = path.join(made.root, 'layout');
   const tb = performance.now();
-  const stats = await buildImages(layout);
+  const stats = await buildImages(layout, MB);
   await made.registry.push({ layoutDir: layout, tag: 'app' }, 'bench/app:1');
   await made.registry.push({ layoutDir: layout, tag: 'other' }, 'bench/other:1');
   const appLayers = layoutLayers(layout, 'app');
