@@ -299,22 +299,27 @@ describe('an image plugin and an image workload through kill -9, a plugin image 
       expect(updated.plan.groups[0]).toMatchObject({ order: { kind: 'create-before-destroy' } });
       newPluginAlloc = updated.allocIds[0]!;
       expect(newPluginAlloc).not.toBe(pluginAlloc);
-      await pollUntil(
+      // pollUntil retries a throwing poll until its limit: a broken poll is answered as a value, to fail at once.
+      const outcome = await pollUntil(
         'the update deployed, the new plugin healthy and the old plugin alloc stopped',
         async () => {
           const seen = samples.find(broken);
-          if (seen)
-            throw new Error(`during the plugin update a poll saw the plugin or the workload's volume away: ${JSON.stringify(seen)}`);
+          if (seen) return { broken: seen };
           const j = await h.api.getJob(PLUGIN_JOB_ID);
-          if (j.deployment?.status === 'failed') throw new Error(`the plugin update failed: ${j.deployment.description}`);
+          if (j.deployment?.status === 'failed') return { failed: j.deployment.description };
           const old = j.allocs.find((a) => a.id === pluginAlloc);
           const p = await pluginHealthy();
           return j.deployment?.status === 'successful' && old?.clientStatus === 'complete' && p?.node?.allocId === newPluginAlloc
-            ? j
+            ? { deployed: true }
             : undefined;
         },
         LONG,
       ).catch(withDiagnostics);
+      if ('broken' in outcome)
+        await withDiagnostics(
+          `during the plugin update a poll saw the plugin or the workload's volume away: ${JSON.stringify(outcome.broken)}`,
+        );
+      if ('failed' in outcome) await withDiagnostics(`the plugin update failed: ${outcome.failed}`);
       await new Promise((resolve) => setTimeout(resolve, 300));
     } finally {
       watching = false;
