@@ -47,8 +47,10 @@ export class TrustedRegistry {
   /**
    * Builds the hostpath plugin's image with its build tool and pushes it as
    * `repoTag` (the tool's own output checked); answers the full reference.
+   * `sourceDateEpoch` (the tool's SOURCE_DATE_EPOCH, default 0) sets every
+   * time in the image: another value gives another build, digests and all.
    */
-  pushHostpathImage(repoTag = `csiplug/hostpath-plugin:${TrustedRegistry.hostpathVersion()}`): string {
+  pushHostpathImage(repoTag = `csiplug/hostpath-plugin:${TrustedRegistry.hostpathVersion()}`, sourceDateEpoch = 0): string {
     const image = `${this.host}/${repoTag}`;
     const layout = fs.mkdtempSync(path.join(this.registry.dir, 'layout-'));
     execFileSync(path.join(REPO, 'node_modules', '.bin', 'tsc'), ['-p', path.join(IMAGE_TOOL, 'tsconfig.json')], { stdio: 'pipe' });
@@ -65,7 +67,7 @@ export class TrustedRegistry {
         '--dest-creds',
         `${this.registry.username}:${this.registry.password}`,
       ],
-      { encoding: 'utf8' },
+      { encoding: 'utf8', env: { ...process.env, SOURCE_DATE_EPOCH: String(sourceDateEpoch) } },
     );
     if (!out.includes(`pushed:   docker://${image}`)) throw new Error(`image:hostpath did not push ${image}:\n${out}`);
     return image;
