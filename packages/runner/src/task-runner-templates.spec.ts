@@ -188,6 +188,56 @@ describe('TaskRunner with templates', () => {
     expect(events.find((e) => e.type === 'Killing')?.message).toBe('Template failed to send signals [SIGUSR1]: no such process');
   });
 
+  it('a fail that joins a restart whose kill failed is made on its own: the task is killed and fails', async () => {
+    source('v1');
+    const r = runner(spec([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGUSR1' })]));
+    void r.run('start');
+    await clock.advance(0);
+    const stop = driver.stop.bind(driver);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let failNext = true;
+    driver.stop = async (...args: Parameters<FakeDriver['stop']>) => {
+      if (!failNext) return stop(...args);
+      failNext = false;
+      await gate;
+      throw new Error('the executor did not answer');
+    };
+    r.restart('a hook asked'); // an uncounted restart: its kill hangs, then fails
+    driver.signalTask = async () => Promise.reject(new Error('no such process'));
+    source('v2');
+    await r.templates!.reload(); // the fail joins the restart's kill
+    release(); // which fails: the fail must kill on its own
+    await clock.advance(0);
+    await clock.advance(60_000);
+    expect(r.state).toMatchObject({ state: 'dead', failed: true });
+    expect(driver.seen).toEqual(['v1']);
+  });
+
+  it('a reload before a restored task is re-attached does nothing to it', async () => {
+    source('v1');
+    const first = runner(spec([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGUSR1' })]));
+    void first.run('start');
+    await clock.advance(0);
+    first.detach();
+    const recover = driver.recover.bind(driver);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    driver.recover = async (h) => (await gate, recover(h));
+    const restored = runner(spec([template({ source: 'local/in.tpl', changeMode: 'signal', changeSignal: 'SIGUSR1' })]));
+    void restored.run('restore');
+    await clock.advance(0);
+    source('v2');
+    await restored.templates!.reload(); // not re-attached yet: nothing rendered, nothing sent
+    expect(driver.signals).toEqual([]);
+    expect(fs.readFileSync(path.join(taskDir, 'local', 'app.conf'), 'utf8')).toBe('v1');
+    release();
+    await clock.advance(0);
+    await restored.templates!.reload();
+    expect(driver.signals).toEqual(['100 SIGUSR1']);
+    await restored.stop();
+  });
+
   it('a reload while the task is not running renders nothing: its next start does', async () => {
     source('v1');
     const r = runner(spec([template({ source: 'local/in.tpl' })]));

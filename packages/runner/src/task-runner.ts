@@ -176,13 +176,13 @@ export class TaskRunner {
     this.templates = files && {
       reload: () => {
         const handle = this.handle; // a reload acts only on the run it was asked for (checked again when it acts)
-        const live = () => this.state.state === 'running' && !this.stopping && !this.detached && this.handle === handle;
+        const live = () => this.attached && this.state.state === 'running' && !this.stopping && !this.detached && this.handle === handle;
         if (!live()) return Promise.resolve();
         return files.reload(
           {
             live,
             restart: (reason) => this.restart(reason),
-            fail: (reason) => void this.restartFor(reason, true, true),
+            fail: (reason) => void (live() && this.restartFor(reason, true, true)),
             signal: TaskTemplates.signalThrough(this.deps.driver, () => this.handle),
             event: (e) => this.event(e),
             sleep: (ms) => this.deps.clock.sleep(ms, this.stopController.signal),
@@ -758,9 +758,11 @@ export class TaskRunner {
     this.restartRequested = request;
     this.event({ type: fails ? TASK_EVENT.killing : TASK_EVENT.restartRequested, message: reason, ...(fails ? { failed: true } : {}) });
     await this.deps.driver.stop(this.handle, this.task.killSignal, this.task.killTimeout).catch((err) => {
-      // Nothing was killed: the request is not under way, so a later one must kill again (and the task's next exit is not this restart).
-      if (this.restartRequested === request) this.restartRequested = undefined;
+      // Nothing was killed: no request is under way (the task's next exit is not this one); one that joined it is made now.
+      const joined = this.restartRequested;
+      this.restartRequested = undefined;
       this.log.error('restart: stopping the task failed; the restart is not made', { error: err });
+      if (joined && joined !== request) void this.restartFor(joined.reason, joined.counted, joined.fails);
     });
   }
 

@@ -19,6 +19,12 @@ import {
   type TemplateTarget,
 } from './task-templates';
 
+// fs.openSync passes through to the real one; a test makes one call fail as a fault of the agent itself would.
+jest.mock('fs', () => {
+  const actual = jest.requireActual<typeof import('fs')>('fs');
+  return { ...actual, openSync: jest.fn(actual.openSync) };
+});
+
 const template = (over: Partial<TaskTemplate>): TaskTemplate => ({ ...DEFAULT_TEMPLATE, splay: 0, destination: 'local/app.conf', ...over });
 
 describe('TaskTemplates', () => {
@@ -274,6 +280,21 @@ describe('TaskTemplates', () => {
       await t.reload(actions(), noFallback);
       expect(calls).toEqual([
         `fail: Template failed: template "local/app.conf": line 1, column 4: function "key" reads Consul, which csiplug does not use; put the value in the task's env and read it with {{ env "NAME" }}`,
+      ]);
+      expect(read('local/app.conf')).toBe('v1');
+    });
+
+    it('a re-render a fault of the agent itself stops (EMFILE) is an event; the task runs on with the file it has', async () => {
+      fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v1');
+      const t = new TaskTemplates([template({ source: 'local/in.tpl' })], log);
+      t.renderForStart({}, host);
+      fs.writeFileSync(path.join(taskDir, 'local', 'in.tpl'), 'v2');
+      jest.mocked(fs.openSync).mockImplementationOnce(() => {
+        throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+      });
+      await t.reload(actions(), noFallback);
+      expect(calls).toEqual([
+        `event ${TEMPLATE_EVENT.notRendered}: template "local/app.conf": EMFILE: too many open files: a fault of the agent itself; the task runs on with the file it has`,
       ]);
       expect(read('local/app.conf')).toBe('v1');
     });

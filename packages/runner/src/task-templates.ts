@@ -14,7 +14,7 @@
 // must be in its own task dir (Nomad's file sandbox), alloc/ there being the
 // alloc's shared dir as the task sees it, reached the same way: never a
 // sibling task's dir (its secrets/) nor what the agent keeps in the alloc dir.
-import { errorMessage, type Logger } from '@csiplug/core';
+import { errorMessage, isTransientFsError, type Logger } from '@csiplug/core';
 import type { IsolationConfig, TaskDriver, TaskHandle } from '@csiplug/driver';
 import { GO_TEMPLATE_LIMITS, GoTemplateError, parseGoTemplate, type GoTemplate, type TaskTemplate } from '@csiplug/jobspec';
 import { randomBytes } from 'crypto';
@@ -27,6 +27,8 @@ const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK
 /** Events as Nomad's template manager gives them (with the runner's "Restart Signaled" for a restart). */
 export const TEMPLATE_EVENT = {
   signaling: 'Signaling',
+  /** A re-render on a reload that a fault of the agent itself (EMFILE, ENOSPC…) stopped: the task runs on with the file it has. */
+  notRendered: 'Template Not Rendered',
 } as const;
 
 /** What Nomad's template manager says when a restart template changed. */
@@ -178,6 +180,13 @@ export class TaskTemplates {
       try {
         if (this.write(t, this.render(t, seen, input.target), input.target)) changed.push(t);
       } catch (caught) {
+        if (isTransientFsError(caught)) {
+          // Says nothing of the template (as at a start, where it is not counted against the task).
+          const message = `${errorMessage(asRenderError(t, caught))}: a fault of the agent itself; the task runs on with the file it has`;
+          this.log.warn(message, { destination: t.destination });
+          actions.event({ type: TEMPLATE_EVENT.notRendered, message });
+          continue;
+        }
         const reason = `Template failed: ${errorMessage(asRenderError(t, caught))}`;
         this.log.error('a template failed on a reload: the task is killed and fails, as Nomad does', { reason });
         actions.fail(reason);
