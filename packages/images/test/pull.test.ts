@@ -212,11 +212,15 @@ it('shares one pull among concurrent pulls of one reference', async () => {
   expect(blobGets.length).toBe(new Set(blobGets.map((r) => r.path)).size);
 });
 
-it('says where to put ca.crt when the CA is not trusted', async () => {
-  const puller = await openPuller({ certsDir: join(work, 'empty-certs.d') });
+it('says where to put ca.crt when the CA is not trusted, and the same puller uses it once it is there', async () => {
+  const certsDir = join(work, 'empty-certs.d');
+  const puller = await openPuller({ certsDir });
   const pull = puller.pull(`${registry.host}/team/app:1.0`, { auth: auth() });
   await expect(pull).rejects.toBeInstanceOf(RegistryTlsError);
-  await expect(pull).rejects.toThrow(`${join(work, 'empty-certs.d')}/${registry.host}/ca.crt`);
+  await expect(pull).rejects.toThrow(`${certsDir}/${registry.host}/ca.crt`);
+  // The operator does as told, the agent running on (Docker reads certs.d at each pull).
+  await registry.trustFor(registry.host, certsDir);
+  await expect(puller.pull(`${registry.host}/team/app:1.0`, { auth: auth() })).resolves.toBeDefined();
 });
 
 it('opens a store left with temp files and removes them', async () => {

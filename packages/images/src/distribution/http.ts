@@ -9,7 +9,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { createSecureContext } from 'node:tls';
 import { ImagePullTimeoutError, RegistryTlsError, RegistryUnreachableError } from '../errors';
-import { registryTls } from './trust';
+import { registryTls, registryTrustStamp } from './trust';
 
 export interface HttpRequest {
   readonly url: URL;
@@ -37,7 +37,8 @@ export interface HttpResponse {
 const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|UNABLE_TO_|SELF_SIGNED_|DEPTH_ZERO_|CERT_|HOSTNAME_MISMATCH)/;
 
 export class RegistryHttp implements Disposable {
-  private readonly agents = new Map<string, http.Agent>();
+  /** A keep-alive agent per origin, with the stamp of the certs.d files its TLS context was made from. */
+  private readonly agents = new Map<string, { agent: http.Agent; stamp: string }>();
 
   constructor(
     private readonly clock: Clock,
@@ -154,25 +155,24 @@ export class RegistryHttp implements Disposable {
 
   private agentFor(url: URL, registry: string): http.Agent {
     const key = url.origin;
-    let agent = this.agents.get(key);
-    if (!agent) {
-      // One TLS context per origin, made here once: an Agent given the CAs themselves makes a new context for every
-      // connection, parsing every system CA again (~100 ms of the event loop each on a loaded 2-core node, bench/images).
-      agent =
-        url.protocol === 'https:'
-          ? new https.Agent({
-              keepAlive: true,
-              maxSockets: 8,
-              secureContext: createSecureContext(registryTls(url.host === registry ? registry : url.host, this.certsDir)),
-            })
-          : new http.Agent({ keepAlive: true, maxSockets: 8 });
-      this.agents.set(key, agent);
-    }
+    const host = url.host === registry ? registry : url.host;
+    const stamp = url.protocol === 'https:' ? registryTrustStamp(host, this.certsDir) : '';
+    const cached = this.agents.get(key);
+    if (cached?.stamp === stamp) return cached.agent;
+    // Its trust changed on disk: new connections use the new one; the old agent's idle sockets close, busy ones finish.
+    if (cached) for (const idle of Object.values(cached.agent.freeSockets)) for (const socket of idle ?? []) socket.destroy();
+    // One TLS context per origin and trust, made here once: an Agent given the CAs themselves makes a new context for
+    // every connection, parsing every system CA again (~100 ms of the event loop each on a loaded 2-core node, bench/images).
+    const agent =
+      url.protocol === 'https:'
+        ? new https.Agent({ keepAlive: true, maxSockets: 8, secureContext: createSecureContext(registryTls(host, this.certsDir)) })
+        : new http.Agent({ keepAlive: true, maxSockets: 8 });
+    this.agents.set(key, { agent, stamp });
     return agent;
   }
 
   dispose(): void {
-    for (const agent of this.agents.values()) agent.destroy();
+    for (const { agent } of this.agents.values()) agent.destroy();
     this.agents.clear();
   }
 }

@@ -2,7 +2,7 @@
 // CAs an operator put in <certsDir>/<host:port>/*.crt (Docker's
 // /etc/docker/certs.d by default), and a client certificate pair
 // (*.cert + *.key) when one is there. Verification is never turned off.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import { join } from 'node:path';
 
@@ -54,4 +54,26 @@ export function registryTls(host: string, certsDir: string): RegistryTls {
     }
   }
   return { ca, ...(cert !== undefined && key !== undefined ? { cert, key } : {}) };
+}
+
+/**
+ * What `registryTls(host, certsDir)` would read now, as a short stamp: each
+ * file of the host's certs.d dir with its inode, size and change time
+ * ("none" without the dir). Docker reads the dir at each pull; a cached TLS
+ * context is made again when its stamp changes (a ca.crt the operator just
+ * put there, as a TLS error tells them to, is used by the next request).
+ */
+export function registryTrustStamp(host: string, certsDir: string): string {
+  const dir = join(certsDir, host.replace(/[/\\]/g, '_'));
+  try {
+    return readdirSync(dir)
+      .sort()
+      .map((name) => {
+        const st = statSync(join(dir, name));
+        return `${name}:${st.ino}:${st.size}:${st.ctimeMs}`;
+      })
+      .join('|');
+  } catch {
+    return 'none';
+  }
 }
