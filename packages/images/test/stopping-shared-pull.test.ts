@@ -78,6 +78,48 @@ it('a pull after the only caller of a shared pull gave up starts anew instead of
   expect(pulled.fromStore).toBe(false);
 });
 
+it('the stopped pull, once settled, leaves its replacement in the sharing: a third caller joins the second', async () => {
+  const clock = new FakeClock();
+  const puller = await openPuller(clock);
+  // The layer's first write hangs for good (the stopped pull); its second waits for the test (the replacement).
+  const realWrite = puller.blobs.write.bind(puller.blobs);
+  let layerWrites = 0;
+  let firstWriting!: () => void;
+  const firstStarted = new Promise<void>((resolve) => (firstWriting = resolve));
+  let secondWriting!: () => void;
+  const secondStarted = new Promise<void>((resolve) => (secondWriting = resolve));
+  let letSecondWrite!: () => void;
+  const secondMayWrite = new Promise<void>((resolve) => (letSecondWrite = resolve));
+  jest.spyOn(puller.blobs, 'write').mockImplementation(async (d, size, chunks, onProgress) => {
+    if (d !== layerDigest) return realWrite(d, size, chunks, onProgress);
+    layerWrites++;
+    if (layerWrites === 1) {
+      firstWriting();
+      return new Promise<string>(() => undefined);
+    }
+    if (layerWrites === 2) {
+      secondWriting();
+      await secondMayWrite;
+    }
+    return realWrite(d, size, chunks, onProgress);
+  });
+  const giveUp = new AbortController();
+  const first = puller.pull(reference, { auth: auth(), signal: giveUp.signal });
+  first.catch(() => undefined);
+  await firstStarted;
+  giveUp.abort();
+  await expect(first).rejects.toThrow();
+  const second = puller.pull(reference, { auth: auth() });
+  await secondStarted;
+  // The stopped pull ends (its settle bound runs out) while its replacement is still writing.
+  await clock.advance(SETTLE_BOUND_MS);
+  const third = puller.pull(reference, { auth: auth() });
+  letSecondWrite();
+  const [pulled, joined] = await Promise.all([second, third]);
+  expect(joined).toBe(pulled);
+  expect(layerWrites).toBe(2);
+});
+
 it('a pull after a shared pull hit image_pull_timeout starts anew instead of getting that timeout', async () => {
   const clock = new FakeClock();
   const puller = await openPuller(clock);
