@@ -211,11 +211,11 @@ describe('a failed image pull through the agent: a clear task event, nothing hal
     const sockets: Socket[] = [];
     const server: Server = createServer((s) => sockets.push(s));
     const port = await freePort();
-    await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
     const hung = `127.0.0.1:${port}`;
-    // Trusted as the real one is (its CA where Docker's trust reads it): what fails is the silence, not TLS.
-    await registry.registry.trustFor(hung, DOCKER_CERTS);
     try {
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
+      // Trusted as the real one is (its CA where Docker's trust reads it): what fails is the silence, not TLS.
+      await registry.registry.trustFor(hung, DOCKER_CERTS);
       const image = `${hung}/team/sleeper:1`;
       const alloc = await failedAlloc(h, await run(h, imageJob('hung', image, `image_pull_timeout = "5s"\n${registry.authHcl}`)));
       const message = setupFailureOf(h, alloc);
@@ -223,7 +223,7 @@ describe('a failed image pull through the agent: a clear task event, nothing hal
       expect(sockets.length).toBeGreaterThan(0);
     } finally {
       for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
+      if (server.listening) await new Promise((r) => server.close(r));
       fs.rmSync(path.join(DOCKER_CERTS, hung), { recursive: true, force: true });
     }
     expect(halfWritten(storeDir)).toEqual([]);

@@ -3,12 +3,16 @@
 // and records it. Docker's rules: an image present under a tag other than
 // `latest` is not asked for again (no request at all) unless forcePull; a
 // digest reference already present never goes to the network; pulls of one
-// reference running at once share one pull; blobs in the store are never
-// fetched again; a layer that fails stops the others, and a pull that fails
-// (a layer's error, image_pull_timeout) does so once its downloads have
-// settled: no temp file outlives it. Progress comes as
+// reference with the same credentials running at once share one pull (a
+// pull that is already stopping is never joined: a new caller starts its
+// own); blobs in the store are never fetched again; a layer that fails
+// stops the others, and a pull that fails (a layer's error,
+// image_pull_timeout) does so once its downloads have settled: no temp file
+// outlives it, though it never waits more than STOPPED_PULL_SETTLE_MS on a
+// download that ignores the stop (nor at all once disposed). Progress comes as
 // throttled "Downloading image …" events and a final "pulled" event with
 // the digest.
+import { createHash } from 'node:crypto';
 import { type Clock, type Disposable, type Logger, NullLogger, RealClock, abortReason, errorMessage, raceAbort } from '@csiplug/core';
 import { RegistryClient, type PullContext } from './distribution/registry-client';
 import type { AuthConfig } from './distribution/auth';
@@ -93,10 +97,15 @@ interface SharedPull {
   readonly controller: AbortController;
   readonly listeners: Set<(e: PullEvent) => void>;
   waiting: number;
+  /** True once the pull was stopped (no caller left, image_pull_timeout, dispose) or ended. */
+  stopping: boolean;
 }
 
 export class ImagePuller implements Disposable {
   private readonly inflight = new Map<string, SharedPull>();
+  /** Ends each bounded wait on stopped downloads now (dispose does not wait for them). */
+  private readonly settleWaits = new Set<() => void>();
+  private disposed = false;
   private readonly client: RegistryClient;
 
   private constructor(
@@ -138,9 +147,11 @@ export class ImagePuller implements Disposable {
         ),
       );
     }
-    const key = parsed.canonical;
+    // Shared only with callers using the same credentials: a caller with wrong ones must not get in on another's.
+    const key = `${parsed.canonical} ${credentialsIdentity(options.auth)}`;
     let shared = this.inflight.get(key);
-    if (!shared) {
+    // A pull already stopping (its callers gave up, or image_pull_timeout) is never joined: it can only fail.
+    if (!shared || shared.controller.signal.aborted || shared.stopping) {
       const controller = new AbortController();
       const listeners = new Set<(e: PullEvent) => void>();
       const emit = (e: PullEvent) => {
@@ -148,13 +159,25 @@ export class ImagePuller implements Disposable {
           try {
             l(e);
           } catch (err) {
-            this.logger.warn('a pull progress listener threw', { reference: key, error: errorMessage(err) });
+            this.logger.warn('a pull progress listener threw', { reference: parsed.canonical, error: errorMessage(err) });
           }
         }
       };
-      const promise = this.pullOnce(parsed, options, controller.signal, emit).finally(() => this.inflight.delete(key));
-      shared = { promise, controller, listeners, waiting: 0 };
-      this.inflight.set(key, shared);
+      // Taken out of the sharing as soon as it stops, so a later caller starts a new pull; never removes its replacement.
+      const release = () => {
+        entry.stopping = true;
+        if (this.inflight.get(key) === entry) this.inflight.delete(key);
+      };
+      const promise = this.pullOnce(parsed, options, controller.signal, emit, release).finally(release);
+      const entry: SharedPull = {
+        promise,
+        controller,
+        listeners,
+        waiting: 0,
+        stopping: false,
+      };
+      shared = entry;
+      this.inflight.set(key, entry);
     }
     return this.join(shared, options);
   }
@@ -199,6 +222,7 @@ export class ImagePuller implements Disposable {
     options: PullOptions,
     signal: AbortSignal,
     emit: (e: PullEvent) => void,
+    onStopping: () => void,
   ): Promise<PulledImage> {
     const present = await this.presentLocally(ref, options.forcePull === true);
     if (present) {
@@ -214,6 +238,8 @@ export class ImagePuller implements Disposable {
     const timeoutMs = options.pullTimeoutMs ?? this.options.pullTimeoutMs ?? DEFAULT_IMAGE_PULL_TIMEOUT_MS;
     const overall = new AbortController();
     const onOuterAbort = () => overall.abort(abortReason(signal));
+    overall.signal.addEventListener('abort', onStopping, { once: true });
+    if (signal.aborted) onOuterAbort();
     signal.addEventListener('abort', onOuterAbort, { once: true });
     const timer = this.clock.setTimeout(
       () => overall.abort(new ImagePullTimeoutError(ref.registry, `image ${ref.canonical}`, timeoutMs, 'overall')),
@@ -239,14 +265,20 @@ export class ImagePuller implements Disposable {
     }
   }
 
-  /** Resolves once `work` has settled, or after `ms` on this puller's clock, whichever comes first. */
+  /** Resolves once `work` has settled, or after `ms` on this puller's clock, or at dispose, whichever comes first. */
   private settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = this.clock.setTimeout(resolve, ms);
+      if (this.disposed) {
+        resolve();
+        return;
+      }
       const done = () => {
         timer.dispose();
+        this.settleWaits.delete(done);
         resolve();
       };
+      const timer = this.clock.setTimeout(done, ms);
+      this.settleWaits.add(done);
       work.then(done, done);
     });
   }
@@ -398,6 +430,8 @@ export class ImagePuller implements Disposable {
     const layersCtx: PullContext = { ...ctx, signal: stopOnFirstFailure.signal };
     const queue = [...missing];
     let failure: { error: unknown } | undefined;
+    let onFailure!: () => void;
+    const failed = new Promise<void>((resolve) => (onFailure = resolve));
     const worker = async () => {
       for (let layer = queue.shift(); layer && !failure; layer = queue.shift()) {
         const current = layer;
@@ -408,6 +442,7 @@ export class ImagePuller implements Disposable {
           });
         } catch (error) {
           failure ??= { error };
+          onFailure();
           stopOnFirstFailure.abort(failure.error);
           return;
         }
@@ -415,8 +450,12 @@ export class ImagePuller implements Disposable {
         doneBytes += current.size;
       }
     };
+    const workers = Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, missing.length) }, worker));
     try {
-      await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, missing.length) }, worker));
+      await Promise.race([workers, failed]);
+      // The stopped downloads get the same bound as a stopped pull: one stuck in a write that ignores the stop
+      // (a hung disk) must not hide this failure behind image_pull_timeout.
+      if (failure) await this.settledWithin(workers, STOPPED_PULL_SETTLE_MS);
     } finally {
       ctx.signal?.removeEventListener('abort', onPullAbort);
     }
@@ -432,10 +471,20 @@ export class ImagePuller implements Disposable {
   }
 
   dispose(): void {
-    for (const shared of this.inflight.values()) shared.controller.abort(new Error('the image puller was disposed'));
+    this.disposed = true;
+    for (const shared of [...this.inflight.values()]) shared.controller.abort(new Error('the image puller was disposed'));
+    // Shutdown does not wait for stopped downloads: the store removes leftover temp files when next opened.
+    for (const done of [...this.settleWaits]) done();
     this.client.dispose();
     this.http.dispose();
   }
+}
+
+/** Which credentials a pull uses, as a digest (never the secret itself): pulls share only with equal ones. */
+function credentialsIdentity(auth: AuthConfig | undefined): string {
+  if (!auth) return 'agent-credentials';
+  const hash = createHash('sha256').update(JSON.stringify([auth.username ?? null, auth.password ?? null, auth.server_address ?? null]));
+  return `auth-${hash.digest('hex').slice(0, 32)}`;
 }
 
 /** "45", "1.2", "0.3": MB (10^6 bytes) with one decimal below 10. */
