@@ -23,6 +23,7 @@ import { ImagePullTimeoutError, RegistryProtocolError, UnsupportedImageError } f
 import { parseImageConfig, parseManifestOrIndex, type Descriptor, type ImageConfig, type LayerDescriptor, type Platform } from './manifest';
 import { nodePlatform, selectPlatformManifest } from './platform';
 import { parseImageReference, type RegistryReference } from './reference';
+import { SharedWork } from './shared-work';
 import { BlobStore } from './store/blob-store';
 import { ImageIndex, type ImageRecord } from './store/image-index';
 
@@ -92,17 +93,9 @@ export interface PulledImage {
   readonly fromStore: boolean;
 }
 
-interface SharedPull {
-  readonly promise: Promise<PulledImage>;
-  readonly controller: AbortController;
-  readonly listeners: Set<(e: PullEvent) => void>;
-  waiting: number;
-  /** True once the pull was stopped (no caller left, image_pull_timeout, dispose) or ended. */
-  stopping: boolean;
-}
-
 export class ImagePuller implements Disposable {
-  private readonly inflight = new Map<string, SharedPull>();
+  /** Pulls under way, shared by callers of one reference with one set of credentials. */
+  private readonly inflight: SharedWork<PullEvent, PulledImage>;
   /** Ends each bounded wait on stopped downloads now (dispose does not wait for them). */
   private readonly settleWaits = new Set<() => void>();
   private disposed = false;
@@ -114,9 +107,10 @@ export class ImagePuller implements Disposable {
     private readonly http: RegistryHttp,
     private readonly options: ImagePullerOptions,
     private readonly clock: Clock,
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly platform: Platform,
   ) {
+    this.inflight = new SharedWork(logger, 'pull');
     this.client = new RegistryClient({
       clock,
       http,
@@ -149,37 +143,8 @@ export class ImagePuller implements Disposable {
     }
     // Shared only with callers using the same credentials: a caller with wrong ones must not get in on another's.
     const key = `${parsed.canonical} ${credentialsIdentity(options.auth)}`;
-    let shared = this.inflight.get(key);
     // A pull already stopping (its callers gave up, or image_pull_timeout) is never joined: it can only fail.
-    if (!shared || shared.controller.signal.aborted || shared.stopping) {
-      const controller = new AbortController();
-      const listeners = new Set<(e: PullEvent) => void>();
-      const emit = (e: PullEvent) => {
-        for (const l of listeners) {
-          try {
-            l(e);
-          } catch (err) {
-            this.logger.warn('a pull progress listener threw', { reference: parsed.canonical, error: errorMessage(err) });
-          }
-        }
-      };
-      // Taken out of the sharing as soon as it stops, so a later caller starts a new pull; never removes its replacement.
-      const release = () => {
-        entry.stopping = true;
-        if (this.inflight.get(key) === entry) this.inflight.delete(key);
-      };
-      const promise = this.pullOnce(parsed, options, controller.signal, emit, release).finally(release);
-      const entry: SharedPull = {
-        promise,
-        controller,
-        listeners,
-        waiting: 0,
-        stopping: false,
-      };
-      shared = entry;
-      this.inflight.set(key, entry);
-    }
-    return this.join(shared, options);
+    return this.inflight.run(key, options, (signal, emit, release) => this.pullOnce(parsed, options, signal, emit, release));
   }
 
   /** The image a reference was pulled as, from the store only (no network). */
@@ -195,26 +160,6 @@ export class ImagePuller implements Disposable {
   async configByDigest(configDigest: string): Promise<ImageConfig | undefined> {
     if (!(await this.blobs.has(configDigest))) return undefined;
     return parseImageConfig(await this.blobs.read(configDigest), this.blobs.dir, `image config ${configDigest} in the store`);
-  }
-
-  private join(shared: SharedPull, options: PullOptions): Promise<PulledImage> {
-    const { onProgress, signal } = options;
-    if (onProgress) shared.listeners.add(onProgress);
-    shared.waiting++;
-    let left = false;
-    const leave = () => {
-      if (left) return;
-      left = true;
-      if (onProgress) shared.listeners.delete(onProgress);
-      // The shared pull stops only when every caller waiting on it gave up.
-      if (--shared.waiting === 0 && signal?.aborted) shared.controller.abort(abortReason(signal));
-    };
-    const onAbort = () => leave();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    return raceAbort(shared.promise, signal).finally(() => {
-      signal?.removeEventListener('abort', onAbort);
-      leave();
-    });
   }
 
   private async pullOnce(
@@ -472,7 +417,7 @@ export class ImagePuller implements Disposable {
 
   dispose(): void {
     this.disposed = true;
-    for (const shared of [...this.inflight.values()]) shared.controller.abort(new Error('the image puller was disposed'));
+    this.inflight.abortAll(new Error('the image puller was disposed'));
     // Shutdown does not wait for stopped downloads: the store removes leftover temp files when next opened.
     for (const done of [...this.settleWaits]) done();
     this.client.dispose();
