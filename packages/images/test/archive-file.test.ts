@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { FakeClock } from '@csiplug/core/testing';
 import {
+  ArchiveLoader,
   ImageArchiveError,
   ImageArchiveRefusedError,
   ImageArchiveUnreadableError,
@@ -191,4 +192,26 @@ it('a file rewritten between the two reads: the copy fails naming the archive an
   } finally {
     await archive.close();
   }
+});
+
+it('a load every caller gave up on mid-copy stops within a chunk and writes no blob or index entry after', async () => {
+  const svc = open('store-abort');
+  const { puller } = await svc.open();
+  const controller = new AbortController();
+  // The blob store as the loader sees it: the caller gives up as the big layer's copy (the last member copied) begins.
+  const blobs = Object.create(puller.blobs) as typeof puller.blobs;
+  blobs.write = (digest, size, chunks, onProgress) => {
+    if (size >= BIG_BYTES) controller.abort(new Error('the task was stopped'));
+    return puller.blobs.write(digest, size, chunks, onProgress);
+  };
+  const loader = new ArchiveLoader(blobs, puller.index);
+  const ref = `oci-archive:${bigArchive}`;
+  const waiting = loader.load(ref, { signal: controller.signal });
+  // The shared load itself (the caller's promise ends at the abort; the load runs on until it sees it).
+  const shared = (loader as unknown as { inflight: Map<string, { promise: Promise<unknown> }> }).inflight.get(ref)!.promise;
+  await expect(waiting).rejects.toThrow('the task was stopped');
+  await expect(shared).rejects.toThrow('the task was stopped');
+  expect(puller.index.get(ref)).toBeUndefined();
+  expect(await puller.blobs.has(image.manifestDigest)).toBe(false);
+  expect(await puller.blobs.tempFiles()).toEqual([]);
 });
