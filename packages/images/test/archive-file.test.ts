@@ -183,7 +183,7 @@ it('a file rewritten between the two reads: the copy fails naming the archive an
     const fh = await openFile(file, 'r+');
     await fh.write(Buffer.from([bytes[at]! ^ 0xff]), 0, 1, at);
     await fh.close();
-    const err = await copyMembers(archive, catalog, new Map([[layer.member, layer]]), puller.blobs).catch((e: unknown) => e as Error);
+    const err = (await copyMembers(archive, catalog, new Map([[layer.member, layer]]), puller.blobs).catch((e: unknown) => e)) as Error;
     expect(err).toBeInstanceOf(ImageArchiveError);
     expect(err.message).toContain(`image archive ${file}: ${layer.member}: changed since it was checked at the first read`);
     expect(err.message).not.toContain('push the image again');
