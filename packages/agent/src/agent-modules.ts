@@ -38,7 +38,7 @@ import { registryModule } from '@csiplug/registry';
 import { stateModule } from '@csiplug/state';
 import { IVolumeCatalog, IVolumeSpecValidator, volumesModule, type VolumeCatalogService } from '@csiplug/volumes';
 import { AgentEvents, IAgentEvents } from '@csiplug/api';
-import { IAllocStore, registerAllocStore, type AllocStore } from '@csiplug/runner';
+import { IAllocStore, archivePathPolicy, registerAllocStore, type AllocStore } from '@csiplug/runner';
 import { ITaskStateWriter, TaskStateWriter } from '@csiplug/runner';
 import { DEFAULT_IMAGE_DRIVER, checkVolumeSpec, type AgentConfig } from '@csiplug/jobspec';
 
@@ -92,7 +92,12 @@ export function agentModules(config: AgentConfig, logger: Logger): ConfiguredMod
     withConfig(csiModule, {}),
     withConfig(driverModule, {}),
     // The image store (<dataDir>/images) opens after the data dir is locked, before any task starts; it stops after the tasks' runners.
-    withConfig(imagesModule, { dataDir: config.dataDir, docker: config.docker ?? DEFAULT_IMAGE_DRIVER }),
+    withConfig(imagesModule, {
+      dataDir: config.dataDir,
+      docker: config.docker ?? DEFAULT_IMAGE_DRIVER,
+      // An archive a job names is read (as root) only from allowed_host_paths, checked as a bind's source is (archive-path-policy.ts).
+      archivePathPolicy: archivePathPolicy((config.docker ?? DEFAULT_IMAGE_DRIVER).allowedHostPaths),
+    }),
     withConfig(registryModule, {}),
     // A cluster node (config `cluster { … }`): its claimer is bound before the volumes module's default, and it connects before the volumes start.
     ...(config.cluster ? [withConfig(clusterModule, { options: config.cluster, dataDir: config.dataDir })] : []),

@@ -3,7 +3,11 @@
 // of host binaries) runs through the real agent — the image loaded from the
 // file into the agent's store, the task on runc on a root made from it, its
 // events naming the load ("Loading Image" from the path, "Loaded" with the
-// digest) — and a stop with purge leaves no mount and no container.
+// digest) — and a stop with purge leaves no mount and no container. The
+// agent reads an archive (as root) only from its allowed_host_paths
+// (volumes { enabled } is not needed for that): an archive outside them,
+// or a link from inside them to one outside, is a Setup Failure naming the
+// path and the setting to change, and nothing runs.
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -15,7 +19,9 @@ import { AgentHarness, mountsUnder, pollUntil } from './support/agent-process';
 jest.setTimeout(300_000);
 
 let dir: string;
+let allowed: string;
 let archive: string;
+let outside: string;
 let manifestDigest: string;
 
 beforeAll(async () => {
@@ -26,11 +32,19 @@ beforeAll(async () => {
     entrypoint: ['/bin/sleep'],
   });
   manifestDigest = built.manifestDigest;
-  archive = path.join(dir, 'sleeper.tar');
+  allowed = path.join(dir, 'images');
+  fs.mkdirSync(allowed);
+  archive = path.join(allowed, 'sleeper.tar');
   execFileSync('/usr/bin/skopeo', ['--insecure-policy', 'copy', '--quiet', `oci:${layout}:app`, `oci-archive:${archive}:1`], {
     stdio: 'pipe',
   });
+  outside = path.join(dir, 'outside.tar');
+  fs.copyFileSync(archive, outside);
+  fs.symlinkSync(outside, path.join(allowed, 'link.tar'));
 });
+
+/** The agent's config: archives only from `allowed` (volumes stay off). */
+const agentConfig = (): string => `plugin "docker" {\n  config {\n    allowed_host_paths = ["${allowed}"]\n  }\n}\n`;
 
 afterAll(() => {
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
@@ -60,7 +74,7 @@ describe('an image job from an archive on the node', () => {
   });
 
   it('runs with no registry, its events name the load, and a stop with purge leaves no mount or container', async () => {
-    h = new AgentHarness('');
+    h = new AgentHarness(agentConfig());
     await h.start();
     try {
       await h.api.runJob(jobToDocument(await parseJobspec(job(`oci-archive:${archive}`), 'sleeper.hcl')));
@@ -84,6 +98,38 @@ describe('an image job from an archive on the node', () => {
     } finally {
       await h.api.stopJob('sleeper', { purge: true }).catch(() => undefined);
       await pollUntil('every root released', async () => (mountsUnder(h.root).length === 0 ? true : undefined), 60_000);
+    }
+  });
+
+  it('refuses an archive outside allowed_host_paths, and a link to one: a Setup Failure naming the path and the setting, nothing run', async () => {
+    h = new AgentHarness(agentConfig());
+    await h.start();
+    try {
+      for (const [i, [image, real]] of [
+        [`oci-archive:${outside}`, outside],
+        [`oci-archive:${path.join(allowed, 'link.tar')}`, outside],
+      ].entries()) {
+        const name = `refused-${i}`;
+        await h.api.runJob(jobToDocument(await parseJobspec(job(image).replace('job "sleeper"', `job "${name}"`), `${name}.hcl`)));
+        const failure = await pollUntil(
+          'a Setup Failure',
+          async () => {
+            const a = (await h.api.listAllocs()).find((x) => x.jobId === name);
+            if (!a) return undefined;
+            return (await h.api.getAlloc(a.id)).tasks.t?.events.find((e) => e.type === 'Setup Failure');
+          },
+          60_000,
+        );
+        expect(failure.message).toContain(`${real} is not within this agent's allowed_host_paths (${allowed})`);
+        expect(failure.message).toContain('allowed_host_paths = ["…"]');
+        const events = (await h.api.getAlloc((await h.api.listAllocs()).find((x) => x.jobId === name)!.id)).tasks.t!.events;
+        expect(events.map((e) => e.type)).not.toContain('Started');
+        expect(events.map((e) => e.type)).not.toContain('Loaded');
+        await h.api.stopJob(name, { purge: true });
+      }
+      expect(mountsUnder(h.dataDir)).toEqual([]);
+    } finally {
+      for (const name of ['refused-0', 'refused-1']) await h.api.stopJob(name, { purge: true }).catch(() => undefined);
     }
   });
 });

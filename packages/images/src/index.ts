@@ -24,6 +24,7 @@ export * from './platform';
 export * from './puller';
 export { ArchiveLoader, type ArchiveLoadEvent, type ArchiveLoadOptions, type ArchiveLoaderOptions } from './archive/archive-loader';
 export * from './archive/archive-errors';
+export type { ArchivePathPolicy } from './archive/archive-catalog';
 export * from './reference';
 export { parseWwwAuthenticate, resolveCredentials, type AuthChallenge, type AuthConfig, type Credentials } from './distribution/auth';
 export { DEFAULT_RETRY, type RetryPolicy } from './distribution/retry';

@@ -4,6 +4,7 @@
 // left; stop disposes the service (GC timers end; task roots stay mounted for
 // the tasks that run on them, and the next agent takes them as they are).
 import { IClock, ILogger, bindDefault, declareTokenOwner, isDisposable, type Clock, type Logger, type Module } from '@csiplug/core';
+import type { ArchivePathPolicy } from './archive/archive-catalog';
 import { TaskImages, type TaskImagesDriverConfig, type TaskImagesService } from './task-images';
 
 /** The task image service: what the runner asks for an image task's root. */
@@ -15,6 +16,8 @@ export interface ImagesModuleConfig {
   readonly dataDir: string;
   /** plugin "docker" { config { … } }: the agent config's ImageDriverConfig. */
   readonly docker: TaskImagesDriverConfig;
+  /** Which archive paths a task's image may name (the agent gives the runner's allowed_host_paths check). */
+  readonly archivePathPolicy?: ArchivePathPolicy;
 }
 
 export const imagesModule: Module<ImagesModuleConfig> = {
@@ -25,6 +28,7 @@ export const imagesModule: Module<ImagesModuleConfig> = {
         new TaskImages({
           dataDir: config.dataDir,
           docker: config.docker,
+          ...(config.archivePathPolicy ? { archivePathPolicy: config.archivePathPolicy } : {}),
           clock: c.resolve<Clock>(IClock),
           logger: c.resolve<Logger>(ILogger),
         }),

@@ -23,6 +23,7 @@ import { isDigest } from './digest';
 import type { ImageRuntimeConfig } from './image-config';
 import type { ImageConfig } from './manifest';
 import { ArchiveLoader, type ArchiveLoadEvent } from './archive/archive-loader';
+import type { ArchivePathPolicy } from './archive/archive-catalog';
 import { ImagePuller, type PullEvent, type PulledImage } from './puller';
 import { parseImageReference } from './reference';
 import { chainIds, digestHex } from './rootfs/chain-id';
@@ -55,6 +56,8 @@ export interface TaskImagesOptions {
   readonly certsDir?: string;
   /** The layer store's mode; `auto` (overlay where it works) by default. */
   readonly layerMode?: LayerStoreMode | 'auto';
+  /** Which archive paths (oci-archive:, docker-archive:) a task may name: the agent gives its allowed_host_paths check; every path when not given. */
+  readonly archivePathPolicy?: ArchivePathPolicy;
 }
 
 export interface PrepareTaskImageRequest {
@@ -176,7 +179,11 @@ export class TaskImages implements TaskImagesService, Disposable {
         ...(this.options.layerMode ? { mode: this.options.layerMode } : {}),
       });
       // An archive's image goes into the puller's store and index: past the fetch, it is a pulled image.
-      const loader = new ArchiveLoader(puller.blobs, puller.index, { clock: this.clock, logger: this.logger });
+      const loader = new ArchiveLoader(puller.blobs, puller.index, {
+        clock: this.clock,
+        logger: this.logger,
+        ...(this.options.archivePathPolicy ? { pathPolicy: this.options.archivePathPolicy } : {}),
+      });
       return { puller, loader, layers };
     })();
     return this.opened;

@@ -509,7 +509,7 @@ function readDriverPlugins(
         pull_activity_timeout: inConfig,
         gc: inConfig,
       });
-      images.push([name, readImageDriverPlugin(b, name)]);
+      images.push([name, readImageDriverPlugin(b)]);
       continue;
     }
     if (name === 'raw_exec') {

@@ -3,7 +3,8 @@
 // Nomad's docker plugin block. Nomad's keys keep Nomad's meanings and
 // defaults (allow_privileged false, gc.image true after 3m, volumes off,
 // pull_activity_timeout 2m and at least 1m). `allowed_host_paths` is
-// csiplug's own: the host paths a bind may name once volumes are enabled.
+// csiplug's own: the host paths a bind may name once volumes are enabled,
+// and (volumes on or off) where an image archive may be read from.
 // Keys of Nomad's plugin that only make sense with a Docker daemon are
 // refused naming the key and why.
 import { ALL_CAPS, DEFAULT_TASK_CAPS, capabilityName, formatDuration } from '@csiplug/core';
@@ -20,7 +21,7 @@ export interface ImageDriverConfig {
   authConfig?: string;
   /** `volumes { enabled }`: whether `volumes`/bind `mount`s with host paths are allowed (default false, as Nomad). */
   volumesEnabled: boolean;
-  /** `allowed_host_paths`: the host paths (and what is under them) a bind may name when volumes are enabled; empty: none but relative (task dir) paths. */
+  /** `allowed_host_paths`: the host paths (and what is under them) a bind may name when volumes are enabled, and an image archive (oci-archive:, docker-archive:) may be read from, volumes on or off; empty: none. */
   allowedHostPaths: string[];
   /** `pull_activity_timeout` in ms: a pull with no progress for this long fails (default 2m, at least 1m as Nomad). */
   pullActivityTimeout: number;
@@ -70,7 +71,7 @@ const CONFIG_UNSUPPORTED: Readonly<Record<string, string>> = {
  * `config`), defaults filled in. The first problem is thrown, named by `b`'s
  * Where (`plugin "docker".config.gc.container …`).
  */
-export function readImageDriverPlugin(b: BlockReader, name: string): ImageDriverConfig {
+export function readImageDriverPlugin(b: BlockReader): ImageDriverConfig {
   const c = b.block('config', CONFIG_KEYS, CONFIG_UNSUPPORTED);
   const config: ImageDriverConfig = {
     ...DEFAULT_IMAGE_DRIVER,
@@ -107,11 +108,7 @@ export function readImageDriverPlugin(b: BlockReader, name: string): ImageDriver
   config.volumesEnabled = v?.bool('enabled', false) ?? false;
   if (c.has('allowed_host_paths')) {
     const paths = c.stringList('allowed_host_paths').map((p, i) => absolutePath(c, `allowed_host_paths[${i}]`, p));
-    if (!config.volumesEnabled && paths.length > 0)
-      c.fail(
-        'allowed_host_paths',
-        `has no effect while host paths may not be bound: add volumes { enabled = true } to plugin "${name}" { config { … } }, or remove allowed_host_paths`,
-      );
+    // With volumes off it still names where image archives (oci-archive:, docker-archive:) may be read from: the agent reads them, no task sees the path.
     config.allowedHostPaths = paths.filter((p, i) => paths.indexOf(p) === i);
   }
 

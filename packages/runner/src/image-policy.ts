@@ -170,13 +170,18 @@ export function checkImageBindSources(mounts: readonly TaskMount[]): { mounts: T
     } catch {
       return { error: `${what}: its source ${m.source} does not exist on this node; create it, or mount another path` };
     }
-    if (!bind.allowed.some((a) => isUnder(real, realpathOr(a))))
+    if (!withinAllowedHostPaths(real, bind.allowed))
       return {
         error: `${what}${real !== m.source ? ` (really ${real})` : ''} is not within this agent's allowed_host_paths (${bind.allowed.join(', ') || 'none'}): add it to plugin "docker" { config { allowed_host_paths } }, or mount another path`,
       };
     out.push({ ...mount, source: real });
   }
   return { mounts: out };
+}
+
+/** Whether real path `real` is one of `allowed` (allowed_host_paths, each taken by its own real path) or below one. */
+export function withinAllowedHostPaths(real: string, allowed: readonly string[]): boolean {
+  return allowed.some((a) => isUnder(real, realpathOr(a)));
 }
 
 /** The first path from below `base` down to `p` that is a link (lstat, never followed), 'missing' when one is absent, or undefined. */

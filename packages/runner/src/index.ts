@@ -16,4 +16,5 @@ export * from './task-runner';
 export * from './task-state-writer';
 export * from './task-user';
 export * from './image-policy';
+export * from './archive-path-policy';
 export * from './task-image';

@@ -20,7 +20,8 @@ import { readTar, type TarEntryType } from '../unpack/tar-reader';
 import { TarFormatError } from '../unpack/errors';
 import { detectCompression } from '../unpack/layer-stream';
 import type { LayerCompression } from '../media-types';
-import { ImageArchiveError, ImageArchiveUnreadableError } from './archive-errors';
+import { DigestMismatchError, ImageError } from '../errors';
+import { ImageArchiveError, ImageArchiveRefusedError, ImageArchiveUnreadableError } from './archive-errors';
 
 /** Files up to this size are kept in memory by the first read (manifests, configs, index.json: registries cap manifests at 4 MiB). */
 export const MAX_ARCHIVE_DOCUMENT_BYTES = 4 * 1024 * 1024;
@@ -51,7 +52,31 @@ export interface CatalogOptions {
   readonly gunzipDigests?: boolean;
 }
 
-/** An archive file opened once: both reads go through this handle, so a file renamed over it meanwhile is not mixed in. */
+/**
+ * Whether this agent reads an archive at `realPath` (its real path: no
+ * link in it) for a job; a sentence saying which path and what to change
+ * when not. The agent gives the runner's allowed_host_paths check
+ * (image-policy.ts); without one every path is read (tests, tools).
+ */
+export type ArchivePathPolicy = (realPath: string) => string | undefined;
+
+export interface ArchiveOpenOptions {
+  readonly pathPolicy?: ArchivePathPolicy;
+}
+
+/** Bytes read from the archive at a time. */
+const READ_CHUNK_BYTES = 1 << 20;
+
+/**
+ * An archive file opened once: both reads go through this handle, so a
+ * file renamed over it meanwhile is not mixed in. The agent runs as root
+ * and a job names the path: the path must be within the agent's policy,
+ * checked on its real path before anything is opened and again on what was
+ * opened (a link swapped in between is caught); it must be a regular file
+ * before it is opened (a FIFO would block the open forever, a device
+ * would be opened as root), and the file opened must be that file (dev
+ * and inode compared). The open never blocks and never takes a terminal.
+ */
 export class ArchiveFile {
   private constructor(
     readonly archivePath: string,
@@ -59,23 +84,43 @@ export class ArchiveFile {
     readonly stats: Stats,
   ) {}
 
-  static async open(archivePath: string): Promise<ArchiveFile> {
+  static async open(archivePath: string, options: ArchiveOpenOptions = {}): Promise<ArchiveFile> {
+    const policy = options.pathPolicy;
+    if (!path.isAbsolute(archivePath))
+      throw new ImageArchiveUnreadableError(archivePath, 'is not an absolute path; name the archive by its absolute path on this node');
+    let real: string;
+    try {
+      real = await fsp.realpath(archivePath);
+    } catch (err) {
+      // A path the policy refuses is refused as such, existing or not: a job learns nothing of the host's files.
+      const refusal = policy?.(path.resolve(archivePath));
+      if (refusal !== undefined) throw new ImageArchiveRefusedError(archivePath, refusal);
+      throw unreadable(archivePath, err);
+    }
+    const refusal = policy?.(real);
+    if (refusal !== undefined) throw new ImageArchiveRefusedError(archivePath, refusal);
+    let before: Stats;
+    try {
+      before = await fsp.stat(real);
+    } catch (err) {
+      throw unreadable(archivePath, err);
+    }
+    if (!before.isFile()) throw new ImageArchiveUnreadableError(archivePath, `is ${fileKind(before)}, not a regular file`);
     let handle: fsp.FileHandle;
     try {
-      handle = await fsp.open(archivePath, fsc.O_RDONLY);
+      // O_NONBLOCK: a FIFO swapped in after the stat does not hang the open; O_NOFOLLOW: nor does a link swapped in.
+      handle = await fsp.open(real, fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY | fsc.O_NOFOLLOW);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const detail =
-        code === 'ENOENT'
-          ? 'does not exist on this node'
-          : code === 'EACCES' || code === 'EPERM'
-            ? 'cannot be read by the agent (permission denied)'
-            : `cannot be opened (${errorMessage(err)})`;
-      throw new ImageArchiveUnreadableError(archivePath, detail, { cause: err });
+      throw unreadable(archivePath, err);
     }
     try {
       const stats = await handle.stat();
-      if (!stats.isFile()) throw new ImageArchiveUnreadableError(archivePath, 'is not a regular file');
+      if (!stats.isFile() || stats.dev !== before.dev || stats.ino !== before.ino)
+        throw new ImageArchiveUnreadableError(archivePath, 'was replaced while it was opened');
+      // What was opened, by the kernel's word (a directory on the way swapped for a link is caught here).
+      const opened = await fsp.readlink(`/proc/self/fd/${handle.fd}`).catch(() => real);
+      const refusedNow = policy?.(opened);
+      if (refusedNow !== undefined) throw new ImageArchiveRefusedError(archivePath, refusedNow);
       return new ArchiveFile(archivePath, handle, stats);
     } catch (err) {
       await handle.close().catch(() => undefined);
@@ -83,19 +128,51 @@ export class ArchiveFile {
     }
   }
 
-  /** Runs `read` over the archive's bytes from the start (a new stream each call, destroyed after: a read may stop early). */
+  /** Runs `read` over the archive's bytes from the start (positional reads: the handle stays open for the next read). */
   async read<T>(read: (bytes: AsyncIterable<Buffer>) => Promise<T>): Promise<T> {
-    const stream = this.handle.createReadStream({ start: 0, autoClose: false, highWaterMark: 1 << 20 });
-    try {
-      return await read(stream);
-    } finally {
-      stream.destroy();
+    return read(this.bytes());
+  }
+
+  private async *bytes(): AsyncGenerator<Buffer> {
+    let position = 0;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+      let bytesRead: number;
+      try {
+        ({ bytesRead } = await this.handle.read(buf, 0, buf.length, position));
+      } catch (err) {
+        throw new ImageArchiveUnreadableError(this.archivePath, `could not be read at byte ${position} (${errorMessage(err)})`, {
+          cause: err,
+        });
+      }
+      if (bytesRead === 0) return;
+      position += bytesRead;
+      yield bytesRead < buf.length ? buf.subarray(0, bytesRead) : buf;
     }
   }
 
   async close(): Promise<void> {
     await this.handle.close().catch(() => undefined);
   }
+}
+
+function unreadable(archivePath: string, err: unknown): ImageArchiveUnreadableError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const detail =
+    code === 'ENOENT'
+      ? 'does not exist on this node'
+      : code === 'EACCES' || code === 'EPERM'
+        ? 'cannot be read by the agent (permission denied)'
+        : `cannot be opened (${errorMessage(err)})`;
+  return new ImageArchiveUnreadableError(archivePath, detail, { cause: err });
+}
+
+function fileKind(st: Stats): string {
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  if (st.isDirectory()) return 'a directory';
+  if (st.isSocket()) return 'a socket';
+  return 'not a file';
 }
 
 /** The cleaned name of an entry ('' for the archive's root), or an error naming it. */
@@ -123,7 +200,7 @@ export class ArchiveCatalog {
     let keptBytes = 0;
     try {
       await file.read(async (bytes) => {
-        for await (const entry of readTar(bytes, { maxEntryBytes: file.stats.size })) {
+        for await (const entry of readTar(notCompressedWhole(archive, bytes), { maxEntryBytes: file.stats.size })) {
           signal?.throwIfAborted();
           const name = memberName(archive, entry.name);
           if (name === '') continue;
@@ -140,7 +217,7 @@ export class ArchiveCatalog {
             continue;
           }
           const keep = entry.size <= MAX_ARCHIVE_DOCUMENT_BYTES && keptBytes + entry.size <= MAX_KEPT_BYTES;
-          const hashed = await hashBody(entry.body, keep, options.gunzipDigests === true);
+          const hashed = await hashBody(abortable(entry.body, signal), keep, options.gunzipDigests === true);
           if (keep) {
             kept.set(name, hashed.bytes!);
             keptBytes += entry.size;
@@ -222,6 +299,7 @@ export async function copyMembers(
     left.delete(name);
   }
   if (left.size === 0) return;
+  let current: string | undefined;
   try {
     await file.read(async (bytes) => {
       for await (const entry of readTar(bytes, { maxEntryBytes: file.stats.size })) {
@@ -229,13 +307,16 @@ export async function copyMembers(
         const name = memberName(file.archivePath, entry.name);
         const blob = left.get(name);
         if (!blob || entry.type !== 'file') continue;
-        await blobs.write(blob.digest, blob.size, entry.body);
+        current = name;
+        await blobs.write(blob.digest, blob.size, abortable(entry.body, signal));
+        current = undefined;
         left.delete(name);
         if (left.size === 0) return;
       }
     });
   } catch (err) {
-    throw asArchiveError(file.archivePath, err);
+    if (signal?.aborted) throw err;
+    throw copyError(file.archivePath, current, err);
   }
   if (left.size === 0) return;
   const [missing] = left.keys();
@@ -244,6 +325,54 @@ export async function copyMembers(
     missing!,
     'was there at the first read of the archive and is gone now: the file changed while it was loaded',
   );
+}
+
+/** A failure of the second read said as the archive's: content changed since the first read, or the read itself failing. */
+function copyError(archive: string, member: string | undefined, err: unknown): unknown {
+  if (err instanceof DigestMismatchError)
+    return new ImageArchiveError(
+      archive,
+      member ?? '(the archive)',
+      `changed since it was checked at the first read of the archive (${err.expected} expected, ${err.got} read now): the file was rewritten while it was loaded`,
+      {
+        cause: err,
+        remedy: 'nothing of it was stored under its digest: let whatever writes the archive finish, then start the task again',
+      },
+    );
+  const asArchive = asArchiveError(archive, err);
+  // The store's own errors (a full disk) and the archive's say what they are; anything else is named as this archive's.
+  if (asArchive instanceof ImageError) return asArchive;
+  return new ImageArchiveError(archive, member ?? '(the archive)', `copying it into the image store failed: ${errorMessage(err)}`, {
+    cause: err,
+    remedy: 'start the task again; if it fails the same way, the agent log has the cause',
+  });
+}
+
+/** The chunks of `body`, stopping at the first one after `signal` fires (a cancelled load stops within a chunk). */
+async function* abortable(body: AsyncIterable<Buffer>, signal: AbortSignal | undefined): AsyncGenerator<Buffer> {
+  for await (const chunk of body) {
+    signal?.throwIfAborted();
+    yield chunk;
+  }
+}
+
+/** The archive's bytes, refused at byte 0 when the whole archive is gzip or zstd compressed (an image archive is a plain tar). */
+async function* notCompressedWhole(archive: string, bytes: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  let first = true;
+  for await (const chunk of bytes) {
+    if (first) {
+      first = false;
+      const compression = detectCompression(chunk);
+      if (compression !== 'none')
+        throw new ImageArchiveError(
+          archive,
+          '(the archive)',
+          `is ${compression}-compressed as a whole (byte 0 is ${compression}'s magic number); an image archive is a plain tar`,
+          { remedy: `decompress it first (${compression === 'gzip' ? 'gunzip' : 'zstd -d'}) and name the .tar in config.image` },
+        );
+    }
+    yield chunk;
+  }
 }
 
 interface HashedBody {
@@ -301,9 +430,17 @@ async function hashBody(body: AsyncIterable<Buffer>, keep: boolean, gunzip: bool
 function asArchiveError(archive: string, err: unknown): unknown {
   if (err instanceof TarFormatError) {
     const detail = /\(byte \d+ of the uncompressed tar\): (.*?); the layer blob/s.exec(err.message)?.[1] ?? err.message;
-    return new ImageArchiveError(archive, err.entryName, `the archive is not a well-formed tar at byte ${err.offset}: ${detail}`, {
-      cause: err,
-    });
+    // A header whose checksum fails is no tar header: its "name" is whatever bytes the file has there (a host file's content), never said.
+    const notAHeader = detail === 'header checksum mismatch';
+    return new ImageArchiveError(
+      archive,
+      notAHeader ? '(the archive)' : err.entryName,
+      `the archive is not a well-formed tar at byte ${err.offset}: ${notAHeader ? `the ${TAR_HEADER_BYTES}-byte header there is not a tar header (its checksum does not add up)` : detail}`,
+      // The cause's message carries the name: not kept.
+      notAHeader ? {} : { cause: err },
+    );
   }
   return err;
 }
+
+const TAR_HEADER_BYTES = 512;

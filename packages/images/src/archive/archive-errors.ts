@@ -29,13 +29,29 @@ export class ImageArchiveError extends ImageError {
     /** The file inside the archive at fault, or "(the archive)". */
     readonly member: string,
     detail: string,
-    options?: { cause?: unknown },
+    /** `remedy`: what to do, when it is not writing the archive again (an archive gzipped as a whole, a digest algorithm csiplug does not check). */
+    options?: { cause?: unknown; remedy?: string },
   ) {
     super(
       'EIMAGE_ARCHIVE',
-      `image archive ${archive}: ${member}: ${detail}; the archive is corrupt, hostile or not an image archive of this kind: write it again (skopeo copy, docker save) and start the task again`,
-      options,
+      `image archive ${archive}: ${member}: ${detail}; ${options?.remedy ?? 'the archive is corrupt, hostile or not an image archive of this kind: write it again (skopeo copy, docker save) and start the task again'}`,
+      options?.cause !== undefined ? { cause: options.cause } : undefined,
     );
+  }
+}
+
+/**
+ * The archive's path is not one this agent reads for a job: outside
+ * plugin "docker" { config { allowed_host_paths } } (the agent reads it as
+ * root, so a job naming any host file must not make it read that file).
+ */
+export class ImageArchiveRefusedError extends ImageError {
+  constructor(
+    readonly archive: string,
+    /** The policy's sentence: which path, and what to add to the agent's config. */
+    refusal: string,
+  ) {
+    super('EIMAGE_ARCHIVE_REFUSED', `image archive ${archive}: ${refusal}`);
   }
 }
 

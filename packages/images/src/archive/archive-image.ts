@@ -45,11 +45,10 @@ export function checkMember(archive: string, member: ArchiveMember, digest: stri
   if (member.size !== size)
     throw new ImageArchiveError(archive, member.name, `${what} says ${size} bytes, the file in the archive is ${member.size} bytes`);
   if (!digest.startsWith('sha256:'))
-    throw new ImageArchiveError(
-      archive,
-      member.name,
-      `${what} names it by ${digest.split(':')[0]}; csiplug checks archive blobs by sha256`,
-    );
+    throw new ImageArchiveError(archive, member.name, `${what} names it by ${digest.split(':')[0]}`, {
+      remedy:
+        'csiplug supports only sha256 digests in an image archive: write the image with sha256 digests (skopeo copy, docker save do by default)',
+    });
   if (member.digest !== digest)
     throw new ImageArchiveError(archive, member.name, `${what} says digest ${digest}, the file in the archive hashes to ${member.digest}`);
 }
@@ -64,6 +63,7 @@ export function parseArchiveDocument<T>(archive: string, member: string, parse: 
       throw new ImageArchiveError(archive, member, detail, { cause: err });
     }
     if (err instanceof UnsupportedImageError) throw new ImageArchiveError(archive, member, err.message, { cause: err });
+    if (err instanceof SyntaxError) throw new ImageArchiveError(archive, member, `is not valid JSON (${err.message})`, { cause: err });
     throw err;
   }
 }

@@ -25,7 +25,8 @@ import type { PulledImage } from '../puller';
 import { parseImageReference, type ArchiveReference } from '../reference';
 import type { BlobStore } from '../store/blob-store';
 import type { ImageIndex } from '../store/image-index';
-import { ArchiveCatalog, ArchiveFile, copyMembers } from './archive-catalog';
+import { ImageArchiveUnreadableError } from './archive-errors';
+import { ArchiveCatalog, ArchiveFile, copyMembers, type ArchivePathPolicy } from './archive-catalog';
 import type { ArchiveImage } from './archive-image';
 import { readDockerArchive } from './docker-archive';
 import { readOciArchive } from './oci-archive';
@@ -39,6 +40,8 @@ export interface ArchiveLoaderOptions {
   readonly logger?: Logger;
   /** This node's platform (an OCI archive's index goes to it); detected when not given. */
   readonly platform?: Platform;
+  /** Which archive paths this agent reads (the agent's allowed_host_paths); every path when not given. */
+  readonly pathPolicy?: ArchivePathPolicy;
 }
 
 export interface ArchiveLoadOptions {
@@ -58,6 +61,7 @@ export class ArchiveLoader {
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly platform: Platform;
+  private readonly pathPolicy: ArchivePathPolicy | undefined;
 
   constructor(
     readonly blobs: BlobStore,
@@ -67,6 +71,7 @@ export class ArchiveLoader {
     this.clock = options.clock ?? new RealClock();
     this.logger = options.logger ?? new NullLogger();
     this.platform = options.platform ?? nodePlatform();
+    this.pathPolicy = options.pathPolicy;
   }
 
   /** Loads the image `reference` (an archive reference) names into the store. */
@@ -118,7 +123,9 @@ export class ArchiveLoader {
     // Let every caller of this tick join before the first event.
     await Promise.resolve();
     emit({ kind: 'loading', reference: ref.canonical, path: ref.path, message: `Loading image from ${ref.path}` });
-    const file = await ArchiveFile.open(ref.path);
+    const file = await ArchiveFile.open(ref.path, this.pathPolicy ? { pathPolicy: this.pathPolicy } : {}).catch((err: unknown) => {
+      throw missingWithReference(ref, err);
+    });
     try {
       const catalog = await ArchiveCatalog.read(file, { gunzipDigests: ref.kind === 'docker-archive' }, signal);
       const image: ArchiveImage =
@@ -131,7 +138,10 @@ export class ArchiveLoader {
       const documents = [];
       for (const d of [...image.documents].reverse()) if (!(await this.blobs.has(d.digest))) documents.push(d);
       await copyMembers(file, catalog, wanted, this.blobs, signal);
+      // Every caller gone (each released the store's shared lock as it left): nothing more is written, GC may be at work.
+      signal.throwIfAborted();
       for (const d of documents) await this.blobs.putBytes(d.digest, d.bytes);
+      signal.throwIfAborted();
       await this.index.put({
         reference: ref.canonical,
         manifestDigest: image.manifestDigest,
@@ -163,4 +173,15 @@ export class ArchiveLoader {
       await file.close();
     }
   }
+}
+
+/** A missing archive whose reference has a second ':': the path may be meant to go on past it (skopeo's reading, and ours, ends it there). */
+function missingWithReference(ref: ArchiveReference, err: unknown): unknown {
+  const missing = err instanceof ImageArchiveUnreadableError && (err.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+  if (!missing || ref.inner === undefined) return err;
+  return new ImageArchiveUnreadableError(
+    ref.path,
+    `does not exist on this node (in ${ref.kind}:PATH:REFERENCE everything after the first ':' is read as the reference, here ${JSON.stringify(ref.inner)}: a path with a ':' in it cannot be named)`,
+    { cause: err.cause },
+  );
 }
