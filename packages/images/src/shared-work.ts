@@ -46,6 +46,12 @@ export class SharedWork<E, T> {
     return this.join(entry, caller);
   }
 
+  /** The work under way for `key` and not stopping, to wait for its end (a caller's own promise may end sooner, at its signal). */
+  running(key: string): Promise<T> | undefined {
+    const entry = this.inflight.get(key);
+    return entry && !entry.stopping ? entry.promise : undefined;
+  }
+
   /** Stops all running work (the owner is disposed). */
   abortAll(reason: Error): void {
     for (const entry of [...this.inflight.values()]) entry.controller.abort(reason);

@@ -23,6 +23,7 @@ import {
   type ArchivePathPolicy,
 } from '../src';
 import { ArchiveCatalog, ArchiveFile, copyMembers } from '../src/archive/archive-catalog';
+import type { SharedWork } from '../src/shared-work';
 import { readOciArchive } from '../src/archive/oci-archive';
 import { nodePlatform } from '../src/platform';
 import { buildTar, buildTestImage, type TestImage, type TestTarEntry } from '../src/testing';
@@ -208,7 +209,7 @@ it('a load every caller gave up on mid-copy stops within a chunk and writes no b
   const ref = `oci-archive:${bigArchive}`;
   const waiting = loader.load(ref, { signal: controller.signal });
   // The shared load itself (the caller's promise ends at the abort; the load runs on until it sees it).
-  const shared = (loader as unknown as { inflight: Map<string, { promise: Promise<unknown> }> }).inflight.get(ref)!.promise;
+  const shared = (loader as unknown as { inflight: SharedWork<unknown, unknown> }).inflight.running(ref)!;
   await expect(waiting).rejects.toThrow('the task was stopped');
   await expect(shared).rejects.toThrow('the task was stopped');
   expect(puller.index.get(ref)).toBeUndefined();

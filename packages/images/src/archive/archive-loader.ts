@@ -17,12 +17,13 @@
 // is stored copies nothing. force_pull and image_pull_timeout mean asking a
 // registry again and bounding that; a local file has neither, so they do
 // not apply here. Loads of one reference running at once share one read.
-import { type Clock, type Logger, NullLogger, RealClock, abortReason, errorMessage, raceAbort } from '@csiplug/core';
+import { type Clock, type Logger, NullLogger, RealClock } from '@csiplug/core';
 import { UnsupportedImageError } from '../errors';
 import type { Platform } from '../manifest';
 import { nodePlatform } from '../platform';
 import type { PulledImage } from '../puller';
 import { parseImageReference, type ArchiveReference } from '../reference';
+import { SharedWork } from '../shared-work';
 import type { BlobStore } from '../store/blob-store';
 import type { ImageIndex } from '../store/image-index';
 import { ImageArchiveUnreadableError } from './archive-errors';
@@ -49,17 +50,10 @@ export interface ArchiveLoadOptions {
   readonly onProgress?: (event: ArchiveLoadEvent) => void;
 }
 
-interface SharedLoad {
-  readonly promise: Promise<PulledImage>;
-  readonly controller: AbortController;
-  readonly listeners: Set<(e: ArchiveLoadEvent) => void>;
-  waiting: number;
-}
-
 export class ArchiveLoader {
-  private readonly inflight = new Map<string, SharedLoad>();
+  /** Loads under way, shared by the callers of one archive reference. */
+  private readonly inflight: SharedWork<ArchiveLoadEvent, PulledImage>;
   private readonly clock: Clock;
-  private readonly logger: Logger;
   private readonly platform: Platform;
   private readonly pathPolicy: ArchivePathPolicy | undefined;
 
@@ -69,7 +63,7 @@ export class ArchiveLoader {
     options: ArchiveLoaderOptions = {},
   ) {
     this.clock = options.clock ?? new RealClock();
-    this.logger = options.logger ?? new NullLogger();
+    this.inflight = new SharedWork(options.logger ?? new NullLogger(), 'archive load');
     this.platform = options.platform ?? nodePlatform();
     this.pathPolicy = options.pathPolicy;
   }
@@ -79,44 +73,8 @@ export class ArchiveLoader {
     const parsed = parseImageReference(reference);
     if (parsed.kind === 'registry')
       return Promise.reject(new UnsupportedImageError(`image ${reference}`, 'a registry image is pulled, not loaded from an archive'));
-    let shared = this.inflight.get(parsed.canonical);
-    if (!shared) {
-      const controller = new AbortController();
-      const listeners = new Set<(e: ArchiveLoadEvent) => void>();
-      const emit = (e: ArchiveLoadEvent) => {
-        for (const l of listeners) {
-          try {
-            l(e);
-          } catch (err) {
-            this.logger.warn('an archive load listener threw', { reference: parsed.canonical, error: errorMessage(err) });
-          }
-        }
-      };
-      const promise = this.loadOnce(parsed, controller.signal, emit).finally(() => this.inflight.delete(parsed.canonical));
-      shared = { promise, controller, listeners, waiting: 0 };
-      this.inflight.set(parsed.canonical, shared);
-    }
-    return this.join(shared, options);
-  }
-
-  private join(shared: SharedLoad, options: ArchiveLoadOptions): Promise<PulledImage> {
-    const { onProgress, signal } = options;
-    if (onProgress) shared.listeners.add(onProgress);
-    shared.waiting++;
-    let left = false;
-    const leave = () => {
-      if (left) return;
-      left = true;
-      if (onProgress) shared.listeners.delete(onProgress);
-      // The shared load stops only when every caller waiting on it gave up.
-      if (--shared.waiting === 0 && signal?.aborted) shared.controller.abort(abortReason(signal));
-    };
-    const onAbort = () => leave();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    return raceAbort(shared.promise, signal).finally(() => {
-      signal?.removeEventListener('abort', onAbort);
-      leave();
-    });
+    // A load already stopping (its callers gave up) is never joined: it can only fail.
+    return this.inflight.run(parsed.canonical, options, (signal, emit) => this.loadOnce(parsed, signal, emit));
   }
 
   private async loadOnce(ref: ArchiveReference, signal: AbortSignal, emit: (e: ArchiveLoadEvent) => void): Promise<PulledImage> {
