@@ -144,7 +144,12 @@ export class ImagePuller implements Disposable {
     // Shared only with callers using the same credentials: a caller with wrong ones must not get in on another's.
     const key = `${parsed.canonical} ${credentialsIdentity(options.auth)}`;
     // A pull already stopping (its callers gave up, or image_pull_timeout) is never joined: it can only fail.
-    return this.inflight.run(key, options, (signal, emit, release) => this.pullOnce(parsed, options, signal, emit, release));
+    return this.inflight.run(
+      key,
+      options,
+      (signal, emit, release) => this.pullOnce(parsed, options, signal, emit, release),
+      parsed.canonical,
+    );
   }
 
   /** The image a reference was pulled as, from the store only (no network). */

@@ -39,10 +39,14 @@ export class SharedWork<E, T> {
     private readonly what: string,
   ) {}
 
-  /** Joins the work running for `key` (unless it is stopping), or starts it with `start`. */
-  run(key: string, caller: SharedWorkCaller<E>, start: SharedWorkStart<E, T>): Promise<T> {
+  /**
+   * Joins the work running for `key` (unless it is stopping), or starts it
+   * with `start`. `label` names the work in the log (the key may hold what
+   * must not be logged, e.g. an identity of the credentials).
+   */
+  run(key: string, caller: SharedWorkCaller<E>, start: SharedWorkStart<E, T>, label: string = key): Promise<T> {
     let entry = this.inflight.get(key);
-    if (!entry || entry.stopping || entry.controller.signal.aborted) entry = this.start(key, start);
+    if (!entry || entry.stopping || entry.controller.signal.aborted) entry = this.start(key, label, start);
     return this.join(entry, caller);
   }
 
@@ -57,7 +61,7 @@ export class SharedWork<E, T> {
     for (const entry of [...this.inflight.values()]) entry.controller.abort(reason);
   }
 
-  private start(key: string, start: SharedWorkStart<E, T>): Entry<E, T> {
+  private start(key: string, label: string, start: SharedWorkStart<E, T>): Entry<E, T> {
     const controller = new AbortController();
     const listeners = new Set<(e: E) => void>();
     const emit = (e: E) => {
@@ -65,7 +69,7 @@ export class SharedWork<E, T> {
         try {
           l(e);
         } catch (err) {
-          this.logger.warn(`a ${this.what} progress listener threw`, { key, error: errorMessage(err) });
+          this.logger.warn('a progress listener threw', { work: this.what, of: label, error: errorMessage(err) });
         }
       }
     };
@@ -75,7 +79,11 @@ export class SharedWork<E, T> {
       if (this.inflight.get(key) === entry) this.inflight.delete(key);
     };
     controller.signal.addEventListener('abort', release, { once: true });
-    const promise = Promise.resolve().then(() => start(controller.signal, emit, release));
+    // Not started at all when every caller gave up (or all work was stopped) before its turn.
+    const promise = Promise.resolve().then(() => {
+      controller.signal.throwIfAborted();
+      return start(controller.signal, emit, release);
+    });
     const entry: Entry<E, T> = { promise, controller, listeners, waiting: 0, stopping: false };
     promise.then(release, release);
     this.inflight.set(key, entry);

@@ -311,7 +311,12 @@ export class TaskImages implements TaskImagesService, Disposable {
     this.disposed = true;
     for (const t of this.gcTimers.values()) t.dispose();
     this.gcTimers.clear();
-    void this.opened?.then(({ puller }) => puller.dispose()).catch(() => undefined);
+    void this.opened
+      ?.then(({ puller, loader }) => {
+        loader.dispose();
+        puller.dispose();
+      })
+      .catch(() => undefined);
   }
 
   private use(dir: string, record: RootRecord): void {

@@ -117,10 +117,18 @@ export class ArchiveFile {
       const stats = await handle.stat();
       if (!stats.isFile() || stats.dev !== before.dev || stats.ino !== before.ino)
         throw new ImageArchiveUnreadableError(archivePath, 'was replaced while it was opened');
-      // What was opened, by the kernel's word (a directory on the way swapped for a link is caught here).
-      const opened = await fsp.readlink(`/proc/self/fd/${handle.fd}`).catch(() => real);
-      const refusedNow = policy?.(opened);
-      if (refusedNow !== undefined) throw new ImageArchiveRefusedError(archivePath, refusedNow);
+      if (policy) {
+        // What was opened, by the kernel's word (a directory on the way swapped for a link is caught here);
+        // unknown (no /proc) is refused, never taken for the path checked before the open.
+        const opened = await fsp.readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+        if (opened === undefined)
+          throw new ImageArchiveUnreadableError(
+            archivePath,
+            'was opened, but what was opened cannot be read back from /proc/self/fd to check it',
+          );
+        const refusedNow = policy(opened);
+        if (refusedNow !== undefined) throw new ImageArchiveRefusedError(archivePath, refusedNow);
+      }
       return new ArchiveFile(archivePath, handle, stats);
     } catch (err) {
       await handle.close().catch(() => undefined);

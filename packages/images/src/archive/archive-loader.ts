@@ -68,6 +68,11 @@ export class ArchiveLoader {
     this.pathPolicy = options.pathPolicy;
   }
 
+  /** Stops every load under way (the image service stops): none writes to the store after. */
+  dispose(): void {
+    this.inflight.abortAll(new Error('the archive loader was disposed'));
+  }
+
   /** Loads the image `reference` (an archive reference) names into the store. */
   load(reference: string, options: ArchiveLoadOptions = {}): Promise<PulledImage> {
     const parsed = parseImageReference(reference);
