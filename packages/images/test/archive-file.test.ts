@@ -115,6 +115,13 @@ it('refuses a path the policy does not allow, and a link from an allowed dir to 
   expect(linked).toBeInstanceOf(ImageArchiveRefusedError);
   expect(linked.message).toContain(`${bigArchive} is not within allowed_host_paths`);
 
+  // A link outside the list to a host file is refused by the path as written: the refusal does not say where it leads.
+  const hostLink = join(work, 'host-link.tar');
+  await symlink('/etc/hostname', hostLink);
+  const named = await refusal(`oci-archive:${hostLink}`, policy);
+  expect(named).toBeInstanceOf(ImageArchiveRefusedError);
+  expect(named.message).toBe(`image archive ${hostLink}: ${hostLink} is not within allowed_host_paths (${allowedDir}): add it`);
+
   // A missing path outside is refused as such: a job learns nothing of what exists there.
   const missing = await refusal(`oci-archive:/nonexistent-dir/x.tar`, policy);
   expect(missing).toBeInstanceOf(ImageArchiveRefusedError);

@@ -98,7 +98,8 @@ export class ArchiveFile {
       throw unreadable(archivePath, err);
     }
     const refusal = policy?.(real);
-    if (refusal !== undefined) throw new ImageArchiveRefusedError(archivePath, refusal);
+    // Named by the path as written when that is refused too: a refusal must not tell a job where a host link leads.
+    if (refusal !== undefined) throw new ImageArchiveRefusedError(archivePath, policy!(path.resolve(archivePath)) ?? refusal);
     let before: Stats;
     try {
       before = await fsp.stat(real);
