@@ -21,7 +21,7 @@ import {
 
 // fs.openSync passes through to the real one; a test makes one call fail as a fault of the agent itself would.
 jest.mock('fs', () => {
-  const actual = jest.requireActual<typeof import('fs')>('fs');
+  const actual = jest.requireActual<typeof fs>('fs');
   return { ...actual, openSync: jest.fn(actual.openSync) };
 });
 
