@@ -53,7 +53,8 @@ it("fails with the failing layer's own error within the settle bound while a sib
 
   const clock = new FakeClock();
   puller = await ImagePuller.open({ storeDir: join(work, 'store'), certsDir: registry.certsDir, clock, activityTimeoutMs: HOUR_MS });
-  const hung = hangFirstWriteOf(puller.blobs, stuck!.digest);
+  // The altered layer's write waits for the stuck one's: on a loaded machine it could fail first and stop the pull before.
+  const hung = hangFirstWriteOf(puller.blobs, stuck!.digest, [altered!.digest]);
   let outcome: unknown;
   let settled = false;
   void puller

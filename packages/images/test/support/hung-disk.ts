@@ -12,8 +12,13 @@ export interface HungWrite {
   readonly otherWriteFailed: Promise<unknown>;
 }
 
-/** The first write of `digest` into `blobs` hangs forever; other writes (and later ones of it) are real. */
-export function hangFirstWriteOf(blobs: BlobStore, digest: string): HungWrite {
+/**
+ * The first write of `digest` into `blobs` hangs forever; other writes (and
+ * later ones of it) are real. The writes of `holdUntilStarted` begin only
+ * once the hung one has (so a sibling's failure cannot come first and stop
+ * the pull before the write that hangs was ever asked for).
+ */
+export function hangFirstWriteOf(blobs: BlobStore, digest: string, holdUntilStarted: readonly string[] = []): HungWrite {
   let markStarted!: () => void;
   const started = new Promise<void>((resolve) => (markStarted = resolve));
   let markFailed!: (err: unknown) => void;
@@ -22,7 +27,7 @@ export function hangFirstWriteOf(blobs: BlobStore, digest: string): HungWrite {
   const realWrite = blobs.write.bind(blobs);
   jest.spyOn(blobs, 'write').mockImplementation((d, size, chunks, onProgress) => {
     if (d !== digest || hung) {
-      const writing = realWrite(d, size, chunks, onProgress);
+      const writing = (holdUntilStarted.includes(d) ? started : Promise.resolve()).then(() => realWrite(d, size, chunks, onProgress));
       writing.catch(markFailed);
       return writing;
     }
