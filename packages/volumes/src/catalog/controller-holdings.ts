@@ -4,7 +4,7 @@
 // to the catalog's volume ids where it knows them. Interactive: nothing here
 // waits for a controller that is not ready now.
 import { abortReason, errorMessage, ValidationError, type IClock, type Logger } from '@csiplug/core';
-import { isNotFound, type CSIClient } from '@csiplug/csi';
+import { CSIError, GrpcStatus, isNotFound, type CSIClient } from '@csiplug/csi';
 import type { ControllerPluginInfo, ICSIManager } from '@csiplug/csimanager';
 import { PluginTypeCSIController } from '@csiplug/registry';
 import type { IVolumeStateStore } from '@csiplug/state';
@@ -16,7 +16,7 @@ import {
   VolumeUnsupportedError,
 } from './errors';
 import { topologiesOf } from './topology';
-import type { ExternalVolumeView, Page, PageRequest, SnapshotView } from './volume-catalog-service';
+import type { ExternalVolumeView, Page, PageRequest, SnapshotCallOptions, SnapshotView } from './volume-catalog-service';
 import type { LaneOutcome, VolumeLane } from './volume-lanes';
 import { isVolumeRecord, type VolumeRecord } from './volume-record';
 
@@ -24,6 +24,16 @@ import { isVolumeRecord, type VolumeRecord } from './volume-record';
 export function int64(v: unknown): number | undefined {
   const n = typeof v === 'string' || typeof v === 'number' ? Number(v) : NaN;
   return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
+
+/** A plugin that cannot list its snapshots: an error naming it, never an empty list (which would say it has none). */
+function doesNotListSnapshots(pluginId: string, why: string, cause?: unknown): VolumeUnsupportedError {
+  return new VolumeUnsupportedError(
+    '',
+    pluginId,
+    `plugin "${pluginId}" does not list snapshots (${why}); the snapshots it holds cannot be shown here: see them on the storage system itself`,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 export class ControllerHoldings {
@@ -45,7 +55,11 @@ export class ControllerHoldings {
     ) => Promise<T>,
   ) {}
 
-  async createSnapshot(volumeId: string, name?: string, options: { signal?: AbortSignal } = {}): Promise<SnapshotView> {
+  async createSnapshot(
+    volumeId: string,
+    name?: string,
+    options: SnapshotCallOptions & { parameters?: Record<string, string> } = {},
+  ): Promise<SnapshotView> {
     const { signal } = options;
     const snapshotName = name ?? `${volumeId}-snapshot-${this.clock.now()}`;
     if (typeof snapshotName !== 'string' || snapshotName.trim() === '' || snapshotName.length > 128) {
@@ -60,7 +74,13 @@ export class ControllerHoldings {
         snapshot = (
           await this.withController(record.pluginId, (c) =>
             c.createSnapshot(
-              { sourceVolumeId: record.externalId, name: snapshotName, secrets: { ...record.secrets }, parameters: {} },
+              {
+                sourceVolumeId: record.externalId,
+                name: snapshotName,
+                // Nomad's CreateSnapshot: the call's secrets over the volume's, the call's parameters.
+                secrets: { ...record.secrets, ...options.secrets },
+                parameters: { ...options.parameters },
+              },
               { signal },
             ),
           )
@@ -98,12 +118,12 @@ export class ControllerHoldings {
     });
   }
 
-  async deleteSnapshot(pluginId: string, snapshotId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+  async deleteSnapshot(pluginId: string, snapshotId: string, options: SnapshotCallOptions = {}): Promise<void> {
     const { signal } = options;
     if (typeof snapshotId !== 'string' || snapshotId === '') throw new ValidationError('a snapshot id is required', 'snapshot_id');
     this.readyController(pluginId, `delete snapshot "${snapshotId}"`, 'supportsSnapshots', 'CREATE_DELETE_SNAPSHOT');
     try {
-      await this.withController(pluginId, (c) => c.deleteSnapshot({ snapshotId, secrets: {} }, { signal }));
+      await this.withController(pluginId, (c) => c.deleteSnapshot({ snapshotId, secrets: { ...options.secrets } }, { signal }));
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
       // Gone already: deleted, as CSI says.
@@ -115,8 +135,16 @@ export class ControllerHoldings {
     this.log.info('snapshot deleted', { plugin_id: pluginId, snapshot_id: snapshotId });
   }
 
-  async listSnapshots(pluginId: string, request: PageRequest & { sourceVolumeId?: string } = {}): Promise<Page<SnapshotView>> {
-    this.readyController(pluginId, 'list snapshots', 'capabilities.listSnapshots', 'LIST_SNAPSHOTS');
+  async listSnapshots(
+    pluginId: string,
+    request: PageRequest & { sourceVolumeId?: string; secrets?: Record<string, string> } = {},
+  ): Promise<Page<SnapshotView>> {
+    try {
+      this.readyController(pluginId, 'list snapshots', 'capabilities.listSnapshots', 'LIST_SNAPSHOTS');
+    } catch (err) {
+      if (err instanceof VolumeUnsupportedError) throw doesNotListSnapshots(pluginId, 'its controller does not offer LIST_SNAPSHOTS');
+      throw err;
+    }
     let sourceExternal: string | undefined;
     if (request.sourceVolumeId !== undefined) {
       const source = this.read(request.sourceVolumeId);
@@ -132,13 +160,16 @@ export class ControllerHoldings {
             startingToken: request.nextToken ?? '',
             sourceVolumeId: sourceExternal ?? '',
             snapshotId: '',
-            secrets: {},
+            secrets: { ...request.secrets },
           },
           { signal: request.signal },
         ),
       );
     } catch (err) {
       if (request.signal?.aborted) throw abortReason(request.signal);
+      // Offered, then refused (democratic-csi's local-hostpath does): the plugin does not list them, which is no empty list.
+      if (err instanceof CSIError && !err.local && err.grpcCode === GrpcStatus.UNIMPLEMENTED)
+        throw doesNotListSnapshots(pluginId, 'its controller answered the list with UNIMPLEMENTED', err);
       throw new VolumePluginError('', pluginId, `could not list the snapshots of plugin "${pluginId}": ${errorMessage(err)}`, {
         cause: err,
       });

@@ -21,6 +21,16 @@ export class VolumeExistsError extends VolumeCatalogError {
   }
 }
 
+/** `volume register` of a volume the catalog has, changing what Nomad does not let change (register-update.ts); each reason says what to do. */
+export class VolumeUpdateRefusedError extends VolumeCatalogError {
+  constructor(
+    readonly volumeId: string,
+    readonly reasons: readonly string[],
+  ) {
+    super('EVOLUME_UPDATE_CONFLICT', `volume "${volumeId}" is registered already and cannot be updated as asked: ${reasons.join('; ')}`);
+  }
+}
+
 /** register/create of a volume whose plugin volume (plugin + external id) another catalog volume has already: two volumes on one storage would write into each other and delete each other's data. */
 export class VolumeExternalIdInUseError extends VolumeCatalogError {
   constructor(
@@ -55,11 +65,11 @@ export class VolumeInUseError extends VolumeCatalogError {
 export class VolumeBeingDeletedError extends VolumeCatalogError {
   constructor(
     readonly volumeId: string,
-    what: 'expand',
+    what: 'expand' | 'update',
   ) {
     super(
       'EVOLUME_BUSY',
-      `volume "${volumeId}" is being deleted (its delete is finished once its controller plugin is ready); it cannot be ${what}ed`,
+      `volume "${volumeId}" is being deleted (its delete is finished once its controller plugin is ready); it cannot be ${what === 'expand' ? 'expanded' : 'updated'}`,
     );
   }
 }

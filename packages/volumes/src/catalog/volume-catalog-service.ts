@@ -10,6 +10,8 @@ import type { VolumeView } from './volume-view';
 
 export type VolumeCatalogEventKind =
   | 'registered'
+  /** Registered again: secrets, context, capabilities (mount options while unclaimed) replaced, claims kept. */
+  | 'updated'
   | 'created'
   | 'deregistered'
   | 'deleted'
@@ -70,6 +72,12 @@ export interface Page<T> {
   nextToken?: string;
 }
 
+/** What a snapshot call may carry besides its ids: Nomad's per-call `-secret`s. */
+export interface SnapshotCallOptions {
+  signal?: AbortSignal;
+  secrets?: Record<string, string>;
+}
+
 export interface PageRequest {
   /** At most this many (0 or absent: as many as the plugin gives). */
   perPage?: number;
@@ -91,7 +99,9 @@ export interface VolumeCatalogService extends VolumeClaimer {
   /**
    * Adds an existing volume (external_id required). The plugin need not be
    * running yet. Throws ValidationError for a bad spec (IVolumeSpecValidator
-   * decides), VolumeExistsError for a taken id.
+   * decides). An id the catalog has is updated as Nomad does (secrets,
+   * context, capabilities, mount options while unclaimed; claims kept);
+   * VolumeUpdateRefusedError for what Nomad does not let change.
    */
   registerVolume(spec: VolumeSpec): Promise<VolumeView>;
   /**
@@ -102,8 +112,12 @@ export interface VolumeCatalogService extends VolumeClaimer {
   createVolume(spec: VolumeSpec, options?: { signal?: AbortSignal }): Promise<VolumeView>;
   /** Removes a volume from the catalog; VolumeInUseError while claimed unless `force`; VolumeNotFoundError for an unknown id. */
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
-  /** DeleteVolume through the controller (NOT_FOUND counts as deleted), then deregisters; VolumeInUseError while claimed. */
-  deleteVolume(id: string, options?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * DeleteVolume through the controller (NOT_FOUND counts as deleted), then
+   * deregisters; VolumeInUseError while claimed. The call's `secrets` go over
+   * the volume's (Nomad's `volume delete -secret`; the call's win).
+   */
+  deleteVolume(id: string, options?: { signal?: AbortSignal; secrets?: Record<string, string> }): Promise<void>;
   /**
    * The volumes `allocId` holds anything on: a claim, a controller publish,
    * or a publish under way or cut short (which a release unpublishes). The
@@ -123,12 +137,24 @@ export interface VolumeCatalogService extends VolumeClaimer {
     capacity: { capacityMin?: number; capacityMax?: number },
     options?: { signal?: AbortSignal },
   ): Promise<VolumeExpansion>;
-  /** CreateSnapshot of a catalogued volume (its controller must offer CREATE_DELETE_SNAPSHOT); `name` defaults to `<id>-snapshot-<time>`. */
-  createSnapshot(volumeId: string, name?: string, options?: { signal?: AbortSignal }): Promise<SnapshotView>;
-  /** DeleteSnapshot on `pluginId`'s controller (an unknown id is gone already, per CSI). */
-  deleteSnapshot(pluginId: string, snapshotId: string, options?: { signal?: AbortSignal }): Promise<void>;
-  /** ListSnapshots on `pluginId`'s controller, one page. */
-  listSnapshots(pluginId: string, request?: PageRequest & { sourceVolumeId?: string }): Promise<Page<SnapshotView>>;
+  /**
+   * CreateSnapshot of a catalogued volume (its controller must offer
+   * CREATE_DELETE_SNAPSHOT); `name` defaults to `<id>-snapshot-<time>`. As
+   * Nomad: the call's `secrets` go over the volume's (the call's win on a
+   * shared key), its `parameters` are the snapshot's own.
+   */
+  createSnapshot(
+    volumeId: string,
+    name?: string,
+    options?: SnapshotCallOptions & { parameters?: Record<string, string> },
+  ): Promise<SnapshotView>;
+  /** DeleteSnapshot on `pluginId`'s controller with the call's `secrets` (an unknown id is gone already, per CSI). */
+  deleteSnapshot(pluginId: string, snapshotId: string, options?: SnapshotCallOptions): Promise<void>;
+  /** ListSnapshots on `pluginId`'s controller with the call's `secrets`, one page. */
+  listSnapshots(
+    pluginId: string,
+    request?: PageRequest & { sourceVolumeId?: string; secrets?: Record<string, string> },
+  ): Promise<Page<SnapshotView>>;
   /** ListVolumes on `pluginId`'s controller, one page, marking the volumes the catalog has. */
   listExternalVolumes(pluginId: string, request?: PageRequest): Promise<Page<ExternalVolumeView>>;
 

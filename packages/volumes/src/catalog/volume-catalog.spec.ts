@@ -16,6 +16,7 @@ import { container as rootContainer } from 'tsyringe';
 import {
   VolumeExistsError,
   VolumeExternalIdInUseError,
+  VolumeUpdateRefusedError,
   VolumeInUseError,
   VolumeNotFoundError,
   VolumePluginError,
@@ -256,10 +257,13 @@ describe('register and deregister', () => {
     expect((await h.catalog.registerVolume(spec())).schedulable).toBe(true);
   });
 
-  test('refuses a duplicate id, a missing external id and bad specs, storing nothing', async () => {
+  test('refuses another external id under a registered id, a missing external id and bad specs, storing nothing', async () => {
     await h.catalog.registerVolume(spec());
-    await expect(h.catalog.registerVolume(spec({ externalId: 'other' }))).rejects.toBeInstanceOf(VolumeExistsError);
-    await expect(h.catalog.registerVolume(spec({ externalId: 'other' }))).rejects.toThrow(/"data" is registered already/);
+    await expect(h.catalog.registerVolume(spec({ externalId: 'other' }))).rejects.toBeInstanceOf(VolumeUpdateRefusedError);
+    await expect(h.catalog.registerVolume(spec({ externalId: 'other' }))).rejects.toThrow(
+      'volume "data" is registered already and cannot be updated as asked: its external id cannot change (it is "ext-data", the spec says "other")',
+    );
+    expect(h.catalog.getVolume('data')!.externalId).toBe('ext-data');
 
     const noExternal = spec({ id: 'v2' });
     delete noExternal.externalId;
@@ -288,6 +292,36 @@ describe('register and deregister', () => {
     ]);
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['data']);
     expect(h.controller.calls).toEqual([]);
+  });
+
+  test('a register of a claimed volume updates its secrets and context, keeps its claim and publish, and is stored (a restarted catalog has it)', async () => {
+    h.plugin({ publish: true });
+    await h.catalog.registerVolume(spec());
+    await h.catalog.claim(req('a1'));
+    const updated = await h.catalog.registerVolume(spec({ secrets: { token: 'rotated' }, context: { zone: 'b' } }));
+    expect(updated.claims.map((c) => c.allocId)).toEqual(['a1']);
+    expect(updated.publishContexts).toEqual({ a1: { devicePath: '/dev/fake0' } });
+    expect(h.events.at(-1)).toEqual({
+      volumeId: 'data',
+      kind: 'updated',
+      message: 'volume "data" updated by a new register (secrets, context, capabilities); its 1 claim kept',
+    });
+    // The plugin checked the volume with the new secrets before they were kept.
+    expect(h.requestsOf('ValidateVolumeCapabilities').at(-1)).toMatchObject({
+      secrets: { token: 'rotated' },
+      volumeContext: { zone: 'b' },
+    });
+    // What the next stage and publish get (the claim's volume) has the new secrets, also after a restart.
+    const catalog = h.restart();
+    expect((await catalog.lookup('data')).secrets).toEqual({ token: 'rotated' });
+    const again = await catalog.claim(req('a1'));
+    expect(again.volume).toMatchObject({ secrets: { token: 'rotated' }, context: { zone: 'b' } });
+    expect(catalog.getVolume('data')!.claims.map((c) => c.allocId)).toEqual(['a1']);
+    // Refused: nothing stored.
+    await expect(catalog.registerVolume(spec({ mountOptions: { mountFlags: ['ro'] } }))).rejects.toThrow(
+      'its mount options cannot change while it is in use (claimed by a1); stop the allocs first',
+    );
+    expect(catalog.getVolume('data')!.mountOptions).toBeUndefined();
   });
 
   test("refuses a second volume on a plugin volume another volume has (claimed or not) with a 409 naming it; another plugin's same id is another volume", async () => {
@@ -785,6 +819,13 @@ describe('create and delete through the controller', () => {
     expect(h.catalog.listVolumes().map((v) => v.id)).toEqual(['old']);
   });
 
+  test("volume delete -secret: the call's secrets go over the volume's (the call's win on a shared key)", async () => {
+    h.plugin();
+    await h.catalog.createVolume(createSpec());
+    await h.catalog.deleteVolume('data', { secrets: { token: 'per-call', userID: 'admin' } });
+    expect(h.requestsOf('DeleteVolume')).toEqual([{ volumeId: CREATED_ID, secrets: { token: 'per-call', userID: 'admin' } }]);
+  });
+
   test('DeleteVolume with the external id and secrets, then the volume is gone', async () => {
     h.plugin();
     await h.catalog.createVolume(createSpec());
@@ -1063,6 +1104,45 @@ describe('snapshots and what the plugin holds', () => {
     expect(h.requestsOf('DeleteSnapshot')[0]).toMatchObject({ snapshotId: 'snap-nightly' });
   });
 
+  test("per-call secrets and parameters reach the plugin as Nomad sends them: create's secrets over the volume's, its own parameters; delete's and list's secrets alone", async () => {
+    h.plugin();
+    h.facts({}, { supportsSnapshots: true, capabilities: { listSnapshots: true } as never });
+    await h.catalog.registerVolume(spec({ secrets: { token: 's3cret', userKey: 'stored' } }));
+    h.controller.answers.set('CreateSnapshot', (r) => ({
+      snapshot: { snapshotId: `snap-${String(r.name)}`, sourceVolumeId: r.sourceVolumeId, sizeBytes: '1', readyToUse: true },
+    }));
+    h.controller.answers.set('ListSnapshots', () => ({ entries: [], nextToken: '' }));
+    const parameters = { 'csi.storage.k8s.io/snapshotter-secret-name': 'csi-rbd-secret', clusterID: 'ceph-1' };
+    await h.catalog.createSnapshot('data', 'nightly', { secrets: { userID: 'admin', userKey: 'per-call' }, parameters });
+    expect(h.requestsOf('CreateSnapshot')[0]).toMatchObject({
+      sourceVolumeId: 'ext-data',
+      name: 'nightly',
+      secrets: { token: 's3cret', userID: 'admin', userKey: 'per-call' },
+      parameters,
+    });
+    // The volume's own secrets are not changed by a call's.
+    expect(h.catalog.getVolume('data')!.secrets).toEqual({ token: 's3cret', userKey: 'stored' });
+    await h.catalog.listSnapshots(PLUGIN, { secrets: { userID: 'lister' } });
+    expect(h.requestsOf('ListSnapshots')[0]).toMatchObject({ secrets: { userID: 'lister' } });
+    await h.catalog.deleteSnapshot(PLUGIN, 'snap-nightly', { secrets: { userID: 'deleter' } });
+    expect(h.requestsOf('DeleteSnapshot')[0]).toEqual({ snapshotId: 'snap-nightly', secrets: { userID: 'deleter' } });
+  });
+
+  test('a plugin that does not list snapshots (LIST_SNAPSHOTS not offered, or answered UNIMPLEMENTED) is an error naming it, never an empty list', async () => {
+    h.plugin();
+    h.facts({}, { supportsSnapshots: true });
+    await expect(h.catalog.listSnapshots(PLUGIN)).rejects.toThrow(
+      'plugin "hp" does not list snapshots (its controller does not offer LIST_SNAPSHOTS); the snapshots it holds cannot be shown here: see them on the storage system itself',
+    );
+    h.facts({}, { capabilities: { listSnapshots: true } as never });
+    h.controller.failures.set('ListSnapshots', csiError(GrpcStatus.UNIMPLEMENTED, 'ListSnapshots'));
+    const err = await h.catalog.listSnapshots(PLUGIN).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'EVOLUME_UNSUPPORTED', pluginId: PLUGIN });
+    expect((err as Error).message).toBe(
+      'plugin "hp" does not list snapshots (its controller answered the list with UNIMPLEMENTED); the snapshots it holds cannot be shown here: see them on the storage system itself',
+    );
+  });
+
   test('a CreateSnapshot that does not answer holds no claim or release of its volume; a delete waits for it, holding no claim meanwhile', async () => {
     h.plugin({ publish: true });
     h.facts({}, { supportsSnapshots: true });
@@ -1102,7 +1182,7 @@ describe('snapshots and what the plugin holds', () => {
       'cannot snapshot volume "data": the controller of plugin "hp" does not offer CREATE_DELETE_SNAPSHOT',
     );
     await expect(h.catalog.listSnapshots(PLUGIN)).rejects.toThrow(
-      'cannot list snapshots: the controller of plugin "hp" does not offer LIST_SNAPSHOTS',
+      'plugin "hp" does not list snapshots (its controller does not offer LIST_SNAPSHOTS)',
     );
     await expect(h.catalog.createSnapshot('nope', 'x')).rejects.toBeInstanceOf(VolumeNotFoundError);
     await expect(h.catalog.listExternalVolumes('other-plugin')).rejects.toThrow(

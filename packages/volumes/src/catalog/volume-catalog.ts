@@ -32,6 +32,7 @@ import type {
   ExternalVolumeView,
   Page,
   PageRequest,
+  SnapshotCallOptions,
   SnapshotView,
   VolumeCatalogEvent,
   VolumeCatalogService,
@@ -41,6 +42,7 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeC
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
 import { checkWithPlugin } from './register-check';
+import { externalIdToRegister, mergeRegistered } from './register-update';
 import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import { VolumeLanes, type VolumeLane, type LaneOutcome as Outcome } from './volume-lanes';
@@ -150,25 +152,21 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
 
   async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
     const checked = this.checkSpec(spec);
-    if (checked.externalId === undefined) {
-      throw new ValidationError(
-        `volume "${checked.id}": external_id is required to register an existing volume (the plugin's own id for it); to make a new volume, use "csiplug volume create"`,
-        'external_id',
-      );
-    }
-    const externalId = checked.externalId;
-    for (const [field, value] of [
-      ['snapshot_id', checked.snapshotId],
-      ['clone_id', checked.cloneId],
-    ] as const) {
-      if (value !== undefined)
-        throw new ValidationError(
-          `volume "${checked.id}": ${field} is for "csiplug volume create" (a new volume from a source); an existing volume is registered by its external_id`,
-          field,
-        );
-    }
     return this.locked(checked.id, undefined, async () => {
-      if (this.read(checked.id)) throw new VolumeExistsError(checked.id);
+      const existing = this.read(checked.id);
+      const externalId = externalIdToRegister(checked, existing);
+      // Nomad's register of a volume it has updates it (register-update.ts says what may change).
+      if (existing) return this.updateRegistered(existing, checked);
+      for (const [field, value] of [
+        ['snapshot_id', checked.snapshotId],
+        ['clone_id', checked.cloneId],
+      ] as const) {
+        if (value !== undefined)
+          throw new ValidationError(
+            `volume "${checked.id}": ${field} is for "csiplug volume create" (a new volume from a source); an existing volume is registered by its external_id`,
+            field,
+          );
+      }
       await checkWithPlugin(
         { csi: this.csi, log: this.log, withController: (p, fn) => this.controllers.withController(p, fn) },
         checked,
@@ -189,6 +187,28 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         },
       };
     });
+  }
+
+  /** A register of a volume the catalog has: checked with the plugin as a new one is, then written over, its claims kept. */
+  private async updateRegistered(existing: VolumeRecord, spec: VolumeSpec): Promise<Outcome<VolumeView>> {
+    if (this.intents.get(existing.id)?.op === 'delete') throw new VolumeBeingDeletedError(existing.id, 'update');
+    const next = mergeRegistered(existing, spec);
+    await checkWithPlugin(
+      { csi: this.csi, log: this.log, withController: (p, fn) => this.controllers.withController(p, fn) },
+      next,
+      next.externalId,
+    );
+    this.state.putVolume(next.id, next);
+    // Which fields, never their values: the secrets are among them.
+    this.log.info('volume updated', { volume_id: next.id, plugin_id: next.pluginId, claims: next.claims.length });
+    return {
+      value: this.view(next),
+      event: {
+        volumeId: next.id,
+        kind: 'updated',
+        message: `volume "${next.id}" updated by a new register (secrets, context, capabilities${next.claims.length ? '' : ', mount options'}); its ${next.claims.length} claim${next.claims.length === 1 ? '' : 's'} kept`,
+      },
+    };
   }
 
   async createVolume(spec: VolumeSpec, options: { signal?: AbortSignal } = {}): Promise<VolumeView> {
@@ -328,7 +348,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     });
   }
 
-  async deleteVolume(id: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+  async deleteVolume(id: string, options: { signal?: AbortSignal; secrets?: Record<string, string> } = {}): Promise<void> {
     const { signal } = options;
     await this.inLanes('both', id, signal, async () => {
       const record = this.read(id);
@@ -341,7 +361,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       crashPoint('catalog.delete.before-call');
       try {
         await this.controllers.withController(record.pluginId, (c) =>
-          c.deleteVolume({ volumeId: record.externalId, secrets: record.secrets }, { signal }),
+          c.deleteVolume({ volumeId: record.externalId, secrets: { ...record.secrets, ...options.secrets } }, { signal }),
         );
         crashPoint('catalog.delete.after-call');
       } catch (err) {
@@ -617,15 +637,22 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
     });
   }
 
-  async createSnapshot(volumeId: string, name?: string, options: { signal?: AbortSignal } = {}): Promise<SnapshotView> {
+  async createSnapshot(
+    volumeId: string,
+    name?: string,
+    options: SnapshotCallOptions & { parameters?: Record<string, string> } = {},
+  ): Promise<SnapshotView> {
     return this.holdings.createSnapshot(volumeId, name, options);
   }
 
-  async deleteSnapshot(pluginId: string, snapshotId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+  async deleteSnapshot(pluginId: string, snapshotId: string, options: SnapshotCallOptions = {}): Promise<void> {
     return this.holdings.deleteSnapshot(pluginId, snapshotId, options);
   }
 
-  async listSnapshots(pluginId: string, request: PageRequest & { sourceVolumeId?: string } = {}): Promise<Page<SnapshotView>> {
+  async listSnapshots(
+    pluginId: string,
+    request: PageRequest & { sourceVolumeId?: string; secrets?: Record<string, string> } = {},
+  ): Promise<Page<SnapshotView>> {
     return this.holdings.listSnapshots(pluginId, request);
   }
 
