@@ -28,6 +28,16 @@ describe('parseConfig', () => {
     });
   });
 
+  it('--request-log (or CSIPLUG_HOSTPATH_REQUEST_LOG) names the test-only request log; it is off unless given', () => {
+    const base = ['--endpoint', 'unix:///tmp/x.sock', '--node-id', 'n1', '--state-dir', '/s'];
+    expect(parseConfig(base, {}).faults).not.toHaveProperty('requestLog');
+    expect(parseConfig(base, { CSIPLUG_HOSTPATH_REQUEST_LOG: '' }).faults).not.toHaveProperty('requestLog');
+    expect(parseConfig(base, { CSIPLUG_HOSTPATH_REQUEST_LOG: '/tmp/env.jsonl' }).faults.requestLog).toBe('/tmp/env.jsonl');
+    expect(
+      parseConfig([...base, '--request-log', '/tmp/flag.jsonl'], { CSIPLUG_HOSTPATH_REQUEST_LOG: '/tmp/env.jsonl' }).faults.requestLog,
+    ).toBe('/tmp/flag.jsonl');
+  });
+
   it('takes CSI_ENDPOINT and fault switches from the environment; flags win', () => {
     const env = {
       CSI_ENDPOINT: 'unix:///tmp/env.sock',

@@ -19,6 +19,8 @@ export interface FaultSwitches extends RpcFaults {
   faultFile?: string;
   /** The controller also offers ControllerPublishVolume (attachments in <state-dir>/attachments.json). */
   controllerPublish: boolean;
+  /** Test only: append every request received, secrets in the clear, to this file (request-log.ts). */
+  requestLog?: string;
 }
 
 export interface PluginConfig {
@@ -55,6 +57,7 @@ export const ENV = {
   abnormalRpc: 'CSIPLUG_HOSTPATH_ABNORMAL_RPC',
   faultFile: 'CSIPLUG_HOSTPATH_FAULT_FILE',
   controllerPublish: 'CSIPLUG_HOSTPATH_CONTROLLER_PUBLISH',
+  requestLog: 'CSIPLUG_HOSTPATH_REQUEST_LOG',
 } as const;
 
 export const USAGE = `usage: csiplug-hostpath --endpoint unix:///PATH --node-id ID --state-dir DIR [--mode monolith|node|controller]
@@ -78,7 +81,8 @@ fault switches, for tests:
   --crash-on-rpc A[,B]    die by SIGKILL when one of these RPCs is called (${ENV.crashOnRpc})
   --abnormal-rpc A[,B]    these RPCs report the volume condition abnormal, healthy or not (${ENV.abnormalRpc})
   --fault-file PATH       JSON of the RPC faults, read again whenever it changes (${ENV.faultFile})
-  --controller-publish B  true: offer ControllerPublishVolume too (${ENV.controllerPublish})`;
+  --controller-publish B  true: offer ControllerPublishVolume too (${ENV.controllerPublish})
+  --request-log PATH      append each request received to PATH, secrets in the clear: tests only (${ENV.requestLog})`;
 
 const FLAGS: Record<string, string> = {
   '--endpoint': 'endpoint',
@@ -101,6 +105,7 @@ const FLAGS: Record<string, string> = {
   '--abnormal-rpc': 'abnormalRpc',
   '--fault-file': 'faultFile',
   '--controller-publish': 'controllerPublish',
+  '--request-log': 'requestLog',
 };
 
 function startFault(v: string | undefined): StartFault {
@@ -256,6 +261,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       abnormalRpcs: rpcList(pick('abnormalRpc'), '--abnormal-rpc'),
       ...(pick('faultFile') ? { faultFile: pick('faultFile') } : {}),
       controllerPublish: bool(pick('controllerPublish'), '--controller-publish'),
+      ...(pick('requestLog') ? { requestLog: pick('requestLog') } : {}),
     },
   };
 }

@@ -9,5 +9,6 @@ export * from './main';
 export * from './mounter';
 export * from './mountinfo';
 export { HostPathPlugin } from './plugin';
+export * from './request-log';
 export type { HostPathPluginDeps } from './plugin';
 export * from './volume-store';

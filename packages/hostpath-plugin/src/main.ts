@@ -1,7 +1,8 @@
 // Starts the hostpath plugin: optional start delay and start faults (fault
 // switches), state dir, serveCsi on the endpoint, with the RPC faults of
 // faults.ts wrapped around the handlers (and the garbage proxy in front of
-// the gRPC server when garbage may be asked for).
+// the gRPC server when garbage may be asked for), and the test-only request
+// log outside them when asked for (request-log.ts).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { type AsyncDisposable, type Logger, PinoLogger } from '@csiplug/core';
@@ -20,6 +21,7 @@ import {
 } from './faults';
 import { LinuxMounter, type Mounter } from './mounter';
 import { HostPathPlugin } from './plugin';
+import { withRequestLog } from './request-log';
 import { PublishedStore, VolumeStore } from './volume-store';
 
 export interface RunningPlugin extends AsyncDisposable {
@@ -117,6 +119,8 @@ export async function startPlugin(config: PluginConfig, options: StartOptions = 
   if (attachments) handlers = withControllerPublish(handlers, store, attachments);
   const source = new FaultSource(rpcFaultsOf(faults), faults.faultFile, logger);
   if (source.dynamic || anyRpcFault(source.current())) handlers = withFaults(handlers, source, { logger, crash });
+  // Outermost: what the caller sent is logged even when a fault then refuses it.
+  if (faults.requestLog !== undefined) handlers = withRequestLog(handlers, faults.requestLog, logger);
   if (!source.dynamic && faults.garbageRpcs.length === 0) {
     const server = await serveCsi(config.endpoint, handlers, { logger });
     readyAt = Date.now() + faults.probeNotReadyMs;
