@@ -31,6 +31,8 @@ import type {
   PluginView,
   RoutedAnswer,
   RunJobResult,
+  SnapshotListOptions,
+  SnapshotRequestOptions,
   SnapshotView,
   VolumeDetachResult,
   VolumeView,
@@ -130,19 +132,19 @@ export class ServiceFacade implements AgentService {
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void> {
     return this.parts.volumes.deregisterVolume(id, options);
   }
-  deleteVolume(id: string, options?: { forwarded?: boolean }): Promise<void> {
+  deleteVolume(id: string, options?: { forwarded?: boolean; secrets?: Record<string, string> }): Promise<void> {
     return this.parts.volumes.deleteVolume(id, options);
   }
   volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]> {
     return this.parts.volumes.volumeUsage(filter);
   }
-  createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
-    return this.parts.volumes.createSnapshot(volumeId, name);
+  createSnapshot(volumeId: string, name?: string, options?: SnapshotRequestOptions): Promise<SnapshotView> {
+    return this.parts.volumes.createSnapshot(volumeId, name, options);
   }
-  deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
-    return this.parts.volumes.deleteSnapshot(pluginId, snapshotId);
+  deleteSnapshot(pluginId: string, snapshotId: string, options?: { secrets?: Record<string, string> }): Promise<void> {
+    return this.parts.volumes.deleteSnapshot(pluginId, snapshotId, options);
   }
-  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
+  listSnapshots(options: SnapshotListOptions): Promise<Page<SnapshotView>> {
     return this.parts.volumes.listSnapshots(options);
   }
   listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {

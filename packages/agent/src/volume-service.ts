@@ -5,14 +5,24 @@
 // each claim through the claimer (claim-sweep.ts), never by hand.
 import { ValidationError } from '@csiplug/core';
 import type { PluginInfo } from '@csiplug/csimanager';
-import type { MountCheckView } from '@csiplug/volumes';
+import { type MountCheckView, VolumeUnsupportedError } from '@csiplug/volumes';
 import type { AgentContext } from './agent-context';
 import { ConflictError } from '@csiplug/core';
 import { NotFoundError } from './agent-errors';
 import { mountsOfAlloc } from './alloc-mounts';
 import type { ClaimSweep } from './claim-sweep';
 import type { ClusterVolumeOps } from '@csiplug/cluster';
-import type { ExternalVolumeView, MountUsageView, Page, SnapshotView, VolumeDetachResult, VolumeMountView, VolumeView } from '@csiplug/api';
+import type {
+  ExternalVolumeView,
+  MountUsageView,
+  Page,
+  SnapshotListOptions,
+  SnapshotRequestOptions,
+  SnapshotView,
+  VolumeDetachResult,
+  VolumeMountView,
+  VolumeView,
+} from '@csiplug/api';
 import { volumeSpecToDocument, type VolumeSpec } from '@csiplug/jobspec';
 
 export class VolumeService {
@@ -63,6 +73,20 @@ export class VolumeService {
     this.ctx.checkOpen();
     const { catalog } = this.ctx;
     const cluster = this.cluster();
+    const existing = catalog.getVolume(spec?.id);
+    if (existing) {
+      // Nomad's register of a volume it has updates it; a cluster's volume is every node's, and its update is not built yet.
+      if (cluster && (await cluster.isClusters(existing.id, existing)))
+        throw new ConflictError(
+          `volume "${existing.id}" is the cluster's: a register cannot update a cluster volume yet; deregister it (once unclaimed) and register it again`,
+        );
+      const updated = await catalog.registerVolume(spec);
+      // As Nomad's register: a capacity range other than the one asked for before grows the volume (as volume create does); none given or the same, nothing.
+      const given = spec.capacityMin !== undefined || spec.capacityMax !== undefined;
+      const changed = spec.capacityMin !== existing.capacityMin || spec.capacityMax !== existing.capacityMax;
+      if (given && changed) return this.expandVolume(updated, spec);
+      return updated;
+    }
     if (!cluster) return catalog.registerVolume(spec);
     // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.
     return cluster.made(
@@ -126,7 +150,7 @@ export class VolumeService {
     if (ours) await cluster.remove(id, before);
   }
 
-  async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
+  async deleteVolume(id: string, options: { forwarded?: boolean; secrets?: Record<string, string> } = {}): Promise<void> {
     this.ctx.checkOpen();
     const cluster = this.cluster();
     const before = this.ctx.catalog.getVolume(id);
@@ -134,10 +158,12 @@ export class VolumeService {
     if (ours) await cluster.assertUnclaimed(id);
     // No controller here: deleted through a node that has one (which also removes it from the cluster).
     if (ours && !options.forwarded && !this.controlsHere(before.pluginId)) {
-      await cluster.viaController(before.pluginId, id, 'delete', (c) => c.deleteVolume(id, { forwarded: true }));
+      await cluster.viaController(before.pluginId, id, 'delete', (c) =>
+        c.deleteVolume(id, { forwarded: true, ...(options.secrets ? { secrets: options.secrets } : {}) }),
+      );
       return;
     }
-    await this.ctx.catalog.deleteVolume(id);
+    await this.ctx.catalog.deleteVolume(id, options.secrets ? { secrets: options.secrets } : {});
     if (ours) await cluster.remove(id, before);
   }
 
@@ -148,27 +174,25 @@ export class VolumeService {
     return this.ctx.reconciler.usage(filter);
   }
 
-  createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+  createSnapshot(volumeId: string, name?: string, options: SnapshotRequestOptions = {}): Promise<SnapshotView> {
     this.ctx.checkOpen();
-    return this.ctx.catalog.createSnapshot(volumeId, name);
+    return this.ctx.catalog.createSnapshot(volumeId, name, options);
   }
 
-  deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
+  deleteSnapshot(pluginId: string, snapshotId: string, options: { secrets?: Record<string, string> } = {}): Promise<void> {
     this.ctx.checkOpen();
-    return this.ctx.catalog.deleteSnapshot(pluginId, snapshotId);
+    return this.ctx.catalog.deleteSnapshot(pluginId, snapshotId, options);
   }
 
-  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
+  async listSnapshots(options: SnapshotListOptions): Promise<Page<SnapshotView>> {
     this.ctx.checkOpen();
     const pluginId = this.listingPlugin(options.pluginId, (c) => c.capabilities.listSnapshots, 'snapshots');
-    if (pluginId === undefined) return Promise.resolve({ items: [] });
     return this.ctx.catalog.listSnapshots(pluginId, options);
   }
 
-  listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
+  async listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
     this.ctx.checkOpen();
     const pluginId = this.listingPlugin(options.pluginId, (c) => c.supportsListVolumes, 'volumes');
-    if (pluginId === undefined) return Promise.resolve({ items: [] });
     return this.ctx.catalog.listExternalVolumes(pluginId, options);
   }
 
@@ -257,12 +281,8 @@ export class VolumeService {
     return { ...(this.getVolume(existing.id) ?? grown.volume), nodeExpansion };
   }
 
-  /** The plugin a list goes to: the one named, or the only one whose controller offers it (undefined: none does). */
-  private listingPlugin(
-    named: string | undefined,
-    offers: (c: NonNullable<PluginInfo['controller']>) => boolean,
-    what: string,
-  ): string | undefined {
+  /** The plugin a list goes to: the one named, or the only one whose controller offers it; an error naming the controllers when none does. */
+  private listingPlugin(named: string | undefined, offers: (c: NonNullable<PluginInfo['controller']>) => boolean, what: string): string {
     if (named !== undefined) return named;
     const able = [
       ...new Set(
@@ -274,7 +294,25 @@ export class VolumeService {
     ].sort();
     if (able.length > 1)
       throw new ValidationError(`more than one plugin lists its ${what} (${able.join(', ')}); name one with -plugin`, 'plugin_id');
-    return able[0];
+    if (able.length === 1) return able[0];
+    // None lists them: saying so, naming the controllers there are — an empty list would say they hold none.
+    const controllers = [
+      ...new Set(
+        this.ctx.csiManager
+          .plugins()
+          .filter((p) => p.type === 'csi-controller')
+          .map((p) => p.name),
+      ),
+    ].sort();
+    if (controllers.length === 0)
+      throw new NotFoundError(
+        `no controller plugin is registered on this node, so none can list its ${what}; run the plugin's controller or monolith job first`,
+      );
+    throw new VolumeUnsupportedError(
+      '',
+      controllers.length === 1 ? controllers[0]! : '',
+      `${controllers.length === 1 ? `plugin "${controllers[0]}" does` : `no plugin here does (${controllers.map((c) => `"${c}"`).join(', ')})`} not list ${what}: ${controllers.length === 1 ? 'its controller does' : 'their controllers do'} not offer ${what === 'snapshots' ? 'LIST_SNAPSHOTS' : 'LIST_VOLUMES'}`,
+    );
   }
 }
 

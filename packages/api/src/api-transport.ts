@@ -98,7 +98,11 @@ export class ApiTransport {
   }
 
   /** One request and its JSON answer's body. */
-  async json<T>(method: string, path: string, options: { body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
+  async json<T>(
+    method: string,
+    path: string,
+    options: { body?: unknown; signal?: AbortSignal; headers?: Record<string, string> } = {},
+  ): Promise<T> {
     return (await this.call<T>(method, path, options)).body;
   }
 
@@ -106,12 +110,13 @@ export class ApiTransport {
   async call<T>(
     method: string,
     path: string,
-    options: { body?: unknown; okStatuses?: number[]; signal?: AbortSignal } = {},
+    /** headers: added to the request's own (e.g. Nomad's X-Nomad-CSI-Secrets). */
+    options: { body?: unknown; okStatuses?: number[]; signal?: AbortSignal; headers?: Record<string, string> } = {},
   ): Promise<{ status: number; body: T }> {
     const payload = options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : undefined;
     const scope = new CallScope(this.clock, this.timeoutMs, options.signal);
     try {
-      const res = await this.open(method, path, scope, payload);
+      const res = await this.open(method, path, scope, payload, options.headers);
       const ok = options.okStatuses ?? [200];
       if (!ok.includes(res.statusCode ?? 0)) return await this.raise(res);
       const text = await readAll(res).catch((err: unknown) => {
@@ -163,9 +168,15 @@ export class ApiTransport {
     throw new ApiError(status, code, message);
   }
 
-  private open(method: string, path: string, scope: CallScope, payload?: Buffer): Promise<http.IncomingMessage> {
+  private open(
+    method: string,
+    path: string,
+    scope: CallScope,
+    payload?: Buffer,
+    extra: Record<string, string> = {},
+  ): Promise<http.IncomingMessage> {
     const url = new URL(path, this.base);
-    const headers: http.OutgoingHttpHeaders = { Accept: 'application/json' };
+    const headers: http.OutgoingHttpHeaders = { ...extra, Accept: 'application/json' };
     if (this.token) headers[TOKEN_HEADER] = this.token;
     if (payload) {
       headers['Content-Type'] = 'application/json';

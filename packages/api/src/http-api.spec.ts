@@ -503,9 +503,9 @@ describe('HttpApi', () => {
       await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 404 });
     });
 
-    it('answers 409 for a claimed volume unless forced, and for a duplicate', async () => {
+    it('answers 409 for a claimed volume unless forced, and for a duplicate create (a register of it updates it)', async () => {
       await client.registerVolume(volumeDoc('vol1'));
-      await expect(client.registerVolume(volumeDoc('vol1'))).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
+      await expect(client.createVolume(volumeDoc('vol1'))).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
       fake.claim('vol1', 'a1');
       await expect(client.deregisterVolume('vol1')).rejects.toMatchObject({ status: 409, code: 'EVOLUME_IN_USE' });
       await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 409 });

@@ -289,6 +289,20 @@ export interface NodePurgeResult {
   releasedVolumes: string[];
 }
 
+/** Nomad's per-call `-secret` and `-parameter` of `volume snapshot create` (CSISnapshot's Secrets and Parameters). */
+export interface SnapshotRequestOptions {
+  secrets?: Record<string, string>;
+  parameters?: Record<string, string>;
+}
+
+/** One page of a plugin's snapshots (Nomad's CSISnapshotListRequest), with the call's secrets. */
+export interface SnapshotListOptions {
+  pluginId?: string;
+  perPage?: number;
+  nextToken?: string;
+  secrets?: Record<string, string>;
+}
+
 export interface AgentService {
   health(): AgentHealth;
   /** This node: id, drivers, the plugins' fingerprinted facts (node id, topology, volume limit). */
@@ -330,18 +344,18 @@ export interface AgentService {
   createVolume(spec: VolumeSpec, options?: { forwarded?: boolean }): Promise<VolumeView>;
   /** Removes a volume from the catalog; refuses while claimed unless `force`. */
   deregisterVolume(id: string, options?: { force?: boolean }): Promise<void>;
-  /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. */
-  deleteVolume(id: string, options?: { forwarded?: boolean }): Promise<void>;
+  /** Deletes the volume through DeleteVolume, then deregisters it; refuses while claimed. `secrets` go over the volume's (Nomad's `volume delete -secret`). */
+  deleteVolume(id: string, options?: { forwarded?: boolean; secrets?: Record<string, string> }): Promise<void>;
   /** Cluster mode, agent to agent: one CSI Identity or Controller call made on this node's own controller of the plugin. */
   answerRoutedCall(plugin: string, service: string, rpc: string, request: unknown, signal?: AbortSignal): Promise<RoutedAnswer>;
   /** NodeGetVolumeStats of each live mount of a volume, or of an alloc's volumes, on this node. */
   volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]>;
-  /** CreateSnapshot of a volume (its controller must offer it). */
-  createSnapshot(volumeId: string, name?: string): Promise<SnapshotView>;
-  /** DeleteSnapshot on the plugin's controller. */
-  deleteSnapshot(pluginId: string, snapshotId: string): Promise<void>;
-  /** ListSnapshots of a plugin (every plugin with a snapshotting controller when none is named), one page. */
-  listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>>;
+  /** CreateSnapshot of a volume (its controller must offer it); the call's secrets go over the volume's, its parameters are the snapshot's. */
+  createSnapshot(volumeId: string, name?: string, options?: SnapshotRequestOptions): Promise<SnapshotView>;
+  /** DeleteSnapshot on the plugin's controller, with the call's secrets. */
+  deleteSnapshot(pluginId: string, snapshotId: string, options?: { secrets?: Record<string, string> }): Promise<void>;
+  /** ListSnapshots of a plugin (the only one that lists snapshots when none is named; an error when none does), one page. */
+  listSnapshots(options: SnapshotListOptions): Promise<Page<SnapshotView>>;
   /** ListVolumes of a plugin (every plugin that lists its volumes when none is named), one page, marking the catalogued ones. */
   listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>>;
   /**

@@ -3,7 +3,23 @@
 // flat client (`client.listVolumes()`); it holds the transport both use.
 import type { VolumeSpecDocument } from '@csiplug/jobspec';
 import { ApiTransport, enc, query, type ApiClientOptions } from './api-transport';
-import type { ExternalVolumeView, MountUsageView, RoutedAnswer, SnapshotView, VolumeDetachResult, VolumeView } from './service';
+import { CSI_SECRETS_HEADER, formatCsiSecrets } from './csi-secrets';
+import type {
+  ExternalVolumeView,
+  MountUsageView,
+  RoutedAnswer,
+  SnapshotListOptions,
+  SnapshotRequestOptions,
+  SnapshotView,
+  VolumeDetachResult,
+  VolumeView,
+} from './service';
+
+/** The request options that carry `secrets` in Nomad's header (none when there are none). */
+function secretsHeader(secrets: Record<string, string> | undefined): { headers?: Record<string, string> } {
+  const value = formatCsiSecrets(secrets);
+  return value === undefined ? {} : { headers: { [CSI_SECRETS_HEADER]: value } };
+}
 
 export abstract class VolumeApiCalls {
   readonly address: string;
@@ -63,24 +79,38 @@ export abstract class VolumeApiCalls {
     );
   }
 
-  listSnapshots(
-    options: { pluginId?: string; perPage?: number; nextToken?: string } = {},
-  ): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
+  /** One page of a plugin's snapshots; `secrets` go as Nomad's client sends them (the X-Nomad-CSI-Secrets header). */
+  listSnapshots(options: SnapshotListOptions = {}): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
     return this.transport.json(
       'GET',
       `/v1/volumes/snapshot${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`,
+      secretsHeader(options.secrets),
     );
   }
 
-  async createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+  /** A snapshot of the volume; `secrets` (over the volume's) and `parameters` go in the body, as Nomad's CSISnapshot. */
+  async createSnapshot(volumeId: string, name?: string, options: SnapshotRequestOptions = {}): Promise<SnapshotView> {
     const r = await this.transport.json<{ Snapshots: SnapshotView[] }>('PUT', '/v1/volumes/snapshot', {
-      body: { Snapshots: [{ SourceVolumeID: volumeId, ...(name ? { Name: name } : {}) }] },
+      body: {
+        Snapshots: [
+          {
+            SourceVolumeID: volumeId,
+            ...(name ? { Name: name } : {}),
+            ...(options.secrets ? { Secrets: options.secrets } : {}),
+            ...(options.parameters ? { Parameters: options.parameters } : {}),
+          },
+        ],
+      },
     });
     return r.Snapshots[0]!;
   }
 
-  async deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
-    await this.transport.json('DELETE', `/v1/volumes/snapshot${query({ plugin_id: pluginId, snapshot_id: snapshotId })}`);
+  async deleteSnapshot(pluginId: string, snapshotId: string, options: { secrets?: Record<string, string> } = {}): Promise<void> {
+    await this.transport.json(
+      'DELETE',
+      `/v1/volumes/snapshot${query({ plugin_id: pluginId, snapshot_id: snapshotId })}`,
+      secretsHeader(options.secrets),
+    );
   }
 
   /** Cluster mode, agent to agent: one CSI call made on the other node's own controller of the plugin (@csiplug/cluster's routed controllers). */
@@ -97,7 +127,12 @@ export abstract class VolumeApiCalls {
     });
   }
 
-  async deleteVolume(id: string, options: { forwarded?: boolean } = {}): Promise<void> {
-    await this.transport.json('DELETE', `/v1/volume/csi/${enc(id)}/delete${query({ forwarded: options.forwarded })}`);
+  /** DeleteVolume through the plugin, then deregister; `secrets` (over the volume's) go in the X-Nomad-CSI-Secrets header, as Nomad's. */
+  async deleteVolume(id: string, options: { forwarded?: boolean; secrets?: Record<string, string> } = {}): Promise<void> {
+    await this.transport.json(
+      'DELETE',
+      `/v1/volume/csi/${enc(id)}/delete${query({ forwarded: options.forwarded })}`,
+      secretsHeader(options.secrets),
+    );
   }
 }

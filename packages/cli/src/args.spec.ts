@@ -42,6 +42,16 @@ describe('parseArgs', () => {
     expect(parseArgs(['-address='], specs).flags.get('address')).toBe('');
   });
 
+  it("keeps every value of a repeatable (list) flag in order, as Nomad's -secret; a string flag keeps the last", () => {
+    const withList: FlagSpec[] = [...specs, { name: 'secret', kind: 'list', help: 'A secret.', valueName: 'key=value' }];
+    const p = parseArgs(['-secret', 'a=1', 'ID', '-secret=b=2', '-address', 'x', '-address', 'y'], withList);
+    expect(p.flags.get('secret')).toEqual(['a=1', 'b=2']);
+    expect(p.flags.get('address')).toBe('y');
+    expect(p.positionals).toEqual(['ID']);
+    expect(() => parseArgs(['-secret'], withList)).toThrow('flag needs an argument: -secret');
+    expect(formatFlags(withList.slice(-1))).toBe('  -secret=<key=value>\n    A secret.');
+  });
+
   it('treats a lone - as a positional (stdin)', () => {
     expect(parseArgs(['-'], specs).positionals).toEqual(['-']);
   });

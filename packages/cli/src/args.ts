@@ -7,7 +7,8 @@ import { wrap } from './format';
 
 export interface FlagSpec {
   name: string;
-  kind: 'bool' | 'string';
+  /** list: a string flag that may be given again, each value kept (Nomad's `-secret k=v -secret k2=v2`). */
+  kind: 'bool' | 'string' | 'list';
   /** Shown in help. */
   help: string;
   /** The value's placeholder in help, e.g. ADDR. */
@@ -19,8 +20,8 @@ export interface FlagSpec {
 }
 
 export interface ParsedArgs {
-  /** Values of the flags given (bools true/false, strings as given). */
-  flags: Map<string, string | boolean>;
+  /** Values of the flags given (bools true/false, strings as given, lists in the order given). */
+  flags: Map<string, string | boolean | string[]>;
   positionals: string[];
   /** -h, -help or --help was given. */
   help: boolean;
@@ -44,7 +45,7 @@ export function parseBool(name: string, value: string): boolean {
 
 export function parseArgs(argv: readonly string[], specs: readonly FlagSpec[]): ParsedArgs {
   const byName = new Map(specs.map((s) => [s.name, s]));
-  const flags = new Map<string, string | boolean>();
+  const flags = new Map<string, string | boolean | string[]>();
   const positionals: string[] = [];
   let help = false;
   for (let i = 0; i < argv.length; i++) {
@@ -72,12 +73,12 @@ export function parseArgs(argv: readonly string[], specs: readonly FlagSpec[]): 
       flags.set(name, inline === undefined ? true : parseBool(name, inline));
       continue;
     }
-    if (inline !== undefined) {
-      flags.set(name, inline);
-      continue;
-    }
-    if (i + 1 >= argv.length) throw new UsageError(`flag needs an argument: -${name}`);
-    flags.set(name, argv[++i]!);
+    if (inline === undefined && i + 1 >= argv.length) throw new UsageError(`flag needs an argument: -${name}`);
+    const value = inline ?? argv[++i]!;
+    if (spec.kind === 'list') {
+      const seen = flags.get(name);
+      flags.set(name, [...(Array.isArray(seen) ? seen : []), value]);
+    } else flags.set(name, value);
   }
   return { flags, positionals, help };
 }
@@ -89,7 +90,7 @@ export function boolFlag(parsed: ParsedArgs, name: string): boolean {
 /** The options part of a usage text: one line per flag. */
 export function formatFlags(specs: readonly FlagSpec[]): string {
   const lines = specs.map((s) => {
-    const head = `  -${s.name}${s.kind === 'string' ? `=<${s.valueName ?? 'value'}>` : ''}`;
+    const head = `  -${s.name}${s.kind === 'bool' ? '' : `=<${s.valueName ?? 'value'}>`}`;
     const env = s.env ? ` Overrides the ${s.env} environment variable if set.` : '';
     const dflt = s.dflt ? ` Default = ${s.dflt}` : '';
     return `${head}\n${wrap(`${s.help}${env}${dflt}`, 76, '    ')}`;

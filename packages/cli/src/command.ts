@@ -62,6 +62,8 @@ export interface CommandContext {
   client(): ApiClient;
   flag(name: string): boolean;
   stringFlag(name: string): string | undefined;
+  /** A repeatable flag's values, in the order given (none: empty). */
+  listFlag(name: string): string[];
   /** Writes to stdout. */
   out(text: string): void;
   /** Prints `value` as JSON. */
@@ -134,6 +136,10 @@ export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): Comman
     },
     flag: (name) => boolFlag(parsed, name),
     stringFlag,
+    listFlag: (name) => {
+      const v = parsed.flags.get(name);
+      return Array.isArray(v) ? [...v] : [];
+    },
     out: (text) => void io.stdout.write(text.endsWith('\n') || text === '' ? text : `${text}\n`),
     printJson: (value) => void io.stdout.write(formatJson(value)),
     readFile: (file) => readInput(io, file),

@@ -1,6 +1,6 @@
 // The CLI end to end in-process: main() against a real HttpApi over the
 // in-memory FakeAgentService, through ApiClient.
-import { MemoryLogger } from '@csiplug/core';
+import { CsiplugError, MemoryLogger } from '@csiplug/core';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -1109,6 +1109,71 @@ describe('csiplug CLI', () => {
       expect(fake.calls).toEqual(
         expect.arrayContaining(['createSnapshot vol1 nightly', 'deleteSnapshot hostpath snap-nightly', 'detachVolume vol1 node-1']),
       );
+    });
+
+    it("-secret and -parameter (Nomad's flags, each repeatable) reach the agent for snapshot create, delete, list and volume delete; a pair without '=' is refused; values are never printed", async () => {
+      await cli(['volume', 'register', 'vol.hcl']);
+      let r = await cli([
+        'volume',
+        'snapshot',
+        'create',
+        '-secret',
+        'userID=admin',
+        '-secret=userKey=AQD==',
+        '-parameter',
+        'clusterID=ceph-1',
+        '-parameter',
+        'csi.storage.k8s.io/snapshotter-secret-name=csi-rbd-secret',
+        'vol1',
+        'nightly',
+      ]);
+      expect(r.code).toBe(0);
+      expect(r.stdout + r.stderr).not.toContain('AQD==');
+      expect(fake.perCall.at(-1)).toEqual({
+        call: 'createSnapshot vol1',
+        secrets: { userID: 'admin', userKey: 'AQD==' },
+        parameters: { clusterID: 'ceph-1', 'csi.storage.k8s.io/snapshotter-secret-name': 'csi-rbd-secret' },
+      });
+      r = await cli(['volume', 'snapshot', 'list', '-plugin', 'hostpath', '-secret', 'userID=lister']);
+      expect(r.code).toBe(0);
+      expect(fake.perCall.at(-1)).toEqual({ call: 'listSnapshots hostpath', secrets: { userID: 'lister' } });
+      r = await cli(['volume', 'snapshot', 'delete', 'hostpath', 'snap-nightly', '-secret', 'userID=deleter']);
+      expect(r.code).toBe(0);
+      expect(fake.perCall.at(-1)).toEqual({ call: 'deleteSnapshot hostpath snap-nightly', secrets: { userID: 'deleter' } });
+      r = await cli(['volume', 'snapshot', 'create', '-secret', 'no-equals-sign', 'vol1']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('Secret must be in the format: -secret key=value');
+      r = await cli(['volume', 'snapshot', 'create', '-parameter', '=v', 'vol1']);
+      expect(r.stderr).toContain('Parameter must be in the format: -parameter key=value');
+      r = await cli(['volume', 'delete', '-secret', 'userKey=gone', 'vol1']);
+      expect(r).toEqual({ code: 0, stdout: 'Successfully deleted volume "vol1"\n', stderr: '' });
+      expect(fake.perCall.at(-1)).toEqual({ call: 'deleteVolume vol1', secrets: { userKey: 'gone' } });
+    });
+
+    it('volume snapshot list of a plugin that does not list snapshots prints the error naming it, never "No snapshots"', async () => {
+      fake.listSnapshots = async () => {
+        throw new CsiplugError(
+          'EVOLUME_UNSUPPORTED',
+          'plugin "local-hostpath" does not list snapshots (its controller answered the list with UNIMPLEMENTED); the snapshots it holds cannot be shown here: see them on the storage system itself',
+        );
+      };
+      const r = await cli(['volume', 'snapshot', 'list', '-plugin', 'local-hostpath']);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(
+        'Error: plugin "local-hostpath" does not list snapshots (its controller answered the list with UNIMPLEMENTED); the snapshots it holds cannot be shown here: see them on the storage system itself\n',
+      );
+    });
+
+    it('volume register of a registered, claimed volume says it was updated and its claims kept', async () => {
+      await cli(['volume', 'register', 'vol.hcl']);
+      fake.claim('vol1', 'a1');
+      const r = await cli(['volume', 'register', 'vol.hcl']);
+      expect(r).toEqual({
+        code: 0,
+        stdout: 'Volume "vol1" updated (external id ext-1); its claims are kept: the next mount uses the new secrets\n',
+        stderr: '',
+      });
     });
 
     it('volume init writes a commented example that volume create reads, and never overwrites', async () => {

@@ -7,6 +7,7 @@ import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobs
 import { UsageError } from './args';
 import { type Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext } from './command';
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
+import { PARAMETER_FLAG, SECRET_FLAG, keyValueFlag } from './csi-call-flags';
 import { printList } from './print-list';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
@@ -41,7 +42,7 @@ const volumeRegister: Command = {
   name: 'volume register',
   usageArgs: 'FILE',
   synopsis: 'Add an existing volume to the catalog',
-  help: 'Parses the volume spec FILE (HCL or JSON; "-" reads stdin) here and registers the volume, which must already exist on its plugin (external_id is required).',
+  help: 'Parses the volume spec FILE (HCL or JSON; "-" reads stdin) here and registers the volume, which must already exist on its plugin (external_id is required). A volume registered already is updated, as Nomad does: its secrets, context and capabilities, and its mount options while no allocation claims it; its claims are kept. Its plugin, external id, name and parameters cannot change, nor a capability or mount option in use.',
   minArgs: 1,
   maxArgs: 1,
   api: true,
@@ -51,6 +52,8 @@ const volumeRegister: Command = {
     const spec = await parseVolumeSpec(await ctx.readFile(file), inputName(file));
     const volume = await ctx.client().registerVolume(volumeSpecToDocument(spec));
     if (ctx.json) ctx.printJson(volume);
+    else if (volume.claims.length > 0)
+      ctx.out(`Volume "${volume.id}" updated (external id ${volume.externalId}); its claims are kept: the next mount uses the new secrets`);
     else ctx.out(`Volume "${volume.id}" registered (external id ${volume.externalId})`);
     return 0;
   },
@@ -116,14 +119,16 @@ const volumeDelete: Command = {
   name: 'volume delete',
   usageArgs: 'ID',
   synopsis: 'Delete a volume through its plugin and deregister it',
-  help: "Deletes the volume with its plugin's DeleteVolume, then removes it from the catalog. Refused while allocations claim it.",
+  help: "Deletes the volume with its plugin's DeleteVolume, then removes it from the catalog. Refused while allocations claim it. -secret adds secrets for the plugin's call, over the volume's own.",
   minArgs: 1,
   maxArgs: 1,
   api: true,
   json: true,
+  flags: [SECRET_FLAG],
   async run(ctx) {
     const id = ctx.args[0]!;
-    await ctx.client().deleteVolume(id);
+    const secrets = keyValueFlag(ctx, 'secret');
+    await ctx.client().deleteVolume(id, secrets ? { secrets } : {});
     if (ctx.json) ctx.printJson({ id });
     else ctx.out(`Successfully deleted volume "${id}"`);
     return 0;
@@ -367,13 +372,19 @@ const snapshotCreate: Command = {
   name: 'volume snapshot create',
   usageArgs: 'VOLUME [NAME]',
   synopsis: 'Snapshot a volume through its plugin',
-  help: "Takes a snapshot of VOLUME with its plugin's CreateSnapshot; NAME defaults to <volume>-snapshot-<time>. The plugin's controller must offer CREATE_DELETE_SNAPSHOT.",
+  help: "Takes a snapshot of VOLUME with its plugin's CreateSnapshot; NAME defaults to <volume>-snapshot-<time>. The plugin's controller must offer CREATE_DELETE_SNAPSHOT. -secret and -parameter go to the plugin's call (the secrets over the volume's own).",
   minArgs: 1,
   maxArgs: 2,
   api: true,
   json: true,
+  flags: [SECRET_FLAG, PARAMETER_FLAG],
   async run(ctx) {
-    const snap = await ctx.client().createSnapshot(ctx.args[0]!, ctx.args[1]);
+    const secrets = keyValueFlag(ctx, 'secret');
+    const parameters = keyValueFlag(ctx, 'parameter');
+    const snap = await ctx.client().createSnapshot(ctx.args[0]!, ctx.args[1], {
+      ...(secrets ? { secrets } : {}),
+      ...(parameters ? { parameters } : {}),
+    });
     if (ctx.json) ctx.printJson(snap);
     else
       ctx.out(`Snapshotted volume ${ctx.args[0]} with snapshot ID ${snap.id}\n\n${formatTable(SNAPSHOT_HEADER, [describeSnapshot(snap)])}`);
@@ -385,13 +396,15 @@ const snapshotDelete: Command = {
   name: 'volume snapshot delete',
   usageArgs: 'PLUGIN SNAPSHOT',
   synopsis: 'Delete a snapshot through its plugin',
-  help: "Deletes SNAPSHOT (the plugin's id for it) with PLUGIN's DeleteSnapshot; one that is gone already counts as deleted.",
+  help: "Deletes SNAPSHOT (the plugin's id for it) with PLUGIN's DeleteSnapshot; one that is gone already counts as deleted. -secret goes to the plugin's call.",
   minArgs: 2,
   maxArgs: 2,
   api: true,
   json: true,
+  flags: [SECRET_FLAG],
   async run(ctx) {
-    await ctx.client().deleteSnapshot(ctx.args[0]!, ctx.args[1]!);
+    const secrets = keyValueFlag(ctx, 'secret');
+    await ctx.client().deleteSnapshot(ctx.args[0]!, ctx.args[1]!, secrets ? { secrets } : {});
     if (ctx.json) ctx.printJson({ pluginId: ctx.args[0], snapshotId: ctx.args[1] });
     else ctx.out(`Deleted snapshot ${ctx.args[1]} of plugin ${ctx.args[0]}`);
     return 0;
@@ -402,14 +415,15 @@ const snapshotList: Command = {
   name: 'volume snapshot list',
   usageArgs: '',
   synopsis: "List a plugin's snapshots",
-  help: 'Lists the snapshots the plugin holds (ListSnapshots), a page at a time. -plugin is needed when more than one plugin lists snapshots.',
+  help: "Lists the snapshots the plugin holds (ListSnapshots), a page at a time. -plugin is needed when more than one plugin lists snapshots. A plugin that does not list its snapshots is an error naming it, never an empty list. -secret goes to the plugin's call.",
   minArgs: 0,
   maxArgs: 0,
   api: true,
   json: true,
-  flags: [PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG],
+  flags: [PLUGIN_FLAG, PER_PAGE_FLAG, PAGE_TOKEN_FLAG, SECRET_FLAG],
   async run(ctx) {
-    const page = await ctx.client().listSnapshots(pageFlags(ctx));
+    const secrets = keyValueFlag(ctx, 'secret');
+    const page = await ctx.client().listSnapshots({ ...pageFlags(ctx), ...(secrets ? { secrets } : {}) });
     printList(ctx, {
       answer: page,
       items: page.Snapshots,

@@ -9,7 +9,7 @@ import { unwrapEnvelope } from '../request-body';
 import { boolParam, csiTypeParam, redactSecrets } from '../route-params';
 import type { AgentService } from '../service';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
-import { pageOf } from './snapshot-routes';
+import { pageOf, secretsOf } from './snapshot-routes';
 
 export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
   r.add('GET', '/v1/volumes', ({ query }) => {
@@ -41,10 +41,11 @@ export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): 
     await s.deregisterVolume(volume.id, { force });
     return { body: { id: volume.id } satisfies VolumeDeleted };
   });
-  r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query }) => {
+  r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query, req }) => {
     const volume = find.volume(params.id!);
     // forwarded: another agent of the cluster routed the delete here (its node has no controller); it goes no further.
-    await s.deleteVolume(volume.id, { forwarded: boolParam(query, 'forwarded') });
+    // Nomad's `volume delete -secret`: the X-Nomad-CSI-Secrets header.
+    await s.deleteVolume(volume.id, { forwarded: boolParam(query, 'forwarded'), ...secretsOf(req) });
     return { body: { id: volume.id } satisfies VolumeDeleted };
   });
   r.add('DELETE', '/v1/volume/csi/:id/detach', async ({ params, query }) => {

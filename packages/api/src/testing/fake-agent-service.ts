@@ -31,6 +31,8 @@ import type {
   Page,
   PluginView,
   RunJobResult,
+  SnapshotListOptions,
+  SnapshotRequestOptions,
   SnapshotView,
   VolumeClaimView,
   VolumeDetachResult,
@@ -324,6 +326,15 @@ export class FakeAgentService implements AgentService {
   async registerVolume(spec: VolumeSpec): Promise<VolumeView> {
     await this.gate;
     this.failIfAsked();
+    const existing = this.volumes.get(spec.id);
+    if (existing) {
+      // As the agent (and Nomad): a register of a volume there is updates it, its claims kept (the agent's catalog checks what may change).
+      this.calls.push(`registerVolume ${spec.id} update`);
+      const updated: VolumeView = { ...existing, capabilities: spec.capabilities, secrets: { ...spec.secrets } };
+      if (Object.keys(spec.context).length) updated.context = { ...spec.context };
+      this.volumes.set(spec.id, updated);
+      return updated;
+    }
     if (spec.externalId === undefined)
       throw new ValidationError(
         `volume "${spec.id}": external_id is required to register an existing volume; use create to make a new one`,
@@ -350,12 +361,13 @@ export class FakeAgentService implements AgentService {
     this.emit({ topic: 'Volume', type: 'VolumeDeregistered', message: `volume ${id} deregistered`, volumeId: id });
   }
 
-  async deleteVolume(id: string): Promise<void> {
+  async deleteVolume(id: string, options: { secrets?: Record<string, string> } = {}): Promise<void> {
     await this.gate;
     this.failIfAsked();
     const v = this.volumeOrThrow(id);
     if (v.claims.length) throw new FakeVolumeInUseError(id, v.claims.length, 'stop them first');
     this.calls.push(`deleteVolume ${id}`);
+    this.perCall.push({ call: `deleteVolume ${id}`, ...(options.secrets ? { secrets: { ...options.secrets } } : {}) });
     this.volumes.delete(id);
     this.emit({ topic: 'Volume', type: 'VolumeDeleted', message: `volume ${id} deleted`, volumeId: id });
   }
@@ -371,6 +383,8 @@ export class FakeAgentService implements AgentService {
   readonly usage: MountUsageView[] = [];
   readonly snapshots: SnapshotView[] = [];
   readonly externalVolumes: ExternalVolumeView[] = [];
+  /** The per-call secrets and parameters each volume or snapshot call was given (test-only: values kept so a test can check them). */
+  readonly perCall: Array<{ call: string; secrets?: Record<string, string>; parameters?: Record<string, string> }> = [];
 
   async volumeUsage(filter: { volumeId?: string; allocId?: string }): Promise<MountUsageView[]> {
     await this.gate;
@@ -382,11 +396,12 @@ export class FakeAgentService implements AgentService {
     );
   }
 
-  async createSnapshot(volumeId: string, name?: string): Promise<SnapshotView> {
+  async createSnapshot(volumeId: string, name?: string, options: SnapshotRequestOptions = {}): Promise<SnapshotView> {
     await this.gate;
     this.failIfAsked();
     const v = this.volumeOrThrow(volumeId);
     this.calls.push(`createSnapshot ${volumeId} ${name ?? ''}`.trim());
+    this.perCall.push({ call: `createSnapshot ${volumeId}`, ...copiesOf(options) });
     const snap: SnapshotView = {
       pluginId: v.pluginId,
       id: `snap-${name ?? volumeId}`,
@@ -400,17 +415,19 @@ export class FakeAgentService implements AgentService {
     return snap;
   }
 
-  async deleteSnapshot(pluginId: string, snapshotId: string): Promise<void> {
+  async deleteSnapshot(pluginId: string, snapshotId: string, options: { secrets?: Record<string, string> } = {}): Promise<void> {
     await this.gate;
     this.failIfAsked();
     this.calls.push(`deleteSnapshot ${pluginId} ${snapshotId}`);
+    this.perCall.push({ call: `deleteSnapshot ${pluginId} ${snapshotId}`, ...copiesOf(options) });
     const i = this.snapshots.findIndex((s) => s.pluginId === pluginId && s.id === snapshotId);
     if (i >= 0) this.snapshots.splice(i, 1);
   }
 
-  async listSnapshots(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<SnapshotView>> {
+  async listSnapshots(options: SnapshotListOptions): Promise<Page<SnapshotView>> {
     await this.gate;
     this.failIfAsked();
+    this.perCall.push({ call: `listSnapshots ${options.pluginId ?? ''}`.trim(), ...copiesOf(options) });
     return page(
       this.snapshots.filter((s) => options.pluginId === undefined || s.pluginId === options.pluginId),
       options,
@@ -557,4 +574,15 @@ function page<T>(items: T[], options: { perPage?: number; nextToken?: string }):
   const start = options.nextToken ? Number(options.nextToken) : 0;
   const end = options.perPage ? start + options.perPage : items.length;
   return { items: items.slice(start, end), ...(end < items.length ? { nextToken: String(end) } : {}) };
+}
+
+/** The secrets and parameters of a call, copied (absent when not given). */
+function copiesOf(options: { secrets?: Record<string, string>; parameters?: Record<string, string> }): {
+  secrets?: Record<string, string>;
+  parameters?: Record<string, string>;
+} {
+  return {
+    ...(options.secrets ? { secrets: { ...options.secrets } } : {}),
+    ...(options.parameters ? { parameters: { ...options.parameters } } : {}),
+  };
 }
