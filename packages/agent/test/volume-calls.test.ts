@@ -1,0 +1,200 @@
+// Issue 28, end to end on a real agent and the real hostpath plugin (its
+// test-only request log shows what each CSI call carried): `volume register`
+// of a claimed volume updates its secrets, the update survives an agent
+// restart, and the next stage and publish send the new secrets; what Nomad
+// refuses while claimed is refused in its words. Ceph-style per-call snapshot
+// parameters and secrets (`-parameter`, `-secret`) reach the plugin, over the
+// volume's own secrets; snapshot list and delete and volume delete send the
+// call's secrets. Neither the CLI nor the agent's log repeats a secret.
+import { execFile } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import { promisify } from 'util';
+import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
+import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { readRequestLog, type LoggedRequest } from '@csiplug/hostpath-plugin';
+import { AgentHarness, BIN, pollUntil } from './support/agent-process';
+
+jest.setTimeout(240_000);
+
+const run = promisify(execFile);
+
+const CEPH_PARAMETERS = { clusterID: 'ceph-1', 'csi.storage.k8s.io/snapshotter-secret-name': 'csi-rbd-secret' };
+
+function volumeFile(id: string, extra = ''): string {
+  return `id = "${id}"
+type = "csi"
+plugin_id = "hostpath"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+${extra}
+`;
+}
+
+describe('volume register updates and per-call secrets against the real hostpath plugin', () => {
+  let h: AgentHarness;
+  let requestLog: string;
+
+  const pluginHealthy = () =>
+    pollUntil('plugin hostpath healthy', async () => {
+      const p = await h.api.getPlugin('hostpath').catch(() => undefined);
+      return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
+    });
+  const cli = async (args: string[]): Promise<string> => {
+    try {
+      const { stdout } = await run(process.execPath, [BIN, ...args, '-address', `http://127.0.0.1:${h.port}`], { timeout: 60_000 });
+      return stdout;
+    } catch (err) {
+      throw new Error(`csiplug ${args.join(' ')} failed: ${(err as { stderr?: string }).stderr ?? String(err)}`);
+    }
+  };
+  const cliRefused = async (args: string[]): Promise<string> => {
+    try {
+      await run(process.execPath, [BIN, ...args, '-address', `http://127.0.0.1:${h.port}`], { timeout: 60_000 });
+    } catch (err) {
+      return (err as { stderr?: string }).stderr ?? String(err);
+    }
+    throw new Error(`expected csiplug ${args.join(' ')} to be refused`);
+  };
+  const writeFile = (name: string, text: string): string => {
+    const file = path.join(h.root, name);
+    fs.writeFileSync(file, text);
+    return file;
+  };
+  const workload = async (name: string, volumeId: string): Promise<string> => {
+    const script = 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600';
+    const hcl = workloadJobHcl(`work-${name}`, volumeId, script);
+    return (await h.api.runJob(jobToDocument(await parseJobspec(hcl, `${name}.hcl`)))).allocIds[0]!;
+  };
+  const running = (id: string) =>
+    pollUntil(`alloc ${id} running with its volume`, async () => {
+      const a = await h.api.getAlloc(id);
+      if (a.clientStatus === 'failed') throw new Error(`alloc ${id} failed: ${JSON.stringify(a.tasks)}`);
+      return a.clientStatus === 'running' && a.volumes['data'] && fs.existsSync(path.join(a.volumes['data'].hostPath, 'owner.txt'))
+        ? a
+        : undefined;
+    });
+  /** The node-side mounts of `externalId` the plugin was asked for (stage and publish), from line `from` of its request log. */
+  const mountsAsked = (externalId: string, from = 0): LoggedRequest[] =>
+    readRequestLog(requestLog)
+      .slice(from)
+      .filter((r) => (r.rpc === 'NodeStageVolume' || r.rpc === 'NodePublishVolume') && r.volumeId === externalId);
+  const lastOf = (rpc: string): LoggedRequest | undefined =>
+    readRequestLog(requestLog)
+      .filter((r) => r.rpc === rpc)
+      .at(-1);
+
+  beforeEach(() => {
+    h = new AgentHarness();
+  });
+  afterEach(async () => {
+    const { leftMounts } = await h.cleanup();
+    expect(leftMounts).toEqual([]);
+  });
+
+  it('re-register while claimed: the secrets change, the claim stays, an agent restart keeps them, and the next stage and publish send them; per-call snapshot and delete secrets and parameters reach the plugin', async () => {
+    requestLog = path.join(h.root, 'hostpath-requests.jsonl');
+    await h.start();
+    const pluginJob = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--request-log', requestLog] });
+    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob, 'plugin.hcl')));
+    await pluginHealthy();
+
+    const created = await h.api.createVolume(
+      volumeSpecToDocument(await parseVolumeSpec(volumeFile('shared', 'secrets {\n  userKey = "first-key"\n}'), 'shared.hcl')),
+    );
+    const externalId = created.externalId;
+    const first = await workload('one', 'shared');
+    await running(first);
+    const firstMounts = mountsAsked(externalId);
+    expect(firstMounts.map((r) => r.rpc)).toContain('NodePublishVolume');
+    for (const r of firstMounts) expect(r.secrets).toEqual({ userKey: 'first-key' });
+
+    // The update, through the CLI as an operator runs it, while alloc one claims the volume.
+    const rotated = writeFile(
+      'shared-rotated.hcl',
+      volumeFile('shared', `external_id = "${externalId}"\nsecrets {\n  userKey = "rotated-key"\n}`),
+    );
+    expect(await cli(['volume', 'register', rotated])).toBe(
+      `Volume "shared" updated (external id ${externalId}); its claims are kept: the next mount uses the new secrets\n`,
+    );
+    expect((await h.api.getVolume('shared')).claims.map((c) => c.allocId)).toEqual([first]);
+    // What Nomad refuses while the volume is in use is refused, in its words, and changes nothing.
+    const mountOptions = writeFile(
+      'shared-ro.hcl',
+      volumeFile('shared', `external_id = "${externalId}"\nmount_options {\n  mount_flags = ["noatime"]\n}`),
+    );
+    expect(await cliRefused(['volume', 'register', mountOptions])).toContain(
+      `volume "shared" is registered already and cannot be updated as asked: its mount options cannot change while it is in use (claimed by ${first}); stop the allocs first`,
+    );
+    const otherPlugin = writeFile('shared-moved.hcl', volumeFile('shared', 'external_id = "elsewhere"'));
+    expect(await cliRefused(['volume', 'register', otherPlugin])).toContain(
+      `its external id cannot change (it is "${externalId}", the spec says "elsewhere")`,
+    );
+    expect((await h.api.getVolume('shared')).mountOptions).toBeUndefined();
+
+    // Kept in the agent's state: a restarted agent has the new secrets.
+    await h.kill('SIGKILL');
+    await h.start();
+    await pluginHealthy();
+    await running(first);
+
+    // The next mount: alloc one stops (unpublish, unstage), alloc two mounts the volume again.
+    await h.api.stopJob('work-one');
+    await pollUntil('the claim of alloc one released', async () =>
+      (await h.api.getVolume('shared')).claims.length === 0 ? true : undefined,
+    );
+    const mark = readRequestLog(requestLog).length;
+    const second = await workload('two', 'shared');
+    await running(second);
+    const nextMounts = mountsAsked(externalId, mark);
+    expect(nextMounts.map((r) => r.rpc)).toContain('NodePublishVolume');
+    for (const r of nextMounts) expect(r.secrets).toEqual({ userKey: 'rotated-key' });
+
+    // Ceph-style per-call snapshot parameters and secrets: the call's secrets go over the volume's, the parameters are the call's.
+    const snapOut = await cli([
+      'volume',
+      'snapshot',
+      'create',
+      '-json',
+      '-secret',
+      'userID=admin',
+      '-secret',
+      'userKey=per-call-key',
+      '-parameter',
+      'clusterID=ceph-1',
+      '-parameter',
+      'csi.storage.k8s.io/snapshotter-secret-name=csi-rbd-secret',
+      'shared',
+      'nightly',
+    ]);
+    const snapshotId = (JSON.parse(snapOut) as { id: string }).id;
+    expect(lastOf('CreateSnapshot')).toMatchObject({
+      sourceVolumeId: externalId,
+      name: 'nightly',
+      parameters: CEPH_PARAMETERS,
+      secrets: { userID: 'admin', userKey: 'per-call-key' },
+    });
+    expect(snapOut).not.toContain('per-call-key');
+    await cli(['volume', 'snapshot', 'list', '-plugin', 'hostpath', '-secret', 'userID=lister']);
+    expect(lastOf('ListSnapshots')).toMatchObject({ secrets: { userID: 'lister' } });
+    await cli(['volume', 'snapshot', 'delete', 'hostpath', snapshotId, '-secret', 'userID=deleter']);
+    expect(lastOf('DeleteSnapshot')).toEqual({
+      rpc: 'DeleteSnapshot',
+      time: expect.any(Number),
+      snapshotId,
+      secrets: { userID: 'deleter' },
+    });
+
+    await h.api.stopJob('work-two');
+    await pollUntil('the claim of alloc two released', async () =>
+      (await h.api.getVolume('shared')).claims.length === 0 ? true : undefined,
+    );
+    expect(await cli(['volume', 'delete', '-secret', 'userID=volume-deleter', 'shared'])).toBe('Successfully deleted volume "shared"\n');
+    expect(lastOf('DeleteVolume')).toMatchObject({ volumeId: externalId, secrets: { userKey: 'rotated-key', userID: 'volume-deleter' } });
+
+    // No secret value in the agent's own output.
+    for (const secret of ['first-key', 'rotated-key', 'per-call-key', 'volume-deleter']) expect(h.log).not.toContain(secret);
+  });
+});
