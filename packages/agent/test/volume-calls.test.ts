@@ -5,7 +5,9 @@
 // refuses while claimed is refused in its words. Ceph-style per-call snapshot
 // parameters and secrets (`-parameter`, `-secret`) reach the plugin, over the
 // volume's own secrets; snapshot list and delete and volume delete send the
-// call's secrets. Neither the CLI nor the agent's log repeats a secret.
+// call's secrets. Neither the CLI nor the agent's log repeats a secret. A
+// plugin that answers the snapshot list UNIMPLEMENTED is named, never an
+// empty list.
 import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
@@ -196,5 +198,17 @@ describe('volume register updates and per-call secrets against the real hostpath
 
     // No secret value in the agent's own output.
     for (const secret of ['first-key', 'rotated-key', 'per-call-key', 'volume-deleter']) expect(h.log).not.toContain(secret);
+  });
+
+  it('volume snapshot list of a plugin that answers UNIMPLEMENTED says the plugin does not list snapshots, named or not, never "No snapshots"', async () => {
+    await h.start();
+    const pluginJob = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--unimplemented-rpc', 'ListSnapshots'] });
+    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob, 'plugin.hcl')));
+    await pluginHealthy();
+    const said =
+      'Error: plugin "hostpath" does not list snapshots (its controller answered the list with UNIMPLEMENTED); the snapshots it holds cannot be shown here: see them on the storage system itself\n';
+    expect(await cliRefused(['volume', 'snapshot', 'list', '-plugin', 'hostpath'])).toBe(said);
+    // Not named: the one plugin that offers the list is asked, and says the same.
+    expect(await cliRefused(['volume', 'snapshot', 'list'])).toBe(said);
   });
 });

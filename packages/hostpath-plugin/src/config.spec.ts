@@ -24,6 +24,7 @@ describe('parseConfig', () => {
       slowMs: 0,
       crashOnRpcs: [],
       abnormalRpcs: [],
+      unimplementedRpcs: [],
       controllerPublish: false,
     });
   });
@@ -60,6 +61,7 @@ describe('parseConfig', () => {
       slowMs: 0,
       crashOnRpcs: [],
       abnormalRpcs: [],
+      unimplementedRpcs: [],
       controllerPublish: false,
     });
   });
@@ -87,6 +89,8 @@ describe('parseConfig', () => {
         'no-socket',
         '--abnormal-rpc',
         'NodeGetVolumeStats',
+        '--unimplemented-rpc',
+        'ListSnapshots',
       ],
       env,
     );
@@ -97,6 +101,7 @@ describe('parseConfig', () => {
       slowMs: 700,
       crashOnRpcs: ['NodeUnstageVolume'],
       abnormalRpcs: ['NodeGetVolumeStats'],
+      unimplementedRpcs: ['ListSnapshots'],
       faultFile: '/run/faults.json',
       controllerPublish: true,
     });

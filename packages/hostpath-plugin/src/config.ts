@@ -55,6 +55,7 @@ export const ENV = {
   slowMs: 'CSIPLUG_HOSTPATH_SLOW_MS',
   crashOnRpc: 'CSIPLUG_HOSTPATH_CRASH_ON_RPC',
   abnormalRpc: 'CSIPLUG_HOSTPATH_ABNORMAL_RPC',
+  unimplementedRpc: 'CSIPLUG_HOSTPATH_UNIMPLEMENTED_RPC',
   faultFile: 'CSIPLUG_HOSTPATH_FAULT_FILE',
   controllerPublish: 'CSIPLUG_HOSTPATH_CONTROLLER_PUBLISH',
   requestLog: 'CSIPLUG_HOSTPATH_REQUEST_LOG',
@@ -80,6 +81,7 @@ fault switches, for tests:
   --slow-ms N             how late, in ms (${ENV.slowMs})
   --crash-on-rpc A[,B]    die by SIGKILL when one of these RPCs is called (${ENV.crashOnRpc})
   --abnormal-rpc A[,B]    these RPCs report the volume condition abnormal, healthy or not (${ENV.abnormalRpc})
+  --unimplemented-rpc A[,B]  these RPCs answer UNIMPLEMENTED, advertised or not (${ENV.unimplementedRpc})
   --fault-file PATH       JSON of the RPC faults, read again whenever it changes (${ENV.faultFile})
   --controller-publish B  true: offer ControllerPublishVolume too (${ENV.controllerPublish})
   --request-log PATH      append each request received to PATH, secrets in the clear: tests only (${ENV.requestLog})`;
@@ -103,6 +105,7 @@ const FLAGS: Record<string, string> = {
   '--slow-ms': 'slowMs',
   '--crash-on-rpc': 'crashOnRpc',
   '--abnormal-rpc': 'abnormalRpc',
+  '--unimplemented-rpc': 'unimplementedRpc',
   '--fault-file': 'faultFile',
   '--controller-publish': 'controllerPublish',
   '--request-log': 'requestLog',
@@ -259,6 +262,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       slowMs,
       crashOnRpcs: rpcList(pick('crashOnRpc'), '--crash-on-rpc'),
       abnormalRpcs: rpcList(pick('abnormalRpc'), '--abnormal-rpc'),
+      unimplementedRpcs: rpcList(pick('unimplementedRpc'), '--unimplemented-rpc'),
       ...(pick('faultFile') ? { faultFile: pick('faultFile') } : {}),
       controllerPublish: bool(pick('controllerPublish'), '--controller-publish'),
       ...(pick('requestLog') ? { requestLog: pick('requestLog') } : {}),

@@ -145,6 +145,19 @@ describe('withFaults', () => {
     expect(await statusOf(call(h, 'node', 'NodeStageVolume')({}, context('NodeStageVolume').ctx))).toBe(GrpcStatus.UNIMPLEMENTED);
   });
 
+  it('an unimplemented RPC answers UNIMPLEMENTED though the plugin has it (as democratic-csi for ListSnapshots); the others are untouched', async () => {
+    const handlers = baseHandlers();
+    let listed = 0;
+    handlers.controller = { ...handlers.controller, ListSnapshots: () => ({ entries: [], nextToken: String(++listed) }) };
+    const h = withFaults(handlers, new FaultSource(faults({ unimplementedRpcs: ['ListSnapshots'] }), undefined, new MemoryLogger()), {
+      logger: new MemoryLogger(),
+      crash: () => undefined,
+    });
+    expect(await statusOf(call(h, 'controller', 'ListSnapshots')({}, context('ListSnapshots').ctx))).toBe(GrpcStatus.UNIMPLEMENTED);
+    expect(listed).toBe(0);
+    expect(await call(h, 'node', 'NodeGetInfo')({}, context('NodeGetInfo').ctx)).toEqual({ nodeId: 'n1', maxVolumesPerNode: '0' });
+  });
+
   it('an abnormal RPC answers as usual, with the volume condition abnormal; the others are untouched', async () => {
     const handlers = baseHandlers();
     handlers.node!.NodeGetVolumeStats = () => ({ usage: [], volumeCondition: { abnormal: false, message: 'healthy' } });

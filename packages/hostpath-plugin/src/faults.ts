@@ -11,7 +11,9 @@
 //   when called; crash after N calls of any RPC; answer with the volume
 //   condition abnormal (NodeGetVolumeStats, ControllerGetVolume) while the
 //   volume is healthy, as a plugin that misjudges its mounts does
-//   (csi-driver-host-path looks only under kubelet's pod directories).
+//   (csi-driver-host-path looks only under kubelet's pod directories);
+//   answer UNIMPLEMENTED to an RPC the plugin advertises (democratic-csi's
+//   local-hostpath does so for ListSnapshots).
 // - A fault file (JSON: the RpcFaults fields, and `startFault`) whose RPC
 //   faults replace those given as flags whenever it changes, so a test can
 //   turn faults on and off in a running plugin; its start fault is read at
@@ -57,6 +59,8 @@ export interface RpcFaults {
   crashAfter: number;
   /** Answer as usual, but with the volume condition abnormal (whatever it is). */
   abnormalRpcs: string[];
+  /** Answer UNIMPLEMENTED, whatever the plugin advertises (democratic-csi's local-hostpath does so for ListSnapshots). */
+  unimplementedRpcs: string[];
 }
 
 /** What startPlugin throws after a crash on purpose when its `crash` hook (a test's) returns instead of killing the process. */
@@ -74,9 +78,10 @@ export const NO_RPC_FAULTS: Readonly<RpcFaults> = Object.freeze({
   crashOnRpcs: [],
   crashAfter: 0,
   abnormalRpcs: [],
+  unimplementedRpcs: [],
 });
 
-const LIST_FIELDS = ['hangRpcs', 'garbageRpcs', 'slowRpcs', 'crashOnRpcs', 'abnormalRpcs'] as const;
+const LIST_FIELDS = ['hangRpcs', 'garbageRpcs', 'slowRpcs', 'crashOnRpcs', 'abnormalRpcs', 'unimplementedRpcs'] as const;
 const NUMBER_FIELDS = ['slowMs', 'crashAfter'] as const;
 /** The fault file's field read only at start. */
 const START_FIELD = 'startFault';
@@ -115,7 +120,15 @@ export function parseFaultFile(text: string, file: string): RpcFaults {
   const unknown = Object.keys(doc).filter((k) => !known.includes(k));
   if (unknown.length)
     throw new ValidationError(`fault file ${file}: unknown field(s) ${unknown.join(', ')}; known: ${known.join(', ')}`, file);
-  const out: RpcFaults = { ...NO_RPC_FAULTS, hangRpcs: [], garbageRpcs: [], slowRpcs: [], crashOnRpcs: [], abnormalRpcs: [] };
+  const out: RpcFaults = {
+    ...NO_RPC_FAULTS,
+    hangRpcs: [],
+    garbageRpcs: [],
+    slowRpcs: [],
+    crashOnRpcs: [],
+    abnormalRpcs: [],
+    unimplementedRpcs: [],
+  };
   const fields = doc as Record<string, unknown>;
   for (const key of LIST_FIELDS) {
     const v = fields[key];
@@ -244,6 +257,10 @@ export function withFaults(handlers: CsiServerHandlers, source: FaultSource, opt
         await new Promise((r) => setTimeout(r, faults.slowMs));
       }
       if (!handler) throw csiStatus.unimplemented(`${rpc} is not implemented by this plugin`);
+      if (faults.unimplementedRpcs.includes(rpc)) {
+        logger.warn('answering UNIMPLEMENTED on purpose (fault switch)', { rpc });
+        throw csiStatus.unimplemented(`${rpc} is not implemented by this plugin (fault switch)`);
+      }
       const answer = await handler(req, ctx);
       if (faults.abnormalRpcs.includes(rpc) && typeof answer === 'object' && answer !== null) {
         logger.warn('reporting the volume condition abnormal on purpose (fault switch)', { rpc });

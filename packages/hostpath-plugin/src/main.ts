@@ -55,12 +55,19 @@ function rpcFaultsOf(f: FaultSwitches): RpcFaults {
     crashOnRpcs: f.crashOnRpcs,
     crashAfter: f.crashAfter,
     abnormalRpcs: f.abnormalRpcs,
+    unimplementedRpcs: f.unimplementedRpcs,
   };
 }
 
 function anyRpcFault(f: RpcFaults): boolean {
   return (
-    f.hangRpcs.length + f.garbageRpcs.length + f.slowRpcs.length + f.crashOnRpcs.length + f.abnormalRpcs.length > 0 || f.crashAfter > 0
+    f.hangRpcs.length +
+      f.garbageRpcs.length +
+      f.slowRpcs.length +
+      f.crashOnRpcs.length +
+      f.abnormalRpcs.length +
+      f.unimplementedRpcs.length >
+      0 || f.crashAfter > 0
   );
 }
 
