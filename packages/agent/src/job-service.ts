@@ -11,6 +11,7 @@ import type { TaskDriver } from '@csiplug/driver';
 import type { ICSIHookFactory, ICSIPluginSupervisorFactory, TaskEvent } from '@csiplug/hooks';
 import * as fs from 'fs';
 import type { AgentContext } from './agent-context';
+import { assertNoPerAllocInCluster, assertPerAllocVolumesExist } from './per-alloc-volumes';
 import { AgentShuttingDownError, NotFoundError } from './agent-errors';
 import type { ClaimSweep } from './claim-sweep';
 import type { ClusterMode } from '@csiplug/cluster';
@@ -83,7 +84,11 @@ export class JobService {
   async runJob(job: JobSpec): Promise<RunJobResult> {
     this.ctx.checkOpen();
     const cluster = this.deps.cluster();
-    if (cluster) return cluster.runJob(job);
+    if (cluster) {
+      assertNoPerAllocInCluster(job);
+      return cluster.runJob(job);
+    }
+    this.checkPerAllocVolumes(job);
     return this.runLocal(job);
   }
 
@@ -94,6 +99,7 @@ export class JobService {
       );
     }
     this.checkAllocLimit(job);
+    this.checkPerAllocVolumes(job);
     return this.jobUpdater.plan(job);
   }
 
@@ -160,6 +166,11 @@ export class JobService {
       if (this.ctx.allocs.ofJob(id).length === 0) throw new NotFoundError(`job "${id}" not found`);
       return this.stopAllocs(id, options);
     });
+  }
+
+  /** per_alloc volumes (db[0], db[1], …) all in the catalog, for a run and a plan alike (per-alloc-volumes.ts). */
+  private checkPerAllocVolumes(job: JobSpec): void {
+    assertPerAllocVolumesExist(job, (id) => this.ctx.catalog.getVolume(id) !== undefined);
   }
 
   /** `limits { max_allocs_per_job }`, for a run and a plan alike, before any per-alloc work (a 400 naming the count). */

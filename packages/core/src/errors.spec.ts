@@ -43,7 +43,8 @@ describe('abort helpers', () => {
 });
 
 describe('path-safe ids', () => {
-  it.each(['alloc-1', 'a.b', 'vol_1', 'x'.repeat(255)])('accepts %p', (id) => {
+  // db[0]: a per_alloc volume id (Nomad's source[index]) is one path component too.
+  it.each(['alloc-1', 'a.b', 'vol_1', 'db[0]', 'db[12]', 'x'.repeat(255)])('accepts %p', (id) => {
     expect(isPathSafeId(id)).toBe(true);
   });
   it.each(['', '.', '..', 'a/b', 'a\0b', '../etc', 'x'.repeat(256), 42])('rejects %p naming the id', (id) => {

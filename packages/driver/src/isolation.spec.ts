@@ -26,9 +26,11 @@ const caps = (c: Record<string, unknown>) => (c['process'] as { capabilities: { 
 
 describe('ociConfig', () => {
   it('binds the chroot read-only and the task dirs read-write, in their own namespaces with the network too', () => {
-    const c = ociConfig(task, base({ chroot: { '/usr': '/usr', '/tmp/code': '/usr' } }));
+    // Host path → path in the task, as Nomad's chroot_env: the host's /usr/share is shown at /tmp/code.
+    const c = ociConfig(task, base({ chroot: { '/usr': '/usr', '/usr/share': '/tmp/code' } }));
     const byDest = new Map(mounts(c).map((m) => [m.destination, m]));
     expect(byDest.get('/usr')!.options).toContain('ro');
+    expect(byDest.get('/tmp/code')).toMatchObject({ source: '/usr/share', options: expect.arrayContaining(['ro']) });
     // A chroot dir below /tmp is bound after the task's tmpfs /tmp, so it is seen on top of it.
     const order = mounts(c).map((m) => m.destination);
     expect(order.indexOf('/tmp/code')).toBeGreaterThan(order.indexOf('/tmp'));
@@ -67,7 +69,7 @@ describe('ociConfig', () => {
   });
 
   it('mounts parents before children, whoever asked for them: a volume at /opt does not hide a chroot dir at /opt/plugin', () => {
-    const order = mounts(ociConfig(task, base({ chroot: { '/opt/plugin': '/usr' }, mounts: [{ source: '/x', destination: '/opt' }] }))).map(
+    const order = mounts(ociConfig(task, base({ chroot: { '/usr': '/opt/plugin' }, mounts: [{ source: '/x', destination: '/opt' }] }))).map(
       (m) => m.destination,
     );
     expect(order.indexOf('/opt')).toBeLessThan(order.indexOf('/opt/plugin'));
@@ -75,7 +77,9 @@ describe('ociConfig', () => {
   });
 
   it("refuses a chroot or mount on the task's own dirs, a relative path, a way out with .., and one destination twice", () => {
-    expect(() => ociConfig(task, base({ chroot: { '/local/x': '/usr' } }))).toThrow(/chroot_env: \/local\/x is the task's own/);
+    // The task path (the value) is the one checked against the task's own dirs.
+    expect(() => ociConfig(task, base({ chroot: { '/usr': '/local/x' } }))).toThrow(/chroot_env: \/local\/x is the task's own/);
+    expect(() => ociConfig(task, base({ chroot: { '/usr': 'usr' } }))).toThrow(/not an absolute path/);
     expect(() => ociConfig(task, base({ chroot: { usr: '/usr' } }))).toThrow(/not an absolute path/);
     expect(() => ociConfig(task, base({ mounts: [{ source: '/x', destination: '/proc/sys' }] }))).toThrow(
       /mount destination \/proc\/sys is the task's own/,

@@ -62,7 +62,7 @@ export interface ImageRoot {
 }
 
 export interface IsolationConfig {
-  /** Host dirs mounted read-only into the task's root: path in the task → host path. Unused with `image`. */
+  /** Host dirs mounted read-only into the task's root: host path → path in the task, as Nomad's chroot_env. Unused with `image`. */
   chroot: Readonly<Record<string, string>>;
   /** An image task's root (driver docker/podman): the image instead of the empty root and chroot_env. */
   image?: ImageRoot;
@@ -246,7 +246,8 @@ export function ociConfig(
   const image = iso.image
     ? { rootfs: taskPath(iso.image.rootfs, 'image root'), cwd: taskPath(iso.image.cwd, 'image work_dir') }
     : undefined;
-  for (const [dest, host] of image ? [] : Object.entries(iso.chroot).sort(([a], [b]) => a.localeCompare(b))) {
+  // By task path: a dir is mounted before what is shown below it.
+  for (const [host, dest] of image ? [] : Object.entries(iso.chroot).sort(([, a], [, b]) => a.localeCompare(b))) {
     const d = taskPath(dest, 'chroot_env');
     const h = taskPath(host, 'chroot_env');
     // Below /tmp is fine (bound after the task's tmpfs, so seen on top of it); on or below the task's other own dirs is not.

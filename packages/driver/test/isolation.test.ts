@@ -26,6 +26,9 @@ async function until<T>(what: string, check: () => T | undefined | false, ms = 1
   }
 }
 
+/** The host dirs every task here sees, each at its own path (host path → path in the task). */
+const HOST_DIRS: Readonly<Record<string, string>> = { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' };
+
 const read = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8') : '');
 
 describe('ExecDriver: isolated tasks on runc', () => {
@@ -57,7 +60,7 @@ describe('ExecDriver: isolated tasks on runc', () => {
       args: ['-c', script],
       env: { GREETING: 'hello' },
       isolation: {
-        chroot: { '/bin': '/bin', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr', '/etc': '/etc' },
+        chroot: HOST_DIRS,
         localDir: local,
         allocDir: join(root, 'alloc-1', 'alloc'),
         secretsDir: join(taskDir, 'secrets'),
@@ -120,6 +123,24 @@ describe('ExecDriver: isolated tasks on runc', () => {
     // The task dir itself (the executor's records) is not in the task.
     expect(read(join(cfg.local, 'out'))).not.toContain('.executor');
     await until('the container removed', () => containers().length === 0);
+  });
+
+  it("shows a chroot_env host dir at the task path it names (host path = path in the task, as Nomad), read-only, and not at the host's own path", async () => {
+    const code = join(root, 'plugin-code');
+    mkdirSync(code);
+    writeFileSync(join(code, 'hello.txt'), 'from the host\n');
+    const cfg = task(
+      'chroot',
+      'cat /srv/code/hello.txt > /local/out; echo x > /srv/code/new 2>/dev/null || echo "code read-only" >> /local/out; ' +
+        `test -e ${code} || echo "no host path inside" >> /local/out; exit 0`,
+      { chroot: { ...HOST_DIRS, [code]: '/srv/code' } },
+    );
+    const d = driver();
+    const h = await d.start(cfg);
+    handles.push(h);
+    expect((await d.wait(h)).exitCode).toBe(0);
+    expect(read(join(cfg.local, 'out'))).toBe('from the host\ncode read-only\nno host path inside\n');
+    expect(existsSync(join(code, 'new'))).toBe(false);
   });
 
   it('a task with no user runs as nobody; its own dirs are mounted nosuid and nodev', async () => {

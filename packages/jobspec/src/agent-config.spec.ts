@@ -402,9 +402,26 @@ describe('parseAgentConfig', () => {
       'agent.hcl: plugin "raw_exec".config.enabled must be true or false (got "yes")',
     ],
     [
-      'a relative chroot_env path',
+      'a relative chroot_env host path',
       'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "opt" = "/opt" }\n}\n',
-      'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its path in the task must be an absolute path without ".."',
+      'agent.hcl: plugin "exec".chroot_env "opt" = "/opt": its host path (the key) must be an absolute path without ".."',
+    ],
+    [
+      'a chroot_env task path with ..',
+      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/opt" = "/srv/../etc" }\n}\n',
+      'agent.hcl: plugin "exec".chroot_env "/opt" = "/srv/../etc": its path in the task (the value) must be an absolute path without ".."',
+    ],
+    [
+      'a chroot_env entry written the old way round (path in the task = host path)',
+      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/srv/no-such-plugin-code" = "/usr/share" }\n}\n',
+      'agent.hcl: plugin "exec".chroot_env "/srv/no-such-plugin-code" = "/usr/share": there is no /srv/no-such-plugin-code on this host, but there is a /usr/share: ' +
+        'chroot_env is "host path" = "path in the task", as in Nomad (csiplug used to read it the other way round); ' +
+        'to show the task this host\'s /usr/share at /srv/no-such-plugin-code, write "/usr/share" = "/srv/no-such-plugin-code"',
+    ],
+    [
+      'two chroot_env host paths at one task path',
+      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/usr/share" = "/srv/code", "/usr/lib" = "/srv/code" }\n}\n',
+      'agent.hcl: plugin "exec".chroot_env "/usr/share" = "/srv/code": the host path /usr/lib is already shown at /srv/code in the task; a task path takes one host path',
     ],
     [
       'a user that is no user name',
@@ -418,6 +435,24 @@ describe('parseAgentConfig', () => {
     ],
   ])('rejects %s', async (_name, text, message) => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
+  });
+
+  it('reads chroot_env as Nomad does, host path = path in the task; an entry at a default task path replaces that default', async () => {
+    const { exec } = await parseAgentConfig(
+      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/usr/share" = "/srv/code", "/usr/local/bin" = "/bin" }\n}\n',
+      'a.hcl',
+    );
+    expect(exec.chrootEnv['/usr/share']).toBe('/srv/code');
+    // The host's /usr/local/bin is the task's /bin: the default "/bin" = "/bin" gives way.
+    expect(exec.chrootEnv['/usr/local/bin']).toBe('/bin');
+    expect(exec.chrootEnv['/bin']).toBeUndefined();
+    expect(exec.chrootEnv['/usr']).toBe('/usr');
+    // Both missing on this host: not the old way round, just absent (left out at the task's start, as a default /lib32 is).
+    expect(
+      (await parseAgentConfig('data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/no/a" = "/no/b" }\n}\n', 'a.hcl')).exec.chrootEnv[
+        '/no/a'
+      ],
+    ).toBe('/no/b');
   });
 
   it('runs raw_exec tasks only when plugin "raw_exec" { config { enabled = true } } says so, as Nomad; -dev enables it, as Nomad\'s dev agent', async () => {

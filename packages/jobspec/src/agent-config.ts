@@ -22,6 +22,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
+import { readChrootEnv } from './chroot-env';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
 import { type ImageDriverConfig, readImageDriverPlugin, sameImageDriverConfig } from './image-driver-config';
 import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
@@ -87,7 +88,7 @@ export interface AgentConfig {
 
 /** `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, as Nomad's exec driver plugin block. */
 export interface ExecDriverConfig {
-  /** Host dirs an isolated task sees read-only: path in the task → host path (the defaults plus what the config adds). */
+  /** Host dirs an isolated task sees read-only: host path → path in the task, as Nomad's chroot_env (the defaults plus what the config adds; chroot-env.ts). */
   chrootEnv: Record<string, string>;
   /** Capabilities a task's cap_add may ask for (full names, CAP_…). */
   allowCaps: string[];
@@ -538,16 +539,7 @@ function readDriverPlugins(
 
 /** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, into `config`. */
 function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
-  for (const [dest, host] of Object.entries(b.stringMap('chroot_env'))) {
-    for (const [what, p] of [
-      ['its path in the task', dest],
-      ['its host path', host],
-    ] as const) {
-      if (!path.isAbsolute(p) || p.split('/').includes('..'))
-        b.fail('chroot_env', `"${dest}" = "${host}": ${what} must be an absolute path without ".."`);
-    }
-    config.chrootEnv[path.normalize(dest)] = path.normalize(host);
-  }
+  readChrootEnv(b, config.chrootEnv);
   if (b.has('allow_caps')) {
     config.allowCaps = b.stringList('allow_caps').map((c, i) => {
       try {

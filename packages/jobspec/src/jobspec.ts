@@ -58,6 +58,7 @@ export interface VolumeDocument {
   read_only?: boolean;
   mount_options?: { fs_type?: string; mount_flags?: string[] };
   on_stale_mount?: StaleMountPolicy;
+  per_alloc?: boolean;
 }
 
 export interface VolumeMountDocument {
@@ -181,6 +182,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
         }
       : {}),
     ...(v.onStaleMount !== undefined ? { on_stale_mount: v.onStaleMount } : {}),
+    ...(v.perAlloc ? { per_alloc: true } : {}),
   });
   const task = (t: TaskSpec): TaskDocument => ({
     // A record from before isolation (no `isolated`) ran as a host process: that is raw_exec now.
@@ -452,6 +454,7 @@ function readVolume(parent: Where, name: string, body: Body, at: readonly number
     'read_only',
     'mount_options',
     'on_stale_mount',
+    'per_alloc',
   ]);
   const type = r.oneOf('type', ['csi'] as const);
   const source = r.requiredString('source');
@@ -465,6 +468,8 @@ function readVolume(parent: Where, name: string, body: Body, at: readonly number
   const readOnly = r.bool('read_only', false);
   if (!readOnly && READER_ONLY_ACCESS_MODES.includes(accessMode)) r.report('read_only', `must be true for access_mode ${accessMode}`);
   const volume: VolumeRequest = { name, type, source, accessMode, attachmentMode, readOnly };
+  // Nomad's per_alloc: alloc i mounts volume "<source>[i]" (per-alloc-volume.ts in core).
+  if (r.bool('per_alloc', false)) volume.perAlloc = true;
   // What to do with a live mount found stale after its plugin came back (default: remount).
   if (r.has('on_stale_mount')) volume.onStaleMount = r.oneOf('on_stale_mount', STALE_MOUNT_POLICIES);
   const mo = r.block('mount_options', ['fs_type', 'mount_flags']);

@@ -25,6 +25,16 @@ describe('replacementOrder', () => {
     );
   });
 
+  it('takes a per_alloc source "db" and a plain "db[0]" as maybe one volume: a single writer stops first even in a plugin group', () => {
+    const plain = group({ plugin: 'hostpath', volume: { source: 'db[0]', accessMode: 'single-node-writer' } });
+    const own = group({ plugin: 'hostpath', volume: { source: 'db', accessMode: 'single-node-writer' } });
+    const perAlloc: GroupSpec = { ...own, volumes: own.volumes.map((v) => ({ ...v, perAlloc: true })) };
+    expect(replacementOrder(plain, perAlloc).kind).toBe('stop-before-start');
+    expect(replacementOrder(perAlloc, plain).kind).toBe('stop-before-start');
+    const other = group({ plugin: 'hostpath', volume: { source: 'dbx', accessMode: 'single-node-writer' } });
+    expect(replacementOrder(other, perAlloc).kind).toBe('create-before-destroy');
+  });
+
   it('stops first when the new alloc asks for the volume in another mode than the old one holds it', () => {
     const order = replacementOrder(
       group({ volume: { source: 'v1', accessMode: 'multi-node-multi-writer' } }),

@@ -44,10 +44,21 @@ function claimConflict(held: VolumeRequest, next: VolumeRequest): string | undef
   return undefined;
 }
 
+/**
+ * Whether an alloc of the old group and one of the new at the same index may
+ * claim one volume: the same source, or a per_alloc source "db" and a plain
+ * "db[<index>]" (erring on the side of the safe order).
+ */
+function maySameVolume(a: VolumeRequest, b: VolumeRequest): boolean {
+  if (a.source === b.source) return true;
+  const ownOf = (p: VolumeRequest, o: VolumeRequest) => p.perAlloc === true && !o.perAlloc && o.source.startsWith(`${p.source}[`);
+  return ownOf(a, b) || ownOf(b, a);
+}
+
 /** How an alloc of `before` gives way to one of `after`. */
 export function replacementOrder(before: GroupSpec, after: GroupSpec): ReplacementOrder {
   for (const next of after.volumes) {
-    for (const held of before.volumes.filter((v) => v.type === next.type && v.source === next.source)) {
+    for (const held of before.volumes.filter((v) => v.type === next.type && maySameVolume(v, next))) {
       const conflict = claimConflict(held, next);
       if (conflict) return { kind: 'stop-before-start', reason: conflict };
     }

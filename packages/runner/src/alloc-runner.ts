@@ -22,6 +22,7 @@ import {
   crashPoint,
   doublingBackoff,
   errorMessage,
+  requestsOfAlloc,
   type Disposable,
 } from '@csiplug/core';
 import {
@@ -280,7 +281,9 @@ export class AllocRunner {
   }
 
   private info(): AllocInfo {
-    return { id: this.alloc.id, jobId: this.alloc.jobId, group: this.alloc.group, volumes: this.group.volumes };
+    // A per_alloc volume is this alloc's own: its hooks mount "<source>[<index>]".
+    const volumes = requestsOfAlloc(this.group.volumes, this.alloc.index);
+    return { id: this.alloc.id, jobId: this.alloc.jobId, group: this.alloc.group, volumes };
   }
 
   private hookContext(kind: RunKind, signal: AbortSignal = this.controller.signal): AllocHookContext {

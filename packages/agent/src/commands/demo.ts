@@ -43,7 +43,8 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'csiplug-demo-'));
   const port = await freePort();
   const configFile = path.join(dataDir, 'agent.hcl');
-  // Isolated on runc where it is installed (the plugin sees its own code besides the default chroot), host processes otherwise.
+  // Isolated on runc where it is installed (the plugin sees its own code besides the default chroot: chroot_env is host path = path
+  // in the task, as in Nomad, and each code dir is shown at its own path), host processes otherwise.
   const driver = findRunc() ? 'exec' : 'raw_exec';
   const chroot =
     driver === 'exec'

@@ -7,7 +7,7 @@
 // makes the async calls wait, for tests of a slow agent. An unknown job or
 // alloc fails with the service interface's NotFoundError (the agent throws it too) (ENOT_FOUND), so a test
 // against the fake sees what a client of the agent sees.
-import { type Clock, Emitter, type Event, ValidationError, toDisposable } from '@csiplug/core';
+import { type Clock, Emitter, type Event, ValidationError, requestsOfAlloc, toDisposable } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import type { MountedVolume } from '@csiplug/hooks';
 import { createHash } from 'crypto';
@@ -505,7 +505,8 @@ export class FakeAgentService implements AgentService {
       };
     }
     const volumes: Record<string, MountedVolume> = {};
-    for (const v of group.volumes) {
+    // A per_alloc volume is the alloc's own, "<source>[<index>]", as the agent mounts it.
+    for (const v of requestsOfAlloc(group.volumes, index)) {
       const cat = this.volumes.get(v.source);
       volumes[v.name] = {
         name: v.name,

@@ -17,4 +17,5 @@ export * from './stale-mount-policy';
 export * from './task-event';
 export * from './task-logs';
 export * from './volume-request';
+export * from './per-alloc-volume';
 export * from './volume-spec';

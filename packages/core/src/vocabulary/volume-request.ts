@@ -8,8 +8,14 @@ export interface VolumeRequest {
   /** The group's name for it; tasks refer to it in `volume_mount`. */
   name: string;
   type: 'csi';
-  /** The volume id in the volume catalog. */
+  /** The volume id in the volume catalog; with `perAlloc`, the id each alloc's own volume is named after. */
   source: string;
+  /**
+   * Nomad's per_alloc: each alloc mounts its own volume, `source` suffixed
+   * with its index (`db[0]`, `db[1]`, … for count 3; per-alloc-volume.ts).
+   * Absent: every alloc of the group mounts `source` itself.
+   */
+  perAlloc?: boolean;
   accessMode: string;
   attachmentMode: string;
   readOnly: boolean;
