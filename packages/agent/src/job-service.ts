@@ -26,7 +26,7 @@ import type { AllocStore } from '@csiplug/runner';
 import { drainBeforePluginStop } from '@csiplug/runner';
 import { assertRawExecAllowed } from '@csiplug/runner';
 import type { TaskStateWriter } from '@csiplug/runner';
-import type { AgentEvent, JobView, RunJobResult } from '@csiplug/api';
+import type { AgentEvent, JobView, RunJobOptions, RunJobResult } from '@csiplug/api';
 
 /** What the job service uses besides the shared context. */
 export interface JobServiceDeps {
@@ -80,11 +80,12 @@ export class JobService {
     return cluster ? cluster.getJob(id, local) : local;
   }
 
-  async runJob(job: JobSpec): Promise<RunJobResult> {
+  /** A run on this agent alone refuses new allocs that would wait for a write claim a live alloc holds, unless `queue`. */
+  async runJob(job: JobSpec, options: RunJobOptions = {}): Promise<RunJobResult> {
     this.ctx.checkOpen();
     const cluster = this.deps.cluster();
     if (cluster) return cluster.runJob(job);
-    return this.runLocal(job);
+    return this.runLocal(job, { refuseHeldWriterClaims: !options.queue });
   }
 
   planJob(job: JobSpec): JobPlan {
@@ -144,11 +145,11 @@ export class JobService {
    * The job run here, by this agent's job updater (on its own, or this
    * node's share of a cluster job: the limit is on what this node runs).
    */
-  async runLocal(job: JobSpec): Promise<RunJobResult> {
+  async runLocal(job: JobSpec, options: { refuseHeldWriterClaims?: boolean } = {}): Promise<RunJobResult> {
     this.ctx.checkOpen();
     this.checkAllocLimit(job);
     assertRawExecAllowed(job, this.ctx.config.rawExec.enabled);
-    return this.jobUpdater.run(job, () => this.ctx.checkOpen());
+    return this.jobUpdater.run(job, () => this.ctx.checkOpen(), options);
   }
 
   async stopLocal(id: string, options: { purge?: boolean } = {}): Promise<JobView> {

@@ -203,6 +203,18 @@ export interface PluginView {
   };
 }
 
+/** How a job is run. */
+export interface RunJobOptions {
+  /**
+   * Place new allocs even when a write claim they need is held by a live
+   * alloc: they wait until it is free. A csiplug addition (Nomad's
+   * JobRegisterRequest has no such flag: its scheduler queues a blocked
+   * placement); over HTTP, `POST /v1/jobs?queue=true`, which `job run
+   * -detach` sends.
+   */
+  queue?: boolean;
+}
+
 export interface RunJobResult {
   jobId: string;
   /**
@@ -303,9 +315,11 @@ export interface AgentService {
   /**
    * Runs the job: nothing when it is unchanged; otherwise its changes are
    * set under way (a rolling deployment for replaced allocs) and the call
-   * returns once they are accepted.
+   * returns once they are accepted. A run whose new allocs would wait for a
+   * write claim a live alloc holds is refused (a ConflictError naming the
+   * holder) unless `queue` is set: then they are placed and wait for it.
    */
-  runJob(job: JobSpec): Promise<RunJobResult>;
+  runJob(job: JobSpec, options?: RunJobOptions): Promise<RunJobResult>;
   /** What runJob would change now; nothing is done. */
   planJob(job: JobSpec): JobPlan;
   /** Stops every alloc of the job (unmounting its volumes and releasing claims); resolves when they are stopped. */
