@@ -190,7 +190,10 @@ const jobRun: Command = {
     {
       name: 'detach',
       kind: 'bool',
-      help: 'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment.',
+      help:
+        'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment. ' +
+        'A new allocation that needs a write claim another live allocation holds is then placed and waits for the claim ' +
+        '(without -detach the run is refused, naming the holder).',
     },
     {
       name: 'monitor-timeout',
@@ -206,7 +209,8 @@ const jobRun: Command = {
     const spec = await readJobspec(ctx, file);
     if (!spec) return 1;
     const client = ctx.client();
-    const result = await client.runJob(jobToDocument(spec));
+    // -detach may queue: new allocs that need a write claim a live alloc holds are placed and wait (without it the run is refused).
+    const result = await client.runJob(jobToDocument(spec), { queue: ctx.flag('detach') });
     if (ctx.json) {
       ctx.printJson(result);
       return RUN_EXIT.ok;

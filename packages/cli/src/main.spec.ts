@@ -603,8 +603,8 @@ describe('csiplug CLI', () => {
       steps = [];
       looks = 0;
       const run = fake.runJob.bind(fake);
-      fake.runJob = async (job) => {
-        const r = await run(job);
+      fake.runJob = async (job, options) => {
+        const r = await run(job, options);
         if (r.allocIds.length === 0) return r;
         const now = Date.now();
         fake.jobs.get(job.id)!.deployment = {
@@ -778,6 +778,8 @@ describe('csiplug CLI', () => {
       expect(j.code).toBe(0);
       expect(JSON.parse(j.stdout)).toMatchObject({ jobId: 'web', deploymentId: DEPLOYMENT, unchanged: false });
       expect(looks).toBe(0);
+      // -detach asks the agent to queue a placement that must wait for a held write claim (?queue=true); -json does not.
+      expect(fake.calls.filter((c) => c.startsWith('runJob'))).toEqual(['runJob web queue', 'runJob web']);
     });
 
     it('an unchanged job returns at once', async () => {

@@ -119,7 +119,11 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
         };
       }
       if (options.refuseHeldWriterClaims) {
-        const held = heldWriterClaims(job, planJob(job, this.allocs(job.id)), this.host.jobIds().flatMap((id) => this.allocs(id)));
+        const held = heldWriterClaims(
+          job,
+          planJob(job, this.allocs(job.id)),
+          this.host.jobIds().flatMap((id) => this.allocs(id)),
+        );
         if (held.length) throw writerClaimsHeldError(job.id, held);
       }
       this.bump(job.id);

@@ -74,7 +74,9 @@ export function writerClaimsHeldError(jobId: string, held: readonly HeldWriterCl
   const todo = [
     ...(others.length ? [`stop the holder first (csiplug job stop ${others.join(', ')})`] : []),
     ...(held.some((c) => c.holder.jobId === jobId)
-      ? [`keep one writer of the volume in job "${jobId}" (a count of 1 for the group that writes to it, or read_only = true for the others)`]
+      ? [
+          `keep one writer of the volume in job "${jobId}" (a count of 1 for the group that writes to it, or read_only = true for the others)`,
+        ]
       : []),
   ];
   return new ConflictError(
