@@ -13,6 +13,7 @@ import * as fs from 'fs';
 import type { AgentContext } from './agent-context';
 import { AgentShuttingDownError, NotFoundError } from './agent-errors';
 import type { ClaimSweep } from './claim-sweep';
+import { pendingUnmountsOf } from './pending-unmounts';
 import type { ClusterMode } from '@csiplug/cluster';
 import { JobUpdater } from '@csiplug/runner';
 import type { JobPlan } from '@csiplug/jobspec';
@@ -116,6 +117,7 @@ export class JobService {
       (r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'),
     );
     const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
+    const pending = runners.flatMap((r) => pendingUnmountsOf(this.ctx.reconciler.list(r.alloc.id)));
     return {
       id: job.id,
       name: job.name,
@@ -132,6 +134,7 @@ export class JobService {
         desiredStatus: a.desiredStatus,
         ...(a.deploymentStatus ? { healthy: a.deploymentStatus.healthy } : {}),
       })),
+      ...(pending.length ? { volumeUnmountsPending: pending } : {}),
     };
   }
 

@@ -161,6 +161,24 @@ export interface JobView {
     /** The verdict of the deployment that placed it, once it has one. */
     healthy?: boolean;
   }[];
+  /**
+   * csiplug's own: volumes of stopped allocs of the job whose unmount is not
+   * done yet (their node plugin away): the mount stays, and the volume
+   * reconciler unmounts it and releases the claim once the plugin is back.
+   */
+  volumeUnmountsPending?: PendingUnmountView[];
+}
+
+/** One volume of a stopped alloc still waiting for its unmount. */
+export interface PendingUnmountView {
+  allocId: string;
+  /** The group's name for the volume. */
+  name: string;
+  volumeId: string;
+  /** The node plugin the unmount waits for. */
+  pluginId: string;
+  /** Why the last attempt failed, if one was made. */
+  lastError?: string;
 }
 
 export interface PluginInstanceView {

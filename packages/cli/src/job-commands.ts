@@ -306,6 +306,13 @@ const jobStop: Command = {
     ctx.out(
       `==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`,
     );
+    // A stop whose node plugin is away leaves the mount in place until the plugin is back: said, not hidden behind "stopped".
+    for (const p of job.volumeUnmountsPending ?? []) {
+      ctx.out(
+        `    Allocation "${p.allocId.slice(0, 8)}" stopped, but the unmount of its volume "${p.volumeId}" (volume "${p.name}") is pending until ` +
+          `node plugin "${p.pluginId}" is back: the volume stays mounted and claimed until then, and is unmounted and released once the plugin runs again`,
+      );
+    }
     return 0;
   },
 };

@@ -531,6 +531,24 @@ describe('csiplug CLI', () => {
       expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
       expect((await cli(['job', 'stop', 'web'])).code).toBe(1);
     });
+
+    it('job stop names each volume whose unmount is pending until its node plugin is back', async () => {
+      await cli(['job', 'run', 'web.json']);
+      const stop = fake.stopJob.bind(fake);
+      fake.stopJob = async (id, options) => ({
+        ...(await stop(id, options)),
+        volumeUnmountsPending: [{ allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath' }],
+      });
+      const r = await cli(['job', 'stop', 'web']);
+      expect(r).toEqual({
+        code: 0,
+        stderr: '',
+        stdout:
+          '==> Job "web" stopped (2 allocations)\n' +
+          `    Allocation "${fakeUuid(1).slice(0, 8)}" stopped, but the unmount of its volume "vol-p" (volume "data") is pending until ` +
+          'node plugin "hostpath" is back: the volume stays mounted and claimed until then, and is unmounted and released once the plugin runs again\n',
+      });
+    });
   });
 
   describe('job validate reports every problem', () => {
