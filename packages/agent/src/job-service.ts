@@ -261,6 +261,35 @@ export class JobService {
     return starting || this.ctx.registry.get('csi-controller', pluginId) !== undefined;
   }
 
+  /**
+   * Whether node plugin `pluginId` is registered here, or a task of it is
+   * wanted running (pending, running, restarting) or on its way in a
+   * rollout: a plugin that may come back, which an unmount waits for. A
+   * plugin whose job was stopped is none: its unmounts are left pending at
+   * once, for the retries that run when it is back.
+   */
+  servesNodeHere(pluginId: string): boolean {
+    const serves = (job: JobSpec, group?: string) =>
+      job.groups.some(
+        (g) =>
+          (group === undefined || g.name === group) &&
+          g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'controller'),
+      );
+    return (
+      this.ctx.registry.get('csi-node', pluginId) !== undefined ||
+      this.jobUpdater.deploying().some((job) => serves(job)) ||
+      this.ctx.allocs
+        .all()
+        .some(
+          (r) =>
+            r.alloc.desiredStatus === 'run' &&
+            r.alloc.clientStatus !== 'complete' &&
+            r.alloc.clientStatus !== 'failed' &&
+            serves(r.alloc.job, r.alloc.group),
+        )
+    );
+  }
+
   // ---- restore, token, shutdown -------------------------------------------------------
 
   /** Restores the allocs the last agent saved (the modules are started); returns how many it read and how many it is restoring. */
@@ -453,6 +482,7 @@ export class JobService {
       hostNetwork: () => this.hostNetworkAllowed,
       rawExec: () => config.rawExec.enabled,
       claimHeld: (volumeId: string, allocId: string) => ctx.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId) ?? false,
+      nodePluginExpected: (pluginId) => this.servesNodeHere(pluginId),
       volumes: reconciler,
       clock: ctx.clock,
       logger: ctx.logger,
