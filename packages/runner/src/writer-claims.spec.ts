@@ -85,6 +85,16 @@ describe('a run whose new allocs need a write claim a live alloc holds', () => {
     expect(agent.allocsOf('web')).toHaveLength(1);
   });
 
+  it('a writer still starting (or queued for the claim) is named as such, and refuses the next one too', async () => {
+    await updater.run(makeJob('first', { app: { volume: { source: 'vol-q' } } }), open);
+    const [pending] = agent.allocsOf('first');
+    expect(pending!.alloc.clientStatus).toBe('pending');
+    const err = await refusal(updater.run(makeJob('second', { app: { volume: { source: 'vol-q' } } }), open, refuse));
+    expect(err.message).toContain(
+      `alloc ${pending!.alloc.id} (first.app[0], job "first", group "app") is starting with its write claim, held or first in line for it`,
+    );
+  });
+
   it('no refusal for a reader, a multi-writer mode, or a holder already stopping', async () => {
     await running(agent, updater, makeJob('w1', { app: { volume: { source: 'vol-a' }, update: FAST } }));
     await updater.run(makeJob('reader', { app: { volume: { source: 'vol-a', readOnly: true } } }), open, refuse);

@@ -21,7 +21,8 @@ export interface HeldWriterClaim {
   volumeName: string;
   volumeId: string;
   accessMode: string;
-  holder: { allocId: string; allocName: string; jobId: string; group: string };
+  /** `starting`: the alloc is pending — it holds the claim or is first in line for it (a queued run). */
+  holder: { allocId: string; allocName: string; jobId: string; group: string; starting: boolean };
 }
 
 const isLive = (a: Alloc): boolean => a.desiredStatus === 'run' && (a.clientStatus === 'pending' || a.clientStatus === 'running');
@@ -55,7 +56,7 @@ export function heldWriterClaims(job: JobSpec, plan: JobPlan, allocs: readonly A
           volumeName: v.name,
           volumeId: v.source,
           accessMode: v.accessMode,
-          holder: { allocId: h.id, allocName: h.name, jobId: h.jobId, group: h.group },
+          holder: { allocId: h.id, allocName: h.name, jobId: h.jobId, group: h.group, starting: h.clientStatus === 'pending' },
         });
       }
     }
@@ -68,7 +69,8 @@ export function writerClaimsHeldError(jobId: string, held: readonly HeldWriterCl
   const each = held.map(
     (c) =>
       `group "${c.group}" writes to volume "${c.volumeId}" (${c.accessMode}: one writer at a time), and alloc ${c.holder.allocId} ` +
-      `(${c.holder.allocName}, job "${c.holder.jobId}", group "${c.holder.group}") holds its write claim`,
+      `(${c.holder.allocName}, job "${c.holder.jobId}", group "${c.holder.group}") ` +
+      (c.holder.starting ? 'is starting with its write claim, held or first in line for it' : 'holds its write claim'),
   );
   const others = [...new Set(held.filter((c) => c.holder.jobId !== jobId).map((c) => c.holder.jobId))];
   const todo = [
