@@ -14,6 +14,7 @@ import type { AgentContext } from './agent-context';
 import { assertNoPerAllocInCluster, assertPerAllocVolumesExist } from './per-alloc-volumes';
 import { AgentShuttingDownError, NotFoundError } from './agent-errors';
 import type { ClaimSweep } from './claim-sweep';
+import { pendingUnmountsOf } from './pending-unmounts';
 import type { ClusterMode } from '@csiplug/cluster';
 import { JobUpdater } from '@csiplug/runner';
 import type { JobPlan } from '@csiplug/jobspec';
@@ -27,7 +28,7 @@ import type { AllocStore } from '@csiplug/runner';
 import { drainBeforePluginStop } from '@csiplug/runner';
 import { assertRawExecAllowed } from '@csiplug/runner';
 import type { TaskStateWriter } from '@csiplug/runner';
-import type { AgentEvent, JobView, RunJobResult } from '@csiplug/api';
+import type { AgentEvent, JobView, RunJobOptions, RunJobResult } from '@csiplug/api';
 
 /** What the job service uses besides the shared context. */
 export interface JobServiceDeps {
@@ -81,7 +82,8 @@ export class JobService {
     return cluster ? cluster.getJob(id, local) : local;
   }
 
-  async runJob(job: JobSpec): Promise<RunJobResult> {
+  /** A run on this agent alone refuses new allocs that would wait for a write claim a live alloc holds, unless `queue`. */
+  async runJob(job: JobSpec, options: RunJobOptions = {}): Promise<RunJobResult> {
     this.ctx.checkOpen();
     const cluster = this.deps.cluster();
     if (cluster) {
@@ -89,7 +91,7 @@ export class JobService {
       return cluster.runJob(job);
     }
     this.checkPerAllocVolumes(job);
-    return this.runLocal(job);
+    return this.runLocal(job, { refuseHeldWriterClaims: !options.queue });
   }
 
   planJob(job: JobSpec): JobPlan {
@@ -121,6 +123,7 @@ export class JobService {
       (r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'),
     );
     const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
+    const pending = runners.flatMap((r) => pendingUnmountsOf(this.ctx.reconciler.list(r.alloc.id)));
     return {
       id: job.id,
       name: job.name,
@@ -137,6 +140,7 @@ export class JobService {
         desiredStatus: a.desiredStatus,
         ...(a.deploymentStatus ? { healthy: a.deploymentStatus.healthy } : {}),
       })),
+      ...(pending.length ? { volumeUnmountsPending: pending } : {}),
     };
   }
 
@@ -150,11 +154,11 @@ export class JobService {
    * The job run here, by this agent's job updater (on its own, or this
    * node's share of a cluster job: the limit is on what this node runs).
    */
-  async runLocal(job: JobSpec): Promise<RunJobResult> {
+  async runLocal(job: JobSpec, options: { refuseHeldWriterClaims?: boolean } = {}): Promise<RunJobResult> {
     this.ctx.checkOpen();
     this.checkAllocLimit(job);
     assertRawExecAllowed(job, this.ctx.config.rawExec.enabled);
-    return this.jobUpdater.run(job, () => this.ctx.checkOpen());
+    return this.jobUpdater.run(job, () => this.ctx.checkOpen(), options);
   }
 
   async stopLocal(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
@@ -266,6 +270,35 @@ export class JobService {
             controls(r.alloc.job, r.alloc.group),
         );
     return starting || this.ctx.registry.get('csi-controller', pluginId) !== undefined;
+  }
+
+  /**
+   * Whether node plugin `pluginId` is registered here, or a task of it is
+   * wanted running (pending, running, restarting) or on its way in a
+   * rollout: a plugin that may come back, which an unmount waits for. A
+   * plugin whose job was stopped is none: its unmounts are left pending at
+   * once, for the retries that run when it is back.
+   */
+  servesNodeHere(pluginId: string): boolean {
+    const serves = (job: JobSpec, group?: string) =>
+      job.groups.some(
+        (g) =>
+          (group === undefined || g.name === group) &&
+          g.tasks.some((t) => t.csiPlugin?.id === pluginId && t.csiPlugin.type !== 'controller'),
+      );
+    return (
+      this.ctx.registry.get('csi-node', pluginId) !== undefined ||
+      this.jobUpdater.deploying().some((job) => serves(job)) ||
+      this.ctx.allocs
+        .all()
+        .some(
+          (r) =>
+            r.alloc.desiredStatus === 'run' &&
+            r.alloc.clientStatus !== 'complete' &&
+            r.alloc.clientStatus !== 'failed' &&
+            serves(r.alloc.job, r.alloc.group),
+        )
+    );
   }
 
   // ---- restore, token, shutdown -------------------------------------------------------
@@ -460,6 +493,7 @@ export class JobService {
       hostNetwork: () => this.hostNetworkAllowed,
       rawExec: () => config.rawExec.enabled,
       claimHeld: (volumeId: string, allocId: string) => ctx.catalog.getVolume(volumeId)?.claims.some((c) => c.allocId === allocId) ?? false,
+      nodePluginExpected: (pluginId) => this.servesNodeHere(pluginId),
       volumes: reconciler,
       clock: ctx.clock,
       logger: ctx.logger,

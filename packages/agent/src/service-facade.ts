@@ -30,6 +30,7 @@ import type {
   Page,
   PluginView,
   RoutedAnswer,
+  RunJobOptions,
   RunJobResult,
   SnapshotListOptions,
   SnapshotRequestOptions,
@@ -83,8 +84,8 @@ export class ServiceFacade implements AgentService {
   getJob(id: string): JobView | undefined {
     return this.parts.jobs.getJob(id);
   }
-  runJob(job: JobSpec): Promise<RunJobResult> {
-    return this.parts.jobs.runJob(job);
+  runJob(job: JobSpec, options?: RunJobOptions): Promise<RunJobResult> {
+    return this.parts.jobs.runJob(job, options);
   }
   planJob(job: JobSpec): JobPlan {
     return this.parts.jobs.planJob(job);

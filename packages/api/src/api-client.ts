@@ -23,6 +23,7 @@ import type {
   NodePurgeResult,
   NodeView,
   PluginView,
+  RunJobOptions,
   RunJobResult,
 } from './service';
 import { VolumeApiCalls } from './volume-api-calls';
@@ -65,9 +66,9 @@ export class ApiClient extends VolumeApiCalls {
     return this.transport.json('GET', `/v1/job/${enc(id)}/allocations`);
   }
 
-  /** Posts a job in its JSON form (jobToDocument of a parsed jobspec). */
-  runJob(job: JobDocument): Promise<RunJobResult> {
-    return this.transport.json('POST', '/v1/jobs', { body: { Job: job } });
+  /** Posts a job in its JSON form (jobToDocument of a parsed jobspec); `queue` places allocs that must wait for a held write claim (`?queue=true`). */
+  runJob(job: JobDocument, options: RunJobOptions = {}): Promise<RunJobResult> {
+    return this.transport.json('POST', `/v1/jobs${options.queue ? '?queue=true' : ''}`, { body: { Job: job } });
   }
 
   /** What running the job would change (POST /v1/job/:id/plan); nothing is done. */

@@ -1,5 +1,5 @@
 // The HTTP API over a real server on 127.0.0.1:0 and an in-memory service.
-import { MemoryLogger } from '@csiplug/core';
+import { ConflictError, MemoryLogger } from '@csiplug/core';
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
 import { ApiClient } from './api-client';
@@ -172,6 +172,16 @@ describe('HttpApi', () => {
       await client.stopJob('web', { purge: true });
       expect(fake.calls[3]).toBe('stopJob web purge');
       await expect(client.getJob('web')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND', message: 'job "web" not found' });
+    });
+
+    it("passes ?queue=true on as the run's queue option, and answers a held write claim with 409 and its words", async () => {
+      await client.runJob(jobDoc('queued'), { queue: true });
+      expect((await raw(url, 'POST', '/v1/jobs?queue=maybe', { body: JSON.stringify({ Job: jobDoc('bad') }) })).status).toBe(400);
+      const words =
+        'job "web" was not run, nothing was placed: group "app" writes to volume "vol1" (single-node-writer: one writer at a time)';
+      fake.nextError = new ConflictError(words);
+      await expect(client.runJob(jobDoc())).rejects.toMatchObject({ status: 409, code: 'ECONFLICT', message: words });
+      expect(fake.calls).toEqual(['runJob queued queue']);
     });
 
     it('accepts the bare document and PUT', async () => {

@@ -161,6 +161,24 @@ export interface JobView {
     /** The verdict of the deployment that placed it, once it has one. */
     healthy?: boolean;
   }[];
+  /**
+   * csiplug's own: volumes of stopped allocs of the job whose unmount is not
+   * done yet (their node plugin away): the mount stays, and the volume
+   * reconciler unmounts it and releases the claim once the plugin is back.
+   */
+  volumeUnmountsPending?: PendingUnmountView[];
+}
+
+/** One volume of a stopped alloc still waiting for its unmount. */
+export interface PendingUnmountView {
+  allocId: string;
+  /** The group's name for the volume. */
+  name: string;
+  volumeId: string;
+  /** The node plugin the unmount waits for. */
+  pluginId: string;
+  /** Why the last attempt failed, if one was made. */
+  lastError?: string;
 }
 
 export interface PluginInstanceView {
@@ -201,6 +219,18 @@ export interface PluginView {
     /** ms since the epoch: when the nodes were read. */
     readAt: number;
   };
+}
+
+/** How a job is run. */
+export interface RunJobOptions {
+  /**
+   * Place new allocs even when a write claim they need is held by a live
+   * alloc: they wait until it is free. A csiplug addition (Nomad's
+   * JobRegisterRequest has no such flag: its scheduler queues a blocked
+   * placement); over HTTP, `POST /v1/jobs?queue=true`, which `job run
+   * -detach` sends.
+   */
+  queue?: boolean;
 }
 
 export interface RunJobResult {
@@ -317,9 +347,11 @@ export interface AgentService {
   /**
    * Runs the job: nothing when it is unchanged; otherwise its changes are
    * set under way (a rolling deployment for replaced allocs) and the call
-   * returns once they are accepted.
+   * returns once they are accepted. A run whose new allocs would wait for a
+   * write claim a live alloc holds is refused (a ConflictError naming the
+   * holder) unless `queue` is set: then they are placed and wait for it.
    */
-  runJob(job: JobSpec): Promise<RunJobResult>;
+  runJob(job: JobSpec, options?: RunJobOptions): Promise<RunJobResult>;
   /** What runJob would change now; nothing is done. */
   planJob(job: JobSpec): JobPlan;
   /** Stops every alloc of the job (unmounting its volumes and releasing claims); resolves when they are stopped. */

@@ -190,7 +190,10 @@ const jobRun: Command = {
     {
       name: 'detach',
       kind: 'bool',
-      help: 'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment.',
+      help:
+        'Return once the job is submitted, printing its allocation and deployment ids, without watching the deployment. ' +
+        'A new allocation that needs a write claim another live allocation holds is then placed and waits for the claim ' +
+        '(without -detach the run is refused, naming the holder).',
     },
     {
       name: 'monitor-timeout',
@@ -206,7 +209,8 @@ const jobRun: Command = {
     const spec = await readJobspec(ctx, file);
     if (!spec) return 1;
     const client = ctx.client();
-    const result = await client.runJob(jobToDocument(spec));
+    // -detach may queue: new allocs that need a write claim a live alloc holds are placed and wait (without it the run is refused).
+    const result = await client.runJob(jobToDocument(spec), { queue: ctx.flag('detach') });
     if (ctx.json) {
       ctx.printJson(result);
       return RUN_EXIT.ok;
@@ -302,6 +306,13 @@ const jobStop: Command = {
     ctx.out(
       `==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`,
     );
+    // A stop whose node plugin is away leaves the mount in place until the plugin is back: said, not hidden behind "stopped".
+    for (const p of job.volumeUnmountsPending ?? []) {
+      ctx.out(
+        `    Allocation "${p.allocId.slice(0, 8)}" stopped, but the unmount of its volume "${p.volumeId}" (volume "${p.name}") is pending until ` +
+          `node plugin "${p.pluginId}" is back: the volume stays mounted and claimed until then, and is unmounted and released once the plugin runs again`,
+      );
+    }
     return 0;
   },
 };

@@ -531,6 +531,24 @@ describe('csiplug CLI', () => {
       expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
       expect((await cli(['job', 'stop', 'web'])).code).toBe(1);
     });
+
+    it('job stop names each volume whose unmount is pending until its node plugin is back', async () => {
+      await cli(['job', 'run', 'web.json']);
+      const stop = fake.stopJob.bind(fake);
+      fake.stopJob = async (id, options) => ({
+        ...(await stop(id, options)),
+        volumeUnmountsPending: [{ allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath' }],
+      });
+      const r = await cli(['job', 'stop', 'web']);
+      expect(r).toEqual({
+        code: 0,
+        stderr: '',
+        stdout:
+          '==> Job "web" stopped (2 allocations)\n' +
+          `    Allocation "${fakeUuid(1).slice(0, 8)}" stopped, but the unmount of its volume "vol-p" (volume "data") is pending until ` +
+          'node plugin "hostpath" is back: the volume stays mounted and claimed until then, and is unmounted and released once the plugin runs again\n',
+      });
+    });
   });
 
   describe('job validate reports every problem', () => {
@@ -603,8 +621,8 @@ describe('csiplug CLI', () => {
       steps = [];
       looks = 0;
       const run = fake.runJob.bind(fake);
-      fake.runJob = async (job) => {
-        const r = await run(job);
+      fake.runJob = async (job, options) => {
+        const r = await run(job, options);
         if (r.allocIds.length === 0) return r;
         const now = Date.now();
         fake.jobs.get(job.id)!.deployment = {
@@ -778,6 +796,8 @@ describe('csiplug CLI', () => {
       expect(j.code).toBe(0);
       expect(JSON.parse(j.stdout)).toMatchObject({ jobId: 'web', deploymentId: DEPLOYMENT, unchanged: false });
       expect(looks).toBe(0);
+      // -detach asks the agent to queue a placement that must wait for a held write claim (?queue=true); -json does not.
+      expect(fake.calls.filter((c) => c.startsWith('runJob'))).toEqual(['runJob web queue', 'runJob web']);
     });
 
     it('an unchanged job returns at once', async () => {

@@ -361,6 +361,16 @@ describe('schedule: CSI volumes', () => {
     expect(where(reader.put)).toEqual({ 'web:web/0': 'n1' });
   });
 
+  it("single-node-multi-writer: more writers join on the writers' node, and no other node takes it", () => {
+    const volumes = { data: volume('data') };
+    const claims = { data: [claim('w1', 'n2', 'single-node-multi-writer', 'write')] };
+    const result = schedule(
+      input({ volumes, claims, jobs: [service('web', [group('web', 2, { volumes: [demand('data', 'single-node-multi-writer')] })])] }),
+    );
+    expect(where(result.put)).toEqual({ 'web:web/0': 'n2', 'web:web/1': 'n2' });
+    expect(result.unplaced).toEqual([]);
+  });
+
   it('a volume that does not offer the access mode (or the attachment mode) asked for is refused everywhere; one that says nothing of its modes is not checked here', () => {
     const volumes = { data: volume('data', { capabilities: [{ accessMode: 'multi-node-reader-only', attachmentMode: 'file-system' }] }) };
     const one = (d: VolumeDemand) => [service('web', [group('web', 1, { volumes: [d] })])];

@@ -413,6 +413,22 @@ describe('csi hook', () => {
     expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', attempts: 1 })]);
   });
 
+  it('an unmount whose plugin nothing runs here any more is not waited for: a "Volume unmount pending" event at once that says so', async () => {
+    claimer.add('vol-1');
+    csi.bringUp('hostpath');
+    const ctx = { ...allocContext({ alloc: { volumes: [volume('data', 'vol-1')] } }), nodePluginExpected: () => false };
+    await hook().prerun(ctx);
+    csi.bringDown('hostpath');
+    await hook().postrun(ctx);
+    expect(ctx.events.at(-1)).toMatchObject({
+      type: EVENT_VOLUME_UNMOUNT_PENDING,
+      message: expect.stringMatching(
+        /^volume "data" \(vol-1\) on plugin hostpath could not be unmounted \(plugin hostpath is not running on this node; the volume stays mounted and claimed until the plugin is back\), retrying in the background: /,
+      ),
+    });
+    expect(reconciler.pendingUnmounts()).toEqual([expect.objectContaining({ allocId: 'alloc-w', attempts: 1 })]);
+  });
+
   it('an unmount that fails is a "Volume unmount pending" event; the reconciler keeps it and finishes it later', async () => {
     claimer.add('vol-1');
     csi.bringUp('hostpath');

@@ -17,7 +17,8 @@
 //          stale", "Volume remounted"); under `on_stale_mount = "restart"` a
 //          remount restarts the alloc's tasks. The agent detaching ends it.
 // postrun  asks the reconciler to unmount every volume of the alloc (one
-//          whose plugin is not healthy waits for it, the `postrun` limit) and
+//          whose plugin is not healthy waits for it, the `postrun` limit,
+//          unless nothing of the plugin runs on the node any more) and
 //          waits for the first attempt at each; one that failed is retried by
 //          the reconciler in the background (across agent restarts) and
 //          shows as a "Volume unmount pending" event.
@@ -98,8 +99,9 @@ function retryEvents(ctx: AllocHookContext): (r: MountRetry) => void {
 
 /** Why an unmount is pending, for its event. */
 function pendingWhy(o: UnmountOutcome): string {
-  const away =
-    o.pluginWait && !o.pluginWait.healthy
+  const away = o.pluginWait?.gone
+    ? ` (plugin ${o.pluginId} is not running on this node; the volume stays mounted and claimed until the plugin is back)`
+    : o.pluginWait && !o.pluginWait.healthy
       ? ` (plugin ${o.pluginId} was not healthy after waiting ${formatDuration(o.pluginWait.waitedMs)}, the postrun limit)`
       : '';
   return `volume "${o.name}" (${o.volumeId}) on plugin ${o.pluginId} could not be unmounted${away}, retrying in the background: ${errorMessage(o.error)}`;
@@ -175,7 +177,10 @@ export class CSIHook implements AllocHook {
 
   async postrun(ctx: AllocHookContext): Promise<void> {
     this.stopListening();
-    const outcomes = await this.volumes.unmount(ctx.alloc.id, undefined, { signal: ctx.signal });
+    const outcomes = await this.volumes.unmount(ctx.alloc.id, undefined, {
+      signal: ctx.signal,
+      ...(ctx.nodePluginExpected ? { pluginExpected: ctx.nodePluginExpected } : {}),
+    });
     for (const o of outcomes) {
       if (o.error === undefined) {
         ctx.emitEvent({

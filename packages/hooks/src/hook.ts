@@ -62,6 +62,8 @@ export interface AllocHookContext extends HookContextBase {
    * see the new one, and is restarted to; others see it at once.
    */
   volumeRemounted?(name: string): void;
+  /** Whether node plugin `pluginId` may come back on this node (a task of it runs or restarts here): an unmount waits only for such a plugin. */
+  nodePluginExpected?(pluginId: string): boolean;
 }
 
 /** A host dir an isolated task needs bind-mounted: Nomad's propagation modes. */

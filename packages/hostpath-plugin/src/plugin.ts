@@ -22,6 +22,7 @@ import { archiveDir, bytesIn, copyDir, extractArchive } from './data';
 import type { AttachmentStore } from './faults';
 import { type Mounter } from './mounter';
 import { backingOf, topMountAt } from './mountinfo';
+import { otherWriterTarget } from './single-writer';
 import {
   READ_ONLY_MODES,
   requireField,
@@ -615,6 +616,13 @@ export class HostPathPlugin {
               `${rpc}: ${target} is already mounted ${sameBacking(current, want) ? `with readonly=${isRo}` : `from ${current.source}${current.root}`}; unpublish it first`,
             );
           }
+          const mode = String(req.volumeCapability?.accessMode?.mode);
+          const targets = await published.targets(v.id);
+          const writer = await otherWriterTarget({ mode, readonly, target, targets, mounts, backing: want, resolve: resolved });
+          if (writer)
+            throw csiStatus.failedPrecondition(
+              `${rpc}: volume "${v.id}" is SINGLE_NODE_SINGLE_WRITER and already published read-write at ${writer}; unpublish it there first`,
+            );
           await fs.mkdir(target, { recursive: true });
           await mounter.bind(staging, target);
           if (readonly || flags.length) {

@@ -281,6 +281,23 @@ describe('parseJobspec', () => {
     expect(task.csiPlugin).toBeUndefined();
   });
 
+  it('reads the two single-node writer modes of CSI (Nomad names), as writers', async () => {
+    const hcl = (mode: string) =>
+      `job "web" {\n group "app" {\n volume "data" {\n type = "csi"\n source = "vol-1"\n access_mode = "${mode}"\n attachment_mode = "file-system"\n }\n` +
+      ` task "server" {\n driver = "exec"\n config {\n command = "/bin/true"\n }\n volume_mount {\n volume = "data"\n destination = "/data"\n }\n }\n }\n}\n`;
+    for (const mode of ['single-node-single-writer', 'single-node-multi-writer']) {
+      const volume = (await parseJobspec(hcl(mode), 'web.nomad.hcl')).groups[0]!.volumes[0]!;
+      expect(volume).toEqual({
+        name: 'data',
+        type: 'csi',
+        source: 'vol-1',
+        accessMode: mode,
+        attachmentMode: 'file-system',
+        readOnly: false,
+      });
+    }
+  });
+
   it('merges a task restart block over the group one, field by field', () => {
     const spec = validateJob(job({ group: { restart: { attempts: 7, interval: '1h' } }, task: { restart: { delay: '1s' } } }));
     expect(spec.groups[0]!.tasks[0]!.restart).toEqual({ attempts: 7, interval: 3_600_000, delay: 1_000, mode: 'fail' });
@@ -517,12 +534,12 @@ describe('validateJob', () => {
     [
       'no access_mode',
       { access_mode: undefined },
-      `${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`,
+      `${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)`,
     ],
     [
       'a bad access_mode',
       { access_mode: 'rw' },
-      `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`,
+      `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer (got "rw")`,
     ],
     ['a bad attachment_mode', { attachment_mode: 'fs' }, `${VOLUME}: attachment_mode must be one of file-system, block-device (got "fs")`],
     ['read_only as a string', { read_only: 'yes' }, `${VOLUME}: read_only must be true or false (got "yes")`],
@@ -934,7 +951,7 @@ describe('every problem in one pass', () => {
       'web.hcl: job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
       `web.hcl: ${GROUP}: count must be at least 1 (got 0)`,
       `web.hcl: ${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`,
-      `web.hcl: ${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`,
+      `web.hcl: ${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)`,
       `web.hcl: ${TASK}: env "B-1" is not a name an isolated (exec, docker or podman) task can be given: letters, digits and _, not starting with a digit`,
       `web.hcl: ${TASK}: env.A must be a string (got 1); quote it`,
       `web.hcl: ${TASK}: volume_mount.destination "../up" may not contain ".."`,
@@ -978,7 +995,7 @@ describe('every problem in one pass', () => {
     ).toBe(
       [
         `${VOLUME}: source is required`,
-        `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer (got "rw")`,
+        `${VOLUME}: access_mode must be one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer (got "rw")`,
       ].join('\n'),
     );
     expect(errorOf(() => validateJob(job({ task: { config: 'x' } }))).message).toBe(`${TASK}: config must be a block (got "x")`);

@@ -95,6 +95,17 @@ describe('parseVolumeSpec', () => {
     expect(await parseVolumeSpec(JSON.stringify(natural), 'vol.json')).toEqual(FULL);
   });
 
+  it('reads capabilities with the two single-node writer modes of CSI (Nomad names)', async () => {
+    const hcl =
+      'id = "v"\ntype = "csi"\nplugin_id = "p"\n' +
+      'capability {\n access_mode = "single-node-single-writer"\n attachment_mode = "file-system"\n}\n' +
+      'capability {\n access_mode = "single-node-multi-writer"\n attachment_mode = "file-system"\n}\n';
+    expect((await parseVolumeSpec(hcl, 'v.hcl')).capabilities).toEqual([
+      { accessMode: 'single-node-single-writer', attachmentMode: 'file-system' },
+      { accessMode: 'single-node-multi-writer', attachmentMode: 'file-system' },
+    ]);
+  });
+
   it('fills defaults: name from id, file-system, empty maps', () => {
     expect(validateVolumeSpec(MINIMAL)).toEqual({
       id: 'v',
@@ -164,7 +175,7 @@ describe('parseVolumeSpec', () => {
     [
       'a capability without access_mode',
       { ...MINIMAL, capability: {} },
-      `${V}: capability.access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer)`,
+      `${V}: capability.access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)`,
     ],
     [
       'a bad attachment_mode in the second capability',

@@ -85,6 +85,8 @@ export interface AllocRunnerDeps {
    * left pending is done. Without it, a pending unmount is never said done.
    */
   claimHeld?(volumeId: string, allocId: string): boolean;
+  /** Whether node plugin `pluginId` may come back on this node: a volume's unmount waits for its away plugin only then. Absent: always. */
+  nodePluginExpected?(pluginId: string): boolean;
   /**
    * Before the tasks of an alloc that serves node plugins stop: waits
    * (bounded) for the unmounts on this node that still need those plugins
@@ -287,10 +289,12 @@ export class AllocRunner {
   }
 
   private hookContext(kind: RunKind, signal: AbortSignal = this.controller.signal): AllocHookContext {
+    const { nodePluginExpected } = this.deps;
     return {
       alloc: this.info(),
       kind,
       signal,
+      ...(nodePluginExpected ? { nodePluginExpected: (pluginId: string) => nodePluginExpected(pluginId) } : {}),
       // Into every task's saved events (alloc status shows them, a restart keeps them) and the event stream.
       emitEvent: (e) => this.taskEvent({ ...e, time: e.time ?? this.deps.clock.now() }),
       // A task not yet re-attached (a restore's prerun) takes the restart once it is (TaskRunner.restart).

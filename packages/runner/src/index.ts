@@ -18,3 +18,4 @@ export * from './task-user';
 export * from './image-policy';
 export * from './archive-path-policy';
 export * from './task-image';
+export * from './writer-claims';

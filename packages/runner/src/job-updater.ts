@@ -41,6 +41,7 @@ import { jobHistory, latestDeployment, stableVersion } from '@csiplug/jobspec';
 import { planJob, underwayPlan, type JobPlan } from '@csiplug/jobspec';
 import { Rollout, awaitsVerdict, pluginIdsOf, type RolloutOutcome } from './rollout';
 import type { RolloutAlloc, RolloutHost } from './rollout-host';
+import { heldWriterClaims, writerClaimsHeldError } from './writer-claims';
 
 const short = (id: string): string => id.slice(0, 8);
 const versionOf = (a: Alloc): number => a.jobVersion ?? 0;
@@ -92,9 +93,11 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
    * Runs `job`: an unchanged job is left alone; otherwise the plan is set
    * under way and the result says what started. `checkOpen` throws when
    * the agent began to shut down while this waited for the job. Throws,
-   * with nothing changed, when the run cannot be saved.
+   * with nothing changed, when the run cannot be saved, or — with
+   * `refuseHeldWriterClaims` — when a new alloc would wait for a write claim
+   * a live alloc holds (writer-claims.ts).
    */
-  run(job: JobSpec, checkOpen: () => void): Promise<RunJobResult> {
+  run(job: JobSpec, checkOpen: () => void, options: { refuseHeldWriterClaims?: boolean } = {}): Promise<RunJobResult> {
     return this.lock.run(job.id, async () => {
       const underway = this.underway(job);
       if (underway) {
@@ -114,6 +117,14 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           deploymentId: underway.id,
           plan: underwayPlan(job, this.allocs(job.id), underway),
         };
+      }
+      if (options.refuseHeldWriterClaims) {
+        const held = heldWriterClaims(
+          job,
+          planJob(job, this.allocs(job.id)),
+          this.host.jobIds().flatMap((id) => this.allocs(id)),
+        );
+        if (held.length) throw writerClaimsHeldError(job.id, held);
       }
       this.bump(job.id);
       await this.cancel(job.id, 'Cancelled due to newer version of job');

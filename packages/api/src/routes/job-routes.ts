@@ -11,7 +11,8 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
   r.add('GET', '/v1/jobs', () => ({ body: s.listJobs() }));
   const runJob: Handler = async (ctx) => {
     const job = validateJob(unwrapEnvelope(await ctx.json(), 'Job'));
-    return { body: await s.runJob(job) };
+    // ?queue=true: csiplug's own (Nomad's register has no such flag): place allocs that must wait for a held write claim.
+    return { body: await s.runJob(job, { queue: boolParam(ctx.query, 'queue') }) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/jobs', runJob);
   const planJob: Handler = async (ctx) => {

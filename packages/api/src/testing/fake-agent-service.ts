@@ -30,6 +30,7 @@ import type {
   NodeView,
   Page,
   PluginView,
+  RunJobOptions,
   RunJobResult,
   SnapshotListOptions,
   SnapshotRequestOptions,
@@ -223,10 +224,10 @@ export class FakeAgentService implements AgentService {
     return planJob(job, this.jobAllocs(job.id));
   }
 
-  async runJob(job: JobSpec): Promise<RunJobResult> {
+  async runJob(job: JobSpec, options: RunJobOptions = {}): Promise<RunJobResult> {
     await this.gate;
     this.failIfAsked();
-    this.calls.push(`runJob ${job.id}`);
+    this.calls.push(options.queue ? `runJob ${job.id} queue` : `runJob ${job.id}`);
     const old = this.jobs.get(job.id);
     const plan = planJob(job, this.jobAllocs(job.id));
     const version = plan.version.to;

@@ -2,7 +2,7 @@
 import type { AccessMode, AttachmentMode } from './modes';
 import { ClaimError, type VolumeClaimRequest } from './volume-claimer';
 import type { VolumeClaimView } from './volume-view';
-import { checkClaim } from './claim-rules';
+import { SINGLE_WRITER_ACCESS_MODES, checkClaim } from './claim-rules';
 
 function volume(modes: AccessMode[], claims: VolumeClaimView[] = [], attachmentMode: AttachmentMode = 'file-system') {
   return { id: 'vol', capabilities: modes.map((accessMode) => ({ accessMode, attachmentMode })), claims };
@@ -73,6 +73,15 @@ describe('checkClaim', () => {
     const vol = volume([mode], [held('a1', mode, 'write'), held('a2', mode, 'write'), held('a3', mode, 'read')]);
     expect(() => checkClaim(vol, request('a4', mode, false))).not.toThrow();
     expect(() => checkClaim(vol, request('a5', mode, true))).not.toThrow();
+  });
+
+  test('single-node-multi-writer: any number of writers and readers (the node is the one limit, kept by the cluster claims)', () => {
+    const mode = 'single-node-multi-writer';
+    const vol = volume([mode], [held('a1', mode, 'write'), held('a2', mode, 'write'), held('a3', mode, 'read')]);
+    expect(() => checkClaim(vol, request('a4', mode, false))).not.toThrow();
+    expect(() => checkClaim(vol, request('a5', mode, true))).not.toThrow();
+    // Not a single-writer mode: no wait for a writer ever comes from it.
+    expect(SINGLE_WRITER_ACCESS_MODES).not.toContain(mode);
   });
 
   test('a claim with another mode than the current claims waits (retryable)', () => {

@@ -1,6 +1,9 @@
 // Who may claim a volume, by CSI access mode (Nomad's names). All claims here
 // are on this one node, so "single-node" limits how many allocs may write,
-// not where they run:
+// not where they run (the cluster's claims keep a single-node mode on one
+// node). single-node-single-writer is one writer alloc and single-node-multi-
+// writer any number of them, as Nomad means them for its host volumes and
+// CSI defines SINGLE_NODE_SINGLE_WRITER / SINGLE_NODE_MULTI_WRITER:
 //   single-node-writer, single-node-single-writer, multi-node-single-writer
 //       one write claim at a time, any number of read claims
 //   single-node-reader-only, multi-node-reader-only

@@ -88,6 +88,14 @@ export interface UnmountOptions {
    * unmount stays pending, for the retries or the next agent.
    */
   signal?: AbortSignal;
+  /**
+   * Whether node plugin `pluginId` may come back (a task of it runs or is
+   * restarting here). When it says no, an unmount whose plugin is away does
+   * not wait the postrun limit for it: the attempt is made at once and,
+   * failing, stays pending for the background retries that run when the
+   * plugin is back. Absent: always waited for.
+   */
+  pluginExpected?: (pluginId: string) => boolean;
 }
 
 /** How the first attempt of one volume's unmount went; a failed one is retried in the background. */
@@ -100,9 +108,10 @@ export interface UnmountOutcome {
   /**
    * Set when the node plugin was not healthy when the unmount was asked for:
    * how long the unmount waited for it (up to the postrun limit), and whether
-   * it came back in time.
+   * it came back in time; `gone` when it was not waited for, nothing of it
+   * running here (UnmountOptions.pluginExpected).
    */
-  pluginWait?: { waitedMs: number; healthy: boolean };
+  pluginWait?: { waitedMs: number; healthy: boolean; gone?: boolean };
 }
 
 /** What the reconciler found or did about a live mount after its node plugin came back (or after an agent restart). */

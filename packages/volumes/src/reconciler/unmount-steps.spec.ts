@@ -486,6 +486,21 @@ describe('awaitPluginForUnmount', () => {
     expect(wait.value).toEqual({ waitedMs: 0, healthy: true });
   });
 
+  test('a plugin nothing runs here any more (pluginExpected says no) is not waited for; one that may come back is', async () => {
+    const host = new Host(rec('a1'));
+    host.away.add(PLUGIN);
+    host.csi.crash(PLUGIN);
+    expect(await awaitPluginForUnmount(host, key('a1'), undefined, () => false)).toEqual({ waitedMs: 0, healthy: false, gone: true });
+    expect(host.csi.waits).toEqual([]);
+    const wait = track(awaitPluginForUnmount(host, key('a1'), undefined, (id) => id === PLUGIN));
+    await flushMicrotasks(20);
+    expect(wait.settled).toBe(false);
+    expect(host.csi.waits).toEqual([{ type: 'csi-node', name: PLUGIN, phase: 'postrun' }]);
+    host.csi.bringUp(PLUGIN);
+    await flushMicrotasks(20);
+    expect(wait.value).toEqual({ waitedMs: 0, healthy: true });
+  });
+
   test('past the postrun limit: unmounts anyway, saying so', async () => {
     const host = new Host(rec('a1'));
     host.away.add(PLUGIN);

@@ -79,7 +79,7 @@ export async function unmountVolumes(
       const done: UnmountOutcome = { name: record.name, volumeId: record.volumeId, pluginId: record.pluginId };
       let pluginWait: UnmountOutcome['pluginWait'];
       try {
-        pluginWait = await awaitPluginForUnmount(host, key, options.signal);
+        pluginWait = await awaitPluginForUnmount(host, key, options.signal, options.pluginExpected);
       } catch (err) {
         // Called off (the agent going away): still pending, for the retries or the next agent.
         host.scheduleRetry(record.volumeId, host.timeouts.unmountBackoff(1));
@@ -105,9 +105,12 @@ export async function awaitPluginForUnmount(
   host: UnmountHost,
   key: string,
   signal: AbortSignal | undefined,
+  pluginExpected?: (pluginId: string) => boolean,
 ): Promise<UnmountOutcome['pluginWait']> {
   const record = host.records.get(key);
   if (!record || !(record.published || record.staged) || !host.pluginAway(record.pluginId)) return undefined;
+  // Nothing of the plugin runs here to come back: no wait; the retries finish the unmount once it is run again.
+  if (pluginExpected && !pluginExpected(record.pluginId)) return { waitedMs: 0, healthy: false, gone: true };
   const started = host.clock.now();
   const limit = host.timeouts.pluginWait('postrun');
   const fields = { alloc_id: record.allocId, volume_id: record.volumeId, plugin_id: record.pluginId };

@@ -1,0 +1,116 @@
+// The refusal of a run whose new allocs would wait for a write claim a live
+// alloc holds, through the job updater over a fake agent: refused with the
+// holder's alloc, job and group and what to do, nothing placed or stopped;
+// queued when asked; no refusal for the job's own alloc the run replaces,
+// for a reader, for a multi-writer mode, or for a holder that is stopping.
+import { ConflictError } from '@csiplug/core';
+import { flushMicrotasks } from '@csiplug/core/testing';
+import type { JobSpec } from '@csiplug/jobspec';
+import { FakeAgent, makeJob, type FakeAlloc } from '../test/support/deploy-fakes';
+import { JobUpdater } from './job-updater';
+
+const open = () => undefined;
+const FAST = { min_healthy_time: '1s', healthy_deadline: '30s' };
+const refuse = { refuseHeldWriterClaims: true };
+
+async function running(agent: FakeAgent, updater: JobUpdater<FakeAlloc>, job: JobSpec): Promise<FakeAlloc> {
+  await updater.run(job, open, refuse);
+  const [alloc] = agent.allocsOf(job.id);
+  alloc!.run();
+  await flushMicrotasks(50);
+  await agent.clock.advance(1_000);
+  await flushMicrotasks(50);
+  agent.timeline.length = 0;
+  return alloc!;
+}
+
+async function refusal(p: Promise<unknown>): Promise<ConflictError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof ConflictError)) throw new Error(`expected a ConflictError, got ${String(err)}`);
+  return err;
+}
+
+describe('a run whose new allocs need a write claim a live alloc holds', () => {
+  let agent: FakeAgent;
+  let updater: JobUpdater<FakeAlloc>;
+
+  beforeEach(() => {
+    agent = new FakeAgent();
+    updater = new JobUpdater(agent);
+  });
+
+  it.each(['single-node-writer', 'single-node-single-writer', 'multi-node-single-writer'])(
+    '%s: a second writer of another job is refused, naming the holder and what to do; nothing is placed',
+    async (accessMode) => {
+      const holder = await running(agent, updater, makeJob('first', { app: { volume: { source: 'vol-a', accessMode }, update: FAST } }));
+      const second = makeJob('second', { web: { volume: { source: 'vol-a', accessMode } } });
+      const err = await refusal(updater.run(second, open, refuse));
+      expect(err.code).toBe('ECONFLICT');
+      expect(err.message).toBe(
+        `job "second" was not run, nothing was placed: group "web" writes to volume "vol-a" (${accessMode}: one writer at a time), ` +
+          `and alloc ${holder.alloc.id} (first.app[0], job "first", group "app") holds its write claim. ` +
+          `To run it, stop the holder first (csiplug job stop first); or run it with -detach (the API's queue=true) to queue the placement until the claim is free`,
+      );
+      expect(agent.allocsOf('second')).toEqual([]);
+      expect(agent.timeline).toEqual([]);
+      // Queued: placed, to wait for the claim.
+      const queued = await updater.run(second, open);
+      expect(queued.allocIds).toHaveLength(1);
+      expect(agent.timeline).toEqual(['place second.web[0] v0']);
+    },
+  );
+
+  it("the job's own alloc replaced by the run (stop-before-start) is no holder", async () => {
+    const volume = { source: 'vol-a' };
+    const first = await running(agent, updater, makeJob('web', { app: { volume, update: FAST } }));
+    // A new version: the old alloc stops before its replacement claims the volume.
+    const result = await updater.run(makeJob('web', { app: { volume, update: FAST, env: { V: '2' } } }), open, refuse);
+    expect(result.plan.groups[0]).toMatchObject({ updates: { 'create/destroy': 1 }, order: { kind: 'stop-before-start' } });
+    await flushMicrotasks(50);
+    expect(agent.timeline[0]).toBe(`stop web.app[0] v0`);
+    expect(first.alloc.desiredStatus).toBe('stop');
+  });
+
+  it('a count raised past one writer is refused, naming the alloc the job keeps', async () => {
+    const volume = { source: 'vol-a' };
+    const kept = await running(agent, updater, makeJob('web', { app: { volume, update: FAST } }));
+    const err = await refusal(updater.run(makeJob('web', { app: { count: 2, volume, update: FAST } }), open, refuse));
+    expect(err.message).toContain(`alloc ${kept.alloc.id} (web.app[0], job "web", group "app") holds its write claim`);
+    expect(err.message).toContain(
+      `keep one writer of the volume in job "web" (a count of 1 for the group that writes to it, or read_only = true for the others)`,
+    );
+    expect(agent.allocsOf('web')).toHaveLength(1);
+  });
+
+  it('a writer still starting (or queued for the claim) is named as such, and refuses the next one too', async () => {
+    await updater.run(makeJob('first', { app: { volume: { source: 'vol-q' } } }), open);
+    const [pending] = agent.allocsOf('first');
+    expect(pending!.alloc.clientStatus).toBe('pending');
+    const err = await refusal(updater.run(makeJob('second', { app: { volume: { source: 'vol-q' } } }), open, refuse));
+    expect(err.message).toContain(
+      `alloc ${pending!.alloc.id} (first.app[0], job "first", group "app") is starting with its write claim, held or first in line for it`,
+    );
+  });
+
+  it('no refusal for a reader, a multi-writer mode, or a holder already stopping', async () => {
+    await running(agent, updater, makeJob('w1', { app: { volume: { source: 'vol-a' }, update: FAST } }));
+    await updater.run(makeJob('reader', { app: { volume: { source: 'vol-a', readOnly: true } } }), open, refuse);
+    expect(agent.allocsOf('reader')).toHaveLength(1);
+
+    await running(
+      agent,
+      updater,
+      makeJob('m1', { app: { volume: { source: 'vol-m', accessMode: 'single-node-multi-writer' }, update: FAST } }),
+    );
+    await updater.run(makeJob('m2', { app: { volume: { source: 'vol-m', accessMode: 'single-node-multi-writer' } } }), open, refuse);
+    expect(agent.allocsOf('m2')).toHaveLength(1);
+
+    const stopping = await running(agent, updater, makeJob('s1', { app: { volume: { source: 'vol-s' }, update: FAST } }));
+    stopping.alloc.desiredStatus = 'stop';
+    await updater.run(makeJob('s2', { app: { volume: { source: 'vol-s' } } }), open, refuse);
+    expect(agent.allocsOf('s2')).toHaveLength(1);
+  });
+});
