@@ -118,7 +118,7 @@ describe('ACL and bad input against a running agent', () => {
   });
 
   it('bad API bodies get 400 with a message, and nothing is applied', async () => {
-    const auth = { 'x-csiplug-token': 's3cret-token' };
+    const auth = { 'x-nomad-token': 's3cret-token' };
     const notJson = await post(h.port, '/v1/jobs', '{"Job": ', auth);
     expect(notJson.status).toBe(400);
     expect(JSON.parse(notJson.body).error).toBeTruthy();

@@ -27,7 +27,7 @@ export const ClientErrorCode = Object.freeze({
 export interface ApiClientOptions {
   /** `http://host:port` or `https://host:port`; a bare `host:port` means http. Default http://127.0.0.1:4747. */
   address?: string;
-  /** Sent as X-Csiplug-Token. */
+  /** Sent as X-Nomad-Token. */
   token?: string;
   /**
    * Gives up on a call when the agent has not answered within this long

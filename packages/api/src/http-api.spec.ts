@@ -567,14 +567,20 @@ describe('HttpApi', () => {
         const r = await raw(secured.url, method, path);
         expect(r.status).toBe(403);
         expect(r.json?.code).toBe('EFORBIDDEN');
-        expect(r.json?.error).toMatch(/X-Csiplug-Token/);
+        expect(r.json?.error).toMatch(/X-Nomad-Token header or as Authorization: Bearer \(the CLI: -token, or the NOMAD_TOKEN or CSIPLUG_TOKEN/);
       }
     });
 
-    it('answers 403 for a wrong token and changes nothing', async () => {
-      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Csiplug-Token': 's3cre' } });
+    it("takes the token in Nomad's header only: the old X-Csiplug-Token is not read", async () => {
+      const r = await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'X-Csiplug-Token': 's3cret' } });
       expect(r.status).toBe(403);
-      expect(r.json?.error).toBe('the ACL token in X-Csiplug-Token is not valid');
+      expect(r.json?.error).toMatch(/requires an ACL token: send it in the X-Nomad-Token header/);
+    });
+
+    it('answers 403 for a wrong token and changes nothing', async () => {
+      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Nomad-Token': 's3cre' } });
+      expect(r.status).toBe(403);
+      expect(r.json?.error).toBe('the ACL token in X-Nomad-Token is not valid');
       await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
       expect(fake.calls).toEqual([]);
     });
@@ -585,14 +591,14 @@ describe('HttpApi', () => {
       expect(wrong.status).toBe(403);
       expect(wrong.json?.error).toBe('the ACL token in Authorization is not valid');
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Basic czNjcmV0' } })).status).toBe(403);
-      // The agent's own header wins when both are sent.
+      // Nomad's header wins when both are sent.
       expect(
-        (await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 'nope', authorization: 'Bearer s3cret' } })).status,
+        (await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-nomad-token': 'nope', authorization: 'Bearer s3cret' } })).status,
       ).toBe(403);
     });
 
     it('serves requests with the right token', async () => {
-      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+      expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-nomad-token': 's3cret' } })).status).toBe(200);
       const c = new ApiClient({ address: secured.url, token: 's3cret' });
       expect((await c.runJob(jobDoc())).jobId).toBe('web');
     });
@@ -677,7 +683,7 @@ describe('HttpApi', () => {
     it('with a token, the token decides, whoever connects; a public bind with insecure_allow_public serves anyone (INSECURE)', async () => {
       const { api: a, url: u, asked } = await apiAs(65534, { aclToken: 's3cret' });
       try {
-        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-nomad-token': 's3cret' } })).status).toBe(200);
         expect(asked).toEqual([]);
       } finally {
         await a.dispose();
@@ -705,7 +711,7 @@ describe('HttpApi', () => {
     it('a token removed at a reload brings the root-only rule back', async () => {
       const { api: a, url: u } = await apiAs(65534, { aclToken: 's3cret' });
       try {
-        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-csiplug-token': 's3cret' } })).status).toBe(200);
+        expect((await raw(u, 'GET', '/v1/jobs', { headers: { 'x-nomad-token': 's3cret' } })).status).toBe(200);
         a.setAclToken(undefined);
         expect((await raw(u, 'GET', '/v1/jobs')).status).toBe(403);
       } finally {
@@ -725,7 +731,7 @@ describe('HttpApi', () => {
       const secured = await startApi(fake, { aclToken: 's3cret', metrics: source });
       try {
         expect((await raw(secured.url, 'GET', '/v1/metrics')).status).toBe(403);
-        const headers = { 'X-Csiplug-Token': 's3cret' };
+        const headers = { 'X-Nomad-Token': 's3cret' };
         expect((await raw(secured.url, 'GET', '/v1/metrics', { headers })).json).toEqual([{ name: 'm', values: [] }]);
         const text = await raw(secured.url, 'GET', '/v1/metrics?format=prometheus', { headers });
         expect(text.status).toBe(200);
@@ -744,7 +750,7 @@ describe('HttpApi', () => {
         const page = await raw(secured.url, 'GET', '/ui/');
         expect(page.status).toBe(200);
         expect(page.text).toContain('<title>csiplug status</title>');
-        expect((await raw(secured.url, 'GET', '/ui/app.js')).text).toContain('X-Csiplug-Token');
+        expect((await raw(secured.url, 'GET', '/ui/app.js')).text).toContain('X-Nomad-Token');
         expect((await raw(secured.url, 'HEAD', '/ui/app.css')).status).toBe(200);
         const moved = await raw(secured.url, 'GET', '/ui');
         expect(moved.status).toBe(301);
@@ -844,7 +850,7 @@ describe('HttpApi', () => {
         const ended: string[] = [];
         const open = (token: string, name: string) =>
           new Promise<void>((resolve) => {
-            http.get(`${secured.url}/v1/event/stream`, { headers: { 'X-Csiplug-Token': token } }, (r) => {
+            http.get(`${secured.url}/v1/event/stream`, { headers: { 'X-Nomad-Token': token } }, (r) => {
               r.resume();
               r.on('close', () => ended.push(name));
               resolve();
@@ -857,7 +863,7 @@ describe('HttpApi', () => {
         expect(ended).toEqual([]);
         secured.api.setAclToken('second');
         await until(() => ended.length === 1 && fake.eventSubscribers === 0, 'the stream to end');
-        expect((await raw(secured.url, 'GET', '/v1/event/stream', { headers: { 'X-Csiplug-Token': 'first' } })).status).toBe(403);
+        expect((await raw(secured.url, 'GET', '/v1/event/stream', { headers: { 'X-Nomad-Token': 'first' } })).status).toBe(403);
       } finally {
         await secured.api.dispose();
       }

@@ -1,5 +1,5 @@
 // The agent's HTTP API: Nomad-shaped paths over the AgentService, JSON in
-// and out, an optional ACL token (X-Csiplug-Token or Authorization: Bearer, else 403; without
+// and out, an optional ACL token (X-Nomad-Token or Authorization: Bearer, else 403; without
 // one, only root on this machine is served: root-only-access.ts), and the NDJSON
 // event stream. Every body is read and validated in full before the service
 // is called, so a refused request changes nothing. Errors are

@@ -1,8 +1,8 @@
 // What the HTTP API's server and client agree on beyond the service's views:
 // the token header and the shapes the API adds of its own.
 
-/** The header that carries the ACL token. */
-export const TOKEN_HEADER = 'X-Csiplug-Token';
+/** The header that carries the ACL token: Nomad's, which its Go api client, the nomad CLI and the Terraform provider send. */
+export const TOKEN_HEADER = 'X-Nomad-Token';
 
 /** The answer of GET /v1/allocation/:id/logs/:task. */
 export interface AllocLogs {

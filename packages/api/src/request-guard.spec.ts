@@ -181,7 +181,7 @@ describe('the request guard', () => {
       try {
         const foreign = await raw(secured.url, 'POST', '/v1/jobs', {
           body: job,
-          headers: { 'X-Csiplug-Token': 'tok', Origin: 'http://evil.example' },
+          headers: { 'X-Nomad-Token': 'tok', Origin: 'http://evil.example' },
         });
         expect(foreign.status).toBe(403);
         expect(foreign.json?.error).toMatch(/Origin/);

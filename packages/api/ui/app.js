@@ -7,7 +7,7 @@
 'use strict';
 
 const TOKEN_KEY = 'csiplug-token';
-const TOKEN_HEADER = 'X-Csiplug-Token';
+const TOKEN_HEADER = 'X-Nomad-Token';
 /** How often the tables are read again when no event says something changed. */
 const REFRESH_MS = 5000;
 /** Volume usage (NodeGetVolumeStats through the plugin) is read at most this often, and apart from the tables. */
