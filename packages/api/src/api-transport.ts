@@ -10,7 +10,7 @@ import * as https from 'https';
 import * as tls from 'tls';
 import { ApiError, ApiErrorCode } from './api-error';
 import { CallScope } from './call-scope';
-import { TOKEN_HEADER } from './protocol';
+import { ERROR_CODE_HEADER, TOKEN_HEADER } from './protocol';
 
 export const DEFAULT_ADDRESS = `http://127.0.0.1:${DEFAULT_PORT}`;
 
@@ -151,16 +151,13 @@ export class ApiTransport {
   private async raise(res: http.IncomingMessage): Promise<never> {
     const status = res.statusCode ?? 0;
     const text = await readAll(res).catch(() => '');
+    // The agent's errors are its message as plain text and its code in a header; an answer without the code is
+    // not the agent's (a proxy's page, another server): its first words are shown beside the status.
+    const code = res.headers[ERROR_CODE_HEADER.toLowerCase()];
+    if (typeof code === 'string' && code !== '' && text.trim() !== '') throw new ApiError(status, code, text.trim());
     let message = `the agent answered ${status} ${res.statusMessage ?? ''}`.trim();
-    let code: string = ApiErrorCode.BadResponse;
-    try {
-      const body = JSON.parse(text) as { error?: unknown; code?: unknown };
-      if (typeof body.error === 'string') message = body.error;
-      if (typeof body.code === 'string') code = body.code;
-    } catch {
-      if (text.trim()) message = `${message}: ${text.trim().slice(0, 200)}`;
-    }
-    throw new ApiError(status, code, message);
+    if (text.trim()) message = `${message}: ${text.trim().slice(0, 200)}`;
+    throw new ApiError(status, ApiErrorCode.BadResponse, message);
   }
 
   private open(method: string, path: string, scope: CallScope, payload?: Buffer): Promise<http.IncomingMessage> {

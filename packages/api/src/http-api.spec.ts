@@ -2,6 +2,7 @@
 import { MemoryLogger } from '@csiplug/core';
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
+import type { AddressInfo } from 'net';
 import { ApiClient } from './api-client';
 import { ApiError } from './api-error';
 import { FakeAgentService } from './testing';
@@ -104,15 +105,44 @@ describe('HttpApi', () => {
     it('answers 404 with a JSON error for unknown paths', async () => {
       const r = await raw(url, 'GET', '/v1/nope');
       expect(r.status).toBe(404);
-      expect(r.headers['content-type']).toMatch(/application\/json/);
-      expect(r.json).toEqual({ error: 'no such API path: GET /v1/nope', code: 'ENOT_FOUND' });
+      // As Nomad answers errors: the message alone, as plain text; csiplug's code in a header of its own.
+      expect(r.headers['content-type']).toBe('text/plain; charset=utf-8');
+      expect(r.text).toBe('no such API path: GET /v1/nope');
+      expect(r.headers['x-csiplug-error-code']).toBe('ENOT_FOUND');
+      expect(r.headers['x-content-type-options']).toBe('nosniff');
+    });
+
+    it("gives the API client the error's status, message and code from the plain-text answer", async () => {
+      await expect(new ApiClient({ address: url }).getJob('nope')).rejects.toMatchObject({
+        status: 404,
+        code: 'ENOT_FOUND',
+        message: 'job "nope" not found',
+      });
+    });
+
+    it("names an error answer that is not the agent's (no code header) as such, with its first words", async () => {
+      const foreign = http.createServer((_req, res) => {
+        res.writeHead(502, { 'Content-Type': 'text/html' });
+        res.end('<h1>Bad Gateway</h1>');
+      });
+      await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = foreign.address() as AddressInfo;
+        await expect(new ApiClient({ address: `http://127.0.0.1:${port}` }).listJobs()).rejects.toMatchObject({
+          status: 502,
+          code: 'EBAD_RESPONSE',
+          message: 'the agent answered 502 Bad Gateway: <h1>Bad Gateway</h1>',
+        });
+      } finally {
+        await new Promise<void>((resolve) => foreign.close(() => resolve()));
+      }
     });
 
     it('answers 405 with Allow for a known path and the wrong method', async () => {
       const r = await raw(url, 'PATCH', '/v1/jobs');
       expect(r.status).toBe(405);
       expect(r.headers.allow).toBe('GET, POST, PUT');
-      expect(r.json?.code).toBe('EMETHOD_NOT_ALLOWED');
+      expect(r.code).toBe('EMETHOD_NOT_ALLOWED');
       expect((await raw(url, 'POST', '/v1/allocations')).status).toBe(405);
       expect((await raw(url, 'DELETE', '/v1/agent/health')).status).toBe(405);
     });
@@ -121,13 +151,13 @@ describe('HttpApi', () => {
       expect((await raw(url, 'GET', '/v1/jobs/')).status).toBe(200);
       const r = await raw(url, 'GET', '/v1/job/a%2Fb');
       expect(r.status).toBe(404);
-      expect(r.json?.error).toBe('job "a/b" not found');
+      expect(r.error).toBe('job "a/b" not found');
       expect((await raw(url, 'GET', '/v1/job/%E0%A4%A')).status).toBe(400);
       // A control character is never part of an id: a bad request, not a missing job.
       for (const bad of ['a%00b', 'a%0Ab', '%7F', 'a%1Bb']) {
         const r = await raw(url, 'GET', `/v1/job/${bad}`);
         expect(r.status).toBe(400);
-        expect(r.json?.error).toMatch(/decodes to control characters/);
+        expect(r.error).toMatch(/decodes to control characters/);
       }
     });
 
@@ -135,7 +165,7 @@ describe('HttpApi', () => {
       fake.nextError = new Error('disk on fire');
       const r = await raw(url, 'GET', '/v1/jobs');
       expect(r.status).toBe(500);
-      expect(r.json).toEqual({ error: 'disk on fire', code: 'EINTERNAL' });
+      expect({ error: r.error, code: r.code }).toEqual({ error: 'disk on fire', code: 'EINTERNAL' });
     });
   });
 
@@ -190,25 +220,25 @@ describe('HttpApi', () => {
     it('refuses an invalid jobspec with 400 and runs nothing', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
       expect(r.status).toBe(400);
-      expect(r.json?.code).toBe('EINVALID');
-      expect(r.json?.error).toMatch(/count/);
+      expect(r.code).toBe('EINVALID');
+      expect(r.error).toMatch(/count/);
       expect(fake.calls).toEqual([]);
     });
 
     it('refuses unknown fields with 400 naming them', async () => {
       let r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(), Extra: 1 }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/"Extra"/);
+      expect(r.error).toMatch(/"Extra"/);
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ ...jobDoc(), priority: 50 }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/priority/);
+      expect(r.error).toMatch(/priority/);
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { sprd: true })) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/sprd is not a known field/);
+      expect(r.error).toMatch(/sprd is not a known field/);
       // A field Nomad has and csiplug does not: named, with what to do instead.
       r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { spread: true })) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/spread is not supported: .*remove it/);
+      expect(r.error).toMatch(/spread is not supported: .*remove it/);
       expect(fake.calls).toEqual([]);
     });
 
@@ -243,13 +273,13 @@ describe('HttpApi', () => {
     it('refuses a plan whose path names another job, or a bad Diff, with 400', async () => {
       let r = await raw(url, 'POST', '/v1/job/other/plan', { body: JSON.stringify({ Job: jobDoc('web') }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
+      expect(r.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
       r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web'), Diff: 'yes' }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toBe('"Diff" must be true or false (got "yes")');
+      expect(r.error).toBe('"Diff" must be true or false (got "yes")');
       r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/count/);
+      expect(r.error).toMatch(/count/);
       expect(fake.calls).toEqual([]);
     });
 
@@ -257,9 +287,9 @@ describe('HttpApi', () => {
       for (const body of ['{"Job": ', '', '   ', '[1,2]', '"job"', 'null']) {
         const r = await raw(url, 'POST', '/v1/jobs', { body });
         expect(r.status).toBe(400);
-        expect(typeof r.json?.error).toBe('string');
+        expect(typeof r.error).toBe('string');
       }
-      expect((await raw(url, 'POST', '/v1/jobs', { body: '{"Job": ' })).json?.code).toBe('EBAD_JSON');
+      expect((await raw(url, 'POST', '/v1/jobs', { body: '{"Job": ' })).code).toBe('EBAD_JSON');
       expect(fake.calls).toEqual([]);
     });
   });
@@ -278,7 +308,10 @@ describe('HttpApi', () => {
     it('refuses a body whose Content-Length is over the limit with 400', async () => {
       const r = await raw(small.url, 'POST', '/v1/jobs', { body: big() });
       expect(r.status).toBe(400);
-      expect(r.json).toEqual({ error: 'the request body is larger than the limit of 2048 bytes', code: 'EBODY_TOO_LARGE' });
+      expect({ error: r.error, code: r.code }).toEqual({
+        error: 'the request body is larger than the limit of 2048 bytes',
+        code: 'EBODY_TOO_LARGE',
+      });
       expect(fake.calls).toEqual([]);
     });
 
@@ -288,7 +321,7 @@ describe('HttpApi', () => {
         chunked: true,
       });
       expect(r.status).toBe(400);
-      expect(r.json?.code).toBe('EBODY_TOO_LARGE');
+      expect(r.code).toBe('EBODY_TOO_LARGE');
       expect(fake.calls).toEqual([]);
       expect(fake.volumes.size).toBe(0);
     });
@@ -408,13 +441,13 @@ describe('HttpApi', () => {
     it('refuses bad log parameters with a 400 that names them', async () => {
       const id = (await client.runJob(jobDoc())).allocIds[0]!;
       const logs = (q: string) => raw(url, 'GET', `/v1/allocation/${id}/logs/main?${q}`);
-      expect((await logs('origin=middle')).json?.error).toBe('query parameter origin must be one of start, end (got "middle")');
-      expect((await logs('limit=lots')).json?.error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
-      expect((await logs('limit=0')).json?.error).toMatch(/limit must be at least 1 byte/);
-      expect((await logs('plain=maybe')).json?.error).toBe('query parameter plain must be true or false (got "maybe")');
+      expect((await logs('origin=middle')).error).toBe('query parameter origin must be one of start, end (got "middle")');
+      expect((await logs('limit=lots')).error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
+      expect((await logs('limit=0')).error).toMatch(/limit must be at least 1 byte/);
+      expect((await logs('plain=maybe')).error).toBe('query parameter plain must be true or false (got "maybe")');
       const tooMuch = await logs(`limit=${4 * 1024 * 1024 + 1}`);
       expect(tooMuch.status).toBe(400);
-      expect(tooMuch.json?.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
+      expect(tooMuch.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/nope?plain=true`)).status).toBe(404);
     });
@@ -527,7 +560,7 @@ describe('HttpApi', () => {
       expect((await raw(url, 'POST', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1')) })).status).toBe(200);
       const r = await raw(url, 'PUT', '/v1/volume/csi/other', { body: JSON.stringify({ Volume: volumeDoc('vol3') }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
+      expect(r.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
       expect(fake.calls).toEqual(['registerVolume vol1']);
     });
 
@@ -543,7 +576,7 @@ describe('HttpApi', () => {
         expect(r.status).toBe(400);
       }
       const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { size: 1 })) });
-      expect(r.json?.error).toMatch(/size is not a known field/);
+      expect(r.error).toMatch(/size is not a known field/);
       expect(fake.calls).toEqual([]);
     });
   });
@@ -566,21 +599,21 @@ describe('HttpApi', () => {
       ] as const) {
         const r = await raw(secured.url, method, path);
         expect(r.status).toBe(403);
-        expect(r.json?.code).toBe('EFORBIDDEN');
-        expect(r.json?.error).toMatch(/X-Nomad-Token header or as Authorization: Bearer \(the CLI: -token, or the NOMAD_TOKEN or CSIPLUG_TOKEN/);
+        expect(r.code).toBe('EFORBIDDEN');
+        expect(r.error).toMatch(/X-Nomad-Token header or as Authorization: Bearer \(the CLI: -token, or the NOMAD_TOKEN or CSIPLUG_TOKEN/);
       }
     });
 
     it("takes the token in Nomad's header only: the old X-Csiplug-Token is not read", async () => {
       const r = await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'X-Csiplug-Token': 's3cret' } });
       expect(r.status).toBe(403);
-      expect(r.json?.error).toMatch(/requires an ACL token: send it in the X-Nomad-Token header/);
+      expect(r.error).toMatch(/requires an ACL token: send it in the X-Nomad-Token header/);
     });
 
     it('answers 403 for a wrong token and changes nothing', async () => {
       const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Nomad-Token': 's3cre' } });
       expect(r.status).toBe(403);
-      expect(r.json?.error).toBe('the ACL token in X-Nomad-Token is not valid');
+      expect(r.error).toBe('the ACL token in X-Nomad-Token is not valid');
       await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
       expect(fake.calls).toEqual([]);
     });
@@ -589,7 +622,7 @@ describe('HttpApi', () => {
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cret' } })).status).toBe(200);
       const wrong = await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Bearer s3cre' } });
       expect(wrong.status).toBe(403);
-      expect(wrong.json?.error).toBe('the ACL token in Authorization is not valid');
+      expect(wrong.error).toBe('the ACL token in Authorization is not valid');
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { authorization: 'Basic czNjcmV0' } })).status).toBe(403);
       // Nomad's header wins when both are sent.
       expect(
@@ -639,9 +672,9 @@ describe('HttpApi', () => {
         ] as const) {
           const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify(jobDoc()) } : {});
           expect(r.status).toBe(403);
-          expect(r.json?.code).toBe('EFORBIDDEN');
-          expect(r.json?.error).toMatch(who);
-          expect(r.json?.error).toContain('run the command as root, or set acl { token = "…" } in the agent config');
+          expect(r.code).toBe('EFORBIDDEN');
+          expect(r.error).toMatch(who);
+          expect(r.error).toContain('run the command as root, or set acl { token = "…" } in the agent config');
         }
         expect(fake.calls).toEqual([]);
         // The status page's files hold no data: served to anyone, as with a token.
@@ -666,7 +699,7 @@ describe('HttpApi', () => {
       try {
         const r = await raw(u, 'GET', '/v1/jobs');
         expect(r.status).toBe(503);
-        expect(r.json).toEqual({
+        expect({ error: r.error, code: r.code }).toEqual({
           code: 'EPEER_UNKNOWN',
           error:
             'the agent could not tell which user this connection comes from (EMFILE: too many open files), and without an ACL token it serves only root: retry, or set acl { token } and send it',
@@ -736,7 +769,7 @@ describe('HttpApi', () => {
         const text = await raw(secured.url, 'GET', '/v1/metrics?format=prometheus', { headers });
         expect(text.status).toBe(200);
         expect(text.text).toBe('# HELP m m\nm 1\n');
-        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).json?.error).toMatch(
+        expect((await raw(secured.url, 'GET', '/v1/metrics?format=yaml', { headers })).error).toMatch(
           /format must be one of json, prometheus/,
         );
       } finally {
@@ -781,7 +814,7 @@ describe('HttpApi', () => {
       try {
         const r = await raw(bare.url, 'GET', '/ui/');
         expect(r.status).toBe(500);
-        expect(r.json).toEqual({
+        expect({ error: r.error, code: r.code }).toEqual({
           error: 'the status page is not available: its files are missing from this install of @csiplug/api',
           code: 'ESTATUS_PAGE_MISSING',
         });
@@ -872,7 +905,7 @@ describe('HttpApi', () => {
     it('refuses unknown topics', async () => {
       const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/unknown event topic "Bogus"/);
+      expect(r.error).toMatch(/unknown event topic "Bogus"/);
     });
 
     it('ends open streams when the server closes', async () => {

@@ -2,8 +2,9 @@
 // and out, an optional ACL token (X-Nomad-Token or Authorization: Bearer, else 403; without
 // one, only root on this machine is served: root-only-access.ts), and the NDJSON
 // event stream. Every body is read and validated in full before the service
-// is called, so a refused request changes nothing. Errors are
-// `{ "error": message, "code": code }` with 400 (bad JSON, unknown fields,
+// is called, so a refused request changes nothing. Errors are answered as
+// Nomad answers them, the message as plain text, with csiplug's stable code
+// in the X-Csiplug-Error-Code header; 400 (bad JSON, unknown fields,
 // failed validation, body over the limit), 403, 404, 405 (with Allow), 409
 // (conflicts such as a claimed volume) or 500; see statusForError.
 //
@@ -54,7 +55,8 @@ import * as net from 'net';
 import * as tls from 'tls';
 import type { AgentService } from './service';
 import { isLoopbackAddress, publicBindProblem } from '@csiplug/jobspec';
-import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
+import { ApiError, ApiErrorCode, errorAnswer, statusForError } from './api-error';
+import { ERROR_CODE_HEADER } from './protocol';
 import { ConnectionGate, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
 import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from './event-stream';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody } from './request-body';
@@ -433,7 +435,7 @@ export class HttpApi implements AsyncDisposable {
   private fail(req: http.IncomingMessage, res: http.ServerResponse, method: string, path: string, err: unknown): void {
     const status = statusForError(err);
     if (status >= 500) this.logger.error('HTTP API request failed', { method, path, status, err });
-    else this.logger.debug('HTTP API request refused', { method, path, status, error: errorBody(err).error });
+    else this.logger.debug('HTTP API request refused', { method, path, status, error: errorAnswer(err).message });
     if (res.headersSent) {
       res.destroy();
       return;
@@ -441,7 +443,19 @@ export class HttpApi implements AsyncDisposable {
     if (err instanceof BodyTooLargeError) this.drain(req);
     // The client hung up; nobody is left to read the answer.
     if (res.destroyed || res.writableEnded) return;
-    this.send(res, status, errorBody(err));
+    this.sendError(res, status, errorAnswer(err));
+  }
+
+  /** An error as Nomad answers one: the message as plain text (its Go client shows "Unexpected response code: 404 (message)"), the code in a header of csiplug's. */
+  private sendError(res: http.ServerResponse, status: number, answer: { message: string; code: string }): void {
+    res.writeHead(status, {
+      'Content-Type': 'text/plain; charset=utf-8',
+      'Cache-Control': 'no-store',
+      'X-Content-Type-Options': 'nosniff',
+      [ERROR_CODE_HEADER]: answer.code,
+      'Content-Length': Buffer.byteLength(answer.message),
+    });
+    res.end(answer.message);
   }
 
   /**
