@@ -45,7 +45,7 @@ heartbeat {
 }
 
 # acl {
-#   token = "change-me"            # when set, API calls must carry it (X-Csiplug-Token); without it, only root on this machine is served
+#   token = "change-me"            # when set, API calls must carry it (X-Nomad-Token); without it, only root on this machine is served
 #   insecure_allow_public = false  # a non-loopback bind_addr needs a token and TLS unless this is true
 # }
 

@@ -118,10 +118,10 @@ describe('ACL and bad input against a running agent', () => {
   });
 
   it('bad API bodies get 400 with a message, and nothing is applied', async () => {
-    const auth = { 'x-csiplug-token': 's3cret-token' };
+    const auth = { 'x-nomad-token': 's3cret-token' };
     const notJson = await post(h.port, '/v1/jobs', '{"Job": ', auth);
     expect(notJson.status).toBe(400);
-    expect(JSON.parse(notJson.body).error).toBeTruthy();
+    expect(notJson.body).toMatch(/JSON/);
     const unknown = await post(h.port, '/v1/jobs', JSON.stringify({ Job: { job: { web: {} } }, Sneaky: true }), auth);
     expect(unknown.status).toBe(400);
     expect(unknown.body).toMatch(/Sneaky/);

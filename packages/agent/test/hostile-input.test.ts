@@ -70,14 +70,14 @@ describe('hostile input against a real agent', () => {
     };
     const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volume: volume }) });
     expect(r.status).toBe(404);
-    expect(r.json?.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
+    expect(r.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
     expect((await raw(url, 'GET', '/v1/volume/csi/v1')).status).toBe(404);
   });
 
   it('refuses a job that asks for more allocs than the limit, and runs none of them', async () => {
     const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('many', 5) });
     expect(r.status).toBe(400);
-    expect(r.json?.error).toMatch(
+    expect(r.error).toMatch(
       /job "many" asks for 5 allocs \(app: 5\); this agent runs at most 3 per job \(limits \{ max_allocs_per_job \}\)/,
     );
     expect(agent.listAllocs()).toHaveLength(0);

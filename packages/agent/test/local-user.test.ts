@@ -13,6 +13,8 @@ const NOBODY = 65534;
 interface Answer {
   status: number;
   body: string;
+  /** The X-Csiplug-Error-Code header of an error answer (empty on success). */
+  code: string;
 }
 
 /** A command run as `uid`; resolves with its exit code and output. */
@@ -30,12 +32,14 @@ function runAs(uid: number, command: string, args: string[]): Promise<{ code: nu
 
 /** An API call with curl, as `uid`, over TCP to 127.0.0.1 like any local client. */
 async function curlAs(uid: number, port: number, method: string, urlPath: string, body?: unknown): Promise<Answer> {
-  const args = ['-sS', '-X', method, '-o', '-', '-w', '\n%{http_code}', `http://127.0.0.1:${port}${urlPath}`];
+  // The status and the error code header on the last line, after the body.
+  const args = ['-sS', '-X', method, '-o', '-', '-w', '\n%{http_code} %header{x-csiplug-error-code}', `http://127.0.0.1:${port}${urlPath}`];
   if (body !== undefined) args.push('-H', 'Content-Type: application/json', '--data-binary', JSON.stringify(body));
   const r = await runAs(uid, '/usr/bin/curl', args);
   if (r.code !== 0) throw new Error(`curl as uid ${uid} failed (${r.code}): ${r.stderr}`);
   const cut = r.stdout.lastIndexOf('\n');
-  return { status: Number(r.stdout.slice(cut + 1)), body: r.stdout.slice(0, cut) };
+  const [status = '', code = ''] = r.stdout.slice(cut + 1).split(' ');
+  return { status: Number(status), body: r.stdout.slice(0, cut), code };
 }
 
 /** A job whose task records who it runs as and copies the state file out: what a local user would do with root. */
@@ -81,9 +85,9 @@ describe('a local user who is not root, against the default config (no acl, raw_
   it('cannot start a process through a raw_exec job: 403, nothing stored, nothing run', async () => {
     const r = await curlAs(NOBODY, h.port, 'POST', '/v1/jobs', stealJob('steal-raw', 'raw_exec', h.dataDir, proofDir));
     expect(r.status).toBe(403);
-    expect(JSON.parse(r.body)).toMatchObject({ code: 'EFORBIDDEN' });
-    expect(JSON.parse(r.body).error).toContain('this connection comes from uid 65534, not root');
-    expect(JSON.parse(r.body).error).toContain('acl { token');
+    expect(r.code).toBe('EFORBIDDEN');
+    expect(r.body).toContain('this connection comes from uid 65534, not root');
+    expect(r.body).toContain('acl { token');
     expect(await h.api.listJobs()).toEqual([]);
     expect(fs.readdirSync(proofDir)).toEqual([]);
   });
@@ -146,7 +150,7 @@ describe('a local user who is not root, against the default config (no acl, raw_
     expect(vol.body).not.toContain(SECRET);
     const raw = await curlAs(0, h.port, 'POST', '/v1/jobs', stealJob('root-raw', 'raw_exec', h.dataDir, proofDir));
     expect(raw.status).toBe(400);
-    expect(JSON.parse(raw.body).error).toBe(
+    expect(raw.body).toBe(
       'job "root-raw" group "g" task "t": driver = "raw_exec" runs the task as a host process with this agent\'s user (root) and is disabled on this agent: ' +
         'enable it in the agent config with plugin "raw_exec" { config { enabled = true } } and restart the agent, or use driver = "exec" (a task isolated on runc)',
     );

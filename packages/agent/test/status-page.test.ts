@@ -106,14 +106,14 @@ describe('metrics and the status page of a running agent', () => {
       await h.api.stopJob('flaky', { purge: true });
     }
     // A purged job's restart series go with it (they were kept for as long as the agent ran).
-    const after = (await get(h.port, '/v1/metrics?format=prometheus', { 'X-Csiplug-Token': TOKEN })).body;
+    const after = (await get(h.port, '/v1/metrics?format=prometheus', { 'X-Nomad-Token': TOKEN })).body;
     expect(sample(after, 'csiplug_task_restarts_total{job="flaky",task="exits"}')).toBeUndefined();
     expect(sample(after, 'csiplug_events_total{topic="Task",type="Restarting"}')).toBe(2);
   });
 
   /** Everything the first test reads from /v1/metrics once the flaky job has failed. */
   async function checkMetrics(): Promise<void> {
-    const res = await get(h.port, '/v1/metrics?format=prometheus', { 'X-Csiplug-Token': TOKEN });
+    const res = await get(h.port, '/v1/metrics?format=prometheus', { 'X-Nomad-Token': TOKEN });
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
     const text = res.body;
@@ -145,7 +145,7 @@ describe('metrics and the status page of a running agent', () => {
     expect(text).toMatch(/^process_cpu_seconds_total \d/m);
 
     // The same figures as JSON (the default format).
-    const json = JSON.parse((await get(h.port, '/v1/metrics', { 'X-Csiplug-Token': TOKEN })).body) as {
+    const json = JSON.parse((await get(h.port, '/v1/metrics', { 'X-Nomad-Token': TOKEN })).body) as {
       name: string;
       type: string;
       values: { labels: Record<string, string>; value: number }[];
@@ -153,7 +153,7 @@ describe('metrics and the status page of a running agent', () => {
     const claims = json.find((m) => m.name === 'csiplug_volume_claims');
     expect(claims).toMatchObject({ type: 'gauge', values: [{ labels: { plugin: 'hostpath', mode: 'write' }, value: 1 }] });
     expect(json.find((m) => m.name === 'csiplug_csi_call_seconds')?.type).toBe('histogram');
-    expect((await get(h.port, '/v1/metrics?format=xml', { 'X-Csiplug-Token': TOKEN })).status).toBe(400);
+    expect((await get(h.port, '/v1/metrics?format=xml', { 'X-Nomad-Token': TOKEN })).status).toBe(400);
     // What a Prometheus scrape job sends: Authorization: Bearer.
     expect((await get(h.port, '/v1/metrics?format=prometheus', { Authorization: `Bearer ${TOKEN}` })).status).toBe(200);
   }

@@ -43,9 +43,9 @@ export class ApiError extends CsiplugError {
   }
 }
 
-/** The JSON body of every error response. */
-export interface ApiErrorBody {
-  error: string;
+/** What an error answer carries: the message (its plain-text body, as Nomad answers) and the code (the ERROR_CODE_HEADER header). */
+export interface ApiErrorAnswer {
+  message: string;
   code: string;
 }
 
@@ -117,9 +117,9 @@ function statusForPluginAnswer(err: unknown): number | undefined {
   return undefined;
 }
 
-/** The error body for `err`: its message and code (EINTERNAL when it has none). */
-export function errorBody(err: unknown): ApiErrorBody {
+/** The error answer for `err`: its message and code (EINTERNAL when it has none). */
+export function errorAnswer(err: unknown): ApiErrorAnswer {
   const message = err instanceof Error ? err.message : String(err);
   const code = err instanceof CsiplugError ? err.code : ApiErrorCode.Internal;
-  return { error: message || 'internal error', code };
+  return { message: message || 'internal error', code };
 }

@@ -10,7 +10,7 @@ import * as https from 'https';
 import * as tls from 'tls';
 import { ApiError, ApiErrorCode } from './api-error';
 import { CallScope } from './call-scope';
-import { TOKEN_HEADER } from './protocol';
+import { ERROR_CODE_HEADER, TOKEN_HEADER } from './protocol';
 
 export const DEFAULT_ADDRESS = `http://127.0.0.1:${DEFAULT_PORT}`;
 
@@ -27,7 +27,7 @@ export const ClientErrorCode = Object.freeze({
 export interface ApiClientOptions {
   /** `http://host:port` or `https://host:port`; a bare `host:port` means http. Default http://127.0.0.1:4747. */
   address?: string;
-  /** Sent as X-Csiplug-Token. */
+  /** Sent as X-Nomad-Token. */
   token?: string;
   /**
    * Gives up on a call when the agent has not answered within this long
@@ -156,16 +156,13 @@ export class ApiTransport {
   private async raise(res: http.IncomingMessage): Promise<never> {
     const status = res.statusCode ?? 0;
     const text = await readAll(res).catch(() => '');
+    // The agent's errors are its message as plain text and its code in a header; an answer without the code is
+    // not the agent's (a proxy's page, another server): its first words are shown beside the status.
+    const code = res.headers[ERROR_CODE_HEADER.toLowerCase()];
+    if (typeof code === 'string' && code !== '' && text.trim() !== '') throw new ApiError(status, code, text.trim());
     let message = `the agent answered ${status} ${res.statusMessage ?? ''}`.trim();
-    let code: string = ApiErrorCode.BadResponse;
-    try {
-      const body = JSON.parse(text) as { error?: unknown; code?: unknown };
-      if (typeof body.error === 'string') message = body.error;
-      if (typeof body.code === 'string') code = body.code;
-    } catch {
-      if (text.trim()) message = `${message}: ${text.trim().slice(0, 200)}`;
-    }
-    throw new ApiError(status, code, message);
+    if (text.trim()) message = `${message}: ${text.trim().slice(0, 200)}`;
+    throw new ApiError(status, ApiErrorCode.BadResponse, message);
   }
 
   private open(

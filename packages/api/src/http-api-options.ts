@@ -10,7 +10,7 @@ export interface HttpApiOptions {
   bindAddr: string;
   /** 0 picks a free port; listen() says which. */
   port: number;
-  /** When set, every request must carry it in X-Csiplug-Token. */
+  /** When set, every request must carry it in X-Nomad-Token (or as Authorization: Bearer). */
   aclToken?: string;
   /**
    * Serve a non-loopback address without a token or without TLS anyway

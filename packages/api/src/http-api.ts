@@ -1,9 +1,10 @@
 // The agent's HTTP API: Nomad-shaped paths over the AgentService, JSON in
-// and out, an optional ACL token (X-Csiplug-Token or Authorization: Bearer, else 403; without
+// and out, an optional ACL token (X-Nomad-Token or Authorization: Bearer, else 403; without
 // one, only root on this machine is served: root-only-access.ts), and the NDJSON
 // event stream. Every body is read and validated in full before the service
-// is called, so a refused request changes nothing. Errors are
-// `{ "error": message, "code": code }` with 400 (bad JSON, unknown fields,
+// is called, so a refused request changes nothing. Errors are answered as
+// Nomad answers them, the message as plain text, with csiplug's stable code
+// in the X-Csiplug-Error-Code header; 400 (bad JSON, unknown fields,
 // failed validation, body over the limit), 403, 404, 405 (with Allow), 409
 // (conflicts such as a claimed volume) or 500; see statusForError.
 //
@@ -44,6 +45,9 @@
 //
 // The handlers are in routes/*.ts, one file per area; who may call is
 // token-check.ts, what may reach a handler at all request-guard.ts.
+// Every JSON read carries Nomad's X-Nomad-Index (which changes only when the
+// answer does), X-Nomad-KnownLeader and X-Nomad-LastContact, and takes
+// Nomad's blocking query, ?index=N&wait=5m (query-index.ts).
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
 import { type Clock, CsiplugError, type Logger, RealClock, ValidationError, errorMessage, type AsyncDisposable } from '@csiplug/core';
@@ -54,12 +58,14 @@ import * as net from 'net';
 import * as tls from 'tls';
 import type { AgentService } from './service';
 import { isLoopbackAddress, publicBindProblem } from '@csiplug/jobspec';
-import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
+import { ApiError, ApiErrorCode, errorAnswer, statusForError } from './api-error';
+import { ERROR_CODE_HEADER } from './protocol';
 import { ConnectionGate, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
 import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from './event-stream';
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody } from './request-body';
 import { RequestGuard, printable } from './request-guard';
 import { connectionPeerUid } from './proc-net-tcp';
+import { AnswerIndexes, answerBlocking, answerKey, blockingParams, queryMetaHeaders } from './query-index';
 import { TokenCheck } from './token-check';
 import { Router } from './router';
 import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
@@ -119,6 +125,8 @@ export class HttpApi implements AsyncDisposable {
   private readonly page: StatusPage;
   /** The TCP socket under each connection HTTP sees (itself, or under its TLS), for the peer's uid. */
   private readonly rawSockets = new WeakMap<net.Socket, net.Socket>();
+  /** The X-Nomad-Index of each read's answer (query-index.ts). */
+  private readonly answerIndexes: AnswerIndexes;
 
   constructor(
     private readonly service: AgentService,
@@ -137,6 +145,7 @@ export class HttpApi implements AsyncDisposable {
     this.logger = options.logger;
     this.limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.limits };
     this.page = options.statusPage ?? new StatusPage();
+    this.answerIndexes = new AnswerIndexes(this.clock);
     for (const [key, value] of Object.entries(this.limits)) {
       if (!Number.isSafeInteger(value) || value < 1)
         throw new ValidationError(`limits.${key} must be a whole number of at least 1 (got ${value})`, `limits.${key}`);
@@ -372,8 +381,25 @@ export class HttpApi implements AsyncDisposable {
         query: url.searchParams,
         json: () => (body ??= this.readJson(req)),
       };
-      const reply = await match.handler(ctx);
-      if (reply) this.send(res, reply.status ?? 200, reply.body);
+      if (method === 'GET') {
+        // A read: Nomad's query metadata, and a blocking query when ?index= asks for one (query-index.ts).
+        const answer = await answerBlocking(
+          {
+            service: this.service,
+            clock: this.clock,
+            indexes: this.answerIndexes,
+            key: answerKey(url.pathname, url.searchParams),
+            blocking: blockingParams(url.searchParams),
+            signal: gone.signal,
+          },
+          async () => match.handler(ctx),
+        );
+        // A client that hung up while its query was held has nobody left to read the answer.
+        if (answer && !res.destroyed) this.send(res, answer.reply.status ?? 200, answer.reply.body, queryMetaHeaders(answer.index));
+      } else {
+        const reply = await match.handler(ctx);
+        if (reply) this.send(res, reply.status ?? 200, reply.body);
+      }
       this.logger.debug('HTTP API request', { method, path, status: res.statusCode });
     } catch (err) {
       this.fail(req, res, method, path, err);
@@ -424,16 +450,16 @@ export class HttpApi implements AsyncDisposable {
     res.end(method === 'HEAD' ? undefined : file.body);
   }
 
-  private send(res: http.ServerResponse, status: number, body: unknown): void {
+  private send(res: http.ServerResponse, status: number, body: unknown, extraHeaders: Record<string, string> = {}): void {
     const text = `${JSON.stringify(body)}\n`;
-    res.writeHead(status, { ...JSON_HEADERS, 'Content-Length': Buffer.byteLength(text) });
+    res.writeHead(status, { ...JSON_HEADERS, ...extraHeaders, 'Content-Length': Buffer.byteLength(text) });
     res.end(text);
   }
 
   private fail(req: http.IncomingMessage, res: http.ServerResponse, method: string, path: string, err: unknown): void {
     const status = statusForError(err);
     if (status >= 500) this.logger.error('HTTP API request failed', { method, path, status, err });
-    else this.logger.debug('HTTP API request refused', { method, path, status, error: errorBody(err).error });
+    else this.logger.debug('HTTP API request refused', { method, path, status, error: errorAnswer(err).message });
     if (res.headersSent) {
       res.destroy();
       return;
@@ -441,7 +467,19 @@ export class HttpApi implements AsyncDisposable {
     if (err instanceof BodyTooLargeError) this.drain(req);
     // The client hung up; nobody is left to read the answer.
     if (res.destroyed || res.writableEnded) return;
-    this.send(res, status, errorBody(err));
+    this.sendError(res, status, errorAnswer(err));
+  }
+
+  /** An error as Nomad answers one: the message as plain text (its Go client shows "Unexpected response code: 404 (message)"), the code in a header of csiplug's. */
+  private sendError(res: http.ServerResponse, status: number, answer: { message: string; code: string }): void {
+    res.writeHead(status, {
+      'Content-Type': 'text/plain; charset=utf-8',
+      'Cache-Control': 'no-store',
+      'X-Content-Type-Options': 'nosniff',
+      [ERROR_CODE_HEADER]: answer.code,
+      'Content-Length': Buffer.byteLength(answer.message),
+    });
+    res.end(answer.message);
   }
 
   /**

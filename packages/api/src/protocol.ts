@@ -1,8 +1,16 @@
 // What the HTTP API's server and client agree on beyond the service's views:
 // the token header and the shapes the API adds of its own.
 
-/** The header that carries the ACL token. */
-export const TOKEN_HEADER = 'X-Csiplug-Token';
+/** The header that carries the ACL token: Nomad's, which its Go api client, the nomad CLI and the Terraform provider send. */
+export const TOKEN_HEADER = 'X-Nomad-Token';
+
+/**
+ * On an error answer: csiplug's stable error code (EFORBIDDEN, EVOLUME_IN_USE…).
+ * A csiplug addition: Nomad answers errors with the message as plain text and
+ * nothing else, so its clients read the body alone; the code rides beside it
+ * for csiplug's own client and scripts.
+ */
+export const ERROR_CODE_HEADER = 'X-Csiplug-Error-Code';
 
 /** The answer of GET /v1/allocation/:id/logs/:task. */
 export interface AllocLogs {

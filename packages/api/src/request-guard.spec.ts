@@ -59,39 +59,85 @@ describe('the request guard', () => {
       'multipart/form-data; boundary=x',
       'text/plain; charset=utf-8',
       'application/json-patch+json',
-    ])('refuses a write sent as %s, with or without an Origin, and runs nothing', async (type) => {
-      for (const origin of [undefined, 'http://evil.example']) {
-        const r = await raw(url, 'POST', '/v1/jobs', {
-          body: job,
-          headers: { 'Content-Type': type, ...(origin ? { Origin: origin } : {}) },
-        });
+    ])('refuses a write sent as %s from a browser (any Origin, or a Sec-Fetch-* header alone), and runs nothing', async (type) => {
+      // What browsers send: a foreign or opaque origin, the agent's own (a page of its own is held to JSON too), or only Sec-Fetch-*.
+      const browsers = [
+        { Origin: 'http://evil.example' },
+        { Origin: 'null' },
+        { Origin: `http://127.0.0.1:${port}` },
+        { 'Sec-Fetch-Site': 'same-origin' },
+        { 'Sec-Fetch-Mode': 'no-cors' },
+      ];
+      for (const browser of browsers) {
+        const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { 'Content-Type': type, ...browser } });
         expect(r.status).toBe(403);
-        expect(r.json?.code).toBe('EFORBIDDEN');
+        expect(r.code).toBe('EFORBIDDEN');
       }
       expect(fake.jobs.size).toBe(0);
     });
 
-    it('refuses a write with no Content-Type at all', async () => {
-      const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { 'Content-Type': '' } });
-      expect(r.status).toBe(403);
-      expect(r.json?.error).toMatch(/Content-Type: application\/json \(got none\)/);
+    it("refuses a browser's write with no Content-Type at all (fetch of a typeless Blob), saying why", async () => {
+      for (const browser of [{ Origin: `http://localhost:${port}` }, { 'Sec-Fetch-Mode': 'no-cors', 'Sec-Fetch-Site': 'same-site' }]) {
+        const r = await raw(url, 'POST', '/v1/jobs', { body: job, noContentType: true, headers: browser });
+        expect(r.status).toBe(403);
+        expect(r.error).toMatch(
+          /Content-Type: application\/json \(got none\).*a request from a browser \(it carries Origin or Sec-Fetch-\*\)/,
+        );
+      }
       expect(fake.jobs.size).toBe(0);
     });
 
-    it('refuses a DELETE that carries a form body', async () => {
-      await raw(url, 'POST', '/v1/jobs', { body: job });
-      const r = await raw(url, 'DELETE', '/v1/job/evil', {
-        body: 'purge=true',
+    it("takes a write with no Content-Type, or curl --data's form type, from a client that is no browser: Nomad's Go client sends none", async () => {
+      expect((await raw(url, 'PUT', '/v1/jobs', { body: job, noContentType: true })).status).toBe(200);
+      const curl = await raw(url, 'POST', '/v1/jobs', {
+        body: JSON.stringify({ Job: jobDoc('from-curl') }),
         headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
       });
-      expect(r.status).toBe(403);
+      expect(curl.status).toBe(200);
+      expect([...fake.jobs.keys()].sort()).toEqual(['evil', 'from-curl']);
+    });
+
+    it('takes a write without a JSON type from a browser only when it carries the token in a header no page can send cross-site', async () => {
+      const secured = await startApi(fake, { aclToken: 'tok' });
+      try {
+        const sameOrigin = { 'Sec-Fetch-Site': 'same-origin', 'Content-Type': 'text/plain' };
+        const withToken = await raw(secured.url, 'POST', '/v1/jobs', { body: job, headers: { ...sameOrigin, 'X-Nomad-Token': 'tok' } });
+        expect(withToken.status).toBe(200);
+        const bearer = await raw(secured.url, 'POST', '/v1/jobs', {
+          body: JSON.stringify({ Job: jobDoc('bearer') }),
+          headers: { ...sameOrigin, Authorization: 'Bearer tok' },
+        });
+        expect(bearer.status).toBe(200);
+        // Basic credentials a browser may attach by itself count for nothing; nor does a token from a foreign origin.
+        const basic = await raw(secured.url, 'POST', '/v1/jobs', { body: job, headers: { ...sameOrigin, Authorization: 'Basic dG9r' } });
+        expect(basic.error).toMatch(/Content-Type: application\/json/);
+        const foreign = await raw(secured.url, 'POST', '/v1/jobs', {
+          body: job,
+          headers: { 'Content-Type': 'text/plain', Origin: 'http://evil.example', 'X-Nomad-Token': 'tok' },
+        });
+        expect(foreign.error).toMatch(/Origin "http:\/\/evil\.example" is not this agent's own origin/);
+        expect([...fake.jobs.keys()].sort()).toEqual(['bearer', 'evil']);
+      } finally {
+        await secured.api.dispose();
+      }
+    });
+
+    it("refuses a browser's DELETE that carries a form body", async () => {
+      await raw(url, 'POST', '/v1/jobs', { body: job });
+      for (const browser of [{ Origin: `http://127.0.0.1:${port}` }, { 'Sec-Fetch-Mode': 'cors' }]) {
+        const r = await raw(url, 'DELETE', '/v1/job/evil', {
+          body: 'purge=true',
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded', ...browser },
+        });
+        expect(r.status).toBe(403);
+      }
       expect(fake.jobs.get('evil')?.status).toBe('running');
     });
 
     it('refuses a JSON write from a foreign origin, naming it', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { Origin: 'http://evil.example' } });
       expect(r.status).toBe(403);
-      expect(r.json?.error).toMatch(/Origin "http:\/\/evil\.example" is not this agent's own origin/);
+      expect(r.error).toMatch(/Origin "http:\/\/evil\.example" is not this agent's own origin/);
       expect(fake.jobs.size).toBe(0);
     });
 
@@ -111,7 +157,7 @@ describe('the request guard', () => {
     it('refuses Sec-Fetch-Site: cross-site, and serves same-origin and none', async () => {
       const r = await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site' } });
       expect(r.status).toBe(403);
-      expect(r.json?.error).toMatch(/cross-site requests are refused/);
+      expect(r.error).toMatch(/cross-site requests are refused/);
       expect(
         (await raw(url, 'GET', '/v1/jobs', { headers: { 'Sec-Fetch-Site': 'cross-site', Origin: 'https://ui.example:8443' } })).status,
       ).toBe(200);
@@ -132,7 +178,7 @@ describe('the request guard', () => {
     it('refuses a foreign Host header', async () => {
       const r = await raw(url, 'GET', '/v1/jobs', { headers: { Host: `evil.example:${port}` } });
       expect(r.status).toBe(403);
-      expect(r.json?.error).toMatch(/the Host header "evil\.example:\d+" does not name this agent/);
+      expect(r.error).toMatch(/the Host header "evil\.example:\d+" does not name this agent/);
     });
 
     it('serves the bound address and localhost on the bound port, and a configured name on any port', async () => {
@@ -145,7 +191,7 @@ describe('the request guard', () => {
       for (const host of [`127.0.0.1:${port + 1}`, `localhost:${port === 80 ? 81 : 80}`, 'localhost', '127.0.0.1']) {
         const r = await raw(url, 'GET', '/v1/jobs', { headers: { Host: host } });
         expect(r.status).toBe(403);
-        expect(r.json?.error).toMatch(new RegExp(`names port \\d+, but this agent listens on ${port}`));
+        expect(r.error).toMatch(new RegExp(`names port \\d+, but this agent listens on ${port}`));
       }
     });
 
@@ -181,12 +227,12 @@ describe('the request guard', () => {
       try {
         const foreign = await raw(secured.url, 'POST', '/v1/jobs', {
           body: job,
-          headers: { 'X-Csiplug-Token': 'tok', Origin: 'http://evil.example' },
+          headers: { 'X-Nomad-Token': 'tok', Origin: 'http://evil.example' },
         });
         expect(foreign.status).toBe(403);
-        expect(foreign.json?.error).toMatch(/Origin/);
+        expect(foreign.error).toMatch(/Origin/);
         const noToken = await raw(secured.url, 'POST', '/v1/jobs', { body: job });
-        expect(noToken.json?.error).toMatch(/requires an ACL token/);
+        expect(noToken.error).toMatch(/requires an ACL token/);
         expect(fake.jobs.size).toBe(0);
       } finally {
         await secured.api.dispose();
@@ -199,8 +245,8 @@ describe('the request guard', () => {
       const deep = `{"Job":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
       const r = await raw(url, 'POST', '/v1/jobs', { body: deep });
       expect(r.status).toBe(400);
-      expect(r.json).toMatchObject({ code: 'EBAD_JSON' });
-      expect(r.json?.error).toMatch(/nests objects and arrays more than 64 deep/);
+      expect(r.code).toBe('EBAD_JSON');
+      expect(r.error).toMatch(/nests objects and arrays more than 64 deep/);
       expect((await raw(url, 'GET', '/v1/agent/health')).status).toBe(200);
     });
 
@@ -213,7 +259,7 @@ describe('the request guard', () => {
     it.each(['a\nb', 'evil\r\nInjected: 1', 'esc\u001b[2J', 'del\u007f'])('refuses a job id with control characters (%j)', async (id) => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(id) }) });
       expect(r.status).toBe(400);
-      expect(r.json?.error).toMatch(/may not contain control characters/);
+      expect(r.error).toMatch(/may not contain control characters/);
       expect(fake.jobs.size).toBe(0);
     });
   });

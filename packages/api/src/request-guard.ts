@@ -14,16 +14,25 @@
 //   - its Origin, when sent, is this agent's own origin (scheme, host, port)
 //     or an allowed origin;
 //   - its Sec-Fetch-Site, when sent, is not `cross-site`;
-//   - a write (POST, PUT, PATCH, or any request with a body) says
-//     `Content-Type: application/json`. Browsers may send text/plain,
-//     form-urlencoded and multipart bodies cross-origin without asking
-//     first; a JSON content type forces a CORS preflight, which this API
-//     never grants.
+//   - a write (POST, PUT, PATCH, or any request with a body) from a browser
+//     says `Content-Type: application/json`. Browsers may send text/plain,
+//     form-urlencoded and multipart bodies (and bodies with no type at all)
+//     cross-origin without asking first; a JSON content type forces a CORS
+//     preflight, which this API never grants. A write is a browser's when it
+//     carries `Origin` (every browser sends it on a cross-origin POST, PUT,
+//     PATCH or DELETE, form or fetch, `null` from an opaque origin) or any
+//     `Sec-Fetch-*` header (sent by current browsers on every request).
+//     A write with neither, or one that carries the ACL token in
+//     X-Nomad-Token or `Authorization: Bearer` (headers no page can send
+//     cross-site without the preflight), may send any content type or none:
+//     Nomad's Go client sends its bodies without one, and curl --data as
+//     Nomad's API docs use it sends form-urlencoded.
 import type { IncomingMessage } from 'http';
 import * as net from 'net';
 import * as os from 'os';
 import { normaliseHost, parseHostHeader } from '@csiplug/jobspec';
 import { ApiError, ApiErrorCode } from './api-error';
+import { TOKEN_HEADER } from './protocol';
 
 export interface RequestGuardOptions {
   /** The address the API is bound to (an IP; may be a wildcard). */
@@ -133,16 +142,35 @@ export class RequestGuard {
     const hasBody =
       (req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0') ||
       req.headers['transfer-encoding'] !== undefined;
-    if (WRITE_METHODS.has(method) || hasBody) {
+    if ((WRITE_METHODS.has(method) || hasBody) && isFromBrowser(req) && !carriesToken(req)) {
       const type = req.headers['content-type'];
       if (!isJsonType(type)) {
         throw forbidden(
           `${method} requests must send a JSON body with Content-Type: application/json (got ${type ? `"${printable(type)}"` : 'none'}); ` +
-            'other content types are refused so that no web page can send a request here',
+            'a request from a browser (it carries Origin or Sec-Fetch-*) may send no other, so that no web page of another site can send one here',
         );
       }
     }
   }
+}
+
+/** Whether a request says it comes from a browser: an Origin (even `null`) or any Sec-Fetch-* header. */
+function isFromBrowser(req: IncomingMessage): boolean {
+  if (req.headers.origin !== undefined) return true;
+  return Object.keys(req.headers).some((name) => name.startsWith('sec-fetch-'));
+}
+
+/**
+ * Whether a request carries an ACL token (valid or not: the token check
+ * decides that later) in a header no page can set cross-site without a CORS
+ * preflight: X-Nomad-Token, or `Authorization: Bearer`. Not Basic: a browser
+ * attaches remembered Basic credentials by itself.
+ */
+function carriesToken(req: IncomingMessage): boolean {
+  const token = req.headers[TOKEN_HEADER.toLowerCase()];
+  if (typeof token === 'string' && token !== '') return true;
+  const auth = req.headers.authorization;
+  return typeof auth === 'string' && /^Bearer +\S+$/i.test(auth);
 }
 
 /** `application/json`, with or without parameters such as `; charset=utf-8`. */

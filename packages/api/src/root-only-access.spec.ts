@@ -7,7 +7,7 @@ describe('tokenlessRefusal', () => {
     expect(tokenlessRefusal(0)).toBeUndefined();
     expect(tokenlessRefusal(65534)).toBe(
       "this agent's API has no ACL token, so it serves only root on this machine (it starts processes as root and holds volume secrets); this connection comes from uid 65534, not root: " +
-        'run the command as root, or set acl { token = "…" } in the agent config and send it (csiplug: -token or CSIPLUG_TOKEN)',
+        'run the command as root, or set acl { token = "…" } in the agent config and send it (the CLI: -token, or the NOMAD_TOKEN or CSIPLUG_TOKEN environment variable)',
     );
     expect(tokenlessRefusal(1)).toContain('uid 1, not root');
     expect(tokenlessRefusal(undefined)).toContain(

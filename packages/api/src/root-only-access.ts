@@ -20,7 +20,7 @@ export function tokenlessRefusal(uid: number | undefined): string | undefined {
     uid === undefined ? 'a client that is not a local process of this machine (another host or network namespace)' : `uid ${uid}, not root`;
   return (
     `this agent's API has no ACL token, so it serves only root on this machine (it starts processes as root and holds volume secrets); this connection comes from ${who}: ` +
-    'run the command as root, or set acl { token = "…" } in the agent config and send it (csiplug: -token or CSIPLUG_TOKEN)'
+    'run the command as root, or set acl { token = "…" } in the agent config and send it (the CLI: -token, or the NOMAD_TOKEN or CSIPLUG_TOKEN environment variable)'
   );
 }
 

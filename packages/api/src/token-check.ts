@@ -1,5 +1,5 @@
-// Who may call the API: with an ACL token, a request that carries it (the
-// agent's header, or Authorization: Bearer); without one, only root on this
+// Who may call the API: with an ACL token, a request that carries it
+// (X-Nomad-Token, as Nomad's clients send it, or Authorization: Bearer); without one, only root on this
 // machine (root-only-access.ts), unless the operator said to serve anyone on
 // a public address. The token is kept as its SHA-256 only and compared in
 // constant time.
@@ -52,7 +52,7 @@ export class TokenCheck {
       this.checkTokenless(socket);
       return;
     }
-    // The agent's own header first; `Authorization: Bearer` too, which is what a Prometheus scrape job
+    // Nomad's header first; `Authorization: Bearer` too, which is what a Prometheus scrape job
     // (authorization { credentials }) can send. Neither can be set by a cross-site page without a preflight, which is never granted.
     const header = req.headers[TOKEN_HEADER.toLowerCase()];
     const bearer = /^Bearer +(\S+)$/i.exec(typeof req.headers.authorization === 'string' ? req.headers.authorization : '')?.[1];
@@ -62,7 +62,7 @@ export class TokenCheck {
       throw new ApiError(
         403,
         ApiErrorCode.Forbidden,
-        `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header or as Authorization: Bearer (csiplug: -token or CSIPLUG_TOKEN)`,
+        `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header or as Authorization: Bearer (the CLI: -token, or the NOMAD_TOKEN or CSIPLUG_TOKEN environment variable)`,
       );
     }
     // Hashing first gives equal lengths, so the comparison time says nothing about the token.

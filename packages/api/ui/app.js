@@ -7,7 +7,7 @@
 'use strict';
 
 const TOKEN_KEY = 'csiplug-token';
-const TOKEN_HEADER = 'X-Csiplug-Token';
+const TOKEN_HEADER = 'X-Nomad-Token';
 /** How often the tables are read again when no event says something changed. */
 const REFRESH_MS = 5000;
 /** Volume usage (NodeGetVolumeStats through the plugin) is read at most this often, and apart from the tables. */
@@ -43,10 +43,11 @@ async function api(path, init = {}) {
   const signal = init.signal || AbortSignal.timeout(REQUEST_MS);
   const res = await fetch(`..${path}`, { headers, signal, cache: 'no-store' });
   if (!res.ok) {
-    const body = await res.json().catch(() => ({}));
+    // The API answers errors as plain text, as Nomad does.
+    const message = (await res.text().catch(() => '')).trim();
     // Only the token's own refusals ask for a token; the API's other 403s (its front-door checks) are errors to show.
-    if (res.status === 403 && /ACL token/.test(body.error || '')) throw new AuthError(body.error);
-    throw new Error(`${path}: ${body.error || res.status}`);
+    if (res.status === 403 && /ACL token/.test(message)) throw new AuthError(message);
+    throw new Error(`${path}: ${message || res.status}`);
   }
   return res;
 }

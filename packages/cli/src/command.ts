@@ -24,7 +24,7 @@ export const TOKEN_FLAG: FlagSpec = {
   kind: 'string',
   valueName: 'token',
   env: 'CSIPLUG_TOKEN',
-  help: 'The ACL token, sent as X-Csiplug-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set and the address is NOMAD_ADDR.',
+  help: 'The ACL token, sent as X-Nomad-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set and the address is NOMAD_ADDR.',
 };
 export const TIMEOUT_FLAG: FlagSpec = {
   name: 'timeout',

@@ -186,8 +186,9 @@ describe('ApiClient over https', () => {
       res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Csiplug-Log-Offset': '0', 'X-Csiplug-Log-Size': String(logBytes.length) });
       res.end(logBytes);
     } else {
-      res.writeHead(404, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify({ error: 'nope', code: 'ENOT_FOUND' }));
+      // As the agent answers errors: the message as plain text, the code in its header.
+      res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Csiplug-Error-Code': 'ENOT_FOUND' });
+      res.end('nope');
     }
   };
 

@@ -4,7 +4,7 @@ import { MemoryLogger } from '@csiplug/core';
 import type { GroupDocument, JobDocument, VolumeSpecDocument } from '@csiplug/jobspec';
 import * as http from 'http';
 import type { AgentService } from '..';
-import { HttpApi, type HttpApiOptions } from '..';
+import { ERROR_CODE_HEADER, HttpApi, type HttpApiOptions } from '..';
 
 /**
  * A jobspec the API accepts: job `id`, one group `app` of `count` claiming vol1.
@@ -47,6 +47,10 @@ interface RawResponse {
   text: string;
   /** The body as JSON when it is an object or array (every answer of the API's); undefined when it is not JSON. */
   json: JsonAnswer | undefined;
+  /** An error answer's message: its body, plain text as Nomad answers; undefined on a success or a body that is not plain text. */
+  error: string | undefined;
+  /** An error answer's code (the X-Csiplug-Error-Code header). */
+  code: string | undefined;
 }
 
 /** A request with nothing done for us: any body, any headers. */
@@ -54,13 +58,21 @@ export function raw(
   url: string,
   method: string,
   path: string,
-  options: { body?: string | Buffer; headers?: http.OutgoingHttpHeaders; chunked?: boolean; agent?: http.Agent } = {},
+  options: {
+    body?: string | Buffer;
+    headers?: http.OutgoingHttpHeaders;
+    chunked?: boolean;
+    agent?: http.Agent;
+    /** Send no Content-Type on a write, as Nomad's Go client does (else application/json unless the headers give one). */
+    noContentType?: boolean;
+  } = {},
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const headers = { ...(options.headers ?? {}) };
     // What the API's own client sends; a test that means otherwise says so in its headers.
     const writes = options.body !== undefined || ['POST', 'PUT', 'PATCH'].includes(method);
-    if (writes && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['Content-Type'] = 'application/json';
+    if (writes && !options.noContentType && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type'))
+      headers['Content-Type'] = 'application/json';
     if (options.body !== undefined && !options.chunked) headers['Content-Length'] = Buffer.byteLength(options.body);
     const req = http.request(new URL(path, url), { method, headers, ...(options.agent ? { agent: options.agent } : {}) }, (res) => {
       const chunks: Buffer[] = [];
@@ -74,7 +86,10 @@ export function raw(
         } catch {
           json = undefined;
         }
-        resolve({ status: res.statusCode!, headers: res.headers, text, json });
+        const plain = /^text\/plain\b/.test(res.headers['content-type'] ?? '');
+        const error = res.statusCode! >= 400 && plain ? text : undefined;
+        const code = res.headers[ERROR_CODE_HEADER.toLowerCase()];
+        resolve({ status: res.statusCode!, headers: res.headers, text, json, error, code: typeof code === 'string' ? code : undefined });
       });
     });
     req.on('error', (err) => {
