@@ -3,7 +3,7 @@ import { ValidationError, formatDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '@csiplug/jobspec';
 import type { JobSpec } from '@csiplug/jobspec';
 import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '@csiplug/api/client';
-import { ValidationProblems, jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { ValidationProblems, jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { UsageError } from './args';
 import { type Command, type CommandContext, VERBOSE_FLAG, inputName } from './command';
 import { formatKV, formatTable, formatTime, shortId } from './format';
@@ -206,7 +206,7 @@ const jobRun: Command = {
     const spec = await readJobspec(ctx, file);
     if (!spec) return 1;
     const client = ctx.client();
-    const result = await client.runJob(jobToDocument(spec));
+    const result = await client.runJob(jobToNomadJson(spec));
     if (ctx.json) {
       ctx.printJson(result);
       return RUN_EXIT.ok;
@@ -252,7 +252,7 @@ const jobPlan: Command = {
     const file = ctx.args[0]!;
     const spec = await readJobspec(ctx, file);
     if (!spec) return PLAN_EXIT.error;
-    const plan = await ctx.client().planJob(jobToDocument(spec));
+    const plan = await ctx.client().planJob(jobToNomadJson(spec));
     if (ctx.json) ctx.printJson(plan);
     else ctx.out(formatPlan(plan, ctx.verbose));
     return movesAllocs(plan) ? PLAN_EXIT.changes : PLAN_EXIT.unchanged;
