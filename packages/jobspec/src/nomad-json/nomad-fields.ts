@@ -44,7 +44,7 @@ export const JOB_FIELDS: FieldRules = {
   VaultToken: unsupported(JOB_UNSUPPORTED.vault!),
   ConsulNamespace: unsupported(JOB_UNSUPPORTED.consul!),
   VaultNamespace: unsupported(JOB_UNSUPPORTED.vault!),
-  Stop: unsupported(`a job is registered to run; to stop it, use job stop (DELETE /v1/job/<id>); ${REMOVE}`),
+  Stop: unsupported(`a job is registered to run; to stop it, use job stop; ${REMOVE}`),
   Dispatched: unsupported(JOB_UNSUPPORTED.parameterized!),
   DispatchIdempotencyToken: unsupported(JOB_UNSUPPORTED.parameterized!),
   Payload: unsupported(JOB_UNSUPPORTED.parameterized!),
