@@ -68,7 +68,7 @@ const path = require('node:path');
 const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('node:child_process');
 const { ApiClient } = require('@csiplug/api/client');
-const { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
+const { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
 const { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } = require('@csiplug/agent');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const { connectEtcd } = require('@csiplug/cluster');
@@ -295,7 +295,7 @@ async function stopAndWait(via, agents, jobId, timeoutMs = 300_000) {
 /** Row 1: a job of `count` sleep tasks run through n1, until placed (etcd) and running (the agents). */
 async function placementRow(agents, conn, count, notes) {
   const id = 'bench-place';
-  const doc = jobToDocument(await parseJobspec(sleeperJob(id, count), 'bench-place.hcl'));
+  const doc = jobToNomadJson(await parseJobspec(sleeperJob(id, count), 'bench-place.hcl'));
   const placed = new Map(); // slot key → node
   let tPlaced;
   let t0 = 0;
@@ -412,7 +412,7 @@ async function timeFailover(victim, conn, jobId, slots, runningOnOthers, notes, 
 /** Row 2: sleep tasks spread over the nodes; n3 is killed; until its slots run on n1 and n2. */
 async function failoverRow(agents, conn, count, notes) {
   const id = 'bench-failover';
-  await agents[0].api.runJob(jobToDocument(await parseJobspec(sleeperJob(id, count), 'bench-failover.hcl')));
+  await agents[0].api.runJob(jobToNomadJson(await parseJobspec(sleeperJob(id, count), 'bench-failover.hcl')));
   await pollUntil(
     `${count} allocs of ${id} running`,
     async () => (Object.values(await runningPerNode(agents, id)).reduce((s, n) => s + n, 0) >= count ? true : undefined),
@@ -456,7 +456,7 @@ async function volumeFailoverRow(agents, conn, shared, notes) {
   const pluginJob = 'hostpath-plugin';
   await pollUntil(
     'the plugin job accepted',
-    async () => agents[0].api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined),
+    async () => agents[0].api.runJob(jobToNomadJson(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined),
     30_000,
     500,
   );
@@ -488,7 +488,7 @@ async function volumeFailoverRow(agents, conn, shared, notes) {
     await pollUntil(`the volume known on ${a.name}`, () => a.api.getVolume('bench-vol').then(() => true), 30_000, 200);
   const id = 'bench-writer';
   const run = await agents[0].api.runJob(
-    jobToDocument(
+    jobToNomadJson(
       await parseJobspec(
         workloadJobHcl(id, 'bench-vol', 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600'),
         'bench-writer.hcl',

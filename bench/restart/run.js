@@ -40,7 +40,7 @@ const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
 const { ApiClient } = require('@csiplug/api/client');
-const { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
+const { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
 const { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } = require('@csiplug/agent');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const { summariseProfile, restoreSteps } = require('./profile');
@@ -215,7 +215,7 @@ class Agent {
 /** Plugins, volumes and workloads of one size, every alloc running with its volume. */
 async function setUp(a, { allocs, plugins }) {
   const ids = pluginIds(plugins);
-  await Promise.all(ids.map(async (id) => a.api.runJob(jobToDocument(await parseJobspec(pluginJob(id), 'p.hcl')))));
+  await Promise.all(ids.map(async (id) => a.api.runJob(jobToNomadJson(await parseJobspec(pluginJob(id), 'p.hcl')))));
   await until('plugins healthy', async () =>
     (await a.api.listPlugins()).filter((p) => ids.includes(p.id) && p.nodesHealthy === 1 && p.controllersHealthy === 1).length ===
     ids.length
@@ -229,7 +229,7 @@ async function setUp(a, { allocs, plugins }) {
     await Promise.all(
       batch.map(async (j) => {
         await a.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeHcl(`vol-${j}`, ids[j % ids.length]), 'v.hcl')));
-        await a.api.runJob(jobToDocument(await parseJobspec(workloadJob(j), 'w.hcl')));
+        await a.api.runJob(jobToNomadJson(await parseJobspec(workloadJob(j), 'w.hcl')));
       }),
     );
     await until(`workloads ${i}..${i + batch.length - 1} running`, async () => {
@@ -434,7 +434,7 @@ async function idleCost(plugins, seconds) {
     for (let i = 0; i < plugins; i += 10) {
       await Promise.all(
         Array.from({ length: Math.min(10, plugins - i) }, async (_, k) =>
-          a.api.runJob(jobToDocument(await parseJobspec(pluginJob(`hp-${i + k}`), 'p.hcl'))),
+          a.api.runJob(jobToNomadJson(await parseJobspec(pluginJob(`hp-${i + k}`), 'p.hcl'))),
         ),
       );
     }

@@ -19,7 +19,7 @@ const { execFileSync } = require('child_process');
 const { ExecDriver, findRunc } = require('@csiplug/driver');
 const { RealClock, MemoryLogger } = require('@csiplug/core');
 const { ApiClient } = require('@csiplug/api/client');
-const { jobToDocument, parseJobspec } = require('@csiplug/jobspec');
+const { jobToNomadJson, parseJobspec } = require('@csiplug/jobspec');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
 const { Agent } = require('../restart/run');
 
@@ -118,7 +118,7 @@ async function reattach(driver) {
       const batch = await Promise.all(
         Array.from(
           { length: Math.min(10, TASKS - i) },
-          async (_, k) => (await a.api.runJob(jobToDocument(await parseJobspec(sleeperJob(i + k, driver), 'j.hcl')))).allocIds[0],
+          async (_, k) => (await a.api.runJob(jobToNomadJson(await parseJobspec(sleeperJob(i + k, driver), 'j.hcl')))).allocIds[0],
         ),
       );
       ids.push(...batch);

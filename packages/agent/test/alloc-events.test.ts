@@ -3,7 +3,7 @@
 // pending (a "Volume unmount pending" event with the cause); when the plugin
 // is back, the reconciler's background retry finishes it and the same alloc
 // says "Volume unmounted" — its record never ends on "pending" once done.
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(120_000);
@@ -20,7 +20,7 @@ describe('an unmount left pending, then done in the background', () => {
   });
 
   it('shows "Volume unmount pending" with its cause, then "Volume unmounted" on the same alloc once the plugin is back', async () => {
-    const pluginJob = jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
+    const pluginJob = jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
     const healthy = () =>
       pollUntil(
         'plugin hostpath healthy',
@@ -30,7 +30,7 @@ describe('an unmount left pending, then done in the background', () => {
     await h.api.runJob(pluginJob);
     await healthy();
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-p'), 'vol-p.hcl')));
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('work', 'vol-p'), 'work.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('work', 'vol-p'), 'work.hcl')));
     const allocId = allocIds[0]!;
     await pollUntil(
       'the workload running',

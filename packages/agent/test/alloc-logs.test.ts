@@ -6,7 +6,7 @@ import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, BIN, pollUntil } from './support/agent-process';
 
 jest.setTimeout(180_000);
@@ -66,7 +66,7 @@ describe('task logs larger than the agent’s heap', () => {
   });
 
   it('serves ranges and a full stream of a 200 MB log in constant memory', async () => {
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(CHATTY_JOB, 'chatty.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(CHATTY_JOB, 'chatty.hcl')));
     const allocId = allocIds[0]!;
     await pollUntil(
       'the task’s first line',

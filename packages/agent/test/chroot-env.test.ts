@@ -6,7 +6,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, pollUntil } from './support/agent-process';
 
 jest.setTimeout(120_000);
@@ -45,7 +45,7 @@ describe('chroot_env in the agent config: host path = path in the task', () => {
   it('shows an isolated task the host dir at the task path the entry names', async () => {
     h.extraConfig = `plugin "exec" {\n  chroot_env = { ${JSON.stringify(code)} = "/srv/code" }\n}\n`;
     await h.start();
-    const id = (await h.api.runJob(jobToDocument(await parseJobspec(readerJob, 'reader.hcl')))).allocIds[0]!;
+    const id = (await h.api.runJob(jobToNomadJson(await parseJobspec(readerJob, 'reader.hcl')))).allocIds[0]!;
     const seen = path.join(h.dataDir, 'allocs', id, 'main', 'local', 'seen');
     await pollUntil('the task read /srv/code', async () => {
       const a = await h.api.getAlloc(id);

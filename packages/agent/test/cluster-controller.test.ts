@@ -16,7 +16,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, pollUntil, runningAlloc, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);
@@ -76,7 +76,7 @@ cluster {
       async () => ((await one.api.listNodes().catch(() => undefined))?.nodes.length === 3 ? true : undefined),
       30_000,
     );
-    await one.api.runJob(jobToDocument(await parseJobspec(pluginJob(shared, 'node', 'hostpath-nodes', 'system', 1), 'nodes.hcl')));
+    await one.api.runJob(jobToNomadJson(await parseJobspec(pluginJob(shared, 'node', 'hostpath-nodes', 'system', 1), 'nodes.hcl')));
     // Node plugins only, so far: every node healthy, and no controller anywhere, so none routed either.
     for (const a of agents) {
       await pollUntil(
@@ -91,7 +91,7 @@ cluster {
     await new Promise((r) => setTimeout(r, 2_000));
     for (const a of agents) expect((await a.api.getPlugin('hostpath')).controller).toBeUndefined();
     await one.api.runJob(
-      jobToDocument(await parseJobspec(pluginJob(shared, 'controller', 'hostpath-controllers', 'service', 2), 'controllers.hcl')),
+      jobToNomadJson(await parseJobspec(pluginJob(shared, 'controller', 'hostpath-controllers', 'service', 2), 'controllers.hcl')),
     );
   });
 
@@ -154,7 +154,7 @@ cluster {
     expect((await agent.api.getVolume('routed')).externalId).not.toBe('');
 
     // The workload goes where there is least: the node without a controller (one alloc there, two elsewhere).
-    const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('routed-writer', 'routed'), 'w.hcl')));
+    const run = await agents[0]!.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('routed-writer', 'routed'), 'w.hcl')));
     expect(run.cluster!.placements.map((p) => p.node)).toEqual([lone]);
     const alloc = await pollUntil(
       'the workload running on the node without a controller',
@@ -215,7 +215,7 @@ cluster {
     const controllers = (await agents[0]!.api.getJob('hostpath-controllers')).cluster!.placements.map((p) => p.node);
     const lone = NAMES.find((n) => !controllers.includes(n))!;
     const agent = agents[NAMES.indexOf(lone)]!;
-    await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('mover', 'routed'), 'mover.hcl')));
+    await agents[0]!.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('mover', 'routed'), 'mover.hcl')));
     const placed = await pollUntil(
       'the mover placed',
       async () => {

@@ -16,7 +16,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { ApiError } from '@csiplug/api';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, mountsUnder, pollUntil, runningAlloc, sleeperHcl, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(300_000);
@@ -72,7 +72,7 @@ cluster {
     const plugin = hostpathPluginJobHcl({ restartDelay: '100ms' }).replace('"${CSIPLUG_PLUGIN_DATA_DIR}/state"', JSON.stringify(shared));
     await pollUntil(
       'the plugin job accepted',
-      async () => a.api.runJob(jobToDocument(await parseJobspec(plugin, 'plugin.hcl'))).catch(() => undefined),
+      async () => a.api.runJob(jobToNomadJson(await parseJobspec(plugin, 'plugin.hcl'))).catch(() => undefined),
       30_000,
     );
     await pollUntil(
@@ -81,7 +81,7 @@ cluster {
       90_000,
     );
     await a.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('solo'), 'solo.hcl')));
-    await a.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer', 'solo'), 'writer.hcl')));
+    await a.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('writer', 'solo'), 'writer.hcl')));
     const alloc = await pollUntil(
       'the writer running on A',
       async () => runningAlloc(await a.api.getJob('writer').catch(() => undefined)),
@@ -120,7 +120,7 @@ cluster {
     await pollUntil('B refused three times', async () => ((b!.log.match(refusal) ?? []).length >= 3 ? true : undefined), 60_000);
     expect(await claimsNow()).toEqual(claimOfA);
     // B changes nothing in the cluster, says why, and runs nothing.
-    const refused = await rejection(b.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('clone-work'), 'cw.hcl'))));
+    const refused = await rejection(b.api.runJob(jobToNomadJson(await parseJobspec(sleeperHcl('clone-work'), 'cw.hcl'))));
     expect(refused.status).toBe(409);
     expect(refused.message).toContain(`belongs to node identity ${identityA}`);
     expect(refused.message).toContain('csiplug node purge n1');

@@ -11,7 +11,7 @@
 import { EtcdJobs, connectEtcd } from '@csiplug/cluster';
 import { MemoryLogger } from '@csiplug/core';
 import { EtcdTestCluster } from '@csiplug/cluster/testing';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, pollUntil, runningAlloc, sleeperHcl } from './support/agent-process';
 
 jest.setTimeout(300_000);
@@ -101,7 +101,7 @@ cluster {
     for (const a of agents) expect((await a.api.health()).ok).toBe(true);
 
     // Other jobs go on: placed, and run where placed.
-    const other = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('other'), 'other.hcl')));
+    const other = await agents[0]!.api.runJob(jobToNomadJson(await parseJobspec(sleeperHcl('other'), 'other.hcl')));
     expect(other.cluster?.placements).toHaveLength(1);
     const node = other.cluster!.placements[0]!.node;
     const runner = agents[NAMES.indexOf(node as (typeof NAMES)[number])]!;
@@ -140,7 +140,7 @@ cluster {
         ),
       ),
     );
-    const run = await agents[0]!.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('gone'), 'gone.hcl')));
+    const run = await agents[0]!.api.runJob(jobToNomadJson(await parseJobspec(sleeperHcl('gone'), 'gone.hcl')));
     const awayName = run.cluster!.placements[0]!.node;
     const away = agents[NAMES.indexOf(awayName as (typeof NAMES)[number])]!;
     const alloc = await pollUntil(

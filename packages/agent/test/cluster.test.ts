@@ -20,7 +20,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { ApiError } from '@csiplug/api';
 import { hostpathPluginJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, mountsUnder, pollUntil, runningAlloc, sleeperHcl, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(480_000);
@@ -79,7 +79,7 @@ cluster {
     // Once, against one agent: every node runs it.
     await pollUntil(
       'the plugin job accepted',
-      async () => agents[0]!.api.runJob(jobToDocument(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined),
+      async () => agents[0]!.api.runJob(jobToNomadJson(await parseJobspec(systemPluginJob(shared), 'plugin.hcl'))).catch(() => undefined),
       30_000,
     );
     await Promise.all(
@@ -180,7 +180,7 @@ cluster {
       ),
     ).toBe(404);
 
-    const run = await agents[1]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
+    const run = await agents[1]!.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('writer-1', 'shared'), 'w1.hcl')));
     expect(run.cluster!.placements).toHaveLength(1);
     const node = run.cluster!.placements[0]!.node;
     const holder = byName(node);
@@ -192,7 +192,7 @@ cluster {
     writer = { node, allocId: alloc.id, pid: holder.taskPid(alloc.id, 'writer') };
     expect((await claims.claims('shared')).map((c) => [c.allocId, c.nodeId])).toEqual([[alloc.id, node]]);
 
-    await agents[0]!.api.runJob(jobToDocument(await parseJobspec(workloadJob('writer-2', 'shared'), 'w2.hcl')));
+    await agents[0]!.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('writer-2', 'shared'), 'w2.hcl')));
     const pending = await pollUntil(
       'writer-2 pending, with a reason from every node',
       async () => {
@@ -263,7 +263,7 @@ cluster {
         async () => (/node name \\"n1\\" is in use by another live agent/.test(impostor.log) ? true : undefined),
         30_000,
       );
-      const refused = await rejection(impostor.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('impostor-work'), 'iw.hcl'))));
+      const refused = await rejection(impostor.api.runJob(jobToNomadJson(await parseJobspec(sleeperHcl('impostor-work'), 'iw.hcl'))));
       expect(refused.status).toBe(409);
       expect(refused.message).toContain('node name "n1" is in use by another live agent');
       expect((await agents[1]!.api.listJobs()).map((j) => j.id)).not.toContain('impostor-work');
@@ -284,7 +284,7 @@ cluster {
     expect(down.message).toMatch(/the cluster's etcd did not answer .*tasks and mounts are untouched/);
     // A job run meanwhile, against another agent: it waits there, pending, saying why.
     const other = agents.find((a) => a !== holder)!;
-    const queued = await other.api.runJob(jobToDocument(await parseJobspec(sleeperHcl('late'), 'late.hcl')));
+    const queued = await other.api.runJob(jobToNomadJson(await parseJobspec(sleeperHcl('late'), 'late.hcl')));
     expect(queued.cluster!.placements).toEqual([]);
     expect(queued.cluster!.pending[0]!.reasons.etcd).toMatch(/^waiting on this agent for the cluster's etcd to answer/);
     expect((await other.api.getJob('late')).status).toBe('pending');

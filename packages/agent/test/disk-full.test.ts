@@ -9,7 +9,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ApiClient, ApiError } from '@csiplug/api';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { fillUp } from './support/disk';
 import { requireRoot } from '@csiplug/core/testing';
@@ -18,7 +18,7 @@ jest.setTimeout(120_000);
 
 requireRoot();
 
-const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
+const sleeper = async (id: string) => jobToNomadJson(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
 
 describe("the agent's log and data dir on a full filesystem", () => {
   let h: AgentHarness;
@@ -105,7 +105,7 @@ describe("a task's output without a logs block: Nomad's default rotation (10 fil
 
   it('an isolated `yes` keeps stdout.log and stdout.log.1 … .9, 100 MiB at most, and the disk never fills', async () => {
     const hcl = `job "chatty" {\n  group "app" {\n    task "yes" {\n      driver = "exec"\n      config {\n        command = "/usr/bin/yes"\n        args = ["csiplug"]\n      }\n      kill_timeout = "1s"\n    }\n  }\n}`;
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(hcl, 'chatty.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(hcl, 'chatty.hcl')));
     const taskDir = path.join(h.dataDir, 'allocs', allocIds[0]!, 'yes');
     const oldest = path.join(taskDir, 'stdout.log.9');
     // Rotated past the oldest kept file: the first .9 was removed, so more than 10 × 10 MB went through.

@@ -4,7 +4,7 @@
 // harmless; job stop unmounts and releases claims.
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, workloadJobHcl } from '../src/commands/specs';
 import {
   AgentHarness,
@@ -32,7 +32,7 @@ const isolatedAgentConfig = (): string =>
     .join(', ')} }\n}\n`;
 
 async function runPlugin(h: AgentHarness, driver: Driver = 'raw_exec'): Promise<void> {
-  await h.api.runJob(jobToDocument(await parseJobspec(driver === 'exec' ? ISOLATED_PLUGIN_JOB : PLUGIN_JOB, 'plugin.hcl')));
+  await h.api.runJob(jobToNomadJson(await parseJobspec(driver === 'exec' ? ISOLATED_PLUGIN_JOB : PLUGIN_JOB, 'plugin.hcl')));
   await pollUntil('plugin hostpath healthy', async () => {
     const p = await h.api.getPlugin('hostpath').catch(() => undefined);
     return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
@@ -46,7 +46,7 @@ async function runWorkload(h: AgentHarness, i: number, driver: Driver = 'raw_exe
     driver === 'exec'
       ? workloadJobHcl(`work-${i}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec')
       : workloadJob(`work-${i}`, volumeId);
-  const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(hcl, `work-${i}.hcl`)));
+  const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(hcl, `work-${i}.hcl`)));
   return allocIds[0]!;
 }
 

@@ -11,7 +11,7 @@
 import * as fs from 'fs';
 import * as net from 'net';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(240_000);
@@ -19,13 +19,13 @@ jest.setTimeout(240_000);
 const FD_LIMIT = 256;
 
 async function runPluginAndWorkload(h: AgentHarness): Promise<{ allocId: string; pid: number; hostPath: string }> {
-  await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+  await h.api.runJob(jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
   await pollUntil('plugin hostpath healthy', async () => {
     const p = await h.api.getPlugin('hostpath').catch(() => undefined);
     return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
   });
   await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-0'), 'vol-0.hcl')));
-  const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('work-0', 'vol-0'), 'work-0.hcl')));
+  const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('work-0', 'vol-0'), 'work-0.hcl')));
   const allocId = allocIds[0]!;
   const alloc = await pollUntil('the workload running with its file written', async () => {
     const a = await h.api.getAlloc(allocId);

@@ -13,7 +13,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { containerId } from '@csiplug/driver';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { workloadJobHcl } from '../src/commands/specs';
 import { AgentHarness, containersUnder, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 import { TrustedRegistry } from './support/image-registry';
@@ -68,7 +68,7 @@ describe('the hostpath plugin from its image (driver docker) through the agent',
 
   it('pulls it, serves as a monolith plugin, and its mounts (bidirectional) carry a workload write into its store', async () => {
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob(image, registry.authHcl), 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(pluginJob(image, registry.authHcl), 'plugin.hcl')));
     const plugin = await pollUntil(
       'the plugin from its image healthy',
       async () => {
@@ -87,7 +87,7 @@ describe('the hostpath plugin from its image (driver docker) through the agent',
 
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-img'), 'v.hcl')));
     const script = 'echo "${CSIPLUG_ALLOC_ID}" > "$CSIPLUG_VOLUME_DATA/owner.txt"; exec sleep 3600';
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('writer', 'vol-img', script), 'w.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJobHcl('writer', 'vol-img', script), 'w.hcl')));
     const id = allocIds[0]!;
     const alloc = await pollUntil(
       'the workload running with its file written',

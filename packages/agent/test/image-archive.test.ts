@@ -12,7 +12,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { buildTestImage, hostBinariesLayer } from '@csiplug/images/testing';
 import { AgentHarness, mountsUnder, pollUntil } from './support/agent-process';
 
@@ -77,7 +77,7 @@ describe('an image job from an archive on the node', () => {
     h = new AgentHarness(agentConfig());
     await h.start();
     try {
-      await h.api.runJob(jobToDocument(await parseJobspec(job(`oci-archive:${archive}`), 'sleeper.hcl')));
+      await h.api.runJob(jobToNomadJson(await parseJobspec(job(`oci-archive:${archive}`), 'sleeper.hcl')));
       const alloc = await pollUntil(
         'the task running',
         async () => {
@@ -110,7 +110,7 @@ describe('an image job from an archive on the node', () => {
         [`oci-archive:${path.join(allowed, 'link.tar')}`, outside],
       ].entries()) {
         const name = `refused-${i}`;
-        await h.api.runJob(jobToDocument(await parseJobspec(job(image).replace('job "sleeper"', `job "${name}"`), `${name}.hcl`)));
+        await h.api.runJob(jobToNomadJson(await parseJobspec(job(image).replace('job "sleeper"', `job "${name}"`), `${name}.hcl`)));
         const failure = await pollUntil(
           'a Setup Failure',
           async () => {

@@ -7,7 +7,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { KEPT_VERSIONS } from '@csiplug/runner';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, mountsUnder, pollUntil } from './support/agent-process';
 import { TrustedRegistry } from './support/image-registry';
 
@@ -62,7 +62,7 @@ describe('an image job updated past the kept versions', () => {
     try {
       // A run keeps the KEPT_VERSIONS newest versions it finds before placing its own: version 0 goes at the run of KEPT_VERSIONS + 1.
       for (let version = 0; version <= KEPT_VERSIONS + 1; version++) {
-        await h.api.runJob(jobToDocument(await parseJobspec(job(version), 'sleeper.hcl')));
+        await h.api.runJob(jobToNomadJson(await parseJobspec(job(version), 'sleeper.hcl')));
         // The update's alloc runs and is the only one running (the one it replaced stopped).
         const id = await pollUntil(
           `version ${version} running alone`,

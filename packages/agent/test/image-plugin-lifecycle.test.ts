@@ -15,7 +15,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { AgentEvent, AllocView } from '@csiplug/api';
 import { DEFAULT_RUNC_ROOT, containerId } from '@csiplug/driver';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, containersUnder, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 import { TrustedRegistry } from './support/image-registry';
 
@@ -175,12 +175,12 @@ describe('an image plugin and an image workload through kill -9, a plugin image 
     await h.start();
 
     // 1. The plugin from its image, healthy; the workload from its image, writing into its volume.
-    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob(pluginImage, registry.authHcl), 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(pluginJob(pluginImage, registry.authHcl), 'plugin.hcl')));
     const plugin = await pollUntil('the plugin from its image healthy', pluginHealthy, LONG).catch(withDiagnostics);
     const pluginAlloc = plugin.allocs[0]!;
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-life'), 'v.hcl')));
     const { allocIds } = await h.api.runJob(
-      jobToDocument(await parseJobspec(workloadJob(workImage, 'vol-life', registry.authHcl), 'w.hcl')),
+      jobToNomadJson(await parseJobspec(workloadJob(workImage, 'vol-life', registry.authHcl), 'w.hcl')),
     );
     const workAlloc = allocIds[0]!;
     const work = await pollUntil(
@@ -293,7 +293,7 @@ describe('an image plugin and an image workload through kill -9, a plugin image 
     let newPluginAlloc: string;
     try {
       const updated = await h.api.runJob(
-        jobToDocument(await parseJobspec(pluginJob(pluginImageNext, registry.authHcl), 'plugin-next.hcl')),
+        jobToNomadJson(await parseJobspec(pluginJob(pluginImageNext, registry.authHcl), 'plugin-next.hcl')),
       );
       expect(updated).toMatchObject({ version: 1, unchanged: false });
       expect(updated.plan.groups[0]).toMatchObject({ order: { kind: 'create-before-destroy' } });

@@ -22,7 +22,7 @@ import type { AllocView } from '@csiplug/api';
 import { requireRoot } from '@csiplug/core/testing';
 import { containerId } from '@csiplug/driver';
 import { buildTestImage, freePort, hostBinariesLayer } from '@csiplug/images/testing';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, containersUnder, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { TrustedRegistry } from './support/image-registry';
 
@@ -53,7 +53,7 @@ job "${id}" {
 }`;
 
 const run = async (h: AgentHarness, hcl: string): Promise<string> =>
-  (await h.api.runJob(jobToDocument(await parseJobspec(hcl, 'job.hcl')))).allocIds[0]!;
+  (await h.api.runJob(jobToNomadJson(await parseJobspec(hcl, 'job.hcl')))).allocIds[0]!;
 
 /** The alloc once failed (its task's events say why); a start that ran the task is a test failure. */
 async function failedAlloc(h: AgentHarness, allocId: string): Promise<AllocView> {
@@ -253,7 +253,7 @@ describe('a failed image pull through the agent: a clear task event, nothing hal
 
     // The registry fixed: the same job run again replaces the failed alloc, pulls and runs.
     fs.writeFileSync(stored, original);
-    await h.api.runJob(jobToDocument(await parseJobspec(imageJob('corrupt', image, registry.authHcl), 'job.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(imageJob('corrupt', image, registry.authHcl), 'job.hcl')));
     const again = await runningAllocOf(h, 'corrupt');
     expect(again.id).not.toBe(alloc.id);
     expect(again.tasks.t!.events.find((e) => e.type === 'Pulled')?.message).toMatch(new RegExp(`^Pulled image ${image}, digest sha256:`));
@@ -317,7 +317,7 @@ describe('the image store filling up mid-pull (a small tmpfs of its own)', () =>
 
     // Space back (the tmpfs grown in place): the same job run again pulls and runs.
     execFileSync('mount', ['-o', 'remount,size=64m', storeDir]);
-    await h.api.runJob(jobToDocument(await parseJobspec(imageJob('fat', image, registry.authHcl), 'job.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(imageJob('fat', image, registry.authHcl), 'job.hcl')));
     const again = await runningAllocOf(h, 'fat');
     expect(again.tasks.t!.events.map((e) => e.type)).toContain('Pulled');
     await containerOf(h, again.id);

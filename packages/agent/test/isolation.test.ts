@@ -8,7 +8,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { containerId } from '@csiplug/driver';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary } from '../src/commands/specs';
 import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 
@@ -56,13 +56,13 @@ describe('isolated (exec) workloads on runc', () => {
 
   it('writes through its volume destination, cannot write a read-only mount, keeps running across kill -9, and a stop leaves no container', async () => {
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
     await pollUntil('plugin hostpath healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 ? p : undefined;
     });
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-iso'), 'v.hcl')));
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
     const id = allocIds[0]!;
     const local = path.join(h.dataDir, 'allocs', id, 'writer', 'local');
     const alloc = await pollUntil('the isolated workload running with its files written', async () => {
@@ -127,7 +127,7 @@ job "${jobId}" {
 }`;
     /** Runs the probe job; its alloc once it runs (with the network namespace it is in) or has failed. */
     const probe = async (jobId: string, mode: string) => {
-      const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(netJob(jobId, mode), `${jobId}.hcl`)));
+      const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(netJob(jobId, mode), `${jobId}.hcl`)));
       const file = path.join(h.dataDir, 'allocs', allocIds[0]!, 'probe', 'local', 'netns');
       const alloc = await pollUntil(`${jobId} settled`, async () => {
         const a = await h.api.getAlloc(allocIds[0]!);
@@ -208,7 +208,7 @@ job "${jobId}" {
       .join(', ');
     h.extraConfig = `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`;
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec', node: nodeBinary() }), 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec', node: nodeBinary() }), 'plugin.hcl')));
     const plugin = await pollUntil(
       'the isolated plugin healthy',
       async () => {
@@ -238,7 +238,7 @@ job "${jobId}" {
     const pluginAlloc = plugin.allocs[0]!;
     expect(containersUnder(h.root)).toEqual([containerId(pluginAlloc, 'plugin')]);
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-iso'), 'v.hcl')));
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(isolatedJob('vol-iso'), 'iso.hcl')));
     const id = allocIds[0]!;
     const alloc = await pollUntil(
       'the isolated workload running with its file written',

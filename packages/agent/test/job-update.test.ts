@@ -14,7 +14,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
 import type { AgentEvent, AllocView } from '@csiplug/api';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 import { requireRoot } from '@csiplug/core/testing';
 
@@ -143,7 +143,7 @@ describe('job updates with the real agent and the hostpath plugin', () => {
   const address = () => ['-address', `http://127.0.0.1:${h.port}`];
 
   async function runFile(file: string) {
-    return h.api.runJob(jobToDocument(await parseJobspec(fs.readFileSync(file, 'utf8'), file)));
+    return h.api.runJob(jobToNomadJson(await parseJobspec(fs.readFileSync(file, 'utf8'), file)));
   }
 
   async function pluginRunning(file: string): Promise<string> {
@@ -446,7 +446,7 @@ describe('job updates with the real agent and the hostpath plugin', () => {
     r = await cli(['job', 'plan', ...address(), huge]);
     expect(r.code).toBe(255);
     expect(r.stderr).toMatch(/asks for 1000000 allocs .*max_allocs_per_job/);
-    await expect(h.api.planJob(jobToDocument(await parseJobspec(fs.readFileSync(huge, 'utf8'), huge)))).rejects.toMatchObject({
+    await expect(h.api.planJob(jobToNomadJson(await parseJobspec(fs.readFileSync(huge, 'utf8'), huge)))).rejects.toMatchObject({
       status: 400,
     });
   });

@@ -4,7 +4,7 @@
 // an unknown name is refused when the job is run (400, naming it), and a
 // meta key this agent lacks fails the task's start naming the key.
 import { ApiError } from '@csiplug/api';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { goArch } from '@csiplug/runner';
 import * as fs from 'fs';
 import * as os from 'os';
@@ -44,7 +44,7 @@ describe("the node's attributes in a task's interpolation", () => {
     const env =
       '        HOST = "${attr.unique.hostname}"\n        ARCH = "${attr.cpu.arch}"\n        RACK = "${meta.rack}"\n' +
       '        NAME = "${node.unique.name}"\n        DC = "${NOMAD_DC}"';
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(job('attrs', env), 'attrs.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(job('attrs', env), 'attrs.hcl')));
     const out = path.join(h.dataDir, 'allocs', allocIds[0]!, 'alloc', 'out');
     const text = await pollUntil(
       'the task wrote its env',
@@ -55,10 +55,8 @@ describe("the node's attributes in a task's interpolation", () => {
   });
 
   it('refuses an unknown name when the job is run, naming the field and the name', async () => {
-    const doc = jobToDocument(await parseJobspec(job('bogus', '        HOST = "x"'), 'bogus.hcl'));
-    const task = (doc as { job: Record<string, { group: Record<string, { task: Record<string, { env: Record<string, string> }> }> }> }).job
-      .bogus!.group.app!.task.main!;
-    task.env.HOST = '${attr.unique.hostnam}';
+    const doc = jobToNomadJson(await parseJobspec(job('bogus', '        HOST = "x"'), 'bogus.hcl'));
+    doc.TaskGroups[0]!.Tasks[0]!.Env.HOST = '${attr.unique.hostnam}';
     const err = await h.api.runJob(doc).then(
       () => undefined,
       (e: unknown) => e,
@@ -72,7 +70,7 @@ describe("the node's attributes in a task's interpolation", () => {
 
   it("a meta key this agent lacks fails the task's start, naming the key", async () => {
     const { allocIds } = await h.api.runJob(
-      jobToDocument(await parseJobspec(job('nometa', '        RACK = "${meta.zone}"'), 'nometa.hcl')),
+      jobToNomadJson(await parseJobspec(job('nometa', '        RACK = "${meta.zone}"'), 'nometa.hcl')),
     );
     const failure = await pollUntil(
       'the Setup Failure event',

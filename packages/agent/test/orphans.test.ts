@@ -10,7 +10,7 @@ import { executorPaths, type ExecutorPidRecord } from '@csiplug/driver';
 import { spawn, type ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, PLUGIN_JOB, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 import { requireRoot } from '@csiplug/core/testing';
 
@@ -70,13 +70,13 @@ describe('orphans after a state file was lost', () => {
 
   it('are each warned about at start, then stopped, unmounted and removed with -reconcile-orphans', async () => {
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
     await pollUntil('plugin hostpath healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 ? p : undefined;
     });
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-0'), 'vol-0.hcl')));
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('work', 'vol-0'), 'work.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('work', 'vol-0'), 'work.hcl')));
     const workAlloc = allocIds[0]!;
     const work = await pollUntil('the workload running with its volume', async () => {
       const a = await h.api.getAlloc(workAlloc);

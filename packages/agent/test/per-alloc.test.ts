@@ -7,7 +7,7 @@
 // plan, naming the missing id and what to do.
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginJobHcl, volumeHcl } from '../src/commands/specs';
 import { AgentHarness, mountsUnder, pollUntil } from './support/agent-process';
 
@@ -45,7 +45,7 @@ describe('per_alloc volumes against the real hostpath plugin', () => {
   beforeEach(async () => {
     h = new AgentHarness();
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms' }), 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms' }), 'plugin.hcl')));
     await pollUntil('plugin hostpath healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
@@ -62,7 +62,7 @@ describe('per_alloc volumes against the real hostpath plugin', () => {
 
   it('count = 3 with per_alloc = true on source "db" mounts db[0], db[1], db[2], one per alloc by its index', async () => {
     for (const id of ['db[0]', 'db[1]', 'db[2]']) await create(id);
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(PER_ALLOC_JOB, 'db.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(PER_ALLOC_JOB, 'db.hcl')));
     expect(allocIds).toHaveLength(3);
     const allocs = await Promise.all(
       allocIds.map((id) =>
@@ -92,7 +92,7 @@ describe('per_alloc volumes against the real hostpath plugin', () => {
 
   it('refuses at job run and job plan a per_alloc job whose db[2] is not in the catalog, naming it and what to do; nothing is placed', async () => {
     for (const id of ['db[0]', 'db[1]']) await create(id);
-    const doc = jobToDocument(await parseJobspec(PER_ALLOC_JOB, 'db.hcl'));
+    const doc = jobToNomadJson(await parseJobspec(PER_ALLOC_JOB, 'db.hcl'));
     const expected =
       'job "db" group "db" volume "data" has per_alloc = true, so its 3 allocs mount db[0], db[1], db[2], one each; ' +
       'db[2] is not in the volume catalog: register or create it first ("csiplug volume register FILE" or "csiplug volume create FILE", the file saying id = "db[2]")';

@@ -8,7 +8,7 @@
 // and the plugin's word was reported (task event, `volume status`).
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
 import { AgentHarness, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 
@@ -47,7 +47,7 @@ describe('a plugin that reports a healthy mount abnormal', () => {
   it(`${RESTARTS} agent restarts under a workload appending every 5 ms: 0 writes failed, every write reported done is on the volume, the condition reported`, async () => {
     await h.start();
     await h.api.runJob(
-      jobToDocument(
+      jobToNomadJson(
         await parseJobspec(
           hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--abnormal-rpc', 'NodeGetVolumeStats'] }),
           'plugin.hcl',
@@ -62,7 +62,9 @@ describe('a plugin that reports a healthy mount abnormal', () => {
     // What the workload saw of each append, kept outside the volume.
     const seen = path.join(h.root, 'appends-seen.log');
     const script = `i=0; while :; do i=$((i+1)); if echo "$i" >> "$CSIPLUG_VOLUME_DATA/appends.txt"; then echo "ok $i" >> ${JSON.stringify(seen)}; else echo "fail $i" >> ${JSON.stringify(seen)}; fi; sleep 0.005; done`;
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('appender', 'vol-0', script), 'appender.hcl')));
+    const { allocIds } = await h.api.runJob(
+      jobToNomadJson(await parseJobspec(workloadJobHcl('appender', 'vol-0', script), 'appender.hcl')),
+    );
     const allocId = allocIds[0]!;
     const lines = () => (fs.existsSync(seen) ? fs.readFileSync(seen, 'utf8').split('\n').filter(Boolean) : []);
     /** Waits for the workload to report `n` more appends than now. */

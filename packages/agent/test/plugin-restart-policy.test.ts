@@ -3,7 +3,7 @@
 // task's restart policy. With `restart { attempts = 1, mode = "fail" }` the
 // task is restarted exactly once, then it is dead and failed with an event
 // that says why, its alloc failed, and the job no longer says `running`.
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, isAlive, pollUntil } from './support/agent-process';
 
 jest.setTimeout(120_000);
@@ -47,7 +47,7 @@ describe('health-triggered restarts of a plugin task follow its restart policy',
   });
 
   it('restart { attempts = 1, mode = "fail" }: exactly 1 restart, then dead and failed; the alloc failed, the job not running', async () => {
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(NEVER_HEALTHY, 'silent.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(NEVER_HEALTHY, 'silent.hcl')));
     const allocId = allocIds[0]!;
     const firstPid = await pollUntil('the plugin task running', () =>
       h.api.getAlloc(allocId).then((a) => (a.tasks.plugin?.state === 'running' ? h.taskPid(allocId, 'plugin') : undefined)),

@@ -10,7 +10,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
 import { ApiError } from '@csiplug/api';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { requireRoot } from '@csiplug/core/testing';
 import { AgentHarness, BIN, PLUGIN_JOB, pollUntil } from './support/agent-process';
 
@@ -73,7 +73,7 @@ describe('single-node-single-writer and single-node-multi-writer with the real a
   beforeAll(async () => {
     h = new AgentHarness();
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
     await pollUntil(
       'plugin hostpath healthy',
       async () => ((await h.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
@@ -93,7 +93,7 @@ describe('single-node-single-writer and single-node-multi-writer with the real a
     return file;
   };
   const run = async (jobId: string, volumeId: string, accessMode: string) =>
-    h.api.runJob(jobToDocument(await parseJobspec(writerHcl(jobId, volumeId, accessMode), `${jobId}.hcl`)));
+    h.api.runJob(jobToNomadJson(await parseJobspec(writerHcl(jobId, volumeId, accessMode), `${jobId}.hcl`)));
   /** The alloc running with its file written in its volume; the volume's path on the host. */
   const mounted = (allocId: string) =>
     pollUntil(

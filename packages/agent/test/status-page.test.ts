@@ -8,7 +8,7 @@ import * as fs from 'fs';
 import * as http from 'http';
 import * as path from 'path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
 jest.setTimeout(180_000);
@@ -67,14 +67,14 @@ describe('metrics and the status page of a running agent', () => {
   beforeAll(async () => {
     h = new AgentHarness(`acl {\n  token = "${TOKEN}"\n}`);
     await h.start(TOKEN);
-    await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
     await pollUntil(
       'plugin hostpath healthy',
       async () => ((await h.api.getPlugin('hostpath').catch(() => undefined))?.nodesHealthy === 1 ? true : undefined),
       60_000,
     );
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-ui'), 'vol-ui.hcl')));
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('workload', 'vol-ui'), 'workload.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('workload', 'vol-ui'), 'workload.hcl')));
     workloadAlloc = allocIds[0]!;
     await pollUntil(
       'the workload running',
@@ -90,7 +90,7 @@ describe('metrics and the status page of a running agent', () => {
 
   it('/v1/metrics: Prometheus text with the CSI calls, plugin waits, volume steps, state gauges, restarts and the process', async () => {
     expect((await get(h.port, '/v1/metrics?format=prometheus')).status).toBe(403);
-    await h.api.runJob(jobToDocument(await parseJobspec(FLAKY_JOB, 'flaky.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(FLAKY_JOB, 'flaky.hcl')));
     try {
       const [flaky] = (await h.api.getJob('flaky')).allocs;
       await pollUntil(

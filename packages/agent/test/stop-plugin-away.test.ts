@@ -7,7 +7,7 @@
 // unmount is done and `job status` no longer lists it.
 import { execFile } from 'child_process';
 import { promisify } from 'util';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { requireRoot } from '@csiplug/core/testing';
 import { AgentHarness, BIN, PLUGIN_JOB, mountsUnder, pollUntil, volumeSpec, workloadJob } from './support/agent-process';
 
@@ -28,7 +28,7 @@ describe('job stop with the node plugin gone', () => {
   });
 
   it('says the unmount is pending until the plugin is back, naming volume and plugin; the plugin back finishes it', async () => {
-    const pluginJob = jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
+    const pluginJob = jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl'));
     const healthy = () =>
       pollUntil(
         'plugin hostpath healthy',
@@ -38,7 +38,7 @@ describe('job stop with the node plugin gone', () => {
     await h.api.runJob(pluginJob);
     await healthy();
     await h.api.createVolume(volumeSpecToDocument(await parseVolumeSpec(volumeSpec('vol-s'), 'vol-s.hcl')));
-    const allocId = (await h.api.runJob(jobToDocument(await parseJobspec(workloadJob('work', 'vol-s'), 'work.hcl')))).allocIds[0]!;
+    const allocId = (await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJob('work', 'vol-s'), 'work.hcl')))).allocIds[0]!;
     await pollUntil(
       'the workload running',
       async () => ((await h.api.getAlloc(allocId)).clientStatus === 'running' ? true : undefined),

@@ -11,14 +11,14 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { openClientState } from '@csiplug/state';
 import { ApiError } from '@csiplug/api';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil, sleeperHcl } from './support/agent-process';
 import { fillUp } from './support/disk';
 import { requireRoot } from '@csiplug/core/testing';
 
 jest.setTimeout(120_000);
 
-const sleeper = async (id: string) => jobToDocument(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
+const sleeper = async (id: string) => jobToNomadJson(await parseJobspec(sleeperHcl(id), `${id}.hcl`));
 
 /** Starts `csiplug agent` on a config that must be refused; resolves with its exit code and output once it has exited. */
 function refusedAgent(h: AgentHarness, config: string): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -9,7 +9,7 @@ import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { workloadJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, pollUntil, volumeSpec } from './support/agent-process';
 
 jest.setTimeout(120_000);
@@ -56,7 +56,7 @@ describe('isolated tasks: their user and what they can leave on the host', () =>
 
   /** Runs the job; its alloc once its task wrote /local/done, and the alloc's dir on the host. */
   const runUntilDone = async (hcl: string, task = 'main') => {
-    const { allocIds } = await h.api.runJob(jobToDocument(await parseJobspec(hcl, 'job.hcl')));
+    const { allocIds } = await h.api.runJob(jobToNomadJson(await parseJobspec(hcl, 'job.hcl')));
     const id = allocIds[0]!;
     const local = path.join(h.dataDir, 'allocs', id, task, 'local');
     const alloc = await pollUntil(`task ${task} of ${id} done`, async () => {
@@ -69,7 +69,7 @@ describe('isolated tasks: their user and what they can leave on the host', () =>
 
   it('runs as nobody by default, sees no /etc/shadow, writes its hostpath volume, and what it plants in /alloc and /local no other host user can run or open', async () => {
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(PLUGIN_JOB, 'plugin.hcl')));
     await pollUntil('plugin hostpath healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 ? p : undefined;
@@ -85,7 +85,7 @@ describe('isolated tasks: their user and what they can leave on the host', () =>
       'echo done > /local/done; exec sleep 3600',
     ].join('; ');
     const { allocIds } = await h.api.runJob(
-      jobToDocument(await parseJobspec(workloadJobHcl('planter', 'vol-nobody', script, 'exec'), 'w.hcl')),
+      jobToNomadJson(await parseJobspec(workloadJobHcl('planter', 'vol-nobody', script, 'exec'), 'w.hcl')),
     );
     const id = allocIds[0]!;
     const allocDir = path.join(h.dataDir, 'allocs', id);

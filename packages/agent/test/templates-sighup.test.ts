@@ -6,7 +6,7 @@
 // its user, and a change_signal reaches it inside its container.
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, pollUntil, runningAlloc } from './support/agent-process';
 
 jest.setTimeout(90_000);
@@ -49,7 +49,7 @@ job "tpl" {
     }
   }
 }`;
-    await h.api.runJob(jobToDocument(await parseJobspec(hcl, 'tpl.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(hcl, 'tpl.hcl')));
     const alloc = await pollUntil('the alloc to run', async () => runningAlloc(await h.api.getJob('tpl')), 30_000);
     const taskDir = path.join(h.dataDir, 'allocs', alloc.id, 'main');
     const conf = path.join(taskDir, 'local', 'app.conf');
@@ -115,7 +115,7 @@ job "iso-tpl" {
   }
 }`;
     const spec = await parseJobspec(hcl, 'iso.hcl');
-    await h.api.runJob(jobToDocument(spec));
+    await h.api.runJob(jobToNomadJson(spec));
     const alloc = await pollUntil(
       'the alloc to be placed',
       async () => (await h.api.getJob('iso-tpl')).allocs.find((a) => a.desiredStatus === 'run'),

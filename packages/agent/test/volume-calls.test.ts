@@ -13,7 +13,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { promisify } from 'util';
 import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { readRequestLog, type LoggedRequest } from '@csiplug/hostpath-plugin';
 import { AgentHarness, BIN, pollUntil } from './support/agent-process';
 
@@ -68,7 +68,7 @@ describe('volume register updates and per-call secrets against the real hostpath
   const workload = async (name: string, volumeId: string): Promise<string> => {
     const script = 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600';
     const hcl = workloadJobHcl(`work-${name}`, volumeId, script);
-    return (await h.api.runJob(jobToDocument(await parseJobspec(hcl, `${name}.hcl`)))).allocIds[0]!;
+    return (await h.api.runJob(jobToNomadJson(await parseJobspec(hcl, `${name}.hcl`)))).allocIds[0]!;
   };
   const running = (id: string) =>
     pollUntil(`alloc ${id} running with its volume`, async () => {
@@ -100,7 +100,7 @@ describe('volume register updates and per-call secrets against the real hostpath
     requestLog = path.join(h.root, 'hostpath-requests.jsonl');
     await h.start();
     const pluginJob = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--request-log', requestLog] });
-    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(pluginJob, 'plugin.hcl')));
     await pluginHealthy();
 
     const created = await h.api.createVolume(
@@ -203,7 +203,7 @@ describe('volume register updates and per-call secrets against the real hostpath
   it('volume snapshot list of a plugin that answers UNIMPLEMENTED says the plugin does not list snapshots, named or not, never "No snapshots"', async () => {
     await h.start();
     const pluginJob = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--unimplemented-rpc', 'ListSnapshots'] });
-    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(pluginJob, 'plugin.hcl')));
     await pluginHealthy();
     const said =
       'Error: plugin "hostpath" does not list snapshots (its controller answered the list with UNIMPLEMENTED); the snapshots it holds cannot be shown here: see them on the storage system itself\n';

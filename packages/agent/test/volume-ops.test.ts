@@ -11,7 +11,7 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { openClientState } from '@csiplug/state';
 import { hostpathPluginJobHcl, workloadJobHcl } from '../src/commands/specs';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { AgentHarness, BIN, isAlive, mountsUnder, pollUntil } from './support/agent-process';
 
 jest.setTimeout(180_000);
@@ -38,7 +38,7 @@ describe('volume operations against the real hostpath plugin', () => {
   const startWithPlugin = async (extraArgs: string[] = [], config = '') => {
     h.extraConfig = config;
     await h.start();
-    await h.api.runJob(jobToDocument(await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs }), 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs }), 'plugin.hcl')));
     await pollUntil('plugin hostpath healthy', async () => {
       const p = await h.api.getPlugin('hostpath').catch(() => undefined);
       return p && p.nodesHealthy === 1 && p.controllersHealthy === 1 ? p : undefined;
@@ -51,7 +51,7 @@ describe('volume operations against the real hostpath plugin', () => {
   /** Runs a workload on the volume that writes its alloc id (and `script`), then sleeps; resolves with its alloc once it runs. */
   const workload = async (name: string, volumeId: string, script = '') => {
     const { allocIds } = await h.api.runJob(
-      jobToDocument(
+      jobToNomadJson(
         await parseJobspec(
           workloadJobHcl(
             `work-${name}`,
@@ -109,7 +109,7 @@ describe('volume operations against the real hostpath plugin', () => {
     await create('drained');
     // A workload that takes a while to stop (SIGTERM → 4 s of shutdown, under the 5 s kill_timeout): its unmount comes after that.
     const script = `trap 'kill $! 2>/dev/null; sleep 4; exit 0' TERM; echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt"; sleep 3600 & wait`;
-    const id = (await h.api.runJob(jobToDocument(await parseJobspec(workloadJobHcl('work-drained', 'drained', script), 'drained.hcl'))))
+    const id = (await h.api.runJob(jobToNomadJson(await parseJobspec(workloadJobHcl('work-drained', 'drained', script), 'drained.hcl'))))
       .allocIds[0]!;
     await running(id);
     const workloadStopped = h.api.stopJob('work-drained');

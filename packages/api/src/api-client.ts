@@ -7,7 +7,7 @@
 // are in VolumeApiCalls (volume-api-calls.ts), which this class extends so
 // that callers keep one flat client.
 import { ValidationError } from '@csiplug/core';
-import type { JobDocument } from '@csiplug/jobspec';
+import type { NomadJob } from '@csiplug/jobspec';
 import type * as http from 'http';
 import type { Readable } from 'stream';
 import { ApiError, ApiErrorCode } from './api-error';
@@ -66,16 +66,23 @@ export class ApiClient extends VolumeApiCalls {
     return this.transport.json('GET', `/v1/job/${enc(id)}/allocations`);
   }
 
-  /** Posts a job in its JSON form (jobToDocument of a parsed jobspec); `queue` places allocs that must wait for a held write claim (`?queue=true`). */
-  runJob(job: JobDocument, options: RunJobOptions = {}): Promise<RunJobResult> {
+  /**
+   * Registers a job in Nomad's JSON job format (jobToNomadJson of a parsed jobspec): POST /v1/jobs with Nomad's
+   * JobRegisterRequest; `queue` places allocs that must wait for a held write claim (`?queue=true`, csiplug's own).
+   */
+  runJob(job: NomadJob, options: RunJobOptions = {}): Promise<RunJobResult> {
     return this.transport.json('POST', `/v1/jobs${options.queue ? '?queue=true' : ''}`, { body: { Job: job } });
   }
 
-  /** What running the job would change (POST /v1/job/:id/plan); nothing is done. */
-  planJob(job: JobDocument): Promise<JobPlan> {
-    const ids = Object.keys(job.job);
-    if (ids.length !== 1) throw new ValidationError(`a jobspec must hold exactly one job block (found ${ids.length})`, 'job');
-    return this.transport.json('POST', `/v1/job/${enc(ids[0]!)}/plan`, { body: { Job: job, Diff: true } });
+  /** What running the job (in Nomad's JSON job format) would change (POST /v1/job/:id/plan); nothing is done. */
+  planJob(job: NomadJob): Promise<JobPlan> {
+    if (typeof job.ID !== 'string' || job.ID === '') throw new ValidationError('the job has no ID; give it one, like "web"', 'ID');
+    return this.transport.json('POST', `/v1/job/${enc(job.ID)}/plan`, { body: { Job: job, Diff: true } });
+  }
+
+  /** Nomad's Parse Job (POST /v1/jobs/parse): the agent reads the HCL and answers the job in Nomad's JSON job format. */
+  parseJob(jobHCL: string): Promise<NomadJob> {
+    return this.transport.json('POST', '/v1/jobs/parse', { body: { JobHCL: jobHCL, Canonicalize: true } });
   }
 
   stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {

@@ -8,7 +8,7 @@ import { ApiError } from './api-error';
 import { FakeAgentService } from './testing';
 import { HttpApi } from './http-api';
 import { StatusPage } from './status-page';
-import { jobDoc, raw, startApi, volumeDoc } from './testing';
+import { nomadJob, raw, startApi, volumeDoc } from './testing';
 
 /** A GET whose path is sent exactly as written (no client-side resolution of dots). */
 function rawPath(base: string, path: string): Promise<{ status: number; body: string }> {
@@ -67,7 +67,7 @@ describe('HttpApi', () => {
     });
 
     it('dispose lets an in-flight request finish, then resolves', async () => {
-      await client.runJob(jobDoc());
+      await client.runJob(nomadJob());
       let release!: () => void;
       const gate = new Promise<void>((r) => (release = r));
       const stopJob = fake.stopJob.bind(fake);
@@ -185,7 +185,7 @@ describe('HttpApi', () => {
   describe('jobs', () => {
     it('runs, lists, shows and stops a job', async () => {
       await client.registerVolume(volumeDoc());
-      const run = await client.runJob(jobDoc('web', 2));
+      const run = await client.runJob(nomadJob('web', 2));
       expect(run.jobId).toBe('web');
       expect(run.allocIds).toHaveLength(2);
       expect(run.replaced).toBe(false);
@@ -205,30 +205,64 @@ describe('HttpApi', () => {
     });
 
     it("passes ?queue=true on as the run's queue option, and answers a held write claim with 409 and its words", async () => {
-      await client.runJob(jobDoc('queued'), { queue: true });
-      expect((await raw(url, 'POST', '/v1/jobs?queue=maybe', { body: JSON.stringify({ Job: jobDoc('bad') }) })).status).toBe(400);
+      await client.runJob(nomadJob('queued'), { queue: true });
+      expect((await raw(url, 'POST', '/v1/jobs?queue=maybe', { body: JSON.stringify({ Job: nomadJob('bad') }) })).status).toBe(400);
       const words =
         'job "web" was not run, nothing was placed: group "app" writes to volume "vol1" (single-node-writer: one writer at a time)';
       fake.nextError = new ConflictError(words);
-      await expect(client.runJob(jobDoc())).rejects.toMatchObject({ status: 409, code: 'ECONFLICT', message: words });
+      await expect(client.runJob(nomadJob())).rejects.toMatchObject({ status: 409, code: 'ECONFLICT', message: words });
       expect(fake.calls).toEqual(['runJob queued queue']);
     });
 
-    it('accepts the bare document and PUT', async () => {
-      const r = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify(jobDoc('bare')) });
+    it('accepts PUT, and refuses a bare job or csiplug\'s old jobspec document (Nomad\'s body is { "Job": … })', async () => {
+      const r = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('put') }) });
       expect(r.status).toBe(200);
-      expect(r.json?.jobId).toBe('bare');
+      expect(r.json?.jobId).toBe('put');
+      const bare = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify(nomadJob('bare')) });
+      expect(bare.status).toBe(400);
+      expect(bare.error).toMatch(/^ID is not a field csiplug knows here \(the fields it reads: Job, PolicyOverride\)/);
+      const old = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: { job: { old: { group: {} } } } }) });
+      expect(old.status).toBe(400);
+      expect(old.error).toMatch(/^Job\.job is not a field csiplug knows here/);
+      expect(fake.calls).toEqual(['runJob put']);
+    });
+
+    it("parses HCL into the job in Nomad's JSON job format: POST /v1/jobs/parse", async () => {
+      const hcl =
+        'job "parsed" {\n  group "app" {\n    task "main" {\n      driver = "raw_exec"\n      config {\n        command = "/bin/true"\n      }\n      kill_timeout = "7s"\n    }\n  }\n}\n';
+      const job = await client.parseJob(hcl);
+      expect(job).toMatchObject({
+        ID: 'parsed',
+        Name: 'parsed',
+        Type: 'service',
+        TaskGroups: [
+          {
+            Name: 'app',
+            Count: 1,
+            Tasks: [{ Name: 'main', Driver: 'raw_exec', KillTimeout: 7_000_000_000, Config: { command: '/bin/true' } }],
+          },
+        ],
+      });
+      // What parse answers runs as it is.
+      expect((await client.runJob(job)).jobId).toBe('parsed');
+      // Nomad's documented sample payload: the HCL is read, and its group without tasks refused.
+      const r = await raw(url, 'POST', '/v1/jobs/parse', {
+        body: JSON.stringify({ JobHCL: 'job "example" {\n  type = "service"\n  group "cache" {}\n}', Canonicalize: true }),
+      });
+      expect(r.status).toBe(400);
+      expect(r.error).toBe('JobHCL.hcl: job "example" group "cache": needs at least one task');
+      expect(fake.calls).toEqual(['runJob parsed']);
     });
 
     it('answers 404 when stopping an unknown job, and 400 for a bad purge value', async () => {
       await expect(client.stopJob('ghost')).rejects.toMatchObject({ status: 404 });
-      await client.runJob(jobDoc());
+      await client.runJob(nomadJob());
       expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
       expect(fake.calls).toEqual(['runJob web']);
     });
 
     it('refuses an invalid jobspec with 400 and runs nothing', async () => {
-      const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
+      const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('web', 0) }) });
       expect(r.status).toBe(400);
       expect(r.code).toBe('EINVALID');
       expect(r.error).toMatch(/count/);
@@ -236,58 +270,60 @@ describe('HttpApi', () => {
     });
 
     it('refuses unknown fields with 400 naming them', async () => {
-      let r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(), Extra: 1 }) });
+      let r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob(), Extra: 1 }) });
       expect(r.status).toBe(400);
-      expect(r.error).toMatch(/"Extra"/);
-      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ ...jobDoc(), priority: 50 }) });
+      expect(r.error).toMatch(/^Extra is not a field csiplug knows here/);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: { ...nomadJob(), Priority: 10 } }) });
       expect(r.status).toBe(400);
-      expect(r.error).toMatch(/priority/);
-      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { sprd: true })) });
+      expect(r.error).toMatch(/^Job\.Priority is not supported: /);
+      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('web', 1, { Sprd: true }) }) });
       expect(r.status).toBe(400);
-      expect(r.error).toMatch(/sprd is not a known field/);
-      // A field Nomad has and csiplug does not: named, with what to do instead.
-      r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('web', 1, { spread: true })) });
+      expect(r.error).toMatch(/^Job\.TaskGroups\[0\]\.Sprd is not a field csiplug knows here/);
+      // A field Nomad has and csiplug does not: named by its path, with what to do instead.
+      r = await raw(url, 'POST', '/v1/jobs', {
+        body: JSON.stringify({ Job: nomadJob('web', 1, { Spreads: [{ Attribute: '${node.datacenter}' }] }) }),
+      });
       expect(r.status).toBe(400);
-      expect(r.error).toMatch(/spread is not supported: .*remove it/);
+      expect(r.error).toMatch(/^Job\.TaskGroups\[0\]\.Spreads is not supported: .*remove it/);
       expect(fake.calls).toEqual([]);
     });
 
     it('plans a run without doing it: POST /v1/job/:id/plan', async () => {
       await client.registerVolume(volumeDoc());
-      const fresh = await client.planJob(jobDoc('web', 2));
+      const fresh = await client.planJob(nomadJob('web', 2));
       expect(fresh).toMatchObject({
         jobId: 'web',
         changed: true,
         version: { to: 0 },
         groups: [{ name: 'app', change: 'added', updates: { create: 2 } }],
       });
-      await client.runJob(jobDoc('web', 2));
-      expect(await client.planJob(jobDoc('web', 2))).toMatchObject({
+      await client.runJob(nomadJob('web', 2));
+      expect(await client.planJob(nomadJob('web', 2))).toMatchObject({
         changed: false,
         version: { from: 0, to: 0 },
         groups: [{ updates: { ignore: 2 } }],
       });
-      const smaller = await client.planJob(jobDoc('web', 1));
+      const smaller = await client.planJob(nomadJob('web', 1));
       expect(smaller).toMatchObject({
         changed: true,
         version: { from: 0, to: 1 },
         groups: [{ count: { from: 2, to: 1 }, updates: { destroy: 1, 'in-place': 1 } }],
       });
       // Nomad's body shape, with "Diff", and PUT; nothing was run by any of these.
-      const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 2), Diff: true }) });
+      const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: nomadJob('web', 2), Diff: true }) });
       expect(r.status).toBe(200);
       expect(r.json?.changed).toBe(false);
       expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web']);
     });
 
     it('refuses a plan whose path names another job, or a bad Diff, with 400', async () => {
-      let r = await raw(url, 'POST', '/v1/job/other/plan', { body: JSON.stringify({ Job: jobDoc('web') }) });
+      let r = await raw(url, 'POST', '/v1/job/other/plan', { body: JSON.stringify({ Job: nomadJob('web') }) });
       expect(r.status).toBe(400);
       expect(r.error).toBe('the job id in the path ("other") does not match the id in the body ("web")');
-      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web'), Diff: 'yes' }) });
+      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: nomadJob('web'), Diff: 'yes' }) });
       expect(r.status).toBe(400);
-      expect(r.error).toBe('"Diff" must be true or false (got "yes")');
-      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: jobDoc('web', 0) }) });
+      expect(r.error).toBe('Diff must be true or false (got "yes")');
+      r = await raw(url, 'POST', '/v1/job/web/plan', { body: JSON.stringify({ Job: nomadJob('web', 0) }) });
       expect(r.status).toBe(400);
       expect(r.error).toMatch(/count/);
       expect(fake.calls).toEqual([]);
@@ -313,7 +349,7 @@ describe('HttpApi', () => {
       await small.api.dispose();
     });
 
-    const big = () => JSON.stringify(jobDoc('big', 1, { meta: 'x'.repeat(300_000) }));
+    const big = () => JSON.stringify({ Job: nomadJob('big', 1, { Meta: { x: 'x'.repeat(300_000) } }) });
 
     it('refuses a body whose Content-Length is over the limit with 400', async () => {
       const r = await raw(small.url, 'POST', '/v1/jobs', { body: big() });
@@ -363,13 +399,13 @@ describe('HttpApi', () => {
 
     it('still serves the next request', async () => {
       await raw(small.url, 'POST', '/v1/jobs', { body: big() });
-      const r = await raw(small.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc('ok')) });
+      const r = await raw(small.url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('ok') }) });
       expect(r.status).toBe(200);
     });
 
     it('the client reports the 400 too', async () => {
       const c = new ApiClient({ address: small.url });
-      const err = await c.runJob(JSON.parse(big())).catch((e: unknown) => e);
+      const err = await c.runJob(JSON.parse(big()).Job).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ApiError);
       expect(err).toMatchObject({ status: 400, code: 'EBODY_TOO_LARGE' });
     });
@@ -378,7 +414,7 @@ describe('HttpApi', () => {
   describe('allocations', () => {
     it('lists and shows allocs; 404 for unknown ones', async () => {
       await client.registerVolume(volumeDoc());
-      const run = await client.runJob(jobDoc());
+      const run = await client.runJob(nomadJob());
       const allocs = await client.listAllocs();
       expect(allocs.map((a) => a.id)).toEqual(run.allocIds);
       const alloc = await client.getAlloc(run.allocIds[0]!);
@@ -388,7 +424,7 @@ describe('HttpApi', () => {
     });
 
     it('serves task logs by stream and offset', async () => {
-      const { allocIds } = await client.runJob(jobDoc());
+      const { allocIds } = await client.runJob(nomadJob());
       const id = allocIds[0]!;
       fake.logs.set(`${id}/main/stdout`, 'hello\nworld\n');
       fake.logs.set(`${id}/main/stderr`, 'oops\n');
@@ -414,7 +450,7 @@ describe('HttpApi', () => {
     });
 
     it('reads a byte range from the start or back from the end, at most limit bytes (64 KiB by default)', async () => {
-      const id = (await client.runJob(jobDoc())).allocIds[0]!;
+      const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const log = Buffer.alloc(200 * 1024, 'x');
       log.write('HEAD', 0);
       log.write('TAIL', log.length - 4);
@@ -449,7 +485,7 @@ describe('HttpApi', () => {
     });
 
     it('refuses bad log parameters with a 400 that names them', async () => {
-      const id = (await client.runJob(jobDoc())).allocIds[0]!;
+      const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const logs = (q: string) => raw(url, 'GET', `/v1/allocation/${id}/logs/main?${q}`);
       expect((await logs('origin=middle')).error).toBe('query parameter origin must be one of start, end (got "middle")');
       expect((await logs('limit=lots')).error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
@@ -463,7 +499,7 @@ describe('HttpApi', () => {
     });
 
     it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
-      const id = (await client.runJob(jobDoc())).allocIds[0]!;
+      const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const bytes = Buffer.concat([Buffer.from('héllo ✓\n'), Buffer.from([0xff, 0x00, 0xc3])]);
       fake.logs.set(`${id}/main/stdout`, bytes);
       const r = await raw(url, 'GET', `/v1/allocation/${id}/logs/main?plain=true&origin=end&offset=5`);
@@ -483,7 +519,7 @@ describe('HttpApi', () => {
     });
 
     it('in JSON, never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
-      const id = (await client.runJob(jobDoc())).allocIds[0]!;
+      const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const text = 'aé€😀b✓\nüñí€ode 😀😀 end';
       fake.logs.set(`${id}/main/stdout`, text);
       const size = Buffer.byteLength(text);
@@ -621,7 +657,7 @@ describe('HttpApi', () => {
     });
 
     it('answers 403 for a wrong token and changes nothing', async () => {
-      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify(jobDoc()), headers: { 'X-Nomad-Token': 's3cre' } });
+      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob() }), headers: { 'X-Nomad-Token': 's3cre' } });
       expect(r.status).toBe(403);
       expect(r.error).toBe('the ACL token in X-Nomad-Token is not valid');
       await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
@@ -643,7 +679,7 @@ describe('HttpApi', () => {
     it('serves requests with the right token', async () => {
       expect((await raw(secured.url, 'GET', '/v1/jobs', { headers: { 'x-nomad-token': 's3cret' } })).status).toBe(200);
       const c = new ApiClient({ address: secured.url, token: 's3cret' });
-      expect((await c.runJob(jobDoc())).jobId).toBe('web');
+      expect((await c.runJob(nomadJob())).jobId).toBe('web');
     });
   });
 
@@ -660,7 +696,7 @@ describe('HttpApi', () => {
       try {
         const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
         expect((await raw(u, 'GET', '/v1/jobs', { agent })).status).toBe(200);
-        expect((await raw(u, 'POST', '/v1/jobs', { agent, body: JSON.stringify(jobDoc()) })).status).toBe(200);
+        expect((await raw(u, 'POST', '/v1/jobs', { agent, body: JSON.stringify({ Job: nomadJob() }) })).status).toBe(200);
         expect(asked).toHaveLength(1);
         agent.destroy();
       } finally {
@@ -680,7 +716,7 @@ describe('HttpApi', () => {
           ['POST', '/v1/jobs'],
           ['GET', '/v1/event/stream'],
         ] as const) {
-          const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify(jobDoc()) } : {});
+          const r = await raw(u, method, path, method === 'POST' ? { body: JSON.stringify({ Job: nomadJob() }) } : {});
           expect(r.status).toBe(403);
           expect(r.code).toBe('EFORBIDDEN');
           expect(r.error).toMatch(who);

@@ -14,8 +14,9 @@
 //   PUT     /v1/node/:name/purge                                             NodePurgeResult (cluster: a down node's claims released, its record removed)
 //   GET     /v1/nodes                                                        NodeList (this node, or every node of its cluster; 503 while etcd is away)
 //   GET     /v1/jobs                                                         JobView[]
-//   POST    /v1/jobs  (PUT too)                    { "Job": JobDocument }    RunJobResult
-//   POST    /v1/job/:id/plan  (PUT too)            { "Job": JobDocument, "Diff": true }  JobPlan (what a run would change; nothing is done)
+//   POST    /v1/jobs  (PUT too)                    Nomad's JobRegisterRequest { "Job": <Nomad JSON job> }  RunJobResult
+//   POST    /v1/job/:id/plan  (PUT too)            Nomad's JobPlanRequest { "Job": …, "Diff": true }  JobPlan (what a run would change; nothing is done)
+//   POST    /v1/jobs/parse                         Nomad's JobsParseRequest { "JobHCL": "…" }  the Job in Nomad's JSON job format
 //   GET     /v1/job/:id                                                      JobView
 //   DELETE  /v1/job/:id[?purge=true]                                         JobView (after its allocs stopped)
 //   GET     /v1/job/:id/allocations                                          AllocView[]

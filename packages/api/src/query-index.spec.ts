@@ -4,7 +4,7 @@ import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
 import type { HttpApi } from './http-api';
 import { AnswerIndexes } from './query-index';
-import { FakeAgentService, jobDoc, raw, startApi } from './testing';
+import { FakeAgentService, nomadJob, raw, startApi } from './testing';
 
 describe("Nomad's X-Nomad-Index and blocking queries", () => {
   let fake: FakeAgentService;
@@ -24,7 +24,7 @@ describe("Nomad's X-Nomad-Index and blocking queries", () => {
 
   const indexOf = (r: { headers: Record<string, unknown> }) => Number(r.headers['x-nomad-index']);
   const runJob = async (id: string) =>
-    expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(id) }) })).status).toBe(200);
+    expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob(id) }) })).status).toBe(200);
 
   it('answers every read with an index that changes only when its answer does, and the leader headers', async () => {
     const first = await raw(url, 'GET', '/v1/jobs');

@@ -10,7 +10,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { FakeAgentService } from './testing';
-import { jobDoc, raw, startApi } from './testing';
+import { nomadJob, raw, startApi } from './testing';
 import { HttpApi } from './http-api';
 import { parseHostHeader } from '@csiplug/jobspec';
 
@@ -50,7 +50,7 @@ describe('the request guard', () => {
     await api.dispose();
   });
 
-  const job = JSON.stringify({ Job: jobDoc('evil') });
+  const job = JSON.stringify({ Job: nomadJob('evil') });
 
   describe('cross-site request forgery', () => {
     it.each([
@@ -90,7 +90,7 @@ describe('the request guard', () => {
     it("takes a write with no Content-Type, or curl --data's form type, from a client that is no browser: Nomad's Go client sends none", async () => {
       expect((await raw(url, 'PUT', '/v1/jobs', { body: job, noContentType: true })).status).toBe(200);
       const curl = await raw(url, 'POST', '/v1/jobs', {
-        body: JSON.stringify({ Job: jobDoc('from-curl') }),
+        body: JSON.stringify({ Job: nomadJob('from-curl') }),
         headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
       });
       expect(curl.status).toBe(200);
@@ -104,7 +104,7 @@ describe('the request guard', () => {
         const withToken = await raw(secured.url, 'POST', '/v1/jobs', { body: job, headers: { ...sameOrigin, 'X-Nomad-Token': 'tok' } });
         expect(withToken.status).toBe(200);
         const bearer = await raw(secured.url, 'POST', '/v1/jobs', {
-          body: JSON.stringify({ Job: jobDoc('bearer') }),
+          body: JSON.stringify({ Job: nomadJob('bearer') }),
           headers: { ...sameOrigin, Authorization: 'Bearer tok' },
         });
         expect(bearer.status).toBe(200);
@@ -251,13 +251,13 @@ describe('the request guard', () => {
     });
 
     it('does not count brackets inside strings', async () => {
-      const doc = jobDoc('brackets');
-      doc.job['brackets']!.group['app']!.task['main']!.config.args = ['['.repeat(500) + '\\"{{{'];
+      const doc = nomadJob('brackets');
+      doc.TaskGroups[0]!.Tasks[0]!.Config.args = ['['.repeat(500) + '\\"{{{'];
       expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: doc }) })).status).toBe(200);
     });
 
     it.each(['a\nb', 'evil\r\nInjected: 1', 'esc\u001b[2J', 'del\u007f'])('refuses a job id with control characters (%j)', async (id) => {
-      const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc(id) }) });
+      const r = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob(id) }) });
       expect(r.status).toBe(400);
       expect(r.error).toMatch(/may not contain control characters/);
       expect(fake.jobs.size).toBe(0);
@@ -394,10 +394,10 @@ describe('connection limits', () => {
     let release: (() => void) | undefined;
     try {
       const port = Number(new URL(url).port);
-      expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('web') }) })).status).toBe(200);
+      expect((await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('web') }) })).status).toBe(200);
       fake.gate = new Promise<void>((r) => (release = r));
       // A slow request keeps the API busy while it closes...
-      const slow = raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: jobDoc('other') }) });
+      const slow = raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('other') }) });
       // ...and an event stream's connection is busy when closing begins, then idle and still open.
       const b = net.connect(port, '127.0.0.1');
       sockets.push(b);

@@ -1,22 +1,11 @@
 // The route table's small helpers: query parameters read and checked the
 // way every route reads them (a bad one is a 400 naming it), a volume's
-// secrets redacted for display, Nomad's plan flag dropped. Split from
+// secrets redacted for display. Split from
 // http-api.ts, which serves the routes.
 import { ApiError } from './api-error';
 import type { VolumeView } from './service';
 
 export const REDACTED = '[REDACTED]';
-
-/**
- * Nomad's plan request carries `"Diff": true` next to the job; a plan here
- * always has its diff, so the flag is accepted (a boolean) and dropped.
- */
-export function withoutDiffFlag(body: unknown): unknown {
-  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('Diff' in body) || !('Job' in body)) return body;
-  const { Diff: diff, ...rest } = body as Record<string, unknown>;
-  if (typeof diff !== 'boolean') throw ApiError.badRequest(`"Diff" must be true or false (got ${JSON.stringify(diff)})`);
-  return rest;
-}
 
 /** A volume as the API shows it: secret values replaced, keys kept. */
 export function redactSecrets(volume: VolumeView): VolumeView {

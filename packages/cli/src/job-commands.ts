@@ -3,7 +3,7 @@ import { ValidationError, formatDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '@csiplug/jobspec';
 import type { JobSpec } from '@csiplug/jobspec';
 import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '@csiplug/api/client';
-import { ValidationProblems, jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { ValidationProblems, jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { UsageError } from './args';
 import { type Command, type CommandContext, VERBOSE_FLAG, inputName } from './command';
 import { formatKV, formatTable, formatTime, shortId } from './format';
@@ -210,7 +210,7 @@ const jobRun: Command = {
     if (!spec) return 1;
     const client = ctx.client();
     // -detach may queue: new allocs that need a write claim a live alloc holds are placed and wait (without it the run is refused).
-    const result = await client.runJob(jobToDocument(spec), { queue: ctx.flag('detach') });
+    const result = await client.runJob(jobToNomadJson(spec), { queue: ctx.flag('detach') });
     if (ctx.json) {
       ctx.printJson(result);
       return RUN_EXIT.ok;
@@ -256,7 +256,7 @@ const jobPlan: Command = {
     const file = ctx.args[0]!;
     const spec = await readJobspec(ctx, file);
     if (!spec) return PLAN_EXIT.error;
-    const plan = await ctx.client().planJob(jobToDocument(spec));
+    const plan = await ctx.client().planJob(jobToNomadJson(spec));
     if (ctx.json) ctx.printJson(plan);
     else ctx.out(formatPlan(plan, ctx.verbose));
     return movesAllocs(plan) ? PLAN_EXIT.changes : PLAN_EXIT.unchanged;

@@ -27,3 +27,4 @@ export {
   type RenderContext,
   type TemplateValue,
 } from './go-template';
+export * from './nomad-json';

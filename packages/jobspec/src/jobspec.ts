@@ -260,7 +260,7 @@ const NO_NETWORK =
   'csiplug assigns no ports or networks: a raw_exec task uses the host\'s network, an exec task the host\'s (config { network_mode = "host" }) or only a loopback of its own (network_mode = "none"); ' +
   REMOVE;
 
-const JOB_UNSUPPORTED: Readonly<Record<string, string>> = {
+export const JOB_UNSUPPORTED: Readonly<Record<string, string>> = {
   datacenters: ONE_NODE,
   region: ONE_NODE,
   node_pool: ONE_NODE,
@@ -280,7 +280,7 @@ const JOB_UNSUPPORTED: Readonly<Record<string, string>> = {
   meta: NO_META,
 };
 
-const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
+export const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
   network: NO_NETWORK,
   service: NO_SERVICE,
   constraint: PLACEMENT,
@@ -295,7 +295,7 @@ const GROUP_UNSUPPORTED: Readonly<Record<string, string>> = {
   meta: NO_META,
 };
 
-const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
+export const TASK_UNSUPPORTED: Readonly<Record<string, string>> = {
   artifact: `csiplug downloads nothing: put the program on this node and name it in config { command = "…" }; ${REMOVE}`,
   service: NO_SERVICE,
   constraint: PLACEMENT,

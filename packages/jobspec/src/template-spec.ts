@@ -53,7 +53,7 @@ const TEMPLATE_FIELDS = [
   'error_on_missing_key',
 ];
 
-const TEMPLATE_UNSUPPORTED: Readonly<Record<string, string>> = {
+export const TEMPLATE_UNSUPPORTED: Readonly<Record<string, string>> = {
   change_script: 'csiplug runs no scripts on a change: use change_mode = "signal" (the task reloads itself) or "restart"; remove it',
   wait: 'csiplug renders when the task starts and on a SIGHUP of the agent, never on a Consul or Vault change, so there is nothing to wait for; remove it',
   vault_grace: 'csiplug does not use Vault; remove it',

@@ -11,7 +11,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { ApiClient } from '@csiplug/api';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
 import { hostpathPluginCodeDirs, hostpathPluginDir, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
@@ -118,7 +118,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
       hostpathPluginJobHcl({ driver, ...(driver === 'exec' ? { node: nodeBinary() } : {}) }),
       'hostpath-plugin.hcl',
     );
-    await run('run the hostpath plugin as a monolith plugin job', () => api.runJob(jobToDocument(pluginJob)));
+    await run('run the hostpath plugin as a monolith plugin job', () => api.runJob(jobToNomadJson(pluginJob)));
     const plugin = await run('wait for the plugin: socket, probe, registration, fingerprint', () =>
       until('plugin hostpath to be healthy', async () => {
         const p = await api.getPlugin('hostpath').catch(() => undefined);
@@ -145,7 +145,7 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
       ),
       'workload.hcl',
     );
-    const { allocIds } = await run('run a workload that writes into the volume', () => api.runJob(jobToDocument(workloadJob)));
+    const { allocIds } = await run('run a workload that writes into the volume', () => api.runJob(jobToNomadJson(workloadJob)));
     const allocId = allocIds[0]!;
     const before = await run('wait for the workload: claim, stage, publish, start', () =>
       until('the workload to run', async () => {

@@ -6,7 +6,7 @@
 // it is taken down, whatever state the round ended in.
 import type { AgentEvent, AgentHealth, AllocView } from '@csiplug/api';
 import { ApiClient } from '@csiplug/api';
-import { jobToDocument, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { RpcFaults, StartFault } from '@csiplug/hostpath-plugin';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -242,7 +242,7 @@ job "${PLUGIN_JOB_ID}" {
 
   /** Runs (or updates) the plugin job; with `wait`, until the plugin is healthy on both sides. */
   async runPlugin(options: PluginJobOptions = {}, wait = true): Promise<string[]> {
-    const { allocIds } = await this.api.runJob(jobToDocument(await parseJobspec(this.pluginJobHcl(options), 'plugin.hcl')));
+    const { allocIds } = await this.api.runJob(jobToNomadJson(await parseJobspec(this.pluginJobHcl(options), 'plugin.hcl')));
     if (wait) {
       await this.waitPluginHealthy();
       // An isolated round really runs on runc: the plugin's container is there.
@@ -333,7 +333,7 @@ job "${PLUGIN_JOB_ID}" {
     const hcl = this.isolated
       ? workloadJobHcl(`work-${name}`, volumeId, 'echo "$CSIPLUG_ALLOC_ID" > "$CSIPLUG_VOLUME_DATA/owner.txt" && exec sleep 3600', 'exec')
       : workloadJob(`work-${name}`, volumeId);
-    const { allocIds } = await this.api.runJob(jobToDocument(await parseJobspec(hcl, `work-${name}.hcl`)));
+    const { allocIds } = await this.api.runJob(jobToNomadJson(await parseJobspec(hcl, `work-${name}.hcl`)));
     return allocIds[0]!;
   }
 

@@ -12,7 +12,7 @@
 // (the two never import each other).
 import * as fs from 'fs';
 import * as path from 'path';
-import { jobToDocument, parseJobspec } from '@csiplug/jobspec';
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { ApiClient } from '@csiplug/api';
 import { pollUntil } from '../support/agent-process';
 import { type ChaosAgent, type ChaosAgentOptions, workloadUp } from './chaos-agent';
@@ -80,7 +80,7 @@ export function fullLogsDiskScenario<Outcome>(h: RoundHelpers<Outcome>): {
           await a.createVolume('vol-1');
           const first = await a.runWorkload('0', 'vol-0');
           const [up] = await a.waitWorkloadsUp([first]);
-          const { allocIds } = await a.api.runJob(jobToDocument(await parseJobspec(chattyJobHcl(a.isolated), 'chatty.hcl')));
+          const { allocIds } = await a.api.runJob(jobToNomadJson(await parseJobspec(chattyJobHcl(a.isolated), 'chatty.hcl')));
           const taskDir = path.join(a.dataDir, 'allocs', allocIds[0]!, 'yes');
           // The task's logs fill the disk; a filler takes what a page of a log file could not.
           await pollUntil('the chatty task to fill the disk', () => (freeBytes(a.dataDir) < 1024 * 1024 ? true : undefined));

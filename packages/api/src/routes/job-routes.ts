@@ -1,27 +1,36 @@
-// The job routes: list, run, plan, read, the job's allocs, stop. Bodies are
-// validated in full before the service is called (see http-api.ts).
-import { validateJob } from '@csiplug/jobspec';
+// The job routes: list, run, plan, parse, read, the job's allocs, stop.
+// Jobs come in Nomad's JSON job format, in Nomad's request bodies
+// (JobRegisterRequest, JobPlanRequest, JobsParseRequest), read by jobspec's
+// nomad-json; bodies are validated in full before the service is called
+// (see http-api.ts).
+import { jobToNomadJson, parseJobspec, readJobPlanRequest, readJobRegisterRequest, readJobsParseRequest } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
-import { unwrapEnvelope } from '../request-body';
-import { boolParam, withoutDiffFlag } from '../route-params';
+import { boolParam } from '../route-params';
 import type { AgentService } from '../service';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
   r.add('GET', '/v1/jobs', () => ({ body: s.listJobs() }));
   const runJob: Handler = async (ctx) => {
-    const job = validateJob(unwrapEnvelope(await ctx.json(), 'Job'));
+    const { job } = readJobRegisterRequest(await ctx.json());
     // ?queue=true: csiplug's own (Nomad's register has no such flag): place allocs that must wait for a held write claim.
     return { body: await s.runJob(job, { queue: boolParam(ctx.query, 'queue') }) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/jobs', runJob);
   const planJob: Handler = async (ctx) => {
-    const job = validateJob(unwrapEnvelope(withoutDiffFlag(await ctx.json()), 'Job'));
+    // Diff is taken and the answer is the same either way: csiplug's plan always lists what changes.
+    const { job } = readJobPlanRequest(await ctx.json());
     if (job.id !== ctx.params.id)
       throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
     return { body: s.planJob(job) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/job/:id/plan', planJob);
+  // Nomad's Parse Job: the HCL read and checked as job run reads it, answered as the Job in Nomad's JSON. csiplug's
+  // reader fills in every default, so the answer is the canonical job whether or not Canonicalize asks for it.
+  r.add('POST', '/v1/jobs/parse', async (ctx) => {
+    const { jobHCL } = readJobsParseRequest(await ctx.json());
+    return { body: jobToNomadJson(await parseJobspec(jobHCL, 'JobHCL.hcl')) };
+  });
   r.add('GET', '/v1/job/:id', ({ params }) => ({ body: find.job(params.id!) }));
   r.add('GET', '/v1/job/:id/allocations', ({ params }) => {
     const job = find.job(params.id!);

@@ -1,32 +1,35 @@
 // Helpers for tests of the HTTP API: documents, a request with nothing done
 // for us, and a server on 127.0.0.1:0 over any AgentService.
 import { MemoryLogger } from '@csiplug/core';
-import type { GroupDocument, JobDocument, VolumeSpecDocument } from '@csiplug/jobspec';
+import type { NomadJob, VolumeSpecDocument } from '@csiplug/jobspec';
 import * as http from 'http';
 import type { AgentService } from '..';
 import { ERROR_CODE_HEADER, HttpApi, type HttpApiOptions } from '..';
 
 /**
- * A jobspec the API accepts: job `id`, one group `app` of `count` claiming vol1.
- * `extra` joins the group's fields, unknown ones included (a test of the API's
- * refusals sends them); the type says what the document is without them.
+ * A job the API accepts, in Nomad's JSON job format as a Nomad client sends
+ * one (the fields it sets; the reader fills in the rest): job `id`, one group
+ * `app` of `count` claiming vol1. `extra` joins the group's fields, unknown
+ * ones included (a test of the API's refusals sends them).
  */
-export function jobDoc(id = 'web', count = 1, extra: Record<string, unknown> = {}): JobDocument {
-  const group: GroupDocument = {
-    count,
-    volume: { data: { type: 'csi', source: 'vol1', access_mode: 'single-node-writer' } },
-    task: {
-      main: {
-        driver: 'raw_exec',
-        config: { command: '/bin/sleep', args: ['100'] },
-        volume_mount: [{ volume: 'data', destination: 'data' }],
+export function nomadJob(id = 'web', count = 1, extra: Record<string, unknown> = {}): NomadJob {
+  const group = {
+    Name: 'app',
+    Count: count,
+    Volumes: { data: { Type: 'csi', Source: 'vol1', AccessMode: 'single-node-writer' } },
+    Tasks: [
+      {
+        Name: 'main',
+        Driver: 'raw_exec',
+        Config: { command: '/bin/sleep', args: ['100'] },
+        VolumeMounts: [{ Volume: 'data', Destination: 'data' }],
       },
-    },
+    ],
   };
-  return { job: { [id]: { group: { app: { ...group, ...extra } } } } };
+  return { ID: id, TaskGroups: [{ ...group, ...extra }] } as unknown as NomadJob;
 }
 
-/** A volume spec the API accepts, registered by the hostpath plugin; `extra` joins (or replaces) its fields, as jobDoc's does. */
+/** A volume spec the API accepts, registered by the hostpath plugin; `extra` joins (or replaces) its fields, as nomadJob's does. */
 export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): VolumeSpecDocument {
   const spec: VolumeSpecDocument = {
     id,
