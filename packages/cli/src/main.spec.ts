@@ -119,7 +119,7 @@ describe('csiplug CLI', () => {
       expect(r.stdout).toMatch(/^Usage: csiplug job run \[options\] FILE/);
       expect(r.stdout).toMatch(/-address=<addr>/);
       expect(r.stdout).toMatch(/Overrides\s+the\s+CSIPLUG_TOKEN\s+environment\s+variable/);
-      expect(r.stdout).toMatch(/NOMAD_TOKEN\s+is\s+read\s+when\s+CSIPLUG_TOKEN\s+is\s+not\s+set/);
+      expect(r.stdout).toMatch(/NOMAD_TOKEN\s+is\s+read\s+when\s+CSIPLUG_TOKEN\s+is\s+not\s+set,\s+whichever\s+address/);
       expect(r.stdout).toMatch(/Default = http:\/\/127\.0\.0\.1:4747/);
       expect(r.stdout).toMatch(/-json/);
       expect((await cli(['volume', 'deregister', '-h'])).stdout).toMatch(/-force/);
@@ -220,10 +220,16 @@ describe('csiplug CLI', () => {
           ).code,
         ).toBe(0);
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'bad' } })).stderr).toMatch(/not valid/);
-        // A Nomad token never goes to an address that is not NOMAD_ADDR; using NOMAD_ADDR is said on stderr.
-        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toMatch(
-          /requires an ACL token/,
-        );
+        // Each variable is read on its own, as Nomad reads them: NOMAD_TOKEN with CSIPLUG_ADDR, NOMAD_ADDR with CSIPLUG_TOKEN.
+        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status', '-address', addr], { env: { NOMAD_TOKEN: 'tok' } })).code).toBe(0);
+        // When both are set, csiplug's wins, each variable on its own.
+        let both = await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok', CSIPLUG_TOKEN: 'bad' } });
+        expect(both.stderr).toMatch(/not valid/);
+        both = await cli(['plugin', 'status'], { env: { NOMAD_ADDR: 'http://127.0.0.1:1', CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } });
+        expect(both.code).toBe(0);
+        // Using NOMAD_ADDR is said on stderr.
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toContain(
           `(talking to NOMAD_ADDR=${addr}: CSIPLUG_ADDR is not set)`,
         );
