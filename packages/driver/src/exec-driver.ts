@@ -142,7 +142,7 @@ export class ExecDriver implements TaskDriver {
       throw new TaskStartError(
         allocId,
         taskName,
-        `the executor script ${this.executorPath} does not exist; build @csiplug/driver (tsc -p tsconfig.lib.json in packages/driver) or set ExecDriverOptions.executorPath`,
+        `the executor script ${this.executorPath} does not exist; reinstall csiplug, or build the driver package (tsc -p tsconfig.lib.json in packages/driver)`,
       );
     }
     const paths = executorPaths(taskDir);
