@@ -12,8 +12,9 @@
 // (its fixed parts) that is an argument of `new <Anything>Error(…)` or of an
 // error class's `super(…)`, the value
 // of an object property named as an event's or refusal's text (OPERATOR_TEXT_
-// PROPERTIES), or an argument of a call that prints or reports to the
-// operator (OPERATOR_TEXT_CALLS). In those texts it refuses:
+// PROPERTIES), an argument of a call that prints or reports to the operator
+// (OPERATOR_TEXT_CALLS), or what a function that makes such a text returns
+// (TEXT_MAKER: retryWhy, usageText…). In those texts it refuses:
 //   1. call syntax: a word immediately followed by `(`, as in `foo(` or
 //      `foo()` (a `(` after a space, as in "(got 3)", is fine; so is a
 //      plural "(s)");
@@ -34,6 +35,8 @@ const ts = require('typescript');
 const OPERATOR_TEXT_PROPERTIES = new Set(['message', 'displayMessage', 'reason', 'why', 'details', 'hint']);
 /** Calls whose text arguments an operator reads: CLI output and restart reasons. */
 const OPERATOR_TEXT_CALLS = new Set(['out', 'write', 'requestRestart', 'fail', 'kill', 'event', 'emitEvent', 'addEvent']);
+/** Functions whose returned text an operator reads: an event's or refusal's words made in one place (retryWhy, pendingWhy, usageText…). */
+const TEXT_MAKER = /(Why|Message|Text|Reason|Words|Hint)$/;
 /** `(s)`, `(es)`: a plural in passing, not a call. */
 const PLURAL = /^\((e?s)\)/;
 const CALL = /([A-Za-z_$][\w$]*)\(/g;
@@ -132,6 +135,19 @@ function extendsError(node) {
   return (n.heritageClauses ?? []).some((h) => h.types.some((t) => /Error$/.test(t.expression.getText())));
 }
 
+/** The name of a function declaration, method, or function bound to a variable. */
+function functionName(fn) {
+  if (fn.name && ts.isIdentifier(fn.name)) return fn.name.text;
+  if (fn.parent && ts.isVariableDeclaration(fn.parent) && ts.isIdentifier(fn.parent.name)) return fn.parent.name.text;
+  return undefined;
+}
+
+function enclosingFunctionName(node) {
+  let n = node.parent;
+  while (n && !ts.isFunctionLike(n)) n = n.parent;
+  return n ? functionName(n) : undefined;
+}
+
 /** The violations in one text: call syntax, token names, class names. */
 function problemsIn(text, tokens, classes) {
   const found = [];
@@ -178,6 +194,8 @@ function checkWording(root) {
         node.arguments.forEach(check);
       else if (ts.isCallExpression(node) && OPERATOR_TEXT_CALLS.has(calleeName(node.expression) ?? '')) node.arguments.forEach(check);
       else if (ts.isPropertyAssignment(node) && OPERATOR_TEXT_PROPERTIES.has(node.name.getText(sf))) check(node.initializer);
+      else if (ts.isReturnStatement(node) && TEXT_MAKER.test(enclosingFunctionName(node) ?? '')) check(node.expression);
+      else if (ts.isArrowFunction(node) && !ts.isBlock(node.body) && TEXT_MAKER.test(functionName(node) ?? '')) check(node.body);
       ts.forEachChild(node, visit);
     };
     visit(sf);

@@ -1,7 +1,7 @@
 // The wording check's own test. It runs tools/wording/check-wording.cjs as
 // `npm run wording` does, against throwaway fixture trees: one with each
 // kind of leak in each kind of operator text (an error, an error class's
-// super call, an event message, CLI output), which must be reported with
+// super call, an event message, a function that makes a message, CLI output), which must be reported with
 // file:line and the text, and one with words that only look alike ("(got 3)",
 // "Nomad's API (v1)", a plural "(s)", an error code), which must pass. Then
 // the repository itself must pass.
@@ -47,7 +47,13 @@ describe('the wording check', () => {
         "export const e = new Error('nothing bound to IPluginRegistry');",
       ].join('\n'),
     );
-    write('packages/hooks/src/hook.ts', "export const event = { type: 'Driver Failure', message: 'the PluginRegistry refused it' };\n");
+    write(
+      'packages/hooks/src/hook.ts',
+      [
+        "export const event = { type: 'Driver Failure', message: 'the PluginRegistry refused it' };",
+        'export function retryWhy(ms: number): string {\n  return `trying again in ${ms}: call retry() to hurry`;\n}',
+      ].join('\n'),
+    );
     write(
       'packages/cli/src/command.ts',
       "export function run(ctx: { out(t: string): void }) {\n  ctx.out('stopped; run dispose() next');\n}\n",
@@ -59,6 +65,7 @@ describe('the wording check', () => {
       'wording: packages/csimanager/src/errors.ts:4: call syntax "waitForPlugin(": " not found; call waitForPlugin(\\""',
       'wording: packages/csimanager/src/errors.ts:7: DI token name "IPluginRegistry": "nothing bound to IPluginRegistry"',
       'wording: packages/hooks/src/hook.ts:1: internal class name "PluginRegistry": "the PluginRegistry refused it"',
+      'wording: packages/hooks/src/hook.ts:3: call syntax "retry(": ": call retry() to hurry"',
     ]);
   });
 
