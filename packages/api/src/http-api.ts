@@ -42,55 +42,35 @@
 //   GET     /v1/metrics[?format=json|prometheus]                             the agent's metrics: prom-client's JSON list, or Prometheus text
 //   GET     /ui/                                                             the status page (static files; its data comes through the API above)
 //
+// The handlers are in routes/*.ts, one file per area; who may call is
+// token-check.ts, what may reach a handler at all request-guard.ts.
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
 import { type Clock, CsiplugError, type Logger, RealClock, ValidationError, errorMessage, type AsyncDisposable } from '@csiplug/core';
-import { createHash, timingSafeEqual } from 'crypto';
 import * as fs from 'fs';
 import * as http from 'http';
 import type { AddressInfo } from 'net';
 import * as net from 'net';
 import * as tls from 'tls';
 import type { AgentService } from './service';
-import { isLoopbackAddress, publicBindProblem, validateJob, validateVolumeSpec } from '@csiplug/jobspec';
-import { logLimit, readLogJson, sendLogBytes } from './alloc-logs';
+import { isLoopbackAddress, publicBindProblem } from '@csiplug/jobspec';
 import { ApiError, ApiErrorCode, errorBody, statusForError } from './api-error';
 import { ConnectionGate, type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from './connection-gate';
 import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from './event-stream';
-import { type AllocLogs, TOKEN_HEADER, type VolumeDeleted } from './protocol';
-import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody, unwrapEnvelope } from './request-body';
+import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody } from './request-body';
 import { RequestGuard, printable } from './request-guard';
 import { connectionPeerUid } from './proc-net-tcp';
-import { assertTokenlessAccess } from './root-only-access';
-import { type RouteParams, Router } from './router';
+import { TokenCheck } from './token-check';
+import { Router } from './router';
 import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
 import type { HttpApiOptions } from './http-api-options';
-import {
-  MAX_SNAPSHOTS_PER_REQUEST,
-  boolParam,
-  csiTypeParam,
-  intParam,
-  isRecord,
-  oneOf,
-  redactSecrets,
-  withoutDiffFlag,
-} from './route-params';
-
-/** What a route handler answers: a JSON body, or nothing when it wrote the response itself. */
-type Reply = { status?: number; body: unknown } | undefined;
-
-interface RequestContext {
-  req: http.IncomingMessage;
-  res: http.ServerResponse;
-  /** Aborted when the response is done or the client's connection is gone; streams end on it. */
-  signal: AbortSignal;
-  params: RouteParams;
-  query: URLSearchParams;
-  /** The body parsed as JSON (read once, under the size limit). */
-  json(): Promise<unknown>;
-}
-
-type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
+import { oneOf } from './route-params';
+import { addAllocRoutes } from './routes/alloc-routes';
+import { addJobRoutes } from './routes/job-routes';
+import { addNodeRoutes } from './routes/node-routes';
+import { type Handler, Lookups, type RequestContext } from './routes/route-context';
+import { addSnapshotRoutes } from './routes/snapshot-routes';
+import { addVolumeRoutes } from './routes/volume-routes';
 
 /** The HTTP API could not listen: it listens already, or its address is taken or not this machine's. */
 export class HttpApiListenError extends CsiplugError {
@@ -122,7 +102,7 @@ export class HttpApi implements AsyncDisposable {
   private readonly streams = new Set<EventStream>();
   /** What every open event stream together may hold unread. */
   private readonly eventBudget: EventStreamBudget;
-  private tokenDigest: Buffer | undefined;
+  private readonly tokens: TokenCheck;
   private readonly maxBodyBytes: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
@@ -139,15 +119,18 @@ export class HttpApi implements AsyncDisposable {
   private readonly page: StatusPage;
   /** The TCP socket under each connection HTTP sees (itself, or under its TLS), for the peer's uid. */
   private readonly rawSockets = new WeakMap<net.Socket, net.Socket>();
-  /** The uid owning each connection's client socket, looked up once per connection. */
-  private readonly peerUids = new WeakMap<net.Socket, number | undefined>();
 
   constructor(
     private readonly service: AgentService,
     private readonly options: HttpApiOptions,
   ) {
     if (options.aclToken === '') throw new ValidationError('the ACL token may not be empty; leave it out to turn ACLs off', 'aclToken');
-    this.tokenDigest = options.aclToken !== undefined ? digest(options.aclToken) : undefined;
+    this.tokens = new TokenCheck(options.aclToken, {
+      bindAddr: options.bindAddr,
+      insecureAllowPublic: options.insecureAllowPublic === true,
+      peerUid: options.peerUid ?? connectionPeerUid,
+      logger: options.logger,
+    });
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.eventBudget = new EventStreamBudget(options.eventStreamsMaxBuffered);
     this.clock = options.clock ?? new RealClock();
@@ -190,10 +173,7 @@ export class HttpApi implements AsyncDisposable {
       insecureAllowPublic: this.options.insecureAllowPublic === true,
     });
     if (problem) throw new ValidationError(problem, 'acl');
-    const next = token !== undefined ? digest(token) : undefined;
-    const changed =
-      next === undefined || this.tokenDigest === undefined ? next !== this.tokenDigest : !timingSafeEqual(next, this.tokenDigest);
-    this.tokenDigest = next;
+    const changed = this.tokens.set(token);
     // An event stream was let in by the token of its time: a changed token ends it, and its client connects again with the new one.
     if (changed) for (const stream of [...this.streams]) stream.dispose();
   }
@@ -208,7 +188,7 @@ export class HttpApi implements AsyncDisposable {
       );
     const { bindAddr, port } = this.options;
     const problem = publicBindProblem(bindAddr, {
-      token: this.tokenDigest !== undefined,
+      token: this.tokens.enabled,
       tls: this.secureContext !== undefined,
       insecureAllowPublic: this.options.insecureAllowPublic === true,
     });
@@ -238,16 +218,16 @@ export class HttpApi implements AsyncDisposable {
           allowedHosts: this.options.allowedHosts,
           allowedOrigins: this.options.allowedOrigins,
         });
-        if (!isLoopbackAddress(addr.address) && (this.tokenDigest === undefined || !this.secureContext)) {
+        if (!isLoopbackAddress(addr.address) && (!this.tokens.enabled || !this.secureContext)) {
           this.logger.warn(
-            `INSECURE: the HTTP API listens on ${addr.address}, reachable from other machines, ${this.tokenDigest === undefined ? 'WITHOUT an ACL token' : 'WITHOUT TLS'} (acl { insecure_allow_public = true }); anyone who can reach it can run processes as this agent's user`,
+            `INSECURE: the HTTP API listens on ${addr.address}, reachable from other machines, ${!this.tokens.enabled ? 'WITHOUT an ACL token' : 'WITHOUT TLS'} (acl { insecure_allow_public = true }); anyone who can reach it can run processes as this agent's user`,
             { address: addr.address },
           );
         }
         this.logger.info('HTTP API listening', {
           address: addr.address,
           port: addr.port,
-          acl: this.tokenDigest !== undefined,
+          acl: this.tokens.enabled,
           tls: this.secureContext !== undefined,
           ...this.limits,
         });
@@ -376,7 +356,7 @@ export class HttpApi implements AsyncDisposable {
         this.servePage(method, url.pathname, res);
         return;
       }
-      this.checkToken(req);
+      this.tokens.check(req, this.rawSockets.get(req.socket) ?? req.socket);
       const match = this.router.match(method, url.pathname);
       if (match.kind === 'none') throw ApiError.notFound(`no such API path: ${method} ${url.pathname}`);
       if (match.kind === 'method') {
@@ -421,50 +401,6 @@ export class HttpApi implements AsyncDisposable {
       return parseJsonBody(await readBody(req, this.maxBodyBytes));
     } finally {
       timer.dispose();
-    }
-  }
-
-  private checkToken(req: http.IncomingMessage): void {
-    if (this.tokenDigest === undefined) {
-      // No token to tell callers apart: only root on this machine, unless the operator said to serve anyone on a public address (INSECURE).
-      if (this.options.insecureAllowPublic === true && !isLoopbackAddress(this.options.bindAddr)) return;
-      const socket = this.rawSockets.get(req.socket) ?? req.socket;
-      if (!this.peerUids.has(socket)) {
-        let uid: number | undefined;
-        try {
-          uid = (this.options.peerUid ?? connectionPeerUid)(socket);
-        } catch (err) {
-          // Not remembered: the next request on this connection asks again (a file descriptor may be free by then).
-          this.logger.warn('HTTP API: the owner of a connection could not be looked up; it is not served without a token', {
-            err: errorMessage(err),
-          });
-          throw new ApiError(
-            503,
-            'EPEER_UNKNOWN',
-            `the agent could not tell which user this connection comes from (${errorMessage(err)}), and without an ACL token it serves only root: retry, or set acl { token } and send it`,
-          );
-        }
-        this.peerUids.set(socket, uid);
-      }
-      assertTokenlessAccess(this.peerUids.get(socket));
-      return;
-    }
-    // The agent's own header first; `Authorization: Bearer` too, which is what a Prometheus scrape job
-    // (authorization { credentials }) can send. Neither can be set by a cross-site page without a preflight, which is never granted.
-    const header = req.headers[TOKEN_HEADER.toLowerCase()];
-    const bearer = /^Bearer +(\S+)$/i.exec(typeof req.headers.authorization === 'string' ? req.headers.authorization : '')?.[1];
-    const fromHeader = header !== undefined && header !== '';
-    const given = fromHeader ? header : bearer;
-    if (given === undefined) {
-      throw new ApiError(
-        403,
-        ApiErrorCode.Forbidden,
-        `this agent requires an ACL token: send it in the ${TOKEN_HEADER} header or as Authorization: Bearer (csiplug: -token or CSIPLUG_TOKEN)`,
-      );
-    }
-    // Hashing first gives equal lengths, so the comparison time says nothing about the token.
-    if (typeof given !== 'string' || !timingSafeEqual(digest(given), this.tokenDigest)) {
-      throw new ApiError(403, ApiErrorCode.Forbidden, `the ACL token in ${fromHeader ? TOKEN_HEADER : 'Authorization'} is not valid`);
     }
   }
 
@@ -532,177 +468,12 @@ export class HttpApi implements AsyncDisposable {
   private addRoutes(): void {
     const s = this.service;
     const r = this.router;
-
-    r.add('GET', '/v1/agent/health', () => {
-      const health = s.health();
-      return { status: health.ok ? 200 : 503, body: health };
-    });
-
-    r.add('GET', '/v1/jobs', () => ({ body: s.listJobs() }));
-    const runJob: Handler = async (ctx) => {
-      const job = validateJob(unwrapEnvelope(await ctx.json(), 'Job'));
-      return { body: await s.runJob(job) };
-    };
-    r.add('POST', '/v1/jobs', runJob);
-    r.add('PUT', '/v1/jobs', runJob);
-    const planJob: Handler = async (ctx) => {
-      const job = validateJob(unwrapEnvelope(withoutDiffFlag(await ctx.json()), 'Job'));
-      if (job.id !== ctx.params.id)
-        throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
-      return { body: s.planJob(job) };
-    };
-    r.add('POST', '/v1/job/:id/plan', planJob);
-    r.add('PUT', '/v1/job/:id/plan', planJob);
-    r.add('GET', '/v1/job/:id', ({ params }) => ({ body: this.job(params.id!) }));
-    r.add('GET', '/v1/job/:id/allocations', ({ params }) => {
-      const job = this.job(params.id!);
-      return { body: s.listAllocs().filter((a) => a.jobId === job.id) };
-    });
-    r.add('DELETE', '/v1/job/:id', async ({ params, query }) => {
-      const purge = boolParam(query, 'purge');
-      const job = this.job(params.id!);
-      return { body: await s.stopJob(job.id, { purge }) };
-    });
-
-    r.add('GET', '/v1/allocations', () => ({ body: s.listAllocs() }));
-    r.add('GET', '/v1/allocation/:id', ({ params }) => ({ body: this.alloc(params.id!) }));
-    r.add('GET', '/v1/allocation/:id/usage', async ({ params }) => ({ body: await s.volumeUsage({ allocId: this.alloc(params.id!).id }) }));
-    r.add('GET', '/v1/allocation/:id/logs/:task', async ({ params, query, res, signal }) => {
-      // Nomad's fs logs parameters; only the range asked for is read (see alloc-logs.ts), whatever the file's size.
-      const stream = oneOf(query, 'stream', ['stdout', 'stderr'] as const, 'stdout');
-      const origin = oneOf(query, 'origin', ['start', 'end'] as const, 'start');
-      const offset = intParam(query, 'offset', 0);
-      const plain = boolParam(query, 'plain');
-      const limit = logLimit(query.get('limit') ? intParam(query, 'limit', 0) : undefined, plain);
-      const alloc = this.alloc(params.id!);
-      const task = params.task!;
-      const known =
-        Object.hasOwn(alloc.tasks, task) || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
-      if (!known)
-        throw ApiError.notFound(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ') || 'none'})`);
-      const slice = await s.allocLogs(alloc.id, task, stream, { offset, origin, limit });
-      if (!plain) return { body: (await readLogJson(alloc.id, task, stream, slice)) satisfies AllocLogs };
-      try {
-        await sendLogBytes(res, slice, signal);
-      } catch (err) {
-        // The reader hung up before the end: nobody is left to tell. A failed file read is the agent's error.
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== 'ERR_STREAM_PREMATURE_CLOSE' && code !== 'ABORT_ERR') throw err;
-        this.logger.debug('log stream closed by the client before its end', { allocId: alloc.id, task, stream });
-      }
-      return undefined;
-    });
-
-    r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
-    r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }));
-    // Nomad's PUT /v1/node/:node_id/purge (here by node name): a down node gone for good.
-    const purgeNode = async ({ params }: { params: Record<string, string | undefined> }) => ({ body: await s.purgeNode(params.name!) });
-    r.add('PUT', '/v1/node/:name/purge', purgeNode);
-    r.add('POST', '/v1/node/:name/purge', purgeNode);
-    // Cluster mode, agent to agent (@csiplug/cluster's routed controllers): a CSI call made on this node's own controller of the plugin.
-    r.add('POST', '/v1/cluster/csi/:plugin/:service/:rpc', async (ctx) => {
-      const body = await ctx.json();
-      const request = (body as { request?: unknown } | null)?.request;
-      return { body: await s.answerRoutedCall(ctx.params.plugin!, ctx.params.service!, ctx.params.rpc!, request, ctx.signal) };
-    });
-    r.add('GET', '/v1/plugins', ({ query }) => {
-      csiTypeParam(query);
-      return { body: s.listPlugins() };
-    });
-    r.add('GET', '/v1/plugin/csi/:id', ({ params }) => {
-      const plugin = s.getPlugin(params.id!);
-      if (!plugin) throw ApiError.notFound(`plugin "${params.id}" not found`);
-      return { body: plugin };
-    });
-
-    r.add('GET', '/v1/volumes', ({ query }) => {
-      csiTypeParam(query);
-      const pluginId = query.get('plugin_id');
-      const volumes = s.listVolumes().filter((v) => !pluginId || v.pluginId === pluginId);
-      return { body: volumes.map(redactSecrets) };
-    });
-    r.add('GET', '/v1/volume/csi/:id', ({ params }) => ({ body: redactSecrets(this.volume(params.id!)) }));
-    const writeVolume =
-      (how: 'register' | 'create'): Handler =>
-      async (ctx) => {
-        const spec = validateVolumeSpec(unwrapEnvelope(await ctx.json(), 'Volume'));
-        if (spec.id !== ctx.params.id) {
-          throw ApiError.badRequest(`the volume id in the path ("${ctx.params.id}") does not match the id in the body ("${spec.id}")`);
-        }
-        // forwarded: another agent of the cluster routed the create here (its node has no healthy controller); it goes no further.
-        return {
-          body: redactSecrets(
-            how === 'register'
-              ? await s.registerVolume(spec)
-              : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') }),
-          ),
-        };
-      };
-    r.add('PUT', '/v1/volume/csi/:id', writeVolume('register'));
-    r.add('POST', '/v1/volume/csi/:id', writeVolume('register'));
-    r.add('PUT', '/v1/volume/csi/:id/create', writeVolume('create'));
-    r.add('POST', '/v1/volume/csi/:id/create', writeVolume('create'));
-    r.add('DELETE', '/v1/volume/csi/:id', async ({ params, query }) => {
-      const force = boolParam(query, 'force');
-      const volume = this.volume(params.id!);
-      await s.deregisterVolume(volume.id, { force });
-      return { body: { id: volume.id } satisfies VolumeDeleted };
-    });
-    r.add('DELETE', '/v1/volume/csi/:id/detach', async ({ params, query }) => {
-      const node = query.get('node');
-      if (!node) throw ApiError.badRequest('query parameter node is required: the node to detach the volume from');
-      return { body: await s.detachVolume(this.volume(params.id!).id, node) };
-    });
-    r.add('GET', '/v1/volume/csi/:id/usage', async ({ params }) => ({
-      body: await s.volumeUsage({ volumeId: this.volume(params.id!).id }),
-    }));
-    const pageOf = (query: URLSearchParams) => ({
-      ...(query.get('plugin_id') ? { pluginId: query.get('plugin_id')! } : {}),
-      ...(query.get('per_page') ? { perPage: intParam(query, 'per_page', 0) } : {}),
-      ...(query.get('next_token') ? { nextToken: query.get('next_token')! } : {}),
-    });
-    r.add('GET', '/v1/volumes/external', async ({ query }) => {
-      const page = await s.listExternalVolumes(pageOf(query));
-      return { body: { Volumes: page.items, NextToken: page.nextToken ?? '' } };
-    });
-    r.add('GET', '/v1/volumes/snapshot', async ({ query }) => {
-      const page = await s.listSnapshots(pageOf(query));
-      return { body: { Snapshots: page.items, NextToken: page.nextToken ?? '' } };
-    });
-    const createSnapshots: Handler = async (ctx) => {
-      const body = await ctx.json();
-      const list = isRecord(body) && Array.isArray(body['Snapshots']) ? (body['Snapshots'] as unknown[]) : [body];
-      if (list.length === 0)
-        throw ApiError.badRequest('no snapshot to create: give { "Snapshots": [{ "SourceVolumeID": "…", "Name": "…" }] }');
-      // Each is a full copy of a volume on the plugin's side: a handful per request, all checked before any is taken.
-      if (list.length > MAX_SNAPSHOTS_PER_REQUEST)
-        throw ApiError.badRequest(`at most ${MAX_SNAPSHOTS_PER_REQUEST} snapshots per request, got ${list.length}`);
-      const wanted = list.map((item, i) => {
-        if (!isRecord(item) || typeof item['SourceVolumeID'] !== 'string' || item['SourceVolumeID'] === '')
-          throw ApiError.badRequest(`Snapshots[${i}].SourceVolumeID is required: the id of the volume to snapshot`);
-        const name = item['Name'];
-        if (name !== undefined && typeof name !== 'string') throw ApiError.badRequest(`Snapshots[${i}].Name must be a string`);
-        return { volumeId: this.volume(item['SourceVolumeID']).id, name: name || undefined };
-      });
-      const made = [];
-      for (const w of wanted) made.push(await s.createSnapshot(w.volumeId, w.name));
-      return { body: { Snapshots: made } };
-    };
-    r.add('PUT', '/v1/volumes/snapshot', createSnapshots);
-    r.add('POST', '/v1/volumes/snapshot', createSnapshots);
-    r.add('DELETE', '/v1/volumes/snapshot', async ({ query }) => {
-      const pluginId = query.get('plugin_id');
-      const snapshotId = query.get('snapshot_id');
-      if (!pluginId || !snapshotId) throw ApiError.badRequest('query parameters plugin_id and snapshot_id are required');
-      await s.deleteSnapshot(pluginId, snapshotId);
-      return { body: { Snapshots: [] } };
-    });
-    r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query }) => {
-      const volume = this.volume(params.id!);
-      // forwarded: another agent of the cluster routed the delete here (its node has no controller); it goes no further.
-      await s.deleteVolume(volume.id, { forwarded: boolParam(query, 'forwarded') });
-      return { body: { id: volume.id } satisfies VolumeDeleted };
-    });
+    const find = new Lookups(s);
+    addNodeRoutes(r, s);
+    addJobRoutes(r, s, find);
+    addAllocRoutes(r, s, find, this.logger);
+    addVolumeRoutes(r, s, find);
+    addSnapshotRoutes(r, s, find);
 
     r.add('GET', '/v1/metrics', async ({ res, query }) => {
       const metrics = this.options.metrics;
@@ -742,28 +513,6 @@ export class HttpApi implements AsyncDisposable {
     for (const stream of this.streams) total += stream.buffered;
     return total;
   }
-
-  private job(id: string) {
-    const job = this.service.getJob(id);
-    if (!job) throw ApiError.notFound(`job "${id}" not found`);
-    return job;
-  }
-
-  private alloc(id: string) {
-    const alloc = this.service.getAlloc(id);
-    if (!alloc) throw ApiError.notFound(`alloc "${id}" not found`);
-    return alloc;
-  }
-
-  private volume(id: string) {
-    const volume = this.service.getVolume(id);
-    if (!volume) throw ApiError.notFound(`volume "${id}" not found`);
-    return volume;
-  }
-}
-
-function digest(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
 }
 
 function loadSecureContext(files: { certFile: string; keyFile: string }): tls.SecureContext {

@@ -1,0 +1,50 @@
+// The snapshot routes (Nomad's /v1/volumes/snapshot): list one page of a
+// plugin's snapshots, take snapshots of volumes (a handful per request, all
+// checked before any is taken), delete one.
+import { ApiError } from '../api-error';
+import { MAX_SNAPSHOTS_PER_REQUEST, intParam, isRecord } from '../route-params';
+import type { AgentService } from '../service';
+import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
+
+/** Nomad's paging query (plugin_id, per_page, next_token) as the service takes it. */
+export function pageOf(query: URLSearchParams): { pluginId?: string; perPage?: number; nextToken?: string } {
+  return {
+    ...(query.get('plugin_id') ? { pluginId: query.get('plugin_id')! } : {}),
+    ...(query.get('per_page') ? { perPage: intParam(query, 'per_page', 0) } : {}),
+    ...(query.get('next_token') ? { nextToken: query.get('next_token')! } : {}),
+  };
+}
+
+export function addSnapshotRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
+  r.add('GET', '/v1/volumes/snapshot', async ({ query }) => {
+    const page = await s.listSnapshots(pageOf(query));
+    return { body: { Snapshots: page.items, NextToken: page.nextToken ?? '' } };
+  });
+  const createSnapshots: Handler = async (ctx) => {
+    const body = await ctx.json();
+    const list = isRecord(body) && Array.isArray(body['Snapshots']) ? (body['Snapshots'] as unknown[]) : [body];
+    if (list.length === 0)
+      throw ApiError.badRequest('no snapshot to create: give { "Snapshots": [{ "SourceVolumeID": "…", "Name": "…" }] }');
+    // Each is a full copy of a volume on the plugin's side: a handful per request, all checked before any is taken.
+    if (list.length > MAX_SNAPSHOTS_PER_REQUEST)
+      throw ApiError.badRequest(`at most ${MAX_SNAPSHOTS_PER_REQUEST} snapshots per request, got ${list.length}`);
+    const wanted = list.map((item, i) => {
+      if (!isRecord(item) || typeof item['SourceVolumeID'] !== 'string' || item['SourceVolumeID'] === '')
+        throw ApiError.badRequest(`Snapshots[${i}].SourceVolumeID is required: the id of the volume to snapshot`);
+      const name = item['Name'];
+      if (name !== undefined && typeof name !== 'string') throw ApiError.badRequest(`Snapshots[${i}].Name must be a string`);
+      return { volumeId: find.volume(item['SourceVolumeID']).id, name: name || undefined };
+    });
+    const made = [];
+    for (const w of wanted) made.push(await s.createSnapshot(w.volumeId, w.name));
+    return { body: { Snapshots: made } };
+  };
+  addEach(r, ['PUT', 'POST'], '/v1/volumes/snapshot', createSnapshots);
+  r.add('DELETE', '/v1/volumes/snapshot', async ({ query }) => {
+    const pluginId = query.get('plugin_id');
+    const snapshotId = query.get('snapshot_id');
+    if (!pluginId || !snapshotId) throw ApiError.badRequest('query parameters plugin_id and snapshot_id are required');
+    await s.deleteSnapshot(pluginId, snapshotId);
+    return { body: { Snapshots: [] } };
+  });
+}
