@@ -119,8 +119,12 @@ describe('PromMetrics', () => {
 
   it('refuses to count a histogram or observe a counter, and a clash of buckets', () => {
     const m = new PromMetrics();
-    expect(() => m.count(CALLS as never, { rpc: 'x' } as never)).toThrow(/is a histogram: observe\(\) it/);
-    expect(() => m.observe(THINGS as never, 1, { kind: 'x' } as never)).toThrow(/is a counter: count\(\) it/);
+    expect(() => m.count(CALLS as never, { rpc: 'x' } as never)).toThrow(
+      /is a histogram, not a counter: it takes measured values, not counts/,
+    );
+    expect(() => m.observe(THINGS as never, 1, { kind: 'x' } as never)).toThrow(
+      /is a counter, not a histogram: it takes counts, not measured values/,
+    );
     m.declare(CALLS);
     const other = defineMetric({ name: CALLS.name, help: 'calls', kind: 'histogram', labels: ['rpc'], buckets: [5] });
     expect(() => m.observe(other, 1, { rpc: 'x' })).toThrow(/declared twice, differently/);

@@ -77,12 +77,18 @@ export class PromMetrics implements Metrics {
   }
 
   count<L extends string>(def: MetricDef<L>, labels: MetricLabels<L>, by = 1): void {
-    if (def.kind !== 'counter') throw new Error(`metric ${def.name} is a ${def.kind}: observe() it, do not count() it`);
+    if (def.kind !== 'counter')
+      throw new Error(
+        `metric ${def.name} is a ${def.kind}, not a counter: it takes measured values, not counts (a fault in the agent: report it)`,
+      );
     (this.metricFor(def) as Counter).inc(labels as Record<string, string>, by);
   }
 
   observe<L extends string>(def: MetricDef<L>, value: number, labels: MetricLabels<L>): void {
-    if (def.kind !== 'histogram') throw new Error(`metric ${def.name} is a ${def.kind}: count() it, do not observe() it`);
+    if (def.kind !== 'histogram')
+      throw new Error(
+        `metric ${def.name} is a ${def.kind}, not a histogram: it takes counts, not measured values (a fault in the agent: report it)`,
+      );
     (this.metricFor(def) as Histogram).observe(labels as Record<string, string>, value);
   }
 

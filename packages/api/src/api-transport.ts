@@ -3,7 +3,7 @@
 // system's CAs or a given one), the client's timeout, and every failure
 // turned into an ApiError that says what to do. The typed calls (ApiClient,
 // VolumeApiCalls) hold one and say only which route and which body.
-import { type Clock, RealClock, formatDuration } from '@csiplug/core';
+import { type Clock, RealClock, formatGoDuration } from '@csiplug/core';
 import { DEFAULT_PORT } from '@csiplug/jobspec';
 import * as http from 'http';
 import * as https from 'https';
@@ -203,7 +203,7 @@ export class ApiTransport {
       return new ApiError(
         0,
         ClientErrorCode.Timeout,
-        `no answer from the agent at ${this.address} within ${formatDuration(this.timeoutMs)} (${method} ${path}); it may still be working on it: raise -timeout, or set it to 0 to wait as long as it takes`,
+        `no answer from the agent at ${this.address} within ${formatGoDuration(this.timeoutMs)} (${method} ${path}); it may still be working on it: raise -timeout, or set it to 0 to wait as long as it takes`,
         { cause: err },
       );
     }

@@ -191,7 +191,11 @@ export class HttpApi implements AsyncDisposable {
   /** Starts listening; resolves with the address and port actually bound. */
   listen(): Promise<{ address: string; port: number }> {
     if (this.door || this.closing)
-      return Promise.reject(new HttpApiListenError('the HTTP API is already listening (or was closed); make a new HttpApi'));
+      return Promise.reject(
+        new HttpApiListenError(
+          'the HTTP API server is already listening (or was closed); a server listens once: start another server to listen again',
+        ),
+      );
     const { bindAddr, port } = this.options;
     const problem = publicBindProblem(bindAddr, {
       token: this.tokens.enabled,

@@ -8,6 +8,7 @@ import type { AllocView } from '@csiplug/api/client';
 import { UsageError } from './args';
 import { type Command, isNotFound } from './command';
 import { formatKV, formatTable, formatTime, usageText } from './format';
+import { prettyTimeDiff } from './nomad-units';
 import type { CliOutput } from './io';
 
 /** The alloc with this id, or the one alloc whose id starts with it. */
@@ -58,6 +59,7 @@ const allocStatus: Command = {
   maxArgs: 1,
   api: true,
   json: true,
+  flags: [{ name: 'verbose', kind: 'bool', help: 'Show the time the allocation was created instead of how long ago, as Nomad does.' }],
   async run(ctx) {
     const alloc = await resolveAlloc(ctx.client(), ctx.args[0]!);
     if (ctx.json) {
@@ -79,7 +81,8 @@ const allocStatus: Command = {
         ['Task Group', alloc.group],
         ['Client Status', alloc.clientStatus],
         ['Desired Status', alloc.desiredStatus],
-        ['Created', formatTime(alloc.createdAt)],
+        // As Nomad: how long ago, or the time itself with -verbose.
+        ['Created', ctx.verbose ? formatTime(alloc.createdAt) : prettyTimeDiff(alloc.createdAt, Date.now()) || 'N/A'],
       ]),
     ];
     const volumes = Object.values(alloc.volumes ?? {});

@@ -24,7 +24,7 @@ export const TOKEN_FLAG: FlagSpec = {
   kind: 'string',
   valueName: 'token',
   env: 'CSIPLUG_TOKEN',
-  help: 'The ACL token, sent as X-Nomad-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set and the address is NOMAD_ADDR.',
+  help: 'The ACL token, sent as X-Nomad-Token. NOMAD_TOKEN is read when CSIPLUG_TOKEN is not set, whichever address is used, as Nomad reads it.',
 };
 export const TIMEOUT_FLAG: FlagSpec = {
   name: 'timeout',
@@ -119,7 +119,8 @@ export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): Comman
     verbose: boolFlag(parsed, 'verbose'),
     client() {
       if (!cmd.api) throw new UsageError(`${cmd.name} does not talk to the agent`);
-      // Nomad's variables when csiplug's are not set, so a Nomad operator's shell works as it is; a Nomad token goes only to a NOMAD_ADDR, never to another address.
+      // Each of Nomad's variables is read on its own, as Nomad reads them, so a Nomad operator's
+      // shell works as it is: the flag first, then csiplug's variable, then Nomad's.
       const fromNomad = stringFlag('address') === undefined && envOf('CSIPLUG_ADDR') === undefined && envOf('NOMAD_ADDR') !== undefined;
       const address = stringFlag('address') ?? envOf('CSIPLUG_ADDR') ?? envOf('NOMAD_ADDR');
       if (fromNomad) io.stderr.write(`(talking to NOMAD_ADDR=${address}: CSIPLUG_ADDR is not set)\n`);
@@ -127,7 +128,7 @@ export function makeContext(cmd: Command, io: CliIo, parsed: ParsedArgs): Comman
       const secure = /^https:/i.test(address ?? DEFAULT_ADDRESS);
       client ??= new ApiClient({
         address,
-        token: stringFlag('token') ?? envOf('CSIPLUG_TOKEN') ?? (fromNomad ? envOf('NOMAD_TOKEN') : undefined),
+        token: stringFlag('token') ?? envOf('CSIPLUG_TOKEN') ?? envOf('NOMAD_TOKEN'),
         timeoutMs: timeoutFlag(stringFlag('timeout')),
         ...(secure ? caCertOption(io, stringFlag('ca-cert'), envOf) : {}),
         tlsSkipVerify: parsed.flags.has('tls-skip-verify') ? boolFlag(parsed, 'tls-skip-verify') : envBool(envOf, 'CSIPLUG_SKIP_VERIFY'),

@@ -1,7 +1,7 @@
 // Output for people, the way Nomad's CLI lays it out: aligned columns for
 // lists, `Key = value` blocks for one object, short ids unless -verbose.
 import type { MountUsageView } from '@csiplug/api/client';
-import { formatSize } from '@csiplug/jobspec';
+import { humanizeIBytes } from './nomad-units';
 
 /** Columns padded to their widest cell, two spaces apart, no trailing blanks. */
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -68,7 +68,7 @@ export function wrap(text: string, width = 76, indent = '  '): string {
 }
 
 /**
- * One mount's usage for a table cell: `12KiB of 1GiB (1%)`, the condition
+ * One mount's usage for a table cell: `12 KiB of 1.0 GiB (1%)`, sizes as Nomad prints them, the condition
  * when the plugin reports it abnormal, or why it could not be read.
  */
 export function usageText(u: MountUsageView | Error | undefined): string {
@@ -78,8 +78,8 @@ export function usageText(u: MountUsageView | Error | undefined): string {
   const b = u.usage.bytes;
   let text = '<not reported>';
   if (b?.used !== undefined) {
-    text = formatSize(b.used);
-    if (b.total) text += ` of ${formatSize(b.total)} (${Math.round((b.used / b.total) * 100)}%)`;
+    text = humanizeIBytes(b.used);
+    if (b.total) text += ` of ${humanizeIBytes(b.total)} (${Math.round((b.used / b.total) * 100)}%)`;
   }
   if (u.usage.condition?.abnormal) text += `; ABNORMAL: ${u.usage.condition.message}`;
   return text;

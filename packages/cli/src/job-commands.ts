@@ -1,5 +1,5 @@
 // `csiplug job run|plan|stop|status|validate`.
-import { ValidationError, formatDuration, parseDuration } from '@csiplug/core';
+import { ValidationError, formatGoDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '@csiplug/jobspec';
 import type { JobSpec } from '@csiplug/jobspec';
 import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '@csiplug/api/client';
@@ -57,7 +57,7 @@ function groupLines(g: GroupPlan, verbose: boolean): string[] {
   if (g.update && g.updates.create + g.updates['create/destroy'] > 0) {
     const u = g.update;
     lines.push(
-      `  Update: max_parallel = ${u.maxParallel}, min_healthy_time = ${formatDuration(u.minHealthyTime)}, healthy_deadline = ${formatDuration(u.healthyDeadline)}, auto_revert = ${u.autoRevert}`,
+      `  Update: max_parallel = ${u.maxParallel}, min_healthy_time = ${formatGoDuration(u.minHealthyTime)}, healthy_deadline = ${formatGoDuration(u.healthyDeadline)}, auto_revert = ${u.autoRevert}`,
     );
   }
   if (acting.length) {

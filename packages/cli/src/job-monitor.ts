@@ -7,7 +7,7 @@
 // than following the event stream: a poll reads whole state, so nothing is
 // lost across a dropped connection or an agent restart, and an agent that
 // does not answer for a while is asked again before the watch gives up.
-import { type Clock, CsiplugError, RealClock, ValidationError, errorMessage, formatDuration } from '@csiplug/core';
+import { type Clock, CsiplugError, RealClock, ValidationError, errorMessage, formatGoDuration } from '@csiplug/core';
 import { ApiError, ApiErrorCode, ClientErrorCode, type ApiClient } from '@csiplug/api/client';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { AllocView, DeploymentView, JobView, RunJobResult } from '@csiplug/api/client';
@@ -131,7 +131,7 @@ class RunMonitor {
         }
         if (!isTransient(err)) throw err;
         if (misses >= delays.length) {
-          const waited = formatDuration(delays.reduce((a, b) => a + b, 0));
+          const waited = formatGoDuration(delays.reduce((a, b) => a + b, 0));
           throw new MonitorLostError(
             `lost the agent at ${this.o.client.address} while watching deployment "${this.short(this.deploymentId)}" (no answer for ${waited}: ${errorMessage(err)}). ` +
               `Job "${jobId}" was submitted (version ${this.o.result.version}) and its deployment goes on while the agent runs: see 'csiplug job status ${jobId}' once it answers`,
@@ -140,7 +140,7 @@ class RunMonitor {
         }
         if (misses === 0)
           this.o.note(
-            `    (the agent at ${this.o.client.address} does not answer: ${errorMessage(err)}; asking again for up to ${formatDuration(delays.reduce((a, b) => a + b, 0))})`,
+            `    (the agent at ${this.o.client.address} does not answer: ${errorMessage(err)}; asking again for up to ${formatGoDuration(delays.reduce((a, b) => a + b, 0))})`,
           );
         await this.clock.sleep(delays[misses++]!);
         continue;
@@ -151,7 +151,7 @@ class RunMonitor {
       if (verdict) return verdict;
       if (this.o.timeoutMs > 0 && this.clock.now() - started >= this.o.timeoutMs) {
         this.o.out(
-          `==> Stopped watching after ${formatDuration(this.o.timeoutMs)}: deployment "${this.short(this.deploymentId)}" is still running and goes on. ` +
+          `==> Stopped watching after ${formatGoDuration(this.o.timeoutMs)}: deployment "${this.short(this.deploymentId)}" is still running and goes on. ` +
             `Follow it with 'csiplug job status ${jobId}'`,
         );
         return { kind: 'timeout' };

@@ -119,7 +119,7 @@ describe('csiplug CLI', () => {
       expect(r.stdout).toMatch(/^Usage: csiplug job run \[options\] FILE/);
       expect(r.stdout).toMatch(/-address=<addr>/);
       expect(r.stdout).toMatch(/Overrides\s+the\s+CSIPLUG_TOKEN\s+environment\s+variable/);
-      expect(r.stdout).toMatch(/NOMAD_TOKEN\s+is\s+read\s+when\s+CSIPLUG_TOKEN\s+is\s+not\s+set/);
+      expect(r.stdout).toMatch(/NOMAD_TOKEN\s+is\s+read\s+when\s+CSIPLUG_TOKEN\s+is\s+not\s+set,\s+whichever\s+address/);
       expect(r.stdout).toMatch(/Default = http:\/\/127\.0\.0\.1:4747/);
       expect(r.stdout).toMatch(/-json/);
       expect((await cli(['volume', 'deregister', '-h'])).stdout).toMatch(/-force/);
@@ -220,10 +220,16 @@ describe('csiplug CLI', () => {
           ).code,
         ).toBe(0);
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'bad' } })).stderr).toMatch(/not valid/);
-        // A Nomad token never goes to an address that is not NOMAD_ADDR; using NOMAD_ADDR is said on stderr.
-        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toMatch(
-          /requires an ACL token/,
-        );
+        // Each variable is read on its own, as Nomad reads them: NOMAD_TOKEN with CSIPLUG_ADDR, NOMAD_ADDR with CSIPLUG_TOKEN.
+        expect((await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, CSIPLUG_TOKEN: 'tok' } })).code).toBe(0);
+        expect((await cli(['plugin', 'status', '-address', addr], { env: { NOMAD_TOKEN: 'tok' } })).code).toBe(0);
+        // When both are set, csiplug's wins, each variable on its own.
+        let both = await cli(['plugin', 'status'], { env: { CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok', CSIPLUG_TOKEN: 'bad' } });
+        expect(both.stderr).toMatch(/not valid/);
+        both = await cli(['plugin', 'status'], { env: { NOMAD_ADDR: 'http://127.0.0.1:1', CSIPLUG_ADDR: addr, NOMAD_TOKEN: 'tok' } });
+        expect(both.code).toBe(0);
+        // Using NOMAD_ADDR is said on stderr.
         expect((await cli(['plugin', 'status'], { env: { NOMAD_ADDR: addr, NOMAD_TOKEN: 'tok' } })).stderr).toContain(
           `(talking to NOMAD_ADDR=${addr}: CSIPLUG_ADDR is not set)`,
         );
@@ -337,7 +343,7 @@ describe('csiplug CLI', () => {
           [
             '+ Job: "web" (version 0)',
             '+ Task Group: "app" (2 create)',
-            '  Update: max_parallel = 1, min_healthy_time = 10s, healthy_deadline = 5m, auto_revert = false',
+            '  Update: max_parallel = 1, min_healthy_time = 10s, healthy_deadline = 5m0s, auto_revert = false',
             '    Update  Alloc       ID  Why',
             '    create  web.app[0]  -   new job',
             '    create  web.app[1]  -   new job',
@@ -378,7 +384,7 @@ describe('csiplug CLI', () => {
             '  +/- update.auto_revert: false => true (in-place)',
             '  +/- update.max_parallel: 1 => 2 (in-place)',
             `  Order:  stop before start: volume "data" (vol1) is single-node-writer: one writer at a time, so the old alloc releases it before the new one claims it`,
-            '  Update: max_parallel = 2, min_healthy_time = 10s, healthy_deadline = 5m, auto_revert = true',
+            '  Update: max_parallel = 2, min_healthy_time = 10s, healthy_deadline = 5m0s, auto_revert = true',
             '    Update                 Alloc       ID                    Why',
             `    create/destroy update  web.app[0]  ${a1} (version 0)  task "main" env.MODE: added ("fast")`,
             `    create/destroy update  web.app[1]  ${a2} (version 0)  task "main" env.MODE: added ("fast")`,
@@ -881,6 +887,9 @@ describe('csiplug CLI', () => {
       expect(r.stdout).toMatch(
         /Recent Events:\nTime\s+Type\s+Description\n2026-01-01T00:00:00Z\s+Started\s+Task started by client\n2026-01-01T00:00:00Z\s+Received/,
       );
+      // Created as Nomad prints it: how long ago (prettyTimeDiff), the time itself with -verbose.
+      expect(r.stdout).toMatch(/\nCreated {8}= (\d+(y|mo|d|h|m|s)){1,2} (ago|from now)\n/);
+      expect((await cli(['alloc', 'status', '-verbose', id])).stdout).toContain('Created        = 2026-01-01T00:00:00Z\n');
       const j = await cli(['alloc', 'status', '-json', id]);
       expect(JSON.parse(j.stdout).id).toBe(id);
     });
@@ -1101,7 +1110,7 @@ describe('csiplug CLI', () => {
       let r = await cli(['volume', 'snapshot', 'create', 'vol1', 'nightly']);
       expect(r.code).toBe(0);
       expect(r.stdout).toMatch(
-        /^Snapshotted volume vol1 with snapshot ID snap-nightly\n\nSnapshot ID\s+Plugin ID\s+Source Volume\s+Size\s+Created\s+Ready\nsnap-nightly\s+hostpath\s+vol1\s+0B\s+\S+\s+true\n$/,
+        /^Snapshotted volume vol1 with snapshot ID snap-nightly\n\nSnapshot ID\s+Plugin ID\s+Source Volume\s+Size\s+Created\s+Ready\nsnap-nightly\s+hostpath\s+vol1\s+0 B\s+\S+\s+true\n$/,
       );
       await cli(['volume', 'snapshot', 'create', 'vol1', 'weekly']);
       r = await cli(['volume', 'snapshot', 'list', '-per-page', '1']);
@@ -1122,7 +1131,7 @@ describe('csiplug CLI', () => {
       );
       r = await cli(['volume', 'status', '-type', 'csi', '-plugin', 'hostpath']);
       expect(r.stdout).toMatch(
-        /External ID\s+Plugin ID\s+Capacity\s+Published To\s+Condition\s+Registered As\next-1\s+hostpath\s+1MiB\s+n1\s+-\s+vol1\next-stray\s+hostpath\s+<none>\s+<none>\s+-\s+<none>\n/,
+        /External ID\s+Plugin ID\s+Capacity\s+Published To\s+Condition\s+Registered As\next-1\s+hostpath\s+1\.0 MiB\s+n1\s+-\s+vol1\next-stray\s+hostpath\s+<none>\s+<none>\s+-\s+<none>\n/,
       );
       r = await cli(['volume', 'detach', 'vol1', 'node-1']);
       expect(r.stdout).toBe('Volume "vol1" had no claim on node node-1: nothing to detach\n');
@@ -1218,7 +1227,7 @@ describe('csiplug CLI', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toBe('Created external volume ext-vol-demo with ID vol-demo\n');
       const s = await cli(['volume', 'status', 'vol-demo']);
-      expect(s.stdout).toContain('Capacity      = 10MiB\n');
+      expect(s.stdout).toContain('Capacity      = 10 MiB\n');
       const j = JSON.parse((await cli(['volume', 'status', '-json', 'vol-demo'])).stdout);
       expect(j).toMatchObject({ id: 'vol-demo', pluginId: 'hostpath', capacityBytes: 10 * 1024 * 1024 });
       expect(JSON.parse((await cli(['volume', 'delete', '-json', 'vol-demo'])).stdout)).toEqual({ id: 'vol-demo' });
@@ -1301,7 +1310,7 @@ describe('csiplug CLI', () => {
       );
       expect(r.stdout).toMatch(
         new RegExp(
-          `${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+1MiB of 1GiB \\(0%\\); ABNORMAL: over quota\\s+0\\s+.+target answers ENOTCONN\\n`,
+          `${fakeUuid(4).slice(0, 8)}\\s+data\\s+mounted\\s+claimed,staged,published\\s+stale\\s+1\\.0 MiB of 1\\.0 GiB \\(0%\\); ABNORMAL: over quota\\s+0\\s+.+target answers ENOTCONN\\n`,
         ),
       );
       // A plugin's abnormal condition: its own check state, and what the plugin said.

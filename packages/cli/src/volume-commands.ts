@@ -3,11 +3,12 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import type { MountUsageView, SnapshotView, VolumeView } from '@csiplug/api/client';
-import { formatSize, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
+import { parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import { UsageError } from './args';
 import { type Command, VERBOSE_FLAG, inputName, isNotFound, type CommandContext } from './command';
 import { formatKV, formatTable, formatTime, orNone, shortId, usageText } from './format';
 import { PARAMETER_FLAG, SECRET_FLAG, keyValueFlag } from './csi-call-flags';
+import { humanizeIBytes } from './nomad-units';
 import { printList } from './print-list';
 
 const PLUGIN_FLAG = { name: 'plugin', kind: 'string' as const, valueName: 'id', help: 'Only this plugin (its id).' };
@@ -80,12 +81,12 @@ const volumeCreate: Command = {
     const volume = await client.createVolume(volumeSpecToDocument(spec));
     if (ctx.json) ctx.printJson(volume);
     else if (before) {
-      const was = before.capacityBytes !== undefined ? formatSize(before.capacityBytes) : 'unknown';
-      const now = volume.capacityBytes !== undefined ? formatSize(volume.capacityBytes) : 'unknown';
+      const was = before.capacityBytes !== undefined ? humanizeIBytes(before.capacityBytes) : 'unknown';
+      const now = volume.capacityBytes !== undefined ? humanizeIBytes(volume.capacityBytes) : 'unknown';
       const lines = [`Volume "${volume.id}" expanded from ${was} to ${now}`];
       for (const o of volume.nodeExpansion ?? []) {
         lines.push(
-          `  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (made when next mounted, or by running this again): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : o.noNodeExpansion ? 'nothing to do on the node (its plugin has no node-side expansion)' : `expanded on the node to ${formatSize(o.capacityBytes ?? 0)}`}`,
+          `  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (made when next mounted, or by running this again): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : o.noNodeExpansion ? 'nothing to do on the node (its plugin has no node-side expansion)' : `expanded on the node to ${humanizeIBytes(o.capacityBytes ?? 0)}`}`,
         );
       }
       ctx.out(lines.join('\n'));
@@ -140,7 +141,7 @@ function accessModes(v: VolumeView): string {
 }
 
 function describe(v: VolumeView, verbose: boolean, usage: MountUsageView[] | Error = []): string {
-  const capacity = v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>';
+  const capacity = v.capacityBytes !== undefined ? humanizeIBytes(v.capacityBytes) : '<none>';
   const mount = v.mountOptions
     ? [
         v.mountOptions.fsType && `fs_type: ${v.mountOptions.fsType}`,
@@ -235,7 +236,7 @@ const volumeStatus: Command = {
         row: (v) => [
           v.externalId,
           v.pluginId,
-          v.capacityBytes !== undefined ? formatSize(v.capacityBytes) : '<none>',
+          v.capacityBytes !== undefined ? humanizeIBytes(v.capacityBytes) : '<none>',
           orNone(v.publishedNodeIds?.join(',')),
           v.condition ? (v.condition.abnormal ? `abnormal: ${v.condition.message}` : 'ok') : '-',
           orNone(v.volumeId),
@@ -360,7 +361,7 @@ function describeSnapshot(s: SnapshotView): string[] {
     s.id,
     s.pluginId,
     orNone(s.sourceVolumeId ?? s.externalSourceVolumeId),
-    formatSize(s.sizeBytes),
+    humanizeIBytes(s.sizeBytes),
     formatTime(s.createTime),
     String(s.ready),
   ];

@@ -6,7 +6,7 @@ export class ClusterNodeNotOpenError extends CsiplugError {
   constructor(nodeName: string) {
     super(
       'ECLUSTER_NOT_STARTED',
-      `cluster node "${nodeName}" was used before the cluster module started; list clusterModule among the agent's modules, and resolve IClusterNode or IVolumeClaimer only once the modules start`,
+      `cluster node "${nodeName}" was used before the cluster module started; the agent must start its cluster module (the config's cluster {} block) before it claims volumes or joins the cluster: report this with the agent's log`,
     );
   }
 }

@@ -7,6 +7,7 @@ export * from './crash-point';
 export * from './di';
 export * from './disposable';
 export * from './duration';
+export * from './go-duration';
 export * from './errors';
 export * from './event';
 export * from './heartbeat';

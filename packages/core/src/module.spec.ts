@@ -165,7 +165,7 @@ describe('ModuleHost', () => {
     await host.stop();
     expect(calls).toEqual(['register a']);
     await expect(host.start()).rejects.toThrow(
-      'start() called with the modules stopped; the order is register(), start(), stop(), each once',
+      'cannot start the modules: they are stopped; modules are registered, started and stopped in that order, each once',
     );
   });
 
@@ -179,9 +179,9 @@ describe('ModuleHost', () => {
     const host = new ModuleHost(container, [slow], logger);
     await expect(host.start()).rejects.toBeInstanceOf(ModuleHostStateError);
     host.register();
-    expect(() => host.register()).toThrow('register() called with the modules registered but not started');
+    expect(() => host.register()).toThrow('cannot register the modules: they are registered but not started');
     const starting = host.start();
-    await expect(host.stop()).rejects.toThrow('stop() while the modules are starting');
+    await expect(host.stop()).rejects.toThrow('asked to stop while its modules are still starting');
     release();
     await starting;
     await host.stop();

@@ -159,7 +159,11 @@ export class ModuleHost {
    */
   stop(): Promise<void> {
     if (this.phase === 'starting')
-      return Promise.reject(new ModuleHostStateError('stop() while the modules are starting; wait for start() to settle first'));
+      return Promise.reject(
+        new ModuleHostStateError(
+          'the agent was asked to stop while its modules are still starting; wait until they have started (or failed to), then stop it',
+        ),
+      );
     this.phase = 'stopped';
     this.stopping ??= this.stopStarted();
     return this.stopping;
@@ -191,7 +195,7 @@ export class ModuleHost {
   private expect(phase: HostPhase, step: string): void {
     if (this.phase !== phase)
       throw new ModuleHostStateError(
-        `${step}() called with the modules ${PHASE_WORDS[this.phase]}; the order is register(), start(), stop(), each once`,
+        `cannot ${step} the modules: they are ${PHASE_WORDS[this.phase]}; modules are registered, started and stopped in that order, each once`,
       );
   }
 }

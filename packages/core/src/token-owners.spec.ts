@@ -82,7 +82,7 @@ describe('a missing DI registration', () => {
       raw = e;
     }
     expect(explainMissingBinding(container, raw, 'testservice')?.message).toBe(
-      'IUndeclaredForTest is not bound, and no module says it binds it (the testservice module needs it): bind it (bind or bindDefault) before the modules start',
+      "IUndeclaredForTest is not bound, and no module says it binds it (the testservice module needs it): bind it in the deployment's configure step, before the modules start",
     );
     expect(explainMissingBinding(container, new Error('something else'))).toBeUndefined();
     expect(tokenOwner(IStoreForTest)?.exportName).toBe('testStoreModule');

@@ -53,7 +53,7 @@ export class MissingBindingError extends CsiplugError {
       'EBINDING_NOT_FOUND',
       owner
         ? `${token} is bound by the ${owner.name} module: add ${owner.exportName} (from ${owner.packageName}) ${before}`
-        : `${token} is not bound, and no module says it binds it${requester === undefined ? '' : ` (the ${requester} module needs it)`}: bind it (bind or bindDefault) before the modules start`,
+        : `${token} is not bound, and no module says it binds it${requester === undefined ? '' : ` (the ${requester} module needs it)`}: bind it in the deployment's configure step, before the modules start`,
       options,
     );
   }

@@ -28,7 +28,7 @@ describe('CSI manager errors', () => {
     });
     expect(err.message).toBe(
       'plugin "nfs" of type csi-node not found: no instance is running for it; ' +
-        'call waitForPlugin("csi-node", "nfs", phase) before using it, and check that its plugin task is running',
+        'check that its plugin task is running and healthy (csiplug plugin status nfs), then try again',
     );
   });
 

@@ -15,7 +15,7 @@ export class PluginInstanceNotFoundError extends CSIManagerError {
     super(
       'ECSI_PLUGIN_NOT_FOUND',
       `plugin "${pluginName}" of type ${pluginType} not found: no instance is running for it; ` +
-        `call waitForPlugin("${pluginType}", "${pluginName}", phase) before using it, and check that its plugin task is running`,
+        `check that its plugin task is running and healthy (csiplug plugin status ${pluginName}), then try again`,
     );
   }
 }

@@ -142,7 +142,7 @@ export class ExecDriver implements TaskDriver {
       throw new TaskStartError(
         allocId,
         taskName,
-        `the executor script ${this.executorPath} does not exist; build @csiplug/driver (tsc -p tsconfig.lib.json in packages/driver) or set ExecDriverOptions.executorPath`,
+        `the executor script ${this.executorPath} does not exist; reinstall csiplug, or build the driver package (tsc -p tsconfig.lib.json in packages/driver)`,
       );
     }
     const paths = executorPaths(taskDir);
@@ -533,7 +533,7 @@ export class ExecDriver implements TaskDriver {
   }
 
   async signalTask(handle: TaskHandle, signal: NodeJS.Signals): Promise<void> {
-    this.assertOpen('signalTask');
+    this.assertOpen('signal a task');
     validateHandle(handle);
     if (!(signal in osConstants.signals)) throw new ValidationError(`unknown signal "${signal}"; use a name like SIGHUP`, 'change_signal');
     // change_signal: the task's own process only, as Nomad's executor sends it (its children are not the task's to signal).
@@ -591,7 +591,7 @@ export class ExecDriver implements TaskDriver {
   // --- internals ---
 
   private assertOpen(what: string): void {
-    if (this.disposed) throw new ShutdownError(`exec driver: ${what}() after dispose()`);
+    if (this.disposed) throw new ShutdownError(`exec driver: cannot ${what}: the agent is stopping; tasks keep running`);
   }
 
   private taskEnv(env: Record<string, string>): Record<string, string> {
@@ -749,7 +749,7 @@ export class ExecDriver implements TaskDriver {
   private watchUntil<T>(dir: string, check: () => T | undefined, options: WatchOptions = {}): Promise<T> {
     if (this.disposed)
       return Promise.reject(
-        new ShutdownError('exec driver: a wait started after dispose() (the agent is shutting down); the task keeps running'),
+        new ShutdownError('exec driver: a wait started after the driver was shut down (the agent is stopping); the task keeps running'),
       );
     return settleOnce<T>((wait) => {
       const run = checkInto(check, wait);

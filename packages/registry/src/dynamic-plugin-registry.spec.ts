@@ -308,7 +308,7 @@ describe('DynamicPluginRegistry: dispensing', () => {
   it('says which plugin was not found, and which type has no dispenser', () => {
     const { registry } = makeRegistry();
     expect(() => registry.dispense('csi-controller', 'x')).toThrow(NoDispenserError);
-    expect(() => registry.dispense('csi-controller', 'x')).toThrow('no plugin dispenser for type csi-controller');
+    expect(() => registry.dispense('csi-controller', 'x')).toThrow('this agent has nothing that talks to plugins of type csi-controller');
     registry.registerDispenser('csi-node', () => ({}));
     let err: unknown;
     try {
@@ -319,7 +319,7 @@ describe('DynamicPluginRegistry: dispensing', () => {
     expect(err).toBeInstanceOf(PluginNotFoundError);
     expect(err).toMatchObject({ code: 'EPLUGIN_NOT_FOUND', pluginType: 'csi-node', pluginName: 'hostpath-plugin0' });
     expect((err as Error).message).toBe(
-      'plugin "hostpath-plugin0" of type csi-node not found: it is not registered (yet); use waitForPlugin to wait for it',
+      'plugin "hostpath-plugin0" of type csi-node not found: it is not registered (yet); check that its plugin task is running (csiplug plugin status hostpath-plugin0), then try again',
     );
     expect(() => registry.dispense('nope', 'x')).toThrow(UnknownPluginTypeError);
   });

@@ -288,7 +288,10 @@ export class DynamicPluginRegistry implements PluginRegistry {
     const timeout = options.timeout ?? this.timeouts.registryWait();
     if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout < 0) {
       return Promise.reject(
-        new ValidationError(`waitForPlugin: timeout ${String(timeout)} is not a non-negative number of milliseconds`, 'timeout'),
+        new ValidationError(
+          `the wait for a plugin: its timeout ${String(timeout)} is not a non-negative number of milliseconds`,
+          'timeout',
+        ),
       );
     }
     if (this.shut) return Promise.reject(this.shutdownError(type, name));

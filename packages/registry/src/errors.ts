@@ -12,7 +12,7 @@ export class UnknownPluginTypeError extends ValidationError {
     readonly knownTypes: readonly string[],
   ) {
     super(
-      `unknown plugin type "${pluginType}"; known types: ${knownTypes.join(', ')} (a deployment adds types with registerRegistry({ types }))`,
+      `unknown plugin type "${pluginType}"; known types: ${knownTypes.join(', ')} (check the plugin's type in its task's csi_plugin block)`,
       'type',
     );
   }
@@ -26,7 +26,7 @@ export class PluginNotFoundError extends RegistryError {
   ) {
     super(
       'EPLUGIN_NOT_FOUND',
-      `plugin "${pluginName}" of type ${pluginType} not found: it is not registered (yet); use waitForPlugin to wait for it`,
+      `plugin "${pluginName}" of type ${pluginType} not found: it is not registered (yet); check that its plugin task is running (csiplug plugin status ${pluginName}), then try again`,
     );
   }
 }
@@ -36,7 +36,7 @@ export class NoDispenserError extends RegistryError {
   constructor(readonly pluginType: string) {
     super(
       'ENO_DISPENSER',
-      `no plugin dispenser for type ${pluginType}; the component that talks to these plugins (the CSI manager for csi-*) binds one with registerDispenser or through IPluginDispensers`,
+      `this agent has nothing that talks to plugins of type ${pluginType} (for csi-* types, the CSI manager): it was built without it; run an agent built with it (the csiplug agent has it)`,
     );
   }
 }

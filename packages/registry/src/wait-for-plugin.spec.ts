@@ -228,7 +228,7 @@ describe('waitForPlugin', () => {
         expect(err).toBeInstanceOf(ValidationError);
         expect(err).toMatchObject({
           field: 'timeout',
-          message: `waitForPlugin: timeout ${String(timeout)} is not a non-negative number of milliseconds`,
+          message: `the wait for a plugin: its timeout ${String(timeout)} is not a non-negative number of milliseconds`,
         });
       }
       await expect(registry.waitForPlugin('csi', 'p')).rejects.toBeInstanceOf(UnknownPluginTypeError);

@@ -63,7 +63,7 @@ const timedOut = (name: string) =>
   new ApiError(
     0,
     'ETIMEOUT',
-    `no answer from the agent at http://${name}.cluster:4646 within 2m (POST /v1/cluster/csi/hp/controller/CreateVolume); it may still be working on it, timed out`,
+    `no answer from the agent at http://${name}.cluster:4646 within 2m0s (POST /v1/cluster/csi/hp/controller/CreateVolume); it may still be working on it, timed out`,
   );
 
 interface SentCall {

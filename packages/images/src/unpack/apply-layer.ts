@@ -339,11 +339,13 @@ class LayerApplier {
     if (!this.setfattr) {
       if (!this.xattrNoteLogged) {
         this.xattrNoteLogged = true;
-        this.logger.debug('layer xattrs skipped: setfattr(1) is not installed (Debian package attr)', { layer: this.options.layer.diffId });
+        this.logger.debug('layer xattrs skipped: the setfattr command is not installed (Debian package attr)', {
+          layer: this.options.layer.diffId,
+        });
       }
       this.skipped.push({
         name: entry.name,
-        reason: `xattrs ${[...entry.xattrs.keys()].join(', ')} not set: setfattr(1) is not installed`,
+        reason: `xattrs ${[...entry.xattrs.keys()].join(', ')} not set: the setfattr command is not installed on this node (install the attr package)`,
       });
       return;
     }

@@ -119,8 +119,8 @@ export class VolumeSpecValidatorMissingError extends CsiplugError {
   constructor() {
     super(
       'EVOLUME_NO_VALIDATOR',
-      'the volume catalog (IVolumeCatalog, IVolumeClaimer) needs a volume spec check: bind IVolumeSpecValidator ' +
-        "(@csiplug/volumes; (spec: unknown) => VolumeSpec, throwing ValidationError) before resolving it (the agent binds checkVolumeSpec, its volume spec reader's check)",
+      'the volume catalog has no volume spec check: this agent was put together without one (the csiplug agent has it), ' +
+        'so it cannot check volumes before registering them; run an agent built with it, or report this with the agent log',
     );
   }
 }

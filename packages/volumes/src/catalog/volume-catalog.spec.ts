@@ -893,7 +893,7 @@ describe('registerVolumeCatalog', () => {
     expect(h.specCheck.seen).toEqual([spec({ id: 'checked' })]);
   });
 
-  test('without an IVolumeSpecValidator neither token resolves, and the error says what to bind', () => {
+  test('without an IVolumeSpecValidator neither token resolves, and the error says what is missing and what to do', () => {
     const c = rootContainer.createChildContainer();
     registerCore(c, { clock: h.clock, logger: h.logger });
     c.register(IClientStateDB, { useValue: h.state });
@@ -902,7 +902,7 @@ describe('registerVolumeCatalog', () => {
     c.register(IPluginRegistry, { useValue: h.registry });
     registerVolumeCatalog(c);
     expect(() => c.resolve(IVolumeCatalog)).toThrow(VolumeSpecValidatorMissingError);
-    expect(() => c.resolve(IVolumeCatalog)).toThrow(/bind IVolumeSpecValidator/);
+    expect(() => c.resolve(IVolumeCatalog)).toThrow(/has no volume spec check: .*run an agent built with it/);
     expect(() => c.resolve(IVolumeClaimer)).toThrow(VolumeSpecValidatorMissingError);
   });
 
