@@ -657,7 +657,10 @@ describe('HttpApi', () => {
     });
 
     it('answers 403 for a wrong token and changes nothing', async () => {
-      const r = await raw(secured.url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob() }), headers: { 'X-Nomad-Token': 's3cre' } });
+      const r = await raw(secured.url, 'POST', '/v1/jobs', {
+        body: JSON.stringify({ Job: nomadJob() }),
+        headers: { 'X-Nomad-Token': 's3cre' },
+      });
       expect(r.status).toBe(403);
       expect(r.error).toBe('the ACL token in X-Nomad-Token is not valid');
       await expect(new ApiClient({ address: secured.url, token: 'wrong' }).listJobs()).rejects.toMatchObject({ status: 403 });
