@@ -144,8 +144,9 @@ describe('ApiClient timeouts', () => {
     disposers.push(() => api.dispose());
     const client = new ApiClient({ address: `http://127.0.0.1:${port}` });
     await client.runJob({
-      job: { web: { group: { app: { task: { main: { driver: 'raw_exec', config: { command: '/bin/true' } } } } } } },
-    } as never);
+      ID: 'web',
+      TaskGroups: [{ Name: 'app', Tasks: [{ Name: 'main', Driver: 'raw_exec', Config: { command: '/bin/true' } }] }],
+    });
     let timer: NodeJS.Timeout | undefined;
     let answeredLate = false;
     fake.gate = new Promise(

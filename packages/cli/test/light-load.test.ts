@@ -53,6 +53,7 @@ const API_CLIENT_FILES = [
   'api-transport',
   'call-scope',
   'volume-api-calls',
+  'csi-secrets',
   'api-error',
   'protocol',
   'service-errors',
