@@ -122,13 +122,15 @@ describe('ACL and bad input against a running agent', () => {
     const notJson = await post(h.port, '/v1/jobs', '{"Job": ', auth);
     expect(notJson.status).toBe(400);
     expect(notJson.body).toMatch(/JSON/);
-    const unknown = await post(h.port, '/v1/jobs', JSON.stringify({ Job: { job: { web: {} } }, Sneaky: true }), auth);
+    const unknown = await post(h.port, '/v1/jobs', JSON.stringify({ Job: { ID: 'web', TaskGroups: [] }, Sneaky: true }), auth);
     expect(unknown.status).toBe(400);
     expect(unknown.body).toMatch(/Sneaky/);
     const invalid = await post(
       h.port,
       '/v1/jobs',
-      JSON.stringify({ Job: { job: { web: { group: { app: { task: { t: { driver: 'java', config: { command: 'x' } } } } } } } } }),
+      JSON.stringify({
+        Job: { ID: 'web', TaskGroups: [{ Name: 'app', Tasks: [{ Name: 't', Driver: 'java', Config: { command: 'x' } }] }] },
+      }),
       auth,
     );
     expect(invalid.status).toBe(400);

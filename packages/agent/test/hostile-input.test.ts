@@ -13,9 +13,10 @@ import { raw } from '@csiplug/api/testing';
 function sleeper(id: string, count: number): string {
   return JSON.stringify({
     Job: {
-      job: {
-        [id]: { group: { app: { count, task: { main: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['300'] } } } } } },
-      },
+      ID: id,
+      TaskGroups: [
+        { Name: 'app', Count: count, Tasks: [{ Name: 'main', Driver: 'raw_exec', Config: { command: '/bin/sleep', args: ['300'] } }] },
+      ],
     },
   });
 }
