@@ -5,7 +5,7 @@
 // each claim through the claimer (claim-sweep.ts), never by hand.
 import { ValidationError } from '@csiplug/core';
 import type { PluginInfo } from '@csiplug/csimanager';
-import { type MountCheckView, VolumeUnsupportedError } from '@csiplug/volumes';
+import { type MountCheckView, VolumeUnchangedError, VolumeUnsupportedError } from '@csiplug/volumes';
 import type { AgentContext } from './agent-context';
 import { ConflictError } from '@csiplug/core';
 import { NotFoundError } from './agent-errors';
@@ -80,12 +80,19 @@ export class VolumeService {
         throw new ConflictError(
           `volume "${existing.id}" is the cluster's: a register cannot update a cluster volume yet; deregister it (once unclaimed) and register it again`,
         );
+      // As Nomad's Register: the update is checked first (Merge), the volume grown when its capacity_min is above what it has, and only then stored — a refusal or a failed growth stores nothing.
+      const { growTo } = catalog.checkRegisterUpdate(spec);
+      let nodeExpansion: VolumeView['nodeExpansion'];
+      if (growTo !== undefined) {
+        try {
+          nodeExpansion = (await this.expandVolume(existing, spec)).nodeExpansion;
+        } catch (err) {
+          // Grown already (another call got there first): nothing to grow is no error for an update.
+          if (!(err instanceof VolumeUnchangedError)) throw err;
+        }
+      }
       const updated = await catalog.registerVolume(spec);
-      // As Nomad's register: a capacity range other than the one asked for before grows the volume (as volume create does); none given or the same, nothing.
-      const given = spec.capacityMin !== undefined || spec.capacityMax !== undefined;
-      const changed = spec.capacityMin !== existing.capacityMin || spec.capacityMax !== existing.capacityMax;
-      if (given && changed) return this.expandVolume(updated, spec);
-      return updated;
+      return nodeExpansion ? { ...updated, nodeExpansion } : updated;
     }
     if (!cluster) return catalog.registerVolume(spec);
     // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.

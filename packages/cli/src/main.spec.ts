@@ -1165,8 +1165,13 @@ describe('csiplug CLI', () => {
       );
     });
 
-    it('volume register of a registered, claimed volume says it was updated and its claims kept', async () => {
+    it('volume register of a registered volume says it was updated, claimed or not; claimed, that its claims are kept', async () => {
       await cli(['volume', 'register', 'vol.hcl']);
+      expect(await cli(['volume', 'register', 'vol.hcl'])).toEqual({
+        code: 0,
+        stdout: 'Volume "vol1" updated (external id ext-1)\n',
+        stderr: '',
+      });
       fake.claim('vol1', 'a1');
       const r = await cli(['volume', 'register', 'vol.hcl']);
       expect(r).toEqual({

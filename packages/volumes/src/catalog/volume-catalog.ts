@@ -42,7 +42,7 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeC
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
 import { checkWithPlugin } from './register-check';
-import { externalIdToRegister, mergeRegistered } from './register-update';
+import { externalIdToRegister, mergeRegistered, registerUpdateGrowth } from './register-update';
 import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import { VolumeLanes, type VolumeLane, type LaneOutcome as Outcome } from './volume-lanes';
@@ -187,6 +187,16 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         },
       };
     });
+  }
+
+  checkRegisterUpdate(spec: VolumeSpec): { growTo?: number } {
+    const checked = this.checkSpec(spec);
+    const existing = this.read(checked.id);
+    if (!existing) return {};
+    if (this.intents.get(existing.id)?.op === 'delete') throw new VolumeBeingDeletedError(existing.id, 'update');
+    mergeRegistered(existing, checked);
+    const growTo = registerUpdateGrowth(existing, checked);
+    return growTo !== undefined ? { growTo } : {};
   }
 
   /** A register of a volume the catalog has: checked with the plugin as a new one is, then written over, its claims kept. */
