@@ -368,6 +368,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       await this.controllers.controllerFor(id, record.pluginId, 'delete', signal);
       // From here the volume is deleting: not schedulable, no new claims, and a next agent finishes the delete.
       this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
+      // The call's own secrets, for a resume of this delete by this agent (never stored: they are not the volume's).
+      this.resumer.keepDeleteSecrets(id, options.secrets ?? {});
       crashPoint('catalog.delete.before-call');
       try {
         await this.controllers.withController(record.pluginId, (c) =>
