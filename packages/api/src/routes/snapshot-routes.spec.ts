@@ -77,7 +77,8 @@ describe('per-call CSI secrets and parameters', () => {
   });
 
   it('the typed client refuses a secret the header cannot carry, sending nothing and saying no value', async () => {
-    for (const secrets of [{ userKey: 'a,b' }, { 'user,ID': 'x' }, { 'user=ID': 'x' }]) {
+    const refusedSecrets: Record<string, string>[] = [{ userKey: 'a,b' }, { 'user,ID': 'x' }, { 'user=ID': 'x' }];
+    for (const secrets of refusedSecrets) {
       const refused = await client.deleteVolume('vol1', { secrets }).catch((e: unknown) => e as Error);
       expect(refused).toBeInstanceOf(ValidationError);
       expect((refused as Error).message).toBe(
