@@ -198,8 +198,10 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     this.onEvent((e) => countEvents(metrics, e));
     // A claim released (the reconciler's background retry, a detach) ends an unmount an alloc left pending: the alloc says so too.
     // (The catalog's emitter goes with the volumes module, and this listener with it.)
+    // A volume updated by a register: its live mounts here read it again, so their next calls send its new secrets.
     catalog.onDidChange((e) => {
       if (e.kind === 'released' && e.allocId) allocs.get(e.allocId)?.closeFinishedUnmounts();
+      if (e.kind === 'updated') void reconciler.refreshVolume(e.volumeId);
     });
   }
   /** Builds the container from the config, locks the data dir, starts the modules, restores, and returns the running agent. */

@@ -4,12 +4,12 @@
 // — usage, snapshots, the plugin's own volumes, and detach, which releases
 // each claim through the claimer (claim-sweep.ts), never by hand.
 import { ValidationError } from '@csiplug/core';
-import type { PluginInfo } from '@csiplug/csimanager';
-import { type MountCheckView, VolumeUnsupportedError } from '@csiplug/volumes';
+import { type MountCheckView, VolumeUnchangedError } from '@csiplug/volumes';
 import type { AgentContext } from './agent-context';
 import { ConflictError } from '@csiplug/core';
 import { NotFoundError } from './agent-errors';
 import { mountsOfAlloc } from './alloc-mounts';
+import { listingPlugin } from './listing-plugin';
 import type { ClaimSweep } from './claim-sweep';
 import type { ClusterVolumeOps } from '@csiplug/cluster';
 import type {
@@ -80,12 +80,19 @@ export class VolumeService {
         throw new ConflictError(
           `volume "${existing.id}" is the cluster's: a register cannot update a cluster volume yet; deregister it (once unclaimed) and register it again`,
         );
+      // As Nomad's Register: the update is checked first (Merge), the volume grown when its capacity_min is above what it has, and only then stored — a refusal or a failed growth stores nothing.
+      const { growTo } = catalog.checkRegisterUpdate(spec);
+      let nodeExpansion: VolumeView['nodeExpansion'];
+      if (growTo !== undefined) {
+        try {
+          nodeExpansion = (await this.expandVolume(existing, spec)).nodeExpansion;
+        } catch (err) {
+          // Grown already (another call got there first): nothing to grow is no error for an update.
+          if (!(err instanceof VolumeUnchangedError)) throw err;
+        }
+      }
       const updated = await catalog.registerVolume(spec);
-      // As Nomad's register: a capacity range other than the one asked for before grows the volume (as volume create does); none given or the same, nothing.
-      const given = spec.capacityMin !== undefined || spec.capacityMax !== undefined;
-      const changed = spec.capacityMin !== existing.capacityMin || spec.capacityMax !== existing.capacityMax;
-      if (given && changed) return this.expandVolume(updated, spec);
-      return updated;
+      return nodeExpansion ? { ...updated, nodeExpansion } : updated;
     }
     if (!cluster) return catalog.registerVolume(spec);
     // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.
@@ -186,13 +193,13 @@ export class VolumeService {
 
   async listSnapshots(options: SnapshotListOptions): Promise<Page<SnapshotView>> {
     this.ctx.checkOpen();
-    const pluginId = this.listingPlugin(options.pluginId, (c) => c.capabilities.listSnapshots, 'snapshots');
+    const pluginId = listingPlugin(options.pluginId, this.ctx.csiManager.plugins(), (c) => c.capabilities.listSnapshots, 'snapshots');
     return this.ctx.catalog.listSnapshots(pluginId, options);
   }
 
   async listExternalVolumes(options: { pluginId?: string; perPage?: number; nextToken?: string }): Promise<Page<ExternalVolumeView>> {
     this.ctx.checkOpen();
-    const pluginId = this.listingPlugin(options.pluginId, (c) => c.supportsListVolumes, 'volumes');
+    const pluginId = listingPlugin(options.pluginId, this.ctx.csiManager.plugins(), (c) => c.supportsListVolumes, 'volumes');
     return this.ctx.catalog.listExternalVolumes(pluginId, options);
   }
 
@@ -279,40 +286,6 @@ export class VolumeService {
         });
     }
     return { ...(this.getVolume(existing.id) ?? grown.volume), nodeExpansion };
-  }
-
-  /** The plugin a list goes to: the one named, or the only one whose controller offers it; an error naming the controllers when none does. */
-  private listingPlugin(named: string | undefined, offers: (c: NonNullable<PluginInfo['controller']>) => boolean, what: string): string {
-    if (named !== undefined) return named;
-    const able = [
-      ...new Set(
-        this.ctx.csiManager
-          .plugins()
-          .filter((p) => p.type === 'csi-controller' && p.controller && offers(p.controller))
-          .map((p) => p.name),
-      ),
-    ].sort();
-    if (able.length > 1)
-      throw new ValidationError(`more than one plugin lists its ${what} (${able.join(', ')}); name one with -plugin`, 'plugin_id');
-    if (able.length === 1) return able[0];
-    // None lists them: saying so, naming the controllers there are — an empty list would say they hold none.
-    const controllers = [
-      ...new Set(
-        this.ctx.csiManager
-          .plugins()
-          .filter((p) => p.type === 'csi-controller')
-          .map((p) => p.name),
-      ),
-    ].sort();
-    if (controllers.length === 0)
-      throw new NotFoundError(
-        `no controller plugin is registered on this node, so none can list its ${what}; run the plugin's controller or monolith job first`,
-      );
-    throw new VolumeUnsupportedError(
-      '',
-      controllers.length === 1 ? controllers[0]! : '',
-      `${controllers.length === 1 ? `plugin "${controllers[0]}" does` : `no plugin here does (${controllers.map((c) => `"${c}"`).join(', ')})`} not list ${what}: ${controllers.length === 1 ? 'its controller does' : 'their controllers do'} not offer ${what === 'snapshots' ? 'LIST_SNAPSHOTS' : 'LIST_VOLUMES'}`,
-    );
   }
 }
 

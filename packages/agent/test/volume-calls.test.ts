@@ -2,7 +2,11 @@
 // test-only request log shows what each CSI call carried): `volume register`
 // of a claimed volume updates its secrets, the update survives an agent
 // restart, and the next stage and publish send the new secrets; what Nomad
-// refuses while claimed is refused in its words. Ceph-style per-call snapshot
+// refuses while claimed is refused too (in csiplug's words: what, where and
+// what to do). A capacity range in an update is recorded, grows the volume
+// only above what it has, and a refused one stores nothing; a mount made
+// before an update sends the new secrets on its next call (node expansion).
+// Ceph-style per-call snapshot
 // parameters and secrets (`-parameter`, `-secret`) reach the plugin, over the
 // volume's own secrets; snapshot list and delete and volume delete send the
 // call's secrets. Neither the CLI nor the agent's log repeats a secret. A
@@ -122,7 +126,7 @@ describe('volume register updates and per-call secrets against the real hostpath
       `Volume "shared" updated (external id ${externalId}); its claims are kept: the next mount uses the new secrets\n`,
     );
     expect((await h.api.getVolume('shared')).claims.map((c) => c.allocId)).toEqual([first]);
-    // What Nomad refuses while the volume is in use is refused, in its words, and changes nothing.
+    // What Nomad refuses while the volume is in use is refused (csiplug's words: what, where, what to do) and changes nothing.
     const mountOptions = writeFile(
       'shared-ro.hcl',
       volumeFile('shared', `external_id = "${externalId}"\nmount_options {\n  mount_flags = ["noatime"]\n}`),
@@ -198,6 +202,55 @@ describe('volume register updates and per-call secrets against the real hostpath
 
     // No secret value in the agent's own output.
     for (const secret of ['first-key', 'rotated-key', 'per-call-key', 'volume-deleter']) expect(h.log).not.toContain(secret);
+  });
+
+  it('a register update with a capacity range: another capacity_max or a lower capacity_min is recorded and grows nothing; a capacity_max below the size is refused and stores nothing; a larger capacity_min grows the volume, and its live mount, updated before, sends the new secrets', async () => {
+    requestLog = path.join(h.root, 'hostpath-requests.jsonl');
+    await h.start();
+    const pluginJob = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--request-log', requestLog] });
+    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob, 'plugin.hcl')));
+    await pluginHealthy();
+    const MiB = 1024 * 1024;
+    const created = await h.api.createVolume(
+      volumeSpecToDocument(
+        await parseVolumeSpec(volumeFile('sized', 'capacity_min = "1MiB"\nsecrets {\n  userKey = "first-key"\n}'), 'sized.hcl'),
+      ),
+    );
+    const externalId = created.externalId;
+    const size = created.capacityBytes!;
+    const first = await workload('sized', 'sized');
+    await running(first);
+    const update = (name: string, extra: string) => writeFile(name, volumeFile('sized', `external_id = "${externalId}"\n${extra}`));
+    const expansions = () => readRequestLog(requestLog).filter((r) => r.rpc === 'ControllerExpandVolume' || r.rpc === 'NodeExpandVolume');
+
+    // The secrets rotated while alloc one has the volume mounted.
+    await cli(['volume', 'register', update('rotated.hcl', 'secrets {\n  userKey = "rotated-key"\n}')]);
+    // Another capacity_max, and a lower capacity_min: recorded, nothing grown, nothing asked of the plugin.
+    await cli(['volume', 'register', update('max.hcl', 'capacity_max = "64MiB"\nsecrets {\n  userKey = "rotated-key"\n}')]);
+    expect(await h.api.getVolume('sized')).toMatchObject({ capacityBytes: size, capacityMax: 64 * MiB });
+    await cli(['volume', 'register', update('lower.hcl', 'capacity_min = "512KiB"\nsecrets {\n  userKey = "rotated-key"\n}')]);
+    expect(await h.api.getVolume('sized')).toMatchObject({ capacityBytes: size, capacityMin: 512 * 1024, capacityMax: 64 * MiB });
+    expect(expansions()).toEqual([]);
+    // A capacity_max below the size: refused, and none of the update is kept (not its secrets, not its range).
+    expect(
+      await cliRefused(['volume', 'register', update('shrink.hcl', 'capacity_max = "512KiB"\nsecrets {\n  userKey = "never-key"\n}')]),
+    ).toContain(`its capacity_max ${512 * 1024} is below the ${size} bytes it has: volumes only grow`);
+    expect(await h.api.getVolume('sized')).toMatchObject({ capacityMin: 512 * 1024, capacityMax: 64 * MiB });
+
+    // A capacity_min above the size grows the volume, on the controller and where alloc one has it mounted, with the secrets the volume has now.
+    await cli(['volume', 'register', update('grow.hcl', 'capacity_min = "4MiB"\nsecrets {\n  userKey = "rotated-key"\n}')]);
+    expect(await h.api.getVolume('sized')).toMatchObject({ capacityBytes: 4 * MiB, capacityMin: 4 * MiB });
+    const grown = await pollUntil('the node expansion asked of the plugin', async () =>
+      expansions().some((r) => r.rpc === 'NodeExpandVolume') ? expansions() : undefined,
+    );
+    expect(grown.map((r) => [r.rpc, r.secrets])).toEqual([
+      ['ControllerExpandVolume', { userKey: 'rotated-key' }],
+      ['NodeExpandVolume', { userKey: 'rotated-key' }],
+    ]);
+    await h.api.stopJob('work-sized');
+    await pollUntil('the claim of alloc one released', async () =>
+      (await h.api.getVolume('sized')).claims.length === 0 ? true : undefined,
+    );
   });
 
   it('volume snapshot list of a plugin that answers UNIMPLEMENTED says the plugin does not list snapshots, named or not, never "No snapshots"', async () => {

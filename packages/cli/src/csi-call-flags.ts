@@ -1,7 +1,8 @@
 // Nomad's per-call `-secret key=value` and `-parameter key=value` flags of
 // `volume snapshot create|delete|list` and `volume delete` (repeatable, as in
 // command/volume_snapshot_create.go): read into maps, each malformed pair a
-// usage error in Nomad's words. The values are never printed.
+// usage error in Nomad's words; a secret with a comma is refused (Nomad's
+// header joins the pairs with commas). The values are never printed.
 import { UsageError } from './args';
 import type { FlagSpec } from './args';
 import type { CommandContext } from './command';
@@ -29,6 +30,9 @@ export function keyValueFlag(ctx: CommandContext, flag: 'secret' | 'parameter'):
     const eq = pair.indexOf('=');
     // Nomad: "Secret must be in the format: -secret key=value" (the value itself is not repeated: it may be a secret).
     if (eq <= 0) throw new UsageError(`${flag === 'secret' ? 'Secret' : 'Parameter'} must be in the format: -${flag} key=value`);
+    // Nomad's X-Nomad-CSI-Secrets header joins the pairs with commas: a comma in a secret would reach the plugin as another secret. Refused, never echoed.
+    if (flag === 'secret' && pair.includes(','))
+      throw new UsageError('a -secret key or value cannot hold a comma (the pairs are sent joined by commas); give the secret without one');
     out[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
   return out;

@@ -1174,6 +1174,17 @@ describe('csiplug CLI', () => {
       expect(r.stderr).toContain('Secret must be in the format: -secret key=value');
       r = await cli(['volume', 'snapshot', 'create', '-parameter', '=v', 'vol1']);
       expect(r.stderr).toContain('Parameter must be in the format: -parameter key=value');
+      // A comma would reach the plugin as another secret (the header joins the pairs with commas): refused, the value not repeated.
+      const calls = fake.perCall.length;
+      for (const pair of ['userKey=a,b', 'user,Key=topsecret']) {
+        r = await cli(['volume', 'delete', '-secret', pair, 'vol1']);
+        expect(r).toMatchObject({ code: 1, stdout: '' });
+        expect(r.stderr).toContain(
+          'a -secret key or value cannot hold a comma (the pairs are sent joined by commas); give the secret without one',
+        );
+        expect(r.stderr).not.toContain(pair.split('=')[1]!);
+      }
+      expect(fake.perCall).toHaveLength(calls);
       r = await cli(['volume', 'delete', '-secret', 'userKey=gone', 'vol1']);
       expect(r).toEqual({ code: 0, stdout: 'Successfully deleted volume "vol1"\n', stderr: '' });
       expect(fake.perCall.at(-1)).toEqual({ call: 'deleteVolume vol1', secrets: { userKey: 'gone' } });
@@ -1194,8 +1205,13 @@ describe('csiplug CLI', () => {
       );
     });
 
-    it('volume register of a registered, claimed volume says it was updated and its claims kept', async () => {
+    it('volume register of a registered volume says it was updated, claimed or not; claimed, that its claims are kept', async () => {
       await cli(['volume', 'register', 'vol.hcl']);
+      expect(await cli(['volume', 'register', 'vol.hcl'])).toEqual({
+        code: 0,
+        stdout: 'Volume "vol1" updated (external id ext-1)\n',
+        stderr: '',
+      });
       fake.claim('vol1', 'a1');
       const r = await cli(['volume', 'register', 'vol.hcl']);
       expect(r).toEqual({

@@ -51,11 +51,18 @@ const volumeRegister: Command = {
   async run(ctx) {
     const file = ctx.args[0]!;
     const spec = await parseVolumeSpec(await ctx.readFile(file), inputName(file));
-    const volume = await ctx.client().registerVolume(volumeSpecToDocument(spec));
+    const client = ctx.client();
+    // Registered already (as `volume create` asks): the register updates it, and the words say so, claimed or not.
+    const before = await client.getVolume(spec.id).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+    const volume = await client.registerVolume(volumeSpecToDocument(spec));
     if (ctx.json) ctx.printJson(volume);
+    else if (!before) ctx.out(`Volume "${volume.id}" registered (external id ${volume.externalId})`);
     else if (volume.claims.length > 0)
       ctx.out(`Volume "${volume.id}" updated (external id ${volume.externalId}); its claims are kept: the next mount uses the new secrets`);
-    else ctx.out(`Volume "${volume.id}" registered (external id ${volume.externalId})`);
+    else ctx.out(`Volume "${volume.id}" updated (external id ${volume.externalId})`);
     return 0;
   },
 };

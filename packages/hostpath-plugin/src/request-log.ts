@@ -5,7 +5,8 @@
 // test can check what reached the plugin (a re-registered volume's new
 // secrets at the next stage, a snapshot's per-call parameters). Secrets are
 // written in the clear on purpose: never turn it on outside a test. The file
-// is made owner-only (0600).
+// is owner-only (0600): made so before the first request, and a file there
+// already (a mode only applies when a file is made) is set to 0600 first.
 import * as fs from 'node:fs';
 import { type Logger, errorMessage } from '@csiplug/core';
 import { CSI_SERVICES, type CsiCallContext, type CsiServerHandlers, type CsiServiceKey, csiPackageDefinition } from '@csiplug/csi';
@@ -57,8 +58,21 @@ export function readRequestLog(file: string): LoggedRequest[] {
     .map((l) => JSON.parse(l) as LoggedRequest);
 }
 
-/** `handlers` with each request appended to `file` before it is handled. */
+/** Makes `file` (0600) or makes the one there owner-only, before anything is written to it; throws saying what is wrong. */
+export function prepareRequestLog(file: string): void {
+  const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) throw new Error(`the request log ${file} is not a regular file; give --request-log a file path`);
+    if ((st.mode & 0o777) !== 0o600) fs.fchmodSync(fd, 0o600);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** `handlers` with each request appended to `file` before it is handled; the file is owner-only first (prepareRequestLog). */
 export function withRequestLog(handlers: CsiServerHandlers, file: string, logger: Logger): CsiServerHandlers {
+  prepareRequestLog(file);
   logger.warn('request log on (test only): every request, secrets included, is written to the file', { file });
   const wrap =
     (rpc: string, handler: AnyHandler): AnyHandler =>

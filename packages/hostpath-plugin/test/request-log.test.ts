@@ -39,4 +39,17 @@ describe('hostpath plugin request log (real process)', () => {
     });
     expect(fs.statSync(log).mode & 0o777).toBe(0o600);
   });
+
+  it('a log file there already, readable by others, is made owner-only before the first request is written; its lines are kept', async () => {
+    const log = h.path('existing.jsonl');
+    fs.writeFileSync(log, `${JSON.stringify({ rpc: 'Earlier', time: 1 })}\n`, { mode: 0o644 });
+    fs.chmodSync(log, 0o644);
+    h.spawn([], { CSIPLUG_HOSTPATH_REQUEST_LOG: log });
+    const client = h.client();
+    await h.waitReady(client);
+    await client.createVolume({ name: 'data', volumeCapabilities: [RW], secrets: { userID: 'admin' } });
+    expect(fs.statSync(log).mode & 0o777).toBe(0o600);
+    expect(readRequestLog(log).map((r) => r.rpc)).toEqual(expect.arrayContaining(['Earlier', 'CreateVolume']));
+    expect(readRequestLog(log)[0]!.rpc).toBe('Earlier');
+  });
 });

@@ -3,6 +3,7 @@
 // body, a snapshot list's and delete's and a volume delete's secrets in the
 // X-Nomad-CSI-Secrets header; and a register of a registered id updates it.
 // Over a real server and the in-memory service; secrets are never echoed.
+import { ValidationError } from '@csiplug/core';
 import { ApiClient } from '../api-client';
 import { CSI_SECRETS_HEADER, formatCsiSecrets, parseCsiSecrets } from '../csi-secrets';
 import type { HttpApi } from '../http-api';
@@ -69,6 +70,24 @@ describe('per-call CSI secrets and parameters', () => {
     expect(fake.perCall.at(-1)).toEqual({ call: 'listSnapshots hostpath' });
   });
 
+  it('a repeated X-Nomad-CSI-Secrets header: only the first counts, as Nomad reads it (Header.Get), never the two joined', async () => {
+    const headers = { [CSI_SECRETS_HEADER]: ['userID=first', 'userID=second,userKey=extra'] };
+    expect((await raw(url, 'DELETE', '/v1/volume/csi/vol1/delete', { headers })).status).toBe(200);
+    expect(fake.perCall.at(-1)).toEqual({ call: 'deleteVolume vol1', secrets: { userID: 'first' } });
+  });
+
+  it('the typed client refuses a secret the header cannot carry, sending nothing and saying no value', async () => {
+    const refusedSecrets: Record<string, string>[] = [{ userKey: 'a,b' }, { 'user,ID': 'x' }, { 'user=ID': 'x' }];
+    for (const secrets of refusedSecrets) {
+      const refused = await client.deleteVolume('vol1', { secrets }).catch((e: unknown) => e as Error);
+      expect(refused).toBeInstanceOf(ValidationError);
+      expect((refused as Error).message).toBe(
+        'a secret of this call cannot be sent in the X-Nomad-CSI-Secrets header: a key may not hold "," or "=", nor a value ","; give the secret without them',
+      );
+    }
+    expect(fake.perCall).toEqual([]);
+  });
+
   it('the typed client sends the secrets of a list, a delete and a volume delete in the header', async () => {
     await client.listSnapshots({ pluginId: 'hostpath', secrets: { userID: 'l' } });
     expect(fake.perCall.at(-1)).toEqual({ call: 'listSnapshots hostpath', secrets: { userID: 'l' } });
@@ -95,6 +114,11 @@ describe('the X-Nomad-CSI-Secrets header', () => {
     expect(parseCsiSecrets('junk,a=1')).toEqual({ a: '1' });
     expect(parseCsiSecrets('junk')).toBeUndefined();
     expect(parseCsiSecrets(undefined)).toBeUndefined();
+    // Only the first of a repeated header; "__proto__" is a key like any other.
+    expect(parseCsiSecrets(['a=1', 'b=2'])).toEqual({ a: '1' });
+    const odd = parseCsiSecrets('__proto__=x,constructor=y')!;
+    expect(Object.keys(odd)).toEqual(['__proto__', 'constructor']);
+    expect(odd['__proto__']).toBe('x');
     expect(formatCsiSecrets(CEPH_SECRETS)).toBe('userID=admin,userKey=AQD==');
     expect(formatCsiSecrets({})).toBeUndefined();
   });

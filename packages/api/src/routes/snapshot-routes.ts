@@ -10,9 +10,9 @@ import { MAX_SNAPSHOTS_PER_REQUEST, intParam, isRecord } from '../route-params';
 import type { AgentService } from '../service';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
-/** Nomad's X-Nomad-CSI-Secrets header of a request, as the service takes it (nothing when absent). */
+/** Nomad's X-Nomad-CSI-Secrets header of a request, as the service takes it (nothing when absent); repeated, the first counts (Node would join them with ", "). */
 export function secretsOf(req: http.IncomingMessage): { secrets?: Record<string, string> } {
-  const secrets = parseCsiSecrets(req.headers[CSI_SECRETS_HEADER.toLowerCase()]);
+  const secrets = parseCsiSecrets(req.headersDistinct[CSI_SECRETS_HEADER.toLowerCase()]);
   return secrets ? { secrets } : {};
 }
 

@@ -2,7 +2,7 @@
 // in its words (Nomad's CSIVolume.Merge rules).
 import { ValidationError } from '@csiplug/core';
 import { VolumeUpdateRefusedError } from './errors';
-import { externalIdToRegister, mergeRegistered } from './register-update';
+import { externalIdToRegister, mergeRegistered, registerUpdateGrowth } from './register-update';
 import type { VolumeRecord } from './volume-record';
 import type { VolumeSpec } from './volume-spec';
 
@@ -134,6 +134,47 @@ describe('mergeRegistered', () => {
         'its snapshot_id cannot change (it is not set, the spec says "snap-1"); ' +
         'its topology request cannot change once the volume has a topology; give the topology_request it was registered with; ' +
         'its parameters cannot change; give the parameters it has, or none',
+    );
+  });
+});
+
+describe("mergeRegistered: topology, mount flags, capacity (as Nomad's Merge)", () => {
+  test('a volume without a topology keeps none: a topology request in the update is ignored, as Merge ignores it', () => {
+    const next = mergeRegistered(record(), spec({ topologyRequest: { required: [{ segments: { rack: 'r1' } }] } }));
+    expect(next.topologyRequest).toBeUndefined();
+    expect(next.accessibleTopology).toBeUndefined();
+  });
+
+  test('mount flags are a set: the same flags in another order are no change while claimed', () => {
+    const existing = record({ claims: [CLAIM], mountOptions: { fsType: 'ext4', mountFlags: ['noatime', 'nodev'] } });
+    expect(mergeRegistered(existing, spec({ mountOptions: { fsType: 'ext4', mountFlags: ['nodev', 'noatime'] } })).mountOptions).toEqual({
+      fsType: 'ext4',
+      mountFlags: ['noatime', 'nodev'],
+    });
+    expect(refusal(() => mergeRegistered(existing, spec({ mountOptions: { fsType: 'ext4', mountFlags: ['nodev', 'ro'] } })))).toContain(
+      'its mount options cannot change while it is in use (claimed by a1)',
+    );
+  });
+
+  test('the capacity range asked for is recorded: another capacity_max, a lower capacity_min; neither grows the volume', () => {
+    const existing = record({ capacityBytes: 2000, capacityMin: 2000 });
+    const maxOnly = mergeRegistered(existing, spec({ capacityMax: 9000 }));
+    expect(maxOnly).toMatchObject({ capacityBytes: 2000, capacityMin: 2000, capacityMax: 9000 });
+    expect(registerUpdateGrowth(existing, spec({ capacityMax: 9000 }))).toBeUndefined();
+    const lowerMin = mergeRegistered(existing, spec({ capacityMin: 1000 }));
+    expect(lowerMin).toMatchObject({ capacityBytes: 2000, capacityMin: 1000 });
+    expect(registerUpdateGrowth(existing, spec({ capacityMin: 1000 }))).toBeUndefined();
+    expect(registerUpdateGrowth(existing, spec({ capacityMin: 2000 }))).toBeUndefined();
+    expect(registerUpdateGrowth(existing, spec({ capacityMin: 3000 }))).toBe(3000);
+  });
+
+  test('a capacity_max below capacity_min or below the capacity the volume has is refused', () => {
+    const existing = record({ capacityBytes: 2000 });
+    expect(refusal(() => mergeRegistered(existing, spec({ capacityMax: 1500 })))).toBe(
+      'volume "data" is registered already and cannot be updated as asked: its capacity_max 1500 is below the 2000 bytes it has: volumes only grow; give a capacity_max of at least 2000',
+    );
+    expect(refusal(() => mergeRegistered(existing, spec({ capacityMin: 5000, capacityMax: 4000 })))).toContain(
+      'its capacity_max 4000 is below its capacity_min 5000; give a capacity_max at or above capacity_min',
     );
   });
 });

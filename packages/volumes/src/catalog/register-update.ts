@@ -11,10 +11,17 @@
 // - parameters cannot change (given and different is refused);
 // - the plugin, external id, name, snapshot and clone ids cannot change
 //   (left out is no change);
-// - a volume with a topology keeps it: the topology request must stay equal.
+// - a volume with a topology keeps it: the topology request must stay equal;
+//   a volume without one keeps none (Merge checks a topology request only
+//   when the volume has topologies, and otherwise ignores it);
+// - capacity_min and capacity_max are recorded when given; capacity_max may
+//   not be below capacity_min nor below the capacity the volume has (volumes
+//   only grow). Growing to a capacity_min above that capacity is the
+//   agent's (as Nomad's Register expands after Merge): it checks with
+//   registerUpdateGrowth first, grows, and only then stores the update, so a
+//   refused or failed update stores nothing.
 // Claims, controller publishes and mount records are the catalog's and are
-// kept as they are. Capacity is not this file's: the agent grows a volume as
-// `volume create` does.
+// kept as they are.
 import { ValidationError } from '@csiplug/core';
 import { VolumeUpdateRefusedError } from './errors';
 import type { Topology, TopologyRequest } from './volume-spec';
@@ -37,10 +44,21 @@ function sameTopologyRequest(a: TopologyRequest | undefined, b: TopologyRequest 
   return sameTopologies(a?.required, b?.required) && sameTopologies(a?.preferred, b?.preferred);
 }
 
+/** Nomad's CSIMountOptions.Equal: the fs type, and the mount flags as a set (their order is no change). */
 function sameMountOptions(a: VolumeSpec['mountOptions'], b: VolumeSpec['mountOptions']): boolean {
-  const fa = a?.mountFlags ?? [];
-  const fb = b?.mountFlags ?? [];
-  return (a?.fsType ?? '') === (b?.fsType ?? '') && fa.length === fb.length && fa.every((f, i) => f === fb[i]);
+  const fa = new Set(a?.mountFlags ?? []);
+  const fb = new Set(b?.mountFlags ?? []);
+  return (a?.fsType ?? '') === (b?.fsType ?? '') && fa.size === fb.size && [...fa].every((f) => fb.has(f));
+}
+
+/** The capacity a volume has, as far as the catalog knows (what its plugin said, else what it was asked for). */
+export function knownCapacity(volume: { capacityBytes?: number; capacityMin?: number }): number {
+  return volume.capacityBytes ?? volume.capacityMin ?? 0;
+}
+
+/** The capacity a register update must grow `existing` to first: its capacity_min when above the capacity the volume has, else none. */
+export function registerUpdateGrowth(existing: { capacityBytes?: number; capacityMin?: number }, spec: VolumeSpec): number | undefined {
+  return spec.capacityMin !== undefined && spec.capacityMin > knownCapacity(existing) ? spec.capacityMin : undefined;
 }
 
 /**
@@ -86,6 +104,15 @@ export function mergeRegistered(existing: VolumeRecord, spec: VolumeSpec): Volum
     refused.push(`its mount options cannot change while it is in use (claimed by ${claimedBy.join(', ')}); stop the allocs first`);
   if (Object.keys(spec.parameters).length > 0 && !sameMap(existing.parameters, spec.parameters))
     refused.push('its parameters cannot change; give the parameters it has, or none');
+  const current = knownCapacity(existing);
+  if (spec.capacityMax !== undefined && spec.capacityMin !== undefined && spec.capacityMax < spec.capacityMin)
+    refused.push(
+      `its capacity_max ${spec.capacityMax} is below its capacity_min ${spec.capacityMin}; give a capacity_max at or above capacity_min`,
+    );
+  else if (spec.capacityMax !== undefined && spec.capacityMax < current)
+    refused.push(
+      `its capacity_max ${spec.capacityMax} is below the ${current} bytes it has: volumes only grow; give a capacity_max of at least ${current}`,
+    );
   if (refused.length) throw new VolumeUpdateRefusedError(id, refused);
 
   const next: VolumeRecord = { ...existing, capabilities: spec.capabilities.map((c) => ({ ...c })), secrets: { ...spec.secrets } };
@@ -94,11 +121,9 @@ export function mergeRegistered(existing: VolumeRecord, spec: VolumeSpec): Volum
     if (spec.mountOptions) next.mountOptions = structuredClone(spec.mountOptions);
     else delete next.mountOptions;
   }
-  if (spec.topologyRequest && !existing.accessibleTopology?.length) {
-    next.topologyRequest = structuredClone(spec.topologyRequest);
-    const required = spec.topologyRequest.required;
-    if (required?.length) next.accessibleTopology = required.map((t) => ({ segments: { ...t.segments } }));
-  }
+  // As Merge: the range asked for is recorded (a lower capacity_min, another capacity_max); the capacity itself changes only by growing.
+  if (spec.capacityMin !== undefined) next.capacityMin = spec.capacityMin;
+  if (spec.capacityMax !== undefined) next.capacityMax = spec.capacityMax;
   return next;
 }
 

@@ -105,6 +105,13 @@ export interface VolumeCatalogService extends VolumeClaimer {
    */
   registerVolume(spec: VolumeSpec): Promise<VolumeView>;
   /**
+   * A register update of volume `spec.id` checked as registerVolume would,
+   * storing nothing: every refusal thrown as registerVolume throws it, and
+   * the capacity the volume must first grow to (its capacity_min above the
+   * capacity it has), if any. Undefined growth too for an id not registered.
+   */
+  checkRegisterUpdate(spec: VolumeSpec): { growTo?: number };
+  /**
    * Creates the volume through its controller plugin's CreateVolume (waiting
    * for the controller within the `prerun` plugin wait), then registers it.
    * Throws VolumePluginError when the controller cannot create volumes.

@@ -324,6 +324,29 @@ describe('register and deregister', () => {
     expect(catalog.getVolume('data')!.mountOptions).toBeUndefined();
   });
 
+  test('a register update checked first stores nothing: the growth it needs, a refusal, a claimed volume whose plugin does not expand ONLINE', async () => {
+    h.plugin();
+    h.facts({}, { supportsExpand: true });
+    await h.catalog.registerVolume(spec({ capacityMin: 1000 }));
+    await h.catalog.claim(req('a1'));
+    expect(h.catalog.checkRegisterUpdate(spec({ capacityMin: 2000, secrets: { token: 'rotated' } }))).toEqual({ growTo: 2000 });
+    expect(h.catalog.checkRegisterUpdate(spec({ capacityMax: 5000 }))).toEqual({});
+    expect(h.catalog.checkRegisterUpdate(spec({ id: 'unknown' }))).toEqual({});
+    expect(() => h.catalog.checkRegisterUpdate(spec({ capacityMax: 500, secrets: { token: 'rotated' } }))).toThrow(
+      'its capacity_max 500 is below the 1000 bytes it has: volumes only grow; give a capacity_max of at least 1000',
+    );
+    // The agent grows before it stores: a plugin that does not expand ONLINE refuses the claimed volume, and the update is never stored.
+    await expect(h.catalog.expandVolume('data', { capacityMin: 2000 })).rejects.toBeInstanceOf(VolumeInUseError);
+    expect(h.catalog.getVolume('data')).toMatchObject({ capacityMin: 1000 });
+    expect((await h.catalog.lookup('data')).secrets).toEqual({ token: 's3cret' });
+    // The stored update records the range asked for.
+    expect(await h.catalog.registerVolume(spec({ capacityMin: 800, capacityMax: 5000 }))).toMatchObject({
+      capacityMin: 800,
+      capacityMax: 5000,
+    });
+    expect(h.requestsOf('ControllerExpandVolume')).toEqual([]);
+  });
+
   test("refuses a second volume on a plugin volume another volume has (claimed or not) with a 409 naming it; another plugin's same id is another volume", async () => {
     h.nodeOnlyPlugin();
     await h.catalog.registerVolume(spec());

@@ -42,7 +42,7 @@ import { ClaimError, type ClaimableVolume, type VolumeClaimRequest, type VolumeC
 import { VolumeOpIntents, type VolumeOpView } from './volume-op-intent';
 import { VolumeOpResumer } from './volume-op-resumer';
 import { checkWithPlugin } from './register-check';
-import { externalIdToRegister, mergeRegistered } from './register-update';
+import { externalIdToRegister, mergeRegistered, registerUpdateGrowth } from './register-update';
 import { VolumeRecord, isVolumeRecord, recordOfCreated, toClaimable, toVolumeView } from './volume-record';
 import type { VolumeSpec, VolumeSpecValidator } from './volume-spec';
 import { VolumeLanes, type VolumeLane, type LaneOutcome as Outcome } from './volume-lanes';
@@ -187,6 +187,16 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
         },
       };
     });
+  }
+
+  checkRegisterUpdate(spec: VolumeSpec): { growTo?: number } {
+    const checked = this.checkSpec(spec);
+    const existing = this.read(checked.id);
+    if (!existing) return {};
+    if (this.intents.get(existing.id)?.op === 'delete') throw new VolumeBeingDeletedError(existing.id, 'update');
+    mergeRegistered(existing, checked);
+    const growTo = registerUpdateGrowth(existing, checked);
+    return growTo !== undefined ? { growTo } : {};
   }
 
   /** A register of a volume the catalog has: checked with the plugin as a new one is, then written over, its claims kept. */
@@ -358,6 +368,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       await this.controllers.controllerFor(id, record.pluginId, 'delete', signal);
       // From here the volume is deleting: not schedulable, no new claims, and a next agent finishes the delete.
       this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
+      // The call's own secrets, for a resume of this delete by this agent (never stored: they are not the volume's).
+      this.resumer.keepDeleteSecrets(id, options.secrets ?? {});
       crashPoint('catalog.delete.before-call');
       try {
         await this.controllers.withController(record.pluginId, (c) =>

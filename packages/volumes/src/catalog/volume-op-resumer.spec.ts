@@ -240,6 +240,25 @@ describe('volume operation intents', () => {
     await lost;
   });
 
+  it("a delete whose answer was lost (DEADLINE_EXCEEDED) is resumed with the call's own secrets over the volume's, which are never stored", async () => {
+    const catalog = h.build();
+    await catalog.createVolume(createSpec({ secrets: { userKey: 'volume-key' } }));
+    const written = jest.spyOn(h.state, 'putVolumeOp');
+    h.controller.failNext('DeleteVolume', csiError(GrpcStatus.DEADLINE_EXCEEDED, 'DeleteVolume', 'no answer in time'));
+    const deleted = h.next('deleted');
+    await expect(catalog.deleteVolume('data', { secrets: { userID: 'deleter', userKey: 'call-key' } })).rejects.toThrow(
+      /could not delete volume "data"/,
+    );
+    await deleted;
+    expect(h.controller.callsOf('DeleteVolume').map((c) => c.request.secrets)).toEqual([
+      { userKey: 'call-key', userID: 'deleter' },
+      { userKey: 'call-key', userID: 'deleter' },
+    ]);
+    expect(written).toHaveBeenCalled();
+    expect(JSON.stringify(written.mock.calls)).not.toContain('call-key');
+    expect(catalog.getVolume('data')).toBeUndefined();
+  });
+
   it('an intent this agent cannot read is reported and left alone', () => {
     h.state.putVolumeOp('odd', { op: 'shrink', volumeId: 'odd', pluginId: PLUGIN, since: 1 });
     const catalog = h.build();

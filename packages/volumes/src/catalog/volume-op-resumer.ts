@@ -46,6 +46,15 @@ export class VolumeOpResumer implements Disposable {
   private readonly subscriptions = new DisposableStore();
   /** Per plugin, the pass under way (passes of one plugin run one after another). */
   private readonly passes = new Map<string, Promise<void>>();
+  /**
+   * The per-call secrets of a delete under way (`volume delete -secret`), by
+   * volume, in memory only: a delete this agent resumes sends them again.
+   * Never written to the client state (they are not the volume's). After an
+   * agent restart they are gone: the resumed DeleteVolume sends the volume's
+   * own secrets only, and a plugin that needs the call's refuses it — the
+   * intent is then dropped and said, and the operator deletes again with -secret.
+   */
+  private readonly deleteCallSecrets = new Map<string, Record<string, string>>();
   private disposed = false;
 
   constructor(
@@ -98,8 +107,15 @@ export class VolumeOpResumer implements Disposable {
     return next;
   }
 
+  /** Keeps a delete call's own secrets for a resume of that delete within this agent run (see deleteCallSecrets). */
+  keepDeleteSecrets(volumeId: string, secrets: Record<string, string>): void {
+    if (Object.keys(secrets).length > 0) this.deleteCallSecrets.set(volumeId, { ...secrets });
+    else this.deleteCallSecrets.delete(volumeId);
+  }
+
   /** Removes a settled operation's intent; one that cannot be removed (a full disk) is found settled by the next pass, which reads the record. */
   drop(volumeId: string): void {
+    this.deleteCallSecrets.delete(volumeId);
     try {
       this.intents.delete(volumeId);
     } catch (err) {
@@ -117,6 +133,7 @@ export class VolumeOpResumer implements Disposable {
    */
   forget(volumeId: string): void {
     const pending = this.intents.get(volumeId);
+    this.deleteCallSecrets.delete(volumeId);
     if (!pending) return;
     this.drop(volumeId);
     this.log.warn(`a deregistered volume's ${pending.op} ${AFTER_RESTART} is dropped with it: its storage is left as the plugin has it`, {
@@ -349,7 +366,10 @@ export class VolumeOpResumer implements Disposable {
     const ours = record !== undefined && record.externalId === intent.externalId;
     // Its storage registered as another catalog volume since (deregistered, then registered again): that volume's data, never deleted.
     const holder = this.holderOf(id, pluginId, intent.externalId);
+    // The call's own secrets (this agent run only) go over the volume's, as on the first try; settled one way or the other, they are forgotten.
+    const callSecrets = this.deleteCallSecrets.get(id) ?? {};
     if (holder) {
+      this.deleteCallSecrets.delete(id);
       this.intents.delete(id);
       this.log.error(`a volume delete ${AFTER_RESTART} names another volume's storage; it is not deleted`, {
         volume_id: id,
@@ -368,11 +388,12 @@ export class VolumeOpResumer implements Disposable {
     }
     try {
       await this.host.withController(pluginId, (c) =>
-        c.deleteVolume({ volumeId: intent.externalId, secrets: { ...(ours ? record.secrets : {}) } }),
+        c.deleteVolume({ volumeId: intent.externalId, secrets: { ...(ours ? record.secrets : {}), ...callSecrets } }),
       );
     } catch (err) {
       if (!isNotFound(err)) {
         if (mayHaveHappened(err)) throw err;
+        this.deleteCallSecrets.delete(id);
         return this.abandon(
           intent,
           `plugin ${pluginId} refused DeleteVolume of external id ${intent.externalId} (${errorMessage(err)}); the volume stays registered and can be claimed again: delete it again once the cause is fixed`,
@@ -380,6 +401,7 @@ export class VolumeOpResumer implements Disposable {
       }
     }
     if (ours) this.state.deleteVolume(id);
+    this.deleteCallSecrets.delete(id);
     this.intents.delete(id);
     this.log.warn(`finished a volume delete ${AFTER_RESTART}: the volume is gone from the plugin and the catalog`, {
       volume_id: id,

@@ -222,6 +222,12 @@ export interface VolumeReconcilerService extends Disposable {
   /** The live mounts (desired mounted and published, or mid-remount) with their last check result, for `volume status`. */
   mountChecks(allocId?: string): MountCheckView[];
   /**
+   * Reads volume `volumeId` again from the catalog for each of its live
+   * mounts (after a register updated it): their next stage, publish, node
+   * expansion, remount or unmount sends its new secrets. Never throws.
+   */
+  refreshVolume(volumeId: string): Promise<void>;
+  /**
    * Expands every live mount of `volumeId` on the node to `capacityBytes`:
    * NodeExpandVolume now when `online`, else (and for a call that fails)
    * owed, and made after the mount's next publish.

@@ -95,6 +95,7 @@ import { checkOneNamePerVolume } from './one-name-per-volume';
 import { awaitPluginAgain, tellRetry } from './mount-plugin-waits';
 import { keepRemounting, stillMounted, type RestoreHost } from './restored-mounts';
 import { mountedInfo, volumeRef as ref } from './record-views';
+import { refreshVolume } from './volume-refresh';
 
 /** How long a mount waits for its node plugin before it tells (MountOptions.onPluginWait). */
 export const PLUGIN_WAIT_NOTICE_MS = 1_000;
@@ -610,6 +611,10 @@ export class VolumeReconciler implements VolumeReconcilerService {
       await expandOwed(this.expansionHost, key, record.expandTo, signal).catch(() => undefined);
     }
     return mountedInfo(this.wanted(key), false);
+  }
+
+  refreshVolume(volumeId: string): Promise<void> {
+    return refreshVolume({ records: this.records, volumes: this.volumes, claimer: this.claimer, log: this.log }, volumeId);
   }
 
   expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
