@@ -37,7 +37,7 @@ import { lockDataDir, prepareDataDir, tightenDataDir } from './data-dir';
 import { checkOrphansAtStart, fingerprintNode } from '@csiplug/runner';
 import { IAllocStore, type AllocStore } from '@csiplug/runner';
 import { ITaskStateWriter, type TaskStateWriter } from '@csiplug/runner';
-import type { AgentConfig } from '@csiplug/jobspec';
+import { type AgentConfig, chrootEnvNotices } from '@csiplug/jobspec';
 import type { AgentContext } from './agent-context';
 import { AgentShuttingDownError } from './agent-errors';
 import { AllocTable } from './alloc-table';
@@ -273,6 +273,8 @@ export class Agent extends ServiceFacade implements AsyncDisposable {
     // Claims of allocs this node no longer has (purged, or lost with a state the last agent could not save) are released on a timer (Nomad's claim GC).
     this.parts.claimSweep.start();
     this.logger.info('agent started', { data_dir: this.config.dataDir, node_id: this.config.nodeId, allocs, restoring });
+    // Each chroot_env entry that shows a host dir at another path, once: an entry written the old way round whose two paths both exist shows here.
+    for (const notice of chrootEnvNotices(this.config.exec.chrootEnv)) this.logger.warn(notice);
   }
 
   /** A SIGHUP: every running task's templates rendered again, a changed file's change_mode applied. */

@@ -90,6 +90,8 @@ export class JobService {
       assertNoPerAllocInCluster(job);
       return cluster.runJob(job);
     }
+    // The alloc limit first: per_alloc lists an id per alloc, and count may be huge.
+    this.checkAllocLimit(job);
     this.checkPerAllocVolumes(job);
     return this.runLocal(job, { refuseHeldWriterClaims: !options.queue });
   }

@@ -8,6 +8,21 @@
 import { UnsupportedError, ValidationError, perAllocVolumeId } from '@csiplug/core';
 import type { JobSpec } from '@csiplug/jobspec';
 
+/** At most this many ids are named in a refusal; the rest are counted. */
+export const MAX_IDS_NAMED = 10;
+
+/** `ids` for a message: the first MAX_IDS_NAMED, then how many more. */
+function listed(ids: readonly string[]): string {
+  const named = ids.slice(0, MAX_IDS_NAMED).join(', ');
+  return ids.length > MAX_IDS_NAMED ? `${named} and ${ids.length - MAX_IDS_NAMED} more` : named;
+}
+
+/** The ids alloc 0 to count-1 mount: each when few, else the first and the last. */
+function idRange(source: string, count: number): string {
+  if (count <= MAX_IDS_NAMED) return Array.from({ length: count }, (_, i) => perAllocVolumeId(source, i)).join(', ');
+  return `${perAllocVolumeId(source, 0)} to ${perAllocVolumeId(source, count - 1)}`;
+}
+
 /** Throws a ValidationError naming every per_alloc volume id of `job` that `exists` says is not in the catalog. */
 export function assertPerAllocVolumesExist(job: JobSpec, exists: (volumeId: string) => boolean): void {
   const problems: string[] = [];
@@ -19,7 +34,7 @@ export function assertPerAllocVolumesExist(job: JobSpec, exists: (volumeId: stri
       if (missing.length === 0) continue;
       problems.push(
         `job "${job.id}" group "${group.name}" volume "${volume.name}" has per_alloc = true, so its ${count} alloc${count === 1 ? '' : 's'} ` +
-          `mount ${ids.join(', ')}, one each; ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not in the volume catalog: ` +
+          `mount ${idRange(volume.source, count)}, one each; ${listed(missing)} ${missing.length === 1 ? 'is' : 'are'} not in the volume catalog: ` +
           `register or create ${missing.length === 1 ? 'it' : 'each'} first ("csiplug volume register FILE" or "csiplug volume create FILE", ` +
           `the file saying id = ${JSON.stringify(missing[0])}${missing.length > 1 ? ', and so on for each' : ''})`,
       );

@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
-import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, workloadJobHcl } from '../src/commands/specs';
+import { chrootEnvConfigWith, hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary, workloadJobHcl } from '../src/commands/specs';
 import {
   AgentHarness,
   PLUGIN_JOB,
@@ -26,10 +26,7 @@ type Driver = 'raw_exec' | 'exec';
 
 /** The plugin and the workloads as host processes, or all isolated on runc (the plugin's code dirs added to the chroot). */
 const ISOLATED_PLUGIN_JOB = hostpathPluginJobHcl({ restartDelay: '100ms', driver: 'exec', node: nodeBinary() });
-const isolatedAgentConfig = (): string =>
-  `plugin "exec" {\n  chroot_env = { ${hostpathPluginCodeDirs()
-    .map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`)
-    .join(', ')} }\n}\n`;
+const isolatedAgentConfig = (): string => chrootEnvConfigWith(hostpathPluginCodeDirs());
 
 async function runPlugin(h: AgentHarness, driver: Driver = 'raw_exec'): Promise<void> {
   await h.api.runJob(jobToNomadJson(await parseJobspec(driver === 'exec' ? ISOLATED_PLUGIN_JOB : PLUGIN_JOB, 'plugin.hcl')));

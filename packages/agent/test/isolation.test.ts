@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { containerId } from '@csiplug/driver';
 import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
-import { hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary } from '../src/commands/specs';
+import { chrootEnvConfigWith, hostpathPluginCodeDirs, hostpathPluginJobHcl, nodeBinary } from '../src/commands/specs';
 import { AgentHarness, PLUGIN_JOB, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec } from './support/agent-process';
 
 jest.setTimeout(120_000);
@@ -203,10 +203,7 @@ job "${jobId}" {
 
   it('an isolated hostpath plugin (socket at /csi, staging/publish base bidirectional) serves an isolated workload: what the plugin mounts inside its container is a mount on the host and in the workload', async () => {
     // The plugin is node code from this checkout: the task sees it (read-only) besides the default chroot, as the demo does.
-    const chroot = hostpathPluginCodeDirs()
-      .map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`)
-      .join(', ');
-    h.extraConfig = `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`;
+    h.extraConfig = chrootEnvConfigWith(hostpathPluginCodeDirs());
     await h.start();
     await h.api.runJob(jobToNomadJson(await parseJobspec(hostpathPluginJobHcl({ driver: 'exec', node: nodeBinary() }), 'plugin.hcl')));
     const plugin = await pollUntil(

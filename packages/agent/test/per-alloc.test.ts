@@ -105,6 +105,16 @@ describe('per_alloc volumes against the real hostpath plugin', () => {
       expect(err?.message).toContain(expected);
     }
     expect((await h.api.listAllocs()).filter((a) => a.jobId === 'db')).toEqual([]);
+    // A count past limits { max_allocs_per_job } is refused for that before any per-alloc id is made (a count of a billion would build a billion).
+    const huge = jobToDocument(await parseJobspec(PER_ALLOC_JOB.replace('count = 3', 'count = 1000000'), 'db.hcl'));
+    for (const attempt of [() => h.api.runJob(huge), () => h.api.planJob(huge)]) {
+      const err = await attempt().then(
+        () => undefined,
+        (e: unknown) => e as Error & { status?: number },
+      );
+      expect(err?.status).toBe(400);
+      expect(err?.message).toContain('job "db" asks for 1000000 allocs (db: 1000000); this agent runs at most 256 per job');
+    }
     // With db[2] created the same job runs.
     await create('db[2]');
     expect((await h.api.runJob(doc)).allocIds).toHaveLength(3);

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -221,5 +221,20 @@ describe('grantableCaps and the task init', () => {
   it('runs the command under the init when the root has /bin/sh, as it is when not', () => {
     expect(taskProcessArgs('/app', ['a'], { '/bin': '/bin' }).slice(3)).toEqual(['csiplug-init', '/app', 'a']);
     expect(taskProcessArgs('/app', ['a'], { '/usr': '/usr' })).toEqual(['/app', 'a']);
+  });
+
+  it("finds the task's /bin by the entry whose task path (the value) is /bin, and looks for sh in that entry's host path", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'busybox-'));
+    try {
+      // A busybox-like host dir shown at the task's /bin: "/opt/busybox/bin" = "/bin".
+      mkdirSync(join(dir, 'bin'));
+      writeFileSync(join(dir, 'bin', 'sh'), '');
+      expect(taskProcessArgs('/app', ['a'], { [join(dir, 'bin')]: '/bin' }).slice(0, 2)).toEqual(['/bin/sh', '-c']);
+      expect(taskProcessArgs('/app', ['a'], { [join(dir, 'bin')]: '/bin/' }).slice(3)).toEqual(['csiplug-init', '/app', 'a']);
+      // The host's /bin shown elsewhere is no /bin in the task: no init, though that dir (the value) has a sh.
+      expect(taskProcessArgs('/app', ['a'], { '/bin': join(dir, 'bin') })).toEqual(['/app', 'a']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -30,7 +30,17 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isAbsolute, join, normalize } from 'node:path';
-import { ALL_CAPS, DEFAULT_TASK_CAPS, ValidationError, capabilityName } from '@csiplug/core';
+import {
+  ALL_CAPS,
+  DEFAULT_TASK_CAPS,
+  TASK_ALLOC_DIR,
+  TASK_LOCAL_DIR,
+  TASK_SECRETS_DIR,
+  ValidationError,
+  capabilityName,
+  isTaskOwnPath,
+  taskOwnPathsText,
+} from '@csiplug/core';
 
 // The capability vocabulary lives in core (the jobspec reader checks cap_add and
 // cap_drop with it); re-exported here, where users of the driver name it.
@@ -168,24 +178,31 @@ export function isolatedProcessArgs(command: string, args: readonly string[], is
   return iso.image ? [command, ...args] : taskProcessArgs(command, args, iso.chroot);
 }
 
-/** The process args of an exec task: its command under the init when the root has a /bin/sh. */
+/** The host path `chroot` (host path → path in the task, as Nomad's chroot_env) shows at `inTask`; undefined when none is. */
+function hostPathShownAt(chroot: Readonly<Record<string, string>>, inTask: string): string | undefined {
+  const strip = (p: string) => normalize(p).replace(/\/+$/, '') || '/';
+  return Object.entries(chroot).find(([, dest]) => strip(dest) === inTask)?.[0];
+}
+
+/**
+ * The process args of an exec task: its command under the init when the
+ * task's /bin has a sh — whichever host dir the chroot shows at /bin. A
+ * chroot with no /bin (chroot_env replaced without one) runs the command as
+ * it is, with no init to pass signals on.
+ */
 export function taskProcessArgs(command: string, args: readonly string[], chroot: Readonly<Record<string, string>>): string[] {
-  const bin = chroot['/bin'];
+  const bin = hostPathShownAt(chroot, '/bin');
   const hasShell = bin !== undefined && existsSync(join(bin, 'sh'));
   if (!hasShell) return [command, ...args];
-  const usr = chroot['/usr'];
-  const resetSignals = usr !== undefined && usr === '/usr' && envCanResetSignals();
+  // env --default-signal is probed on this host's /usr/bin/env: only when the task's /usr is this host's /usr.
+  const usr = hostPathShownAt(chroot, '/usr');
+  const resetSignals = usr !== undefined && normalize(usr).replace(/\/+$/, '') === '/usr' && envCanResetSignals();
   const script = resetSignals ? initScript('/usr/bin/env --default-signal=INT,QUIT -- "$@"') : TASK_INIT_SCRIPT;
   return ['/bin/sh', '-c', script, 'csiplug-init', command, ...args];
 }
 
-/** Where the task sees its own dirs. */
-export const TASK_LOCAL_DIR = '/local';
-export const TASK_ALLOC_DIR = '/alloc';
-export const TASK_SECRETS_DIR = '/secrets';
-
-/** Paths the task's own dirs take: no other mount may land on or under them. */
-const RESERVED = ['/', '/proc', '/dev', '/sys', '/tmp', TASK_LOCAL_DIR, TASK_ALLOC_DIR, TASK_SECRETS_DIR];
+/** Where the task sees its own dirs (core's vocabulary, which the agent config reader checks chroot_env by too). */
+export { TASK_ALLOC_DIR, TASK_LOCAL_DIR, TASK_SECRETS_DIR };
 
 /** An absolute, normalised path with no `..` left in it; throws naming `what`. */
 function taskPath(p: string, what: string): string {
@@ -251,8 +268,7 @@ export function ociConfig(
     const d = taskPath(dest, 'chroot_env');
     const h = taskPath(host, 'chroot_env');
     // Below /tmp is fine (bound after the task's tmpfs, so seen on top of it); on or below the task's other own dirs is not.
-    if (RESERVED.some((r) => d === r || (r !== '/' && r !== '/tmp' && d.startsWith(`${r}/`))))
-      throw new ValidationError(`chroot_env: ${d} is the task's own (${RESERVED.filter((r) => r !== '/').join(', ')}, /)`, 'chroot_env');
+    if (isTaskOwnPath(d)) throw new ValidationError(`chroot_env: ${d} is the task's own (${taskOwnPathsText()})`, 'chroot_env');
     // A chroot dir that is not on this machine (/lib32 on a 64-bit-only host) is left out.
     if (!existsSync(h)) continue;
     claim(d, 'chroot_env');

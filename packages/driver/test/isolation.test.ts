@@ -143,6 +143,19 @@ describe('ExecDriver: isolated tasks on runc', () => {
     expect(existsSync(join(code, 'new'))).toBe(false);
   });
 
+  it('runs under the init when the task\'s /bin is another host dir ("/usr/bin" = "/bin"): pid 1 is the init, the command its child', async () => {
+    const rest = Object.fromEntries(Object.entries(HOST_DIRS).filter(([host]) => host !== '/bin'));
+    const cfg = task('other-bin', 'tr "\\0" " " < /proc/1/cmdline > /local/pid1; echo "$$" > /local/self; exit 0', {
+      chroot: { ...rest, '/usr/bin': '/bin' },
+    });
+    const d = driver();
+    const h = await d.start(cfg);
+    handles.push(h);
+    expect((await d.wait(h)).exitCode).toBe(0);
+    expect(read(join(cfg.local, 'pid1'))).toContain('csiplug-init');
+    expect(read(join(cfg.local, 'self')).trim()).not.toBe('1');
+  });
+
   it('a task with no user runs as nobody; its own dirs are mounted nosuid and nodev', async () => {
     const cfg = task('nobody', 'id -u > /alloc/uid; grep -E " /(alloc|local|secrets) " /proc/self/mountinfo > /alloc/mounts; exit 0', {
       user: undefined,

@@ -134,7 +134,8 @@ const FULL: AgentConfig = {
   reconcileOrphans: true,
   claimGcInterval: 120_000,
   exec: {
-    chrootEnv: { ...DEFAULT_CHROOT_ENV, '/opt/plugin': '/srv/plugin-code' },
+    // Its entries replace the defaults, as Nomad's chroot_env.
+    chrootEnv: { '/opt/plugin': '/srv/plugin-code' },
     allowCaps: ['CAP_CHOWN', 'CAP_SYS_ADMIN'],
     allowPrivileged: false,
     allowedUsers: ['nobody', 'www-data'],
@@ -412,16 +413,20 @@ describe('parseAgentConfig', () => {
       'agent.hcl: plugin "exec".chroot_env "/opt" = "/srv/../etc": its path in the task (the value) must be an absolute path without ".."',
     ],
     [
-      'a chroot_env entry written the old way round (path in the task = host path)',
-      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/srv/no-such-plugin-code" = "/usr/share" }\n}\n',
-      'agent.hcl: plugin "exec".chroot_env "/srv/no-such-plugin-code" = "/usr/share": there is no /srv/no-such-plugin-code on this host, but there is a /usr/share: ' +
-        'chroot_env is "host path" = "path in the task", as in Nomad (csiplug used to read it the other way round); ' +
-        'to show the task this host\'s /usr/share at /srv/no-such-plugin-code, write "/usr/share" = "/srv/no-such-plugin-code"',
+      'two chroot_env host paths at one task path',
+      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/no/such/a" = "/srv/code", "/no/such/b" = "/srv/code/" }\n}\n',
+      'agent.hcl: plugin "exec".chroot_env "/no/such/b" = "/srv/code/": the host path /no/such/a is already shown at /srv/code in the task; a task path takes one host path: remove one of the two',
     ],
     [
-      'two chroot_env host paths at one task path',
-      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/usr/share" = "/srv/code", "/usr/lib" = "/srv/code" }\n}\n',
-      'agent.hcl: plugin "exec".chroot_env "/usr/share" = "/srv/code": the host path /usr/lib is already shown at /srv/code in the task; a task path takes one host path',
+      "a chroot_env task path on the task's own dirs",
+      'data_dir = "/d"\nclient {\n  chroot_env = { "/no/such/a" = "/local/code" }\n}\n',
+      'agent.hcl: client.chroot_env "/no/such/a" = "/local/code": /local/code in the task is the task\'s own (/proc, /dev, /sys, /tmp, /local, /alloc, /secrets, / and what is below them but /tmp): ' +
+        'show the host\'s /no/such/a at another path in the task, as "/no/such/a" = "/srv/a"',
+    ],
+    [
+      'chroot_env in both client {} and plugin "exec" {}',
+      'data_dir = "/d"\nclient {\n  chroot_env = { "/no/such/a" = "/a" }\n}\nplugin "exec" {\n  chroot_env = { "/no/such/b" = "/b" }\n}\n',
+      'agent.hcl: plugin "exec" sets chroot_env, and so does client { chroot_env }: give it in one place, client { chroot_env } as in Nomad (each replaces the defaults whole; the two are not merged)',
     ],
     [
       'a user that is no user name',
@@ -437,16 +442,34 @@ describe('parseAgentConfig', () => {
     expect((await errorOf(parseAgentConfig(text, 'agent.hcl'))).message).toBe(message);
   });
 
-  it('reads chroot_env as Nomad does, host path = path in the task; an entry at a default task path replaces that default', async () => {
-    const { exec } = await parseAgentConfig(
-      'data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/usr/share" = "/srv/code", "/usr/local/bin" = "/bin" }\n}\n',
-      'a.hcl',
+  it('reads chroot_env as Nomad does, host path = path in the task; a map with entries replaces the defaults whole, as Nomad', async () => {
+    // This spec's own dir exists on every host: never taken for an entry written the old way round.
+    const here = __dirname;
+    const { exec } = await parseAgentConfig(`data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "${here}/" = "/bin/" }\n}\n`, 'a.hcl');
+    expect(exec.chrootEnv).toEqual({ [here]: '/bin' });
+    expect((await parseAgentConfig('data_dir = "/d"\n', 'a.hcl')).exec.chrootEnv).toEqual(DEFAULT_CHROOT_ENV);
+    expect((await parseAgentConfig('data_dir = "/d"\nclient {\n  chroot_env = {}\n}\n', 'a.hcl')).exec.chrootEnv).toEqual(
+      DEFAULT_CHROOT_ENV,
     );
-    expect(exec.chrootEnv['/usr/share']).toBe('/srv/code');
-    // The host's /usr/local/bin is the task's /bin: the default "/bin" = "/bin" gives way.
-    expect(exec.chrootEnv['/usr/local/bin']).toBe('/bin');
-    expect(exec.chrootEnv['/bin']).toBeUndefined();
-    expect(exec.chrootEnv['/usr']).toBe('/usr');
+    // A Nomad client block as Nomad's docs write it: chroot_env as a block of "host path" = "path in the task" — HCL 1,
+    // which this HCL 2 reader refuses, saying how to write it; written as a map (which Nomad's HCL 1 reads too), it is read.
+    const nomadBlock = `data_dir = "/d"
+client {
+  enabled = true
+  chroot_env {
+    "/bin"   = "/bin"
+    "/etc"   = "/etc"
+    "/lib"   = "/lib"
+    "/lib64" = "/lib64"
+    "/usr"   = "/usr"
+  }
+}
+`;
+    expect((await errorOf(parseAgentConfig(nomadBlock, 'a.hcl'))).message).toMatch(
+      /^a\.hcl: invalid HCL: a\.hcl:5,5-.*Argument names must not be quoted.* \(a block of quoted keys, as Nomad's HCL 1 config allows, is a map here: write name = \{ "key" = "value" \}, as chroot_env = \{ "\/bin" = "\/bin" \}\)$/,
+    );
+    const nomad = await parseAgentConfig(nomadBlock.replace('chroot_env {', 'chroot_env = {'), 'a.hcl');
+    expect(nomad.exec.chrootEnv).toEqual({ '/bin': '/bin', '/etc': '/etc', '/lib': '/lib', '/lib64': '/lib64', '/usr': '/usr' });
     // Both missing on this host: not the old way round, just absent (left out at the task's start, as a default /lib32 is).
     expect(
       (await parseAgentConfig('data_dir = "/d"\nplugin "exec" {\n  chroot_env = { "/no/a" = "/no/b" }\n}\n', 'a.hcl')).exec.chrootEnv[

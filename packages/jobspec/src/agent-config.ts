@@ -22,7 +22,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { publicBindProblem, validAllowedHost, validAllowedOrigin } from './api-access';
-import { readChrootEnv } from './chroot-env';
+import { chosenChrootEnv, readChrootEnv } from './chroot-env';
 import { BlockReader, Where, loadDocument, withPrefix } from './document';
 import { type ImageDriverConfig, readImageDriverPlugin, sameImageDriverConfig } from './image-driver-config';
 import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
@@ -88,7 +88,12 @@ export interface AgentConfig {
 
 /** `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, as Nomad's exec driver plugin block. */
 export interface ExecDriverConfig {
-  /** Host dirs an isolated task sees read-only: host path → path in the task, as Nomad's chroot_env (the defaults plus what the config adds; chroot-env.ts). */
+  /**
+   * Host dirs an isolated task sees read-only: host path → path in the task,
+   * as Nomad's chroot_env — `client { chroot_env }` (or csiplug's `plugin
+   * "exec" { chroot_env }`) when it has entries, which replace the defaults
+   * whole, as in Nomad; else DEFAULT_CHROOT_ENV (chroot-env.ts).
+   */
   chrootEnv: Record<string, string>;
   /** Capabilities a task's cap_add may ask for (full names, CAP_…). */
   allowCaps: string[];
@@ -364,9 +369,11 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
   const reconcileOrphans = r.bool('reconcile_orphans', false);
   const claimGcInterval = r.duration('claim_gc_interval', base?.claimGcInterval ?? DEFAULT_CLAIM_GC_INTERVAL_MS)!;
   if (claimGcInterval < 1_000) r.fail('claim_gc_interval', `must be at least 1s, got ${claimGcInterval} ms`);
-  const { exec, rawExec, docker } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
+  const { exec, rawExec, docker, execChrootEnv } = readDriverPlugins(r, base?.rawExec.enabled ?? false);
   const cluster = readCluster(r, nodeId);
-  const node = readNodeConfig(r, os.hostname(), cluster);
+  let clientChrootEnv: Record<string, string> | undefined;
+  const node = readNodeConfig(r, os.hostname(), cluster, (client) => (clientChrootEnv = readChrootEnv(client)));
+  exec.chrootEnv = chosenChrootEnv(r, clientChrootEnv, execChrootEnv, DEFAULT_CHROOT_ENV);
 
   return {
     dev,
@@ -493,8 +500,9 @@ function readCluster(r: BlockReader, nodeId: string): ClusterOptions | undefined
 function readDriverPlugins(
   r: BlockReader,
   rawExecDefault: boolean,
-): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig; docker?: ImageDriverConfig } {
+): { exec: ExecDriverConfig; rawExec: RawExecDriverConfig; docker?: ImageDriverConfig; execChrootEnv?: Record<string, string> } {
   const exec = defaultExecConfig();
+  let execChrootEnv: Record<string, string> | undefined;
   const rawExec: RawExecDriverConfig = { enabled: rawExecDefault };
   const images: [string, ImageDriverConfig][] = [];
   for (const [name, body] of r.labelled('plugin', 'plugin')) {
@@ -523,7 +531,7 @@ function readDriverPlugins(
       continue;
     }
     if (name !== 'exec') r.fail(`plugin "${name}"`, 'is not a task driver of this agent (known: "exec", "raw_exec", "docker", "podman")');
-    readExecPlugin(
+    execChrootEnv = readExecPlugin(
       new BlockReader(body, r.where.block(`plugin "${name}"`), ['chroot_env', 'allow_caps', 'allow_privileged', 'allowed_users']),
       exec,
     );
@@ -534,12 +542,16 @@ function readDriverPlugins(
       `plugin "${second[0]}"`,
       `says otherwise than plugin "${first[0]}": csiplug runs both drivers alike, with one set of settings; make the two config blocks the same, or keep only one`,
     );
-  return { exec, rawExec, ...(first ? { docker: first[1] } : {}) };
+  return { exec, rawExec, ...(first ? { docker: first[1] } : {}), ...(execChrootEnv ? { execChrootEnv } : {}) };
 }
 
-/** The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged, allowed_users }`, into `config`. */
-function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
-  readChrootEnv(b, config.chrootEnv);
+/**
+ * The body of `plugin "exec" { chroot_env, allow_caps, allow_privileged,
+ * allowed_users }`, into `config`; returns its chroot_env (csiplug's place
+ * besides Nomad's client { chroot_env }; chroot-env.ts), undefined when it has none.
+ */
+function readExecPlugin(b: BlockReader, config: ExecDriverConfig): Record<string, string> | undefined {
+  const chrootEnv = readChrootEnv(b);
   if (b.has('allow_caps')) {
     config.allowCaps = b.stringList('allow_caps').map((c, i) => {
       try {
@@ -557,4 +569,5 @@ function readExecPlugin(b: BlockReader, config: ExecDriverConfig): void {
       return u;
     });
   }
+  return chrootEnv;
 }

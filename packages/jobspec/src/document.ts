@@ -48,7 +48,11 @@ async function parseHcl(text: string, filename: string): Promise<unknown> {
     // hcl2json says "parse config: [file:line,col-col: Summary; Detail.]".
     const raw = err.message;
     const detail = raw.replace(/^parse config: \[/, '').replace(/\]$/, '');
-    throw new ValidationError(`${filename}: invalid HCL: ${detail}`);
+    // Nomad reads its agent config as HCL 1, where a map may be a block of quoted keys (its docs' `chroot_env { "/bin" = "/bin" }`).
+    const hint = /Argument names must not be quoted/.test(detail)
+      ? ' (a block of quoted keys, as Nomad\'s HCL 1 config allows, is a map here: write name = { "key" = "value" }, as chroot_env = { "/bin" = "/bin" })'
+      : '';
+    throw new ValidationError(`${filename}: invalid HCL: ${detail}${hint}`);
   }
 }
 

@@ -2,6 +2,7 @@
 // configs, volume specs, the `${VAR}` interpolation applied to task config
 // when a task starts), the job model, and the pure planning of a job change.
 export * from './agent-config';
+export { chrootEnvNotices } from './chroot-env';
 export * from './api-access';
 export { detectFormat, type DocumentFormat } from './document';
 export * from './interpolate';

@@ -2,7 +2,6 @@ import { ValidationError } from '@csiplug/core';
 import { parse as hcl2jsonParse } from '@cdktn/hcl2json';
 import type { JobSpec } from './model';
 import { inSourceOrder } from './hcl-source-order';
-import { diffGroup } from './job-diff';
 import { DEFAULT_RESTART, DEFAULT_UPDATE, ValidationProblems, jobToDocument, parseJobspec, validateJob } from './jobspec';
 
 const FULL_HCL = `
@@ -568,7 +567,6 @@ describe('validateJob', () => {
       { sticky: true },
       `${VOLUME}: sticky is not a known field (known: type, source, access_mode, attachment_mode, read_only, mount_options, on_stale_mount, per_alloc)`,
     ],
-    ['per_alloc as a string', { per_alloc: 'yes' }, `${VOLUME}: per_alloc must be true or false (got "yes")`],
     [
       'a bad on_stale_mount',
       { on_stale_mount: 'ignore' },
@@ -583,45 +581,6 @@ describe('validateJob', () => {
     expect(spec.groups[0]!.volumes[0]!.onStaleMount).toBe('restart');
     expect(validateJob(job({})).groups[0]!.volumes[0]).not.toHaveProperty('onStaleMount');
     expect(validateJob(jobToDocument(spec)).groups[0]!.volumes[0]!.onStaleMount).toBe('restart');
-  });
-
-  it("reads per_alloc (Nomad's: alloc i mounts source[i]; absent: false) and writes it back; the job diff names it", () => {
-    const spec = validateJob(job({ volume: { per_alloc: true } }));
-    expect(spec.groups[0]!.volumes[0]!.perAlloc).toBe(true);
-    expect(validateJob(job({})).groups[0]!.volumes[0]).not.toHaveProperty('perAlloc');
-    expect(validateJob(job({ volume: { per_alloc: false } })).groups[0]!.volumes[0]).not.toHaveProperty('perAlloc');
-    expect(validateJob(jobToDocument(spec)).groups[0]!.volumes[0]!.perAlloc).toBe(true);
-    const before = validateJob(job({}));
-    expect(diffGroup(before, before.groups[0]!, spec.groups[0]!)).toEqual([
-      expect.objectContaining({
-        field: expect.stringMatching(/^volume ".*" per_alloc$/),
-        kind: 'added',
-        new: 'true',
-        effect: 'destructive',
-      }),
-    ]);
-  });
-
-  it('reads per_alloc from HCL, as a Nomad jobspec writes it', async () => {
-    const hcl = `job "db" {
-  group "db" {
-    count = 3
-    volume "data" {
-      type        = "csi"
-      source      = "db"
-      access_mode = "single-node-writer"
-      per_alloc   = true
-    }
-    task "db" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/true"
-      }
-    }
-  }
-}
-`;
-    expect((await parseJobspec(hcl, 'db.hcl')).groups[0]!.volumes[0]).toMatchObject({ source: 'db', perAlloc: true });
   });
 
   it('rejects a volume name that is not path-safe', () => {

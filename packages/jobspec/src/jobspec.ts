@@ -384,7 +384,7 @@ function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStr
   const restart = readRestart(r, DEFAULT_RESTART);
   const update = readUpdate(r, where, jobUpdate);
   const volumeEntries = r.labelled('volume', 'volume');
-  const volumes = present(volumeEntries.map(([v, b, vat]) => where.guard(() => readVolume(where, v, b, vat), undefined)));
+  const volumes = present(volumeEntries.map(([v, b, vat]) => where.guard(() => readVolume(where, v, b, vat, system), undefined)));
   const byVolume = new Map(volumes.map((v) => [v.name, v]));
   // A volume_mount of a volume that is there but has problems of its own is not one more problem.
   const volumeNames = new Set(volumeEntries.map(([v]) => v));
@@ -443,7 +443,7 @@ function readRestart(parent: BlockReader, base: RestartPolicy): RestartPolicy {
   };
 }
 
-function readVolume(parent: Where, name: string, body: Body, at: readonly number[]): VolumeRequest {
+function readVolume(parent: Where, name: string, body: Body, at: readonly number[], system: boolean): VolumeRequest {
   checkId(parent, name, 'volume name', at);
   const where = parent.object(`volume ${JSON.stringify(name)}`, at);
   const r = new BlockReader(body, where, [
@@ -470,6 +470,13 @@ function readVolume(parent: Where, name: string, body: Body, at: readonly number
   const volume: VolumeRequest = { name, type, source, accessMode, attachmentMode, readOnly };
   // Nomad's per_alloc: alloc i mounts volume "<source>[i]" (per-alloc-volume.ts in core).
   if (r.bool('per_alloc', false)) volume.perAlloc = true;
+  // Nomad's rule and words (nomad/structs/volumes.go): a system job's allocs have no index of their own to name volumes by.
+  if (volume.perAlloc && system)
+    r.report(
+      'per_alloc',
+      'volume cannot be per_alloc for system or sysbatch jobs: a system job runs one alloc per node, all with index 0; ' +
+        'remove per_alloc = true (every node then mounts the volume of source), or make the job type "service" with a count',
+    );
   // What to do with a live mount found stale after its plugin came back (default: remount).
   if (r.has('on_stale_mount')) volume.onStaleMount = r.oneOf('on_stale_mount', STALE_MOUNT_POLICIES);
   const mo = r.block('mount_options', ['fs_type', 'mount_flags']);

@@ -7,6 +7,8 @@
 // and meta count with client {}'s (a class or meta key given different
 // values by the two is an error), and the cluster's node record gets the
 // merged class and meta (agent-config.ts), so both views say the same.
+// `client { chroot_env }` is the exec driver's (read by chroot-env.ts, handed
+// over through readNodeConfig's readClient).
 import { type ClusterOptions } from '@csiplug/core';
 import type { BlockReader } from './document';
 import { DEFAULT_DATACENTER, DEFAULT_REGION } from './node-attributes';
@@ -31,8 +33,17 @@ const CLIENT_UNSUPPORTED: Readonly<Record<string, string>> = {
   server_join: 'a csiplug agent joins no servers (a cluster is set with cluster { etcd { … } }); remove it',
 };
 
-/** The node's part of the agent config; `hostname` is the name when none is given. */
-export function readNodeConfig(r: BlockReader, hostname: string, cluster: ClusterOptions | undefined): NodeConfig {
+/**
+ * The node's part of the agent config; `hostname` is the name when none is
+ * given. `readClient` reads what else `client {}` holds (its chroot_env,
+ * for the exec driver: agent-config.ts).
+ */
+export function readNodeConfig(
+  r: BlockReader,
+  hostname: string,
+  cluster: ClusterOptions | undefined,
+  readClient?: (client: BlockReader) => void,
+): NodeConfig {
   const token = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
   const named = (key: string, fallback: string): string => {
     const value = r.string(key, fallback);
@@ -44,7 +55,8 @@ export function readNodeConfig(r: BlockReader, hostname: string, cluster: Cluste
     r.report('name', `"${name}" must be a node name without spaces or slashes (default: the host name)`);
   const datacenter = named('datacenter', DEFAULT_DATACENTER);
   const region = named('region', DEFAULT_REGION);
-  const c = r.block('client', ['enabled', 'node_class', 'meta', 'network_interface'], CLIENT_UNSUPPORTED);
+  const c = r.block('client', ['enabled', 'node_class', 'meta', 'network_interface', 'chroot_env'], CLIENT_UNSUPPORTED);
+  if (c && readClient) readClient(c);
   // Nomad's configs say `enabled = true`; a csiplug agent is always a client.
   if (c && !c.bool('enabled', true)) c.report('enabled', 'may not be false: a csiplug agent is always a client (it runs the tasks)');
   const nodeClass = c?.string('node_class') ?? cluster?.nodeClass ?? '';

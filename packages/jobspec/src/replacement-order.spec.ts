@@ -29,7 +29,11 @@ describe('replacementOrder', () => {
     const plain = group({ plugin: 'hostpath', volume: { source: 'db[0]', accessMode: 'single-node-writer' } });
     const own = group({ plugin: 'hostpath', volume: { source: 'db', accessMode: 'single-node-writer' } });
     const perAlloc: GroupSpec = { ...own, volumes: own.volumes.map((v) => ({ ...v, perAlloc: true })) };
-    expect(replacementOrder(plain, perAlloc).kind).toBe('stop-before-start');
+    expect(replacementOrder(plain, perAlloc)).toEqual({
+      kind: 'stop-before-start',
+      reason:
+        'volume "data" (db[<index>]) is single-node-writer: one writer at a time, so the old alloc releases it before the new one claims it',
+    });
     expect(replacementOrder(perAlloc, plain).kind).toBe('stop-before-start');
     const other = group({ plugin: 'hostpath', volume: { source: 'dbx', accessMode: 'single-node-writer' } });
     expect(replacementOrder(other, perAlloc).kind).toBe('create-before-destroy');

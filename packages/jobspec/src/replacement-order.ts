@@ -33,13 +33,18 @@ export interface ReplacementOrder {
   reason: string;
 }
 
+/** The volume id `v` names in a reason: a per_alloc source "db" is "db[<index>]", each alloc's own. */
+function shownId(v: VolumeRequest): string {
+  return v.perAlloc ? `${v.source}[<index>]` : v.source;
+}
+
 /** Why a claim of `next` would be refused while `held` is claimed by the old alloc; undefined when both can stand. */
 function claimConflict(held: VolumeRequest, next: VolumeRequest): string | undefined {
   if (held.accessMode !== next.accessMode || held.attachmentMode !== next.attachmentMode) {
-    return `volume "${next.name}" (${next.source}) is asked for as ${next.accessMode}/${next.attachmentMode} and the old alloc holds it as ${held.accessMode}/${held.attachmentMode}; the old claim must go first`;
+    return `volume "${next.name}" (${shownId(next)}) is asked for as ${next.accessMode}/${next.attachmentMode} and the old alloc holds it as ${held.accessMode}/${held.attachmentMode}; the old claim must go first`;
   }
   if (!held.readOnly && !next.readOnly && SINGLE_WRITER_ACCESS_MODES.includes(next.accessMode)) {
-    return `volume "${next.name}" (${next.source}) is ${next.accessMode}: one writer at a time, so the old alloc releases it before the new one claims it`;
+    return `volume "${next.name}" (${shownId(next)}) is ${next.accessMode}: one writer at a time, so the old alloc releases it before the new one claims it`;
   }
   return undefined;
 }

@@ -14,7 +14,15 @@ import { ApiClient } from '@csiplug/api';
 import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { CommandIO } from './agent-command';
 import { freePort, isAlive, mountsUnder, pollUntil } from './host';
-import { hostpathPluginCodeDirs, hostpathPluginDir, hostpathPluginJobHcl, nodeBinary, volumeHcl, workloadJobHcl } from './specs';
+import {
+  chrootEnvConfigWith,
+  hostpathPluginCodeDirs,
+  hostpathPluginDir,
+  hostpathPluginJobHcl,
+  nodeBinary,
+  volumeHcl,
+  workloadJobHcl,
+} from './specs';
 
 export interface DemoOptions {
   /** Keep the data dir afterwards (for a look around). */
@@ -44,19 +52,15 @@ export async function runDemo(options: DemoOptions, io: CommandIO): Promise<numb
   const port = await freePort();
   const configFile = path.join(dataDir, 'agent.hcl');
   // Isolated on runc where it is installed (the plugin sees its own code besides the default chroot: chroot_env is host path = path
-  // in the task, as in Nomad, and each code dir is shown at its own path), host processes otherwise.
+  // in the task, as in Nomad, and each code dir is shown at its own path; a chroot_env map replaces the defaults, as in Nomad, so
+  // the map written holds them too), host processes otherwise.
   const driver = findRunc() ? 'exec' : 'raw_exec';
-  const chroot =
-    driver === 'exec'
-      ? hostpathPluginCodeDirs()
-          .map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`)
-          .join(', ')
-      : '';
+  const codeDirs = driver === 'exec' ? hostpathPluginCodeDirs() : [];
   // raw_exec is off unless the config enables it (as in Nomad): the demo enables it only when it needs it; its API serves only root anyway.
   const plugins =
     driver === 'exec'
-      ? chroot
-        ? `plugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`
+      ? codeDirs.length
+        ? chrootEnvConfigWith(codeDirs)
         : ''
       : 'plugin "raw_exec" {\n  config {\n    enabled = true\n  }\n}\n';
   fs.writeFileSync(configFile, `data_dir = "${dataDir}/data"\nport = ${port}\nlog_level = "warn"\n${plugins}`);

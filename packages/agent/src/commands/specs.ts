@@ -5,6 +5,7 @@
 import { CsiplugError } from '@csiplug/core';
 import * as fs from 'fs';
 import * as path from 'path';
+import { DEFAULT_CHROOT_ENV } from '@csiplug/jobspec';
 
 /**
  * The hostpath plugin's package is not installed: it is an optional
@@ -137,6 +138,17 @@ export function hostpathPluginCodeDirs(): string[] {
   // A root of "/" (node_modules at the top) cannot be bound: the package dir alone then.
   const dirs = [...new Set([pkg, ...(root ? [root] : []), ...(inDefault ? [] : [prefix])])].sort();
   return dirs.filter((d, i) => !dirs.slice(0, i).some((o) => d.startsWith(o + path.sep)));
+}
+
+/**
+ * The agent config lines that show isolated tasks each of `dirs` at its own
+ * path besides the default chroot: `client { chroot_env }` with the defaults
+ * written out, since a chroot_env map replaces them, as in Nomad.
+ */
+export function chrootEnvConfigWith(dirs: readonly string[]): string {
+  const entries = { ...DEFAULT_CHROOT_ENV, ...Object.fromEntries(dirs.map((d) => [d, d])) };
+  const lines = Object.entries(entries).map(([host, inTask]) => `    ${JSON.stringify(host)} = ${JSON.stringify(inTask)}`);
+  return `client {\n  chroot_env = {\n${lines.join('\n')}\n  }\n}\n`;
 }
 
 /** The node binary an isolated plugin task runs (its absolute path: the task's PATH is not the agent's). */

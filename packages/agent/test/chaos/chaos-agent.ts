@@ -12,7 +12,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { hostpathPluginCodeDirs, nodeBinary, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
+import { chrootEnvConfigWith, hostpathPluginCodeDirs, nodeBinary, volumeHcl, workloadJobHcl } from '../../src/commands/specs';
 import { AgentHarness, containersUnder, isAlive, mountsUnder, pollUntil, volumeSpec, workloadJob } from '../support/agent-process';
 import { DEFAULT_RUNC_ROOT } from '@csiplug/driver';
 import { type LeakReport, attachmentsLeft, processesUnder, readStateLeftovers, totalLeaks, volumeMismatches } from './leaks';
@@ -107,8 +107,7 @@ export class ChaosAgent extends AgentHarness {
       fs.mkdirSync(faults);
       this.faultFile = path.join(faults, 'plugin-faults.json');
       this.pluginState = path.join(this.dataDir, 'plugin-data', PLUGIN_ID, 'state');
-      const chroot = [...hostpathPluginCodeDirs(), faults].map((d) => `${JSON.stringify(d)} = ${JSON.stringify(d)}`).join(', ');
-      this.extraConfig += `\nplugin "exec" {\n  chroot_env = { ${chroot} }\n}\n`;
+      this.extraConfig += `\n${chrootEnvConfigWith([...hostpathPluginCodeDirs(), faults])}`;
     } else {
       this.faultFile = path.join(this.root, 'plugin-faults.json');
       this.pluginState = path.join(this.root, 'hostpath-state');

@@ -19,3 +19,4 @@ export * from './task-logs';
 export * from './volume-request';
 export * from './per-alloc-volume';
 export * from './volume-spec';
+export * from './task-own-dirs';
