@@ -106,7 +106,7 @@ describe('per_alloc volumes against the real hostpath plugin', () => {
     }
     expect((await h.api.listAllocs()).filter((a) => a.jobId === 'db')).toEqual([]);
     // A count past limits { max_allocs_per_job } is refused for that before any per-alloc id is made (a count of a billion would build a billion).
-    const huge = jobToDocument(await parseJobspec(PER_ALLOC_JOB.replace('count = 3', 'count = 1000000'), 'db.hcl'));
+    const huge = jobToNomadJson(await parseJobspec(PER_ALLOC_JOB.replace('count = 3', 'count = 1000000'), 'db.hcl'));
     for (const attempt of [() => h.api.runJob(huge), () => h.api.planJob(huge)]) {
       const err = await attempt().then(
         () => undefined,

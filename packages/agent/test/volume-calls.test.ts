@@ -208,7 +208,7 @@ describe('volume register updates and per-call secrets against the real hostpath
     requestLog = path.join(h.root, 'hostpath-requests.jsonl');
     await h.start();
     const pluginJob = hostpathPluginJobHcl({ restartDelay: '100ms', extraArgs: ['--request-log', requestLog] });
-    await h.api.runJob(jobToDocument(await parseJobspec(pluginJob, 'plugin.hcl')));
+    await h.api.runJob(jobToNomadJson(await parseJobspec(pluginJob, 'plugin.hcl')));
     await pluginHealthy();
     const MiB = 1024 * 1024;
     const created = await h.api.createVolume(

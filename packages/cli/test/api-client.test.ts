@@ -2,6 +2,7 @@
 // given a timeout (timed on an injected clock here), and it speaks https
 // against a server with a self-signed certificate made by openssl, trusting
 // it only when told to.
+import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { MemoryLogger } from '@csiplug/core';
 import { FakeClock } from '@csiplug/core/testing';
 import { execFileSync } from 'child_process';
@@ -143,10 +144,25 @@ describe('ApiClient timeouts', () => {
     const { port } = await api.listen();
     disposers.push(() => api.dispose());
     const client = new ApiClient({ address: `http://127.0.0.1:${port}` });
-    await client.runJob({
-      ID: 'web',
-      TaskGroups: [{ Name: 'app', Tasks: [{ Name: 'main', Driver: 'raw_exec', Config: { command: '/bin/true' } }] }],
-    });
+    await client.runJob(
+      jobToNomadJson(
+        await parseJobspec(
+          [
+            'job "web" {',
+            '  group "app" {',
+            '    task "main" {',
+            '      driver = "raw_exec"',
+            '      config {',
+            '        command = "/bin/true"',
+            '      }',
+            '    }',
+            '  }',
+            '}',
+          ].join('\n'),
+          'web.hcl',
+        ),
+      ),
+    );
     let timer: NodeJS.Timeout | undefined;
     let answeredLate = false;
     fake.gate = new Promise(
