@@ -81,7 +81,7 @@ describe('registerRegistry', () => {
     registerRegistry(c);
     const registry = c.resolve<PluginRegistry>(IPluginRegistry);
     expect(registry.types).toEqual(['csi-controller', 'csi-node']);
-    expect(() => registry.dispense('csi-node', 'p')).toThrow('no plugin dispenser for type csi-node');
+    expect(() => registry.dispense('csi-node', 'p')).toThrow('this agent has nothing that talks to plugins of type csi-node');
   });
 });
 
