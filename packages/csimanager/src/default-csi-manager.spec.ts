@@ -302,7 +302,9 @@ describe('CSI manager: instance lifecycle (Nomad manager scenarios)', () => {
     h.registry.register(plugin(0, 'csi-controller'));
     await h.settle();
     expect(() => h.manager.volumeManager('my-plugin')).toThrow(PluginInstanceNotFoundError);
-    expect(() => h.manager.volumeManager('my-plugin')).toThrow(/plugin "my-plugin" of type csi-node not found: no instance is running for it; check that its plugin task is running/);
+    expect(() => h.manager.volumeManager('my-plugin')).toThrow(
+      /plugin "my-plugin" of type csi-node not found: no instance is running for it; check that its plugin task is running/,
+    );
   });
 });
 
