@@ -257,7 +257,8 @@ function defaultNodeId(): string {
 
 /** Parses an agent config file (HCL or JSON). Errors start with the file name and name the key. */
 export async function parseAgentConfig(text: string, filename: string, options: ParseAgentConfigOptions = {}): Promise<AgentConfig> {
-  const doc = await loadDocument(text, filename);
+  // Nomad's agent config is HCL 1: its maps may be blocks of quoted keys (hcl1-maps.ts).
+  const doc = await loadDocument(text, filename, { hcl1Maps: true });
   return validateAgentConfig(doc, filename, options);
 }
 

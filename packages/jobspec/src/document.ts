@@ -9,6 +9,10 @@
 import { ValidationError, parseDuration } from '@csiplug/core';
 import * as path from 'path';
 import { HclSyntaxError, parseHclText } from './hcl-process';
+import { quotedNameBlockAsMap } from './hcl1-maps';
+
+/** How many blocks of quoted keys one document may have turned into maps (each is one more parse). */
+const MAX_HCL1_MAP_REWRITES = 64;
 
 export type Body = Record<string, unknown>;
 export type DocumentFormat = 'hcl' | 'json';
@@ -21,8 +25,12 @@ export function detectFormat(text: string, filename: string): DocumentFormat {
   return text.trimStart().startsWith('{') ? 'json' : 'hcl';
 }
 
-/** Parses HCL or JSON text into plain data; syntax errors name the file. */
-export async function loadDocument(text: string, filename: string): Promise<Body> {
+/**
+ * Parses HCL or JSON text into plain data; syntax errors name the file.
+ * `hcl1Maps`: a block of quoted keys is read as a map, as Nomad's HCL 1
+ * agent config reads it (hcl1-maps.ts).
+ */
+export async function loadDocument(text: string, filename: string, options: { hcl1Maps?: boolean } = {}): Promise<Body> {
   const format = detectFormat(text, filename);
   let data: unknown;
   if (format === 'json') {
@@ -32,27 +40,33 @@ export async function loadDocument(text: string, filename: string): Promise<Body
       throw new ValidationError(`${filename}: invalid JSON: ${(err as Error).message}`);
     }
   } else {
-    data = await parseHcl(text, filename);
+    data = await parseHcl(text, filename, options.hcl1Maps === true);
   }
   if (!isBody(data)) throw new ValidationError(`${filename}: the document must be an object`);
   return data;
 }
 
-async function parseHcl(text: string, filename: string): Promise<unknown> {
+async function parseHcl(text: string, filename: string, hcl1Maps: boolean): Promise<unknown> {
   // In a short-lived child process: the converter's memory goes with it (hcl-process.ts).
-  try {
-    return await parseHclText(path.basename(filename) || 'input.hcl', text);
-  } catch (err) {
-    if (!(err instanceof HclSyntaxError))
-      throw new Error(`${filename}: could not parse: ${err instanceof Error ? err.message : String(err)}`);
-    // hcl2json says "parse config: [file:line,col-col: Summary; Detail.]".
-    const raw = err.message;
-    const detail = raw.replace(/^parse config: \[/, '').replace(/\]$/, '');
-    // Nomad reads its agent config as HCL 1, where a map may be a block of quoted keys (its docs' `chroot_env { "/bin" = "/bin" }`).
-    const hint = /Argument names must not be quoted/.test(detail)
-      ? ' (a block of quoted keys, as Nomad\'s HCL 1 config allows, is a map here: write name = { "key" = "value" }, as chroot_env = { "/bin" = "/bin" })'
-      : '';
-    throw new ValidationError(`${filename}: invalid HCL: ${detail}${hint}`);
+  for (let rewrites = 0; ; rewrites++) {
+    try {
+      return await parseHclText(path.basename(filename) || 'input.hcl', text);
+    } catch (err) {
+      if (!(err instanceof HclSyntaxError))
+        throw new Error(`${filename}: could not parse: ${err instanceof Error ? err.message : String(err)}`);
+      // hcl2json says "parse config: [file:line,col-col: Summary; Detail.]".
+      const detail = err.message.replace(/^parse config: \[/, '').replace(/\]$/, '');
+      const asMap = hcl1Maps && rewrites < MAX_HCL1_MAP_REWRITES ? quotedNameBlockAsMap(text, detail) : undefined;
+      if (asMap !== undefined) {
+        text = asMap;
+        continue;
+      }
+      // A block of quoted keys where HCL 1 maps are not read (a jobspec: Nomad's are HCL 2 too).
+      const hint = /Argument names must not be quoted/.test(detail)
+        ? ' (a block of quoted keys is a map written in HCL 1; in HCL 2 write it as name = { "key" = "value" })'
+        : '';
+      throw new ValidationError(`${filename}: invalid HCL: ${detail}${hint}`);
+    }
   }
 }
 
