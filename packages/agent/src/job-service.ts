@@ -21,7 +21,7 @@ import type { JobPlan } from '@csiplug/jobspec';
 import type { RolloutHost } from '@csiplug/runner';
 import { TASK_RESTARTS_TOTAL, type PromMetrics } from './metrics';
 import type { Alloc, JobSpec, NodeAttributes } from '@csiplug/jobspec';
-import { DEFAULT_IMAGE_DRIVER } from '@csiplug/jobspec';
+import { DEFAULT_IMAGE_DRIVER, datacenterMatches, datacenterMismatch } from '@csiplug/jobspec';
 import type { TaskImagesService } from '@csiplug/images';
 import { AllocRunner, type AllocRunnerDeps } from '@csiplug/runner';
 import type { AllocStore } from '@csiplug/runner';
@@ -90,6 +90,7 @@ export class JobService {
       assertNoPerAllocInCluster(job);
       return cluster.runJob(job);
     }
+    this.checkDatacenter(job);
     // The alloc limit first: per_alloc lists an id per alloc, and count may be huge.
     this.checkAllocLimit(job);
     this.checkPerAllocVolumes(job);
@@ -102,6 +103,7 @@ export class JobService {
         `job plan is not built for a cluster yet: a plan here would show this node alone; job run places job "${job.id}" (and says where), job status shows it after`,
       );
     }
+    this.checkDatacenter(job);
     this.checkAllocLimit(job);
     this.checkPerAllocVolumes(job);
     return this.jobUpdater.plan(job);
@@ -177,6 +179,13 @@ export class JobService {
   /** per_alloc volumes (db[0], db[1], …) all in the catalog, for a run and a plan alike (per-alloc-volumes.ts). */
   private checkPerAllocVolumes(job: JobSpec): void {
     assertPerAllocVolumesExist(job, (id) => this.ctx.catalog.getVolume(id) !== undefined);
+  }
+
+  /** The job's datacenters hold this node's (a 400 naming both: on one agent, no other node could take it). */
+  private checkDatacenter(job: JobSpec): void {
+    const { datacenter } = this.ctx.config.node;
+    if (job.datacenters && !datacenterMatches(job.datacenters, datacenter))
+      throw new ValidationError(datacenterMismatch(job.id, job.datacenters, datacenter), 'datacenters');
   }
 
   /** `limits { max_allocs_per_job }`, for a run and a plan alike, before any per-alloc work (a 400 naming the count). */

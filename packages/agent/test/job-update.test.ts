@@ -449,5 +449,24 @@ describe('job updates with the real agent and the hostpath plugin', () => {
     await expect(h.api.planJob(jobToNomadJson(await parseJobspec(fs.readFileSync(huge, 'utf8'), huge)))).rejects.toMatchObject({
       status: 400,
     });
+
+    // Nomad's datacenters: this agent is in dc1 (the default). A job only for others is refused at once by plan and run
+    // alike, naming both; nothing is placed. One whose datacenters match (a glob) plans as any job.
+    const withDatacenters = (dcs: string): string =>
+      write(
+        `dc-${dcs.replace(/\W/g, '')}.hcl`,
+        pluginJobHcl(stateDir, { build: '1' }).replace('job "hostpath-plugin" {', `job "hostpath-plugin" {\n  datacenters = ${dcs}`),
+      );
+    const elsewhere = withDatacenters('["dc2", "eu-*"]');
+    for (const verb of ['plan', 'run']) {
+      r = await cli(['job', verb, ...address(), elsewhere]);
+      expect(r.code).toBe(verb === 'plan' ? 255 : 1);
+      expect(r.stderr).toContain(
+        'job "hostpath-plugin" runs only in datacenters ["dc2","eu-*"], and this node is in datacenter "dc1" (the agent config\'s datacenter): add "dc1" (or "*") to the job\'s datacenters',
+      );
+    }
+    expect((await h.api.getJob('hostpath-plugin')).allocs.map((a) => `${a.id} ${a.jobVersion}`)).toEqual([`${oldAlloc} 0`]);
+    r = await cli(['job', 'plan', ...address(), withDatacenters('["dc*"]')]);
+    expect(r.stderr).toBe('');
   });
 });

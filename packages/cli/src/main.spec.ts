@@ -559,7 +559,7 @@ describe('csiplug CLI', () => {
 
   describe('job validate reports every problem', () => {
     const BAD_HCL = `job "web" {
-  datacenters = ["dc1"]
+  region = "eu"
 
   group "app" {
     count = 0
@@ -578,7 +578,7 @@ describe('csiplug CLI', () => {
 }
 `;
     const PROBLEMS = [
-      'Error: bad.hcl: job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+      'Error: bad.hcl: job "web": region is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
       'Error: bad.hcl: job "web" group "app": count must be at least 1 (got 0)',
       'Error: bad.hcl: job "web" group "app" task "server": config.ports is not supported: csiplug runs images on runc itself, with no Docker daemon: there are no port mappings or container networks; use network_mode = "host" (the host\'s network) and let the program listen on its port; remove it',
       'Error: bad.hcl: job "web" group "app" task "server": kill_signal must be a signal name like SIGTERM or SIGINT (got "SIGFOO")',

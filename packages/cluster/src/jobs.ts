@@ -210,6 +210,8 @@ function jobRecordProblem(r: Partial<ClusterJobRecord> | null, id: string, maxAl
     ) {
       return `group "${g.name}": volumes is not a list of volume requests`;
     }
+    if (g.datacenters !== undefined && !(Array.isArray(g.datacenters) && g.datacenters.every(isStr)))
+      return `group "${g.name}": datacenters is not a list of names`;
   }
   const wanted = (r.groups as GroupDemand[]).reduce((n, g) => n + g.count, 0);
   // A stopped (or purged) job asks a pass only to remove its slots, whatever its counts: held to the limit, a job placed while

@@ -33,6 +33,8 @@ export interface NodeInfo {
   name: string;
   nodeClass: string;
   meta: Record<string, string>;
+  /** Its datacenter; absent in a record of an agent from before datacenters: only jobs for every datacenter go there. */
+  datacenter?: string;
   /** The task drivers that can run tasks there. */
   drivers: string[];
   plugins: NodePluginInfo[];
@@ -98,6 +100,7 @@ export function parseNodeRecord(text: string, name: string): NodeRecord | string
     (p.maxVolumes === undefined || Number.isFinite(p.maxVolumes));
   if (!Array.isArray(r.plugins) || !r.plugins.every(pluginOk)) return 'plugins is not a list of plugins';
   if (r.identity !== undefined && !(typeof r.identity === 'string' && r.identity.length > 0)) return 'identity is not an id';
+  if (r.datacenter !== undefined && !(typeof r.datacenter === 'string' && r.datacenter.length > 0)) return 'datacenter is not a name';
   if (r.maxAllocsPerJob !== undefined && !(Number.isInteger(r.maxAllocsPerJob) && r.maxAllocsPerJob > 0))
     return 'maxAllocsPerJob is not a positive whole number';
   return { nodeClass: '', meta: {}, version: '', registeredAt: 0, updatedAt: 0, ...r } as NodeRecord;

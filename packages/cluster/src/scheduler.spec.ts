@@ -156,6 +156,31 @@ describe('schedule: service jobs', () => {
     ]);
   });
 
+  it("places only on nodes in one of the job's datacenters (Nomad's globs); a system job too; a node without one takes only jobs for every datacenter", () => {
+    const nodes = [node('n1', { datacenter: 'eu-west' }), node('n2', { datacenter: 'us-east' }), node('n3')];
+    const dcs = { datacenters: ['eu-*'] };
+    const fits = schedule(input({ nodes, jobs: [service('web', [group('web', 2, dcs)]), system('agent', [group('agent', 1, dcs)])] }));
+    expect(where(fits.put)).toEqual({ 'web:web/0': 'n1', 'web:web/1': 'n1', 'agent:agent/@n1': 'n1' });
+    expect(fits.unplaced).toEqual([]);
+    const anywhere = schedule(input({ nodes, jobs: [system('agent', [group('agent', 1)])] }));
+    expect(anywhere.put.map((p) => p.node).sort()).toEqual(['n1', 'n2', 'n3']);
+
+    const none = schedule(input({ nodes, jobs: [service('web', [group('web', 1, { datacenters: ['dc1'] })])] }));
+    expect(none.put).toEqual([]);
+    expect(none.unplaced).toEqual([
+      {
+        jobId: 'web',
+        group: 'web',
+        slot: 'web/0',
+        reasons: {
+          n1: 'the node is in datacenter "eu-west", not one of the job\'s datacenters ["dc1"]',
+          n2: 'the node is in datacenter "us-east", not one of the job\'s datacenters ["dc1"]',
+          n3: 'the node\'s record names no datacenter (an agent from before datacenters), and the job runs only in ["dc1"]',
+        },
+      },
+    ]);
+  });
+
   it('with no node at all, the slot is unplaced with no reasons (no ready node)', () => {
     const result = schedule(input({ nodes: [], jobs: [service('web', [group('web', 1)])] }));
     expect(result.unplaced).toEqual([{ jobId: 'web', group: 'web', slot: 'web/0', reasons: {} }]);

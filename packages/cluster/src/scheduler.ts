@@ -20,6 +20,7 @@
 // moves (service; or stays, pending, when no node can) or goes (system).
 // Nothing here talks to etcd: jobs.ts reads the inputs and commits the
 // result with compare-and-swap on the revisions it read.
+import { datacenterMatches } from '@csiplug/jobspec';
 import { SINGLE_WRITER_ACCESS_MODES } from '@csiplug/volumes';
 import type { ClusterClaim } from './claims';
 import type { ClusterNodeView } from './node-registry';
@@ -41,6 +42,8 @@ export interface GroupDemand {
   count: number;
   drivers: string[];
   volumes: VolumeDemand[];
+  /** The job's datacenters (Nomad's, `*` wildcards): only nodes in one of them. Absent: every datacenter. */
+  datacenters?: string[];
 }
 
 /** A volume as the cluster's catalog holds it (volumes.ts), what placement needs of it. */
@@ -211,6 +214,10 @@ function infeasible(
   // says its restored plugins unhealthy until their first check after a restart, and moving a running alloc for that would stop it.
   const keptSlot = tally === undefined;
   if (node.status !== 'ready') return 'the node is down';
+  if (group.datacenters && !(node.datacenter !== undefined && datacenterMatches(group.datacenters, node.datacenter)))
+    return node.datacenter === undefined
+      ? `the node's record names no datacenter (an agent from before datacenters), and the job runs only in ${JSON.stringify(group.datacenters)}`
+      : `the node is in datacenter "${node.datacenter}", not one of the job's datacenters ${JSON.stringify(group.datacenters)}`;
   if (tally && jobId !== undefined && node.maxAllocsPerJob !== undefined && tally.count(jobId, node.name) >= node.maxAllocsPerJob) {
     return `the node runs at most ${node.maxAllocsPerJob} allocs of a job (its limits { max_allocs_per_job })`;
   }

@@ -533,6 +533,7 @@ describe('the cluster block', () => {
       nodeName: 'n1',
       nodeClass: 'storage',
       meta: { rack: 'r7' },
+      datacenter: 'dc1',
       heartbeatTtlMs: 15_000,
       disconnectGraceMs: 120_000,
     });

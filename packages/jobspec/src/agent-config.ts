@@ -398,7 +398,7 @@ export function validateAgentConfig(doc: Record<string, unknown>, where: string,
     rawExec,
     ...(docker ? { docker } : {}),
     // The cluster's node record says what the node's interpolation says: client {} and cluster {} merged.
-    ...(cluster ? { cluster: { ...cluster, nodeClass: node.nodeClass, meta: { ...node.meta } } } : {}),
+    ...(cluster ? { cluster: { ...cluster, nodeClass: node.nodeClass, meta: { ...node.meta }, datacenter: node.datacenter } } : {}),
     node,
   };
 }

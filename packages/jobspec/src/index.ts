@@ -4,6 +4,7 @@
 export * from './agent-config';
 export { chrootEnvNotices } from './chroot-env';
 export * from './api-access';
+export * from './datacenters';
 export { detectFormat, type DocumentFormat } from './document';
 export * from './interpolate';
 export * from './interpolation-check';

@@ -464,7 +464,7 @@ describe('validateJob', () => {
     [
       'an unknown job field',
       { job: { web: { flavour: 'x', group: {} } } },
-      'job "web": flavour is not a known field (known: name, type, update, group)\njob "web": needs at least one group',
+      'job "web": flavour is not a known field (known: name, type, datacenters, update, group)\njob "web": needs at least one group',
     ],
     ['a group without tasks', { job: { web: { group: { app: {} } } } }, `${GROUP}: needs at least one task`],
     [
@@ -869,7 +869,7 @@ describe('validateJob', () => {
 describe('every problem in one pass', () => {
   const BAD = `job "web" {
   # Nomad's, not csiplug's
-  datacenters = ["dc1"]
+  region = "eu"
 
   group "app" {
     count = 0
@@ -907,7 +907,7 @@ describe('every problem in one pass', () => {
     const err = await asyncErrorOf(parseJobspec(BAD, 'web.hcl'));
     expect(err).toBeInstanceOf(ValidationProblems);
     const lines = [
-      'web.hcl: job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+      'web.hcl: job "web": region is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
       `web.hcl: ${GROUP}: count must be at least 1 (got 0)`,
       `web.hcl: ${VOLUME}: source is not usable: volume id "a/b" is not allowed: it may not contain "/", "..", or NUL`,
       `web.hcl: ${VOLUME}: access_mode is required (one of single-node-writer, single-node-reader-only, multi-node-reader-only, multi-node-single-writer, multi-node-multi-writer, single-node-single-writer, single-node-multi-writer)`,
@@ -918,13 +918,13 @@ describe('every problem in one pass', () => {
     ];
     expect(err.message).toBe(lines.join('\n'));
     expect((err as ValidationProblems).problems.map((p) => p.message)).toEqual(lines);
-    expect(err.field).toBe('datacenters');
+    expect(err.field).toBe('region');
     // The same document as JSON, its keys in another order: the problems follow that order.
     const json = {
       job: {
         web: {
           group: { app: { task: { server: { kill_signal: 'SIGFOO', driver: 'exec', config: { command: 'x' } } }, count: 0 } },
-          datacenters: ['dc1'],
+          region: 'eu',
         },
       },
     };
@@ -984,9 +984,9 @@ describe('every problem in one pass', () => {
 
   it.each<[string, Record<string, unknown>, string]>([
     [
-      'datacenters',
-      { job: { datacenters: ['dc1'] } },
-      'job "web": datacenters is not supported: csiplug runs every job on this one node, so there is nothing to choose; remove it',
+      'a datacenter that is no name',
+      { job: { datacenters: ['dc1', 'eu west'] } },
+      'job "web": datacenters[1] "eu west" is not a datacenter name (letters, digits, "_", "-", "." and "*" wildcards)',
     ],
     [
       'region',

@@ -16,6 +16,7 @@ import * as path from 'path';
 import type { CSIPluginConfig, GroupSpec, JobSpec, RestartPolicy, TaskSpec, UpdateStrategy, VolumeMount, VolumeRequest } from './model';
 import { type ImageTaskConfigDocument, imageTaskConfigToDocument, isImageDriver, readImageTaskConfig } from './docker-task-config';
 import { ACCESS_MODES, ATTACHMENT_MODES, READER_ONLY_ACCESS_MODES } from './modes';
+import { datacenterPatternProblem } from './datacenters';
 import { BlockReader, type Body, Problems, Where, detectFormat, isBody, loadDocument, singleBody, withPrefix } from './document';
 import { inSourceOrder } from './hcl-source-order';
 import { checkTaskInterpolation } from './interpolation-check';
@@ -109,6 +110,8 @@ export interface JobBodyDocument {
   name?: string;
   /** "service" (the default) or "system". */
   type?: string;
+  /** Where it may run (datacenters.ts); absent: every datacenter. */
+  datacenters?: string[];
   /** The default of every group's update block (a group's own fields win, one by one). */
   update?: UpdateDocument;
   group: Record<string, GroupDocument>;
@@ -238,6 +241,7 @@ export function jobToDocument(job: JobSpec): JobDocument {
       [job.id]: {
         name: job.name,
         ...(job.type === 'system' ? { type: 'system' } : {}),
+        ...(job.datacenters ? { datacenters: [...job.datacenters] } : {}),
         group: Object.fromEntries(job.groups.map((g) => [g.name, group(g)])),
       },
     },
@@ -261,7 +265,6 @@ const NO_NETWORK =
   REMOVE;
 
 export const JOB_UNSUPPORTED: Readonly<Record<string, string>> = {
-  datacenters: ONE_NODE,
   region: ONE_NODE,
   node_pool: ONE_NODE,
   namespace: `csiplug has no namespaces; ${REMOVE}`,
@@ -357,8 +360,9 @@ function readDocument(doc: Body, problems: Problems): JobSpec | undefined {
 function readJob(top: Where, id: string, body: Body, at: readonly number[]): JobSpec {
   checkId(top, id, 'job id', at);
   const where = top.object(`job ${JSON.stringify(id)}`, at);
-  const r = new BlockReader(body, where, ['name', 'type', 'update', 'group'], JOB_UNSUPPORTED);
+  const r = new BlockReader(body, where, ['name', 'type', 'datacenters', 'update', 'group'], JOB_UNSUPPORTED);
   const name = r.string('name', id);
+  const datacenters = readDatacenters(r);
   const type = r.string('type', 'service');
   if (type !== 'service' && type !== 'system')
     r.report(
@@ -370,7 +374,24 @@ function readJob(top: Where, id: string, body: Body, at: readonly number[]): Job
     r.labelled('group', 'group').map(([g, b, gat]) => where.guard(() => readGroup(where, g, b, update, gat, type === 'system'), undefined)),
   );
   if (r.labelCount('group') === 0) where.reportObject('needs at least one group', r.at('group'));
-  return { id, name, ...(type === 'system' ? { type: 'system' as const } : {}), groups: groups.sort(byName) };
+  return {
+    id,
+    name,
+    ...(type === 'system' ? { type: 'system' as const } : {}),
+    ...(datacenters ? { datacenters } : {}),
+    groups: groups.sort(byName),
+  };
+}
+
+/** `datacenters`, as Nomad's (datacenters.ts); undefined when it is every datacenter (absent, empty as Nomad fills it in, or ["*"]). */
+function readDatacenters(r: BlockReader): string[] | undefined {
+  const list = r.stringList('datacenters');
+  list.forEach((dc, i) => {
+    const problem = datacenterPatternProblem(dc);
+    if (problem) r.report(`datacenters[${i}]`, problem);
+  });
+  const unique = [...new Set(list)].sort();
+  return unique.length === 0 || unique.includes('*') ? undefined : unique;
 }
 
 function readGroup(parent: Where, name: string, body: Body, jobUpdate: UpdateStrategy, at: readonly number[], system = false): GroupSpec {

@@ -168,6 +168,11 @@ export interface JobSpec {
    * a service job, placed `count` times.
    */
   type?: 'system';
+  /**
+   * The datacenters whose nodes may run it, as Nomad's (`*` wildcards;
+   * datacenters.ts). Absent: every datacenter (Nomad's default ["*"]).
+   */
+  datacenters?: string[];
   groups: GroupSpec[];
 }
 

@@ -149,6 +149,7 @@ export class ClusterMode {
       name: options.nodeName,
       nodeClass: options.nodeClass,
       meta: { ...options.meta },
+      ...(options.datacenter ? { datacenter: options.datacenter } : {}),
       drivers: Object.entries(node.drivers)
         .filter(([, d]) => d.detected && d.healthy)
         .map(([name]) => name),

@@ -78,6 +78,8 @@ export function demandOf(job: JobSpec): GroupDemand[] {
     // An image task needs a node with its image driver (an agent from before images has none: it gets no such task).
     drivers: [...new Set(g.tasks.map((t) => (t.image ? t.driver : t.isolated ? 'exec' : 'raw_exec')))].sort(),
     volumes: g.volumes.map((v) => ({ volumeId: v.source, accessMode: v.accessMode, readOnly: v.readOnly })),
+    // Nomad's datacenters are the job's; each group carries them, as each group is placed on its own.
+    ...(job.datacenters ? { datacenters: [...job.datacenters] } : {}),
   }));
 }
 

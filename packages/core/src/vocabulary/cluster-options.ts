@@ -24,6 +24,8 @@ export interface ClusterOptions {
   nodeName: string;
   nodeClass: string;
   meta: Record<string, string>;
+  /** This node's datacenter (the agent config's `datacenter`): jobs with `datacenters` are placed only where one matches. */
+  datacenter?: string;
   /** The TTL of the node's lease (ms): a node whose agent stops renewing it for this long is down. */
   heartbeatTtlMs: number;
   /** How long a down node keeps its work before it is given to others (Nomad's max_client_disconnect), ms. */

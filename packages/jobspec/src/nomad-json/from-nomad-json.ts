@@ -52,6 +52,7 @@ function readJob(value: unknown, path: string, problems: NomadProblems): Doc | u
   const body: Doc = {};
   put(body, 'name', job.string('Name', true));
   put(body, 'type', job.string('Type', true));
+  put(body, 'datacenters', job.stringList('Datacenters'));
   put(body, 'update', readUpdate(job));
   const groups: Doc = {};
   const taken = new Map<string, number>();

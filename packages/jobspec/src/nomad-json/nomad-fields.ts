@@ -27,8 +27,8 @@ export const JOB_FIELDS: FieldRules = {
   Namespace: unsupported(JOB_UNSUPPORTED.namespace!, zeroOr(['default'])),
   Priority: unsupported(JOB_UNSUPPORTED.priority!, zeroOr([50])),
   AllAtOnce: unsupported(JOB_UNSUPPORTED.all_at_once!),
-  // Nomad's server fills in ["*"] (every datacenter) for a job that names none.
-  Datacenters: unsupported(JOB_UNSUPPORTED.datacenters!, zeroOr([['*']])),
+  // Nomad's server fills in ["*"] (every datacenter) for a job that names none; read as the jobspec's datacenters.
+  Datacenters: READ,
   NodePool: unsupported(JOB_UNSUPPORTED.node_pool!, zeroOr(['default'])),
   Constraints: unsupported(JOB_UNSUPPORTED.constraint!),
   Affinities: unsupported(JOB_UNSUPPORTED.affinity!),

@@ -207,8 +207,8 @@ export function jobToNomadJson(job: JobSpec): NomadJob {
     Type: job.type ?? 'service',
     Priority: 50,
     AllAtOnce: false,
-    // Nomad's default for a job that names no datacenter: every one (this node's).
-    Datacenters: ['*'],
+    // Nomad's default for a job that names no datacenter: every one.
+    Datacenters: job.datacenters ?? ['*'],
     NodePool: 'default',
     TaskGroups: job.groups.map(group),
     // The job's update block is in each group's already (the jobspec reader merges it, as Nomad's Canonicalize does).
