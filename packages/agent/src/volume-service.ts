@@ -85,7 +85,8 @@ export class VolumeService {
       let nodeExpansion: VolumeView['nodeExpansion'];
       if (growTo !== undefined) {
         try {
-          nodeExpansion = (await this.expandVolume(existing, spec)).nodeExpansion;
+          // With the update's secrets: they replace the volume's (Merge), and rotated ones may be all the storage takes now.
+          nodeExpansion = (await this.expandVolume(existing, spec, { secrets: spec.secrets })).nodeExpansion;
         } catch (err) {
           // Grown already (another call got there first): nothing to grow is no error for an update.
           if (!(err instanceof VolumeUnchangedError)) throw err;
@@ -261,7 +262,11 @@ export class VolumeService {
    * when the node plugin expands ONLINE (the catalog refuses a claimed volume
    * of any other), else owed and made when each mount is next published.
    */
-  private async expandVolume(existing: VolumeView, spec: VolumeSpec): Promise<VolumeView> {
+  private async expandVolume(
+    existing: VolumeView,
+    spec: VolumeSpec,
+    options: { secrets?: Record<string, string> } = {},
+  ): Promise<VolumeView> {
     const { ctx } = this;
     if (spec.pluginId !== existing.pluginId) {
       throw new ValidationError(
@@ -269,14 +274,18 @@ export class VolumeService {
         'plugin_id',
       );
     }
-    const grown = await ctx.catalog.expandVolume(existing.id, {
-      ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}),
-      ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}),
-    });
+    const grown = await ctx.catalog.expandVolume(
+      existing.id,
+      {
+        ...(spec.capacityMin !== undefined ? { capacityMin: spec.capacityMin } : {}),
+        ...(spec.capacityMax !== undefined ? { capacityMax: spec.capacityMax } : {}),
+      },
+      options,
+    );
     if (!grown.nodeExpansionRequired) return this.getVolume(existing.id) ?? grown.volume;
     // CSI: only a plugin that expands ONLINE is asked while the volume is published (the catalog refused the rest while claimed).
     const online = ctx.csiManager.pluginInfo('csi-node', existing.pluginId)?.pluginCapabilities?.onlineExpansion === true;
-    const nodeExpansion = await ctx.reconciler.expandMounted(existing.id, grown.capacityBytes, { online });
+    const nodeExpansion = await ctx.reconciler.expandMounted(existing.id, grown.capacityBytes, { online, ...options });
     for (const o of nodeExpansion) {
       if (o.error !== undefined)
         ctx.logger.warn('a node-side expansion failed; it is made when the mount is next published', {

@@ -138,11 +138,13 @@ export interface VolumeCatalogService extends VolumeClaimer {
    * capacity): ControllerExpandVolume when the controller offers
    * EXPAND_VOLUME, else only the node side (when the node plugin offers it).
    * A smaller capacity is a ValidationError; the same one, VolumeExistsError.
+   * `secrets` go instead of the volume's: a register update's, checked and
+   * not stored yet (Nomad's Register expands the volume as merged).
    */
   expandVolume(
     id: string,
     capacity: { capacityMin?: number; capacityMax?: number },
-    options?: { signal?: AbortSignal },
+    options?: { signal?: AbortSignal; secrets?: Record<string, string> },
   ): Promise<VolumeExpansion>;
   /**
    * CreateSnapshot of a catalogued volume (its controller must offer

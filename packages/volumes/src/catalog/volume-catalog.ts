@@ -544,7 +544,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
   async expandVolume(
     id: string,
     capacity: { capacityMin?: number; capacityMax?: number },
-    options: { signal?: AbortSignal } = {},
+    options: { signal?: AbortSignal; secrets?: Record<string, string> } = {},
   ): Promise<VolumeExpansion> {
     const { signal } = options;
     return this.inLanes('both', id, signal, async () => {
@@ -596,7 +596,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
               {
                 volumeId: record.externalId,
                 capacityRange: { requiredBytes: want, limitBytes: capacity.capacityMax ?? 0 },
-                secrets: { ...record.secrets },
+                secrets: { ...(options.secrets ?? record.secrets) },
                 ...(record.capabilities[0]
                   ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) }
                   : {}),

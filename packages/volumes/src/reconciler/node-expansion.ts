@@ -29,12 +29,15 @@ export async function expandOwed(
   key: string,
   capacityBytes: number,
   signal: AbortSignal | undefined,
+  secrets?: Record<string, string>,
 ): Promise<number | undefined> {
   const record = host.wanted(key);
+  // A register update's secrets, not stored yet, go instead of those the catalog last said (its refresh comes after).
+  const volume = { ...ref(record, host.volumes.get(key)), ...(secrets ? { secrets: { ...secrets } } : {}) };
   try {
     const capacity = await host.csi
       .volumeManager(record.pluginId)
-      .expandVolume(ref(record, host.volumes.get(key)), record.allocId, record.usage, capacityBytes, { signal });
+      .expandVolume(volume, record.allocId, record.usage, capacityBytes, { signal });
     // Done (or no node-side expansion at all: nothing is owed either) — unless a larger one was asked meanwhile.
     const now = host.records.get(key);
     if (now && (now.expandTo ?? 0) <= capacityBytes) host.update(key, { expandTo: undefined });
@@ -50,12 +53,16 @@ export async function expandOwed(
   }
 }
 
-/** Owes the expansion to every record of the volume wanted mounted, and makes it now on those published (when the plugin expands online). */
+/**
+ * Owes the expansion to every record of the volume wanted mounted, and makes
+ * it now on those published (when the plugin expands online); `secrets`, a
+ * register update's, go instead of the volume's in the calls made now.
+ */
 export async function expandMountedVolume(
   host: ExpansionHost,
   volumeId: string,
   capacityBytes: number,
-  options: { online: boolean; signal?: AbortSignal },
+  options: { online: boolean; signal?: AbortSignal; secrets?: Record<string, string> },
 ): Promise<NodeExpandOutcome[]> {
   const out: NodeExpandOutcome[] = [];
   for (const key of [...host.records.keys()]) {
@@ -70,7 +77,11 @@ export async function expandMountedVolume(
       continue;
     }
     try {
-      const capacity = await host.queue.run(volumeId, () => expandOwed(host, key, capacityBytes, options.signal), options.signal);
+      const capacity = await host.queue.run(
+        volumeId,
+        () => expandOwed(host, key, capacityBytes, options.signal, options.secrets),
+        options.signal,
+      );
       out.push({
         allocId: record.allocId,
         name: record.name,

@@ -232,7 +232,11 @@ export interface VolumeReconcilerService extends Disposable {
    * NodeExpandVolume now when `online`, else (and for a call that fails)
    * owed, and made after the mount's next publish.
    */
-  expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]>;
+  expandMounted(
+    volumeId: string,
+    capacityBytes: number,
+    options: { online: boolean; signal?: AbortSignal; secrets?: Record<string, string> },
+  ): Promise<NodeExpandOutcome[]>;
   /** NodeGetVolumeStats of each live mount (of one alloc, or of one volume). */
   usage(filter: { allocId?: string; volumeId?: string }, options?: { signal?: AbortSignal }): Promise<MountUsageView[]>;
   /** A live mount was checked after its node plugin came back (or after an agent restart), and what came of it. Every stale one is reported. */

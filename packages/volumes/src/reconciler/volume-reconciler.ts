@@ -617,7 +617,11 @@ export class VolumeReconciler implements VolumeReconcilerService {
     return refreshVolume({ records: this.records, volumes: this.volumes, claimer: this.claimer, log: this.log }, volumeId);
   }
 
-  expandMounted(volumeId: string, capacityBytes: number, options: { online: boolean; signal?: AbortSignal }): Promise<NodeExpandOutcome[]> {
+  expandMounted(
+    volumeId: string,
+    capacityBytes: number,
+    options: { online: boolean; signal?: AbortSignal; secrets?: Record<string, string> },
+  ): Promise<NodeExpandOutcome[]> {
     return expandMountedVolume(this.expansionHost, volumeId, capacityBytes, options);
   }
 
