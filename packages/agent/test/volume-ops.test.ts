@@ -175,9 +175,9 @@ describe('volume operations against the real hostpath plugin', () => {
     expect((await h.api.getVolume('grow')).capacityBytes).toBe(3 * MiB);
 
     // What people read: the CLI's volume status and alloc status show the usage.
-    expect(await cli(['volume', 'status', 'grow'])).toMatch(/Capacity\s+= 3MiB[\s\S]*Used[\s\S]*of 3MiB \(\d+%\)/);
+    expect(await cli(['volume', 'status', 'grow'])).toMatch(/Capacity\s+= 3.0 MiB[\s\S]*Used[\s\S]*of 3.0 MiB \(\d+%\)/);
     expect(await cli(['alloc', 'status', id])).toMatch(
-      /CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+grow\s+hostpath\s+false\s+\S+ of 3MiB/,
+      /CSI Volumes:\nName\s+Volume ID\s+Plugin ID\s+Read Only\s+Used\s+Host Path\ndata\s+grow\s+hostpath\s+false\s+\S+ \S+ of 3.0 MiB/,
     );
     const plugin = await h.api.getPlugin('hostpath');
     expect(plugin.controller!.info).toMatchObject({
