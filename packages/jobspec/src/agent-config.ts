@@ -190,6 +190,18 @@ const HEARTBEAT_DURATIONS: Readonly<Record<string, keyof HeartbeatSettings>> = O
   startup_max: 'startupMax',
 });
 
+/** Nomad agent config blocks csiplug has no use for, with what to do instead: a Nomad config gets advice, not "is not a known field". */
+const NOMAD_AGENT_UNSUPPORTED: Readonly<Record<string, string>> = {
+  server: 'csiplug is the client side only, with no servers: one agent runs alone, several share a cluster { etcd { … } } block; remove it',
+  consul: 'csiplug has no Consul integration; remove it',
+  vault: 'csiplug has no Vault integration; remove it',
+  telemetry: 'csiplug serves its metrics at /v1/metrics (Prometheus text with ?format=prometheus) without a telemetry block; remove it',
+  ui: 'csiplug serves its status page at /ui/ on the API port; remove it',
+  addresses: 'csiplug listens on one address, bind_addr; remove it',
+  ports: 'csiplug serves its API on one port, port; remove it',
+  advertise: 'in a cluster, cluster { advertise = "…" } says where other agents reach this one; remove it',
+};
+
 const TOP_KEYS = [
   'data_dir',
   'bind_addr',
@@ -266,7 +278,7 @@ export async function parseAgentConfig(text: string, filename: string, options: 
 export function validateAgentConfig(doc: Record<string, unknown>, where: string, options: ParseAgentConfigOptions = {}): AgentConfig {
   const dev = options.dev === true;
   const base: AgentConfig | undefined = dev ? devConfig() : undefined;
-  const r: BlockReader = new BlockReader(doc, new Where(where), TOP_KEYS);
+  const r: BlockReader = new BlockReader(doc, new Where(where), TOP_KEYS, NOMAD_AGENT_UNSUPPORTED);
 
   let dataDir = r.string('data_dir');
   if (dataDir === undefined || dataDir === '') {

@@ -60,3 +60,20 @@ client {
     expect(quotedNameBlockAsMap('"k" = 1\n', 'x.hcl:1,1-4: Invalid argument name; Argument names must not be quoted.')).toBeUndefined();
   });
 });
+
+describe("a Nomad agent config's blocks csiplug has no use for", () => {
+  it.each<[string, string]>([
+    ['server {\n  enabled = true\n  bootstrap_expect = 1\n}', 'server is not supported: csiplug is the client side only, with no servers'],
+    ['telemetry {\n  prometheus_metrics = true\n}', 'telemetry is not supported: csiplug serves its metrics at /v1/metrics'],
+    ['ports {\n  http = 4646\n}', 'ports is not supported: csiplug serves its API on one port, port'],
+    [
+      'client {\n  host_volume "nfs" {\n    path = "/srv/nfs"\n  }\n}',
+      'client.host_volume is not supported: csiplug has no host volumes yet',
+    ],
+    ['client {\n  servers = ["10.0.0.1"]\n}', 'client.servers is not supported: a csiplug agent joins no servers'],
+  ])('%s: refused with what to do instead', async (block, said) => {
+    const err = await errorOf(parseAgentConfig(`data_dir = "/d"\n${block}\n`, 'nomad.hcl'));
+    expect(err.message).toContain(`nomad.hcl: ${said}`);
+    expect(err.message).toMatch(/remove it$/m);
+  });
+});

@@ -31,6 +31,11 @@ export const NODE_CONFIG_KEYS: readonly string[] = Object.freeze(['name', 'datac
 const CLIENT_UNSUPPORTED: Readonly<Record<string, string>> = {
   servers: 'a csiplug agent joins no servers (a cluster is set with cluster { etcd { … } }); remove it',
   server_join: 'a csiplug agent joins no servers (a cluster is set with cluster { etcd { … } }); remove it',
+  host_volume:
+    'csiplug has no host volumes yet: give the task the directory through a CSI volume (the hostpath plugin serves host directories), or a raw_exec task uses host paths directly; remove it',
+  options: 'csiplug\'s drivers are configured in plugin "<driver>" { … } blocks (as Nomad\'s plugin blocks); remove it',
+  reserved: 'csiplug reserves no resources: tasks are not bin-packed; remove it',
+  drain_on_shutdown: 'a csiplug agent leaves its tasks running when it stops (stop_tasks_on_exit = true stops them); remove it',
 };
 
 /**
