@@ -282,8 +282,8 @@ describe('parseAgentConfig', () => {
     ['a relative data_dir', 'data_dir = "data"\n', 'agent.hcl: data_dir must be an absolute path (got "data")'],
     [
       'an unknown key',
-      'data_dir = "/d"\nserver {\n enabled = true\n}\n',
-      'agent.hcl: server is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster, name, datacenter, region, client)',
+      'data_dir = "/d"\nservr {\n enabled = true\n}\n',
+      'agent.hcl: servr is not a known field (known: data_dir, bind_addr, port, node_id, state, timeouts, heartbeat, acl, tls, http, limits, log_level, log_json, stop_tasks_on_exit, reconcile_orphans, claim_gc_interval, plugin, cluster, name, datacenter, region, client)',
     ],
     [
       'a host name as bind_addr',
