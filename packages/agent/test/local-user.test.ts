@@ -45,7 +45,13 @@ async function curlAs(uid: number, port: number, method: string, urlPath: string
 /** A job whose task records who it runs as and copies the state file out: what a local user would do with root. */
 function stealJob(id: string, driver: 'raw_exec' | 'exec', dataDir: string, proofDir: string): unknown {
   const script = `id -u > ${proofDir}/${id}.uid; cp ${dataDir}/state.db ${proofDir}/${id}.db; exec sleep 600`;
-  return { Job: { job: { [id]: { group: { g: { task: { t: { driver, config: { command: '/bin/sh', args: ['-c', script] } } } } } } } } };
+  // Nomad's JSON job format, as Nomad's own clients send it.
+  return {
+    Job: {
+      ID: id,
+      TaskGroups: [{ Name: 'g', Tasks: [{ Name: 't', Driver: driver, Config: { command: '/bin/sh', args: ['-c', script] } }] }],
+    },
+  };
 }
 
 const SECRET = 'hunter2-local-user-test';
@@ -209,19 +215,16 @@ describe('raw_exec turned off while a raw_exec task runs', () => {
 
   it('the task re-attached runs on with a Config Refused event, and is refused when it next starts', async () => {
     await h.start();
+    const S = 1_000_000_000;
     const job = {
-      Job: {
-        job: {
-          sleeper: {
-            group: {
-              g: {
-                restart: [{ attempts: 1, delay: '1s', interval: '1h', mode: 'fail' }],
-                task: { t: { driver: 'raw_exec', config: { command: '/bin/sleep', args: ['600'] } } },
-              },
-            },
-          },
+      ID: 'sleeper',
+      TaskGroups: [
+        {
+          Name: 'g',
+          RestartPolicy: { Attempts: 1, Delay: 1 * S, Interval: 3600 * S, Mode: 'fail' },
+          Tasks: [{ Name: 't', Driver: 'raw_exec', Config: { command: '/bin/sleep', args: ['600'] } }],
         },
-      },
+      ],
     };
     const { allocIds } = await h.api.runJob(job as never);
     const allocId = allocIds[0]!;
