@@ -22,8 +22,9 @@ const CHROMIUM = '/usr/bin/chromium';
 /** What the page sends: forms 3 and fetches 2. */
 const ATTACKS = 5;
 
+// A job the API would run if it got through: Nomad's JSON job format, as /v1/jobs reads it.
 const JOB = JSON.stringify({
-  Job: { job: { pwned: { group: { g: { task: { t: { driver: 'raw_exec', config: { command: '/bin/true' } } } } } } } },
+  Job: { ID: 'pwned', TaskGroups: [{ Name: 'g', Tasks: [{ Name: 't', Driver: 'raw_exec', Config: { command: '/bin/true' } }] }] },
 });
 
 /** The attacker's page: every request a page may send cross-site without asking first, at `target`. */
