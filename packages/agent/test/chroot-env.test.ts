@@ -77,17 +77,20 @@ describe('chroot_env in the agent config: host path = path in the task', () => {
 
   it("reads Nomad's client { chroot_env } (its entries replace the defaults) and warns once at start of each host dir shown at another path", async () => {
     // The defaults' dirs a shell needs, then the host dir at /srv/code: with client { chroot_env } none of the defaults is added.
+    // Written as Nomad's docs write it: a block of quoted keys (HCL 1's map), and the job as a Nomad job, with datacenters.
     h.extraConfig =
-      `client {\n  chroot_env = {\n    "/bin" = "/bin"\n    "/lib" = "/lib"\n    "/lib64" = "/lib64"\n    "/usr" = "/usr"\n` +
+      `client {\n  enabled = true\n  chroot_env {\n    "/bin" = "/bin"\n    "/lib" = "/lib"\n    "/lib64" = "/lib64"\n    "/usr" = "/usr"\n` +
       `    "/etc/passwd" = "/etc/passwd"\n    "/etc/group" = "/etc/group"\n    ${JSON.stringify(code)} = "/srv/code"\n  }\n}\n`;
     await h.start();
     const warning = `chroot_env: each exec task sees this host's ${code} at /srv/code`;
     await pollUntil('the start warning logged', async () => (h.log.includes(warning) ? true : undefined));
     expect(h.log.split(warning).length - 1).toBe(1);
-    const job = readerJob.replace(
-      'cat /srv/code/hello.txt > /local/seen',
-      'cat /srv/code/hello.txt > /local/seen; test -e /sbin || echo no-sbin >> /local/seen',
-    );
+    const job = readerJob
+      .replace(
+        'cat /srv/code/hello.txt > /local/seen',
+        'cat /srv/code/hello.txt > /local/seen; test -e /sbin || echo no-sbin >> /local/seen',
+      )
+      .replace('job "reader" {', 'job "reader" {\n  datacenters = ["dc1"]');
     const id = (await h.api.runJob(jobToNomadJson(await parseJobspec(job, 'reader.hcl')))).allocIds[0]!;
     const seen = path.join(h.dataDir, 'allocs', id, 'main', 'local', 'seen');
     await pollUntil('the task read /srv/code', async () => {
