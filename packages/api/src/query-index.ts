@@ -40,7 +40,7 @@ const JITTER_FRACTION = 16;
 /** How many answers' indexes are kept; one evicted gets a new index when next asked (a spurious change, never a missed one). */
 const MAX_KEPT_ANSWERS = 1024;
 
-/** The headers Nomad sets on a read's answer (and, the index, on a write's). */
+/** The headers Nomad sets on a read's answer (a write's carries X-Nomad-Index alone: http-api.ts). */
 export function queryMetaHeaders(index: number): Record<string, string> {
   return { 'X-Nomad-Index': String(index), 'X-Nomad-KnownLeader': 'true', 'X-Nomad-LastContact': '0' };
 }
