@@ -48,7 +48,12 @@
 // token-check.ts, what may reach a handler at all request-guard.ts.
 // Every JSON read carries Nomad's X-Nomad-Index (which changes only when the
 // answer does), X-Nomad-KnownLeader and X-Nomad-LastContact, and takes
-// Nomad's blocking query, ?index=N&wait=5m (query-index.ts).
+// Nomad's blocking query, ?index=N&wait=5m (query-index.ts), except the
+// reads that call a plugin or write their own response, which are answered
+// at once (their routes say so: answersAtOnce). A held query ends at once
+// when its client hangs up, when the API closes (answered with what there
+// is) and when a token change leaves its caller without access (answered
+// with that 403). Every successful write carries a new, higher X-Nomad-Index.
 // Bodies may also be the bare document, without the envelope. Volume
 // secrets are never sent back: their values read "[REDACTED]".
 import { type Clock, CsiplugError, type Logger, RealClock, ValidationError, errorMessage, type AsyncDisposable } from '@csiplug/core';
@@ -66,7 +71,7 @@ import { EVENT_HEARTBEAT_MS, EventStream, EventStreamBudget, parseTopics } from 
 import { BodyTooLargeError, DEFAULT_MAX_BODY_BYTES, parseJsonBody, readBody } from './request-body';
 import { RequestGuard, printable } from './request-guard';
 import { connectionPeerUid } from './proc-net-tcp';
-import { AnswerIndexes, answerBlocking, answerKey, blockingParams, queryMetaHeaders } from './query-index';
+import { AnswerIndexes, SharedComputes, answerBlocking, answerKey, blockingParams, queryMetaHeaders } from './query-index';
 import { TokenCheck } from './token-check';
 import { Router } from './router';
 import { STATUS_PAGE_HEADERS, StatusPage } from './status-page';
@@ -75,7 +80,7 @@ import { oneOf } from './route-params';
 import { addAllocRoutes } from './routes/alloc-routes';
 import { addJobRoutes } from './routes/job-routes';
 import { addNodeRoutes } from './routes/node-routes';
-import { type Handler, Lookups, type RequestContext } from './routes/route-context';
+import { type Handler, Lookups, type RequestContext, WRITES_OWN_RESPONSE } from './routes/route-context';
 import { addSnapshotRoutes } from './routes/snapshot-routes';
 import { addVolumeRoutes } from './routes/volume-routes';
 
@@ -128,6 +133,10 @@ export class HttpApi implements AsyncDisposable {
   private readonly rawSockets = new WeakMap<net.Socket, net.Socket>();
   /** The X-Nomad-Index of each read's answer (query-index.ts). */
   private readonly answerIndexes: AnswerIndexes;
+  /** The computes under way of held blocking queries, one per answer key (query-index.ts). */
+  private readonly sharedComputes: SharedComputes;
+  /** The reads in progress, each with what ends it early: the API closing, or a token change that leaves its caller out. */
+  private readonly reads = new Map<http.IncomingMessage, AbortController>();
 
   constructor(
     private readonly service: AgentService,
@@ -147,6 +156,7 @@ export class HttpApi implements AsyncDisposable {
     this.limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.limits };
     this.page = options.statusPage ?? new StatusPage();
     this.answerIndexes = new AnswerIndexes(this.clock);
+    this.sharedComputes = new SharedComputes();
     for (const [key, value] of Object.entries(this.limits)) {
       if (!Number.isSafeInteger(value) || value < 1)
         throw new ValidationError(`limits.${key} must be a whole number of at least 1 (got ${value})`, `limits.${key}`);
@@ -186,6 +196,16 @@ export class HttpApi implements AsyncDisposable {
     const changed = this.tokens.set(token);
     // An event stream was let in by the token of its time: a changed token ends it, and its client connects again with the new one.
     if (changed) for (const stream of [...this.streams]) stream.dispose();
+    // A held read whose caller the new token leaves out ends with its 403, never with data.
+    if (changed) {
+      for (const [req, ended] of this.reads) {
+        try {
+          this.tokens.check(req, this.rawSockets.get(req.socket) ?? req.socket);
+        } catch (err) {
+          ended.abort(err);
+        }
+      }
+    }
   }
 
   /** Starts listening; resolves with the address and port actually bound. */
@@ -273,6 +293,8 @@ export class HttpApi implements AsyncDisposable {
   private async doClose(): Promise<void> {
     const door = this.door;
     for (const stream of [...this.streams]) stream.dispose();
+    // Held blocking queries (up to 10 minutes) are answered now with what there is: closing never waits on them.
+    for (const ended of this.reads.values()) ended.abort();
     if (!door) return;
     const closed = new Promise<void>((resolve) => door.close(() => resolve()));
     this.gate?.closeIdle();
@@ -388,22 +410,41 @@ export class HttpApi implements AsyncDisposable {
       };
       if (method === 'GET') {
         // A read: Nomad's query metadata, and a blocking query when ?index= asks for one (query-index.ts).
-        const answer = await answerBlocking(
-          {
-            service: this.service,
-            clock: this.clock,
-            indexes: this.answerIndexes,
-            key: answerKey(url.pathname, url.searchParams),
-            blocking: blockingParams(url.searchParams),
-            signal: gone.signal,
-          },
-          async () => match.handler(ctx),
-        );
-        // A client that hung up while its query was held has nobody left to read the answer.
-        if (answer && !res.destroyed) this.send(res, answer.reply.status ?? 200, answer.reply.body, queryMetaHeaders(answer.index));
+        const blocking = blockingParams(url.searchParams);
+        const ended = new AbortController();
+        this.reads.set(req, ended);
+        try {
+          const answer = await answerBlocking(
+            {
+              onEvent: (listener) => this.service.onEvent(listener),
+              clock: this.clock,
+              indexes: this.answerIndexes,
+              shared: this.sharedComputes,
+              key: answerKey(url.pathname, url.searchParams),
+              blocking: match.options.answersAtOnce ? undefined : blocking,
+              signal: AbortSignal.any([gone.signal, ended.signal]),
+            },
+            async () => match.handler(ctx),
+          );
+          // A token change left this caller out while its query was held (or computed): its 403, not the data.
+          if (ended.signal.aborted && ended.signal.reason instanceof ApiError) throw ended.signal.reason;
+          if (this.closing) res.shouldKeepAlive = false;
+          // A client that hung up while its query was held has nobody left to read the answer.
+          if (answer && !res.destroyed) this.send(res, answer.reply.status ?? 200, answer.reply.body, queryMetaHeaders(answer.index));
+        } finally {
+          this.reads.delete(req);
+        }
       } else {
+        // A write takes its index before it starts: every answer that shows its effect gets a higher one.
+        const index = this.answerIndexes.next();
         const reply = await match.handler(ctx);
-        if (reply) this.send(res, reply.status ?? 200, reply.body);
+        if (reply)
+          this.send(
+            res,
+            reply.status ?? 200,
+            reply.body,
+            reply.status === undefined || reply.status < 300 ? { 'X-Nomad-Index': String(index) } : {},
+          );
       }
       this.logger.debug('HTTP API request', { method, path, status: res.statusCode });
     } catch (err) {
@@ -514,36 +555,46 @@ export class HttpApi implements AsyncDisposable {
     addVolumeRoutes(r, s, find);
     addSnapshotRoutes(r, s, find);
 
-    r.add('GET', '/v1/metrics', async ({ res, query }) => {
-      const metrics = this.options.metrics;
-      if (!metrics) throw ApiError.notFound('this API serves no metrics (no metrics source was given)');
-      if (oneOf(query, 'format', ['json', 'prometheus'], 'json') === 'json') return { body: await metrics.json() };
-      const text = await metrics.prometheus();
-      res.writeHead(200, {
-        'Content-Type': metrics.contentType,
-        'Cache-Control': 'no-store',
-        'X-Content-Type-Options': 'nosniff',
-        'Content-Length': Buffer.byteLength(text),
-      });
-      res.end(text);
-      return undefined;
-    });
-    r.add('GET', '/v1/event/stream', ({ res, query, signal }) => {
-      const topics = parseTopics(query.getAll('topic'));
-      const stream = new EventStream(
-        s,
-        res,
-        topics,
-        this.clock,
-        this.logger,
-        this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS,
-        signal,
-        this.eventBudget,
-      );
-      this.streams.add(stream);
-      void stream.done.then(() => this.streams.delete(stream));
-      return undefined;
-    });
+    r.add(
+      'GET',
+      '/v1/metrics',
+      async ({ res, query }) => {
+        const metrics = this.options.metrics;
+        if (!metrics) throw ApiError.notFound('this API serves no metrics (no metrics source was given)');
+        if (oneOf(query, 'format', ['json', 'prometheus'], 'json') === 'json') return { body: await metrics.json() };
+        const text = await metrics.prometheus();
+        res.writeHead(200, {
+          'Content-Type': metrics.contentType,
+          'Cache-Control': 'no-store',
+          'X-Content-Type-Options': 'nosniff',
+          'Content-Length': Buffer.byteLength(text),
+        });
+        res.end(text);
+        return undefined;
+      },
+      WRITES_OWN_RESPONSE,
+    );
+    r.add(
+      'GET',
+      '/v1/event/stream',
+      ({ res, query, signal }) => {
+        const topics = parseTopics(query.getAll('topic'));
+        const stream = new EventStream(
+          s,
+          res,
+          topics,
+          this.clock,
+          this.logger,
+          this.options.eventHeartbeatMs ?? EVENT_HEARTBEAT_MS,
+          signal,
+          this.eventBudget,
+        );
+        this.streams.add(stream);
+        void stream.done.then(() => this.streams.delete(stream));
+        return undefined;
+      },
+      WRITES_OWN_RESPONSE,
+    );
   }
 
   /** What the open event streams hold unread now, in all (bounded by eventStreamsMaxBuffered plus one event). */

@@ -134,6 +134,21 @@ describe('the request guard', () => {
       expect(fake.jobs.get('evil')?.status).toBe('running');
     });
 
+    it("takes a browser's write only as application/json with no parameter but charset=utf-8 (SECURITY.md), and a bodiless DELETE as no write", async () => {
+      const own = { Origin: `http://127.0.0.1:${port}` };
+      for (const [type, status] of [
+        ['application/json', 200],
+        ['Application/JSON; charset=UTF-8', 200],
+        ['application/json;charset="utf-8"', 200],
+        ['application/json; charset=latin1', 403],
+        ['application/json; boundary=x', 403],
+      ] as const) {
+        const r = await raw(url, 'PUT', '/v1/jobs', { body: job, headers: { ...own, 'Content-Type': type } });
+        expect([type, r.status]).toEqual([type, status]);
+      }
+      expect((await raw(url, 'DELETE', '/v1/job/evil', { headers: own })).status).toBe(200);
+    });
+
     it('refuses a JSON write from a foreign origin, naming it', async () => {
       const r = await raw(url, 'POST', '/v1/jobs', { body: job, headers: { Origin: 'http://evil.example' } });
       expect(r.status).toBe(403);

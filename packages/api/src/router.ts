@@ -1,23 +1,36 @@
 // A small path router: `/v1/job/:id` patterns matched segment by segment.
 // A path that matches a route under another method is a 405 (with the
-// methods that would do), not a 404.
+// methods that would do), not a 404. A route may carry options (what the
+// server must know of it, e.g. that a blocking query never holds it).
 import { ApiError, ApiErrorCode } from './api-error';
 
 export type RouteParams = Record<string, string>;
+
+/** What the server must know of a route beyond its handler. */
+export interface RouteOptions {
+  /**
+   * A read answered at once even when a blocking query (?index=N) asks to
+   * wait: its handler calls a plugin (a gRPC call per compute) or writes
+   * its own response, so it is never computed again on the agent's events.
+   */
+  answersAtOnce?: boolean;
+}
 
 interface Route<H> {
   method: string;
   segments: string[];
   handler: H;
+  options: RouteOptions;
 }
 
-export type RouteMatch<H> = { kind: 'found'; handler: H; params: RouteParams } | { kind: 'method'; allowed: string[] } | { kind: 'none' };
+export type RouteMatch<H> =
+  { kind: 'found'; handler: H; params: RouteParams; options: RouteOptions } | { kind: 'method'; allowed: string[] } | { kind: 'none' };
 
 export class Router<H> {
   private readonly routes: Route<H>[] = [];
 
-  add(method: string, pattern: string, handler: H): this {
-    this.routes.push({ method: method.toUpperCase(), segments: split(pattern), handler });
+  add(method: string, pattern: string, handler: H, options: RouteOptions = {}): this {
+    this.routes.push({ method: method.toUpperCase(), segments: split(pattern), handler, options });
     return this;
   }
 
@@ -31,7 +44,7 @@ export class Router<H> {
     for (const route of this.routes) {
       const params = matchSegments(route.segments, segments);
       if (!params) continue;
-      if (route.method === method.toUpperCase()) return { kind: 'found', handler: route.handler, params };
+      if (route.method === method.toUpperCase()) return { kind: 'found', handler: route.handler, params, options: route.options };
       allowed.add(route.method);
     }
     return allowed.size ? { kind: 'method', allowed: [...allowed].sort() } : { kind: 'none' };

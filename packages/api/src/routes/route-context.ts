@@ -5,7 +5,7 @@
 // The server (http-api.ts) builds the context; the routes files fill the table.
 import type * as http from 'http';
 import { ApiError } from '../api-error';
-import type { RouteParams, Router } from '../router';
+import type { RouteOptions, RouteParams, Router } from '../router';
 import type { AgentService, AllocView, JobView, VolumeView } from '../service';
 
 /** What a route handler answers: a JSON body, or nothing when it wrote the response itself. */
@@ -25,6 +25,11 @@ export interface RequestContext {
 export type Handler = (ctx: RequestContext) => Promise<Reply> | Reply;
 
 export type RouteTable = Router<Handler>;
+
+/** A read whose handler calls a plugin over gRPC (NodeGetVolumeStats, ListVolumes, ListSnapshots): a blocking query never holds it, so events never turn into plugin calls. */
+export const CALLS_PLUGIN: RouteOptions = Object.freeze({ answersAtOnce: true });
+/** A read whose handler writes its own response (a stream, raw bytes, text): answered once, never held. */
+export const WRITES_OWN_RESPONSE: RouteOptions = Object.freeze({ answersAtOnce: true });
 
 /** Adds one handler under several methods (Nomad takes PUT and POST alike for its writes). */
 export function addEach(table: RouteTable, methods: readonly string[], pattern: string, handler: Handler): void {

@@ -8,7 +8,7 @@ import { ApiError } from '../api-error';
 import { CSI_SECRETS_HEADER, parseCsiSecrets } from '../csi-secrets';
 import { MAX_SNAPSHOTS_PER_REQUEST, intParam, isRecord } from '../route-params';
 import type { AgentService } from '../service';
-import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
+import { CALLS_PLUGIN, type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 /** Nomad's X-Nomad-CSI-Secrets header of a request, as the service takes it (nothing when absent); repeated, the first counts (Node would join them with ", "). */
 export function secretsOf(req: http.IncomingMessage): { secrets?: Record<string, string> } {
@@ -34,10 +34,15 @@ export function pageOf(query: URLSearchParams): { pluginId?: string; perPage?: n
 }
 
 export function addSnapshotRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
-  r.add('GET', '/v1/volumes/snapshot', async ({ query, req }) => {
-    const page = await s.listSnapshots({ ...pageOf(query), ...secretsOf(req) });
-    return { body: { Snapshots: page.items, NextToken: page.nextToken ?? '' } };
-  });
+  r.add(
+    'GET',
+    '/v1/volumes/snapshot',
+    async ({ query, req }) => {
+      const page = await s.listSnapshots({ ...pageOf(query), ...secretsOf(req) });
+      return { body: { Snapshots: page.items, NextToken: page.nextToken ?? '' } };
+    },
+    CALLS_PLUGIN,
+  );
   const createSnapshots: Handler = async (ctx) => {
     const body = await ctx.json();
     const list = isRecord(body) && Array.isArray(body['Snapshots']) ? (body['Snapshots'] as unknown[]) : [body];

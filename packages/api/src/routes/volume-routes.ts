@@ -8,7 +8,7 @@ import type { VolumeDeleted } from '../protocol';
 import { unwrapEnvelope } from '../request-body';
 import { boolParam, csiTypeParam, redactSecrets } from '../route-params';
 import type { AgentService } from '../service';
-import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
+import { CALLS_PLUGIN, type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 import { pageOf, secretsOf } from './snapshot-routes';
 
 export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
@@ -53,11 +53,21 @@ export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): 
     if (!node) throw ApiError.badRequest('query parameter node is required: the node to detach the volume from');
     return { body: await s.detachVolume(find.volume(params.id!).id, node) };
   });
-  r.add('GET', '/v1/volume/csi/:id/usage', async ({ params }) => ({
-    body: await s.volumeUsage({ volumeId: find.volume(params.id!).id }),
-  }));
-  r.add('GET', '/v1/volumes/external', async ({ query }) => {
-    const page = await s.listExternalVolumes(pageOf(query));
-    return { body: { Volumes: page.items, NextToken: page.nextToken ?? '' } };
-  });
+  r.add(
+    'GET',
+    '/v1/volume/csi/:id/usage',
+    async ({ params }) => ({
+      body: await s.volumeUsage({ volumeId: find.volume(params.id!).id }),
+    }),
+    CALLS_PLUGIN,
+  );
+  r.add(
+    'GET',
+    '/v1/volumes/external',
+    async ({ query }) => {
+      const page = await s.listExternalVolumes(pageOf(query));
+      return { body: { Volumes: page.items, NextToken: page.nextToken ?? '' } };
+    },
+    CALLS_PLUGIN,
+  );
 }
