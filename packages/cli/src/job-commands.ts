@@ -2,7 +2,16 @@
 import { ValidationError, formatGoDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '@csiplug/jobspec';
 import type { JobSpec } from '@csiplug/jobspec';
-import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, PendingUnmountView, RunJobResult } from '@csiplug/api/client';
+import type {
+  AllocUpdate,
+  ClusterJobView,
+  FieldChange,
+  GroupPlan,
+  JobPlan,
+  JobView,
+  PendingUnmountView,
+  RunJobResult,
+} from '@csiplug/api/client';
 import { ValidationProblems, jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { UsageError } from './args';
 import { type Command, type CommandContext, VERBOSE_FLAG, inputName } from './command';
@@ -307,7 +316,8 @@ const jobStop: Command = {
       `==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`,
     );
     // A stop whose node plugin is away leaves the mount in place until the plugin is back: said, not hidden behind "stopped".
-    for (const p of job.volumeUnmountsPending ?? []) ctx.out(`    Allocation "${p.allocId.slice(0, 8)}" stopped, but ${pendingUnmountText(p)}`);
+    for (const p of job.volumeUnmountsPending ?? [])
+      ctx.out(`    Allocation "${p.allocId.slice(0, 8)}" stopped, but ${pendingUnmountText(p)}`);
     return 0;
   },
 };

@@ -567,7 +567,12 @@ describe('csiplug CLI', () => {
       const get = fake.getJob.bind(fake);
       fake.getJob = (id) => {
         const job = get(id);
-        return job && { ...job, volumeUnmountsPending: [{ allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath', pluginAway: true }] };
+        return (
+          job && {
+            ...job,
+            volumeUnmountsPending: [{ allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath', pluginAway: true }],
+          }
+        );
       };
       const r = await cli(['job', 'status', 'web']);
       expect(r.code).toBe(0);

@@ -104,7 +104,7 @@ describe('hostpath plugin: single-node-single-writer and single-node-multi-write
     expect(h.mountsHere()).toEqual([]);
   });
 
-  it('single-node-single-writer: a new target that resolves to the writer\'s published path (a symlink) is a second writer, not a retry', async () => {
+  it("single-node-single-writer: a new target that resolves to the writer's published path (a symlink) is a second writer, not a retry", async () => {
     const { volumeId, staging } = await staged('linked', SINGLE);
     const t1 = h.path('pods', 'a1', 'linked');
     const link = h.path('pods', 'a2', 'linked');

@@ -124,7 +124,7 @@ describe('per_alloc volumes: each alloc writes to its own volume id', () => {
     updater = new JobUpdater(agent);
   });
 
-  it("a per_alloc writer holds db[<its index>], and a new writer of that id is refused, naming it", async () => {
+  it('a per_alloc writer holds db[<its index>], and a new writer of that id is refused, naming it', async () => {
     const holder = await running(agent, updater, makeJob('first', { app: { volume: { source: 'db', perAlloc: true }, update: FAST } }));
     const err = await refusal(updater.run(makeJob('second', { web: { volume: { source: 'db[0]' } } }), open, refuse));
     expect(err.message).toContain(`group "web" writes to volume "db[0]"`);
@@ -171,15 +171,25 @@ describe("a run whose own new allocs would wait on each other's write claim", ()
   it('two groups of one job writing to the same single-writer volume are refused', async () => {
     const volume = { source: 'vol-a', accessMode: 'single-node-single-writer' };
     const err = await refusal(updater.run(makeJob('web', { a: { volume }, b: { volume } }), open, refuse));
-    expect(err.message).toContain(`group "b" writes to volume "vol-a" (single-node-single-writer: one writer at a time), and so would web.a[0]`);
+    expect(err.message).toContain(
+      `group "b" writes to volume "vol-a" (single-node-single-writer: one writer at a time), and so would web.a[0]`,
+    );
     expect(err.message).toContain(`keep one writer of the volume in job "web"`);
     expect(agent.allocsOf('web')).toEqual([]);
   });
 
   it('a reader group beside the writer, or a multi-writer mode, is no conflict', async () => {
-    await updater.run(makeJob('rw', { a: { volume: { source: 'vol-a' } }, b: { volume: { source: 'vol-a', readOnly: true } } }), open, refuse);
+    await updater.run(
+      makeJob('rw', { a: { volume: { source: 'vol-a' } }, b: { volume: { source: 'vol-a', readOnly: true } } }),
+      open,
+      refuse,
+    );
     expect(agent.allocsOf('rw')).toHaveLength(2);
-    await updater.run(makeJob('mw', { a: { count: 2, volume: { source: 'vol-m', accessMode: 'single-node-multi-writer' } } }), open, refuse);
+    await updater.run(
+      makeJob('mw', { a: { count: 2, volume: { source: 'vol-m', accessMode: 'single-node-multi-writer' } } }),
+      open,
+      refuse,
+    );
     expect(agent.allocsOf('mw')).toHaveLength(2);
   });
 });

@@ -134,9 +134,7 @@ export function writerClaimsHeldError(jobId: string, held: readonly HeldWriterCl
           `keep one writer of the volume in job "${jobId}" (a count of 1 for the group that writes to it, or read_only = true for the others)`,
         ]
       : []),
-    ...(recorded.length
-      ? [`let the unmount of alloc ${recorded.join(', ')} finish first (start the volume's plugin if it is away)`]
-      : []),
+    ...(recorded.length ? [`let the unmount of alloc ${recorded.join(', ')} finish first (start the volume's plugin if it is away)`] : []),
   ];
   return new ConflictError(
     `job "${jobId}" was not run, nothing was placed: ${each.join('; ')}. ` +
