@@ -15,8 +15,9 @@ import { assertNoPerAllocInCluster, assertPerAllocVolumesExist } from './per-all
 import { AgentShuttingDownError, NotFoundError } from './agent-errors';
 import type { ClaimSweep } from './claim-sweep';
 import { pendingUnmountsOf } from './pending-unmounts';
+import { recordedWriteClaims } from './recorded-write-claims';
 import type { ClusterMode } from '@csiplug/cluster';
-import { JobUpdater } from '@csiplug/runner';
+import { JobUpdater, type WriterClaimOptions } from '@csiplug/runner';
 import type { JobPlan } from '@csiplug/jobspec';
 import type { RolloutHost } from '@csiplug/runner';
 import { TASK_RESTARTS_TOTAL, type PromMetrics } from './metrics';
@@ -82,7 +83,7 @@ export class JobService {
     return cluster ? cluster.getJob(id, local) : local;
   }
 
-  /** A run on this agent alone refuses new allocs that would wait for a write claim a live alloc holds, unless `queue`. */
+  /** A run on this agent alone refuses new allocs that would wait for a write claim a live alloc or a catalog claim holds, unless `queue`. */
   async runJob(job: JobSpec, options: RunJobOptions = {}): Promise<RunJobResult> {
     this.ctx.checkOpen();
     const cluster = this.deps.cluster();
@@ -94,7 +95,10 @@ export class JobService {
     // The alloc limit first: per_alloc lists an id per alloc, and count may be huge.
     this.checkAllocLimit(job);
     this.checkPerAllocVolumes(job);
-    return this.runLocal(job, { refuseHeldWriterClaims: !options.queue });
+    return this.runLocal(job, {
+      refuseHeldWriterClaims: !options.queue,
+      recordedWriteClaims: () => recordedWriteClaims(this.ctx, (id) => this.servesNodeHere(id)),
+    });
   }
 
   planJob(job: JobSpec): JobPlan {
@@ -127,7 +131,7 @@ export class JobService {
       (r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'),
     );
     const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
-    const pending = runners.flatMap((r) => pendingUnmountsOf(this.ctx.reconciler.list(r.alloc.id)));
+    const pending = runners.flatMap((r) => pendingUnmountsOf(this.ctx.reconciler.list(r.alloc.id), (id) => this.servesNodeHere(id)));
     return {
       id: job.id,
       name: job.name,
@@ -158,7 +162,7 @@ export class JobService {
    * The job run here, by this agent's job updater (on its own, or this
    * node's share of a cluster job: the limit is on what this node runs).
    */
-  async runLocal(job: JobSpec, options: { refuseHeldWriterClaims?: boolean } = {}): Promise<RunJobResult> {
+  async runLocal(job: JobSpec, options: WriterClaimOptions = {}): Promise<RunJobResult> {
     this.ctx.checkOpen();
     this.checkAllocLimit(job);
     assertRawExecAllowed(job, this.ctx.config.rawExec.enabled);

@@ -2,9 +2,10 @@
 // plan): a group whose `volume` block says `per_alloc = true` mounts, in its
 // alloc of index i, the volume "<source>[i]" — so with count 3 the volumes
 // db[0], db[1] and db[2] must all be in the volume catalog before the job
-// runs, as Nomad's scheduler refuses a placement whose per-alloc volume does
-// not exist. Refused here, naming each missing id and what to do, rather
-// than leaving allocs to fail one by one at their mount.
+// runs. (Nomad registers such a job and reports the placement as failed,
+// its evaluation blocked, while a per-alloc volume does not exist.) Refused
+// here, naming each missing id and what to do, rather than leaving allocs to
+// fail one by one at their mount.
 import { UnsupportedError, ValidationError, perAllocVolumeId } from '@csiplug/core';
 import type { JobSpec } from '@csiplug/jobspec';
 

@@ -177,6 +177,8 @@ export interface PendingUnmountView {
   volumeId: string;
   /** The node plugin the unmount waits for. */
   pluginId: string;
+  /** Set when that plugin neither runs on the node nor is on its way: the unmount runs once it is back (its job started again). */
+  pluginAway?: true;
   /** Why the last attempt failed, if one was made. */
   lastError?: string;
 }

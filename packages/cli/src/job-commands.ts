@@ -2,7 +2,16 @@
 import { ValidationError, formatGoDuration, parseDuration } from '@csiplug/core';
 import { movesAllocs } from '@csiplug/jobspec';
 import type { JobSpec } from '@csiplug/jobspec';
-import type { AllocUpdate, ClusterJobView, FieldChange, GroupPlan, JobPlan, JobView, RunJobResult } from '@csiplug/api/client';
+import type {
+  AllocUpdate,
+  ClusterJobView,
+  FieldChange,
+  GroupPlan,
+  JobPlan,
+  JobView,
+  PendingUnmountView,
+  RunJobResult,
+} from '@csiplug/api/client';
 import { ValidationProblems, jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { UsageError } from './args';
 import { type Command, type CommandContext, VERBOSE_FLAG, inputName } from './command';
@@ -307,15 +316,23 @@ const jobStop: Command = {
       `==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`,
     );
     // A stop whose node plugin is away leaves the mount in place until the plugin is back: said, not hidden behind "stopped".
-    for (const p of job.volumeUnmountsPending ?? []) {
-      ctx.out(
-        `    Allocation "${p.allocId.slice(0, 8)}" stopped, but the unmount of its volume "${p.volumeId}" (volume "${p.name}") is pending until ` +
-          `node plugin "${p.pluginId}" is back: the volume stays mounted and claimed until then, and is unmounted and released once the plugin runs again`,
-      );
-    }
+    for (const p of job.volumeUnmountsPending ?? [])
+      ctx.out(`    Allocation "${p.allocId.slice(0, 8)}" stopped, but ${pendingUnmountText(p)}`);
     return 0;
   },
 };
+
+/** One pending unmount, for the operator: which volume waits for which plugin, and what makes it run. */
+function pendingUnmountText(p: PendingUnmountView): string {
+  const volume = `the unmount of its volume "${p.volumeId}" (volume "${p.name}")`;
+  if (p.pluginAway) {
+    return (
+      `${volume} waits for node plugin "${p.pluginId}", which is not running on this node: the volume stays mounted and claimed, ` +
+      `and is unmounted and released once the plugin is back (start the job that runs plugin "${p.pluginId}")`
+    );
+  }
+  return `${volume} is pending: node plugin "${p.pluginId}" is here and the unmount is retried${p.lastError ? ` (last error: ${p.lastError})` : ''}`;
+}
 
 function allocCounts(job: JobView): string {
   const running = job.allocs.filter((a) => a.clientStatus === 'running').length;
@@ -377,8 +394,10 @@ const jobStatus: Command = {
           job.allocs.map((a) => [shortId(a.id, ctx.verbose), a.name, a.group, String(a.jobVersion), a.desiredStatus, a.clientStatus]),
         )
       : 'No allocations';
+    const unmounts = (job.volumeUnmountsPending ?? []).map((p) => `    Allocation "${p.allocId.slice(0, 8)}": ${pendingUnmountText(p)}`);
     ctx.out(
-      `${kv}${deployment}${job.cluster ? `\n\n${clusterLines(job.cluster)}` : ''}\n\n${job.cluster ? 'Allocations on this node' : 'Allocations'}\n${allocs}`,
+      `${kv}${deployment}${job.cluster ? `\n\n${clusterLines(job.cluster)}` : ''}\n\n${job.cluster ? 'Allocations on this node' : 'Allocations'}\n${allocs}` +
+        (unmounts.length ? `\n\nVolume Unmounts Pending\n${unmounts.join('\n')}` : ''),
     );
     return 0;
   },

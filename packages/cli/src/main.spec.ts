@@ -538,12 +538,15 @@ describe('csiplug CLI', () => {
       expect((await cli(['job', 'stop', 'web'])).code).toBe(1);
     });
 
-    it('job stop names each volume whose unmount is pending until its node plugin is back', async () => {
+    it('job stop names each volume whose unmount is pending, the plugin it waits for, and what to do when that plugin is away', async () => {
       await cli(['job', 'run', 'web.json']);
       const stop = fake.stopJob.bind(fake);
       fake.stopJob = async (id, options) => ({
         ...(await stop(id, options)),
-        volumeUnmountsPending: [{ allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath' }],
+        volumeUnmountsPending: [
+          { allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath', pluginAway: true },
+          { allocId: fakeUuid(2), name: 'logs', volumeId: 'vol-q', pluginId: 'nfs', lastError: 'timed out' },
+        ],
       });
       const r = await cli(['job', 'stop', 'web']);
       expect(r).toEqual({
@@ -551,9 +554,34 @@ describe('csiplug CLI', () => {
         stderr: '',
         stdout:
           '==> Job "web" stopped (2 allocations)\n' +
-          `    Allocation "${fakeUuid(1).slice(0, 8)}" stopped, but the unmount of its volume "vol-p" (volume "data") is pending until ` +
-          'node plugin "hostpath" is back: the volume stays mounted and claimed until then, and is unmounted and released once the plugin runs again\n',
+          `    Allocation "${fakeUuid(1).slice(0, 8)}" stopped, but the unmount of its volume "vol-p" (volume "data") waits for ` +
+          'node plugin "hostpath", which is not running on this node: the volume stays mounted and claimed, and is unmounted and released ' +
+          'once the plugin is back (start the job that runs plugin "hostpath")\n' +
+          `    Allocation "${fakeUuid(2).slice(0, 8)}" stopped, but the unmount of its volume "vol-q" (volume "logs") is pending: ` +
+          'node plugin "nfs" is here and the unmount is retried (last error: timed out)\n',
       });
+    });
+
+    it('job status ID lists the pending unmounts after the allocations', async () => {
+      await cli(['job', 'run', 'web.json']);
+      const get = fake.getJob.bind(fake);
+      fake.getJob = (id) => {
+        const job = get(id);
+        return (
+          job && {
+            ...job,
+            volumeUnmountsPending: [{ allocId: fakeUuid(1), name: 'data', volumeId: 'vol-p', pluginId: 'hostpath', pluginAway: true }],
+          }
+        );
+      };
+      const r = await cli(['job', 'status', 'web']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(
+        '\n\nVolume Unmounts Pending\n' +
+          `    Allocation "${fakeUuid(1).slice(0, 8)}": the unmount of its volume "vol-p" (volume "data") waits for node plugin "hostpath", ` +
+          'which is not running on this node: the volume stays mounted and claimed, and is unmounted and released once the plugin is back ' +
+          '(start the job that runs plugin "hostpath")\n',
+      );
     });
   });
 

@@ -605,6 +605,15 @@ export class HostPathPlugin {
           if (!sameBacking(topMountAt(mounts, await resolved(staging)), want)) {
             throw csiStatus.failedPrecondition(`${rpc}: volume "${v.id}" is not staged at ${staging}; call NodeStageVolume first`);
           }
+          const mode = String(req.volumeCapability?.accessMode?.mode);
+          const targets = await published.targets(v.id);
+          // Checked before the idempotent case too: a new target that resolves to the
+          // writer's own published path (a symlink to it) is a second writer, not a retry.
+          const writer = await otherWriterTarget({ mode, readonly, target, targets, mounts, backing: want, resolve: resolved });
+          if (writer)
+            throw csiStatus.failedPrecondition(
+              `${rpc}: volume "${v.id}" is SINGLE_NODE_SINGLE_WRITER and already published read-write at ${writer}; unpublish it there first`,
+            );
           const current = topMountAt(mounts, await resolved(target));
           if (current) {
             const isRo = current.options.includes('ro');
@@ -616,13 +625,6 @@ export class HostPathPlugin {
               `${rpc}: ${target} is already mounted ${sameBacking(current, want) ? `with readonly=${isRo}` : `from ${current.source}${current.root}`}; unpublish it first`,
             );
           }
-          const mode = String(req.volumeCapability?.accessMode?.mode);
-          const targets = await published.targets(v.id);
-          const writer = await otherWriterTarget({ mode, readonly, target, targets, mounts, backing: want, resolve: resolved });
-          if (writer)
-            throw csiStatus.failedPrecondition(
-              `${rpc}: volume "${v.id}" is SINGLE_NODE_SINGLE_WRITER and already published read-write at ${writer}; unpublish it there first`,
-            );
           await fs.mkdir(target, { recursive: true });
           await mounter.bind(staging, target);
           if (readonly || flags.length) {

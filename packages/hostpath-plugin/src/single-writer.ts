@@ -5,7 +5,9 @@
 // FAILED_PRECONDITION. Read-only publications beside it are left alone, as
 // the mode's own words say ("published once as read/write") and as the CO's
 // claim rules let readers join the one writer. SINGLE_NODE_MULTI_WRITER
-// takes any number of read-write targets on the node.
+// takes any number of read-write targets on the node. Another recorded
+// target counts even when the new target resolves to the same path (a
+// symlink to it): sharing the writer's mount is a second writer too.
 import { type MountInfo, topMountAt } from './mountinfo';
 import { sameBacking } from './rpc-checks';
 

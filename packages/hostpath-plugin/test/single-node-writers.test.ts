@@ -4,7 +4,8 @@
 // modes, publishes a SINGLE_NODE_MULTI_WRITER volume read-write at many
 // targets, and refuses a second read-write target of a
 // SINGLE_NODE_SINGLE_WRITER volume with FAILED_PRECONDITION (readers beside
-// its one writer are published).
+// its one writer are published), also when the new target resolves to the
+// writer's own published path.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
@@ -99,6 +100,26 @@ describe('hostpath plugin: single-node-single-writer and single-node-multi-write
     fs.writeFileSync(path.join(t2, 'from-a2'), '2');
     await client.nodeUnpublishVolume({ volumeId, targetPath: t2 });
     await client.nodeUnpublishVolume({ volumeId, targetPath: reader });
+    await client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging });
+    expect(h.mountsHere()).toEqual([]);
+  });
+
+  it("single-node-single-writer: a new target that resolves to the writer's published path (a symlink) is a second writer, not a retry", async () => {
+    const { volumeId, staging } = await staged('linked', SINGLE);
+    const t1 = h.path('pods', 'a1', 'linked');
+    const link = h.path('pods', 'a2', 'linked');
+    await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: t1, volumeCapability: SINGLE });
+    fs.mkdirSync(path.dirname(link), { recursive: true });
+    fs.symlinkSync(t1, link);
+    const refused = await failure(
+      client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: link, volumeCapability: SINGLE }),
+    );
+    expect(refused.codeName).toBe('FAILED_PRECONDITION');
+    expect(refused.message).toContain(`is SINGLE_NODE_SINGLE_WRITER and already published read-write at ${t1}; unpublish it there first`);
+    // The writer's own target again stays idempotent.
+    await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: t1, volumeCapability: SINGLE });
+    fs.unlinkSync(link);
+    await client.nodeUnpublishVolume({ volumeId, targetPath: t1 });
     await client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging });
     expect(h.mountsHere()).toEqual([]);
   });

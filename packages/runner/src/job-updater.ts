@@ -41,7 +41,18 @@ import { jobHistory, latestDeployment, stableVersion } from '@csiplug/jobspec';
 import { planJob, underwayPlan, type JobPlan } from '@csiplug/jobspec';
 import { Rollout, awaitsVerdict, pluginIdsOf, type RolloutOutcome } from './rollout';
 import type { RolloutAlloc, RolloutHost } from './rollout-host';
-import { heldWriterClaims, writerClaimsHeldError } from './writer-claims';
+import { heldWriterClaims, writerClaimsHeldError, type RecordedWriteClaim } from './writer-claims';
+
+/**
+ * `refuseHeldWriterClaims`: refuse a run whose new allocs would wait for a
+ * write claim; `recordedWriteClaims`: the write claims the volume catalog
+ * records now (read at each check), so an alloc no longer live that still
+ * holds one is a holder too.
+ */
+export interface WriterClaimOptions {
+  refuseHeldWriterClaims?: boolean;
+  recordedWriteClaims?: () => readonly RecordedWriteClaim[];
+}
 
 const short = (id: string): string => id.slice(0, 8);
 const versionOf = (a: Alloc): number => a.jobVersion ?? 0;
@@ -95,9 +106,10 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
    * the agent began to shut down while this waited for the job. Throws,
    * with nothing changed, when the run cannot be saved, or — with
    * `refuseHeldWriterClaims` — when a new alloc would wait for a write claim
-   * a live alloc holds (writer-claims.ts).
+   * another writer holds (writer-claims.ts), checked again right before the
+   * plan is applied.
    */
-  run(job: JobSpec, checkOpen: () => void, options: { refuseHeldWriterClaims?: boolean } = {}): Promise<RunJobResult> {
+  run(job: JobSpec, checkOpen: () => void, options: WriterClaimOptions = {}): Promise<RunJobResult> {
     return this.lock.run(job.id, async () => {
       const underway = this.underway(job);
       if (underway) {
@@ -118,19 +130,28 @@ export class JobUpdater<R extends RolloutAlloc = RolloutAlloc> {
           plan: underwayPlan(job, this.allocs(job.id), underway),
         };
       }
-      if (options.refuseHeldWriterClaims) {
-        const held = heldWriterClaims(
-          job,
-          planJob(job, this.allocs(job.id)),
-          this.host.jobIds().flatMap((id) => this.allocs(id)),
-        );
-        if (held.length) throw writerClaimsHeldError(job.id, held);
-      }
+      // Checked first (a refused run cancels nothing), and again right before the plan is
+      // applied, with no wait in between: runs of other jobs hold other locks, and one of
+      // them may have placed a writer of the same volume while this one waited for its rollout.
+      this.refuseHeldWriterClaims(job, options);
       this.bump(job.id);
       await this.cancel(job.id, 'Cancelled due to newer version of job');
       checkOpen();
+      this.refuseHeldWriterClaims(job, options);
       return this.apply(job);
     });
+  }
+
+  /** Throws the refusal (writer-claims.ts) when `options` ask for it and a new alloc of `job`'s plan would wait for a write claim. */
+  private refuseHeldWriterClaims(job: JobSpec, options: WriterClaimOptions): void {
+    if (!options.refuseHeldWriterClaims) return;
+    const held = heldWriterClaims(
+      job,
+      planJob(job, this.allocs(job.id)),
+      this.host.jobIds().flatMap((id) => this.allocs(id)),
+      options.recordedWriteClaims?.() ?? [],
+    );
+    if (held.length) throw writerClaimsHeldError(job.id, held);
   }
 
   /** Runs `fn` (a job stop) as the job's one writer, its rollout cancelled first. */

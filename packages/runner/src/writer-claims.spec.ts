@@ -114,3 +114,126 @@ describe('a run whose new allocs need a write claim a live alloc holds', () => {
     expect(agent.allocsOf('s2')).toHaveLength(1);
   });
 });
+
+describe('per_alloc volumes: each alloc writes to its own volume id', () => {
+  let agent: FakeAgent;
+  let updater: JobUpdater<FakeAlloc>;
+
+  beforeEach(() => {
+    agent = new FakeAgent();
+    updater = new JobUpdater(agent);
+  });
+
+  it('a per_alloc writer holds db[<its index>], and a new writer of that id is refused, naming it', async () => {
+    const holder = await running(agent, updater, makeJob('first', { app: { volume: { source: 'db', perAlloc: true }, update: FAST } }));
+    const err = await refusal(updater.run(makeJob('second', { web: { volume: { source: 'db[0]' } } }), open, refuse));
+    expect(err.message).toContain(`group "web" writes to volume "db[0]"`);
+    expect(err.message).toContain(`alloc ${holder.alloc.id} (first.app[0], job "first", group "app") holds its write claim`);
+    // A per_alloc writer of another job is checked against its own ids too.
+    const err2 = await refusal(updater.run(makeJob('third', { web: { volume: { source: 'db', perAlloc: true } } }), open, refuse));
+    expect(err2.message).toContain(`group "web" writes to volume "db[0]"`);
+  });
+
+  it('a per_alloc writer is no holder of the plain source id, nor of another index', async () => {
+    await running(agent, updater, makeJob('first', { app: { volume: { source: 'db', perAlloc: true }, update: FAST } }));
+    await updater.run(makeJob('plain', { web: { volume: { source: 'db' } } }), open, refuse);
+    expect(agent.allocsOf('plain')).toHaveLength(1);
+    await updater.run(makeJob('other', { web: { volume: { source: 'db[1]' } } }), open, refuse);
+    expect(agent.allocsOf('other')).toHaveLength(1);
+  });
+
+  it('a per_alloc group of count 2 is no writer pair: each alloc has its own volume', async () => {
+    const result = await updater.run(makeJob('pa', { app: { count: 2, volume: { source: 'db', perAlloc: true } } }), open, refuse);
+    expect(result.allocIds).toHaveLength(2);
+  });
+});
+
+describe("a run whose own new allocs would wait on each other's write claim", () => {
+  let agent: FakeAgent;
+  let updater: JobUpdater<FakeAlloc>;
+
+  beforeEach(() => {
+    agent = new FakeAgent();
+    updater = new JobUpdater(agent);
+  });
+
+  it('a new job with count 2 writing to a single-writer volume is refused, saying to keep one writer', async () => {
+    const err = await refusal(updater.run(makeJob('web', { app: { count: 2, volume: { source: 'vol-a' } } }), open, refuse));
+    expect(err.message).toBe(
+      `job "web" was not run, nothing was placed: group "app" writes to volume "vol-a" (single-node-writer: one writer at a time), ` +
+        `and so would web.app[0] (group "app"), which this run places too: the two would wait on each other. ` +
+        `To run it, keep one writer of the volume in job "web" (a count of 1 for the group that writes to it, or read_only = true for the others); ` +
+        `or run it with -detach (the API's queue=true) to queue the placement until the claim is free`,
+    );
+    expect(agent.allocsOf('web')).toEqual([]);
+  });
+
+  it('two groups of one job writing to the same single-writer volume are refused', async () => {
+    const volume = { source: 'vol-a', accessMode: 'single-node-single-writer' };
+    const err = await refusal(updater.run(makeJob('web', { a: { volume }, b: { volume } }), open, refuse));
+    expect(err.message).toContain(
+      `group "b" writes to volume "vol-a" (single-node-single-writer: one writer at a time), and so would web.a[0]`,
+    );
+    expect(err.message).toContain(`keep one writer of the volume in job "web"`);
+    expect(agent.allocsOf('web')).toEqual([]);
+  });
+
+  it('a reader group beside the writer, or a multi-writer mode, is no conflict', async () => {
+    await updater.run(
+      makeJob('rw', { a: { volume: { source: 'vol-a' } }, b: { volume: { source: 'vol-a', readOnly: true } } }),
+      open,
+      refuse,
+    );
+    expect(agent.allocsOf('rw')).toHaveLength(2);
+    await updater.run(
+      makeJob('mw', { a: { count: 2, volume: { source: 'vol-m', accessMode: 'single-node-multi-writer' } } }),
+      open,
+      refuse,
+    );
+    expect(agent.allocsOf('mw')).toHaveLength(2);
+  });
+});
+
+describe('write claims the volume catalog records for allocs no longer live', () => {
+  it('are holders, named by alloc id and what they wait for; a live alloc is not named twice', async () => {
+    const agent = new FakeAgent();
+    const updater = new JobUpdater(agent);
+    const recorded = [{ volumeId: 'vol-a', allocId: 'gone-alloc', waitingFor: 'its unmount, which waits for plugin "hostpath"' }];
+    const err = await refusal(
+      updater.run(makeJob('web', { app: { volume: { source: 'vol-a' } } }), open, { ...refuse, recordedWriteClaims: () => recorded }),
+    );
+    expect(err.message).toBe(
+      `job "web" was not run, nothing was placed: group "app" writes to volume "vol-a" (single-node-writer: one writer at a time), ` +
+        `and alloc gone-alloc, no longer running, still holds its write claim in the volume catalog, waiting for its unmount, which waits for plugin "hostpath". ` +
+        `To run it, let the unmount of alloc gone-alloc finish first (start the volume's plugin if it is away); ` +
+        `or run it with -detach (the API's queue=true) to queue the placement until the claim is free`,
+    );
+    // Another volume's claim holds nothing back.
+    await updater.run(makeJob('other', { app: { volume: { source: 'vol-b' } } }), open, { ...refuse, recordedWriteClaims: () => recorded });
+    expect(agent.allocsOf('other')).toHaveLength(1);
+    // The live alloc's own recorded claim is not a second holder.
+    const [live] = agent.allocsOf('other');
+    const again = await refusal(
+      updater.run(makeJob('third', { app: { volume: { source: 'vol-b' } } }), open, {
+        ...refuse,
+        recordedWriteClaims: () => [{ volumeId: 'vol-b', allocId: live!.alloc.id, waitingFor: 'x' }],
+      }),
+    );
+    expect(again.message).not.toContain('volume catalog');
+  });
+});
+
+describe('two runs at once for two jobs writing the same single-writer volume', () => {
+  it('do not both pass: the check runs again right before the plan is applied', async () => {
+    const agent = new FakeAgent();
+    const updater = new JobUpdater(agent);
+    const runs = await Promise.allSettled([
+      updater.run(makeJob('one', { app: { volume: { source: 'vol-a' } } }), open, refuse),
+      updater.run(makeJob('two', { app: { volume: { source: 'vol-a' } } }), open, refuse),
+    ]);
+    expect(runs.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect(agent.allocsOf('one').length + agent.allocsOf('two').length).toBe(1);
+    const refused = runs.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+    expect(refused.reason).toBeInstanceOf(ConflictError);
+  });
+});

@@ -8,7 +8,7 @@ export interface GroupOptions {
   count?: number;
   env?: Record<string, string>;
   plugin?: string;
-  volume?: { source: string; accessMode?: string; readOnly?: boolean };
+  volume?: { source: string; accessMode?: string; readOnly?: boolean; perAlloc?: boolean };
   update?: Record<string, unknown>;
   restart?: Record<string, unknown>;
 }
@@ -27,6 +27,7 @@ export function makeJob(id: string, groups: Record<string, GroupOptions>, extra:
               source: o.volume.source,
               access_mode: o.volume.accessMode ?? 'single-node-writer',
               read_only: o.volume.readOnly ?? false,
+              ...(o.volume.perAlloc ? { per_alloc: true } : {}),
             },
           },
         }
