@@ -3,11 +3,12 @@
 // shutdown and token changes, reads that call plugins, shared computes,
 // Nomad's wait limits, and the index writes answer with. A real server on
 // 127.0.0.1:0, the in-memory service and a fake clock for the waits.
+import { Emitter } from '@csiplug/core';
 import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
 import type { HttpApi } from './http-api';
-import { AnswerIndexes, DEFAULT_QUERY_WAIT_MS, MAX_QUERY_WAIT_MS, blockingParams } from './query-index';
-import type { JobView } from './service';
+import { AnswerIndexes, DEFAULT_QUERY_WAIT_MS, MAX_QUERY_WAIT_MS, SharedComputes, answerBlocking, blockingParams } from './query-index';
+import type { AgentEvent, JobView } from './service';
 import { FakeAgentService, nomadJob, raw, startApi, volumeDoc } from './testing';
 
 type Answer = Awaited<ReturnType<typeof raw>>;
@@ -34,12 +35,11 @@ describe('blocking queries at their edges', () => {
   let clock: FakeClock;
   let api: HttpApi;
   let url: string;
-  let logger: Awaited<ReturnType<typeof startApi>>['logger'];
 
   beforeEach(async () => {
     fake = new FakeAgentService();
     clock = new FakeClock();
-    ({ api, url, logger } = await startApi(fake, { clock }));
+    ({ api, url } = await startApi(fake, { clock }));
   });
 
   afterEach(async () => {
@@ -72,29 +72,37 @@ describe('blocking queries at their edges', () => {
   });
 
   it('ends a held query whose client hung up during its first look, and never looks again', async () => {
-    const seen = indexOf(await raw(url, 'GET', '/v1/nodes'));
-    const listNodes = fake.listNodes.bind(fake);
-    const agent = new http.Agent();
+    // Every held route of the server computes at once (the one that awaits, /v1/nodes, answers at once): the wait itself is
+    // driven here with a compute that takes its time, as a route reading from somewhere would.
+    const events = new Emitter<AgentEvent>();
+    const gone = new AbortController();
     let release: () => void = () => undefined;
     const released = new Promise<void>((r) => (release = r));
     let looks = 0;
-    jest.spyOn(fake, 'listNodes').mockImplementation(async () => {
-      looks++;
-      if (looks === 1) await released;
-      return listNodes();
-    });
-    const hungUp = raw(url, 'GET', `/v1/nodes?index=${seen}&wait=5m`, { agent }).catch(() => 'hung up');
-    await until(() => looks === 1, 'the first look to start');
-    agent.destroy();
-    expect(await hungUp).toBe('hung up');
-    // The server has seen the hang-up before the first look ends.
-    await sleep(100);
-    release();
-    await until(
-      () => logger.records.some((r) => r.msg === 'HTTP API request' && r.fields['path'] === '/v1/nodes' && looks === 1),
-      'the held query to end',
+    const indexes = new AnswerIndexes(clock);
+    const answer = answerBlocking(
+      {
+        onEvent: events.event,
+        clock,
+        indexes,
+        shared: new SharedComputes(),
+        key: '/v1/x?',
+        blocking: { minIndex: indexes.next(), waitMs: DEFAULT_QUERY_WAIT_MS },
+        signal: gone.signal,
+      },
+      async () => {
+        looks++;
+        if (looks === 1) await released;
+        return { body: ['first look'] };
+      },
     );
-    fake.emit({ topic: 'Node', type: 'Noise', message: 'an event after the client left' });
+    await until(() => looks === 1, 'the first look to start');
+    gone.abort();
+    release();
+    // It ends with the look under way, whose answer it then is.
+    expect(await settlesSoon(answer)).toBe(true);
+    expect((await answer)?.reply.body).toEqual(['first look']);
+    events.fire({ index: 1, time: 0, topic: 'Node', type: 'Noise', message: 'an event after the client left' });
     await sleep(50);
     expect(looks).toBe(1);
   });
@@ -126,6 +134,35 @@ describe('blocking queries at their edges', () => {
     expect(r.error).toMatch(/the ACL token in X-Nomad-Token is not valid/);
   });
 
+  it('stops a plain log stream when a token change leaves its caller out, rather than sending the rest', async () => {
+    await api.dispose();
+    ({ api, url } = await startApi(fake, { clock, aclToken: 'old-token' }));
+    const headers = { 'X-Nomad-Token': 'old-token' };
+    const run = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('web') }), headers });
+    const allocId = (run.json as unknown as { allocIds: string[] }).allocIds[0]!;
+    const total = 32 * 1024 * 1024;
+    fake.logs.set(`${allocId}/main/stdout`, Buffer.alloc(total, 'x'));
+    const got = await new Promise<{ bytes: number; complete: boolean }>((resolve) => {
+      const req = http.get(new URL(`/v1/allocation/${allocId}/logs/main?plain=true`, url), { headers }, (res) => {
+        let bytes = 0;
+        let changed = false;
+        res.on('data', (c: Buffer) => {
+          bytes += c.length;
+          if (changed) return;
+          // The reader stops; the token changes; then it reads on.
+          changed = true;
+          res.pause();
+          api.setAclToken('new-token');
+          setTimeout(() => res.resume(), 200);
+        });
+        res.on('close', () => resolve({ bytes, complete: res.complete }));
+      });
+      req.on('error', () => undefined);
+    });
+    expect(got.complete).toBe(false);
+    expect(got.bytes).toBeLessThan(total);
+  });
+
   it('answers reads that call a plugin at once, with an index, whatever index and wait ask', async () => {
     expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volume: volumeDoc('vol1') }) })).status).toBe(200);
     for (const path of ['/v1/volumes/external', '/v1/volumes/snapshot', '/v1/volume/csi/vol1/usage']) {
@@ -152,7 +189,7 @@ describe('blocking queries at their edges', () => {
     for (const r of await Promise.all(held)) expect(indexOf(r)).toBeGreaterThan(seen);
   });
 
-  it("holds a query up to Nomad's 10 minute maximum, then answers it", async () => {
+  it("holds a query up to Nomad's 5 minute maximum, then answers it", async () => {
     const seen = indexOf(await raw(url, 'GET', '/v1/jobs'));
     let answered: Answer | undefined;
     const held = raw(url, 'GET', `/v1/jobs?index=${seen}&wait=20m`).then((r) => (answered = r));
@@ -166,13 +203,16 @@ describe('blocking queries at their edges', () => {
     expect(indexOf(await held)).toBe(seen);
   });
 
-  it("takes Nomad's wait: a Go duration, 5m when absent or 0, at most 10m, plus up to wait/16 of jitter", async () => {
+  it("takes Nomad's wait: a Go duration, 5m when absent or 0, at most 5m, plus up to wait/16 of jitter", async () => {
     const most = (below: number) => Math.max(0, below - 1);
-    expect(blockingParams(new URLSearchParams('index=5&wait=16m'), most)).toEqual({ minIndex: 5, waitMs: MAX_QUERY_WAIT_MS + 37_499 });
+    expect(MAX_QUERY_WAIT_MS).toBe(5 * 60_000);
+    expect(blockingParams(new URLSearchParams('index=5&wait=16m'), most)).toEqual({ minIndex: 5, waitMs: MAX_QUERY_WAIT_MS + 18_749 });
     expect(blockingParams(new URLSearchParams('index=5'), most)?.waitMs).toBe(DEFAULT_QUERY_WAIT_MS + 18_749);
     expect(blockingParams(new URLSearchParams('index=5&wait=0s'), () => 0)?.waitMs).toBe(DEFAULT_QUERY_WAIT_MS);
     expect(blockingParams(new URLSearchParams('index=5&wait=1m30s'), () => 0)?.waitMs).toBe(90_000);
-    expect(blockingParams(new URLSearchParams('index=0&wait=bad'))).toBeUndefined();
+    // No index: no blocking; a wait that is no duration is refused all the same, as Nomad's parseWait refuses it.
+    expect(blockingParams(new URLSearchParams('index=0&wait=5m'))).toBeUndefined();
+    expect(() => blockingParams(new URLSearchParams('wait=bad'))).toThrow(/query parameter wait must be a Go duration/);
     for (const wait of ['1d', '5', 'soon', '1 m']) {
       const r = await raw(url, 'GET', `/v1/jobs?index=5&wait=${encodeURIComponent(wait)}`);
       expect(r.status).toBe(400);

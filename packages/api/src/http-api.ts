@@ -293,7 +293,7 @@ export class HttpApi implements AsyncDisposable {
   private async doClose(): Promise<void> {
     const door = this.door;
     for (const stream of [...this.streams]) stream.dispose();
-    // Held blocking queries (up to 10 minutes) are answered now with what there is: closing never waits on them.
+    // Held blocking queries (up to 5 minutes) are answered now with what there is: closing never waits on them.
     for (const ended of this.reads.values()) ended.abort();
     if (!door) return;
     const closed = new Promise<void>((resolve) => door.close(() => resolve()));
@@ -400,10 +400,13 @@ export class HttpApi implements AsyncDisposable {
         );
       }
       let body: Promise<unknown> | undefined;
+      // A read ends when its client hangs up, the API closes or a token change leaves its caller out (`ended`): its handler
+      // sees that too, so a log streamed to a caller no longer let in stops there.
+      const ended = new AbortController();
       const ctx: RequestContext = {
         req,
         res,
-        signal: gone.signal,
+        signal: method === 'GET' ? AbortSignal.any([gone.signal, ended.signal]) : gone.signal,
         params: match.params,
         query: url.searchParams,
         json: () => (body ??= this.readJson(req)),
@@ -411,7 +414,6 @@ export class HttpApi implements AsyncDisposable {
       if (method === 'GET') {
         // A read: Nomad's query metadata, and a blocking query when ?index= asks for one (query-index.ts).
         const blocking = blockingParams(url.searchParams);
-        const ended = new AbortController();
         this.reads.set(req, ended);
         try {
           const answer = await answerBlocking(
@@ -422,7 +424,7 @@ export class HttpApi implements AsyncDisposable {
               shared: this.sharedComputes,
               key: answerKey(url.pathname, url.searchParams),
               blocking: match.options.answersAtOnce ? undefined : blocking,
-              signal: AbortSignal.any([gone.signal, ended.signal]),
+              signal: ctx.signal,
             },
             async () => match.handler(ctx),
           );
@@ -435,7 +437,7 @@ export class HttpApi implements AsyncDisposable {
           this.reads.delete(req);
         }
       } else {
-        // A write takes its index before it starts: every answer that shows its effect gets a higher one.
+        // A write takes its index before it starts: above every index given so far (query-index.ts says what a client may block on).
         const index = this.answerIndexes.next();
         const reply = await match.handler(ctx);
         if (reply)

@@ -3,7 +3,7 @@
 // its Go client reads into QueryMeta.LastIndex), X-Nomad-KnownLeader and
 // X-Nomad-LastContact, and every write with the X-Nomad-Index it was
 // applied at; a client that sends `?index=N&wait=5m` is answered once the
-// index passes N, or when the wait (default 5m, at most 10m, plus up to
+// index passes N, or when the wait (default 5m, at most 5m, plus up to
 // wait/16 of jitter, as Nomad's blockingRPC) is over with what there is then.
 //
 // This agent has no raft log, so the index is the API's own: each answer
@@ -11,10 +11,15 @@
 // SHA-256) keeps the index of the last time its body changed, and each
 // write takes a new one, all from one counter that only grows. So the index
 // of an answer changes exactly when what it answers changes, which is what a
-// blocking query and the Terraform provider's refresh need; and an answer
-// that shows a write's effect has an index above the write's (the write
-// takes its index before it starts), so blocking on the write's index
-// returns it at once.
+// blocking query and the Terraform provider's refresh need. A write's
+// index is above every index given before it, and an answer the write
+// changed gets a higher one still when next read; but an answer whose body
+// comes back to one it had before (a volume registered and deleted between
+// two reads, a job run again unchanged) keeps its earlier, lower index. So
+// block on the index of a read, as Nomad's own clients do; blocking on a
+// write's index may wait for the next change. (Nomad's indexes are per
+// table and its writes always move their table's: a difference kept so
+// that an answer's index moves only when the answer does.)
 //
 // Across restarts the counter must not go back (a client holding index N
 // would block on an older, smaller one for its whole wait). The agent's
@@ -33,8 +38,8 @@ import type { AgentEvent } from './service';
 
 /** A blocking query's wait when none is given (or 0): Nomad's DefaultQueryTime, 5 minutes. */
 export const DEFAULT_QUERY_WAIT_MS = 5 * 60_000;
-/** The longest wait a blocking query may ask for: Nomad's MaxQueryTime, 10 minutes (a longer one is cut to it). */
-export const MAX_QUERY_WAIT_MS = 10 * 60_000;
+/** The longest wait a blocking query may ask for: Nomad's maxQueryTime (nomad/rpc.go), 5 minutes (a longer one is cut to it). */
+export const MAX_QUERY_WAIT_MS = 5 * 60_000;
 /** Nomad adds a random stagger of up to wait/16 (its JitterFraction), so held clients do not all come back at once. */
 const JITTER_FRACTION = 16;
 /** How many answers' indexes are kept; one evicted gets a new index when next asked (a spurious change, never a missed one). */
@@ -62,17 +67,15 @@ export function parseGoDuration(text: string): number | undefined {
  * A blocking query's parameters, as Nomad's parseWait and blockingRPC take
  * them: `index` (wait until the answer's index is past it; absent or 0: no
  * blocking) and `wait` (a Go duration; absent, 0 or negative: 5m; at most
- * 10m), plus a random stagger of up to wait/16. `random(n)` picks a whole
- * number below n (crypto's randomInt unless a test gives its own).
+ * 5m), plus a random stagger of up to wait/16. `random(n)` picks a whole
+ * number below n (crypto's randomInt unless a test gives its own). A `wait`
+ * that is no duration is refused with or without `index`, as Nomad's
+ * parseWait refuses it.
  */
 export function blockingParams(
   query: URLSearchParams,
   random: (below: number) => number = (below) => (below > 0 ? randomInt(below) : 0),
 ): { minIndex: number; waitMs: number } | undefined {
-  const index = query.get('index');
-  if (index === null || index === '' || index === '0') return undefined;
-  if (!/^\d+$/.test(index) || !Number.isSafeInteger(Number(index)))
-    throw ApiError.badRequest(`query parameter index must be a whole number, the X-Nomad-Index of an earlier answer (got "${index}")`);
   const wait = query.get('wait');
   let waitMs = DEFAULT_QUERY_WAIT_MS;
   if (wait !== null && wait !== '') {
@@ -81,6 +84,10 @@ export function blockingParams(
       throw ApiError.badRequest(`query parameter wait must be a Go duration such as "30s", "5m" or "1m30s" (got "${wait}")`);
     if (parsed > 0) waitMs = Math.min(parsed, MAX_QUERY_WAIT_MS);
   }
+  const index = query.get('index');
+  if (index === null || index === '' || index === '0') return undefined;
+  if (!/^\d+$/.test(index) || !Number.isSafeInteger(Number(index)))
+    throw ApiError.badRequest(`query parameter index must be a whole number, the X-Nomad-Index of an earlier answer (got "${index}")`);
   return { minIndex: Number(index), waitMs: waitMs + random(Math.floor(waitMs / JITTER_FRACTION)) };
 }
 
@@ -115,7 +122,7 @@ export class AnswerIndexes {
     return ++this.last;
   }
 
-  /** The characters the kept answer keys take, in all (for tests and status). */
+  /** The characters the kept answer keys take, in all (for tests). */
   get keptKeyChars(): number {
     let total = 0;
     for (const key of this.kept.keys()) total += key.length;
@@ -172,8 +179,9 @@ export class SharedComputes {
  * `minIndex` or the wait is over. A change no event announces is answered
  * when the wait is over, as Nomad answers a query whose wait ran out: with
  * what there is and its index. When `signal` aborts (the client is gone,
- * the API closes, the caller's token is no longer valid) it ends at once
- * with the last answer, never computing again; undefined if there was none.
+ * the API closes, the caller's token is no longer valid) it starts no
+ * further compute: it ends with the last answer once a compute under way
+ * (whose answer it then is) is done; undefined if there was none.
  */
 export async function answerBlocking<T extends { body: unknown }>(
   options: {

@@ -6,12 +6,19 @@ import { ApiError, ApiErrorCode } from './api-error';
 
 export type RouteParams = Record<string, string>;
 
-/** What the server must know of a route beyond its handler. */
+/**
+ * What the server must know of a route beyond its handler. A GET route not
+ * answered at once must answer from its path and query alone: identical held
+ * queries share one compute (query-index.ts SharedComputes), which runs with
+ * the first caller's request — a handler that reads request headers (secrets,
+ * a caller's identity) must be answered at once.
+ */
 export interface RouteOptions {
   /**
    * A read answered at once even when a blocking query (?index=N) asks to
-   * wait: its handler calls a plugin (a gRPC call per compute) or writes
-   * its own response, so it is never computed again on the agent's events.
+   * wait: its handler calls a plugin (a gRPC call per compute), reads etcd,
+   * reads request headers, or writes its own response, so it is never
+   * computed again on the agent's events.
    */
   answersAtOnce?: boolean;
 }

@@ -9,7 +9,7 @@
 import { ValidationError, parseDuration } from '@csiplug/core';
 import * as path from 'path';
 import { HclSyntaxError, parseHclText } from './hcl-process';
-import { quotedNameBlockAsMap } from './hcl1-maps';
+import { complaintLine, quotedNameBlockAsMap } from './hcl1-maps';
 
 /** How many blocks of quoted keys one document may have turned into maps (each is one more parse). */
 const MAX_HCL1_MAP_REWRITES = 64;
@@ -47,27 +47,45 @@ export async function loadDocument(text: string, filename: string, options: { hc
 }
 
 async function parseHcl(text: string, filename: string, hcl1Maps: boolean): Promise<unknown> {
-  // In a short-lived child process: the converter's memory goes with it (hcl-process.ts).
-  for (let rewrites = 0; ; rewrites++) {
+  /** Blocks read as HCL 1 maps so far: where each is, and the complaint that made it one. */
+  const asMaps: Array<{ firstLine: number; lastLine: number; complaint: string }> = [];
+  for (;;) {
     try {
+      // In a short-lived child process: the converter's memory goes with it (hcl-process.ts).
       return await parseHclText(path.basename(filename) || 'input.hcl', text);
     } catch (err) {
       if (!(err instanceof HclSyntaxError))
         throw new Error(`${filename}: could not parse: ${err instanceof Error ? err.message : String(err)}`);
       // hcl2json says "parse config: [file:line,col-col: Summary; Detail.]".
       const detail = err.message.replace(/^parse config: \[/, '').replace(/\]$/, '');
-      const asMap = hcl1Maps && rewrites < MAX_HCL1_MAP_REWRITES ? quotedNameBlockAsMap(text, detail) : undefined;
+      const asMap = hcl1Maps && asMaps.length < MAX_HCL1_MAP_REWRITES ? quotedNameBlockAsMap(text, detail) : undefined;
       if (asMap !== undefined) {
-        text = asMap;
+        asMaps.push({ firstLine: asMap.firstLine, lastLine: asMap.lastLine, complaint: detail });
+        text = asMap.text;
         continue;
       }
-      // A block of quoted keys where HCL 1 maps are not read (a jobspec: Nomad's are HCL 2 too).
-      const hint = /Argument names must not be quoted/.test(detail)
-        ? ' (a block of quoted keys is a map written in HCL 1; in HCL 2 write it as name = { "key" = "value" })'
-        : '';
-      throw new ValidationError(`${filename}: invalid HCL: ${detail}${hint}`);
+      throw new ValidationError(`${filename}: invalid HCL: ${hclComplaint(detail, asMaps, hcl1Maps)}`);
     }
   }
+}
+
+/**
+ * What to say of a complaint: one inside a block this reader made a map of
+ * is that block's own first complaint (it is no HCL 1 map either: a block
+ * inside it, a name given twice), never words of text the user did not write.
+ */
+function hclComplaint(
+  detail: string,
+  asMaps: ReadonlyArray<{ firstLine: number; lastLine: number; complaint: string }>,
+  hcl1Maps: boolean,
+): string {
+  const line = complaintLine(detail);
+  const inMap = line === undefined ? undefined : asMaps.find((m) => line >= m.firstLine && line <= m.lastLine);
+  if (inMap) return `${inMap.complaint} (read as an HCL 1 map of quoted keys, the block is not one either: ${detail})`;
+  if (!/Argument names must not be quoted/.test(detail)) return detail;
+  // A block of quoted keys where HCL 1 maps are not read (a jobspec: Nomad's are HCL 2 too), or past the limit.
+  const limit = hcl1Maps && asMaps.length >= MAX_HCL1_MAP_REWRITES ? `; only ${MAX_HCL1_MAP_REWRITES} such blocks are read as maps` : '';
+  return `${detail} (a block of quoted keys is a map written in HCL 1; in HCL 2 write it as name = { "key" = "value" }${limit})`;
 }
 
 export function isBody(v: unknown): v is Body {

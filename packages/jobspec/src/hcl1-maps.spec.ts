@@ -46,6 +46,19 @@ client {
     expect(labelled.message).toMatch(/nomad\.hcl:3,3.*Argument names must not be quoted.*write it as name = \{ "key" = "value" \}/);
   });
 
+  it('says what the user wrote when a block read as a map is no map either (a block inside it, two of them)', async () => {
+    const nested = await errorOf(
+      parseAgentConfig(
+        'data_dir = "/d"\nclient {\n  chroot_env {\n    "/bin" = "/bin"\n    inner {\n      x = 1\n    }\n  }\n}\n',
+        'nomad.hcl',
+      ),
+    );
+    expect(nested.message).toMatch(
+      /^nomad\.hcl: invalid HCL: nomad\.hcl:4,5-\d+: Invalid argument name; Argument names must not be quoted\. \(read as an HCL 1 map of quoted keys, the block is not one either: nomad\.hcl:5,/,
+    );
+    expect(nested.message).not.toContain('chroot_env =');
+  });
+
   it('is only for agent configs: a jobspec block of quoted keys is refused, as Nomad refuses it', async () => {
     const job = await errorOf(loadDocument('job "j" {\n  meta {\n    "a" = "b"\n  }\n}\n', 'j.nomad'));
     expect(job.message).toMatch(/^j\.nomad: invalid HCL: j\.nomad:3,5.*Argument names must not be quoted/);
@@ -53,9 +66,11 @@ client {
 
   it('rewrites only the header line of the block the complaint is in', () => {
     const text = 'a {\n  b {\n    "k" = "v"\n  }\n}\n';
-    expect(quotedNameBlockAsMap(text, 'x.hcl:3,5-8: Invalid argument name; Argument names must not be quoted.')).toBe(
-      'a {\n  b = {\n    "k" = "v"\n  }\n}\n',
-    );
+    expect(quotedNameBlockAsMap(text, 'x.hcl:3,5-8: Invalid argument name; Argument names must not be quoted.')).toEqual({
+      text: 'a {\n  b = {\n    "k" = "v"\n  }\n}\n',
+      firstLine: 2,
+      lastLine: 4,
+    });
     expect(quotedNameBlockAsMap(text, 'x.hcl:3,5-8: Unsupported argument; nothing of the kind.')).toBeUndefined();
     expect(quotedNameBlockAsMap('"k" = 1\n', 'x.hcl:1,1-4: Invalid argument name; Argument names must not be quoted.')).toBeUndefined();
   });

@@ -13,6 +13,13 @@
 /** The parser's complaint about a quoted name inside a block, with its 1-based line and column. */
 const QUOTED_NAME = /:(\d+),(\d+)(?:-\d+)?: Invalid argument name; Argument names must not be quoted/;
 
+/** A block rewritten as a map: the new text, and the lines (1-based, inclusive) the block spans. */
+export interface BlockAsMap {
+  text: string;
+  firstLine: number;
+  lastLine: number;
+}
+
 /**
  * `text` with the unlabelled block that holds the quoted name the parser
  * complained about (`detail`, hcl2json's message) written as a map
@@ -20,7 +27,7 @@ const QUOTED_NAME = /:(\d+),(\d+)(?:-\d+)?: Invalid argument name; Argument name
  * directly inside an unlabelled block (a labelled block such as
  * `plugin "exec" { "x" = 1 }` is not a map in HCL 1 either).
  */
-export function quotedNameBlockAsMap(text: string, detail: string): string | undefined {
+export function quotedNameBlockAsMap(text: string, detail: string): BlockAsMap | undefined {
   const at = QUOTED_NAME.exec(detail);
   if (!at) return undefined;
   const offset = offsetOf(text, Number(at[1]), Number(at[2]));
@@ -31,7 +38,18 @@ export function quotedNameBlockAsMap(text: string, detail: string): string | und
   const lineStart = text.lastIndexOf('\n', open - 1) + 1;
   const header = /^(\s*)([A-Za-z_][\w-]*)\s*$/.exec(text.slice(lineStart, open));
   if (!header) return undefined;
-  return `${text.slice(0, lineStart)}${header[1]}${header[2]} = ${text.slice(open)}`;
+  const lineOf = (o: number): number => text.slice(0, o).split('\n').length;
+  return {
+    text: `${text.slice(0, lineStart)}${header[1]}${header[2]} = ${text.slice(open)}`,
+    firstLine: lineOf(open),
+    lastLine: lineOf(closingBrace(text, open) ?? text.length),
+  };
+}
+
+/** The line (1-based) an hcl2json complaint names first, if it names one. */
+export function complaintLine(detail: string): number | undefined {
+  const at = /:(\d+),\d+/.exec(detail);
+  return at ? Number(at[1]) : undefined;
 }
 
 /** The offset of a 1-based line and column (columns count characters, as hcl2json's do for this text). */
@@ -45,23 +63,41 @@ function offsetOf(text: string, line: number, column: number): number | undefine
   return target <= text.length ? target : undefined;
 }
 
-/** The offset of the `{` of the innermost block open at `offset`, skipping strings and comments. */
-function innermostOpenBrace(text: string, offset: number): number | undefined {
-  const open: number[] = [];
-  for (let i = 0; i < offset; i++) {
+/** Calls `visit` with each `{` and `}` of `text` from `from` on, skipping strings and comments; stops when it answers true. */
+function eachBrace(text: string, from: number, until: number, visit: (c: '{' | '}', at: number) => boolean | void): void {
+  for (let i = from; i < until; i++) {
     const c = text[i];
     if (c === '"') {
-      for (i++; i < offset && text[i] !== '"' && text[i] !== '\n'; i++) if (text[i] === '\\') i++;
+      for (i++; i < until && text[i] !== '"' && text[i] !== '\n'; i++) if (text[i] === '\\') i++;
     } else if (c === '#' || (c === '/' && text[i + 1] === '/')) {
-      while (i < offset && text[i] !== '\n') i++;
+      while (i < until && text[i] !== '\n') i++;
     } else if (c === '/' && text[i + 1] === '*') {
       const end = text.indexOf('*/', i + 2);
-      i = end < 0 ? offset : end + 1;
-    } else if (c === '{') {
-      open.push(i);
-    } else if (c === '}') {
-      open.pop();
+      i = end < 0 ? until : end + 1;
+    } else if ((c === '{' || c === '}') && visit(c, i)) {
+      return;
     }
   }
+}
+
+/** The offset of the `{` of the innermost block open at `offset`. */
+function innermostOpenBrace(text: string, offset: number): number | undefined {
+  const open: number[] = [];
+  eachBrace(text, 0, offset, (c, at) => {
+    if (c === '{') open.push(at);
+    else open.pop();
+  });
   return open.at(-1);
+}
+
+/** The offset of the `}` that closes the `{` at `open`; undefined when none does. */
+function closingBrace(text: string, open: number): number | undefined {
+  let depth = 0;
+  let close: number | undefined;
+  eachBrace(text, open, text.length, (c, at) => {
+    depth += c === '{' ? 1 : -1;
+    if (depth === 0) close = at;
+    return depth === 0;
+  });
+  return close;
 }

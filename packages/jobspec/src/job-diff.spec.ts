@@ -2,7 +2,7 @@
 import { makeJob } from './testing';
 import type { GroupSpec, JobSpec } from './model';
 import { validateJob } from './jobspec';
-import { describeChange, diffGroup, diffJobFields, isDestructive } from './job-diff';
+import { describeChange, diffGroup, diffJobFields, isDestructive, sameJob } from './job-diff';
 
 const group = (job: JobSpec, name = 'app'): GroupSpec => job.groups.find((g) => g.name === name)!;
 
@@ -127,5 +127,14 @@ describe('diffJobFields', () => {
       { field: 'name', kind: 'changed', old: '"web"', new: '"Web"', effect: 'in-place' },
     ]);
     expect(diffJobFields(a, a)).toEqual([]);
+  });
+
+  it('updates the datacenters in place (none is every datacenter, as ["*"]), and a job differing only there is not the same job', () => {
+    const a = makeJob('web', { app: {} });
+    const dc1 = makeJob('web', { app: {} }, { datacenters: ['dc1'] });
+    expect(diffJobFields(a, dc1).map((c) => [c.effect, describeChange(c)])).toEqual([['in-place', expect.stringMatching(/^datacenters/)]]);
+    expect(diffJobFields(a, makeJob('web', { app: {} }, { datacenters: ['*'] }))).toEqual([]);
+    expect(sameJob(a, dc1)).toBe(false);
+    expect(sameJob(dc1, makeJob('web', { app: {} }, { datacenters: ['dc1'] }))).toBe(true);
   });
 });

@@ -16,6 +16,7 @@
 // `count` is neither: the plan creates or stops allocs for the difference.
 import type { GroupSpec, JobSpec } from './model';
 import { jobToDocument, type GroupDocument } from './jobspec';
+import { EVERY_DATACENTER } from './datacenters';
 
 export type ChangeEffect = 'destructive' | 'in-place';
 
@@ -118,9 +119,9 @@ export function diffGroup(job: JobSpec, before: GroupSpec, after: GroupSpec): Fi
   );
 }
 
-/** What differs at the job level, groups left out (only `name`: an in-place change). */
+/** What differs at the job level, groups left out (`name` and `datacenters`: in-place changes, as Nomad's). */
 export function diffJobFields(before: JobSpec, after: JobSpec): FieldChange[] {
-  const top = (j: JobSpec) => leaves({ name: j.name }, [], new Map());
+  const top = (j: JobSpec) => leaves({ name: j.name, datacenters: [...(j.datacenters ?? EVERY_DATACENTER)] }, [], new Map());
   return compare(top(before), top(after), () => 'in-place');
 }
 

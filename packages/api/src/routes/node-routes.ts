@@ -4,7 +4,7 @@
 import { ApiError } from '../api-error';
 import { csiTypeParam } from '../route-params';
 import type { AgentService } from '../service';
-import { type Handler, type RouteTable, addEach } from './route-context';
+import { type Handler, READS_CLUSTER, type RouteTable, addEach } from './route-context';
 
 export function addNodeRoutes(r: RouteTable, s: AgentService): void {
   r.add('GET', '/v1/agent/health', () => {
@@ -12,7 +12,7 @@ export function addNodeRoutes(r: RouteTable, s: AgentService): void {
     return { status: health.ok ? 200 : 503, body: health };
   });
   r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
-  r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }));
+  r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }), READS_CLUSTER);
   // Nomad's PUT /v1/node/:node_id/purge (here by node name): a down node gone for good.
   const purgeNode: Handler = async ({ params }) => ({ body: await s.purgeNode(params.name!) });
   addEach(r, ['PUT', 'POST'], '/v1/node/:name/purge', purgeNode);

@@ -30,6 +30,8 @@ export type RouteTable = Router<Handler>;
 export const CALLS_PLUGIN: RouteOptions = Object.freeze({ answersAtOnce: true });
 /** A read whose handler writes its own response (a stream, raw bytes, text): answered once, never held. */
 export const WRITES_OWN_RESPONSE: RouteOptions = Object.freeze({ answersAtOnce: true });
+/** A read of the cluster's etcd (its node list): held, each agent event would be an etcd read, and other nodes' changes raise no event here. */
+export const READS_CLUSTER: RouteOptions = Object.freeze({ answersAtOnce: true });
 
 /** Adds one handler under several methods (Nomad takes PUT and POST alike for its writes). */
 export function addEach(table: RouteTable, methods: readonly string[], pattern: string, handler: Handler): void {
