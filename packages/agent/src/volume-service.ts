@@ -118,9 +118,11 @@ export class VolumeService {
           spec.snapshotId !== undefined ? 'snapshot_id' : 'clone_id',
         );
       }
-      if (!cluster) return this.expandVolume(existing, spec);
+      // The spec's secrets, when it gives any, are the ones the storage takes now (Nomad's Create merges them in first).
+      const secrets = Object.keys(spec.secrets).length > 0 ? { secrets: spec.secrets } : {};
+      if (!cluster) return this.expandVolume(existing, spec, secrets);
       const ours = await cluster.isClusters(existing.id, existing);
-      const grown = await this.expandVolume(existing, spec);
+      const grown = await this.expandVolume(existing, spec, secrets);
       // The cluster's record says the new capacity (a node registering it from now on sees it).
       if (ours) await cluster.recordGrowth(grown);
       return grown;

@@ -249,6 +249,19 @@ describe('volume register updates and per-call secrets against the real hostpath
       ['ControllerExpandVolume', { userKey: 'grow-key' }],
       ['NodeExpandVolume', { userKey: 'grow-key' }],
     ]);
+    // volume create again, larger, with secrets: the growth sends them (Nomad's Create merges them in first).
+    await h.api.createVolume(
+      volumeSpecToDocument(
+        await parseVolumeSpec(volumeFile('sized', 'capacity_min = "8MiB"\nsecrets {\n  userKey = "create-key"\n}'), 'sized.hcl'),
+      ),
+    );
+    const recreated = await pollUntil('the second node expansion asked of the plugin', async () =>
+      expansions().filter((r) => r.rpc === 'NodeExpandVolume').length === 2 ? expansions().slice(2) : undefined,
+    );
+    expect(recreated.map((r) => [r.rpc, r.secrets])).toEqual([
+      ['ControllerExpandVolume', { userKey: 'create-key' }],
+      ['NodeExpandVolume', { userKey: 'create-key' }],
+    ]);
     await h.api.stopJob('work-sized');
     await pollUntil('the claim of alloc one released', async () =>
       (await h.api.getVolume('sized')).claims.length === 0 ? true : undefined,

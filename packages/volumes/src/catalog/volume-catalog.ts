@@ -369,7 +369,7 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
       // From here the volume is deleting: not schedulable, no new claims, and a next agent finishes the delete.
       this.intents.put({ op: 'delete', volumeId: id, pluginId: record.pluginId, externalId: record.externalId, since: this.clock.now() });
       // The call's own secrets, for a resume of this delete by this agent (never stored: they are not the volume's).
-      this.resumer.keepDeleteSecrets(id, options.secrets ?? {});
+      this.resumer.keepCallSecrets(id, options.secrets);
       crashPoint('catalog.delete.before-call');
       try {
         await this.controllers.withController(record.pluginId, (c) =>
@@ -589,6 +589,8 @@ export class VolumeCatalog implements VolumeCatalogService, Disposable {
           ...(capacity.capacityMax !== undefined ? { limitBytes: capacity.capacityMax } : {}),
           since: this.clock.now(),
         });
+        // A register update's secrets, for a resume of this expand by this agent (not stored until the update is).
+        this.resumer.keepCallSecrets(id, options.secrets);
         crashPoint('catalog.expand.before-call');
         try {
           const response = await this.controllers.withController(record.pluginId, (c) =>

@@ -259,6 +259,26 @@ describe('volume operation intents', () => {
     expect(catalog.getVolume('data')).toBeUndefined();
   });
 
+  it("an expand whose answer was lost is resumed with the register update's secrets it was sent with, which are not stored by it", async () => {
+    const catalog = h.build();
+    await catalog.createVolume(createSpec({ secrets: { userKey: 'volume-key' } }));
+    const controller = h.csi.pluginInfo('csi-controller', PLUGIN)!;
+    h.csi.set({ ...controller, controller: { ...controller.controller!, supportsExpand: true } });
+    const written = jest.spyOn(h.state, 'putVolumeOp');
+    h.controller.failNext('ControllerExpandVolume', csiError(GrpcStatus.DEADLINE_EXCEEDED, 'ControllerExpandVolume', 'no answer in time'));
+    const expanded = h.next('expanded');
+    await expect(catalog.expandVolume('data', { capacityMin: 50 << 20 }, { secrets: { userKey: 'rotated-key' } })).rejects.toThrow(
+      /could not expand volume "data"/,
+    );
+    await expanded;
+    expect(h.controller.callsOf('ControllerExpandVolume').map((c) => c.request.secrets)).toEqual([
+      { userKey: 'rotated-key' },
+      { userKey: 'rotated-key' },
+    ]);
+    expect(JSON.stringify(written.mock.calls)).not.toContain('rotated-key');
+    expect(catalog.getVolume('data')).toMatchObject({ capacityBytes: 50 << 20 });
+  });
+
   it('an intent this agent cannot read is reported and left alone', () => {
     h.state.putVolumeOp('odd', { op: 'shrink', volumeId: 'odd', pluginId: PLUGIN, since: 1 });
     const catalog = h.build();

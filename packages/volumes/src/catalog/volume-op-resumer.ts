@@ -47,14 +47,17 @@ export class VolumeOpResumer implements Disposable {
   /** Per plugin, the pass under way (passes of one plugin run one after another). */
   private readonly passes = new Map<string, Promise<void>>();
   /**
-   * The per-call secrets of a delete under way (`volume delete -secret`), by
-   * volume, in memory only: a delete this agent resumes sends them again.
-   * Never written to the client state (they are not the volume's). After an
-   * agent restart they are gone: the resumed DeleteVolume sends the volume's
-   * own secrets only, and a plugin that needs the call's refuses it — the
-   * intent is then dropped and said, and the operator deletes again with -secret.
+   * The per-call secrets of a delete or expand under way, by volume, in
+   * memory only: a delete's `volume delete -secret` (sent over the volume's),
+   * an expand's a register update's secrets, checked and not stored yet
+   * (sent instead of the volume's). An operation this agent resumes sends
+   * them again. Never written to the client state (they are not the
+   * volume's, or not yet). After an agent restart they are gone: the resumed
+   * call sends the volume's own secrets only, and a plugin that needs the
+   * call's refuses it — the intent is then dropped and said, and the
+   * operator runs the command again.
    */
-  private readonly deleteCallSecrets = new Map<string, Record<string, string>>();
+  private readonly callSecrets = new Map<string, Record<string, string>>();
   private disposed = false;
 
   constructor(
@@ -107,15 +110,15 @@ export class VolumeOpResumer implements Disposable {
     return next;
   }
 
-  /** Keeps a delete call's own secrets for a resume of that delete within this agent run (see deleteCallSecrets). */
-  keepDeleteSecrets(volumeId: string, secrets: Record<string, string>): void {
-    if (Object.keys(secrets).length > 0) this.deleteCallSecrets.set(volumeId, { ...secrets });
-    else this.deleteCallSecrets.delete(volumeId);
+  /** Keeps a delete's or expand's own secrets for a resume of it within this agent run (see callSecrets); none given, none kept. */
+  keepCallSecrets(volumeId: string, secrets: Record<string, string> | undefined): void {
+    if (secrets && Object.keys(secrets).length > 0) this.callSecrets.set(volumeId, { ...secrets });
+    else this.callSecrets.delete(volumeId);
   }
 
   /** Removes a settled operation's intent; one that cannot be removed (a full disk) is found settled by the next pass, which reads the record. */
   drop(volumeId: string): void {
-    this.deleteCallSecrets.delete(volumeId);
+    this.callSecrets.delete(volumeId);
     try {
       this.intents.delete(volumeId);
     } catch (err) {
@@ -133,7 +136,7 @@ export class VolumeOpResumer implements Disposable {
    */
   forget(volumeId: string): void {
     const pending = this.intents.get(volumeId);
-    this.deleteCallSecrets.delete(volumeId);
+    this.callSecrets.delete(volumeId);
     if (!pending) return;
     this.drop(volumeId);
     this.log.warn(`a deregistered volume's ${pending.op} ${AFTER_RESTART} is dropped with it: its storage is left as the plugin has it`, {
@@ -301,6 +304,7 @@ export class VolumeOpResumer implements Disposable {
     const { volumeId: id, pluginId } = intent;
     const record = this.read(id);
     if (!record || record.externalId !== intent.externalId) {
+      this.callSecrets.delete(id);
       this.intents.delete(id);
       this.log.info(`a volume expand ${AFTER_RESTART} has nothing left to finish: the volume is gone from the catalog or is another one`, {
         volume_id: id,
@@ -309,6 +313,7 @@ export class VolumeOpResumer implements Disposable {
       return { value: undefined };
     }
     if ((record.capacityBytes ?? 0) >= intent.toBytes) {
+      this.callSecrets.delete(id);
       this.intents.delete(id);
       this.log.info(`a volume expand ${AFTER_RESTART} was recorded already; nothing to do`, {
         volume_id: id,
@@ -322,7 +327,8 @@ export class VolumeOpResumer implements Disposable {
         c.controllerExpandVolume({
           volumeId: record.externalId,
           capacityRange: { requiredBytes: intent.toBytes, limitBytes: intent.limitBytes ?? 0 },
-          secrets: { ...record.secrets },
+          // A register update's secrets (this agent run only) go instead of the volume's, as on the first try.
+          secrets: { ...(this.callSecrets.get(id) ?? record.secrets) },
           ...(record.capabilities[0]
             ? { volumeCapability: volumeCapabilityFor({ readOnly: false, ...record.capabilities[0] }, record.mountOptions) }
             : {}),
@@ -341,6 +347,7 @@ export class VolumeOpResumer implements Disposable {
     if (response.nodeExpansionRequired === true) next.nodeExpandTo = capacityBytes;
     else delete next.nodeExpandTo;
     this.state.putVolume(id, next);
+    this.callSecrets.delete(id);
     this.intents.delete(id);
     this.log.warn(`finished a volume expand ${AFTER_RESTART}: the new capacity is recorded`, {
       volume_id: id,
@@ -367,9 +374,9 @@ export class VolumeOpResumer implements Disposable {
     // Its storage registered as another catalog volume since (deregistered, then registered again): that volume's data, never deleted.
     const holder = this.holderOf(id, pluginId, intent.externalId);
     // The call's own secrets (this agent run only) go over the volume's, as on the first try; settled one way or the other, they are forgotten.
-    const callSecrets = this.deleteCallSecrets.get(id) ?? {};
+    const callSecrets = this.callSecrets.get(id) ?? {};
     if (holder) {
-      this.deleteCallSecrets.delete(id);
+      this.callSecrets.delete(id);
       this.intents.delete(id);
       this.log.error(`a volume delete ${AFTER_RESTART} names another volume's storage; it is not deleted`, {
         volume_id: id,
@@ -393,7 +400,7 @@ export class VolumeOpResumer implements Disposable {
     } catch (err) {
       if (!isNotFound(err)) {
         if (mayHaveHappened(err)) throw err;
-        this.deleteCallSecrets.delete(id);
+        this.callSecrets.delete(id);
         return this.abandon(
           intent,
           `plugin ${pluginId} refused DeleteVolume of external id ${intent.externalId} (${errorMessage(err)}); the volume stays registered and can be claimed again: delete it again once the cause is fixed`,
@@ -401,7 +408,7 @@ export class VolumeOpResumer implements Disposable {
       }
     }
     if (ours) this.state.deleteVolume(id);
-    this.deleteCallSecrets.delete(id);
+    this.callSecrets.delete(id);
     this.intents.delete(id);
     this.log.warn(`finished a volume delete ${AFTER_RESTART}: the volume is gone from the plugin and the catalog`, {
       volume_id: id,
@@ -421,6 +428,7 @@ export class VolumeOpResumer implements Disposable {
 
   /** Drops an intent the plugin refused to carry out: said in the log and as an event. */
   private abandon(intent: VolumeOpIntent, why: string): Settled {
+    this.callSecrets.delete(intent.volumeId);
     this.intents.delete(intent.volumeId);
     this.log.error(`could not finish a volume ${intent.op} ${AFTER_RESTART}; it is dropped`, {
       volume_id: intent.volumeId,
