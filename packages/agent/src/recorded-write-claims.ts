@@ -18,12 +18,14 @@ export function recordedWriteClaims(
       .map((c) => {
         const record = ctx.reconciler.list(c.allocId).find((r) => r.volumeId === volume.id);
         let waitingFor = 'its claim to be released';
+        let pluginAway = false;
         if (record?.desired === 'unmounted') {
-          waitingFor = pluginHere(record.pluginId)
-            ? `its unmount by node plugin "${record.pluginId}"`
-            : `its unmount, which waits for node plugin "${record.pluginId}" (not running on this node: start the job that runs it)`;
+          pluginAway = !pluginHere(record.pluginId);
+          waitingFor = pluginAway
+            ? `its unmount, which waits for node plugin "${record.pluginId}" (not running on this node: start the job that runs it)`
+            : `its unmount by node plugin "${record.pluginId}"`;
         }
-        return { volumeId: volume.id, allocId: c.allocId, waitingFor };
+        return { volumeId: volume.id, allocId: c.allocId, waitingFor, ...(pluginAway ? { pluginAway } : {}) };
       }),
   );
 }

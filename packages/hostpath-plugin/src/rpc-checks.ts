@@ -27,7 +27,9 @@ export function requireField(value: unknown, field: string, rpc: string): assert
 
 export function requireAbsolute(p: string, field: string, rpc: string): string {
   if (!path.isAbsolute(p)) throw csiStatus.invalidArgument(`${rpc}: ${field} must be an absolute path, got "${p}"`);
-  return path.normalize(p);
+  // Without a trailing separator: "/t/a/" is "/t/a" (a retry may write either), "/" stays "/".
+  const normal = path.normalize(p);
+  return normal.length > 1 ? normal.replace(/\/+$/, '') : normal;
 }
 
 /** Why the plugin cannot serve `cap`; undefined when it can. Malformed capabilities are INVALID_ARGUMENT. */

@@ -116,8 +116,9 @@ describe('hostpath plugin: single-node-single-writer and single-node-multi-write
     );
     expect(refused.codeName).toBe('FAILED_PRECONDITION');
     expect(refused.message).toContain(`is SINGLE_NODE_SINGLE_WRITER and already published read-write at ${t1}; unpublish it there first`);
-    // The writer's own target again stays idempotent.
+    // The writer's own target again stays idempotent, written with a trailing separator too.
     await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: t1, volumeCapability: SINGLE });
+    await client.nodePublishVolume({ volumeId, stagingTargetPath: staging, targetPath: `${t1}/`, volumeCapability: SINGLE });
     fs.unlinkSync(link);
     await client.nodeUnpublishVolume({ volumeId, targetPath: t1 });
     await client.nodeUnstageVolume({ volumeId, stagingTargetPath: staging });

@@ -223,6 +223,36 @@ describe('write claims the volume catalog records for allocs no longer live', ()
   });
 });
 
+describe("the job's own stopping alloc with its claim recorded", () => {
+  it('holds back no run of the same job while its unmount is under way with its plugin here; it does while the plugin is away', async () => {
+    const agent = new FakeAgent();
+    const updater = new JobUpdater(agent);
+    const old = await running(agent, updater, makeJob('web', { app: { volume: { source: 'vol-a' }, update: FAST } }));
+    // Stopped (job stop, or the job's own rollout): its unmount and release are under way.
+    old.alloc.desiredStatus = 'stop';
+    const claim = { volumeId: 'vol-a', allocId: old.alloc.id, waitingFor: 'its unmount by node plugin "hostpath"' };
+    const away = await refusal(
+      updater.run(makeJob('web', { app: { volume: { source: 'vol-a' }, count: 1 } }, { name: 'web-v2' }), open, {
+        ...refuse,
+        recordedWriteClaims: () => [{ ...claim, waitingFor: 'its unmount, which waits for node plugin "hostpath"', pluginAway: true }],
+      }),
+    );
+    expect(away.message).toContain(`alloc ${old.alloc.id}, no longer running, still holds its write claim in the volume catalog`);
+    // Its plugin here: the run goes ahead (the claim is let go shortly).
+    await expect(
+      updater.run(makeJob('web', { app: { volume: { source: 'vol-a' }, count: 1 } }, { name: 'web-v2' }), open, {
+        ...refuse,
+        recordedWriteClaims: () => [claim],
+      }),
+    ).resolves.toMatchObject({ jobId: 'web' });
+    // Another job is held back by it all the same.
+    const other = await refusal(
+      updater.run(makeJob('other', { app: { volume: { source: 'vol-a' } } }), open, { ...refuse, recordedWriteClaims: () => [claim] }),
+    );
+    expect(other.message).toContain('volume "vol-a"');
+  });
+});
+
 describe('two runs at once for two jobs writing the same single-writer volume', () => {
   it('do not both pass: the check runs again right before the plan is applied', async () => {
     const agent = new FakeAgent();

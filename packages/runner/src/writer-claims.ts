@@ -31,6 +31,8 @@ export interface RecordedWriteClaim {
   allocId: string;
   /** What the claim is waiting for before it is let go, in words (e.g. `its unmount, which waits for plugin "hostpath"`). */
   waitingFor: string;
+  /** Its unmount waits for a node plugin that is not running on this node (and may never come back). */
+  pluginAway?: boolean;
 }
 
 /** Who holds (or would hold) a write claim a new alloc of the run needs. */
@@ -65,7 +67,10 @@ function writtenVolumeIds(alloc: Alloc): string[] {
  * The write claims the new allocs of `plan` (a plan of `job`) would need and
  * another writer holds: live allocs among `allocs` (every alloc of the
  * agent), another new alloc of the plan, or a claim in `recorded` of an
- * alloc no longer live. Empty when the run may go ahead.
+ * alloc no longer live — unless that alloc is the job's own and its unmount
+ * is under way with its plugin here (a run during the job's own stop or
+ * replacement: the claim is let go shortly, as the rollout waits for it).
+ * Empty when the run may go ahead.
  */
 export function heldWriterClaims(
   job: JobSpec,
@@ -79,6 +84,7 @@ export function heldWriterClaims(
   );
   const holders = allocs.filter((a) => isLive(a) && !(a.jobId === job.id && leaving.has(a.id)));
   const liveIds = new Set(allocs.filter(isLive).map((a) => a.id));
+  const ownStopping = (r: RecordedWriteClaim): boolean => !r.pluginAway && allocs.some((a) => a.id === r.allocId && a.jobId === job.id);
   const held = new Map<string, HeldWriterClaim>();
   const add = (claim: HeldWriterClaim, holderKey: string) => held.set(`${claim.group}\0${claim.volumeId}\0${holderKey}`, claim);
   // The first new alloc of the run that writes to each volume id.
@@ -94,7 +100,9 @@ export function heldWriterClaims(
           const starting = h.clientStatus === 'pending';
           add({ ...need, holder: { kind: 'alloc', allocId: h.id, allocName: h.name, jobId: h.jobId, group: h.group, starting } }, h.id);
         }
-        for (const c of recorded.filter((r) => r.volumeId === volumeId && !liveIds.has(r.allocId) && !leaving.has(r.allocId))) {
+        for (const c of recorded.filter(
+          (r) => r.volumeId === volumeId && !liveIds.has(r.allocId) && !leaving.has(r.allocId) && !ownStopping(r),
+        )) {
           add({ ...need, holder: { kind: 'recorded', allocId: c.allocId, waitingFor: c.waitingFor } }, c.allocId);
         }
         const first = placedWriter.get(volumeId);
