@@ -46,7 +46,8 @@ describe('parseHclText', () => {
     const big = `x = "${'a'.repeat(2_000_000)}"\n`;
     const parsing = parseHclText('big.hcl', big);
     let pids: number[] = [];
-    for (let i = 0; i < 100 && pids.length === 0; i++) {
+    // Bounded by real time, not a count of tries: a loaded machine may take seconds to start the parser.
+    for (const deadline = Date.now() + 30_000; pids.length === 0 && Date.now() < deadline;) {
       pids = parserPids();
       if (pids.length === 0) await sleep(10);
     }

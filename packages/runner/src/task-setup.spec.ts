@@ -356,9 +356,11 @@ describe("TaskSetup: a task's variables, the node's values and its volume destin
       'start',
       images,
     );
-    // The image's /etc/passwd is read from disk: let real I/O finish, not only the fake clock.
-    for (let i = 0; i < 200 && driver.started.length === 0 && events.every((e) => e.type !== 'Setup Failure'); i++) {
-      await new Promise((done) => setImmediate(done));
+    // The image's /etc/passwd is read from disk and the template written: let real I/O finish, not only the fake clock —
+    // bounded by real time (a count of turns ran out on a loaded CI machine before the disk answered).
+    const deadline = Date.now() + 30_000;
+    while (driver.started.length === 0 && events.every((e) => e.type !== 'Setup Failure') && Date.now() < deadline) {
+      await new Promise((done) => setTimeout(done, 2));
       await clock.advance(0);
     }
     expect(events.filter((e) => e.type === 'Setup Failure')).toEqual([]);
