@@ -59,7 +59,11 @@ export function encodeAgentHealth(health: AgentHealth): { status: 200 | 500; bod
   const part: NomadAgentHealth = { ok, message: ok ? 'ok' : NOT_OK };
   return {
     status: ok ? 200 : 500,
-    body: { client: { ...part }, server: { ...part }, Csiplug: { ...extras, allocs: { ...extras.allocs }, plugins: { ...extras.plugins } } },
+    body: {
+      client: { ...part },
+      server: { ...part },
+      Csiplug: { ...extras, allocs: { ...extras.allocs }, plugins: { ...extras.plugins } },
+    },
   };
 }
 

@@ -134,9 +134,7 @@ const BOOLEAN_FACTS: readonly { fact: string; group: Group; field: string }[] = 
   { fact: 'Expand', group: 'ControllerInfo', field: 'SupportsExpand' },
 ];
 const NODE_ONLY_FACTS = new Set(['Node ID', 'Max Volumes', 'Topology', 'Requires Staging', 'Volume Stats', 'Volume Condition']);
-const CONTROLLER_ONLY_FACTS = new Set(
-  BOOLEAN_FACTS.filter((f) => f.group === 'ControllerInfo' && f.fact !== 'Expand').map((f) => f.fact),
-);
+const CONTROLLER_ONLY_FACTS = new Set(BOOLEAN_FACTS.filter((f) => f.group === 'ControllerInfo' && f.fact !== 'Expand').map((f) => f.fact));
 const ACCESSIBILITY_FACT = 'Accessibility Constraints';
 
 /** "zone=a, rack=1" (the Topology fact) as segments, when it reads back exactly; otherwise undefined. */
