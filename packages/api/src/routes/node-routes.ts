@@ -5,7 +5,7 @@
 import { ApiError } from '../api-error';
 import { csiTypeParam } from '../route-params';
 import type { AgentService } from '../service';
-import { encodeAgentHealth, encodeAgentSelf, encodeStatusLeader } from '../wire/agent-wire';
+import { type HealthPart, encodeAgentHealth, encodeAgentSelf, encodeStatusLeader } from '../wire/agent-wire';
 import { encodeNode, encodeNodeList, encodeNodePurge } from '../wire/node-wire';
 import { encodePlugin, encodePluginStub } from '../wire/plugin-wire';
 import { type Handler, READS_CLUSTER, type RouteTable, addEach } from './route-context';
@@ -15,7 +15,13 @@ export type ApiUrl = () => string | undefined;
 
 export function addNodeRoutes(r: RouteTable, s: AgentService, apiUrl: ApiUrl): void {
   // Nomad's: 200 when ok, else 500 with the same body.
-  r.add('GET', '/v1/agent/health', () => encodeAgentHealth(s.health()));
+  r.add('GET', '/v1/agent/health', ({ query }) => {
+    const asked = query.getAll('type');
+    for (const t of asked)
+      if (t !== 'client' && t !== 'server')
+        throw ApiError.badRequest(`unknown health type "${t}": ask for type=client, type=server, or both`);
+    return encodeAgentHealth(s.health(), asked.length ? (asked as HealthPart[]) : undefined);
+  });
   r.add('GET', '/v1/agent/self', () => ({ body: encodeAgentSelf(s.health(), s.node()) }));
   // One agent leads itself: its own API address (wire/agent-wire.ts says why not an RPC port).
   r.add('GET', '/v1/status/leader', () => ({ body: encodeStatusLeader(apiUrl()) }));

@@ -26,6 +26,10 @@ describe("the agent on Nomad's wire", () => {
       expect(decodeAgentHealth(JSON.parse(JSON.stringify(body)) as NomadAgentHealthResponse)).toEqual(health);
     }
     expect(encodeAgentHealth(HEALTH).body.client).toEqual({ ok: true, message: 'ok' });
+    // ?type=client: the client part alone, as Nomad answers it.
+    const clientOnly = encodeAgentHealth(HEALTH, ['client']).body;
+    expect(clientOnly.server).toBeUndefined();
+    expect(decodeAgentHealth(clientOnly)).toEqual(HEALTH);
   });
 
   it("self carries the config keys and member tags Nomad's tools read", () => {

@@ -17,10 +17,15 @@ export type AgentHealthExtras = Omit<AgentHealth, 'ok'>;
 
 /** Nomad's AgentHealthResponse (api/agent.go); 500 when either part is not ok, as Nomad answers. */
 export interface NomadAgentHealthResponse {
-  client: NomadAgentHealth;
-  server: NomadAgentHealth;
+  /** Left out when `?type=server` asks for the server part alone. */
+  client?: NomadAgentHealth;
+  /** Left out when `?type=client` asks for the client part alone. */
+  server?: NomadAgentHealth;
   Csiplug: AgentHealthExtras;
 }
+
+/** The parts of Nomad's health answer (its `?type=client&type=server`; none given: both). */
+export type HealthPart = 'client' | 'server';
 
 /** Nomad's AgentMember (api/agent.go), as far as csiplug knows it: no gossip, so no address, port or protocol versions. */
 export interface NomadAgentMember {
@@ -54,14 +59,17 @@ export interface NomadAgentSelf {
 
 const NOT_OK = 'the agent is shutting down; retry against the next agent';
 
-export function encodeAgentHealth(health: AgentHealth): { status: 200 | 500; body: NomadAgentHealthResponse } {
+export function encodeAgentHealth(
+  health: AgentHealth,
+  parts: readonly HealthPart[] = ['client', 'server'],
+): { status: 200 | 500; body: NomadAgentHealthResponse } {
   const { ok, ...extras } = health;
   const part: NomadAgentHealth = { ok, message: ok ? 'ok' : NOT_OK };
   return {
     status: ok ? 200 : 500,
     body: {
-      client: { ...part },
-      server: { ...part },
+      ...(parts.includes('client') ? { client: { ...part } } : {}),
+      ...(parts.includes('server') ? { server: { ...part } } : {}),
       Csiplug: { ...extras, allocs: { ...extras.allocs }, plugins: { ...extras.plugins } },
     },
   };
@@ -70,7 +78,7 @@ export function encodeAgentHealth(health: AgentHealth): { status: 200 | 500; bod
 export function decodeAgentHealth(wire: NomadAgentHealthResponse): AgentHealth {
   const extras = wire.Csiplug;
   return {
-    ok: wire.client?.ok === true && wire.server?.ok !== false,
+    ok: (wire.client ?? wire.server)?.ok === true && wire.client?.ok !== false && wire.server?.ok !== false,
     nodeId: extras.nodeId,
     dataDir: extras.dataDir,
     version: extras.version,
