@@ -168,7 +168,11 @@ export class ApiClient extends VolumeApiCalls {
    */
   async *events(options: EventStreamOptions = {}): AsyncGenerator<AgentEvent, void, undefined> {
     if (options.signal?.aborted) return;
-    const topics = options.topics?.length ? `?${topicQueryValues(options.topics).map((t) => `topic=${enc(t)}`).join('&')}` : '';
+    const topics = options.topics?.length
+      ? `?${topicQueryValues(options.topics)
+          .map((t) => `topic=${enc(t)}`)
+          .join('&')}`
+      : '';
     let res: http.IncomingMessage;
     try {
       res = await this.transport.stream('GET', `/v1/event/stream${topics}`, options.signal);

@@ -94,8 +94,12 @@ export function parseTopics(values: string[]): EventTopicFilter | undefined {
     const key = colon < 0 ? '*' : raw.slice(colon + 1);
     if (name === '*') return undefined;
     const topic = NOMAD_EVENT_TOPICS.find((t) => t.toLowerCase() === name.toLowerCase());
-    if (!topic) throw ApiError.badRequest(`unknown event topic "${raw}" (Nomad's topics, such as Allocation, Job, Node, CSIVolume, CSIPlugin, or csiplug's Task)`);
-    if (key === '') throw ApiError.badRequest(`event topic "${raw}" names no key: give Topic:* for the whole topic or Topic:ID for one object`);
+    if (!topic)
+      throw ApiError.badRequest(
+        `unknown event topic "${raw}" (Nomad's topics, such as Allocation, Job, Node, CSIVolume, CSIPlugin, or csiplug's Task)`,
+      );
+    if (key === '')
+      throw ApiError.badRequest(`event topic "${raw}" names no key: give Topic:* for the whole topic or Topic:ID for one object`);
     const keys = filter.get(topic);
     if (key === '*' || keys === '*') filter.set(topic, '*');
     else filter.set(topic, new Set([...(keys ?? []), key]));
