@@ -138,6 +138,28 @@ describe("plugins on Nomad's wire", () => {
     expect(wire.Nodes['beta']).toEqual({ PluginID: 'hostpath', Healthy: false, Csiplug: { nodeStatus: 'down' } });
   });
 
+  it("this node's own instance, listed by its cluster record too under the same key, is one entry and reads back as both", () => {
+    const view: PluginView = {
+      ...FULL,
+      cluster: {
+        ...FULL.cluster!,
+        instances: [
+          { node: 'beta', type: 'csi-node', healthy: false, nodeStatus: 'down' },
+          { node: NODE_ID, type: 'csi-controller', healthy: false, nodeStatus: 'ready' },
+          { node: NODE_ID, type: 'csi-node', healthy: true, nodeStatus: 'ready' },
+        ],
+      },
+    };
+    const wire = encodePlugin(view, NODE_ID);
+    expect(Object.keys(wire.Nodes).sort()).toEqual(['beta', NODE_ID].sort());
+    expect(wire.Controllers[NODE_ID]).toMatchObject({
+      AllocID: 'alloc-c',
+      Healthy: true,
+      Csiplug: { thisNode: true, nodeStatus: 'ready', recordHealthy: false },
+    });
+    expect(roundTrip(view)).toEqual(view);
+  });
+
   it('a topology that would not read back the same stays a fact of csiplug', () => {
     const odd: PluginView = {
       ...BARE,

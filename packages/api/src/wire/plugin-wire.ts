@@ -49,6 +49,8 @@ export interface CSIInfoExtras {
   routed?: { node?: string };
   /** An instance known from its node's cluster record: whether that node is ready or down. */
   nodeStatus?: 'ready' | 'down';
+  /** This node's own instance as its cluster record has it too: whether the record says healthy (Healthy is the live fingerprint's). */
+  recordHealthy?: boolean;
 }
 
 /** Nomad's CSIInfo (api/nodes.go): one plugin instance on one node. */
@@ -265,7 +267,10 @@ export function encodePlugin(view: PluginView, nodeId: string): NomadCSIPlugin {
   const cluster = view.cluster;
   for (const instance of cluster?.instances ?? []) {
     const map = instance.type === 'csi-controller' ? controllers : nodes;
-    map[instance.node] = { PluginID: view.id, Healthy: instance.healthy, Csiplug: { nodeStatus: instance.nodeStatus } };
+    const own = map[instance.node];
+    // This node's record lists its own instance too (a cluster node's name is its node ID): one entry, both sources.
+    if (own?.Csiplug?.thisNode) own.Csiplug = { ...own.Csiplug, nodeStatus: instance.nodeStatus, recordHealthy: instance.healthy };
+    else map[instance.node] = { PluginID: view.id, Healthy: instance.healthy, Csiplug: { nodeStatus: instance.nodeStatus } };
   }
   const counts = cluster ?? local;
   return {
@@ -294,11 +299,14 @@ export function decodePlugin(wire: NomadCSIPlugin): PluginView {
     ['csi-node', wire.Nodes ?? {}],
   ] as const) {
     for (const [key, info] of Object.entries(map)) {
-      if (info.Csiplug?.thisNode) {
+      const x = info.Csiplug;
+      if (x?.thisNode) {
         if (type === 'csi-controller') controller = decodeInstance(info);
         else node = decodeInstance(info);
+        if (x.nodeStatus !== undefined)
+          instances.push({ node: key, type, healthy: x.recordHealthy ?? info.Healthy, nodeStatus: x.nodeStatus });
       } else {
-        instances.push({ node: key, type, healthy: info.Healthy, nodeStatus: info.Csiplug?.nodeStatus ?? 'ready' });
+        instances.push({ node: key, type, healthy: info.Healthy, nodeStatus: x?.nodeStatus ?? 'ready' });
       }
     }
   }
