@@ -27,6 +27,17 @@ import type {
   RunJobResult,
 } from './service';
 import { VolumeApiCalls } from './volume-api-calls';
+import { type NomadAgentHealthResponse, decodeAgentHealth } from './wire/agent-wire';
+import { type NomadEvents, decodeEvents, topicQueryValues } from './wire/event-wire';
+import {
+  type NomadNode,
+  type NomadNodeListStub,
+  type NomadNodePurgeResponse,
+  decodeNode,
+  decodeNodeList,
+  decodeNodePurge,
+} from './wire/node-wire';
+import { type NomadCSIPlugin, type NomadCSIPluginListStub, decodePlugin } from './wire/plugin-wire';
 
 export { ClientErrorCode, DEFAULT_ADDRESS, normaliseAddress, type ApiClientOptions } from './api-transport';
 
@@ -46,10 +57,10 @@ export interface AllocLogStream {
 }
 
 export class ApiClient extends VolumeApiCalls {
-  /** The agent's health; an unhealthy agent answers 503 with the same body, returned here too. */
+  /** The agent's health; an unhealthy agent answers 500 with the same body (as Nomad's), returned here too. */
   async health(): Promise<AgentHealth> {
-    const { body } = await this.transport.call<AgentHealth>('GET', '/v1/agent/health', { okStatuses: [200, 503] });
-    return body;
+    const { body } = await this.transport.call<NomadAgentHealthResponse>('GET', '/v1/agent/health', { okStatuses: [200, 500] });
+    return decodeAgentHealth(body);
   }
 
   // Jobs ---------------------------------------------------------------------
@@ -115,28 +126,38 @@ export class ApiClient extends VolumeApiCalls {
   }
 
   /** This node: drivers, the plugins' fingerprinted facts. */
-  node(): Promise<NodeView> {
-    return this.transport.json('GET', '/v1/node/self');
+  async node(): Promise<NodeView> {
+    return decodeNode(await this.transport.json<NomadNode>('GET', '/v1/node/self'));
   }
 
   /** This node, or every node of its cluster. */
-  listNodes(): Promise<NodeList> {
-    return this.transport.json('GET', '/v1/nodes');
+  async listNodes(): Promise<NodeList> {
+    return decodeNodeList(await this.transport.json<NomadNodeListStub[]>('GET', '/v1/nodes'));
   }
 
-  /** `node purge`: a down node of the cluster gone for good. */
-  purgeNode(name: string): Promise<NodePurgeResult> {
-    return this.transport.json('PUT', `/v1/node/${encodeURIComponent(name)}/purge`, { body: {} });
+  /** `node purge`: a down node of the cluster gone for good (by its name or ID). */
+  async purgeNode(name: string): Promise<NodePurgeResult> {
+    return decodeNodePurge(await this.transport.json<NomadNodePurgeResponse>('PUT', `/v1/node/${encodeURIComponent(name)}/purge`));
   }
 
   // Plugins ------------------------------------------------------------------
 
-  listPlugins(): Promise<PluginView[]> {
-    return this.transport.json('GET', '/v1/plugins?type=csi');
+  /** Every plugin in full: Nomad's list has stubs, so each is then read on its own (one gone meanwhile is left out). */
+  async listPlugins(): Promise<PluginView[]> {
+    const stubs = await this.transport.json<NomadCSIPluginListStub[]>('GET', '/v1/plugins?type=csi');
+    const plugins = await Promise.all(
+      stubs.map((stub) =>
+        this.getPlugin(stub.ID).catch((err: unknown) => {
+          if (err instanceof ApiError && err.status === 404) return undefined;
+          throw err;
+        }),
+      ),
+    );
+    return plugins.filter((p): p is PluginView => p !== undefined);
   }
 
-  getPlugin(id: string): Promise<PluginView> {
-    return this.transport.json('GET', `/v1/plugin/csi/${enc(id)}`);
+  async getPlugin(id: string): Promise<PluginView> {
+    return decodePlugin(await this.transport.json<NomadCSIPlugin>('GET', `/v1/plugin/csi/${enc(id)}`));
   }
 
   // Events -------------------------------------------------------------------
@@ -147,7 +168,11 @@ export class ApiClient extends VolumeApiCalls {
    */
   async *events(options: EventStreamOptions = {}): AsyncGenerator<AgentEvent, void, undefined> {
     if (options.signal?.aborted) return;
-    const topics = options.topics?.length ? `?${options.topics.map((t) => `topic=${enc(t)}`).join('&')}` : '';
+    const topics = options.topics?.length
+      ? `?${topicQueryValues(options.topics)
+          .map((t) => `topic=${enc(t)}`)
+          .join('&')}`
+      : '';
     let res: http.IncomingMessage;
     try {
       res = await this.transport.stream('GET', `/v1/event/stream${topics}`, options.signal);
@@ -165,7 +190,7 @@ export class ApiClient extends VolumeApiCalls {
           const line = pending.slice(0, nl).trim();
           pending = pending.slice(nl + 1);
           if (line === '' || line === '{}') continue;
-          yield JSON.parse(line) as AgentEvent;
+          yield* decodeEvents(JSON.parse(line) as NomadEvents);
         }
       }
     } catch (err) {

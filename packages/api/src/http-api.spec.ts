@@ -175,10 +175,63 @@ describe('HttpApi', () => {
       expect(h).toMatchObject({ ok: true, nodeId: 'fake-node', plugins: { healthy: 1, total: 1 } });
     });
 
-    it('answers 503 with the same body when unhealthy', async () => {
+    it("answers Nomad's AgentHealthResponse: client and server parts, 500 with the same body when unhealthy", async () => {
+      const ok = await raw(url, 'GET', '/v1/agent/health');
+      expect(ok.status).toBe(200);
+      expect(ok.json).toMatchObject({
+        client: { ok: true, message: 'ok' },
+        server: { ok: true, message: 'ok' },
+        Csiplug: { nodeId: 'fake-node' },
+      });
       fake.healthy = false;
-      expect((await raw(url, 'GET', '/v1/agent/health')).status).toBe(503);
+      const sick = await raw(url, 'GET', '/v1/agent/health');
+      expect(sick.status).toBe(500);
+      expect(sick.json).toMatchObject({ client: { ok: false }, server: { ok: false } });
       expect((await client.health()).ok).toBe(false);
+    });
+
+    it("GET /v1/agent/self: Nomad's AgentSelf; /v1/status/leader and peers: this agent's API address", async () => {
+      const self = await raw(url, 'GET', '/v1/agent/self');
+      expect(self.status).toBe(200);
+      expect(self.json).toMatchObject({
+        config: { NodeName: expect.any(String), Version: { Version: expect.any(String) } },
+        member: { Status: 'alive' },
+      });
+      const host = new URL(url).host;
+      expect(JSON.parse((await raw(url, 'GET', '/v1/status/leader')).text)).toBe(host);
+      expect(JSON.parse((await raw(url, 'GET', '/v1/status/peers')).text)).toEqual([host]);
+    });
+  });
+
+  describe('nodes', () => {
+    it("GET /v1/node/self and /v1/node/:id answer Nomad's Node; another node is a 404; the client reads the view back", async () => {
+      const self = await raw(url, 'GET', '/v1/node/self');
+      expect(self.json).toMatchObject({
+        ID: 'fake-node',
+        Status: 'ready',
+        SchedulingEligibility: 'eligible',
+        Drivers: { exec: { Detected: true } },
+      });
+      expect((await raw(url, 'GET', '/v1/node/fake-node')).json).toEqual(self.json);
+      const other = await raw(url, 'GET', '/v1/node/elsewhere');
+      expect(other.status).toBe(404);
+      expect(other.error).toMatch(/node "elsewhere" not found/);
+      expect(await client.node()).toEqual(fake.node());
+    });
+
+    it("GET /v1/nodes answers Nomad's []NodeListStub; PUT /v1/node/:id/purge outside a cluster is a 404", async () => {
+      const list = await raw(url, 'GET', '/v1/nodes');
+      expect(JSON.parse(list.text)).toEqual([
+        expect.objectContaining({
+          ID: 'fake-node',
+          Name: 'fake-node',
+          Status: 'ready',
+          Drivers: { exec: { Detected: true }, raw_exec: { Detected: true } },
+        }),
+      ]);
+      expect(await client.listNodes()).toEqual(await fake.listNodes());
+      await expect(client.purgeNode('gone')).rejects.toMatchObject({ status: 404 });
+      expect(fake.calls).toContain('purgeNode gone');
     });
   });
 
@@ -552,7 +605,12 @@ describe('HttpApi', () => {
     it('lists and shows plugins', async () => {
       expect((await client.listPlugins()).map((p) => p.id)).toEqual(['hostpath']);
       const p = await client.getPlugin('hostpath');
-      expect(p.node?.info).toEqual({ nodeId: 'n1' });
+      expect(p).toEqual(fake.getPlugin('hostpath'));
+      const wire = await raw(url, 'GET', '/v1/plugin/csi/hostpath');
+      expect(wire.json).toMatchObject({ ID: 'hostpath', Nodes: { 'fake-node': { PluginID: 'hostpath', Healthy: true } } });
+      expect(JSON.parse((await raw(url, 'GET', '/v1/plugins?type=csi')).text)).toEqual([
+        expect.objectContaining({ ID: 'hostpath', NodesHealthy: 1 }),
+      ]);
       await expect(client.getPlugin('nope')).rejects.toMatchObject({ status: 404, message: 'plugin "nope" not found' });
       expect((await raw(url, 'GET', '/v1/plugins?type=host')).status).toBe(400);
       expect((await raw(url, 'GET', '/v1/plugins')).status).toBe(200);
@@ -898,7 +956,7 @@ describe('HttpApi', () => {
       try {
         const lines: string[] = [];
         let res!: http.IncomingMessage;
-        const req = http.get(`${hb.url}/v1/event/stream?topic=Volume:*`, (r) => {
+        const req = http.get(`${hb.url}/v1/event/stream?topic=CSIVolume:*`, (r) => {
           res = r;
           r.setEncoding('utf8');
           let buf = '';
@@ -916,7 +974,10 @@ describe('HttpApi', () => {
         await until(() => lines.length === 1, 'the event line');
         await clock.advance(10_000);
         await until(() => lines.length === 2, 'the heartbeat');
-        expect(JSON.parse(lines[0]!)).toMatchObject({ topic: 'Volume', volumeId: 'v' });
+        expect(JSON.parse(lines[0]!)).toMatchObject({
+          Index: 2,
+          Events: [{ Topic: 'CSIVolume', Type: 'VolumeRegistered', Key: 'v', Index: 2 }],
+        });
         expect(lines[1]).toBe('{}');
         req.destroy();
         await until(() => fake.eventSubscribers === 0, 'the subscription to go');

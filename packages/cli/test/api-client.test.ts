@@ -130,7 +130,17 @@ describe('ApiClient timeouts', () => {
     expect(clock.pendingTimers).toBe(0);
     await clock.advance(5000);
     const event: AgentEvent = { index: 1, topic: 'Job', type: 'JobRegistered', time: 1, message: 'late but fine' };
-    response.write(`${JSON.stringify(event)}\n`);
+    // Nomad's Events envelope, as the agent sends it (event-wire.ts).
+    const wire = {
+      Topic: 'Job',
+      Type: 'JobRegistered',
+      Key: '',
+      FilterKeys: [],
+      Index: 1,
+      Payload: {},
+      Csiplug: { time: 1, message: 'late but fine' },
+    };
+    response.write(`${JSON.stringify({ Index: 1, Events: [wire] })}\n`);
     expect((await first).value).toEqual(event);
     ac.abort();
     await events.return(undefined);
@@ -198,7 +208,10 @@ describe('ApiClient over https', () => {
     } else if (req.url?.startsWith('/v1/event/stream')) {
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
       res.write('{}\n');
-      res.write(`${JSON.stringify({ index: 7, topic: 'Node', type: 'Ready', time: 1, message: 'over tls' })}\n`);
+      // Nomad's Events envelope, as the agent sends it (event-wire.ts).
+      res.write(
+        `${JSON.stringify({ Index: 7, Events: [{ Topic: 'Node', Type: 'Ready', Key: '', FilterKeys: [], Index: 7, Payload: {}, Csiplug: { time: 1, message: 'over tls' } }] })}\n`,
+      );
     } else if (req.url?.startsWith('/v1/allocation/a1/logs/main')) {
       res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Csiplug-Log-Offset': '0', 'X-Csiplug-Log-Size': String(logBytes.length) });
       res.end(logBytes);
@@ -289,7 +302,7 @@ describe('ApiClient over https', () => {
     const ac = new AbortController();
     const events = client.events({ topics: ['Node'], signal: ac.signal });
     expect((await events.next()).value).toMatchObject({ index: 7, message: 'over tls' });
-    expect(lastPath).toBe('/v1/event/stream?topic=Node');
+    expect(lastPath).toBe('/v1/event/stream?topic=Node%3A*');
     ac.abort();
     await events.return(undefined);
     const logs = await client.allocLogStream('a1', 'main', { origin: 'end', offset: 2 });
