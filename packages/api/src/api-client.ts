@@ -12,14 +12,7 @@ import type * as http from 'http';
 import type { Readable } from 'stream';
 import { ApiError, ApiErrorCode } from './api-error';
 import { ClientErrorCode, enc, query } from './api-transport';
-import {
-  type AllocLogs,
-  type AllocLogsQuery,
-  DEFAULT_LOG_LIMIT,
-  LOG_OFFSET_HEADER,
-  LOG_SIZE_HEADER,
-  MAX_JSON_LOG_LIMIT,
-} from './protocol';
+import { type AllocLogs, type AllocLogsQuery, DEFAULT_LOG_LIMIT, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, MAX_JSON_LOG_LIMIT } from './protocol';
 import type {
   AgentEvent,
   AgentHealth,

@@ -424,7 +424,12 @@ describe('HttpApi', () => {
       expect(stub).toMatchObject({ ID: alloc.id, JobID: alloc.jobId, TaskGroup: alloc.group, ClientStatus: 'running', JobType: 'service' });
       expect(stub!.TaskStates).toMatchObject({ main: { State: 'running' } });
       const one = (await raw(url, 'GET', `/v1/allocation/${alloc.id}`)).json as Record<string, unknown>;
-      expect(one).toMatchObject({ ID: alloc.id, Namespace: 'default', Job: { ID: alloc.jobId }, TaskStates: { main: { State: 'running' } } });
+      expect(one).toMatchObject({
+        ID: alloc.id,
+        Namespace: 'default',
+        Job: { ID: alloc.jobId },
+        TaskStates: { main: { State: 'running' } },
+      });
       expect(await client.jobAllocations(alloc.jobId)).toEqual(allocs);
       expect(alloc.volumes.data!.volumeId).toBe('vol1');
       await expect(client.getAlloc('nope')).rejects.toMatchObject({ status: 404, message: 'alloc "nope" not found' });
@@ -447,7 +452,10 @@ describe('HttpApi', () => {
       // On the wire: Nomad's StreamFrames, one JSON object a line, Offset right after the frame's bytes, Data in base64.
       const framed = await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=6`);
       expect(framed.headers['content-type']).toBe('application/json');
-      const frames = framed.text.trim().split('\n').map((l) => JSON.parse(l) as { Offset: number; Data: string });
+      const frames = framed.text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { Offset: number; Data: string });
       expect(frames).toEqual([{ Offset: 12, Data: Buffer.from('world\n').toString('base64') }]);
       expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
       expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');

@@ -7,7 +7,7 @@
 // base64 Data) and as `nomad alloc logs` asks for it (plain=true).
 import type * as http from 'http';
 import { AgentHarness, pollUntil } from '../support/agent-process';
-import { NomadApi, NomadResponseError } from './nomad-api';
+import { NomadApi, type NomadResponseError } from './nomad-api';
 
 jest.setTimeout(120_000);
 

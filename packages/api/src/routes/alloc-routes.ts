@@ -36,7 +36,8 @@ export function addAllocRoutes(r: RouteTable, s: AgentService, find: Lookups, lo
       const task = query.get('task');
       if (!task) throw ApiError.badRequest("must provide task name: add ?task= with the name of one of the alloc's tasks");
       const type = query.get('type');
-      if (type !== 'stdout' && type !== 'stderr') throw ApiError.badRequest('must provide log type (stdout/stderr): add ?type=stdout or ?type=stderr');
+      if (type !== 'stdout' && type !== 'stderr')
+        throw ApiError.badRequest('must provide log type (stdout/stderr): add ?type=stdout or ?type=stderr');
       const origin = oneOf(query, 'origin', ['start', 'end'] as const, 'start');
       const offset = intParam(query, 'offset', 0);
       const plain = boolParam(query, 'plain');

@@ -162,7 +162,11 @@ function encodeDeploymentStatus(s: NonNullable<AllocView['deploymentStatus']>): 
 }
 
 function decodeDeploymentStatus(w: NomadAllocDeploymentStatus): NonNullable<AllocView['deploymentStatus']> {
-  return { healthy: w.Healthy, time: goTimeToMs(w.Timestamp) ?? 0, ...(w.Csiplug?.reason !== undefined ? { reason: w.Csiplug.reason } : {}) };
+  return {
+    healthy: w.Healthy,
+    time: goTimeToMs(w.Timestamp) ?? 0,
+    ...(w.Csiplug?.reason !== undefined ? { reason: w.Csiplug.reason } : {}),
+  };
 }
 
 function csiplugFields(a: AllocView): AllocCsiplugFields {
@@ -327,4 +331,3 @@ function incompleteTail(bytes: Buffer, from: number): number {
   }
   return 0;
 }
-
