@@ -431,6 +431,9 @@ describe('HttpApi', () => {
         TaskStates: { main: { State: 'running' } },
       });
       expect(await client.jobAllocations(alloc.jobId)).toEqual(allocs);
+      const byPrefix = (await raw(url, 'GET', `/v1/allocations?prefix=${alloc.id.slice(0, 4)}`)).json as unknown as { ID: string }[];
+      expect(byPrefix.map((a) => a.ID)).toEqual(allocs.filter((a) => a.id.startsWith(alloc.id.slice(0, 4))).map((a) => a.id));
+      expect((await raw(url, 'GET', '/v1/allocations?prefix=zz')).json).toEqual([]);
       expect(alloc.volumes.data!.volumeId).toBe('vol1');
       await expect(client.getAlloc('nope')).rejects.toMatchObject({ status: 404, message: 'alloc "nope" not found' });
     });
@@ -547,7 +550,7 @@ describe('HttpApi', () => {
       await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
     });
 
-    it('in JSON, never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
+    it('as text (allocLogs over StreamFrames), never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
       const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const text = 'aé€😀b✓\nüñí€ode 😀😀 end';
       fake.logs.set(`${id}/main/stdout`, text);

@@ -17,9 +17,11 @@ export function allocNode(s: AgentService): AllocNode {
 }
 
 export function addAllocRoutes(r: RouteTable, s: AgentService, find: Lookups, logger: Logger): void {
-  r.add('GET', '/v1/allocations', () => {
+  // Nomad's ?prefix= keeps the allocs whose ID starts with it (how `nomad alloc status` finds a short id).
+  r.add('GET', '/v1/allocations', ({ query }) => {
     const node = allocNode(s);
-    return { body: s.listAllocs().map((a) => encodeAllocStub(a, node)) };
+    const prefix = query.get('prefix') ?? '';
+    return { body: s.listAllocs().flatMap((a) => (a.id.startsWith(prefix) ? [encodeAllocStub(a, node)] : [])) };
   });
   r.add('GET', '/v1/allocation/:id', ({ params }) => ({ body: encodeAlloc(find.alloc(params.id!), allocNode(s)) }));
   r.add(
