@@ -514,8 +514,8 @@ describe('HttpApi', () => {
       const logs = (q: string) => raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&${q}`);
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?type=stdout`)).error).toMatch(/^must provide task name/);
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main`)).error).toMatch(/^must provide log type \(stdout\/stderr\)/);
-      expect((await logs('follow=true')).status).toBe(400);
-      expect((await logs('follow=true')).error).toMatch(/follow=true is not supported/);
+      expect((await logs('follow=true&limit=5')).error).toMatch(/^query parameter limit cannot be used with follow=true/);
+      expect((await logs('follow=perhaps')).error).toBe('query parameter follow must be true or false (got "perhaps")');
       expect((await logs('origin=middle')).error).toBe('query parameter origin must be one of start, end (got "middle")');
       expect((await logs('limit=lots')).error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
       expect((await logs('limit=0')).error).toMatch(/limit must be at least 1 byte/);
@@ -548,6 +548,69 @@ describe('HttpApi', () => {
       for await (const c of (await client.allocLogStream(id, 'main')).stream) whole.push(c as Buffer);
       expect(Buffer.concat(whole)).toEqual(bytes);
       await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
+    });
+
+    it('follow=true sends what the task writes next, a shorter log again from its start, and ends once the alloc has ended', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        const key = `${id}/main/stdout`;
+        fake.logs.set(key, 'one\n');
+        const frames: { Offset?: number; Data?: string; FileEvent?: string }[] = [];
+        let ended = false;
+        const req = http.get(`${followed.url}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true`, (r) => {
+          r.setEncoding('utf8');
+          let buf = '';
+          r.on('data', (c: string) => {
+            buf += c;
+            const lines = buf.split('\n');
+            buf = lines.pop()!;
+            frames.push(...lines.map((l) => JSON.parse(l) as (typeof frames)[number]));
+          });
+          r.on('end', () => (ended = true));
+        });
+        const text = () => Buffer.concat(frames.map((f) => Buffer.from(f.Data ?? '', 'base64'))).toString('utf8');
+        await until(() => text() === 'one\n', 'the first frame');
+        fake.logs.set(key, 'one\ntwo\n');
+        await clock.advance(250);
+        await until(() => text() === 'one\ntwo\n', 'the frame of what was written next');
+        expect(frames.at(-1)).toMatchObject({ Offset: 8 });
+        // Shorter than where the reader was: Nomad's "file truncated", then the log again from its start.
+        fake.logs.set(key, 'x\n');
+        await clock.advance(250);
+        await until(() => text() === 'one\ntwo\nx\n', 'the log read again');
+        expect(frames.map((f) => f.FileEvent).filter(Boolean)).toEqual(['file truncated']);
+        expect(ended).toBe(false);
+        // The alloc ends: one more look gets its last bytes, then the answer ends.
+        await client.stopJob(fake.getAlloc(id)!.jobId);
+        fake.logs.set(key, 'x\nlast\n');
+        await clock.advance(250);
+        await until(() => ended, 'the followed answer to end');
+        expect(text()).toBe('one\ntwo\nx\nlast\n');
+        req.destroy();
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('follow=true stops reading when its reader goes', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        fake.logs.set(`${id}/main/stdout`, 'one\n');
+        let got = '';
+        const req = http.get(`${followed.url}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true&plain=true`, (r) => {
+          r.setEncoding('utf8');
+          r.on('data', (c: string) => (got += c));
+        });
+        await until(() => got === 'one\n', 'the first bytes');
+        req.destroy();
+        await until(() => clock.pendingTimers === 0, 'the follow loop to stop');
+      } finally {
+        await followed.api.dispose();
+      }
     });
 
     it('as text (allocLogs over StreamFrames), never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {

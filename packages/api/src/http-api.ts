@@ -553,7 +553,7 @@ export class HttpApi implements AsyncDisposable {
     const find = new Lookups(s);
     addNodeRoutes(r, s);
     addJobRoutes(r, s, find);
-    addAllocRoutes(r, s, find, this.logger);
+    addAllocRoutes(r, s, find, this.logger, this.clock);
     addVolumeRoutes(r, s, find);
     addSnapshotRoutes(r, s, find);
 

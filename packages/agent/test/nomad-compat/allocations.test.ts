@@ -4,7 +4,8 @@
 // (api.AllocationListStub), one allocation (api.Allocation with its
 // TaskStates and TaskEvents), and the task's log through
 // /v1/client/fs/logs as api.AllocFS.Logs asks for it (StreamFrames with
-// base64 Data) and as `nomad alloc logs` asks for it (plain=true).
+// base64 Data), as `nomad alloc logs` asks for it (plain=true), and
+// followed (follow=true) until the alloc stops.
 import type * as http from 'http';
 import { AgentHarness, pollUntil } from '../support/agent-process';
 import { NomadApi, type NomadResponseError } from './nomad-api';
@@ -81,6 +82,21 @@ job "printer" {
       config {
         command = "/bin/sh"
         args    = ["-c", "for i in 1 2 3; do echo \\"line $i\\"; done; echo oops >&2; exec sleep 3600"]
+      }
+      kill_timeout = "1s"
+    }
+  }
+}`;
+
+/** Writes a numbered line every 0.2 s, forever. */
+const TICKER_HCL = `
+job "ticker" {
+  group "app" {
+    task "main" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "i=0; while true; do i=$((i+1)); echo \"tick $i\"; sleep 0.2; done"]
       }
       kill_timeout = "1s"
     }
@@ -220,6 +236,42 @@ describe('Nomad compatibility: allocations and logs', () => {
     expect((await readBody(res)).toString('utf8')).toBe('line 2\nline 3\n');
   });
 
+  it('follow=true, as `nomad alloc logs -f` asks: frames as the task writes them, and the answer ends once the alloc has stopped', async () => {
+    const parsed = await nomad.post<Record<string, unknown>>('/v1/jobs/parse', { JobHCL: TICKER_HCL, Canonicalize: true });
+    await nomad.put('/v1/jobs', { Job: parsed.body });
+    const ticker = await pollUntil('the ticker alloc running', async () => {
+      const { body } = await nomad.get<AllocationListStub[]>('/v1/job/ticker/allocations');
+      return body.find((x) => x.ClientStatus === 'running');
+    });
+    const query = { follow: true, task: 'main', type: 'stdout', origin: 'start', offset: 0 };
+    const res = await nomad.stream(`/v1/client/fs/logs/${ticker.ID}`, query);
+    let text = '';
+    let ended = false;
+    let pending = '';
+    res.setEncoding('utf8');
+    res.on('data', (c: string) => {
+      pending += c;
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      for (const l of lines) text += dataOf([JSON.parse(l) as StreamFrame]);
+    });
+    res.on('end', () => (ended = true));
+    try {
+      // What was there when the follow began, then lines the task wrote after it: the answer went on.
+      const unfollowed = dataOf(
+        frames(await readBody(await nomad.stream(`/v1/client/fs/logs/${ticker.ID}`, { task: 'main', type: 'stdout' }))),
+      );
+      const later = `tick ${unfollowed.split('\n').length + 3}\n`;
+      await pollUntil(`the followed log to reach "${later.trim()}"`, () => (text.includes(later) ? true : undefined), 30_000);
+      expect(ended).toBe(false);
+      expect(text.startsWith('tick 1\ntick 2\n')).toBe(true);
+      await nomad.delete('/v1/job/ticker');
+      await pollUntil('the followed answer to end once the alloc stopped', () => (ended ? true : undefined), 30_000);
+    } finally {
+      res.destroy();
+    }
+  });
+
   it("refuses what Nomad refuses, with Nomad's texts and status codes", async () => {
     const err = (query: Record<string, string>) =>
       nomad.stream(`/v1/client/fs/logs/${allocId}`, query).then(
@@ -231,7 +283,6 @@ describe('Nomad compatibility: allocations and logs', () => {
       status: 400,
       text: expect.stringMatching(/^must provide log type \(stdout\/stderr\)/),
     });
-    expect(await err({ task: 'main', type: 'stdout', follow: 'true' })).toMatchObject({ status: 400 });
     expect(await err({ task: 'nope', type: 'stdout' })).toMatchObject({ status: 404 });
     const gone = await nomad.stream('/v1/client/fs/logs/no-such-alloc', { task: 'main', type: 'stdout' }).catch((e: unknown) => e);
     expect(gone).toMatchObject({ status: 404 });

@@ -1,10 +1,13 @@
 // The alloc routes in Nomad's shapes (wire/alloc-wire.ts): the list
 // (AllocationListStub), one alloc (Allocation), the volumes' usage
 // (csiplug's own), and a task's log as Nomad's fs logs answers it (only the
-// range asked for is read, whatever the file's size: alloc-logs.ts).
-import type { Logger } from '@csiplug/core';
-import { logLimit, sendLog } from '../alloc-logs';
+// range asked for is read, whatever the file's size; follow=true reads on
+// as the task writes: alloc-logs.ts).
+import type { Clock, Logger } from '@csiplug/core';
+import { Readable } from 'stream';
+import { followLog, logLimit, sendLog } from '../alloc-logs';
 import { ApiError } from '../api-error';
+import type { LogSlice } from '../log-slice';
 import { boolParam, intParam, oneOf } from '../route-params';
 import type { AgentService } from '../service';
 import { type AllocNode, encodeAlloc, encodeAllocStub } from '../wire/alloc-wire';
@@ -16,7 +19,7 @@ export function allocNode(s: AgentService): AllocNode {
   return { id, name };
 }
 
-export function addAllocRoutes(r: RouteTable, s: AgentService, find: Lookups, logger: Logger): void {
+export function addAllocRoutes(r: RouteTable, s: AgentService, find: Lookups, logger: Logger, clock: Clock): void {
   // Nomad's ?prefix= keeps the allocs whose ID starts with it (how `nomad alloc status` finds a short id).
   r.add('GET', '/v1/allocations', ({ query }) => {
     const node = allocNode(s);
@@ -43,11 +46,10 @@ export function addAllocRoutes(r: RouteTable, s: AgentService, find: Lookups, lo
       const origin = oneOf(query, 'origin', ['start', 'end'] as const, 'start');
       const offset = intParam(query, 'offset', 0);
       const plain = boolParam(query, 'plain');
-      if (boolParam(query, 'follow'))
-        throw ApiError.badRequest(
-          "follow=true is not supported by this agent: read again from the last frame's Offset (as csiplug alloc logs -f does)",
-        );
+      const follow = boolParam(query, 'follow');
       const limit = logLimit(query.get('limit') ? intParam(query, 'limit', 0) : undefined);
+      if (follow && limit !== undefined)
+        throw ApiError.badRequest('query parameter limit cannot be used with follow=true: a followed log is read to the end of the task');
       const alloc = find.alloc(params.id!);
       const known =
         Object.hasOwn(alloc.tasks, task) || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
@@ -55,11 +57,23 @@ export function addAllocRoutes(r: RouteTable, s: AgentService, find: Lookups, lo
         throw ApiError.notFound(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ') || 'none'})`);
       const slice = await s.allocLogs(alloc.id, task, type, { offset, origin, limit });
       try {
-        await sendLog(res, slice, plain, signal);
+        if (!follow) await sendLog(res, slice, plain, signal);
+        else {
+          const ended = () => {
+            const now = s.getAlloc(alloc.id);
+            return !now || now.clientStatus === 'complete' || now.clientStatus === 'failed' || now.tasks[task]?.state === 'dead';
+          };
+          // An alloc purged while followed has no log left to read: nothing more, and `ended` says so.
+          const open = async (from: number): Promise<LogSlice> =>
+            s.getAlloc(alloc.id)
+              ? s.allocLogs(alloc.id, task, type, { offset: from, origin: 'start' })
+              : { size: from, start: from, length: 0, stream: Readable.from([]) };
+          await followLog(res, slice, { open, ended }, { plain, clock, signal });
+        }
       } catch (err) {
-        // The reader hung up before the end: nobody is left to tell. A failed file read is the agent's error.
+        // The reader hung up before the end (or the API is closing): nobody is left to tell. A failed file read is the agent's error.
         const code = (err as NodeJS.ErrnoException).code;
-        if (code !== 'ERR_STREAM_PREMATURE_CLOSE' && code !== 'ABORT_ERR') throw err;
+        if (!signal.aborted && code !== 'ERR_STREAM_PREMATURE_CLOSE' && code !== 'ABORT_ERR') throw err;
         logger.debug('log stream closed by the client before its end', { allocId: alloc.id, task, type });
       }
       return undefined;

@@ -260,9 +260,9 @@ export function decodeAlloc(w: NomadAllocation): AllocView {
 /**
  * api.StreamFrame as GET /v1/client/fs/logs answers without plain=true: one
  * JSON object per chunk of the log, one a line. Offset is the file offset
- * right after the frame's bytes (as Nomad's); File and FileEvent are left
- * out (csiplug's logs are one file a stream, never rotated or truncated by
- * the agent).
+ * right after the frame's bytes (as Nomad's); File is left out (csiplug's
+ * logs are one file a stream, never rotated), FileEvent is only Nomad's
+ * "file truncated" (a followed log that got shorter).
  */
 export interface NomadStreamFrame {
   Offset?: number;
@@ -275,6 +275,11 @@ export interface NomadStreamFrame {
 /** One chunk of a log as its frame's line; `end`: the file offset right after the chunk. */
 export function encodeLogFrame(chunk: Buffer, end: number): string {
   return `${JSON.stringify({ Offset: end, Data: chunk.toString('base64') } satisfies NomadStreamFrame)}\n`;
+}
+
+/** Nomad's frame for a log that got shorter than where the reader was: it is read again from its start. */
+export function encodeLogTruncated(): string {
+  return `${JSON.stringify({ FileEvent: 'file truncated' } satisfies NomadStreamFrame)}\n`;
 }
 
 /** The bytes of a stream of frames (one JSON object a line; heartbeats, `{}`, carry none), in order. */
