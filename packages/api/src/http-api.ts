@@ -22,7 +22,7 @@
 //   GET     /v1/job/:id/allocations                                          Nomad's AllocationListStub[] (wire/alloc-wire.ts)
 //   GET     /v1/allocations                                                  Nomad's AllocationListStub[]
 //   GET     /v1/allocation/:id                                               Nomad's Allocation
-//   GET     /v1/client/fs/logs/:alloc_id?task=T&type=stdout|stderr[&origin=start|end&offset=N&plain=true&limit=N]
+//   GET     /v1/client/fs/logs/:alloc_id?task=T&type=stdout|stderr[&origin=start|end&offset=N&plain=true&follow=true&limit=N]
 //                                                                            Nomad's StreamFrames (one JSON object a line), or with
 //                                                                            plain=true the raw bytes; only that range is read
 //   GET     /v1/plugins[?type=csi]                                           PluginView[]

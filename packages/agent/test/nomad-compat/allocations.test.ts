@@ -96,7 +96,7 @@ job "ticker" {
       driver = "raw_exec"
       config {
         command = "/bin/sh"
-        args    = ["-c", "i=0; while true; do i=$((i+1)); echo \"tick $i\"; sleep 0.2; done"]
+        args    = ["-c", "i=0; while true; do i=$((i+1)); echo \\"tick $i\\"; sleep 0.2; done"]
       }
       kill_timeout = "1s"
     }
