@@ -126,17 +126,25 @@ export class ApiClient extends VolumeApiCalls {
     const stream = options.stream ?? 'stdout';
     const res = await this.transport.stream('GET', logsPath(id, task, { ...options, limit }, false), undefined);
     const { start, size } = logHeaders(res);
-    let text: string;
+    let text = '';
     try {
       res.setEncoding('utf8');
-      text = '';
       for await (const chunk of res as AsyncIterable<string>) text += chunk;
     } catch (err) {
       throw new ApiError(0, ApiErrorCode.Connect, `the log of task "${task}" from ${this.address} broke off: ${(err as Error).message}`, {
         cause: err,
       });
     }
-    const bytes = decodeLogFrames(text);
+    let bytes: Buffer;
+    try {
+      bytes = decodeLogFrames(text);
+    } catch {
+      throw new ApiError(
+        200,
+        ApiErrorCode.BadResponse,
+        `the log of task "${task}" from the agent at ${this.address} is not Nomad's log frames (one JSON object a line); is it a csiplug agent of this version?`,
+      );
+    }
     const { skip, keep } = utf8Window(bytes, start > 0, start + bytes.length < size);
     const offset = start + skip;
     return { allocId: id, task, stream, offset, nextOffset: offset + keep, size, data: bytes.subarray(skip, skip + keep).toString('utf8') };
