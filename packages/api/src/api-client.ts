@@ -12,7 +12,7 @@ import type * as http from 'http';
 import type { Readable } from 'stream';
 import { ApiError, ApiErrorCode } from './api-error';
 import { ClientErrorCode, enc, query } from './api-transport';
-import { type AllocLogs, type AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from './protocol';
+import { type AllocLogs, type AllocLogsQuery, DEFAULT_LOG_LIMIT, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, MAX_JSON_LOG_LIMIT } from './protocol';
 import type {
   AgentEvent,
   AgentHealth,
@@ -38,6 +38,14 @@ import {
   decodeNodePurge,
 } from './wire/node-wire';
 import { type NomadCSIPlugin, type NomadCSIPluginListStub, decodePlugin } from './wire/plugin-wire';
+import {
+  type NomadAllocation,
+  type NomadAllocationListStub,
+  decodeAlloc,
+  decodeAllocStub,
+  decodeLogFrames,
+  utf8Window,
+} from './wire/alloc-wire';
 
 export { ClientErrorCode, DEFAULT_ADDRESS, normaliseAddress, type ApiClientOptions } from './api-transport';
 
@@ -73,8 +81,9 @@ export class ApiClient extends VolumeApiCalls {
     return this.transport.json('GET', `/v1/job/${enc(id)}`);
   }
 
-  jobAllocations(id: string): Promise<AllocView[]> {
-    return this.transport.json('GET', `/v1/job/${enc(id)}/allocations`);
+  /** The job's allocs (Nomad's AllocationListStub, read back whole from their Csiplug). */
+  async jobAllocations(id: string): Promise<AllocView[]> {
+    return (await this.transport.json<NomadAllocationListStub[]>('GET', `/v1/job/${enc(id)}/allocations`)).map(decodeAllocStub);
   }
 
   /**
@@ -102,27 +111,61 @@ export class ApiClient extends VolumeApiCalls {
 
   // Allocs -------------------------------------------------------------------
 
-  listAllocs(): Promise<AllocView[]> {
-    return this.transport.json('GET', '/v1/allocations');
+  /** Every alloc of this node (Nomad's AllocationListStub, read back whole from their Csiplug). */
+  async listAllocs(): Promise<AllocView[]> {
+    return (await this.transport.json<NomadAllocationListStub[]>('GET', '/v1/allocations')).map(decodeAllocStub);
   }
 
-  getAlloc(id: string): Promise<AllocView> {
-    return this.transport.json('GET', `/v1/allocation/${enc(id)}`);
+  /** One alloc (Nomad's Allocation). */
+  async getAlloc(id: string): Promise<AllocView> {
+    return decodeAlloc(await this.transport.json<NomadAllocation>('GET', `/v1/allocation/${enc(id)}`));
   }
 
-  /** Part of a task's log as JSON: at most `limit` bytes (the agent's default 64 KiB, its maximum 4 MiB). */
-  allocLogs(id: string, task: string, options: AllocLogsQuery = {}): Promise<AllocLogs> {
-    return this.transport.json('GET', logsPath(id, task, options, false));
+  /**
+   * Part of a task's log as text: at most `limit` bytes (default 64 KiB, at most 4 MiB), read from Nomad's
+   * StreamFrames; a character cut by the range is left to the next read (utf8Window).
+   */
+  async allocLogs(id: string, task: string, options: AllocLogsQuery = {}): Promise<AllocLogs> {
+    const limit = options.limit ?? DEFAULT_LOG_LIMIT;
+    if (limit > MAX_JSON_LOG_LIMIT) {
+      throw new ApiError(
+        400,
+        ApiErrorCode.Invalid,
+        `a log read as text takes at most ${MAX_JSON_LOG_LIMIT} bytes (${MAX_JSON_LOG_LIMIT / 1024 / 1024} MiB), not ${limit}; ask for less, or stream any amount as raw bytes`,
+      );
+    }
+    const stream = options.stream ?? 'stdout';
+    const res = await this.transport.stream('GET', logsPath(id, task, { ...options, limit }, false), undefined);
+    const { start, size } = logHeaders(res);
+    let text = '';
+    try {
+      res.setEncoding('utf8');
+      for await (const chunk of res as AsyncIterable<string>) text += chunk;
+    } catch (err) {
+      throw new ApiError(0, ApiErrorCode.Connect, `the log of task "${task}" from ${this.address} broke off: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    let bytes: Buffer;
+    try {
+      bytes = decodeLogFrames(text);
+    } catch {
+      throw new ApiError(
+        200,
+        ApiErrorCode.BadResponse,
+        `the log of task "${task}" from the agent at ${this.address} is not Nomad's log frames (one JSON object a line); is it a csiplug agent of this version?`,
+      );
+    }
+    const { skip, keep } = utf8Window(bytes, start > 0, start + bytes.length < size);
+    const offset = start + skip;
+    return { allocId: id, task, stream, offset, nextOffset: offset + keep, size, data: bytes.subarray(skip, skip + keep).toString('utf8') };
   }
 
-  /** A task's log as raw bytes, any amount, streamed as the agent reads the file (no `limit`: to its end). */
+  /** A task's log as raw bytes (plain=true), any amount, streamed as the agent reads the file (no `limit`: to its end). */
   async allocLogStream(id: string, task: string, options: AllocLogsQuery & { signal?: AbortSignal } = {}): Promise<AllocLogStream> {
     const res = await this.transport.stream('GET', logsPath(id, task, options, true), options.signal);
-    return {
-      offset: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0),
-      size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0),
-      stream: res,
-    };
+    const { start, size } = logHeaders(res);
+    return { offset: start, size, stream: res };
   }
 
   /** This node: drivers, the plugins' fingerprinted facts. */
@@ -202,6 +245,16 @@ export class ApiClient extends VolumeApiCalls {
   }
 }
 
+/** Nomad's fs logs route; `limit` is csiplug's own. */
 function logsPath(id: string, task: string, options: AllocLogsQuery, plain: boolean): string {
-  return `/v1/allocation/${enc(id)}/logs/${enc(task)}${query({ stream: options.stream, origin: options.origin, offset: options.offset, limit: options.limit, plain })}`;
+  const params = { task, type: options.stream ?? 'stdout', origin: options.origin, offset: options.offset, limit: options.limit, plain };
+  return `/v1/client/fs/logs/${enc(id)}${query(params)}`;
+}
+
+/** csiplug's headers on a log answer: where its bytes start, and the file's size when read. */
+function logHeaders(res: http.IncomingMessage): { start: number; size: number } {
+  return {
+    start: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0),
+    size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0),
+  };
 }

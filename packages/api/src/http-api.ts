@@ -21,12 +21,12 @@
 //   POST    /v1/jobs/parse                         Nomad's JobsParseRequest { "JobHCL": "…" }  the Job in Nomad's JSON job format
 //   GET     /v1/job/:id                                                      JobView
 //   DELETE  /v1/job/:id[?purge=true]                                         JobView (after its allocs stopped)
-//   GET     /v1/job/:id/allocations                                          AllocView[]
-//   GET     /v1/allocations                                                  AllocView[]
-//   GET     /v1/allocation/:id                                               AllocView
-//   GET     /v1/allocation/:id/logs/:task[?stream=stdout|stderr&origin=start|end&offset=N&limit=N&plain=true]
-//                                                                            AllocLogs (at most limit bytes, default 64 KiB, max 4 MiB),
-//                                                                            or with plain=true the raw bytes, streamed
+//   GET     /v1/job/:id/allocations                                          Nomad's AllocationListStub[] (wire/alloc-wire.ts)
+//   GET     /v1/allocations                                                  Nomad's AllocationListStub[]
+//   GET     /v1/allocation/:id                                               Nomad's Allocation
+//   GET     /v1/client/fs/logs/:alloc_id?task=T&type=stdout|stderr[&origin=start|end&offset=N&plain=true&follow=true&limit=N]
+//                                                                            Nomad's StreamFrames (one JSON object a line), or with
+//                                                                            plain=true the raw bytes; only that range is read
 //   GET     /v1/plugins[?type=csi]                                           Nomad's []CSIPluginListStub
 //   GET     /v1/plugin/csi/:id                                               Nomad's CSIPlugin
 //   GET     /v1/volumes[?type=csi&plugin_id=ID]                              VolumeView[]
@@ -555,7 +555,7 @@ export class HttpApi implements AsyncDisposable {
     const find = new Lookups(s);
     addNodeRoutes(r, s, () => this.url);
     addJobRoutes(r, s, find);
-    addAllocRoutes(r, s, find, this.logger);
+    addAllocRoutes(r, s, find, this.logger, this.clock);
     addVolumeRoutes(r, s, find);
     addSnapshotRoutes(r, s, find);
 

@@ -149,9 +149,11 @@ function usageText(v) {
   return b ? `${bytes(b.used)} of ${bytes(b.total)}` : '';
 }
 
+// An alloc as Nomad's AllocationListStub: each task's TaskState carries its TaskEvents (Time in Unix nanoseconds).
 function allocEvents(a) {
   const all = [];
-  for (const [task, state] of Object.entries(a.tasks || {})) for (const e of state.events || []) all.push({ task, ...e });
+  for (const [task, state] of Object.entries(a.TaskStates || {}))
+    for (const e of state.Events || []) all.push({ task, type: e.Type, message: e.DisplayMessage, time: e.Time / 1e6 });
   all.sort((x, y) => x.time - y.time);
   const list = el('ul', { className: 'task-events' });
   for (const e of all.slice(-MAX_TASK_EVENTS))
@@ -204,13 +206,13 @@ async function refresh() {
   fillTable(
     'allocs',
     [...allocs]
-      .sort((a, b) => a.name.localeCompare(b.name))
+      .sort((a, b) => a.Name.localeCompare(b.Name))
       .map((a) => [
-        el('code', { title: a.id }, a.id.slice(0, 8)),
-        a.jobId,
-        a.group,
-        a.desiredStatus,
-        el('span', { className: `status ${a.clientStatus}` }, a.clientStatus),
+        el('code', { title: a.ID }, a.ID.slice(0, 8)),
+        a.JobID,
+        a.TaskGroup,
+        a.DesiredStatus,
+        el('span', { className: `status ${a.ClientStatus}` }, a.ClientStatus),
         allocEvents(a),
       ]),
     'No allocations',

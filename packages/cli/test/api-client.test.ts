@@ -212,7 +212,7 @@ describe('ApiClient over https', () => {
       res.write(
         `${JSON.stringify({ Index: 7, Events: [{ Topic: 'Node', Type: 'Ready', Key: '', FilterKeys: [], Index: 7, Payload: {}, Csiplug: { time: 1, message: 'over tls' } }] })}\n`,
       );
-    } else if (req.url?.startsWith('/v1/allocation/a1/logs/main')) {
+    } else if (req.url?.startsWith('/v1/client/fs/logs/a1?task=main')) {
       res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Csiplug-Log-Offset': '0', 'X-Csiplug-Log-Size': String(logBytes.length) });
       res.end(logBytes);
     } else {
@@ -309,7 +309,7 @@ describe('ApiClient over https', () => {
     const chunks: Buffer[] = [];
     for await (const c of logs.stream) chunks.push(c as Buffer);
     expect(Buffer.concat(chunks)).toEqual(logBytes);
-    expect(lastPath).toBe('/v1/allocation/a1/logs/main?origin=end&offset=2&plain=true');
+    expect(lastPath).toBe('/v1/client/fs/logs/a1?task=main&type=stdout&origin=end&offset=2&plain=true');
   });
 
   it('says so when the agent does not speak TLS, or speaks only TLS', async () => {
