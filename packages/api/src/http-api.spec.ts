@@ -608,6 +608,7 @@ describe('HttpApi', () => {
       expect(await ids('&plugin_id=other')).toEqual(['vol2']);
       expect(await ids('&node_id=fake-node')).toEqual(['vol1']);
       expect(await ids('&node_id=elsewhere')).toEqual([]);
+      expect(await ids('&prefix=vol2')).toEqual(['vol2']);
       const stub = ((await raw(url, 'GET', '/v1/volumes?plugin_id=hostpath')).json as unknown as Record<string, unknown>[])[0]!;
       expect(stub).toMatchObject({ ID: 'vol1', CurrentWriters: 1, CurrentReaders: 0, AccessMode: 'single-node-writer', Schedulable: true });
       expect(stub).not.toHaveProperty('Secrets');

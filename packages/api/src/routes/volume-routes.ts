@@ -55,11 +55,12 @@ export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): 
     csiTypeParam(query);
     const pluginId = query.get('plugin_id');
     const nodeId = query.get('node_id');
+    const prefix = query.get('prefix') ?? '';
     // Every claim of this agent's catalog is on this node: node_id picks the claimed volumes when it names this node.
     const claimedHere = nodeId ? nodeId === s.health().nodeId : undefined;
     const volumes = s
       .listVolumes()
-      .filter((v) => !pluginId || v.pluginId === pluginId)
+      .filter((v) => v.id.startsWith(prefix) && (!pluginId || v.pluginId === pluginId))
       .filter((v) => claimedHere === undefined || (claimedHere && v.claims.length > 0));
     return { body: volumes.map((v) => encodeVolumeStub(v, { plugin: pluginHealth(s.getPlugin(v.pluginId)) })) };
   });
