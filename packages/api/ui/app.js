@@ -208,7 +208,11 @@ async function refresh() {
       v.PluginID,
       (v.RequestedCapabilities || []).map((c) => c.AccessMode).join(', '),
       v.Schedulable ? 'yes' : 'no',
-      claimsOf(v).length ? claimsOf(v).map((c) => `${c.mode} by ${c.allocId.slice(0, 8)}`).join(', ') : 'none',
+      claimsOf(v).length
+        ? claimsOf(v)
+            .map((c) => `${c.mode} by ${c.allocId.slice(0, 8)}`)
+            .join(', ')
+        : 'none',
       usageText(v),
     ]),
     'No volumes',
