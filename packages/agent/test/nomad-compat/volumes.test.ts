@@ -5,7 +5,8 @@
 // back with Nomad's field names and, once a job mounts it, its claims in
 // ReadAllocs/WriteAllocs and Allocations; the list filtered by plugin_id and
 // node_id; a register again with new secrets (an update, claims kept); the
-// plugin's own volumes; a deregister and a delete. Every answer carries
+// plugin's own volumes; a snapshot taken, listed and deleted; a deregister
+// and a delete. Every answer carries
 // X-Nomad-Index. The shapes read are declared here, copied from api/csi.go.
 import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, pollUntil, workloadJob } from '../support/agent-process';
@@ -81,6 +82,17 @@ interface CSIVolumeListStub {
 interface CSIVolumeWriteResponse {
   Volumes: CSIVolume[];
   Warnings: string;
+}
+
+/** api.CSISnapshot, as answered. */
+interface CSISnapshot {
+  ID: string;
+  ExternalSourceVolumeID: string;
+  SizeBytes: number;
+  CreateTime: number;
+  IsReady: boolean;
+  SourceVolumeID: string;
+  PluginID: string;
 }
 
 /** api.CSIVolumeListExternalResponse */
@@ -194,7 +206,7 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
     expect(leftMounts).toEqual([]);
   });
 
-  it('creates, registers as Terraform does, shows the claims of a job, lists with filters, updates secrets, deregisters and deletes', async () => {
+  it('creates, registers as Terraform does, shows the claims of a job, lists with filters, updates secrets, snapshots, deregisters and deletes', async () => {
     // Create (CSIVolumeCreateRequest), then deregister: the plugin keeps it, to be registered as an existing volume.
     const created = await nomad.put<CSIVolumeWriteResponse>(
       '/v1/volume/csi/scratch/create',
@@ -319,6 +331,46 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
     expectIndex(external);
     expect(typeof external.body.NextToken).toBe('string');
     expect(external.body.Volumes.map((v) => v.ExternalID)).toContain(scratch.ExternalID);
+
+    // Snapshots as api.CSIVolumes.CreateSnapshot, ListSnapshotsOpts and DeleteSnapshot send them (secrets in the header too).
+    const snapped = await nomad.put<{ Snapshots: CSISnapshot[] }>(
+      '/v1/volumes/snapshot',
+      {
+        Snapshots: [
+          {
+            ID: '',
+            ExternalSourceVolumeID: '',
+            SizeBytes: 0,
+            CreateTime: 0,
+            IsReady: false,
+            SourceVolumeID: 'data',
+            PluginID: 'hostpath',
+            Name: 'nightly',
+            Secrets: {},
+            Parameters: {},
+          },
+        ],
+        Region: '',
+        Namespace: '',
+        SecretID: '',
+      },
+      {},
+      { 'X-Nomad-CSI-Secrets': '' },
+    );
+    expectIndex(snapped);
+    const snap = snapped.body.Snapshots[0]!;
+    expect(snap).toMatchObject({ SourceVolumeID: 'data', ExternalSourceVolumeID: scratch.ExternalID, PluginID: 'hostpath', IsReady: true });
+    expect(typeof snap.ID).toBe('string');
+    // Unix seconds, as Nomad takes it from the plugin.
+    expect(snap.CreateTime).toBeGreaterThan(Date.UTC(2020, 0, 1) / 1000);
+    expect(snap.CreateTime).toBeLessThan(Date.UTC(2100, 0, 1) / 1000);
+    const snapshots = await nomad.get<{ Snapshots: CSISnapshot[]; NextToken: string }>('/v1/volumes/snapshot', { plugin_id: 'hostpath' });
+    expectIndex(snapshots);
+    expect(snapshots.body.Snapshots.map((x) => x.ID)).toContain(snap.ID);
+    expect(typeof snapshots.body.NextToken).toBe('string');
+    const unsnapped = await nomad.delete<null>('/v1/volumes/snapshot', { snapshot_id: snap.ID, plugin_id: 'hostpath' });
+    expectIndex(unsnapped);
+    expect(unsnapped.body ?? null).toBeNull();
 
     // A claimed volume is not deleted; once the job stops, it is (the secrets in Nomad's header).
     expect((await refusal(nomad.delete('/v1/volume/csi/data/delete'))).status).toBe(409);
