@@ -63,13 +63,13 @@ describe('hostile input against a real agent', () => {
   });
 
   it('answers a create naming an unknown plugin at once with 404, naming it', async () => {
+    // Nomad's CSIVolumeCreateRequest.
     const volume = {
-      id: 'v1',
-      type: 'csi',
-      plugin_id: 'no-such-plugin',
-      capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
+      ID: 'v1',
+      PluginID: 'no-such-plugin',
+      RequestedCapabilities: [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }],
     };
-    const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volume: volume }) });
+    const r = await raw(url, 'PUT', '/v1/volume/csi/v1/create', { body: JSON.stringify({ Volumes: [volume] }) });
     expect(r.status).toBe(404);
     expect(r.error).toMatch(/no controller of plugin "no-such-plugin" is registered on this node and no job here runs one/);
     expect((await raw(url, 'GET', '/v1/volume/csi/v1')).status).toBe(404);

@@ -55,16 +55,18 @@ function stealJob(id: string, driver: 'raw_exec' | 'exec', dataDir: string, proo
 }
 
 const SECRET = 'hunter2-local-user-test';
+/** A register body as Nomad's CSIVolumeRegisterRequest. */
 const volume = (id: string) => ({
-  Volume: {
-    id,
-    name: id,
-    type: 'csi',
-    plugin_id: 'hostpath',
-    external_id: `ext-${id}`,
-    secrets: { password: SECRET },
-    capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
-  },
+  Volumes: [
+    {
+      ID: id,
+      Name: id,
+      PluginID: 'hostpath',
+      ExternalID: `ext-${id}`,
+      Secrets: { password: SECRET },
+      RequestedCapabilities: [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }],
+    },
+  ],
 });
 
 describe('a local user who is not root, against the default config (no acl, raw_exec not enabled)', () => {

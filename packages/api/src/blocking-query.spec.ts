@@ -9,7 +9,7 @@ import * as http from 'http';
 import type { HttpApi } from './http-api';
 import { AnswerIndexes, DEFAULT_QUERY_WAIT_MS, MAX_QUERY_WAIT_MS, SharedComputes, answerBlocking, blockingParams } from './query-index';
 import type { AgentEvent, JobView } from './service';
-import { FakeAgentService, nomadJob, raw, startApi, volumeDoc } from './testing';
+import { FakeAgentService, nomadJob, raw, startApi, volumeBody } from './testing';
 
 type Answer = Awaited<ReturnType<typeof raw>>;
 
@@ -164,7 +164,7 @@ describe('blocking queries at their edges', () => {
   });
 
   it('answers reads that call a plugin at once, with an index, whatever index and wait ask', async () => {
-    expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volume: volumeDoc('vol1') }) })).status).toBe(200);
+    expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeBody('vol1')) })).status).toBe(200);
     for (const path of ['/v1/volumes/external', '/v1/volumes/snapshot', '/v1/volume/csi/vol1/usage']) {
       const first = await raw(url, 'GET', path);
       expect(first.status).toBe(200);
@@ -231,7 +231,7 @@ describe('blocking queries at their edges', () => {
 
     let last = runIndex;
     const writes: Array<[string, string, string?]> = [
-      ['PUT', '/v1/volume/csi/vol1', JSON.stringify({ Volume: volumeDoc('vol1') })],
+      ['PUT', '/v1/volume/csi/vol1', JSON.stringify(volumeBody('vol1'))],
       ['PUT', '/v1/volumes/snapshot', JSON.stringify({ Snapshots: [{ SourceVolumeID: 'vol1', Name: 's1' }] })],
       ['DELETE', '/v1/job/web'],
       ['DELETE', '/v1/volume/csi/vol1'],

@@ -8,7 +8,7 @@ import { ApiError } from './api-error';
 import { FakeAgentService } from './testing';
 import { HttpApi } from './http-api';
 import { StatusPage } from './status-page';
-import { nomadJob, raw, startApi, volumeDoc } from './testing';
+import { nomadJob, raw, startApi, volumeBody, volumeDoc } from './testing';
 
 /** A GET whose path is sent exactly as written (no client-side resolution of dots). */
 function rawPath(base: string, path: string): Promise<{ status: number; body: string }> {
@@ -416,7 +416,7 @@ describe('HttpApi', () => {
 
     it('refuses a chunked body that grows over the limit with 400', async () => {
       const r = await raw(small.url, 'PUT', '/v1/volume/csi/vol1', {
-        body: JSON.stringify(volumeDoc('vol1', { context: { pad: 'y'.repeat(200_000) } })),
+        body: JSON.stringify(volumeBody('vol1', { context: { pad: 'y'.repeat(200_000) } })),
         chunked: true,
       });
       expect(r.status).toBe(400);
@@ -735,6 +735,41 @@ describe('HttpApi', () => {
       await expect(client.deleteVolume('vol1')).rejects.toMatchObject({ status: 404 });
     });
 
+    it("answers in Nomad's shapes: CSIVolume with its claims, CSIVolumeListStub filtered by plugin_id and node_id, no body for a removal", async () => {
+      await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }));
+      const run = await client.runJob(nomadJob('web', 1));
+      const allocId = run.allocIds[0]!;
+      const one = await raw(url, 'GET', '/v1/volume/csi/vol1');
+      expect(one.headers['x-nomad-index']).toMatch(/^\d+$/);
+      expect(one.json).toMatchObject({
+        ID: 'vol1',
+        Namespace: 'default',
+        ExternalID: 'ext-vol1',
+        PluginID: 'hostpath',
+        Secrets: { password: '[REDACTED]' },
+        RequestedCapabilities: [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }],
+        ReadAllocs: {},
+        WriteAllocs: { [allocId]: null },
+        Allocations: [{ ID: allocId, NodeID: 'fake-node', JobID: 'web', TaskGroup: 'app', DesiredStatus: 'run' }],
+        Csiplug: { claims: [{ allocId, accessMode: 'single-node-writer', attachmentMode: 'file-system' }] },
+      });
+      expect(typeof one.json!['CreateTime']).toBe('number');
+      const ids = async (q: string) =>
+        ((await raw(url, 'GET', `/v1/volumes?type=csi${q}`)).json as unknown as { ID: string }[]).map((v) => v.ID);
+      await client.registerVolume(volumeDoc('vol2', { plugin_id: 'other' }));
+      expect(await ids('')).toEqual(['vol1', 'vol2']);
+      expect(await ids('&plugin_id=other')).toEqual(['vol2']);
+      expect(await ids('&node_id=fake-node')).toEqual(['vol1']);
+      expect(await ids('&node_id=elsewhere')).toEqual([]);
+      expect(await ids('&prefix=vol2')).toEqual(['vol2']);
+      const stub = ((await raw(url, 'GET', '/v1/volumes?plugin_id=hostpath')).json as unknown as Record<string, unknown>[])[0]!;
+      expect(stub).toMatchObject({ ID: 'vol1', CurrentWriters: 1, CurrentReaders: 0, AccessMode: 'single-node-writer', Schedulable: true });
+      expect(stub).not.toHaveProperty('Secrets');
+      const gone = await raw(url, 'DELETE', '/v1/volume/csi/vol2');
+      expect(gone.status).toBe(200);
+      expect(gone.text.trim()).toBe('null');
+    });
+
     it('answers 409 for a claimed volume unless forced, and for a duplicate create (a register of it updates it)', async () => {
       await client.registerVolume(volumeDoc('vol1'));
       await expect(client.createVolume(volumeDoc('vol1'))).rejects.toMatchObject({ status: 409, code: 'EVOLUME_EXISTS' });
@@ -755,28 +790,39 @@ describe('HttpApi', () => {
       expect(r.text).not.toContain('hunter2');
     });
 
-    it('accepts the bare spec and POST; refuses a path that does not match the body', async () => {
-      expect((await raw(url, 'POST', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1')) })).status).toBe(200);
-      const r = await raw(url, 'PUT', '/v1/volume/csi/other', { body: JSON.stringify({ Volume: volumeDoc('vol3') }) });
+    it("takes Nomad's CSIVolumeRegisterRequest by PUT and POST and answers CSIVolumeRegisterResponse; refuses a path that does not match the body", async () => {
+      const ok = await raw(url, 'POST', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeBody('vol1')) });
+      expect(ok.status).toBe(200);
+      expect(ok.json).toMatchObject({
+        Volumes: [{ ID: 'vol1', ExternalID: 'ext-vol1', PluginID: 'hostpath', Namespace: 'default' }],
+        Warnings: '',
+      });
+      const r = await raw(url, 'PUT', '/v1/volume/csi/other', { body: JSON.stringify(volumeBody('vol3')) });
       expect(r.status).toBe(400);
-      expect(r.error).toBe('the volume id in the path ("other") does not match the id in the body ("vol3")');
+      expect(r.error).toBe('Volumes[0].ID ("vol3") does not match the volume id in the path ("other")');
       expect(fake.calls).toEqual(['registerVolume vol1']);
     });
 
-    it('refuses invalid specs and unknown fields with 400', async () => {
-      const cases = [
-        { Volume: volumeDoc('vol1'), Volumes: [] },
-        volumeDoc('vol1', { size: 1 }),
-        volumeDoc('vol1', { capability: [] }),
-        { Volume: { ...volumeDoc('vol1'), external_id: undefined } },
+    it('refuses invalid requests with 400, naming the field of the request; fields Nomad only answers with are ignored, as Nomad does', async () => {
+      const cases: [unknown, RegExp][] = [
+        [{ Volume: volumeDoc('vol1') }, /CSIVolumeRegisterRequest like \{ "Volumes"/],
+        [volumeDoc('vol1'), /CSIVolumeRegisterRequest/],
+        [{ Volumes: [] }, /exactly one volume/],
+        [{ Volumes: [{ ...volumeBody('vol1').Volumes[0], RequestedCapabilities: [] }] }, /Volumes\[0\]\.RequestedCapabilities is required/],
+        [
+          { Volumes: [{ ...volumeBody('vol1').Volumes[0], RequestedCapacityMin: 'big' }] },
+          /Volumes\[0\]\.RequestedCapacityMin must be a whole number of bytes/,
+        ],
+        [{ Volumes: [{ ...volumeBody('vol1').Volumes[0], ExternalID: '' }] }, /external_id/],
       ];
-      for (const body of cases) {
+      for (const [body, message] of cases) {
         const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) });
         expect(r.status).toBe(400);
+        expect(r.error).toMatch(message);
       }
-      const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(volumeDoc('vol1', { size: 1 })) });
-      expect(r.error).toMatch(/size is not a known field/);
       expect(fake.calls).toEqual([]);
+      const answered = { ...volumeBody('vol1').Volumes[0], Schedulable: true, Allocations: null, CreateIndex: 7, ControllersHealthy: 1 };
+      expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volumes: [answered] }) })).status).toBe(200);
     });
   });
 

@@ -29,19 +29,19 @@
 //                                                                            plain=true the raw bytes; only that range is read
 //   GET     /v1/plugins[?type=csi]                                           Nomad's []CSIPluginListStub
 //   GET     /v1/plugin/csi/:id                                               Nomad's CSIPlugin
-//   GET     /v1/volumes[?type=csi&plugin_id=ID]                              VolumeView[]
-//   GET     /v1/volume/csi/:id                                               VolumeView
-//   PUT     /v1/volume/csi/:id  (POST too)         { "Volume": VolumeSpecDocument }  VolumeView (registered)
-//   PUT     /v1/volume/csi/:id/create  (POST too)  { "Volume": VolumeSpecDocument }  VolumeView (created)
-//   DELETE  /v1/volume/csi/:id[?force=true]                                  { "id" } (deregistered)
-//   DELETE  /v1/volume/csi/:id/delete                                        { "id" } (deleted through the plugin)
-//   DELETE  /v1/volume/csi/:id/detach?node=NODE                              VolumeDetachResult (claims of gone allocs unmounted, released)
+//   GET     /v1/volumes[?type=csi&plugin_id=ID&node_id=N&prefix=P]           Nomad's []CSIVolumeListStub (wire/volume-wire.ts)
+//   GET     /v1/volume/csi/:id                                               Nomad's CSIVolume (claims in ReadAllocs/WriteAllocs, Allocations)
+//   PUT     /v1/volume/csi/:id  (POST too)         Nomad's CSIVolumeRegisterRequest { "Volumes": [CSIVolume] }  CSIVolumeRegisterResponse
+//   PUT     /v1/volume/csi/:id/create  (POST too)  Nomad's CSIVolumeCreateRequest { "Volumes": [CSIVolume] }  CSIVolumeCreateResponse
+//   DELETE  /v1/volume/csi/:id[?force=true]                                  null (deregistered)
+//   DELETE  /v1/volume/csi/:id/delete                                        null (deleted through the plugin)
+//   DELETE  /v1/volume/csi/:id/detach?node=NODE                              { "Csiplug": { "released" } } (claims of gone allocs unmounted, released)
 //   GET     /v1/volume/csi/:id/usage                                         MountUsageView[] (NodeGetVolumeStats of each live mount here)
 //   GET     /v1/allocation/:id/usage                                         MountUsageView[] (the same, for the alloc's volumes)
-//   GET     /v1/volumes/external[?plugin_id=ID&per_page=N&next_token=T]      { "Volumes": ExternalVolumeView[], "NextToken" } (ListVolumes)
-//   GET     /v1/volumes/snapshot[?plugin_id=ID&per_page=N&next_token=T]      { "Snapshots": SnapshotView[], "NextToken" } (ListSnapshots)
-//   PUT     /v1/volumes/snapshot  (POST too)  { "Snapshots": [{ "SourceVolumeID", "Name" }] }  { "Snapshots": SnapshotView[] }
-//   DELETE  /v1/volumes/snapshot?plugin_id=ID&snapshot_id=SNAP                { "Snapshots": [] }
+//   GET     /v1/volumes/external[?plugin_id=ID&per_page=N&next_token=T]      Nomad's CSIVolumeListExternalResponse (ListVolumes)
+//   GET     /v1/volumes/snapshot[?plugin_id=ID&per_page=N&next_token=T]      Nomad's CSISnapshotListResponse (ListSnapshots)
+//   PUT     /v1/volumes/snapshot  (POST too)  { "Snapshots": [{ "SourceVolumeID", "Name" }] }  Nomad's CSISnapshotCreateResponse
+//   DELETE  /v1/volumes/snapshot?plugin_id=ID&snapshot_id=SNAP                null
 //   GET     /v1/event/stream[?topic=Allocation:*&topic=Job:web]              NDJSON Nomad Events lines, `{}` heartbeats
 //   GET     /v1/metrics[?format=json|prometheus]                             the agent's metrics: prom-client's JSON list, or Prometheus text
 //   GET     /ui/                                                             the status page (static files; its data comes through the API above)

@@ -46,8 +46,3 @@ export const MAX_JSON_LOG_LIMIT = 4 * 1024 * 1024;
 export const LOG_OFFSET_HEADER = 'X-Csiplug-Log-Offset';
 /** On a plain=true log answer: the log file's size when it was read. */
 export const LOG_SIZE_HEADER = 'X-Csiplug-Log-Size';
-
-/** The answer of DELETE /v1/volume/csi/:id and DELETE /v1/volume/csi/:id/delete. */
-export interface VolumeDeleted {
-  id: string;
-}

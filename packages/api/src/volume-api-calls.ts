@@ -14,6 +14,20 @@ import type {
   VolumeDetachResult,
   VolumeView,
 } from './service';
+import {
+  decodeExternalVolume,
+  decodeSnapshot,
+  decodeVolume,
+  volumeDocumentToNomad,
+  type NomadCSISnapshotCreateResponse,
+  type NomadCSISnapshotListResponse,
+  type NomadCSIVolume,
+  type NomadCSIVolumeListExternalResponse,
+  type NomadCSIVolumeListStub,
+  type NomadCSIVolumeWriteRequest,
+  type NomadCSIVolumeWriteResponse,
+} from './wire/volume-wire';
+import { ApiError } from './api-error';
 
 /** The request options that carry `secrets` in Nomad's header (none when there are none). */
 function secretsHeader(secrets: Record<string, string> | undefined): { headers?: Record<string, string> } {
@@ -30,24 +44,39 @@ export abstract class VolumeApiCalls {
     this.address = this.transport.address;
   }
 
-  listVolumes(options: { pluginId?: string } = {}): Promise<VolumeView[]> {
-    return this.transport.json('GET', `/v1/volumes${query({ type: 'csi', plugin_id: options.pluginId })}`);
+  /** Every volume, in full: Nomad's list answers stubs (CSIVolumeListStub), so each is read as `volume status ID` reads it. */
+  async listVolumes(options: { pluginId?: string } = {}): Promise<VolumeView[]> {
+    const stubs = await this.transport.json<NomadCSIVolumeListStub[]>(
+      'GET',
+      `/v1/volumes${query({ type: 'csi', plugin_id: options.pluginId })}`,
+    );
+    const volumes = await Promise.all(
+      // One deregistered between the list and its read is gone: left out.
+      stubs.map((stub) =>
+        this.getVolume(stub.ID).catch((err: unknown) => (err instanceof ApiError && err.status === 404 ? undefined : Promise.reject(err))),
+      ),
+    );
+    return volumes.filter((v): v is VolumeView => v !== undefined);
   }
 
-  getVolume(id: string): Promise<VolumeView> {
-    return this.transport.json('GET', `/v1/volume/csi/${enc(id)}`);
+  async getVolume(id: string): Promise<VolumeView> {
+    return decodeVolume(await this.transport.json<NomadCSIVolume>('GET', `/v1/volume/csi/${enc(id)}`));
   }
 
-  /** Adds an existing volume (external_id set) to the catalog. */
+  /** Adds an existing volume (external_id set) to the catalog, sent as Nomad's CSIVolumeRegisterRequest. */
   registerVolume(spec: VolumeSpecDocument): Promise<VolumeView> {
-    return this.transport.json('PUT', `/v1/volume/csi/${enc(spec.id)}`, { body: { Volume: spec } });
+    return this.writeVolume(`/v1/volume/csi/${enc(spec.id)}`, spec);
   }
 
-  /** Creates the volume through its plugin, then registers it. */
+  /** Creates the volume through its plugin, then registers it (Nomad's CSIVolumeCreateRequest). */
   createVolume(spec: VolumeSpecDocument, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
-    return this.transport.json('PUT', `/v1/volume/csi/${enc(spec.id)}/create${query({ forwarded: options.forwarded })}`, {
-      body: { Volume: spec },
-    });
+    return this.writeVolume(`/v1/volume/csi/${enc(spec.id)}/create${query({ forwarded: options.forwarded })}`, spec);
+  }
+
+  private async writeVolume(path: string, spec: VolumeSpecDocument): Promise<VolumeView> {
+    const body: NomadCSIVolumeWriteRequest = { Volumes: [volumeDocumentToNomad(spec)] };
+    const answer = await this.transport.json<NomadCSIVolumeWriteResponse>('PUT', path, { body });
+    return decodeVolume(answer.Volumes[0]!);
   }
 
   async deregisterVolume(id: string, options: { force?: boolean } = {}): Promise<void> {
@@ -65,32 +94,38 @@ export abstract class VolumeApiCalls {
   }
 
   /** Unpublishes the volume from a node whose allocs that claim it are gone. */
-  detachVolume(id: string, node: string): Promise<VolumeDetachResult> {
-    return this.transport.json('DELETE', `/v1/volume/csi/${enc(id)}/detach${query({ node })}`);
+  async detachVolume(id: string, node: string): Promise<VolumeDetachResult> {
+    const answer = await this.transport.json<{ Csiplug?: { released?: string[] } } | null>(
+      'DELETE',
+      `/v1/volume/csi/${enc(id)}/detach${query({ node })}`,
+    );
+    return { volumeId: id, nodeId: node, released: answer?.Csiplug?.released ?? [] };
   }
 
   /** The plugin's own volumes, one page (ListVolumes). */
-  listExternalVolumes(
+  async listExternalVolumes(
     options: { pluginId?: string; perPage?: number; nextToken?: string } = {},
   ): Promise<{ Volumes: ExternalVolumeView[]; NextToken: string }> {
-    return this.transport.json(
+    const page = await this.transport.json<NomadCSIVolumeListExternalResponse>(
       'GET',
       `/v1/volumes/external${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`,
     );
+    return { Volumes: (page.Volumes ?? []).map(decodeExternalVolume), NextToken: page.NextToken ?? '' };
   }
 
   /** One page of a plugin's snapshots; `secrets` go as Nomad's client sends them (the X-Nomad-CSI-Secrets header). */
-  listSnapshots(options: SnapshotListOptions = {}): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
-    return this.transport.json(
+  async listSnapshots(options: SnapshotListOptions = {}): Promise<{ Snapshots: SnapshotView[]; NextToken: string }> {
+    const page = await this.transport.json<NomadCSISnapshotListResponse>(
       'GET',
       `/v1/volumes/snapshot${query({ plugin_id: options.pluginId, per_page: options.perPage, next_token: options.nextToken })}`,
       secretsHeader(options.secrets),
     );
+    return { Snapshots: (page.Snapshots ?? []).map(decodeSnapshot), NextToken: page.NextToken ?? '' };
   }
 
   /** A snapshot of the volume; `secrets` (over the volume's) and `parameters` go in the body, as Nomad's CSISnapshot. */
   async createSnapshot(volumeId: string, name?: string, options: SnapshotRequestOptions = {}): Promise<SnapshotView> {
-    const r = await this.transport.json<{ Snapshots: SnapshotView[] }>('PUT', '/v1/volumes/snapshot', {
+    const r = await this.transport.json<NomadCSISnapshotCreateResponse>('PUT', '/v1/volumes/snapshot', {
       body: {
         Snapshots: [
           {
@@ -102,7 +137,7 @@ export abstract class VolumeApiCalls {
         ],
       },
     });
-    return r.Snapshots[0]!;
+    return decodeSnapshot(r.Snapshots[0]!);
   }
 
   async deleteSnapshot(pluginId: string, snapshotId: string, options: { secrets?: Record<string, string> } = {}): Promise<void> {

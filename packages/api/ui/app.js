@@ -109,6 +109,28 @@ let usageByVolume = new Map();
 let usageReadAt = 0;
 let usageReading = false;
 
+/** A volume's claims as Nomad's CSIVolume holds them: alloc ids in WriteAllocs and ReadAllocs. */
+function claimsOf(v) {
+  return [
+    ...Object.keys(v.WriteAllocs || {}).map((allocId) => ({ mode: 'write', allocId })),
+    ...Object.keys(v.ReadAllocs || {}).map((allocId) => ({ mode: 'read', allocId })),
+  ];
+}
+
+/** Every volume as CSIVolume: Nomad's list answers stubs without the claims, so each is read in full (one gone since the list is left out). */
+async function readVolumes() {
+  const stubs = await getJson('/v1/volumes?type=csi');
+  const volumes = await Promise.all(
+    stubs.map((stub) =>
+      getJson(`/v1/volume/csi/${encodeURIComponent(stub.ID)}`).catch((err) => {
+        if (err instanceof AuthError) throw err;
+        return undefined;
+      }),
+    ),
+  );
+  return volumes.filter((v) => v !== undefined);
+}
+
 /** Reads the usage of every claimed volume, apart from the tables (a slow plugin delays only this column). */
 async function readUsage(volumes) {
   if (usageReading || Date.now() - usageReadAt < USAGE_MS) return;
@@ -117,13 +139,13 @@ async function readUsage(volumes) {
     const next = new Map();
     await Promise.all(
       volumes
-        .filter((v) => v.claims.length > 0)
+        .filter((v) => claimsOf(v).length > 0)
         .map(async (v) => {
           try {
-            next.set(v.id, await getJson(`/v1/volume/csi/${encodeURIComponent(v.id)}/usage`));
+            next.set(v.ID, await getJson(`/v1/volume/csi/${encodeURIComponent(v.ID)}/usage`));
           } catch (err) {
             if (err instanceof AuthError) throw err;
-            next.set(v.id, [{ error: err.message }]);
+            next.set(v.ID, [{ error: err.message }]);
           }
         }),
     );
@@ -140,8 +162,8 @@ async function readUsage(volumes) {
 
 function usageText(v) {
   // A volume with no claim has no mount to measure: no old figure stays beside it.
-  if (v.claims.length === 0) return '';
-  const mounts = usageByVolume.get(v.id);
+  if (claimsOf(v).length === 0) return '';
+  const mounts = usageByVolume.get(v.ID);
   if (!mounts || mounts.length === 0) return '';
   const m = mounts[0];
   if (m.error) return `unknown: ${m.error}`;
@@ -171,7 +193,7 @@ async function refresh() {
   const [node, plugins, volumes, allocs] = await Promise.all([
     getJson('/v1/node/self'),
     readPlugins(),
-    getJson('/v1/volumes'),
+    readVolumes(),
     getJson('/v1/allocations'),
   ]);
   void readUsage(volumes);
@@ -192,12 +214,16 @@ async function refresh() {
   fillTable(
     'volumes',
     volumes.map((v) => [
-      el('code', {}, v.id),
-      v.name,
-      v.pluginId,
-      (v.capabilities || []).map((c) => c.accessMode).join(', '),
-      v.schedulable ? 'yes' : 'no',
-      v.claims.length ? v.claims.map((c) => `${c.mode} by ${c.allocId.slice(0, 8)}`).join(', ') : 'none',
+      el('code', {}, v.ID),
+      v.Name,
+      v.PluginID,
+      (v.RequestedCapabilities || []).map((c) => c.AccessMode).join(', '),
+      v.Schedulable ? 'yes' : 'no',
+      claimsOf(v).length
+        ? claimsOf(v)
+            .map((c) => `${c.mode} by ${c.allocId.slice(0, 8)}`)
+            .join(', ')
+        : 'none',
       usageText(v),
     ]),
     'No volumes',

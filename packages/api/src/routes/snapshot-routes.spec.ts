@@ -7,7 +7,7 @@ import { ValidationError } from '@csiplug/core';
 import { ApiClient } from '../api-client';
 import { CSI_SECRETS_HEADER, formatCsiSecrets, parseCsiSecrets } from '../csi-secrets';
 import type { HttpApi } from '../http-api';
-import { FakeAgentService, raw, startApi, volumeDoc } from '../testing';
+import { FakeAgentService, raw, startApi, volumeBody, volumeDoc } from '../testing';
 
 const CEPH_PARAMETERS = { 'csi.storage.k8s.io/snapshotter-secret-name': 'csi-rbd-secret', clusterID: 'ceph-1' };
 const CEPH_SECRETS = { userID: 'admin', userKey: 'AQD==' };
@@ -99,7 +99,7 @@ describe('per-call CSI secrets and parameters', () => {
 
   it('a register of a registered id updates it (200), as Nomad; the answer has no secret values', async () => {
     const r = await raw(url, 'PUT', '/v1/volume/csi/vol1', {
-      body: JSON.stringify({ Volume: volumeDoc('vol1', { secrets: { token: 'rotated' } }) }),
+      body: JSON.stringify(volumeBody('vol1', { secrets: { token: 'rotated' } })),
     });
     expect(r.status).toBe(200);
     expect(fake.calls).toContain('registerVolume vol1 update');

@@ -1,4 +1,5 @@
-// The snapshot routes (Nomad's /v1/volumes/snapshot): list one page of a
+// The snapshot routes (Nomad's /v1/volumes/snapshot, CSISnapshot as
+// wire/volume-wire.ts encodes it): list one page of a
 // plugin's snapshots, take snapshots of volumes (a handful per request, all
 // checked before any is taken), delete one. Per-call secrets come as Nomad
 // sends them: in a create's body (Snapshots[].Secrets, with .Parameters), in
@@ -8,6 +9,7 @@ import { ApiError } from '../api-error';
 import { CSI_SECRETS_HEADER, parseCsiSecrets } from '../csi-secrets';
 import { MAX_SNAPSHOTS_PER_REQUEST, intParam, isRecord } from '../route-params';
 import type { AgentService } from '../service';
+import { encodeSnapshot, type NomadCSISnapshotCreateResponse, type NomadCSISnapshotListResponse } from '../wire/volume-wire';
 import { CALLS_PLUGIN, type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 /** Nomad's X-Nomad-CSI-Secrets header of a request, as the service takes it (nothing when absent); repeated, the first counts (Node would join them with ", "). */
@@ -39,7 +41,9 @@ export function addSnapshotRoutes(r: RouteTable, s: AgentService, find: Lookups)
     '/v1/volumes/snapshot',
     async ({ query, req }) => {
       const page = await s.listSnapshots({ ...pageOf(query), ...secretsOf(req) });
-      return { body: { Snapshots: page.items, NextToken: page.nextToken ?? '' } };
+      return {
+        body: { Snapshots: page.items.map(encodeSnapshot), NextToken: page.nextToken ?? '' } satisfies NomadCSISnapshotListResponse,
+      };
     },
     CALLS_PLUGIN,
   );
@@ -66,7 +70,7 @@ export function addSnapshotRoutes(r: RouteTable, s: AgentService, find: Lookups)
     });
     const made = [];
     for (const w of wanted) made.push(await s.createSnapshot(w.volumeId, w.name, w.options));
-    return { body: { Snapshots: made } };
+    return { body: { Snapshots: made.map(encodeSnapshot) } satisfies NomadCSISnapshotCreateResponse };
   };
   addEach(r, ['PUT', 'POST'], '/v1/volumes/snapshot', createSnapshots);
   r.add('DELETE', '/v1/volumes/snapshot', async ({ query, req }) => {
@@ -74,6 +78,7 @@ export function addSnapshotRoutes(r: RouteTable, s: AgentService, find: Lookups)
     const snapshotId = query.get('snapshot_id');
     if (!pluginId || !snapshotId) throw ApiError.badRequest('query parameters plugin_id and snapshot_id are required');
     await s.deleteSnapshot(pluginId, snapshotId, secretsOf(req));
-    return { body: { Snapshots: [] } };
+    // Nomad answers a snapshot delete with no body; `null` is that nothing as JSON.
+    return { body: null };
   });
 }

@@ -1,57 +1,99 @@
-// The volume routes: list, read, register, create, deregister, delete,
-// detach from a node, usage, and the plugins' own lists of volumes. Bodies
-// are validated in full before the service is called; secrets are never
-// sent back (route-params.ts redactSecrets).
+// The volume routes in Nomad's shapes (api/csi.go, wire/volume-wire.ts):
+// list (CSIVolumeListStub), read (CSIVolume), register and create
+// (CSIVolumeRegisterRequest → CSIVolumeRegisterResponse), deregister,
+// delete, detach from a node, the plugins' own lists of volumes, and
+// csiplug's usage route. Bodies are validated in full before the service is
+// called; secrets are never sent back (route-params.ts redactSecrets).
 import { validateVolumeSpec } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
-import type { VolumeDeleted } from '../protocol';
-import { unwrapEnvelope } from '../request-body';
 import { boolParam, csiTypeParam, redactSecrets } from '../route-params';
-import type { AgentService } from '../service';
+import type { AgentService, PluginView, VolumeView } from '../service';
+import {
+  encodeExternalVolume,
+  encodeVolume,
+  encodeVolumeStub,
+  requestedVolumeDocument,
+  type NomadCSIVolumeWriteResponse,
+  type VolumePluginHealth,
+  type VolumeWireContext,
+} from '../wire/volume-wire';
 import { CALLS_PLUGIN, type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 import { pageOf, secretsOf } from './snapshot-routes';
 
+/** A plugin's health as a volume carries it: the cluster's counts in a cluster, this node's otherwise. */
+function pluginHealth(plugin: PluginView | undefined): VolumePluginHealth | undefined {
+  if (!plugin) return undefined;
+  const counts = plugin.cluster ?? plugin;
+  return {
+    ...(plugin.provider !== undefined ? { provider: plugin.provider } : {}),
+    ...(plugin.version !== undefined ? { version: plugin.version } : {}),
+    controllerRequired: plugin.controllerRequired,
+    controllersHealthy: counts.controllersHealthy,
+    controllersExpected: counts.controllersExpected,
+    nodesHealthy: counts.nodesHealthy,
+    nodesExpected: counts.nodesExpected,
+  };
+}
+
+/** What a volume's CSIVolume is encoded with: this node (every claim of its catalog is on it), the plugin, the claiming allocs. */
+function wireContext(s: AgentService, volume: VolumeView): VolumeWireContext {
+  return {
+    nodeId: s.health().nodeId,
+    plugin: pluginHealth(s.getPlugin(volume.pluginId)),
+    allocOf: (id) => {
+      const alloc = s.getAlloc(id);
+      return alloc
+        ? { name: alloc.name, jobId: alloc.jobId, group: alloc.group, clientStatus: alloc.clientStatus, desiredStatus: alloc.desiredStatus }
+        : undefined;
+    },
+  };
+}
+
 export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
+  const encoded = (volume: VolumeView) => encodeVolume(redactSecrets(volume), wireContext(s, volume));
   r.add('GET', '/v1/volumes', ({ query }) => {
     csiTypeParam(query);
     const pluginId = query.get('plugin_id');
-    const volumes = s.listVolumes().filter((v) => !pluginId || v.pluginId === pluginId);
-    return { body: volumes.map(redactSecrets) };
+    const nodeId = query.get('node_id');
+    const prefix = query.get('prefix') ?? '';
+    // Every claim of this agent's catalog is on this node: node_id picks the claimed volumes when it names this node.
+    const claimedHere = nodeId ? nodeId === s.health().nodeId : undefined;
+    const volumes = s
+      .listVolumes()
+      .filter((v) => v.id.startsWith(prefix) && (!pluginId || v.pluginId === pluginId))
+      .filter((v) => claimedHere === undefined || (claimedHere && v.claims.length > 0));
+    return { body: volumes.map((v) => encodeVolumeStub(v, { plugin: pluginHealth(s.getPlugin(v.pluginId)) })) };
   });
-  r.add('GET', '/v1/volume/csi/:id', ({ params }) => ({ body: redactSecrets(find.volume(params.id!)) }));
+  r.add('GET', '/v1/volume/csi/:id', ({ params }) => ({ body: encoded(find.volume(params.id!)) }));
   const writeVolume =
     (how: 'register' | 'create'): Handler =>
     async (ctx) => {
-      const spec = validateVolumeSpec(unwrapEnvelope(await ctx.json(), 'Volume'));
-      if (spec.id !== ctx.params.id) {
-        throw ApiError.badRequest(`the volume id in the path ("${ctx.params.id}") does not match the id in the body ("${spec.id}")`);
-      }
+      const spec = validateVolumeSpec(requestedVolumeDocument(await ctx.json(), ctx.params.id!));
       // forwarded: another agent of the cluster routed the create here (its node has no healthy controller); it goes no further.
-      return {
-        body: redactSecrets(
-          how === 'register' ? await s.registerVolume(spec) : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') }),
-        ),
-      };
+      const volume =
+        how === 'register' ? await s.registerVolume(spec) : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') });
+      return { body: { Volumes: [encoded(volume)], Warnings: '' } satisfies NomadCSIVolumeWriteResponse };
     };
   addEach(r, ['PUT', 'POST'], '/v1/volume/csi/:id', writeVolume('register'));
   addEach(r, ['PUT', 'POST'], '/v1/volume/csi/:id/create', writeVolume('create'));
+  // Nomad answers a deregister, a delete and a detach with no body; `null` is that nothing as JSON.
   r.add('DELETE', '/v1/volume/csi/:id', async ({ params, query }) => {
-    const force = boolParam(query, 'force');
-    const volume = find.volume(params.id!);
-    await s.deregisterVolume(volume.id, { force });
-    return { body: { id: volume.id } satisfies VolumeDeleted };
+    await s.deregisterVolume(find.volume(params.id!).id, { force: boolParam(query, 'force') });
+    return { body: null };
   });
   r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query, req }) => {
     const volume = find.volume(params.id!);
     // forwarded: another agent of the cluster routed the delete here (its node has no controller); it goes no further.
     // Nomad's `volume delete -secret`: the X-Nomad-CSI-Secrets header.
     await s.deleteVolume(volume.id, { forwarded: boolParam(query, 'forwarded'), ...secretsOf(req) });
-    return { body: { id: volume.id } satisfies VolumeDeleted };
+    return { body: null };
   });
   r.add('DELETE', '/v1/volume/csi/:id/detach', async ({ params, query }) => {
     const node = query.get('node');
     if (!node) throw ApiError.badRequest('query parameter node is required: the node to detach the volume from');
-    return { body: await s.detachVolume(find.volume(params.id!).id, node) };
+    const result = await s.detachVolume(find.volume(params.id!).id, node);
+    // Nomad's own clients read nothing here; csiplug's reads which claims were released.
+    return { body: { Csiplug: { released: result.released } } };
   });
   r.add(
     'GET',
@@ -66,7 +108,7 @@ export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): 
     '/v1/volumes/external',
     async ({ query }) => {
       const page = await s.listExternalVolumes(pageOf(query));
-      return { body: { Volumes: page.items, NextToken: page.nextToken ?? '' } };
+      return { body: { Volumes: page.items.map(encodeExternalVolume), NextToken: page.nextToken ?? '' } };
     },
     CALLS_PLUGIN,
   );

@@ -5,6 +5,7 @@ import type { NomadJob, VolumeSpecDocument } from '@csiplug/jobspec';
 import * as http from 'http';
 import type { AgentService } from '..';
 import { ERROR_CODE_HEADER, HttpApi, type HttpApiOptions } from '..';
+import { volumeDocumentToNomad, type NomadCSIVolumeWriteRequest } from '../wire/volume-wire';
 
 /**
  * A job the API accepts, in Nomad's JSON job format as a Nomad client sends
@@ -39,6 +40,11 @@ export function volumeDoc(id = 'vol1', extra: Record<string, unknown> = {}): Vol
     capability: [{ access_mode: 'single-node-writer', attachment_mode: 'file-system' }],
   };
   return { ...spec, ...extra };
+}
+
+/** volumeDoc's volume as a register or create body on Nomad's wire (CSIVolumeRegisterRequest), as a raw request sends it. */
+export function volumeBody(id = 'vol1', extra: Record<string, unknown> = {}): NomadCSIVolumeWriteRequest {
+  return { Volumes: [volumeDocumentToNomad(volumeDoc(id, extra))] };
 }
 
 /** A JSON object (or array) the API answered, its fields unchecked: a test asserts what it reads. */
