@@ -1,4 +1,6 @@
 // The job routes: list, run, plan, parse, read, the job's allocs, stop.
+// Answers in Nomad's shapes (JobListStub, Job, JobRegisterResponse,
+// JobPlanResponse, JobDeregisterResponse: wire/job-wire.ts).
 // Jobs come in Nomad's JSON job format, in Nomad's request bodies
 // (JobRegisterRequest, JobPlanRequest, JobsParseRequest), read by jobspec's
 // nomad-json; bodies are validated in full before the service is called
@@ -7,14 +9,15 @@ import { jobToNomadJson, parseJobspec, readJobPlanRequest, readJobRegisterReques
 import { ApiError } from '../api-error';
 import { boolParam } from '../route-params';
 import type { AgentService } from '../service';
+import { encodeJob, encodeJobDeregisterResponse, encodeJobListStub, encodeJobPlanResponse, encodeJobRegisterResponse } from '../wire/job-wire';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
-  r.add('GET', '/v1/jobs', () => ({ body: s.listJobs() }));
+  r.add('GET', '/v1/jobs', () => ({ body: s.listJobs().map(encodeJobListStub) }));
   const runJob: Handler = async (ctx) => {
     const { job } = readJobRegisterRequest(await ctx.json());
     // ?queue=true: csiplug's own (Nomad's register has no such flag): place allocs that must wait for a held write claim.
-    return { body: await s.runJob(job, { queue: boolParam(ctx.query, 'queue') }) };
+    return { body: encodeJobRegisterResponse(await s.runJob(job, { queue: boolParam(ctx.query, 'queue') })) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/jobs', runJob);
   const planJob: Handler = async (ctx) => {
@@ -22,7 +25,7 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     const { job } = readJobPlanRequest(await ctx.json());
     if (job.id !== ctx.params.id)
       throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
-    return { body: s.planJob(job) };
+    return { body: encodeJobPlanResponse(s.planJob(job)) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/job/:id/plan', planJob);
   // Nomad's Parse Job: the HCL read and checked as job run reads it, answered as the Job in Nomad's JSON. csiplug's
@@ -31,7 +34,7 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     const { jobHCL } = readJobsParseRequest(await ctx.json());
     return { body: jobToNomadJson(await parseJobspec(jobHCL, 'JobHCL.hcl')) };
   });
-  r.add('GET', '/v1/job/:id', ({ params }) => ({ body: find.job(params.id!) }));
+  r.add('GET', '/v1/job/:id', ({ params }) => ({ body: encodeJob(find.job(params.id!)) }));
   r.add('GET', '/v1/job/:id/allocations', ({ params }) => {
     const job = find.job(params.id!);
     return { body: s.listAllocs().filter((a) => a.jobId === job.id) };
@@ -39,6 +42,6 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
   r.add('DELETE', '/v1/job/:id', async ({ params, query }) => {
     const purge = boolParam(query, 'purge');
     const job = find.job(params.id!);
-    return { body: await s.stopJob(job.id, { purge }) };
+    return { body: encodeJobDeregisterResponse(await s.stopJob(job.id, { purge })) };
   });
 }
