@@ -96,7 +96,16 @@ interface JobPlanResponse {
   Annotations: {
     DesiredTGUpdates: Record<
       string,
-      { Ignore: number; Place: number; Migrate: number; Stop: number; InPlaceUpdate: number; DestructiveUpdate: number; Canary: number; Preemptions: number }
+      {
+        Ignore: number;
+        Place: number;
+        Migrate: number;
+        Stop: number;
+        InPlaceUpdate: number;
+        DestructiveUpdate: number;
+        Canary: number;
+        Preemptions: number;
+      }
     >;
   };
   Warnings: string;
@@ -110,6 +119,9 @@ const createJobPayload = (seconds: string) => ({
     TaskGroups: [{ Name: 'cache', Tasks: [{ Config: { command: '/bin/sleep', args: [seconds] }, Driver: 'raw_exec', Name: 'redis' }] }],
   },
 });
+
+/** The query api.Jobs.DeregisterOpts always sends (`nomad job stop [-purge]`). */
+const deregisterQuery = (purge: boolean) => ({ purge, global: false, eval_priority: 0, no_shutdown_delay: false });
 
 describe('Nomad compatibility: jobs', () => {
   let h: AgentHarness;
@@ -175,7 +187,11 @@ describe('Nomad compatibility: jobs', () => {
     });
     expect(info.body.TaskGroups).toHaveLength(1);
     expect(info.body.TaskGroups[0]).toMatchObject({ Name: 'cache', Count: 1 });
-    expect(info.body.TaskGroups[0]!.Tasks[0]).toMatchObject({ Name: 'redis', Driver: 'raw_exec', Config: { command: '/bin/sleep', args: ['3600'] } });
+    expect(info.body.TaskGroups[0]!.Tasks[0]).toMatchObject({
+      Name: 'redis',
+      Driver: 'raw_exec',
+      Config: { command: '/bin/sleep', args: ['3600'] },
+    });
     await expect(nomad.get('/v1/job/nope')).rejects.toMatchObject({ status: 404 });
 
     // The job read and sent back as it is (`nomad job inspect` into `nomad job run`): the same job, no new version.
@@ -186,7 +202,11 @@ describe('Nomad compatibility: jobs', () => {
     // Plan (api.Jobs.Plan: PUT /v1/job/:id/plan with Diff), unchanged and then with the task's args changed.
     const same = await nomad.put<JobPlanResponse>('/v1/job/cache/plan', { ...createJobPayload('3600'), Diff: true });
     expect(same.lastIndex).toBeGreaterThan(0);
-    expect(same.body.Diff).toMatchObject({ Type: 'None', ID: 'cache', TaskGroups: [{ Type: 'None', Name: 'cache', Updates: { ignore: 1 } }] });
+    expect(same.body.Diff).toMatchObject({
+      Type: 'None',
+      ID: 'cache',
+      TaskGroups: [{ Type: 'None', Name: 'cache', Updates: { ignore: 1 } }],
+    });
     const plan = await nomad.put<JobPlanResponse>('/v1/job/cache/plan', { ...createJobPayload('7200'), Diff: true });
     expect(plan.status).toBe(200);
     expect(plan.lastIndex).toBeGreaterThan(0);
@@ -195,7 +215,12 @@ describe('Nomad compatibility: jobs', () => {
     const group = plan.body.Diff.TaskGroups[0]!;
     expect(group).toMatchObject({ Type: 'Edited', Name: 'cache', Updates: { 'create/destroy update': 1 } });
     expect(group.Fields).toContainEqual(
-      expect.objectContaining({ Type: 'Edited', Old: expect.stringContaining('3600'), New: expect.stringContaining('7200'), Annotations: ['forces create/destroy update'] }),
+      expect.objectContaining({
+        Type: 'Edited',
+        Old: expect.stringContaining('3600'),
+        New: expect.stringContaining('7200'),
+        Annotations: ['forces create/destroy update'],
+      }),
     );
     expect(plan.body.Annotations.DesiredTGUpdates.cache).toEqual({
       Ignore: 0,
@@ -211,10 +236,11 @@ describe('Nomad compatibility: jobs', () => {
     // A plan runs nothing.
     expect((await nomad.get<Job>('/v1/job/cache')).body.TaskGroups[0]!.Tasks[0]!.Config.args).toEqual(['3600']);
 
-    // Stop (api.Jobs.Deregister: DELETE /v1/job/:id): the job stays, stopped; Job.Stop says so.
-    const stop = await nomad.delete<JobDeregisterResponse>('/v1/job/cache');
+    // Stop (api.Jobs.DeregisterOpts, as `nomad job stop` sends it): the job stays, stopped; Job.Stop says so.
+    const stop = await nomad.delete<JobDeregisterResponse>('/v1/job/cache', deregisterQuery(false));
     expect(stop.status).toBe(200);
     expect(stop.lastIndex).toBeGreaterThan(plan.lastIndex);
+    // No evaluation: `nomad job stop` returns at once on an empty EvalID, as for a periodic job.
     expect(stop.body.EvalID).toBe('');
     const stopped = await pollUntil('job cache dead', async () => {
       const answer = await nomad.get<Job>('/v1/job/cache');
@@ -226,7 +252,7 @@ describe('Nomad compatibility: jobs', () => {
     expect(stub.JobSummary.Summary.cache!.Running).toBe(0);
 
     // Purge (?purge=true): gone.
-    const purge = await nomad.delete<JobDeregisterResponse>('/v1/job/cache', { purge: true });
+    const purge = await nomad.delete<JobDeregisterResponse>('/v1/job/cache', deregisterQuery(true));
     expect(purge.status).toBe(200);
     expect(purge.lastIndex).toBeGreaterThan(stop.lastIndex);
     const gone = await nomad.get('/v1/job/cache').catch((err: unknown) => err);

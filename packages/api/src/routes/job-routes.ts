@@ -9,7 +9,13 @@ import { jobToNomadJson, parseJobspec, readJobPlanRequest, readJobRegisterReques
 import { ApiError } from '../api-error';
 import { boolParam } from '../route-params';
 import type { AgentService } from '../service';
-import { encodeJob, encodeJobDeregisterResponse, encodeJobListStub, encodeJobPlanResponse, encodeJobRegisterResponse } from '../wire/job-wire';
+import {
+  encodeJob,
+  encodeJobDeregisterResponse,
+  encodeJobListStub,
+  encodeJobPlanResponse,
+  encodeJobRegisterResponse,
+} from '../wire/job-wire';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): void {

@@ -31,7 +31,8 @@ const JOB_FILES = [
 /** Through JSON text, as the wire carries it. */
 const wire = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
 
-const readSpec = async (file: string): Promise<JobSpec> => parseJobspec(fs.readFileSync(path.join(ROOT, file), 'utf8'), path.basename(file));
+const readSpec = async (file: string): Promise<JobSpec> =>
+  parseJobspec(fs.readFileSync(path.join(ROOT, file), 'utf8'), path.basename(file));
 
 function fullView(job: JobSpec): JobView {
   const group = job.groups[0]!.name;
@@ -66,7 +67,9 @@ function fullView(job: JobSpec): JobView {
       { id: 'a-3', name: `${job.id}.${group}[1]`, group, jobVersion: 3, clientStatus: 'pending', desiredStatus: 'run' },
       { id: 'a-4', name: `${job.id}.${group}[2]`, group, jobVersion: 1, clientStatus: 'complete', desiredStatus: 'stop' },
     ],
-    volumeUnmountsPending: [{ allocId: 'a-2', name: 'data', volumeId: 'vol-1', pluginId: 'hostpath', pluginAway: true, lastError: 'plugin gone' }],
+    volumeUnmountsPending: [
+      { allocId: 'a-2', name: 'data', volumeId: 'vol-1', pluginId: 'hostpath', pluginAway: true, lastError: 'plugin gone' },
+    ],
   };
 }
 

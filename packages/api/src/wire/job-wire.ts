@@ -172,7 +172,8 @@ export function jobSummaryOf(view: JobView): NomadJobSummary {
 }
 
 /** Nomad's Job.Stop: the job was stopped (job stop without -purge), which here is every alloc told to stop. */
-const isStopped = (view: JobView): boolean => (view.cluster ? view.cluster.stopped : view.allocs.length > 0 && view.allocs.every((a) => a.desiredStatus === 'stop'));
+const isStopped = (view: JobView): boolean =>
+  view.cluster ? view.cluster.stopped : view.allocs.length > 0 && view.allocs.every((a) => a.desiredStatus === 'stop');
 
 function extrasOf(view: JobView): JobCsiplugExtras {
   return {
