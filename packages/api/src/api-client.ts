@@ -17,6 +17,7 @@ import type {
   AgentEvent,
   AgentHealth,
   AllocView,
+  DeploymentView,
   JobPlan,
   JobView,
   NodeList,
@@ -28,11 +29,13 @@ import type {
 } from './service';
 import { VolumeApiCalls } from './volume-api-calls';
 import {
+  decodeDeployment,
   decodeJob,
   decodeJobDeregisterResponse,
   decodeJobListStub,
   decodeJobPlanResponse,
   decodeJobRegisterResponse,
+  type NomadDeployment,
   type NomadJobDeregisterResponse,
   type NomadJobListStub,
   type NomadJobPlanResponse,
@@ -72,6 +75,12 @@ export class ApiClient extends VolumeApiCalls {
 
   async getJob(id: string): Promise<JobView> {
     return decodeJob(await this.transport.json<NomadJobWithStatus>('GET', `/v1/job/${enc(id)}`));
+  }
+
+  /** The job's latest deployment (GET /v1/job/:id/deployment, Nomad's Deployment); undefined when it has none. */
+  async jobDeployment(id: string): Promise<DeploymentView | undefined> {
+    const d = await this.transport.json<NomadDeployment | null>('GET', `/v1/job/${enc(id)}/deployment`);
+    return d ? decodeDeployment(d) : undefined;
   }
 
   jobAllocations(id: string): Promise<AllocView[]> {

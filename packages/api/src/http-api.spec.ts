@@ -204,7 +204,7 @@ describe('HttpApi', () => {
       await expect(client.getJob('web')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND', message: 'job "web" not found' });
     });
 
-    it("answers in Nomad's shapes: JobListStub, Job, JobDeregisterResponse", async () => {
+    it("answers in Nomad's shapes: JobListStub, Job, Deployment, JobDeregisterResponse", async () => {
       await client.registerVolume(volumeDoc());
       await client.runJob(nomadJob('web', 2));
       const list = await raw(url, 'GET', '/v1/jobs');
@@ -221,6 +221,10 @@ describe('HttpApi', () => {
       const job = await raw(url, 'GET', '/v1/job/web');
       expect(job.json).toMatchObject({ ID: 'web', Status: 'running', Stop: false, Version: 0, TaskGroups: [{ Name: 'app', Count: 2 }] });
       expect(job.json).toHaveProperty('Csiplug.allocs');
+      // No deployment (the fake keeps none): Nomad answers null and an empty list.
+      expect((await raw(url, 'GET', '/v1/job/web/deployment')).text.trim()).toBe('null');
+      expect((await raw(url, 'GET', '/v1/job/web/deployments')).json).toEqual([]);
+      await expect(client.jobDeployment('web')).resolves.toBeUndefined();
       const stop = await raw(url, 'DELETE', '/v1/job/web');
       expect(stop.json).toMatchObject({ EvalID: '', Csiplug: { job: { ID: 'web', Status: 'dead', Stop: true } } });
     });

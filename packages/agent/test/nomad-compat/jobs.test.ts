@@ -60,6 +60,19 @@ interface Job {
   TaskGroups: { Name: string; Count: number; Tasks: Task[] }[];
 }
 
+/** api.Deployment (the fields read here) with api.DeploymentState. */
+interface Deployment {
+  ID: string;
+  Namespace: string;
+  JobID: string;
+  JobVersion: number;
+  Status: string;
+  StatusDescription: string;
+  TaskGroups: Record<string, { DesiredTotal: number; PlacedAllocs: number; HealthyAllocs: number; UnhealthyAllocs: number }>;
+  CreateTime: number;
+  ModifyTime: number;
+}
+
 /** api.JobRegisterResponse (structs.JobRegisterResponse). */
 interface JobRegisterResponse {
   EvalID: string;
@@ -193,6 +206,18 @@ describe('Nomad compatibility: jobs', () => {
       Config: { command: '/bin/sleep', args: ['3600'] },
     });
     await expect(nomad.get('/v1/job/nope')).rejects.toMatchObject({ status: 404 });
+
+    // The latest deployment (api.Jobs.LatestDeployment) and the job's deployments (api.Jobs.Deployments).
+    const latest = await nomad.get<Deployment>('/v1/job/cache/deployment');
+    expect(latest.lastIndex).toBeGreaterThan(0);
+    expect(latest.body).toMatchObject({ Namespace: 'default', JobID: 'cache', JobVersion: 0 });
+    expect(latest.body.ID).toMatch(/^[0-9a-f-]{36}$/);
+    expect(['running', 'successful']).toContain(latest.body.Status);
+    expect(latest.body.TaskGroups.cache).toMatchObject({ DesiredTotal: 1, PlacedAllocs: 1, UnhealthyAllocs: 0 });
+    // Unix nanoseconds, as Nomad's CreateTime: after 2020 in nanoseconds.
+    expect(latest.body.CreateTime).toBeGreaterThan(1_577_836_800 * 1e9);
+    expect(latest.body.ModifyTime).toBeGreaterThanOrEqual(latest.body.CreateTime);
+    expect((await nomad.get<Deployment[]>('/v1/job/cache/deployments')).body.map((d) => d.ID)).toEqual([latest.body.ID]);
 
     // The job read and sent back as it is (`nomad job inspect` into `nomad job run`): the same job, no new version.
     const again = await nomad.put<JobRegisterResponse>('/v1/jobs', { Job: info.body });

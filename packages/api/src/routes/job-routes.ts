@@ -1,6 +1,7 @@
-// The job routes: list, run, plan, parse, read, the job's allocs, stop.
-// Answers in Nomad's shapes (JobListStub, Job, JobRegisterResponse,
-// JobPlanResponse, JobDeregisterResponse: wire/job-wire.ts).
+// The job routes: list, run, plan, parse, read, the job's allocs, stop, its
+// latest deployment. Answers in Nomad's shapes (JobListStub, Job,
+// JobRegisterResponse, JobPlanResponse, JobDeregisterResponse, Deployment:
+// wire/job-wire.ts).
 // Jobs come in Nomad's JSON job format, in Nomad's request bodies
 // (JobRegisterRequest, JobPlanRequest, JobsParseRequest), read by jobspec's
 // nomad-json; bodies are validated in full before the service is called
@@ -10,6 +11,7 @@ import { ApiError } from '../api-error';
 import { boolParam } from '../route-params';
 import type { AgentService } from '../service';
 import {
+  encodeDeployment,
   encodeJob,
   encodeJobDeregisterResponse,
   encodeJobListStub,
@@ -49,5 +51,14 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     const purge = boolParam(query, 'purge');
     const job = find.job(params.id!);
     return { body: encodeJobDeregisterResponse(await s.stopJob(job.id, { purge })) };
+  });
+  // Nomad's latest deployment (null when the job has none) and the job's deployments: csiplug keeps the latest alone.
+  r.add('GET', '/v1/job/:id/deployment', ({ params }) => {
+    const job = find.job(params.id!);
+    return { body: job.deployment ? encodeDeployment(job.id, job.deployment) : null };
+  });
+  r.add('GET', '/v1/job/:id/deployments', ({ params }) => {
+    const job = find.job(params.id!);
+    return { body: job.deployment ? [encodeDeployment(job.id, job.deployment)] : [] };
   });
 }

@@ -7,11 +7,13 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { JobView, RunJobResult } from '../service';
 import {
+  decodeDeployment,
   decodeJob,
   decodeJobDeregisterResponse,
   decodeJobListStub,
   decodeJobPlanResponse,
   decodeJobRegisterResponse,
+  encodeDeployment,
   encodeJob,
   encodeJobDeregisterResponse,
   encodeJobListStub,
@@ -132,6 +134,19 @@ describe('job wire', () => {
         expect(decodeJobListStub(wire(encodeJobListStub(view)))).toEqual(view);
         expect(decodeJobDeregisterResponse(wire(encodeJobDeregisterResponse(view)))).toEqual(view);
       }
+    });
+  });
+
+  it('survives Deployment, with every optional field set and with none', async () => {
+    const full = fullView(await readSpec('examples/workload.nomad.hcl')).deployment!;
+    const { revertTo: _to, revertOf: _of, ...bare } = full;
+    for (const d of [full, { ...bare, groups: [] }]) expect(decodeDeployment(wire(encodeDeployment('web', d)))).toEqual(d);
+    expect(encodeDeployment('web', full)).toMatchObject({
+      JobID: 'web',
+      JobVersion: 3,
+      Status: 'failed',
+      CreateTime: 1_700_000_000_123_000_000,
+      TaskGroups: { [full.groups[0]!.name]: { DesiredTotal: 2, PlacedAllocs: 2, HealthyAllocs: 1, UnhealthyAllocs: 1 } },
     });
   });
 

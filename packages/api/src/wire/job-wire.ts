@@ -24,6 +24,7 @@ import {
   type UpdateStrategy,
 } from '@csiplug/jobspec';
 import type { ClusterJobView, DeploymentView, JobView, PendingUnmountView, RunJobResult } from '../service';
+import { msToUnixNano, unixNanoToMs } from './nomad-time';
 
 /** api.TaskGroupSummary: a group's allocs by client status. */
 export interface NomadTaskGroupSummary {
@@ -234,6 +235,87 @@ export function encodeJobListStub(view: JobView): NomadJobListStub {
 export function decodeJobListStub(wire: NomadJobListStub): JobView {
   const { version, job, ...extras } = wire.Csiplug;
   return viewOf(job, wire.Status, version, extras);
+}
+
+// ---- deployments -----------------------------------------------------------------------
+
+/** api.DeploymentState (the fields csiplug knows: no canaries, no progress deadline). */
+export interface NomadDeploymentState {
+  PlacedCanaries: string[];
+  Promoted: boolean;
+  DesiredCanaries: number;
+  DesiredTotal: number;
+  PlacedAllocs: number;
+  HealthyAllocs: number;
+  UnhealthyAllocs: number;
+}
+
+/** api.Deployment; a revert's versions are csiplug's own. */
+export interface NomadDeployment {
+  ID: string;
+  Namespace: string;
+  JobID: string;
+  JobVersion: number;
+  IsMultiregion: boolean;
+  TaskGroups: Record<string, NomadDeploymentState>;
+  Status: DeploymentView['status'];
+  StatusDescription: string;
+  CreateTime: number;
+  ModifyTime: number;
+  Csiplug: { revertTo?: number; revertOf?: number };
+}
+
+/** GET /v1/job/:id/deployment: the job's latest deployment as Nomad's Deployment. */
+export function encodeDeployment(jobId: string, d: DeploymentView): NomadDeployment {
+  return {
+    ID: d.id,
+    Namespace: 'default',
+    JobID: jobId,
+    JobVersion: d.jobVersion,
+    IsMultiregion: false,
+    TaskGroups: Object.fromEntries(
+      d.groups.map((g) => [
+        g.name,
+        {
+          PlacedCanaries: [],
+          Promoted: false,
+          DesiredCanaries: 0,
+          DesiredTotal: g.desired,
+          PlacedAllocs: g.placed,
+          HealthyAllocs: g.healthy,
+          UnhealthyAllocs: g.unhealthy,
+        },
+      ]),
+    ),
+    Status: d.status,
+    StatusDescription: d.description,
+    CreateTime: msToUnixNano(d.createdAt),
+    ModifyTime: msToUnixNano(d.updatedAt),
+    Csiplug: {
+      ...(d.revertTo !== undefined ? { revertTo: d.revertTo } : {}),
+      ...(d.revertOf !== undefined ? { revertOf: d.revertOf } : {}),
+    },
+  };
+}
+
+export function decodeDeployment(wire: NomadDeployment): DeploymentView {
+  return {
+    id: wire.ID,
+    jobVersion: wire.JobVersion,
+    status: wire.Status,
+    description: wire.StatusDescription,
+    createdAt: unixNanoToMs(wire.CreateTime),
+    updatedAt: unixNanoToMs(wire.ModifyTime),
+    ...(wire.Csiplug.revertTo !== undefined ? { revertTo: wire.Csiplug.revertTo } : {}),
+    ...(wire.Csiplug.revertOf !== undefined ? { revertOf: wire.Csiplug.revertOf } : {}),
+    groups: Object.entries(wire.TaskGroups).map(([name, g]) => ({
+      name,
+      desired: g.DesiredTotal,
+      placed: g.PlacedAllocs,
+      healthy: g.HealthyAllocs,
+      unhealthy: g.UnhealthyAllocs,
+    })),
+  };
 }
 
 // ---- run and stop ----------------------------------------------------------------------
