@@ -204,7 +204,7 @@ describe('HttpApi', () => {
       await expect(client.getJob('web')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND', message: 'job "web" not found' });
     });
 
-    it("answers in Nomad's shapes: JobListStub, Job, Deployment, JobDeregisterResponse", async () => {
+    it("answers in Nomad's shapes: JobListStub, Job, JobSummary, Deployment, JobDeregisterResponse", async () => {
       await client.registerVolume(volumeDoc());
       await client.runJob(nomadJob('web', 2));
       const list = await raw(url, 'GET', '/v1/jobs');
@@ -221,6 +221,12 @@ describe('HttpApi', () => {
       const job = await raw(url, 'GET', '/v1/job/web');
       expect(job.json).toMatchObject({ ID: 'web', Status: 'running', Stop: false, Version: 0, TaskGroups: [{ Name: 'app', Count: 2 }] });
       expect(job.json).toHaveProperty('Csiplug.allocs');
+      // Nomad's PrefixList, the job's summary, its evaluations (csiplug has none).
+      expect(((await raw(url, 'GET', '/v1/jobs?prefix=we')).json as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
+      expect((await raw(url, 'GET', '/v1/jobs?prefix=x')).json).toEqual([]);
+      expect((await raw(url, 'GET', '/v1/job/web/summary')).json).toMatchObject({ JobID: 'web', Summary: { app: { Running: 2 } } });
+      expect((await raw(url, 'GET', '/v1/job/web/evaluations')).json).toEqual([]);
+      expect((await raw(url, 'GET', '/v1/job/nope/evaluations')).status).toBe(404);
       // No deployment (the fake keeps none): Nomad answers null and an empty list.
       expect((await raw(url, 'GET', '/v1/job/web/deployment')).text.trim()).toBe('null');
       expect((await raw(url, 'GET', '/v1/job/web/deployments')).json).toEqual([]);

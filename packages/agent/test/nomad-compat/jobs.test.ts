@@ -185,6 +185,16 @@ describe('Nomad compatibility: jobs', () => {
       },
     });
 
+    // What `nomad job status cache` reads besides: the id by prefix (api.Jobs.PrefixList), the summary
+    // (api.Jobs.Summary: api.JobSummary), the evaluations (api.Jobs.Evaluations: none, csiplug has no evaluations).
+    const byPrefix = await nomad.get<JobListStub[]>('/v1/jobs', { prefix: 'ca' });
+    expect(byPrefix.body.map((j) => j.ID)).toEqual(['cache']);
+    expect((await nomad.get<JobListStub[]>('/v1/jobs', { prefix: 'web' })).body).toEqual([]);
+    const summary = await nomad.get<JobListStub['JobSummary']>('/v1/job/cache/summary');
+    expect(summary.lastIndex).toBeGreaterThan(0);
+    expect(summary.body).toEqual(list.body[0]!.JobSummary);
+    expect((await nomad.get<unknown[]>('/v1/job/cache/evaluations')).body).toEqual([]);
+
     // Read (api.Jobs.Info: GET /v1/job/:id).
     const info = await nomad.get<Job>('/v1/job/cache');
     expect(info.lastIndex).toBeGreaterThan(0);

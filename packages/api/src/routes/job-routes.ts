@@ -1,5 +1,5 @@
 // The job routes: list, run, plan, parse, read, the job's allocs, stop, its
-// latest deployment. Answers in Nomad's shapes (JobListStub, Job,
+// summary, its (no) evaluations, its latest deployment. Answers in Nomad's shapes (JobListStub, Job,
 // JobRegisterResponse, JobPlanResponse, JobDeregisterResponse, Deployment:
 // wire/job-wire.ts).
 // Jobs come in Nomad's JSON job format, in Nomad's request bodies
@@ -17,11 +17,16 @@ import {
   encodeJobListStub,
   encodeJobPlanResponse,
   encodeJobRegisterResponse,
+  jobSummaryOf,
 } from '../wire/job-wire';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
-  r.add('GET', '/v1/jobs', () => ({ body: s.listJobs().map(encodeJobListStub) }));
+  // ?prefix=: Nomad's PrefixList (`nomad job status ID` looks the id up by prefix first).
+  r.add('GET', '/v1/jobs', ({ query }) => {
+    const prefix = query.get('prefix') ?? '';
+    return { body: s.listJobs().flatMap((j) => (j.id.startsWith(prefix) ? [encodeJobListStub(j)] : [])) };
+  });
   const runJob: Handler = async (ctx) => {
     const { job } = readJobRegisterRequest(await ctx.json());
     // ?queue=true: csiplug's own (Nomad's register has no such flag): place allocs that must wait for a held write claim.
@@ -51,6 +56,12 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     const purge = boolParam(query, 'purge');
     const job = find.job(params.id!);
     return { body: encodeJobDeregisterResponse(await s.stopJob(job.id, { purge })) };
+  });
+  r.add('GET', '/v1/job/:id/summary', ({ params }) => ({ body: jobSummaryOf(find.job(params.id!)) }));
+  // csiplug has no evaluations (a run is placed as it is registered): a job's list of them is empty.
+  r.add('GET', '/v1/job/:id/evaluations', ({ params }) => {
+    find.job(params.id!);
+    return { body: [] };
   });
   // Nomad's latest deployment (null when the job has none) and the job's deployments: csiplug keeps the latest alone.
   r.add('GET', '/v1/job/:id/deployment', ({ params }) => {
