@@ -222,7 +222,7 @@ describe('HttpApi', () => {
       expect(job.json).toMatchObject({ ID: 'web', Status: 'running', Stop: false, Version: 0, TaskGroups: [{ Name: 'app', Count: 2 }] });
       expect(job.json).toHaveProperty('Csiplug.allocs');
       // Nomad's PrefixList, the job's summary, its evaluations (csiplug has none).
-      expect(((await raw(url, 'GET', '/v1/jobs?prefix=we')).json as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
+      expect(((await raw(url, 'GET', '/v1/jobs?prefix=we')).json as unknown as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
       expect((await raw(url, 'GET', '/v1/jobs?prefix=x')).json).toEqual([]);
       expect((await raw(url, 'GET', '/v1/job/web/summary')).json).toMatchObject({ JobID: 'web', Summary: { app: { Running: 2 } } });
       expect((await raw(url, 'GET', '/v1/job/web/evaluations')).json).toEqual([]);
