@@ -98,6 +98,8 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
   let cluster: ClusterMode | undefined;
   const claimSweep = new ClaimSweep(ctx, () => cluster);
   const cli = hostpathCli();
+  // Read once at start, as Nomad's static fingerprints are; a config reload that changes the node's part needs a restart.
+  const nodeAttributes = fingerprintNode({ id: config.nodeId, ...config.node });
   const jobs = new JobService(ctx, {
     driver: container.resolve<TaskDriver>(ITaskDriver),
     allocStore: container.resolve<AllocStore>(IAllocStore),
@@ -108,12 +110,11 @@ function composeParts(config: AgentConfig, container: DependencyContainer, metri
     onEvent: events.onEvent,
     claimSweep,
     taskVariables: cli ? { CSIPLUG_HOSTPATH_CLI: cli } : {},
-    // Read once at start, as Nomad's static fingerprints are; a config reload that changes the node's part needs a restart.
-    node: fingerprintNode({ id: config.nodeId, ...config.node }),
+    node: nodeAttributes,
     images: container.resolve<TaskImagesService>(ITaskImages),
     cluster: () => cluster,
   });
-  const nodes = new NodeViews(ctx, () => cluster);
+  const nodes = new NodeViews(ctx, () => cluster, nodeAttributes);
   if (config.cluster) {
     // Cluster mode is the cluster module's (@csiplug/cluster), over the node it made when it started: what it uses of
     // this agent is bound here, then the module makes it on this first resolve.

@@ -5,6 +5,7 @@ import * as os from 'os';
 import type { AgentContext } from './agent-context';
 import { isRoutedController } from '@csiplug/cluster';
 import type { AgentHealth, NodeList, NodeView } from '@csiplug/api';
+import type { NodeAttributes } from '@csiplug/jobspec';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -13,6 +14,8 @@ export class NodeViews {
     private readonly ctx: AgentContext,
     /** Cluster mode, once made (undefined for an agent on its own): the cluster's nodes. */
     private readonly cluster: () => { listNodes(): Promise<NodeList> } | undefined = () => undefined,
+    /** This node's fingerprint (datacenter, region, class, attributes, meta), when the agent made one. */
+    private readonly attributes?: NodeAttributes,
   ) {}
 
   health(): AgentHealth {
@@ -46,6 +49,15 @@ export class NodeViews {
       dataDir: config.dataDir,
       startedAt: this.ctx.startedAt,
       status: this.ctx.closed ? 'down' : 'ready',
+      ...(this.attributes
+        ? {
+            datacenter: this.attributes.datacenter,
+            region: this.attributes.region,
+            nodeClass: this.attributes.nodeClass,
+            attributes: { ...this.attributes.attributes },
+            meta: { ...this.attributes.meta },
+          }
+        : {}),
       drivers: {
         exec: runc
           ? { detected: true, healthy: true, description: `isolated tasks on runc (${runc})` }

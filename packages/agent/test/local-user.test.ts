@@ -162,7 +162,7 @@ describe('a local user who is not root, against the default config (no acl, raw_
     );
     expect(await h.api.listJobs()).toEqual([]);
     const node = JSON.parse((await curlAs(0, h.port, 'GET', '/v1/node/self')).body);
-    expect(node.drivers.raw_exec).toMatchObject({ detected: false, healthy: false });
+    expect(node.Drivers.raw_exec).toMatchObject({ Detected: false, Healthy: false });
   });
 });
 
@@ -198,7 +198,7 @@ describe('root, against an agent whose config enables raw_exec', () => {
     expect(uid).toBe('0');
     expect(fs.existsSync(path.join(proofDir, 'steal.uid'))).toBe(false);
     const node = JSON.parse((await curlAs(0, h.port, 'GET', '/v1/node/self')).body);
-    expect(node.drivers.raw_exec).toMatchObject({ detected: true, healthy: true });
+    expect(node.Drivers.raw_exec).toMatchObject({ Detected: true, Healthy: true });
   });
 });
 

@@ -1,109 +1,114 @@
-// The server half of GET /v1/allocation/:id/logs/:task: how a log slice
-// (see ../log-slice.ts) becomes the JSON AllocLogs answer or a stream of
-// raw bytes. Neither holds more than the JSON limit (or one read chunk when
-// streaming), whatever the size of the file.
+// The server half of Nomad's GET /v1/client/fs/logs/:alloc_id: how a log
+// slice (see ../log-slice.ts) goes out, as Nomad's StreamFrames (one JSON
+// object a line, the bytes in base64: wire/alloc-wire.ts) or with
+// plain=true as the raw bytes, and with follow=true what the task writes
+// next, until it ends. Either holds one read chunk at a time, whatever the
+// size of the file, and waits for a slow reader.
+import type { Clock } from '@csiplug/core';
 import type { ServerResponse } from 'http';
+import { once } from 'events';
+import { Transform } from 'stream';
 import { pipeline } from 'stream/promises';
 import type { LogSlice } from './log-slice';
 import { ApiError } from './api-error';
-import { type AllocLogs, DEFAULT_LOG_LIMIT, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, MAX_JSON_LOG_LIMIT } from './protocol';
+import { LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from './protocol';
+import { encodeLogFrame, encodeLogTruncated } from './wire/alloc-wire';
 
-/**
- * The `limit` to read with: the one asked for, else the JSON default
- * (plain answers stream to the end of the file). A JSON answer holds the
- * bytes in memory and then as a string, so it is capped; streaming is not.
- */
-export function logLimit(asked: number | undefined, plain: boolean): number | undefined {
-  if (asked === 0) throw ApiError.badRequest('query parameter limit must be at least 1 byte; leave it out for the default');
-  if (plain) return asked;
-  if (asked === undefined) return DEFAULT_LOG_LIMIT;
-  if (asked > MAX_JSON_LOG_LIMIT) {
-    throw ApiError.badRequest(
-      `query parameter limit ${asked} is over the JSON answer's maximum of ${MAX_JSON_LOG_LIMIT} bytes (${MAX_JSON_LOG_LIMIT / 1024 / 1024} MiB); ask for less, or add plain=true to stream any amount as raw bytes`,
-    );
-  }
+/** ms between two looks at a followed log for what the task wrote since. */
+export const FOLLOW_POLL_MS = 250;
+
+/** csiplug's `limit` (Nomad has none): at most this many bytes; absent, to the end of the file as it was when opened. */
+export function logLimit(asked: number | undefined): number | undefined {
+  if (asked === 0) throw ApiError.badRequest('query parameter limit must be at least 1 byte; leave it out to read to the end of the log');
   return asked;
 }
 
-/** Reads the slice (at most the JSON limit) and makes the JSON answer. */
-export async function readLogJson(allocId: string, task: string, stream: AllocLogs['stream'], slice: LogSlice): Promise<AllocLogs> {
-  const chunks: Buffer[] = [];
-  let got = 0;
-  for await (const chunk of slice.stream as AsyncIterable<Buffer>) {
-    chunks.push(chunk);
-    got += chunk.length;
-  }
-  const bytes = Buffer.concat(chunks, got);
-  const cutByLimit = slice.start + got < slice.size;
-  const { skip, keep } = utf8Window(bytes, slice.start > 0, cutByLimit);
-  const offset = slice.start + skip;
-  return {
-    allocId,
-    task,
-    stream,
-    offset,
-    nextOffset: offset + keep,
-    size: slice.size,
-    data: bytes.subarray(skip, skip + keep).toString('utf8'),
-  };
+/**
+ * Streams the slice with the file's backpressure (a reader that stops
+ * reading stops the file reads): as StreamFrames, or with `plain` as the raw
+ * bytes. The slice's offset and the file's size go in csiplug's headers.
+ * Rejects when either side breaks.
+ */
+export async function sendLog(res: ServerResponse, slice: LogSlice, plain: boolean, signal?: AbortSignal): Promise<void> {
+  writeLogHead(res, slice, plain);
+  // The signal ends the pipeline (and closes the file) when the client's connection is gone.
+  const options = signal ? { signal } : {};
+  if (plain) return pipeline(slice.stream, res, options);
+  let end = slice.start;
+  const frames = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      end += chunk.length;
+      done(null, encodeLogFrame(chunk, end));
+    },
+  });
+  return pipeline(slice.stream, frames, res, options);
+}
+
+/** Where a followed log is read from. */
+export interface FollowedLog {
+  /** The log from `offset` (from its start) to its end now. */
+  open(offset: number): Promise<LogSlice>;
+  /** Whether the task will write no more: it is dead, its alloc ended or gone. */
+  ended(): boolean;
 }
 
 /**
- * Which bytes of a slice make whole UTF-8 characters, for the JSON answer
- * (whose `data` is a string, so a cut character would come out as U+FFFD
- * and its bytes be lost to a reader that goes on from nextOffset):
- *
- * - at the front, when the slice does not start the file, up to 3
- *   continuation bytes (the tail of a character cut by the range) are
- *   skipped, and `offset` says where the data really starts;
- * - at the back, an incomplete character is left out and nextOffset points
- *   at its first byte, so the next read gets it whole. When that would
- *   leave nothing, the limit is what cut it (a limit smaller than one
- *   character) and nothing was skipped either, the bytes are kept (as
- *   U+FFFD) so that a reader still moves on; at the end of the file an
- *   empty answer is right: the task is probably writing that character.
- *
- * Bytes that are simply not UTF-8 are not judged: they decode as U+FFFD,
- * and their byte count still moves nextOffset on. plain=true gives the
- * bytes exactly as they are.
+ * follow=true: sends the first slice, then every FOLLOW_POLL_MS what was
+ * written after it, until a look made after the task ended (so its last
+ * bytes are in) or until `signal` aborts (the reader gone, the API
+ * closing). A log that got shorter is read again from its start, after
+ * Nomad's "file truncated" frame.
  */
-export function utf8Window(bytes: Buffer, midFile: boolean, cutByLimit: boolean): { skip: number; keep: number } {
-  let skip = 0;
-  if (midFile) while (skip < 3 && skip < bytes.length && isContinuation(bytes[skip]!)) skip++;
-  let end = bytes.length;
-  const partial = incompleteTail(bytes, skip);
-  if (partial > 0 && (end - partial > skip || skip > 0 || !cutByLimit)) end -= partial;
-  return { skip, keep: end - skip };
-}
-
-function isContinuation(b: number): boolean {
-  return (b & 0xc0) === 0x80;
-}
-
-/** How many bytes at the end of `bytes` (not before `from`) are the start of a character that is not all there. */
-function incompleteTail(bytes: Buffer, from: number): number {
-  for (let back = 1; back <= 4 && bytes.length - back >= from; back++) {
-    const b = bytes[bytes.length - back]!;
-    if (isContinuation(b)) continue;
-    const want = b >= 0xf8 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-    return want > back ? back : 0;
+export async function followLog(
+  res: ServerResponse,
+  first: LogSlice,
+  log: FollowedLog,
+  options: { plain: boolean; clock: Clock; signal: AbortSignal },
+): Promise<void> {
+  const { plain, clock, signal } = options;
+  writeLogHead(res, first, plain);
+  let next = await writeSlice(res, first, plain, signal);
+  for (;;) {
+    await clock.sleep(FOLLOW_POLL_MS, signal);
+    const done = log.ended();
+    let slice = await log.open(next);
+    if (slice.size < next) {
+      slice.stream.destroy();
+      if (!plain) await write(res, encodeLogTruncated(), signal);
+      slice = await log.open(0);
+    }
+    next = await writeSlice(res, slice, plain, signal);
+    if (done) break;
   }
-  return 0;
+  res.end();
 }
 
-/**
- * Streams the slice as the raw bytes, with the file's backpressure: a
- * reader that stops reading stops the file reads. The slice's offset and
- * the file's size go in headers. Rejects when either side breaks.
- */
-export async function sendLogBytes(res: ServerResponse, slice: LogSlice, signal?: AbortSignal): Promise<void> {
+/** Writes a slice's bytes (or frames) without ending the response; resolves with the file offset after them. */
+async function writeSlice(res: ServerResponse, slice: LogSlice, plain: boolean, signal: AbortSignal): Promise<number> {
+  let end = slice.start;
+  try {
+    for await (const chunk of slice.stream as AsyncIterable<Buffer>) {
+      end += chunk.length;
+      await write(res, plain ? chunk : encodeLogFrame(chunk, end), signal);
+    }
+  } finally {
+    slice.stream.destroy();
+  }
+  return end;
+}
+
+/** One write, waiting for a slow reader to drain (or the signal to abort). */
+async function write(res: ServerResponse, data: Buffer | string, signal: AbortSignal): Promise<void> {
+  if (!res.write(data)) await once(res, 'drain', { signal });
+}
+
+function writeLogHead(res: ServerResponse, slice: LogSlice, plain: boolean): void {
   res.writeHead(200, {
-    'Content-Type': 'text/plain; charset=utf-8',
+    // Nomad's two types; the charset says what the raw bytes of a task's log usually are.
+    'Content-Type': plain ? 'text/plain; charset=utf-8' : 'application/json',
     'Cache-Control': 'no-store',
     'X-Content-Type-Options': 'nosniff',
     [LOG_OFFSET_HEADER]: String(slice.start),
     [LOG_SIZE_HEADER]: String(slice.size),
   });
-  // The signal ends the pipeline (and closes the file) when the client's connection is gone.
-  await pipeline(slice.stream, res, signal ? { signal } : {});
 }

@@ -12,7 +12,7 @@ import type * as http from 'http';
 import type { Readable } from 'stream';
 import { ApiError, ApiErrorCode } from './api-error';
 import { ClientErrorCode, enc, query } from './api-transport';
-import { type AllocLogs, type AllocLogsQuery, LOG_OFFSET_HEADER, LOG_SIZE_HEADER } from './protocol';
+import { type AllocLogs, type AllocLogsQuery, DEFAULT_LOG_LIMIT, LOG_OFFSET_HEADER, LOG_SIZE_HEADER, MAX_JSON_LOG_LIMIT } from './protocol';
 import type {
   AgentEvent,
   AgentHealth,
@@ -28,6 +28,25 @@ import type {
   RunJobResult,
 } from './service';
 import { VolumeApiCalls } from './volume-api-calls';
+import { type NomadAgentHealthResponse, decodeAgentHealth } from './wire/agent-wire';
+import { type NomadEvents, decodeEvents, topicQueryValues } from './wire/event-wire';
+import {
+  type NomadNode,
+  type NomadNodeListStub,
+  type NomadNodePurgeResponse,
+  decodeNode,
+  decodeNodeList,
+  decodeNodePurge,
+} from './wire/node-wire';
+import { type NomadCSIPlugin, type NomadCSIPluginListStub, decodePlugin } from './wire/plugin-wire';
+import {
+  type NomadAllocation,
+  type NomadAllocationListStub,
+  decodeAlloc,
+  decodeAllocStub,
+  decodeLogFrames,
+  utf8Window,
+} from './wire/alloc-wire';
 import {
   decodeDeployment,
   decodeJob,
@@ -61,10 +80,10 @@ export interface AllocLogStream {
 }
 
 export class ApiClient extends VolumeApiCalls {
-  /** The agent's health; an unhealthy agent answers 503 with the same body, returned here too. */
+  /** The agent's health; an unhealthy agent answers 500 with the same body (as Nomad's), returned here too. */
   async health(): Promise<AgentHealth> {
-    const { body } = await this.transport.call<AgentHealth>('GET', '/v1/agent/health', { okStatuses: [200, 503] });
-    return body;
+    const { body } = await this.transport.call<NomadAgentHealthResponse>('GET', '/v1/agent/health', { okStatuses: [200, 500] });
+    return decodeAgentHealth(body);
   }
 
   // Jobs ---------------------------------------------------------------------
@@ -83,8 +102,9 @@ export class ApiClient extends VolumeApiCalls {
     return d ? decodeDeployment(d) : undefined;
   }
 
-  jobAllocations(id: string): Promise<AllocView[]> {
-    return this.transport.json('GET', `/v1/job/${enc(id)}/allocations`);
+  /** The job's allocs (Nomad's AllocationListStub, read back whole from their Csiplug). */
+  async jobAllocations(id: string): Promise<AllocView[]> {
+    return (await this.transport.json<NomadAllocationListStub[]>('GET', `/v1/job/${enc(id)}/allocations`)).map(decodeAllocStub);
   }
 
   /**
@@ -115,52 +135,96 @@ export class ApiClient extends VolumeApiCalls {
 
   // Allocs -------------------------------------------------------------------
 
-  listAllocs(): Promise<AllocView[]> {
-    return this.transport.json('GET', '/v1/allocations');
+  /** Every alloc of this node (Nomad's AllocationListStub, read back whole from their Csiplug). */
+  async listAllocs(): Promise<AllocView[]> {
+    return (await this.transport.json<NomadAllocationListStub[]>('GET', '/v1/allocations')).map(decodeAllocStub);
   }
 
-  getAlloc(id: string): Promise<AllocView> {
-    return this.transport.json('GET', `/v1/allocation/${enc(id)}`);
+  /** One alloc (Nomad's Allocation). */
+  async getAlloc(id: string): Promise<AllocView> {
+    return decodeAlloc(await this.transport.json<NomadAllocation>('GET', `/v1/allocation/${enc(id)}`));
   }
 
-  /** Part of a task's log as JSON: at most `limit` bytes (the agent's default 64 KiB, its maximum 4 MiB). */
-  allocLogs(id: string, task: string, options: AllocLogsQuery = {}): Promise<AllocLogs> {
-    return this.transport.json('GET', logsPath(id, task, options, false));
+  /**
+   * Part of a task's log as text: at most `limit` bytes (default 64 KiB, at most 4 MiB), read from Nomad's
+   * StreamFrames; a character cut by the range is left to the next read (utf8Window).
+   */
+  async allocLogs(id: string, task: string, options: AllocLogsQuery = {}): Promise<AllocLogs> {
+    const limit = options.limit ?? DEFAULT_LOG_LIMIT;
+    if (limit > MAX_JSON_LOG_LIMIT) {
+      throw new ApiError(
+        400,
+        ApiErrorCode.Invalid,
+        `a log read as text takes at most ${MAX_JSON_LOG_LIMIT} bytes (${MAX_JSON_LOG_LIMIT / 1024 / 1024} MiB), not ${limit}; ask for less, or stream any amount as raw bytes`,
+      );
+    }
+    const stream = options.stream ?? 'stdout';
+    const res = await this.transport.stream('GET', logsPath(id, task, { ...options, limit }, false), undefined);
+    const { start, size } = logHeaders(res);
+    let text = '';
+    try {
+      res.setEncoding('utf8');
+      for await (const chunk of res as AsyncIterable<string>) text += chunk;
+    } catch (err) {
+      throw new ApiError(0, ApiErrorCode.Connect, `the log of task "${task}" from ${this.address} broke off: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    let bytes: Buffer;
+    try {
+      bytes = decodeLogFrames(text);
+    } catch {
+      throw new ApiError(
+        200,
+        ApiErrorCode.BadResponse,
+        `the log of task "${task}" from the agent at ${this.address} is not Nomad's log frames (one JSON object a line); is it a csiplug agent of this version?`,
+      );
+    }
+    const { skip, keep } = utf8Window(bytes, start > 0, start + bytes.length < size);
+    const offset = start + skip;
+    return { allocId: id, task, stream, offset, nextOffset: offset + keep, size, data: bytes.subarray(skip, skip + keep).toString('utf8') };
   }
 
-  /** A task's log as raw bytes, any amount, streamed as the agent reads the file (no `limit`: to its end). */
+  /** A task's log as raw bytes (plain=true), any amount, streamed as the agent reads the file (no `limit`: to its end). */
   async allocLogStream(id: string, task: string, options: AllocLogsQuery & { signal?: AbortSignal } = {}): Promise<AllocLogStream> {
     const res = await this.transport.stream('GET', logsPath(id, task, options, true), options.signal);
-    return {
-      offset: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0),
-      size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0),
-      stream: res,
-    };
+    const { start, size } = logHeaders(res);
+    return { offset: start, size, stream: res };
   }
 
   /** This node: drivers, the plugins' fingerprinted facts. */
-  node(): Promise<NodeView> {
-    return this.transport.json('GET', '/v1/node/self');
+  async node(): Promise<NodeView> {
+    return decodeNode(await this.transport.json<NomadNode>('GET', '/v1/node/self'));
   }
 
   /** This node, or every node of its cluster. */
-  listNodes(): Promise<NodeList> {
-    return this.transport.json('GET', '/v1/nodes');
+  async listNodes(): Promise<NodeList> {
+    return decodeNodeList(await this.transport.json<NomadNodeListStub[]>('GET', '/v1/nodes'));
   }
 
-  /** `node purge`: a down node of the cluster gone for good. */
-  purgeNode(name: string): Promise<NodePurgeResult> {
-    return this.transport.json('PUT', `/v1/node/${encodeURIComponent(name)}/purge`, { body: {} });
+  /** `node purge`: a down node of the cluster gone for good (by its name or ID). */
+  async purgeNode(name: string): Promise<NodePurgeResult> {
+    return decodeNodePurge(await this.transport.json<NomadNodePurgeResponse>('PUT', `/v1/node/${encodeURIComponent(name)}/purge`));
   }
 
   // Plugins ------------------------------------------------------------------
 
-  listPlugins(): Promise<PluginView[]> {
-    return this.transport.json('GET', '/v1/plugins?type=csi');
+  /** Every plugin in full: Nomad's list has stubs, so each is then read on its own (one gone meanwhile is left out). */
+  async listPlugins(): Promise<PluginView[]> {
+    const stubs = await this.transport.json<NomadCSIPluginListStub[]>('GET', '/v1/plugins?type=csi');
+    const plugins = await Promise.all(
+      stubs.map((stub) =>
+        this.getPlugin(stub.ID).catch((err: unknown) => {
+          if (err instanceof ApiError && err.status === 404) return undefined;
+          throw err;
+        }),
+      ),
+    );
+    return plugins.filter((p): p is PluginView => p !== undefined);
   }
 
-  getPlugin(id: string): Promise<PluginView> {
-    return this.transport.json('GET', `/v1/plugin/csi/${enc(id)}`);
+  async getPlugin(id: string): Promise<PluginView> {
+    return decodePlugin(await this.transport.json<NomadCSIPlugin>('GET', `/v1/plugin/csi/${enc(id)}`));
   }
 
   // Events -------------------------------------------------------------------
@@ -171,7 +235,11 @@ export class ApiClient extends VolumeApiCalls {
    */
   async *events(options: EventStreamOptions = {}): AsyncGenerator<AgentEvent, void, undefined> {
     if (options.signal?.aborted) return;
-    const topics = options.topics?.length ? `?${options.topics.map((t) => `topic=${enc(t)}`).join('&')}` : '';
+    const topics = options.topics?.length
+      ? `?${topicQueryValues(options.topics)
+          .map((t) => `topic=${enc(t)}`)
+          .join('&')}`
+      : '';
     let res: http.IncomingMessage;
     try {
       res = await this.transport.stream('GET', `/v1/event/stream${topics}`, options.signal);
@@ -189,7 +257,7 @@ export class ApiClient extends VolumeApiCalls {
           const line = pending.slice(0, nl).trim();
           pending = pending.slice(nl + 1);
           if (line === '' || line === '{}') continue;
-          yield JSON.parse(line) as AgentEvent;
+          yield* decodeEvents(JSON.parse(line) as NomadEvents);
         }
       }
     } catch (err) {
@@ -201,6 +269,16 @@ export class ApiClient extends VolumeApiCalls {
   }
 }
 
+/** Nomad's fs logs route; `limit` is csiplug's own. */
 function logsPath(id: string, task: string, options: AllocLogsQuery, plain: boolean): string {
-  return `/v1/allocation/${enc(id)}/logs/${enc(task)}${query({ stream: options.stream, origin: options.origin, offset: options.offset, limit: options.limit, plain })}`;
+  const params = { task, type: options.stream ?? 'stdout', origin: options.origin, offset: options.offset, limit: options.limit, plain };
+  return `/v1/client/fs/logs/${enc(id)}${query(params)}`;
+}
+
+/** csiplug's headers on a log answer: where its bytes start, and the file's size when read. */
+function logHeaders(res: http.IncomingMessage): { start: number; size: number } {
+  return {
+    start: Number(res.headers[LOG_OFFSET_HEADER.toLowerCase()] ?? 0),
+    size: Number(res.headers[LOG_SIZE_HEADER.toLowerCase()] ?? 0),
+  };
 }

@@ -143,7 +143,7 @@ describe('blocking queries at their edges', () => {
     const total = 32 * 1024 * 1024;
     fake.logs.set(`${allocId}/main/stdout`, Buffer.alloc(total, 'x'));
     const got = await new Promise<{ bytes: number; complete: boolean }>((resolve) => {
-      const req = http.get(new URL(`/v1/allocation/${allocId}/logs/main?plain=true`, url), { headers }, (res) => {
+      const req = http.get(new URL(`/v1/client/fs/logs/${allocId}?task=main&type=stdout&plain=true`, url), { headers }, (res) => {
         let bytes = 0;
         let changed = false;
         res.on('data', (c: Buffer) => {

@@ -1,5 +1,5 @@
 // /v1/event/stream: the agent's events as newline-delimited JSON, one
-// AgentEvent per line, with a `{}` heartbeat line every 10 s so proxies and
+// Nomad Events envelope per line (wire/event-wire.ts), with a `{}` heartbeat line every 10 s so proxies and
 // idle timeouts keep the connection open. Closing either side disposes the
 // subscription and the heartbeat.
 //
@@ -13,6 +13,7 @@ import { DisposableStore, toDisposable } from '@csiplug/core';
 import type { ServerResponse } from 'http';
 import type { AgentEvent, AgentService } from './service';
 import { ApiError } from './api-error';
+import { type EventTopicFilter, NOMAD_EVENT_TOPICS, encodeEvent, eventMatches } from './wire/event-wire';
 
 export const EVENT_TOPICS: readonly AgentEvent['topic'][] = ['Task', 'Alloc', 'Plugin', 'Volume', 'Job', 'Node'];
 export const EVENT_HEARTBEAT_MS = 10_000;
@@ -76,24 +77,34 @@ export class EventStreamBudget {
 }
 
 /**
- * Reads `topic` query values (repeatable, comma-separated; Nomad's `Task:*`
- * form is accepted and means the whole topic). None means every topic.
+ * Reads Nomad's `topic` query values (repeatable; comma-separated too):
+ * `Topic:key`, `Topic:*` or a bare `Topic` for the whole topic, `*` for
+ * everything. Topic names are Nomad's (event-wire.ts); none means every topic.
  */
-export function parseTopics(values: string[]): Set<AgentEvent['topic']> | undefined {
+export function parseTopics(values: string[]): EventTopicFilter | undefined {
   const names = values
     .flatMap((v) => v.split(','))
     .map((v) => v.trim())
     .filter((v) => v !== '');
   if (names.length === 0) return undefined;
-  const topics = new Set<AgentEvent['topic']>();
+  const filter: EventTopicFilter = new Map();
   for (const raw of names) {
-    const name = raw.endsWith(':*') ? raw.slice(0, -2) : raw;
+    const colon = raw.indexOf(':');
+    const name = colon < 0 ? raw : raw.slice(0, colon);
+    const key = colon < 0 ? '*' : raw.slice(colon + 1);
     if (name === '*') return undefined;
-    const topic = EVENT_TOPICS.find((t) => t.toLowerCase() === name.toLowerCase());
-    if (!topic) throw ApiError.badRequest(`unknown event topic "${raw}" (known: ${EVENT_TOPICS.join(', ')})`);
-    topics.add(topic);
+    const topic = NOMAD_EVENT_TOPICS.find((t) => t.toLowerCase() === name.toLowerCase());
+    if (!topic)
+      throw ApiError.badRequest(
+        `unknown event topic "${raw}" (Nomad's topics, such as Allocation, Job, Node, CSIVolume, CSIPlugin, or csiplug's Task)`,
+      );
+    if (key === '')
+      throw ApiError.badRequest(`event topic "${raw}" names no key: give Topic:* for the whole topic or Topic:ID for one object`);
+    const keys = filter.get(topic);
+    if (key === '*' || keys === '*') filter.set(topic, '*');
+    else filter.set(topic, new Set([...(keys ?? []), key]));
   }
-  return topics;
+  return filter;
 }
 
 /** One open stream. Disposing it ends the response. */
@@ -107,7 +118,7 @@ export class EventStream implements Disposable {
   constructor(
     service: AgentService,
     private readonly res: ServerResponse,
-    topics: Set<AgentEvent['topic']> | undefined,
+    topics: EventTopicFilter | undefined,
     clock: Clock,
     private readonly logger: Logger,
     heartbeatMs: number = EVENT_HEARTBEAT_MS,
@@ -127,8 +138,9 @@ export class EventStream implements Disposable {
     res.flushHeaders();
     this.store.add(
       service.onEvent((e) => {
-        if (topics && !topics.has(e.topic)) return;
-        this.write(`${JSON.stringify(e)}\n`);
+        const line = encodeEvent(e);
+        if (!eventMatches(topics, line.Events[0]!)) return;
+        this.write(`${JSON.stringify(line)}\n`);
       }),
     );
     this.store.add(clock.setInterval(() => this.write('{}\n'), heartbeatMs));

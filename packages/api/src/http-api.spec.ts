@@ -175,10 +175,63 @@ describe('HttpApi', () => {
       expect(h).toMatchObject({ ok: true, nodeId: 'fake-node', plugins: { healthy: 1, total: 1 } });
     });
 
-    it('answers 503 with the same body when unhealthy', async () => {
+    it("answers Nomad's AgentHealthResponse: client and server parts, 500 with the same body when unhealthy", async () => {
+      const ok = await raw(url, 'GET', '/v1/agent/health');
+      expect(ok.status).toBe(200);
+      expect(ok.json).toMatchObject({
+        client: { ok: true, message: 'ok' },
+        server: { ok: true, message: 'ok' },
+        Csiplug: { nodeId: 'fake-node' },
+      });
       fake.healthy = false;
-      expect((await raw(url, 'GET', '/v1/agent/health')).status).toBe(503);
+      const sick = await raw(url, 'GET', '/v1/agent/health');
+      expect(sick.status).toBe(500);
+      expect(sick.json).toMatchObject({ client: { ok: false }, server: { ok: false } });
       expect((await client.health()).ok).toBe(false);
+    });
+
+    it("GET /v1/agent/self: Nomad's AgentSelf; /v1/status/leader and peers: this agent's API address", async () => {
+      const self = await raw(url, 'GET', '/v1/agent/self');
+      expect(self.status).toBe(200);
+      expect(self.json).toMatchObject({
+        config: { NodeName: expect.any(String), Version: { Version: expect.any(String) } },
+        member: { Status: 'alive' },
+      });
+      const host = new URL(url).host;
+      expect(JSON.parse((await raw(url, 'GET', '/v1/status/leader')).text)).toBe(host);
+      expect(JSON.parse((await raw(url, 'GET', '/v1/status/peers')).text)).toEqual([host]);
+    });
+  });
+
+  describe('nodes', () => {
+    it("GET /v1/node/self and /v1/node/:id answer Nomad's Node; another node is a 404; the client reads the view back", async () => {
+      const self = await raw(url, 'GET', '/v1/node/self');
+      expect(self.json).toMatchObject({
+        ID: 'fake-node',
+        Status: 'ready',
+        SchedulingEligibility: 'eligible',
+        Drivers: { exec: { Detected: true } },
+      });
+      expect((await raw(url, 'GET', '/v1/node/fake-node')).json).toEqual(self.json);
+      const other = await raw(url, 'GET', '/v1/node/elsewhere');
+      expect(other.status).toBe(404);
+      expect(other.error).toMatch(/node "elsewhere" not found/);
+      expect(await client.node()).toEqual(fake.node());
+    });
+
+    it("GET /v1/nodes answers Nomad's []NodeListStub; PUT /v1/node/:id/purge outside a cluster is a 404", async () => {
+      const list = await raw(url, 'GET', '/v1/nodes');
+      expect(JSON.parse(list.text)).toEqual([
+        expect.objectContaining({
+          ID: 'fake-node',
+          Name: 'fake-node',
+          Status: 'ready',
+          Drivers: { exec: { Detected: true }, raw_exec: { Detected: true } },
+        }),
+      ]);
+      expect(await client.listNodes()).toEqual(await fake.listNodes());
+      await expect(client.purgeNode('gone')).rejects.toMatchObject({ status: 404 });
+      expect(fake.calls).toContain('purgeNode gone');
     });
   });
 
@@ -456,6 +509,21 @@ describe('HttpApi', () => {
       expect(allocs.map((a) => a.id)).toEqual(run.allocIds);
       const alloc = await client.getAlloc(run.allocIds[0]!);
       expect(alloc.tasks.main!.state).toBe('running');
+      // Nomad's shapes on the wire: AllocationListStub in the list, Allocation for one.
+      const [stub] = (await raw(url, 'GET', '/v1/allocations')).json as unknown as Record<string, unknown>[];
+      expect(stub).toMatchObject({ ID: alloc.id, JobID: alloc.jobId, TaskGroup: alloc.group, ClientStatus: 'running', JobType: 'service' });
+      expect(stub!.TaskStates).toMatchObject({ main: { State: 'running' } });
+      const one = (await raw(url, 'GET', `/v1/allocation/${alloc.id}`)).json as Record<string, unknown>;
+      expect(one).toMatchObject({
+        ID: alloc.id,
+        Namespace: 'default',
+        Job: { ID: alloc.jobId },
+        TaskStates: { main: { State: 'running' } },
+      });
+      expect(await client.jobAllocations(alloc.jobId)).toEqual(allocs);
+      const byPrefix = (await raw(url, 'GET', `/v1/allocations?prefix=${alloc.id.slice(0, 4)}`)).json as unknown as { ID: string }[];
+      expect(byPrefix.map((a) => a.ID)).toEqual(allocs.filter((a) => a.id.startsWith(alloc.id.slice(0, 4))).map((a) => a.id));
+      expect((await raw(url, 'GET', '/v1/allocations?prefix=zz')).json).toEqual([]);
       expect(alloc.volumes.data!.volumeId).toBe('vol1');
       await expect(client.getAlloc('nope')).rejects.toMatchObject({ status: 404, message: 'alloc "nope" not found' });
     });
@@ -474,6 +542,14 @@ describe('HttpApi', () => {
         size: 12,
         data: 'hello\nworld\n',
       });
+      // On the wire: Nomad's StreamFrames, one JSON object a line, Offset right after the frame's bytes, Data in base64.
+      const framed = await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=6`);
+      expect(framed.headers['content-type']).toBe('application/json');
+      const frames = framed.text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { Offset: number; Data: string });
+      expect(frames).toEqual([{ Offset: 12, Data: Buffer.from('world\n').toString('base64') }]);
       expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
       expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
       await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({
@@ -481,9 +557,11 @@ describe('HttpApi', () => {
         message: expect.stringContaining('no task "other"'),
       });
       await expect(client.allocLogs('nope', 'main')).rejects.toMatchObject({ status: 404 });
-      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?stream=both`)).status).toBe(400);
-      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=-1`)).status).toBe(400);
-      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main?offset=abc`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=both`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=-1`)).status).toBe(400);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=abc`)).status).toBe(400);
+      // The old csiplug-shaped route is gone (one dialect).
+      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main`)).status).toBe(404);
     });
 
     it('reads a byte range from the start or back from the end, at most limit bytes (64 KiB by default)', async () => {
@@ -523,23 +601,30 @@ describe('HttpApi', () => {
 
     it('refuses bad log parameters with a 400 that names them', async () => {
       const id = (await client.runJob(nomadJob())).allocIds[0]!;
-      const logs = (q: string) => raw(url, 'GET', `/v1/allocation/${id}/logs/main?${q}`);
+      const logs = (q: string) => raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&${q}`);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?type=stdout`)).error).toMatch(/^must provide task name/);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main`)).error).toMatch(/^must provide log type \(stdout\/stderr\)/);
+      expect((await logs('follow=true&limit=5')).error).toMatch(/^query parameter limit cannot be used with follow=true/);
+      expect((await logs('follow=perhaps')).error).toBe('query parameter follow must be true or false (got "perhaps")');
       expect((await logs('origin=middle')).error).toBe('query parameter origin must be one of start, end (got "middle")');
       expect((await logs('limit=lots')).error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
       expect((await logs('limit=0')).error).toMatch(/limit must be at least 1 byte/);
       expect((await logs('plain=maybe')).error).toBe('query parameter plain must be true or false (got "maybe")');
-      const tooMuch = await logs(`limit=${4 * 1024 * 1024 + 1}`);
-      expect(tooMuch.status).toBe(400);
-      expect(tooMuch.error).toMatch(/limit 4194305 is over the JSON answer's maximum of 4194304 bytes \(4 MiB\).*plain=true/);
+      // Frames are streamed, so the server takes any limit; the client's text answer is what is capped (it holds it).
+      expect((await logs(`limit=${4 * 1024 * 1024 + 1}`)).status).toBe(200);
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
-      expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/nope?plain=true`)).status).toBe(404);
+      await expect(client.allocLogs(id, 'main', { limit: 4 * 1024 * 1024 + 1 })).rejects.toMatchObject({
+        status: 400,
+        message: expect.stringMatching(/at most 4194304 bytes \(4 MiB\), not 4194305/),
+      });
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=nope&type=stdout&plain=true`)).status).toBe(404);
     });
 
     it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
       const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const bytes = Buffer.concat([Buffer.from('héllo ✓\n'), Buffer.from([0xff, 0x00, 0xc3])]);
       fake.logs.set(`${id}/main/stdout`, bytes);
-      const r = await raw(url, 'GET', `/v1/allocation/${id}/logs/main?plain=true&origin=end&offset=5`);
+      const r = await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&plain=true&origin=end&offset=5`);
       expect(r.status).toBe(200);
       expect(r.headers['content-type']).toBe('text/plain; charset=utf-8');
       expect(r.headers['x-csiplug-log-offset']).toBe(String(bytes.length - 5));
@@ -555,7 +640,70 @@ describe('HttpApi', () => {
       await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
     });
 
-    it('in JSON, never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
+    it('follow=true sends what the task writes next, a shorter log again from its start, and ends once the alloc has ended', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        const key = `${id}/main/stdout`;
+        fake.logs.set(key, 'one\n');
+        const frames: { Offset?: number; Data?: string; FileEvent?: string }[] = [];
+        let ended = false;
+        const req = http.get(`${followed.url}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true`, (r) => {
+          r.setEncoding('utf8');
+          let buf = '';
+          r.on('data', (c: string) => {
+            buf += c;
+            const lines = buf.split('\n');
+            buf = lines.pop()!;
+            frames.push(...lines.map((l) => JSON.parse(l) as (typeof frames)[number]));
+          });
+          r.on('end', () => (ended = true));
+        });
+        const text = () => Buffer.concat(frames.map((f) => Buffer.from(f.Data ?? '', 'base64'))).toString('utf8');
+        await until(() => text() === 'one\n', 'the first frame');
+        fake.logs.set(key, 'one\ntwo\n');
+        await clock.advance(250);
+        await until(() => text() === 'one\ntwo\n', 'the frame of what was written next');
+        expect(frames.at(-1)).toMatchObject({ Offset: 8 });
+        // Shorter than where the reader was: Nomad's "file truncated", then the log again from its start.
+        fake.logs.set(key, 'x\n');
+        await clock.advance(250);
+        await until(() => text() === 'one\ntwo\nx\n', 'the log read again');
+        expect(frames.map((f) => f.FileEvent).filter(Boolean)).toEqual(['file truncated']);
+        expect(ended).toBe(false);
+        // The alloc ends: one more look gets its last bytes, then the answer ends.
+        await client.stopJob(fake.getAlloc(id)!.jobId);
+        fake.logs.set(key, 'x\nlast\n');
+        await clock.advance(250);
+        await until(() => ended, 'the followed answer to end');
+        expect(text()).toBe('one\ntwo\nx\nlast\n');
+        req.destroy();
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('follow=true stops reading when its reader goes', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        fake.logs.set(`${id}/main/stdout`, 'one\n');
+        let got = '';
+        const req = http.get(`${followed.url}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true&plain=true`, (r) => {
+          r.setEncoding('utf8');
+          r.on('data', (c: string) => (got += c));
+        });
+        await until(() => got === 'one\n', 'the first bytes');
+        req.destroy();
+        await until(() => clock.pendingTimers === 0, 'the follow loop to stop');
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('as text (allocLogs over StreamFrames), never splits a character: offsets stay in bytes and a reader going on from nextOffset loses nothing', async () => {
       const id = (await client.runJob(nomadJob())).allocIds[0]!;
       const text = 'aé€😀b✓\nüñí€ode 😀😀 end';
       fake.logs.set(`${id}/main/stdout`, text);
@@ -589,7 +737,12 @@ describe('HttpApi', () => {
     it('lists and shows plugins', async () => {
       expect((await client.listPlugins()).map((p) => p.id)).toEqual(['hostpath']);
       const p = await client.getPlugin('hostpath');
-      expect(p.node?.info).toEqual({ nodeId: 'n1' });
+      expect(p).toEqual(fake.getPlugin('hostpath'));
+      const wire = await raw(url, 'GET', '/v1/plugin/csi/hostpath');
+      expect(wire.json).toMatchObject({ ID: 'hostpath', Nodes: { 'fake-node': { PluginID: 'hostpath', Healthy: true } } });
+      expect(JSON.parse((await raw(url, 'GET', '/v1/plugins?type=csi')).text)).toEqual([
+        expect.objectContaining({ ID: 'hostpath', NodesHealthy: 1 }),
+      ]);
       await expect(client.getPlugin('nope')).rejects.toMatchObject({ status: 404, message: 'plugin "nope" not found' });
       expect((await raw(url, 'GET', '/v1/plugins?type=host')).status).toBe(400);
       expect((await raw(url, 'GET', '/v1/plugins')).status).toBe(200);
@@ -935,7 +1088,7 @@ describe('HttpApi', () => {
       try {
         const lines: string[] = [];
         let res!: http.IncomingMessage;
-        const req = http.get(`${hb.url}/v1/event/stream?topic=Volume:*`, (r) => {
+        const req = http.get(`${hb.url}/v1/event/stream?topic=CSIVolume:*`, (r) => {
           res = r;
           r.setEncoding('utf8');
           let buf = '';
@@ -953,7 +1106,10 @@ describe('HttpApi', () => {
         await until(() => lines.length === 1, 'the event line');
         await clock.advance(10_000);
         await until(() => lines.length === 2, 'the heartbeat');
-        expect(JSON.parse(lines[0]!)).toMatchObject({ topic: 'Volume', volumeId: 'v' });
+        expect(JSON.parse(lines[0]!)).toMatchObject({
+          Index: 2,
+          Events: [{ Topic: 'CSIVolume', Type: 'VolumeRegistered', Key: 'v', Index: 2 }],
+        });
         expect(lines[1]).toBe('{}');
         req.destroy();
         await until(() => fake.eventSubscribers === 0, 'the subscription to go');

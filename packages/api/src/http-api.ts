@@ -9,24 +9,26 @@
 // (conflicts such as a claimed volume) or 500; see statusForError.
 //
 //   method  path                                   body                      answer
-//   GET     /v1/agent/health                                                 AgentHealth (503 when not ok)
-//   GET     /v1/node/self                                                    NodeView (this node: drivers, plugins' fingerprints)
-//   PUT     /v1/node/:name/purge                                             NodePurgeResult (cluster: a down node's claims released, its record removed)
-//   GET     /v1/nodes                                                        NodeList (this node, or every node of its cluster; 503 while etcd is away)
+//   GET     /v1/agent/health                                                 Nomad's AgentHealthResponse (500 when not ok)
+//   GET     /v1/agent/self                                                   Nomad's AgentSelf (config, member, stats)
+//   GET     /v1/status/leader, /v1/status/peers                              this agent's API host:port (it leads itself)
+//   GET     /v1/node/:id  (or self)                                          Nomad's Node (this node: drivers, plugins' fingerprints)
+//   PUT     /v1/node/:id/purge                                               Nomad's NodePurgeResponse (cluster: a down node's claims released, its record removed)
+//   GET     /v1/nodes                                                        Nomad's []NodeListStub (this node, or every node of its cluster; 503 while etcd is away)
 //   GET     /v1/jobs                                                         JobView[]
 //   POST    /v1/jobs  (PUT too)                    Nomad's JobRegisterRequest { "Job": <Nomad JSON job> }  RunJobResult
 //   POST    /v1/job/:id/plan  (PUT too)            Nomad's JobPlanRequest { "Job": …, "Diff": true }  JobPlan (what a run would change; nothing is done)
 //   POST    /v1/jobs/parse                         Nomad's JobsParseRequest { "JobHCL": "…" }  the Job in Nomad's JSON job format
 //   GET     /v1/job/:id                                                      JobView
 //   DELETE  /v1/job/:id[?purge=true]                                         JobView (after its allocs stopped)
-//   GET     /v1/job/:id/allocations                                          AllocView[]
-//   GET     /v1/allocations                                                  AllocView[]
-//   GET     /v1/allocation/:id                                               AllocView
-//   GET     /v1/allocation/:id/logs/:task[?stream=stdout|stderr&origin=start|end&offset=N&limit=N&plain=true]
-//                                                                            AllocLogs (at most limit bytes, default 64 KiB, max 4 MiB),
-//                                                                            or with plain=true the raw bytes, streamed
-//   GET     /v1/plugins[?type=csi]                                           PluginView[]
-//   GET     /v1/plugin/csi/:id                                               PluginView
+//   GET     /v1/job/:id/allocations                                          Nomad's AllocationListStub[] (wire/alloc-wire.ts)
+//   GET     /v1/allocations                                                  Nomad's AllocationListStub[]
+//   GET     /v1/allocation/:id                                               Nomad's Allocation
+//   GET     /v1/client/fs/logs/:alloc_id?task=T&type=stdout|stderr[&origin=start|end&offset=N&plain=true&follow=true&limit=N]
+//                                                                            Nomad's StreamFrames (one JSON object a line), or with
+//                                                                            plain=true the raw bytes; only that range is read
+//   GET     /v1/plugins[?type=csi]                                           Nomad's []CSIPluginListStub
+//   GET     /v1/plugin/csi/:id                                               Nomad's CSIPlugin
 //   GET     /v1/volumes[?type=csi&plugin_id=ID]                              VolumeView[]
 //   GET     /v1/volume/csi/:id                                               VolumeView
 //   PUT     /v1/volume/csi/:id  (POST too)         { "Volume": VolumeSpecDocument }  VolumeView (registered)
@@ -40,7 +42,7 @@
 //   GET     /v1/volumes/snapshot[?plugin_id=ID&per_page=N&next_token=T]      { "Snapshots": SnapshotView[], "NextToken" } (ListSnapshots)
 //   PUT     /v1/volumes/snapshot  (POST too)  { "Snapshots": [{ "SourceVolumeID", "Name" }] }  { "Snapshots": SnapshotView[] }
 //   DELETE  /v1/volumes/snapshot?plugin_id=ID&snapshot_id=SNAP                { "Snapshots": [] }
-//   GET     /v1/event/stream[?topic=Task&topic=Plugin,Volume]                NDJSON AgentEvent lines, `{}` heartbeats
+//   GET     /v1/event/stream[?topic=Allocation:*&topic=Job:web]              NDJSON Nomad Events lines, `{}` heartbeats
 //   GET     /v1/metrics[?format=json|prometheus]                             the agent's metrics: prom-client's JSON list, or Prometheus text
 //   GET     /ui/                                                             the status page (static files; its data comes through the API above)
 //
@@ -551,9 +553,9 @@ export class HttpApi implements AsyncDisposable {
     const s = this.service;
     const r = this.router;
     const find = new Lookups(s);
-    addNodeRoutes(r, s);
+    addNodeRoutes(r, s, () => this.url);
     addJobRoutes(r, s, find);
-    addAllocRoutes(r, s, find, this.logger);
+    addAllocRoutes(r, s, find, this.logger, this.clock);
     addVolumeRoutes(r, s, find);
     addSnapshotRoutes(r, s, find);
 

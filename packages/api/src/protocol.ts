@@ -12,7 +12,7 @@ export const TOKEN_HEADER = 'X-Nomad-Token';
  */
 export const ERROR_CODE_HEADER = 'X-Csiplug-Error-Code';
 
-/** The answer of GET /v1/allocation/:id/logs/:task. */
+/** What ApiClient.allocLogs makes of GET /v1/client/fs/logs/:alloc_id's StreamFrames: a range of a task's log as text. */
 export interface AllocLogs {
   allocId: string;
   task: string;

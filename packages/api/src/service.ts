@@ -276,6 +276,14 @@ export interface NodeView {
   dataDir: string;
   startedAt: number;
   status: 'ready' | 'down';
+  /** The agent config's `datacenter`, `region` and `node_class` (Nomad's node.datacenter, node.region, node.class). */
+  datacenter?: string;
+  region?: string;
+  nodeClass?: string;
+  /** The machine's attributes as jobs read them (`attr.<name>`, its fingerprint at start; one it cannot tell is left out). */
+  attributes?: Record<string, string>;
+  /** The agent's client { meta }. */
+  meta?: Record<string, string>;
   /** Task drivers and whether each can run tasks here (exec, docker and podman need runc). */
   drivers: Record<'exec' | 'raw_exec' | 'docker' | 'podman', { detected: boolean; healthy: boolean; description: string }>;
   /** Each CSI plugin instance on this node, as fingerprinted. */

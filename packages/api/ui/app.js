@@ -87,17 +87,20 @@ function bytes(n) {
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
 
+/** What a plugin's instances (Nomad's CSIInfo: ControllerInfo, NodeInfo) say they support, without the "Supports". */
 function capabilities(p) {
-  const facts = { ...(p.controller ? p.controller.info : {}), ...(p.node ? p.node.info : {}) };
-  return Object.entries(facts)
-    .filter(([, v]) => v === true)
-    .map(([k]) => k)
-    .join(', ');
+  const names = new Set();
+  for (const info of [...Object.values(p.Controllers || {}), ...Object.values(p.Nodes || {})]) {
+    for (const part of [info.ControllerInfo, info.NodeInfo]) {
+      for (const [k, v] of Object.entries(part || {})) if (v === true) names.add(k.replace(/^Supports/, ''));
+    }
+  }
+  return [...names].join(', ');
 }
 
 function pluginHealth(p) {
-  const healthy = p.controllersHealthy + p.nodesHealthy;
-  const expected = p.controllersExpected + p.nodesExpected;
+  const healthy = p.ControllersHealthy + p.NodesHealthy;
+  const expected = p.ControllersExpected + p.NodesExpected;
   const ok = expected > 0 && healthy === expected;
   return el('span', { className: ok ? 'healthy' : 'unhealthy' }, ok ? 'healthy' : 'unhealthy');
 }
@@ -146,9 +149,11 @@ function usageText(v) {
   return b ? `${bytes(b.used)} of ${bytes(b.total)}` : '';
 }
 
+// An alloc as Nomad's AllocationListStub: each task's TaskState carries its TaskEvents (Time in Unix nanoseconds).
 function allocEvents(a) {
   const all = [];
-  for (const [task, state] of Object.entries(a.tasks || {})) for (const e of state.events || []) all.push({ task, ...e });
+  for (const [task, state] of Object.entries(a.TaskStates || {}))
+    for (const e of state.Events || []) all.push({ task, type: e.Type, message: e.DisplayMessage, time: e.Time / 1e6 });
   all.sort((x, y) => x.time - y.time);
   const list = el('ul', { className: 'task-events' });
   for (const e of all.slice(-MAX_TASK_EVENTS))
@@ -156,22 +161,28 @@ function allocEvents(a) {
   return list;
 }
 
+/** Every plugin in full (Nomad's CSIPlugin): the list has stubs, each is then read on its own. */
+async function readPlugins() {
+  const stubs = await getJson('/v1/plugins?type=csi');
+  return Promise.all(stubs.map((s) => getJson(`/v1/plugin/csi/${encodeURIComponent(s.ID)}`)));
+}
+
 async function refresh() {
   const [node, plugins, volumes, allocs] = await Promise.all([
     getJson('/v1/node/self'),
-    getJson('/v1/plugins'),
+    readPlugins(),
     getJson('/v1/volumes'),
     getJson('/v1/allocations'),
   ]);
   void readUsage(volumes);
-  $('node').textContent = `node ${node.name} (${node.id.slice(0, 8)}) · ${node.status} · version ${node.version}`;
+  $('node').textContent = `node ${node.Name} (${node.ID.slice(0, 8)}) · ${node.Status} · version ${node.Csiplug.version}`;
   fillTable(
     'plugins',
     plugins.map((p) => [
-      el('code', {}, p.id),
-      p.provider ? `${p.provider} ${p.version || ''}` : '',
-      `${p.controllersHealthy}/${p.controllersExpected}`,
-      `${p.nodesHealthy}/${p.nodesExpected}`,
+      el('code', {}, p.ID),
+      p.Provider ? `${p.Provider} ${p.Version || ''}` : '',
+      `${p.ControllersHealthy}/${p.ControllersExpected}`,
+      `${p.NodesHealthy}/${p.NodesExpected}`,
       pluginHealth(p),
       capabilities(p),
     ]),
@@ -195,13 +206,13 @@ async function refresh() {
   fillTable(
     'allocs',
     [...allocs]
-      .sort((a, b) => a.name.localeCompare(b.name))
+      .sort((a, b) => a.Name.localeCompare(b.Name))
       .map((a) => [
-        el('code', { title: a.id }, a.id.slice(0, 8)),
-        a.jobId,
-        a.group,
-        a.desiredStatus,
-        el('span', { className: `status ${a.clientStatus}` }, a.clientStatus),
+        el('code', { title: a.ID }, a.ID.slice(0, 8)),
+        a.JobID,
+        a.TaskGroup,
+        a.DesiredStatus,
+        el('span', { className: `status ${a.ClientStatus}` }, a.ClientStatus),
         allocEvents(a),
       ]),
     'No allocations',
@@ -265,17 +276,19 @@ function showError(text) {
   $('error').textContent = text;
 }
 
+/** One of Nomad's events (its time and words in Csiplug). */
 function addFeed(e) {
   const feed = $('events');
   $('events-empty').hidden = true;
-  const what = [e.topic, e.type].filter(Boolean).join(' · ');
-  feed.prepend(el('li', {}, `${time(e.time)} ${what}: ${e.message || ''}`));
+  const what = [e.Topic, e.Type].filter(Boolean).join(' · ');
+  const extras = e.Csiplug || {};
+  feed.prepend(el('li', {}, `${time(extras.time)} ${what}: ${extras.message || ''}`));
   while (feed.children.length > MAX_FEED) feed.lastChild.remove();
 }
 
 let feedAbort;
 
-/** Follows /v1/event/stream (newline-delimited JSON) and opens it again after a break or a silence. */
+/** Follows /v1/event/stream (newline-delimited Nomad Events envelopes) and opens it again after a break or a silence. */
 async function follow() {
   if (feedAbort) feedAbort.abort();
   const abort = new AbortController();
@@ -306,9 +319,9 @@ async function follow() {
           const line = buffered.slice(0, nl).trim();
           buffered = buffered.slice(nl + 1);
           if (!line) continue;
-          const e = JSON.parse(line);
-          if (!e.topic) continue; // a heartbeat
-          addFeed(e);
+          const events = JSON.parse(line).Events;
+          if (!events) continue; // a heartbeat
+          for (const e of events) addFeed(e);
           scheduleRefresh();
         }
       }

@@ -175,7 +175,7 @@ const allocLogs: Command = {
   help:
     'Prints the log of TASK in allocation ID (or a unique prefix of it), byte for byte as the task wrote it, streamed from the agent. ' +
     'TASK may be left out when the allocation has one task. -offset and -limit pick a byte range; with -tail the offset counts back from the end ' +
-    `(default ${DEFAULT_TAIL_BYTES} bytes). With -json the answer is the API's AllocLogs (at most -limit bytes, default 64 KiB, at most 4 MiB).`,
+    `(default ${DEFAULT_TAIL_BYTES} bytes). With -json the range is printed as one AllocLogs object, its text in data (at most -limit bytes, default 64 KiB, at most 4 MiB).`,
   minArgs: 1,
   maxArgs: 2,
   api: true,

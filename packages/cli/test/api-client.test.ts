@@ -130,7 +130,17 @@ describe('ApiClient timeouts', () => {
     expect(clock.pendingTimers).toBe(0);
     await clock.advance(5000);
     const event: AgentEvent = { index: 1, topic: 'Job', type: 'JobRegistered', time: 1, message: 'late but fine' };
-    response.write(`${JSON.stringify(event)}\n`);
+    // Nomad's Events envelope, as the agent sends it (event-wire.ts).
+    const wire = {
+      Topic: 'Job',
+      Type: 'JobRegistered',
+      Key: '',
+      FilterKeys: [],
+      Index: 1,
+      Payload: {},
+      Csiplug: { time: 1, message: 'late but fine' },
+    };
+    response.write(`${JSON.stringify({ Index: 1, Events: [wire] })}\n`);
     expect((await first).value).toEqual(event);
     ac.abort();
     await events.return(undefined);
@@ -198,8 +208,11 @@ describe('ApiClient over https', () => {
     } else if (req.url?.startsWith('/v1/event/stream')) {
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
       res.write('{}\n');
-      res.write(`${JSON.stringify({ index: 7, topic: 'Node', type: 'Ready', time: 1, message: 'over tls' })}\n`);
-    } else if (req.url?.startsWith('/v1/allocation/a1/logs/main')) {
+      // Nomad's Events envelope, as the agent sends it (event-wire.ts).
+      res.write(
+        `${JSON.stringify({ Index: 7, Events: [{ Topic: 'Node', Type: 'Ready', Key: '', FilterKeys: [], Index: 7, Payload: {}, Csiplug: { time: 1, message: 'over tls' } }] })}\n`,
+      );
+    } else if (req.url?.startsWith('/v1/client/fs/logs/a1?task=main')) {
       res.writeHead(200, { 'Content-Type': 'text/plain', 'X-Csiplug-Log-Offset': '0', 'X-Csiplug-Log-Size': String(logBytes.length) });
       res.end(logBytes);
     } else {
@@ -289,14 +302,14 @@ describe('ApiClient over https', () => {
     const ac = new AbortController();
     const events = client.events({ topics: ['Node'], signal: ac.signal });
     expect((await events.next()).value).toMatchObject({ index: 7, message: 'over tls' });
-    expect(lastPath).toBe('/v1/event/stream?topic=Node');
+    expect(lastPath).toBe('/v1/event/stream?topic=Node%3A*');
     ac.abort();
     await events.return(undefined);
     const logs = await client.allocLogStream('a1', 'main', { origin: 'end', offset: 2 });
     const chunks: Buffer[] = [];
     for await (const c of logs.stream) chunks.push(c as Buffer);
     expect(Buffer.concat(chunks)).toEqual(logBytes);
-    expect(lastPath).toBe('/v1/allocation/a1/logs/main?origin=end&offset=2&plain=true');
+    expect(lastPath).toBe('/v1/client/fs/logs/a1?task=main&type=stdout&origin=end&offset=2&plain=true');
   });
 
   it('says so when the agent does not speak TLS, or speaks only TLS', async () => {

@@ -10,6 +10,8 @@ import { jobToNomadJson, parseJobspec, readJobPlanRequest, readJobRegisterReques
 import { ApiError } from '../api-error';
 import { boolParam } from '../route-params';
 import type { AgentService } from '../service';
+import { encodeAllocStub } from '../wire/alloc-wire';
+import { allocNode } from './alloc-routes';
 import {
   encodeDeployment,
   encodeJob,
@@ -50,7 +52,8 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
   r.add('GET', '/v1/job/:id', ({ params }) => ({ body: encodeJob(find.job(params.id!)) }));
   r.add('GET', '/v1/job/:id/allocations', ({ params }) => {
     const job = find.job(params.id!);
-    return { body: s.listAllocs().filter((a) => a.jobId === job.id) };
+    const node = allocNode(s);
+    return { body: s.listAllocs().flatMap((a) => (a.jobId === job.id ? [encodeAllocStub(a, node)] : [])) };
   });
   r.add('DELETE', '/v1/job/:id', async ({ params, query }) => {
     const purge = boolParam(query, 'purge');

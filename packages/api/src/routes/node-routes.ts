@@ -1,21 +1,52 @@
-// The agent, node and plugin routes: health, this node, the nodes, a down
-// node's purge, the plugins, and (cluster mode, agent to agent) a CSI call
-// routed to this node's own controller of a plugin.
+// The agent, node and plugin routes, answered in Nomad's shapes (wire/):
+// the agent's health and itself, the status of its leader and peers, this
+// node, the nodes, a down node's purge, the plugins, and (cluster mode,
+// agent to agent) a CSI call routed to this node's own controller of a plugin.
 import { ApiError } from '../api-error';
 import { csiTypeParam } from '../route-params';
 import type { AgentService } from '../service';
+import { type HealthPart, encodeAgentHealth, encodeAgentSelf, encodeStatusLeader } from '../wire/agent-wire';
+import { encodeNode, encodeNodeList, encodeNodePurge } from '../wire/node-wire';
+import { encodePlugin, encodePluginStub } from '../wire/plugin-wire';
 import { type Handler, READS_CLUSTER, type RouteTable, addEach } from './route-context';
 
-export function addNodeRoutes(r: RouteTable, s: AgentService): void {
-  r.add('GET', '/v1/agent/health', () => {
-    const health = s.health();
-    return { status: health.ok ? 200 : 503, body: health };
+/** Where this agent's API answers (`http://host:port`), once it listens. */
+export type ApiUrl = () => string | undefined;
+
+export function addNodeRoutes(r: RouteTable, s: AgentService, apiUrl: ApiUrl): void {
+  // Nomad's: 200 when ok, else 500 with the same body.
+  r.add('GET', '/v1/agent/health', ({ query }) => {
+    const asked = query.getAll('type');
+    for (const t of asked)
+      if (t !== 'client' && t !== 'server')
+        throw ApiError.badRequest(`unknown health type "${t}": ask for type=client, type=server, or both`);
+    return encodeAgentHealth(s.health(), asked.length ? (asked as HealthPart[]) : undefined);
   });
-  r.add('GET', '/v1/node/self', () => ({ body: s.node() }));
-  r.add('GET', '/v1/nodes', async () => ({ body: await s.listNodes() }), READS_CLUSTER);
-  // Nomad's PUT /v1/node/:node_id/purge (here by node name): a down node gone for good.
-  const purgeNode: Handler = async ({ params }) => ({ body: await s.purgeNode(params.name!) });
-  addEach(r, ['PUT', 'POST'], '/v1/node/:name/purge', purgeNode);
+  r.add('GET', '/v1/agent/self', () => ({ body: encodeAgentSelf(s.health(), s.node()) }));
+  // One agent leads itself: its own API address (wire/agent-wire.ts says why not an RPC port).
+  r.add('GET', '/v1/status/leader', () => ({ body: encodeStatusLeader(apiUrl()) }));
+  r.add('GET', '/v1/status/peers', () => {
+    const leader = encodeStatusLeader(apiUrl());
+    return { body: leader === '' ? [] : [leader] };
+  });
+  // Nomad's GET /v1/node/:node_id for this node (by its ID, its name, or `self`); other nodes are in /v1/nodes.
+  r.add('GET', '/v1/node/:id', ({ params }) => {
+    const node = s.node();
+    const id = params.id!;
+    if (id !== 'self' && id !== node.id && id !== node.name)
+      throw ApiError.notFound(
+        `node "${id}" not found: this agent answers for its own node (ID ${node.id}); list the cluster's nodes with GET /v1/nodes`,
+      );
+    return { body: encodeNode(node) };
+  });
+  r.add('GET', '/v1/nodes', async () => ({ body: encodeNodeList(await s.listNodes()) }), READS_CLUSTER);
+  // Nomad's PUT /v1/node/:node_id/purge, by the node's ID (its identity) or its name: a down node gone for good.
+  const purgeNode: Handler = async ({ params }) => {
+    const named = params.id!;
+    const byIdentity = (await s.listNodes()).nodes.find((n) => n.identity === named && n.name !== named);
+    return { body: encodeNodePurge(await s.purgeNode(byIdentity?.name ?? named)) };
+  };
+  addEach(r, ['PUT', 'POST'], '/v1/node/:id/purge', purgeNode);
   // Cluster mode, agent to agent (@csiplug/cluster's routed controllers): a CSI call made on this node's own controller of the plugin.
   r.add('POST', '/v1/cluster/csi/:plugin/:service/:rpc', async (ctx) => {
     const body = await ctx.json();
@@ -24,11 +55,11 @@ export function addNodeRoutes(r: RouteTable, s: AgentService): void {
   });
   r.add('GET', '/v1/plugins', ({ query }) => {
     csiTypeParam(query);
-    return { body: s.listPlugins() };
+    return { body: s.listPlugins().map(encodePluginStub) };
   });
   r.add('GET', '/v1/plugin/csi/:id', ({ params }) => {
     const plugin = s.getPlugin(params.id!);
     if (!plugin) throw ApiError.notFound(`plugin "${params.id}" not found`);
-    return { body: plugin };
+    return { body: encodePlugin(plugin, s.health().nodeId) };
   });
 }

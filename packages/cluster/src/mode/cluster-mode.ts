@@ -206,11 +206,14 @@ export class ClusterMode {
   pluginView(id: string): PluginView['cluster'] {
     const seen = this.membership.lastSeenNodes;
     if (!seen) return undefined;
-    const instances = seen.nodes.flatMap((n) =>
-      n.plugins
-        .filter((p) => p.id === id)
-        .map((p) => ({ node: n.name, type: p.type, healthy: p.healthy && n.status === 'ready', nodeStatus: n.status })),
-    );
+    // By node, then type: the order Nomad's maps keyed by node read back in (the API's plugin-wire.ts).
+    const instances = seen.nodes
+      .flatMap((n) =>
+        n.plugins
+          .filter((p) => p.id === id)
+          .map((p) => ({ node: n.name, type: p.type, healthy: p.healthy && n.status === 'ready', nodeStatus: n.status })),
+      )
+      .sort((a, b) => a.node.localeCompare(b.node) || a.type.localeCompare(b.type));
     const count = (type: string, healthy: boolean) => instances.filter((i) => i.type === type && (!healthy || i.healthy)).length;
     return {
       controllersHealthy: count('csi-controller', true),

@@ -1,0 +1,183 @@
+// Plugins through Nomad's CSIPlugin and back: nothing of csiplug's view is
+// lost, and what Nomad has a field for is in that field.
+import type { PluginView } from '../service';
+import { type NomadCSIPlugin, UNLIMITED_MAX_VOLUMES, decodePlugin, encodePlugin, encodePluginStub } from './plugin-wire';
+
+const NODE_ID = 'node-1a2b';
+
+/** encode → JSON text → decode, as the route and the ApiClient do it. */
+function roundTrip(view: PluginView): PluginView {
+  return decodePlugin(JSON.parse(JSON.stringify(encodePlugin(view, NODE_ID))) as NomadCSIPlugin);
+}
+
+const FULL: PluginView = {
+  id: 'hostpath',
+  provider: 'csi.hostpath.example',
+  version: '1.2.3',
+  controllerRequired: true,
+  controllersHealthy: 1,
+  controllersExpected: 1,
+  nodesHealthy: 0,
+  nodesExpected: 1,
+  controller: {
+    healthy: true,
+    allocId: 'alloc-c',
+    description: 'healthy',
+    version: '1.2.3',
+    info: {
+      'Last Error': 'probe timed out once',
+      'Create/Delete Volumes': true,
+      'Attach/Detach (ControllerPublish)': true,
+      'List Volumes': false,
+      'List Volumes Published Nodes': true,
+      'Get Capacity': false,
+      Snapshots: true,
+      'List Snapshots': true,
+      Clone: false,
+      Expand: true,
+      'Accessibility Constraints': true,
+      'Volume Expansion': 'online, offline',
+    },
+    routed: { node: 'other-node' },
+  },
+  node: {
+    healthy: false,
+    allocId: 'alloc-n',
+    description: 'probe failed: connection refused',
+    version: '1.2.2',
+    info: {
+      'Node ID': 'csi-node-7',
+      'Max Volumes': 'unlimited',
+      Topology: 'zone=a, rack=r1',
+      'Requires Staging': true,
+      'Volume Stats': true,
+      'Volume Condition': false,
+      Expand: false,
+    },
+  },
+  allocs: ['alloc-c', 'alloc-n'],
+  cluster: {
+    controllersHealthy: 2,
+    controllersExpected: 2,
+    nodesHealthy: 1,
+    nodesExpected: 3,
+    instances: [
+      { node: 'alpha', type: 'csi-controller', healthy: true, nodeStatus: 'ready' },
+      { node: 'alpha', type: 'csi-node', healthy: true, nodeStatus: 'ready' },
+      { node: 'beta', type: 'csi-node', healthy: false, nodeStatus: 'down' },
+    ],
+    readAt: 1_733_325_000_123,
+  },
+};
+
+const BARE: PluginView = {
+  id: 'lonely',
+  controllerRequired: false,
+  controllersHealthy: 0,
+  controllersExpected: 0,
+  nodesHealthy: 0,
+  nodesExpected: 0,
+  allocs: [],
+};
+
+describe("plugins on Nomad's wire", () => {
+  it('a plugin with every field set comes back as it was', () => {
+    expect(roundTrip(FULL)).toEqual(FULL);
+  });
+
+  it('a plugin with no optional field set comes back as it was', () => {
+    expect(roundTrip(BARE)).toEqual(BARE);
+    const wire = encodePlugin(BARE, NODE_ID);
+    expect(wire).toEqual({
+      ID: 'lonely',
+      ControllerRequired: false,
+      Controllers: {},
+      Nodes: {},
+      Allocations: [],
+      ControllersHealthy: 0,
+      ControllersExpected: 0,
+      NodesHealthy: 0,
+      NodesExpected: 0,
+    });
+  });
+
+  it("puts what Nomad has a field for in Nomad's fields, keyed by node, and the rest in Csiplug", () => {
+    const wire = encodePlugin(FULL, NODE_ID);
+    // Nomad's counts are the cluster's; this node's own are csiplug's.
+    expect(wire).toMatchObject({ ControllersHealthy: 2, NodesExpected: 3, Csiplug: { thisNode: { nodesExpected: 1 } } });
+    expect(wire.Allocations).toEqual([{ ID: 'alloc-c' }, { ID: 'alloc-n' }]);
+    expect(wire.Nodes[NODE_ID]).toMatchObject({
+      PluginID: 'hostpath',
+      AllocID: 'alloc-n',
+      Healthy: false,
+      HealthDescription: 'probe failed: connection refused',
+      NodeInfo: {
+        ID: 'csi-node-7',
+        MaxVolumes: UNLIMITED_MAX_VOLUMES,
+        AccessibleTopology: { Segments: { zone: 'a', rack: 'r1' } },
+        RequiresNodeStageVolume: true,
+        SupportsStats: true,
+        SupportsCondition: false,
+        SupportsExpand: false,
+      },
+    });
+    expect(wire.Nodes[NODE_ID]!.ControllerInfo).toBeUndefined();
+    expect(wire.Controllers[NODE_ID]).toMatchObject({
+      RequiresTopologies: true,
+      ControllerInfo: {
+        SupportsCreateDelete: true,
+        SupportsAttachDetach: true,
+        SupportsListVolumes: false,
+        SupportsListVolumesAttachedNodes: true,
+        SupportsCreateDeleteSnapshot: true,
+        SupportsExpand: true,
+      },
+      Csiplug: { info: { 'Last Error': 'probe timed out once', 'Volume Expansion': 'online, offline' }, routed: { node: 'other-node' } },
+    });
+    expect(Object.keys(wire.Controllers[NODE_ID]!.Csiplug!.info!)).toEqual(['Last Error', 'Volume Expansion']);
+    expect(wire.Nodes['beta']).toEqual({ PluginID: 'hostpath', Healthy: false, Csiplug: { nodeStatus: 'down' } });
+  });
+
+  it("this node's own instance, listed by its cluster record too under the same key, is one entry and reads back as both", () => {
+    const view: PluginView = {
+      ...FULL,
+      cluster: {
+        ...FULL.cluster!,
+        instances: [
+          { node: 'beta', type: 'csi-node', healthy: false, nodeStatus: 'down' },
+          { node: NODE_ID, type: 'csi-controller', healthy: false, nodeStatus: 'ready' },
+          { node: NODE_ID, type: 'csi-node', healthy: true, nodeStatus: 'ready' },
+        ],
+      },
+    };
+    const wire = encodePlugin(view, NODE_ID);
+    expect(Object.keys(wire.Nodes).sort()).toEqual(['beta', NODE_ID].sort());
+    expect(wire.Controllers[NODE_ID]).toMatchObject({
+      AllocID: 'alloc-c',
+      Healthy: true,
+      Csiplug: { thisNode: true, nodeStatus: 'ready', recordHealthy: false },
+    });
+    expect(roundTrip(view)).toEqual(view);
+  });
+
+  it('a topology that would not read back the same stays a fact of csiplug', () => {
+    const odd: PluginView = {
+      ...BARE,
+      node: { healthy: true, allocId: 'a', description: '', version: '', info: { Topology: 'a=b, , c' } },
+    };
+    expect(encodePlugin(odd, NODE_ID).Nodes[NODE_ID]!.Csiplug!.info).toEqual({ Topology: 'a=b, , c' });
+    expect(roundTrip(odd)).toEqual(odd);
+  });
+
+  it("the list's stub carries the counts Nomad's list has", () => {
+    expect(encodePluginStub(FULL)).toEqual({
+      ID: 'hostpath',
+      Provider: 'csi.hostpath.example',
+      ControllerRequired: true,
+      ControllersHealthy: 2,
+      ControllersExpected: 2,
+      NodesHealthy: 1,
+      NodesExpected: 3,
+    });
+  });
+});
