@@ -17,6 +17,7 @@ import type {
   AgentEvent,
   AgentHealth,
   AllocView,
+  DeploymentView,
   JobPlan,
   JobView,
   NodeList,
@@ -46,6 +47,20 @@ import {
   decodeLogFrames,
   utf8Window,
 } from './wire/alloc-wire';
+import {
+  decodeDeployment,
+  decodeJob,
+  decodeJobDeregisterResponse,
+  decodeJobListStub,
+  decodeJobPlanResponse,
+  decodeJobRegisterResponse,
+  type NomadDeployment,
+  type NomadJobDeregisterResponse,
+  type NomadJobListStub,
+  type NomadJobPlanResponse,
+  type NomadJobRegisterResponse,
+  type NomadJobWithStatus,
+} from './wire/job-wire';
 
 export { ClientErrorCode, DEFAULT_ADDRESS, normaliseAddress, type ApiClientOptions } from './api-transport';
 
@@ -73,12 +88,18 @@ export class ApiClient extends VolumeApiCalls {
 
   // Jobs ---------------------------------------------------------------------
 
-  listJobs(): Promise<JobView[]> {
-    return this.transport.json('GET', '/v1/jobs');
+  async listJobs(): Promise<JobView[]> {
+    return (await this.transport.json<NomadJobListStub[]>('GET', '/v1/jobs')).map(decodeJobListStub);
   }
 
-  getJob(id: string): Promise<JobView> {
-    return this.transport.json('GET', `/v1/job/${enc(id)}`);
+  async getJob(id: string): Promise<JobView> {
+    return decodeJob(await this.transport.json<NomadJobWithStatus>('GET', `/v1/job/${enc(id)}`));
+  }
+
+  /** The job's latest deployment (GET /v1/job/:id/deployment, Nomad's Deployment); undefined when it has none. */
+  async jobDeployment(id: string): Promise<DeploymentView | undefined> {
+    const d = await this.transport.json<NomadDeployment | null>('GET', `/v1/job/${enc(id)}/deployment`);
+    return d ? decodeDeployment(d) : undefined;
   }
 
   /** The job's allocs (Nomad's AllocationListStub, read back whole from their Csiplug). */
@@ -90,14 +111,16 @@ export class ApiClient extends VolumeApiCalls {
    * Registers a job in Nomad's JSON job format (jobToNomadJson of a parsed jobspec): POST /v1/jobs with Nomad's
    * JobRegisterRequest; `queue` places allocs that must wait for a held write claim (`?queue=true`, csiplug's own).
    */
-  runJob(job: NomadJob, options: RunJobOptions = {}): Promise<RunJobResult> {
-    return this.transport.json('POST', `/v1/jobs${options.queue ? '?queue=true' : ''}`, { body: { Job: job } });
+  async runJob(job: NomadJob, options: RunJobOptions = {}): Promise<RunJobResult> {
+    const path = `/v1/jobs${options.queue ? '?queue=true' : ''}`;
+    return decodeJobRegisterResponse(await this.transport.json<NomadJobRegisterResponse>('POST', path, { body: { Job: job } }));
   }
 
   /** What running the job (in Nomad's JSON job format) would change (POST /v1/job/:id/plan); nothing is done. */
-  planJob(job: NomadJob): Promise<JobPlan> {
+  async planJob(job: NomadJob): Promise<JobPlan> {
     if (typeof job.ID !== 'string' || job.ID === '') throw new ValidationError('the job has no ID; give it one, like "web"', 'ID');
-    return this.transport.json('POST', `/v1/job/${enc(job.ID)}/plan`, { body: { Job: job, Diff: true } });
+    const body = { Job: job, Diff: true };
+    return decodeJobPlanResponse(await this.transport.json<NomadJobPlanResponse>('POST', `/v1/job/${enc(job.ID)}/plan`, { body }));
   }
 
   /** Nomad's Parse Job (POST /v1/jobs/parse): the agent reads the HCL and answers the job in Nomad's JSON job format. */
@@ -105,8 +128,9 @@ export class ApiClient extends VolumeApiCalls {
     return this.transport.json('POST', '/v1/jobs/parse', { body: { JobHCL: jobHCL, Canonicalize: true } });
   }
 
-  stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
-    return this.transport.json('DELETE', `/v1/job/${enc(id)}${query({ purge: options.purge })}`);
+  async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
+    const path = `/v1/job/${enc(id)}${query({ purge: options.purge })}`;
+    return decodeJobDeregisterResponse(await this.transport.json<NomadJobDeregisterResponse>('DELETE', path));
   }
 
   // Allocs -------------------------------------------------------------------

@@ -68,7 +68,7 @@ describe('blocking queries at their edges', () => {
     expect(await settlesSoon(held)).toBe(true);
     const r = await held;
     expect(indexOf(r)).toBeGreaterThan(seen);
-    expect((r.json as unknown as JobView[]).map((j) => j.id)).toEqual(['web']);
+    expect((r.json as unknown as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
   });
 
   it('ends a held query whose client hung up during its first look, and never looks again', async () => {
@@ -139,7 +139,7 @@ describe('blocking queries at their edges', () => {
     ({ api, url } = await startApi(fake, { clock, aclToken: 'old-token' }));
     const headers = { 'X-Nomad-Token': 'old-token' };
     const run = await raw(url, 'POST', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('web') }), headers });
-    const allocId = (run.json as unknown as { allocIds: string[] }).allocIds[0]!;
+    const allocId = (run.json as unknown as { Csiplug: { allocIds: string[] } }).Csiplug.allocIds[0]!;
     const total = 32 * 1024 * 1024;
     fake.logs.set(`${allocId}/main/stdout`, Buffer.alloc(total, 'x'));
     const got = await new Promise<{ bytes: number; complete: boolean }>((resolve) => {
@@ -227,7 +227,7 @@ describe('blocking queries at their edges', () => {
     expect(runIndex).toBeGreaterThan(read);
     const after = raw(url, 'GET', `/v1/jobs?index=${runIndex}&wait=5m`);
     expect(await settlesSoon(after)).toBe(true);
-    expect(((await after).json as unknown as JobView[]).map((j) => j.id)).toEqual(['web']);
+    expect(((await after).json as unknown as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
 
     let last = runIndex;
     const writes: Array<[string, string, string?]> = [

@@ -257,6 +257,37 @@ describe('HttpApi', () => {
       await expect(client.getJob('web')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND', message: 'job "web" not found' });
     });
 
+    it("answers in Nomad's shapes: JobListStub, Job, JobSummary, Deployment, JobDeregisterResponse", async () => {
+      await client.registerVolume(volumeDoc());
+      await client.runJob(nomadJob('web', 2));
+      const list = await raw(url, 'GET', '/v1/jobs');
+      expect(list.json).toEqual([
+        expect.objectContaining({
+          ID: 'web',
+          Name: 'web',
+          Type: 'service',
+          Status: 'running',
+          Stop: false,
+          JobSummary: { JobID: 'web', Namespace: 'default', Summary: { app: expect.objectContaining({ Running: 2, Failed: 0 }) } },
+        }),
+      ]);
+      const job = await raw(url, 'GET', '/v1/job/web');
+      expect(job.json).toMatchObject({ ID: 'web', Status: 'running', Stop: false, Version: 0, TaskGroups: [{ Name: 'app', Count: 2 }] });
+      expect(job.json).toHaveProperty('Csiplug.allocs');
+      // Nomad's PrefixList, the job's summary, its evaluations (csiplug has none).
+      expect(((await raw(url, 'GET', '/v1/jobs?prefix=we')).json as unknown as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
+      expect((await raw(url, 'GET', '/v1/jobs?prefix=x')).json).toEqual([]);
+      expect((await raw(url, 'GET', '/v1/job/web/summary')).json).toMatchObject({ JobID: 'web', Summary: { app: { Running: 2 } } });
+      expect((await raw(url, 'GET', '/v1/job/web/evaluations')).json).toEqual([]);
+      expect((await raw(url, 'GET', '/v1/job/nope/evaluations')).status).toBe(404);
+      // No deployment (the fake keeps none): Nomad answers null and an empty list.
+      expect((await raw(url, 'GET', '/v1/job/web/deployment')).text.trim()).toBe('null');
+      expect((await raw(url, 'GET', '/v1/job/web/deployments')).json).toEqual([]);
+      await expect(client.jobDeployment('web')).resolves.toBeUndefined();
+      const stop = await raw(url, 'DELETE', '/v1/job/web');
+      expect(stop.json).toMatchObject({ EvalID: '', Csiplug: { job: { ID: 'web', Status: 'dead', Stop: true } } });
+    });
+
     it("passes ?queue=true on as the run's queue option, and answers a held write claim with 409 and its words", async () => {
       await client.runJob(nomadJob('queued'), { queue: true });
       expect((await raw(url, 'POST', '/v1/jobs?queue=maybe', { body: JSON.stringify({ Job: nomadJob('bad') }) })).status).toBe(400);
@@ -270,7 +301,8 @@ describe('HttpApi', () => {
     it('accepts PUT, and refuses a bare job or csiplug\'s old jobspec document (Nomad\'s body is { "Job": … })', async () => {
       const r = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify({ Job: nomadJob('put') }) });
       expect(r.status).toBe(200);
-      expect(r.json?.jobId).toBe('put');
+      // Nomad's JobRegisterResponse: no evaluation (csiplug has none), the run's result in Csiplug.
+      expect(r.json).toMatchObject({ EvalID: '', Warnings: '', Csiplug: { jobId: 'put' } });
       const bare = await raw(url, 'PUT', '/v1/jobs', { body: JSON.stringify(nomadJob('bare')) });
       expect(bare.status).toBe(400);
       expect(bare.error).toMatch(/^ID is not a field csiplug knows here \(the fields it reads: Job, PolicyOverride\)/);
@@ -365,7 +397,12 @@ describe('HttpApi', () => {
       // Nomad's body shape, with "Diff", and PUT; nothing was run by any of these.
       const r = await raw(url, 'PUT', '/v1/job/web/plan', { body: JSON.stringify({ Job: nomadJob('web', 2), Diff: true }) });
       expect(r.status).toBe(200);
-      expect(r.json?.changed).toBe(false);
+      // Nomad's JobPlanResponse: nothing in the spec changed, each alloc is left alone.
+      expect(r.json).toMatchObject({
+        Diff: { Type: 'None', ID: 'web', TaskGroups: [{ Type: 'None', Name: 'app', Updates: { ignore: 2 } }] },
+        Annotations: { DesiredTGUpdates: { app: { Ignore: 2, Place: 0, Stop: 0, InPlaceUpdate: 0, DestructiveUpdate: 0 } } },
+        Csiplug: { changed: false },
+      });
       expect(fake.calls).toEqual(['registerVolume vol1', 'runJob web']);
     });
 

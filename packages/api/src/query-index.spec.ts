@@ -66,7 +66,7 @@ describe("Nomad's X-Nomad-Index and blocking queries", () => {
     const r = await waiting;
     expect(r.status).toBe(200);
     expect(indexOf(r)).toBeGreaterThan(seen);
-    expect((r.json as unknown as { id: string }[]).map((j) => j.id)).toEqual(['web']);
+    expect((r.json as unknown as { ID: string }[]).map((j) => j.ID)).toEqual(['web']);
   });
 
   it('answers a held query when its wait is over, with the unchanged answer and index', async () => {

@@ -1,4 +1,7 @@
-// The job routes: list, run, plan, parse, read, the job's allocs, stop.
+// The job routes: list, run, plan, parse, read, the job's allocs, stop, its
+// summary, its (no) evaluations, its latest deployment. Answers in Nomad's shapes (JobListStub, Job,
+// JobRegisterResponse, JobPlanResponse, JobDeregisterResponse, Deployment:
+// wire/job-wire.ts).
 // Jobs come in Nomad's JSON job format, in Nomad's request bodies
 // (JobRegisterRequest, JobPlanRequest, JobsParseRequest), read by jobspec's
 // nomad-json; bodies are validated in full before the service is called
@@ -9,14 +12,27 @@ import { boolParam } from '../route-params';
 import type { AgentService } from '../service';
 import { encodeAllocStub } from '../wire/alloc-wire';
 import { allocNode } from './alloc-routes';
+import {
+  encodeDeployment,
+  encodeJob,
+  encodeJobDeregisterResponse,
+  encodeJobListStub,
+  encodeJobPlanResponse,
+  encodeJobRegisterResponse,
+  jobSummaryOf,
+} from '../wire/job-wire';
 import { type Handler, type Lookups, type RouteTable, addEach } from './route-context';
 
 export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
-  r.add('GET', '/v1/jobs', () => ({ body: s.listJobs() }));
+  // ?prefix=: Nomad's PrefixList (`nomad job status ID` looks the id up by prefix first).
+  r.add('GET', '/v1/jobs', ({ query }) => {
+    const prefix = query.get('prefix') ?? '';
+    return { body: s.listJobs().flatMap((j) => (j.id.startsWith(prefix) ? [encodeJobListStub(j)] : [])) };
+  });
   const runJob: Handler = async (ctx) => {
     const { job } = readJobRegisterRequest(await ctx.json());
     // ?queue=true: csiplug's own (Nomad's register has no such flag): place allocs that must wait for a held write claim.
-    return { body: await s.runJob(job, { queue: boolParam(ctx.query, 'queue') }) };
+    return { body: encodeJobRegisterResponse(await s.runJob(job, { queue: boolParam(ctx.query, 'queue') })) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/jobs', runJob);
   const planJob: Handler = async (ctx) => {
@@ -24,7 +40,7 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     const { job } = readJobPlanRequest(await ctx.json());
     if (job.id !== ctx.params.id)
       throw ApiError.badRequest(`the job id in the path ("${ctx.params.id}") does not match the id in the body ("${job.id}")`);
-    return { body: s.planJob(job) };
+    return { body: encodeJobPlanResponse(s.planJob(job)) };
   };
   addEach(r, ['POST', 'PUT'], '/v1/job/:id/plan', planJob);
   // Nomad's Parse Job: the HCL read and checked as job run reads it, answered as the Job in Nomad's JSON. csiplug's
@@ -33,7 +49,7 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     const { jobHCL } = readJobsParseRequest(await ctx.json());
     return { body: jobToNomadJson(await parseJobspec(jobHCL, 'JobHCL.hcl')) };
   });
-  r.add('GET', '/v1/job/:id', ({ params }) => ({ body: find.job(params.id!) }));
+  r.add('GET', '/v1/job/:id', ({ params }) => ({ body: encodeJob(find.job(params.id!)) }));
   r.add('GET', '/v1/job/:id/allocations', ({ params }) => {
     const job = find.job(params.id!);
     const node = allocNode(s);
@@ -42,6 +58,21 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
   r.add('DELETE', '/v1/job/:id', async ({ params, query }) => {
     const purge = boolParam(query, 'purge');
     const job = find.job(params.id!);
-    return { body: await s.stopJob(job.id, { purge }) };
+    return { body: encodeJobDeregisterResponse(await s.stopJob(job.id, { purge })) };
+  });
+  r.add('GET', '/v1/job/:id/summary', ({ params }) => ({ body: jobSummaryOf(find.job(params.id!)) }));
+  // csiplug has no evaluations (a run is placed as it is registered): a job's list of them is empty.
+  r.add('GET', '/v1/job/:id/evaluations', ({ params }) => {
+    find.job(params.id!);
+    return { body: [] };
+  });
+  // Nomad's latest deployment (null when the job has none) and the job's deployments: csiplug keeps the latest alone.
+  r.add('GET', '/v1/job/:id/deployment', ({ params }) => {
+    const job = find.job(params.id!);
+    return { body: job.deployment ? encodeDeployment(job.id, job.deployment) : null };
+  });
+  r.add('GET', '/v1/job/:id/deployments', ({ params }) => {
+    const job = find.job(params.id!);
+    return { body: job.deployment ? [encodeDeployment(job.id, job.deployment)] : [] };
   });
 }

@@ -161,7 +161,16 @@ describe('jobFromNomadJson', () => {
             },
           },
         },
-        { Region: 'global', Namespace: 'default', Priority: 50, Datacenters: ['*'], Stop: false, Version: 3, CreateIndex: 10 },
+        {
+          Region: 'global',
+          Namespace: 'default',
+          Priority: 50,
+          Datacenters: ['*'],
+          Stop: false,
+          Version: 3,
+          CreateIndex: 10,
+          Csiplug: { allocs: [] },
+        },
       ),
     );
     expect(json).toEqual(hcl);

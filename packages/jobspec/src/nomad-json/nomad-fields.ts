@@ -59,6 +59,8 @@ export const JOB_FIELDS: FieldRules = {
   ModifyIndex: SERVER,
   JobModifyIndex: SERVER,
   VersionTag: SERVER,
+  // csiplug's own data on GET /v1/job/:id (allocs, deployment…): a job read and sent back as it is runs as its spec says.
+  Csiplug: SERVER,
 };
 
 const UPDATE_ADVICE = 'csiplug replaces allocs a few at a time (MaxParallel) and judges each by its tasks and plugins; it has';
