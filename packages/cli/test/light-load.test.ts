@@ -59,6 +59,15 @@ const API_CLIENT_FILES = [
   'service-errors',
   'service',
   'log-slice',
+  // The Nomad shapes the client decodes (pure functions, no server part).
+  'wire/nomad-time',
+  'wire/agent-wire',
+  'wire/alloc-wire',
+  'wire/event-wire',
+  'wire/job-wire',
+  'wire/node-wire',
+  'wire/plugin-wire',
+  'wire/volume-wire',
 ].map((name) => `dist/${name}.js`);
 
 const CLI_DIR = join(__dirname, '..');
