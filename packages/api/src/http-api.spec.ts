@@ -190,6 +190,17 @@ describe('HttpApi', () => {
       expect((await client.health()).ok).toBe(false);
     });
 
+    it('an unknown ?type= is ignored as Nomad does: alone it answers 200 with neither part', async () => {
+      const other = await raw(url, 'GET', '/v1/agent/health?type=bogus');
+      expect(other.status).toBe(200);
+      expect(other.json).not.toHaveProperty('client');
+      expect(other.json).not.toHaveProperty('server');
+      const withClient = await raw(url, 'GET', '/v1/agent/health?type=bogus&type=client');
+      expect(withClient.status).toBe(200);
+      expect(withClient.json).toMatchObject({ client: { ok: true } });
+      expect(withClient.json).not.toHaveProperty('server');
+    });
+
     it("GET /v1/agent/self: Nomad's AgentSelf; /v1/status/leader and peers: this agent's API address", async () => {
       const self = await raw(url, 'GET', '/v1/agent/self');
       expect(self.status).toBe(200);

@@ -16,13 +16,12 @@ import { type Handler, READS_CLUSTER, type RouteTable, addEach } from './route-c
 export type ApiUrl = () => string | undefined;
 
 export function addNodeRoutes(r: RouteTable, s: AgentService, apiUrl: ApiUrl): void {
-  // Nomad's: 200 when ok, else 500 with the same body.
+  // Nomad's: 200 when ok, else 500 with the same body. `?type=` other than client and server is ignored, as Nomad's
+  // (asking only for others answers neither part, 200).
   r.add('GET', '/v1/agent/health', ({ query }) => {
     const asked = query.getAll('type');
-    for (const t of asked)
-      if (t !== 'client' && t !== 'server')
-        throw ApiError.badRequest(`unknown health type "${t}": ask for type=client, type=server, or both`);
-    return encodeAgentHealth(s.health(), asked.length ? (asked as HealthPart[]) : undefined);
+    const parts = asked.filter((t): t is HealthPart => t === 'client' || t === 'server');
+    return encodeAgentHealth(s.health(), asked.length ? parts : undefined);
   });
   r.add('GET', '/v1/agent/self', () => ({ body: encodeAgentSelf(s.health(), s.node()) }));
   // One agent leads itself: its own API address (wire/agent-wire.ts says why not an RPC port).

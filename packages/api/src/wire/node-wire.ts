@@ -6,6 +6,7 @@
 // time) rides in `Csiplug`. Pure functions: the routes encode, the
 // ApiClient decodes.
 import type { NodeList, NodePurgeResult, NodeView } from '../service';
+import { csiplugField } from './agent-wire';
 import { type NomadCSIInfo, decodeMaxVolumes, encodeMaxVolumes } from './plugin-wire';
 
 /** Nomad's DriverInfo (api/nodes.go); csiplug fingerprints no driver attributes and keeps no update time. */
@@ -151,7 +152,7 @@ export function decodeNode(wire: NomadNode): NodeView {
     }
   }
   plugins.sort((a, b) => a.id.localeCompare(b.id) || a.type.localeCompare(b.type));
-  const extras = wire.Csiplug;
+  const extras = csiplugField<NomadNode['Csiplug']>(wire, 'GET /v1/node/self');
   return {
     id: wire.ID,
     name: wire.Name,
@@ -224,6 +225,6 @@ export function encodeNodePurge(result: NodePurgeResult): NomadNodePurgeResponse
 }
 
 export function decodeNodePurge(wire: NomadNodePurgeResponse): NodePurgeResult {
-  const r = wire.Csiplug;
+  const r = csiplugField<NodePurgeResult>(wire, 'PUT /v1/node/:id/purge');
   return { name: r.name, ...(r.identity !== undefined ? { identity: r.identity } : {}), releasedVolumes: [...r.releasedVolumes] };
 }
