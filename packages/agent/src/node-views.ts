@@ -1,7 +1,6 @@
 // The node as the API shows it: the agent's health, this node (drivers,
 // plugins, allocs) and, in a cluster, every node of it (cluster mode's).
 import { findRunc } from '@csiplug/driver';
-import * as os from 'os';
 import type { AgentContext } from './agent-context';
 import { isRoutedController } from '@csiplug/cluster';
 import type { AgentHealth, NodeList, NodeView } from '@csiplug/api';
