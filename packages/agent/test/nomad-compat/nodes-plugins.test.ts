@@ -57,7 +57,8 @@ interface CSIPlugin extends CSIPluginListStub {
   Version: string;
   Controllers: Record<string, CSIInfo>;
   Nodes: Record<string, CSIInfo>;
-  Allocations: { ID: string }[];
+  /** api/allocations.go AllocationListStub (the fields read here). */
+  Allocations: { ID: string; NodeID: string; JobID: string; TaskGroup: string; ClientStatus: string; CreateTime: number }[];
 }
 
 /** api/nodes.go DriverInfo. */
@@ -233,6 +234,9 @@ describe('Nomad compatibility: plugins, nodes, agent, status, event stream', () 
     // The hostpath plugin creates and deletes volumes and takes snapshots.
     expect(p.Controllers[node.ID]!.ControllerInfo).toMatchObject({ SupportsCreateDelete: true, SupportsCreateDeleteSnapshot: true });
     expect(p.Allocations.map((a) => a.ID).sort()).toEqual([...new Set([p.Controllers[node.ID]!.AllocID, nodeInstance.AllocID])].sort());
+    // Full AllocationListStubs, as `nomad plugin status` lists them.
+    for (const a of p.Allocations)
+      expect(a).toMatchObject({ NodeID: node.ID, JobID: pluginJob, TaskGroup: expect.any(String), ClientStatus: 'running', CreateTime: expect.any(Number) });
     const missing = await nomad.get('/v1/plugin/csi/nope').catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NomadResponseError);
     expect(missing).toMatchObject({ status: 404, message: 'Unexpected response code: 404 (plugin "nope" not found)' });

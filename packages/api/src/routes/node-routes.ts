@@ -6,7 +6,7 @@ import { ApiError } from '../api-error';
 import { csiTypeParam } from '../route-params';
 import type { AgentService } from '../service';
 import { type HealthPart, encodeAgentHealth, encodeAgentSelf, encodeStatusLeader } from '../wire/agent-wire';
-import { encodeAlloc } from '../wire/alloc-wire';
+import { encodeAlloc, encodeAllocStub } from '../wire/alloc-wire';
 import { encodeNode, encodeNodeList, encodeNodePurge } from '../wire/node-wire';
 import { encodePlugin, encodePluginStub } from '../wire/plugin-wire';
 import { allocNode } from './alloc-routes';
@@ -78,6 +78,11 @@ export function addNodeRoutes(r: RouteTable, s: AgentService, apiUrl: ApiUrl): v
   r.add('GET', '/v1/plugin/csi/:id', ({ params }) => {
     const plugin = s.getPlugin(params.id!);
     if (!plugin) throw ApiError.notFound(`plugin "${params.id}" not found`);
-    return { body: encodePlugin(plugin, s.health().nodeId) };
+    const node = allocNode(s);
+    const allocStub = (id: string) => {
+      const alloc = s.getAlloc(id);
+      return alloc && encodeAllocStub(alloc, node);
+    };
+    return { body: encodePlugin(plugin, node.id, allocStub) };
   });
 }

@@ -10,6 +10,7 @@ import {
   encodePlugin,
   encodePluginStub,
 } from './plugin-wire';
+import type { NomadAllocationListStub } from './alloc-wire';
 
 const NODE_ID = 'node-1a2b';
 
@@ -248,5 +249,12 @@ describe("plugins on Nomad's wire", () => {
     expect(text).toContain('"Segments":{"__proto__":"x"}');
     expect(Object.keys(encodePlugin(odd, '__proto__').Nodes)).toEqual(['__proto__']);
     expect(roundTrip(odd)).toEqual(odd);
+  });
+
+  it("Allocations are the agent's AllocationListStubs; one it does not hold keeps its ID alone", () => {
+    const stub = { ID: 'alloc-c', JobID: 'plugin', ClientStatus: 'running' } as NomadAllocationListStub;
+    const wire = encodePlugin(FULL, NODE_ID, (id) => (id === 'alloc-c' ? stub : undefined));
+    expect(wire.Allocations).toEqual([stub, { ID: 'alloc-n' }]);
+    expect(decodePlugin(JSON.parse(JSON.stringify(wire)) as NomadCSIPlugin).allocs).toEqual(['alloc-c', 'alloc-n']);
   });
 });

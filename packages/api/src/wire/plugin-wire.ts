@@ -4,6 +4,7 @@
 // ControllerInfo/NodeInfo; the rest, and the cluster's per-node records, in
 // `Csiplug`. Pure functions: the routes encode, the ApiClient decodes.
 import type { PluginInstanceView, PluginView } from '../service';
+import type { NomadAllocationListStub } from './alloc-wire';
 
 /** Nomad's CSITopology (api/nodes.go). */
 export interface NomadCSITopology {
@@ -81,8 +82,8 @@ export interface NomadCSIPlugin {
   ControllerRequired: boolean;
   Controllers: Record<string, NomadCSIInfo>;
   Nodes: Record<string, NomadCSIInfo>;
-  /** The allocs running the plugin's tasks: csiplug knows their IDs (an AllocationListStub with its ID alone). */
-  Allocations: { ID: string }[];
+  /** The allocs running the plugin's tasks, as AllocationListStubs; one this agent does not hold (gone meanwhile) has its ID alone. */
+  Allocations: (Pick<NomadAllocationListStub, 'ID'> & Partial<NomadAllocationListStub>)[];
   ControllersHealthy: number;
   ControllersExpected: number;
   NodesHealthy: number;
@@ -268,7 +269,12 @@ function decodeInstance(info: NomadCSIInfo): PluginInstanceView {
  * cluster's node records list, keyed by node name, and Nomad's counts are
  * the cluster's (this node's own in Csiplug.thisNode).
  */
-export function encodePlugin(view: PluginView, nodeId: string): NomadCSIPlugin {
+export function encodePlugin(
+  view: PluginView,
+  nodeId: string,
+  /** The AllocationListStub of an alloc of the plugin's, when the agent holds it. */
+  allocStub: (id: string) => NomadAllocationListStub | undefined = () => undefined,
+): NomadCSIPlugin {
   // Maps keyed by node ID (any text, `__proto__` too): a Map, made into an object with Object.fromEntries.
   const controllers = new Map<string, NomadCSIInfo>();
   const nodes = new Map<string, NomadCSIInfo>();
@@ -298,7 +304,7 @@ export function encodePlugin(view: PluginView, nodeId: string): NomadCSIPlugin {
     ControllerRequired: view.controllerRequired,
     Controllers: Object.fromEntries(controllers),
     Nodes: Object.fromEntries(nodes),
-    Allocations: view.allocs.map((id) => ({ ID: id })),
+    Allocations: view.allocs.map((id) => allocStub(id) ?? { ID: id }),
     ControllersHealthy: counts.controllersHealthy,
     ControllersExpected: counts.controllersExpected,
     NodesHealthy: counts.nodesHealthy,
