@@ -124,6 +124,7 @@ export class NodeViews {
           name: n.name,
           status: n.status,
           nodeClass: n.nodeClass ?? '',
+          ...(n.datacenter !== undefined ? { datacenter: n.datacenter } : {}),
           drivers: Object.keys(n.drivers).filter((d) => n.drivers[d as keyof NodeView['drivers']].detected),
           plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })),
           self: true,

@@ -311,6 +311,8 @@ export interface NodeList {
     identity?: string;
     status: 'ready' | 'down';
     nodeClass: string;
+    /** The node's datacenter (absent on a record written before datacenters). */
+    datacenter?: string;
     drivers: string[];
     plugins: { id: string; type: string; healthy: boolean }[];
     /** The agent's API address, as it registered it. */

@@ -72,6 +72,7 @@ interface DriverInfo {
 interface NodeListStub {
   ID: string;
   Name: string;
+  Datacenter: string;
   NodeClass: string;
   Status: string;
   SchedulingEligibility: string;
@@ -340,6 +341,8 @@ describe('Nomad compatibility: plugins, nodes, agent, status, event stream', () 
     const node = (await nomad.get<Node>('/v1/node/self')).body;
     expect(node.ID).toBe(stub!.ID);
     expect(node.Name).toBe(stub!.Name);
+    expect(stub!.Datacenter).toBe(node.Datacenter);
+    expect(stub!.NodeClass).toBe(node.NodeClass);
     expect((await nomad.get<AgentSelf>('/v1/agent/self')).body.stats['client']!['node_id']).toBe(node.ID);
     const plugin = (await nomad.get<CSIPlugin>('/v1/plugin/csi/hostpath')).body;
     expect(Object.keys(plugin.Controllers)).toEqual([node.ID]);

@@ -104,6 +104,7 @@ describe("nodes on Nomad's wire", () => {
           identity: 'id-alpha',
           status: 'ready',
           nodeClass: 'storage',
+          datacenter: 'dc2',
           drivers: ['exec', 'docker'],
           plugins: [{ id: 'hostpath', type: 'csi-node', healthy: true }],
           address: 'http://10.0.0.1:4646',
@@ -127,6 +128,7 @@ describe("nodes on Nomad's wire", () => {
     expect(alpha).toMatchObject({
       ID: 'alpha',
       Name: 'alpha',
+      Datacenter: 'dc2',
       Csiplug: { identity: 'id-alpha' },
       NodeClass: 'storage',
       Status: 'ready',

@@ -65,6 +65,7 @@ export interface NodeListExtras {
 export interface NomadNodeListStub {
   ID: string;
   Name: string;
+  Datacenter?: string;
   NodeClass: string;
   SchedulingEligibility: 'eligible';
   Drain: false;
@@ -180,6 +181,7 @@ export function encodeNodeList(list: NodeList): NomadNodeListStub[] {
   return list.nodes.map((n) => ({
     ID: n.id ?? n.name,
     Name: n.name,
+    ...(n.datacenter !== undefined ? { Datacenter: n.datacenter } : {}),
     NodeClass: n.nodeClass,
     SchedulingEligibility: 'eligible',
     Drain: false,
@@ -208,6 +210,7 @@ export function decodeNodeList(wire: NomadNodeListStub[]): NodeList {
         ...(extras?.identity !== undefined ? { identity: extras.identity } : {}),
         status: n.Status,
         nodeClass: n.NodeClass ?? '',
+        ...(n.Datacenter !== undefined ? { datacenter: n.Datacenter } : {}),
         drivers: Object.entries(n.Drivers ?? {})
           .filter(([, d]) => d.Detected)
           .map(([name]) => name),
