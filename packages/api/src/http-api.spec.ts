@@ -1201,7 +1201,7 @@ describe('HttpApi', () => {
       }
     });
 
-    it("reads ?topic= as Nomad does: an unknown topic is accepted, `*:key` is the key in any topic, a comma is part of a name", async () => {
+    it('reads ?topic= as Nomad does: an unknown topic is accepted, `*:key` is the key in any topic, a comma is part of a name', async () => {
       const lines: string[] = [];
       let res!: http.IncomingMessage;
       const query = ['Bogus', '*:web', 'Task,Job'].map((t) => `topic=${encodeURIComponent(t)}`).join('&');

@@ -59,7 +59,11 @@ cluster {
     await h.start();
     nomad = new NomadApi(`http://127.0.0.1:${h.port}`);
     const job = await parseJobspec(hostpathPluginJobHcl({ restartDelay: '100ms' }), 'plugin.hcl');
-    await pollUntil('the plugin job accepted', async () => nomad.put('/v1/jobs', { Job: jobToNomadJson(job) }).catch(() => undefined), 30_000);
+    await pollUntil(
+      'the plugin job accepted',
+      async () => nomad.put('/v1/jobs', { Job: jobToNomadJson(job) }).catch(() => undefined),
+      30_000,
+    );
     await pollUntil(
       "hostpath healthy, its node's record listing it",
       async () => {

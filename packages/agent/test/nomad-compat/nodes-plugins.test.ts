@@ -237,7 +237,13 @@ describe('Nomad compatibility: plugins, nodes, agent, status, event stream', () 
     expect(p.Allocations.map((a) => a.ID).sort()).toEqual([...new Set([p.Controllers[node.ID]!.AllocID, nodeInstance.AllocID])].sort());
     // Full AllocationListStubs, as `nomad plugin status` lists them.
     for (const a of p.Allocations)
-      expect(a).toMatchObject({ NodeID: node.ID, JobID: pluginJob, TaskGroup: expect.any(String), ClientStatus: 'running', CreateTime: expect.any(Number) });
+      expect(a).toMatchObject({
+        NodeID: node.ID,
+        JobID: pluginJob,
+        TaskGroup: expect.any(String),
+        ClientStatus: 'running',
+        CreateTime: expect.any(Number),
+      });
     const missing = await nomad.get('/v1/plugin/csi/nope').catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NomadResponseError);
     expect(missing).toMatchObject({ status: 404, message: 'Unexpected response code: 404 (plugin "nope" not found)' });

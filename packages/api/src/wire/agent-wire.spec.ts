@@ -50,7 +50,10 @@ describe("the agent on Nomad's wire", () => {
   it('an answer without Csiplug (a Nomad agent) is a clear error, not a TypeError', () => {
     const nomads = { client: { ok: true, message: 'ok' }, server: { ok: true, message: 'ok' } };
     expect(() => decodeAgentHealth(nomads as unknown as NomadAgentHealthResponse)).toThrow(
-      expect.objectContaining({ code: 'EBAD_RESPONSE', message: expect.stringMatching(/has no Csiplug field: the address is not a csiplug agent/) }),
+      expect.objectContaining({
+        code: 'EBAD_RESPONSE',
+        message: expect.stringMatching(/has no Csiplug field: the address is not a csiplug agent/),
+      }),
     );
     expect(() => decodeNode({ ID: 'n', Name: 'n' } as unknown as NomadNode)).toThrow(/GET \/v1\/node\/self has no Csiplug field/);
     expect(() => decodeNodePurge({ EvalIDs: [] } as unknown as NomadNodePurgeResponse)).toThrow(/has no Csiplug field/);

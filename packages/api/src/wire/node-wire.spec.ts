@@ -122,7 +122,8 @@ describe("nodes on Nomad's wire", () => {
       cluster: false,
       nodes: [{ id: 'node-1a2b', name: 'host-a', status: 'ready', nodeClass: 'gpu', drivers: [], plugins: [], self: true }],
     };
-    for (const list of [cluster, alone, aloneNamed]) expect(decodeNodeList(viaJson<NomadNodeListStub[]>(encodeNodeList(list)))).toEqual(list);
+    for (const list of [cluster, alone, aloneNamed])
+      expect(decodeNodeList(viaJson<NomadNodeListStub[]>(encodeNodeList(list)))).toEqual(list);
     const [alpha, beta] = encodeNodeList(cluster);
     // A cluster node's ID is its node name (what its record, claims and placements carry), its identity in Csiplug.
     expect(alpha).toMatchObject({

@@ -294,7 +294,10 @@ export function encodePlugin(
     // This node's record lists its own instance too (a cluster node's name is its node ID): one entry, both sources.
     if (own?.Csiplug?.thisNode) own.Csiplug = { ...own.Csiplug, nodeStatus: instance.nodeStatus, recordHealthy: instance.healthy };
     else
-      map.set(instance.node, withInfoGroup(kind, { PluginID: view.id, Healthy: instance.healthy, Csiplug: { nodeStatus: instance.nodeStatus } }));
+      map.set(
+        instance.node,
+        withInfoGroup(kind, { PluginID: view.id, Healthy: instance.healthy, Csiplug: { nodeStatus: instance.nodeStatus } }),
+      );
   }
   const counts = cluster ?? local;
   return {
