@@ -190,6 +190,17 @@ describe('HttpApi', () => {
       expect((await client.health()).ok).toBe(false);
     });
 
+    it('an unknown ?type= is ignored as Nomad does: alone it answers 200 with neither part', async () => {
+      const other = await raw(url, 'GET', '/v1/agent/health?type=bogus');
+      expect(other.status).toBe(200);
+      expect(other.json).not.toHaveProperty('client');
+      expect(other.json).not.toHaveProperty('server');
+      const withClient = await raw(url, 'GET', '/v1/agent/health?type=bogus&type=client');
+      expect(withClient.status).toBe(200);
+      expect(withClient.json).toMatchObject({ client: { ok: true } });
+      expect(withClient.json).not.toHaveProperty('server');
+    });
+
     it("GET /v1/agent/self: Nomad's AgentSelf; /v1/status/leader and peers: this agent's API address", async () => {
       const self = await raw(url, 'GET', '/v1/agent/self');
       expect(self.status).toBe(200);
@@ -1190,10 +1201,40 @@ describe('HttpApi', () => {
       }
     });
 
-    it('refuses unknown topics', async () => {
-      const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
-      expect(r.status).toBe(400);
-      expect(r.error).toMatch(/unknown event topic "Bogus"/);
+    it('reads ?topic= as Nomad does: an unknown topic is accepted, `*:key` is the key in any topic, a comma is part of a name', async () => {
+      const lines: string[] = [];
+      let res!: http.IncomingMessage;
+      const query = ['Bogus', '*:web', 'Task,Job'].map((t) => `topic=${encodeURIComponent(t)}`).join('&');
+      const req = http.get(`${url}/v1/event/stream?${query}`, (r) => {
+        res = r;
+        r.setEncoding('utf8');
+        let buf = '';
+        r.on('data', (c: string) => {
+          buf += c;
+          const parts = buf.split('\n');
+          buf = parts.pop()!;
+          lines.push(...parts);
+        });
+      });
+      try {
+        await until(() => res !== undefined && fake.eventSubscribers === 1, 'the stream to open');
+        expect(res.statusCode).toBe(200);
+        fake.emit({ topic: 'Task', type: 'Started', message: 'not web', allocId: 'a1', task: 'main' });
+        fake.emit({ topic: 'Job', type: 'JobRegistered', message: 'job api registered', jobId: 'api' });
+        fake.emit({ topic: 'Alloc', type: 'AllocRunning', message: 'alloc of web', allocId: 'a2', jobId: 'web' });
+        fake.emit({ topic: 'Job', type: 'JobRegistered', message: 'job web registered', jobId: 'web' });
+        await until(() => lines.length === 2, 'the two events of key web');
+        expect(lines.map((l) => (JSON.parse(l) as { Events: { Topic: string; Key: string }[] }).Events[0])).toMatchObject([
+          { Topic: 'Allocation', Key: 'a2' },
+          { Topic: 'Job', Key: 'web' },
+        ]);
+        const bad = await raw(url, 'GET', '/v1/event/stream?topic=Job:a:b');
+        expect(bad.status).toBe(400);
+        expect(bad.error).toMatch(/invalid key value pair for topic, topic: Job:a:b/);
+      } finally {
+        req.destroy();
+      }
+      await until(() => fake.eventSubscribers === 0, 'the subscription to go');
     });
 
     it('ends open streams when the server closes', async () => {

@@ -29,6 +29,14 @@ function token() {
 
 class AuthError extends Error {}
 
+/** The API answered `status` (not a token's refusal). */
+class StatusError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
 /** A token a header can carry: printable ASCII, no spaces (what `csiplug acl` tokens are). */
 const USABLE_TOKEN = /^[\x21-\x7e]+$/;
 
@@ -47,7 +55,7 @@ async function api(path, init = {}) {
     const message = (await res.text().catch(() => '')).trim();
     // Only the token's own refusals ask for a token; the API's other 403s (its front-door checks) are errors to show.
     if (res.status === 403 && /ACL token/.test(message)) throw new AuthError(message);
-    throw new Error(`${path}: ${message || res.status}`);
+    throw new StatusError(`${path}: ${message || res.status}`, res.status);
   }
   return res;
 }
@@ -184,9 +192,18 @@ function allocEvents(a) {
 }
 
 /** Every plugin in full (Nomad's CSIPlugin): the list has stubs, each is then read on its own. */
+/** Every plugin; one gone between the list and its read (404: its last instance stopped) is skipped. */
 async function readPlugins() {
   const stubs = await getJson('/v1/plugins?type=csi');
-  return Promise.all(stubs.map((s) => getJson(`/v1/plugin/csi/${encodeURIComponent(s.ID)}`)));
+  const plugins = await Promise.all(
+    stubs.map((s) =>
+      getJson(`/v1/plugin/csi/${encodeURIComponent(s.ID)}`).catch((err) => {
+        if (err instanceof StatusError && err.status === 404) return undefined;
+        throw err;
+      }),
+    ),
+  );
+  return plugins.filter((p) => p !== undefined);
 }
 
 async function refresh() {
