@@ -139,6 +139,27 @@ describe('HttpApi', () => {
       }
     });
 
+    it("reads an alloc answer that is not a csiplug agent's (no Csiplug) as a bad answer, not a TypeError", async () => {
+      // A Nomad server's answers: Nomad's shapes, no Csiplug.
+      const foreign = http.createServer((req, res) => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        const stub = { ID: 'a1', Name: 'web.g[0]', JobID: 'web', TaskGroup: 'g', CreateTime: 0, TaskStates: {} };
+        res.end(JSON.stringify(req.url?.endsWith('/allocations') ? [stub] : { ...stub, Job: { ID: 'web' } }));
+      });
+      await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = foreign.address() as AddressInfo;
+        const nomad = new ApiClient({ address: `http://127.0.0.1:${port}` });
+        for (const call of [() => nomad.listAllocs(), () => nomad.getAlloc('a1'), () => nomad.jobAllocations('web')]) {
+          const err = await call().catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(ApiError);
+          expect(err).toMatchObject({ code: 'EBAD_RESPONSE', message: expect.stringMatching(/allocation a1 has no Csiplug field/) });
+        }
+      } finally {
+        await new Promise<void>((resolve) => foreign.close(() => resolve()));
+      }
+    });
+
     it('answers 405 with Allow for a known path and the wrong method', async () => {
       const r = await raw(url, 'PATCH', '/v1/jobs');
       expect(r.status).toBe(405);
@@ -345,6 +366,10 @@ describe('HttpApi', () => {
       await client.runJob(nomadJob());
       expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
       expect(fake.calls).toEqual(['runJob web']);
+      // Go's strconv.ParseBool, as Nomad reads purge: an empty value is false, "True" is true.
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=')).status).toBe(200);
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=True')).status).toBe(200);
+      expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
     });
 
     it('refuses an invalid jobspec with 400 and runs nothing', async () => {
