@@ -28,7 +28,9 @@ export function goBoolParam(query: URLSearchParams, name: string): boolean {
   if (v === null || v === '') return false;
   if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(v)) return true;
   if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(v)) return false;
-  throw ApiError.badRequest(`query parameter ${name} must be a boolean: true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False); got "${v}"`);
+  throw ApiError.badRequest(
+    `query parameter ${name} must be a boolean: true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False); got "${v}"`,
+  );
 }
 
 /** A whole number that may be negative, as Go's strconv.ParseInt reads an int64 (Nomad's log offset). */

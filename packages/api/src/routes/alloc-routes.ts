@@ -2,7 +2,8 @@
 // (AllocationListStub), one alloc (Allocation), the volumes' usage
 // (csiplug's own), and a task's log as Nomad's fs logs answers it (only the
 // range asked for is read, whatever the file's size; follow=true reads on
-// as the task writes: alloc-logs.ts).
+// as the task writes: alloc-logs.ts). Parameters, texts and codes as
+// Nomad's command/agent/fs_endpoint.go and client/fs_endpoint.go.
 import type { Clock, Logger } from '@csiplug/core';
 import { followLog, logLimit, sendLog } from '../alloc-logs';
 import { ApiError } from '../api-error';

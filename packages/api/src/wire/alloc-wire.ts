@@ -329,9 +329,9 @@ export function decodeAlloc(w: NomadAllocation): AllocView {
 /**
  * api.StreamFrame as GET /v1/client/fs/logs answers without plain=true: one
  * JSON object per chunk of the log, one a line. Offset is the file offset
- * right after the frame's bytes (as Nomad's); File is left out (csiplug's
- * logs are one file a stream, never rotated), FileEvent is only Nomad's
- * "file truncated" (a followed log that got shorter).
+ * right after the frame's bytes (as Nomad's, in the file the bytes are in);
+ * File is left out, FileEvent is only Nomad's "file truncated" (a followed
+ * log that got shorter in place). `{}` is a heartbeat.
  */
 export interface NomadStreamFrame {
   Offset?: number;
