@@ -192,14 +192,15 @@ describe("allocs on Nomad's wire", () => {
   });
 
   it('reads an answer leniently, and says which answer is not one from a csiplug agent', () => {
-    const wire = throughJson(encodeAlloc(full(job))) as NomadAllocation & { Job: Record<string, unknown> };
+    const wire = throughJson(encodeAlloc(full(job)));
     // A newer agent's field the job reader does not know is not a reason to refuse the answer.
-    expect(decodeAlloc({ ...wire, Job: { ...wire.Job, NodePool: 'default', SomethingNew: { a: 1 } } }).job).toEqual(job);
+    const newer = { ...wire, Job: { ...wire.Job, NodePool: 'default', SomethingNew: { a: 1 } } } as NomadAllocation;
+    expect(decodeAlloc(newer).job).toEqual(job);
     const { Csiplug: _c, ...bareWire } = wire;
-    expect(() => decodeAlloc(bareWire as NomadAllocation)).toThrow(/has no Csiplug field: the answer is not from a csiplug agent/);
+    expect(() => decodeAlloc(bareWire as unknown as NomadAllocation)).toThrow(/has no Csiplug field: the answer is not from a csiplug agent/);
     const stub = throughJson(encodeAllocStub(full(job)));
     const { Csiplug: _s, ...bareStub } = stub;
-    expect(() => decodeAllocStub(bareStub as NomadAllocationListStub)).toThrow(/has no Csiplug field/);
+    expect(() => decodeAllocStub(bareStub as unknown as NomadAllocationListStub)).toThrow(/has no Csiplug field/);
   });
 
   it('a log range goes through StreamFrames byte for byte, each frame ending at its Offset', () => {
