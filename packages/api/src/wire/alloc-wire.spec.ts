@@ -197,7 +197,9 @@ describe("allocs on Nomad's wire", () => {
     const newer = { ...wire, Job: { ...wire.Job, NodePool: 'default', SomethingNew: { a: 1 } } } as NomadAllocation;
     expect(decodeAlloc(newer).job).toEqual(job);
     const { Csiplug: _c, ...bareWire } = wire;
-    expect(() => decodeAlloc(bareWire as unknown as NomadAllocation)).toThrow(/has no Csiplug field: the answer is not from a csiplug agent/);
+    expect(() => decodeAlloc(bareWire as unknown as NomadAllocation)).toThrow(
+      /has no Csiplug field: the answer is not from a csiplug agent/,
+    );
     const stub = throughJson(encodeAllocStub(full(job)));
     const { Csiplug: _s, ...bareStub } = stub;
     expect(() => decodeAllocStub(bareStub as unknown as NomadAllocationListStub)).toThrow(/has no Csiplug field/);
