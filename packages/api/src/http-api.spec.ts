@@ -4,6 +4,7 @@ import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
 import type { AddressInfo } from 'net';
 import { ApiClient } from './api-client';
+import { FOLLOW_POLL_MS, HEARTBEAT_MS } from './alloc-logs';
 import { ApiError } from './api-error';
 import { FakeAgentService } from './testing';
 import { HttpApi } from './http-api';
@@ -133,6 +134,27 @@ describe('HttpApi', () => {
           code: 'EBAD_RESPONSE',
           message: 'the agent answered 502 Bad Gateway: <h1>Bad Gateway</h1>',
         });
+      } finally {
+        await new Promise<void>((resolve) => foreign.close(() => resolve()));
+      }
+    });
+
+    it("reads an alloc answer that is not a csiplug agent's (no Csiplug) as a bad answer, not a TypeError", async () => {
+      // A Nomad server's answers: Nomad's shapes, no Csiplug.
+      const foreign = http.createServer((req, res) => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        const stub = { ID: 'a1', Name: 'web.g[0]', JobID: 'web', TaskGroup: 'g', CreateTime: 0, TaskStates: {} };
+        res.end(JSON.stringify(req.url?.endsWith('/allocations') ? [stub] : { ...stub, Job: { ID: 'web' } }));
+      });
+      await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = foreign.address() as AddressInfo;
+        const nomad = new ApiClient({ address: `http://127.0.0.1:${port}` });
+        for (const call of [() => nomad.listAllocs(), () => nomad.getAlloc('a1'), () => nomad.jobAllocations('web')]) {
+          const err = await call().catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(ApiError);
+          expect(err).toMatchObject({ code: 'EBAD_RESPONSE', message: expect.stringMatching(/allocation a1 has no Csiplug field/) });
+        }
       } finally {
         await new Promise<void>((resolve) => foreign.close(() => resolve()));
       }
@@ -355,6 +377,10 @@ describe('HttpApi', () => {
       await client.runJob(nomadJob());
       expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
       expect(fake.calls).toEqual(['runJob web']);
+      // Go's strconv.ParseBool, as Nomad reads purge: an empty value is false, "True" is true.
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=')).status).toBe(200);
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=True')).status).toBe(200);
+      expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
     });
 
     it('refuses an invalid jobspec with 400 and runs nothing', async () => {
@@ -563,14 +589,28 @@ describe('HttpApi', () => {
       expect(frames).toEqual([{ Offset: 12, Data: Buffer.from('world\n').toString('base64') }]);
       expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
       expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
+      // Nomad's codes and texts (client/fs_endpoint.go): a task the alloc has not is a 400, one not started yet a 404.
       await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({
-        status: 404,
-        message: expect.stringContaining('no task "other"'),
+        status: 400,
+        message: expect.stringMatching(/^unknown task name "other"/),
       });
+      delete fake.getAlloc(id)!.tasks.main!.startedAt;
+      await expect(client.allocLogs(id, 'main')).rejects.toMatchObject({
+        status: 404,
+        message: 'task "main" not started yet. No logs available',
+      });
+      fake.getAlloc(id)!.tasks.main!.startedAt = 1;
       await expect(client.allocLogs('nope', 'main')).rejects.toMatchObject({ status: 404 });
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=both`)).status).toBe(400);
-      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=-1`)).status).toBe(400);
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=abc`)).status).toBe(400);
+      // Offsets as Nomad reads them: negative counts from the other end, past either end stops there; past int64 is a 400.
+      const plainAt = async (q: string) => (await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&plain=true&${q}`)).text;
+      expect(await plainAt('offset=-6')).toBe('world\n');
+      expect(await plainAt('origin=end&offset=-6')).toBe('world\n');
+      expect(await plainAt('offset=-100')).toBe('hello\nworld\n');
+      expect(await plainAt('offset=9223372036854775807')).toBe('');
+      expect(await plainAt('origin=end&offset=9223372036854775807')).toBe('hello\nworld\n');
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=9223372036854775808`)).status).toBe(400);
       // The old csiplug-shaped route is gone (one dialect).
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main`)).status).toBe(404);
     });
@@ -616,11 +656,19 @@ describe('HttpApi', () => {
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?type=stdout`)).error).toMatch(/^must provide task name/);
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main`)).error).toMatch(/^must provide log type \(stdout\/stderr\)/);
       expect((await logs('follow=true&limit=5')).error).toMatch(/^query parameter limit cannot be used with follow=true/);
-      expect((await logs('follow=perhaps')).error).toBe('query parameter follow must be true or false (got "perhaps")');
+      expect((await logs('follow=perhaps')).error).toBe(
+        'query parameter follow must be a boolean: true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False); got "perhaps"',
+      );
       expect((await logs('origin=middle')).error).toBe('query parameter origin must be one of start, end (got "middle")');
       expect((await logs('limit=lots')).error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
       expect((await logs('limit=0')).error).toMatch(/limit must be at least 1 byte/);
-      expect((await logs('plain=maybe')).error).toBe('query parameter plain must be true or false (got "maybe")');
+      expect((await logs('plain=maybe')).error).toMatch(/^query parameter plain must be a boolean: true or false/);
+      // Go's strconv.ParseBool, as Nomad reads them; empty is false (python-nomad sends follow=False&plain=False).
+      expect((await logs('follow=False&plain=False')).headers['content-type']).toBe('application/json');
+      expect((await logs('follow=&plain=')).headers['content-type']).toBe('application/json');
+      expect((await logs('follow=f&plain=T')).headers['content-type']).toMatch(/^text\/plain/);
+      expect((await logs('plain=TRUE')).headers['content-type']).toMatch(/^text\/plain/);
+      expect((await logs('plain=1')).headers['content-type']).toMatch(/^text\/plain/);
       // Frames are streamed, so the server takes any limit; the client's text answer is what is capped (it holds it).
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}`)).status).toBe(200);
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
@@ -628,7 +676,7 @@ describe('HttpApi', () => {
         status: 400,
         message: expect.stringMatching(/at most 4194304 bytes \(4 MiB\), not 4194305/),
       });
-      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=nope&type=stdout&plain=true`)).status).toBe(404);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=nope&type=stdout&plain=true`)).status).toBe(400);
     });
 
     it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
@@ -648,51 +696,134 @@ describe('HttpApi', () => {
       const whole: Buffer[] = [];
       for await (const c of (await client.allocLogStream(id, 'main')).stream) whole.push(c as Buffer);
       expect(Buffer.concat(whole)).toEqual(bytes);
-      await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
+      await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 400 });
     });
 
-    it('follow=true sends what the task writes next, a shorter log again from its start, and ends once the alloc has ended', async () => {
+    /** A followed log's frames as they come, and how its answer went: head seen, ended cleanly, or cut. */
+    function followFrames(base: string, id: string) {
+      const got = { head: false, ended: false, cut: false, frames: [] as { Offset?: number; Data?: string; FileEvent?: string }[] };
+      const req = http.get(`${base}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true`, (r) => {
+        got.head = true;
+        r.setEncoding('utf8');
+        let buf = '';
+        r.on('data', (c: string) => {
+          buf += c;
+          const lines = buf.split('\n');
+          buf = lines.pop()!;
+          got.frames.push(...lines.map((l) => JSON.parse(l) as (typeof got.frames)[number]));
+        });
+        r.on('end', () => (got.ended = r.complete));
+        r.on('aborted', () => (got.cut = true));
+        r.on('error', () => (got.cut = true));
+      });
+      req.on('error', () => (got.cut = true));
+      const text = () => Buffer.concat(got.frames.map((f) => Buffer.from(f.Data ?? '', 'base64'))).toString('utf8');
+      const heartbeats = () => got.frames.filter((f) => Object.keys(f).length === 0).length;
+      return { got, req, text, heartbeats };
+    }
+
+    /** Waits until the follow loop sleeps before its next look, then lets that look happen. */
+    async function nextLook(clock: FakeClock, more = true): Promise<void> {
+      const sleeping = () => until(() => clock.nextDue() === clock.now() + FOLLOW_POLL_MS, 'the follow loop to wait for its next look');
+      await sleeping();
+      await clock.advance(FOLLOW_POLL_MS);
+      if (more) await sleeping();
+    }
+
+    it('follow=true sends its head at once, heartbeats when idle, what the task writes next, and a shorter log again from its start', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        const key = `${id}/main/stdout`;
+        // Nothing written yet: the head goes all the same (Nomad's CLI waits for it), then a heartbeat each idle second.
+        const { got, req, text, heartbeats } = followFrames(followed.url, id);
+        await until(() => got.head, 'the head of the followed answer');
+        for (let i = 0; i < HEARTBEAT_MS / FOLLOW_POLL_MS; i++) await nextLook(clock);
+        await until(() => heartbeats() === 1, 'a heartbeat');
+        expect(got.frames).toEqual([{}]);
+        fake.logs.set(key, 'one\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\n', 'the first frame');
+        // Busy: no heartbeat after a frame until a second without one.
+        await nextLook(clock);
+        expect(heartbeats()).toBe(1);
+        fake.logs.set(key, 'one\ntwo\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\ntwo\n', 'the frame of what was written next');
+        expect(got.frames.at(-1)).toMatchObject({ Offset: 8 });
+        // Shorter than where the reader was, in the same file: Nomad's "file truncated", then the log again from its start.
+        fake.logs.set(key, 'x\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\ntwo\nx\n', 'the log read again');
+        expect(got.frames.map((f) => f.FileEvent).filter(Boolean)).toEqual(['file truncated']);
+        req.destroy();
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('follow=true stays open after the alloc ended (as Nomad: a clean end makes its CLI read again), until the alloc is purged', async () => {
       const clock = new FakeClock();
       const followed = await startApi(fake, { clock });
       try {
         const id = (await client.runJob(nomadJob())).allocIds[0]!;
         const key = `${id}/main/stdout`;
         fake.logs.set(key, 'one\n');
-        const frames: { Offset?: number; Data?: string; FileEvent?: string }[] = [];
-        let ended = false;
-        const req = http.get(`${followed.url}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true`, (r) => {
-          r.setEncoding('utf8');
-          let buf = '';
-          r.on('data', (c: string) => {
-            buf += c;
-            const lines = buf.split('\n');
-            buf = lines.pop()!;
-            frames.push(...lines.map((l) => JSON.parse(l) as (typeof frames)[number]));
-          });
-          r.on('end', () => (ended = true));
-        });
-        const text = () => Buffer.concat(frames.map((f) => Buffer.from(f.Data ?? '', 'base64'))).toString('utf8');
+        const { got, text, heartbeats } = followFrames(followed.url, id);
         await until(() => text() === 'one\n', 'the first frame');
+        const jobId = fake.getAlloc(id)!.jobId;
+        await client.stopJob(jobId);
+        fake.logs.set(key, 'one\nlast\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\nlast\n', 'the last bytes');
+        for (let i = 0; i < 8; i++) await nextLook(clock);
+        await until(() => heartbeats() >= 2, 'heartbeats after the alloc ended');
+        expect(got.ended || got.cut).toBe(false);
+        // Purged: nothing is left to read, and the answer ends cleanly.
+        await client.stopJob(jobId, { purge: true });
+        await nextLook(clock, false);
+        await until(() => got.ended, 'the followed answer to end once the alloc is gone');
+        expect(got.cut).toBe(false);
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('follow=true reads a rotated log to the end of the old file, then the new one, without "file truncated"', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        const key = `${id}/main/stdout`;
+        fake.logs.set(key, 'one\n');
+        fake.logFileIds.set(key, 'first');
+        const { got, req, text } = followFrames(followed.url, id);
+        await until(() => text() === 'one\n', 'the first frame');
+        // Written after the last look, then rotated (stdout.log → stdout.log.1), then the new file written: nothing is lost.
         fake.logs.set(key, 'one\ntwo\n');
-        await clock.advance(250);
-        await until(() => text() === 'one\ntwo\n', 'the frame of what was written next');
-        expect(frames.at(-1)).toMatchObject({ Offset: 8 });
-        // Shorter than where the reader was: Nomad's "file truncated", then the log again from its start.
-        fake.logs.set(key, 'x\n');
-        await clock.advance(250);
-        await until(() => text() === 'one\ntwo\nx\n', 'the log read again');
-        expect(frames.map((f) => f.FileEvent).filter(Boolean)).toEqual(['file truncated']);
-        expect(ended).toBe(false);
-        // The alloc ends: one more look gets its last bytes, then the answer ends.
-        await client.stopJob(fake.getAlloc(id)!.jobId);
-        fake.logs.set(key, 'x\nlast\n');
-        await clock.advance(250);
-        await until(() => ended, 'the followed answer to end');
-        expect(text()).toBe('one\ntwo\nx\nlast\n');
+        fake.rotateLog(key);
+        fake.logs.set(key, 'three\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\ntwo\nthree\n', 'the rest of the old file, then the new one');
+        expect(got.frames.filter((f) => f.FileEvent)).toEqual([]);
+        expect(got.frames.map((f) => f.Offset)).toEqual([4, 8, 6]);
         req.destroy();
       } finally {
         await followed.api.dispose();
       }
+    });
+
+    it('follow=true ends cleanly when the API closes', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      const id = (await client.runJob(nomadJob())).allocIds[0]!;
+      fake.logs.set(`${id}/main/stdout`, 'one\n');
+      const { got, text } = followFrames(followed.url, id);
+      await until(() => text() === 'one\n', 'the first frame');
+      await followed.api.dispose();
+      await until(() => got.ended || got.cut, 'the followed answer to end');
+      expect(got).toMatchObject({ ended: true, cut: false });
     });
 
     it('follow=true stops reading when its reader goes', async () => {

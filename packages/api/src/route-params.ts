@@ -22,6 +22,26 @@ export function boolParam(query: URLSearchParams, name: string): boolean {
   throw ApiError.badRequest(`query parameter ${name} must be true or false (got "${v}")`);
 }
 
+/** Go's strconv.ParseBool, as Nomad reads its boolean parameters: absent or empty is false. */
+export function goBoolParam(query: URLSearchParams, name: string): boolean {
+  const v = query.get(name);
+  if (v === null || v === '') return false;
+  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(v)) return true;
+  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(v)) return false;
+  throw ApiError.badRequest(
+    `query parameter ${name} must be a boolean: true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False); got "${v}"`,
+  );
+}
+
+/** A whole number that may be negative, as Go's strconv.ParseInt reads an int64 (Nomad's log offset). */
+export function goInt64Param(query: URLSearchParams, name: string): number {
+  const v = query.get(name);
+  if (v === null || v === '') return 0;
+  if (!/^[+-]?\d+$/.test(v) || BigInt(v) > 2n ** 63n - 1n || BigInt(v) < -(2n ** 63n))
+    throw ApiError.badRequest(`query parameter ${name} must be a whole number between -2^63 and 2^63-1 (got "${v}")`);
+  return Number(v);
+}
+
 export function intParam(query: URLSearchParams, name: string, dflt: number): number {
   const v = query.get(name);
   if (v === null || v === '') return dflt;

@@ -8,7 +8,7 @@
 // (see http-api.ts).
 import { jobToNomadJson, parseJobspec, readJobPlanRequest, readJobRegisterRequest, readJobsParseRequest } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
-import { boolParam } from '../route-params';
+import { boolParam, goBoolParam } from '../route-params';
 import type { AgentService } from '../service';
 import { encodeAllocStub } from '../wire/alloc-wire';
 import { allocNode } from './alloc-routes';
@@ -56,7 +56,7 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
     return { body: s.listAllocs().flatMap((a) => (a.jobId === job.id ? [encodeAllocStub(a, node)] : [])) };
   });
   r.add('DELETE', '/v1/job/:id', async ({ params, query }) => {
-    const purge = boolParam(query, 'purge');
+    const purge = goBoolParam(query, 'purge');
     const job = find.job(params.id!);
     return { body: encodeJobDeregisterResponse(await s.stopJob(job.id, { purge })) };
   });

@@ -6,7 +6,7 @@
 // called; secrets are never sent back (route-params.ts redactSecrets).
 import { validateVolumeSpec } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
-import { boolParam, csiTypeParam, redactSecrets } from '../route-params';
+import { boolParam, csiTypeParam, goBoolParam, redactSecrets } from '../route-params';
 import type { AgentService, PluginView, VolumeView } from '../service';
 import {
   encodeExternalVolume,
@@ -78,7 +78,7 @@ export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): 
   addEach(r, ['PUT', 'POST'], '/v1/volume/csi/:id/create', writeVolume('create'));
   // Nomad answers a deregister, a delete and a detach with no body; `null` is that nothing as JSON.
   r.add('DELETE', '/v1/volume/csi/:id', async ({ params, query }) => {
-    await s.deregisterVolume(find.volume(params.id!).id, { force: boolParam(query, 'force') });
+    await s.deregisterVolume(find.volume(params.id!).id, { force: goBoolParam(query, 'force') });
     return { body: null };
   });
   r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query, req }) => {

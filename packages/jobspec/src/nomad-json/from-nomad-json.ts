@@ -37,8 +37,9 @@ function put(doc: Doc, key: string, value: unknown): void {
  * name their path (`Job.TaskGroups[0].Count must be a whole number`), the
  * jobspec's own checks name the job, group and task as a jobspec file's do.
  */
-export function jobFromNomadJson(value: unknown, path = 'Job'): JobSpec {
-  const problems = new NomadProblems();
+export function jobFromNomadJson(value: unknown, path = 'Job', options: { lenient?: boolean } = {}): JobSpec {
+  // Lenient: an answer is read, not a request checked, so fields this csiplug does not know are left out rather than refused.
+  const problems = new NomadProblems(options.lenient);
   const doc = readJob(value, path, problems);
   problems.throwIfAny();
   return validateJob(doc);

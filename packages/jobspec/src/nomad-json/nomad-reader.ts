@@ -61,6 +61,9 @@ const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 export class NomadProblems {
   private readonly found: ValidationError[] = [];
 
+  /** `lenient`: reading an answer (a newer agent may send fields this one does not know): unknown and unsupported fields pass. */
+  constructor(readonly lenient = false) {}
+
   report(path: string, why: string): void {
     this.found.push(new ValidationError(`${path} ${why}`, path));
   }
@@ -99,6 +102,7 @@ export class NomadObject {
   }
 
   private checkFields(rules: FieldRules): void {
+    if (this.problems.lenient) return;
     const read = Object.entries(rules)
       .filter(([, r]) => r.kind === 'read')
       .map(([k]) => k);
