@@ -858,6 +858,20 @@ describe('HttpApi', () => {
       expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
     });
 
+    it("names the body's Nomad field in a refusal validateVolumeSpec makes, not csiplug's spec field", async () => {
+      const body = volumeBody('vol1') as unknown as { Volumes: Record<string, unknown>[] };
+      body.Volumes[0]!['RequestedCapabilities'] = [{ AccessMode: 'bogus', AttachmentMode: 'file-system' }];
+      const refused = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) });
+      expect(refused.status).toBe(400);
+      expect(refused.text).toMatch(/^Volumes\[0\]\.RequestedCapabilities\[0\]\.AccessMode must be one of single-node-writer/);
+      body.Volumes[0]!['RequestedCapabilities'] = [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }];
+      body.Volumes[0]!['RequestedCapacityMin'] = 10;
+      body.Volumes[0]!['RequestedCapacityMax'] = 5;
+      expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) })).text).toMatch(
+        /^Volumes\[0\]\.RequestedCapacityMin \(10B\) must not exceed/,
+      );
+    });
+
     it('answers [] for host volumes (`nomad volume status` lists them first) and refuses a namespace other than default', async () => {
       await client.registerVolume(volumeDoc('vol1'));
       const host = await raw(url, 'GET', '/v1/volumes?type=host');
