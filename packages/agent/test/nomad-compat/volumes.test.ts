@@ -459,6 +459,26 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
     expect(otherNamespace.status).toBe(400);
     expect(otherNamespace.text).toMatch(/namespace "prod" is not known: csiplug has one namespace, "default"/);
 
+    // Terraform's nomad_csi_volume update is a create again: Nomad reconciles the volume it has (Merge, then expand).
+    const again = goCSIVolume({
+      ID: 'flagged',
+      PluginID: 'hostpath',
+      RequestedCapabilities: [SINGLE_WRITER, { AccessMode: 'single-node-reader-only', AttachmentMode: 'file-system' }],
+      MountOptions: { FSType: '', MountFlags: ['nodiratime'] },
+      Secrets: { token: 'rotated' },
+    });
+    const updated = await nomad.put<CSIVolumeWriteResponse>('/v1/volume/csi/flagged/create', writeRequest(again));
+    expectIndex(updated);
+    expect(updated.body.Volumes[0]).toMatchObject({
+      ID: 'flagged',
+      ExternalID: created.body.Volumes[0]!.ExternalID,
+      RequestedCapabilities: again['RequestedCapabilities'],
+      Secrets: null,
+    });
+    const renamed = await refusal(nomad.put('/v1/volume/csi/flagged/create', writeRequest({ ...again, Name: 'other' })));
+    expect(renamed.status).toBe(409);
+    expect(renamed.text).toMatch(/its name cannot change/);
+
     const deleted = await nomad.delete<null>('/v1/volume/csi/flagged/delete');
     expectIndex(deleted);
   });
