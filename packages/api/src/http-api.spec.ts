@@ -10,6 +10,7 @@ import { FakeAgentService } from './testing';
 import { HttpApi } from './http-api';
 import { StatusPage } from './status-page';
 import { nomadJob, raw, startApi, volumeBody, volumeDoc } from './testing';
+import { volumeDocumentToNomad } from './wire/volume-wire';
 
 /** A GET whose path is sent exactly as written (no client-side resolution of dots). */
 function rawPath(base: string, path: string): Promise<{ status: number; body: string }> {
@@ -925,7 +926,7 @@ describe('HttpApi', () => {
         Namespace: 'default',
         ExternalID: 'ext-vol1',
         PluginID: 'hostpath',
-        Secrets: { password: '[REDACTED]' },
+        Secrets: null,
         RequestedCapabilities: [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }],
         ReadAllocs: {},
         WriteAllocs: { [allocId]: null },
@@ -944,6 +945,12 @@ describe('HttpApi', () => {
       const stub = ((await raw(url, 'GET', '/v1/volumes?plugin_id=hostpath')).json as unknown as Record<string, unknown>[])[0]!;
       expect(stub).toMatchObject({ ID: 'vol1', CurrentWriters: 1, CurrentReaders: 0, AccessMode: 'single-node-writer', Schedulable: true });
       expect(stub).not.toHaveProperty('Secrets');
+      expect(JSON.stringify(stub)).not.toContain('hunter2');
+      // csiplug's list views from the stub alone: capabilities and claims in Csiplug.
+      expect(stub['Csiplug']).toMatchObject({
+        capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }],
+        claims: [{ allocId, mode: 'write' }],
+      });
       const gone = await raw(url, 'DELETE', '/v1/volume/csi/vol2');
       expect(gone.status).toBe(200);
       expect(gone.text.trim()).toBe('null');
@@ -960,13 +967,76 @@ describe('HttpApi', () => {
       expect(fake.calls).toEqual(['registerVolume vol1', 'deregisterVolume vol1 force']);
     });
 
-    it('never sends secrets back', async () => {
-      const v = await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }));
-      expect(v.secrets).toEqual({ password: '[REDACTED]' });
+    it('never sends secrets nor mount flags back: Secrets null and MountFlags ["[REDACTED]"], as Nomad\'s CSIVolume.Sanitize', async () => {
+      const doc = volumeDoc('vol1', { secrets: { password: 'hunter2' }, mount_options: { mount_flags: ['password=hunter3'] } });
+      const registered = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volumes: [volumeDocumentToNomad(doc)] }) });
+      expect(registered.status).toBe(200);
       expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
-      expect((await client.getVolume('vol1')).secrets).toEqual({ password: '[REDACTED]' });
-      const r = await raw(url, 'GET', '/v1/volumes');
-      expect(r.text).not.toContain('hunter2');
+      expect(fake.volumes.get('vol1')!.mountOptions).toEqual({ mountFlags: ['password=hunter3'] });
+      const read = await raw(url, 'GET', '/v1/volume/csi/vol1');
+      for (const answer of [registered, read, await raw(url, 'GET', '/v1/volumes')]) {
+        expect(answer.text).not.toContain('hunter2');
+        expect(answer.text).not.toContain('hunter3');
+      }
+      const volume = (registered.json as unknown as { Volumes: Record<string, unknown>[] }).Volumes[0]!;
+      expect(volume).toMatchObject({ Secrets: null, MountOptions: { MountFlags: ['[REDACTED]'] } });
+      expect(read.json).toMatchObject({ Secrets: null, MountOptions: { MountFlags: ['[REDACTED]'] } });
+      // The client shows what it gets: the sanitized view.
+      expect(await client.getVolume('vol1')).toMatchObject({ secrets: {}, mountOptions: { mountFlags: ['[REDACTED]'] } });
+    });
+
+    it('refuses a register that sends "[REDACTED]" back as a secret or a mount flag, naming the field; the stored ones stay', async () => {
+      await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }));
+      const read = (await raw(url, 'GET', '/v1/volume/csi/vol1')).json as unknown as Record<string, unknown>;
+      for (const [change, field] of [
+        [{ Secrets: { password: '[REDACTED]' } }, 'Volumes[0].Secrets.password'],
+        [{ MountOptions: { MountFlags: ['[REDACTED]'] } }, 'Volumes[0].MountOptions.MountFlags[0]'],
+      ] as const) {
+        const again = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volumes: [{ ...read, ...change }] }) });
+        expect(again.status).toBe(400);
+        expect(again.text).toContain(`${field} is \"[REDACTED]\"`);
+        expect(again.text).toContain('send the real');
+      }
+      expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
+    });
+
+    it("names the body's Nomad field in a refusal validateVolumeSpec makes, not csiplug's spec field", async () => {
+      const body = volumeBody('vol1') as unknown as { Volumes: Record<string, unknown>[] };
+      body.Volumes[0]!['RequestedCapabilities'] = [{ AccessMode: 'bogus', AttachmentMode: 'file-system' }];
+      const refused = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) });
+      expect(refused.status).toBe(400);
+      expect(refused.text).toMatch(/^Volumes\[0\]\.RequestedCapabilities\[0\]\.AccessMode must be one of single-node-writer/);
+      body.Volumes[0]!['RequestedCapabilities'] = [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }];
+      body.Volumes[0]!['RequestedCapacityMin'] = 10;
+      body.Volumes[0]!['RequestedCapacityMax'] = 5;
+      expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) })).text).toMatch(
+        /^Volumes\[0\]\.RequestedCapacityMin \(10B\) must not exceed/,
+      );
+    });
+
+    it('answers [] for host volumes (`nomad volume status` lists them first) and refuses a namespace other than default', async () => {
+      await client.registerVolume(volumeDoc('vol1'));
+      const host = await raw(url, 'GET', '/v1/volumes?type=host');
+      expect(host.status).toBe(200);
+      expect(host.json).toEqual([]);
+      for (const path of [
+        '/v1/volumes?namespace=default',
+        '/v1/volumes?namespace=',
+        '/v1/volumes?namespace=*',
+        '/v1/volume/csi/vol1?namespace=default',
+      ])
+        expect((await raw(url, 'GET', path)).status).toBe(200);
+      for (const [method, path] of [
+        ['GET', '/v1/volumes?type=csi&namespace=prod'],
+        ['GET', '/v1/volume/csi/vol1?namespace=prod'],
+        ['DELETE', '/v1/volume/csi/vol1?namespace=prod'],
+        ['PUT', '/v1/volume/csi/vol1?namespace=*'],
+      ] as const) {
+        const refused = await raw(url, method, path, method === 'PUT' ? { body: JSON.stringify(volumeBody('vol1')) } : {});
+        expect(refused.status).toBe(400);
+        expect(refused.text).toContain('csiplug has one namespace, "default"');
+      }
+      expect(fake.volumes.has('vol1')).toBe(true);
     });
 
     it("takes Nomad's CSIVolumeRegisterRequest by PUT and POST and answers CSIVolumeRegisterResponse; refuses a path that does not match the body", async () => {

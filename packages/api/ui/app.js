@@ -117,26 +117,20 @@ let usageByVolume = new Map();
 let usageReadAt = 0;
 let usageReading = false;
 
-/** A volume's claims as Nomad's CSIVolume holds them: alloc ids in WriteAllocs and ReadAllocs. */
+/** A volume's claims as csiplug's `Csiplug` of its CSIVolumeListStub holds them, writers first. */
 function claimsOf(v) {
-  return [
-    ...Object.keys(v.WriteAllocs || {}).map((allocId) => ({ mode: 'write', allocId })),
-    ...Object.keys(v.ReadAllocs || {}).map((allocId) => ({ mode: 'read', allocId })),
-  ];
+  const claims = (v.Csiplug && v.Csiplug.claims) || [];
+  return [...claims.filter((c) => c.mode === 'write'), ...claims.filter((c) => c.mode !== 'write')];
 }
 
-/** Every volume as CSIVolume: Nomad's list answers stubs without the claims, so each is read in full (one gone since the list is left out). */
-async function readVolumes() {
-  const stubs = await getJson('/v1/volumes?type=csi');
-  const volumes = await Promise.all(
-    stubs.map((stub) =>
-      getJson(`/v1/volume/csi/${encodeURIComponent(stub.ID)}`).catch((err) => {
-        if (err instanceof AuthError) throw err;
-        return undefined;
-      }),
-    ),
-  );
-  return volumes.filter((v) => v !== undefined);
+/** The access modes the volume was registered with (its capabilities, in `Csiplug`). */
+function accessModesOf(v) {
+  return ((v.Csiplug && v.Csiplug.capabilities) || []).map((c) => c.accessMode);
+}
+
+/** Every volume in one request (CSIVolumeListStub with `Csiplug`): a failed read fails the refresh as the other reads do, never a silently missing row. */
+function readVolumes() {
+  return getJson('/v1/volumes?type=csi');
 }
 
 /** Reads the usage of every claimed volume, apart from the tables (a slow plugin delays only this column). */
@@ -234,7 +228,7 @@ async function refresh() {
       el('code', {}, v.ID),
       v.Name,
       v.PluginID,
-      (v.RequestedCapabilities || []).map((c) => c.AccessMode).join(', '),
+      accessModesOf(v).join(', '),
       v.Schedulable ? 'yes' : 'no',
       claimsOf(v).length
         ? claimsOf(v)
