@@ -87,8 +87,9 @@ describe('hostile input against a real agent', () => {
   it('purge removes the alloc dirs it leaves behind', async () => {
     const r = await raw(url, 'POST', '/v1/jobs', { body: sleeper('short', 2) });
     expect(r.status).toBe(200);
-    const ids: unknown = r.json?.allocIds;
-    if (!Array.isArray(ids)) throw new Error(`POST /v1/jobs answered without allocIds: ${r.text}`);
+    // Nomad's JobRegisterResponse; the allocs this run placed are csiplug's own, in its Csiplug field.
+    const ids: unknown = (r.json?.Csiplug as { allocIds?: unknown } | undefined)?.allocIds;
+    if (!Array.isArray(ids)) throw new Error(`POST /v1/jobs answered without Csiplug.allocIds: ${r.text}`);
     await until(`both allocs running (${JSON.stringify(agent.listAllocs().map((a) => [a.clientStatus, a.tasks]))})`, async () =>
       agent.listAllocs().filter((a) => a.clientStatus === 'running').length === 2 ? true : undefined,
     );
