@@ -36,9 +36,11 @@ function put(doc: Doc, key: string, value: unknown): void {
  * problem) or ValidationProblems (several, one per line): shape problems
  * name their path (`Job.TaskGroups[0].Count must be a whole number`), the
  * jobspec's own checks name the job, group and task as a jobspec file's do.
+ * With `answer` (a client reading an agent's answer, not a registration),
+ * fields it does not know or support are passed over, not refused.
  */
-export function jobFromNomadJson(value: unknown, path = 'Job'): JobSpec {
-  const problems = new NomadProblems();
+export function jobFromNomadJson(value: unknown, path = 'Job', options: { answer?: boolean } = {}): JobSpec {
+  const problems = new NomadProblems(options.answer ?? false);
   const doc = readJob(value, path, problems);
   problems.throwIfAny();
   return validateJob(doc);

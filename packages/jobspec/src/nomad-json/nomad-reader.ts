@@ -61,6 +61,9 @@ const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 export class NomadProblems {
   private readonly found: ValidationError[] = [];
 
+  /** `answer`: reading an agent's answer, where fields this reader does not know or support are passed over. */
+  constructor(readonly answer = false) {}
+
   report(path: string, why: string): void {
     this.found.push(new ValidationError(`${path} ${why}`, path));
   }
@@ -94,7 +97,7 @@ export class NomadObject {
       return undefined;
     }
     const object = new NomadObject(value, path, problems);
-    object.checkFields(rules);
+    if (!problems.answer) object.checkFields(rules);
     return object;
   }
 
