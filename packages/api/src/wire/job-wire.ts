@@ -374,6 +374,7 @@ export function encodeJobDeregisterResponse(view: JobStopView | undefined): Noma
 export function decodeJobDeregisterResponse(wire: NomadJobDeregisterResponse): JobStopView | undefined {
   const job = wire.Csiplug?.job;
   if (!job) return undefined;
+  if (typeof job.id !== 'string' || !Array.isArray(job.allocs)) throw new Error('Csiplug.job needs an id and a list of allocs');
   const { id, name, status, version } = job;
   return { id, name, status, version, ...(job.submittedAt !== undefined ? { submittedAt: job.submittedAt } : {}), ...restOf(job) };
 }
