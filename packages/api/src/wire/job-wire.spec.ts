@@ -183,6 +183,9 @@ describe('job wire', () => {
     const spec = await readSpec('examples/workload.nomad.hcl');
     const answer = { ...wire(encodeJob(fullView(spec))), SomeNewerField: { A: 1 }, Meta: { owner: 'ops' } };
     expect(decodeJob(answer)).toEqual(fullView(spec));
+    // Nor is it checked as a registration is: a value run would refuse is read as far as it goes.
+    const odd = { ...answer, TaskGroups: answer.TaskGroups.map((g) => ({ ...g, Count: -1 })) };
+    expect(decodeJob(odd).job.groups.map((g) => g.name)).toEqual(spec.groups.map((g) => g.name));
   });
 
   it("counts a JobListStub's JobSummary by client status, every group of the spec listed", async () => {

@@ -5,7 +5,7 @@
 // fields become csiplug's jobspec document (HCL names, durations in ms);
 // then validateJob checks that document as it checks a jobspec file, so a
 // job is judged the same whichever format it came in (one validation).
-import { validateJob } from '../jobspec';
+import { readJobAnswer, validateJob } from '../jobspec';
 import type { JobSpec } from '../model';
 import {
   CSI_PLUGIN_FIELDS,
@@ -37,11 +37,14 @@ function put(doc: Doc, key: string, value: unknown): void {
  * name their path (`Job.TaskGroups[0].Count must be a whole number`), the
  * jobspec's own checks name the job, group and task as a jobspec file's do.
  * With `answer` (a client reading an agent's answer, not a registration),
- * fields it does not know or support are passed over, not refused.
+ * fields it does not know or support are passed over, not refused, and the
+ * job is read without validateJob's checks (readJobAnswer).
  */
 export function jobFromNomadJson(value: unknown, path = 'Job', options: { answer?: boolean } = {}): JobSpec {
   const problems = new NomadProblems(options.answer ?? false);
   const doc = readJob(value, path, problems);
+  // An answer: what can be read is read, unchecked (a reader of answers, not of registrations).
+  if (options.answer) return readJobAnswer(doc);
   problems.throwIfAny();
   return validateJob(doc);
 }
