@@ -105,7 +105,7 @@ export class ApiClient extends VolumeApiCalls {
   /** The job's latest deployment (GET /v1/job/:id/deployment, Nomad's Deployment); undefined when it has none. */
   async jobDeployment(id: string): Promise<DeploymentView | undefined> {
     const d = await this.transport.json<NomadDeployment | null>('GET', `/v1/job/${enc(id)}/deployment`);
-    return d ? decodeDeployment(d) : undefined;
+    return d ? decodeAnswer(this.address, `job "${id}"'s deployment (GET /v1/job/${id}/deployment)`, () => decodeDeployment(d)) : undefined;
   }
 
   /** The job's allocs (Nomad's AllocationListStub, read back whole from their Csiplug). */
@@ -119,14 +119,16 @@ export class ApiClient extends VolumeApiCalls {
    */
   async runJob(job: NomadJob, options: RunJobOptions = {}): Promise<RunJobResult> {
     const path = `/v1/jobs${options.queue ? '?queue=true' : ''}`;
-    return decodeJobRegisterResponse(await this.transport.json<NomadJobRegisterResponse>('POST', path, { body: { Job: job } }));
+    const wire = await this.transport.json<NomadJobRegisterResponse>('POST', path, { body: { Job: job } });
+    return decodeAnswer(this.address, `the run of job "${String(job.ID)}" (POST /v1/jobs)`, () => decodeJobRegisterResponse(wire));
   }
 
   /** What running the job (in Nomad's JSON job format) would change (POST /v1/job/:id/plan); nothing is done. */
   async planJob(job: NomadJob): Promise<JobPlan> {
     if (typeof job.ID !== 'string' || job.ID === '') throw new ValidationError('the job has no ID; give it one, like "web"', 'ID');
     const body = { Job: job, Diff: true };
-    return decodeJobPlanResponse(await this.transport.json<NomadJobPlanResponse>('POST', `/v1/job/${enc(job.ID)}/plan`, { body }));
+    const wire = await this.transport.json<NomadJobPlanResponse>('POST', `/v1/job/${enc(job.ID)}/plan`, { body });
+    return decodeAnswer(this.address, `the plan of job "${job.ID}" (POST /v1/job/${job.ID}/plan)`, () => decodeJobPlanResponse(wire));
   }
 
   /** Nomad's Parse Job (POST /v1/jobs/parse): the agent reads the HCL and answers the job in Nomad's JSON job format. */

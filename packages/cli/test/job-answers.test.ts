@@ -64,11 +64,24 @@ describe('ApiClient reads job answers as answers', () => {
     const { job } = await realAnswers();
     const agent = await answering({
       'GET /v1/job/web': { ...job, SomeNewerField: { A: 1 }, Meta: { owner: 'ops' } },
-      'GET /v1/job/odd': { ...job, TaskGroups: 'none' },
+      'GET /v1/job/odd': { ...job, ID: 42 },
     });
     try {
       expect((await agent.client.getJob('web')).job.groups.map((g) => g.name)).toEqual(['app']);
       await expect(agent.client.getJob('odd')).rejects.toMatchObject({ code: ApiErrorCode.BadResponse, status: 200 });
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it("reports a plan's or a run's answer it cannot read as a BadResponse naming the call", async () => {
+    const agent = await answering({ 'POST /v1/job/web/plan': { Diff: null }, 'POST /v1/jobs': { EvalID: '' } });
+    try {
+      const job = jobToNomadJson(await parseJobspec(JOB, 'web.nomad.hcl'));
+      await expect(agent.client.planJob(job)).rejects.toMatchObject({
+        code: ApiErrorCode.BadResponse,
+        message: expect.stringContaining('the plan of job "web"'),
+      });
     } finally {
       await agent.close();
     }
