@@ -5,6 +5,7 @@
 import * as path from 'path';
 import type { AllocView } from '@csiplug/api';
 import { openLogSlice, type LogRange, type LogSlice } from '@csiplug/api';
+import { rotatedLogPath } from '@csiplug/driver';
 import type { AllocRunner } from '@csiplug/runner';
 import { NotFoundError } from './agent-errors';
 
@@ -80,7 +81,7 @@ export class AllocTable {
     if (!Object.hasOwn(tasks, task))
       throw new NotFoundError(`alloc ${r.alloc.id} has no task "${task}" (tasks: ${Object.keys(tasks).join(', ')})`);
     // Only the range is read, as it is consumed: a log may be far larger than this process's heap.
-    return openLogSlice(path.join(r.taskDir(task), `${stream}.log`), range);
+    return openLogSlice(rotatedLogPath(path.join(r.taskDir(task), `${stream}.log`), range.file ?? 0), range);
   }
 }
 

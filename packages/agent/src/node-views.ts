@@ -1,7 +1,6 @@
 // The node as the API shows it: the agent's health, this node (drivers,
 // plugins, allocs) and, in a cluster, every node of it (cluster mode's).
 import { findRunc } from '@csiplug/driver';
-import * as os from 'os';
 import type { AgentContext } from './agent-context';
 import { isRoutedController } from '@csiplug/cluster';
 import type { AgentHealth, NodeList, NodeView } from '@csiplug/api';
@@ -18,6 +17,24 @@ export class NodeViews {
     private readonly attributes?: NodeAttributes,
   ) {}
 
+  /**
+   * This node's ID, the one every route gives (Node.ID, NodeListStub.ID,
+   * the agent's node_id, Allocation.NodeID, the keys of a CSIPlugin's
+   * maps): in a cluster its node name (cluster.node_name, by default the
+   * node_id), which the cluster's records, claims and placements carry;
+   * on its own, the config's node_id.
+   */
+  nodeId(): string {
+    const { config } = this.ctx;
+    return config.cluster?.nodeName ?? config.nodeId;
+  }
+
+  /** Nomad's Node.Name: in a cluster the node name its record has (so the list and the one-node read agree); on its own, the config's `name` (default: the host name). */
+  private nodeName(): string {
+    const { config } = this.ctx;
+    return config.cluster?.nodeName ?? config.node.name;
+  }
+
   health(): AgentHealth {
     const counts = { running: 0, pending: 0, dead: 0 };
     for (const r of this.ctx.allocs.all()) {
@@ -29,7 +46,7 @@ export class NodeViews {
     const plugins = this.ctx.csiManager.plugins();
     return {
       ok: !this.ctx.closed,
-      nodeId: this.ctx.config.nodeId,
+      nodeId: this.nodeId(),
       dataDir: this.ctx.config.dataDir,
       version: AGENT_VERSION,
       startedAt: this.ctx.startedAt,
@@ -43,8 +60,8 @@ export class NodeViews {
     const health = this.health();
     const runc = findRunc();
     return {
-      id: config.nodeId,
-      name: os.hostname(),
+      id: this.nodeId(),
+      name: this.nodeName(),
       version: AGENT_VERSION,
       dataDir: config.dataDir,
       startedAt: this.ctx.startedAt,
@@ -103,9 +120,11 @@ export class NodeViews {
       cluster: false,
       nodes: [
         {
-          name: n.id,
+          ...(n.id !== n.name ? { id: n.id } : {}),
+          name: n.name,
           status: n.status,
-          nodeClass: '',
+          nodeClass: n.nodeClass ?? '',
+          ...(n.datacenter !== undefined ? { datacenter: n.datacenter } : {}),
           drivers: Object.keys(n.drivers).filter((d) => n.drivers[d as keyof NodeView['drivers']].detected),
           plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })),
           self: true,

@@ -80,20 +80,7 @@ export class VolumeService {
         throw new ConflictError(
           `volume "${existing.id}" is the cluster's: a register cannot update a cluster volume yet; deregister it (once unclaimed) and register it again`,
         );
-      // As Nomad's Register: the update is checked first (Merge), the volume grown when its capacity_min is above what it has, and only then stored — a refusal or a failed growth stores nothing.
-      const { growTo } = catalog.checkRegisterUpdate(spec);
-      let nodeExpansion: VolumeView['nodeExpansion'];
-      if (growTo !== undefined) {
-        try {
-          // With the update's secrets: they replace the volume's (Merge), and rotated ones may be all the storage takes now.
-          nodeExpansion = (await this.expandVolume(existing, spec, { secrets: spec.secrets })).nodeExpansion;
-        } catch (err) {
-          // Grown already (another call got there first): nothing to grow is no error for an update.
-          if (!(err instanceof VolumeUnchangedError)) throw err;
-        }
-      }
-      const updated = await catalog.registerVolume(spec);
-      return nodeExpansion ? { ...updated, nodeExpansion } : updated;
+      return this.updateRegistered(existing, spec, 'register');
     }
     if (!cluster) return catalog.registerVolume(spec);
     // In a cluster the id is the cluster's: reserved there first (refused when another node has it), then registered here.
@@ -104,12 +91,40 @@ export class VolumeService {
     );
   }
 
+  /**
+   * A volume the catalog has, registered or created again: as Nomad's Register
+   * (CSIVolume.Merge) and Create (csi_endpoint.go reconcileVolume: Merge, then
+   * expand), the update is checked first, the volume grown, and only then
+   * stored — a refusal or a failed growth stores nothing. A create asks the
+   * plugin whenever it gives a capacity (a node-side expansion still owed is
+   * driven again); a register only to grow.
+   */
+  private async updateRegistered(existing: VolumeView, spec: VolumeSpec, how: 'register' | 'create'): Promise<VolumeView> {
+    const { catalog } = this.ctx;
+    const { growTo } = catalog.checkRegisterUpdate(spec);
+    const asked = how === 'create' ? spec.capacityMin !== undefined || spec.capacityMax !== undefined : growTo !== undefined;
+    let nodeExpansion: VolumeView['nodeExpansion'];
+    if (asked) {
+      try {
+        // With the update's secrets: they replace the volume's (Merge), and rotated ones may be all the storage takes now.
+        nodeExpansion = (await this.expandVolume(existing, spec, { secrets: spec.secrets })).nodeExpansion;
+      } catch (err) {
+        // Grown already (another call got there first, or the same capacity asked again): nothing to grow is no error for an update.
+        if (!(err instanceof VolumeUnchangedError)) throw err;
+      }
+    }
+    const updated = await catalog.registerVolume(spec);
+    return nodeExpansion ? { ...updated, nodeExpansion } : updated;
+  }
+
   async createVolume(spec: VolumeSpec, options: { forwarded?: boolean } = {}): Promise<VolumeView> {
     this.ctx.checkOpen();
     const { catalog } = this.ctx;
     const cluster = this.cluster();
-    // Nomad's `volume create` of a volume that exists with a larger capacity expands it.
     const existing = catalog.getVolume(spec?.id);
+    // Nomad's Create of a volume it has reconciles it (Merge, then expand): the Terraform provider's update is a create again.
+    if (existing && !(cluster && (await cluster.isClusters(existing.id, existing)))) return this.updateRegistered(existing, spec, 'create');
+    // A cluster's volume: a create again with a larger capacity expands it (its update is not built yet).
     if (existing && (spec.capacityMin !== undefined || spec.capacityMax !== undefined)) {
       // Only the capacity of an existing volume changes this way: a content source would silently not be applied.
       if (spec.snapshotId !== undefined || spec.cloneId !== undefined) {

@@ -233,6 +233,13 @@ describe('metrics and the status page of a running agent', () => {
       page.on('console', (m) => {
         if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) pageErrors.push(m.text());
       });
+      // A plugin gone between the list and its read: the list the page gets names one more, which the agent answers 404 for.
+      await page.route('**/v1/plugins?type=csi', async (route) => {
+        const answer = await route.fetch();
+        if (!answer.ok()) return route.fulfill({ response: answer });
+        const stubs = (await answer.json()) as { ID: string }[];
+        await route.fulfill({ response: answer, json: [...stubs, { ...stubs[0], ID: 'gone-plugin' }] });
+      });
       await page.goto(`http://127.0.0.1:${h.port}/ui/`);
       // No token yet: the page asks for one and shows no data.
       await page.locator('#login').waitFor({ state: 'visible' });
@@ -248,6 +255,8 @@ describe('metrics and the status page of a running agent', () => {
       await pollUntil('the plugin shown healthy', async () => ((await cells.nth(4).innerText()) === 'healthy' ? true : undefined), 30_000);
       expect(await cells.nth(2).innerText()).toBe('1/1');
       expect(await cells.nth(3).innerText()).toBe('1/1');
+      expect(await plugins.filter({ hasText: 'gone-plugin' }).count()).toBe(0);
+      expect(await page.locator('#error').isHidden()).toBe(true);
       const xss = page.locator('#volumes tbody tr', { hasText: 'vol-xss' });
       await xss.waitFor();
       expect(await xss.locator('td').nth(1).innerText()).toBe(hostile);

@@ -165,13 +165,14 @@ describe('volume operations against the real hostpath plugin', () => {
     expect(mountsUnder(alloc.volumes['data']!.hostPath)).toEqual([alloc.volumes['data']!.hostPath]);
 
     const shrink = await refusal(create('grow', 'capacity_min = "1MiB"\ncapacity_max = "2MiB"'));
-    expect(shrink.status).toBe(400);
-    expect(shrink.message).toContain(`volume "grow" has ${3 * MiB} bytes; capacity_max ${2 * MiB} would shrink it`);
+    // A create again is Nomad's reconcile (Merge, then expand): Merge refuses the shrink before the plugin is asked.
+    expect(shrink.status).toBe(409);
+    expect(shrink.message).toContain(`its capacity_max ${2 * MiB} is below the ${3 * MiB} bytes it has: volumes only grow`);
     // The same file again changes nothing (every mount was expanded, but NodeExpandVolume is asked again: it is idempotent).
     const again = await create('grow', 'capacity_min = "3MiB"');
     expect(again.nodeExpansion).toEqual([{ allocId: id, name: 'data', capacityBytes: 3 * MiB }]);
     const restore = await refusal(create('grow', 'capacity_min = "4MiB"\nsnapshot_id = "x"'));
-    expect(restore.message).toContain('volume "grow" exists already: snapshot_id is for a new volume');
+    expect(restore.message).toContain('its snapshot_id cannot change (it is not set, the spec says "x")');
     expect((await h.api.getVolume('grow')).capacityBytes).toBe(3 * MiB);
 
     // What people read: the CLI's volume status and alloc status show the usage.

@@ -44,6 +44,7 @@ import { type NomadCSIPlugin, type NomadCSIPluginListStub, decodePlugin } from '
 import {
   type NomadAllocation,
   type NomadAllocationListStub,
+  type AllocStubView,
   decodeAlloc,
   decodeAllocStub,
   decodeLogFrames,
@@ -108,9 +109,10 @@ export class ApiClient extends VolumeApiCalls {
     return d ? decodeAnswer(this.address, `job "${id}"'s deployment (GET /v1/job/${id}/deployment)`, () => decodeDeployment(d)) : undefined;
   }
 
-  /** The job's allocs (Nomad's AllocationListStub, read back whole from their Csiplug). */
-  async jobAllocations(id: string): Promise<AllocView[]> {
-    return (await this.transport.json<NomadAllocationListStub[]>('GET', `/v1/job/${enc(id)}/allocations`)).map(decodeAllocStub);
+  /** The job's allocs (Nomad's AllocationListStub): without their job (getAlloc or getJob has it). */
+  async jobAllocations(id: string): Promise<AllocStubView[]> {
+    const path = `/v1/job/${enc(id)}/allocations`;
+    return (await this.transport.json<NomadAllocationListStub[]>('GET', path)).map((w) => this.decoded(path, w, decodeAllocStub));
   }
 
   /**
@@ -156,14 +158,31 @@ export class ApiClient extends VolumeApiCalls {
 
   // Allocs -------------------------------------------------------------------
 
-  /** Every alloc of this node (Nomad's AllocationListStub, read back whole from their Csiplug). */
-  async listAllocs(): Promise<AllocView[]> {
-    return (await this.transport.json<NomadAllocationListStub[]>('GET', '/v1/allocations')).map(decodeAllocStub);
+  /** Every alloc of this node (Nomad's AllocationListStub): without their job, which a list does not carry (getAlloc has it). */
+  async listAllocs(): Promise<AllocStubView[]> {
+    return (await this.transport.json<NomadAllocationListStub[]>('GET', '/v1/allocations')).map((w) =>
+      this.decoded('/v1/allocations', w, decodeAllocStub),
+    );
   }
 
   /** One alloc (Nomad's Allocation). */
   async getAlloc(id: string): Promise<AllocView> {
-    return decodeAlloc(await this.transport.json<NomadAllocation>('GET', `/v1/allocation/${enc(id)}`));
+    const path = `/v1/allocation/${enc(id)}`;
+    return this.decoded(path, await this.transport.json<NomadAllocation>('GET', path), decodeAlloc);
+  }
+
+  /** An answer's decode; one it cannot read is the agent's bad answer (BadResponse), never a TypeError out of the decoder. */
+  private decoded<W, V>(path: string, wire: W, decode: (w: W) => V): V {
+    try {
+      return decode(wire);
+    } catch (err) {
+      throw new ApiError(
+        200,
+        ApiErrorCode.BadResponse,
+        `the answer of the agent at ${this.address} to GET ${path} is not what a csiplug agent of this version sends (${(err as Error).message}); is it a csiplug agent of this version?`,
+        { cause: err },
+      );
+    }
   }
 
   /**

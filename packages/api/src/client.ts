@@ -8,3 +8,4 @@ export * from './protocol';
 export * from './service-errors';
 export type * from './service';
 export type { LogRange, LogSlice } from './log-slice';
+export type { AllocStubView, DeploymentStub } from './wire/alloc-wire';

@@ -13,7 +13,7 @@ import { DisposableStore, toDisposable } from '@csiplug/core';
 import type { ServerResponse } from 'http';
 import type { AgentEvent, AgentService } from './service';
 import { ApiError } from './api-error';
-import { type EventTopicFilter, NOMAD_EVENT_TOPICS, encodeEvent, eventMatches } from './wire/event-wire';
+import { type EventTopicFilter, encodeEvent, eventMatches } from './wire/event-wire';
 
 export const EVENT_TOPICS: readonly AgentEvent['topic'][] = ['Task', 'Alloc', 'Plugin', 'Volume', 'Job', 'Node'];
 export const EVENT_HEARTBEAT_MS = 10_000;
@@ -77,32 +77,24 @@ export class EventStreamBudget {
 }
 
 /**
- * Reads Nomad's `topic` query values (repeatable; comma-separated too):
- * `Topic:key`, `Topic:*` or a bare `Topic` for the whole topic, `*` for
- * everything. Topic names are Nomad's (event-wire.ts); none means every topic.
+ * Reads Nomad's `topic` query values as its parseEventTopics does
+ * (command/agent/event_endpoint.go): each value, repeatable and never split
+ * on commas, is `Topic:key`, or a bare `Topic` for the whole topic; `*` as
+ * the topic stands for every topic (`*:web`: key web in any topic). A topic
+ * csiplug does not send is accepted and lets nothing through (ACLs are off).
+ * None means every topic.
  */
 export function parseTopics(values: string[]): EventTopicFilter | undefined {
-  const names = values
-    .flatMap((v) => v.split(','))
-    .map((v) => v.trim())
-    .filter((v) => v !== '');
-  if (names.length === 0) return undefined;
+  if (values.length === 0) return undefined;
   const filter: EventTopicFilter = new Map();
-  for (const raw of names) {
-    const colon = raw.indexOf(':');
-    const name = colon < 0 ? raw : raw.slice(0, colon);
-    const key = colon < 0 ? '*' : raw.slice(colon + 1);
-    if (name === '*') return undefined;
-    const topic = NOMAD_EVENT_TOPICS.find((t) => t.toLowerCase() === name.toLowerCase());
-    if (!topic)
+  for (const raw of values) {
+    const parts = raw.split(':');
+    if (parts.length > 2)
       throw ApiError.badRequest(
-        `unknown event topic "${raw}" (Nomad's topics, such as Allocation, Job, Node, CSIVolume, CSIPlugin, or csiplug's Task)`,
+        `error parsing topics: invalid key value pair for topic, topic: ${raw} (give Topic, Topic:* or Topic:ID, one colon at most)`,
       );
-    if (key === '')
-      throw ApiError.badRequest(`event topic "${raw}" names no key: give Topic:* for the whole topic or Topic:ID for one object`);
-    const keys = filter.get(topic);
-    if (key === '*' || keys === '*') filter.set(topic, '*');
-    else filter.set(topic, new Set([...(keys ?? []), key]));
+    const [name, key = '*'] = parts as [string, string?];
+    filter.set(name, [...(filter.get(name) ?? []), key]);
   }
   return filter;
 }
@@ -136,9 +128,10 @@ export class EventStream implements Disposable {
       'X-Content-Type-Options': 'nosniff',
     });
     res.flushHeaders();
+    const nodeId = service.health().nodeId;
     this.store.add(
       service.onEvent((e) => {
-        const line = encodeEvent(e);
+        const line = encodeEvent(e, nodeId);
         if (!eventMatches(topics, line.Events[0]!)) return;
         this.write(`${JSON.stringify(line)}\n`);
       }),

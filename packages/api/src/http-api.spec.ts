@@ -4,11 +4,13 @@ import { FakeClock, flushMicrotasks } from '@csiplug/core/testing';
 import * as http from 'http';
 import type { AddressInfo } from 'net';
 import { ApiClient } from './api-client';
+import { FOLLOW_POLL_MS, HEARTBEAT_MS } from './alloc-logs';
 import { ApiError } from './api-error';
 import { FakeAgentService } from './testing';
 import { HttpApi } from './http-api';
 import { StatusPage } from './status-page';
 import { nomadJob, raw, startApi, volumeBody, volumeDoc } from './testing';
+import { volumeDocumentToNomad } from './wire/volume-wire';
 
 /** A GET whose path is sent exactly as written (no client-side resolution of dots). */
 function rawPath(base: string, path: string): Promise<{ status: number; body: string }> {
@@ -138,6 +140,27 @@ describe('HttpApi', () => {
       }
     });
 
+    it("reads an alloc answer that is not a csiplug agent's (no Csiplug) as a bad answer, not a TypeError", async () => {
+      // A Nomad server's answers: Nomad's shapes, no Csiplug.
+      const foreign = http.createServer((req, res) => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        const stub = { ID: 'a1', Name: 'web.g[0]', JobID: 'web', TaskGroup: 'g', CreateTime: 0, TaskStates: {} };
+        res.end(JSON.stringify(req.url?.endsWith('/allocations') ? [stub] : { ...stub, Job: { ID: 'web' } }));
+      });
+      await new Promise<void>((resolve) => foreign.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = foreign.address() as AddressInfo;
+        const nomad = new ApiClient({ address: `http://127.0.0.1:${port}` });
+        for (const call of [() => nomad.listAllocs(), () => nomad.getAlloc('a1'), () => nomad.jobAllocations('web')]) {
+          const err = await call().catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(ApiError);
+          expect(err).toMatchObject({ code: 'EBAD_RESPONSE', message: expect.stringMatching(/allocation a1 has no Csiplug field/) });
+        }
+      } finally {
+        await new Promise<void>((resolve) => foreign.close(() => resolve()));
+      }
+    });
+
     it('answers 405 with Allow for a known path and the wrong method', async () => {
       const r = await raw(url, 'PATCH', '/v1/jobs');
       expect(r.status).toBe(405);
@@ -188,6 +211,17 @@ describe('HttpApi', () => {
       expect(sick.status).toBe(500);
       expect(sick.json).toMatchObject({ client: { ok: false }, server: { ok: false } });
       expect((await client.health()).ok).toBe(false);
+    });
+
+    it('an unknown ?type= is ignored as Nomad does: alone it answers 200 with neither part', async () => {
+      const other = await raw(url, 'GET', '/v1/agent/health?type=bogus');
+      expect(other.status).toBe(200);
+      expect(other.json).not.toHaveProperty('client');
+      expect(other.json).not.toHaveProperty('server');
+      const withClient = await raw(url, 'GET', '/v1/agent/health?type=bogus&type=client');
+      expect(withClient.status).toBe(200);
+      expect(withClient.json).toMatchObject({ client: { ok: true } });
+      expect(withClient.json).not.toHaveProperty('server');
     });
 
     it("GET /v1/agent/self: Nomad's AgentSelf; /v1/status/leader and peers: this agent's API address", async () => {
@@ -353,6 +387,10 @@ describe('HttpApi', () => {
       await client.runJob(nomadJob());
       expect((await raw(url, 'DELETE', '/v1/job/web?purge=maybe')).status).toBe(400);
       expect(fake.calls).toEqual(['runJob web']);
+      // Go's strconv.ParseBool, as Nomad reads purge: an empty value is false, "True" is true.
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=')).status).toBe(200);
+      expect((await raw(url, 'DELETE', '/v1/job/web?purge=True')).status).toBe(200);
+      expect(fake.calls).toEqual(['runJob web', 'stopJob web', 'stopJob web purge']);
     });
 
     it('refuses an invalid jobspec with 400 and runs nothing', async () => {
@@ -561,14 +599,28 @@ describe('HttpApi', () => {
       expect(frames).toEqual([{ Offset: 12, Data: Buffer.from('world\n').toString('base64') }]);
       expect((await client.allocLogs(id, 'main', { offset: 6 })).data).toBe('world\n');
       expect((await client.allocLogs(id, 'main', { stream: 'stderr' })).data).toBe('oops\n');
+      // Nomad's codes and texts (client/fs_endpoint.go): a task the alloc has not is a 400, one not started yet a 404.
       await expect(client.allocLogs(id, 'other')).rejects.toMatchObject({
-        status: 404,
-        message: expect.stringContaining('no task "other"'),
+        status: 400,
+        message: expect.stringMatching(/^unknown task name "other"/),
       });
+      delete fake.getAlloc(id)!.tasks.main!.startedAt;
+      await expect(client.allocLogs(id, 'main')).rejects.toMatchObject({
+        status: 404,
+        message: 'task "main" not started yet. No logs available',
+      });
+      fake.getAlloc(id)!.tasks.main!.startedAt = 1;
       await expect(client.allocLogs('nope', 'main')).rejects.toMatchObject({ status: 404 });
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=both`)).status).toBe(400);
-      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=-1`)).status).toBe(400);
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=abc`)).status).toBe(400);
+      // Offsets as Nomad reads them: negative counts from the other end, past either end stops there; past int64 is a 400.
+      const plainAt = async (q: string) => (await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&plain=true&${q}`)).text;
+      expect(await plainAt('offset=-6')).toBe('world\n');
+      expect(await plainAt('origin=end&offset=-6')).toBe('world\n');
+      expect(await plainAt('offset=-100')).toBe('hello\nworld\n');
+      expect(await plainAt('offset=9223372036854775807')).toBe('');
+      expect(await plainAt('origin=end&offset=9223372036854775807')).toBe('hello\nworld\n');
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main&type=stdout&offset=9223372036854775808`)).status).toBe(400);
       // The old csiplug-shaped route is gone (one dialect).
       expect((await raw(url, 'GET', `/v1/allocation/${id}/logs/main`)).status).toBe(404);
     });
@@ -614,11 +666,19 @@ describe('HttpApi', () => {
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?type=stdout`)).error).toMatch(/^must provide task name/);
       expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=main`)).error).toMatch(/^must provide log type \(stdout\/stderr\)/);
       expect((await logs('follow=true&limit=5')).error).toMatch(/^query parameter limit cannot be used with follow=true/);
-      expect((await logs('follow=perhaps')).error).toBe('query parameter follow must be true or false (got "perhaps")');
+      expect((await logs('follow=perhaps')).error).toBe(
+        'query parameter follow must be a boolean: true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False); got "perhaps"',
+      );
       expect((await logs('origin=middle')).error).toBe('query parameter origin must be one of start, end (got "middle")');
       expect((await logs('limit=lots')).error).toBe('query parameter limit must be a whole number of at least 0 (got "lots")');
       expect((await logs('limit=0')).error).toMatch(/limit must be at least 1 byte/);
-      expect((await logs('plain=maybe')).error).toBe('query parameter plain must be true or false (got "maybe")');
+      expect((await logs('plain=maybe')).error).toMatch(/^query parameter plain must be a boolean: true or false/);
+      // Go's strconv.ParseBool, as Nomad reads them; empty is false (python-nomad sends follow=False&plain=False).
+      expect((await logs('follow=False&plain=False')).headers['content-type']).toBe('application/json');
+      expect((await logs('follow=&plain=')).headers['content-type']).toBe('application/json');
+      expect((await logs('follow=f&plain=T')).headers['content-type']).toMatch(/^text\/plain/);
+      expect((await logs('plain=TRUE')).headers['content-type']).toMatch(/^text\/plain/);
+      expect((await logs('plain=1')).headers['content-type']).toMatch(/^text\/plain/);
       // Frames are streamed, so the server takes any limit; the client's text answer is what is capped (it holds it).
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}`)).status).toBe(200);
       expect((await logs(`limit=${4 * 1024 * 1024 + 1}&plain=true`)).status).toBe(200);
@@ -626,7 +686,7 @@ describe('HttpApi', () => {
         status: 400,
         message: expect.stringMatching(/at most 4194304 bytes \(4 MiB\), not 4194305/),
       });
-      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=nope&type=stdout&plain=true`)).status).toBe(404);
+      expect((await raw(url, 'GET', `/v1/client/fs/logs/${id}?task=nope&type=stdout&plain=true`)).status).toBe(400);
     });
 
     it('streams the raw bytes with plain=true, with the offset and file size in headers', async () => {
@@ -646,51 +706,134 @@ describe('HttpApi', () => {
       const whole: Buffer[] = [];
       for await (const c of (await client.allocLogStream(id, 'main')).stream) whole.push(c as Buffer);
       expect(Buffer.concat(whole)).toEqual(bytes);
-      await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 404 });
+      await expect(client.allocLogStream(id, 'other')).rejects.toMatchObject({ status: 400 });
     });
 
-    it('follow=true sends what the task writes next, a shorter log again from its start, and ends once the alloc has ended', async () => {
+    /** A followed log's frames as they come, and how its answer went: head seen, ended cleanly, or cut. */
+    function followFrames(base: string, id: string) {
+      const got = { head: false, ended: false, cut: false, frames: [] as { Offset?: number; Data?: string; FileEvent?: string }[] };
+      const req = http.get(`${base}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true`, (r) => {
+        got.head = true;
+        r.setEncoding('utf8');
+        let buf = '';
+        r.on('data', (c: string) => {
+          buf += c;
+          const lines = buf.split('\n');
+          buf = lines.pop()!;
+          got.frames.push(...lines.map((l) => JSON.parse(l) as (typeof got.frames)[number]));
+        });
+        r.on('end', () => (got.ended = r.complete));
+        r.on('aborted', () => (got.cut = true));
+        r.on('error', () => (got.cut = true));
+      });
+      req.on('error', () => (got.cut = true));
+      const text = () => Buffer.concat(got.frames.map((f) => Buffer.from(f.Data ?? '', 'base64'))).toString('utf8');
+      const heartbeats = () => got.frames.filter((f) => Object.keys(f).length === 0).length;
+      return { got, req, text, heartbeats };
+    }
+
+    /** Waits until the follow loop sleeps before its next look, then lets that look happen. */
+    async function nextLook(clock: FakeClock, more = true): Promise<void> {
+      const sleeping = () => until(() => clock.nextDue() === clock.now() + FOLLOW_POLL_MS, 'the follow loop to wait for its next look');
+      await sleeping();
+      await clock.advance(FOLLOW_POLL_MS);
+      if (more) await sleeping();
+    }
+
+    it('follow=true sends its head at once, heartbeats when idle, what the task writes next, and a shorter log again from its start', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        const key = `${id}/main/stdout`;
+        // Nothing written yet: the head goes all the same (Nomad's CLI waits for it), then a heartbeat each idle second.
+        const { got, req, text, heartbeats } = followFrames(followed.url, id);
+        await until(() => got.head, 'the head of the followed answer');
+        for (let i = 0; i < HEARTBEAT_MS / FOLLOW_POLL_MS; i++) await nextLook(clock);
+        await until(() => heartbeats() === 1, 'a heartbeat');
+        expect(got.frames).toEqual([{}]);
+        fake.logs.set(key, 'one\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\n', 'the first frame');
+        // Busy: no heartbeat after a frame until a second without one.
+        await nextLook(clock);
+        expect(heartbeats()).toBe(1);
+        fake.logs.set(key, 'one\ntwo\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\ntwo\n', 'the frame of what was written next');
+        expect(got.frames.at(-1)).toMatchObject({ Offset: 8 });
+        // Shorter than where the reader was, in the same file: Nomad's "file truncated", then the log again from its start.
+        fake.logs.set(key, 'x\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\ntwo\nx\n', 'the log read again');
+        expect(got.frames.map((f) => f.FileEvent).filter(Boolean)).toEqual(['file truncated']);
+        req.destroy();
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('follow=true stays open after the alloc ended (as Nomad: a clean end makes its CLI read again), until the alloc is purged', async () => {
       const clock = new FakeClock();
       const followed = await startApi(fake, { clock });
       try {
         const id = (await client.runJob(nomadJob())).allocIds[0]!;
         const key = `${id}/main/stdout`;
         fake.logs.set(key, 'one\n');
-        const frames: { Offset?: number; Data?: string; FileEvent?: string }[] = [];
-        let ended = false;
-        const req = http.get(`${followed.url}/v1/client/fs/logs/${id}?task=main&type=stdout&follow=true`, (r) => {
-          r.setEncoding('utf8');
-          let buf = '';
-          r.on('data', (c: string) => {
-            buf += c;
-            const lines = buf.split('\n');
-            buf = lines.pop()!;
-            frames.push(...lines.map((l) => JSON.parse(l) as (typeof frames)[number]));
-          });
-          r.on('end', () => (ended = true));
-        });
-        const text = () => Buffer.concat(frames.map((f) => Buffer.from(f.Data ?? '', 'base64'))).toString('utf8');
+        const { got, text, heartbeats } = followFrames(followed.url, id);
         await until(() => text() === 'one\n', 'the first frame');
+        const jobId = fake.getAlloc(id)!.jobId;
+        await client.stopJob(jobId);
+        fake.logs.set(key, 'one\nlast\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\nlast\n', 'the last bytes');
+        for (let i = 0; i < 8; i++) await nextLook(clock);
+        await until(() => heartbeats() >= 2, 'heartbeats after the alloc ended');
+        expect(got.ended || got.cut).toBe(false);
+        // Purged: nothing is left to read, and the answer ends cleanly.
+        await client.stopJob(jobId, { purge: true });
+        await nextLook(clock, false);
+        await until(() => got.ended, 'the followed answer to end once the alloc is gone');
+        expect(got.cut).toBe(false);
+      } finally {
+        await followed.api.dispose();
+      }
+    });
+
+    it('follow=true reads a rotated log to the end of the old file, then the new one, without "file truncated"', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      try {
+        const id = (await client.runJob(nomadJob())).allocIds[0]!;
+        const key = `${id}/main/stdout`;
+        fake.logs.set(key, 'one\n');
+        fake.logFileIds.set(key, 'first');
+        const { got, req, text } = followFrames(followed.url, id);
+        await until(() => text() === 'one\n', 'the first frame');
+        // Written after the last look, then rotated (stdout.log → stdout.log.1), then the new file written: nothing is lost.
         fake.logs.set(key, 'one\ntwo\n');
-        await clock.advance(250);
-        await until(() => text() === 'one\ntwo\n', 'the frame of what was written next');
-        expect(frames.at(-1)).toMatchObject({ Offset: 8 });
-        // Shorter than where the reader was: Nomad's "file truncated", then the log again from its start.
-        fake.logs.set(key, 'x\n');
-        await clock.advance(250);
-        await until(() => text() === 'one\ntwo\nx\n', 'the log read again');
-        expect(frames.map((f) => f.FileEvent).filter(Boolean)).toEqual(['file truncated']);
-        expect(ended).toBe(false);
-        // The alloc ends: one more look gets its last bytes, then the answer ends.
-        await client.stopJob(fake.getAlloc(id)!.jobId);
-        fake.logs.set(key, 'x\nlast\n');
-        await clock.advance(250);
-        await until(() => ended, 'the followed answer to end');
-        expect(text()).toBe('one\ntwo\nx\nlast\n');
+        fake.rotateLog(key);
+        fake.logs.set(key, 'three\n');
+        await nextLook(clock);
+        await until(() => text() === 'one\ntwo\nthree\n', 'the rest of the old file, then the new one');
+        expect(got.frames.filter((f) => f.FileEvent)).toEqual([]);
+        expect(got.frames.map((f) => f.Offset)).toEqual([4, 8, 6]);
         req.destroy();
       } finally {
         await followed.api.dispose();
       }
+    });
+
+    it('follow=true ends cleanly when the API closes', async () => {
+      const clock = new FakeClock();
+      const followed = await startApi(fake, { clock });
+      const id = (await client.runJob(nomadJob())).allocIds[0]!;
+      fake.logs.set(`${id}/main/stdout`, 'one\n');
+      const { got, text } = followFrames(followed.url, id);
+      await until(() => text() === 'one\n', 'the first frame');
+      await followed.api.dispose();
+      await until(() => got.ended || got.cut, 'the followed answer to end');
+      expect(got).toMatchObject({ ended: true, cut: false });
     });
 
     it('follow=true stops reading when its reader goes', async () => {
@@ -792,7 +935,7 @@ describe('HttpApi', () => {
         Namespace: 'default',
         ExternalID: 'ext-vol1',
         PluginID: 'hostpath',
-        Secrets: { password: '[REDACTED]' },
+        Secrets: null,
         RequestedCapabilities: [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }],
         ReadAllocs: {},
         WriteAllocs: { [allocId]: null },
@@ -811,6 +954,12 @@ describe('HttpApi', () => {
       const stub = ((await raw(url, 'GET', '/v1/volumes?plugin_id=hostpath')).json as unknown as Record<string, unknown>[])[0]!;
       expect(stub).toMatchObject({ ID: 'vol1', CurrentWriters: 1, CurrentReaders: 0, AccessMode: 'single-node-writer', Schedulable: true });
       expect(stub).not.toHaveProperty('Secrets');
+      expect(JSON.stringify(stub)).not.toContain('hunter2');
+      // csiplug's list views from the stub alone: capabilities and claims in Csiplug.
+      expect(stub['Csiplug']).toMatchObject({
+        capabilities: [{ accessMode: 'single-node-writer', attachmentMode: 'file-system' }],
+        claims: [{ allocId, mode: 'write' }],
+      });
       const gone = await raw(url, 'DELETE', '/v1/volume/csi/vol2');
       expect(gone.status).toBe(200);
       expect(gone.text.trim()).toBe('null');
@@ -827,13 +976,76 @@ describe('HttpApi', () => {
       expect(fake.calls).toEqual(['registerVolume vol1', 'deregisterVolume vol1 force']);
     });
 
-    it('never sends secrets back', async () => {
-      const v = await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }));
-      expect(v.secrets).toEqual({ password: '[REDACTED]' });
+    it('never sends secrets nor mount flags back: Secrets null and MountFlags ["[REDACTED]"], as Nomad\'s CSIVolume.Sanitize', async () => {
+      const doc = volumeDoc('vol1', { secrets: { password: 'hunter2' }, mount_options: { mount_flags: ['password=hunter3'] } });
+      const registered = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volumes: [volumeDocumentToNomad(doc)] }) });
+      expect(registered.status).toBe(200);
       expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
-      expect((await client.getVolume('vol1')).secrets).toEqual({ password: '[REDACTED]' });
-      const r = await raw(url, 'GET', '/v1/volumes');
-      expect(r.text).not.toContain('hunter2');
+      expect(fake.volumes.get('vol1')!.mountOptions).toEqual({ mountFlags: ['password=hunter3'] });
+      const read = await raw(url, 'GET', '/v1/volume/csi/vol1');
+      for (const answer of [registered, read, await raw(url, 'GET', '/v1/volumes')]) {
+        expect(answer.text).not.toContain('hunter2');
+        expect(answer.text).not.toContain('hunter3');
+      }
+      const volume = (registered.json as unknown as { Volumes: Record<string, unknown>[] }).Volumes[0]!;
+      expect(volume).toMatchObject({ Secrets: null, MountOptions: { MountFlags: ['[REDACTED]'] } });
+      expect(read.json).toMatchObject({ Secrets: null, MountOptions: { MountFlags: ['[REDACTED]'] } });
+      // The client shows what it gets: the sanitized view.
+      expect(await client.getVolume('vol1')).toMatchObject({ secrets: {}, mountOptions: { mountFlags: ['[REDACTED]'] } });
+    });
+
+    it('refuses a register that sends "[REDACTED]" back as a secret or a mount flag, naming the field; the stored ones stay', async () => {
+      await client.registerVolume(volumeDoc('vol1', { secrets: { password: 'hunter2' } }));
+      const read = (await raw(url, 'GET', '/v1/volume/csi/vol1')).json as unknown as Record<string, unknown>;
+      for (const [change, field] of [
+        [{ Secrets: { password: '[REDACTED]' } }, 'Volumes[0].Secrets.password'],
+        [{ MountOptions: { MountFlags: ['[REDACTED]'] } }, 'Volumes[0].MountOptions.MountFlags[0]'],
+      ] as const) {
+        const again = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify({ Volumes: [{ ...read, ...change }] }) });
+        expect(again.status).toBe(400);
+        expect(again.text).toContain(`${field} is \"[REDACTED]\"`);
+        expect(again.text).toContain('send the real');
+      }
+      expect(fake.volumes.get('vol1')!.secrets).toEqual({ password: 'hunter2' });
+    });
+
+    it("names the body's Nomad field in a refusal validateVolumeSpec makes, not csiplug's spec field", async () => {
+      const body = volumeBody('vol1') as unknown as { Volumes: Record<string, unknown>[] };
+      body.Volumes[0]!['RequestedCapabilities'] = [{ AccessMode: 'bogus', AttachmentMode: 'file-system' }];
+      const refused = await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) });
+      expect(refused.status).toBe(400);
+      expect(refused.text).toMatch(/^Volumes\[0\]\.RequestedCapabilities\[0\]\.AccessMode must be one of single-node-writer/);
+      body.Volumes[0]!['RequestedCapabilities'] = [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }];
+      body.Volumes[0]!['RequestedCapacityMin'] = 10;
+      body.Volumes[0]!['RequestedCapacityMax'] = 5;
+      expect((await raw(url, 'PUT', '/v1/volume/csi/vol1', { body: JSON.stringify(body) })).text).toMatch(
+        /^Volumes\[0\]\.RequestedCapacityMin \(10B\) must not exceed/,
+      );
+    });
+
+    it('answers [] for host volumes (`nomad volume status` lists them first) and refuses a namespace other than default', async () => {
+      await client.registerVolume(volumeDoc('vol1'));
+      const host = await raw(url, 'GET', '/v1/volumes?type=host');
+      expect(host.status).toBe(200);
+      expect(host.json).toEqual([]);
+      for (const path of [
+        '/v1/volumes?namespace=default',
+        '/v1/volumes?namespace=',
+        '/v1/volumes?namespace=*',
+        '/v1/volume/csi/vol1?namespace=default',
+      ])
+        expect((await raw(url, 'GET', path)).status).toBe(200);
+      for (const [method, path] of [
+        ['GET', '/v1/volumes?type=csi&namespace=prod'],
+        ['GET', '/v1/volume/csi/vol1?namespace=prod'],
+        ['DELETE', '/v1/volume/csi/vol1?namespace=prod'],
+        ['PUT', '/v1/volume/csi/vol1?namespace=*'],
+      ] as const) {
+        const refused = await raw(url, method, path, method === 'PUT' ? { body: JSON.stringify(volumeBody('vol1')) } : {});
+        expect(refused.status).toBe(400);
+        expect(refused.text).toContain('csiplug has one namespace, "default"');
+      }
+      expect(fake.volumes.has('vol1')).toBe(true);
     });
 
     it("takes Nomad's CSIVolumeRegisterRequest by PUT and POST and answers CSIVolumeRegisterResponse; refuses a path that does not match the body", async () => {
@@ -1199,10 +1411,40 @@ describe('HttpApi', () => {
       }
     });
 
-    it('refuses unknown topics', async () => {
-      const r = await raw(url, 'GET', '/v1/event/stream?topic=Bogus');
-      expect(r.status).toBe(400);
-      expect(r.error).toMatch(/unknown event topic "Bogus"/);
+    it('reads ?topic= as Nomad does: an unknown topic is accepted, `*:key` is the key in any topic, a comma is part of a name', async () => {
+      const lines: string[] = [];
+      let res!: http.IncomingMessage;
+      const query = ['Bogus', '*:web', 'Task,Job'].map((t) => `topic=${encodeURIComponent(t)}`).join('&');
+      const req = http.get(`${url}/v1/event/stream?${query}`, (r) => {
+        res = r;
+        r.setEncoding('utf8');
+        let buf = '';
+        r.on('data', (c: string) => {
+          buf += c;
+          const parts = buf.split('\n');
+          buf = parts.pop()!;
+          lines.push(...parts);
+        });
+      });
+      try {
+        await until(() => res !== undefined && fake.eventSubscribers === 1, 'the stream to open');
+        expect(res.statusCode).toBe(200);
+        fake.emit({ topic: 'Task', type: 'Started', message: 'not web', allocId: 'a1', task: 'main' });
+        fake.emit({ topic: 'Job', type: 'JobRegistered', message: 'job api registered', jobId: 'api' });
+        fake.emit({ topic: 'Alloc', type: 'AllocRunning', message: 'alloc of web', allocId: 'a2', jobId: 'web' });
+        fake.emit({ topic: 'Job', type: 'JobRegistered', message: 'job web registered', jobId: 'web' });
+        await until(() => lines.length === 2, 'the two events of key web');
+        expect(lines.map((l) => (JSON.parse(l) as { Events: { Topic: string; Key: string }[] }).Events[0])).toMatchObject([
+          { Topic: 'Allocation', Key: 'a2' },
+          { Topic: 'Job', Key: 'web' },
+        ]);
+        const bad = await raw(url, 'GET', '/v1/event/stream?topic=Job:a:b');
+        expect(bad.status).toBe(400);
+        expect(bad.error).toMatch(/invalid key value pair for topic, topic: Job:a:b/);
+      } finally {
+        req.destroy();
+      }
+      await until(() => fake.eventSubscribers === 0, 'the subscription to go');
     });
 
     it('ends open streams when the server closes', async () => {

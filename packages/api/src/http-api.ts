@@ -13,8 +13,9 @@
 //   GET     /v1/agent/self                                                   Nomad's AgentSelf (config, member, stats)
 //   GET     /v1/status/leader, /v1/status/peers                              this agent's API host:port (it leads itself)
 //   GET     /v1/node/:id  (or self)                                          Nomad's Node (this node: drivers, plugins' fingerprints)
+//   GET     /v1/node/:id/allocations                                         Nomad's []Allocation (this node's allocs)
 //   PUT     /v1/node/:id/purge                                               Nomad's NodePurgeResponse (cluster: a down node's claims released, its record removed)
-//   GET     /v1/nodes                                                        Nomad's []NodeListStub (this node, or every node of its cluster; 503 while etcd is away)
+//   GET     /v1/nodes[?prefix=P]                                             Nomad's []NodeListStub (this node, or every node of its cluster; 503 while etcd is away)
 //   GET     /v1/jobs                                                         JobView[]
 //   POST    /v1/jobs  (PUT too)                    Nomad's JobRegisterRequest { "Job": <Nomad JSON job> }  RunJobResult
 //   POST    /v1/job/:id/plan  (PUT too)            Nomad's JobPlanRequest { "Job": …, "Diff": true }  JobPlan (what a run would change; nothing is done)
@@ -27,7 +28,7 @@
 //   GET     /v1/client/fs/logs/:alloc_id?task=T&type=stdout|stderr[&origin=start|end&offset=N&plain=true&follow=true&limit=N]
 //                                                                            Nomad's StreamFrames (one JSON object a line), or with
 //                                                                            plain=true the raw bytes; only that range is read
-//   GET     /v1/plugins[?type=csi]                                           Nomad's []CSIPluginListStub
+//   GET     /v1/plugins[?type=csi&prefix=P]                                  Nomad's []CSIPluginListStub
 //   GET     /v1/plugin/csi/:id                                               Nomad's CSIPlugin
 //   GET     /v1/volumes[?type=csi&plugin_id=ID&node_id=N&prefix=P]           Nomad's []CSIVolumeListStub (wire/volume-wire.ts)
 //   GET     /v1/volume/csi/:id                                               Nomad's CSIVolume (claims in ReadAllocs/WriteAllocs, Allocations)

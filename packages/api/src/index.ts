@@ -8,7 +8,7 @@ export { ConnectionGate, DEFAULT_CONNECTION_LIMITS, OVERFLOW_RESERVE, type Admis
 export { EVENT_HEARTBEAT_MS, EVENT_TOPICS } from './event-stream';
 export * from './http-api';
 export type { HttpApiOptions, MetricsSource } from './http-api-options';
-export { REDACTED, redactSecrets } from './route-params';
+export { REDACTED } from './wire/volume-wire';
 export { openLogSlice, memoryLogSlice, resolveLogRange } from './log-slice';
 export { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from './request-body';
 export { RequestGuard, type RequestGuardOptions } from './request-guard';

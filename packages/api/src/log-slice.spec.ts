@@ -74,6 +74,30 @@ describe('openLogSlice', () => {
     expect(fds).not.toContain(file);
   });
 
+  it('tells which file it read, so a follower tells a rotated log (a new file) from one truncated in place', async () => {
+    const file = path.join(dir, 'stdout.log');
+    fs.writeFileSync(file, 'one\n');
+    const first = await openLogSlice(file);
+    first.stream.destroy();
+    expect(first.fileId).toMatch(/^\d+:\d+$/);
+    // Appended to, or truncated in place (max_files = 1): the same file.
+    fs.appendFileSync(file, 'two\n');
+    const appended = await openLogSlice(file, { offset: 8 });
+    expect(appended.fileId).toBe(first.fileId);
+    fs.truncateSync(file, 0);
+    expect((await openLogSlice(file, { offset: 8 })).fileId).toBe(first.fileId);
+    // Rotated as RotatingLog does (renamed to .1, a new file in its place): another file, and .1 is the old one.
+    fs.writeFileSync(file, 'one\ntwo\n');
+    fs.renameSync(file, `${file}.1`);
+    fs.writeFileSync(file, 'three\n');
+    const rotated = await openLogSlice(file);
+    rotated.stream.destroy();
+    expect(rotated.fileId).not.toBe(first.fileId);
+    const old = await openLogSlice(`${file}.1`, { offset: 4 });
+    expect(old.fileId).toBe(first.fileId);
+    expect((await drain(old.stream)).toString()).toBe('two\n');
+  });
+
   it('has an in-memory twin that slices the same way', async () => {
     const slice = memoryLogSlice(Buffer.from('0123456789'), { origin: 'end', offset: 4, limit: 3 });
     expect(slice).toMatchObject({ size: 10, start: 6, length: 3 });

@@ -14,6 +14,8 @@ export interface LogRange {
   origin?: 'start' | 'end';
   /** At most this many bytes. Default: to the end of the file (as it was when opened). */
   limit?: number;
+  /** Which file of the log: 0 the current one (default), n the one rotated n times (stdout.log.n). */
+  file?: number;
 }
 
 /** What `allocLogs` hands back: where the bytes are, and a stream of them. */
@@ -26,6 +28,8 @@ export interface LogSlice {
   length: number;
   /** The bytes, read from the file as the stream is consumed. Destroy it if you stop early. */
   stream: Readable;
+  /** Which file on disk it is (device and inode), so a follower tells a rotated log (a new file) from a truncated one. */
+  fileId?: string;
 }
 
 /**
@@ -62,13 +66,14 @@ export async function openLogSlice(file: string, range: LogRange = {}): Promise<
     const stat = await handle.stat();
     if (!stat.isFile()) throw new LogNotFileError(file, 'is not a regular file');
     const { size } = stat;
+    const fileId = `${stat.dev}:${stat.ino}`;
     const { start, length } = resolveLogRange(size, range);
     if (length === 0) {
       await handle.close();
-      return emptySlice(size, start);
+      return { ...emptySlice(size, start), fileId };
     }
     // `end` is inclusive; the stream closes the handle when it ends or is destroyed.
-    return { size, start, length, stream: handle.createReadStream({ start, end: start + length - 1, autoClose: true }) };
+    return { size, start, length, fileId, stream: handle.createReadStream({ start, end: start + length - 1, autoClose: true }) };
   } catch (err) {
     await handle.close().catch(() => undefined);
     throw err;

@@ -318,11 +318,15 @@ export interface NodeList {
   /** Whether the agent runs in cluster mode (config `cluster { … }`). */
   cluster: boolean;
   nodes: {
+    /** The node's ID, when it is not its name (an agent on its own: the config's node_id; a cluster's nodes are known by name). */
+    id?: string;
     name: string;
     /** The node's identity (an id kept in its agent's data dir; absent on a record written before identities). */
     identity?: string;
     status: 'ready' | 'down';
     nodeClass: string;
+    /** The node's datacenter (absent on a record written before datacenters). */
+    datacenter?: string;
     drivers: string[];
     plugins: { id: string; type: string; healthy: boolean }[];
     /** The agent's API address, as it registered it. */

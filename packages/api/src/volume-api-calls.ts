@@ -18,6 +18,7 @@ import {
   decodeExternalVolume,
   decodeSnapshot,
   decodeVolume,
+  decodeVolumeStub,
   volumeDocumentToNomad,
   type NomadCSISnapshotCreateResponse,
   type NomadCSISnapshotListResponse,
@@ -27,7 +28,6 @@ import {
   type NomadCSIVolumeWriteRequest,
   type NomadCSIVolumeWriteResponse,
 } from './wire/volume-wire';
-import { ApiError } from './api-error';
 
 /** The request options that carry `secrets` in Nomad's header (none when there are none). */
 function secretsHeader(secrets: Record<string, string> | undefined): { headers?: Record<string, string> } {
@@ -44,19 +44,13 @@ export abstract class VolumeApiCalls {
     this.address = this.transport.address;
   }
 
-  /** Every volume, in full: Nomad's list answers stubs (CSIVolumeListStub), so each is read as `volume status ID` reads it. */
+  /** Every volume, in one request: each CSIVolumeListStub carries the rest of the volume in `Csiplug` (secrets left out, as `getVolume` gives them). */
   async listVolumes(options: { pluginId?: string } = {}): Promise<VolumeView[]> {
     const stubs = await this.transport.json<NomadCSIVolumeListStub[]>(
       'GET',
       `/v1/volumes${query({ type: 'csi', plugin_id: options.pluginId })}`,
     );
-    const volumes = await Promise.all(
-      // One deregistered between the list and its read is gone: left out.
-      stubs.map((stub) =>
-        this.getVolume(stub.ID).catch((err: unknown) => (err instanceof ApiError && err.status === 404 ? undefined : Promise.reject(err))),
-      ),
-    );
-    return volumes.filter((v): v is VolumeView => v !== undefined);
+    return stubs.map(decodeVolumeStub);
   }
 
   async getVolume(id: string): Promise<VolumeView> {

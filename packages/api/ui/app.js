@@ -29,6 +29,14 @@ function token() {
 
 class AuthError extends Error {}
 
+/** The API answered `status` (not a token's refusal). */
+class StatusError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
 /** A token a header can carry: printable ASCII, no spaces (what `csiplug acl` tokens are). */
 const USABLE_TOKEN = /^[\x21-\x7e]+$/;
 
@@ -47,7 +55,7 @@ async function api(path, init = {}) {
     const message = (await res.text().catch(() => '')).trim();
     // Only the token's own refusals ask for a token; the API's other 403s (its front-door checks) are errors to show.
     if (res.status === 403 && /ACL token/.test(message)) throw new AuthError(message);
-    throw new Error(`${path}: ${message || res.status}`);
+    throw new StatusError(`${path}: ${message || res.status}`, res.status);
   }
   return res;
 }
@@ -109,26 +117,20 @@ let usageByVolume = new Map();
 let usageReadAt = 0;
 let usageReading = false;
 
-/** A volume's claims as Nomad's CSIVolume holds them: alloc ids in WriteAllocs and ReadAllocs. */
+/** A volume's claims as csiplug's `Csiplug` of its CSIVolumeListStub holds them, writers first. */
 function claimsOf(v) {
-  return [
-    ...Object.keys(v.WriteAllocs || {}).map((allocId) => ({ mode: 'write', allocId })),
-    ...Object.keys(v.ReadAllocs || {}).map((allocId) => ({ mode: 'read', allocId })),
-  ];
+  const claims = (v.Csiplug && v.Csiplug.claims) || [];
+  return [...claims.filter((c) => c.mode === 'write'), ...claims.filter((c) => c.mode !== 'write')];
 }
 
-/** Every volume as CSIVolume: Nomad's list answers stubs without the claims, so each is read in full (one gone since the list is left out). */
-async function readVolumes() {
-  const stubs = await getJson('/v1/volumes?type=csi');
-  const volumes = await Promise.all(
-    stubs.map((stub) =>
-      getJson(`/v1/volume/csi/${encodeURIComponent(stub.ID)}`).catch((err) => {
-        if (err instanceof AuthError) throw err;
-        return undefined;
-      }),
-    ),
-  );
-  return volumes.filter((v) => v !== undefined);
+/** The access modes the volume was registered with (its capabilities, in `Csiplug`). */
+function accessModesOf(v) {
+  return ((v.Csiplug && v.Csiplug.capabilities) || []).map((c) => c.accessMode);
+}
+
+/** Every volume in one request (CSIVolumeListStub with `Csiplug`): a failed read fails the refresh as the other reads do, never a silently missing row. */
+function readVolumes() {
+  return getJson('/v1/volumes?type=csi');
 }
 
 /** Reads the usage of every claimed volume, apart from the tables (a slow plugin delays only this column). */
@@ -184,9 +186,18 @@ function allocEvents(a) {
 }
 
 /** Every plugin in full (Nomad's CSIPlugin): the list has stubs, each is then read on its own. */
+/** Every plugin; one gone between the list and its read (404: its last instance stopped) is skipped. */
 async function readPlugins() {
   const stubs = await getJson('/v1/plugins?type=csi');
-  return Promise.all(stubs.map((s) => getJson(`/v1/plugin/csi/${encodeURIComponent(s.ID)}`)));
+  const plugins = await Promise.all(
+    stubs.map((s) =>
+      getJson(`/v1/plugin/csi/${encodeURIComponent(s.ID)}`).catch((err) => {
+        if (err instanceof StatusError && err.status === 404) return undefined;
+        throw err;
+      }),
+    ),
+  );
+  return plugins.filter((p) => p !== undefined);
 }
 
 async function refresh() {
@@ -217,7 +228,7 @@ async function refresh() {
       el('code', {}, v.ID),
       v.Name,
       v.PluginID,
-      (v.RequestedCapabilities || []).map((c) => c.AccessMode).join(', '),
+      accessModesOf(v).join(', '),
       v.Schedulable ? 'yes' : 'no',
       claimsOf(v).length
         ? claimsOf(v)

@@ -18,7 +18,8 @@ export async function resolveAlloc(client: ApiClient, idOrPrefix: string): Promi
   } catch (err) {
     if (!isNotFound(err)) throw err;
     const matches = (await client.listAllocs()).filter((a) => a.id.startsWith(idOrPrefix));
-    if (matches.length === 1) return matches[0]!;
+    // A list carries no job: the one match is read whole.
+    if (matches.length === 1) return client.getAlloc(matches[0]!.id);
     if (matches.length === 0) throw new ApiError(404, 'ENOT_FOUND', `no alloc with id or id prefix "${idOrPrefix}"`);
     throw new ApiError(
       400,

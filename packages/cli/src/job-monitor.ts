@@ -10,7 +10,7 @@
 import { type Clock, CsiplugError, RealClock, ValidationError, errorMessage, formatGoDuration } from '@csiplug/core';
 import { ApiError, ApiErrorCode, ClientErrorCode, type ApiClient } from '@csiplug/api/client';
 import type { JobPlan } from '@csiplug/jobspec';
-import type { AllocView, DeploymentView, JobView, RunJobResult } from '@csiplug/api/client';
+import type { AllocStubView, DeploymentView, JobView, RunJobResult } from '@csiplug/api/client';
 import { DEFAULT_UPDATE } from '@csiplug/jobspec';
 import type { JobSpec, TaskEvent } from '@csiplug/jobspec';
 import { formatTable, formatTime, shortId } from './format';
@@ -119,7 +119,7 @@ class RunMonitor {
     let misses = 0;
     for (;;) {
       let job: JobView;
-      let allocs: AllocView[];
+      let allocs: AllocStubView[];
       try {
         // The job first: allocations read after a final verdict hold everything that led to it.
         job = await this.o.client.getJob(jobId);
@@ -161,7 +161,7 @@ class RunMonitor {
   }
 
   /** Prints what is new in this look, and returns the verdict once there is one. */
-  private update(job: JobView, allocs: AllocView[]): MonitorVerdict | undefined {
+  private update(job: JobView, allocs: AllocStubView[]): MonitorVerdict | undefined {
     const mine = allocs
       .filter((a) => a.deploymentId === this.deploymentId || this.initial.has(a.id))
       .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
@@ -200,7 +200,7 @@ class RunMonitor {
     return { kind: 'failed', reason: 'an allocation failed' };
   }
 
-  private allocLines(a: AllocView, now: number): Line[] {
+  private allocLines(a: AllocStubView, now: number): Line[] {
     const lines: Line[] = [];
     const name = `Allocation "${this.short(a.id)}"`;
     if (!this.announced.has(a.id)) {
@@ -225,7 +225,7 @@ class RunMonitor {
    * mounted, a plugin waited for) is recorded in each of its tasks: it is
    * printed once, without a task name.
    */
-  private eventLines(a: AllocView, name: string): Line[] {
+  private eventLines(a: AllocStubView, name: string): Line[] {
     const tasks = Object.keys(a.tasks).sort();
     const seen = new Map<string, { event: TaskEvent; count: number; tasks: string[] }>();
     for (const task of tasks) {
@@ -255,7 +255,7 @@ class RunMonitor {
     return lines;
   }
 
-  private ended(d: DeploymentView, mine: AllocView[]): MonitorVerdict {
+  private ended(d: DeploymentView, mine: AllocStubView[]): MonitorVerdict {
     const head = `==> Deployment "${this.short(d.id)}" ${d.status}`;
     this.o.out(d.status === 'successful' ? head : `${head}: ${d.description}`);
     if (d.groups.length) {
@@ -276,7 +276,7 @@ class RunMonitor {
   }
 
   /** Each allocation that failed or was found unhealthy, with why, and where to look next. */
-  private failures(mine: AllocView[]): void {
+  private failures(mine: AllocStubView[]): void {
     const bad = mine.filter((a) => a.clientStatus === 'failed' || a.deploymentStatus?.healthy === false);
     for (const a of bad) {
       // The task event that says what failed names the cause; the health verdict's reason (a deadline passed) stands in when there is none.
@@ -297,7 +297,7 @@ class RunMonitor {
 }
 
 /** The alloc's latest event that says its task failed, and the task. */
-function lastFailure(a: AllocView): { task: string; event: TaskEvent } | undefined {
+function lastFailure(a: AllocStubView): { task: string; event: TaskEvent } | undefined {
   let found: { task: string; event: TaskEvent } | undefined;
   for (const [task, state] of Object.entries(a.tasks)) {
     for (const event of state.events) if (event.failed && (!found || event.time >= found.event.time)) found = { task, event };

@@ -1059,7 +1059,7 @@ describe('csiplug CLI', () => {
       expect(r.stderr).toMatch(/has 2 tasks \(main, side\); name the TASK/);
       const unknown = await cli(['alloc', 'logs', fakeUuid(1), 'nope']);
       expect(unknown.code).toBe(1);
-      expect(unknown.stderr).toMatch(/no task "nope"/);
+      expect(unknown.stderr).toMatch(/unknown task name "nope": the alloc.s tasks are main, side/);
       expect((await cli(['alloc', 'logs', '-offset', 'x', fakeUuid(1), 'main'])).stderr).toMatch(/-offset must be a whole number/);
     });
   });

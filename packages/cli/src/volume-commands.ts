@@ -71,7 +71,7 @@ const volumeCreate: Command = {
   name: 'volume create',
   usageArgs: 'FILE',
   synopsis: 'Create a volume through its plugin and register it',
-  help: 'Parses the volume spec FILE (HCL or JSON; "-" reads stdin) here; the agent creates the volume with its plugin\'s CreateVolume, then registers it.',
+  help: 'Parses the volume spec FILE (HCL or JSON; "-" reads stdin) here; the agent creates the volume with its plugin\'s CreateVolume, then registers it. A volume the catalog has already is updated, as Nomad\'s create does (what `volume register` may change, then grown to a larger capacity_min).',
   minArgs: 1,
   maxArgs: 1,
   api: true,
@@ -80,7 +80,7 @@ const volumeCreate: Command = {
     const file = ctx.args[0]!;
     const spec = await parseVolumeSpec(await ctx.readFile(file), inputName(file));
     const client = ctx.client();
-    // The same id again with a larger capacity expands the volume (Nomad's volume create).
+    // The same id again updates the volume, and a larger capacity expands it (Nomad's volume create).
     const before = await client.getVolume(spec.id).catch((err: unknown) => {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -90,7 +90,11 @@ const volumeCreate: Command = {
     else if (before) {
       const was = before.capacityBytes !== undefined ? humanizeIBytes(before.capacityBytes) : 'unknown';
       const now = volume.capacityBytes !== undefined ? humanizeIBytes(volume.capacityBytes) : 'unknown';
-      const lines = [`Volume "${volume.id}" expanded from ${was} to ${now}`];
+      const lines = [
+        before.capacityBytes === volume.capacityBytes
+          ? `Volume "${volume.id}" updated (external id ${volume.externalId}, ${now}); its claims are kept`
+          : `Volume "${volume.id}" expanded from ${was} to ${now}`,
+      ];
       for (const o of volume.nodeExpansion ?? []) {
         lines.push(
           `  alloc ${o.allocId} (${o.name}): ${o.error !== undefined ? `node expansion failed (made when next mounted, or by running this again): ${o.error}` : o.deferred ? 'expanded on the node when next mounted' : o.noNodeExpansion ? 'nothing to do on the node (its plugin has no node-side expansion)' : `expanded on the node to ${humanizeIBytes(o.capacityBytes ?? 0)}`}`,

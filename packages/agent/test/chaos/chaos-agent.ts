@@ -4,7 +4,7 @@
 // agent's responsiveness, and a cleanup that leaves nothing behind — every
 // process started under the round's temp dir is killed and every mount under
 // it is taken down, whatever state the round ended in.
-import type { AgentEvent, AgentHealth, AllocView } from '@csiplug/api';
+import type { AgentEvent, AgentHealth, AllocStubView, AllocView } from '@csiplug/api';
 import { ApiClient } from '@csiplug/api';
 import { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } from '@csiplug/jobspec';
 import type { RpcFaults, StartFault } from '@csiplug/hostpath-plugin';
@@ -263,7 +263,7 @@ job "${PLUGIN_JOB_ID}" {
   }
 
   /** The allocs of the plugin job that are meant to run. */
-  async pluginAllocs(): Promise<AllocView[]> {
+  async pluginAllocs(): Promise<AllocStubView[]> {
     return (await this.api.listAllocs()).filter((a) => a.jobId === PLUGIN_JOB_ID && a.desiredStatus === 'run');
   }
 
@@ -591,7 +591,7 @@ export class TerminalAllocError extends Error {
 }
 
 /** Running, with its volume mounted and its file written. */
-export function workloadUp(a: AllocView): boolean {
+export function workloadUp(a: AllocStubView): boolean {
   const v = a.volumes['data'];
   return (
     a.clientStatus === 'running' &&
@@ -603,7 +603,7 @@ export function workloadUp(a: AllocView): boolean {
 }
 
 /** The alloc's task events, one line, for failure messages. */
-export function describeEvents(a: AllocView): string {
+export function describeEvents(a: AllocStubView): string {
   return Object.entries(a.tasks)
     .map(([task, s]) => `${task}: ${s.events.map((e) => `[${e.type}] ${e.message}`).join('; ')}`)
     .join(' | ');

@@ -2,10 +2,11 @@
 // raw_exec job that prints lines, and a Nomad-style client (nomad-api.ts,
 // no csiplug types) reads what a Nomad tool reads: the allocation list
 // (api.AllocationListStub), one allocation (api.Allocation with its
-// TaskStates and TaskEvents), and the task's log through
-// /v1/client/fs/logs as api.AllocFS.Logs asks for it (StreamFrames with
-// base64 Data), as `nomad alloc logs` asks for it (plain=true), and
-// followed (follow=true) until the alloc stops.
+// TaskStates, TaskEvents and Metrics), and the task's log through
+// /v1/client/fs/logs as api.AllocFS.Logs asks for it for `nomad alloc
+// logs` (StreamFrames with base64 Data), as python-nomad and curl ask for
+// it (plain=true), and followed (follow=true, as `nomad alloc logs -f`):
+// heartbeats, and open until the alloc is purged.
 import type * as http from 'http';
 import { AgentHarness, pollUntil } from '../support/agent-process';
 import { NomadApi, type NomadResponseError } from './nomad-api';
@@ -52,10 +53,28 @@ interface AllocationListStub {
   TaskStates: Record<string, TaskState>;
   DeploymentStatus?: AllocDeploymentStatus;
   CreateTime: number;
+  ModifyTime: number;
+}
+
+/** api.AllocationMetric (the fields `nomad alloc status -verbose` reads). */
+interface AllocationMetric {
+  NodesEvaluated: number;
+  NodesFiltered: number;
+  NodesAvailable: Record<string, number>;
+  ClassFiltered: Record<string, number>;
+  ConstraintFiltered: Record<string, number>;
+  NodesExhausted: number;
+  ClassExhausted: Record<string, number>;
+  DimensionExhausted: Record<string, number>;
+  QuotaExhausted: string[];
+  ScoreMetaData: unknown[];
+  AllocationTime: number;
+  CoalescedFailures: number;
 }
 
 /** api.Allocation (the fields read here). */
 interface Allocation extends Omit<AllocationListStub, 'JobType' | 'JobVersion'> {
+  Metrics: AllocationMetric;
   Job: {
     ID: string;
     Name: string;
@@ -166,6 +185,10 @@ describe('Nomad compatibility: allocations and logs', () => {
     expect(stub.NodeID).not.toBe('');
     expect(typeof stub.NodeName).toBe('string');
     expect(Number.isInteger(stub.CreateTime)).toBe(true);
+    // The latest task event's time: the task has started since the alloc was made.
+    expect(stub.ModifyTime).toBeGreaterThan(stub.CreateTime);
+    // A list carries no job (its env, templates and secrets): not even in Csiplug.
+    expect(JSON.stringify(answer.body)).not.toContain('/bin/sh');
     // Unix nanoseconds: a time after 2020 in ns is over 1.5e18.
     expect(stub.CreateTime).toBeGreaterThan(1.5e18);
     const main = stub.TaskStates.main!;
@@ -186,6 +209,11 @@ describe('Nomad compatibility: allocations and logs', () => {
     const alloc = answer.body;
     expect(alloc).toMatchObject({ ID: allocId, Namespace: 'default', JobID: 'printer', TaskGroup: 'app', ClientStatus: 'running' });
     expect(alloc.Job).toMatchObject({ ID: 'printer', Type: 'service', Version: 0 });
+    // What `nomad alloc status` and its -verbose read (a missing Metrics or Job.Version panics it).
+    expect(Number.isInteger(alloc.ModifyTime)).toBe(true);
+    expect(alloc.ModifyTime).toBeGreaterThanOrEqual(alloc.CreateTime);
+    expect(alloc.Metrics).toMatchObject({ NodesEvaluated: 1, NodesFiltered: 0, NodesAvailable: { dc1: 1 }, NodesExhausted: 0 });
+    expect(alloc.Metrics.QuotaExhausted).toEqual([]);
     expect(alloc.Job.TaskGroups[0]!.Tasks[0]).toMatchObject({ Name: 'main', Driver: 'raw_exec' });
     const events = alloc.TaskStates.main!.Events;
     expect(events.length).toBeGreaterThan(0);
@@ -199,7 +227,7 @@ describe('Nomad compatibility: allocations and logs', () => {
     await expect(nomad.get(`/v1/allocation/no-such-alloc`)).rejects.toMatchObject({ status: 404 });
   });
 
-  it('GET /v1/client/fs/logs/:alloc_id as api.AllocFS.Logs asks: StreamFrames whose Data is the log, base64', async () => {
+  it('GET /v1/client/fs/logs/:alloc_id as api.AllocFS.Logs asks (`nomad alloc logs`): StreamFrames whose Data is the log, base64', async () => {
     // The parameters exactly as the Go client sets them (follow=false included).
     const res = await nomad.stream(`/v1/client/fs/logs/${allocId}`, {
       follow: false,
@@ -222,9 +250,17 @@ describe('Nomad compatibility: allocations and logs', () => {
     expect(dataOf(tail)).toBe('line 3\n');
     const stderr = frames(await readBody(await nomad.stream(`/v1/client/fs/logs/${allocId}`, { task: 'main', type: 'stderr' })));
     expect(dataOf(stderr)).toBe('oops\n');
+    // As python-nomad asks (Python's bools: False), which Go's strconv.ParseBool reads: frames, not followed.
+    const python = await nomad.stream(`/v1/client/fs/logs/${allocId}`, { task: 'main', type: 'stdout', follow: 'False', plain: 'False' });
+    expect(python.headers['content-type']).toBe('application/json');
+    expect(dataOf(frames(await readBody(python)))).toBe('line 1\nline 2\nline 3\n');
+    // A negative offset from the start counts back from the end, as Nomad's client/fs_endpoint.go reads it.
+    expect(
+      dataOf(frames(await readBody(await nomad.stream(`/v1/client/fs/logs/${allocId}`, { task: 'main', type: 'stdout', offset: -7 })))),
+    ).toBe('line 3\n');
   });
 
-  it('plain=true answers the raw bytes, as `nomad alloc logs` reads them', async () => {
+  it('plain=true answers the raw bytes, as python-nomad and curl read them', async () => {
     const res = await nomad.stream(`/v1/client/fs/logs/${allocId}`, {
       task: 'main',
       type: 'stdout',
@@ -236,7 +272,7 @@ describe('Nomad compatibility: allocations and logs', () => {
     expect((await readBody(res)).toString('utf8')).toBe('line 2\nline 3\n');
   });
 
-  it('follow=true, as `nomad alloc logs -f` asks: frames as the task writes them, and the answer ends once the alloc has stopped', async () => {
+  it('follow=true, as `nomad alloc logs -f` asks: frames as the task writes them, heartbeats, open after the alloc stopped until it is purged', async () => {
     const parsed = await nomad.post<Record<string, unknown>>('/v1/jobs/parse', { JobHCL: TICKER_HCL, Canonicalize: true });
     await nomad.put('/v1/jobs', { Job: parsed.body });
     const ticker = await pollUntil('the ticker alloc running', async () => {
@@ -246,16 +282,24 @@ describe('Nomad compatibility: allocations and logs', () => {
     const query = { follow: true, task: 'main', type: 'stdout', origin: 'start', offset: 0 };
     const res = await nomad.stream(`/v1/client/fs/logs/${ticker.ID}`, query);
     let text = '';
+    let heartbeats = 0;
     let ended = false;
+    let cut = false;
     let pending = '';
     res.setEncoding('utf8');
     res.on('data', (c: string) => {
       pending += c;
       const lines = pending.split('\n');
       pending = lines.pop()!;
-      for (const l of lines) text += dataOf([JSON.parse(l) as StreamFrame]);
+      for (const l of lines) {
+        const frame = JSON.parse(l) as StreamFrame;
+        // Nomad's heartbeat, which its FrameReader skips.
+        if (Object.keys(frame).length === 0) heartbeats++;
+        text += dataOf([frame]);
+      }
     });
-    res.on('end', () => (ended = true));
+    res.on('end', () => (ended = res.complete));
+    res.on('aborted', () => (cut = true));
     try {
       // What was there when the follow began, then lines the task wrote after it: the answer went on.
       const unfollowed = dataOf(
@@ -265,8 +309,19 @@ describe('Nomad compatibility: allocations and logs', () => {
       await pollUntil(`the followed log to reach "${later.trim()}"`, () => (text.includes(later) ? true : undefined), 30_000);
       expect(ended).toBe(false);
       expect(text.startsWith('tick 1\ntick 2\n')).toBe(true);
+      // Stopped: the task writes no more, and the answer stays open with heartbeats (a clean end makes Nomad's CLI read again, forever).
       await nomad.delete('/v1/job/ticker');
-      await pollUntil('the followed answer to end once the alloc stopped', () => (ended ? true : undefined), 30_000);
+      await pollUntil('the ticker alloc stopped', async () => {
+        const { body } = await nomad.get<Allocation>(`/v1/allocation/${ticker.ID}`);
+        return body.ClientStatus === 'complete' || body.ClientStatus === 'failed' ? true : undefined;
+      });
+      const beatsBefore = heartbeats;
+      await pollUntil('heartbeats after the alloc stopped', () => (heartbeats >= beatsBefore + 2 ? true : undefined), 30_000);
+      expect(ended || cut).toBe(false);
+      // Purged: nothing is left to read, and the answer ends cleanly.
+      await nomad.delete('/v1/job/ticker', { purge: true });
+      await pollUntil('the followed answer to end once the alloc is purged', () => (ended || cut ? true : undefined), 30_000);
+      expect(cut).toBe(false);
     } finally {
       res.destroy();
     }
@@ -283,7 +338,10 @@ describe('Nomad compatibility: allocations and logs', () => {
       status: 400,
       text: expect.stringMatching(/^must provide log type \(stdout\/stderr\)/),
     });
-    expect(await err({ task: 'nope', type: 'stdout' })).toMatchObject({ status: 404 });
+    expect(await err({ task: 'nope', type: 'stdout' })).toMatchObject({
+      status: 400,
+      text: expect.stringMatching(/^unknown task name "nope"/),
+    });
     const gone = await nomad.stream('/v1/client/fs/logs/no-such-alloc', { task: 'main', type: 'stdout' }).catch((e: unknown) => e);
     expect(gone).toMatchObject({ status: 404 });
   });

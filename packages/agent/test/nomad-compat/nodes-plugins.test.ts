@@ -57,7 +57,8 @@ interface CSIPlugin extends CSIPluginListStub {
   Version: string;
   Controllers: Record<string, CSIInfo>;
   Nodes: Record<string, CSIInfo>;
-  Allocations: { ID: string }[];
+  /** api/allocations.go AllocationListStub (the fields read here). */
+  Allocations: { ID: string; NodeID: string; JobID: string; TaskGroup: string; ClientStatus: string; CreateTime: number }[];
 }
 
 /** api/nodes.go DriverInfo. */
@@ -71,6 +72,7 @@ interface DriverInfo {
 interface NodeListStub {
   ID: string;
   Name: string;
+  Datacenter: string;
   NodeClass: string;
   Status: string;
   SchedulingEligibility: string;
@@ -91,6 +93,16 @@ interface Node {
   Drivers: Record<string, DriverInfo>;
   CSIControllerPlugins: Record<string, CSIInfo>;
   CSINodePlugins: Record<string, CSIInfo>;
+}
+
+/** api/allocations.go Allocation (the fields read here). */
+interface Allocation {
+  ID: string;
+  NodeID: string;
+  JobID: string;
+  TaskGroup: string;
+  ClientStatus: string;
+  Job: { ID: string };
 }
 
 /** api/agent.go AgentSelf (the parts the nomad CLI reads). */
@@ -223,6 +235,15 @@ describe('Nomad compatibility: plugins, nodes, agent, status, event stream', () 
     // The hostpath plugin creates and deletes volumes and takes snapshots.
     expect(p.Controllers[node.ID]!.ControllerInfo).toMatchObject({ SupportsCreateDelete: true, SupportsCreateDeleteSnapshot: true });
     expect(p.Allocations.map((a) => a.ID).sort()).toEqual([...new Set([p.Controllers[node.ID]!.AllocID, nodeInstance.AllocID])].sort());
+    // Full AllocationListStubs, as `nomad plugin status` lists them.
+    for (const a of p.Allocations)
+      expect(a).toMatchObject({
+        NodeID: node.ID,
+        JobID: pluginJob,
+        TaskGroup: expect.any(String),
+        ClientStatus: 'running',
+        CreateTime: expect.any(Number),
+      });
     const missing = await nomad.get('/v1/plugin/csi/nope').catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NomadResponseError);
     expect(missing).toMatchObject({ status: 404, message: 'Unexpected response code: 404 (plugin "nope" not found)' });
@@ -315,6 +336,61 @@ describe('Nomad compatibility: plugins, nodes, agent, status, event stream', () 
     const byJob = await jobStream;
     expect(byJob.events.length).toBeGreaterThan(0);
     for (const e of byJob.events) expect(e.FilterKeys).toContain(pluginJob);
-    await expect(nomad.stream('/v1/event/stream', { topic: 'NoSuchTopic:*' })).rejects.toMatchObject({ status: 400 });
+    // A topic csiplug does not send is accepted as Nomad's (ACLs off): a stream of heartbeats.
+    const unknown = await nomad.stream('/v1/event/stream', { topic: 'NoSuchTopic:*' });
+    expect(unknown.statusCode).toBe(200);
+    unknown.destroy();
+  });
+
+  it('one node ID everywhere: the list, the node, the agent, the allocs and the plugin maps; ?prefix= finds it', async () => {
+    const [stub] = (await nomad.get<NodeListStub[]>('/v1/nodes')).body;
+    const node = (await nomad.get<Node>('/v1/node/self')).body;
+    expect(node.ID).toBe(stub!.ID);
+    expect(node.Name).toBe(stub!.Name);
+    expect(stub!.Datacenter).toBe(node.Datacenter);
+    expect(stub!.NodeClass).toBe(node.NodeClass);
+    expect((await nomad.get<AgentSelf>('/v1/agent/self')).body.stats['client']!['node_id']).toBe(node.ID);
+    const plugin = (await nomad.get<CSIPlugin>('/v1/plugin/csi/hostpath')).body;
+    expect(Object.keys(plugin.Controllers)).toEqual([node.ID]);
+    expect(Object.keys(plugin.Nodes)).toEqual([node.ID]);
+    const alloc = (await nomad.get<Allocation>(`/v1/allocation/${plugin.Nodes[node.ID]!.AllocID}`)).body;
+    expect(alloc.NodeID).toBe(node.ID);
+    // Nomad's CLI looks a node up by prefix first (`nomad node status <ID>`): ?prefix= keeps the nodes whose ID starts with it.
+    expect((await nomad.get<NodeListStub[]>('/v1/nodes', { prefix: node.ID.slice(0, 4) })).body.map((n) => n.ID)).toEqual([node.ID]);
+    expect((await nomad.get<NodeListStub[]>('/v1/nodes', { prefix: `${node.ID}-no-such` })).body).toEqual([]);
+    expect((await nomad.get<CSIPluginListStub[]>('/v1/plugins', { type: 'csi', prefix: 'host' })).body.map((p) => p.ID)).toEqual([
+      'hostpath',
+    ]);
+    expect((await nomad.get<CSIPluginListStub[]>('/v1/plugins', { type: 'csi', prefix: 'nope' })).body).toEqual([]);
+  });
+
+  it("GET /v1/node/:id/allocations: the node's allocs as Nomad's full Allocations", async () => {
+    const node = (await nomad.get<Node>('/v1/node/self')).body;
+    const r = await nomad.get<Allocation[]>(`/v1/node/${node.ID}/allocations`);
+    expect(r.status).toBe(200);
+    expect(r.lastIndex).toBeGreaterThan(0);
+    const plugin = (await nomad.get<CSIPlugin>('/v1/plugin/csi/hostpath')).body;
+    expect(r.body.map((a) => a.ID).sort()).toEqual(plugin.Allocations.map((a) => a.ID).sort());
+    for (const a of r.body) {
+      expect(a).toMatchObject({ NodeID: node.ID, JobID: pluginJob, TaskGroup: expect.any(String), ClientStatus: expect.any(String) });
+      expect(a.Job).toMatchObject({ ID: pluginJob });
+    }
+    await expect(nomad.get('/v1/node/not-a-node/allocations')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('an unknown ?type= on /v1/agent/health is ignored as Nomad does: 200 with neither part', async () => {
+    const r = await nomad.get<AgentHealthResponse>('/v1/agent/health', { type: 'bogus' });
+    expect(r.status).toBe(200);
+    expect(r.body.client).toBeUndefined();
+    expect(r.body.server).toBeUndefined();
+  });
+
+  it('every Controllers entry of a CSIPlugin has a ControllerInfo and every Nodes entry a NodeInfo (`nomad plugin status -verbose`)', async () => {
+    const plugin = (await nomad.get<CSIPlugin>('/v1/plugin/csi/hostpath')).body;
+    for (const c of Object.values(plugin.Controllers)) expect(c.ControllerInfo).toEqual(expect.any(Object));
+    for (const n of Object.values(plugin.Nodes)) expect(n.NodeInfo).toEqual(expect.any(Object));
+    const node = (await nomad.get<Node>('/v1/node/self')).body;
+    for (const c of Object.values(node.CSIControllerPlugins)) expect(c.ControllerInfo).toEqual(expect.any(Object));
+    for (const n of Object.values(node.CSINodePlugins)) expect(n.NodeInfo).toEqual(expect.any(Object));
   });
 });

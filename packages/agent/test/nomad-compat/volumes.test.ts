@@ -6,8 +6,10 @@
 // ReadAllocs/WriteAllocs and Allocations; the list filtered by plugin_id and
 // node_id; a register again with new secrets (an update, claims kept); the
 // plugin's own volumes; a snapshot taken, listed and deleted; a deregister
-// and a delete. Every answer carries
-// X-Nomad-Index. The shapes read are declared here, copied from api/csi.go.
+// and a delete. Answers are sanitized as Nomad's CSIVolume.Sanitize (Secrets
+// null, mount flags "[REDACTED]"), and a volume read and registered back is
+// refused rather than stored with the placeholders. `nomad volume status`'s
+// host-volume list is empty. Every answer carries X-Nomad-Index. The shapes read are declared here, copied from api/csi.go.
 import { jobToNomadJson, parseJobspec } from '@csiplug/jobspec';
 import { AgentHarness, PLUGIN_JOB, pollUntil, workloadJob } from '../support/agent-process';
 import { NomadApi, NomadResponseError, type NomadAnswer } from './nomad-api';
@@ -26,9 +28,12 @@ interface AllocationListStub {
   Name: string;
   NodeID: string;
   JobID: string;
+  JobVersion: number;
   TaskGroup: string;
   ClientStatus: string;
   DesiredStatus: string;
+  /** Unix nanoseconds */
+  CreateTime: number;
 }
 
 /** api.CSIVolume (the fields Terraform's provider and `nomad volume status` read). */
@@ -40,6 +45,7 @@ interface CSIVolume {
   Topologies: { Segments: Record<string, string> }[] | null;
   AccessMode: string;
   AttachmentMode: string;
+  MountOptions: { FSType: string; MountFlags: string[] | null } | null;
   Secrets: Record<string, string> | null;
   Parameters: Record<string, string> | null;
   Capacity: number;
@@ -245,7 +251,8 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
       { namespace: 'default' },
     );
     expectIndex(registered);
-    expect(registered.body.Volumes[0]).toMatchObject({ ID: 'data', ExternalID: scratch.ExternalID, Secrets: { token: '[REDACTED]' } });
+    // Nomad's CSIVolume.Sanitize: Secrets null.
+    expect(registered.body.Volumes[0]).toMatchObject({ ID: 'data', ExternalID: scratch.ExternalID, Secrets: null });
     expect(JSON.stringify(registered.body)).not.toContain('first');
 
     // Read back as Terraform's resourceCSIVolumeRead and `nomad volume status` do.
@@ -265,7 +272,7 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
       NodesExpected: 1,
       Schedulable: true,
       RequestedCapabilities: [SINGLE_WRITER],
-      Secrets: { token: '[REDACTED]' },
+      Secrets: null,
       ReadAllocs: {},
       WriteAllocs: {},
       Allocations: [],
@@ -288,6 +295,9 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
     const stub = claimed.Allocations[0]!;
     expect(stub).toMatchObject({ ID: allocId, JobID: 'writer', TaskGroup: 'app', ClientStatus: 'running', DesiredStatus: 'run' });
     expect(stub.Name).toMatch(/^writer\.app\[0\]$/);
+    // The full AllocationListStub (alloc-wire.ts encodeAllocStub): `nomad volume status ID` prints its JobVersion and CreateTime.
+    expect(stub.JobVersion).toBe(0);
+    expect(stub.CreateTime).toBeGreaterThan(Date.UTC(2020, 0, 1) * 1_000_000);
     const nodeId = stub.NodeID;
     expect(nodeId).toBe((await h.api.health()).nodeId);
 
@@ -400,5 +410,76 @@ describe("Nomad's CSI volume API against the hostpath plugin", () => {
     );
     expect(noMode.status).toBe(400);
     expect(noMode.text).toMatch(/^Volumes\[0\]\.RequestedCapabilities\[0\]\.AccessMode is required/);
+    // A check of csiplug's volume spec, named as the body's field.
+    const badMode = await refusal(
+      nomad.put(
+        '/v1/volume/csi/x',
+        writeRequest({ ...one, RequestedCapabilities: [{ AccessMode: 'bogus', AttachmentMode: 'file-system' }] }),
+      ),
+    );
+    expect(badMode.status).toBe(400);
+    expect(badMode.text).toMatch(/^Volumes\[0\]\.RequestedCapabilities\[0\]\.AccessMode must be one of single-node-writer/);
+  });
+
+  it('answers mount flags as "[REDACTED]" and refuses them sent back; lists no host volumes; refuses another namespace', async () => {
+    const created = await nomad.put<CSIVolumeWriteResponse>(
+      '/v1/volume/csi/flagged/create',
+      writeRequest(
+        goCSIVolume({
+          ID: 'flagged',
+          PluginID: 'hostpath',
+          RequestedCapabilities: [SINGLE_WRITER],
+          MountOptions: { FSType: '', MountFlags: ['noatime'] },
+          Secrets: { token: 'kept' },
+        }),
+      ),
+    );
+    expectIndex(created);
+    expect(created.body.Volumes[0]).toMatchObject({ Secrets: null, MountOptions: { MountFlags: ['[REDACTED]'] } });
+    const read = await nomad.get<CSIVolume>('/v1/volume/csi/flagged');
+    expect(read.body).toMatchObject({ Secrets: null, MountOptions: { MountFlags: ['[REDACTED]'] } });
+    expect(JSON.stringify(read.body)).not.toContain('noatime');
+    expect(JSON.stringify(read.body)).not.toContain('kept');
+
+    // Read, modified, registered back (as a tool that round-trips the volume would): refused, naming the field.
+    const back = await refusal(
+      nomad.put('/v1/volume/csi/flagged', writeRequest({ ...read.body, MountOptions: null, Secrets: { token: '[REDACTED]' } })),
+    );
+    expect(back.status).toBe(400);
+    expect(back.text).toMatch(/^Volumes\[0\]\.Secrets\.token is "\[REDACTED\]".*send the real value/);
+    const flags = await refusal(nomad.put('/v1/volume/csi/flagged', writeRequest(read.body as unknown as Record<string, unknown>)));
+    expect(flags.status).toBe(400);
+    expect(flags.text).toMatch(/^Volumes\[0\]\.MountOptions\.MountFlags\[0\] is "\[REDACTED\]".*send the real mount flags/);
+
+    // `nomad volume status` (no -type) lists host volumes first: none here.
+    const host = await nomad.get<unknown[]>('/v1/volumes', { type: 'host' });
+    expectIndex(host);
+    expect(host.body).toEqual([]);
+    const otherNamespace = await refusal(nomad.get('/v1/volumes', { type: 'csi', namespace: 'prod' }));
+    expect(otherNamespace.status).toBe(400);
+    expect(otherNamespace.text).toMatch(/namespace "prod" is not known: csiplug has one namespace, "default"/);
+
+    // Terraform's nomad_csi_volume update is a create again: Nomad reconciles the volume it has (Merge, then expand).
+    const again = goCSIVolume({
+      ID: 'flagged',
+      PluginID: 'hostpath',
+      RequestedCapabilities: [SINGLE_WRITER, { AccessMode: 'single-node-reader-only', AttachmentMode: 'file-system' }],
+      MountOptions: { FSType: '', MountFlags: ['nodiratime'] },
+      Secrets: { token: 'rotated' },
+    });
+    const updated = await nomad.put<CSIVolumeWriteResponse>('/v1/volume/csi/flagged/create', writeRequest(again));
+    expectIndex(updated);
+    expect(updated.body.Volumes[0]).toMatchObject({
+      ID: 'flagged',
+      ExternalID: created.body.Volumes[0]!.ExternalID,
+      RequestedCapabilities: again['RequestedCapabilities'],
+      Secrets: null,
+    });
+    const renamed = await refusal(nomad.put('/v1/volume/csi/flagged/create', writeRequest({ ...again, Name: 'other' })));
+    expect(renamed.status).toBe(409);
+    expect(renamed.text).toMatch(/its name cannot change/);
+
+    const deleted = await nomad.delete<null>('/v1/volume/csi/flagged/delete');
+    expectIndex(deleted);
   });
 });

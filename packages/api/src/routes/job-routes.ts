@@ -15,7 +15,7 @@ import {
   readJobsParseRequest,
 } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
-import { boolParam } from '../route-params';
+import { boolParam, goBoolParam } from '../route-params';
 import type { AgentService, RunJobResult } from '../service';
 import { encodeAllocStub } from '../wire/alloc-wire';
 import { allocNode } from './alloc-routes';
@@ -67,7 +67,7 @@ export function addJobRoutes(r: RouteTable, s: AgentService, find: Lookups): voi
   });
   // Nomad's Job.Deregister of a job it does not have succeeds with no EvalID (Terraform's destroy after the job vanished).
   r.add('DELETE', '/v1/job/:id', async ({ params, query }) => {
-    const purge = boolParam(query, 'purge');
+    const purge = goBoolParam(query, 'purge');
     const job = s.getJob(params.id!);
     return { body: encodeJobDeregisterResponse(job && (await s.stopJob(job.id, { purge }))) };
   });

@@ -3,10 +3,11 @@
 // (CSIVolumeRegisterRequest → CSIVolumeRegisterResponse), deregister,
 // delete, detach from a node, the plugins' own lists of volumes, and
 // csiplug's usage route. Bodies are validated in full before the service is
-// called; secrets are never sent back (route-params.ts redactSecrets).
+// called (refusals name the body's fields, volume-refusals.ts); answers are
+// sanitized as Nomad's (Secrets null, mount flags "[REDACTED]").
 import { validateVolumeSpec } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
-import { boolParam, csiTypeParam, redactSecrets } from '../route-params';
+import { boolParam, csiTypeParam, goBoolParam, namespaceParam } from '../route-params';
 import type { AgentService, PluginView, VolumeView } from '../service';
 import {
   encodeExternalVolume,
@@ -17,8 +18,10 @@ import {
   type VolumePluginHealth,
   type VolumeWireContext,
 } from '../wire/volume-wire';
-import { CALLS_PLUGIN, type Handler, type Lookups, type RouteTable, addEach } from './route-context';
+import { encodeAllocStub } from '../wire/alloc-wire';
+import { CALLS_PLUGIN, type Handler, type Lookups, type RouteTable } from './route-context';
 import { pageOf, secretsOf } from './snapshot-routes';
+import { inBodyTerms } from './volume-refusals';
 
 /** A plugin's health as a volume carries it: the cluster's counts in a cluster, this node's otherwise. */
 function pluginHealth(plugin: PluginView | undefined): VolumePluginHealth | undefined {
@@ -37,21 +40,34 @@ function pluginHealth(plugin: PluginView | undefined): VolumePluginHealth | unde
 
 /** What a volume's CSIVolume is encoded with: this node (every claim of its catalog is on it), the plugin, the claiming allocs. */
 function wireContext(s: AgentService, volume: VolumeView): VolumeWireContext {
+  const { id, name } = s.node();
   return {
     nodeId: s.health().nodeId,
     plugin: pluginHealth(s.getPlugin(volume.pluginId)),
-    allocOf: (id) => {
-      const alloc = s.getAlloc(id);
-      return alloc
-        ? { name: alloc.name, jobId: alloc.jobId, group: alloc.group, clientStatus: alloc.clientStatus, desiredStatus: alloc.desiredStatus }
-        : undefined;
+    allocOf: (allocId) => {
+      const alloc = s.getAlloc(allocId);
+      return alloc ? encodeAllocStub(alloc, { id, name }) : undefined;
     },
   };
 }
 
-export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): void {
-  const encoded = (volume: VolumeView) => encodeVolume(redactSecrets(volume), wireContext(s, volume));
+/** Nomad's `?namespace=` on every volume route: csiplug has one namespace, "default" ("*", all of them, reads it too). */
+function inDefaultNamespace(method: string, handler: Handler): Handler {
+  return (ctx) => {
+    namespaceParam(ctx.query, { wildcard: method === 'GET' });
+    return handler(ctx);
+  };
+}
+
+export function addVolumeRoutes(table: RouteTable, s: AgentService, find: Lookups): void {
+  const r = {
+    add: (method: string, path: string, handler: Handler, options?: typeof CALLS_PLUGIN) =>
+      table.add(method, path, inDefaultNamespace(method, handler), options),
+  };
+  const encoded = (volume: VolumeView) => encodeVolume(volume, wireContext(s, volume));
   r.add('GET', '/v1/volumes', ({ query }) => {
+    // `nomad volume status` lists host volumes first: csiplug has none.
+    if (query.get('type') === 'host') return { body: [] };
     csiTypeParam(query);
     const pluginId = query.get('plugin_id');
     const nodeId = query.get('node_id');
@@ -68,17 +84,20 @@ export function addVolumeRoutes(r: RouteTable, s: AgentService, find: Lookups): 
   const writeVolume =
     (how: 'register' | 'create'): Handler =>
     async (ctx) => {
-      const spec = validateVolumeSpec(requestedVolumeDocument(await ctx.json(), ctx.params.id!));
+      const document = requestedVolumeDocument(await ctx.json(), ctx.params.id!);
+      const spec = inBodyTerms(() => validateVolumeSpec(document));
       // forwarded: another agent of the cluster routed the create here (its node has no healthy controller); it goes no further.
       const volume =
         how === 'register' ? await s.registerVolume(spec) : await s.createVolume(spec, { forwarded: boolParam(ctx.query, 'forwarded') });
       return { body: { Volumes: [encoded(volume)], Warnings: '' } satisfies NomadCSIVolumeWriteResponse };
     };
-  addEach(r, ['PUT', 'POST'], '/v1/volume/csi/:id', writeVolume('register'));
-  addEach(r, ['PUT', 'POST'], '/v1/volume/csi/:id/create', writeVolume('create'));
+  for (const method of ['PUT', 'POST']) {
+    r.add(method, '/v1/volume/csi/:id', writeVolume('register'));
+    r.add(method, '/v1/volume/csi/:id/create', writeVolume('create'));
+  }
   // Nomad answers a deregister, a delete and a detach with no body; `null` is that nothing as JSON.
   r.add('DELETE', '/v1/volume/csi/:id', async ({ params, query }) => {
-    await s.deregisterVolume(find.volume(params.id!).id, { force: boolParam(query, 'force') });
+    await s.deregisterVolume(find.volume(params.id!).id, { force: goBoolParam(query, 'force') });
     return { body: null };
   });
   r.add('DELETE', '/v1/volume/csi/:id/delete', async ({ params, query, req }) => {

@@ -59,6 +59,17 @@ export class FakeAgentService implements AgentService {
   readonly volumes = new Map<string, VolumeView>();
   /** `<alloc>/<task>/<stream>` → the log's text (or bytes). */
   readonly logs = new Map<string, string | Buffer>();
+  /** Which file each log is (by the same keys, `.1` for a rotated one), when a test rotates one: see rotateLog. */
+  readonly logFileIds = new Map<string, string>();
+  private nextLogFileId = 1;
+
+  /** Rotates a log as RotatingLog does: the current file becomes `.1` (the one there is dropped), a new empty one takes its place. */
+  rotateLog(key: string): void {
+    this.logs.set(`${key}.1`, this.logs.get(key) ?? '');
+    this.logFileIds.set(`${key}.1`, this.logFileIds.get(key) ?? String(this.nextLogFileId++));
+    this.logs.set(key, '');
+    this.logFileIds.set(key, String(this.nextLogFileId++));
+  }
   /** While set, every async call waits for it before doing anything: an agent slow to answer. */
   gate: Promise<void> | undefined;
   /** Set to make the next service call throw it (once). */
@@ -301,7 +312,10 @@ export class FakeAgentService implements AgentService {
     if (!alloc) throw new NotFoundError(`alloc "${allocId}" not found`);
     if (!Object.hasOwn(alloc.tasks, task))
       throw new NotFoundError(`alloc ${alloc.id} has no task "${task}" (tasks: ${Object.keys(alloc.tasks).join(', ')})`);
-    return memoryLogSlice(Buffer.from(this.logs.get(`${allocId}/${task}/${stream}`) ?? ''), range);
+    const key = `${allocId}/${task}/${stream}${range.file ? `.${range.file}` : ''}`;
+    const slice = memoryLogSlice(Buffer.from(this.logs.get(key) ?? ''), range);
+    const fileId = this.logFileIds.get(key);
+    return fileId === undefined ? slice : { ...slice, fileId };
   }
 
   listPlugins(): PluginView[] {

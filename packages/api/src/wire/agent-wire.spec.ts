@@ -2,6 +2,7 @@
 // AgentSelf, and the leader's address.
 import type { AgentHealth, NodeView } from '../service';
 import { type NomadAgentHealthResponse, decodeAgentHealth, encodeAgentHealth, encodeAgentSelf, encodeStatusLeader } from './agent-wire';
+import { type NomadNode, type NomadNodePurgeResponse, decodeNode, decodeNodePurge } from './node-wire';
 
 const HEALTH: AgentHealth = {
   ok: true,
@@ -44,5 +45,18 @@ describe("the agent on Nomad's wire", () => {
     expect(encodeStatusLeader('http://127.0.0.1:4646')).toBe('127.0.0.1:4646');
     expect(encodeStatusLeader('https://[::1]:4646')).toBe('[::1]:4646');
     expect(encodeStatusLeader(undefined)).toBe('');
+  });
+
+  it('an answer without Csiplug (a Nomad agent) is a clear error, not a TypeError', () => {
+    const nomads = { client: { ok: true, message: 'ok' }, server: { ok: true, message: 'ok' } };
+    expect(() => decodeAgentHealth(nomads as unknown as NomadAgentHealthResponse)).toThrow(
+      expect.objectContaining({
+        code: 'EBAD_RESPONSE',
+        message: expect.stringMatching(/has no Csiplug field: the address is not a csiplug agent/),
+      }),
+    );
+    expect(() => decodeNode({ ID: 'n', Name: 'n' } as unknown as NomadNode)).toThrow(/GET \/v1\/node\/self has no Csiplug field/);
+    expect(() => decodeNodePurge({ EvalIDs: [] } as unknown as NomadNodePurgeResponse)).toThrow(/has no Csiplug field/);
+    expect(encodeAgentHealth({ ...HEALTH, ok: false }, [])).toEqual({ status: 200, body: { Csiplug: expect.any(Object) } });
   });
 });

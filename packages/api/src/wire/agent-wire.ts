@@ -4,7 +4,24 @@
 // A csiplug agent is its own client and server (it takes jobs and runs
 // them), so its health answers both parts. Pure functions: the routes
 // encode, the ApiClient decodes.
+import { ApiError, ApiErrorCode } from '../api-error';
 import type { AgentHealth, NodeView } from '../service';
+
+/**
+ * The `Csiplug` field of an answer the client reads csiplug's view from, or
+ * a clear error when the answer has none (a Nomad agent, or not an agent of
+ * this API at all).
+ */
+export function csiplugField<T>(wire: unknown, route: string): T {
+  const extras = typeof wire === 'object' && wire !== null ? (wire as { Csiplug?: unknown }).Csiplug : undefined;
+  if (typeof extras !== 'object' || extras === null)
+    throw new ApiError(
+      0,
+      ApiErrorCode.BadResponse,
+      `the answer to ${route} has no Csiplug field: the address is not a csiplug agent (a Nomad agent answers without it); point the client at a csiplug agent's API`,
+    );
+  return extras as T;
+}
 
 /** Nomad's AgentHealth (api/agent.go). */
 export interface NomadAgentHealth {
@@ -24,7 +41,7 @@ export interface NomadAgentHealthResponse {
   Csiplug: AgentHealthExtras;
 }
 
-/** The parts of Nomad's health answer (its `?type=client&type=server`; none given: both). */
+/** The parts of Nomad's health answer (its `?type=client&type=server`; none given: both; only other types: neither, 200 `{}`). */
 export type HealthPart = 'client' | 'server';
 
 /** Nomad's AgentMember (api/agent.go), as far as csiplug knows it: no gossip, so no address, port or protocol versions. */
@@ -66,7 +83,8 @@ export function encodeAgentHealth(
   const { ok, ...extras } = health;
   const part: NomadAgentHealth = { ok, message: ok ? 'ok' : NOT_OK };
   return {
-    status: ok ? 200 : 500,
+    // As Nomad: 500 only when a part answered is not ok.
+    status: ok || parts.length === 0 ? 200 : 500,
     body: {
       ...(parts.includes('client') ? { client: { ...part } } : {}),
       ...(parts.includes('server') ? { server: { ...part } } : {}),
@@ -76,7 +94,7 @@ export function encodeAgentHealth(
 }
 
 export function decodeAgentHealth(wire: NomadAgentHealthResponse): AgentHealth {
-  const extras = wire.Csiplug;
+  const extras = csiplugField<AgentHealthExtras>(wire, 'GET /v1/agent/health');
   return {
     ok: (wire.client ?? wire.server)?.ok === true && wire.client?.ok !== false && wire.server?.ok !== false,
     nodeId: extras.nodeId,

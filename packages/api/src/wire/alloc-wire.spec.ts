@@ -5,7 +5,9 @@
 import { type JobSpec, parseJobspec } from '@csiplug/jobspec';
 import type { AllocView } from '../service';
 import {
+  type AllocStubView,
   type NomadAllocation,
+  deploymentStub,
   type NomadAllocationListStub,
   decodeAlloc,
   decodeAllocStub,
@@ -108,8 +110,10 @@ describe("allocs on Nomad's wire", () => {
     ['no optional field set', bare],
   ])('an Allocation round-trips with %s', (_name, make) => {
     const view = make(job);
-    expect(decodeAlloc(throughJson(encodeAlloc(view, { id: 'node-1', name: 'host-a' })))).toEqual(view);
-    expect(decodeAlloc(throughJson(encodeAlloc(view)))).toEqual(view);
+    // A version left out is 0 (as the Alloc record reads it): Nomad's Job.Version is always there.
+    const read = { ...view, jobVersion: view.jobVersion ?? 0 };
+    expect(decodeAlloc(throughJson(encodeAlloc(view, { id: 'node-1', name: 'host-a' })))).toEqual(read);
+    expect(decodeAlloc(throughJson(encodeAlloc(view)))).toEqual(read);
   });
 
   it.each([
@@ -117,7 +121,11 @@ describe("allocs on Nomad's wire", () => {
     ['no optional field set', bare],
   ])('an AllocationListStub round-trips with %s', (_name, make) => {
     const view = make(job);
-    expect(decodeAllocStub(throughJson(encodeAllocStub(view, { id: 'node-1', name: 'host-a' })))).toEqual(view);
+    // A list carries no job, nor the deployment's copies of it: the rest comes back.
+    const { job: _job, jobDeployment, ...rest } = view;
+    const read: AllocStubView = { ...rest, jobVersion: view.jobVersion ?? 0 };
+    if (jobDeployment) read.jobDeployment = deploymentStub(jobDeployment);
+    expect(decodeAllocStub(throughJson(encodeAllocStub(view, { id: 'node-1', name: 'host-a' })))).toEqual(read);
   });
 
   it("answers in Nomad's field names, types and units", () => {
@@ -155,6 +163,46 @@ describe("allocs on Nomad's wire", () => {
     expect(stub).toMatchObject({ JobType: 'service', JobVersion: 3, TaskGroup: 'g' });
     expect(stub).not.toHaveProperty('Job');
     expect(stub).not.toHaveProperty('DeploymentID');
+    // No job in a list (its templates, env and secrets): not in Csiplug, not in the deployment's copies.
+    expect(stub.Csiplug).not.toHaveProperty('job');
+    expect(stub.Csiplug.jobDeployment).toEqual({
+      id: 'dep-1',
+      jobId: 'web',
+      jobVersion: 3,
+      status: 'failed',
+      description: 'failed allocs',
+      createdAt: 1_733_325_000_000,
+      updatedAt: 1_733_325_200_000,
+      revertTo: { version: 2 },
+      revertOf: 1,
+    });
+    expect(JSON.stringify(stub)).not.toContain('echo hi');
+  });
+
+  it('always sends the job version, ModifyTime and an honest Metrics (what `nomad alloc status` reads)', () => {
+    const view = bare(job);
+    const wire: NomadAllocation = throughJson(encodeAlloc(view, { id: 'node-1', name: 'host-a', datacenter: 'east' }));
+    expect(wire.Job.Version).toBe(0);
+    expect(throughJson(encodeAllocStub(view)).JobVersion).toBe(0);
+    // No task event: ModifyTime is CreateTime; else the latest event's time.
+    expect(wire.ModifyTime).toBe(wire.CreateTime);
+    expect(throughJson(encodeAlloc(full(job))).ModifyTime).toBe(1_733_325_099_000_000_000);
+    expect(wire.Metrics).toMatchObject({ NodesEvaluated: 1, NodesFiltered: 0, NodesAvailable: { east: 1 }, NodesExhausted: 0 });
+    expect(throughJson(encodeAlloc(view)).Metrics.NodesAvailable).toEqual({ dc1: 1 });
+  });
+
+  it('reads an answer leniently, and says which answer is not one from a csiplug agent', () => {
+    const wire = throughJson(encodeAlloc(full(job)));
+    // A newer agent's field the job reader does not know is not a reason to refuse the answer.
+    const newer = { ...wire, Job: { ...wire.Job, NodePool: 'default', SomethingNew: { a: 1 } } } as NomadAllocation;
+    expect(decodeAlloc(newer).job).toEqual(job);
+    const { Csiplug: _c, ...bareWire } = wire;
+    expect(() => decodeAlloc(bareWire as unknown as NomadAllocation)).toThrow(
+      /has no Csiplug field: the answer is not from a csiplug agent/,
+    );
+    const stub = throughJson(encodeAllocStub(full(job)));
+    const { Csiplug: _s, ...bareStub } = stub;
+    expect(() => decodeAllocStub(bareStub as unknown as NomadAllocationListStub)).toThrow(/has no Csiplug field/);
   });
 
   it('a log range goes through StreamFrames byte for byte, each frame ending at its Offset', () => {

@@ -7,7 +7,7 @@
 // the job's latest deployment, a task's exit code) rides in `Csiplug`.
 // Pure functions: no server imports here, the client imports this file.
 import type { MountedVolume } from '@csiplug/hooks';
-import { type Deployment, type JobSpec, type NomadJob, type TaskState, jobFromNomadJson, jobToNomadJson } from '@csiplug/jobspec';
+import { type Deployment, type NomadJob, type TaskState, jobFromNomadJson, jobToNomadJson } from '@csiplug/jobspec';
 import type { AllocView } from '../service';
 import { goTimeToMs, msToGoTime, msToUnixNano, unixNanoToMs } from './nomad-time';
 
@@ -47,13 +47,43 @@ export interface NomadAllocDeploymentStatus {
 }
 
 /** What csiplug adds to an alloc, list stub or full: the view's fields Nomad has none for. */
-export interface AllocCsiplugFields {
+export interface AllocCsiplugFields<D = Deployment> {
   /** The alloc's index in its group's count. */
   index: number;
   /** The group's volumes as the alloc's tasks see them, by the group's volume name. */
   volumes: Record<string, MountedVolume>;
   /** The job's latest deployment (each alloc of the job carries it; the newest wins). */
-  jobDeployment?: Deployment;
+  jobDeployment?: D;
+}
+
+/** A deployment as a list stub carries it: without the copies of the job (which hold its templates, env and secrets). */
+export type DeploymentStub = Omit<Deployment, 'job' | 'revertTo'> & { revertTo?: { version: number } };
+
+/**
+ * An alloc as a list gives it (ApiClient.listAllocs, jobAllocations): the
+ * view without the job it runs, nor the job's copies in its deployment; a
+ * list answers everyone who may list, so it carries no job (read it with
+ * getAlloc or getJob).
+ */
+export type AllocStubView = Omit<AllocView, 'job' | 'jobDeployment'> & { jobDeployment?: DeploymentStub };
+
+/** api.AllocationMetric, as far as csiplug can tell it honestly: one node (this one) was looked at and took the alloc. */
+export interface NomadAllocationMetric {
+  NodesEvaluated: number;
+  NodesFiltered: number;
+  NodesInPool: number;
+  NodesAvailable: Record<string, number>;
+  ClassFiltered: Record<string, number>;
+  ConstraintFiltered: Record<string, number>;
+  NodesExhausted: number;
+  ClassExhausted: Record<string, number>;
+  DimensionExhausted: Record<string, number>;
+  QuotaExhausted: string[];
+  ResourcesExhausted: Record<string, unknown>;
+  Scores: Record<string, number>;
+  ScoreMetaData: unknown[];
+  AllocationTime: number;
+  CoalescedFailures: number;
 }
 
 /** api.Job as an alloc carries it: the job version the alloc runs. */
@@ -68,7 +98,7 @@ export interface NomadAllocationListStub {
   NodeName?: string;
   JobID: string;
   JobType: string;
-  JobVersion?: number;
+  JobVersion: number;
   TaskGroup: string;
   DesiredStatus: AllocView['desiredStatus'];
   ClientStatus: AllocView['clientStatus'];
@@ -76,8 +106,10 @@ export interface NomadAllocationListStub {
   DeploymentStatus?: NomadAllocDeploymentStatus;
   /** Unix nanoseconds. */
   CreateTime: number;
-  /** The stub has no Job and no DeploymentID: they ride here, so a list gives the whole view as a read does. */
-  Csiplug: AllocCsiplugFields & { job: NomadJob; deploymentId?: string };
+  /** Unix nanoseconds: the latest task event's time, else CreateTime. */
+  ModifyTime: number;
+  /** The stub has no DeploymentID: it rides here. No job: a list carries none (see AllocStubView). */
+  Csiplug: AllocCsiplugFields<DeploymentStub> & { deploymentId?: string };
 }
 
 /** api.Allocation (the fields csiplug knows). */
@@ -97,13 +129,18 @@ export interface NomadAllocation {
   DeploymentStatus?: NomadAllocDeploymentStatus;
   /** Unix nanoseconds. */
   CreateTime: number;
+  /** Unix nanoseconds: the latest task event's time, else CreateTime. */
+  ModifyTime: number;
+  /** This node took it: see NomadAllocationMetric (`nomad alloc status -verbose` reads it). */
+  Metrics: NomadAllocationMetric;
   Csiplug: AllocCsiplugFields;
 }
 
-/** The node the allocs run on (this agent's), for NodeID and NodeName. */
+/** The node the allocs run on (this agent's), for NodeID and NodeName (and its datacenter, for Metrics). */
 export interface AllocNode {
   id: string;
   name: string;
+  datacenter?: string;
 }
 
 // Task states ----------------------------------------------------------------
@@ -173,6 +210,38 @@ function csiplugFields(a: AllocView): AllocCsiplugFields {
   return { index: a.index, volumes: a.volumes, ...(a.jobDeployment !== undefined ? { jobDeployment: a.jobDeployment } : {}) };
 }
 
+/** A deployment without its copies of the job. */
+export function deploymentStub(d: Deployment): DeploymentStub {
+  const { job: _job, revertTo, ...rest } = d;
+  return { ...rest, ...(revertTo !== undefined ? { revertTo: { version: revertTo.version } } : {}) };
+}
+
+/** Nomad's ModifyTime as csiplug knows it: the latest task event's time, else the alloc's creation. */
+function modifiedAt(a: AllocView): number {
+  return Math.max(a.createdAt, ...Object.values(a.tasks).flatMap((t) => t.events.map((e) => e.time)));
+}
+
+/** The only placement metric csiplug can give honestly: this node, the one the alloc is on, was evaluated and took it. */
+function thisNodeMetric(node: AllocNode | undefined): NomadAllocationMetric {
+  return {
+    NodesEvaluated: 1,
+    NodesFiltered: 0,
+    NodesInPool: 1,
+    NodesAvailable: { [node?.datacenter ?? 'dc1']: 1 },
+    ClassFiltered: {},
+    ConstraintFiltered: {},
+    NodesExhausted: 0,
+    ClassExhausted: {},
+    DimensionExhausted: {},
+    QuotaExhausted: [],
+    ResourcesExhausted: {},
+    Scores: {},
+    ScoreMetaData: [],
+    AllocationTime: 0,
+    CoalescedFailures: 0,
+  };
+}
+
 /** The fields an Allocation and its list stub share. */
 function commonFields(a: AllocView, node: AllocNode | undefined) {
   return {
@@ -187,6 +256,7 @@ function commonFields(a: AllocView, node: AllocNode | undefined) {
     TaskStates: mapValues(a.tasks, encodeTaskState),
     ...(a.deploymentStatus !== undefined ? { DeploymentStatus: encodeDeploymentStatus(a.deploymentStatus) } : {}),
     CreateTime: msToUnixNano(a.createdAt),
+    ModifyTime: msToUnixNano(modifiedAt(a)),
   };
 }
 
@@ -195,10 +265,12 @@ export function encodeAllocStub(a: AllocView, node?: AllocNode): NomadAllocation
   return {
     ...commonFields(a, node),
     JobType: a.job.type ?? 'service',
-    ...(a.jobVersion !== undefined ? { JobVersion: a.jobVersion } : {}),
+    // Nomad's JobVersion is a uint64: a job never updated is at 0.
+    JobVersion: a.jobVersion ?? 0,
     Csiplug: {
-      ...csiplugFields(a),
-      job: jobToNomadJson(a.job),
+      index: a.index,
+      volumes: a.volumes,
+      ...(a.jobDeployment !== undefined ? { jobDeployment: deploymentStub(a.jobDeployment) } : {}),
       ...(a.deploymentId !== undefined ? { deploymentId: a.deploymentId } : {}),
     },
   };
@@ -208,51 +280,48 @@ export function encodeAllocStub(a: AllocView, node?: AllocNode): NomadAllocation
 export function encodeAlloc(a: AllocView, node?: AllocNode): NomadAllocation {
   return {
     ...commonFields(a, node),
-    Job: { ...jobToNomadJson(a.job), ...(a.jobVersion !== undefined ? { Version: a.jobVersion } : {}) },
+    Job: { ...jobToNomadJson(a.job), Version: a.jobVersion ?? 0 },
     ...(a.deploymentId !== undefined ? { DeploymentID: a.deploymentId } : {}),
+    Metrics: thisNodeMetric(node),
     Csiplug: csiplugFields(a),
   };
 }
 
-interface DecodedParts {
-  job: JobSpec;
-  jobVersion: number | undefined;
-  deploymentId: string | undefined;
-}
-
-function decodeCommon(w: NomadAllocation | NomadAllocationListStub, parts: DecodedParts): AllocView {
-  const view: AllocView = {
+/** The fields an Allocation and its list stub share, back to the view's. */
+function decodeCommon(w: NomadAllocation | NomadAllocationListStub): Omit<AllocStubView, 'jobVersion' | 'deploymentId' | 'jobDeployment'> {
+  // Only csiplug's agents send Csiplug: another server's answer is refused with what it lacks, not a TypeError.
+  if (!w.Csiplug || typeof w.Csiplug !== 'object')
+    throw new TypeError(`allocation ${w.ID ?? '(no ID)'} has no Csiplug field: the answer is not from a csiplug agent`);
+  const view: Omit<AllocStubView, 'jobVersion' | 'deploymentId' | 'jobDeployment'> = {
     id: w.ID,
     jobId: w.JobID,
     group: w.TaskGroup,
     index: w.Csiplug.index,
     name: w.Name,
-    job: parts.job,
     desiredStatus: w.DesiredStatus,
     clientStatus: w.ClientStatus,
     createdAt: unixNanoToMs(w.CreateTime),
     tasks: mapValues(w.TaskStates ?? {}, decodeTaskState),
     volumes: w.Csiplug.volumes ?? {},
   };
-  if (parts.jobVersion !== undefined) view.jobVersion = parts.jobVersion;
-  if (parts.deploymentId !== undefined) view.deploymentId = parts.deploymentId;
   if (w.DeploymentStatus) view.deploymentStatus = decodeDeploymentStatus(w.DeploymentStatus);
+  return view;
+}
+
+/** An AllocationListStub from this agent back to the view a list gives (no job: see AllocStubView). */
+export function decodeAllocStub(w: NomadAllocationListStub): AllocStubView {
+  const view: AllocStubView = { ...decodeCommon(w), jobVersion: w.JobVersion };
+  if (w.Csiplug.deploymentId !== undefined) view.deploymentId = w.Csiplug.deploymentId;
   if (w.Csiplug.jobDeployment !== undefined) view.jobDeployment = w.Csiplug.jobDeployment;
   return view;
 }
 
-/** An AllocationListStub from this agent back to the view (its Csiplug carries the job and the rest a stub has no field for). */
-export function decodeAllocStub(w: NomadAllocationListStub): AllocView {
-  return decodeCommon(w, {
-    job: jobFromNomadJson(w.Csiplug.job, 'Csiplug.job'),
-    jobVersion: w.JobVersion,
-    deploymentId: w.Csiplug.deploymentId,
-  });
-}
-
-/** An Allocation from this agent back to the view. */
+/** An Allocation from this agent back to the view; its job is read leniently (an answer, not a request to check). */
 export function decodeAlloc(w: NomadAllocation): AllocView {
-  return decodeCommon(w, { job: jobFromNomadJson(w.Job), jobVersion: w.Job.Version, deploymentId: w.DeploymentID });
+  const view: AllocView = { ...decodeCommon(w), job: jobFromNomadJson(w.Job, 'Job', { lenient: true }), jobVersion: w.Job.Version ?? 0 };
+  if (w.DeploymentID !== undefined) view.deploymentId = w.DeploymentID;
+  if (w.Csiplug.jobDeployment !== undefined) view.jobDeployment = w.Csiplug.jobDeployment;
+  return view;
 }
 
 // Logs -----------------------------------------------------------------------
@@ -260,9 +329,9 @@ export function decodeAlloc(w: NomadAllocation): AllocView {
 /**
  * api.StreamFrame as GET /v1/client/fs/logs answers without plain=true: one
  * JSON object per chunk of the log, one a line. Offset is the file offset
- * right after the frame's bytes (as Nomad's); File is left out (csiplug's
- * logs are one file a stream, never rotated), FileEvent is only Nomad's
- * "file truncated" (a followed log that got shorter).
+ * right after the frame's bytes (as Nomad's, in the file the bytes are in);
+ * File is left out, FileEvent is only Nomad's "file truncated" (a followed
+ * log that got shorter in place). `{}` is a heartbeat.
  */
 export interface NomadStreamFrame {
   Offset?: number;
@@ -280,6 +349,11 @@ export function encodeLogFrame(chunk: Buffer, end: number): string {
 /** Nomad's frame for a log that got shorter than where the reader was: it is read again from its start. */
 export function encodeLogTruncated(): string {
   return `${JSON.stringify({ FileEvent: 'file truncated' } satisfies NomadStreamFrame)}\n`;
+}
+
+/** Nomad's heartbeat frame, `{}`: sent on a followed log that had nothing to send for a second; readers skip it. */
+export function encodeLogHeartbeat(): string {
+  return `${JSON.stringify({} satisfies NomadStreamFrame)}\n`;
 }
 
 /** The bytes of a stream of frames (one JSON object a line; heartbeats, `{}`, carry none), in order. */

@@ -1,5 +1,6 @@
 // Events through Nomad's Events envelope and back, and Nomad's topic filter.
 import type { AgentEvent } from '../service';
+import { parseTopics } from '../event-stream';
 import { type NomadEvents, decodeEvents, encodeEvent, eventMatches, topicQueryValues } from './event-wire';
 
 const viaJson = (value: unknown): NomadEvents => JSON.parse(JSON.stringify(value)) as NomadEvents;
@@ -58,6 +59,13 @@ describe("events on Nomad's wire", () => {
     expect(encodeEvent({ ...FULL, topic: 'Plugin' }).Events[0]).toMatchObject({ Topic: 'CSIPlugin', Key: 'hostpath' });
   });
 
+  it("a Node event's Key is the node's ID; Node and CSIPlugin events are in no namespace", () => {
+    const node = encodeEvent({ index: 4, topic: 'Node', type: 'NodeRegistration', time: 1, message: 'up' }, 'node-1a2b').Events[0]!;
+    expect(node).toMatchObject({ Topic: 'Node', Key: 'node-1a2b', Namespace: '' });
+    expect(encodeEvent({ ...FULL, topic: 'Plugin' }).Events[0]).toMatchObject({ Topic: 'CSIPlugin', Namespace: '' });
+    expect(encodeEvent(FULL).Events[0]).toMatchObject({ Topic: 'CSIVolume', Namespace: 'default' });
+  });
+
   it('a heartbeat, and a topic csiplug does not send, decode to nothing', () => {
     expect(decodeEvents({})).toEqual([]);
     expect(decodeEvents({ Index: 3, Events: [{ ...encodeEvent(FULL).Events[0]!, Topic: 'Evaluation' }] })).toEqual([]);
@@ -65,12 +73,24 @@ describe("events on Nomad's wire", () => {
 
   it("filters as Nomad's ?topic=Topic:key does: the whole topic, or the Key or a FilterKey", () => {
     const e = encodeEvent(FULL).Events[0]!;
+    const matches = (...topics: string[]) => eventMatches(parseTopics(topics), e);
     expect(eventMatches(undefined, e)).toBe(true);
-    expect(eventMatches(new Map([['CSIVolume', '*']]), e)).toBe(true);
-    expect(eventMatches(new Map([['CSIVolume', new Set(['vol-1'])]]), e)).toBe(true);
-    expect(eventMatches(new Map([['CSIVolume', new Set(['web'])]]), e)).toBe(true);
-    expect(eventMatches(new Map([['CSIVolume', new Set(['vol-2'])]]), e)).toBe(false);
-    expect(eventMatches(new Map([['Job', '*']]), e)).toBe(false);
+    expect(matches('CSIVolume')).toBe(true);
+    expect(matches('CSIVolume:*')).toBe(true);
+    expect(matches('CSIVolume:vol-1')).toBe(true);
+    expect(matches('CSIVolume:web')).toBe(true);
+    expect(matches('CSIVolume:vol-2')).toBe(false);
+    expect(matches('Job:*')).toBe(false);
+    // `*` as the topic: every topic, with its key filter kept.
+    expect(matches('*')).toBe(true);
+    expect(matches('*:web')).toBe(true);
+    expect(matches('*:vol-2')).toBe(false);
+    expect(eventMatches(parseTopics(['*:web']), encodeEvent({ ...FULL, topic: 'Job', jobId: 'api' }).Events[0]!)).toBe(false);
+    // A topic csiplug does not send is accepted and lets nothing through; a comma is part of the topic's name.
+    expect(matches('Bogus')).toBe(false);
+    expect(matches('NodeDrain')).toBe(false);
+    expect(matches('CSIVolume,Job')).toBe(false);
+    expect(() => parseTopics(['Job:a:b'])).toThrow(/invalid key value pair/);
     expect(topicQueryValues(['Alloc', 'Task'])).toEqual(['Allocation:*', 'Task:*']);
   });
 });

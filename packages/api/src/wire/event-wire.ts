@@ -9,14 +9,13 @@
 // encodes, the ApiClient decodes.
 import type { AgentEvent } from '../service';
 
-/** Nomad's event topics (nomad/structs/event.go), and Task, csiplug's own. */
+/** Nomad's event topics (nomad/structs/event.go; NodeDrain is an event type of Node, no topic), and Task, csiplug's own. */
 export const NOMAD_EVENT_TOPICS = [
   'Deployment',
   'Evaluation',
   'Allocation',
   'Job',
   'Node',
-  'NodeDrain',
   'NodePool',
   'ACLToken',
   'ACLPolicy',
@@ -78,7 +77,7 @@ export interface NomadEvents {
 type IdField = 'allocId' | 'jobId' | 'pluginId' | 'volumeId';
 const ID_FIELDS: readonly IdField[] = ['allocId', 'jobId', 'pluginId', 'volumeId'];
 
-/** The ID field an event's Key holds, by its csiplug topic (Node events name no node: their Key is empty). */
+/** The ID field an event's Key holds, by its csiplug topic (a Node event's Key is the node's ID, which the stream gives). */
 const KEY_FIELD: Readonly<Record<AgentEvent['topic'], IdField | undefined>> = {
   Task: 'allocId',
   Alloc: 'allocId',
@@ -88,7 +87,11 @@ const KEY_FIELD: Readonly<Record<AgentEvent['topic'], IdField | undefined>> = {
   Node: undefined,
 };
 
-export function encodeEvent(e: AgentEvent): NomadEvents {
+/** Nomad's topics that are not namespaced (their events carry Namespace ""). */
+const UNNAMESPACED: ReadonlySet<AgentEvent['topic']> = new Set(['Node', 'Plugin']);
+
+/** `nodeId`: this node's ID, the Key of its Node events (Nomad's Node events are keyed by node ID). */
+export function encodeEvent(e: AgentEvent, nodeId = ''): NomadEvents {
   const keyField = KEY_FIELD[e.topic];
   const extras: EventExtras = { time: e.time, message: e.message };
   const filterKeys: string[] = [];
@@ -106,8 +109,8 @@ export function encodeEvent(e: AgentEvent): NomadEvents {
       {
         Topic: WIRE_TOPIC[e.topic],
         Type: e.type,
-        Key: (keyField && e[keyField]) ?? '',
-        Namespace: 'default',
+        Key: keyField ? (e[keyField] ?? '') : e.topic === 'Node' ? nodeId : '',
+        Namespace: UNNAMESPACED.has(e.topic) ? '' : 'default',
         FilterKeys: filterKeys,
         Index: e.index,
         Payload: {},
@@ -137,16 +140,26 @@ export function decodeEvents(wire: Partial<NomadEvents>): AgentEvent[] {
   return out;
 }
 
-/** Nomad's `?topic=` filter: per topic, every key (`*`) or these keys. */
-export type EventTopicFilter = Map<NomadEventTopic, Set<string> | '*'>;
+/**
+ * Nomad's `?topic=` filter (command/agent/event_endpoint.go): topic → the
+ * keys asked for it, `*` as a topic for every topic, `*` as a key for every
+ * key. A topic csiplug does not send is kept: it lets nothing through.
+ */
+export type EventTopicFilter = Map<string, string[]>;
 
-/** Whether `filter` (undefined: everything) lets the event through: its topic with `*`, or its Key or one of its FilterKeys. */
+/**
+ * Whether `filter` (undefined: everything) lets the event through, as
+ * Nomad's nomad/stream/subscription.go filter: the keys of `*` and of the
+ * event's topic together; `*` alone lets every event of the topic through,
+ * otherwise the event's Key or one of its FilterKeys must be one of them.
+ */
 export function eventMatches(filter: EventTopicFilter | undefined, event: NomadEvent): boolean {
   if (!filter) return true;
-  const keys = filter.get(event.Topic);
-  if (keys === undefined) return false;
-  if (keys === '*') return true;
-  return keys.has(event.Key) || event.FilterKeys.some((k) => keys.has(k));
+  const all = filter.get('*') ?? [];
+  if (all.length === 1 && all[0] === '*') return true;
+  const keys = [...all, ...(filter.get(event.Topic) ?? [])];
+  if (keys.length === 1 && keys[0] === '*') return true;
+  return keys.some((k) => event.Key === k || event.FilterKeys.includes(k));
 }
 
 /** The `topic` query values csiplug's client sends for its topics: Nomad's `Topic:*`. */

@@ -193,7 +193,7 @@ function extrasOf(view: JobStopView): JobCsiplugExtras {
 }
 
 /** The spec of an answer, read leniently (a reader of answers: fields a newer agent adds are not refused). */
-const specOfAnswer = (spec: NomadJob) => jobFromNomadJson(spec, 'Job', { answer: true });
+const specOfAnswer = (spec: NomadJob) => jobFromNomadJson(spec, 'Job', { lenient: true });
 
 /** The view's fields beyond its spec, as the Csiplug extras carry them. */
 function restOf(extras: JobCsiplugExtras): Omit<JobView, 'id' | 'name' | 'status' | 'version' | 'job' | 'submittedAt'> {

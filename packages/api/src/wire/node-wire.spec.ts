@@ -104,6 +104,7 @@ describe("nodes on Nomad's wire", () => {
           identity: 'id-alpha',
           status: 'ready',
           nodeClass: 'storage',
+          datacenter: 'dc2',
           drivers: ['exec', 'docker'],
           plugins: [{ id: 'hostpath', type: 'csi-node', healthy: true }],
           address: 'http://10.0.0.1:4646',
@@ -117,18 +118,49 @@ describe("nodes on Nomad's wire", () => {
       cluster: false,
       nodes: [{ name: 'node-1a2b', status: 'ready', nodeClass: '', drivers: [], plugins: [], self: true }],
     };
-    for (const list of [cluster, alone]) expect(decodeNodeList(viaJson<NomadNodeListStub[]>(encodeNodeList(list)))).toEqual(list);
+    const aloneNamed: NodeList = {
+      cluster: false,
+      nodes: [{ id: 'node-1a2b', name: 'host-a', status: 'ready', nodeClass: 'gpu', drivers: [], plugins: [], self: true }],
+    };
+    for (const list of [cluster, alone, aloneNamed])
+      expect(decodeNodeList(viaJson<NomadNodeListStub[]>(encodeNodeList(list)))).toEqual(list);
     const [alpha, beta] = encodeNodeList(cluster);
+    // A cluster node's ID is its node name (what its record, claims and placements carry), its identity in Csiplug.
     expect(alpha).toMatchObject({
-      ID: 'id-alpha',
+      ID: 'alpha',
       Name: 'alpha',
+      Datacenter: 'dc2',
+      Csiplug: { identity: 'id-alpha' },
       NodeClass: 'storage',
       Status: 'ready',
       SchedulingEligibility: 'eligible',
     });
     expect(alpha!.Drivers).toEqual({ exec: { Detected: true }, docker: { Detected: true } });
-    // A record without an identity: its name is its ID.
-    expect(beta).toMatchObject({ ID: 'beta', Name: 'beta', Csiplug: { noIdentity: true } });
+    expect(beta).toMatchObject({ ID: 'beta', Name: 'beta' });
+    expect(beta!.Csiplug.identity).toBeUndefined();
+    // An agent on its own: its node_id as ID, its name as Name.
+    expect(encodeNodeList(aloneNamed)[0]).toMatchObject({ ID: 'node-1a2b', Name: 'host-a', NodeClass: 'gpu' });
+  });
+
+  it('every controller plugin has a ControllerInfo and every node plugin a NodeInfo', () => {
+    const wire = encodeNode(FULL);
+    expect(wire.CSIControllerPlugins['hostpath']!.ControllerInfo).toEqual({});
+    expect(wire.CSINodePlugins['other']!.NodeInfo).toMatchObject({ ID: 'csi-8', MaxVolumes: 12 });
+    const plain: NodeView = { ...BARE, plugins: [{ id: 'p', type: 'csi-node', healthy: false, description: 'starting' }] };
+    expect(encodeNode(plain).CSINodePlugins['p']!.NodeInfo).toEqual({});
+    expect(decodeNode(viaJson<NomadNode>(encodeNode(plain)))).toEqual(plain);
+  });
+
+  it('a plugin ID or topology key "__proto__" is kept as a key like any other', () => {
+    const odd: NodeView = {
+      ...BARE,
+      id: '__proto__',
+      plugins: [{ id: '__proto__', type: 'csi-node', healthy: true, description: '', topology: { ['__proto__']: 'x' } }], // a computed key: an own property
+    };
+    const text = JSON.stringify(encodeNode(odd));
+    expect(text).toContain('"CSINodePlugins":{"__proto__":{"PluginID":"__proto__"');
+    expect(text).toContain('"Segments":{"__proto__":"x"}');
+    expect(decodeNode(viaJson<NomadNode>(encodeNode(odd)))).toEqual(odd);
   });
 
   it("a purge's answer comes back as it was", () => {

@@ -6,6 +6,7 @@
 // time) rides in `Csiplug`. Pure functions: the routes encode, the
 // ApiClient decodes.
 import type { NodeList, NodePurgeResult, NodeView } from '../service';
+import { csiplugField } from './agent-wire';
 import { type NomadCSIInfo, decodeMaxVolumes, encodeMaxVolumes } from './plugin-wire';
 
 /** Nomad's DriverInfo (api/nodes.go); csiplug fingerprints no driver attributes and keeps no update time. */
@@ -50,8 +51,8 @@ export interface NodeListExtras {
   cluster: boolean;
   /** The entry is the answering agent's own node. */
   self: boolean;
-  /** The node's record names no identity (written before identities): its ID is its name. */
-  noIdentity?: true;
+  /** The node's identity (the instance id kept in its agent's data dir); absent on a record written before identities. */
+  identity?: string;
   /** The agent's API address, as it registered it. */
   address?: string;
   /** ms since the epoch: when the node last wrote its record. */
@@ -64,6 +65,7 @@ export interface NodeListExtras {
 export interface NomadNodeListStub {
   ID: string;
   Name: string;
+  Datacenter?: string;
   NodeClass: string;
   SchedulingEligibility: 'eligible';
   Drain: false;
@@ -82,21 +84,25 @@ const DRIVER_NAMES = ['exec', 'raw_exec', 'docker', 'podman'] as const;
 
 /** This node as Nomad's Node. */
 export function encodeNode(view: NodeView): NomadNode {
-  const drivers: Record<string, NomadDriverInfo> = {};
-  for (const [name, d] of Object.entries(view.drivers))
-    drivers[name] = { Detected: d.detected, Healthy: d.healthy, HealthDescription: d.description };
-  const controllers: Record<string, NomadCSIInfo> = {};
-  const nodes: Record<string, NomadCSIInfo> = {};
+  const drivers = Object.fromEntries(
+    Object.entries(view.drivers).map(([name, d]) => [name, { Detected: d.detected, Healthy: d.healthy, HealthDescription: d.description }]),
+  );
+  // Keyed by plugin ID (any text, `__proto__` too): Maps, made into objects with Object.fromEntries.
+  const controllers = new Map<string, NomadCSIInfo>();
+  const nodes = new Map<string, NomadCSIInfo>();
   for (const p of view.plugins) {
     const info: NomadCSIInfo = { PluginID: p.id, Healthy: p.healthy, HealthDescription: p.description };
+    // As in a CSIPlugin's maps: the group of the instance's kind is always sent (Nomad's CLI reads it without a nil check).
+    if (p.type === 'csi-controller') info.ControllerInfo = {};
+    else info.NodeInfo = {};
     if (p.nodeId !== undefined || p.maxVolumes !== undefined || p.topology !== undefined) {
       info.NodeInfo = {
         ...(p.nodeId !== undefined ? { ID: p.nodeId } : {}),
         ...(p.maxVolumes !== undefined ? { MaxVolumes: encodeMaxVolumes(p.maxVolumes) } : {}),
-        ...(p.topology !== undefined ? { AccessibleTopology: { Segments: { ...p.topology } } } : {}),
+        ...(p.topology !== undefined ? { AccessibleTopology: { Segments: Object.fromEntries(Object.entries(p.topology)) } } : {}),
       };
     }
-    (p.type === 'csi-controller' ? controllers : nodes)[p.id] = info;
+    (p.type === 'csi-controller' ? controllers : nodes).set(p.id, info);
   }
   return {
     ID: view.id,
@@ -109,8 +115,8 @@ export function encodeNode(view: NodeView): NomadNode {
     Drain: false,
     Status: view.status,
     Drivers: drivers,
-    CSIControllerPlugins: controllers,
-    CSINodePlugins: nodes,
+    CSIControllerPlugins: Object.fromEntries(controllers),
+    CSINodePlugins: Object.fromEntries(nodes),
     Csiplug: {
       version: view.version,
       dataDir: view.dataDir,
@@ -147,7 +153,7 @@ export function decodeNode(wire: NomadNode): NodeView {
     }
   }
   plugins.sort((a, b) => a.id.localeCompare(b.id) || a.type.localeCompare(b.type));
-  const extras = wire.Csiplug;
+  const extras = csiplugField<NomadNode['Csiplug']>(wire, 'GET /v1/node/self');
   return {
     id: wire.ID,
     name: wire.Name,
@@ -166,11 +172,16 @@ export function decodeNode(wire: NomadNode): NodeView {
   };
 }
 
-/** The node list as Nomad's []NodeListStub. A node whose record names no identity has its name as ID. */
+/**
+ * The node list as Nomad's []NodeListStub. A cluster node's ID is its node name (the
+ * cluster's records, claims and placements go by it; /v1/node/self, the
+ * agent's node_id and Allocation.NodeID give the same).
+ */
 export function encodeNodeList(list: NodeList): NomadNodeListStub[] {
   return list.nodes.map((n) => ({
-    ID: n.identity ?? n.name,
+    ID: n.id ?? n.name,
     Name: n.name,
+    ...(n.datacenter !== undefined ? { Datacenter: n.datacenter } : {}),
     NodeClass: n.nodeClass,
     SchedulingEligibility: 'eligible',
     Drain: false,
@@ -179,7 +190,7 @@ export function encodeNodeList(list: NodeList): NomadNodeListStub[] {
     Csiplug: {
       cluster: list.cluster,
       self: n.self,
-      ...(n.identity === undefined ? { noIdentity: true as const } : {}),
+      ...(n.identity !== undefined ? { identity: n.identity } : {}),
       ...(n.address !== undefined ? { address: n.address } : {}),
       ...(n.updatedAt !== undefined ? { updatedAt: n.updatedAt } : {}),
       plugins: n.plugins.map((p) => ({ ...p })),
@@ -194,10 +205,12 @@ export function decodeNodeList(wire: NomadNodeListStub[]): NodeList {
     nodes: wire.map((n) => {
       const extras = n.Csiplug;
       return {
+        ...(n.ID !== n.Name ? { id: n.ID } : {}),
         name: n.Name,
-        ...(extras?.noIdentity ? {} : { identity: n.ID }),
+        ...(extras?.identity !== undefined ? { identity: extras.identity } : {}),
         status: n.Status,
         nodeClass: n.NodeClass ?? '',
+        ...(n.Datacenter !== undefined ? { datacenter: n.Datacenter } : {}),
         drivers: Object.entries(n.Drivers ?? {})
           .filter(([, d]) => d.Detected)
           .map(([name]) => name),
@@ -215,6 +228,6 @@ export function encodeNodePurge(result: NodePurgeResult): NomadNodePurgeResponse
 }
 
 export function decodeNodePurge(wire: NomadNodePurgeResponse): NodePurgeResult {
-  const r = wire.Csiplug;
+  const r = csiplugField<NodePurgeResult>(wire, 'PUT /v1/node/:id/purge');
   return { name: r.name, ...(r.identity !== undefined ? { identity: r.identity } : {}), releasedVolumes: [...r.releasedVolumes] };
 }

@@ -1,7 +1,16 @@
 // Plugins through Nomad's CSIPlugin and back: nothing of csiplug's view is
 // lost, and what Nomad has a field for is in that field.
 import type { PluginView } from '../service';
-import { type NomadCSIPlugin, UNLIMITED_MAX_VOLUMES, decodePlugin, encodePlugin, encodePluginStub } from './plugin-wire';
+import {
+  type NomadCSIPlugin,
+  UNLIMITED_MAX_VOLUMES,
+  decodeMaxVolumes,
+  decodePlugin,
+  encodeMaxVolumes,
+  encodePlugin,
+  encodePluginStub,
+} from './plugin-wire';
+import type { NomadAllocationListStub } from './alloc-wire';
 
 const NODE_ID = 'node-1a2b';
 
@@ -135,7 +144,7 @@ describe("plugins on Nomad's wire", () => {
       Csiplug: { info: { 'Last Error': 'probe timed out once', 'Volume Expansion': 'online, offline' }, routed: { node: 'other-node' } },
     });
     expect(Object.keys(wire.Controllers[NODE_ID]!.Csiplug!.info!)).toEqual(['Last Error', 'Volume Expansion']);
-    expect(wire.Nodes['beta']).toEqual({ PluginID: 'hostpath', Healthy: false, Csiplug: { nodeStatus: 'down' } });
+    expect(wire.Nodes['beta']).toEqual({ PluginID: 'hostpath', Healthy: false, NodeInfo: {}, Csiplug: { nodeStatus: 'down' } });
   });
 
   it("this node's own instance, listed by its cluster record too under the same key, is one entry and reads back as both", () => {
@@ -179,5 +188,73 @@ describe("plugins on Nomad's wire", () => {
       NodesHealthy: 1,
       NodesExpected: 3,
     });
+  });
+
+  it('every Controllers entry has a ControllerInfo and every Nodes entry a NodeInfo, even when the fingerprint found nothing', () => {
+    // Nomad's `plugin status -verbose` reads them without a nil check (command/plugin_status_csi.go).
+    const empty: PluginView = {
+      ...BARE,
+      controller: { healthy: false, allocId: 'a', description: 'starting', version: '', info: {} },
+      node: { healthy: false, allocId: 'a', description: 'starting', version: '', info: {} },
+      cluster: {
+        controllersHealthy: 0,
+        controllersExpected: 2,
+        nodesHealthy: 0,
+        nodesExpected: 2,
+        instances: [
+          { node: 'beta', type: 'csi-controller', healthy: false, nodeStatus: 'down' },
+          { node: 'beta', type: 'csi-node', healthy: false, nodeStatus: 'down' },
+        ],
+        readAt: 1,
+      },
+    };
+    const wire = encodePlugin(empty, NODE_ID);
+    for (const key of [NODE_ID, 'beta']) {
+      expect(wire.Controllers[key]!.ControllerInfo).toEqual({});
+      expect(wire.Nodes[key]!.NodeInfo).toEqual({});
+    }
+    expect(roundTrip(empty)).toEqual(empty);
+  });
+
+  it('a Max Volumes Go could not read back (MaxInt64 as a number, Infinity) is sent as unlimited', () => {
+    // 2^63-1 as a JavaScript number prints as 9223372036854776000, which Go's int64 refuses.
+    for (const huge of [9223372036854775807, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, Infinity, 1.5, NaN]) {
+      expect(encodeMaxVolumes(huge)).toBe(UNLIMITED_MAX_VOLUMES);
+      expect(Number.isSafeInteger(encodeMaxVolumes(huge))).toBe(true);
+    }
+    expect(encodeMaxVolumes(12)).toBe(12);
+    expect(decodeMaxVolumes(encodeMaxVolumes(9223372036854775807))).toBe('unlimited');
+    const plugin: PluginView = {
+      ...BARE,
+      node: { healthy: true, allocId: 'a', description: '', version: '', info: { 'Max Volumes': 9223372036854775807 } },
+    };
+    expect(JSON.stringify(encodePlugin(plugin, NODE_ID))).toContain(`"MaxVolumes":${Number.MAX_SAFE_INTEGER}`);
+  });
+
+  it('a node ID or topology key "__proto__" is kept as a key like any other', () => {
+    const odd: PluginView = {
+      ...BARE,
+      node: { healthy: true, allocId: 'a', description: '', version: '', info: { Topology: '__proto__=x' } },
+      cluster: {
+        controllersHealthy: 0,
+        controllersExpected: 0,
+        nodesHealthy: 1,
+        nodesExpected: 2,
+        instances: [{ node: '__proto__', type: 'csi-node', healthy: true, nodeStatus: 'ready' }],
+        readAt: 1,
+      },
+    };
+    const text = JSON.stringify(encodePlugin(odd, NODE_ID));
+    expect(text).toContain('"__proto__":{"PluginID":"lonely"');
+    expect(text).toContain('"Segments":{"__proto__":"x"}');
+    expect(Object.keys(encodePlugin(odd, '__proto__').Nodes)).toEqual(['__proto__']);
+    expect(roundTrip(odd)).toEqual(odd);
+  });
+
+  it("Allocations are the agent's AllocationListStubs; one it does not hold keeps its ID alone", () => {
+    const stub = { ID: 'alloc-c', JobID: 'plugin', ClientStatus: 'running' } as NomadAllocationListStub;
+    const wire = encodePlugin(FULL, NODE_ID, (id) => (id === 'alloc-c' ? stub : undefined));
+    expect(wire.Allocations).toEqual([stub, { ID: 'alloc-n' }]);
+    expect(decodePlugin(JSON.parse(JSON.stringify(wire)) as NomadCSIPlugin).allocs).toEqual(['alloc-c', 'alloc-n']);
   });
 });

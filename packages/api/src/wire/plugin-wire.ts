@@ -4,6 +4,7 @@
 // ControllerInfo/NodeInfo; the rest, and the cluster's per-node records, in
 // `Csiplug`. Pure functions: the routes encode, the ApiClient decodes.
 import type { PluginInstanceView, PluginView } from '../service';
+import type { NomadAllocationListStub } from './alloc-wire';
 
 /** Nomad's CSITopology (api/nodes.go). */
 export interface NomadCSITopology {
@@ -81,8 +82,8 @@ export interface NomadCSIPlugin {
   ControllerRequired: boolean;
   Controllers: Record<string, NomadCSIInfo>;
   Nodes: Record<string, NomadCSIInfo>;
-  /** The allocs running the plugin's tasks: csiplug knows their IDs (an AllocationListStub with its ID alone). */
-  Allocations: { ID: string }[];
+  /** The allocs running the plugin's tasks, as AllocationListStubs; one this agent does not hold (gone meanwhile) has its ID alone. */
+  Allocations: (Pick<NomadAllocationListStub, 'ID'> & Partial<NomadAllocationListStub>)[];
   ControllersHealthy: number;
   ControllersExpected: number;
   NodesHealthy: number;
@@ -109,8 +110,9 @@ export interface NomadCSIPluginListStub {
  */
 export const UNLIMITED_MAX_VOLUMES = Number.MAX_SAFE_INTEGER;
 
+/** A value Go's int64 could not read back exactly (MaxInt64 as a JavaScript number, Infinity) is sent as unlimited. */
 export function encodeMaxVolumes(value: number | 'unlimited'): number {
-  return value === 'unlimited' ? UNLIMITED_MAX_VOLUMES : value;
+  return value === 'unlimited' || !Number.isSafeInteger(value) || value >= UNLIMITED_MAX_VOLUMES ? UNLIMITED_MAX_VOLUMES : value;
 }
 
 export function decodeMaxVolumes(value: number): number | 'unlimited' {
@@ -141,12 +143,13 @@ const ACCESSIBILITY_FACT = 'Accessibility Constraints';
 
 /** "zone=a, rack=1" (the Topology fact) as segments, when it reads back exactly; otherwise undefined. */
 function topologySegments(text: string): Record<string, string> | undefined {
-  const segments: Record<string, string> = {};
+  const pairs: [string, string][] = [];
   for (const pair of text.split(', ')) {
     const eq = pair.indexOf('=');
     if (eq <= 0) return undefined;
-    segments[pair.slice(0, eq)] = pair.slice(eq + 1);
+    pairs.push([pair.slice(0, eq), pair.slice(eq + 1)]);
   }
+  const segments = Object.fromEntries(pairs);
   return topologyText(segments) === text ? segments : undefined;
 }
 
@@ -221,19 +224,32 @@ function decodeFacts(info: NomadCSIInfo): Record<string, string | number | boole
   return facts;
 }
 
-function encodeInstance(pluginId: string, view: PluginInstanceView): NomadCSIInfo {
+/**
+ * Nomad's CLI (`plugin status -verbose`) reads ControllerInfo of every
+ * Controllers entry and NodeInfo of every Nodes entry without a nil check:
+ * the group of the map an instance is in is always sent, empty when the
+ * fingerprint found nothing for it.
+ */
+function withInfoGroup(kind: PluginKind, info: NomadCSIInfo): NomadCSIInfo {
+  if (kind === 'csi-controller') return { ...info, ControllerInfo: info.ControllerInfo ?? {} };
+  return { ...info, NodeInfo: info.NodeInfo ?? {} };
+}
+
+type PluginKind = 'csi-controller' | 'csi-node';
+
+function encodeInstance(pluginId: string, view: PluginInstanceView, kind: PluginKind): NomadCSIInfo {
   const { fields, rest } = encodeFacts(view.info);
   const extras: CSIInfoExtras = { thisNode: true, version: view.version };
   if (Object.keys(rest).length > 0) extras.info = rest;
   if (view.routed) extras.routed = { ...view.routed };
-  return {
+  return withInfoGroup(kind, {
     PluginID: pluginId,
     AllocID: view.allocId,
     Healthy: view.healthy,
     HealthDescription: view.description,
     ...fields,
     Csiplug: extras,
-  };
+  });
 }
 
 function decodeInstance(info: NomadCSIInfo): PluginInstanceView {
@@ -253,11 +269,17 @@ function decodeInstance(info: NomadCSIInfo): PluginInstanceView {
  * cluster's node records list, keyed by node name, and Nomad's counts are
  * the cluster's (this node's own in Csiplug.thisNode).
  */
-export function encodePlugin(view: PluginView, nodeId: string): NomadCSIPlugin {
-  const controllers: Record<string, NomadCSIInfo> = {};
-  const nodes: Record<string, NomadCSIInfo> = {};
-  if (view.controller) controllers[nodeId] = encodeInstance(view.id, view.controller);
-  if (view.node) nodes[nodeId] = encodeInstance(view.id, view.node);
+export function encodePlugin(
+  view: PluginView,
+  nodeId: string,
+  /** The AllocationListStub of an alloc of the plugin's, when the agent holds it. */
+  allocStub: (id: string) => NomadAllocationListStub | undefined = () => undefined,
+): NomadCSIPlugin {
+  // Maps keyed by node ID (any text, `__proto__` too): a Map, made into an object with Object.fromEntries.
+  const controllers = new Map<string, NomadCSIInfo>();
+  const nodes = new Map<string, NomadCSIInfo>();
+  if (view.controller) controllers.set(nodeId, encodeInstance(view.id, view.controller, 'csi-controller'));
+  if (view.node) nodes.set(nodeId, encodeInstance(view.id, view.node, 'csi-node'));
   const local = {
     controllersHealthy: view.controllersHealthy,
     controllersExpected: view.controllersExpected,
@@ -266,11 +288,16 @@ export function encodePlugin(view: PluginView, nodeId: string): NomadCSIPlugin {
   };
   const cluster = view.cluster;
   for (const instance of cluster?.instances ?? []) {
-    const map = instance.type === 'csi-controller' ? controllers : nodes;
-    const own = map[instance.node];
+    const kind: PluginKind = instance.type === 'csi-controller' ? 'csi-controller' : 'csi-node';
+    const map = kind === 'csi-controller' ? controllers : nodes;
+    const own = map.get(instance.node);
     // This node's record lists its own instance too (a cluster node's name is its node ID): one entry, both sources.
     if (own?.Csiplug?.thisNode) own.Csiplug = { ...own.Csiplug, nodeStatus: instance.nodeStatus, recordHealthy: instance.healthy };
-    else map[instance.node] = { PluginID: view.id, Healthy: instance.healthy, Csiplug: { nodeStatus: instance.nodeStatus } };
+    else
+      map.set(
+        instance.node,
+        withInfoGroup(kind, { PluginID: view.id, Healthy: instance.healthy, Csiplug: { nodeStatus: instance.nodeStatus } }),
+      );
   }
   const counts = cluster ?? local;
   return {
@@ -278,9 +305,9 @@ export function encodePlugin(view: PluginView, nodeId: string): NomadCSIPlugin {
     ...(view.provider !== undefined ? { Provider: view.provider } : {}),
     ...(view.version !== undefined ? { Version: view.version } : {}),
     ControllerRequired: view.controllerRequired,
-    Controllers: controllers,
-    Nodes: nodes,
-    Allocations: view.allocs.map((id) => ({ ID: id })),
+    Controllers: Object.fromEntries(controllers),
+    Nodes: Object.fromEntries(nodes),
+    Allocations: view.allocs.map((id) => allocStub(id) ?? { ID: id }),
     ControllersHealthy: counts.controllersHealthy,
     ControllersExpected: counts.controllersExpected,
     NodesHealthy: counts.nodesHealthy,

@@ -1,7 +1,8 @@
 // The volume area's wire both ways: a volume, a plugin's own volume and a
 // snapshot decode to the view they were encoded from (every optional field
-// set, and none), and a volume spec document goes to Nomad's CSIVolume and
-// back through the server's reader unchanged.
+// set, and none) sanitized as Nomad's CSIVolume.Sanitize (Secrets null, mount
+// flags "[REDACTED]"), a list stub to the same view; a volume spec document
+// goes to Nomad's CSIVolume and back through the server's reader unchanged.
 import { validateVolumeSpec, volumeSpecToDocument, type VolumeSpecDocument } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
 import type { ExternalVolumeView, SnapshotView, VolumeView } from '../service';
@@ -9,6 +10,7 @@ import {
   decodeExternalVolume,
   decodeSnapshot,
   decodeVolume,
+  decodeVolumeStub,
   encodeExternalVolume,
   encodeSnapshot,
   encodeVolume,
@@ -32,7 +34,23 @@ const ctx: VolumeWireContext = {
     nodesExpected: 2,
   },
   allocOf: (id) =>
-    id === 'a-read' ? { name: 'web.app[0]', jobId: 'web', group: 'app', clientStatus: 'running', desiredStatus: 'run' } : undefined,
+    id === 'a-read'
+      ? ({
+          ID: 'a-read',
+          Name: 'web.app[0]',
+          Namespace: 'default',
+          NodeID: 'node-1',
+          JobID: 'web',
+          JobType: 'service',
+          JobVersion: 3,
+          TaskGroup: 'app',
+          ClientStatus: 'running',
+          DesiredStatus: 'run',
+          TaskStates: {},
+          CreateTime: 1_733_325_001_000_000_000,
+          ModifyTime: 1_733_325_002_000_000_000,
+        } as unknown as ReturnType<VolumeWireContext['allocOf']>)
+      : undefined,
 };
 
 const full: VolumeView = {
@@ -49,7 +67,7 @@ const full: VolumeView = {
   capacityMin: 1024,
   capacityMax: 4096,
   parameters: { p: '1' },
-  secrets: { s: '[REDACTED]' },
+  secrets: { s: 'hunter2' },
   context: { c: '2' },
   snapshotId: 'snap-1',
   topologyRequest: { required: [{ segments: { rack: 'r1' } }], preferred: [{ segments: { rack: 'r2' } }] },
@@ -96,6 +114,16 @@ const bare: VolumeView = {
   createdAt: 1_733_324_000_000,
 };
 
+/** A volume as every answer gives it (Nomad's CSIVolume.Sanitize): no secrets, mount flags one "[REDACTED]". */
+function sanitized(view: VolumeView): VolumeView {
+  const flags = view.mountOptions?.mountFlags;
+  return {
+    ...view,
+    secrets: {},
+    ...(view.mountOptions && flags ? { mountOptions: { ...view.mountOptions, mountFlags: flags.length > 0 ? ['[REDACTED]'] : [] } } : {}),
+  };
+}
+
 /** Through JSON, as the wire carries it. */
 function wire<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
@@ -105,8 +133,45 @@ describe('a volume on the wire (CSIVolume)', () => {
   it.each([
     ['every optional field set', full],
     ['none set', bare],
-  ])('decodes to the view it was encoded from: %s', (_, view) => {
-    expect(decodeVolume(wire(encodeVolume(view, ctx)))).toEqual(view);
+  ])('decodes to the view it was encoded from, sanitized: %s', (_, view) => {
+    expect(decodeVolume(wire(encodeVolume(view, ctx)))).toEqual(sanitized(view));
+  });
+
+  it.each([
+    ['every optional field set', full],
+    ['none set', bare],
+  ])('a list stub decodes to the same view, one request serving the list: %s', (_, view) => {
+    const stub = wire(encodeVolumeStub(view, ctx));
+    expect(decodeVolumeStub(stub)).toEqual(sanitized(view));
+    expect(JSON.stringify(stub)).not.toContain('hunter2');
+    expect(JSON.stringify(stub)).not.toContain('noatime');
+  });
+
+  it('never answers a secret or a mount flag: Secrets null and flags "[REDACTED]", as Nomad\'s CSIVolume.Sanitize', () => {
+    const v = wire(encodeVolume(full, ctx));
+    expect(v.Secrets).toBeNull();
+    expect(v.MountOptions).toEqual({ FSType: 'ext4', MountFlags: ['[REDACTED]'] });
+    expect(JSON.stringify(v)).not.toContain('hunter2');
+    expect(JSON.stringify(v)).not.toContain('noatime');
+    expect(wire(encodeVolume({ ...bare, mountOptions: { fsType: 'xfs', mountFlags: [] } }, ctx)).MountOptions).toEqual({
+      FSType: 'xfs',
+      MountFlags: [],
+    });
+  });
+
+  it("clamps an int64 byte count past 2^53−1 (a plugin's MaxInt64) so Go's int64 reads the answer", () => {
+    const huge = Number('9223372036854775807');
+    const v = wire(encodeVolume({ ...bare, capacityBytes: huge, capacityMin: huge, capacityMax: huge }, ctx));
+    expect([v.Capacity, v.RequestedCapacityMin, v.RequestedCapacityMax]).toEqual([
+      Number.MAX_SAFE_INTEGER,
+      Number.MAX_SAFE_INTEGER,
+      Number.MAX_SAFE_INTEGER,
+    ]);
+    expect(JSON.stringify(encodeVolume({ ...bare, capacityBytes: huge }, ctx))).not.toContain('9223372036854776000');
+    expect(encodeExternalVolume({ pluginId: 'p', externalId: 'e', capacityBytes: huge }).CapacityBytes).toBe(Number.MAX_SAFE_INTEGER);
+    expect(encodeSnapshot({ pluginId: 'p', id: 's', externalSourceVolumeId: 'e', sizeBytes: huge, ready: true }).SizeBytes).toBe(
+      Number.MAX_SAFE_INTEGER,
+    );
   });
 
   it("carries Nomad's fields with Nomad's names: claims as ReadAllocs/WriteAllocs and Allocations, plugin health, times", () => {
@@ -134,19 +199,8 @@ describe('a volume on the wire (CSIVolume)', () => {
       RequestedTopologies: { Required: [{ Segments: { rack: 'r1' } }], Preferred: [{ Segments: { rack: 'r2' } }] },
       CreateTime: 1_733_324_000_789_000_000,
     });
-    expect(v.Allocations).toEqual([
-      { ID: 'a-write', Namespace: 'default', NodeID: 'node-1' },
-      {
-        ID: 'a-read',
-        Namespace: 'default',
-        NodeID: 'node-1',
-        Name: 'web.app[0]',
-        JobID: 'web',
-        TaskGroup: 'app',
-        ClientStatus: 'running',
-        DesiredStatus: 'run',
-      },
-    ]);
+    // A known alloc: its full AllocationListStub (JobVersion, CreateTime, ModifyTime for `nomad volume status ID`).
+    expect(v.Allocations).toEqual([{ ID: 'a-write', Namespace: 'default', NodeID: 'node-1' }, ctx.allocOf('a-read')]);
     // No index csiplug does not keep, no modify time it does not track.
     expect(v).not.toHaveProperty('CreateIndex');
     expect(v).not.toHaveProperty('ModifyTime');
@@ -172,6 +226,7 @@ describe('a volume on the wire (CSIVolume)', () => {
       NodesHealthy: 1,
       NodesExpected: 2,
       CreateTime: 1_733_324_000_000_000_000 + 789_000_000,
+      Csiplug: expect.objectContaining({ capabilities: full.capabilities, claims: full.claims }),
     });
     expect(encodeVolumeStub(bare, {})).toMatchObject({ AccessMode: '', AttachmentMode: '', CurrentReaders: 0, CurrentWriters: 0 });
   });
@@ -355,6 +410,15 @@ describe("a register or create request: csiplug's volume spec document ↔ Nomad
         /Volumes\[0\]\.RequestedTopologies\.Required\[0\]\.Segments/,
       ],
       [{ Volumes: [{ ...base, MountOptions: { MountFlags: 'ro' } }] }, /Volumes\[0\]\.MountOptions\.MountFlags must be a list of strings/],
+      // A volume read back (sanitized) and registered again: the placeholder is not the secret nor a flag.
+      [
+        { Volumes: [{ ...base, Secrets: { token: '[REDACTED]' } }] },
+        /^Volumes\[0\]\.Secrets\.token is "\[REDACTED\]", a placeholder, not the secret: send the real value/,
+      ],
+      [
+        { Volumes: [{ ...base, MountOptions: { MountFlags: ['ro', '[REDACTED]'] } }] },
+        /^Volumes\[0\]\.MountOptions\.MountFlags\[1\] is "\[REDACTED\]".*send the real mount flags/,
+      ],
     ];
     for (const [body, message] of cases) {
       const err = refusal(() => requestedVolumeDocument(body, 'v'));

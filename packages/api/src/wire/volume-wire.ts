@@ -4,14 +4,33 @@
 // (CSIVolumeRegisterRequest's CSIVolume) both ways with csiplug's volume
 // spec document. Pure: the routes encode with it, the API client decodes.
 // csiplug's own data (claim details, this node's mounts, a node-side
-// expansion) rides in `Csiplug`.
+// expansion) rides in `Csiplug`. Every volume answer is sanitized as Nomad's
+// CSIVolume.Sanitize does it: Secrets null, mount flags "[REDACTED]".
 import { parseSize, type VolumeSpecDocument } from '@csiplug/jobspec';
 import { ApiError } from '../api-error';
 import type { ExternalVolumeView, NodeExpandOutcome, SnapshotView, VolumeClaimView, VolumeMountView, VolumeView } from '../service';
+import type { NomadAllocationListStub } from './alloc-wire';
 import { msToUnixNano, unixNanoToMs } from './nomad-time';
 
 /** csiplug has one namespace; Nomad's tools send and read "default". */
 export const NOMAD_NAMESPACE = 'default';
+
+/** What Nomad's CSIVolume.Sanitize sends in place of mount flags (they can carry credentials). */
+export const REDACTED = '[REDACTED]';
+
+/**
+ * An int64 as JSON a Go client reads: a count past 2^53−1 (a plugin answering
+ * MaxInt64) would print as 9223372036854776000, which Go's int64 refuses,
+ * failing the whole answer; it goes as 2^53−1.
+ */
+export function int64Out(n: number): number {
+  return Number.isSafeInteger(n) ? n : n > 0 ? Number.MAX_SAFE_INTEGER : n < 0 ? Number.MIN_SAFE_INTEGER : 0;
+}
+
+/** Mount flags as Nomad's CSIMountOptions.Sanitize answers them: any flags → one "[REDACTED]". */
+function sanitizedFlags(flags: readonly string[]): string[] {
+  return flags.length > 0 ? [REDACTED] : [];
+}
 
 /** api.CSITopology */
 export interface NomadCSITopology {
@@ -36,16 +55,11 @@ export interface NomadCSIVolumeCapability {
   AttachmentMode: string;
 }
 
-/** api.AllocationListStub, the fields a volume's claim gives (the rest: GET /v1/allocation/:id). */
+/** api.AllocationListStub of a claiming alloc this node no longer has: its ID and node alone. */
 export interface NomadVolumeAllocationStub {
   ID: string;
   Namespace: string;
-  Name?: string;
   NodeID: string;
-  JobID?: string;
-  TaskGroup?: string;
-  ClientStatus?: string;
-  DesiredStatus?: string;
 }
 
 /** A claim's details Nomad has no field for (the claim's mode is in ReadAllocs/WriteAllocs). */
@@ -90,7 +104,7 @@ export interface NomadCSIVolume {
   /** Alloc id → null, as Nomad sends them. */
   ReadAllocs?: Record<string, null> | null;
   WriteAllocs?: Record<string, null> | null;
-  Allocations?: NomadVolumeAllocationStub[] | null;
+  Allocations?: Array<NomadAllocationListStub | NomadVolumeAllocationStub> | null;
   Schedulable?: boolean;
   PluginID: string;
   Provider?: string;
@@ -125,7 +139,18 @@ export interface NomadCSIVolumeListStub {
   NodesHealthy?: number;
   NodesExpected?: number;
   CreateTime: number;
+  Csiplug?: CsiplugVolumeStubExtras;
 }
+
+/**
+ * What csiplug adds to a CSIVolumeListStub: the rest of the volume as csiplug's
+ * list views read it (one request serves `volume status` and the status page),
+ * mount flags sanitized; never its secrets.
+ */
+export type CsiplugVolumeStubExtras = Omit<
+  VolumeView,
+  'id' | 'name' | 'type' | 'pluginId' | 'externalId' | 'accessibleTopology' | 'schedulable' | 'createdAt' | 'secrets'
+>;
 
 /** api.CSIVolumeRegisterRequest and api.CSIVolumeCreateRequest (csiplug reads Volumes; PolicyOverride has no meaning here). */
 export interface NomadCSIVolumeWriteRequest {
@@ -188,20 +213,12 @@ export interface VolumePluginHealth {
   nodesExpected: number;
 }
 
-/** An alloc as a claim's AllocationListStub gives it. */
-export interface ClaimingAlloc {
-  name: string;
-  jobId: string;
-  group: string;
-  clientStatus: string;
-  desiredStatus: string;
-}
-
 /** What encoding a volume needs besides the volume: this node (every claim of the catalog is on it), its plugin, its claiming allocs. */
 export interface VolumeWireContext {
   nodeId: string;
   plugin?: VolumePluginHealth;
-  allocOf(id: string): ClaimingAlloc | undefined;
+  /** The claiming alloc as Nomad's AllocationListStub (alloc-wire.ts encodeAllocStub); undefined when this node no longer has it. */
+  allocOf(id: string): NomadAllocationListStub | undefined;
 }
 
 function topologiesOut(list: { segments: Record<string, string> }[]): NomadCSITopology[] {
@@ -229,7 +246,7 @@ function allocsOfMode(claims: VolumeClaimView[], mode: 'read' | 'write'): Record
   return Object.fromEntries(claims.filter((c) => c.mode === mode).map((c) => [c.allocId, null]));
 }
 
-/** A volume as Nomad's CSIVolume (the caller has redacted its secrets). */
+/** A volume as Nomad's CSIVolume, sanitized as Nomad's CSIVolume.Sanitize: Secrets null, mount flags "[REDACTED]". */
 export function encodeVolume(view: VolumeView, ctx: VolumeWireContext): NomadCSIVolume {
   const first = view.claims[0];
   const extras: CsiplugVolumeExtras = {
@@ -244,26 +261,11 @@ export function encodeVolume(view: VolumeView, ctx: VolumeWireContext): NomadCSI
     ExternalID: view.externalId,
     ...(view.accessibleTopology !== undefined ? { Topologies: topologiesOut(view.accessibleTopology) } : {}),
     ...(first ? { AccessMode: first.accessMode, AttachmentMode: first.attachmentMode } : {}),
-    ...(view.capacityBytes !== undefined ? { Capacity: view.capacityBytes } : {}),
+    ...(view.capacityBytes !== undefined ? { Capacity: int64Out(view.capacityBytes) } : {}),
     ReadAllocs: allocsOfMode(view.claims, 'read'),
     WriteAllocs: allocsOfMode(view.claims, 'write'),
-    Allocations: view.claims.map((c): NomadVolumeAllocationStub => {
-      const alloc = ctx.allocOf(c.allocId);
-      return {
-        ID: c.allocId,
-        Namespace: NOMAD_NAMESPACE,
-        NodeID: ctx.nodeId,
-        ...(alloc
-          ? {
-              Name: alloc.name,
-              JobID: alloc.jobId,
-              TaskGroup: alloc.group,
-              ClientStatus: alloc.clientStatus,
-              DesiredStatus: alloc.desiredStatus,
-            }
-          : {}),
-      };
-    }),
+    // An alloc this node no longer has: its ID and node alone.
+    Allocations: view.claims.map((c) => ctx.allocOf(c.allocId) ?? { ID: c.allocId, Namespace: NOMAD_NAMESPACE, NodeID: ctx.nodeId }),
     Schedulable: view.schedulable,
     ...pluginFields(ctx.plugin),
     CreateTime: msToUnixNano(view.createdAt),
@@ -289,6 +291,39 @@ export function encodeVolumeStub(view: VolumeView, ctx: Pick<VolumeWireContext, 
     PluginID: view.pluginId,
     ...(ctx.plugin ? { Provider, ControllerRequired, ControllersHealthy, ControllersExpected, NodesHealthy, NodesExpected } : {}),
     CreateTime: msToUnixNano(view.createdAt),
+    Csiplug: stubExtras(view),
+  };
+}
+
+function stubExtras(view: VolumeView): CsiplugVolumeStubExtras {
+  const { id, name, type, pluginId, externalId, accessibleTopology, schedulable, createdAt, secrets, ...rest } = view;
+  void [id, name, type, pluginId, externalId, accessibleTopology, schedulable, createdAt, secrets];
+  return structuredClone({
+    ...rest,
+    ...(view.mountOptions?.mountFlags !== undefined
+      ? { mountOptions: { ...view.mountOptions, mountFlags: sanitizedFlags(view.mountOptions.mountFlags) } }
+      : {}),
+  });
+}
+
+/** A CSIVolumeListStub back to csiplug's view: Nomad's fields and `Csiplug` (a stub from a Nomad server, without it, gives no capabilities or claim details). */
+export function decodeVolumeStub(wire: NomadCSIVolumeListStub): VolumeView {
+  const accessibleTopology = topologiesIn(wire.Topologies);
+  return {
+    capabilities: [],
+    parameters: {},
+    context: {},
+    claims: [],
+    ...structuredClone(wire.Csiplug ?? {}),
+    id: wire.ID,
+    name: wire.Name || wire.ID,
+    type: 'csi',
+    pluginId: wire.PluginID,
+    externalId: wire.ExternalID ?? '',
+    ...(accessibleTopology !== undefined ? { accessibleTopology } : {}),
+    schedulable: wire.Schedulable ?? false,
+    secrets: {},
+    createdAt: unixNanoToMs(wire.CreateTime ?? 0),
   };
 }
 
@@ -325,7 +360,7 @@ export function decodeVolume(wire: NomadCSIVolume): VolumeView {
   };
 }
 
-/** The spec part of a volume (what register and create send) as CSIVolume fields. */
+/** The spec part of a volume as an answer's CSIVolume fields (sanitized). */
 function encodeVolumeSpecFields(spec: VolumeView): NomadCSIVolume {
   const tr = spec.topologyRequest;
   return {
@@ -338,13 +373,14 @@ function encodeVolumeSpecFields(spec: VolumeView): NomadCSIVolume {
       ? {
           MountOptions: {
             ...(spec.mountOptions.fsType !== undefined ? { FSType: spec.mountOptions.fsType } : {}),
-            ...(spec.mountOptions.mountFlags !== undefined ? { MountFlags: [...spec.mountOptions.mountFlags] } : {}),
+            ...(spec.mountOptions.mountFlags !== undefined ? { MountFlags: sanitizedFlags(spec.mountOptions.mountFlags) } : {}),
           },
         }
       : {}),
-    ...(spec.capacityMin !== undefined ? { RequestedCapacityMin: spec.capacityMin } : {}),
-    ...(spec.capacityMax !== undefined ? { RequestedCapacityMax: spec.capacityMax } : {}),
-    Secrets: { ...spec.secrets },
+    ...(spec.capacityMin !== undefined ? { RequestedCapacityMin: int64Out(spec.capacityMin) } : {}),
+    ...(spec.capacityMax !== undefined ? { RequestedCapacityMax: int64Out(spec.capacityMax) } : {}),
+    // Nomad's Sanitize: "would be better not to have at all but left in and redacted".
+    Secrets: null,
     Parameters: { ...spec.parameters },
     Context: { ...spec.context },
     ...(spec.snapshotId !== undefined ? { SnapshotID: spec.snapshotId } : {}),
@@ -543,6 +579,12 @@ export function nomadVolumeToDocument(raw: unknown, where: string): VolumeSpecDo
     const flags = mo['MountFlags'];
     if (flags !== undefined && flags !== null && (!Array.isArray(flags) || flags.some((f) => typeof f !== 'string')))
       r.fail('MountOptions.MountFlags', 'must be a list of strings');
+    const redactedFlag = Array.isArray(flags) ? flags.indexOf(REDACTED) : -1;
+    if (redactedFlag >= 0)
+      r.fail(
+        `MountOptions.MountFlags[${redactedFlag}]`,
+        `is "${REDACTED}", what csiplug answers in place of the flags, not a flag: send the real mount flags (a register replaces the volume's mount options with the ones it sends)`,
+      );
     // Go sends an empty MountOptions when none were given; it means none.
     if (fsType !== undefined || (Array.isArray(flags) && flags.length > 0))
       doc.mount_options = {
@@ -561,6 +603,12 @@ export function nomadVolumeToDocument(raw: unknown, where: string): VolumeSpecDo
     ['Context', 'context'],
   ] as const) {
     const map = r.stringMap(field);
+    const redactedKey = field === 'Secrets' ? Object.keys(map ?? {}).find((k) => map![k] === REDACTED) : undefined;
+    if (redactedKey !== undefined)
+      r.fail(
+        `Secrets.${redactedKey}`,
+        `is "${REDACTED}", a placeholder, not the secret: send the real value (a register replaces the volume's secrets with the ones it sends; leave Secrets out only to keep none)`,
+      );
     if (map !== undefined) doc[key] = map;
   }
   const snapshotId = r.string('SnapshotID');
@@ -603,7 +651,7 @@ export function requestedVolumeDocument(body: unknown, pathId: string): VolumeSp
 export function encodeExternalVolume(view: ExternalVolumeView): NomadCSIVolumeExternalStub {
   return {
     ExternalID: view.externalId,
-    ...(view.capacityBytes !== undefined ? { CapacityBytes: view.capacityBytes } : {}),
+    ...(view.capacityBytes !== undefined ? { CapacityBytes: int64Out(view.capacityBytes) } : {}),
     ...(view.publishedNodeIds !== undefined ? { PublishedExternalNodeIDs: [...view.publishedNodeIds] } : {}),
     ...(view.condition ? { IsAbnormal: view.condition.abnormal, Status: view.condition.message } : {}),
     Csiplug: {
@@ -633,7 +681,7 @@ export function encodeSnapshot(view: SnapshotView): NomadCSISnapshot {
   return {
     ID: view.id,
     ExternalSourceVolumeID: view.externalSourceVolumeId,
-    SizeBytes: view.sizeBytes,
+    SizeBytes: int64Out(view.sizeBytes),
     CreateTime: view.createTime === undefined ? 0 : Math.floor(view.createTime / 1000),
     IsReady: view.ready,
     SourceVolumeID: view.sourceVolumeId ?? '',

@@ -192,6 +192,7 @@ export class ClusterMode {
         ...(n.identity ? { identity: n.identity } : {}),
         status: n.status,
         nodeClass: n.nodeClass,
+        ...(n.datacenter !== undefined ? { datacenter: n.datacenter } : {}),
         drivers: n.drivers,
         plugins: n.plugins.map((p) => ({ id: p.id, type: p.type, healthy: p.healthy })),
         address: n.address,

@@ -36,15 +36,16 @@ function put(doc: Doc, key: string, value: unknown): void {
  * problem) or ValidationProblems (several, one per line): shape problems
  * name their path (`Job.TaskGroups[0].Count must be a whole number`), the
  * jobspec's own checks name the job, group and task as a jobspec file's do.
- * With `answer` (a client reading an agent's answer, not a registration),
+ * With `lenient` (a client reading an agent's answer, not a registration),
  * fields it does not know or support are passed over, not refused, and the
  * job is read without validateJob's checks (readJobAnswer).
  */
-export function jobFromNomadJson(value: unknown, path = 'Job', options: { answer?: boolean } = {}): JobSpec {
-  const problems = new NomadProblems(options.answer ?? false);
+export function jobFromNomadJson(value: unknown, path = 'Job', options: { lenient?: boolean } = {}): JobSpec {
+  // Lenient: an answer is read, not a request checked, so fields this csiplug does not know are left out rather than refused.
+  const problems = new NomadProblems(options.lenient);
   const doc = readJob(value, path, problems);
   // An answer: what can be read is read, unchecked (a reader of answers, not of registrations).
-  if (options.answer) return readJobAnswer(doc);
+  if (options.lenient) return readJobAnswer(doc);
   problems.throwIfAny();
   return validateJob(doc);
 }

@@ -61,8 +61,8 @@ const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 export class NomadProblems {
   private readonly found: ValidationError[] = [];
 
-  /** `answer`: reading an agent's answer, where fields this reader does not know or support are passed over. */
-  constructor(readonly answer = false) {}
+  /** `lenient`: reading an answer (a newer agent may send fields this one does not know): unknown and unsupported fields pass. */
+  constructor(readonly lenient = false) {}
 
   report(path: string, why: string): void {
     this.found.push(new ValidationError(`${path} ${why}`, path));
@@ -97,11 +97,12 @@ export class NomadObject {
       return undefined;
     }
     const object = new NomadObject(value, path, problems);
-    if (!problems.answer) object.checkFields(rules);
+    object.checkFields(rules);
     return object;
   }
 
   private checkFields(rules: FieldRules): void {
+    if (this.problems.lenient) return;
     const read = Object.entries(rules)
       .filter(([, r]) => r.kind === 'read')
       .map(([k]) => k);
