@@ -131,6 +131,12 @@ export class JobService {
       (r) => r.alloc.desiredStatus === 'run' && (r.alloc.clientStatus === 'running' || r.alloc.clientStatus === 'pending'),
     );
     const status: JobView['status'] = live.some((r) => r.alloc.clientStatus === 'running') ? 'running' : live.length ? 'pending' : 'dead';
+    // No submit time is kept here: the current version's deployment started as it was submitted; else its newest alloc.
+    const ofVersion = runners.filter((r) => (r.alloc.jobVersion ?? 0) === version);
+    const submittedAt =
+      deployment?.jobVersion === version
+        ? deployment.createdAt
+        : Math.max(...(ofVersion.length ? ofVersion : runners).map((r) => r.alloc.createdAt));
     const pending = runners.flatMap((r) => pendingUnmountsOf(this.ctx.reconciler.list(r.alloc.id), (id) => this.servesNodeHere(id)));
     return {
       id: job.id,
@@ -138,6 +144,7 @@ export class JobService {
       status,
       version,
       job,
+      submittedAt,
       ...(deployment ? { deployment } : {}),
       allocs: runners.map(({ alloc: a }) => ({
         id: a.id,

@@ -18,7 +18,9 @@ import type {
   AgentHealth,
   AllocView,
   DeploymentView,
+  JobListView,
   JobPlan,
+  JobStopView,
   JobView,
   NodeList,
   NodePurgeResult,
@@ -89,18 +91,22 @@ export class ApiClient extends VolumeApiCalls {
 
   // Jobs ---------------------------------------------------------------------
 
-  async listJobs(): Promise<JobView[]> {
-    return (await this.transport.json<NomadJobListStub[]>('GET', '/v1/jobs')).map(decodeJobListStub);
+  /** The jobs without their specs (Nomad's JobListStub), each entry decoded on its own. */
+  async listJobs(): Promise<JobListView[]> {
+    const stubs = await this.transport.json<NomadJobListStub[]>('GET', '/v1/jobs');
+    if (!Array.isArray(stubs)) throw badAnswer(this.address, 'the job list (GET /v1/jobs)', 'it is not a list');
+    return stubs.map((stub, i) => decodeAnswer(this.address, `entry ${i} of the job list (GET /v1/jobs)`, () => decodeJobListStub(stub)));
   }
 
   async getJob(id: string): Promise<JobView> {
-    return decodeJob(await this.transport.json<NomadJobWithStatus>('GET', `/v1/job/${enc(id)}`));
+    const wire = await this.transport.json<NomadJobWithStatus>('GET', `/v1/job/${enc(id)}`);
+    return decodeAnswer(this.address, `job "${id}" (GET /v1/job/${id})`, () => decodeJob(wire));
   }
 
   /** The job's latest deployment (GET /v1/job/:id/deployment, Nomad's Deployment); undefined when it has none. */
   async jobDeployment(id: string): Promise<DeploymentView | undefined> {
     const d = await this.transport.json<NomadDeployment | null>('GET', `/v1/job/${enc(id)}/deployment`);
-    return d ? decodeDeployment(d) : undefined;
+    return d ? decodeAnswer(this.address, `job "${id}"'s deployment (GET /v1/job/${id}/deployment)`, () => decodeDeployment(d)) : undefined;
   }
 
   /** The job's allocs (Nomad's AllocationListStub): without their job (getAlloc or getJob has it). */
@@ -115,14 +121,16 @@ export class ApiClient extends VolumeApiCalls {
    */
   async runJob(job: NomadJob, options: RunJobOptions = {}): Promise<RunJobResult> {
     const path = `/v1/jobs${options.queue ? '?queue=true' : ''}`;
-    return decodeJobRegisterResponse(await this.transport.json<NomadJobRegisterResponse>('POST', path, { body: { Job: job } }));
+    const wire = await this.transport.json<NomadJobRegisterResponse>('POST', path, { body: { Job: job } });
+    return decodeAnswer(this.address, `the run of job "${String(job.ID)}" (POST /v1/jobs)`, () => decodeJobRegisterResponse(wire));
   }
 
   /** What running the job (in Nomad's JSON job format) would change (POST /v1/job/:id/plan); nothing is done. */
   async planJob(job: NomadJob): Promise<JobPlan> {
     if (typeof job.ID !== 'string' || job.ID === '') throw new ValidationError('the job has no ID; give it one, like "web"', 'ID');
     const body = { Job: job, Diff: true };
-    return decodeJobPlanResponse(await this.transport.json<NomadJobPlanResponse>('POST', `/v1/job/${enc(job.ID)}/plan`, { body }));
+    const wire = await this.transport.json<NomadJobPlanResponse>('POST', `/v1/job/${enc(job.ID)}/plan`, { body });
+    return decodeAnswer(this.address, `the plan of job "${job.ID}" (POST /v1/job/${job.ID}/plan)`, () => decodeJobPlanResponse(wire));
   }
 
   /** Nomad's Parse Job (POST /v1/jobs/parse): the agent reads the HCL and answers the job in Nomad's JSON job format. */
@@ -130,9 +138,22 @@ export class ApiClient extends VolumeApiCalls {
     return this.transport.json('POST', '/v1/jobs/parse', { body: { JobHCL: jobHCL, Canonicalize: true } });
   }
 
-  async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobView> {
+  /**
+   * Stops the job (DELETE /v1/job/:id). A job the agent does not have is a NotFound ApiError, as before Nomad's
+   * deregister answered it with success; the stop done, what the answer says of it is read without failing the call.
+   */
+  async stopJob(id: string, options: { purge?: boolean } = {}): Promise<JobStopView> {
     const path = `/v1/job/${enc(id)}${query({ purge: options.purge })}`;
-    return decodeJobDeregisterResponse(await this.transport.json<NomadJobDeregisterResponse>('DELETE', path));
+    const wire = await this.transport.json<NomadJobDeregisterResponse>('DELETE', path);
+    let stopped: JobStopView | undefined;
+    try {
+      stopped = decodeJobDeregisterResponse(wire);
+    } catch (err) {
+      // The stop happened: an answer this client cannot read does not undo it, and is not reported as a failed stop.
+      return { id, name: id, status: 'dead', version: 0, allocs: [], answerUnread: (err as Error).message };
+    }
+    if (!stopped) throw ApiError.notFound(`job "${id}" not found: the agent has no such job, so nothing was stopped`);
+    return stopped;
   }
 
   // Allocs -------------------------------------------------------------------
@@ -285,6 +306,25 @@ export class ApiClient extends VolumeApiCalls {
     } finally {
       res.destroy();
     }
+  }
+}
+
+/** An answer this client cannot read: said as the agent's (BadResponse), naming what and where. */
+function badAnswer(address: string, what: string, why: string, cause?: unknown): ApiError {
+  return new ApiError(
+    200,
+    ApiErrorCode.BadResponse,
+    `the agent at ${address} answered ${what} in a shape this client cannot read (${why}); is the agent a csiplug of this version?`,
+    { cause },
+  );
+}
+
+/** `decode()`, its failure an ApiError (BadResponse) rather than a bare TypeError or ValidationError. */
+function decodeAnswer<T>(address: string, what: string, decode: () => T): T {
+  try {
+    return decode();
+  } catch (err) {
+    throw badAnswer(address, what, (err as Error).message, err);
   }
 }
 

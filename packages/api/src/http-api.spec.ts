@@ -302,6 +302,7 @@ describe('HttpApi', () => {
           Type: 'service',
           Status: 'running',
           Stop: false,
+          SubmitTime: expect.any(Number),
           JobSummary: { JobID: 'web', Namespace: 'default', Summary: { app: expect.objectContaining({ Running: 2, Failed: 0 }) } },
         }),
       ]);
@@ -313,13 +314,21 @@ describe('HttpApi', () => {
       expect((await raw(url, 'GET', '/v1/jobs?prefix=x')).json).toEqual([]);
       expect((await raw(url, 'GET', '/v1/job/web/summary')).json).toMatchObject({ JobID: 'web', Summary: { app: { Running: 2 } } });
       expect((await raw(url, 'GET', '/v1/job/web/evaluations')).json).toEqual([]);
-      expect((await raw(url, 'GET', '/v1/job/nope/evaluations')).status).toBe(404);
+      // A job csiplug does not have: [] as Nomad answers (Terraform's destroy after the job vanished).
+      expect((await raw(url, 'GET', '/v1/job/nope/evaluations')).json).toEqual([]);
+      expect((await raw(url, 'GET', '/v1/job/nope/deployments')).json).toEqual([]);
+      expect((list.json as unknown as Record<string, unknown>[])[0]!.Csiplug).not.toHaveProperty('job');
       // No deployment (the fake keeps none): Nomad answers null and an empty list.
       expect((await raw(url, 'GET', '/v1/job/web/deployment')).text.trim()).toBe('null');
       expect((await raw(url, 'GET', '/v1/job/web/deployments')).json).toEqual([]);
       await expect(client.jobDeployment('web')).resolves.toBeUndefined();
       const stop = await raw(url, 'DELETE', '/v1/job/web');
-      expect(stop.json).toMatchObject({ EvalID: '', Csiplug: { job: { ID: 'web', Status: 'dead', Stop: true } } });
+      expect(stop.json).toMatchObject({ EvalID: '', Csiplug: { job: { id: 'web', status: 'dead' } } });
+      expect(stop.json).not.toHaveProperty('Csiplug.job.TaskGroups');
+      // Nomad's Job.Deregister of a job it does not have succeeds, with no EvalID.
+      const unknown = await raw(url, 'DELETE', '/v1/job/nope');
+      expect([unknown.status, unknown.json]).toEqual([200, { EvalID: '' }]);
+      await expect(client.stopJob('nope')).rejects.toMatchObject({ status: 404, code: 'ENOT_FOUND' });
     });
 
     it("passes ?queue=true on as the run's queue option, and answers a held write claim with 409 and its words", async () => {

@@ -148,6 +148,11 @@ export interface JobView {
   version: number;
   /** The current version's spec. */
   job: JobSpec;
+  /**
+   * When the current version was submitted (ms since the epoch), as near as csiplug knows it: the cluster's record of
+   * the submit; on one agent, the start of the current version's deployment, else the newest alloc's creation.
+   */
+  submittedAt?: number;
   deployment?: DeploymentView;
   /** In a cluster: where the job's slots are placed, and what no node could take (as last read from etcd). `allocs` are this node's. */
   cluster?: ClusterJobView;
@@ -168,6 +173,15 @@ export interface JobView {
    */
   volumeUnmountsPending?: PendingUnmountView[];
 }
+
+/** A job as GET /v1/jobs lists it: without its spec (Nomad's JobListStub has none), with its groups' names (the JobSummary's). */
+export type JobListView = Omit<JobView, 'job'> & { groups: string[] };
+
+/** A stopped job as DELETE /v1/job/:id answers it: what the stop did to its allocs, without its spec. */
+export type JobStopView = Omit<JobView, 'job'> & {
+  /** Client side: the stop was done but its answer could not be read (why); the other fields then say only the id. */
+  answerUnread?: string;
+};
 
 /** One volume of a stopped alloc still waiting for its unmount. */
 export interface PendingUnmountView {

@@ -312,9 +312,14 @@ const jobStop: Command = {
       ctx.printJson(job);
       return 0;
     }
-    ctx.out(
-      `==> Job "${job.id}" stopped${ctx.flag('purge') ? ' and purged' : ''} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`,
-    );
+    const purged = ctx.flag('purge') ? ' and purged' : '';
+    if (job.answerUnread !== undefined) {
+      ctx.out(
+        `==> Job "${id}" stopped${purged}; the agent's answer could not be read (${job.answerUnread}): job status ${id} shows its allocations`,
+      );
+      return 0;
+    }
+    ctx.out(`==> Job "${job.id}" stopped${purged} (${job.allocs.length} allocation${job.allocs.length === 1 ? '' : 's'})`);
     // A stop whose node plugin is away leaves the mount in place until the plugin is back: said, not hidden behind "stopped".
     for (const p of job.volumeUnmountsPending ?? [])
       ctx.out(`    Allocation "${p.allocId.slice(0, 8)}" stopped, but ${pendingUnmountText(p)}`);
@@ -334,7 +339,7 @@ function pendingUnmountText(p: PendingUnmountView): string {
   return `${volume} is pending: node plugin "${p.pluginId}" is here and the unmount is retried${p.lastError ? ` (last error: ${p.lastError})` : ''}`;
 }
 
-function allocCounts(job: JobView): string {
+function allocCounts(job: Pick<JobView, 'allocs'>): string {
   const running = job.allocs.filter((a) => a.clientStatus === 'running').length;
   return `${running}/${job.allocs.length}`;
 }
@@ -359,7 +364,7 @@ const jobStatus: Command = {
         items: jobs,
         empty: 'No jobs',
         header: ['ID', 'Name', 'Status', 'Groups', 'Running/Total'],
-        row: (j) => [j.id, j.name, j.status, String(j.job.groups.length), allocCounts(j)],
+        row: (j) => [j.id, j.name, j.status, String(j.groups.length), allocCounts(j)],
       });
       return 0;
     }

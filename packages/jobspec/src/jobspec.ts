@@ -154,6 +154,21 @@ export function validateJob(raw: unknown): JobSpec {
   return job!;
 }
 
+/**
+ * Reads a jobspec document as an answer (a client reading what an agent says
+ * a job is), not as a registration: the job the reader makes of it, with the
+ * problems validateJob would refuse it for passed over; throws only when no
+ * job can be read from it at all.
+ */
+export function readJobAnswer(raw: unknown): JobSpec {
+  if (!isBody(raw)) throw new ValidationError('a job in an answer must be an object like { "job": { "<id>": { … } } }');
+  const problems = new Problems();
+  const job = problems.attempt(() => readDocument(raw, problems), undefined);
+  if (job === undefined) problems.throwIfAny();
+  if (job === undefined) throw new ValidationError('no job could be read from the answer');
+  return job;
+}
+
 /** The canonical JSON form of a JobSpec: every field explicit. validateJob(jobToDocument(j)) deep-equals j. */
 export function jobToDocument(job: JobSpec): JobDocument {
   const duration = (ms: number): DurationValue => (Number.isInteger(ms) ? formatDuration(ms) : ms);

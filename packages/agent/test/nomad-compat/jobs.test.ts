@@ -37,7 +37,7 @@ interface JobListStub {
   Status: string;
   StatusDescription: string;
   JobSummary: { JobID: string; Namespace: string; Summary: Record<string, TaskGroupSummary> };
-  SubmitTime?: number;
+  SubmitTime: number;
 }
 
 /** api.Task (the fields read here). */
@@ -57,6 +57,8 @@ interface Job {
   Status: string;
   Stop: boolean;
   Version: number;
+  /** *int64 in api.Job: `nomad job status ID` dereferences it, so it must be sent. */
+  SubmitTime: number;
   TaskGroups: { Name: string; Count: number; Tasks: Task[] }[];
 }
 
@@ -229,6 +231,13 @@ describe('Nomad compatibility: jobs', () => {
     expect(latest.body.ModifyTime).toBeGreaterThanOrEqual(latest.body.CreateTime);
     expect((await nomad.get<Deployment[]>('/v1/job/cache/deployments')).body.map((d) => d.ID)).toEqual([latest.body.ID]);
 
+    // SubmitTime (Unix ns), in the Job and its stub: the current version's submit, here its deployment's start.
+    expect(typeof info.body.SubmitTime).toBe('number');
+    expect(info.body.SubmitTime).toBe(latest.body.CreateTime);
+    expect(list.body[0]!.SubmitTime).toBe(latest.body.CreateTime);
+    // Like Nomad's list, no spec in a stub (a task's env, templates and auth stay out of a list).
+    expect(JSON.stringify(list.body)).not.toContain('TaskGroups');
+
     // The job read and sent back as it is (`nomad job inspect` into `nomad job run`): the same job, no new version.
     const again = await nomad.put<JobRegisterResponse>('/v1/jobs', { Job: info.body });
     expect(again.status).toBe(200);
@@ -286,6 +295,22 @@ describe('Nomad compatibility: jobs', () => {
     expect(stub).toMatchObject({ ID: 'cache', Stop: true, Status: 'dead' });
     expect(stub.JobSummary.Summary.cache!.Running).toBe(0);
 
+    // The stopped job read and sent back as it is (Stop true): nothing to do, answered as unchanged; still stopped.
+    const stoppedBack = await nomad.put<JobRegisterResponse>('/v1/jobs', { Job: stopped });
+    expect(stoppedBack.status).toBe(200);
+    expect((await nomad.get<Job>('/v1/job/cache')).body).toMatchObject({ Status: 'dead', Stop: true, Version: 0 });
+    // Stop true with a changed spec: csiplug registers a job to run it, and says how to start it.
+    const changedStopped = await nomad
+      .put('/v1/jobs', { Job: { ...stopped, TaskGroups: [{ ...stopped.TaskGroups[0]!, Count: 2 }] } })
+      .catch((err: unknown) => err);
+    expect(changedStopped).toMatchObject({ status: 400, text: expect.stringContaining('set Stop to false to start it') });
+
+    // A plan of the stopped job: running it starts it again, an edit (Stop true → false), as Nomad's diff says.
+    const restart = await nomad.put<JobPlanResponse>('/v1/job/cache/plan', { ...createJobPayload('3600'), Diff: true });
+    expect(restart.body.Diff.Type).toBe('Edited');
+    expect(restart.body.Diff.Fields).toContainEqual({ Type: 'Edited', Name: 'Stop', Old: 'true', New: 'false', Annotations: null });
+    expect(restart.body.Annotations.DesiredTGUpdates.cache!.Place).toBe(1);
+
     // Purge (?purge=true): gone.
     const purge = await nomad.delete<JobDeregisterResponse>('/v1/job/cache', deregisterQuery(true));
     expect(purge.status).toBe(200);
@@ -294,5 +319,12 @@ describe('Nomad compatibility: jobs', () => {
     expect(gone).toBeInstanceOf(NomadResponseError);
     expect((gone as NomadResponseError).status).toBe(404);
     expect((await nomad.get<JobListStub[]>('/v1/jobs')).body).toEqual([]);
+
+    // A job no longer there (Terraform's destroy after it vanished): Nomad's Job.Deregister succeeds with no EvalID,
+    // and its evaluations and deployments are [].
+    const vanished = await nomad.delete<JobDeregisterResponse>('/v1/job/cache', deregisterQuery(true));
+    expect([vanished.status, vanished.body]).toEqual([200, { EvalID: '' }]);
+    expect((await nomad.get<unknown[]>('/v1/job/cache/evaluations')).body).toEqual([]);
+    expect((await nomad.get<unknown[]>('/v1/job/cache/deployments')).body).toEqual([]);
   });
 });

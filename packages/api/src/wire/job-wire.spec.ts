@@ -44,6 +44,7 @@ function fullView(job: JobSpec): JobView {
     status: 'running',
     version: 3,
     job,
+    submittedAt: 1_700_000_000_123,
     deployment: {
       id: 'd-1',
       jobVersion: 3,
@@ -130,9 +131,10 @@ describe('job wire', () => {
     it('survives Job and JobListStub, with every optional field set and with none', async () => {
       const spec = await readSpec(file);
       for (const view of [fullView(spec), bareView(spec)]) {
+        const { job: _spec, ...withoutSpec } = view;
         expect(decodeJob(wire(encodeJob(view)))).toEqual(view);
-        expect(decodeJobListStub(wire(encodeJobListStub(view)))).toEqual(view);
-        expect(decodeJobDeregisterResponse(wire(encodeJobDeregisterResponse(view)))).toEqual(view);
+        expect(decodeJobListStub(wire(encodeJobListStub(view)))).toEqual({ ...withoutSpec, groups: spec.groups.map((g) => g.name) });
+        expect(decodeJobDeregisterResponse(wire(encodeJobDeregisterResponse(view)))).toEqual(withoutSpec);
       }
     });
   });
@@ -158,6 +160,32 @@ describe('job wire', () => {
     const stopped = { ...bareView(spec), allocs: [{ ...fullView(spec).allocs[3]! }] };
     expect(encodeJob(stopped).Stop).toBe(true);
     expect(encodeJob(bareView(spec)).Stop).toBe(false);
+  });
+
+  it('always sends SubmitTime in Unix ns (nomad job status dereferences it), 0 only where no submit time is known', async () => {
+    const spec = await readSpec('examples/workload.nomad.hcl');
+    expect(wire(encodeJob(fullView(spec))).SubmitTime).toBe(1_700_000_000_123_000_000);
+    expect(wire(encodeJobListStub(fullView(spec))).SubmitTime).toBe(1_700_000_000_123_000_000);
+    expect(wire(encodeJob(bareView(spec))).SubmitTime).toBe(0);
+  });
+
+  it("keeps the spec out of a JobListStub and a JobDeregisterResponse (its env, templates and auth), as Nomad's list does", async () => {
+    const spec = await readSpec('packages/jobspec/test/fixtures/nomad-json/templates.nomad.hcl');
+    const specText = JSON.stringify(encodeJob(bareView(spec)).TaskGroups);
+    expect(specText.length).toBeGreaterThan(100);
+    for (const answer of [encodeJobListStub(fullView(spec)), encodeJobDeregisterResponse(fullView(spec))]) {
+      expect(JSON.stringify(answer)).not.toContain('"TaskGroups"');
+    }
+    expect(decodeJobDeregisterResponse(wire(encodeJobDeregisterResponse(undefined)))).toBeUndefined();
+  });
+
+  it('reads a Job answer leniently: fields this reader does not know or support are passed over, not refused', async () => {
+    const spec = await readSpec('examples/workload.nomad.hcl');
+    const answer = { ...wire(encodeJob(fullView(spec))), SomeNewerField: { A: 1 }, Meta: { owner: 'ops' } };
+    expect(decodeJob(answer)).toEqual(fullView(spec));
+    // Nor is it checked as a registration is: a value run would refuse is read as far as it goes.
+    const odd = { ...answer, TaskGroups: answer.TaskGroups.map((g) => ({ ...g, Count: -1 })) };
+    expect(decodeJob(odd).job.groups.map((g) => g.name)).toEqual(spec.groups.map((g) => g.name));
   });
 
   it("counts a JobListStub's JobSummary by client status, every group of the spec listed", async () => {
@@ -202,6 +230,30 @@ describe('job wire', () => {
     });
     expect(encodeJobPlanResponse({ ...barePlan, version: { to: 0 } }).Diff.Type).toBe('Added');
     expect(encodeJobPlanResponse({ ...barePlan, version: { from: 0, to: 0 } }).Diff.Type).toBe('None');
+  });
+
+  it('answers a plan that starts a stopped job again as Edited, with Stop true → false (nomad job plan exits 1)', () => {
+    const restart: JobPlan = {
+      ...barePlan,
+      version: { from: 1, to: 1 },
+      groups: [
+        {
+          name: 'app',
+          change: 'none',
+          count: { from: 1, to: 1 },
+          fields: [],
+          updates: { create: 1, destroy: 0, 'create/destroy': 0, 'in-place': 0, ignore: 0 },
+          allocs: [{ update: 'create', index: 0, name: 'web.app[0]', reason: 'the job is stopped' }],
+        },
+      ],
+    };
+    expect(encodeJobPlanResponse(restart).Diff.Type).toBe('None');
+    const answer = encodeJobPlanResponse(restart, { stopped: true });
+    expect(answer.Diff.Type).toBe('Edited');
+    expect(answer.Diff.Fields).toEqual([{ Type: 'Edited', Name: 'Stop', Old: 'true', New: 'false', Annotations: null }]);
+    expect(decodeJobPlanResponse(wire(answer))).toEqual(restart);
+    // A stopped job whose plan places nothing is not started again: None.
+    expect(encodeJobPlanResponse({ ...barePlan, version: { from: 1, to: 1 } }, { stopped: true }).Diff.Type).toBe('None');
   });
 
   it('survives JobRegisterResponse, EvalID empty (csiplug has no evaluations)', () => {

@@ -23,7 +23,7 @@ import {
   type ReplacementOrder,
   type UpdateStrategy,
 } from '@csiplug/jobspec';
-import type { ClusterJobView, DeploymentView, JobView, PendingUnmountView, RunJobResult } from '../service';
+import type { ClusterJobView, DeploymentView, JobListView, JobStopView, JobView, PendingUnmountView, RunJobResult } from '../service';
 import { msToUnixNano, unixNanoToMs } from './nomad-time';
 
 /** api.TaskGroupSummary: a group's allocs by client status. */
@@ -67,8 +67,10 @@ export interface NomadJobListStub {
   Status: JobView['status'];
   StatusDescription: string;
   JobSummary: NomadJobSummary;
-  /** The stub has no Version and no spec in Nomad: both here, the spec in Nomad's JSON job format. */
-  Csiplug: JobCsiplugExtras & { version: number; job: NomadJob };
+  /** When the current version was submitted, Unix ns (JobView.submittedAt: derived where csiplug keeps no submit time). */
+  SubmitTime: number;
+  /** The stub has no Version in Nomad: here. Like Nomad's, no spec (its env, templates and auth stay out of a list). */
+  Csiplug: JobCsiplugExtras & { version: number };
 }
 
 /** api.Job as GET /v1/job/:id answers it: the spec in Nomad's JSON job format with the server's fields csiplug knows. */
@@ -76,6 +78,8 @@ export interface NomadJobWithStatus extends NomadJob {
   Status: JobView['status'];
   Stop: boolean;
   Version: number;
+  /** Unix ns; always sent (`nomad job status` reads it as a pointer it dereferences). */
+  SubmitTime: number;
   Csiplug: JobCsiplugExtras;
 }
 
@@ -86,10 +90,13 @@ export interface NomadJobRegisterResponse {
   Csiplug: RunJobResult;
 }
 
-/** structs.JobDeregisterResponse; the stopped job as GET /v1/job/:id answers it, in Csiplug. */
+/** The stopped job in a deregister answer: what the stop did, csiplug's names, no spec. */
+export type JobStopExtras = JobCsiplugExtras & Pick<JobView, 'id' | 'name' | 'status' | 'version' | 'submittedAt'>;
+
+/** structs.JobDeregisterResponse; the stopped job's allocs (no spec) in Csiplug, absent when there was no such job. */
 export interface NomadJobDeregisterResponse {
   EvalID: string;
-  Csiplug: { job: NomadJobWithStatus };
+  Csiplug?: { job: JobStopExtras };
 }
 
 /** api.FieldDiff */
@@ -173,10 +180,10 @@ export function jobSummaryOf(view: JobView): NomadJobSummary {
 }
 
 /** Nomad's Job.Stop: the job was stopped (job stop without -purge), which here is every alloc told to stop. */
-const isStopped = (view: JobView): boolean =>
+export const isStopped = (view: JobStopView): boolean =>
   view.cluster ? view.cluster.stopped : view.allocs.length > 0 && view.allocs.every((a) => a.desiredStatus === 'stop');
 
-function extrasOf(view: JobView): JobCsiplugExtras {
+function extrasOf(view: JobStopView): JobCsiplugExtras {
   return {
     ...(view.deployment ? { deployment: view.deployment } : {}),
     ...(view.cluster ? { cluster: view.cluster } : {}),
@@ -185,14 +192,12 @@ function extrasOf(view: JobView): JobCsiplugExtras {
   };
 }
 
-function viewOf(spec: NomadJob, status: JobView['status'], version: number, extras: JobCsiplugExtras): JobView {
-  const job = jobFromNomadJson(spec);
+/** The spec of an answer, read leniently (a reader of answers: fields a newer agent adds are not refused). */
+const specOfAnswer = (spec: NomadJob) => jobFromNomadJson(spec, 'Job', { lenient: true });
+
+/** The view's fields beyond its spec, as the Csiplug extras carry them. */
+function restOf(extras: JobCsiplugExtras): Omit<JobView, 'id' | 'name' | 'status' | 'version' | 'job' | 'submittedAt'> {
   return {
-    id: job.id,
-    name: job.name,
-    status,
-    version,
-    job,
     ...(extras.deployment ? { deployment: extras.deployment } : {}),
     ...(extras.cluster ? { cluster: extras.cluster } : {}),
     allocs: extras.allocs,
@@ -200,15 +205,30 @@ function viewOf(spec: NomadJob, status: JobView['status'], version: number, extr
   };
 }
 
+const submitTimeOf = (view: Pick<JobView, 'submittedAt'>): number => (view.submittedAt === undefined ? 0 : msToUnixNano(view.submittedAt));
+const submittedAtOf = (ns: number): Pick<JobView, 'submittedAt'> => (ns > 0 ? { submittedAt: unixNanoToMs(ns) } : {});
+
+function viewOf(spec: NomadJob, status: JobView['status'], version: number, submitTime: number, extras: JobCsiplugExtras): JobView {
+  const job = specOfAnswer(spec);
+  return { id: job.id, name: job.name, status, version, job, ...submittedAtOf(submitTime), ...restOf(extras) };
+}
+
 /** GET /v1/job/:id: Nomad's Job. */
 export function encodeJob(view: JobView): NomadJobWithStatus {
-  return { ...jobToNomadJson(view.job), Status: view.status, Stop: isStopped(view), Version: view.version, Csiplug: extrasOf(view) };
+  return {
+    ...jobToNomadJson(view.job),
+    Status: view.status,
+    Stop: isStopped(view),
+    Version: view.version,
+    SubmitTime: submitTimeOf(view),
+    Csiplug: extrasOf(view),
+  };
 }
 
 /** Nomad's Job back into the job's view; the spec read as POST /v1/jobs reads it (the server's fields set aside first). */
 export function decodeJob(wire: NomadJobWithStatus): JobView {
-  const { Status, Stop: _stop, Version, Csiplug, ...spec } = wire;
-  return viewOf(spec, Status, Version, Csiplug);
+  const { Status, Stop: _stop, Version, SubmitTime, Csiplug, ...spec } = wire;
+  return viewOf(spec, Status, Version, SubmitTime, Csiplug);
 }
 
 /** GET /v1/jobs: one JobListStub per job. */
@@ -228,13 +248,23 @@ export function encodeJobListStub(view: JobView): NomadJobListStub {
     Status: view.status,
     StatusDescription: '',
     JobSummary: jobSummaryOf(view),
-    Csiplug: { ...extrasOf(view), version: view.version, job: spec },
+    SubmitTime: submitTimeOf(view),
+    Csiplug: { ...extrasOf(view), version: view.version },
   };
 }
 
-export function decodeJobListStub(wire: NomadJobListStub): JobView {
-  const { version, job, ...extras } = wire.Csiplug;
-  return viewOf(job, wire.Status, version, extras);
+/** A list entry: the job without its spec, its groups the JobSummary's (the spec's, and any an older version's allocs still hold). */
+export function decodeJobListStub(wire: NomadJobListStub): JobListView {
+  const { version, ...extras } = wire.Csiplug;
+  return {
+    id: wire.ID,
+    name: wire.Name,
+    status: wire.Status,
+    version,
+    ...submittedAtOf(wire.SubmitTime),
+    groups: Object.keys(wire.JobSummary.Summary),
+    ...restOf(extras),
+  };
 }
 
 // ---- deployments -----------------------------------------------------------------------
@@ -328,12 +358,25 @@ export function decodeJobRegisterResponse(wire: NomadJobRegisterResponse): RunJo
   return wire.Csiplug;
 }
 
-export function encodeJobDeregisterResponse(view: JobView): NomadJobDeregisterResponse {
-  return { EvalID: '', Csiplug: { job: encodeJob(view) } };
+/** DELETE /v1/job/:id: Nomad's answer; no view for a job that was not there (Nomad's deregister of an unknown job succeeds). */
+export function encodeJobDeregisterResponse(view: JobStopView | undefined): NomadJobDeregisterResponse {
+  if (!view) return { EvalID: '' };
+  const { id, name, status, version } = view;
+  return {
+    EvalID: '',
+    Csiplug: {
+      job: { id, name, status, version, ...(view.submittedAt !== undefined ? { submittedAt: view.submittedAt } : {}), ...extrasOf(view) },
+    },
+  };
 }
 
-export function decodeJobDeregisterResponse(wire: NomadJobDeregisterResponse): JobView {
-  return decodeJob(wire.Csiplug.job);
+/** The stopped job; undefined when the agent had no such job (nothing was stopped). */
+export function decodeJobDeregisterResponse(wire: NomadJobDeregisterResponse): JobStopView | undefined {
+  const job = wire.Csiplug?.job;
+  if (!job) return undefined;
+  if (typeof job.id !== 'string' || !Array.isArray(job.allocs)) throw new Error('Csiplug.job needs an id and a list of allocs');
+  const { id, name, status, version } = job;
+  return { id, name, status, version, ...(job.submittedAt !== undefined ? { submittedAt: job.submittedAt } : {}), ...restOf(job) };
 }
 
 // ---- plan ------------------------------------------------------------------------------
@@ -396,14 +439,22 @@ function desiredUpdates(u: GroupPlan['updates']): NomadDesiredUpdates {
 const specChanged = (plan: JobPlan): boolean =>
   plan.version.from !== plan.version.to || plan.fields.length > 0 || plan.groups.some((g) => g.change !== 'none');
 
-/** POST /v1/job/:id/plan: Nomad's JobPlanResponse, with Diff always given (csiplug's plan always has it). */
-export function encodeJobPlanResponse(plan: JobPlan): NomadJobPlanResponse {
-  const diffType: NomadDiffType = plan.version.from === undefined ? 'Added' : specChanged(plan) ? 'Edited' : 'None';
+/** The job field Nomad's diff gives a stopped job that a plan would start again (structs.Job's Stop, true → false). */
+const RESTART_FIELD: NomadFieldDiff = { Type: 'Edited', Name: 'Stop', Old: 'true', New: 'false', Annotations: null };
+
+/**
+ * POST /v1/job/:id/plan: Nomad's JobPlanResponse, with Diff always given (csiplug's plan always has it). `stopped`: the
+ * job is stopped now, so a plan that places allocs starts it again, an edit (Stop true → false) as Nomad's diff says.
+ */
+export function encodeJobPlanResponse(plan: JobPlan, options: { stopped?: boolean } = {}): NomadJobPlanResponse {
+  const restarts = options.stopped === true && plan.groups.some((g) => g.updates.create > 0);
+  const diffType: NomadDiffType = plan.version.from === undefined ? 'Added' : specChanged(plan) || restarts ? 'Edited' : 'None';
+  const fields = fieldList(plan.fields);
   return {
     Diff: {
       Type: diffType,
       ID: plan.jobId,
-      Fields: fieldList(plan.fields),
+      Fields: restarts ? [RESTART_FIELD, ...(fields ?? [])] : fields,
       Objects: null,
       TaskGroups: plan.groups.map((g) => ({
         Type: GROUP_DIFF_TYPE[g.change],
@@ -457,7 +508,8 @@ export function decodeJobPlanResponse(wire: NomadJobPlanResponse): JobPlan {
     jobId: wire.Diff.ID,
     changed: wire.Csiplug.changed,
     version: wire.Csiplug.version,
-    fields: (wire.Diff.Fields ?? []).map(decodeField),
+    // The Stop field is the plan's restart of a stopped job, not a change of csiplug's spec (its allocs say what starts).
+    fields: (wire.Diff.Fields ?? []).filter((f) => f.Name !== RESTART_FIELD.Name).map(decodeField),
     groups,
     ...(wire.Csiplug.underway ? { underway: wire.Csiplug.underway } : {}),
   };

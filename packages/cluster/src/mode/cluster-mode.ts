@@ -255,7 +255,11 @@ export class ClusterMode {
       return { ...(local ?? clusterOnlyView(id, queued, view.version, false)), cluster: view };
     }
     if (!seen) return local;
-    return { ...(local ?? clusterOnlyView(id, seen.record.spec, seen.record.version, seen.record.stopped)), cluster: seen.view };
+    return {
+      ...(local ?? clusterOnlyView(id, seen.record.spec, seen.record.version, seen.record.stopped)),
+      submittedAt: seen.record.submittedAt,
+      cluster: seen.view,
+    };
   }
 
   /** The job goes to etcd and is placed there; each node runs its share. */

@@ -5,7 +5,7 @@
 // fields become csiplug's jobspec document (HCL names, durations in ms);
 // then validateJob checks that document as it checks a jobspec file, so a
 // job is judged the same whichever format it came in (one validation).
-import { validateJob } from '../jobspec';
+import { readJobAnswer, validateJob } from '../jobspec';
 import type { JobSpec } from '../model';
 import {
   CSI_PLUGIN_FIELDS,
@@ -36,11 +36,16 @@ function put(doc: Doc, key: string, value: unknown): void {
  * problem) or ValidationProblems (several, one per line): shape problems
  * name their path (`Job.TaskGroups[0].Count must be a whole number`), the
  * jobspec's own checks name the job, group and task as a jobspec file's do.
+ * With `lenient` (a client reading an agent's answer, not a registration),
+ * fields it does not know or support are passed over, not refused, and the
+ * job is read without validateJob's checks (readJobAnswer).
  */
 export function jobFromNomadJson(value: unknown, path = 'Job', options: { lenient?: boolean } = {}): JobSpec {
   // Lenient: an answer is read, not a request checked, so fields this csiplug does not know are left out rather than refused.
   const problems = new NomadProblems(options.lenient);
   const doc = readJob(value, path, problems);
+  // An answer: what can be read is read, unchecked (a reader of answers, not of registrations).
+  if (options.lenient) return readJobAnswer(doc);
   problems.throwIfAny();
   return validateJob(doc);
 }

@@ -37,6 +37,16 @@ describe('readJobRegisterRequest', () => {
     expect(() => readJobRegisterRequest({ ...CREATE_JOB_PAYLOAD_TRIMMED, EnforceIndex: false, PreserveCounts: false })).not.toThrow();
   });
 
+  it("hands the Job's Stop to the route (a stopped job sent back), the job read without it; a plan refuses it, saying how to start", () => {
+    const { Job } = CREATE_JOB_PAYLOAD_TRIMMED as { Job: Record<string, unknown> };
+    const stopped = readJobRegisterRequest({ Job: { ...Job, Stop: true } });
+    expect([stopped.job.id, stopped.stop]).toEqual(['cache', true]);
+    expect(readJobRegisterRequest({ Job: { ...Job, Stop: false } }).stop).toBe(false);
+    expect(refusal(() => readJobPlanRequest({ Job: { ...Job, Stop: true } }))).toMatch(
+      /^Job\.Stop is not supported: .*set Stop to false to start it/,
+    );
+  });
+
   it("refuses another field, csiplug's old body, and a body without Job", () => {
     expect(refusal(() => readJobRegisterRequest({ ...CREATE_JOB_PAYLOAD_TRIMMED, Force: true }))).toMatch(
       /^Force is not a field csiplug knows here \(the fields it reads: Job, PolicyOverride\)$/,

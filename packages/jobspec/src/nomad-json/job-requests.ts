@@ -6,7 +6,7 @@
 // whose Nomad meaning csiplug cannot keep is refused, never dropped unsaid.
 import type { JobSpec } from '../model';
 import { jobFromNomadJson } from './from-nomad-json';
-import { type FieldRules, NomadObject, NomadProblems, READ, SERVER, unsupported, zeroOr } from './nomad-reader';
+import { type FieldRules, NomadObject, NomadProblems, READ, SERVER, isPlainObject, unsupported, zeroOr } from './nomad-reader';
 
 const REMOVE = 'leave it out';
 
@@ -58,10 +58,17 @@ function readWithJob<T>(value: unknown, rules: FieldRules, read: (body: NomadObj
   return { job: jobFromNomadJson(body!.raw('Job'), 'Job'), fields: fields! };
 }
 
-/** PUT/POST /v1/jobs: Nomad's JobRegisterRequest. */
-export function readJobRegisterRequest(value: unknown): { job: JobSpec } {
-  const { job } = readWithJob(value, REGISTER_FIELDS, (body) => body.bool('PolicyOverride'));
-  return { job };
+/**
+ * PUT/POST /v1/jobs: Nomad's JobRegisterRequest. `stop` is the Job's Stop: a
+ * job read with GET /v1/job/:id after job stop carries Stop true; the route
+ * decides (csiplug registers a job to run it), the job is read without it.
+ */
+export function readJobRegisterRequest(value: unknown): { job: JobSpec; stop: boolean } {
+  const sent = isPlainObject(value) && isPlainObject(value.Job) ? value.Job : undefined;
+  const stop = sent?.Stop === true;
+  const body = stop ? { ...(value as Record<string, unknown>), Job: { ...sent, Stop: false } } : value;
+  const { job } = readWithJob(body, REGISTER_FIELDS, (b) => b.bool('PolicyOverride'));
+  return { job, stop };
 }
 
 /** PUT/POST /v1/job/:id/plan: Nomad's JobPlanRequest. `diff` is Nomad's Diff (default false). */

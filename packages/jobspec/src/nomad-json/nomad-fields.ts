@@ -44,7 +44,7 @@ export const JOB_FIELDS: FieldRules = {
   VaultToken: unsupported(JOB_UNSUPPORTED.vault!),
   ConsulNamespace: unsupported(JOB_UNSUPPORTED.consul!),
   VaultNamespace: unsupported(JOB_UNSUPPORTED.vault!),
-  Stop: unsupported(`a job is registered to run; to stop it, use job stop; ${REMOVE}`),
+  Stop: unsupported('csiplug registers a job to run it: set Stop to false to start it (as nomad job start does); to stop it, use job stop'),
   Dispatched: unsupported(JOB_UNSUPPORTED.parameterized!),
   DispatchIdempotencyToken: unsupported(JOB_UNSUPPORTED.parameterized!),
   Payload: unsupported(JOB_UNSUPPORTED.parameterized!),
