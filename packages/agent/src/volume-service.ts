@@ -227,9 +227,11 @@ export class VolumeService {
     const volume = ctx.catalog.getVolume(volumeId);
     if (!volume) throw new NotFoundError(`volume "${volumeId}" not found`);
     const pluginNode = ctx.csiManager.pluginInfo('csi-node', volume.pluginId)?.node?.nodeId;
-    if (nodeId !== ctx.config.nodeId && nodeId !== pluginNode) {
+    // This node's ID as every route gives it (in a cluster its node name), its node_id, or its plugin's node id.
+    const shownId = ctx.config.cluster?.nodeName ?? ctx.config.nodeId;
+    if (nodeId !== shownId && nodeId !== ctx.config.nodeId && nodeId !== pluginNode) {
       throw new ValidationError(
-        `node "${nodeId}" is not this node (${ctx.config.nodeId}${pluginNode && pluginNode !== ctx.config.nodeId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`,
+        `node "${nodeId}" is not this node (${shownId}${pluginNode && pluginNode !== shownId ? `, node ${pluginNode} to plugin ${volume.pluginId}` : ''}): detach a volume through the agent of its node`,
         'node',
       );
     }

@@ -139,6 +139,20 @@ async function copyTo(out: CliOutput, stream: Readable): Promise<number> {
 export const FOLLOW_POLL_MS = 250;
 
 /**
+ * Whether the task has started (so it has a log to read). With `wait`, looks
+ * again every FOLLOW_POLL_MS until it has, or until its alloc has ended
+ * without starting it (false then too).
+ */
+async function taskStarted(client: ApiClient, allocId: string, task: string, wait: boolean): Promise<boolean> {
+  for (;;) {
+    const alloc = await client.getAlloc(allocId);
+    if (alloc.tasks[task]?.startedAt !== undefined) return true;
+    if (!wait || alloc.desiredStatus !== 'run' || alloc.clientStatus === 'complete' || alloc.clientStatus === 'failed') return false;
+    await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+  }
+}
+
+/**
  * The byte offset from which the log's last `lines` lines start: reads a
  * window from the end, twice as large each time, until it holds that many
  * line breaks or reaches the start.
@@ -226,6 +240,11 @@ const allocLogs: Command = {
       throw new UsageError('-f and -n print the log as it is; they cannot be used with -json');
     if (linesText !== undefined && (ctx.stringFlag('offset') !== undefined || tail))
       throw new UsageError('-n picks where to start by itself; leave out -offset and -tail');
+    // A task not started yet has no log (the agent answers Nomad's 404): nothing to print, or with -f wait for it to start.
+    if (!(await taskStarted(client, alloc.id, task, follow))) {
+      if (ctx.json) ctx.printJson({ allocId: alloc.id, task, stream, offset: 0, nextOffset: 0, size: 0, data: '' });
+      return 0;
+    }
     let query = { stream, offset, origin: tail ? ('end' as const) : ('start' as const), limit };
     if (linesText !== undefined)
       query = { stream, offset: await lastLinesOffset(client, alloc.id, task, stream, Number(linesText)), origin: 'start', limit };

@@ -46,7 +46,11 @@ export const TLS_SKIP_VERIFY_FLAG: FlagSpec = {
   env: 'CSIPLUG_SKIP_VERIFY',
   help: "For an https:// address: do not verify the agent's certificate. INSECURE: whoever can intercept the connection can read the token and answer in the agent's name. Use -ca-cert instead.",
 };
-export const JSON_FLAG: FlagSpec = { name: 'json', kind: 'bool', help: "Print the API's JSON instead of tables." };
+export const JSON_FLAG: FlagSpec = {
+  name: 'json',
+  kind: 'bool',
+  help: "Print csiplug's view of the answer as JSON instead of tables (the HTTP API itself answers in Nomad's shapes).",
+};
 export const VERBOSE_FLAG: FlagSpec = { name: 'verbose', kind: 'bool', help: 'Show full ids.' };
 
 export interface CommandContext {

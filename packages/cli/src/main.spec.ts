@@ -957,6 +957,17 @@ describe('csiplug CLI', () => {
       });
     });
 
+    it('alloc logs of a task not started yet prints nothing (the agent answers 404: no log yet)', async () => {
+      const id = fakeUuid(1);
+      const alloc = fake.allocs.get(id)!;
+      alloc.tasks['main'] = { ...alloc.tasks['main']!, state: 'pending', startedAt: undefined };
+      alloc.clientStatus = 'failed';
+      expect(await cli(['alloc', 'logs', id, 'main'])).toEqual({ code: 0, stdout: '', stderr: '' });
+      // -f on an alloc that ended without starting the task: nothing to wait for.
+      expect(await cli(['alloc', 'logs', '-f', id, 'main'])).toEqual({ code: 0, stdout: '', stderr: '' });
+      expect(JSON.parse((await cli(['alloc', 'logs', '-json', id, 'main'])).stdout)).toMatchObject({ task: 'main', data: '', size: 0 });
+    });
+
     it('alloc logs picks a byte range with -offset, -limit and -tail', async () => {
       const id = fakeUuid(1);
       fake.logs.set(`${id}/main/stdout`, '0123456789');

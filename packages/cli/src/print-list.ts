@@ -1,12 +1,12 @@
 // How every list command prints (job, plugin and volume status without an
-// ID, the plugin's own volumes, snapshots): -json prints the API's answer as
-// it came; otherwise a line when the list is empty, or a table, with the
+// ID, the plugin's own volumes, snapshots): -json prints csiplug's view of
+// the answer (the client's decoding of Nomad's shapes); otherwise a line when the list is empty, or a table, with the
 // token of the next page under it when the API answered a page.
 import type { CommandContext } from './command';
 import { formatTable } from './format';
 
 export interface ListOutput<T> {
-  /** What -json prints: the API's answer as it is (the list, or the page with its token). */
+  /** What -json prints: csiplug's view of the answer (the list, or the page with its token). */
   answer: unknown;
   items: readonly T[];
   /** The line printed instead of an empty table ("No jobs"). */

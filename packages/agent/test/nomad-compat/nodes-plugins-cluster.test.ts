@@ -106,4 +106,23 @@ cluster {
     expect(onNode.map((a) => a.NodeID)).toEqual(onNode.map(() => 'store-a'));
     expect(onNode.map((a) => a.ID)).toContain(plugin.Nodes['store-a']!.AllocID);
   });
+
+  it('detaches a volume from the node by the node ID the routes give (as `nomad volume detach VOL NODE` sends it)', async () => {
+    // Nomad's CSIVolumeCreateRequest, as `nomad volume create` sends it.
+    await nomad.put('/v1/volume/csi/detach-me/create', {
+      Volumes: [
+        {
+          ID: 'detach-me',
+          Name: 'detach-me',
+          PluginID: 'hostpath',
+          RequestedCapabilities: [{ AccessMode: 'single-node-writer', AttachmentMode: 'file-system' }],
+        },
+      ],
+    });
+    const detached = await nomad.delete<unknown>('/v1/volume/csi/detach-me/detach', { node: 'store-a' });
+    expect(detached.status).toBe(200);
+    // Another node's ID is still refused, naming this node's.
+    const other = await nomad.delete<unknown>('/v1/volume/csi/detach-me/detach', { node: 'store-b' }).catch((e: Error) => e);
+    expect(String(other)).toContain('node "store-b" is not this node (store-a');
+  });
 });
