@@ -139,14 +139,16 @@ async function copyTo(out: CliOutput, stream: Readable): Promise<number> {
 export const FOLLOW_POLL_MS = 250;
 
 /**
- * Whether the task has started (so it has a log to read). With `wait`, looks
+ * Whether the task has started (so it has a log to read), or is not one of the alloc's (the agent refuses it). With `wait`, looks
  * again every FOLLOW_POLL_MS until it has, or until its alloc has ended
  * without starting it (false then too).
  */
 async function taskStarted(client: ApiClient, allocId: string, task: string, wait: boolean): Promise<boolean> {
   for (;;) {
     const alloc = await client.getAlloc(allocId);
-    if (alloc.tasks[task]?.startedAt !== undefined) return true;
+    const known = task in alloc.tasks || alloc.job.groups.some((g) => g.name === alloc.group && g.tasks.some((t) => t.name === task));
+    // A task the alloc does not have: the agent's answer says so, with the tasks it has.
+    if (!known || alloc.tasks[task]?.startedAt !== undefined) return true;
     if (!wait || alloc.desiredStatus !== 'run' || alloc.clientStatus === 'complete' || alloc.clientStatus === 'failed') return false;
     await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
   }
