@@ -39,7 +39,7 @@ const path = require('path');
 const { processesUnder } = require('../processes');
 const { spawn, execFileSync } = require('child_process');
 const agentPkg = path.dirname(require.resolve('@csiplug/agent/package.json'));
-const { ApiClient } = require('@csiplug/api/client');
+const { ApiClient, decodeEvents } = require('@csiplug/api/client');
 const { jobToNomadJson, parseJobspec, parseVolumeSpec, volumeSpecToDocument } = require('@csiplug/jobspec');
 const { hostpathPluginJobHcl, volumeHcl, workloadJobHcl } = require('@csiplug/agent');
 const { freePort, pollUntil } = require('@csiplug/agent/testing');
@@ -269,7 +269,7 @@ class EventWatch {
     this.staleWhy = [];
     this.abort = new AbortController();
   }
-  /** Opens the stream (GET /v1/event/stream, one JSON event a line); false while the agent does not take connections yet. */
+  /** Opens the stream (GET /v1/event/stream, one Nomad Events envelope a line); false while the agent does not take connections yet. */
   connect(port) {
     return new Promise((resolve) => {
       const req = http.get({ host: '127.0.0.1', port, path: '/v1/event/stream', signal: this.abort.signal }, (res) => {
@@ -285,7 +285,7 @@ class EventWatch {
           while ((nl = pending.indexOf('\n')) >= 0) {
             const line = pending.slice(0, nl).trim();
             pending = pending.slice(nl + 1);
-            if (line && line !== '{}') this.take(JSON.parse(line));
+            if (line && line !== '{}') for (const e of decodeEvents(JSON.parse(line))) this.take(e);
           }
         });
         res.on('error', () => undefined);

@@ -9,3 +9,5 @@ export * from './service-errors';
 export type * from './service';
 export type { LogRange, LogSlice } from './log-slice';
 export type { AllocStubView, DeploymentStub } from './wire/alloc-wire';
+/** One line of /v1/event/stream (Nomad's Events envelope) back into csiplug's events, for readers of the raw stream. */
+export { decodeEvents } from './wire/event-wire';
